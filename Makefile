@@ -1,0 +1,27 @@
+# The two quick-start commands: `make demo` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test fast typecheck lint clean
+
+$(STAMP): setup.cfg setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[embedded,test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: $(STAMP)
+	$(BIN)/python -m flake8 minitask tests examples
+	$(BIN)/python -m mypy
+	$(BIN)/python -m pytest
+
+fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not integration and not crash" -q
+
+clean:
+	rm -rf $(VENV) build *.egg-info

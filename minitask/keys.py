@@ -1,0 +1,120 @@
+"""Every Redis key name minitask uses; pure functions, no I/O.
+
+All keys of one queue share the hash tag ``{app:queue}``, so each Lua
+script and multi-key command touches a single Redis Cluster slot::
+
+    minitask:{app:queue}:ready        ZSET  id -> rank: priority band, then enqueue order
+    minitask:{app:queue}:delayed      ZSET  id -> due_ms * 10 + (9 - priority)
+    minitask:{app:queue}:leases       ZSET  id -> lease_deadline_ms * 10 + (9 - priority)
+    minitask:{app:queue}:messages     HASH  id -> encoded Message (queued, running or dead)
+    minitask:{app:queue}:deliveries   HASH  id -> hand-overs not yet ended by an outcome
+    minitask:{app:queue}:retrying     HASH  id -> encoded Outcome of the last failed attempt
+    minitask:{app:queue}:dead         ZSET  id -> time dead-lettered (ms)
+    minitask:{app:queue}:dead_info    HASH  id -> encoded Outcome saying why it died
+    minitask:{app:queue}:seq          STRING counter giving FIFO order inside a priority
+    minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
+    minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
+
+App-wide keys (their own slot, never mixed with queue keys in one command)::
+
+    minitask:{app}:queues             SET   every queue name the app has used
+    minitask:{app}:workers            ZSET  worker name -> last heartbeat (ms)
+    minitask:{app}:worker:<name>      HASH  a worker's description and counters
+
+The packed scores keep priority next to the time so that promotion and
+lease reclaim can put a task back at its priority without reading it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+PREFIX = "minitask"
+
+#: Ready scores: band (9 - priority) * BAND + MIDDLE + seq, where seq > 0 appends
+#: and seq < 0 puts a task back at the head of its band. Stays below 2**53.
+BAND = 2 ** 49
+MIDDLE = 2 ** 48
+
+_FORBIDDEN = set("{}: \t\r\n")
+
+
+def check_name(kind: str, name: str) -> str:
+    """Names become part of hash tags: refuse characters that would break them."""
+    if not name or any(char in _FORBIDDEN for char in name):
+        raise ValueError(f"{kind} name {name!r} must be non-empty and free of "
+                         f"'{{', '}}', ':' and whitespace")
+    return name
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The keys of one queue of one app."""
+
+    app: str
+    queue: str
+
+    @cached_property
+    def base(self) -> str:
+        return f"{PREFIX}:{{{self.app}:{self.queue}}}:"
+
+    @cached_property
+    def ready(self) -> str:
+        return self.base + "ready"
+
+    @cached_property
+    def delayed(self) -> str:
+        return self.base + "delayed"
+
+    @cached_property
+    def leases(self) -> str:
+        return self.base + "leases"
+
+    @cached_property
+    def messages(self) -> str:
+        return self.base + "messages"
+
+    @cached_property
+    def deliveries(self) -> str:
+        return self.base + "deliveries"
+
+    @cached_property
+    def retrying(self) -> str:
+        return self.base + "retrying"
+
+    @cached_property
+    def dead(self) -> str:
+        return self.base + "dead"
+
+    @cached_property
+    def dead_info(self) -> str:
+        return self.base + "dead_info"
+
+    @cached_property
+    def seq(self) -> str:
+        return self.base + "seq"
+
+    @cached_property
+    def wake(self) -> str:
+        return self.base + "wake"
+
+    def result(self, task_id: str) -> str:
+        return self.base + "result:" + task_id
+
+
+@dataclass(frozen=True)
+class AppKeys:
+    """App-wide keys: the queue registry and the live workers."""
+
+    app: str
+
+    @cached_property
+    def queues(self) -> str:
+        return f"{PREFIX}:{{{self.app}}}:queues"
+
+    @cached_property
+    def workers(self) -> str:
+        return f"{PREFIX}:{{{self.app}}}:workers"
+
+    def worker(self, name: str) -> str:
+        return f"{PREFIX}:{{{self.app}}}:worker:{name}"

@@ -1,0 +1,36 @@
+-- enqueue: store messages and make them ready now or due later, atomically.
+-- KEYS[1] messages (HASH)   KEYS[2] ready (ZSET)   KEYS[3] delayed (ZSET)
+-- KEYS[4] seq (STRING)      KEYS[5] wake (LIST)
+-- ARGV[1] now (ms)          ARGV[2] wake cap (tokens kept at most)
+-- then per message, four ARGVs: id, encoded message, priority (0..9), due (ms; <= now: ready)
+-- Returns: the number of messages added (an id already pending is left as it is).
+-- Invariant: every id in ready or delayed has its message in messages.
+local band, middle = 562949953421312, 281474976710656
+local now = tonumber(ARGV[1])
+local cap = tonumber(ARGV[2])
+local added, wake = 0, 0
+for i = 3, #ARGV, 4 do
+  local id, body = ARGV[i], ARGV[i + 1]
+  local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  if redis.call('HSETNX', KEYS[1], id, body) == 1 then
+    added = added + 1
+    if due > now then
+      redis.call('ZADD', KEYS[3], string.format('%.0f', due * 10 + 9 - priority), id)
+      -- wake sleepers only when this task is due before everything else delayed
+      if redis.call('ZRANGE', KEYS[3], 0, 0)[1] == id then wake = wake + 1 end
+    else
+      local seq = redis.call('INCR', KEYS[4])
+      redis.call('ZADD', KEYS[2], string.format('%.0f', (9 - priority) * band + middle + seq), id)
+      wake = wake + 1
+    end
+  end
+end
+if wake > 0 then
+  if wake > cap then wake = cap end
+  local tokens = {}
+  for i = 1, wake do tokens[i] = '1' end
+  if redis.call('RPUSH', KEYS[5], unpack(tokens)) > cap then
+    redis.call('LTRIM', KEYS[5], 0, cap - 1)
+  end
+end
+return added

@@ -1,0 +1,13 @@
+-- purge_dead: delete dead letters for good.
+-- KEYS[1] dead (ZSET)   KEYS[2] dead_info (HASH)   KEYS[3] messages (HASH)
+-- ARGV: the ids to delete
+-- Returns: how many were dead letters and are now gone.
+local purged = 0
+for i = 1, #ARGV do
+  if redis.call('ZREM', KEYS[1], ARGV[i]) == 1 then
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('HDEL', KEYS[3], ARGV[i])
+    purged = purged + 1
+  end
+end
+return purged
