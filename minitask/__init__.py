@@ -1,4 +1,40 @@
 """minitask: a Celery-style task framework for Python on Redis."""
 from __future__ import annotations
 
+from .app import DeadTask, Minitask
+from .context import TaskContext, current_task
+from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
+                     DuplicateTaskError, EncodeError, MessageTooLarge, MinitaskError,
+                     ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
+                     UnknownTaskError)
+from .handle import TaskHandle
+from .task import Task
+from .worker import Worker
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "AppNotFound",
+    "ArgumentError",
+    "BrokerError",
+    "ConfigurationError",
+    "DeadTask",
+    "DecodeError",
+    "DuplicateTaskError",
+    "EncodeError",
+    "MessageTooLarge",
+    "Minitask",
+    "MinitaskError",
+    "ResultTimeout",
+    "Retry",
+    "SerializationError",
+    "Task",
+    "TaskContext",
+    "TaskFailed",
+    "TaskHandle",
+    "TimeLimitExceeded",
+    "UnknownTaskError",
+    "Worker",
+    "__version__",
+    "current_task",
+]

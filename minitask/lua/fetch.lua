@@ -6,7 +6,7 @@
 -- ARGV[1] now (ms)   ARGV[2] lease deadline (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries   ARGV[5] batch limit for promotion and reclaim
 -- Returns: {leased, poisoned, next_event_ms}
---   leased: flat list id, message, delivery number, ... for each leased task
+--   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
 --   next_event_ms: earliest delayed due time or lease deadline, or -1
@@ -57,6 +57,7 @@ if want > 0 then
       leased[#leased + 1] = id
       leased[#leased + 1] = body
       leased[#leased + 1] = delivered
+      leased[#leased + 1] = priority
     end
   end
 end

@@ -12,7 +12,7 @@ if redis.call('ZSCORE', KEYS[3], id) then
   if note then return {'retrying', note} end
   return {'scheduled', false}
 end
+if redis.call('ZSCORE', KEYS[5], id) then return {'dead', false} end
 local outcome = redis.call('LINDEX', KEYS[6], 0)
 if outcome then return {'finished', outcome} end
-if redis.call('ZSCORE', KEYS[5], id) then return {'dead', false} end
 return {'unknown', false}

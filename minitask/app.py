@@ -1,0 +1,312 @@
+"""Minitask: the application object users create and decorate tasks with."""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import (Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload)
+
+import redis
+
+from ._compat import ParamSpec
+from .broker import RedisBroker
+from .connection import connect
+from .errors import ConfigurationError, DecodeError, DuplicateTaskError, MessageTooLarge
+from .handle import TaskHandle
+from .keys import check_name
+from .message import Message, SystemClock, to_ms, to_seconds
+from .serializer import check_arguments, decode_message, decode_outcome, encode_message
+from .task import Task, TaskOptions
+from .worker import Worker
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+APP_OPTIONS = frozenset({"clock", "prefetch"})
+#: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
+BULK_CHUNK = 1000
+
+
+@dataclass(frozen=True)
+class DeadTask:
+    """A task that will not run again, with why."""
+
+    task_id: str
+    queue: str
+    name: str
+    args: List[Any]
+    kwargs: Dict[str, Any]
+    reason: str
+    exc_type: str
+    message: str
+    traceback: str
+    dead_at: _dt.datetime
+    attempts: int
+
+
+class Minitask:
+    """An application: a name that namespaces its Redis keys, and its tasks.
+
+    Args:
+        name: namespaces every Redis key of the app.
+        broker: a URL (``redis://``, ``rediss://``, ``unix://``,
+            ``redis+sentinel://``, ``redis+cluster://``, ``embedded://``) or a
+            ready ``redis.Redis`` client; default: ``MINITASK_BROKER_URL``,
+            else the embedded development broker.
+        default_queue: queue of tasks that do not name one.
+        result_ttl: seconds results are kept.
+        visibility_timeout: seconds a lease lasts unless its worker renews it;
+            a crashed worker's tasks run again after about this long.
+        max_deliveries: deliveries that end with the worker dying before a
+            task is dead-lettered as poison.
+        max_message_bytes: largest encoded message accepted at enqueue.
+        **options: ``prefetch`` (tasks a worker leases ahead, default 0) and
+            ``clock`` (an object with ``now_ms()``, for tests).
+
+    Raises:
+        ConfigurationError: an option is invalid or unknown. No I/O happens here.
+    """
+
+    def __init__(self, name: str, broker: Union[str, "redis.Redis[bytes]", None] = None, *,
+                 default_queue: str = "default", result_ttl: float = 86400,
+                 visibility_timeout: float = 30.0, max_deliveries: int = 5,
+                 max_message_bytes: int = 1_048_576, **options: Any) -> None:
+        unknown = sorted(set(options) - APP_OPTIONS)
+        if unknown:
+            raise ConfigurationError(f"app {name!r}: unknown option(s) {', '.join(unknown)}; "
+                                     f"valid extra options are {', '.join(sorted(APP_OPTIONS))}")
+        self._check_name("app", name)
+        self._check_name("queue", default_queue)
+        if not isinstance(visibility_timeout, (int, float)) or visibility_timeout < 1:
+            raise ConfigurationError(f"app {name!r}: visibility_timeout must be at least 1 "
+                                     f"second, got {visibility_timeout!r}")
+        if not isinstance(max_deliveries, int) or max_deliveries < 1:
+            raise ConfigurationError(f"app {name!r}: max_deliveries must be an int >= 1, "
+                                     f"got {max_deliveries!r}")
+        if not isinstance(result_ttl, (int, float)) or result_ttl <= 0:
+            raise ConfigurationError(f"app {name!r}: result_ttl must be > 0 seconds, "
+                                     f"got {result_ttl!r}")
+        prefetch = options.get("prefetch", 0)
+        if not isinstance(prefetch, int) or prefetch < 0:
+            raise ConfigurationError(f"app {name!r}: prefetch must be an int >= 0, "
+                                     f"got {prefetch!r}")
+        self.name = name
+        self.default_queue = default_queue
+        self.result_ttl = float(result_ttl)
+        self.visibility_timeout = float(visibility_timeout)
+        self.max_deliveries = max_deliveries
+        self.max_message_bytes = max_message_bytes
+        self.prefetch = prefetch
+        self.clock = options.get("clock") or SystemClock()
+        self.tasks: Dict[str, Task[Any, Any]] = {}
+        self._broker_setting = broker
+        self._broker: Optional[RedisBroker] = None
+
+    def __repr__(self) -> str:
+        return f"<Minitask {self.name} tasks={len(self.tasks)}>"
+
+    @staticmethod
+    def _check_name(kind: str, name: Any) -> None:
+        if not isinstance(name, str):
+            raise ConfigurationError(f"{kind} name must be a str, got {name!r}")
+        try:
+            check_name(kind, name)
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
+
+    def check_queue_name(self, queue: str) -> None:
+        self._check_name("queue", queue)
+
+    # -- broker --------------------------------------------------------------
+
+    @property
+    def broker(self) -> RedisBroker:
+        """The app's broker, connected on first use."""
+        if self._broker is None:
+            connection = connect(self._broker_setting)
+            self._broker = RedisBroker(connection.client, self.name, connection.description)
+        return self._broker
+
+    # -- tasks ---------------------------------------------------------------
+
+    @overload
+    def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
+
+    @overload
+    def task(self, /, **options: Any) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+
+    def task(self, func: Optional[Callable[P, R]] = None, /,
+             **options: Any) -> Union[Task[P, R], Callable[[Callable[P, R]], Task[P, R]]]:
+        """Register a function as a task: ``@app.task`` or ``@app.task(queue=...)``.
+
+        Args:
+            func: the function, when used bare.
+            **options: ``name``, ``queue``, ``priority`` (0..9, 9 first),
+                ``retries``, ``retry_backoff``, ``retry_backoff_max``,
+                ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
+                ``result_ttl`` (seconds).
+
+        Raises:
+            ConfigurationError: an unknown or invalid option (a ValueError).
+            DuplicateTaskError: another function already has this name.
+        """
+        def register(function: Callable[P, R]) -> Task[P, R]:
+            resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options)
+            self._check_name("queue", resolved.queue)
+            existing = self.tasks.get(resolved.name)
+            if existing is not None and _code_of(existing.func) != _code_of(function):
+                raise DuplicateTaskError(f"task name {resolved.name!r} is already registered "
+                                         f"to {existing.func!r}; pass name=... to one of them")
+            registered: Task[P, R] = Task(self, function, resolved)
+            self.tasks[resolved.name] = registered
+            return registered
+
+        if func is not None:
+            return register(func)
+        return register
+
+    def worker_queues(self) -> List[str]:
+        """Queues a worker serves by default: the default queue, then the rest by name."""
+        others = sorted({t.queue for t in self.tasks.values()} - {self.default_queue})
+        return [self.default_queue] + others
+
+    # -- enqueueing ----------------------------------------------------------
+
+    def send_messages(self, messages: Sequence[Message]) -> None:
+        """Encode and check every message, then write them, grouped by queue."""
+        by_queue: Dict[str, List[Any]] = {}
+        for message in messages:
+            check_arguments(message.task, message.args, message.kwargs)
+            body = encode_message(message)
+            if len(body) > self.max_message_bytes:
+                raise MessageTooLarge(
+                    f"task {message.task!r}: message of {len(body)} bytes is over "
+                    f"max_message_bytes={self.max_message_bytes}; pass a reference (a key or "
+                    f"a URL) instead of the data", task_name=message.task, size=len(body),
+                    limit=self.max_message_bytes)
+            by_queue.setdefault(message.queue, []).append(
+                (message.id, body, message.priority, message.eta_ms or 0))
+        broker = self.broker
+        now_ms = self.clock.now_ms()
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), BULK_CHUNK):
+                broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+
+    def handle(self, task_id: str) -> TaskHandle[Any]:
+        """A handle on a task known only by its id (its queue is looked up)."""
+        return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl))
+
+    # -- dead letters --------------------------------------------------------
+
+    def _queues(self, queue: Optional[str]) -> List[str]:
+        if queue is not None:
+            return [queue]
+        return sorted(set(self.broker.queue_names()) | set(self.worker_queues()))
+
+    def dead_letters(self, queue: Optional[str] = None, *, limit: int = 1000) -> List[DeadTask]:
+        """Tasks that will not run again, oldest first.
+
+        Args:
+            queue: only this queue; default: every queue of the app.
+            limit: at most this many per queue.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        found: List[DeadTask] = []
+        for name in self._queues(queue):
+            for letter in self.broker.dead_letters(name, limit):
+                found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
+                                        letter.info))
+        return found
+
+    def requeue_dead(self, task_id: str) -> bool:
+        """Put a dead task back at the tail of its queue, as a fresh first attempt.
+
+        Returns:
+            False when no dead letter has this id.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        for queue in self._queues(None):
+            if self.broker.state(queue, task_id)[0] != "dead":
+                continue
+            body = self.broker.message_body(queue, task_id) or b""
+            priority = 5
+            try:
+                message = decode_message(body)
+            except DecodeError:
+                pass  # revived as it is: the worker will dead-letter it again, with the reason
+            else:
+                priority = message.priority
+                body = encode_message(Message(
+                    id=message.id, task=message.task, args=message.args, kwargs=message.kwargs,
+                    queue=message.queue, priority=message.priority,
+                    enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
+            return self.broker.revive(queue, task_id, body, priority)
+        return False
+
+    def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:
+        """Delete dead letters for good: one by id, or all (of one queue).
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        purged = 0
+        for name in self._queues(queue):
+            if task_id is not None:
+                purged += self.broker.purge_dead(name, [task_id])
+                continue
+            while True:
+                ids = self.broker.dead_ids(name, BULK_CHUNK)
+                if not ids:
+                    break
+                purged += self.broker.purge_dead(name, ids)
+        return purged
+
+    # -- workers -------------------------------------------------------------
+
+    def worker(self, queues: Optional[Sequence[str]] = None, concurrency: int = 1,
+               pool: str = "thread", burst: bool = False, grace: float = 30.0) -> Worker:
+        """A worker for this app; call ``.run()`` on it.
+
+        Args:
+            queues: queues in the order they are served; default: ``worker_queues()``.
+            concurrency: tasks run at once.
+            pool: ``"thread"`` or ``"process"``.
+            burst: return once nothing is ready instead of waiting for more.
+            grace: seconds running tasks get to finish after a stop request.
+        """
+        return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
+                      pool=pool, burst=burst, grace=grace)
+
+
+def _code_of(func: Callable[..., Any]) -> Any:
+    """Re-importing a module re-registers the same code: that is not a duplicate."""
+    return getattr(func, "__code__", func)
+
+
+def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
+               info: Optional[bytes]) -> DeadTask:
+    name, args, kwargs, attempts = "?", [], {}, 0
+    try:
+        message = decode_message(body or b"")
+        name, args, kwargs, attempts = message.task, message.args, message.kwargs, message.attempt
+    except DecodeError:
+        pass  # an undecodable message is listed with what is known about it
+    reason = exc_type = text = trace = ""
+    if info:
+        try:
+            outcome = decode_outcome(info)
+            reason, exc_type, text, trace = (outcome.reason, outcome.exc_type, outcome.message,
+                                             outcome.traceback)
+        except DecodeError:
+            reason = "unreadable dead-letter record"
+    return DeadTask(task_id=task_id, queue=queue, name=name, args=args, kwargs=kwargs,
+                    reason=reason, exc_type=exc_type, message=text, traceback=trace,
+                    dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
+                                                       tz=_dt.timezone.utc),
+                    attempts=attempts)

@@ -1,0 +1,307 @@
+"""RedisBroker: one typed method per atomic operation minitask does on Redis.
+
+This is the only module (with connection.py) that talks to redis-py; its
+errors leave here as BrokerError. Scripts live in ``minitask/lua``.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+import redis
+
+from .errors import BrokerError, ConfigurationError
+from .keys import BAND, AppKeys, QueueKeys
+
+#: Idle workers block at most this long per call, so a vanished Redis is noticed.
+MAX_BLOCK_SECONDS = 5.0
+#: Wake tokens kept per queue: enough to wake that many idle workers at once.
+WAKE_CAP = 256
+#: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
+BATCH_LIMIT = 1000
+
+_SCRIPTS = ("enqueue", "fetch", "ack", "retry", "bury", "release", "cancel", "revive",
+            "purge_dead", "state")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message handed to this worker under a lease."""
+
+    task_id: str
+    body: bytes
+    delivery: int
+    priority: int
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    deliveries: List[Delivery]
+    poisoned: List[str]
+    next_event_ms: Optional[int]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    task_id: str
+    queue: str
+    dead_at_ms: int
+    body: Optional[bytes]
+    info: Optional[bytes]
+
+
+def _read_script(name: str) -> str:
+    return (importlib.resources.files("minitask") / "lua" / f"{name}.lua").read_text("utf-8")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisBroker:
+    """Typed access to one app's keys on one Redis (or Redis Cluster)."""
+
+    def __init__(self, client: "redis.Redis[bytes]", app_name: str, description: str = "") -> None:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        if kwargs.get("decode_responses"):
+            raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
+                                     "it without decode_responses=True")
+        self.client = client
+        self.app_name = app_name
+        self.description = description or repr(client)
+        self.app_keys = AppKeys(app_name)
+        self._queue_keys: Dict[str, QueueKeys] = {}
+        self._known_queues: Set[str] = set()
+        self._scripts = {name: client.register_script(_read_script(name)) for name in _SCRIPTS}
+
+    # -- helpers -----------------------------------------------------------------
+
+    def keys(self, queue: str) -> QueueKeys:
+        found = self._queue_keys.get(queue)
+        if found is None:
+            found = self._queue_keys[queue] = QueueKeys(self.app_name, queue)
+        return found
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except (redis.RedisError, OSError) as exc:
+            raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
+                              f"that the server is running and reachable") from exc
+
+    def _run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        with self._errors(what):
+            return self._scripts[name](keys=keys, args=args)
+
+    # -- producing ---------------------------------------------------------------
+
+    def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
+                now_ms: int) -> int:
+        """Store (id, body, priority, due_ms) entries of one queue; returns how many were new."""
+        k = self.keys(queue)
+        args: List[Any] = [now_ms, WAKE_CAP]
+        for task_id, body, priority, due_ms in entries:
+            args += (task_id, body, priority, due_ms)
+        added = self._run("enqueue", (k.messages, k.ready, k.delayed, k.seq, k.wake), args,
+                          f"enqueue into queue {queue!r}")
+        if queue not in self._known_queues:
+            self.register_queues([queue])
+        return int(added)
+
+    def register_queues(self, queues: Iterable[str]) -> None:
+        """Remember queue names app-wide so status and lookups by id can find them."""
+        names = [q for q in queues if q not in self._known_queues]
+        if names:
+            with self._errors("register queues"):
+                self.client.sadd(self.app_keys.queues, *names)
+            self._known_queues.update(names)
+
+    def queue_names(self) -> List[str]:
+        with self._errors("list queues"):
+            return sorted(_text(name) for name in self.client.smembers(self.app_keys.queues))
+
+    # -- consuming ---------------------------------------------------------------
+
+    def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
+              max_deliveries: int) -> FetchResult:
+        k = self.keys(queue)
+        leased, poisoned, next_event = self._run(
+            "fetch", (k.ready, k.delayed, k.leases, k.messages, k.deliveries, k.seq, k.wake),
+            (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT),
+            f"fetch from queue {queue!r}")
+        deliveries = [Delivery(_text(leased[i]), leased[i + 1], int(leased[i + 2]),
+                               int(leased[i + 3])) for i in range(0, len(leased), 4)]
+        next_ms = int(next_event)
+        return FetchResult(deliveries, [_text(p) for p in poisoned],
+                           next_ms if next_ms >= 0 else None)
+
+    def wait(self, queues: Sequence[str], timeout: float) -> bool:
+        """Block until a queue may have work or ``timeout`` seconds pass; True if woken."""
+        seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
+        with self._errors("wait for tasks"):
+            woken = self.client.blpop([self.keys(q).wake for q in queues], round(seconds, 3))
+        return woken is not None
+
+    def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
+        """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""
+        mapping = {task_id: deadline_ms * 10 + 9 - priority for task_id, priority in leases}
+        with self._errors(f"renew leases in queue {queue!r}"):
+            self.client.zadd(self.keys(queue).leases, mapping, xx=True)  # type: ignore[arg-type]
+
+    def ack(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
+        k = self.keys(queue)
+        held = self._run("ack", (k.leases, k.ready, k.delayed, k.messages, k.deliveries,
+                                 k.retrying, k.result(task_id)),
+                         (task_id, outcome, result_ttl_ms), f"record the result of {task_id}")
+        return bool(held)
+
+    def retry(self, queue: str, task_id: str, body: bytes, due_ms: int, priority: int,
+              note: bytes) -> bool:
+        k = self.keys(queue)
+        done = self._run("retry", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying,
+                                   k.wake),
+                         (task_id, body, due_ms, priority, note), f"schedule a retry of {task_id}")
+        return bool(done)
+
+    def bury(self, queue: str, task_id: str, *, now_ms: int, outcome: bytes, result_ttl_ms: int,
+             body: bytes = b"") -> bool:
+        """Move a task to the dead letters with ``outcome`` saying why."""
+        k = self.keys(queue)
+        done = self._run("bury", (k.leases, k.ready, k.delayed, k.messages, k.deliveries,
+                                  k.retrying, k.dead, k.dead_info, k.result(task_id)),
+                         (task_id, now_ms, outcome, result_ttl_ms, body),
+                         f"dead-letter {task_id}")
+        return bool(done)
+
+    def release(self, queue: str, leases: Sequence[Tuple[str, int]]) -> int:
+        """Give leased (id, priority) tasks back to the head of their queue."""
+        if not leases:
+            return 0
+        k = self.keys(queue)
+        args: List[Any] = []
+        for task_id, priority in leases:
+            args += (task_id, priority)
+        return int(self._run("release", (k.leases, k.ready, k.deliveries, k.seq, k.wake), args,
+                             f"give back tasks to queue {queue!r}"))
+
+    def message_body(self, queue: str, task_id: str) -> Optional[bytes]:
+        with self._errors(f"read message {task_id}"):
+            body = self.client.hget(self.keys(queue).messages, task_id)
+        return body  # type: ignore[return-value]
+
+    # -- handles -----------------------------------------------------------------
+
+    def cancel(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
+        k = self.keys(queue)
+        done = self._run("cancel", (k.ready, k.delayed, k.messages, k.retrying,
+                                    k.result(task_id)),
+                         (task_id, outcome, result_ttl_ms), f"cancel {task_id}")
+        return bool(done)
+
+    def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
+        k = self.keys(queue)
+        state, outcome = self._run("state", (k.leases, k.ready, k.delayed, k.retrying, k.dead,
+                                             k.result(task_id)),
+                                   (task_id,), f"read the state of {task_id}")
+        return _text(state), outcome or None
+
+    def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
+        """Block until the task's outcome exists (at most ``timeout`` seconds, capped)."""
+        key = self.keys(queue).result(task_id)
+        seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
+        with self._errors(f"wait for the result of {task_id}"):
+            # Moving the single element onto the same list reads it without consuming it.
+            return self.client.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")  # type: ignore[no-any-return]
+
+    def find_queue(self, task_id: str, queues: Sequence[str]) -> Optional[str]:
+        """The queue among ``queues`` that knows ``task_id``, if any."""
+        for queue in queues:
+            if self.state(queue, task_id)[0] != "unknown":
+                return queue
+        return None
+
+    # -- dead letters ------------------------------------------------------------
+
+    def dead_letters(self, queue: str, limit: int) -> List[DeadLetter]:
+        k = self.keys(queue)
+        with self._errors(f"list dead letters of queue {queue!r}"):
+            entries = self.client.zrange(k.dead, 0, limit - 1, withscores=True)
+            ids = [_text(task_id) for task_id, _ in entries]
+            if not ids:
+                return []
+            pipe = self.client.pipeline(transaction=False)
+            pipe.hmget(k.messages, ids)
+            pipe.hmget(k.dead_info, ids)
+            bodies, infos = pipe.execute()
+        return [DeadLetter(task_id, queue, int(score), body, info)
+                for (task_id, (_, score), body, info) in zip(ids, entries, bodies, infos)]
+
+    def revive(self, queue: str, task_id: str, body: bytes, priority: int) -> bool:
+        k = self.keys(queue)
+        done = self._run("revive", (k.dead, k.dead_info, k.messages, k.ready, k.seq, k.wake,
+                                    k.result(task_id)),
+                         (task_id, body, priority), f"requeue dead task {task_id}")
+        return bool(done)
+
+    def purge_dead(self, queue: str, task_ids: Sequence[str]) -> int:
+        if not task_ids:
+            return 0
+        k = self.keys(queue)
+        return int(self._run("purge_dead", (k.dead, k.dead_info, k.messages), task_ids,
+                             f"purge dead letters of queue {queue!r}"))
+
+    def dead_ids(self, queue: str, limit: int) -> List[str]:
+        with self._errors(f"list dead letters of queue {queue!r}"):
+            return [_text(i) for i in self.client.zrange(self.keys(queue).dead, 0, limit - 1)]
+
+    # -- monitoring --------------------------------------------------------------
+
+    def queue_counts(self, queue: str) -> Dict[str, Any]:
+        """Ready tasks per priority, and the scheduled, running and dead counts."""
+        k = self.keys(queue)
+        with self._errors(f"count tasks of queue {queue!r}"):
+            pipe = self.client.pipeline(transaction=False)
+            for priority in range(9, -1, -1):
+                low = (9 - priority) * BAND
+                pipe.zcount(k.ready, low, f"({low + BAND}")
+            pipe.zcard(k.delayed)
+            pipe.zcard(k.leases)
+            pipe.zcard(k.dead)
+            counts = pipe.execute()
+        by_priority = {str(9 - i): int(c) for i, c in enumerate(counts[:10]) if c}
+        return {"ready": sum(counts[:10]), "ready_by_priority": by_priority,
+                "scheduled": int(counts[10]), "running": int(counts[11]), "dead": int(counts[12])}
+
+    def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:
+        """Record a live worker and its counters; the record expires if it stops beating."""
+        key = self.app_keys.worker(worker)
+        with self._errors("record the worker heartbeat"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zadd(self.app_keys.workers, {worker: now_ms})
+            pipe.hset(key, mapping={name: str(value) for name, value in info.items()})
+            pipe.pexpire(key, ttl_ms)
+            pipe.execute()
+
+    def forget_worker(self, worker: str) -> None:
+        with self._errors("unregister the worker"):
+            pipe = self.client.pipeline(transaction=False)
+            pipe.zrem(self.app_keys.workers, worker)
+            pipe.delete(self.app_keys.worker(worker))
+            pipe.execute()
+
+    def workers(self, now_ms: int, live_ms: int) -> List[Dict[str, str]]:
+        """Workers whose last heartbeat is at most ``live_ms`` old; older ones are pruned."""
+        with self._errors("list workers"):
+            self.client.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
+            names = [_text(n) for n in self.client.zrange(self.app_keys.workers, 0, -1)]
+            found = []
+            for name in names:
+                info = {_text(f): _text(v)
+                        for f, v in self.client.hgetall(self.app_keys.worker(name)).items()}
+                if info:
+                    info["name"] = name
+                    found.append(info)
+        return found

@@ -1,0 +1,49 @@
+"""current_task(): what the running attempt is, for code inside a task."""
+from __future__ import annotations
+
+import datetime as _dt
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+from .message import Message, to_seconds
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """The running attempt: ``attempt`` is 1-based; times are aware UTC datetimes."""
+
+    id: str
+    name: str
+    queue: str
+    priority: int
+    attempt: int
+    enqueued_at: _dt.datetime
+    eta: Optional[_dt.datetime]
+
+
+_current: ContextVar[Optional[TaskContext]] = ContextVar("minitask_current_task", default=None)
+
+
+def _utc(ms: int) -> _dt.datetime:
+    return _dt.datetime.fromtimestamp(to_seconds(ms), tz=_dt.timezone.utc)
+
+
+def current_task() -> Optional[TaskContext]:
+    """The context of the attempt running in this thread, or None outside a task."""
+    return _current.get()
+
+
+@contextmanager
+def running(message: Message) -> Iterator[TaskContext]:
+    """Make ``message`` the current task for the duration of one attempt."""
+    context = TaskContext(
+        id=message.id, name=message.task, queue=message.queue, priority=message.priority,
+        attempt=message.attempt, enqueued_at=_utc(message.enqueued_at_ms),
+        eta=_utc(message.eta_ms) if message.eta_ms is not None else None)
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
+        _current.reset(token)

@@ -1,0 +1,106 @@
+"""TaskHandle: follow one enqueued call by its id."""
+from __future__ import annotations
+
+import time
+from typing import Any, Generic, Optional, TypeVar
+
+from .broker import RedisBroker
+from .errors import ResultTimeout, TaskFailed
+from .serializer import decode_outcome, encode_outcome
+from .message import Outcome, wall_ms
+
+R = TypeVar("R")
+
+_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
+                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+
+
+class TaskHandle(Generic[R]):
+    """The id of an enqueued call, with ways to ask what became of it."""
+
+    def __init__(self, broker: RedisBroker, queue: Optional[str], task_id: str,
+                 result_ttl_ms: int = 86_400_000) -> None:
+        self._broker = broker
+        self._queue = queue
+        self._result_ttl_ms = result_ttl_ms
+        self.id = task_id
+
+    def __repr__(self) -> str:
+        return f"<TaskHandle {self.id} queue={self._queue!r}>"
+
+    def _find_queue(self) -> Optional[str]:
+        if self._queue is None:
+            self._queue = self._broker.find_queue(self.id, self._broker.queue_names())
+        return self._queue
+
+    def status(self) -> str:
+        """Where the task is now.
+
+        Returns:
+            One of ``scheduled``, ``queued``, ``running``, ``retrying``,
+            ``succeeded``, ``failed``, ``cancelled`` or ``unknown`` (never
+            seen, or its result expired).
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = self._find_queue()
+        if queue is None:
+            return "unknown"
+        state, outcome = self._broker.state(queue, self.id)
+        if state == "finished" and outcome is not None:
+            return decode_outcome(outcome).status
+        return _STATE_TO_STATUS[state]
+
+    def get(self, timeout: Optional[float] = None) -> R:
+        """Wait for the task to finish and return its value.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            The task's return value (tuples arrive as lists).
+
+        Raises:
+            TaskFailed: the task failed or was cancelled; the remote error is on
+                its ``exc_type``, ``message`` and ``traceback``.
+            ResultTimeout: ``timeout`` passed first (a ``TimeoutError``).
+            BrokerError: Redis could not be reached.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            queue = self._find_queue()
+            remaining = 1.0 if deadline is None else deadline - time.monotonic()
+            if queue is not None:
+                body = self._broker.wait_result(queue, self.id, min(remaining, 5.0)
+                                                if remaining > 0 else 0.002)
+                if body is not None:
+                    return self._value_of(decode_outcome(body))
+            elif remaining > 0:
+                # the id is in no known queue yet: look again shortly
+                time.sleep(min(remaining, 0.05))
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
+
+    def _value_of(self, outcome: Outcome) -> R:
+        if outcome.status == "succeeded":
+            return outcome.value  # type: ignore[no-any-return]
+        raise TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
+                         outcome.message or outcome.reason, outcome.traceback)
+
+    def cancel(self) -> bool:
+        """Withdraw the task if it has not started.
+
+        Returns:
+            True when the task will never run; False when it is already
+            running, finished, or unknown.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = self._find_queue()
+        if queue is None:
+            return False
+        note = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
+                                      message="cancelled before it started"))
+        return self._broker.cancel(queue, self.id, note, self._result_ttl_ms)

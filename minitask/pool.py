@@ -1,0 +1,280 @@
+"""Thread and process pools that run a worker's tasks.
+
+The thread pool hands leased jobs to threads. The process pool supervises
+child processes that each fetch and run one task at a time; the supervisor
+kills a child whose attempt runs past its time limit, replaces children
+that die, and gives the stop grace to all of them.
+"""
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import queue as _queue
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+
+from .errors import BrokerError, TimeLimitExceeded
+
+if TYPE_CHECKING:
+    from .message import Message
+    from .worker import Job, Worker
+
+logger = logging.getLogger(__name__)
+
+#: A runaway attempt is killed at most this long after its time limit.
+KILL_SLACK = 0.2
+
+
+class ThreadPool:
+    """A fixed set of threads; the dispatcher takes a slot before it fetches."""
+
+    def __init__(self, size: int, execute: Callable[["Job"], None]) -> None:
+        self._size = size
+        self._busy = 0
+        self._idle = threading.Condition()
+        self._jobs: "_queue.SimpleQueue[Job]" = _queue.SimpleQueue()
+        self._execute = execute
+        for index in range(size):
+            threading.Thread(target=self._loop, name=f"minitask-thread-{index}",
+                             daemon=True).start()
+
+    def wait_for_slot(self, stop: threading.Event) -> bool:
+        """Take a free slot; False when ``stop`` is set first."""
+        with self._idle:
+            while self._busy >= self._size and not stop.is_set():
+                self._idle.wait(0.2)
+            if stop.is_set():
+                return False
+            self._busy += 1
+            return True
+
+    def give_back_slot(self) -> None:
+        with self._idle:
+            self._busy -= 1
+            self._idle.notify_all()
+
+    def submit(self, job: "Job") -> None:
+        self._jobs.put(job)
+
+    def wait_idle(self, timeout: Optional[float] = None) -> bool:
+        """Wait until no job runs; False when ``timeout`` seconds pass first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def _loop(self) -> None:
+        while True:
+            job = self._jobs.get()
+            try:
+                self._execute(job)
+            except Exception:  # a bug of ours must not end the thread; the lease expires
+                logger.exception("internal error while running task %s", job.delivery.task_id)
+            finally:
+                self.give_back_slot()
+
+
+@dataclass
+class _Child:
+    """What the supervisor knows of one child process."""
+
+    process: Any
+    conn: Connection
+    job: Optional["Job"] = None
+    message: Optional["Message"] = None
+    started: float = 0.0
+    deadline: Optional[float] = None
+    processed: int = 0
+    failed: int = 0
+
+
+class ProcessPool:
+    """Supervises ``worker.concurrency`` children that run tasks one at a time."""
+
+    def __init__(self, worker: "Worker") -> None:
+        self.worker = worker
+        self.children: Dict[int, _Child] = {}
+        self.retired_processed = 0
+        self.retired_failed = 0
+        self._context = multiprocessing.get_context("fork")
+        self._stop = threading.Event()
+
+    def run(self) -> None:
+        worker = self.worker
+        worker.banner()
+        worker.broker.register_queues(worker.queues)
+        interrupts = [0]
+
+        def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+            if signum == signal.SIGINT:
+                interrupts[0] += 1
+                if interrupts[0] > 1:
+                    for child in list(self.children.values()):
+                        _kill(child.process.pid)
+                    os._exit(130)
+            if not self._stop.is_set():
+                logger.info("%s received: stopping children (grace %s s)",
+                            signal.Signals(signum).name, worker.grace)
+            self._stop.set()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        beat = threading.Thread(target=self._heartbeat_loop, daemon=True,
+                                name="minitask-supervisor-heartbeat")
+        beat.start()
+        try:
+            for _ in range(worker.concurrency):
+                self._spawn()
+            self._supervise()
+        finally:
+            self._stop.set()
+            self._shut_down()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            beat.join(timeout=5)
+            worker._forget()
+
+    # -- children ------------------------------------------------------------
+
+    def _spawn(self) -> None:
+        parent_end, child_end = self._context.Pipe(duplex=False)
+        process = self._context.Process(target=_child_main, args=(self.worker, child_end),
+                                        name="minitask-child", daemon=False)
+        process.start()
+        child_end.close()
+        self.children[process.pid] = _Child(process, parent_end)
+
+    def _supervise(self) -> None:
+        while not self._stop.is_set():
+            if not self.children:
+                return
+            conns = {child.conn: child for child in self.children.values()}
+            for conn in wait(list(conns), timeout=0.1):
+                self._read(conns[conn])  # type: ignore[index]
+            now = time.monotonic()
+            for pid, child in list(self.children.items()):
+                if child.deadline is not None and now > child.deadline + KILL_SLACK:
+                    self._time_out(child)
+                if not child.process.is_alive():
+                    self._reap(pid, child)
+                    if not self.worker.burst and not self._stop.is_set():
+                        self._spawn()
+
+    def _read(self, child: _Child) -> None:
+        try:
+            while child.conn.poll():
+                event = child.conn.recv()
+                if event[0] == "start":
+                    _, job, message, timeout = event
+                    child.job, child.message, child.started = job, message, time.monotonic()
+                    child.deadline = child.started + timeout if timeout is not None else None
+                elif event[0] == "done":
+                    child.job, child.deadline = None, None
+                    child.processed, child.failed = event[1], event[2]
+        except (EOFError, OSError):
+            pass  # the child is gone; _reap handles it
+
+    def _time_out(self, child: _Child) -> None:
+        job, message = child.job, child.message
+        _kill(child.process.pid)
+        child.process.join(timeout=5)
+        child.deadline = None
+        if job is None or message is None:
+            return
+        task = self.worker.app.tasks[message.task]
+        elapsed = time.monotonic() - child.started
+        logger.error("task %s %s ran past its timeout of %s s: killed its process",
+                     job.delivery.task_id, task.name, task.options.timeout)
+        error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
+                                  f"{task.options.timeout} s and was killed")
+        self.worker.finish(job, message, task, None, error, elapsed)
+        child.job = child.message = None
+
+    def _reap(self, pid: int, child: _Child) -> None:
+        child.process.join(timeout=1)
+        del self.children[pid]
+        self.retired_processed += child.processed
+        self.retired_failed += child.failed
+        code = child.process.exitcode
+        if child.job is not None:
+            logger.error("child %d died (exit code %s) while running task %s; it will be "
+                         "delivered again after its lease expires", pid, code,
+                         child.job.delivery.task_id)
+        elif code not in (0, None) and not self._stop.is_set():
+            logger.warning("child %d exited with code %s; replacing it", pid, code)
+        child.conn.close()
+
+    def _shut_down(self) -> None:
+        """Ask children to stop, give them the grace, then kill and give back the rest."""
+        for child in self.children.values():
+            _signal(child.process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + self.worker.grace
+        while self.children and time.monotonic() < deadline:
+            for conn in wait([c.conn for c in self.children.values()], timeout=0.1):
+                for child in self.children.values():
+                    if child.conn is conn:
+                        self._read(child)
+            for pid, child in list(self.children.items()):
+                if not child.process.is_alive():
+                    self._reap(pid, child)
+        for pid, child in list(self.children.items()):
+            _kill(pid)
+            child.process.join(timeout=5)
+            if child.job is not None:
+                logger.warning("grace is over: giving back task %s", child.job.delivery.task_id)
+                try:
+                    self.worker.broker.release(child.job.queue, [(child.job.delivery.task_id,
+                                                                  child.job.delivery.priority)])
+                except BrokerError as exc:
+                    logger.error("could not give back task %s (%s); it will be delivered "
+                                 "again when its lease expires", child.job.delivery.task_id, exc)
+                child.job = None
+            self._reap(pid, child)
+
+    def _heartbeat_loop(self) -> None:
+        worker = self.worker
+        period = max(0.1, min(worker.app.visibility_timeout / 3.0, 5.0))
+        while True:
+            worker.processed = self.retired_processed + sum(
+                c.processed for c in list(self.children.values()))
+            worker.failed = self.retired_failed + sum(
+                c.failed for c in list(self.children.values()))
+            try:
+                worker.beat()
+            except BrokerError as exc:
+                logger.debug("supervisor heartbeat failed: %s", exc)
+            if self._stop.wait(period):
+                return
+
+
+def _child_main(parent: "Worker", conn: Connection) -> None:
+    """A child process: fetch and run one task at a time, telling the supervisor."""
+    worker = type(parent)(parent.app, parent.queues, concurrency=1, pool="thread",
+                    burst=parent.burst, grace=parent.grace, name=f"{parent.name}.{os.getpid()}")
+
+    def on_start(job: "Job", message: "Message") -> None:
+        task = worker.app.tasks[message.task]
+        conn.send(("start", job, message, task.options.timeout))
+
+    def on_done() -> None:
+        conn.send(("done", worker.processed, worker.failed))
+
+    worker.run_child(on_start, on_done)
+    conn.close()
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _kill(pid: int) -> None:
+    _signal(pid, signal.SIGKILL)
+
+
+__all__: List[str] = ["ThreadPool", "ProcessPool"]

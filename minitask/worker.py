@@ -1,0 +1,465 @@
+"""Worker: fetch -> run -> ack / retry / dead-letter, with leases, signals and grace.
+
+A task stays in Redis under a lease from the moment it is fetched until its
+outcome is recorded; a heartbeat thread renews the leases of running tasks.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import signal
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+
+from .broker import Delivery, RedisBroker
+from .context import running
+from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
+                     TimeLimitExceeded, UnknownTaskError)
+from .message import Message, Outcome, to_ms
+from .pool import ProcessPool, ThreadPool
+from .serializer import decode_message, encode_message, encode_outcome
+
+if TYPE_CHECKING:
+    from .app import Minitask
+    from .task import Task
+
+logger = logging.getLogger(__name__)
+
+#: Longest pause between reconnection attempts while Redis is away.
+MAX_BACKOFF = 5.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """A delivery this worker holds a lease on."""
+
+    queue: str
+    delivery: Delivery
+
+
+class _WakeUp(Exception):
+    """Raised by the signal handler to cut short a blocking wait on Redis."""
+
+
+class Backoff:
+    """Capped exponential backoff with full jitter; logs only when the state changes."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> float:
+        if self.failures == 0:
+            logger.error("lost Redis while trying to %s: %s; retrying with backoff",
+                         self.what, exc)
+        self.failures += 1
+        return random.uniform(0, min(MAX_BACKOFF, 0.05 * 2 ** self.failures))
+
+    def succeeded(self) -> None:
+        if self.failures:
+            logger.warning("Redis is back (%s) after %d failed tries", self.what, self.failures)
+        self.failures = 0
+
+
+class Worker:
+    """Runs the tasks of one app from the given queues, in the order given."""
+
+    def __init__(self, app: "Minitask", queues: List[str], *, concurrency: int = 1,
+                 pool: str = "thread", burst: bool = False, grace: float = 30.0,
+                 name: Optional[str] = None) -> None:
+        if pool not in ("thread", "process"):
+            raise ConfigurationError(f"pool must be 'thread' or 'process', got {pool!r}")
+        if not isinstance(concurrency, int) or concurrency < 1:
+            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if not queues:
+            raise ConfigurationError("a worker needs at least one queue")
+        for queue in queues:
+            app.check_queue_name(queue)
+        self.app = app
+        self.queues = list(queues)
+        self.concurrency = concurrency
+        self.pool = pool
+        self.burst = burst
+        self.grace = grace
+        self.name = name or f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
+        self.processed = 0
+        self.failed = 0
+        self.started_ms = app.clock.now_ms()
+        self._lease_ms = to_ms(app.visibility_timeout)
+        self._leases: Dict[str, Tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self._closing = False
+        self._stop = threading.Event()
+        self._waiting = False
+        self._next_event_ms: Optional[int] = None
+        self._on_start: Optional[Callable[[Job, Message], None]] = None
+        self._registers = True
+
+    @property
+    def broker(self) -> RedisBroker:
+        return self.app.broker
+
+    # -- running -------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serve the queues until stopped (SIGTERM, SIGINT, ``stop()``) or, in burst
+        mode, until nothing is ready; running tasks get ``grace`` seconds to finish.
+
+        Raises:
+            BrokerError: Redis could not be reached at start.
+        """
+        if self.pool == "process":
+            ProcessPool(self).run()
+            return
+        self.banner()
+        self.broker.register_queues(self.queues)
+        restore = self._install_signals()
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="minitask-heartbeat",
+                                     daemon=True)
+        heartbeat.start()
+        threads = ThreadPool(self.concurrency, self.execute)
+        try:
+            self._dispatch(threads)
+        finally:
+            self._close(threads)
+            self._stop.set()
+            heartbeat.join(timeout=5)
+            restore()
+            self._forget()
+
+    def run_child(self, on_start: Callable[[Job, Message], None],
+                  on_done: Callable[[], None]) -> None:
+        """Serve tasks one at a time in this process (a process pool child)."""
+        self._on_start = on_start
+        self._registers = False  # the supervisor speaks for its children
+        restore = self._install_signals()
+        heartbeat = threading.Thread(target=self._heartbeat_loop, name="minitask-heartbeat",
+                                     daemon=True)
+        heartbeat.start()
+        try:
+            while not self._stop.is_set():
+                if self.run_once():
+                    on_done()
+                elif self.burst:
+                    break
+                else:
+                    self._wait_for_work()
+        finally:
+            self._stop.set()
+            self._release_all()
+            heartbeat.join(timeout=5)
+            restore()
+
+    def stop(self) -> None:
+        """Ask the worker to stop fetching; running tasks finish within the grace."""
+        self._stop.set()
+
+    def run_once(self) -> bool:
+        """Fetch at most one task and run it in this thread; True if one ran."""
+        job = self._guarded(self.fetch, "fetch tasks")
+        if job is None:
+            return False
+        self.execute(job)
+        return True
+
+    def _dispatch(self, threads: ThreadPool) -> None:
+        while not self._stop.is_set():
+            if not threads.wait_for_slot(self._stop):
+                break
+            job = self._guarded(self.fetch, "fetch tasks")
+            if job is not None:
+                threads.submit(job)
+                continue
+            threads.give_back_slot()
+            if self.burst:
+                threads.wait_idle()
+                if self._guarded(self._has_ready_work, "count ready tasks"):
+                    continue
+                break
+            self._wait_for_work()
+
+    def _guarded(self, step: Callable[[], Any], what: str) -> Any:
+        """Run a Redis step, riding out outages with backoff instead of crashing."""
+        backoff = Backoff(what)
+        while True:
+            try:
+                result = step()
+            except _WakeUp:
+                return None
+            except BrokerError as exc:
+                pause = backoff.failed(exc)
+                if self._stop.wait(pause):
+                    return None
+                continue
+            backoff.succeeded()
+            return result
+
+    def _has_ready_work(self) -> bool:
+        return any(self.broker.queue_counts(q)["ready"] for q in self.queues)
+
+    def _wait_for_work(self) -> None:
+        """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
+        timeout = 5.0
+        if self._next_event_ms is not None:
+            timeout = max(0.0, (self._next_event_ms - self.app.clock.now_ms()) / 1000.0)
+        if self._stop.is_set():
+            return
+        self._waiting = True
+        try:
+            self._guarded(lambda: self.broker.wait(self.queues, timeout), "wait for tasks")
+        finally:
+            self._waiting = False
+
+    # -- one task ------------------------------------------------------------
+
+    def fetch(self) -> Optional[Job]:
+        """Lease the best ready task, trying the queues in order."""
+        now_ms = self.app.clock.now_ms()
+        next_event: Optional[int] = None
+        for queue in self.queues:
+            result = self.broker.fetch(queue, now_ms=now_ms, lease_ms=self._lease_ms, count=1,
+                                       max_deliveries=self.app.max_deliveries)
+            for task_id in result.poisoned:
+                self._bury_poisoned(queue, task_id)
+            if result.next_event_ms is not None:
+                next_event = min(next_event or result.next_event_ms, result.next_event_ms)
+            for delivery in result.deliveries:
+                job = Job(queue, delivery)
+                with self._lock:
+                    closing = self._closing
+                    if not closing:
+                        self._leases[delivery.task_id] = (queue, delivery.priority)
+                if closing:
+                    self.broker.release(queue, [(delivery.task_id, delivery.priority)])
+                    return None
+                return job
+        self._next_event_ms = next_event
+        return None
+
+    def execute(self, job: Job) -> None:
+        """Run one leased task and record its outcome; never raises for a task's error."""
+        try:
+            message = decode_message(job.delivery.body)
+        except DecodeError as exc:
+            self._bury(job, None, exc, "the message cannot be decoded")
+            return
+        task = self.app.tasks.get(message.task)
+        if task is None:
+            error = UnknownTaskError(f"no task named {message.task!r} is registered in app "
+                                     f"{self.app.name!r} on this worker")
+            self._bury(job, message, error, "unknown task")
+            return
+        if self._on_start is not None:
+            self._on_start(job, message)
+        started = time.monotonic()
+        value: Any = None
+        error: Optional[BaseException] = None
+        with running(message):
+            try:
+                value = task.func(*message.args, **message.kwargs)
+            except (Exception, SystemExit) as exc:
+                error = exc
+        duration = time.monotonic() - started
+        limit = task.options.timeout
+        if error is None and limit is not None and duration > limit:
+            error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
+                                      f"timeout of {limit} s")
+        self.finish(job, message, task, value, error, duration)
+
+    def finish(self, job: Job, message: Message, task: "Task[Any, Any]", value: Any,
+               error: Optional[BaseException], duration: float) -> None:
+        """Record an attempt's outcome: ack, retry or dead letter."""
+        now_ms = self.app.clock.now_ms()
+        options = task.options
+        if error is None:
+            try:
+                body = encode_outcome(Outcome("succeeded", now_ms, value=value,
+                                              attempt=message.attempt), task_name=task.name)
+            except EncodeError as exc:
+                self._bury(job, message, exc, "the return value cannot be encoded")
+                return
+            ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
+            self._record(lambda: self.broker.ack(job.queue, message.id, body, ttl_ms),
+                         job, "record a result")
+            self.processed += 1
+            logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
+            return
+        retryable = isinstance(error, Retry) or isinstance(error, options.retry_on)
+        if retryable and message.attempt <= options.retries:
+            delay = error.delay if isinstance(error, Retry) else None
+            if delay is None:
+                cap = min(options.retry_backoff_max,
+                          options.retry_backoff * 2 ** (message.attempt - 1))
+                delay = random.uniform(0, cap)
+            note = _failure(error, "retrying", now_ms, message.attempt, "")
+            following = Message(id=message.id, task=message.task, args=message.args,
+                                 kwargs=message.kwargs, queue=message.queue,
+                                 priority=message.priority, enqueued_at_ms=message.enqueued_at_ms,
+                                 eta_ms=message.eta_ms, attempt=message.attempt + 1)
+            due_ms = now_ms + to_ms(delay)
+            self._record(lambda: self.broker.retry(job.queue, message.id,
+                                                   encode_message(following), due_ms,
+                                                   message.priority, encode_outcome(note)),
+                         job, "schedule a retry")
+            self.failed += 1
+            logger.info("task %s %s failed (%s: %s) in %.3f s; retry %d in %.3f s",
+                        message.id, task.name, type(error).__name__, error, duration,
+                        message.attempt, delay)
+            return
+        reason = "out of attempts" if retryable or options.retries else "failed"
+        self._bury(job, message, error, reason)
+        logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
+                    type(error).__name__, error, duration)
+
+    def _bury(self, job: Job, message: Optional[Message], error: BaseException,
+              reason: str) -> None:
+        outcome = _failure(error, "failed", self.app.clock.now_ms(),
+                           message.attempt if message else 0, reason)
+        if message is None or message.task not in self.app.tasks:
+            logger.error("dead-lettered task %s from queue %r: %s: %s", job.delivery.task_id,
+                         job.queue, reason, error)
+        self._record(lambda: self.broker.bury(
+            job.queue, job.delivery.task_id, now_ms=outcome.finished_at_ms,
+            outcome=encode_outcome(outcome), result_ttl_ms=to_ms(self.app.result_ttl)),
+            job, "dead-letter a task")
+        self.failed += 1
+
+    def _bury_poisoned(self, queue: str, task_id: str) -> None:
+        error = RuntimeError(f"the worker died while running it {self.app.max_deliveries} "
+                             f"times (max_deliveries={self.app.max_deliveries})")
+        outcome = Outcome("failed", self.app.clock.now_ms(), exc_type="WorkerLost",
+                          message=str(error), reason="worker lost")
+        self.broker.bury(queue, task_id, now_ms=outcome.finished_at_ms,
+                         outcome=encode_outcome(outcome), result_ttl_ms=to_ms(self.app.result_ttl))
+        logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
+
+    def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
+        """Write an outcome, retrying through outages: it must not be lost."""
+        backoff = Backoff(what)
+        while True:
+            try:
+                held = step()
+                break
+            except BrokerError as exc:
+                time.sleep(backoff.failed(exc))
+        backoff.succeeded()
+        with self._lock:
+            self._leases.pop(job.delivery.task_id, None)
+        if held is False:
+            logger.warning("task %s: its lease had expired and it may have been delivered "
+                           "again; raise visibility_timeout if tasks stall this long",
+                           job.delivery.task_id)
+
+    # -- leases, heartbeat, stop ---------------------------------------------
+
+    def _heartbeat_loop(self) -> None:
+        period = max(0.1, min(self.app.visibility_timeout / 3.0, 5.0))
+        backoff = Backoff("renew leases")
+        while not self._stop.wait(period):
+            try:
+                self.beat()
+            except BrokerError as exc:
+                backoff.failed(exc)
+            else:
+                backoff.succeeded()
+
+    def beat(self) -> None:
+        """Renew the leases of running tasks and say this worker is alive."""
+        now_ms = self.app.clock.now_ms()
+        with self._lock:
+            held = list(self._leases.items())
+        by_queue: Dict[str, List[Tuple[str, int]]] = {}
+        for task_id, (queue, priority) in held:
+            by_queue.setdefault(queue, []).append((task_id, priority))
+        for queue, leases in by_queue.items():
+            self.broker.renew(queue, leases, now_ms + self._lease_ms)
+        if not self._registers:
+            return
+        period_ms = to_ms(max(0.1, min(self.app.visibility_timeout / 3.0, 5.0)))
+        self.broker.heartbeat(self.name, {
+            "pid": os.getpid(), "host": socket.gethostname(), "queues": ",".join(self.queues),
+            "pool": self.pool, "concurrency": self.concurrency, "started_ms": self.started_ms,
+            "processed": self.processed, "failed": self.failed, "running": len(held),
+            "beat_ms": now_ms,
+        }, now_ms, ttl_ms=period_ms * 4)
+
+    def _close(self, threads: ThreadPool) -> None:
+        """Stop taking tasks, give running ones the grace, give back the rest."""
+        with self._lock:
+            self._closing = True
+        if not threads.wait_idle(self.grace):
+            logger.warning("grace of %s s is over; giving back tasks still running", self.grace)
+        self._release_all()
+
+    def _release_all(self) -> None:
+        with self._lock:
+            self._closing = True
+            held = list(self._leases.items())
+            self._leases.clear()
+        by_queue: Dict[str, List[Tuple[str, int]]] = {}
+        for task_id, (queue, priority) in held:
+            by_queue.setdefault(queue, []).append((task_id, priority))
+        for queue, leases in by_queue.items():
+            try:
+                count = self.broker.release(queue, leases)
+                logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
+            except BrokerError as exc:
+                logger.error("could not give back tasks to queue %r (%s); they will be "
+                             "delivered again when their lease expires", queue, exc)
+
+    def _forget(self) -> None:
+        try:
+            self.broker.forget_worker(self.name)
+        except BrokerError as exc:
+            logger.warning("could not unregister worker %s: %s", self.name, exc)
+
+    def _install_signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        interrupts = [0]
+
+        def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+            if signum == signal.SIGINT:
+                interrupts[0] += 1
+                if interrupts[0] > 1:
+                    logger.warning("second interrupt: exiting at once")
+                    os._exit(130)
+            if not self._stop.is_set():
+                logger.info("%s received: stopping (grace %s s)",
+                            signal.Signals(signum).name, self.grace)
+            self._stop.set()
+            if self._waiting:
+                raise _WakeUp()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return restore
+
+    def banner(self) -> None:
+        tasks = sorted(self.app.tasks)
+        logger.info("minitask worker %s: app %r, broker %s, queues %s, pool %s x%d, %d "
+                    "task(s): %s", self.name, self.app.name, self.broker.description,
+                    ",".join(self.queues), self.pool, self.concurrency, len(tasks),
+                    ", ".join(tasks) or "(none)")
+        if self.pool == "thread":
+            limited = [t.name for t in self.app.tasks.values() if t.options.timeout is not None]
+            if limited:
+                logger.warning("the thread pool cannot stop a running task: the timeout of %s "
+                               "is checked when the attempt returns (use --pool process to "
+                               "kill attempts at their limit)", ", ".join(limited))
+
+
+def _failure(error: BaseException, status: str, now_ms: int, attempt: int,
+             reason: str) -> Outcome:
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return Outcome(status, now_ms, exc_type=type(error).__name__, message=str(error),
+                   traceback=trace, reason=reason, attempt=attempt)
