@@ -1,6 +1,7 @@
 """Minitask: the application object users create and decorate tasks with."""
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 from dataclasses import dataclass
 from typing import (Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload)
@@ -66,7 +67,7 @@ class Minitask:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
     """
 
-    def __init__(self, name: str, broker: Union[str, "redis.Redis[bytes]", None] = None, *,
+    def __init__(self, name: str, broker: Union[str, "redis.Redis", None] = None, *,
                  default_queue: str = "default", result_ttl: float = 86400,
                  visibility_timeout: float = 30.0, max_deliveries: int = 5,
                  max_message_bytes: int = 1_048_576, **options: Any) -> None:
@@ -239,10 +240,8 @@ class Minitask:
                 pass  # revived as it is: the worker will dead-letter it again, with the reason
             else:
                 priority = message.priority
-                body = encode_message(Message(
-                    id=message.id, task=message.task, args=message.args, kwargs=message.kwargs,
-                    queue=message.queue, priority=message.priority,
-                    enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
+                body = encode_message(dataclasses.replace(
+                    message, enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
             return self.broker.revive(queue, task_id, body, priority)
         return False
 

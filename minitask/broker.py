@@ -63,7 +63,7 @@ def _text(value: Any) -> str:
 class RedisBroker:
     """Typed access to one app's keys on one Redis (or Redis Cluster)."""
 
-    def __init__(self, client: "redis.Redis[bytes]", app_name: str, description: str = "") -> None:
+    def __init__(self, client: "redis.Redis", app_name: str, description: str = "") -> None:
         kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
         if kwargs.get("decode_responses"):
             raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
@@ -149,7 +149,7 @@ class RedisBroker:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""
         mapping = {task_id: deadline_ms * 10 + 9 - priority for task_id, priority in leases}
         with self._errors(f"renew leases in queue {queue!r}"):
-            self.client.zadd(self.keys(queue).leases, mapping, xx=True)  # type: ignore[arg-type]
+            self.client.zadd(self.keys(queue).leases, mapping, xx=True)
 
     def ack(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
         k = self.keys(queue)
@@ -214,7 +214,9 @@ class RedisBroker:
         seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
         with self._errors(f"wait for the result of {task_id}"):
             # Moving the single element onto the same list reads it without consuming it.
-            return self.client.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")  # type: ignore[no-any-return]
+            found = self.client.blmove(
+                key, key, round(seconds, 3), "RIGHT", "LEFT")  # type: ignore[arg-type]
+        return found if isinstance(found, bytes) else None
 
     def find_queue(self, task_id: str, queues: Sequence[str]) -> Optional[str]:
         """The queue among ``queues`` that knows ``task_id``, if any."""
@@ -228,7 +230,8 @@ class RedisBroker:
     def dead_letters(self, queue: str, limit: int) -> List[DeadLetter]:
         k = self.keys(queue)
         with self._errors(f"list dead letters of queue {queue!r}"):
-            entries = self.client.zrange(k.dead, 0, limit - 1, withscores=True)
+            entries: List[Tuple[bytes, float]] = self.client.zrange(  # type: ignore[assignment]
+                k.dead, 0, limit - 1, withscores=True)
             ids = [_text(task_id) for task_id, _ in entries]
             if not ids:
                 return []

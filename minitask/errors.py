@@ -3,16 +3,16 @@
 ::
 
     MinitaskError
-     +-- ConfigurationError (ValueError)  bad app/task option, priority outside 0..9, no embedded broker
+     +-- ConfigurationError (ValueError)  bad option, priority outside 0..9, no embedded broker
      |    +-- DuplicateTaskError          two tasks registered under one name
-     +-- AppNotFound                      -A names nothing, or a module with no/several Minitask apps
+     +-- AppNotFound                      -A names nothing, or a module with no/several apps
      +-- ArgumentError (TypeError)        arguments do not bind to the task's signature
      +-- SerializationError
      |    +-- EncodeError (TypeError)     a value msgpack cannot carry; names its path
      |    +-- DecodeError                 corrupt payload or unknown envelope version
      +-- MessageTooLarge (ValueError)     encoded message over max_message_bytes
      +-- UnknownTaskError                 a message names a task this worker does not know
-     +-- BrokerError                      Redis unreachable or failing (chained from redis-py's error)
+     +-- BrokerError                      Redis unreachable or failing (chained from redis-py)
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
      +-- ResultTimeout (TimeoutError)     get(timeout=...) ran out

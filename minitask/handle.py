@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Generic, Optional, TypeVar
+from typing import Generic, Optional, TypeVar
 
 from .broker import RedisBroker
 from .errors import ResultTimeout, TaskFailed

@@ -145,6 +145,7 @@ class ProcessPool:
                                         name="minitask-child", daemon=False)
         process.start()
         child_end.close()
+        assert process.pid is not None  # set by start()
         self.children[process.pid] = _Child(process, parent_end)
 
     def _supervise(self) -> None:
@@ -253,7 +254,8 @@ class ProcessPool:
 def _child_main(parent: "Worker", conn: Connection) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     worker = type(parent)(parent.app, parent.queues, concurrency=1, pool="thread",
-                    burst=parent.burst, grace=parent.grace, name=f"{parent.name}.{os.getpid()}")
+                          burst=parent.burst, grace=parent.grace,
+                          name=f"{parent.name}.{os.getpid()}")
 
     def on_start(job: "Job", message: "Message") -> None:
         task = worker.app.tasks[message.task]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Dict
 
-import msgpack
+import msgpack  # type: ignore[import-untyped]
 
 from .errors import DecodeError, EncodeError
 from .message import ENVELOPE_VERSION, Message, Outcome

