@@ -101,6 +101,7 @@ class Worker:
         self._next_event_ms: Optional[int] = None
         self._on_start: Optional[Callable[[Job, Message], None]] = None
         self._registers = True
+        self._stop_reason = ""
 
     @property
     def broker(self) -> RedisBroker:
@@ -156,6 +157,8 @@ class Worker:
             self._release_all()
             heartbeat.join(timeout=5)
             restore()
+            if self._stop_reason:
+                logger.debug("child stopped on %s", self._stop_reason)
 
     def stop(self) -> None:
         """Ask the worker to stop fetching; running tasks finish within the grace."""
@@ -391,6 +394,8 @@ class Worker:
         """Stop taking tasks, give running ones the grace, give back the rest."""
         with self._lock:
             self._closing = True
+        if self._stop_reason:
+            logger.info("%s received: stopping (grace %s s)", self._stop_reason, self.grace)
         if not threads.wait_idle(self.grace):
             logger.warning("grace of %s s is over; giving back tasks still running", self.grace)
         self._release_all()
@@ -428,11 +433,12 @@ class Worker:
                 if interrupts[0] > 1:
                     logger.warning("second interrupt: exiting at once")
                     os._exit(130)
+            # Only flags here: logging from a handler can re-enter a half-written record.
             if not self._stop.is_set():
-                logger.info("%s received: stopping (grace %s s)",
-                            signal.Signals(signum).name, self.grace)
+                self._stop_reason = signal.Signals(signum).name
             self._stop.set()
             if self._waiting:
+                self._waiting = False  # a second signal must not raise again
                 raise _WakeUp()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
