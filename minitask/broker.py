@@ -5,7 +5,10 @@ errors leave here as BrokerError. Scripts live in ``minitask/lua``.
 """
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
+import os
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -60,10 +63,37 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+def _bulk(value: Any) -> bytes:
+    """One RESP bulk string."""
+    if not isinstance(value, bytes):
+        value = str(value).encode()
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+class _PackedScript:
+    """A script call whose constant head (EVALSHA, sha, queue keys) is packed once.
+
+    redis-py packs every argument of every call in Python; on the enqueue,
+    fetch and ack paths that costs more than the round trip itself.
+    """
+
+    def __init__(self, source: str, static_keys: Sequence[str], dynamic_keys: int) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+        self.fixed = 3 + len(static_keys)
+        self.head = b"".join(_bulk(part) for part in (
+            "EVALSHA", self.sha, len(static_keys) + dynamic_keys, *static_keys))
+
+    def pack(self, tail: Sequence[Any]) -> bytes:
+        return b"".join([b"*%d\r\n" % (self.fixed + len(tail)), self.head,
+                         *[_bulk(part) for part in tail]])
+
+
 class RedisBroker:
     """Typed access to one app's keys on one Redis (or Redis Cluster)."""
 
-    def __init__(self, client: "redis.Redis", app_name: str, description: str = "") -> None:
+    def __init__(self, client: "redis.Redis | redis.RedisCluster", app_name: str,
+                 description: str = "") -> None:
         kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
         if kwargs.get("decode_responses"):
             raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
@@ -74,7 +104,12 @@ class RedisBroker:
         self.app_keys = AppKeys(app_name)
         self._queue_keys: Dict[str, QueueKeys] = {}
         self._known_queues: Set[str] = set()
-        self._scripts = {name: client.register_script(_read_script(name)) for name in _SCRIPTS}
+        self._sources = {name: _read_script(name) for name in _SCRIPTS}
+        self._scripts = {name: client.register_script(self._sources[name]) for name in _SCRIPTS}
+        # The packed fast path needs a plain connection pool (not Redis Cluster).
+        self._pool = client.connection_pool if isinstance(client, redis.Redis) else None
+        self._packed: Dict[Tuple[str, str], _PackedScript] = {}
+        self._local = threading.local()
 
     # -- helpers -----------------------------------------------------------------
 
@@ -96,6 +131,59 @@ class RedisBroker:
         with self._errors(what):
             return self._scripts[name](keys=keys, args=args)
 
+    def _run_packed(self, name: str, queue: str, static_keys: Sequence[str],
+                    tail: Sequence[Any], what: str, dynamic_keys: int = 0) -> Any:
+        """Run a script on one queue's keys; ``tail`` is the dynamic keys, then ARGV."""
+        if self._pool is None:
+            keys = list(static_keys) + list(tail[:dynamic_keys])
+            return self._run(name, keys, tail[dynamic_keys:], what)
+        script = self._packed_script(name, queue, static_keys, dynamic_keys)
+        return self._send_packed([script], [script.pack(tail)], what)[0]
+
+    def _packed_script(self, name: str, queue: str, static_keys: Sequence[str],
+                       dynamic_keys: int = 0) -> _PackedScript:
+        script = self._packed.get((name, queue))
+        if script is None:
+            script = self._packed[(name, queue)] = _PackedScript(
+                self._sources[name], static_keys, dynamic_keys)
+        return script
+
+    def _connection(self) -> Any:
+        """This thread's own connection: no pool round trip on the hot path.
+
+        Checked against the pid, since a forked child must never share a socket.
+        """
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] != os.getpid():
+            assert self._pool is not None
+            held = self._local.held = (os.getpid(), self._pool.make_connection())
+        return held[1]
+
+    def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
+                     what: str) -> List[Any]:
+        """Send packed script calls in one write and read every reply, in order."""
+        with self._errors(what):
+            connection = self._connection()
+            try:
+                connection.send_packed_command(list(commands))
+                replies: List[Any] = []
+                missing = []
+                for index in range(len(commands)):
+                    try:
+                        replies.append(connection.read_response())
+                    except redis.exceptions.NoScriptError:
+                        missing.append(index)  # first use on this server, or after a flush
+                        replies.append(None)
+                for index in missing:  # a script that ran is never sent twice
+                    connection.send_command("SCRIPT", "LOAD", scripts[index].source)
+                    connection.read_response()
+                    connection.send_packed_command([commands[index]])
+                    replies[index] = connection.read_response()
+                return replies
+            except BaseException:
+                connection.disconnect()  # a half-read reply must not reach the next caller
+                raise
+
     # -- producing ---------------------------------------------------------------
 
     def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
@@ -105,8 +193,8 @@ class RedisBroker:
         args: List[Any] = [now_ms, WAKE_CAP]
         for task_id, body, priority, due_ms in entries:
             args += (task_id, body, priority, due_ms)
-        added = self._run("enqueue", (k.messages, k.ready, k.delayed, k.seq, k.wake), args,
-                          f"enqueue into queue {queue!r}")
+        added = self._run_packed("enqueue", queue, (k.messages, k.ready, k.delayed, k.seq, k.wake),
+                                 args, f"enqueue into queue {queue!r}")
         if queue not in self._known_queues:
             self.register_queues([queue])
         return int(added)
@@ -128,10 +216,37 @@ class RedisBroker:
     def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
               max_deliveries: int) -> FetchResult:
         k = self.keys(queue)
-        leased, poisoned, next_event = self._run(
-            "fetch", (k.ready, k.delayed, k.leases, k.messages, k.deliveries, k.seq, k.wake),
+        reply = self._run_packed(
+            "fetch", queue,
+            (k.ready, k.delayed, k.leases, k.messages, k.deliveries, k.seq, k.wake),
             (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT),
             f"fetch from queue {queue!r}")
+        return self._fetch_result(reply)
+
+    def ack_and_fetch(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int,
+                      fetch_queue: str, *, now_ms: int, lease_ms: int, count: int,
+                      max_deliveries: int) -> Tuple[bool, FetchResult]:
+        """``ack`` then ``fetch`` in one round trip: the drain loop's hot path."""
+        if self._pool is None:
+            return (self.ack(queue, task_id, outcome, result_ttl_ms),
+                    self.fetch(fetch_queue, now_ms=now_ms, lease_ms=lease_ms, count=count,
+                               max_deliveries=max_deliveries))
+        k, f = self.keys(queue), self.keys(fetch_queue)
+        ack = self._packed_script("ack", queue, (k.leases, k.ready, k.delayed, k.messages,
+                                                 k.deliveries, k.retrying), 1)
+        fetch = self._packed_script("fetch", fetch_queue, (f.ready, f.delayed, f.leases,
+                                                           f.messages, f.deliveries, f.seq,
+                                                           f.wake))
+        held, reply = self._send_packed(
+            (ack, fetch),
+            (ack.pack((k.result(task_id), task_id, outcome, result_ttl_ms)),
+             fetch.pack((now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT))),
+            f"record the result of {task_id} and fetch from queue {fetch_queue!r}")
+        return bool(held), self._fetch_result(reply)
+
+    @staticmethod
+    def _fetch_result(reply: Any) -> FetchResult:
+        leased, poisoned, next_event = reply
         deliveries = [Delivery(_text(leased[i]), leased[i + 1], int(leased[i + 2]),
                                int(leased[i + 3])) for i in range(0, len(leased), 4)]
         next_ms = int(next_event)
@@ -153,9 +268,10 @@ class RedisBroker:
 
     def ack(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
         k = self.keys(queue)
-        held = self._run("ack", (k.leases, k.ready, k.delayed, k.messages, k.deliveries,
-                                 k.retrying, k.result(task_id)),
-                         (task_id, outcome, result_ttl_ms), f"record the result of {task_id}")
+        held = self._run_packed("ack", queue, (k.leases, k.ready, k.delayed, k.messages,
+                                               k.deliveries, k.retrying),
+                                (k.result(task_id), task_id, outcome, result_ttl_ms),
+                                f"record the result of {task_id}", dynamic_keys=1)
         return bool(held)
 
     def retry(self, queue: str, task_id: str, body: bytes, due_ms: int, priority: int,

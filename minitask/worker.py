@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from .broker import Delivery, RedisBroker
+from .broker import Delivery, FetchResult, RedisBroker
 from .context import running
 from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
                      TimeLimitExceeded, UnknownTaskError)
@@ -101,6 +101,8 @@ class Worker:
         self._next_event_ms: Optional[int] = None
         self._on_start: Optional[Callable[[Job, Message], None]] = None
         self._registers = True
+        self._pipelined = False
+        self._next_job: Optional[Job] = None
         self._stop_reason = ""
 
     @property
@@ -140,6 +142,7 @@ class Worker:
         """Serve tasks one at a time in this process (a process pool child)."""
         self._on_start = on_start
         self._registers = False  # the supervisor speaks for its children
+        self._pipelined = True
         restore = self._install_signals()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="minitask-heartbeat",
                                      daemon=True)
@@ -224,26 +227,35 @@ class Worker:
 
     def fetch(self) -> Optional[Job]:
         """Lease the best ready task, trying the queues in order."""
+        if self._next_job is not None:
+            ready, self._next_job = self._next_job, None
+            return ready
         now_ms = self.app.clock.now_ms()
         next_event: Optional[int] = None
         for queue in self.queues:
             result = self.broker.fetch(queue, now_ms=now_ms, lease_ms=self._lease_ms, count=1,
                                        max_deliveries=self.app.max_deliveries)
-            for task_id in result.poisoned:
-                self._bury_poisoned(queue, task_id)
-            if result.next_event_ms is not None:
-                next_event = min(next_event or result.next_event_ms, result.next_event_ms)
-            for delivery in result.deliveries:
-                job = Job(queue, delivery)
-                with self._lock:
-                    closing = self._closing
-                    if not closing:
-                        self._leases[delivery.task_id] = (queue, delivery.priority)
-                if closing:
-                    self.broker.release(queue, [(delivery.task_id, delivery.priority)])
-                    return None
+            job = self._take(queue, result)
+            if job is not None:
                 return job
+            if result.next_event_ms is not None:
+                next_event = min(result.next_event_ms, next_event or result.next_event_ms)
         self._next_event_ms = next_event
+        return None
+
+    def _take(self, queue: str, result: FetchResult) -> Optional[Job]:
+        """Hold what a fetch leased, unless the worker is closing; bury the poisoned."""
+        for task_id in result.poisoned:
+            self._bury_poisoned(queue, task_id)
+        for delivery in result.deliveries:
+            with self._lock:
+                closing = self._closing
+                if not closing:
+                    self._leases[delivery.task_id] = (queue, delivery.priority)
+            if closing:
+                self.broker.release(queue, [(delivery.task_id, delivery.priority)])
+                return None
+            return Job(queue, delivery)
         return None
 
     def execute(self, job: Job) -> None:
@@ -289,8 +301,7 @@ class Worker:
                 self._bury(job, message, exc, "the return value cannot be encoded")
                 return
             ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
-            self._record(lambda: self.broker.ack(job.queue, message.id, body, ttl_ms),
-                         job, "record a result")
+            self._record(lambda: self._ack(job, body, ttl_ms), job, "record a result")
             self.processed += 1
             logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
             return
@@ -317,6 +328,18 @@ class Worker:
         self._bury(job, message, error, reason)
         logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
                     type(error).__name__, error, duration)
+
+    def _ack(self, job: Job, outcome: bytes, ttl_ms: int) -> bool:
+        """Ack; a child draining a queue fetches its next task in the same round trip."""
+        if not self._pipelined or self._stop.is_set() or self._next_job is not None:
+            return self.broker.ack(job.queue, job.delivery.task_id, outcome, ttl_ms)
+        first = self.queues[0]
+        held, result = self.broker.ack_and_fetch(
+            job.queue, job.delivery.task_id, outcome, ttl_ms, first,
+            now_ms=self.app.clock.now_ms(), lease_ms=self._lease_ms, count=1,
+            max_deliveries=self.app.max_deliveries)
+        self._next_job = self._take(first, result)
+        return held
 
     def _bury(self, job: Job, message: Optional[Message], error: BaseException,
               reason: str) -> None:

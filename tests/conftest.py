@@ -182,9 +182,13 @@ class Processes:
     def start(self, *args: str, env: Optional[Dict[str, str]] = None,
               log: Optional[Path] = None) -> "subprocess.Popen[bytes]":
         output = open(log, "ab") if log else subprocess.DEVNULL
-        process = subprocess.Popen([sys.executable, *args], cwd=self.cwd,
-                                   env={**self.env, **(env or {})}, stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            process = subprocess.Popen([sys.executable, *args], cwd=self.cwd,
+                                       env={**self.env, **(env or {})}, stdout=output,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        finally:
+            if log:
+                output.close()  # type: ignore[union-attr]  # the child keeps its own copy
         self.started.append(process)
         return process
 

