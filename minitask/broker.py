@@ -20,6 +20,10 @@ from .keys import BAND, AppKeys, QueueKeys
 
 #: Idle workers block at most this long per call, so a vanished Redis is noticed.
 MAX_BLOCK_SECONDS = 5.0
+#: Waits shorter than this are timed by the worker, not by Redis's coarse timer.
+PRECISE_WINDOW = 0.25
+#: How late Redis may end a blocking call after its timeout (1/hz, hz=10).
+REDIS_TIMER_SLACK = 0.15
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
@@ -254,11 +258,28 @@ class RedisBroker:
                            next_ms if next_ms >= 0 else None)
 
     def wait(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block until a queue may have work or ``timeout`` seconds pass; True if woken."""
-        seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
+        """Block until a queue may have work or ``timeout`` seconds pass; True if woken.
+
+        Redis checks blocking timeouts only every 1/hz seconds (100 ms by
+        default), so a wait that must end on time (a delayed task falls due)
+        lets Redis time out early and watches the last stretch itself.
+        """
+        keys = [self.keys(q).wake for q in queues]
         with self._errors("wait for tasks"):
-            woken = self.client.blpop([self.keys(q).wake for q in queues], round(seconds, 3))
-        return woken is not None
+            if timeout > PRECISE_WINDOW or self._pool is None:
+                seconds = min(max(timeout - REDIS_TIMER_SLACK, 0.01), MAX_BLOCK_SECONDS)
+                return self.client.blpop(keys, round(seconds, 3)) is not None
+            connection = self._connection()
+            try:
+                connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
+                if connection.can_read(timeout=max(timeout, 0.0)):
+                    return connection.read_response() is not None
+            except BaseException:
+                connection.disconnect()  # the reply of the blocked call must not linger
+                raise
+            # Abandon the blocked call; a wake token it may take was only a hint.
+            connection.disconnect()
+            return False
 
     def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""

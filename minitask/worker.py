@@ -214,7 +214,8 @@ class Worker:
         """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
         timeout = 5.0
         if self._next_event_ms is not None:
-            timeout = max(0.0, (self._next_event_ms - self.app.clock.now_ms()) / 1000.0)
+            # +1 ms: the clock has whole milliseconds; waking before the due ms is useless
+            timeout = max(0.0, (self._next_event_ms + 1 - self.app.clock.now_ms()) / 1000.0)
         if self._stop.is_set():
             return
         self._waiting = True
