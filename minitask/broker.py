@@ -16,14 +16,10 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set,
 import redis
 
 from .errors import BrokerError, ConfigurationError
-from .keys import BAND, AppKeys, QueueKeys
+from .keys import PRIORITIES, AppKeys, QueueKeys
 
 #: Idle workers block at most this long per call, so a vanished Redis is noticed.
 MAX_BLOCK_SECONDS = 5.0
-#: Waits shorter than this are timed by the worker, not by Redis's coarse timer.
-PRECISE_WINDOW = 0.25
-#: How late Redis may end a blocking call after its timeout (1/hz, hz=10).
-REDIS_TIMER_SLACK = 0.15
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
@@ -163,6 +159,14 @@ class RedisBroker:
             held = self._local.held = (os.getpid(), self._pool.make_connection())
         return held[1]
 
+    def _waiter(self) -> List[Any]:
+        """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
+        waiter = getattr(self._local, "waiter", None)
+        if waiter is None or waiter[0] != os.getpid():
+            assert self._pool is not None
+            waiter = self._local.waiter = [os.getpid(), self._pool.make_connection(), None]
+        return waiter
+
     def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
                      what: str) -> List[Any]:
         """Send packed script calls in one write and read every reply, in order."""
@@ -197,7 +201,7 @@ class RedisBroker:
         args: List[Any] = [now_ms, WAKE_CAP]
         for task_id, body, priority, due_ms in entries:
             args += (task_id, body, priority, due_ms)
-        added = self._run_packed("enqueue", queue, (k.messages, k.ready, k.delayed, k.seq, k.wake),
+        added = self._run_packed("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready),
                                  args, f"enqueue into queue {queue!r}")
         if queue not in self._known_queues:
             self.register_queues([queue])
@@ -221,8 +225,7 @@ class RedisBroker:
               max_deliveries: int) -> FetchResult:
         k = self.keys(queue)
         reply = self._run_packed(
-            "fetch", queue,
-            (k.ready, k.delayed, k.leases, k.messages, k.deliveries, k.seq, k.wake),
+            "fetch", queue, self._fetch_keys(k),
             (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT),
             f"fetch from queue {queue!r}")
         return self._fetch_result(reply)
@@ -235,18 +238,23 @@ class RedisBroker:
             return (self.ack(queue, task_id, outcome, result_ttl_ms),
                     self.fetch(fetch_queue, now_ms=now_ms, lease_ms=lease_ms, count=count,
                                max_deliveries=max_deliveries))
-        k, f = self.keys(queue), self.keys(fetch_queue)
-        ack = self._packed_script("ack", queue, (k.leases, k.ready, k.delayed, k.messages,
-                                                 k.deliveries, k.retrying), 1)
-        fetch = self._packed_script("fetch", fetch_queue, (f.ready, f.delayed, f.leases,
-                                                           f.messages, f.deliveries, f.seq,
-                                                           f.wake))
+        k = self.keys(queue)
+        ack = self._packed_script("ack", queue, self._ack_keys(k), 1)
+        fetch = self._packed_script("fetch", fetch_queue, self._fetch_keys(self.keys(fetch_queue)))
         held, reply = self._send_packed(
             (ack, fetch),
             (ack.pack((k.result(task_id), task_id, outcome, result_ttl_ms)),
              fetch.pack((now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT))),
             f"record the result of {task_id} and fetch from queue {fetch_queue!r}")
         return bool(held), self._fetch_result(reply)
+
+    @staticmethod
+    def _fetch_keys(k: QueueKeys) -> Tuple[str, ...]:
+        return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready)
+
+    @staticmethod
+    def _ack_keys(k: QueueKeys) -> Tuple[str, ...]:
+        return (k.leases, k.delayed, k.messages, k.deliveries, k.retrying)
 
     @staticmethod
     def _fetch_result(reply: Any) -> FetchResult:
@@ -261,25 +269,31 @@ class RedisBroker:
         """Block until a queue may have work or ``timeout`` seconds pass; True if woken.
 
         Redis checks blocking timeouts only every 1/hz seconds (100 ms by
-        default), so a wait that must end on time (a delayed task falls due)
-        lets Redis time out early and watches the last stretch itself.
+        default), too coarse for a delayed task falling due. So the BLPOP
+        stays outstanding on a connection of its own, and this thread times
+        the wait itself; the next wait picks the same BLPOP up again.
         """
         keys = [self.keys(q).wake for q in queues]
         with self._errors("wait for tasks"):
-            if timeout > PRECISE_WINDOW or self._pool is None:
-                seconds = min(max(timeout - REDIS_TIMER_SLACK, 0.01), MAX_BLOCK_SECONDS)
+            if self._pool is None:
+                seconds = min(max(timeout, 0.01), MAX_BLOCK_SECONDS)
                 return self.client.blpop(keys, round(seconds, 3)) is not None
-            connection = self._connection()
+            waiter = self._waiter()
+            connection = waiter[1]
             try:
-                connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
-                if connection.can_read(timeout=max(timeout, 0.0)):
-                    return connection.read_response() is not None
+                if waiter[2] != keys:
+                    if waiter[2] is not None:
+                        connection.disconnect()  # it waits on other queues: drop it
+                    connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
+                    waiter[2] = keys
+                if not connection.can_read(timeout=min(max(timeout, 0.0), MAX_BLOCK_SECONDS)):
+                    return False  # our timer ran out first; the BLPOP stays outstanding
+                waiter[2] = None
+                return connection.read_response() is not None
             except BaseException:
+                waiter[2] = None
                 connection.disconnect()  # the reply of the blocked call must not linger
                 raise
-            # Abandon the blocked call; a wake token it may take was only a hint.
-            connection.disconnect()
-            return False
 
     def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""
@@ -289,8 +303,7 @@ class RedisBroker:
 
     def ack(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
         k = self.keys(queue)
-        held = self._run_packed("ack", queue, (k.leases, k.ready, k.delayed, k.messages,
-                                               k.deliveries, k.retrying),
+        held = self._run_packed("ack", queue, self._ack_keys(k),
                                 (k.result(task_id), task_id, outcome, result_ttl_ms),
                                 f"record the result of {task_id}", dynamic_keys=1)
         return bool(held)
@@ -303,14 +316,13 @@ class RedisBroker:
                          (task_id, body, due_ms, priority, note), f"schedule a retry of {task_id}")
         return bool(done)
 
-    def bury(self, queue: str, task_id: str, *, now_ms: int, outcome: bytes, result_ttl_ms: int,
-             body: bytes = b"") -> bool:
+    def bury(self, queue: str, task_id: str, *, now_ms: int, outcome: bytes,
+             result_ttl_ms: int) -> bool:
         """Move a task to the dead letters with ``outcome`` saying why."""
         k = self.keys(queue)
-        done = self._run("bury", (k.leases, k.ready, k.delayed, k.messages, k.deliveries,
-                                  k.retrying, k.dead, k.dead_info, k.result(task_id)),
-                         (task_id, now_ms, outcome, result_ttl_ms, body),
-                         f"dead-letter {task_id}")
+        done = self._run("bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying,
+                                  k.dead, k.dead_info, k.result(task_id)),
+                         (task_id, now_ms, outcome, result_ttl_ms), f"dead-letter {task_id}")
         return bool(done)
 
     def release(self, queue: str, leases: Sequence[Tuple[str, int]]) -> int:
@@ -321,7 +333,7 @@ class RedisBroker:
         args: List[Any] = []
         for task_id, priority in leases:
             args += (task_id, priority)
-        return int(self._run("release", (k.leases, k.ready, k.deliveries, k.seq, k.wake), args,
+        return int(self._run("release", (k.leases, k.deliveries, k.wake, *k.ready), args,
                              f"give back tasks to queue {queue!r}"))
 
     def message_body(self, queue: str, task_id: str) -> Optional[bytes]:
@@ -333,14 +345,14 @@ class RedisBroker:
 
     def cancel(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
         k = self.keys(queue)
-        done = self._run("cancel", (k.ready, k.delayed, k.messages, k.retrying,
+        done = self._run("cancel", (k.delayed, k.leases, k.dead, k.messages, k.retrying,
                                     k.result(task_id)),
                          (task_id, outcome, result_ttl_ms), f"cancel {task_id}")
         return bool(done)
 
     def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         k = self.keys(queue)
-        state, outcome = self._run("state", (k.leases, k.ready, k.delayed, k.retrying, k.dead,
+        state, outcome = self._run("state", (k.leases, k.delayed, k.retrying, k.dead, k.messages,
                                              k.result(task_id)),
                                    (task_id,), f"read the state of {task_id}")
         return _text(state), outcome or None
@@ -381,8 +393,8 @@ class RedisBroker:
 
     def revive(self, queue: str, task_id: str, body: bytes, priority: int) -> bool:
         k = self.keys(queue)
-        done = self._run("revive", (k.dead, k.dead_info, k.messages, k.ready, k.seq, k.wake,
-                                    k.result(task_id)),
+        done = self._run("revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id),
+                                    *k.ready),
                          (task_id, body, priority), f"requeue dead task {task_id}")
         return bool(done)
 
@@ -404,14 +416,13 @@ class RedisBroker:
         k = self.keys(queue)
         with self._errors(f"count tasks of queue {queue!r}"):
             pipe = self.client.pipeline(transaction=False)
-            for priority in range(9, -1, -1):
-                low = (9 - priority) * BAND
-                pipe.zcount(k.ready, low, f"({low + BAND}")
+            for ready in k.ready:
+                pipe.llen(ready)
             pipe.zcard(k.delayed)
             pipe.zcard(k.leases)
             pipe.zcard(k.dead)
             counts = pipe.execute()
-        by_priority = {str(9 - i): int(c) for i, c in enumerate(counts[:10]) if c}
+        by_priority = {str(p): int(c) for p, c in zip(PRIORITIES, counts[:10]) if c}
         return {"ready": sum(counts[:10]), "ready_by_priority": by_priority,
                 "scheduled": int(counts[10]), "running": int(counts[11]), "dead": int(counts[12])}
 

@@ -3,7 +3,7 @@
 All keys of one queue share the hash tag ``{app:queue}``, so each Lua
 script and multi-key command touches a single Redis Cluster slot::
 
-    minitask:{app:queue}:ready        ZSET  id -> rank: priority band, then enqueue order
+    minitask:{app:queue}:ready:<p>    LIST  ready ids of priority p (0..9), oldest first
     minitask:{app:queue}:delayed      ZSET  id -> due_ms * 10 + (9 - priority)
     minitask:{app:queue}:leases       ZSET  id -> lease_deadline_ms * 10 + (9 - priority)
     minitask:{app:queue}:messages     HASH  id -> encoded Message (queued, running or dead)
@@ -11,7 +11,6 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:retrying     HASH  id -> encoded Outcome of the last failed attempt
     minitask:{app:queue}:dead         ZSET  id -> time dead-lettered (ms)
     minitask:{app:queue}:dead_info    HASH  id -> encoded Outcome saying why it died
-    minitask:{app:queue}:seq          STRING counter giving FIFO order inside a priority
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
 
@@ -23,6 +22,10 @@ App-wide keys (their own slot, never mixed with queue keys in one command)::
 
 The packed scores keep priority next to the time so that promotion and
 lease reclaim can put a task back at its priority without reading it.
+
+A ready list may hold stale entries: a cancelled task (its message is gone)
+or a second entry of a task already leased. Fetching skips both, so cancel
+stays O(1) and no operation scans a queue.
 """
 from __future__ import annotations
 
@@ -31,10 +34,8 @@ from functools import cached_property
 
 PREFIX = "minitask"
 
-#: Ready scores: band (9 - priority) * BAND + MIDDLE + seq, where seq > 0 appends
-#: and seq < 0 puts a task back at the head of its band. Stays below 2**53.
-BAND = 2 ** 49
-MIDDLE = 2 ** 48
+#: Priorities, in the order they are served.
+PRIORITIES = tuple(range(9, -1, -1))
 
 _FORBIDDEN = set("{}: \t\r\n")
 
@@ -59,8 +60,9 @@ class QueueKeys:
         return f"{PREFIX}:{{{self.app}:{self.queue}}}:"
 
     @cached_property
-    def ready(self) -> str:
-        return self.base + "ready"
+    def ready(self) -> tuple[str, ...]:
+        """The ready lists, highest priority first (index 9 - priority)."""
+        return tuple(f"{self.base}ready:{priority}" for priority in PRIORITIES)
 
     @cached_property
     def delayed(self) -> str:
@@ -89,10 +91,6 @@ class QueueKeys:
     @cached_property
     def dead_info(self) -> str:
         return self.base + "dead_info"
-
-    @cached_property
-    def seq(self) -> str:
-        return self.base + "seq"
 
     @cached_property
     def wake(self) -> str:

@@ -1,11 +1,11 @@
 -- enqueue: store messages and make them ready now or due later, atomically.
--- KEYS[1] messages (HASH)   KEYS[2] ready (ZSET)   KEYS[3] delayed (ZSET)
--- KEYS[4] seq (STRING)      KEYS[5] wake (LIST)
+-- KEYS[1] messages (HASH)   KEYS[2] delayed (ZSET)   KEYS[3] wake (LIST)
+-- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
 -- ARGV[1] now (ms)          ARGV[2] wake cap (tokens kept at most)
 -- then per message, four ARGVs: id, encoded message, priority (0..9), due (ms; <= now: ready)
 -- Returns: the number of messages added (an id already pending is left as it is).
--- Invariant: every id in ready or delayed has its message in messages.
-local band, middle = 562949953421312, 281474976710656
+-- Invariant: every id in a ready list or in delayed has its message in messages,
+-- unless it was cancelled (then fetch skips the stale entry).
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
 local added, wake = 0, 0
@@ -15,12 +15,11 @@ for i = 3, #ARGV, 4 do
   if redis.call('HSETNX', KEYS[1], id, body) == 1 then
     added = added + 1
     if due > now then
-      redis.call('ZADD', KEYS[3], string.format('%.0f', due * 10 + 9 - priority), id)
+      redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
       -- wake sleepers only when this task is due before everything else delayed
-      if redis.call('ZRANGE', KEYS[3], 0, 0)[1] == id then wake = wake + 1 end
+      if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
     else
-      local seq = redis.call('INCR', KEYS[4])
-      redis.call('ZADD', KEYS[2], string.format('%.0f', (9 - priority) * band + middle + seq), id)
+      redis.call('RPUSH', KEYS[13 - priority], id)
       wake = wake + 1
     end
   end
@@ -29,8 +28,8 @@ if wake > 0 then
   if wake > cap then wake = cap end
   local tokens = {}
   for i = 1, wake do tokens[i] = '1' end
-  if redis.call('RPUSH', KEYS[5], unpack(tokens)) > cap then
-    redis.call('LTRIM', KEYS[5], 0, cap - 1)
+  if redis.call('RPUSH', KEYS[3], unpack(tokens)) > cap then
+    redis.call('LTRIM', KEYS[3], 0, cap - 1)
   end
 end
 return added

