@@ -295,6 +295,17 @@ class RedisBroker:
                 connection.disconnect()  # the reply of the blocked call must not linger
                 raise
 
+    def stop_waiting(self) -> None:
+        """Drop this thread's outstanding BLPOP before it gets busy with a task.
+
+        Left in place, it would take the next wake token while this worker
+        runs a task, and an idle worker would not hear of new work.
+        """
+        waiter = getattr(self._local, "waiter", None)
+        if waiter is not None and waiter[2] is not None and waiter[0] == os.getpid():
+            waiter[2] = None
+            waiter[1].disconnect()
+
     def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""
         mapping = {task_id: deadline_ms * 10 + 9 - priority for task_id, priority in leases}

@@ -256,6 +256,7 @@ class Worker:
             if closing:
                 self.broker.release(queue, [(delivery.task_id, delivery.priority)])
                 return None
+            self.broker.stop_waiting()
             return Job(queue, delivery)
         return None
 
