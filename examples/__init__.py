@@ -1,0 +1,1 @@
+"""Runnable minitask examples; run them from the repository root (see README.rst)."""

@@ -1,0 +1,1 @@
+"""The order emails of a small shop: priorities, delays, retries and dead letters."""

@@ -1,0 +1,1 @@
+"""A plugin adding tasks to the ``shop`` app of examples/orders, through an entry point."""

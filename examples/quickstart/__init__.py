@@ -1,0 +1,1 @@
+"""The quick-start app: a few tasks and a producer that waits for their results."""

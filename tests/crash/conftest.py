@@ -1,0 +1,50 @@
+"""Fixtures of the crash tests: a fresh redis-server per test and a kit around it."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Generator, Iterator
+
+import pytest
+import redis
+
+from tests.conftest import Processes, RedisServer
+from tests.crash.support import Kit
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+@pytest.fixture
+def make_kit(processes: Processes, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[Callable[[RedisServer], Kit]]:
+    """Kits on servers the test chose (e.g. one with persistence)."""
+    kits = []
+
+    def make(server: RedisServer) -> Kit:
+        kit = Kit(server, processes, tmp_path)
+        kits.append(kit)
+        return kit
+
+    try:
+        yield make
+    finally:
+        failed = any(getattr(getattr(request.node, f"report_{when}", None), "failed", False)
+                     for when in ("setup", "call"))
+        for kit in kits:
+            if failed:
+                try:
+                    print(f"queue state at the end: {kit.queue_state()}")
+                except redis.RedisError as exc:
+                    print(f"queue state unknown: {exc}")
+                kit.print_logs()
+            kit.close()
+
+
+@pytest.fixture
+def kit(start_redis: Callable[..., RedisServer], make_kit: Callable[[RedisServer], Kit]) -> Kit:
+    """A kit on a fresh redis-server of this test only: no state leaks between tests."""
+    return make_kit(start_redis())

@@ -1,0 +1,111 @@
+"""Graceful stop: SIGTERM / SIGINT let running tasks finish within the grace, give back
+the rest uncounted, exit 0; a second SIGINT exits at once and recovery is a crash's."""
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+
+from tests.conftest import wait_until
+from tests.crash.support import DEADLINE, QUEUE, VISIBILITY, Kit, exit_code, send
+
+pytestmark = pytest.mark.crash
+
+POOLS = ["process", "thread"]
+
+
+@pytest.mark.parametrize("target", ["main", "group"])
+@pytest.mark.parametrize("pool", POOLS)
+def test_sigterm_lets_the_running_task_finish_and_exits_0(
+        kit: Kit, pool: str, target: str) -> None:
+    worker = kit.worker("--pool", pool, "-c", "2")
+    handle = kit.tasks.slow.delay("term", 1.0)
+    kit.wait_for_marks("started", "term")
+
+    send(worker, signal.SIGTERM, group=target == "group")
+
+    assert exit_code(worker) == 0
+    assert len(kit.marks("done", "term")) == 1, "finished before the worker exited"
+    assert len(kit.marks("started", "term")) == 1
+    assert handle.status() == "succeeded"
+    kit.assert_nothing_left()
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_task_running_through_the_grace_is_not_delivered_again_to_a_live_worker(
+        kit: Kit, pool: str) -> None:
+    """The stopping worker is alive during its grace: it must keep renewing the lease of
+    the task it lets finish, or another worker starts it a second time."""
+    stopping = kit.worker("--pool", pool, "-c", "1")
+    handle = kit.tasks.slow.delay("grace", 3 * VISIBILITY)
+    kit.wait_for_marks("started", "grace")
+    kit.worker("--pool", pool, "-c", "1")  # idle, ready to take over what is lost
+    wait_until(lambda: kit.live_workers() == 2, timeout=DEADLINE, message="two live workers")
+
+    send(stopping, signal.SIGTERM)
+
+    assert exit_code(stopping) == 0
+    kit.wait_until_drained()
+    started, done = kit.marks("started", "grace"), kit.marks("done", "grace")
+    assert len(started) == 1, (
+        f"started twice: its lease lapsed during the grace of a live worker: {started}")
+    assert len(done) == 1, done
+    assert handle.status() == "succeeded"
+    kit.assert_nothing_left()
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_sigterm_after_a_short_grace_gives_the_task_back_uncounted(kit: Kit, pool: str) -> None:
+    worker = kit.worker("--pool", pool, "-c", "1", "--grace", "0.3")
+    handle = kit.tasks.slow.delay("back", 4.0)
+    kit.wait_for_marks("started", "back")
+
+    send(worker, signal.SIGTERM)
+
+    assert exit_code(worker) == 0
+    assert kit.marks("done", "back") == [], "the grace was shorter than the task"
+    assert kit.is_ready(handle.id), "given back to the queue"
+    assert kit.client.hget(QUEUE.deliveries, handle.id) is None, "not counted as a delivery"
+    state = kit.queue_state()
+    assert (state["ready"], state["leases"], state["messages"]) == (1, 0, 1), state
+    assert handle.status() == "queued"
+
+    kit.worker("--pool", pool, "-c", "1")
+    kit.wait_for_marks("done", "back")
+    kit.wait_until_drained()
+    started, done = kit.marks("started", "back"), kit.marks("done", "back")
+    assert len(started) == 2 and len(done) == 1, (started, done)
+    assert [m.attempt for m in started + done] == [1, 1, 1], "a give-back is no failed attempt"
+    assert handle.status() == "succeeded"
+    kit.assert_nothing_left()
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_second_sigint_exits_at_once_and_the_task_is_recovered_as_after_a_crash(
+        kit: Kit, pool: str) -> None:
+    worker = kit.worker("--pool", pool, "-c", "1")  # default grace: 30 s
+    handle = kit.tasks.slow.delay("twice", 5.0)
+    kit.wait_for_marks("started", "twice")
+
+    # Ctrl-C twice in a terminal: SIGINT to the whole process group. The second one is
+    # repeated until the process is gone, in case the first two arrive as one.
+    send(worker, signal.SIGINT, group=True)
+    deadline = time.monotonic() + 4.0
+    while worker.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.3)
+        if worker.poll() is None:
+            send(worker, signal.SIGINT, group=True)
+    code = worker.poll()
+    assert code is not None, "a second SIGINT exits at once, without the grace"
+    assert kit.marks("done", "twice") == [], "it did not wait for the task"
+    assert handle.status() == "running", "still leased: recovered like after a crash"
+
+    kit.worker("--pool", pool, "-c", "1")
+    kit.wait_for_marks("done", "twice")
+    kit.wait_until_drained()
+    started, done = kit.marks("started", "twice"), kit.marks("done", "twice")
+    assert len(started) == 2 and len(done) == 1, (started, done)
+    assert done[0].pid != started[0].pid
+    assert handle.status() == "succeeded"
+    kit.assert_nothing_left()

