@@ -25,7 +25,7 @@ def load_app(spec: str) -> Minitask:
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):
+        if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
             raise AppNotFound(f"-A {spec!r}: no entry point in group {APPS_GROUP!r} and no "
                               f"module {module_name!r} on the path") from None
         raise

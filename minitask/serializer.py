@@ -34,6 +34,10 @@ def check_value(value: Any, path: str, task_name: str) -> None:
         return
     if isinstance(value, dict):
         for key, item in value.items():
+            if isinstance(key, (list, tuple, dict)):  # msgpack would decode it unhashable
+                raise EncodeError(f"task {task_name!r}: cannot send dict key {key!r} at {path}: "
+                                  f"keys must be scalars; convert it to a str",
+                                  task_name=task_name, path=f"{path} key {key!r}")
             check_value(key, f"{path} key {key!r}", task_name)
             check_value(item, f"{path}[{key!r}]", task_name)
         return

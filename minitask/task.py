@@ -88,6 +88,9 @@ class TaskOptions:
             retry_on = (Exception,) if retries > 0 else ()
         elif isinstance(retry_on, type):
             retry_on = (retry_on,)
+        elif not isinstance(retry_on, (tuple, list)):
+            raise ConfigurationError(f"{where}: retry_on must be exception types, "
+                                     f"got {retry_on!r}")
         retry_on = tuple(retry_on)
         if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
             raise ConfigurationError(f"{where}: retry_on must be exception types, "

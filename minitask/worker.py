@@ -326,7 +326,7 @@ class Worker:
                         message.id, task.name, type(error).__name__, error, duration,
                         message.attempt, delay)
             return
-        reason = "out of attempts" if retryable or options.retries else "failed"
+        reason = "out of attempts" if retryable else "failed"
         self._bury(job, message, error, reason)
         logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
                     type(error).__name__, error, duration)
