@@ -357,7 +357,7 @@ class RedisBroker:
     def cancel(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
         k = self.keys(queue)
         done = self._run("cancel", (k.delayed, k.leases, k.dead, k.messages, k.retrying,
-                                    k.result(task_id)),
+                                    k.result(task_id), k.deliveries),
                          (task_id, outcome, result_ttl_ms), f"cancel {task_id}")
         return bool(done)
 

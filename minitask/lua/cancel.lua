@@ -1,6 +1,7 @@
 -- cancel: withdraw a task that has not started; it will never run.
 -- KEYS[1] delayed (ZSET)   KEYS[2] leases (ZSET)   KEYS[3] dead (ZSET)
 -- KEYS[4] messages (HASH)  KEYS[5] retrying (HASH)   KEYS[6] result (LIST)
+-- KEYS[7] deliveries (HASH)
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
 -- Returns: 1 when cancelled, 0 when the task is running, finished, dead or unknown.
 -- A cancelled ready task keeps its ready-list entry; without its message,
@@ -13,6 +14,7 @@ if not scheduled then
 end
 redis.call('HDEL', KEYS[4], id)
 redis.call('HDEL', KEYS[5], id)
+redis.call('HDEL', KEYS[7], id)
 redis.call('DEL', KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[2])
 redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[3]))
