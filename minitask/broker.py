@@ -169,28 +169,40 @@ class RedisBroker:
 
     def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
                      what: str) -> List[Any]:
-        """Send packed script calls in one write and read every reply, in order."""
+        """Send packed script calls in one write and read every reply, in order.
+
+        A kept connection may have been closed by the server since its last use
+        (a restart, a failover, an idle timeout): that surfaces as a connection
+        error on the first reply, and the calls are sent once more on a new one.
+        """
         with self._errors(what):
-            connection = self._connection()
             try:
-                connection.send_packed_command(list(commands))
-                replies: List[Any] = []
-                missing = []
-                for index in range(len(commands)):
-                    try:
-                        replies.append(connection.read_response())
-                    except redis.exceptions.NoScriptError:
-                        missing.append(index)  # first use on this server, or after a flush
-                        replies.append(None)
-                for index in missing:  # a script that ran is never sent twice
-                    connection.send_command("SCRIPT", "LOAD", scripts[index].source)
-                    connection.read_response()
-                    connection.send_packed_command([commands[index]])
-                    replies[index] = connection.read_response()
-                return replies
-            except BaseException:
-                connection.disconnect()  # a half-read reply must not reach the next caller
-                raise
+                return self._send_once(scripts, commands)
+            except redis.ConnectionError:
+                return self._send_once(scripts, commands)
+
+    def _send_once(self, scripts: Sequence[_PackedScript],
+                   commands: Sequence[bytes]) -> List[Any]:
+        connection = self._connection()
+        try:
+            connection.send_packed_command(list(commands))
+            replies: List[Any] = []
+            missing = []
+            for index in range(len(commands)):
+                try:
+                    replies.append(connection.read_response())
+                except redis.exceptions.NoScriptError:
+                    missing.append(index)  # first use on this server, or after a flush
+                    replies.append(None)
+            for index in missing:  # a script that ran is never sent twice
+                connection.send_command("SCRIPT", "LOAD", scripts[index].source)
+                connection.read_response()
+                connection.send_packed_command([commands[index]])
+                replies[index] = connection.read_response()
+            return replies
+        except BaseException:
+            connection.disconnect()  # a half-read reply must not reach the next caller
+            raise
 
     # -- producing ---------------------------------------------------------------
 

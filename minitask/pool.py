@@ -7,11 +7,13 @@ that die, and gives the stop grace to all of them.
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
 import queue as _queue
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -29,6 +31,8 @@ logger = logging.getLogger(__name__)
 
 #: A runaway attempt is killed at most this long after its time limit.
 KILL_SLACK = 0.2
+#: prctl option from <linux/prctl.h>: the signal a process gets when its parent dies.
+_PR_SET_PDEATHSIG = 1
 
 
 class ThreadPool:
@@ -141,7 +145,7 @@ class ProcessPool:
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=_child_main, args=(self.worker, child_end),
+        process = self._context.Process(target=_child_main, args=(self.worker, child_end, os.getpid()),
                                         name="minitask-child", daemon=False)
         process.start()
         child_end.close()
@@ -192,6 +196,7 @@ class ProcessPool:
         error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
                                   f"{task.options.timeout} s and was killed")
         self.worker.finish(job, message, task, None, error, elapsed)
+        self.retired_failed += 1  # recorded here, not by the killed child
         child.job = child.message = None
 
     def _reap(self, pid: int, child: _Child) -> None:
@@ -251,8 +256,24 @@ class ProcessPool:
                 return
 
 
-def _child_main(parent: "Worker", conn: Connection) -> None:
+def _die_with(supervisor_pid: int) -> None:
+    """Have the kernel kill this child when its supervisor dies.
+
+    An orphan would go on fetching tasks that nobody can time-limit or stop;
+    dying instead lets its leases expire, and a live worker takes them over.
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            logger.warning("could not tie child %d to its supervisor: errno %d", os.getpid(),
+                           ctypes.get_errno())
+    if os.getppid() != supervisor_pid:  # it died before the call above took effect
+        os._exit(1)
+
+
+def _child_main(parent: "Worker", conn: Connection, supervisor_pid: int) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
+    _die_with(supervisor_pid)
     worker = type(parent)(parent.app, parent.queues, concurrency=1, pool="thread",
                           burst=parent.burst, grace=parent.grace,
                           name=f"{parent.name}.{os.getpid()}")

@@ -97,6 +97,9 @@ class Worker:
         self._lock = threading.Lock()
         self._closing = False
         self._stop = threading.Event()
+        # Leases are renewed until every running task has ended or been given back,
+        # which is after a stop: the grace is time a live worker still holds its tasks.
+        self._beating = threading.Event()
         self._waiting = False
         self._next_event_ms: Optional[int] = None
         self._on_start: Optional[Callable[[Job, Message], None]] = None
@@ -133,6 +136,7 @@ class Worker:
         finally:
             self._close(threads)
             self._stop.set()
+            self._beating.set()
             heartbeat.join(timeout=5)
             restore()
             self._forget()
@@ -158,6 +162,7 @@ class Worker:
         finally:
             self._stop.set()
             self._release_all()
+            self._beating.set()
             heartbeat.join(timeout=5)
             restore()
             if self._stop_reason:
@@ -387,7 +392,7 @@ class Worker:
     def _heartbeat_loop(self) -> None:
         period = max(0.1, min(self.app.visibility_timeout / 3.0, 5.0))
         backoff = Backoff("renew leases")
-        while not self._stop.wait(period):
+        while not self._beating.wait(period):
             try:
                 self.beat()
             except BrokerError as exc:
