@@ -145,7 +145,8 @@ class ProcessPool:
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=_child_main, args=(self.worker, child_end, os.getpid()),
+        process = self._context.Process(target=_child_main,
+                                        args=(self.worker, child_end, os.getpid()),
                                         name="minitask-child", daemon=False)
         process.start()
         child_end.close()
