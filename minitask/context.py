@@ -12,7 +12,12 @@ from .message import Message, to_seconds
 
 @dataclass(frozen=True)
 class TaskContext:
-    """The running attempt: ``attempt`` is 1-based; times are aware UTC datetimes."""
+    """The running attempt: ``attempt`` is 1-based; times are aware UTC datetimes.
+
+    ``delivery`` counts the hand-overs of this attempt to a worker: above 1, an
+    earlier worker took it and died (or stalled past its lease) before recording
+    an outcome, so the task may have run partly or wholly before.
+    """
 
     id: str
     name: str
@@ -21,6 +26,7 @@ class TaskContext:
     attempt: int
     enqueued_at: _dt.datetime
     eta: Optional[_dt.datetime]
+    delivery: int = 1
 
 
 _current: ContextVar[Optional[TaskContext]] = ContextVar("minitask_current_task", default=None)
@@ -36,12 +42,13 @@ def current_task() -> Optional[TaskContext]:
 
 
 @contextmanager
-def running(message: Message) -> Iterator[TaskContext]:
+def running(message: Message, delivery: int = 1) -> Iterator[TaskContext]:
     """Make ``message`` the current task for the duration of one attempt."""
     context = TaskContext(
         id=message.id, name=message.task, queue=message.queue, priority=message.priority,
         attempt=message.attempt, enqueued_at=_utc(message.enqueued_at_ms),
-        eta=_utc(message.eta_ms) if message.eta_ms is not None else None)
+        eta=_utc(message.eta_ms) if message.eta_ms is not None else None,
+        delivery=delivery)
     token = _current.set(context)
     try:
         yield context

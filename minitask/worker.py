@@ -283,7 +283,7 @@ class Worker:
         started = time.monotonic()
         value: Any = None
         error: Optional[BaseException] = None
-        with running(message):
+        with running(message, job.delivery.delivery):
             try:
                 value = task.func(*message.args, **message.kwargs)
             except (Exception, SystemExit) as exc:

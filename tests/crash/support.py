@@ -34,17 +34,18 @@ DEADLINE = 60.0
 
 @dataclass(frozen=True)
 class Mark:
-    """One marker a task left: which task, on which attempt, in which process."""
+    """One marker a task left: which task, on which attempt and delivery, in which process."""
 
     task_id: str
     attempt: int
     pid: int
+    delivery: int
 
 
 def parse_mark(raw: Union[bytes, str]) -> Mark:
     text = raw.decode() if isinstance(raw, bytes) else raw
-    task_id, attempt, pid = text.rsplit(":", 2)
-    return Mark(task_id, int(attempt), int(pid))
+    task_id, attempt, pid, delivery = text.rsplit(":", 3)
+    return Mark(task_id, int(attempt), int(pid), int(delivery))
 
 
 @dataclass

@@ -54,6 +54,8 @@ def test_sigkill_mid_task_loses_nothing_and_redelivers_the_running_tasks(
         if key in interrupted:
             old_pids = {m.pid for m in started_before[key]}
             assert len(started[key]) == 2, f"{key} ran again once: {started[key]}"
+            assert [m.delivery for m in started[key]] == [1, 2], (
+                f"{key}: the second run knows it is a re-delivery: {started[key]}")
             assert done[key][0].pid not in old_pids, f"{key} finished by the new worker"
         else:
             assert len(started[key]) == 1, f"{key} started once: {started[key]}"

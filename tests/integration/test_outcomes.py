@@ -773,7 +773,7 @@ def test_current_task_describes_the_running_attempt(make_app: Callable[..., Mini
     assert first.name == "shop.ctx"
     assert first.queue == "ctx"
     assert (first.priority, second.priority) == (4, 8)
-    assert first.attempt == 1
+    assert (first.attempt, first.delivery) == (1, 1)
     assert first.enqueued_at == utc(enqueued_ms) and first.enqueued_at.tzinfo is not None
     assert first.eta is None
     assert second.eta == utc(enqueued_ms + 10_000)
