@@ -25,7 +25,8 @@ def _mark(kind: str, key: str) -> None:
     context = current_task()
     assert context is not None
     client = _marks()
-    client.rpush(f"marks:{kind}:{key}", f"{context.id}:{context.attempt}:{os.getpid()}:{context.delivery}")
+    client.rpush(f"marks:{kind}:{key}",
+                 f"{context.id}:{context.attempt}:{os.getpid()}:{context.delivery}")
     client.close()
 
 
