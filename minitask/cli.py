@@ -1,4 +1,5 @@
-"""The ``minitask`` command: worker and status. The only place that sets up logging."""
+"""The ``minitask`` command: worker and status. The only place that sets up logging
+(``minitask-bench`` runs through :func:`run` here for the same reason)."""
 from __future__ import annotations
 
 import argparse
@@ -27,13 +28,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(args, "loglevel", "INFO").upper(),
+    command: Callable[[argparse.Namespace], int] = args.command
+    return run(lambda: command(args), getattr(args, "loglevel", "INFO"))
+
+
+def run(command: Callable[[], int], loglevel: str) -> int:
+    """Set up logging, run a command, and turn its errors into exit codes."""
+    logging.basicConfig(level=loglevel.upper(),
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # -A names modules of the project being run
-    command: Callable[[argparse.Namespace], int] = args.command
     try:
-        return command(args)
+        return command()
     except KeyboardInterrupt:
         return 130
     except MinitaskError as exc:
@@ -67,21 +73,6 @@ def _parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(command=_status)
 
-    bench = commands.add_parser("bench", help="measure throughput, latency and memory")
-    bench.add_argument("--broker", default=os.environ.get("MINITASK_BROKER_URL"),
-                       help="Redis URL to measure against (default: MINITASK_BROKER_URL)")
-    bench.add_argument("--start-server", action="store_true",
-                       help="start a throwaway redis-server on a free port and use it")
-    bench.add_argument("--tasks", type=int, default=20_000,
-                       help="tasks per throughput run (default 20,000)")
-    bench.add_argument("--memory-tasks", type=int, default=1_000_000,
-                       help="tasks queued for the memory rows (default 1,000,000)")
-    bench.add_argument("--scaling", action="store_true",
-                       help="also measure 1/2/4/8 processes, delayed backlog, queue length")
-    bench.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
-    bench.add_argument("--json", action="store_true", help="print JSON")
-    bench.add_argument("--loglevel", default="INFO")
-    bench.set_defaults(command=_bench)
     return parser
 
 
@@ -134,14 +125,6 @@ def _status(args: argparse.Namespace) -> int:
     else:
         print(_status_text(report))
     return 0
-
-
-def _bench(args: argparse.Namespace) -> int:
-    from .bench import run_bench
-    met = run_bench(args.broker, start_server=args.start_server, tasks=args.tasks,
-                    memory_tasks=args.memory_tasks, scaling=args.scaling, emit=print,
-                    as_json=args.json)
-    return 1 if args.check and not met else 0
 
 
 def _status_text(report: Dict[str, Any]) -> str:
