@@ -120,6 +120,16 @@ class Minitask:
             self._broker = RedisBroker(connection.client, self.name, connection.description)
         return self._broker
 
+    def close(self) -> None:
+        """Close the app's connections to Redis; the next use connects again.
+
+        Raises:
+            BrokerError: Redis failed while closing.
+        """
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            broker.close()
+
     # -- tasks ---------------------------------------------------------------
 
     @overload

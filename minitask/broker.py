@@ -9,6 +9,7 @@ import hashlib
 import importlib.resources
 import os
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
@@ -124,6 +125,10 @@ class RedisBroker:
         self._pool = client.connection_pool if isinstance(client, redis.Redis) else None
         self._packed: Dict[Tuple[str, str], _PackedScript] = {}
         self._local = threading.local()
+        # Every live per-thread connection, so that close() reaches those of other
+        # threads; weak, so a finished thread's connection still goes with it.
+        self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._made_lock = threading.Lock()
 
     # -- helpers -----------------------------------------------------------------
 
@@ -180,17 +185,35 @@ class RedisBroker:
         """
         held = getattr(self._local, "held", None)
         if held is None or held[0] != os.getpid():
-            assert self._pool is not None
-            held = self._local.held = (os.getpid(), self._pool.make_connection())
+            held = self._local.held = (os.getpid(), self._make_connection())
         return held[1]
 
     def _waiter(self) -> List[Any]:
         """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
         waiter = getattr(self._local, "waiter", None)
         if waiter is None or waiter[0] != os.getpid():
-            assert self._pool is not None
-            waiter = self._local.waiter = [os.getpid(), self._pool.make_connection(), None]
+            waiter = self._local.waiter = [os.getpid(), self._make_connection(), None]
         return waiter
+
+    def _make_connection(self) -> Any:
+        assert self._pool is not None
+        connection = self._pool.make_connection()
+        with self._made_lock:
+            self._made.add(connection)
+        return connection
+
+    def close(self) -> None:
+        """Close every connection this broker opened, and its client's pool.
+
+        A thread that uses the broker again later opens a new connection.
+        """
+        with self._made_lock:
+            made, self._made = list(self._made), weakref.WeakSet()
+        for connection in made:
+            connection.disconnect()
+        self._local = threading.local()  # the calling thread forgets its closed ones
+        with self._errors("close the connections"):
+            self.client.close()
 
     def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
                      what: str) -> List[Any]:

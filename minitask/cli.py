@@ -97,8 +97,11 @@ def _worker(args: argparse.Namespace) -> int:
     concurrency = args.concurrency
     if concurrency is None:
         concurrency = (os.cpu_count() or 1) if args.pool == "process" else 1
-    app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-               grace=args.grace).run()
+    try:
+        app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
+                   grace=args.grace).run()
+    finally:
+        app.close()
     return 0
 
 
