@@ -12,7 +12,8 @@ local horizon = string.format('%.0f', tonumber(ARGV[1]) * 10 + 9)
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
 if #due == 0 then return 0 end
 -- A full batch may cut the last run of equal scores, whose members the ZSET orders by
--- id: leave that run whole for the next call (unless the batch is nothing else).
+-- id: leave that run whole for the next call. Only a run longer than the whole batch
+-- (more than `limit` tasks due in one ms at one priority) is moved a batch at a time.
 local cut = #due == 2 * limit and due[2] ~= due[#due]
 local batch = {}
 for i = 1, #due, 2 do
