@@ -15,10 +15,14 @@ $(STAMP): setup.cfg setup.py
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
-test: $(STAMP)
-	$(BIN)/python -m flake8 minitask tests examples
-	$(BIN)/python -m mypy
+test: lint typecheck
 	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/python -m flake8 minitask tests examples
+
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
 
 fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration and not crash" -q

@@ -7,8 +7,14 @@ if sys.version_info >= (3, 10):
     from importlib.metadata import EntryPoint, entry_points
     from typing import ParamSpec
 else:  # pragma: no cover - exercised on Python 3.9 only
+    from typing import Any, TypeVar
+
     from importlib_metadata import EntryPoint, entry_points
-    from typing_extensions import ParamSpec
+
+    def ParamSpec(name: str) -> Any:  # noqa: N802 - stands in for the 3.10 class
+        """A TypeVar in the ParamSpec's place: with postponed annotations, ``P.args``
+        is never evaluated at run time, and mypy checks against 3.10+ typing."""
+        return TypeVar(name)
 
 
 def entry_points_of(group: str) -> list[EntryPoint]:

@@ -4,23 +4,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from dataclasses import dataclass
-from typing import (Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union, overload)
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union, overload
 
-import redis
-
-from ._compat import ParamSpec
-from .broker import RedisBroker
-from .connection import connect
+from .broker import RedisBroker, check_name
+from .connection import Client, connect
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError, MessageTooLarge
 from .handle import TaskHandle
-from .keys import check_name
 from .message import Message, SystemClock, to_ms, to_seconds
 from .serializer import check_arguments, decode_message, decode_outcome, encode_message
-from .task import Task, TaskOptions
+from .task import P, R, Task, TaskOptions
 from .worker import Worker
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 APP_OPTIONS = frozenset({"clock", "prefetch"})
 #: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
@@ -67,7 +60,7 @@ class Minitask:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
     """
 
-    def __init__(self, name: str, broker: Union[str, "redis.Redis", None] = None, *,
+    def __init__(self, name: str, broker: Union[str, Client, None] = None, *,
                  default_queue: str = "default", result_ttl: float = 86400,
                  visibility_timeout: float = 30.0, max_deliveries: int = 5,
                  max_message_bytes: int = 1_048_576, **options: Any) -> None:
@@ -126,6 +119,16 @@ class Minitask:
             connection = connect(self._broker_setting)
             self._broker = RedisBroker(connection.client, self.name, connection.description)
         return self._broker
+
+    def close(self) -> None:
+        """Close the app's connections to Redis; the next use connects again.
+
+        Raises:
+            BrokerError: Redis failed while closing.
+        """
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            broker.close()
 
     # -- tasks ---------------------------------------------------------------
 
@@ -242,7 +245,7 @@ class Minitask:
                 priority = message.priority
                 body = encode_message(dataclasses.replace(
                     message, enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
-            return self.broker.revive(queue, task_id, body, priority)
+            return self.broker.revive(queue, task_id, body, priority, self.clock.now_ms())
         return False
 
     def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:

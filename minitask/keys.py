@@ -5,12 +5,15 @@ script and multi-key command touches a single Redis Cluster slot::
 
     minitask:{app:queue}:ready:<p>    LIST  ready ids of priority p (0..9), oldest first
     minitask:{app:queue}:delayed      ZSET  id -> due_ms * 10 + (9 - priority)
+    minitask:{app:queue}:order        HASH  id -> sequence number, for each delayed id only
+    minitask:{app:queue}:sequence     STRING  the last sequence number handed out
     minitask:{app:queue}:leases       ZSET  id -> lease_deadline_ms * 10 + (9 - priority)
     minitask:{app:queue}:messages     HASH  id -> encoded Message (queued, running or dead)
     minitask:{app:queue}:deliveries   HASH  id -> hand-overs not yet ended by an outcome
     minitask:{app:queue}:retrying     HASH  id -> encoded Outcome of the last failed attempt
     minitask:{app:queue}:dead         ZSET  id -> time dead-lettered (ms)
     minitask:{app:queue}:dead_info    HASH  id -> encoded Outcome saying why it died
+    minitask:{app:queue}:cancelled    ZSET  id -> priority, of cancelled ids still in a ready list
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
 
@@ -25,7 +28,12 @@ lease reclaim can put a task back at its priority without reading it.
 
 A ready list may hold stale entries: a cancelled task (its message is gone)
 or a second entry of a task already leased. Fetching skips both, so cancel
-stays O(1) and no operation scans a queue.
+stays O(1) and no operation scans a queue. Cancelled ids stay in
+``cancelled`` until fetch drops their entry, so counts can leave them out.
+
+Delayed tasks due at the same millisecond would sort by id in the ZSET; the
+sequence number in ``order`` (taken when a task is scheduled, dropped when it
+is promoted) lets promotion move them in the order they were scheduled.
 """
 from __future__ import annotations
 
@@ -67,6 +75,18 @@ class QueueKeys:
     @cached_property
     def delayed(self) -> str:
         return self.base + "delayed"
+
+    @cached_property
+    def order(self) -> str:
+        return self.base + "order"
+
+    @cached_property
+    def sequence(self) -> str:
+        return self.base + "sequence"
+
+    @cached_property
+    def cancelled(self) -> str:
+        return self.base + "cancelled"
 
     @cached_property
     def leases(self) -> str:

@@ -19,13 +19,10 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Generic, List, Optional, Protocol, TypeVar
 
-from .errors import BrokerError, TimeLimitExceeded
-
-if TYPE_CHECKING:
-    from .message import Message
-    from .worker import Job, Worker
+from .errors import BrokerError
+from .message import Message
 
 logger = logging.getLogger(__name__)
 
@@ -35,14 +32,51 @@ KILL_SLACK = 0.2
 _PR_SET_PDEATHSIG = 1
 
 
-class ThreadPool:
+class PoolJob(Protocol):
+    """A leased task as a pool sees it: something with an id to log."""
+
+    @property
+    def task_id(self) -> str: ...
+
+
+J = TypeVar("J", bound=PoolJob)
+
+
+class Supervised(Protocol[J]):
+    """What the process pool needs of the worker it supervises children for."""
+
+    concurrency: int
+    grace: float
+    burst: bool
+    processed: int
+    failed: int
+
+    @property
+    def heartbeat_period(self) -> float: ...
+
+    def starting(self) -> None: ...
+
+    def beat(self) -> None: ...
+
+    def forget(self) -> None: ...
+
+    def timed_out(self, job: J, message: Message, elapsed: float) -> None: ...
+
+    def give_back(self, job: J) -> None: ...
+
+    def serve_child(self, on_start: Callable[[J, Message, Optional[float]], None],
+                    on_done: Callable[[int, int], None]) -> None: ...
+
+
+class ThreadPool(Generic[J]):
     """A fixed set of threads; the dispatcher takes a slot before it fetches."""
 
-    def __init__(self, size: int, execute: Callable[["Job"], None]) -> None:
+    def __init__(self, size: int, execute: Callable[[J], None]) -> None:
         self._size = size
         self._busy = 0
+        self._finished = 0
         self._idle = threading.Condition()
-        self._jobs: "_queue.SimpleQueue[Job]" = _queue.SimpleQueue()
+        self._jobs: "_queue.SimpleQueue[J]" = _queue.SimpleQueue()
         self._execute = execute
         for index in range(size):
             threading.Thread(target=self._loop, name=f"minitask-thread-{index}",
@@ -58,12 +92,19 @@ class ThreadPool:
             self._busy += 1
             return True
 
-    def give_back_slot(self) -> None:
+    def give_back_slot(self, finished: bool = False) -> None:
         with self._idle:
             self._busy -= 1
+            self._finished += finished
             self._idle.notify_all()
 
-    def submit(self, job: "Job") -> None:
+    @property
+    def finished(self) -> int:
+        """Jobs run to the end so far: a change means new work may have been scheduled."""
+        with self._idle:
+            return self._finished
+
+    def submit(self, job: J) -> None:
         self._jobs.put(job)
 
     def wait_idle(self, timeout: Optional[float] = None) -> bool:
@@ -77,31 +118,31 @@ class ThreadPool:
             try:
                 self._execute(job)
             except Exception:  # a bug of ours must not end the thread; the lease expires
-                logger.exception("internal error while running task %s", job.delivery.task_id)
+                logger.exception("internal error while running task %s", job.task_id)
             finally:
-                self.give_back_slot()
+                self.give_back_slot(finished=True)
 
 
 @dataclass
-class _Child:
+class _Child(Generic[J]):
     """What the supervisor knows of one child process."""
 
     process: Any
     conn: Connection
-    job: Optional["Job"] = None
-    message: Optional["Message"] = None
+    job: Optional[J] = None
+    message: Optional[Message] = None
     started: float = 0.0
     deadline: Optional[float] = None
     processed: int = 0
     failed: int = 0
 
 
-class ProcessPool:
+class ProcessPool(Generic[J]):
     """Supervises ``worker.concurrency`` children that run tasks one at a time."""
 
-    def __init__(self, worker: "Worker") -> None:
+    def __init__(self, worker: Supervised[J]) -> None:
         self.worker = worker
-        self.children: Dict[int, _Child] = {}
+        self.children: Dict[int, _Child[J]] = {}
         self.retired_processed = 0
         self.retired_failed = 0
         self._context = multiprocessing.get_context("fork")
@@ -109,8 +150,7 @@ class ProcessPool:
 
     def run(self) -> None:
         worker = self.worker
-        worker.banner()
-        worker.broker.register_queues(worker.queues)
+        worker.starting()
         interrupts = [0]
 
         def on_signal(signum: int, frame: Optional[FrameType]) -> None:
@@ -139,7 +179,7 @@ class ProcessPool:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             beat.join(timeout=5)
-            worker._forget()
+            worker.forget()
 
     # -- children ------------------------------------------------------------
 
@@ -151,7 +191,7 @@ class ProcessPool:
         process.start()
         child_end.close()
         assert process.pid is not None  # set by start()
-        self.children[process.pid] = _Child(process, parent_end)
+        self.children[process.pid] = _Child[J](process, parent_end)
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
@@ -169,7 +209,7 @@ class ProcessPool:
                     if not self.worker.burst and not self._stop.is_set():
                         self._spawn()
 
-    def _read(self, child: _Child) -> None:
+    def _read(self, child: _Child[J]) -> None:
         try:
             while child.conn.poll():
                 event = child.conn.recv()
@@ -183,24 +223,18 @@ class ProcessPool:
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
-    def _time_out(self, child: _Child) -> None:
+    def _time_out(self, child: _Child[J]) -> None:
         job, message = child.job, child.message
         _kill(child.process.pid)
         child.process.join(timeout=5)
         child.deadline = None
         if job is None or message is None:
             return
-        task = self.worker.app.tasks[message.task]
-        elapsed = time.monotonic() - child.started
-        logger.error("task %s %s ran past its timeout of %s s: killed its process",
-                     job.delivery.task_id, task.name, task.options.timeout)
-        error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
-                                  f"{task.options.timeout} s and was killed")
-        self.worker.finish(job, message, task, None, error, elapsed)
+        self.worker.timed_out(job, message, time.monotonic() - child.started)
         self.retired_failed += 1  # recorded here, not by the killed child
         child.job = child.message = None
 
-    def _reap(self, pid: int, child: _Child) -> None:
+    def _reap(self, pid: int, child: _Child[J]) -> None:
         child.process.join(timeout=1)
         del self.children[pid]
         self.retired_processed += child.processed
@@ -209,7 +243,7 @@ class ProcessPool:
         if child.job is not None:
             logger.error("child %d died (exit code %s) while running task %s; it will be "
                          "delivered again after its lease expires", pid, code,
-                         child.job.delivery.task_id)
+                         child.job.task_id)
         elif code not in (0, None) and not self._stop.is_set():
             logger.warning("child %d exited with code %s; replacing it", pid, code)
         child.conn.close()
@@ -231,19 +265,18 @@ class ProcessPool:
             _kill(pid)
             child.process.join(timeout=5)
             if child.job is not None:
-                logger.warning("grace is over: giving back task %s", child.job.delivery.task_id)
+                logger.warning("grace is over: giving back task %s", child.job.task_id)
                 try:
-                    self.worker.broker.release(child.job.queue, [(child.job.delivery.task_id,
-                                                                  child.job.delivery.priority)])
+                    self.worker.give_back(child.job)
                 except BrokerError as exc:
                     logger.error("could not give back task %s (%s); it will be delivered "
-                                 "again when its lease expires", child.job.delivery.task_id, exc)
+                                 "again when its lease expires", child.job.task_id, exc)
                 child.job = None
             self._reap(pid, child)
 
     def _heartbeat_loop(self) -> None:
         worker = self.worker
-        period = max(0.1, min(worker.app.visibility_timeout / 3.0, 5.0))
+        period = worker.heartbeat_period
         while True:
             worker.processed = self.retired_processed + sum(
                 c.processed for c in list(self.children.values()))
@@ -272,21 +305,17 @@ def _die_with(supervisor_pid: int) -> None:
         os._exit(1)
 
 
-def _child_main(parent: "Worker", conn: Connection, supervisor_pid: int) -> None:
+def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     _die_with(supervisor_pid)
-    worker = type(parent)(parent.app, parent.queues, concurrency=1, pool="thread",
-                          burst=parent.burst, grace=parent.grace,
-                          name=f"{parent.name}.{os.getpid()}")
 
-    def on_start(job: "Job", message: "Message") -> None:
-        task = worker.app.tasks[message.task]
-        conn.send(("start", job, message, task.options.timeout))
+    def on_start(job: J, message: Message, timeout: Optional[float]) -> None:
+        conn.send(("start", job, message, timeout))
 
-    def on_done() -> None:
-        conn.send(("done", worker.processed, worker.failed))
+    def on_done(processed: int, failed: int) -> None:
+        conn.send(("done", processed, failed))
 
-    worker.run_child(on_start, on_done)
+    parent.serve_child(on_start, on_done)
     conn.close()
 
 

@@ -24,11 +24,9 @@ from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, 
                      TimeLimitExceeded, UnknownTaskError)
 from .message import Message, Outcome, to_ms
 from .pool import ProcessPool, ThreadPool
-from .serializer import decode_message, encode_message, encode_outcome
 
 if TYPE_CHECKING:
     from .app import Minitask
-    from .task import Task
 
 logger = logging.getLogger(__name__)
 
@@ -42,6 +40,10 @@ class Job:
 
     queue: str
     delivery: Delivery
+
+    @property
+    def task_id(self) -> str:
+        return self.delivery.task_id
 
 
 class _WakeUp(Exception):
@@ -112,6 +114,11 @@ class Worker:
     def broker(self) -> RedisBroker:
         return self.app.broker
 
+    @property
+    def heartbeat_period(self) -> float:
+        """Seconds between lease renewals: a third of the visibility timeout, 0.1..5."""
+        return max(0.1, min(self.app.visibility_timeout / 3.0, 5.0))
+
     # -- running -------------------------------------------------------------
 
     def run(self) -> None:
@@ -124,13 +131,12 @@ class Worker:
         if self.pool == "process":
             ProcessPool(self).run()
             return
-        self.banner()
-        self.broker.register_queues(self.queues)
+        self.starting()
         restore = self._install_signals()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="minitask-heartbeat",
                                      daemon=True)
         heartbeat.start()
-        threads = ThreadPool(self.concurrency, self.execute)
+        threads = ThreadPool[Job](self.concurrency, self.execute)
         try:
             self._dispatch(threads)
         finally:
@@ -139,7 +145,27 @@ class Worker:
             self._beating.set()
             heartbeat.join(timeout=5)
             restore()
-            self._forget()
+            self.forget()
+
+    def starting(self) -> None:
+        """Announce this worker and make its queues known app-wide."""
+        self.banner()
+        self.broker.register_queues(self.queues)
+
+    def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
+                    on_done: Callable[[int, int], None]) -> None:
+        """In a process pool child: serve tasks through a worker of this process's own.
+
+        ``on_start`` hears of each attempt with its time limit, ``on_done`` of the
+        child's counters after each task.
+        """
+        child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
+                       grace=self.grace, name=f"{self.name}.{os.getpid()}")
+
+        def started(job: Job, message: Message) -> None:
+            on_start(job, message, self.app.tasks[message.task].options.timeout)
+
+        child.run_child(started, lambda: on_done(child.processed, child.failed))
 
     def run_child(self, on_start: Callable[[Job, Message], None],
                   on_done: Callable[[], None]) -> None:
@@ -180,18 +206,21 @@ class Worker:
         self.execute(job)
         return True
 
-    def _dispatch(self, threads: ThreadPool) -> None:
+    def _dispatch(self, threads: ThreadPool[Job]) -> None:
         while not self._stop.is_set():
             if not threads.wait_for_slot(self._stop):
                 break
+            finished = threads.finished
             job = self._guarded(self.fetch, "fetch tasks")
             if job is not None:
                 threads.submit(job)
                 continue
             threads.give_back_slot()
             if self.burst:
+                # A task that ended after the fetch may have scheduled more (a retry
+                # due now): once all are done, look again unless none ended meanwhile.
                 threads.wait_idle()
-                if self._guarded(self._has_ready_work, "count ready tasks"):
+                if threads.finished != finished:
                     continue
                 break
             self._wait_for_work()
@@ -211,9 +240,6 @@ class Worker:
                 continue
             backoff.succeeded()
             return result
-
-    def _has_ready_work(self) -> bool:
-        return any(self.broker.queue_counts(q)["ready"] for q in self.queues)
 
     def _wait_for_work(self) -> None:
         """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
@@ -268,7 +294,7 @@ class Worker:
     def execute(self, job: Job) -> None:
         """Run one leased task and record its outcome; never raises for a task's error."""
         try:
-            message = decode_message(job.delivery.body)
+            message = job.delivery.message()
         except DecodeError as exc:
             self._bury(job, None, exc, "the message cannot be decoded")
             return
@@ -293,22 +319,23 @@ class Worker:
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")
-        self.finish(job, message, task, value, error, duration)
+        self.finish(job, message, value, error, duration)
 
-    def finish(self, job: Job, message: Message, task: "Task[Any, Any]", value: Any,
-               error: Optional[BaseException], duration: float) -> None:
+    def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
+               duration: float) -> None:
         """Record an attempt's outcome: ack, retry or dead letter."""
         now_ms = self.app.clock.now_ms()
+        task = self.app.tasks[message.task]
         options = task.options
         if error is None:
+            outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
+            ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
             try:
-                body = encode_outcome(Outcome("succeeded", now_ms, value=value,
-                                              attempt=message.attempt), task_name=task.name)
-            except EncodeError as exc:
+                self._record(lambda: self._ack(job, outcome, ttl_ms, task.name), job,
+                             "record a result")
+            except EncodeError as exc:  # raised before anything was sent
                 self._bury(job, message, exc, "the return value cannot be encoded")
                 return
-            ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
-            self._record(lambda: self._ack(job, body, ttl_ms), job, "record a result")
             self.processed += 1
             logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
             return
@@ -322,9 +349,7 @@ class Worker:
             note = _failure(error, "retrying", now_ms, message.attempt, "")
             following = dataclasses.replace(message, attempt=message.attempt + 1)
             due_ms = now_ms + to_ms(delay)
-            self._record(lambda: self.broker.retry(job.queue, message.id,
-                                                   encode_message(following), due_ms,
-                                                   message.priority, encode_outcome(note)),
+            self._record(lambda: self.broker.retry(job.queue, following, due_ms, note),
                          job, "schedule a retry")
             self.failed += 1
             logger.info("task %s %s failed (%s: %s) in %.3f s; retry %d in %.3f s",
@@ -336,15 +361,16 @@ class Worker:
         logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
                     type(error).__name__, error, duration)
 
-    def _ack(self, job: Job, outcome: bytes, ttl_ms: int) -> bool:
+    def _ack(self, job: Job, outcome: Outcome, ttl_ms: int, task_name: str) -> bool:
         """Ack; a child draining a queue fetches its next task in the same round trip."""
         if not self._pipelined or self._stop.is_set() or self._next_job is not None:
-            return self.broker.ack(job.queue, job.delivery.task_id, outcome, ttl_ms)
+            return self.broker.ack(job.queue, job.delivery.task_id, outcome, ttl_ms,
+                                   task_name=task_name)
         first = self.queues[0]
         held, result = self.broker.ack_and_fetch(
             job.queue, job.delivery.task_id, outcome, ttl_ms, first,
             now_ms=self.app.clock.now_ms(), lease_ms=self._lease_ms, count=1,
-            max_deliveries=self.app.max_deliveries)
+            max_deliveries=self.app.max_deliveries, task_name=task_name)
         self._next_job = self._take(first, result)
         return held
 
@@ -356,9 +382,8 @@ class Worker:
             logger.error("dead-lettered task %s from queue %r: %s: %s", job.delivery.task_id,
                          job.queue, reason, error)
         self._record(lambda: self.broker.bury(
-            job.queue, job.delivery.task_id, now_ms=outcome.finished_at_ms,
-            outcome=encode_outcome(outcome), result_ttl_ms=to_ms(self.app.result_ttl)),
-            job, "dead-letter a task")
+            job.queue, job.delivery.task_id, outcome=outcome,
+            result_ttl_ms=to_ms(self.app.result_ttl)), job, "dead-letter a task")
         self.failed += 1
 
     def _bury_poisoned(self, queue: str, task_id: str) -> None:
@@ -366,8 +391,8 @@ class Worker:
                              f"times (max_deliveries={self.app.max_deliveries})")
         outcome = Outcome("failed", self.app.clock.now_ms(), exc_type="WorkerLost",
                           message=str(error), reason="worker lost")
-        self.broker.bury(queue, task_id, now_ms=outcome.finished_at_ms,
-                         outcome=encode_outcome(outcome), result_ttl_ms=to_ms(self.app.result_ttl))
+        self.broker.bury(queue, task_id, outcome=outcome,
+                         result_ttl_ms=to_ms(self.app.result_ttl))
         logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
 
     def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
@@ -390,7 +415,7 @@ class Worker:
     # -- leases, heartbeat, stop ---------------------------------------------
 
     def _heartbeat_loop(self) -> None:
-        period = max(0.1, min(self.app.visibility_timeout / 3.0, 5.0))
+        period = self.heartbeat_period
         backoff = Backoff("renew leases")
         while not self._beating.wait(period):
             try:
@@ -412,7 +437,7 @@ class Worker:
             self.broker.renew(queue, leases, now_ms + self._lease_ms)
         if not self._registers:
             return
-        period_ms = to_ms(max(0.1, min(self.app.visibility_timeout / 3.0, 5.0)))
+        period_ms = to_ms(self.heartbeat_period)
         self.broker.heartbeat(self.name, {
             "pid": os.getpid(), "host": socket.gethostname(), "queues": ",".join(self.queues),
             "pool": self.pool, "concurrency": self.concurrency, "started_ms": self.started_ms,
@@ -420,7 +445,7 @@ class Worker:
             "beat_ms": now_ms,
         }, now_ms, ttl_ms=period_ms * 4)
 
-    def _close(self, threads: ThreadPool) -> None:
+    def _close(self, threads: ThreadPool[Job]) -> None:
         """Stop taking tasks, give running ones the grace, give back the rest."""
         with self._lock:
             self._closing = True
@@ -446,7 +471,20 @@ class Worker:
                 logger.error("could not give back tasks to queue %r (%s); they will be "
                              "delivered again when their lease expires", queue, exc)
 
-    def _forget(self) -> None:
+    def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
+        """The process pool killed the attempt at its time limit: record the failure."""
+        task = self.app.tasks[message.task]
+        logger.error("task %s %s ran past its timeout of %s s: killed its process",
+                     job.task_id, task.name, task.options.timeout)
+        self.finish(job, message, None, TimeLimitExceeded(
+            f"task {task.name!r} ran past its timeout of {task.options.timeout} s and was "
+            f"killed"), elapsed)
+
+    def give_back(self, job: Job) -> None:
+        """Return a leased task to the head of its queue without counting a delivery."""
+        self.broker.release(job.queue, [(job.task_id, job.delivery.priority)])
+
+    def forget(self) -> None:
         try:
             self.broker.forget_worker(self.name)
         except BrokerError as exc:

@@ -1,10 +1,11 @@
--- fetch: promote due delayed tasks, re-deliver expired leases, then lease the
--- best ready tasks, all in one atomic step any number of workers may run at once.
+-- fetch: re-deliver expired leases, then lease the best ready tasks, in one atomic
+-- step any number of workers may run at once (promote.lua runs just before it).
 -- KEYS[1] delayed (ZSET)     KEYS[2] leases (ZSET)     KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)  KEYS[5] wake (LIST)       KEYS[6] dead (ZSET)
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
+-- KEYS[17] cancelled (ZSET)
 -- ARGV[1] now (ms)   ARGV[2] lease deadline (ms)   ARGV[3] how many to lease
--- ARGV[4] max deliveries   ARGV[5] batch limit for promotion and reclaim
+-- ARGV[4] max deliveries   ARGV[5] batch limit for reclaim
 -- Returns: {leased, poisoned, next_event_ms}
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
@@ -17,14 +18,6 @@ local want = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local horizon = string.format('%.0f', now * 10 + 9)
-
--- due delayed tasks join the tail of their priority, in the order they fell due
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
-for i = 1, #due, 2 do
-  local priority = 9 - tonumber(due[i + 1]) % 10
-  redis.call('ZREM', KEYS[1], due[i])
-  redis.call('RPUSH', KEYS[16 - priority], due[i])
-end
 
 local poisoned = {}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
@@ -47,11 +40,14 @@ while #leased < want * 4 and band <= 16 do
   local id = redis.call('LPOP', KEYS[band])
   if not id then
     band = band + 1
-  elseif not (redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[1], id)
-              or redis.call('ZSCORE', KEYS[6], id)) then
-    -- stale entries (cancelled, or held elsewhere already) are dropped here
-    local body = redis.call('HGET', KEYS[3], id)
-    if body then
+  else
+    local body = not (redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[1], id)
+                      or redis.call('ZSCORE', KEYS[6], id)) and redis.call('HGET', KEYS[3], id)
+    if not body then
+      -- a stale entry (cancelled, or held elsewhere already) is dropped here; once
+      -- it is gone, a cancelled id no longer needs leaving out of the counts
+      redis.call('ZREM', KEYS[17], id)
+    else
       local priority = 16 - band
       local delivered = redis.call('HINCRBY', KEYS[4], id, 1)
       redis.call('ZADD', KEYS[2], string.format('%.0f', deadline * 10 + 9 - priority), id)

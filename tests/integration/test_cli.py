@@ -111,7 +111,7 @@ def test_process_pool_burst_worker_with_two_children_runs_tasks_then_exits_0(
     assert [h.get(timeout=5) for h in sums] == [i + 1 for i in range(20)]
     for i in range(6):
         [mark] = marks(client, f"p{i}")
-        task_id, attempt, _pid = mark.decode().split(":")
+        task_id, attempt, _pid, _delivery = mark.decode().split(":")
         assert (task_id, attempt) == (recorded[i].id, "1")
     assert all(h.status() == "succeeded" for h in recorded)
     assert basic.app.broker.queue_counts("default")["ready"] == 0

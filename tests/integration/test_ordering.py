@@ -350,3 +350,24 @@ def test_delay_many_of_nothing_enqueues_nothing(make_app: Callable[..., Minitask
 
     assert record.delay_many([]) == []
     assert app.broker.queue_counts("default")["ready"] == 0
+
+
+def test_promotion_in_batches_keeps_equal_due_times_in_enqueue_order(
+        make_app: Callable[..., Minitask], clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full batch that cuts a run of equal due times leaves that run for the next
+    batch, so ids (which the delayed ZSET sorts ties by) never decide the order."""
+    monkeypatch.setattr("minitask.broker.BATCH_LIMIT", 4)
+    app = make_app()
+    order: List[str] = []
+
+    @app.task
+    def record(label: str) -> None:
+        order.append(label)
+
+    record.apply_async(("first",), delay=1, task_id="a")
+    labels = ["z4", "z3", "z2", "z1"]  # enqueue order is the reverse of id order
+    for label in labels:
+        record.apply_async((label,), delay=2, task_id=label)
+    clock.advance(3)
+    drain(app.worker())
+    assert order == ["first", *labels]

@@ -341,6 +341,69 @@ def test_cancel_a_queued_task_returns_true_and_it_never_runs(
     assert doomed.cancel() is False
 
 
+def test_reusing_the_id_of_a_finished_task_runs_it_again_with_a_fresh_status(
+        make_app: Callable[..., Minitask]) -> None:
+    """An id is free again once its task ended: the old result must not answer for the
+    new run (a pending id, though, is still not enqueued twice)."""
+    app = make_app()
+
+    @app.task
+    def double(x: int) -> int:
+        return 2 * x
+
+    first = double.apply_async((1,), task_id="nightly")
+    drain(app.worker())
+    assert first.get(timeout=1) == 2
+    second = double.apply_async((21,), task_id="nightly")
+    assert second.status() == "queued"
+    with pytest.raises(ResultTimeout):
+        second.get(timeout=0.05)
+    double.apply_async((500,), task_id="nightly")  # pending: left as it is
+    assert drain(app.worker()) == 1
+    assert second.get(timeout=1) == 42
+    assert app.handle("nightly").status() == "succeeded"
+
+
+def test_reusing_the_id_of_a_cancelled_task_runs_the_new_call(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+    ran: List[str] = []
+
+    @app.task
+    def job(label: str) -> str:
+        ran.append(label)
+        return label
+
+    assert job.apply_async(("old",), task_id="same").cancel() is True
+    again = job.apply_async(("new",), task_id="same")
+    assert again.status() == "queued"
+    assert ready(app) == 1
+    drain(app.worker())
+    assert ran == ["new"]
+    assert again.get(timeout=1) == "new"
+    assert ready(app) == 0
+
+
+def test_ready_count_leaves_out_cancelled_tasks_per_priority_until_fetch_drops_them(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+
+    @app.task
+    def job(n: int) -> None:
+        pass
+
+    handles = [job.apply_async((n,), priority=n % 3) for n in range(9)]
+    for handle in handles[:4]:
+        assert handle.cancel() is True
+    counts = app.broker.queue_counts("default")
+    assert counts["ready"] == 5
+    assert counts["ready_by_priority"] == {"2": 2, "1": 2, "0": 1}
+    assert drain(app.worker()) == 5
+    counts = app.broker.queue_counts("default")
+    assert counts["ready"] == 0 and counts["ready_by_priority"] == {}
+    assert app.broker.client.zcard(QueueKeys(app.name, "default").cancelled) == 0
+
+
 def test_cancel_a_scheduled_task_returns_true_and_it_never_runs(
         make_app: Callable[..., Minitask], clock: Any, redis_client: Any) -> None:
     app = make_app()

@@ -1,0 +1,51 @@
+"""Closing: an app (and its broker) lets go of every connection it opened."""
+from __future__ import annotations
+
+import threading
+from typing import Any, Iterator, List
+
+import pytest
+
+from minitask import Minitask
+from tests.conftest import RedisServer, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def admin(redis_server: RedisServer) -> Iterator[Any]:
+    client = redis_server.client()
+    client.flushall()  # our own server: every test starts empty
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def connections_named(admin: Any, name: str) -> List[Any]:
+    return [c for c in admin.client_list() if c.get("name") == name]
+
+
+def test_close_closes_the_connections_of_every_thread_and_the_pool(
+        redis_server: RedisServer, admin: Any) -> None:
+    client = redis_server.client(client_name="minitask-close-test")
+    app = Minitask("closing", broker=client)
+
+    @app.task
+    def job(n: int) -> int:
+        return n
+
+    job.delay(0)  # this thread's packed-call connection
+    thread = threading.Thread(target=lambda: job.delay(1))
+    thread.start()
+    thread.join()
+    app.broker.queue_counts("default")  # a pooled connection
+    assert len(connections_named(admin, "minitask-close-test")) >= 3
+    app.close()
+    # the server notices a closed socket on its own schedule: wait for it, briefly
+    wait_until(lambda: connections_named(admin, "minitask-close-test") == [], timeout=5,
+               message="the server to see every connection closed")
+    job.delay(2)  # the app connects again on next use
+    assert app.broker.queue_counts("default")["ready"] == 3
+    app.close()
+    app.close()  # closing twice is harmless
