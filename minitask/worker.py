@@ -181,7 +181,7 @@ class Worker:
             while not self._stop.is_set():
                 if self.run_once():
                     on_done()
-                elif self.burst:
+                elif self.burst and not self._more_due_now():
                     break
                 else:
                     self._wait_for_work()
@@ -220,10 +220,14 @@ class Worker:
                 # A task that ended after the fetch may have scheduled more (a retry
                 # due now): once all are done, look again unless none ended meanwhile.
                 threads.wait_idle()
-                if threads.finished != finished:
+                if threads.finished != finished or self._more_due_now():
                     continue
                 break
             self._wait_for_work()
+
+    def _more_due_now(self) -> bool:
+        """The last fetch left work that is due already (it stops after a batch)."""
+        return self._next_event_ms is not None and self._next_event_ms <= self.app.clock.now_ms()
 
     def _guarded(self, step: Callable[[], Any], what: str) -> Any:
         """Run a Redis step, riding out outages with backoff instead of crashing."""

@@ -5,7 +5,7 @@
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
 -- KEYS[17] cancelled (ZSET)
 -- ARGV[1] now (ms)   ARGV[2] lease deadline (ms)   ARGV[3] how many to lease
--- ARGV[4] max deliveries   ARGV[5] batch limit for reclaim
+-- ARGV[4] max deliveries   ARGV[5] batch limit for reclaim and for stale entries dropped
 -- Returns: {leased, poisoned, next_event_ms}
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
@@ -36,7 +36,8 @@ end
 
 local leased = {}
 local band = 7
-while #leased < want * 4 and band <= 16 do
+local dropped = 0
+while #leased < want * 4 and band <= 16 and dropped < limit do
   local id = redis.call('LPOP', KEYS[band])
   if not id then
     band = band + 1
@@ -47,6 +48,7 @@ while #leased < want * 4 and band <= 16 do
       -- a stale entry (cancelled, or held elsewhere already) is dropped here; once
       -- it is gone, a cancelled id no longer needs leaving out of the counts
       redis.call('ZREM', KEYS[17], id)
+      dropped = dropped + 1
     else
       local priority = 16 - band
       local delivered = redis.call('HINCRBY', KEYS[4], id, 1)
@@ -64,6 +66,11 @@ if band > 16 then
 end
 
 local next_event = -1
+if dropped >= limit and #leased == 0 then
+  -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
+  -- call blocks Redis for long; the caller fetches again at once
+  return {leased, poisoned, now}
+end
 local first_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if first_due[2] then next_event = math.floor(tonumber(first_due[2]) / 10) end
 local first_lease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')

@@ -371,3 +371,28 @@ def test_promotion_in_batches_keeps_equal_due_times_in_enqueue_order(
     clock.advance(3)
     drain(app.worker())
     assert order == ["first", *labels]
+
+
+def test_fetch_after_a_mass_cancel_drops_stale_entries_a_batch_per_call(
+        make_app: Callable[..., Minitask], clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled tasks leave entries behind in the ready lists; one fetch drops at most
+    a batch of them, so no script call blocks Redis for long, and asks to be called
+    again at once."""
+    monkeypatch.setattr("minitask.broker.BATCH_LIMIT", 4)
+    app = make_app()
+    ran: List[int] = []
+
+    @app.task
+    def record(index: int) -> None:
+        ran.append(index)
+
+    cancelled = record.delay_many([(i,) for i in range(10)])
+    assert all(handle.cancel() for handle in cancelled)
+    record.delay(99)
+    worker = app.worker()
+
+    assert worker.fetch() is None, "only four stale entries dropped: no task reached yet"
+    assert worker._next_event_ms == clock.ms, "the worker is told to fetch again at once"
+    assert app.broker.queue_counts("default")["ready"] == 1
+    app.worker(burst=True).run()
+    assert ran == [99]
