@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import redis
+from redis.exceptions import RedisClusterException
 
+from .cluster import ClusterWaiter
 from .errors import BrokerError, ConfigurationError
 from .keys import PRIORITIES, AppKeys, QueueKeys
 
@@ -123,7 +125,7 @@ class RedisBroker:
     def _errors(self, what: str) -> Iterator[None]:
         try:
             yield
-        except (redis.RedisError, OSError) as exc:
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
             raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
                               f"that the server is running and reachable") from exc
 
@@ -165,6 +167,14 @@ class RedisBroker:
         if waiter is None or waiter[0] != os.getpid():
             assert self._pool is not None
             waiter = self._local.waiter = [os.getpid(), self._pool.make_connection(), None]
+        return waiter
+
+    def _cluster_waiter(self) -> ClusterWaiter:
+        """This thread's BLPOPs on a cluster: one per queue, on the node of its slot."""
+        waiter = getattr(self._local, "cluster_waiter", None)
+        if waiter is None or waiter.pid != os.getpid():
+            assert isinstance(self.client, redis.RedisCluster)
+            waiter = self._local.cluster_waiter = ClusterWaiter(self.client)
         return waiter
 
     def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
@@ -271,13 +281,14 @@ class RedisBroker:
         Redis checks blocking timeouts only every 1/hz seconds (100 ms by
         default), too coarse for a delayed task falling due. So the BLPOP
         stays outstanding on a connection of its own, and this thread times
-        the wait itself; the next wait picks the same BLPOP up again.
+        the wait itself; the next wait picks the same BLPOP up again. On a
+        cluster the keys span slots, so ``cluster.ClusterWaiter`` keeps one
+        BLPOP per slot instead.
         """
         keys = [self.keys(q).wake for q in queues]
         with self._errors("wait for tasks"):
             if self._pool is None:
-                seconds = min(max(timeout, 0.01), MAX_BLOCK_SECONDS)
-                return self.client.blpop(keys, round(seconds, 3)) is not None
+                return self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS)
             waiter = self._waiter()
             connection = waiter[1]
             try:
@@ -301,6 +312,9 @@ class RedisBroker:
         Left in place, it would take the next wake token while this worker
         runs a task, and an idle worker would not hear of new work.
         """
+        cluster_waiter = getattr(self._local, "cluster_waiter", None)
+        if cluster_waiter is not None and cluster_waiter.pid == os.getpid():
+            cluster_waiter.stop()
         waiter = getattr(self._local, "waiter", None)
         if waiter is not None and waiter[2] is not None and waiter[0] == os.getpid():
             waiter[2] = None
