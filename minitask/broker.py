@@ -72,6 +72,18 @@ def _bulk(value: Any) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
+def _connected(connection: Any) -> Any:
+    """Connect with ``connect()`` before use, never lazily from a send.
+
+    redis-py's send methods reconnect by themselves but skip ``connect()``,
+    which a Sentinel-managed connection overrides to ask the sentinels where
+    the primary is: a lazy reconnect would go to localhost:6379 instead.
+    """
+    if getattr(connection, "_sock", True) is None:
+        connection.connect()
+    return connection
+
+
 class _PackedScript:
     """A script call whose constant head (EVALSHA, sha, queue keys) is packed once.
 
@@ -159,7 +171,7 @@ class RedisBroker:
         if held is None or held[0] != os.getpid():
             assert self._pool is not None
             held = self._local.held = (os.getpid(), self._pool.make_connection())
-        return held[1]
+        return _connected(held[1])
 
     def _waiter(self) -> List[Any]:
         """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
@@ -167,6 +179,7 @@ class RedisBroker:
         if waiter is None or waiter[0] != os.getpid():
             assert self._pool is not None
             waiter = self._local.waiter = [os.getpid(), self._pool.make_connection(), None]
+        _connected(waiter[1])
         return waiter
 
     def _cluster_waiter(self) -> ClusterWaiter:

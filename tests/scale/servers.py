@@ -13,10 +13,10 @@ import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 import redis
-from redis.cluster import key_slot
+from redis.crc import key_slot
 
 from tests.conftest import RedisServer, free_port, redis_server_binary, wait_until
 
@@ -45,7 +45,11 @@ def free_cluster_port() -> int:
     raise AssertionError("no free port pair for a cluster node")
 
 
-def _open(server: RedisServer, **options: Any) -> "redis.Redis[bytes]":
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _open(server: RedisServer, **options: Any) -> "redis.Redis":
     return server.client(socket_timeout=10, socket_connect_timeout=5, **options)
 
 
@@ -135,7 +139,7 @@ class Cluster:
                                   prefix: str = "q") -> List[str]:
         """``count`` queue names of ``app`` whose slots belong to different primaries."""
         found: List[str] = []
-        owners: set = set()
+        owners: Set[int] = set()
         index = 0
         while len(found) < count:
             name = f"{prefix}{index}"
@@ -217,7 +221,7 @@ class SentinelGroup:
         wait_until(self.sentinels_see_everyone, timeout=TOPOLOGY_DEADLINE, interval=0.1,
                    message="every sentinel to know the replica and the other sentinels")
 
-    def sentinel_client(self, index: int = 0) -> "redis.Redis[bytes]":
+    def sentinel_client(self, index: int = 0) -> "redis.Redis":
         return redis.Redis(host="127.0.0.1", port=self.sentinels[index][0], socket_timeout=5)
 
     def sentinels_see_everyone(self) -> bool:
@@ -227,9 +231,11 @@ class SentinelGroup:
                     master = client.execute_command("SENTINEL", "MASTER", self.service)
             except redis.RedisError:
                 return False
-            fields = dict(zip(master[::2], master[1::2]))
-            if (int(fields.get(b"num-slaves", 0)) < 1
-                    or int(fields.get(b"num-other-sentinels", 0)) < len(self.sentinels) - 1):
+            if not isinstance(master, dict):
+                master = dict(zip(master[::2], master[1::2]))
+            fields = {_text(key): value for key, value in master.items()}
+            if (int(fields.get("num-slaves", 0)) < 1
+                    or int(fields.get("num-other-sentinels", 0)) < len(self.sentinels) - 1):
                 return False
         return True
 
@@ -238,9 +244,9 @@ class SentinelGroup:
         for index in range(len(self.sentinels)):
             try:
                 with self.sentinel_client(index) as client:
-                    _host, port = client.execute_command(
+                    found = client.execute_command(
                         "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service)
-                return int(port)
+                return int(found[1])
             except redis.RedisError:
                 continue
         raise AssertionError("no sentinel answers")
@@ -316,7 +322,7 @@ def tls_server(directory: Path, certs: Certificates, extra: Sequence[str] = ()) 
 class _TlsServer(RedisServer):
     certs: Optional[Certificates] = None
 
-    def client(self, **options: Any) -> "redis.Redis[bytes]":
+    def client(self, **options: Any) -> "redis.Redis":
         assert self.certs is not None
         return redis.Redis(host="127.0.0.1", port=self.port, ssl=True,
                            ssl_ca_certs=str(self.certs.ca),
