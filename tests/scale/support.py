@@ -173,3 +173,16 @@ def kill_group(process: "subprocess.Popen[bytes]") -> None:
     import signal
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
+
+
+def documented_acl() -> List[str]:
+    """The ``ACL SETUSER minitask ...`` rules README.rst documents, password left out."""
+    readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
+    start = readme.index("   ACL SETUSER minitask ")
+    block = readme[start:readme.index("\n\n", start)]
+    rules = block.split()[3:]
+    return [rule for rule in rules if not rule.startswith(">")]
+
+
+def documented_commands() -> List[str]:
+    return [rule[1:] for rule in documented_acl() if rule.startswith("+")]

@@ -36,13 +36,14 @@ def sentinels(tmp_path: Path) -> Iterator[SentinelGroup]:
 
 def test_worker_and_producer_survive_a_failover_and_lose_no_acknowledged_task(
         sentinels: SentinelGroup, make_kit: Callable[..., ScaleKit]) -> None:
-    assert sentinels.primary is not None and sentinels.replica is not None
+    primary, replica = sentinels.primary, sentinels.replica
+    assert primary is not None and replica is not None
     kit = make_kit(sentinels.url, sentinels.url)
     queue = kit.app.default_queue
     # the producer's fast path must reach the primary the sentinels name, nothing else
     parked = kit.task("record").apply_async((kit.key("parked"),), queue=queue, delay=3600)
-    with sentinels.primary.client() as primary:
-        assert primary.zscore(kit.app.broker.keys(queue).delayed, parked.id) is not None
+    with primary.client() as client:
+        assert client.zscore(kit.app.broker.keys(queue).delayed, parked.id) is not None
     kit.worker("--pool", "thread", "-c", "2")
     before = [f"a{i}" for i in range(60)]
     for name in before:
@@ -51,11 +52,10 @@ def test_worker_and_producer_survive_a_failover_and_lose_no_acknowledged_task(
                message="the worker to get going")
 
     # Every enqueue above was acknowledged; make sure the replica has them all.
-    wait_until(lambda: SentinelGroup.replica_in_sync(sentinels.primary,  # type: ignore
-                                                     sentinels.replica),
+    wait_until(lambda: SentinelGroup.replica_in_sync(primary, replica),
                timeout=DEADLINE, interval=0.01, message="the replica to catch up")
     done_at_kill = kit.done_count(before)
-    sentinels.primary.stop()  # SIGKILL: no chance to hand anything over
+    primary.stop()  # SIGKILL: no chance to hand anything over
     killed_at = time.monotonic()
 
     # The producer goes on at once: each enqueue is retried until a primary takes it.
@@ -66,7 +66,7 @@ def test_worker_and_producer_survive_a_failover_and_lose_no_acknowledged_task(
     kit.wait_all_done(before + after, timeout=DEADLINE)
     recovered = time.monotonic() - killed_at
 
-    assert sentinels.primary_port() == sentinels.replica.port, "the replica was promoted"
+    assert sentinels.primary_port() == replica.port, "the replica was promoted"
     done = kit.marks_of("done", before + after)
     duplicates = {name: marks for name, marks in done.items() if len(marks) > 1}
     crossed = len(before) - done_at_kill
