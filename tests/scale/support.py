@@ -64,7 +64,8 @@ class ScaleKit:
 
     def close(self) -> None:
         self.marks.close()
-        close_broker(self.app.broker)
+        if self.app._broker is not None:  # never connected: nothing to close
+            close_broker(self.app._broker)
 
     # -- workers -------------------------------------------------------------
 

@@ -15,7 +15,7 @@ from minitask import Retry, TaskFailed, current_task
 from tests.conftest import wait_until
 from tests.crash.support import pid_running
 from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit, kill_group
+from tests.scale.support import DEADLINE, ScaleKit, documented_acl, kill_group
 
 pytestmark = pytest.mark.scale
 
@@ -27,6 +27,8 @@ def spread_queues(cluster: Cluster, kit: ScaleKit, count: int = 3) -> List[str]:
     return queues
 
 
+#: what README.rst says a cluster needs on top of the ACL list
+CLUSTER_EXTRA = ("+cluster|slots", "+command")
 OWN_COMMANDS = ("cmdstat_info", "cmdstat_hello", "cmdstat_client")
 
 
@@ -247,3 +249,31 @@ def test_a_queue_keeps_working_while_its_slot_moves_to_another_primary(
     # the worker kept going on the other queue too, on the node that received the slot
     kit.enqueue("record", "after", queue=queues[1])
     kit.wait_all_done(["after"])
+
+
+def test_an_acl_user_with_the_documented_commands_runs_everything_on_a_cluster(
+        cluster: Cluster, make_kit: Callable[..., ScaleKit]) -> None:
+    password = "Cl-9b1e"
+    for node in cluster.live_nodes():
+        with node.client() as admin:
+            admin.execute_command("ACL", "SETUSER", "mtc", "reset", "on", f">{password}",
+                                  *documented_acl(), *CLUSTER_EXTRA)
+            admin.acl_log_reset()
+    hosts = ",".join(f"127.0.0.1:{node.port}" for node in cluster.live_nodes())
+    url = f"redis+cluster://mtc:{password}@{hosts}"
+    kit = make_kit(url, url)
+    queues = spread_queues(cluster, kit)
+    names = [f"acl-{q}" for q in queues]
+    for name, queue in zip(names, queues):
+        kit.enqueue("record", name, queue=queue)
+    flaky = kit.task("flaky").apply_async((kit.key("flaky"),), queue=queues[1])
+    kit.worker("-Q", ",".join(queues), "--pool", "thread", "-c", "2")
+    kit.wait_all_done(names)
+    assert flaky.get(timeout=DEADLINE) == "second attempt"
+    kit.wait_for_worker()
+    assert password not in kit.log_text()
+    for node in cluster.live_nodes():
+        with node.client() as admin:
+            denied = [e for e in admin.acl_log() if e.get("username") == "mtc"
+                      and e.get("object") != "client|setinfo"]
+        assert denied == [], f"node {node.port} refused: {denied}"
