@@ -88,6 +88,31 @@ class Cluster:
         self.nodes.append(server)
         return server
 
+    def add_replica(self, primary: RedisServer) -> RedisServer:
+        """A new node that joins the cluster as ``primary``'s replica and syncs with it."""
+        replica = self.add_node(len(self.nodes))
+        with _open(self.nodes[0]) as client:
+            client.execute_command("CLUSTER", "MEET", "127.0.0.1", replica.port)
+        primary_id = self.node_id(primary)
+
+        def replicate() -> bool:
+            try:
+                with _open(replica) as client:
+                    client.execute_command("CLUSTER", "REPLICATE", primary_id)
+                return True
+            except redis.ResponseError:
+                return False  # it has not heard of the primary yet
+        wait_until(replicate, timeout=TOPOLOGY_DEADLINE, interval=0.1,
+                   message="the new node to know its primary")
+
+        def linked() -> bool:
+            with _open(replica) as client:
+                return bool(client.info("replication").get("master_link_status") == "up")
+        wait_until(linked, timeout=TOPOLOGY_DEADLINE, interval=0.1,
+                   message="the new node to sync with its primary")
+        self.wait_until_stable()
+        return replica
+
     def node_id(self, node: RedisServer) -> str:
         with _open(node) as client:
             return str(client.execute_command("CLUSTER", "MYID").decode())

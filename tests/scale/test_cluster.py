@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from minitask import Retry, TaskFailed, current_task
 from tests.conftest import wait_until
 from tests.crash.support import pid_running
-from tests.scale.servers import Cluster, slot_of
+from tests.scale.servers import Cluster, SentinelGroup, slot_of
 from tests.scale.support import DEADLINE, ScaleKit, documented_acl, kill_group
 
 pytestmark = pytest.mark.scale
@@ -277,3 +278,46 @@ def test_an_acl_user_with_the_documented_commands_runs_everything_on_a_cluster(
             denied = [e for e in admin.acl_log() if e.get("username") == "mtc"
                       and e.get("object") != "client|setinfo"]
         assert denied == [], f"node {node.port} refused: {denied}"
+
+
+def test_worker_goes_on_when_a_primary_dies_and_the_cluster_promotes_its_replica(
+        tmp_path: Path, make_kit: Callable[..., ScaleKit]) -> None:
+    own = Cluster(tmp_path / "failover")
+    try:
+        own.start()
+        kit = make_kit(own.url, own.url)
+        queues = spread_queues(own, kit)
+        doomed = own.owner_of_slot(slot_of(kit.app_name, queues[0]))
+        replica = own.add_replica(doomed)
+        kit.worker("-Q", ",".join(queues), "--pool", "thread", "-c", "2")
+        before = [f"a{i}" for i in range(45)]
+        for index, name in enumerate(before):
+            kit.enqueue("slow", name, 0.05, queue=queues[index % 3])
+        wait_until(lambda: kit.done_count(before) >= 5, timeout=DEADLINE,
+                   message="the worker to get going")
+        wait_until(lambda: SentinelGroup.replica_in_sync(doomed, replica), timeout=DEADLINE,
+                   interval=0.01, message="the replica to catch up")
+        done_at_kill = kit.done_count(before)
+        doomed.stop()  # SIGKILL
+        killed_at = time.monotonic()
+
+        after = [f"b{i}" for i in range(15)]
+        for index, name in enumerate(after):
+            kit.enqueue("slow", name, 0.01, queue=queues[index % 3])
+        first_enqueue_after = time.monotonic() - killed_at
+        kit.wait_all_done(before + after)
+        recovered = time.monotonic() - killed_at
+        assert own.owner_of_slot(slot_of(kit.app_name, queues[0]),
+                                 via=own.live_nodes()[0]) is replica
+        done = kit.marks_of("done", before + after)
+        duplicates = sorted(name for name, marks in done.items() if len(marks) > 1)
+        crossed = len(before) - done_at_kill
+        print(f"cluster failover: {crossed} task(s) queued or running crossed it; first "
+              f"enqueue acknowledged {first_enqueue_after:.2f} s after the kill, all "
+              f"{len(before) + len(after)} done {recovered:.2f} s after it; lost: 0; "
+              f"run twice: {len(duplicates)} {duplicates}")
+        assert crossed > 0
+        wait_until(lambda: not any(any(c.values()) for c in kit.left_in(queues).values()),
+                   timeout=DEADLINE, message="the queues to drain")
+    finally:
+        own.stop()
