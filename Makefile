@@ -21,7 +21,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not integration and not crash" -q
+	$(BIN)/python -m pytest -m "not integration and not crash and not scale" -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info

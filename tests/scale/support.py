@@ -72,11 +72,15 @@ class ScaleKit:
     def worker(self, *args: str, url: Optional[str] = None,
                visibility: float = VISIBILITY) -> "subprocess.Popen[bytes]":
         log = self.logs / f"worker-{len(self.workers)}.log"
-        env = {"MINITASK_BROKER_URL": url or self.worker_url, "TEST_APP": self.app_name,
-               "TEST_MARKS_URL": self.marks_server.url, "TEST_VISIBILITY": str(visibility)}
+        env = self.worker_env(url, visibility)
         process = self.processes.worker(APP_MODULE, *args, env=env, log=log)
         self.workers.append(process)
         return process
+
+    def worker_env(self, url: Optional[str] = None,
+                   visibility: float = VISIBILITY) -> Dict[str, str]:
+        return {"MINITASK_BROKER_URL": url or self.worker_url, "TEST_APP": self.app_name,
+                "TEST_MARKS_URL": self.marks_server.url, "TEST_VISIBILITY": str(visibility)}
 
     def log_text(self) -> str:
         parts = []

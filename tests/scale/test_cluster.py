@@ -5,6 +5,7 @@ different primaries; every test asserts that first.
 """
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -195,6 +196,39 @@ def test_retries_dead_letters_status_and_cancel_through_a_worker_process(
     kit.wait_for_worker()
     counts = kit.app.broker.queue_counts(queues[1])
     assert counts["dead"] == 1 and counts["ready"] == 0
+
+    # `minitask status` on the cluster: per-queue pipelines, the app-wide worker records
+    log = kit.logs / "status.json"
+    status = kit.processes.start("-m", "minitask", "status", "-A", "tests.apps.scale", "--json",
+                                 env=kit.worker_env(), log=log)
+    assert status.wait(timeout=DEADLINE) == 0, log.read_text()
+    report = json.loads(log.read_text())
+    assert report["queues"][queues[1]]["dead"] == 1
+    assert [w["queues"] for w in report["workers"]] == [",".join(queues)]
+    assert report["workers"][0]["processed"] >= 1
+
+
+def test_scripts_are_loaded_again_after_a_script_flush_on_every_node(
+        cluster: Cluster, make_kit: Callable[..., ScaleKit]) -> None:
+    kit = make_kit(cluster.client(), cluster.url)
+    queues = spread_queues(cluster, kit)
+    app = kit.app
+
+    @app.task(name="double")
+    def double(x: int) -> int:
+        return 2 * x
+
+    first = [double.apply_async((i,), queue=q) for i, q in enumerate(queues)]
+    app.worker(queues=queues, burst=True).run()
+    assert [h.get(timeout=DEADLINE) for h in first] == [0, 2, 4]
+    for node in cluster.live_nodes():
+        with node.client() as admin:
+            admin.script_flush()
+    # every script runs again: enqueue, state, fetch, ack (NOSCRIPT -> SCRIPT LOAD)
+    again = [double.apply_async((i,), queue=q) for i, q in enumerate(queues)]
+    assert [h.status() for h in again] == ["queued"] * 3
+    app.worker(queues=queues, burst=True).run()
+    assert [h.get(timeout=DEADLINE) for h in again] == [0, 2, 4]
 
 
 def test_a_queue_keeps_working_while_its_slot_moves_to_another_primary(
