@@ -331,14 +331,15 @@ def make_certificates(directory: Path) -> Certificates:
 def tls_server(directory: Path, certs: Certificates, extra: Sequence[str] = ()) -> RedisServer:
     """A redis-server that speaks only TLS and requires a client certificate.
 
-    Its plain ``port`` is kept for the test's own admin connection is not possible
-    without TLS, so the server listens on TLS only and ``admin`` connects with certs.
+    ``port`` is its TLS port; ``client()`` (the test's admin connection, as the
+    default user) connects over TLS with the client certificate.
     """
     port = free_port()
     server = _TlsServer(port, directory, [
         "--port", "0", "--tls-port", str(port), "--tls-cert-file", str(certs.server_cert),
         "--tls-key-file", str(certs.server_key), "--tls-ca-cert-file", str(certs.ca),
         "--tls-auth-clients", "yes", *extra], certs=certs)
+    # RedisServer.start passes --port first; "--port 0" comes later and wins: TLS only
     server.start()
     return server
 
@@ -353,7 +354,3 @@ class _TlsServer(RedisServer):
                            ssl_ca_certs=str(self.certs.ca),
                            ssl_certfile=str(self.certs.client_cert),
                            ssl_keyfile=str(self.certs.client_key), **options)
-
-    def start(self) -> None:
-        # RedisServer.start passes --port first; ours comes later and wins ("--port 0").
-        super().start()
