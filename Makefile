@@ -25,7 +25,7 @@ typecheck: $(STAMP)
 	$(BIN)/python -m mypy
 
 fast: $(STAMP)
-	$(BIN)/python -m pytest -m "not integration and not crash" -q
+	$(BIN)/python -m pytest -m "not integration and not crash and not scale" -q
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import redis
+from redis.exceptions import RedisClusterException
 
+from .cluster import ClusterWaiter
 from .errors import BrokerError, ConfigurationError, DecodeError
 from .keys import PRIORITIES, AppKeys, QueueKeys
 # re-exported: the app checks app and queue names without knowing the key layout
@@ -83,6 +85,18 @@ def _bulk(value: Any) -> bytes:
 _Call = Tuple[str, str, Sequence[str], Sequence[Any], int]
 
 
+def _connected(connection: Any) -> Any:
+    """Connect with ``connect()`` before use, never lazily from a send.
+
+    redis-py's send methods reconnect by themselves but skip ``connect()``,
+    which a Sentinel-managed connection overrides to ask the sentinels where
+    the primary is: a lazy reconnect would go to localhost:6379 instead.
+    """
+    if getattr(connection, "_sock", True) is None:
+        connection.connect()
+    return connection
+
+
 class _PackedScript:
     """A script call whose constant head (EVALSHA, sha, queue keys) is packed once.
 
@@ -142,7 +156,7 @@ class RedisBroker:
     def _errors(self, what: str) -> Iterator[None]:
         try:
             yield
-        except (redis.RedisError, OSError) as exc:
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
             raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
                               f"that the server is running and reachable") from exc
 
@@ -186,13 +200,22 @@ class RedisBroker:
         held = getattr(self._local, "held", None)
         if held is None or held[0] != os.getpid():
             held = self._local.held = (os.getpid(), self._make_connection())
-        return held[1]
+        return _connected(held[1])
 
     def _waiter(self) -> List[Any]:
         """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
         waiter = getattr(self._local, "waiter", None)
         if waiter is None or waiter[0] != os.getpid():
             waiter = self._local.waiter = [os.getpid(), self._make_connection(), None]
+        _connected(waiter[1])
+        return waiter
+
+    def _cluster_waiter(self) -> ClusterWaiter:
+        """This thread's BLPOPs on a cluster: one per queue, on the node of its slot."""
+        waiter = getattr(self._local, "cluster_waiter", None)
+        if waiter is None or waiter.pid != os.getpid():
+            assert isinstance(self.client, redis.RedisCluster)
+            waiter = self._local.cluster_waiter = ClusterWaiter(self.client)
         return waiter
 
     def _make_connection(self) -> Any:
@@ -335,13 +358,14 @@ class RedisBroker:
         Redis checks blocking timeouts only every 1/hz seconds (100 ms by
         default), too coarse for a delayed task falling due. So the BLPOP
         stays outstanding on a connection of its own, and this thread times
-        the wait itself; the next wait picks the same BLPOP up again.
+        the wait itself; the next wait picks the same BLPOP up again. On a
+        cluster the keys span slots, so ``cluster.ClusterWaiter`` keeps one
+        BLPOP per slot instead.
         """
         keys = [self.keys(q).wake for q in queues]
         with self._errors("wait for tasks"):
             if self._pool is None:
-                seconds = min(max(timeout, 0.01), MAX_BLOCK_SECONDS)
-                return self.client.blpop(keys, round(seconds, 3)) is not None
+                return self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS)
             waiter = self._waiter()
             connection = waiter[1]
             try:
@@ -365,6 +389,9 @@ class RedisBroker:
         Left in place, it would take the next wake token while this worker
         runs a task, and an idle worker would not hear of new work.
         """
+        cluster_waiter = getattr(self._local, "cluster_waiter", None)
+        if cluster_waiter is not None and cluster_waiter.pid == os.getpid():
+            cluster_waiter.stop()
         waiter = getattr(self._local, "waiter", None)
         if waiter is not None and waiter[2] is not None and waiter[0] == os.getpid():
             waiter[2] = None

@@ -184,9 +184,10 @@ def _sentinel(url: str) -> Client:
         options.setdefault("db", int(segments[1]))
     sentinel_options: Dict[str, Any] = {
         key: value for key, value in _TCP_OPTIONS.items() if key != "decode_responses"}
-    for key in ("sentinel_username", "sentinel_password"):
-        if key in options:
-            sentinel_options[key[len("sentinel_"):]] = options.pop(key)
+    # sentinel_password, sentinel_ssl, sentinel_ssl_ca_certs...: for the sentinels
+    for key in [key for key in options if key.startswith("sentinel_")]:
+        name = key[len("sentinel_"):]
+        sentinel_options[name] = _option(name, options.pop(key))
     master_options = {**_TCP_OPTIONS, **_credentials(username, password), **options}
     # redis-py leaves Sentinel unannotated.
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
@@ -225,15 +226,16 @@ def _split_hosts(url: str, default_port: int) -> Tuple[
 
 def _query_options(query: str) -> Dict[str, Any]:
     """Parse query options with redis-py's own converters, as ``from_url`` would."""
-    options: Dict[str, Any] = {}
-    for name, values in parse_qs(query).items():
-        parser = cast(Callable[[str], Any], URL_QUERY_ARGUMENT_PARSERS.get(
-            name, to_bool if name == "ssl" else str))
-        try:
-            options[name] = parser(values[0])
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"invalid value for {name!r} in the query") from exc
-    return options
+    return {name: _option(name, values[0]) for name, values in parse_qs(query).items()}
+
+
+def _option(name: str, value: str) -> Any:
+    parser = cast(Callable[[str], Any], URL_QUERY_ARGUMENT_PARSERS.get(
+        name, to_bool if name == "ssl" else str))
+    try:
+        return parser(value)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"invalid value for {name!r} in the query") from exc
 
 
 def _credentials(username: str | None, password: str | None) -> Dict[str, str]:

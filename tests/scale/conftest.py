@@ -1,0 +1,53 @@
+"""Fixtures of the scale tests: a real cluster per module, kits that own workers."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Generator, Iterator, List
+
+import pytest
+
+from tests.conftest import Processes, RedisServer
+from tests.scale.servers import Cluster
+from tests.scale.support import ScaleKit, unique_app
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """Three primaries on free ports, slots split evenly; shared by a module's tests,
+    each of which uses an app name of its own."""
+    found = Cluster(tmp_path_factory.mktemp("cluster"))
+    try:
+        found.start()
+        yield found
+    finally:
+        found.stop()
+
+
+@pytest.fixture
+def make_kit(processes: Processes, redis_server: RedisServer, tmp_path: Path,
+             request: pytest.FixtureRequest) -> Iterator[Callable[..., ScaleKit]]:
+    """Kits on a broker of the test's choosing; worker logs are printed on failure."""
+    kits: List[ScaleKit] = []
+
+    def make(broker: Any, worker_url: str, prefix: str = "s") -> ScaleKit:
+        kit = ScaleKit(broker, worker_url, redis_server, processes, tmp_path, unique_app(prefix))
+        kits.append(kit)
+        return kit
+
+    try:
+        yield make
+    finally:
+        failed = any(getattr(getattr(request.node, f"report_{when}", None), "failed", False)
+                     for when in ("setup", "call"))
+        processes.kill_all()
+        for kit in kits:
+            if failed:
+                kit.print_logs()
+            kit.close()

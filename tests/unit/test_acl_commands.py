@@ -1,0 +1,49 @@
+"""README.rst's ACL command list names every Redis command minitask sends.
+
+The commands are read from the code: ``redis.call(...)`` in the Lua scripts
+(ACLs check those too), redis-py methods called on the client or a pipeline,
+and commands sent by name, in the modules producers, workers, handles and
+``minitask status`` use. ``bench.py`` is left out: it runs as an administrator.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Set
+
+import minitask
+from tests.scale.support import documented_commands
+
+PACKAGE = Path(minitask.__file__).resolve().parent
+MODULES = ("broker.py", "cluster.py", "handle.py", "app.py", "worker.py", "cli.py", "pool.py")
+#: redis-py method -> the command it sends, where the names differ
+METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
+           "close": "", "get_redis_connection": ""}
+#: what redis-py sends on its own: scripts run by EVALSHA, loaded on NOSCRIPT;
+#: health checks of idle connections
+IMPLIED = {"evalsha", "script|load", "ping"}
+
+
+def used_commands() -> Set[str]:
+    found = set(IMPLIED)
+    for script in (PACKAGE / "lua").glob("*.lua"):
+        found |= {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", script.read_text())}
+    for module in MODULES:
+        source = (PACKAGE / module).read_text()
+        for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):
+            found.add(METHODS.get(method, method))
+        for command in re.findall(r'send_command\("(\w+)"(?:, "(\w+)")?', source):
+            name = command[0].lower()
+            found.add(f"{name}|{command[1].lower()}" if name == "script" else name)
+    found.discard("")
+    return found
+
+
+def test_readme_acl_lists_every_command_minitask_sends() -> None:
+    missing = used_commands() - set(documented_commands())
+    assert not missing, f"add to the ACL list in README.rst (Scaling out): {sorted(missing)}"
+
+
+def test_readme_acl_lists_nothing_minitask_does_not_send() -> None:
+    extra = set(documented_commands()) - used_commands()
+    assert not extra, f"not sent by minitask, remove from README.rst: {sorted(extra)}"
