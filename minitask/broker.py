@@ -29,6 +29,10 @@ _SCRIPTS = ("enqueue", "fetch", "ack", "retry", "bury", "release", "cancel", "re
             "purge_dead", "state")
 
 
+#: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms).
+Ack = Tuple[str, str, bytes, int]
+
+
 @dataclass(frozen=True)
 class Delivery:
     """A message handed to this worker under a lease."""
@@ -71,21 +75,23 @@ def _bulk(value: Any) -> bytes:
 
 
 class _PackedScript:
-    """A script call whose constant head (EVALSHA, sha, queue keys) is packed once.
+    """A script call whose constant parts (EVALSHA, sha, queue keys) are packed once.
 
     redis-py packs every argument of every call in Python; on the enqueue,
     fetch and ack paths that costs more than the round trip itself.
     """
 
-    def __init__(self, source: str, static_keys: Sequence[str], dynamic_keys: int) -> None:
+    def __init__(self, source: str, static_keys: Sequence[str]) -> None:
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
-        self.fixed = 3 + len(static_keys)
-        self.head = b"".join(_bulk(part) for part in (
-            "EVALSHA", self.sha, len(static_keys) + dynamic_keys, *static_keys))
+        self.static = len(static_keys)
+        self.command = _bulk("EVALSHA") + _bulk(self.sha)
+        self.keys = b"".join(_bulk(key) for key in static_keys)
 
-    def pack(self, tail: Sequence[Any]) -> bytes:
-        return b"".join([b"*%d\r\n" % (self.fixed + len(tail)), self.head,
+    def pack(self, tail: Sequence[Any], dynamic_keys: int = 0) -> bytes:
+        """One call; ``tail`` holds the ``dynamic_keys`` keys, then ARGV."""
+        return b"".join([b"*%d\r\n" % (3 + self.static + len(tail)), self.command,
+                         _bulk(self.static + dynamic_keys), self.keys,
                          *[_bulk(part) for part in tail]])
 
 
@@ -137,15 +143,15 @@ class RedisBroker:
         if self._pool is None:
             keys = list(static_keys) + list(tail[:dynamic_keys])
             return self._run(name, keys, tail[dynamic_keys:], what)
-        script = self._packed_script(name, queue, static_keys, dynamic_keys)
-        return self._send_packed([script], [script.pack(tail)], what)[0]
+        script = self._packed_script(name, queue, static_keys)
+        return self._send_packed([script], [script.pack(tail, dynamic_keys)], what)[0]
 
-    def _packed_script(self, name: str, queue: str, static_keys: Sequence[str],
-                       dynamic_keys: int = 0) -> _PackedScript:
+    def _packed_script(self, name: str, queue: str,
+                       static_keys: Sequence[str]) -> _PackedScript:
         script = self._packed.get((name, queue))
         if script is None:
-            script = self._packed[(name, queue)] = _PackedScript(
-                self._sources[name], static_keys, dynamic_keys)
+            script = self._packed[(name, queue)] = _PackedScript(self._sources[name],
+                                                                 static_keys)
         return script
 
     def _connection(self) -> Any:
@@ -230,23 +236,70 @@ class RedisBroker:
             f"fetch from queue {queue!r}")
         return self._fetch_result(reply)
 
-    def ack_and_fetch(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int,
-                      fetch_queue: str, *, now_ms: int, lease_ms: int, count: int,
-                      max_deliveries: int) -> Tuple[bool, FetchResult]:
-        """``ack`` then ``fetch`` in one round trip: the drain loop's hot path."""
+    def ack_and_fetch(self, acks: Sequence[Ack], fetch_queue: str, *, now_ms: int,
+                      lease_ms: int, count: int,
+                      max_deliveries: int) -> Tuple[List[bool], FetchResult]:
+        """``ack_many`` then ``fetch`` in one round trip: the drain loop's hot path."""
+        fetch_args = (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT)
+        what = f"record {len(acks)} result(s) and fetch from queue {fetch_queue!r}"
+        fetch_keys = self._fetch_keys(self.keys(fetch_queue))
         if self._pool is None:
-            return (self.ack(queue, task_id, outcome, result_ttl_ms),
-                    self.fetch(fetch_queue, now_ms=now_ms, lease_ms=lease_ms, count=count,
-                               max_deliveries=max_deliveries))
-        k = self.keys(queue)
-        ack = self._packed_script("ack", queue, self._ack_keys(k), 1)
-        fetch = self._packed_script("fetch", fetch_queue, self._fetch_keys(self.keys(fetch_queue)))
-        held, reply = self._send_packed(
-            (ack, fetch),
-            (ack.pack((k.result(task_id), task_id, outcome, result_ttl_ms)),
-             fetch.pack((now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT))),
-            f"record the result of {task_id} and fetch from queue {fetch_queue!r}")
-        return bool(held), self._fetch_result(reply)
+            return (self.ack_many(acks),
+                    self._fetch_result(self._run("fetch", fetch_keys, fetch_args, what)))
+        groups = self._ack_groups(acks)
+        scripts, commands = self._ack_commands(groups)
+        fetch = self._packed_script("fetch", fetch_queue, fetch_keys)
+        replies = self._send_packed(scripts + [fetch], commands + [fetch.pack(fetch_args)], what)
+        return self._held(groups, replies[:-1], len(acks)), self._fetch_result(replies[-1])
+
+    def ack_many(self, acks: Sequence[Ack]) -> List[bool]:
+        """Record final outcomes (queue, id, outcome, result ttl ms) in one round trip.
+
+        Returns, in the given order, whether the caller still held each lease.
+        """
+        what = f"record the result of {', '.join(task_id for _, task_id, _, _ in acks[:3])}"
+        groups = self._ack_groups(acks)
+        if self._pool is None:
+            replies = []
+            for queue, group in groups.items():
+                k = self.keys(queue)
+                keys = [*self._ack_keys(k), *[k.result(entry[1]) for entry in group]]
+                args = [part for entry in group for part in entry[1:]]
+                replies.append(self._run("ack", keys, args, what))
+            return self._held(groups, replies, len(acks))
+        scripts, commands = self._ack_commands(groups)
+        return self._held(groups, self._send_packed(scripts, commands, what), len(acks))
+
+    def _ack_commands(self, groups: Dict[str, List[Tuple[int, str, bytes, int]]]
+                      ) -> Tuple[List[_PackedScript], List[bytes]]:
+        """One packed ack call per queue."""
+        scripts, commands = [], []
+        for queue, group in groups.items():
+            k = self.keys(queue)
+            script = self._packed_script("ack", queue, self._ack_keys(k))
+            tail: List[Any] = [k.result(entry[1]) for entry in group]
+            for entry in group:
+                tail += entry[1:]
+            scripts.append(script)
+            commands.append(script.pack(tail, dynamic_keys=len(group)))
+        return scripts, commands
+
+    @staticmethod
+    def _ack_groups(acks: Sequence[Ack]) -> Dict[str, List[Tuple[int, str, bytes, int]]]:
+        """The acks by queue, each with its place in the caller's list."""
+        groups: Dict[str, List[Tuple[int, str, bytes, int]]] = {}
+        for index, (queue, task_id, outcome, ttl_ms) in enumerate(acks):
+            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms))
+        return groups
+
+    @staticmethod
+    def _held(groups: Dict[str, List[Tuple[int, str, bytes, int]]], replies: Sequence[Any],
+              size: int) -> List[bool]:
+        held = [False] * size
+        for group, reply in zip(groups.values(), replies):
+            for entry, flag in zip(group, reply):
+                held[entry[0]] = bool(flag)
+        return held
 
     @staticmethod
     def _fetch_keys(k: QueueKeys) -> Tuple[str, ...]:
@@ -313,11 +366,8 @@ class RedisBroker:
             self.client.zadd(self.keys(queue).leases, mapping, xx=True)
 
     def ack(self, queue: str, task_id: str, outcome: bytes, result_ttl_ms: int) -> bool:
-        k = self.keys(queue)
-        held = self._run_packed("ack", queue, self._ack_keys(k),
-                                (k.result(task_id), task_id, outcome, result_ttl_ms),
-                                f"record the result of {task_id}", dynamic_keys=1)
-        return bool(held)
+        """Record one task's final outcome; False when its lease had been lost."""
+        return self.ack_many([(queue, task_id, outcome, result_ttl_ms)])[0]
 
     def retry(self, queue: str, task_id: str, body: bytes, due_ms: int, priority: int,
               note: bytes) -> bool:
