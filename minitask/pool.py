@@ -4,9 +4,15 @@ The thread pool hands leased jobs to threads. The process pool supervises
 child processes that each fetch and run one task at a time; the supervisor
 kills a child whose attempt runs past its time limit, replaces children
 that die, and gives the stop grace to all of them.
+
+A child tells its supervisor only what the supervisor acts on: the start and
+end of attempts that have a time limit, and, once a stop is asked, the task
+it still runs. Its counters sit in shared memory. A message per task would
+cost the supervisor a wake-up per task, as much CPU as the child spends.
 """
 from __future__ import annotations
 
+import ctypes
 import logging
 import multiprocessing
 import os
@@ -84,12 +90,19 @@ class _Child:
 
     process: Any
     conn: Connection
+    counts: Any  # shared int64 [processed, failed], written by the child
     job: Optional["Job"] = None
     message: Optional["Message"] = None
     started: float = 0.0
     deadline: Optional[float] = None
-    processed: int = 0
-    failed: int = 0
+
+    @property
+    def processed(self) -> int:
+        return int(self.counts[0])
+
+    @property
+    def failed(self) -> int:
+        return int(self.counts[1])
 
 
 class ProcessPool:
@@ -141,12 +154,14 @@ class ProcessPool:
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=False)
-        process = self._context.Process(target=_child_main, args=(self.worker, child_end),
+        counts = self._context.RawArray(ctypes.c_int64, 2)
+        process = self._context.Process(target=_child_main,
+                                        args=(self.worker, child_end, counts),
                                         name="minitask-child", daemon=False)
         process.start()
         child_end.close()
         assert process.pid is not None  # set by start()
-        self.children[process.pid] = _Child(process, parent_end)
+        self.children[process.pid] = _Child(process, parent_end, counts)
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
@@ -171,10 +186,11 @@ class ProcessPool:
                 if event[0] == "start":
                     _, job, message, timeout = event
                     child.job, child.message, child.started = job, message, time.monotonic()
-                    child.deadline = child.started + timeout if timeout is not None else None
+                    child.deadline = child.started + timeout
                 elif event[0] == "done":
                     child.job, child.deadline = None, None
-                    child.processed, child.failed = event[1], event[2]
+                elif event[0] == "running":
+                    child.job = event[1]
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
@@ -251,20 +267,34 @@ class ProcessPool:
                 return
 
 
-def _child_main(parent: "Worker", conn: Connection) -> None:
+def _child_main(parent: "Worker", conn: Connection, counts: Any) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     worker = type(parent)(parent.app, parent.queues, concurrency=1, pool="thread",
                           burst=parent.burst, grace=parent.grace,
-                          name=f"{parent.name}.{os.getpid()}")
+                          name=f"{parent.name}.{os.getpid()}", prefetch=parent.prefetch)
+    sending = threading.Lock()  # the heartbeat thread sends too
+    timed = [False]
+
+    def send(event: Any) -> None:
+        with sending:
+            conn.send(event)
 
     def on_start(job: "Job", message: "Message") -> None:
-        task = worker.app.tasks[message.task]
-        conn.send(("start", job, message, task.options.timeout))
+        timeout = worker.app.tasks[message.task].options.timeout
+        timed[0] = timeout is not None
+        if timed[0]:  # the supervisor kills the attempt at its limit
+            send(("start", job, message, timeout))
 
     def on_done() -> None:
-        conn.send(("done", worker.processed, worker.failed))
+        counts[0], counts[1] = worker.processed, worker.failed
+        if timed[0]:
+            send(("done",))
 
-    worker.run_child(on_start, on_done)
+    def on_stopping(running: Optional["Job"]) -> None:
+        if running is not None:  # given back by the supervisor if the grace runs out
+            send(("running", running))
+
+    worker.run_child(on_start, on_done, on_stopping)
     conn.close()
 
 
