@@ -387,12 +387,12 @@ class Bench:
             self.report.scaling.append({"worker_processes": 1, "delayed_pending": pending,
                                         **self._scale_point(bench_app, 1, pending)})
         task = bench_app.tasks[noop.name]
-        batch = [(index,) for index in range(1000)]
         queued = 0
-        for length in (1_000, 100_000, 1_000_000):
+        for length in sorted({1_000, self.memory_tasks // 10, self.memory_tasks} - {0}):
             while queued < length:
-                task.delay_many(batch)
-                queued += len(batch)
+                size = min(1000, length - queued)
+                task.delay_many((index,) for index in range(size))
+                queued += size
             n = 2000
             start = time.perf_counter()
             for index in range(n):
