@@ -13,7 +13,7 @@ from .handle import TaskHandle
 from .message import Message, SystemClock, to_ms, to_seconds
 from .serializer import check_arguments, decode_message, decode_outcome, encode_message
 from .task import P, R, Task, TaskOptions
-from .worker import Worker
+from .worker import MAX_PREFETCH, Worker
 
 APP_OPTIONS = frozenset({"clock", "prefetch"})
 #: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
@@ -53,8 +53,11 @@ class Minitask:
         max_deliveries: deliveries that end with the worker dying before a
             task is dead-lettered as poison.
         max_message_bytes: largest encoded message accepted at enqueue.
-        **options: ``prefetch`` (tasks a worker leases ahead, default 0) and
-            ``clock`` (an object with ``now_ms()``, for tests).
+        **options: ``prefetch`` (tasks a worker process leases per round
+            trip, 1 to 1000, default 1: strict priority and queue order; more
+            is faster but lets up to that many tasks jump ahead of a
+            higher-priority one) and ``clock`` (an object with ``now_ms()``,
+            for tests).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -79,10 +82,10 @@ class Minitask:
         if not isinstance(result_ttl, (int, float)) or result_ttl <= 0:
             raise ConfigurationError(f"app {name!r}: result_ttl must be > 0 seconds, "
                                      f"got {result_ttl!r}")
-        prefetch = options.get("prefetch", 0)
-        if not isinstance(prefetch, int) or prefetch < 0:
-            raise ConfigurationError(f"app {name!r}: prefetch must be an int >= 0, "
-                                     f"got {prefetch!r}")
+        prefetch = options.get("prefetch", 1)
+        if not isinstance(prefetch, int) or not 1 <= prefetch <= MAX_PREFETCH:
+            raise ConfigurationError(f"app {name!r}: prefetch must be an int from 1 to "
+                                     f"{MAX_PREFETCH}, got {prefetch!r}")
         self.name = name
         self.default_queue = default_queue
         self.result_ttl = float(result_ttl)
@@ -272,7 +275,8 @@ class Minitask:
     # -- workers -------------------------------------------------------------
 
     def worker(self, queues: Optional[Sequence[str]] = None, concurrency: int = 1,
-               pool: str = "thread", burst: bool = False, grace: float = 30.0) -> Worker:
+               pool: str = "thread", burst: bool = False, grace: float = 30.0,
+               prefetch: Optional[int] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
@@ -281,9 +285,13 @@ class Minitask:
             pool: ``"thread"`` or ``"process"``.
             burst: return once nothing is ready instead of waiting for more.
             grace: seconds running tasks get to finish after a stop request.
+            prefetch: tasks leased per round trip; default: the app's ``prefetch``.
+
+        Raises:
+            ConfigurationError: an option is invalid.
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
-                      pool=pool, burst=burst, grace=grace)
+                      pool=pool, burst=burst, grace=grace, prefetch=prefetch)
 
 
 def _code_of(func: Callable[..., Any]) -> Any:

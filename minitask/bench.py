@@ -95,9 +95,19 @@ class Report:
             if row.detail:
                 lines.append(f"{'':<46} {row.detail}")
         if self.scaling:
-            lines += ["", "scaling:"]
+            lines += ["", "scaling (prefetch 1):",
+                      f"  {'processes':>9} {'delayed':>8} {'drain /s':>10} {'pickup p50':>11} "
+                      f"{'p99 ms':>7}"]
             for entry in self.scaling:
-                lines.append("  " + ", ".join(f"{k}={v}" for k, v in entry.items()))
+                if "worker_processes" in entry:
+                    lines.append(f"  {entry['worker_processes']:>9} {entry['delayed_pending']:>8} "
+                                 f"{entry['drain_tasks_per_s']:>10,} "
+                                 f"{entry['pickup_p50_ms']:>11.2f} {entry['pickup_p99_ms']:>7.2f}")
+            lines += ["", f"  {'queue length':>12} {'delay() us':>11} {'fetch+ack us':>13}"]
+            for entry in self.scaling:
+                if "queue_length" in entry:
+                    lines.append(f"  {entry['queue_length']:>12,} {entry['delay_us']:>11} "
+                                 f"{entry['fetch_plus_ack_us']:>13}")
         return "\n".join(lines)
 
 
@@ -113,8 +123,11 @@ def _percentile(values: Sequence[float], share: float) -> float:
 class Bench:
     """Runs every measurement against one Redis URL; owns its worker processes."""
 
-    def __init__(self, url: str, *, tasks: int, memory_tasks: int, scaling: bool) -> None:
+    def __init__(self, url: str, *, tasks: int, memory_tasks: int, scaling: bool,
+                 prefetch: Sequence[int] = (1, 100)) -> None:
         self.url = url
+        self.prefetch = list(prefetch)
+        self._drain_one: Dict[int, float] = {}
         self.tasks = tasks
         self.memory_tasks = memory_tasks
         self.scaling = scaling
@@ -197,8 +210,9 @@ class Bench:
         try:
             self.baselines()
             self.enqueue()
-            self.drain(1)
-            self.drain(2)
+            for prefetch in self.prefetch:
+                self.drain(1, prefetch)
+                self.drain(2, prefetch)
             self.latency()
             self.delayed()
             self.memory()
@@ -233,11 +247,20 @@ class Bench:
         task = bench_app.tasks[noop.name]
         n = self.tasks
         task.delay(0)
-        start = time.perf_counter()
-        for index in range(n):
-            task.delay(index)
-        rate = n / (time.perf_counter() - start)
-        single = self.report.baselines["single command loop (SET)"]
+        # in blocks alternating with the SET loop, so both see the same load on the machine
+        spent = baseline = 0.0
+        for block in range(10):
+            start = time.perf_counter()
+            for index in range(n // 10):
+                self.client.set("minitask-bench:baseline", index)
+            middle = time.perf_counter()
+            for index in range(n // 10):
+                task.delay(index)
+            spent += time.perf_counter() - middle
+            baseline += middle - start
+        rate = n // 10 * 10 / spent
+        single = n // 10 * 10 / baseline
+        self.report.baselines["single command loop (SET), beside delay()"] = single
         self.report.add(Row("delay() one call at a time", rate, "tasks/s",
                             ">= 10,000/s and >= 0.6 x SET loop",
                             rate >= 10_000 and rate >= 0.6 * single,
@@ -252,29 +275,53 @@ class Bench:
                             rate >= 50_000))
         self.cleanup()
 
-    def drain(self, concurrency: int) -> None:
-        _progress(f"drain: {self.tasks:,} no-op tasks, --pool process -c {concurrency}")
+    def drain(self, concurrency: int, prefetch: int) -> None:
+        """Drain a queue filled beforehand, so the producer's CPU is not in the window."""
+        _progress(f"drain: {self.tasks:,} no-op tasks, --pool process -c {concurrency} "
+                  f"--prefetch {prefetch}")
         bench_app = self._app()
         task = bench_app.tasks[noop.name]
-        self._start_worker("--pool", "process", "-c", str(concurrency))
-        self._wait_for_workers(1)
-        start = time.perf_counter()
         task.delay_many((index,) for index in range(self.tasks))
+        worker = self._start_worker("--pool", "process", "-c", str(concurrency),
+                                    "--prefetch", str(prefetch))
+        deadline = time.monotonic() + 60
+        while (self._pending() >= self.tasks  # the first task taken starts the clock
+               or len(list(_children(worker.pid))) < concurrency):
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise BrokerError("the bench worker did not start")
+            time.sleep(0.0005)
+        start = time.perf_counter()
+        meter = CpuMeter({"worker children": list(_children(worker.pid)),
+                          "worker supervisor": [worker.pid], "redis-server": self._redis_pids(),
+                          "bench (polling)": [os.getpid()]})
         end = self._wait_drained(timeout=max(60.0, self.tasks / 200))
+        cpu = meter.per_task_us(self.tasks)
         rate = self.tasks / (end - start)
         self._stop_workers()
         self.cleanup()
+        busy = sum(cpu.values()) * rate / 1e6
+        breakdown = ", ".join(f"{name} {us:.0f}" for name, us in cpu.items())
+        detail = f"CPU us/task: {breakdown}; {busy:.2f} of {os.cpu_count()} cores busy"
         two = self.report.baselines["two round trips per item (LMOVE + LREM)"]
+        label = f"drain, --pool process -c {concurrency} --prefetch {prefetch}"
         if concurrency == 1:
-            self._drain_one = rate
-            self.report.add(Row("drain, --pool process -c 1", rate, "tasks/s",
-                                ">= 3,500/s and >= 0.6 x LMOVE+LREM",
+            self._drain_one[prefetch] = rate
+            self.report.add(Row(label, rate, "tasks/s", ">= 3,500/s and >= 0.6 x LMOVE+LREM",
                                 rate >= 3_500 and rate >= 0.6 * two,
-                                f"{rate / two:.2f} x the two-round-trip loop"))
+                                f"{rate / two:.2f} x the two-round-trip loop; {detail}"))
         else:
-            self.report.add(Row(f"drain, --pool process -c {concurrency}", rate, "tasks/s",
-                                ">= 1.6 x the -c 1 figure", rate >= 1.6 * self._drain_one,
-                                f"{rate / self._drain_one:.2f} x -c 1"))
+            one = self._drain_one[prefetch]
+            self.report.add(Row(label, rate, "tasks/s", ">= 1.6 x the -c 1 figure",
+                                rate >= 1.6 * one, f"{rate / one:.2f} x -c 1; {detail}"))
+
+    def _redis_pids(self) -> List[int]:
+        """The server's pid when it runs on this machine (its /proc entry says so)."""
+        pid = int(self.client.info("server").get("process_id", 0))
+        try:
+            with open(f"/proc/{pid}/comm") as comm:
+                return [pid] if comm.read().startswith("redis") else []
+        except OSError:
+            return []
 
     def latency(self, samples: int = 200) -> None:
         _progress(f"latency: idle worker, delay() -> start, {samples} samples")
@@ -343,38 +390,19 @@ class Bench:
     def scale(self) -> None:
         _progress("scaling: 1, 2, 4, 8 worker processes; delayed backlog; queue length")
         bench_app = self._app()
-        task = bench_app.tasks[noop.name]
         for processes in (1, 2, 4, 8):
-            self._start_worker("--pool", "process", "-c", str(processes))
-            self._wait_for_workers(1)
-            start = time.perf_counter()
-            task.delay_many((index,) for index in range(self.tasks))
-            rate = self.tasks / (self._wait_drained(timeout=120) - start)
-            self._stop_workers()
-            self.report.scaling.append({"worker_processes": processes,
-                                        "drain_tasks_per_s": round(rate)})
+            self.report.scaling.append({"worker_processes": processes, "delayed_pending": 0,
+                                        **self._scale_point(bench_app, processes, 0)})
         for pending in (10, 100, 10_000):
-            far = [(index,) for index in range(pending)]
-            for args in far:
-                task.apply_async(args, delay=3600)
-            self._start_worker("--pool", "process", "-c", "1")
-            self._wait_for_workers(1)
-            start = time.perf_counter()
-            task.delay_many((index,) for index in range(self.tasks))
-            deadline = time.monotonic() + 120
-            while self._pending() > pending:
-                if time.monotonic() > deadline:
-                    raise BrokerError("scaling run did not drain")
-                time.sleep(0.005)
-            rate = self.tasks / (time.perf_counter() - start)
-            self._stop_workers()
-            self.cleanup()
-            self.report.scaling.append({"delayed_pending": pending,
-                                        "drain_tasks_per_s": round(rate)})
-        for length in (1_000, 100_000, 1_000_000):
-            batch = [(index,) for index in range(1000)]
-            for _ in range(length // 1000):
-                task.delay_many(batch)
+            self.report.scaling.append({"worker_processes": 1, "delayed_pending": pending,
+                                        **self._scale_point(bench_app, 1, pending)})
+        task = bench_app.tasks[noop.name]
+        queued = 0
+        for length in sorted({1_000, self.memory_tasks // 10, self.memory_tasks} - {0}):
+            while queued < length:
+                size = min(1000, length - queued)
+                task.delay_many((index,) for index in range(size))
+                queued += size
             n = 2000
             start = time.perf_counter()
             for index in range(n):
@@ -387,10 +415,66 @@ class Bench:
                                        count=1, max_deliveries=5)
                 broker.ack("default", fetched.deliveries[0].task_id, None, 0)
             fetch_us = (time.perf_counter() - start) / n * 1e6
-            self.cleanup()
             self.report.scaling.append({"queue_length": length,
                                         "delay_us": round(enqueue_us, 1),
                                         "fetch_plus_ack_us": round(fetch_us, 1)})
+        self.cleanup()
+
+    def _scale_point(self, bench_app: Minitask, processes: int,
+                     pending: int) -> Dict[str, Any]:
+        """Drain rate and idle pickup latency with ``pending`` tasks delayed an hour."""
+        task = bench_app.tasks[noop.name]
+        for index in range(pending):
+            task.apply_async((index,), delay=3600.0)
+        task.delay_many((index,) for index in range(self.tasks))
+        worker = self._start_worker("--pool", "process", "-c", str(processes))
+        deadline = time.monotonic() + 60
+        while (self._pending() >= self.tasks + pending
+               or len(list(_children(worker.pid))) < processes):
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise BrokerError("the bench worker did not start")
+            time.sleep(0.0005)
+        start = time.perf_counter()
+        while self._pending() > pending:
+            if time.perf_counter() - start > 120:
+                raise BrokerError("scaling run did not drain")
+            time.sleep(0.002)
+        rate = self.tasks / (time.perf_counter() - start)
+        time.sleep(0.3)  # every child back in its blocking wait
+        timed = bench_app.tasks[started_at.name]
+        delays = []
+        for _ in range(50):
+            delays.append(timed.delay(time.time()).get(timeout=10) * 1000.0)
+            time.sleep(0.002)
+        self._stop_workers()
+        self.cleanup()
+        return {"drain_tasks_per_s": round(rate),
+                "pickup_p50_ms": round(_percentile(delays, 0.5), 2),
+                "pickup_p99_ms": round(_percentile(delays, 0.99), 2)}
+
+
+class CpuMeter:
+    """CPU time (user + system) that groups of processes spend from now on, from /proc."""
+
+    def __init__(self, groups: Dict[str, List[int]]) -> None:
+        self.groups = groups
+        self.before = {name: _cpu_seconds(pids) for name, pids in groups.items()}
+
+    def per_task_us(self, tasks: int) -> Dict[str, float]:
+        return {name: (_cpu_seconds(pids) - self.before[name]) / tasks * 1e6
+                for name, pids in self.groups.items() if pids}
+
+
+def _cpu_seconds(pids: Sequence[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 def _tree_rss_kib(pid: int) -> int:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import hashlib
 import importlib.resources
 import os
+import select
+import socket
 import threading
 import weakref
 from contextlib import contextmanager
@@ -34,6 +36,10 @@ BATCH_LIMIT = 1000
 
 _SCRIPTS = ("promote", "enqueue", "fetch", "ack", "retry", "bury", "release", "cancel",
             "revive", "purge_dead", "state")
+
+
+#: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms).
+Ack = Tuple[str, str, bytes, int]
 
 
 @dataclass(frozen=True)
@@ -97,8 +103,23 @@ def _connected(connection: Any) -> Any:
     return connection
 
 
+def _readable(connection: Any, timeout: float) -> bool:
+    """``connection.can_read(timeout)``, timed to the microsecond.
+
+    Socket timeouts poll() in whole milliseconds, rounded up: a delayed task
+    would start up to 1 ms late. TLS sockets, whose buffered bytes select()
+    cannot see, keep redis-py's own wait.
+    """
+    if connection.can_read(timeout=0):
+        return True
+    sock = getattr(connection, "_sock", None)
+    if type(sock) is not socket.socket:
+        return bool(connection.can_read(timeout=timeout))
+    return bool(select.select([sock], [], [], timeout)[0])
+
+
 class _PackedScript:
-    """A script call whose constant head (EVALSHA, sha, queue keys) is packed once.
+    """A script call whose constant parts (EVALSHA, sha, queue keys) are packed once.
 
     redis-py packs every argument of every call in Python; on the enqueue,
     fetch and ack paths that costs more than the round trip itself.
@@ -315,21 +336,66 @@ class RedisBroker:
             f"fetch from queue {queue!r}")[-1]
         return self._fetch_result(reply)
 
-    def ack_and_fetch(self, queue: str, task_id: str, outcome: Outcome, result_ttl_ms: int,
-                      fetch_queue: str, *, now_ms: int, lease_ms: int, count: int,
-                      max_deliveries: int, task_name: str = "?") -> Tuple[bool, FetchResult]:
-        """``ack`` then ``fetch`` in one round trip: the drain loop's hot path."""
-        if self._pool is None:
-            return (self.ack(queue, task_id, outcome, result_ttl_ms, task_name=task_name),
-                    self.fetch(fetch_queue, now_ms=now_ms, lease_ms=lease_ms, count=count,
-                               max_deliveries=max_deliveries))
-        body = encode_outcome(outcome, task_name=task_name)
-        k = self.keys(queue)
+    def ack_and_fetch(self, acks: Sequence[Ack], fetch_queue: str, *, now_ms: int,
+                      lease_ms: int, count: int,
+                      max_deliveries: int) -> Tuple[List[bool], FetchResult]:
+        """``ack_many`` then ``fetch`` in one round trip: the drain loop's hot path."""
+        what = f"record {len(acks)} result(s) and fetch from queue {fetch_queue!r}"
+        groups = self._ack_groups(acks)
+        ack_calls = self._ack_calls(groups)
         replies = self._run_calls(
-            [("ack", queue, self._ack_keys(k), (k.result(task_id), task_id, body, result_ttl_ms),
-              1), *self._fetch_calls(fetch_queue, now_ms, lease_ms, count, max_deliveries)],
-            f"record the result of {task_id} and fetch from queue {fetch_queue!r}")
-        return bool(replies[0]), self._fetch_result(replies[-1])
+            ack_calls + self._fetch_calls(fetch_queue, now_ms, lease_ms, count, max_deliveries),
+            what)
+        return (self._held(groups, replies[:len(ack_calls)], len(acks)),
+                self._fetch_result(replies[-1]))
+
+    def prepare_ack(self, queue: str, task_id: str, outcome: Optional[Outcome],
+                    result_ttl_ms: int, *, task_name: str = "?") -> Ack:
+        """A final outcome (None: keep none) encoded for ``ack_many``.
+
+        Raises EncodeError when the outcome's value cannot be encoded: nothing
+        is sent, and the caller dead-letters the task instead.
+        """
+        if outcome is None:
+            return (queue, task_id, b"", 0)
+        return (queue, task_id, encode_outcome(outcome, task_name=task_name), result_ttl_ms)
+
+    def ack_many(self, acks: Sequence[Ack]) -> List[bool]:
+        """Record final outcomes (from ``prepare_ack``) in one round trip.
+
+        Returns, in the given order, whether the caller still held each lease.
+        """
+        what = f"record the result of {', '.join(task_id for _, task_id, _, _ in acks[:3])}"
+        groups = self._ack_groups(acks)
+        return self._held(groups, self._run_calls(self._ack_calls(groups), what), len(acks))
+
+    def _ack_calls(self, groups: Dict[str, List[Tuple[int, str, bytes, int]]]) -> List[_Call]:
+        """One ack script call per queue."""
+        calls: List[_Call] = []
+        for queue, group in groups.items():
+            k = self.keys(queue)
+            tail: List[Any] = [k.result(entry[1]) for entry in group]
+            for entry in group:
+                tail += entry[1:]
+            calls.append(("ack", queue, self._ack_keys(k), tail, len(group)))
+        return calls
+
+    @staticmethod
+    def _ack_groups(acks: Sequence[Ack]) -> Dict[str, List[Tuple[int, str, bytes, int]]]:
+        """The acks by queue, each with its place in the caller's list."""
+        groups: Dict[str, List[Tuple[int, str, bytes, int]]] = {}
+        for index, (queue, task_id, outcome, ttl_ms) in enumerate(acks):
+            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms))
+        return groups
+
+    @staticmethod
+    def _held(groups: Dict[str, List[Tuple[int, str, bytes, int]]], replies: Sequence[Any],
+              size: int) -> List[bool]:
+        held = [False] * size
+        for group, reply in zip(groups.values(), replies):
+            for entry, flag in zip(group, reply):
+                held[entry[0]] = bool(flag)
+        return held
 
     def _fetch_calls(self, queue: str, now_ms: int, lease_ms: int, count: int,
                      max_deliveries: int) -> List[_Call]:
@@ -374,7 +440,7 @@ class RedisBroker:
                         connection.disconnect()  # it waits on other queues: drop it
                     connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
                     waiter[2] = keys
-                if not connection.can_read(timeout=min(max(timeout, 0.0), MAX_BLOCK_SECONDS)):
+                if not _readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS)):
                     return False  # our timer ran out first; the BLPOP stays outstanding
                 waiter[2] = None
                 return connection.read_response() is not None
@@ -405,18 +471,11 @@ class RedisBroker:
 
     def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
             *, task_name: str = "?") -> bool:
-        """Record a task's final outcome (None: keep none) and end it.
-
-        Raises EncodeError, before anything is sent, when the outcome's value
-        cannot be encoded.
-        """
-        body = b"" if outcome is None else encode_outcome(outcome, task_name=task_name)
-        k = self.keys(queue)
-        held = self._run_packed("ack", queue, self._ack_keys(k),
-                                (k.result(task_id), task_id, body,
-                                 result_ttl_ms if outcome is not None else 0),
-                                f"record the result of {task_id}", dynamic_keys=1)
-        return bool(held)
+        """Record one task's final outcome (None: keep none); False when its lease had
+        been lost. Raises EncodeError, before anything is sent, for a value that
+        cannot be encoded."""
+        return self.ack_many([self.prepare_ack(queue, task_id, outcome, result_ttl_ms,
+                                               task_name=task_name)])[0]
 
     def retry(self, queue: str, following: Message, due_ms: int, note: Outcome) -> bool:
         """Schedule ``following`` (the next attempt) at ``due_ms``; ``note`` says why."""

@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
                         help="run what is ready, then exit 0")
     worker.add_argument("--grace", type=float, default=30.0,
                         help="seconds running tasks get to finish on SIGTERM/SIGINT")
+    worker.add_argument("--prefetch", type=int, default=None,
+                        help="tasks each process leases per round trip (default: the app's "
+                        "prefetch, 1); more is faster, but up to that many tasks can run "
+                        "ahead of a higher-priority one")
     worker.set_defaults(command=_worker)
 
     status = commands.add_parser("status", help="show queues and live workers")
@@ -113,7 +117,7 @@ def _worker(args: argparse.Namespace) -> int:
         concurrency = (os.cpu_count() or 1) if args.pool == "process" else 1
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-                   grace=args.grace).run()
+                   grace=args.grace, prefetch=args.prefetch).run()
     finally:
         app.close()
     return 0

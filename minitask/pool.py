@@ -4,6 +4,11 @@ The thread pool hands leased jobs to threads. The process pool supervises
 child processes that each fetch and run one task at a time; the supervisor
 kills a child whose attempt runs past its time limit, replaces children
 that die, and gives the stop grace to all of them.
+
+A child tells its supervisor only what the supervisor acts on: the start and
+end of attempts that have a time limit, and, once a stop is asked, the task
+it still runs. Its counters sit in shared memory. A message per task would
+cost the supervisor a wake-up per task, as much CPU as the child spends.
 """
 from __future__ import annotations
 
@@ -65,7 +70,8 @@ class Supervised(Protocol[J]):
     def give_back(self, job: J) -> None: ...
 
     def serve_child(self, on_start: Callable[[J, Message, Optional[float]], None],
-                    on_done: Callable[[int, int], None]) -> None: ...
+                    on_done: Callable[[int, int], None],
+                    on_stopping: Callable[[Optional[J]], None]) -> None: ...
 
 
 class ThreadPool(Generic[J]):
@@ -129,12 +135,19 @@ class _Child(Generic[J]):
 
     process: Any
     conn: Connection
+    counts: Any  # shared int64 [processed, failed], written by the child
     job: Optional[J] = None
     message: Optional[Message] = None
     started: float = 0.0
     deadline: Optional[float] = None
-    processed: int = 0
-    failed: int = 0
+
+    @property
+    def processed(self) -> int:
+        return int(self.counts[0])
+
+    @property
+    def failed(self) -> int:
+        return int(self.counts[1])
 
 
 class ProcessPool(Generic[J]):
@@ -185,13 +198,14 @@ class ProcessPool(Generic[J]):
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=False)
+        counts = self._context.RawArray(ctypes.c_int64, 2)
         process = self._context.Process(target=_child_main,
-                                        args=(self.worker, child_end, os.getpid()),
+                                        args=(self.worker, child_end, os.getpid(), counts),
                                         name="minitask-child", daemon=False)
         process.start()
         child_end.close()
         assert process.pid is not None  # set by start()
-        self.children[process.pid] = _Child[J](process, parent_end)
+        self.children[process.pid] = _Child[J](process, parent_end, counts)
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
@@ -216,10 +230,11 @@ class ProcessPool(Generic[J]):
                 if event[0] == "start":
                     _, job, message, timeout = event
                     child.job, child.message, child.started = job, message, time.monotonic()
-                    child.deadline = child.started + timeout if timeout is not None else None
+                    child.deadline = child.started + timeout
                 elif event[0] == "done":
                     child.job, child.deadline = None, None
-                    child.processed, child.failed = event[1], event[2]
+                elif event[0] == "running":
+                    child.job = event[1]
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
@@ -305,17 +320,32 @@ def _die_with(supervisor_pid: int) -> None:
         os._exit(1)
 
 
-def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int) -> None:
+def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
+                counts: Any) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     _die_with(supervisor_pid)
+    sending = threading.Lock()  # the heartbeat thread sends too
+    timed = [False]
+
+    def send(event: Any) -> None:
+        with sending:
+            conn.send(event)
 
     def on_start(job: J, message: Message, timeout: Optional[float]) -> None:
-        conn.send(("start", job, message, timeout))
+        timed[0] = timeout is not None
+        if timed[0]:  # the supervisor kills the attempt at its limit
+            send(("start", job, message, timeout))
 
     def on_done(processed: int, failed: int) -> None:
-        conn.send(("done", processed, failed))
+        counts[0], counts[1] = processed, failed
+        if timed[0]:
+            send(("done",))
 
-    parent.serve_child(on_start, on_done)
+    def on_stopping(running: Optional[J]) -> None:
+        if running is not None:  # given back by the supervisor if the grace runs out
+            send(("running", running))
+
+    parent.serve_child(on_start, on_done, on_stopping)
     conn.close()
 
 

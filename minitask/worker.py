@@ -14,15 +14,16 @@ import socket
 import threading
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from .broker import Delivery, FetchResult, RedisBroker
+from .broker import Ack, Delivery, FetchResult, RedisBroker
 from .context import running
 from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
                      TimeLimitExceeded, UnknownTaskError)
-from .message import Message, Outcome, to_ms
+from .message import Message, Outcome, SystemClock, to_ms
 from .pool import ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
@@ -32,6 +33,11 @@ logger = logging.getLogger(__name__)
 
 #: Longest pause between reconnection attempts while Redis is away.
 MAX_BACKOFF = 5.0
+#: Most tasks a worker leases in one fetch (also bounds one batched ack).
+MAX_PREFETCH = 1000
+#: Longest a finished task's outcome waits, in a process pool child with
+#: prefetch > 1, to be recorded together with the next ones in one round trip.
+ACK_WINDOW = 0.002
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,7 @@ class Worker:
 
     def __init__(self, app: "Minitask", queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
-                 name: Optional[str] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
         if pool not in ("thread", "process"):
             raise ConfigurationError(f"pool must be 'thread' or 'process', got {pool!r}")
         if not isinstance(concurrency, int) or concurrency < 1:
@@ -84,12 +90,17 @@ class Worker:
             raise ConfigurationError("a worker needs at least one queue")
         for queue in queues:
             app.check_queue_name(queue)
+        prefetch = app.prefetch if prefetch is None else prefetch
+        if not isinstance(prefetch, int) or not 1 <= prefetch <= MAX_PREFETCH:
+            raise ConfigurationError(f"prefetch must be an int from 1 to {MAX_PREFETCH}, "
+                                     f"got {prefetch!r}")
         self.app = app
         self.queues = list(queues)
         self.concurrency = concurrency
         self.pool = pool
         self.burst = burst
         self.grace = grace
+        self.prefetch = prefetch
         self.name = name or f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
         self.processed = 0
         self.failed = 0
@@ -105,9 +116,18 @@ class Worker:
         self._waiting = False
         self._next_event_ms: Optional[int] = None
         self._on_start: Optional[Callable[[Job, Message], None]] = None
+        self._on_stopping: Optional[Callable[[Optional[Job]], None]] = None
         self._registers = True
         self._pipelined = False
-        self._next_job: Optional[Job] = None
+        # Leased tasks not started yet (prefetch), in the order fetched.
+        self._buffer: Deque[Job] = deque()
+        # The job last taken from the buffer: a process pool child runs one at a time.
+        self._running: Optional[Job] = None
+        # Outcomes a child has not recorded yet (their tasks stay leased meanwhile).
+        self._acks: List[Tuple[Job, Ack]] = []
+        self._acks_since = 0.0
+        # Wakes the heartbeat thread early: a stop, or outcomes waiting to be recorded.
+        self._nudge = threading.Event()
         self._stop_reason = ""
 
     @property
@@ -141,8 +161,8 @@ class Worker:
             self._dispatch(threads)
         finally:
             self._close(threads)
-            self._stop.set()
-            self._beating.set()
+            self._request_stop()
+            self._stop_beating()
             heartbeat.join(timeout=5)
             restore()
             self.forget()
@@ -153,24 +173,32 @@ class Worker:
         self.broker.register_queues(self.queues)
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
-                    on_done: Callable[[int, int], None]) -> None:
+                    on_done: Callable[[int, int], None],
+                    on_stopping: Callable[[Optional[Job]], None]) -> None:
         """In a process pool child: serve tasks through a worker of this process's own.
 
         ``on_start`` hears of each attempt with its time limit, ``on_done`` of the
-        child's counters after each task.
+        child's counters after each task, ``on_stopping`` (once a stop is asked)
+        of the task still running.
         """
         child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
-                       grace=self.grace, name=f"{self.name}.{os.getpid()}")
+                       grace=self.grace, name=f"{self.name}.{os.getpid()}",
+                       prefetch=self.prefetch)
 
         def started(job: Job, message: Message) -> None:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
 
-        child.run_child(started, lambda: on_done(child.processed, child.failed))
+        child.run_child(started, lambda: on_done(child.processed, child.failed), on_stopping)
 
-    def run_child(self, on_start: Callable[[Job, Message], None],
-                  on_done: Callable[[], None]) -> None:
-        """Serve tasks one at a time in this process (a process pool child)."""
+    def run_child(self, on_start: Callable[[Job, Message], None], on_done: Callable[[], None],
+                  on_stopping: Callable[[Optional[Job]], None]) -> None:
+        """Serve tasks one at a time in this process (a process pool child).
+
+        ``on_start`` hears of each task before it runs, ``on_done`` after;
+        ``on_stopping`` hears, once a stop is asked, of the task still running.
+        """
         self._on_start = on_start
+        self._on_stopping = on_stopping
         self._registers = False  # the supervisor speaks for its children
         self._pipelined = True
         restore = self._install_signals()
@@ -180,15 +208,22 @@ class Worker:
         try:
             while not self._stop.is_set():
                 if self.run_once():
+                    with self._lock:
+                        self._running = None
                     on_done()
                 elif self.burst and not self._more_due_now():
                     break
                 else:
                     self._wait_for_work()
         finally:
-            self._stop.set()
+            self._request_stop()
+            try:
+                self._flush_acks(fetch=False)
+            except BrokerError as exc:
+                logger.error("could not record %d result(s) (%s); their tasks will be "
+                             "delivered again when their lease expires", len(self._acks), exc)
             self._release_all()
-            self._beating.set()
+            self._stop_beating()
             heartbeat.join(timeout=5)
             restore()
             if self._stop_reason:
@@ -196,7 +231,16 @@ class Worker:
 
     def stop(self) -> None:
         """Ask the worker to stop fetching; running tasks finish within the grace."""
+        self._request_stop()
+
+    def _request_stop(self) -> None:
         self._stop.set()
+        self._nudge.set()
+
+    def _stop_beating(self) -> None:
+        """Once no task is held any more: end the heartbeat thread."""
+        self._beating.set()
+        self._nudge.set()
 
     def run_once(self) -> bool:
         """Fetch at most one task and run it in this thread; True if one ran."""
@@ -249,8 +293,7 @@ class Worker:
         """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
         timeout = 5.0
         if self._next_event_ms is not None:
-            # +1 ms: the clock has whole milliseconds; waking before the due ms is useless
-            timeout = max(0.0, (self._next_event_ms + 1 - self.app.clock.now_ms()) / 1000.0)
+            timeout = max(0.0, self._seconds_until(self._next_event_ms))
         if self._stop.is_set():
             return
         self._waiting = True
@@ -259,19 +302,36 @@ class Worker:
         finally:
             self._waiting = False
 
+    def _seconds_until(self, due_ms: int) -> float:
+        """Seconds until the app's clock reads ``due_ms``.
+
+        The real clock is read to the microsecond (plus a hair, so the wait never
+        ends just short of the due millisecond): counting from a whole-ms reading
+        would wake up to 1 ms late. Other clocks tick in whole ms: one more is waited.
+        """
+        if isinstance(self.app.clock, SystemClock):
+            return due_ms / 1000.0 - time.time() + 0.00005
+        return (due_ms + 1 - int(self.app.clock.now_ms())) / 1000.0
+
     # -- one task ------------------------------------------------------------
 
     def fetch(self) -> Optional[Job]:
-        """Lease the best ready task, trying the queues in order."""
-        if self._next_job is not None:
-            ready, self._next_job = self._next_job, None
-            return ready
+        """Lease the best ready tasks, trying the queues in order; hand out the first.
+
+        Up to ``prefetch`` tasks are leased per round trip; the rest wait in this
+        worker's buffer, their leases renewed by the heartbeat.
+        """
+        job = self._next_buffered()
+        if job is not None or self._closing:
+            return job
         now_ms = self.app.clock.now_ms()
         next_event: Optional[int] = None
         for queue in self.queues:
-            result = self.broker.fetch(queue, now_ms=now_ms, lease_ms=self._lease_ms, count=1,
+            result = self.broker.fetch(queue, now_ms=now_ms, lease_ms=self._lease_ms,
+                                       count=self.prefetch,
                                        max_deliveries=self.app.max_deliveries)
-            job = self._take(queue, result)
+            self._take(queue, result)
+            job = self._next_buffered()
             if job is not None:
                 return job
             if result.next_event_ms is not None:
@@ -279,21 +339,30 @@ class Worker:
         self._next_event_ms = next_event
         return None
 
-    def _take(self, queue: str, result: FetchResult) -> Optional[Job]:
+    def _next_buffered(self) -> Optional[Job]:
+        with self._lock:
+            if not self._buffer or self._closing:
+                return None
+            job = self._running = self._buffer.popleft()
+        return job
+
+    def _take(self, queue: str, result: FetchResult) -> None:
         """Hold what a fetch leased, unless the worker is closing; bury the poisoned."""
         for task_id in result.poisoned:
             self._bury_poisoned(queue, task_id)
-        for delivery in result.deliveries:
-            with self._lock:
-                closing = self._closing
-                if not closing:
-                    self._leases[delivery.task_id] = (queue, delivery.priority)
-            if closing:
-                self.broker.release(queue, [(delivery.task_id, delivery.priority)])
-                return None
-            self.broker.stop_waiting()
-            return Job(queue, delivery)
-        return None
+        if not result.deliveries:
+            return
+        jobs = [Job(queue, delivery) for delivery in result.deliveries]
+        with self._lock:
+            closing = self._closing
+            if not closing:
+                for job in jobs:
+                    self._leases[job.task_id] = (queue, job.delivery.priority)
+                self._buffer.extend(jobs)
+        if closing:
+            self.broker.release(queue, [(job.task_id, job.delivery.priority) for job in jobs])
+            return
+        self.broker.stop_waiting()
 
     def execute(self, job: Job) -> None:
         """Run one leased task and record its outcome; never raises for a task's error."""
@@ -309,6 +378,9 @@ class Worker:
                 f"this worker"), "unknown task")
             return
         if self._on_start is not None:
+            if task.options.timeout is not None and self._acks:
+                # this attempt may be killed with its process: record what is done first
+                self._record_acks(fetch=False)
             self._on_start(job, message)
         started = time.monotonic()
         value: Any = None
@@ -335,11 +407,15 @@ class Worker:
             outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
             ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
             try:
-                self._record(lambda: self._ack(job, outcome, ttl_ms, task.name), job,
-                             "record a result")
-            except EncodeError as exc:  # raised before anything was sent
+                ack = self.broker.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
+                                              task_name=task.name)
+            except EncodeError as exc:
                 self._bury(job, message, exc, "the return value cannot be encoded")
                 return
+            if self._pipelined:
+                self._defer_ack(job, ack)
+            else:
+                self._record(lambda: self.broker.ack_many([ack])[0], job, "record a result")
             self.processed += 1
             logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
             return
@@ -365,18 +441,67 @@ class Worker:
         logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
                     type(error).__name__, error, duration)
 
-    def _ack(self, job: Job, outcome: Outcome, ttl_ms: int, task_name: str) -> bool:
-        """Ack; a child draining a queue fetches its next task in the same round trip."""
-        if not self._pipelined or self._stop.is_set() or self._next_job is not None:
-            return self.broker.ack(job.queue, job.delivery.task_id, outcome, ttl_ms,
-                                   task_name=task_name)
+    def _defer_ack(self, job: Job, ack: Ack) -> None:
+        """A child records outcomes in batches: while its buffer holds more tasks, for
+        up to ``ACK_WINDOW``; when the buffer runs dry, with its next fetch.
+        """
+        with self._lock:
+            if not self._acks:
+                self._acks_since = time.monotonic()
+            self._acks.append((job, ack))
+            first = len(self._acks) == 1
+            more = bool(self._buffer) and not self._closing
+        if more and time.monotonic() - self._acks_since < ACK_WINDOW:
+            if first:
+                self._nudge.set()  # the heartbeat records them if the next task runs long
+            return
+        self._record_acks(fetch=not more and not self._stop.is_set())
+
+    def _record_acks(self, fetch: bool) -> None:
+        """Record the waiting outcomes, retrying through outages: they must not be lost."""
+        try:
+            self._flush_acks(fetch)
+            return
+        except BrokerError as exc:
+            backoff = Backoff("record results")
+            time.sleep(backoff.failed(exc))
+        while True:
+            try:
+                self._flush_acks(fetch=False)
+                break
+            except BrokerError as exc:
+                time.sleep(backoff.failed(exc))
+        backoff.succeeded()
+
+    def _flush_acks(self, fetch: bool) -> None:
+        """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
+        tasks of the first queue in the same round trip."""
+        with self._lock:
+            acks, self._acks = self._acks, []
+        if not acks and not fetch:
+            return
+        entries = [ack for _, ack in acks]
         first = self.queues[0]
-        held, result = self.broker.ack_and_fetch(
-            job.queue, job.delivery.task_id, outcome, ttl_ms, first,
-            now_ms=self.app.clock.now_ms(), lease_ms=self._lease_ms, count=1,
-            max_deliveries=self.app.max_deliveries, task_name=task_name)
-        self._next_job = self._take(first, result)
-        return held
+        result: Optional[FetchResult] = None
+        try:
+            if fetch:
+                held, result = self.broker.ack_and_fetch(
+                    entries, first, now_ms=self.app.clock.now_ms(), lease_ms=self._lease_ms,
+                    count=self.prefetch, max_deliveries=self.app.max_deliveries)
+            else:
+                held = self.broker.ack_many(entries)
+        except BrokerError:
+            with self._lock:
+                self._acks[:0] = acks  # still leased: recorded by the next try
+            raise
+        with self._lock:
+            for job, _ in acks:
+                self._leases.pop(job.task_id, None)
+        for (job, _), still_held in zip(acks, held):
+            if not still_held:
+                _warn_lost_lease(job)
+        if result is not None:
+            self._take(first, result)
 
     def _bury(self, job: Job, message: Optional[Message], error: BaseException,
               reason: str) -> None:
@@ -412,22 +537,71 @@ class Worker:
         with self._lock:
             self._leases.pop(job.delivery.task_id, None)
         if held is False:
-            logger.warning("task %s: its lease had expired and it may have been delivered "
-                           "again; raise visibility_timeout if tasks stall this long",
-                           job.delivery.task_id)
+            _warn_lost_lease(job)
 
     # -- leases, heartbeat, stop ---------------------------------------------
 
     def _heartbeat_loop(self) -> None:
+        """Renew leases until the worker holds none; record outcomes a child let wait.
+
+        It goes on through a stop: a task let finish within the grace is still
+        this live worker's, and its lease must not lapse meanwhile.
+        """
         period = self.heartbeat_period
         backoff = Backoff("renew leases")
-        while not self._beating.wait(period):
+        next_beat = time.monotonic() + period
+        stopping = False
+        while not self._beating.is_set():
+            wake = next_beat
+            with self._lock:
+                if self._acks:
+                    wake = min(wake, self._acks_since + ACK_WINDOW)
+            self._nudge.wait(max(0.0, wake - time.monotonic()))
+            self._nudge.clear()
+            if self._beating.is_set():
+                break
+            if self._stop.is_set() and not stopping:
+                stopping = True
+                self._stopping()
             try:
-                self.beat()
+                with self._lock:
+                    overdue = bool(self._acks) and (
+                        time.monotonic() - self._acks_since >= ACK_WINDOW)
+                if overdue:
+                    self._flush_acks(fetch=False)
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + period
+                    self.beat()
             except BrokerError as exc:
                 backoff.failed(exc)
             else:
                 backoff.succeeded()
+
+    def _stopping(self) -> None:
+        """Once a stop is asked: give back the buffer now, not after the running task."""
+        with self._lock:
+            self._closing = True
+            waiting = list(self._buffer)
+            self._buffer.clear()
+            for job in waiting:
+                self._leases.pop(job.task_id, None)
+            running = self._running
+        if waiting:
+            self._give_back(waiting)
+        if self._on_stopping is not None:
+            self._on_stopping(running)
+
+    def _give_back(self, jobs: List[Job]) -> None:
+        by_queue: Dict[str, List[Tuple[str, int]]] = {}
+        for job in jobs:
+            by_queue.setdefault(job.queue, []).append((job.task_id, job.delivery.priority))
+        for queue, leases in by_queue.items():
+            try:
+                count = self.broker.release(queue, leases)
+                logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
+            except BrokerError as exc:
+                logger.error("could not give back tasks to queue %r (%s); they will be "
+                             "delivered again when their lease expires", queue, exc)
 
     def beat(self) -> None:
         """Renew the leases of running tasks and say this worker is alive."""
@@ -460,20 +634,18 @@ class Worker:
         self._release_all()
 
     def _release_all(self) -> None:
+        """Give back every lease held, except those of outcomes waiting to be recorded."""
         with self._lock:
             self._closing = True
-            held = list(self._leases.items())
-            self._leases.clear()
-        by_queue: Dict[str, List[Tuple[str, int]]] = {}
-        for task_id, (queue, priority) in held:
-            by_queue.setdefault(queue, []).append((task_id, priority))
-        for queue, leases in by_queue.items():
-            try:
-                count = self.broker.release(queue, leases)
-                logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
-            except BrokerError as exc:
-                logger.error("could not give back tasks to queue %r (%s); they will be "
-                             "delivered again when their lease expires", queue, exc)
+            self._buffer.clear()
+            finished = {job.task_id for job, _ in self._acks}
+            held = [Job(queue, Delivery(task_id, b"", 0, priority))
+                    for task_id, (queue, priority) in self._leases.items()
+                    if task_id not in finished]
+            for job in held:
+                del self._leases[job.task_id]
+        if held:
+            self._give_back(held)
 
     def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
         """The process pool killed the attempt at its time limit: record the failure."""
@@ -508,7 +680,7 @@ class Worker:
             # Only flags here: logging from a handler can re-enter a half-written record.
             if not self._stop.is_set():
                 self._stop_reason = signal.Signals(signum).name
-            self._stop.set()
+            self._request_stop()
             if self._waiting:
                 self._waiting = False  # a second signal must not raise again
                 raise _WakeUp()
@@ -539,3 +711,8 @@ def _failure(error: BaseException, status: str, now_ms: int, attempt: int,
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     return Outcome(status, now_ms, exc_type=type(error).__name__, message=str(error),
                    traceback=trace, reason=reason, attempt=attempt)
+
+
+def _warn_lost_lease(job: Job) -> None:
+    logger.warning("task %s: its lease had expired and it may have been delivered again; "
+                   "raise visibility_timeout if tasks stall this long", job.task_id)
