@@ -34,7 +34,7 @@ WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
 
-_SCRIPTS = ("promote", "enqueue", "fetch", "ack", "retry", "bury", "release", "cancel",
+_SCRIPTS = ("enqueue", "fetch", "ack", "retry", "bury", "release", "cancel",
             "revive", "purge_dead", "state")
 
 
@@ -72,8 +72,16 @@ class DeadLetter:
     info: Optional[bytes]
 
 
+#: Scripts that move due delayed tasks first: promote.lua's function goes in front.
+_PROMOTING = frozenset({"enqueue", "fetch", "revive"})
+
+
 def _read_script(name: str) -> str:
-    return (importlib.resources.files("minitask") / "lua" / f"{name}.lua").read_text("utf-8")
+    folder = importlib.resources.files("minitask") / "lua"
+    source = (folder / f"{name}.lua").read_text("utf-8")
+    if name in _PROMOTING:
+        source = (folder / "promote.lua").read_text("utf-8") + source
+    return source
 
 
 def _text(value: Any) -> str:
@@ -207,12 +215,6 @@ class RedisBroker:
             script = self._packed[(name, queue)] = _PackedScript(self._sources[name], static_keys)
         return script
 
-    def _promote_call(self, queue: str, now_ms: int) -> _Call:
-        """Move due delayed tasks to their ready lists: sent before anything that
-        appends to a ready list, so they keep the order in which they fell due."""
-        k = self.keys(queue)
-        return ("promote", queue, (k.delayed, k.order, *k.ready), (now_ms, BATCH_LIMIT), 0)
-
     def _connection(self) -> Any:
         """This thread's own connection: no pool round trip on the hot path.
 
@@ -277,7 +279,7 @@ class RedisBroker:
                    commands: Sequence[bytes]) -> List[Any]:
         connection = self._connection()
         try:
-            connection.send_packed_command(list(commands))
+            connection.send_packed_command([b"".join(commands)])  # one write, one syscall
             replies: List[Any] = []
             missing = []
             for index in range(len(commands)):
@@ -303,14 +305,12 @@ class RedisBroker:
         """Store (id, body, priority, due_ms) entries of one queue; returns how many were new."""
         k = self.keys(queue)
         tail: List[Any] = [k.result(task_id) for task_id, _, _, _ in entries]
-        tail += (now_ms, WAKE_CAP)
+        tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
         for task_id, body, priority, due_ms in entries:
             tail += (task_id, body, priority, due_ms)
-        added = self._run_calls([
-            self._promote_call(queue, now_ms),
-            ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
-             tail, len(entries)),
-        ], f"enqueue into queue {queue!r}")[-1]
+        added = self._run_packed(
+            "enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
+            tail, f"enqueue into queue {queue!r}", dynamic_keys=len(entries))
         if queue not in self._known_queues:
             self.register_queues([queue])
         return int(added)
@@ -400,9 +400,8 @@ class RedisBroker:
     def _fetch_calls(self, queue: str, now_ms: int, lease_ms: int, count: int,
                      max_deliveries: int) -> List[_Call]:
         k = self.keys(queue)
-        return [self._promote_call(queue, now_ms),
-                ("fetch", queue, (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead,
-                                  *k.ready, k.cancelled),
+        return [("fetch", queue, (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead,
+                                  *k.ready, k.cancelled, k.order),
                  (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT), 0)]
 
     @staticmethod
@@ -577,11 +576,10 @@ class RedisBroker:
     def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> bool:
         """Put a dead task at the tail of its queue, behind every task due by ``now_ms``."""
         k = self.keys(queue)
-        done = self._run_calls([
-            self._promote_call(queue, now_ms),
-            ("revive", queue, (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id),
-                               *k.ready), (task_id, body, priority), 0),
-        ], f"requeue dead task {task_id}")[-1]
+        done = self._run("revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id),
+                                    *k.ready, k.delayed, k.order),
+                         (task_id, body, priority, now_ms, BATCH_LIMIT),
+                         f"requeue dead task {task_id}")
         return bool(done)
 
     def purge_dead(self, queue: str, task_ids: Sequence[str]) -> int:

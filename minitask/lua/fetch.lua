@@ -1,11 +1,13 @@
--- fetch: re-deliver expired leases, then lease the best ready tasks, in one atomic
--- step any number of workers may run at once (promote.lua runs just before it).
+-- fetch: promote due delayed tasks (promote.lua, prepended by the broker),
+-- re-deliver expired leases, then lease the best ready tasks, in one atomic step
+-- any number of workers may run at once.
 -- KEYS[1] delayed (ZSET)     KEYS[2] leases (ZSET)     KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)  KEYS[5] wake (LIST)       KEYS[6] dead (ZSET)
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
--- KEYS[17] cancelled (ZSET)
+-- KEYS[17] cancelled (ZSET)   KEYS[18] order (HASH)
 -- ARGV[1] now (ms)   ARGV[2] lease deadline (ms)   ARGV[3] how many to lease
--- ARGV[4] max deliveries   ARGV[5] batch limit for reclaim and for stale entries dropped
+-- ARGV[4] max deliveries
+-- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
 -- Returns: {leased, poisoned, next_event_ms}
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
@@ -18,6 +20,7 @@ local want = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local horizon = string.format('%.0f', now * 10 + 9)
+promote_due(KEYS[1], KEYS[18], 7, now, limit)
 
 local poisoned = {}
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)

@@ -1,11 +1,15 @@
--- revive: put a dead task back at the tail of its queue for a fresh start.
+-- revive: put a dead task back at the tail of its queue for a fresh start, behind
+-- the delayed tasks already due (promote.lua, prepended by the broker, moves them).
 -- KEYS[1] dead (ZSET)   KEYS[2] dead_info (HASH)   KEYS[3] messages (HASH)
 -- KEYS[4] wake (LIST)   KEYS[5] result (LIST)
 -- KEYS[6..15] ready lists, priority 9 first (KEYS[15 - p] holds priority p)
+-- KEYS[16] delayed (ZSET)   KEYS[17] order (HASH)
 -- ARGV[1] id   ARGV[2] encoded message for the new first attempt   ARGV[3] priority
+-- ARGV[4] now (ms)   ARGV[5] promotion limit
 -- Returns: 1 when revived, 0 when the id is not among the dead letters.
 local id = ARGV[1]
 if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+promote_due(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[5]))
 redis.call('HDEL', KEYS[2], id)
 redis.call('HSET', KEYS[3], id, ARGV[2])
 redis.call('DEL', KEYS[5])
