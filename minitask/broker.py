@@ -223,7 +223,15 @@ class RedisBroker:
         held = getattr(self._local, "held", None)
         if held is None or held[0] != os.getpid():
             held = self._local.held = (os.getpid(), self._make_connection())
-        return _connected(held[1])
+        connection = _connected(held[1])
+        sock = getattr(connection, "_sock", None)
+        if sock is not None and select.select([sock], [], [], 0)[0]:
+            # Between calls there is nothing to read: the server closed this connection
+            # (a restart, a failover, a timeout). Checked before the write, since after
+            # it a lost reply could not tell whether the scripts ran.
+            connection.disconnect()
+            connection = _connected(connection)
+        return connection
 
     def _waiter(self) -> List[Any]:
         """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
@@ -265,38 +273,30 @@ class RedisBroker:
                      what: str) -> List[Any]:
         """Send packed script calls in one write and read every reply, in order.
 
-        A kept connection may have been closed by the server since its last use
-        (a restart, a failover, an idle timeout): that surfaces as a connection
-        error on the first reply, and the calls are sent once more on a new one.
+        Never sent twice: once written, a call may have run even if its reply is
+        lost, so a failure is the caller's BrokerError to handle.
         """
         with self._errors(what):
+            connection = self._connection()
             try:
-                return self._send_once(scripts, commands)
-            except redis.ConnectionError:
-                return self._send_once(scripts, commands)
-
-    def _send_once(self, scripts: Sequence[_PackedScript],
-                   commands: Sequence[bytes]) -> List[Any]:
-        connection = self._connection()
-        try:
-            connection.send_packed_command([b"".join(commands)])  # one write, one syscall
-            replies: List[Any] = []
-            missing = []
-            for index in range(len(commands)):
-                try:
-                    replies.append(connection.read_response())
-                except redis.exceptions.NoScriptError:
-                    missing.append(index)  # first use on this server, or after a flush
-                    replies.append(None)
-            for index in missing:  # a script that ran is never sent twice
-                connection.send_command("SCRIPT", "LOAD", scripts[index].source)
-                connection.read_response()
-                connection.send_packed_command([commands[index]])
-                replies[index] = connection.read_response()
-            return replies
-        except BaseException:
-            connection.disconnect()  # a half-read reply must not reach the next caller
-            raise
+                connection.send_packed_command([b"".join(commands)])  # one write, one syscall
+                replies: List[Any] = []
+                missing = []
+                for index in range(len(commands)):
+                    try:
+                        replies.append(connection.read_response())
+                    except redis.exceptions.NoScriptError:
+                        missing.append(index)  # first use on this server, or after a flush
+                        replies.append(None)
+                for index in missing:  # a script that ran is never sent twice
+                    connection.send_command("SCRIPT", "LOAD", scripts[index].source)
+                    connection.read_response()
+                    connection.send_packed_command([commands[index]])
+                    replies[index] = connection.read_response()
+                return replies
+            except BaseException:
+                connection.disconnect()  # a half-read reply must not reach the next caller
+                raise
 
     # -- producing ---------------------------------------------------------------
 

@@ -70,7 +70,7 @@ class Supervised(Protocol[J]):
     def give_back(self, job: J) -> None: ...
 
     def serve_child(self, on_start: Callable[[J, Message, Optional[float]], None],
-                    on_done: Callable[[int, int], None],
+                    on_end: Callable[[], None], on_done: Callable[[int, int], None],
                     on_stopping: Callable[[Optional[J]], None]) -> None: ...
 
 
@@ -214,14 +214,21 @@ class ProcessPool(Generic[J]):
             conns = {child.conn: child for child in self.children.values()}
             for conn in wait(list(conns), timeout=0.1):
                 self._read(conns[conn])  # type: ignore[index]
-            now = time.monotonic()
+            self._enforce_time_limits()
             for pid, child in list(self.children.items()):
-                if child.deadline is not None and now > child.deadline + KILL_SLACK:
-                    self._time_out(child)
                 if not child.process.is_alive():
+                    code = child.process.exitcode
                     self._reap(pid, child)
-                    if not self.worker.burst and not self._stop.is_set():
+                    # a burst child that ends on its own is done; one that was killed
+                    # or crashed is replaced, or what is still ready would never run
+                    if not self._stop.is_set() and (not self.worker.burst or code != 0):
                         self._spawn()
+
+    def _enforce_time_limits(self) -> None:
+        now = time.monotonic()
+        for child in list(self.children.values()):
+            if child.deadline is not None and now > child.deadline + KILL_SLACK:
+                self._time_out(child)
 
     def _read(self, child: _Child[J]) -> None:
         try:
@@ -273,6 +280,7 @@ class ProcessPool(Generic[J]):
                 for child in self.children.values():
                     if child.conn is conn:
                         self._read(child)
+            self._enforce_time_limits()  # a runaway must not use up the whole grace
             for pid, child in list(self.children.items()):
                 if not child.process.is_alive():
                     self._reap(pid, child)
@@ -336,16 +344,19 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
         if timed[0]:  # the supervisor kills the attempt at its limit
             send(("start", job, message, timeout))
 
+    def on_end() -> None:
+        if timed[0]:  # returned in time: recording its outcome must not be cut short
+            timed[0] = False
+            send(("done",))
+
     def on_done(processed: int, failed: int) -> None:
         counts[0], counts[1] = processed, failed
-        if timed[0]:
-            send(("done",))
 
     def on_stopping(running: Optional[J]) -> None:
         if running is not None:  # given back by the supervisor if the grace runs out
             send(("running", running))
 
-    parent.serve_child(on_start, on_done, on_stopping)
+    parent.serve_child(on_start, on_end, on_done, on_stopping)
     conn.close()
 
 

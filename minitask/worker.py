@@ -116,6 +116,7 @@ class Worker:
         self._waiting = False
         self._next_event_ms: Optional[int] = None
         self._on_start: Optional[Callable[[Job, Message], None]] = None
+        self._on_end: Optional[Callable[[], None]] = None
         self._on_stopping: Optional[Callable[[Optional[Job]], None]] = None
         self._registers = True
         self._pipelined = False
@@ -173,13 +174,14 @@ class Worker:
         self.broker.register_queues(self.queues)
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
-                    on_done: Callable[[int, int], None],
+                    on_end: Callable[[], None], on_done: Callable[[int, int], None],
                     on_stopping: Callable[[Optional[Job]], None]) -> None:
         """In a process pool child: serve tasks through a worker of this process's own.
 
-        ``on_start`` hears of each attempt with its time limit, ``on_done`` of the
-        child's counters after each task, ``on_stopping`` (once a stop is asked)
-        of the task still running.
+        ``on_start`` hears of each attempt with its time limit, ``on_end`` that the
+        attempt's function returned, ``on_done`` of the child's counters once its
+        outcome is recorded, ``on_stopping`` (once a stop is asked) of the task
+        still running.
         """
         child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
@@ -188,16 +190,20 @@ class Worker:
         def started(job: Job, message: Message) -> None:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
 
-        child.run_child(started, lambda: on_done(child.processed, child.failed), on_stopping)
+        child.run_child(started, on_end, lambda: on_done(child.processed, child.failed),
+                        on_stopping)
 
-    def run_child(self, on_start: Callable[[Job, Message], None], on_done: Callable[[], None],
+    def run_child(self, on_start: Callable[[Job, Message], None], on_end: Callable[[], None],
+                  on_done: Callable[[], None],
                   on_stopping: Callable[[Optional[Job]], None]) -> None:
         """Serve tasks one at a time in this process (a process pool child).
 
-        ``on_start`` hears of each task before it runs, ``on_done`` after;
-        ``on_stopping`` hears, once a stop is asked, of the task still running.
+        ``on_start`` hears of each task before it runs, ``on_end`` when its function
+        returns, ``on_done`` once its outcome is recorded; ``on_stopping`` hears,
+        once a stop is asked, of the task still running.
         """
         self._on_start = on_start
+        self._on_end = on_end
         self._on_stopping = on_stopping
         self._registers = False  # the supervisor speaks for its children
         self._pipelined = True
@@ -216,15 +222,17 @@ class Worker:
                 else:
                     self._wait_for_work()
         finally:
+            # No task runs any more: end the heartbeat first, so that its own flush of
+            # outcomes cannot race the final flush and the give-back below.
             self._request_stop()
+            self._stop_beating()
+            heartbeat.join(timeout=5)
             try:
                 self._flush_acks(fetch=False)
             except BrokerError as exc:
                 logger.error("could not record %d result(s) (%s); their tasks will be "
                              "delivered again when their lease expires", len(self._acks), exc)
             self._release_all()
-            self._stop_beating()
-            heartbeat.join(timeout=5)
             restore()
             if self._stop_reason:
                 logger.debug("child stopped on %s", self._stop_reason)
@@ -296,9 +304,14 @@ class Worker:
             timeout = max(0.0, self._seconds_until(self._next_event_ms))
         if self._stop.is_set():
             return
+        self._guarded(lambda: self._blocking_wait(timeout), "wait for tasks")
+
+    def _blocking_wait(self, timeout: float) -> bool:
+        """The one place a signal may cut short (with ``_WakeUp``): not a backoff pause,
+        which ``_guarded`` waits out on the stop event instead."""
         self._waiting = True
         try:
-            self._guarded(lambda: self.broker.wait(self.queues, timeout), "wait for tasks")
+            return not self._stop.is_set() and self.broker.wait(self.queues, timeout)
         finally:
             self._waiting = False
 
@@ -322,7 +335,7 @@ class Worker:
         worker's buffer, their leases renewed by the heartbeat.
         """
         job = self._next_buffered()
-        if job is not None or self._closing:
+        if job is not None or self._closing or self._stop.is_set():
             return job
         now_ms = self.app.clock.now_ms()
         next_event: Optional[int] = None
@@ -341,17 +354,18 @@ class Worker:
 
     def _next_buffered(self) -> Optional[Job]:
         with self._lock:
-            if not self._buffer or self._closing:
+            if not self._buffer or self._closing or self._stop.is_set():
                 return None
             job = self._running = self._buffer.popleft()
         return job
 
     def _take(self, queue: str, result: FetchResult) -> None:
-        """Hold what a fetch leased, unless the worker is closing; bury the poisoned."""
-        for task_id in result.poisoned:
-            self._bury_poisoned(queue, task_id)
-        if not result.deliveries:
-            return
+        """Hold what a fetch leased, unless the worker is closing; bury the poisoned.
+
+        What was leased is held first: a failure while burying must not leave a
+        fresh batch leased to nobody. A poisoned task that could not be buried
+        stays leased and expired, and the next fetch reports it again.
+        """
         jobs = [Job(queue, delivery) for delivery in result.deliveries]
         with self._lock:
             closing = self._closing
@@ -359,10 +373,16 @@ class Worker:
                 for job in jobs:
                     self._leases[job.task_id] = (queue, job.delivery.priority)
                 self._buffer.extend(jobs)
-        if closing:
-            self.broker.release(queue, [(job.task_id, job.delivery.priority) for job in jobs])
-            return
-        self.broker.stop_waiting()
+        if jobs and closing:
+            self._give_back(jobs)
+        elif jobs:
+            self.broker.stop_waiting()
+        for task_id in result.poisoned:
+            try:
+                self._bury_poisoned(queue, task_id)
+            except BrokerError as exc:
+                logger.error("could not dead-letter task %s (%s); the next fetch tries again",
+                             task_id, exc)
 
     def execute(self, job: Job) -> None:
         """Run one leased task and record its outcome; never raises for a task's error."""
@@ -378,9 +398,12 @@ class Worker:
                 f"this worker"), "unknown task")
             return
         if self._on_start is not None:
-            if task.options.timeout is not None and self._acks:
-                # this attempt may be killed with its process: record what is done first
-                self._record_acks(fetch=False)
+            if task.options.timeout is not None:
+                # this attempt may be killed with its process: record what is done, and
+                # give back what has not started, so neither waits for a lease to expire
+                if self._acks:
+                    self._record_acks(fetch=False)
+                self._give_back_buffer()
             self._on_start(job, message)
         started = time.monotonic()
         value: Any = None
@@ -390,6 +413,8 @@ class Worker:
                 value = task.func(*message.args, **message.kwargs)
             except (Exception, SystemExit) as exc:
                 error = exc
+        if self._on_end is not None:
+            self._on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started
         limit = task.options.timeout
         if error is None and limit is not None and duration > limit:
@@ -573,7 +598,7 @@ class Worker:
                     next_beat = time.monotonic() + period
                     self.beat()
             except BrokerError as exc:
-                backoff.failed(exc)
+                self._beating.wait(backoff.failed(exc))  # no busy loop while Redis is away
             else:
                 backoff.succeeded()
 
@@ -581,15 +606,20 @@ class Worker:
         """Once a stop is asked: give back the buffer now, not after the running task."""
         with self._lock:
             self._closing = True
+            running = self._running
+        self._give_back_buffer()
+        if self._on_stopping is not None:
+            self._on_stopping(running)
+
+    def _give_back_buffer(self) -> None:
+        """Return the prefetched tasks not started yet, uncounted, to their queues."""
+        with self._lock:
             waiting = list(self._buffer)
             self._buffer.clear()
             for job in waiting:
                 self._leases.pop(job.task_id, None)
-            running = self._running
         if waiting:
             self._give_back(waiting)
-        if self._on_stopping is not None:
-            self._on_stopping(running)
 
     def _give_back(self, jobs: List[Job]) -> None:
         by_queue: Dict[str, List[Tuple[str, int]]] = {}

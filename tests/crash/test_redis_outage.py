@@ -3,6 +3,7 @@ comes back (persisted with AOF) and resumes without exiting; a producer gets a c
 BrokerError while Redis is away and works again once it is back."""
 from __future__ import annotations
 
+import signal
 import time
 from typing import Callable
 
@@ -11,7 +12,8 @@ import pytest
 from minitask import BrokerError
 from tests.conftest import RedisServer, wait_until
 from tests.crash.support import (DEADLINE, QUEUE, ClientTasks, Kit, client_tasks,
-                                 close_producer, cpu_seconds, descendants, elapsed_since)
+                                 close_producer, cpu_seconds, descendants, elapsed_since,
+                                 exit_code, send)
 
 pytestmark = pytest.mark.crash
 
@@ -127,3 +129,23 @@ def _enqueues(producer: ClientTasks) -> bool:
     except BrokerError:
         return False
     return True
+
+
+@pytest.mark.parametrize("pool", ["process", "thread"])
+def test_sigterm_while_redis_is_down_still_exits_0(
+        start_redis: Callable[..., RedisServer], make_kit: Callable[[RedisServer], Kit],
+        pool: str) -> None:
+    """The stop signal lands while the worker waits out a backoff pause, not a BLPOP."""
+    server = persistent(start_redis)
+    kit = make_kit(server)
+    worker = kit.worker("--pool", pool, "-c", "1")
+    assert kit.tasks.record.delay("before").get(timeout=DEADLINE) == "before"
+
+    server.stop()
+    down_at = time.monotonic()
+    while elapsed_since(down_at) < 1.5:  # a few failed reconnections, then the signal
+        assert worker.poll() is None, "the worker exited while Redis was away"
+        time.sleep(0.1)
+    send(worker, signal.SIGTERM)
+
+    assert exit_code(worker) == 0

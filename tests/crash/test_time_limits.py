@@ -52,3 +52,31 @@ def test_runaway_first_attempt_is_killed_and_the_retry_succeeds(kit: Kit) -> Non
     assert handle.status() == "succeeded"
     kit.wait_until_drained()
     kit.assert_nothing_left()
+
+
+def test_prefetched_tasks_are_given_back_before_a_timed_attempt_that_gets_killed(
+        kit: Kit) -> None:
+    """With prefetch, the tasks waiting behind a timed attempt go back to the queue
+    before it starts: its kill costs them neither a lease expiry nor a delivery."""
+    keys = [f"behind-{i}" for i in range(3)]
+    runaway = kit.tasks.runaway.delay("runaway-first")
+    behind = [kit.tasks.record.delay(key) for key in keys]
+    kit.worker("--pool", "process", "-c", "1", "--prefetch", "5")
+
+    assert [handle.get(timeout=DEADLINE) for handle in behind] == keys
+    done = kit.marks_of("done", keys)
+    assert all(len(marks) == 1 and marks[0].delivery == 1 for marks in done.values()), done
+    wait_until(lambda: runaway.status() == "failed", timeout=DEADLINE,
+               message="the runaway to be dead-lettered")
+    kit.wait_until_drained()
+
+
+def test_burst_pool_replaces_a_child_killed_at_its_time_limit_and_runs_the_rest(
+        kit: Kit) -> None:
+    runaway = kit.tasks.runaway.delay("runaway-burst")
+    after = kit.tasks.record.delay("after-burst")
+    worker = kit.worker("--pool", "process", "-c", "1", "--burst")
+
+    assert worker.wait(timeout=DEADLINE) == 0
+    assert after.get(timeout=5) == "after-burst", "run by the replacement child"
+    assert runaway.status() == "failed"

@@ -9,8 +9,9 @@ import threading
 from typing import Any, Callable, List
 
 import pytest
+import redis
 
-from minitask import Minitask, TaskFailed, current_task
+from minitask import BrokerError, Minitask, TaskFailed, current_task
 from minitask.keys import QueueKeys
 from tests.conftest import wait_until
 
@@ -347,3 +348,31 @@ def test_cancelled_redelivered_task_leaves_no_delivery_count_behind(
     assert held.delivery.delivery == 1
     worker.execute(held)
     assert again.get(timeout=1) == "second"
+
+
+def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
+        app: Minitask, redis_client: Any, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once written, a fetch may have run even if its reply is lost: sending it again
+    would lease more tasks to nobody."""
+    @app.task
+    def work(index: int) -> None:
+        pass
+
+    work.delay_many([(i,) for i in range(3)])
+    app.broker.queue_counts("default")  # connects, and loads nothing yet
+    connection = app.broker._connection()
+    read = connection.read_response
+    lost = [False]
+
+    def read_then_lose(*args: Any, **kwargs: Any) -> Any:
+        reply = read(*args, **kwargs)
+        if not lost[0] and isinstance(reply, list):  # the fetch's reply, not SCRIPT LOAD's
+            lost[0] = True
+            raise redis.ConnectionError("connection lost while reading the reply")
+        return reply
+
+    monkeypatch.setattr(connection, "read_response", read_then_lose)
+    with pytest.raises(BrokerError):
+        app.broker.fetch("default", now_ms=clock.now_ms(), lease_ms=10_000, count=1,
+                         max_deliveries=3)
+    assert redis_client.zcard(QueueKeys(app.name, "default").leases) == 1, "ran once"
