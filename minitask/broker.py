@@ -225,7 +225,7 @@ class RedisBroker:
             held = self._local.held = (os.getpid(), self._make_connection())
         connection = _connected(held[1])
         sock = getattr(connection, "_sock", None)
-        if sock is not None and select.select([sock], [], [], 0)[0]:
+        if isinstance(sock, socket.socket) and select.select([sock], [], [], 0)[0]:
             # Between calls there is nothing to read: the server closed this connection
             # (a restart, a failover, a timeout). Checked before the write, since after
             # it a lost reply could not tell whether the scripts ran.
