@@ -13,7 +13,7 @@ from .handle import TaskHandle
 from .message import Message, SystemClock, to_ms, to_seconds
 from .serializer import check_arguments, decode_message, decode_outcome, encode_message
 from .task import P, R, Task, TaskOptions
-from .worker import MAX_PREFETCH, Worker
+from .worker import Worker, check_prefetch
 
 APP_OPTIONS = frozenset({"clock", "prefetch"})
 #: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
@@ -82,10 +82,7 @@ class Minitask:
         if not isinstance(result_ttl, (int, float)) or result_ttl <= 0:
             raise ConfigurationError(f"app {name!r}: result_ttl must be > 0 seconds, "
                                      f"got {result_ttl!r}")
-        prefetch = options.get("prefetch", 1)
-        if not isinstance(prefetch, int) or not 1 <= prefetch <= MAX_PREFETCH:
-            raise ConfigurationError(f"app {name!r}: prefetch must be an int from 1 to "
-                                     f"{MAX_PREFETCH}, got {prefetch!r}")
+        prefetch = check_prefetch(options.get("prefetch", 1), f"app {name!r}")
         self.name = name
         self.default_queue = default_queue
         self.result_ttl = float(result_ttl)

@@ -211,9 +211,7 @@ class ProcessPool(Generic[J]):
         while not self._stop.is_set():
             if not self.children:
                 return
-            conns = {child.conn: child for child in self.children.values()}
-            for conn in wait(list(conns), timeout=0.1):
-                self._read(conns[conn])  # type: ignore[index]
+            self._read_events(timeout=0.1)
             self._enforce_time_limits()
             for pid, child in list(self.children.items()):
                 if not child.process.is_alive():
@@ -223,6 +221,12 @@ class ProcessPool(Generic[J]):
                     # or crashed is replaced, or what is still ready would never run
                     if not self._stop.is_set() and (not self.worker.burst or code != 0):
                         self._spawn()
+
+    def _read_events(self, timeout: float) -> None:
+        """Wait up to ``timeout`` seconds for children's messages and take them in."""
+        conns = {child.conn: child for child in self.children.values()}
+        for conn in wait(list(conns), timeout=timeout):
+            self._read(conns[conn])  # type: ignore[index]
 
     def _enforce_time_limits(self) -> None:
         now = time.monotonic()
@@ -276,10 +280,7 @@ class ProcessPool(Generic[J]):
             _signal(child.process.pid, signal.SIGTERM)
         deadline = time.monotonic() + self.worker.grace
         while self.children and time.monotonic() < deadline:
-            for conn in wait([c.conn for c in self.children.values()], timeout=0.1):
-                for child in self.children.values():
-                    if child.conn is conn:
-                        self._read(child)
+            self._read_events(timeout=0.1)
             self._enforce_time_limits()  # a runaway must not use up the whole grace
             for pid, child in list(self.children.items()):
                 if not child.process.is_alive():

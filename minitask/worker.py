@@ -40,6 +40,14 @@ MAX_PREFETCH = 1000
 ACK_WINDOW = 0.002
 
 
+def check_prefetch(value: Any, owner: str) -> int:
+    """``value`` if it is a valid prefetch; ``owner`` names the app or worker in the error."""
+    if not isinstance(value, int) or not 1 <= value <= MAX_PREFETCH:
+        raise ConfigurationError(f"{owner}: prefetch must be an int from 1 to {MAX_PREFETCH}, "
+                                 f"got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Job:
     """A delivery this worker holds a lease on."""
@@ -90,10 +98,7 @@ class Worker:
             raise ConfigurationError("a worker needs at least one queue")
         for queue in queues:
             app.check_queue_name(queue)
-        prefetch = app.prefetch if prefetch is None else prefetch
-        if not isinstance(prefetch, int) or not 1 <= prefetch <= MAX_PREFETCH:
-            raise ConfigurationError(f"prefetch must be an int from 1 to {MAX_PREFETCH}, "
-                                     f"got {prefetch!r}")
+        prefetch = app.prefetch if prefetch is None else check_prefetch(prefetch, "worker")
         self.app = app
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -374,7 +379,7 @@ class Worker:
                     self._leases[job.task_id] = (queue, job.delivery.priority)
                 self._buffer.extend(jobs)
         if jobs and closing:
-            self._give_back(jobs)
+            self._give_back([_lease_of(job) for job in jobs])
         elif jobs:
             self.broker.stop_waiting()
         for task_id in result.poisoned:
@@ -484,19 +489,7 @@ class Worker:
 
     def _record_acks(self, fetch: bool) -> None:
         """Record the waiting outcomes, retrying through outages: they must not be lost."""
-        try:
-            self._flush_acks(fetch)
-            return
-        except BrokerError as exc:
-            backoff = Backoff("record results")
-            time.sleep(backoff.failed(exc))
-        while True:
-            try:
-                self._flush_acks(fetch=False)
-                break
-            except BrokerError as exc:
-                time.sleep(backoff.failed(exc))
-        backoff.succeeded()
+        _persist(lambda: self._flush_acks(fetch), "record results")
 
     def _flush_acks(self, fetch: bool) -> None:
         """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
@@ -551,14 +544,7 @@ class Worker:
 
     def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
         """Write an outcome, retrying through outages: it must not be lost."""
-        backoff = Backoff(what)
-        while True:
-            try:
-                held = step()
-                break
-            except BrokerError as exc:
-                time.sleep(backoff.failed(exc))
-        backoff.succeeded()
+        held = _persist(step, what)
         with self._lock:
             self._leases.pop(job.delivery.task_id, None)
         if held is False:
@@ -619,13 +605,11 @@ class Worker:
             for job in waiting:
                 self._leases.pop(job.task_id, None)
         if waiting:
-            self._give_back(waiting)
+            self._give_back([_lease_of(job) for job in waiting])
 
-    def _give_back(self, jobs: List[Job]) -> None:
-        by_queue: Dict[str, List[Tuple[str, int]]] = {}
-        for job in jobs:
-            by_queue.setdefault(job.queue, []).append((job.task_id, job.delivery.priority))
-        for queue, leases in by_queue.items():
+    def _give_back(self, held: List[Tuple[str, Tuple[str, int]]]) -> None:
+        """Release (task id, (queue, priority)) leases, as ``_leases`` holds them."""
+        for queue, leases in _by_queue(held).items():
             try:
                 count = self.broker.release(queue, leases)
                 logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
@@ -638,10 +622,7 @@ class Worker:
         now_ms = self.app.clock.now_ms()
         with self._lock:
             held = list(self._leases.items())
-        by_queue: Dict[str, List[Tuple[str, int]]] = {}
-        for task_id, (queue, priority) in held:
-            by_queue.setdefault(queue, []).append((task_id, priority))
-        for queue, leases in by_queue.items():
+        for queue, leases in _by_queue(held).items():
             self.broker.renew(queue, leases, now_ms + self._lease_ms)
         if not self._registers:
             return
@@ -669,11 +650,9 @@ class Worker:
             self._closing = True
             self._buffer.clear()
             finished = {job.task_id for job, _ in self._acks}
-            held = [Job(queue, Delivery(task_id, b"", 0, priority))
-                    for task_id, (queue, priority) in self._leases.items()
-                    if task_id not in finished]
-            for job in held:
-                del self._leases[job.task_id]
+            held = [lease for lease in self._leases.items() if lease[0] not in finished]
+            for task_id, _ in held:
+                del self._leases[task_id]
         if held:
             self._give_back(held)
 
@@ -741,6 +720,32 @@ def _failure(error: BaseException, status: str, now_ms: int, attempt: int,
     trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
     return Outcome(status, now_ms, exc_type=type(error).__name__, message=str(error),
                    traceback=trace, reason=reason, attempt=attempt)
+
+
+def _by_queue(held: List[Tuple[str, Tuple[str, int]]]) -> Dict[str, List[Tuple[str, int]]]:
+    """(task id, (queue, priority)) leases as (task id, priority) lists per queue."""
+    by_queue: Dict[str, List[Tuple[str, int]]] = {}
+    for task_id, (queue, priority) in held:
+        by_queue.setdefault(queue, []).append((task_id, priority))
+    return by_queue
+
+
+def _lease_of(job: Job) -> Tuple[str, Tuple[str, int]]:
+    return job.task_id, (job.queue, job.delivery.priority)
+
+
+def _persist(step: Callable[[], Any], what: str) -> Any:
+    """Run a step that writes an outcome until it succeeds, backing off while Redis is
+    away; unlike ``Worker._guarded``, a stop does not end it."""
+    backoff = Backoff(what)
+    while True:
+        try:
+            result = step()
+        except BrokerError as exc:
+            time.sleep(backoff.failed(exc))
+            continue
+        backoff.succeeded()
+        return result
 
 
 def _warn_lost_lease(job: Job) -> None:
