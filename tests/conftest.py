@@ -10,7 +10,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional
 
 import fakeredis
 import pytest
@@ -215,6 +215,19 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
         yield owner
     finally:
         owner.kill_all()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
+    outcome = yield
+    report = outcome.get_result()
+    setattr(item, f"report_{report.when}", report)
+
+
+def did_fail(request: pytest.FixtureRequest) -> bool:
+    """In a fixture's teardown: whether the test's setup or call failed (to print logs)."""
+    return any(getattr(getattr(request.node, f"report_{when}", None), "failed", False)
+               for when in ("setup", "call"))
 
 
 _KNOWN_FAILURES = [line.strip() for line in (ROOT / "tests" / "known_failures.txt").read_text()

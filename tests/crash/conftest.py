@@ -2,20 +2,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator
+from typing import Callable, Iterator
 
 import pytest
 import redis
 
-from tests.conftest import Processes, RedisServer
+from tests.conftest import Processes, RedisServer, did_fail
 from tests.crash.support import Kit
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, f"report_{report.when}", report)
 
 
 @pytest.fixture
@@ -32,8 +25,7 @@ def make_kit(processes: Processes, tmp_path: Path,
     try:
         yield make
     finally:
-        failed = any(getattr(getattr(request.node, f"report_{when}", None), "failed", False)
-                     for when in ("setup", "call"))
+        failed = did_fail(request)
         for kit in kits:
             if failed:
                 try:

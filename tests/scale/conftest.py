@@ -2,20 +2,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator, List
+from typing import Any, Callable, Iterator, List
 
 import pytest
 
-from tests.conftest import Processes, RedisServer
+from tests.conftest import Processes, RedisServer, did_fail
 from tests.scale.servers import Cluster
 from tests.scale.support import ScaleKit, unique_app
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, Any, None]:
-    outcome = yield
-    report = outcome.get_result()
-    setattr(item, f"report_{report.when}", report)
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +37,7 @@ def make_kit(processes: Processes, redis_server: RedisServer, tmp_path: Path,
     try:
         yield make
     finally:
-        failed = any(getattr(getattr(request.node, f"report_{when}", None), "failed", False)
-                     for when in ("setup", "call"))
+        failed = did_fail(request)
         processes.kill_all()
         for kit in kits:
             if failed:
