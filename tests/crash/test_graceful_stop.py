@@ -109,3 +109,29 @@ def test_second_sigint_exits_at_once_and_the_task_is_recovered_as_after_a_crash(
     assert done[0].pid != started[0].pid
     assert handle.status() == "succeeded"
     kit.assert_nothing_left()
+
+
+def test_sigterm_with_prefetch_gives_back_the_buffered_tasks_uncounted(kit: Kit) -> None:
+    """Tasks a child leased ahead but had not started go back to the head of the queue
+    at once, uncounted; the running one finishes within the grace."""
+    running = kit.tasks.slow.delay("running", 1.5)
+    waiting = [kit.tasks.record.delay(f"waiting-{i}") for i in range(3)]
+    worker = kit.worker("--pool", "process", "-c", "1", "--prefetch", "5")
+    kit.wait_for_marks("started", "running")
+    assert kit.queue_state()["leases"] == 4, "the child leased the waiting tasks too"
+
+    send(worker, signal.SIGTERM)
+
+    assert exit_code(worker) == 0
+    assert running.status() == "succeeded"
+    assert all(handle.status() == "queued" for handle in waiting)
+    assert all(kit.is_ready(handle.id) for handle in waiting), "given back to the queue"
+    assert kit.client.hlen(QUEUE.deliveries) == 0, "not counted as deliveries"
+    assert all(kit.marks("done", f"waiting-{i}") == [] for i in range(3)), "none started"
+
+    kit.worker("--pool", "process", "-c", "1")
+    assert [h.get(timeout=DEADLINE) for h in waiting] == [f"waiting-{i}" for i in range(3)]
+    assert all(marks[0].delivery == 1
+               for marks in kit.marks_of("done", [f"waiting-{i}" for i in range(3)]).values())
+    kit.wait_until_drained()
+    kit.assert_nothing_left()

@@ -2,11 +2,13 @@
 TimeLimitExceeded, and the worker goes on with other tasks."""
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from minitask import TaskFailed
 from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, QUEUE, Kit, pid_running
+from tests.crash.support import DEADLINE, QUEUE, Kit, pid_running, send
 
 pytestmark = pytest.mark.crash
 
@@ -80,3 +82,19 @@ def test_burst_pool_replaces_a_child_killed_at_its_time_limit_and_runs_the_rest(
     assert worker.wait(timeout=DEADLINE) == 0
     assert after.get(timeout=5) == "after-burst", "run by the replacement child"
     assert runaway.status() == "failed"
+
+
+def test_time_limit_is_enforced_during_the_grace_of_a_stop(kit: Kit) -> None:
+    """A runaway attempt cannot use up a long grace: it is killed at its limit and
+    recorded as failed, and the worker exits 0 long before the grace ends."""
+    worker = kit.worker("--pool", "process", "-c", "1", "--grace", "30")
+    handle = kit.tasks.runaway.delay("runaway-grace")
+    kit.wait_for_marks("started", "runaway-grace")
+
+    send(worker, signal.SIGTERM)
+
+    assert worker.wait(timeout=15) == 0, "exited at the time limit, not after the grace"
+    assert handle.status() == "failed"
+    with pytest.raises(TaskFailed) as failure:
+        handle.get(timeout=5)
+    assert failure.value.exc_type == "TimeLimitExceeded"
