@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import logging
 import os
 import select
 import socket
 import threading
+import time
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import redis
@@ -27,12 +29,16 @@ from .keys import check_name as check_name  # noqa: F401
 from .message import Message, Outcome, wall_ms
 from .serializer import decode_message, encode_message, encode_outcome
 
+logger = logging.getLogger(__name__)
+
 #: Idle workers block at most this long per call, so a vanished Redis is noticed.
 MAX_BLOCK_SECONDS = 5.0
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
+#: Longest a wait ended by CLIENT UNBLOCK waits for the replies it had pending.
+UNBLOCK_WAIT = 2.0
 
 _SCRIPTS = ("enqueue", "fetch", "ack", "retry", "bury", "release", "cancel",
             "revive", "purge_dead", "state")
@@ -61,6 +67,25 @@ class FetchResult:
     deliveries: List[Delivery]
     poisoned: List[str]
     next_event_ms: Optional[int]
+
+
+@dataclass(frozen=True)
+class FetchTerms:
+    """What a fetch asks for, other than the queue and the time."""
+
+    lease_ms: int
+    count: int
+    max_deliveries: int
+
+
+@dataclass
+class _Waiter:
+    """A thread's connection for blocking waits; ``keys`` of a BLPOP left pending."""
+
+    pid: int
+    connection: Any
+    keys: Optional[List[str]] = None
+    prefixes: Dict[Tuple[str, ...], bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,11 @@ def _bulk(value: Any) -> bytes:
     return b"$%d\r\n%s\r\n" % (len(value), value)
 
 
+def _command(*parts: Any) -> bytes:
+    """One command, packed ahead of time."""
+    return b"*%d\r\n" % len(parts) + b"".join(_bulk(part) for part in parts)
+
+
 #: One script call: name, queue, static keys, tail (dynamic keys, then ARGV), dynamic keys.
 _Call = Tuple[str, str, Sequence[str], Sequence[Any], int]
 
@@ -111,19 +141,28 @@ def _connected(connection: Any) -> Any:
     return connection
 
 
-def _readable(connection: Any, timeout: float) -> bool:
-    """``connection.can_read(timeout)``, timed to the microsecond.
+def _readable(connection: Any, timeout: float, interrupt: Optional[int] = None) -> bool:
+    """True once a reply can be read; False when ``timeout`` seconds pass or the file
+    descriptor ``interrupt`` becomes readable first.
 
-    Socket timeouts poll() in whole milliseconds, rounded up: a delayed task
-    would start up to 1 ms late. TLS sockets, whose buffered bytes select()
-    cannot see, keep redis-py's own wait.
+    Timed by select() to the microsecond: socket timeouts poll() in whole
+    milliseconds, rounded up, and a delayed task would start up to 1 ms late.
+    A TLS socket can be readable with no reply in it (a session ticket): its
+    parser is asked again. A test double without a socket cannot be interrupted.
     """
     if connection.can_read(timeout=0):
         return True
     sock = getattr(connection, "_sock", None)
-    if type(sock) is not socket.socket:
+    if not isinstance(sock, socket.socket):
         return bool(connection.can_read(timeout=timeout))
-    return bool(select.select([sock], [], [], timeout)[0])
+    watched = [sock.fileno()] if interrupt is None else [sock.fileno(), interrupt]
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))[0]
+        if watched[0] not in ready:
+            return False
+        if type(sock) is socket.socket or connection.can_read(timeout=0):
+            return True
 
 
 class _PackedScript:
@@ -172,6 +211,8 @@ class RedisBroker:
         # threads; weak, so a finished thread's connection still goes with it.
         self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._made_lock = threading.Lock()
+        # Whether the server lets a wait end at once (CLIENT UNBLOCK) with a fetch.
+        self._unblocks = True
 
     # -- helpers -----------------------------------------------------------------
 
@@ -233,12 +274,11 @@ class RedisBroker:
             connection = _connected(connection)
         return connection
 
-    def _waiter(self) -> List[Any]:
-        """This thread's [pid, connection, keys of its outstanding BLPOP or None]."""
+    def _waiter(self) -> _Waiter:
         waiter = getattr(self._local, "waiter", None)
-        if waiter is None or waiter[0] != os.getpid():
-            waiter = self._local.waiter = [os.getpid(), self._make_connection(), None]
-        _connected(waiter[1])
+        if waiter is None or waiter.pid != os.getpid():
+            waiter = self._local.waiter = _Waiter(os.getpid(), self._make_connection())
+        _connected(waiter.connection)
         return waiter
 
     def _cluster_waiter(self) -> ClusterWaiter:
@@ -399,10 +439,13 @@ class RedisBroker:
 
     def _fetch_calls(self, queue: str, now_ms: int, lease_ms: int, count: int,
                      max_deliveries: int) -> List[_Call]:
+        return [("fetch", queue, self._fetch_keys(queue),
+                 (now_ms, lease_ms, count, max_deliveries, BATCH_LIMIT), 0)]
+
+    def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
-        return [("fetch", queue, (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead,
-                                  *k.ready, k.cancelled, k.order),
-                 (now_ms, now_ms + lease_ms, count, max_deliveries, BATCH_LIMIT), 0)]
+        return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
+                k.cancelled, k.order)
 
     @staticmethod
     def _ack_keys(k: QueueKeys) -> Tuple[str, ...]:
@@ -417,36 +460,125 @@ class RedisBroker:
         return FetchResult(deliveries, [_text(p) for p in poisoned],
                            next_ms if next_ms >= 0 else None)
 
-    def wait(self, queues: Sequence[str], timeout: float) -> bool:
-        """Block until a queue may have work or ``timeout`` seconds pass; True if woken.
+    def wait(self, queues: Sequence[str], timeout: float, *, interrupt: Optional[int] = None,
+             then_fetch: Optional[FetchTerms] = None) -> Optional[FetchResult]:
+        """Block until a queue may have work, ``timeout`` seconds pass, or the file
+        descriptor ``interrupt`` becomes readable.
 
-        Redis checks blocking timeouts only every 1/hz seconds (100 ms by
-        default), too coarse for a delayed task falling due. So the BLPOP
-        stays outstanding on a connection of its own, and this thread times
-        the wait itself; the next wait picks the same BLPOP up again. On a
-        cluster the keys span slots, so ``cluster.ClusterWaiter`` keeps one
-        BLPOP per slot instead.
+        With ``then_fetch``, the wait ends with a fetch from the first queue and
+        returns its result; None means nothing was fetched (a cluster, a test
+        double, a server that refuses CLIENT UNBLOCK): the caller fetches itself.
         """
         keys = [self.keys(q).wake for q in queues]
         with self._errors("wait for tasks"):
             if self._pool is None:
-                return self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS)
+                self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS, interrupt)
+                return None
             waiter = self._waiter()
-            connection = waiter[1]
+            if (then_fetch is not None and self._unblocks
+                    and isinstance(getattr(waiter.connection, "_sock", None), socket.socket)):
+                return self._wait_then_fetch(waiter, keys, queues[0], timeout, interrupt,
+                                             then_fetch)
+            self._wait_only(waiter, keys, timeout, interrupt)
+            return None
+
+    def _wait_only(self, waiter: _Waiter, keys: List[str], timeout: float,
+                   interrupt: Optional[int]) -> None:
+        """Redis checks blocking timeouts only every 1/hz seconds (100 ms by
+        default), too coarse for a delayed task falling due. So the BLPOP stays
+        outstanding on a connection of its own, and this thread times the wait
+        itself; the next wait picks the same BLPOP up again. On a cluster the keys
+        span slots, so ``cluster.ClusterWaiter`` keeps one BLPOP per slot instead.
+        """
+        connection = waiter.connection
+        try:
+            if waiter.keys != keys:
+                if waiter.keys is not None:
+                    connection.disconnect()  # it waits on other queues: drop it
+                connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
+                waiter.keys = keys
+            if _readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS), interrupt):
+                waiter.keys = None
+                connection.read_response()
+        except BaseException:
+            waiter.keys = None
+            connection.disconnect()  # the reply of the blocked call must not linger
+            raise
+
+    def _wait_then_fetch(self, waiter: _Waiter, keys: List[str], queue: str, timeout: float,
+                         interrupt: Optional[int], terms: FetchTerms) -> Optional[FetchResult]:
+        """BLPOP and a fetch in one write: Redis runs the fetch the moment the BLPOP
+        is served, so a wake-up costs one round trip, not two.
+
+        The fetch runs later than it is sent, so it reads the server's clock.
+        When this thread's timer runs out (or ``interrupt`` rings) first, CLIENT
+        UNBLOCK ends the BLPOP and the fetch runs then; its reply is always read,
+        so nothing it leases is left leased to nobody.
+        """
+        connection = waiter.connection
+        if waiter.keys is not None:  # a BLPOP left pending by a plain wait
+            waiter.keys = None
+            connection.disconnect()
+            _connected(connection)
+        script = self._packed_script("fetch", queue, self._fetch_keys(queue))
+        fetch = script.pack(("server", terms.lease_ms, terms.count, terms.max_deliveries,
+                             BATCH_LIMIT))
+        prefix = waiter.prefixes.get(tuple(keys))
+        if prefix is None:
+            prefix = waiter.prefixes[tuple(keys)] = (
+                _command("CLIENT", "ID") + _command("BLPOP", *keys, MAX_BLOCK_SECONDS))
+        try:
+            connection.send_packed_command([prefix + fetch])
             try:
-                if waiter[2] != keys:
-                    if waiter[2] is not None:
-                        connection.disconnect()  # it waits on other queues: drop it
-                    connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
-                    waiter[2] = keys
-                if not _readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS)):
-                    return False  # our timer ran out first; the BLPOP stays outstanding
-                waiter[2] = None
-                return connection.read_response() is not None
-            except BaseException:
-                waiter[2] = None
-                connection.disconnect()  # the reply of the blocked call must not linger
-                raise
+                client_id: Optional[int] = connection.read_response()
+            except redis.exceptions.ResponseError as exc:
+                client_id = None
+                self._refused(exc)
+            # Redis's own timeout ends the BLPOP when this one is not shorter: no UNBLOCK.
+            if not _readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS + 0.5),
+                             interrupt) and not self._unblock(client_id, connection):
+                connection.disconnect()  # the BLPOP ends with its connection
+                return None
+            connection.read_response()  # the wake token, or None
+            try:
+                reply = connection.read_response()
+            except redis.exceptions.NoScriptError:  # the fetch did not run: run it now
+                connection.send_command("SCRIPT", "LOAD", script.source)
+                connection.read_response()
+                connection.send_packed_command([fetch])
+                reply = connection.read_response()
+        except BaseException:
+            connection.disconnect()  # a half-read reply must not reach the next caller
+            raise
+        return self._fetch_result(reply)
+
+    def _unblock(self, client_id: Optional[int], blocked: Any) -> bool:
+        """End the BLPOP of ``blocked`` (connection ``client_id``) at once; False if
+        the server refuses CLIENT ID or UNBLOCK (an ACL without them): the caller
+        then closes the connection, and from then on waits without a fetch behind."""
+        if client_id is None:
+            return False
+        connection = self._connection()
+        try:
+            connection.send_command("CLIENT", "UNBLOCK", client_id)
+            connection.read_response()
+        except redis.exceptions.ResponseError as exc:
+            self._refused(exc)
+            return False
+        except BaseException:
+            connection.disconnect()
+            raise
+        # 0 (not blocked) means it was served meanwhile: its replies are on their way
+        if not _readable(blocked, UNBLOCK_WAIT):
+            raise redis.ConnectionError(f"no reply {UNBLOCK_WAIT} s after CLIENT UNBLOCK")
+        return True
+
+    def _refused(self, exc: Exception) -> None:
+        if self._unblocks:
+            self._unblocks = False
+            logger.warning("Redis refused %s: workers will fetch after each wake-up, in a "
+                           "round trip of its own; allow client|id and client|unblock to "
+                           "save it", exc)
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task.
@@ -458,9 +590,9 @@ class RedisBroker:
         if cluster_waiter is not None and cluster_waiter.pid == os.getpid():
             cluster_waiter.stop()
         waiter = getattr(self._local, "waiter", None)
-        if waiter is not None and waiter[2] is not None and waiter[0] == os.getpid():
-            waiter[2] = None
-            waiter[1].disconnect()
+        if waiter is not None and waiter.keys is not None and waiter.pid == os.getpid():
+            waiter.keys = None
+            waiter.connection.disconnect()
 
     def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""

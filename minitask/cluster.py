@@ -16,7 +16,7 @@ import os
 import selectors
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import redis
 from redis.crc import key_slot
@@ -46,8 +46,10 @@ class ClusterWaiter:
         self._blocked: Dict[int, _Blocked] = {}
         self._stale = False
 
-    def wait(self, keys: Sequence[str], timeout: float, block_seconds: float) -> bool:
-        """Block until a token is popped from one of ``keys`` or ``timeout`` passes.
+    def wait(self, keys: Sequence[str], timeout: float, block_seconds: float,
+             interrupt: Optional[int] = None) -> bool:
+        """Block until a token is popped from one of ``keys``, ``timeout`` passes, or
+        the file descriptor ``interrupt`` becomes readable.
 
         As on a single Redis, a BLPOP left pending when this thread's timer runs
         out stays outstanding for the next call; ``stop`` drops them all.
@@ -55,7 +57,8 @@ class ClusterWaiter:
         """
         try:
             self._send(keys, block_seconds)
-            return self._collect(time.monotonic() + min(max(timeout, 0.0), block_seconds))
+            return self._collect(time.monotonic() + min(max(timeout, 0.0), block_seconds),
+                                 interrupt)
         except MovedError:
             # the slot now lives elsewhere (resharding, failover): read the map again
             self.stop()
@@ -105,11 +108,13 @@ class ClusterWaiter:
                 blocked.connection.send_command("BLPOP", *slot_keys, block_seconds)
                 blocked.outstanding = True
 
-    def _collect(self, deadline: float) -> bool:
+    def _collect(self, deadline: float, interrupt: Optional[int]) -> bool:
         pending = [b for b in self._blocked.values() if b.outstanding]
         with selectors.DefaultSelector() as selector:
             for blocked in pending:
                 selector.register(blocked.connection._sock, selectors.EVENT_READ, blocked)
+            if interrupt is not None:
+                selector.register(interrupt, selectors.EVENT_READ, None)
             while True:
                 # can_read() first: a reply may already sit in a parser or TLS buffer
                 ready = [b for b in pending if b.connection.can_read(timeout=0)]
@@ -118,7 +123,8 @@ class ClusterWaiter:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False  # our timer ran out first; the BLPOPs stay outstanding
-                selector.select(remaining)
+                if any(key.data is None for key, _ in selector.select(remaining)):
+                    return False  # interrupted; the BLPOPs stay outstanding
         woken = False
         for blocked in ready:
             blocked.outstanding = False

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from .broker import Ack, Delivery, FetchResult, RedisBroker
+from .broker import Ack, Delivery, FetchResult, FetchTerms, RedisBroker
 from .context import running
 from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
                      TimeLimitExceeded, UnknownTaskError)
@@ -60,8 +60,31 @@ class Job:
         return self.delivery.task_id
 
 
-class _WakeUp(Exception):
-    """Raised by the signal handler to cut short a blocking wait on Redis."""
+class _Bell:
+    """A socket pair that turns readable once rung: a wait on Redis watches it, so a
+    stop (a signal, or ``stop()`` from another thread) ends the wait at once,
+    without raising from a signal handler into the middle of a reply.
+
+    Sockets, not a raw pipe: once closed, a late ring fails instead of writing
+    to whatever file reuses the number.
+    """
+
+    def __init__(self) -> None:
+        self._heard, self._rung = socket.socketpair()
+        self._rung.setblocking(False)
+
+    def fileno(self) -> int:
+        return self._heard.fileno()
+
+    def ring(self) -> None:
+        try:
+            self._rung.send(b"!")
+        except OSError:
+            pass  # already rung (the buffer is full) or closed
+
+    def close(self) -> None:
+        self._rung.close()
+        self._heard.close()
 
 
 class Backoff:
@@ -118,7 +141,7 @@ class Worker:
         # Leases are renewed until every running task has ended or been given back,
         # which is after a stop: the grace is time a live worker still holds its tasks.
         self._beating = threading.Event()
-        self._waiting = False
+        self._bell: Optional[_Bell] = None
         self._next_event_ms: Optional[int] = None
         self._on_start: Optional[Callable[[Job, Message], None]] = None
         self._on_end: Optional[Callable[[], None]] = None
@@ -158,6 +181,7 @@ class Worker:
             ProcessPool(self).run()
             return
         self.starting()
+        self._bell = _Bell()
         restore = self._install_signals()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="minitask-heartbeat",
                                      daemon=True)
@@ -171,6 +195,7 @@ class Worker:
             self._stop_beating()
             heartbeat.join(timeout=5)
             restore()
+            self._silence()
             self.forget()
 
     def starting(self) -> None:
@@ -212,6 +237,7 @@ class Worker:
         self._on_stopping = on_stopping
         self._registers = False  # the supervisor speaks for its children
         self._pipelined = True
+        self._bell = _Bell()
         restore = self._install_signals()
         heartbeat = threading.Thread(target=self._heartbeat_loop, name="minitask-heartbeat",
                                      daemon=True)
@@ -239,6 +265,7 @@ class Worker:
                              "delivered again when their lease expires", len(self._acks), exc)
             self._release_all()
             restore()
+            self._silence()
             if self._stop_reason:
                 logger.debug("child stopped on %s", self._stop_reason)
 
@@ -249,6 +276,14 @@ class Worker:
     def _request_stop(self) -> None:
         self._stop.set()
         self._nudge.set()
+        bell = self._bell
+        if bell is not None:
+            bell.ring()
+
+    def _silence(self) -> None:
+        bell, self._bell = self._bell, None
+        if bell is not None:
+            bell.close()
 
     def _stop_beating(self) -> None:
         """Once no task is held any more: end the heartbeat thread."""
@@ -292,8 +327,6 @@ class Worker:
         while True:
             try:
                 result = step()
-            except _WakeUp:
-                return None
             except BrokerError as exc:
                 pause = backoff.failed(exc)
                 if self._stop.wait(pause):
@@ -311,14 +344,17 @@ class Worker:
             return
         self._guarded(lambda: self._blocking_wait(timeout), "wait for tasks")
 
-    def _blocking_wait(self, timeout: float) -> bool:
-        """The one place a signal may cut short (with ``_WakeUp``): not a backoff pause,
-        which ``_guarded`` waits out on the stop event instead."""
-        self._waiting = True
-        try:
-            return not self._stop.is_set() and self.broker.wait(self.queues, timeout)
-        finally:
-            self._waiting = False
+    def _blocking_wait(self, timeout: float) -> None:
+        """Wait, and lease from the first queue as it ends (on the app's real clock:
+        the fetch reads the server's); a stop rings the bell to end it at once."""
+        bell = self._bell
+        terms = None
+        if isinstance(self.app.clock, SystemClock):
+            terms = FetchTerms(self._lease_ms, self.prefetch, self.app.max_deliveries)
+        result = self.broker.wait(self.queues, timeout, then_fetch=terms,
+                                  interrupt=None if bell is None else bell.fileno())
+        if result is not None:
+            self._take(self.queues[0], result)
 
     def _seconds_until(self, due_ms: int) -> float:
         """Seconds until the app's clock reads ``due_ms``.
@@ -690,9 +726,6 @@ class Worker:
             if not self._stop.is_set():
                 self._stop_reason = signal.Signals(signum).name
             self._request_stop()
-            if self._waiting:
-                self._waiting = False  # a second signal must not raise again
-                raise _WakeUp()
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
 

@@ -5,7 +5,9 @@
 -- KEYS[4] deliveries (HASH)  KEYS[5] wake (LIST)       KEYS[6] dead (ZSET)
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
 -- KEYS[17] cancelled (ZSET)   KEYS[18] order (HASH)
--- ARGV[1] now (ms)   ARGV[2] lease deadline (ms)   ARGV[3] how many to lease
+-- ARGV[1] now (ms), or 'server': the server's clock, for a fetch sent ahead of
+--   the moment it runs (behind a BLPOP)
+-- ARGV[2] lease length (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries
 -- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
 -- Returns: {leased, poisoned, next_event_ms}
@@ -15,7 +17,11 @@
 --   next_event_ms: earliest delayed due time or lease deadline, or -1
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead.
 local now = tonumber(ARGV[1])
-local deadline = tonumber(ARGV[2])
+if ARGV[1] == 'server' then
+  local clock = redis.call('TIME')
+  now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+end
+local deadline = now + tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])

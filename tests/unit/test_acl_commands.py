@@ -32,9 +32,10 @@ def used_commands() -> Set[str]:
         source = (PACKAGE / module).read_text()
         for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):
             found.add(METHODS.get(method, method))
-        for command in re.findall(r'send_command\("(\w+)"(?:, "(\w+)")?', source):
+        # send_command(...) and broker._command(...), which packs one ahead of time
+        for command in re.findall(r'_command\("(\w+)"(?:, "(\w+)")?', source):
             name = command[0].lower()
-            found.add(f"{name}|{command[1].lower()}" if name == "script" else name)
+            found.add(f"{name}|{command[1].lower()}" if name in ("script", "client") else name)
     found.discard("")
     return found
 

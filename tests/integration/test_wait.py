@@ -1,0 +1,164 @@
+"""An idle worker's wait: a BLPOP with a fetch sent behind it, on a real redis-server.
+
+The fetch runs when the BLPOP is served, or when the wait's own timer (or a
+stop) ends it with CLIENT UNBLOCK; either way its reply is read, so a task it
+leases always reaches the worker.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any, Iterator, List, Optional
+
+import pytest
+
+from minitask import Minitask
+from minitask.broker import MAX_BLOCK_SECONDS, FetchResult, FetchTerms
+from minitask.worker import Worker
+from tests.conftest import RedisServer, wait_until
+
+pytestmark = pytest.mark.integration
+
+TERMS = FetchTerms(lease_ms=60_000, count=1, max_deliveries=5)
+#: Far longer than any of these waits takes when it works, far shorter than a BLPOP's.
+PROMPT = MAX_BLOCK_SECONDS - 1.5
+
+
+@pytest.fixture
+def admin(redis_server: RedisServer) -> Iterator[Any]:
+    client = redis_server.client()
+    client.flushall()  # our own server: every test starts empty
+    try:
+        yield client
+    finally:
+        client.acl_deluser("limited")
+        client.close()
+
+
+@pytest.fixture
+def app(redis_server: RedisServer, admin: Any) -> Iterator[Minitask]:
+    app = Minitask("waiting", broker=redis_server.url)
+
+    @app.task(name="job")
+    def job(n: int) -> int:
+        return n
+
+    try:
+        yield app
+    finally:
+        app.close()
+
+
+def server_ms(admin: Any) -> int:
+    seconds, micros = admin.time()
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def blocked_clients(admin: Any) -> int:
+    return int(admin.info("clients")["blocked_clients"])
+
+
+def test_a_woken_wait_returns_the_task_leased_on_the_server_clock(
+        app: Minitask, admin: Any) -> None:
+    results: List[Optional[FetchResult]] = []
+    waiting = threading.Thread(target=lambda: results.append(
+        app.broker.wait(["default"], 20.0, then_fetch=TERMS)))
+    waiting.start()
+    wait_until(lambda: blocked_clients(admin) == 1, timeout=10, message="a blocked wait")
+    before = server_ms(admin)
+    handle = app.tasks["job"].delay(7)
+    waiting.join(timeout=10)
+    after = server_ms(admin)
+
+    assert not waiting.is_alive()
+    result = results[0]
+    assert result is not None
+    assert [d.task_id for d in result.deliveries] == [handle.id]
+    assert result.deliveries[0].delivery == 1
+    deadline = int(admin.zscore(app.broker.keys("default").leases, handle.id)) // 10
+    assert before + TERMS.lease_ms <= deadline <= after + TERMS.lease_ms
+    assert blocked_clients(admin) == 0
+
+
+def test_a_wait_whose_timer_runs_out_fetches_then_and_leaves_no_blpop_behind(
+        app: Minitask, admin: Any) -> None:
+    handle = app.tasks["job"].delay(1)
+    admin.delete(app.broker.keys("default").wake)  # ready, but nothing to wake a worker
+
+    started = time.monotonic()
+    result = app.broker.wait(["default"], 0.2, then_fetch=TERMS)
+    elapsed = time.monotonic() - started
+
+    assert result is not None
+    assert [d.task_id for d in result.deliveries] == [handle.id]
+    assert 0.2 <= elapsed < PROMPT
+    assert blocked_clients(admin) == 0
+
+
+def test_a_rung_interrupt_ends_the_wait_at_once(app: Minitask, admin: Any) -> None:
+    heard, rung = socket.socketpair()
+    try:
+        timer = threading.Timer(0.2, lambda: rung.send(b"!"))
+        timer.start()
+        started = time.monotonic()
+        result = app.broker.wait(["default"], 30.0, then_fetch=TERMS,
+                                 interrupt=heard.fileno())
+        elapsed = time.monotonic() - started
+        timer.join()
+    finally:
+        heard.close()
+        rung.close()
+    assert result is not None and result.deliveries == []
+    assert elapsed < PROMPT
+    assert blocked_clients(admin) == 0
+
+
+def test_a_wait_after_a_script_flush_loads_the_fetch_script_again(
+        app: Minitask, admin: Any) -> None:
+    handle = app.tasks["job"].delay(2)
+    admin.script_flush()
+
+    result = app.broker.wait(["default"], 10.0, then_fetch=TERMS)
+
+    assert result is not None
+    assert [d.task_id for d in result.deliveries] == [handle.id]
+
+
+def test_without_client_unblock_a_wait_falls_back_and_leases_nothing_for_nobody(
+        redis_server: RedisServer, admin: Any, caplog: pytest.LogCaptureFixture) -> None:
+    admin.acl_setuser("limited", enabled=True, passwords=["+secret"], keys=["minitask:*"],
+                      commands=["+@all", "-client|unblock"])
+    app = Minitask("waiting", broker=f"redis://limited:secret@127.0.0.1:{redis_server.port}/0")
+    job = app.task(lambda n: n, name="job")
+    try:
+        with caplog.at_level(logging.WARNING, logger="minitask.broker"):
+            first = app.broker.wait(["default"], 0.2, then_fetch=TERMS)
+        assert first is None  # the caller fetches itself
+        assert "client|unblock" in caplog.text
+        handle = job.delay(3)
+        # from then on a plain wait, woken by the task, and no fetch behind it
+        assert app.broker.wait(["default"], 10.0, then_fetch=TERMS) is None
+        assert admin.zcard(app.broker.keys("default").leases) == 0
+        fetched = app.broker.fetch("default", now_ms=server_ms(admin), lease_ms=60_000,
+                                   count=1, max_deliveries=5)
+        assert [d.task_id for d in fetched.deliveries] == [handle.id]
+    finally:
+        app.close()
+
+
+def test_stop_from_another_thread_ends_an_idle_worker_at_once(
+        app: Minitask, admin: Any) -> None:
+    worker = Worker(app, ["default"], concurrency=2)
+    running = threading.Thread(target=worker.run)
+    running.start()
+    wait_until(lambda: blocked_clients(admin) == 1, timeout=10, message="an idle worker")
+
+    started = time.monotonic()
+    worker.stop()
+    running.join(timeout=10)
+
+    assert not running.is_alive()
+    assert time.monotonic() - started < PROMPT
+    assert blocked_clients(admin) == 0
