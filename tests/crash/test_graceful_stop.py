@@ -135,3 +135,24 @@ def test_sigterm_with_prefetch_gives_back_the_buffered_tasks_uncounted(kit: Kit)
                for marks in kit.marks_of("done", [f"waiting-{i}" for i in range(3)]).values())
     kit.wait_until_drained()
     kit.assert_nothing_left()
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_sigterm_racing_a_wake_up_leaves_no_task_leased(kit: Kit, pool: str) -> None:
+    """An idle worker's wait has a fetch sent behind its BLPOP. A stop that comes as a
+    task arrives must end with that task run or back in its queue, never leased to a
+    worker that is gone; and the stop must not wait out the BLPOP (5 s)."""
+    worker = kit.worker("--pool", pool, "-c", "2", "--prefetch", "3")
+    wait_until(lambda: kit.client.info("clients")["blocked_clients"] >= 1,
+               timeout=DEADLINE, message="an idle worker")
+    handles = kit.tasks.record.delay_many([(f"race-{i}",) for i in range(3)])
+
+    stopped = time.monotonic()
+    send(worker, signal.SIGTERM, group=True)
+    assert exit_code(worker) == 0
+    assert time.monotonic() - stopped < 4.0, "the stop waited for the BLPOP to time out"
+
+    state = kit.queue_state()
+    assert state["leases"] == 0, f"leased to a worker that is gone: {state}"
+    assert all(h.status() == "succeeded" or kit.is_ready(h.id) for h in handles)
+    assert kit.client.info("clients")["blocked_clients"] == 0
