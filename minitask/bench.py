@@ -28,6 +28,9 @@ from .errors import BrokerError, ConfigurationError
 logger = logging.getLogger(__name__)
 
 APP_ENV = "MINITASK_BENCH_APP"
+#: The bare wake-up baseline's lists: tokens sent, and the latencies echoed back.
+WAKE_KEY = "minitask-bench:wake"
+WAKE_REPLY_KEY = "minitask-bench:wake:reply"
 
 #: The app the bench's worker processes load with ``-A minitask.bench:app``.
 app = Minitask(os.environ.get(APP_ENV, "minitask-bench"))
@@ -68,6 +71,8 @@ class Row:
 class Report:
     rows: List[Row] = field(default_factory=list)
     baselines: Dict[str, float] = field(default_factory=dict)
+    #: bare redis-py latencies, in ms
+    latency_baselines: Dict[str, float] = field(default_factory=dict)
     scaling: List[Dict[str, Any]] = field(default_factory=list)
     machine: Dict[str, Any] = field(default_factory=dict)
 
@@ -78,6 +83,7 @@ class Report:
 
     def as_json(self) -> str:
         return json.dumps({"machine": self.machine, "baselines": self.baselines,
+                           "latency_baselines_ms": self.latency_baselines,
                            "rows": [row.__dict__ for row in self.rows],
                            "scaling": self.scaling}, indent=2)
 
@@ -87,6 +93,8 @@ class Report:
         lines.append("baselines (bare redis-py, same run):")
         for name, value in self.baselines.items():
             lines.append(f"  {name:<44} {value:>12,.0f} /s")
+        for name, value in self.latency_baselines.items():
+            lines.append(f"  {name:<44} {value:>12,.2f} ms")
         lines += ["", f"{'metric':<46} {'value':>14}  {'target':<34} met"]
         for row in self.rows:
             met = "-" if row.met is None else ("yes" if row.met else "NO")
@@ -113,6 +121,18 @@ class Report:
 
 def _progress(text: str) -> None:
     logger.info("%s", text)
+
+
+def echo_wake_ups(url: str, samples: int) -> None:
+    """The bare wake-up baseline's own process: for each token popped, echo back the
+    ms since the producer pushed it."""
+    client = redis.Redis.from_url(url)
+    client.rpush(WAKE_REPLY_KEY, "listening")
+    for _ in range(samples):
+        popped = client.blpop([WAKE_KEY], timeout=30)
+        if popped is None:
+            return
+        client.rpush(WAKE_REPLY_KEY, (time.time() - float(popped[1])) * 1000.0)
 
 
 def _percentile(values: Sequence[float], share: float) -> float:
@@ -199,7 +219,7 @@ class Bench:
             if batch:
                 self.client.unlink(*batch)
         self.client.unlink("minitask-bench:baseline", "minitask-bench:src",
-                           "minitask-bench:work")
+                           "minitask-bench:work", WAKE_KEY, WAKE_REPLY_KEY)
 
     # -- measurements --------------------------------------------------------
 
@@ -328,8 +348,36 @@ class Bench:
         except OSError:
             return []
 
+    def bare_wake_up(self, samples: int) -> List[float]:
+        """ms from an LPUSH to a BLPOP returning in another process: the floor under
+        a worker's pickup latency on this machine, measured the same way."""
+        echo = subprocess.Popen(
+            [sys.executable, "-c", f"from minitask.bench import echo_wake_ups; "
+                                   f"echo_wake_ups({self.url!r}, {samples})"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            if self.client.blpop([WAKE_REPLY_KEY], timeout=30) is None:  # it is listening
+                raise BrokerError("the bare wake-up baseline's process did not start")
+            found = []
+            for _ in range(samples):
+                time.sleep(0.002)  # as the pickup samples do
+                self.client.lpush(WAKE_KEY, repr(time.time()))
+                reply = self.client.blpop([WAKE_REPLY_KEY], timeout=10)
+                if reply is None:
+                    raise BrokerError("the bare wake-up baseline's process stopped answering")
+                found.append(float(reply[1]))
+            return found
+        finally:
+            echo.kill()
+            echo.wait(timeout=10)
+
     def latency(self, samples: int = 200) -> None:
         _progress(f"latency: idle worker, delay() -> start, {samples} samples")
+        bare = self.bare_wake_up(samples)
+        bare_p50 = _percentile(bare, 0.5)
+        self.report.latency_baselines["BLPOP wake-up in another process, p50"] = bare_p50
+        self.report.latency_baselines["BLPOP wake-up in another process, p99"] = (
+            _percentile(bare, 0.99))
         bench_app = self._app()
         task = bench_app.tasks[started_at.name]
         self._start_worker("--pool", "process", "-c", "1")
@@ -341,7 +389,8 @@ class Bench:
         self._stop_workers()
         self.cleanup()
         p50, p99 = _percentile(delays, 0.5), _percentile(delays, 0.99)
-        self.report.add(Row("idle pickup latency p50", p50, "ms", "<= 0.5 ms", p50 <= 0.5))
+        self.report.add(Row("idle pickup latency p50", p50, "ms", "<= 0.5 ms", p50 <= 0.5,
+                            f"{p50 / bare_p50:.2f} x a bare BLPOP wake-up"))
         self.report.add(Row("idle pickup latency p99", p99, "ms", "<= 2 ms", p99 <= 2.0))
 
     def delayed(self, samples: int = 200) -> None:
