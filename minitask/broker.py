@@ -180,10 +180,17 @@ class _PackedScript:
         self.keys = b"".join(_bulk(key) for key in static_keys)
 
     def pack(self, tail: Sequence[Any], dynamic_keys: int = 0) -> bytes:
-        """The whole command; ``tail`` is ``dynamic_keys`` more keys, then ARGV."""
-        return b"".join([b"*%d\r\n" % (3 + self.static + len(tail)), self.head,
-                         _bulk(self.static + dynamic_keys), self.keys,
-                         *[_bulk(part) for part in tail]])
+        """The whole command; ``tail`` is ``dynamic_keys`` more keys, then ARGV.
+
+        ``_bulk`` written out inline: a call per argument doubled the cost.
+        """
+        parts = [b"*%d\r\n" % (3 + self.static + len(tail)), self.head,
+                 _bulk(self.static + dynamic_keys), self.keys]
+        for part in tail:
+            if not isinstance(part, bytes):
+                part = str(part).encode()
+            parts.append(b"$%d\r\n%s\r\n" % (len(part), part))
+        return b"".join(parts)
 
 
 class RedisBroker:
