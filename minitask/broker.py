@@ -37,7 +37,8 @@ MAX_BLOCK_SECONDS = 5.0
 WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
-#: Longest a wait ended by CLIENT UNBLOCK waits for the replies it had pending.
+#: How much longer than its BLPOP's own timeout a wait ended early waits for the
+#: replies it has pending.
 UNBLOCK_WAIT = 2.0
 
 _SCRIPTS = ("enqueue", "fetch", "ack", "retry", "bury", "release", "cancel",
@@ -218,8 +219,8 @@ class RedisBroker:
         # threads; weak, so a finished thread's connection still goes with it.
         self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._made_lock = threading.Lock()
-        # Whether the server lets a wait end at once (CLIENT UNBLOCK) with a fetch.
-        self._unblocks = True
+        # Whether a wait may have a fetch behind it (None: not probed yet).
+        self._unblocks: Optional[bool] = None
 
     # -- helpers -----------------------------------------------------------------
 
@@ -474,7 +475,8 @@ class RedisBroker:
 
         With ``then_fetch``, the wait ends with a fetch from the first queue and
         returns its result; None means nothing was fetched (a cluster, a test
-        double, a server that refuses CLIENT UNBLOCK): the caller fetches itself.
+        double, an ACL without CLIENT ID, CLIENT UNBLOCK or TIME): the caller
+        fetches itself.
         """
         keys = [self.keys(q).wake for q in queues]
         with self._errors("wait for tasks"):
@@ -482,8 +484,9 @@ class RedisBroker:
                 self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS, interrupt)
                 return None
             waiter = self._waiter()
-            if (then_fetch is not None and self._unblocks
-                    and isinstance(getattr(waiter.connection, "_sock", None), socket.socket)):
+            if (then_fetch is not None
+                    and isinstance(getattr(waiter.connection, "_sock", None), socket.socket)
+                    and self._waits_with_fetch()):
                 return self._wait_then_fetch(waiter, keys, queues[0], timeout, interrupt,
                                              then_fetch)
             self._wait_only(waiter, keys, timeout, interrupt)
@@ -538,14 +541,13 @@ class RedisBroker:
             connection.send_packed_command([prefix + fetch])
             try:
                 client_id: Optional[int] = connection.read_response()
-            except redis.exceptions.ResponseError as exc:
-                client_id = None
-                self._refused(exc)
-            # Redis's own timeout ends the BLPOP when this one is not shorter: no UNBLOCK.
-            if not _readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS + 0.5),
-                             interrupt) and not self._unblock(client_id, connection):
-                connection.disconnect()  # the BLPOP ends with its connection
-                return None
+            except redis.exceptions.ResponseError:
+                client_id = None  # refused by an ACL changed meanwhile? ask again next time
+                self._unblocks = None
+            # When nothing is due sooner, the BLPOP's own timeout ends it: no UNBLOCK.
+            limit = MAX_BLOCK_SECONDS + 0.5 if timeout >= MAX_BLOCK_SECONDS else max(timeout, 0)
+            if not _readable(connection, limit, interrupt):
+                self._unblock(client_id, connection)
             connection.read_response()  # the wake token, or None
             try:
                 reply = connection.read_response()
@@ -554,38 +556,64 @@ class RedisBroker:
                 connection.read_response()
                 connection.send_packed_command([fetch])
                 reply = connection.read_response()
+            except redis.exceptions.ResponseError:
+                self._unblocks = None  # refused by an ACL changed meanwhile? ask again
+                raise
         except BaseException:
             connection.disconnect()  # a half-read reply must not reach the next caller
             raise
         return self._fetch_result(reply)
 
-    def _unblock(self, client_id: Optional[int], blocked: Any) -> bool:
-        """End the BLPOP of ``blocked`` (connection ``client_id``) at once; False if
-        the server refuses CLIENT ID or UNBLOCK (an ACL without them): the caller
-        then closes the connection, and from then on waits without a fetch behind."""
-        if client_id is None:
-            return False
-        connection = self._connection()
-        try:
-            connection.send_command("CLIENT", "UNBLOCK", client_id)
-            connection.read_response()
-        except redis.exceptions.ResponseError as exc:
-            self._refused(exc)
-            return False
-        except BaseException:
-            connection.disconnect()
-            raise
-        # 0 (not blocked) means it was served meanwhile: its replies are on their way
-        if not _readable(blocked, UNBLOCK_WAIT):
-            raise redis.ConnectionError(f"no reply {UNBLOCK_WAIT} s after CLIENT UNBLOCK")
-        return True
+    def _waits_with_fetch(self) -> bool:
+        """Whether the server allows what a wait with a fetch behind needs besides
+        BLPOP and EVALSHA: CLIENT ID, CLIENT UNBLOCK and (in the script) TIME.
 
-    def _refused(self, exc: Exception) -> None:
-        if self._unblocks:
-            self._unblocks = False
-            logger.warning("Redis refused %s: workers will fetch after each wake-up, in a "
-                           "round trip of its own; allow client|id and client|unblock to "
-                           "save it", exc)
+        Asked once, before the first such wait, so that a refusal never meets
+        a fetch already sent.
+        """
+        if self._unblocks is None:
+            connection = self._connection()
+            try:
+                connection.send_command("CLIENT", "ID")
+                own_id = connection.read_response()
+                connection.send_command("CLIENT", "UNBLOCK", own_id)  # not blocked: 0
+                connection.read_response()
+                connection.send_command("TIME")
+                connection.read_response()
+                self._unblocks = True
+            except redis.exceptions.NoPermissionError as exc:
+                self._unblocks = False
+                logger.warning("Redis refused %s: idle workers will fetch after each wake-up "
+                               "in a round trip of its own; allow client|id, client|unblock "
+                               "and time to save it", exc)
+            except BaseException:
+                connection.disconnect()
+                raise
+        return self._unblocks
+
+    def _unblock(self, client_id: Optional[int], blocked: Any) -> None:
+        """End the BLPOP of ``blocked`` (connection ``client_id``) at once, with CLIENT
+        UNBLOCK from this thread's other connection, and wait for its replies.
+
+        If UNBLOCK fails (BUSY while a slow script runs, a broken connection, or
+        after a Sentinel failover a different server), the BLPOP's own timeout
+        ends it instead. The replies are waited for either way: the fetch behind
+        may have leased tasks, which must not be left leased to nobody.
+        """
+        try:
+            if client_id is None:
+                raise redis.ResponseError("this connection's id is not known")
+            connection = self._connection()
+            try:
+                connection.send_command("CLIENT", "UNBLOCK", client_id)
+                connection.read_response()  # 0 if served meanwhile: its replies are coming
+            except (redis.ConnectionError, redis.TimeoutError):
+                connection.disconnect()
+                raise
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as exc:
+            logger.debug("CLIENT UNBLOCK failed (%s): waiting for the BLPOP's own timeout", exc)
+        if not _readable(blocked, MAX_BLOCK_SECONDS + UNBLOCK_WAIT):
+            raise redis.ConnectionError(f"no reply to a BLPOP within {MAX_BLOCK_SECONDS} s")
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task.

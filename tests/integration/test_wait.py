@@ -22,6 +22,14 @@ from tests.conftest import RedisServer, wait_until
 pytestmark = pytest.mark.integration
 
 TERMS = FetchTerms(lease_ms=60_000, count=1, max_deliveries=5)
+#: A script that keeps Redis busy for a second.
+BUSY_FOR_A_SECOND = """
+local start = redis.call('TIME')
+local now = start
+while (now[1] - start[1]) * 1000000 + (now[2] - start[2]) < 1000000 do
+  now = redis.call('TIME')
+end
+"""
 #: Far longer than any of these waits takes when it works, far shorter than a BLPOP's.
 PROMPT = MAX_BLOCK_SECONDS - 1.5
 
@@ -126,19 +134,21 @@ def test_a_wait_after_a_script_flush_loads_the_fetch_script_again(
     assert [d.task_id for d in result.deliveries] == [handle.id]
 
 
-def test_without_client_unblock_a_wait_falls_back_and_leases_nothing_for_nobody(
-        redis_server: RedisServer, admin: Any, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("refused", ["client|unblock", "client|id", "time"])
+def test_without_what_it_needs_a_wait_falls_back_and_leases_nothing_for_nobody(
+        redis_server: RedisServer, admin: Any, caplog: pytest.LogCaptureFixture,
+        refused: str) -> None:
     admin.acl_setuser("limited", enabled=True, passwords=["+secret"], keys=["minitask:*"],
-                      commands=["+@all", "-client|unblock"])
+                      commands=["+@all", f"-{refused}"])
     app = Minitask("waiting", broker=f"redis://limited:secret@127.0.0.1:{redis_server.port}/0")
     job = app.task(lambda n: n, name="job")
     try:
         with caplog.at_level(logging.WARNING, logger="minitask.broker"):
             first = app.broker.wait(["default"], 0.2, then_fetch=TERMS)
         assert first is None  # the caller fetches itself
-        assert "client|unblock" in caplog.text
+        assert f"'{refused}'" in caplog.text  # Redis's refusal, quoted in the warning
         handle = job.delay(3)
-        # from then on a plain wait, woken by the task, and no fetch behind it
+        # a plain wait, woken by the task, with no fetch behind it
         assert app.broker.wait(["default"], 10.0, then_fetch=TERMS) is None
         assert admin.zcard(app.broker.keys("default").leases) == 0
         fetched = app.broker.fetch("default", now_ms=server_ms(admin), lease_ms=60_000,
@@ -146,6 +156,66 @@ def test_without_client_unblock_a_wait_falls_back_and_leases_nothing_for_nobody(
         assert [d.task_id for d in fetched.deliveries] == [handle.id]
     finally:
         app.close()
+
+
+def test_a_rung_interrupt_still_returns_what_the_fetch_leased(
+        app: Minitask, admin: Any) -> None:
+    handle = app.tasks["job"].delay(4)
+    admin.delete(app.broker.keys("default").wake)
+    heard, rung = socket.socketpair()
+    try:
+        rung.send(b"!")
+        result = app.broker.wait(["default"], 30.0, then_fetch=TERMS, interrupt=heard.fileno())
+    finally:
+        heard.close()
+        rung.close()
+    assert result is not None
+    assert [d.task_id for d in result.deliveries] == [handle.id]
+
+
+def test_an_idle_wait_ends_on_the_blpop_timeout_without_client_unblock(
+        app: Minitask, admin: Any) -> None:
+    def unblocks() -> int:
+        stats = admin.info("commandstats").get("cmdstat_client|unblock", {})
+        return int(stats.get("calls", 0))
+
+    app.broker.wait(["default"], 0.0, then_fetch=TERMS)  # asks once what the server allows
+    before = unblocks()
+    result = app.broker.wait(["default"], MAX_BLOCK_SECONDS, then_fetch=TERMS)
+    assert result is not None and result.deliveries == []
+    assert unblocks() == before
+
+
+def test_a_busy_server_refusing_client_unblock_loses_nothing(
+        app: Minitask, admin: Any) -> None:
+    """While a slow script runs, Redis answers CLIENT UNBLOCK with BUSY: the wait then
+    ends on its BLPOP's own timeout, and the task its fetch leased is returned."""
+    handle = app.tasks["job"].delay(5)
+    admin.delete(app.broker.keys("default").wake)
+    admin.config_set("lua-time-limit", 100)
+    heard, rung = socket.socketpair()
+    results: List[Optional[FetchResult]] = []
+    waiting = threading.Thread(target=lambda: results.append(app.broker.wait(
+        ["default"], 30.0, then_fetch=TERMS, interrupt=heard.fileno())))
+    slow = threading.Thread(target=lambda: admin.eval(BUSY_FOR_A_SECOND, 0))
+    try:
+        waiting.start()
+        wait_until(lambda: blocked_clients(admin) == 1, timeout=10, message="a blocked wait")
+        slow.start()
+        time.sleep(0.3)  # past lua-time-limit: Redis now answers BUSY
+        rung.send(b"!")
+        waiting.join(timeout=MAX_BLOCK_SECONDS + 10)
+        slow.join(timeout=10)
+    finally:
+        heard.close()
+        rung.close()
+        admin.config_set("lua-time-limit", 5000)
+    assert not waiting.is_alive()
+    result = results[0]
+    assert result is not None
+    assert [d.task_id for d in result.deliveries] == [handle.id]
+    # and the next wait still has its fetch behind it
+    assert app.broker.wait(["default"], 0.1, then_fetch=TERMS) is not None
 
 
 def test_stop_from_another_thread_ends_an_idle_worker_at_once(
