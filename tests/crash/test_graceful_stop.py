@@ -2,13 +2,15 @@
 the rest uncounted, exit 0; a second SIGINT exits at once and recovery is a crash's."""
 from __future__ import annotations
 
+import os
 import signal
 import time
 
 import pytest
 
 from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, QUEUE, VISIBILITY, Kit, exit_code, send
+from tests.crash.support import (DEADLINE, QUEUE, VISIBILITY, Kit, descendants, exit_code,
+                                 send)
 
 pytestmark = pytest.mark.crash
 
@@ -156,3 +158,36 @@ def test_sigterm_racing_a_wake_up_leaves_no_task_leased(kit: Kit, pool: str) -> 
     assert state["leases"] == 0, f"leased to a worker that is gone: {state}"
     assert all(h.status() == "succeeded" or kit.is_ready(h.id) for h in handles)
     assert kit.client.info("clients")["blocked_clients"] == 0
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_sigterm_reads_and_gives_back_what_the_fetch_behind_the_wait_leased(
+        kit: Kit, pool: str) -> None:
+    """SIGSTOP holds the waiting process while a task arrives: Redis serves its BLPOP
+    and runs the fetch behind it, leasing the task to a process that is then told to
+    stop. That reply must still be read and the task given back (or run), never
+    left leased to a worker that is gone."""
+    worker = kit.worker("--pool", pool, "-c", "1")
+    wait_until(lambda: kit.client.info("clients")["blocked_clients"] >= 1,
+               timeout=DEADLINE, message="an idle worker")
+    waiting = descendants(worker.pid) or [worker.pid]  # the pool's child, or the worker
+    for pid in waiting:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        handle = kit.tasks.record.delay("caught")
+        wait_until(lambda: kit.queue_state()["leases"] == 1, timeout=DEADLINE,
+                   message="the fetch behind the BLPOP to lease the task")
+        send(worker, signal.SIGTERM, group=True)
+    finally:
+        for pid in waiting:
+            os.kill(pid, signal.SIGCONT)
+
+    assert exit_code(worker) == 0
+    assert kit.queue_state()["leases"] == 0, "leased to a worker that is gone"
+    assert handle.status() == "succeeded" or kit.is_ready(handle.id)
+    kit.worker("--pool", pool, "-c", "1")
+    assert handle.get(timeout=DEADLINE) == "caught"
+    assert [mark.delivery for mark in kit.marks("done", "caught")] == [1], (
+        "given back uncounted, or run once")
+    kit.wait_until_drained()
+    kit.assert_nothing_left()
