@@ -516,7 +516,7 @@ class RedisBroker:
             raise
 
     def _wait_then_fetch(self, waiter: _Waiter, keys: List[str], queue: str, timeout: float,
-                         interrupt: Optional[int], terms: FetchTerms) -> Optional[FetchResult]:
+                         interrupt: Optional[int], terms: FetchTerms) -> FetchResult:
         """BLPOP and a fetch in one write: Redis runs the fetch the moment the BLPOP
         is served, so a wake-up costs one round trip, not two.
 

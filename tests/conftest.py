@@ -116,6 +116,17 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
 
 
 @pytest.fixture
+def admin(redis_server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
+    """A client of the suite's own redis-server, emptied first: every test starts empty."""
+    client = redis_server.client()
+    client.flushall()
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+@pytest.fixture
 def start_redis(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     """Start extra, test-owned servers (e.g. with persistence); all stop at teardown."""
     started: List[RedisServer] = []

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
@@ -10,16 +10,6 @@ from minitask import Minitask
 from tests.conftest import RedisServer, wait_until
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def admin(redis_server: RedisServer) -> Iterator[Any]:
-    client = redis_server.client()
-    client.flushall()  # our own server: every test starts empty
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def connections_named(admin: Any, name: str) -> List[Any]:

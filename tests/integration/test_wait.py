@@ -35,17 +35,6 @@ PROMPT = MAX_BLOCK_SECONDS - 1.5
 
 
 @pytest.fixture
-def admin(redis_server: RedisServer) -> Iterator[Any]:
-    client = redis_server.client()
-    client.flushall()  # our own server: every test starts empty
-    try:
-        yield client
-    finally:
-        client.acl_deluser("limited")
-        client.close()
-
-
-@pytest.fixture
 def app(redis_server: RedisServer, admin: Any) -> Iterator[Minitask]:
     app = Minitask("waiting", broker=redis_server.url)
 
@@ -156,6 +145,7 @@ def test_without_what_it_needs_a_wait_falls_back_and_leases_nothing_for_nobody(
         assert [d.task_id for d in fetched.deliveries] == [handle.id]
     finally:
         app.close()
+        admin.acl_deluser("limited")
 
 
 def test_a_rung_interrupt_still_returns_what_the_fetch_leased(

@@ -300,6 +300,34 @@ def test_signature_mismatch_at_delay_raises_argument_error_naming_the_task(
     assert snapshot(primed) == before
 
 
+def test_argument_counts_are_checked_against_defaults_varargs_and_keyword_only(
+        app: Minitask, primed: Any) -> None:
+    @app.task(name="shop.tag")
+    def tag(item: str, label: str = "new") -> str:
+        return item + label
+
+    @app.task(name="shop.many")
+    def many(*items: str) -> int:
+        return len(items)
+
+    @app.task(name="shop.keyed")
+    def keyed(item: str, *, label: str) -> str:
+        return item + label
+
+    tag.delay("lamp")
+    tag.delay("lamp", "old")
+    many.delay()
+    many.delay("a", "b", "c")
+    keyed.delay("lamp", label="old")
+    before = snapshot(primed)
+    wrong: List[Tuple[Any, Tuple[str, ...]]] = [
+        (tag, ()), (tag, ("lamp", "old", "extra")), (keyed, ("lamp",))]
+    for task, args in wrong:
+        with pytest.raises(ArgumentError):
+            task.delay(*args)
+    assert snapshot(primed) == before
+
+
 def test_signature_mismatch_is_checked_by_every_enqueue_method(app: Minitask,
                                                                primed: Any) -> None:
     @app.task(name="shop.add")
