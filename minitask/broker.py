@@ -15,7 +15,7 @@ import threading
 import time
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import redis
@@ -86,7 +86,6 @@ class _Waiter:
     pid: int
     connection: Any
     keys: Optional[List[str]] = None
-    prefixes: Dict[Tuple[str, ...], bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,6 +163,14 @@ def _readable(connection: Any, timeout: float, interrupt: Optional[int] = None) 
             return False
         if type(sock) is socket.socket or connection.can_read(timeout=0):
             return True
+
+
+def _load_and_run(connection: Any, script: "_PackedScript", command: bytes) -> Any:
+    """Load a script the server answered NOSCRIPT for, then run the call again."""
+    connection.send_command("SCRIPT", "LOAD", script.source)
+    connection.read_response()
+    connection.send_packed_command([command])
+    return connection.read_response()
 
 
 class _PackedScript:
@@ -337,14 +344,23 @@ class RedisBroker:
                         missing.append(index)  # first use on this server, or after a flush
                         replies.append(None)
                 for index in missing:  # a script that ran is never sent twice
-                    connection.send_command("SCRIPT", "LOAD", scripts[index].source)
-                    connection.read_response()
-                    connection.send_packed_command([commands[index]])
-                    replies[index] = connection.read_response()
+                    replies[index] = _load_and_run(connection, scripts[index], commands[index])
                 return replies
             except BaseException:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 raise
+
+    def _call(self, *command: Any) -> Any:
+        """One command on this thread's own connection; dropped if the call breaks."""
+        connection = self._connection()
+        try:
+            connection.send_command(*command)
+            return connection.read_response()
+        except redis.ResponseError:
+            raise  # the reply was read: the connection is fine
+        except BaseException:
+            connection.disconnect()
+            raise
 
     # -- producing ---------------------------------------------------------------
 
@@ -533,12 +549,9 @@ class RedisBroker:
         script = self._packed_script("fetch", queue, self._fetch_keys(queue))
         fetch = script.pack(("server", terms.lease_ms, terms.count, terms.max_deliveries,
                              BATCH_LIMIT))
-        prefix = waiter.prefixes.get(tuple(keys))
-        if prefix is None:
-            prefix = waiter.prefixes[tuple(keys)] = (
-                _command("CLIENT", "ID") + _command("BLPOP", *keys, MAX_BLOCK_SECONDS))
         try:
-            connection.send_packed_command([prefix + fetch])
+            connection.send_packed_command(
+                [_command("CLIENT", "ID") + _command("BLPOP", *keys, MAX_BLOCK_SECONDS) + fetch])
             try:
                 client_id: Optional[int] = connection.read_response()
             except redis.exceptions.ResponseError:
@@ -552,10 +565,7 @@ class RedisBroker:
             try:
                 reply = connection.read_response()
             except redis.exceptions.NoScriptError:  # the fetch did not run: run it now
-                connection.send_command("SCRIPT", "LOAD", script.source)
-                connection.read_response()
-                connection.send_packed_command([fetch])
-                reply = connection.read_response()
+                reply = _load_and_run(connection, script, fetch)
             except redis.exceptions.ResponseError:
                 self._unblocks = None  # refused by an ACL changed meanwhile? ask again
                 raise
@@ -572,23 +582,15 @@ class RedisBroker:
         a fetch already sent.
         """
         if self._unblocks is None:
-            connection = self._connection()
             try:
-                connection.send_command("CLIENT", "ID")
-                own_id = connection.read_response()
-                connection.send_command("CLIENT", "UNBLOCK", own_id)  # not blocked: 0
-                connection.read_response()
-                connection.send_command("TIME")
-                connection.read_response()
+                self._call("CLIENT", "UNBLOCK", self._call("CLIENT", "ID"))  # not blocked: 0
+                self._call("TIME")
                 self._unblocks = True
             except redis.exceptions.NoPermissionError as exc:
                 self._unblocks = False
                 logger.warning("Redis refused %s: idle workers will fetch after each wake-up "
                                "in a round trip of its own; allow client|id, client|unblock "
                                "and time to save it", exc)
-            except BaseException:
-                connection.disconnect()
-                raise
         return self._unblocks
 
     def _unblock(self, client_id: Optional[int], blocked: Any) -> None:
@@ -601,15 +603,8 @@ class RedisBroker:
         may have leased tasks, which must not be left leased to nobody.
         """
         try:
-            if client_id is None:
-                raise redis.ResponseError("this connection's id is not known")
-            connection = self._connection()
-            try:
-                connection.send_command("CLIENT", "UNBLOCK", client_id)
-                connection.read_response()  # 0 if served meanwhile: its replies are coming
-            except (redis.ConnectionError, redis.TimeoutError):
-                connection.disconnect()
-                raise
+            if client_id is not None:  # 0 if served meanwhile: its replies are coming
+                self._call("CLIENT", "UNBLOCK", client_id)
         except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as exc:
             logger.debug("CLIENT UNBLOCK failed (%s): waiting for the BLPOP's own timeout", exc)
         if not _readable(blocked, MAX_BLOCK_SECONDS + UNBLOCK_WAIT):

@@ -290,11 +290,7 @@ class ProcessPool(Generic[J]):
             child.process.join(timeout=5)
             if child.job is not None:
                 logger.warning("grace is over: giving back task %s", child.job.task_id)
-                try:
-                    self.worker.give_back(child.job)
-                except BrokerError as exc:
-                    logger.error("could not give back task %s (%s); it will be delivered "
-                                 "again when its lease expires", child.job.task_id, exc)
+                self.worker.give_back(child.job)
                 child.job = None
             self._reap(pid, child)
 

@@ -702,8 +702,9 @@ class Worker:
             f"killed"), elapsed)
 
     def give_back(self, job: Job) -> None:
-        """Return a leased task to the head of its queue without counting a delivery."""
-        self.broker.release(job.queue, [(job.task_id, job.delivery.priority)])
+        """Return a leased task to the head of its queue without counting a delivery;
+        if Redis fails, that is logged and the task comes back when its lease expires."""
+        self._give_back([_lease_of(job)])
 
     def forget(self) -> None:
         try:

@@ -32,8 +32,9 @@ def used_commands() -> Set[str]:
         source = (PACKAGE / module).read_text()
         for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):
             found.add(METHODS.get(method, method))
-        # send_command(...) and broker._command(...), which packs one ahead of time
-        for command in re.findall(r'_command\("(\w+)"(?:, "(\w+)")?', source):
+        # send_command(...), and the broker's _command(...) (packs one ahead of time)
+        # and _call(...) (sends one on the thread's own connection)
+        for command in re.findall(r'(?:_command|_call)\("(\w+)"(?:, "(\w+)")?', source):
             name = command[0].lower()
             found.add(f"{name}|{command[1].lower()}" if name in ("script", "client") else name)
     found.discard("")
