@@ -222,8 +222,8 @@ class RedisBroker:
         self._pool = client.connection_pool if isinstance(client, redis.Redis) else None
         self._packed: Dict[Tuple[str, str], _PackedScript] = {}
         self._local = threading.local()
-        # Every live per-thread connection, so that close() reaches those of other
-        # threads; weak, so a finished thread's connection still goes with it.
+        # Every live per-thread connection (or cluster waiter), so that close() reaches
+        # those of other threads; weak, so a finished thread's still go with it.
         self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._made_lock = threading.Lock()
         # Whether a wait may have a fetch behind it (None: not probed yet).
@@ -302,6 +302,8 @@ class RedisBroker:
         if waiter is None or waiter.pid != os.getpid():
             assert isinstance(self.client, redis.RedisCluster)
             waiter = self._local.cluster_waiter = ClusterWaiter(self.client)
+            with self._made_lock:
+                self._made.add(waiter)
         return waiter
 
     def _make_connection(self) -> Any:

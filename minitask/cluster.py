@@ -76,6 +76,12 @@ class ClusterWaiter:
             self._stale = True
             raise
 
+    def disconnect(self) -> None:
+        """Close every connection of this waiter (``RedisBroker.close``)."""
+        for blocked in self._blocked.values():
+            blocked.connection.disconnect()
+        self._blocked.clear()
+
     def stop(self) -> None:
         """Drop every outstanding BLPOP, so that tokens go to idle workers."""
         for blocked in self._blocked.values():
