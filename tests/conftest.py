@@ -16,7 +16,7 @@ import fakeredis
 import pytest
 import redis
 
-from minitask import Minitask
+from minitask import Minitask, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +45,15 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {message}")
         time.sleep(interval)
+
+
+def drain(worker: Worker, limit: int = 100_000) -> int:
+    """Run tasks one at a time in this thread until none is ready; returns how many ran."""
+    ran = 0
+    while worker.run_once():
+        ran += 1
+        assert ran <= limit, "the queue never emptied"
+    return ran
 
 
 def free_port() -> int:

@@ -73,20 +73,6 @@ def client_tasks(broker: "Union[str, redis.Redis]", **options: Any) -> ClientTas
                        same(basic.runaway), same(basic.runaway_retried))
 
 
-def close_producer(tasks: ClientTasks) -> None:
-    """Close every connection of a producer app (of this thread)."""
-    broker = tasks.app.broker
-    broker.client.close()
-    # RedisBroker keeps per-thread connections outside its client's pool and has no
-    # close(): disconnect this thread's own, or their sockets are left to the garbage
-    # collector (a ResourceWarning, an error under filterwarnings=error).
-    local = getattr(broker, "_local", None)
-    for name in ("held", "waiter"):
-        found = getattr(local, name, None)
-        if found:
-            found[1].disconnect()
-
-
 @dataclass
 class Kit:
     """One test's Redis, its workers and its client side."""
@@ -104,7 +90,7 @@ class Kit:
 
     def close(self) -> None:
         self.client.close()
-        close_producer(self.tasks)
+        self.tasks.app.close()
 
     # -- workers -------------------------------------------------------------
 
@@ -198,6 +184,10 @@ class Kit:
     def assert_nothing_left(self) -> None:
         state = self.queue_state()
         assert state == {name: 0 for name in state}, f"left in Redis: {state}"
+
+    def blocked_clients(self) -> int:
+        """Connections blocked in a BLPOP: one per idle worker process or thread waiting."""
+        return int(self.client.info("clients")["blocked_clients"])
 
     def live_workers(self) -> int:
         return int(self.client.zcard(APP_KEYS.workers))

@@ -145,7 +145,7 @@ def test_sigterm_racing_a_wake_up_leaves_no_task_leased(kit: Kit, pool: str) -> 
     task arrives must end with that task run or back in its queue, never leased to a
     worker that is gone; and the stop must not wait out the BLPOP (5 s)."""
     worker = kit.worker("--pool", pool, "-c", "2", "--prefetch", "3")
-    wait_until(lambda: kit.client.info("clients")["blocked_clients"] >= 1,
+    wait_until(lambda: kit.blocked_clients() >= 1,
                timeout=DEADLINE, message="an idle worker")
     handles = kit.tasks.record.delay_many([(f"race-{i}",) for i in range(3)])
 
@@ -157,7 +157,7 @@ def test_sigterm_racing_a_wake_up_leaves_no_task_leased(kit: Kit, pool: str) -> 
     state = kit.queue_state()
     assert state["leases"] == 0, f"leased to a worker that is gone: {state}"
     assert all(h.status() == "succeeded" or kit.is_ready(h.id) for h in handles)
-    assert kit.client.info("clients")["blocked_clients"] == 0
+    assert kit.blocked_clients() == 0
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -168,7 +168,7 @@ def test_sigterm_reads_and_gives_back_what_the_fetch_behind_the_wait_leased(
     stop. That reply must still be read and the task given back (or run), never
     left leased to a worker that is gone."""
     worker = kit.worker("--pool", pool, "-c", "1")
-    wait_until(lambda: kit.client.info("clients")["blocked_clients"] >= 1,
+    wait_until(lambda: kit.blocked_clients() >= 1,
                timeout=DEADLINE, message="an idle worker")
     waiting = descendants(worker.pid) or [worker.pid]  # the pool's child, or the worker
     for pid in waiting:

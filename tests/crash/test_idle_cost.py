@@ -31,7 +31,7 @@ def test_idle_worker_makes_few_redis_calls_and_wakes_for_a_new_task(
     worker = kit.worker("--pool", pool, "-c", str(concurrency), visibility=None)
     # idle: every fetching thread (one per child; the dispatcher of a thread pool)
     # is blocked in its wait on Redis
-    wait_until(lambda: kit.client.info("clients")["blocked_clients"] >= waiters,
+    wait_until(lambda: kit.blocked_clients() >= waiters,
                timeout=DEADLINE, message=f"{waiters} blocked client(s)")
 
     before = command_calls(kit)

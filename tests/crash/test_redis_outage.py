@@ -11,9 +11,8 @@ import pytest
 
 from minitask import BrokerError
 from tests.conftest import RedisServer, wait_until
-from tests.crash.support import (DEADLINE, QUEUE, ClientTasks, Kit, client_tasks,
-                                 close_producer, cpu_seconds, descendants, elapsed_since,
-                                 exit_code, send)
+from tests.crash.support import (DEADLINE, QUEUE, ClientTasks, Kit, client_tasks, cpu_seconds,
+                                 descendants, elapsed_since, exit_code, send)
 
 pytestmark = pytest.mark.crash
 
@@ -63,7 +62,7 @@ def test_worker_survives_a_redis_restart_and_resumes(
         for index, handle in enumerate(after):
             assert handle.get(timeout=DEADLINE) == f"after-{index}"
     finally:
-        close_producer(producer)
+        producer.app.close()
     wait_until(lambda: kit.marks("done", "due-during-outage"), timeout=DEADLINE,
                message="the task due during the outage to run")
     wait_until(lambda: kit.marks("done", "across"), timeout=DEADLINE,
@@ -97,7 +96,7 @@ def test_connected_producer_enqueues_again_after_a_redis_restart(
         assert first.get(timeout=DEADLINE) == "first"
         assert second.get(timeout=DEADLINE) == "second"
     finally:
-        close_producer(producer)
+        producer.app.close()
     kit.wait_until_drained()
     kit.assert_nothing_left()
 
@@ -119,7 +118,7 @@ def test_producer_gets_a_clear_broker_error_while_redis_is_down(
         wait_until(lambda: _enqueues(producer), timeout=DEADLINE,
                    message="the producer to work again")
     finally:
-        close_producer(producer)
+        producer.app.close()
     assert kit.client.hlen(QUEUE.messages) == 2, "the failed enqueue wrote nothing"
 
 

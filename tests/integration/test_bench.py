@@ -29,7 +29,8 @@ ROWS = (
 
 @pytest.mark.timeout(300)
 def test_bench_prints_every_row_and_the_scaling_tables_and_leaves_no_keys(
-        redis_server: RedisServer, capsys: pytest.CaptureFixture[str]) -> None:
+        redis_server: RedisServer, admin: "redis.Redis[bytes]",
+        capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["bench", "--broker", redis_server.url, "--tasks", "300",
                  "--memory-tasks", "2000", "--scaling", "--loglevel", "WARNING"])
 
@@ -46,8 +47,4 @@ def test_bench_prints_every_row_and_the_scaling_tables_and_leaves_no_keys(
         assert any(line.split()[:2] == ["1", pending] for line in scaling.splitlines())
     for length in ("200", "1,000", "2,000"):
         assert any(line.split()[:1] == [length] for line in scaling.splitlines())
-    client: "redis.Redis[bytes]" = redis_server.client()
-    try:
-        assert not list(client.scan_iter(match="minitask:{minitask-bench*"))
-    finally:
-        client.close()
+    assert not list(admin.scan_iter(match="minitask:{minitask-bench*"))

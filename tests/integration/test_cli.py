@@ -18,6 +18,7 @@ from minitask.cli import main
 from minitask.discovery import load_app
 from minitask.keys import AppKeys
 from tests.conftest import Processes, RedisServer, wait_until
+from tests.crash.support import parse_mark
 
 pytestmark = pytest.mark.integration
 
@@ -110,9 +111,8 @@ def test_process_pool_burst_worker_with_two_children_runs_tasks_then_exits_0(
     assert code == 0, log.read_text(errors="replace")
     assert [h.get(timeout=5) for h in sums] == [i + 1 for i in range(20)]
     for i in range(6):
-        [mark] = marks(client, f"p{i}")
-        task_id, attempt, _pid, _delivery = mark.decode().split(":")
-        assert (task_id, attempt) == (recorded[i].id, "1")
+        [mark] = [parse_mark(raw) for raw in marks(client, f"p{i}")]
+        assert (mark.task_id, mark.attempt) == (recorded[i].id, 1)
     assert all(h.status() == "succeeded" for h in recorded)
     assert basic.app.broker.queue_counts("default")["ready"] == 0
 

@@ -10,17 +10,9 @@ from typing import Any, Callable, List, Tuple
 
 import pytest
 
-from minitask import Minitask, Worker
+from minitask import Minitask
 from minitask.keys import QueueKeys
-
-
-def drain(worker: Worker, limit: int = 100_000) -> int:
-    """Run tasks one at a time until none is ready; returns how many ran."""
-    ran = 0
-    while worker.run_once():
-        ran += 1
-        assert ran <= limit, "the queue never emptied"
-    return ran
+from tests.conftest import drain
 
 
 def test_tasks_run_by_priority_nine_first_and_fifo_within_a_priority(

@@ -15,20 +15,12 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 
 import minitask
-from minitask import (DeadTask, Minitask, ResultTimeout, Retry, TaskFailed, TaskHandle, Worker,
+from minitask import (DeadTask, Minitask, ResultTimeout, Retry, TaskFailed, TaskHandle,
                       current_task)
 from minitask.keys import QueueKeys
-from tests.conftest import wait_until
+from tests.conftest import drain, wait_until
 
 UTC = dt.timezone.utc
-
-
-def drain(worker: Worker, limit: int = 10_000) -> int:
-    ran = 0
-    while worker.run_once():
-        ran += 1
-        assert ran <= limit, "the queue never emptied"
-    return ran
 
 
 def utc(ms: int) -> dt.datetime:

@@ -8,6 +8,7 @@ import pytest
 
 from minitask import ConfigurationError, Minitask
 from minitask.keys import QueueKeys
+from tests.conftest import drain
 
 
 def test_worker_leases_up_to_prefetch_tasks_and_runs_them_in_order(
@@ -23,8 +24,7 @@ def test_worker_leases_up_to_prefetch_tasks_and_runs_them_in_order(
     assert worker.run_once() is True
     assert ran == [0]
     assert redis_client.zcard(leases) == 2, "the two prefetched tasks wait under a lease"
-    while worker.run_once():
-        pass
+    drain(worker)
     assert ran == [0, 1, 2, 3, 4]
     assert redis_client.zcard(leases) == 0
 
@@ -44,9 +44,7 @@ def test_stopping_gives_back_the_prefetched_tasks_to_the_head_of_the_queue(
     keys = QueueKeys(app.name, "default")
     assert redis_client.zcard(keys.leases) == 0
     assert redis_client.hlen(keys.deliveries) == 0, "a give-back is no delivery"
-    second = app.worker()
-    while second.run_once():
-        pass
+    drain(app.worker())
     assert ran == [0, 1, 2, 3, 4, 5]
 
 

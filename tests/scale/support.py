@@ -18,7 +18,6 @@ import redis
 
 import tests.apps.scale as scale
 from minitask import BrokerError, Minitask, Task
-from minitask.broker import RedisBroker
 from tests.conftest import Processes, RedisServer, wait_until
 from tests.crash.support import Mark, parse_mark
 
@@ -64,8 +63,7 @@ class ScaleKit:
 
     def close(self) -> None:
         self.marks.close()
-        if self.app._broker is not None:  # never connected: nothing to close
-            close_broker(self.app._broker)
+        self.app.close()
 
     # -- workers -------------------------------------------------------------
 
@@ -151,6 +149,11 @@ class ScaleKit:
             found[queue] = counts
         return found
 
+    def wait_drained(self, queues: Sequence[str], timeout: float = DEADLINE) -> None:
+        """Wait until nothing is left in the queues: no task, no stale entry or count."""
+        wait_until(lambda: not any(any(c.values()) for c in self.left_in(queues).values()),
+                   timeout=timeout, message=f"the queues to drain: {self.left_in(queues)}")
+
 
 def _tried(step: Any) -> bool:
     try:
@@ -158,26 +161,6 @@ def _tried(step: Any) -> bool:
     except BrokerError:
         return False
     return True
-
-
-def close_broker(broker: RedisBroker) -> None:
-    """Close a broker's client and this thread's own connections."""
-    local = getattr(broker, "_local", None)
-    for name in ("held", "waiter"):
-        found = getattr(local, name, None)
-        if found:
-            found[1].disconnect()
-    waiter = getattr(local, "cluster_waiter", None)
-    if waiter is not None:
-        waiter.stop()
-    broker.client.close()
-
-
-def kill_group(process: "subprocess.Popen[bytes]") -> None:
-    import os
-    import signal
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
 
 
 def documented_acl() -> List[str]:

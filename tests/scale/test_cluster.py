@@ -15,9 +15,9 @@ import pytest
 
 from minitask import Retry, TaskFailed, current_task
 from tests.conftest import wait_until
-from tests.crash.support import pid_running
+from tests.crash.support import kill_group, pid_running
 from tests.scale.servers import Cluster, SentinelGroup, slot_of
-from tests.scale.support import DEADLINE, ScaleKit, documented_acl, kill_group
+from tests.scale.support import DEADLINE, ScaleKit, documented_acl
 
 pytestmark = pytest.mark.scale
 
@@ -169,8 +169,7 @@ def test_sigkilled_worker_on_a_cluster_loses_nothing(
 
     kit.worker("-Q", ",".join(queues), "--pool", "process", "-c", "2")
     kit.wait_all_done(names)
-    wait_until(lambda: not any(any(c.values()) for c in kit.left_in(queues).values()),
-               timeout=DEADLINE, message=f"the queues to drain: {kit.left_in(queues)}")
+    kit.wait_drained(queues)
     done = kit.marks_of("done", names)
     started = kit.marks_of("started", names)
     for name in names:
@@ -351,7 +350,6 @@ def test_worker_goes_on_when_a_primary_dies_and_the_cluster_promotes_its_replica
               f"{len(before) + len(after)} done {recovered:.2f} s after it; lost: 0; "
               f"run twice: {len(duplicates)} {duplicates}")
         assert crossed > 0
-        wait_until(lambda: not any(any(c.values()) for c in kit.left_in(queues).values()),
-                   timeout=DEADLINE, message="the queues to drain")
+        kit.wait_drained(queues)
     finally:
         own.stop()

@@ -77,5 +77,4 @@ def test_worker_and_producer_survive_a_failover_and_lose_no_acknowledged_task(
     assert crossed > 0, "the failover was meant to happen with tasks in flight"
     assert all(done[name] for name in before + after)
     assert parked.cancel() is True, "the delayed task crossed the failover too"
-    wait_until(lambda: not any(kit.left_in([queue])[queue].values()), timeout=TOPOLOGY_DEADLINE,
-               message="the queue to drain")
+    kit.wait_drained([queue], timeout=TOPOLOGY_DEADLINE)

@@ -146,7 +146,7 @@ def test_a_wrong_password_is_a_broker_error_that_does_not_show_it(
     with pytest.raises(BrokerError) as error:
         add.delay(1, 2)
     assert wrong not in str(error.value) and "mt:***@" in str(error.value)
-    app.broker.client.close()
+    app.close()
 
 
 def test_the_acl_user_is_refused_what_minitask_does_not_need(
