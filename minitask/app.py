@@ -6,18 +6,17 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Union, overload
 
-from .broker import RedisBroker, check_name
+from .broker import Broker
 from .connection import Client, connect
-from .errors import ConfigurationError, DecodeError, DuplicateTaskError, MessageTooLarge
+from .errors import ConfigurationError, DecodeError, DuplicateTaskError
 from .handle import TaskHandle
-from .message import Message, SystemClock, to_ms, to_seconds
-from .serializer import check_arguments, decode_message, decode_outcome, encode_message
+from .message import SystemClock, to_ms, to_seconds
+from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
+from .serializer import decode_message, decode_outcome, encode_message
 from .task import P, R, Task, TaskOptions
 from .worker import Worker, check_prefetch
 
 APP_OPTIONS = frozenset({"clock", "prefetch"})
-#: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
-BULK_CHUNK = 1000
 
 
 @dataclass(frozen=True)
@@ -71,8 +70,8 @@ class Minitask:
         if unknown:
             raise ConfigurationError(f"app {name!r}: unknown option(s) {', '.join(unknown)}; "
                                      f"valid extra options are {', '.join(sorted(APP_OPTIONS))}")
-        self._check_name("app", name)
-        self._check_name("queue", default_queue)
+        check_key_part("app", name)
+        check_queue_name(default_queue)
         if not isinstance(visibility_timeout, (int, float)) or visibility_timeout < 1:
             raise ConfigurationError(f"app {name!r}: visibility_timeout must be at least 1 "
                                      f"second, got {visibility_timeout!r}")
@@ -93,31 +92,24 @@ class Minitask:
         self.clock = options.get("clock") or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
         self._broker_setting = broker
-        self._broker: Optional[RedisBroker] = None
+        self._broker: Optional[Broker] = None
+        self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes)
 
     def __repr__(self) -> str:
         return f"<Minitask {self.name} tasks={len(self.tasks)}>"
 
     @staticmethod
-    def _check_name(kind: str, name: Any) -> None:
-        if not isinstance(name, str):
-            raise ConfigurationError(f"{kind} name must be a str, got {name!r}")
-        try:
-            check_name(kind, name)
-        except ValueError as exc:
-            raise ConfigurationError(str(exc)) from None
-
-    def check_queue_name(self, queue: str) -> None:
-        self._check_name("queue", queue)
+    def check_queue_name(queue: str) -> None:
+        check_queue_name(queue)
 
     # -- broker --------------------------------------------------------------
 
     @property
-    def broker(self) -> RedisBroker:
+    def broker(self) -> Broker:
         """The app's broker, connected on first use."""
         if self._broker is None:
             connection = connect(self._broker_setting)
-            self._broker = RedisBroker(connection.client, self.name, connection.description)
+            self._broker = Broker(connection.client, self.name, connection.description)
         return self._broker
 
     def close(self) -> None:
@@ -155,12 +147,12 @@ class Minitask:
         """
         def register(function: Callable[P, R]) -> Task[P, R]:
             resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options)
-            self._check_name("queue", resolved.queue)
+            check_queue_name(resolved.queue)
             existing = self.tasks.get(resolved.name)
             if existing is not None and _code_of(existing.func) != _code_of(function):
                 raise DuplicateTaskError(f"task name {resolved.name!r} is already registered "
                                          f"to {existing.func!r}; pass name=... to one of them")
-            registered: Task[P, R] = Task(self, function, resolved)
+            registered: Task[P, R] = Task(self._sender, function, resolved)
             self.tasks[resolved.name] = registered
             return registered
 
@@ -175,26 +167,6 @@ class Minitask:
 
     # -- enqueueing ----------------------------------------------------------
 
-    def send_messages(self, messages: Sequence[Message]) -> None:
-        """Encode and check every message, then write them, grouped by queue."""
-        by_queue: Dict[str, List[Any]] = {}
-        for message in messages:
-            check_arguments(message.task, message.args, message.kwargs)
-            body = encode_message(message)
-            if len(body) > self.max_message_bytes:
-                raise MessageTooLarge(
-                    f"task {message.task!r}: message of {len(body)} bytes is over "
-                    f"max_message_bytes={self.max_message_bytes}; pass a reference (a key or "
-                    f"a URL) instead of the data", task_name=message.task, size=len(body),
-                    limit=self.max_message_bytes)
-            by_queue.setdefault(message.queue, []).append(
-                (message.id, body, message.priority, message.eta_ms or 0))
-        broker = self.broker
-        now_ms = self.clock.now_ms()
-        for queue, entries in by_queue.items():
-            for start in range(0, len(entries), BULK_CHUNK):
-                broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
-
     def handle(self, task_id: str) -> TaskHandle[Any]:
         """A handle on a task known only by its id (its queue is looked up)."""
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl))
@@ -204,7 +176,7 @@ class Minitask:
     def _queues(self, queue: Optional[str]) -> List[str]:
         if queue is not None:
             return [queue]
-        return sorted(set(self.broker.queue_names()) | set(self.worker_queues()))
+        return sorted(set(self.broker.queues.queue_names()) | set(self.worker_queues()))
 
     def dead_letters(self, queue: Optional[str] = None, *, limit: int = 1000) -> List[DeadTask]:
         """Tasks that will not run again, oldest first.
@@ -218,7 +190,7 @@ class Minitask:
         """
         found: List[DeadTask] = []
         for name in self._queues(queue):
-            for letter in self.broker.dead_letters(name, limit):
+            for letter in self.broker.dead.letters(name, limit):
                 found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
                                         letter.info))
         return found
@@ -233,9 +205,9 @@ class Minitask:
             BrokerError: Redis could not be reached.
         """
         for queue in self._queues(None):
-            if self.broker.state(queue, task_id)[0] != "dead":
+            if self.broker.results.state(queue, task_id)[0] != "dead":
                 continue
-            body = self.broker.message_body(queue, task_id) or b""
+            body = self.broker.queues.message_body(queue, task_id) or b""
             priority = 5
             try:
                 message = decode_message(body)
@@ -245,7 +217,7 @@ class Minitask:
                 priority = message.priority
                 body = encode_message(dataclasses.replace(
                     message, enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
-            return self.broker.revive(queue, task_id, body, priority, self.clock.now_ms())
+            return self.broker.dead.revive(queue, task_id, body, priority, self.clock.now_ms())
         return False
 
     def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:
@@ -260,13 +232,13 @@ class Minitask:
         purged = 0
         for name in self._queues(queue):
             if task_id is not None:
-                purged += self.broker.purge_dead(name, [task_id])
+                purged += self.broker.dead.purge(name, [task_id])
                 continue
             while True:
-                ids = self.broker.dead_ids(name, BULK_CHUNK)
+                ids = self.broker.dead.ids(name, BULK_CHUNK)
                 if not ids:
                     break
-                purged += self.broker.purge_dead(name, ids)
+                purged += self.broker.dead.purge(name, ids)
         return purged
 
     # -- workers -------------------------------------------------------------

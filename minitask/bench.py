@@ -419,7 +419,7 @@ class Bench:
         for _ in range(n // 1000):
             task.delay_many(batch)
         used = int(self.client.info("memory")["used_memory"]) - before
-        keys = bench_app.broker.keys("default")
+        keys = bench_app.broker.queues.keys("default")
         first = self.client.lindex(keys.ready[9 - noop.priority], 0)
         sample = self.client.hget(keys.messages, first) if isinstance(first, bytes) else None
         body = len(sample) if isinstance(sample, bytes) else 0
@@ -465,9 +465,9 @@ class Bench:
             broker = bench_app.broker
             start = time.perf_counter()
             for _ in range(n):
-                fetched = broker.fetch("default", now_ms=int(time.time() * 1000), lease_ms=60_000,
-                                       count=1, max_deliveries=5)
-                broker.ack("default", fetched.deliveries[0].task_id, None, 0)
+                fetched = broker.queues.fetch("default", now_ms=int(time.time() * 1000),
+                                              lease_ms=60_000, count=1, max_deliveries=5)
+                broker.results.ack("default", fetched.deliveries[0].task_id, None, 0)
             fetch_us = (time.perf_counter() - start) / n * 1e6
             self.report.scaling.append({"queue_length": length,
                                         "delay_us": round(enqueue_us, 1),

@@ -126,14 +126,14 @@ def _worker(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     app = _load(args.app)
     broker = app.broker
-    queues = sorted(set(broker.queue_names()) | set(app.worker_queues()))
+    queues = sorted(set(broker.queues.queue_names()) | set(app.worker_queues()))
     now_ms = app.clock.now_ms()
     report: Dict[str, Any] = {
         "app": app.name, "broker": broker.description,
-        "queues": {queue: broker.queue_counts(queue) for queue in queues},
+        "queues": {queue: broker.queues.counts(queue) for queue in queues},
         "workers": [],
     }
-    for info in broker.workers(now_ms, live_ms=60_000):
+    for info in broker.registry.live(now_ms, live_ms=60_000):
         report["workers"].append({
             "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),

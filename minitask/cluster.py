@@ -77,7 +77,7 @@ class ClusterWaiter:
             raise
 
     def disconnect(self) -> None:
-        """Close every connection of this waiter (``RedisBroker.close``)."""
+        """Close every connection of this waiter (``Transport.close``)."""
         for blocked in self._blocked.values():
             blocked.connection.disconnect()
         self._blocked.clear()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from typing import Generic, Optional, TypeVar
 
-from .broker import RedisBroker
+from .broker import Broker
 from .errors import ResultTimeout, TaskFailed
 from .serializer import decode_outcome
 
@@ -17,9 +17,10 @@ _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "sche
 class TaskHandle(Generic[R]):
     """The id of an enqueued call, with ways to ask what became of it."""
 
-    def __init__(self, broker: RedisBroker, queue: Optional[str], task_id: str,
+    def __init__(self, broker: Broker, queue: Optional[str], task_id: str,
                  result_ttl_ms: int = 86_400_000) -> None:
-        self._broker = broker
+        self._results = broker.results
+        self._queues = broker.queues
         self._queue = queue
         self._result_ttl_ms = result_ttl_ms
         self.id = task_id
@@ -29,7 +30,7 @@ class TaskHandle(Generic[R]):
 
     def _find_queue(self) -> Optional[str]:
         if self._queue is None:
-            self._queue = self._broker.find_queue(self.id, self._broker.queue_names())
+            self._queue = self._results.find_queue(self.id, self._queues.queue_names())
         return self._queue
 
     def status(self) -> str:
@@ -46,7 +47,7 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return "unknown"
-        state, outcome = self._broker.state(queue, self.id)
+        state, outcome = self._results.state(queue, self.id)
         if state == "finished" and outcome is not None:
             return decode_outcome(outcome).status
         return _STATE_TO_STATUS[state]
@@ -71,8 +72,8 @@ class TaskHandle(Generic[R]):
             queue = self._find_queue()
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             if queue is not None:
-                body = self._broker.wait_result(queue, self.id, min(remaining, 5.0)
-                                                if remaining > 0 else 0.002)
+                body = self._results.wait_result(queue, self.id, min(remaining, 5.0)
+                                                 if remaining > 0 else 0.002)
                 if body is not None:
                     return self._value_of(body)
             elif remaining > 0:
@@ -101,4 +102,4 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return False
-        return self._broker.cancel(queue, self.id, self._result_ttl_ms)
+        return self._results.cancel(queue, self.id, self._result_ttl_ms)

@@ -38,7 +38,7 @@ is promoted) lets promotion move them in the order they were scheduled.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 PREFIX = "minitask"
 
@@ -136,3 +136,9 @@ class AppKeys:
 
     def worker(self, name: str) -> str:
         return f"{PREFIX}:{{{self.app}}}:worker:{name}"
+
+
+@lru_cache(maxsize=4096)
+def queue_keys(app: str, queue: str) -> QueueKeys:
+    """The keys of one queue, built once: every store of an app shares them."""
+    return QueueKeys(app, queue)

@@ -7,16 +7,14 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, Iterable, List, Optional,
+from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
                     Sequence, Tuple, Type, TypeVar, Union)
 
 from ._compat import ParamSpec
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
 from .message import Message, to_ms
-
-if TYPE_CHECKING:
-    from .app import Minitask
+from .sending import Sender, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -130,8 +128,8 @@ class TaskOptions:
 class Task(Generic[P, R]):
     """A function registered with ``@app.task``; call it to run it in-process."""
 
-    def __init__(self, app: "Minitask", func: Callable[P, R], options: TaskOptions) -> None:
-        self.app = app
+    def __init__(self, sender: Sender, func: Callable[P, R], options: TaskOptions) -> None:
+        self._sender = sender
         self.func = func
         self.options = options
         self.name = options.name
@@ -170,7 +168,7 @@ class Task(Generic[P, R]):
         Raises:
             The same errors as ``delay``.
         """
-        eta_ms = self.app.clock.now_ms() + to_ms(seconds) if seconds > 0 else None
+        eta_ms = self._sender.clock.now_ms() + to_ms(seconds) if seconds > 0 else None
         return self._send([self._message(args, kwargs, self.queue, self.priority, eta_ms,
                                          None)])[0]
 
@@ -213,7 +211,7 @@ class Task(Generic[P, R]):
                                      f"{', '.join(sorted(unknown))} for apply_async; valid "
                                      f"options are {', '.join(sorted(CALL_OPTIONS))}")
         queue = queue or self.queue
-        self.app.check_queue_name(queue)
+        check_queue_name(queue)
         if priority is None:
             priority = self.priority
         else:
@@ -222,7 +220,7 @@ class Task(Generic[P, R]):
         if eta is not None:
             eta_ms = self._eta_ms(eta)
         elif delay is not None and delay > 0:
-            eta_ms = self.app.clock.now_ms() + to_ms(delay)
+            eta_ms = self._sender.clock.now_ms() + to_ms(delay)
         if task_id is not None and (not isinstance(task_id, str) or not task_id):
             raise ConfigurationError(f"task {self.name!r}: task_id must be a non-empty str, "
                                      f"got {task_id!r}")
@@ -266,7 +264,7 @@ class Task(Generic[P, R]):
                 self._signature.bind(*args, **kwargs)  # the full check, and its message
         except TypeError as exc:
             raise ArgumentError(f"task {self.name!r}: {exc}", task_name=self.name) from None
-        now_ms = self.app.clock.now_ms()
+        now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
         return Message(id=task_id or new_task_id(), task=self.name, args=list(args),
@@ -274,7 +272,5 @@ class Task(Generic[P, R]):
                        eta_ms=eta_ms)
 
     def _send(self, messages: List[Message]) -> List[TaskHandle[R]]:
-        self.app.send_messages(messages)
-        ttl_ms = to_ms(self.options.result_ttl)
-        broker = self.app.broker
-        return [TaskHandle(broker, m.queue, m.id, ttl_ms) for m in messages]
+        self._sender.send(messages)
+        return self._sender.handles(messages, to_ms(self.options.result_ttl))

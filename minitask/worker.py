@@ -19,12 +19,14 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from .broker import Ack, Delivery, FetchResult, FetchTerms, RedisBroker
+from .broker import Broker
 from .context import running
 from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
                      TimeLimitExceeded, UnknownTaskError)
 from .message import Message, Outcome, SystemClock, to_ms
 from .pool import ProcessPool, ThreadPool
+from .stores.queue import Delivery, FetchResult, FetchTerms
+from .stores.results import Ack
 
 if TYPE_CHECKING:
     from .app import Minitask
@@ -160,7 +162,7 @@ class Worker:
         self._stop_reason = ""
 
     @property
-    def broker(self) -> RedisBroker:
+    def broker(self) -> Broker:
         return self.app.broker
 
     @property
@@ -201,7 +203,7 @@ class Worker:
     def starting(self) -> None:
         """Announce this worker and make its queues known app-wide."""
         self.banner()
-        self.broker.register_queues(self.queues)
+        self.broker.queues.register_queues(self.queues)
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
                     on_end: Callable[[], None], on_done: Callable[[int, int], None],
@@ -351,8 +353,8 @@ class Worker:
         terms = None
         if isinstance(self.app.clock, SystemClock):
             terms = FetchTerms(self._lease_ms, self.prefetch, self.app.max_deliveries)
-        result = self.broker.wait(self.queues, timeout, then_fetch=terms,
-                                  interrupt=None if bell is None else bell.fileno())
+        result = self.broker.queues.wait(self.queues, timeout, then_fetch=terms,
+                                         interrupt=None if bell is None else bell.fileno())
         if result is not None:
             self._take(self.queues[0], result)
 
@@ -381,9 +383,9 @@ class Worker:
         now_ms = self.app.clock.now_ms()
         next_event: Optional[int] = None
         for queue in self.queues:
-            result = self.broker.fetch(queue, now_ms=now_ms, lease_ms=self._lease_ms,
-                                       count=self.prefetch,
-                                       max_deliveries=self.app.max_deliveries)
+            result = self.broker.queues.fetch(queue, now_ms=now_ms, lease_ms=self._lease_ms,
+                                              count=self.prefetch,
+                                              max_deliveries=self.app.max_deliveries)
             self._take(queue, result)
             job = self._next_buffered()
             if job is not None:
@@ -417,7 +419,7 @@ class Worker:
         if jobs and closing:
             self._give_back([_lease_of(job) for job in jobs])
         elif jobs:
-            self.broker.stop_waiting()
+            self.broker.queues.stop_waiting()
         for task_id in result.poisoned:
             try:
                 self._bury_poisoned(queue, task_id)
@@ -473,15 +475,15 @@ class Worker:
             outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
             ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
             try:
-                ack = self.broker.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
-                                              task_name=task.name)
+                ack = self.broker.results.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
+                                                      task_name=task.name)
             except EncodeError as exc:
                 self._bury(job, message, exc, "the return value cannot be encoded")
                 return
             if self._pipelined:
                 self._defer_ack(job, ack)
             else:
-                self._record(lambda: self.broker.ack_many([ack])[0], job, "record a result")
+                self._record(lambda: self.broker.results.ack_many([ack])[0], job, "record a result")
             self.processed += 1
             logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
             return
@@ -495,7 +497,7 @@ class Worker:
             note = _failure(error, "retrying", now_ms, message.attempt, "")
             following = dataclasses.replace(message, attempt=message.attempt + 1)
             due_ms = now_ms + to_ms(delay)
-            self._record(lambda: self.broker.retry(job.queue, following, due_ms, note),
+            self._record(lambda: self.broker.results.retry(job.queue, following, due_ms, note),
                          job, "schedule a retry")
             self.failed += 1
             logger.info("task %s %s failed (%s: %s) in %.3f s; retry %d in %.3f s",
@@ -539,11 +541,13 @@ class Worker:
         result: Optional[FetchResult] = None
         try:
             if fetch:
-                held, result = self.broker.ack_and_fetch(
-                    entries, first, now_ms=self.app.clock.now_ms(), lease_ms=self._lease_ms,
-                    count=self.prefetch, max_deliveries=self.app.max_deliveries)
+                queues = self.broker.queues
+                held, reply = self.broker.results.ack_then(entries, queues.fetch_call(
+                    first, self.app.clock.now_ms(),
+                    FetchTerms(self._lease_ms, self.prefetch, self.app.max_deliveries)))
+                result = queues.fetch_result(reply)
             else:
-                held = self.broker.ack_many(entries)
+                held = self.broker.results.ack_many(entries)
         except BrokerError:
             with self._lock:
                 self._acks[:0] = acks  # still leased: recorded by the next try
@@ -564,7 +568,7 @@ class Worker:
         if message is None or message.task not in self.app.tasks:
             logger.error("dead-lettered task %s from queue %r: %s: %s", job.delivery.task_id,
                          job.queue, reason, error)
-        self._record(lambda: self.broker.bury(
+        self._record(lambda: self.broker.results.bury(
             job.queue, job.delivery.task_id, outcome=outcome,
             result_ttl_ms=to_ms(self.app.result_ttl)), job, "dead-letter a task")
         self.failed += 1
@@ -574,8 +578,8 @@ class Worker:
                              f"times (max_deliveries={self.app.max_deliveries})")
         outcome = Outcome("failed", self.app.clock.now_ms(), exc_type="WorkerLost",
                           message=str(error), reason="worker lost")
-        self.broker.bury(queue, task_id, outcome=outcome,
-                         result_ttl_ms=to_ms(self.app.result_ttl))
+        self.broker.results.bury(queue, task_id, outcome=outcome,
+                                 result_ttl_ms=to_ms(self.app.result_ttl))
         logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
 
     def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
@@ -647,7 +651,7 @@ class Worker:
         """Release (task id, (queue, priority)) leases, as ``_leases`` holds them."""
         for queue, leases in _by_queue(held).items():
             try:
-                count = self.broker.release(queue, leases)
+                count = self.broker.queues.release(queue, leases)
                 logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
             except BrokerError as exc:
                 logger.error("could not give back tasks to queue %r (%s); they will be "
@@ -659,11 +663,11 @@ class Worker:
         with self._lock:
             held = list(self._leases.items())
         for queue, leases in _by_queue(held).items():
-            self.broker.renew(queue, leases, now_ms + self._lease_ms)
+            self.broker.queues.renew(queue, leases, now_ms + self._lease_ms)
         if not self._registers:
             return
         period_ms = to_ms(self.heartbeat_period)
-        self.broker.heartbeat(self.name, {
+        self.broker.registry.heartbeat(self.name, {
             "pid": os.getpid(), "host": socket.gethostname(), "queues": ",".join(self.queues),
             "pool": self.pool, "concurrency": self.concurrency, "started_ms": self.started_ms,
             "processed": self.processed, "failed": self.failed, "running": len(held),
@@ -708,7 +712,7 @@ class Worker:
 
     def forget(self) -> None:
         try:
-            self.broker.forget_worker(self.name)
+            self.broker.registry.forget(self.name)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
 

@@ -96,7 +96,7 @@ def test_thread_pool_burst_worker_runs_enqueued_tasks_then_exits_0(
     for i, handle in enumerate(recorded):
         [mark] = marks(client, f"k{i}")
         assert mark.decode().startswith(f"{handle.id}:1:")
-    assert basic.app.broker.queue_counts("default") == {
+    assert basic.app.broker.queues.counts("default") == {
         "ready": 0, "ready_by_priority": {}, "scheduled": 0, "running": 0, "dead": 0}
 
 
@@ -114,7 +114,7 @@ def test_process_pool_burst_worker_with_two_children_runs_tasks_then_exits_0(
         [mark] = [parse_mark(raw) for raw in marks(client, f"p{i}")]
         assert (mark.task_id, mark.attempt) == (recorded[i].id, 1)
     assert all(h.status() == "succeeded" for h in recorded)
-    assert basic.app.broker.queue_counts("default")["ready"] == 0
+    assert basic.app.broker.queues.counts("default")["ready"] == 0
 
 
 def test_module_colon_attribute_form_of_dash_a_names_the_app(

@@ -29,13 +29,13 @@ def test_close_closes_the_connections_of_every_thread_and_the_pool(
     thread = threading.Thread(target=lambda: job.delay(1))
     thread.start()
     thread.join()
-    app.broker.queue_counts("default")  # a pooled connection
+    app.broker.queues.counts("default")  # a pooled connection
     assert len(connections_named(admin, "minitask-close-test")) >= 3
     app.close()
     # the server notices a closed socket on its own schedule: wait for it, briefly
     wait_until(lambda: connections_named(admin, "minitask-close-test") == [], timeout=5,
                message="the server to see every connection closed")
     job.delay(2)  # the app connects again on next use
-    assert app.broker.queue_counts("default")["ready"] == 3
+    assert app.broker.queues.counts("default")["ready"] == 3
     app.close()
     app.close()  # closing twice is harmless

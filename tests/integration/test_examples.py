@@ -85,8 +85,8 @@ def test_orders_reset_email_outranks_the_newsletter_backlog(processes: Processes
                                "--sale-in", "0.5", env=env, log=producer_log)
     # The whole backlog is in Redis before any worker runs.
     shop = Minitask("shop", broker=broker_url)
-    wait_until(lambda: shop.broker.queue_counts("emails")["ready"] == 8
-               and shop.broker.queue_counts("default")["scheduled"] == 1,
+    wait_until(lambda: shop.broker.queues.counts("emails")["ready"] == 8
+               and shop.broker.queues.counts("default")["scheduled"] == 1,
                timeout=20, message="the producer's 8 emails and 1 sale to be enqueued")
     worker_log = tmp_path / "worker.log"
     # One thread: emails go out strictly in the order the worker takes them.

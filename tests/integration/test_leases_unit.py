@@ -359,8 +359,8 @@ def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
         pass
 
     work.delay_many([(i,) for i in range(3)])
-    app.broker.queue_counts("default")  # connects, and loads nothing yet
-    connection = app.broker._connection()
+    app.broker.queues.counts("default")  # connects, and loads nothing yet
+    connection = app.broker.transport._connection()
     read = connection.read_response
     lost = [False]
 
@@ -373,6 +373,6 @@ def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
 
     monkeypatch.setattr(connection, "read_response", read_then_lose)
     with pytest.raises(BrokerError):
-        app.broker.fetch("default", now_ms=clock.now_ms(), lease_ms=10_000, count=1,
-                         max_deliveries=3)
+        app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=10_000, count=1,
+                                max_deliveries=3)
     assert redis_client.zcard(QueueKeys(app.name, "default").leases) == 1, "ran once"

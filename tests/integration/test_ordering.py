@@ -323,11 +323,11 @@ def test_delay_many_enqueues_every_call_and_keeps_their_order(
     assert len(handles) == count
     assert len({h.id for h in handles}) == count
     keys = QueueKeys(app.name, "default")
-    assert app.broker.queue_counts("default")["ready"] == count
+    assert app.broker.queues.counts("default")["ready"] == count
     assert redis_client.hlen(keys.messages) == count
     app.worker(burst=True).run()
     assert order == list(range(count))
-    assert app.broker.queue_counts("default")["ready"] == 0
+    assert app.broker.queues.counts("default")["ready"] == 0
     assert redis_client.hlen(keys.messages) == 0
     assert handles[0].get(timeout=5) is None and handles[-1].status() == "succeeded"
 
@@ -341,14 +341,14 @@ def test_delay_many_of_nothing_enqueues_nothing(make_app: Callable[..., Minitask
         pass
 
     assert record.delay_many([]) == []
-    assert app.broker.queue_counts("default")["ready"] == 0
+    assert app.broker.queues.counts("default")["ready"] == 0
 
 
 def test_promotion_in_batches_keeps_equal_due_times_in_enqueue_order(
         make_app: Callable[..., Minitask], clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A full batch that cuts a run of equal due times leaves that run for the next
     batch, so ids (which the delayed ZSET sorts ties by) never decide the order."""
-    monkeypatch.setattr("minitask.broker.BATCH_LIMIT", 4)
+    monkeypatch.setattr("minitask.stores.queue.BATCH_LIMIT", 4)
     app = make_app()
     order: List[str] = []
 
@@ -370,7 +370,7 @@ def test_fetch_after_a_mass_cancel_drops_stale_entries_a_batch_per_call(
     """Cancelled tasks leave entries behind in the ready lists; one fetch drops at most
     a batch of them, so no script call blocks Redis for long, and asks to be called
     again at once."""
-    monkeypatch.setattr("minitask.broker.BATCH_LIMIT", 4)
+    monkeypatch.setattr("minitask.stores.queue.BATCH_LIMIT", 4)
     app = make_app()
     ran: List[int] = []
 
@@ -385,6 +385,6 @@ def test_fetch_after_a_mass_cancel_drops_stale_entries_a_batch_per_call(
 
     assert worker.fetch() is None, "only four stale entries dropped: no task reached yet"
     assert worker._next_event_ms == clock.ms, "the worker is told to fetch again at once"
-    assert app.broker.queue_counts("default")["ready"] == 1
+    assert app.broker.queues.counts("default")["ready"] == 1
     app.worker(burst=True).run()
     assert ran == [99]

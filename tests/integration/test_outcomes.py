@@ -35,11 +35,11 @@ def due_ms(client: Any, app: Minitask, queue: str, task_id: str) -> int:
 
 def inject(app: Minitask, queue: str, task_id: str, body: bytes, priority: int = 5) -> None:
     """Enqueue raw bytes as a message, the way a producer in another language would."""
-    assert app.broker.enqueue(queue, [(task_id, body, priority, 0)], app.clock.now_ms()) == 1
+    assert app.broker.queues.enqueue(queue, [(task_id, body, priority, 0)], app.clock.now_ms()) == 1
 
 
 def ready(app: Minitask, queue: str = "default") -> int:
-    return int(app.broker.queue_counts(queue)["ready"])
+    return int(app.broker.queues.counts(queue)["ready"])
 
 
 class Flaky(Exception):
@@ -387,11 +387,11 @@ def test_ready_count_leaves_out_cancelled_tasks_per_priority_until_fetch_drops_t
     handles = [job.apply_async((n,), priority=n % 3) for n in range(9)]
     for handle in handles[:4]:
         assert handle.cancel() is True
-    counts = app.broker.queue_counts("default")
+    counts = app.broker.queues.counts("default")
     assert counts["ready"] == 5
     assert counts["ready_by_priority"] == {"2": 2, "1": 2, "0": 1}
     assert drain(app.worker()) == 5
-    counts = app.broker.queue_counts("default")
+    counts = app.broker.queues.counts("default")
     assert counts["ready"] == 0 and counts["ready_by_priority"] == {}
     assert app.broker.client.zcard(QueueKeys(app.name, "default").cancelled) == 0
 

@@ -15,7 +15,8 @@ from typing import Any, Iterator, List, Optional
 import pytest
 
 from minitask import Minitask
-from minitask.broker import MAX_BLOCK_SECONDS, FetchResult, FetchTerms
+from minitask.stores.queue import FetchResult, FetchTerms
+from minitask.transport import MAX_BLOCK_SECONDS
 from minitask.worker import Worker
 from tests.conftest import RedisServer, wait_until
 
@@ -61,7 +62,7 @@ def test_a_woken_wait_returns_the_task_leased_on_the_server_clock(
         app: Minitask, admin: Any) -> None:
     results: List[Optional[FetchResult]] = []
     waiting = threading.Thread(target=lambda: results.append(
-        app.broker.wait(["default"], 20.0, then_fetch=TERMS)))
+        app.broker.queues.wait(["default"], 20.0, then_fetch=TERMS)))
     waiting.start()
     wait_until(lambda: blocked_clients(admin) == 1, timeout=10, message="a blocked wait")
     before = server_ms(admin)
@@ -74,7 +75,7 @@ def test_a_woken_wait_returns_the_task_leased_on_the_server_clock(
     assert result is not None
     assert [d.task_id for d in result.deliveries] == [handle.id]
     assert result.deliveries[0].delivery == 1
-    deadline = int(admin.zscore(app.broker.keys("default").leases, handle.id)) // 10
+    deadline = int(admin.zscore(app.broker.queues.keys("default").leases, handle.id)) // 10
     assert before + TERMS.lease_ms <= deadline <= after + TERMS.lease_ms
     assert blocked_clients(admin) == 0
 
@@ -82,10 +83,10 @@ def test_a_woken_wait_returns_the_task_leased_on_the_server_clock(
 def test_a_wait_whose_timer_runs_out_fetches_then_and_leaves_no_blpop_behind(
         app: Minitask, admin: Any) -> None:
     handle = app.tasks["job"].delay(1)
-    admin.delete(app.broker.keys("default").wake)  # ready, but nothing to wake a worker
+    admin.delete(app.broker.queues.keys("default").wake)  # ready, but nothing to wake a worker
 
     started = time.monotonic()
-    result = app.broker.wait(["default"], 0.2, then_fetch=TERMS)
+    result = app.broker.queues.wait(["default"], 0.2, then_fetch=TERMS)
     elapsed = time.monotonic() - started
 
     assert result is not None
@@ -100,8 +101,8 @@ def test_a_rung_interrupt_ends_the_wait_at_once(app: Minitask, admin: Any) -> No
         timer = threading.Timer(0.2, lambda: rung.send(b"!"))
         timer.start()
         started = time.monotonic()
-        result = app.broker.wait(["default"], 30.0, then_fetch=TERMS,
-                                 interrupt=heard.fileno())
+        result = app.broker.queues.wait(["default"], 30.0, then_fetch=TERMS,
+                                        interrupt=heard.fileno())
         elapsed = time.monotonic() - started
         timer.join()
     finally:
@@ -117,7 +118,7 @@ def test_a_wait_after_a_script_flush_loads_the_fetch_script_again(
     handle = app.tasks["job"].delay(2)
     admin.script_flush()
 
-    result = app.broker.wait(["default"], 10.0, then_fetch=TERMS)
+    result = app.broker.queues.wait(["default"], 10.0, then_fetch=TERMS)
 
     assert result is not None
     assert [d.task_id for d in result.deliveries] == [handle.id]
@@ -132,16 +133,16 @@ def test_without_what_it_needs_a_wait_falls_back_and_leases_nothing_for_nobody(
     app = Minitask("waiting", broker=f"redis://limited:secret@127.0.0.1:{redis_server.port}/0")
     job = app.task(lambda n: n, name="job")
     try:
-        with caplog.at_level(logging.WARNING, logger="minitask.broker"):
-            first = app.broker.wait(["default"], 0.2, then_fetch=TERMS)
+        with caplog.at_level(logging.WARNING, logger="minitask.transport"):
+            first = app.broker.queues.wait(["default"], 0.2, then_fetch=TERMS)
         assert first is None  # the caller fetches itself
         assert f"'{refused}'" in caplog.text  # Redis's refusal, quoted in the warning
         handle = job.delay(3)
         # a plain wait, woken by the task, with no fetch behind it
-        assert app.broker.wait(["default"], 10.0, then_fetch=TERMS) is None
-        assert admin.zcard(app.broker.keys("default").leases) == 0
-        fetched = app.broker.fetch("default", now_ms=server_ms(admin), lease_ms=60_000,
-                                   count=1, max_deliveries=5)
+        assert app.broker.queues.wait(["default"], 10.0, then_fetch=TERMS) is None
+        assert admin.zcard(app.broker.queues.keys("default").leases) == 0
+        fetched = app.broker.queues.fetch("default", now_ms=server_ms(admin), lease_ms=60_000,
+                                          count=1, max_deliveries=5)
         assert [d.task_id for d in fetched.deliveries] == [handle.id]
     finally:
         app.close()
@@ -151,11 +152,12 @@ def test_without_what_it_needs_a_wait_falls_back_and_leases_nothing_for_nobody(
 def test_a_rung_interrupt_still_returns_what_the_fetch_leased(
         app: Minitask, admin: Any) -> None:
     handle = app.tasks["job"].delay(4)
-    admin.delete(app.broker.keys("default").wake)
+    admin.delete(app.broker.queues.keys("default").wake)
     heard, rung = socket.socketpair()
     try:
         rung.send(b"!")
-        result = app.broker.wait(["default"], 30.0, then_fetch=TERMS, interrupt=heard.fileno())
+        result = app.broker.queues.wait(["default"], 30.0, then_fetch=TERMS,
+                                        interrupt=heard.fileno())
     finally:
         heard.close()
         rung.close()
@@ -169,9 +171,9 @@ def test_an_idle_wait_ends_on_the_blpop_timeout_without_client_unblock(
         stats = admin.info("commandstats").get("cmdstat_client|unblock", {})
         return int(stats.get("calls", 0))
 
-    app.broker.wait(["default"], 0.0, then_fetch=TERMS)  # asks once what the server allows
+    app.broker.queues.wait(["default"], 0.0, then_fetch=TERMS)  # asks once what the server allows
     before = unblocks()
-    result = app.broker.wait(["default"], MAX_BLOCK_SECONDS, then_fetch=TERMS)
+    result = app.broker.queues.wait(["default"], MAX_BLOCK_SECONDS, then_fetch=TERMS)
     assert result is not None and result.deliveries == []
     assert unblocks() == before
 
@@ -181,11 +183,11 @@ def test_a_busy_server_refusing_client_unblock_loses_nothing(
     """While a slow script runs, Redis answers CLIENT UNBLOCK with BUSY: the wait then
     ends on its BLPOP's own timeout, and the task its fetch leased is returned."""
     handle = app.tasks["job"].delay(5)
-    admin.delete(app.broker.keys("default").wake)
+    admin.delete(app.broker.queues.keys("default").wake)
     admin.config_set("lua-time-limit", 100)
     heard, rung = socket.socketpair()
     results: List[Optional[FetchResult]] = []
-    waiting = threading.Thread(target=lambda: results.append(app.broker.wait(
+    waiting = threading.Thread(target=lambda: results.append(app.broker.queues.wait(
         ["default"], 30.0, then_fetch=TERMS, interrupt=heard.fileno())))
     slow = threading.Thread(target=lambda: admin.eval(BUSY_FOR_A_SECOND, 0))
     try:
@@ -205,7 +207,7 @@ def test_a_busy_server_refusing_client_unblock_loses_nothing(
     assert result is not None
     assert [d.task_id for d in result.deliveries] == [handle.id]
     # and the next wait still has its fetch behind it
-    assert app.broker.wait(["default"], 0.1, then_fetch=TERMS) is not None
+    assert app.broker.queues.wait(["default"], 0.1, then_fetch=TERMS) is not None
 
 
 def test_stop_from_another_thread_ends_an_idle_worker_at_once(

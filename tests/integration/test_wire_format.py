@@ -10,7 +10,7 @@ from minitask import Minitask
 
 
 def _documented_enqueue_script() -> bytes:
-    folder = importlib.resources.files("minitask") / "lua"
+    folder = importlib.resources.files("minitask.stores") / "lua"
     return ((folder / "promote.lua").read_bytes() + (folder / "enqueue.lua").read_bytes())
 
 

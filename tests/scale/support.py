@@ -98,7 +98,7 @@ class ScaleKit:
 
     def wait_for_worker(self, count: int = 1) -> None:
         """Until ``count`` workers have sent a heartbeat."""
-        wait_until(lambda: len(self.app.broker.workers(self.app.clock.now_ms(), 60_000))
+        wait_until(lambda: len(self.app.broker.registry.live(self.app.clock.now_ms(), 60_000))
                    >= count, timeout=DEADLINE, message=f"{count} live worker(s)")
 
     # -- markers -------------------------------------------------------------
@@ -143,8 +143,8 @@ class ScaleKit:
         broker = self.app.broker
         found = {}
         for queue in queues:
-            counts = broker.queue_counts(queue)
-            counts["messages"] = int(broker.client.hlen(broker.keys(queue).messages))
+            counts = broker.queues.counts(queue)
+            counts["messages"] = int(broker.client.hlen(broker.queues.keys(queue).messages))
             counts.pop("ready_by_priority")
             found[queue] = counts
         return found

@@ -79,8 +79,8 @@ def test_every_operation_works_with_a_cluster_client_and_queues_on_three_shards(
     assert cancelled.status() == "cancelled"
     assert handles[queues[0]][0].status() == "queued"
     assert handles[queues[1]][4].status() == "scheduled"
-    assert app.broker.queue_counts(queues[0])["ready"] >= 4
-    assert app.broker.queue_counts(queues[2])["scheduled"] == 1
+    assert app.broker.queues.counts(queues[0])["ready"] >= 4
+    assert app.broker.queues.counts(queues[2])["scheduled"] == 1
 
     worker = app.worker(queues=queues)
     runner = threading.Thread(target=worker.run)
@@ -92,7 +92,7 @@ def test_every_operation_works_with_a_cluster_client_and_queues_on_three_shards(
         with pytest.raises(TaskFailed) as failure:
             dead.get(timeout=DEADLINE)
         assert failure.value.exc_type == "KeyError"
-        wait_until(lambda: app.broker.workers(app.clock.now_ms(), 60_000), timeout=DEADLINE,
+        wait_until(lambda: app.broker.registry.live(app.clock.now_ms(), 60_000), timeout=DEADLINE,
                    message="the worker's heartbeat")
 
         for queue in queues:
@@ -104,7 +104,7 @@ def test_every_operation_works_with_a_cluster_client_and_queues_on_three_shards(
         assert [(d.task_id, d.queue, d.exc_type) for d in letters] == [
             (dead.id, queues[2], "KeyError")]
         assert app.requeue_dead(dead.id) is True
-        wait_until(lambda: app.broker.queue_counts(queues[2])["dead"] == 1 and
+        wait_until(lambda: app.broker.queues.counts(queues[2])["dead"] == 1 and
                    app.handle(dead.id).status() == "failed", timeout=DEADLINE,
                    message="the requeued task to die again")
         assert app.purge_dead(dead.id) == 1
@@ -193,7 +193,7 @@ def test_retries_dead_letters_status_and_cancel_through_a_worker_process(
     assert [(d.task_id, d.attempts) for d in kit.app.dead_letters()] == [(doomed.id, 2)]
     assert later.status() == "cancelled"
     kit.wait_for_worker()
-    counts = kit.app.broker.queue_counts(queues[1])
+    counts = kit.app.broker.queues.counts(queues[1])
     assert counts["dead"] == 1 and counts["ready"] == 0
 
     # `minitask status` on the cluster: per-queue pipelines, the app-wide worker records

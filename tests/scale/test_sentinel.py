@@ -43,7 +43,7 @@ def test_worker_and_producer_survive_a_failover_and_lose_no_acknowledged_task(
     # the producer's fast path must reach the primary the sentinels name, nothing else
     parked = kit.task("record").apply_async((kit.key("parked"),), queue=queue, delay=3600)
     with primary.client() as client:
-        assert client.zscore(kit.app.broker.keys(queue).delayed, parked.id) is not None
+        assert client.zscore(kit.app.broker.queues.keys(queue).delayed, parked.id) is not None
     kit.worker("--pool", "thread", "-c", "2")
     before = [f"a{i}" for i in range(60)]
     for name in before:

@@ -92,7 +92,7 @@ def test_every_operation_runs_over_tls_as_an_acl_user_with_the_documented_comman
     dead = fails.delay()
     cancelled = add.apply_in(3600, 0, 0)
     assert cancelled.status() == "scheduled" and cancelled.cancel() is True
-    assert app.broker.queue_counts(app.default_queue)["ready"] >= 5
+    assert app.broker.queues.counts(app.default_queue)["ready"] >= 5
 
     worker = app.worker()
     runner = threading.Thread(target=worker.run)
@@ -108,7 +108,7 @@ def test_every_operation_runs_over_tls_as_an_acl_user_with_the_documented_comman
         assert app.requeue_dead(dead.id) is True
         with pytest.raises(TaskFailed):
             dead.get(timeout=DEADLINE)
-        wait_until(lambda: app.broker.workers(app.clock.now_ms(), 60_000), timeout=DEADLINE,
+        wait_until(lambda: app.broker.registry.live(app.clock.now_ms(), 60_000), timeout=DEADLINE,
                    message="the worker's heartbeat")
     finally:
         worker.stop()

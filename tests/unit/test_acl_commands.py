@@ -15,7 +15,9 @@ import minitask
 from tests.scale.support import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
-MODULES = ("broker.py", "cluster.py", "handle.py", "app.py", "worker.py", "cli.py", "pool.py")
+MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "worker.py", "cli.py", "pool.py",
+           "sending.py", "stores/queue.py", "stores/results.py", "stores/dead.py",
+           "stores/registry.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
            "close": "", "get_redis_connection": ""}
@@ -26,7 +28,7 @@ IMPLIED = {"evalsha", "script|load", "ping"}
 
 def used_commands() -> Set[str]:
     found = set(IMPLIED)
-    for script in (PACKAGE / "lua").glob("*.lua"):
+    for script in (PACKAGE / "stores" / "lua").glob("*.lua"):
         found |= {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", script.read_text())}
     for module in MODULES:
         source = (PACKAGE / module).read_text()

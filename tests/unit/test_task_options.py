@@ -558,8 +558,8 @@ def test_apply_async_options_override_the_decorator(app: Minitask, fake_redis: A
     handle = job.apply_async((1,), queue="urgent", priority=8, task_id="my-id")
     assert handle.id == "my-id"
     assert handle.status() == "queued"
-    assert app.broker.queue_counts("urgent")["ready_by_priority"] == {"8": 1}
-    assert app.broker.queue_counts("emails")["ready"] == 0
+    assert app.broker.queues.counts("urgent")["ready_by_priority"] == {"8": 1}
+    assert app.broker.queues.counts("emails")["ready"] == 0
     job_ = app.worker(queues=["urgent"]).fetch()
     assert job_ is not None and job_.delivery.priority == 8
 

@@ -1,4 +1,4 @@
--- promote: a library, not a script of its own. The broker puts this file in front
+-- promote: a library, not a script of its own. The queue store puts it in front
 -- of enqueue.lua, fetch.lua and revive.lua, which call promote_due() before they
 -- append to a ready list, so a task that fell due earlier is never queued behind
 -- one added after that (and no extra script call is paid on the hot paths).

@@ -1,4 +1,4 @@
--- fetch: promote due delayed tasks (promote.lua, prepended by the broker),
+-- fetch: promote due delayed tasks (promote.lua, prepended by stores/scripts.py),
 -- re-deliver expired leases, then lease the best ready tasks, in one atomic step
 -- any number of workers may run at once.
 -- KEYS[1] delayed (ZSET)     KEYS[2] leases (ZSET)     KEYS[3] messages (HASH)

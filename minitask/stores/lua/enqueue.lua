@@ -1,5 +1,5 @@
 -- enqueue: store messages and make them ready now or due later, atomically.
--- Runs after promote.lua (prepended by the broker): due delayed tasks go first.
+-- Runs after promote.lua (prepended by stores/scripts.py): due delayed tasks go first.
 -- KEYS[1] messages (HASH)   KEYS[2] delayed (ZSET)   KEYS[3] wake (LIST)
 -- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
 -- KEYS[14] order (HASH)   KEYS[15] sequence (STRING)

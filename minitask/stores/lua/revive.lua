@@ -1,5 +1,5 @@
 -- revive: put a dead task back at the tail of its queue for a fresh start, behind
--- the delayed tasks already due (promote.lua, prepended by the broker, moves them).
+-- the delayed tasks already due (promote.lua, prepended by stores/scripts.py, moves them).
 -- KEYS[1] dead (ZSET)   KEYS[2] dead_info (HASH)   KEYS[3] messages (HASH)
 -- KEYS[4] wake (LIST)   KEYS[5] result (LIST)
 -- KEYS[6..15] ready lists, priority 9 first (KEYS[15 - p] holds priority p)

@@ -1,0 +1,69 @@
+"""Sender: checks, encodes and writes enqueued calls; below the app and its tasks.
+
+A task enqueues through the sender its app hands it, so tasks never reach
+back up into the app for the broker.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, List, Sequence
+
+from .broker import Broker
+from .errors import ConfigurationError, MessageTooLarge
+from .handle import TaskHandle
+from .keys import check_name
+from .message import Message
+from .serializer import check_arguments, encode_message
+
+#: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
+BULK_CHUNK = 1000
+
+
+def check_queue_name(queue: Any) -> None:
+    """Refuse a queue name that is not a str or would break the key layout."""
+    check_key_part("queue", queue)
+
+
+def check_key_part(kind: str, name: Any) -> None:
+    if not isinstance(name, str):
+        raise ConfigurationError(f"{kind} name must be a str, got {name!r}")
+    try:
+        check_name(kind, name)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+class Sender:
+    """Writes messages to the broker of one app; ``broker`` connects on first use."""
+
+    def __init__(self, broker: Callable[[], Broker], clock: Any, max_message_bytes: int) -> None:
+        self._broker = broker
+        self.clock = clock
+        self.max_message_bytes = max_message_bytes
+
+    def send(self, messages: Sequence[Message]) -> None:
+        """Encode and check every message, then write them, grouped by queue.
+
+        Nothing is sent unless every message passes its checks.
+        """
+        by_queue: Dict[str, List[Any]] = {}
+        for message in messages:
+            check_arguments(message.task, message.args, message.kwargs)
+            body = encode_message(message)
+            if len(body) > self.max_message_bytes:
+                raise MessageTooLarge(
+                    f"task {message.task!r}: message of {len(body)} bytes is over "
+                    f"max_message_bytes={self.max_message_bytes}; pass a reference (a key or "
+                    f"a URL) instead of the data", task_name=message.task, size=len(body),
+                    limit=self.max_message_bytes)
+            by_queue.setdefault(message.queue, []).append(
+                (message.id, body, message.priority, message.eta_ms or 0))
+        queues = self._broker().queues
+        now_ms = self.clock.now_ms()
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), BULK_CHUNK):
+                queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+
+    def handles(self, messages: Sequence[Message], result_ttl_ms: int) -> List[TaskHandle[Any]]:
+        """Handles on sent messages."""
+        broker = self._broker()
+        return [TaskHandle(broker, m.queue, m.id, result_ttl_ms) for m in messages]

@@ -1,0 +1,192 @@
+"""QueueStore: a queue's ready and lease operations: enqueue, fetch, give back, renew.
+
+Where tasks wait and who holds them: the ready lists, the delayed set, the
+leases, and the wake list idle workers block on. Outcomes (ack, retry, dead
+letter) are the results store's.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from ..keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
+from ..message import Message
+from ..serializer import decode_message
+from ..transport import ScriptCall, Transport, text
+from .scripts import source
+
+#: Wake tokens kept per queue: enough to wake that many idle workers at once.
+WAKE_CAP = 256
+#: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
+BATCH_LIMIT = 1000
+
+_SCRIPTS = ("enqueue", "fetch", "release")
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message handed to this worker under a lease."""
+
+    task_id: str
+    body: bytes
+    delivery: int
+    priority: int
+
+    def message(self) -> Message:
+        """The decoded message; raises DecodeError for a corrupt or unknown envelope."""
+        return decode_message(self.body)
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    deliveries: List[Delivery]
+    poisoned: List[str]
+    next_event_ms: Optional[int]
+
+
+@dataclass(frozen=True)
+class FetchTerms:
+    """What a fetch asks for, other than the queue and the time."""
+
+    lease_ms: int
+    count: int
+    max_deliveries: int
+
+
+class QueueStore:
+    """The queues of one app: what is ready, what is due later, who holds what."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        self.app_keys = AppKeys(app_name)
+        self._known_queues: Set[str] = set()
+        for name in _SCRIPTS:
+            transport.register(name, source(name))
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.app_name, queue)
+
+    # -- producing ---------------------------------------------------------------
+
+    def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
+                now_ms: int) -> int:
+        """Store (id, body, priority, due_ms) entries of one queue; returns how many were new."""
+        k = self.keys(queue)
+        tail: List[Any] = [k.result(task_id) for task_id, _, _, _ in entries]
+        tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
+        for task_id, body, priority, due_ms in entries:
+            tail += (task_id, body, priority, due_ms)
+        added = self.transport.run_calls(
+            [("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
+              tail, len(entries))], f"enqueue into queue {queue!r}")[-1]
+        if queue not in self._known_queues:
+            self.register_queues([queue])
+        return int(added)
+
+    def register_queues(self, queues: Iterable[str]) -> None:
+        """Remember queue names app-wide so status and lookups by id can find them."""
+        names = [q for q in queues if q not in self._known_queues]
+        if names:
+            with self.transport.errors("register queues"):
+                self.transport.client.sadd(self.app_keys.queues, *names)
+            self._known_queues.update(names)
+
+    def queue_names(self) -> List[str]:
+        with self.transport.errors("list queues"):
+            return sorted(text(name)
+                          for name in self.transport.client.smembers(self.app_keys.queues))
+
+    # -- consuming ---------------------------------------------------------------
+
+    def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
+              max_deliveries: int) -> FetchResult:
+        """Promote what is due, reclaim expired leases, and lease up to ``count`` tasks."""
+        reply = self.transport.run_calls(
+            [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries))],
+            f"fetch from queue {queue!r}")[-1]
+        return self.fetch_result(reply)
+
+    def fetch_call(self, queue: str, now_ms: Optional[int], terms: FetchTerms) -> ScriptCall:
+        """A fetch, to send alone or behind other calls; ``now_ms`` None reads the
+        server's clock (for a fetch that runs later than it is sent)."""
+        return ("fetch", queue, self._fetch_keys(queue),
+                ("server" if now_ms is None else now_ms, terms.lease_ms, terms.count,
+                 terms.max_deliveries, BATCH_LIMIT), 0)
+
+    def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
+        k = self.keys(queue)
+        return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
+                k.cancelled, k.order)
+
+    @staticmethod
+    def fetch_result(reply: Any) -> FetchResult:
+        """A fetch script's reply, read."""
+        leased, poisoned, next_event = reply
+        deliveries = [Delivery(text(leased[i]), leased[i + 1], int(leased[i + 2]),
+                               int(leased[i + 3])) for i in range(0, len(leased), 4)]
+        next_ms = int(next_event)
+        return FetchResult(deliveries, [text(p) for p in poisoned],
+                           next_ms if next_ms >= 0 else None)
+
+    def wait(self, queues: Sequence[str], timeout: float, *, interrupt: Optional[int] = None,
+             then_fetch: Optional[FetchTerms] = None) -> Optional[FetchResult]:
+        """Block until a queue may have work, ``timeout`` seconds pass, or the file
+        descriptor ``interrupt`` becomes readable.
+
+        With ``then_fetch``, the wait ends with a fetch from the first queue and
+        returns its result; None means nothing was fetched (a cluster, a test
+        double, an ACL without CLIENT ID, CLIENT UNBLOCK or TIME): the caller
+        fetches itself.
+        """
+        then = None if then_fetch is None else self.fetch_call(queues[0], None, then_fetch)
+        reply = self.transport.wait([self.keys(q).wake for q in queues], timeout,
+                                    interrupt=interrupt, then=then)
+        return None if reply is None else self.fetch_result(reply)
+
+    def stop_waiting(self) -> None:
+        """Drop this thread's outstanding wait before it gets busy with a task."""
+        self.transport.stop_waiting()
+
+    def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
+        """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""
+        mapping = {task_id: deadline_ms * 10 + 9 - priority for task_id, priority in leases}
+        with self.transport.errors(f"renew leases in queue {queue!r}"):
+            self.transport.client.zadd(self.keys(queue).leases, mapping, xx=True)
+
+    def release(self, queue: str, leases: Sequence[Tuple[str, int]]) -> int:
+        """Give leased (id, priority) tasks back to the head of their queue."""
+        if not leases:
+            return 0
+        k = self.keys(queue)
+        args: List[Any] = []
+        for task_id, priority in leases:
+            args += (task_id, priority)
+        return int(self.transport.run("release", (k.leases, k.deliveries, k.wake, *k.ready),
+                                      args, f"give back tasks to queue {queue!r}"))
+
+    def message_body(self, queue: str, task_id: str) -> Optional[bytes]:
+        with self.transport.errors(f"read message {task_id}"):
+            body = self.transport.client.hget(self.keys(queue).messages, task_id)
+        return body  # type: ignore[return-value]
+
+    # -- monitoring --------------------------------------------------------------
+
+    def counts(self, queue: str) -> Dict[str, Any]:
+        """Ready tasks per priority, and the scheduled, running and dead counts."""
+        k = self.keys(queue)
+        with self.transport.errors(f"count tasks of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in k.ready:
+                pipe.llen(key)
+            pipe.zcard(k.delayed)
+            pipe.zcard(k.leases)
+            pipe.zcard(k.dead)
+            for priority in PRIORITIES:  # cancelled entries still in the ready lists
+                pipe.zcount(k.cancelled, priority, priority)
+            counts = pipe.execute()
+        ready = [max(0, int(entries) - int(cancelled))
+                 for entries, cancelled in zip(counts[:10], counts[13:])]
+        by_priority = {str(p): c for p, c in zip(PRIORITIES, ready) if c}
+        return {"ready": sum(ready), "ready_by_priority": by_priority,
+                "scheduled": int(counts[10]), "running": int(counts[11]), "dead": int(counts[12])}

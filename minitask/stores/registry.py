@@ -1,0 +1,47 @@
+"""WorkerRegistry: live workers and their counters, kept by their heartbeats."""
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+from ..keys import AppKeys
+from ..transport import Transport, text
+
+
+class WorkerRegistry:
+    """Who serves an app: one record per worker, expiring unless it beats."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_keys = AppKeys(app_name)
+
+    def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:
+        """Record a live worker and its counters; the record expires if it stops beating."""
+        key = self.app_keys.worker(worker)
+        with self.transport.errors("record the worker heartbeat"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zadd(self.app_keys.workers, {worker: now_ms})
+            pipe.hset(key, mapping={name: str(value) for name, value in info.items()})
+            pipe.pexpire(key, ttl_ms)
+            pipe.execute()
+
+    def forget(self, worker: str) -> None:
+        with self.transport.errors("unregister the worker"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zrem(self.app_keys.workers, worker)
+            pipe.delete(self.app_keys.worker(worker))
+            pipe.execute()
+
+    def live(self, now_ms: int, live_ms: int) -> List[Dict[str, str]]:
+        """Workers whose last heartbeat is at most ``live_ms`` old; older ones are pruned."""
+        client = self.transport.client
+        with self.transport.errors("list workers"):
+            client.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
+            names = [text(n) for n in client.zrange(self.app_keys.workers, 0, -1)]
+            found = []
+            for name in names:
+                info = {text(f): text(v)
+                        for f, v in client.hgetall(self.app_keys.worker(name)).items()}
+                if info:
+                    info["name"] = name
+                    found.append(info)
+        return found

@@ -1,0 +1,173 @@
+"""ResultStore: outcomes and results: ack, retry, dead-letter, cancel, state, get.
+
+An outcome ends a task's lease and writes what became of it in one atomic
+step; results are kept under ``result:<id>`` for ``result_ttl``.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import DecodeError
+from ..keys import QueueKeys, queue_keys
+from ..message import Message, Outcome, wall_ms
+from ..serializer import decode_message, encode_message, encode_outcome
+from ..transport import MAX_BLOCK_SECONDS, ScriptCall, Transport, text
+from .scripts import source
+
+_SCRIPTS = ("ack", "retry", "bury", "cancel", "state")
+
+#: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms).
+Ack = Tuple[str, str, bytes, int]
+#: Acks of one queue, each with its place in the caller's list.
+_Group = List[Tuple[int, str, bytes, int]]
+
+
+class ResultStore:
+    """What became of the tasks of one app, and the steps that decide it."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        for name in _SCRIPTS:
+            transport.register(name, source(name))
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.app_name, queue)
+
+    # -- final outcomes ------------------------------------------------------------
+
+    @staticmethod
+    def prepare_ack(queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
+                    *, task_name: str = "?") -> Ack:
+        """A final outcome (None: keep none) encoded for ``ack_many``.
+
+        Raises EncodeError when the outcome's value cannot be encoded: nothing
+        is sent, and the caller dead-letters the task instead.
+        """
+        if outcome is None:
+            return (queue, task_id, b"", 0)
+        return (queue, task_id, encode_outcome(outcome, task_name=task_name), result_ttl_ms)
+
+    def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
+            *, task_name: str = "?") -> bool:
+        """Record one task's final outcome (None: keep none); False when its lease had
+        been lost. Raises EncodeError, before anything is sent, for a value that
+        cannot be encoded."""
+        return self.ack_many([self.prepare_ack(queue, task_id, outcome, result_ttl_ms,
+                                               task_name=task_name)])[0]
+
+    def ack_many(self, acks: Sequence[Ack]) -> List[bool]:
+        """Record final outcomes (from ``prepare_ack``) in one round trip.
+
+        Returns, in the given order, whether the caller still held each lease.
+        """
+        what = f"record the result of {', '.join(task_id for _, task_id, _, _ in acks[:3])}"
+        groups = self._ack_groups(acks)
+        return self._held(groups, self.transport.run_calls(self._ack_calls(groups), what),
+                          len(acks))
+
+    def ack_then(self, acks: Sequence[Ack], then: ScriptCall) -> Tuple[List[bool], Any]:
+        """``ack_many``, then the call ``then`` (a fetch: the drain loop's hot path),
+        in the same round trip; returns the held flags and the reply of ``then``."""
+        what = f"record {len(acks)} result(s) and {then[0]} from queue {then[1]!r}"
+        groups = self._ack_groups(acks)
+        calls = self._ack_calls(groups)
+        replies = self.transport.run_calls(calls + [then], what)
+        return self._held(groups, replies[:len(calls)], len(acks)), replies[-1]
+
+    @staticmethod
+    def _held(groups: Dict[str, _Group], replies: Sequence[Any], size: int) -> List[bool]:
+        held = [False] * size
+        for group, reply in zip(groups.values(), replies):
+            for entry, flag in zip(group, reply):
+                held[entry[0]] = bool(flag)
+        return held
+
+    def _ack_calls(self, groups: Dict[str, _Group]) -> List[ScriptCall]:
+        """One ack script call per queue."""
+        calls: List[ScriptCall] = []
+        for queue, group in groups.items():
+            k = self.keys(queue)
+            tail: List[Any] = [k.result(entry[1]) for entry in group]
+            for entry in group:
+                tail += entry[1:]
+            calls.append(("ack", queue, (k.leases, k.delayed, k.messages, k.deliveries,
+                                         k.retrying, k.order), tail, len(group)))
+        return calls
+
+    @staticmethod
+    def _ack_groups(acks: Sequence[Ack]) -> Dict[str, _Group]:
+        """The acks by queue, each with its place in the caller's list."""
+        groups: Dict[str, _Group] = {}
+        for index, (queue, task_id, outcome, ttl_ms) in enumerate(acks):
+            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms))
+        return groups
+
+    def retry(self, queue: str, following: Message, due_ms: int, note: Outcome) -> bool:
+        """Schedule ``following`` (the next attempt) at ``due_ms``; ``note`` says why."""
+        task_id = following.id
+        k = self.keys(queue)
+        done = self.transport.run(
+            "retry", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.wake,
+                      k.order, k.sequence),
+            (task_id, encode_message(following), due_ms, following.priority,
+             encode_outcome(note)), f"schedule a retry of {task_id}")
+        return bool(done)
+
+    def bury(self, queue: str, task_id: str, *, outcome: Outcome, result_ttl_ms: int) -> bool:
+        """Move a task to the dead letters with ``outcome`` saying why (and when)."""
+        k = self.keys(queue)
+        done = self.transport.run(
+            "bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.dead,
+                     k.dead_info, k.result(task_id), k.order),
+            (task_id, outcome.finished_at_ms, encode_outcome(outcome), result_ttl_ms),
+            f"dead-letter {task_id}")
+        return bool(done)
+
+    def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
+        """Withdraw a task that has not started; False when it started, ended or is unknown."""
+        k = self.keys(queue)
+        with self.transport.errors(f"read message {task_id}"):
+            body = self.transport.client.hget(k.messages, task_id)
+        if body is None:
+            return False  # finished, cancelled already, or never here
+        try:
+            priority = decode_message(body).priority  # type: ignore[arg-type]
+        except DecodeError:
+            priority = -1  # unknown: its stale entry is counted as ready until fetch drops it
+        # The priority read above can only be stale if the id finished and was enqueued
+        # again in between; then one count is off until fetch drops the entry.
+        outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
+                                         message="cancelled before it started"))
+        done = self.transport.run(
+            "cancel", (k.delayed, k.leases, k.dead, k.messages, k.retrying, k.result(task_id),
+                       k.deliveries, k.order, k.cancelled),
+            (task_id, outcome, result_ttl_ms, priority), f"cancel {task_id}")
+        return bool(done)
+
+    # -- reading ---------------------------------------------------------------------
+
+    def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
+        """Where a task is (queued, running, dead, finished, ...), and its outcome."""
+        k = self.keys(queue)
+        state, outcome = self.transport.run(
+            "state", (k.leases, k.delayed, k.retrying, k.dead, k.messages, k.result(task_id)),
+            (task_id,), f"read the state of {task_id}")
+        return text(state), outcome or None
+
+    def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
+        """Block until the task's outcome exists (at most ``timeout`` seconds, capped)."""
+        key = self.keys(queue).result(task_id)
+        seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
+        with self.transport.errors(f"wait for the result of {task_id}"):
+            # Moving the single element onto the same list reads it without consuming it.
+            found = self.transport.client.blmove(
+                key, key, round(seconds, 3), "RIGHT", "LEFT")  # type: ignore[arg-type]
+        return found if isinstance(found, bytes) else None
+
+    def find_queue(self, task_id: str, queues: Sequence[str]) -> Optional[str]:
+        """The queue among ``queues`` that knows ``task_id``, if any."""
+        for queue in queues:
+            if self.state(queue, task_id)[0] != "unknown":
+                return queue
+        return None

@@ -1,0 +1,435 @@
+"""Transport: how minitask talks to one Redis (or Redis Cluster).
+
+A connection per thread, scripts loaded once and reloaded after NOSCRIPT,
+script calls packed ahead of time and sent in one write, and the blocking
+wait of idle workers with its unblock. It knows no key and no script by
+heart: the stores (``minitask.stores``) register their scripts here and
+build their calls. With connection.py, the only module that talks to
+redis-py; its errors leave here as BrokerError.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import select
+import socket
+import threading
+import time
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from .cluster import ClusterWaiter
+from .errors import BrokerError, ConfigurationError
+
+logger = logging.getLogger(__name__)
+
+#: Idle workers block at most this long per call, so a vanished Redis is noticed.
+MAX_BLOCK_SECONDS = 5.0
+#: How much longer than its BLPOP's own timeout a wait ended early waits for the
+#: replies it has pending.
+UNBLOCK_WAIT = 2.0
+
+#: One script call: (script name, slot, static keys, tail, dynamic key count). The
+#: tail is the dynamic keys, then ARGV; the slot (a queue's name, say) tells apart
+#: calls whose static keys differ, so each is packed once.
+ScriptCall = Tuple[str, str, Sequence[str], Sequence[Any], int]
+
+
+def text(value: Any) -> str:
+    """A reply as str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _bulk(value: Any) -> bytes:
+    """One RESP bulk string."""
+    if not isinstance(value, bytes):
+        value = str(value).encode()
+    return b"$%d\r\n%s\r\n" % (len(value), value)
+
+
+def _command(*parts: Any) -> bytes:
+    """One command, packed ahead of time."""
+    return b"*%d\r\n" % len(parts) + b"".join(_bulk(part) for part in parts)
+
+
+@dataclass
+class _Waiter:
+    """A thread's connection for blocking waits; ``keys`` of a BLPOP left pending."""
+
+    pid: int
+    connection: Any
+    keys: Optional[List[str]] = None
+
+
+def _connected(connection: Any) -> Any:
+    """Connect with ``connect()`` before use, never lazily from a send.
+
+    redis-py's send methods reconnect by themselves but skip ``connect()``,
+    which a Sentinel-managed connection overrides to ask the sentinels where
+    the primary is: a lazy reconnect would go to localhost:6379 instead.
+    """
+    if getattr(connection, "_sock", True) is None:
+        connection.connect()
+    return connection
+
+
+def _readable(connection: Any, timeout: float, interrupt: Optional[int] = None) -> bool:
+    """True once a reply can be read; False when ``timeout`` seconds pass or the file
+    descriptor ``interrupt`` becomes readable first.
+
+    Timed by select() to the microsecond: socket timeouts poll() in whole
+    milliseconds, rounded up, and a delayed task would start up to 1 ms late.
+    A TLS socket can be readable with no reply in it (a session ticket): its
+    parser is asked again. A test double without a socket cannot be interrupted.
+    """
+    if connection.can_read(timeout=0):
+        return True
+    sock = getattr(connection, "_sock", None)
+    if not isinstance(sock, socket.socket):
+        return bool(connection.can_read(timeout=timeout))
+    watched = [sock.fileno()] if interrupt is None else [sock.fileno(), interrupt]
+    deadline = time.monotonic() + timeout
+    while True:
+        ready = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))[0]
+        if watched[0] not in ready:
+            return False
+        if type(sock) is socket.socket or connection.can_read(timeout=0):
+            return True
+
+
+def _load_and_run(connection: Any, script: "_PackedScript", command: bytes) -> Any:
+    """Load a script the server answered NOSCRIPT for, then run the call again."""
+    connection.send_command("SCRIPT", "LOAD", script.source)
+    connection.read_response()
+    connection.send_packed_command([command])
+    return connection.read_response()
+
+
+class _PackedScript:
+    """A script call whose constant parts (EVALSHA, sha, static keys) are packed once.
+
+    redis-py packs every argument of every call in Python; on the enqueue,
+    fetch and ack paths that costs more than the round trip itself.
+    """
+
+    def __init__(self, source: str, static_keys: Sequence[str]) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+        self.static = len(static_keys)
+        self.head = _bulk("EVALSHA") + _bulk(self.sha)
+        self.keys = b"".join(_bulk(key) for key in static_keys)
+
+    def pack(self, tail: Sequence[Any], dynamic_keys: int = 0) -> bytes:
+        """The whole command; ``tail`` is ``dynamic_keys`` more keys, then ARGV.
+
+        ``_bulk`` written out inline: a call per argument doubled the cost.
+        """
+        parts = [b"*%d\r\n" % (3 + self.static + len(tail)), self.head,
+                 _bulk(self.static + dynamic_keys), self.keys]
+        for part in tail:
+            if not isinstance(part, bytes):
+                part = str(part).encode()
+            parts.append(b"$%d\r\n%s\r\n" % (len(part), part))
+        return b"".join(parts)
+
+
+class Transport:
+    """One client's connections, scripts and blocking waits."""
+
+    def __init__(self, client: "redis.Redis | redis.RedisCluster", description: str = "") -> None:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        if kwargs.get("decode_responses"):
+            raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
+                                     "it without decode_responses=True")
+        self.client = client
+        self.description = description or repr(client)
+        self._sources: Dict[str, str] = {}
+        self._scripts: Dict[str, Any] = {}
+        # The packed fast path needs a plain connection pool (not Redis Cluster).
+        self._pool = client.connection_pool if isinstance(client, redis.Redis) else None
+        self._packed: Dict[Tuple[str, str], _PackedScript] = {}
+        self._local = threading.local()
+        # Every live per-thread connection (or cluster waiter), so that close() reaches
+        # those of other threads; weak, so a finished thread's still go with it.
+        self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._made_lock = threading.Lock()
+        # Whether a wait may have a call behind it (None: not probed yet).
+        self._unblocks: Optional[bool] = None
+
+    # -- scripts -------------------------------------------------------------------
+
+    def register(self, name: str, source: str) -> None:
+        """Make script ``name`` callable; loaded on the server at its first use."""
+        self._sources[name] = source
+        self._scripts[name] = self.client.register_script(source)
+
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """Turn redis-py's errors into BrokerError saying what failed."""
+        try:
+            yield
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
+            raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
+                              f"that the server is running and reachable") from exc
+
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
+        """Run one script through redis-py (any client, Redis Cluster included)."""
+        with self.errors(what):
+            return self._scripts[name](keys=keys, args=args)
+
+    def run_calls(self, calls: Sequence[ScriptCall], what: str) -> List[Any]:
+        """Run script calls in order, in one round trip where the connection allows
+        it (not on Redis Cluster); returns every reply."""
+        if self._pool is None:
+            return [self.run(name, list(static_keys) + list(tail[:dynamic]), tail[dynamic:],
+                             what) for name, _, static_keys, tail, dynamic in calls]
+        scripts = [self._packed_script(name, slot, static_keys)
+                   for name, slot, static_keys, _, _ in calls]
+        commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
+        return self._send_packed(scripts, commands, what)
+
+    def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> _PackedScript:
+        script = self._packed.get((name, slot))
+        if script is None:
+            script = self._packed[(name, slot)] = _PackedScript(self._sources[name], static_keys)
+        return script
+
+    # -- connections -----------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        """This thread's own connection: no pool round trip on the hot path.
+
+        Checked against the pid, since a forked child must never share a socket.
+        """
+        held = getattr(self._local, "held", None)
+        if held is None or held[0] != os.getpid():
+            held = self._local.held = (os.getpid(), self._make_connection())
+        connection = _connected(held[1])
+        sock = getattr(connection, "_sock", None)
+        if isinstance(sock, socket.socket) and select.select([sock], [], [], 0)[0]:
+            # Between calls there is nothing to read: the server closed this connection
+            # (a restart, a failover, a timeout). Checked before the write, since after
+            # it a lost reply could not tell whether the scripts ran.
+            connection.disconnect()
+            connection = _connected(connection)
+        return connection
+
+    def _waiter(self) -> _Waiter:
+        waiter = getattr(self._local, "waiter", None)
+        if waiter is None or waiter.pid != os.getpid():
+            waiter = self._local.waiter = _Waiter(os.getpid(), self._make_connection())
+        _connected(waiter.connection)
+        return waiter
+
+    def _cluster_waiter(self) -> ClusterWaiter:
+        """This thread's BLPOPs on a cluster: one per slot, on the node of its slot."""
+        waiter = getattr(self._local, "cluster_waiter", None)
+        if waiter is None or waiter.pid != os.getpid():
+            assert isinstance(self.client, redis.RedisCluster)
+            waiter = self._local.cluster_waiter = ClusterWaiter(self.client)
+            with self._made_lock:
+                self._made.add(waiter)
+        return waiter
+
+    def _make_connection(self) -> Any:
+        assert self._pool is not None
+        connection = self._pool.make_connection()
+        with self._made_lock:
+            self._made.add(connection)
+        return connection
+
+    def close(self) -> None:
+        """Close every connection this transport opened, and its client's pool.
+
+        A thread that uses it again later opens a new connection.
+        """
+        with self._made_lock:
+            made, self._made = list(self._made), weakref.WeakSet()
+        for connection in made:
+            connection.disconnect()
+        self._local = threading.local()  # the calling thread forgets its closed ones
+        with self.errors("close the connections"):
+            self.client.close()
+
+    def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
+                     what: str) -> List[Any]:
+        """Send packed script calls in one write and read every reply, in order.
+
+        Never sent twice: once written, a call may have run even if its reply is
+        lost, so a failure is the caller's BrokerError to handle.
+        """
+        with self.errors(what):
+            connection = self._connection()
+            try:
+                connection.send_packed_command([b"".join(commands)])  # one write, one syscall
+                replies: List[Any] = []
+                missing = []
+                for index in range(len(commands)):
+                    try:
+                        replies.append(connection.read_response())
+                    except redis.exceptions.NoScriptError:
+                        missing.append(index)  # first use on this server, or after a flush
+                        replies.append(None)
+                for index in missing:  # a script that ran is never sent twice
+                    replies[index] = _load_and_run(connection, scripts[index], commands[index])
+                return replies
+            except BaseException:
+                connection.disconnect()  # a half-read reply must not reach the next caller
+                raise
+
+    def _call(self, *command: Any) -> Any:
+        """One command on this thread's own connection; dropped if the call breaks."""
+        connection = self._connection()
+        try:
+            connection.send_command(*command)
+            return connection.read_response()
+        except redis.ResponseError:
+            raise  # the reply was read: the connection is fine
+        except BaseException:
+            connection.disconnect()
+            raise
+
+    # -- blocking waits --------------------------------------------------------------
+
+    def wait(self, keys: List[str], timeout: float, *, interrupt: Optional[int] = None,
+             then: Optional[ScriptCall] = None) -> Optional[Any]:
+        """Block until a BLPOP on ``keys`` is served, ``timeout`` seconds pass, or the
+        file descriptor ``interrupt`` becomes readable.
+
+        With ``then`` (a script call that reads the server's clock, and whose
+        reply is never nil), the wait ends by running it and returns its reply;
+        None means it was not sent (a cluster, a test double, an ACL without
+        CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs it itself.
+        """
+        with self.errors("wait for tasks"):
+            if self._pool is None:
+                self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS, interrupt)
+                return None
+            waiter = self._waiter()
+            if (then is not None
+                    and isinstance(getattr(waiter.connection, "_sock", None), socket.socket)
+                    and self._waits_with_call()):
+                return self._wait_then_call(waiter, keys, timeout, interrupt, then)
+            self._wait_only(waiter, keys, timeout, interrupt)
+            return None
+
+    def _wait_only(self, waiter: _Waiter, keys: List[str], timeout: float,
+                   interrupt: Optional[int]) -> None:
+        """Redis checks blocking timeouts only every 1/hz seconds (100 ms by
+        default), too coarse for a delayed task falling due. So the BLPOP stays
+        outstanding on a connection of its own, and this thread times the wait
+        itself; the next wait picks the same BLPOP up again. On a cluster the keys
+        span slots, so ``cluster.ClusterWaiter`` keeps one BLPOP per slot instead.
+        """
+        connection = waiter.connection
+        try:
+            if waiter.keys != keys:
+                if waiter.keys is not None:
+                    connection.disconnect()  # it waits on other keys: drop it
+                connection.send_command("BLPOP", *keys, MAX_BLOCK_SECONDS)
+                waiter.keys = keys
+            if _readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS), interrupt):
+                waiter.keys = None
+                connection.read_response()
+        except BaseException:
+            waiter.keys = None
+            connection.disconnect()  # the reply of the blocked call must not linger
+            raise
+
+    def _wait_then_call(self, waiter: _Waiter, keys: List[str], timeout: float,
+                        interrupt: Optional[int], then: ScriptCall) -> Any:
+        """BLPOP and a script call in one write: Redis runs the call the moment the
+        BLPOP is served, so a wake-up (say, with a fetch) costs one round trip.
+
+        The call runs later than it is sent, so it must read the server's clock.
+        When this thread's timer runs out (or ``interrupt`` rings) first, CLIENT
+        UNBLOCK ends the BLPOP and the call runs then; its reply is always read,
+        so nothing it changed (tasks it leased) is left to nobody.
+        """
+        connection = waiter.connection
+        if waiter.keys is not None:  # a BLPOP left pending by a plain wait
+            waiter.keys = None
+            connection.disconnect()
+            _connected(connection)
+        name, slot, static_keys, tail, dynamic = then
+        script = self._packed_script(name, slot, static_keys)
+        call = script.pack(tail, dynamic)
+        try:
+            connection.send_packed_command(
+                [_command("CLIENT", "ID") + _command("BLPOP", *keys, MAX_BLOCK_SECONDS) + call])
+            try:
+                client_id: Optional[int] = connection.read_response()
+            except redis.exceptions.ResponseError:
+                client_id = None  # refused by an ACL changed meanwhile? ask again next time
+                self._unblocks = None
+            # When nothing is due sooner, the BLPOP's own timeout ends it: no UNBLOCK.
+            limit = MAX_BLOCK_SECONDS + 0.5 if timeout >= MAX_BLOCK_SECONDS else max(timeout, 0)
+            if not _readable(connection, limit, interrupt):
+                self._unblock(client_id, connection)
+            connection.read_response()  # the wake token, or None
+            try:
+                return connection.read_response()
+            except redis.exceptions.NoScriptError:  # the call did not run: run it now
+                return _load_and_run(connection, script, call)
+            except redis.exceptions.ResponseError:
+                self._unblocks = None  # refused by an ACL changed meanwhile? ask again
+                raise
+        except BaseException:
+            connection.disconnect()  # a half-read reply must not reach the next caller
+            raise
+
+    def _waits_with_call(self) -> bool:
+        """Whether the server allows what a wait with a call behind needs besides
+        BLPOP and EVALSHA: CLIENT ID, CLIENT UNBLOCK and (in the script) TIME.
+
+        Asked once, before the first such wait, so that a refusal never meets
+        a call already sent.
+        """
+        if self._unblocks is None:
+            try:
+                self._call("CLIENT", "UNBLOCK", self._call("CLIENT", "ID"))  # not blocked: 0
+                self._call("TIME")
+                self._unblocks = True
+            except redis.exceptions.NoPermissionError as exc:
+                self._unblocks = False
+                logger.warning("Redis refused %s: idle workers will fetch after each wake-up "
+                               "in a round trip of its own; allow client|id, client|unblock "
+                               "and time to save it", exc)
+        return self._unblocks
+
+    def _unblock(self, client_id: Optional[int], blocked: Any) -> None:
+        """End the BLPOP of ``blocked`` (connection ``client_id``) at once, with CLIENT
+        UNBLOCK from this thread's other connection, and wait for its replies.
+
+        If UNBLOCK fails (BUSY while a slow script runs, a broken connection, or
+        after a Sentinel failover a different server), the BLPOP's own timeout
+        ends it instead. The replies are waited for either way: the call behind
+        may have leased tasks, which must not be left leased to nobody.
+        """
+        try:
+            if client_id is not None:  # 0 if served meanwhile: its replies are coming
+                self._call("CLIENT", "UNBLOCK", client_id)
+        except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError) as exc:
+            logger.debug("CLIENT UNBLOCK failed (%s): waiting for the BLPOP's own timeout", exc)
+        if not _readable(blocked, MAX_BLOCK_SECONDS + UNBLOCK_WAIT):
+            raise redis.ConnectionError(f"no reply to a BLPOP within {MAX_BLOCK_SECONDS} s")
+
+    def stop_waiting(self) -> None:
+        """Drop this thread's outstanding BLPOP before it gets busy with a task.
+
+        Left in place, it would take the next wake token while this worker
+        runs a task, and an idle worker would not hear of new work.
+        """
+        cluster_waiter = getattr(self._local, "cluster_waiter", None)
+        if cluster_waiter is not None and cluster_waiter.pid == os.getpid():
+            cluster_waiter.stop()
+        waiter = getattr(self._local, "waiter", None)
+        if waiter is not None and waiter.keys is not None and waiter.pid == os.getpid():
+            waiter.keys = None
+            waiter.connection.disconnect()
