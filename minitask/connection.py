@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union,
@@ -21,7 +22,7 @@ from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
 from minitask import embedded
-from minitask.errors import BrokerError, ConfigurationError
+from minitask.errors import BrokerError, ConfigurationError, MinitaskError
 
 ENV_VAR = "MINITASK_BROKER_URL"
 
@@ -40,7 +41,13 @@ _UNIX_OPTIONS = {**_COMMON_OPTIONS, "health_check_interval": 10}
 _CLUSTER_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True}
 
 _UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, RedisClusterException, OSError)
-_QUERY_SECRET = re.compile(r"([?&][^=&#]*password=)[^&#]*", re.IGNORECASE)
+_QUERY_SECRET = re.compile(r"[?&;][^=&#]*password=([^&#]*)", re.IGNORECASE)
+#: ``scheme://``: the start of a URL whose parts mask_url can tell apart.
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+#: What a malformed URL may start with before its user info or host.
+_LEAD = string.whitespace + "/"
+#: Delimiters that urllib ends a URL's host part at, even inside a password.
+_AUTHORITY_END = re.compile(r"[/?#]")
 
 
 @dataclass(frozen=True)
@@ -53,17 +60,52 @@ class Connection:
 
 
 def mask_url(url: str) -> str:
-    """Return ``url`` with its password (userinfo or ``*password=`` query) as ``***``."""
-    scheme, sep, rest = url.partition("://")
-    if sep:
-        # The last "@" before the query ends the userinfo, even when an
-        # unencoded "/" or "@" sits in the password.
-        at = rest.rfind("@", 0, len(re.split(r"[?#]", rest, maxsplit=1)[0]))
-        user, colon, _ = rest[:at].partition(":")
-        if at > 0 and colon:
-            rest = f"{user}:***{rest[at:]}"
-        url = f"{scheme}{sep}{rest}"
-    return _QUERY_SECRET.sub(r"\1***", url)
+    """Return ``url`` with every part that may be a password shown as ``***``.
+
+    That is the user info after its first ``:``, a ``*password=`` query value and a
+    port that is not a number (``redis://:secret``, the ``@host`` forgotten), in a
+    URL of any shape: with or without a scheme, valid or not.
+    """
+    shown, end = [], 0
+    for start, stop in _secret_spans(url):
+        shown += [url[end:start], "***"]
+        end = stop
+    shown.append(url[end:])
+    return "".join(shown)
+
+
+def _secret_spans(url: str) -> List[Tuple[int, int]]:
+    """Where ``url`` may hold a password: sorted, non-overlapping (start, stop) pairs."""
+    spans = []
+    scheme = _SCHEME.match(url)
+    start = scheme.end() if scheme else len(url) - len(url.lstrip(_LEAD))
+    # The last "@" ends the user info, even when an unencoded "/", "?", "#" or
+    # "@" sits in the password: better to hide too much than a piece of it.
+    at = url.rfind("@", start)
+    if at >= 0:
+        colon = url.find(":", start, at)
+        if colon >= 0:
+            spans.append((colon + 1, at))
+        elif not scheme:
+            spans.append((start, at))  # no telling a user name from a password here
+        start = at + 1
+    found = _AUTHORITY_END.search(url, start)
+    hosts_end = found.start() if found else len(url)
+    offset = start
+    for node in url[start:hosts_end].split(","):
+        colon = node.rfind(":")
+        port = node[colon + 1:]
+        if colon >= 0 and port and not port.isdigit() and not node.endswith("]"):
+            spans.append((offset + colon + 1, offset + len(node)))
+        offset += len(node) + 1
+    spans += [match.span(1) for match in _QUERY_SECRET.finditer(url, hosts_end)]
+    merged: List[Tuple[int, int]] = []
+    for begin, stop in sorted(span for span in spans if span[0] < span[1]):
+        if merged and begin <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(stop, merged[-1][1]))
+        else:
+            merged.append((begin, stop))
+    return merged
 
 
 def connect(broker: str | Client | None = None, *,
@@ -143,16 +185,29 @@ def _from_url(url: str) -> Connection:
     if build is None:
         schemes = ", ".join(f"{name}://" for name in [*_BUILDERS, "embedded"])
         raise ConfigurationError(f"unsupported broker URL {masked!r}: use one of {schemes}")
-    password = _url_password(url)
+    # An error whose text had to be scrubbed is raised outside the except block, so
+    # that it chains to nothing: the original's text would show the password.
+    failure: MinitaskError
     try:
         client = build(url)
     except (ValueError, TypeError, KeyError) as exc:
-        raise ConfigurationError(
-            f"invalid broker URL {masked!r}: {_scrub(str(exc), password)}") from exc
+        detail = _scrub(str(exc), url)
+        if _is_ambiguous(url):
+            detail = ("the part before its last '@' holds '/', '?' or '#', so it cannot be "
+                      "read unambiguously; percent-encode those characters in the user "
+                      "name and password (%2F, %3F, %23, and %40 for '@')")
+        failure = ConfigurationError(f"invalid broker URL {masked!r}: {detail}")
+        if detail == str(exc):
+            raise failure from exc
     except (redis.RedisError, RedisClusterException, OSError) as exc:
-        raise BrokerError(_scrub(str(translate(exc, "connect", masked)), password)) from exc
-    _refuse_decoding(client, masked)
-    return Connection(client, masked, is_embedded=False)
+        text = str(translate(exc, "connect", masked))
+        failure = BrokerError(_scrub(text, url))
+        if str(failure) == text:
+            raise failure from exc
+    else:
+        _refuse_decoding(client, masked)
+        return Connection(client, masked, is_embedded=False)
+    raise failure
 
 
 def _standalone(url: str) -> Client:
@@ -243,16 +298,24 @@ def _credentials(username: str | None, password: str | None) -> Dict[str, str]:
     return {key: value for key, value in found.items() if value}
 
 
-def _url_password(url: str) -> str | None:
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
+def _scrub(text: str, url: str) -> str:
+    """Hide what mask_url hides in ``url`` where redis-py or urllib echo part of it back."""
+    secrets = {url[start:stop] for start, stop in _secret_spans(url)}
+    secrets |= {unquote(secret) for secret in secrets}
+    for secret in sorted(secrets, key=len, reverse=True):
+        # URL delimiters bound every secret, so an echo of it is a whole word: a
+        # one-letter password must not turn "cast" into "ca***t"
+        text = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "***", text)
+    return text
 
 
-def _scrub(text: str, password: str | None) -> str:
-    """Hide the password where redis-py or urllib echo part of a URL back."""
-    return text.replace(password, "***") if password else text
+def _is_ambiguous(url: str) -> bool:
+    """Whether urllib may end the host part inside the user info (an unencoded '/',
+    '?' or '#' in the password), so that its errors echo pieces of the password."""
+    scheme = _SCHEME.match(url)
+    start = scheme.end() if scheme else 0
+    at = url.rfind("@", start)
+    return at >= 0 and _AUTHORITY_END.search(url, start, at) is not None
 
 
 def _refuse_decoding(client: Client, description: str) -> None:

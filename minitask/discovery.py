@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, List
+import importlib.util
+from typing import Any, List, Optional
 
 from ._compat import entry_points_of
 from .app import Minitask
@@ -16,18 +17,22 @@ def load_app(spec: str) -> Minitask:
     """Resolve ``-A``: an entry point of ``minitask.apps``, ``module`` or ``module:attr``.
 
     Raises:
-        AppNotFound: nothing by that name, or a module with no or several apps.
+        AppNotFound: nothing by that name, a module with no or several apps, or a
+            spec that is not a module name (a path, a file name, a relative name):
+            refused before anything is imported.
     """
     for entry_point in entry_points_of(APPS_GROUP):
         if entry_point.name == spec:
             return _check(entry_point.load(), f"entry point {spec!r} ({entry_point.value})")
     module_name, _, attribute = spec.partition(":")
+    _check_spec(spec, module_name, attribute)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
+            hint = " (for a file, drop '.py')" if module_name.endswith(".py") else ""
             raise AppNotFound(f"-A {spec!r}: no entry point in group {APPS_GROUP!r} and no "
-                              f"module {module_name!r} on the path") from None
+                              f"module {module_name!r} on the path{hint}") from None
         raise
     if attribute:
         found: Any = module
@@ -44,6 +49,61 @@ def load_app(spec: str) -> Minitask:
                           f"one with {module_name}:attribute")
     raise AppNotFound(f"-A {spec!r}: module {module_name!r} holds several apps "
                       f"({', '.join(sorted(apps))}); pick one with {module_name}:attribute")
+
+
+def _check_spec(spec: str, module_name: str, attribute: str) -> None:
+    """Refuse, before importing anything, a spec that names no module and attribute."""
+    where = f"-A {spec!r}:"
+    if not module_name:
+        raise AppNotFound(f"{where} name a module (-A shop.tasks, or -A shop.tasks:app) or an "
+                          f"entry point of group {APPS_GROUP!r}")
+    if "/" in module_name or "\\" in module_name:
+        guess = _module_of_path(module_name)
+        hint = (f"did you mean -A {guess}{':' if attribute else ''}{attribute}?" if guess
+                else "run minitask from the directory that holds your package and give "
+                     "its dotted name")
+        raise AppNotFound(f"{where} -A takes a module name, not a file path; {hint}")
+    if module_name.startswith("."):
+        bare = module_name.lstrip(".")
+        hint = f"give the absolute name, e.g. -A {bare}" if _is_dotted(bare) else (
+            "give the absolute, dotted name of the module")
+        raise AppNotFound(f"{where} relative module names are not supported; {hint}")
+    if module_name.endswith(".py") and _is_dotted(module_name[:-3]):
+        stem = module_name[:-3]
+        if not _is_package(stem):  # only a package can hold a submodule named "py"
+            raise AppNotFound(f"{where} -A takes a module name, not a file name: drop '.py' "
+                              f"(-A {stem}{':' if attribute else ''}{attribute})")
+    if not _is_dotted(module_name):
+        raise AppNotFound(f"{where} {module_name!r} is not a module name (dotted Python "
+                          f"identifiers, e.g. shop.tasks), and no entry point of group "
+                          f"{APPS_GROUP!r} has that name")
+    if ":" in spec and not _is_dotted(attribute):
+        raise AppNotFound(f"{where} name the attribute after ':' with dotted Python "
+                          f"identifiers (e.g. {module_name}:app), not {attribute!r}")
+
+
+def _is_dotted(name: str) -> bool:
+    return bool(name) and all(part.isidentifier() for part in name.split("."))
+
+
+def _module_of_path(path: str) -> Optional[str]:
+    """``pkg/app.py`` -> ``pkg.app``; None for a path that leaves the current directory."""
+    parts = [part for part in path.replace("\\", "/").split("/") if part not in ("", ".")]
+    if path.startswith(("/", "\\")) or ".." in parts or not parts:
+        return None
+    if parts[-1].endswith(".py"):
+        parts[-1] = parts[-1][:-3]
+    name = ".".join(parts)
+    return name if _is_dotted(name) else None
+
+
+def _is_package(name: str) -> bool:
+    """Whether ``name`` is a package; finding it imports its parents, not the module."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return False
+    return spec is not None and spec.submodule_search_locations is not None
 
 
 def load_task_plugins(app: Minitask) -> List[str]:

@@ -37,6 +37,7 @@ is promoted) lets promotion move them in the order they were scheduled.
 """
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
@@ -45,15 +46,42 @@ PREFIX = "minitask"
 #: Priorities, in the order they are served.
 PRIORITIES = tuple(range(9, -1, -1))
 
-_FORBIDDEN = set("{}: \t\r\n")
+#: Characters that would break a hash tag or the ``:`` between key parts.
+_FORBIDDEN = frozenset("{}: \t\r\n")
+#: Characters that are wildcards in Redis patterns (ACL ``~pattern``, SCAN MATCH):
+#: in an app name they would make a per-app pattern match other apps' keys.
+_GLOB = frozenset("*?[]\\")
+#: Unicode categories refused in names: controls, format characters, line and
+#: paragraph separators, lone surrogates. message.UNPRINTABLE is the same rule for
+#: task names and ids (this module imports nothing, so it keeps its own copy).
+_UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 
 def check_name(kind: str, name: str) -> str:
-    """Names become part of hash tags: refuse characters that would break them."""
-    if not name or any(char in _FORBIDDEN for char in name):
-        raise ValueError(f"{kind} name {name!r} must be non-empty and free of "
-                         f"'{{', '}}', ':' and whitespace")
+    """Refuse a name that would break a hash tag, forge a log line or, for an app,
+    widen a key pattern; ``kind`` is ``"app"``, ``"queue"``...
+
+    Raises:
+        ValueError: the name is empty or holds such a character (named in the message).
+    """
+    if not name:
+        raise ValueError(f"{kind} name {name!r} must not be empty")
+    plain = name.isascii() and name.isprintable()  # the usual case: no lookups
+    for char in name:
+        if char in _FORBIDDEN or not plain and _is_unprintable_or_space(char):
+            raise ValueError(
+                f"{kind} name {name!r} holds {char!r} (U+{ord(char):04X}); names must be "
+                f"free of '{{', '}}', ':', whitespace and control or format characters")
+        if kind == "app" and char in _GLOB:
+            raise ValueError(
+                f"app name {name!r} holds {char!r}, a wildcard in Redis key patterns "
+                f"(ACL rules); app names must be free of '*', '?', '[', ']' and '\\'")
     return name
+
+
+def _is_unprintable_or_space(char: str) -> bool:
+    category = unicodedata.category(char)
+    return category in _UNPRINTABLE or category.startswith("Z")
 
 
 @dataclass(frozen=True)

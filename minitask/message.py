@@ -1,15 +1,38 @@
 """The data that travels through Redis: one enqueued call and one outcome.
 
 Redis stores integer milliseconds; the public API speaks float seconds.
-The helpers here are the only place that converts between the two.
+The helpers here are the only place that converts between the two. The
+limits a message's fields keep to (times, attempts, printable names and
+ids) are here too, for producers and decoders alike.
 """
 from __future__ import annotations
 
 import time
+import unicodedata
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Protocol
 
 ENVELOPE_VERSION = 1
+
+#: The latest time (Unix ms) a message may name: the end of year 9999, the last
+#: instant a ``datetime`` holds. Times ten, as delayed and lease scores pack them,
+#: it stays an integer that a Redis score (a double) holds exactly.
+MAX_MS = 253_402_300_799_999
+
+#: The longest duration an option may name (100 years of 365.25 days): far beyond
+#: any real need, yet safe for ms arithmetic, Redis expiry times and thread waits.
+MAX_SECONDS = 3_155_760_000
+
+#: Retries a task may ask for. A message's ``attempt`` runs from 1 to
+#: ``MAX_RETRIES + 1``; the backoff ``2 ** (attempt - 1)`` then stays a float.
+MAX_RETRIES = 1000
+MAX_ATTEMPT = MAX_RETRIES + 1
+
+#: Unicode categories that no name or task id may hold: controls (Cc, terminal
+#: escapes included), format characters (Cf: zero-width and bidi overrides), line
+#: and paragraph separators (Zl, Zp), which forge or garble log lines, and lone
+#: surrogates (Cs), which UTF-8 cannot carry.
+UNPRINTABLE = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
 
 #: The states ``TaskHandle.status()`` can report.
 STATUSES = ("scheduled", "queued", "running", "retrying", "succeeded", "failed",
@@ -23,6 +46,21 @@ def to_ms(seconds: float) -> int:
     return whole + 1 if ms > whole else whole
 
 
+def unprintable(text: str) -> Optional[str]:
+    """The first character of ``text`` in an ``UNPRINTABLE`` category, or None."""
+    if text.isascii() and text.isprintable():
+        return None
+    for char in text:
+        if unicodedata.category(char) in UNPRINTABLE:
+            return char
+    return None
+
+
+def describe_char(char: str) -> str:
+    """``'\\x1b' (U+001B, Cc)``: how an error names a refused character."""
+    return f"{char!r} (U+{ord(char):04X}, {unicodedata.category(char)})"
+
+
 def to_seconds(ms: int) -> float:
     return ms / 1000.0
 
@@ -30,6 +68,12 @@ def to_seconds(ms: int) -> float:
 def wall_ms() -> int:
     """Wall-clock time in integer milliseconds since the Unix epoch."""
     return time.time_ns() // 1_000_000
+
+
+class Clock(Protocol):
+    """Time in integer milliseconds; tests swap in a clock they move by hand."""
+
+    def now_ms(self) -> int: ...
 
 
 class SystemClock:

@@ -11,7 +11,7 @@ from .broker import Broker
 from .errors import ConfigurationError, MessageTooLarge
 from .handle import TaskHandle
 from .keys import check_name
-from .message import Message
+from .message import Clock, Message
 from .serializer import check_arguments, encode_message
 
 #: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
@@ -35,7 +35,8 @@ def check_key_part(kind: str, name: Any) -> None:
 class Sender:
     """Writes messages to the broker of one app; ``broker`` connects on first use."""
 
-    def __init__(self, broker: Callable[[], Broker], clock: Any, max_message_bytes: int) -> None:
+    def __init__(self, broker: Callable[[], Broker], clock: Clock,
+                 max_message_bytes: int) -> None:
         self._broker = broker
         self.clock = clock
         self.max_message_bytes = max_message_bytes

@@ -2,62 +2,155 @@
 
 Every value is checked before packing so that an unsupported one is
 reported with its path (``args[1]['when']``) and nothing reaches Redis.
+Every message is checked after unpacking, field by field, so that what a
+worker gets from ``decode_message`` is a well-formed ``Message`` or a
+``DecodeError`` saying which field is wrong: never a value that makes the
+worker's own code raise later.
 """
 from __future__ import annotations
 
 import datetime as _dt
-from typing import Any, Dict
+import itertools
+import re
+import reprlib
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import msgpack  # type: ignore[import-untyped]
 
 from .errors import DecodeError, EncodeError
-from .message import ENVELOPE_VERSION, Message, Outcome
+from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, describe_char,
+                      unprintable)
 
 _INT_MIN = -(2 ** 63)
 _INT_MAX = 2 ** 63 - 1
 _SCALARS = (str, bytes, float, bool, type(None))
+_CONTAINERS = (list, tuple, dict)
+#: The exact types msgpack decodes scalars to (timestamps as aware datetimes).
+_DECODED_SCALARS = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime})
+#: Containers one argument may nest (a flat list is 1). msgpack itself gives up
+#: near 1024 for a whole envelope, with a ValueError that names nothing.
+MAX_DEPTH = 512
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_UNIX_MS = " (Unix time in milliseconds, up to the end of year 9999)"
+#: How much of a path an error message shows.
+_SHOWN = 120
+#: How refused values are shown: reprlib cuts long and deeply nested values short.
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 80
+
+#: A step from a container to one of its parts: ("index", 3), ("item", key), ("key", key).
+_Step = Tuple[str, Any]
+#: Where a value sits: the path of the root, or (parent, step), rendered only for errors.
+_Node = Tuple[Any, ...]
 
 
 def check_value(value: Any, path: str, task_name: str) -> None:
-    """Raise EncodeError unless ``value`` is made only of supported types."""
-    if isinstance(value, _SCALARS):
+    """Raise EncodeError unless ``value`` is made only of supported types.
+
+    The walk keeps its own stack, so a deeply nested value, or one that holds
+    itself, is refused with its path rather than with a RecursionError.
+    """
+    if not isinstance(value, _CONTAINERS):
+        _check_scalar(value, path, task_name)
         return
-    if isinstance(value, int):
-        if not _INT_MIN <= value <= _INT_MAX:
-            raise EncodeError(
-                f"task {task_name!r}: cannot send {value!r} at {path}: integers must fit "
-                f"in signed 64 bits; send it as a str", task_name=task_name, path=path)
+    root: _Node = (path,)
+    stack: List[Tuple[Iterator[Tuple[_Step, Any]], _Node]] = [(_parts(value), root)]
+    while stack:
+        parts, node = stack[-1]
+        for step, item in parts:
+            if not isinstance(item, _CONTAINERS):
+                _check_scalar(item, (node, step), task_name)
+                continue
+            child = (node, step)
+            if step[0] == "key":
+                # msgpack would decode an array key as a list, which cannot be a dict key
+                raise EncodeError(f"task {task_name!r}: cannot send dict key {_shown(item)} "
+                                  f"at {_short(_render(node))}: keys must be scalars; "
+                                  f"convert it to a str", task_name=task_name,
+                                  path=_render(child))
+            if len(stack) >= MAX_DEPTH:
+                where = _render(child)
+                raise EncodeError(
+                    f"task {task_name!r}: cannot send the value at {_short(where)}: it is "
+                    f"nested more than {MAX_DEPTH} levels deep (or holds itself); flatten "
+                    f"it or send it as text (e.g. JSON)", task_name=task_name, path=where)
+            stack.append((_parts(item), child))
+            break
+        else:
+            stack.pop()
+
+
+def _check_scalar(value: Any, where: str | _Node, task_name: str) -> None:
+    """Raise EncodeError unless ``value`` (not a container) can be sent."""
+    if isinstance(value, str):
+        surrogate = None if value.isascii() else _SURROGATE.search(value)
+        if surrogate is None:
+            return
+        subject = _shown(value)
+        reason = (f"it holds the lone surrogate {describe_char(surrogate.group())}, which "
+                  f"UTF-8 cannot carry; repair the text (e.g. decode it with "
+                  f"errors='replace') or send bytes")
+    elif isinstance(value, _SCALARS):
         return
-    if isinstance(value, (list, tuple)):
-        for index, item in enumerate(value):
-            check_value(item, f"{path}[{index}]", task_name)
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if isinstance(key, (list, tuple, dict)):  # msgpack would decode it unhashable
-                raise EncodeError(f"task {task_name!r}: cannot send dict key {key!r} at {path}: "
-                                  f"keys must be scalars; convert it to a str",
-                                  task_name=task_name, path=f"{path} key {key!r}")
-            check_value(key, f"{path} key {key!r}", task_name)
-            check_value(item, f"{path}[{key!r}]", task_name)
-        return
-    if isinstance(value, _dt.datetime):
-        if value.tzinfo is None or value.utcoffset() is None:
-            raise EncodeError(
-                f"task {task_name!r}: cannot send naive datetime {value!r} at {path}: its "
-                f"time zone is unknown; attach one, e.g. .replace(tzinfo=timezone.utc)",
-                task_name=task_name, path=path)
-        return
-    raise EncodeError(
-        f"task {task_name!r}: cannot send {value!r} at {path}: {type(value).__name__} is "
-        f"not a msgpack type (None, bool, int, float, str, bytes, list, tuple, dict, "
-        f"aware datetime); convert it first", task_name=task_name, path=path)
+    elif isinstance(value, int):
+        if _INT_MIN <= value <= _INT_MAX:
+            return
+        subject = _shown(value)
+        reason = "integers must fit in signed 64 bits; send it as a str"
+    elif isinstance(value, _dt.datetime):
+        if value.tzinfo is not None and value.utcoffset() is not None:
+            return
+        subject = f"naive datetime {_shown(value)}"
+        reason = ("its time zone is unknown; attach one, e.g. "
+                  ".replace(tzinfo=timezone.utc)")
+    else:
+        subject = _shown(value)
+        reason = (f"{type(value).__name__} is not a msgpack type (None, bool, int, float, "
+                  f"str, bytes, list, tuple, dict, aware datetime); convert it first")
+    path = where if isinstance(where, str) else _render(where)
+    raise EncodeError(f"task {task_name!r}: cannot send {subject} at {_short(path)}: {reason}",
+                      task_name=task_name, path=path)
+
+
+def _parts(container: Any) -> Iterator[Tuple[_Step, Any]]:
+    if isinstance(container, dict):
+        for key, item in container.items():
+            yield ("key", key), key
+            yield ("item", key), item
+    else:
+        for index, item in enumerate(container):
+            yield ("index", index), item
+
+
+def _render(node: _Node) -> str:
+    steps: List[_Step] = []
+    while len(node) == 2:
+        node, step = node
+        steps.append(step)
+    text = [node[0]]
+    for kind, key in reversed(steps):
+        text.append(f"[{key}]" if kind == "index" else
+                    f"[{key!r}]" if kind == "item" else f" key {key!r}")
+    return "".join(text)
+
+
+def _shown(value: Any) -> str:
+    """``repr(value)``, cut short (and safe from deep nesting): errors must stay readable."""
+    return _REPR.repr(value)
+
+
+def _short(text: str) -> str:
+    if len(text) <= _SHOWN:
+        return text
+    return f"{text[:_SHOWN - 30]}...{text[-20:]} ({len(text)} characters)"
 
 
 def check_arguments(task_name: str, args: Any, kwargs: Dict[str, Any]) -> None:
     for index, item in enumerate(args):
         check_value(item, f"args[{index}]", task_name)
     for key, item in kwargs.items():
+        if type(key) is not str or not key.isascii():
+            check_value(key, f"kwargs key {key!r}", task_name)
         check_value(item, f"kwargs[{key!r}]", task_name)
 
 
@@ -69,49 +162,138 @@ def _unpack(data: bytes, what: str) -> Dict[str, Any]:
     try:
         obj = msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
-        raise DecodeError(f"cannot decode {what}: {exc}") from exc
+        raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(obj, dict):
         raise DecodeError(f"cannot decode {what}: expected a map, got {type(obj).__name__}")
     version = obj.get("v")
-    if version != ENVELOPE_VERSION:
-        raise DecodeError(f"cannot decode {what}: unknown envelope version {version!r} "
+    if type(version) is not int or version != ENVELOPE_VERSION:
+        raise DecodeError(f"cannot decode {what}: unknown envelope version {_shown(version)} "
                           f"(this minitask reads version {ENVELOPE_VERSION})")
     return obj
 
 
 def encode_message(message: Message) -> bytes:
     """Pack a message whose arguments were already checked by ``check_arguments``."""
-    return _pack({
-        "v": ENVELOPE_VERSION,
-        "id": message.id,
-        "task": message.task,
-        "args": message.args,
-        "kwargs": message.kwargs,
-        "queue": message.queue,
-        "priority": message.priority,
-        "enqueued_at_ms": message.enqueued_at_ms,
-        "eta_ms": message.eta_ms,
-        "attempt": message.attempt,
-    })
+    try:
+        return _pack({
+            "v": ENVELOPE_VERSION,
+            "id": message.id,
+            "task": message.task,
+            "args": message.args,
+            "kwargs": message.kwargs,
+            "queue": message.queue,
+            "priority": message.priority,
+            "enqueued_at_ms": message.enqueued_at_ms,
+            "eta_ms": message.eta_ms,
+            "attempt": message.attempt,
+        })
+    except (TypeError, ValueError, OverflowError) as exc:  # UnicodeEncodeError included
+        raise EncodeError(f"task {message.task!r}: cannot encode message {message.id!r}: "
+                          f"{type(exc).__name__}: {exc}", task_name=str(message.task),
+                          path="message") from exc
 
 
 def decode_message(data: bytes) -> Message:
-    obj = _unpack(data, "message")
-    try:
-        message = Message(
-            id=obj["id"], task=obj["task"], args=list(obj["args"]), kwargs=dict(obj["kwargs"]),
-            queue=obj["queue"], priority=int(obj["priority"]),
-            enqueued_at_ms=int(obj["enqueued_at_ms"]), eta_ms=obj.get("eta_ms"),
-            attempt=int(obj.get("attempt", 1)))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DecodeError(f"cannot decode message: missing or invalid field {exc}") from exc
-    if not isinstance(message.id, str) or not isinstance(message.task, str):
-        raise DecodeError("cannot decode message: id and task must be strings")
-    return message
+    """Unpack a message and check every field's type and range.
+
+    Raises:
+        DecodeError: corrupt bytes, an unknown envelope version, or a field that is
+            missing or wrong; the message names the field, its value and the rule.
+    """
+    fields = _Fields(_unpack(data, "message"))
+    return Message(
+        id=fields.text("id"), task=fields.text("task"), args=fields.args(),
+        kwargs=fields.kwargs(), queue=fields.text("queue"),
+        priority=fields.integer("priority", 0, 9),
+        enqueued_at_ms=fields.integer("enqueued_at_ms", 0, MAX_MS, _UNIX_MS),
+        eta_ms=fields.optional_integer("eta_ms", 0, MAX_MS, _UNIX_MS),
+        attempt=fields.integer("attempt", 1, MAX_ATTEMPT, default=1))
+
+
+class _Fields:
+    """Reads the fields of one unpacked message, each checked, naming it on error."""
+
+    def __init__(self, obj: Dict[str, Any]) -> None:
+        self.obj = obj
+        task_id = obj.get("id")
+        self.what = "message"
+        if isinstance(task_id, str) and unprintable(task_id) is None:
+            self.what = f"message {_short(repr(task_id))}"
+
+    def fail(self, name: str, rule: str) -> DecodeError:
+        if name not in self.obj:
+            return DecodeError(f"cannot decode {self.what}: field {name!r} is missing")
+        return DecodeError(f"cannot decode {self.what}: field {name!r} is "
+                           f"{_shown(self.obj[name])}; {rule}")
+
+    def text(self, name: str) -> str:
+        value = self.obj.get(name)
+        if not isinstance(value, str) or not value:
+            raise self.fail(name, "expected a non-empty str")
+        char = unprintable(value)
+        if char is not None:
+            raise self.fail(name, f"it holds {describe_char(char)}, a control or format "
+                                  f"character")
+        return value
+
+    def integer(self, name: str, low: int, high: int, unit: str = "",
+                default: Optional[int] = None) -> int:
+        value = self.obj.get(name, default)
+        if type(value) is not int or not low <= value <= high:
+            raise self.fail(name, f"expected an int from {low} to {high}{unit}")
+        return value
+
+    def optional_integer(self, name: str, low: int, high: int, unit: str = "") -> Optional[int]:
+        if self.obj.get(name) is None:
+            return None
+        return self.integer(name, low, high, unit)
+
+    def args(self) -> List[Any]:
+        value = self.obj.get("args")
+        if type(value) is not list:
+            raise self.fail("args", "expected an array of arguments")
+        for index, item in enumerate(value):
+            self.check_decoded("args", item, f"args[{index}]")
+        return value
+
+    def kwargs(self) -> Dict[str, Any]:
+        value = self.obj.get("kwargs")
+        if type(value) is not dict:
+            raise self.fail("kwargs", "expected a map of keyword arguments")
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise self.fail("kwargs", f"key {_shown(key)} is not a str")
+            self.check_decoded("kwargs", item, f"kwargs[{key!r}]")
+        return value
+
+    def check_decoded(self, name: str, value: Any, path: str) -> None:
+        """Arguments hold only what an enqueue accepts: no unknown msgpack extension
+        type, no nesting deeper than an enqueue allows."""
+        pending = [(value, 1)]
+        while pending:
+            item, depth = pending.pop()
+            if type(item) in _DECODED_SCALARS:
+                continue
+            if type(item) is list:
+                parts: Iterable[Any] = item
+            elif type(item) is dict:
+                parts = itertools.chain(item.keys(), item.values())
+            else:
+                raise self.fail(name, f"{path} holds {_shown(item)}, which no enqueue "
+                                      f"sends ({type(item).__name__})")
+            if depth > MAX_DEPTH:
+                raise self.fail(name, f"{path} is nested more than {MAX_DEPTH} levels deep")
+            for part in parts:
+                if type(part) not in _DECODED_SCALARS:
+                    pending.append((part, depth + 1))
 
 
 def encode_outcome(outcome: Outcome, *, task_name: str = "?") -> bytes:
-    """Pack an outcome; raises EncodeError when a task's return value is unsupported."""
+    """Pack an outcome; raises EncodeError when a task's return value is unsupported.
+
+    Error texts (an exception's message, a traceback) may hold lone surrogates,
+    which UTF-8 cannot carry: those become U+FFFD rather than fail the record.
+    """
     if outcome.value is not None:
         check_value(outcome.value, "return value", task_name)
     return _pack({
@@ -119,23 +301,36 @@ def encode_outcome(outcome: Outcome, *, task_name: str = "?") -> bytes:
         "status": outcome.status,
         "finished_at_ms": outcome.finished_at_ms,
         "value": outcome.value,
-        "exc_type": outcome.exc_type,
-        "message": outcome.message,
-        "traceback": outcome.traceback,
-        "reason": outcome.reason,
+        "exc_type": _repaired(outcome.exc_type),
+        "message": _repaired(outcome.message),
+        "traceback": _repaired(outcome.traceback),
+        "reason": _repaired(outcome.reason),
         "attempt": outcome.attempt,
         "extra": outcome.extra,
     })
 
 
+def _repaired(text: str) -> str:
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
 def decode_outcome(data: bytes) -> Outcome:
     obj = _unpack(data, "outcome")
-    try:
-        return Outcome(
-            status=obj["status"], finished_at_ms=int(obj["finished_at_ms"]),
-            value=obj.get("value"), exc_type=obj.get("exc_type", ""),
-            message=obj.get("message", ""), traceback=obj.get("traceback", ""),
-            reason=obj.get("reason", ""), attempt=int(obj.get("attempt", 0)),
-            extra=dict(obj.get("extra") or {}))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DecodeError(f"cannot decode outcome: missing or invalid field {exc}") from exc
+    texts = {name: obj.get(name, "") for name in ("exc_type", "message", "traceback",
+                                                  "reason")}
+    numbers = {"finished_at_ms": obj.get("finished_at_ms"), "attempt": obj.get("attempt", 0)}
+    extra = obj.get("extra") or {}
+    status: Any = obj.get("status")
+    for name, value in [("status", status), *texts.items()]:
+        if not isinstance(value, str):
+            raise DecodeError(f"cannot decode outcome: field {name!r} is {_shown(value)}; "
+                              f"expected a str")
+    for name, value in numbers.items():
+        if type(value) is not int:
+            raise DecodeError(f"cannot decode outcome: field {name!r} is {_shown(value)}; "
+                              f"expected an int")
+    if not isinstance(extra, dict):
+        raise DecodeError(f"cannot decode outcome: field 'extra' is {_shown(extra)}; "
+                          f"expected a map")
+    return Outcome(status=status, finished_at_ms=numbers["finished_at_ms"],
+                   value=obj.get("value"), extra=extra, **texts, attempt=numbers["attempt"])

@@ -4,7 +4,9 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 import inspect
+import math
 import os
+import reprlib
 import sys
 from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
@@ -13,7 +15,8 @@ from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
 from ._compat import ParamSpec
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
-from .message import Message, to_ms
+from .message import (MAX_MS, MAX_RETRIES, MAX_SECONDS, Message, describe_char, to_ms,
+                      unprintable)
 from .sending import Sender, check_queue_name
 
 P = ParamSpec("P")
@@ -23,6 +26,8 @@ TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",
                           "result_ttl"})
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
+#: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
+_SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
 
 
 def new_task_id() -> str:
@@ -40,6 +45,29 @@ def _positional_arity(signature: inspect.Signature) -> Optional[Tuple[int, int]]
         return None
     required = sum(1 for p in parameters if p.default is inspect.Parameter.empty)
     return required, len(parameters)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_seconds(value: Any, what: str, where: str) -> float:
+    """A duration option: a finite number of seconds from 0 to MAX_SECONDS."""
+    if not _is_number(value) or not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+        raise ConfigurationError(f"{where}: {what} must be a finite number of seconds from 0 "
+                                 f"to {MAX_SECONDS} (100 years), got {value!r}")
+    return float(value)
+
+
+def check_text(value: Any, what: str, where: str, fix: str = "use printable characters") -> str:
+    """A task name or task id: a non-empty str that cannot forge a log line."""
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{where}: {what} must be a non-empty str, got {value!r}")
+    char = unprintable(value)
+    if char is not None:
+        raise ConfigurationError(f"{where}: {what} {value!r} holds {describe_char(char)}, a "
+                                 f"control or format character; {fix}")
+    return value
 
 
 def check_priority(priority: Any, where: str) -> int:
@@ -85,14 +113,21 @@ class TaskOptions:
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
               options: Dict[str, Any]) -> "TaskOptions":
         unknown = sorted(set(options) - TASK_OPTIONS)
-        name = options.get("name") or f"{module_name_of(func)}.{func.__qualname__}"
+        name = options.get("name")
+        if name is None:
+            name = check_text(f"{module_name_of(func)}.{func.__qualname__}", "default name",
+                              f"@app.task on {func.__qualname__!r}", "pass name=...")
+        else:
+            check_text(name, "name", f"@app.task on {func.__qualname__!r}")
         where = f"task {name!r}"
         if unknown:
             raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)}; "
                                      f"valid options are {', '.join(sorted(TASK_OPTIONS))}")
         retries = options.get("retries", 0)
-        if not isinstance(retries, int) or retries < 0:
-            raise ConfigurationError(f"{where}: retries must be an int >= 0, got {retries!r}")
+        if (not isinstance(retries, int) or isinstance(retries, bool)
+                or not 0 <= retries <= MAX_RETRIES):
+            raise ConfigurationError(f"{where}: retries must be an int from 0 to "
+                                     f"{MAX_RETRIES}, got {retries!r}")
         retry_on = options.get("retry_on")
         if retry_on is None:
             retry_on = (Exception,) if retries > 0 else ()
@@ -105,24 +140,25 @@ class TaskOptions:
         if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
             raise ConfigurationError(f"{where}: retry_on must be exception types, "
                                      f"got {retry_on!r}")
-        timeout = options.get("timeout")
-        for field_name in ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl"):
-            value = options.get(field_name)
-            if value is not None and (not isinstance(value, (int, float)) or value < 0
-                                      or isinstance(value, bool)):
-                raise ConfigurationError(f"{where}: {field_name} must be a number of "
-                                         f"seconds >= 0, got {value!r}")
+        seconds = {field_name: check_seconds(options[field_name], field_name, where)
+                   for field_name in _SECONDS_OPTIONS if options.get(field_name) is not None}
+        if "result_ttl" not in seconds:
+            seconds["result_ttl"] = check_seconds(result_ttl, "result_ttl (the app's)", where)
+        ignore_result = options.get("ignore_result", False)
+        if not isinstance(ignore_result, bool):
+            raise ConfigurationError(f"{where}: ignore_result must be True or False, "
+                                     f"got {ignore_result!r}")
         queue = options.get("queue") or default_queue
         return cls(
             name=name, queue=queue,
             priority=check_priority(options.get("priority", 5), where),
             retries=retries,
-            retry_backoff=float(options.get("retry_backoff", 1.0)),
-            retry_backoff_max=float(options.get("retry_backoff_max", 600.0)),
+            retry_backoff=seconds.get("retry_backoff", 1.0),
+            retry_backoff_max=seconds.get("retry_backoff_max", 600.0),
             retry_on=retry_on,
-            timeout=float(timeout) if timeout is not None else None,
-            ignore_result=bool(options.get("ignore_result", False)),
-            result_ttl=float(options.get("result_ttl", result_ttl)))
+            timeout=seconds.get("timeout"),
+            ignore_result=ignore_result,
+            result_ttl=seconds["result_ttl"])
 
 
 class Task(Generic[P, R]):
@@ -166,9 +202,11 @@ class Task(Generic[P, R]):
         """Enqueue a call to run no earlier than ``seconds`` from now (<= 0: now).
 
         Raises:
+            ConfigurationError: ``seconds`` is not a finite number, or ends after
+                year 9999 (a ValueError).
             The same errors as ``delay``.
         """
-        eta_ms = self._sender.clock.now_ms() + to_ms(seconds) if seconds > 0 else None
+        eta_ms = self._delay_ms(seconds, "apply_in")
         return self._send([self._message(args, kwargs, self.queue, self.priority, eta_ms,
                                          None)])[0]
 
@@ -180,7 +218,8 @@ class Task(Generic[P, R]):
             when: an aware ``datetime`` or a Unix timestamp in seconds.
 
         Raises:
-            ConfigurationError: ``when`` is a naive datetime.
+            ConfigurationError: ``when`` is a naive datetime, not a finite number, or
+                after year 9999 (a ValueError).
             The same errors as ``delay``.
         """
         return self._send([self._message(args, kwargs, self.queue, self.priority,
@@ -194,8 +233,8 @@ class Task(Generic[P, R]):
         """Enqueue a call with per-call options that override the decorator's.
 
         Args:
-            args: positional arguments of the function.
-            kwargs: keyword arguments of the function.
+            args: positional arguments of the function: a tuple or list (None: none).
+            kwargs: keyword arguments of the function: a dict (None: none).
             queue: the queue to put it in.
             priority: 0..9, 9 runs first.
             delay: seconds from now before it may run.
@@ -203,28 +242,50 @@ class Task(Generic[P, R]):
             task_id: the id to use; an id already pending is not enqueued twice.
 
         Raises:
-            ConfigurationError: an unknown option or a bad priority (a ValueError).
+            ConfigurationError: an unknown option, or a bad queue, priority, delay, eta
+                or task_id (a ValueError).
+            ArgumentError: ``args`` is not a tuple or list, or ``kwargs`` not a dict
+                with str keys (a TypeError).
             The same errors as ``delay``.
         """
+        where = f"task {self.name!r}"
         if unknown:
-            raise ConfigurationError(f"task {self.name!r}: unknown option(s) "
+            raise ConfigurationError(f"{where}: unknown option(s) "
                                      f"{', '.join(sorted(unknown))} for apply_async; valid "
                                      f"options are {', '.join(sorted(CALL_OPTIONS))}")
-        queue = queue or self.queue
+        if args is None:
+            args = ()
+        elif not isinstance(args, (tuple, list)):
+            raise ArgumentError(f"{where}: apply_async args must be a tuple or list of "
+                                f"positional arguments, got {reprlib.repr(args)} "
+                                f"({type(args).__name__}); for a single argument write "
+                                f"args=(value,)", task_name=self.name)
+        if kwargs is None:
+            kwargs = {}
+        elif not isinstance(kwargs, dict):
+            raise ArgumentError(f"{where}: apply_async kwargs must be a dict of keyword "
+                                f"arguments, got {reprlib.repr(kwargs)} "
+                                f"({type(kwargs).__name__})", task_name=self.name)
+        else:
+            for key in kwargs:
+                if not isinstance(key, str):
+                    raise ArgumentError(f"{where}: apply_async kwargs keys must be str "
+                                        f"(argument names), got {reprlib.repr(key)}",
+                                        task_name=self.name)
+        queue = self.queue if queue is None else queue
         check_queue_name(queue)
         if priority is None:
             priority = self.priority
         else:
-            priority = check_priority(priority, f"task {self.name!r}")
+            priority = check_priority(priority, where)
         eta_ms: Optional[int] = None
         if eta is not None:
             eta_ms = self._eta_ms(eta)
-        elif delay is not None and delay > 0:
-            eta_ms = self._sender.clock.now_ms() + to_ms(delay)
-        if task_id is not None and (not isinstance(task_id, str) or not task_id):
-            raise ConfigurationError(f"task {self.name!r}: task_id must be a non-empty str, "
-                                     f"got {task_id!r}")
-        message = self._message(tuple(args), dict(kwargs or {}), queue, priority, eta_ms, task_id)
+        elif delay is not None:
+            eta_ms = self._delay_ms(delay, "delay")
+        if task_id is not None:
+            check_text(task_id, "task_id", where)
+        message = self._message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
         return self._send([message])[0]
 
     def delay_many(self, calls: Iterable[Sequence[Any]]) -> List[TaskHandle[R]]:
@@ -237,24 +298,59 @@ class Task(Generic[P, R]):
             One handle per call, in order.
 
         Raises:
+            ArgumentError: ``calls`` is not iterable, or one call is not a tuple or
+                list (a TypeError).
             The same errors as ``delay``; every call is checked before any is sent.
         """
-        messages = [self._message(tuple(args), {}, self.queue, self.priority, None, None)
-                    for args in calls]
+        where = f"task {self.name!r}"
+        try:
+            each = iter(calls)
+        except TypeError:
+            raise ArgumentError(f"{where}: delay_many takes an iterable of argument tuples, "
+                                f"got {reprlib.repr(calls)}", task_name=self.name) from None
+        messages = []
+        for index, args in enumerate(each):
+            if not isinstance(args, (tuple, list)):
+                raise ArgumentError(
+                    f"{where}: delay_many takes one tuple (or list) of positional arguments "
+                    f"per call; call {index} is {reprlib.repr(args)} ({type(args).__name__}); "
+                    f"write (value,) for a single argument, and use apply_async(args, "
+                    f"kwargs) for keyword arguments", task_name=self.name)
+            messages.append(self._message(tuple(args), {}, self.queue, self.priority, None,
+                                          None))
         return self._send(messages)
 
     # -- internals ---------------------------------------------------------------
 
-    def _eta_ms(self, when: Union[_dt.datetime, float]) -> int:
+    def _delay_ms(self, seconds: Any, what: str) -> Optional[int]:
+        """The due time ``seconds`` from now in ms, or None (<= 0 means now)."""
+        if not _is_number(seconds) or not math.isfinite(seconds):
+            raise ConfigurationError(f"task {self.name!r}: {what} takes a finite number of "
+                                     f"seconds, got {reprlib.repr(seconds)}")
+        if seconds <= 0:
+            return None
+        now_ms = self._sender.clock.now_ms()
+        if seconds > (MAX_MS - now_ms) / 1000.0:
+            raise ConfigurationError(f"task {self.name!r}: {what} of {seconds!r} seconds ends "
+                                     f"after year 9999; give a nearer time")
+        return now_ms + to_ms(seconds)
+
+    def _eta_ms(self, when: Any) -> int:
+        """Unix ms of an aware datetime or a timestamp (0 for any time before 1970)."""
         if isinstance(when, _dt.datetime):
             if when.tzinfo is None or when.utcoffset() is None:
                 raise ConfigurationError(f"task {self.name!r}: eta {when!r} is a naive "
                                          f"datetime; give it a time zone")
-            return to_ms(when.timestamp())
-        if isinstance(when, (int, float)) and not isinstance(when, bool):
-            return to_ms(float(when))
-        raise ConfigurationError(f"task {self.name!r}: eta must be an aware datetime or a "
-                                 f"Unix timestamp, got {when!r}")
+            seconds = when.timestamp()
+        elif _is_number(when) and math.isfinite(when):
+            seconds = float(when)
+        else:
+            raise ConfigurationError(f"task {self.name!r}: eta must be an aware datetime or "
+                                     f"a finite Unix timestamp, got {reprlib.repr(when)}")
+        if seconds > MAX_MS / 1000.0:
+            raise ConfigurationError(f"task {self.name!r}: eta {when!r} is after the end of "
+                                     f"year 9999; give a nearer time")
+        return to_ms(seconds) if seconds > 0 else 0
 
     def _message(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue: str, priority: int,
                  eta_ms: Optional[int], task_id: Optional[str]) -> Message:
@@ -263,13 +359,33 @@ class Task(Generic[P, R]):
             if kwargs or arity is None or not arity[0] <= len(args) <= arity[1]:
                 self._signature.bind(*args, **kwargs)  # the full check, and its message
         except TypeError as exc:
-            raise ArgumentError(f"task {self.name!r}: {exc}", task_name=self.name) from None
+            raise ArgumentError(f"task {self.name!r}: {exc}{self._misplaced_options(kwargs)}",
+                                task_name=self.name) from None
         now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
         return Message(id=task_id or new_task_id(), task=self.name, args=list(args),
                        kwargs=kwargs, queue=queue, priority=priority, enqueued_at_ms=now_ms,
                        eta_ms=eta_ms)
+
+    def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
+        """Say where an option given as a keyword argument of the function belongs."""
+        parameters = self._signature.parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return ""
+        unexpected = [key for key in kwargs if key not in parameters]
+        per_call = [key for key in unexpected if key in CALL_OPTIONS]
+        per_task = [key for key in unexpected if key in TASK_OPTIONS - CALL_OPTIONS]
+        hints = []
+        if per_call:
+            given = ", ".join(f"{key}={reprlib.repr(kwargs[key])}" for key in per_call)
+            hints.append(f"{', '.join(per_call)} is an option of the call, not an argument "
+                         f"of the function: use apply_async(args, kwargs, {given})")
+        if per_task:
+            given = ", ".join(f"{key}=..." for key in per_task)
+            hints.append(f"{', '.join(per_task)} is an option of the task: set it with "
+                         f"@app.task({given})")
+        return "".join(f"; {hint}" for hint in hints)
 
     def _send(self, messages: List[Message]) -> List[TaskHandle[R]]:
         self._sender.send(messages)
