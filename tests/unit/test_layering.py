@@ -41,9 +41,22 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "task": frozenset({"message", "handle", "errors", "_compat"}),
     "context": frozenset({"message", "errors"}),
     "pool": frozenset({"message", "errors"}),
-    # the worker package: its __init__ only re-exports; each part one job, imports one way
-    "worker": frozenset({"worker.loop"}),
-    "worker.loop": frozenset({"broker", "pool", "context", "message", "errors"}),
+    # the worker package: its __init__ re-exports; each part has one job, and the parts
+    # import one way: host, outages < leases < stop, outcomes < sources, runner < loop
+    "worker": frozenset({"worker.loop", "worker.leases", "worker.outages", "worker.outcomes"}),
+    "worker.host": frozenset({"broker"}),
+    "worker.outages": frozenset({"errors"}),
+    "worker.leases": frozenset({"broker", "errors", "worker.host", "worker.outages"}),
+    "worker.stop": frozenset({"pool", "worker.leases"}),
+    "worker.outcomes": frozenset({"broker", "errors", "message", "worker.host", "worker.leases",
+                                  "worker.outages"}),
+    "worker.sources": frozenset({"broker", "errors", "message", "worker.host", "worker.leases",
+                                 "worker.outages", "worker.outcomes", "worker.stop"}),
+    "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
+                                "worker.outcomes"}),
+    "worker.loop": frozenset({"broker", "pool", "errors", "message", "worker.host",
+                              "worker.leases", "worker.outages", "worker.outcomes",
+                              "worker.runner", "worker.sources", "worker.stop"}),
     "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
                       "message", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
@@ -56,7 +69,6 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     "task": frozenset({"app"}),
-    "worker.loop": frozenset({"app"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
