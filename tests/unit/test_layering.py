@@ -148,14 +148,17 @@ def imports_of(module: str) -> List[Import]:
     def internal_targets(node: ast.ImportFrom) -> List[str]:
         if node.level > len(here) + 1:
             raise AssertionError(f"{module}:{node.lineno}: relative import above the package")
-        base = (node.module or "").split(".") if node.module else []
+        base = node.module.split(".") if node.module else []
         if node.level == 0:
             parts = base[1:]  # below "minitask"
         else:
             parts = here[:len(here) + 1 - node.level] + base
-        # ``from . import keys`` names a module; ``from .broker import Ack`` a name in one
-        return [".".join(parts + [a.name]) if ".".join(parts + [a.name]) in modules
-                else module_at(parts) for a in node.names]
+        targets = []
+        for alias in node.names:
+            # ``from . import keys`` names a module; ``from .broker import Ack`` a name in one
+            named = ".".join(parts + [alias.name])
+            targets.append(named if named in modules else module_at(parts))
+        return targets
 
     def visit(node: ast.AST, type_checking: bool, in_function: bool) -> None:
         if isinstance(node, ast.If) and is_type_checking_test(node.test):
