@@ -384,7 +384,7 @@ def test_fetch_after_a_mass_cancel_drops_stale_entries_a_batch_per_call(
     worker = app.worker()
 
     assert worker.fetch() is None, "only four stale entries dropped: no task reached yet"
-    assert worker._next_event_ms == clock.ms, "the worker is told to fetch again at once"
+    assert worker._queues.next_event_ms == clock.ms, "the worker is told to fetch again at once"
     assert app.broker.queues.counts("default")["ready"] == 1
     app.worker(burst=True).run()
     assert ran == [99]

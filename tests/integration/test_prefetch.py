@@ -39,7 +39,7 @@ def test_stopping_gives_back_the_prefetched_tasks_to_the_head_of_the_queue(
     worker = app.worker()
     assert worker.run_once() is True
 
-    worker._release_all()
+    worker._leases.release_all()
 
     keys = QueueKeys(app.name, "default")
     assert redis_client.zcard(keys.leases) == 0

@@ -15,9 +15,8 @@ import minitask
 from tests.scale.support import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
-MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "worker.py", "cli.py", "pool.py",
-           "sending.py", "stores/queue.py", "stores/results.py", "stores/dead.py",
-           "stores/registry.py")
+MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "worker/*.py", "cli.py", "pool.py",
+           "sending.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
            "close": "", "get_redis_connection": ""}
@@ -30,8 +29,8 @@ def used_commands() -> Set[str]:
     found = set(IMPLIED)
     for script in (PACKAGE / "stores" / "lua").glob("*.lua"):
         found |= {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", script.read_text())}
-    for module in MODULES:
-        source = (PACKAGE / module).read_text()
+    for path in (path for module in MODULES for path in sorted(PACKAGE.glob(module))):
+        source = path.read_text()
         for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):
             found.add(METHODS.get(method, method))
         # send_command(...), and the broker's _command(...) (packs one ahead of time)

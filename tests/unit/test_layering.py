@@ -55,8 +55,24 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "task": frozenset({"message", "handle", "sending", "errors", "_compat"}),
     "context": frozenset({"message", "errors"}),
     "pool": frozenset({"message", "errors"}),
-    "worker": frozenset({"broker", "stores.queue", "stores.results", "pool", "context",
-                         "message", "errors"}),
+    # the worker package: its __init__ re-exports; each part has one job, and the parts
+    # import one way: host, outages < leases < stop, outcomes < sources, runner < loop
+    "worker": frozenset({"worker.loop", "worker.leases", "worker.outages", "worker.outcomes"}),
+    "worker.host": frozenset({"broker", "message"}),
+    "worker.outages": frozenset({"errors"}),
+    "worker.leases": frozenset({"stores.queue", "stores.results", "errors", "worker.host",
+                                "worker.outages"}),
+    "worker.stop": frozenset({"pool", "worker.leases"}),
+    "worker.outcomes": frozenset({"stores.queue", "stores.results", "errors", "message",
+                                  "worker.host", "worker.leases", "worker.outages"}),
+    "worker.sources": frozenset({"stores.queue", "stores.results", "errors", "message",
+                                 "worker.host", "worker.leases", "worker.outages",
+                                 "worker.outcomes", "worker.stop"}),
+    "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
+                                "worker.outcomes"}),
+    "worker.loop": frozenset({"broker", "pool", "errors", "message", "worker.host",
+                              "worker.leases", "worker.outages", "worker.outcomes",
+                              "worker.runner", "worker.sources", "worker.stop"}),
     "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
                       "sending", "message", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
@@ -68,7 +84,6 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
-    "worker": frozenset({"app"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
@@ -149,14 +164,17 @@ def imports_of(module: str) -> List[Import]:
     def internal_targets(node: ast.ImportFrom) -> List[str]:
         if node.level > len(here) + 1:
             raise AssertionError(f"{module}:{node.lineno}: relative import above the package")
-        base = (node.module or "").split(".") if node.module else []
+        base = node.module.split(".") if node.module else []
         if node.level == 0:
             parts = base[1:]  # below "minitask"
         else:
             parts = here[:len(here) + 1 - node.level] + base
-        # ``from . import keys`` names a module; ``from .broker import Ack`` a name in one
-        return [".".join(parts + [a.name]) if ".".join(parts + [a.name]) in modules
-                else module_at(parts) for a in node.names]
+        targets = []
+        for alias in node.names:
+            # ``from . import keys`` names a module; ``from .broker import Ack`` a name in one
+            named = ".".join(parts + [alias.name])
+            targets.append(named if named in modules else module_at(parts))
+        return targets
 
     def visit(node: ast.AST, type_checking: bool, in_function: bool) -> None:
         if isinstance(node, ast.If) and is_type_checking_test(node.test):

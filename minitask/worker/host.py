@@ -1,0 +1,79 @@
+"""What the worker needs of the app it runs tasks for, and of a task.
+
+Structural types only, so that imports point one way (the app imports the
+worker, never the reverse); ``Minitask`` and ``Task`` satisfy them as they are.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Protocol, Tuple, Type
+
+from ..broker import Broker
+from ..message import Clock
+
+
+class TaskSettings(Protocol):
+    """The options of a task that decide how its attempts run and end."""
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def retry_backoff(self) -> float: ...
+
+    @property
+    def retry_backoff_max(self) -> float: ...
+
+    @property
+    def retry_on(self) -> Tuple[Type[BaseException], ...]: ...
+
+    @property
+    def timeout(self) -> Optional[float]: ...
+
+    @property
+    def ignore_result(self) -> bool: ...
+
+    @property
+    def result_ttl(self) -> float: ...
+
+
+class HostedTask(Protocol):
+    """A registered task as the worker runs it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def func(self) -> Callable[..., Any]: ...
+
+    @property
+    def options(self) -> TaskSettings: ...
+
+
+class Host(Protocol):
+    """The app a worker serves: its tasks, its broker, its clock and its settings."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tasks(self) -> Mapping[str, HostedTask]: ...
+
+    @property
+    def broker(self) -> Broker: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def visibility_timeout(self) -> float: ...
+
+    @property
+    def max_deliveries(self) -> int: ...
+
+    @property
+    def result_ttl(self) -> float: ...
+
+    @property
+    def prefetch(self) -> int: ...
+
+    def check_queue_name(self, queue: str) -> None: ...

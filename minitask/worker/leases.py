@@ -1,0 +1,283 @@
+"""Leases: what a worker holds, renewing it while it runs, and giving it back.
+
+A task stays in Redis under a lease from the moment it is fetched until its
+outcome is recorded; a heartbeat thread renews the leases of running tasks.
+``Holdings`` is the one owner of the worker's shared mutable state: every
+leased task is in it, prefetched, running, or finished with its outcome not
+recorded yet, and each change that spans these states happens under its lock.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Protocol, Tuple
+
+from ..stores.queue import Delivery
+from ..stores.results import Ack
+from ..errors import BrokerError
+from .host import Host
+from .outages import Backoff
+
+logger = logging.getLogger(__name__)
+
+#: A lease as the worker holds it: (task id, (queue, priority)).
+Lease = Tuple[str, Tuple[str, int]]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A delivery this worker holds a lease on."""
+
+    queue: str
+    delivery: Delivery
+
+    @property
+    def task_id(self) -> str:
+        return self.delivery.task_id
+
+
+class Deferred(NamedTuple):
+    """What ``Holdings.defer_ack`` saw as it put an outcome aside."""
+
+    first: bool      # no other outcome was waiting
+    more: bool       # prefetched tasks wait to run, and the worker is not closing
+    since: float     # monotonic time the oldest waiting outcome was put aside
+
+
+class Holdings:
+    """The leases this worker holds, and what it holds them for."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._leases: Dict[str, Tuple[str, int]] = {}
+        self._closing = False
+        # Leased tasks not started yet (prefetch), in the order fetched.
+        self._buffer: Deque[Job] = deque()
+        # The job last taken from the buffer: a process pool child runs one at a time.
+        self._running: Optional[Job] = None
+        # Outcomes a child has not recorded yet (their tasks stay leased meanwhile).
+        self._acks: List[Tuple[Job, Ack]] = []
+        self._acks_since = 0.0
+
+    @property
+    def closing(self) -> bool:
+        """No task is taken any more: what a fetch leases now is given back."""
+        return self._closing
+
+    def close(self) -> Optional[Job]:
+        """Take no task any more; the task running in a child, if any."""
+        with self._lock:
+            self._closing = True
+            return self._running
+
+    def hold(self, queue: str, jobs: List[Job]) -> bool:
+        """Hold what a fetch leased, to run in order; False (nothing held) once closing."""
+        with self._lock:
+            if self._closing:
+                return False
+            for job in jobs:
+                self._leases[job.task_id] = (queue, job.delivery.priority)
+            self._buffer.extend(jobs)
+            return True
+
+    def next_buffered(self, stop: threading.Event) -> Optional[Job]:
+        """The next prefetched task, now the running one; None if closing or stopped."""
+        with self._lock:
+            if not self._buffer or self._closing or stop.is_set():
+                return None
+            job = self._running = self._buffer.popleft()
+        return job
+
+    def clear_running(self) -> None:
+        with self._lock:
+            self._running = None
+
+    def take_buffered(self) -> List[Job]:
+        """Drop the prefetched tasks not started yet, to be given back."""
+        with self._lock:
+            waiting = list(self._buffer)
+            self._buffer.clear()
+            for job in waiting:
+                self._leases.pop(job.task_id, None)
+        return waiting
+
+    def take_unfinished(self) -> List[Lease]:
+        """Close, and drop every lease but those of outcomes waiting to be recorded."""
+        with self._lock:
+            self._closing = True
+            self._buffer.clear()
+            finished = {job.task_id for job, _ in self._acks}
+            held = [lease for lease in self._leases.items() if lease[0] not in finished]
+            for task_id, _ in held:
+                del self._leases[task_id]
+        return held
+
+    def drop(self, task_id: str) -> None:
+        """The task's outcome is recorded: its lease is Redis's business no more."""
+        with self._lock:
+            self._leases.pop(task_id, None)
+
+    def held(self) -> List[Lease]:
+        with self._lock:
+            return list(self._leases.items())
+
+    # -- outcomes waiting to be recorded in a batch --------------------------
+
+    def defer_ack(self, job: Job, ack: Ack) -> Deferred:
+        """Put an outcome aside, to be recorded with the next ones."""
+        with self._lock:
+            if not self._acks:
+                self._acks_since = time.monotonic()
+            self._acks.append((job, ack))
+            first = len(self._acks) == 1
+            more = bool(self._buffer) and not self._closing
+        return Deferred(first, more, self._acks_since)
+
+    def acks_since(self) -> Optional[float]:
+        """Monotonic time the oldest waiting outcome was put aside; None if none waits."""
+        with self._lock:
+            return self._acks_since if self._acks else None
+
+    def waiting_acks(self) -> int:
+        with self._lock:
+            return len(self._acks)
+
+    def take_acks(self) -> List[Tuple[Job, Ack]]:
+        with self._lock:
+            acks, self._acks = self._acks, []
+        return acks
+
+    def restore_acks(self, acks: List[Tuple[Job, Ack]]) -> None:
+        """Outcomes that could not be recorded: still leased, recorded by the next try."""
+        with self._lock:
+            self._acks[:0] = acks
+
+    def settle(self, jobs: List[Job]) -> None:
+        """These tasks' outcomes are recorded."""
+        with self._lock:
+            for job in jobs:
+                self._leases.pop(job.task_id, None)
+
+
+class Leases:
+    """The Redis side of the leases in ``Holdings``: renewing and giving back."""
+
+    def __init__(self, host: Host, holdings: Holdings, lease_ms: int) -> None:
+        self._host = host
+        self._holdings = holdings
+        self.lease_ms = lease_ms
+
+    def renew(self, now_ms: int) -> int:
+        """Renew the leases of running tasks; how many are held."""
+        held = self._holdings.held()
+        for queue, leases in _by_queue(held).items():
+            self._host.broker.queues.renew(queue, leases, now_ms + self.lease_ms)
+        return len(held)
+
+    def give_back(self, held: List[Lease]) -> None:
+        """Release (task id, (queue, priority)) leases, as ``Holdings`` holds them."""
+        for queue, leases in _by_queue(held).items():
+            try:
+                count = self._host.broker.queues.release(queue, leases)
+                logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
+            except BrokerError as exc:
+                logger.error("could not give back tasks to queue %r (%s); they will be "
+                             "delivered again when their lease expires", queue, exc)
+
+    def give_back_buffer(self) -> None:
+        """Return the prefetched tasks not started yet, uncounted, to their queues."""
+        waiting = self._holdings.take_buffered()
+        if waiting:
+            self.give_back([lease_of(job) for job in waiting])
+
+    def release_all(self) -> None:
+        """Give back every lease held, except those of outcomes waiting to be recorded."""
+        held = self._holdings.take_unfinished()
+        if held:
+            self.give_back(held)
+
+
+class Batched(Protocol):
+    """Outcomes recorded in batches, which the heartbeat records if they wait too long."""
+
+    def flush_due_at(self) -> Optional[float]: ...
+
+    def flush_if_overdue(self) -> None: ...
+
+
+class Heartbeat:
+    """The thread that renews leases until the worker holds none."""
+
+    def __init__(self) -> None:
+        # Leases are renewed until every running task has ended or been given back,
+        # which is after a stop: the grace is time a live worker still holds its tasks.
+        self._ended = threading.Event()
+        # Wakes the heartbeat thread early: a stop, or outcomes waiting to be recorded.
+        self._nudge = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def nudge(self) -> None:
+        self._nudge.set()
+
+    def start(self, period: float, beat: Callable[[], None], batched: Batched,
+              stop: threading.Event, on_stop: Callable[[], None]) -> None:
+        """Every ``period`` seconds, ``beat``; record outcomes ``batched`` lets wait
+        too long; once ``stop`` is set, call ``on_stop`` once."""
+        self._thread = threading.Thread(target=self._loop, name="minitask-heartbeat",
+                                        args=(period, beat, batched, stop, on_stop),
+                                        daemon=True)
+        self._thread.start()
+
+    def end(self) -> None:
+        """Once no task is held any more: end the heartbeat thread, and wait for it."""
+        self._ended.set()
+        self._nudge.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _loop(self, period: float, beat: Callable[[], None], batched: Batched,
+              stop: threading.Event, on_stop: Callable[[], None]) -> None:
+        """Renew leases until the worker holds none; record outcomes a child let wait.
+
+        It goes on through a stop: a task let finish within the grace is still
+        this live worker's, and its lease must not lapse meanwhile.
+        """
+        backoff = Backoff("renew leases")
+        next_beat = time.monotonic() + period
+        stopping = False
+        while not self._ended.is_set():
+            wake = next_beat
+            due = batched.flush_due_at()
+            if due is not None:
+                wake = min(wake, due)
+            self._nudge.wait(max(0.0, wake - time.monotonic()))
+            self._nudge.clear()
+            if self._ended.is_set():
+                break
+            if stop.is_set() and not stopping:
+                stopping = True
+                on_stop()
+            try:
+                batched.flush_if_overdue()
+                if time.monotonic() >= next_beat:
+                    next_beat = time.monotonic() + period
+                    beat()
+            except BrokerError as exc:
+                self._ended.wait(backoff.failed(exc))  # no busy loop while Redis is away
+            else:
+                backoff.succeeded()
+
+
+def lease_of(job: Job) -> Lease:
+    return job.task_id, (job.queue, job.delivery.priority)
+
+
+def _by_queue(held: List[Lease]) -> Dict[str, List[Tuple[str, int]]]:
+    """(task id, (queue, priority)) leases as (task id, priority) lists per queue."""
+    by_queue: Dict[str, List[Tuple[str, int]]] = {}
+    for task_id, (queue, priority) in held:
+        by_queue.setdefault(queue, []).append((task_id, priority))
+    return by_queue

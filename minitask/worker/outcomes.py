@@ -1,0 +1,204 @@
+"""Recording outcomes: ack, retry or dead letter, one at a time or in batches.
+
+An outcome, once the attempt has ended, must not be lost: each write goes on
+through Redis outages until it succeeds. Listeners hear of each outcome once
+it is recorded (the worker counts them).
+"""
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import threading
+import time
+import traceback
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
+
+from ..stores.queue import FetchResult
+from ..stores.results import Ack
+from ..errors import BrokerError, EncodeError, Retry
+from ..message import Message, Outcome, to_ms
+from .host import Host
+from .leases import Holdings, Job
+from .outages import persist
+
+logger = logging.getLogger(__name__)
+
+#: Longest a finished task's outcome waits, in a process pool child with
+#: prefetch > 1, to be recorded together with the next ones in one round trip.
+ACK_WINDOW = 0.002
+
+#: Hears of an outcome once it is recorded: the job and its outcome, whose status
+#: is "succeeded", "retrying" (another attempt is scheduled) or "failed" (dead letter).
+Listener = Callable[[Job, Outcome], None]
+
+
+class Refill(Protocol):
+    """A source that leases more work in the round trip that records outcomes."""
+
+    def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]: ...
+
+    def take_fetched(self, result: FetchResult) -> None: ...
+
+
+class Recorder:
+    """Records attempts' outcomes and tells the listeners."""
+
+    def __init__(self, host: Host, holdings: Holdings, refill: Refill,
+                 stop: threading.Event,
+                 wake: Callable[[], None], listeners: Sequence[Listener] = ()) -> None:
+        self._host = host
+        self._holdings = holdings
+        self._refill = refill
+        self._stop = stop
+        self._wake = wake
+        self.listeners: List[Listener] = list(listeners)
+        #: Record successes in batches (a process pool child), not one by one.
+        self.batched = False
+
+    def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
+               duration: float) -> None:
+        """Record an attempt's outcome: ack, retry or dead letter."""
+        now_ms = self._host.clock.now_ms()
+        task = self._host.tasks[message.task]
+        options = task.options
+        if error is None:
+            outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
+            ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
+            try:
+                ack = self._host.broker.results.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
+                                                            task_name=task.name)
+            except EncodeError as exc:
+                self.bury(job, message, exc, "the return value cannot be encoded")
+                return
+            if self.batched:
+                self._defer_ack(job, ack)
+            else:
+                self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
+                             "record a result")
+            self._tell(job, outcome)
+            logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
+            return
+        retryable = isinstance(error, Retry) or isinstance(error, options.retry_on)
+        if retryable and message.attempt <= options.retries:
+            delay = error.delay if isinstance(error, Retry) else None
+            if delay is None:
+                cap = min(options.retry_backoff_max,
+                          options.retry_backoff * 2 ** (message.attempt - 1))
+                delay = random.uniform(0, cap)
+            note = failure(error, "retrying", now_ms, message.attempt, "")
+            following = dataclasses.replace(message, attempt=message.attempt + 1)
+            due_ms = now_ms + to_ms(delay)
+            results = self._host.broker.results
+            self._record(lambda: results.retry(job.queue, following, due_ms, note), job,
+                         "schedule a retry")
+            self._tell(job, note)
+            logger.info("task %s %s failed (%s: %s) in %.3f s; retry %d in %.3f s",
+                        message.id, task.name, type(error).__name__, error, duration,
+                        message.attempt, delay)
+            return
+        reason = "out of attempts" if retryable else "failed"
+        self.bury(job, message, error, reason)
+        logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
+                    type(error).__name__, error, duration)
+
+    def bury(self, job: Job, message: Optional[Message], error: BaseException,
+             reason: str) -> None:
+        """Dead-letter a leased task, with the error and why."""
+        outcome = failure(error, "failed", self._host.clock.now_ms(),
+                          message.attempt if message else 0, reason)
+        if message is None or message.task not in self._host.tasks:
+            logger.error("dead-lettered task %s from queue %r: %s: %s", job.delivery.task_id,
+                         job.queue, reason, error)
+        self._record(lambda: self._host.broker.results.bury(
+            job.queue, job.delivery.task_id, outcome=outcome,
+            result_ttl_ms=to_ms(self._host.result_ttl)), job, "dead-letter a task")
+        self._tell(job, outcome)
+
+    # -- batches -------------------------------------------------------------
+
+    def waiting(self) -> int:
+        """Outcomes put aside, not recorded yet."""
+        return self._holdings.waiting_acks()
+
+    def record_waiting(self, fetch: bool = False) -> None:
+        """Record the waiting outcomes, retrying through outages: they must not be lost."""
+        persist(lambda: self.flush(fetch), "record results")
+
+    def flush(self, fetch: bool) -> None:
+        """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
+        tasks of the first queue in the same round trip."""
+        acks = self._holdings.take_acks()
+        if not acks and not fetch:
+            return
+        entries = [ack for _, ack in acks]
+        result: Optional[FetchResult] = None
+        try:
+            if fetch:
+                held, result = self._refill.ack_and_fetch(entries)
+            else:
+                held = self._host.broker.results.ack_many(entries)
+        except BrokerError:
+            self._holdings.restore_acks(acks)
+            raise
+        self._holdings.settle([job for job, _ in acks])
+        for (job, _), still_held in zip(acks, held):
+            if not still_held:
+                warn_lost_lease(job)
+        if result is not None:
+            self._refill.take_fetched(result)
+
+    def flush_due_at(self) -> Optional[float]:
+        """Monotonic time by which the waiting outcomes are to be recorded, if any wait."""
+        since = self._holdings.acks_since()
+        return None if since is None else since + ACK_WINDOW
+
+    def flush_if_overdue(self) -> None:
+        since = self._holdings.acks_since()
+        if since is not None and time.monotonic() - since >= ACK_WINDOW:
+            self.flush(fetch=False)
+
+    def _defer_ack(self, job: Job, ack: Ack) -> None:
+        """A child records outcomes in batches: while its buffer holds more tasks, for
+        up to ``ACK_WINDOW``; when the buffer runs dry, with its next fetch.
+        """
+        deferred = self._holdings.defer_ack(job, ack)
+        if deferred.more and time.monotonic() - deferred.since < ACK_WINDOW:
+            if deferred.first:
+                self._wake()  # the heartbeat records them if the next task runs long
+            return
+        self.record_waiting(fetch=not deferred.more and not self._stop.is_set())
+
+    def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
+        """Write an outcome, retrying through outages: it must not be lost."""
+        held = persist(step, what)
+        self._holdings.drop(job.delivery.task_id)
+        if held is False:
+            warn_lost_lease(job)
+
+    def _tell(self, job: Job, outcome: Outcome) -> None:
+        for listener in self.listeners:
+            listener(job, outcome)
+
+
+def bury_poisoned(host: Host, queue: str, task_id: str) -> None:
+    """Dead-letter a task that killed its worker ``max_deliveries`` times: a fetch
+    reports it instead of handing it out."""
+    error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
+                         f"times (max_deliveries={host.max_deliveries})")
+    outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
+                      message=str(error), reason="worker lost")
+    host.broker.results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl))
+    logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
+
+
+def failure(error: BaseException, status: str, now_ms: int, attempt: int,
+            reason: str) -> Outcome:
+    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    return Outcome(status, now_ms, exc_type=type(error).__name__, message=str(error),
+                   traceback=trace, reason=reason, attempt=attempt)
+
+
+def warn_lost_lease(job: Job) -> None:
+    logger.warning("task %s: its lease had expired and it may have been delivered again; "
+                   "raise visibility_timeout if tasks stall this long", job.task_id)

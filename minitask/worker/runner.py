@@ -1,0 +1,79 @@
+"""Running one attempt: decode the message, find the task, run it in its context.
+
+A pool calls ``execute`` for each job (in a thread, or in its child process);
+what the attempt came to goes to the ``Recorder``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Optional
+
+from ..context import running
+from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
+from ..message import Message
+from .host import Host
+from .leases import Job, Leases
+from .outcomes import Recorder
+
+logger = logging.getLogger(__name__)
+
+
+class Runner:
+    """Runs leased jobs; in a process pool child, tells the pool of each attempt."""
+
+    def __init__(self, host: Host, recorder: Recorder, leases: Leases) -> None:
+        self._host = host
+        self._recorder = recorder
+        self._leases = leases
+        #: In a process pool child: hears of each task before it runs.
+        self.on_start: Optional[Callable[[Job, Message], None]] = None
+        #: In a process pool child: hears that the attempt's function returned.
+        self.on_end: Optional[Callable[[], None]] = None
+
+    def execute(self, job: Job) -> None:
+        """Run one leased task and record its outcome; never raises for a task's error."""
+        try:
+            message = job.delivery.message()
+        except DecodeError as exc:
+            self._recorder.bury(job, None, exc, "the message cannot be decoded")
+            return
+        task = self._host.tasks.get(message.task)
+        if task is None:
+            self._recorder.bury(job, message, UnknownTaskError(
+                f"no task named {message.task!r} is registered in app {self._host.name!r} on "
+                f"this worker"), "unknown task")
+            return
+        if self.on_start is not None:
+            if task.options.timeout is not None:
+                # this attempt may be killed with its process: record what is done, and
+                # give back what has not started, so neither waits for a lease to expire
+                if self._recorder.waiting():
+                    self._recorder.record_waiting()
+                self._leases.give_back_buffer()
+            self.on_start(job, message)
+        started = time.monotonic()
+        value: Any = None
+        error: Optional[BaseException] = None
+        with running(message, job.delivery.delivery):
+            try:
+                value = task.func(*message.args, **message.kwargs)
+            except (Exception, SystemExit) as exc:
+                error = exc
+        if self.on_end is not None:
+            self.on_end()  # no longer at risk of a kill: recording may wait for Redis
+        duration = time.monotonic() - started
+        limit = task.options.timeout
+        if error is None and limit is not None and duration > limit:
+            error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
+                                      f"timeout of {limit} s")
+        self._recorder.finish(job, message, value, error, duration)
+
+    def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
+        """The process pool killed the attempt at its time limit: record the failure."""
+        task = self._host.tasks[message.task]
+        logger.error("task %s %s ran past its timeout of %s s: killed its process",
+                     job.task_id, task.name, task.options.timeout)
+        self._recorder.finish(job, message, None, TimeLimitExceeded(
+            f"task {task.name!r} ran past its timeout of {task.options.timeout} s and was "
+            f"killed"), elapsed)

@@ -1,0 +1,146 @@
+"""Where work comes from. Today: the queues, served in the order given.
+
+A source hands out leased jobs one at a time and knows how to wait for more;
+the loop asks nothing else of it. Schedules or broadcast subscriptions would be
+new sources beside ``QueueSource``, not new branches in the loop.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import List, Optional, Protocol, Sequence, Tuple
+
+from ..stores.queue import FetchResult, FetchTerms
+from ..stores.results import Ack
+from ..errors import BrokerError
+from ..message import SystemClock
+from .host import Host
+from .leases import Holdings, Job, Leases, lease_of
+from .outages import guarded
+from .outcomes import bury_poisoned
+from .stop import Stop
+
+logger = logging.getLogger(__name__)
+
+
+class Source(Protocol):
+    """What the loop asks of a source of work."""
+
+    def next_job(self) -> Optional[Job]:
+        """A leased job to run now, or None when none is ready."""
+
+    def more_due_now(self) -> bool:
+        """Work left behind by the last look is due already: look again at once."""
+
+    def wait(self) -> None:
+        """Block until work may be ready, or a stop is asked."""
+
+
+class QueueSource:
+    """Leases tasks from the queues, trying them in order, ``prefetch`` at a time."""
+
+    def __init__(self, host: Host, queues: List[str], prefetch: int, holdings: Holdings,
+                 leases: Leases, stop: Stop) -> None:
+        self._host = host
+        self.queues = queues
+        self.prefetch = prefetch
+        self._holdings = holdings
+        self._leases = leases
+        self._stop = stop
+        #: When the last fetch found the next task due (ms on the app's clock), if any.
+        self.next_event_ms: Optional[int] = None
+
+    def next_job(self) -> Optional[Job]:
+        """Lease the best ready tasks, trying the queues in order; hand out the first.
+
+        Up to ``prefetch`` tasks are leased per round trip; the rest wait in this
+        worker's buffer, their leases renewed by the heartbeat.
+        """
+        job = self._holdings.next_buffered(self._stop.event)
+        if job is not None or self._holdings.closing or self._stop.is_set():
+            return job
+        now_ms = self._host.clock.now_ms()
+        next_event: Optional[int] = None
+        for queue in self.queues:
+            result = self._host.broker.queues.fetch(queue, now_ms=now_ms,
+                                                    lease_ms=self._leases.lease_ms,
+                                                    count=self.prefetch,
+                                                    max_deliveries=self._host.max_deliveries)
+            self.take(queue, result)
+            job = self._holdings.next_buffered(self._stop.event)
+            if job is not None:
+                return job
+            if result.next_event_ms is not None:
+                next_event = min(result.next_event_ms, next_event or result.next_event_ms)
+        self.next_event_ms = next_event
+        return None
+
+    def more_due_now(self) -> bool:
+        """The last fetch left work that is due already (it stops after a batch)."""
+        return (self.next_event_ms is not None
+                and self.next_event_ms <= self._host.clock.now_ms())
+
+    def wait(self) -> None:
+        """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
+        timeout = 5.0
+        if self.next_event_ms is not None:
+            timeout = max(0.0, self._seconds_until(self.next_event_ms))
+        if self._stop.is_set():
+            return
+        guarded(lambda: self._blocking_wait(timeout), "wait for tasks", self._stop.event)
+
+    def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]:
+        """Record outcomes and lease the next tasks of the first queue in one round trip;
+        which leases were still held, and what was leased (see ``take_fetched``)."""
+        queues = self._host.broker.queues
+        held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
+            self.queues[0], self._host.clock.now_ms(),
+            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)))
+        return held, queues.fetch_result(reply)
+
+    def take_fetched(self, result: FetchResult) -> None:
+        """Hold what ``ack_and_fetch`` leased."""
+        self.take(self.queues[0], result)
+
+    def take(self, queue: str, result: FetchResult) -> None:
+        """Hold what a fetch leased, unless the worker is closing; bury the poisoned.
+
+        What was leased is held first: a failure while burying must not leave a
+        fresh batch leased to nobody. A poisoned task that could not be buried
+        stays leased and expired, and the next fetch reports it again.
+        """
+        jobs = [Job(queue, delivery) for delivery in result.deliveries]
+        held = self._holdings.hold(queue, jobs)
+        if jobs and not held:
+            self._leases.give_back([lease_of(job) for job in jobs])
+        elif jobs:
+            self._host.broker.queues.stop_waiting()
+        for task_id in result.poisoned:
+            try:
+                bury_poisoned(self._host, queue, task_id)
+            except BrokerError as exc:
+                logger.error("could not dead-letter task %s (%s); the next fetch tries again",
+                             task_id, exc)
+
+    def _blocking_wait(self, timeout: float) -> None:
+        """Wait, and lease from the first queue as it ends (on the app's real clock:
+        the fetch reads the server's); a stop rings the bell to end it at once."""
+        interrupt = self._stop.bell_fileno()
+        terms = None
+        if isinstance(self._host.clock, SystemClock):
+            terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
+        result = self._host.broker.queues.wait(self.queues, timeout, then_fetch=terms,
+                                               interrupt=interrupt)
+        if result is not None:
+            self.take(self.queues[0], result)
+
+    def _seconds_until(self, due_ms: int) -> float:
+        """Seconds until the app's clock reads ``due_ms``.
+
+        The real clock is read to the microsecond (plus a hair, so the wait never
+        ends just short of the due millisecond): counting from a whole-ms reading
+        would wake up to 1 ms late. Other clocks tick in whole ms: one more is waited.
+        """
+        if isinstance(self._host.clock, SystemClock):
+            return due_ms / 1000.0 - time.time() + 0.00005
+        return (due_ms + 1 - int(self._host.clock.now_ms())) / 1000.0

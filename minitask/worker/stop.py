@@ -1,0 +1,130 @@
+"""Stopping: the request (signals, ``stop()``), the grace, and giving back the rest."""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import threading
+from types import FrameType
+from typing import Callable, List, Optional, Sequence
+
+from ..pool import ThreadPool
+from .leases import Holdings, Job, Leases
+
+logger = logging.getLogger(__name__)
+
+
+class Bell:
+    """A socket pair that turns readable once rung: a wait on Redis watches it, so a
+    stop (a signal, or ``stop()`` from another thread) ends the wait at once,
+    without raising from a signal handler into the middle of a reply.
+
+    Sockets, not a raw pipe: once closed, a late ring fails instead of writing
+    to whatever file reuses the number.
+    """
+
+    def __init__(self) -> None:
+        self._heard, self._rung = socket.socketpair()
+        self._rung.setblocking(False)
+
+    def fileno(self) -> int:
+        return self._heard.fileno()
+
+    def ring(self) -> None:
+        try:
+            self._rung.send(b"!")
+        except OSError:
+            pass  # already rung (the buffer is full) or closed
+
+    def close(self) -> None:
+        self._rung.close()
+        self._heard.close()
+
+
+class Stop:
+    """Whether a stop was asked and why; asking wakes whoever must hear of it at once."""
+
+    def __init__(self, wakers: Sequence[Callable[[], None]] = ()) -> None:
+        self.event = threading.Event()
+        #: The signal that asked for the stop, if one did ("SIGTERM").
+        self.reason = ""
+        self._wakers: List[Callable[[], None]] = list(wakers)
+        self._bell: Optional[Bell] = None
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    def request(self) -> None:
+        self.event.set()
+        for wake in self._wakers:
+            wake()
+        bell = self._bell
+        if bell is not None:
+            bell.ring()
+
+    def open_bell(self) -> None:
+        """From now on a stop also rings a bell, which a wait on Redis watches."""
+        self._bell = Bell()
+
+    def bell_fileno(self) -> Optional[int]:
+        bell = self._bell
+        return None if bell is None else bell.fileno()
+
+    def silence(self) -> None:
+        bell, self._bell = self._bell, None
+        if bell is not None:
+            bell.close()
+
+    def install_signals(self) -> Callable[[], None]:
+        """SIGTERM and SIGINT ask for a stop (a second SIGINT exits at once); returns
+        what puts the previous handlers back. Only the main thread can do this."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        interrupts = [0]
+
+        def on_signal(signum: int, frame: Optional[FrameType]) -> None:
+            if signum == signal.SIGINT:
+                interrupts[0] += 1
+                if interrupts[0] > 1:
+                    logger.warning("second interrupt: exiting at once")
+                    os._exit(130)
+            # Only flags here: logging from a handler can re-enter a half-written record.
+            if not self.event.is_set():
+                self.reason = signal.Signals(signum).name
+            self.request()
+
+        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        return restore
+
+
+class Shutdown:
+    """How a worker ends once a stop is asked: what has not started goes back at
+    once, running tasks get the grace, and what is still held after it goes back."""
+
+    def __init__(self, holdings: Holdings, leases: Leases, stop: Stop) -> None:
+        self._holdings = holdings
+        self._leases = leases
+        self._stop = stop
+        #: In a process pool child: hears, once a stop is asked, of the task still running.
+        self.on_stopping: Optional[Callable[[Optional[Job]], None]] = None
+
+    def stopping(self) -> None:
+        """Once a stop is asked: give back the buffer now, not after the running task."""
+        running = self._holdings.close()
+        self._leases.give_back_buffer()
+        if self.on_stopping is not None:
+            self.on_stopping(running)
+
+    def close(self, threads: ThreadPool[Job], grace: float) -> None:
+        """Stop taking tasks, give running ones the grace, give back the rest."""
+        self._holdings.close()
+        if self._stop.reason:
+            logger.info("%s received: stopping (grace %s s)", self._stop.reason, grace)
+        if not threads.wait_idle(grace):
+            logger.warning("grace of %s s is over; giving back tasks still running", grace)
+        self._leases.release_all()
