@@ -15,8 +15,8 @@ import minitask
 from tests.scale.support import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
-MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "worker/*.py", "cli.py", "pool.py",
-           "sending.py", "stores/*.py")
+MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "sending.py", "pool.py",
+           "worker/*.py", "cli/*.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
            "close": "", "get_redis_connection": ""}

@@ -1,0 +1,32 @@
+"""``minitask bench``: throughput, latency and memory on a Redis of its own."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+
+def register(commands: Any) -> None:
+    bench = commands.add_parser("bench", help="measure throughput, latency and memory")
+    bench.add_argument("--broker", default=os.environ.get("MINITASK_BROKER_URL"),
+                       help="Redis URL to measure against (default: MINITASK_BROKER_URL)")
+    bench.add_argument("--start-server", action="store_true",
+                       help="start a throwaway redis-server on a free port and use it")
+    bench.add_argument("--tasks", type=int, default=20_000,
+                       help="tasks per throughput run (default 20,000)")
+    bench.add_argument("--memory-tasks", type=int, default=1_000_000,
+                       help="tasks queued for the memory rows (default 1,000,000)")
+    bench.add_argument("--scaling", action="store_true",
+                       help="also measure 1/2/4/8 processes, delayed backlog, queue length")
+    bench.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
+    bench.add_argument("--json", action="store_true", help="print JSON")
+    bench.add_argument("--loglevel", default="INFO")
+    bench.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench import run_bench  # the bench's own imports only when it runs
+    met = run_bench(args.broker, start_server=args.start_server, tasks=args.tasks,
+                    memory_tasks=args.memory_tasks, scaling=args.scaling, emit=print,
+                    as_json=args.json)
+    return 1 if args.check and not met else 0

@@ -1,0 +1,56 @@
+"""``minitask status``: queues and live workers."""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any, Dict, List
+
+from .options import add_app_options, load
+
+
+def register(commands: Any) -> None:
+    status = commands.add_parser("status", help="show queues and live workers")
+    add_app_options(status)
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = load(args.app)
+    broker = app.broker
+    queues = sorted(set(broker.queues.queue_names()) | set(app.worker_queues()))
+    now_ms = app.clock.now_ms()
+    report: Dict[str, Any] = {
+        "app": app.name, "broker": broker.description,
+        "queues": {queue: broker.queues.counts(queue) for queue in queues},
+        "workers": [],
+    }
+    for info in broker.registry.live(now_ms, live_ms=60_000):
+        report["workers"].append({
+            "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+            "queues": info.get("queues", ""), "pool": info.get("pool", ""),
+            "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),
+            "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
+            "running": int(info.get("running", 0)),
+        })
+    if args.json:
+        print(json.dumps(report, indent=2, sort_keys=True))
+    else:
+        print(_status_text(report))
+    return 0
+
+
+def _status_text(report: Dict[str, Any]) -> str:
+    lines: List[str] = [f"app {report['app']} on {report['broker']}", "",
+                        f"{'queue':<20} {'ready':>7} {'scheduled':>9} {'running':>7} "
+                        f"{'dead':>6}  ready by priority"]
+    for queue, counts in report["queues"].items():
+        by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
+        lines.append(f"{queue:<20} {counts['ready']:>7} {counts['scheduled']:>9} "
+                     f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
+    lines += ["", f"{len(report['workers'])} live worker(s)"]
+    for worker in report["workers"]:
+        lines.append(f"  {worker['name']}  heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
+                     f"processed {worker['processed']}  failed {worker['failed']}  "
+                     f"running {worker['running']}  queues {worker['queues']}")
+    return "\n".join(lines)

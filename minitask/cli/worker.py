@@ -1,0 +1,41 @@
+"""``minitask worker``: run tasks."""
+from __future__ import annotations
+
+import argparse
+import os
+from typing import Any
+
+from .options import add_app_options, load
+
+
+def register(commands: Any) -> None:
+    worker = commands.add_parser("worker", help="run tasks")
+    add_app_options(worker)
+    worker.add_argument("-Q", "--queues", help="comma-separated queues, served in this order "
+                        "(default: the default queue, then every queue the tasks name)")
+    worker.add_argument("-c", "--concurrency", type=int, default=None,
+                        help="tasks run at once (default: CPU count for processes, 1 for threads)")
+    worker.add_argument("--pool", choices=("process", "thread"), default="process")
+    worker.add_argument("--burst", action="store_true",
+                        help="run what is ready, then exit 0")
+    worker.add_argument("--grace", type=float, default=30.0,
+                        help="seconds running tasks get to finish on SIGTERM/SIGINT")
+    worker.add_argument("--prefetch", type=int, default=None,
+                        help="tasks each process leases per round trip (default: the app's "
+                        "prefetch, 1); more is faster, but up to that many tasks can run "
+                        "ahead of a higher-priority one")
+    worker.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = load(args.app)
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
+    concurrency = args.concurrency
+    if concurrency is None:
+        concurrency = (os.cpu_count() or 1) if args.pool == "process" else 1
+    try:
+        app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
+                   grace=args.grace, prefetch=args.prefetch).run()
+    finally:
+        app.close()
+    return 0
