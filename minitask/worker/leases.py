@@ -15,9 +15,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Protocol, Tuple
 
+from ..errors import BrokerError
 from ..stores.queue import Delivery
 from ..stores.results import Ack
-from ..errors import BrokerError
 from .host import Host
 from .outages import Backoff
 

@@ -14,10 +14,10 @@ import time
 import traceback
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
-from ..stores.queue import FetchResult
-from ..stores.results import Ack
 from ..errors import BrokerError, EncodeError, Retry
 from ..message import Message, Outcome, to_ms
+from ..stores.queue import FetchResult
+from ..stores.results import Ack
 from .host import Host
 from .leases import Holdings, Job
 from .outages import persist

@@ -10,10 +10,10 @@ import logging
 import time
 from typing import List, Optional, Protocol, Sequence, Tuple
 
-from ..stores.queue import FetchResult, FetchTerms
-from ..stores.results import Ack
 from ..errors import BrokerError
 from ..message import SystemClock
+from ..stores.queue import FetchResult, FetchTerms
+from ..stores.results import Ack
 from .host import Host
 from .leases import Holdings, Job, Leases, lease_of
 from .outages import guarded
