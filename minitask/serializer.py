@@ -200,7 +200,46 @@ def decode_message(data: bytes) -> Message:
         DecodeError: corrupt bytes, an unknown envelope version, or a field that is
             missing or wrong; the message names the field, its value and the rule.
     """
-    fields = _Fields(_unpack(data, "message"))
+    obj = _unpack(data, "message")
+    return _plain_message(obj) or _checked_message(obj)
+
+
+def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
+    """The message, when every field is plainly right: ASCII names, flat arguments.
+
+    The worker decodes every task it runs, so the usual message is checked here
+    in one expression; anything else (an error, non-ASCII text, nested arguments)
+    takes the thorough path, which says what is wrong.
+    """
+    try:
+        task_id, task, queue, args, kwargs = (obj["id"], obj["task"], obj["queue"],
+                                              obj["args"], obj["kwargs"])
+        priority, enqueued_at_ms, eta_ms = obj["priority"], obj["enqueued_at_ms"], obj["eta_ms"]
+        attempt = obj["attempt"]
+    except KeyError:
+        return None
+    if (type(task_id) is str and type(task) is str and type(queue) is str
+            and task_id and task and queue
+            and (names := task_id + task + queue).isascii() and names.isprintable()
+            and type(priority) is int and 0 <= priority <= 9
+            and type(enqueued_at_ms) is int and 0 <= enqueued_at_ms <= MAX_MS
+            and (eta_ms is None or type(eta_ms) is int and 0 <= eta_ms <= MAX_MS)
+            and type(attempt) is int and 1 <= attempt <= MAX_ATTEMPT
+            and type(args) is list and type(kwargs) is dict):
+        for item in args:
+            if type(item) not in _DECODED_SCALARS:
+                return None
+        for key, item in kwargs.items():
+            if type(key) is not str or type(item) not in _DECODED_SCALARS:
+                return None
+        return Message(id=task_id, task=task, args=args, kwargs=kwargs, queue=queue,
+                       priority=priority, enqueued_at_ms=enqueued_at_ms, eta_ms=eta_ms,
+                       attempt=attempt)
+    return None
+
+
+def _checked_message(obj: Dict[str, Any]) -> Message:
+    fields = _Fields(obj)
     return Message(
         id=fields.text("id"), task=fields.text("task"), args=fields.args(),
         kwargs=fields.kwargs(), queue=fields.text("queue"),
