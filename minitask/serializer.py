@@ -25,6 +25,8 @@ _INT_MIN = -(2 ** 63)
 _INT_MAX = 2 ** 63 - 1
 _SCALARS = (str, bytes, float, bool, type(None))
 _CONTAINERS = (list, tuple, dict)
+#: Exact types that are always sendable, whatever their value (an int may not be).
+_PLAIN = frozenset({bytes, float, bool, type(None)})
 #: The exact types msgpack decodes scalars to (timestamps as aware datetimes).
 _DECODED_SCALARS = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime})
 #: Containers one argument may nest (a flat list is 1). msgpack itself gives up
@@ -147,6 +149,10 @@ def _short(text: str) -> str:
 
 def check_arguments(task_name: str, args: Any, kwargs: Dict[str, Any]) -> None:
     for index, item in enumerate(args):
+        kind = type(item)
+        if (kind is str and item.isascii() or kind is int and _INT_MIN <= item <= _INT_MAX
+                or kind in _PLAIN):
+            continue  # what most calls pass, checked without a call or a path string
         check_value(item, f"args[{index}]", task_name)
     for key, item in kwargs.items():
         if type(key) is not str or not key.isascii():
