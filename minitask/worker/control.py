@@ -20,6 +20,8 @@ logger = logging.getLogger(__name__)
 
 #: Seconds one BLPOP of the listener blocks at most (a vanished Redis is noticed).
 WAIT = 5.0
+#: Seconds a stopping worker waits for its listener to end after waking it.
+JOIN_TIMEOUT = 2.0
 
 
 class Orders:
@@ -38,15 +40,19 @@ class Orders:
         self._thread.start()
 
     def end(self) -> None:
-        """Stop listening. The thread is not waited for: a push to its own list ends
-        its BLPOP at once, and if Redis is gone it ends with its next failed call."""
-        if self._ended.is_set():
+        """Stop listening: a push to its own list ends the listener's BLPOP at once,
+        and it is waited for (briefly), so that closing the app's connections next
+        cannot cut a reply in half under it."""
+        if self._thread is None:
             return
         self._ended.set()
         try:
             self._registry.send_order(self._worker, WAKE)
         except BrokerError as exc:
+            # Redis is gone: the listener ends with its own failed call, in the background
             logger.debug("could not wake the orders listener of %s: %s", self._worker, exc)
+            return
+        self._thread.join(timeout=JOIN_TIMEOUT)
 
     def _loop(self) -> None:
         backoff = Backoff("listen for orders (minitask shutdown)")
