@@ -129,9 +129,11 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
             if ran > DRAIN_LIMIT:
                 raise RuntimeError(f"drain() ran {DRAIN_LIMIT} attempts and work is still "
                                    f"ready: does a task keep enqueueing more?")
+        if _queues(app) != queues:
+            continue  # a task sent work to a queue this worker did not serve
         if not isinstance(clock, TestClock):
             return ran
-        due = [ms for ms in (app.broker.admin.next_due_ms(q) for q in _queues(app))
+        due = [ms for ms in (app.broker.admin.next_due_ms(q) for q in queues)
                if ms is not None]
         if not due or min(due) > target_ms:
             break

@@ -59,10 +59,12 @@ def split_words(parser: argparse.ArgumentParser,
         if name not in takes_value:
             words.append(token)
             continue
-        options.append(token)
         if takes_value[name] and name == token and index < len(argv):
-            options.append(argv[index])
+            # glued to its option, so that argparse takes a value such as "-q" as a value
+            value = argv[index]
             index += 1
+            token = f"{name}={value}" if name.startswith("--") else f"{name}{value}"
+        options.append(token)
     return options, words
 
 
