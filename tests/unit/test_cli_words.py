@@ -78,5 +78,3 @@ def test_the_readme_first_app_and_the_quickstart_example_are_different_apps() ->
     example = (ROOT / "examples" / "quickstart" / "tasks.py").read_text()
     (example_name,) = re.findall(r'Minitask\("([^"]+)"\)', example)
     assert readme_name != example_name
-
-
