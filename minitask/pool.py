@@ -211,9 +211,13 @@ class ProcessPool(Generic[J]):
     def stop(self, why: str) -> None:
         """Stop as on SIGTERM (``why`` names what asked): children get the grace, then
         what still runs is given back."""
-        if not self._stop.is_set():
-            logger.info("%s received: stopping children (grace %s s)", why, self.worker.grace)
+        if self._stop.is_set():
+            return
         self._stop.set()
+        # at once, not at the supervisor's next look: an idle child must not fetch meanwhile
+        for child in list(self.children.values()):
+            _signal(child.process.pid, signal.SIGTERM)
+        logger.info("%s received: stopping children (grace %s s)", why, self.worker.grace)
 
     # -- children ------------------------------------------------------------
 
