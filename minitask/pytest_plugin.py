@@ -43,19 +43,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                        "package.module, or an entry point of minitask.apps)")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Load the configured app before any test runs: a wrong name stops the session
+    at once with a usage error, not each test with the same failure."""
+    spec = str(config.getini(INI_OPTION) or "").strip()
+    app = None
+    if spec:
+        try:
+            app = load_app(spec)
+            load_task_plugins(app)
+        except MinitaskError as exc:
+            raise pytest.UsageError(f"{INI_OPTION} = {spec}: {exc}") from exc
+    config.stash[_APP] = app
+
+
 def _app(config: pytest.Config) -> Optional[Minitask]:
-    """The configured app, loaded once per session (None when the option is not set)."""
-    if _APP not in config.stash:
-        spec = str(config.getini(INI_OPTION) or "").strip()
-        app = None
-        if spec:
-            try:
-                app = load_app(spec)
-                load_task_plugins(app)
-            except MinitaskError as exc:
-                raise pytest.UsageError(f"{INI_OPTION} = {spec}: {exc}") from exc
-        config.stash[_APP] = app
-    return config.stash[_APP]
+    """The configured app (None when the option is not set)."""
+    return config.stash.get(_APP, None)
 
 
 @pytest.fixture(autouse=True)
