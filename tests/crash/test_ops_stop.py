@@ -108,3 +108,17 @@ def test_a_child_that_dies_names_the_task_it_was_running(kit: Kit) -> None:
     wait_for_log(kit, f"while running task {handle.id}")
     send(worker, signal.SIGTERM)
     assert exit_code(worker) == 0
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_a_second_ctrl_c_says_it_exits_at_once(kit: Kit, pool: str) -> None:
+    worker = kit.worker("--pool", pool, "-c", "1")
+    kit.tasks.slow.delay("interrupted", 30.0)
+    kit.wait_for_marks("started", "interrupted")
+
+    send(worker, signal.SIGINT, group=True)
+    wait_for_log(kit, "SIGINT received")
+    send(worker, signal.SIGINT, group=True)
+
+    assert exit_code(worker) == 130
+    assert "second interrupt" in log_of(kit)

