@@ -190,7 +190,10 @@ class ProcessPool(Generic[J]):
                     os.write(2, b"minitask: second interrupt: killed the children and exiting "
                                 b"at once; their tasks run again after their leases expire\n")
                     os._exit(130)
-            self.stop(signal.Signals(signum).name)
+            # the children are signalled by _shut_down, not from this handler: a child
+            # that Ctrl-C signalled too would get two signals at once, and a handler that
+            # interrupts another one setting the same threading.Event deadlocks
+            self.stop(signal.Signals(signum).name, tell_children=False)
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         beat = threading.Thread(target=self._heartbeat_loop, daemon=True,
@@ -208,15 +211,16 @@ class ProcessPool(Generic[J]):
             beat.join(timeout=5)
             worker.forget()
 
-    def stop(self, why: str) -> None:
+    def stop(self, why: str, tell_children: bool = True) -> None:
         """Stop as on SIGTERM (``why`` names what asked): children get the grace, then
-        what still runs is given back."""
+        what still runs is given back. ``tell_children`` signals them at once rather
+        than at the supervisor's next look, so that an idle child fetches no more."""
         if self._stop.is_set():
             return
         self._stop.set()
-        # at once, not at the supervisor's next look: an idle child must not fetch meanwhile
-        for child in list(self.children.values()):
-            _signal(child.process.pid, signal.SIGTERM)
+        if tell_children:
+            for child in list(self.children.values()):
+                _signal(child.process.pid, signal.SIGTERM)
         logger.info("%s received: stopping children (grace %s s)", why, self.worker.grace)
 
     # -- children ------------------------------------------------------------
