@@ -48,6 +48,8 @@ class TaskInfo:
     reason: str = ""
     finished_at: Optional[_dt.datetime] = None
     note: str = ""
+    #: In the dead letters (``status`` is then ``failed``; ``finished_at`` is when it died).
+    dead: bool = False
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 strings."""
@@ -99,7 +101,7 @@ def inspect(app: Minitask, task_id: str) -> Optional[TaskInfo]:
             fields.update(value=outcome.value, exc_type=outcome.exc_type,
                           message=outcome.message, traceback=outcome.traceback,
                           reason=outcome.reason, finished_at=_utc(outcome.finished_at_ms))
-    return TaskInfo(task_id=task_id, queue=queue, status=status, **fields)
+    return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
 
 
 def purge_ready(app: Minitask, queue: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, List
 
+from ..admin import inspect
 from ..app import DeadTask, Minitask
 from ..errors import ConfigurationError
 from .options import add_app_options, emit_json, load, takes_words
@@ -78,20 +79,24 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
 
 
 def _show(app: Minitask, task_id: str, as_json: bool) -> int:
-    found = [d for d in app.dead_letters() if d.task_id == task_id]
-    if not found:
-        raise ConfigurationError(f"no dead letter has the id {task_id!r} (minitask dead -A APP "
-                                 f"list shows them)")
-    dead = found[0]
+    info = inspect(app, task_id)
+    if info is None or not info.dead:
+        print(f"no dead letter has the id {task_id!r} (minitask dead -A APP list shows them)")
+        return 1
+    dead = {"task_id": info.task_id, "queue": info.queue, "name": info.name or "?",
+            "args": info.args or [], "kwargs": info.kwargs or {}, "reason": info.reason,
+            "exc_type": info.exc_type, "message": info.message, "traceback": info.traceback,
+            "dead_at": info.finished_at.isoformat() if info.finished_at else "",
+            "attempts": info.attempt or 0}
     if as_json:
-        emit_json(as_dict(dead))
+        emit_json(dead)
         return 0
-    print(f"task id   {dead.task_id}\nqueue     {dead.queue}\ntask      {dead.name}\n"
-          f"args      {dead.args!r}\nkwargs    {dead.kwargs!r}\nattempts  {dead.attempts}\n"
-          f"dead at   {dead.dead_at.isoformat()}\nreason    {dead.reason}\n"
-          f"error     {dead.exc_type}: {dead.message}")
-    if dead.traceback:
-        print(f"\n{dead.traceback.rstrip()}")
+    print(f"task id   {dead['task_id']}\nqueue     {dead['queue']}\ntask      {dead['name']}\n"
+          f"args      {dead['args']!r}\nkwargs    {dead['kwargs']!r}\n"
+          f"attempts  {dead['attempts']}\ndead at   {dead['dead_at']}\n"
+          f"reason    {dead['reason']}\nerror     {dead['exc_type']}: {dead['message']}")
+    if dead["traceback"]:
+        print(f"\n{str(dead['traceback']).rstrip()}")
     return 0
 
 

@@ -156,6 +156,8 @@ def test_dead_list_show_requeue_and_purge(url: str, capsys: pytest.CaptureFixtur
     assert shown["name"] == "jobs.mul" and shown["args"] == [2, 3]
     code, out, _ = cli(capsys, "dead", "-A", APP, "show", failed.id)
     assert code == 0 and "ValueError: bad address" in out and "Traceback" in out
+    code, out, _ = cli(capsys, "dead", "-A", APP, "show", "-nope")
+    assert code == 1 and "no dead letter has the id '-nope'" in out
 
     assert cli_json(capsys, "dead", "-A", APP, "requeue", failed.id, "-nope") == {
         "requeued": 1, "not_found": ["-nope"]}

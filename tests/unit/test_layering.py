@@ -94,7 +94,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.tasks": frozenset({"cli.options"}),
     "cli.inspect": frozenset({"admin", "errors", "cli.options"}),
     "cli.cancel": frozenset({"errors", "cli.options"}),
-    "cli.dead": frozenset({"app", "errors", "cli.options"}),
+    "cli.dead": frozenset({"admin", "app", "errors", "cli.options"}),
     "cli.purge": frozenset({"admin", "errors", "cli.options"}),
     "cli.shutdown": frozenset({"admin", "cli.options"}),
     "cli.embedded": frozenset({"embedded", "cli.options"}),
