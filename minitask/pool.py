@@ -7,8 +7,10 @@ that die, and gives the stop grace to all of them.
 
 A child tells its supervisor only what the supervisor acts on: the start and
 end of attempts that have a time limit, and, once a stop is asked, the task
-it still runs. Its counters sit in shared memory. A message per task would
-cost the supervisor a wake-up per task, as much CPU as the child spends.
+it still runs (then that it finished it). Its counters, and the id of the
+task it runs, sit in shared memory: a message per task would cost the
+supervisor a wake-up per task, as much CPU as the child spends. The id is
+read only when a child dies, to name the task in the log.
 """
 from __future__ import annotations
 
@@ -35,6 +37,8 @@ logger = logging.getLogger(__name__)
 KILL_SLACK = 0.2
 #: prctl option from <linux/prctl.h>: the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
+#: Bytes of a running task's id kept in shared memory, to name it if its child dies.
+_ID_BYTES = 200
 
 
 class PoolJob(Protocol):
@@ -136,10 +140,13 @@ class _Child(Generic[J]):
     process: Any
     conn: Connection
     counts: Any  # shared int64 [processed, failed], written by the child
+    current: Any  # shared char buffer: the id of the task the child runs, or empty
     job: Optional[J] = None
     message: Optional[Message] = None
     started: float = 0.0
     deadline: Optional[float] = None
+    #: Killed on purpose (a time limit, the end of the grace): its death is no news.
+    killed: bool = False
 
     @property
     def processed(self) -> int:
@@ -148,6 +155,13 @@ class _Child(Generic[J]):
     @property
     def failed(self) -> int:
         return int(self.counts[1])
+
+    @property
+    def running_id(self) -> str:
+        """The task the child said it runs: from its events, else from shared memory."""
+        if self.job is not None:
+            return self.job.task_id
+        return bytes(self.current.value).decode("utf-8", "replace")
 
 
 class ProcessPool(Generic[J]):
@@ -172,11 +186,14 @@ class ProcessPool(Generic[J]):
                 if interrupts[0] > 1:
                     for child in list(self.children.values()):
                         _kill(child.process.pid)
+                    # os.write, not logging: a handler may interrupt a record half-written
+                    os.write(2, b"minitask: second interrupt: killed the children and exiting "
+                                b"at once; their tasks run again after their leases expire\n")
                     os._exit(130)
-            if not self._stop.is_set():
-                logger.info("%s received: stopping children (grace %s s)",
-                            signal.Signals(signum).name, worker.grace)
-            self._stop.set()
+            # the children are signalled by _shut_down, not from this handler: a child
+            # that Ctrl-C signalled too would get two signals at once, and a handler that
+            # interrupts another one setting the same threading.Event deadlocks
+            self.stop(signal.Signals(signum).name, tell_children=False)
 
         previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
         beat = threading.Thread(target=self._heartbeat_loop, daemon=True,
@@ -194,18 +211,32 @@ class ProcessPool(Generic[J]):
             beat.join(timeout=5)
             worker.forget()
 
+    def stop(self, why: str, tell_children: bool = True) -> None:
+        """Stop as on SIGTERM (``why`` names what asked): children get the grace, then
+        what still runs is given back. ``tell_children`` signals them at once rather
+        than at the supervisor's next look, so that an idle child fetches no more."""
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        if tell_children:
+            for child in list(self.children.values()):
+                _signal(child.process.pid, signal.SIGTERM)
+        logger.info("%s received: stopping children (grace %s s)", why, self.worker.grace)
+
     # -- children ------------------------------------------------------------
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=False)
         counts = self._context.RawArray(ctypes.c_int64, 2)
+        current = self._context.RawArray(ctypes.c_char, _ID_BYTES + 1)
         process = self._context.Process(target=_child_main,
-                                        args=(self.worker, child_end, os.getpid(), counts),
+                                        args=(self.worker, child_end, os.getpid(), counts,
+                                              current),
                                         name="minitask-child", daemon=False)
         process.start()
         child_end.close()
         assert process.pid is not None  # set by start()
-        self.children[process.pid] = _Child[J](process, parent_end, counts)
+        self.children[process.pid] = _Child[J](process, parent_end, counts, current)
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
@@ -251,6 +282,7 @@ class ProcessPool(Generic[J]):
 
     def _time_out(self, child: _Child[J]) -> None:
         job, message = child.job, child.message
+        child.killed = True
         _kill(child.process.pid)
         child.process.join(timeout=5)
         child.deadline = None
@@ -266,12 +298,18 @@ class ProcessPool(Generic[J]):
         self.retired_processed += child.processed
         self.retired_failed += child.failed
         code = child.process.exitcode
-        if child.job is not None:
+        running = child.running_id
+        if code == 0 or child.killed:
+            # A child that exits 0 has recorded or given back all it held (it logs
+            # itself when it could not); one killed on purpose was logged when killed.
+            pass
+        elif running:
             logger.error("child %d died (exit code %s) while running task %s; it will be "
-                         "delivered again after its lease expires", pid, code,
-                         child.job.task_id)
-        elif code not in (0, None) and not self._stop.is_set():
-            logger.warning("child %d exited with code %s; replacing it", pid, code)
+                         "delivered again after its lease expires%s", pid, code, running,
+                         "" if self._stop.is_set() else "; replacing the child")
+        elif not self._stop.is_set():
+            logger.warning("child %d exited with code %s between tasks; replacing it", pid,
+                           code)
         child.conn.close()
 
     def _shut_down(self) -> None:
@@ -286,6 +324,7 @@ class ProcessPool(Generic[J]):
                 if not child.process.is_alive():
                     self._reap(pid, child)
         for pid, child in list(self.children.items()):
+            child.killed = True
             _kill(pid)
             child.process.join(timeout=5)
             if child.job is not None:
@@ -326,17 +365,25 @@ def _die_with(supervisor_pid: int) -> None:
 
 
 def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
-                counts: Any) -> None:
+                counts: Any, current: Any) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     _die_with(supervisor_pid)
-    sending = threading.Lock()  # the heartbeat thread sends too
+    # The heartbeat thread reports the running task once a stop is asked, while the
+    # main thread finishes it: under this lock, what is reported and what is done
+    # stay in order, so the supervisor never goes on believing a finished task runs.
+    lock = threading.Lock()
     timed = [False]
+    running_job: List[Optional[J]] = [None]   # started, outcome not recorded yet
+    reported: List[Optional[J]] = [None]      # told to the supervisor as running
 
     def send(event: Any) -> None:
-        with sending:
+        with lock:
             conn.send(event)
 
     def on_start(job: J, message: Message, timeout: Optional[float]) -> None:
+        current.value = job.task_id.encode("utf-8", "replace")[:_ID_BYTES]
+        with lock:
+            running_job[0] = job
         timed[0] = timeout is not None
         if timed[0]:  # the supervisor kills the attempt at its limit
             send(("start", job, message, timeout))
@@ -348,10 +395,20 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
 
     def on_done(processed: int, failed: int) -> None:
         counts[0], counts[1] = processed, failed
+        current.value = b""
+        with lock:
+            finished, running_job[0] = running_job[0], None
+            if finished is not None and reported[0] is finished:
+                reported[0] = None
+                conn.send(("done",))  # its outcome is recorded: nothing to give back
 
     def on_stopping(running: Optional[J]) -> None:
-        if running is not None:  # given back by the supervisor if the grace runs out
-            send(("running", running))
+        with lock:
+            # only a task whose outcome is not recorded yet: it is the supervisor's to
+            # give back if the grace runs out
+            if running is not None and running is running_job[0]:
+                reported[0] = running
+                conn.send(("running", running))
 
     parent.serve_child(on_start, on_end, on_done, on_stopping)
     conn.close()

@@ -39,9 +39,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for label, handle in calls:
         try:
             outcome = repr(handle.get(timeout=options.timeout))
-        except ResultTimeout:
-            print(f"no result for {label} within {options.timeout} s: is a worker running? "
-                  f"Start one with: minitask worker -A examples.orders.tasks", file=sys.stderr)
+        except ResultTimeout as exc:
+            print(f"no result for {label}: {exc}", file=sys.stderr)
             return 1
         except TaskFailed as exc:
             failed += 1

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import Any, List, Optional, Sequence, Tuple
 
-from minitask import ResultTimeout, TaskHandle
+from minitask import ResultTimeout, TaskFailed, TaskHandle
 
 from .tasks import add, patient_hello, word_count
 
@@ -33,9 +33,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for label, handle in calls:
         try:
             value = handle.get(timeout=timeout)
-        except ResultTimeout:
-            print(f"no result for {label} within {timeout} s: is a worker running? Start one "
-                  f"with: minitask worker -A examples.quickstart.tasks", file=sys.stderr)
+        except ResultTimeout as exc:
+            print(f"no result for {label}: {exc}", file=sys.stderr)
+            return 1
+        except TaskFailed as exc:
+            # e.g. an UnknownTaskError: another worker of an app named "quickstart" took it
+            print(f"{label} failed: {exc.exc_type}: {exc.message}", file=sys.stderr)
             return 1
         print(f"{label:<28} = {value!r}  (task {handle.id})")
     return 0

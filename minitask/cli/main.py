@@ -6,13 +6,16 @@ import argparse
 import logging
 import os
 import sys
-from typing import Callable, Optional, Sequence, Tuple, Type
+from typing import Callable, List, Optional, Sequence, Tuple, Type
 
+from .. import __version__
 from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
-from . import bench, status, worker
+from ..logs import handler
+from . import bench, cancel, dead, embedded, inspect, purge, shutdown, status, tasks, worker
+from .options import split_words
 
 #: The command modules, in the order ``--help`` lists them; each has ``register``.
-COMMANDS = (worker, status, bench)
+COMMANDS = (worker, status, tasks, inspect, cancel, dead, purge, shutdown, embedded, bench)
 
 #: Error type -> exit code; the first match wins.
 EXIT_CODES: Tuple[Tuple[Type[BaseException], int], ...] = (
@@ -25,16 +28,20 @@ EXIT_CODES: Tuple[Tuple[Type[BaseException], int], ...] = (
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the command line; returns the process exit code."""
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser, commands = _parser()
+    args = parser.parse_args(_with_words(commands, list(sys.argv[1:] if argv is None
+                                                        else argv)))
+    words = getattr(args, "pending_words", None)
+    if words is not None:
+        args.words = words
     command: Callable[[argparse.Namespace], int] = args.command
-    return run(lambda: command(args), getattr(args, "loglevel", "INFO"))
+    return run(lambda: command(args), getattr(args, "loglevel", "INFO"),
+               getattr(args, "log_format", "text"))
 
 
-def run(command: Callable[[], int], loglevel: str) -> int:
+def run(command: Callable[[], int], loglevel: str, log_format: str = "text") -> int:
     """Set up logging, run a command, and turn its errors into exit codes."""
-    logging.basicConfig(level=loglevel.upper(),
-                        format="%(asctime)s %(levelname)-7s %(name)s: %(message)s")
+    logging.basicConfig(level=loglevel.upper(), handlers=[handler(log_format)])
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())  # -A names modules of the project being run
     try:
@@ -49,10 +56,27 @@ def run(command: Callable[[], int], loglevel: str) -> int:
         raise  # pragma: no cover - MinitaskError is always matched above
 
 
-def _parser() -> argparse.ArgumentParser:
+def _with_words(commands: argparse._SubParsersAction,  # type: ignore[type-arg]
+                argv: List[str]) -> List[str]:
+    """Take the words (ids, names) of a command that has them out of ``argv``, so that
+    argparse never reads an id starting with '-' as an option (see ``takes_words``);
+    they come back as ``args.words``."""
+    if not argv or argv[0] not in commands.choices:
+        return argv
+    parser = commands.choices[argv[0]]
+    if parser.get_default("words") is None:
+        return argv
+    options, words = split_words(parser, argv[1:])
+    parser.set_defaults(pending_words=words)
+    return [argv[0], *options]
+
+
+def _parser() -> Tuple[argparse.ArgumentParser,
+                       argparse._SubParsersAction]:  # type: ignore[type-arg]
     parser = argparse.ArgumentParser(prog="minitask", description="Run and inspect minitask "
                                      "workers.")
+    parser.add_argument("--version", action="version", version=f"minitask {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     for command in COMMANDS:
         command.register(commands)
-    return parser
+    return parser, commands

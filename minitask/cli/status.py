@@ -48,7 +48,9 @@ def _status_text(report: Dict[str, Any]) -> str:
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
         lines.append(f"{queue:<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
-    lines += ["", f"{len(report['workers'])} live worker(s)"]
+    lines += ["", f"{len(report['workers'])} live worker(s)"
+              + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
+                 "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:
         lines.append(f"  {worker['name']}  heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "

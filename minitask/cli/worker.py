@@ -18,13 +18,24 @@ def register(commands: Any) -> None:
     worker.add_argument("--pool", choices=("process", "thread"), default="process")
     worker.add_argument("--burst", action="store_true",
                         help="run what is ready, then exit 0")
-    worker.add_argument("--grace", type=float, default=30.0,
+    worker.add_argument("--grace", type=_seconds, default=30.0,
                         help="seconds running tasks get to finish on SIGTERM/SIGINT")
     worker.add_argument("--prefetch", type=int, default=None,
                         help="tasks each process leases per round trip (default: the app's "
                         "prefetch, 1); more is faster, but up to that many tasks can run "
                         "ahead of a higher-priority one")
     worker.set_defaults(command=run)
+
+
+def _seconds(text: str) -> float:
+    """A --grace: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

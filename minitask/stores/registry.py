@@ -1,10 +1,18 @@
-"""WorkerRegistry: live workers and their counters, kept by their heartbeats."""
+"""WorkerRegistry: live workers and their counters, kept by their heartbeats; and
+the orders list each worker listens on (``minitask shutdown``)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..keys import AppKeys
 from ..transport import Transport, text
+
+#: The order that stops a worker as SIGTERM does.
+SHUTDOWN = "shutdown"
+#: What a worker pushes to its own list to end its listener's wait as it stops.
+WAKE = "wake"
+#: Orders left for a worker that never reads them (it died) expire after this.
+ORDER_TTL_MS = 60_000
 
 
 class WorkerRegistry:
@@ -45,3 +53,22 @@ class WorkerRegistry:
                     info["name"] = name
                     found.append(info)
         return found
+
+    # -- orders ------------------------------------------------------------------
+
+    def send_order(self, worker: str, order: str) -> None:
+        """Leave an order on a worker's list, where its listener is blocked waiting."""
+        key = self.app_keys.control(worker)
+        with self.transport.errors(f"send {order!r} to worker {worker}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.rpush(key, order)
+            pipe.pexpire(key, ORDER_TTL_MS)
+            pipe.execute()
+
+    def next_order(self, worker: str, timeout: float) -> Optional[str]:
+        """Block until an order for ``worker`` arrives (at most ``timeout`` seconds,
+        whole seconds on the server); None when none came."""
+        key = self.app_keys.control(worker)
+        with self.transport.errors("wait for orders"):
+            reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
+        return None if reply is None else text(reply[1])

@@ -21,6 +21,7 @@ from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .outages import guarded
 from .outcomes import Recorder
+from .control import Orders
 from .runner import Runner
 from .sources import QueueSource, Source
 from .stop import Shutdown, Stop
@@ -82,6 +83,10 @@ class Worker:
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
         self._runner = Runner(app, self._outcomes, self._leases)
+        # ``minitask shutdown`` reaches the worker here: a process pool's supervisor
+        # stops its pool instead (set by ``run``).
+        self._orders: Optional[Orders] = None
+        self._on_shutdown: Callable[[str], None] = self._remote_stop
 
     @property
     def broker(self) -> Broker:
@@ -102,7 +107,9 @@ class Worker:
             BrokerError: Redis could not be reached at start.
         """
         if self.pool == "process":
-            ProcessPool(self).run()
+            pool = ProcessPool(self)
+            self._on_shutdown = pool.stop
+            pool.run()
             return
         self.starting()
         self._stop.open_bell()
@@ -120,9 +127,11 @@ class Worker:
             self.forget()
 
     def starting(self) -> None:
-        """Announce this worker and make its queues known app-wide."""
+        """Announce this worker, make its queues known app-wide, and listen for orders."""
         self.banner()
         self.broker.queues.register_queues(self.queues)
+        self._orders = Orders(self.broker.registry, self.name, self._on_shutdown)
+        self._orders.start()
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
                     on_end: Callable[[], None], on_done: Callable[[int, int], None],
@@ -189,6 +198,12 @@ class Worker:
 
     def stop(self) -> None:
         """Ask the worker to stop fetching; running tasks finish within the grace."""
+        self._stop.request()
+
+    def _remote_stop(self, why: str) -> None:
+        """``minitask shutdown``: the same stop as SIGTERM's."""
+        if not self._stop.is_set():
+            self._stop.reason = why
         self._stop.request()
 
     def run_once(self) -> bool:
@@ -268,6 +283,8 @@ class Worker:
         }, now_ms, ttl_ms=period_ms * 4)
 
     def forget(self) -> None:
+        if self._orders is not None:
+            self._orders.end()
         try:
             self.broker.registry.forget(self.name)
         except BrokerError as exc:

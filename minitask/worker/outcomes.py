@@ -69,7 +69,7 @@ class Recorder:
                 ack = self._host.broker.results.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
                                                             task_name=task.name)
             except EncodeError as exc:
-                self.bury(job, message, exc, "the return value cannot be encoded")
+                self.bury(job, message, exc, "the return value cannot be encoded", duration)
                 return
             if self.batched:
                 self._defer_ack(job, ack)
@@ -93,23 +93,25 @@ class Recorder:
             self._record(lambda: results.retry(job.queue, following, due_ms, note), job,
                          "schedule a retry")
             self._tell(job, note)
-            logger.info("task %s %s failed (%s: %s) in %.3f s; retry %d in %.3f s",
-                        message.id, task.name, type(error).__name__, error, duration,
-                        message.attempt, delay)
+            logger.warning("task %s %s failed on attempt %d (%s: %s) in %.3f s; attempt %d "
+                           "in %.3f s", message.id, task.name, message.attempt,
+                           type(error).__name__, error, duration, message.attempt + 1, delay)
             return
         reason = "out of attempts" if retryable else "failed"
-        self.bury(job, message, error, reason)
-        logger.info("task %s %s failed (%s: %s) in %.3f s", message.id, task.name,
-                    type(error).__name__, error, duration)
+        self.bury(job, message, error, reason, duration)
 
     def bury(self, job: Job, message: Optional[Message], error: BaseException,
-             reason: str) -> None:
-        """Dead-letter a leased task, with the error and why."""
+             reason: str, duration: Optional[float] = None) -> None:
+        """Dead-letter a leased task, with the error and why; logged at ERROR with the
+        traceback whatever the reason, so that a task that ends dead is never silent."""
         outcome = failure(error, "failed", self._host.clock.now_ms(),
                           message.attempt if message else 0, reason)
-        if message is None or message.task not in self._host.tasks:
-            logger.error("dead-lettered task %s from queue %r: %s: %s", job.delivery.task_id,
-                         job.queue, reason, error)
+        took = "" if duration is None else f" after {duration:.3f} s"
+        logger.error("task %s %s is dead (%s%s, in queue %r): %s: %s; see minitask dead show "
+                     "%s", job.delivery.task_id, message.task if message else "(undecodable)",
+                     reason, took, job.queue, type(error).__name__, error,
+                     job.delivery.task_id,
+                     exc_info=(type(error), error, error.__traceback__))
         self._record(lambda: self._host.broker.results.bury(
             job.queue, job.delivery.task_id, outcome=outcome,
             result_ttl_ms=to_ms(self._host.result_ttl)), job, "dead-letter a task")

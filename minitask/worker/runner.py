@@ -5,9 +5,10 @@ what the attempt came to goes to the ``Recorder``.
 """
 from __future__ import annotations
 
+import difflib
 import logging
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterable, List, Optional
 
 from ..context import running
 from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
@@ -41,8 +42,8 @@ class Runner:
         task = self._host.tasks.get(message.task)
         if task is None:
             self._recorder.bury(job, message, UnknownTaskError(
-                f"no task named {message.task!r} is registered in app {self._host.name!r} on "
-                f"this worker"), "unknown task")
+                unknown_task_message(message.task, self._host.name, self._host.tasks)),
+                "unknown task")
             return
         if self.on_start is not None:
             if task.options.timeout is not None:
@@ -72,8 +73,33 @@ class Runner:
     def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
         """The process pool killed the attempt at its time limit: record the failure."""
         task = self._host.tasks[message.task]
-        logger.error("task %s %s ran past its timeout of %s s: killed its process",
-                     job.task_id, task.name, task.options.timeout)
+        logger.warning("task %s %s ran past its timeout of %s s: killed its process",
+                       job.task_id, task.name, task.options.timeout)
         self._recorder.finish(job, message, None, TimeLimitExceeded(
             f"task {task.name!r} ran past its timeout of {task.options.timeout} s and was "
             f"killed"), elapsed)
+
+
+def close_names(name: str, known: Iterable[str], limit: int = 3) -> List[str]:
+    """Registered names a user may have meant: the same name under a longer import
+    path (``jobs.mul`` for ``pkg.jobs.mul``) first, then the most alike."""
+    names = sorted(known)
+    suffix = [n for n in names if n.endswith("." + name) or name.endswith("." + n)]
+    alike = difflib.get_close_matches(name, names, n=limit, cutoff=0.6)
+    return (suffix + [n for n in alike if n not in suffix])[:limit]
+
+
+def unknown_task_message(name: str, app: str, known: Iterable[str]) -> str:
+    """Why a message names no registered task, and what to do about it."""
+    names = list(known)
+    close = close_names(name, names)
+    if close:
+        hint = f"did you mean {' or '.join(repr(n) for n in close)}?"
+    else:
+        hint = (f"the worker knows {len(names)} task(s)" + (
+            f": {', '.join(sorted(names)[:10])}" + (", ..." if len(names) > 10 else "")
+            if names else ""))
+    return (f"no task named {name!r} is registered in app {app!r} on this worker; {hint} "
+            f"Check that the worker imports the module defining it (-A, or a minitask.tasks "
+            f"entry point), that producer and worker agree on its name (name=...), and that "
+            f"no other project uses the app name {app!r} on the same broker")

@@ -5,6 +5,7 @@ how often and on which attempt, without reading logs.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from typing import Any
@@ -73,3 +74,16 @@ def runaway_retried(key: str) -> Any:
             pass
     _mark("done", key)
     return "second attempt"
+
+
+@app.task
+def fail(message: str) -> None:
+    """Ends dead at once: not retried."""
+    raise ValueError(message)
+
+
+@app.task
+def chatty(text: str) -> str:
+    """Logs from inside the task, through a logger of its own."""
+    logging.getLogger("tests.apps.chatty").warning("chatty says %s", text)
+    return text

@@ -30,8 +30,8 @@ def test_idle_worker_makes_few_redis_calls_and_wakes_for_a_new_task(
     # renewal and heartbeat period follow it, at a third of it)
     worker = kit.worker("--pool", pool, "-c", str(concurrency), visibility=None)
     # idle: every fetching thread (one per child; the dispatcher of a thread pool)
-    # is blocked in its wait on Redis
-    wait_until(lambda: kit.blocked_clients() >= waiters,
+    # is blocked in its wait on Redis, and the worker's listener for orders in its own
+    wait_until(lambda: kit.blocked_clients() >= waiters + 1,
                timeout=DEADLINE, message=f"{waiters} blocked client(s)")
 
     before = command_calls(kit)

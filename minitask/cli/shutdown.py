@@ -1,0 +1,50 @@
+"""``minitask shutdown``: stop running workers from anywhere, as SIGTERM would."""
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+from ..admin import live_workers, shutdown
+from .options import add_app_options, load, takes_words
+
+USAGE = "minitask shutdown -A APP (WORKER... | --all) [--wait S]"
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "shutdown", usage=USAGE, help="stop running workers gracefully, through Redis",
+        description="Ask workers (named as minitask status lists them) to stop as on "
+        "SIGTERM: they stop fetching, let running tasks finish within their --grace, give "
+        "back the rest and exit 0. Each hears of it at once.")
+    add_app_options(parser, level="WARNING")
+    parser.add_argument("--all", action="store_true", help="every live worker of the app")
+    parser.add_argument("--wait", type=float, default=0.0, metavar="S",
+                        help="wait up to S seconds for them to be gone; exit 1 if one is not")
+    takes_words(parser)
+    parser.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = load(args.app)
+    try:
+        asked = shutdown(app, args.words, every=args.all)
+        for name in asked:
+            print(f"asked worker {name} to stop")
+        if not asked:
+            print(f"no live worker of app {app.name!r}")
+        deadline = time.monotonic() + max(0.0, args.wait)
+        remaining = set(asked)
+        while args.wait > 0 and remaining:
+            remaining &= {info["name"] for info in live_workers(app)}
+            if not remaining or time.monotonic() >= deadline:
+                break
+            time.sleep(0.1)  # a person waits for processes to exit; not a worker's path
+    finally:
+        app.close()
+    if args.wait > 0:
+        for name in sorted(remaining):
+            print(f"worker {name} is still running after {args.wait:g} s (running tasks get "
+                  f"their grace)")
+        return 1 if remaining else 0
+    return 0

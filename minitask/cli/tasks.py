@@ -1,0 +1,38 @@
+"""``minitask tasks``: the registered tasks and their options."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Dict, List
+
+from .options import add_app_options, emit_json, load
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser("tasks", help="list the app's tasks and their options")
+    add_app_options(parser, level="WARNING")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = load(args.app)
+    rows: List[Dict[str, Any]] = []
+    for name in sorted(app.tasks):
+        options = app.tasks[name].options
+        rows.append({"name": name, "queue": options.queue, "priority": options.priority,
+                     "retries": options.retries, "retry_backoff": options.retry_backoff,
+                     "retry_backoff_max": options.retry_backoff_max,
+                     "retry_on": [t.__name__ for t in options.retry_on],
+                     "timeout": options.timeout, "ignore_result": options.ignore_result,
+                     "result_ttl": options.result_ttl})
+    if args.json:
+        emit_json({"app": app.name, "tasks": rows})
+        return 0
+    print(f"app {app.name}: {len(rows)} task(s)\n")
+    print(f"{'task':<32} {'queue':<12} {'prio':>4} {'retries':>7} {'timeout':>8}  retry on")
+    for row in rows:
+        timeout = "-" if row["timeout"] is None else f"{row['timeout']:g}"
+        retry_on = ",".join(row["retry_on"]) if row["retries"] else "-"
+        print(f"{row['name']:<32} {row['queue']:<12} {row['priority']:>4} {row['retries']:>7} "
+              f"{timeout:>8}  {retry_on}")
+    return 0

@@ -1,0 +1,81 @@
+"""AdminStore: what operators do to a queue beyond its hot path: purge what is
+ready, and read one task's record (deliveries, last failure, why it died).
+
+Kept apart from the queue and results stores so that the steps the worker
+runs thousands of times a second stay in modules that do nothing else.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..keys import QueueKeys, queue_keys
+from ..transport import Transport
+from .scripts import source
+
+_SCRIPTS = ("purge_ready",)
+
+#: Ready-list entries one purge script call takes at most, so Redis stays responsive.
+PURGE_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """What Redis holds about one task of a queue, read in one round trip."""
+
+    body: Optional[bytes]          # the message, while queued, scheduled, running or dead
+    deliveries: int                # hand-overs of the current attempt not ended yet
+    retry_note: Optional[bytes]    # encoded outcome of the last failed attempt, if retrying
+    dead_info: Optional[bytes]     # encoded outcome saying why it died, if dead
+    due_ms: Optional[int]          # when a scheduled task is due
+    lease_deadline_ms: Optional[int]  # when a running task's lease runs out
+
+
+class AdminStore:
+    """Operator actions on the queues of one app."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        for name in _SCRIPTS:
+            transport.register(name, source(name))
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.app_name, queue)
+
+    def purge_ready(self, queue: str) -> int:
+        """Delete every ready task of ``queue`` (not scheduled, running or dead ones), a
+        batch per script call; returns how many were deleted."""
+        k = self.keys(queue)
+        deleted = 0
+        while True:
+            gone, taken = self.transport.run(
+                "purge_ready", (k.leases, k.delayed, k.dead, k.messages, k.deliveries,
+                                k.retrying, k.cancelled, k.order, *k.ready),
+                (PURGE_BATCH,), f"purge the ready tasks of queue {queue!r}")
+            deleted += int(gone)
+            if int(taken) < PURGE_BATCH:
+                return deleted
+
+    def record(self, queue: str, task_id: str) -> TaskRecord:
+        """The message, delivery count, retry note, death record and times of a task."""
+        k = self.keys(queue)
+        with self.transport.errors(f"read task {task_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.messages, task_id)
+            pipe.hget(k.deliveries, task_id)
+            pipe.hget(k.retrying, task_id)
+            pipe.hget(k.dead_info, task_id)
+            pipe.zscore(k.delayed, task_id)
+            pipe.zscore(k.leases, task_id)
+            body, deliveries, note, info, delayed, lease = pipe.execute()
+        return TaskRecord(body, int(deliveries or 0), note, info,
+                          None if delayed is None else int(delayed) // 10,
+                          None if lease is None else int(lease) // 10)
+
+    def next_due_ms(self, queue: str) -> Optional[int]:
+        """When the earliest scheduled task of ``queue`` is due, if any is."""
+        with self.transport.errors(f"read the schedule of queue {queue!r}"):
+            first = self.transport.client.zrange(self.keys(queue).delayed, 0, 0,
+                                                 withscores=True)
+        return int(first[0][1]) // 10 if first else None

@@ -1,0 +1,72 @@
+"""Orders from afar: ``minitask shutdown`` stops a worker as SIGTERM would.
+
+Each worker (the supervisor, in a process pool) has a list in Redis that a
+thread of its own waits on with a blocking BLPOP: an order is acted on the
+moment it is pushed, and an idle listener costs one call per ``WAIT`` seconds,
+not a poll. A thread of its own, not the worker's wait for tasks: a worker
+busy with a long task is not waiting for tasks, and must still hear it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Optional
+
+from ..errors import BrokerError
+from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
+from .outages import Backoff
+
+logger = logging.getLogger(__name__)
+
+#: Seconds one BLPOP of the listener blocks at most (a vanished Redis is noticed).
+WAIT = 5.0
+#: Seconds a stopping worker waits for its listener to end after waking it.
+JOIN_TIMEOUT = 2.0
+
+
+class Orders:
+    """Listens for orders to one worker; ``on_shutdown`` asks it to stop."""
+
+    def __init__(self, registry: WorkerRegistry, worker: str,
+                 on_shutdown: Callable[[str], None]) -> None:
+        self._registry = registry
+        self._worker = worker
+        self._on_shutdown = on_shutdown
+        self._ended = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="minitask-orders", daemon=True)
+        self._thread.start()
+
+    def end(self) -> None:
+        """Stop listening: a push to its own list ends the listener's BLPOP at once,
+        and it is waited for (briefly), so that closing the app's connections next
+        cannot cut a reply in half under it."""
+        if self._thread is None:
+            return
+        self._ended.set()
+        try:
+            self._registry.send_order(self._worker, WAKE)
+        except BrokerError as exc:
+            # Redis is gone: the listener ends with its own failed call, in the background
+            logger.debug("could not wake the orders listener of %s: %s", self._worker, exc)
+            return
+        self._thread.join(timeout=JOIN_TIMEOUT)
+
+    def _loop(self) -> None:
+        backoff = Backoff("listen for orders (minitask shutdown)")
+        while not self._ended.is_set():
+            try:
+                order = self._registry.next_order(self._worker, WAIT)
+            except BrokerError as exc:
+                if self._ended.is_set():
+                    return
+                self._ended.wait(backoff.failed(exc))
+                continue
+            backoff.succeeded()
+            if order == SHUTDOWN and not self._ended.is_set():
+                self._ended.set()
+                self._on_shutdown("minitask shutdown")
+            elif order not in (None, WAKE):
+                logger.warning("worker %s ignores the unknown order %r", self._worker, order)
