@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
@@ -28,6 +29,7 @@ class Broker:
         self.results = ResultStore(self.transport, app_name)
         self.dead = DeadLetterStore(self.transport, app_name)
         self.registry = WorkerRegistry(self.transport, app_name)
+        self.cancels = CancelStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

@@ -21,6 +21,7 @@ class TaskHandle(Generic[R]):
                  result_ttl_ms: int = 86_400_000) -> None:
         self._results = broker.results
         self._queues = broker.queues
+        self._cancels = broker.cancels
         self._queue = queue
         self._result_ttl_ms = result_ttl_ms
         self.id = task_id
@@ -89,12 +90,23 @@ class TaskHandle(Generic[R]):
         raise TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
                          outcome.message or outcome.reason, outcome.traceback)
 
-    def cancel(self) -> bool:
-        """Withdraw the task if it has not started.
+    def cancel(self, running: bool = False) -> bool:
+        """Withdraw the task if it has not started; with ``running``, also stop it
+        if it has.
+
+        A running attempt is stopped within about a second: the process pool
+        kills its child (and starts another), the asyncio pool cancels its
+        coroutine, the thread pool sets ``current_task().cancel_requested`` for
+        the task to check. The task then ends ``cancelled`` (not retried), unless
+        it finished first.
+
+        Args:
+            running: also stop an attempt that has started.
 
         Returns:
-            True when the task will never run; False when it is already
-            running, finished, or unknown.
+            True when the task will never run, or (with ``running``) a stop was
+            asked of its running attempt; False when it is finished, dead or
+            unknown, or running and ``running`` is False.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -102,4 +114,6 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return False
-        return self._results.cancel(queue, self.id, self._result_ttl_ms)
+        if self._results.cancel(queue, self.id, self._result_ttl_ms):
+            return True
+        return running and self._cancels.request(queue, self.id)
