@@ -1,12 +1,16 @@
 """TaskHandle: follow one enqueued call by its id."""
 from __future__ import annotations
 
+import asyncio
 import time
-from typing import Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Callable, Generic, Optional, TypeVar
 
 from .broker import Broker
-from .errors import ResultTimeout, TaskFailed
+from .errors import ConfigurationError, ResultTimeout, TaskFailed
 from .serializer import decode_outcome
+
+if TYPE_CHECKING:
+    from .aio import AsyncBroker
 
 R = TypeVar("R")
 
@@ -18,7 +22,9 @@ class TaskHandle(Generic[R]):
     """The id of an enqueued call, with ways to ask what became of it."""
 
     def __init__(self, broker: Broker, queue: Optional[str], task_id: str,
-                 result_ttl_ms: int = 86_400_000) -> None:
+                 result_ttl_ms: int = 86_400_000,
+                 async_broker: "Optional[Callable[[], AsyncBroker]]" = None) -> None:
+        self._async_broker = async_broker
         self._results = broker.results
         self._queues = broker.queues
         self._cancels = broker.cancels
@@ -117,3 +123,66 @@ class TaskHandle(Generic[R]):
         if self._results.cancel(queue, self.id, self._result_ttl_ms):
             return True
         return running and self._cancels.request(queue, self.id)
+
+    # -- the same, awaited (redis.asyncio: the event loop is never blocked) ----------
+
+    def _aio(self) -> "AsyncBroker":
+        if self._async_broker is None:
+            raise ConfigurationError(f"handle {self.id}: made without an app, it has no "
+                                     f"async broker; use app.handle(task_id)")
+        return self._async_broker()
+
+    async def _afind_queue(self) -> Optional[str]:
+        if self._queue is None:
+            self._queue = await self._aio().find_queue(self.id)
+        return self._queue
+
+    async def astatus(self) -> str:
+        """``status()``, awaited.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = await self._afind_queue()
+        if queue is None:
+            return "unknown"
+        state, outcome = await self._aio().state(queue, self.id)
+        if state == "finished" and outcome is not None:
+            return decode_outcome(outcome).status
+        return _STATE_TO_STATUS[state]
+
+    async def aget(self, timeout: Optional[float] = None) -> R:
+        """``get()``, awaited: a blocking Redis call on an asyncio connection.
+
+        Raises:
+            TaskFailed: the task failed or was cancelled.
+            ResultTimeout: ``timeout`` passed first (a ``TimeoutError``).
+            BrokerError: Redis could not be reached.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            queue = await self._afind_queue()
+            remaining = 1.0 if deadline is None else deadline - time.monotonic()
+            if queue is not None:
+                body = await self._aio().wait_result(
+                    queue, self.id, min(remaining, 5.0) if remaining > 0 else 0.002)
+                if body is not None:
+                    return self._value_of(body)
+            elif remaining > 0:
+                await asyncio.sleep(min(remaining, 0.05))  # in no known queue yet
+            if deadline is not None and time.monotonic() >= deadline:
+                raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
+
+    async def acancel(self, running: bool = False) -> bool:
+        """``cancel()``, awaited.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = await self._afind_queue()
+        if queue is None:
+            return False
+        broker = self._aio()
+        if await broker.cancel(queue, self.id, self._result_ttl_ms):
+            return True
+        return running and await broker.request_cancel(queue, self.id)
