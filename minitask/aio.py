@@ -149,6 +149,9 @@ class AsyncBroker:
     async def close(self) -> None:
         with self.errors("close the async connections"):
             await self.client.aclose()
+            pool = getattr(self.client, "connection_pool", None)
+            if pool is not None:  # a pool handed to the client is not closed with it
+                await pool.disconnect()
 
 
 def running_loop(what: str) -> asyncio.AbstractEventLoop:
