@@ -95,7 +95,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.worker": frozenset({"cli.options"}),
     "cli.status": frozenset({"cli.options"}),
     "cli.bench": frozenset({"bench"}),
-    "bench": frozenset({"app", "context", "embedded", "errors"}),
+    "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio"}),
+    "bench_asyncio": frozenset({"app"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -110,6 +111,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "broker": frozenset({"redis"}),
     "transport": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
+    "bench_asyncio": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "aio": frozenset({"redis"}),
     "stores.cancels": frozenset({"redis"}),
