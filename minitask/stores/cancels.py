@@ -82,6 +82,14 @@ class CancelStore:
                 found[queue] = text(last[0][0]) if last else "0-0"
         return found
 
+    def wake(self, queues: Sequence[str]) -> None:
+        """End the watches blocked on these queues' streams (a stopping worker's own):
+        an entry without an id, which every watch reads and skips."""
+        with self.transport.errors("wake the cancel watch"):
+            for queue in queues:
+                self.transport.client.xadd(self.keys(queue).cancels, {"wake": "1"},
+                                           maxlen=STREAM_LENGTH, approximate=True)
+
     def watch(self, positions: Dict[str, str],
               timeout: float = MAX_BLOCK_SECONDS) -> List[Request]:
         """Block until requests follow ``positions`` (updated in place), or ``timeout``

@@ -21,6 +21,9 @@ from .outages import Backoff
 
 logger = logging.getLogger(__name__)
 
+#: Longest the end of the watch waits for its threads (one XREAD at most).
+MAX_WAIT = 6.0
+
 #: How a pool stops an attempt it runs, called from the watch's thread.
 Stopper = Callable[[], None]
 
@@ -100,13 +103,27 @@ class CancelWatch:
         self._threads: List[threading.Thread] = []
 
     def start(self) -> None:
-        """One daemon thread per group of streams one XREAD can wait on. They end
-        within one wait (5 s) of the stop; nothing waits for them."""
+        """One daemon thread per group of streams one XREAD can wait on; ``end``
+        stops them."""
         for index, group in enumerate(self._host.broker.cancels.groups(self._queues)):
             thread = threading.Thread(target=self._loop, args=(group,), daemon=True,
                                       name=f"minitask-cancel-watch-{index}")
             thread.start()
             self._threads.append(thread)
+
+    def end(self) -> None:
+        """Once the worker has stopped: wake the threads (blocked in XREAD) and wait
+        for them, so that none outlives ``run()``. Other workers skip the wake-up."""
+        if not self._threads:
+            return
+        try:
+            self._host.broker.cancels.wake(
+                [group[0] for group in self._host.broker.cancels.groups(self._queues)])
+        except BrokerError as exc:
+            logger.debug("could not wake the cancel watch (%s); it ends within 5 s", exc)
+        for thread in self._threads:
+            thread.join(timeout=MAX_WAIT)
+        self._threads.clear()
 
     def _loop(self, queues: List[str]) -> None:
         backoff = Backoff("wait for cancel requests")

@@ -148,6 +148,7 @@ class Worker:
             self._heartbeat.end()
             if self.pool == "asyncio":
                 aio.close()
+            self._cancel_watch.end()
             restore()
             self._stop.silence()
             self.forget()
@@ -239,6 +240,7 @@ class Worker:
                              "delivered again when their lease expires",
                              self._outcomes.waiting(), exc)
             self._leases.release_all()
+            self._cancel_watch.end()
             restore()
             self._stop.silence()
             if self._stop.reason:

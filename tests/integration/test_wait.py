@@ -215,7 +215,8 @@ def test_stop_from_another_thread_ends_an_idle_worker_at_once(
     worker = Worker(app, ["default"], concurrency=2)
     running = threading.Thread(target=worker.run)
     running.start()
-    wait_until(lambda: blocked_clients(admin) == 1, timeout=10, message="an idle worker")
+    # the dispatcher's BLPOP and the XREAD of the cancel watch
+    wait_until(lambda: blocked_clients(admin) == 2, timeout=10, message="an idle worker")
 
     started = time.monotonic()
     worker.stop()
