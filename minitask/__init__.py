@@ -8,7 +8,7 @@ from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError
                      ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
                      UnknownTaskError)
 from .handle import TaskHandle
-from .task import Task
+from .task import AsyncTask, Task
 from .worker import Worker
 
 __version__ = "0.1.0"
@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AppNotFound",
     "ArgumentError",
+    "AsyncTask",
     "BrokerError",
     "ConfigurationError",
     "DeadTask",

@@ -1,11 +1,15 @@
 """Minitask: the application object users create and decorate tasks with."""
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as _dt
+import inspect
+import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union, overload
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Union, overload
 
+from .aio import AsyncBroker, async_client_for, running_loop
 from .broker import Broker
 from .connection import Client, connect
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError
@@ -13,10 +17,10 @@ from .handle import TaskHandle
 from .message import SystemClock, to_ms, to_seconds
 from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
 from .serializer import decode_message, decode_outcome, encode_message
-from .task import P, R, Task, TaskOptions
+from .task import AsyncTask, P, R, Task, TaskDecorator, TaskOptions
 from .worker import Worker, check_prefetch
 
-APP_OPTIONS = frozenset({"clock", "prefetch"})
+APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker"})
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,12 @@ class Minitask:
         self.tasks: Dict[str, Task[Any, Any]] = {}
         self._broker_setting = broker
         self._broker: Optional[Broker] = None
-        self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes)
+        # redis.asyncio clients belong to the loop they first ran on: one per loop.
+        self._async_setting = options.get("async_broker")
+        self._async_brokers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker]"
+        self._async_brokers = weakref.WeakKeyDictionary()
+        self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
+                              self.async_broker)
 
     def __repr__(self) -> str:
         return f"<Minitask {self.name} tasks={len(self.tasks)}>"
@@ -122,16 +131,48 @@ class Minitask:
         if broker is not None:
             broker.close()
 
+    def async_broker(self) -> AsyncBroker:
+        """The app's broker for the running event loop (``redis.asyncio``).
+
+        Made on first use in each loop, from ``async_broker=`` if the app was
+        given one, else mirroring the blocking client's server and credentials.
+
+        Raises:
+            ConfigurationError: no loop is running, or the broker cannot be mirrored.
+        """
+        loop = running_loop("an async producer or handle call")
+        found = self._async_brokers.get(loop)
+        if found is None:
+            client = self._async_setting
+            if client is None:
+                client = async_client_for(self.broker.client, self.broker.description)
+            found = self._async_brokers[loop] = AsyncBroker(self.broker, client)
+        return found
+
+    async def aclose(self) -> None:
+        """Close the async connections of the running loop (those ``adelay``, ``aget``
+        and the other ``a*`` calls opened in it).
+
+        Raises:
+            BrokerError: Redis failed while closing.
+        """
+        broker = self._async_brokers.pop(running_loop("aclose()"), None)
+        if broker is not None:
+            await broker.close()
+
     # -- tasks ---------------------------------------------------------------
+
+    @overload
+    def task(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
 
     @overload
     def task(self, func: Callable[P, R], /) -> Task[P, R]: ...
 
     @overload
-    def task(self, /, **options: Any) -> Callable[[Callable[P, R]], Task[P, R]]: ...
+    def task(self, /, **options: Any) -> TaskDecorator: ...
 
-    def task(self, func: Optional[Callable[P, R]] = None, /,
-             **options: Any) -> Union[Task[P, R], Callable[[Callable[P, R]], Task[P, R]]]:
+    def task(self, func: Optional[Callable[..., Any]] = None, /,
+             **options: Any) -> Union[Task[Any, Any], TaskDecorator]:
         """Register a function as a task: ``@app.task`` or ``@app.task(queue=...)``.
 
         Args:
@@ -152,13 +193,17 @@ class Minitask:
             if existing is not None and _code_of(existing.func) != _code_of(function):
                 raise DuplicateTaskError(f"task name {resolved.name!r} is already registered "
                                          f"to {existing.func!r}; pass name=... to one of them")
-            registered: Task[P, R] = Task(self._sender, function, resolved)
+            registered: Task[P, R]
+            if inspect.iscoroutinefunction(function):
+                registered = AsyncTask(self._sender, function, resolved)
+            else:
+                registered = Task(self._sender, function, resolved)
             self.tasks[resolved.name] = registered
             return registered
 
         if func is not None:
             return register(func)
-        return register
+        return register  # type: ignore[return-value]
 
     def worker_queues(self) -> List[str]:
         """Queues a worker serves by default: the default queue, then the rest by name."""
@@ -169,7 +214,8 @@ class Minitask:
 
     def handle(self, task_id: str) -> TaskHandle[Any]:
         """A handle on a task known only by its id (its queue is looked up)."""
-        return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl))
+        return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
+                          self.async_broker)
 
     # -- dead letters --------------------------------------------------------
 
@@ -251,7 +297,8 @@ class Minitask:
         Args:
             queues: queues in the order they are served; default: ``worker_queues()``.
             concurrency: tasks run at once.
-            pool: ``"thread"`` or ``"process"``.
+            pool: ``"thread"``, ``"process"`` or ``"asyncio"`` (one event loop,
+                ``concurrency`` coroutines at once).
             burst: return once nothing is ready instead of waiting for more.
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.

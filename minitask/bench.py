@@ -233,6 +233,7 @@ class Bench:
             for prefetch in self.prefetch:
                 self.drain(1, prefetch)
                 self.drain(2, prefetch)
+            self.asyncio_rows()
             self.latency()
             self.delayed()
             self.memory()
@@ -241,6 +242,13 @@ class Bench:
         finally:
             self.cleanup()
         return self.report
+
+    def asyncio_rows(self) -> None:
+        """adelay() against a redis.asyncio SET loop; the asyncio pool draining sleeps."""
+        from .bench_asyncio import measure  # asyncio machinery only when measured
+        for metric, value, unit, target, met, detail in measure(
+                self.url, self.app_name, self.tasks, _progress):
+            self.report.add(Row(metric, value, unit, target, met, detail))
 
     def baselines(self) -> None:
         _progress("baselines: bare redis-py loops")

@@ -11,6 +11,7 @@ from typing import Any
 import redis
 
 from .stores.admin import AdminStore
+from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
@@ -30,6 +31,7 @@ class Broker:
         self.dead = DeadLetterStore(self.transport, app_name)
         self.registry = WorkerRegistry(self.transport, app_name)
         self.admin = AdminStore(self.transport, app_name)
+        self.cancels = CancelStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

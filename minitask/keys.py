@@ -15,6 +15,7 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:dead_info    HASH  id -> encoded Outcome saying why it died
     minitask:{app:queue}:cancelled    ZSET  id -> priority, of cancelled ids still in a ready list
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
+    minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
 
 App-wide keys (their own slot, never mixed with queue keys in one command)::
@@ -144,6 +145,11 @@ class QueueKeys:
     @cached_property
     def wake(self) -> str:
         return self.base + "wake"
+
+    @cached_property
+    def cancels(self) -> str:
+        """Requests to stop running tasks, read by every worker of the queue."""
+        return self.base + "cancels"
 
     def result(self, task_id: str) -> str:
         return self.base + "result:" + task_id

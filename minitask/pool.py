@@ -71,11 +71,14 @@ class Supervised(Protocol[J]):
 
     def timed_out(self, job: J, message: Message, elapsed: float) -> None: ...
 
+    def cancelled(self, job: J, message: Message, elapsed: float) -> None: ...
+
     def give_back(self, job: J) -> None: ...
 
     def serve_child(self, on_start: Callable[[J, Message, Optional[float]], None],
                     on_end: Callable[[], None], on_done: Callable[[int, int], None],
-                    on_stopping: Callable[[Optional[J]], None]) -> None: ...
+                    on_stopping: Callable[[Optional[J]], None],
+                    on_cancel: Optional[Callable[[J, Message], None]] = None) -> None: ...
 
 
 class ThreadPool(Generic[J]):
@@ -277,6 +280,8 @@ class ProcessPool(Generic[J]):
                     child.job, child.deadline = None, None
                 elif event[0] == "running":
                     child.job = event[1]
+                elif event[0] == "cancel":
+                    self._cancel(child, event[1], event[2])
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
@@ -289,6 +294,19 @@ class ProcessPool(Generic[J]):
         if job is None or message is None:
             return
         self.worker.timed_out(job, message, time.monotonic() - child.started)
+        self.retired_failed += 1  # recorded here, not by the killed child
+        child.job = child.message = None
+
+    def _cancel(self, child: _Child[J], job: J, message: Message) -> None:
+        """``cancel(running=True)`` reached the child's attempt: kill the child (it is
+        replaced) and record the task cancelled, unless it finished first."""
+        started = child.started if child.job is not None else time.monotonic()
+        _kill(child.process.pid)
+        child.process.join(timeout=5)
+        child.deadline = None
+        logger.info("task %s: stop requested; killed child %d", job.task_id,
+                    child.process.pid)
+        self.worker.cancelled(job, message, time.monotonic() - started)
         self.retired_failed += 1  # recorded here, not by the killed child
         child.job = child.message = None
 
@@ -410,7 +428,10 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
                 reported[0] = running
                 conn.send(("running", running))
 
-    parent.serve_child(on_start, on_end, on_done, on_stopping)
+    def on_cancel(job: J, message: Message) -> None:
+        send(("cancel", job, message))  # the supervisor kills this child
+
+    parent.serve_child(on_start, on_end, on_done, on_stopping, on_cancel)
     conn.close()
 
 

@@ -5,8 +5,9 @@ back up into the app for the broker.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from .aio import AsyncBroker
 from .broker import Broker
 from .errors import ConfigurationError, MessageTooLarge
 from .handle import TaskHandle
@@ -14,6 +15,8 @@ from .keys import check_name
 from .message import Clock, Message
 from .serializer import check_arguments, encode_message
 
+#: One checked, encoded message: (id, body, priority, due ms or 0).
+Entry = Tuple[str, bytes, int, int]
 #: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
 BULK_CHUNK = 1000
 
@@ -36,8 +39,10 @@ class Sender:
     """Writes messages to the broker of one app; ``broker`` connects on first use."""
 
     def __init__(self, broker: Callable[[], Broker], clock: Clock,
-                 max_message_bytes: int) -> None:
+                 max_message_bytes: int,
+                 async_broker: Optional[Callable[[], AsyncBroker]] = None) -> None:
         self._broker = broker
+        self._async_broker = async_broker
         self.clock = clock
         self.max_message_bytes = max_message_bytes
 
@@ -46,7 +51,34 @@ class Sender:
 
         Nothing is sent unless every message passes its checks.
         """
-        by_queue: Dict[str, List[Any]] = {}
+        by_queue = self.prepare(messages)
+        queues = self._broker().queues
+        now_ms = self.clock.now_ms()
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), BULK_CHUNK):
+                queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+
+    async def asend(self, messages: Sequence[Message]) -> None:
+        """``send`` on the running event loop: the same checks, then awaited writes."""
+        by_queue = self.prepare(messages)
+        broker = self.async_broker()
+        now_ms = self.clock.now_ms()
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), BULK_CHUNK):
+                await broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+
+    def async_broker(self) -> AsyncBroker:
+        if self._async_broker is None:
+            raise ConfigurationError("this sender has no async broker")
+        return self._async_broker()
+
+    def prepare(self, messages: Sequence[Message]) -> Dict[str, List[Entry]]:
+        """Check and encode every message: (id, body, priority, due ms) entries by queue.
+
+        Raises:
+            EncodeError, MessageTooLarge: before anything is sent.
+        """
+        by_queue: Dict[str, List[Entry]] = {}
         for message in messages:
             check_arguments(message.task, message.args, message.kwargs)
             body = encode_message(message)
@@ -58,13 +90,10 @@ class Sender:
                     limit=self.max_message_bytes)
             by_queue.setdefault(message.queue, []).append(
                 (message.id, body, message.priority, message.eta_ms or 0))
-        queues = self._broker().queues
-        now_ms = self.clock.now_ms()
-        for queue, entries in by_queue.items():
-            for start in range(0, len(entries), BULK_CHUNK):
-                queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+        return by_queue
 
     def handles(self, messages: Sequence[Message], result_ttl_ms: int) -> List[TaskHandle[Any]]:
         """Handles on sent messages."""
         broker = self._broker()
-        return [TaskHandle(broker, m.queue, m.id, result_ttl_ms) for m in messages]
+        return [TaskHandle(broker, m.queue, m.id, result_ttl_ms, self._async_broker)
+                for m in messages]

@@ -9,8 +9,8 @@ import os
 import reprlib
 import sys
 from dataclasses import dataclass
-from typing import (Any, Callable, Dict, Generic, Iterable, List, Optional,
-                    Sequence, Tuple, Type, TypeVar, Union)
+from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Optional,
+                    Protocol, Sequence, Tuple, Type, TypeVar, Union, overload)
 
 from ._compat import ParamSpec
 from .errors import ArgumentError, ConfigurationError
@@ -198,6 +198,15 @@ class Task(Generic[P, R]):
         """
         return self._send([self._message(args, kwargs, self.queue, self.priority, None, None)])[0]
 
+    async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
+        """``delay``, awaited: the same checks, then a write on ``redis.asyncio``.
+
+        Raises:
+            The same errors as ``delay``.
+        """
+        return (await self._asend([self._message(args, kwargs, self.queue, self.priority,
+                                                 None, None)]))[0]
+
     def apply_in(self, seconds: float, /, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Enqueue a call to run no earlier than ``seconds`` from now (<= 0: now).
 
@@ -209,6 +218,17 @@ class Task(Generic[P, R]):
         eta_ms = self._delay_ms(seconds, "apply_in")
         return self._send([self._message(args, kwargs, self.queue, self.priority, eta_ms,
                                          None)])[0]
+
+    async def aapply_in(self, seconds: float, /, *args: P.args,
+                        **kwargs: P.kwargs) -> TaskHandle[R]:
+        """``apply_in``, awaited.
+
+        Raises:
+            The same errors as ``apply_in``.
+        """
+        eta_ms = self._delay_ms(seconds, "apply_in")
+        return (await self._asend([self._message(args, kwargs, self.queue, self.priority,
+                                                 eta_ms, None)]))[0]
 
     def apply_at(self, when: Union[_dt.datetime, float], /, *args: P.args,
                  **kwargs: P.kwargs) -> TaskHandle[R]:
@@ -224,6 +244,16 @@ class Task(Generic[P, R]):
         """
         return self._send([self._message(args, kwargs, self.queue, self.priority,
                                          self._eta_ms(when), None)])[0]
+
+    async def aapply_at(self, when: Union[_dt.datetime, float], /, *args: P.args,
+                        **kwargs: P.kwargs) -> TaskHandle[R]:
+        """``apply_at``, awaited.
+
+        Raises:
+            The same errors as ``apply_at``.
+        """
+        return (await self._asend([self._message(args, kwargs, self.queue, self.priority,
+                                                 self._eta_ms(when), None)]))[0]
 
     def apply_async(self, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
                     *, queue: Optional[str] = None, priority: Optional[int] = None,
@@ -248,6 +278,27 @@ class Task(Generic[P, R]):
                 with str keys (a TypeError).
             The same errors as ``delay``.
         """
+        message = self._call_message(args, kwargs, queue, priority, delay, eta, task_id, unknown)
+        return self._send([message])[0]
+
+    async def aapply_async(self, args: Sequence[Any] = (),
+                           kwargs: Optional[Dict[str, Any]] = None, *,
+                           queue: Optional[str] = None, priority: Optional[int] = None,
+                           delay: Optional[float] = None,
+                           eta: Union[_dt.datetime, float, None] = None,
+                           task_id: Optional[str] = None, **unknown: Any) -> TaskHandle[R]:
+        """``apply_async``, awaited.
+
+        Raises:
+            The same errors as ``apply_async``.
+        """
+        return (await self._asend([self._call_message(args, kwargs, queue, priority, delay,
+                                                      eta, task_id, unknown)]))[0]
+
+    def _call_message(self, args: Any, kwargs: Any, queue: Optional[str],
+                      priority: Optional[int], delay: Optional[float], eta: Any,
+                      task_id: Optional[str], unknown: Dict[str, Any]) -> Message:
+        """The message of an ``apply_async`` call, every option checked."""
         where = f"task {self.name!r}"
         if unknown:
             raise ConfigurationError(f"{where}: unknown option(s) "
@@ -285,8 +336,7 @@ class Task(Generic[P, R]):
             eta_ms = self._delay_ms(delay, "delay")
         if task_id is not None:
             check_text(task_id, "task_id", where)
-        message = self._message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
-        return self._send([message])[0]
+        return self._message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
 
     def delay_many(self, calls: Iterable[Sequence[Any]]) -> List[TaskHandle[R]]:
         """Enqueue many calls in as few round trips as possible.
@@ -302,6 +352,17 @@ class Task(Generic[P, R]):
                 list (a TypeError).
             The same errors as ``delay``; every call is checked before any is sent.
         """
+        return self._send(self._many_messages(calls))
+
+    async def adelay_many(self, calls: Iterable[Sequence[Any]]) -> List[TaskHandle[R]]:
+        """``delay_many``, awaited.
+
+        Raises:
+            The same errors as ``delay_many``.
+        """
+        return await self._asend(self._many_messages(calls))
+
+    def _many_messages(self, calls: Iterable[Sequence[Any]]) -> List[Message]:
         where = f"task {self.name!r}"
         try:
             each = iter(calls)
@@ -318,7 +379,7 @@ class Task(Generic[P, R]):
                     f"kwargs) for keyword arguments", task_name=self.name)
             messages.append(self._message(tuple(args), {}, self.queue, self.priority, None,
                                           None))
-        return self._send(messages)
+        return messages
 
     # -- internals ---------------------------------------------------------------
 
@@ -390,3 +451,35 @@ class Task(Generic[P, R]):
     def _send(self, messages: List[Message]) -> List[TaskHandle[R]]:
         self._sender.send(messages)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
+
+    async def _asend(self, messages: List[Message]) -> List[TaskHandle[R]]:
+        await self._sender.asend(messages)
+        return self._sender.handles(messages, to_ms(self.options.result_ttl))
+
+
+class AsyncTask(Task[P, R]):
+    """A task whose function is an ``async def``: ``delay(...).get()`` gives what
+    its coroutine returns, and calling it returns the coroutine, as the function does.
+
+    Workers run it on an event loop: the asyncio pool awaits it beside others,
+    the thread and process pools run one ``asyncio.run`` per attempt.
+    """
+
+    def __init__(self, sender: Sender, func: Callable[P, Coroutine[Any, Any, R]],
+                 options: TaskOptions) -> None:
+        super().__init__(sender, func, options)  # type: ignore[arg-type]
+
+    def __call__(self,  # type: ignore[override]
+                 *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        return self.func(*args, **kwargs)  # type: ignore[return-value]
+
+
+class TaskDecorator(Protocol):
+    """What ``@app.task(...)`` with options returns: it makes a ``Task``, or an
+    ``AsyncTask`` of an ``async def``."""
+
+    @overload
+    def __call__(self, func: Callable[P, Coroutine[Any, Any, R]], /) -> AsyncTask[P, R]: ...
+
+    @overload
+    def __call__(self, func: Callable[P, R], /) -> Task[P, R]: ...

@@ -7,6 +7,9 @@ from typing import Any
 
 from .options import add_app_options, load
 
+#: Coroutines an asyncio worker runs at once unless -c says otherwise.
+ASYNCIO_CONCURRENCY = 100
+
 
 def register(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run tasks")
@@ -14,8 +17,9 @@ def register(commands: Any) -> None:
     worker.add_argument("-Q", "--queues", help="comma-separated queues, served in this order "
                         "(default: the default queue, then every queue the tasks name)")
     worker.add_argument("-c", "--concurrency", type=int, default=None,
-                        help="tasks run at once (default: CPU count for processes, 1 for threads)")
-    worker.add_argument("--pool", choices=("process", "thread"), default="process")
+                        help="tasks run at once (default: CPU count for processes, 1 for "
+                        "threads, 100 for asyncio)")
+    worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process")
     worker.add_argument("--burst", action="store_true",
                         help="run what is ready, then exit 0")
     worker.add_argument("--grace", type=_seconds, default=30.0,
@@ -43,7 +47,8 @@ def run(args: argparse.Namespace) -> int:
     queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
     concurrency = args.concurrency
     if concurrency is None:
-        concurrency = (os.cpu_count() or 1) if args.pool == "process" else 1
+        concurrency = {"process": os.cpu_count() or 1, "asyncio": ASYNCIO_CONCURRENCY}.get(
+            args.pool, 1)
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
                    grace=args.grace, prefetch=args.prefetch).run()

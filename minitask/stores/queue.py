@@ -72,17 +72,22 @@ class QueueStore:
     def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                 now_ms: int) -> int:
         """Store (id, body, priority, due_ms) entries of one queue; returns how many were new."""
+        added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
+                                         f"enqueue into queue {queue!r}")[-1]
+        if queue not in self._known_queues:
+            self.register_queues([queue])
+        return int(added)
+
+    def enqueue_call(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
+                     now_ms: int) -> ScriptCall:
+        """The enqueue script call (the async producer sends the same one)."""
         k = self.keys(queue)
         tail: List[Any] = [k.result(task_id) for task_id, _, _, _ in entries]
         tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
         for task_id, body, priority, due_ms in entries:
             tail += (task_id, body, priority, due_ms)
-        added = self.transport.run_calls(
-            [("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
-              tail, len(entries))], f"enqueue into queue {queue!r}")[-1]
-        if queue not in self._known_queues:
-            self.register_queues([queue])
-        return int(added)
+        return ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order,
+                                   k.sequence), tail, len(entries))
 
     def register_queues(self, queues: Iterable[str]) -> None:
         """Remember queue names app-wide so status and lookups by id can find them."""

@@ -131,28 +131,45 @@ class ResultStore:
             body = self.transport.client.hget(k.messages, task_id)
         if body is None:
             return False  # finished, cancelled already, or never here
+        name, _, keys, tail, _ = self.cancel_call(queue, task_id, body,  # type: ignore[arg-type]
+                                                  result_ttl_ms)
+        return bool(self.transport.run(name, keys, tail, f"cancel {task_id}"))
+
+    def cancel_call(self, queue: str, task_id: str, body: bytes,
+                    result_ttl_ms: int) -> ScriptCall:
+        """The cancel script call for a task whose message is ``body`` (the async
+        handle sends the same one)."""
+        k = self.keys(queue)
         try:
-            priority = decode_message(body).priority  # type: ignore[arg-type]
+            priority = decode_message(body).priority
         except DecodeError:
             priority = -1  # unknown: its stale entry is counted as ready until fetch drops it
         # The priority read above can only be stale if the id finished and was enqueued
         # again in between; then one count is off until fetch drops the entry.
         outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
                                          message="cancelled before it started"))
-        done = self.transport.run(
-            "cancel", (k.delayed, k.leases, k.dead, k.messages, k.retrying, k.result(task_id),
-                       k.deliveries, k.order, k.cancelled),
-            (task_id, outcome, result_ttl_ms, priority), f"cancel {task_id}")
-        return bool(done)
+        return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying,
+                                  k.result(task_id), k.deliveries, k.order, k.cancelled),
+                (task_id, outcome, result_ttl_ms, priority), 0)
 
     # -- reading ---------------------------------------------------------------------
 
     def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         """Where a task is (queued, running, dead, finished, ...), and its outcome."""
+        name, _, keys, tail, _ = self.state_call(queue, task_id)
+        return self.state_of(self.transport.run(name, keys, tail,
+                                                f"read the state of {task_id}"))
+
+    def state_call(self, queue: str, task_id: str) -> ScriptCall:
+        """The state script call (the async handle sends the same one)."""
         k = self.keys(queue)
-        state, outcome = self.transport.run(
-            "state", (k.leases, k.delayed, k.retrying, k.dead, k.messages, k.result(task_id)),
-            (task_id,), f"read the state of {task_id}")
+        return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages,
+                                 k.result(task_id)), (task_id,), 0)
+
+    @staticmethod
+    def state_of(reply: Any) -> Tuple[str, Optional[bytes]]:
+        """The state script's reply, read."""
+        state, outcome = reply
         return text(state), outcome or None
 
     def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:

@@ -11,12 +11,14 @@ import logging
 import os
 import random
 import socket
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Protocol
 
 from ..broker import Broker
 from ..errors import BrokerError, ConfigurationError
 from ..message import Message, Outcome, to_ms
 from ..pool import ProcessPool, ThreadPool
+from .aiopool import AsyncioPool
+from .cancels import CancelWatch
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .outages import guarded
@@ -30,6 +32,23 @@ logger = logging.getLogger(__name__)
 
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
+#: The pools a worker can run its tasks in.
+POOLS = ("thread", "process", "asyncio")
+
+
+class Slots(Protocol):
+    """What the dispatcher asks of a pool that runs jobs in this process."""
+
+    @property
+    def finished(self) -> int: ...
+
+    def wait_for_slot(self, stop: Any) -> bool: ...
+
+    def give_back_slot(self, finished: bool = False) -> None: ...
+
+    def submit(self, job: Job) -> None: ...
+
+    def wait_idle(self, timeout: Optional[float] = None) -> bool: ...
 
 
 def check_prefetch(value: Any, owner: str) -> int:
@@ -46,8 +65,9 @@ class Worker:
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
                  name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
-        if pool not in ("thread", "process"):
-            raise ConfigurationError(f"pool must be 'thread' or 'process', got {pool!r}")
+        if pool not in POOLS:
+            raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', "
+                                     f"got {pool!r}")
         if not isinstance(concurrency, int) or concurrency < 1:
             raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
         if not queues:
@@ -87,6 +107,9 @@ class Worker:
         # stops its pool instead (set by ``run``).
         self._orders: Optional[Orders] = None
         self._on_shutdown: Callable[[str], None] = self._remote_stop
+        # Hears cancel(running=True) requests for the attempts of this process.
+        self._cancel_watch = CancelWatch(app, self.queues, self._runner.cancels,
+                                         self._holdings, self._stop.event)
 
     @property
     def broker(self) -> Broker:
@@ -115,16 +138,32 @@ class Worker:
         self._stop.open_bell()
         restore = self._stop.install_signals()
         self._start_heartbeat()
-        threads = ThreadPool[Job](self.concurrency, self.execute)
+        self._cancel_watch.start()
+        slots: Slots
+        on_grace_over: Optional[Callable[[], None]] = None
+        if self.pool == "asyncio":
+            slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
+                                      on_free=self._lease_up_to)
+            on_grace_over = aio.cancel_running
+        else:
+            slots = ThreadPool[Job](self.concurrency, self.execute)
         try:
-            self._dispatch(threads)
+            self._dispatch(slots)
         finally:
-            self._shutdown.close(threads, self.grace)
+            self._shutdown.close(slots, self.grace, on_grace_over)
             self._stop.request()
             self._heartbeat.end()
+            if self.pool == "asyncio":
+                aio.close()
+            self._cancel_watch.end()
             restore()
             self._stop.silence()
             self.forget()
+
+    def _lease_up_to(self, free: int) -> None:
+        """The asyncio pool leases as many tasks per round trip as it has free slots
+        (at least ``prefetch``): they all start at once."""
+        self._queues.prefetch = max(self.prefetch, min(free, MAX_PREFETCH))
 
     def starting(self) -> None:
         """Announce this worker, make its queues known app-wide, and listen for orders."""
@@ -135,13 +174,15 @@ class Worker:
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
                     on_end: Callable[[], None], on_done: Callable[[int, int], None],
-                    on_stopping: Callable[[Optional[Job]], None]) -> None:
+                    on_stopping: Callable[[Optional[Job]], None],
+                    on_cancel: Optional[Callable[[Job, Message], None]] = None) -> None:
         """In a process pool child: serve tasks through a worker of this process's own.
 
         ``on_start`` hears of each attempt with its time limit, ``on_end`` that the
         attempt's function returned, ``on_done`` of the child's counters once its
         outcome is recorded, ``on_stopping`` (once a stop is asked) of the task
-        still running.
+        still running, ``on_cancel`` of a stop requested for the running attempt
+        (the supervisor kills the child).
         """
         child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
@@ -150,8 +191,24 @@ class Worker:
         def started(job: Job, message: Message) -> None:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
 
+        if on_cancel is not None:
+            child._runner.on_cancel = child._before_kill(on_cancel)
         child.run_child(started, on_end, lambda: on_done(child.processed, child.failed),
                         on_stopping)
+
+    def _before_kill(self, on_cancel: Callable[[Job, Message], None]
+                     ) -> Callable[[Job, Message], None]:
+        """Before the supervisor kills this child for a stop request: record what is
+        done and give back what has not started, so neither waits for its lease."""
+        def stop(job: Job, message: Message) -> None:
+            try:
+                if self._outcomes.waiting():
+                    self._outcomes.flush(fetch=False)
+                self._leases.give_back_buffer()
+            except BrokerError as exc:
+                logger.warning("before stopping task %s: %s", job.task_id, exc)
+            on_cancel(job, message)
+        return stop
 
     def run_child(self, on_start: Callable[[Job, Message], None], on_end: Callable[[], None],
                   on_done: Callable[[], None],
@@ -170,6 +227,7 @@ class Worker:
         self._stop.open_bell()
         restore = self._stop.install_signals()
         self._start_heartbeat()
+        self._cancel_watch.start()
         try:
             while not self._stop.is_set():
                 if self.run_once():
@@ -191,6 +249,7 @@ class Worker:
                              "delivered again when their lease expires",
                              self._outcomes.waiting(), exc)
             self._leases.release_all()
+            self._cancel_watch.end()
             restore()
             self._stop.silence()
             if self._stop.reason:
@@ -214,7 +273,7 @@ class Worker:
         self.execute(job)
         return True
 
-    def _dispatch(self, threads: ThreadPool[Job]) -> None:
+    def _dispatch(self, threads: Slots) -> None:
         while not self._stop.is_set():
             if not threads.wait_for_slot(self._stop.event):
                 break
@@ -254,6 +313,10 @@ class Worker:
     def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
         """The process pool killed the attempt at its time limit: record the failure."""
         self._runner.timed_out(job, message, elapsed)
+
+    def cancelled(self, job: Job, message: Message, elapsed: float) -> None:
+        """The process pool killed the attempt on a stop request: record it cancelled."""
+        self._outcomes.cancelled(job, message, elapsed)
 
     def give_back(self, job: Job) -> None:
         """Return a leased task to the head of its queue without counting a delivery;

@@ -117,6 +117,23 @@ class Recorder:
             result_ttl_ms=to_ms(self._host.result_ttl)), job, "dead-letter a task")
         self._tell(job, outcome)
 
+    def cancelled(self, job: Job, message: Message, duration: float) -> None:
+        """Record an attempt stopped by ``cancel(running=True)``: it ends cancelled,
+        never retried. If the attempt finished first, its own outcome stays."""
+        task = self._host.tasks.get(message.task)
+        ttl_ms = to_ms(task.options.result_ttl if task is not None else self._host.result_ttl)
+        outcome = Outcome("cancelled", self._host.clock.now_ms(), exc_type="Cancelled",
+                          message=f"task {message.task!r} was stopped while running, on "
+                          f"request (cancel(running=True))", attempt=message.attempt)
+        cancels = self._host.broker.cancels
+        ended = persist(lambda: cancels.end(job.queue, job.task_id, outcome, ttl_ms),
+                        "record a cancellation")
+        self._holdings.drop(job.task_id)
+        if ended:
+            self._tell(job, outcome)
+            logger.info("task %s %s cancelled while running, after %.3f s", message.id,
+                        message.task, duration)
+
     # -- batches -------------------------------------------------------------
 
     def waiting(self) -> int:

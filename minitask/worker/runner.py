@@ -5,19 +5,68 @@ what the attempt came to goes to the ``Recorder``.
 """
 from __future__ import annotations
 
+import asyncio
 import difflib
+import inspect
 import logging
+import threading
 import time
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 
 from ..context import running
 from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
 from ..message import Message
-from .host import Host
+from .cancels import CancelBoard
+from .host import Host, HostedTask
 from .leases import Job, Leases
 from .outcomes import Recorder
 
 logger = logging.getLogger(__name__)
+
+#: Longest a coroutine cancelled at its time limit gets to unwind before it is left.
+UNWIND = 1.0
+
+
+async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str) -> Any:
+    """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded).
+
+    Not ``asyncio.wait_for``: a TimeoutError the task raises itself must stay
+    the task's error, not become a time limit. If the caller is cancelled, so
+    is ``coro``.
+    """
+    if limit is None:
+        return await coro
+    inner = asyncio.ensure_future(coro)
+    try:
+        done, _ = await asyncio.wait({inner}, timeout=limit)
+    except asyncio.CancelledError:
+        await settle(inner)
+        raise
+    if inner in done:
+        return inner.result()
+    await settle(inner)
+    raise TimeLimitExceeded(f"task {name!r} ran past its timeout of {limit} s and was "
+                            f"cancelled")
+
+
+async def settle(future: "asyncio.Future[Any]") -> None:
+    """Cancel ``future`` and give it ``UNWIND`` seconds to end; a coroutine that
+    ignores cancellation is left behind, logged."""
+    future.cancel()
+    await asyncio.wait({future}, timeout=UNWIND)
+    if not future.done():
+        logger.error("a cancelled coroutine did not end within %s s; left running", UNWIND)
+    elif not future.cancelled():
+        future.exception()  # retrieved: no "never retrieved" warning
+
+
+def call_in_thread(task: HostedTask, message: Message, limit: Optional[float]) -> Any:
+    """Call the task's function; an ``async def`` one runs to its end (or its time
+    limit) on an event loop of its own, one ``asyncio.run`` per attempt."""
+    value = task.func(*message.args, **message.kwargs)
+    if inspect.iscoroutine(value):
+        value = asyncio.run(limited(value, limit, task.name))
+    return value
 
 
 class Runner:
@@ -31,19 +80,47 @@ class Runner:
         self.on_start: Optional[Callable[[Job, Message], None]] = None
         #: In a process pool child: hears that the attempt's function returned.
         self.on_end: Optional[Callable[[], None]] = None
+        #: The attempts running here, for ``cancel(running=True)``.
+        self.cancels = CancelBoard()
+        #: In a process pool child: asks the supervisor to kill the attempt, on request.
+        self.on_cancel: Optional[Callable[[Job, Message], None]] = None
 
-    def execute(self, job: Job) -> None:
-        """Run one leased task and record its outcome; never raises for a task's error."""
+    def resolve(self, job: Job, bury: bool = True) -> Optional[Tuple[Message, HostedTask]]:
+        """The job's message and task; None when it has none (dead-lettered, unless
+        ``bury`` is False: then the caller resolves it again with ``bury``)."""
         try:
             message = job.delivery.message()
         except DecodeError as exc:
-            self._recorder.bury(job, None, exc, "the message cannot be decoded")
-            return
+            if bury:
+                self._recorder.bury(job, None, exc, "the message cannot be decoded")
+            return None
         task = self._host.tasks.get(message.task)
         if task is None:
-            self._recorder.bury(job, message, UnknownTaskError(
-                unknown_task_message(message.task, self._host.name, self._host.tasks)),
-                "unknown task")
+            if bury:
+                self._recorder.bury(job, message, UnknownTaskError(
+                    unknown_task_message(message.task, self._host.name, self._host.tasks)),
+                    "unknown task")
+            return None
+        return message, task
+
+    def execute(self, job: Job) -> None:
+        """Run one leased task and record its outcome; never raises for a task's error."""
+        found = self.resolve(job)
+        if found is None:
+            return
+        message, task = found
+        on_cancel = self.on_cancel
+        cancel = self.cancels.enter(job.task_id, None if on_cancel is None
+                                    else lambda: on_cancel(job, message))
+        try:
+            self._attempt(job, message, task, cancel)
+        finally:
+            self.cancels.leave(job.task_id)
+
+    def _attempt(self, job: Job, message: Message, task: HostedTask,
+                 cancel: threading.Event) -> None:
+        if cancel.is_set():  # asked to stop while it waited in this worker's buffer
+            self._recorder.cancelled(job, message, 0.0)
             return
         if self.on_start is not None:
             if task.options.timeout is not None:
@@ -56,15 +133,18 @@ class Runner:
         started = time.monotonic()
         value: Any = None
         error: Optional[BaseException] = None
-        with running(message, job.delivery.delivery):
+        limit = task.options.timeout
+        with running(message, job.delivery.delivery, cancel):
             try:
-                value = task.func(*message.args, **message.kwargs)
+                value = call_in_thread(task, message, limit)
             except (Exception, SystemExit) as exc:
                 error = exc
         if self.on_end is not None:
             self.on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started
-        limit = task.options.timeout
+        if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
+            self._recorder.cancelled(job, message, duration)
+            return
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")

@@ -7,9 +7,8 @@ import signal
 import socket
 import threading
 from types import FrameType
-from typing import Callable, List, Optional, Sequence
+from typing import Callable, List, Optional, Protocol, Sequence
 
-from ..pool import ThreadPool
 from .leases import Holdings, Job, Leases
 
 logger = logging.getLogger(__name__)
@@ -102,6 +101,12 @@ class Stop:
         return restore
 
 
+class Idle(Protocol):
+    """A pool, as far as a shutdown waits for it."""
+
+    def wait_idle(self, timeout: Optional[float] = None) -> bool: ...
+
+
 class Shutdown:
     """How a worker ends once a stop is asked: what has not started goes back at
     once, running tasks get the grace, and what is still held after it goes back."""
@@ -120,11 +125,15 @@ class Shutdown:
         if self.on_stopping is not None:
             self.on_stopping(running)
 
-    def close(self, threads: ThreadPool[Job], grace: float) -> None:
-        """Stop taking tasks, give running ones the grace, give back the rest."""
+    def close(self, threads: Idle, grace: float,
+              on_grace_over: Optional[Callable[[], None]] = None) -> None:
+        """Stop taking tasks, give running ones the grace, give back the rest;
+        ``on_grace_over`` stops what still runs (the asyncio pool cancels it)."""
         self._holdings.close()
         if self._stop.reason:
             logger.info("%s received: stopping (grace %s s)", self._stop.reason, grace)
         if not threads.wait_idle(grace):
             logger.warning("grace of %s s is over; giving back tasks still running", grace)
+            if on_grace_over is not None:
+                on_grace_over()
         self._leases.release_all()

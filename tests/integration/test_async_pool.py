@@ -1,0 +1,191 @@
+"""The asyncio pool, cancel(running=True) through Redis, and the async producer, on a real
+redis-server."""
+from __future__ import annotations
+
+import asyncio
+import gc
+import threading
+import time
+from typing import Any, Iterator, List
+
+import pytest
+import redis
+
+from minitask import Minitask, TaskFailed, current_task
+from tests.conftest import RedisServer, wait_until
+
+pytestmark = pytest.mark.integration
+
+DEADLINE = 60.0
+
+
+@pytest.fixture
+def app(redis_server: RedisServer) -> Iterator[Minitask]:
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    made = Minitask("aiotest", broker=redis_server.url)
+    yield made
+    made.close()
+
+
+def _run(worker: Any) -> threading.Thread:
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_asyncio_pool_runs_2000_sleeping_coroutines_200_at_a_time(app: Minitask) -> None:
+    running: List[int] = [0, 0]  # now, most at once
+
+    @app.task
+    async def nap(i: int) -> int:
+        running[0] += 1
+        running[1] = max(running[1], running[0])
+        await asyncio.sleep(0.05)
+        running[0] -= 1
+        return i
+
+    handles = nap.delay_many([(i,) for i in range(2000)])
+    worker = app.worker(pool="asyncio", concurrency=200)
+    started = time.monotonic()
+    thread = _run(worker)
+    assert sum(h.get(timeout=DEADLINE) for h in handles) == sum(range(2000))
+    print(f"\n2000 x sleep(0.05) at -c 200: {time.monotonic() - started:.2f} s")
+    assert 150 <= running[1] <= 200  # concurrent, and never over -c
+    worker.stop()
+    thread.join(timeout=DEADLINE)
+    assert not thread.is_alive()
+    assert app.broker.queues.counts("default")["running"] == 0
+
+
+def test_coroutine_over_its_timeout_fails_and_the_loop_goes_on(app: Minitask) -> None:
+    @app.task(timeout=0.2)
+    async def hangs() -> None:
+        await asyncio.sleep(60)
+
+    @app.task
+    def plain(x: int) -> int:  # a plain function runs off the loop, in its executor
+        context = current_task()
+        assert context is not None
+        return x + 1
+
+    hung, after = hangs.delay(), plain.delay(1)
+    worker = app.worker(pool="asyncio", concurrency=4)
+    thread = _run(worker)
+    with pytest.raises(TaskFailed) as failed:
+        hung.get(timeout=DEADLINE)
+    assert failed.value.exc_type == "TimeLimitExceeded"
+    assert after.get(timeout=DEADLINE) == 2
+    assert plain.delay(2).get(timeout=DEADLINE) == 3
+    worker.stop()
+    thread.join(timeout=DEADLINE)
+
+
+def test_thread_pool_task_hears_cancel_running_through_redis(app: Minitask) -> None:
+    started = threading.Event()
+
+    @app.task
+    def polite() -> str:
+        context = current_task()
+        assert context is not None
+        started.set()
+        deadline = time.monotonic() + 30
+        while not context.cancel_requested and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "noticed" if context.cancel_requested else "never told"
+
+    worker = app.worker(pool="thread", concurrency=2)
+    thread = _run(worker)
+    handle = polite.delay()
+    assert started.wait(DEADLINE)
+    asked = time.monotonic()
+    assert handle.cancel(running=True) is True
+    with pytest.raises(TaskFailed) as failed:
+        handle.get(timeout=5)
+    assert failed.value.exc_type == "Cancelled"
+    assert time.monotonic() - asked < 1.0  # SPEC 12: within one second
+    worker.stop()
+    thread.join(timeout=DEADLINE)
+
+
+def test_grace_over_cancels_coroutines_and_gives_their_tasks_back(app: Minitask) -> None:
+    cancelled: List[bool] = []
+
+    @app.task
+    async def stubborn() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+
+    handle = stubborn.delay()
+    worker = app.worker(pool="asyncio", concurrency=2, grace=0.2)
+    thread = _run(worker)
+    wait_until(lambda: handle.status() == "running", timeout=DEADLINE, message="running")
+    worker.stop()
+    thread.join(timeout=DEADLINE)
+    assert not thread.is_alive()
+    assert cancelled == [True]
+    assert handle.status() == "queued"  # given back, not failed: it runs again elsewhere
+
+
+def test_async_producer_enqueues_10000_without_stalling_the_loop(
+        app: Minitask, redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    @app.task
+    async def job(i: int) -> int:
+        return i
+
+    # the deterministic half of the detector: no blocking redis-py I/O on the loop's thread
+    blocking_calls: List[str] = []
+    loop_threads: List[int] = []
+    for name in ("connect", "send_packed_command", "read_response"):
+        original = getattr(redis.connection.AbstractConnection, name)
+
+        def spy(self: Any, *args: Any, _original: Any = original, _name: str = name,
+                **kwargs: Any) -> Any:
+            if threading.get_ident() in loop_threads:
+                blocking_calls.append(_name)
+            return _original(self, *args, **kwargs)
+        monkeypatch.setattr(redis.connection.AbstractConnection, name, spy)
+
+    async def main() -> List[float]:
+        stalls: List[float] = [0.0, 0.0]  # on the loop's thread; wall clock (shown only)
+        done = asyncio.Event()
+
+        async def timer() -> None:  # a loop-blocking detector: how long between its wake-ups
+            # does the loop's thread run other code without yielding? Counted in the
+            # thread's CPU time, so a loaded machine pausing the whole process does not
+            # count (blocking I/O, which uses no CPU, is the spy's to catch).
+            while not done.is_set():
+                before, wall = time.thread_time(), time.perf_counter()
+                await asyncio.sleep(0.001)
+                stalls[0] = max(stalls[0], time.thread_time() - before)
+                stalls[1] = max(stalls[1], time.perf_counter() - wall - 0.001)
+
+        watcher = asyncio.create_task(timer())
+        await asyncio.sleep(0.01)
+        loop_threads.append(threading.get_ident())
+        handles = [await job.adelay(i) for i in range(10_000)]
+        assert await handles[-1].astatus() == "queued"
+        done.set()
+        await watcher
+        loop_threads.clear()
+        await app.aclose()
+        return stalls
+
+    # the timed half. Collector pauses are the process's, not a blocked loop.
+    gc.disable()
+    try:
+        stall, wall = asyncio.run(main())
+    finally:
+        gc.enable()
+    print(f"\nlongest step on the loop {stall * 1000:.1f} ms; latest wake-up "
+          f"{wall * 1000:.1f} ms (wall clock, machine load included)")
+    assert blocking_calls == []
+    client: "redis.Redis[bytes]" = redis_server.client()
+    ready = sum(client.llen(f"minitask:{{aiotest:default}}:ready:{p}") for p in range(10))
+    client.close()
+    assert ready == 10_000
+    assert stall < 0.020, f"the loop stalled {stall * 1000:.1f} ms"
