@@ -25,11 +25,11 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from types import FrameType
 from typing import Any, Callable, Dict, Generic, List, Optional, Protocol, TypeVar
 
 from .errors import BrokerError
 from .message import Message
+from .signals import SignalRelay
 
 logger = logging.getLogger(__name__)
 
@@ -181,24 +181,18 @@ class ProcessPool(Generic[J]):
     def run(self) -> None:
         worker = self.worker
         worker.starting()
-        interrupts = [0]
 
-        def on_signal(signum: int, frame: Optional[FrameType]) -> None:
-            if signum == signal.SIGINT:
-                interrupts[0] += 1
-                if interrupts[0] > 1:
-                    for child in list(self.children.values()):
-                        _kill(child.process.pid)
-                    # os.write, not logging: a handler may interrupt a record half-written
-                    os.write(2, b"minitask: second interrupt: killed the children and exiting "
-                                b"at once; their tasks run again after their leases expire\n")
-                    os._exit(130)
-            # the children are signalled by _shut_down, not from this handler: a child
-            # that Ctrl-C signalled too would get two signals at once, and a handler that
-            # interrupts another one setting the same threading.Event deadlocks
-            self.stop(signal.Signals(signum).name, tell_children=False)
+        def at_once() -> None:
+            for child in list(self.children.values()):
+                _kill(child.process.pid)
+            os.write(2, b"minitask: second interrupt: killed the children and exiting "
+                        b"at once; their tasks run again after their leases expire\n")
+            os._exit(130)
 
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        # The children are signalled by _shut_down, not at once: a child that Ctrl-C
+        # signalled too would hear of the stop twice.
+        restore = SignalRelay(lambda name: self.stop(name, tell_children=False),
+                              at_once).install()
         beat = threading.Thread(target=self._heartbeat_loop, daemon=True,
                                 name="minitask-supervisor-heartbeat")
         beat.start()
@@ -209,8 +203,7 @@ class ProcessPool(Generic[J]):
         finally:
             self._stop.set()
             self._shut_down()
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            restore()
             beat.join(timeout=5)
             worker.forget()
 

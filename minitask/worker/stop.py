@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import socket
 import threading
-from types import FrameType
 from typing import Callable, List, Optional, Protocol, Sequence
 
+from ..signals import SignalRelay
 from .leases import Holdings, Job, Leases
 
 logger = logging.getLogger(__name__)
@@ -80,25 +79,16 @@ class Stop:
         what puts the previous handlers back. Only the main thread can do this."""
         if threading.current_thread() is not threading.main_thread():
             return lambda: None
-        interrupts = [0]
 
-        def on_signal(signum: int, frame: Optional[FrameType]) -> None:
-            if signum == signal.SIGINT:
-                interrupts[0] += 1
-                if interrupts[0] > 1:
-                    logger.warning("second interrupt: exiting at once")
-                    os._exit(130)
-            # Only flags here: logging from a handler can re-enter a half-written record.
+        def asked(name: str) -> None:
             if not self.event.is_set():
-                self.reason = signal.Signals(signum).name
+                self.reason = name
             self.request()
 
-        previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-
-        def restore() -> None:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-        return restore
+        def at_once() -> None:
+            os.write(2, b"minitask: second interrupt: exiting at once\n")
+            os._exit(130)
+        return SignalRelay(asked, at_once).install()
 
 
 class Idle(Protocol):

@@ -60,7 +60,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                           "errors"}),
     "task": frozenset({"message", "handle", "sending", "errors", "_compat"}),
     "context": frozenset({"message", "errors"}),
-    "pool": frozenset({"message", "errors"}),
+    # signal handlers that take no lock, for the pools and the worker's stop
+    "signals": frozenset(),
+    "pool": frozenset({"message", "errors", "signals"}),
     # the worker package: its __init__ re-exports; each part has one job, and the parts
     # import one way: host, outages < leases < stop, outcomes < sources, runner < loop
     "worker": frozenset({"worker.loop", "worker.leases", "worker.outages", "worker.outcomes"}),
@@ -68,7 +70,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.outages": frozenset({"errors"}),
     "worker.leases": frozenset({"stores.queue", "stores.results", "errors", "worker.host",
                                 "worker.outages"}),
-    "worker.stop": frozenset({"pool", "worker.leases"}),
+    "worker.stop": frozenset({"pool", "signals", "worker.leases"}),
     "worker.outcomes": frozenset({"stores.queue", "stores.results", "errors", "message",
                                   "worker.host", "worker.leases", "worker.outages"}),
     "worker.sources": frozenset({"stores.queue", "stores.results", "errors", "message",

@@ -1,0 +1,26 @@
+"""A burst of stop signals ends in one graceful stop, on every pool."""
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from tests.crash.support import Kit, exit_code, send
+
+pytestmark = pytest.mark.crash
+
+
+@pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
+def test_a_burst_of_sigterm_and_one_sigint_stops_the_worker_gracefully(
+        kit: Kit, pool: str) -> None:
+    worker = kit.worker("--pool", pool, "-c", "1")
+    handle = kit.tasks.slow.delay("burst", 1.0)
+    kit.wait_for_marks("started", "burst")
+
+    for _ in range(20):
+        send(worker, signal.SIGTERM)
+    send(worker, signal.SIGINT)
+
+    assert exit_code(worker) == 0
+    assert handle.status() == "succeeded"
+    kit.assert_nothing_left()
