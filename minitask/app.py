@@ -17,8 +17,12 @@ from .handle import TaskHandle
 from .message import SystemClock, to_ms, to_seconds
 from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
 from .serializer import decode_message, decode_outcome, encode_message
-from .task import AsyncTask, P, R, Task, TaskDecorator, TaskOptions
+from .task import AsyncTask, P, R, Task, TaskDecorator, TaskOptions, check_seconds
 from .worker import Worker, check_prefetch
+
+#: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
+MAX_DELIVERIES = 1000
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker"})
 
@@ -76,15 +80,15 @@ class Minitask:
                                      f"valid extra options are {', '.join(sorted(APP_OPTIONS))}")
         check_key_part("app", name)
         check_queue_name(default_queue)
-        if not isinstance(visibility_timeout, (int, float)) or visibility_timeout < 1:
-            raise ConfigurationError(f"app {name!r}: visibility_timeout must be at least 1 "
+        where = f"app {name!r}"
+        if check_seconds(visibility_timeout, "visibility_timeout", where) < 1:
+            raise ConfigurationError(f"{where}: visibility_timeout must be at least 1 "
                                      f"second, got {visibility_timeout!r}")
-        if not isinstance(max_deliveries, int) or max_deliveries < 1:
-            raise ConfigurationError(f"app {name!r}: max_deliveries must be an int >= 1, "
-                                     f"got {max_deliveries!r}")
-        if not isinstance(result_ttl, (int, float)) or result_ttl <= 0:
-            raise ConfigurationError(f"app {name!r}: result_ttl must be > 0 seconds, "
+        if check_seconds(result_ttl, "result_ttl", where) <= 0:
+            raise ConfigurationError(f"{where}: result_ttl must be > 0 seconds, "
                                      f"got {result_ttl!r}")
+        _check_count(max_deliveries, "max_deliveries", where, MAX_DELIVERIES)
+        _check_count(max_message_bytes, "max_message_bytes", where, MAX_MESSAGE_BYTES)
         prefetch = check_prefetch(options.get("prefetch", 1), f"app {name!r}")
         self.name = name
         self.default_queue = default_queue
@@ -308,6 +312,12 @@ class Minitask:
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch)
+
+
+def _check_count(value: Any, what: str, where: str, most: int) -> None:
+    if type(value) is not int or not 1 <= value <= most:
+        raise ConfigurationError(f"{where}: {what} must be an int from 1 to {most}, "
+                                 f"got {value!r}")
 
 
 def _code_of(func: Callable[..., Any]) -> Any:

@@ -81,7 +81,12 @@ class TaskHandle(Generic[R]):
                 its queue. Also raised at once, without waiting, for a task this
                 broker does not know (never enqueued here, or its result expired).
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
+        if timeout is not None and (not isinstance(timeout, (int, float))
+                                    or isinstance(timeout, bool) or not timeout == timeout):
+            raise ConfigurationError(f"get() on task {self.id}: timeout must be a number of "
+                                     f"seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         queue = self._find_queue()
         if queue is None or self._results.state(queue, self.id)[0] == "unknown":

@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 #: A runaway attempt is killed at most this long after its time limit.
 KILL_SLACK = 0.2
+#: The signals that ask for a graceful stop.
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 #: prctl option from <linux/prctl.h>: the signal a process gets when its parent dies.
 _PR_SET_PDEATHSIG = 1
 #: Bytes of a running task's id kept in shared memory, to name it if its child dies.
@@ -130,7 +132,7 @@ class ThreadPool(Generic[J]):
             job = self._jobs.get()
             try:
                 self._execute(job)
-            except Exception:  # a bug of ours must not end the thread; the lease expires
+            except BaseException:  # a bug of ours must not end the thread; the lease expires
                 logger.exception("internal error while running task %s", job.task_id)
             finally:
                 self.give_back_slot(finished=True)
@@ -229,7 +231,14 @@ class ProcessPool(Generic[J]):
                                         args=(self.worker, child_end, os.getpid(), counts,
                                               current),
                                         name="minitask-child", daemon=False)
-        process.start()
+        # A stop signal must not reach the child before it has handlers of its own
+        # (the supervisor's, inherited, would ignore it): blocked across the fork, it
+        # waits for the child's _early_signals, and for this process's handler here.
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            process.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         child_end.close()
         assert process.pid is not None  # set by start()
         self.children[process.pid] = _Child[J](process, parent_end, counts, current)
@@ -375,9 +384,18 @@ def _die_with(supervisor_pid: int) -> None:
         os._exit(1)
 
 
+def _early_signals() -> None:
+    """Until its worker installs its own handlers, a child ends on SIGTERM (it has
+    fetched nothing yet) and leaves SIGINT to its supervisor, which stops it."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
 def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
                 counts: Any, current: Any) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
+    _early_signals()
     _die_with(supervisor_pid)
     # The heartbeat thread reports the running task once a stop is asked, while the
     # main thread finishes it: under this lock, what is reported and what is done

@@ -18,7 +18,8 @@ def register(commands: Any) -> None:
                         "(default: the default queue, then every queue the tasks name)")
     worker.add_argument("-c", "--concurrency", type=int, default=None,
                         help="tasks run at once (default: CPU count for processes, 1 for "
-                        "threads, 100 for asyncio)")
+                        "threads, 100 for asyncio; at most 256 processes, 1,000 threads or "
+                        "10,000 coroutines per worker: past that, start more workers)")
     worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process")
     worker.add_argument("--burst", action="store_true",
                         help="run what is ready, then exit 0")

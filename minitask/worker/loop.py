@@ -30,6 +30,11 @@ from .stop import Shutdown, Stop
 
 logger = logging.getLogger(__name__)
 
+#: Most attempts one worker runs at once, per pool: past these a process pool
+#: forks more children than any machine has cores for, a thread pool runs out of
+#: threads, and an event loop spends its time switching.
+MAX_CONCURRENCY = {"process": 256, "thread": 1000, "asyncio": 10_000}
+CONCURRENCY_WHY = "for more, start more workers (on more machines)"
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
 #: The pools a worker can run its tasks in.
@@ -68,8 +73,14 @@ class Worker:
         if pool not in POOLS:
             raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', "
                                      f"got {pool!r}")
-        if not isinstance(concurrency, int) or concurrency < 1:
-            raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if (not isinstance(grace, (int, float)) or isinstance(grace, bool)
+                or not 0 <= grace < float("inf")):
+            raise ConfigurationError(f"grace must be a finite number of seconds >= 0, "
+                                     f"got {grace!r}")
+        most = MAX_CONCURRENCY.get(pool, 1)
+        if type(concurrency) is not int or not 1 <= concurrency <= most:
+            raise ConfigurationError(f"concurrency of a {pool} pool must be an int from 1 to "
+                                     f"{most}, got {concurrency!r}; {CONCURRENCY_WHY}")
         if not queues:
             raise ConfigurationError("a worker needs at least one queue")
         for queue in queues:

@@ -90,6 +90,10 @@ class Runner:
         ``bury`` is False: then the caller resolves it again with ``bury``)."""
         try:
             message = job.delivery.message()
+            if message.id != job.task_id:
+                raise DecodeError(f"cannot decode message {job.task_id!r}: its body names the "
+                                  f"id {message.id!r}; a producer other than minitask wrote "
+                                  f"it wrong")
         except DecodeError as exc:
             if bury:
                 self._recorder.bury(job, None, exc, "the message cannot be decoded")
@@ -104,7 +108,18 @@ class Runner:
         return message, task
 
     def execute(self, job: Job) -> None:
-        """Run one leased task and record its outcome; never raises for a task's error."""
+        """Run one leased task and record its outcome; never raises for a task's error.
+
+        Whatever goes wrong while handling it ends in an outcome for it: a failure
+        no check foresaw dead-letters the message rather than leaving it leased to a
+        worker that goes on (or to a child that dies and takes it again).
+        """
+        try:
+            self._execute(job)
+        except BaseException as exc:
+            self._recorder.bury(job, None, exc, "internal error while handling it")
+
+    def _execute(self, job: Job) -> None:
         found = self.resolve(job)
         if found is None:
             return
@@ -137,8 +152,8 @@ class Runner:
         with running(message, job.delivery.delivery, cancel):
             try:
                 value = call_in_thread(task, message, limit)
-            except (Exception, SystemExit) as exc:
-                error = exc
+            except BaseException as exc:  # KeyboardInterrupt and the like too: the
+                error = exc  # worker's own stop comes through its signal relay, not these
         if self.on_end is not None:
             self.on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started

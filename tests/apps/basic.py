@@ -87,3 +87,10 @@ def chatty(text: str) -> str:
     """Logs from inside the task, through a logger of its own."""
     logging.getLogger("tests.apps.chatty").warning("chatty says %s", text)
     return text
+
+
+@app.task
+def interrupt(key: str) -> None:
+    """Raise what Ctrl-C would, from inside the task: a failure of this attempt only."""
+    _mark("started", key)
+    raise KeyboardInterrupt(key)

@@ -58,6 +58,7 @@ class ClientTasks:
     poison: "Task[Any, Any]"
     runaway: "Task[Any, Any]"
     runaway_retried: "Task[Any, Any]"
+    interrupt: "Task[Any, Any]"
 
 
 def client_tasks(broker: "Union[str, redis.Redis]", **options: Any) -> ClientTasks:
@@ -70,7 +71,7 @@ def client_tasks(broker: "Union[str, redis.Redis]", **options: Any) -> ClientTas
                         retry_backoff=found.retry_backoff)(task.func)
 
     return ClientTasks(app, same(basic.record), same(basic.slow), same(basic.poison),
-                       same(basic.runaway), same(basic.runaway_retried))
+                       same(basic.runaway), same(basic.runaway_retried), same(basic.interrupt))
 
 
 @dataclass

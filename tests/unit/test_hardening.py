@@ -142,13 +142,22 @@ def test_the_largest_accepted_options_still_run(app: Minitask) -> None:
     assert handle.get(timeout=1) == 1
 
 
-def test_an_app_result_ttl_of_nan_is_refused_when_a_task_takes_it(client: Any) -> None:
-    # Minitask() itself lets NaN through (app.py is outside this change); its tasks do not
-    app = Minitask("shop", broker=client, result_ttl=NAN)
-    with pytest.raises(ConfigurationError, match="result_ttl"):
-        @app.task
-        def job() -> None:
-            pass
+@pytest.mark.parametrize("options,option", [
+    ({"result_ttl": NAN}, "result_ttl"), ({"result_ttl": math.inf}, "result_ttl"),
+    ({"visibility_timeout": NAN}, "visibility_timeout"),
+    ({"visibility_timeout": math.inf}, "visibility_timeout"),
+    ({"visibility_timeout": 1e300}, "visibility_timeout"),
+    ({"visibility_timeout": True}, "visibility_timeout"),
+    ({"max_deliveries": True}, "max_deliveries"), ({"max_deliveries": 10 ** 30}, "max_deliveries"),
+    ({"max_message_bytes": "x"}, "max_message_bytes"),
+    ({"max_message_bytes": NAN}, "max_message_bytes"),
+    ({"max_message_bytes": -1}, "max_message_bytes"),
+])
+def test_app_options_out_of_range_or_of_the_wrong_type_are_refused_at_once(
+        client: Any, options: Dict[str, Any], option: str) -> None:
+    with pytest.raises(ConfigurationError, match=option):
+        Minitask("shop", broker=client, **options)
+    assert client.dbsize() == 0
 
 
 # -- item 7: values msgpack cannot take --------------------------------------------------
