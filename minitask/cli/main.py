@@ -9,10 +9,10 @@ import sys
 from typing import Callable, Optional, Sequence, Tuple, Type
 
 from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
-from . import bench, status, worker
+from . import bench, schedules, status, worker
 
 #: The command modules, in the order ``--help`` lists them; each has ``register``.
-COMMANDS = (worker, status, bench)
+COMMANDS = (worker, status, schedules, bench)
 
 #: Error type -> exit code; the first match wins.
 EXIT_CODES: Tuple[Tuple[Type[BaseException], int], ...] = (

@@ -11,11 +11,12 @@ import logging
 import os
 import random
 import socket
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Sequence
 
 from ..broker import Broker
 from ..errors import BrokerError, ConfigurationError
 from ..message import Message, Outcome, to_ms
+from ..periodic import Schedule
 from ..pool import ProcessPool, ThreadPool
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
@@ -24,6 +25,7 @@ from .outcomes import Recorder
 from .runner import Runner
 from .sources import QueueSource, Source
 from .stop import Shutdown, Stop
+from .ticks import TickSource
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +46,8 @@ class Worker:
 
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
-                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None,
+                 schedules: Sequence[Schedule] = ()) -> None:
         if pool not in ("thread", "process"):
             raise ConfigurationError(f"pool must be 'thread' or 'process', got {pool!r}")
         if not isinstance(concurrency, int) or concurrency < 1:
@@ -75,9 +78,11 @@ class Worker:
         self._shutdown = Shutdown(self._holdings, self._leases, self._stop)
         self._queues = QueueSource(app, self.queues, prefetch, self._holdings, self._leases,
                                    self._stop)
-        # Where the loop takes work from: today the queues alone. Another kind of work
-        # comes in as another Source (combined behind this one), not as a new branch.
-        self._source: Source = self._queues
+        # Where the loop takes work from: the ticks of the queues' schedules, in front of
+        # the queues. Another kind of work comes in as another Source, not a new branch.
+        # ``schedules`` are the app's decorated ones, written when the worker starts.
+        self._ticks = TickSource(app, self._queues, self._holdings, self._stop, schedules)
+        self._source: Source = self._ticks
         # A child records outcomes with its next fetch from the queues in one round trip.
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
@@ -123,6 +128,7 @@ class Worker:
         """Announce this worker and make its queues known app-wide."""
         self.banner()
         self.broker.queues.register_queues(self.queues)
+        self._ticks.publish()
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
                     on_end: Callable[[], None], on_done: Callable[[int, int], None],

