@@ -9,12 +9,12 @@ so that any number of workers may race for it and exactly one wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
 from ..keys import QueueKeys, queue_keys
 from ..periodic import Schedule, from_record, with_times
-from ..transport import Transport, text
+from ..transport import ScriptCall, Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .scripts import source
 
@@ -124,18 +124,31 @@ class ScheduleStore:
         """Fire the armed tick ``armed_ms`` of ``entry``: arm ``following_ms`` and
         enqueue ``run`` (None: run nothing), unless another worker fired it first
         or the schedule changed meanwhile."""
+        call = self.fire_call(entry, armed_ms, following_ms, run, now_ms)
+        return self.fired(self.transport.run_calls([call], f"fire schedule {entry.name!r}")[0])
+
+    def fire_call(self, entry: Armed, armed_ms: int, following_ms: Optional[int],
+                  run: Optional[Run], now_ms: int, *, wake: bool = True) -> ScriptCall:
+        """A fire (see ``fire``), to send alone or with other calls; ``wake`` False
+        when a fetch from the run's queue follows in the same write."""
         schedule = entry.schedule
         assert schedule is not None
         k = self.keys(schedule.queue)
         tick_ms, task_id, body, priority = run if run is not None else (-1, "-", b"", 0)
-        status, armed = self.transport.run(
-            "schedule_fire", (k.schedules, k.ticks, k.fired, k.messages, k.dead, k.delayed,
-                              k.order, k.wake, *k.ready, k.result(task_id)),
-            (entry.name, entry.record, armed_ms, -1 if following_ms is None else following_ms,
-             tick_ms, task_id, body, priority, now_ms, 1 if schedule.overlap else 0, WAKE_CAP,
-             BATCH_LIMIT), f"fire schedule {entry.name!r}")
-        armed_ms_now = int(armed)
-        return Fired(text(status), armed_ms_now if armed_ms_now >= 0 else None)
+        return ("schedule_fire", schedule.queue,
+                (k.schedules, k.ticks, k.fired, k.messages, k.dead, k.delayed, k.order, k.wake,
+                 *k.ready),
+                (k.result(task_id), entry.name, entry.record, armed_ms,
+                 -1 if following_ms is None else following_ms, tick_ms, task_id, body,
+                 priority, now_ms, 1 if schedule.overlap else 0, WAKE_CAP, BATCH_LIMIT,
+                 1 if wake else 0), 1)
+
+    @staticmethod
+    def fired(reply: Any) -> Fired:
+        """A fire script's reply, read."""
+        status, armed = reply
+        armed_ms = int(armed)
+        return Fired(text(status), armed_ms if armed_ms >= 0 else None)
 
 
 def _readable(record: bytes) -> Optional[Schedule]:

@@ -12,6 +12,7 @@ from typing import List, Optional, Protocol, Sequence, Tuple
 
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
+from ..transport import ScriptCall
 from ..errors import BrokerError
 from ..message import SystemClock
 from .host import Host
@@ -86,7 +87,12 @@ class QueueSource:
         timeout = self.planned_wait(until_ms)
         if self._stop.is_set():
             return
-        guarded(lambda: self._blocking_wait(timeout), "wait for tasks", self._stop.event)
+        # A wait that ends at the other source's time has no fetch behind it: that
+        # source acts first when it ends (and ending it then costs no CLIENT UNBLOCK).
+        behind = until_ms is None or (self.next_event_ms is not None
+                                      and self.next_event_ms <= until_ms)
+        guarded(lambda: self._blocking_wait(timeout, behind), "wait for tasks",
+                self._stop.event)
 
     def planned_wait(self, until_ms: Optional[int] = None) -> float:
         """Seconds the next wait lasts unless work comes first (Redis caps it at 5)."""
@@ -103,6 +109,12 @@ class QueueSource:
             self.queues[0], self._host.clock.now_ms(),
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)))
         return held, queues.fetch_result(reply)
+
+    def fetch_call(self, now_ms: int) -> ScriptCall:
+        """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
+        return self._host.broker.queues.fetch_call(
+            self.queues[0], now_ms,
+            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries))
 
     def take_fetched(self, result: FetchResult) -> None:
         """Hold what ``ack_and_fetch`` leased."""
@@ -128,12 +140,12 @@ class QueueSource:
                 logger.error("could not dead-letter task %s (%s); the next fetch tries again",
                              task_id, exc)
 
-    def _blocking_wait(self, timeout: float) -> None:
+    def _blocking_wait(self, timeout: float, fetch_behind: bool = True) -> None:
         """Wait, and lease from the first queue as it ends (on the app's real clock:
         the fetch reads the server's); a stop rings the bell to end it at once."""
         interrupt = self._stop.bell_fileno()
         terms = None
-        if isinstance(self._host.clock, SystemClock):
+        if fetch_behind and isinstance(self._host.clock, SystemClock):
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
         result = self._host.broker.queues.wait(self.queues, timeout, then_fetch=terms,
                                                interrupt=interrupt)

@@ -22,7 +22,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..periodic import Schedule
 from ..serializer import encode_message
-from ..stores.schedules import Armed, Run
+from ..stores.queue import FetchResult
+from ..stores.schedules import Armed, Fired, Run
+from ..transport import ScriptCall
 from .host import Host
 from .leases import Holdings, Job
 from .sources import QueueSource
@@ -80,11 +82,21 @@ class TickSource:
         if now_ms < self._check_at and not self._stale:
             return self._handed(self._queues.next_job())
         job = self._holdings.next_buffered(self._stop.event)
+        looked = False
+        if job is None and self._stale and not self._due(now_ms):
+            # the last wait ended early: most likely for work, so look for it first
+            job, looked = self._queues.next_job(), True
         if job is not None:
             self._stale = False  # the wait was ended by work, not by a schedule change
-        self._tend(now_ms)
-        if job is not None:
+            self._tend(now_ms, fetching=False)
             return self._handed(job)
+        if looked:
+            self._tend(now_ms, fetching=False)  # runs it fires wake a worker: this one too
+            return None
+        found = self._tend(now_ms, fetching=True)
+        if found is not None and not found.deliveries and len(self._queues.queues) == 1:
+            self._queues.next_event_ms = found.next_event_ms  # looked already: nothing
+            return None
         return self._handed(self._queues.next_job())
 
     def more_due_now(self) -> bool:
@@ -115,21 +127,31 @@ class TickSource:
             self._busy = True
         return job
 
-    def _tend(self, now_ms: int) -> None:
-        """Read the schedules if due, then fire every tick due by ``now_ms``."""
+    def _tend(self, now_ms: int, *, fetching: bool) -> Optional[FetchResult]:
+        """Read the schedules if due, then fire every tick due by ``now_ms``.
+
+        ``fetching``: the worker fetches next, with nothing in hand; the fires
+        then go in one write with a fetch from the first queue, whose reply is
+        held for ``QueueSource.next_job``: a run this worker fired into that
+        queue starts after a single round trip, and wakes nobody else.
+        """
         if self._stale or (self._busy and now_ms >= self._refresh_at):
             self._read(now_ms)
         elif now_ms >= self._refresh_at:
             self._refresh_at = now_ms + REFRESH_MS  # idle: nothing to hear of
+        found = None
         for attempt in range(2):
-            for key, entry, _ in self._due(now_ms):
-                self._fire(key, entry, now_ms)
+            due = self._due(now_ms)
+            if due:
+                found = self._fire(due, now_ms, fetching)
+                fetching = False
             if not self._stale or attempt:
                 break
             self._read(now_ms)  # a fire found its schedule changed: read, fire again
         earliest = self.earliest_tick()
         self._check_at = self._refresh_at if earliest is None else min(earliest,
                                                                        self._refresh_at)
+        return found
 
     def _due(self, now_ms: int) -> List[Tuple[Tuple[str, str], Armed, int]]:
         """The entries whose armed tick is due by ``now_ms``, the earliest first."""
@@ -151,36 +173,65 @@ class TickSource:
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
 
-    def _fire(self, key: Tuple[str, str], entry: Armed, now_ms: int) -> None:
-        schedule, armed_ms = entry.schedule, entry.tick_ms
-        assert schedule is not None and armed_ms is not None
-        run_ms, following_ms = schedule.plan(armed_ms, now_ms)
-        run: Optional[Run] = None
-        if run_ms is not None:
-            message = schedule.run_message(run_ms, now_ms)
-            run = (run_ms, message.id, encode_message(message), schedule.priority)
-        fired = self._host.broker.schedules.fire(entry, armed_ms, following_ms, run, now_ms)
+    def _fire(self, due: List[Tuple[Tuple[str, str], Armed, int]], now_ms: int,
+              fetching: bool) -> Optional[FetchResult]:
+        """Fire the due ticks in one write (with a fetch behind when ``fetching``, whose
+        result is held and returned)."""
+        store = self._host.broker.schedules
+        first_queue = self._queues.queues[0]
+        calls: List[ScriptCall] = []
+        plans: List[Tuple[Tuple[str, str], Armed, int, Optional[int], bool]] = []
+        for key, entry, armed_ms in due:
+            schedule = entry.schedule
+            assert schedule is not None
+            run_ms, following_ms = schedule.plan(armed_ms, now_ms)
+            run: Optional[Run] = None
+            if run_ms is not None:
+                message = schedule.run_message(run_ms, now_ms)
+                run = (run_ms, message.id, encode_message(message), schedule.priority)
+            quiet = fetching and key[0] == first_queue  # the fetch behind takes its run
+            calls.append(store.fire_call(entry, armed_ms, following_ms, run, now_ms,
+                                         wake=not quiet))
+            plans.append((key, entry, armed_ms, run_ms, quiet))
+        if fetching:
+            calls.append(self._queues.fetch_call(now_ms))
+        names = ", ".join(entry.name for _, entry, _ in due[:3])
+        replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}")
+        found = None
+        if fetching:
+            found = self._host.broker.queues.fetch_result(replies[-1])
+            self._queues.take_fetched(found)
+        unwoken = False  # a run was queued without a wake token, for the fetch behind
+        for (key, entry, armed_ms, run_ms, quiet), reply in zip(plans, replies):
+            fired = store.fired(reply)
+            unwoken = unwoken or (quiet and fired.status == "fired")
+            self._outcome(key, entry, armed_ms, run_ms, fired)
+        if found is not None and unwoken and not found.deliveries:
+            # The fetch behind did not get the run (it ran first because the fire's
+            # script had to be loaded, or it leased a due task instead): fetch again.
+            return None
+        return found
+
+    def _outcome(self, key: Tuple[str, str], entry: Armed, armed_ms: int,
+                 run_ms: Optional[int], fired: Fired) -> None:
+        """Keep what a fire did: the new armed tick, or a read of the schedules."""
         if fired.status == "changed":
             self._stale = True
-            del self._entries[key]
+            self._entries.pop(key, None)
             return
-        self._entries[key] = Armed(entry.name, entry.record, schedule, fired.armed_ms)
-        if fired.status == "moved":
-            return
-        missed = run_ms != armed_ms
-        if fired.status == "fired":
-            if missed:
-                logger.info("schedule %s: ticks from %s missed (no worker was up); ran the "
-                            "latest, %s, as %s", schedule.name, _stamp(armed_ms),
-                            _stamp(run_ms), run[1] if run else "-")
-            else:
-                logger.debug("schedule %s: fired tick %s", schedule.name, _stamp(armed_ms))
+        self._entries[key] = Armed(entry.name, entry.record, entry.schedule, fired.armed_ms)
+        name = entry.name
+        if fired.status == "fired" and run_ms != armed_ms:
+            logger.info("schedule %s: ticks from %s missed (no worker was up); ran the "
+                        "latest, %s", name, _stamp(armed_ms), _stamp(run_ms))
+        elif fired.status == "fired":
+            logger.debug("schedule %s: fired tick %s", name, _stamp(armed_ms))
         elif fired.status == "skipped":
             logger.info("schedule %s: ticks from %s missed (no worker was up); catch_up='skip' "
-                        "runs none", schedule.name, _stamp(armed_ms))
+                        "runs none", name, _stamp(armed_ms))
         elif fired.status == "overlap":
             logger.info("schedule %s: tick %s skipped: the last run has not finished "
-                        "(overlap=False)", schedule.name, _stamp(run_ms or armed_ms))
+                        "(overlap=False)", name, _stamp(run_ms))
 
 
 def _stamp(ms: Optional[int]) -> str:

@@ -14,6 +14,8 @@
 -- ARGV[6] the run's task id   ARGV[7] its encoded message   ARGV[8] its priority
 -- ARGV[9] now (ms)   ARGV[10] 1: runs may overlap, 0: skip while the last one is pending
 -- ARGV[11] wake cap (tokens kept at most)   ARGV[12] promotion limit
+-- ARGV[13] 1: push a wake token for the run; 0: the caller fetches from this
+--   queue right behind this call (in the same write), so no idle worker is woken
 -- Returns: {status, armed tick (ms) or -1}; status is
 --   'changed': the record differs or is gone: the worker must read it again
 --   'moved':   another worker fired this tick; armed is the schedule's next tick
@@ -47,8 +49,10 @@ local id = ARGV[6]
 if redis.call('HSETNX', KEYS[4], id, ARGV[7]) == 1 then
   redis.call('DEL', KEYS[19])
   redis.call('RPUSH', KEYS[18 - tonumber(ARGV[8])], id)
-  local cap = tonumber(ARGV[11])
-  if redis.call('RPUSH', KEYS[8], '1') > cap then redis.call('LTRIM', KEYS[8], 0, cap - 1) end
+  if ARGV[13] == '1' then
+    local cap = tonumber(ARGV[11])
+    if redis.call('RPUSH', KEYS[8], '1') > cap then redis.call('LTRIM', KEYS[8], 0, cap - 1) end
+  end
 end
 redis.call('HSET', KEYS[3], 'at:' .. name, ARGV[5], 'id:' .. name, id)
 return {'fired', following}
