@@ -53,9 +53,10 @@ class TickSource:
         self._entries: Dict[Tuple[str, str], Armed] = {}
         self._warned: Dict[str, bytes] = {}
         self._stale = True       # read the schedules before the first look
-        self._busy = False       # work was handed out since the last read
+        self._busy = True        # work was handed out since the last read (or none read)
         self._refresh_at = 0     # ms: when a busy worker reads the schedules again
         self._check_at = 0       # ms: when next_job must look at the schedules
+        self._queued = False     # the last look fired a run into a queue
 
     # -- writing the decorated schedules ---------------------------------------
 
@@ -91,8 +92,10 @@ class TickSource:
             self._tend(now_ms, fetching=False)
             return self._handed(job)
         if looked:
-            self._tend(now_ms, fetching=False)  # runs it fires wake a worker: this one too
-            return None
+            self._tend(now_ms, fetching=False)
+            if not self._queued:
+                return None  # the queues were looked at already
+            return self._handed(self._queues.next_job())  # for the run fired just now
         found = self._tend(now_ms, fetching=True)
         if found is not None and not found.deliveries and len(self._queues.queues) == 1:
             self._queues.next_event_ms = found.next_event_ms  # looked already: nothing
@@ -140,6 +143,7 @@ class TickSource:
         elif now_ms >= self._refresh_at:
             self._refresh_at = now_ms + REFRESH_MS  # idle: nothing to hear of
         found = None
+        self._queued = False
         for attempt in range(2):
             due = self._due(now_ms)
             if due:
@@ -205,6 +209,7 @@ class TickSource:
         for (key, entry, armed_ms, run_ms, quiet), reply in zip(plans, replies):
             fired = store.fired(reply)
             unwoken = unwoken or (quiet and fired.status == "fired")
+            self._queued = self._queued or fired.status == "fired"
             self._outcome(key, entry, armed_ms, run_ms, fired)
         if found is not None and unwoken and not found.deliveries:
             # The fetch behind did not get the run (it ran first because the fire's
