@@ -7,6 +7,7 @@ stand for two workers racing for the same tick.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any, Callable, List
 
 import pytest
@@ -241,3 +242,26 @@ def test_cron_without_cronsim_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     with pytest.raises(ConfigurationError, match=r"pip install 'minitask\[cron\]'"):
         app.periodic(cron="0 3 * * *", name="nightly")(lambda: None)
     app.periodic(every=5.0, name="fine")(lambda: None)
+
+
+def test_the_readme_example_runs(fake_redis: "redis.Redis[bytes]",
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
+    section = readme[readme.index("Periodic tasks\n=============="):]
+    lines = section[section.index(".. code-block:: python"):].splitlines()[2:]
+    block = []
+    for line in lines:
+        if line and not line.startswith("   "):
+            break
+        block.append(line[3:])
+    # the example imports Minitask; here it gets one on fakeredis instead
+    source = "\n".join(block).replace("from minitask import Minitask\n", "")
+    assert "app.add_schedule(" in source
+
+    def on_fake_redis(name: str, broker: Any = None, **options: Any) -> Minitask:
+        return Minitask(name, broker=fake_redis, **options)
+
+    exec(compile(source, "README.rst", "exec"), {"__name__": "readme", "Minitask": on_fake_redis})
+    printed = capsys.readouterr().out
+    assert "nightly-42 readme.report 0 3 * * * UTC" in printed
+    assert Minitask("shop", broker=fake_redis).schedules() == []
