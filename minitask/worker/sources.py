@@ -87,10 +87,11 @@ class QueueSource:
         timeout = self.planned_wait(until_ms)
         if self._stop.is_set():
             return
-        # A wait that ends at the other source's time has no fetch behind it: that
-        # source acts first when it ends (and ending it then costs no CLIENT UNBLOCK).
-        behind = until_ms is None or (self.next_event_ms is not None
-                                      and self.next_event_ms <= until_ms)
+        # A wait that ends at the other source's time (not at Redis's 5 s cap, nor at a
+        # task's) has no fetch behind it: that source acts first when it ends, and
+        # ending it then costs no CLIENT UNBLOCK.
+        behind = (until_ms is None or timeout >= 5.0
+                  or (self.next_event_ms is not None and self.next_event_ms <= until_ms))
         guarded(lambda: self._blocking_wait(timeout, behind), "wait for tasks",
                 self._stop.event)
 

@@ -80,8 +80,9 @@ class TickSource:
     def next_job(self) -> Optional[Job]:
         """Fire what is due, then lease work from the queues as ``QueueSource`` does."""
         now_ms = self._host.clock.now_ms()
-        if now_ms < self._check_at and not self._stale:
-            return self._handed(self._queues.next_job())
+        if (now_ms < self._check_at and not self._stale) or self._stop.is_set() \
+                or self._holdings.closing:
+            return self._handed(self._queues.next_job())  # nothing due, or stopping
         job = self._holdings.next_buffered(self._stop.event)
         looked = False
         if job is None and self._stale and not self._due(now_ms):
