@@ -84,13 +84,14 @@ class TickSource:
                 or self._holdings.closing:
             return self._handed(self._queues.next_job())  # nothing due, or stopping
         job = self._holdings.next_buffered(self._stop.event)
-        looked = False
-        if job is None and self._stale and not self._due(now_ms):
+        looked, woken = False, self._stale
+        if job is None and woken and not self._due(now_ms):
             # the last wait ended early: most likely for work, so look for it first
             job, looked = self._queues.next_job(), True
         if job is not None:
             self._stale = False  # the wait was ended by work, not by a schedule change
-            self._tend(now_ms, fetching=False)
+            if not woken or self._due(now_ms):
+                self._tend(now_ms, fetching=False)  # (a woken worker starts its task first)
             return self._handed(job)
         if looked:
             self._tend(now_ms, fetching=False)

@@ -214,8 +214,9 @@ def test_a_busy_worker_reads_schedules_again_within_the_refresh_period(
     app = make_periodic(make_app, runs)
     worker = started(app)
     beat = app.tasks["beat"]
+    assert worker.run_once() is False  # its first look reads the schedules: none yet
     beat.delay()
-    assert worker.run_once() is True  # busy from the start: it never waits
+    assert worker.run_once() is True  # busy from now on: it never waits
     app.add_schedule("late", beat, every=1.0)
     clock.advance(1)
     beat.delay()
