@@ -16,6 +16,7 @@ Everything here is pure computation: storing schedules and firing ticks is
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import inspect
 import json
@@ -190,7 +191,7 @@ def from_record(record: bytes) -> Schedule:
 
 def with_times(schedule: Schedule, next_ms: Optional[int], last_ms: Optional[int]) -> Schedule:
     """The schedule with its next and last tick times, as read from Redis."""
-    return Schedule(**{**schedule.__dict__, "next_at": _utc(next_ms), "last_at": _utc(last_ms)})
+    return dataclasses.replace(schedule, next_at=_utc(next_ms), last_at=_utc(last_ms))
 
 
 # -- building and checking ---------------------------------------------------------
@@ -278,7 +279,7 @@ def check_timing(schedule: Schedule) -> Schedule:
         raise ConfigurationError(f"{where}: overlap must be True or False, got "
                                  f"{schedule.overlap!r}")
     if cron != schedule.cron:
-        return Schedule(**{**schedule.__dict__, "cron": cron})
+        return dataclasses.replace(schedule, cron=cron)
     return schedule
 
 
