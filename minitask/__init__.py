@@ -8,6 +8,7 @@ from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError
                      ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
                      UnknownTaskError)
 from .handle import TaskHandle
+from .periodic import Schedule
 from .task import AsyncTask, Task
 from .worker import Worker
 
@@ -28,6 +29,7 @@ __all__ = [
     "MinitaskError",
     "ResultTimeout",
     "Retry",
+    "Schedule",
     "SerializationError",
     "Task",
     "TaskContext",

@@ -15,9 +15,10 @@ from .connection import Client, connect
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError
 from .handle import TaskHandle
 from .message import SystemClock, to_ms, to_seconds
+from .periodic import Schedule, build as build_schedule
 from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
 from .serializer import decode_message, decode_outcome, encode_message
-from .task import AsyncTask, P, R, Task, TaskDecorator, TaskOptions, check_seconds
+from .task import AsyncTask, P, R, Task, TaskDecorator, TaskOptions, check_priority, check_seconds
 from .worker import Worker, check_prefetch
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
@@ -99,6 +100,8 @@ class Minitask:
         self.prefetch = prefetch
         self.clock = options.get("clock") or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
+        #: Schedules made with ``@app.periodic``, written by each worker as it starts.
+        self.periodic_schedules: Dict[str, Schedule] = {}
         self._broker_setting = broker
         self._broker: Optional[Broker] = None
         # redis.asyncio clients belong to the loop they first ran on: one per loop.
@@ -209,6 +212,131 @@ class Minitask:
             return register(func)
         return register  # type: ignore[return-value]
 
+    # -- periodic tasks ------------------------------------------------------
+
+    def periodic(self, *, cron: Optional[str] = None, every: Optional[float] = None,
+                 tz: str = "UTC", args: Sequence[Any] = (),
+                 kwargs: Optional[Dict[str, Any]] = None, catch_up: str = "latest",
+                 overlap: bool = True, name: Optional[str] = None,
+                 **task_options: Any) -> Callable[[Callable[P, R]], Task[P, R]]:
+        """Register a task that also runs on a schedule named after it.
+
+        The workers that serve the task's queue fire its ticks: no beat process,
+        and each tick runs once however many workers there are. The schedule is
+        (re)written in Redis when a worker of this app starts.
+
+        Args:
+            cron: a 5-field cron expression (or ``@daily``...), read in ``tz``;
+                needs ``minitask[cron]``.
+            every: seconds between ticks (ticks fall on whole multiples of it
+                since the Unix epoch, to the millisecond).
+            tz: IANA time zone of ``cron`` (``every`` ignores it).
+            args: positional arguments of each run.
+            kwargs: keyword arguments of each run.
+            catch_up: after a time with no worker up, ``"latest"`` runs the most
+                recent missed tick once, ``"skip"`` runs none.
+            overlap: False skips a tick while the last run is queued or running.
+            name: the task's name, and the schedule's (default: the task's default).
+            **task_options: the options of ``@app.task`` (``queue``, ``priority``...).
+
+        Raises:
+            ConfigurationError: both or neither of ``cron`` and ``every``, a bad
+                cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, or a bad
+                task option (a ValueError naming the schedule).
+            ArgumentError: ``args``/``kwargs`` do not fit the function (a TypeError).
+            EncodeError: an argument msgpack cannot carry (a TypeError).
+        """
+        if name is not None:
+            task_options["name"] = name
+
+        def register(function: Callable[P, R]) -> Task[P, R]:
+            probe = TaskOptions.build(function, self.default_queue, self.result_ttl,
+                                      task_options)
+            schedule = build_schedule(probe.name, probe.name, function, cron=cron, every=every,
+                                      tz=tz, args=args, kwargs=kwargs, catch_up=catch_up,
+                                      overlap=overlap, queue=probe.queue,
+                                      priority=probe.priority,
+                                      max_message_bytes=self.max_message_bytes)
+            registered = self.task(**task_options)(function)
+            self.periodic_schedules[schedule.name] = schedule
+            return registered
+
+        return register
+
+    def add_schedule(self, name: str, task: Union[Task[Any, Any], str], *,
+                     cron: Optional[str] = None, every: Optional[float] = None,
+                     tz: str = "UTC", args: Sequence[Any] = (),
+                     kwargs: Optional[Dict[str, Any]] = None, catch_up: str = "latest",
+                     overlap: bool = True, queue: Optional[str] = None,
+                     priority: Optional[int] = None) -> Schedule:
+        """Add or replace a schedule at run time, for every worker of the app.
+
+        Workers serving its queue pick it up within one tick; a schedule of the
+        same name (on any queue) is replaced. The options are those of
+        ``periodic``; ``queue`` and ``priority`` override the task's.
+
+        Returns:
+            The schedule as stored, with ``next_at``.
+
+        Raises:
+            ConfigurationError: a bad option, or a task name this app does not know
+                (a ValueError naming the schedule).
+            ArgumentError: ``args``/``kwargs`` do not fit the task (a TypeError).
+            EncodeError: an argument msgpack cannot carry (a TypeError).
+            BrokerError: Redis could not be reached.
+        """
+        registered = self.tasks.get(task) if isinstance(task, str) else task
+        if not isinstance(registered, Task):
+            raise ConfigurationError(f"schedule {name!r}: task must be a task of this app or "
+                                     f"its name, got {task!r}; known: "
+                                     f"{', '.join(sorted(self.tasks)) or '(none)'}")
+        target = registered.queue if queue is None else queue
+        check_queue_name(target)
+        level = registered.priority if priority is None else check_priority(
+            priority, f"schedule {name!r}")
+        schedule = build_schedule(name, registered.name, registered.func, cron=cron,
+                                  every=every, tz=tz, args=args, kwargs=kwargs,
+                                  catch_up=catch_up, overlap=overlap, queue=target,
+                                  priority=level, max_message_bytes=self.max_message_bytes)
+        store = self.broker.schedules
+        for other in self._queues(None):
+            if other != target:
+                store.remove(other, name)
+        self.broker.queues.register_queues([target])
+        store.save(schedule, schedule.next_after(self.clock.now_ms()))
+        for found in store.listing(target):
+            if found.name == name:
+                return found
+        return schedule  # pragma: no cover - removed again by another process meanwhile
+
+    def remove_schedule(self, name: str) -> bool:
+        """Stop a schedule for every worker; runs already enqueued still run.
+
+        A decorated schedule comes back when a worker of code that still has
+        the decorator starts.
+
+        Returns:
+            False when no schedule has this name.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        self.periodic_schedules.pop(name, None)
+        removed = False
+        for queue in self._queues(None):
+            removed = self.broker.schedules.remove(queue, name) or removed
+        return removed
+
+    def schedules(self) -> List[Schedule]:
+        """Every schedule of the app, by name, with its next and last tick.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        found = [schedule for queue in self._queues(None)
+                 for schedule in self.broker.schedules.listing(queue)]
+        return sorted(found, key=lambda schedule: schedule.name)
+
     def worker_queues(self) -> List[str]:
         """Queues a worker serves by default: the default queue, then the rest by name."""
         others = sorted({t.queue for t in self.tasks.values()} - {self.default_queue})
@@ -311,7 +439,8 @@ class Minitask:
             ConfigurationError: an option is invalid.
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
-                      pool=pool, burst=burst, grace=grace, prefetch=prefetch)
+                      pool=pool, burst=burst, grace=grace, prefetch=prefetch,
+                      schedules=list(self.periodic_schedules.values()))
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

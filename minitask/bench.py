@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 import redis
 
 from .app import Minitask
+from .bench_periodic import PeriodicBench
 from .context import current_task
 from .embedded import redis_server_executable
 from .errors import BrokerError, ConfigurationError
@@ -236,6 +237,7 @@ class Bench:
             self.asyncio_rows()
             self.latency()
             self.delayed()
+            self.periodic()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -416,6 +418,12 @@ class Bench:
         self.report.add(Row("apply_in() lateness p99", p99, "ms", "<= 5 ms", p99 <= 5.0))
         self.report.add(Row("apply_in() earliest start vs eta", early, "ms", ">= 0 (never early)",
                             early >= 0.0))
+
+    def periodic(self) -> None:
+        """Tick lateness with three workers, and the idle cost of 100 schedules."""
+        for figure in PeriodicBench(self.url).run():
+            self.report.add(Row(figure.metric, figure.value, figure.unit, figure.target,
+                                figure.met, figure.detail))
 
     def memory(self) -> None:
         n = self.memory_tasks

@@ -16,6 +16,7 @@ from .stores.dead import DeadLetterStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
+from .stores.schedules import ScheduleStore
 from .transport import Transport
 
 
@@ -32,6 +33,7 @@ class Broker:
         self.registry = WorkerRegistry(self.transport, app_name)
         self.admin = AdminStore(self.transport, app_name)
         self.cancels = CancelStore(self.transport, app_name)
+        self.schedules = ScheduleStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

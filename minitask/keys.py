@@ -17,6 +17,10 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
+    minitask:{app:queue}:schedules    HASH  schedule name -> record (periodic.Schedule.record)
+    minitask:{app:queue}:ticks        ZSET  schedule name -> its next tick (ms), the one armed
+    minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
+                                            id:<name> -> that run's task id
 
 App-wide keys (their own slot, never mixed with queue keys in one command)::
 
@@ -153,6 +157,18 @@ class QueueKeys:
 
     def result(self, task_id: str) -> str:
         return self.base + "result:" + task_id
+
+    @cached_property
+    def schedules(self) -> str:
+        return self.base + "schedules"
+
+    @cached_property
+    def ticks(self) -> str:
+        return self.base + "ticks"
+
+    @cached_property
+    def fired(self) -> str:
+        return self.base + "fired"
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,8 @@ class Supervised(Protocol[J]):
 
     def starting(self) -> None: ...
 
+    def listen_for_orders(self) -> None: ...
+
     def beat(self) -> None: ...
 
     def forget(self) -> None: ...
@@ -183,6 +185,7 @@ class ProcessPool(Generic[J]):
     def run(self) -> None:
         worker = self.worker
         worker.starting()
+        worker.listen_for_orders()
 
         def at_once() -> None:
             for child in list(self.children.values()):

@@ -11,11 +11,12 @@ import logging
 import os
 import random
 import socket
-from typing import Any, Callable, List, Optional, Protocol
+from typing import Any, Callable, List, Optional, Protocol, Sequence
 
 from ..broker import Broker
 from ..errors import BrokerError, ConfigurationError
 from ..message import Message, Outcome, to_ms
+from ..periodic import Schedule
 from ..pool import ProcessPool, ThreadPool
 from .aiopool import AsyncioPool
 from .cancels import CancelWatch
@@ -27,6 +28,7 @@ from .control import Orders
 from .runner import Runner
 from .sources import QueueSource, Source
 from .stop import Shutdown, Stop
+from .ticks import TickSource
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +71,8 @@ class Worker:
 
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
-                 name: Optional[str] = None, prefetch: Optional[int] = None) -> None:
+                 name: Optional[str] = None, prefetch: Optional[int] = None,
+                 schedules: Sequence[Schedule] = ()) -> None:
         if pool not in POOLS:
             raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', "
                                      f"got {pool!r}")
@@ -107,9 +110,11 @@ class Worker:
         self._shutdown = Shutdown(self._holdings, self._leases, self._stop)
         self._queues = QueueSource(app, self.queues, prefetch, self._holdings, self._leases,
                                    self._stop)
-        # Where the loop takes work from: today the queues alone. Another kind of work
-        # comes in as another Source (combined behind this one), not as a new branch.
-        self._source: Source = self._queues
+        # Where the loop takes work from: the ticks of the queues' schedules, in front of
+        # the queues. Another kind of work comes in as another Source, not a new branch.
+        # ``schedules`` are the app's decorated ones, written when the worker starts.
+        self._ticks = TickSource(app, self._queues, self._holdings, self._stop, schedules)
+        self._source: Source = self._ticks
         # A child records outcomes with its next fetch from the queues in one round trip.
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
@@ -146,6 +151,7 @@ class Worker:
             pool.run()
             return
         self.starting()
+        self.listen_for_orders()
         self._stop.open_bell()
         restore = self._stop.install_signals()
         self._start_heartbeat()
@@ -177,9 +183,13 @@ class Worker:
         self._queues.prefetch = max(self.prefetch, min(free, MAX_PREFETCH))
 
     def starting(self) -> None:
-        """Announce this worker, make its queues known app-wide, and listen for orders."""
+        """Announce this worker, make its queues known app-wide, write its schedules."""
         self.banner()
         self.broker.queues.register_queues(self.queues)
+        self._ticks.publish()
+
+    def listen_for_orders(self) -> None:
+        """Hear ``minitask shutdown`` from now until ``forget()``."""
         self._orders = Orders(self.broker.registry, self.name, self._on_shutdown)
         self._orders.start()
 

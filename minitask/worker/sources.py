@@ -1,8 +1,8 @@
-"""Where work comes from. Today: the queues, served in the order given.
+"""Where work comes from: the queues, served in the order given.
 
 A source hands out leased jobs one at a time and knows how to wait for more;
-the loop asks nothing else of it. Schedules or broadcast subscriptions would be
-new sources beside ``QueueSource``, not new branches in the loop.
+the loop asks nothing else of it. Schedules (``ticks.TickSource``) or broadcast
+subscriptions are sources in front of ``QueueSource``, not branches in the loop.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..errors import BrokerError
 from ..message import SystemClock
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
+from ..transport import ScriptCall
 from .host import Host
 from .leases import Holdings, Job, Leases, lease_of
 from .outages import guarded
@@ -80,14 +81,26 @@ class QueueSource:
         return (self.next_event_ms is not None
                 and self.next_event_ms <= self._host.clock.now_ms())
 
-    def wait(self) -> None:
-        """Block on Redis until a task may be ready, a delayed one is due, or a stop."""
-        timeout = 5.0
-        if self.next_event_ms is not None:
-            timeout = max(0.0, self._seconds_until(self.next_event_ms))
+    def wait(self, until_ms: Optional[int] = None) -> None:
+        """Block on Redis until a task may be ready, a delayed one is due, ``until_ms``
+        (another source's next due time, on the app's clock) comes, or a stop."""
+        timeout = self.planned_wait(until_ms)
         if self._stop.is_set():
             return
-        guarded(lambda: self._blocking_wait(timeout), "wait for tasks", self._stop.event)
+        # A wait that ends at the other source's time (not at Redis's 5 s cap, nor at a
+        # task's) has no fetch behind it: that source acts first when it ends, and
+        # ending it then costs no CLIENT UNBLOCK.
+        behind = (until_ms is None or timeout >= 5.0
+                  or (self.next_event_ms is not None and self.next_event_ms <= until_ms))
+        guarded(lambda: self._blocking_wait(timeout, behind), "wait for tasks",
+                self._stop.event)
+
+    def planned_wait(self, until_ms: Optional[int] = None) -> float:
+        """Seconds the next wait lasts unless work comes first (Redis caps it at 5)."""
+        due = [ms for ms in (self.next_event_ms, until_ms) if ms is not None]
+        if not due:
+            return 5.0
+        return min(5.0, max(0.0, self._seconds_until(min(due))))
 
     def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]:
         """Record outcomes and lease the next tasks of the first queue in one round trip;
@@ -97,6 +110,12 @@ class QueueSource:
             self.queues[0], self._host.clock.now_ms(),
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)))
         return held, queues.fetch_result(reply)
+
+    def fetch_call(self, now_ms: int) -> ScriptCall:
+        """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
+        return self._host.broker.queues.fetch_call(
+            self.queues[0], now_ms,
+            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries))
 
     def take_fetched(self, result: FetchResult) -> None:
         """Hold what ``ack_and_fetch`` leased."""
@@ -122,12 +141,12 @@ class QueueSource:
                 logger.error("could not dead-letter task %s (%s); the next fetch tries again",
                              task_id, exc)
 
-    def _blocking_wait(self, timeout: float) -> None:
+    def _blocking_wait(self, timeout: float, fetch_behind: bool = True) -> None:
         """Wait, and lease from the first queue as it ends (on the app's real clock:
         the fetch reads the server's); a stop rings the bell to end it at once."""
         interrupt = self._stop.bell_fileno()
         terms = None
-        if isinstance(self._host.clock, SystemClock):
+        if fetch_behind and isinstance(self._host.clock, SystemClock):
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
         result = self._host.broker.queues.wait(self.queues, timeout, then_fetch=terms,
                                                interrupt=interrupt)

@@ -1,0 +1,58 @@
+-- schedule_fire: fire one armed tick of a schedule, in one step any number of
+-- workers may race: the first arms the next tick and enqueues the run (or skips
+-- it); every other finds the tick moved on and does nothing.
+-- Runs after promote.lua (prepended by stores/schedules.py): due delayed tasks
+-- are queued first, so the run joins its ready list in due order.
+-- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
+-- KEYS[4] messages (HASH)    KEYS[5] dead (ZSET)    KEYS[6] delayed (ZSET)
+-- KEYS[7] order (HASH)       KEYS[8] wake (LIST)
+-- KEYS[9..18] ready lists, priority 9 first (KEYS[18 - p] holds priority p)
+-- KEYS[19] result (LIST) of the run's id
+-- ARGV[1] schedule name   ARGV[2] the record the worker computed from
+-- ARGV[3] the armed tick being fired (ms)   ARGV[4] the tick to arm next (ms, -1: none)
+-- ARGV[5] the tick to run (ms), or -1: run none (catch_up='skip' after downtime)
+-- ARGV[6] the run's task id   ARGV[7] its encoded message   ARGV[8] its priority
+-- ARGV[9] now (ms)   ARGV[10] 1: runs may overlap, 0: skip while the last one is pending
+-- ARGV[11] wake cap (tokens kept at most)   ARGV[12] promotion limit
+-- ARGV[13] 1: push a wake token for the run; 0: the caller fetches from this
+--   queue right behind this call (in the same write), so no idle worker is woken
+-- Returns: {status, armed tick (ms) or -1}; status is
+--   'changed': the record differs or is gone: the worker must read it again
+--   'moved':   another worker fired this tick; armed is the schedule's next tick
+--   'fired', 'skipped' (catch-up), 'overlap' (the last run is still queued or
+--   running): this call advanced the schedule; armed is the tick it armed.
+-- Invariant: a tick is fired once: the armed tick only moves forward, here, and
+-- only from the value the caller read; a run's id is derived from its tick.
+local name = ARGV[1]
+if redis.call('HGET', KEYS[1], name) ~= ARGV[2] then return {'changed', -1} end
+local armed = redis.call('ZSCORE', KEYS[2], name)
+if not armed or tonumber(armed) ~= tonumber(ARGV[3]) then
+  return {'moved', armed and tonumber(armed) or -1}
+end
+local following = tonumber(ARGV[4])
+if following >= 0 then
+  redis.call('ZADD', KEYS[2], ARGV[4], name)
+else
+  redis.call('ZREM', KEYS[2], name)
+end
+if tonumber(ARGV[5]) < 0 then return {'skipped', following} end
+if ARGV[10] == '0' then
+  local previous = redis.call('HGET', KEYS[3], 'id:' .. name)
+  if previous and redis.call('HEXISTS', KEYS[4], previous) == 1
+      and not redis.call('ZSCORE', KEYS[5], previous) then
+    return {'overlap', following}
+  end
+end
+local now = tonumber(ARGV[9])
+promote_due(KEYS[6], KEYS[7], 9, now, tonumber(ARGV[12]))
+local id = ARGV[6]
+if redis.call('HSETNX', KEYS[4], id, ARGV[7]) == 1 then
+  redis.call('DEL', KEYS[19])
+  redis.call('RPUSH', KEYS[18 - tonumber(ARGV[8])], id)
+  if ARGV[13] == '1' then
+    local cap = tonumber(ARGV[11])
+    if redis.call('RPUSH', KEYS[8], '1') > cap then redis.call('LTRIM', KEYS[8], 0, cap - 1) end
+  end
+end
+redis.call('HSET', KEYS[3], 'at:' .. name, ARGV[5], 'id:' .. name, id)
+return {'fired', following}

@@ -1,0 +1,27 @@
+-- schedule_save: write a schedule and arm its first tick, unless it is unchanged.
+-- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] wake (LIST)
+-- ARGV[1] schedule name   ARGV[2] record (periodic.Schedule.record)
+-- ARGV[3] first tick (ms), or -1 when the schedule has none
+-- ARGV[4] wake tokens to push, so that idle workers read the schedules again
+-- Returns: 1 when written, 0 when the same record was there already (its armed
+-- tick is kept: rewriting an unchanged schedule, as every worker does on start,
+-- moves nothing).
+-- Invariant: a schedule is in schedules; it is in ticks, at its next tick, while
+-- it has one.
+local name = ARGV[1]
+if redis.call('HGET', KEYS[1], name) == ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], name, ARGV[2])
+if tonumber(ARGV[3]) >= 0 then
+  redis.call('ZADD', KEYS[2], ARGV[3], name)
+else
+  redis.call('ZREM', KEYS[2], name)
+end
+local count = tonumber(ARGV[4])
+if count > 0 then
+  local tokens = {}
+  for i = 1, count do tokens[i] = '1' end
+  if redis.call('RPUSH', KEYS[3], unpack(tokens)) > count then
+    redis.call('LTRIM', KEYS[3], 0, count - 1)
+  end
+end
+return 1

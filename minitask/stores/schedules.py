@@ -1,0 +1,160 @@
+"""ScheduleStore: periodic schedules in Redis, and the atomic firing of their ticks.
+
+Each queue keeps its schedules under its own hash tag (Redis Cluster): the
+records, the armed tick of each (a ZSET, so the earliest is one read away)
+and the tick and id of each schedule's last run. Firing a tick is one script
+that checks the tick is still armed, arms the next one and enqueues the run,
+so that any number of workers may race for it and exactly one wins.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import DecodeError
+from ..keys import QueueKeys, queue_keys
+from ..periodic import Schedule, from_record, with_times
+from ..transport import ScriptCall, Transport, text
+from .queue import BATCH_LIMIT, WAKE_CAP
+from .scripts import source
+
+_SCRIPTS = ("schedule_save", "schedule_remove")
+
+#: A run to enqueue: (tick in ms, task id, encoded message, priority).
+Run = Tuple[int, str, bytes, int]
+
+
+@dataclass(frozen=True)
+class Armed:
+    """One schedule of a queue as a worker fires it: its record, and its armed tick."""
+
+    name: str
+    record: bytes
+    schedule: Optional[Schedule]   # None: a record this minitask cannot read
+    tick_ms: Optional[int]         # None: no tick armed (the schedule has no more)
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What a fire call did: its status (see schedule_fire.lua) and the armed tick."""
+
+    status: str
+    armed_ms: Optional[int]
+
+
+class ScheduleStore:
+    """The schedules of one app's queues."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        for name in _SCRIPTS:
+            transport.register(name, source(name))
+        # the fire script queues its run after due delayed tasks, as enqueue does
+        transport.register("schedule_fire", source("promote") + source("schedule_fire"))
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.app_name, queue)
+
+    # -- changing ----------------------------------------------------------------
+
+    def save(self, schedule: Schedule, first_tick_ms: Optional[int]) -> bool:
+        """Write a schedule into its queue and arm ``first_tick_ms``; an unchanged one
+        is left as it is (its armed tick too). True when written.
+
+        Idle workers of the queue are woken so that they read the schedules again.
+        """
+        k = self.keys(schedule.queue)
+        written = self.transport.run(
+            "schedule_save", (k.schedules, k.ticks, k.wake),
+            (schedule.name, schedule.record(), -1 if first_tick_ms is None else first_tick_ms,
+             WAKE_CAP), f"save schedule {schedule.name!r}")
+        return bool(written)
+
+    def remove(self, queue: str, name: str) -> bool:
+        """Delete a schedule from ``queue``; False when it was not there."""
+        k = self.keys(queue)
+        return bool(self.transport.run("schedule_remove", (k.schedules, k.ticks, k.fired),
+                                       (name,), f"remove schedule {name!r}"))
+
+    # -- reading -----------------------------------------------------------------
+
+    def armed(self, queues: Sequence[str]) -> Dict[str, List[Armed]]:
+        """Every schedule of ``queues`` with its armed tick, in one round trip."""
+        with self.transport.errors("read the schedules"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue in queues:
+                k = self.keys(queue)
+                pipe.hgetall(k.schedules)
+                pipe.zrange(k.ticks, 0, -1, withscores=True)
+            replies = pipe.execute()
+        found: Dict[str, List[Armed]] = {}
+        for index, queue in enumerate(queues):
+            records: Dict[bytes, bytes] = replies[2 * index]
+            ticks = {text(name): int(score) for name, score in replies[2 * index + 1]}
+            found[queue] = [Armed(text(name), record, _readable(record),
+                                  ticks.get(text(name)))
+                            for name, record in sorted(records.items())]
+        return found
+
+    def listing(self, queue: str) -> List[Schedule]:
+        """The schedules of ``queue``, with their next and last tick times."""
+        k = self.keys(queue)
+        with self.transport.errors(f"list the schedules of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hgetall(k.schedules)
+            pipe.zrange(k.ticks, 0, -1, withscores=True)
+            pipe.hgetall(k.fired)
+            records, ticks, fired = pipe.execute()
+        next_ms = {text(name): int(score) for name, score in ticks}
+        last_ms = {text(field)[3:]: int(value) for field, value in fired.items()
+                   if text(field).startswith("at:")}
+        found = []
+        for name, record in sorted(records.items()):
+            schedule = _readable(record)
+            if schedule is not None:
+                found.append(with_times(schedule, next_ms.get(text(name)),
+                                        last_ms.get(text(name))))
+        return found
+
+    # -- firing ------------------------------------------------------------------
+
+    def fire(self, entry: Armed, armed_ms: int, following_ms: Optional[int],
+             run: Optional[Run], now_ms: int) -> Fired:
+        """Fire the armed tick ``armed_ms`` of ``entry``: arm ``following_ms`` and
+        enqueue ``run`` (None: run nothing), unless another worker fired it first
+        or the schedule changed meanwhile."""
+        call = self.fire_call(entry, armed_ms, following_ms, run, now_ms)
+        return self.fired(self.transport.run_calls([call], f"fire schedule {entry.name!r}")[0])
+
+    def fire_call(self, entry: Armed, armed_ms: int, following_ms: Optional[int],
+                  run: Optional[Run], now_ms: int, *, wake: bool = True) -> ScriptCall:
+        """A fire (see ``fire``), to send alone or with other calls; ``wake`` False
+        when a fetch from the run's queue follows in the same write."""
+        schedule = entry.schedule
+        assert schedule is not None
+        k = self.keys(schedule.queue)
+        tick_ms, task_id, body, priority = run if run is not None else (-1, "-", b"", 0)
+        return ("schedule_fire", schedule.queue,
+                (k.schedules, k.ticks, k.fired, k.messages, k.dead, k.delayed, k.order, k.wake,
+                 *k.ready),
+                (k.result(task_id), entry.name, entry.record, armed_ms,
+                 -1 if following_ms is None else following_ms, tick_ms, task_id, body,
+                 priority, now_ms, 1 if schedule.overlap else 0, WAKE_CAP, BATCH_LIMIT,
+                 1 if wake else 0), 1)
+
+    @staticmethod
+    def fired(reply: Any) -> Fired:
+        """A fire script's reply, read."""
+        status, armed = reply
+        armed_ms = int(armed)
+        return Fired(text(status), armed_ms if armed_ms >= 0 else None)
+
+
+def _readable(record: bytes) -> Optional[Schedule]:
+    """The schedule of a record, or None for one this minitask cannot read (written
+    by a newer version, or damaged): it is listed nowhere and never fired."""
+    try:
+        return from_record(record)
+    except DecodeError:
+        return None

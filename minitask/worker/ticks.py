@@ -1,0 +1,247 @@
+"""Ticks: the worker fires the due ticks of the schedules of the queues it serves.
+
+There is no beat process and no leader: every worker keeps a copy of its
+queues' schedules with their armed ticks, treats the earliest tick as one
+more due time to wake up for (beside the queues' own), and fires what is
+due with one atomic script (``stores/schedules.py``). Any number of workers
+may race for a tick; the first arms the next tick and enqueues the run, the
+others find the tick moved on.
+
+The copy is read when the worker starts, when a wait ends early without
+work (a schedule change pushes wake tokens to its queue), when a fire finds
+the schedule changed, and, while the worker stays busy, every
+``REFRESH_MS``. An idle worker with nothing due makes no call for it; a
+worker draining tasks pays one clock read per task and one read of the
+schedules every ``REFRESH_MS``.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..periodic import Schedule
+from ..serializer import encode_message
+from ..stores.queue import FetchResult
+from ..stores.schedules import Armed, Fired, Run
+from ..transport import ScriptCall
+from .host import Host
+from .leases import Holdings, Job
+from .sources import QueueSource
+from .stop import Stop
+
+logger = logging.getLogger(__name__)
+
+#: How often a busy worker reads its queues' schedules again (ms), to hear of
+#: changes that idle workers hear of at once.
+REFRESH_MS = 5000
+#: A wait that ends this much before it was planned to (seconds) was ended by a wake token.
+_EARLY = 0.002
+
+
+class TickSource:
+    """Fires due ticks of the queues' schedules, then hands out work from the queues."""
+
+    def __init__(self, host: Host, queues: QueueSource, holdings: Holdings, stop: Stop,
+                 decorated: Sequence[Schedule] = ()) -> None:
+        self._host = host
+        self._queues = queues
+        self._holdings = holdings
+        self._stop = stop
+        self._decorated = list(decorated)
+        #: (queue, schedule name) -> the schedule as last read, with its armed tick
+        self._entries: Dict[Tuple[str, str], Armed] = {}
+        self._warned: Dict[str, bytes] = {}
+        self._stale = True       # read the schedules before the first look
+        self._busy = True        # work was handed out since the last read (or none read)
+        self._refresh_at = 0     # ms: when a busy worker reads the schedules again
+        self._check_at = 0       # ms: when next_job must look at the schedules
+        self._queued = False     # the last look fired a run into a queue
+
+    # -- writing the decorated schedules ---------------------------------------
+
+    def publish(self) -> None:
+        """Write the app's decorated schedules, as a worker does when it starts.
+
+        An unchanged schedule keeps its armed tick; a changed one (a new
+        decorator after a deploy) replaces the old and arms its next tick.
+        """
+        store = self._host.broker.schedules
+        now_ms = self._host.clock.now_ms()
+        for schedule in self._decorated:
+            if store.save(schedule, schedule.next_after(now_ms)):
+                logger.info("schedule %s (%s, %s) written", schedule.name, schedule.task,
+                            schedule.spec)
+        if self._decorated:
+            self._host.broker.queues.register_queues(sorted({s.queue for s in self._decorated}))
+
+    # -- the Source protocol ---------------------------------------------------
+
+    def next_job(self) -> Optional[Job]:
+        """Fire what is due, then lease work from the queues as ``QueueSource`` does."""
+        now_ms = self._host.clock.now_ms()
+        if (now_ms < self._check_at and not self._stale) or self._stop.is_set() \
+                or self._holdings.closing:
+            return self._handed(self._queues.next_job())  # nothing due, or stopping
+        job = self._holdings.next_buffered(self._stop.event)
+        looked, woken = False, self._stale
+        if job is None and woken and not self._due(now_ms):
+            # the last wait ended early: most likely for work, so look for it first
+            job, looked = self._queues.next_job(), True
+        if job is not None:
+            self._stale = False  # the wait was ended by work, not by a schedule change
+            if not woken or self._due(now_ms):
+                self._tend(now_ms, fetching=False)  # (a woken worker starts its task first)
+            return self._handed(job)
+        if looked:
+            self._tend(now_ms, fetching=False)
+            if not self._queued:
+                return None  # the queues were looked at already
+            return self._handed(self._queues.next_job())  # for the run fired just now
+        found = self._tend(now_ms, fetching=True)
+        if found is not None and not found.deliveries and len(self._queues.queues) == 1:
+            self._queues.next_event_ms = found.next_event_ms  # looked already: nothing
+            return None
+        return self._handed(self._queues.next_job())
+
+    def more_due_now(self) -> bool:
+        earliest = self.earliest_tick()
+        return self._queues.more_due_now() or (
+            earliest is not None and earliest <= self._host.clock.now_ms())
+
+    def wait(self) -> None:
+        """Wait as the queues do, also until the earliest armed tick; a wait that ends
+        early without work means the schedules may have changed: read them next."""
+        earliest = self.earliest_tick()
+        planned = self._queues.planned_wait(earliest)
+        started = time.monotonic()
+        self._queues.wait(until_ms=earliest)
+        if (not self._stop.is_set() and planned > _EARLY
+                and time.monotonic() - started < planned - _EARLY):
+            self._stale = True
+
+    # -- the schedules ---------------------------------------------------------
+
+    def earliest_tick(self) -> Optional[int]:
+        ticks = [entry.tick_ms for entry in self._entries.values()
+                 if entry.tick_ms is not None and entry.schedule is not None]
+        return min(ticks) if ticks else None
+
+    def _handed(self, job: Optional[Job]) -> Optional[Job]:
+        if job is not None:
+            self._busy = True
+        return job
+
+    def _tend(self, now_ms: int, *, fetching: bool) -> Optional[FetchResult]:
+        """Read the schedules if due, then fire every tick due by ``now_ms``.
+
+        ``fetching``: the worker fetches next, with nothing in hand; the fires
+        then go in one write with a fetch from the first queue, whose reply is
+        held for ``QueueSource.next_job``: a run this worker fired into that
+        queue starts after a single round trip, and wakes nobody else.
+        """
+        if self._stale or (self._busy and now_ms >= self._refresh_at):
+            self._read(now_ms)
+        elif now_ms >= self._refresh_at:
+            self._refresh_at = now_ms + REFRESH_MS  # idle: nothing to hear of
+        found = None
+        self._queued = False
+        for attempt in range(2):
+            due = self._due(now_ms)
+            if due:
+                found = self._fire(due, now_ms, fetching)
+                fetching = False
+            if not self._stale or attempt:
+                break
+            self._read(now_ms)  # a fire found its schedule changed: read, fire again
+        earliest = self.earliest_tick()
+        self._check_at = self._refresh_at if earliest is None else min(earliest,
+                                                                       self._refresh_at)
+        return found
+
+    def _due(self, now_ms: int) -> List[Tuple[Tuple[str, str], Armed, int]]:
+        """The entries whose armed tick is due by ``now_ms``, the earliest first."""
+        due = [(key, entry, entry.tick_ms) for key, entry in self._entries.items()
+               if entry.schedule is not None and entry.tick_ms is not None
+               and entry.tick_ms <= now_ms]
+        return sorted(due, key=lambda item: item[2])
+
+    def _read(self, now_ms: int) -> None:
+        found = self._host.broker.schedules.armed(self._queues.queues)
+        self._entries = {(queue, entry.name): entry
+                         for queue, entries in found.items() for entry in entries}
+        for (queue, name), entry in self._entries.items():
+            if entry.schedule is None and self._warned.get(name) != entry.record:
+                self._warned[name] = entry.record
+                logger.warning("schedule %r of queue %r cannot be read by this worker (written "
+                               "by a newer minitask?); it is not fired from here", name, queue)
+        self._stale = False
+        self._busy = False
+        self._refresh_at = now_ms + REFRESH_MS
+
+    def _fire(self, due: List[Tuple[Tuple[str, str], Armed, int]], now_ms: int,
+              fetching: bool) -> Optional[FetchResult]:
+        """Fire the due ticks in one write (with a fetch behind when ``fetching``, whose
+        result is held and returned)."""
+        store = self._host.broker.schedules
+        first_queue = self._queues.queues[0]
+        calls: List[ScriptCall] = []
+        plans: List[Tuple[Tuple[str, str], Armed, int, Optional[int], bool]] = []
+        for key, entry, armed_ms in due:
+            schedule = entry.schedule
+            assert schedule is not None
+            run_ms, following_ms = schedule.plan(armed_ms, now_ms)
+            run: Optional[Run] = None
+            if run_ms is not None:
+                message = schedule.run_message(run_ms, now_ms)
+                run = (run_ms, message.id, encode_message(message), schedule.priority)
+            quiet = fetching and key[0] == first_queue  # the fetch behind takes its run
+            calls.append(store.fire_call(entry, armed_ms, following_ms, run, now_ms,
+                                         wake=not quiet))
+            plans.append((key, entry, armed_ms, run_ms, quiet))
+        if fetching:
+            calls.append(self._queues.fetch_call(now_ms))
+        names = ", ".join(entry.name for _, entry, _ in due[:3])
+        replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}")
+        found = None
+        if fetching:
+            found = self._host.broker.queues.fetch_result(replies[-1])
+            self._queues.take_fetched(found)
+        unwoken = False  # a run was queued without a wake token, for the fetch behind
+        for (key, entry, armed_ms, run_ms, quiet), reply in zip(plans, replies):
+            fired = store.fired(reply)
+            unwoken = unwoken or (quiet and fired.status == "fired")
+            self._queued = self._queued or fired.status == "fired"
+            self._outcome(key, entry, armed_ms, run_ms, fired)
+        if found is not None and unwoken and not found.deliveries:
+            # The fetch behind did not get the run (it ran first because the fire's
+            # script had to be loaded, or it leased a due task instead): fetch again.
+            return None
+        return found
+
+    def _outcome(self, key: Tuple[str, str], entry: Armed, armed_ms: int,
+                 run_ms: Optional[int], fired: Fired) -> None:
+        """Keep what a fire did: the new armed tick, or a read of the schedules."""
+        if fired.status == "changed":
+            self._stale = True
+            self._entries.pop(key, None)
+            return
+        self._entries[key] = Armed(entry.name, entry.record, entry.schedule, fired.armed_ms)
+        name = entry.name
+        if fired.status == "fired" and run_ms != armed_ms:
+            logger.info("schedule %s: ticks from %s missed (no worker was up); ran the "
+                        "latest, %s", name, _stamp(armed_ms), _stamp(run_ms))
+        elif fired.status == "fired":
+            logger.debug("schedule %s: fired tick %s", name, _stamp(armed_ms))
+        elif fired.status == "skipped":
+            logger.info("schedule %s: ticks from %s missed (no worker was up); catch_up='skip' "
+                        "runs none", name, _stamp(armed_ms))
+        elif fired.status == "overlap":
+            logger.info("schedule %s: tick %s skipped: the last run has not finished "
+                        "(overlap=False)", name, _stamp(run_ms))
+
+
+def _stamp(ms: Optional[int]) -> str:
+    if ms is None:
+        return "-"
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
