@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .app import DeadTask, Minitask
+from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
                      DuplicateTaskError, EncodeError, MessageTooLarge, MinitaskError,
@@ -22,12 +23,14 @@ __all__ = [
     "DecodeError",
     "DuplicateTaskError",
     "EncodeError",
+    "GroupHandle",
     "MessageTooLarge",
     "Minitask",
     "MinitaskError",
     "ResultTimeout",
     "Retry",
     "SerializationError",
+    "Signature",
     "Task",
     "TaskContext",
     "TaskFailed",
@@ -36,5 +39,8 @@ __all__ = [
     "UnknownTaskError",
     "Worker",
     "__version__",
+    "chain",
+    "chord",
     "current_task",
+    "group",
 ]

@@ -14,6 +14,7 @@ from .stores.dead import DeadLetterStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
+from .stores.workflows import WorkflowStore
 from .transport import Transport
 
 
@@ -28,6 +29,7 @@ class Broker:
         self.results = ResultStore(self.transport, app_name)
         self.dead = DeadLetterStore(self.transport, app_name)
         self.registry = WorkerRegistry(self.transport, app_name)
+        self.workflows = WorkflowStore(self.transport, app_name, self.queues)
 
     @property
     def client(self) -> Any:

@@ -17,6 +17,16 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
 
+Workflow state (chain, group, chord; ``stores/workflows.py``): a step's marker under
+the tag of the queue the step is sent to, a group's state under the tag of the queue
+of its first member's first task::
+
+    minitask:{app:queue}:once:<id>    STRING  a workflow step <id> was sent or cancelled
+                                              (never sent again); expires with results
+    minitask:{app:queue}:group:<gid>  HASH    a group awaited as a whole: size, what
+                                              follows it, who failed it, fired flag
+    minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result
+
 App-wide keys (their own slot, never mixed with queue keys in one command)::
 
     minitask:{app}:queues             SET   every queue name the app has used
@@ -146,6 +156,15 @@ class QueueKeys:
 
     def result(self, task_id: str) -> str:
         return self.base + "result:" + task_id
+
+    def once(self, task_id: str) -> str:
+        return self.base + "once:" + task_id
+
+    def group(self, group_id: str) -> str:
+        return self.base + "group:" + group_id
+
+    def group_results(self, group_id: str) -> str:
+        return self.base + "group:" + group_id + ":results"
 
 
 @dataclass(frozen=True)

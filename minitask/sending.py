@@ -64,6 +64,10 @@ class Sender:
             for start in range(0, len(entries), BULK_CHUNK):
                 queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
 
+    def broker(self) -> Broker:
+        """The app's broker, connected on first use (workflows send through it)."""
+        return self._broker()
+
     def handles(self, messages: Sequence[Message], result_ttl_ms: int) -> List[TaskHandle[Any]]:
         """Handles on sent messages."""
         broker = self._broker()

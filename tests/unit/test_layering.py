@@ -47,12 +47,18 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.dead": frozenset({"transport", "keys", "errors", "stores.queue",
                               "stores.scripts"}),
     "stores.registry": frozenset({"transport", "keys", "errors"}),
+    # workflow state (chain, group, chord): sends steps through its own scripts
+    "stores.workflows": frozenset({"transport", "keys", "message", "serializer", "errors",
+                                   "stores.queue", "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
-                         "stores.registry", "errors"}),
+                         "stores.registry", "stores.workflows", "errors"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
     "sending": frozenset({"broker", "handle", "keys", "message", "serializer", "errors"}),
-    "task": frozenset({"message", "handle", "sending", "errors", "_compat"}),
+    "task": frozenset({"message", "handle", "sending", "canvas", "errors", "_compat"}),
+    # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
+    # by a Protocol; it compiles plans for stores.workflows
+    "canvas": frozenset({"handle", "sending", "serializer", "stores.workflows", "errors"}),
     "context": frozenset({"message", "errors"}),
     "pool": frozenset({"message", "errors"}),
     # the worker package: its __init__ re-exports; each part has one job, and the parts
@@ -64,7 +70,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "worker.outages"}),
     "worker.stop": frozenset({"pool", "worker.leases"}),
     "worker.outcomes": frozenset({"stores.queue", "stores.results", "errors", "message",
-                                  "worker.host", "worker.leases", "worker.outages"}),
+                                  "serializer", "worker.host", "worker.leases",
+                                  "worker.outages", "worker.workflows"}),
+    "worker.workflows": frozenset({"stores.workflows", "errors", "message", "worker.host",
+                                   "worker.outages"}),
     "worker.sources": frozenset({"stores.queue", "stores.results", "errors", "message",
                                  "worker.host", "worker.leases", "worker.outages",
                                  "worker.outcomes", "worker.stop"}),
