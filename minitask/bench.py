@@ -235,6 +235,7 @@ class Bench:
                 self.drain(2, prefetch)
             self.latency()
             self.delayed()
+            self.workflows()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -408,6 +409,12 @@ class Bench:
         self.report.add(Row("apply_in() lateness p99", p99, "ms", "<= 5 ms", p99 <= 5.0))
         self.report.add(Row("apply_in() earliest start vs eta", early, "ms", ">= 0 (never early)",
                             early >= 0.0))
+
+    def workflows(self) -> None:
+        """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
+        from .bench_canvas import measure_workflows  # its app, only when it runs
+        for row in measure_workflows(self.url):
+            self.report.add(Row(**row))
 
     def memory(self) -> None:
         n = self.memory_tasks

@@ -83,8 +83,8 @@ def test_nesting_group_of_chains_and_chain_ending_in_a_chord(canvas: Canvas) -> 
 
 def test_dead_member_body_never_runs_on_error_once_later_steps_cancelled(
         canvas: Canvas) -> None:
-    header = [canvas.member.s(f"d{i}", i) for i in range(5)] + [canvas.boom.s(1),
-                                                               canvas.boom.s(2)]
+    header = [canvas.member.s(f"d{i}", i) for i in range(5)]
+    header += [canvas.boom.s(1), canvas.boom.s(2)]
     workflow = chain(chord(header, canvas.total.s(tag="dead")),
                      canvas.add.s(1).set(task_id="after-dead-1"), canvas.mul.s(2))
     handle = workflow.on_error(canvas.report.s("dead")).delay()

@@ -95,7 +95,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.worker": frozenset({"cli.options"}),
     "cli.status": frozenset({"cli.options"}),
     "cli.bench": frozenset({"bench"}),
-    "bench": frozenset({"app", "context", "embedded", "errors"}),
+    "bench": frozenset({"app", "context", "embedded", "errors", "bench_canvas"}),
+    "bench_canvas": frozenset({"app", "canvas", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -109,6 +110,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "broker": frozenset({"redis"}),
     "transport": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
+    "bench_canvas": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
 }
 #: third-party imports that must happen inside a function, never at import time
