@@ -125,6 +125,8 @@ class Workflow:
             raise ConfigurationError(f"{type(self).__name__}.apply_async takes no options "
                                      f"({', '.join(sorted(options))}); set them on the "
                                      f"signatures with sig.set(...)")
+        if args is None:
+            args = ()
         if not isinstance(args, (tuple, list)):
             raise ArgumentError(f"apply_async args must be a tuple or list, got "
                                 f"{reprlib.repr(args)}", task_name="?")
