@@ -21,8 +21,9 @@ Workflow state (chain, group, chord; ``stores/workflows.py``): a step's marker u
 the tag of the queue the step is sent to, a group's state under the tag of the queue
 of its first member's first task::
 
-    minitask:{app:queue}:once:<id>    STRING  a workflow step <id> was sent or cancelled
-                                              (never sent again); expires with results
+    minitask:{app:queue}:once:<id>    HASH    state: a workflow step <id> was "sent" or
+                                              "cancelled" (never sent again); expires
+                                              with its result
     minitask:{app:queue}:group:<gid>  HASH    a group awaited as a whole: size, what
                                               follows it, who failed it, fired flag
     minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result

@@ -5,7 +5,7 @@
 -- KEYS[1] messages (HASH)   KEYS[2] delayed (ZSET)   KEYS[3] wake (LIST)
 -- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
 -- KEYS[14] order (HASH)   KEYS[15] sequence (STRING)
--- KEYS[14 + 2n] result (LIST) and KEYS[15 + 2n] marker (STRING) of the n-th step
+-- KEYS[14 + 2n] result (LIST) and KEYS[15 + 2n] marker (HASH: state) of the n-th step
 -- ARGV[1] now (ms)   ARGV[2] wake cap (tokens kept at most)   ARGV[3] promotion limit
 -- then per step five ARGVs: id, encoded message, priority (0..9),
 --   due (ms; <= now: ready), marker ttl (ms: the step's result ttl)
@@ -20,8 +20,11 @@ for i = 4, #ARGV, 5 do
   local n = (i - 4) / 5 + 1
   local id, body = ARGV[i], ARGV[i + 1]
   local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  if redis.call('SET', KEYS[15 + 2 * n], '1', 'NX', 'PX', ARGV[i + 4])
-      and redis.call('HSETNX', KEYS[1], id, body) == 1 then
+  local marker = KEYS[15 + 2 * n]
+  -- HSETNX and PEXPIRE rather than SET NX PX: no command beyond README's ACL list
+  local first = redis.call('HSETNX', marker, 'state', 'sent') == 1
+  if first then redis.call('PEXPIRE', marker, ARGV[i + 4]) end
+  if first and redis.call('HSETNX', KEYS[1], id, body) == 1 then
     added = added + 1
     redis.call('DEL', KEYS[14 + 2 * n])
     if due > now then
