@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .app import DeadTask, Minitask
+from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
                      DuplicateTaskError, EncodeError, MessageTooLarge, MinitaskError,
@@ -24,6 +25,7 @@ __all__ = [
     "DecodeError",
     "DuplicateTaskError",
     "EncodeError",
+    "GroupHandle",
     "MessageTooLarge",
     "Minitask",
     "MinitaskError",
@@ -31,6 +33,7 @@ __all__ = [
     "Retry",
     "Schedule",
     "SerializationError",
+    "Signature",
     "Task",
     "TaskContext",
     "TaskFailed",
@@ -39,5 +42,8 @@ __all__ = [
     "UnknownTaskError",
     "Worker",
     "__version__",
+    "chain",
+    "chord",
     "current_task",
+    "group",
 ]

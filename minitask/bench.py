@@ -238,6 +238,7 @@ class Bench:
             self.latency()
             self.delayed()
             self.periodic()
+            self.workflows()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -424,6 +425,12 @@ class Bench:
         for figure in PeriodicBench(self.url).run():
             self.report.add(Row(figure.metric, figure.value, figure.unit, figure.target,
                                 figure.met, figure.detail))
+
+    def workflows(self) -> None:
+        """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
+        from .bench_canvas import measure_workflows  # its app, only when it runs
+        for row in measure_workflows(self.url):
+            self.report.add(Row(**row))
 
     def memory(self) -> None:
         n = self.memory_tasks

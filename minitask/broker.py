@@ -17,6 +17,7 @@ from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
 from .stores.schedules import ScheduleStore
+from .stores.workflows import WorkflowStore
 from .transport import Transport
 
 
@@ -34,6 +35,7 @@ class Broker:
         self.admin = AdminStore(self.transport, app_name)
         self.cancels = CancelStore(self.transport, app_name)
         self.schedules = ScheduleStore(self.transport, app_name)
+        self.workflows = WorkflowStore(self.transport, app_name, self.queues)
 
     @property
     def client(self) -> Any:

@@ -22,6 +22,17 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
 
+Workflow state (chain, group, chord; ``stores/workflows.py``): a step's marker under
+the tag of the queue the step is sent to, a group's state under the tag of the queue
+of its first member's first task::
+
+    minitask:{app:queue}:once:<id>    HASH    state: a workflow step <id> was "sent" or
+                                              "cancelled" (never sent again); expires
+                                              with its result
+    minitask:{app:queue}:group:<gid>  HASH    a group awaited as a whole: size, what
+                                              follows it, who failed it, fired flag
+    minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result
+
 App-wide keys (their own slot, never mixed with queue keys in one command)::
 
     minitask:{app}:queues             SET   every queue name the app has used
@@ -169,6 +180,15 @@ class QueueKeys:
     @cached_property
     def fired(self) -> str:
         return self.base + "fired"
+
+    def once(self, task_id: str) -> str:
+        return self.base + "once:" + task_id
+
+    def group(self, group_id: str) -> str:
+        return self.base + "group:" + group_id
+
+    def group_results(self, group_id: str) -> str:
+        return self.base + "group:" + group_id + ":results"
 
 
 @dataclass(frozen=True)

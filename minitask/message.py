@@ -96,6 +96,9 @@ class Message:
     enqueued_at_ms: int
     eta_ms: Optional[int] = None
     attempt: int = 1
+    #: What follows this call in a workflow (chain, group, chord), packed by
+    #: ``stores.workflows``; None for a plain task. Opaque to everything else.
+    workflow: Optional[bytes] = None
 
 
 @dataclass(frozen=True)

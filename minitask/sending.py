@@ -92,6 +92,10 @@ class Sender:
                 (message.id, body, message.priority, message.eta_ms or 0))
         return by_queue
 
+    def broker(self) -> Broker:
+        """The app's broker, connected on first use (workflows send through it)."""
+        return self._broker()
+
     def handles(self, messages: Sequence[Message], result_ttl_ms: int) -> List[TaskHandle[Any]]:
         """Handles on sent messages."""
         broker = self._broker()

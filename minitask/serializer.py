@@ -180,19 +180,22 @@ def _unpack(data: bytes, what: str) -> Dict[str, Any]:
 
 def encode_message(message: Message) -> bytes:
     """Pack a message whose arguments were already checked by ``check_arguments``."""
+    fields: Dict[str, Any] = {
+        "v": ENVELOPE_VERSION,
+        "id": message.id,
+        "task": message.task,
+        "args": message.args,
+        "kwargs": message.kwargs,
+        "queue": message.queue,
+        "priority": message.priority,
+        "enqueued_at_ms": message.enqueued_at_ms,
+        "eta_ms": message.eta_ms,
+        "attempt": message.attempt,
+    }
+    if message.workflow is not None:
+        fields["wf"] = message.workflow  # absent from plain tasks: their bytes are unchanged
     try:
-        return _pack({
-            "v": ENVELOPE_VERSION,
-            "id": message.id,
-            "task": message.task,
-            "args": message.args,
-            "kwargs": message.kwargs,
-            "queue": message.queue,
-            "priority": message.priority,
-            "enqueued_at_ms": message.enqueued_at_ms,
-            "eta_ms": message.eta_ms,
-            "attempt": message.attempt,
-        })
+        return _pack(fields)
     except (TypeError, ValueError, OverflowError) as exc:  # UnicodeEncodeError included
         raise EncodeError(f"task {message.task!r}: cannot encode message {message.id!r}: "
                           f"{type(exc).__name__}: {exc}", task_name=str(message.task),
@@ -224,6 +227,8 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
         attempt = obj["attempt"]
     except KeyError:
         return None
+    if "wf" in obj:
+        return None  # a workflow step: its plan is checked on the thorough path
     if (type(task_id) is str and type(task) is str and type(queue) is str
             and task_id and task and queue
             and (names := task_id + task + queue).isascii() and names.isprintable()
@@ -252,7 +257,8 @@ def _checked_message(obj: Dict[str, Any]) -> Message:
         priority=fields.integer("priority", 0, 9),
         enqueued_at_ms=fields.integer("enqueued_at_ms", 0, MAX_MS, _UNIX_MS),
         eta_ms=fields.optional_integer("eta_ms", 0, MAX_MS, _UNIX_MS),
-        attempt=fields.integer("attempt", 1, MAX_ATTEMPT, default=1))
+        attempt=fields.integer("attempt", 1, MAX_ATTEMPT, default=1),
+        workflow=fields.optional_bytes("wf"))
 
 
 class _Fields:
@@ -292,6 +298,12 @@ class _Fields:
         if self.obj.get(name) is None:
             return None
         return self.integer(name, low, high, unit)
+
+    def optional_bytes(self, name: str) -> Optional[bytes]:
+        value = self.obj.get(name)
+        if value is not None and type(value) is not bytes:
+            raise self.fail(name, "expected bin (bytes) or nil")
+        return value
 
     def args(self) -> List[Any]:
         value = self.obj.get("args")
@@ -379,3 +391,21 @@ def decode_outcome(data: bytes) -> Outcome:
                           f"expected a map")
     return Outcome(status=status, finished_at_ms=numbers["finished_at_ms"],
                    value=obj.get("value"), extra=extra, **texts, attempt=numbers["attempt"])
+
+
+def pack_data(data: Any, what: str) -> bytes:
+    """Pack internal data that minitask itself built (workflow plans, member results),
+    already checked with ``check_value``; ``what`` names it in an error."""
+    try:
+        return _pack(data)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise EncodeError(f"cannot encode {what}: {type(exc).__name__}: {exc}",
+                          task_name="?", path=what) from exc
+
+
+def unpack_data(data: bytes, what: str) -> Any:
+    """Unpack what ``pack_data`` packed; DecodeError names ``what`` when it is corrupt."""
+    try:
+        return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+    except Exception as exc:  # msgpack raises many unrelated types for corrupt input
+        raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc

@@ -13,6 +13,7 @@ from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Opt
                     Protocol, Sequence, Tuple, Type, TypeVar, Union, overload)
 
 from ._compat import ParamSpec
+from .canvas import Signature
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
 from .message import (MAX_MS, MAX_RETRIES, MAX_SECONDS, Message, describe_char, to_ms,
@@ -447,6 +448,64 @@ class Task(Generic[P, R]):
             hints.append(f"{', '.join(per_task)} is an option of the task: set it with "
                          f"@app.task({given})")
         return "".join(f"; {hint}" for hint in hints)
+
+    # -- workflows (minitask.canvas) ------------------------------------------------
+
+    def s(self, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of this task, for chains, groups and chords.
+
+        The result of the step before it is prepended to ``args`` when it runs;
+        arguments are checked when the workflow is sent, as ``delay()`` checks them.
+        """
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Signature:
+        """An immutable signature: it does not receive the result of the step before it."""
+        return Signature(self, args, kwargs, immutable=True)
+
+    @property
+    def sender(self) -> Sender:
+        """What this task enqueues through (its app's)."""
+        return self._sender
+
+    def check_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
+        """Raise ArgumentError unless the arguments bind to the function (a workflow
+        step's check; a step's previous result stands in as a placeholder)."""
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ArgumentError(f"task {self.name!r}: {exc}{self._misplaced_options(kwargs)}",
+                                task_name=self.name) from None
+
+    def call_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
+        """Per-call options of a workflow step, checked: ``queue``, ``priority``,
+        ``delay`` (seconds after the step is sent), ``eta``, ``task_id``.
+
+        Returns:
+            ``queue``, ``priority``, ``delay_ms``, ``eta_ms`` (None: not given),
+            ``task_id`` (None: a new one).
+
+        Raises:
+            ConfigurationError: an unknown option or a bad value (a ValueError).
+        """
+        where = f"task {self.name!r}"
+        unknown = sorted(set(options) - CALL_OPTIONS)
+        if unknown:
+            raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)} for a "
+                                     f"signature; valid options are "
+                                     f"{', '.join(sorted(CALL_OPTIONS))}")
+        queue = options.get("queue", self.queue)
+        check_queue_name(queue)
+        priority = options.get("priority")
+        priority = self.priority if priority is None else check_priority(priority, where)
+        delay = options.get("delay")
+        delay_ms = None if delay is None else to_ms(check_seconds(delay, "delay", where))
+        eta = options.get("eta")
+        task_id = options.get("task_id")
+        if task_id is not None:
+            check_text(task_id, "task_id", where)
+        return {"queue": queue, "priority": priority, "delay_ms": delay_ms or None,
+                "eta_ms": None if eta is None else self._eta_ms(eta), "task_id": task_id}
 
     def _send(self, messages: List[Message]) -> List[TaskHandle[R]]:
         self._sender.send(messages)

@@ -14,13 +14,15 @@ import time
 import traceback
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import BrokerError, EncodeError, Retry
+from ..errors import BrokerError, DecodeError, EncodeError, Retry
 from ..message import Message, Outcome, to_ms
+from ..serializer import decode_message
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from .host import Host
 from .leases import Holdings, Job
 from .outages import persist
+from .workflows import WorkflowSteps
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +57,8 @@ class Recorder:
         self.listeners: List[Listener] = list(listeners)
         #: Record successes in batches (a process pool child), not one by one.
         self.batched = False
+        #: Carries workflows on before a final outcome is recorded (never after).
+        self.workflows = WorkflowSteps(host)
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
                duration: float) -> None:
@@ -70,6 +74,10 @@ class Recorder:
                                                             task_name=task.name)
             except EncodeError as exc:
                 self.bury(job, message, exc, "the return value cannot be encoded", duration)
+                return
+            problem = self.workflows.succeeded(message, value)
+            if problem is not None:
+                self.bury(job, message, problem, "its result cannot go on in its workflow")
                 return
             if self.batched:
                 self._defer_ack(job, ack)
@@ -112,6 +120,7 @@ class Recorder:
                      reason, took, job.queue, type(error).__name__, error,
                      job.delivery.task_id,
                      exc_info=(type(error), error, error.__traceback__))
+        self.workflows.ended_dead(message, outcome)
         self._record(lambda: self._host.broker.results.bury(
             job.queue, job.delivery.task_id, outcome=outcome,
             result_ttl_ms=to_ms(self._host.result_ttl)), job, "dead-letter a task")
@@ -207,6 +216,12 @@ def bury_poisoned(host: Host, queue: str, task_id: str) -> None:
                          f"times (max_deliveries={host.max_deliveries})")
     outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
                       message=str(error), reason="worker lost")
+    try:
+        message: Optional[Message] = decode_message(
+            host.broker.queues.message_body(queue, task_id) or b"")
+    except DecodeError:
+        message = None  # dead-lettered as it is; no workflow can be carried on
+    WorkflowSteps(host).ended_dead(message, outcome)
     host.broker.results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl))
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
 

@@ -116,7 +116,7 @@ class Runner:
         """
         try:
             self._execute(job)
-        except BaseException as exc:
+        except Exception as exc:  # the task's own BaseExceptions are caught in _attempt
             self._recorder.bury(job, None, exc, "internal error while handling it")
 
     def _execute(self, job: Job) -> None:

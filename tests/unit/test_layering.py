@@ -54,16 +54,22 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "periodic": frozenset({"message", "serializer", "errors"}),
     "stores.schedules": frozenset({"transport", "keys", "errors", "periodic", "stores.queue",
                                    "stores.scripts"}),
+    # workflow state (chain, group, chord): sends steps through its own scripts
+    "stores.workflows": frozenset({"transport", "keys", "message", "serializer", "errors",
+                                   "stores.queue", "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
                          "stores.registry", "stores.admin", "stores.cancels",
-                         "stores.schedules", "errors"}),
+                         "stores.schedules", "stores.workflows", "errors"}),
     # the async twins carry the stores' script calls over redis.asyncio
     "aio": frozenset({"broker", "errors", "stores.scripts", "transport"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
     "sending": frozenset({"aio", "broker", "handle", "keys", "message", "serializer",
                           "errors"}),
-    "task": frozenset({"message", "handle", "sending", "errors", "_compat"}),
+    "task": frozenset({"message", "handle", "sending", "canvas", "errors", "_compat"}),
+    # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
+    # by a Protocol; it compiles plans for stores.workflows
+    "canvas": frozenset({"handle", "sending", "serializer", "stores.workflows", "errors"}),
     "context": frozenset({"message", "errors"}),
     # signal handlers that take no lock, for the pools and the worker's stop
     "signals": frozenset(),
@@ -77,7 +83,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "worker.outages"}),
     "worker.stop": frozenset({"pool", "signals", "worker.leases"}),
     "worker.outcomes": frozenset({"stores.queue", "stores.results", "errors", "message",
-                                  "worker.host", "worker.leases", "worker.outages"}),
+                                  "serializer", "worker.host", "worker.leases",
+                                  "worker.outages", "worker.workflows"}),
+    "worker.workflows": frozenset({"stores.workflows", "errors", "message", "worker.host",
+                                   "worker.outages"}),
     "worker.sources": frozenset({"stores.queue", "stores.results", "transport", "errors",
                                  "message",
                                  "worker.host", "worker.leases", "worker.outages",
@@ -128,10 +137,11 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic"}),
+                        "bench_periodic", "bench_canvas"}),
     "bench_asyncio": frozenset({"app"}),
     # the periodic rows of the bench: its own app and workers, like the bench's
     "bench_periodic": frozenset({"app", "context", "errors"}),
+    "bench_canvas": frozenset({"app", "canvas", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -147,6 +157,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "transport": frozenset({"redis"}),
     "bench": frozenset({"redis"}),
     "bench_asyncio": frozenset({"redis"}),
+    "bench_canvas": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "pytest_plugin": frozenset({"pytest"}),

@@ -1,0 +1,488 @@
+"""Workflows: signatures, chain, group and chord, and the handles they return.
+
+A workflow is built from signatures (``add.s(2, 3)``), compiled once at
+``delay()`` into a plan (every task id assigned, every call checked as
+``delay()`` checks it) and handed to ``stores/workflows.py``, which sends its
+first tasks. From then on the plan lives in Redis, in the messages of the
+tasks that carry it on and in the state of the groups being awaited; the
+workers carry it on as tasks end (``worker/workflows.py``). Nothing is kept in
+a process's memory, nothing polls.
+"""
+from __future__ import annotations
+
+import base64
+import math
+import os
+import reprlib
+import time
+from collections import Counter
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
+
+from .errors import ArgumentError, ConfigurationError, ResultTimeout, TaskFailed
+from .handle import TaskHandle
+from .sending import Sender
+from .serializer import check_arguments, decode_outcome
+from .stores.workflows import Node, task_nodes
+
+W = TypeVar("W", bound="Workflow")
+
+#: What a workflow's ``delay()`` returns: a task's handle, or a group's.
+Handle = Union[TaskHandle[Any], "GroupHandle"]
+
+_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
+                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+
+
+class TaskOptionsView(Protocol):
+    @property
+    def result_ttl(self) -> float: ...
+
+
+class SignedTask(Protocol):
+    """What a signature needs of its task (``minitask.Task`` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def priority(self) -> int: ...
+
+    @property
+    def options(self) -> TaskOptionsView: ...
+
+    @property
+    def sender(self) -> Sender: ...
+
+    def check_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None: ...
+
+    def call_options(self, options: Dict[str, Any]) -> Dict[str, Any]: ...
+
+
+def _new_id() -> str:
+    return base64.urlsafe_b64encode(os.urandom(16))[:22].decode("ascii")
+
+
+class Workflow:
+    """What signatures, chains, groups and chords share: error callbacks, ``|``,
+    ``delay()``."""
+
+    def __init__(self) -> None:
+        self.errbacks: List[Signature] = []
+
+    def on_error(self: W, sig: "Signature") -> W:
+        """Run ``sig`` once, with the failed task's id as its first argument (unless
+        it is immutable, made with ``si()``), when any task of this workflow ends dead.
+
+        Returns:
+            This workflow, to chain calls.
+
+        Raises:
+            ArgumentError: ``sig`` is not a signature.
+        """
+        if not isinstance(sig, Signature):
+            raise ArgumentError(f"on_error takes a signature (task.s(...)), got "
+                                f"{reprlib.repr(sig)}", task_name="?")
+        self.errbacks.append(sig)
+        return self
+
+    def __or__(self, other: "Workflow") -> "chain":
+        if not isinstance(other, Workflow):
+            return NotImplemented
+        if isinstance(self, chain) and not self.errbacks:
+            return chain(*self.steps, other)
+        return chain(self, other)
+
+    def delay(self, *args: Any, **kwargs: Any) -> Any:
+        """Send the workflow; ``args`` are prepended to the arguments of its first
+        task(s), ``kwargs`` added to theirs.
+
+        Returns:
+            The handle of its last task (a ``TaskHandle``), or a ``GroupHandle`` when
+            it ends with a group.
+
+        Raises:
+            ArgumentError: a signature's arguments do not fit its function (a TypeError).
+            EncodeError: an argument is not a msgpack type (a TypeError).
+            MessageTooLarge: a message is over ``max_message_bytes``.
+            ConfigurationError: tasks of different apps, or an empty chain.
+            BrokerError: Redis failed; the first tasks may be partly sent.
+
+            Nothing is written unless every call passes its checks.
+        """
+        return self.apply_async(args, kwargs)
+
+    def apply_async(self, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
+                    **options: Any) -> Any:
+        """``delay()`` with the arguments as a tuple and a dict.
+
+        Raises:
+            The same errors as ``delay()``; options are for single signatures only.
+        """
+        if options:
+            raise ConfigurationError(f"{type(self).__name__}.apply_async takes no options "
+                                     f"({', '.join(sorted(options))}); set them on the "
+                                     f"signatures with sig.set(...)")
+        if args is None:
+            args = ()
+        if not isinstance(args, (tuple, list)):
+            raise ArgumentError(f"apply_async args must be a tuple or list, got "
+                                f"{reprlib.repr(args)}", task_name="?")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise ArgumentError(f"apply_async kwargs must be a dict, got "
+                                f"{reprlib.repr(kwargs)}", task_name="?")
+        compiler = _Compiler(self.first_task())
+        node, handle = compiler.compile(self, [], tuple(args), dict(kwargs or {}))
+        compiler.finish(node)
+        sender = compiler.sender
+        sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms())
+        return handle
+
+    def first_task(self) -> SignedTask:
+        raise NotImplementedError
+
+
+class Signature(Workflow):
+    """A task with (partial) arguments and options: one step of a workflow.
+
+    Made with ``task.s(*args, **kwargs)``, or ``task.si(...)`` for an immutable one,
+    which does not receive the result of the step before it.
+    """
+
+    def __init__(self, task: SignedTask, args: Sequence[Any] = (),
+                 kwargs: Optional[Dict[str, Any]] = None, *, immutable: bool = False) -> None:
+        super().__init__()
+        self.task = task
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        self.immutable = immutable
+        self.options: Dict[str, Any] = {}
+        self._resolved: Dict[str, Any] = task.call_options({})
+
+    def __repr__(self) -> str:
+        shown = [reprlib.repr(arg) for arg in self.args]
+        shown += [f"{key}={reprlib.repr(value)}" for key, value in self.kwargs.items()]
+        return f"{self.task.name}.{'si' if self.immutable else 's'}({', '.join(shown)})"
+
+    def set(self, **options: Any) -> "Signature":
+        """Set call options for this step: ``queue``, ``priority``, ``delay`` (seconds
+        after the step before it ends), ``eta``, ``task_id``.
+
+        Returns:
+            This signature (changed in place, as Celery's ``set``).
+
+        Raises:
+            ConfigurationError: an unknown option or a bad value (a ValueError).
+        """
+        merged = {**self.options, **options}
+        self._resolved = self.task.call_options(merged)
+        self.options = merged
+        return self
+
+    def clone(self) -> "Signature":
+        copy = Signature(self.task, self.args, self.kwargs, immutable=self.immutable)
+        copy.set(**self.options)
+        copy.errbacks = list(self.errbacks)
+        return copy
+
+    def apply_async(self, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
+                    **options: Any) -> Any:
+        """Send this step alone, with per-call options as ``Task.apply_async`` takes.
+
+        Returns:
+            Its ``TaskHandle``.
+
+        Raises:
+            The same errors as ``Task.apply_async``.
+        """
+        if options:
+            return self.clone().set(**options).apply_async(args, kwargs)
+        return super().apply_async(args, kwargs)
+
+    def first_task(self) -> SignedTask:
+        return self.task
+
+    def delay(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
+        """Send this step alone; ``args`` go before its own, ``kwargs`` beside its own.
+
+        Returns:
+            Its ``TaskHandle``.
+
+        Raises:
+            The same errors as ``Task.delay``.
+        """
+        handle: TaskHandle[Any] = self.apply_async(args, kwargs)
+        return handle
+
+
+def _items(steps: Tuple[Any, ...], what: str) -> List[Workflow]:
+    """Steps given one by one, or as one iterable (a generator, a list)."""
+    if len(steps) == 1 and not isinstance(steps[0], Workflow):
+        try:
+            steps = tuple(steps[0])
+        except TypeError:
+            raise ArgumentError(f"{what}() takes signatures, or one iterable of them; got "
+                                f"{reprlib.repr(steps[0])}", task_name="?") from None
+    for index, step in enumerate(steps):
+        if not isinstance(step, Workflow):
+            raise ArgumentError(f"{what}() step {index} is {reprlib.repr(step)}, not a "
+                                f"signature (task.s(...)) or a workflow", task_name="?")
+    return list(steps)
+
+
+class chain(Workflow):  # noqa: N801 - a lower-case class, as Celery names it
+    """Steps run one after the other; each receives the result of the one before.
+
+    ``delay()`` returns the handle of the last step: ``get()`` returns its result,
+    or raises ``TaskFailed`` naming the step that ended dead.
+    """
+
+    def __init__(self, *steps: Any) -> None:
+        super().__init__()
+        self.steps = _items(steps, "chain")
+        if not self.steps:
+            raise ConfigurationError("chain() needs at least one step")
+
+    def __repr__(self) -> str:
+        return " | ".join(map(repr, self.steps))
+
+    def first_task(self) -> SignedTask:
+        return self.steps[0].first_task()
+
+
+class group(Workflow):  # noqa: N801
+    """Members that run at once; as a step, its list of results flows on."""
+
+    def __init__(self, *members: Any) -> None:
+        super().__init__()
+        self.members = _items(members, "group")
+
+    def __repr__(self) -> str:
+        return f"group({', '.join(map(repr, self.members))})"
+
+    def delay(self, *args: Any, **kwargs: Any) -> "GroupHandle":
+        """Send every member; ``args`` go before each member's own.
+
+        Returns:
+            A ``GroupHandle``: the members' handles in order, their results, counts.
+
+        Raises:
+            The same errors as ``Workflow.delay``.
+        """
+        handle: GroupHandle = self.apply_async(args, kwargs)
+        return handle
+
+    def first_task(self) -> SignedTask:
+        for member in self.members:
+            return member.first_task()
+        raise ConfigurationError("an empty group has no task to tell its app by; send it "
+                                 "inside a workflow that has one")
+
+
+class chord(Workflow):  # noqa: N801
+    """A header group and a body that runs once, with the header's results in order,
+    after every member succeeded."""
+
+    def __init__(self, header: Any, body: Workflow) -> None:
+        super().__init__()
+        self.header = header if isinstance(header, group) else group(header)
+        if not isinstance(body, Workflow):
+            raise ArgumentError(f"chord() body must be a signature or a workflow, got "
+                                f"{reprlib.repr(body)}", task_name="?")
+        self.body = body
+
+    def __repr__(self) -> str:
+        return f"chord({self.header!r}, {self.body!r})"
+
+    def first_task(self) -> SignedTask:
+        for member in self.header.members:
+            return member.first_task()
+        return self.body.first_task()
+
+
+class _StepHandle(TaskHandle[Any]):
+    """A workflow task's handle: a step cancelled because an earlier one ended dead
+    raises ``TaskFailed`` naming that step and carrying its error."""
+
+    def _value_of(self, body: bytes) -> Any:
+        outcome = decode_outcome(body)
+        failed = outcome.extra.get("failed_task_id")
+        if outcome.status == "cancelled" and isinstance(failed, str):
+            raise TaskFailed(failed, outcome.exc_type, outcome.message, outcome.traceback)
+        return super()._value_of(body)
+
+
+class GroupHandle:
+    """The members of a sent group: their handles in order, their results, counts."""
+
+    def __init__(self, group_id: str, handles: List[Handle],
+                 entries: List[Optional[Tuple[str, str]]],
+                 finals: List[Optional[Tuple[str, str]]], sender: Sender) -> None:
+        self.id = group_id
+        #: One handle per member, in order: a member that is a chain or a chord has
+        #: the handle of its last task; a member that is a group, a GroupHandle.
+        self.handles = handles
+        self._entries = entries
+        self._finals = finals
+        self._sender = sender
+
+    def __repr__(self) -> str:
+        return f"<GroupHandle {self.id} members={len(self.handles)}>"
+
+    def get(self, timeout: Optional[float] = None) -> List[Any]:
+        """Wait for every member and return their results, in member order.
+
+        Raises:
+            TaskFailed: a member failed (the first one in member order).
+            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
+            BrokerError: Redis could not be reached.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results = []
+        for handle in self.handles:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                results.append(handle.get(timeout=remaining))
+            except ResultTimeout:
+                raise ResultTimeout(f"group {self.id} did not finish within {timeout} s: "
+                                    f"{self.status()}") from None
+        return results
+
+    def status(self) -> Dict[str, int]:
+        """How many members are in each status (``succeeded``, ``running``...).
+
+        A member that is a chain counts as its first task until that succeeded, then
+        as its last task (``running`` until that is sent); a member that is a group
+        as ``succeeded`` once all of its members are, ``failed`` or ``cancelled`` if
+        one is, else ``running``.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return dict(Counter(self._member_statuses()))
+
+    def _member_statuses(self) -> List[str]:
+        store = self._sender.broker().workflows
+        tasks = [final for final in self._finals if final is not None]
+        read = dict(zip(tasks, (_status(*state) for state in store.states(tasks))))
+        unsent = [entry for entry, final in zip(self._entries, self._finals)
+                  if final is not None and entry is not None and entry != final
+                  and read[final] == "unknown"]
+        read.update(zip(unsent, (_status(*state) for state in store.states(unsent))))
+        statuses = []
+        for handle, entry, final in zip(self.handles, self._entries, self._finals):
+            if isinstance(handle, GroupHandle):
+                statuses.append(_overall(handle.status()))
+            elif final is not None and read[final] == "unknown" and entry in read:
+                statuses.append("running" if read[entry] == "succeeded" else read[entry])
+            elif final is not None:
+                statuses.append(read[final])
+        return statuses
+
+
+def _status(state: str, outcome: Optional[bytes]) -> str:
+    if state == "finished" and outcome is not None:
+        return decode_outcome(outcome).status
+    return _STATE_TO_STATUS[state]
+
+
+def _overall(counts: Dict[str, int]) -> str:
+    for status in ("failed", "cancelled"):
+        if counts.get(status):
+            return status
+    if set(counts) <= {"succeeded"}:
+        return "succeeded"
+    return "running"
+
+
+class _Compiler:
+    """Turns a workflow into a plan (see stores/workflows.py) and its handle."""
+
+    def __init__(self, first: SignedTask) -> None:
+        self.sender = first.sender
+        self.broker = self.sender.broker()
+        self.max_ttl = 0
+
+    def compile(self, item: Workflow, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
+                kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
+        """``prefix`` is None for a step that receives a result when it runs, else the
+        arguments (maybe none) the caller gives its first tasks now, with ``kwargs``."""
+        errs = errs + [self.errback(sig) for sig in item.errbacks]
+        if isinstance(item, Signature):
+            return self.task(item, errs, prefix, kwargs)
+        if isinstance(item, chain):
+            nodes = []
+            handle: Handle
+            for index, step in enumerate(item.steps):
+                node, handle = self.compile(step, errs, prefix if index == 0 else None,
+                                            kwargs if index == 0 else {})
+                nodes.append(node)
+            return {"k": "c", "steps": nodes}, handle
+        if isinstance(item, group):
+            return self.group(item, errs, prefix, kwargs)
+        assert isinstance(item, chord)
+        header, _ = self.compile(item.header, errs, prefix, kwargs)
+        body, handle = self.compile(item.body, errs, None, {})
+        # the chord's state sits beside its body (or its header, for an empty body)
+        home = next((task["q"] for task in task_nodes(body)), header["q"])
+        return {"k": "h", "id": header["id"], "q": home, "ttl": 0,
+                "header": header["members"], "body": body}, handle
+
+    def group(self, item: group, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
+              kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
+        members, handles, entries, finals = [], [], [], []
+        for member in item.members:
+            node, handle = self.compile(member, errs, prefix, kwargs)
+            members.append(node)
+            handles.append(handle)
+            tasks = task_nodes(node)
+            entries.append((tasks[0]["q"], tasks[0]["id"]) if tasks else None)
+            finals.append(None if isinstance(handle, GroupHandle) else
+                          (tasks[-1]["q"], tasks[-1]["id"]))
+        group_id = _new_id()
+        home = next((task["q"] for member in members for task in task_nodes(member)), None)
+        return ({"k": "g", "id": group_id, "q": home, "ttl": 0, "members": members},
+                GroupHandle(group_id, handles, entries, finals, self.sender))
+
+    def task(self, sig: Signature, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
+             kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
+        task = sig.task
+        if task.sender is not self.sender:
+            raise ConfigurationError(f"task {task.name!r} belongs to another app than the "
+                                     f"workflow's first task: a workflow runs in one app")
+        args = sig.args
+        keywords = sig.kwargs
+        if prefix is None:
+            checked = args if sig.immutable else (None, *args)  # None stands for the result
+        else:
+            if not sig.immutable:
+                args = prefix + args
+                keywords = {**keywords, **kwargs}
+            checked = args
+        task.check_call(checked, keywords)
+        check_arguments(task.name, args, keywords)
+        options = sig._resolved
+        ttl = max(1, math.ceil(task.options.result_ttl * 1000))
+        self.max_ttl = max(self.max_ttl, ttl)
+        node = {"k": "t", "id": options["task_id"] or _new_id(), "task": task.name,
+                "args": list(args), "kwargs": keywords, "q": options["queue"],
+                "p": options["priority"], "delay": options["delay_ms"],
+                "eta": options["eta_ms"], "imm": sig.immutable, "ttl": ttl, "err": errs}
+        return node, _StepHandle(self.broker, node["q"], node["id"], ttl)
+
+    def errback(self, sig: Signature) -> Node:
+        node, _ = self.task(sig, [], None, {})
+        return node
+
+    def finish(self, node: Node) -> None:
+        """Give every group the longest result ttl of the workflow: its state must
+        last as long as any of its tasks' outcomes."""
+        kind = node["k"]
+        if kind in ("g", "h"):
+            node["ttl"] = self.max_ttl
+        parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
+                 else node["header"] + [node["body"]] if kind == "h" else [])
+        for part in parts:
+            self.finish(part)

@@ -1,0 +1,20 @@
+-- cancel_steps: workflow steps that must never run, because a step before them
+-- ended dead: each gets its marker (so that no later spawn sends it) and a
+-- cancelled outcome naming the failed step. A step whose marker exists was sent
+-- already, or cancelled already: it is left as it is (its first fate counts).
+-- KEYS[2i - 1] marker (HASH: state) and KEYS[2i] result (LIST) of the i-th step
+-- ARGV[1] encoded outcome (cancelled, naming the step that ended dead)
+-- ARGV[1 + i] ttl of the i-th step's marker and outcome (ms)
+-- Returns: how many steps were cancelled by this call.
+local cancelled = 0
+for i = 2, #ARGV do
+  local marker, result = KEYS[2 * i - 3], KEYS[2 * i - 2]
+  if redis.call('HSETNX', marker, 'state', 'cancelled') == 1 then
+    redis.call('PEXPIRE', marker, ARGV[i])
+    redis.call('DEL', result)
+    redis.call('RPUSH', result, ARGV[1])
+    redis.call('PEXPIRE', result, ARGV[i])
+    cancelled = cancelled + 1
+  end
+end
+return cancelled

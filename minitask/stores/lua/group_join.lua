@@ -1,0 +1,50 @@
+-- group_join: record how member ARGV[1] of a group ended, and say what the group's
+-- fate now asks of the caller.
+-- KEYS[1] state (HASH: size, next, failed_index, failed, fired)
+-- KEYS[2] results (HASH: member index -> packed result)
+-- ARGV[1] member index   ARGV[2] 'ok' or 'dead'
+-- ARGV[3] the packed result, or (dead) the packed failure   ARGV[4] ttl (ms)
+-- Returns one of:
+--   {'gone'}     no such group (expired, or never created): nothing to do
+--   {'waiting'}  members are still running
+--   {'fired'}    what follows the group was sent already: nothing to do
+--   {'failed'}   another member failed the group: nothing to do
+--   {'complete', next, r0, r1, ...}  every member succeeded: the caller runs
+--                `next` with the results, in member order, then marks it fired
+--   {'failing', next, failure}  this member failed the group (now, or on an
+--                earlier delivery): the caller cancels `next` for `failure`
+-- Invariant: a member's first outcome counts, whatever its later deliveries do,
+-- and the member that decides the group's fate gets the same answer on every
+-- delivery, so a crash before its worker acted on it is made good by the next.
+local state, results = KEYS[1], KEYS[2]
+local index = ARGV[1]
+if redis.call('EXISTS', state) == 0 then return {'gone'} end
+if redis.call('HEXISTS', state, 'fired') == 1 then return {'fired'} end
+local ttl = tonumber(ARGV[4])
+redis.call('PEXPIRE', state, ttl)
+local failed_index = redis.call('HGET', state, 'failed_index')
+if failed_index then
+  if failed_index == index then
+    return {'failing', redis.call('HGET', state, 'next'), redis.call('HGET', state, 'failed')}
+  end
+  return {'failed'}
+end
+if redis.call('HEXISTS', results, index) == 0 then
+  if ARGV[2] == 'dead' then
+    redis.call('HSET', state, 'failed_index', index, 'failed', ARGV[3])
+    return {'failing', redis.call('HGET', state, 'next'), ARGV[3]}
+  end
+  redis.call('HSET', results, index, ARGV[3])
+end
+redis.call('PEXPIRE', results, ttl)
+local size = tonumber(redis.call('HGET', state, 'size'))
+if redis.call('HLEN', results) < size then return {'waiting'} end
+local reply = {'complete', redis.call('HGET', state, 'next')}
+-- HMGET a thousand fields at a time: unpack() of many more overflows Lua's C stack
+for first = 0, size - 1, 1000 do
+  local fields = {}
+  for i = first, math.min(first + 999, size - 1) do fields[#fields + 1] = tostring(i) end
+  local values = redis.call('HMGET', results, unpack(fields))
+  for j = 1, #values do reply[#reply + 1] = values[j] end
+end
+return reply

@@ -1,0 +1,48 @@
+-- spawn: send workflow steps to a queue, each at most once. A step whose marker
+-- exists was sent before (by a duplicate of this call: the step before it was
+-- delivered again after a crash) or cancelled (an earlier step ended dead), and
+-- is left alone. Runs after promote.lua (put in front by stores/workflows.py).
+-- KEYS[1] messages (HASH)   KEYS[2] delayed (ZSET)   KEYS[3] wake (LIST)
+-- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
+-- KEYS[14] order (HASH)   KEYS[15] sequence (STRING)
+-- KEYS[14 + 2n] result (LIST) and KEYS[15 + 2n] marker (HASH: state) of the n-th step
+-- ARGV[1] now (ms)   ARGV[2] wake cap (tokens kept at most)   ARGV[3] promotion limit
+-- then per step five ARGVs: id, encoded message, priority (0..9),
+--   due (ms; <= now: ready), marker ttl (ms: the step's result ttl)
+-- Returns: how many steps were sent by this call.
+-- Invariant: a step is sent at most once while its marker lives (as long as its
+-- result would), however often the steps before it run.
+local now = tonumber(ARGV[1])
+local cap = tonumber(ARGV[2])
+promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
+local added, wake = 0, 0
+for i = 4, #ARGV, 5 do
+  local n = (i - 4) / 5 + 1
+  local id, body = ARGV[i], ARGV[i + 1]
+  local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+  local marker = KEYS[15 + 2 * n]
+  -- HSETNX and PEXPIRE rather than SET NX PX: no command beyond README's ACL list
+  local first = redis.call('HSETNX', marker, 'state', 'sent') == 1
+  if first then redis.call('PEXPIRE', marker, ARGV[i + 4]) end
+  if first and redis.call('HSETNX', KEYS[1], id, body) == 1 then
+    added = added + 1
+    redis.call('DEL', KEYS[14 + 2 * n])
+    if due > now then
+      redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
+      redis.call('HSET', KEYS[14], id, redis.call('INCR', KEYS[15]))
+      if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
+    else
+      redis.call('RPUSH', KEYS[13 - priority], id)
+      wake = wake + 1
+    end
+  end
+end
+if wake > 0 then
+  if wake > cap then wake = cap end
+  local tokens = {}
+  for i = 1, wake do tokens[i] = '1' end
+  if redis.call('RPUSH', KEYS[3], unpack(tokens)) > cap then
+    redis.call('LTRIM', KEYS[3], 0, cap - 1)
+  end
+end
+return added

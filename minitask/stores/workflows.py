@@ -1,0 +1,380 @@
+"""WorkflowStore: chains, groups and chords, carried on by the steps that end.
+
+A workflow is a plan: a tree of task nodes (ids assigned up front), chains,
+groups and chords, built and checked by ``minitask.canvas``. Nothing watches it.
+Each task's message carries its *frame*: what follows it (a continuation) and
+the error callbacks of the workflows around it. The worker that ends the task
+carries the workflow on, before it records the task's own outcome:
+
+* ``then``: send the next node, the task's result prepended to its arguments;
+* ``join``: record the result as member ``i`` of a group (a chord's header, or a
+  group followed by more steps); the member that completes the group sends what
+  follows the group (kept in the group's state) with the results in order.
+
+Every step of that is idempotent, so the order below makes any crash safe: if
+the worker dies between two steps, the task is delivered again (its lease
+expires), runs again, and redoes every step; what was done already is a no-op.
+
+* A step is sent by ``spawn.lua`` only if its *marker* (``once:<id>``, in its
+  queue's slot, expiring with its result) does not exist yet, so a task that
+  runs twice never sends its successor twice, even after that one finished.
+* A group's member counts once (``HSETNX`` on its index, not ``INCR``); a group
+  answers "complete" to every join until its continuation is marked fired, so
+  a completing member that died before sending it sends it on redelivery, and
+  the continuation's own markers keep it from being sent twice.
+* A task that ends dead (``fail``) sends its error callbacks, records the
+  failure in its group first (so the group can never fire), then cancels what
+  would have followed, downstream-most first (``cancel_steps.lua`` sets the
+  markers and records ``cancelled`` outcomes), so at any crash point the
+  cancelled steps are closed under "follows": nothing can wait for ever.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import DecodeError, EncodeError, MessageTooLarge
+from ..keys import QueueKeys, queue_keys
+from ..message import Message, Outcome
+from ..serializer import (check_arguments, encode_message, encode_outcome, pack_data,
+                          unpack_data)
+from ..transport import ScriptCall, Transport, text
+from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
+from .scripts import source
+
+logger = logging.getLogger(__name__)
+
+#: A node of a plan, as msgpack carries it (see ``minitask.canvas`` for its fields):
+#: ``{"k": "t"}`` a task, ``"c"`` a chain, ``"g"`` a group, ``"h"`` a chord.
+Node = Dict[str, Any]
+#: What follows a node: ``{"k": "then", "node", "next"}``, ``{"k": "join", "q", "id",
+#: "i", "ttl"}``, or None.
+Continuation = Optional[Dict[str, Any]]
+
+#: Steps per spawn script call: keeps each script short so Redis stays responsive.
+SPAWN_CHUNK = 1000
+#: Version of the frame a message carries; an unknown one is a DecodeError.
+FRAME_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The step that ended dead, as the steps it cancels report it."""
+
+    task_id: str
+    task: str
+    exc_type: str
+    message: str
+    traceback: str
+
+    def packed(self) -> bytes:
+        return pack_data([self.task_id, self.task, self.exc_type, self.message,
+                          self.traceback], "a workflow failure")
+
+    @classmethod
+    def unpacked(cls, data: bytes) -> "Failure":
+        fields = unpack_data(data, "a workflow failure")
+        return cls(*[str(part) for part in fields])
+
+
+@dataclass
+class _Writes:
+    """What sending a node writes, gathered (and every message checked) first."""
+
+    groups: List[Tuple[str, str, int, bytes, int]] = field(default_factory=list)
+    steps: Dict[str, List[Tuple[str, bytes, int, int, int]]] = field(default_factory=dict)
+    #: Groups with no member: what follows them runs at once, with [].
+    empty: List[Continuation] = field(default_factory=list)
+
+
+def frame_of(message: Message) -> Optional[Dict[str, Any]]:
+    """The workflow frame a message carries, or None for a plain task.
+
+    Raises:
+        DecodeError: the frame is corrupt or of an unknown version.
+    """
+    if message.workflow is None:
+        return None
+    frame = unpack_data(message.workflow, f"the workflow frame of message {message.id!r}")
+    if not isinstance(frame, dict) or frame.get("v") != FRAME_VERSION:
+        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
+                          f"unknown version (this minitask reads version {FRAME_VERSION})")
+    return frame
+
+
+def task_nodes(node: Node) -> List[Node]:
+    """The task nodes of a plan node, in the order they would run (a chord's header
+    before its body); error callbacks are not part of it."""
+    kind = node["k"]
+    if kind == "t":
+        return [node]
+    parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
+             else node["header"] + [node["body"]])
+    return [task for part in parts for task in task_nodes(part)]
+
+
+class WorkflowStore:
+    """Sends workflow nodes and carries workflows on when their tasks end."""
+
+    def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        self._queues = queues
+        promote = source("promote")
+        transport.register("spawn", promote + source("spawn"))
+        for name in ("cancel_steps", "group_create", "group_join"):
+            transport.register(name, source(name))
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.app_name, queue)
+
+    # -- the producer -------------------------------------------------------------
+
+    def start(self, node: Node, max_bytes: int, now_ms: int) -> None:
+        """Send a workflow's first tasks (and create the state of its groups).
+
+        Every message is built and checked before anything is written.
+
+        Raises:
+            EncodeError, MessageTooLarge: a message cannot be sent; nothing was written.
+            BrokerError: Redis failed; the calls already made may have been applied.
+        """
+        writes = _Writes()
+        self._plan(node, None, False, None, writes, now_ms, max_bytes)
+        self._write(writes, now_ms, max_bytes)
+
+    # -- a task ended -----------------------------------------------------------------
+
+    def advance(self, frame: Dict[str, Any], value: Any, now_ms: int) -> None:
+        """A task with ``frame`` succeeded with ``value``: send what follows it.
+
+        Raises:
+            EncodeError, MessageTooLarge: what follows cannot carry this value (the
+                caller dead-letters the task instead); nothing was written.
+            BrokerError: Redis failed; the whole step is safe to run again.
+        """
+        self._resume(frame.get("next"), value, now_ms, frame["max"])
+
+    def fail(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
+        """A task with ``frame`` ended dead: run its error callbacks once, fail its
+        group, and cancel every step that would have followed it.
+
+        Raises:
+            BrokerError: Redis failed; the whole step is safe to run again.
+        """
+        max_bytes = frame["max"]
+        errbacks = _Writes()
+        for errback in frame.get("err") or ():
+            try:
+                self._plan(errback, failure.task_id, True, None, errbacks, now_ms, max_bytes)
+            except (TypeError, ValueError) as exc:  # EncodeError, MessageTooLarge
+                logger.error("workflow error callback %s (%s) cannot be sent: %s",
+                             errback["id"], errback["task"], exc)
+        self._write(errbacks, now_ms, max_bytes)
+        self._fail_from(frame.get("next"), failure, now_ms, max_bytes)
+
+    # -- carrying on ------------------------------------------------------------------
+
+    def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int) -> None:
+        if follow is None:
+            return
+        if follow["k"] == "then":
+            writes = _Writes()
+            self._plan(follow["node"], value, True, follow["next"], writes, now_ms, max_bytes)
+            self._write(writes, now_ms, max_bytes)
+            return
+        reply = self._join(follow, "ok", pack_data(value, f"the result of group member "
+                                                          f"{follow['i']}"))
+        self._act_on(follow, reply, now_ms, max_bytes)
+
+    def _act_on(self, join: Dict[str, Any], reply: List[Any], now_ms: int,
+                max_bytes: int) -> None:
+        """Do what a group's answer to a join asks (see group_join.lua)."""
+        status = text(reply[0])
+        if status == "complete":
+            follow = unpack_data(reply[1], f"what follows group {join['id']}")
+            values = [unpack_data(raw, f"a result of group {join['id']}") for raw in reply[2:]]
+            try:
+                self._resume(follow, values, now_ms, max_bytes)
+            except (EncodeError, MessageTooLarge) as exc:
+                # the results cannot travel on (a body message over the limit): what
+                # follows fails, as if a step had ended dead, instead of never running
+                logger.error("workflow group %s: what follows it cannot be sent: %s",
+                             join["id"], exc)
+                self._fail_from(follow, Failure(join["id"], "group", type(exc).__name__,
+                                                str(exc), ""), now_ms, max_bytes)
+            self._fired(join)
+        elif status == "failing":
+            follow = unpack_data(reply[1], f"what follows group {join['id']}")
+            self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes)
+        elif status == "gone":
+            logger.warning("workflow group %s is gone (expired after its result_ttl?): what "
+                           "follows it will not run", join["id"])
+
+    def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
+                   max_bytes: int) -> None:
+        """Cancel what follows a failed step: first the group it ends in (so that group
+        can never fire) and what follows that group, then its own later steps."""
+        later: List[Node] = []
+        while follow is not None and follow["k"] == "then":
+            later.append(follow["node"])
+            follow = follow["next"]
+        if follow is not None:
+            reply = self._join(follow, "dead", failure.packed())
+            self._act_on(follow, reply, now_ms, max_bytes)
+        self._cancel(later, failure, now_ms)
+
+    def _cancel(self, nodes: Sequence[Node], failure: Failure, now_ms: int) -> None:
+        """Cancel every task of ``nodes``, downstream-most first, a call per run of
+        tasks in one queue: a crash midway leaves only later steps cancelled."""
+        tasks = [task for node in nodes for task in task_nodes(node)]
+        if not tasks:
+            return
+        calls: List[ScriptCall] = []
+        run: List[Node] = []
+        for task in reversed(tasks):
+            if run and run[-1]["q"] != task["q"]:
+                calls.append(self._cancel_call(run, failure, now_ms))
+                run = []
+            run.append(task)
+        calls.append(self._cancel_call(run, failure, now_ms))
+        self.transport.run_calls(calls, f"cancel {len(tasks)} step(s) after "
+                                        f"{failure.task_id} ended dead")
+
+    def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int) -> ScriptCall:
+        queue = tasks[0]["q"]
+        k = self.keys(queue)
+        outcome = encode_outcome(Outcome(
+            "cancelled", now_ms, exc_type=failure.exc_type,
+            message=f"not run: step {failure.task_id} ({failure.task}) of its workflow ended "
+                    f"dead: {failure.message}",
+            traceback=failure.traceback, reason="an earlier workflow step ended dead",
+            extra={"failed_task_id": failure.task_id, "failed_task": failure.task}))
+        tail: List[Any] = []
+        for task in tasks:
+            tail += (k.once(task["id"]), k.result(task["id"]))
+        tail.append(outcome)
+        tail += [task["ttl"] for task in tasks]
+        return ("cancel_steps", queue, (), tail, 2 * len(tasks))
+
+    # -- groups ------------------------------------------------------------------------
+
+    def _join(self, join: Dict[str, Any], how: str, payload: bytes) -> List[Any]:
+        k = self.keys(join["q"])
+        reply = self.transport.run(
+            "group_join", (k.group(join["id"]), k.group_results(join["id"])),
+            (join["i"], how, payload, join["ttl"]),
+            f"record member {join['i']} of workflow group {join['id']}")
+        return list(reply)
+
+    def _fired(self, join: Dict[str, Any]) -> None:
+        """What follows the group was sent: later joins need do nothing, and the
+        members' results are kept no longer (each is still under its own task id)."""
+        k = self.keys(join["q"])
+        with self.transport.errors(f"mark workflow group {join['id']} done"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hset(k.group(join["id"]), "fired", 1)
+            pipe.delete(k.group_results(join["id"]))
+            pipe.execute()
+
+    # -- planning: a node -> the messages and group states it writes -------------------
+
+    def _plan(self, node: Node, value: Any, has_value: bool, follow: Continuation,
+              writes: _Writes, now_ms: int, max_bytes: int) -> None:
+        kind = node["k"]
+        if kind == "t":
+            self._plan_task(node, value, has_value, follow, writes, now_ms, max_bytes)
+        elif kind == "c":
+            steps = node["steps"]
+            rest = steps[1] if len(steps) == 2 else {"k": "c", "steps": steps[1:]}
+            after = follow if len(steps) == 1 else {"k": "then", "node": rest, "next": follow}
+            self._plan(steps[0], value, has_value, after, writes, now_ms, max_bytes)
+        elif kind == "h":
+            header = {"k": "g", "id": node["id"], "q": node["q"], "ttl": node["ttl"],
+                      "members": node["header"]}
+            self._plan(header, value, has_value, {"k": "then", "node": node["body"],
+                                                  "next": follow},
+                       writes, now_ms, max_bytes)
+        elif follow is None:  # a group nobody waits for as a whole
+            for member in node["members"]:
+                self._plan(member, value, has_value, None, writes, now_ms, max_bytes)
+        elif not node["members"]:
+            writes.empty.append(follow)
+        else:
+            writes.groups.append((node["q"], node["id"], len(node["members"]),
+                                  pack_data(follow, f"what follows group {node['id']}"),
+                                  node["ttl"]))
+            for index, member in enumerate(node["members"]):
+                join = {"k": "join", "q": node["q"], "id": node["id"], "i": index,
+                        "ttl": node["ttl"]}
+                self._plan(member, value, has_value, join, writes, now_ms, max_bytes)
+
+    def _plan_task(self, node: Node, value: Any, has_value: bool, follow: Continuation,
+                   writes: _Writes, now_ms: int, max_bytes: int) -> None:
+        args = list(node["args"])
+        if has_value and not node["imm"]:
+            args.insert(0, value)
+        due_ms = node.get("eta") or (now_ms + node["delay"] if node.get("delay") else 0)
+        frame = None
+        if follow is not None or node["err"]:
+            frame = pack_data({"v": FRAME_VERSION, "next": follow, "err": node["err"],
+                               "max": max_bytes}, f"the workflow of task {node['task']!r}")
+        message = Message(id=node["id"], task=node["task"], args=args, kwargs=node["kwargs"],
+                          queue=node["q"], priority=node["p"], enqueued_at_ms=now_ms,
+                          eta_ms=due_ms if due_ms > now_ms else None, workflow=frame)
+        check_arguments(message.task, message.args, message.kwargs)
+        body = encode_message(message)
+        if len(body) > max_bytes:
+            raise MessageTooLarge(
+                f"task {message.task!r}: workflow step {message.id} is a message of "
+                f"{len(body)} bytes, over max_message_bytes={max_bytes} (what follows it "
+                f"travels in it); pass references instead of data, or shorten the chain",
+                task_name=message.task, size=len(body), limit=max_bytes)
+        writes.steps.setdefault(message.queue, []).append(
+            (message.id, body, message.priority, message.eta_ms or 0, node["ttl"]))
+
+    def _write(self, writes: _Writes, now_ms: int, max_bytes: int) -> None:
+        """Groups first (their members report to them), then the steps, in one round
+        trip where the connection allows; then what follows empty groups."""
+        calls: List[ScriptCall] = []
+        by_queue: Dict[str, List[Tuple[str, str, int, bytes, int]]] = {}
+        for group in writes.groups:
+            by_queue.setdefault(group[0], []).append(group)
+        for queue, groups in by_queue.items():
+            k = self.keys(queue)
+            tail: List[Any] = [k.group(group_id) for _, group_id, _, _, _ in groups]
+            for _, _, size, follow, ttl in groups:
+                tail += (size, follow, ttl)
+            calls.append(("group_create", queue, (), tail, len(groups)))
+        for queue, steps in writes.steps.items():
+            k = self.keys(queue)
+            for start in range(0, len(steps), SPAWN_CHUNK):
+                chunk = steps[start:start + SPAWN_CHUNK]
+                tail = []
+                for task_id, _, _, _, _ in chunk:
+                    tail += (k.result(task_id), k.once(task_id))
+                tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
+                for task_id, body, priority, due_ms, ttl in chunk:
+                    tail += (task_id, body, priority, due_ms, ttl)
+                calls.append(("spawn", queue, (k.messages, k.delayed, k.wake, *k.ready,
+                                               k.order, k.sequence), tail, 2 * len(chunk)))
+        if calls:
+            self._queues.register_queues(writes.steps)
+            self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
+                                            f"workflow step(s)")
+        for waiting in writes.empty:
+            self._resume(waiting, [], now_ms, max_bytes)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
+        """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round
+        trip where the connection allows."""
+        calls: List[ScriptCall] = []
+        for queue, task_id in tasks:
+            k = self.keys(queue)
+            calls.append(("state", queue, (k.leases, k.delayed, k.retrying, k.dead,
+                                           k.messages), (k.result(task_id), task_id), 1))
+        replies = self.transport.run_calls(calls, f"read the state of {len(calls)} task(s)")
+        return [(text(state), outcome or None) for state, outcome in replies]

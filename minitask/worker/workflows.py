@@ -1,0 +1,72 @@
+"""Carrying workflows on: the worker's part in chains, groups and chords.
+
+Called by the ``Recorder`` when a task ends for good, *before* its own outcome
+is recorded: if the worker dies in between, the task is delivered again and
+the workflow step is redone, every part of it idempotent
+(``stores/workflows.py`` says how). Recorded the other way round, a crash
+after the ack would lose the rest of the workflow for good.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Optional
+
+from ..errors import DecodeError, EncodeError, MessageTooLarge
+from ..message import Message, Outcome
+from ..stores.workflows import Failure, frame_of
+from .host import Host
+from .outages import persist
+
+logger = logging.getLogger(__name__)
+
+
+class WorkflowSteps:
+    """What a worker does for the workflow around a task that ended."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+
+    def succeeded(self, message: Message, value: Any) -> Optional[BaseException]:
+        """Send what follows a task that succeeded; through Redis outages, since the
+        task's outcome waits for it.
+
+        Returns:
+            None, or the error that makes the task dead instead: its result cannot
+            go on (a message over the limit, an unreadable frame).
+        """
+        if message.workflow is None:
+            return None
+        try:
+            frame = frame_of(message)
+        except DecodeError as exc:
+            return exc
+        assert frame is not None
+        store = self._host.broker.workflows
+        clock = self._host.clock
+        try:
+            persist(lambda: store.advance(frame, value, clock.now_ms()),
+                    f"carry on the workflow of task {message.id}")
+        except (EncodeError, MessageTooLarge, DecodeError) as exc:
+            return exc
+        return None
+
+    def ended_dead(self, message: Optional[Message], outcome: Outcome) -> None:
+        """Run the error callbacks of a task that ended dead, fail its group and
+        cancel what would have followed it; through Redis outages."""
+        if message is None or message.workflow is None:
+            return
+        try:
+            frame = frame_of(message)
+        except DecodeError as exc:
+            logger.error("task %s: its workflow cannot be carried on: %s", message.id, exc)
+            return
+        assert frame is not None
+        failure = Failure(message.id, message.task, outcome.exc_type, outcome.message,
+                          outcome.traceback)
+        store = self._host.broker.workflows
+        clock = self._host.clock
+        try:
+            persist(lambda: store.fail(frame, failure, clock.now_ms()),
+                    f"fail the workflow of task {message.id}")
+        except DecodeError as exc:
+            logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
