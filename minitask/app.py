@@ -18,7 +18,8 @@ from .message import SystemClock, to_ms, to_seconds
 from .periodic import Schedule, build as build_schedule
 from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
 from .serializer import decode_message, decode_outcome, encode_message
-from .task import AsyncTask, P, R, Task, TaskDecorator, TaskOptions, check_priority, check_seconds
+from .options import TaskOptions, check_priority, check_seconds
+from .task import AsyncTask, P, R, Task, TaskDecorator
 from .worker import Worker, check_prefetch
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).

@@ -1,165 +1,24 @@
 """Task: a registered function, its options, and the ways to enqueue it."""
 from __future__ import annotations
 
-import base64
 import datetime as _dt
 import inspect
 import math
-import os
 import reprlib
-import sys
-from dataclasses import dataclass
 from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Optional,
-                    Protocol, Sequence, Tuple, Type, TypeVar, Union, overload)
+                    Protocol, Sequence, Tuple, TypeVar, Union, overload)
 
 from ._compat import ParamSpec
 from .canvas import Signature
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
-from .message import (MAX_MS, MAX_RETRIES, MAX_SECONDS, Message, describe_char, to_ms,
-                      unprintable)
+from .message import MAX_MS, Message, to_ms
+from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
+                      check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
-                          "retry_backoff_max", "retry_on", "timeout", "ignore_result",
-                          "result_ttl"})
-CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
-#: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
-_SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
-
-
-def new_task_id() -> str:
-    """22 url-safe characters of randomness: shorter than a hex uuid4, just as unique."""
-    return base64.urlsafe_b64encode(os.urandom(16))[:22].decode("ascii")
-
-
-def _positional_arity(signature: inspect.Signature) -> Optional[Tuple[int, int]]:
-    """(required, total) when every parameter may be passed by position: then a call
-    with positional arguments only binds exactly when their count is in that range,
-    and ``Signature.bind``, a large share of ``delay()``, can be skipped."""
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    parameters = list(signature.parameters.values())
-    if any(p.kind not in positional for p in parameters):
-        return None
-    required = sum(1 for p in parameters if p.default is inspect.Parameter.empty)
-    return required, len(parameters)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def check_seconds(value: Any, what: str, where: str) -> float:
-    """A duration option: a finite number of seconds from 0 to MAX_SECONDS."""
-    if not _is_number(value) or not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
-        raise ConfigurationError(f"{where}: {what} must be a finite number of seconds from 0 "
-                                 f"to {MAX_SECONDS} (100 years), got {value!r}")
-    return float(value)
-
-
-def check_text(value: Any, what: str, where: str, fix: str = "use printable characters") -> str:
-    """A task name or task id: a non-empty str that cannot forge a log line."""
-    if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"{where}: {what} must be a non-empty str, got {value!r}")
-    char = unprintable(value)
-    if char is not None:
-        raise ConfigurationError(f"{where}: {what} {value!r} holds {describe_char(char)}, a "
-                                 f"control or format character; {fix}")
-    return value
-
-
-def check_priority(priority: Any, where: str) -> int:
-    if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9:
-        raise ConfigurationError(f"{where}: priority must be an int from 0 to 9 "
-                                 f"(9 runs first), got {priority!r}")
-    return priority
-
-
-def module_name_of(func: Callable[..., Any]) -> str:
-    """The module name ``func`` would have if imported, even when run as a script."""
-    module = func.__module__
-    if module != "__main__":
-        return module
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if spec is not None and spec.name:
-        return str(spec.name).rsplit(".__main__", 1)[0]
-    path = os.path.abspath(getattr(main, "__file__", "") or "")
-    for root in sorted((os.path.abspath(p) for p in sys.path if p), key=len, reverse=True):
-        if path.startswith(root + os.sep):
-            relative = os.path.splitext(os.path.relpath(path, root))[0]
-            return relative.replace(os.sep, ".")
-    return os.path.splitext(os.path.basename(path))[0] or module
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    """A task's resolved options; checked once, when the decorator runs."""
-
-    name: str
-    queue: str
-    priority: int = 5
-    retries: int = 0
-    retry_backoff: float = 1.0
-    retry_backoff_max: float = 600.0
-    retry_on: Tuple[Type[BaseException], ...] = ()
-    timeout: Optional[float] = None
-    ignore_result: bool = False
-    result_ttl: float = 86400.0
-
-    @classmethod
-    def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
-              options: Dict[str, Any]) -> "TaskOptions":
-        unknown = sorted(set(options) - TASK_OPTIONS)
-        name = options.get("name")
-        if name is None:
-            name = check_text(f"{module_name_of(func)}.{func.__qualname__}", "default name",
-                              f"@app.task on {func.__qualname__!r}", "pass name=...")
-        else:
-            check_text(name, "name", f"@app.task on {func.__qualname__!r}")
-        where = f"task {name!r}"
-        if unknown:
-            raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)}; "
-                                     f"valid options are {', '.join(sorted(TASK_OPTIONS))}")
-        retries = options.get("retries", 0)
-        if (not isinstance(retries, int) or isinstance(retries, bool)
-                or not 0 <= retries <= MAX_RETRIES):
-            raise ConfigurationError(f"{where}: retries must be an int from 0 to "
-                                     f"{MAX_RETRIES}, got {retries!r}")
-        retry_on = options.get("retry_on")
-        if retry_on is None:
-            retry_on = (Exception,) if retries > 0 else ()
-        elif isinstance(retry_on, type):
-            retry_on = (retry_on,)
-        elif not isinstance(retry_on, (tuple, list)):
-            raise ConfigurationError(f"{where}: retry_on must be exception types, "
-                                     f"got {retry_on!r}")
-        retry_on = tuple(retry_on)
-        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
-            raise ConfigurationError(f"{where}: retry_on must be exception types, "
-                                     f"got {retry_on!r}")
-        seconds = {field_name: check_seconds(options[field_name], field_name, where)
-                   for field_name in _SECONDS_OPTIONS if options.get(field_name) is not None}
-        if "result_ttl" not in seconds:
-            seconds["result_ttl"] = check_seconds(result_ttl, "result_ttl (the app's)", where)
-        ignore_result = options.get("ignore_result", False)
-        if not isinstance(ignore_result, bool):
-            raise ConfigurationError(f"{where}: ignore_result must be True or False, "
-                                     f"got {ignore_result!r}")
-        queue = options.get("queue") or default_queue
-        return cls(
-            name=name, queue=queue,
-            priority=check_priority(options.get("priority", 5), where),
-            retries=retries,
-            retry_backoff=seconds.get("retry_backoff", 1.0),
-            retry_backoff_max=seconds.get("retry_backoff_max", 600.0),
-            retry_on=retry_on,
-            timeout=seconds.get("timeout"),
-            ignore_result=ignore_result,
-            result_ttl=seconds["result_ttl"])
 
 
 class Task(Generic[P, R]):
@@ -173,7 +32,7 @@ class Task(Generic[P, R]):
         self.queue = options.queue
         self.priority = options.priority
         self._signature = inspect.signature(func)
-        self._arity = _positional_arity(self._signature)
+        self._arity = positional_arity(self._signature)
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
@@ -386,7 +245,7 @@ class Task(Generic[P, R]):
 
     def _delay_ms(self, seconds: Any, what: str) -> Optional[int]:
         """The due time ``seconds`` from now in ms, or None (<= 0 means now)."""
-        if not _is_number(seconds) or not math.isfinite(seconds):
+        if not is_number(seconds) or not math.isfinite(seconds):
             raise ConfigurationError(f"task {self.name!r}: {what} takes a finite number of "
                                      f"seconds, got {reprlib.repr(seconds)}")
         if seconds <= 0:
@@ -404,7 +263,7 @@ class Task(Generic[P, R]):
                 raise ConfigurationError(f"task {self.name!r}: eta {when!r} is a naive "
                                          f"datetime; give it a time zone")
             seconds = when.timestamp()
-        elif _is_number(when) and math.isfinite(when):
+        elif is_number(when) and math.isfinite(when):
             seconds = float(when)
         else:
             raise ConfigurationError(f"task {self.name!r}: eta must be an aware datetime or "
