@@ -304,7 +304,10 @@ class chord(Workflow):  # noqa: N801
 
 class _StepHandle(TaskHandle[Any]):
     """A workflow task's handle: a step cancelled because an earlier one ended dead
-    raises ``TaskFailed`` naming that step and carrying its error."""
+    raises ``TaskFailed`` naming that step and carrying its error; a later step is
+    waited for before it is sent."""
+
+    _sent_later = True
 
     def _value_of(self, body: bytes) -> Any:
         outcome = decode_outcome(body)

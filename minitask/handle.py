@@ -25,6 +25,10 @@ _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "sche
 class TaskHandle(Generic[R]):
     """The id of an enqueued call, with ways to ask what became of it."""
 
+    #: Whether the task may be enqueued after the handle exists (a later step of a
+    #: workflow): then ``get()`` waits for an id Redis does not know yet.
+    _sent_later = False
+
     def __init__(self, broker: Broker, queue: Optional[str], task_id: str,
                  result_ttl_ms: int = 86_400_000,
                  async_broker: "Optional[Callable[[], AsyncBroker]]" = None) -> None:
@@ -89,7 +93,8 @@ class TaskHandle(Generic[R]):
                                      f"seconds or None, got {timeout!r}")
         deadline = None if timeout is None else time.monotonic() + timeout
         queue = self._find_queue()
-        if queue is None or self._results.state(queue, self.id)[0] == "unknown":
+        if queue is None or (not self._sent_later
+                             and self._results.state(queue, self.id)[0] == "unknown"):
             raise ResultTimeout(self._unknown_message(queue))
         while True:
             remaining = 1.0 if deadline is None else deadline - time.monotonic()

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from minitask import (ArgumentError, ConfigurationError, EncodeError, GroupHandle,
-                      MessageTooLarge, Minitask, Retry, Signature, TaskFailed, chain, chord,
-                      group)
+                      MessageTooLarge, Minitask, ResultTimeout, Retry, Signature, TaskFailed,
+                      chain, chord, group)
 from minitask.serializer import decode_message, encode_message
 from minitask.stores.results import ResultStore
 from tests.conftest import ManualClock, drain
@@ -439,3 +439,14 @@ def test_messages_without_a_workflow_are_unchanged_and_with_one_round_trip(
     message = job.delivery.message()
     assert message.workflow is not None
     assert decode_message(encode_message(message)) == message
+
+
+def test_get_on_a_chain_waits_for_its_last_step_to_be_sent_and_run(
+        tasks: Tasks) -> None:
+    """The last step's id exists before the step is enqueued: get() waits for it
+    rather than failing at once as for an id nobody ever sent."""
+    handle = chain(tasks.add.s(1, 1), tasks.mul.s(3)).delay()
+    with pytest.raises(ResultTimeout, match="did not finish within"):
+        handle.get(timeout=0.01)  # not yet sent: waited for, not refused as unknown
+    drain(tasks.worker())
+    assert handle.get(timeout=1) == 6
