@@ -5,6 +5,7 @@ project directory with the plugin loaded as its entry point would load it."""
 from __future__ import annotations
 
 import configparser
+import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -35,11 +36,19 @@ def project(tmp_path: Path, redis_server: RedisServer) -> Iterator[Path]:
         client.close()
 
 
+def plugin_is_installed() -> bool:
+    """Whether pytest loads the plugin by itself: the package was installed with its
+    ``pytest11`` entry point (as ``make test`` does). Loading it twice is an error."""
+    return any(entry.value == "minitask.pytest_plugin"
+               for entry in importlib.metadata.entry_points(group="pytest11"))
+
+
 def run_pytest(project: Path, redis_server: RedisServer,
                *args: str) -> "subprocess.CompletedProcess[str]":
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "MINITASK_BROKER_URL": f"redis://127.0.0.1:{redis_server.port}/7"}
-    return subprocess.run([sys.executable, "-m", "pytest", "-p", "minitask.pytest_plugin",
+    load = [] if plugin_is_installed() else ["-p", "minitask.pytest_plugin"]
+    return subprocess.run([sys.executable, "-m", "pytest", *load,
                            "-p", "no:cacheprovider", "-q", *args], cwd=project, env=env,
                           capture_output=True, text=True, timeout=300)
 
