@@ -5,15 +5,19 @@ one Redis that is one BLPOP over every wake key; on a cluster each queue's
 keys live in their own hash slot, and Redis refuses a command whose keys span
 slots (CROSSSLOT), even on one node. So a waiter keeps one outstanding BLPOP
 per slot, each on a connection of its own to the node serving that slot, and
-waits on all their sockets at once with a selector: no polling, one blocked
-call per queue every few seconds, and a wake-up as soon as any queue gets a
-token. After any wake-up the worker fetches from every queue in order, so no
-queue is starved by another's tokens.
+waits on all their sockets at once: no polling, one blocked call per queue
+every few seconds, and a wake-up as soon as any queue gets a token. After any
+wake-up the worker fetches from every queue in order, so no queue is starved
+by another's tokens.
+
+``wait_readable`` is the one way minitask waits on a socket, here and in the
+transport.
 """
 from __future__ import annotations
 
+import errno
 import os
-import selectors
+import select
 import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
@@ -25,6 +29,38 @@ from redis.exceptions import AskError, MovedError, TryAgainError
 #: Pause after an ASK or TRYAGAIN reply (a slot being migrated) before the
 #: worker fetches again: the migration is short, a hot loop would not be.
 MIGRATION_PAUSE = 0.05
+#: poll() counts whole milliseconds.
+_MS = 0.001
+
+
+def wait_readable(fds: Sequence[int], deadline: float) -> List[int]:
+    """The file descriptors among ``fds`` that are readable, waiting for one until
+    ``time.monotonic()`` reaches ``deadline``; [] when none became readable in time.
+
+    poll(), not select(): select() refuses descriptors from 1024 (FD_SETSIZE)
+    up, and a process holding many open files gets such numbers for every new
+    socket. poll() counts whole milliseconds and Python rounds a fraction up,
+    which would end a wait up to 1 ms late: so it waits the whole milliseconds
+    left, rounded down, then sleeps the fraction (clock_nanosleep is precise to
+    the microsecond) and looks once more. A delayed task thus starts neither
+    early nor late. A closed descriptor is an error, as select() made it.
+    """
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining >= _MS:
+            events = poller.poll(int(remaining / _MS))
+        else:
+            if remaining > 0:
+                time.sleep(remaining)
+            events = poller.poll(0)
+        if any(event & select.POLLNVAL for _, event in events):
+            raise OSError(errno.EBADF, "a watched file descriptor was closed")
+        if events or remaining < _MS:
+            # POLLHUP and POLLERR count as readable: the read then says what broke
+            return [fd for fd, _ in events]
 
 
 @dataclass
@@ -116,21 +152,18 @@ class ClusterWaiter:
 
     def _collect(self, deadline: float, interrupt: Optional[int]) -> bool:
         pending = [b for b in self._blocked.values() if b.outstanding]
-        with selectors.DefaultSelector() as selector:
-            for blocked in pending:
-                selector.register(blocked.connection._sock, selectors.EVENT_READ, blocked)
-            if interrupt is not None:
-                selector.register(interrupt, selectors.EVENT_READ, None)
-            while True:
-                # can_read() first: a reply may already sit in a parser or TLS buffer
-                ready = [b for b in pending if b.connection.can_read(timeout=0)]
-                if ready:
-                    break
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False  # our timer ran out first; the BLPOPs stay outstanding
-                if any(key.data is None for key, _ in selector.select(remaining)):
-                    return False  # interrupted; the BLPOPs stay outstanding
+        watched = [b.connection._sock.fileno() for b in pending]
+        if interrupt is not None:
+            watched.append(interrupt)
+        while True:
+            # can_read() first: a reply may already sit in a parser or TLS buffer
+            ready = [b for b in pending if b.connection.can_read(timeout=0)]
+            if ready:
+                break
+            if deadline <= time.monotonic():
+                return False  # our timer ran out first; the BLPOPs stay outstanding
+            if interrupt in wait_readable(watched, deadline):
+                return False  # interrupted; the BLPOPs stay outstanding
         woken = False
         for blocked in ready:
             blocked.outstanding = False

@@ -22,7 +22,7 @@ from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
 from minitask import embedded
-from minitask.errors import BrokerError, ConfigurationError, MinitaskError
+from minitask.errors import BrokerError, ConfigurationError, MinitaskError, broker_error
 
 ENV_VAR = "MINITASK_BROKER_URL"
 
@@ -40,7 +40,6 @@ _TCP_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True, "health_check_inter
 _UNIX_OPTIONS = {**_COMMON_OPTIONS, "health_check_interval": 10}
 _CLUSTER_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True}
 
-_UNREACHABLE = (redis.ConnectionError, redis.TimeoutError, RedisClusterException, OSError)
 _QUERY_SECRET = re.compile(r"[?&;][^=&#]*password=([^&#]*)", re.IGNORECASE)
 #: ``scheme://``: the start of a URL whose parts mask_url can tell apart.
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -148,16 +147,13 @@ def connect(broker: str | Client | None = None, *,
 
 
 def translate(exc: BaseException, what: str, description: str) -> BrokerError:
-    """Build the ``BrokerError`` for redis-py's ``exc``.
+    """Build the ``BrokerError`` for redis-py's ``exc``, with a hint fitting it.
 
     ``what`` is a verb phrase ("enqueue task 'shop.add'"); ``description`` names the
     broker, as in :attr:`Connection.description`, and is masked again to be safe.
     """
-    hint = ""
-    if isinstance(exc, _UNREACHABLE):
-        hint = ("; is Redis running and reachable? Point minitask at it with "
-                f"{ENV_VAR} or broker=")
-    return BrokerError(f"could not {what} (broker {mask_url(description)}): {exc}{hint}")
+    return broker_error(exc, what, mask_url(description),
+                        unreachable=f"Point minitask at it with {ENV_VAR} or broker=")
 
 
 @contextmanager
@@ -205,8 +201,9 @@ def _from_url(url: str) -> Connection:
         if str(failure) == text:
             raise failure from exc
     else:
-        _refuse_decoding(client, masked)
-        return Connection(client, masked, is_embedded=False)
+        description = _hidden_host(url) if _is_ambiguous(url) else masked
+        _refuse_decoding(client, description)
+        return Connection(client, description, is_embedded=False)
     raise failure
 
 
@@ -316,6 +313,21 @@ def _is_ambiguous(url: str) -> bool:
     start = scheme.end() if scheme else 0
     at = url.rfind("@", start)
     return at >= 0 and _AUTHORITY_END.search(url, start, at) is not None
+
+
+def _hidden_host(url: str) -> str:
+    """How to show a URL whose host cannot be told from its user info: one with
+    '/', '?' or '#' before its last '@'.
+
+    redis-py (through urllib) takes the host from before the first of those;
+    mask_url, hiding too much rather than too little, from after the last '@'.
+    The masked URL would name a host the client does not use, and the host it
+    does use may be a piece of the password: so neither is shown.
+    """
+    scheme = url.partition("://")[0]
+    return (f"{scheme}://*** (host hidden: the URL holds '/', '?' or '#' before its last "
+            f"'@'; percent-encode them in the user name and password, and '@' elsewhere: "
+            f"%2F, %3F, %23, %40)")
 
 
 def _refuse_decoding(client: Client, description: str) -> None:

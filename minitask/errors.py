@@ -12,13 +12,17 @@
      |    +-- DecodeError                 corrupt payload or unknown envelope version
      +-- MessageTooLarge (ValueError)     encoded message over max_message_bytes
      +-- UnknownTaskError                 a message names a task this worker does not know
-     +-- BrokerError                      Redis unreachable or failing (chained from redis-py)
+     +-- BrokerError                      Redis unreachable or failing (chained from redis-py);
+     |                                    broker_error() words it and says what to do
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
      +-- ResultTimeout (TimeoutError)     get(timeout=...) ran out
      +-- Retry                            raised inside a task to ask for another attempt
 """
 from __future__ import annotations
+
+import re
+from typing import Optional, Sequence, Tuple
 
 
 class MinitaskError(Exception):
@@ -77,7 +81,108 @@ class UnknownTaskError(MinitaskError):
 
 
 class BrokerError(MinitaskError):
-    """Redis is unreachable or answered with an error."""
+    """Redis is unreachable or answered with an error.
+
+    ``reason`` says which, so that a caller can tell an outage (``unreachable``)
+    from a refusal that waiting will not end: ``auth``, ``permission``, ``out of
+    memory``, ``read-only``, ``script``, ``wrong type`` or ``error``.
+    """
+
+    def __init__(self, message: str, *, reason: str = "error") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+_ACL_LIST = "README.rst's ACL list (Scaling out)"
+#: How Redis names the command an ACL refused: "... to run the 'zadd' command".
+_REFUSED_COMMAND = re.compile(r"'([\w|]+)' command")
+#: The marks of an error raised inside a script: Redis 6.2 wraps it ("Error running
+#: script ..."), 7 appends "script: <sha>, on @user_script:<line>."; minitask's own
+#: refusals name "minitask key".
+_SCRIPT_MARKS = ("Error running script", "user_script", "script: ", "minitask key")
+
+
+def _names(exc: BaseException) -> set[str]:
+    """The class names of ``exc`` and its bases: redis-py's errors are told apart
+    without importing redis-py here (errors.py imports nothing)."""
+    return {cls.__name__ for cls in type(exc).__mro__}
+
+
+def broker_reason(exc: BaseException, script: Optional[str] = None,
+                  commands: Sequence[str] = ()) -> Tuple[str, str]:
+    """What kind of failure redis-py's ``exc`` is, and what to do about it.
+
+    Args:
+        exc: the error of a call to Redis.
+        script: the minitask script the call ran, if it ran one (``fetch``...).
+        commands: the commands that script calls: inside a script, Redis does not
+            say which one an ACL refused.
+
+    Returns:
+        ``(reason, hint)``: ``reason`` as on :class:`BrokerError`; ``hint`` a
+        sentence fitting it ("" when there is nothing better to say).
+    """
+    names, text = _names(exc), str(exc)
+    if ({"AuthenticationError", "AuthenticationWrongNumberOfArgsError"} & names
+            or "WRONGPASS" in text or "NOAUTH" in text):
+        return "auth", ("Redis refused the credentials: check the user name and password "
+                        "of the broker URL (percent-encode '@', ':' and '/' in them)")
+    if ({"NoPermissionError", "AuthorizationError"} & names or "NOPERM" in text
+            or "no permissions" in text.lower() or "can't run this command" in text):
+        command = _REFUSED_COMMAND.search(text)
+        if command:
+            name = command.group(1)
+            missing = f"the ACL user may not run {name.upper()}: add +{name}"
+        elif "key" in text.lower():
+            missing = "the ACL user may not use minitask's keys: add ~minitask:*"
+        elif commands:
+            missing = (f"the ACL user may not run one of the commands of minitask's "
+                       f"{script}.lua: " + " ".join(f"+{name}" for name in commands))
+        else:
+            missing = "the ACL user lacks a command minitask sends"
+        return "permission", f"{missing}; minitask needs every command of {_ACL_LIST}"
+    if "OutOfMemoryError" in names or "OOM command not allowed" in text:
+        return "out of memory", (
+            "Redis is out of memory (used memory over maxmemory) and refuses writes: raise "
+            "maxmemory or free memory; keep maxmemory-policy noeviction, which minitask "
+            "needs (a full Redis then refuses writes instead of evicting tasks)")
+    if "ReadOnlyError" in names or "READONLY" in text:
+        return "read-only", (
+            "this Redis is a read-only replica, as after a failover: point minitask at the "
+            "primary, or use a redis+sentinel:// URL to follow failovers")
+    if "ResponseError" in names and script and any(mark in text for mark in _SCRIPT_MARKS):
+        return "script", (
+            f"a script error in minitask's {script}.lua: most likely, data that minitask "
+            "did not write sits in its keys; inspect the key named, then rename or "
+            "delete it")
+    if "WRONGTYPE" in text:
+        return "wrong type", (
+            "a key of minitask holds another type than minitask keeps there (data it did "
+            "not write): inspect the queue's keys (minitask:{app:queue}:*), then rename or "
+            "delete the one of another type")
+    if ({"ConnectionError", "TimeoutError", "RedisClusterException", "OSError"} & names):
+        return "unreachable", "is Redis running and reachable?"
+    return "error", ""
+
+
+def broker_error(exc: BaseException, what: str, broker: str, *,
+                 script: Optional[str] = None, commands: Sequence[str] = (),
+                 unreachable: str = "") -> BrokerError:
+    """The :class:`BrokerError` for redis-py's ``exc``, raised while trying to ``what``.
+
+    Args:
+        exc: the error.
+        what: a verb phrase ("enqueue into queue 'emails'").
+        broker: the broker's description, password already hidden.
+        script: the minitask script the call ran, if any, and ``commands``, those
+            it calls.
+        unreachable: said after the hint when Redis could not be reached.
+    """
+    reason, hint = broker_reason(exc, script, commands)
+    if reason == "unreachable" and unreachable:
+        hint = f"{hint} {unreachable}"
+    message = f"could not {what} (broker {broker}): {exc}"
+    return BrokerError(f"{message}; {hint}" if hint else message, reason=reason)
 
 
 class TaskFailed(MinitaskError):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import select
 import socket
 import threading
@@ -24,8 +25,8 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from .cluster import ClusterWaiter
-from .errors import BrokerError, ConfigurationError
+from .cluster import ClusterWaiter, wait_readable
+from .errors import BrokerError, ConfigurationError, broker_error
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,11 @@ UNBLOCK_WAIT = 2.0
 #: tail is the dynamic keys, then ARGV; the slot (a queue's name, say) tells apart
 #: calls whose static keys differ, so each is packed once.
 ScriptCall = Tuple[str, str, Sequence[str], Sequence[Any], int]
+
+
+#: A command a script calls: redis.call('X', or redis.pcall('X', ... and lib.lua's
+#: wrappers must(kind, 'X', ... and tolerant(instead, 'X', ...
+_SCRIPT_COMMAND = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
 
 
 def text(value: Any) -> str:
@@ -83,24 +89,36 @@ def _readable(connection: Any, timeout: float, interrupt: Optional[int] = None) 
     """True once a reply can be read; False when ``timeout`` seconds pass or the file
     descriptor ``interrupt`` becomes readable first.
 
-    Timed by select() to the microsecond: socket timeouts poll() in whole
-    milliseconds, rounded up, and a delayed task would start up to 1 ms late.
-    A TLS socket can be readable with no reply in it (a session ticket): its
-    parser is asked again. A test double without a socket cannot be interrupted.
+    Timed by ``wait_readable`` to the microsecond: socket timeouts poll() in
+    whole milliseconds, rounded up, and a delayed task would start up to 1 ms
+    late. A TLS socket can be readable with no reply in it (a session ticket):
+    its parser is asked again. A test double without a socket cannot be
+    interrupted.
     """
     if connection.can_read(timeout=0):
         return True
     sock = getattr(connection, "_sock", None)
     if not isinstance(sock, socket.socket):
         return bool(connection.can_read(timeout=timeout))
-    watched = [sock.fileno()] if interrupt is None else [sock.fileno(), interrupt]
+    fd = sock.fileno()
+    watched = [fd] if interrupt is None else [fd, interrupt]
     deadline = time.monotonic() + timeout
     while True:
-        ready = select.select(watched, [], [], max(0.0, deadline - time.monotonic()))[0]
-        if watched[0] not in ready:
+        if fd not in wait_readable(watched, deadline):
             return False
         if type(sock) is socket.socket or connection.can_read(timeout=0):
             return True
+
+
+def _has_input(sock: socket.socket) -> bool:
+    """Whether ``sock`` has bytes (or its end) to read now.
+
+    poll(), not select(), which refuses descriptors from 1024 up; a fresh poll
+    object per call costs less than one select() call (0.47 against 0.81 us).
+    """
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _load_and_run(connection: Any, script: "_PackedScript", command: bytes) -> Any:
@@ -118,7 +136,8 @@ class _PackedScript:
     fetch and ack paths that costs more than the round trip itself.
     """
 
-    def __init__(self, source: str, static_keys: Sequence[str]) -> None:
+    def __init__(self, name: str, source: str, static_keys: Sequence[str]) -> None:
+        self.name = name
         self.source = source
         self.sha = hashlib.sha1(source.encode()).hexdigest()
         self.static = len(static_keys)
@@ -170,17 +189,27 @@ class Transport:
         self._scripts[name] = self.client.register_script(source)
 
     @contextmanager
-    def errors(self, what: str) -> Iterator[None]:
-        """Turn redis-py's errors into BrokerError saying what failed."""
+    def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
+        """Turn redis-py's errors into BrokerError saying what failed, and what to do
+        (a hint fitting the error: see ``errors.broker_reason``); ``script`` names
+        the script the block runs, if any."""
         try:
             yield
+        except BrokerError:
+            raise
         except (redis.RedisError, RedisClusterException, OSError) as exc:
-            raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
-                              f"that the server is running and reachable") from exc
+            raise self._failure(exc, what, script) from exc
+
+    def _failure(self, exc: BaseException, what: str, script: Optional[str]) -> BrokerError:
+        commands: List[str] = []
+        if script is not None:  # an error path: the script's text is read only now
+            commands = sorted({name.lower() for name in
+                               _SCRIPT_COMMAND.findall(self._sources.get(script, ""))})
+        return broker_error(exc, what, self.description, script=script, commands=commands)
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
         """Run one script through redis-py (any client, Redis Cluster included)."""
-        with self.errors(what):
+        with self.errors(what, name):
             return self._scripts[name](keys=keys, args=args)
 
     def run_calls(self, calls: Sequence[ScriptCall], what: str) -> List[Any]:
@@ -197,7 +226,8 @@ class Transport:
     def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> _PackedScript:
         script = self._packed.get((name, slot))
         if script is None:
-            script = self._packed[(name, slot)] = _PackedScript(self._sources[name], static_keys)
+            script = self._packed[(name, slot)] = _PackedScript(name, self._sources[name],
+                                                                static_keys)
         return script
 
     # -- connections -----------------------------------------------------------------
@@ -212,7 +242,7 @@ class Transport:
             held = self._local.held = (os.getpid(), self._make_connection())
         connection = _connected(held[1])
         sock = getattr(connection, "_sock", None)
-        if isinstance(sock, socket.socket) and select.select([sock], [], [], 0)[0]:
+        if isinstance(sock, socket.socket) and _has_input(sock):
             # Between calls there is nothing to read: the server closed this connection
             # (a restart, a failover, a timeout). Checked before the write, since after
             # it a lost reply could not tell whether the scripts ran.
@@ -262,7 +292,9 @@ class Transport:
         """Send packed script calls in one write and read every reply, in order.
 
         Never sent twice: once written, a call may have run even if its reply is
-        lost, so a failure is the caller's BrokerError to handle.
+        lost, so a failure is the caller's BrokerError to handle. A call that
+        Redis refused (a script error) does not stop the others: every reply is
+        read, the connection stays usable, and the first refusal is raised.
         """
         with self.errors(what):
             connection = self._connection()
@@ -270,18 +302,30 @@ class Transport:
                 connection.send_packed_command([b"".join(commands)])  # one write, one syscall
                 replies: List[Any] = []
                 missing = []
+                refused: Optional[Tuple[int, redis.ResponseError]] = None
                 for index in range(len(commands)):
                     try:
                         replies.append(connection.read_response())
                     except redis.exceptions.NoScriptError:
                         missing.append(index)  # first use on this server, or after a flush
                         replies.append(None)
+                    except redis.ResponseError as exc:
+                        refused = refused or (index, exc)
+                        replies.append(None)
                 for index in missing:  # a script that ran is never sent twice
-                    replies[index] = _load_and_run(connection, scripts[index], commands[index])
-                return replies
+                    try:
+                        replies[index] = _load_and_run(connection, scripts[index],
+                                                       commands[index])
+                    except redis.ResponseError as exc:
+                        if refused is None or index < refused[0]:
+                            refused = (index, exc)
             except BaseException:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 raise
+        if refused is not None:
+            index, error = refused
+            raise self._failure(error, what, scripts[index].name) from error
+        return replies
 
     def _call(self, *command: Any) -> Any:
         """One command on this thread's own connection; dropped if the call breaks."""
@@ -307,7 +351,7 @@ class Transport:
         None means it was not sent (a cluster, a test double, an ACL without
         CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs it itself.
         """
-        with self.errors("wait for tasks"):
+        with self.errors("wait for tasks", None if then is None else then[0]):
             if self._pool is None:
                 self._cluster_waiter().wait(keys, timeout, MAX_BLOCK_SECONDS, interrupt)
                 return None

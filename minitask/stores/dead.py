@@ -1,11 +1,13 @@
 """DeadLetterStore: tasks that will not run again, kept with why; requeue and purge."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from ..keys import QueueKeys, queue_keys
-from ..transport import Transport, text
+from ..message import MAX_MS
+from ..transport import Transport
 from .queue import BATCH_LIMIT
 from .scripts import source
 
@@ -19,6 +21,14 @@ class DeadLetter:
     dead_at_ms: int
     body: Optional[bytes]
     info: Optional[bytes]
+
+
+def _time_ms(score: float) -> int:
+    """A dead letter's score as a time (ms) that a datetime can hold: one that is
+    no time (inf, -inf, beyond the year 9999; no minitask wrote it) is clamped."""
+    if math.isnan(score):
+        return 0
+    return int(min(max(score, 0.0), float(MAX_MS)))
 
 
 class DeadLetterStore:
@@ -40,20 +50,31 @@ class DeadLetterStore:
         with self.transport.errors(f"list dead letters of queue {queue!r}"):
             entries: List[Tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
                 k.dead, 0, limit - 1, withscores=True)
-            ids = [text(task_id) for task_id, _ in entries]
-            if not ids:
+            if not entries:
                 return []
+            raw = [task_id for task_id, _ in entries]
             pipe = client.pipeline(transaction=False)
-            pipe.hmget(k.messages, ids)
-            pipe.hmget(k.dead_info, ids)
+            pipe.hmget(k.messages, raw)
+            pipe.hmget(k.dead_info, raw)
             bodies, infos = pipe.execute()
-        return [DeadLetter(task_id, queue, int(score), body, info)
-                for (task_id, (_, score), body, info) in zip(ids, entries, bodies, infos)]
+        # an id that is not UTF-8 (no minitask wrote it) is shown escaped
+        return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
+                           body, info)
+                for (task_id, score), body, info in zip(entries, bodies, infos)]
 
     def ids(self, queue: str, limit: int) -> List[str]:
+        """The ids of the oldest ``limit`` dead letters; one that is not UTF-8 (no
+        minitask wrote it) cannot be named in a call, and is left out."""
         with self.transport.errors(f"list dead letters of queue {queue!r}"):
-            return [text(i) for i in self.transport.client.zrange(self.keys(queue).dead, 0,
-                                                                  limit - 1)]
+            raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
+                self.keys(queue).dead, 0, limit - 1)
+        found = []
+        for task_id in raw:
+            try:
+                found.append(task_id.decode())
+            except UnicodeDecodeError:
+                continue
+        return found
 
     def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> bool:
         """Put a dead task at the tail of its queue, behind every task due by ``now_ms``."""

@@ -48,10 +48,10 @@ class ScheduleStore:
     def __init__(self, transport: Transport, app_name: str) -> None:
         self.transport = transport
         self.app_name = app_name
-        for name in _SCRIPTS:
+        # the fire script queues its run after due delayed tasks, as enqueue does:
+        # promote.lua goes in front of it
+        for name in (*_SCRIPTS, "schedule_fire"):
             transport.register(name, source(name))
-        # the fire script queues its run after due delayed tasks, as enqueue does
-        transport.register("schedule_fire", source("promote") + source("schedule_fire"))
 
     def keys(self, queue: str) -> QueueKeys:
         return queue_keys(self.app_name, queue)

@@ -3,14 +3,13 @@ from __future__ import annotations
 
 import importlib.resources
 
-#: Scripts that move due delayed tasks first: promote.lua's function goes in front.
-_PROMOTING = frozenset({"enqueue", "fetch", "revive"})
+#: Scripts that move due delayed tasks first: promote.lua's functions go in front.
+_PROMOTING = frozenset({"enqueue", "fetch", "revive", "spawn", "schedule_fire"})
 
 
 def source(name: str) -> str:
-    """The text of ``lua/<name>.lua``, with promote.lua in front where it is called."""
+    """The text of ``lua/<name>.lua`` as it is run: lib.lua in front, and promote.lua
+    after it where the script calls it."""
     folder = importlib.resources.files("minitask.stores") / "lua"
-    text = (folder / f"{name}.lua").read_text("utf-8")
-    if name in _PROMOTING:
-        text = (folder / "promote.lua").read_text("utf-8") + text
-    return text
+    names = ["lib", "promote", name] if name in _PROMOTING else ["lib", name]
+    return "".join((folder / f"{part}.lua").read_text("utf-8") for part in names)

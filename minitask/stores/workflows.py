@@ -121,10 +121,8 @@ class WorkflowStore:
         self.transport = transport
         self.app_name = app_name
         self._queues = queues
-        promote = source("promote")
-        transport.register("spawn", promote + source("spawn"))
-        for name in ("cancel_steps", "group_create", "group_join"):
-            transport.register(name, source(name))
+        for name in ("spawn", "cancel_steps", "group_create", "group_join"):
+            transport.register(name, source(name))  # spawn: promote.lua in front
 
     def keys(self, queue: str) -> QueueKeys:
         return queue_keys(self.app_name, queue)

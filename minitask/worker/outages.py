@@ -28,8 +28,11 @@ class Backoff:
 
     def failed(self, exc: BaseException) -> float:
         if self.failures == 0:
-            logger.error("lost Redis while trying to %s: %s; retrying with backoff",
-                         self.what, exc)
+            if getattr(exc, "reason", "unreachable") == "unreachable":
+                logger.error("lost Redis while trying to %s: %s; retrying with backoff",
+                             self.what, exc)
+            else:  # Redis answered, with a refusal: say what it is, not "lost Redis"
+                logger.error("Redis refused to %s: %s; retrying with backoff", self.what, exc)
         self.failures += 1
         return random.uniform(0, min(MAX_BACKOFF, 0.05 * 2 ** self.failures))
 

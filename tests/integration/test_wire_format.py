@@ -11,7 +11,8 @@ from minitask import Minitask
 
 def _documented_enqueue_script() -> bytes:
     folder = importlib.resources.files("minitask.stores") / "lua"
-    return ((folder / "promote.lua").read_bytes() + (folder / "enqueue.lua").read_bytes())
+    return b"".join((folder / name).read_bytes() for name in ("lib.lua", "promote.lua",
+                                                              "enqueue.lua"))
 
 
 def test_task_enqueued_with_the_documented_commands_runs_and_its_result_is_readable(

@@ -1,7 +1,8 @@
 """README.rst's ACL command list names every Redis command minitask sends.
 
-The commands are read from the code: ``redis.call(...)`` in the Lua scripts
-(ACLs check those too), redis-py methods called on the client or a pipeline,
+The commands are read from the code: ``redis.call(...)``, ``redis.pcall(...)``
+and lib.lua's wrappers ``must(kind, ...)`` and ``tolerant(instead, ...)`` in the
+Lua scripts (ACLs check those too), redis-py methods called on the client or a pipeline,
 and commands sent by name, in the modules producers, workers, handles and
 ``minitask status`` use. ``bench.py`` is left out: it runs as an administrator.
 """
@@ -23,12 +24,14 @@ METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": ""
 #: what redis-py sends on its own: scripts run by EVALSHA, loaded on NOSCRIPT;
 #: health checks of idle connections
 IMPLIED = {"evalsha", "script|load", "ping"}
+#: a command named in a Lua script: redis.call/pcall, or lib.lua's wrappers
+LUA_CALL = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
 
 
 def used_commands() -> Set[str]:
     found = set(IMPLIED)
     for script in (PACKAGE / "stores" / "lua").glob("*.lua"):
-        found |= {name.lower() for name in re.findall(r"redis\.call\('(\w+)'", script.read_text())}
+        found |= {name.lower() for name in LUA_CALL.findall(script.read_text())}
     for path in (path for module in MODULES for path in sorted(PACKAGE.glob(module))):
         source = path.read_text()
         for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):

@@ -44,7 +44,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                "stores.scripts"}),
     "stores.results": frozenset({"transport", "keys", "message", "serializer", "errors",
                                  "stores.scripts"}),
-    "stores.dead": frozenset({"transport", "keys", "errors", "stores.queue",
+    "stores.dead": frozenset({"transport", "keys", "message", "errors", "stores.queue",
                               "stores.scripts"}),
     "stores.registry": frozenset({"transport", "keys", "errors"}),
     "stores.admin": frozenset({"transport", "keys", "stores.scripts"}),

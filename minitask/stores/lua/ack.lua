@@ -9,11 +9,17 @@
 -- same, and a ready-list entry left behind is skipped by fetch, its message
 -- being gone).
 -- Invariant: a message leaves Redis in the same step that records its outcome.
+-- Data minitask did not write (lib.lua): an ack never fails on it. A key of
+-- another type among the first six counts as empty (its leases as lost); a
+-- result key is replaced whole. On this hot path, redis.pcall and lib.lua's
+-- foreign() only for an error.
 local held, ids = {}, {}
 for i = 1, #ARGV, 3 do
   local id, result = ARGV[i], KEYS[6 + (i + 2) / 3]
   ids[#ids + 1] = id
-  held[#held + 1] = redis.call('ZREM', KEYS[1], id)
+  local removed = redis.pcall('ZREM', KEYS[1], id)
+  if type(removed) == 'table' then foreign(removed) removed = 0 end
+  held[#held + 1] = removed
   redis.call('DEL', result)
   local ttl = tonumber(ARGV[i + 2])
   if ttl > 0 then
@@ -22,10 +28,13 @@ for i = 1, #ARGV, 3 do
   end
 end
 -- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids)
-if redis.call('ZREM', KEYS[2], unpack(ids)) > 0 then
-  redis.call('HDEL', KEYS[6], unpack(ids))  -- delayed ids keep their sequence in order
+local removed = redis.pcall('ZREM', KEYS[2], unpack(ids))
+if type(removed) == 'table' then foreign(removed) removed = 0 end
+if removed > 0 then
+  tolerant(0, 'HDEL', KEYS[6], unpack(ids))  -- delayed ids keep their sequence in order
 end
-redis.call('HDEL', KEYS[3], unpack(ids))
-redis.call('HDEL', KEYS[4], unpack(ids))
-redis.call('HDEL', KEYS[5], unpack(ids))
+for key = 3, 5 do
+  removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
+  if type(removed) == 'table' then foreign(removed) end
+end
 return held

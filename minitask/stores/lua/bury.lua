@@ -6,14 +6,19 @@
 -- ARGV[4] result ttl (ms; 0: keep no result)
 -- Returns: 1 when the task was leased or delayed here and is now dead, 0 when
 -- it was not (someone else holds it now and decides its fate).
+-- Data minitask did not write (lib.lua): dead holding another type refuses the
+-- call (checked first); leases or delayed of another type count as empty. The
+-- reason is not kept in a dead_info of another type; deliveries, retrying or
+-- order of another type are left as they are; a result key is replaced whole.
 local id = ARGV[1]
-local delayed = redis.call('ZREM', KEYS[2], id)
-if redis.call('ZREM', KEYS[1], id) + delayed == 0 then return 0 end
-if delayed == 1 then redis.call('HDEL', KEYS[9], id) end
-redis.call('HDEL', KEYS[4], id)
-redis.call('HDEL', KEYS[5], id)
+expect(KEYS[6], 'zset')
+local delayed = tolerant(0, 'ZREM', KEYS[2], id)
+if tolerant(0, 'ZREM', KEYS[1], id) + delayed == 0 then return 0 end
+if delayed == 1 then tolerant(0, 'HDEL', KEYS[9], id) end
+tolerant(0, 'HDEL', KEYS[4], id)
+tolerant(0, 'HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[6], ARGV[2], id)
-redis.call('HSET', KEYS[7], id, ARGV[3])
+tolerant(0, 'HSET', KEYS[7], id, ARGV[3])
 redis.call('DEL', KEYS[8])
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then

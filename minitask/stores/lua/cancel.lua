@@ -8,18 +8,23 @@
 -- A cancelled ready task keeps its ready-list entry; without its message,
 -- fetch drops it. That keeps cancel O(1) however long the queue; the id waits in
 -- cancelled, at its priority, until then, so that counts can leave it out.
+-- Data minitask did not write (lib.lua): a cancel never fails on it. A key of
+-- another type counts as empty (cancelled of another type: the id is not left
+-- out of the counts); a result key is replaced whole.
 local id = ARGV[1]
-local scheduled = redis.call('ZREM', KEYS[1], id) == 1
+local scheduled = tolerant(0, 'ZREM', KEYS[1], id) == 1
 if scheduled then
-  redis.call('HDEL', KEYS[8], id)
+  tolerant(0, 'HDEL', KEYS[8], id)
 else
-  if redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[3], id) then return 0 end
-  if redis.call('HEXISTS', KEYS[4], id) == 0 then return 0 end
-  redis.call('ZADD', KEYS[9], ARGV[4], id)
+  if tolerant(false, 'ZSCORE', KEYS[2], id) or tolerant(false, 'ZSCORE', KEYS[3], id) then
+    return 0
+  end
+  if tolerant(0, 'HEXISTS', KEYS[4], id) == 0 then return 0 end
+  tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
 end
-redis.call('HDEL', KEYS[4], id)
-redis.call('HDEL', KEYS[5], id)
-redis.call('HDEL', KEYS[7], id)
+tolerant(0, 'HDEL', KEYS[4], id)
+tolerant(0, 'HDEL', KEYS[5], id)
+tolerant(0, 'HDEL', KEYS[7], id)
 redis.call('DEL', KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[2])
 redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[3]))

@@ -10,23 +10,53 @@
 -- Invariant: every id in a ready list or in delayed has its message in messages,
 -- unless it was cancelled (then fetch skips the stale entry); a result left by an
 -- earlier run of the same id is gone once the id is pending again.
+-- Data minitask did not write (lib.lua): messages, a ready list or delayed holding
+-- another type refuses the call before any write. Without a promotion, the first
+-- message's own writes come first and fail with nothing changed (its push is taken
+-- back); every other key is checked before them. A sequence that is no number
+-- starts afresh; an order hash or a wake list of another type is left as it is
+-- (no sequence kept, no token pushed).
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
-promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
+local batch, delayed_ok = due_batch(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
+local first_ready  -- the ready list the first message goes to, if it goes to one
+for i = 4, #ARGV, 4 do
+  local ready = KEYS[13 - tonumber(ARGV[i + 2])]
+  if tonumber(ARGV[i + 3]) > now then
+    if not delayed_ok then expect(KEYS[2], 'zset') end  -- refuses
+  elseif i == 4 and not batch then
+    first_ready = ready
+  elseif ready ~= first_ready then
+    expect(ready, 'list')
+  end
+end
+if batch then expect(KEYS[1], 'hash') end
+promote(KEYS[2], KEYS[14], batch)
 local added, wake = 0, 0
 for i = 4, #ARGV, 4 do
   local id, body = ARGV[i], ARGV[i + 1]
   local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
-  if redis.call('HSETNX', KEYS[1], id, body) == 1 then
+  local ready = KEYS[13 - priority]
+  -- redis.pcall, and on an error must() again to refuse (lib.lua: the hot path)
+  local new
+  if due <= now then
+    -- pushed first, and taken back unless the message is new: no extra call to
+    -- check the ready list (a wrong type refuses this first write)
+    local pushed = redis.pcall('RPUSH', ready, id)
+    if type(pushed) == 'table' then must('list', 'RPUSH', ready, id) end
+  end
+  new = redis.pcall('HSETNX', KEYS[1], id, body)
+  if due <= now and new ~= 1 then redis.call('LTRIM', ready, 0, -2) end
+  if type(new) == 'table' then must('hash', 'HSETNX', KEYS[1], id, body) end
+  if new == 1 then
     added = added + 1
     redis.call('DEL', KEYS[15 + i / 4])
     if due > now then
       redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
-      redis.call('HSET', KEYS[14], id, redis.call('INCR', KEYS[15]))
+      tolerant(0, 'HSET', KEYS[14], id, bump(KEYS[15]))
       -- wake sleepers only when this task is due before everything else delayed
       if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
     else
-      redis.call('RPUSH', KEYS[13 - priority], id)
       wake = wake + 1
     end
   end
@@ -35,8 +65,8 @@ if wake > 0 then
   if wake > cap then wake = cap end
   local tokens = {}
   for i = 1, wake do tokens[i] = '1' end
-  if redis.call('RPUSH', KEYS[3], unpack(tokens)) > cap then
-    redis.call('LTRIM', KEYS[3], 0, cap - 1)
-  end
+  local kept = redis.pcall('RPUSH', KEYS[3], unpack(tokens))
+  if type(kept) == 'table' then foreign(kept) kept = 0 end  -- a wake list of another type
+  if kept > cap then redis.call('LTRIM', KEYS[3], 0, cap - 1) end
 end
 return added

@@ -16,6 +16,47 @@
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
 --   next_event_ms: earliest delayed due time or lease deadline, or -1
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead.
+-- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
+--   leases holding another type refuses the call (checked first). A lease score
+--   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
+--   one beyond the year 9999 (inf) never expires. Scores that are not finite
+--   count for no next_event_ms.
+--   A ready list, messages, dead, delayed, order or cancelled holding another
+--   type counts as empty (a ready list of another type that an expired lease or
+--   a due task goes back to refuses the call, before any write).
+--   A ready-list entry that is no id (empty, not UTF-8) or has no message is
+--   dropped, as a cancelled one is. A delivery count that is no number starts
+--   afresh at 1; in a deliveries key of another type none is kept (1, never
+--   poisoned).
+
+-- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
+-- text). Anything else in a ready list is dropped; it is never poisoned.
+local function utf8(id)
+  local i, n = 1, #id
+  while i <= n do
+    local c = string.byte(id, i)
+    local size, low, high = 1, 0x80, 0xBF  -- low, high: the second byte's range
+    if c >= 0xC2 and c <= 0xDF then
+      size = 2
+    elseif c >= 0xE0 and c <= 0xEF then
+      size = 3
+      if c == 0xE0 then low = 0xA0 elseif c == 0xED then high = 0x9F end  -- overlong, surrogate
+    elseif c >= 0xF0 and c <= 0xF4 then
+      size = 4
+      if c == 0xF0 then low = 0x90 elseif c == 0xF4 then high = 0x8F end  -- overlong, > U+10FFFF
+    elseif c >= 0x80 then
+      return false
+    end
+    if i + size - 1 > n then return false end
+    for j = i + 1, i + size - 1 do
+      local b = string.byte(id, j)
+      if b < 0x80 or b > 0xBF or (j == i + 1 and (b < low or b > high)) then return false end
+    end
+    i = i + size
+  end
+  return true
+end
+
 local now = tonumber(ARGV[1])
 if ARGV[1] == 'server' then
   local clock = redis.call('TIME')
@@ -26,41 +67,64 @@ local want = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local horizon = string.format('%.0f', now * 10 + 9)
-promote_due(KEYS[1], KEYS[18], 7, now, limit)
 
-local poisoned = {}
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0, limit)
+-- read and check everything first: promotion below is the first write
+local poisoned, reclaimed = {}, {}
+local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0,
+                            limit)
+if expired.err then must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
 for i = 1, #expired, 2 do
   local id = expired[i]
-  local delivered = tonumber(redis.call('HGET', KEYS[4], id) or '0')
-  if delivered >= max_deliveries then
+  local delivered = tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
+  if delivered >= max_deliveries
+     and id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id)) then
     poisoned[#poisoned + 1] = id
   else
     -- its worker died or stalled: back to the head of its priority
-    local priority = 9 - tonumber(expired[i + 1]) % 10
-    redis.call('ZREM', KEYS[2], id)
-    redis.call('LPUSH', KEYS[16 - priority], id)
+    local band = band_of(expired[i + 1], 7)
+    expect(KEYS[band], 'list')
+    reclaimed[#reclaimed + 1] = {id, band}
   end
 end
+local batch, delayed_ok = due_batch(KEYS[1], KEYS[18], 7, now, limit)
+promote(KEYS[1], KEYS[18], batch)
+for _, entry in ipairs(reclaimed) do
+  redis.call('ZREM', KEYS[2], entry[1])
+  redis.call('LPUSH', KEYS[entry[2]], entry[1])
+end
 
+-- a call per popped id, on the hottest path: redis.pcall, and lib.lua's foreign()
+-- only for an error
 local leased = {}
 local band = 7
 local dropped = 0
+-- without delayed_ok, delayed holds another type, and none of ours
 while #leased < want * 4 and band <= 16 and dropped < limit do
-  local id = redis.call('LPOP', KEYS[band])
+  local id = redis.pcall('LPOP', KEYS[band])
+  if type(id) == 'table' then foreign(id) id = false end  -- a ready list of another type
   if not id then
     band = band + 1
   else
-    local body = not (redis.call('ZSCORE', KEYS[2], id) or redis.call('ZSCORE', KEYS[1], id)
-                      or redis.call('ZSCORE', KEYS[6], id)) and redis.call('HGET', KEYS[3], id)
+    -- no body for an entry that is no id, is held elsewhere already (leased,
+    -- delayed, dead) or has no message (cancelled)
+    local body = id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id))
+                 and not (redis.call('ZSCORE', KEYS[2], id)
+                          or delayed_ok and redis.call('ZSCORE', KEYS[1], id))
+    if body then
+      local dead = redis.pcall('ZSCORE', KEYS[6], id)
+      if type(dead) == 'table' then foreign(dead) dead = false end  -- dead of another type
+      body = not dead and redis.pcall('HGET', KEYS[3], id)
+      if type(body) == 'table' then foreign(body) body = false end  -- messages of another type
+    end
     if not body then
       -- a stale entry (cancelled, or held elsewhere already) is dropped here; once
       -- it is gone, a cancelled id no longer needs leaving out of the counts
-      redis.call('ZREM', KEYS[17], id)
+      tolerant(0, 'ZREM', KEYS[17], id)
       dropped = dropped + 1
     else
       local priority = 16 - band
-      local delivered = redis.call('HINCRBY', KEYS[4], id, 1)
+      local delivered = redis.pcall('HINCRBY', KEYS[4], id, 1)
+      if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
       redis.call('ZADD', KEYS[2], string.format('%.0f', deadline * 10 + 9 - priority), id)
       leased[#leased + 1] = id
       leased[#leased + 1] = body
@@ -80,11 +144,16 @@ if dropped >= limit and #leased == 0 then
   -- call blocks Redis for long; the caller fetches again at once
   return {leased, poisoned, now}
 end
-local first_due = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if first_due[2] then next_event = math.floor(tonumber(first_due[2]) / 10) end
-local first_lease = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
-if first_lease[2] then
-  local lease_end = math.floor(tonumber(first_lease[2]) / 10)
+-- the earliest due time and lease deadline; a score that is not finite counts for
+-- neither, a negative one stands for 0 (due long ago)
+local first_due = delayed_ok and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+local score = tonumber(first_due)
+if score and score > -math.huge and score <= MAX_SCORE then
+  next_event = math.max(0, math.floor(score / 10))
+end
+score = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2])
+if score and score > -math.huge and score <= MAX_SCORE then
+  local lease_end = math.max(0, math.floor(score / 10))
   if next_event < 0 or lease_end < next_event then next_event = lease_end end
 end
 return {leased, poisoned, next_event}

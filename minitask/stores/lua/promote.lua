@@ -1,42 +1,79 @@
 -- promote: a library, not a script of its own. The queue store puts it in front
--- of enqueue.lua, fetch.lua and revive.lua, which call promote_due() before they
--- append to a ready list, so a task that fell due earlier is never queued behind
--- one added after that (and no extra script call is paid on the hot paths).
--- promote_due(delayed, order, first_ready, now, limit) moves due delayed tasks to
--- the tail of their ready lists, in the order in which they fell due (equal due
--- times: the order in which they were scheduled).
+-- of enqueue.lua, fetch.lua, revive.lua, spawn.lua and schedule_fire.lua (after
+-- lib.lua), which promote due delayed tasks before they append to a ready list,
+-- so a task that fell due
+-- earlier is never queued behind one added after that (and no extra script call
+-- is paid on the hot paths). Due tasks move to the tail of their ready lists, in
+-- the order in which they fell due (equal due times: the order in which they
+-- were scheduled).
+-- due_batch(delayed, order, first_ready, now, limit) reads what is due and
+-- checks the ready lists it goes to; it returns that batch (nil: nothing is
+-- due), and false when the delayed set holds another type. promote(delayed,
+-- order, batch) moves it, and must be the script's first write: the first
+-- task's push is, so its ready list needs no check of its own (lib.lua).
+-- The caller makes its own checks between the two, so all come before any write.
 --   delayed (ZSET) and order (HASH): key names, taken from the caller's KEYS
 --   first_ready: index in KEYS of the priority 9 ready list; priority p's list is
 --     KEYS[first_ready + 9 - p]
 --   now (ms); limit: tasks moved at most
--- Returns: how many tasks were promoted.
 -- Invariant: a promoted id leaves delayed and order in the step that queues it.
-local function promote_due(delayed, order, first_ready, now, limit)
+-- Data minitask did not write (lib.lua): a score that is no whole number but is
+-- due (1.5, -5, -inf) is promoted at priority 0, the one it cannot tell; the
+-- message keeps its own. A score beyond the year 9999 (inf included) is never
+-- due. A sequence in order that is no number counts as 0. A delayed set or an
+-- order hash of another type counts as empty; a ready list of another type that
+-- a due task goes to refuses the call.
+local function due_batch(delayed, order, first_ready, now, limit)
   local horizon = string.format('%.0f', now * 10 + 9)
-  local due = redis.call('ZRANGEBYSCORE', delayed, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0,
-                         limit)
-  if #due == 0 then return 0 end
+  local due = redis.pcall('ZRANGEBYSCORE', delayed, '-inf', horizon, 'WITHSCORES', 'LIMIT', 0,
+                          limit)
+  if due.err then
+    foreign(due)
+    return nil, false
+  end
+  if #due == 0 then return nil, true end
+  local batch = {}
   -- A full batch may cut the last run of equal scores, whose members the ZSET orders
   -- by id: leave that run whole for the next call. Only a run longer than the whole
   -- batch (more than `limit` tasks due in one ms at one priority) is moved a batch
   -- at a time.
   local cut = #due == 2 * limit and due[2] ~= due[#due]
-  local batch = {}
   for i = 1, #due, 2 do
     if not (cut and due[i + 1] == due[#due]) then
-      local sequence = tonumber(redis.call('HGET', order, due[i]) or '0')
-      batch[#batch + 1] = {due[i], tonumber(due[i + 1]), sequence}
+      local sequence = tonumber(tolerant(false, 'HGET', order, due[i]))
+      if not sequence or sequence ~= sequence then sequence = 0 end  -- text, nan
+      batch[#batch + 1] = {due[i], tonumber(due[i + 1]), sequence,
+                           band_of(due[i + 1], first_ready)}
     end
   end
   table.sort(batch, function(a, b)
     if a[2] ~= b[2] then return a[2] < b[2] end
     return a[3] < b[3]
   end)
-  for _, task in ipairs(batch) do
+  for i = 2, #batch do
+    if batch[i][4] ~= batch[1][4] then expect(KEYS[batch[i][4]], 'list') end
+  end
+  return batch, true
+end
+
+local function promote(delayed, order, batch)
+  if not batch then return 0 end
+  for i, task in ipairs(batch) do
+    local ready = KEYS[task[4]]
+    if i == 1 then
+      local pushed = redis.pcall('RPUSH', ready, task[1])
+      if type(pushed) == 'table' then must('list', 'RPUSH', ready, task[1]) end  -- refuses
+    else
+      redis.call('RPUSH', ready, task[1])
+    end
     redis.call('ZREM', delayed, task[1])
-    redis.call('HDEL', order, task[1])
-    -- score % 10 is 9 - priority
-    redis.call('RPUSH', KEYS[first_ready + task[2] % 10], task[1])
+    tolerant(0, 'HDEL', order, task[1])
   end
   return #batch
+end
+
+-- promote_due(delayed, order, first_ready, now, limit): both steps at once, for a
+-- script whose first write this promotion is (a workflow's spawn, a schedule's fire).
+local function promote_due(delayed, order, first_ready, now, limit)
+  return promote(delayed, order, (due_batch(delayed, order, first_ready, now, limit)))
 end

@@ -4,15 +4,20 @@
 -- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
 -- ARGV: pairs of id, priority
 -- Returns: how many were given back (a lease already lost is skipped).
+-- Data minitask did not write (lib.lua): a ready list of another type that a task
+-- goes back to refuses the call (checked first); leases of another type count as
+-- empty (nothing held). A delivery count that is no number is dropped; deliveries
+-- or wake of another type are left as they are.
+for i = 2, #ARGV, 2 do expect(KEYS[13 - tonumber(ARGV[i])], 'list') end
 local released = 0
 for i = #ARGV - 1, 1, -2 do
   -- walking backwards keeps the given order once every id is pushed to the head
   local id, priority = ARGV[i], tonumber(ARGV[i + 1])
-  if redis.call('ZREM', KEYS[1], id) == 1 then
-    if redis.call('HINCRBY', KEYS[2], id, -1) <= 0 then redis.call('HDEL', KEYS[2], id) end
+  if tolerant(0, 'ZREM', KEYS[1], id) == 1 then
+    if bump(KEYS[2], id, -1) <= 0 then tolerant(0, 'HDEL', KEYS[2], id) end
     redis.call('LPUSH', KEYS[13 - priority], id)
     released = released + 1
   end
 end
-if released > 0 then redis.call('RPUSH', KEYS[3], '1') end
+if released > 0 then tolerant(0, 'RPUSH', KEYS[3], '1') end
 return released

@@ -6,15 +6,22 @@
 -- ARGV[3] due (ms)   ARGV[4] priority   ARGV[5] encoded outcome of the failed attempt
 -- Returns: 1, or 0 when the caller had lost the lease (nothing is changed then:
 -- whoever holds the task now decides its fate).
+-- Data minitask did not write (lib.lua): messages or delayed holding another type
+-- refuses the call (checked first); leases of another type count as empty (the
+-- lease as lost). A sequence that is no number starts afresh; deliveries,
+-- retrying, order or wake of another type are left as they are (no count
+-- removed, no note kept, no sequence kept, no token pushed).
 local id = ARGV[1]
-if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+expect(KEYS[3], 'hash')
+expect(KEYS[2], 'zset')
+if tolerant(0, 'ZREM', KEYS[1], id) == 0 then return 0 end
 redis.call('HSET', KEYS[3], id, ARGV[2])
-redis.call('HDEL', KEYS[4], id)
-redis.call('HSET', KEYS[5], id, ARGV[5])
+tolerant(0, 'HDEL', KEYS[4], id)
+tolerant(0, 'HSET', KEYS[5], id, ARGV[5])
 local score = string.format('%.0f', tonumber(ARGV[3]) * 10 + 9 - tonumber(ARGV[4]))
 redis.call('ZADD', KEYS[2], score, id)
-redis.call('HSET', KEYS[7], id, redis.call('INCR', KEYS[8]))
+tolerant(0, 'HSET', KEYS[7], id, bump(KEYS[8]))
 if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then
-  redis.call('RPUSH', KEYS[6], '1')
+  tolerant(0, 'RPUSH', KEYS[6], '1')
 end
 return 1

@@ -7,12 +7,21 @@
 -- ARGV[1] id   ARGV[2] encoded message for the new first attempt   ARGV[3] priority
 -- ARGV[4] now (ms)   ARGV[5] promotion limit
 -- Returns: 1 when revived, 0 when the id is not among the dead letters.
+-- Data minitask did not write (lib.lua): messages or the ready list holding
+-- another type refuses the call (checked first); dead of another type holds no
+-- dead letter; dead_info or wake of another type are left as they are; a result
+-- key is replaced whole.
 local id = ARGV[1]
-if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
-promote_due(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[5]))
-redis.call('HDEL', KEYS[2], id)
+if not tolerant(false, 'ZSCORE', KEYS[1], id) then return 0 end
+local batch = due_batch(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[5]))
+local ready = KEYS[15 - tonumber(ARGV[3])]
+expect(KEYS[3], 'hash')
+expect(ready, 'list')
+promote(KEYS[16], KEYS[17], batch)
+redis.call('ZREM', KEYS[1], id)
+tolerant(0, 'HDEL', KEYS[2], id)
 redis.call('HSET', KEYS[3], id, ARGV[2])
 redis.call('DEL', KEYS[5])
-redis.call('RPUSH', KEYS[15 - tonumber(ARGV[3])], id)
-redis.call('RPUSH', KEYS[4], '1')
+redis.call('RPUSH', ready, id)
+tolerant(0, 'RPUSH', KEYS[4], '1')
 return 1

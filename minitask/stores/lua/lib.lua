@@ -1,0 +1,108 @@
+-- lib: what every script shares; stores/scripts.py puts this file in front of
+-- each script (and of promote.lua, where a script calls it).
+--
+-- Data that minitask did not write. A script meets what minitask wrote, and
+-- also what someone else may have put in its keys: a score that is no whole
+-- number (1.5, -inf, inf), a member that is no id of a message, a count that
+-- is no number, a key holding another type. Redis keeps the writes of a
+-- script that fails part way (there is no rollback), so:
+--  * every check that can refuse a call comes before the script's first write:
+--    a refused or failed call changes nothing;
+--  * entries are read tolerantly (each script's header says how), so none
+--    fails every later call and the queue keeps flowing;
+--  * a key holding another type is never deleted or renamed: it may be
+--    someone's data, or another version's tasks. Where a script only reads
+--    it or removes ids from it, it counts as empty; where a script must add
+--    to it, the call is refused (WRONGTYPE, naming the key) before any write.
+--    Wake lists and result keys are the exception: they only ever hold hints
+--    and outcomes, which minitask replaces whole (DEL) as before.
+
+-- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
+local MAX_SCORE = 2534023007999999
+
+-- Keys expect() has found missing or of the type it asked for, this call.
+local proven = {}
+
+-- For the error reply of a redis.pcall: true when a key holds another type
+-- (WRONGTYPE). Any other error (OOM, NOPERM...) is raised as it is: OOM only
+-- ever refuses a script's first write, and NOPERM means an ACL without a
+-- command of README's list. On the hot paths (enqueue, fetch, ack) scripts
+-- call redis.pcall and this only for an error reply, or must() again to
+-- refuse: a call through tolerant() or must() costs 0.1 us more, each.
+local function foreign(reply)
+  if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then return true end
+  error(reply.err, 0)
+end
+
+-- redis.call on a key that may hold another type: `instead` if it does, as
+-- if the key were empty.
+local function tolerant(instead, command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    foreign(reply)
+    return instead
+  end
+  return reply
+end
+
+-- redis.call on `key`, which must be missing or hold a `kind` (list, zset,
+-- hash): a WRONGTYPE error names the key. Called before any write, or as the
+-- first write.
+local function must(kind, command, key, ...)
+  local reply = redis.pcall(command, key, ...)
+  if type(reply) == 'table' and reply.err then
+    if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then
+      error('WRONGTYPE minitask key ' .. key .. ' holds another type than the ' .. kind ..
+            ' minitask keeps there; nothing was changed', 0)
+    end
+    error(reply.err, 0)
+  end
+  return reply
+end
+
+-- Refuse the call unless `key` is missing or holds a `kind`; called before the
+-- first write, for a key the script adds to only after it. LLEN, ZCARD and
+-- HEXISTS read in O(1) and need no ACL permission beyond README's list.
+local function expect(key, kind)
+  if proven[key] then return end
+  if kind == 'list' then
+    must(kind, 'LLEN', key)
+  elseif kind == 'zset' then
+    must(kind, 'ZCARD', key)
+  else
+    must(kind, 'HEXISTS', key, '')
+  end
+  proven[key] = true
+end
+
+-- The ready list (its index in KEYS) for a delayed or lease `score`, given
+-- the index of the priority 9 list: score % 10 is 9 - priority. A score that
+-- is no whole number from 0 to MAX_SCORE (tonumber() also reads '1.5',
+-- '-inf', 'inf' and 'nan') is not ours: its priority cannot be told, and 0,
+-- the last served, is taken.
+local function band_of(score, first_ready)
+  local n = tonumber(score)
+  if n and n >= 0 and n <= MAX_SCORE and n == math.floor(n) then return first_ready + n % 10 end
+  return first_ready + 9
+end
+
+-- HINCRBY key field by, or INCR key without a field, on a count someone else
+-- may have written: text, or a number beyond 2^63, starts afresh (at `by`, or
+-- at 1). In a key of another type no count is kept: `by` (0 for INCR) is
+-- returned.
+local function bump(key, field, by)
+  local count
+  if field then count = redis.pcall('HINCRBY', key, field, by) else count = redis.pcall('INCR', key) end
+  if not (type(count) == 'table' and count.err) then return count end
+  local err = tostring(count.err)
+  if string.find(err, 'WRONGTYPE', 1, true) then return field and by or 0 end
+  if not (string.find(err, 'not an integer', 1, true) or string.find(err, 'overflow', 1, true)) then
+    foreign(count)
+  end
+  if field then
+    redis.call('HSET', key, field, by)
+    return by
+  end
+  redis.call('DEL', key)
+  return redis.call('INCR', key)
+end
