@@ -25,7 +25,7 @@ import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Dict, Generic, List, Optional, Protocol, TypeVar
+from typing import Any, Callable, ContextManager, Dict, Generic, List, Optional, Protocol, TypeVar
 
 from .errors import BrokerError
 from .message import Message
@@ -68,6 +68,10 @@ class Supervised(Protocol[J]):
     def starting(self) -> None: ...
 
     def listen_for_orders(self) -> None: ...
+
+    def forking(self) -> ContextManager[None]: ...
+
+    def forked(self) -> None: ...
 
     def beat(self) -> None: ...
 
@@ -239,7 +243,8 @@ class ProcessPool(Generic[J]):
         # waits for the child's _early_signals, and for this process's handler here.
         signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
         try:
-            process.start()
+            with self.worker.forking():  # no other thread holds the Redis pool's lock
+                process.start()
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         child_end.close()
@@ -399,6 +404,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
                 counts: Any, current: Any) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     _early_signals()
+    parent.forked()
     _die_with(supervisor_pid)
     # The heartbeat thread reports the running task once a stop is asked, while the
     # main thread finishes it: under this lock, what is reported and what is done

@@ -274,6 +274,31 @@ class Transport:
             self._made.add(connection)
         return connection
 
+    @contextmanager
+    def forking(self) -> Iterator[None]:
+        """Hold the client pool's lock while this process forks a child (a process
+        pool starting one); the child then calls ``forked()``.
+
+        A child forked while another thread (a heartbeat, a listener) held that
+        lock would inherit it locked: redis-py takes it to reset the pool at the
+        child's first call, and the child would wait for ever.
+        """
+        lock = getattr(getattr(self.client, "connection_pool", None), "_lock", None)
+        if lock is None:
+            yield
+            return
+        with lock:
+            yield
+
+    def forked(self) -> None:
+        """In a child forked inside ``forking()``: let go of the lock it inherited held."""
+        lock = getattr(getattr(self.client, "connection_pool", None), "_lock", None)
+        if lock is not None:
+            try:
+                lock.release()  # held by this thread: the one that forked, in the parent
+            except RuntimeError:
+                pass  # not held: the pool had none to hold (a cluster client)
+
     def close(self) -> None:
         """Close every connection this transport opened, and its client's pool.
 

@@ -11,7 +11,7 @@ import logging
 import os
 import random
 import socket
-from typing import Any, Callable, List, Optional, Protocol, Sequence
+from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
 from ..broker import Broker
 from ..errors import BrokerError, ConfigurationError
@@ -187,6 +187,14 @@ class Worker:
         self.banner()
         self.broker.queues.register_queues(self.queues)
         self._ticks.publish()
+
+    def forking(self) -> ContextManager[None]:
+        """What a process pool holds while it forks a child (see ``Transport.forking``)."""
+        return self.broker.transport.forking()
+
+    def forked(self) -> None:
+        """First thing in a forked child, before any thread of its own starts."""
+        self.broker.transport.forked()
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""
