@@ -10,16 +10,16 @@ a process's memory, nothing polls.
 """
 from __future__ import annotations
 
-import base64
 import math
-import os
 import reprlib
 import time
+from abc import ABC, abstractmethod
 from collections import Counter
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
 
 from .errors import ArgumentError, ConfigurationError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
+from .options import new_task_id
 from .sending import Sender
 from .serializer import check_arguments, decode_outcome
 from .stores.workflows import Node, task_nodes
@@ -61,11 +61,7 @@ class SignedTask(Protocol):
     def call_options(self, options: Dict[str, Any]) -> Dict[str, Any]: ...
 
 
-def _new_id() -> str:
-    return base64.urlsafe_b64encode(os.urandom(16))[:22].decode("ascii")
-
-
-class Workflow:
+class Workflow(ABC):
     """What signatures, chains, groups and chords share: error callbacks, ``|``,
     ``delay()``."""
 
@@ -140,8 +136,9 @@ class Workflow:
         sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms())
         return handle
 
+    @abstractmethod
     def first_task(self) -> SignedTask:
-        raise NotImplementedError
+        """The task that runs first: it names the app the workflow is sent with."""
 
 
 class Signature(Workflow):
@@ -444,7 +441,7 @@ class _Compiler:
             entries.append((tasks[0]["q"], tasks[0]["id"]) if tasks else None)
             finals.append(None if isinstance(handle, GroupHandle) else
                           (tasks[-1]["q"], tasks[-1]["id"]))
-        group_id = _new_id()
+        group_id = new_task_id()
         home = next((task["q"] for member in members for task in task_nodes(member)), None)
         return ({"k": "g", "id": group_id, "q": home, "ttl": 0, "members": members},
                 GroupHandle(group_id, handles, entries, finals, self.sender))
@@ -469,7 +466,7 @@ class _Compiler:
         options = sig._resolved
         ttl = max(1, math.ceil(task.options.result_ttl * 1000))
         self.max_ttl = max(self.max_ttl, ttl)
-        node = {"k": "t", "id": options["task_id"] or _new_id(), "task": task.name,
+        node = {"k": "t", "id": options["task_id"] or new_task_id(), "task": task.name,
                 "args": list(args), "kwargs": keywords, "q": options["queue"],
                 "p": options["priority"], "delay": options["delay_ms"],
                 "eta": options["eta_ms"], "imm": sig.immutable, "ttl": ttl, "err": errs}

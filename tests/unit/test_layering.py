@@ -72,7 +72,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                        "_compat"}),
     # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
     # by a Protocol; it compiles plans for stores.workflows
-    "canvas": frozenset({"handle", "sending", "serializer", "stores.workflows", "errors"}),
+    "canvas": frozenset({"handle", "options", "sending", "serializer", "stores.workflows",
+                         "errors"}),
     "context": frozenset({"message", "errors"}),
     # signal handlers that take no lock, for the pools and the worker's stop
     "signals": frozenset(),
