@@ -177,7 +177,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def status(self) -> str:
         """``succeeded`` once every subscriber succeeded, ``failed`` once all ended
         and one did not, ``unknown`` for a call never seen (or forgotten), else
-        ``queued``.
+        where the first unfinished subscriber's run is (``queued``, ``running``,
+        ``retrying``).
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -188,9 +189,12 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         ended = []
         for name in names:
             state, outcome = self._results.state(lane(self.queue, name), self.id)
-            if state != "finished" or outcome is None:
-                return "queued" if state in ("unknown", "queued") else "running"
-            ended.append(decode_outcome(outcome).status)
+            if state == "finished" and outcome is not None:
+                ended.append(decode_outcome(outcome).status)
+            elif state == "dead":
+                ended.append("failed")
+            else:  # not pulled yet (unknown in its lane), or on its way
+                return {"unknown": "queued", "scheduled": "retrying"}.get(state, state)
         return "succeeded" if all(s == "succeeded" for s in ended) else "failed"
 
     def cancel(self, running: bool = False) -> bool:
