@@ -157,7 +157,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                     outcomes[name] = self._outcome(body)
                     break
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise ResultTimeout(self._late(names[index:], timeout))
+                    later = [n for n in names[index + 1:] if not self._ended(n)]
+                    raise ResultTimeout(self._late([name, *later], timeout))
         return outcomes
 
     async def ajoin(self, timeout: Optional[float] = None,
@@ -200,6 +201,10 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def cancel(self, running: bool = False) -> bool:
         """Broadcast calls cannot be withdrawn once sent: always False."""
         return False
+
+    def _ended(self, name: str) -> bool:
+        """Whether subscriber ``name``'s run has an outcome (or ended dead)."""
+        return self._results.state(lane(self.queue, name), self.id)[0] in ("finished", "dead")
 
     def _outcome(self, body: bytes) -> Any:
         outcome = decode_outcome(body)

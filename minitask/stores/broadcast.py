@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..errors import BrokerError
 from ..keys import QueueKeys, lane, queue_keys
 from ..transport import ScriptCall, Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP
@@ -79,8 +80,9 @@ class BroadcastStore:
                 self._known[queue] = names
                 return int(reply)
             names = sorted(text(name) for name in reply)
-        raise RuntimeError(f"the subscribers of queue {queue!r} kept changing during "
-                           f"{_RESENDS} sends; nothing was sent")
+        raise BrokerError(f"the subscribers of queue {queue!r} kept changing during "
+                          f"{_RESENDS} tries to send a broadcast; nothing was sent: send it "
+                          f"again")
 
     def pull_call(self, queue: str, subscriber: str, count: int, now_ms: int) -> ScriptCall:
         """A pull of up to ``count`` calls into the subscriber's lane (0: only re-arm
@@ -104,6 +106,14 @@ class BroadcastStore:
             "broadcast_subscribe", (k.broadcast("seq"), k.broadcast("cursors"),
                                     k.broadcast("seen")),
             (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
+
+    def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> None:
+        """Record that a worker of ``subscriber`` is alive, for each of ``queues``."""
+        with self.transport.errors(f"say subscriber {subscriber!r} is alive"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue in queues:
+                pipe.hset(self.keys(queue).broadcast("seen"), subscriber, now_ms)
+            pipe.execute()
 
     def unsubscribe(self, queue: str, subscriber: str) -> bool:
         """Remove a subscriber; False when it was not subscribed."""

@@ -80,6 +80,11 @@ class BroadcastSource:
             # known app-wide: dead letters, status and lookups by id find the lanes
             self._host.broker.queues.register_queues(self.lanes.values())
 
+    def beat(self, now_ms: int) -> None:
+        """Say this subscriber is alive (the heartbeat's; pulls say it too)."""
+        if self.lanes:
+            self._host.broker.broadcasts.seen(list(self.lanes), self.subscriber, now_ms)
+
     # -- the Source protocol ---------------------------------------------------
 
     def next_job(self) -> Optional[Job]:

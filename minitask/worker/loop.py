@@ -371,6 +371,7 @@ class Worker:
         """Renew the leases of running tasks and say this worker is alive."""
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)
+        self._broadcasts.beat(now_ms)
         if not self._registers:
             return
         period_ms = to_ms(self.heartbeat_period)

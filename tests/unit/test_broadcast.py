@@ -6,6 +6,7 @@ signals prove is in tests/crash/test_broadcast_crash.py.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Callable, Dict, List
 
@@ -129,14 +130,16 @@ def test_a_subscribers_run_is_retried_and_dead_lettered_like_a_task(
 
 
 def test_join_timeout_names_who_has_not_finished(fan: Fanout) -> None:
-    a = fan.worker("a")
     fan.worker("slow")
+    a, z = fan.worker("a"), fan.worker("z")
     handle = fan.reload.delay(3)
     drain(a)
+    drain(z)
     with pytest.raises(ResultTimeout) as raised:
         handle.join(timeout=0.05)
     text = str(raised.value)
     assert "on 1 subscriber(s): slow (last seen" in text and "1 call(s) behind" in text
+    assert "z (" not in text and "a (" not in text
     with pytest.raises(ConfigurationError):
         handle.join(timeout=float("nan"))
 
@@ -253,3 +256,24 @@ def test_drain_runs_broadcast_calls_once_in_an_isolated_app() -> None:
         assert drain_app(app) == 1
         assert ran == [5]
         assert handle.join(timeout=1) == {SUBSCRIBER: 5}
+
+
+def test_async_send_and_ajoin(fan: Fanout, clock: ManualClock) -> None:
+    a = fan.worker("a")
+
+    async def scenario() -> Dict[str, Any]:
+        handle = await fan.reload.adelay(4)
+        assert isinstance(handle, BroadcastHandle)
+        drain(a)
+        return await handle.ajoin(timeout=1)
+
+    assert asyncio.run(scenario()) == {"a": 40}
+
+
+def test_the_heartbeat_says_a_subscriber_is_alive(fan: Fanout, clock: ManualClock) -> None:
+    a = fan.worker("a")
+    clock.advance(100)
+    a.beat()
+    (found,) = fan.app.subscribers(QUEUE)
+    assert found.last_seen is not None
+    assert found.last_seen.timestamp() * 1000 == clock.now_ms()
