@@ -35,7 +35,9 @@ of its first member's first task::
 
 Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
 
-    minitask:{app:queue}:bcast:seq      STRING  the last call sequence number handed out
+    minitask:{app:queue}:bcast:state    HASH    seq: the last call sequence number handed
+                                                out; dropped: the last sequence dropped
+                                                unpulled (over broadcast_maxlen or _ttl)
     minitask:{app:queue}:bcast:log      ZSET    call id -> sequence, calls some subscriber
                                                 has not pulled yet
     minitask:{app:queue}:bcast:bodies   HASH    call id -> encoded Message, for each call in log
@@ -44,10 +46,8 @@ Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
                                                 by newlines (what join() waits for)
     minitask:{app:queue}:bcast:joins    ZSET    call id -> sequence, the calls in names
     minitask:{app:queue}:bcast:cursors  HASH    subscriber -> sequence of the last call pulled
-    minitask:{app:queue}:bcast:seen     HASH    subscriber -> when a worker of it last
-                                                pulled (ms)
-    minitask:{app:queue}:bcast:dropped  STRING  the last sequence dropped unpulled (over
-                                                broadcast_maxlen or broadcast_ttl)
+    minitask:{app:queue}:bcast:seen     HASH    subscriber -> when a worker of it was
+                                                last alive (ms)
 
 A subscriber's pulled calls run as tasks of its *lane*, a queue of its own under
 the same tag: the queue string ``queue:subscriber`` (``lane``; queue names hold
@@ -137,8 +137,8 @@ class QueueKeys:
         return f"{PREFIX}:{{{self.app}:{self.queue}}}:"
 
     def broadcast(self, part: str) -> str:
-        """A key of the queue's broadcast calls: ``seq``, ``log``, ``bodies``, ``sent``,
-        ``names``, ``joins``, ``cursors``, ``seen`` or ``dropped``."""
+        """A key of the queue's broadcast calls: ``state``, ``log``, ``bodies``, ``sent``,
+        ``names``, ``joins``, ``cursors`` or ``seen``."""
         return self.base + "bcast:" + part
 
     @cached_property

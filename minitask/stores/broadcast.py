@@ -58,7 +58,7 @@ class BroadcastStore:
 
     def _common(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
-        parts = ("seq", "log", "bodies", "sent", "cursors", "dropped")
+        parts = ("state", "log", "bodies", "sent", "cursors")
         return tuple(k.broadcast(part) for part in parts)
 
     def send(self, queue: str, entries: Sequence[Tuple[str, bytes]], now_ms: int, *,
@@ -103,7 +103,7 @@ class BroadcastStore:
         subscription keeps its place); True when it is new."""
         k = self.keys(queue)
         return bool(self.transport.run(
-            "broadcast_subscribe", (k.broadcast("seq"), k.broadcast("cursors"),
+            "broadcast_subscribe", (k.broadcast("state"), k.broadcast("cursors"),
                                     k.broadcast("seen")),
             (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
 
@@ -127,7 +127,7 @@ class BroadcastStore:
         k = self.keys(queue)
         with self.transport.errors(f"list the subscribers of queue {queue!r}"):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.get(k.broadcast("seq"))
+            pipe.hget(k.broadcast("state"), "seq")
             pipe.hgetall(k.broadcast("cursors"))
             pipe.hgetall(k.broadcast("seen"))
             seq, cursors, seen = pipe.execute()

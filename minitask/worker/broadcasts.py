@@ -95,6 +95,11 @@ class BroadcastSource:
                 return job
             self._pull()
             job = self._holdings.next_buffered(self._stop.event)
+            if job is None and self._more and not self._holdings.closing:
+                # calls wait that the fetch did not lease: the pull ran after the fetch
+                # (Redis had to load its script first), or the lane held stale entries
+                self._pull()
+                job = self._holdings.next_buffered(self._stop.event)
             if job is not None:
                 return job
         return self._inner.next_job()

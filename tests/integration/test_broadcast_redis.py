@@ -96,3 +96,26 @@ def test_status_lists_subscribers_with_their_lag_and_unsubscribe_removes_one(
         assert app.broker.broadcasts.log_size(QUEUE) == 0
     finally:
         app.close()
+
+
+def test_the_first_pull_after_a_script_flush_still_hands_the_call_out(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """The pull, the lane's fetch and the second pull go in one write: when Redis must
+    load the pull's script first (NOSCRIPT), the fetch has already run by then, and
+    the worker looks again at once rather than leaving the call for later."""
+    app = Minitask("flushed", broker=redis_server.client())
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def hello() -> str:
+        return "hi"
+
+    try:
+        worker = app.worker(queues=[QUEUE], subscriber="a")
+        worker.starting()
+        admin.script_flush()
+        assert not app.worker(queues=["default"]).run_once()  # loads fetch.lua alone
+        handle = hello.delay()
+        assert worker.run_once()
+        assert handle.join(timeout=5) == {"a": "hi"}
+    finally:
+        app.close()

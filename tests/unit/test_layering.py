@@ -58,7 +58,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.workflows": frozenset({"transport", "keys", "message", "serializer", "errors",
                                    "stores.queue", "stores.scripts"}),
     # broadcast calls: the log, the cursors, and the pull into a subscriber's lane
-    "stores.broadcast": frozenset({"transport", "keys", "stores.queue", "stores.scripts"}),
+    "stores.broadcast": frozenset({"transport", "keys", "errors", "stores.queue",
+                                   "stores.scripts"}),
     "broadcast": frozenset({"broker", "errors", "handle", "keys", "message", "options",
                             "sending", "serializer"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",

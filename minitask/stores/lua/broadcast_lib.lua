@@ -1,9 +1,10 @@
 -- broadcast_lib: what the broadcast scripts share (stores/broadcast.py puts it
 -- after lib.lua, in front of each broadcast_*.lua).
--- Every broadcast script takes the same first six keys of a queue:
--- KEYS[1] bcast:seq (STRING)   KEYS[2] bcast:log (ZSET id -> seq)
+-- Every broadcast script takes the same first five keys of a queue:
+-- KEYS[1] bcast:state (HASH: seq, the last call sequence handed out; dropped, the
+--   last sequence dropped unpulled)   KEYS[2] bcast:log (ZSET id -> seq)
 -- KEYS[3] bcast:bodies (HASH)  KEYS[4] bcast:sent (HASH id -> ms)
--- KEYS[5] bcast:cursors (HASH subscriber -> seq)   KEYS[6] bcast:dropped (STRING)
+-- KEYS[5] bcast:cursors (HASH subscriber -> seq)
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
 -- counts as empty where read; a cursor or a count that is no number is read as
 -- missing.
@@ -36,7 +37,7 @@ local function drop_pulled(limit)
 end
 
 -- Drop the oldest calls beyond `maxlen`, and those sent before `now - ttl`, at
--- most `limit` per call; the highest sequence dropped goes to KEYS[6], so a
+-- most `limit` per call; the highest sequence dropped goes to state's dropped, so a
 -- subscriber behind it learns how many it missed.
 local function drop_over(now, maxlen, ttl, limit)
   local over = tonumber(tolerant(0, 'ZCARD', KEYS[2])) - maxlen
@@ -49,8 +50,8 @@ local function drop_over(now, maxlen, ttl, limit)
     last = tonumber(oldest[i + 1])
   end
   if last then
-    local before = tonumber(tolerant(false, 'GET', KEYS[6])) or 0
-    if last > before then redis.call('SET', KEYS[6], string.format('%.0f', last)) end
+    local before = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
+    if last > before then tolerant(0, 'HSET', KEYS[1], 'dropped', string.format('%.0f', last)) end
   end
   forget_calls(ids)
 end

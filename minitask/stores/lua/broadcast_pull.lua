@@ -1,9 +1,9 @@
 -- broadcast_pull: move a subscriber's next calls from the broadcast log into its
 -- lane (a queue of its own, served by fetch.lua), advancing its cursor; then
 -- delete the calls every subscriber has pulled. Count 0 only re-arms the wake.
--- KEYS[1..6] as broadcast_lib.lua   KEYS[7] bcast:seen (HASH)
--- KEYS[8] the lane's messages (HASH)   KEYS[9] the lane's priority 9 ready list
--- KEYS[10] the lane's wake list
+-- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:seen (HASH)
+-- KEYS[7] the lane's messages (HASH)   KEYS[8] the lane's priority 9 ready list
+-- KEYS[9] the lane's wake list
 -- ARGV[1] subscriber   ARGV[2] calls to pull at most   ARGV[3] now (ms)
 -- ARGV[4] wake cap   ARGV[5] batch limit for drops
 -- Returns: {pulled, skipped, more}: skipped counts calls dropped (over maxlen or
@@ -18,16 +18,16 @@
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 expect(KEYS[5], 'hash')
-expect(KEYS[8], 'hash')
-expect(KEYS[9], 'list')
+expect(KEYS[7], 'hash')
+expect(KEYS[8], 'list')
 local cursor = tonumber(redis.call('HGET', KEYS[5], name))
 if not cursor then
-  cursor = tonumber(tolerant(false, 'GET', KEYS[1])) or 0
+  cursor = tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0
   redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
 end
-tolerant(0, 'HSET', KEYS[7], name, now)
+tolerant(0, 'HSET', KEYS[6], name, now)
 local skipped = 0
-local dropped = tonumber(tolerant(false, 'GET', KEYS[6])) or 0
+local dropped = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
 if cursor < dropped then
   skipped = dropped - cursor
   cursor = dropped
@@ -40,8 +40,8 @@ if want > 0 then
     local id = calls[i]
     local body = tolerant(false, 'HGET', KEYS[3], id)
     -- an id its lane still holds (a re-sent id whose last run is dead) is not doubled
-    if body and redis.call('HSETNX', KEYS[8], id, body) == 1 then
-      redis.call('RPUSH', KEYS[9], id)
+    if body and redis.call('HSETNX', KEYS[7], id, body) == 1 then
+      redis.call('RPUSH', KEYS[8], id)
       pulled = pulled + 1
     end
     cursor = tonumber(calls[i + 1]) or cursor
@@ -51,10 +51,10 @@ if want > 0 or skipped > 0 then
   redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
   drop_pulled(limit)
 end
-local more = redis.call('LLEN', KEYS[9]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
+local more = redis.call('LLEN', KEYS[8]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
   string.format('(%.0f', cursor), '+inf', 'LIMIT', 0, 1) > 0
 if more then
-  local kept = tolerant(cap, 'LLEN', KEYS[10])
-  if kept < cap then tolerant(0, 'RPUSH', KEYS[10], '1') end
+  local kept = tolerant(cap, 'LLEN', KEYS[9])
+  if kept < cap then tolerant(0, 'RPUSH', KEYS[9], '1') end
 end
 return {pulled, skipped, more and 1 or 0}
