@@ -128,7 +128,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         Args:
             timeout: seconds to wait at most; ``None`` waits as long as it takes.
             subscribers: wait for these names only; default: every subscriber
-                of the queue when the call was sent.
+                of the queue when the call was sent, but for those unsubscribed
+                since without having run it.
 
         Returns:
             Subscriber name -> the value its run returned, or a ``TaskFailed``
@@ -146,6 +147,10 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         names = list(self.subscribers() if subscribers is None else subscribers)
         for name in names:
             check_subscriber(name)
+        if subscribers is None:
+            # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
+            current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
+            names = [name for name in names if name in current or self._ended(name)]
         deadline = None if timeout is None else time.monotonic() + timeout
         outcomes: Dict[str, Any] = {}
         for index, name in enumerate(names):
