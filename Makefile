@@ -14,6 +14,7 @@ $(STAMP): setup.cfg setup.py
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
+	$(BIN)/python examples/logfanout/demo.py
 
 test: lint typecheck
 	$(BIN)/python -m pytest

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from .app import DeadTask, Minitask
+from .broadcast import BroadcastHandle, Subscriber
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
@@ -19,6 +20,7 @@ __all__ = [
     "AppNotFound",
     "ArgumentError",
     "AsyncTask",
+    "BroadcastHandle",
     "BrokerError",
     "ConfigurationError",
     "DeadTask",
@@ -34,6 +36,7 @@ __all__ = [
     "Schedule",
     "SerializationError",
     "Signature",
+    "Subscriber",
     "Task",
     "TaskContext",
     "TaskFailed",

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Union, overload
 
 from .aio import AsyncBroker, async_client_for, running_loop
+from .broadcast import Subscriber, broadcast_limits, subscriber_list
 from .broker import Broker
 from .connection import Client, connect
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError
@@ -26,7 +27,8 @@ from .worker import Worker, check_prefetch
 MAX_DELIVERIES = 1000
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
-APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker"})
+APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
+                         "broadcast_maxlen"})
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,10 @@ class Minitask:
             trip, 1 to 1000, default 1: strict priority and queue order; more
             is faster but lets up to that many tasks jump ahead of a
             higher-priority one) and ``clock`` (an object with ``now_ms()``,
-            for tests).
+            for tests), ``broadcast_ttl`` (seconds a broadcast call waits for a
+            subscriber to pull it, default one day) and ``broadcast_maxlen``
+            (calls of a queue kept for subscribers that have not pulled them,
+            default 10,000; older ones are dropped).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -111,6 +116,7 @@ class Minitask:
         self._async_brokers = weakref.WeakKeyDictionary()
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
+        self._sender.broadcast_limits = broadcast_limits(options, where)
 
     def __repr__(self) -> str:
         return f"<Minitask {self.name} tasks={len(self.tasks)}>"
@@ -350,6 +356,31 @@ class Minitask:
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 
+    def subscribers(self, queue: str) -> List[Subscriber]:
+        """The subscribers of a queue's broadcast calls, by name, with their lag.
+
+        Raises:
+            ConfigurationError: a bad queue name.
+            BrokerError: Redis could not be reached.
+        """
+        check_queue_name(queue)
+        return subscriber_list(self.broker, queue)
+
+    def unsubscribe(self, queue: str, name: str) -> bool:
+        """Remove a subscriber gone for good (``minitask unsubscribe``): calls stop
+        waiting for it; a worker of that name still running subscribes again.
+
+        Returns:
+            False when ``name`` was not a subscriber of ``queue``.
+
+        Raises:
+            ConfigurationError: a bad queue or subscriber name.
+            BrokerError: Redis could not be reached.
+        """
+        check_queue_name(queue)
+        check_key_part("subscriber", name)
+        return self.broker.broadcasts.unsubscribe(queue, name)
+
     # -- dead letters --------------------------------------------------------
 
     def _queues(self, queue: Optional[str]) -> List[str]:
@@ -424,7 +455,7 @@ class Minitask:
 
     def worker(self, queues: Optional[Sequence[str]] = None, concurrency: int = 1,
                pool: str = "thread", burst: bool = False, grace: float = 30.0,
-               prefetch: Optional[int] = None) -> Worker:
+               prefetch: Optional[int] = None, subscriber: Optional[str] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
@@ -435,13 +466,14 @@ class Minitask:
             burst: return once nothing is ready instead of waiting for more.
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
+            subscriber: the name it runs broadcast calls as; default: the host name.
 
         Raises:
             ConfigurationError: an option is invalid.
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch,
-                      schedules=list(self.periodic_schedules.values()))
+                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber)
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

@@ -239,6 +239,7 @@ class Bench:
             self.delayed()
             self.periodic()
             self.workflows()
+            self.broadcasts()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -430,6 +431,13 @@ class Bench:
         """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
         from .bench_canvas import measure_workflows  # its app, only when it runs
         for row in measure_workflows(self.url):
+            self.report.add(Row(**row))
+
+    def broadcasts(self) -> None:
+        """Fan-out to 10 subscribers: calls/s delivered to all, idle pickup latency."""
+        from .bench_broadcast import measure_fanout  # its app, only when it runs
+        _progress("broadcasts: fan-out to 10 subscribers")
+        for row in measure_fanout(self.url):
             self.report.add(Row(**row))
 
     def memory(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import redis
 
 from .stores.admin import AdminStore
+from .stores.broadcast import BroadcastStore
 from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
 from .stores.queue import QueueStore
@@ -36,6 +37,7 @@ class Broker:
         self.cancels = CancelStore(self.transport, app_name)
         self.schedules = ScheduleStore(self.transport, app_name)
         self.workflows = WorkflowStore(self.transport, app_name, self.queues)
+        self.broadcasts = BroadcastStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

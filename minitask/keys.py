@@ -33,6 +33,27 @@ of its first member's first task::
                                               follows it, who failed it, fired flag
     minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result
 
+Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
+
+    minitask:{app:queue}:bcast:state    HASH    seq: the last call sequence number handed
+                                                out; dropped: the last sequence dropped
+                                                unpulled (over broadcast_maxlen or _ttl)
+    minitask:{app:queue}:bcast:log      ZSET    call id -> sequence, calls some subscriber
+                                                has not pulled yet
+    minitask:{app:queue}:bcast:bodies   HASH    call id -> encoded Message, for each call in log
+    minitask:{app:queue}:bcast:sent     HASH    call id -> time sent (ms), for each call in log
+    minitask:{app:queue}:bcast:names    HASH    call id -> subscribers at send time, joined
+                                                by newlines (what join() waits for)
+    minitask:{app:queue}:bcast:joins    ZSET    call id -> sequence, the calls in names
+    minitask:{app:queue}:bcast:cursors  HASH    subscriber -> sequence of the last call pulled
+    minitask:{app:queue}:bcast:seen     HASH    subscriber -> when a worker of it was
+                                                last alive (ms)
+
+A subscriber's pulled calls run as tasks of its *lane*, a queue of its own under
+the same tag: the queue string ``queue:subscriber`` (``lane``; queue names hold
+no ``:``) has every key above of a queue, with ``lane:<subscriber>:`` after
+the tag, e.g. ``minitask:{app:queue}:lane:<subscriber>:ready:9``.
+
 App-wide keys (their own slot, never mixed with queue keys in one command)::
 
     minitask:{app}:queues             SET   every queue name the app has used
@@ -110,7 +131,15 @@ class QueueKeys:
 
     @cached_property
     def base(self) -> str:
+        queue, lane, subscriber = self.queue.partition(":")
+        if lane:  # a subscriber's lane: under its queue's tag (see ``lane``)
+            return f"{PREFIX}:{{{self.app}:{queue}}}:lane:{subscriber}:"
         return f"{PREFIX}:{{{self.app}:{self.queue}}}:"
+
+    def broadcast(self, part: str) -> str:
+        """A key of the queue's broadcast calls: ``state``, ``log``, ``bodies``, ``sent``,
+        ``names``, ``joins``, ``cursors`` or ``seen``."""
+        return self.base + "bcast:" + part
 
     @cached_property
     def ready(self) -> tuple[str, ...]:
@@ -210,6 +239,11 @@ class AppKeys:
 
     def control(self, name: str) -> str:
         return f"{PREFIX}:{{{self.app}}}:control:{name}"
+
+
+def lane(queue: str, subscriber: str) -> str:
+    """The queue string of a subscriber's lane of ``queue``: its keys share the tag."""
+    return f"{queue}:{subscriber}"
 
 
 @lru_cache(maxsize=4096)

@@ -15,7 +15,7 @@ from .message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",
-                          "result_ttl"})
+                          "result_ttl", "broadcast"})
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
 _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
@@ -99,6 +99,8 @@ class TaskOptions:
     timeout: Optional[float] = None
     ignore_result: bool = False
     result_ttl: float = 86400.0
+    #: Each call runs once per subscriber of the queue (``broadcast.py``).
+    broadcast: bool = False
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
@@ -140,6 +142,10 @@ class TaskOptions:
             raise ConfigurationError(f"{where}: ignore_result must be True or False, "
                                      f"got {ignore_result!r}")
         queue = options.get("queue") or default_queue
+        broadcast = options.get("broadcast", False)
+        if not isinstance(broadcast, bool):
+            raise ConfigurationError(f"{where}: broadcast must be True or False, "
+                                     f"got {broadcast!r}")
         return cls(
             name=name, queue=queue,
             priority=check_priority(options.get("priority", 5), where),
@@ -149,4 +155,5 @@ class TaskOptions:
             retry_on=retry_on,
             timeout=seconds.get("timeout"),
             ignore_result=ignore_result,
-            result_ttl=seconds["result_ttl"])
+            result_ttl=seconds["result_ttl"],
+            broadcast=broadcast)

@@ -38,6 +38,9 @@ def check_key_part(kind: str, name: Any) -> None:
 class Sender:
     """Writes messages to the broker of one app; ``broker`` connects on first use."""
 
+    #: The app's (broadcast_maxlen, broadcast_ttl in ms), for broadcast calls (broadcast.py).
+    broadcast_limits: Tuple[int, int] = (10_000, 86_400_000)
+
     def __init__(self, broker: Callable[[], Broker], clock: Clock,
                  max_message_bytes: int,
                  async_broker: Optional[Callable[[], AsyncBroker]] = None) -> None:

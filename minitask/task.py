@@ -1,13 +1,15 @@
 """Task: a registered function, its options, and the ways to enqueue it."""
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
 import inspect
 import math
 import reprlib
 from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Optional,
-                    Protocol, Sequence, Tuple, TypeVar, Union, overload)
+                    Protocol, Sequence, Tuple, TypeVar, Union, cast, overload)
 
+from . import broadcast
 from ._compat import ParamSpec
 from .canvas import Signature
 from .errors import ArgumentError, ConfigurationError
@@ -367,10 +369,15 @@ class Task(Generic[P, R]):
                 "eta_ms": None if eta is None else self._eta_ms(eta), "task_id": task_id}
 
     def _send(self, messages: List[Message]) -> List[TaskHandle[R]]:
+        if self.options.broadcast:  # a BroadcastHandle per call (broadcast.py)
+            handles = broadcast.send(self._sender, messages, to_ms(self.options.result_ttl))
+            return cast(List[TaskHandle[R]], handles)
         self._sender.send(messages)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 
     async def _asend(self, messages: List[Message]) -> List[TaskHandle[R]]:
+        if self.options.broadcast:
+            return await asyncio.get_running_loop().run_in_executor(None, self._send, messages)
         await self._sender.asend(messages)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 

@@ -31,6 +31,9 @@ logger = logging.getLogger(__name__)
 #: ``drain`` gives up after running this many tasks: a task that keeps enqueueing
 #: work due at once would otherwise never let it return.
 DRAIN_LIMIT = 100_000
+#: The subscriber ``drain`` runs broadcast calls as: ``isolated`` subscribes it to
+#: every broadcast queue of the app, so each broadcast call runs once, in-process.
+SUBSCRIBER = "testing"
 
 
 class TestClock:
@@ -85,6 +88,7 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
     app._broker_setting, app._broker = client, None  # type: ignore[assignment]
     app.clock = app._sender.clock = clock
     try:
+        _subscribe(app)
         yield app
     finally:
         try:
@@ -121,9 +125,10 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
                                  "allows: call it inside minitask.testing.isolated(app)")
     target_ms = clock.now_ms() + to_ms(advance)
     ran = 0
+    _subscribe(app)
     while True:
         queues = _queues(app)
-        worker = app.worker(queues=queues, burst=True)
+        worker = app.worker(queues=queues, burst=True, subscriber=SUBSCRIBER)
         while worker.run_once():
             ran += 1
             if ran > DRAIN_LIMIT:
@@ -143,5 +148,13 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
 
 
 def _queues(app: Minitask) -> List[str]:
-    """The app's queues: those its tasks declare and any a call was sent to."""
-    return sorted(set(app.broker.queues.queue_names()) | set(app.worker_queues()))
+    """The app's queues: those its tasks declare and any a call was sent to (not the
+    subscribers' lanes: a worker serves those of its broadcast queues itself)."""
+    known = {queue for queue in app.broker.queues.queue_names() if ":" not in queue}
+    return sorted(known | set(app.worker_queues()))
+
+
+def _subscribe(app: Minitask) -> None:
+    """Subscribe ``SUBSCRIBER`` to the app's broadcast queues (from now on)."""
+    for queue in sorted({t.queue for t in app.tasks.values() if t.options.broadcast}):
+        app.broker.broadcasts.subscribe(queue, SUBSCRIBER, app.clock.now_ms())

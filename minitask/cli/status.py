@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
         "app": app.name, "broker": broker.description,
         "queues": {queue: broker.queues.counts(queue) for queue in queues},
         "workers": [],
+        "subscribers": _subscribers(app, queues, now_ms),
     }
     for info in broker.registry.live(now_ms, live_ms=60_000):
         report["workers"].append({
@@ -38,6 +39,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_status_text(report))
     return 0
+
+
+def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
+    """Per queue with broadcast subscribers: each one's lag and last-seen age."""
+    found: Dict[str, Any] = {}
+    for queue in queues:
+        if ":" in queue:
+            continue  # a subscriber's lane: listed as a queue above
+        rows = [{"name": s.name, "lag": s.lag,
+                 "last_seen_age_s": None if s.last_seen is None else
+                 round(max(0.0, now_ms / 1000.0 - s.last_seen.timestamp()), 3)}
+                for s in app.subscribers(queue)]
+        if rows:
+            found[queue] = rows
+    return found
 
 
 def _status_text(report: Dict[str, Any]) -> str:
@@ -55,4 +71,10 @@ def _status_text(report: Dict[str, Any]) -> str:
         lines.append(f"  {worker['name']}  heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
                      f"running {worker['running']}  queues {worker['queues']}")
+    for queue, rows in report["subscribers"].items():
+        lines += ["", f"broadcast subscribers of queue {queue} (lag: calls not pulled yet)"]
+        for row in rows:
+            age = row["last_seen_age_s"]
+            seen = "never seen" if age is None else f"last seen {age:.1f} s ago"
+            lines.append(f"  {row['name']}  lag {row['lag']}  {seen}")
     return "\n".join(lines)

@@ -29,6 +29,10 @@ def register(commands: Any) -> None:
                         help="tasks each process leases per round trip (default: the app's "
                         "prefetch, 1); more is faster, but up to that many tasks can run "
                         "ahead of a higher-priority one")
+    worker.add_argument("--name", default=None,
+                        help="the subscriber name it runs broadcast calls as; workers "
+                        "sharing a name run each call once between them (default: the "
+                        "host name)")
     worker.set_defaults(command=run)
 
 
@@ -52,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
             args.pool, 1)
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-                   grace=args.grace, prefetch=args.prefetch).run()
+                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name).run()
     finally:
         app.close()
     return 0

@@ -35,6 +35,12 @@ class TaskSettings(Protocol):
     @property
     def result_ttl(self) -> float: ...
 
+    @property
+    def queue(self) -> str: ...
+
+    @property
+    def broadcast(self) -> bool: ...
+
 
 class HostedTask(Protocol):
     """A registered task as the worker runs it."""

@@ -19,6 +19,7 @@ from ..message import Message, Outcome, to_ms
 from ..periodic import Schedule
 from ..pool import ProcessPool, ThreadPool
 from .aiopool import AsyncioPool
+from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
@@ -72,7 +73,7 @@ class Worker:
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
                  name: Optional[str] = None, prefetch: Optional[int] = None,
-                 schedules: Sequence[Schedule] = ()) -> None:
+                 schedules: Sequence[Schedule] = (), subscriber: Optional[str] = None) -> None:
         if pool not in POOLS:
             raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', "
                                      f"got {pool!r}")
@@ -114,7 +115,12 @@ class Worker:
         # the queues. Another kind of work comes in as another Source, not a new branch.
         # ``schedules`` are the app's decorated ones, written when the worker starts.
         self._ticks = TickSource(app, self._queues, self._holdings, self._stop, schedules)
-        self._source: Source = self._ticks
+        # In front of them all, the broadcast calls of the queues, as ``subscriber``.
+        self.subscriber = (default_subscriber() if subscriber is None
+                           else check_subscriber(subscriber))
+        self._broadcasts = BroadcastSource(app, self._ticks, self._queues, self._holdings,
+                                           self._leases, self._stop, self.subscriber)
+        self._source: Source = self._broadcasts
         # A child records outcomes with its next fetch from the queues in one round trip.
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
@@ -187,6 +193,7 @@ class Worker:
         self.banner()
         self.broker.queues.register_queues(self.queues)
         self._ticks.publish()
+        self._broadcasts.subscribe()
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Transport.forking``)."""
@@ -215,7 +222,7 @@ class Worker:
         """
         child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
-                       prefetch=self.prefetch)
+                       prefetch=self.prefetch, subscriber=self.subscriber)
 
         def started(job: Job, message: Message) -> None:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
@@ -364,6 +371,7 @@ class Worker:
         """Renew the leases of running tasks and say this worker is alive."""
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)
+        self._broadcasts.beat(now_ms)
         if not self._registers:
             return
         period_ms = to_ms(self.heartbeat_period)

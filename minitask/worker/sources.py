@@ -50,6 +50,8 @@ class QueueSource:
         self._stop = stop
         #: When the last fetch found the next task due (ms on the app's clock), if any.
         self.next_event_ms: Optional[int] = None
+        #: More queues whose wake lists end a wait, not fetched here (broadcast lanes).
+        self.wake_also: List[str] = []
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -148,7 +150,8 @@ class QueueSource:
         terms = None
         if fetch_behind and isinstance(self._host.clock, SystemClock):
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
-        result = self._host.broker.queues.wait(self.queues, timeout, then_fetch=terms,
+        result = self._host.broker.queues.wait(self.queues + self.wake_also, timeout,
+                                               then_fetch=terms,
                                                interrupt=interrupt)
         if result is not None:
             self.take(self.queues[0], result)

@@ -1,0 +1,244 @@
+"""Broadcast tasks: each call runs once on every subscriber of its queue.
+
+``@app.task(broadcast=True)`` makes ``delay()`` write the call once, to its
+queue's broadcast log (``stores/broadcast.py``), and return a
+``BroadcastHandle``; workers pull it into their subscriber's lane and run it
+there as a task (``worker/broadcasts.py``). ``join()`` waits for the outcome
+of each subscriber the call was sent to.
+"""
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from .broker import Broker
+from .errors import ConfigurationError, ResultTimeout, TaskFailed
+from .handle import TaskHandle
+from .keys import lane
+from .message import Message, to_ms, to_seconds
+from .options import check_seconds
+from .sending import Sender, check_key_part
+from .serializer import decode_outcome
+
+#: The app's defaults: calls kept per queue for subscribers behind, and for how long (s).
+DEFAULT_MAXLEN = 10_000
+DEFAULT_TTL = 86_400.0
+#: Most calls a queue's log may keep (a unit mistake past this).
+MAX_MAXLEN = 10_000_000
+#: Longest one blocking read of a subscriber's outcome lasts (Redis's cap is 5 s).
+_WAIT_STEP = 5.0
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """A subscriber of a queue's broadcasts.
+
+    Attributes:
+        name: the worker name it is (``minitask worker --name``).
+        lag: calls sent that it has not pulled yet.
+        last_seen: when one of its workers last looked for calls (UTC), if known.
+    """
+
+    name: str
+    lag: int
+    last_seen: Optional[_dt.datetime]
+
+
+def default_subscriber() -> str:
+    """The subscriber name of a worker not given one: the host name."""
+    return socket.gethostname() or "localhost"
+
+
+def check_subscriber(name: Any) -> str:
+    """``name`` if it can name a subscriber (as a queue name can), else ConfigurationError."""
+    check_key_part("subscriber", name)
+    return str(name)
+
+
+def broadcast_limits(options: Dict[str, Any], where: str) -> Tuple[int, int]:
+    """The app options ``broadcast_maxlen`` and ``broadcast_ttl`` (seconds), checked:
+    (maxlen, ttl in ms)."""
+    maxlen = options.get("broadcast_maxlen", DEFAULT_MAXLEN)
+    if type(maxlen) is not int or not 1 <= maxlen <= MAX_MAXLEN:
+        raise ConfigurationError(f"{where}: broadcast_maxlen must be an int from 1 to "
+                                 f"{MAX_MAXLEN}, got {maxlen!r}")
+    ttl = check_seconds(options.get("broadcast_ttl", DEFAULT_TTL), "broadcast_ttl", where)
+    if ttl <= 0:
+        raise ConfigurationError(f"{where}: broadcast_ttl must be > 0 seconds, got {ttl!r}")
+    return maxlen, to_ms(ttl)
+
+
+def send(sender: Sender, messages: Sequence[Message],
+         result_ttl_ms: int) -> List["BroadcastHandle"]:
+    """Check and encode every call, then write them to their queues' broadcast logs.
+
+    Raises:
+        ConfigurationError: a call has a delay or eta (broadcasts run when sent).
+        The errors of ``Sender.prepare``; nothing is sent then.
+    """
+    for message in messages:
+        if message.eta_ms:
+            raise ConfigurationError(f"task {message.task!r}: a broadcast call runs when it "
+                                     f"is sent; it takes no delay or eta")
+    by_queue = sender.prepare(messages)
+    broker = sender.broker()
+    maxlen, ttl_ms = sender.broadcast_limits
+    now_ms = sender.clock.now_ms()
+    for queue, entries in by_queue.items():
+        broker.broadcasts.send(queue, [(task_id, body) for task_id, body, _, _ in entries],
+                               now_ms, maxlen=maxlen, ttl_ms=ttl_ms)
+    broker.queues.register_queues(by_queue)
+    return [BroadcastHandle(broker, m.queue, m.id, result_ttl_ms) for m in messages]
+
+
+class BroadcastHandle(TaskHandle[Dict[str, Any]]):
+    """One broadcast call: its id, and ``join()`` for every subscriber's outcome.
+
+    ``get(timeout)`` is ``join(timeout)``; ``status()`` sums the subscribers' up.
+    """
+
+    def __init__(self, broker: Broker, queue: str, call_id: str,
+                 result_ttl_ms: int = 86_400_000) -> None:
+        super().__init__(broker, queue, call_id, result_ttl_ms)
+        self.queue = queue
+
+    def __repr__(self) -> str:
+        return f"<BroadcastHandle {self.id} queue={self.queue!r}>"
+
+    def subscribers(self) -> List[str]:
+        """Who the call was sent to: the queue's subscribers at send time (the
+        current ones once that record is gone, after ``broadcast_maxlen`` calls).
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        names = self._broker.broadcasts.names(self.queue, self.id)
+        if names is None:
+            names = [cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)]
+        return names
+
+    def join(self, timeout: Optional[float] = None,
+             subscribers: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """Wait until each subscriber has run the call; their outcomes by name.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+            subscribers: wait for these names only; default: every subscriber
+                of the queue when the call was sent, but for those unsubscribed
+                since without having run it.
+
+        Returns:
+            Subscriber name -> the value its run returned, or a ``TaskFailed``
+            (not raised) for a run that ended dead or cancelled.
+
+        Raises:
+            ResultTimeout: ``timeout`` passed first; it names who has not finished.
+            BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds.
+        """
+        if timeout is not None and (not isinstance(timeout, (int, float))
+                                    or isinstance(timeout, bool) or not timeout == timeout):
+            raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
+                                     f"number of seconds or None, got {timeout!r}")
+        names = list(self.subscribers() if subscribers is None else subscribers)
+        for name in names:
+            check_subscriber(name)
+        if subscribers is None:
+            # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
+            current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
+            names = [name for name in names if name in current or self._ended(name)]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        outcomes: Dict[str, Any] = {}
+        for index, name in enumerate(names):
+            while True:
+                left = _WAIT_STEP if deadline is None else deadline - time.monotonic()
+                body = self._results.wait_result(lane(self.queue, name), self.id,
+                                                 min(max(left, 0.0), _WAIT_STEP))
+                if body is not None:
+                    outcomes[name] = self._outcome(body)
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    later = [n for n in names[index + 1:] if not self._ended(n)]
+                    raise ResultTimeout(self._late([name, *later], timeout))
+        return outcomes
+
+    async def ajoin(self, timeout: Optional[float] = None,
+                    subscribers: Optional[Sequence[str]] = None) -> Dict[str, Any]:
+        """``join()``, awaited: it blocks a thread of the loop's default executor.
+
+        Raises:
+            The same errors as ``join``.
+        """
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, self.join, timeout, subscribers)
+
+    def get(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """``join(timeout)``: every subscriber's outcome, by name."""
+        return self.join(timeout)
+
+    def status(self) -> str:
+        """``succeeded`` once every subscriber succeeded, ``failed`` once all ended
+        and one did not, ``unknown`` for a call never seen (or forgotten), else
+        where the first unfinished subscriber's run is (``queued``, ``running``,
+        ``retrying``).
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        names = self._broker.broadcasts.names(self.queue, self.id)
+        if names is None:
+            return "unknown"
+        ended = []
+        for name in names:
+            state, outcome = self._results.state(lane(self.queue, name), self.id)
+            if state == "finished" and outcome is not None:
+                ended.append(decode_outcome(outcome).status)
+            elif state == "dead":
+                ended.append("failed")
+            else:  # not pulled yet (unknown in its lane), or on its way
+                return {"unknown": "queued", "scheduled": "retrying"}.get(state, state)
+        return "succeeded" if all(s == "succeeded" for s in ended) else "failed"
+
+    def cancel(self, running: bool = False) -> bool:
+        """Broadcast calls cannot be withdrawn once sent: always False."""
+        return False
+
+    def _ended(self, name: str) -> bool:
+        """Whether subscriber ``name``'s run has an outcome (or ended dead)."""
+        return self._results.state(lane(self.queue, name), self.id)[0] in ("finished", "dead")
+
+    def _outcome(self, body: bytes) -> Any:
+        outcome = decode_outcome(body)
+        if outcome.status == "succeeded":
+            return outcome.value
+        return TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
+                          outcome.message or outcome.reason, outcome.traceback)
+
+    def _late(self, pending: Sequence[str], timeout: Optional[float]) -> str:
+        """Who has not finished, and when each was last seen."""
+        seen = {c.name: c for c in self._broker.broadcasts.cursors(self.queue)}
+        parts = []
+        for name in pending:
+            cursor = seen.get(name)
+            if cursor is None:
+                parts.append(f"{name} (not subscribed any more)")
+            elif cursor.last_seen_ms is None:
+                parts.append(f"{name} (never seen)")
+            else:
+                ago = max(0.0, time.time() - to_seconds(cursor.last_seen_ms))
+                parts.append(f"{name} (last seen {ago:.1f} s ago, {cursor.lag} call(s) "
+                             f"behind)")
+        return (f"broadcast {self.id} of queue {self.queue!r} did not finish within "
+                f"{timeout} s on {len(pending)} subscriber(s): {', '.join(parts)}")
+
+
+def subscriber_list(broker: Broker, queue: str) -> List[Subscriber]:
+    """The queue's subscribers, by name (``app.subscribers``)."""
+    return [Subscriber(c.name, c.lag, None if c.last_seen_ms is None else
+                       _dt.datetime.fromtimestamp(to_seconds(c.last_seen_ms),
+                                                  tz=_dt.timezone.utc))
+            for c in broker.broadcasts.cursors(queue)]

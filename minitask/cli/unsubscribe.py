@@ -1,0 +1,31 @@
+"""``minitask unsubscribe``: remove a subscriber of a queue's broadcast calls."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .options import add_app_options, load
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "unsubscribe", help="remove a subscriber of a queue's broadcast calls",
+        description="Remove a subscriber (a worker name) gone for good: broadcast calls "
+        "stop waiting for it, and those only it had not pulled are deleted. A worker of "
+        "that name still running subscribes again at its next look.")
+    add_app_options(parser, level="WARNING")
+    parser.add_argument("queue", help="the queue of the broadcast tasks")
+    parser.add_argument("name", help="the subscriber, as minitask status lists it")
+    parser.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    app = load(args.app)
+    try:
+        if app.unsubscribe(args.queue, args.name):
+            print(f"unsubscribed {args.name} from the broadcasts of queue {args.queue}")
+            return 0
+        print(f"{args.name} is not a subscriber of queue {args.queue}")
+        return 1
+    finally:
+        app.close()

@@ -1,0 +1,159 @@
+"""BroadcastStore: a queue's broadcast log, its subscribers and their cursors.
+
+A broadcast call is written once, to the log of its queue, with the names of
+the subscribers at send time. Each subscriber's workers *pull* its next calls
+into the subscriber's lane (``keys.lane``): a queue of its own under the same
+hash tag, where fetch, leases, retries and dead letters are those of any
+queue. A call leaves the log once every subscriber has pulled it, or when it
+is over ``broadcast_maxlen`` or older than ``broadcast_ttl``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..errors import BrokerError
+from ..keys import QueueKeys, lane, queue_keys
+from ..transport import ScriptCall, Transport, text
+from .queue import BATCH_LIMIT, WAKE_CAP
+from .scripts import source
+
+_SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe")
+#: Sends that find the subscribers changed under them, at most, before giving up.
+_RESENDS = 16
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where one subscriber is in a queue's broadcast log."""
+
+    name: str
+    lag: int
+    last_seen_ms: Optional[int]
+
+
+@dataclass(frozen=True)
+class Pulled:
+    """What a pull did: calls moved to the lane, calls missed, and whether more wait."""
+
+    pulled: int
+    skipped: int
+    more: bool
+
+
+class BroadcastStore:
+    """The broadcast calls of one app's queues."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        # queue -> the subscribers last seen there (sorted): a send passes them, and
+        # the script says when they changed.
+        self._known: Dict[str, List[str]] = {}
+        for name in _SCRIPTS:
+            transport.register(name, source(name, shared="broadcast_lib"))
+
+    def keys(self, queue: str) -> QueueKeys:
+        return queue_keys(self.app_name, queue)
+
+    def _common(self, queue: str) -> Tuple[str, ...]:
+        k = self.keys(queue)
+        parts = ("state", "log", "bodies", "sent", "cursors")
+        return tuple(k.broadcast(part) for part in parts)
+
+    def send(self, queue: str, entries: Sequence[Tuple[str, bytes]], now_ms: int, *,
+             maxlen: int, ttl_ms: int) -> int:
+        """Add (id, body) calls to the queue's log for its subscribers; how many were new."""
+        k = self.keys(queue)
+        names = self._known.get(queue, [])
+        for _ in range(_RESENDS):
+            wakes = [self.keys(lane(queue, name)).wake for name in names]
+            tail: List[Any] = [*wakes, now_ms, maxlen, ttl_ms, WAKE_CAP, BATCH_LIMIT,
+                               len(names), *names]
+            for task_id, body in entries:
+                tail += (task_id, body)
+            done, reply = self.transport.run_calls(
+                [("broadcast_send", queue, (*self._common(queue), k.broadcast("names"),
+                                            k.broadcast("joins")), tail, len(wakes))],
+                f"send a broadcast to queue {queue!r}")[-1]
+            if int(done):
+                self._known[queue] = names
+                return int(reply)
+            names = sorted(text(name) for name in reply)
+        raise BrokerError(f"the subscribers of queue {queue!r} kept changing during "
+                          f"{_RESENDS} tries to send a broadcast; nothing was sent: send it "
+                          f"again")
+
+    def pull_call(self, queue: str, subscriber: str, count: int, now_ms: int) -> ScriptCall:
+        """A pull of up to ``count`` calls into the subscriber's lane (0: only re-arm
+        the lane's wake when calls wait), to send with the lane's fetch."""
+        k = self.keys(queue)
+        own = self.keys(lane(queue, subscriber))
+        return ("broadcast_pull", lane(queue, subscriber),
+                (*self._common(queue), k.broadcast("seen"), own.messages, own.ready[0],
+                 own.wake), (subscriber, count, now_ms, WAKE_CAP, BATCH_LIMIT), 0)
+
+    @staticmethod
+    def pulled(reply: Any) -> Pulled:
+        pulled, skipped, more = reply
+        return Pulled(int(pulled), int(skipped), bool(int(more)))
+
+    def subscribe(self, queue: str, subscriber: str, now_ms: int) -> bool:
+        """Subscribe ``subscriber`` to the queue's broadcasts from now on (an existing
+        subscription keeps its place); True when it is new."""
+        k = self.keys(queue)
+        return bool(self.transport.run(
+            "broadcast_subscribe", (k.broadcast("state"), k.broadcast("cursors"),
+                                    k.broadcast("seen")),
+            (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
+
+    def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> None:
+        """Record that a worker of ``subscriber`` is alive, for each of ``queues``."""
+        with self.transport.errors(f"say subscriber {subscriber!r} is alive"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue in queues:
+                pipe.hset(self.keys(queue).broadcast("seen"), subscriber, now_ms)
+            pipe.execute()
+
+    def unsubscribe(self, queue: str, subscriber: str) -> bool:
+        """Remove a subscriber; False when it was not subscribed."""
+        self._known.pop(queue, None)
+        return bool(self.transport.run(
+            "broadcast_unsubscribe", (*self._common(queue), self.keys(queue).broadcast("seen")),
+            (subscriber, BATCH_LIMIT), f"unsubscribe {subscriber!r} from queue {queue!r}"))
+
+    def cursors(self, queue: str) -> List[Cursor]:
+        """The queue's subscribers with how many calls each has not pulled, by name."""
+        k = self.keys(queue)
+        with self.transport.errors(f"list the subscribers of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.broadcast("state"), "seq")
+            pipe.hgetall(k.broadcast("cursors"))
+            pipe.hgetall(k.broadcast("seen"))
+            seq, cursors, seen = pipe.execute()
+        last = _number(seq) or 0
+        found = []
+        for name, cursor in cursors.items():
+            seen_ms = _number(seen.get(name))
+            found.append(Cursor(text(name), max(0, last - (_number(cursor) or 0)), seen_ms))
+        return sorted(found, key=lambda cursor: cursor.name)
+
+    def names(self, queue: str, call_id: str) -> Optional[List[str]]:
+        """The subscribers a call was sent to; None once that is no longer kept."""
+        with self.transport.errors(f"read the subscribers of broadcast {call_id}"):
+            joined = self.transport.client.hget(self.keys(queue).broadcast("names"), call_id)
+        if joined is None:
+            return None
+        return [name for name in text(joined).split("\n") if name]
+
+    def log_size(self, queue: str) -> int:
+        """Calls in the queue's log: some subscriber has not pulled them."""
+        with self.transport.errors(f"count the broadcasts of queue {queue!r}"):
+            return int(self.transport.client.zcard(self.keys(queue).broadcast("log")))
+
+
+def _number(value: Any) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None

@@ -1,0 +1,57 @@
+-- broadcast_lib: what the broadcast scripts share (stores/broadcast.py puts it
+-- after lib.lua, in front of each broadcast_*.lua).
+-- Every broadcast script takes the same first five keys of a queue:
+-- KEYS[1] bcast:state (HASH: seq, the last call sequence handed out; dropped, the
+--   last sequence dropped unpulled)   KEYS[2] bcast:log (ZSET id -> seq)
+-- KEYS[3] bcast:bodies (HASH)  KEYS[4] bcast:sent (HASH id -> ms)
+-- KEYS[5] bcast:cursors (HASH subscriber -> seq)
+-- Data minitask did not write (lib.lua): a log, bodies or sent of another type
+-- counts as empty where read; a cursor or a count that is no number is read as
+-- missing.
+
+-- Forget calls of the log: their bodies and send times go with them.
+local function forget_calls(ids)
+  if #ids == 0 then return end
+  tolerant(0, 'ZREM', KEYS[2], unpack(ids))
+  tolerant(0, 'HDEL', KEYS[3], unpack(ids))
+  tolerant(0, 'HDEL', KEYS[4], unpack(ids))
+end
+
+-- The lowest cursor of any subscriber, or nil when none subscribes.
+local function least_cursor()
+  local least
+  for _, value in ipairs(tolerant({}, 'HVALS', KEYS[5])) do
+    local seq = tonumber(value)
+    if seq and (least == nil or seq < least) then least = seq end
+  end
+  return least
+end
+
+-- Delete the calls every subscriber has pulled (all of them when none
+-- subscribes), at most `limit` per call: each lane holds its own copy.
+local function drop_pulled(limit)
+  local least = least_cursor()
+  local upto = least and string.format('%.0f', least) or '+inf'
+  local ids = tolerant({}, 'ZRANGEBYSCORE', KEYS[2], '-inf', upto, 'LIMIT', 0, limit)
+  forget_calls(ids)
+end
+
+-- Drop the oldest calls beyond `maxlen`, and those sent before `now - ttl`, at
+-- most `limit` per call; the highest sequence dropped goes to state's dropped, so a
+-- subscriber behind it learns how many it missed.
+local function drop_over(now, maxlen, ttl, limit)
+  local over = tonumber(tolerant(0, 'ZCARD', KEYS[2])) - maxlen
+  local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, limit - 1, 'WITHSCORES')
+  local ids, last = {}, nil
+  for i = 1, #oldest, 2 do
+    local sent = tonumber(tolerant(false, 'HGET', KEYS[4], oldest[i]))
+    if #ids >= over and sent and sent >= now - ttl then break end
+    ids[#ids + 1] = oldest[i]
+    last = tonumber(oldest[i + 1])
+  end
+  if last then
+    local before = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
+    if last > before then tolerant(0, 'HSET', KEYS[1], 'dropped', string.format('%.0f', last)) end
+  end
+  forget_calls(ids)
+end

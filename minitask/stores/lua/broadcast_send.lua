@@ -1,0 +1,64 @@
+-- broadcast_send: add calls to a queue's broadcast log for every subscriber, and
+-- wake an idle worker of each.
+-- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:names (HASH)   KEYS[7] bcast:joins (ZSET)
+-- KEYS[7 + i] the wake list of the i-th subscriber's lane, in ARGV's order
+-- ARGV[1] now (ms)   ARGV[2] broadcast_maxlen (calls)   ARGV[3] broadcast_ttl (ms)
+-- ARGV[4] wake cap   ARGV[5] batch limit for drops   ARGV[6] n, the subscribers
+-- the caller knows of, then their n names, sorted; then per call: id, encoded message
+-- Returns: {1, calls added} (an id sent already is left as it is), or, when the
+-- subscribers are not the ones the caller knows of, {0, the subscribers} and
+-- nothing is changed: the caller sends again with those.
+-- Invariant: a call in the log is pulled by each subscriber recorded with it (or
+-- dropped over maxlen / ttl); names keeps who that was, for join().
+-- Data minitask did not write (lib.lua): state, log, bodies, sent, names or joins
+-- of another type refuses the call before any write; a sequence that is no number
+-- starts afresh; a wake list of another type gets no token.
+local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local current = tolerant({}, 'HKEYS', KEYS[5])
+table.sort(current)
+local same = #current == n
+for i = 1, n do
+  if not same then break end
+  same = current[i] == ARGV[6 + i]
+end
+if not same then return {0, current} end
+expect(KEYS[1], 'hash')
+expect(KEYS[2], 'zset')
+expect(KEYS[3], 'hash')
+expect(KEYS[4], 'hash')
+expect(KEYS[6], 'hash')
+expect(KEYS[7], 'zset')
+local joined = table.concat(current, '\n')
+local added = 0
+for i = 7 + n, #ARGV, 2 do
+  local id = ARGV[i]
+  if redis.call('HSETNX', KEYS[6], id, joined) == 1 then
+    local seq = bump(KEYS[1], 'seq', 1)
+    redis.call('ZADD', KEYS[7], seq, id)
+    if n > 0 then  -- with no subscriber, nobody would ever pull it
+      redis.call('ZADD', KEYS[2], seq, id)
+      redis.call('HSET', KEYS[3], id, ARGV[i + 1])
+      redis.call('HSET', KEYS[4], id, now)
+    end
+    added = added + 1
+  end
+end
+drop_over(now, maxlen, ttl, limit)
+drop_pulled(limit)
+-- join() reads the subscribers of the last maxlen calls at most
+local extra = tonumber(redis.call('ZCARD', KEYS[7])) - maxlen
+if extra > 0 then
+  local ids = redis.call('ZRANGE', KEYS[7], 0, math.min(extra, limit) - 1)
+  redis.call('ZREM', KEYS[7], unpack(ids))
+  redis.call('HDEL', KEYS[6], unpack(ids))
+end
+if added > 0 and n > 0 then
+  local tokens = {}
+  for i = 1, math.min(added, cap) do tokens[i] = '1' end
+  for i = 1, n do
+    local kept = tolerant(0, 'RPUSH', KEYS[7 + i], unpack(tokens))
+    if kept > cap then redis.call('LTRIM', KEYS[7 + i], 0, cap - 1) end
+  end
+end
+return {1, added}

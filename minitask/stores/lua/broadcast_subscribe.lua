@@ -1,0 +1,18 @@
+-- broadcast_subscribe: a worker subscribes its name to a queue's broadcasts as it
+-- starts: calls sent from now on run on it too. An existing subscription keeps
+-- its cursor (a subscriber that was down catches up).
+-- KEYS[1] bcast:state (HASH)   KEYS[2] bcast:cursors (HASH)   KEYS[3] bcast:seen (HASH)
+-- ARGV[1] subscriber   ARGV[2] now (ms)
+-- Returns: 1 when the subscription is new, else 0.
+-- Data minitask did not write (lib.lua): cursors of another type refuses the
+-- call; a cursor that is no number restarts from now; seen of another type is
+-- left as it is.
+expect(KEYS[2], 'hash')
+local seq = string.format('%.0f', tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0)
+local new = 0
+if not tonumber(redis.call('HGET', KEYS[2], ARGV[1])) then
+  redis.call('HSET', KEYS[2], ARGV[1], seq)
+  new = 1
+end
+tolerant(0, 'HSET', KEYS[3], ARGV[1], ARGV[2])
+return new

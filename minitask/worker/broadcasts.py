@@ -1,0 +1,139 @@
+"""Broadcasts: the worker's subscription to the broadcast calls of its queues.
+
+A worker subscribes its subscriber name (``--name``, default: the host name)
+to each queue it serves that has a broadcast task. Before the other sources,
+it pulls that name's next calls into the name's lane and leases them in the
+same round trip (``stores/broadcast.py``): from there a call is a task of the
+lane, with its lease, retries, time limit and dead letter. Workers that
+share a name share the cursor, so each call runs once per name.
+
+An idle worker waits on its lanes' wake lists beside its queues' (one BLPOP):
+a send pushes a token on each subscriber's lane, and a pull that leaves calls
+behind pushes one for another idle worker of the same name.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any, Dict, List, Optional
+
+from ..errors import ConfigurationError
+from ..keys import check_name, lane
+from ..stores.queue import FetchTerms
+from ..transport import ScriptCall
+from .host import Host
+from .leases import Holdings, Job, Leases
+from .sources import QueueSource, Source
+from .stop import Stop
+
+logger = logging.getLogger(__name__)
+
+
+def default_subscriber() -> str:
+    """The subscriber name of a worker not given one: the host name."""
+    return socket.gethostname() or "localhost"
+
+
+def check_subscriber(name: Any) -> str:
+    """``name`` if it can name a subscriber (as it could a queue), else ConfigurationError."""
+    if not isinstance(name, str):
+        raise ConfigurationError(f"subscriber name must be a str, got {name!r}")
+    try:
+        return check_name("subscriber", name)
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
+def broadcast_queues(host: Host, queues: List[str]) -> List[str]:
+    """The queues among ``queues`` that one of the app's broadcast tasks is sent to."""
+    declared = {task.options.queue for task in host.tasks.values() if task.options.broadcast}
+    return [queue for queue in queues if queue in declared]
+
+
+class BroadcastSource:
+    """Pulls and leases the subscriber's broadcast calls, then asks ``inner``."""
+
+    def __init__(self, host: Host, inner: Source, queues: QueueSource, holdings: Holdings,
+                 leases: Leases, stop: Stop, subscriber: str) -> None:
+        self._host = host
+        self._inner = inner
+        self._queues = queues
+        self._holdings = holdings
+        self._leases = leases
+        self._stop = stop
+        self.subscriber = subscriber
+        #: queue -> this subscriber's lane of it
+        self.lanes: Dict[str, str] = {queue: lane(queue, subscriber)
+                                      for queue in broadcast_queues(host, queues.queues)}
+        queues.wake_also = list(self.lanes.values())
+        self._more = False
+
+    def subscribe(self) -> None:
+        """Subscribe to the broadcasts of the queues, as the worker starts."""
+        store = self._host.broker.broadcasts
+        now_ms = self._host.clock.now_ms()
+        for queue in self.lanes:
+            if store.subscribe(queue, self.subscriber, now_ms):
+                logger.info("subscribed as %r to the broadcasts of queue %r", self.subscriber,
+                            queue)
+        if self.lanes:
+            # known app-wide: dead letters, status and lookups by id find the lanes
+            self._host.broker.queues.register_queues(self.lanes.values())
+
+    def beat(self, now_ms: int) -> None:
+        """Say this subscriber is alive (the heartbeat's; pulls say it too)."""
+        if self.lanes:
+            self._host.broker.broadcasts.seen(list(self.lanes), self.subscriber, now_ms)
+
+    # -- the Source protocol ---------------------------------------------------
+
+    def next_job(self) -> Optional[Job]:
+        """A broadcast call of this subscriber if one is ready, else ``inner``'s job."""
+        if self.lanes and not self._stop.is_set() and not self._holdings.closing:
+            job = self._holdings.next_buffered(self._stop.event)
+            if job is not None:
+                return job
+            self._pull()
+            job = self._holdings.next_buffered(self._stop.event)
+            if job is None and self._more and not self._holdings.closing:
+                # calls wait that the fetch did not lease: the pull ran after the fetch
+                # (Redis had to load its script first), or the lane held stale entries
+                self._pull()
+                job = self._holdings.next_buffered(self._stop.event)
+            if job is not None:
+                return job
+        return self._inner.next_job()
+
+    def more_due_now(self) -> bool:
+        return self._more or self._inner.more_due_now()
+
+    def wait(self) -> None:
+        self._inner.wait()
+
+    # -- pulling ---------------------------------------------------------------
+
+    def _pull(self) -> None:
+        """Per lane, in one round trip: pull calls into it, lease from it, and leave a
+        wake token if calls are left for another worker of the name."""
+        store = self._host.broker.broadcasts
+        queues = self._host.broker.queues
+        now_ms = self._host.clock.now_ms()
+        count = self._queues.prefetch
+        terms = FetchTerms(self._leases.lease_ms, count, self._host.max_deliveries)
+        calls: List[ScriptCall] = []
+        for queue, own in self.lanes.items():
+            calls += (store.pull_call(queue, self.subscriber, count, now_ms),
+                      queues.fetch_call(own, now_ms, terms),
+                      store.pull_call(queue, self.subscriber, 0, now_ms))
+        replies = self._host.broker.transport.run_calls(calls, "pull broadcast calls")
+        more = False
+        for index, (queue, own) in enumerate(self.lanes.items()):
+            first, fetched, last = replies[3 * index:3 * index + 3]
+            skipped = store.pulled(first).skipped
+            if skipped:
+                logger.warning("subscriber %r missed %d broadcast call(s) of queue %r: they "
+                               "were dropped over broadcast_maxlen or broadcast_ttl before it "
+                               "pulled them", self.subscriber, skipped, queue)
+            self._queues.take(own, queues.fetch_result(fetched))
+            more = more or store.pulled(last).more
+        self._more = more

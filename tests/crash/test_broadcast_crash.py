@@ -1,0 +1,162 @@
+"""Broadcast calls with real worker processes on a real redis-server (SPEC section 10).
+
+Each worker runs ``tests.apps.broadcast`` as the subscriber its ``--name`` says;
+its tasks leave markers ``marks:<kind>:<subscriber>`` (``n:pid:attempt:delivery``)
+and the tests assert on those and on Redis, never on logs.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+
+from minitask import BroadcastHandle, ResultTimeout
+from minitask.keys import QueueKeys, lane
+from tests.apps.broadcast import QUEUE, producer
+from tests.conftest import Processes, RedisServer, did_fail, wait_until
+from tests.crash.support import kill_group, send
+
+pytestmark = pytest.mark.crash
+
+DEADLINE = 120.0
+APP = "tests.apps.broadcast"
+
+
+class Fleet:
+    """The workers of one test, by subscriber name, and the producer side."""
+
+    def __init__(self, server: RedisServer, processes: Processes, logs: Path) -> None:
+        self.server = server
+        self.processes = processes
+        self.logs = logs
+        self.client = server.client()
+        self.app, self.note, self.hold = producer(server.client())
+        self.workers: List[Tuple[str, "subprocess.Popen[bytes]"]] = []
+
+    def start(self, name: str, **env: str) -> "subprocess.Popen[bytes]":
+        log = self.logs / f"worker-{len(self.workers)}-{name}.log"
+        process = self.processes.worker(
+            APP, "--name", name, "--pool", "thread", "-c", "1", "-Q", QUEUE,
+            env={"MINITASK_BROKER_URL": self.server.url, "TEST_SUBSCRIBER": name,
+                 "TEST_VISIBILITY": "2", **env}, log=log)
+        self.workers.append((name, process))
+        return process
+
+    def subscribed(self, *names: str) -> None:
+        wait_until(lambda: set(names) <= {s.name for s in self.app.subscribers(QUEUE)},
+                   timeout=DEADLINE, message=f"subscribers {names}")
+
+    def marks(self, kind: str, name: str) -> List[Tuple[int, int, int, int]]:
+        entries = self.client.lrange(f"marks:{kind}:{name}", 0, -1)
+        return [tuple(int(part) for part in raw.decode().split(":"))  # type: ignore[misc]
+                for raw in entries]
+
+    def print_logs(self) -> None:
+        for path in sorted(self.logs.glob("worker-*.log")):
+            lines = path.read_text(errors="replace").splitlines()
+            print(f"----- {path.name} (last 40 of {len(lines)} lines)")
+            print("\n".join(lines[-40:]))
+
+    def close(self) -> None:
+        self.client.close()
+        self.app.close()
+
+
+@pytest.fixture
+def fleet(start_redis: Callable[..., RedisServer], processes: Processes, tmp_path: Path,
+          request: pytest.FixtureRequest) -> Any:
+    made = Fleet(start_redis(), processes, tmp_path)
+    try:
+        yield made
+    finally:
+        if did_fail(request):
+            made.print_logs()
+        made.close()
+
+
+def _numbers(marks: List[Tuple[int, int, int, int]]) -> List[int]:
+    return [mark[0] for mark in marks]
+
+
+def test_each_subscriber_runs_each_call_once_in_order(fleet: Fleet) -> None:
+    """500 calls, subscribers a, b (two workers) and c: each call runs once per name,
+    b's two workers share them, and every worker starts its runs in send order."""
+    fleet.start("a")
+    fleet.start("b")
+    fleet.start("b")
+    fleet.start("c")
+    fleet.subscribed("a", "b", "c")
+    handles = [fleet.note.delay(n) for n in range(500)]
+    assert isinstance(handles[-1], BroadcastHandle)
+    assert sorted(handles[-1].subscribers()) == ["a", "b", "c"]
+    for name in ("a", "b", "c"):
+        wait_until(lambda: len(fleet.marks("note", name)) >= 500, timeout=DEADLINE,
+                   message=f"500 runs on {name}")
+    for name in ("a", "c"):
+        assert _numbers(fleet.marks("note", name)) == list(range(500))  # FIFO, once each
+    b_runs = fleet.marks("note", "b")
+    assert sorted(_numbers(b_runs)) == list(range(500))  # once each between the two
+    by_pid: Dict[int, List[int]] = {}
+    for n, pid, _, _ in b_runs:
+        by_pid.setdefault(pid, []).append(n)
+    assert len(by_pid) == 2, "b's two workers should both have run calls"
+    for runs in by_pid.values():
+        assert runs == sorted(runs)  # each of b's workers starts them in send order
+    assert handles[-1].join(timeout=DEADLINE) == {"a": 499, "b": 499, "c": 499}
+    # every subscriber pulled every call: nothing is left in the log
+    wait_until(lambda: fleet.app.broker.broadcasts.log_size(QUEUE) == 0, timeout=DEADLINE,
+               message="an empty broadcast log")
+    assert fleet.client.hlen(QueueKeys("bcast", QUEUE).broadcast("bodies")) == 0
+
+
+def test_a_stopped_subscriber_runs_what_it_missed_in_order(fleet: Fleet) -> None:
+    """c is stopped, 100 calls are sent; join() waits for c, and c, restarted, runs
+    the 100 in order."""
+    fleet.start("a")
+    c = fleet.start("c")
+    fleet.subscribed("a", "c")
+    send(c, signal.SIGTERM, group=True)
+    assert c.wait(timeout=DEADLINE) == 0
+    handles = [fleet.note.delay(n) for n in range(100)]
+    wait_until(lambda: len(fleet.marks("note", "a")) >= 100, timeout=DEADLINE,
+               message="100 runs on a")
+    with pytest.raises(ResultTimeout) as raised:
+        handles[-1].join(timeout=0.5)
+    assert "c (last seen" in str(raised.value) and "100 call(s) behind" in str(raised.value)
+    assert "a (" not in str(raised.value)
+    lag = {s.name: s.lag for s in fleet.app.subscribers(QUEUE)}
+    assert lag == {"a": 0, "c": 100}
+    fleet.start("c")
+    assert handles[-1].join(timeout=DEADLINE) == {"a": 99, "c": 99}
+    assert _numbers(fleet.marks("note", "c")) == list(range(100))
+    assert fleet.app.broker.broadcasts.log_size(QUEUE) == 0
+
+
+def test_a_sigkilled_subscribers_run_is_delivered_again(fleet: Fleet) -> None:
+    """SIGKILL a's worker while it runs a call: a new worker of name a runs it again
+    (delivery 2) and the calls after it; b is not affected; none is lost."""
+    fleet.start("a", TEST_HOLD="1.5")
+    fleet.start("b", TEST_HOLD="0")
+    fleet.subscribed("a", "b")
+    handles = [fleet.hold.delay(n) for n in range(5)]
+    wait_until(lambda: fleet.marks("started", "a"), timeout=DEADLINE, message="a's first run")
+    victim = fleet.workers[0][1]
+    kill_group(victim)
+    assert victim.wait(timeout=DEADLINE) == -signal.SIGKILL
+    assert fleet.marks("ended", "a") == []
+    fleet.start("a", TEST_HOLD="0")
+    for handle in handles:
+        assert handle.join(timeout=DEADLINE) == {"a": "a", "b": "b"}
+    started = fleet.marks("started", "a")
+    ended = fleet.marks("ended", "a")
+    assert sorted(_numbers(ended)) == list(range(5))  # none lost, each finished once
+    first = [mark for mark in started if mark[0] == 0]
+    assert [mark[3] for mark in first] == [1, 2]  # delivered again after the kill
+    assert len({mark[1] for mark in first}) == 2  # by another process
+    assert sorted(_numbers(fleet.marks("ended", "b"))) == list(range(5))
+    lane_keys = QueueKeys("bcast", lane(QUEUE, "a"))
+    assert fleet.client.zcard(lane_keys.leases) == 0
+    assert fleet.client.hlen(lane_keys.messages) == 0

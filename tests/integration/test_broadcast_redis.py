@@ -1,0 +1,121 @@
+"""Broadcast tasks against the suite's real redis-server: bounded memory with a
+subscriber gone for good, time limits of a subscriber's run, and the commands
+(``minitask status``, ``minitask unsubscribe``)."""
+from __future__ import annotations
+
+import json
+import time
+from typing import List
+
+import pytest
+import redis
+
+from minitask import Minitask, TaskFailed
+from minitask.cli.main import main
+from minitask.keys import QueueKeys
+from tests.apps.broadcast import QUEUE, producer
+from tests.conftest import RedisServer
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_subscriber_gone_for_good_cannot_make_redis_grow(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """broadcast_maxlen=1000: after 10,000 calls with a subscriber that never returns
+    (and a live one running them all), the log and Redis's memory stay bounded."""
+    app = Minitask("bounded", broker=redis_server.client(), broadcast_maxlen=1000)
+
+    @app.task(broadcast=True, queue=QUEUE, ignore_result=True)
+    def tick(n: int) -> None:
+        return None
+
+    store = app.broker.broadcasts
+    assert store.subscribe(QUEUE, "gone", 0)
+    memory: List[int] = []
+    try:
+        for chunk in range(10):
+            tick.delay_many([(n,) for n in range(chunk * 1000, chunk * 1000 + 1000)])
+            live = app.worker(queues=[QUEUE], burst=True, subscriber="live", prefetch=100)
+            live.run()
+            memory.append(int(admin.info("memory")["used_memory"]))
+        k = QueueKeys("bounded", QUEUE)
+        assert store.log_size(QUEUE) == 1000
+        assert admin.hlen(k.broadcast("bodies")) == 1000
+        assert admin.hlen(k.broadcast("sent")) == 1000
+        assert admin.hlen(k.broadcast("names")) <= 1000
+        assert admin.zcard(k.broadcast("joins")) <= 1000
+        assert {s.name: s.lag for s in app.subscribers(QUEUE)} == {"gone": 10_000, "live": 0}
+        assert admin.dbsize() < 30, admin.keys("*")  # no key per call is left
+        # memory after 10,000 calls is about what it was after 2,000: bounded by maxlen
+        assert memory[-1] < memory[1] * 1.25 + 1_000_000, memory
+    finally:
+        app.close()
+
+
+def test_a_subscribers_run_has_its_time_limit(redis_server: RedisServer,
+                                              admin: "redis.Redis[bytes]") -> None:
+    app = Minitask("limited", broker=redis_server.client())
+
+    @app.task(broadcast=True, queue=QUEUE, timeout=0.05)
+    def slow() -> str:
+        time.sleep(0.3)
+        return "late"
+
+    try:
+        app.worker(queues=[QUEUE], subscriber="a", burst=True).starting()
+        handle = slow.delay()
+        app.worker(queues=[QUEUE], subscriber="a", burst=True).run()
+        outcome = handle.join(timeout=10)["a"]
+        assert isinstance(outcome, TaskFailed) and outcome.exc_type == "TimeLimitExceeded"
+    finally:
+        app.close()
+
+
+def test_status_lists_subscribers_with_their_lag_and_unsubscribe_removes_one(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]", monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    app, note, _ = producer(redis_server.client())
+    try:
+        app.broker.broadcasts.subscribe(QUEUE, "gone", 0)
+        app.broker.broadcasts.subscribe(QUEUE, "here", 0)
+        for n in range(3):
+            note.delay(n)
+        assert main(["worker", "-A", "tests.apps.broadcast", "--pool", "thread", "--burst",
+                     "--name", "here", "-Q", QUEUE]) == 0
+        capsys.readouterr()
+        assert main(["status", "-A", "tests.apps.broadcast", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        lags = {row["name"]: row["lag"] for row in report["subscribers"][QUEUE]}
+        assert lags == {"gone": 3, "here": 0}
+        assert main(["status", "-A", "tests.apps.broadcast"]) == 0
+        assert "broadcast subscribers of queue fan" in capsys.readouterr().out
+        assert main(["unsubscribe", "-A", "tests.apps.broadcast", QUEUE, "gone"]) == 0
+        assert main(["unsubscribe", "-A", "tests.apps.broadcast", QUEUE, "gone"]) == 1
+        assert [s.name for s in app.subscribers(QUEUE)] == ["here"]
+        assert app.broker.broadcasts.log_size(QUEUE) == 0
+    finally:
+        app.close()
+
+
+def test_the_first_pull_after_a_script_flush_still_hands_the_call_out(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """The pull, the lane's fetch and the second pull go in one write: when Redis must
+    load the pull's script first (NOSCRIPT), the fetch has already run by then, and
+    the worker looks again at once rather than leaving the call for later."""
+    app = Minitask("flushed", broker=redis_server.client())
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def hello() -> str:
+        return "hi"
+
+    try:
+        worker = app.worker(queues=[QUEUE], subscriber="a")
+        worker.starting()
+        admin.script_flush()
+        assert not app.worker(queues=["default"]).run_once()  # loads fetch.lua alone
+        handle = hello.delay()
+        assert worker.run_once()
+        assert handle.join(timeout=5) == {"a": "hi"}
+    finally:
+        app.close()
