@@ -5,9 +5,9 @@ from .app import DeadTask, Minitask
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
-                     DuplicateTaskError, EncodeError, MessageTooLarge, MinitaskError,
-                     ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
-                     UnknownTaskError)
+                     DuplicateTaskError, DurabilityError, EncodeError, MessageTooLarge,
+                     MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
+                     TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
@@ -24,6 +24,7 @@ __all__ = [
     "DeadTask",
     "DecodeError",
     "DuplicateTaskError",
+    "DurabilityError",
     "EncodeError",
     "GroupHandle",
     "MessageTooLarge",

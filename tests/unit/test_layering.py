@@ -37,10 +37,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "embedded": frozenset({"errors"}),
     "connection": frozenset({"embedded", "errors"}),
     # the transport carries every store's calls; the stores know keys and scripts
-    "transport": frozenset({"cluster", "errors"}),
+    "transport": frozenset({"cluster", "durability", "errors"}),
+    # how replicas confirm a write (WAIT / WAITAOF): settings, commands, checks
+    "durability": frozenset({"keys", "errors"}),
     "stores": frozenset(),
     "stores.scripts": frozenset(),
-    "stores.queue": frozenset({"transport", "keys", "message", "serializer", "errors",
+    "stores.queue": frozenset({"transport", "durability", "keys", "message", "serializer",
+                               "errors",
                                "stores.scripts"}),
     "stores.results": frozenset({"transport", "keys", "message", "serializer", "errors",
                                  "stores.scripts"}),
@@ -61,14 +64,16 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "stores.registry", "stores.admin", "stores.cancels",
                          "stores.schedules", "stores.workflows", "errors"}),
     # the async twins carry the stores' script calls over redis.asyncio
-    "aio": frozenset({"broker", "errors", "stores.scripts", "transport"}),
+    "aio": frozenset({"broker", "durability", "errors", "stores.scripts", "transport"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
-    "sending": frozenset({"aio", "broker", "handle", "keys", "message", "serializer",
+    "sending": frozenset({"aio", "broker", "durability", "handle", "keys", "message",
+                          "serializer",
                           "errors"}),
     # what the decorator checks, and the checks calls share with it
     "options": frozenset({"message", "errors"}),
-    "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors",
+    "task": frozenset({"message", "handle", "sending", "canvas", "options", "durability",
+                       "errors",
                        "_compat"}),
     # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
     # by a Protocol; it compiles plans for stores.workflows
@@ -109,7 +114,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                               "worker.runner", "worker.sources", "worker.stop",
                               "worker.control", "worker.aiopool", "worker.cancels",
                               "worker.ticks"}),
-    "app": frozenset({"aio", "worker", "task", "handle", "broker", "connection", "serializer",
+    "app": frozenset({"aio", "worker", "task", "handle", "broker", "connection", "durability",
+                      "serializer",
                       "sending", "message", "periodic", "options", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
     # STYLE.md's table predates the bench, which issue 4 asks for as ``minitask bench``:
@@ -163,6 +169,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench_asyncio": frozenset({"redis"}),
     "bench_canvas": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
+    "durability": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "pytest_plugin": frozenset({"pytest"}),
     "aio": frozenset({"redis"}),
