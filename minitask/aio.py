@@ -22,7 +22,7 @@ import redis.asyncio
 
 from .broker import Broker
 from .durability import WAITAOF_PROBE, Durability, fsync_refused, waitaof_in
-from .errors import BrokerError, ConfigurationError
+from .errors import BrokerError, ConfigurationError, DurabilityError
 from .stores.scripts import source
 from .transport import MAX_BLOCK_SECONDS, ScriptCall, text
 
@@ -135,15 +135,22 @@ class AsyncBroker:
                       now_ms: int, durability: Optional[Durability] = None) -> int:
         call = self.broker.queues.enqueue_call(queue, entries, now_ms)
         what = f"enqueue into queue {queue!r}"
-        if durability is None or durability.mode is None:
-            added = await self.run(call, what)
-        else:
-            added = await self.run_confirmed(call, what, durability)
+        try:
+            if durability is None or durability.mode is None:
+                added = await self.run(call, what)
+            else:
+                added = await self.run_confirmed(call, what, durability)
+        except DurabilityError:
+            await self._register(queue)  # written, unconfirmed: findable by id all the same
+            raise
+        await self._register(queue)
+        return int(added)
+
+    async def _register(self, queue: str) -> None:
         if queue not in self._known_queues:
             with self.errors("register queues"):
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues.add(queue)
-        return int(added)
 
     # -- following -------------------------------------------------------------------
 

@@ -114,8 +114,9 @@ class Durability:
         if enough:
             return
         if self.mode == "fsync" and int(reply[0]) < 1:
-            detail = (f"the primary did not fsync its append-only file (is appendonly on?) "
-                      f"and {confirmed} of {self.min_replicas} replica(s) did")
+            detail = (f"the primary did not fsync its append-only file in time (is appendonly "
+                      f"on? with appendfsync everysec it takes up to 1 s) and {confirmed} of "
+                      f"{self.min_replicas} replica(s) did")
         else:
             verb = "fsynced" if self.mode == "fsync" else "confirmed"
             detail = f"only {confirmed} of {self.min_replicas} replica(s) {verb} it"

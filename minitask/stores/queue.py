@@ -13,6 +13,7 @@ from ..keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
 from ..message import Message
 from ..serializer import decode_message
 from ..durability import Durability
+from ..errors import DurabilityError
 from ..transport import ScriptCall, Transport, text
 from .scripts import source
 
@@ -76,8 +77,12 @@ class QueueStore:
 
         ``durability`` (default: the app's) says how replicas confirm the write.
         """
-        added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
-                                         f"enqueue into queue {queue!r}", durability)[-1]
+        try:
+            added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
+                                             f"enqueue into queue {queue!r}", durability)[-1]
+        except DurabilityError:
+            self.register_queues([queue])  # written, unconfirmed: findable by id all the same
+            raise
         if queue not in self._known_queues:
             self.register_queues([queue])
         return int(added)
