@@ -23,7 +23,7 @@ import pytest
 from minitask import BrokerError
 from tests.conftest import RedisServer, wait_until
 from tests.scale.servers import Cluster, SentinelGroup, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.scale.support import ScaleKit
 
 pytestmark = pytest.mark.scale
 
