@@ -239,6 +239,7 @@ class Bench:
             self.delayed()
             self.periodic()
             self.workflows()
+            self.durability()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -430,6 +431,13 @@ class Bench:
         """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
         from .bench_canvas import measure_workflows  # its app, only when it runs
         for row in measure_workflows(self.url):
+            self.report.add(Row(**row))
+
+    def durability(self) -> None:
+        """delay() and a -c 1 drain waiting for a replica, beside plain ones (its own
+        primary and replica: the bench's Redis may have none)."""
+        from .bench_durable import measure_durability  # its app, only when it runs
+        for row in measure_durability():
             self.report.add(Row(**row))
 
     def memory(self) -> None:

@@ -147,11 +147,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic", "bench_canvas"}),
+                        "bench_periodic", "bench_canvas", "bench_durable"}),
     "bench_asyncio": frozenset({"app"}),
     # the periodic rows of the bench: its own app and workers, like the bench's
     "bench_periodic": frozenset({"app", "context", "errors"}),
     "bench_canvas": frozenset({"app", "canvas", "errors"}),
+    # the durability rows: a primary and a replica of their own
+    "bench_durable": frozenset({"app", "embedded", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -168,6 +170,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench": frozenset({"redis"}),
     "bench_asyncio": frozenset({"redis"}),
     "bench_canvas": frozenset({"redis"}),
+    "bench_durable": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "durability": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
