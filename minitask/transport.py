@@ -222,7 +222,8 @@ class Transport:
         """
         policy = self._confirming([name], durability)
         if policy is not None and self._pool is not None:
-            return self.run_calls([(name, "", list(keys), list(args), 0)], what, policy)[0]
+            # every key dynamic: packed scripts are kept by (name, slot) with their static keys
+            return self.run_calls([(name, "", (), [*keys, *args], len(keys))], what, policy)[0]
         with self.errors(what, name):
             if policy is None:
                 return self._scripts[name](keys=keys, args=args)

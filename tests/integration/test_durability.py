@@ -304,3 +304,26 @@ def test_fsync_waits_for_the_append_only_files_of_primary_and_replica(
     finally:
         for server in servers:
             server.stop()
+
+
+def test_confirmed_retries_and_dead_letters_land_in_their_own_queues(
+        pair: List[RedisServer]) -> None:
+    """Outcomes written one script at a time (retry, dead letter) with a confirmation,
+    for tasks of two queues: each lands in its own queue's keys."""
+    primary, _ = pair
+    app = Minitask("durable-retry", broker=primary.url, durability="replicated",
+                   durability_timeout=5)
+
+    @app.task(name="fails", retries=1, retry_backoff=0.0)
+    def fails(tag: str) -> str:
+        raise ValueError(tag)
+    try:
+        first = fails.apply_async(("a",), queue="one")
+        second = fails.apply_async(("b",), queue="two")
+        worker = app.worker(queues=["one", "two"], burst=True)
+        worker.run()
+        for handle, queue in ((first, "one"), (second, "two")):
+            assert handle.status() == "failed"
+            assert [task.task_id for task in app.dead_letters(queue)] == [handle.id]
+    finally:
+        app.close()
