@@ -1,6 +1,6 @@
 """Durability settings, the commands behind a confirmed batch, and the errors (SPEC
 section 15). The waits themselves run against real replicas in
-tests/integration/test_durability.py and tests/scale/test_durability.py."""
+tests/integration/test_durability_waits.py and tests/scale/test_durability.py."""
 from __future__ import annotations
 
 import pytest
