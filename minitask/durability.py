@@ -179,10 +179,13 @@ def fsync_refused(exc: Any, where: str) -> ConfigurationError:
         f"durability='replicated'")
 
 
-def name_task(error: DurabilityError, task: str, task_id: str) -> DurabilityError:
-    """``error`` told about the enqueue of one task: which, and how to check on it."""
+def name_task(error: DurabilityError, task: str, task_id: str,
+              count: int = 1) -> DurabilityError:
+    """``error`` told about the enqueue of a task (the first of ``count`` written
+    together): which, and how to check on it."""
+    more = f" (and the {count - 1} other task(s) sent with it)" if count > 1 else ""
     return DurabilityError(
-        f"task {task!r}: the enqueue of id {task_id!r} was not confirmed: {error}. The task "
-        f"may or may not be in Redis: check with app.handle({task_id!r}).status() (or the "
-        f"handle's status()), or send it again with task_id={task_id!r}, which never "
+        f"task {task!r}: the enqueue of id {task_id!r}{more} was not confirmed: {error}. The "
+        f"task may or may not be in Redis: check with app.handle({task_id!r}).status() (or "
+        f"the handle's status()), or send it again with task_id={task_id!r}, which never "
         f"enqueues it twice", task_id=task_id, confirmed=error.confirmed)

@@ -24,13 +24,15 @@ BULK_CHUNK = 1000
 
 
 @contextmanager
-def _naming(messages: Sequence[Message], task_id: str) -> Iterator[None]:
-    """A DurabilityError told which task's enqueue replicas did not confirm."""
+def _naming(messages: Sequence[Message], chunk: Sequence[Entry]) -> Iterator[None]:
+    """A DurabilityError told which task's enqueue (the first of ``chunk``) replicas
+    did not confirm."""
     try:
         yield
     except DurabilityError as exc:
+        task_id = chunk[0][0]
         task = next((m.task for m in messages if m.id == task_id), "?")
-        raise name_task(exc, task, task_id) from exc
+        raise name_task(exc, task, task_id, len(chunk)) from exc
 
 
 def check_queue_name(queue: Any) -> None:
@@ -74,7 +76,7 @@ class Sender:
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
-                with _naming(messages, entries[start][0]):
+                with _naming(messages, entries[start:start + BULK_CHUNK]):
                     queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy)
 
     async def asend(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
@@ -85,7 +87,7 @@ class Sender:
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
-                with _naming(messages, entries[start][0]):
+                with _naming(messages, entries[start:start + BULK_CHUNK]):
                     await broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms,
                                          policy)
 

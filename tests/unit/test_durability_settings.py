@@ -85,3 +85,9 @@ def test_the_callers_error_names_the_task_its_id_and_how_to_check() -> None:
     assert (error.task_id, error.confirmed) == ("t-1", 0)
     for part in ("'send'", "'t-1'", "may or may not be in Redis", "status()", "task_id='t-1'"):
         assert part in str(error)
+
+
+def test_a_bulk_enqueue_error_says_how_many_were_sent_with_the_named_task() -> None:
+    error = name_task(DurabilityError("only 0 of 1", task_id=None, confirmed=0), "send", "t-1",
+                      count=3)
+    assert "'t-1' (and the 2 other task(s) sent with it)" in str(error)
