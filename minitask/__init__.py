@@ -6,9 +6,9 @@ from .broadcast import BroadcastHandle, Subscriber
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
-                     DuplicateTaskError, EncodeError, MessageTooLarge, MinitaskError,
-                     ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
-                     UnknownTaskError)
+                     DuplicateTaskError, DurabilityError, EncodeError, MessageTooLarge,
+                     MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
+                     TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
@@ -26,6 +26,7 @@ __all__ = [
     "DeadTask",
     "DecodeError",
     "DuplicateTaskError",
+    "DurabilityError",
     "EncodeError",
     "GroupHandle",
     "MessageTooLarge",

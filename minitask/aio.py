@@ -21,7 +21,8 @@ import redis
 import redis.asyncio
 
 from .broker import Broker
-from .errors import BrokerError, ConfigurationError
+from .durability import WAITAOF_PROBE, Durability, fsync_refused, waitaof_in
+from .errors import BrokerError, ConfigurationError, DurabilityError
 from .stores.scripts import source
 from .transport import MAX_BLOCK_SECONDS, ScriptCall, text
 
@@ -95,17 +96,61 @@ class AsyncBroker:
                 await self.client.script_load(source(name))
                 return await self.client.evalsha(sha, len(keys), *keys, *args)
 
+    async def run_confirmed(self, call: ScriptCall, what: str, durability: Durability) -> Any:
+        """``run``, then a touch and WAIT (or WAITAOF) on the same connection, in one
+        pipeline: the async twin of the transport's confirmed writes."""
+        name, _, static_keys, tail, dynamic = call
+        keys = list(static_keys) + list(tail[:dynamic])
+        if durability.mode == "fsync":
+            pool = self.client.connection_pool
+            with self.errors("ask Redis whether it has WAITAOF"):
+                connection = await pool.get_connection()
+                try:  # raw: redis-py's parser breaks on an unknown command's nil
+                    await connection.send_command(*WAITAOF_PROBE)
+                    info = await connection.read_response()
+                finally:
+                    await pool.release(connection)
+            if not waitaof_in(info):
+                raise fsync_refused("no such command", self.description)
+        sha = hashlib.sha1(source(name).encode()).hexdigest()
+        with self.errors(what):
+            for _ in range(2):
+                batch = self.client.pipeline(transaction=False)
+                batch.evalsha(sha, len(keys), *keys, *tail[dynamic:])
+                for command in durability.commands(keys[0]):
+                    batch.execute_command(*command)
+                replies = await batch.execute(raise_on_error=False)
+                if not isinstance(replies[0], redis.exceptions.NoScriptError):
+                    break
+                await self.client.script_load(source(name))
+            for reply in replies[:-1]:
+                if isinstance(reply, Exception):
+                    raise reply
+            durability.check(replies[-1], what, self.description)
+        return replies[0]
+
     # -- producing -------------------------------------------------------------------
 
     async def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
-                      now_ms: int) -> int:
-        added = await self.run(self.broker.queues.enqueue_call(queue, entries, now_ms),
-                               f"enqueue into queue {queue!r}")
+                      now_ms: int, durability: Optional[Durability] = None) -> int:
+        call = self.broker.queues.enqueue_call(queue, entries, now_ms)
+        what = f"enqueue into queue {queue!r}"
+        try:
+            if durability is None or durability.mode is None:
+                added = await self.run(call, what)
+            else:
+                added = await self.run_confirmed(call, what, durability)
+        except DurabilityError:
+            await self._register(queue)  # written, unconfirmed: findable by id all the same
+            raise
+        await self._register(queue)
+        return int(added)
+
+    async def _register(self, queue: str) -> None:
         if queue not in self._known_queues:
             with self.errors("register queues"):
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues.add(queue)
-        return int(added)
 
     # -- following -------------------------------------------------------------------
 

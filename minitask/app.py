@@ -13,6 +13,7 @@ from .aio import AsyncBroker, async_client_for, running_loop
 from .broadcast import Subscriber, broadcast_limits, subscriber_list
 from .broker import Broker
 from .connection import Client, connect
+from .durability import Durability
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError
 from .handle import TaskHandle
 from .message import SystemClock, to_ms, to_seconds
@@ -28,7 +29,8 @@ MAX_DELIVERIES = 1000
 MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
-                         "broadcast_maxlen"})
+                         "broadcast_maxlen", "durability", "min_replicas",
+                         "durability_timeout"})
 
 
 @dataclass(frozen=True)
@@ -67,11 +69,14 @@ class Minitask:
         **options: ``prefetch`` (tasks a worker process leases per round
             trip, 1 to 1000, default 1: strict priority and queue order; more
             is faster but lets up to that many tasks jump ahead of a
-            higher-priority one) and ``clock`` (an object with ``now_ms()``,
+            higher-priority one), ``clock`` (an object with ``now_ms()``,
             for tests), ``broadcast_ttl`` (seconds a broadcast call waits for a
-            subscriber to pull it, default one day) and ``broadcast_maxlen``
+            subscriber to pull it, default one day), ``broadcast_maxlen``
             (calls of a queue kept for subscribers that have not pulled them,
-            default 10,000; older ones are dropped).
+            default 10,000; older ones are dropped) and ``durability`` (None,
+            "replicated" or "fsync": whether enqueues and outcomes wait for
+            ``min_replicas`` replicas, default 1, to confirm them within
+            ``durability_timeout`` seconds, default 1.0; README "Durability").
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -117,6 +122,10 @@ class Minitask:
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
         self._sender.broadcast_limits = broadcast_limits(options, where)
+        #: How replicas confirm enqueues and outcomes (SPEC section 15; durability.py).
+        self.durability = self._sender.durability = Durability.build(
+            options.get("durability"), options.get("min_replicas", 1),
+            options.get("durability_timeout", 1.0), where)
 
     def __repr__(self) -> str:
         return f"<Minitask {self.name} tasks={len(self.tasks)}>"
@@ -133,6 +142,7 @@ class Minitask:
         if self._broker is None:
             connection = connect(self._broker_setting)
             self._broker = Broker(connection.client, self.name, connection.description)
+            self._broker.transport.durability = self.durability
         return self._broker
 
     def close(self) -> None:

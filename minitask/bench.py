@@ -240,6 +240,7 @@ class Bench:
             self.periodic()
             self.workflows()
             self.broadcasts()
+            self.durability()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -438,6 +439,13 @@ class Bench:
         from .bench_broadcast import measure_fanout  # its app, only when it runs
         _progress("broadcasts: fan-out to 10 subscribers")
         for row in measure_fanout(self.url):
+            self.report.add(Row(**row))
+
+    def durability(self) -> None:
+        """delay() and a -c 1 drain waiting for a replica, beside plain ones (its own
+        primary and replica: the bench's Redis may have none)."""
+        from .bench_durable import measure_durability  # its app, only when it runs
+        for row in measure_durability():
             self.report.add(Row(**row))
 
     def memory(self) -> None:

@@ -13,7 +13,8 @@
      +-- MessageTooLarge (ValueError)     encoded message over max_message_bytes
      +-- UnknownTaskError                 a message names a task this worker does not know
      +-- BrokerError                      Redis unreachable or failing (chained from redis-py);
-     |                                    broker_error() words it and says what to do
+     |    |                               broker_error() words it and says what to do
+     |    +-- DurabilityError             a write not confirmed by replicas in time (WAIT)
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
      +-- ResultTimeout (TimeoutError)     get(timeout=...) ran out
@@ -91,6 +92,20 @@ class BrokerError(MinitaskError):
     def __init__(self, message: str, *, reason: str = "error") -> None:
         super().__init__(message)
         self.reason = reason
+
+
+class DurabilityError(BrokerError):
+    """Replicas did not confirm a write in time (``durability``, SPEC section 15).
+
+    The write may or may not be in Redis, and may or may not survive a
+    failover: ``task_id`` names the task (None for a write of no one task) and
+    ``confirmed`` says how many replicas confirmed it.
+    """
+
+    def __init__(self, message: str, *, task_id: Optional[str], confirmed: int) -> None:
+        super().__init__(message, reason="unconfirmed")
+        self.task_id = task_id
+        self.confirmed = confirmed
 
 
 _ACL_LIST = "README.rst's ACL list (Scaling out)"

@@ -53,6 +53,10 @@ A subscriber's pulled calls run as tasks of its *lane*, a queue of its own under
 the same tag: the queue string ``queue:subscriber`` (``lane``; queue names hold
 no ``:``) has every key above of a queue, with ``lane:<subscriber>:`` after
 the tag, e.g. ``minitask:{app:queue}:lane:<subscriber>:ready:9``.
+A write confirmed by replicas (``durability.py``) touches one key in its slot, so
+that WAIT covers what a script read but did not write::
+
+    minitask:{tag}:confirmed          STRING  "1", rewritten by each confirmed write batch
 
 App-wide keys (their own slot, never mixed with queue keys in one command)::
 
@@ -115,6 +119,14 @@ def check_name(kind: str, name: str) -> str:
                 f"app name {name!r} holds {char!r}, a wildcard in Redis key patterns "
                 f"(ACL rules); app names must be free of '*', '?', '[', ']' and '\\'")
     return name
+
+
+def confirm_key(key: str) -> str:
+    """The key a confirmed write touches: in the slot of ``key``, under its hash tag."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    tag = key[start + 1:end] if 0 <= start < end - 1 else key
+    return f"{PREFIX}:{{{tag}}}:confirmed"
 
 
 def _is_unprintable_or_space(char: str) -> bool:

@@ -5,11 +5,13 @@ back up into the app for the broker.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .aio import AsyncBroker
 from .broker import Broker
-from .errors import ConfigurationError, MessageTooLarge
+from .durability import APP, CallSetting, Durability, name_task
+from .errors import ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
 from .keys import check_name
 from .message import Clock, Message
@@ -19,6 +21,18 @@ from .serializer import check_arguments, encode_message
 Entry = Tuple[str, bytes, int, int]
 #: Messages per enqueue script call in bulk: keeps each script short so Redis stays responsive.
 BULK_CHUNK = 1000
+
+
+@contextmanager
+def _naming(messages: Sequence[Message], chunk: Sequence[Entry]) -> Iterator[None]:
+    """A DurabilityError told which task's enqueue (the first of ``chunk``) replicas
+    did not confirm."""
+    try:
+        yield
+    except DurabilityError as exc:
+        task_id = chunk[0][0]
+        task = next((m.task for m in messages if m.id == task_id), "?")
+        raise name_task(exc, task, task_id, len(chunk)) from exc
 
 
 def check_queue_name(queue: Any) -> None:
@@ -40,6 +54,8 @@ class Sender:
 
     #: The app's (broadcast_maxlen, broadcast_ttl in ms), for broadcast calls (broadcast.py).
     broadcast_limits: Tuple[int, int] = (10_000, 86_400_000)
+    #: The app's durability: how replicas confirm an enqueue (SPEC section 15).
+    durability = Durability()
 
     def __init__(self, broker: Callable[[], Broker], clock: Clock,
                  max_message_bytes: int,
@@ -49,26 +65,38 @@ class Sender:
         self.clock = clock
         self.max_message_bytes = max_message_bytes
 
-    def send(self, messages: Sequence[Message]) -> None:
+    def send(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """Encode and check every message, then write them, grouped by queue.
 
-        Nothing is sent unless every message passes its checks.
+        Nothing is sent unless every message passes its checks. ``durability``
+        (default: the app's) may ask replicas to confirm each write: when they
+        do not, DurabilityError names the task.
         """
+        policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
-                queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+                with _naming(messages, entries[start:start + BULK_CHUNK]):
+                    queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy)
 
-    async def asend(self, messages: Sequence[Message]) -> None:
+    async def asend(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """``send`` on the running event loop: the same checks, then awaited writes."""
+        policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
-                await broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
+                with _naming(messages, entries[start:start + BULK_CHUNK]):
+                    await broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms,
+                                         policy)
+
+    def durability_of(self, messages: Sequence[Message], durability: CallSetting) -> Durability:
+        """The app's durability with a call's own mode; a bad one is a ConfigurationError."""
+        where = f"task {messages[0].task!r}" if messages else "send"
+        return self.durability.for_call(durability, where)
 
     def async_broker(self) -> AsyncBroker:
         if self._async_broker is None:

@@ -12,6 +12,7 @@ from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Opt
 from . import broadcast
 from ._compat import ParamSpec
 from .canvas import Signature
+from .durability import APP, CallSetting
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
 from .message import MAX_MS, Message, to_ms
@@ -121,7 +122,8 @@ class Task(Generic[P, R]):
                     *, queue: Optional[str] = None, priority: Optional[int] = None,
                     delay: Optional[float] = None,
                     eta: Union[_dt.datetime, float, None] = None,
-                    task_id: Optional[str] = None, **unknown: Any) -> TaskHandle[R]:
+                    task_id: Optional[str] = None, durability: CallSetting = APP,
+                    **unknown: Any) -> TaskHandle[R]:
         """Enqueue a call with per-call options that override the decorator's.
 
         Args:
@@ -132,30 +134,35 @@ class Task(Generic[P, R]):
             delay: seconds from now before it may run.
             eta: an aware datetime or Unix timestamp before which it does not run.
             task_id: the id to use; an id already pending is not enqueued twice.
+            durability: None, "replicated" or "fsync" for this call (default: the
+                app's): whether replicas must confirm the enqueue (SPEC section 15).
 
         Raises:
-            ConfigurationError: an unknown option, or a bad queue, priority, delay, eta
-                or task_id (a ValueError).
+            ConfigurationError: an unknown option, or a bad queue, priority, delay, eta,
+                task_id or durability (a ValueError).
+            DurabilityError: replicas did not confirm the enqueue within the app's
+                durability_timeout; the task may or may not be in Redis.
             ArgumentError: ``args`` is not a tuple or list, or ``kwargs`` not a dict
                 with str keys (a TypeError).
             The same errors as ``delay``.
         """
         message = self._call_message(args, kwargs, queue, priority, delay, eta, task_id, unknown)
-        return self._send([message])[0]
+        return self._send([message], durability)[0]
 
     async def aapply_async(self, args: Sequence[Any] = (),
                            kwargs: Optional[Dict[str, Any]] = None, *,
                            queue: Optional[str] = None, priority: Optional[int] = None,
                            delay: Optional[float] = None,
                            eta: Union[_dt.datetime, float, None] = None,
-                           task_id: Optional[str] = None, **unknown: Any) -> TaskHandle[R]:
+                           task_id: Optional[str] = None, durability: CallSetting = APP,
+                           **unknown: Any) -> TaskHandle[R]:
         """``apply_async``, awaited.
 
         Raises:
             The same errors as ``apply_async``.
         """
         return (await self._asend([self._call_message(args, kwargs, queue, priority, delay,
-                                                      eta, task_id, unknown)]))[0]
+                                                      eta, task_id, unknown)], durability))[0]
 
     def _call_message(self, args: Any, kwargs: Any, queue: Optional[str],
                       priority: Optional[int], delay: Optional[float], eta: Any,
@@ -368,17 +375,19 @@ class Task(Generic[P, R]):
         return {"queue": queue, "priority": priority, "delay_ms": delay_ms or None,
                 "eta_ms": None if eta is None else self._eta_ms(eta), "task_id": task_id}
 
-    def _send(self, messages: List[Message]) -> List[TaskHandle[R]]:
+    def _send(self, messages: List[Message],
+              durability: CallSetting = APP) -> List[TaskHandle[R]]:
         if self.options.broadcast:  # a BroadcastHandle per call (broadcast.py)
             handles = broadcast.send(self._sender, messages, to_ms(self.options.result_ttl))
             return cast(List[TaskHandle[R]], handles)
-        self._sender.send(messages)
+        self._sender.send(messages, durability)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 
-    async def _asend(self, messages: List[Message]) -> List[TaskHandle[R]]:
+    async def _asend(self, messages: List[Message],
+                     durability: CallSetting = APP) -> List[TaskHandle[R]]:
         if self.options.broadcast:
             return await asyncio.get_running_loop().run_in_executor(None, self._send, messages)
-        await self._sender.asend(messages)
+        await self._sender.asend(messages, durability)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 
 

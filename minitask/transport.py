@@ -4,7 +4,8 @@ A connection per thread, scripts loaded once and reloaded after NOSCRIPT,
 script calls packed ahead of time and sent in one write, and the blocking
 wait of idle workers with its unblock. It knows no key and no script by
 heart: the stores (``minitask.stores``) register their scripts here and
-build their calls. With connection.py, the only module that talks to
+build their calls; writes to be confirmed by replicas get their WAIT in the
+same write (durability.py). With connection.py, the only module that talks to
 redis-py; its errors leave here as BrokerError.
 """
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from .cluster import ClusterWaiter, wait_readable
+from .cluster import ClusterWaiter, run_on_primary, wait_readable
+from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
+                         read_confirmation)
 from .errors import BrokerError, ConfigurationError, broker_error
 
 logger = logging.getLogger(__name__)
@@ -180,6 +183,9 @@ class Transport:
         self._made_lock = threading.Lock()
         # Whether a wait may have a call behind it (None: not probed yet).
         self._unblocks: Optional[bool] = None
+        #: How the writes of durability.CONFIRMED_SCRIPTS are confirmed (the app's setting).
+        self.durability = Durability()
+        self._waitaof = False  # known to have WAITAOF
 
     # -- scripts -------------------------------------------------------------------
 
@@ -207,21 +213,64 @@ class Transport:
                                _SCRIPT_COMMAND.findall(self._sources.get(script, ""))})
         return broker_error(exc, what, self.description, script=script, commands=commands)
 
-    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str) -> Any:
-        """Run one script through redis-py (any client, Redis Cluster included)."""
-        with self.errors(what, name):
-            return self._scripts[name](keys=keys, args=args)
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str,
+            durability: Optional[Durability] = None) -> Any:
+        """Run one script through redis-py (any client, Redis Cluster included).
 
-    def run_calls(self, calls: Sequence[ScriptCall], what: str) -> List[Any]:
+        ``durability`` (default: the app's, for the scripts it covers) may add
+        a confirmation by replicas; see ``run_calls``.
+        """
+        policy = self._confirming([name], durability)
+        if policy is not None and self._pool is not None:
+            # every key dynamic: packed scripts are kept by (name, slot) with their static keys
+            return self.run_calls([(name, "", (), [*keys, *args], len(keys))], what, policy)[0]
+        with self.errors(what, name):
+            if policy is None:
+                return self._scripts[name](keys=keys, args=args)
+            assert isinstance(self.client, redis.RedisCluster)
+            replies = run_on_primary(self.client, self._scripts[name].sha, self._sources[name],
+                                     keys, args, policy.commands(keys[0]))
+            for reply in replies[:-1]:  # the script's, the touch's
+                if isinstance(reply, Exception):
+                    raise reply
+            policy.check(replies[-1], what, self.description)
+            return replies[0]
+
+    def run_calls(self, calls: Sequence[ScriptCall], what: str,
+                  durability: Optional[Durability] = None) -> List[Any]:
         """Run script calls in order, in one round trip where the connection allows
-        it (not on Redis Cluster); returns every reply."""
+        it (not on Redis Cluster); returns every reply.
+
+        When the calls are to be confirmed (``durability``, else the app's for
+        the scripts it covers), a touch and WAIT (or WAITAOF) follow them in the
+        same write, and DurabilityError says when replicas fell short.
+        """
+        policy = self._confirming([call[0] for call in calls], durability)
         if self._pool is None:
             return [self.run(name, list(static_keys) + list(tail[:dynamic]), tail[dynamic:],
-                             what) for name, _, static_keys, tail, dynamic in calls]
+                             what, policy or Durability())
+                    for name, _, static_keys, tail, dynamic in calls]
         scripts = [self._packed_script(name, slot, static_keys)
                    for name, slot, static_keys, _, _ in calls]
         commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
-        return self._send_packed(scripts, commands, what)
+        confirm = b"" if policy is None else b"".join(
+            _command(*part) for part in policy.commands([*calls[0][2], *calls[0][3]][0]))
+        return self._send_packed(scripts, commands, what, (policy, confirm))
+
+    def _confirming(self, names: Sequence[str],
+                    durability: Optional[Durability]) -> Optional[Durability]:
+        """The confirmation these script calls need, if any; refuses "fsync" on a
+        server without WAITAOF before anything is written."""
+        policy = durability if durability is not None else (
+            self.durability if needs_confirmation(names) else None)
+        if policy is None or policy.mode is None:
+            return None
+        if policy.mode == "fsync" and not self._waitaof:
+            with self.errors("ask Redis whether it has WAITAOF"):
+                self._waitaof = has_waitaof(self.client)
+            if not self._waitaof:
+                raise fsync_refused("no such command", self.description)
+        return policy
 
     def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> _PackedScript:
         script = self._packed.get((name, slot))
@@ -313,18 +362,21 @@ class Transport:
             self.client.close()
 
     def _send_packed(self, scripts: Sequence[_PackedScript], commands: Sequence[bytes],
-                     what: str) -> List[Any]:
+                     what: str, confirm: Tuple[Optional[Durability], bytes] = (None, b"")
+                     ) -> List[Any]:
         """Send packed script calls in one write and read every reply, in order.
 
         Never sent twice: once written, a call may have run even if its reply is
         lost, so a failure is the caller's BrokerError to handle. A call that
         Redis refused (a script error) does not stop the others: every reply is
         read, the connection stays usable, and the first refusal is raised.
+        ``confirm`` is the durability and its touch and WAIT, sent behind the calls.
         """
+        policy, confirmation = confirm
         with self.errors(what):
             connection = self._connection()
             try:
-                connection.send_packed_command([b"".join(commands)])  # one write, one syscall
+                connection.send_packed_command([b"".join(commands) + confirmation])  # one write
                 replies: List[Any] = []
                 missing = []
                 refused: Optional[Tuple[int, redis.ResponseError]] = None
@@ -337,6 +389,7 @@ class Transport:
                     except redis.ResponseError as exc:
                         refused = refused or (index, exc)
                         replies.append(None)
+                waited = read_confirmation(connection, policy)
                 for index in missing:  # a script that ran is never sent twice
                     try:
                         replies[index] = _load_and_run(connection, scripts[index],
@@ -344,12 +397,17 @@ class Transport:
                     except redis.ResponseError as exc:
                         if refused is None or index < refused[0]:
                             refused = (index, exc)
+                if missing and policy is not None:  # those ran after the WAIT: once more
+                    connection.send_packed_command([confirmation])
+                    waited = read_confirmation(connection, policy)
             except BaseException:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 raise
-        if refused is not None:
-            index, error = refused
-            raise self._failure(error, what, scripts[index].name) from error
+            if refused is not None:
+                index, error = refused
+                raise self._failure(error, what, scripts[index].name) from error
+            if policy is not None:
+                policy.check(waited, what, self.description)
         return replies
 
     def _call(self, *command: Any) -> Any:

@@ -79,6 +79,8 @@ class RedisServer:
     directory: Path
     extra: List[str] = field(default_factory=list)
     process: Optional["subprocess.Popen[bytes]"] = None
+    #: another redis-server to run (a newer one, say); None: redis_server_binary()
+    binary: Optional[str] = None
 
     @property
     def url(self) -> str:
@@ -90,7 +92,8 @@ class RedisServer:
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
+            [self.binary or redis_server_binary(), "--port", str(self.port), "--bind",
+             "127.0.0.1",
              "--save", "", "--appendonly", "no", "--dir", str(self.directory),
              *self.extra],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

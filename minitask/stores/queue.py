@@ -12,6 +12,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 from ..keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
 from ..message import Message
 from ..serializer import decode_message
+from ..durability import Durability
+from ..errors import DurabilityError
 from ..transport import ScriptCall, Transport, text
 from .scripts import source
 
@@ -70,10 +72,17 @@ class QueueStore:
     # -- producing ---------------------------------------------------------------
 
     def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
-                now_ms: int) -> int:
-        """Store (id, body, priority, due_ms) entries of one queue; returns how many were new."""
-        added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
-                                         f"enqueue into queue {queue!r}")[-1]
+                now_ms: int, durability: Optional[Durability] = None) -> int:
+        """Store (id, body, priority, due_ms) entries of one queue; returns how many were new.
+
+        ``durability`` (default: the app's) says how replicas confirm the write.
+        """
+        try:
+            added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
+                                             f"enqueue into queue {queue!r}", durability)[-1]
+        except DurabilityError:
+            self.register_queues([queue])  # written, unconfirmed: findable by id all the same
+            raise
         if queue not in self._known_queues:
             self.register_queues([queue])
         return int(added)

@@ -4,7 +4,8 @@ The broker comes from ``MINITASK_BROKER_URL`` (a cluster, a Sentinel service,
 TLS...), the app name from ``TEST_APP`` (each test its own, so tests sharing a
 cluster never see each other's keys). Tasks leave markers on a separate plain
 Redis named by ``TEST_MARKS_URL``: markers must survive what the test does to
-the broker (a failover, a resharding).
+the broker (a failover, a resharding). ``TEST_DURABILITY`` sets the app's
+durability (its outcomes then wait for replicas).
 """
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ import redis
 from minitask import Minitask, current_task
 
 app = Minitask(os.environ.get("TEST_APP", "scale"),
-               visibility_timeout=float(os.environ.get("TEST_VISIBILITY", "30")))
+               visibility_timeout=float(os.environ.get("TEST_VISIBILITY", "30")),
+               durability=os.environ.get("TEST_DURABILITY") or None)
 
 
 def mark(kind: str, key: str) -> None:

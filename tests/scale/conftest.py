@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Iterator, List
+from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
@@ -29,8 +29,10 @@ def make_kit(processes: Processes, redis_server: RedisServer, tmp_path: Path,
     """Kits on a broker of the test's choosing; worker logs are printed on failure."""
     kits: List[ScaleKit] = []
 
-    def make(broker: Any, worker_url: str, prefix: str = "s") -> ScaleKit:
-        kit = ScaleKit(broker, worker_url, redis_server, processes, tmp_path, unique_app(prefix))
+    def make(broker: Any, worker_url: str, prefix: str = "s",
+             durability: Optional[str] = None) -> ScaleKit:
+        kit = ScaleKit(broker, worker_url, redis_server, processes, tmp_path, unique_app(prefix),
+                       durability=durability)
         kits.append(kit)
         return kit
 

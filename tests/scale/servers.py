@@ -210,13 +210,20 @@ class Cluster:
 
 @dataclass
 class SentinelGroup:
-    """A primary, one replica and three sentinels watching them as ``service``."""
+    """A primary, ``replica_count`` replicas and three sentinels watching them as
+    ``service``; ``replica`` is the first replica, ``more`` the others."""
 
     directory: Path
     service: str = "mt"
     primary: Optional[RedisServer] = None
     replica: Optional[RedisServer] = None
     sentinels: List[Tuple[int, "subprocess.Popen[bytes]"]] = field(default_factory=list)
+    replica_count: int = 1
+    more: List[RedisServer] = field(default_factory=list)
+
+    @property
+    def replicas(self) -> List[RedisServer]:
+        return [server for server in [self.replica, *self.more] if server is not None]
 
     @property
     def url(self) -> str:
@@ -229,8 +236,14 @@ class SentinelGroup:
         self.replica = RedisServer(free_port(), self.directory / "replica", [
             "--replicaof", "127.0.0.1", str(self.primary.port)])
         self.replica.start()
-        wait_until(lambda: self.replica_in_sync(self.primary, self.replica),  # type: ignore
-                   timeout=TOPOLOGY_DEADLINE, message="the replica to sync")
+        for index in range(1, self.replica_count):
+            other = RedisServer(free_port(), self.directory / f"replica-{index}", [
+                "--replicaof", "127.0.0.1", str(self.primary.port)])
+            other.start()
+            self.more.append(other)
+        for replica in self.replicas:
+            wait_until(lambda: self.replica_in_sync(self.primary, replica),  # type: ignore
+                       timeout=TOPOLOGY_DEADLINE, message="the replica to sync")
         for index in range(3):
             port = free_port()
             config = self.directory / f"sentinel-{index}.conf"
@@ -259,7 +272,7 @@ class SentinelGroup:
             if not isinstance(master, dict):
                 master = dict(zip(master[::2], master[1::2]))
             fields = {_text(key): value for key, value in master.items()}
-            if (int(fields.get("num-slaves", 0)) < 1
+            if (int(fields.get("num-slaves", 0)) < self.replica_count
                     or int(fields.get("num-other-sentinels", 0)) < len(self.sentinels) - 1):
                 return False
         return True
@@ -293,7 +306,7 @@ class SentinelGroup:
             if process.poll() is None:
                 process.kill()
                 process.wait(timeout=10)
-        for server in (self.primary, self.replica):
+        for server in (self.primary, *self.replicas):
             if server is not None:
                 server.stop()
 

@@ -44,11 +44,13 @@ class ScaleKit:
     marks: "redis.Redis" = field(init=False)
     app: Minitask = field(init=False)
     workers: List["subprocess.Popen[bytes]"] = field(default_factory=list)
+    #: the app's durability, the producer's and the workers' (TEST_DURABILITY)
+    durability: Optional[str] = None
 
     def __post_init__(self) -> None:
         self.marks = self.marks_server.client()
         self.app = Minitask(self.app_name, broker=self.broker,  # type: ignore[arg-type]
-                            visibility_timeout=VISIBILITY)
+                            visibility_timeout=VISIBILITY, durability=self.durability)
         for task in (scale.record, scale.slow, scale.flaky, scale.doomed):
             found = task.options
             self.app.task(name=task.name, retries=found.retries,
@@ -78,7 +80,8 @@ class ScaleKit:
     def worker_env(self, url: Optional[str] = None,
                    visibility: float = VISIBILITY) -> Dict[str, str]:
         return {"MINITASK_BROKER_URL": url or self.worker_url, "TEST_APP": self.app_name,
-                "TEST_MARKS_URL": self.marks_server.url, "TEST_VISIBILITY": str(visibility)}
+                "TEST_MARKS_URL": self.marks_server.url, "TEST_VISIBILITY": str(visibility),
+                "TEST_DURABILITY": self.durability or ""}
 
     def log_text(self) -> str:
         parts = []

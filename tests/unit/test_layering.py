@@ -37,10 +37,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "embedded": frozenset({"errors"}),
     "connection": frozenset({"embedded", "errors"}),
     # the transport carries every store's calls; the stores know keys and scripts
-    "transport": frozenset({"cluster", "errors"}),
+    "transport": frozenset({"cluster", "durability", "errors"}),
+    # how replicas confirm a write (WAIT / WAITAOF): settings, commands, checks
+    "durability": frozenset({"keys", "errors"}),
     "stores": frozenset(),
     "stores.scripts": frozenset(),
-    "stores.queue": frozenset({"transport", "keys", "message", "serializer", "errors",
+    "stores.queue": frozenset({"transport", "durability", "keys", "message", "serializer",
+                               "errors",
                                "stores.scripts"}),
     "stores.results": frozenset({"transport", "keys", "message", "serializer", "errors",
                                  "stores.scripts"}),
@@ -67,14 +70,16 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "stores.registry", "stores.admin", "stores.cancels",
                          "stores.schedules", "stores.workflows", "errors"}),
     # the async twins carry the stores' script calls over redis.asyncio
-    "aio": frozenset({"broker", "errors", "stores.scripts", "transport"}),
+    "aio": frozenset({"broker", "durability", "errors", "stores.scripts", "transport"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
-    "sending": frozenset({"aio", "broker", "handle", "keys", "message", "serializer",
+    "sending": frozenset({"aio", "broker", "durability", "handle", "keys", "message",
+                          "serializer",
                           "errors"}),
     # what the decorator checks, and the checks calls share with it
     "options": frozenset({"message", "errors"}),
     "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors", "broadcast",
+                       "durability",
                        "_compat"}),
     # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
     # by a Protocol; it compiles plans for stores.workflows
@@ -119,7 +124,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                     "worker.host", "worker.leases", "worker.sources",
                                     "worker.stop"}),
     "app": frozenset({"aio", "worker", "task", "handle", "broker", "connection", "serializer",
-                      "sending", "message", "periodic", "options", "errors", "broadcast"}),
+                      "sending", "message", "periodic", "options", "errors", "broadcast",
+                      "durability"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
     # STYLE.md's table predates the bench, which issue 4 asks for as ``minitask bench``:
     # cli may also import it, and it sits just below cli: its tasks read current_task(),
@@ -151,12 +157,14 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic", "bench_canvas", "bench_broadcast"}),
+                        "bench_periodic", "bench_canvas", "bench_broadcast", "bench_durable"}),
     "bench_asyncio": frozenset({"app"}),
     # the periodic rows of the bench: its own app and workers, like the bench's
     "bench_periodic": frozenset({"app", "context", "errors"}),
     "bench_canvas": frozenset({"app", "canvas", "errors"}),
     "bench_broadcast": frozenset({"app", "errors"}),
+    # the durability rows: a primary and a replica of their own
+    "bench_durable": frozenset({"app", "embedded", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -174,7 +182,9 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench_asyncio": frozenset({"redis"}),
     "bench_canvas": frozenset({"redis"}),
     "bench_broadcast": frozenset({"redis"}),
+    "bench_durable": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
+    "durability": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "pytest_plugin": frozenset({"pytest"}),
     "aio": frozenset({"redis"}),

