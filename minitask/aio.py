@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import redis
 import redis.asyncio
@@ -106,6 +106,21 @@ class AsyncBroker:
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues.add(queue)
         return int(added)
+
+    async def enqueue_flow(self, by_queue: Mapping[str, Sequence[Tuple[str, bytes, int, int]]],
+                           specs: Mapping[str, str], now_ms: int) -> int:
+        """``FlowStore.send``, awaited: flow-controlled calls (limits.py), by queue."""
+        added, chunk = 0, self.broker.flow.CHUNK
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), chunk):
+                added += int(await self.run(
+                    self.broker.flow.enqueue_call(queue, entries[start:start + chunk], specs,
+                                                  now_ms), f"enqueue into queue {queue!r}"))
+            if queue not in self._known_queues:
+                with self.errors("register queues"):
+                    await self.client.sadd(self.broker.queues.app_keys.queues, queue)
+                self._known_queues.add(queue)
+        return added
 
     # -- following -------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import redis
 from .stores.admin import AdminStore
 from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
+from .stores.flow import FlowStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
@@ -36,6 +37,7 @@ class Broker:
         self.cancels = CancelStore(self.transport, app_name)
         self.schedules = ScheduleStore(self.transport, app_name)
         self.workflows = WorkflowStore(self.transport, app_name, self.queues)
+        self.flow = FlowStore(self.transport, app_name, self.queues)
 
     @property
     def client(self) -> Any:

@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, Type
 
 from .errors import ConfigurationError
+from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
+from .limits import TaskLimits, task_limits
 from .message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",
-                          "result_ttl"})
+                          "result_ttl"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
 _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
@@ -99,6 +101,8 @@ class TaskOptions:
     timeout: Optional[float] = None
     ignore_result: bool = False
     result_ttl: float = 86400.0
+    #: ``rate_limit`` and ``max_running`` (limits.py)
+    limits: TaskLimits = TaskLimits()
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
@@ -149,4 +153,5 @@ class TaskOptions:
             retry_on=retry_on,
             timeout=seconds.get("timeout"),
             ignore_result=ignore_result,
-            result_ttl=seconds["result_ttl"])
+            result_ttl=seconds["result_ttl"],
+            limits=task_limits(options, where))

@@ -52,6 +52,9 @@ class Sender:
         Nothing is sent unless every message passes its checks.
         """
         by_queue = self.prepare(messages)
+        if any(m.flow is not None for m in messages):  # flow control: limits.py
+            self._broker().flow.send(by_queue, _specs(messages), self.clock.now_ms())
+            return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
@@ -63,6 +66,9 @@ class Sender:
         by_queue = self.prepare(messages)
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
+        if any(m.flow is not None for m in messages):  # flow control: limits.py
+            await broker.enqueue_flow(by_queue, _specs(messages), now_ms)
+            return
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
                 await broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms)
@@ -101,3 +107,8 @@ class Sender:
         broker = self._broker()
         return [TaskHandle(broker, m.queue, m.id, result_ttl_ms, self._async_broker)
                 for m in messages]
+
+
+def _specs(messages: Sequence[Message]) -> Dict[str, str]:
+    """The flow specs of flow-controlled messages, by id."""
+    return {m.id: m.flow for m in messages if m.flow is not None}

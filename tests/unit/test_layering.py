@@ -59,7 +59,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "stores.queue", "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
                          "stores.registry", "stores.admin", "stores.cancels",
-                         "stores.schedules", "stores.workflows", "errors"}),
+                         "stores.schedules", "stores.workflows", "stores.flow", "errors"}),
+    "stores.flow": frozenset({"transport", "keys", "stores.queue", "stores.scripts"}),
     # the async twins carry the stores' script calls over redis.asyncio
     "aio": frozenset({"broker", "errors", "stores.scripts", "transport"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
@@ -67,8 +68,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "sending": frozenset({"aio", "broker", "handle", "keys", "message", "serializer",
                           "errors"}),
     # what the decorator checks, and the checks calls share with it
-    "options": frozenset({"message", "errors"}),
-    "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors",
+    "options": frozenset({"message", "errors", "limits"}),
+    # flow control options (SPEC 11), checked for the decorator and the call
+    "limits": frozenset({"message", "errors"}),
+    "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors", "limits",
                        "_compat"}),
     # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
     # by a Protocol; it compiles plans for stores.workflows
@@ -94,7 +97,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.sources": frozenset({"stores.queue", "stores.results", "transport", "errors",
                                  "message",
                                  "worker.host", "worker.leases", "worker.outages",
-                                 "worker.outcomes", "worker.stop"}),
+                                 "worker.outcomes", "worker.stop", "worker.expiry"}),
+    "worker.expiry": frozenset({"errors", "message", "worker.host"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
                                 "worker.outcomes", "worker.cancels"}),
