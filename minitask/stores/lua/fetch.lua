@@ -154,6 +154,12 @@ local function drop(id)
   dropped = dropped + 1
 end
 
+-- take the first parked entry; a limiter with none left is due no more
+local function unpark(park, limiter)
+  tolerant(false, 'LPOP', park)
+  if tolerant(0, 'LLEN', park) == 0 then tolerant(0, 'ZREM', KEYS[20], limiter) end
+end
+
 -- the limiters due: their parked tasks first, oldest first, while their limits allow
 if flow_on then
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now, 'LIMIT', 0, limit)
@@ -170,7 +176,7 @@ if flow_on then
       local body = body_of(id)
       local spec = body and flow_spec(tolerant(false, 'HGET', KEYS[19], id))
       if not body then
-        tolerant(false, 'LPOP', park)
+        unpark(park, limiter)
         drop(id)
       else
         local free, retry_at = true, -1
@@ -185,7 +191,7 @@ if flow_on then
           end
           break
         end
-        tolerant(false, 'LPOP', park)
+        unpark(park, limiter)
         lease(id, body, priority, spec)
       end
     end
