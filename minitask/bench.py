@@ -239,6 +239,7 @@ class Bench:
             self.delayed()
             self.periodic()
             self.workflows()
+            self.flow()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -430,6 +431,12 @@ class Bench:
         """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
         from .bench_canvas import measure_workflows  # its app, only when it runs
         for row in measure_workflows(self.url):
+            self.report.add(Row(**row))
+
+    def flow(self) -> None:
+        """Limits configured but not reached, against none; Redis time per fetch."""
+        from .bench_flow import measure_flow  # its app, only when it runs
+        for row in measure_flow(self.url):
             self.report.add(Row(**row))
 
     def memory(self) -> None:

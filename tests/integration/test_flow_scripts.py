@@ -270,3 +270,15 @@ def test_cancelling_a_parked_task_drops_it(make_app: Callable[..., Minitask],
     app.broker.results.ack("default", first.id, None, 0)
     assert [d.task_id for d in fetch(app, clock, count=5).deliveries] == [third.id]
     assert redis_client.hkeys(QueueKeys("test", "default").flow) == [third.id.encode()]
+
+
+def test_a_high_rate_starts_many_tasks_in_one_millisecond(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="100000/s", max_running=1000, name="fast")
+    def fast(n: int) -> int:
+        return n
+
+    fast.delay_many([(n,) for n in range(50)])
+    assert len(fetch(app, clock, count=50).deliveries) == 50  # the clock never moved

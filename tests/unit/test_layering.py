@@ -145,11 +145,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic", "bench_canvas"}),
+                        "bench_periodic", "bench_canvas", "bench_flow"}),
     "bench_asyncio": frozenset({"app"}),
     # the periodic rows of the bench: its own app and workers, like the bench's
     "bench_periodic": frozenset({"app", "context", "errors"}),
     "bench_canvas": frozenset({"app", "canvas", "errors"}),
+    "bench_flow": frozenset({"app", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -166,6 +167,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench": frozenset({"redis"}),
     "bench_asyncio": frozenset({"redis"}),
     "bench_canvas": frozenset({"redis"}),
+    "bench_flow": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "pytest_plugin": frozenset({"pytest"}),

@@ -14,7 +14,8 @@
 -- Rates: at most `count` starts in any window `window` * 1.02 long (the 2% covers
 -- the hand-over between the fetch and the task's first line, so that starts counted
 -- in the task keep the limit too), paced one every window / count, with half a
--- pace of slack so that a worker waking late does not slow the rate down.
+-- pace of slack (1 ms at least) so that a worker waking late does not slow the rate
+-- down.
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
 -- limiter key of another type counts as empty, and writes to it are skipped.
 
@@ -50,11 +51,21 @@ local function flow_admit(prefix, spec, id, now, leases)
     starts = prefix .. spec.limiter .. ':starts'
     span = spec.window + math.floor(spec.window / 50)
     gap = spec.window / spec.count
-    tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
     pace = tonumber(tolerant(false, 'ZSCORE', starts, ''))
+    -- starts older than the window are trimmed only once they could count against
+    -- the limit: a limit far from reached costs no trim per start
+    local counted = tolerant(0, 'ZCARD', starts) - (pace and 1 or 0)
+    if counted >= spec.count then
+      tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
+      if pace and pace <= now - span then pace = nil end  -- trimmed with them
+      counted = tolerant(0, 'ZCARD', starts) - (pace and 1 or 0)
+    end
+    -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
+    -- starts several tasks in one ms
+    local slack = math.max(gap / 2, 1)
     local at = 0
-    if pace and pace - gap / 2 > now then at = pace - gap / 2 end
-    if tolerant(0, 'ZCARD', starts) - (pace and 1 or 0) >= spec.count then
+    if pace and pace - slack > now then at = pace - slack end
+    if counted >= spec.count then
       -- the pace scores highest: the first member is the oldest start
       local oldest = tonumber(tolerant({}, 'ZRANGE', starts, 0, 0, 'WITHSCORES')[2])
       if oldest and oldest + span > at then at = oldest + span end
@@ -63,8 +74,7 @@ local function flow_admit(prefix, spec, id, now, leases)
   end
   if running then tolerant(0, 'SADD', running, id) end
   if starts then
-    tolerant(0, 'ZADD', starts, now, now .. ':' .. id)
-    tolerant(0, 'ZADD', starts, math.max(pace or 0, now) + gap, '')
+    tolerant(0, 'ZADD', starts, now, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
     tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
   end
   return true
