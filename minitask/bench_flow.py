@@ -120,7 +120,7 @@ class FlowBench:
         return usec / max(1, calls)
 
 
-def _evalsha(client: "redis.Redis[bytes]") -> Tuple[int, int]:
+def _evalsha(client: "redis.Redis") -> Tuple[int, int]:
     stats = client.info("commandstats").get("cmdstat_evalsha", {})
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 

@@ -72,4 +72,3 @@ class FlowStore:
         with self.transport.errors(f"read the flow specs of queue {queue!r}"):
             raw = self.transport.client.hgetall(queue_keys(self.app_name, queue).flow)
         return {text(key): text(value) for key, value in raw.items()}
-

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Set, Tuple
 
 import pytest
-import redis
 
 from minitask import Minitask
 from minitask.keys import AppKeys, QueueKeys
