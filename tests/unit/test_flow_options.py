@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+from pathlib import Path
 from typing import Any, Callable, Dict, List
 
 import fakeredis
@@ -137,3 +138,27 @@ def test_limits_are_on_the_task_options(clock: ManualClock) -> None:
     decorate: Callable[..., Any] = app.task(rate_limit="7/m", max_running=3, name="job")
     job = decorate(lambda: None)
     assert job.options.limits == TaskLimits("7/m", 7, 60_000, 3)
+
+
+def test_the_readme_example_runs(clock: ManualClock) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
+    section = readme[readme.index("Flow control\n============"):]
+    lines = section[section.index(".. code-block:: python"):].splitlines()[2:]
+    block = []
+    for line in lines:
+        if line and not line.startswith("   "):
+            break
+        block.append(line[3:])
+    source = "\n".join(block).replace("from minitask import Minitask\n", "")
+    server = fakeredis.FakeServer()
+
+    def on_fake_redis(name: str, broker: Any = None, **options: Any) -> Minitask:
+        return Minitask(name, broker=fakeredis.FakeRedis(server=server), clock=clock, **options)
+
+    namespace: Dict[str, Any] = {"__name__": "readme", "Minitask": on_fake_redis}
+    exec(compile(source, "README.rst", "exec"), namespace)
+    app = namespace["app"]
+    specs = app.broker.flow.specs("default")
+    assert len(specs) == 3
+    assert specs["digest-7"].endswith("\n1")  # debounced
+    assert app.handle("digest-7").status() == "scheduled"
