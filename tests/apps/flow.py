@@ -55,6 +55,12 @@ def tenant(name: str, n: int) -> int:
     return n
 
 
+@app.task(rate_limit="2/m")
+def rare(n: int) -> int:
+    _record("rare", repr(time.time()), n)
+    return n
+
+
 @app.task
 def digest(value: int) -> int:
     _record("digest", repr(time.time()), value)

@@ -177,3 +177,36 @@ def test_tasks_queued_behind_a_slow_task_expire_and_are_reported(fl: Flow) -> No
         assert failed.value.exc_type == "Expired"
     assert [rest for _, rest in fl.starts("quick")] == ["99"]
     assert fl.client.hlen(QUEUE.flow) == 0
+
+
+def _fetches(client: "redis.Redis[bytes]") -> int:
+    return int(client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+
+
+def test_a_worker_whose_only_work_is_limited_blocks_without_polling(fl: Flow) -> None:
+    fl.workers(1, "-c", "2")
+    rare = fl.task("rare")
+    first, second = rare.delay(1), rare.delay(2)  # 2/m: the second is due 30 s later
+    assert first.get(timeout=DEADLINE) == 1
+    wait_until(lambda: fl.client.info("clients")["blocked_clients"] >= 1, timeout=DEADLINE,
+               message="the worker to block")
+    before = _fetches(fl.client)
+    time.sleep(3.0)
+    calls = _fetches(fl.client) - before
+    assert second.status() == "queued"  # parked, not handed out nor re-queued
+    # blocked on its wake list until the limit frees: at most a heartbeat's calls
+    assert calls <= 6, f"{calls} script calls in 3 s while waiting"
+    assert fl.client.info("clients")["blocked_clients"] >= 1
+
+
+def test_a_freed_slot_wakes_a_waiting_worker_at_once(fl: Flow) -> None:
+    fl.workers(2, "-c", "2")
+    held = fl.task("held")
+    handles = [held.delay(n, 1.5) for n in range(3)]  # max_running=2: the third waits
+    for handle in handles:
+        handle.get(timeout=DEADLINE)
+    starts = sorted(at for at, _ in fl.starts("held:start"))
+    ends = sorted(at for at, _ in fl.starts("held:end"))
+    # the third starts when the first slot frees, not after a polling interval
+    assert starts[2] >= ends[0]
+    assert starts[2] - ends[0] < 2.0, f"started {starts[2] - ends[0]:.3f} s after a slot freed"

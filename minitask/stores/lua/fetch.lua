@@ -132,6 +132,7 @@ local function lease(id, body, priority, spec)
   if spec and spec.expires > 0 and now >= spec.expires then
     expired[#expired + 1] = id
     expired[#expired + 1] = priority
+    dropped = dropped + 1  -- bounded per fetch like stale entries: a mass expiry
     return
   end
   leased[#leased + 1] = id
