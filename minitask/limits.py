@@ -159,7 +159,3 @@ def call_flow(task_name: str, limits: TaskLimits, options: Dict[str, Any], *,
     return pack(task_name, limits, limit_key=key, expires_at_ms=at_ms,
                 debounce=debounce is not None), due_ms
 
-
-def describe(limits: TaskLimits) -> Dict[str, Any]:
-    """The limits as ``minitask tasks`` shows them."""
-    return {"rate_limit": limits.rate_limit, "max_running": limits.max_running or None}
