@@ -158,4 +158,3 @@ def call_flow(task_name: str, limits: TaskLimits, options: Dict[str, Any], *,
     at_ms = 0 if expires is None else expires_ms(expires, now_ms, where)
     return pack(task_name, limits, limit_key=key, expires_at_ms=at_ms,
                 debounce=debounce is not None), due_ms
-
