@@ -51,15 +51,9 @@ local function flow_admit(prefix, spec, id, now, leases)
     starts = prefix .. spec.limiter .. ':starts'
     span = spec.window + math.floor(spec.window / 50)
     gap = spec.window / spec.count
+    tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)  -- the window's only
     pace = tonumber(tolerant(false, 'ZSCORE', starts, ''))
-    -- starts older than the window are trimmed only once they could count against
-    -- the limit: a limit far from reached costs no trim per start
     local counted = tolerant(0, 'ZCARD', starts) - (pace and 1 or 0)
-    if counted >= spec.count then
-      tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
-      if pace and pace <= now - span then pace = nil end  -- trimmed with them
-      counted = tolerant(0, 'ZCARD', starts) - (pace and 1 or 0)
-    end
     -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
     -- starts several tasks in one ms
     local slack = math.max(gap / 2, 1)
