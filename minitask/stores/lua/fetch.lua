@@ -24,7 +24,8 @@
 -- then a popped task over its limit, or whose limiter has tasks parked already,
 -- is parked (not leased, not re-queued) and the ready lists behind it go on
 -- being served. Parking counts against the batch limit, so a fetch stays bounded.
--- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead.
+-- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
+-- or (flow control) its limiter's park list.
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -36,7 +37,9 @@
 --   A ready-list entry that is no id (empty, not UTF-8) or has no message is
 --   dropped, as a cancelled one is. A delivery count that is no number starts
 --   afresh at 1; in a deliveries key of another type none is kept (1, never
---   poisoned).
+--   poisoned). A flow spec that does not parse is no limit; a park list of another
+--   type leases the task without limits; other flow keys of another type count as
+--   empty (flow.lua).
 
 -- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
 -- text). Anything else in a ready list is dropped; it is never poisoned.
