@@ -48,7 +48,8 @@ class Flow:
         for _ in range(count):
             log = self.logs / f"worker-{self.started}.log"
             self.started += 1
-            self.processes.worker(APP, "--pool", "thread", *args, env=env, log=log)
+            self.processes.worker(APP, "--pool", "thread", "--loglevel", "WARNING", *args,
+                                  env=env, log=log)
         wait_until(lambda: self.client.zcard(AppKeys("flow").workers) >= self.started,
                    timeout=DEADLINE, message=f"{self.started} workers to start")
 

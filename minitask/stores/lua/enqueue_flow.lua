@@ -26,7 +26,8 @@ for n = 1, count do
   local i = 4 * n
   local id, spec = ARGV[i], specs[n]
   if not pending[n] then
-    if tolerant(0, 'HEXISTS', KEYS[1], id) == 1 then redis.call('HSET', flow, id, spec) end
+    -- enqueue_base() added it: an id not pending is always added (or the call failed)
+    redis.call('HSET', flow, id, spec)
   elseif string.sub(spec, -2) == '\n1' and tolerant(false, 'ZSCORE', KEYS[2], id) then
     local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
     redis.call('HSET', KEYS[1], id, ARGV[i + 1])

@@ -174,7 +174,11 @@ local function unpark(park, limiter)
 end
 
 -- the limiters due: their parked tasks first, oldest first, while their limits allow
-if flow_on then
+-- (one ZRANGE when none is due); flow_due_read: what the earliest entry was, until
+-- this fetch changes flow_due
+local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES')
+if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <= flow_now then
+  flow_due_read = false
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', 0, limit)
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
@@ -233,6 +237,7 @@ while #leased < want * 4 and band <= 16 and dropped < limit do
       elseif type(tolerant(false, 'RPUSH', park, priority .. id)) ~= 'number' then
         lease(id, body, priority, spec)  -- a park list of another type: no limit kept
       else
+        flow_due_read = false
         if retry_at >= 0 then
           tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
         else
@@ -271,7 +276,7 @@ if score and score > -math.huge and score <= MAX_SCORE then
   if next_event < 0 or lease_end < next_event then next_event = lease_end end
 end
 if flow_on then
-  score = tonumber(tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES')[2])
+  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES'))[2])
   if score and score > -math.huge and score <= MAX_SCORE then
     local frees = math.max(0, math.floor(score))
     if next_event < 0 or frees < next_event then next_event = frees end

@@ -11,9 +11,10 @@
 --   <prefix><limiter>:running  SET   ids leased now, each holding a max_running slot
 -- flow_due (ZSET) holds limiter -> when its parked tasks may be tried again (ms);
 -- a limiter waiting for a max_running slot has no entry until a slot frees.
--- Rates: at most `count` starts in any window `window` * 1.02 long (the 2% covers
--- the hand-over between the fetch and the task's first line, so that starts counted
--- in the task keep the limit too), paced one every window / count, with half a
+-- Rates: at most `count` starts in any window a guard longer than `window` (4 %,
+-- 250 ms at most: it covers the hand-over between the fetch and the task's first
+-- line on a busy machine, so that starts counted in the task keep the limit too),
+-- paced one every window / count, with half a
 -- pace of slack (1 ms at least) so that a worker waking late does not slow the rate
 -- down.
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
@@ -49,7 +50,7 @@ local function flow_admit(prefix, spec, id, now, leases)
   local span, gap, pace = 0, 0, nil
   if spec.count > 0 and spec.window > 0 then
     starts = prefix .. spec.limiter .. ':starts'
-    span = spec.window + math.floor(spec.window / 50)
+    span = spec.window + math.min(math.floor(spec.window / 25), 250)
     gap = spec.window / spec.count
     tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)  -- the window's only
     pace = tonumber(tolerant(false, 'ZSCORE', starts, ''))
