@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 import redis
 import redis.asyncio
@@ -151,6 +151,26 @@ class AsyncBroker:
             with self.errors("register queues"):
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues.add(queue)
+
+    async def enqueue_flow(self, by_queue: Mapping[str, Sequence[Tuple[str, bytes, int, int]]],
+                           specs: Mapping[str, str], now_ms: int,
+                           durability: Optional[Durability] = None) -> int:
+        """``FlowStore.send``, awaited: flow-controlled calls (limits.py), by queue."""
+        added, chunk = 0, self.broker.flow.CHUNK
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), chunk):
+                call = self.broker.flow.enqueue_call(queue, entries[start:start + chunk], specs,
+                                                     now_ms)
+                what = f"enqueue into queue {queue!r}"
+                if durability is None or durability.mode is None:
+                    added += int(await self.run(call, what))
+                else:
+                    added += int(await self.run_confirmed(call, what, durability))
+            if queue not in self._known_queues:
+                with self.errors("register queues"):
+                    await self.client.sadd(self.broker.queues.app_keys.queues, queue)
+                self._known_queues.add(queue)
+        return added
 
     # -- following -------------------------------------------------------------------
 

@@ -241,6 +241,7 @@ class Bench:
             self.workflows()
             self.broadcasts()
             self.durability()
+            self.flow()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -446,6 +447,12 @@ class Bench:
         primary and replica: the bench's Redis may have none)."""
         from .bench_durable import measure_durability  # its app, only when it runs
         for row in measure_durability():
+            self.report.add(Row(**row))
+
+    def flow(self) -> None:
+        """Limits configured but not reached, against none; Redis time per fetch."""
+        from .bench_flow import measure_flow  # its app, only when it runs
+        for row in measure_flow(self.url):
             self.report.add(Row(**row))
 
     def memory(self) -> None:

@@ -14,6 +14,7 @@ from .stores.admin import AdminStore
 from .stores.broadcast import BroadcastStore
 from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
+from .stores.flow import FlowStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
@@ -38,6 +39,7 @@ class Broker:
         self.schedules = ScheduleStore(self.transport, app_name)
         self.workflows = WorkflowStore(self.transport, app_name, self.queues)
         self.broadcasts = BroadcastStore(self.transport, app_name)
+        self.flow = FlowStore(self.transport, app_name, self.queues)
 
     @property
     def client(self) -> Any:

@@ -22,6 +22,18 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
 
+Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
+
+    minitask:{app:queue}:flow         HASH  id -> flow spec, for tasks with limits or an expiry
+    minitask:{app:queue}:flow_due     ZSET  limiter -> when its parked tasks may be tried (ms)
+    minitask:{app:queue}:flow:<limiter>:park     LIST  parked ids (priority digit + id), in order
+    minitask:{app:queue}:flow:<limiter>:starts   ZSET  recent starts (ms) and the pace
+    minitask:{app:queue}:flow:<limiter>:running  SET   ids holding a max_running slot
+
+A limiter names one task (and limit key): ``<len(name)>:<name>[:<key>]``. Its keys
+are built by the scripts from ``flow_prefix``, which is passed in KEYS (the same
+slot), since which limiters a fetch meets is known only when it pops the ids.
+
 Workflow state (chain, group, chord; ``stores/workflows.py``): a step's marker under
 the tag of the queue the step is sent to, a group's state under the tag of the queue
 of its first member's first task::
@@ -209,6 +221,19 @@ class QueueKeys:
 
     def result(self, task_id: str) -> str:
         return self.base + "result:" + task_id
+
+    @cached_property
+    def flow(self) -> str:
+        return self.base + "flow"
+
+    @cached_property
+    def flow_due(self) -> str:
+        return self.base + "flow_due"
+
+    @cached_property
+    def flow_prefix(self) -> str:
+        """Not a key: the start of every limiter's keys (see the module docstring)."""
+        return self.base + "flow:"
 
     @cached_property
     def schedules(self) -> str:

@@ -99,6 +99,9 @@ class Message:
     #: What follows this call in a workflow (chain, group, chord), packed by
     #: ``stores.workflows``; None for a plain task. Opaque to everything else.
     workflow: Optional[bytes] = None
+    #: Flow control of this call (limits, expiry, debounce), packed by ``limits``;
+    #: kept beside the message in Redis by the enqueue script, not in its envelope.
+    flow: Optional[str] = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

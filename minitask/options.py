@@ -11,11 +11,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Tuple, Type
 
 from .errors import ConfigurationError
+from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
+from .limits import TaskLimits, task_limits
 from .message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",
-                          "result_ttl", "broadcast"})
+                          "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
 _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
@@ -101,6 +103,8 @@ class TaskOptions:
     result_ttl: float = 86400.0
     #: Each call runs once per subscriber of the queue (``broadcast.py``).
     broadcast: bool = False
+    #: ``rate_limit`` and ``max_running`` (limits.py)
+    limits: TaskLimits = TaskLimits()
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
@@ -156,4 +160,4 @@ class TaskOptions:
             timeout=seconds.get("timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast)
+            broadcast=broadcast, limits=task_limits(options, where))

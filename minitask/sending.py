@@ -74,6 +74,12 @@ class Sender:
         """
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
+        if any(m.flow is not None for m in messages):  # flow control: limits.py
+            with _naming(messages, [entry for entries in by_queue.values()
+                                    for entry in entries]):
+                self._broker().flow.send(by_queue, _specs(messages), self.clock.now_ms(),
+                                         policy)
+            return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
@@ -87,6 +93,11 @@ class Sender:
         by_queue = self.prepare(messages)
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
+        if any(m.flow is not None for m in messages):  # flow control: limits.py
+            with _naming(messages, [entry for entries in by_queue.values()
+                                    for entry in entries]):
+                await broker.enqueue_flow(by_queue, _specs(messages), now_ms, policy)
+            return
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
                 with _naming(messages, entries[start:start + BULK_CHUNK]):
@@ -132,3 +143,8 @@ class Sender:
         broker = self._broker()
         return [TaskHandle(broker, m.queue, m.id, result_ttl_ms, self._async_broker)
                 for m in messages]
+
+
+def _specs(messages: Sequence[Message]) -> Dict[str, str]:
+    """The flow specs of flow-controlled messages, by id."""
+    return {m.id: m.flow for m in messages if m.flow is not None}

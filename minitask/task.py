@@ -6,6 +6,7 @@ import datetime as _dt
 import inspect
 import math
 import reprlib
+from dataclasses import replace
 from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Optional,
                     Protocol, Sequence, Tuple, TypeVar, Union, cast, overload)
 
@@ -15,6 +16,8 @@ from .canvas import Signature
 from .durability import APP, CallSetting
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
+from .limits import CALL_OPTIONS as FLOW_OPTIONS
+from .limits import call_flow, pack
 from .message import MAX_MS, Message, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
@@ -36,6 +39,7 @@ class Task(Generic[P, R]):
         self.priority = options.priority
         self._signature = inspect.signature(func)
         self._arity = positional_arity(self._signature)
+        self._flow = pack(self.name, options.limits)  # None: no limits, the usual case
         self.__doc__ = func.__doc__
         self.__wrapped__ = func
 
@@ -122,7 +126,10 @@ class Task(Generic[P, R]):
                     *, queue: Optional[str] = None, priority: Optional[int] = None,
                     delay: Optional[float] = None,
                     eta: Union[_dt.datetime, float, None] = None,
-                    task_id: Optional[str] = None, durability: CallSetting = APP,
+                    task_id: Optional[str] = None, limit_key: Optional[str] = None,
+                    debounce: Optional[float] = None,
+                    expires: Union[_dt.datetime, float, None] = None,
+                    durability: CallSetting = APP,
                     **unknown: Any) -> TaskHandle[R]:
         """Enqueue a call with per-call options that override the decorator's.
 
@@ -134,6 +141,12 @@ class Task(Generic[P, R]):
             delay: seconds from now before it may run.
             eta: an aware datetime or Unix timestamp before which it does not run.
             task_id: the id to use; an id already pending is not enqueued twice.
+            limit_key: the task's rate_limit and max_running hold per key (a tenant).
+            debounce: seconds; with ``task_id``, a call whose id is still scheduled
+                is replaced (arguments, and due ``debounce`` seconds from now).
+            expires: seconds from now, or an aware datetime: not started by then,
+                it never runs (status ``cancelled``, ``get()`` raises TaskFailed
+                with ``exc_type == "Expired"``).
             durability: None, "replicated" or "fsync" for this call (default: the
                 app's): whether replicas must confirm the enqueue (SPEC section 15).
 
@@ -146,7 +159,9 @@ class Task(Generic[P, R]):
                 with str keys (a TypeError).
             The same errors as ``delay``.
         """
-        message = self._call_message(args, kwargs, queue, priority, delay, eta, task_id, unknown)
+        message = self._call_message(args, kwargs, queue, priority, delay, eta, task_id, unknown,
+                                     {"limit_key": limit_key, "debounce": debounce,
+                                      "expires": expires})
         return self._send([message], durability)[0]
 
     async def aapply_async(self, args: Sequence[Any] = (),
@@ -154,25 +169,33 @@ class Task(Generic[P, R]):
                            queue: Optional[str] = None, priority: Optional[int] = None,
                            delay: Optional[float] = None,
                            eta: Union[_dt.datetime, float, None] = None,
-                           task_id: Optional[str] = None, durability: CallSetting = APP,
+                           task_id: Optional[str] = None, limit_key: Optional[str] = None,
+                           debounce: Optional[float] = None,
+                           expires: Union[_dt.datetime, float, None] = None,
+                           durability: CallSetting = APP,
                            **unknown: Any) -> TaskHandle[R]:
         """``apply_async``, awaited.
 
         Raises:
             The same errors as ``apply_async``.
         """
-        return (await self._asend([self._call_message(args, kwargs, queue, priority, delay,
-                                                      eta, task_id, unknown)], durability))[0]
+        return (await self._asend([self._call_message(
+            args, kwargs, queue, priority, delay, eta, task_id, unknown,
+            {"limit_key": limit_key, "debounce": debounce, "expires": expires})],
+            durability))[0]
 
     def _call_message(self, args: Any, kwargs: Any, queue: Optional[str],
                       priority: Optional[int], delay: Optional[float], eta: Any,
-                      task_id: Optional[str], unknown: Dict[str, Any]) -> Message:
-        """The message of an ``apply_async`` call, every option checked."""
+                      task_id: Optional[str], unknown: Dict[str, Any],
+                      flow: Optional[Dict[str, Any]] = None) -> Message:
+        """The message of an ``apply_async`` call, every option checked; ``flow``
+        holds the flow control options (limits.py)."""
         where = f"task {self.name!r}"
         if unknown:
             raise ConfigurationError(f"{where}: unknown option(s) "
                                      f"{', '.join(sorted(unknown))} for apply_async; valid "
-                                     f"options are {', '.join(sorted(CALL_OPTIONS))}")
+                                     f"options are "
+                                     f"{', '.join(sorted(CALL_OPTIONS | FLOW_OPTIONS))}")
         if args is None:
             args = ()
         elif not isinstance(args, (tuple, list)):
@@ -205,7 +228,13 @@ class Task(Generic[P, R]):
             eta_ms = self._delay_ms(delay, "delay")
         if task_id is not None:
             check_text(task_id, "task_id", where)
-        return self._message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
+        message = self._message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
+        if flow and any(value is not None for value in flow.values()):
+            spec, due_ms = call_flow(self.name, self.options.limits, flow, task_id=task_id,
+                                     timed=eta is not None or delay is not None,
+                                     now_ms=message.enqueued_at_ms, where=where)
+            message = replace(message, flow=spec, eta_ms=due_ms or message.eta_ms)
+        return message
 
     def delay_many(self, calls: Iterable[Sequence[Any]]) -> List[TaskHandle[R]]:
         """Enqueue many calls in as few round trips as possible.
@@ -296,7 +325,7 @@ class Task(Generic[P, R]):
             eta_ms = None
         return Message(id=task_id or new_task_id(), task=self.name, args=list(args),
                        kwargs=kwargs, queue=queue, priority=priority, enqueued_at_ms=now_ms,
-                       eta_ms=eta_ms)
+                       eta_ms=eta_ms, flow=self._flow)
 
     def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
         """Say where an option given as a keyword argument of the function belongs."""

@@ -24,15 +24,20 @@ def run(args: argparse.Namespace) -> int:
                      "retry_backoff_max": options.retry_backoff_max,
                      "retry_on": [t.__name__ for t in options.retry_on],
                      "timeout": options.timeout, "ignore_result": options.ignore_result,
-                     "result_ttl": options.result_ttl})
+                     "result_ttl": options.result_ttl,
+                     "rate_limit": options.limits.rate_limit,
+                     "max_running": options.limits.max_running or None})
     if args.json:
         emit_json({"app": app.name, "tasks": rows})
         return 0
     print(f"app {app.name}: {len(rows)} task(s)\n")
-    print(f"{'task':<32} {'queue':<12} {'prio':>4} {'retries':>7} {'timeout':>8}  retry on")
+    print(f"{'task':<32} {'queue':<12} {'prio':>4} {'retries':>7} {'timeout':>8}  retry on"
+          f"  limits")
     for row in rows:
         timeout = "-" if row["timeout"] is None else f"{row['timeout']:g}"
         retry_on = ",".join(row["retry_on"]) if row["retries"] else "-"
+        limits = " ".join(part for part in (
+            row["rate_limit"], row["max_running"] and f"max {row['max_running']}") if part)
         print(f"{row['name']:<32} {row['queue']:<12} {row['priority']:>4} {row['retries']:>7} "
-              f"{timeout:>8}  {retry_on}")
+              f"{timeout:>8}  {retry_on:<8}  {limits or '-'}")
     return 0

@@ -6,7 +6,7 @@ letter) are the results store's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
@@ -44,6 +44,9 @@ class FetchResult:
     deliveries: List[Delivery]
     poisoned: List[str]
     next_event_ms: Optional[int]
+    #: (id, priority) of tasks whose ``expires`` had passed: leased, for the worker
+    #: to end as cancelled ("Expired") without running them
+    expired: List[Tuple[str, int]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -131,17 +134,20 @@ class QueueStore:
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
         return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
-                k.cancelled, k.order)
+                k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix)
 
     @staticmethod
     def fetch_result(reply: Any) -> FetchResult:
         """A fetch script's reply, read."""
-        leased, poisoned, next_event = reply
+        leased, poisoned, next_event = reply[:3]
+        expired = reply[3] if len(reply) > 3 else []  # flow control: expired, leased
         deliveries = [Delivery(text(leased[i]), leased[i + 1], int(leased[i + 2]),
                                int(leased[i + 3])) for i in range(0, len(leased), 4)]
         next_ms = int(next_event)
         return FetchResult(deliveries, [text(p) for p in poisoned],
-                           next_ms if next_ms >= 0 else None)
+                           next_ms if next_ms >= 0 else None,
+                           [(text(expired[i]), int(expired[i + 1]))
+                            for i in range(0, len(expired), 2)])
 
     def wait(self, queues: Sequence[str], timeout: float, *, interrupt: Optional[int] = None,
              then_fetch: Optional[FetchTerms] = None) -> Optional[FetchResult]:
@@ -176,7 +182,8 @@ class QueueStore:
         args: List[Any] = []
         for task_id, priority in leases:
             args += (task_id, priority)
-        return int(self.transport.run("release", (k.leases, k.deliveries, k.wake, *k.ready),
+        return int(self.transport.run("release", (k.leases, k.deliveries, k.wake, *k.ready,
+                                                  k.flow, k.flow_due, k.flow_prefix),
                                       args, f"give back tasks to queue {queue!r}"))
 
     def message_body(self, queue: str, task_id: str) -> Optional[bytes]:

@@ -92,7 +92,8 @@ class ResultStore:
             for entry in group:
                 tail += entry[1:]
             calls.append(("ack", queue, (k.leases, k.delayed, k.messages, k.deliveries,
-                                         k.retrying, k.order), tail, len(group)))
+                                         k.retrying, k.order, k.flow, k.flow_due,
+                                         k.flow_prefix, k.wake), tail, len(group)))
         return calls
 
     @staticmethod
@@ -109,7 +110,7 @@ class ResultStore:
         k = self.keys(queue)
         done = self.transport.run(
             "retry", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.wake,
-                      k.order, k.sequence),
+                      k.order, k.sequence, k.flow, k.flow_due, k.flow_prefix),
             (task_id, encode_message(following), due_ms, following.priority,
              encode_outcome(note)), f"schedule a retry of {task_id}")
         return bool(done)
@@ -119,7 +120,8 @@ class ResultStore:
         k = self.keys(queue)
         done = self.transport.run(
             "bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.dead,
-                     k.dead_info, k.result(task_id), k.order),
+                     k.dead_info, k.result(task_id), k.order, k.flow, k.flow_due,
+                     k.flow_prefix, k.wake),
             (task_id, outcome.finished_at_ms, encode_outcome(outcome), result_ttl_ms),
             f"dead-letter {task_id}")
         return bool(done)
@@ -149,7 +151,8 @@ class ResultStore:
         outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
                                          message="cancelled before it started"))
         return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying,
-                                  k.result(task_id), k.deliveries, k.order, k.cancelled),
+                                  k.result(task_id), k.deliveries, k.order, k.cancelled,
+                                  k.flow),
                 (task_id, outcome, result_ttl_ms, priority), 0)
 
     # -- reading ---------------------------------------------------------------------

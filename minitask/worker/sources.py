@@ -15,6 +15,7 @@ from ..message import SystemClock
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
 from ..transport import ScriptCall
+from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, lease_of
 from .outages import guarded
@@ -136,6 +137,7 @@ class QueueSource:
             self._leases.give_back([lease_of(job) for job in jobs])
         elif jobs:
             self._host.broker.queues.stop_waiting()
+        end_expired(self._host, queue, result.expired)
         for task_id in result.poisoned:
             try:
                 bury_poisoned(self._host, queue, task_id)

@@ -68,7 +68,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
                          "stores.broadcast",
                          "stores.registry", "stores.admin", "stores.cancels",
-                         "stores.schedules", "stores.workflows", "errors"}),
+                         "stores.schedules", "stores.workflows", "stores.flow", "errors"}),
+    "stores.flow": frozenset({"transport", "durability", "keys", "stores.queue",
+                              "stores.scripts"}),
     # the async twins carry the stores' script calls over redis.asyncio
     "aio": frozenset({"broker", "durability", "errors", "stores.scripts", "transport"}),
     "handle": frozenset({"broker", "serializer", "errors"}),
@@ -77,9 +79,11 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                           "serializer",
                           "errors"}),
     # what the decorator checks, and the checks calls share with it
-    "options": frozenset({"message", "errors"}),
+    "options": frozenset({"message", "errors", "limits"}),
+    # flow control options (SPEC 11), checked for the decorator and the call
+    "limits": frozenset({"message", "errors"}),
     "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors", "broadcast",
-                       "durability",
+                       "durability", "limits",
                        "_compat"}),
     # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
     # by a Protocol; it compiles plans for stores.workflows
@@ -105,7 +109,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.sources": frozenset({"stores.queue", "stores.results", "transport", "errors",
                                  "message",
                                  "worker.host", "worker.leases", "worker.outages",
-                                 "worker.outcomes", "worker.stop"}),
+                                 "worker.outcomes", "worker.stop", "worker.expiry"}),
+    "worker.expiry": frozenset({"errors", "message", "worker.host"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
                                 "worker.outcomes", "worker.cancels"}),
@@ -157,7 +162,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic", "bench_canvas", "bench_broadcast", "bench_durable"}),
+                        "bench_periodic", "bench_canvas", "bench_broadcast", "bench_durable",
+                        "bench_flow"}),
     "bench_asyncio": frozenset({"app"}),
     # the periodic rows of the bench: its own app and workers, like the bench's
     "bench_periodic": frozenset({"app", "context", "errors"}),
@@ -165,6 +171,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "bench_broadcast": frozenset({"app", "errors"}),
     # the durability rows: a primary and a replica of their own
     "bench_durable": frozenset({"app", "embedded", "errors"}),
+    "bench_flow": frozenset({"app", "errors"}),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
@@ -183,6 +190,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench_canvas": frozenset({"redis"}),
     "bench_broadcast": frozenset({"redis"}),
     "bench_durable": frozenset({"redis"}),
+    "bench_flow": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "durability": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),

@@ -2,7 +2,9 @@
 -- every trace of them from the queue.
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
--- KEYS[6 + i] result (LIST) of the i-th task
+-- KEYS[7] flow (HASH)   KEYS[8] flow_due (ZSET)   KEYS[9] the flow prefix (flow.lua)
+-- KEYS[10] wake (LIST)
+-- KEYS[10 + i] result (LIST) of the i-th task
 -- ARGV: per task three: id, encoded outcome, result ttl (ms; 0: keep no result)
 -- Returns: per task, 1 when the caller still held the lease, 0 when it had lost
 -- it (the task was re-delivered meanwhile; the outcome is recorded all the
@@ -15,7 +17,7 @@
 -- foreign() only for an error.
 local held, ids = {}, {}
 for i = 1, #ARGV, 3 do
-  local id, result = ARGV[i], KEYS[6 + (i + 2) / 3]
+  local id, result = ARGV[i], KEYS[10 + (i + 2) / 3]
   ids[#ids + 1] = id
   local removed = redis.pcall('ZREM', KEYS[1], id)
   if type(removed) == 'table' then foreign(removed) removed = 0 end
@@ -37,4 +39,6 @@ for key = 3, 5 do
   removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
   if type(removed) == 'table' then foreign(removed) end
 end
+-- flow control: max_running slots freed, specs dropped (one HLEN without any)
+flow_end(KEYS[7], KEYS[9], KEYS[8], KEYS[10], ids, true)
 return held

@@ -2,6 +2,8 @@
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] dead (ZSET)
 -- KEYS[7] dead_info (HASH)   KEYS[8] result (LIST)   KEYS[9] order (HASH)
+-- KEYS[10] flow (HASH)   KEYS[11] flow_due (ZSET)   KEYS[12] the flow prefix (flow.lua)
+-- KEYS[13] wake (LIST)
 -- ARGV[1] id   ARGV[2] now (ms)   ARGV[3] encoded outcome (why it died)
 -- ARGV[4] result ttl (ms; 0: keep no result)
 -- Returns: 1 when the task was leased or delayed here and is now dead, 0 when
@@ -15,6 +17,8 @@ expect(KEYS[6], 'zset')
 local delayed = tolerant(0, 'ZREM', KEYS[2], id)
 if tolerant(0, 'ZREM', KEYS[1], id) + delayed == 0 then return 0 end
 if delayed == 1 then tolerant(0, 'HDEL', KEYS[9], id) end
+-- its slot freed, its spec dropped: a dead letter put back runs without limits
+flow_end(KEYS[10], KEYS[12], KEYS[11], KEYS[13], {id}, true)
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[6], ARGV[2], id)

@@ -2,6 +2,7 @@
 -- KEYS[1] delayed (ZSET)   KEYS[2] leases (ZSET)   KEYS[3] dead (ZSET)
 -- KEYS[4] messages (HASH)  KEYS[5] retrying (HASH)   KEYS[6] result (LIST)
 -- KEYS[7] deliveries (HASH)   KEYS[8] order (HASH)   KEYS[9] cancelled (ZSET)
+-- KEYS[10] flow (HASH): the task's flow spec, if any, goes with it
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
 -- ARGV[4] the task's priority (read from its message by the caller)
 -- Returns: 1 when cancelled, 0 when the task is running, finished, dead or unknown.
@@ -25,6 +26,7 @@ end
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)
 tolerant(0, 'HDEL', KEYS[7], id)
+tolerant(0, 'HDEL', KEYS[10], id)
 redis.call('DEL', KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[2])
 redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[3]))

@@ -5,17 +5,27 @@
 -- KEYS[4] deliveries (HASH)  KEYS[5] wake (LIST)       KEYS[6] dead (ZSET)
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
 -- KEYS[17] cancelled (ZSET)   KEYS[18] order (HASH)
+-- KEYS[19] flow (HASH)   KEYS[20] flow_due (ZSET)   KEYS[21] the flow prefix (flow.lua)
 -- ARGV[1] now (ms), or 'server': the server's clock, for a fetch sent ahead of
 --   the moment it runs (behind a BLPOP)
 -- ARGV[2] lease length (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries
 -- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
--- Returns: {leased, poisoned, next_event_ms}
+-- Returns: {leased, poisoned, next_event_ms, expired}
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
---   next_event_ms: earliest delayed due time or lease deadline, or -1
--- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead.
+--   next_event_ms: earliest delayed due time, lease deadline or time a limit
+--     frees (flow_due), or -1
+--   expired: flat list id, priority per task whose expiry had passed; they are
+--     leased so that the caller ends them (cancelled, "Expired"), as for poisoned
+-- Flow control (flow.lua), only while the flow hash holds anything: first the
+-- limiters due in flow_due hand out their parked tasks while their limits allow;
+-- then a popped task over its limit, or whose limiter has tasks parked already,
+-- is parked (not leased, not re-queued) and the ready lists behind it go on
+-- being served. Parking counts against the batch limit, so a fetch stays bounded.
+-- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
+-- or (flow control) its limiter's park list.
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -27,7 +37,9 @@
 --   A ready-list entry that is no id (empty, not UTF-8) or has no message is
 --   dropped, as a cancelled one is. A delivery count that is no number starts
 --   afresh at 1; in a deliveries key of another type none is kept (1, never
---   poisoned).
+--   poisoned). A flow spec that does not parse is no limit; a park list of another
+--   type leases the task without limits; other flow keys of another type count as
+--   empty (flow.lua).
 
 -- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
 -- text). Anything else in a ready list is dropped; it is never poisoned.
@@ -67,6 +79,17 @@ local want = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
 local horizon = string.format('%.0f', now * 10 + 9)
+local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
+local prefix = KEYS[21]
+-- limits count on the server's clock: a caller's reading may be stale by the time
+-- the call runs (a busy machine), which would let starts crowd a window. A caller's
+-- clock far from the server's is a test's manual clock, and is kept.
+local flow_now = now
+if flow_on and ARGV[1] ~= 'server' then
+  local clock = redis.call('TIME')
+  local server = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  if math.abs(server - now) < 10000 then flow_now = server end
+end
 
 -- read and check everything first: promotion below is the first write
 local poisoned, reclaimed = {}, {}
@@ -92,12 +115,106 @@ for _, entry in ipairs(reclaimed) do
   redis.call('ZREM', KEYS[2], entry[1])
   redis.call('LPUSH', KEYS[entry[2]], entry[1])
 end
+if flow_on and #reclaimed > 0 then
+  -- a dead worker's max_running slots are freed with its leases
+  local ids = {}
+  for i, entry in ipairs(reclaimed) do ids[i] = entry[1] end
+  flow_end(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
+end
 
 -- a call per popped id, on the hottest path: redis.pcall, and lib.lua's foreign()
 -- only for an error
-local leased = {}
+local leased, expired = {}, {}
 local band = 7
 local dropped = 0
+
+local function lease(id, body, priority, spec)
+  local delivered = redis.pcall('HINCRBY', KEYS[4], id, 1)
+  if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
+  redis.call('ZADD', KEYS[2], string.format('%.0f', deadline * 10 + 9 - priority), id)
+  if spec and spec.expires > 0 and now >= spec.expires then
+    expired[#expired + 1] = id
+    expired[#expired + 1] = priority
+    dropped = dropped + 1  -- bounded per fetch like stale entries: a mass expiry
+    return
+  end
+  leased[#leased + 1] = id
+  leased[#leased + 1] = body
+  leased[#leased + 1] = delivered
+  leased[#leased + 1] = priority
+end
+
+-- The message of a popped id, or false for an entry that is no id, is held
+-- elsewhere already (leased, delayed, dead) or has no message (cancelled).
+local function body_of(id)
+  local body = id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id))
+               and not (redis.call('ZSCORE', KEYS[2], id)
+                        or delayed_ok and redis.call('ZSCORE', KEYS[1], id))
+  if body then
+    local dead = redis.pcall('ZSCORE', KEYS[6], id)
+    if type(dead) == 'table' then foreign(dead) dead = false end  -- dead of another type
+    body = not dead and redis.pcall('HGET', KEYS[3], id)
+    if type(body) == 'table' then foreign(body) body = false end  -- messages of another type
+  end
+  return body
+end
+
+-- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
+-- a cancelled id no longer needs leaving out of the counts
+local function drop(id)
+  tolerant(0, 'ZREM', KEYS[17], id)
+  if flow_on then tolerant(0, 'HDEL', KEYS[19], id) end
+  dropped = dropped + 1
+end
+
+-- take the first parked entry; a limiter with none left is due no more
+local function unpark(park, limiter)
+  tolerant(false, 'LPOP', park)
+  if tolerant(0, 'LLEN', park) == 0 then tolerant(0, 'ZREM', KEYS[20], limiter) end
+end
+
+-- the limiters due: their parked tasks first, oldest first, while their limits allow
+-- (one ZRANGE when none is due); flow_due_read: what the earliest entry was, until
+-- this fetch changes flow_due
+local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES')
+if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <= flow_now then
+  flow_due_read = false
+  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', 0, limit)
+  for _, limiter in ipairs(due) do
+    local park = prefix .. limiter .. ':park'
+    while #leased < want * 4 and dropped < limit do
+      local entry = tolerant(false, 'LINDEX', park, 0)
+      if not entry then
+        tolerant(0, 'ZREM', KEYS[20], limiter)
+        break
+      end
+      local id = string.sub(entry, 2)
+      local priority = tonumber(string.sub(entry, 1, 1)) or 0
+      local body = body_of(id)
+      local spec = body and flow_spec(tolerant(false, 'HGET', KEYS[19], id))
+      if not body then
+        unpark(park, limiter)
+        drop(id)
+      else
+        local free, retry_at = true, -1
+        if spec and spec.limiter == limiter and not (spec.expires > 0 and now >= spec.expires) then
+          free, retry_at = flow_admit(prefix, spec, id, flow_now, KEYS[2])
+        end
+        if not free then
+          if retry_at >= 0 then
+            tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)
+          else
+            tolerant(0, 'ZREM', KEYS[20], limiter)  -- the outcome that frees a slot re-arms it
+          end
+          break
+        end
+        unpark(park, limiter)
+        lease(id, body, priority, spec)
+      end
+    end
+  end
+end
+
 -- without delayed_ok, delayed holds another type, and none of ours
 while #leased < want * 4 and band <= 16 and dropped < limit do
   local id = redis.pcall('LPOP', KEYS[band])
@@ -105,31 +222,33 @@ while #leased < want * 4 and band <= 16 and dropped < limit do
   if not id then
     band = band + 1
   else
-    -- no body for an entry that is no id, is held elsewhere already (leased,
-    -- delayed, dead) or has no message (cancelled)
-    local body = id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id))
-                 and not (redis.call('ZSCORE', KEYS[2], id)
-                          or delayed_ok and redis.call('ZSCORE', KEYS[1], id))
-    if body then
-      local dead = redis.pcall('ZSCORE', KEYS[6], id)
-      if type(dead) == 'table' then foreign(dead) dead = false end  -- dead of another type
-      body = not dead and redis.pcall('HGET', KEYS[3], id)
-      if type(body) == 'table' then foreign(body) body = false end  -- messages of another type
-    end
+    local body = body_of(id)
+    local priority = 16 - band
+    local spec = flow_on and body and flow_spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
-      -- a stale entry (cancelled, or held elsewhere already) is dropped here; once
-      -- it is gone, a cancelled id no longer needs leaving out of the counts
-      tolerant(0, 'ZREM', KEYS[17], id)
-      dropped = dropped + 1
+      drop(id)
+    elseif spec and spec.limiter ~= '' and not (spec.expires > 0 and now >= spec.expires) then
+      -- behind tasks parked already (their order kept), or over its limit: parked
+      local park = prefix .. spec.limiter .. ':park'
+      local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
+      if free then free, retry_at = flow_admit(prefix, spec, id, flow_now, KEYS[2]) end
+      if free then
+        lease(id, body, priority, spec)
+      elseif type(tolerant(false, 'RPUSH', park, priority .. id)) ~= 'number' then
+        lease(id, body, priority, spec)  -- a park list of another type: no limit kept
+      else
+        flow_due_read = false
+        if retry_at >= 0 then
+          tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+        else
+          -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
+          -- (its holders gone) is looked at by the next fetch
+          tolerant(0, 'ZADD', KEYS[20], 'NX', flow_now, spec.limiter)
+        end
+        dropped = dropped + 1
+      end
     else
-      local priority = 16 - band
-      local delivered = redis.pcall('HINCRBY', KEYS[4], id, 1)
-      if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
-      redis.call('ZADD', KEYS[2], string.format('%.0f', deadline * 10 + 9 - priority), id)
-      leased[#leased + 1] = id
-      leased[#leased + 1] = body
-      leased[#leased + 1] = delivered
-      leased[#leased + 1] = priority
+      lease(id, body, priority, spec)
     end
   end
 end
@@ -142,7 +261,7 @@ local next_event = -1
 if dropped >= limit and #leased == 0 then
   -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
   -- call blocks Redis for long; the caller fetches again at once
-  return {leased, poisoned, now}
+  return {leased, poisoned, now, expired}
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for
 -- neither, a negative one stands for 0 (due long ago)
@@ -156,4 +275,11 @@ if score and score > -math.huge and score <= MAX_SCORE then
   local lease_end = math.max(0, math.floor(score / 10))
   if next_event < 0 or lease_end < next_event then next_event = lease_end end
 end
-return {leased, poisoned, next_event}
+if flow_on then
+  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES'))[2])
+  if score and score > -math.huge and score <= MAX_SCORE then
+    local frees = math.max(0, math.floor(score))
+    if next_event < 0 or frees < next_event then next_event = frees end
+  end
+end
+return {leased, poisoned, next_event, expired}

@@ -2,6 +2,7 @@
 -- at the head of their priority, without counting the delivery.
 -- KEYS[1] leases (ZSET)   KEYS[2] deliveries (HASH)   KEYS[3] wake (LIST)
 -- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
+-- KEYS[14] flow (HASH)   KEYS[15] flow_due (ZSET)   KEYS[16] the flow prefix (flow.lua)
 -- ARGV: pairs of id, priority
 -- Returns: how many were given back (a lease already lost is skipped).
 -- Data minitask did not write (lib.lua): a ready list of another type that a task
@@ -9,7 +10,7 @@
 -- empty (nothing held). A delivery count that is no number is dropped; deliveries
 -- or wake of another type are left as they are.
 for i = 2, #ARGV, 2 do expect(KEYS[13 - tonumber(ARGV[i])], 'list') end
-local released = 0
+local released, ids = 0, {}
 for i = #ARGV - 1, 1, -2 do
   -- walking backwards keeps the given order once every id is pushed to the head
   local id, priority = ARGV[i], tonumber(ARGV[i + 1])
@@ -17,7 +18,11 @@ for i = #ARGV - 1, 1, -2 do
     if bump(KEYS[2], id, -1) <= 0 then tolerant(0, 'HDEL', KEYS[2], id) end
     redis.call('LPUSH', KEYS[13 - priority], id)
     released = released + 1
+    ids[released] = id
   end
 end
-if released > 0 then tolerant(0, 'RPUSH', KEYS[3], '1') end
+if released > 0 then
+  tolerant(0, 'RPUSH', KEYS[3], '1')
+  flow_end(KEYS[14], KEYS[16], KEYS[15], KEYS[3], ids, false)  -- slots freed, specs kept
+end
 return released

@@ -2,6 +2,7 @@
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] wake (LIST)
 -- KEYS[7] order (HASH)   KEYS[8] sequence (STRING)
+-- KEYS[9] flow (HASH)   KEYS[10] flow_due (ZSET)   KEYS[11] the flow prefix (flow.lua)
 -- ARGV[1] id   ARGV[2] encoded message for the next attempt
 -- ARGV[3] due (ms)   ARGV[4] priority   ARGV[5] encoded outcome of the failed attempt
 -- Returns: 1, or 0 when the caller had lost the lease (nothing is changed then:
@@ -15,6 +16,7 @@ local id = ARGV[1]
 expect(KEYS[3], 'hash')
 expect(KEYS[2], 'zset')
 if tolerant(0, 'ZREM', KEYS[1], id) == 0 then return 0 end
+flow_end(KEYS[9], KEYS[11], KEYS[10], KEYS[6], {id}, false)  -- its slot; the spec stays
 redis.call('HSET', KEYS[3], id, ARGV[2])
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HSET', KEYS[5], id, ARGV[5])

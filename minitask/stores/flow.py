@@ -1,0 +1,77 @@
+"""FlowStore: enqueueing calls with flow control (SPEC 11), and reading limiter state.
+
+Limits are enforced by the scripts that hand tasks out and end them (fetch, ack,
+retry, bury, release: ``lua/flow.lua`` in front of each); this store writes what
+they read: a spec beside each flow-controlled message, in the same step.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..durability import Durability
+from ..keys import queue_keys
+from ..transport import ScriptCall, Transport, text
+from .queue import QueueStore
+from .scripts import source
+
+#: One checked message: (id, body, priority, due ms or 0), as ``Sender.prepare`` makes it.
+Entry = Tuple[str, bytes, int, int]
+
+
+class FlowStore:
+    """Flow-controlled enqueues of one app, through the queue store's enqueue call."""
+
+    #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
+    CHUNK = 1000
+
+    def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
+        self.transport = transport
+        self.app_name = app_name
+        self.queues = queues
+        transport.register("enqueue_flow", source("enqueue_flow"))
+
+    def enqueue_call(self, queue: str, entries: Sequence[Entry],
+                     specs: Mapping[str, str], now_ms: int) -> ScriptCall:
+        """The plain enqueue call of ``entries``, with the flow hash added as the last
+        key and each message's spec (by id; none: an empty spec) as the last ARGVs."""
+        _, slot, static_keys, tail, dynamic = self.queues.enqueue_call(queue, entries, now_ms)
+        args: List[Any] = list(tail)
+        args.insert(dynamic, queue_keys(self.app_name, queue).flow)
+        args += [specs.get(entry[0], "") for entry in entries]
+        args.append(len(entries))
+        return ("enqueue_flow", slot, static_keys, args, dynamic + 1)
+
+    def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
+             now_ms: int, durability: Optional[Durability] = None) -> int:
+        """Enqueue checked entries by queue (``Sender.prepare``); how many were added.
+
+        ``durability`` (default: the app's) says how replicas confirm each write."""
+        added = 0
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), self.CHUNK):
+                call = self.enqueue_call(queue, entries[start:start + self.CHUNK], specs, now_ms)
+                added += int(self.transport.run_calls(
+                    [call], f"enqueue into queue {queue!r}", durability)[-1])
+            self.queues.register_queues([queue])
+        return added
+
+    def limiter_state(self, queue: str, limiter: str) -> Dict[str, Any]:
+        """Parked, running and recently started counts of one limiter (for tests and
+        operators); ``limiter`` as the flow spec names it."""
+        k = queue_keys(self.app_name, queue)
+        base = k.flow_prefix + limiter
+        with self.transport.errors(f"read limiter {limiter!r} of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.llen(base + ":park")
+            pipe.smembers(base + ":running")
+            pipe.zcard(base + ":starts")
+            pipe.zscore(k.flow_due, limiter)
+            parked, running, starts, due = pipe.execute()
+        return {"parked": int(parked), "running": sorted(text(m) for m in running),
+                "starts": int(starts), "due_ms": None if due is None else int(due)}
+
+    def specs(self, queue: str) -> Dict[str, str]:
+        """Every flow spec of the queue, by id (a leak shows here)."""
+        with self.transport.errors(f"read the flow specs of queue {queue!r}"):
+            raw = self.transport.client.hgetall(queue_keys(self.app_name, queue).flow)
+        return {text(key): text(value) for key, value in raw.items()}

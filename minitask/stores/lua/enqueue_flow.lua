@@ -1,0 +1,42 @@
+-- enqueue_flow: enqueue.lua for calls with flow control (SPEC 11: limits, expiry,
+-- debounce). stores/scripts.py wraps enqueue.lua as enqueue_base() and puts this
+-- after it, so this script adds to the plain enqueue and never copies it.
+-- KEYS: enqueue.lua's, then flow (HASH) last.
+-- ARGV: enqueue.lua's, then one flow spec per message (flow.lua; limits.py packs
+--   it), then how many messages there are.
+-- Returns: enqueue.lua's count of messages added, plus those a debounce replaced.
+-- A new message gets its spec in the flow hash in the same step. A debounced call
+-- (spec ends in 1) whose id is still scheduled (delayed) replaces that call's
+-- message, due time and spec; an id queued or running already is left as it is.
+-- Invariant: a flow-controlled message is never in Redis without its spec.
+-- Data minitask did not write (lib.lua): a flow hash of another type refuses the
+-- call (checked before any write); a delayed set of another type is no schedule.
+local count = tonumber(table.remove(ARGV))
+local specs = {}
+for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
+local flow = table.remove(KEYS)
+expect(flow, 'hash')
+local pending = {}
+for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) == 1 end
+
+local added = enqueue_base()
+
+local wake = false
+for n = 1, count do
+  local i = 4 * n
+  local id, spec = ARGV[i], specs[n]
+  if not pending[n] then
+    -- enqueue_base() added it: an id not pending is always added (or the call failed)
+    redis.call('HSET', flow, id, spec)
+  elseif string.sub(spec, -2) == '\n1' and tolerant(false, 'ZSCORE', KEYS[2], id) then
+    local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+    redis.call('HSET', KEYS[1], id, ARGV[i + 1])
+    redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
+    tolerant(0, 'HSET', KEYS[14], id, bump(KEYS[15]))
+    redis.call('HSET', flow, id, spec)
+    added = added + 1
+    if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = true end
+  end
+end
+if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end
+return added

@@ -1,0 +1,99 @@
+-- flow: flow control (SPEC 11), a library put in front of the scripts that hand
+-- tasks out or end them (stores/scripts.py). A task with limits or an expiry has
+-- a spec in the queue's flow hash (id -> spec; limits.py packs it), text lines:
+--   limiter, rate count, rate window (ms), max running, expires (ms; 0: never),
+--   debounce (0 or 1)
+-- The limiter (empty: no limits) names one task and limit key; its state lives
+-- under the queue's hash tag, at names built from the flow prefix (keys.py):
+--   <prefix><limiter>:park     LIST  parked entries (priority digit .. id), oldest first
+--   <prefix><limiter>:starts   ZSET  'ms:id' -> start (ms) within the last window,
+--                                    and '' -> the pace: when the next start is due
+--   <prefix><limiter>:running  SET   ids leased now, each holding a max_running slot
+-- flow_due (ZSET) holds limiter -> when its parked tasks may be tried again (ms);
+-- a limiter waiting for a max_running slot has no entry until a slot frees.
+-- Rates: at most `count` starts in any window a guard longer than `window` (4 %,
+-- 250 ms at most: it covers the hand-over between the fetch and the task's first
+-- line on a busy machine, so that starts counted in the task keep the limit too),
+-- paced one every window / count, with half a
+-- pace of slack (1 ms at least) so that a worker waking late does not slow the rate
+-- down.
+-- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
+-- limiter key of another type counts as empty, and writes to it are skipped.
+
+local function flow_spec(text)
+  if type(text) ~= 'string' then return nil end
+  local limiter, count, window, most, expires = string.match(
+    text, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n(%d+)\n')
+  if not limiter then return nil end
+  return {limiter = limiter, count = tonumber(count), window = tonumber(window),
+          most = tonumber(most), expires = tonumber(expires)}
+end
+
+-- Whether the task `id` of `spec` may start at `now`: true (its slot taken and
+-- its start counted), or false and when to try again (ms; -1: when a slot frees).
+local function flow_admit(prefix, spec, id, now, leases)
+  local running, starts
+  if spec.most > 0 then
+    running = prefix .. spec.limiter .. ':running'
+    local held = tolerant(0, 'SCARD', running)
+    if held >= spec.most then
+      -- a member whose lease is gone (data another hand removed) frees its slot here
+      for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
+        if not tolerant(false, 'ZSCORE', leases, member) then
+          tolerant(0, 'SREM', running, member)
+          held = held - 1
+        end
+      end
+      if held >= spec.most then return false, -1 end
+    end
+  end
+  local span, gap, pace = 0, 0, nil
+  if spec.count > 0 and spec.window > 0 then
+    starts = prefix .. spec.limiter .. ':starts'
+    span = spec.window + math.min(math.floor(spec.window / 25), 250)
+    gap = spec.window / spec.count
+    tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)  -- the window's only
+    pace = tonumber(tolerant(false, 'ZSCORE', starts, ''))
+    local counted = tolerant(0, 'ZCARD', starts) - (pace and 1 or 0)
+    -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
+    -- starts several tasks in one ms
+    local slack = math.max(gap / 2, 1)
+    local at = 0
+    if pace and pace - slack > now then at = pace - slack end
+    if counted >= spec.count then
+      -- the pace scores highest: the first member is the oldest start
+      local oldest = tonumber(tolerant({}, 'ZRANGE', starts, 0, 0, 'WITHSCORES')[2])
+      if oldest and oldest + span > at then at = oldest + span end
+    end
+    if at > now then return false, math.ceil(at) end
+  end
+  if running then tolerant(0, 'SADD', running, id) end
+  if starts then
+    tolerant(0, 'ZADD', starts, now, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
+    tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
+  end
+  return true
+end
+
+-- Free the max_running slot `id` holds, if any, and have the limiter's parked
+-- tasks tried at once (a wake token rouses a waiting worker).
+local function flow_free(prefix, due, wake, spec, id)
+  if spec.limiter == '' or spec.most == 0 then return end
+  if tolerant(0, 'SREM', prefix .. spec.limiter .. ':running', id) == 1
+     and tolerant(0, 'LLEN', prefix .. spec.limiter .. ':park') > 0 then
+    tolerant(0, 'ZADD', due, 0, spec.limiter)
+    tolerant(0, 'RPUSH', wake, '1')
+  end
+end
+
+-- flow_free for each of `ids` that has a spec; `forget`: drop their specs too (the
+-- task has ended). One HLEN when the queue holds no flow-controlled task at all.
+local function flow_end(flow, prefix, due, wake, ids, forget)
+  if tolerant(0, 'HLEN', flow) == 0 then return end
+  local specs = tolerant({}, 'HMGET', flow, unpack(ids))
+  for i, id in ipairs(ids) do
+    local spec = flow_spec(specs[i])
+    if spec then flow_free(prefix, due, wake, spec, id) end
+  end
+  if forget then tolerant(0, 'HDEL', flow, unpack(ids)) end
+end

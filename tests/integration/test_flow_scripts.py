@@ -1,0 +1,284 @@
+"""Flow control in the scripts (SPEC 11), driven with a manual clock.
+
+Every test runs on fakeredis and on the suite's own redis-server (``redis_client``):
+rate limits and max_running held at fetch, parked tasks never blocking others,
+slots freed by every outcome and by lease reclaim, debounce, expiry, and no spec
+or limiter state left behind.
+"""
+from __future__ import annotations
+
+import bisect
+from typing import Any, Callable, List, Tuple
+
+import pytest
+
+from minitask import Minitask, TaskFailed
+from minitask.keys import QueueKeys
+from minitask.stores.queue import FetchResult
+from tests.conftest import ManualClock, drain
+
+
+def fetch(app: Minitask, clock: ManualClock, count: int = 1,
+          lease_ms: int = 30_000) -> FetchResult:
+    return app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=lease_ms,
+                                   count=count, max_deliveries=5)
+
+
+def names(app: Minitask, result: FetchResult) -> List[str]:
+    return [d.message().task.rsplit(".", 1)[-1] for d in result.deliveries]
+
+
+def max_in_window(times_ms: List[int], window_ms: int) -> int:
+    ordered = sorted(times_ms)
+    return max(bisect.bisect_left(ordered, t + window_ms) - i for i, t in enumerate(ordered))
+
+
+def test_a_rate_limited_task_is_parked_and_tasks_behind_it_still_run(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    @app.task(name="free")
+    def free(n: int) -> int:
+        return n
+
+    limited.delay_many([(n,) for n in range(10)])
+    free.delay_many([(n,) for n in range(3)])
+    first = fetch(app, clock, count=10)
+    # one limited start (the pace is one per 200 ms), then every free task behind
+    assert names(app, first) == ["limited", "free", "free", "free"]
+    assert first.next_event_ms is not None and first.next_event_ms > clock.now_ms()
+    state = app.broker.flow.limiter_state("default", "7:limited")
+    assert state["parked"] == 9
+    assert fetch(app, clock).deliveries == []  # the limit holds: nothing handed out
+
+
+def test_a_rate_limit_allows_at_most_n_starts_in_any_window_and_keeps_the_pace(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+    ran: List[int] = []
+
+    @app.task(rate_limit="5/s")
+    def limited(n: int) -> None:
+        ran.append(clock.now_ms())
+
+    limited.delay_many([(n,) for n in range(40)])
+    worker = app.worker()
+    start = clock.now_ms()
+    for _ in range(2000):  # 10 ms steps: a worker that looks every 10 ms at worst
+        worker.run_once()
+        clock.advance(0.01)
+        if len(ran) == 40:
+            break
+    assert len(ran) == 40
+    assert max_in_window(ran, 1000) <= 5
+    # a steady backlog runs at the limit: 39 paces of 200 ms, within 5 %
+    assert 39 * 200 * 0.95 <= ran[-1] - start <= 39 * 200 * 1.05
+
+
+def test_per_key_limits_are_separate(make_app: Callable[..., Minitask],
+                                     clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="1/s", name="call_api")
+    def call_api(n: int) -> int:
+        return n
+
+    for key in ("a", "b", "a", "b"):
+        call_api.apply_async((1,), limit_key=key)
+    result = fetch(app, clock, count=10)
+    assert len(result.deliveries) == 2  # one per key
+    assert app.broker.flow.limiter_state("default", "8:call_api:a")["parked"] == 1
+    assert app.broker.flow.limiter_state("default", "8:call_api:b")["parked"] == 1
+
+
+def test_max_running_holds_and_each_outcome_frees_a_slot(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(max_running=2, name="heavy", retries=1)
+    def heavy(n: int) -> int:
+        return n
+
+    @app.task(name="other")
+    def other(n: int) -> int:
+        return n
+
+    handles = heavy.delay_many([(n,) for n in range(5)])
+    other.delay(0)
+    first = fetch(app, clock, count=10)
+    assert names(app, first) == ["heavy", "heavy", "other"]
+    assert fetch(app, clock, count=10).deliveries == []
+    state = app.broker.flow.limiter_state("default", "5:heavy")
+    assert state["parked"] == 3 and len(state["running"]) == 2
+    # an ack frees a slot: the next parked task is handed out
+    results = app.broker.results
+    assert results.ack("default", handles[0].id, None, 0)
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [handles[2].id]
+    # a release (graceful stop) frees one too
+    assert app.broker.queues.release("default", [(handles[1].id, 5)]) == 1
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [handles[3].id]
+    # a lease that expires (a dead worker) frees its slot when it is reclaimed
+    clock.advance(31)
+    again = fetch(app, clock, count=10)
+    assert sorted(names(app, again)) == ["heavy", "heavy", "other"]  # other: its lease too
+    assert len(app.broker.flow.limiter_state("default", "5:heavy")["running"]) == 2
+
+
+def test_a_dead_workers_slot_is_freed_with_its_lease(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="solo")
+    def solo(n: int) -> int:
+        return n
+
+    first, second = solo.delay_many([(1,), (2,)])
+    assert [d.task_id for d in fetch(app, clock, lease_ms=2000).deliveries] == [first.id]
+    assert fetch(app, clock).deliveries == []
+    clock.advance(2.5)  # the holder's lease expired: reclaimed, its slot freed
+    leased = fetch(app, clock, count=10)
+    assert {d.task_id for d in leased.deliveries} == {second.id}
+    # the reclaimed task waits for the slot the second now holds
+    state = app.broker.flow.limiter_state("default", "4:solo")
+    assert state["running"] == [second.id] and state["parked"] == 1
+
+
+def test_workers_drain_a_limited_queue_and_leave_no_flow_state(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, rate_limit="100/s", name="both")
+    def both(n: int) -> int:
+        return n
+
+    handles = [both.apply_async((n,), limit_key=f"k{n % 3}") for n in range(12)]
+    worker = app.worker()
+    for _ in range(500):
+        drain(worker)
+        clock.advance(0.01)
+        if all(h.status() == "succeeded" for h in handles):
+            break
+    assert [h.get(timeout=1) for h in handles] == list(range(12))
+    k = QueueKeys("test", "default")
+    assert redis_client.hlen(k.flow) == 0
+    assert redis_client.zcard(k.flow_due) == 0
+    leftovers = [key for key in redis_client.keys(k.flow_prefix + "*")
+                 if not key.endswith(b":starts")]  # starts expire by themselves
+    assert leftovers == []
+
+
+def test_debounce_replaces_a_scheduled_calls_arguments_and_due_time(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+    ran: List[Tuple[int, int]] = []
+
+    @app.task
+    def send(value: int) -> None:
+        ran.append((value, clock.now_ms()))
+
+    start = clock.now_ms()
+    worker = app.worker()
+    for value in range(50):  # 50 calls in one second
+        handle = send.apply_async((value,), task_id="digest-1", debounce=0.5)
+        assert handle.status() == "scheduled"
+        assert drain(worker) == 0
+        clock.advance(0.02)
+    last_call = start + 49 * 20
+    clock.ms = last_call + 499
+    assert drain(worker) == 0
+    clock.ms = last_call + 500
+    assert drain(worker) == 1
+    assert ran == [(49, last_call + 500)]
+
+
+def test_debounce_leaves_a_call_that_is_queued_already(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+    ran: List[int] = []
+
+    @app.task
+    def send(value: int) -> None:
+        ran.append(value)
+
+    send.apply_async((1,), task_id="d", debounce=0.1)
+    clock.advance(0.2)
+    assert app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=1000, count=0,
+                                   max_deliveries=5).deliveries == []  # promoted, not leased
+    send.apply_async((2,), task_id="d", debounce=0.1)  # queued: left as it is
+    assert drain(app.worker()) == 1
+    assert ran == [1]
+
+
+def test_an_expired_task_ends_cancelled_with_exc_type_expired(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+    ran: List[int] = []
+
+    @app.task
+    def job(n: int) -> None:
+        ran.append(n)
+
+    late = job.apply_async((1,), expires=1)
+    on_time = job.apply_async((2,), expires=10)
+    clock.advance(2)
+    assert drain(app.worker()) == 1
+    assert ran == [2]
+    assert late.status() == "cancelled"
+    with pytest.raises(TaskFailed) as failed:
+        late.get(timeout=1)
+    assert failed.value.exc_type == "Expired"
+    assert on_time.status() == "succeeded"
+    assert redis_client.hlen(QueueKeys("test", "default").flow) == 0
+
+
+def test_a_parked_task_that_expires_is_reported_when_its_turn_comes(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="one")
+    def one(n: int) -> int:
+        return n
+
+    first = one.apply_async((1,))
+    second = one.apply_async((2,), expires=1)
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [first.id]
+    assert fetch(app, clock).deliveries == []  # second parked
+    clock.advance(2)
+    app.broker.results.ack("default", first.id, None, 0)
+    result = fetch(app, clock)
+    assert result.deliveries == [] and result.expired == [(second.id, 5)]
+
+
+def test_cancelling_a_parked_task_drops_it(make_app: Callable[..., Minitask],
+                                           clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="one")
+    def one(n: int) -> int:
+        return n
+
+    first, second, third = one.delay_many([(1,), (2,), (3,)])
+    fetch(app, clock)
+    assert fetch(app, clock).deliveries == []
+    assert second.cancel()
+    app.broker.results.ack("default", first.id, None, 0)
+    assert [d.task_id for d in fetch(app, clock, count=5).deliveries] == [third.id]
+    assert redis_client.hkeys(QueueKeys("test", "default").flow) == [third.id.encode()]
+
+
+def test_a_high_rate_starts_many_tasks_in_one_millisecond(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="100000/s", max_running=1000, name="fast")
+    def fast(n: int) -> int:
+        return n
+
+    fast.delay_many([(n,) for n in range(50)])
+    assert len(fetch(app, clock, count=50).deliveries) == 50  # the clock never moved
