@@ -162,14 +162,15 @@ class AsyncBroker:
                 call = self.broker.flow.enqueue_call(queue, entries[start:start + chunk], specs,
                                                      now_ms)
                 what = f"enqueue into queue {queue!r}"
-                if durability is None or durability.mode is None:
-                    added += int(await self.run(call, what))
-                else:
-                    added += int(await self.run_confirmed(call, what, durability))
-            if queue not in self._known_queues:
-                with self.errors("register queues"):
-                    await self.client.sadd(self.broker.queues.app_keys.queues, queue)
-                self._known_queues.add(queue)
+                try:
+                    if durability is None or durability.mode is None:
+                        added += int(await self.run(call, what))
+                    else:
+                        added += int(await self.run_confirmed(call, what, durability))
+                except DurabilityError:
+                    await self._register(queue)  # written, unconfirmed: findable by id
+                    raise
+            await self._register(queue)
         return added
 
     # -- following -------------------------------------------------------------------

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..durability import Durability
+from ..errors import DurabilityError
 from ..keys import queue_keys
 from ..transport import ScriptCall, Transport, text
 from .queue import QueueStore
@@ -48,10 +49,15 @@ class FlowStore:
         ``durability`` (default: the app's) says how replicas confirm each write."""
         added = 0
         for queue, entries in by_queue.items():
-            for start in range(0, len(entries), self.CHUNK):
-                call = self.enqueue_call(queue, entries[start:start + self.CHUNK], specs, now_ms)
-                added += int(self.transport.run_calls(
-                    [call], f"enqueue into queue {queue!r}", durability)[-1])
+            try:
+                for start in range(0, len(entries), self.CHUNK):
+                    call = self.enqueue_call(queue, entries[start:start + self.CHUNK], specs,
+                                             now_ms)
+                    added += int(self.transport.run_calls(
+                        [call], f"enqueue into queue {queue!r}", durability)[-1])
+            except DurabilityError:
+                self.queues.register_queues([queue])  # written, unconfirmed: findable by id
+                raise
             self.queues.register_queues([queue])
         return added
 

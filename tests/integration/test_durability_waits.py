@@ -327,3 +327,29 @@ def test_confirmed_retries_and_dead_letters_land_in_their_own_queues(
             assert [task.task_id for task in app.dead_letters(queue)] == [handle.id]
     finally:
         app.close()
+
+
+def test_flow_controlled_and_broadcast_sends_are_confirmed_too(pair: List[RedisServer]) -> None:
+    """A flow-controlled call (``expires``: enqueue_flow) and a broadcast send wait for
+    the replica like a plain enqueue, and fail as clearly when it does not answer."""
+    primary, replica = pair
+    app = make_app(primary, "durable-flow", durability="replicated", durability_timeout=0.5)
+
+    @app.task(broadcast=True, queue="news")
+    def announce(n: int) -> int:
+        return n
+
+    try:
+        with frozen(replica, NO_HANG * 2):
+            with pytest.raises(DurabilityError) as caught:
+                app.tasks["add"].apply_async((1, 2), task_id="tenant-7-call", expires=60)
+            assert caught.value.task_id == "tenant-7-call"
+            assert "'add'" in str(caught.value)
+            with pytest.raises(DurabilityError):
+                announce.delay(1)
+        # once the replica answers again, both kinds of send return
+        assert app.handle("tenant-7-call").status() == "queued"  # written, unconfirmed
+        app.tasks["add"].apply_async((1, 2), expires=60)
+        announce.delay(2)
+    finally:
+        app.close()

@@ -69,7 +69,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "stores.broadcast",
                          "stores.registry", "stores.admin", "stores.cancels",
                          "stores.schedules", "stores.workflows", "stores.flow", "errors"}),
-    "stores.flow": frozenset({"transport", "durability", "keys", "stores.queue",
+    "stores.flow": frozenset({"transport", "durability", "errors", "keys", "stores.queue",
                               "stores.scripts"}),
     # the async twins carry the stores' script calls over redis.asyncio
     "aio": frozenset({"broker", "durability", "errors", "stores.scripts", "transport"}),
