@@ -190,6 +190,12 @@ class Kit:
         """Connections blocked in a BLPOP: one per idle worker process or thread waiting."""
         return int(self.client.info("clients")["blocked_clients"])
 
+    def blocked_in(self, command: str) -> int:
+        """Connections blocked in ``command`` (blpop: the wait for tasks and the orders
+        listener; xread: the cancel watch, which blocks too)."""
+        return sum(1 for client in self.client.client_list()
+                   if "b" in client.get("flags", "") and client.get("cmd") == command)
+
     def live_workers(self) -> int:
         return int(self.client.zcard(APP_KEYS.workers))
 

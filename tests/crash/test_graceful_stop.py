@@ -145,8 +145,10 @@ def test_sigterm_racing_a_wake_up_leaves_no_task_leased(kit: Kit, pool: str) -> 
     task arrives must end with that task run or back in its queue, never leased to a
     worker that is gone; and the stop must not wait out the BLPOP (5 s)."""
     worker = kit.worker("--pool", pool, "-c", "2", "--prefetch", "3")
-    # its wait for tasks, beside the listener for orders (minitask shutdown)
-    wait_until(lambda: kit.blocked_clients() >= 2,
+    # its wait for tasks, beside the listener for orders (minitask shutdown); not a
+    # count of all blocked clients: the cancel watch's XREAD blocks too, and may be the
+    # second while the wait for tasks is not sent yet (the task then is never leased)
+    wait_until(lambda: kit.blocked_in("blpop") >= 2,
                timeout=DEADLINE, message="an idle worker")
     handles = kit.tasks.record.delay_many([(f"race-{i}",) for i in range(3)])
 
@@ -169,8 +171,10 @@ def test_sigterm_reads_and_gives_back_what_the_fetch_behind_the_wait_leased(
     stop. That reply must still be read and the task given back (or run), never
     left leased to a worker that is gone."""
     worker = kit.worker("--pool", pool, "-c", "1")
-    # its wait for tasks, beside the listener for orders (minitask shutdown)
-    wait_until(lambda: kit.blocked_clients() >= 2,
+    # its wait for tasks, beside the listener for orders (minitask shutdown); not a
+    # count of all blocked clients: the cancel watch's XREAD blocks too, and may be the
+    # second while the wait for tasks is not sent yet (the task then is never leased)
+    wait_until(lambda: kit.blocked_in("blpop") >= 2,
                timeout=DEADLINE, message="an idle worker")
     waiting = descendants(worker.pid) or [worker.pid]  # the pool's child, or the worker
     for pid in waiting:
