@@ -12,7 +12,7 @@ from ._compat import ParamSpec
 from .canvas import Signature
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
-from .message import MAX_MS, Message, to_ms
+from .message import MAX_MS, Message, due_after_ms, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
@@ -254,7 +254,7 @@ class Task(Generic[P, R]):
         if seconds > (MAX_MS - now_ms) / 1000.0:
             raise ConfigurationError(f"task {self.name!r}: {what} of {seconds!r} seconds ends "
                                      f"after year 9999; give a nearer time")
-        return now_ms + to_ms(seconds)
+        return due_after_ms(self._sender.clock, seconds)
 
     def _eta_ms(self, when: Any) -> int:
         """Unix ms of an aware datetime or a timestamp (0 for any time before 1970)."""
