@@ -4,10 +4,10 @@ from __future__ import annotations
 from .app import DeadTask, Minitask
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
-from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
-                     DuplicateTaskError, EncodeError, MessageTooLarge, MinitaskError,
-                     ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
-                     UnknownTaskError)
+from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, ConfigurationError,
+                     DecodeError, DuplicateTaskError, EncodeError, MessageTooLarge,
+                     MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
+                     TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
@@ -19,6 +19,7 @@ __all__ = [
     "AppNotFound",
     "ArgumentError",
     "AsyncTask",
+    "BatchNotSent",
     "BrokerError",
     "ConfigurationError",
     "DeadTask",

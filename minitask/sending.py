@@ -5,9 +5,11 @@ back up into the app for the broker.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from contextlib import contextmanager
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .aio import AsyncBroker
+from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
 from .broker import Broker
 from .errors import ConfigurationError, MessageTooLarge
 from .handle import TaskHandle
@@ -49,9 +51,14 @@ class Sender:
     def send(self, messages: Sequence[Message]) -> None:
         """Encode and check every message, then write them, grouped by queue.
 
-        Nothing is sent unless every message passes its checks.
+        Nothing is sent unless every message passes its checks. Inside an
+        ``app.batch()`` block the messages join the batch instead.
         """
         by_queue = self.prepare(messages)
+        batch = open_batch(self)
+        if batch is not None:
+            batch.add(by_queue)
+            return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
@@ -61,6 +68,10 @@ class Sender:
     async def asend(self, messages: Sequence[Message]) -> None:
         """``send`` on the running event loop: the same checks, then awaited writes."""
         by_queue = self.prepare(messages)
+        batch = open_batch(self)
+        if batch is not None:
+            batch.add(by_queue)
+            return
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
         for queue, entries in by_queue.items():
@@ -97,7 +108,43 @@ class Sender:
         return self._broker()
 
     def handles(self, messages: Sequence[Message], result_ttl_ms: int) -> List[TaskHandle[Any]]:
-        """Handles on sent messages."""
+        """Handles on sent messages (or on messages a batch block holds back)."""
         broker = self._broker()
+        batch = open_batch(self)
+        if batch is not None:
+            return [PendingHandle(batch, broker, m.queue, m.id, result_ttl_ms,
+                                  self._async_broker) for m in messages]
         return [TaskHandle(broker, m.queue, m.id, result_ttl_ms, self._async_broker)
                 for m in messages]
+
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Hold back what this context sends until the block ends, then send it in one
+        write (see ``Minitask.batch``)."""
+        outer = open_batch(self)
+        batch = Batch(self)
+        batch.enter()
+        try:
+            yield batch
+        except BaseException:
+            batch.close(DISCARDED)
+            raise
+        if outer is not None:
+            batch.merge_into(outer)
+            return
+        try:
+            if batch.by_queue:
+                self._broker().queues.enqueue_queues(batch.by_queue, self.clock.now_ms(),
+                                                     BULK_CHUNK)
+        except BaseException:
+            batch.close(FAILED)
+            raise
+        batch.close(SENT)
+
+    def refuse_in_batch(self, what: str) -> None:
+        """Refuse ``what`` (a workflow's start) inside a batch block: it would be sent at
+        once, not with the block."""
+        if open_batch(self) is not None:
+            raise ConfigurationError(f"cannot {what} inside an app.batch() block: it would "
+                                     f"be sent at once, not when the block ends; start it "
+                                     f"after the block")

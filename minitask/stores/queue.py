@@ -78,6 +78,21 @@ class QueueStore:
             self.register_queues([queue])
         return int(added)
 
+    def enqueue_queues(self, by_queue: Dict[str, List[Tuple[str, bytes, int, int]]],
+                       now_ms: int, chunk: int) -> int:
+        """Store the entries of several queues in one write where the connection allows
+        (one script call per queue and ``chunk`` entries, each all or nothing); returns
+        how many were new."""
+        calls = [self.enqueue_call(queue, entries[start:start + chunk], now_ms)
+                 for queue, entries in by_queue.items()
+                 for start in range(0, len(entries), chunk)]
+        if not calls:
+            return 0
+        added = self.transport.run_calls(calls, f"enqueue into queue(s) "
+                                                f"{', '.join(map(repr, by_queue))}")
+        self.register_queues(by_queue)
+        return sum(int(count) for count in added)
+
     def enqueue_call(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                      now_ms: int) -> ScriptCall:
         """The enqueue script call (the async producer sends the same one)."""
