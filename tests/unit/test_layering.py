@@ -143,7 +143,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic", "bench_canvas"}),
+                        "bench_periodic", "bench_canvas", "bench_producer"}),
+    # the producer rows of the bench: delay() beside LPUSH, app.batch()
+    "bench_producer": frozenset({"app"}),
     "bench_asyncio": frozenset({"app"}),
     # the periodic rows of the bench: its own app and workers, like the bench's
     "bench_periodic": frozenset({"app", "context", "errors"}),
@@ -164,6 +166,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench": frozenset({"redis"}),
     "bench_asyncio": frozenset({"redis"}),
     "bench_canvas": frozenset({"redis"}),
+    "bench_producer": frozenset({"redis"}),
     "cluster": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "pytest_plugin": frozenset({"pytest"}),
