@@ -71,9 +71,10 @@ class Batch:
         self._merged = outer
 
 
-def open_batch(owner: object, start: Optional[Batch] = None) -> Optional[Batch]:
-    """The innermost open block of ``owner`` (an app's sender) in this context."""
-    batch = _innermost.get() if start is None else start
+def open_batch(owner: object) -> Optional[Batch]:
+    """The innermost open block of ``owner`` (an app's sender) in this context (an
+    asyncio task keeps a copy of the context it was made in: its blocks may be over)."""
+    batch = _innermost.get()
     while batch is not None and (batch.owner is not owner or batch._state != OPEN
                                  or batch._merged is not None):
         batch = batch.around

@@ -66,6 +66,7 @@ def test_due_after_ms_rounds_the_requested_instant_up() -> None:
     assert due_after_ms(At(), 0.001) == 1002
 
 
+@pytest.mark.timeout(600)  # 1,000 tasks one after another: generous on a loaded machine
 def test_a_thousand_tasks_at_sub_ms_offsets_never_start_early(
         apps: Tuple[Minitask, Minitask, Dict[int, int]]) -> None:
     producer, consumer, started = apps
