@@ -12,7 +12,7 @@ from ._compat import ParamSpec
 from .canvas import Signature
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
-from .message import MAX_MS, Message, due_after_ms, to_ms
+from .message import MAX_MS, Message, due_after_ms, new_message, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
@@ -285,9 +285,8 @@ class Task(Generic[P, R]):
         now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
-        return Message(id=task_id or new_task_id(), task=self.name, args=list(args),
-                       kwargs=kwargs, queue=queue, priority=priority, enqueued_at_ms=now_ms,
-                       eta_ms=eta_ms)
+        return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
+                           priority, now_ms, eta_ms)
 
     def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
         """Say where an option given as a keyword argument of the function belongs."""

@@ -152,8 +152,13 @@ class _PackedScript:
         parts = [b"*%d\r\n" % (3 + self.static + len(tail)), self.head,
                  _bulk(self.static + dynamic_keys), self.keys]
         for part in tail:
-            if not isinstance(part, bytes):
-                part = str(part).encode()
+            kind = type(part)  # exact types first: isinstance() and str() cost more
+            if kind is str:
+                part = part.encode()
+            elif kind is int:
+                part = b"%d" % part
+            elif kind is not bytes:
+                part = part if isinstance(part, bytes) else str(part).encode()
             parts.append(b"$%d\r\n%s\r\n" % (len(part), part))
         return b"".join(parts)
 

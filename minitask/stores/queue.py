@@ -21,6 +21,9 @@ WAKE_CAP = 256
 BATCH_LIMIT = 1000
 
 _SCRIPTS = ("enqueue", "fetch", "release")
+#: The enqueue call's constant arguments, encoded once.
+_WAKE_CAP_ARG = b"%d" % WAKE_CAP
+_BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class QueueStore:
         """The enqueue script call (the async producer sends the same one)."""
         k = self.keys(queue)
         tail: List[Any] = [k.result(task_id) for task_id, _, _, _ in entries]
-        tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
+        tail += (now_ms, _WAKE_CAP_ARG, _BATCH_LIMIT_ARG)
         for task_id, body, priority, due_ms in entries:
             tail += (task_id, body, priority, due_ms)
         return ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order,
