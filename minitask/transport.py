@@ -228,6 +228,12 @@ class Transport:
         commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
         return self._send_packed(scripts, commands, what)
 
+    def pack_call(self, call: ScriptCall) -> bytes:
+        """One script call as the EVALSHA command it is sent as (the async producer
+        sends these bytes too, rather than have redis-py pack every key again)."""
+        name, slot, static_keys, tail, dynamic = call
+        return self._packed_script(name, slot, static_keys).pack(tail, dynamic)
+
     def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> _PackedScript:
         script = self._packed.get((name, slot))
         if script is None:
