@@ -5,8 +5,9 @@ from .app import DeadTask, Minitask
 from .broadcast import BroadcastHandle, Subscriber
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
-from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError, DecodeError,
-                     DuplicateTaskError, DurabilityError, EncodeError, MessageTooLarge,
+from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, ConfigurationError,
+                     DecodeError, DuplicateTaskError, DurabilityError, EncodeError,
+                     MessageTooLarge,
                      MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
                      TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
@@ -20,6 +21,7 @@ __all__ = [
     "AppNotFound",
     "ArgumentError",
     "AsyncTask",
+    "BatchNotSent",
     "BroadcastHandle",
     "BrokerError",
     "ConfigurationError",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -71,6 +72,12 @@ class AsyncBroker:
         self.description = broker.description
         self._shas: Dict[str, str] = {}
         self._known_queues: Set[str] = set()
+        # A plain client's pool: script calls go out packed by the transport, as the
+        # blocking ones do (redis-py would encode each of a call's 20 keys and arguments
+        # again, and wrap the call in its retry and timeout machinery).
+        plain = type(client) is redis.asyncio.Redis and getattr(client, "connection", None) is None
+        self._pool: Any = client.connection_pool if plain else None
+        self._named = self._pool is not None and _takes_command_name(self._pool)
 
     @contextmanager
     def errors(self, what: str) -> Iterator[None]:
@@ -91,6 +98,8 @@ class AsyncBroker:
             sha = self._shas[name] = hashlib.sha1(source(name).encode()).hexdigest()
         with self.errors(what):
             try:
+                if self._pool is not None:
+                    return await self._send_packed(self.broker.transport.pack_call(call))
                 return await self.client.evalsha(sha, len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:
                 await self.client.script_load(source(name))
@@ -128,6 +137,27 @@ class AsyncBroker:
                     raise reply
             durability.check(replies[-1], what, self.description)
         return replies[0]
+
+    async def _send_packed(self, command: bytes) -> Any:
+        """Send one packed command on a connection of the pool and read its reply.
+
+        A connection that failed part way is closed before it goes back to the pool:
+        a reply left unread would answer the next caller's command.
+        """
+        assert self._pool is not None
+        pool = self._pool
+        connection = await (pool.get_connection("EVALSHA") if self._named
+                            else pool.get_connection())
+        try:
+            await connection.send_packed_command(command)
+            return await connection.read_response()
+        except redis.ResponseError:
+            raise  # a whole reply was read: the connection stays usable
+        except BaseException:
+            await connection.disconnect()
+            raise
+        finally:
+            await pool.release(connection)
 
     # -- producing -------------------------------------------------------------------
 
@@ -218,6 +248,14 @@ class AsyncBroker:
             pool = getattr(self.client, "connection_pool", None)
             if pool is not None:  # a pool handed to the client is not closed with it
                 await pool.disconnect()
+
+
+def _takes_command_name(pool: Any) -> bool:
+    """Whether this redis-py's ``get_connection`` needs a command name (before 5.3;
+    later ones warn when given one)."""
+    parameters = list(inspect.signature(pool.get_connection).parameters.values())
+    return bool(parameters) and parameters[0].default is inspect.Parameter.empty and \
+        parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 def running_loop(what: str) -> asyncio.AbstractEventLoop:

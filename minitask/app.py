@@ -7,9 +7,11 @@ import datetime as _dt
 import inspect
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Sequence, Union, overload
+from typing import (Any, Callable, ContextManager, Coroutine, Dict, List, Optional, Sequence,
+                    Union, overload)
 
 from .aio import AsyncBroker, async_client_for, running_loop
+from .batching import Batch
 from .broadcast import Subscriber, broadcast_limits, subscriber_list
 from .broker import Broker
 from .connection import Client, connect
@@ -390,6 +392,23 @@ class Minitask:
         check_queue_name(queue)
         check_key_part("subscriber", name)
         return self.broker.broadcasts.unsubscribe(queue, name)
+
+    def batch(self) -> ContextManager[Batch]:
+        """Send every task enqueued inside a ``with`` block together, when it ends.
+
+        The calls are checked as they are made, and sent in one write when the
+        block ends (one script call per queue, each all or nothing); an exception
+        in the block sends none of them. A batch belongs to the thread (or asyncio
+        task) that opened it; blocks nest, and the outermost one sends.
+
+        Returns:
+            A context manager; its ``Batch`` says how many calls it holds (``len``).
+
+        Raises:
+            BrokerError: (when the block ends) Redis failed; each queue's calls
+                were enqueued whole or not at all.
+        """
+        return self._sender.batch()
 
     # -- dead letters --------------------------------------------------------
 

@@ -231,6 +231,7 @@ class Bench:
         try:
             self.baselines()
             self.enqueue()
+            self.producer_rows()
             for prefetch in self.prefetch:
                 self.drain(1, prefetch)
                 self.drain(2, prefetch)
@@ -248,6 +249,12 @@ class Bench:
         finally:
             self.cleanup()
         return self.report
+
+    def producer_rows(self) -> None:
+        """delay() beside a bare LPUSH; 20 mixed calls in one app.batch() block."""
+        from .bench_producer import measure_producer
+        for row in measure_producer(self.url, self.app_name, self.tasks, _progress):
+            self.report.add(Row(**row))
 
     def asyncio_rows(self) -> None:
         """adelay() against a redis.asyncio SET loop; the asyncio pool draining sleeps."""

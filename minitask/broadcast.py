@@ -80,7 +80,12 @@ def send(sender: Sender, messages: Sequence[Message],
         ConfigurationError: a call has a delay or eta (broadcasts run when sent).
         The errors of ``Sender.prepare``; nothing is sent then.
     """
+    if messages:
+        sender.refuse_in_batch(f"send broadcast task {messages[0].task!r}")
     for message in messages:
+        if message.flow is not None:
+            raise ConfigurationError(f"task {message.task!r}: a broadcast call takes no "
+                                     f"limit_key, debounce or expires")
         if message.eta_ms:
             raise ConfigurationError(f"task {message.task!r}: a broadcast call runs when it "
                                      f"is sent; it takes no delay or eta")

@@ -133,6 +133,7 @@ class Workflow(ABC):
         node, handle = compiler.compile(self, [], tuple(args), dict(kwargs or {}))
         compiler.finish(node)
         sender = compiler.sender
+        sender.refuse_in_batch("start a workflow")
         sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms())
         return handle
 

@@ -18,6 +18,7 @@
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
      +-- ResultTimeout (TimeoutError)     get(timeout=...) ran out
+     +-- BatchNotSent                     a handle asked about a task app.batch() has not sent
      +-- Retry                            raised inside a task to ask for another attempt
 """
 from __future__ import annotations
@@ -217,6 +218,12 @@ class TimeLimitExceeded(MinitaskError):
 
 class ResultTimeout(MinitaskError, TimeoutError):
     """``TaskHandle.get(timeout=...)`` ran out before the task finished."""
+
+
+class BatchNotSent(MinitaskError):
+    """A handle from an ``app.batch()`` block was asked about its task before the
+    block sent it (the block is still open), or the block sent nothing (it ended
+    with an exception, or the send failed)."""
 
 
 class Retry(MinitaskError):

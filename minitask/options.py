@@ -150,6 +150,10 @@ class TaskOptions:
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
                                      f"got {broadcast!r}")
+        limits = task_limits(options, where)
+        if broadcast and limits.limited:
+            raise ConfigurationError(f"{where}: a broadcast task takes no rate_limit or "
+                                     f"max_running (each subscriber runs every call)")
         return cls(
             name=name, queue=queue,
             priority=check_priority(options.get("priority", 5), where),
@@ -160,4 +164,4 @@ class TaskOptions:
             timeout=seconds.get("timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=task_limits(options, where))
+            broadcast=broadcast, limits=limits)

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .aio import AsyncBroker
+from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
 from .broker import Broker
 from .durability import APP, CallSetting, Durability, name_task
 from .errors import ConfigurationError, DurabilityError, MessageTooLarge
@@ -70,10 +71,16 @@ class Sender:
 
         Nothing is sent unless every message passes its checks. ``durability``
         (default: the app's) may ask replicas to confirm each write: when they
-        do not, DurabilityError names the task.
+        do not, DurabilityError names the task. Inside an ``app.batch()`` block
+        the messages join the batch instead.
         """
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
+        batch = open_batch(self)
+        if batch is not None:
+            _check_batchable(messages, durability)
+            batch.add(by_queue)
+            return
         if any(m.flow is not None for m in messages):  # flow control: limits.py
             with _naming(messages, [entry for entries in by_queue.values()
                                     for entry in entries]):
@@ -91,6 +98,11 @@ class Sender:
         """``send`` on the running event loop: the same checks, then awaited writes."""
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
+        batch = open_batch(self)
+        if batch is not None:
+            _check_batchable(messages, durability)
+            batch.add(by_queue)
+            return
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
         if any(m.flow is not None for m in messages):  # flow control: limits.py
@@ -139,12 +151,64 @@ class Sender:
         return self._broker()
 
     def handles(self, messages: Sequence[Message], result_ttl_ms: int) -> List[TaskHandle[Any]]:
-        """Handles on sent messages."""
+        """Handles on sent messages (or on messages a batch block holds back)."""
         broker = self._broker()
+        batch = open_batch(self)
+        if batch is not None:
+            return [PendingHandle(batch, broker, m.queue, m.id, result_ttl_ms,
+                                  self._async_broker) for m in messages]
         return [TaskHandle(broker, m.queue, m.id, result_ttl_ms, self._async_broker)
                 for m in messages]
+
+    @contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Hold back what this context sends until the block ends, then send it in one
+        write (see ``Minitask.batch``)."""
+        outer = open_batch(self)
+        batch = Batch(self)
+        batch.enter()
+        try:
+            yield batch
+        except BaseException:
+            batch.close(DISCARDED)
+            raise
+        if outer is not None:
+            batch.merge_into(outer)
+            return
+        try:
+            if batch.by_queue:
+                self._broker().queues.enqueue_queues(batch.by_queue, self.clock.now_ms(),
+                                                     BULK_CHUNK)
+        except BaseException:
+            batch.close(FAILED)
+            raise
+        batch.close(SENT)
+
+    def refuse_in_batch(self, what: str) -> None:
+        """Refuse ``what`` (a workflow's start) inside a batch block: it would be sent at
+        once, not with the block."""
+        if open_batch(self) is not None:
+            raise ConfigurationError(f"cannot {what} inside an app.batch() block: it would "
+                                     f"be sent at once, not when the block ends; start it "
+                                     f"after the block")
 
 
 def _specs(messages: Sequence[Message]) -> Dict[str, str]:
     """The flow specs of flow-controlled messages, by id."""
     return {m.id: m.flow for m in messages if m.flow is not None}
+
+
+def _check_batchable(messages: Sequence[Message], durability: CallSetting) -> None:
+    """A batch block sends plain enqueues, confirmed as the app says: a call with flow
+    options (its own script) or a durability of its own is refused there."""
+    for message in messages:
+        if message.flow is not None:
+            raise ConfigurationError(
+                f"task {message.task!r}: a call with limit_key, debounce or expires (or of a "
+                f"task with rate_limit or max_running) cannot join an app.batch() block; "
+                f"send it after the block")
+    if durability is not APP and messages:
+        raise ConfigurationError(
+            f"task {messages[0].task!r}: durability per call cannot be given inside an "
+            f"app.batch() block (the block is confirmed as the app's durability says); "
+            f"send it after the block")

@@ -18,7 +18,7 @@ from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
 from .limits import CALL_OPTIONS as FLOW_OPTIONS
 from .limits import call_flow, pack
-from .message import MAX_MS, Message, to_ms
+from .message import MAX_MS, Message, due_after_ms, new_message, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
@@ -292,7 +292,7 @@ class Task(Generic[P, R]):
         if seconds > (MAX_MS - now_ms) / 1000.0:
             raise ConfigurationError(f"task {self.name!r}: {what} of {seconds!r} seconds ends "
                                      f"after year 9999; give a nearer time")
-        return now_ms + to_ms(seconds)
+        return due_after_ms(self._sender.clock, seconds)
 
     def _eta_ms(self, when: Any) -> int:
         """Unix ms of an aware datetime or a timestamp (0 for any time before 1970)."""
@@ -323,9 +323,8 @@ class Task(Generic[P, R]):
         now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
-        return Message(id=task_id or new_task_id(), task=self.name, args=list(args),
-                       kwargs=kwargs, queue=queue, priority=priority, enqueued_at_ms=now_ms,
-                       eta_ms=eta_ms, flow=self._flow)
+        return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
+                           priority, now_ms, eta_ms, self._flow)
 
     def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
         """Say where an option given as a keyword argument of the function belongs."""

@@ -155,8 +155,13 @@ class _PackedScript:
         parts = [b"*%d\r\n" % (3 + self.static + len(tail)), self.head,
                  _bulk(self.static + dynamic_keys), self.keys]
         for part in tail:
-            if not isinstance(part, bytes):
-                part = str(part).encode()
+            kind = type(part)  # exact types first: isinstance() and str() cost more
+            if kind is str:
+                part = part.encode()
+            elif kind is int:
+                part = b"%d" % part
+            elif kind is not bytes:
+                part = part if isinstance(part, bytes) else str(part).encode()
             parts.append(b"$%d\r\n%s\r\n" % (len(part), part))
         return b"".join(parts)
 
@@ -271,6 +276,12 @@ class Transport:
             if not self._waitaof:
                 raise fsync_refused("no such command", self.description)
         return policy
+
+    def pack_call(self, call: ScriptCall) -> bytes:
+        """One script call as the EVALSHA command it is sent as (the async producer
+        sends these bytes too, rather than have redis-py pack every key again)."""
+        name, slot, static_keys, tail, dynamic = call
+        return self._packed_script(name, slot, static_keys).pack(tail, dynamic)
 
     def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> _PackedScript:
         script = self._packed.get((name, slot))

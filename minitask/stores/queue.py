@@ -23,6 +23,9 @@ WAKE_CAP = 256
 BATCH_LIMIT = 1000
 
 _SCRIPTS = ("enqueue", "fetch", "release")
+#: The enqueue call's constant arguments, encoded once.
+_WAKE_CAP_ARG = b"%d" % WAKE_CAP
+_BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
 
 
 @dataclass(frozen=True)
@@ -90,12 +93,27 @@ class QueueStore:
             self.register_queues([queue])
         return int(added)
 
+    def enqueue_queues(self, by_queue: Dict[str, List[Tuple[str, bytes, int, int]]],
+                       now_ms: int, chunk: int) -> int:
+        """Store the entries of several queues in one write where the connection allows
+        (one script call per queue and ``chunk`` entries, each all or nothing); returns
+        how many were new."""
+        calls = [self.enqueue_call(queue, entries[start:start + chunk], now_ms)
+                 for queue, entries in by_queue.items()
+                 for start in range(0, len(entries), chunk)]
+        if not calls:
+            return 0
+        added = self.transport.run_calls(calls, f"enqueue into queue(s) "
+                                                f"{', '.join(map(repr, by_queue))}")
+        self.register_queues(by_queue)
+        return sum(int(count) for count in added)
+
     def enqueue_call(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                      now_ms: int) -> ScriptCall:
         """The enqueue script call (the async producer sends the same one)."""
         k = self.keys(queue)
         tail: List[Any] = [k.result(task_id) for task_id, _, _, _ in entries]
-        tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
+        tail += (now_ms, _WAKE_CAP_ARG, _BATCH_LIMIT_ARG)
         for task_id, body, priority, due_ms in entries:
             tail += (task_id, body, priority, due_ms)
         return ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order,

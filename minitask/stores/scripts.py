@@ -1,10 +1,62 @@
-"""Reading the stores' Lua scripts, shipped as package data in ``stores/lua``."""
+"""Reading the stores' Lua scripts, shipped as package data in ``stores/lua``.
+
+lib.lua and promote.lua are libraries: a script is run with those of their
+definitions it uses (and what those use) in front of it, not all of them. Redis
+runs a script's whole text at every call, and each ``local function`` made is a
+closure built and collected again: lib.lua whole cost an ack 4,500 Redis
+instructions it mostly did not need.
+"""
 from __future__ import annotations
 
 import importlib.resources
+import re
+from functools import lru_cache
+from typing import List, Set, Tuple
 
 #: Scripts that move due delayed tasks first: promote.lua's functions go in front.
 _PROMOTING = frozenset({"enqueue", "fetch", "revive", "spawn", "schedule_fire"})
+
+#: A top-level definition of a library: ``local name =`` or ``local function name(``.
+_DEFINITION = re.compile(r"local (?:function )?(\w+)")
+_WORD = re.compile(r"\w+")
+
+
+def _read(name: str) -> str:
+    folder = importlib.resources.files("minitask.stores") / "lua"
+    return (folder / f"{name}.lua").read_text("utf-8")
+
+
+@lru_cache(maxsize=None)
+def pieces(library: str) -> Tuple[Tuple[str, str], ...]:
+    """A library's top-level definitions in file order, each as (name, text): from the
+    comment lines right above its ``local`` line to the next definition's comment.
+
+    The file's own header (before the first definition's comment) is left out:
+    comments only.
+    """
+    lines = _read(library).splitlines(keepends=True)
+    starts: List[Tuple[int, str]] = []
+    for index, line in enumerate(lines):
+        found = _DEFINITION.match(line)
+        if found:
+            first = index
+            while first > 0 and lines[first - 1].startswith("--"):
+                first -= 1
+            starts.append((first, found.group(1)))
+    ends = [first for first, _ in starts[1:]] + [len(lines)]
+    return tuple((name, "".join(lines[first:end])) for (first, name), end in zip(starts, ends))
+
+
+def _needed(library: str, words: Set[str]) -> List[str]:
+    """The texts of ``library``'s definitions that ``words`` name, with those they use;
+    ``words`` grows by the words of each one taken. A definition uses only earlier
+    ones (Lua locals), so one pass from the end finds them all."""
+    taken: List[str] = []
+    for name, text in reversed(pieces(library)):
+        if name in words:
+            taken.append(text)
+            words.update(_WORD.findall(text))
+    return taken[::-1]
 
 
 #: Scripts that hand out or end tasks: flow.lua's functions (flow control) go in front.
@@ -12,26 +64,25 @@ _FLOWING = frozenset({"fetch", "ack", "retry", "bury", "release"})
 
 
 def source(name: str, *, shared: str = "") -> str:
-    """The text of ``lua/<name>.lua`` as it is run: lib.lua in front, and promote.lua
-    and flow.lua after it where the script calls them, or ``lua/<shared>.lua`` if
-    given (the functions of one feature's scripts).
+    """The text of ``lua/<name>.lua`` as it is run: lib.lua's definitions it uses in
+    front, promote.lua's after them where the script calls it, then flow.lua where it
+    hands out or ends tasks, and ``lua/<shared>.lua`` if given (the functions of one
+    feature's scripts); those two whole.
 
     ``enqueue_flow`` is enqueue.lua wrapped as a function, ``enqueue_base()``, that
     enqueue_flow.lua calls: the flow-controlled enqueue adds to the plain one, and
     never copies it.
     """
-    folder = importlib.resources.files("minitask.stores") / "lua"
-
-    def read(part: str) -> str:
-        return (folder / f"{part}.lua").read_text("utf-8")
-
     if name == "enqueue_flow":
-        return "".join((read("lib"), read("promote"), read("flow"),
-                        "local function enqueue_base()\n", read("enqueue"), "\nend\n",
-                        read("enqueue_flow")))
-    names = ["lib", "promote"] if name in _PROMOTING else ["lib"]
-    if name in _FLOWING:
-        names.append("flow")
-    if shared:
-        names.append(shared)
-    return "".join(read(part) for part in names + [name])
+        script = ("local function enqueue_base()\n" + _read("enqueue") + "\nend\n"
+                  + _read("enqueue_flow"))
+        whole = [_read("flow")]
+    else:
+        script = _read(name)
+        whole = [_read(part) for part in (["flow"] if name in _FLOWING else [])
+                 + ([shared] if shared else [])]
+    words = set(_WORD.findall("".join(whole) + script))
+    promoting = name in _PROMOTING or name == "enqueue_flow"
+    libraries = ["promote", "lib"] if promoting else ["lib"]
+    taken = {library: _needed(library, words) for library in libraries}
+    return "".join(taken["lib"] + taken.get("promote", []) + whole + [script])

@@ -62,11 +62,15 @@ for i = 4, #ARGV, 4 do
   end
 end
 if wake > 0 then
-  if wake > cap then wake = cap end
-  local tokens = {}
-  for i = 1, wake do tokens[i] = '1' end
-  local kept = redis.pcall('RPUSH', KEYS[3], unpack(tokens))
-  if type(kept) == 'table' then foreign(kept) kept = 0 end  -- a wake list of another type
-  if kept > cap then redis.call('LTRIM', KEYS[3], 0, cap - 1) end
+  -- read the length first: when the tokens are at their cap (no worker has taken
+  -- one since), nothing is written, rather than a push trimmed again at once
+  local held = redis.pcall('LLEN', KEYS[3])
+  if type(held) == 'table' then foreign(held) held = cap end  -- a wake list of another type
+  if wake > cap - held then wake = cap - held end
+  if wake > 0 then
+    local tokens = {}
+    for i = 1, wake do tokens[i] = '1' end
+    redis.call('RPUSH', KEYS[3], unpack(tokens))
+  end
 end
 return added

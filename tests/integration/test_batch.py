@@ -1,0 +1,220 @@
+"""app.batch(): calls made inside the block are checked at once and sent together
+when it ends, in one write (one script call per queue); an exception sends nothing.
+
+Every test runs on fakeredis and on the suite's own redis-server (``redis_client``).
+"""
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, Callable, Dict, List, Tuple
+
+import pytest
+
+from minitask import (ArgumentError, BatchNotSent, BrokerError, ConfigurationError, Minitask,
+                      chain)
+from minitask.keys import QueueKeys
+from tests.conftest import drain
+
+
+class Boom(Exception):
+    pass
+
+
+def stored(app: Minitask, queue: str) -> int:
+    """Messages held for ``queue`` (ready or scheduled)."""
+    return int(app.broker.transport.client.hlen(QueueKeys(app.name, queue).messages))
+
+
+def shop(make_app: Callable[..., Minitask]) -> Tuple[Minitask, Dict[str, Any]]:
+    app = make_app("shop")
+
+    @app.task
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(queue="emails")
+    def mail(to: str) -> str:
+        return f"mailed {to}"
+
+    return app, {"add": add, "mail": mail}
+
+
+def spy_writes(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> List[int]:
+    """Each run_calls the broker makes, as its number of script calls."""
+    transport = app.broker.transport
+    writes: List[int] = []
+    real = transport.run_calls
+
+    def counted(calls: Any, what: str) -> Any:
+        writes.append(len(calls))
+        return real(calls, what)
+
+    monkeypatch.setattr(transport, "run_calls", counted)
+    return writes
+
+
+def test_calls_in_a_block_are_sent_together_when_it_ends(
+        make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
+    app, tasks = shop(make_app)
+    app.broker.queues.register_queues(["default", "emails"])  # what a first send does
+    writes = spy_writes(app, monkeypatch)
+    with app.batch() as batch:
+        first = tasks["add"].delay(1, 2)
+        later = tasks["add"].apply_in(60, 3, 4)
+        mailed = tasks["mail"].delay("ann@example.com")
+        assert len(batch) == 3
+        assert stored(app, "default") == stored(app, "emails") == 0 and writes == []
+        with pytest.raises(BatchNotSent, match="has not ended yet"):
+            first.status()
+        with pytest.raises(BatchNotSent, match=first.id):
+            first.get(timeout=1)
+    assert writes == [2]  # one write: one script call per queue
+    assert (first.status(), later.status(), mailed.status()) == ("queued", "scheduled", "queued")
+    assert drain(app.worker(queues=["default", "emails"], burst=True)) == 2
+    assert first.get(timeout=5) == 3 and mailed.get(timeout=5) == "mailed ann@example.com"
+    app.clock.advance(61)  # type: ignore[attr-defined]
+    assert drain(app.worker(burst=True)) == 1 and later.get(timeout=5) == 7
+
+
+def test_an_exception_in_the_block_sends_nothing(make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    with pytest.raises(Boom):
+        with app.batch():
+            handle = tasks["add"].delay(1, 2)
+            tasks["mail"].apply_in(5, "bob@example.com")
+            raise Boom("the database transaction failed")
+    assert stored(app, "default") == stored(app, "emails") == 0
+    with pytest.raises(BatchNotSent, match="ended with an exception"):
+        handle.status()
+    tasks["add"].delay(5, 6)  # outside any block: sent at once
+    assert stored(app, "default") == 1
+
+
+def test_a_call_refused_in_the_block_raises_there_and_the_block_sends_nothing(
+        make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    with pytest.raises(ArgumentError, match="add"):
+        with app.batch():
+            tasks["add"].delay(1, 2)
+            tasks["add"].delay(1, 2, 3)  # checked when called, not when the block ends
+    assert stored(app, "default") == 0
+
+
+def test_nested_blocks_are_sent_by_the_outermost_and_an_inner_exception_drops_its_own(
+        make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
+    app, tasks = shop(make_app)
+    app.broker.queues.register_queues(["default", "emails"])
+    writes = spy_writes(app, monkeypatch)
+    with app.batch() as outer:
+        kept = tasks["add"].delay(1, 1)
+        with app.batch():
+            inner = tasks["mail"].delay("carl@example.com")
+        assert stored(app, "emails") == 0 and len(outer) == 2
+        with pytest.raises(BatchNotSent, match="has not ended yet"):
+            inner.status()
+        try:
+            with app.batch():
+                dropped = tasks["add"].delay(2, 2)
+                raise Boom()
+        except Boom:
+            pass
+        assert len(outer) == 2
+    assert writes == [2]
+    assert kept.status() == inner.status() == "queued"
+    with pytest.raises(BatchNotSent, match="ended with an exception"):
+        dropped.status()
+    assert stored(app, "default") == stored(app, "emails") == 1
+
+
+def test_a_batch_is_its_own_threads_alone(make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    other: List[Any] = []
+    with app.batch() as batch:
+        tasks["add"].delay(1, 2)
+        thread = threading.Thread(target=lambda: other.append(tasks["mail"].delay("dee@x.org")))
+        thread.start()
+        thread.join(timeout=30)
+        assert len(batch) == 1  # the other thread's call went at once
+        assert stored(app, "emails") == 1 and stored(app, "default") == 0
+        assert other[0].status() == "queued"
+    assert stored(app, "default") == 1
+
+
+def test_another_apps_calls_are_not_held_by_this_apps_block(
+        make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    other = make_app("other")
+
+    @other.task
+    def ping() -> str:
+        return "pong"
+
+    with app.batch():
+        tasks["add"].delay(1, 2)
+        assert ping.delay().status() == "queued"
+        assert stored(app, "default") == 0
+
+
+def test_a_queue_refused_at_the_end_keeps_none_of_its_calls(
+        make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    client = app.broker.transport.client
+    client.set(QueueKeys(app.name, "emails").messages, "not minitask's")  # another type
+    with pytest.raises(BrokerError):
+        with app.batch():
+            tasks["add"].delay(1, 2)
+            handles = [tasks["mail"].delay(f"{n}@example.com") for n in range(3)]
+    assert client.get(QueueKeys(app.name, "emails").messages) == b"not minitask's"
+    with pytest.raises(BatchNotSent, match="failed"):
+        handles[0].status()
+    assert stored(app, "default") == 1  # the other queue's call stands on its own
+
+
+def test_a_workflow_is_refused_inside_a_block(make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    with pytest.raises(ConfigurationError, match="inside an app.batch"):
+        with app.batch():
+            chain(tasks["add"].s(1, 2), tasks["add"].s(3)).delay()
+    assert stored(app, "default") == 0
+
+
+def test_adelay_in_a_block_joins_it(make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+
+    async def send() -> None:
+        await tasks["add"].adelay(1, 2)
+        await app.aclose()
+
+    with app.batch() as batch:
+        asyncio.run(send())
+        assert len(batch) == 1 and stored(app, "default") == 0
+    assert stored(app, "default") == 1
+
+
+def test_calls_a_block_cannot_hold_are_refused_and_the_block_sends_nothing(
+        make_app: Callable[..., Minitask]) -> None:
+    """A block sends plain enqueues: a flow-controlled call (its own script), a
+    durability of the call's own and a broadcast are refused where they are made."""
+    app, tasks = shop(make_app)
+
+    @app.task(rate_limit="5/s")
+    def limited() -> None:
+        pass
+
+    @app.task(broadcast=True, queue="news")
+    def announce() -> None:
+        pass
+
+    attempts: List[Callable[[], Any]] = [
+        limited.delay,
+        lambda: tasks["add"].apply_async((1, 2), expires=60),
+        lambda: tasks["add"].apply_async((1, 2), durability=None),
+        announce.delay,
+    ]
+    for attempt in attempts:
+        with pytest.raises(ConfigurationError, match="app.batch"):
+            with app.batch():
+                tasks["mail"].delay("ann@example.com")
+                attempt()
+    assert stored(app, "default") == stored(app, "emails") == 0

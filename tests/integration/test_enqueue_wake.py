@@ -1,0 +1,37 @@
+"""The wake tokens enqueue leaves for idle workers: one per new ready task, at most
+WAKE_CAP kept, and no write at all once the cap is reached.
+
+Runs on fakeredis and on the suite's own redis-server (``redis_client``).
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from minitask import Minitask
+from minitask.keys import QueueKeys
+from minitask.stores.queue import WAKE_CAP
+
+
+def test_tokens_stop_at_the_cap_and_taken_ones_come_back(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+
+    @app.task
+    def job(n: int) -> int:
+        return n
+
+    client = app.broker.transport.client
+    wake = QueueKeys(app.name, "default").wake
+    job.delay(0)
+    assert client.llen(wake) == 1
+    job.delay_many([(n,) for n in range(WAKE_CAP + 40)])
+    assert client.llen(wake) == WAKE_CAP
+    for n in range(20):
+        job.delay(n)
+    assert client.llen(wake) == WAKE_CAP
+    client.lpop(wake, 3)  # three idle workers woke
+    job.delay_many([(n,) for n in range(2)])
+    assert client.llen(wake) == WAKE_CAP - 1
+    job.delay_many([(n,) for n in range(5)])
+    assert client.llen(wake) == WAKE_CAP
+    assert app.broker.queues.counts("default")["ready"] == 1 + WAKE_CAP + 40 + 20 + 7

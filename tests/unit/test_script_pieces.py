@@ -1,0 +1,52 @@
+"""scripts.source(): each script runs with the library definitions it uses, and only those."""
+from __future__ import annotations
+
+import importlib.resources
+import re
+from typing import Set
+
+import pytest
+
+from minitask.stores.scripts import pieces, source
+
+LUA = importlib.resources.files("minitask.stores") / "lua"
+SCRIPTS = sorted(path.name[:-4] for path in LUA.iterdir()
+                 if path.name.endswith(".lua") and path.name not in ("lib.lua", "promote.lua"))
+
+
+def _defined(text: str) -> Set[str]:
+    return set(re.findall(r"^local (?:function )?(\w+)", text, re.M))
+
+
+def test_the_pieces_are_the_libraries_cut_at_each_definition() -> None:
+    for library in ("lib", "promote"):
+        whole = (LUA / f"{library}.lua").read_text("utf-8")
+        cut = pieces(library)
+        assert "".join(text for _, text in cut) in whole  # only the header is left out
+        assert whole.endswith("".join(text for _, text in cut))
+        names = re.findall(r"^local (?:function )?(\w+)", whole, re.M)
+        assert [name for name, _ in cut] == names
+    assert [name for name, _ in pieces("lib")][:3] == ["MAX_SCORE", "proven", "foreign"]
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_a_script_gets_every_definition_it_uses_and_no_other(name: str) -> None:
+    script = (LUA / f"{name}.lua").read_text("utf-8")
+    ran = source(name)
+    assert ran.endswith(script)
+    front = ran[:-len(script)]
+    library = {n for lib in ("lib", "promote") for n, _ in pieces(lib)}
+    given = _defined(front) & library  # feature libraries (flow.lua, ...) come whole
+    words = set(re.findall(r"\w+", ran))
+    used = {n for n in library if n in set(re.findall(r"\w+", script))}
+    assert used <= given, f"{name}.lua uses {sorted(used - given)} that are not in front"
+    texts = {n: text for lib in ("lib", "promote") for n, text in pieces(lib)}
+    for piece in given:  # each one given is used by the script or by another part in front
+        others = ran.replace(texts[piece], "", 1)
+        assert piece in set(re.findall(r"\w+", others)), f"{piece} is given to {name}.lua unused"
+    assert words  # the text was read
+
+
+def test_ack_no_longer_carries_the_whole_library() -> None:
+    assert _defined(source("ack")) & {"must", "expect", "bump", "band_of", "due_batch"} == set()
+    assert {"due_batch", "promote", "tolerant", "must", "expect"} <= _defined(source("enqueue"))
