@@ -9,6 +9,7 @@ from .errors import (AppNotFound, ArgumentError, BrokerError, ConfigurationError
                      ResultTimeout, Retry, SerializationError, TaskFailed, TimeLimitExceeded,
                      UnknownTaskError)
 from .handle import TaskHandle
+from .message import Progress
 from .periodic import Schedule
 from .task import AsyncTask, Task
 from .worker import Worker
@@ -29,6 +30,7 @@ __all__ = [
     "MessageTooLarge",
     "Minitask",
     "MinitaskError",
+    "Progress",
     "ResultTimeout",
     "Retry",
     "Schedule",

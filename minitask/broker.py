@@ -13,6 +13,8 @@ import redis
 from .stores.admin import AdminStore
 from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
+from .stores.metrics import MetricsStore
+from .stores.progress import ProgressStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
@@ -36,6 +38,8 @@ class Broker:
         self.cancels = CancelStore(self.transport, app_name)
         self.schedules = ScheduleStore(self.transport, app_name)
         self.workflows = WorkflowStore(self.transport, app_name, self.queues)
+        self.metrics = MetricsStore(self.transport, app_name)
+        self.progress = ProgressStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

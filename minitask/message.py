@@ -7,6 +7,7 @@ ids) are here too, for producers and decoders alike.
 """
 from __future__ import annotations
 
+import datetime as _dt
 import time
 import unicodedata
 from dataclasses import dataclass, field
@@ -114,3 +115,16 @@ class Outcome:
     reason: str = ""
     attempt: int = 0
     extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The last progress a running task reported with ``set_progress``.
+
+    ``at`` is when the task reported it: an aware UTC datetime.
+    """
+
+    current: float
+    total: Optional[float]
+    message: Optional[str]
+    at: _dt.datetime

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import math
 import re
 import reprlib
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -18,8 +19,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import msgpack  # type: ignore[import-untyped]
 
 from .errors import DecodeError, EncodeError
-from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, describe_char,
-                      unprintable)
+from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, Progress,
+                      describe_char, to_seconds, unprintable)
 
 _INT_MIN = -(2 ** 63)
 _INT_MAX = 2 ** 63 - 1
@@ -409,3 +410,31 @@ def unpack_data(data: bytes, what: str) -> Any:
         return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
         raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
+
+
+# -- progress (set_progress) ------------------------------------------------------
+
+def pack_progress(current: float, total: Optional[float], message: Optional[str],
+                  at_ms: int) -> bytes:
+    return pack_data([current, total, message, at_ms], "progress")
+
+
+def unpack_progress(data: bytes) -> Optional[Progress]:
+    """The progress packed in ``data``; None when it is not one minitask wrote."""
+    try:
+        fields: Any = unpack_data(data, "progress")
+    except DecodeError:
+        return None  # not one minitask wrote: as if none
+    if not isinstance(fields, list) or len(fields) != 4:
+        return None
+    current, total, message, at_ms = fields
+    if (not _number(current) or not (total is None or _number(total))
+            or not (message is None or isinstance(message, str))
+            or type(at_ms) is not int or not 0 <= at_ms <= MAX_MS):
+        return None
+    return Progress(current, total, message,
+                    _dt.datetime.fromtimestamp(to_seconds(at_ms), tz=_dt.timezone.utc))
+
+
+def _number(value: Any) -> bool:
+    return (type(value) in (int, float)) and math.isfinite(value)

@@ -281,6 +281,7 @@ class Worker:
             self._cancel_watch.end()
             restore()
             self._stop.silence()
+            self._runner.observer.flush_quietly()
             if self._stop.reason:
                 logger.debug("child stopped on %s", self._stop.reason)
 
@@ -364,6 +365,7 @@ class Worker:
         """Renew the leases of running tasks and say this worker is alive."""
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)
+        self._runner.observer.flush()  # metrics go with the heartbeat, never per task
         if not self._registers:
             return
         period_ms = to_ms(self.heartbeat_period)
@@ -375,6 +377,7 @@ class Worker:
         }, now_ms, ttl_ms=period_ms * 4)
 
     def forget(self) -> None:
+        self._runner.observer.flush_quietly()
         if self._orders is not None:
             self._orders.end()
         try:

@@ -47,6 +47,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.dead": frozenset({"transport", "keys", "message", "errors", "stores.queue",
                               "stores.scripts"}),
     "stores.registry": frozenset({"transport", "keys", "errors"}),
+    # observability: app-wide metric sums, and the progress tasks report
+    "stores.metrics": frozenset({"transport", "keys"}),
+    "stores.progress": frozenset({"transport", "keys", "message", "serializer"}),
+    "hooks": frozenset({"errors"}),
     "stores.admin": frozenset({"transport", "keys", "stores.scripts"}),
     "stores.cancels": frozenset({"transport", "keys", "message", "serializer",
                                  "stores.scripts"}),
@@ -59,10 +63,11 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "stores.queue", "stores.scripts"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
                          "stores.registry", "stores.admin", "stores.cancels",
-                         "stores.schedules", "stores.workflows", "errors"}),
+                         "stores.schedules", "stores.workflows", "stores.metrics",
+                         "stores.progress", "errors"}),
     # the async twins carry the stores' script calls over redis.asyncio
     "aio": frozenset({"broker", "errors", "stores.scripts", "transport"}),
-    "handle": frozenset({"broker", "serializer", "errors"}),
+    "handle": frozenset({"broker", "serializer", "message", "errors"}),
     # sending sits below app and task: tasks enqueue through it, never through the app
     "sending": frozenset({"aio", "broker", "handle", "keys", "message", "serializer",
                           "errors"}),
@@ -81,7 +86,11 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # the worker package: its __init__ re-exports; each part has one job, and the parts
     # import one way: host, outages < leases < stop, outcomes < sources, runner < loop
     "worker": frozenset({"worker.loop", "worker.leases", "worker.outages", "worker.outcomes"}),
-    "worker.host": frozenset({"broker", "message"}),
+    "worker.host": frozenset({"broker", "message", "hooks"}),
+    "worker.progress": frozenset({"context", "errors", "message", "serializer",
+                                  "stores.progress", "worker.host"}),
+    "worker.observe": frozenset({"context", "errors", "message", "stores.metrics",
+                                 "worker.host", "worker.progress"}),
     "worker.outages": frozenset({"errors"}),
     "worker.leases": frozenset({"stores.queue", "stores.results", "errors", "worker.host",
                                 "worker.outages"}),
@@ -97,7 +106,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "worker.outcomes", "worker.stop"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
-                                "worker.outcomes", "worker.cancels"}),
+                                "worker.outcomes", "worker.cancels", "worker.observe"}),
     "worker.cancels": frozenset({"errors", "worker.host", "worker.leases", "worker.outages"}),
     "worker.aiopool": frozenset({"context", "errors", "worker.leases", "worker.outcomes",
                                  "worker.runner"}),
@@ -110,7 +119,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                               "worker.control", "worker.aiopool", "worker.cancels",
                               "worker.ticks"}),
     "app": frozenset({"aio", "worker", "task", "handle", "broker", "connection", "serializer",
-                      "sending", "message", "periodic", "options", "errors"}),
+                      "sending", "message", "periodic", "options", "hooks", "errors"}),
     "discovery": frozenset({"app", "errors", "_compat"}),
     # STYLE.md's table predates the bench, which issue 4 asks for as ``minitask bench``:
     # cli may also import it, and it sits just below cli: its tasks read current_task(),
