@@ -129,7 +129,16 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.main": frozenset({"__init__", "errors", "logs", "cli.options", "cli.bench",
                            "cli.status", "cli.worker", "cli.tasks", "cli.inspect", "cli.cancel",
                            "cli.dead", "cli.purge", "cli.shutdown", "cli.embedded",
-                           "cli.schedules"}),
+                           "cli.schedules", "cli.dashboard"}),
+    # the dashboard: imported only by its command, lazily (an extra's dependencies)
+    "cli.dashboard": frozenset({"errors", "cli.options", "dashboard.server"}),
+    "dashboard": frozenset(),
+    "dashboard.sections": frozenset(),
+    "dashboard.views": frozenset({"admin", "app", "message"}),
+    "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
+    "dashboard.web": frozenset({"app", "errors", "dashboard", "dashboard.views",
+                                "dashboard.metrics", "dashboard.sections"}),
+    "dashboard.server": frozenset({"app", "dashboard.web"}),
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.options": frozenset({"app", "discovery"}),
     "cli.worker": frozenset({"cli.options"}),
@@ -177,6 +186,8 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "aio": frozenset({"redis"}),
     "stores.cancels": frozenset({"redis"}),
     "periodic": frozenset({"cronsim"}),
+    "dashboard.metrics": frozenset({"prometheus_client"}),
+    "dashboard.web": frozenset({"jinja2"}),
     "bench_periodic": frozenset({"redis"}),
 }
 #: third-party imports that must happen inside a function, never at import time
@@ -390,7 +401,7 @@ def declared_distributions() -> Set[str]:
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     lines = config["options"]["install_requires"].splitlines()
-    for extra in ("embedded", "testing", "cron"):
+    for extra in ("embedded", "testing", "cron", "dashboard", "otel"):
         lines += config["options.extras_require"][extra].splitlines()
     names = set()
     for line in lines:
