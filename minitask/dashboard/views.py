@@ -13,7 +13,6 @@ from typing import Any, Dict, Optional
 
 from ..admin import app_queues, inspect, live_workers
 from ..app import Minitask
-from ..message import Progress
 
 #: Dead letters a page shows per queue (oldest first).
 DEAD_LIMIT = 100
@@ -79,15 +78,7 @@ def task(app: Minitask, task_id: str) -> Optional[Dict[str, Any]]:
     info = inspect(app, task_id)
     if info is None:
         return None
-    found = info.as_dict()
-    progress = app.broker.progress.read(info.queue, task_id)
-    found["progress"] = None if progress is None else progress_dict(progress)
-    return found
-
-
-def progress_dict(progress: Progress) -> Dict[str, Any]:
-    return {"current": progress.current, "total": progress.total,
-            "message": progress.message, "at": progress.at.isoformat()}
+    return info.as_dict()
 
 
 def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:

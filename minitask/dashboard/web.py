@@ -61,7 +61,8 @@ class Dashboard:
         self._templates = Environment(loader=PackageLoader("minitask.dashboard", "templates"),
                                       autoescape=select_autoescape(default=True),
                                       trim_blocks=True, lstrip_blocks=True)
-        self._routes: Dict[str, Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]] = {
+        Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
+        self._routes: Dict[str, Route] = {
             "": self._queues, "queues": self._queues, "workers": self._workers, "throughput": self._throughput,
             "task": self._task, "dead": self._dead, "schedules": self._schedules,
             "section": self._section,

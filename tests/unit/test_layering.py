@@ -134,7 +134,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.dashboard": frozenset({"errors", "cli.options", "dashboard.server"}),
     "dashboard": frozenset(),
     "dashboard.sections": frozenset(),
-    "dashboard.views": frozenset({"admin", "app", "message"}),
+    "dashboard.views": frozenset({"admin", "app"}),
     "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
     "dashboard.web": frozenset({"app", "errors", "dashboard", "dashboard.views",
                                 "dashboard.metrics", "dashboard.sections"}),
