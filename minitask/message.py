@@ -100,6 +100,9 @@ class Message:
     #: What follows this call in a workflow (chain, group, chord), packed by
     #: ``stores.workflows``; None for a plain task. Opaque to everything else.
     workflow: Optional[bytes] = None
+    #: The producer's trace context (W3C ``traceparent``, ``tracestate``), with
+    #: ``minitask[otel]`` and a span active at enqueue; None otherwise.
+    trace: Optional[Dict[str, str]] = None
 
 
 @dataclass(frozen=True)

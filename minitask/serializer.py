@@ -195,6 +195,8 @@ def encode_message(message: Message) -> bytes:
     }
     if message.workflow is not None:
         fields["wf"] = message.workflow  # absent from plain tasks: their bytes are unchanged
+    if message.trace:
+        fields["tc"] = message.trace  # likewise; a reader that predates it ignores it
     try:
         return _pack(fields)
     except (TypeError, ValueError, OverflowError) as exc:  # UnicodeEncodeError included
@@ -228,8 +230,8 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
         attempt = obj["attempt"]
     except KeyError:
         return None
-    if "wf" in obj:
-        return None  # a workflow step: its plan is checked on the thorough path
+    if "wf" in obj or "tc" in obj:
+        return None  # a workflow step or a traced call: checked on the thorough path
     if (type(task_id) is str and type(task) is str and type(queue) is str
             and task_id and task and queue
             and (names := task_id + task + queue).isascii() and names.isprintable()
@@ -259,7 +261,22 @@ def _checked_message(obj: Dict[str, Any]) -> Message:
         enqueued_at_ms=fields.integer("enqueued_at_ms", 0, MAX_MS, _UNIX_MS),
         eta_ms=fields.optional_integer("eta_ms", 0, MAX_MS, _UNIX_MS),
         attempt=fields.integer("attempt", 1, MAX_ATTEMPT, default=1),
-        workflow=fields.optional_bytes("wf"))
+        workflow=fields.optional_bytes("wf"), trace=_trace(obj.get("tc")))
+
+
+#: Most entries, and longest text, a message's trace context may hold.
+_TRACE_ENTRIES = 8
+_TRACE_TEXT = 512
+
+
+def _trace(value: Any) -> Optional[Dict[str, str]]:
+    """A trace context as a producer wrote it; anything else is dropped, not an error:
+    a task must not fail for the sake of its tracing."""
+    if (type(value) is not dict or not 0 < len(value) <= _TRACE_ENTRIES
+            or not all(type(k) is str and type(v) is str and len(k) <= _TRACE_TEXT
+                       and len(v) <= _TRACE_TEXT for k, v in value.items())):
+        return None
+    return value
 
 
 class _Fields:

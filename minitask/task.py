@@ -16,6 +16,7 @@ from .message import MAX_MS, Message, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
+from .tracing import current_context
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -287,7 +288,7 @@ class Task(Generic[P, R]):
             eta_ms = None
         return Message(id=task_id or new_task_id(), task=self.name, args=list(args),
                        kwargs=kwargs, queue=queue, priority=priority, enqueued_at_ms=now_ms,
-                       eta_ms=eta_ms)
+                       eta_ms=eta_ms, trace=current_context())
 
     def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
         """Say where an option given as a keyword argument of the function belongs."""

@@ -63,8 +63,9 @@ class Dashboard:
                                       trim_blocks=True, lstrip_blocks=True)
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {
-            "": self._queues, "queues": self._queues, "workers": self._workers, "throughput": self._throughput,
-            "task": self._task, "dead": self._dead, "schedules": self._schedules,
+            "": self._queues, "queues": self._queues, "workers": self._workers,
+            "throughput": self._throughput, "task": self._task, "dead": self._dead,
+            "schedules": self._schedules,
             "section": self._section,
         }
 

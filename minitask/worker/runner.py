@@ -16,6 +16,7 @@ from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 from ..context import running
 from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
 from ..message import Message
+from ..tracing import attempt_span
 from .cancels import CancelBoard
 from .host import Host, HostedTask
 from .leases import Job, Leases
@@ -153,12 +154,13 @@ class Runner:
         error: Optional[BaseException] = None
         limit = task.options.timeout
         with running(message, job.delivery.delivery, cancel,
-                     self.observer.reporter(message)) as context:
+                     self.observer.reporter(message)) as context, attempt_span(message) as span:
             self.observer.started(context, message)
             try:
                 value = call_in_thread(task, message, limit)
             except BaseException as exc:  # KeyboardInterrupt and the like too: the
                 error = exc  # worker's own stop comes through its signal relay, not these
+                span.failed(exc)
         if self.on_end is not None:
             self.on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started

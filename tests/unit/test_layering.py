@@ -74,7 +74,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what the decorator checks, and the checks calls share with it
     "options": frozenset({"message", "errors"}),
     "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors",
-                       "_compat"}),
+                       "_compat", "tracing"}),
+    # OpenTelemetry, optional: trace context into messages and the attempt's span
+    "tracing": frozenset({"message"}),
     # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
     # by a Protocol; it compiles plans for stores.workflows
     "canvas": frozenset({"handle", "options", "sending", "serializer", "stores.workflows",
@@ -106,7 +108,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "worker.outcomes", "worker.stop"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
-                                "worker.outcomes", "worker.cancels", "worker.observe"}),
+                                "worker.outcomes", "worker.cancels", "worker.observe",
+                                "tracing"}),
     "worker.cancels": frozenset({"errors", "worker.host", "worker.leases", "worker.outages"}),
     "worker.aiopool": frozenset({"context", "errors", "worker.leases", "worker.outcomes",
                                  "worker.runner"}),
