@@ -239,6 +239,7 @@ class Bench:
             self.delayed()
             self.periodic()
             self.workflows()
+            self.dashboard()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -430,6 +431,12 @@ class Bench:
         """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
         from .bench_canvas import measure_workflows  # its app, only when it runs
         for row in measure_workflows(self.url):
+            self.report.add(Row(**row))
+
+    def dashboard(self) -> None:
+        """The queue page and /metrics with 1,000,000 tasks queued over 100 queues."""
+        from .bench_dashboard import measure_dashboard  # the dashboard extra, only here
+        for row in measure_dashboard(self.url):
             self.report.add(Row(**row))
 
     def memory(self) -> None:

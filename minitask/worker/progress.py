@@ -29,6 +29,10 @@ logger = logging.getLogger(__name__)
 #: Seconds between two writes of one process: at most ten a second.
 INTERVAL = 0.1
 
+#: A noted report: (queue, task id, current, total, message, at_ms, ttl_ms); packed
+#: only when written, so that a call in a tight loop stays cheap.
+Noted = Tuple[str, str, float, Optional[float], Optional[str], int, int]
+
 
 class ProgressWriter:
     """Notes progress reports and writes the latest of each task, coalesced."""
@@ -36,7 +40,7 @@ class ProgressWriter:
     def __init__(self, host: Host) -> None:
         self._host = host
         self._lock = threading.Lock()
-        self._pending: Dict[Tuple[str, str], Entry] = {}
+        self._pending: Dict[Tuple[str, str], Noted] = {}
         self._bell = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._pid = 0
@@ -47,12 +51,12 @@ class ProgressWriter:
         ttl_ms = to_ms(task.options.result_ttl if task is not None else self._host.result_ttl)
         key = (message.queue, message.id)
         clock = self._host.clock
+        lock = self._lock
 
         def report(current: float, total: Optional[float], note: Optional[str]) -> None:
-            entry = (message.queue, message.id,
-                     pack_progress(current, total, note, clock.now_ms()), ttl_ms)
-            with self._lock:
-                self._pending[key] = entry
+            noted = (message.queue, message.id, current, total, note, clock.now_ms(), ttl_ms)
+            with lock:
+                self._pending[key] = noted
             if not self._bell.is_set():
                 self._ring()
         return report
@@ -86,7 +90,9 @@ class ProgressWriter:
                 self._bell.set()
             time.sleep(INTERVAL)  # the rest that bounds the write rate
 
-    def _write(self, entries: List[Entry]) -> bool:
+    def _write(self, noted: List[Noted]) -> bool:
+        entries: List[Entry] = [(queue, task_id, pack_progress(current, total, note, at_ms), ttl)
+                                for queue, task_id, current, total, note, at_ms, ttl in noted]
         try:
             self._host.broker.progress.write(entries)
         except BrokerError as exc:
