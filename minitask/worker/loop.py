@@ -365,16 +365,18 @@ class Worker:
         """Renew the leases of running tasks and say this worker is alive."""
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)
-        self._runner.observer.flush()  # metrics go with the heartbeat, never per task
-        if not self._registers:
-            return
-        period_ms = to_ms(self.heartbeat_period)
-        self.broker.registry.heartbeat(self.name, {
-            "pid": os.getpid(), "host": socket.gethostname(), "queues": ",".join(self.queues),
-            "pool": self.pool, "concurrency": self.concurrency, "started_ms": self.started_ms,
-            "processed": self.processed, "failed": self.failed, "running": running,
-            "beat_ms": now_ms,
-        }, now_ms, ttl_ms=period_ms * 4)
+        if self._registers:
+            period_ms = to_ms(self.heartbeat_period)
+            self.broker.registry.heartbeat(self.name, {
+                "pid": os.getpid(), "host": socket.gethostname(),
+                "queues": ",".join(self.queues), "pool": self.pool,
+                "concurrency": self.concurrency, "started_ms": self.started_ms,
+                "processed": self.processed, "failed": self.failed, "running": running,
+                "beat_ms": now_ms,
+            }, now_ms, ttl_ms=period_ms * 4)
+        # metrics go with the heartbeat, never per task; after the leases and the
+        # registry, and never in their way (a failure is logged, the counts kept)
+        self._runner.observer.flush_quietly()
 
     def forget(self) -> None:
         self._runner.observer.flush_quietly()

@@ -33,6 +33,7 @@ class Observer:
         self._lock = threading.Lock()
         self._delta = Delta()
         self.progress = ProgressWriter(host)
+        self._failing = False
 
     def reporter(self, message: Message) -> Report:
         return self.progress.reporter(message)
@@ -105,8 +106,14 @@ class Observer:
             raise
 
     def flush_quietly(self) -> None:
-        """The last flush, as the worker stops: a failure is logged, not raised."""
+        """Flush; a failure is logged (at WARNING once until a flush succeeds again),
+        not raised: metrics never stand in the way of leases or outcomes."""
         try:
             self.flush()
         except BrokerError as exc:
-            logger.warning("could not add this worker's last metrics: %s", exc)
+            log = logger.debug if self._failing else logger.warning
+            self._failing = True
+            log("could not add this worker's metrics to Redis (kept for the next "
+                "heartbeat): %s", exc)
+        else:
+            self._failing = False

@@ -19,7 +19,7 @@ import redis
 
 from minitask import Minitask
 from minitask.dashboard.server import make
-from tests.conftest import ROOT, RedisServer, drain, wait_until
+from tests.conftest import ROOT, RedisServer, wait_until
 
 pytestmark = pytest.mark.integration
 
