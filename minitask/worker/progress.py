@@ -40,6 +40,9 @@ class ProgressWriter:
     def __init__(self, host: Host) -> None:
         self._host = host
         self._lock = threading.Lock()
+        # Held from taking values to having written them: writes never overtake each
+        # other, so an older value cannot land after the last one.
+        self._writing = threading.Lock()
         self._pending: Dict[Tuple[str, str], Noted] = {}
         self._bell = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -72,22 +75,24 @@ class ProgressWriter:
 
     def ended(self, message: Message) -> None:
         """The attempt ended: write its last noted value now, if one waits."""
-        with self._lock:
-            entry = self._pending.pop((message.queue, message.id), None)
-        if entry is not None:
-            self._write([entry])
+        with self._writing:
+            with self._lock:
+                entry = self._pending.pop((message.queue, message.id), None)
+            if entry is not None:
+                self._write([entry])
 
     def _loop(self) -> None:
         while True:
             self._bell.wait()
             self._bell.clear()
-            with self._lock:
-                entries, self._pending = list(self._pending.values()), {}
-            if entries and not self._write(entries):
-                with self._lock:  # written next time, unless a newer value came meanwhile
-                    for entry in entries:
-                        self._pending.setdefault((entry[0], entry[1]), entry)
-                self._bell.set()
+            with self._writing:
+                with self._lock:
+                    entries, self._pending = list(self._pending.values()), {}
+                if entries and not self._write(entries):
+                    with self._lock:  # written next time, unless a newer value came
+                        for entry in entries:
+                            self._pending.setdefault((entry[0], entry[1]), entry)
+                    self._bell.set()
             time.sleep(INTERVAL)  # the rest that bounds the write rate
 
     def _write(self, noted: List[Noted]) -> bool:

@@ -4,6 +4,7 @@ pool task's progress is visible while it runs, coalesced to about ten writes a
 second, and its last value is the one read afterwards."""
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import threading
@@ -16,7 +17,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 import tests.apps.observe as observe
-from minitask import Minitask, Task
+from minitask import Minitask, Task, current_task
 from minitask.admin import live_workers
 from minitask.dashboard.server import make
 from tests.conftest import Processes, RedisServer, did_fail, wait_until
@@ -159,3 +160,44 @@ def test_progress_of_a_process_pool_task_while_it_runs_and_after(
     final = handle.progress()
     assert final is not None and final.current == calls
     assert 0 < admin.pttl(app.broker.progress.key("default", handle.id)) <= 86_400_000
+
+
+def test_progress_hooks_and_metrics_in_the_thread_and_asyncio_pools(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    app = Minitask("observe-pools", broker=redis_server.url)
+    heard: List[Tuple[str, str]] = []
+    app.on("task_start", lambda context: heard.append(("start", context.name)))
+    app.on("task_success", lambda context, value: heard.append(("success", context.name)))
+
+    @app.task
+    async def in_loop(n: int) -> int:
+        context = current_task()
+        assert context is not None
+        for i in range(1, n + 1):
+            context.set_progress(i, n)
+            if i % 1000 == 0:
+                await asyncio.sleep(0)
+        return n
+
+    @app.task
+    def in_thread(n: int) -> int:
+        context = current_task()
+        assert context is not None
+        for i in range(1, n + 1):
+            context.set_progress(i, n)
+        return n
+
+    try:
+        for pool, task in (("asyncio", in_loop), ("thread", in_thread)):
+            handle = task.delay(50_000)
+            worker = app.worker(pool=pool, concurrency=2, burst=True)
+            worker.run()  # its last metrics are added as it stops
+            assert handle.get(timeout=DEADLINE) == 50_000
+            progress = handle.progress()
+            assert progress is not None
+            assert (progress.current, progress.total) == (50_000, 50_000)
+            assert ("start", task.name) in heard and ("success", task.name) in heard
+            assert app.broker.metrics.totals()[("tasks", "default", task.name,
+                                                "succeeded")] == 1
+    finally:
+        app.close()
