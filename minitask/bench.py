@@ -434,9 +434,10 @@ class Bench:
             self.report.add(Row(**row))
 
     def dashboard(self) -> None:
-        """The queue page and /metrics with 1,000,000 tasks queued over 100 queues."""
+        """The queue page and /metrics with --memory-tasks (1,000,000) queued over 100
+        queues."""
         from .bench_dashboard import measure_dashboard  # the dashboard extra, only here
-        for row in measure_dashboard(self.url):
+        for row in measure_dashboard(self.url, tasks=self.memory_tasks):
             self.report.add(Row(**row))
 
     def memory(self) -> None:

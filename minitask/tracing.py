@@ -30,8 +30,8 @@ def _otel() -> Any:
 def current_context() -> Optional[Dict[str, str]]:
     """The active span's context as message headers, or None (no span, no otel)."""
     api = _otel()
-    if api is None:
-        return None
+    if api is None or not api[0].get_current_span().get_span_context().is_valid:
+        return None  # no span: nothing to continue, and the usual enqueue pays no more
     carrier: Dict[str, str] = {}
     api[1].inject(carrier)
     return carrier or None

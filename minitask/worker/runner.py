@@ -182,7 +182,8 @@ class Runner:
         error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
                                   f"{task.options.timeout} s and was killed")
         status = self._recorder.finish(job, message, None, error, elapsed)
-        self.observer.ended(None, message, status, None, error, elapsed)
+        with running(message, job.delivery.delivery) as context:  # for the hooks
+            self.observer.ended(context, message, status, None, error, elapsed)
 
 
 def close_names(name: str, known: Iterable[str], limit: int = 3) -> List[str]:

@@ -229,3 +229,25 @@ def test_a_malformed_trace_context_is_dropped_not_fatal() -> None:
     for bad in ({"traceparent": 1}, "text", {"k" * 600: "v"}, {}):
         message = decode_message(_pack({**fields, "tc": bad}))
         assert message.trace is None and message.task == "t"
+
+
+def test_hooks_hear_of_an_attempt_the_process_pool_killed_at_its_time_limit(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+    heard: List[Tuple[str, str, str]] = []
+    for event in ("task_failure", "task_dead"):
+        app.on(event, lambda context, error, event=event: heard.append(
+            (event, context.name, type(error).__name__)))
+
+    @app.task(timeout=1, retries=0)
+    def hangs() -> None:
+        pass
+
+    handle = hangs.delay()
+    worker = app.worker()
+    job = worker.fetch()
+    assert job is not None
+    worker.timed_out(job, job.delivery.message(), 1.5)  # what the supervisor does
+    assert handle.status() == "failed"
+    assert heard == [("task_failure", hangs.name, "TimeLimitExceeded"),
+                     ("task_dead", hangs.name, "TimeLimitExceeded")]
