@@ -11,6 +11,7 @@ from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, Conf
                      MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
                      TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
+from .message import Progress
 from .periodic import Schedule
 from .task import AsyncTask, Task
 from .worker import Worker
@@ -34,6 +35,7 @@ __all__ = [
     "MessageTooLarge",
     "Minitask",
     "MinitaskError",
+    "Progress",
     "ResultTimeout",
     "Retry",
     "Schedule",

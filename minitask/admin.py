@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .app import Minitask
 from .errors import ConfigurationError, DecodeError
-from .message import to_seconds
+from .message import Progress, to_seconds
 from .serializer import decode_message, decode_outcome
 from .stores.registry import SHUTDOWN
 
@@ -50,11 +50,21 @@ class TaskInfo:
     note: str = ""
     #: In the dead letters (``status`` is then ``failed``; ``finished_at`` is when it died).
     dead: bool = False
+    #: The last ``set_progress`` of the task, until it expires with the result.
+    progress: Optional[Progress] = None
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 strings."""
-        return {name: value.isoformat() if isinstance(value, _dt.datetime) else value
-                for name, value in vars(self).items()}
+        return {name: _plain(value) for name, value in vars(self).items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    if isinstance(value, Progress):
+        return {"current": value.current, "total": value.total, "message": value.message,
+                "at": value.at.isoformat()}
+    return value
 
 
 def app_queues(app: Minitask) -> List[str]:
@@ -75,7 +85,8 @@ def inspect(app: Minitask, task_id: str) -> Optional[TaskInfo]:
     state, outcome_body = broker.results.state(queue, task_id)
     record = broker.admin.record(queue, task_id)
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
-                              "lease_until": _utc(record.lease_deadline_ms)}
+                              "lease_until": _utc(record.lease_deadline_ms),
+                              "progress": broker.progress.read(queue, task_id)}
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:

@@ -215,6 +215,12 @@ class AsyncBroker:
         return results.state_of(await self.run(results.state_call(queue, task_id),
                                                f"read the state of {task_id}"))
 
+    async def get(self, key: str, what: str) -> Optional[bytes]:
+        """One string key's value (a task's progress), or None."""
+        with self.errors(what):
+            data: Optional[bytes] = await self.client.get(key)
+        return data
+
     async def find_queue(self, task_id: str) -> Optional[str]:
         for queue in await self.queue_names():
             if (await self.state(queue, task_id))[0] != "unknown":

@@ -18,6 +18,7 @@ from .connection import Client, connect
 from .durability import Durability
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError
 from .handle import TaskHandle
+from .hooks import Hook, Hooks
 from .message import SystemClock, to_ms, to_seconds
 from .periodic import Schedule, build as build_schedule
 from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
@@ -115,6 +116,8 @@ class Minitask:
         self.tasks: Dict[str, Task[Any, Any]] = {}
         #: Schedules made with ``@app.periodic``, written by each worker as it starts.
         self.periodic_schedules: Dict[str, Schedule] = {}
+        #: Functions ``on()`` added, called by the workers of this app.
+        self.hooks = Hooks()
         self._broker_setting = broker
         self._broker: Optional[Broker] = None
         # redis.asyncio clients belong to the loop they first ran on: one per loop.
@@ -355,6 +358,22 @@ class Minitask:
         found = [schedule for queue in self._queues(None)
                  for schedule in self.broker.schedules.listing(queue)]
         return sorted(found, key=lambda schedule: schedule.name)
+
+    def on(self, event: str, fn: Hook) -> Hook:
+        """Call ``fn`` in the worker at each ``event`` of this app's tasks.
+
+        ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
+        ``task_success``; ``fn(context, exception)`` for ``task_retry``,
+        ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
+        after the outcome is recorded; what it raises is logged and never
+        changes the outcome. Returns ``fn``, so it also works as a decorator
+        with ``functools.partial(app.on, "task_success")``.
+
+        Raises:
+            ConfigurationError: an unknown event, or ``fn`` is not callable.
+        """
+        self.hooks.add(event, fn)
+        return fn
 
     def worker_queues(self) -> List[str]:
         """Queues a worker serves by default: the default queue, then the rest by name."""

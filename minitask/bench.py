@@ -243,6 +243,7 @@ class Bench:
             self.broadcasts()
             self.durability()
             self.flow()
+            self.dashboard()
             self.memory()
             if self.scaling:
                 self.scale()
@@ -460,6 +461,13 @@ class Bench:
         """Limits configured but not reached, against none; Redis time per fetch."""
         from .bench_flow import measure_flow  # its app, only when it runs
         for row in measure_flow(self.url):
+            self.report.add(Row(**row))
+
+    def dashboard(self) -> None:
+        """The queue page and /metrics with --memory-tasks (1,000,000) queued over 100
+        queues."""
+        from .bench_dashboard import measure_dashboard  # the dashboard extra, only here
+        for row in measure_dashboard(self.url, tasks=self.memory_tasks):
             self.report.add(Row(**row))
 
     def memory(self) -> None:

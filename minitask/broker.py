@@ -15,6 +15,8 @@ from .stores.broadcast import BroadcastStore
 from .stores.cancels import CancelStore
 from .stores.dead import DeadLetterStore
 from .stores.flow import FlowStore
+from .stores.metrics import MetricsStore
+from .stores.progress import ProgressStore
 from .stores.queue import QueueStore
 from .stores.registry import WorkerRegistry
 from .stores.results import ResultStore
@@ -40,6 +42,8 @@ class Broker:
         self.workflows = WorkflowStore(self.transport, app_name, self.queues)
         self.broadcasts = BroadcastStore(self.transport, app_name)
         self.flow = FlowStore(self.transport, app_name, self.queues)
+        self.metrics = MetricsStore(self.transport, app_name)
+        self.progress = ProgressStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

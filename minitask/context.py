@@ -6,9 +6,14 @@ import threading
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Iterator, Optional
+import math
+from typing import Callable, Iterator, Optional
 
+from .errors import ConfigurationError
 from .message import Message, to_seconds
+
+#: Takes a progress report: (current, total, message); the worker coalesces writes.
+Report = Callable[[float, Optional[float], Optional[str]], None]
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,37 @@ class TaskContext:
     delivery: int = 1
     #: Set when ``handle.cancel(running=True)`` asks this attempt to stop.
     cancel_event: Optional[threading.Event] = field(default=None, repr=False, compare=False)
+    #: Where ``set_progress`` reports go (the worker's coalescing writer).
+    report: Optional[Report] = field(default=None, repr=False, compare=False)
+
+    def set_progress(self, current: float, total: Optional[float] = None,
+                     message: Optional[str] = None) -> None:
+        """Report how far this attempt has come; ``handle.progress()`` reads it.
+
+        Cheap enough for a tight loop: it only notes the value, and the worker
+        writes the latest one at most about ten times a second (within a
+        second of the call, even if no call follows). It expires with the result.
+
+        Args:
+            current: work done so far, a finite number.
+            total: the whole, if known.
+            message: a short note for people.
+
+        Raises:
+            ConfigurationError: a value that is not a finite number (or a str message).
+        """
+        for what, value in (("current", current), ("total", total)):
+            if value is None and what == "total":
+                continue
+            if (isinstance(value, bool) or not isinstance(value, (int, float))
+                    or not math.isfinite(value)):
+                raise ConfigurationError(f"task {self.name!r}: set_progress {what} must be a "
+                                         f"finite number, got {value!r}")
+        if message is not None and not isinstance(message, str):
+            raise ConfigurationError(f"task {self.name!r}: set_progress message must be a "
+                                     f"str, got {message!r}")
+        if self.report is not None:
+            self.report(current, total, message)
 
     @property
     def cancel_requested(self) -> bool:
@@ -57,14 +93,15 @@ def current_task() -> Optional[TaskContext]:
 
 @contextmanager
 def running(message: Message, delivery: int = 1,
-            cancel: Optional[threading.Event] = None) -> Iterator[TaskContext]:
+            cancel: Optional[threading.Event] = None,
+            report: Optional[Report] = None) -> Iterator[TaskContext]:
     """Make ``message`` the current task for the duration of one attempt;
     ``cancel`` is set when a stop of the attempt is requested."""
     context = TaskContext(
         id=message.id, name=message.task, queue=message.queue, priority=message.priority,
         attempt=message.attempt, enqueued_at=_utc(message.enqueued_at_ms),
         eta=_utc(message.eta_ms) if message.eta_ms is not None else None,
-        delivery=delivery, cancel_event=cancel)
+        delivery=delivery, cancel_event=cancel, report=report)
     token = _current.set(context)
     try:
         yield context

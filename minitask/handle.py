@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Callable, Generic, List, Optional, TypeVar
 
 from .broker import Broker
 from .errors import BrokerError, ConfigurationError, ResultTimeout, TaskFailed
-from .serializer import decode_outcome
+from .message import Progress
+from .serializer import decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
     from .aio import AsyncBroker
@@ -190,6 +191,31 @@ class TaskHandle(Generic[R]):
         return running and self._cancels.request(queue, self.id)
 
     # -- the same, awaited (redis.asyncio: the event loop is never blocked) ----------
+
+    def progress(self) -> Optional[Progress]:
+        """The last progress the task reported with ``set_progress``, or None.
+
+        It is at most about a tenth of a second behind the task's last call, and
+        expires with the task's result.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = self._find_queue()
+        return None if queue is None else self._broker.progress.read(queue, self.id)
+
+    async def aprogress(self) -> Optional[Progress]:
+        """``progress()``, awaited.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = await self._afind_queue()
+        if queue is None:
+            return None
+        data = await self._aio().get(self._broker.progress.key(queue, self.id),
+                                     f"read the progress of task {self.id}")
+        return None if data is None else unpack_progress(data)
 
     def _aio(self) -> "AsyncBroker":
         if self._async_broker is None:

@@ -17,6 +17,8 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
+    minitask:{app:queue}:progress:<id>  STRING  the last set_progress() of a running task,
+                                            packed; expires after the task's result_ttl
     minitask:{app:queue}:schedules    HASH  schedule name -> record (periodic.Schedule.record)
     minitask:{app:queue}:ticks        ZSET  schedule name -> its next tick (ms), the one armed
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
@@ -76,6 +78,10 @@ App-wide keys (their own slot, never mixed with queue keys in one command)::
     minitask:{app}:workers            ZSET  worker name -> last heartbeat (ms)
     minitask:{app}:worker:<name>      HASH  a worker's description and counters
     minitask:{app}:control:<name>     LIST  orders to a worker (shutdown), read with BLPOP
+    minitask:{app}:metrics            HASH  counter and histogram bucket -> total over all
+                                            workers, added with their heartbeats
+    minitask:{app}:throughput:<min>   HASH  queue -> attempts that ended in that minute
+                                            (Unix minutes); expires after two hours
 
 The packed scores keep priority next to the time so that promotion and
 lease reclaim can put a task back at its priority without reading it.
@@ -222,6 +228,9 @@ class QueueKeys:
     def result(self, task_id: str) -> str:
         return self.base + "result:" + task_id
 
+    def progress(self, task_id: str) -> str:
+        return self.base + "progress:" + task_id
+
     @cached_property
     def flow(self) -> str:
         return self.base + "flow"
@@ -276,6 +285,13 @@ class AppKeys:
 
     def control(self, name: str) -> str:
         return f"{PREFIX}:{{{self.app}}}:control:{name}"
+
+    @cached_property
+    def metrics(self) -> str:
+        return f"{PREFIX}:{{{self.app}}}:metrics"
+
+    def throughput(self, minute: int) -> str:
+        return f"{PREFIX}:{{{self.app}}}:throughput:{minute}"
 
 
 def lane(queue: str, subscriber: str) -> str:

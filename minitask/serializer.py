@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import itertools
+import math
 import re
 import reprlib
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -18,8 +19,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import msgpack  # type: ignore[import-untyped]
 
 from .errors import DecodeError, EncodeError
-from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, describe_char,
-                      unprintable)
+from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, Progress,
+                      describe_char, to_seconds, unprintable)
 
 _INT_MIN = -(2 ** 63)
 _INT_MAX = 2 ** 63 - 1
@@ -194,6 +195,8 @@ def encode_message(message: Message) -> bytes:
     }
     if message.workflow is not None:
         fields["wf"] = message.workflow  # absent from plain tasks: their bytes are unchanged
+    if message.trace:
+        fields["tc"] = message.trace  # likewise; a reader that predates it ignores it
     try:
         return _pack(fields)
     except (TypeError, ValueError, OverflowError) as exc:  # UnicodeEncodeError included
@@ -227,8 +230,8 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
         attempt = obj["attempt"]
     except KeyError:
         return None
-    if "wf" in obj:
-        return None  # a workflow step: its plan is checked on the thorough path
+    if "wf" in obj or "tc" in obj:
+        return None  # a workflow step or a traced call: checked on the thorough path
     if (type(task_id) is str and type(task) is str and type(queue) is str
             and task_id and task and queue
             and (names := task_id + task + queue).isascii() and names.isprintable()
@@ -258,7 +261,22 @@ def _checked_message(obj: Dict[str, Any]) -> Message:
         enqueued_at_ms=fields.integer("enqueued_at_ms", 0, MAX_MS, _UNIX_MS),
         eta_ms=fields.optional_integer("eta_ms", 0, MAX_MS, _UNIX_MS),
         attempt=fields.integer("attempt", 1, MAX_ATTEMPT, default=1),
-        workflow=fields.optional_bytes("wf"))
+        workflow=fields.optional_bytes("wf"), trace=_trace(obj.get("tc")))
+
+
+#: Most entries, and longest text, a message's trace context may hold.
+_TRACE_ENTRIES = 8
+_TRACE_TEXT = 512
+
+
+def _trace(value: Any) -> Optional[Dict[str, str]]:
+    """A trace context as a producer wrote it; anything else is dropped, not an error:
+    a task must not fail for the sake of its tracing."""
+    if (type(value) is not dict or not 0 < len(value) <= _TRACE_ENTRIES
+            or not all(type(k) is str and type(v) is str and len(k) <= _TRACE_TEXT
+                       and len(v) <= _TRACE_TEXT for k, v in value.items())):
+        return None
+    return value
 
 
 class _Fields:
@@ -409,3 +427,31 @@ def unpack_data(data: bytes, what: str) -> Any:
         return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
         raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
+
+
+# -- progress (set_progress) ------------------------------------------------------
+
+def pack_progress(current: float, total: Optional[float], message: Optional[str],
+                  at_ms: int) -> bytes:
+    return pack_data([current, total, message, at_ms], "progress")
+
+
+def unpack_progress(data: bytes) -> Optional[Progress]:
+    """The progress packed in ``data``; None when it is not one minitask wrote."""
+    try:
+        fields: Any = unpack_data(data, "progress")
+    except DecodeError:
+        return None  # not one minitask wrote: as if none
+    if not isinstance(fields, list) or len(fields) != 4:
+        return None
+    current, total, message, at_ms = fields
+    if (not _number(current) or not (total is None or _number(total))
+            or not (message is None or isinstance(message, str))
+            or type(at_ms) is not int or not 0 <= at_ms <= MAX_MS):
+        return None
+    return Progress(current, total, message,
+                    _dt.datetime.fromtimestamp(to_seconds(at_ms), tz=_dt.timezone.utc))
+
+
+def _number(value: Any) -> bool:
+    return (type(value) in (int, float)) and math.isfinite(value)

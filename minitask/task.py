@@ -22,6 +22,7 @@ from .message import MAX_MS, Message, due_after_ms, new_message, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
+from .tracing import current_context
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -324,7 +325,7 @@ class Task(Generic[P, R]):
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
         return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
-                           priority, now_ms, eta_ms, self._flow)
+                           priority, now_ms, eta_ms, self._flow, current_context())
 
     def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
         """Say where an option given as a keyword argument of the function belongs."""

@@ -59,6 +59,11 @@ def describe(info: TaskInfo) -> List[str]:
         text = value.isoformat() if hasattr(value, "isoformat") else (
             repr(value) if label in ("args", "kwargs") else str(value))
         lines.append(f"{label:<12} {text}")
+    if info.progress is not None:
+        shown_total = "" if info.progress.total is None else f" / {info.progress.total}"
+        note = "" if info.progress.message is None else f"  {info.progress.message}"
+        lines.append(f"{'progress':<12} {info.progress.current}{shown_total}{note}  (at "
+                     f"{info.progress.at.isoformat()})")
     if info.status == "succeeded":
         lines.append(f"{'value':<12} {info.value!r}")
     if info.exc_type:

@@ -11,13 +11,13 @@ from typing import Callable, List, Optional, Sequence, Tuple, Type
 from .. import __version__
 from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
 from ..logs import handler
-from . import (bench, cancel, dead, embedded, inspect, purge, schedules, shutdown, status, tasks,
-               unsubscribe, worker)
+from . import (bench, cancel, dashboard, dead, embedded, inspect, purge, schedules, shutdown,
+               status, tasks, unsubscribe, worker)
 from .options import split_words
 
 #: The command modules, in the order ``--help`` lists them; each has ``register``.
 COMMANDS = (worker, status, tasks, inspect, cancel, dead, purge, schedules, shutdown, embedded,
-            bench, unsubscribe)
+            bench, unsubscribe, dashboard)
 
 #: Error type -> exit code; the first match wins.
 EXIT_CODES: Tuple[Tuple[Type[BaseException], int], ...] = (

@@ -141,8 +141,8 @@ class AsyncioPool:
             self._loop.call_soon_threadsafe(attempt.cancel)
         return stop
 
-    async def _record(self, step: Callable[..., Any], *args: Any) -> None:
-        await self._loop.run_in_executor(self._recording, functools.partial(step, *args))
+    async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
+        return await self._loop.run_in_executor(self._recording, functools.partial(step, *args))
 
     async def _execute(self, job: Job) -> None:
         found = self._runner.resolve(job, bury=False)
@@ -162,7 +162,10 @@ class AsyncioPool:
             value: Any = None
             error: Optional[BaseException] = None
             limit = task.options.timeout
-            with running(message, job.delivery.delivery, cancel):
+            observer = self._runner.observer
+            with running(message, job.delivery.delivery, cancel,
+                         observer.reporter(message)) as context:
+                observer.started(context, message)
                 if is_async:
                     inner = asyncio.ensure_future(
                         limited(task.func(*message.args, **message.kwargs), limit, task.name))
@@ -190,6 +193,9 @@ class AsyncioPool:
             if (error is None and not is_async and limit is not None and duration > limit):
                 error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over "
                                           f"its timeout of {limit} s")
-            await self._record(self._recorder.finish, job, message, value, error, duration)
+            await self._record(observer.ending, message)
+            status = await self._record(self._recorder.finish, job, message, value, error,
+                                        duration)
+            await self._record(observer.ended, context, message, status, value, error, duration)
         finally:
             board.leave(job.task_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Optional, Protocol, Tuple, Type
 
 from ..broker import Broker
+from ..hooks import Hooks
 from ..message import Clock
 
 
@@ -81,5 +82,8 @@ class Host(Protocol):
 
     @property
     def prefetch(self) -> int: ...
+
+    @property
+    def hooks(self) -> Hooks: ...
 
     def check_queue_name(self, queue: str) -> None: ...

@@ -288,6 +288,7 @@ class Worker:
             self._cancel_watch.end()
             restore()
             self._stop.silence()
+            self._runner.observer.flush_quietly()
             if self._stop.reason:
                 logger.debug("child stopped on %s", self._stop.reason)
 
@@ -372,17 +373,21 @@ class Worker:
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)
         self._broadcasts.beat(now_ms)
-        if not self._registers:
-            return
-        period_ms = to_ms(self.heartbeat_period)
-        self.broker.registry.heartbeat(self.name, {
-            "pid": os.getpid(), "host": socket.gethostname(), "queues": ",".join(self.queues),
-            "pool": self.pool, "concurrency": self.concurrency, "started_ms": self.started_ms,
-            "processed": self.processed, "failed": self.failed, "running": running,
-            "beat_ms": now_ms,
-        }, now_ms, ttl_ms=period_ms * 4)
+        if self._registers:
+            period_ms = to_ms(self.heartbeat_period)
+            self.broker.registry.heartbeat(self.name, {
+                "pid": os.getpid(), "host": socket.gethostname(),
+                "queues": ",".join(self.queues), "pool": self.pool,
+                "concurrency": self.concurrency, "started_ms": self.started_ms,
+                "processed": self.processed, "failed": self.failed, "running": running,
+                "beat_ms": now_ms,
+            }, now_ms, ttl_ms=period_ms * 4)
+        # metrics go with the heartbeat, never per task; after the leases and the
+        # registry, and never in their way (a failure is logged, the counts kept)
+        self._runner.observer.flush_quietly()
 
     def forget(self) -> None:
+        self._runner.observer.flush_quietly()
         if self._orders is not None:
             self._orders.end()
         try:

@@ -61,8 +61,9 @@ class Recorder:
         self.workflows = WorkflowSteps(host)
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
-               duration: float) -> None:
-        """Record an attempt's outcome: ack, retry or dead letter."""
+               duration: float) -> str:
+        """Record an attempt's outcome: ack, retry or dead letter; returns which, as
+        "succeeded", "retrying" or "failed" (dead-lettered)."""
         now_ms = self._host.clock.now_ms()
         task = self._host.tasks[message.task]
         options = task.options
@@ -74,11 +75,11 @@ class Recorder:
                                                             task_name=task.name)
             except EncodeError as exc:
                 self.bury(job, message, exc, "the return value cannot be encoded", duration)
-                return
+                return "failed"
             problem = self.workflows.succeeded(message, value)
             if problem is not None:
                 self.bury(job, message, problem, "its result cannot go on in its workflow")
-                return
+                return "failed"
             if self.batched:
                 self._defer_ack(job, ack)
             else:
@@ -86,7 +87,7 @@ class Recorder:
                              "record a result")
             self._tell(job, outcome)
             logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
-            return
+            return "succeeded"
         retryable = isinstance(error, Retry) or isinstance(error, options.retry_on)
         if retryable and message.attempt <= options.retries:
             delay = error.delay if isinstance(error, Retry) else None
@@ -104,9 +105,10 @@ class Recorder:
             logger.warning("task %s %s failed on attempt %d (%s: %s) in %.3f s; attempt %d "
                            "in %.3f s", message.id, task.name, message.attempt,
                            type(error).__name__, error, duration, message.attempt + 1, delay)
-            return
+            return "retrying"
         reason = "out of attempts" if retryable else "failed"
         self.bury(job, message, error, reason, duration)
+        return "failed"
 
     def bury(self, job: Job, message: Optional[Message], error: BaseException,
              reason: str, duration: Optional[float] = None) -> None:

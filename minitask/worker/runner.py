@@ -16,9 +16,11 @@ from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 from ..context import running
 from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
 from ..message import Message
+from ..tracing import attempt_span
 from .cancels import CancelBoard
 from .host import Host, HostedTask
 from .leases import Job, Leases
+from .observe import Observer
 from .outcomes import Recorder
 
 logger = logging.getLogger(__name__)
@@ -84,6 +86,8 @@ class Runner:
         self.cancels = CancelBoard()
         #: In a process pool child: asks the supervisor to kill the attempt, on request.
         self.on_cancel: Optional[Callable[[Job, Message], None]] = None
+        #: Hooks, metrics and progress of the attempts run here.
+        self.observer = Observer(host)
 
     def resolve(self, job: Job, bury: bool = True) -> Optional[Tuple[Message, HostedTask]]:
         """The job's message and task; None when it has none (dead-lettered, unless
@@ -149,11 +153,14 @@ class Runner:
         value: Any = None
         error: Optional[BaseException] = None
         limit = task.options.timeout
-        with running(message, job.delivery.delivery, cancel):
+        with running(message, job.delivery.delivery, cancel,
+                     self.observer.reporter(message)) as context, attempt_span(message) as span:
+            self.observer.started(context, message)
             try:
                 value = call_in_thread(task, message, limit)
             except BaseException as exc:  # KeyboardInterrupt and the like too: the
                 error = exc  # worker's own stop comes through its signal relay, not these
+                span.failed(exc)
         if self.on_end is not None:
             self.on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started
@@ -163,16 +170,20 @@ class Runner:
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")
-        self._recorder.finish(job, message, value, error, duration)
+        self.observer.ending(message)
+        status = self._recorder.finish(job, message, value, error, duration)
+        self.observer.ended(context, message, status, value, error, duration)
 
     def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
         """The process pool killed the attempt at its time limit: record the failure."""
         task = self._host.tasks[message.task]
         logger.warning("task %s %s ran past its timeout of %s s: killed its process",
                        job.task_id, task.name, task.options.timeout)
-        self._recorder.finish(job, message, None, TimeLimitExceeded(
-            f"task {task.name!r} ran past its timeout of {task.options.timeout} s and was "
-            f"killed"), elapsed)
+        error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
+                                  f"{task.options.timeout} s and was killed")
+        status = self._recorder.finish(job, message, None, error, elapsed)
+        with running(message, job.delivery.delivery) as context:  # for the hooks
+            self.observer.ended(context, message, status, None, error, elapsed)
 
 
 def close_names(name: str, known: Iterable[str], limit: int = 3) -> List[str]:

@@ -24,6 +24,8 @@ ROWS = (
     "apply_in() earliest start vs eta",
     "Redis memory per queued task, above message",
     "worker RSS growth while draining a 1M queue",
+    "dashboard queue page",
+    "dashboard /metrics",
 )
 
 

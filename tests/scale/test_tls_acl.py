@@ -155,6 +155,6 @@ def test_the_acl_user_is_refused_what_minitask_does_not_need(
         with pytest.raises(NoPermissionError):
             client.flushall()
         with pytest.raises(NoPermissionError):
-            client.set("minitask:x", 1)
+            client.append("minitask:x", "1")
         with pytest.raises(NoPermissionError):
             client.rpush("elsewhere", 1)

@@ -1,0 +1,54 @@
+"""``minitask dashboard``: the web dashboard and ``/metrics`` of one app."""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+from ..errors import ConfigurationError
+from .options import add_app_options, load
+
+logger = logging.getLogger(__name__)
+
+#: Where ``--auth`` is read from when the option is not given.
+AUTH_ENV = "MINITASK_DASHBOARD_AUTH"
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "dashboard", help="serve the web dashboard and /metrics",
+        description="Serve the app's dashboard (queues, workers, throughput, tasks, dead "
+        "letters, schedules) and Prometheus /metrics. Needs minitask[dashboard].")
+    add_app_options(parser)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=5555, help="port (default 5555)")
+    parser.add_argument("--auth", default=None, metavar="USER:PASSWORD",
+                        help=f"require HTTP basic auth (default: ${AUTH_ENV}, if set)")
+    parser.set_defaults(command=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    auth = args.auth if args.auth is not None else os.environ.get(AUTH_ENV) or None
+    if auth is not None and ":" not in auth:
+        raise ConfigurationError(f"--auth (or {AUTH_ENV}) must be user:password")
+    try:
+        from ..dashboard.server import make
+    except ImportError as exc:
+        raise ConfigurationError(f"the dashboard needs its extra: pip install "
+                                 f"'minitask[dashboard]' ({exc})") from exc
+    app = load(args.app)
+    server = make(app, args.host, args.port, auth)
+    logger.info("minitask dashboard of app %r on http://%s:%d/ (metrics at /metrics)%s",
+                app.name, args.host, server.server_port,
+                ", basic auth on" if auth else "")
+    if args.host not in ("127.0.0.1", "localhost", "::1") and not auth:
+        logger.warning("the dashboard listens on %s without --auth: anyone who reaches it "
+                       "can requeue and purge dead letters", args.host)
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+        app.close()
+    return 0

@@ -1,0 +1,117 @@
+"""What each dashboard page shows, as JSON-ready dicts; the pages and the JSON
+endpoints read the same data.
+
+Every read is bounded by how many queues, workers, schedules or dead letters
+are shown, never by how many tasks are queued: counts come from LLEN and
+ZCARD, throughput from a per-minute series the workers keep.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from typing import Any, Dict, Optional
+
+from ..admin import app_queues, inspect, live_workers
+from ..app import Minitask
+
+#: Dead letters a page shows per queue (oldest first).
+DEAD_LIMIT = 100
+#: Queues the throughput chart draws a line for (the busiest); the table lists all.
+CHART_LINES = 8
+CHART_WIDTH = 600
+CHART_HEIGHT = 160
+COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+          "#7f7f7f")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def queues(app: Minitask) -> Dict[str, Any]:
+    found = []
+    for name in app_queues(app):
+        counts = app.broker.queues.counts(name)
+        found.append({"queue": name, **counts})
+    return {"app": app.name, "queues": found,
+            "workers": len(live_workers(app))}
+
+
+def workers(app: Minitask) -> Dict[str, Any]:
+    now = now_ms()
+    found = []
+    for info in live_workers(app):
+        found.append({
+            "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+            "queues": info.get("queues", ""), "pool": info.get("pool", ""),
+            "concurrency": info.get("concurrency", ""),
+            "heartbeat_age_s": round((now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
+            "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
+            "running": _int(info.get("running"), 0)})
+    return {"app": app.name, "workers": found}
+
+
+def throughput(app: Minitask) -> Dict[str, Any]:
+    """Attempts ended per minute and queue over the last hour, and the chart's lines."""
+    series = app.broker.metrics.throughput(now_ms(), 60)
+    totals: Dict[str, int] = {}
+    for _, counts in series:
+        for queue, count in counts.items():
+            totals[queue] = totals.get(queue, 0) + count
+    busiest = sorted(totals, key=lambda queue: (-totals[queue], queue))[:CHART_LINES]
+    peak = max([1] + [count for _, counts in series for count in counts.values()])
+    step = CHART_WIDTH / max(1, len(series) - 1)
+    lines = []
+    for index, queue in enumerate(busiest):
+        points = " ".join(
+            f"{i * step:.1f},{CHART_HEIGHT - counts.get(queue, 0) * CHART_HEIGHT / peak:.1f}"
+            for i, (_, counts) in enumerate(series))
+        lines.append({"queue": queue, "points": points, "color": COLORS[index % len(COLORS)],
+                      "total": totals[queue]})
+    return {"app": app.name, "peak_per_minute": peak, "width": CHART_WIDTH,
+            "height": CHART_HEIGHT, "lines": lines, "totals": totals,
+            "minutes": [{"minute": _iso(minute * 60_000), "counts": counts}
+                        for minute, counts in series]}
+
+
+def task(app: Minitask, task_id: str) -> Optional[Dict[str, Any]]:
+    info = inspect(app, task_id)
+    if info is None:
+        return None
+    return info.as_dict()
+
+
+def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
+    found = []
+    for letter in app.dead_letters(queue, limit=DEAD_LIMIT):
+        found.append({"task_id": letter.task_id, "queue": letter.queue, "task": letter.name,
+                      "args": letter.args, "kwargs": letter.kwargs,
+                      "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
+                      "exc_type": letter.exc_type, "message": letter.message,
+                      "reason": letter.reason})
+    counts = {name: app.broker.queues.counts(name)["dead"] for name in app_queues(app)}
+    return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
+
+
+def schedules(app: Minitask) -> Dict[str, Any]:
+    found = []
+    for schedule in app.schedules():
+        found.append({"name": schedule.name, "task": schedule.task, "queue": schedule.queue,
+                      "cron": schedule.cron, "every": schedule.every, "tz": schedule.tz,
+                      "next_at": _iso_dt(schedule.next_at), "last_at": _iso_dt(schedule.last_at)})
+    return {"app": app.name, "schedules": found}
+
+
+def _int(value: Optional[str], default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _iso(ms: int) -> str:
+    return _dt.datetime.fromtimestamp(ms / 1000.0, tz=_dt.timezone.utc).isoformat()
+
+
+def _iso_dt(value: Optional[_dt.datetime]) -> Optional[str]:
+    return None if value is None else value.isoformat()

@@ -1,0 +1,215 @@
+"""The dashboard's WSGI application: routing, basic auth, CSRF, rendering.
+
+Pages are Jinja2 templates with autoescaping on, so every value (task
+arguments are user data) renders as text. No page runs a script, and the
+Content-Security-Policy forbids scripts altogether: a value that slipped
+through could still not run. State changes are POST forms carrying a token
+that only a page of this server holds; a cross-site form cannot know it.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+import secrets
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from urllib.parse import parse_qs, quote, urlsplit
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from ..app import Minitask
+from ..errors import MinitaskError
+from . import views
+from .metrics import exposition
+from .sections import section, sections
+
+logger = logging.getLogger(__name__)
+
+StartResponse = Callable[[str, List[Tuple[str, str]]], Any]
+Environ = Dict[str, Any]
+
+SECURITY_HEADERS = [
+    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
+                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'"),
+    ("X-Content-Type-Options", "nosniff"),
+    ("Referrer-Policy", "no-referrer"),
+    ("Cache-Control", "no-store"),
+]
+#: Largest POST body read (a form of a few fields).
+MAX_BODY = 16_384
+
+
+class Response(Exception):
+    """Ends a request early with a status and a plain text body."""
+
+    def __init__(self, status: str, text: str, headers: Optional[List[Tuple[str, str]]] = None):
+        super().__init__(text)
+        self.status = status
+        self.text = text
+        self.headers = headers or []
+
+
+class Dashboard:
+    """One app's dashboard; ``auth`` is ``"user:password"`` or None (no auth)."""
+
+    def __init__(self, app: Minitask, auth: Optional[str] = None) -> None:
+        self.app = app
+        self._auth = None if auth is None else auth.encode()
+        self.csrf_token = secrets.token_urlsafe(32)
+        self._templates = Environment(loader=PackageLoader("minitask.dashboard", "templates"),
+                                      autoescape=select_autoescape(default=True),
+                                      trim_blocks=True, lstrip_blocks=True)
+        Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
+        self._routes: Dict[str, Route] = {
+            "": self._queues, "queues": self._queues, "workers": self._workers,
+            "throughput": self._throughput, "task": self._task, "dead": self._dead,
+            "schedules": self._schedules,
+            "section": self._section,
+        }
+
+    def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
+        try:
+            self._check_auth(environ)
+            status, headers, body = self._dispatch(environ)
+        except Response as early:
+            status, headers, body = (early.status,
+                                     [("Content-Type", "text/plain; charset=utf-8")]
+                                     + early.headers, early.text.encode())
+        except MinitaskError as exc:
+            logger.warning("dashboard: %s", exc)
+            status, headers, body = ("503 Service Unavailable",
+                                     [("Content-Type", "text/plain; charset=utf-8")],
+                                     f"{type(exc).__name__}: {exc}".encode())
+        start_response(status, headers + SECURITY_HEADERS
+                       + [("Content-Length", str(len(body)))])
+        return [body]
+
+    # -- checks --------------------------------------------------------------
+
+    def _check_auth(self, environ: Environ) -> None:
+        if self._auth is None:
+            return
+        given = environ.get("HTTP_AUTHORIZATION", "")
+        scheme, _, encoded = given.partition(" ")
+        try:
+            credentials = base64.b64decode(encoded.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            credentials = b""
+        if scheme.lower() != "basic" or not hmac.compare_digest(credentials, self._auth):
+            raise Response("401 Unauthorized", "authentication required",
+                           [("WWW-Authenticate", 'Basic realm="minitask", charset="UTF-8"')])
+
+    def _check_post(self, environ: Environ, form: Dict[str, List[str]]) -> None:
+        """A state change must come from a page of this dashboard: its token, and no
+        foreign Origin."""
+        origin = environ.get("HTTP_ORIGIN")
+        if origin and origin != "null" and urlsplit(origin).netloc != environ.get("HTTP_HOST"):
+            raise Response("403 Forbidden", "cross-site request refused")
+        token = (form.get("csrf") or [""])[0]
+        if not hmac.compare_digest(token.encode(), self.csrf_token.encode()):
+            raise Response("403 Forbidden", "missing or wrong CSRF token; reload the page")
+
+    # -- routing -------------------------------------------------------------
+
+    def _dispatch(self, environ: Environ) -> Tuple[str, List[Tuple[str, str]], bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/").strip("/")
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        if path == "metrics" and method in ("GET", "HEAD"):
+            return ("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
+                    exposition(self.app))
+        if method == "POST":
+            return self._post(path, environ)
+        if method not in ("GET", "HEAD"):
+            raise Response("405 Method Not Allowed", "use GET, or POST for actions",
+                           [("Allow", "GET, HEAD, POST")])
+        as_json = path == "api" or path.startswith("api/")
+        if as_json:
+            path = path[4:]
+        page, _, rest = path.partition("/")
+        if rest:
+            query.setdefault("id", [rest])
+        route = self._routes.get(page)
+        if route is None:
+            raise Response("404 Not Found", f"no page {path!r}")
+        template, data = route(environ, query)
+        if as_json:
+            return ("200 OK", [("Content-Type", "application/json")],
+                    json.dumps(data, default=repr, indent=1, sort_keys=True).encode())
+        return "200 OK", [("Content-Type", "text/html; charset=utf-8")], self._render(
+            template, data, query)
+
+    def _render(self, template: str, data: Any, query: Dict[str, List[str]]) -> bytes:
+        return self._templates.get_template(template).render(
+            data=data, app=self.app.name, csrf=self.csrf_token, sections=sections(),
+            notice=(query.get("notice") or [""])[0]).encode()
+
+    # -- pages ---------------------------------------------------------------
+
+    def _queues(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        data = views.queues(self.app)
+        data["throughput"] = views.throughput(self.app)
+        return "queues.html", data
+
+    def _workers(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        return "workers.html", views.workers(self.app)
+
+    def _throughput(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        return "throughput.html", views.throughput(self.app)
+
+    def _task(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        task_id = (query.get("id") or [""])[0].strip()
+        found = views.task(self.app, task_id) if task_id else None
+        return "task.html", {"task_id": task_id, "task": found}
+
+    def _dead(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        queue = (query.get("queue") or [""])[0] or None
+        if queue is not None:
+            self._check_queue(queue)
+        return "dead.html", views.dead(self.app, queue)
+
+    def _schedules(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        return "schedules.html", views.schedules(self.app)
+
+    def _section(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        found = section((query.get("id") or [""])[0])
+        if found is None:
+            raise Response("404 Not Found", "no such section")
+        return "section.html", {"title": found.title, "columns": found.columns,
+                                "rows": found.rows(self.app)}
+
+    # -- actions -------------------------------------------------------------
+
+    def _post(self, path: str, environ: Environ) -> Tuple[str, List[Tuple[str, str]], bytes]:
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            length = 0
+        if length > MAX_BODY:
+            raise Response("413 Payload Too Large", "form too large")
+        body = environ["wsgi.input"].read(length) if length > 0 else b""
+        form = parse_qs(body.decode(errors="replace"))
+        self._check_post(environ, form)
+        task_id = (form.get("task_id") or [""])[0]
+        queue = (form.get("queue") or [""])[0] or None
+        if path == "dead/requeue" and task_id:
+            done = self.app.requeue_dead(task_id)
+            notice = f"requeued {task_id}" if done else f"{task_id} is no dead letter"
+        elif path == "dead/purge" and (task_id or queue):
+            if queue is not None:
+                self._check_queue(queue)
+            count = self.app.purge_dead(task_id or None, queue=queue)
+            notice = f"purged {count} dead letter(s)"
+        else:
+            raise Response("404 Not Found", f"no action {path!r}")
+        logger.info("dashboard: %s", notice)
+        back = "/dead?notice=" + quote(notice)
+        return "303 See Other", [("Location", back), ("Content-Type", "text/plain")], b""
+
+    def _check_queue(self, queue: str) -> None:
+        try:
+            self.app.check_queue_name(queue)
+        except ValueError as exc:
+            raise Response("400 Bad Request", str(exc)) from exc

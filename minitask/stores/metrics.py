@@ -1,0 +1,128 @@
+"""MetricsStore: counters and histograms summed over all workers, and the
+per-minute throughput of each queue.
+
+Each worker counts in memory and adds what it counted since its last beat
+with its heartbeat, one pipeline for all of it: no round trip per task. Every
+field is a sum, so workers never overwrite each other, and a reader sees the
+app as a whole without asking any worker. The hash has one field per
+(queue, task, outcome) and per histogram bucket: its size depends on how many
+tasks and queues there are, never on how many tasks ran.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+from ..keys import AppKeys
+from ..transport import Transport
+
+#: Histogram bucket upper bounds (seconds), Prometheus' defaults; +Inf is implied.
+BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+INF = "+Inf"
+#: Between the parts of a field name: a control character, which no queue or
+#: task name may hold.
+SEPARATOR = "\x1f"
+#: Throughput minutes kept; the dashboard draws the last hour.
+KEEP_MS = 2 * 3600 * 1000
+MINUTE_MS = 60_000
+
+#: Field kinds: outcome counters, and each histogram's buckets and sum.
+TASKS = "tasks"            # queue, task, outcome
+DURATION = "duration"      # task, le
+DURATION_SUM = "duration_sum"  # task
+PICKUP = "pickup"          # queue, le
+PICKUP_SUM = "pickup_sum"  # queue
+
+
+def name(kind: str, *labels: str) -> str:
+    return SEPARATOR.join((kind, *labels))
+
+
+def bucket_of(seconds: float) -> str:
+    """The label of the smallest bucket holding ``seconds``."""
+    for bound in BUCKETS:
+        if seconds <= bound:
+            return repr(bound)
+    return INF
+
+
+@dataclass
+class Delta:
+    """What one worker counted since it last added its counts."""
+
+    counts: Dict[str, int] = field(default_factory=dict)
+    sums: Dict[str, float] = field(default_factory=dict)
+    #: (Unix minute, queue) -> attempts ended
+    minutes: Dict[Tuple[int, str], int] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.counts or self.sums or self.minutes)
+
+    def merge(self, other: "Delta") -> None:
+        for key, count in other.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + count
+        for key, total in other.sums.items():
+            self.sums[key] = self.sums.get(key, 0.0) + total
+        for minute, count in other.minutes.items():
+            self.minutes[minute] = self.minutes.get(minute, 0) + count
+
+
+class MetricsStore:
+    """The app-wide metrics hash and throughput series."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_keys = AppKeys(app_name)
+
+    def add(self, delta: Delta) -> None:
+        """Add one worker's counts to the app's, in one round trip."""
+        key = self.app_keys.metrics
+        with self.transport.errors("add the worker's metrics"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for field_name, count in delta.counts.items():
+                pipe.hincrby(key, field_name, count)
+            for field_name, total in delta.sums.items():
+                pipe.hincrbyfloat(key, field_name, total)
+            for (minute, queue), count in delta.minutes.items():
+                series = self.app_keys.throughput(minute)
+                pipe.hincrby(series, queue, count)
+                pipe.pexpireat(series, minute * MINUTE_MS + KEEP_MS)
+            pipe.execute()
+
+    def totals(self) -> Dict[Tuple[str, ...], float]:
+        """Every counter, as (kind, *labels) -> value."""
+        with self.transport.errors("read the metrics"):
+            raw = self.transport.client.hgetall(self.app_keys.metrics)
+        found: Dict[Tuple[str, ...], float] = {}
+        for field_name, value in raw.items():
+            try:
+                found[tuple(_text(field_name).split(SEPARATOR))] = float(value)
+            except ValueError:
+                continue  # not a number: no minitask wrote it
+        return found
+
+    def throughput(self, now_ms: int, minutes: int = 60) -> List[Tuple[int, Dict[str, int]]]:
+        """(Unix minute, queue -> attempts ended) for the last ``minutes`` minutes, oldest
+        first; one hash read per minute, in one round trip."""
+        last = now_ms // MINUTE_MS
+        span = list(range(last - minutes + 1, last + 1))
+        with self.transport.errors("read the throughput"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for minute in span:
+                pipe.hgetall(self.app_keys.throughput(minute))
+            replies = pipe.execute()
+        series = []
+        for minute, reply in zip(span, replies):
+            counts = {}
+            for queue, count in reply.items():
+                try:
+                    counts[_text(queue)] = int(count)
+                except ValueError:
+                    continue
+            series.append((minute, counts))
+        return series
+
+
+def _text(value: object) -> str:
+    """A field name as str; bytes that are not UTF-8 (no minitask wrote them) escaped."""
+    return value.decode(errors="backslashreplace") if isinstance(value, bytes) else str(value)

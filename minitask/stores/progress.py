@@ -1,0 +1,41 @@
+"""ProgressStore: the last progress a running task reported, one key per task.
+
+Written by the worker's coalescing writer (``worker/progress.py``), at most a
+few times a second whatever the task does; read by handles and the dashboard.
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence, Tuple
+
+from ..keys import queue_keys
+from ..message import Progress
+from ..serializer import unpack_progress
+from ..transport import Transport
+
+#: One pending write: (queue, task id, packed progress, time to live in ms).
+Entry = Tuple[str, str, bytes, int]
+
+
+class ProgressStore:
+    """The progress keys of one app's tasks."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        self.transport = transport
+        self.app_name = app_name
+
+    def write(self, entries: Sequence[Entry]) -> None:
+        """Set each task's progress, expiring with its result, in one round trip."""
+        with self.transport.errors("record task progress"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue, task_id, packed, ttl_ms in entries:
+                pipe.set(self.key(queue, task_id), packed,
+                         px=max(1, ttl_ms))
+            pipe.execute()
+
+    def key(self, queue: str, task_id: str) -> str:
+        return queue_keys(self.app_name, queue).progress(task_id)
+
+    def read(self, queue: str, task_id: str) -> Optional[Progress]:
+        with self.transport.errors(f"read the progress of task {task_id}"):
+            data = self.transport.client.get(self.key(queue, task_id))
+        return unpack_progress(data) if isinstance(data, bytes) else None

@@ -1,0 +1,71 @@
+"""OpenTelemetry, when ``minitask[otel]`` is installed: a producer's trace
+context goes into the message, and the worker's span for the attempt
+continues it. Without the package every function here is a cheap no-op.
+"""
+from __future__ import annotations
+
+import importlib
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, Optional
+
+from .message import Message
+
+_api: Any = None
+_looked = False
+
+
+def _otel() -> Any:
+    """The ``opentelemetry`` modules, or None when not installed (looked up once)."""
+    global _api, _looked
+    if not _looked:
+        _looked = True
+        try:
+            _api = (importlib.import_module("opentelemetry.trace"),
+                    importlib.import_module("opentelemetry.propagate"))
+        except ImportError:
+            _api = None
+    return _api
+
+
+def current_context() -> Optional[Dict[str, str]]:
+    """The active span's context as message headers, or None (no span, no otel)."""
+    api = _otel()
+    if api is None or not api[0].get_current_span().get_span_context().is_valid:
+        return None  # no span: nothing to continue, and the usual enqueue pays no more
+    carrier: Dict[str, str] = {}
+    api[1].inject(carrier)
+    return carrier or None
+
+
+class AttemptSpan:
+    """The worker's span of one attempt (or nothing, without otel)."""
+
+    def __init__(self, span: Any) -> None:
+        self.span = span
+
+    def failed(self, error: BaseException) -> None:
+        if self.span is not None:
+            trace = _otel()[0]
+            self.span.record_exception(error)
+            self.span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)))
+
+
+@contextmanager
+def attempt_span(message: Message) -> Iterator[AttemptSpan]:
+    """The current span while the attempt runs: a child of the producer's span, if
+    the message carries one."""
+    api = _otel()
+    if api is None:
+        yield AttemptSpan(None)
+        return
+    trace, propagate = api
+    parent = propagate.extract(message.trace or {})
+    tracer = trace.get_tracer("minitask")
+    with tracer.start_as_current_span(
+            f"minitask.run {message.task}", context=parent, kind=trace.SpanKind.CONSUMER,
+            record_exception=False, set_status_on_exception=False,
+            attributes={"messaging.system": "minitask", "messaging.destination.name":
+                        message.queue, "messaging.message.id": message.id,
+                        "minitask.task": message.task, "minitask.attempt": message.attempt}
+    ) as span:
+        yield AttemptSpan(span)

@@ -1,0 +1,119 @@
+"""What a worker tells the outside about its attempts: the app's hooks, the
+metrics it adds to Redis with its heartbeat, and the progress tasks report.
+
+The runner calls ``started`` and ``ended`` once per attempt; neither does I/O
+(but for a task's last progress value): counts wait in memory until ``flush``,
+which the heartbeat calls, so metrics cost no round trip per task.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Optional
+
+from ..context import Report, TaskContext
+from ..errors import BrokerError
+from ..message import Message, to_seconds
+from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
+                              Delta, bucket_of, name)
+from .host import Host
+from .progress import ProgressWriter
+
+logger = logging.getLogger(__name__)
+
+#: An outcome status as ``Recorder.finish`` reports it -> the hook event it fires.
+_EVENTS = {"succeeded": "task_success", "retrying": "task_retry", "failed": "task_dead"}
+
+
+class Observer:
+    """Hooks, metrics and progress of one worker process."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._lock = threading.Lock()
+        self._delta = Delta()
+        self.progress = ProgressWriter(host)
+        self._failing = False
+
+    def reporter(self, message: Message) -> Report:
+        return self.progress.reporter(message)
+
+    def started(self, context: TaskContext, message: Message) -> None:
+        """An attempt starts: count how long it waited, call ``task_start`` hooks."""
+        now_ms = self._host.clock.now_ms()
+        ready_ms = max(message.enqueued_at_ms, message.eta_ms or 0)
+        waited = to_seconds(max(0, now_ms - ready_ms))
+        with self._lock:
+            counts = self._delta.counts
+            field_name = name(PICKUP, message.queue, bucket_of(waited))
+            counts[field_name] = counts.get(field_name, 0) + 1
+            sums = self._delta.sums
+            sums[name(PICKUP_SUM, message.queue)] = (
+                sums.get(name(PICKUP_SUM, message.queue), 0.0) + waited)
+        self._host.hooks.call("task_start", context)
+
+    def ending(self, message: Message) -> None:
+        """An attempt returned: its last progress goes to Redis before its outcome does."""
+        self.progress.ended(message)
+
+    def ended(self, context: Optional[TaskContext], message: Message, status: str, value: Any,
+              error: Optional[BaseException], duration: float) -> None:
+        """An attempt's outcome is recorded (``status`` as ``Recorder.finish`` says it):
+        count it and call the hooks."""
+        outcomes = ["succeeded"] if status == "succeeded" else (
+            ["retried"] if status == "retrying" else ["dead"])
+        if error is not None:
+            outcomes.append("failed")
+        minute = self._host.clock.now_ms() // MINUTE_MS
+        with self._lock:
+            counts = self._delta.counts
+            for outcome in outcomes:
+                field_name = name(TASKS, message.queue, message.task, outcome)
+                counts[field_name] = counts.get(field_name, 0) + 1
+            field_name = name(DURATION, message.task, bucket_of(duration))
+            counts[field_name] = counts.get(field_name, 0) + 1
+            sums = self._delta.sums
+            sums[name(DURATION_SUM, message.task)] = (
+                sums.get(name(DURATION_SUM, message.task), 0.0) + duration)
+            minutes = self._delta.minutes
+            minutes[minute, message.queue] = minutes.get((minute, message.queue), 0) + 1
+        hooks = self._host.hooks
+        if context is None or not hooks:
+            return
+        if status == "succeeded":
+            hooks.call("task_success", context, value)
+            return
+        if error is not None:
+            hooks.call("task_failure", context, error)
+        hooks.call(_EVENTS.get(status, "task_dead"), context, error)
+
+    def flush(self) -> None:
+        """Add what was counted to the app's metrics in Redis (the heartbeat calls it).
+
+        Raises:
+            BrokerError: Redis failed; the counts are kept for the next flush.
+        """
+        with self._lock:
+            delta, self._delta = self._delta, Delta()
+        if not delta:
+            return
+        try:
+            self._host.broker.metrics.add(delta)
+        except BrokerError:
+            with self._lock:
+                delta.merge(self._delta)
+                self._delta = delta
+            raise
+
+    def flush_quietly(self) -> None:
+        """Flush; a failure is logged (at WARNING once until a flush succeeds again),
+        not raised: metrics never stand in the way of leases or outcomes."""
+        try:
+            self.flush()
+        except BrokerError as exc:
+            log = logger.debug if self._failing else logger.warning
+            self._failing = True
+            log("could not add this worker's metrics to Redis (kept for the next "
+                "heartbeat): %s", exc)
+        else:
+            self._failing = False

@@ -1,0 +1,106 @@
+"""The coalescing progress writer: a task may call ``set_progress`` a million
+times a second; Redis sees the latest value at most ``1 / INTERVAL`` times a
+second per process, and always the last one.
+
+A call only notes the value and rings a bell; one writer thread per process
+(started on first use, so a forked child starts its own) writes every noted
+value in one pipeline, then rests ``INTERVAL`` before the next write. A value
+noted while it rests is written when the rest ends, so the last value reaches
+Redis within ``INTERVAL`` even if the task never calls again. When an attempt
+ends, its value still noted is written at once, before its outcome.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
+
+from ..context import Report
+from ..errors import BrokerError
+from ..message import Message, to_ms
+from ..serializer import pack_progress
+from ..stores.progress import Entry
+from .host import Host
+
+logger = logging.getLogger(__name__)
+
+#: Seconds between two writes of one process: at most ten a second.
+INTERVAL = 0.1
+
+#: A noted report: (queue, task id, current, total, message, at_ms, ttl_ms); packed
+#: only when written, so that a call in a tight loop stays cheap.
+Noted = Tuple[str, str, float, Optional[float], Optional[str], int, int]
+
+
+class ProgressWriter:
+    """Notes progress reports and writes the latest of each task, coalesced."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._lock = threading.Lock()
+        # Held from taking values to having written them: writes never overtake each
+        # other, so an older value cannot land after the last one.
+        self._writing = threading.Lock()
+        self._pending: Dict[Tuple[str, str], Noted] = {}
+        self._bell = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._pid = 0
+
+    def reporter(self, message: Message) -> Report:
+        """What ``set_progress`` of this attempt calls."""
+        task = self._host.tasks.get(message.task)
+        ttl_ms = to_ms(task.options.result_ttl if task is not None else self._host.result_ttl)
+        key = (message.queue, message.id)
+        clock = self._host.clock
+        lock = self._lock
+
+        def report(current: float, total: Optional[float], note: Optional[str]) -> None:
+            noted = (message.queue, message.id, current, total, note, clock.now_ms(), ttl_ms)
+            with lock:
+                self._pending[key] = noted
+            if not self._bell.is_set():
+                self._ring()
+        return report
+
+    def _ring(self) -> None:
+        with self._lock:
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()  # a forked child starts a writer of its own
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name="minitask-progress")
+                self._thread.start()
+        self._bell.set()
+
+    def ended(self, message: Message) -> None:
+        """The attempt ended: write its last noted value now, if one waits."""
+        with self._writing:
+            with self._lock:
+                entry = self._pending.pop((message.queue, message.id), None)
+            if entry is not None:
+                self._write([entry])
+
+    def _loop(self) -> None:
+        while True:
+            self._bell.wait()
+            self._bell.clear()
+            with self._writing:
+                with self._lock:
+                    entries, self._pending = list(self._pending.values()), {}
+                if entries and not self._write(entries):
+                    with self._lock:  # written next time, unless a newer value came
+                        for entry in entries:
+                            self._pending.setdefault((entry[0], entry[1]), entry)
+                    self._bell.set()
+            time.sleep(INTERVAL)  # the rest that bounds the write rate
+
+    def _write(self, noted: List[Noted]) -> bool:
+        entries: List[Entry] = [(queue, task_id, pack_progress(current, total, note, at_ms), ttl)
+                                for queue, task_id, current, total, note, at_ms, ttl in noted]
+        try:
+            self._host.broker.progress.write(entries)
+        except BrokerError as exc:
+            logger.warning("could not record the progress of %d task(s): %s", len(entries), exc)
+            return False
+        return True

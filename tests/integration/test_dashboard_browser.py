@@ -1,0 +1,187 @@
+"""The dashboard in headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
+driven through selenium), served from this process for a seeded app on the
+suite's own redis-server. Every page is screenshotted into the test's tmp dir;
+with MINITASK_DOCS_SCREENSHOT=1 the queue page's goes to docs/dashboard-queues.png.
+"""
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Dict, Iterator, Tuple
+
+import pytest
+import redis
+
+from minitask import Minitask
+from minitask.dashboard.server import make
+from tests.conftest import ROOT, RedisServer, wait_until
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+INSTALL = ("headless Chromium is not installed: as root, run "
+           "`apt-get install -y chromium chromium-driver` (Debian; .ci/run does) and "
+           "`pip install selenium` (in the test extra)")
+AUTH = "admin:s3cret"
+SCRIPT = "<script>alert(1)</script>"
+
+
+def browser_or_skip() -> Any:
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.skip(INSTALL)
+    try:
+        from selenium import webdriver
+    except ImportError:
+        pytest.skip(INSTALL)
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage",
+                     "--disable-gpu", "--window-size=1280,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(options=options,
+                              service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    driver.set_page_load_timeout(60)
+    # basic auth on every request of the page, as a browser that has logged in sends it
+    driver.execute_cdp_cmd("Network.enable", {})
+    driver.execute_cdp_cmd("Network.setExtraHTTPHeaders", {"headers": {
+        "Authorization": "Basic " + base64.b64encode(AUTH.encode()).decode()}})
+    return driver
+
+
+@pytest.fixture
+def seeded(redis_server: RedisServer, admin: "redis.Redis[bytes]"
+           ) -> Iterator[Tuple[Minitask, Dict[str, str]]]:
+    """An app with tasks ready at two priorities, one scheduled, some done, and a dead
+    letter whose argument is a script tag."""
+    app = Minitask("shop", broker=redis_server.url)
+
+    @app.task(retries=0)
+    def charge(note: str) -> None:
+        raise ValueError(f"card declined for {note}")
+
+    @app.task
+    def resize(index: int) -> int:
+        return index
+
+    @app.task(queue="emails")
+    def send(to: str) -> None:
+        pass
+
+    resize.delay_many([(i,) for i in range(5)])
+    dead = charge.delay(SCRIPT)
+    app.worker(["default"], burst=True).run()  # the burst worker adds its counts as it stops
+    send.apply_async(("a@example.com",), priority=9)
+    for index in range(3):
+        send.apply_async((f"{index}@example.com",), priority=2)
+    send.apply_async(("later@example.com",), delay=3600)
+    try:
+        yield app, {"dead": dead.id}
+    finally:
+        app.close()
+
+
+@pytest.fixture
+def site(seeded: Tuple[Minitask, Dict[str, str]]) -> Iterator[str]:
+    app, _ = seeded
+    server = make(app, "127.0.0.1", 0, auth=AUTH)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    driver = browser_or_skip()
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def status_of(url: str, data: bytes | None = None, auth: str | None = None) -> int:
+    request = urllib.request.Request(url, data=data)
+    if auth is not None:
+        request.add_header("Authorization", "Basic " + base64.b64encode(auth.encode()).decode())
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_the_dashboard_in_a_real_browser(
+        seeded: Tuple[Minitask, Dict[str, str]], site: str, browser: Any,
+        tmp_path: Path) -> None:
+    from selenium.common.exceptions import NoAlertPresentException
+    from selenium.webdriver.common.by import By
+    app, ids = seeded
+
+    def shot(name: str) -> Path:
+        path = tmp_path / f"dashboard-{name}.png"
+        assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
+        return path
+
+    # without the password: 401, on pages, JSON and /metrics alike
+    for path in ("/", "/api/queues", "/metrics"):
+        assert status_of(site + path) == 401
+        assert status_of(site + path, auth="admin:wrong") == 401
+    assert status_of(site + "/", auth=AUTH) == 200
+
+    # the queue page shows the seeded app's counts
+    browser.get(site + "/")
+    row = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="emails"]')
+    counts = {name: row.find_element(By.CSS_SELECTOR, f"td.{name}").text
+              for name in ("ready", "scheduled", "running", "dead")}
+    assert counts == {"ready": "4", "scheduled": "1", "running": "0", "dead": "0"}
+    assert "p9=1" in row.text and "p2=3" in row.text
+    default = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="default"]')
+    assert default.find_element(By.CSS_SELECTOR, "td.dead").text == "1"
+    assert browser.find_element(By.ID, "throughput-chart").tag_name == "svg"
+    queues_png = shot("queues")
+    if os.environ.get("MINITASK_DOCS_SCREENSHOT") == "1":
+        shutil.copy(queues_png, ROOT / "docs" / "dashboard-queues.png")
+
+    # a task argument holding a script tag is text, and runs nothing
+    browser.get(f"{site}/task/{ids['dead']}")
+    assert browser.find_element(By.ID, "args").text == f"['{SCRIPT}']"
+    assert browser.find_element(By.ID, "status").text == "failed"
+    assert "card declined" in browser.find_element(By.ID, "traceback").text
+    with pytest.raises(NoAlertPresentException):
+        browser.switch_to.alert.text
+    assert not browser.find_elements(By.CSS_SELECTOR, "main script")
+    shot("task")
+
+    for page in ("workers", "throughput", "schedules"):
+        browser.get(f"{site}/{page}")
+        assert browser.find_element(By.TAG_NAME, "h1").text
+        shot(page)
+
+    # a POST without the CSRF token is refused, and changes nothing
+    form = f"task_id={ids['dead']}".encode()
+    assert status_of(site + "/dead/requeue", data=form, auth=AUTH) == 403
+    assert app.handle(ids["dead"]).status() == "failed"
+
+    # requeueing the dead letter from the page moves it back to its queue
+    browser.get(site + "/dead")
+    dead_row = browser.find_element(By.CSS_SELECTOR, f'tr[data-task-id="{ids["dead"]}"]')
+    assert SCRIPT in dead_row.find_element(By.CSS_SELECTOR, "td.args").text
+    shot("dead")
+    dead_row.find_element(By.CSS_SELECTOR, "form.requeue button").click()
+    wait_until(lambda: browser.find_elements(By.ID, "notice"), timeout=60,
+               message="the page after requeueing")
+    assert "requeued" in browser.find_element(By.ID, "notice").text
+    assert app.handle(ids["dead"]).status() == "queued"
+    assert app.broker.queues.counts("default")["dead"] == 0
+    assert app.dead_letters() == []
+    shot("dead-after-requeue")
+    assert len(list(tmp_path.glob("dashboard-*.png"))) == 7

@@ -1,0 +1,149 @@
+"""The dashboard's WSGI application, called directly on fakeredis (and the real
+server): auth, CSRF, escaping, actions, JSON; the browser test is in
+tests/integration/test_dashboard_browser.py."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import pytest
+
+from minitask import Minitask
+from minitask.dashboard import sections
+from minitask.dashboard.sections import Section, register_section
+from minitask.dashboard.web import Dashboard
+from tests.conftest import drain
+
+SCRIPT = "<script>alert(1)</script>"
+
+
+def call(dashboard: Dashboard, path: str, method: str = "GET", form: str = "",
+         auth: Optional[str] = None, headers: Optional[Dict[str, str]] = None
+         ) -> Tuple[str, Dict[str, str], str]:
+    body = form.encode()
+    path, _, query = path.partition("?")
+    environ: Dict[str, Any] = {"REQUEST_METHOD": method, "PATH_INFO": path,
+                               "QUERY_STRING": query, "wsgi.input": io.BytesIO(body),
+                               "CONTENT_LENGTH": str(len(body)), "HTTP_HOST": "127.0.0.1:5555"}
+    if auth is not None:
+        environ["HTTP_AUTHORIZATION"] = "Basic " + base64.b64encode(auth.encode()).decode()
+    environ.update(headers or {})
+    seen: Dict[str, Any] = {}
+
+    def start_response(status: str, response_headers: List[Tuple[str, str]]) -> None:
+        seen["status"], seen["headers"] = status, dict(response_headers)
+
+    text = b"".join(dashboard(environ, start_response)).decode()
+    return seen["status"], seen["headers"], text
+
+
+@pytest.fixture
+def seeded(make_app: Callable[..., Minitask]) -> Tuple[Minitask, Dict[str, str]]:
+    app = make_app("shop")
+
+    @app.task(retries=0)
+    def explode(text: str) -> None:
+        raise ValueError("boom")
+
+    @app.task(queue="emails")
+    def send(to: str) -> None:
+        pass
+
+    dead = explode.delay(SCRIPT)
+    drain(app.worker(["default"]))
+    send.apply_async(("a",), priority=9)
+    send.apply_async(("b",), priority=2)
+    send.apply_async(("c",), delay=3600)
+    return app, {"dead": dead.id}
+
+
+def test_pages_and_their_json_answer(seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    app, ids = seeded
+    dashboard = Dashboard(app)
+    for page in ("/", "/workers", "/throughput", f"/task/{ids['dead']}", "/dead",
+                 "/schedules", "/task"):
+        status, headers, _ = call(dashboard, page)
+        assert status == "200 OK", page
+        assert "script-src" not in headers["Content-Security-Policy"]  # default-src 'none'
+    status, _, text = call(dashboard, "/api/queues")
+    queues = {q["queue"]: q for q in json.loads(text)["queues"]}
+    assert (queues["emails"]["ready"], queues["emails"]["scheduled"],
+            queues["emails"]["ready_by_priority"]) == (2, 1, {"9": 1, "2": 1})
+    assert queues["default"]["dead"] == 1
+    task = json.loads(call(dashboard, f"/api/task/{ids['dead']}")[2])["task"]
+    assert (task["status"], task["args"], task["exc_type"]) == ("failed", [SCRIPT], "ValueError")
+    assert "ValueError: boom" in task["traceback"]
+    assert call(dashboard, "/nowhere")[0] == "404 Not Found"
+
+
+def test_every_value_is_escaped(seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    app, ids = seeded
+    dashboard = Dashboard(app)
+    for page in (f"/task/{ids['dead']}", "/dead", f"/task?id={SCRIPT}"):
+        text = call(dashboard, page)[2]
+        assert "<script" not in text, page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text, page
+
+
+def test_basic_auth_is_required_when_configured(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    app, _ = seeded
+    dashboard = Dashboard(app, auth="admin:s3cret")
+    for page in ("/", "/metrics", "/api/queues"):
+        status, headers, _ = call(dashboard, page)
+        assert status == "401 Unauthorized"
+        assert headers["WWW-Authenticate"].startswith("Basic")
+        assert call(dashboard, page, auth="admin:wrong")[0] == "401 Unauthorized"
+        assert call(dashboard, page, auth="admin:s3cret")[0] == "200 OK"
+    status, _, _ = call(dashboard, "/dead/requeue", "POST", "task_id=x")
+    assert status == "401 Unauthorized"
+
+
+def test_actions_need_the_csrf_token_and_a_same_site_origin(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    app, ids = seeded
+    dashboard = Dashboard(app)
+    form = f"task_id={ids['dead']}"
+    assert call(dashboard, "/dead/requeue", "POST", form)[0] == "403 Forbidden"
+    assert call(dashboard, "/dead/requeue", "POST", form + "&csrf=guess")[0] == "403 Forbidden"
+    other = Dashboard(app)  # another server's token is no good here
+    assert call(dashboard, "/dead/requeue", "POST",
+                form + f"&csrf={other.csrf_token}")[0] == "403 Forbidden"
+    assert call(dashboard, "/dead/requeue", "POST", form + f"&csrf={dashboard.csrf_token}",
+                headers={"HTTP_ORIGIN": "http://evil.example"})[0] == "403 Forbidden"
+    call(dashboard, f"/dead/requeue?task_id={ids['dead']}&csrf={dashboard.csrf_token}")
+    assert app.handle(ids["dead"]).status() == "failed"  # a GET changes nothing
+    status, headers, _ = call(dashboard, "/dead/requeue", "POST",
+                              form + f"&csrf={dashboard.csrf_token}",
+                              headers={"HTTP_ORIGIN": "http://127.0.0.1:5555"})
+    assert status == "303 See Other" and headers["Location"].startswith("/dead?notice=")
+    assert app.handle(ids["dead"]).status() == "queued"
+    assert app.dead_letters() == []
+
+
+def test_purge_from_the_page_deletes_dead_letters(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    app, ids = seeded
+    dashboard = Dashboard(app)
+    status, _, _ = call(dashboard, "/dead/purge", "POST",
+                        f"queue=default&csrf={dashboard.csrf_token}")
+    assert status == "303 See Other"
+    assert app.dead_letters() == []
+    assert call(dashboard, "/dead/purge", "POST",
+                f"queue=bad:name&csrf={dashboard.csrf_token}")[0] == "400 Bad Request"
+
+
+def test_a_feature_plugs_a_section_in(seeded: Tuple[Minitask, Dict[str, str]],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    app, _ = seeded
+    monkeypatch.setattr(sections, "_SECTIONS", {})  # this test's sections only
+    register_section(Section("test-extra", "Test extra", ["name", "value"],
+                             lambda app: [{"name": app.name, "value": SCRIPT}]))
+    dashboard = Dashboard(app)
+    assert 'href="/section/test-extra"' in call(dashboard, "/")[2]
+    status, _, text = call(dashboard, "/section/test-extra")
+    assert status == "200 OK" and "&lt;script&gt;" in text and "<td>shop</td>" in text
+    assert json.loads(call(dashboard, "/api/section/test-extra")[2])["rows"][0]["name"] == "shop"
+    assert call(dashboard, "/section/none")[0] == "404 Not Found"

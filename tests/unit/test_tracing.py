@@ -1,0 +1,76 @@
+"""OpenTelemetry (minitask[otel]): the producer's span context travels in the
+message and the worker's span for the attempt continues it; checked with the
+SDK's in-memory exporter."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from minitask import Minitask
+from tests.conftest import drain
+
+_exporter = InMemorySpanExporter()
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    provider = trace.get_tracer_provider()
+    if not isinstance(provider, TracerProvider):  # the global provider is set once only
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(_exporter))
+        trace.set_tracer_provider(provider)
+    _exporter.clear()
+    yield _exporter
+    _exporter.clear()
+
+
+def test_the_workers_span_continues_the_producers_trace(
+        make_app: Callable[..., Minitask], spans: InMemorySpanExporter) -> None:
+    app = make_app()
+    inner: list[Any] = []
+
+    @app.task(retries=0)
+    def work(fail: bool) -> None:
+        inner.append(trace.get_current_span().get_span_context())
+        if fail:
+            raise ValueError("no")
+
+    tracer = trace.get_tracer("test")
+    with tracer.start_as_current_span("checkout") as producer:
+        handle = work.delay(False)
+        failing = work.delay(True)
+    untraced = work.delay(False)
+    drain(app.worker())
+    runs = {span.attributes["messaging.message.id"]: span for span in spans.get_finished_spans()
+            if span.name == f"minitask.run {work.name}"}
+    parent = producer.get_span_context()
+    for task_id in (handle.id, failing.id):
+        span = runs[task_id]
+        assert span.context.trace_id == parent.trace_id
+        assert span.parent is not None and span.parent.span_id == parent.span_id
+        assert span.kind == trace.SpanKind.CONSUMER
+    assert runs[failing.id].status.status_code == trace.StatusCode.ERROR
+    assert runs[failing.id].events[0].name == "exception"
+    assert runs[handle.id].status.status_code == trace.StatusCode.UNSET
+    assert runs[untraced.id].parent is None  # no span at enqueue: a trace of its own
+    assert runs[untraced.id].context.trace_id != parent.trace_id
+    # the task's own code runs inside the attempt's span
+    assert inner[0].span_id == runs[handle.id].context.span_id
+
+
+def test_without_an_active_span_the_message_carries_no_trace(
+        make_app: Callable[..., Minitask], spans: InMemorySpanExporter) -> None:
+    app = make_app()
+
+    @app.task
+    def work() -> None:
+        pass
+
+    handle = work.delay()
+    body = app.broker.queues.message_body("default", handle.id)
+    assert body is not None and b"traceparent" not in body
