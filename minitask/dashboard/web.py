@@ -24,6 +24,7 @@ from ..errors import MinitaskError
 from . import views
 from .metrics import exposition
 from .sections import section, sections
+from . import subscribers  # noqa: F401  (registers its section)
 
 logger = logging.getLogger(__name__)
 

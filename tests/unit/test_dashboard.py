@@ -147,3 +147,25 @@ def test_a_feature_plugs_a_section_in(seeded: Tuple[Minitask, Dict[str, str]],
     assert status == "200 OK" and "&lt;script&gt;" in text and "<td>shop</td>" in text
     assert json.loads(call(dashboard, "/api/section/test-extra")[2])["rows"][0]["name"] == "shop"
     assert call(dashboard, "/section/none")[0] == "404 Not Found"
+
+
+def test_the_subscribers_page_lists_each_broadcast_queues_subscribers_with_their_lag(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app("shop")
+
+    @app.task(broadcast=True, queue="config")
+    def reload(version: int) -> None:
+        pass
+
+    now_ms = int(app.clock.now_ms())
+    app.broker.broadcasts.subscribe("config", "web-1", now_ms)
+    app.broker.broadcasts.subscribe("config", SCRIPT, now_ms)  # a hostile name, escaped
+    reload.delay(7)
+    reload.delay(8)
+    dashboard = Dashboard(app)
+    assert 'href="/section/subscribers"' in call(dashboard, "/")[2]
+    status, _, text = call(dashboard, "/section/subscribers")
+    assert status == "200 OK" and "<td>web-1</td>" in text and "&lt;script&gt;" in text
+    rows = json.loads(call(dashboard, "/api/section/subscribers")[2])["rows"]
+    assert {(row["queue"], row["subscriber"], row["lag"]) for row in rows} == {
+        ("config", "web-1", 2), ("config", SCRIPT, 2)}
