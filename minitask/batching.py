@@ -13,6 +13,7 @@ from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from .errors import BatchNotSent
 from .handle import TaskHandle
+from .message import Progress
 
 R = TypeVar("R")
 
@@ -129,3 +130,11 @@ class PendingHandle(TaskHandle[R], Generic[R]):
     async def acancel(self, running: bool = False) -> bool:
         self._check_sent()
         return await super().acancel(running)
+
+    def progress(self) -> Optional[Progress]:
+        self._check_sent()
+        return super().progress()
+
+    async def aprogress(self) -> Optional[Progress]:
+        self._check_sent()
+        return await super().aprogress()

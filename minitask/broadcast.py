@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .broker import Broker
-from .errors import ConfigurationError, ResultTimeout, TaskFailed
+from .durability import APP, CallSetting, name_task
+from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
 from .keys import lane
 from .message import Message, to_ms, to_seconds
@@ -72,12 +73,14 @@ def broadcast_limits(options: Dict[str, Any], where: str) -> Tuple[int, int]:
     return maxlen, to_ms(ttl)
 
 
-def send(sender: Sender, messages: Sequence[Message],
-         result_ttl_ms: int) -> List["BroadcastHandle"]:
+def send(sender: Sender, messages: Sequence[Message], result_ttl_ms: int,
+         durability: CallSetting = APP) -> List["BroadcastHandle"]:
     """Check and encode every call, then write them to their queues' broadcast logs.
 
     Raises:
-        ConfigurationError: a call has a delay or eta (broadcasts run when sent).
+        ConfigurationError: a call has a delay or eta (broadcasts run when sent), or a
+            bad ``durability``.
+        DurabilityError: replicas did not confirm a queue's calls in time (named).
         The errors of ``Sender.prepare``; nothing is sent then.
     """
     if messages:
@@ -89,14 +92,21 @@ def send(sender: Sender, messages: Sequence[Message],
         if message.eta_ms:
             raise ConfigurationError(f"task {message.task!r}: a broadcast call runs when it "
                                      f"is sent; it takes no delay or eta")
+    policy = sender.durability_of(messages, durability)
     by_queue = sender.prepare(messages)
     broker = sender.broker()
     maxlen, ttl_ms = sender.broadcast_limits
     now_ms = sender.clock.now_ms()
-    for queue, entries in by_queue.items():
-        broker.broadcasts.send(queue, [(task_id, body) for task_id, body, _, _ in entries],
-                               now_ms, maxlen=maxlen, ttl_ms=ttl_ms)
-    broker.queues.register_queues(by_queue)
+    try:
+        for queue, entries in by_queue.items():
+            try:
+                broker.broadcasts.send(queue, [(task_id, body) for task_id, body, _, _ in entries],
+                                       now_ms, maxlen=maxlen, ttl_ms=ttl_ms, durability=policy)
+            except DurabilityError as exc:
+                task = next(m.task for m in messages if m.id == entries[0][0])
+                raise name_task(exc, task, entries[0][0], len(entries)) from exc
+    finally:  # written (perhaps unconfirmed) or not: findable by id all the same
+        broker.queues.register_queues(by_queue)
     return [BroadcastHandle(broker, m.queue, m.id, result_ttl_ms) for m in messages]
 
 

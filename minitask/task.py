@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import datetime as _dt
 import inspect
 import math
@@ -407,15 +408,18 @@ class Task(Generic[P, R]):
     def _send(self, messages: List[Message],
               durability: CallSetting = APP) -> List[TaskHandle[R]]:
         if self.options.broadcast:  # a BroadcastHandle per call (broadcast.py)
-            handles = broadcast.send(self._sender, messages, to_ms(self.options.result_ttl))
+            handles = broadcast.send(self._sender, messages, to_ms(self.options.result_ttl),
+                                     durability)
             return cast(List[TaskHandle[R]], handles)
         self._sender.send(messages, durability)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 
     async def _asend(self, messages: List[Message],
                      durability: CallSetting = APP) -> List[TaskHandle[R]]:
-        if self.options.broadcast:
-            return await asyncio.get_running_loop().run_in_executor(None, self._send, messages)
+        if self.options.broadcast:  # sent from a thread: it checks the batch here
+            self._sender.refuse_in_batch(f"send broadcast task {self.name!r}")
+            return await asyncio.get_running_loop().run_in_executor(
+                None, functools.partial(self._send, messages, durability))
         await self._sender.asend(messages, durability)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 

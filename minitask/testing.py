@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Iterator, List, Optional
 
 from .app import Minitask
+from .durability import Durability
 from .errors import ConfigurationError
 from .message import to_ms, wall_ms
 
@@ -84,9 +85,12 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
     clock = TestClock()
     # The app is the user's own object: swap what it reaches Redis and time through,
     # and put it all back, so that code under test needs no change at all.
-    saved = (app._broker_setting, app._broker, app.clock, app._sender.clock)
+    # An in-memory server has no replicas: the app's durability is set aside too.
+    saved = (app._broker_setting, app._broker, app.clock, app._sender.clock, app.durability,
+             app._sender.durability)
     app._broker_setting, app._broker = client, None  # type: ignore[assignment]
     app.clock = app._sender.clock = clock
+    app.durability = app._sender.durability = Durability()
     try:
         _subscribe(app)
         yield app
@@ -94,7 +98,8 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
         try:
             app.close()
         finally:
-            (app._broker_setting, app._broker, app.clock, app._sender.clock) = saved
+            (app._broker_setting, app._broker, app.clock, app._sender.clock, app.durability,
+             app._sender.durability) = saved
 
 
 def drain(app: Minitask, *, advance: float = 0.0) -> int:

@@ -241,6 +241,10 @@ class Transport:
             policy.check(replies[-1], what, self.description)
             return replies[0]
 
+    def confirms_writes(self) -> bool:
+        """Whether replicas confirm the app's outcome and enqueue writes (its durability)."""
+        return self.durability.mode is not None
+
     def run_calls(self, calls: Sequence[ScriptCall], what: str,
                   durability: Optional[Durability] = None) -> List[Any]:
         """Run script calls in order, in one round trip where the connection allows

@@ -14,6 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError
 from ..keys import QueueKeys, lane, queue_keys
+from ..durability import Durability
 from ..transport import ScriptCall, Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .scripts import source
@@ -62,7 +63,7 @@ class BroadcastStore:
         return tuple(k.broadcast(part) for part in parts)
 
     def send(self, queue: str, entries: Sequence[Tuple[str, bytes]], now_ms: int, *,
-             maxlen: int, ttl_ms: int) -> int:
+             maxlen: int, ttl_ms: int, durability: Optional[Durability] = None) -> int:
         """Add (id, body) calls to the queue's log for its subscribers; how many were new."""
         k = self.keys(queue)
         names = self._known.get(queue, [])
@@ -75,7 +76,7 @@ class BroadcastStore:
             done, reply = self.transport.run_calls(
                 [("broadcast_send", queue, (*self._common(queue), k.broadcast("names"),
                                             k.broadcast("joins")), tail, len(wakes))],
-                f"send a broadcast to queue {queue!r}")[-1]
+                f"send a broadcast to queue {queue!r}", durability)[-1]
             if int(done):
                 self._known[queue] = names
                 return int(reply)

@@ -103,8 +103,12 @@ class QueueStore:
                  for start in range(0, len(entries), chunk)]
         if not calls:
             return 0
-        added = self.transport.run_calls(calls, f"enqueue into queue(s) "
-                                                f"{', '.join(map(repr, by_queue))}")
+        try:
+            added = self.transport.run_calls(calls, f"enqueue into queue(s) "
+                                                    f"{', '.join(map(repr, by_queue))}")
+        except DurabilityError:
+            self.register_queues(by_queue)  # written, unconfirmed: findable by id all the same
+            raise
         self.register_queues(by_queue)
         return sum(int(count) for count in added)
 

@@ -159,6 +159,9 @@ class Recorder:
         """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
         tasks of the first queue in the same round trip."""
         acks = self._holdings.take_acks()
+        # a fetch behind acks that replicas must confirm would be lost with them when
+        # they fall short (its leases held by nobody): then the worker fetches on its own
+        fetch = fetch and not self._host.broker.transport.confirms_writes()
         if not acks and not fetch:
             return
         entries = [ack for _, ack in acks]

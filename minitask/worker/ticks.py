@@ -98,7 +98,9 @@ class TickSource:
             if not self._queued:
                 return None  # the queues were looked at already
             return self._handed(self._queues.next_job())  # for the run fired just now
-        found = self._tend(now_ms, fetching=True)
+        # a fetch behind fires that replicas must confirm would be lost with them when
+        # they fall short (its leases held by nobody): then the fetch goes on its own
+        found = self._tend(now_ms, fetching=not self._host.broker.transport.confirms_writes())
         if found is not None and not found.deliveries and len(self._queues.queues) == 1:
             self._queues.next_event_ms = found.next_event_ms  # looked already: nothing
             return None

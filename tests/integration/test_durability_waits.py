@@ -18,7 +18,7 @@ from typing import Any, Iterator, List, Optional
 import pytest
 import redis
 
-from minitask import ConfigurationError, DurabilityError, Minitask
+from minitask import BatchNotSent, ConfigurationError, DurabilityError, Minitask
 from minitask.keys import queue_keys
 from tests.conftest import RedisServer, free_port, wait_until
 
@@ -351,5 +351,45 @@ def test_flow_controlled_and_broadcast_sends_are_confirmed_too(pair: List[RedisS
         assert app.handle("tenant-7-call").status() == "queued"  # written, unconfirmed
         app.tasks["add"].apply_async((1, 2), expires=60)
         announce.delay(2)
+    finally:
+        app.close()
+
+
+def test_broadcast_and_batch_sends_keep_the_calls_setting_and_stay_findable(
+        pair: List[RedisServer]) -> None:
+    """A broadcast takes the call's durability (checked like any); a batch whose send
+    replicas did not confirm registers its queue, so its tasks are found by id."""
+    primary, replica = pair
+    app = make_app(primary, "durable-bcast", durability="replicated", durability_timeout=0.5)
+
+    @app.task(broadcast=True, queue="news")
+    def announce(n: int) -> int:
+        return n
+
+    @app.task(queue="fresh")
+    def note(n: int) -> int:
+        return n
+
+    try:
+        with pytest.raises(ValueError, match="durability"):
+            announce.apply_async((1,), durability="bogus")
+        with frozen(replica, NO_HANG * 2):
+            with pytest.raises(DurabilityError) as caught:
+                announce.apply_async((1,), task_id="news-1")
+            assert caught.value.task_id == "news-1" and "announce" in str(caught.value)
+            announce.apply_async((2,), durability=None)  # not held up by the replica
+            with pytest.raises(DurabilityError):
+                with app.batch():
+                    held = note.delay(3)
+        with pytest.raises(BatchNotSent):
+            held.progress()
+        assert app.handle(held.id).status() == "queued"  # written, unconfirmed, found
+
+        async def in_a_batch() -> None:
+            with app.batch():
+                await announce.adelay(4)
+
+        with pytest.raises(ConfigurationError, match="app.batch"):
+            asyncio.run(in_a_batch())
     finally:
         app.close()

@@ -65,9 +65,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.workflows": frozenset({"transport", "keys", "message", "serializer", "errors",
                                    "stores.queue", "stores.scripts"}),
     # broadcast calls: the log, the cursors, and the pull into a subscriber's lane
-    "stores.broadcast": frozenset({"transport", "keys", "errors", "stores.queue",
+    "stores.broadcast": frozenset({"transport", "durability", "keys", "errors", "stores.queue",
                                    "stores.scripts"}),
-    "broadcast": frozenset({"broker", "errors", "handle", "keys", "message", "options",
+    "broadcast": frozenset({"broker", "durability", "errors", "handle", "keys", "message",
+                            "options",
                             "sending", "serializer"}),
     "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
                          "stores.broadcast",
@@ -83,7 +84,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "sending": frozenset({"aio", "batching", "broker", "durability", "handle", "keys", "message",
                           "serializer", "errors"}),
     # calls held back in an app.batch() block, and the handles made meanwhile
-    "batching": frozenset({"handle", "errors"}),
+    "batching": frozenset({"handle", "message", "errors"}),
     # what the decorator checks, and the checks calls share with it
     "options": frozenset({"message", "errors", "limits"}),
     # flow control options (SPEC 11), checked for the decorator and the call
@@ -181,7 +182,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # a handler filter: records logged inside a task carry its id and name
     "logs": frozenset({"context"}),
     # testing support: an app on a private fakeredis, drained in-process
-    "testing": frozenset({"app", "errors", "message"}),
+    "testing": frozenset({"app", "durability", "errors", "message"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "cli.bench": frozenset({"bench"}),
     "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",

@@ -161,3 +161,17 @@ def test_retry_with_a_delay_runs_when_time_reaches_it(real: "redis.Redis[bytes]"
         assert drain(app, advance=29.999) == 1
         assert drain(app, advance=0.001) == 1
         assert handle.get(timeout=1) == 7
+
+
+def test_an_app_that_asks_replicas_to_confirm_runs_isolated_and_gets_its_setting_back(
+        real: "redis.Redis[bytes]") -> None:
+    app = Minitask("shop", broker=real, durability="replicated")
+
+    @app.task(name="add")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    with isolated(app):  # an in-memory server has no replica to wait for
+        handle = add.delay(1, 2)
+        assert drain(app) == 1 and handle.get(timeout=1) == 3
+    assert app.durability.mode == "replicated"
