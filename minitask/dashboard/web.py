@@ -210,7 +210,9 @@ class Dashboard:
         return "303 See Other", [("Location", back), ("Content-Type", "text/plain")], b""
 
     def _check_queue(self, queue: str) -> None:
+        """A queue name, or a broadcast lane's ``queue:subscriber`` (each part checked)."""
         try:
-            self.app.check_queue_name(queue)
+            for part in queue.split(":", 1):
+                self.app.check_queue_name(part)
         except ValueError as exc:
             raise Response("400 Bad Request", str(exc)) from exc

@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 
 #: Seconds between two writes of one process: at most ten a second.
 INTERVAL = 0.1
+#: Seconds without a report after which the writer thread ends (a worker that is gone,
+#: or a process that ran many workers, keeps no idle thread).
+IDLE_END = 5.0
 
 #: A noted report: (queue, task id, current, total, message, at_ms, ttl_ms); packed
 #: only when written, so that a call in a tight loop stays cheap.
@@ -83,7 +86,12 @@ class ProgressWriter:
 
     def _loop(self) -> None:
         while True:
-            self._bell.wait()
+            if not self._bell.wait(IDLE_END):
+                with self._lock:  # idle: end; the next report starts a writer again
+                    if not self._pending and not self._bell.is_set():
+                        self._thread = None
+                        return
+                continue
             self._bell.clear()
             with self._writing:
                 with self._lock:

@@ -132,7 +132,12 @@ def test_purge_from_the_page_deletes_dead_letters(
     assert status == "303 See Other"
     assert app.dead_letters() == []
     assert call(dashboard, "/dead/purge", "POST",
-                f"queue=bad:name&csrf={dashboard.csrf_token}")[0] == "400 Bad Request"
+                f"queue=bad{{name&csrf={dashboard.csrf_token}")[0] == "400 Bad Request"
+    # a broadcast subscriber's lane (queue:subscriber) is a queue of its own here
+    assert call(dashboard, "/dead?queue=default%3As1")[0] == "200 OK"
+    assert call(dashboard, "/dead/purge", "POST",
+                f"queue=default%3As1&csrf={dashboard.csrf_token}")[0] == "303 See Other"
+    assert call(dashboard, "/dead?queue=default%3Abad%7Bname")[0] == "400 Bad Request"
 
 
 def test_a_feature_plugs_a_section_in(seeded: Tuple[Minitask, Dict[str, str]],

@@ -3,6 +3,8 @@ field (SPEC section 13), on fakeredis; the dashboard is in test_dashboard.py."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from typing import Any, Callable, List, Tuple
 
 import pytest
@@ -12,6 +14,7 @@ from minitask import ConfigurationError, Minitask, Progress, Retry, current_task
 from minitask.dashboard.metrics import exposition
 from minitask.message import Message
 from minitask.serializer import decode_message, encode_message
+from minitask.worker import progress as progress_module
 from tests.conftest import drain
 
 
@@ -251,3 +254,31 @@ def test_hooks_hear_of_an_attempt_the_process_pool_killed_at_its_time_limit(
     assert handle.status() == "failed"
     assert heard == [("task_failure", hangs.name, "TimeLimitExceeded"),
                      ("task_dead", hangs.name, "TimeLimitExceeded")]
+
+
+def test_the_progress_writer_thread_ends_when_idle_and_starts_again(
+        make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers that are gone leave no writer threads behind (drain() makes many)."""
+    monkeypatch.setattr(progress_module, "IDLE_END", 0.05)
+    app = make_app()
+
+    @app.task
+    def step(n: int) -> int:
+        context = current_task()
+        assert context is not None
+        context.set_progress(n)
+        return n
+
+    def writers() -> int:
+        return sum(1 for thread in threading.enumerate() if thread.name == "minitask-progress")
+
+    before = writers()
+    for n in range(5):
+        handle = step.delay(n)
+        drain(app.worker())
+        reported = handle.progress()
+        assert reported is not None and reported.current == n
+    deadline = time.monotonic() + 10
+    while writers() > before and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert writers() <= before, "idle progress writer threads were left running"
