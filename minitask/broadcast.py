@@ -20,7 +20,7 @@ from .durability import APP, CallSetting, name_task
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
 from .keys import lane
-from .message import Message, to_ms, to_seconds
+from .message import Message, Progress, to_ms, to_seconds
 from .options import check_seconds
 from .sending import Sender, check_key_part
 from .serializer import decode_outcome
@@ -221,6 +221,24 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def cancel(self, running: bool = False) -> bool:
         """Broadcast calls cannot be withdrawn once sent: always False."""
         return False
+
+    def progress(self) -> Optional[Progress]:
+        """Each subscriber runs the call: there is no one progress to read (None)."""
+        return None
+
+    # The async twins, in the loop's default executor like ``ajoin``.
+
+    async def aget(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        return await self.ajoin(timeout)
+
+    async def astatus(self) -> str:
+        return await asyncio.get_running_loop().run_in_executor(None, self.status)
+
+    async def acancel(self, running: bool = False) -> bool:
+        return False
+
+    async def aprogress(self) -> Optional[Progress]:
+        return None
 
     def _ended(self, name: str) -> bool:
         """Whether subscriber ``name``'s run has an outcome (or ended dead)."""

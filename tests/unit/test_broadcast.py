@@ -265,6 +265,9 @@ def test_async_send_and_ajoin(fan: Fanout, clock: ManualClock) -> None:
         handle = await fan.reload.adelay(4)
         assert isinstance(handle, BroadcastHandle)
         drain(a)
+        assert await handle.astatus() == "succeeded"
+        assert await handle.aprogress() is None and not await handle.acancel()
+        assert await handle.aget(timeout=1) == {"a": 40}
         return await handle.ajoin(timeout=1)
 
     assert asyncio.run(scenario()) == {"a": 40}
