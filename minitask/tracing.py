@@ -27,6 +27,10 @@ def _otel() -> Any:
     return _api
 
 
+#: The W3C trace context headers a message carries.
+TRACE_HEADERS = frozenset({"traceparent", "tracestate"})
+
+
 def current_context() -> Optional[Dict[str, str]]:
     """The active span's context as message headers, or None (no span, no otel)."""
     api = _otel()
@@ -34,7 +38,10 @@ def current_context() -> Optional[Dict[str, str]]:
         return None  # no span: nothing to continue, and the usual enqueue pays no more
     carrier: Dict[str, str] = {}
     api[1].inject(carrier)
-    return carrier or None
+    # the trace itself only: baggage may be long, and the worker drops a context with
+    # an entry too long to be a trace's (serializer._trace)
+    kept = {key: value for key, value in carrier.items() if key in TRACE_HEADERS}
+    return kept or None
 
 
 class AttemptSpan:

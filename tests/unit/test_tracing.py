@@ -74,3 +74,28 @@ def test_without_an_active_span_the_message_carries_no_trace(
     handle = work.delay()
     body = app.broker.queues.message_body("default", handle.id)
     assert body is not None and b"traceparent" not in body
+
+
+def test_long_baggage_does_not_cost_the_trace(
+        make_app: Callable[..., Minitask], spans: InMemorySpanExporter) -> None:
+    """Only the W3C trace headers travel: a long baggage entry (over what the worker
+    accepts of a header) would have made the worker drop the whole context."""
+    from opentelemetry import baggage, context
+
+    app = make_app()
+
+    @app.task
+    def work() -> None:
+        pass
+
+    tracer = trace.get_tracer("test")
+    token = context.attach(baggage.set_baggage("note", "x" * 600))
+    try:
+        with tracer.start_as_current_span("checkout") as producer:
+            handle = work.delay()
+    finally:
+        context.detach(token)
+    drain(app.worker())
+    (run,) = [span for span in spans.get_finished_spans()
+              if (span.attributes or {}).get("messaging.message.id") == handle.id]
+    assert run.context.trace_id == producer.get_span_context().trace_id
