@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import inspect
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -22,7 +21,8 @@ import redis
 import redis.asyncio
 
 from .broker import Broker
-from .durability import WAITAOF_PROBE, Durability, fsync_refused, waitaof_in
+from .durability import (WAITAOF_PROBE, Durability, fsync_refused, takes_command_name,
+                         waitaof_in)
 from .errors import BrokerError, ConfigurationError, DurabilityError
 from .stores.scripts import source
 from .transport import MAX_BLOCK_SECONDS, ScriptCall, text
@@ -77,7 +77,8 @@ class AsyncBroker:
         # again, and wrap the call in its retry and timeout machinery).
         plain = type(client) is redis.asyncio.Redis and getattr(client, "connection", None) is None
         self._pool: Any = client.connection_pool if plain else None
-        self._named = self._pool is not None and _takes_command_name(self._pool)
+        self._named = self._pool is not None and takes_command_name(self._pool)
+        self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
 
     @contextmanager
     def errors(self, what: str) -> Iterator[None]:
@@ -110,10 +111,11 @@ class AsyncBroker:
         pipeline: the async twin of the transport's confirmed writes."""
         name, _, static_keys, tail, dynamic = call
         keys = list(static_keys) + list(tail[:dynamic])
-        if durability.mode == "fsync":
+        if durability.mode == "fsync" and not self._waitaof:
             pool = self.client.connection_pool
             with self.errors("ask Redis whether it has WAITAOF"):
-                connection = await pool.get_connection()
+                connection = await (pool.get_connection("COMMAND")
+                                    if takes_command_name(pool) else pool.get_connection())
                 try:  # raw: redis-py's parser breaks on an unknown command's nil
                     await connection.send_command(*WAITAOF_PROBE)
                     info = await connection.read_response()
@@ -121,6 +123,7 @@ class AsyncBroker:
                     await pool.release(connection)
             if not waitaof_in(info):
                 raise fsync_refused("no such command", self.description)
+            self._waitaof = True  # asked once: a server does not lose the command
         sha = hashlib.sha1(source(name).encode()).hexdigest()
         with self.errors(what):
             for _ in range(2):
@@ -254,14 +257,6 @@ class AsyncBroker:
             pool = getattr(self.client, "connection_pool", None)
             if pool is not None:  # a pool handed to the client is not closed with it
                 await pool.disconnect()
-
-
-def _takes_command_name(pool: Any) -> bool:
-    """Whether this redis-py's ``get_connection`` needs a command name (before 5.3;
-    later ones warn when given one)."""
-    parameters = list(inspect.signature(pool.get_connection).parameters.values())
-    return bool(parameters) and parameters[0].default is inspect.Parameter.empty and \
-        parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 def running_loop(what: str) -> asyncio.AbstractEventLoop:

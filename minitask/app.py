@@ -365,8 +365,9 @@ class Minitask:
         ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
         ``task_success``; ``fn(context, exception)`` for ``task_retry``,
         ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
-        after the outcome is recorded; what it raises is logged and never
-        changes the outcome. Returns ``fn``, so it also works as a decorator
+        once the outcome is decided (README "Hooks" says when it is written);
+        what it raises is logged and never changes the outcome. Returns ``fn``,
+        so it also works as a decorator
         with ``functools.partial(app.on, "task_success")``.
 
         Raises:

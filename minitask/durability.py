@@ -15,6 +15,7 @@ once a replica has the touch, it has that data too.
 from __future__ import annotations
 
 import enum
+import inspect
 from dataclasses import dataclass, replace
 from typing import Any, List, Optional, Sequence, Tuple, Union
 
@@ -155,7 +156,8 @@ def has_waitaof(client: Any) -> bool:
     if isinstance(client, redis.RedisCluster):
         client = client.get_default_node().redis_connection  # type: ignore[no-untyped-call]
     pool = client.connection_pool
-    connection = pool.get_connection()
+    connection = (pool.get_connection("COMMAND") if takes_command_name(pool)
+                  else pool.get_connection())
     try:
         connection.send_command(*WAITAOF_PROBE)
         reply = connection.read_response()
@@ -164,6 +166,14 @@ def has_waitaof(client: Any) -> bool:
     finally:
         pool.release(connection)
     return waitaof_in(reply)
+
+
+def takes_command_name(pool: Any) -> bool:
+    """Whether this redis-py's ``get_connection`` needs a command name (before 5.3;
+    later ones warn when given one)."""
+    parameters = list(inspect.signature(pool.get_connection).parameters.values())
+    return bool(parameters) and parameters[0].default is inspect.Parameter.empty and \
+        parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 def waitaof_in(reply: Any) -> bool:
