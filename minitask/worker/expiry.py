@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Sequence, Tuple
 
-from ..errors import BrokerError
+from ..errors import BrokerError, DurabilityError
 from ..message import Outcome, to_ms
 from .host import Host
 
@@ -28,6 +28,11 @@ def end_expired(host: Host, queue: str, expired: Sequence[Tuple[str, int]]) -> N
     acks = [results.prepare_ack(queue, task_id, outcome, ttl_ms) for task_id, _ in expired]
     try:
         results.ack_many(acks)
+    except DurabilityError as exc:
+        # written, not confirmed: a failover may lose it, and the task then expires again
+        logger.error("replicas did not confirm the expiry of tasks of queue %r (%s); a "
+                     "failover may bring them back, to expire again", queue, exc)
+        return
     except BrokerError as exc:
         # they stay leased: once the lease expires, a fetch reports them again
         logger.error("could not record expired tasks of queue %r (%s)", queue, exc)

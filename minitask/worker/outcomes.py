@@ -12,9 +12,9 @@ import random
 import threading
 import time
 import traceback
-from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Set, Tuple
 
-from ..errors import BrokerError, DecodeError, EncodeError, Retry
+from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
 from ..message import Message, Outcome, to_ms
 from ..serializer import decode_message
 from ..stores.queue import FetchResult
@@ -59,6 +59,8 @@ class Recorder:
         self.batched = False
         #: Carries workflows on before a final outcome is recorded (never after).
         self.workflows = WorkflowSteps(host)
+        # Ids whose batched outcome was written but not confirmed by replicas.
+        self._rewriting: Set[str] = set()
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
                duration: float) -> str:
@@ -171,13 +173,20 @@ class Recorder:
                 held, result = self._refill.ack_and_fetch(entries)
             else:
                 held = self._host.broker.results.ack_many(entries)
+        except DurabilityError:
+            # written, not confirmed: written again until confirmed; that write finds
+            # the leases gone, which is no lost lease
+            self._holdings.restore_acks(acks)
+            self._rewriting.update(job.delivery.task_id for job, _ in acks)
+            raise
         except BrokerError:
             self._holdings.restore_acks(acks)
             raise
         self._holdings.settle([job for job, _ in acks])
         for (job, _), still_held in zip(acks, held):
-            if not still_held:
+            if not still_held and job.delivery.task_id not in self._rewriting:
                 warn_lost_lease(job)
+            self._rewriting.discard(job.delivery.task_id)
         if result is not None:
             self._refill.take_fetched(result)
 
@@ -204,9 +213,18 @@ class Recorder:
 
     def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
         """Write an outcome, retrying through outages: it must not be lost."""
-        held = persist(step, what)
+        unconfirmed = []
+
+        def write() -> Any:
+            try:
+                return step()
+            except DurabilityError:
+                unconfirmed.append(True)  # written: the next write finds no lease
+                raise
+
+        held = persist(write, what)
         self._holdings.drop(job.delivery.task_id)
-        if held is False:
+        if held is False and not unconfirmed:
             warn_lost_lease(job)
 
     def _tell(self, job: Job, outcome: Outcome) -> None:
