@@ -13,7 +13,7 @@ import datetime as _dt
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from .broker import Broker
 from .durability import APP, CallSetting, name_task
@@ -24,6 +24,9 @@ from .message import Message, Progress, to_ms, to_seconds
 from .options import check_seconds
 from .sending import Sender, check_key_part
 from .serializer import decode_outcome
+
+if TYPE_CHECKING:
+    from .aio import AsyncBroker
 
 #: The app's defaults: calls kept per queue for subscribers behind, and for how long (s).
 DEFAULT_MAXLEN = 10_000
@@ -107,7 +110,8 @@ def send(sender: Sender, messages: Sequence[Message], result_ttl_ms: int,
                 raise name_task(exc, task, entries[0][0], len(entries)) from exc
     finally:  # written (perhaps unconfirmed) or not: findable by id all the same
         broker.queues.register_queues(by_queue)
-    return [BroadcastHandle(broker, m.queue, m.id, result_ttl_ms) for m in messages]
+    return [BroadcastHandle(broker, m.queue, m.id, result_ttl_ms, sender.async_broker)
+            for m in messages]
 
 
 class BroadcastHandle(TaskHandle[Dict[str, Any]]):
@@ -117,8 +121,9 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     """
 
     def __init__(self, broker: Broker, queue: str, call_id: str,
-                 result_ttl_ms: int = 86_400_000) -> None:
-        super().__init__(broker, queue, call_id, result_ttl_ms)
+                 result_ttl_ms: int = 86_400_000,
+                 async_broker: "Optional[Callable[[], AsyncBroker]]" = None) -> None:
+        super().__init__(broker, queue, call_id, result_ttl_ms, async_broker)
         self.queue = queue
 
     def __repr__(self) -> str:
@@ -155,17 +160,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds.
         """
-        if timeout is not None and (not isinstance(timeout, (int, float))
-                                    or isinstance(timeout, bool) or not timeout == timeout):
-            raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
-                                     f"number of seconds or None, got {timeout!r}")
-        names = list(self.subscribers() if subscribers is None else subscribers)
-        for name in names:
-            check_subscriber(name)
-        if subscribers is None:
-            # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
-            current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
-            names = [name for name in names if name in current or self._ended(name)]
+        names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
         outcomes: Dict[str, Any] = {}
         for index, name in enumerate(names):
@@ -177,19 +172,59 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                     outcomes[name] = self._outcome(body)
                     break
                 if deadline is not None and time.monotonic() >= deadline:
-                    later = [n for n in names[index + 1:] if not self._ended(n)]
-                    raise ResultTimeout(self._late([name, *later], timeout))
+                    raise self._timed_out(names, index, timeout)
         return outcomes
+
+    def _to_join(self, timeout: Optional[float],
+                 subscribers: Optional[Sequence[str]]) -> List[str]:
+        """The names ``join`` waits for, with ``timeout`` checked."""
+        if timeout is not None and (not isinstance(timeout, (int, float))
+                                    or isinstance(timeout, bool) or not timeout == timeout):
+            raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
+                                     f"number of seconds or None, got {timeout!r}")
+        names = list(self.subscribers() if subscribers is None else subscribers)
+        for name in names:
+            check_subscriber(name)
+        if subscribers is None:
+            # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
+            current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
+            names = [name for name in names if name in current or self._ended(name)]
+        return names
+
+    def _timed_out(self, names: List[str], index: int,
+                   timeout: Optional[float]) -> ResultTimeout:
+        later = [n for n in names[index + 1:] if not self._ended(n)]
+        return ResultTimeout(self._late([names[index], *later], timeout))
 
     async def ajoin(self, timeout: Optional[float] = None,
                     subscribers: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-        """``join()``, awaited: it blocks a thread of the loop's default executor.
+        """``join()``, awaited: each wait is a blocking command on the app's async
+        client, holding no thread (a handle with no async broker uses a thread
+        of the loop's default executor). The short lookups of who to wait for
+        and, on a timeout, who is late, are synchronous.
 
         Raises:
             The same errors as ``join``.
         """
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(None, self.join, timeout, subscribers)
+        try:
+            broker = self._aio()
+        except ConfigurationError:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(None, self.join, timeout, subscribers)
+        names = self._to_join(timeout, subscribers)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        outcomes: Dict[str, Any] = {}
+        for index, name in enumerate(names):
+            while True:
+                left = _WAIT_STEP if deadline is None else deadline - time.monotonic()
+                body = await broker.wait_result(lane(self.queue, name), self.id,
+                                                min(max(left, 0.0), _WAIT_STEP))
+                if body is not None:
+                    outcomes[name] = self._outcome(body)
+                    break
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise self._timed_out(names, index, timeout)
+        return outcomes
 
     def get(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """``join(timeout)``: every subscriber's outcome, by name."""

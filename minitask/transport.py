@@ -440,14 +440,17 @@ class Transport:
     # -- blocking waits --------------------------------------------------------------
 
     def wait(self, keys: List[str], timeout: float, *, interrupt: Optional[int] = None,
-             then: Optional[ScriptCall] = None) -> Optional[Any]:
+             then: Optional[ScriptCall] = None,
+             before: Sequence[ScriptCall] = ()) -> Optional[Any]:
         """Block until a BLPOP on ``keys`` is served, ``timeout`` seconds pass, or the
         file descriptor ``interrupt`` becomes readable.
 
         With ``then`` (a script call that reads the server's clock, and whose
         reply is never nil), the wait ends by running it and returns its reply;
         None means it was not sent (a cluster, a test double, an ACL without
-        CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs it itself.
+        CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs it itself. Calls in
+        ``before`` (same rules) run ahead of ``then``, in order; with them the
+        reply is the list of every call's reply, ``then``'s last.
         """
         with self.errors("wait for tasks", None if then is None else then[0]):
             if self._pool is None:
@@ -457,7 +460,9 @@ class Transport:
             if (then is not None
                     and isinstance(getattr(waiter.connection, "_sock", None), socket.socket)
                     and self._waits_with_call()):
-                return self._wait_then_call(waiter, keys, timeout, interrupt, then)
+                replies = self._wait_then_call(waiter, keys, timeout, interrupt,
+                                               [*before, then])
+                return replies if before else replies[-1]
             self._wait_only(waiter, keys, timeout, interrupt)
             return None
 
@@ -485,7 +490,7 @@ class Transport:
             raise
 
     def _wait_then_call(self, waiter: _Waiter, keys: List[str], timeout: float,
-                        interrupt: Optional[int], then: ScriptCall) -> Any:
+                        interrupt: Optional[int], calls: Sequence[ScriptCall]) -> List[Any]:
         """BLPOP and a script call in one write: Redis runs the call the moment the
         BLPOP is served, so a wake-up (say, with a fetch) costs one round trip.
 
@@ -499,12 +504,13 @@ class Transport:
             waiter.keys = None
             connection.disconnect()
             _connected(connection)
-        name, slot, static_keys, tail, dynamic = then
-        script = self._packed_script(name, slot, static_keys)
-        call = script.pack(tail, dynamic)
+        packed = [(script, script.pack(tail, dynamic)) for script, tail, dynamic in
+                  ((self._packed_script(name, slot, static_keys), tail, dynamic)
+                   for name, slot, static_keys, tail, dynamic in calls)]
         try:
             connection.send_packed_command(
-                [_command("CLIENT", "ID") + _command("BLPOP", *keys, MAX_BLOCK_SECONDS) + call])
+                [_command("CLIENT", "ID") + _command("BLPOP", *keys, MAX_BLOCK_SECONDS)
+                 + b"".join(call for _, call in packed)])
             try:
                 client_id: Optional[int] = connection.read_response()
             except redis.exceptions.ResponseError:
@@ -515,13 +521,20 @@ class Transport:
             if not _readable(connection, limit, interrupt):
                 self._unblock(client_id, connection)
             connection.read_response()  # the wake token, or None
-            try:
-                return connection.read_response()
-            except redis.exceptions.NoScriptError:  # the call did not run: run it now
-                return _load_and_run(connection, script, call)
-            except redis.exceptions.ResponseError:
-                self._unblocks = None  # refused by an ACL changed meanwhile? ask again
-                raise
+            replies: List[Any] = []
+            missing = []
+            for index in range(len(packed)):
+                try:
+                    replies.append(connection.read_response())
+                except redis.exceptions.NoScriptError:  # the call did not run
+                    replies.append(None)
+                    missing.append(index)
+                except redis.exceptions.ResponseError:
+                    self._unblocks = None  # refused by an ACL changed meanwhile? ask again
+                    raise
+            for index in missing:  # every reply is read: run what did not run, in order
+                replies[index] = _load_and_run(connection, *packed[index])
+            return replies
         except BaseException:
             connection.disconnect()  # a half-read reply must not reach the next caller
             raise

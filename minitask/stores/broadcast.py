@@ -85,14 +85,17 @@ class BroadcastStore:
                           f"{_RESENDS} tries to send a broadcast; nothing was sent: send it "
                           f"again")
 
-    def pull_call(self, queue: str, subscriber: str, count: int, now_ms: int) -> ScriptCall:
+    def pull_call(self, queue: str, subscriber: str, count: int,
+                  now_ms: Optional[int]) -> ScriptCall:
         """A pull of up to ``count`` calls into the subscriber's lane (0: only re-arm
-        the lane's wake when calls wait), to send with the lane's fetch."""
+        the lane's wake when calls wait), to send with the lane's fetch; ``now_ms``
+        None reads the server's clock (a pull sent behind a wait)."""
         k = self.keys(queue)
         own = self.keys(lane(queue, subscriber))
+        now: Any = "server" if now_ms is None else now_ms
         return ("broadcast_pull", lane(queue, subscriber),
                 (*self._common(queue), k.broadcast("seen"), own.messages, own.ready[0],
-                 own.wake), (subscriber, count, now_ms, WAKE_CAP, BATCH_LIMIT), 0)
+                 own.wake), (subscriber, count, now, WAKE_CAP, BATCH_LIMIT), 0)
 
     @staticmethod
     def pulled(reply: Any) -> Pulled:

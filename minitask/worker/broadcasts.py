@@ -66,6 +66,8 @@ class BroadcastSource:
         self.lanes: Dict[str, str] = {queue: lane(queue, subscriber)
                                       for queue in broadcast_queues(host, queues.queues)}
         queues.wake_also = list(self.lanes.values())
+        if self.lanes:
+            queues.behind_wait = self
         self._more = False
 
     def subscribe(self) -> None:
@@ -112,12 +114,25 @@ class BroadcastSource:
 
     # -- pulling ---------------------------------------------------------------
 
+    def wait_calls(self) -> List[ScriptCall]:
+        """The pull, sent behind each idle wait: the wake-up a send causes leases
+        the call in the wait's own round trip (on the server's clock)."""
+        return self._pull_calls(None)
+
+    def waited(self, replies: List[Any]) -> None:
+        self._took(replies)
+
     def _pull(self) -> None:
-        """Per lane, in one round trip: pull calls into it, lease from it, and leave a
-        wake token if calls are left for another worker of the name."""
+        """Pull and lease now, in a round trip of its own."""
+        replies = self._host.broker.transport.run_calls(
+            self._pull_calls(self._host.clock.now_ms()), "pull broadcast calls")
+        self._took(replies)
+
+    def _pull_calls(self, now_ms: Optional[int]) -> List[ScriptCall]:
+        """Per lane: pull calls into it, lease from it, and leave a wake token if
+        calls are left for another worker of the name (``now_ms`` None: the server's)."""
         store = self._host.broker.broadcasts
         queues = self._host.broker.queues
-        now_ms = self._host.clock.now_ms()
         count = self._queues.prefetch
         terms = FetchTerms(self._leases.lease_ms, count, self._host.max_deliveries)
         calls: List[ScriptCall] = []
@@ -125,7 +140,12 @@ class BroadcastSource:
             calls += (store.pull_call(queue, self.subscriber, count, now_ms),
                       queues.fetch_call(own, now_ms, terms),
                       store.pull_call(queue, self.subscriber, 0, now_ms))
-        replies = self._host.broker.transport.run_calls(calls, "pull broadcast calls")
+        return calls
+
+    def _took(self, replies: List[Any]) -> None:
+        """Hold what the pulls leased; note whether calls are left."""
+        store = self._host.broker.broadcasts
+        queues = self._host.broker.queues
         more = False
         for index, (queue, own) in enumerate(self.lanes.items()):
             first, fetched, last = replies[3 * index:3 * index + 3]

@@ -38,6 +38,16 @@ class Source(Protocol):
         """Block until work may be ready, or a stop is asked."""
 
 
+class WaitCalls(Protocol):
+    """Script calls to run as a wait ends, in its round trip (a broadcast pull)."""
+
+    def wait_calls(self) -> List[ScriptCall]:
+        """The calls (each reads the server's clock), sent with each wait."""
+
+    def waited(self, replies: List[object]) -> None:
+        """Take the calls' replies."""
+
+
 class QueueSource:
     """Leases tasks from the queues, trying them in order, ``prefetch`` at a time."""
 
@@ -53,6 +63,8 @@ class QueueSource:
         self.next_event_ms: Optional[int] = None
         #: More queues whose wake lists end a wait, not fetched here (broadcast lanes).
         self.wake_also: List[str] = []
+        #: Calls run behind each wait, before its fetch (broadcast pulls), if any.
+        self.behind_wait: Optional[WaitCalls] = None
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -152,11 +164,27 @@ class QueueSource:
         terms = None
         if fetch_behind and isinstance(self._host.clock, SystemClock):
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
+        if terms is not None and self.behind_wait is not None:
+            self._wait_with_calls(self.behind_wait, timeout, terms, interrupt)
+            return
         result = self._host.broker.queues.wait(self.queues + self.wake_also, timeout,
                                                then_fetch=terms,
                                                interrupt=interrupt)
         if result is not None:
             self.take(self.queues[0], result)
+
+    def _wait_with_calls(self, behind: WaitCalls, timeout: float, terms: FetchTerms,
+                         interrupt: Optional[int]) -> None:
+        """As ``_blocking_wait``, with ``behind``'s calls run ahead of the fetch in the
+        same round trip: a wake-up for a broadcast leases it with no pull of its own."""
+        queues = self._host.broker.queues
+        replies = self._host.broker.transport.wait(
+            [queues.keys(queue).wake for queue in self.queues + self.wake_also], timeout,
+            interrupt=interrupt, then=queues.fetch_call(self.queues[0], None, terms),
+            before=behind.wait_calls())
+        if replies is not None:
+            behind.waited(replies[:-1])
+            self.take(self.queues[0], queues.fetch_result(replies[-1]))
 
     def _seconds_until(self, due_ms: int) -> float:
         """Seconds until the app's clock reads ``due_ms``.

@@ -4,6 +4,7 @@ subscriber gone for good, time limits of a subscriber's run, and the commands
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import List
 
@@ -12,7 +13,7 @@ import redis
 
 from minitask import Minitask, TaskFailed
 from minitask.cli.main import main
-from minitask.keys import QueueKeys
+from minitask.keys import QueueKeys, lane
 from tests.apps.broadcast import QUEUE, producer
 from tests.conftest import RedisServer
 
@@ -117,5 +118,41 @@ def test_the_first_pull_after_a_script_flush_still_hands_the_call_out(
         handle = hello.delay()
         assert worker.run_once()
         assert handle.join(timeout=5) == {"a": "hi"}
+    finally:
+        app.close()
+
+
+@pytest.mark.parametrize("flushed", [False, True])
+def test_an_idle_wait_woken_by_a_send_leases_the_call_in_its_own_round_trip(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]", flushed: bool) -> None:
+    """The pull and the lane's fetch ride behind the idle worker's BLPOP: when the
+    send's wake token ends the wait, the call is already leased and held, with no
+    pull of its own after the wake-up (one round trip, as for a task). With the
+    scripts flushed, each is loaded and run again in the order sent."""
+    app = Minitask("onetrip", broker=redis_server.client())
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def hello() -> str:
+        return "hi"
+
+    try:
+        worker = app.worker(queues=[QUEUE], subscriber="a")
+        worker.starting()
+        source = worker._broadcasts
+        assert source.next_job() is None  # idle: nothing sent yet
+        if flushed:
+            admin.script_flush()
+        sender = threading.Timer(0.2, hello.delay)
+        sender.start()
+        job = None
+        deadline = time.monotonic() + 30
+        while job is None and time.monotonic() < deadline:
+            source.wait()  # ends at the send's wake-up (or Redis's 5 s cap)
+            job = worker._holdings.next_buffered(worker._stop.event)  # no pull here
+        sender.join()
+        assert job is not None and job.queue == lane(QUEUE, "a")
+        leased = redis_server.client().zrange(QueueKeys("onetrip", lane(QUEUE, "a")).leases,
+                                              0, -1)
+        assert [job.task_id.encode()] == leased
     finally:
         app.close()

@@ -262,15 +262,41 @@ def test_async_send_and_ajoin(fan: Fanout, clock: ManualClock) -> None:
     a = fan.worker("a")
 
     async def scenario() -> Dict[str, Any]:
-        handle = await fan.reload.adelay(4)
-        assert isinstance(handle, BroadcastHandle)
-        drain(a)
-        assert await handle.astatus() == "succeeded"
-        assert await handle.aprogress() is None and not await handle.acancel()
-        assert await handle.aget(timeout=1) == {"a": 40}
-        return await handle.ajoin(timeout=1)
+        try:
+            handle = await fan.reload.adelay(4)
+            assert isinstance(handle, BroadcastHandle)
+            drain(a)
+            assert await handle.astatus() == "succeeded"
+            assert await handle.aprogress() is None and not await handle.acancel()
+            assert await handle.aget(timeout=1) == {"a": 40}
+            return await handle.ajoin(timeout=1)
+        finally:
+            await fan.app.aclose()
 
     assert asyncio.run(scenario()) == {"a": 40}
+
+
+def test_ajoin_waits_on_the_async_client_and_holds_no_thread(
+        fan: Fanout, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+    """While ``ajoin`` waits, the loop runs other work (the worker here, in the
+    loop's thread). On the real server no thread runs the sync join; fakeredis has
+    no async client, and there the join runs in the executor, as before."""
+    a = fan.worker("a")
+    if request.node.callspec.params["redis_client"] == "real":
+        monkeypatch.setattr(BroadcastHandle, "join", None)  # no thread may run it
+
+    async def scenario() -> Dict[str, Any]:
+        try:
+            handle = fan.reload.delay(6)
+            waiting = asyncio.ensure_future(handle.ajoin(timeout=30))
+            await asyncio.sleep(0.05)
+            assert not waiting.done()
+            drain(a)
+            return await asyncio.wait_for(waiting, 60)
+        finally:
+            await fan.app.aclose()
+
+    assert asyncio.run(scenario()) == {"a": 60}
 
 
 def test_the_heartbeat_says_a_subscriber_is_alive(fan: Fanout, clock: ManualClock) -> None:

@@ -4,7 +4,8 @@
 -- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:seen (HASH)
 -- KEYS[7] the lane's messages (HASH)   KEYS[8] the lane's priority 9 ready list
 -- KEYS[9] the lane's wake list
--- ARGV[1] subscriber   ARGV[2] calls to pull at most   ARGV[3] now (ms)
+-- ARGV[1] subscriber   ARGV[2] calls to pull at most
+-- ARGV[3] now (ms), or 'server': the server's clock (a pull sent behind a wait)
 -- ARGV[4] wake cap   ARGV[5] batch limit for drops
 -- Returns: {pulled, skipped, more}: skipped counts calls dropped (over maxlen or
 -- ttl) before this subscriber pulled them; more is 1 when calls wait in the log
@@ -17,6 +18,10 @@
 -- another type is left as it is.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+if now == 'server' then
+  local clock = redis.call('TIME')
+  now = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
+end
 expect(KEYS[5], 'hash')
 expect(KEYS[7], 'hash')
 expect(KEYS[8], 'list')
