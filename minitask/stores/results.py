@@ -88,12 +88,14 @@ class ResultStore:
         calls: List[ScriptCall] = []
         for queue, group in groups.items():
             k = self.keys(queue)
-            tail: List[Any] = [k.result(entry[1]) for entry in group]
+            # a result key only for a task that keeps a result (ack.lua)
+            tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
+            results = len(tail)
             for entry in group:
                 tail += entry[1:]
             calls.append(("ack", queue, (k.leases, k.delayed, k.messages, k.deliveries,
                                          k.retrying, k.order, k.flow, k.flow_due,
-                                         k.flow_prefix, k.wake), tail, len(group)))
+                                         k.flow_prefix, k.wake), tail, results))
         return calls
 
     @staticmethod

@@ -4,8 +4,9 @@
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
 -- KEYS[7] flow (HASH)   KEYS[8] flow_due (ZSET)   KEYS[9] the flow prefix (flow.lua)
 -- KEYS[10] wake (LIST)
--- KEYS[10 + i] result (LIST) of the i-th task
--- ARGV: per task three: id, encoded outcome, result ttl (ms; 0: keep no result)
+-- KEYS[10 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
+-- ARGV: per task three: id, encoded outcome, result ttl (ms; 0: keep no result,
+--   and no result key is passed: nothing is written, so none is deleted)
 -- Returns: per task, 1 when the caller still held the lease, 0 when it had lost
 -- it (the task was re-delivered meanwhile; the outcome is recorded all the
 -- same, and a ready-list entry left behind is skipped by fetch, its message
@@ -15,28 +16,36 @@
 -- another type among the first six counts as empty (its leases as lost); a
 -- result key is replaced whole. On this hot path, redis.pcall and lib.lua's
 -- foreign() only for an error.
-local held, ids = {}, {}
+local held, ids, lost = {}, {}, {}
+local results = 10
 for i = 1, #ARGV, 3 do
-  local id, result = ARGV[i], KEYS[10 + (i + 2) / 3]
+  local id = ARGV[i]
   ids[#ids + 1] = id
   local removed = redis.pcall('ZREM', KEYS[1], id)
   if type(removed) == 'table' then foreign(removed) removed = 0 end
   held[#held + 1] = removed
-  redis.call('DEL', result)
+  if removed == 0 then lost[#lost + 1] = id end
   local ttl = tonumber(ARGV[i + 2])
   if ttl > 0 then
-    redis.call('RPUSH', result, ARGV[i + 1])
-    redis.call('PEXPIRE', result, ttl)
+    results = results + 1
+    redis.call('DEL', KEYS[results])
+    redis.call('RPUSH', KEYS[results], ARGV[i + 1])
+    redis.call('PEXPIRE', KEYS[results], ttl)
+  end
+end
+-- a task whose lease was held was in leases only (fetch.lua's invariant): not in
+-- delayed, and promotion dropped its order entry. Only a lost lease (re-delivered,
+-- and maybe retried into delayed meanwhile) is looked for there.
+if #lost > 0 then
+  local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
+  if type(removed) == 'table' then foreign(removed) removed = 0 end
+  if removed > 0 then
+    tolerant(0, 'HDEL', KEYS[6], unpack(lost))  -- delayed ids keep their sequence in order
   end
 end
 -- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids)
-local removed = redis.pcall('ZREM', KEYS[2], unpack(ids))
-if type(removed) == 'table' then foreign(removed) removed = 0 end
-if removed > 0 then
-  tolerant(0, 'HDEL', KEYS[6], unpack(ids))  -- delayed ids keep their sequence in order
-end
 for key = 3, 5 do
-  removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
+  local removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
   if type(removed) == 'table' then foreign(removed) end
 end
 -- flow control: max_running slots freed, specs dropped (one HLEN without any)

@@ -11,7 +11,8 @@
 -- ARGV[2] lease length (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries
 -- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
--- Returns: {leased, poisoned, next_event_ms, expired}
+-- Returns: {leased, poisoned, next_event_ms, expired}; next_event_ms is `now` when
+--   the fetch leased all it asked for (the next event is not read then)
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
@@ -131,7 +132,8 @@ local dropped = 0
 local function lease(id, body, priority, spec)
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, 1)
   if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
-  redis.call('ZADD', KEYS[2], string.format('%.0f', deadline * 10 + 9 - priority), id)
+  -- a number, not a string.format: Redis writes it as a whole number (%.17g, below 2^53)
+  redis.call('ZADD', KEYS[2], deadline * 10 + 9 - priority, id)
   if spec and spec.expires > 0 and now >= spec.expires then
     expired[#expired + 1] = id
     expired[#expired + 1] = priority
@@ -261,6 +263,11 @@ local next_event = -1
 if dropped >= limit and #leased == 0 then
   -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
   -- call blocks Redis for long; the caller fetches again at once
+  return {leased, poisoned, now, expired}
+end
+if #leased >= want * 4 then
+  -- every task asked for was leased: the caller runs them and fetches again before
+  -- it waits, so the next event is not read (two ZRANGEs saved); `now` says "look again"
   return {leased, poisoned, now, expired}
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for

@@ -1,0 +1,91 @@
+"""The third performance pass's cuts in fetch.lua and ack.lua keep their answers.
+
+On fakeredis and on the suite's own redis-server (``redis_client``): a fetch that
+leased all it asked for says "look again" instead of reading the next event; an
+ack without a result passes no result key and writes none; an ack of a lost lease
+still clears the task from delayed and order (the new holder had retried it).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from minitask import Minitask
+from minitask.keys import QueueKeys
+from minitask.message import Outcome
+from minitask.stores.queue import FetchResult
+from tests.conftest import ManualClock
+
+
+def fetch(app: Minitask, clock: ManualClock, count: int = 1,
+          lease_ms: int = 30_000) -> FetchResult:
+    return app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=lease_ms,
+                                   count=count, max_deliveries=5)
+
+
+def test_a_full_fetch_says_look_again_and_a_short_one_still_reads_the_next_event(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    t.delay_many([(1,), (2,)])
+    later = t.apply_in(60, 3)
+    full = fetch(app, clock, count=1)
+    assert len(full.deliveries) == 1 and full.next_event_ms == clock.now_ms()
+    short = fetch(app, clock, count=5)  # one left: the next event is read
+    assert len(short.deliveries) == 1
+    assert short.next_event_ms is not None and short.next_event_ms > clock.now_ms()
+    assert later.status() == "scheduled"
+
+
+def test_an_ack_keeping_no_result_writes_none_and_one_keeping_a_result_does(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    a, b = t.delay(1), t.delay(2)
+    leased = fetch(app, clock, count=2).deliveries
+    assert [d.task_id for d in leased] == [a.id, b.id]
+    results = app.broker.results
+    done = Outcome("succeeded", clock.now_ms(), value=2)
+    held = results.ack_many([results.prepare_ack("default", a.id, None, 0),
+                             results.prepare_ack("default", b.id, done, 60_000)])
+    assert held == [True, True]
+    k = QueueKeys("test", "default")
+    assert not redis_client.exists(k.result(a.id))
+    assert redis_client.exists(k.result(b.id)) and b.get(timeout=0) == 2
+    assert redis_client.hlen(k.messages) == 0 and redis_client.zcard(k.leases) == 0
+
+
+def test_an_ack_of_a_lost_lease_clears_the_retried_task_from_delayed_and_order(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    handle = t.delay(1)
+    first = fetch(app, clock, lease_ms=1_000).deliveries[0]
+    clock.advance(2)  # the first lease expires: the task is delivered again
+    second = fetch(app, clock, lease_ms=30_000).deliveries[0]
+    assert second.task_id == handle.id
+    results = app.broker.results
+    note = Outcome("retrying", clock.now_ms(), message="again")
+    assert results.retry("default", second.message(), clock.now_ms() + 60_000, note)
+    k = QueueKeys("test", "default")
+    assert redis_client.zscore(k.delayed, handle.id) is not None
+    assert redis_client.hexists(k.order, handle.id)
+    # the first holder ends late: its outcome stands, and no trace is left behind
+    assert results.ack("default", first.task_id, None, 0) is False
+    assert redis_client.zscore(k.delayed, handle.id) is None
+    assert not redis_client.hexists(k.order, handle.id)
+    assert not redis_client.hexists(k.retrying, handle.id)
+    assert redis_client.hlen(k.messages) == 0
