@@ -237,6 +237,29 @@ def test_an_expired_task_ends_cancelled_with_exc_type_expired(
     assert redis_client.hlen(QueueKeys("test", "default").flow) == 0
 
 
+def test_an_expired_task_keeps_its_result_for_the_task_s_own_result_ttl(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()  # the app keeps results a day; this task, 100 s
+
+    @app.task(result_ttl=100)
+    def short(n: int) -> None:
+        pass
+
+    @app.task
+    def plain(n: int) -> None:
+        pass
+
+    late = short.apply_async((1,), expires=1)
+    late_plain = plain.apply_async((2,), expires=1)
+    clock.advance(2)
+    assert drain(app.worker()) == 0
+    assert late.status() == "cancelled" and late_plain.status() == "cancelled"
+    keys = QueueKeys("test", "default")
+    assert 0 < redis_client.pttl(keys.result(late.id)) <= 100_000
+    assert redis_client.pttl(keys.result(late_plain.id)) > 100_000
+
+
 def test_a_parked_task_that_expires_is_reported_when_its_turn_comes(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
     app = make_app()

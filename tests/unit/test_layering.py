@@ -121,7 +121,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "message",
                                  "worker.host", "worker.leases", "worker.outages",
                                  "worker.outcomes", "worker.stop", "worker.expiry"}),
-    "worker.expiry": frozenset({"errors", "message", "worker.host"}),
+    "worker.expiry": frozenset({"errors", "message", "serializer", "worker.host"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
                                 "worker.outcomes", "worker.cancels", "worker.observe",
