@@ -13,6 +13,7 @@ from typing import Any, Callable, List, Tuple
 import pytest
 
 from minitask import Minitask, TaskFailed
+from minitask.admin import purge_ready, queue_counts
 from minitask.keys import QueueKeys
 from minitask.stores.queue import FetchResult
 from tests.conftest import ManualClock, drain
@@ -305,3 +306,58 @@ def test_a_high_rate_starts_many_tasks_in_one_millisecond(
 
     fast.delay_many([(n,) for n in range(50)])
     assert len(fetch(app, clock, count=50).deliveries) == 50  # the clock never moved
+
+
+def test_parked_tasks_count_as_ready_and_purge_deletes_them(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    @app.task(max_running=1, name="slots")
+    def slots(n: int) -> int:
+        return n
+
+    limited.delay_many([(n,) for n in range(10)])
+    for tenant in ("a", "b"):
+        slots.apply_async((1,), limit_key=tenant)
+        slots.apply_async((2,), limit_key=tenant)
+    first = fetch(app, clock, count=20)  # one of each limiter starts, the rest is parked
+    assert sorted(names(app, first)) == ["limited", "slots", "slots"]
+    counts = queue_counts(app, "default")
+    assert counts["ready"] == 11 and counts["parked"] == 11
+    assert counts["running"] == 3
+    assert purge_ready(app, "default") == 11
+    keys = QueueKeys("test", "default")
+    assert queue_counts(app, "default")["ready"] == 0
+    assert "parked" not in queue_counts(app, "default")
+    # the running ones stay, with their specs; nothing of the purged ones is left
+    running = {d.task_id for d in first.deliveries}
+    assert {k.decode() for k in redis_client.hkeys(keys.messages)} == running
+    assert {k.decode() for k in redis_client.hkeys(keys.flow)} == running
+    for limiter in ("7:limited", "5:slots:a", "5:slots:b"):
+        assert app.broker.flow.limiter_state("default", limiter)["parked"] == 0
+    # the limits still hold for what comes next, and nothing purged comes back
+    for delivery in first.deliveries:
+        app.broker.results.ack("default", delivery.task_id, None, 0)
+    assert redis_client.hlen(keys.flow) == 0
+    after = limited.delay(99)
+    clock.advance(1)
+    assert drain(app.worker()) == 1
+    assert after.get(timeout=1) == 99
+    assert purge_ready(app, "default") == 0
+    assert not redis_client.exists(keys.flow_limiters)
+
+
+def test_a_status_without_flow_control_has_no_parked_count(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+
+    @app.task
+    def job(n: int) -> int:
+        return n
+
+    job.delay(1)
+    assert queue_counts(app, "default") == app.broker.queues.counts("default")

@@ -168,7 +168,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.options": frozenset({"app", "discovery"}),
     "cli.worker": frozenset({"cli.options"}),
-    "cli.status": frozenset({"cli.options"}),
+    "cli.status": frozenset({"admin", "cli.options"}),
     # the ops commands: operator actions live in admin, the commands only print
     "cli.tasks": frozenset({"cli.options"}),
     "cli.inspect": frozenset({"admin", "errors", "cli.options"}),
