@@ -30,6 +30,8 @@ Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue'
     minitask:{app:queue}:flow_due     ZSET  limiter -> when its parked tasks may be tried (ms)
     minitask:{app:queue}:flow_limiters SET  every limiter a message of the queue named
                                             (status counts, purge empties their park lists)
+    minitask:{app:queue}:flow_dead    HASH  id -> flow spec of a dead letter, so that
+                                            requeue_dead puts it back with its limits
     minitask:{app:queue}:flow:<limiter>:park     LIST  parked ids (priority digit + id), in order
     minitask:{app:queue}:flow:<limiter>:starts   ZSET  recent starts (ms) and the pace
     minitask:{app:queue}:flow:<limiter>:running  SET   ids holding a max_running slot
@@ -248,6 +250,10 @@ class QueueKeys:
     @cached_property
     def flow_due(self) -> str:
         return self.base + "flow_due"
+
+    @cached_property
+    def flow_dead(self) -> str:
+        return self.base + "flow_dead"
 
     @cached_property
     def flow_limiters(self) -> str:

@@ -15,6 +15,7 @@ import pytest
 from minitask import Minitask, TaskFailed
 from minitask.admin import purge_ready, queue_counts
 from minitask.keys import QueueKeys
+from minitask.message import Outcome
 from minitask.stores.queue import FetchResult
 from tests.conftest import ManualClock, drain
 
@@ -361,3 +362,53 @@ def test_a_status_without_flow_control_has_no_parked_count(
 
     job.delay(1)
     assert queue_counts(app, "default") == app.broker.queues.counts("default")
+
+
+def test_a_dead_letter_put_back_keeps_its_limits_and_limit_key(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="slots")
+    def slots(n: int) -> int:
+        return n
+
+    doomed = slots.apply_async((1,), limit_key="a", expires=5)
+    first = fetch(app, clock)
+    assert [d.task_id for d in first.deliveries] == [doomed.id]
+    died = Outcome("failed", clock.now_ms(), exc_type="Boom", reason="failed")
+    assert app.broker.results.bury("default", doomed.id, outcome=died, result_ttl_ms=60_000)
+    keys = QueueKeys("test", "default")
+    assert redis_client.hlen(keys.flow) == 0  # no flow work for fetches while it is dead
+    assert app.broker.flow.limiter_state("default", "5:slots:a")["running"] == []
+    # another call of the same limiter takes the one slot
+    holder = slots.apply_async((2,), limit_key="a")
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [holder.id]
+    clock.advance(10)  # past the dead call's expiry: put back, it must run, not expire
+    assert app.requeue_dead(doomed.id)
+    assert redis_client.hlen(keys.flow_dead) == 0
+    spec = redis_client.hget(keys.flow, doomed.id)
+    assert spec == b"5:slots:a\n0\n0\n1\n0\n0"
+    assert fetch(app, clock).deliveries == []  # its limit holds: parked behind the holder
+    assert queue_counts(app, "default")["parked"] == 1
+    app.broker.results.ack("default", holder.id, None, 0)  # the slot frees
+    again = fetch(app, clock)
+    assert [d.task_id for d in again.deliveries] == [doomed.id]
+    assert again.expired == []
+
+
+def test_purging_a_dead_letter_drops_its_kept_spec(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    doomed = limited.delay(1)
+    assert fetch(app, clock).deliveries
+    died = Outcome("failed", clock.now_ms(), exc_type="Boom", reason="failed")
+    assert app.broker.results.bury("default", doomed.id, outcome=died, result_ttl_ms=60_000)
+    keys = QueueKeys("test", "default")
+    assert redis_client.hexists(keys.flow_dead, doomed.id)
+    assert app.purge_dead(doomed.id) == 1
+    assert redis_client.hlen(keys.flow_dead) == 0
