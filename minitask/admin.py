@@ -115,6 +115,20 @@ def inspect(app: Minitask, task_id: str) -> Optional[TaskInfo]:
     return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
 
 
+def queue_counts(app: Minitask, queue: str) -> Dict[str, Any]:
+    """A queue's counts (``QueueStore.counts``) with the tasks its limits park counted
+    as ready: they wait for a rate or a ``max_running`` slot, not for a time.
+
+    ``parked`` says how many of ``ready`` those are, when some are; they are not in
+    ``ready_by_priority``, which counts the ready lists."""
+    counts = app.broker.queues.counts(queue)
+    parked = app.broker.flow.parked(queue)
+    if parked:
+        counts["ready"] += parked
+        counts["parked"] = parked
+    return counts
+
+
 def purge_ready(app: Minitask, queue: str) -> int:
     """Delete every ready task of ``queue``; scheduled, running and dead ones stay.
 

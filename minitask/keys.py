@@ -28,6 +28,10 @@ Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue'
 
     minitask:{app:queue}:flow         HASH  id -> flow spec, for tasks with limits or an expiry
     minitask:{app:queue}:flow_due     ZSET  limiter -> when its parked tasks may be tried (ms)
+    minitask:{app:queue}:flow_limiters SET  every limiter a message of the queue named
+                                            (status counts, purge empties their park lists)
+    minitask:{app:queue}:flow_dead    HASH  id -> flow spec of a dead letter, so that
+                                            requeue_dead puts it back with its limits
     minitask:{app:queue}:flow:<limiter>:park     LIST  parked ids (priority digit + id), in order
     minitask:{app:queue}:flow:<limiter>:starts   ZSET  recent starts (ms) and the pace
     minitask:{app:queue}:flow:<limiter>:running  SET   ids holding a max_running slot
@@ -35,6 +39,14 @@ Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue'
 A limiter names one task (and limit key): ``<len(name)>:<name>[:<key>]``. Its keys
 are built by the scripts from ``flow_prefix``, which is passed in KEYS (the same
 slot), since which limiters a fetch meets is known only when it pops the ids.
+This is the one exception to "every key a script touches is in KEYS" (STYLE): a
+fetch learns which limiters it touches only by reading the flow specs of the ids
+it pops, inside the same atomic step, so the caller cannot name them beforehand
+(declaring them would take a read-then-script round trip that races with other
+workers, or a per-limiter script call). Every such key starts with the queue's
+``base`` and so shares its hash tag and slot: Redis Cluster routes the script by
+its declared keys, and a key built from the prefix is always on the same node.
+``tests/scale/test_flow_cluster.py`` runs limits on a real cluster as the proof.
 
 Workflow state (chain, group, chord; ``stores/workflows.py``): a step's marker under
 the tag of the queue the step is sent to, a group's state under the tag of the queue
@@ -238,6 +250,14 @@ class QueueKeys:
     @cached_property
     def flow_due(self) -> str:
         return self.base + "flow_due"
+
+    @cached_property
+    def flow_dead(self) -> str:
+        return self.base + "flow_dead"
+
+    @cached_property
+    def flow_limiters(self) -> str:
+        return self.base + "flow_limiters"
 
     @cached_property
     def flow_prefix(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ..admin import purge_ready
+from ..admin import purge_ready, queue_counts
 from ..errors import ConfigurationError
 from .options import add_app_options, load, takes_words
 
@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         app.check_queue_name(queue)
         if not args.yes:
-            ready = app.broker.queues.counts(queue)["ready"]
+            ready = queue_counts(app, queue)["ready"]
             raise ConfigurationError(f"this deletes the {ready} ready task(s) of queue "
                                      f"{queue!r} for good: add --yes to do it")
         deleted = purge_ready(app, queue)

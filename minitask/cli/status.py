@@ -5,6 +5,7 @@ import argparse
 import json
 from typing import Any, Dict, List
 
+from ..admin import queue_counts
 from .options import add_app_options, load
 
 
@@ -22,7 +23,7 @@ def run(args: argparse.Namespace) -> int:
     now_ms = app.clock.now_ms()
     report: Dict[str, Any] = {
         "app": app.name, "broker": broker.description,
-        "queues": {queue: broker.queues.counts(queue) for queue in queues},
+        "queues": {queue: queue_counts(app, queue) for queue in queues},
         "workers": [],
         "subscribers": _subscribers(app, queues, now_ms),
     }

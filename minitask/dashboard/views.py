@@ -11,7 +11,7 @@ import datetime as _dt
 import time
 from typing import Any, Dict, Optional
 
-from ..admin import app_queues, inspect, live_workers
+from ..admin import app_queues, inspect, live_workers, queue_counts
 from ..app import Minitask
 
 #: Dead letters a page shows per queue (oldest first).
@@ -31,7 +31,7 @@ def now_ms() -> int:
 def queues(app: Minitask) -> Dict[str, Any]:
     found = []
     for name in app_queues(app):
-        counts = app.broker.queues.counts(name)
+        counts = queue_counts(app, name)  # parked tasks counted as ready
         found.append({"queue": name, **counts})
     return {"app": app.name, "queues": found,
             "workers": len(live_workers(app))}

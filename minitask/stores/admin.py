@@ -44,14 +44,16 @@ class AdminStore:
         return queue_keys(self.app_name, queue)
 
     def purge_ready(self, queue: str) -> int:
-        """Delete every ready task of ``queue`` (not scheduled, running or dead ones), a
-        batch per script call; returns how many were deleted."""
+        """Delete every ready task of ``queue`` (not scheduled, running or dead ones),
+        those parked by their limits too, a batch per script call; returns how many
+        were deleted."""
         k = self.keys(queue)
         deleted = 0
         while True:
             gone, taken = self.transport.run(
                 "purge_ready", (k.leases, k.delayed, k.dead, k.messages, k.deliveries,
-                                k.retrying, k.cancelled, k.order, *k.ready),
+                                k.retrying, k.cancelled, k.order, *k.ready, k.flow,
+                                k.flow_due, k.flow_limiters, k.flow_prefix),
                 (PURGE_BATCH,), f"purge the ready tasks of queue {queue!r}")
             deleted += int(gone)
             if int(taken) < PURGE_BATCH:

@@ -81,7 +81,7 @@ class DeadLetterStore:
         k = self.keys(queue)
         done = self.transport.run(
             "revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id), *k.ready,
-                       k.delayed, k.order),
+                       k.delayed, k.order, k.flow, k.flow_dead, k.flow_limiters),
             (task_id, body, priority, now_ms, BATCH_LIMIT), f"requeue dead task {task_id}")
         return bool(done)
 
@@ -89,5 +89,6 @@ class DeadLetterStore:
         if not task_ids:
             return 0
         k = self.keys(queue)
-        return int(self.transport.run("purge_dead", (k.dead, k.dead_info, k.messages), task_ids,
+        return int(self.transport.run("purge_dead", (k.dead, k.dead_info, k.messages, k.flow_dead),
+                                      task_ids,
                                       f"purge dead letters of queue {queue!r}"))

@@ -33,14 +33,16 @@ class FlowStore:
 
     def enqueue_call(self, queue: str, entries: Sequence[Entry],
                      specs: Mapping[str, str], now_ms: int) -> ScriptCall:
-        """The plain enqueue call of ``entries``, with the flow hash added as the last
-        key and each message's spec (by id; none: an empty spec) as the last ARGVs."""
+        """The plain enqueue call of ``entries``, with the flow hash and the limiter set
+        added as the last keys and each message's spec (by id; none: an empty spec)
+        as the last ARGVs."""
         _, slot, static_keys, tail, dynamic = self.queues.enqueue_call(queue, entries, now_ms)
+        k = queue_keys(self.app_name, queue)
         args: List[Any] = list(tail)
-        args.insert(dynamic, queue_keys(self.app_name, queue).flow)
+        args[dynamic:dynamic] = [k.flow, k.flow_limiters]
         args += [specs.get(entry[0], "") for entry in entries]
         args.append(len(entries))
-        return ("enqueue_flow", slot, static_keys, args, dynamic + 1)
+        return ("enqueue_flow", slot, static_keys, args, dynamic + 2)
 
     def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
              now_ms: int, durability: Optional[Durability] = None) -> int:
@@ -75,6 +77,26 @@ class FlowStore:
             parked, running, starts, due = pipe.execute()
         return {"parked": int(parked), "running": sorted(text(m) for m in running),
                 "starts": int(starts), "due_ms": None if due is None else int(due)}
+
+    def parked(self, queue: str) -> int:
+        """Tasks of ``queue`` parked by their limits: ready, though not handed out yet.
+
+        One SMEMBERS and one LLEN per limiter the queue's messages have named (never
+        a SCAN): bounded by the task names and limit keys in use, not by the tasks."""
+        k = queue_keys(self.app_name, queue)
+        with self.transport.errors(f"count the parked tasks of queue {queue!r}"):
+            client = self.transport.client
+            pipe = client.pipeline(transaction=False)
+            pipe.smembers(k.flow_limiters)
+            limiters = pipe.execute(raise_on_error=False)[0]
+            if not isinstance(limiters, (set, list)) or not limiters:
+                return 0  # none, or a key of another type: none counted
+            pipe = client.pipeline(transaction=False)
+            for limiter in limiters:
+                pipe.llen(k.flow_prefix + text(limiter) + ":park")
+            counts = pipe.execute(raise_on_error=False)
+        # a park key of another type (data minitask did not write) counts as empty
+        return sum(n for n in counts if isinstance(n, int))
 
     def specs(self, queue: str) -> Dict[str, str]:
         """Every flow spec of the queue, by id (a leak shows here)."""

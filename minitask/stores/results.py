@@ -123,7 +123,7 @@ class ResultStore:
         done = self.transport.run(
             "bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.dead,
                      k.dead_info, k.result(task_id), k.order, k.flow, k.flow_due,
-                     k.flow_prefix, k.wake),
+                     k.flow_prefix, k.wake, k.flow_dead),
             (task_id, outcome.finished_at_ms, encode_outcome(outcome), result_ttl_ms),
             f"dead-letter {task_id}")
         return bool(done)

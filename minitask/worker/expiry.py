@@ -2,16 +2,19 @@
 
 The fetch script finds them (``stores/lua/fetch.lua``) and leases them instead of
 handing them out; here each ends ``cancelled`` with ``exc_type == "Expired"``, its
-result readable like any other. A worker that dies first leaves them leased: the
-lease expires and the next fetch reports them again, so none is lost.
+result readable like any other and kept for the task's own ``result_ttl`` (the
+app's when the task is not registered here or its message does not decode). A
+worker that dies first leaves them leased: the lease expires and the next fetch
+reports them again, so none is lost.
 """
 from __future__ import annotations
 
 import logging
-from typing import Sequence, Tuple
+from typing import Dict, Sequence, Tuple
 
-from ..errors import BrokerError, DurabilityError
+from ..errors import BrokerError, DecodeError, DurabilityError
 from ..message import Outcome, to_ms
+from ..serializer import decode_message
 from .host import Host
 
 logger = logging.getLogger(__name__)
@@ -24,9 +27,10 @@ def end_expired(host: Host, queue: str, expired: Sequence[Tuple[str, int]]) -> N
     results = host.broker.results
     outcome = Outcome("cancelled", host.clock.now_ms(), exc_type="Expired",
                       message="expired before it started (expires)", reason="expired")
-    ttl_ms = to_ms(host.result_ttl)
-    acks = [results.prepare_ack(queue, task_id, outcome, ttl_ms) for task_id, _ in expired]
     try:
+        ttls = result_ttls(host, queue, [task_id for task_id, _ in expired])
+        acks = [results.prepare_ack(queue, task_id, outcome, ttls[task_id])
+                for task_id, _ in expired]
         results.ack_many(acks)
     except DurabilityError as exc:
         # written, not confirmed: a failover may lose it, and the task then expires again
@@ -39,3 +43,23 @@ def end_expired(host: Host, queue: str, expired: Sequence[Tuple[str, int]]) -> N
         return
     for task_id, _ in expired:
         logger.info("task %s of queue %r expired before it started; cancelled", task_id, queue)
+
+
+def result_ttls(host: Host, queue: str, ids: Sequence[str]) -> Dict[str, int]:
+    """Each expired task's own ``result_ttl`` in ms, from its message (one HMGET)."""
+    default = to_ms(host.result_ttl)
+    broker = host.broker
+    with broker.transport.errors(f"read the expired tasks of queue {queue!r}"):
+        bodies = broker.transport.client.hmget(broker.queues.keys(queue).messages, list(ids))
+    ttls: Dict[str, int] = {}
+    for task_id, body in zip(ids, bodies):
+        ttls[task_id] = default
+        if not isinstance(body, bytes):
+            continue
+        try:
+            task = host.tasks.get(decode_message(body).task)
+        except DecodeError:
+            continue  # a foreign message: the app's ttl, like an unknown task's
+        if task is not None:
+            ttls[task_id] = to_ms(task.options.result_ttl)
+    return ttls

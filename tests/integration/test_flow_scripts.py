@@ -13,7 +13,9 @@ from typing import Any, Callable, List, Tuple
 import pytest
 
 from minitask import Minitask, TaskFailed
+from minitask.admin import purge_ready, queue_counts
 from minitask.keys import QueueKeys
+from minitask.message import Outcome
 from minitask.stores.queue import FetchResult
 from tests.conftest import ManualClock, drain
 
@@ -237,6 +239,29 @@ def test_an_expired_task_ends_cancelled_with_exc_type_expired(
     assert redis_client.hlen(QueueKeys("test", "default").flow) == 0
 
 
+def test_an_expired_task_keeps_its_result_for_the_task_s_own_result_ttl(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()  # the app keeps results a day; this task, 100 s
+
+    @app.task(result_ttl=100)
+    def short(n: int) -> None:
+        pass
+
+    @app.task
+    def plain(n: int) -> None:
+        pass
+
+    late = short.apply_async((1,), expires=1)
+    late_plain = plain.apply_async((2,), expires=1)
+    clock.advance(2)
+    assert drain(app.worker()) == 0
+    assert late.status() == "cancelled" and late_plain.status() == "cancelled"
+    keys = QueueKeys("test", "default")
+    assert 0 < redis_client.pttl(keys.result(late.id)) <= 100_000
+    assert redis_client.pttl(keys.result(late_plain.id)) > 100_000
+
+
 def test_a_parked_task_that_expires_is_reported_when_its_turn_comes(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
     app = make_app()
@@ -282,3 +307,108 @@ def test_a_high_rate_starts_many_tasks_in_one_millisecond(
 
     fast.delay_many([(n,) for n in range(50)])
     assert len(fetch(app, clock, count=50).deliveries) == 50  # the clock never moved
+
+
+def test_parked_tasks_count_as_ready_and_purge_deletes_them(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    @app.task(max_running=1, name="slots")
+    def slots(n: int) -> int:
+        return n
+
+    limited.delay_many([(n,) for n in range(10)])
+    for tenant in ("a", "b"):
+        slots.apply_async((1,), limit_key=tenant)
+        slots.apply_async((2,), limit_key=tenant)
+    first = fetch(app, clock, count=20)  # one of each limiter starts, the rest is parked
+    assert sorted(names(app, first)) == ["limited", "slots", "slots"]
+    counts = queue_counts(app, "default")
+    assert counts["ready"] == 11 and counts["parked"] == 11
+    assert counts["running"] == 3
+    assert purge_ready(app, "default") == 11
+    keys = QueueKeys("test", "default")
+    assert queue_counts(app, "default")["ready"] == 0
+    assert "parked" not in queue_counts(app, "default")
+    # the running ones stay, with their specs; nothing of the purged ones is left
+    running = {d.task_id for d in first.deliveries}
+    assert {k.decode() for k in redis_client.hkeys(keys.messages)} == running
+    assert {k.decode() for k in redis_client.hkeys(keys.flow)} == running
+    for limiter in ("7:limited", "5:slots:a", "5:slots:b"):
+        assert app.broker.flow.limiter_state("default", limiter)["parked"] == 0
+    # the limits still hold for what comes next, and nothing purged comes back
+    for delivery in first.deliveries:
+        app.broker.results.ack("default", delivery.task_id, None, 0)
+    assert redis_client.hlen(keys.flow) == 0
+    after = limited.delay(99)
+    clock.advance(1)
+    assert drain(app.worker()) == 1
+    assert after.get(timeout=1) == 99
+    assert purge_ready(app, "default") == 0
+    assert not redis_client.exists(keys.flow_limiters)
+
+
+def test_a_status_without_flow_control_has_no_parked_count(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+
+    @app.task
+    def job(n: int) -> int:
+        return n
+
+    job.delay(1)
+    assert queue_counts(app, "default") == app.broker.queues.counts("default")
+
+
+def test_a_dead_letter_put_back_keeps_its_limits_and_limit_key(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="slots")
+    def slots(n: int) -> int:
+        return n
+
+    doomed = slots.apply_async((1,), limit_key="a", expires=5)
+    first = fetch(app, clock)
+    assert [d.task_id for d in first.deliveries] == [doomed.id]
+    died = Outcome("failed", clock.now_ms(), exc_type="Boom", reason="failed")
+    assert app.broker.results.bury("default", doomed.id, outcome=died, result_ttl_ms=60_000)
+    keys = QueueKeys("test", "default")
+    assert redis_client.hlen(keys.flow) == 0  # no flow work for fetches while it is dead
+    assert app.broker.flow.limiter_state("default", "5:slots:a")["running"] == []
+    # another call of the same limiter takes the one slot
+    holder = slots.apply_async((2,), limit_key="a")
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [holder.id]
+    clock.advance(10)  # past the dead call's expiry: put back, it must run, not expire
+    assert app.requeue_dead(doomed.id)
+    assert redis_client.hlen(keys.flow_dead) == 0
+    spec = redis_client.hget(keys.flow, doomed.id)
+    assert spec == b"5:slots:a\n0\n0\n1\n0\n0"
+    assert fetch(app, clock).deliveries == []  # its limit holds: parked behind the holder
+    assert queue_counts(app, "default")["parked"] == 1
+    app.broker.results.ack("default", holder.id, None, 0)  # the slot frees
+    again = fetch(app, clock)
+    assert [d.task_id for d in again.deliveries] == [doomed.id]
+    assert again.expired == []
+
+
+def test_purging_a_dead_letter_drops_its_kept_spec(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    doomed = limited.delay(1)
+    assert fetch(app, clock).deliveries
+    died = Outcome("failed", clock.now_ms(), exc_type="Boom", reason="failed")
+    assert app.broker.results.bury("default", doomed.id, outcome=died, result_ttl_ms=60_000)
+    keys = QueueKeys("test", "default")
+    assert redis_client.hexists(keys.flow_dead, doomed.id)
+    assert app.purge_dead(doomed.id) == 1
+    assert redis_client.hlen(keys.flow_dead) == 0

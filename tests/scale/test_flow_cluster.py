@@ -9,7 +9,9 @@ from typing import Any, Callable, List, Tuple
 import pytest
 
 from minitask import TaskFailed
+from minitask.admin import purge_ready, queue_counts
 from minitask.keys import QueueKeys
+from minitask.message import Outcome
 from tests.conftest import wait_until
 from tests.scale.servers import Cluster, slot_of
 from tests.scale.support import DEADLINE, ScaleKit
@@ -66,3 +68,35 @@ def test_limits_debounce_and_expiry_hold_on_queues_of_three_shards(
         k = QueueKeys(kit.app_name, queue)
         wait_until(lambda: app.broker.client.hlen(k.flow) == 0, timeout=DEADLINE,
                    message=f"no flow spec left in {queue}")
+
+
+def test_parked_counts_purge_and_a_requeued_dead_letter_work_on_three_shards(
+        cluster: Cluster, make_kit: Callable[..., ScaleKit]) -> None:
+    kit = make_kit(cluster.client(), cluster.url)
+    app = kit.app
+    queues = cluster.queues_on_distinct_shards(kit.app_name, 3)
+
+    @app.task(name="slots", max_running=1)
+    def slots(n: int) -> int:
+        return n
+
+    for queue in queues:
+        for n in range(5):
+            slots.apply_async((n,), queue=queue, limit_key="k")
+        now_ms = app.clock.now_ms()
+        first = app.broker.queues.fetch(queue, now_ms=now_ms, lease_ms=60_000, count=5,
+                                        max_deliveries=5)
+        assert len(first.deliveries) == 1  # one slot: the other four are parked
+        counts = queue_counts(app, queue)
+        assert counts["parked"] == 4 and counts["ready"] == 4
+        died = Outcome("failed", now_ms, exc_type="Boom", reason="failed")
+        dead_id = first.deliveries[0].task_id
+        assert app.broker.results.bury(queue, dead_id, outcome=died, result_ttl_ms=60_000)
+        assert purge_ready(app, queue) == 4
+        assert app.requeue_dead(dead_id)
+        k = QueueKeys(kit.app_name, queue)
+        assert app.broker.client.hget(k.flow, dead_id) == b"5:slots:k\n0\n0\n1\n0\n0"
+        again = app.broker.queues.fetch(queue, now_ms=app.clock.now_ms(), lease_ms=60_000,
+                                        count=5, max_deliveries=5)
+        assert [d.task_id for d in again.deliveries] == [dead_id]
+        assert "parked" not in queue_counts(app, queue)

@@ -122,7 +122,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "message",
                                  "worker.host", "worker.leases", "worker.outages",
                                  "worker.outcomes", "worker.stop", "worker.expiry"}),
-    "worker.expiry": frozenset({"errors", "message", "worker.host"}),
+    "worker.expiry": frozenset({"errors", "message", "serializer", "worker.host"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
                                 "worker.outcomes", "worker.cancels", "worker.observe",
@@ -169,7 +169,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.options": frozenset({"app", "discovery"}),
     "cli.worker": frozenset({"cli.options"}),
-    "cli.status": frozenset({"cli.options"}),
+    "cli.status": frozenset({"admin", "cli.options"}),
     # the ops commands: operator actions live in admin, the commands only print
     "cli.tasks": frozenset({"cli.options"}),
     "cli.inspect": frozenset({"admin", "errors", "cli.options"}),

@@ -3,7 +3,7 @@
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] dead (ZSET)
 -- KEYS[7] dead_info (HASH)   KEYS[8] result (LIST)   KEYS[9] order (HASH)
 -- KEYS[10] flow (HASH)   KEYS[11] flow_due (ZSET)   KEYS[12] the flow prefix (flow.lua)
--- KEYS[13] wake (LIST)
+-- KEYS[13] wake (LIST)   KEYS[14] flow_dead (HASH)
 -- ARGV[1] id   ARGV[2] now (ms)   ARGV[3] encoded outcome (why it died)
 -- ARGV[4] result ttl (ms; 0: keep no result)
 -- Returns: 1 when the task was leased or delayed here and is now dead, 0 when
@@ -17,7 +17,9 @@ expect(KEYS[6], 'zset')
 local delayed = tolerant(0, 'ZREM', KEYS[2], id)
 if tolerant(0, 'ZREM', KEYS[1], id) + delayed == 0 then return 0 end
 if delayed == 1 then tolerant(0, 'HDEL', KEYS[9], id) end
--- its slot freed, its spec dropped: a dead letter put back runs without limits
+-- its slot freed, its spec kept aside (flow_dead) for a requeue_dead (revive.lua)
+local spec = tolerant(false, 'HGET', KEYS[10], id)
+if spec then tolerant(0, 'HSET', KEYS[14], id, spec) end
 flow_end(KEYS[10], KEYS[12], KEYS[11], KEYS[13], {id}, true)
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)

@@ -1,30 +1,51 @@
--- purge_ready: delete a batch of a queue's ready tasks for good (minitask purge).
+-- purge_ready: delete a batch of a queue's ready tasks for good (minitask purge),
+-- those parked by flow control (flow.lua) included: they are ready, held by a limit.
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] dead (ZSET)
 -- KEYS[4] messages (HASH)   KEYS[5] deliveries (HASH)   KEYS[6] retrying (HASH)
 -- KEYS[7] cancelled (ZSET)   KEYS[8] order (HASH)
 -- KEYS[9..18] ready lists, priority 9 first
--- ARGV[1] most ready-list entries to take in this call
+-- KEYS[19] flow (HASH)   KEYS[20] flow_due (ZSET)   KEYS[21] flow_limiters (SET)
+-- KEYS[22] the flow prefix (flow.lua: each limiter's park list is built from it,
+--   under the queue's hash tag; keys.py says why it is not declared)
+-- ARGV[1] most ready-list and park-list entries to take in this call
 -- Returns: {tasks deleted, entries taken}; the caller calls again while the
 -- second equals ARGV[1], so that no call blocks Redis for long.
 -- Only ready tasks go: an entry whose task is leased, delayed or dead is a stale
--- entry (fetch would drop it too) and its task is left alone.
+-- entry (fetch would drop it too) and its task is left alone. A deleted task's
+-- flow spec goes with it. Once no flow spec is left, the limiter set goes too.
+-- Data minitask did not write (lib.lua): flow keys of another type count as empty.
 local limit = tonumber(ARGV[1])
 local deleted, taken = 0, 0
+
+local function purge(id)
+  taken = taken + 1
+  redis.call('ZREM', KEYS[7], id)
+  if not (redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
+          or redis.call('ZSCORE', KEYS[3], id)) then
+    deleted = deleted + redis.call('HDEL', KEYS[4], id)
+    redis.call('HDEL', KEYS[5], id)
+    redis.call('HDEL', KEYS[6], id)
+    redis.call('HDEL', KEYS[8], id)
+    tolerant(0, 'HDEL', KEYS[19], id)
+  end
+end
+
 local band = 9
 while taken < limit and band <= 18 do
   local id = redis.call('LPOP', KEYS[band])
-  if not id then
-    band = band + 1
-  else
-    taken = taken + 1
-    redis.call('ZREM', KEYS[7], id)
-    if not (redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
-            or redis.call('ZSCORE', KEYS[3], id)) then
-      deleted = deleted + redis.call('HDEL', KEYS[4], id)
-      redis.call('HDEL', KEYS[5], id)
-      redis.call('HDEL', KEYS[6], id)
-      redis.call('HDEL', KEYS[8], id)
+  if not id then band = band + 1 else purge(id) end
+end
+if taken < limit then
+  for _, limiter in ipairs(tolerant({}, 'SMEMBERS', KEYS[21])) do
+    local park = KEYS[22] .. limiter .. ':park'
+    while taken < limit do
+      local entry = tolerant(false, 'LPOP', park)
+      if not entry then break end
+      purge(string.sub(entry, 2))  -- a priority digit, then the id
     end
+    if taken >= limit then break end
+    tolerant(0, 'ZREM', KEYS[20], limiter)  -- nothing parked: nothing to try
   end
+  if tolerant(0, 'HLEN', KEYS[19]) == 0 then tolerant(0, 'DEL', KEYS[21]) end
 end
 return {deleted, taken}

@@ -4,13 +4,17 @@
 -- KEYS[4] wake (LIST)   KEYS[5] result (LIST)
 -- KEYS[6..15] ready lists, priority 9 first (KEYS[15 - p] holds priority p)
 -- KEYS[16] delayed (ZSET)   KEYS[17] order (HASH)
+-- KEYS[18] flow (HASH)   KEYS[19] flow_dead (HASH)   KEYS[20] flow_limiters (SET)
 -- ARGV[1] id   ARGV[2] encoded message for the new first attempt   ARGV[3] priority
 -- ARGV[4] now (ms)   ARGV[5] promotion limit
 -- Returns: 1 when revived, 0 when the id is not among the dead letters.
+-- Flow control (flow.lua): the limits the task had when it died (its spec, kept in
+-- flow_dead by bury.lua) hold again, rate, max_running and limit key; its expiry
+-- and debounce do not (a fresh first attempt an operator asked for).
 -- Data minitask did not write (lib.lua): messages or the ready list holding
 -- another type refuses the call (checked first); dead of another type holds no
 -- dead letter; dead_info or wake of another type are left as they are; a result
--- key is replaced whole.
+-- key is replaced whole; flow keys of another type count as empty (no limits).
 local id = ARGV[1]
 if not tolerant(false, 'ZSCORE', KEYS[1], id) then return 0 end
 local batch = due_batch(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[5]))
@@ -22,6 +26,15 @@ redis.call('ZREM', KEYS[1], id)
 tolerant(0, 'HDEL', KEYS[2], id)
 redis.call('HSET', KEYS[3], id, ARGV[2])
 redis.call('DEL', KEYS[5])
+local spec = tolerant(false, 'HGET', KEYS[19], id)
+tolerant(0, 'HDEL', KEYS[19], id)
+local limited = type(spec) == 'string' and string.match(spec, '^([^\n]+\n%d+\n%d+\n%d+)\n')
+if limited then
+  tolerant(0, 'HSET', KEYS[18], id, limited .. '\n0\n0')
+  tolerant(0, 'SADD', KEYS[20], string.match(limited, '^[^\n]+'))
+else
+  tolerant(0, 'HDEL', KEYS[18], id)
+end
 redis.call('RPUSH', ready, id)
 tolerant(0, 'RPUSH', KEYS[4], '1')
 return 1
