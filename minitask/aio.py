@@ -19,10 +19,12 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 
 import redis
 import redis.asyncio
+from redis.asyncio.cluster import PipelineCommand
+from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException
 
 from .broker import Broker
-from .durability import (WAITAOF_PROBE, Durability, fsync_refused, takes_command_name,
-                         waitaof_in)
+from .durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
+                         takes_command_name, waitaof_in)
 from .errors import BrokerError, ConfigurationError, DurabilityError
 from .stores.scripts import source
 from .transport import MAX_BLOCK_SECONDS, ScriptCall, text
@@ -112,26 +114,13 @@ class AsyncBroker:
         name, _, static_keys, tail, dynamic = call
         keys = list(static_keys) + list(tail[:dynamic])
         if durability.mode == "fsync" and not self._waitaof:
-            pool = self.client.connection_pool
-            with self.errors("ask Redis whether it has WAITAOF"):
-                connection = await (pool.get_connection("COMMAND")
-                                    if takes_command_name(pool) else pool.get_connection())
-                try:  # raw: redis-py's parser breaks on an unknown command's nil
-                    await connection.send_command(*WAITAOF_PROBE)
-                    info = await connection.read_response()
-                finally:
-                    await pool.release(connection)
-            if not waitaof_in(info):
-                raise fsync_refused("no such command", self.description)
-            self._waitaof = True  # asked once: a server does not lose the command
+            await self._ask_waitaof()
         sha = hashlib.sha1(source(name).encode()).hexdigest()
+        commands = [("EVALSHA", sha, len(keys), *keys, *tail[dynamic:]),
+                    *durability.commands(keys[0])]
         with self.errors(what):
             for _ in range(2):
-                batch = self.client.pipeline(transaction=False)
-                batch.evalsha(sha, len(keys), *keys, *tail[dynamic:])
-                for command in durability.commands(keys[0]):
-                    batch.execute_command(*command)
-                replies = await batch.execute(raise_on_error=False)
+                replies = await self._pipelined(commands, keys[0])
                 if not isinstance(replies[0], redis.exceptions.NoScriptError):
                     break
                 await self.client.script_load(source(name))
@@ -140,6 +129,59 @@ class AsyncBroker:
                     raise reply
             durability.check(replies[-1], what, self.description)
         return replies[0]
+
+    async def _pipelined(self, commands: Sequence[Sequence[Any]], key: str) -> List[Any]:
+        """``commands`` on one connection, in order; every reply, a refusal as an exception.
+
+        On a cluster, redis-py's pipeline refuses EVALSHA and would send WAIT to
+        every node: the commands go to the primary of ``key``'s slot instead, so
+        that WAIT asks that shard's replicas about the connection that wrote.
+        """
+        if not isinstance(self.client, redis.asyncio.RedisCluster):
+            batch = self.client.pipeline(transaction=False)
+            for command in commands:
+                batch.execute_command(*command)
+            return list(await batch.execute(raise_on_error=False))
+        await self.client.initialize()  # a no-op once the slots are known
+        stack = [PipelineCommand(index, *command) for index, command in enumerate(commands)]
+        node = self.client.get_node_from_key(key)
+        assert node is not None  # a primary, not a replica: never None
+        try:
+            await node.execute_pipeline(stack)
+        except (redis.ConnectionError, redis.TimeoutError):
+            await self._relearn()  # after a failover: the next try goes to the new primary
+            raise
+        replies = [command.result for command in stack]
+        if any(isinstance(reply, (MovedError, AskError, ClusterDownError)) for reply in replies):
+            await self._relearn()
+        return replies
+
+    async def _relearn(self) -> None:
+        try:
+            await self.client.nodes_manager.initialize()
+        except (redis.RedisError, RedisClusterException, OSError):
+            pass  # the caller's own error says what failed; the next call tries again
+
+    async def _ask_waitaof(self) -> None:
+        """Refuse "fsync" before writing when the server has no WAITAOF (asked once:
+        a server does not lose the command)."""
+        with self.errors("ask Redis whether it has WAITAOF"):
+            if isinstance(self.client, redis.asyncio.RedisCluster):
+                loop = asyncio.get_running_loop()  # the blocking client's nodes: same servers
+                found = await loop.run_in_executor(None, has_waitaof,
+                                                   self.broker.transport.client)
+            else:
+                pool = self.client.connection_pool
+                connection = await (pool.get_connection("COMMAND")
+                                    if takes_command_name(pool) else pool.get_connection())
+                try:  # raw: redis-py's parser breaks on an unknown command's nil
+                    await connection.send_command(*WAITAOF_PROBE)
+                    found = waitaof_in(await connection.read_response())
+                finally:
+                    await pool.release(connection)
+        if not found:
+            raise fsync_refused("no such command", self.description)
+        self._waitaof = True
 
     async def _send_packed(self, command: bytes) -> Any:
         """Send one packed command on a connection of the pool and read its reply.

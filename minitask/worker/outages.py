@@ -2,6 +2,8 @@
 
 A step that reads (fetch, wait) gives up when a stop is asked; a step that
 writes an outcome goes on until it succeeds, or the outcome would be lost.
+One that Redis wrote but replicas did not confirm (``durability``) is not
+written again: a replica that stays down would hold the worker for ever.
 """
 from __future__ import annotations
 
@@ -11,12 +13,14 @@ import threading
 import time
 from typing import Any, Callable
 
-from ..errors import BrokerError
+from ..errors import BrokerError, DurabilityError
 
 logger = logging.getLogger(__name__)
 
 #: Longest pause between reconnection attempts while Redis is away.
 MAX_BACKOFF = 5.0
+#: What ``persist`` returns for a write Redis made but replicas did not confirm.
+UNCONFIRMED = object()
 
 
 class Backoff:
@@ -60,13 +64,23 @@ def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:
 
 def persist(step: Callable[[], Any], what: str) -> Any:
     """Run a step that writes an outcome until it succeeds, backing off while Redis is
-    away; unlike ``guarded``, a stop does not end it."""
+    away; unlike ``guarded``, a stop does not end it. Returns the step's value, or
+    UNCONFIRMED (logged) when replicas did not confirm the write in time."""
     backoff = Backoff(what)
     while True:
         try:
             result = step()
+        except DurabilityError as exc:
+            unconfirmed(what, exc)
+            return UNCONFIRMED
         except BrokerError as exc:
             time.sleep(backoff.failed(exc))
             continue
         backoff.succeeded()
         return result
+
+
+def unconfirmed(what: str, exc: BaseException) -> None:
+    """Say that a worker's write is on the primary only (at least once still holds)."""
+    logger.error("Redis wrote but replicas did not confirm it in time: %s (%s); a failover "
+                 "may lose it, and the task then runs again", what, exc)

@@ -12,7 +12,7 @@ import random
 import threading
 import time
 import traceback
-from typing import Any, Callable, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
 from ..message import Message, Outcome, to_ms
@@ -21,7 +21,7 @@ from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from .host import Host
 from .leases import Holdings, Job
-from .outages import persist
+from .outages import persist, unconfirmed
 from .workflows import WorkflowSteps
 
 logger = logging.getLogger(__name__)
@@ -59,8 +59,6 @@ class Recorder:
         self.batched = False
         #: Carries workflows on before a final outcome is recorded (never after).
         self.workflows = WorkflowSteps(host)
-        # Ids whose batched outcome was written but not confirmed by replicas.
-        self._rewriting: Set[str] = set()
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
                duration: float) -> str:
@@ -173,20 +171,20 @@ class Recorder:
                 held, result = self._refill.ack_and_fetch(entries)
             else:
                 held = self._host.broker.results.ack_many(entries)
-        except DurabilityError:
-            # written, not confirmed: written again until confirmed; that write finds
-            # the leases gone, which is no lost lease
-            self._holdings.restore_acks(acks)
-            self._rewriting.update(job.delivery.task_id for job, _ in acks)
-            raise
+        except DurabilityError as exc:
+            # written, not confirmed: not written again (a replica that stays down would
+            # hold the worker for ever), and no lease is known lost
+            self._holdings.settle([job for job, _ in acks])
+            unconfirmed("record the results of task(s) " + ", ".join(
+                job.delivery.task_id for job, _ in acks), exc)
+            return
         except BrokerError:
             self._holdings.restore_acks(acks)
             raise
         self._holdings.settle([job for job, _ in acks])
         for (job, _), still_held in zip(acks, held):
-            if not still_held and job.delivery.task_id not in self._rewriting:
+            if not still_held:
                 warn_lost_lease(job)
-            self._rewriting.discard(job.delivery.task_id)
         if result is not None:
             self._refill.take_fetched(result)
 
@@ -213,18 +211,9 @@ class Recorder:
 
     def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
         """Write an outcome, retrying through outages: it must not be lost."""
-        unconfirmed = []
-
-        def write() -> Any:
-            try:
-                return step()
-            except DurabilityError:
-                unconfirmed.append(True)  # written: the next write finds no lease
-                raise
-
-        held = persist(write, what)
+        held = persist(step, f"{what} of task {job.delivery.task_id}")
         self._holdings.drop(job.delivery.task_id)
-        if held is False and not unconfirmed:
+        if held is False:
             warn_lost_lease(job)
 
     def _tell(self, job: Job, outcome: Outcome) -> None:

@@ -7,19 +7,23 @@ wait returns at once. Every freeze has a deadline and is ended in ``finally``.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
+import re
 import signal
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 import redis
 
-from minitask import BatchNotSent, ConfigurationError, DurabilityError, Minitask
+from minitask import BatchNotSent, ConfigurationError, DurabilityError, Minitask, chord, group
+from minitask.durability import CONFIRMED_SCRIPTS
 from minitask.keys import queue_keys
+from minitask.stores.scripts import source
 from tests.conftest import RedisServer, free_port, wait_until
 
 pytestmark = pytest.mark.integration
@@ -214,23 +218,57 @@ def test_async_replicated_enqueue_waits_and_fails_clearly(pair: List[RedisServer
         app.close()
 
 
-def test_worker_outcomes_are_confirmed_and_an_unconfirmed_one_is_logged_and_retried(
-        pair: List[RedisServer], caplog: pytest.LogCaptureFixture) -> None:
+def test_a_worker_outcome_returns_only_once_the_replica_has_it(
+        pair: List[RedisServer]) -> None:
     primary, replica = pair
-    app = make_app(primary, "durable-outcome", durability="replicated", durability_timeout=0.3)
+    app = make_app(primary, "durable-outcome", durability="replicated", durability_timeout=30)
     try:
         handle = app.tasks["add"].delay(2, 3)
         worker = app.worker(burst=True)
         result_key = queue_keys(app.name, "default").result(handle.id)
-        # frozen for longer than the timeout: the first ack is not confirmed, is logged,
-        # and is tried again until the replica confirms what Redis holds
-        with caplog.at_level(logging.ERROR), frozen(replica, 1.5) as freeze:
+        with frozen(replica, 0.5) as freeze:
             assert worker.run_once()
             assert returned_after_wake(freeze, time.monotonic())
         with replica.client() as client:
             assert client.exists(result_key)
-        assert any("did not confirm" in record.getMessage() for record in caplog.records)
         assert handle.get(timeout=5) == 5
+    finally:
+        app.close()
+
+
+def test_an_unconfirmed_outcome_is_logged_and_the_worker_goes_on(
+        pair: List[RedisServer], caplog: pytest.LogCaptureFixture) -> None:
+    """A replica that stays down holds no worker up: each outcome is written on the
+    primary, replicas get ``durability_timeout`` to confirm it, and the shortfall is
+    logged with the task's id (a failover may lose it: the task then runs again)."""
+    primary, replica = pair
+    app = make_app(primary, "durable-unconfirmed", durability="replicated",
+                   durability_timeout=0.3)
+
+    @app.task(name="fails", retries=1, retry_backoff=0.0)
+    def fails() -> None:
+        raise ValueError("no")
+    try:
+        done = app.tasks["add"].delay(2, 3)
+        failing = fails.delay()
+        worker = app.worker(burst=True)
+        finished = threading.Event()
+
+        def run() -> None:
+            worker.run()  # an ack, a retry and a dead letter, each unconfirmed
+            finished.set()
+        runner = threading.Thread(target=run, daemon=True)
+        try:
+            with caplog.at_level(logging.ERROR), frozen(replica, NO_HANG * 2):
+                runner.start()
+                assert finished.wait(NO_HANG), "the worker hung on an unconfirmed outcome"
+                assert done.status() == "succeeded" and failing.status() == "failed"
+        finally:
+            runner.join(NO_HANG)  # the replica is awake: a hung worker ends too
+        logged = [record.getMessage() for record in caplog.records
+                  if "did not confirm" in record.getMessage()]
+        for task_id in (done.id, failing.id):
+            assert any(task_id in line and "runs again" in line for line in logged), logged
     finally:
         app.close()
 
@@ -290,6 +328,9 @@ def test_fsync_waits_for_the_append_only_files_of_primary_and_replica(
                 handle = app.tasks["add"].delay(1, 2)
                 assert returned_after_wake(freeze, time.monotonic())
             assert on_replica(replica, app, handle.id)
+            with primary.client() as client:  # WAITAOF it was, not WAIT
+                stats = client.info("commandstats")
+            assert stats["cmdstat_waitaof"]["calls"] >= 1 and "cmdstat_wait" not in stats
             with frozen(replica, NO_HANG * 2):
                 app_short = make_app(primary, "durable-fsync", durability="fsync",
                                      durability_timeout=0.3)
@@ -393,3 +434,87 @@ def test_broadcast_and_batch_sends_keep_the_calls_setting_and_stay_findable(
             asyncio.run(in_a_batch())
     finally:
         app.close()
+
+
+def _monitored(primary: RedisServer, lines: List[str], ready: threading.Event) -> None:
+    """Every command ``primary`` runs, as MONITOR prints it, until ECHO monitor-end."""
+    with primary.client(socket_timeout=NO_HANG) as client:
+        with client.monitor() as monitor:
+            ready.set()
+            while True:
+                line = monitor.connection.read_response()
+                text = line.decode() if isinstance(line, bytes) else str(line)
+                if '"ECHO" "monitor-end"' in text:
+                    return
+                lines.append(text)
+
+
+_MONITOR_LINE = re.compile(r'\[\d+ ([^\]]+)\] "(\w+)"(?: "([0-9a-f]{40})")?')
+
+
+def test_every_write_the_worker_must_keep_is_followed_by_a_wait_on_its_connection(
+        pair: List[RedisServer]) -> None:
+    """What MONITOR shows on the primary while a worker runs a chain, a chord, a
+    retried and a dead task and fires a schedule: each confirmed script call
+    (ack, retry, bury, spawn, group_join, schedule_fire...) is followed, on the
+    connection that sent it, by the touch and WAIT, before anything else."""
+    primary, _ = pair
+    app = Minitask("durable-monitor", broker=primary.url, durability="replicated",
+                   durability_timeout=5)
+
+    @app.task(name="add")
+    def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.task(name="total")
+    def total(values: List[int]) -> int:
+        return sum(values)
+
+    @app.task(name="flaky", retries=1, retry_backoff=0.0)
+    def flaky() -> None:
+        raise ValueError("always")
+
+    @app.periodic(every=0.2)
+    def tick() -> None:
+        return None
+
+    names = {hashlib.sha1(source(name).encode()).hexdigest(): name for name in
+             ("enqueue", "enqueue_flow", "ack", "retry", "bury", "spawn", "group_create",
+              "group_join", "schedule_fire", "schedule_save", "fetch", "promote", "release")}
+    lines: List[str] = []
+    ready = threading.Event()
+    reader = threading.Thread(target=_monitored, args=(primary, lines, ready), daemon=True)
+    reader.start()
+    try:
+        assert ready.wait(NO_HANG)
+        (add.s(1, 2) | add.s(3)).delay()
+        joined = chord(group(add.s(i, i) for i in range(3)), total.s()).delay()
+        dead = flaky.delay()
+
+        def all_done() -> bool:
+            app.worker(burst=True).run()
+            return (joined.status() == "succeeded" and dead.status() == "failed"
+                    and all(schedule.last_at is not None for schedule in app.schedules()))
+        wait_until(all_done, timeout=NO_HANG, interval=0.1, message="every kind of write")
+    finally:
+        with primary.client() as client:
+            client.echo("monitor-end")
+        reader.join(NO_HANG)
+        app.close()
+    by_client: Dict[str, List[Tuple[str, str]]] = {}
+    for line in lines:
+        found = _MONITOR_LINE.search(line)
+        if found and found.group(1) != "lua":
+            by_client.setdefault(found.group(1), []).append(
+                (found.group(2).upper(), names.get(found.group(3) or "", "")))
+    confirmed = set()
+    for commands in by_client.values():
+        for index, (command, script) in enumerate(commands):
+            if command != "EVALSHA" or script not in CONFIRMED_SCRIPTS:
+                continue
+            after = [c for c, _ in commands[index + 1:]]
+            rest = after[next((i for i, c in enumerate(after) if c != "EVALSHA"), 0):]
+            assert rest[:2] == ["SET", "WAIT"], (script, rest[:4])
+            confirmed.add(script)
+    assert {"enqueue", "group_create", "ack", "retry", "bury", "spawn", "group_join",
+            "schedule_fire"} <= confirmed, confirmed

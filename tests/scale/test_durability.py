@@ -12,6 +12,7 @@ reports how many were lost.
 """
 from __future__ import annotations
 
+import asyncio
 import signal
 import threading
 import time
@@ -19,8 +20,11 @@ from pathlib import Path
 from typing import Callable, Iterator, List, Optional, Sequence
 
 import pytest
+import redis
+import redis.asyncio
 
-from minitask import BrokerError
+from minitask import BrokerError, DurabilityError, Minitask
+from minitask.keys import queue_keys
 from tests.conftest import RedisServer, wait_until
 from tests.scale.servers import Cluster, SentinelGroup, slot_of
 from tests.scale.support import ScaleKit
@@ -208,3 +212,62 @@ def _serves_as_primary(server: RedisServer) -> bool:
             return client.info("replication").get("role") == "master"
     except Exception:  # still frozen or starting: ask again
         return False
+
+
+def test_an_async_replicated_enqueue_on_a_cluster_waits_for_its_shards_replica(
+        tmp_path: Path) -> None:
+    """An async producer on Redis Cluster (``async_broker=`` a redis.asyncio cluster
+    client): the touch and WAIT go to the queue's primary on the connection that
+    wrote, so the enqueue returns once that shard's replica has it, and fails
+    clearly, naming the task, while the replica does not answer."""
+    own = Cluster(tmp_path / "async-cluster")
+    app: Optional[Minitask] = None
+    try:
+        own.start()
+        replica = own.add_replica(own.owner_of_slot(slot_of("adurable", "durable")))
+        assert replica.process is not None
+        stopped = replica.process
+        app = Minitask("adurable", broker=own.url, durability="replicated",
+                       durability_timeout=5,
+                       async_broker=redis.asyncio.RedisCluster(
+                           host="127.0.0.1", port=own.nodes[0].port, socket_timeout=60))
+
+        @app.task(name="add", queue="durable")
+        def add(a: int, b: int) -> int:
+            return a + b
+        woken: List[float] = []
+
+        def wake() -> None:
+            stopped.send_signal(signal.SIGCONT)
+            woken.append(time.monotonic())
+
+        async def scenario() -> None:
+            assert app is not None
+            stopped.send_signal(signal.SIGSTOP)
+            timer = threading.Timer(0.5, wake)
+            timer.start()
+            try:
+                handle = await add.aapply_async((1, 2), task_id="a-1")
+                returned = time.monotonic()
+            finally:
+                timer.join()
+            assert returned >= woken[0], "returned before the shard's replica could have it"
+            with replica.client(socket_timeout=10) as client:
+                client.execute_command("READONLY")  # a cluster replica answers reads then
+                assert client.hexists(queue_keys("adurable", "durable").messages, handle.id)
+            stopped.send_signal(signal.SIGSTOP)
+            try:
+                with pytest.raises(DurabilityError) as caught:
+                    await add.aapply_async((1, 2), task_id="a-2")
+            finally:
+                stopped.send_signal(signal.SIGCONT)
+            assert caught.value.task_id == "a-2" and "'add'" in str(caught.value)
+            await app.aclose()
+        asyncio.run(scenario())
+    finally:
+        if app is not None:
+            app.close()
+        for server in own.nodes:
+            if server.process is not None:
+                server.process.send_signal(signal.SIGCONT)
+        own.stop()
