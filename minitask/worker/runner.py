@@ -164,13 +164,13 @@ class Runner:
         if self.on_end is not None:
             self.on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started
+        self.observer.ending(message)  # its progress first, cancelled or not
         if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
             self._recorder.cancelled(job, message, duration)
             return
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")
-        self.observer.ending(message)
         status = self._recorder.finish(job, message, value, error, duration)
         self.observer.ended(context, message, status, value, error, duration)
 

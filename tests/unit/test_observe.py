@@ -196,6 +196,33 @@ def test_progress_is_read_back_after_the_task_and_expires_with_the_result(
     assert 0 < client.pttl(key) <= 120_000
 
 
+def test_progress_written_long_before_the_end_still_expires_with_the_result(
+        make_app: Callable[..., Minitask]) -> None:
+    """A value written early in a long attempt gets its full time to live again when the
+    attempt ends: the task here shortens it to stand for the hours it ran on."""
+    app = make_app()
+    client = app.broker.client
+
+    @app.task(result_ttl=120)
+    def long_run() -> None:
+        context = current_task()
+        assert context is not None
+        context.set_progress(1, 2, "early")
+        key = app.broker.progress.key("default", context.id)
+        deadline = time.monotonic() + 10
+        while not client.exists(key):  # the writer thread writes it within 0.1 s
+            assert time.monotonic() < deadline, "the progress was never written"
+            time.sleep(0.01)
+        client.pexpire(key, 2_000)  # as if written 118 s ago
+
+    handle = long_run.delay()
+    drain(app.worker())
+    assert handle.status() == "succeeded"
+    progress = handle.progress()
+    assert progress is not None and progress.message == "early"
+    assert 2_000 < client.pttl(app.broker.progress.key("default", handle.id)) <= 120_000
+
+
 def test_set_progress_refuses_what_is_not_a_number(make_app: Callable[..., Minitask]) -> None:
     app = make_app()
     errors: List[str] = []
