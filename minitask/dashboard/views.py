@@ -11,7 +11,7 @@ import datetime as _dt
 import time
 from typing import Any, Dict, Optional
 
-from ..admin import app_queues, inspect, live_workers, queue_counts
+from ..admin import all_queue_counts, app_queues, inspect, live_workers
 from ..app import Minitask
 
 #: Dead letters a page shows per queue (oldest first).
@@ -29,10 +29,8 @@ def now_ms() -> int:
 
 
 def queues(app: Minitask) -> Dict[str, Any]:
-    found = []
-    for name in app_queues(app):
-        counts = queue_counts(app, name)  # parked tasks counted as ready
-        found.append({"queue": name, **counts})
+    counts = all_queue_counts(app, app_queues(app))  # parked tasks counted as ready
+    found = [{"queue": name, **counted} for name, counted in counts.items()]
     return {"app": app.name, "queues": found,
             "workers": len(live_workers(app))}
 

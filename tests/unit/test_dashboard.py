@@ -9,6 +9,7 @@ import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from minitask import Minitask
 from minitask.dashboard import sections
@@ -174,3 +175,36 @@ def test_the_subscribers_page_lists_each_broadcast_queues_subscribers_with_their
     rows = json.loads(call(dashboard, "/api/section/subscribers")[2])["rows"]
     assert {(row["queue"], row["subscriber"], row["lag"]) for row in rows} == {
         ("config", "web-1", 2), ("config", SCRIPT, 2)}
+
+
+def test_metrics_and_the_queue_page_count_the_same_ready_tasks_parked_and_cancelled(
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    """/metrics counts tasks parked by their limits as ready, as the page and
+    ``minitask status`` do, and neither counts a cancelled task still in a list."""
+    app = make_app("shop")
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    @app.task(queue="emails", name="send")
+    def send(n: int) -> int:
+        return n
+
+    limited.delay_many([(n,) for n in range(10)])
+    sent = send.delay_many([(n,) for n in range(3)])
+    assert sent[1].cancel()
+    leased = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000,
+                                     count=10, max_deliveries=5)
+    assert len(leased.deliveries) == 1  # one start; the rate parks the other nine
+    dashboard = Dashboard(app)
+    page = {q["queue"]: q for q in json.loads(call(dashboard, "/api/queues")[2])["queues"]}
+    assert (page["default"]["ready"], page["default"]["parked"],
+            page["default"]["running"]) == (9, 9, 1)
+    assert (page["emails"]["ready"], page["emails"]["ready_by_priority"]) == (2, {"5": 2})
+    gauges = {tuple(sorted(sample.labels.items())): sample.value
+              for family in text_string_to_metric_families(call(dashboard, "/metrics")[2])
+              for sample in family.samples if sample.name == "minitask_queue_tasks"}
+    assert gauges[("queue", "default"), ("state", "ready")] == 9
+    assert gauges[("queue", "default"), ("state", "running")] == 1
+    assert gauges[("queue", "emails"), ("state", "ready")] == 2
