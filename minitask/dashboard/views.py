@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from ..admin import all_queue_counts, app_queues, inspect, live_workers
 from ..app import Minitask
 
-#: Dead letters a page shows per queue (oldest first).
+#: Dead letters a page shows (oldest first, queue by queue).
 DEAD_LIMIT = 100
 #: Queues the throughput chart draws a line for (the busiest); the table lists all.
 CHART_LINES = 8
@@ -80,14 +80,20 @@ def task(app: Minitask, task_id: str) -> Optional[Dict[str, Any]]:
 
 
 def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
-    found = []
-    for letter in app.dead_letters(queue, limit=DEAD_LIMIT):
-        found.append({"task_id": letter.task_id, "queue": letter.queue, "task": letter.name,
-                      "args": letter.args, "kwargs": letter.kwargs,
-                      "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
-                      "exc_type": letter.exc_type, "message": letter.message,
-                      "reason": letter.reason})
-    counts = {name: app.broker.queues.counts(name)["dead"] for name in app_queues(app)}
+    """The oldest ``DEAD_LIMIT`` dead letters of one queue, or of all (queue by queue):
+    never more, however many queues have dead letters."""
+    counts = {name: counted["dead"]
+              for name, counted in app.broker.queues.counts_many(app_queues(app)).items()}
+    found: List[Dict[str, Any]] = []
+    for name in [queue] if queue is not None else [q for q in counts if counts[q]]:
+        if len(found) >= DEAD_LIMIT:
+            break
+        for letter in app.dead_letters(name, limit=DEAD_LIMIT - len(found)):
+            found.append({"task_id": letter.task_id, "queue": letter.queue,
+                          "task": letter.name, "args": letter.args, "kwargs": letter.kwargs,
+                          "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
+                          "exc_type": letter.exc_type, "message": letter.message,
+                          "reason": letter.reason})
     return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
 
 

@@ -208,3 +208,31 @@ def test_metrics_and_the_queue_page_count_the_same_ready_tasks_parked_and_cancel
     assert gauges[("queue", "default"), ("state", "ready")] == 9
     assert gauges[("queue", "default"), ("state", "running")] == 1
     assert gauges[("queue", "emails"), ("state", "ready")] == 2
+
+
+def test_the_dead_letter_page_reads_at_most_its_limit_over_all_queues(
+        make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitask.dashboard import views
+    monkeypatch.setattr(views, "DEAD_LIMIT", 3)
+    app = make_app("shop")
+    for queue in ("a", "b", "c"):
+        app.task(name=f"fail.{queue}", queue=queue, retries=0)(_fail).delay_many(
+            [(n,) for n in range(2)])
+        drain(app.worker([queue]))
+    read: List[int] = []
+    letters = app.dead_letters
+
+    def counted(queue: Optional[str] = None, *, limit: int = 1000) -> Any:
+        found = letters(queue, limit=limit)
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(app, "dead_letters", counted)
+    data = views.dead(app)
+    assert [d["queue"] for d in data["dead"]] == ["a", "a", "b"]
+    assert sum(read) == 3 and data["counts"] == {"a": 2, "b": 2, "c": 2, "default": 0}
+    assert len(views.dead(app, "c")["dead"]) == 2
+
+
+def _fail(n: int) -> None:
+    raise ValueError(n)
