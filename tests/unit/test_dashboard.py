@@ -236,3 +236,36 @@ def test_the_dead_letter_page_reads_at_most_its_limit_over_all_queues(
 
 def _fail(n: int) -> None:
     raise ValueError(n)
+
+
+def test_without_auth_a_loopback_dashboard_answers_to_loopback_names_only(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    """DNS rebinding: evil.example resolving to 127.0.0.1 must not read the pages (the
+    CSRF token among them) as a site of its own."""
+    app, ids = seeded
+    local = Dashboard(app, loopback=True)
+    for host in ("127.0.0.1:5555", "localhost:5555", "[::1]:5555", "127.0.0.2"):
+        assert call(local, "/", headers={"HTTP_HOST": host})[0] == "200 OK", host
+    for host in ("evil.example:5555", "evil.example", "127.0.0.1.evil.example", "[::1"):
+        for page in ("/", "/api/queues", "/metrics"):
+            assert call(local, page, headers={"HTTP_HOST": host})[0] == "403 Forbidden"
+    status, _, _ = call(local, "/dead/requeue", "POST",
+                        f"task_id={ids['dead']}&csrf={local.csrf_token}",
+                        headers={"HTTP_HOST": "evil.example:5555"})
+    assert status == "403 Forbidden" and app.handle(ids["dead"]).status() == "failed"
+    # with auth, a rebound name has no credentials; bound elsewhere, any name may serve
+    assert call(Dashboard(app, auth="a:b", loopback=True), "/", auth="a:b",
+                headers={"HTTP_HOST": "evil.example"})[0] == "200 OK"
+    assert call(Dashboard(app), "/", headers={"HTTP_HOST": "dash.example"})[0] == "200 OK"
+
+
+def test_the_server_knows_when_it_listens_on_loopback_only(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    from minitask.dashboard.server import make
+    app, _ = seeded
+    for host, local in (("127.0.0.1", True), ("localhost", True), ("0.0.0.0", False)):
+        server = make(app, host, 0)
+        try:
+            assert server.get_app().local_names_only is local, host  # type: ignore[attr-defined]
+        finally:
+            server.server_close()
