@@ -223,6 +223,31 @@ def test_progress_written_long_before_the_end_still_expires_with_the_result(
     assert 2_000 < client.pttl(app.broker.progress.key("default", handle.id)) <= 120_000
 
 
+def test_inspect_shows_the_progress_of_a_task(make_app: Callable[..., Minitask]) -> None:
+    from minitask.admin import inspect
+    from minitask.cli.inspect import describe
+    app = make_app()
+
+    @app.task
+    def count(n: int) -> int:
+        context = current_task()
+        assert context is not None
+        context.set_progress(n // 2, n, "halfway")
+        return n
+
+    handle = count.delay(10)
+    info = inspect(app, handle.id)
+    assert info is not None and info.progress is None
+    assert not [line for line in describe(info) if line.startswith("progress")]
+    drain(app.worker())
+    info = inspect(app, handle.id)
+    assert info is not None and info.progress is not None
+    (line,) = [line for line in describe(info) if line.startswith("progress")]
+    assert line.startswith("progress     5 / 10  halfway  (at ")
+    shown = info.as_dict()["progress"]
+    assert (shown["current"], shown["total"], shown["message"]) == (5, 10, "halfway")
+
+
 def test_set_progress_refuses_what_is_not_a_number(make_app: Callable[..., Minitask]) -> None:
     app = make_app()
     errors: List[str] = []
