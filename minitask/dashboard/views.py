@@ -8,7 +8,6 @@ ZCARD, throughput from a per-minute series the workers keep.
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from typing import Any, Dict, List, Optional
 
 from ..admin import all_queue_counts, app_queues, inspect, live_workers
@@ -24,10 +23,6 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
           "#7f7f7f")
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def queues(app: Minitask) -> Dict[str, Any]:
     counts = all_queue_counts(app, app_queues(app))  # parked tasks counted as ready
     found = [{"queue": name, **counted} for name, counted in counts.items()]
@@ -36,7 +31,7 @@ def queues(app: Minitask) -> Dict[str, Any]:
 
 
 def workers(app: Minitask) -> Dict[str, Any]:
-    now = now_ms()
+    now = app.clock.now_ms()
     found = []
     for info in live_workers(app):
         found.append({
@@ -51,7 +46,8 @@ def workers(app: Minitask) -> Dict[str, Any]:
 
 def throughput(app: Minitask) -> Dict[str, Any]:
     """Attempts ended per minute and queue over the last hour, and the chart's lines."""
-    series = app.broker.metrics.throughput(now_ms(), 60)
+    # the app's clock, as the workers that count the minutes read it
+    series = app.broker.metrics.throughput(app.clock.now_ms(), 60)
     totals: Dict[str, int] = {}
     for _, counts in series:
         for queue, count in counts.items():

@@ -79,6 +79,37 @@ def test_pages_and_their_json_answer(seeded: Tuple[Minitask, Dict[str, str]]) ->
     assert call(dashboard, "/nowhere")[0] == "404 Not Found"
 
 
+def test_every_page_has_a_json_twin_with_its_data(
+        seeded: Tuple[Minitask, Dict[str, str]], clock: Any) -> None:
+    app, ids = seeded
+    app.broker.registry.heartbeat("w1", {"pid": 42, "host": "box", "queues": "default",
+                                         "pool": "thread", "concurrency": 2,
+                                         "processed": 7, "beat_ms": clock.now_ms()},
+                                  clock.now_ms(), ttl_ms=60_000)
+    worker = app.worker(["emails"])
+    drain(worker)
+    worker.beat()  # it adds its counts
+    dashboard = Dashboard(app)
+
+    def api(page: str) -> Any:
+        status, headers, text = call(dashboard, "/api/" + page)
+        assert status == "200 OK" and headers["Content-Type"] == "application/json", page
+        return json.loads(text)
+
+    workers = {w["name"]: w for w in api("workers")["workers"]}
+    assert (workers["w1"]["processed"], workers["w1"]["host"]) == (7, "box")
+    assert len(workers) == 2  # and the worker that beat
+    assert workers["w1"]["heartbeat_age_s"] == 0.0
+    throughput = api("throughput")
+    assert throughput["totals"] == {"emails": 2} and len(throughput["minutes"]) == 60
+    assert [line["queue"] for line in throughput["lines"]] == ["emails"]
+    dead = api("dead")
+    assert [d["task_id"] for d in dead["dead"]] == [ids["dead"]]
+    assert dead["dead"][0]["args"] == [SCRIPT]
+    assert api("schedules") == {"app": "shop", "schedules": []}
+    assert api("task?id=nothing-here")["task"] is None
+
+
 def test_every_value_is_escaped(seeded: Tuple[Minitask, Dict[str, str]]) -> None:
     app, ids = seeded
     dashboard = Dashboard(app)
@@ -269,3 +300,46 @@ def test_the_server_knows_when_it_listens_on_loopback_only(
             assert server.get_app().local_names_only is local, host  # type: ignore[attr-defined]
         finally:
             server.server_close()
+
+
+class FakeServer:
+    server_port = 5555
+
+    def serve_forever(self) -> None:
+        pass
+
+    def server_close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("argv, env, expected", [
+    ([], None, ("127.0.0.1", 5555, None)),
+    ([], "admin:from-env", ("127.0.0.1", 5555, "admin:from-env")),
+    (["--auth", "admin:given", "--host", "0.0.0.0", "--port", "8080"], "admin:from-env",
+     ("0.0.0.0", 8080, "admin:given")),
+])
+def test_the_dashboard_command_binds_loopback_and_takes_auth_from_option_or_env(
+        monkeypatch: pytest.MonkeyPatch, argv: List[str], env: Optional[str],
+        expected: Tuple[str, int, Optional[str]]) -> None:
+    from minitask.cli import main
+    from minitask.dashboard import server
+    made: List[Tuple[str, int, Optional[str]]] = []
+
+    def make(app: Minitask, host: str, port: int, auth: Optional[str]) -> FakeServer:
+        made.append((host, port, auth))
+        return FakeServer()
+
+    monkeypatch.setattr(server, "make", make)
+    if env is None:
+        monkeypatch.delenv("MINITASK_DASHBOARD_AUTH", raising=False)
+    else:
+        monkeypatch.setenv("MINITASK_DASHBOARD_AUTH", env)
+    assert main(["dashboard", "-A", "tests.apps.basic", *argv]) == 0
+    assert made == [expected]
+
+
+def test_the_dashboard_command_refuses_auth_without_a_password(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitask.cli import main
+    monkeypatch.setenv("MINITASK_DASHBOARD_AUTH", "admin")
+    assert main(["dashboard", "-A", "tests.apps.basic"]) != 0
