@@ -308,6 +308,29 @@ def test_hooks_hear_of_an_attempt_the_process_pool_killed_at_its_time_limit(
                      ("task_dead", hangs.name, "TimeLimitExceeded")]
 
 
+def test_a_task_dead_lettered_for_killing_its_workers_is_counted_and_heard(
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    app = make_app(visibility_timeout=5.0, max_deliveries=1)
+    heard: List[Tuple[str, str, int]] = []
+    app.on("task_dead", lambda context, error: heard.append(
+        (context.name, str(error), context.delivery)))
+
+    @app.task
+    def crashes() -> None:
+        pass
+
+    handle = crashes.delay()
+    assert app.worker().fetch() is not None  # leased, then its worker "died"
+    clock.advance(6)
+    worker = app.worker()
+    drain(worker)  # its fetch dead-letters the task
+    assert handle.status() == "failed"
+    assert heard == [(crashes.name, "the worker died while running it 1 times "
+                                    "(max_deliveries=1)", 1)]
+    worker.beat()
+    assert app.broker.metrics.totals()[("tasks", "default", crashes.name, "dead")] == 1
+
+
 def test_the_progress_writer_thread_ends_when_idle_and_starts_again(
         make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers that are gone leave no writer threads behind (drain() makes many)."""
