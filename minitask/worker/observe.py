@@ -87,9 +87,9 @@ class Observer:
             hooks.call("task_failure", context, error)
         hooks.call(_EVENTS.get(status, "task_dead"), context, error)
 
-    def poisoned(self, message: Message, error: BaseException) -> None:
-        """A fetch dead-lettered the task for killing its workers: no attempt of it
-        ended here, but it is dead all the same (counted, ``task_dead`` hooks)."""
+    def buried(self, message: Message, error: BaseException) -> None:
+        """The task was dead-lettered with no attempt ended (it killed its workers, or
+        no task has its name here): dead all the same, counted, ``task_dead`` heard."""
         with self._lock:
             counts = self._delta.counts
             field_name = name(TASKS, message.queue, message.task, "dead")

@@ -105,9 +105,10 @@ class Runner:
         task = self._host.tasks.get(message.task)
         if task is None:
             if bury:
-                self._recorder.bury(job, message, UnknownTaskError(
-                    unknown_task_message(message.task, self._host.name, self._host.tasks)),
-                    "unknown task")
+                error = UnknownTaskError(
+                    unknown_task_message(message.task, self._host.name, self._host.tasks))
+                self._recorder.bury(job, message, error, "unknown task")
+                self.observer.buried(message, error)
             return None
         return message, task
 

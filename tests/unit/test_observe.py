@@ -331,6 +331,21 @@ def test_a_task_dead_lettered_for_killing_its_workers_is_counted_and_heard(
     assert app.broker.metrics.totals()[("tasks", "default", crashes.name, "dead")] == 1
 
 
+def test_a_task_no_worker_knows_is_counted_dead_and_heard(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+    heard: List[Tuple[str, str]] = []
+    app.on("task_dead", lambda context, error: heard.append(
+        (context.name, type(error).__name__)))
+    producer = make_app()
+    producer.task(name="jobs.gone")(lambda: None).delay()
+    worker = app.worker()
+    drain(worker)
+    worker.beat()
+    assert heard == [("jobs.gone", "UnknownTaskError")]
+    assert app.broker.metrics.totals()[("tasks", "default", "jobs.gone", "dead")] == 1
+
+
 def test_the_progress_writer_thread_ends_when_idle_and_starts_again(
         make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers that are gone leave no writer threads behind (drain() makes many)."""
