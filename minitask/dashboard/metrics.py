@@ -14,7 +14,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
-from ..admin import app_queues, live_workers
+from ..admin import all_queue_counts, app_queues, live_workers
 from ..app import Minitask
 from ..stores.metrics import (BUCKETS, DURATION, DURATION_SUM, INF, PICKUP, PICKUP_SUM, TASKS)
 
@@ -33,8 +33,8 @@ class AppCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         queues = GaugeMetricFamily("minitask_queue_tasks", "Tasks of a queue, by state",
                                    labels=["queue", "state"])
-        for queue in app_queues(self.app):
-            counts = self.app.broker.queues.counts(queue)
+        # as the queue page and minitask status count: parked tasks are ready
+        for queue, counts in all_queue_counts(self.app, app_queues(self.app)).items():
             for state in STATES:
                 queues.add_metric([queue, state], counts[state])
         yield queues

@@ -9,7 +9,7 @@ from typing import Any, Optional
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from ..app import Minitask
-from .web import Dashboard
+from .web import Dashboard, is_loopback
 
 logger = logging.getLogger(__name__)
 
@@ -27,5 +27,6 @@ def make(app: Minitask, host: str = "127.0.0.1", port: int = 5555,
          auth: Optional[str] = None) -> WSGIServer:
     """A server for ``app``'s dashboard, bound and ready for ``serve_forever()``;
     port 0 picks a free one (``server.server_port``)."""
-    return make_server(host, port, Dashboard(app, auth), server_class=_Server,
+    loopback = host == "localhost" or is_loopback(host)
+    return make_server(host, port, Dashboard(app, auth, loopback), server_class=_Server,
                        handler_class=_Handler)

@@ -8,13 +8,12 @@ ZCARD, throughput from a per-minute series the workers keep.
 from __future__ import annotations
 
 import datetime as _dt
-import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
-from ..admin import app_queues, inspect, live_workers, queue_counts
+from ..admin import all_queue_counts, app_queues, inspect, live_workers
 from ..app import Minitask
 
-#: Dead letters a page shows per queue (oldest first).
+#: Dead letters a page shows (oldest first, queue by queue).
 DEAD_LIMIT = 100
 #: Queues the throughput chart draws a line for (the busiest); the table lists all.
 CHART_LINES = 8
@@ -24,21 +23,15 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
           "#7f7f7f")
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 def queues(app: Minitask) -> Dict[str, Any]:
-    found = []
-    for name in app_queues(app):
-        counts = queue_counts(app, name)  # parked tasks counted as ready
-        found.append({"queue": name, **counts})
+    counts = all_queue_counts(app, app_queues(app))  # parked tasks counted as ready
+    found = [{"queue": name, **counted} for name, counted in counts.items()]
     return {"app": app.name, "queues": found,
             "workers": len(live_workers(app))}
 
 
 def workers(app: Minitask) -> Dict[str, Any]:
-    now = now_ms()
+    now = app.clock.now_ms()
     found = []
     for info in live_workers(app):
         found.append({
@@ -53,7 +46,8 @@ def workers(app: Minitask) -> Dict[str, Any]:
 
 def throughput(app: Minitask) -> Dict[str, Any]:
     """Attempts ended per minute and queue over the last hour, and the chart's lines."""
-    series = app.broker.metrics.throughput(now_ms(), 60)
+    # the app's clock, as the workers that count the minutes read it
+    series = app.broker.metrics.throughput(app.clock.now_ms(), 60)
     totals: Dict[str, int] = {}
     for _, counts in series:
         for queue, count in counts.items():
@@ -82,14 +76,20 @@ def task(app: Minitask, task_id: str) -> Optional[Dict[str, Any]]:
 
 
 def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
-    found = []
-    for letter in app.dead_letters(queue, limit=DEAD_LIMIT):
-        found.append({"task_id": letter.task_id, "queue": letter.queue, "task": letter.name,
-                      "args": letter.args, "kwargs": letter.kwargs,
-                      "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
-                      "exc_type": letter.exc_type, "message": letter.message,
-                      "reason": letter.reason})
-    counts = {name: app.broker.queues.counts(name)["dead"] for name in app_queues(app)}
+    """The oldest ``DEAD_LIMIT`` dead letters of one queue, or of all (queue by queue):
+    never more, however many queues have dead letters."""
+    counts = {name: counted["dead"]
+              for name, counted in app.broker.queues.counts_many(app_queues(app)).items()}
+    found: List[Dict[str, Any]] = []
+    for name in [queue] if queue is not None else [q for q in counts if counts[q]]:
+        if len(found) >= DEAD_LIMIT:
+            break
+        for letter in app.dead_letters(name, limit=DEAD_LIMIT - len(found)):
+            found.append({"task_id": letter.task_id, "queue": letter.queue,
+                          "task": letter.name, "args": letter.args, "kwargs": letter.kwargs,
+                          "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
+                          "exc_type": letter.exc_type, "message": letter.message,
+                          "reason": letter.reason})
     return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
 
 

@@ -5,12 +5,16 @@ arguments are user data) renders as text. No page runs a script, and the
 Content-Security-Policy forbids scripts altogether: a value that slipped
 through could still not run. State changes are POST forms carrying a token
 that only a page of this server holds; a cross-site form cannot know it.
+Without auth, a dashboard on a loopback address answers only to loopback host
+names: a site whose name its owner points at 127.0.0.1 (DNS rebinding) would
+otherwise read its pages, token included, as its own.
 """
 from __future__ import annotations
 
 import base64
 import binascii
 import hmac
+import ipaddress
 import json
 import logging
 import secrets
@@ -53,11 +57,15 @@ class Response(Exception):
 
 
 class Dashboard:
-    """One app's dashboard; ``auth`` is ``"user:password"`` or None (no auth)."""
+    """One app's dashboard; ``auth`` is ``"user:password"`` or None (no auth);
+    ``loopback``: it listens on a loopback address only."""
 
-    def __init__(self, app: Minitask, auth: Optional[str] = None) -> None:
+    def __init__(self, app: Minitask, auth: Optional[str] = None,
+                 loopback: bool = False) -> None:
         self.app = app
         self._auth = None if auth is None else auth.encode()
+        #: Refuse a Host header naming anything but this machine (DNS rebinding).
+        self.local_names_only = loopback and auth is None
         self.csrf_token = secrets.token_urlsafe(32)
         self._templates = Environment(loader=PackageLoader("minitask.dashboard", "templates"),
                                       autoescape=select_autoescape(default=True),
@@ -72,6 +80,7 @@ class Dashboard:
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
         try:
+            self._check_host(environ)
             self._check_auth(environ)
             status, headers, body = self._dispatch(environ)
         except Response as early:
@@ -88,6 +97,17 @@ class Dashboard:
         return [body]
 
     # -- checks --------------------------------------------------------------
+
+    def _check_host(self, environ: Environ) -> None:
+        if not self.local_names_only or "HTTP_HOST" not in environ:
+            return
+        try:
+            name = urlsplit("//" + environ["HTTP_HOST"]).hostname or ""
+        except ValueError:
+            name = ""
+        if name != "localhost" and not is_loopback(name):
+            raise Response("403 Forbidden", "this dashboard listens on a loopback address "
+                           "without --auth and answers to localhost or 127.0.0.1 only")
 
     def _check_auth(self, environ: Environ) -> None:
         if self._auth is None:
@@ -216,3 +236,10 @@ class Dashboard:
                 self.app.check_queue_name(part)
         except ValueError as exc:
             raise Response("400 Bad Request", str(exc)) from exc
+
+
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False

@@ -83,20 +83,32 @@ class FlowStore:
 
         One SMEMBERS and one LLEN per limiter the queue's messages have named (never
         a SCAN): bounded by the task names and limit keys in use, not by the tasks."""
-        k = queue_keys(self.app_name, queue)
-        with self.transport.errors(f"count the parked tasks of queue {queue!r}"):
+        return self.parked_many([queue])[queue]
+
+    def parked_many(self, queues: Sequence[str]) -> Dict[str, int]:
+        """``parked`` of each queue, in two round trips whatever their number."""
+        keys = [queue_keys(self.app_name, queue) for queue in queues]
+        with self.transport.errors(f"count the parked tasks of {len(keys)} queue(s)"):
             client = self.transport.client
             pipe = client.pipeline(transaction=False)
-            pipe.smembers(k.flow_limiters)
-            limiters = pipe.execute(raise_on_error=False)[0]
-            if not isinstance(limiters, (set, list)) or not limiters:
-                return 0  # none, or a key of another type: none counted
-            pipe = client.pipeline(transaction=False)
-            for limiter in limiters:
-                pipe.llen(k.flow_prefix + text(limiter) + ":park")
-            counts = pipe.execute(raise_on_error=False)
-        # a park key of another type (data minitask did not write) counts as empty
-        return sum(n for n in counts if isinstance(n, int))
+            for k in keys:
+                pipe.smembers(k.flow_limiters)
+            # a key of another type (data minitask did not write) counts as none
+            limiters = [found if isinstance(found, (set, list)) else ()
+                        for found in pipe.execute(raise_on_error=False)]
+            parks = [(queue, k.flow_prefix + text(limiter) + ":park")
+                     for queue, k, named in zip(queues, keys, limiters) for limiter in named]
+            counts: List[Any] = []
+            if parks:
+                pipe = client.pipeline(transaction=False)
+                for _, park in parks:
+                    pipe.llen(park)
+                counts = pipe.execute(raise_on_error=False)
+        found = {queue: 0 for queue in queues}
+        for (queue, _), count in zip(parks, counts):
+            if isinstance(count, int):  # a park key of another type counts as empty
+                found[queue] += count
+        return found
 
     def specs(self, queue: str) -> Dict[str, str]:
         """Every flow spec of the queue, by id (a leak shows here)."""

@@ -32,6 +32,12 @@ class ProgressStore:
                          px=max(1, ttl_ms))
             pipe.execute()
 
+    def touch(self, queue: str, task_id: str, ttl_ms: int) -> None:
+        """Restart a progress key's time to live: it was written while the task ran,
+        and must last as long as the result written now."""
+        with self.transport.errors("record task progress"):
+            self.transport.client.pexpire(self.key(queue, task_id), max(1, ttl_ms))
+
     def key(self, queue: str, task_id: str) -> str:
         return queue_keys(self.app_name, queue).progress(task_id)
 

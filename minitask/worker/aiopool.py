@@ -187,13 +187,13 @@ class AsyncioPool:
             except (Exception, SystemExit) as exc:
                 error = exc
             duration = time.monotonic() - started
+            await self._record(observer.ending, message)  # its progress, cancelled or not
             if cancel.is_set():
                 await self._record(self._recorder.cancelled, job, message, duration)
                 return
             if (error is None and not is_async and limit is not None and duration > limit):
                 error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over "
                                           f"its timeout of {limit} s")
-            await self._record(observer.ending, message)
             status = await self._record(self._recorder.finish, job, message, value, error,
                                         duration)
             await self._record(observer.ended, context, message, status, value, error, duration)

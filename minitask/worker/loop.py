@@ -125,6 +125,7 @@ class Worker:
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
         self._runner = Runner(app, self._outcomes, self._leases)
+        self._queues.on_poisoned = self._runner.observer.buried
         # ``minitask shutdown`` reaches the worker here: a process pool's supervisor
         # stops its pool instead (set by ``run``).
         self._orders: Optional[Orders] = None

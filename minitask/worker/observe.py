@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any, Optional
 
-from ..context import Report, TaskContext
+from ..context import Report, TaskContext, running
 from ..errors import BrokerError
 from ..message import Message, to_seconds
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
@@ -86,6 +86,17 @@ class Observer:
         if error is not None:
             hooks.call("task_failure", context, error)
         hooks.call(_EVENTS.get(status, "task_dead"), context, error)
+
+    def buried(self, message: Message, error: BaseException) -> None:
+        """The task was dead-lettered with no attempt ended (it killed its workers, or
+        no task has its name here): dead all the same, counted, ``task_dead`` heard."""
+        with self._lock:
+            counts = self._delta.counts
+            field_name = name(TASKS, message.queue, message.task, "dead")
+            counts[field_name] = counts.get(field_name, 0) + 1
+        if self._host.hooks:
+            with running(message, self._host.max_deliveries) as context:
+                self._host.hooks.call("task_dead", context, error)
 
     def flush(self) -> None:
         """Add what was counted to the app's metrics in Redis (the heartbeat calls it).

@@ -221,9 +221,15 @@ class Recorder:
             listener(job, outcome)
 
 
-def bury_poisoned(host: Host, queue: str, task_id: str) -> None:
+def bury_poisoned(host: Host, queue: str, task_id: str
+                  ) -> Tuple[Optional[Message], BaseException]:
     """Dead-letter a task that killed its worker ``max_deliveries`` times: a fetch
-    reports it instead of handing it out."""
+    reports it instead of handing it out.
+
+    Returns:
+        Its message (None when it cannot be decoded) and the error it died of, for
+        the metrics and the ``task_dead`` hooks.
+    """
     error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
                          f"times (max_deliveries={host.max_deliveries})")
     outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
@@ -236,6 +242,7 @@ def bury_poisoned(host: Host, queue: str, task_id: str) -> None:
     WorkflowSteps(host).ended_dead(message, outcome)
     host.broker.results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl))
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
+    return message, error
 
 
 def failure(error: BaseException, status: str, now_ms: int, attempt: int,

@@ -7,7 +7,9 @@ A call only notes the value and rings a bell; one writer thread per process
 value in one pipeline, then rests ``INTERVAL`` before the next write. A value
 noted while it rests is written when the rest ends, so the last value reaches
 Redis within ``INTERVAL`` even if the task never calls again. When an attempt
-ends, its value still noted is written at once, before its outcome.
+ends, its value still noted is written at once, before its outcome; one already
+written gets its time to live again, so that it expires with the result, not a
+``result_ttl`` after it was written.
 """
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ class ProgressWriter:
         # other, so an older value cannot land after the last one.
         self._writing = threading.Lock()
         self._pending: Dict[Tuple[str, str], Noted] = {}
+        #: Attempts whose progress is in Redis -> its time to live (ms).
+        self._written: Dict[Tuple[str, str], int] = {}
         self._bell = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._pid = 0
@@ -77,12 +81,21 @@ class ProgressWriter:
         self._bell.set()
 
     def ended(self, message: Message) -> None:
-        """The attempt ended: write its last noted value now, if one waits."""
+        """The attempt ended: write its last noted value now, if one waits, else
+        start the time to live of the one written again."""
+        key = (message.queue, message.id)
         with self._writing:
             with self._lock:
-                entry = self._pending.pop((message.queue, message.id), None)
+                entry = self._pending.pop(key, None)
             if entry is not None:
                 self._write([entry])
+            ttl_ms = self._written.pop(key, None)
+            if entry is None and ttl_ms is not None:
+                try:
+                    self._host.broker.progress.touch(message.queue, message.id, ttl_ms)
+                except BrokerError as exc:
+                    logger.warning("could not keep the progress of task %s: %s",
+                                   message.id, exc)
 
     def _loop(self) -> None:
         while True:
@@ -111,4 +124,6 @@ class ProgressWriter:
         except BrokerError as exc:
             logger.warning("could not record the progress of %d task(s): %s", len(entries), exc)
             return False
+        for queue, task_id, _, ttl_ms in entries:
+            self._written[queue, task_id] = ttl_ms
         return True

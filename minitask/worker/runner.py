@@ -105,9 +105,10 @@ class Runner:
         task = self._host.tasks.get(message.task)
         if task is None:
             if bury:
-                self._recorder.bury(job, message, UnknownTaskError(
-                    unknown_task_message(message.task, self._host.name, self._host.tasks)),
-                    "unknown task")
+                error = UnknownTaskError(
+                    unknown_task_message(message.task, self._host.name, self._host.tasks))
+                self._recorder.bury(job, message, error, "unknown task")
+                self.observer.buried(message, error)
             return None
         return message, task
 
@@ -164,13 +165,13 @@ class Runner:
         if self.on_end is not None:
             self.on_end()  # no longer at risk of a kill: recording may wait for Redis
         duration = time.monotonic() - started
+        self.observer.ending(message)  # its progress first, cancelled or not
         if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
             self._recorder.cancelled(job, message, duration)
             return
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")
-        self.observer.ending(message)
         status = self._recorder.finish(job, message, value, error, duration)
         self.observer.ended(context, message, status, value, error, duration)
 

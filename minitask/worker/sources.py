@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError
-from ..message import SystemClock
+from ..message import Message, SystemClock
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
 from ..transport import ScriptCall
@@ -65,6 +65,8 @@ class QueueSource:
         self.wake_also: List[str] = []
         #: Calls run behind each wait, before its fetch (broadcast pulls), if any.
         self.behind_wait: Optional[WaitCalls] = None
+        #: Hears of each task dead-lettered for killing its workers (metrics, hooks).
+        self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -152,10 +154,13 @@ class QueueSource:
         end_expired(self._host, queue, result.expired)
         for task_id in result.poisoned:
             try:
-                bury_poisoned(self._host, queue, task_id)
+                message, error = bury_poisoned(self._host, queue, task_id)
             except BrokerError as exc:
                 logger.error("could not dead-letter task %s (%s); the next fetch tries again",
                              task_id, exc)
+                continue
+            if message is not None and self.on_poisoned is not None:
+                self.on_poisoned(message, error)
 
     def _blocking_wait(self, timeout: float, fetch_behind: bool = True) -> None:
         """Wait, and lease from the first queue as it ends (on the app's real clock:

@@ -73,6 +73,10 @@ def seeded(redis_server: RedisServer, admin: "redis.Redis[bytes]"
     def send(to: str) -> None:
         pass
 
+    @app.task(queue="config", broadcast=True)
+    def reload(version: int) -> None:
+        pass
+
     resize.delay_many([(i,) for i in range(5)])
     dead = charge.delay(SCRIPT)
     app.worker(["default"], burst=True).run()  # the burst worker adds its counts as it stops
@@ -80,6 +84,14 @@ def seeded(redis_server: RedisServer, admin: "redis.Redis[bytes]"
     for index in range(3):
         send.apply_async((f"{index}@example.com",), priority=2)
     send.apply_async(("later@example.com",), delay=3600)
+    app.add_schedule(f"nightly-{SCRIPT}", send, cron="0 3 * * *", args=("ops@example.com",))
+    now_ms = app.clock.now_ms()
+    app.broker.broadcasts.subscribe("config", "web-1", now_ms)
+    reload.delay(2)
+    app.broker.registry.heartbeat("box-7", {
+        "pid": 4242, "host": "box", "queues": "default,emails", "pool": "process",
+        "concurrency": 2, "processed": 6, "failed": 1, "running": 0, "beat_ms": now_ms},
+        now_ms, ttl_ms=600_000)  # a live worker, as its heartbeat says
     try:
         yield app, {"dead": dead.id}
     finally:
@@ -131,11 +143,12 @@ def test_the_dashboard_in_a_real_browser(
         assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
         return path
 
-    # without the password: 401, on pages, JSON and /metrics alike
-    for path in ("/", "/api/queues", "/metrics"):
+    # without the password: 401, on pages, JSON, /metrics and actions alike
+    for path in ("/", "/api/queues", "/metrics", "/section/subscribers"):
         assert status_of(site + path) == 401
         assert status_of(site + path, auth="admin:wrong") == 401
     assert status_of(site + "/", auth=AUTH) == 200
+    assert status_of(site + "/dead/requeue", data=f"task_id={ids['dead']}".encode()) == 401
 
     # the queue page shows the seeded app's counts
     browser.get(site + "/")
@@ -147,6 +160,10 @@ def test_the_dashboard_in_a_real_browser(
     default = browser.find_element(By.CSS_SELECTOR, 'tr[data-queue="default"]')
     assert default.find_element(By.CSS_SELECTOR, "td.dead").text == "1"
     assert browser.find_element(By.ID, "throughput-chart").tag_name == "svg"
+    # the burst worker's six attempts, drawn as a line of the chart by the page itself
+    (line,) = browser.find_elements(By.CSS_SELECTOR, "#throughput-chart polyline")
+    assert line.find_element(By.TAG_NAME, "title").get_attribute("textContent") == "default"
+    assert "default (6)" in browser.find_element(By.TAG_NAME, "main").text
     queues_png = shot("queues")
     if os.environ.get("MINITASK_DOCS_SCREENSHOT") == "1":
         shutil.copy(queues_png, ROOT / "docs" / "dashboard-queues.png")
@@ -161,10 +178,15 @@ def test_the_dashboard_in_a_real_browser(
     assert not browser.find_elements(By.CSS_SELECTOR, "main script")
     shot("task")
 
-    for page in ("workers", "throughput", "schedules"):
+    expected = {"workers": ("#workers", "box-7"), "throughput": ("#throughput", "default"),
+                "schedules": ("#schedules", f"nightly-{SCRIPT}"),
+                "section/subscribers": ("#section", "web-1")}
+    for page, (table, text) in expected.items():
         browser.get(f"{site}/{page}")
-        assert browser.find_element(By.TAG_NAME, "h1").text
-        shot(page)
+        assert text in browser.find_element(By.CSS_SELECTOR, table).text, page
+        shot(page.replace("/", "-"))
+    with pytest.raises(NoAlertPresentException):  # the schedule's name ran nothing
+        browser.switch_to.alert.text
 
     # a POST without the CSRF token is refused, and changes nothing
     form = f"task_id={ids['dead']}".encode()
@@ -184,4 +206,4 @@ def test_the_dashboard_in_a_real_browser(
     assert app.broker.queues.counts("default")["dead"] == 0
     assert app.dead_letters() == []
     shot("dead-after-requeue")
-    assert len(list(tmp_path.glob("dashboard-*.png"))) == 7
+    assert len(list(tmp_path.glob("dashboard-*.png"))) == 8

@@ -9,6 +9,7 @@ import json
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from minitask import Minitask
 from minitask.dashboard import sections
@@ -76,6 +77,37 @@ def test_pages_and_their_json_answer(seeded: Tuple[Minitask, Dict[str, str]]) ->
     assert (task["status"], task["args"], task["exc_type"]) == ("failed", [SCRIPT], "ValueError")
     assert "ValueError: boom" in task["traceback"]
     assert call(dashboard, "/nowhere")[0] == "404 Not Found"
+
+
+def test_every_page_has_a_json_twin_with_its_data(
+        seeded: Tuple[Minitask, Dict[str, str]], clock: Any) -> None:
+    app, ids = seeded
+    app.broker.registry.heartbeat("w1", {"pid": 42, "host": "box", "queues": "default",
+                                         "pool": "thread", "concurrency": 2,
+                                         "processed": 7, "beat_ms": clock.now_ms()},
+                                  clock.now_ms(), ttl_ms=60_000)
+    worker = app.worker(["emails"])
+    drain(worker)
+    worker.beat()  # it adds its counts
+    dashboard = Dashboard(app)
+
+    def api(page: str) -> Any:
+        status, headers, text = call(dashboard, "/api/" + page)
+        assert status == "200 OK" and headers["Content-Type"] == "application/json", page
+        return json.loads(text)
+
+    workers = {w["name"]: w for w in api("workers")["workers"]}
+    assert (workers["w1"]["processed"], workers["w1"]["host"]) == (7, "box")
+    assert len(workers) == 2  # and the worker that beat
+    assert workers["w1"]["heartbeat_age_s"] == 0.0
+    throughput = api("throughput")
+    assert throughput["totals"] == {"emails": 2} and len(throughput["minutes"]) == 60
+    assert [line["queue"] for line in throughput["lines"]] == ["emails"]
+    dead = api("dead")
+    assert [d["task_id"] for d in dead["dead"]] == [ids["dead"]]
+    assert dead["dead"][0]["args"] == [SCRIPT]
+    assert api("schedules") == {"app": "shop", "schedules": []}
+    assert api("task?id=nothing-here")["task"] is None
 
 
 def test_every_value_is_escaped(seeded: Tuple[Minitask, Dict[str, str]]) -> None:
@@ -174,3 +206,140 @@ def test_the_subscribers_page_lists_each_broadcast_queues_subscribers_with_their
     rows = json.loads(call(dashboard, "/api/section/subscribers")[2])["rows"]
     assert {(row["queue"], row["subscriber"], row["lag"]) for row in rows} == {
         ("config", "web-1", 2), ("config", SCRIPT, 2)}
+
+
+def test_metrics_and_the_queue_page_count_the_same_ready_tasks_parked_and_cancelled(
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    """/metrics counts tasks parked by their limits as ready, as the page and
+    ``minitask status`` do, and neither counts a cancelled task still in a list."""
+    app = make_app("shop")
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    @app.task(queue="emails", name="send")
+    def send(n: int) -> int:
+        return n
+
+    limited.delay_many([(n,) for n in range(10)])
+    sent = send.delay_many([(n,) for n in range(3)])
+    assert sent[1].cancel()
+    leased = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000,
+                                     count=10, max_deliveries=5)
+    assert len(leased.deliveries) == 1  # one start; the rate parks the other nine
+    dashboard = Dashboard(app)
+    page = {q["queue"]: q for q in json.loads(call(dashboard, "/api/queues")[2])["queues"]}
+    assert (page["default"]["ready"], page["default"]["parked"],
+            page["default"]["running"]) == (9, 9, 1)
+    assert (page["emails"]["ready"], page["emails"]["ready_by_priority"]) == (2, {"5": 2})
+    gauges = {tuple(sorted(sample.labels.items())): sample.value
+              for family in text_string_to_metric_families(call(dashboard, "/metrics")[2])
+              for sample in family.samples if sample.name == "minitask_queue_tasks"}
+    assert gauges[("queue", "default"), ("state", "ready")] == 9
+    assert gauges[("queue", "default"), ("state", "running")] == 1
+    assert gauges[("queue", "emails"), ("state", "ready")] == 2
+
+
+def test_the_dead_letter_page_reads_at_most_its_limit_over_all_queues(
+        make_app: Callable[..., Minitask], monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitask.dashboard import views
+    monkeypatch.setattr(views, "DEAD_LIMIT", 3)
+    app = make_app("shop")
+    for queue in ("a", "b", "c"):
+        app.task(name=f"fail.{queue}", queue=queue, retries=0)(_fail).delay_many(
+            [(n,) for n in range(2)])
+        drain(app.worker([queue]))
+    read: List[int] = []
+    letters = app.dead_letters
+
+    def counted(queue: Optional[str] = None, *, limit: int = 1000) -> Any:
+        found = letters(queue, limit=limit)
+        read.append(len(found))
+        return found
+
+    monkeypatch.setattr(app, "dead_letters", counted)
+    data = views.dead(app)
+    assert [d["queue"] for d in data["dead"]] == ["a", "a", "b"]
+    assert sum(read) == 3 and data["counts"] == {"a": 2, "b": 2, "c": 2, "default": 0}
+    assert len(views.dead(app, "c")["dead"]) == 2
+
+
+def _fail(n: int) -> None:
+    raise ValueError(n)
+
+
+def test_without_auth_a_loopback_dashboard_answers_to_loopback_names_only(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    """DNS rebinding: evil.example resolving to 127.0.0.1 must not read the pages (the
+    CSRF token among them) as a site of its own."""
+    app, ids = seeded
+    local = Dashboard(app, loopback=True)
+    for host in ("127.0.0.1:5555", "localhost:5555", "[::1]:5555", "127.0.0.2"):
+        assert call(local, "/", headers={"HTTP_HOST": host})[0] == "200 OK", host
+    for host in ("evil.example:5555", "evil.example", "127.0.0.1.evil.example", "[::1"):
+        for page in ("/", "/api/queues", "/metrics"):
+            assert call(local, page, headers={"HTTP_HOST": host})[0] == "403 Forbidden"
+    status, _, _ = call(local, "/dead/requeue", "POST",
+                        f"task_id={ids['dead']}&csrf={local.csrf_token}",
+                        headers={"HTTP_HOST": "evil.example:5555"})
+    assert status == "403 Forbidden" and app.handle(ids["dead"]).status() == "failed"
+    # with auth, a rebound name has no credentials; bound elsewhere, any name may serve
+    assert call(Dashboard(app, auth="a:b", loopback=True), "/", auth="a:b",
+                headers={"HTTP_HOST": "evil.example"})[0] == "200 OK"
+    assert call(Dashboard(app), "/", headers={"HTTP_HOST": "dash.example"})[0] == "200 OK"
+
+
+def test_the_server_knows_when_it_listens_on_loopback_only(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    from minitask.dashboard.server import make
+    app, _ = seeded
+    for host, local in (("127.0.0.1", True), ("localhost", True), ("0.0.0.0", False)):
+        server = make(app, host, 0)
+        try:
+            assert server.get_app().local_names_only is local, host  # type: ignore[attr-defined]
+        finally:
+            server.server_close()
+
+
+class FakeServer:
+    server_port = 5555
+
+    def serve_forever(self) -> None:
+        pass
+
+    def server_close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("argv, env, expected", [
+    ([], None, ("127.0.0.1", 5555, None)),
+    ([], "admin:from-env", ("127.0.0.1", 5555, "admin:from-env")),
+    (["--auth", "admin:given", "--host", "0.0.0.0", "--port", "8080"], "admin:from-env",
+     ("0.0.0.0", 8080, "admin:given")),
+])
+def test_the_dashboard_command_binds_loopback_and_takes_auth_from_option_or_env(
+        monkeypatch: pytest.MonkeyPatch, argv: List[str], env: Optional[str],
+        expected: Tuple[str, int, Optional[str]]) -> None:
+    from minitask.cli import main
+    from minitask.dashboard import server
+    made: List[Tuple[str, int, Optional[str]]] = []
+
+    def make(app: Minitask, host: str, port: int, auth: Optional[str]) -> FakeServer:
+        made.append((host, port, auth))
+        return FakeServer()
+
+    monkeypatch.setattr(server, "make", make)
+    if env is None:
+        monkeypatch.delenv("MINITASK_DASHBOARD_AUTH", raising=False)
+    else:
+        monkeypatch.setenv("MINITASK_DASHBOARD_AUTH", env)
+    assert main(["dashboard", "-A", "tests.apps.basic", *argv]) == 0
+    assert made == [expected]
+
+
+def test_the_dashboard_command_refuses_auth_without_a_password(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from minitask.cli import main
+    monkeypatch.setenv("MINITASK_DASHBOARD_AUTH", "admin")
+    assert main(["dashboard", "-A", "tests.apps.basic"]) != 0

@@ -196,6 +196,58 @@ def test_progress_is_read_back_after_the_task_and_expires_with_the_result(
     assert 0 < client.pttl(key) <= 120_000
 
 
+def test_progress_written_long_before_the_end_still_expires_with_the_result(
+        make_app: Callable[..., Minitask]) -> None:
+    """A value written early in a long attempt gets its full time to live again when the
+    attempt ends: the task here shortens it to stand for the hours it ran on."""
+    app = make_app()
+    client = app.broker.client
+
+    @app.task(result_ttl=120)
+    def long_run() -> None:
+        context = current_task()
+        assert context is not None
+        context.set_progress(1, 2, "early")
+        key = app.broker.progress.key("default", context.id)
+        deadline = time.monotonic() + 10
+        while not client.exists(key):  # the writer thread writes it within 0.1 s
+            assert time.monotonic() < deadline, "the progress was never written"
+            time.sleep(0.01)
+        client.pexpire(key, 2_000)  # as if written 118 s ago
+
+    handle = long_run.delay()
+    drain(app.worker())
+    assert handle.status() == "succeeded"
+    progress = handle.progress()
+    assert progress is not None and progress.message == "early"
+    assert 2_000 < client.pttl(app.broker.progress.key("default", handle.id)) <= 120_000
+
+
+def test_inspect_shows_the_progress_of_a_task(make_app: Callable[..., Minitask]) -> None:
+    from minitask.admin import inspect
+    from minitask.cli.inspect import describe
+    app = make_app()
+
+    @app.task
+    def count(n: int) -> int:
+        context = current_task()
+        assert context is not None
+        context.set_progress(n // 2, n, "halfway")
+        return n
+
+    handle = count.delay(10)
+    info = inspect(app, handle.id)
+    assert info is not None and info.progress is None
+    assert not [line for line in describe(info) if line.startswith("progress")]
+    drain(app.worker())
+    info = inspect(app, handle.id)
+    assert info is not None and info.progress is not None
+    (line,) = [line for line in describe(info) if line.startswith("progress")]
+    assert line.startswith("progress     5 / 10  halfway  (at ")
+    shown = info.as_dict()["progress"]
+    assert (shown["current"], shown["total"], shown["message"]) == (5, 10, "halfway")
+
+
 def test_set_progress_refuses_what_is_not_a_number(make_app: Callable[..., Minitask]) -> None:
     app = make_app()
     errors: List[str] = []
@@ -254,6 +306,44 @@ def test_hooks_hear_of_an_attempt_the_process_pool_killed_at_its_time_limit(
     assert handle.status() == "failed"
     assert heard == [("task_failure", hangs.name, "TimeLimitExceeded"),
                      ("task_dead", hangs.name, "TimeLimitExceeded")]
+
+
+def test_a_task_dead_lettered_for_killing_its_workers_is_counted_and_heard(
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    app = make_app(visibility_timeout=5.0, max_deliveries=1)
+    heard: List[Tuple[str, str, int]] = []
+    app.on("task_dead", lambda context, error: heard.append(
+        (context.name, str(error), context.delivery)))
+
+    @app.task
+    def crashes() -> None:
+        pass
+
+    handle = crashes.delay()
+    assert app.worker().fetch() is not None  # leased, then its worker "died"
+    clock.advance(6)
+    worker = app.worker()
+    drain(worker)  # its fetch dead-letters the task
+    assert handle.status() == "failed"
+    assert heard == [(crashes.name, "the worker died while running it 1 times "
+                                    "(max_deliveries=1)", 1)]
+    worker.beat()
+    assert app.broker.metrics.totals()[("tasks", "default", crashes.name, "dead")] == 1
+
+
+def test_a_task_no_worker_knows_is_counted_dead_and_heard(
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app()
+    heard: List[Tuple[str, str]] = []
+    app.on("task_dead", lambda context, error: heard.append(
+        (context.name, type(error).__name__)))
+    producer = make_app()
+    producer.task(name="jobs.gone")(lambda: None).delay()
+    worker = app.worker()
+    drain(worker)
+    worker.beat()
+    assert heard == [("jobs.gone", "UnknownTaskError")]
+    assert app.broker.metrics.totals()[("tasks", "default", "jobs.gone", "dead")] == 1
 
 
 def test_the_progress_writer_thread_ends_when_idle_and_starts_again(
