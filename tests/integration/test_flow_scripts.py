@@ -412,3 +412,23 @@ def test_purging_a_dead_letter_drops_its_kept_spec(
     assert redis_client.hexists(keys.flow_dead, doomed.id)
     assert app.purge_dead(doomed.id) == 1
     assert redis_client.hlen(keys.flow_dead) == 0
+
+
+def test_a_running_task_stopped_on_request_frees_its_slot_and_drops_its_spec(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="one")
+    def one(n: int) -> int:
+        return n
+
+    first, second = one.delay_many([(1,), (2,)])
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [first.id]
+    assert fetch(app, clock).deliveries == []  # parked: waiting for the one slot
+    stopped = Outcome("cancelled", clock.now_ms(), exc_type="Cancelled", reason="cancelled")
+    assert app.broker.cancels.end("default", first.id, stopped, 60_000)
+    # the stop frees the slot and re-arms the limiter, as any other outcome does
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [second.id]
+    keys = QueueKeys("test", "default")
+    assert redis_client.hkeys(keys.flow) == [second.id.encode()]
+    assert app.broker.flow.limiter_state("default", "3:one")["running"] == [second.id]
