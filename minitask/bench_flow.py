@@ -1,6 +1,7 @@
 """``minitask bench``'s flow control rows (SPEC 11): a queue whose tasks have limits
 configured but never reached drains as fast as one without (target: within 10 %),
-and what the fetch script costs Redis per fetch, with and without limits.
+and what the fetch script costs Redis per fetch, without limits and with limits not
+reached, and per task it parks over its limit.
 
 Runs under a throwaway app name of its own (its worker process loads
 ``-A minitask.bench_flow:app``) and deletes its keys when done.
@@ -43,6 +44,11 @@ def capped(index: int) -> None:
     """The same no-op, with limits configured that the bench never reaches."""
 
 
+@app.task(rate_limit="1/h")
+def held(index: int) -> None:
+    """The same no-op, over its limit after one start: its fetches park it."""
+
+
 def _median(values: List[float]) -> float:
     ordered = sorted(values)
     return ordered[len(ordered) // 2]
@@ -59,6 +65,7 @@ class FlowBench:
         self.free = self.app.task(name=free.name)(free.func)
         self.capped = self.app.task(name=capped.name, rate_limit="1000000/s",
                                     max_running=100000)(capped.func)
+        self.held = self.app.task(name=held.name, rate_limit="1/h")(held.func)
         self.worker: Optional["subprocess.Popen[bytes]"] = None
 
     def start_worker(self) -> None:
@@ -120,6 +127,21 @@ class FlowBench:
         calls, usec = (after - first for after, first in zip(_evalsha(self.client), before))
         return usec / max(1, calls)
 
+    def park_cost(self) -> float:
+        """Redis microseconds per task a fetch parks (``held`` is over its limit after
+        one start): a fetch parks a batch, so this is per task, not per call."""
+        self.held.delay_many([(index,) for index in range(FETCHES)])
+        queues = self.app.broker.queues
+        before = _evalsha(self.client)
+        now_ms = int(time.time() * 1000)
+        for _ in range(FETCHES):
+            result = queues.fetch("default", now_ms=now_ms, lease_ms=600_000, count=1,
+                                  max_deliveries=5)
+            if result.next_event_ms != now_ms:
+                break  # nothing left to park: the fetch read the next event
+        _, usec = (after - first for after, first in zip(_evalsha(self.client), before))
+        return usec / FETCHES
+
 
 def _evalsha(client: "redis.Redis") -> Tuple[int, int]:
     stats = client.info("commandstats").get("cmdstat_evalsha", {})
@@ -130,11 +152,13 @@ def measure_flow(url: str) -> List[Dict[str, Any]]:
     """The flow control rows, as ``bench.Row`` keyword arguments."""
     bench = FlowBench(url)
     try:
-        plain_costs, limited_costs = [], []
+        plain_costs, limited_costs, parking_costs = [], [], []
         for _ in range(ROUNDS):  # taking turns; the best of each (see ROUNDS)
             plain_costs.append(bench.fetch_cost(bench.free))
             limited_costs.append(bench.fetch_cost(bench.capped))
+            parking_costs.append(bench.park_cost())
         plain_cost, limited_cost = min(plain_costs), min(limited_costs)
+        parking_cost = min(parking_costs)
         bench.close()
         bench = FlowBench(url)
         bench.start_worker()
@@ -157,4 +181,8 @@ def measure_flow(url: str) -> List[Dict[str, Any]]:
          "unit": "us", "target": "-", "met": None,
          "detail": f"a fetch of a task without limits: {plain_cost:.1f} us (INFO "
                    f"commandstats, best of {ROUNDS} runs of {FETCHES:,} fetches each)"},
+        {"metric": "Redis time per task a fetch parks over its limit",
+         "value": parking_cost, "unit": "us", "target": "-", "met": None,
+         "detail": f"rate_limit='1/h' reached: fetches park the tasks in batches and hand "
+                   f"out none (best of {ROUNDS} runs of {FETCHES:,} tasks each)"},
     ]

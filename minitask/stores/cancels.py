@@ -61,7 +61,8 @@ class CancelStore:
         k = self.keys(queue)
         return bool(self.transport.run(
             "end_cancelled", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying,
-                              k.order, k.result(task_id)),
+                              k.order, k.result(task_id), k.flow, k.flow_due,
+                              k.flow_prefix, k.wake),
             (task_id, encode_outcome(outcome), result_ttl_ms),
             f"record the cancellation of {task_id}"))
 

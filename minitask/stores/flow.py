@@ -1,8 +1,9 @@
 """FlowStore: enqueueing calls with flow control (SPEC 11), and reading limiter state.
 
 Limits are enforced by the scripts that hand tasks out and end them (fetch, ack,
-retry, bury, release: ``lua/flow.lua`` in front of each); this store writes what
-they read: a spec beside each flow-controlled message, in the same step.
+retry, bury, release, end_cancelled: ``lua/flow.lua`` in front of each); this
+store writes what they read: a spec beside each flow-controlled message, in the
+same step.
 """
 from __future__ import annotations
 

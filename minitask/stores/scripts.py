@@ -60,7 +60,7 @@ def _needed(library: str, words: Set[str]) -> List[str]:
 
 
 #: Scripts that hand out or end tasks: flow.lua's functions (flow control) go in front.
-_FLOWING = frozenset({"fetch", "ack", "retry", "bury", "release"})
+_FLOWING = frozenset({"fetch", "ack", "retry", "bury", "release", "end_cancelled"})
 
 
 def source(name: str, *, shared: str = "") -> str:

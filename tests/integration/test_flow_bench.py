@@ -17,7 +17,8 @@ def test_flow_bench_drains_with_limits_beside_none_and_prices_a_fetch(
     rows = measure_flow(redis_server.url)
     assert [row["metric"] for row in rows] == [
         "drain of 5,000 with limits not reached vs none",
-        "Redis time per fetch of a limited task"]
+        "Redis time per fetch of a limited task",
+        "Redis time per task a fetch parks over its limit"]
     assert all(row["value"] > 0 for row in rows)
     assert "tasks/s" in rows[0]["detail"] and "without limits" in rows[1]["detail"]
     assert not list(admin.scan_iter(match="minitask:{minitask-bench-flow*"))

@@ -81,6 +81,28 @@ def test_a_rate_limit_allows_at_most_n_starts_in_any_window_and_keeps_the_pace(
     assert 39 * 200 * 0.95 <= ran[-1] - start <= 39 * 200 * 1.05
 
 
+def test_a_worker_waking_late_keeps_the_rate_of_a_steady_backlog(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="5/s", name="limited")
+    def limited(n: int) -> int:
+        return n
+
+    limited.delay_many([(n,) for n in range(40)])
+    started: List[int] = []
+    while len(started) < 40:
+        result = fetch(app, clock)
+        if result.deliveries:
+            started.append(clock.now_ms())
+            continue
+        assert result.next_event_ms is not None and len(started) < 40
+        clock.ms = result.next_event_ms + 30  # every wake-up 30 ms late (a busy machine)
+    assert max_in_window(started, 1000) <= 5
+    # late wake-ups do not add up, window after window: 39 paces of 200 ms within 5 %
+    assert started[-1] - started[0] <= 39 * 200 * 1.05
+
+
 def test_per_key_limits_are_separate(make_app: Callable[..., Minitask],
                                      clock: ManualClock) -> None:
     app = make_app()
@@ -412,3 +434,23 @@ def test_purging_a_dead_letter_drops_its_kept_spec(
     assert redis_client.hexists(keys.flow_dead, doomed.id)
     assert app.purge_dead(doomed.id) == 1
     assert redis_client.hlen(keys.flow_dead) == 0
+
+
+def test_a_running_task_stopped_on_request_frees_its_slot_and_drops_its_spec(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="one")
+    def one(n: int) -> int:
+        return n
+
+    first, second = one.delay_many([(1,), (2,)])
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [first.id]
+    assert fetch(app, clock).deliveries == []  # parked: waiting for the one slot
+    stopped = Outcome("cancelled", clock.now_ms(), exc_type="Cancelled", reason="cancelled")
+    assert app.broker.cancels.end("default", first.id, stopped, 60_000)
+    # the stop frees the slot and re-arms the limiter, as any other outcome does
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [second.id]
+    keys = QueueKeys("test", "default")
+    assert redis_client.hkeys(keys.flow) == [second.id.encode()]
+    assert app.broker.flow.limiter_state("default", "3:one")["running"] == [second.id]

@@ -3,10 +3,14 @@
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
 -- KEYS[7] result (LIST)
+-- KEYS[8] flow (HASH)   KEYS[9] flow_due (ZSET)   KEYS[10] the flow prefix (flow.lua)
+-- KEYS[11] wake (LIST)
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
 -- Returns: 1 when recorded, 0 when the lease was gone: the attempt's own outcome
 -- (it finished just before it was stopped) is recorded already and stays.
--- Invariant: as ack.lua, the message leaves Redis in the step that records it.
+-- Invariant: as ack.lua, the message leaves Redis in the step that records it;
+-- its max_running slot is freed and its flow spec dropped in the same step (a
+-- slot kept would hold the limiter's parked tasks until another call came).
 local id = ARGV[1]
 if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
 if redis.call('ZREM', KEYS[2], id) > 0 then redis.call('HDEL', KEYS[6], id) end
@@ -16,4 +20,5 @@ redis.call('HDEL', KEYS[5], id)
 redis.call('DEL', KEYS[7])
 redis.call('RPUSH', KEYS[7], ARGV[2])
 redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
+flow_end(KEYS[8], KEYS[10], KEYS[9], KEYS[11], {id}, true)
 return 1

@@ -6,17 +6,21 @@
 -- The limiter (empty: no limits) names one task and limit key; its state lives
 -- under the queue's hash tag, at names built from the flow prefix (keys.py):
 --   <prefix><limiter>:park     LIST  parked entries (priority digit .. id), oldest first
---   <prefix><limiter>:starts   ZSET  'ms:id' -> start (ms) within the last window,
---                                    and '' -> the pace: when the next start is due
+--   <prefix><limiter>:starts   ZSET  'ms:id' -> start (ms) within the last window
+--                                    (the member names when it came, the score
+--                                    when it counts from), and '' -> the pace:
+--                                    when the next start is due
 --   <prefix><limiter>:running  SET   ids leased now, each holding a max_running slot
 -- flow_due (ZSET) holds limiter -> when its parked tasks may be tried again (ms);
 -- a limiter waiting for a max_running slot has no entry until a slot frees.
 -- Rates: at most `count` starts in any window a guard longer than `window` (4 %,
 -- 250 ms at most: it covers the hand-over between the fetch and the task's first
 -- line on a busy machine, so that starts counted in the task keep the limit too),
--- paced one every window / count, with half a
--- pace of slack (1 ms at least) so that a worker waking late does not slow the rate
--- down.
+-- paced one every window / count. So that a worker waking late does not slow the
+-- rate down: half a pace of slack (1 ms at least), and a start later than it was
+-- due counts from when it was due, by half the guard at most (late wake-ups would
+-- otherwise add up, window after window); starts stay at least a window and half
+-- the guard apart.
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
 -- limiter key of another type counts as empty, and writes to it are skipped.
 
@@ -47,14 +51,22 @@ local function flow_admit(prefix, spec, id, now, leases)
       if held >= spec.most then return false, -1 end
     end
   end
-  local span, gap, pace = 0, 0, nil
+  local span, gap, pace, due = 0, 0, nil, now
   if spec.count > 0 and spec.window > 0 then
     starts = prefix .. spec.limiter .. ':starts'
     span = spec.window + math.min(math.floor(spec.window / 25), 250)
     gap = spec.window / spec.count
-    tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)  -- the window's only
+    local held = tolerant(0, 'ZCARD', starts)
+    -- the count-th newest start (the pace scores highest): the window had room
+    -- from span after it, whether or not the trim below removes it
+    local room = 0
+    if held > spec.count then
+      local nth = -1 - spec.count
+      room = (tonumber(tolerant({}, 'ZRANGE', starts, nth, nth, 'WITHSCORES')[2]) or 0) + span
+    end
+    held = held - tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
     pace = tonumber(tolerant(false, 'ZSCORE', starts, ''))
-    local counted = tolerant(0, 'ZCARD', starts) - (pace and 1 or 0)
+    local counted = held - (pace and 1 or 0)
     -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
     -- starts several tasks in one ms
     local slack = math.max(gap / 2, 1)
@@ -66,10 +78,14 @@ local function flow_admit(prefix, spec, id, now, leases)
       if oldest and oldest + span > at then at = oldest + span end
     end
     if at > now then return false, math.ceil(at) end
+    -- a start later than it was due (a worker waking late) counts from when it was
+    -- due, by half the guard at most: late wake-ups do not add up window after
+    -- window, and starts stay a window and half the guard apart
+    if pace then due = math.max(room, pace - slack, now - (span - spec.window) / 2) end
   end
   if running then tolerant(0, 'SADD', running, id) end
   if starts then
-    tolerant(0, 'ZADD', starts, now, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
+    tolerant(0, 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
     tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
   end
   return true
