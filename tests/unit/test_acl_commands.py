@@ -20,7 +20,9 @@ MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "sending.py", "p
            "aio.py", "worker/*.py", "cli/*.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
-           "close": "", "get_redis_connection": "", "aclose": "", "script_load": "script|load"}
+           "close": "", "get_redis_connection": "", "aclose": "", "script_load": "script|load",
+           # a cluster client's slot map (CLUSTER SLOTS, listed apart for Cluster in README)
+           "initialize": "", "get_node_from_key": ""}
 #: what redis-py sends on its own: scripts run by EVALSHA, loaded on NOSCRIPT;
 #: health checks of idle connections
 IMPLIED = {"evalsha", "script|load", "ping"}
