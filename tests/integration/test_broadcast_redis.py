@@ -156,3 +156,24 @@ def test_an_idle_wait_woken_by_a_send_leases_the_call_in_its_own_round_trip(
         assert [job.task_id.encode()] == leased
     finally:
         app.close()
+
+
+def test_a_send_of_more_calls_than_lua_can_unpack_drops_them_in_thousands(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """Lua's unpack fails past about 8,000 values: a send of 12,000 calls over
+    broadcast_maxlen=10 drops 11,990 of them in pieces, and keeps 10."""
+    app = Minitask("huge", broker=redis_server.client(), broadcast_maxlen=10)
+
+    @app.task(broadcast=True, queue=QUEUE, ignore_result=True)
+    def tick(n: int) -> None:
+        return None
+
+    try:
+        app.broker.broadcasts.subscribe(QUEUE, "gone", 0)
+        tick.delay_many([(n,) for n in range(12_000)])
+        k = QueueKeys("huge", QUEUE)
+        assert app.broker.broadcasts.log_size(QUEUE) == 10
+        assert [admin.hlen(k.broadcast(part)) for part in ("bodies", "sent", "names")] == [10] * 3
+        assert admin.zcard(k.broadcast("joins")) == 10
+    finally:
+        app.close()

@@ -306,3 +306,19 @@ def test_the_heartbeat_says_a_subscriber_is_alive(fan: Fanout, clock: ManualCloc
     (found,) = fan.app.subscribers(QUEUE)
     assert found.last_seen is not None
     assert found.last_seen.timestamp() * 1000 == clock.now_ms()
+
+
+def test_one_send_of_many_calls_leaves_no_more_than_maxlen(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A send drops as many calls as it carries (not a batch of 1,000 at most): 2,500
+    in one delay_many leave maxlen calls with a subscriber that never pulls."""
+    fan = Fanout(make_app(broadcast_maxlen=10))
+    fan.worker("gone")
+    late = fan.reload.delay_many([(n,) for n in range(2500)])[-1]
+    k = QueueKeys("test", QUEUE)
+    assert fan.app.broker.broadcasts.log_size(QUEUE) == 10
+    assert redis_client.hlen(k.broadcast("bodies")) == 10
+    assert redis_client.hlen(k.broadcast("sent")) == 10
+    assert redis_client.hlen(k.broadcast("names")) == 10
+    assert redis_client.zcard(k.broadcast("joins")) == 10
+    assert late.subscribers() == ["gone"]

@@ -9,12 +9,19 @@
 -- counts as empty where read; a cursor or a count that is no number is read as
 -- missing.
 
+-- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
+-- fails past about 8,000 values, and a send may drop more than that.
+local function per_thousand(command, key, ids)
+  for first = 1, #ids, 1000 do
+    tolerant(0, command, key, unpack(ids, first, math.min(first + 999, #ids)))
+  end
+end
+
 -- Forget calls of the log: their bodies and send times go with them.
 local function forget_calls(ids)
-  if #ids == 0 then return end
-  tolerant(0, 'ZREM', KEYS[2], unpack(ids))
-  tolerant(0, 'HDEL', KEYS[3], unpack(ids))
-  tolerant(0, 'HDEL', KEYS[4], unpack(ids))
+  per_thousand('ZREM', KEYS[2], ids)
+  per_thousand('HDEL', KEYS[3], ids)
+  per_thousand('HDEL', KEYS[4], ids)
 end
 
 -- The lowest cursor of any subscriber, or nil when none subscribes.
