@@ -157,23 +157,27 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
         Raises:
             ResultTimeout: ``timeout`` passed first; it names who has not finished.
+                Raised at once for a subscriber past the call that keeps no outcome
+                (dropped before it pulled it, ``ignore_result``, expired).
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds.
         """
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
-        outcomes: Dict[str, Any] = {}
+        outcomes = self._settled(names)
         for index, name in enumerate(names):
-            while True:
+            while name not in outcomes:
                 left = _WAIT_STEP if deadline is None else deadline - time.monotonic()
                 body = self._results.wait_result(lane(self.queue, name), self.id,
                                                  min(max(left, 0.0), _WAIT_STEP))
                 if body is not None:
                     outcomes[name] = self._outcome(body)
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
+                    continue
+                outcomes.update(self._settled([name]))
+                if name not in outcomes and deadline is not None \
+                        and time.monotonic() >= deadline:
                     raise self._timed_out(names, index, timeout)
-        return outcomes
+        return {name: outcomes[name] for name in names}
 
     def _to_join(self, timeout: Optional[float],
                  subscribers: Optional[Sequence[str]]) -> List[str]:
@@ -190,6 +194,30 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
             names = [name for name in names if name in current or self._ended(name)]
         return names
+
+    def _settled(self, names: Sequence[str]) -> Dict[str, Any]:
+        """The outcomes of those of ``names`` past the call; ResultTimeout at once for
+        one that will never have one, rather than waiting for ever.
+
+        Its cursor is read before its lane: a cursor past the call and a lane that
+        does not know it means it ran and kept nothing, or never got it.
+        """
+        found: Dict[str, Any] = {}
+        never = []
+        for name in self._broker.broadcasts.passed(self.queue, self.id, names):
+            state, body = self._results.state(lane(self.queue, name), self.id)
+            if state == "finished" and body is not None:
+                found[name] = self._outcome(body)
+            elif state == "unknown":
+                never.append(name)
+        if never:
+            raise ResultTimeout(
+                f"broadcast {self.id} of queue {self.queue!r} will never have an outcome on "
+                f"subscriber(s) {', '.join(never)}: each is past the call and keeps none (it "
+                f"was dropped over broadcast_maxlen or broadcast_ttl before they pulled it, "
+                f"the task is ignore_result, or its result expired after result_ttl); join "
+                f"the others with subscribers=[...]")
+        return found
 
     def _timed_out(self, names: List[str], index: int,
                    timeout: Optional[float]) -> ResultTimeout:
@@ -213,18 +241,20 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             return await loop.run_in_executor(None, self.join, timeout, subscribers)
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
-        outcomes: Dict[str, Any] = {}
+        outcomes = self._settled(names)
         for index, name in enumerate(names):
-            while True:
+            while name not in outcomes:
                 left = _WAIT_STEP if deadline is None else deadline - time.monotonic()
                 body = await broker.wait_result(lane(self.queue, name), self.id,
                                                 min(max(left, 0.0), _WAIT_STEP))
                 if body is not None:
                     outcomes[name] = self._outcome(body)
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
+                    continue
+                outcomes.update(self._settled([name]))
+                if name not in outcomes and deadline is not None \
+                        and time.monotonic() >= deadline:
                     raise self._timed_out(names, index, timeout)
-        return outcomes
+        return {name: outcomes[name] for name in names}
 
     def get(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """``join(timeout)``: every subscriber's outcome, by name."""

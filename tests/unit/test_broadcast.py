@@ -322,3 +322,41 @@ def test_one_send_of_many_calls_leaves_no_more_than_maxlen(
     assert redis_client.hlen(k.broadcast("names")) == 10
     assert redis_client.zcard(k.broadcast("joins")) == 10
     assert late.subscribers() == ["gone"]
+
+
+def test_join_says_at_once_when_a_subscriber_will_never_report(
+        make_app: Callable[..., Minitask]) -> None:
+    """A call dropped over maxlen before a subscriber pulled it, or a run that kept no
+    result, can never be joined: ResultTimeout at once (join(None) waited for ever),
+    while a call pulled and leased but not run yet is still waited for."""
+    fan = Fanout(make_app(broadcast_maxlen=1))
+
+    @fan.app.task(broadcast=True, queue=QUEUE, ignore_result=True)
+    def quiet() -> None:
+        return None
+
+    a = fan.worker("a")
+    dropped = fan.reload.delay(1)
+    fan.reload.delay(2)  # over maxlen: the first leaves the log before a pulled it
+    assert drain(a) == 1
+    with pytest.raises(ResultTimeout, match="will never have an outcome on subscriber"
+                                            r"\(s\) a: "):
+        dropped.join(timeout=10)
+    silent = quiet.delay()
+    assert drain(a) == 1
+    with pytest.raises(ResultTimeout, match="will never have an outcome"):
+        silent.join(timeout=10)
+
+    async def awaited() -> None:
+        try:
+            await silent.ajoin(timeout=10)
+        finally:
+            await fan.app.aclose()
+
+    with pytest.raises(ResultTimeout, match="will never have an outcome"):
+        asyncio.run(awaited())
+    leased = fan.reload.delay(3)
+    a._broadcasts._pull()  # in a's lane and leased, not run yet: a will report
+    with pytest.raises(ResultTimeout, match="did not finish within 0.05 s"):
+        leased.join(timeout=0.05)
+    assert drain(a) == 1 and leased.join(timeout=1) == {"a": 30}
