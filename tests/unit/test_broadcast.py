@@ -360,3 +360,24 @@ def test_join_says_at_once_when_a_subscriber_will_never_report(
     with pytest.raises(ResultTimeout, match="did not finish within 0.05 s"):
         leased.join(timeout=0.05)
     assert drain(a) == 1 and leased.join(timeout=1) == {"a": 30}
+
+
+def test_a_subscriber_back_after_a_quiet_spell_skips_calls_over_the_ttl(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """No send came after the calls: the returning subscriber's own pull drops
+    what is older than broadcast_ttl (it ran them, however old, before)."""
+    fan = Fanout(make_app(broadcast_ttl=60))
+    fan.worker("a")
+    fresh = fan.worker("fresh")
+    old = fan.reload.delay(1)
+    assert drain(fresh) == 1
+    clock.advance(61)
+    back = fan.worker("a")
+    with caplog.at_level(logging.WARNING, logger="minitask"):
+        assert drain(back) == 0
+    assert "subscriber 'a' missed 1 broadcast call(s)" in caplog.text
+    assert [run[2] for run in fan.runs] == [1]  # fresh's run only
+    assert fan.app.broker.broadcasts.log_size(QUEUE) == 0
+    with pytest.raises(ResultTimeout, match="will never have an outcome on subscriber"):
+        old.join(timeout=10)

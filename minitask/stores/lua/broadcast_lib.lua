@@ -2,7 +2,8 @@
 -- after lib.lua, in front of each broadcast_*.lua).
 -- Every broadcast script takes the same first five keys of a queue:
 -- KEYS[1] bcast:state (HASH: seq, the last call sequence handed out; dropped, the
---   last sequence dropped unpulled)   KEYS[2] bcast:log (ZSET id -> seq)
+--   last sequence dropped unpulled; maxlen, ttl: the last send's limits)
+-- KEYS[2] bcast:log (ZSET id -> seq)
 -- KEYS[3] bcast:bodies (HASH)  KEYS[4] bcast:sent (HASH id -> ms)
 -- KEYS[5] bcast:cursors (HASH subscriber -> seq)
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type

@@ -2,7 +2,8 @@
 -- wake an idle worker of each.
 -- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:names (HASH)   KEYS[7] bcast:joins (ZSET)
 -- KEYS[7 + i] the wake list of the i-th subscriber's lane, in ARGV's order
--- ARGV[1] now (ms)   ARGV[2] broadcast_maxlen (calls)   ARGV[3] broadcast_ttl (ms)
+-- ARGV[1] now (ms)   ARGV[2] broadcast_maxlen (calls)   ARGV[3] broadcast_ttl (ms),
+--   both kept in state (maxlen, ttl) for pulls
 -- ARGV[4] wake cap   ARGV[5] batch limit for drops   ARGV[6] n, the subscribers
 -- the caller knows of, then their n names, sorted; then per call: id, encoded message
 -- Returns: {1, calls added} (an id sent already is left as it is), or, when the
@@ -45,6 +46,8 @@ for i = 7 + n, #ARGV, 2 do
     added = added + 1
   end
 end
+-- the sender's limits, for the pull of a subscriber coming back after no send
+if added > 0 then redis.call('HSET', KEYS[1], 'maxlen', ARGV[2], 'ttl', ARGV[3]) end
 -- a send drops as many calls as it added, and a batch more: however many calls
 -- one send carries, the log is back within maxlen when it returns
 drop_over(now, maxlen, ttl, limit + added)
