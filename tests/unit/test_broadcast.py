@@ -381,3 +381,12 @@ def test_a_subscriber_back_after_a_quiet_spell_skips_calls_over_the_ttl(
     assert fan.app.broker.broadcasts.log_size(QUEUE) == 0
     with pytest.raises(ResultTimeout, match="will never have an outcome on subscriber"):
         old.join(timeout=10)
+
+
+def test_a_broadcast_task_is_refused_as_a_workflow_step(fan: Fanout) -> None:
+    """A step is sent as a plain task (one subscriber would run it): refused, named."""
+    with pytest.raises(ConfigurationError, match="task '.*reload' is a broadcast task"):
+        fan.reload.s(1)
+    with pytest.raises(ConfigurationError, match="cannot be a step of a chain"):
+        fan.reload.si(1)
+    assert fan.plain.s().task is fan.plain
