@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -50,11 +49,6 @@ class Subscriber:
     name: str
     lag: int
     last_seen: Optional[_dt.datetime]
-
-
-def default_subscriber() -> str:
-    """The subscriber name of a worker not given one: the host name."""
-    return socket.gethostname() or "localhost"
 
 
 def check_subscriber(name: Any) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any, Callable, Dict, List
 
 import pytest
@@ -390,3 +391,10 @@ def test_a_broadcast_task_is_refused_as_a_workflow_step(fan: Fanout) -> None:
     with pytest.raises(ConfigurationError, match="cannot be a step of a chain"):
         fan.reload.si(1)
     assert fan.plain.s().task is fan.plain
+
+
+def test_a_worker_not_given_a_name_subscribes_as_its_host(fan: Fanout) -> None:
+    worker = fan.app.worker(queues=[QUEUE])
+    worker.starting()
+    assert worker.subscriber == socket.gethostname()
+    assert [s.name for s in fan.app.subscribers(QUEUE)] == [socket.gethostname()]
