@@ -256,9 +256,10 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     def status(self) -> str:
         """``succeeded`` once every subscriber succeeded, ``failed`` once all ended
-        and one did not, ``unknown`` for a call never seen (or forgotten), else
-        where the first unfinished subscriber's run is (``queued``, ``running``,
-        ``retrying``).
+        and one did not, ``unknown`` for a call never seen (or forgotten: every
+        subscriber not ended is past it and keeps no outcome, as with
+        ``ignore_result``), else where the first unfinished subscriber's run is
+        (``queued``, ``running``, ``retrying``).
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -266,6 +267,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         names = self._broker.broadcasts.names(self.queue, self.id)
         if names is None:
             return "unknown"
+        # read before the lanes (as join does): past it and unknown there = no outcome kept
+        passed = set(self._broker.broadcasts.passed(self.queue, self.id, names))
         ended = []
         for name in names:
             state, outcome = self._results.state(lane(self.queue, name), self.id)
@@ -273,8 +276,12 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 ended.append(decode_outcome(outcome).status)
             elif state == "dead":
                 ended.append("failed")
+            elif state == "unknown" and name in passed:
+                ended.append("unknown")
             else:  # not pulled yet (unknown in its lane), or on its way
                 return {"unknown": "queued", "scheduled": "retrying"}.get(state, state)
+        if "unknown" in ended:
+            return "unknown"
         return "succeeded" if all(s == "succeeded" for s in ended) else "failed"
 
     def cancel(self, running: bool = False) -> bool:

@@ -344,7 +344,10 @@ def test_join_says_at_once_when_a_subscriber_will_never_report(
                                             r"\(s\) a: "):
         dropped.join(timeout=10)
     silent = quiet.delay()
+    assert silent.status() == "queued"
     assert drain(a) == 1
+    assert silent.status() == "unknown"  # it ran and kept nothing: not 'queued' for ever
+    assert dropped.status() == "unknown"
     with pytest.raises(ResultTimeout, match="will never have an outcome"):
         silent.join(timeout=10)
 
