@@ -401,3 +401,15 @@ def test_a_worker_not_given_a_name_subscribes_as_its_host(fan: Fanout) -> None:
     worker.starting()
     assert worker.subscriber == socket.gethostname()
     assert [s.name for s in fan.app.subscribers(QUEUE)] == [socket.gethostname()]
+
+
+def test_a_send_drops_every_call_over_the_ttl_page_by_page(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    """250 calls past the ttl are dropped by the next send, a hundred read at a time."""
+    fan = Fanout(make_app(broadcast_ttl=60))
+    a = fan.worker("a")
+    fan.reload.delay_many([(n,) for n in range(250)])
+    clock.advance(61)
+    fan.reload.delay(999)
+    assert fan.app.broker.broadcasts.log_size(QUEUE) == 1
+    assert drain(a) == 1 and [run[2] for run in fan.runs] == [999]

@@ -49,13 +49,26 @@ end
 -- subscriber behind it learns how many it missed.
 local function drop_over(now, maxlen, ttl, limit)
   local over = tonumber(tolerant(0, 'ZCARD', KEYS[2])) - maxlen
-  local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, limit - 1, 'WITHSCORES')
-  local ids, last = {}, nil
-  for i = 1, #oldest, 2 do
-    local sent = tonumber(tolerant(false, 'HGET', KEYS[4], oldest[i]))
-    if #ids >= over and sent and sent >= now - ttl then break end
-    ids[#ids + 1] = oldest[i]
-    last = tonumber(oldest[i + 1])
+  local ids, last, kept = {}, nil, false
+  -- Read the calls over maxlen and the next one, then a hundred at a time while
+  -- they are past the ttl: a send behind a long log reads about what it drops,
+  -- not a whole batch.
+  local size = math.max(over, 0) + 1
+  while not kept and #ids < limit do
+    local from = #ids  -- nothing is removed yet: the next unread call has this rank
+    local page = tolerant({}, 'ZRANGE', KEYS[2], from, from + math.min(size, limit - from) - 1,
+                          'WITHSCORES')
+    if #page == 0 then break end
+    for i = 1, #page, 2 do
+      local sent = tonumber(tolerant(false, 'HGET', KEYS[4], page[i]))
+      if #ids >= over and sent and sent >= now - ttl then
+        kept = true
+        break
+      end
+      ids[#ids + 1] = page[i]
+      last = tonumber(page[i + 1])
+    end
+    size = 100
   end
   if last then
     local before = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
