@@ -3,13 +3,16 @@ subscriber gone for good, time limits of a subscriber's run, and the commands
 (``minitask status``, ``minitask unsubscribe``)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-from typing import List
+from typing import Any, Dict, List
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from minitask import Minitask, TaskFailed
 from minitask.cli.main import main
@@ -176,4 +179,44 @@ def test_a_send_of_more_calls_than_lua_can_unpack_drops_them_in_thousands(
         assert [admin.hlen(k.broadcast(part)) for part in ("bodies", "sent", "names")] == [10] * 3
         assert admin.zcard(k.broadcast("joins")) == 10
     finally:
+        app.close()
+
+
+def test_join_outwaits_a_given_clients_short_socket_timeout(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """redis-py 8 gives clients a 5 s socket timeout: a 5 s blocking read on one
+    timed out (and was retried for a minute, then failed). join() and ajoin()
+    block for less than the client's socket timeout, and go on waiting."""
+    client = redis_server.client(socket_timeout=1.0, retry=Retry(NoBackoff(), 0))
+    app = Minitask("patient", broker=client)
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def hello() -> str:
+        return "hi"
+
+    worker = app.worker(queues=[QUEUE], subscriber="a", burst=True)
+    worker.starting()
+    first, second = hello.delay(), hello.delay()
+    later = threading.Timer(2.5, app.worker(queues=[QUEUE], subscriber="a", burst=True).run)
+    later.start()
+    try:
+        assert first.join(timeout=60) == {"a": "hi"}  # waits 2.5 s and more, on 1 s reads
+
+        async def awaited() -> Dict[str, Any]:
+            try:
+                third = hello.delay()
+                runner = threading.Timer(2.5, app.worker(queues=[QUEUE], subscriber="a",
+                                                         burst=True).run)
+                runner.start()
+                try:
+                    return await third.ajoin(timeout=60)
+                finally:
+                    runner.join(timeout=60)
+            finally:
+                await app.aclose()
+
+        assert asyncio.run(awaited()) == {"a": "hi"}
+        assert second.join(timeout=1) == {"a": "hi"}
+    finally:
+        later.join(timeout=60)
         app.close()
