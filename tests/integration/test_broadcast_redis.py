@@ -182,6 +182,38 @@ def test_a_send_of_more_calls_than_lua_can_unpack_drops_them_in_thousands(
         app.close()
 
 
+def test_a_subscribers_coroutine_runs_on_the_asyncio_pool(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """Lane jobs are jobs: a coroutine broadcast task runs on the asyncio pool, once
+    per subscriber. (The process pool: tests/crash/test_broadcast_crash.py.)"""
+    app = Minitask("pools", broker=redis_server.client())
+
+    @app.task(broadcast=True, queue=QUEUE, name="pools.twice")
+    async def twice(n: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * n
+
+    try:
+        workers = [app.worker(queues=[QUEUE], subscriber=name, pool="asyncio", concurrency=1)
+                   for name in ("a", "b")]
+        for worker in workers:
+            worker.starting()
+        handles = [twice.delay(n) for n in range(5)]
+        threads = [threading.Thread(target=worker.run) for worker in workers]
+        for thread in threads:
+            thread.start()
+        try:
+            found = [h.join(timeout=60) for h in handles]
+        finally:
+            for worker in workers:
+                worker.stop()
+            for thread in threads:
+                thread.join(timeout=60)
+        assert found == [{"a": 2 * n, "b": 2 * n} for n in range(5)]
+    finally:
+        app.close()
+
+
 def test_join_outwaits_a_given_clients_short_socket_timeout(
         redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
     """redis-py 8 gives clients a 5 s socket timeout: a 5 s blocking read on one
