@@ -37,10 +37,11 @@ class Fleet:
         self.app, self.note, self.hold = producer(server.client())
         self.workers: List[Tuple[str, "subprocess.Popen[bytes]"]] = []
 
-    def start(self, name: str, **env: str) -> "subprocess.Popen[bytes]":
+    def start(self, name: str, pool: str = "thread", concurrency: int = 1,
+              **env: str) -> "subprocess.Popen[bytes]":
         log = self.logs / f"worker-{len(self.workers)}-{name}.log"
         process = self.processes.worker(
-            APP, "--name", name, "--pool", "thread", "-c", "1", "-Q", QUEUE,
+            APP, "--name", name, "--pool", pool, "-c", str(concurrency), "-Q", QUEUE,
             env={"MINITASK_BROKER_URL": self.server.url, "TEST_SUBSCRIBER": name,
                  "TEST_VISIBILITY": "2", **env}, log=log)
         self.workers.append((name, process))
@@ -208,3 +209,17 @@ def test_an_idle_subscriber_blocks_instead_of_polling_and_wakes_for_a_send(
             if name != "cmdstat_info" and after[name] != before.get(name, 0)}
     assert sum(made.values()) / elapsed <= 5.0, made
     assert fleet.note.delay(1).join(timeout=DEADLINE) == {"a": 1}
+
+
+def test_a_process_pool_subscriber_runs_each_call_once_in_its_children(fleet: Fleet) -> None:
+    """Lane jobs go through the process pool like any job: a (two children) and b
+    (threads) each run each of 20 calls once."""
+    supervisor = fleet.start("a", pool="process", concurrency=2)
+    fleet.start("b")
+    fleet.subscribed("a", "b")
+    handles = [fleet.note.delay(n) for n in range(20)]
+    assert [h.join(timeout=DEADLINE) for h in handles] == [{"a": n, "b": n} for n in range(20)]
+    runs = fleet.marks("note", "a")
+    assert sorted(_numbers(runs)) == list(range(20))
+    assert supervisor.pid not in {mark[1] for mark in runs}  # run by its children
+    assert sorted(_numbers(fleet.marks("note", "b"))) == list(range(20))
