@@ -413,3 +413,20 @@ def test_a_send_drops_every_call_over_the_ttl_page_by_page(
     fan.reload.delay(999)
     assert fan.app.broker.broadcasts.log_size(QUEUE) == 1
     assert drain(a) == 1 and [run[2] for run in fan.runs] == [999]
+
+
+def test_a_stopping_worker_gives_its_prefetched_calls_back_to_its_name(
+        fan: Fanout, redis_client: "redis.Redis[bytes]") -> None:
+    """Calls pulled and leased but not started go back to the head of the lane, for
+    the next worker of the same name, in order; nothing runs twice."""
+    first = fan.worker("a", prefetch=4)
+    fan.worker("b")
+    for n in range(6):
+        fan.reload.delay(n)
+    assert first.run_once()
+    own = QueueKeys("test", lane(QUEUE, "a"))
+    assert redis_client.zcard(own.leases) == 3  # prefetched, waiting
+    first._leases.release_all()
+    assert redis_client.zcard(own.leases) == 0
+    assert drain(fan.worker("a")) == 5
+    assert [run[2] for run in fan.runs] == [0, 1, 2, 3, 4, 5]
