@@ -41,7 +41,7 @@ def block_cap(client: Any) -> float:
     """The longest one blocking read on ``client`` may last: ``MAX_BLOCK_SECONDS``,
     or less when its socket timeout is shorter (redis-py 8 defaults to 5 s), which
     would take a quiet wait for a dead link, retry it for a minute, then fail."""
-    kwargs = getattr(client, "get_connection_kwargs", dict)()
+    kwargs: Any = getattr(client, "get_connection_kwargs", dict)()
     limit = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
         return MAX_BLOCK_SECONDS
