@@ -51,6 +51,11 @@ class Fleet:
         wait_until(lambda: set(names) <= {s.name for s in self.app.subscribers(QUEUE)},
                    timeout=DEADLINE, message=f"subscribers {names}")
 
+    def live(self, count: int) -> None:
+        """Wait until ``count`` workers have registered (each then serves at once)."""
+        wait_until(lambda: len(self.app.broker.registry.live(self.app.clock.now_ms(), 60_000))
+                   >= count, timeout=DEADLINE, message=f"{count} live workers")
+
     def marks(self, kind: str, name: str) -> List[Tuple[int, int, int, int]]:
         entries = self.client.lrange(f"marks:{kind}:{name}", 0, -1)
         return [tuple(int(part) for part in raw.decode().split(":"))  # type: ignore[misc]
@@ -91,6 +96,7 @@ def test_each_subscriber_runs_each_call_once_in_order(fleet: Fleet) -> None:
     fleet.start("b")
     fleet.start("c")
     fleet.subscribed("a", "b", "c")
+    fleet.live(4)  # both of b's workers are up: each gets a share
     handles = [fleet.note.delay(n) for n in range(500)]
     assert isinstance(handles[-1], BroadcastHandle)
     assert sorted(handles[-1].subscribers()) == ["a", "b", "c"]
