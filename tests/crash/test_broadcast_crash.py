@@ -128,6 +128,9 @@ def test_a_stopped_subscriber_runs_what_it_missed_in_order(fleet: Fleet) -> None
     fleet.start("a")
     c = fleet.start("c")
     fleet.subscribed("a", "c")
+    # a worker subscribes before it installs its signal handlers, and heartbeats after:
+    # a SIGTERM before that killed c (exit -15) instead of stopping it
+    fleet.live(2)
     send(c, signal.SIGTERM, group=True)
     assert c.wait(timeout=DEADLINE) == 0
     handles = [fleet.note.delay(n) for n in range(100)]
