@@ -27,7 +27,7 @@ from .durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
                          takes_command_name, waitaof_in)
 from .errors import BrokerError, ConfigurationError, DurabilityError
 from .stores.scripts import source
-from .transport import MAX_BLOCK_SECONDS, ScriptCall, text
+from .transport import ScriptCall, block_cap, text
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
 AsyncClient = Any
@@ -275,7 +275,7 @@ class AsyncBroker:
     async def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
         """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5)."""
         key = self.broker.results.keys(queue).result(task_id)
-        seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
+        seconds = min(max(timeout, 0.002), block_cap(self.client))
         with self.errors(f"wait for the result of {task_id}"):
             found = await self.client.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
         return found if isinstance(found, bytes) else None

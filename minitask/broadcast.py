@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -50,11 +49,6 @@ class Subscriber:
     name: str
     lag: int
     last_seen: Optional[_dt.datetime]
-
-
-def default_subscriber() -> str:
-    """The subscriber name of a worker not given one: the host name."""
-    return socket.gethostname() or "localhost"
 
 
 def check_subscriber(name: Any) -> str:
@@ -157,23 +151,27 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
         Raises:
             ResultTimeout: ``timeout`` passed first; it names who has not finished.
+                Raised at once for a subscriber past the call that keeps no outcome
+                (dropped before it pulled it, ``ignore_result``, expired).
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds.
         """
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
-        outcomes: Dict[str, Any] = {}
+        outcomes = self._settled(names)
         for index, name in enumerate(names):
-            while True:
+            while name not in outcomes:
                 left = _WAIT_STEP if deadline is None else deadline - time.monotonic()
                 body = self._results.wait_result(lane(self.queue, name), self.id,
                                                  min(max(left, 0.0), _WAIT_STEP))
                 if body is not None:
                     outcomes[name] = self._outcome(body)
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
+                    continue
+                outcomes.update(self._settled([name]))
+                if name not in outcomes and deadline is not None \
+                        and time.monotonic() >= deadline:
                     raise self._timed_out(names, index, timeout)
-        return outcomes
+        return {name: outcomes[name] for name in names}
 
     def _to_join(self, timeout: Optional[float],
                  subscribers: Optional[Sequence[str]]) -> List[str]:
@@ -190,6 +188,30 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
             names = [name for name in names if name in current or self._ended(name)]
         return names
+
+    def _settled(self, names: Sequence[str]) -> Dict[str, Any]:
+        """The outcomes of those of ``names`` past the call; ResultTimeout at once for
+        one that will never have one, rather than waiting for ever.
+
+        Its cursor is read before its lane: a cursor past the call and a lane that
+        does not know it means it ran and kept nothing, or never got it.
+        """
+        found: Dict[str, Any] = {}
+        never = []
+        for name in self._broker.broadcasts.passed(self.queue, self.id, names):
+            state, body = self._results.state(lane(self.queue, name), self.id)
+            if state == "finished" and body is not None:
+                found[name] = self._outcome(body)
+            elif state == "unknown":
+                never.append(name)
+        if never:
+            raise ResultTimeout(
+                f"broadcast {self.id} of queue {self.queue!r} will never have an outcome on "
+                f"subscriber(s) {', '.join(never)}: each is past the call and keeps none (it "
+                f"was dropped over broadcast_maxlen or broadcast_ttl before they pulled it, "
+                f"the task is ignore_result, or its result expired after result_ttl); join "
+                f"the others with subscribers=[...]")
+        return found
 
     def _timed_out(self, names: List[str], index: int,
                    timeout: Optional[float]) -> ResultTimeout:
@@ -213,18 +235,20 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             return await loop.run_in_executor(None, self.join, timeout, subscribers)
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
-        outcomes: Dict[str, Any] = {}
+        outcomes = self._settled(names)
         for index, name in enumerate(names):
-            while True:
+            while name not in outcomes:
                 left = _WAIT_STEP if deadline is None else deadline - time.monotonic()
                 body = await broker.wait_result(lane(self.queue, name), self.id,
                                                 min(max(left, 0.0), _WAIT_STEP))
                 if body is not None:
                     outcomes[name] = self._outcome(body)
-                    break
-                if deadline is not None and time.monotonic() >= deadline:
+                    continue
+                outcomes.update(self._settled([name]))
+                if name not in outcomes and deadline is not None \
+                        and time.monotonic() >= deadline:
                     raise self._timed_out(names, index, timeout)
-        return outcomes
+        return {name: outcomes[name] for name in names}
 
     def get(self, timeout: Optional[float] = None) -> Dict[str, Any]:
         """``join(timeout)``: every subscriber's outcome, by name."""
@@ -232,9 +256,10 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     def status(self) -> str:
         """``succeeded`` once every subscriber succeeded, ``failed`` once all ended
-        and one did not, ``unknown`` for a call never seen (or forgotten), else
-        where the first unfinished subscriber's run is (``queued``, ``running``,
-        ``retrying``).
+        and one did not, ``unknown`` for a call never seen (or forgotten: every
+        subscriber not ended is past it and keeps no outcome, as with
+        ``ignore_result``), else where the first unfinished subscriber's run is
+        (``queued``, ``running``, ``retrying``).
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -242,6 +267,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         names = self._broker.broadcasts.names(self.queue, self.id)
         if names is None:
             return "unknown"
+        # read before the lanes (as join does): past it and unknown there = no outcome kept
+        passed = set(self._broker.broadcasts.passed(self.queue, self.id, names))
         ended = []
         for name in names:
             state, outcome = self._results.state(lane(self.queue, name), self.id)
@@ -249,8 +276,12 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 ended.append(decode_outcome(outcome).status)
             elif state == "dead":
                 ended.append("failed")
+            elif state == "unknown" and name in passed:
+                ended.append("unknown")
             else:  # not pulled yet (unknown in its lane), or on its way
                 return {"unknown": "queued", "scheduled": "retrying"}.get(state, state)
+        if "unknown" in ended:
+            return "unknown"
         return "succeeded" if all(s == "succeeded" for s in ended) else "failed"
 
     def cancel(self, running: bool = False) -> bool:

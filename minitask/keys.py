@@ -63,7 +63,8 @@ Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
 
     minitask:{app:queue}:bcast:state    HASH    seq: the last call sequence number handed
                                                 out; dropped: the last sequence dropped
-                                                unpulled (over broadcast_maxlen or _ttl)
+                                                unpulled (over broadcast_maxlen or _ttl);
+                                                maxlen, ttl (ms): the last send's limits
     minitask:{app:queue}:bcast:log      ZSET    call id -> sequence, calls some subscriber
                                                 has not pulled yet
     minitask:{app:queue}:bcast:bodies   HASH    call id -> encoded Message, for each call in log

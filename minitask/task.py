@@ -354,12 +354,25 @@ class Task(Generic[P, R]):
 
         The result of the step before it is prepended to ``args`` when it runs;
         arguments are checked when the workflow is sent, as ``delay()`` checks them.
+
+        Raises:
+            ConfigurationError: a broadcast task (it would run once, as a plain task).
         """
+        self._refuse_broadcast_step()
         return Signature(self, args, kwargs)
 
     def si(self, *args: Any, **kwargs: Any) -> Signature:
         """An immutable signature: it does not receive the result of the step before it."""
+        self._refuse_broadcast_step()
         return Signature(self, args, kwargs, immutable=True)
+
+    def _refuse_broadcast_step(self) -> None:
+        # a step is sent as a plain task: one subscriber's run, the others' never
+        if self.options.broadcast:
+            raise ConfigurationError(
+                f"task {self.name!r} is a broadcast task: it cannot be a step of a chain, "
+                f"group or chord (a step runs once, and the workflow waits for one result); "
+                f"send it with delay() and wait with join()")
 
     @property
     def sender(self) -> Sender:

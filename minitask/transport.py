@@ -35,6 +35,19 @@ logger = logging.getLogger(__name__)
 
 #: Idle workers block at most this long per call, so a vanished Redis is noticed.
 MAX_BLOCK_SECONDS = 5.0
+
+
+def block_cap(client: Any) -> float:
+    """The longest one blocking read on ``client`` may last: ``MAX_BLOCK_SECONDS``,
+    or less when its socket timeout is shorter (redis-py 8 defaults to 5 s), which
+    would take a quiet wait for a dead link, retry it for a minute, then fail."""
+    kwargs: Any = getattr(client, "get_connection_kwargs", dict)()
+    limit = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+        return MAX_BLOCK_SECONDS
+    return max(0.002, min(MAX_BLOCK_SECONDS, limit * 0.8))
+
+
 #: How much longer than its BLPOP's own timeout a wait ended early waits for the
 #: replies it has pending.
 UNBLOCK_WAIT = 2.0

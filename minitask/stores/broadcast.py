@@ -150,6 +150,22 @@ class BroadcastStore:
             return None
         return [name for name in text(joined).split("\n") if name]
 
+    def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
+        """Those of ``names`` that will not pull the call any more: their cursor is
+        past it, or it left the log unpulled (all of them once it is forgotten)."""
+        if not names:
+            return []
+        k = self.keys(queue)
+        with self.transport.errors(f"read where the subscribers of broadcast {call_id} are"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zscore(k.broadcast("joins"), call_id)
+            pipe.hget(k.broadcast("state"), "dropped")
+            pipe.hmget(k.broadcast("cursors"), list(names))
+            seq, dropped, cursors = pipe.execute()
+        if seq is None or seq <= (_number(dropped) or 0):
+            return list(names)
+        return [name for name, cursor in zip(names, cursors) if (_number(cursor) or 0) >= seq]
+
     def log_size(self, queue: str) -> int:
         """Calls in the queue's log: some subscriber has not pulled them."""
         with self.transport.errors(f"count the broadcasts of queue {queue!r}"):

@@ -11,7 +11,7 @@ from ..errors import DecodeError
 from ..keys import QueueKeys, queue_keys
 from ..message import Message, Outcome, wall_ms
 from ..serializer import decode_message, encode_message, encode_outcome
-from ..transport import MAX_BLOCK_SECONDS, ScriptCall, Transport, text
+from ..transport import ScriptCall, Transport, block_cap, text
 from .scripts import source
 
 _SCRIPTS = ("ack", "retry", "bury", "cancel", "state")
@@ -180,7 +180,7 @@ class ResultStore:
     def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
         """Block until the task's outcome exists (at most ``timeout`` seconds, capped)."""
         key = self.keys(queue).result(task_id)
-        seconds = min(max(timeout, 0.002), MAX_BLOCK_SECONDS)
+        seconds = min(max(timeout, 0.002), block_cap(self.transport.client))
         with self.transport.errors(f"wait for the result of {task_id}"):
             # Moving the single element onto the same list reads it without consuming it.
             found = self.transport.client.blmove(

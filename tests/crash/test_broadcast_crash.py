@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -36,10 +37,11 @@ class Fleet:
         self.app, self.note, self.hold = producer(server.client())
         self.workers: List[Tuple[str, "subprocess.Popen[bytes]"]] = []
 
-    def start(self, name: str, **env: str) -> "subprocess.Popen[bytes]":
+    def start(self, name: str, pool: str = "thread", concurrency: int = 1,
+              **env: str) -> "subprocess.Popen[bytes]":
         log = self.logs / f"worker-{len(self.workers)}-{name}.log"
         process = self.processes.worker(
-            APP, "--name", name, "--pool", "thread", "-c", "1", "-Q", QUEUE,
+            APP, "--name", name, "--pool", pool, "-c", str(concurrency), "-Q", QUEUE,
             env={"MINITASK_BROKER_URL": self.server.url, "TEST_SUBSCRIBER": name,
                  "TEST_VISIBILITY": "2", **env}, log=log)
         self.workers.append((name, process))
@@ -48,6 +50,11 @@ class Fleet:
     def subscribed(self, *names: str) -> None:
         wait_until(lambda: set(names) <= {s.name for s in self.app.subscribers(QUEUE)},
                    timeout=DEADLINE, message=f"subscribers {names}")
+
+    def live(self, count: int) -> None:
+        """Wait until ``count`` workers have registered (each then serves at once)."""
+        wait_until(lambda: len(self.app.broker.registry.live(self.app.clock.now_ms(), 60_000))
+                   >= count, timeout=DEADLINE, message=f"{count} live workers")
 
     def marks(self, kind: str, name: str) -> List[Tuple[int, int, int, int]]:
         entries = self.client.lrange(f"marks:{kind}:{name}", 0, -1)
@@ -89,6 +96,7 @@ def test_each_subscriber_runs_each_call_once_in_order(fleet: Fleet) -> None:
     fleet.start("b")
     fleet.start("c")
     fleet.subscribed("a", "b", "c")
+    fleet.live(4)  # both of b's workers are up: each gets a share
     handles = [fleet.note.delay(n) for n in range(500)]
     assert isinstance(handles[-1], BroadcastHandle)
     assert sorted(handles[-1].subscribers()) == ["a", "b", "c"]
@@ -110,6 +118,8 @@ def test_each_subscriber_runs_each_call_once_in_order(fleet: Fleet) -> None:
     wait_until(lambda: fleet.app.broker.broadcasts.log_size(QUEUE) == 0, timeout=DEADLINE,
                message="an empty broadcast log")
     assert fleet.client.hlen(QueueKeys("bcast", QUEUE).broadcast("bodies")) == 0
+    # once every run is over, still exactly once each: no late second run
+    assert [len(fleet.marks("note", name)) for name in ("a", "b", "c")] == [500] * 3
 
 
 def test_a_stopped_subscriber_runs_what_it_missed_in_order(fleet: Fleet) -> None:
@@ -118,6 +128,9 @@ def test_a_stopped_subscriber_runs_what_it_missed_in_order(fleet: Fleet) -> None
     fleet.start("a")
     c = fleet.start("c")
     fleet.subscribed("a", "c")
+    # a worker subscribes before it installs its signal handlers, and heartbeats after:
+    # a SIGTERM before that killed c (exit -15) instead of stopping it
+    fleet.live(2)
     send(c, signal.SIGTERM, group=True)
     assert c.wait(timeout=DEADLINE) == 0
     handles = [fleet.note.delay(n) for n in range(100)]
@@ -138,7 +151,7 @@ def test_a_stopped_subscriber_runs_what_it_missed_in_order(fleet: Fleet) -> None
 def test_a_sigkilled_subscribers_run_is_delivered_again(fleet: Fleet) -> None:
     """SIGKILL a's worker while it runs a call: a new worker of name a runs it again
     (delivery 2) and the calls after it; b is not affected; none is lost."""
-    fleet.start("a", TEST_HOLD="1.5")
+    fleet.start("a", TEST_HOLD="600")  # still running when killed, however slow the VM
     fleet.start("b", TEST_HOLD="0")
     fleet.subscribed("a", "b")
     handles = [fleet.hold.delay(n) for n in range(5)]
@@ -160,3 +173,67 @@ def test_a_sigkilled_subscribers_run_is_delivered_again(fleet: Fleet) -> None:
     lane_keys = QueueKeys("bcast", lane(QUEUE, "a"))
     assert fleet.client.zcard(lane_keys.leases) == 0
     assert fleet.client.hlen(lane_keys.messages) == 0
+
+
+def test_a_sigkilled_run_goes_to_a_live_worker_of_the_same_name(fleet: Fleet) -> None:
+    """b has two workers: SIGKILL the one running call 0 while the other is up and
+    idle; the live one runs call 0 again (delivery 2), without any restart."""
+    victim = fleet.start("b", TEST_HOLD="600")
+    fleet.subscribed("b")
+    handles = [fleet.hold.delay(n) for n in range(4)]
+    wait_until(lambda: fleet.marks("started", "b"), timeout=DEADLINE, message="b's first run")
+    survivor = fleet.start("b", TEST_HOLD="0")
+    # the survivor runs the calls the victim has not leased: it is up and pulling
+    wait_until(lambda: sorted(_numbers(fleet.marks("ended", "b"))) == [1, 2, 3],
+               timeout=DEADLINE, message="calls 1-3 run by the second worker of b")
+    kill_group(victim)
+    assert victim.wait(timeout=DEADLINE) == -signal.SIGKILL
+    assert [h.join(timeout=DEADLINE) for h in handles] == [{"b": "b"}] * 4
+    first = [mark for mark in fleet.marks("started", "b") if mark[0] == 0]
+    assert [(mark[1], mark[3]) for mark in first] == [(victim.pid, 1), (survivor.pid, 2)]
+    assert sorted(_numbers(fleet.marks("ended", "b"))) == [0, 1, 2, 3]
+    assert survivor.poll() is None
+
+
+def test_an_idle_subscriber_blocks_instead_of_polling_and_wakes_for_a_send(
+        fleet: Fleet) -> None:
+    """An idle worker serving a broadcast queue sends few scripts and blocking reads
+    (its waits last up to 5 s, each with the pull behind it) and wakes for a send."""
+    fleet.start("a", TEST_VISIBILITY="30")  # heartbeats every 10 s, as a user's would
+    fleet.subscribed("a")
+    # idle: the fetching thread's BLPOP, the cancel watch's XREAD, the orders listener
+    wait_until(lambda: int(fleet.client.info("clients")["blocked_clients"]) >= 3,
+               timeout=DEADLINE, message="three blocked clients")
+
+    def calls() -> Dict[str, int]:
+        # Redis counts the commands scripts run here too: count only what a client
+        # sends (scripts, blocking reads, CLIENT), a round trip each or so
+        stats = fleet.client.info("commandstats")
+        return {name: int(value["calls"]) for name, value in stats.items()
+                if name.startswith(("cmdstat_eval", "cmdstat_blpop", "cmdstat_xread",
+                                    "cmdstat_client"))}
+
+    before = calls()
+    started = time.monotonic()
+    time.sleep(6.0)  # the measurement window (over a 5 s wait), not a synchronisation
+    after = calls()
+    elapsed = time.monotonic() - started
+    made = {name: after[name] - before.get(name, 0) for name in after
+            if after[name] != before.get(name, 0)}
+    print(f"\nidle subscriber: {sum(made.values()) / elapsed:.2f} calls/s {made}")
+    assert sum(made.values()) / elapsed <= 5.0, made
+    assert fleet.note.delay(1).join(timeout=DEADLINE) == {"a": 1}
+
+
+def test_a_process_pool_subscriber_runs_each_call_once_in_its_children(fleet: Fleet) -> None:
+    """Lane jobs go through the process pool like any job: a (two children) and b
+    (threads) each run each of 20 calls once."""
+    supervisor = fleet.start("a", pool="process", concurrency=2)
+    fleet.start("b")
+    fleet.subscribed("a", "b")
+    handles = [fleet.note.delay(n) for n in range(20)]
+    assert [h.join(timeout=DEADLINE) for h in handles] == [{"a": n, "b": n} for n in range(20)]
+    runs = fleet.marks("note", "a")
+    assert sorted(_numbers(runs)) == list(range(20))
+    assert supervisor.pid not in {mark[1] for mark in runs}  # run by its children
+    assert sorted(_numbers(fleet.marks("note", "b"))) == list(range(20))

@@ -3,13 +3,16 @@ subscriber gone for good, time limits of a subscriber's run, and the commands
 (``minitask status``, ``minitask unsubscribe``)."""
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
-from typing import List
+from typing import Any, Dict, List
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from minitask import Minitask, TaskFailed
 from minitask.cli.main import main
@@ -155,4 +158,97 @@ def test_an_idle_wait_woken_by_a_send_leases_the_call_in_its_own_round_trip(
                                               0, -1)
         assert [job.task_id.encode()] == leased
     finally:
+        app.close()
+
+
+def test_a_send_of_more_calls_than_lua_can_unpack_drops_them_in_thousands(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """Lua's unpack fails past about 8,000 values: a send of 12,000 calls over
+    broadcast_maxlen=10 drops 11,990 of them in pieces, and keeps 10."""
+    app = Minitask("huge", broker=redis_server.client(), broadcast_maxlen=10)
+
+    @app.task(broadcast=True, queue=QUEUE, ignore_result=True)
+    def tick(n: int) -> None:
+        return None
+
+    try:
+        app.broker.broadcasts.subscribe(QUEUE, "gone", 0)
+        tick.delay_many([(n,) for n in range(12_000)])
+        k = QueueKeys("huge", QUEUE)
+        assert app.broker.broadcasts.log_size(QUEUE) == 10
+        assert [admin.hlen(k.broadcast(part)) for part in ("bodies", "sent", "names")] == [10] * 3
+        assert admin.zcard(k.broadcast("joins")) == 10
+    finally:
+        app.close()
+
+
+def test_a_subscribers_coroutine_runs_on_the_asyncio_pool(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """Lane jobs are jobs: a coroutine broadcast task runs on the asyncio pool, once
+    per subscriber. (The process pool: tests/crash/test_broadcast_crash.py.)"""
+    app = Minitask("pools", broker=redis_server.client())
+
+    @app.task(broadcast=True, queue=QUEUE, name="pools.twice")
+    async def twice(n: int) -> int:
+        await asyncio.sleep(0)
+        return 2 * n
+
+    try:
+        workers = [app.worker(queues=[QUEUE], subscriber=name, pool="asyncio", concurrency=1)
+                   for name in ("a", "b")]
+        for worker in workers:
+            worker.starting()
+        handles = [twice.delay(n) for n in range(5)]
+        threads = [threading.Thread(target=worker.run) for worker in workers]
+        for thread in threads:
+            thread.start()
+        try:
+            found = [h.join(timeout=60) for h in handles]
+        finally:
+            for worker in workers:
+                worker.stop()
+            for thread in threads:
+                thread.join(timeout=60)
+        assert found == [{"a": 2 * n, "b": 2 * n} for n in range(5)]
+    finally:
+        app.close()
+
+
+def test_join_outwaits_a_given_clients_short_socket_timeout(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """redis-py 8 gives clients a 5 s socket timeout: a 5 s blocking read on one
+    timed out (and was retried for a minute, then failed). join() and ajoin()
+    block for less than the client's socket timeout, and go on waiting."""
+    client = redis_server.client(socket_timeout=1.0, retry=Retry(NoBackoff(), 0))
+    app = Minitask("patient", broker=client)
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def hello() -> str:
+        return "hi"
+
+    worker = app.worker(queues=[QUEUE], subscriber="a", burst=True)
+    worker.starting()
+    first, second = hello.delay(), hello.delay()
+    later = threading.Timer(2.5, app.worker(queues=[QUEUE], subscriber="a", burst=True).run)
+    later.start()
+    try:
+        assert first.join(timeout=60) == {"a": "hi"}  # waits 2.5 s and more, on 1 s reads
+
+        async def awaited() -> Dict[str, Any]:
+            try:
+                third = hello.delay()
+                runner = threading.Timer(2.5, app.worker(queues=[QUEUE], subscriber="a",
+                                                         burst=True).run)
+                runner.start()
+                try:
+                    return await third.ajoin(timeout=60)
+                finally:
+                    runner.join(timeout=60)
+            finally:
+                await app.aclose()
+
+        assert asyncio.run(awaited()) == {"a": "hi"}
+        assert second.join(timeout=1) == {"a": "hi"}
+    finally:
+        later.join(timeout=60)
         app.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from typing import Any, Callable, Dict, List
 
 import pytest
@@ -306,3 +307,126 @@ def test_the_heartbeat_says_a_subscriber_is_alive(fan: Fanout, clock: ManualCloc
     (found,) = fan.app.subscribers(QUEUE)
     assert found.last_seen is not None
     assert found.last_seen.timestamp() * 1000 == clock.now_ms()
+
+
+def test_one_send_of_many_calls_leaves_no_more_than_maxlen(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A send drops as many calls as it carries (not a batch of 1,000 at most): 2,500
+    in one delay_many leave maxlen calls with a subscriber that never pulls."""
+    fan = Fanout(make_app(broadcast_maxlen=10))
+    fan.worker("gone")
+    late = fan.reload.delay_many([(n,) for n in range(2500)])[-1]
+    k = QueueKeys("test", QUEUE)
+    assert fan.app.broker.broadcasts.log_size(QUEUE) == 10
+    assert redis_client.hlen(k.broadcast("bodies")) == 10
+    assert redis_client.hlen(k.broadcast("sent")) == 10
+    assert redis_client.hlen(k.broadcast("names")) == 10
+    assert redis_client.zcard(k.broadcast("joins")) == 10
+    assert late.subscribers() == ["gone"]
+
+
+def test_join_says_at_once_when_a_subscriber_will_never_report(
+        make_app: Callable[..., Minitask]) -> None:
+    """A call dropped over maxlen before a subscriber pulled it, or a run that kept no
+    result, can never be joined: ResultTimeout at once (join(None) waited for ever),
+    while a call pulled and leased but not run yet is still waited for."""
+    fan = Fanout(make_app(broadcast_maxlen=1))
+
+    @fan.app.task(broadcast=True, queue=QUEUE, ignore_result=True)
+    def quiet() -> None:
+        return None
+
+    a = fan.worker("a")
+    dropped = fan.reload.delay(1)
+    fan.reload.delay(2)  # over maxlen: the first leaves the log before a pulled it
+    assert drain(a) == 1
+    with pytest.raises(ResultTimeout, match="will never have an outcome on subscriber"
+                                            r"\(s\) a: "):
+        dropped.join(timeout=10)
+    silent = quiet.delay()
+    assert silent.status() == "queued"
+    assert drain(a) == 1
+    assert silent.status() == "unknown"  # it ran and kept nothing: not 'queued' for ever
+    assert dropped.status() == "unknown"
+    with pytest.raises(ResultTimeout, match="will never have an outcome"):
+        silent.join(timeout=10)
+
+    async def awaited() -> None:
+        try:
+            await silent.ajoin(timeout=10)
+        finally:
+            await fan.app.aclose()
+
+    with pytest.raises(ResultTimeout, match="will never have an outcome"):
+        asyncio.run(awaited())
+    leased = fan.reload.delay(3)
+    a._broadcasts._pull()  # in a's lane and leased, not run yet: a will report
+    with pytest.raises(ResultTimeout, match="did not finish within 0.05 s"):
+        leased.join(timeout=0.05)
+    assert drain(a) == 1 and leased.join(timeout=1) == {"a": 30}
+
+
+def test_a_subscriber_back_after_a_quiet_spell_skips_calls_over_the_ttl(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """No send came after the calls: the returning subscriber's own pull drops
+    what is older than broadcast_ttl (it ran them, however old, before)."""
+    fan = Fanout(make_app(broadcast_ttl=60))
+    fan.worker("a")
+    fresh = fan.worker("fresh")
+    old = fan.reload.delay(1)
+    assert drain(fresh) == 1
+    clock.advance(61)
+    back = fan.worker("a")
+    with caplog.at_level(logging.WARNING, logger="minitask"):
+        assert drain(back) == 0
+    assert "subscriber 'a' missed 1 broadcast call(s)" in caplog.text
+    assert [run[2] for run in fan.runs] == [1]  # fresh's run only
+    assert fan.app.broker.broadcasts.log_size(QUEUE) == 0
+    with pytest.raises(ResultTimeout, match="will never have an outcome on subscriber"):
+        old.join(timeout=10)
+
+
+def test_a_broadcast_task_is_refused_as_a_workflow_step(fan: Fanout) -> None:
+    """A step is sent as a plain task (one subscriber would run it): refused, named."""
+    with pytest.raises(ConfigurationError, match="task '.*reload' is a broadcast task"):
+        fan.reload.s(1)
+    with pytest.raises(ConfigurationError, match="cannot be a step of a chain"):
+        fan.reload.si(1)
+    assert fan.plain.s().task is fan.plain
+
+
+def test_a_worker_not_given_a_name_subscribes_as_its_host(fan: Fanout) -> None:
+    worker = fan.app.worker(queues=[QUEUE])
+    worker.starting()
+    assert worker.subscriber == socket.gethostname()
+    assert [s.name for s in fan.app.subscribers(QUEUE)] == [socket.gethostname()]
+
+
+def test_a_send_drops_every_call_over_the_ttl_page_by_page(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    """250 calls past the ttl are dropped by the next send, a hundred read at a time."""
+    fan = Fanout(make_app(broadcast_ttl=60))
+    a = fan.worker("a")
+    fan.reload.delay_many([(n,) for n in range(250)])
+    clock.advance(61)
+    fan.reload.delay(999)
+    assert fan.app.broker.broadcasts.log_size(QUEUE) == 1
+    assert drain(a) == 1 and [run[2] for run in fan.runs] == [999]
+
+
+def test_a_stopping_worker_gives_its_prefetched_calls_back_to_its_name(
+        fan: Fanout, redis_client: "redis.Redis[bytes]") -> None:
+    """Calls pulled and leased but not started go back to the head of the lane, for
+    the next worker of the same name, in order; nothing runs twice."""
+    first = fan.worker("a", prefetch=4)
+    fan.worker("b")
+    for n in range(6):
+        fan.reload.delay(n)
+    assert first.run_once()
+    own = QueueKeys("test", lane(QUEUE, "a"))
+    assert redis_client.zcard(own.leases) == 3  # prefetched, waiting
+    first._leases.release_all()
+    assert redis_client.zcard(own.leases) == 0
+    assert drain(fan.worker("a")) == 5
+    assert [run[2] for run in fan.runs] == [0, 1, 2, 3, 4, 5]

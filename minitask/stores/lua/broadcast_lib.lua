@@ -2,19 +2,27 @@
 -- after lib.lua, in front of each broadcast_*.lua).
 -- Every broadcast script takes the same first five keys of a queue:
 -- KEYS[1] bcast:state (HASH: seq, the last call sequence handed out; dropped, the
---   last sequence dropped unpulled)   KEYS[2] bcast:log (ZSET id -> seq)
+--   last sequence dropped unpulled; maxlen, ttl: the last send's limits)
+-- KEYS[2] bcast:log (ZSET id -> seq)
 -- KEYS[3] bcast:bodies (HASH)  KEYS[4] bcast:sent (HASH id -> ms)
 -- KEYS[5] bcast:cursors (HASH subscriber -> seq)
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
 -- counts as empty where read; a cursor or a count that is no number is read as
 -- missing.
 
+-- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
+-- fails past about 8,000 values, and a send may drop more than that.
+local function per_thousand(command, key, ids)
+  for first = 1, #ids, 1000 do
+    tolerant(0, command, key, unpack(ids, first, math.min(first + 999, #ids)))
+  end
+end
+
 -- Forget calls of the log: their bodies and send times go with them.
 local function forget_calls(ids)
-  if #ids == 0 then return end
-  tolerant(0, 'ZREM', KEYS[2], unpack(ids))
-  tolerant(0, 'HDEL', KEYS[3], unpack(ids))
-  tolerant(0, 'HDEL', KEYS[4], unpack(ids))
+  per_thousand('ZREM', KEYS[2], ids)
+  per_thousand('HDEL', KEYS[3], ids)
+  per_thousand('HDEL', KEYS[4], ids)
 end
 
 -- The lowest cursor of any subscriber, or nil when none subscribes.
@@ -41,13 +49,26 @@ end
 -- subscriber behind it learns how many it missed.
 local function drop_over(now, maxlen, ttl, limit)
   local over = tonumber(tolerant(0, 'ZCARD', KEYS[2])) - maxlen
-  local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, limit - 1, 'WITHSCORES')
-  local ids, last = {}, nil
-  for i = 1, #oldest, 2 do
-    local sent = tonumber(tolerant(false, 'HGET', KEYS[4], oldest[i]))
-    if #ids >= over and sent and sent >= now - ttl then break end
-    ids[#ids + 1] = oldest[i]
-    last = tonumber(oldest[i + 1])
+  local ids, last, kept = {}, nil, false
+  -- Read the calls over maxlen and the next one, then a hundred at a time while
+  -- they are past the ttl: a send behind a long log reads about what it drops,
+  -- not a whole batch.
+  local size = math.max(over, 0) + 1
+  while not kept and #ids < limit do
+    local from = #ids  -- nothing is removed yet: the next unread call has this rank
+    local page = tolerant({}, 'ZRANGE', KEYS[2], from, from + math.min(size, limit - from) - 1,
+                          'WITHSCORES')
+    if #page == 0 then break end
+    for i = 1, #page, 2 do
+      local sent = tonumber(tolerant(false, 'HGET', KEYS[4], page[i]))
+      if #ids >= over and sent and sent >= now - ttl then
+        kept = true
+        break
+      end
+      ids[#ids + 1] = page[i]
+      last = tonumber(page[i + 1])
+    end
+    size = 100
   end
   if last then
     local before = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0

@@ -1,6 +1,8 @@
 -- broadcast_pull: move a subscriber's next calls from the broadcast log into its
 -- lane (a queue of its own, served by fetch.lua), advancing its cursor; then
 -- delete the calls every subscriber has pulled. Count 0 only re-arms the wake.
+-- On the worker's clock it first drops what is over the last send's
+-- broadcast_maxlen / broadcast_ttl (state's maxlen and ttl), as a send does.
 -- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:seen (HASH)
 -- KEYS[7] the lane's messages (HASH)   KEYS[8] the lane's priority 9 ready list
 -- KEYS[9] the lane's wake list
@@ -31,6 +33,14 @@ if not cursor then
   redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
 end
 tolerant(0, 'HSET', KEYS[6], name, now)
+-- A subscriber back after a quiet spell must not run calls past broadcast_ttl
+-- that no send has dropped since. Only on the worker's clock, as sends (a pull
+-- behind a wait reads the server's, and comes when nobody was behind).
+if want > 0 and ARGV[3] ~= 'server' then
+  local maxlen = tonumber(tolerant(false, 'HGET', KEYS[1], 'maxlen'))
+  local ttl = tonumber(tolerant(false, 'HGET', KEYS[1], 'ttl'))
+  if maxlen and ttl then drop_over(tonumber(now), maxlen, ttl, limit) end
+end
 local skipped = 0
 local dropped = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
 if cursor < dropped then

@@ -2,14 +2,16 @@
 -- wake an idle worker of each.
 -- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:names (HASH)   KEYS[7] bcast:joins (ZSET)
 -- KEYS[7 + i] the wake list of the i-th subscriber's lane, in ARGV's order
--- ARGV[1] now (ms)   ARGV[2] broadcast_maxlen (calls)   ARGV[3] broadcast_ttl (ms)
+-- ARGV[1] now (ms)   ARGV[2] broadcast_maxlen (calls)   ARGV[3] broadcast_ttl (ms),
+--   both kept in state (maxlen, ttl) for pulls
 -- ARGV[4] wake cap   ARGV[5] batch limit for drops   ARGV[6] n, the subscribers
 -- the caller knows of, then their n names, sorted; then per call: id, encoded message
 -- Returns: {1, calls added} (an id sent already is left as it is), or, when the
 -- subscribers are not the ones the caller knows of, {0, the subscribers} and
 -- nothing is changed: the caller sends again with those.
 -- Invariant: a call in the log is pulled by each subscriber recorded with it (or
--- dropped over maxlen / ttl); names keeps who that was, for join().
+-- dropped over maxlen / ttl); names keeps who that was, for join(). Log, names
+-- and joins hold at most maxlen calls when it returns, however many it carried.
 -- Data minitask did not write (lib.lua): state, log, bodies, sent, names or joins
 -- of another type refuses the call before any write; a sequence that is no number
 -- starts afresh; a wake list of another type gets no token.
@@ -44,14 +46,18 @@ for i = 7 + n, #ARGV, 2 do
     added = added + 1
   end
 end
-drop_over(now, maxlen, ttl, limit)
+-- the sender's limits, for the pull of a subscriber coming back after no send
+if added > 0 then redis.call('HSET', KEYS[1], 'maxlen', ARGV[2], 'ttl', ARGV[3]) end
+-- a send drops as many calls as it added, and a batch more: however many calls
+-- one send carries, the log is back within maxlen when it returns
+drop_over(now, maxlen, ttl, limit + added)
 drop_pulled(limit)
 -- join() reads the subscribers of the last maxlen calls at most
 local extra = tonumber(redis.call('ZCARD', KEYS[7])) - maxlen
 if extra > 0 then
-  local ids = redis.call('ZRANGE', KEYS[7], 0, math.min(extra, limit) - 1)
-  redis.call('ZREM', KEYS[7], unpack(ids))
-  redis.call('HDEL', KEYS[6], unpack(ids))
+  local ids = redis.call('ZRANGE', KEYS[7], 0, math.min(extra, limit + added) - 1)
+  per_thousand('ZREM', KEYS[7], ids)
+  per_thousand('HDEL', KEYS[6], ids)
 end
 if added > 0 and n > 0 then
   local tokens = {}
