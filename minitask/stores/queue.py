@@ -148,10 +148,18 @@ class QueueStore:
 
     def fetch_call(self, queue: str, now_ms: Optional[int], terms: FetchTerms) -> ScriptCall:
         """A fetch, to send alone or behind other calls; ``now_ms`` None reads the
-        server's clock (for a fetch that runs later than it is sent)."""
+        server's clock (for a fetch that runs later than it is sent).
+
+        With ``now_ms``, the lease deadline goes along in decimal digits: the script
+        writes lease scores from it as text, so Redis formats no number (fetch.lua).
+        """
+        if now_ms is None:
+            return ("fetch", queue, self._fetch_keys(queue),
+                    ("server", terms.lease_ms, terms.count, terms.max_deliveries,
+                     BATCH_LIMIT), 0)
         return ("fetch", queue, self._fetch_keys(queue),
-                ("server" if now_ms is None else now_ms, terms.lease_ms, terms.count,
-                 terms.max_deliveries, BATCH_LIMIT), 0)
+                (b"%d" % now_ms, terms.lease_ms, terms.count, terms.max_deliveries,
+                 BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms)), 0)
 
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)

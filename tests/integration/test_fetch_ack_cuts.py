@@ -4,6 +4,10 @@ On fakeredis and on the suite's own redis-server (``redis_client``): a fetch tha
 leased all it asked for says "look again" instead of reading the next event; an
 ack without a result passes no result key and writes none; an ack of a lost lease
 still clears the task from delayed and order (the new holder had retried it).
+
+The fourth pass (issue 18) sends Redis numbers as text where the script has them:
+a lease score is the deadline's digits and one more, a result's expiry and the
+batch limit go as they came; the scores and expiries are the same numbers.
 """
 from __future__ import annotations
 
@@ -12,7 +16,7 @@ from typing import Any, Callable
 from minitask import Minitask
 from minitask.keys import QueueKeys
 from minitask.message import Outcome
-from minitask.stores.queue import FetchResult
+from minitask.stores.queue import FetchResult, FetchTerms
 from tests.conftest import ManualClock
 
 
@@ -89,3 +93,39 @@ def test_an_ack_of_a_lost_lease_clears_the_retried_task_from_delayed_and_order(
     assert not redis_client.hexists(k.order, handle.id)
     assert not redis_client.hexists(k.retrying, handle.id)
     assert redis_client.hlen(k.messages) == 0
+
+
+def test_lease_scores_written_as_text_are_deadline_and_priority_on_either_clock(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    handles = {p: t.apply_async((p,), priority=p) for p in (0, 5, 9, 1)}
+    late = t.apply_in(0.5, 7)  # due before the fetch below: promoted, then leased
+    clock.advance(1)
+    leased = fetch(app, clock, count=5, lease_ms=12_345).deliveries
+    assert [d.priority for d in leased] == [9, 5, 5, 1, 0]
+    assert {d.task_id for d in leased} == {late.id, *(h.id for h in handles.values())}
+    k = QueueKeys("test", "default")
+    deadline = clock.now_ms() + 12_345
+    for d in leased:
+        assert redis_client.zscore(k.leases, d.task_id) == deadline * 10 + 9 - d.priority
+    # the server's clock (a fetch behind a wait): the score is a number, as before
+    other = t.apply_async((3,), priority=3)
+    queues = app.broker.queues
+    reply = app.broker.transport.run_calls(
+        [queues.fetch_call("default", None, FetchTerms(12_345, 1, 5))], "fetch")[-1]
+    [last] = queues.fetch_result(reply).deliveries
+    assert last.task_id == other.id
+    score = redis_client.zscore(k.leases, other.id)
+    assert score == int(score) and score % 10 == 9 - 3
+    # a result's expiry sent as text is the same expiry
+    results = app.broker.results
+    done = Outcome("succeeded", clock.now_ms(), value=1)
+    assert results.ack_many([results.prepare_ack("default", leased[0].task_id, done,
+                                                 90_000)]) == [True]
+    assert 85_000 < redis_client.pttl(k.result(leased[0].task_id)) <= 90_000

@@ -30,7 +30,7 @@ for i = 1, #ARGV, 3 do
     results = results + 1
     redis.call('DEL', KEYS[results])
     redis.call('RPUSH', KEYS[results], ARGV[i + 1])
-    redis.call('PEXPIRE', KEYS[results], ttl)
+    redis.call('PEXPIRE', KEYS[results], ARGV[i + 2])  -- as text: Redis formats no number
   end
 end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in

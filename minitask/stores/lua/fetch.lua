@@ -6,11 +6,14 @@
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
 -- KEYS[17] cancelled (ZSET)   KEYS[18] order (HASH)
 -- KEYS[19] flow (HASH)   KEYS[20] flow_due (ZSET)   KEYS[21] the flow prefix (flow.lua)
--- ARGV[1] now (ms), or 'server': the server's clock, for a fetch sent ahead of
---   the moment it runs (behind a BLPOP)
+-- ARGV[1] now (ms, in decimal digits), or 'server': the server's clock, for a fetch
+--   sent ahead of the moment it runs (behind a BLPOP)
 -- ARGV[2] lease length (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries
 -- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
+-- ARGV[6] (optional, with a `now`) the lease deadline, now + ARGV[2], in decimal digits
+-- Numbers sent to Redis go as text where the call has it (ARGV as it came, a
+-- literal): Redis formats a Lua number with snprintf, about 3,000 instructions each.
 -- Returns: {leased, poisoned, next_event_ms, expired}; next_event_ms is `now` when
 --   the fetch leased all it asked for (the next event is not read then)
 --   leased: flat list id, message, delivery number, priority, ... per leased task
@@ -71,15 +74,21 @@ local function utf8(id)
 end
 
 local now = tonumber(ARGV[1])
+-- horizon: now * 10 + 9, the highest score due now; deadline: the lease deadline,
+-- as text (ARGV[6]) when the caller sent it
+local horizon, deadline
 if ARGV[1] == 'server' then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+elseif now >= 0 then
+  horizon = ARGV[1] .. '9'  -- decimal digits: ten times now, plus 9
+  deadline = ARGV[6]
 end
-local deadline = now + tonumber(ARGV[2])
+horizon = horizon or string.format('%.0f', now * 10 + 9)
+deadline = deadline or now + tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
-local horizon = string.format('%.0f', now * 10 + 9)
 local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
 local prefix = KEYS[21]
 -- limits count on the server's clock: a caller's reading may be stale by the time
@@ -94,8 +103,8 @@ end
 
 -- read and check everything first: promotion below is the first write
 local poisoned, reclaimed = {}, {}
-local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0,
-                            limit)
+local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
+                            ARGV[5])
 if expired.err then must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
 for i = 1, #expired, 2 do
   local id = expired[i]
@@ -110,7 +119,7 @@ for i = 1, #expired, 2 do
     reclaimed[#reclaimed + 1] = {id, band}
   end
 end
-local batch, delayed_ok = due_batch(KEYS[1], KEYS[18], 7, now, limit)
+local batch, delayed_ok = due_batch(KEYS[1], KEYS[18], 7, now, ARGV[5], horizon)
 promote(KEYS[1], KEYS[18], batch)
 for _, entry in ipairs(reclaimed) do
   redis.call('ZREM', KEYS[2], entry[1])
@@ -130,10 +139,15 @@ local band = 7
 local dropped = 0
 
 local function lease(id, body, priority, spec)
-  local delivered = redis.pcall('HINCRBY', KEYS[4], id, 1)
+  local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
   if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
-  -- a number, not a string.format: Redis writes it as a whole number (%.17g, below 2^53)
-  redis.call('ZADD', KEYS[2], deadline * 10 + 9 - priority, id)
+  -- deadline * 10 + 9 - priority: the deadline's digits and one more (priority is a
+  -- digit, 0 to 9), or a number, which Redis writes whole (%.17g, below 2^53)
+  if type(deadline) == 'string' then
+    redis.call('ZADD', KEYS[2], deadline .. string.sub('9876543210', priority + 1, priority + 1), id)
+  else
+    redis.call('ZADD', KEYS[2], deadline * 10 + 9 - priority, id)
+  end
   if spec and spec.expires > 0 and now >= spec.expires then
     expired[#expired + 1] = id
     expired[#expired + 1] = priority
@@ -178,10 +192,10 @@ end
 -- the limiters due: their parked tasks first, oldest first, while their limits allow
 -- (one ZRANGE when none is due); flow_due_read: what the earliest entry was, until
 -- this fetch changes flow_due
-local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES')
+local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')
 if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <= flow_now then
   flow_due_read = false
-  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', 0, limit)
+  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
     while #leased < want * 4 and dropped < limit do
@@ -272,18 +286,18 @@ if #leased >= want * 4 then
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for
 -- neither, a negative one stands for 0 (due long ago)
-local first_due = delayed_ok and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+local first_due = delayed_ok and redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2]
 local score = tonumber(first_due)
 if score and score > -math.huge and score <= MAX_SCORE then
   next_event = math.max(0, math.floor(score / 10))
 end
-score = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2])
+score = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2])
 if score and score > -math.huge and score <= MAX_SCORE then
   local lease_end = math.max(0, math.floor(score / 10))
   if next_event < 0 or lease_end < next_event then next_event = lease_end end
 end
 if flow_on then
-  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES'))[2])
+  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES'))[2])
   if score and score > -math.huge and score <= MAX_SCORE then
     local frees = math.max(0, math.floor(score))
     if next_event < 0 or frees < next_event then next_event = frees end
