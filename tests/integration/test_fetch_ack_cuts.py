@@ -7,7 +7,10 @@ still clears the task from delayed and order (the new holder had retried it).
 
 The fourth pass (issue 18) sends Redis numbers as text where the script has them:
 a lease score is the deadline's digits and one more, a result's expiry and the
-batch limit go as they came; the scores and expiries are the same numbers.
+batch limit go as they came; the scores and expiries are the same numbers. Its
+fetch also leases with ZADD NX in place of a ZSCORE in leases (a stale second
+entry of a held task is dropped all the same) and tells a printable ASCII id by
+one anchored match.
 """
 from __future__ import annotations
 
@@ -129,3 +132,54 @@ def test_lease_scores_written_as_text_are_deadline_and_priority_on_either_clock(
     assert results.ack_many([results.prepare_ack("default", leased[0].task_id, done,
                                                  90_000)]) == [True]
     assert 85_000 < redis_client.pttl(k.result(leased[0].task_id)) <= 90_000
+
+
+def test_stale_entries_of_a_held_retried_dead_or_cancelled_task_are_dropped(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    k = QueueKeys("test", "default")
+    ready = k.ready[9 - 5]
+    held, retried, dead, cancelled = (t.delay(n) for n in range(4))
+    leased = fetch(app, clock, count=3).deliveries
+    assert [d.task_id for d in leased] == [held.id, retried.id, dead.id]
+    score = redis_client.zscore(k.leases, held.id)
+    results = app.broker.results
+    note = Outcome("retrying", clock.now_ms(), message="again")
+    assert results.retry("default", leased[1].message(), clock.now_ms() + 60_000, note)
+    assert results.bury("default", dead.id, outcome=Outcome("failed", clock.now_ms()),
+                        result_ttl_ms=60_000)
+    assert cancelled.cancel()
+    # second entries of each (a lost lease's leftovers, a task enqueued again)
+    redis_client.rpush(ready, held.id, retried.id, dead.id, cancelled.id)
+    assert fetch(app, clock, count=4).deliveries == []
+    assert redis_client.llen(ready) == 0
+    assert redis_client.zscore(k.leases, held.id) == score  # the lease kept as it was
+    assert redis_client.hget(k.deliveries, held.id) == b"1"
+    assert redis_client.zscore(k.delayed, retried.id) is not None
+    assert redis_client.zscore(k.dead, dead.id) is not None
+    assert redis_client.zcard(k.leases) == 1
+
+
+def test_ids_that_are_text_are_leased_and_others_dropped(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    ids = ["order:17/a b", "t\u00e2che-\u4efb\u52a1", "~!@#$%^&*()", "x" * 300]
+    for n, task_id in enumerate(ids):
+        t.apply_async((n,), task_id=task_id)
+    k = QueueKeys("test", "default")
+    redis_client.rpush(k.ready[9 - 5], b"\xff\xfe", b"")  # no text, no id: dropped
+    leased = fetch(app, clock, count=6).deliveries
+    assert [d.task_id for d in leased] == ids
+    assert redis_client.llen(k.ready[9 - 5]) == 0

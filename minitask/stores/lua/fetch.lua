@@ -138,16 +138,33 @@ local leased, expired = {}, {}
 local band = 7
 local dropped = 0
 
+-- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
+-- a cancelled id no longer needs leaving out of the counts
+local function drop(id)
+  tolerant(0, 'ZREM', KEYS[17], id)
+  if flow_on then tolerant(0, 'HDEL', KEYS[19], id) end
+  dropped = dropped + 1
+end
+
 local function lease(id, body, priority, spec)
-  local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
-  if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
   -- deadline * 10 + 9 - priority: the deadline's digits and one more (priority is a
   -- digit, 0 to 9), or a number, which Redis writes whole (%.17g, below 2^53)
+  local score
   if type(deadline) == 'string' then
-    redis.call('ZADD', KEYS[2], deadline .. string.sub('9876543210', priority + 1, priority + 1), id)
+    score = deadline .. string.sub('9876543210', priority + 1, priority + 1)
   else
-    redis.call('ZADD', KEYS[2], deadline * 10 + 9 - priority, id)
+    score = deadline * 10 + 9 - priority
   end
+  -- without flow control, the lease is its own check that the id is not held
+  -- already (a stale entry: dropped), in place of a ZSCORE in body_of()
+  if flow_on then
+    redis.call('ZADD', KEYS[2], score, id)
+  elseif redis.call('ZADD', KEYS[2], 'NX', score, id) == 0 then
+    drop(id)
+    return
+  end
+  local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
+  if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
   if spec and spec.expires > 0 and now >= spec.expires then
     expired[#expired + 1] = id
     expired[#expired + 1] = priority
@@ -161,10 +178,14 @@ local function lease(id, body, priority, spec)
 end
 
 -- The message of a popped id, or false for an entry that is no id, is held
--- elsewhere already (leased, delayed, dead) or has no message (cancelled).
+-- elsewhere already (delayed, dead; leased: with flow control only, lease() tells
+-- it otherwise) or has no message (cancelled).
 local function body_of(id)
-  local body = id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id))
-               and not (redis.call('ZSCORE', KEYS[2], id)
+  -- printable ASCII (any id minitask makes) is told by one anchored match
+  local body = id ~= ''
+               and (string.find(id, '^[ -~]*$') or not string.find(id, '[\128-\255]')
+                    or utf8(id))
+               and not (flow_on and redis.call('ZSCORE', KEYS[2], id)  -- else: lease()
                         or delayed_ok and redis.call('ZSCORE', KEYS[1], id))
   if body then
     local dead = redis.pcall('ZSCORE', KEYS[6], id)
@@ -173,14 +194,6 @@ local function body_of(id)
     if type(body) == 'table' then foreign(body) body = false end  -- messages of another type
   end
   return body
-end
-
--- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
--- a cancelled id no longer needs leaving out of the counts
-local function drop(id)
-  tolerant(0, 'ZREM', KEYS[17], id)
-  if flow_on then tolerant(0, 'HDEL', KEYS[19], id) end
-  dropped = dropped + 1
 end
 
 -- take the first parked entry; a limiter with none left is due no more
