@@ -9,8 +9,8 @@ The fourth pass (issue 18) sends Redis numbers as text where the script has them
 a lease score is the deadline's digits and one more, a result's expiry and the
 batch limit go as they came; the scores and expiries are the same numbers. Its
 fetch also leases with ZADD NX in place of a ZSCORE in leases (a stale second
-entry of a held task is dropped all the same) and tells a printable ASCII id by
-one anchored match.
+entry of a held task is dropped all the same), skips runs of empty ready lists
+with one EXISTS, and tells a printable ASCII id by one anchored match.
 """
 from __future__ import annotations
 
@@ -164,6 +164,38 @@ def test_stale_entries_of_a_held_retried_dead_or_cancelled_task_are_dropped(
     assert redis_client.zscore(k.delayed, retried.id) is not None
     assert redis_client.zscore(k.dead, dead.id) is not None
     assert redis_client.zcard(k.leases) == 1
+
+
+def test_runs_of_empty_ready_lists_are_skipped_in_priority_order(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    k = QueueKeys("test", "default")
+    for ps in ((0, 3, 7), (4,), (9, 2), (6,), (8, 5, 1)):
+        for p in ps:
+            t.apply_async((p,), priority=p)
+        got = [fetch(app, clock).deliveries for _ in ps]
+        assert [[d.priority for d in ds] for ds in got] == [[p] for p in sorted(ps)[::-1]]
+        assert redis_client.exists(k.wake)  # tokens kept while a list may hold tasks
+        assert fetch(app, clock).deliveries == []
+        assert not redis_client.exists(k.wake)  # every list empty: stale tokens dropped
+    # one fetch across the default priority's list, from above it and to below it
+    for ps in ((6, 5), (5, 4), (7, 5, 0)):
+        for p in ps:
+            t.apply_async((p,), priority=p)
+        got = fetch(app, clock, count=len(ps) + 1).deliveries
+        assert [d.priority for d in got] == sorted(ps)[::-1]
+    # a key of another type among the lists is passed over, as an empty one
+    redis_client.set(k.ready[9 - 7], b"not a list")
+    redis_client.set(k.ready[9 - 2], b"not a list")
+    low, default = t.apply_async((0,), priority=0), t.delay(5)
+    assert [d.task_id for d in fetch(app, clock, count=3).deliveries] == [default.id, low.id]
+    assert redis_client.get(k.ready[9 - 7]) == b"not a list"
 
 
 def test_ids_that_are_text_are_leased_and_others_dropped(

@@ -244,12 +244,25 @@ if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <
   end
 end
 
+-- The lists above the default priority (5, KEYS[11]) are skipped with one EXISTS
+-- when all are empty, and so are those below it once KEYS[11] is: one call in place
+-- of an LPOP per list. Nothing this fetch does from here on adds to a ready list,
+-- so a list found empty stays empty; a key of another type counts as one that exists,
+-- and its LPOP treats it as empty, as before.
+if #leased < want * 4 and dropped < limit
+   and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
+  band = 11
+end
 -- without delayed_ok, delayed holds another type, and none of ours
 while #leased < want * 4 and band <= 16 and dropped < limit do
   local id = redis.pcall('LPOP', KEYS[band])
   if type(id) == 'table' then foreign(id) id = false end  -- a ready list of another type
   if not id then
     band = band + 1
+    if band == 12
+       and redis.call('EXISTS', KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]) == 0 then
+      band = 17
+    end
   else
     local body = body_of(id)
     local priority = 16 - band
