@@ -10,7 +10,9 @@ a lease score is the deadline's digits and one more, a result's expiry and the
 batch limit go as they came; the scores and expiries are the same numbers. Its
 fetch also leases with ZADD NX in place of a ZSCORE in leases (a stale second
 entry of a held task is dropped all the same), skips runs of empty ready lists
-with one EXISTS, and tells a printable ASCII id by one anchored match.
+with one EXISTS, and tells a printable ASCII id by one anchored match. An ack
+passes no flow keys (and reads no HLEN) for tasks whose fetch found no flow
+control in the queue: none of them can hold a spec or a max_running slot.
 """
 from __future__ import annotations
 
@@ -215,3 +217,81 @@ def test_ids_that_are_text_are_leased_and_others_dropped(
     leased = fetch(app, clock, count=6).deliveries
     assert [d.task_id for d in leased] == ids
     assert redis_client.llen(k.ready[9 - 5]) == 0
+
+
+def _ack_keys(app: Minitask, *task_ids: str) -> int:
+    """How many keys past the six fixed ones the ack of ``task_ids`` would pass."""
+    results = app.broker.results
+    groups = results._ack_groups([results.prepare_ack("default", task_id, None, 0)
+                                  for task_id in task_ids])
+    [call] = results._ack_calls(groups)
+    for task_id in task_ids:  # _ack_calls forgot them: as they were
+        results.flowless.add(("default", task_id))
+    return call[4]
+
+
+def test_an_ack_passes_flow_keys_only_for_tasks_leased_with_flow_control(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(name="plain")
+    def plain(n: int) -> int:
+        return n
+
+    @app.task(name="solo", max_running=1)
+    def solo(n: int) -> int:
+        return n
+
+    k = QueueKeys("test", "default")
+    first = plain.delay(1)
+    [d] = fetch(app, clock).deliveries
+    assert ("default", d.task_id) in app.broker.queues.flowless
+    assert _ack_keys(app, first.id) == 0
+    # a limited task enqueued while the plain one is held: its spec is its own
+    limited = solo.delay(2)
+    assert app.broker.results.ack("default", first.id, None, 0)
+    assert app.broker.queues.flowless == set()
+    assert redis_client.hexists(k.flow, limited.id)
+    # leased with flow control (the flow hash held a spec): the ack frees the slot
+    again = plain.delay(3)
+    leased = fetch(app, clock, count=2).deliveries
+    assert [x.task_id for x in leased] == [limited.id, again.id]
+    assert app.broker.queues.flowless == set()
+    assert _ack_keys(app, limited.id, again.id) == 4
+    app.broker.results.flowless.clear()
+    assert app.broker.flow.limiter_state("default", "4:solo")["running"] == [limited.id]
+    assert app.broker.results.ack_many(
+        [app.broker.results.prepare_ack("default", x.task_id, None, 0) for x in leased]
+    ) == [True, True]
+    assert app.broker.flow.limiter_state("default", "4:solo")["running"] == []
+    assert redis_client.hlen(k.flow) == 0
+    # the flow hash empty again: the next fetch's leases need no flow keys
+    last = plain.delay(4)
+    fetch(app, clock)
+    assert _ack_keys(app, last.id) == 0
+    assert app.broker.results.ack("default", last.id, None, 0)
+    assert redis_client.hlen(k.messages) == 0 and redis_client.zcard(k.leases) == 0
+
+
+def test_an_id_held_without_flow_control_gets_no_spec_while_its_lease_is_held(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    """What the flowless ack rests on: enqueue_flow writes no spec for a pending id."""
+    app = make_app()
+
+    @app.task(name="solo", max_running=1)
+    def solo(n: int) -> int:
+        return n
+
+    @app.task(name="plain")
+    def plain(n: int) -> int:
+        return n
+
+    held = plain.apply_async((1,), task_id="same")
+    fetch(app, clock)
+    again = solo.apply_async((2,), task_id="same")
+    assert again.id == held.id
+    k = QueueKeys("test", "default")
+    assert redis_client.hlen(k.flow) == 0
+    assert app.broker.results.ack("default", "same", None, 0)

@@ -14,8 +14,8 @@
 -- ARGV[6] (optional, with a `now`) the lease deadline, now + ARGV[2], in decimal digits
 -- Numbers sent to Redis go as text where the call has it (ARGV as it came, a
 -- literal): Redis formats a Lua number with snprintf, about 3,000 instructions each.
--- Returns: {leased, poisoned, next_event_ms, expired}; next_event_ms is `now` when
---   the fetch leased all it asked for (the next event is not read then)
+-- Returns: {leased, poisoned, next_event_ms, expired, flow}; next_event_ms is `now`
+--   when the fetch leased all it asked for (the next event is not read then)
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
@@ -23,6 +23,10 @@
 --     frees (flow_due), or -1
 --   expired: flat list id, priority per task whose expiry had passed; they are
 --     leased so that the caller ends them (cancelled, "Expired"), as for poisoned
+--   flow: 1 when the flow hash held anything as the fetch began, else 0. With 0,
+--     no task it leased has a spec, nor gets one while its lease is held (a fetch
+--     writes none; enqueue_flow.lua writes one for an id that is not pending or
+--     is delayed, revive.lua for a dead one): its ack needs no flow_end (ack.lua)
 -- Flow control (flow.lua), only while the flow hash holds anything: first the
 -- limiters due in flow_due hand out their parked tasks while their limits allow;
 -- then a popped task over its limit, or whose limiter has tasks parked already,
@@ -303,12 +307,12 @@ local next_event = -1
 if dropped >= limit and #leased == 0 then
   -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
   -- call blocks Redis for long; the caller fetches again at once
-  return {leased, poisoned, now, expired}
+  return {leased, poisoned, now, expired, flow_on and 1 or 0}
 end
 if #leased >= want * 4 then
   -- every task asked for was leased: the caller runs them and fetches again before
   -- it waits, so the next event is not read (two ZRANGEs saved); `now` says "look again"
-  return {leased, poisoned, now, expired}
+  return {leased, poisoned, now, expired, flow_on and 1 or 0}
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for
 -- neither, a negative one stands for 0 (due long ago)
@@ -329,4 +333,4 @@ if flow_on then
     if next_event < 0 or frees < next_event then next_event = frees end
   end
 end
-return {leased, poisoned, next_event, expired}
+return {leased, poisoned, next_event, expired, flow_on and 1 or 0}
