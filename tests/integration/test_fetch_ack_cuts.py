@@ -295,3 +295,32 @@ def test_an_id_held_without_flow_control_gets_no_spec_while_its_lease_is_held(
     k = QueueKeys("test", "default")
     assert redis_client.hlen(k.flow) == 0
     assert app.broker.results.ack("default", "same", None, 0)
+
+
+def test_expired_leases_reclaimed_and_poisoned_in_one_fetch_and_a_mixed_ack(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    """The tables for reclaimed leases and lost acks are made only when needed."""
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    k = QueueKeys("test", "default")
+    worn, fresh = t.delay(1), t.delay(2)
+    assert len(fetch(app, clock, count=2, lease_ms=1_000).deliveries) == 2
+    redis_client.hset(k.deliveries, worn.id, 5)  # worn out: poisoned when it expires
+    clock.advance(2)
+    queues = app.broker.queues
+    again = queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000, count=5,
+                         max_deliveries=5)
+    assert again.poisoned == [worn.id]
+    assert [d.task_id for d in again.deliveries] == [fresh.id]
+    assert redis_client.zscore(k.leases, worn.id) is not None  # left for the caller
+    # one ack call: a lease held (fresh) and one lost (worn, taken back by hand)
+    redis_client.zrem(k.leases, worn.id)
+    results = app.broker.results
+    assert results.ack_many([results.prepare_ack("default", fresh.id, None, 0),
+                             results.prepare_ack("default", worn.id, None, 0)]) == [True, False]
+    assert redis_client.hlen(k.messages) == 0 and redis_client.zcard(k.leases) == 0

@@ -17,7 +17,7 @@
 -- another type among the first six counts as empty (its leases as lost); a
 -- result key is replaced whole. On this hot path, redis.pcall and lib.lua's
 -- foreign() only for an error.
-local held, ids, lost = {}, {}, {}
+local held, ids, lost = {}, {}, nil  -- lost: made for a lost lease only
 local results = 6
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
@@ -25,7 +25,10 @@ for i = 1, #ARGV, 3 do
   local removed = redis.pcall('ZREM', KEYS[1], id)
   if type(removed) == 'table' then foreign(removed) removed = 0 end
   held[#held + 1] = removed
-  if removed == 0 then lost[#lost + 1] = id end
+  if removed == 0 then
+    lost = lost or {}
+    lost[#lost + 1] = id
+  end
   local ttl = tonumber(ARGV[i + 2])
   if ttl > 0 then
     results = results + 1
@@ -37,7 +40,7 @@ end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in
 -- delayed, and promotion dropped its order entry. Only a lost lease (re-delivered,
 -- and maybe retried into delayed meanwhile) is looked for there.
-if #lost > 0 then
+if lost then
   local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
   if type(removed) == 'table' then foreign(removed) removed = 0 end
   if removed > 0 then
