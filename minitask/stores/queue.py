@@ -23,6 +23,9 @@ WAKE_CAP = 256
 BATCH_LIMIT = 1000
 
 _SCRIPTS = ("enqueue", "fetch", "release")
+#: (queue, id) of leases without flow control kept at most; past it the set starts
+#: afresh (those acks then pass the flow keys, as any ack may)
+FLOWLESS_CAP = 100_000
 #: The enqueue call's constant arguments, encoded once.
 _WAKE_CAP_ARG = b"%d" % WAKE_CAP
 _BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
@@ -69,6 +72,10 @@ class QueueStore:
         self.app_name = app_name
         self.app_keys = AppKeys(app_name)
         self._known_queues: Set[str] = set()
+        #: (queue, id) of tasks this process leased from a fetch that found no flow
+        #: control in their queue: their acks need no flow keys (ack.lua). Shared
+        #: with the results store; an id leased again with flow control leaves it.
+        self.flowless: Set[Tuple[str, str]] = set()
         for name in _SCRIPTS:
             transport.register(name, source(name))
 
@@ -144,27 +151,43 @@ class QueueStore:
         reply = self.transport.run_calls(
             [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries))],
             f"fetch from queue {queue!r}")[-1]
-        return self.fetch_result(reply)
+        return self.fetch_result(reply, queue)
 
     def fetch_call(self, queue: str, now_ms: Optional[int], terms: FetchTerms) -> ScriptCall:
         """A fetch, to send alone or behind other calls; ``now_ms`` None reads the
-        server's clock (for a fetch that runs later than it is sent)."""
+        server's clock (for a fetch that runs later than it is sent).
+
+        With ``now_ms``, the lease deadline goes along in decimal digits: the script
+        writes lease scores from it as text, so Redis formats no number (fetch.lua).
+        """
+        if now_ms is None:
+            return ("fetch", queue, self._fetch_keys(queue),
+                    ("server", terms.lease_ms, terms.count, terms.max_deliveries,
+                     BATCH_LIMIT), 0)
         return ("fetch", queue, self._fetch_keys(queue),
-                ("server" if now_ms is None else now_ms, terms.lease_ms, terms.count,
-                 terms.max_deliveries, BATCH_LIMIT), 0)
+                (b"%d" % now_ms, terms.lease_ms, terms.count, terms.max_deliveries,
+                 BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms)), 0)
 
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
         return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
                 k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix)
 
-    @staticmethod
-    def fetch_result(reply: Any) -> FetchResult:
-        """A fetch script's reply, read."""
+    def fetch_result(self, reply: Any, queue: Optional[str] = None) -> FetchResult:
+        """A fetch script's reply, read; with ``queue`` (the queue fetched from), its
+        leases are noted in ``flowless`` when the fetch found no flow control."""
         leased, poisoned, next_event = reply[:3]
         expired = reply[3] if len(reply) > 3 else []  # flow control: expired, leased
         deliveries = [Delivery(text(leased[i]), leased[i + 1], int(leased[i + 2]),
                                int(leased[i + 3])) for i in range(0, len(leased), 4)]
+        if queue is not None and deliveries:
+            held = [(queue, delivery.task_id) for delivery in deliveries]
+            if len(reply) > 4 and reply[4] == 0:
+                if len(self.flowless) >= FLOWLESS_CAP:
+                    self.flowless.clear()
+                self.flowless.update(held)
+            else:
+                self.flowless.difference_update(held)
         next_ms = int(next_event)
         return FetchResult(deliveries, [text(p) for p in poisoned],
                            next_ms if next_ms >= 0 else None,
@@ -184,7 +207,7 @@ class QueueStore:
         then = None if then_fetch is None else self.fetch_call(queues[0], None, then_fetch)
         reply = self.transport.wait([self.keys(q).wake for q in queues], timeout,
                                     interrupt=interrupt, then=then)
-        return None if reply is None else self.fetch_result(reply)
+        return None if reply is None else self.fetch_result(reply, queues[0])
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding wait before it gets busy with a task."""

@@ -5,7 +5,7 @@ step; results are kept under ``result:<id>`` for ``result_ttl``.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..errors import DecodeError
 from ..keys import QueueKeys, queue_keys
@@ -25,9 +25,12 @@ _Group = List[Tuple[int, str, bytes, int]]
 class ResultStore:
     """What became of the tasks of one app, and the steps that decide it."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
+    def __init__(self, transport: Transport, app_name: str,
+                 flowless: Optional[Set[Tuple[str, str]]] = None) -> None:
         self.transport = transport
         self.app_name = app_name
+        #: the queue store's (queue, id) of leases without flow control
+        self.flowless: Set[Tuple[str, str]] = set() if flowless is None else flowless
         for name in _SCRIPTS:
             transport.register(name, source(name))
 
@@ -86,16 +89,21 @@ class ResultStore:
     def _ack_calls(self, groups: Dict[str, _Group]) -> List[ScriptCall]:
         """One ack script call per queue."""
         calls: List[ScriptCall] = []
+        flowless = self.flowless
         for queue, group in groups.items():
             k = self.keys(queue)
             # a result key only for a task that keeps a result (ack.lua)
             tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
-            results = len(tail)
+            # the flow keys unless every task was leased without flow control (ack.lua)
+            held = [(queue, entry[1]) for entry in group]
+            if not all(lease in flowless for lease in held):
+                tail += (k.flow, k.flow_due, k.flow_prefix, k.wake)
+            flowless.difference_update(held)
+            keys = len(tail)
             for entry in group:
                 tail += entry[1:]
             calls.append(("ack", queue, (k.leases, k.delayed, k.messages, k.deliveries,
-                                         k.retrying, k.order, k.flow, k.flow_due,
-                                         k.flow_prefix, k.wake), tail, results))
+                                         k.retrying, k.order), tail, keys))
         return calls
 
     @staticmethod

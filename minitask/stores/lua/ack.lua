@@ -2,9 +2,10 @@
 -- every trace of them from the queue.
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
--- KEYS[7] flow (HASH)   KEYS[8] flow_due (ZSET)   KEYS[9] the flow prefix (flow.lua)
--- KEYS[10] wake (LIST)
--- KEYS[10 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
+-- KEYS[6 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
+-- then, unless every task's fetch found no flow control in the queue (fetch.lua's
+-- `flow` answer: none of them has a spec, so flow_end would find nothing to do):
+--   flow (HASH), flow_due (ZSET), the flow prefix (flow.lua), wake (LIST)
 -- ARGV: per task three: id, encoded outcome, result ttl (ms; 0: keep no result,
 --   and no result key is passed: nothing is written, so none is deleted)
 -- Returns: per task, 1 when the caller still held the lease, 0 when it had lost
@@ -16,27 +17,30 @@
 -- another type among the first six counts as empty (its leases as lost); a
 -- result key is replaced whole. On this hot path, redis.pcall and lib.lua's
 -- foreign() only for an error.
-local held, ids, lost = {}, {}, {}
-local results = 10
+local held, ids, lost = {}, {}, nil  -- lost: made for a lost lease only
+local results = 6
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   ids[#ids + 1] = id
   local removed = redis.pcall('ZREM', KEYS[1], id)
   if type(removed) == 'table' then foreign(removed) removed = 0 end
   held[#held + 1] = removed
-  if removed == 0 then lost[#lost + 1] = id end
+  if removed == 0 then
+    lost = lost or {}
+    lost[#lost + 1] = id
+  end
   local ttl = tonumber(ARGV[i + 2])
   if ttl > 0 then
     results = results + 1
     redis.call('DEL', KEYS[results])
     redis.call('RPUSH', KEYS[results], ARGV[i + 1])
-    redis.call('PEXPIRE', KEYS[results], ttl)
+    redis.call('PEXPIRE', KEYS[results], ARGV[i + 2])  -- as text: Redis formats no number
   end
 end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in
 -- delayed, and promotion dropped its order entry. Only a lost lease (re-delivered,
 -- and maybe retried into delayed meanwhile) is looked for there.
-if #lost > 0 then
+if lost then
   local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
   if type(removed) == 'table' then foreign(removed) removed = 0 end
   if removed > 0 then
@@ -49,5 +53,8 @@ for key = 3, 5 do
   if type(removed) == 'table' then foreign(removed) end
 end
 -- flow control: max_running slots freed, specs dropped (one HLEN without any)
-flow_end(KEYS[7], KEYS[9], KEYS[8], KEYS[10], ids, true)
+if #KEYS > results then
+  flow_end(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2], KEYS[results + 4], ids,
+           true)
+end
 return held

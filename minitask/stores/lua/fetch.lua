@@ -6,13 +6,16 @@
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
 -- KEYS[17] cancelled (ZSET)   KEYS[18] order (HASH)
 -- KEYS[19] flow (HASH)   KEYS[20] flow_due (ZSET)   KEYS[21] the flow prefix (flow.lua)
--- ARGV[1] now (ms), or 'server': the server's clock, for a fetch sent ahead of
---   the moment it runs (behind a BLPOP)
+-- ARGV[1] now (ms, in decimal digits), or 'server': the server's clock, for a fetch
+--   sent ahead of the moment it runs (behind a BLPOP)
 -- ARGV[2] lease length (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries
 -- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
--- Returns: {leased, poisoned, next_event_ms, expired}; next_event_ms is `now` when
---   the fetch leased all it asked for (the next event is not read then)
+-- ARGV[6] (optional, with a `now`) the lease deadline, now + ARGV[2], in decimal digits
+-- Numbers sent to Redis go as text where the call has it (ARGV as it came, a
+-- literal): Redis formats a Lua number with snprintf, about 3,000 instructions each.
+-- Returns: {leased, poisoned, next_event_ms, expired, flow}; next_event_ms is `now`
+--   when the fetch leased all it asked for (the next event is not read then)
 --   leased: flat list id, message, delivery number, priority, ... per leased task
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
@@ -20,6 +23,10 @@
 --     frees (flow_due), or -1
 --   expired: flat list id, priority per task whose expiry had passed; they are
 --     leased so that the caller ends them (cancelled, "Expired"), as for poisoned
+--   flow: 1 when the flow hash held anything as the fetch began, else 0. With 0,
+--     no task it leased has a spec, nor gets one while its lease is held (a fetch
+--     writes none; enqueue_flow.lua writes one for an id that is not pending or
+--     is delayed, revive.lua for a dead one): its ack needs no flow_end (ack.lua)
 -- Flow control (flow.lua), only while the flow hash holds anything: first the
 -- limiters due in flow_due hand out their parked tasks while their limits allow;
 -- then a popped task over its limit, or whose limiter has tasks parked already,
@@ -71,15 +78,20 @@ local function utf8(id)
 end
 
 local now = tonumber(ARGV[1])
+-- horizon: now * 10 + 9, the highest score due now; deadline: the lease deadline,
+-- as text (ARGV[6]) when the caller sent it
+local horizon, deadline
 if ARGV[1] == 'server' then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+elseif now >= 0 then
+  horizon = ARGV[1] .. '9'  -- decimal digits: ten times now, plus 9
+  deadline = ARGV[6]
 end
-local deadline = now + tonumber(ARGV[2])
+horizon = horizon or string.format('%.0f', now * 10 + 9)
+deadline = deadline or now + tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
-local max_deliveries = tonumber(ARGV[4])
 local limit = tonumber(ARGV[5])
-local horizon = string.format('%.0f', now * 10 + 9)
 local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
 local prefix = KEYS[21]
 -- limits count on the server's clock: a caller's reading may be stale by the time
@@ -93,34 +105,38 @@ if flow_on and ARGV[1] ~= 'server' then
 end
 
 -- read and check everything first: promotion below is the first write
-local poisoned, reclaimed = {}, {}
-local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', 0,
-                            limit)
+-- reclaimed: made only when a lease has expired (a table costs Redis ~1,200 instructions)
+local poisoned, reclaimed = {}, nil
+local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
+                            ARGV[5])
 if expired.err then must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
 for i = 1, #expired, 2 do
   local id = expired[i]
   local delivered = tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
-  if delivered >= max_deliveries
+  if delivered >= tonumber(ARGV[4])  -- max deliveries
      and id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id)) then
     poisoned[#poisoned + 1] = id
   else
     -- its worker died or stalled: back to the head of its priority
     local band = band_of(expired[i + 1], 7)
     expect(KEYS[band], 'list')
+    reclaimed = reclaimed or {}
     reclaimed[#reclaimed + 1] = {id, band}
   end
 end
-local batch, delayed_ok = due_batch(KEYS[1], KEYS[18], 7, now, limit)
+local batch, delayed_ok = due_batch(KEYS[1], KEYS[18], 7, now, ARGV[5], horizon)
 promote(KEYS[1], KEYS[18], batch)
-for _, entry in ipairs(reclaimed) do
-  redis.call('ZREM', KEYS[2], entry[1])
-  redis.call('LPUSH', KEYS[entry[2]], entry[1])
-end
-if flow_on and #reclaimed > 0 then
-  -- a dead worker's max_running slots are freed with its leases
-  local ids = {}
-  for i, entry in ipairs(reclaimed) do ids[i] = entry[1] end
-  flow_end(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
+if reclaimed then
+  for _, entry in ipairs(reclaimed) do
+    redis.call('ZREM', KEYS[2], entry[1])
+    redis.call('LPUSH', KEYS[entry[2]], entry[1])
+  end
+  if flow_on then
+    -- a dead worker's max_running slots are freed with its leases
+    local ids = {}
+    for i, entry in ipairs(reclaimed) do ids[i] = entry[1] end
+    flow_end(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
+  end
 end
 
 -- a call per popped id, on the hottest path: redis.pcall, and lib.lua's foreign()
@@ -129,11 +145,33 @@ local leased, expired = {}, {}
 local band = 7
 local dropped = 0
 
+-- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
+-- a cancelled id no longer needs leaving out of the counts
+local function drop(id)
+  tolerant(0, 'ZREM', KEYS[17], id)
+  if flow_on then tolerant(0, 'HDEL', KEYS[19], id) end
+  dropped = dropped + 1
+end
+
 local function lease(id, body, priority, spec)
-  local delivered = redis.pcall('HINCRBY', KEYS[4], id, 1)
+  -- deadline * 10 + 9 - priority: the deadline's digits and one more (priority is a
+  -- digit, 0 to 9), or a number, which Redis writes whole (%.17g, below 2^53)
+  local score
+  if type(deadline) == 'string' then
+    score = deadline .. string.sub('9876543210', priority + 1, priority + 1)
+  else
+    score = deadline * 10 + 9 - priority
+  end
+  -- without flow control, the lease is its own check that the id is not held
+  -- already (a stale entry: dropped), in place of a ZSCORE in body_of()
+  if flow_on then
+    redis.call('ZADD', KEYS[2], score, id)
+  elseif redis.call('ZADD', KEYS[2], 'NX', score, id) == 0 then
+    drop(id)
+    return
+  end
+  local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
   if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
-  -- a number, not a string.format: Redis writes it as a whole number (%.17g, below 2^53)
-  redis.call('ZADD', KEYS[2], deadline * 10 + 9 - priority, id)
   if spec and spec.expires > 0 and now >= spec.expires then
     expired[#expired + 1] = id
     expired[#expired + 1] = priority
@@ -147,10 +185,14 @@ local function lease(id, body, priority, spec)
 end
 
 -- The message of a popped id, or false for an entry that is no id, is held
--- elsewhere already (leased, delayed, dead) or has no message (cancelled).
+-- elsewhere already (delayed, dead; leased: with flow control only, lease() tells
+-- it otherwise) or has no message (cancelled).
 local function body_of(id)
-  local body = id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id))
-               and not (redis.call('ZSCORE', KEYS[2], id)
+  -- printable ASCII (any id minitask makes) is told by one anchored match
+  local body = id ~= ''
+               and (string.find(id, '^[ -~]*$') or not string.find(id, '[\128-\255]')
+                    or utf8(id))
+               and not (flow_on and redis.call('ZSCORE', KEYS[2], id)  -- else: lease()
                         or delayed_ok and redis.call('ZSCORE', KEYS[1], id))
   if body then
     local dead = redis.pcall('ZSCORE', KEYS[6], id)
@@ -159,14 +201,6 @@ local function body_of(id)
     if type(body) == 'table' then foreign(body) body = false end  -- messages of another type
   end
   return body
-end
-
--- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
--- a cancelled id no longer needs leaving out of the counts
-local function drop(id)
-  tolerant(0, 'ZREM', KEYS[17], id)
-  if flow_on then tolerant(0, 'HDEL', KEYS[19], id) end
-  dropped = dropped + 1
 end
 
 -- take the first parked entry; a limiter with none left is due no more
@@ -178,10 +212,10 @@ end
 -- the limiters due: their parked tasks first, oldest first, while their limits allow
 -- (one ZRANGE when none is due); flow_due_read: what the earliest entry was, until
 -- this fetch changes flow_due
-local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES')
+local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')
 if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <= flow_now then
   flow_due_read = false
-  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', 0, limit)
+  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
     while #leased < want * 4 and dropped < limit do
@@ -217,12 +251,25 @@ if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <
   end
 end
 
+-- The lists above the default priority (5, KEYS[11]) are skipped with one EXISTS
+-- when all are empty, and so are those below it once KEYS[11] is: one call in place
+-- of an LPOP per list. Nothing this fetch does from here on adds to a ready list,
+-- so a list found empty stays empty; a key of another type counts as one that exists,
+-- and its LPOP treats it as empty, as before.
+if #leased < want * 4 and dropped < limit
+   and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
+  band = 11
+end
 -- without delayed_ok, delayed holds another type, and none of ours
 while #leased < want * 4 and band <= 16 and dropped < limit do
   local id = redis.pcall('LPOP', KEYS[band])
   if type(id) == 'table' then foreign(id) id = false end  -- a ready list of another type
   if not id then
     band = band + 1
+    if band == 12
+       and redis.call('EXISTS', KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]) == 0 then
+      band = 17
+    end
   else
     local body = body_of(id)
     local priority = 16 - band
@@ -263,30 +310,30 @@ local next_event = -1
 if dropped >= limit and #leased == 0 then
   -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
   -- call blocks Redis for long; the caller fetches again at once
-  return {leased, poisoned, now, expired}
+  return {leased, poisoned, now, expired, flow_on and 1 or 0}
 end
 if #leased >= want * 4 then
   -- every task asked for was leased: the caller runs them and fetches again before
   -- it waits, so the next event is not read (two ZRANGEs saved); `now` says "look again"
-  return {leased, poisoned, now, expired}
+  return {leased, poisoned, now, expired, flow_on and 1 or 0}
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for
 -- neither, a negative one stands for 0 (due long ago)
-local first_due = delayed_ok and redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]
+local first_due = delayed_ok and redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2]
 local score = tonumber(first_due)
 if score and score > -math.huge and score <= MAX_SCORE then
   next_event = math.max(0, math.floor(score / 10))
 end
-score = tonumber(redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2])
+score = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2])
 if score and score > -math.huge and score <= MAX_SCORE then
   local lease_end = math.max(0, math.floor(score / 10))
   if next_event < 0 or lease_end < next_event then next_event = lease_end end
 end
 if flow_on then
-  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], 0, 0, 'WITHSCORES'))[2])
+  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES'))[2])
   if score and score > -math.huge and score <= MAX_SCORE then
     local frees = math.max(0, math.floor(score))
     if next_event < 0 or frees < next_event then next_event = frees end
   end
 end
-return {leased, poisoned, next_event, expired}
+return {leased, poisoned, next_event, expired, flow_on and 1 or 0}
