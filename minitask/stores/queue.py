@@ -24,8 +24,10 @@ BATCH_LIMIT = 1000
 
 _SCRIPTS = ("enqueue", "fetch", "release")
 #: (queue, id) of leases without flow control kept at most; past it the set starts
-#: afresh (those acks then pass the flow keys, as any ack may)
-FLOWLESS_CAP = 100_000
+#: afresh (those acks then pass the flow keys, as any ack may). Ids of tasks that
+#: ended otherwise than by an ack (retried, dead, given back) stay until then: the
+#: cap keeps a worker's memory flat (about 2 MB at most).
+FLOWLESS_CAP = 10_000
 #: The enqueue call's constant arguments, encoded once.
 _WAKE_CAP_ARG = b"%d" % WAKE_CAP
 _BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT

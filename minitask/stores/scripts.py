@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib.resources
 import re
 from functools import lru_cache
-from typing import List, Set, Tuple
+from typing import FrozenSet, List, Set, Tuple
 
 #: Scripts that move due delayed tasks first: promote.lua's functions go in front.
 _PROMOTING = frozenset({"enqueue", "fetch", "revive", "spawn", "schedule_fire"})
@@ -21,6 +21,7 @@ _DEFINITION = re.compile(r"local (?:function )?(\w+)")
 _WORD = re.compile(r"\w+")
 
 
+@lru_cache(maxsize=None)
 def _read(name: str) -> str:
     folder = importlib.resources.files("minitask.stores") / "lua"
     return (folder / f"{name}.lua").read_text("utf-8")
@@ -47,6 +48,12 @@ def pieces(library: str) -> Tuple[Tuple[str, str], ...]:
     return tuple((name, "".join(lines[first:end])) for (first, name), end in zip(starts, ends))
 
 
+@lru_cache(maxsize=None)
+def _words(text: str) -> FrozenSet[str]:
+    """The words of a text: what a script or a definition may name."""
+    return frozenset(_WORD.findall(text))
+
+
 def _needed(library: str, words: Set[str]) -> List[str]:
     """The texts of ``library``'s definitions that ``words`` name, with those they use;
     ``words`` grows by the words of each one taken. A definition uses only earlier
@@ -55,7 +62,7 @@ def _needed(library: str, words: Set[str]) -> List[str]:
     for name, text in reversed(pieces(library)):
         if name in words:
             taken.append(text)
-            words.update(_WORD.findall(text))
+            words.update(_words(text))
     return taken[::-1]
 
 
@@ -63,6 +70,7 @@ def _needed(library: str, words: Set[str]) -> List[str]:
 _FLOWING = frozenset({"fetch", "ack", "retry", "bury", "release", "end_cancelled"})
 
 
+@lru_cache(maxsize=None)
 def source(name: str, *, shared: str = "") -> str:
     """The text of ``lua/<name>.lua`` as it is run: lib.lua's definitions it uses in
     front, promote.lua's after them where the script calls it, then flow.lua where it
@@ -81,7 +89,7 @@ def source(name: str, *, shared: str = "") -> str:
         script = _read(name)
         whole = [_read(part) for part in (["flow"] if name in _FLOWING else [])
                  + ([shared] if shared else [])]
-    words = set(_WORD.findall("".join(whole) + script))
+    words = set(_words("".join(whole) + script))
     promoting = name in _PROMOTING or name == "enqueue_flow"
     libraries = ["promote", "lib"] if promoting else ["lib"]
     taken = {library: _needed(library, words) for library in libraries}
