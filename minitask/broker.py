@@ -33,7 +33,7 @@ class Broker:
         self.transport = Transport(client, description)
         self.app_name = app_name
         self.queues = QueueStore(self.transport, app_name)
-        self.results = ResultStore(self.transport, app_name, self.queues.flowless)
+        self.results = ResultStore(self.transport, app_name)
         self.dead = DeadLetterStore(self.transport, app_name)
         self.registry = WorkerRegistry(self.transport, app_name)
         self.admin = AdminStore(self.transport, app_name)

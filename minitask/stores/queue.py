@@ -23,11 +23,6 @@ WAKE_CAP = 256
 BATCH_LIMIT = 1000
 
 _SCRIPTS = ("enqueue", "fetch", "release")
-#: (queue, id) of leases without flow control kept at most; past it the set starts
-#: afresh (those acks then pass the flow keys, as any ack may). Ids of tasks that
-#: ended otherwise than by an ack (retried, dead, given back) stay until then: the
-#: cap keeps a worker's memory flat (about 2 MB at most).
-FLOWLESS_CAP = 10_000
 #: The enqueue call's constant arguments, encoded once.
 _WAKE_CAP_ARG = b"%d" % WAKE_CAP
 _BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
@@ -41,6 +36,9 @@ class Delivery:
     body: bytes
     delivery: int
     priority: int
+    #: False when the fetch found no flow control in the queue: the task has no
+    #: spec nor gets one while its lease is held, so its ack needs no flow keys
+    flow: bool = True
 
     def message(self) -> Message:
         """The decoded message; raises DecodeError for a corrupt or unknown envelope."""
@@ -74,10 +72,6 @@ class QueueStore:
         self.app_name = app_name
         self.app_keys = AppKeys(app_name)
         self._known_queues: Set[str] = set()
-        #: (queue, id) of tasks this process leased from a fetch that found no flow
-        #: control in their queue: their acks need no flow keys (ack.lua). Shared
-        #: with the results store; an id leased again with flow control leaves it.
-        self.flowless: Set[Tuple[str, str]] = set()
         for name in _SCRIPTS:
             transport.register(name, source(name))
 
@@ -153,7 +147,7 @@ class QueueStore:
         reply = self.transport.run_calls(
             [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries))],
             f"fetch from queue {queue!r}")[-1]
-        return self.fetch_result(reply, queue)
+        return self.fetch_result(reply)
 
     def fetch_call(self, queue: str, now_ms: Optional[int], terms: FetchTerms) -> ScriptCall:
         """A fetch, to send alone or behind other calls; ``now_ms`` None reads the
@@ -175,21 +169,14 @@ class QueueStore:
         return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
                 k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix)
 
-    def fetch_result(self, reply: Any, queue: Optional[str] = None) -> FetchResult:
-        """A fetch script's reply, read; with ``queue`` (the queue fetched from), its
-        leases are noted in ``flowless`` when the fetch found no flow control."""
+    @staticmethod
+    def fetch_result(reply: Any) -> FetchResult:
+        """A fetch script's reply, read."""
         leased, poisoned, next_event = reply[:3]
         expired = reply[3] if len(reply) > 3 else []  # flow control: expired, leased
+        flow = len(reply) <= 4 or reply[4] != 0  # unknown: as with flow control
         deliveries = [Delivery(text(leased[i]), leased[i + 1], int(leased[i + 2]),
-                               int(leased[i + 3])) for i in range(0, len(leased), 4)]
-        if queue is not None and deliveries:
-            held = [(queue, delivery.task_id) for delivery in deliveries]
-            if len(reply) > 4 and reply[4] == 0:
-                if len(self.flowless) >= FLOWLESS_CAP:
-                    self.flowless.clear()
-                self.flowless.update(held)
-            else:
-                self.flowless.difference_update(held)
+                               int(leased[i + 3]), flow) for i in range(0, len(leased), 4)]
         next_ms = int(next_event)
         return FetchResult(deliveries, [text(p) for p in poisoned],
                            next_ms if next_ms >= 0 else None,
@@ -209,7 +196,7 @@ class QueueStore:
         then = None if then_fetch is None else self.fetch_call(queues[0], None, then_fetch)
         reply = self.transport.wait([self.keys(q).wake for q in queues], timeout,
                                     interrupt=interrupt, then=then)
-        return None if reply is None else self.fetch_result(reply, queues[0])
+        return None if reply is None else self.fetch_result(reply)
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding wait before it gets busy with a task."""

@@ -5,7 +5,7 @@ step; results are kept under ``result:<id>`` for ``result_ttl``.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
 from ..keys import QueueKeys, queue_keys
@@ -16,21 +16,19 @@ from .scripts import source
 
 _SCRIPTS = ("ack", "retry", "bury", "cancel", "state")
 
-#: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms).
-Ack = Tuple[str, str, bytes, int]
+#: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms,
+#: whether its lease may hold a flow control slot: ``Delivery.flow``).
+Ack = Tuple[str, str, bytes, int, bool]
 #: Acks of one queue, each with its place in the caller's list.
-_Group = List[Tuple[int, str, bytes, int]]
+_Group = List[Tuple[int, str, bytes, int, bool]]
 
 
 class ResultStore:
     """What became of the tasks of one app, and the steps that decide it."""
 
-    def __init__(self, transport: Transport, app_name: str,
-                 flowless: Optional[Set[Tuple[str, str]]] = None) -> None:
+    def __init__(self, transport: Transport, app_name: str) -> None:
         self.transport = transport
         self.app_name = app_name
-        #: the queue store's (queue, id) of leases without flow control
-        self.flowless: Set[Tuple[str, str]] = set() if flowless is None else flowless
         for name in _SCRIPTS:
             transport.register(name, source(name))
 
@@ -41,15 +39,18 @@ class ResultStore:
 
     @staticmethod
     def prepare_ack(queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
-                    *, task_name: str = "?") -> Ack:
-        """A final outcome (None: keep none) encoded for ``ack_many``.
+                    *, task_name: str = "?", flow: bool = True) -> Ack:
+        """A final outcome (None: keep none) encoded for ``ack_many``; ``flow`` False
+        for a task leased without flow control (``Delivery.flow``): its ack passes no
+        flow keys.
 
         Raises EncodeError when the outcome's value cannot be encoded: nothing
         is sent, and the caller dead-letters the task instead.
         """
         if outcome is None:
-            return (queue, task_id, b"", 0)
-        return (queue, task_id, encode_outcome(outcome, task_name=task_name), result_ttl_ms)
+            return (queue, task_id, b"", 0, flow)
+        return (queue, task_id, encode_outcome(outcome, task_name=task_name), result_ttl_ms,
+                flow)
 
     def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
             *, task_name: str = "?") -> bool:
@@ -64,7 +65,7 @@ class ResultStore:
 
         Returns, in the given order, whether the caller still held each lease.
         """
-        what = f"record the result of {', '.join(task_id for _, task_id, _, _ in acks[:3])}"
+        what = f"record the result of {', '.join(ack[1] for ack in acks[:3])}"
         groups = self._ack_groups(acks)
         return self._held(groups, self.transport.run_calls(self._ack_calls(groups), what),
                           len(acks))
@@ -89,19 +90,16 @@ class ResultStore:
     def _ack_calls(self, groups: Dict[str, _Group]) -> List[ScriptCall]:
         """One ack script call per queue."""
         calls: List[ScriptCall] = []
-        flowless = self.flowless
         for queue, group in groups.items():
             k = self.keys(queue)
             # a result key only for a task that keeps a result (ack.lua)
             tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
             # the flow keys unless every task was leased without flow control (ack.lua)
-            held = [(queue, entry[1]) for entry in group]
-            if not all(lease in flowless for lease in held):
+            if any(entry[4] for entry in group):
                 tail += (k.flow, k.flow_due, k.flow_prefix, k.wake)
-            flowless.difference_update(held)
             keys = len(tail)
             for entry in group:
-                tail += entry[1:]
+                tail += entry[1:4]
             calls.append(("ack", queue, (k.leases, k.delayed, k.messages, k.deliveries,
                                          k.retrying, k.order), tail, keys))
         return calls
@@ -110,8 +108,8 @@ class ResultStore:
     def _ack_groups(acks: Sequence[Ack]) -> Dict[str, _Group]:
         """The acks by queue, each with its place in the caller's list."""
         groups: Dict[str, _Group] = {}
-        for index, (queue, task_id, outcome, ttl_ms) in enumerate(acks):
-            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms))
+        for index, (queue, task_id, outcome, ttl_ms, flow) in enumerate(acks):
+            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms, flow))
         return groups
 
     def retry(self, queue: str, following: Message, due_ms: int, note: Outcome) -> bool:

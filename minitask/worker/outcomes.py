@@ -72,7 +72,8 @@ class Recorder:
             ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
             try:
                 ack = self._host.broker.results.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
-                                                            task_name=task.name)
+                                                            task_name=task.name,
+                                                            flow=job.delivery.flow)
             except EncodeError as exc:
                 self.bury(job, message, exc, "the return value cannot be encoded", duration)
                 return "failed"

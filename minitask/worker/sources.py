@@ -126,7 +126,7 @@ class QueueSource:
         held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
             self.queues[0], self._host.clock.now_ms(),
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)))
-        return held, queues.fetch_result(reply, self.queues[0])
+        return held, queues.fetch_result(reply)
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
         """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
@@ -189,7 +189,7 @@ class QueueSource:
             before=behind.wait_calls())
         if replies is not None:
             behind.waited(replies[:-1])
-            self.take(self.queues[0], queues.fetch_result(replies[-1], self.queues[0]))
+            self.take(self.queues[0], queues.fetch_result(replies[-1]))
 
     def _seconds_until(self, due_ms: int) -> float:
         """Seconds until the app's clock reads ``due_ms``.

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from minitask import Minitask
 from minitask.keys import QueueKeys
 from minitask.message import Outcome
-from minitask.stores.queue import FetchResult, FetchTerms
+from minitask.stores.queue import Delivery, FetchResult, FetchTerms
 from tests.conftest import ManualClock
 
 
@@ -219,14 +219,12 @@ def test_ids_that_are_text_are_leased_and_others_dropped(
     assert redis_client.llen(k.ready[9 - 5]) == 0
 
 
-def _ack_keys(app: Minitask, *task_ids: str) -> int:
-    """How many keys past the six fixed ones the ack of ``task_ids`` would pass."""
+def _ack_keys(app: Minitask, *leased: Delivery) -> int:
+    """How many keys past the six fixed ones the ack of ``leased`` would pass."""
     results = app.broker.results
-    groups = results._ack_groups([results.prepare_ack("default", task_id, None, 0)
-                                  for task_id in task_ids])
+    groups = results._ack_groups([results.prepare_ack("default", d.task_id, None, 0,
+                                                      flow=d.flow) for d in leased])
     [call] = results._ack_calls(groups)
-    for task_id in task_ids:  # _ack_calls forgot them: as they were
-        results.flowless.add(("default", task_id))
     return call[4]
 
 
@@ -246,31 +244,33 @@ def test_an_ack_passes_flow_keys_only_for_tasks_leased_with_flow_control(
     k = QueueKeys("test", "default")
     first = plain.delay(1)
     [d] = fetch(app, clock).deliveries
-    assert ("default", d.task_id) in app.broker.queues.flowless
-    assert _ack_keys(app, first.id) == 0
+    assert d.task_id == first.id and d.flow is False
+    assert _ack_keys(app, d) == 0
     # a limited task enqueued while the plain one is held: its spec is its own
     limited = solo.delay(2)
-    assert app.broker.results.ack("default", first.id, None, 0)
-    assert app.broker.queues.flowless == set()
+    assert app.broker.results.ack("default", first.id, None, 0)  # flow unknown: full path
     assert redis_client.hexists(k.flow, limited.id)
     # leased with flow control (the flow hash held a spec): the ack frees the slot
     again = plain.delay(3)
     leased = fetch(app, clock, count=2).deliveries
     assert [x.task_id for x in leased] == [limited.id, again.id]
-    assert app.broker.queues.flowless == set()
-    assert _ack_keys(app, limited.id, again.id) == 4
-    app.broker.results.flowless.clear()
+    assert all(x.flow for x in leased)
+    assert _ack_keys(app, *leased) == 4
+    # one task leased with flow control among others: the group passes the flow keys
+    assert _ack_keys(app, d, leased[1]) == 4
     assert app.broker.flow.limiter_state("default", "4:solo")["running"] == [limited.id]
     assert app.broker.results.ack_many(
-        [app.broker.results.prepare_ack("default", x.task_id, None, 0) for x in leased]
-    ) == [True, True]
+        [app.broker.results.prepare_ack("default", x.task_id, None, 0, flow=x.flow)
+         for x in leased]) == [True, True]
     assert app.broker.flow.limiter_state("default", "4:solo")["running"] == []
     assert redis_client.hlen(k.flow) == 0
     # the flow hash empty again: the next fetch's leases need no flow keys
     last = plain.delay(4)
-    fetch(app, clock)
-    assert _ack_keys(app, last.id) == 0
-    assert app.broker.results.ack("default", last.id, None, 0)
+    [d_last] = fetch(app, clock).deliveries
+    assert d_last.task_id == last.id and d_last.flow is False
+    assert _ack_keys(app, d_last) == 0
+    assert app.broker.results.ack_many(
+        [app.broker.results.prepare_ack("default", last.id, None, 0, flow=False)]) == [True]
     assert redis_client.hlen(k.messages) == 0 and redis_client.zcard(k.leases) == 0
 
 
