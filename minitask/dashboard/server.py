@@ -27,6 +27,5 @@ def make(app: Minitask, host: str = "127.0.0.1", port: int = 5555,
          auth: Optional[str] = None) -> WSGIServer:
     """A server for ``app``'s dashboard, bound and ready for ``serve_forever()``;
     port 0 picks a free one (``server.server_port``)."""
-    loopback = host == "localhost" or is_loopback(host)
-    return make_server(host, port, Dashboard(app, auth, loopback), server_class=_Server,
+    return make_server(host, port, Dashboard(app, auth, is_loopback(host)), server_class=_Server,
                        handler_class=_Handler)

@@ -105,7 +105,7 @@ class Dashboard:
             name = urlsplit("//" + environ["HTTP_HOST"]).hostname or ""
         except ValueError:
             name = ""
-        if name != "localhost" and not is_loopback(name):
+        if not is_loopback(name):
             raise Response("403 Forbidden", "this dashboard listens on a loopback address "
                            "without --auth and answers to localhost or 127.0.0.1 only")
 
@@ -239,6 +239,9 @@ class Dashboard:
 
 
 def is_loopback(address: str) -> bool:
+    """Whether a host name or address can only mean this machine."""
+    if address == "localhost":
+        return True
     try:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
