@@ -8,6 +8,7 @@ import asyncio
 import signal
 import subprocess
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Tuple
@@ -155,11 +156,17 @@ def test_progress_of_a_process_pool_task_while_it_runs_and_after(
     print(f"{calls:,} set_progress calls in {loop_seconds:.2f} s: {writes} writes")
     # at most one write per 0.1 s of the loop, plus the first and the last
     assert 1 <= writes <= 10 * loop_seconds + 3, (writes, loop_seconds)
+    # the last value was written a while before the end: it must still expire with the
+    # result, not result_ttl after it was written
+    time.sleep(1.5)
     admin.rpush("release", 1)
     assert handle.get(timeout=DEADLINE) == calls
     final = handle.progress()
     assert final is not None and final.current == calls
-    assert 0 < admin.pttl(app.broker.progress.key("default", handle.id)) <= 86_400_000
+    progress_ttl = admin.pttl(app.broker.progress.key("default", handle.id))
+    result_ttl = admin.pttl(app.broker.results.keys("default").result(handle.id))
+    assert 0 < progress_ttl <= 86_400_000
+    assert 0 <= result_ttl - progress_ttl < 1_000, (result_ttl, progress_ttl)
 
 
 def test_progress_hooks_and_metrics_in_the_thread_and_asyncio_pools(
