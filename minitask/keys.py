@@ -34,6 +34,8 @@ Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue'
                                             requeue_dead puts it back with its limits
     minitask:{app:queue}:flow:<limiter>:park     LIST  parked ids (priority digit + id), in order
     minitask:{app:queue}:flow:<limiter>:starts   ZSET  recent starts (ms) and the pace
+    minitask:{app:queue}:flow:<limiter>:pace     STRING when the next start is due, for a
+                                                        rate of 500 or more a window (no log)
     minitask:{app:queue}:flow:<limiter>:running  SET   ids holding a max_running slot
 
 A limiter names one task (and limit key): ``<len(name)>:<name>[:<key>]``. Its keys

@@ -1,7 +1,7 @@
 """Reading the stores' Lua scripts, shipped as package data in ``stores/lua``.
 
-lib.lua and promote.lua are libraries: a script is run with those of their
-definitions it uses (and what those use) in front of it, not all of them. Redis
+lib.lua, promote.lua and flow.lua are libraries: a script is run with those of
+their definitions it uses (and what those use) in front of it, not all of them. Redis
 runs a script's whole text at every call, and each ``local function`` made is a
 closure built and collected again: lib.lua whole cost an ack 4,500 Redis
 instructions it mostly did not need.
@@ -66,16 +66,11 @@ def _needed(library: str, words: Set[str]) -> List[str]:
     return taken[::-1]
 
 
-#: Scripts that hand out or end tasks: flow.lua's functions (flow control) go in front.
-_FLOWING = frozenset({"fetch", "ack", "retry", "bury", "release", "end_cancelled"})
-
-
 @lru_cache(maxsize=None)
 def source(name: str, *, shared: str = "") -> str:
-    """The text of ``lua/<name>.lua`` as it is run: lib.lua's definitions it uses in
-    front, promote.lua's after them where the script calls it, then flow.lua where it
-    hands out or ends tasks, and ``lua/<shared>.lua`` if given (the functions of one
-    feature's scripts); those two whole.
+    """The text of ``lua/<name>.lua`` as it is run: the definitions of lib.lua, of
+    promote.lua and of flow.lua (flow control) that it uses, in that order, and
+    ``lua/<shared>.lua`` if given (the functions of one feature's scripts), whole.
 
     ``enqueue_flow`` is enqueue.lua wrapped as a function, ``enqueue_base()``, that
     enqueue_flow.lua calls: the flow-controlled enqueue adds to the plain one, and
@@ -84,13 +79,13 @@ def source(name: str, *, shared: str = "") -> str:
     if name == "enqueue_flow":
         script = ("local function enqueue_base()\n" + _read("enqueue") + "\nend\n"
                   + _read("enqueue_flow"))
-        whole = [_read("flow")]
     else:
         script = _read(name)
-        whole = [_read(part) for part in (["flow"] if name in _FLOWING else [])
-                 + ([shared] if shared else [])]
+    whole = [_read(shared)] if shared else []
     words = set(_words("".join(whole) + script))
     promoting = name in _PROMOTING or name == "enqueue_flow"
-    libraries = ["promote", "lib"] if promoting else ["lib"]
+    # each library may use those after it in this list, never one before
+    libraries = ["flow", "promote", "lib"] if promoting else ["flow", "lib"]
     taken = {library: _needed(library, words) for library in libraries}
-    return "".join(taken["lib"] + taken.get("promote", []) + whole + [script])
+    return "".join(taken["lib"] + taken.get("promote", []) + taken["flow"] + whole
+                   + [script])

@@ -454,3 +454,43 @@ def test_a_running_task_stopped_on_request_frees_its_slot_and_drops_its_spec(
     keys = QueueKeys("test", "default")
     assert redis_client.hkeys(keys.flow) == [second.id.encode()]
     assert app.broker.flow.limiter_state("default", "3:one")["running"] == [second.id]
+
+
+def test_a_rate_of_500_or_more_a_window_is_paced_alone_and_keeps_its_bound(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(rate_limit="600/s", name="fast")
+    def fast(n: int) -> int:
+        return n
+
+    fast.delay_many([(n,) for n in range(2500)])
+    starts: List[int] = []
+    for _ in range(600):  # 3 s of a backlog, fetched every 5 ms
+        starts += [clock.now_ms()] * len(fetch(app, clock, count=20).deliveries)
+        clock.advance(0.005)
+    # at most 600 starts in any closed window of the second and its guard (40 ms)
+    assert max_in_window(starts, 1041) == 600
+    # (600 - 1) starts per second, guard and half a guard: 565/s, and the first burst
+    assert 1690 <= len(starts) <= 1720
+    k = QueueKeys("test", "default")
+    assert redis_client.keys(k.flow_prefix + "*:starts") == []  # no log of starts kept
+    assert len(redis_client.keys(k.flow_prefix + "*:pace")) == 1
+
+
+def test_a_second_entry_of_a_running_limited_task_is_dropped_and_its_slot_still_frees(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=1, name="solo")
+    def solo(n: int) -> int:
+        return n
+
+    first, second = solo.delay(1), solo.delay(2)
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [first.id]
+    k = QueueKeys("test", "default")
+    redis_client.lpush(k.ready[9 - 5], first.id)  # a stale second entry, ahead of `second`
+    assert fetch(app, clock, count=5).deliveries == []  # dropped; `second` waits for the slot
+    assert redis_client.hexists(k.flow, first.id)  # the running task keeps its spec
+    app.broker.results.ack("default", first.id, None, 0)  # so its outcome frees the slot
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [second.id]

@@ -11,7 +11,9 @@ from minitask.stores.scripts import pieces, source
 
 LUA = importlib.resources.files("minitask.stores") / "lua"
 SCRIPTS = sorted(path.name[:-4] for path in LUA.iterdir()
-                 if path.name.endswith(".lua") and path.name not in ("lib.lua", "promote.lua"))
+                 if path.name.endswith(".lua")
+                 and path.name not in ("lib.lua", "promote.lua", "flow.lua"))
+LIBRARIES = ("lib", "promote", "flow")
 
 
 def _defined(text: str) -> Set[str]:
@@ -19,7 +21,7 @@ def _defined(text: str) -> Set[str]:
 
 
 def test_the_pieces_are_the_libraries_cut_at_each_definition() -> None:
-    for library in ("lib", "promote"):
+    for library in LIBRARIES:
         whole = (LUA / f"{library}.lua").read_text("utf-8")
         cut = pieces(library)
         assert "".join(text for _, text in cut) in whole  # only the header is left out
@@ -35,12 +37,12 @@ def test_a_script_gets_every_definition_it_uses_and_no_other(name: str) -> None:
     ran = source(name)
     assert ran.endswith(script)
     front = ran[:-len(script)]
-    library = {n for lib in ("lib", "promote") for n, _ in pieces(lib)}
-    given = _defined(front) & library  # feature libraries (flow.lua, ...) come whole
+    library = {n for lib in LIBRARIES for n, _ in pieces(lib)}
+    given = _defined(front) & library  # a feature's shared file comes whole
     words = set(re.findall(r"\w+", ran))
     used = {n for n in library if n in set(re.findall(r"\w+", script))}
     assert used <= given, f"{name}.lua uses {sorted(used - given)} that are not in front"
-    texts = {n: text for lib in ("lib", "promote") for n, text in pieces(lib)}
+    texts = {n: text for lib in LIBRARIES for n, text in pieces(lib)}
     for piece in given:  # each one given is used by the script or by another part in front
         others = ran.replace(texts[piece], "", 1)
         assert piece in set(re.findall(r"\w+", others)), f"{piece} is given to {name}.lua unused"
@@ -50,3 +52,10 @@ def test_a_script_gets_every_definition_it_uses_and_no_other(name: str) -> None:
 def test_ack_no_longer_carries_the_whole_library() -> None:
     assert _defined(source("ack")) & {"must", "expect", "bump", "band_of", "due_batch"} == set()
     assert {"due_batch", "promote", "tolerant", "must", "expect"} <= _defined(source("enqueue"))
+
+
+def test_flow_definitions_go_only_to_the_scripts_that_use_them() -> None:
+    flow = {name for name, _ in pieces("flow")}
+    assert _defined(source("ack")) & flow == {"flow_free", "flow_end"}
+    assert flow <= _defined(source("fetch"))
+    assert _defined(source("enqueue_flow")) & flow == set()  # it reads specs itself

@@ -23,12 +23,15 @@ for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) ==
 
 local added = enqueue_base()
 
-local wake = false
+local wake, named = false, {}  -- named: limiters added to flow_limiters by this call
 for n = 1, count do
   local i = 4 * n
   local id, spec = ARGV[i], specs[n]
   local limiter = string.match(spec, '^([^\n]+)\n')
-  if limiter then tolerant(0, 'SADD', limiters, limiter) end
+  if limiter and not named[limiter] then
+    named[limiter] = true
+    tolerant(0, 'SADD', limiters, limiter)
+  end
   if not pending[n] then
     -- enqueue_base() added it: an id not pending is always added (or the call failed)
     redis.call('HSET', flow, id, spec)

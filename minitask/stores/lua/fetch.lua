@@ -96,12 +96,18 @@ local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
 local prefix = KEYS[21]
 -- limits count on the server's clock: a caller's reading may be stale by the time
 -- the call runs (a busy machine), which would let starts crowd a window. A caller's
--- clock far from the server's is a test's manual clock, and is kept.
-local flow_now = now
-if flow_on and ARGV[1] ~= 'server' then
-  local clock = redis.call('TIME')
-  local server = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  if math.abs(server - now) < 10000 then flow_now = server end
+-- clock far from the server's is a test's manual clock, and is kept. Read when a
+-- limit is first counted: a fetch that counts none reads no clock.
+local flow_now
+local function flow_clock()
+  if flow_now then return flow_now end
+  flow_now = now
+  if ARGV[1] ~= 'server' then
+    local clock = redis.call('TIME')
+    local server = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+    if math.abs(server - now) < 10000 then flow_now = server end
+  end
+  return flow_now
 end
 
 -- read and check everything first: promotion below is the first write
@@ -146,10 +152,11 @@ local band = 7
 local dropped = 0
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
--- a cancelled id no longer needs leaving out of the counts
-local function drop(id)
+-- a cancelled id no longer needs leaving out of the counts. `held`: the id is
+-- leased (a second entry of a running task), so its flow spec stays for its outcome
+local function drop(id, held)
   tolerant(0, 'ZREM', KEYS[17], id)
-  if flow_on then tolerant(0, 'HDEL', KEYS[19], id) end
+  if flow_on and not held then tolerant(0, 'HDEL', KEYS[19], id) end
   dropped = dropped + 1
 end
 
@@ -162,12 +169,12 @@ local function lease(id, body, priority, spec)
   else
     score = deadline * 10 + 9 - priority
   end
-  -- without flow control, the lease is its own check that the id is not held
-  -- already (a stale entry: dropped), in place of a ZSCORE in body_of()
-  if flow_on then
-    redis.call('ZADD', KEYS[2], score, id)
-  elseif redis.call('ZADD', KEYS[2], 'NX', score, id) == 0 then
-    drop(id)
+  -- the lease is its own check that the id is not held already (a stale entry:
+  -- dropped), in place of a ZSCORE in body_of(). With flow control its limits were
+  -- counted already: the start it did not make counts against them (on the safe side,
+  -- and only for a stale entry)
+  if redis.call('ZADD', KEYS[2], 'NX', score, id) == 0 then
+    drop(id, true)
     return
   end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
@@ -185,15 +192,14 @@ local function lease(id, body, priority, spec)
 end
 
 -- The message of a popped id, or false for an entry that is no id, is held
--- elsewhere already (delayed, dead; leased: with flow control only, lease() tells
--- it otherwise) or has no message (cancelled).
+-- elsewhere already (delayed, dead; leased: lease() tells it) or has no message
+-- (cancelled).
 local function body_of(id)
   -- printable ASCII (any id minitask makes) is told by one anchored match
   local body = id ~= ''
                and (string.find(id, '^[ -~]*$') or not string.find(id, '[\128-\255]')
                     or utf8(id))
-               and not (flow_on and redis.call('ZSCORE', KEYS[2], id)  -- else: lease()
-                        or delayed_ok and redis.call('ZSCORE', KEYS[1], id))
+               and not (delayed_ok and redis.call('ZSCORE', KEYS[1], id))
   if body then
     local dead = redis.pcall('ZSCORE', KEYS[6], id)
     if type(dead) == 'table' then foreign(dead) dead = false end  -- dead of another type
@@ -209,13 +215,11 @@ local function unpark(park, limiter)
   if tolerant(0, 'LLEN', park) == 0 then tolerant(0, 'ZREM', KEYS[20], limiter) end
 end
 
--- the limiters due: their parked tasks first, oldest first, while their limits allow
--- (one ZRANGE when none is due); flow_due_read: what the earliest entry was, until
--- this fetch changes flow_due
-local flow_due_read = flow_on and tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')
-if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <= flow_now then
-  flow_due_read = false
-  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', flow_now, 'LIMIT', '0', ARGV[5])
+-- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
+-- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due)
+if flow_on then
+  local upto = ARGV[1] == 'server' and string.format('%.0f', now) or ARGV[1]
+  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', upto, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
     while #leased < want * 4 and dropped < limit do
@@ -234,7 +238,7 @@ if flow_due_read and tonumber(flow_due_read[2]) and tonumber(flow_due_read[2]) <
       else
         local free, retry_at = true, -1
         if spec and spec.limiter == limiter and not (spec.expires > 0 and now >= spec.expires) then
-          free, retry_at = flow_admit(prefix, spec, id, flow_now, KEYS[2])
+          free, retry_at = flow_admit(prefix, spec, id, flow_clock(), KEYS[2])
         end
         if not free then
           if retry_at >= 0 then
@@ -280,19 +284,18 @@ while #leased < want * 4 and band <= 16 and dropped < limit do
       -- behind tasks parked already (their order kept), or over its limit: parked
       local park = prefix .. spec.limiter .. ':park'
       local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-      if free then free, retry_at = flow_admit(prefix, spec, id, flow_now, KEYS[2]) end
+      if free then free, retry_at = flow_admit(prefix, spec, id, flow_clock(), KEYS[2]) end
       if free then
         lease(id, body, priority, spec)
       elseif type(tolerant(false, 'RPUSH', park, priority .. id)) ~= 'number' then
         lease(id, body, priority, spec)  -- a park list of another type: no limit kept
       else
-        flow_due_read = false
         if retry_at >= 0 then
           tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
         else
           -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
           -- (its holders gone) is looked at by the next fetch
-          tolerant(0, 'ZADD', KEYS[20], 'NX', flow_now, spec.limiter)
+          tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
         end
         dropped = dropped + 1
       end
@@ -330,7 +333,7 @@ if score and score > -math.huge and score <= MAX_SCORE then
   if next_event < 0 or lease_end < next_event then next_event = lease_end end
 end
 if flow_on then
-  score = tonumber((flow_due_read or tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES'))[2])
+  score = tonumber(tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')[2])
   if score and score > -math.huge and score <= MAX_SCORE then
     local frees = math.max(0, math.floor(score))
     if next_event < 0 or frees < next_event then next_event = frees end
