@@ -38,11 +38,17 @@ def test_limits_debounce_and_expiry_hold_on_queues_of_three_shards(
     def plain(queue: str) -> str:
         return queue
 
+    @app.task(name="fast", rate_limit="600/s")  # paced alone: a pace key, no log
+    def fast(queue: str) -> str:
+        return queue
+
     handles: List[Any] = []
     for queue in queues:
         handles += [limited.apply_async((queue,), queue=queue, limit_key=queue)
                     for _ in range(5)]
         handles += [plain.apply_async((queue,), queue=queue) for _ in range(5)]
+        handles += [fast.apply_async((queue,), queue=queue, limit_key=queue)
+                    for _ in range(5)]
     debounced = [plain.apply_async((f"v{n}",), queue=queues[0], task_id="d", debounce=0.3)
                  for n in range(3)][-1]
     expired = plain.apply_async(("late",), queue=queues[1], expires=0.2)
@@ -52,7 +58,7 @@ def test_limits_debounce_and_expiry_hold_on_queues_of_three_shards(
     runner.start()
     try:
         assert [h.get(timeout=DEADLINE) for h in handles] == [
-            q for q in queues for _ in range(10)]
+            q for q in queues for _ in range(15)]
         assert debounced.get(timeout=DEADLINE) == "v2"
         with pytest.raises(TaskFailed) as failed:
             expired.get(timeout=DEADLINE)

@@ -25,10 +25,11 @@
 -- the guard apart.
 -- A rate of PACED_FROM or more starts a window keeps no log (it would hold up to
 -- `count` entries, and cost a sorted-set write per start): it is paced alone, one
--- start every (span + tolerance) / (count - 1), a start allowed up to the tolerance
--- (half the guard) before its turn. Then n starts in any span satisfy
--- (n - 1) * pace - tolerance <= span, so n <= count: the same strict bound, at
--- count - 1 starts a span and a half guard, 94 % of a per-second rate or more.
+-- start every (span + tolerance) / (count - 1), span being the window and its guard,
+-- a start allowed up to the tolerance (half the guard) before its turn. Then n starts
+-- in any span satisfy (n - 1) * pace - tolerance <= span, so n <= count: the same
+-- strict bound, at count - 1 starts a span and a half guard, 94 % of a per-second
+-- rate or more.
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
 -- limiter key of another type counts as empty, and writes to it are skipped.
 
