@@ -3,6 +3,9 @@ message and the worker's span for the attempt continues it; checked with the
 SDK's in-memory exporter."""
 from __future__ import annotations
 
+import subprocess
+import sys
+import textwrap
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -99,3 +102,27 @@ def test_long_baggage_does_not_cost_the_trace(
     (run,) = [span for span in spans.get_finished_spans()
               if (span.attributes or {}).get("messaging.message.id") == handle.id]
     assert run.context.trace_id == producer.get_span_context().trace_id
+
+
+def test_without_a_tracer_provider_only_a_traced_attempt_makes_a_span() -> None:
+    """A fresh process (the global provider is set once): no span for an attempt with
+    nothing to record or carry on; a producer's context is still carried on."""
+    code = textwrap.dedent("""
+        from opentelemetry import trace
+        from minitask import tracing
+        from minitask.message import new_message
+        parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
+        plain = new_message("a", "t", [], {}, "q", 5, 0, None)
+        traced = new_message("b", "t", [], {}, "q", 5, 0, None, trace={"traceparent": parent})
+        with tracing.attempt_span(plain) as span:
+            assert span.span is None
+            assert not trace.get_current_span().get_span_context().is_valid
+        with tracing.attempt_span(traced) as span:
+            assert span.span is not None
+            assert trace.get_current_span().get_span_context().trace_id == int("1" * 32, 16)
+            assert tracing.current_context() == {"traceparent": parent}
+        print("ok")
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
