@@ -490,7 +490,29 @@ def test_a_second_entry_of_a_running_limited_task_is_dropped_and_its_slot_still_
     assert [d.task_id for d in fetch(app, clock).deliveries] == [first.id]
     k = QueueKeys("test", "default")
     redis_client.lpush(k.ready[9 - 5], first.id)  # a stale second entry, ahead of `second`
-    assert fetch(app, clock, count=5).deliveries == []  # dropped; `second` waits for the slot
+    # the slot is held: both parked, in order (the stale one goes once its message has)
+    assert fetch(app, clock, count=5).deliveries == []
     assert redis_client.hexists(k.flow, first.id)  # the running task keeps its spec
     app.broker.results.ack("default", first.id, None, 0)  # so its outcome frees the slot
     assert [d.task_id for d in fetch(app, clock).deliveries] == [second.id]
+
+
+def test_a_second_entry_of_a_running_task_under_a_free_limit_is_told_by_its_lease(
+        make_app: Callable[..., Minitask], clock: ManualClock, redis_client: Any) -> None:
+    app = make_app()
+
+    @app.task(max_running=2, name="pair")
+    def pair(n: int) -> int:
+        return n
+
+    first, second = pair.delay(1), pair.delay(2)
+    assert [d.task_id for d in fetch(app, clock).deliveries] == [first.id]
+    k = QueueKeys("test", "default")
+    redis_client.lpush(k.ready[9 - 5], first.id)  # a stale second entry, ahead of `second`
+    # admitted (a slot is free), then told by the lease's ZADD NX and dropped
+    assert [d.task_id for d in fetch(app, clock, count=5).deliveries] == [second.id]
+    assert redis_client.hexists(k.flow, first.id)  # the running task keeps its spec
+    for handle in (first, second):
+        app.broker.results.ack("default", handle.id, None, 0)
+    assert app.broker.flow.limiter_state("default", "4:pair")["running"] == []
+    assert redis_client.hlen(k.flow) == 0
