@@ -52,7 +52,7 @@ for key = 3, 5 do
   local removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
   if type(removed) == 'table' then foreign(removed) end
 end
--- flow control: max_running slots freed, specs dropped (one HLEN without any)
+-- flow control: max_running slots freed, specs dropped (one HMGET when none has one)
 if #KEYS > results then
   flow_end(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2], KEYS[results + 4], ids,
            true)
