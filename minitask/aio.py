@@ -208,18 +208,26 @@ class AsyncBroker:
 
     async def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                       now_ms: int, durability: Optional[Durability] = None) -> int:
-        call = self.broker.queues.enqueue_call(queue, entries, now_ms)
+        queues = self.broker.queues
         what = f"enqueue into queue {queue!r}"
         try:
-            if durability is None or durability.mode is None:
-                added = await self.run(call, what)
-            else:
-                added = await self.run_confirmed(call, what, durability)
+            call = queues.enqueue_now_call(queue, entries, now_ms)
+            added = -1 if call is None else await self._run_as(call, what, durability)
+            if added == -1:  # enqueue_now wrote nothing: the full enqueue will
+                added = await self._run_as(queues.enqueue_call(queue, entries, now_ms), what,
+                                           durability)
         except DurabilityError:
             await self._register(queue)  # written, unconfirmed: findable by id all the same
             raise
         await self._register(queue)
         return int(added)
+
+    async def _run_as(self, call: ScriptCall, what: str,
+                      durability: Optional[Durability]) -> Any:
+        """``run`` the call, confirmed by replicas when ``durability`` asks it."""
+        if durability is None or durability.mode is None:
+            return await self.run(call, what)
+        return await self.run_confirmed(call, what, durability)
 
     async def _register(self, queue: str) -> None:
         if queue not in self._known_queues:
@@ -236,12 +244,9 @@ class AsyncBroker:
             for start in range(0, len(entries), chunk):
                 call = self.broker.flow.enqueue_call(queue, entries[start:start + chunk], specs,
                                                      now_ms)
-                what = f"enqueue into queue {queue!r}"
                 try:
-                    if durability is None or durability.mode is None:
-                        added += int(await self.run(call, what))
-                    else:
-                        added += int(await self.run_confirmed(call, what, durability))
+                    added += int(await self._run_as(call, f"enqueue into queue {queue!r}",
+                                                    durability))
                 except DurabilityError:
                     await self._register(queue)  # written, unconfirmed: findable by id
                     raise

@@ -479,8 +479,9 @@ def test_every_write_the_worker_must_keep_is_followed_by_a_wait_on_its_connectio
         return None
 
     names = {hashlib.sha1(source(name).encode()).hexdigest(): name for name in
-             ("enqueue", "enqueue_flow", "ack", "retry", "bury", "spawn", "group_create",
-              "group_join", "schedule_fire", "schedule_save", "fetch", "promote", "release")}
+             ("enqueue", "enqueue_now", "enqueue_flow", "ack", "retry", "bury", "spawn",
+              "group_create", "group_join", "schedule_fire", "schedule_save", "fetch", "promote",
+              "release")}
     lines: List[str] = []
     ready = threading.Event()
     reader = threading.Thread(target=_monitored, args=(primary, lines, ready), daemon=True)
@@ -516,5 +517,5 @@ def test_every_write_the_worker_must_keep_is_followed_by_a_wait_on_its_connectio
             rest = after[next((i for i, c in enumerate(after) if c != "EVALSHA"), 0):]
             assert rest[:2] == ["SET", "WAIT"], (script, rest[:4])
             confirmed.add(script)
-    assert {"enqueue", "group_create", "ack", "retry", "bury", "spawn", "group_join",
+    assert {"enqueue_now", "group_create", "ack", "retry", "bury", "spawn", "group_join",
             "schedule_fire"} <= confirmed, confirmed
