@@ -30,10 +30,10 @@ MODES = (None, "replicated", "fsync")
 #: enqueue, a worker's outcomes (ack, retry, dead letter), workflow and schedule
 #: state, broadcast calls and subscriptions. A lease (fetch) or a cancel lost in a
 #: failover only means a task runs again.
-CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", "retry", "bury",
-                               "revive", "spawn", "group_create", "group_join", "schedule_fire",
-                               "schedule_save", "schedule_remove", "broadcast_send",
-                               "broadcast_subscribe", "broadcast_unsubscribe"})
+CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", "ack_fetch",
+                               "retry", "bury", "revive", "spawn", "group_create", "group_join",
+                               "schedule_fire", "schedule_save", "schedule_remove",
+                               "broadcast_send", "broadcast_subscribe", "broadcast_unsubscribe"})
 
 #: Asks whether the server has WAITAOF (Redis 7.2+): nil when it does not.
 WAITAOF_PROBE = ("COMMAND", "INFO", "WAITAOF")

@@ -14,7 +14,9 @@ from ..serializer import decode_message, encode_message, encode_outcome
 from ..transport import ScriptCall, Transport, block_cap, text
 from .scripts import source
 
-_SCRIPTS = ("ack", "retry", "bury", "cancel", "state")
+_SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")
+#: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
+FETCH_ARGS = 6
 
 #: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms,
 #: whether its lease may hold a flow control slot: ``Delivery.flow``).
@@ -72,12 +74,32 @@ class ResultStore:
 
     def ack_then(self, acks: Sequence[Ack], then: ScriptCall) -> Tuple[List[bool], Any]:
         """``ack_many``, then the call ``then`` (a fetch: the drain loop's hot path),
-        in the same round trip; returns the held flags and the reply of ``then``."""
+        in the same round trip; returns the held flags and the reply of ``then``.
+
+        Acks of the queue of a fetch on the caller's clock go with it as one call
+        (ack_fetch.lua), which costs Redis a script call and six keys less.
+        """
         what = f"record {len(acks)} result(s) and {then[0]} from queue {then[1]!r}"
         groups = self._ack_groups(acks)
+        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and list(groups) == [then[1]]:
+            reply = self.transport.run_calls([self._ack_fetch_call(groups[then[1]], then)],
+                                             what)[0]
+            return self._held(groups, reply[5:], len(acks)), reply[:5]
         calls = self._ack_calls(groups)
         replies = self.transport.run_calls(calls + [then], what)
         return self._held(groups, replies[:len(calls)], len(acks)), replies[-1]
+
+    def _ack_fetch_call(self, group: _Group, fetch: ScriptCall) -> ScriptCall:
+        """The acks of one queue and a fetch from it as one call (ack_fetch.lua)."""
+        _, queue, fetch_keys, fetch_args, _ = fetch
+        k = self.keys(queue)
+        tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
+        keys = len(tail)
+        tail += fetch_args
+        tail.append(b"1" if any(entry[4] for entry in group) else b"0")
+        for entry in group:
+            tail += entry[1:4]
+        return ("ack_fetch", queue, (*fetch_keys, k.retrying), tail, keys)
 
     @staticmethod
     def _held(groups: Dict[str, _Group], replies: Sequence[Any], size: int) -> List[bool]:

@@ -14,7 +14,12 @@ from functools import lru_cache
 from typing import FrozenSet, List, Set, Tuple
 
 #: Scripts that move due delayed tasks first: promote.lua's functions go in front.
-_PROMOTING = frozenset({"enqueue", "fetch", "revive", "spawn", "schedule_fire"})
+_PROMOTING = frozenset({"enqueue", "enqueue_flow", "fetch", "ack_fetch", "revive", "spawn",
+                        "schedule_fire"})
+#: Scripts that add to others: each other script is put in front, whole, as a
+#: function the script calls (its KEYS and ARGV as parameters, or the script's own).
+_COMPOSED = {"enqueue_flow": (("enqueue_base()", "enqueue"),),
+             "ack_fetch": (("ack_base(KEYS, ARGV)", "ack"), ("fetch_base()", "fetch"))}
 
 #: A top-level definition of a library: ``local name =`` or ``local function name(``.
 _DEFINITION = re.compile(r"local (?:function )?(\w+)")
@@ -72,18 +77,16 @@ def source(name: str, *, shared: str = "") -> str:
     promote.lua and of flow.lua (flow control) that it uses, in that order, and
     ``lua/<shared>.lua`` if given (the functions of one feature's scripts), whole.
 
-    ``enqueue_flow`` is enqueue.lua wrapped as a function, ``enqueue_base()``, that
-    enqueue_flow.lua calls: the flow-controlled enqueue adds to the plain one, and
-    never copies it.
+    A composed script has the scripts it adds to in front, each wrapped as a
+    function it calls: ``enqueue_flow`` calls enqueue.lua as ``enqueue_base()``
+    (the flow-controlled enqueue adds to the plain one), ``ack_fetch`` calls ack.lua
+    as ``ack_base(KEYS, ARGV)`` and fetch.lua as ``fetch_base()``. None copies another.
     """
-    if name == "enqueue_flow":
-        script = ("local function enqueue_base()\n" + _read("enqueue") + "\nend\n"
-                  + _read("enqueue_flow"))
-    else:
-        script = _read(name)
+    script = "".join(f"local function {function}\n{_read(part)}\nend\n"
+                     for function, part in _COMPOSED.get(name, ())) + _read(name)
     whole = [_read(shared)] if shared else []
     words = set(_words("".join(whole) + script))
-    promoting = name in _PROMOTING or name == "enqueue_flow"
+    promoting = name in _PROMOTING
     # each library may use those after it in this list, never one before
     libraries = ["flow", "promote", "lib"] if promoting else ["flow", "lib"]
     taken = {library: _needed(library, words) for library in libraries}

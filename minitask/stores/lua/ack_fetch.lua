@@ -1,0 +1,24 @@
+-- ack_fetch: the drain loop's round trip (the outcomes of tasks of a queue, then
+-- the next fetch from it) as one script call: one call's fixed price, and the keys
+-- both use passed once. stores/scripts.py puts ack.lua in front as the function
+-- ack_base(KEYS, ARGV), fetch.lua as fetch_base(), so this adds to both and copies
+-- neither; each runs as it does alone, the ack first.
+-- KEYS: fetch.lua's 21, then retrying (HASH), then the result keys ack.lua is passed
+-- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys (else '0'),
+--   then ack.lua's (three per task)
+-- Returns: fetch.lua's reply, with ack.lua's reply (held flags) as its sixth element.
+local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[22], KEYS[18]}
+for i = 23, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
+if ARGV[7] == '1' then
+  -- ack.lua's order: flow, flow_due, the flow prefix, wake
+  ack_keys[#ack_keys + 1] = KEYS[19]
+  ack_keys[#ack_keys + 1] = KEYS[20]
+  ack_keys[#ack_keys + 1] = KEYS[21]
+  ack_keys[#ack_keys + 1] = KEYS[5]
+end
+local ack_argv = {}
+for i = 8, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
+local held = ack_base(ack_keys, ack_argv)
+local reply = fetch_base()
+reply[6] = held
+return reply
