@@ -186,18 +186,21 @@ class QueueStore:
                 k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix)
 
     @staticmethod
-    def fetch_result(reply: Any) -> FetchResult:
-        """A fetch script's reply, read."""
-        leased, poisoned, next_event = reply[:3]
-        expired = reply[3] if len(reply) > 3 else []  # flow control: expired, leased
-        flow = len(reply) <= 4 or reply[4] != 0  # unknown: as with flow control
-        deliveries = [Delivery(text(leased[i]), leased[i + 1], int(leased[i + 2]),
-                               int(leased[i + 3]), flow) for i in range(0, len(leased), 4)]
-        next_ms = int(next_event)
-        return FetchResult(deliveries, [text(p) for p in poisoned],
+    def fetch_result(reply: Sequence[bytes]) -> FetchResult:
+        """A fetch script's reply, read: a head of numbers, then the ids and messages."""
+        head = reply[0].split()
+        next_ms, poisoned, expired = int(head[0]), int(head[2]), int(head[3])
+        flow = head[1] != b"0"
+        numbers = head[4:]
+        leased = (len(numbers) - expired) // 2
+        deliveries = [Delivery(reply[1 + 2 * i].decode(), reply[2 + 2 * i],
+                               int(numbers[2 * i]), int(numbers[2 * i + 1]), flow)
+                      for i in range(leased)]
+        at = 1 + 2 * leased
+        return FetchResult(deliveries, [text(p) for p in reply[at:at + poisoned]],
                            next_ms if next_ms >= 0 else None,
-                           [(text(expired[i]), int(expired[i + 1]))
-                            for i in range(0, len(expired), 2)])
+                           [(text(reply[at + poisoned + i]), int(numbers[2 * leased + i]))
+                            for i in range(expired)])
 
     def wait(self, queues: Sequence[str], timeout: float, *, interrupt: Optional[int] = None,
              then_fetch: Optional[FetchTerms] = None) -> Optional[FetchResult]:

@@ -84,7 +84,8 @@ class ResultStore:
         if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and list(groups) == [then[1]]:
             reply = self.transport.run_calls([self._ack_fetch_call(groups[then[1]], then)],
                                              what)[0]
-            return self._held(groups, reply[5:], len(acks)), reply[:5]
+            flags = [flag == "1" for flag in text(reply[-1])]  # ack.lua's, as digits
+            return self._held(groups, [flags], len(acks)), reply[:-1]
         calls = self._ack_calls(groups)
         replies = self.transport.run_calls(calls + [then], what)
         return self._held(groups, replies[:len(calls)], len(acks)), replies[-1]

@@ -6,7 +6,8 @@
 -- KEYS: fetch.lua's 21, then retrying (HASH), then the result keys ack.lua is passed
 -- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys (else '0'),
 --   then ack.lua's (three per task)
--- Returns: fetch.lua's reply, with ack.lua's reply (held flags) as its sixth element.
+-- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
+--   string of digits (1: held).
 local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[22], KEYS[18]}
 for i = 23, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
 if ARGV[7] == '1' then
@@ -20,5 +21,5 @@ local ack_argv = {}
 for i = 8, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
 local held = ack_base(ack_keys, ack_argv)
 local reply = fetch_base()
-reply[6] = held
+reply[#reply + 1] = table.concat(held)
 return reply

@@ -14,15 +14,18 @@
 -- ARGV[6] (optional, with a `now`) the lease deadline, now + ARGV[2], in decimal digits
 -- Numbers sent to Redis go as text where the call has it (ARGV as it came, a
 -- literal): Redis formats a Lua number with snprintf, about 3,000 instructions each.
--- Returns: {leased, poisoned, next_event_ms, expired, flow}; next_event_ms is `now`
---   when the fetch leased all it asked for (the next event is not read then)
---   leased: flat list id, message, delivery number, priority, ... per leased task
+-- Returns: {head, then id and message per leased task, then the poisoned ids, then
+--   the expired ids}: few elements, as the worker's RESP parser pays per element (in
+--   Python, about 20 us for the dozen of a nested reply). head is a line of numbers:
+--   next_event_ms, flow, how many poisoned, how many expired, then the delivery
+--   number and priority of each leased task, then the priority of each expired one.
+--   next_event_ms: earliest delayed due time, lease deadline or time a limit
+--     frees (flow_due), or -1; `now` when the fetch leased all it asked for (the
+--     next event is not read then)
 --   poisoned: ids whose lease expired max-deliveries times; they stay leased
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
---   next_event_ms: earliest delayed due time, lease deadline or time a limit
---     frees (flow_due), or -1
---   expired: flat list id, priority per task whose expiry had passed; they are
---     leased so that the caller ends them (cancelled, "Expired"), as for poisoned
+--   expired: tasks whose expiry had passed; they are leased so that the caller
+--     ends them (cancelled, "Expired"), as for poisoned
 --   flow: 1 when the flow hash held anything as the fetch began, else 0. With 0,
 --     no task it leased has a spec, nor gets one while its lease is held (a fetch
 --     writes none; enqueue_flow.lua writes one for an id that is not pending or
@@ -147,7 +150,9 @@ end
 
 -- a call per popped id, on the hottest path: redis.pcall, and lib.lua's foreign()
 -- only for an error
-local leased, expired = {}, {}
+-- reply: the reply being built (see the header; its head goes first, at the end), with
+-- the id and message of each leased task; numbers: their delivery numbers and priorities
+local reply, numbers, expired = {false}, {}, {}
 local band = 7
 local dropped = 0
 
@@ -185,10 +190,10 @@ local function lease(id, body, priority, spec)
     dropped = dropped + 1  -- bounded per fetch like stale entries: a mass expiry
     return
   end
-  leased[#leased + 1] = id
-  leased[#leased + 1] = body
-  leased[#leased + 1] = delivered
-  leased[#leased + 1] = priority
+  reply[#reply + 1] = id
+  reply[#reply + 1] = body
+  numbers[#numbers + 1] = delivered
+  numbers[#numbers + 1] = priority
 end
 
 -- The message of a popped id, or false for an entry that is no id, is held
@@ -222,7 +227,7 @@ if flow_on then
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', upto, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
-    while #leased < want * 4 and dropped < limit do
+    while #numbers < want * 2 and dropped < limit do
       local entry = tolerant(false, 'LINDEX', park, 0)
       if not entry then
         tolerant(0, 'ZREM', KEYS[20], limiter)
@@ -260,12 +265,12 @@ end
 -- of an LPOP per list. Nothing this fetch does from here on adds to a ready list,
 -- so a list found empty stays empty; a key of another type counts as one that exists,
 -- and its LPOP treats it as empty, as before.
-if #leased < want * 4 and dropped < limit
+if #numbers < want * 2 and dropped < limit
    and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
   band = 11
 end
 -- without delayed_ok, delayed holds another type, and none of ours
-while #leased < want * 4 and band <= 16 and dropped < limit do
+while #numbers < want * 2 and band <= 16 and dropped < limit do
   local id = redis.pcall('LPOP', KEYS[band])
   if type(id) == 'table' then foreign(id) id = false end  -- a ready list of another type
   if not id then
@@ -309,16 +314,26 @@ if band > 16 then
   redis.call('DEL', KEYS[5])
 end
 
-local next_event = -1
-if dropped >= limit and #leased == 0 then
-  -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
-  -- call blocks Redis for long; the caller fetches again at once
-  return {leased, poisoned, now, expired, flow_on and 1 or 0}
+-- the reply (see the header), `next_event` as text
+local function answer(next_event)
+  for _, id in ipairs(poisoned) do reply[#reply + 1] = id end
+  for i = 1, #expired, 2 do
+    reply[#reply + 1] = expired[i]
+    numbers[#numbers + 1] = expired[i + 1]
+  end
+  -- counts of 0 as literals: Redis formats a Lua number with snprintf
+  reply[1] = next_event .. (flow_on and ' 1 ' or ' 0 ') .. (#poisoned == 0 and '0' or #poisoned)
+             .. ' ' .. (#expired == 0 and '0' or #expired / 2) .. ' ' .. table.concat(numbers, ' ')
+  return reply
 end
-if #leased >= want * 4 then
-  -- every task asked for was leased: the caller runs them and fetches again before
-  -- it waits, so the next event is not read (two ZRANGEs saved); `now` says "look again"
-  return {leased, poisoned, now, expired, flow_on and 1 or 0}
+
+local next_event = -1
+if (dropped >= limit and #numbers == 0) or #numbers >= want * 2 then
+  -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
+  -- call blocks Redis for long: the caller fetches again at once. And when every task
+  -- asked for was leased, the caller runs them and fetches again before it waits, so
+  -- the next event is not read (two ZRANGEs saved). `now` says "look again" to both.
+  return answer(ARGV[1] == 'server' and string.format('%.0f', now) or ARGV[1])
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for
 -- neither, a negative one stands for 0 (due long ago)
@@ -339,4 +354,4 @@ if flow_on then
     if next_event < 0 or frees < next_event then next_event = frees end
   end
 end
-return {leased, poisoned, next_event, expired, flow_on and 1 or 0}
+return answer(next_event < 0 and '-1' or string.format('%.0f', next_event))
