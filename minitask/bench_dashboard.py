@@ -15,7 +15,7 @@ from typing import Any, Dict, List
 
 from .app import Minitask
 from .keys import AppKeys, queue_keys
-from .stores.metrics import DURATION, PICKUP, TASKS as COUNTED, Delta, name
+from .stores.metrics import DURATION, PICKUP, TASKS as COUNTED, Delta
 
 logger = logging.getLogger(__name__)
 
@@ -46,9 +46,9 @@ def _seed(bench_app: Minitask, tasks: int, queues: int) -> None:
             chunk = min(10_000, per_queue - sent)
             task.delay_many([(sent + i,) for i in range(chunk)])
             sent += chunk
-        delta.counts[name(COUNTED, queue, task.name, "succeeded")] = 1
-        delta.counts[name(DURATION, task.name, "0.005")] = 1
-        delta.counts[name(PICKUP, queue, "0.005")] = 1
+        delta.counts[COUNTED, queue, task.name, "succeeded"] = 1
+        delta.counts[DURATION, task.name, "0.005"] = 1
+        delta.counts[PICKUP, queue, "0.005"] = 1
     bench_app.broker.metrics.add(delta)
 
 

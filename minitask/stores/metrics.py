@@ -50,8 +50,10 @@ def bucket_of(seconds: float) -> str:
 class Delta:
     """What one worker counted since it last added its counts."""
 
-    counts: Dict[str, int] = field(default_factory=dict)
-    sums: Dict[str, float] = field(default_factory=dict)
+    #: fields as (kind, *labels): joined into the hash's field names (``name``) only
+    #: when added to Redis, not at each count on a worker's hot path
+    counts: Dict[Tuple[str, ...], int] = field(default_factory=dict)
+    sums: Dict[Tuple[str, ...], float] = field(default_factory=dict)
     #: (Unix minute, queue) -> attempts ended
     minutes: Dict[Tuple[int, str], int] = field(default_factory=dict)
 
@@ -79,10 +81,10 @@ class MetricsStore:
         key = self.app_keys.metrics
         with self.transport.errors("add the worker's metrics"):
             pipe = self.transport.client.pipeline(transaction=False)
-            for field_name, count in delta.counts.items():
-                pipe.hincrby(key, field_name, count)
-            for field_name, total in delta.sums.items():
-                pipe.hincrbyfloat(key, field_name, total)
+            for labels, count in delta.counts.items():
+                pipe.hincrby(key, name(*labels), count)
+            for labels, total in delta.sums.items():
+                pipe.hincrbyfloat(key, name(*labels), total)
             for (minute, queue), count in delta.minutes.items():
                 series = self.app_keys.throughput(minute)
                 pipe.hincrby(series, queue, count)

@@ -15,7 +15,7 @@ from ..context import Report, TaskContext, running
 from ..errors import BrokerError
 from ..message import Message, to_seconds
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
-                              Delta, bucket_of, name)
+                              Delta, bucket_of)
 from .host import Host
 from .progress import ProgressWriter
 
@@ -45,11 +45,11 @@ class Observer:
         waited = to_seconds(max(0, now_ms - ready_ms))
         with self._lock:
             counts = self._delta.counts
-            field_name = name(PICKUP, message.queue, bucket_of(waited))
-            counts[field_name] = counts.get(field_name, 0) + 1
+            bucket = (PICKUP, message.queue, bucket_of(waited))
+            counts[bucket] = counts.get(bucket, 0) + 1
             sums = self._delta.sums
-            sums[name(PICKUP_SUM, message.queue)] = (
-                sums.get(name(PICKUP_SUM, message.queue), 0.0) + waited)
+            total = (PICKUP_SUM, message.queue)
+            sums[total] = sums.get(total, 0.0) + waited
         self._host.hooks.call("task_start", context)
 
     def ending(self, message: Message) -> None:
@@ -68,13 +68,13 @@ class Observer:
         with self._lock:
             counts = self._delta.counts
             for outcome in outcomes:
-                field_name = name(TASKS, message.queue, message.task, outcome)
-                counts[field_name] = counts.get(field_name, 0) + 1
-            field_name = name(DURATION, message.task, bucket_of(duration))
-            counts[field_name] = counts.get(field_name, 0) + 1
+                ended = (TASKS, message.queue, message.task, outcome)
+                counts[ended] = counts.get(ended, 0) + 1
+            bucket = (DURATION, message.task, bucket_of(duration))
+            counts[bucket] = counts.get(bucket, 0) + 1
             sums = self._delta.sums
-            sums[name(DURATION_SUM, message.task)] = (
-                sums.get(name(DURATION_SUM, message.task), 0.0) + duration)
+            total = (DURATION_SUM, message.task)
+            sums[total] = sums.get(total, 0.0) + duration
             minutes = self._delta.minutes
             minutes[minute, message.queue] = minutes.get((minute, message.queue), 0) + 1
         hooks = self._host.hooks
@@ -92,8 +92,8 @@ class Observer:
         no task has its name here): dead all the same, counted, ``task_dead`` heard."""
         with self._lock:
             counts = self._delta.counts
-            field_name = name(TASKS, message.queue, message.task, "dead")
-            counts[field_name] = counts.get(field_name, 0) + 1
+            dead = (TASKS, message.queue, message.task, "dead")
+            counts[dead] = counts.get(dead, 0) + 1
         if self._host.hooks:
             with running(message, self._host.max_deliveries) as context:
                 self._host.hooks.call("task_dead", context, error)
