@@ -123,8 +123,8 @@ class QueueStore:
                          now_ms: int) -> Optional[ScriptCall]:
         """For one message ready at once, the cheap enqueue_now.lua call; None for any
         other. A reply of -1 means it wrote nothing: send ``enqueue_call`` then."""
-        if len(entries) != 1 or entries[0][3] > now_ms:
-            return None
+        if len(entries) != 1 or entries[0][3] > now_ms or now_ms < 0:
+            return None  # (a clock before 1970 has no horizon of now's digits and a 9)
         task_id, body, priority, _ = entries[0]
         k = self.keys(queue)
         return ("enqueue_now", queue, (k.messages, k.delayed, k.wake),
