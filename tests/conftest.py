@@ -12,7 +12,7 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Generator, Iterator, List, Optional
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional, Tuple
 
 import fakeredis
 import pytest
@@ -47,6 +47,27 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, interval: fl
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {message}")
         time.sleep(interval)
+
+
+def record_script_calls(app: Minitask) -> List[List[Tuple[str, Any]]]:
+    """Every round trip of script calls (``Transport.run_calls``) ``app`` makes from
+    now on, each as its calls' (script name, reply)."""
+    made: List[List[Tuple[str, Any]]] = []
+    transport = app.broker.transport
+    run_calls = transport.run_calls
+
+    def recording(calls: Any, *args: Any, **kwargs: Any) -> Any:
+        replies = run_calls(calls, *args, **kwargs)
+        made.append([(call[0], reply) for call, reply in zip(calls, replies)])
+        return replies
+
+    transport.run_calls = recording  # type: ignore[method-assign]
+    return made
+
+
+def script_names(made: List[List[Tuple[str, Any]]]) -> List[List[str]]:
+    """``record_script_calls``'s round trips, by script name only."""
+    return [[name for name, _ in trip] for trip in made]
 
 
 def drain(worker: Worker, limit: int = 100_000) -> int:

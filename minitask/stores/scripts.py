@@ -13,9 +13,9 @@ import re
 from functools import lru_cache
 from typing import FrozenSet, List, Set, Tuple
 
-#: Scripts that move due delayed tasks first: promote.lua's functions go in front.
-_PROMOTING = frozenset({"enqueue", "enqueue_flow", "fetch", "ack_fetch", "revive", "spawn",
-                        "schedule_fire"})
+#: Scripts that move due delayed tasks first: promote.lua's functions go in front (so
+#: do they of a script composed from one of these).
+_PROMOTING = frozenset({"enqueue", "fetch", "revive", "spawn", "schedule_fire"})
 #: Scripts that add to others: each other script is put in front, whole, as a
 #: function the script calls (its KEYS and ARGV as parameters, or the script's own).
 _COMPOSED = {"enqueue_flow": (("enqueue_base()", "enqueue"),),
@@ -82,11 +82,12 @@ def source(name: str, *, shared: str = "") -> str:
     (the flow-controlled enqueue adds to the plain one), ``ack_fetch`` calls ack.lua
     as ``ack_base(KEYS, ARGV)`` and fetch.lua as ``fetch_base()``. None copies another.
     """
+    parts = _COMPOSED.get(name, ())
     script = "".join(f"local function {function}\n{_read(part)}\nend\n"
-                     for function, part in _COMPOSED.get(name, ())) + _read(name)
+                     for function, part in parts) + _read(name)
     whole = [_read(shared)] if shared else []
     words = set(_words("".join(whole) + script))
-    promoting = name in _PROMOTING
+    promoting = name in _PROMOTING or any(part in _PROMOTING for _, part in parts)
     # each library may use those after it in this list, never one before
     libraries = ["flow", "promote", "lib"] if promoting else ["flow", "lib"]
     taken = {library: _needed(library, words) for library in libraries}

@@ -15,23 +15,9 @@ from minitask import Minitask
 from minitask.keys import QueueKeys
 from minitask.message import Outcome
 from minitask.stores.queue import FetchTerms
-from tests.conftest import ManualClock
+from tests.conftest import ManualClock, record_script_calls, script_names
 
 TERMS = FetchTerms(lease_ms=30_000, count=1, max_deliveries=5)
-
-
-def _spy(app: Minitask) -> List[List[str]]:
-    """The names of the script calls of each ``run_calls`` the app makes from now on."""
-    made: List[List[str]] = []
-    transport = app.broker.transport
-    run_calls = transport.run_calls
-
-    def recording(calls: Any, *args: Any, **kwargs: Any) -> Any:
-        made.append([call[0] for call in calls])
-        return run_calls(calls, *args, **kwargs)
-
-    transport.run_calls = recording  # type: ignore[method-assign]
-    return made
 
 
 def _load_ack_script(app: Minitask) -> None:
@@ -83,15 +69,15 @@ def test_outcomes_then_a_fetch_leave_what_ack_then_fetch_leave(
         assert _fetch(app, clock, queue="other") == [other.id]
         acks.append(results.prepare_ack("other", other.id, None, 0))
     _load_ack_script(app)
-    made = _spy(app)
+    made = record_script_calls(app)
     held, reply = results.ack_then(acks, app.broker.queues.fetch_call("default",
                                                                       clock.now_ms(), TERMS))
     fetched = app.broker.queues.fetch_result(reply)
     if path == "one call":
-        assert made == [["ack_fetch"]]
+        assert script_names(made) == [["ack_fetch"]]
         assert held == [True, True, False]
     else:
-        assert made == [["ack", "ack", "fetch"]]
+        assert script_names(made) == [["ack", "ack", "fetch"]]
         assert held == [True, True, False, True]
         assert redis_client.hlen(QueueKeys(app.name, "other").messages) == 0
     assert [d.task_id for d in fetched.deliveries] == ["waiting"]
@@ -135,10 +121,11 @@ def test_a_max_running_slot_the_outcome_frees_is_leased_by_the_same_round_trip(
         assert _fetch(app, clock, queue="other") == [other.id]
         acks.append(results.prepare_ack("other", other.id, None, 0, flow=False))
     _load_ack_script(app)
-    made = _spy(app)
+    made = record_script_calls(app)
     held, reply = results.ack_then(acks, app.broker.queues.fetch_call("default",
                                                                       clock.now_ms(), TERMS))
-    assert made == ([["ack_fetch"]] if path == "one call" else [["ack", "ack", "fetch"]])
+    assert script_names(made) == ([["ack_fetch"]] if path == "one call"
+                                  else [["ack", "ack", "fetch"]])
     assert all(held)
     assert [d.task_id for d in app.broker.queues.fetch_result(reply).deliveries] == [second.id]
     assert first.status() == "unknown" and second.status() == "running"
@@ -154,12 +141,13 @@ def test_a_drain_sends_each_outcome_with_the_next_fetch_as_one_call(
         ran.append(n)
 
     handles = t.delay_many([(n,) for n in range(6)])
-    made = _spy(app)
+    made = record_script_calls(app)
     # the loop of a process pool's child, here in this process: it batches its outcomes
     app.worker(burst=True, prefetch=1).run_child(lambda job, message: None, lambda: None,
                                                  lambda: None, lambda job: None)
     assert sorted(ran) == list(range(6))
     assert all(h.status() == "succeeded" for h in handles)
     # the first fetch, then each outcome with the next fetch (the last one finds none)
-    assert made[:7] == [["fetch"]] + [["ack_fetch"]] * 6, made
-    assert not any("ack" in names for names in made), made
+    names = script_names(made)
+    assert names[:7] == [["fetch"]] + [["ack_fetch"]] * 6, names
+    assert not any("ack" in trip for trip in names), names

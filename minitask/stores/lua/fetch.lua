@@ -80,13 +80,16 @@ local function utf8(id)
   return true
 end
 
-local now = tonumber(ARGV[1])
--- horizon: now * 10 + 9, the highest score due now; deadline: the lease deadline,
--- as text (ARGV[6]) when the caller sent it
+-- now_text: now's digits, for the reply and flow_due; horizon: now * 10 + 9, the
+-- highest score due now; deadline: the lease deadline, as text (ARGV[6]) when the
+-- caller sent it
+local now, now_text = tonumber(ARGV[1]), ARGV[1]
 local horizon, deadline
 if ARGV[1] == 'server' then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+  now_text = string.format('%.0f', now)
+  horizon = now_text .. '9'
 elseif now >= 0 then
   horizon = ARGV[1] .. '9'  -- decimal digits: ten times now, plus 9
   deadline = ARGV[6]
@@ -223,8 +226,7 @@ end
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
 -- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due)
 if flow_on then
-  local upto = ARGV[1] == 'server' and string.format('%.0f', now) or ARGV[1]
-  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', upto, 'LIMIT', '0', ARGV[5])
+  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
     while #numbers < want * 2 and dropped < limit do
@@ -333,7 +335,7 @@ if (dropped >= limit and #numbers == 0) or #numbers >= want * 2 then
   -- call blocks Redis for long: the caller fetches again at once. And when every task
   -- asked for was leased, the caller runs them and fetches again before it waits, so
   -- the next event is not read (two ZRANGEs saved). `now` says "look again" to both.
-  return answer(ARGV[1] == 'server' and string.format('%.0f', now) or ARGV[1])
+  return answer(now_text)
 end
 -- the earliest due time and lease deadline; a score that is not finite counts for
 -- neither, a negative one stands for 0 (due long ago)

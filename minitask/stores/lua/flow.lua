@@ -70,10 +70,12 @@ local function flow_admit(prefix, spec, id, now, leases)
       if held >= spec.most then return false, -1 end
     end
   end
-  local span, gap, pace, due = 0, 0, nil, now
-  if spec.count >= PACED_FROM and spec.window > 0 then
+  local rated = spec.count > 0 and spec.window > 0
+  -- the window and its guard (4 %, at most 250 ms)
+  local span = rated and spec.window + math.min(math.floor(spec.window / 25), 250) or 0
+  local gap, pace, due = 0, nil, now
+  if rated and spec.count >= PACED_FROM then
     paced = prefix .. spec.limiter .. ':pace'
-    span = spec.window + math.min(math.floor(spec.window / 25), 250)
     local tolerance = (span - spec.window) / 2
     gap = (span + tolerance) / (spec.count - 1)
     pace = tolerant(0, 'GET', paced)  -- 0: a key of another type, neither read nor written
@@ -83,9 +85,8 @@ local function flow_admit(prefix, spec, id, now, leases)
       pace = tonumber(pace)
       if pace and pace - tolerance > now then return false, math.ceil(pace - tolerance) end
     end
-  elseif spec.count > 0 and spec.window > 0 then
+  elseif rated then
     starts = prefix .. spec.limiter .. ':starts'
-    span = spec.window + math.min(math.floor(spec.window / 25), 250)
     gap = spec.window / spec.count
     local held = tolerant(0, 'ZCARD', starts)
     -- the count-th newest start (the pace scores highest): the window had room
