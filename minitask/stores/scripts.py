@@ -4,7 +4,9 @@ lib.lua, promote.lua and flow.lua are libraries: a script is run with those of
 their definitions it uses (and what those use) in front of it, not all of them. Redis
 runs a script's whole text at every call, and each ``local function`` made is a
 closure built and collected again: lib.lua whole cost an ack 4,500 Redis
-instructions it mostly did not need.
+instructions it mostly did not need. For the same reason the functions few calls
+need (lib.lua's guards against data minitask did not write, flow.lua's flow
+control) are made inside one function each, at its first call.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
 -- KEYS[6 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
 -- then, unless every task's fetch found no flow control in the queue (fetch.lua's
--- `flow` answer: none of them has a spec, so flow_end would find nothing to do):
+-- `flow` answer: none of them has a spec, so flow.lua's finish would find nothing to do):
 --   flow (HASH), flow_due (ZSET), the flow prefix (flow.lua), wake (LIST)
 -- ARGV: per task three: id, encoded outcome, result ttl (ms; 0: keep no result,
 --   and no result key is passed: nothing is written, so none is deleted)
@@ -16,24 +16,33 @@
 -- Data minitask did not write (lib.lua): an ack never fails on it. A key of
 -- another type among the first six counts as empty (its leases as lost); a
 -- result key is replaced whole. On this hot path, redis.pcall and lib.lua's
--- foreign() only for an error.
-local held, ids, lost = {}, {}, nil  -- lost: made for a lost lease only
+-- guards().foreign() only for an error.
+-- held, ids: made at their size for one task (a table's growth is a rehash in Redis);
+-- lost: made for a lost lease only
+local held, ids, lost = {nil}, {nil}, nil
 local results = 6
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   ids[#ids + 1] = id
   local removed = redis.pcall('ZREM', KEYS[1], id)
-  if type(removed) == 'table' then foreign(removed) removed = 0 end
+  if type(removed) == 'table' then guards().foreign(removed) removed = 0 end
   held[#held + 1] = removed
   if removed == 0 then
     lost = lost or {}
     lost[#lost + 1] = id
   end
-  local ttl = tonumber(ARGV[i + 2])
-  if ttl > 0 then
+  if ARGV[i + 2] ~= '0' then  -- a ttl: read as text, as tonumber() costs Redis a strtod
     results = results + 1
-    redis.call('DEL', KEYS[results])
-    redis.call('RPUSH', KEYS[results], ARGV[i + 1])
+    -- replaced whole: pushed, and what an earlier ack left trimmed (a lost lease's second
+    -- outcome), or a key of another type deleted first
+    local length = redis.pcall('RPUSH', KEYS[results], ARGV[i + 1])
+    if type(length) == 'table' then
+      guards().foreign(length)
+      redis.call('DEL', KEYS[results])
+      redis.call('RPUSH', KEYS[results], ARGV[i + 1])
+    elseif length > 1 then
+      redis.call('LTRIM', KEYS[results], -1, -1)
+    end
     redis.call('PEXPIRE', KEYS[results], ARGV[i + 2])  -- as text: Redis formats no number
   end
 end
@@ -42,7 +51,7 @@ end
 -- and maybe retried into delayed meanwhile) is looked for there.
 if lost then
   local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
-  if type(removed) == 'table' then foreign(removed) removed = 0 end
+  if type(removed) == 'table' then guards().foreign(removed) removed = 0 end
   if removed > 0 then
     tolerant(0, 'HDEL', KEYS[6], unpack(lost))  -- delayed ids keep their sequence in order
   end
@@ -50,11 +59,11 @@ end
 -- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids)
 for key = 3, 5 do
   local removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
-  if type(removed) == 'table' then foreign(removed) end
+  if type(removed) == 'table' then guards().foreign(removed) end
 end
 -- flow control: max_running slots freed, specs dropped (one HMGET when none has one)
 if #KEYS > results then
-  flow_end(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2], KEYS[results + 4], ids,
-           true)
+  flow_control().finish(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2],
+                        KEYS[results + 4], ids, true)
 end
 return held

@@ -8,8 +8,10 @@
 --   then ack.lua's (three per task)
 -- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
 --   string of digits (1: held).
-local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[22], KEYS[18]}
-for i = 23, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
+-- tables made at their size where it is known (one task, with a result key or not):
+-- each growth of a table is a rehash
+local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[22], KEYS[18], KEYS[23]}
+for i = 24, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
 if ARGV[7] == '1' then
   -- ack.lua's order: flow, flow_due, the flow prefix, wake
   ack_keys[#ack_keys + 1] = KEYS[19]
@@ -17,9 +19,11 @@ if ARGV[7] == '1' then
   ack_keys[#ack_keys + 1] = KEYS[21]
   ack_keys[#ack_keys + 1] = KEYS[5]
 end
-local ack_argv = {}
-for i = 8, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
+local ack_argv = {ARGV[8], ARGV[9], ARGV[10]}
+for i = 11, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
 local held = ack_base(ack_keys, ack_argv)
 local reply = fetch_base()
-reply[#reply + 1] = table.concat(held)
+local flags = ''  -- as text: a number would be formatted with snprintf
+for i = 1, #held do flags = flags .. (held[i] == 1 and '1' or '0') end
+reply[#reply + 1] = flags
 return reply

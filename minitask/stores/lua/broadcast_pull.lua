@@ -24,9 +24,9 @@ if now == 'server' then
   local clock = redis.call('TIME')
   now = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
 end
-expect(KEYS[5], 'hash')
-expect(KEYS[7], 'hash')
-expect(KEYS[8], 'list')
+guards().expect(KEYS[5], 'hash')
+guards().expect(KEYS[7], 'hash')
+guards().expect(KEYS[8], 'list')
 local cursor = tonumber(redis.call('HGET', KEYS[5], name))
 if not cursor then
   cursor = tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0

@@ -25,18 +25,18 @@ for i = 1, n do
   same = current[i] == ARGV[6 + i]
 end
 if not same then return {0, current} end
-expect(KEYS[1], 'hash')
-expect(KEYS[2], 'zset')
-expect(KEYS[3], 'hash')
-expect(KEYS[4], 'hash')
-expect(KEYS[6], 'hash')
-expect(KEYS[7], 'zset')
+guards().expect(KEYS[1], 'hash')
+guards().expect(KEYS[2], 'zset')
+guards().expect(KEYS[3], 'hash')
+guards().expect(KEYS[4], 'hash')
+guards().expect(KEYS[6], 'hash')
+guards().expect(KEYS[7], 'zset')
 local joined = table.concat(current, '\n')
 local added = 0
 for i = 7 + n, #ARGV, 2 do
   local id = ARGV[i]
   if redis.call('HSETNX', KEYS[6], id, joined) == 1 then
-    local seq = bump(KEYS[1], 'seq', 1)
+    local seq = guards().bump(KEYS[1], 'seq', 1)
     redis.call('ZADD', KEYS[7], seq, id)
     if n > 0 then  -- with no subscriber, nobody would ever pull it
       redis.call('ZADD', KEYS[2], seq, id)

@@ -7,7 +7,7 @@
 -- Data minitask did not write (lib.lua): cursors of another type refuses the
 -- call; a cursor that is no number restarts from now; seen of another type is
 -- left as it is.
-expect(KEYS[2], 'hash')
+guards().expect(KEYS[2], 'hash')
 local seq = string.format('%.0f', tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0)
 local new = 0
 if not tonumber(redis.call('HGET', KEYS[2], ARGV[1])) then

@@ -13,14 +13,14 @@
 -- reason is not kept in a dead_info of another type; deliveries, retrying or
 -- order of another type are left as they are; a result key is replaced whole.
 local id = ARGV[1]
-expect(KEYS[6], 'zset')
+guards().expect(KEYS[6], 'zset')
 local delayed = tolerant(0, 'ZREM', KEYS[2], id)
 if tolerant(0, 'ZREM', KEYS[1], id) + delayed == 0 then return 0 end
 if delayed == 1 then tolerant(0, 'HDEL', KEYS[9], id) end
 -- its slot freed, its spec kept aside (flow_dead) for a requeue_dead (revive.lua)
 local spec = tolerant(false, 'HGET', KEYS[10], id)
 if spec then tolerant(0, 'HSET', KEYS[14], id, spec) end
-flow_end(KEYS[10], KEYS[12], KEYS[11], KEYS[13], {id}, true)
+flow_control().finish(KEYS[10], KEYS[12], KEYS[11], KEYS[13], {id}, true)
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[6], ARGV[2], id)

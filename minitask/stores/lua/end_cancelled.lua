@@ -20,5 +20,5 @@ redis.call('HDEL', KEYS[5], id)
 redis.call('DEL', KEYS[7])
 redis.call('RPUSH', KEYS[7], ARGV[2])
 redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
-flow_end(KEYS[8], KEYS[10], KEYS[9], KEYS[11], {id}, true)
+flow_control().finish(KEYS[8], KEYS[10], KEYS[9], KEYS[11], {id}, true)
 return 1

@@ -23,14 +23,14 @@ local first_ready  -- the ready list the first message goes to, if it goes to on
 for i = 4, #ARGV, 4 do
   local ready = KEYS[13 - tonumber(ARGV[i + 2])]
   if tonumber(ARGV[i + 3]) > now then
-    if not delayed_ok then expect(KEYS[2], 'zset') end  -- refuses
+    if not delayed_ok then guards().expect(KEYS[2], 'zset') end  -- refuses
   elseif i == 4 and not batch then
     first_ready = ready
   elseif ready ~= first_ready then
-    expect(ready, 'list')
+    guards().expect(ready, 'list')
   end
 end
-if batch then expect(KEYS[1], 'hash') end
+if batch then guards().expect(KEYS[1], 'hash') end
 promote(KEYS[2], KEYS[14], batch)
 local added, wake = 0, 0
 for i = 4, #ARGV, 4 do
@@ -43,17 +43,17 @@ for i = 4, #ARGV, 4 do
     -- pushed first, and taken back unless the message is new: no extra call to
     -- check the ready list (a wrong type refuses this first write)
     local pushed = redis.pcall('RPUSH', ready, id)
-    if type(pushed) == 'table' then must('list', 'RPUSH', ready, id) end
+    if type(pushed) == 'table' then guards().must('list', 'RPUSH', ready, id) end
   end
   new = redis.pcall('HSETNX', KEYS[1], id, body)
   if due <= now and new ~= 1 then redis.call('LTRIM', ready, 0, -2) end
-  if type(new) == 'table' then must('hash', 'HSETNX', KEYS[1], id, body) end
+  if type(new) == 'table' then guards().must('hash', 'HSETNX', KEYS[1], id, body) end
   if new == 1 then
     added = added + 1
     redis.call('DEL', KEYS[15 + i / 4])
     if due > now then
       redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
-      tolerant(0, 'HSET', KEYS[14], id, bump(KEYS[15]))
+      tolerant(0, 'HSET', KEYS[14], id, guards().bump(KEYS[15]))
       -- wake sleepers only when this task is due before everything else delayed
       if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
     else
@@ -65,7 +65,7 @@ if wake > 0 then
   -- read the length first: when the tokens are at their cap (no worker has taken
   -- one since), nothing is written, rather than a push trimmed again at once
   local held = redis.pcall('LLEN', KEYS[3])
-  if type(held) == 'table' then foreign(held) held = cap end  -- a wake list of another type
+  if type(held) == 'table' then guards().foreign(held) held = cap end  -- wake: another type
   if wake > cap - held then wake = cap - held end
   if wake > 0 then
     local tokens = {}

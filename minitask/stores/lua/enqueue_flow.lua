@@ -17,7 +17,7 @@ local specs = {}
 for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
 local limiters = table.remove(KEYS)
 local flow = table.remove(KEYS)
-expect(flow, 'hash')
+guards().expect(flow, 'hash')
 local pending = {}
 for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) == 1 end
 
@@ -39,7 +39,7 @@ for n = 1, count do
     local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
     redis.call('HSET', KEYS[1], id, ARGV[i + 1])
     redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
-    tolerant(0, 'HSET', KEYS[14], id, bump(KEYS[15]))
+    tolerant(0, 'HSET', KEYS[14], id, guards().bump(KEYS[15]))
     redis.call('HSET', flow, id, spec)
     added = added + 1
     if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = true end

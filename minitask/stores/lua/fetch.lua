@@ -29,7 +29,7 @@
 --   flow: 1 when the flow hash held anything as the fetch began, else 0. With 0,
 --     no task it leased has a spec, nor gets one while its lease is held (a fetch
 --     writes none; enqueue_flow.lua writes one for an id that is not pending or
---     is delayed, revive.lua for a dead one): its ack needs no flow_end (ack.lua)
+--     is delayed, revive.lua for a dead one): its ack needs no flow finish (ack.lua)
 -- Flow control (flow.lua), only while the flow hash holds anything: first the
 -- limiters due in flow_due hand out their parked tasks while their limits allow;
 -- then a popped task over its limit, or whose limiter has tasks parked already,
@@ -52,34 +52,6 @@
 --   type leases the task without limits; other flow keys of another type count as
 --   empty (flow.lua).
 
--- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
--- text). Anything else in a ready list is dropped; it is never poisoned.
-local function utf8(id)
-  local i, n = 1, #id
-  while i <= n do
-    local c = string.byte(id, i)
-    local size, low, high = 1, 0x80, 0xBF  -- low, high: the second byte's range
-    if c >= 0xC2 and c <= 0xDF then
-      size = 2
-    elseif c >= 0xE0 and c <= 0xEF then
-      size = 3
-      if c == 0xE0 then low = 0xA0 elseif c == 0xED then high = 0x9F end  -- overlong, surrogate
-    elseif c >= 0xF0 and c <= 0xF4 then
-      size = 4
-      if c == 0xF0 then low = 0x90 elseif c == 0xF4 then high = 0x8F end  -- overlong, > U+10FFFF
-    elseif c >= 0x80 then
-      return false
-    end
-    if i + size - 1 > n then return false end
-    for j = i + 1, i + size - 1 do
-      local b = string.byte(id, j)
-      if b < 0x80 or b > 0xBF or (j == i + 1 and (b < low or b > high)) then return false end
-    end
-    i = i + size
-  end
-  return true
-end
-
 -- now_text: now's digits, for the reply and flow_due; horizon: now * 10 + 9, the
 -- highest score due now; deadline: the lease deadline, as text (ARGV[6]) when the
 -- caller sent it
@@ -99,39 +71,46 @@ deadline = deadline or now + tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local limit = tonumber(ARGV[5])
 local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
+local flow = flow_on and flow_control()  -- flow.lua's functions, only while it is on
 local prefix = KEYS[21]
 -- limits count on the server's clock: a caller's reading may be stale by the time
 -- the call runs (a busy machine), which would let starts crowd a window. A caller's
 -- clock far from the server's is a test's manual clock, and is kept. Read when a
 -- limit is first counted: a fetch that counts none reads no clock.
-local flow_now
-local function flow_clock()
-  if flow_now then return flow_now end
-  flow_now = now
-  if ARGV[1] ~= 'server' then
-    local clock = redis.call('TIME')
-    local server = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-    if math.abs(server - now) < 10000 then flow_now = server end
+-- flow_clock() and unpark() (below) are made only while flow control is on: each
+-- closure a call makes costs Redis about 1,000 instructions, used or not.
+local flow_now, flow_clock, unpark
+if flow_on then
+  function flow_clock()
+    if flow_now then return flow_now end
+    flow_now = now
+    if ARGV[1] ~= 'server' then
+      local clock = redis.call('TIME')
+      local server = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+      if math.abs(server - now) < 10000 then flow_now = server end
+    end
+    return flow_now
   end
-  return flow_now
 end
 
 -- read and check everything first: promotion below is the first write
--- reclaimed: made only when a lease has expired (a table costs Redis ~1,200 instructions)
-local poisoned, reclaimed = {}, nil
+-- poisoned, reclaimed: made only when a lease has expired (a table costs Redis ~1,200
+-- instructions)
+local poisoned, reclaimed
 local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
                             ARGV[5])
-if expired.err then must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
+if expired.err then guards().must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
 for i = 1, #expired, 2 do
   local id = expired[i]
   local delivered = tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
   if delivered >= tonumber(ARGV[4])  -- max deliveries
-     and id ~= '' and (not string.find(id, '[\128-\255]') or utf8(id)) then
+     and id ~= '' and (not string.find(id, '[\128-\255]') or guards().utf8(id)) then
+    poisoned = poisoned or {}
     poisoned[#poisoned + 1] = id
   else
     -- its worker died or stalled: back to the head of its priority
-    local band = band_of(expired[i + 1], 7)
-    expect(KEYS[band], 'list')
+    local band = guards().band_of(expired[i + 1], 7)
+    guards().expect(KEYS[band], 'list')
     reclaimed = reclaimed or {}
     reclaimed[#reclaimed + 1] = {id, band}
   end
@@ -147,15 +126,18 @@ if reclaimed then
     -- a dead worker's max_running slots are freed with its leases
     local ids = {}
     for i, entry in ipairs(reclaimed) do ids[i] = entry[1] end
-    flow_end(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
+    flow.finish(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
   end
 end
 
--- a call per popped id, on the hottest path: redis.pcall, and lib.lua's foreign()
--- only for an error
+-- a call per popped id, on the hottest path: redis.pcall, and lib.lua's
+-- guards().foreign() only for an error
 -- reply: the reply being built (see the header; its head goes first, at the end), with
--- the id and message of each leased task; numbers: their delivery numbers and priorities
-local reply, numbers, expired = {false}, {}, {}
+-- the id and message of each leased task; numbers: their delivery numbers and priorities,
+-- as text (table.concat formats a number with snprintf, ~1,700 instructions). Both are
+-- made at their size for one task (a table's growth is a rehash); expired: (id,
+-- priority) of each task whose expiry had passed, made at the first
+local reply, numbers, expired = {false, nil, nil}, {nil, nil}, nil
 local band = 7
 local dropped = 0
 
@@ -186,17 +168,19 @@ local function lease(id, body, priority, spec)
     return
   end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
-  if type(delivered) == 'table' then delivered = bump(KEYS[4], id, 1) end  -- not a count
+  if type(delivered) == 'table' then delivered = guards().bump(KEYS[4], id, 1) end  -- not a count
+  local digit = string.sub('0123456789', priority + 1, priority + 1)
   if spec and spec.expires > 0 and now >= spec.expires then
+    expired = expired or {}
     expired[#expired + 1] = id
-    expired[#expired + 1] = priority
+    expired[#expired + 1] = digit
     dropped = dropped + 1  -- bounded per fetch like stale entries: a mass expiry
     return
   end
   reply[#reply + 1] = id
   reply[#reply + 1] = body
-  numbers[#numbers + 1] = delivered
-  numbers[#numbers + 1] = priority
+  numbers[#numbers + 1] = delivered == 1 and '1' or delivered
+  numbers[#numbers + 1] = digit
 end
 
 -- The message of a popped id, or false for an entry that is no id, is held
@@ -206,26 +190,25 @@ local function body_of(id)
   -- printable ASCII (any id minitask makes) is told by one anchored match
   local body = id ~= ''
                and (string.find(id, '^[ -~]*$') or not string.find(id, '[\128-\255]')
-                    or utf8(id))
+                    or guards().utf8(id))
                and not (delayed_ok and redis.call('ZSCORE', KEYS[1], id))
   if body then
     local dead = redis.pcall('ZSCORE', KEYS[6], id)
-    if type(dead) == 'table' then foreign(dead) dead = false end  -- dead of another type
+    if type(dead) == 'table' then guards().foreign(dead) dead = false end  -- dead of another type
     body = not dead and redis.pcall('HGET', KEYS[3], id)
-    if type(body) == 'table' then foreign(body) body = false end  -- messages of another type
+    if type(body) == 'table' then guards().foreign(body) body = false end  -- messages: another type
   end
   return body
-end
-
--- take the first parked entry; a limiter with none left is due no more
-local function unpark(park, limiter)
-  tolerant(false, 'LPOP', park)
-  if tolerant(0, 'LLEN', park) == 0 then tolerant(0, 'ZREM', KEYS[20], limiter) end
 end
 
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
 -- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due)
 if flow_on then
+  -- take the first parked entry; a limiter with none left is due no more
+  function unpark(park, limiter)
+    tolerant(false, 'LPOP', park)
+    if tolerant(0, 'LLEN', park) == 0 then tolerant(0, 'ZREM', KEYS[20], limiter) end
+  end
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
@@ -238,14 +221,14 @@ if flow_on then
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
       local body = body_of(id)
-      local spec = body and flow_spec(tolerant(false, 'HGET', KEYS[19], id))
+      local spec = body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
       if not body then
         unpark(park, limiter)
         drop(id)
       else
         local free, retry_at = true, -1
         if spec and spec.limiter == limiter and not (spec.expires > 0 and now >= spec.expires) then
-          free, retry_at = flow_admit(prefix, spec, id, flow_clock(), KEYS[2])
+          free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2])
         end
         if not free then
           if retry_at >= 0 then
@@ -274,7 +257,7 @@ end
 -- without delayed_ok, delayed holds another type, and none of ours
 while #numbers < want * 2 and band <= 16 and dropped < limit do
   local id = redis.pcall('LPOP', KEYS[band])
-  if type(id) == 'table' then foreign(id) id = false end  -- a ready list of another type
+  if type(id) == 'table' then guards().foreign(id) id = false end  -- a ready list of another type
   if not id then
     band = band + 1
     if band == 12
@@ -284,14 +267,14 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
   else
     local body = body_of(id)
     local priority = 16 - band
-    local spec = flow_on and body and flow_spec(tolerant(false, 'HGET', KEYS[19], id))
+    local spec = flow_on and body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
       drop(id)
     elseif spec and spec.limiter ~= '' and not (spec.expires > 0 and now >= spec.expires) then
       -- behind tasks parked already (their order kept), or over its limit: parked
       local park = prefix .. spec.limiter .. ':park'
       local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-      if free then free, retry_at = flow_admit(prefix, spec, id, flow_clock(), KEYS[2]) end
+      if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
       if free then
         lease(id, body, priority, spec)
       elseif type(tolerant(false, 'RPUSH', park, priority .. id)) ~= 'number' then
@@ -318,14 +301,21 @@ end
 
 -- the reply (see the header), `next_event` as text
 local function answer(next_event)
-  for _, id in ipairs(poisoned) do reply[#reply + 1] = id end
-  for i = 1, #expired, 2 do
-    reply[#reply + 1] = expired[i]
-    numbers[#numbers + 1] = expired[i + 1]
-  end
   -- counts of 0 as literals: Redis formats a Lua number with snprintf
-  reply[1] = next_event .. (flow_on and ' 1 ' or ' 0 ') .. (#poisoned == 0 and '0' or #poisoned)
-             .. ' ' .. (#expired == 0 and '0' or #expired / 2) .. ' ' .. table.concat(numbers, ' ')
+  local poisoned_count, expired_count = '0', '0'
+  if poisoned then
+    for _, id in ipairs(poisoned) do reply[#reply + 1] = id end
+    poisoned_count = #poisoned
+  end
+  if expired then
+    for i = 1, #expired, 2 do
+      reply[#reply + 1] = expired[i]
+      numbers[#numbers + 1] = expired[i + 1]
+    end
+    expired_count = #expired / 2
+  end
+  reply[1] = next_event .. (flow_on and ' 1 ' or ' 0 ') .. poisoned_count .. ' ' .. expired_count
+             .. ' ' .. table.concat(numbers, ' ')
   return reply
 end
 

@@ -20,18 +20,130 @@
 -- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
 local MAX_SCORE = 2534023007999999
 
--- Keys expect() has found missing or of the type it asked for, this call.
-local proven = {}
+-- The guards against data minitask did not write (foreign, must, expect,
+-- band_of, bump, utf8) are made by guards() at its first call, as one table:
+-- every closure costs Redis about 1,000 instructions a call of a script, made and
+-- collected whether it is called or not, and most calls of the hot scripts (fetch,
+-- ack) meet no such data. Scripts call them as guards().must(...).
+local guarded
 
--- For the error reply of a redis.pcall: true when a key holds another type
--- (WRONGTYPE). Any other error (OOM, NOPERM...) is raised as it is: OOM only
--- ever refuses a script's first write, and NOPERM means an ACL without a
--- command of README's list. On the hot paths (enqueue, fetch, ack) scripts
--- call redis.pcall and this only for an error reply, or must() again to
--- refuse: a call through tolerant() or must() costs 0.1 us more, each.
-local function foreign(reply)
-  if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then return true end
-  error(reply.err, 0)
+local function guards()
+  if guarded then return guarded end
+
+  -- Keys expect() has found missing or of the type it asked for, this call.
+  local proven = {}
+
+  -- For the error reply of a redis.pcall: true when a key holds another type
+  -- (WRONGTYPE). Any other error (OOM, NOPERM...) is raised as it is: OOM only
+  -- ever refuses a script's first write, and NOPERM means an ACL without a
+  -- command of README's list. On the hot paths (enqueue, fetch, ack) scripts
+  -- call redis.pcall and this only for an error reply, or must() again to
+  -- refuse: a call through tolerant() or must() costs 0.1 us more, each.
+  local function foreign(reply)
+    if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then return true end
+    error(reply.err, 0)
+  end
+
+  -- redis.call on `key`, which must be missing or hold a `kind` (list, zset,
+  -- hash): a WRONGTYPE error names the key. Called before any write, or as the
+  -- first write.
+  local function must(kind, command, key, ...)
+    local reply = redis.pcall(command, key, ...)
+    if type(reply) == 'table' and reply.err then
+      if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then
+        error('WRONGTYPE minitask key ' .. key .. ' holds another type than the ' .. kind ..
+              ' minitask keeps there; nothing was changed', 0)
+      end
+      error(reply.err, 0)
+    end
+    return reply
+  end
+
+  -- Refuse the call unless `key` is missing or holds a `kind`; called before the
+  -- first write, for a key the script adds to only after it. LLEN, ZCARD and
+  -- HEXISTS read in O(1) and need no ACL permission beyond README's list.
+  local function expect(key, kind)
+    if proven[key] then return end
+    if kind == 'list' then
+      must(kind, 'LLEN', key)
+    elseif kind == 'zset' then
+      must(kind, 'ZCARD', key)
+    else
+      must(kind, 'HEXISTS', key, '')
+    end
+    proven[key] = true
+  end
+
+  -- The ready list (its index in KEYS) for a delayed or lease `score`, given
+  -- the index of the priority 9 list: score % 10 is 9 - priority. A score that
+  -- is no whole number from 0 to MAX_SCORE (tonumber() also reads '1.5',
+  -- '-inf', 'inf' and 'nan') is not ours: its priority cannot be told, and 0,
+  -- the last served, is taken.
+  local function band_of(score, first_ready)
+    local n = tonumber(score)
+    if n and n >= 0 and n <= MAX_SCORE and n == math.floor(n) then
+      return first_ready + n % 10
+    end
+    return first_ready + 9
+  end
+
+  -- HINCRBY key field by, or INCR key without a field, on a count someone else
+  -- may have written: text, or a number beyond 2^63, starts afresh (at `by`, or
+  -- at 1). In a key of another type no count is kept: `by` (0 for INCR) is
+  -- returned.
+  local function bump(key, field, by)
+    local count
+    if field then
+      count = redis.pcall('HINCRBY', key, field, by)
+    else
+      count = redis.pcall('INCR', key)
+    end
+    if not (type(count) == 'table' and count.err) then return count end
+    local err = tostring(count.err)
+    if string.find(err, 'WRONGTYPE', 1, true) then return field and by or 0 end
+    if not (string.find(err, 'not an integer', 1, true)
+            or string.find(err, 'overflow', 1, true)) then
+      foreign(count)
+    end
+    if field then
+      redis.call('HSET', key, field, by)
+      return by
+    end
+    redis.call('DEL', key)
+    return redis.call('INCR', key)
+  end
+
+  -- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
+  -- text). Anything else in a ready list is dropped; it is never poisoned.
+  local function utf8(id)
+    local i, n = 1, #id
+    while i <= n do
+      local c = string.byte(id, i)
+      local size, low, high = 1, 0x80, 0xBF  -- low, high: the second byte's range
+      if c >= 0xC2 and c <= 0xDF then
+        size = 2
+      elseif c >= 0xE0 and c <= 0xEF then
+        size = 3
+        if c == 0xE0 then low = 0xA0 elseif c == 0xED then high = 0x9F end  -- overlong, surrogate
+      elseif c >= 0xF0 and c <= 0xF4 then
+        size = 4
+        if c == 0xF0 then low = 0x90 elseif c == 0xF4 then high = 0x8F end  -- overlong, > U+10FFFF
+      elseif c >= 0x80 then
+        return false
+      end
+      if i + size - 1 > n then return false end
+      for j = i + 1, i + size - 1 do
+        local b = string.byte(id, j)
+        if b < 0x80 or b > 0xBF or (j == i + 1 and (b < low or b > high)) then return false end
+      end
+      i = i + size
+    end
+    return true
+  end
+
+  guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
+             utf8 = utf8}
+  return guarded
 end
 
 -- redis.call on a key that may hold another type: `instead` if it does, as
@@ -39,70 +151,8 @@ end
 local function tolerant(instead, command, key, ...)
   local reply = redis.pcall(command, key, ...)
   if type(reply) == 'table' and reply.err then
-    foreign(reply)
+    guards().foreign(reply)
     return instead
   end
   return reply
-end
-
--- redis.call on `key`, which must be missing or hold a `kind` (list, zset,
--- hash): a WRONGTYPE error names the key. Called before any write, or as the
--- first write.
-local function must(kind, command, key, ...)
-  local reply = redis.pcall(command, key, ...)
-  if type(reply) == 'table' and reply.err then
-    if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then
-      error('WRONGTYPE minitask key ' .. key .. ' holds another type than the ' .. kind ..
-            ' minitask keeps there; nothing was changed', 0)
-    end
-    error(reply.err, 0)
-  end
-  return reply
-end
-
--- Refuse the call unless `key` is missing or holds a `kind`; called before the
--- first write, for a key the script adds to only after it. LLEN, ZCARD and
--- HEXISTS read in O(1) and need no ACL permission beyond README's list.
-local function expect(key, kind)
-  if proven[key] then return end
-  if kind == 'list' then
-    must(kind, 'LLEN', key)
-  elseif kind == 'zset' then
-    must(kind, 'ZCARD', key)
-  else
-    must(kind, 'HEXISTS', key, '')
-  end
-  proven[key] = true
-end
-
--- The ready list (its index in KEYS) for a delayed or lease `score`, given
--- the index of the priority 9 list: score % 10 is 9 - priority. A score that
--- is no whole number from 0 to MAX_SCORE (tonumber() also reads '1.5',
--- '-inf', 'inf' and 'nan') is not ours: its priority cannot be told, and 0,
--- the last served, is taken.
-local function band_of(score, first_ready)
-  local n = tonumber(score)
-  if n and n >= 0 and n <= MAX_SCORE and n == math.floor(n) then return first_ready + n % 10 end
-  return first_ready + 9
-end
-
--- HINCRBY key field by, or INCR key without a field, on a count someone else
--- may have written: text, or a number beyond 2^63, starts afresh (at `by`, or
--- at 1). In a key of another type no count is kept: `by` (0 for INCR) is
--- returned.
-local function bump(key, field, by)
-  local count
-  if field then count = redis.pcall('HINCRBY', key, field, by) else count = redis.pcall('INCR', key) end
-  if not (type(count) == 'table' and count.err) then return count end
-  local err = tostring(count.err)
-  if string.find(err, 'WRONGTYPE', 1, true) then return field and by or 0 end
-  if not (string.find(err, 'not an integer', 1, true) or string.find(err, 'overflow', 1, true)) then
-    foreign(count)
-  end
-  if field then
-    redis.call('HSET', key, field, by)
-    return by
-  end
-  redis.call('DEL', key)
-  return redis.call('INCR', key)
 end

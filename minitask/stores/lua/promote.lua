@@ -31,7 +31,7 @@ local function due_batch(delayed, order, first_ready, now, limit, horizon)
   local due = redis.pcall('ZRANGEBYSCORE', delayed, '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
                           limit)
   if due.err then
-    foreign(due)
+    guards().foreign(due)
     return nil, false
   end
   if #due == 0 then return nil, true end
@@ -46,7 +46,7 @@ local function due_batch(delayed, order, first_ready, now, limit, horizon)
       local sequence = tonumber(tolerant(false, 'HGET', order, due[i]))
       if not sequence or sequence ~= sequence then sequence = 0 end  -- text, nan
       batch[#batch + 1] = {due[i], tonumber(due[i + 1]), sequence,
-                           band_of(due[i + 1], first_ready)}
+                           guards().band_of(due[i + 1], first_ready)}
     end
   end
   table.sort(batch, function(a, b)
@@ -54,7 +54,7 @@ local function due_batch(delayed, order, first_ready, now, limit, horizon)
     return a[3] < b[3]
   end)
   for i = 2, #batch do
-    if batch[i][4] ~= batch[1][4] then expect(KEYS[batch[i][4]], 'list') end
+    if batch[i][4] ~= batch[1][4] then guards().expect(KEYS[batch[i][4]], 'list') end
   end
   return batch, true
 end
@@ -65,7 +65,7 @@ local function promote(delayed, order, batch)
     local ready = KEYS[task[4]]
     if i == 1 then
       local pushed = redis.pcall('RPUSH', ready, task[1])
-      if type(pushed) == 'table' then must('list', 'RPUSH', ready, task[1]) end  -- refuses
+      if type(pushed) == 'table' then guards().must('list', 'RPUSH', ready, task[1]) end  -- refuses
     else
       redis.call('RPUSH', ready, task[1])
     end

@@ -9,13 +9,13 @@
 -- goes back to refuses the call (checked first); leases of another type count as
 -- empty (nothing held). A delivery count that is no number is dropped; deliveries
 -- or wake of another type are left as they are.
-for i = 2, #ARGV, 2 do expect(KEYS[13 - tonumber(ARGV[i])], 'list') end
+for i = 2, #ARGV, 2 do guards().expect(KEYS[13 - tonumber(ARGV[i])], 'list') end
 local released, ids = 0, {}
 for i = #ARGV - 1, 1, -2 do
   -- walking backwards keeps the given order once every id is pushed to the head
   local id, priority = ARGV[i], tonumber(ARGV[i + 1])
   if tolerant(0, 'ZREM', KEYS[1], id) == 1 then
-    if bump(KEYS[2], id, -1) <= 0 then tolerant(0, 'HDEL', KEYS[2], id) end
+    if guards().bump(KEYS[2], id, -1) <= 0 then tolerant(0, 'HDEL', KEYS[2], id) end
     redis.call('LPUSH', KEYS[13 - priority], id)
     released = released + 1
     ids[released] = id
@@ -23,6 +23,7 @@ for i = #ARGV - 1, 1, -2 do
 end
 if released > 0 then
   tolerant(0, 'RPUSH', KEYS[3], '1')
-  flow_end(KEYS[14], KEYS[16], KEYS[15], KEYS[3], ids, false)  -- slots freed, specs kept
+  -- slots freed, specs kept
+  flow_control().finish(KEYS[14], KEYS[16], KEYS[15], KEYS[3], ids, false)
 end
 return released

@@ -13,16 +13,17 @@
 -- retrying, order or wake of another type are left as they are (no count
 -- removed, no note kept, no sequence kept, no token pushed).
 local id = ARGV[1]
-expect(KEYS[3], 'hash')
-expect(KEYS[2], 'zset')
+guards().expect(KEYS[3], 'hash')
+guards().expect(KEYS[2], 'zset')
 if tolerant(0, 'ZREM', KEYS[1], id) == 0 then return 0 end
-flow_end(KEYS[9], KEYS[11], KEYS[10], KEYS[6], {id}, false)  -- its slot; the spec stays
+-- its slot freed; the spec stays
+flow_control().finish(KEYS[9], KEYS[11], KEYS[10], KEYS[6], {id}, false)
 redis.call('HSET', KEYS[3], id, ARGV[2])
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HSET', KEYS[5], id, ARGV[5])
 local score = string.format('%.0f', tonumber(ARGV[3]) * 10 + 9 - tonumber(ARGV[4]))
 redis.call('ZADD', KEYS[2], score, id)
-tolerant(0, 'HSET', KEYS[7], id, bump(KEYS[8]))
+tolerant(0, 'HSET', KEYS[7], id, guards().bump(KEYS[8]))
 if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then
   tolerant(0, 'RPUSH', KEYS[6], '1')
 end

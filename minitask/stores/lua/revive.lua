@@ -19,8 +19,8 @@ local id = ARGV[1]
 if not tolerant(false, 'ZSCORE', KEYS[1], id) then return 0 end
 local batch = due_batch(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[5]))
 local ready = KEYS[15 - tonumber(ARGV[3])]
-expect(KEYS[3], 'hash')
-expect(ready, 'list')
+guards().expect(KEYS[3], 'hash')
+guards().expect(ready, 'list')
 promote(KEYS[16], KEYS[17], batch)
 redis.call('ZREM', KEYS[1], id)
 tolerant(0, 'HDEL', KEYS[2], id)
