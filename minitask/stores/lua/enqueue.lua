@@ -53,7 +53,10 @@ for i = 4, #ARGV, 4 do
     redis.call('DEL', KEYS[15 + i / 4])
     if due > now then
       redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
-      tolerant(0, 'HSET', KEYS[14], id, guards().bump(KEYS[15]))
+      -- the scheduling sequence: lib.lua's bump() only for a sequence that is no number
+      local sequence = redis.pcall('INCR', KEYS[15])
+      if type(sequence) == 'table' then sequence = guards().bump(KEYS[15]) end
+      tolerant(0, 'HSET', KEYS[14], id, sequence)
       -- wake sleepers only when this task is due before everything else delayed
       if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
     else
