@@ -51,8 +51,9 @@ class ResultStore:
         """
         if outcome is None:
             return (queue, task_id, b"", 0, flow)
-        return (queue, task_id, encode_outcome(outcome, task_name=task_name), result_ttl_ms,
-                flow)
+        # a ttl of 0 or less keeps no result: ack.lua reads any other as a result key passed
+        return (queue, task_id, encode_outcome(outcome, task_name=task_name),
+                max(result_ttl_ms, 0), flow)
 
     def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
             *, task_name: str = "?") -> bool:

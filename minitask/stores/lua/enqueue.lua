@@ -53,7 +53,8 @@ for i = 4, #ARGV, 4 do
     redis.call('DEL', KEYS[15 + i / 4])
     if due > now then
       redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
-      -- the scheduling sequence: lib.lua's bump() only for a sequence that is no number
+      -- the scheduling sequence: lib.lua's bump() only when the INCR fails (a sequence
+      -- that is no number, a key of another type)
       local sequence = redis.pcall('INCR', KEYS[15])
       if type(sequence) == 'table' then sequence = guards().bump(KEYS[15]) end
       tolerant(0, 'HSET', KEYS[14], id, sequence)

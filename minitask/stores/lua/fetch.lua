@@ -134,7 +134,8 @@ end
 -- guards().foreign() only for an error
 -- reply: the reply being built (see the header; its head goes first, at the end), with
 -- the id and message of each leased task; numbers: their delivery numbers and priorities,
--- as text (table.concat formats a number with snprintf, ~1,700 instructions). Both are
+-- the priorities and a first delivery as text (table.concat formats a number with
+-- snprintf, ~1,700 instructions; a later delivery's count is one). Both are
 -- made at their size for one task (a table's growth is a rehash); expired: (id,
 -- priority) of each task whose expiry had passed, made at the first
 local reply, numbers, expired = {false, nil, nil}, {nil, nil}, nil

@@ -15,7 +15,8 @@
 --    it or removes ids from it, it counts as empty; where a script must add
 --    to it, the call is refused (WRONGTYPE, naming the key) before any write.
 --    Wake lists and result keys are the exception: they only ever hold hints
---    and outcomes, which minitask replaces whole (DEL) as before.
+--    and outcomes, which minitask replaces whole, deleting one of another
+--    type.
 
 -- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
 local MAX_SCORE = 2534023007999999
