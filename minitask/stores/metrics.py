@@ -10,8 +10,9 @@ tasks and queues there are, never on how many tasks ran.
 """
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import DefaultDict, Dict, List, Tuple
 
 from ..keys import AppKeys
 from ..transport import Transport
@@ -52,21 +53,22 @@ class Delta:
 
     #: fields as (kind, *labels): joined into the hash's field names (``name``) only
     #: when added to Redis, not at each count on a worker's hot path
-    counts: Dict[Tuple[str, ...], int] = field(default_factory=dict)
-    sums: Dict[Tuple[str, ...], float] = field(default_factory=dict)
+    #: (defaultdicts, C's own: a Counter's += costs a worker 1 % more per task)
+    counts: DefaultDict[Tuple[str, ...], int] = field(default_factory=lambda: defaultdict(int))
+    sums: DefaultDict[Tuple[str, ...], float] = field(default_factory=lambda: defaultdict(float))
     #: (Unix minute, queue) -> attempts ended
-    minutes: Dict[Tuple[int, str], int] = field(default_factory=dict)
+    minutes: DefaultDict[Tuple[int, str], int] = field(default_factory=lambda: defaultdict(int))
 
     def __bool__(self) -> bool:
         return bool(self.counts or self.sums or self.minutes)
 
     def merge(self, other: "Delta") -> None:
         for key, count in other.counts.items():
-            self.counts[key] = self.counts.get(key, 0) + count
+            self.counts[key] += count
         for key, total in other.sums.items():
-            self.sums[key] = self.sums.get(key, 0.0) + total
+            self.sums[key] += total
         for minute, count in other.minutes.items():
-            self.minutes[minute] = self.minutes.get(minute, 0) + count
+            self.minutes[minute] += count
 
 
 class MetricsStore:

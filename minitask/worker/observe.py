@@ -44,12 +44,8 @@ class Observer:
         ready_ms = max(message.enqueued_at_ms, message.eta_ms or 0)
         waited = to_seconds(max(0, now_ms - ready_ms))
         with self._lock:
-            counts = self._delta.counts
-            bucket = (PICKUP, message.queue, bucket_of(waited))
-            counts[bucket] = counts.get(bucket, 0) + 1
-            sums = self._delta.sums
-            total = (PICKUP_SUM, message.queue)
-            sums[total] = sums.get(total, 0.0) + waited
+            self._delta.counts[PICKUP, message.queue, bucket_of(waited)] += 1
+            self._delta.sums[PICKUP_SUM, message.queue] += waited
         self._host.hooks.call("task_start", context)
 
     def ending(self, message: Message) -> None:
@@ -68,15 +64,10 @@ class Observer:
         with self._lock:
             counts = self._delta.counts
             for outcome in outcomes:
-                ended = (TASKS, message.queue, message.task, outcome)
-                counts[ended] = counts.get(ended, 0) + 1
-            bucket = (DURATION, message.task, bucket_of(duration))
-            counts[bucket] = counts.get(bucket, 0) + 1
-            sums = self._delta.sums
-            total = (DURATION_SUM, message.task)
-            sums[total] = sums.get(total, 0.0) + duration
-            minutes = self._delta.minutes
-            minutes[minute, message.queue] = minutes.get((minute, message.queue), 0) + 1
+                counts[TASKS, message.queue, message.task, outcome] += 1
+            counts[DURATION, message.task, bucket_of(duration)] += 1
+            self._delta.sums[DURATION_SUM, message.task] += duration
+            self._delta.minutes[minute, message.queue] += 1
         hooks = self._host.hooks
         if context is None or not hooks:
             return
@@ -91,9 +82,7 @@ class Observer:
         """The task was dead-lettered with no attempt ended (it killed its workers, or
         no task has its name here): dead all the same, counted, ``task_dead`` heard."""
         with self._lock:
-            counts = self._delta.counts
-            dead = (TASKS, message.queue, message.task, "dead")
-            counts[dead] = counts.get(dead, 0) + 1
+            self._delta.counts[TASKS, message.queue, message.task, "dead"] += 1
         if self._host.hooks:
             with running(message, self._host.max_deliveries) as context:
                 self._host.hooks.call("task_dead", context, error)

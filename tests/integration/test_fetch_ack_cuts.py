@@ -100,6 +100,34 @@ def test_an_ack_of_a_lost_lease_clears_the_retried_task_from_delayed_and_order(
     assert redis_client.hlen(k.messages) == 0
 
 
+def test_both_holders_of_a_redelivered_task_record_a_result_and_the_later_one_is_kept(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        redis_client: Any) -> None:
+    """ack.lua pushes a kept result and trims to it when one was there already (the
+    sixth pass, in place of a DEL first): the result key still holds one outcome."""
+    app = make_app()
+
+    @app.task(name="t")
+    def t(n: int) -> int:
+        return n
+
+    handle = t.delay(1)
+    first = fetch(app, clock, lease_ms=1_000).deliveries[0]
+    clock.advance(2)  # the first lease expires: the task is delivered again
+    second = fetch(app, clock, lease_ms=30_000).deliveries[0]
+    assert second.task_id == first.task_id == handle.id
+    results = app.broker.results
+    early = Outcome("succeeded", clock.now_ms(), value="second holder")
+    late = Outcome("succeeded", clock.now_ms(), value="first holder, late")
+    assert results.ack("default", second.task_id, early, 60_000) is True
+    assert results.ack("default", first.task_id, late, 120_000) is False
+    k = QueueKeys("test", "default")
+    assert redis_client.llen(k.result(handle.id)) == 1
+    assert handle.get(timeout=0) == "first holder, late"
+    assert 60_000 < redis_client.pttl(k.result(handle.id)) <= 120_000
+    assert redis_client.hlen(k.messages) == 0 and redis_client.zcard(k.leases) == 0
+
+
 def test_lease_scores_written_as_text_are_deadline_and_priority_on_either_clock(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
