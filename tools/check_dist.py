@@ -61,7 +61,8 @@ def check_sdist(sdist: Path, wanted: Set[str]) -> List[str]:
     with tarfile.open(sdist) as archive:
         top = sdist.name[:-len(".tar.gz")]
         names = {name[len(top) + 1:] for name in archive.getnames()}
-    needed = wanted | {"LICENSE", "setup.cfg", "pyproject.toml", "README.rst"}
+    needed = wanted | {"LICENSE", "setup.cfg", "pyproject.toml", "README.rst",
+                       "CHANGELOG.rst", "SECURITY.rst", "tests/golden/make_golden.py"}
     return [f"{sdist.name} lacks {name}" for name in sorted(needed - names)]
 
 
