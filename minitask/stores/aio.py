@@ -27,7 +27,9 @@ from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_w
                                  takes_command_name, waitaof_in)
 from ..errors import BrokerError, ConfigurationError, DurabilityError
 from .scripts import source
-from ..broker.transport import ScriptCall, block_cap, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import text
+from ..broker.waits import block_cap
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
 AsyncClient = Any

@@ -15,7 +15,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..errors import BrokerError
 from ..broker.keys import QueueKeys, lane, queue_keys
 from ..broker.durability import Durability
-from ..broker.transport import ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .scripts import source
 

@@ -15,7 +15,9 @@ import redis
 from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Outcome
 from ..wire.serializer import encode_outcome
-from ..broker.transport import MAX_BLOCK_SECONDS, ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
+from ..broker.waits import MAX_BLOCK_SECONDS
 from .scripts import source
 
 _SCRIPTS = ("request_cancel", "end_cancelled")

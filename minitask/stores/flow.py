@@ -12,7 +12,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..broker.durability import Durability
 from ..errors import DurabilityError
 from ..broker.keys import queue_keys
-from ..broker.transport import ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import QueueStore
 from .scripts import source
 

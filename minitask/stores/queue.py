@@ -14,7 +14,8 @@ from ..wire.message import Message
 from ..wire.serializer import decode_message
 from ..broker.durability import Durability
 from ..errors import DurabilityError
-from ..broker.transport import ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .scripts import source
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.

@@ -11,7 +11,9 @@ from ..errors import DecodeError
 from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, encode_message, encode_outcome
-from ..broker.transport import ScriptCall, Transport, block_cap, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
+from ..broker.waits import block_cap
 from .scripts import source
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")

@@ -39,7 +39,8 @@ from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
-from ..broker.transport import ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .scripts import source
 

@@ -20,7 +20,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import ConfigurationError
 from ..broker.keys import check_name, lane
 from ..stores.queue import FetchTerms
-from ..broker.transport import ScriptCall
+from ..broker.packing import ScriptCall
 from .host import Host
 from .leases import Holdings, Job, Leases
 from .sources import QueueSource, Source

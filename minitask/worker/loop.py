@@ -199,11 +199,11 @@ class Worker:
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Transport.forking``)."""
-        return self.broker.transport.forking()
+        return self.broker.transport.connections.forking()
 
     def forked(self) -> None:
         """First thing in a forked child, before any thread of its own starts."""
-        self.broker.transport.forked()
+        self.broker.transport.connections.forked()
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""

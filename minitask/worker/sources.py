@@ -14,7 +14,7 @@ from ..errors import BrokerError
 from ..wire.message import Message, SystemClock
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
-from ..broker.transport import ScriptCall
+from ..broker.packing import ScriptCall
 from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, lease_of

@@ -24,7 +24,7 @@ from ..periodic import Schedule
 from ..wire.serializer import encode_message
 from ..stores.queue import FetchResult
 from ..stores.schedules import Armed, Fired, Run
-from ..broker.transport import ScriptCall
+from ..broker.packing import ScriptCall
 from .host import Host
 from .leases import Holdings, Job
 from .sources import QueueSource

@@ -360,7 +360,7 @@ def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
 
     work.delay_many([(i,) for i in range(3)])
     app.broker.queues.counts("default")  # connects, and loads nothing yet
-    connection = app.broker.transport._connection()
+    connection = app.broker.transport.connections.own()
     read = connection.read_response
     lost = [False]
 

@@ -16,7 +16,8 @@ import minitask
 from tests.scale.support import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
-MODULES = ("broker/transport.py", "broker/cluster.py", "broker/aio.py", "handle.py", "app.py",
+MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py",
+           "broker/cluster.py", "stores/aio.py", "handle.py", "app.py",
            "sending.py", "worker/pools/*.py",
            "worker/*.py", "cli/*.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
@@ -39,9 +40,10 @@ def used_commands() -> Set[str]:
         source = path.read_text()
         for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):
             found.add(METHODS.get(method, method))
-        # send_command(...), and the broker's _command(...) (packs one ahead of time)
-        # and _call(...) (sends one on the thread's own connection)
-        for command in re.findall(r'(?:_command|_call)\("(\w+)"(?:, "(\w+)")?', source):
+        # send_command(...), and the broker's command(...) (packs one ahead of time)
+        # and call(...) (sends one on the thread's own connection)
+        sent = r'(?<!hooks\.)\b(?:send_command|command|call)\("(\w+)"(?:, "(\w+)")?'
+        for command in re.findall(sent, source):
             name = command[0].lower()
             found.add(f"{name}|{command[1].lower()}" if name in ("script", "client") else name)
     found.discard("")
