@@ -1,7 +1,8 @@
 """minitask: a Celery-style task framework for Python on Redis."""
 from __future__ import annotations
 
-from .app import DeadTask, Minitask
+from .admin import DeadTask
+from .app import Minitask
 from .broadcast import BroadcastHandle, Subscriber
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task

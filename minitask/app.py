@@ -2,29 +2,27 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime as _dt
 import inspect
 import weakref
-from dataclasses import dataclass
 from typing import (Any, Callable, ContextManager, Coroutine, Dict, List, Optional, Sequence,
                     Union, overload)
 
-from .stores.aio import AsyncBroker, async_client_for, running_loop
+from . import admin
+from .admin import DeadTask
 from .batching import Batch
-from .broadcast import Subscriber, broadcast_limits, subscriber_list
-from .stores.broker import Broker
+from .broadcast import Subscriber, broadcast_limits
 from .broker.connection import Client, connect
 from .broker.durability import Durability
-from .errors import ConfigurationError, DecodeError, DuplicateTaskError
+from .errors import ConfigurationError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
-from .wire.message import SystemClock, to_ms, to_seconds
+from .options import TaskOptions, check_seconds
 from .periodic import Schedule, build as build_schedule
-from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
-from .wire.serializer import decode_message, decode_outcome, encode_message
-from .options import TaskOptions, check_priority, check_seconds
+from .sending import Sender, check_key_part, check_queue_name
+from .stores.aio import AsyncBroker, async_client_for, running_loop
+from .stores.broker import Broker
 from .task import AsyncTask, P, R, Task, TaskDecorator
+from .wire.message import SystemClock, to_ms
 from .worker import Worker, check_prefetch
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
@@ -34,23 +32,6 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
                          "durability_timeout"})
-
-
-@dataclass(frozen=True)
-class DeadTask:
-    """A task that will not run again, with why."""
-
-    task_id: str
-    queue: str
-    name: str
-    args: List[Any]
-    kwargs: Dict[str, Any]
-    reason: str
-    exc_type: str
-    message: str
-    traceback: str
-    dead_at: _dt.datetime
-    attempts: int
 
 
 class Minitask:
@@ -307,29 +288,9 @@ class Minitask:
             EncodeError: an argument msgpack cannot carry (a TypeError).
             BrokerError: Redis could not be reached.
         """
-        registered = self.tasks.get(task) if isinstance(task, str) else task
-        if not isinstance(registered, Task):
-            raise ConfigurationError(f"schedule {name!r}: task must be a task of this app or "
-                                     f"its name, got {task!r}; known: "
-                                     f"{', '.join(sorted(self.tasks)) or '(none)'}")
-        target = registered.queue if queue is None else queue
-        check_queue_name(target)
-        level = registered.priority if priority is None else check_priority(
-            priority, f"schedule {name!r}")
-        schedule = build_schedule(name, registered.name, registered.func, cron=cron,
-                                  every=every, tz=tz, args=args, kwargs=kwargs,
-                                  catch_up=catch_up, overlap=overlap, queue=target,
-                                  priority=level, max_message_bytes=self.max_message_bytes)
-        store = self.broker.schedules
-        for other in self._queues(None):
-            if other != target:
-                store.remove(other, name)
-        self.broker.queues.register_queues([target])
-        store.save(schedule, schedule.next_after(self.clock.now_ms()))
-        for found in store.listing(target):
-            if found.name == name:
-                return found
-        return schedule  # pragma: no cover - removed again by another process meanwhile
+        return admin.add_schedule(self, name, task, cron=cron, every=every, tz=tz, args=args,
+                                  kwargs=kwargs, catch_up=catch_up, overlap=overlap,
+                                  queue=queue, priority=priority)
 
     def remove_schedule(self, name: str) -> bool:
         """Stop a schedule for every worker; runs already enqueued still run.
@@ -343,11 +304,7 @@ class Minitask:
         Raises:
             BrokerError: Redis could not be reached.
         """
-        self.periodic_schedules.pop(name, None)
-        removed = False
-        for queue in self._queues(None):
-            removed = self.broker.schedules.remove(queue, name) or removed
-        return removed
+        return admin.remove_schedule(self, name)
 
     def schedules(self) -> List[Schedule]:
         """Every schedule of the app, by name, with its next and last tick.
@@ -355,9 +312,7 @@ class Minitask:
         Raises:
             BrokerError: Redis could not be reached.
         """
-        found = [schedule for queue in self._queues(None)
-                 for schedule in self.broker.schedules.listing(queue)]
-        return sorted(found, key=lambda schedule: schedule.name)
+        return admin.schedules(self)
 
     def on(self, event: str, fn: Hook) -> Hook:
         """Call ``fn`` in the worker at each ``event`` of this app's tasks.
@@ -395,8 +350,7 @@ class Minitask:
             ConfigurationError: a bad queue name.
             BrokerError: Redis could not be reached.
         """
-        check_queue_name(queue)
-        return subscriber_list(self.broker, queue)
+        return admin.subscribers(self, queue)
 
     def unsubscribe(self, queue: str, name: str) -> bool:
         """Remove a subscriber gone for good (``minitask unsubscribe``): calls stop
@@ -409,9 +363,7 @@ class Minitask:
             ConfigurationError: a bad queue or subscriber name.
             BrokerError: Redis could not be reached.
         """
-        check_queue_name(queue)
-        check_key_part("subscriber", name)
-        return self.broker.broadcasts.unsubscribe(queue, name)
+        return admin.unsubscribe(self, queue, name)
 
     def batch(self) -> ContextManager[Batch]:
         """Send every task enqueued inside a ``with`` block together, when it ends.
@@ -432,11 +384,6 @@ class Minitask:
 
     # -- dead letters --------------------------------------------------------
 
-    def _queues(self, queue: Optional[str]) -> List[str]:
-        if queue is not None:
-            return [queue]
-        return sorted(set(self.broker.queues.queue_names()) | set(self.worker_queues()))
-
     def dead_letters(self, queue: Optional[str] = None, *, limit: int = 1000) -> List[DeadTask]:
         """Tasks that will not run again, oldest first.
 
@@ -447,12 +394,7 @@ class Minitask:
         Raises:
             BrokerError: Redis could not be reached.
         """
-        found: List[DeadTask] = []
-        for name in self._queues(queue):
-            for letter in self.broker.dead.letters(name, limit):
-                found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
-                                        letter.info))
-        return found
+        return admin.dead_letters(self, queue, limit=limit)
 
     def requeue_dead(self, task_id: str) -> bool:
         """Put a dead task back at the tail of its queue, as a fresh first attempt.
@@ -463,21 +405,7 @@ class Minitask:
         Raises:
             BrokerError: Redis could not be reached.
         """
-        for queue in self._queues(None):
-            if self.broker.results.state(queue, task_id)[0] != "dead":
-                continue
-            body = self.broker.queues.message_body(queue, task_id) or b""
-            priority = 5
-            try:
-                message = decode_message(body)
-            except DecodeError:
-                pass  # revived as it is: the worker will dead-letter it again, with the reason
-            else:
-                priority = message.priority
-                body = encode_message(dataclasses.replace(
-                    message, enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
-            return self.broker.dead.revive(queue, task_id, body, priority, self.clock.now_ms())
-        return False
+        return admin.requeue_dead(self, task_id)
 
     def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:
         """Delete dead letters for good: one by id, or all (of one queue).
@@ -488,17 +416,7 @@ class Minitask:
         Raises:
             BrokerError: Redis could not be reached.
         """
-        purged = 0
-        for name in self._queues(queue):
-            if task_id is not None:
-                purged += self.broker.dead.purge(name, [task_id])
-                continue
-            while True:
-                ids = self.broker.dead.ids(name, BULK_CHUNK)
-                if not ids:
-                    break
-                purged += self.broker.dead.purge(name, ids)
-        return purged
+        return admin.purge_dead(self, task_id, queue=queue)
 
     # -- workers -------------------------------------------------------------
 
@@ -534,26 +452,3 @@ def _check_count(value: Any, what: str, where: str, most: int) -> None:
 def _code_of(func: Callable[..., Any]) -> Any:
     """Re-importing a module re-registers the same code: that is not a duplicate."""
     return getattr(func, "__code__", func)
-
-
-def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
-               info: Optional[bytes]) -> DeadTask:
-    name, args, kwargs, attempts = "?", [], {}, 0
-    try:
-        message = decode_message(body or b"")
-        name, args, kwargs, attempts = message.task, message.args, message.kwargs, message.attempt
-    except DecodeError:
-        pass  # an undecodable message is listed with what is known about it
-    reason = exc_type = text = trace = ""
-    if info:
-        try:
-            outcome = decode_outcome(info)
-            reason, exc_type, text, trace = (outcome.reason, outcome.exc_type, outcome.message,
-                                             outcome.traceback)
-        except DecodeError:
-            reason = "unreadable dead-letter record"
-    return DeadTask(task_id=task_id, queue=queue, name=name, args=args, kwargs=kwargs,
-                    reason=reason, exc_type=exc_type, message=text, traceback=trace,
-                    dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
-                                                       tz=_dt.timezone.utc),
-                    attempts=attempts)

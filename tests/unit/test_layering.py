@@ -40,11 +40,13 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     ("bench", frozenset({"bench"})),
     # the dashboard: imported only by its command, lazily (an extra"s dependencies)
     ("dashboard", frozenset({"dashboard"})),
-    # operator actions, testing support, app discovery: they take an app; and the
-    # package's ``__init__``, which re-exports the public names
-    ("tools", frozenset({"__init__", "admin", "discovery", "pytest_plugin", "testing"})),
+    # testing support and app discovery: they take an app; and the package's
+    # ``__init__``, which re-exports the public names
+    ("tools", frozenset({"__init__", "discovery", "pytest_plugin", "testing"})),
     # the application object: tasks, worker, producers and handles meet here
     ("app", frozenset({"app"})),
+    # operator actions, shared by the CLI, the dashboard and the app's own methods
+    ("admin", frozenset({"admin"})),
     # the public API of tasks and workflows
     ("features", frozenset({"broadcast", "canvas", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
@@ -109,15 +111,25 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
                                 "dashboard.subscribers", "dashboard.views", "errors"}),
     # -- tools -----------------------------------------------------------------
-    "admin": frozenset({"app", "errors", "stores.registry", "wire.message", "wire.serializer"}),
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
     "testing": frozenset({"app", "broker.durability", "errors", "wire.message"}),
     # -- app -------------------------------------------------------------------
-    "app": frozenset({"batching", "broadcast", "broker.connection", "broker.durability",
-                      "errors", "handle", "hooks", "options", "periodic", "sending",
-                      "stores.aio", "stores.broker", "task", "wire.message", "wire.serializer",
-                      "worker"}),
+    "app": frozenset({"admin", "batching", "broadcast", "broker.connection",
+                      "broker.durability", "errors", "handle", "hooks", "options", "periodic",
+                      "sending", "stores.aio", "stores.broker", "task", "wire.message", "worker"}),
+    # -- admin -----------------------------------------------------------------
+    "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.schedules",
+                        "admin.subscribers", "admin.tasks", "admin.workers"}),
+    "admin.dead": frozenset({"admin.operated", "errors", "sending", "wire.message",
+                             "wire.serializer"}),
+    "admin.operated": frozenset({"periodic", "stores.broker", "task", "wire.message"}),
+    "admin.queues": frozenset({"admin.operated", "sending"}),
+    "admin.schedules": frozenset({"admin.operated", "errors", "options", "periodic", "sending",
+                                  "task"}),
+    "admin.subscribers": frozenset({"admin.operated", "broadcast", "sending"}),
+    "admin.tasks": frozenset({"admin.operated", "errors", "wire.message", "wire.serializer"}),
+    "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
