@@ -1,4 +1,4 @@
-"""Every Python example in the docs runs, as written.
+"""Every Python example in the docs and in README.rst runs, as written.
 
 Each page's ``.. code-block:: python`` blocks run in order in one namespace (a page
 tells one story). Every app the page makes is isolated on a private fakeredis
@@ -35,7 +35,7 @@ from minitask.testing import _subscribe, drain, isolated
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
-PAGES = sorted(p for p in DOCS.rglob("*.rst") if "_build" not in p.parts)
+PAGES = [ROOT / "README.rst"] + sorted(p for p in DOCS.rglob("*.rst") if "_build" not in p.parts)
 #: blocks the docs may leave unrun, each with its reason (a signature, not code)
 MAX_SKIPS = 3
 
@@ -80,7 +80,7 @@ def _examples() -> List[Any]:
     params = []
     for page in PAGES:
         if any(kind == "run" for kind, _, _ in blocks(page)):
-            params.append(pytest.param(page, id=str(page.relative_to(DOCS))))
+            params.append(pytest.param(page, id=str(page.relative_to(ROOT))))
     return params
 
 
