@@ -79,7 +79,8 @@ class Minitask:
             default 10,000; older ones are dropped) and ``durability`` (None,
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
-            ``durability_timeout`` seconds, default 1.0; README "Durability").
+            ``durability_timeout`` seconds, default 1.0; see
+            :doc:`/guide/durability`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -127,7 +128,7 @@ class Minitask:
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
         self._sender.broadcast_limits = broadcast_limits(options, where)
-        #: How replicas confirm enqueues and outcomes (SPEC section 15; durability.py).
+        #: How replicas confirm enqueues and outcomes (durability.py).
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
             options.get("durability_timeout", 1.0), where)
@@ -179,8 +180,7 @@ class Minitask:
         return found
 
     async def aclose(self) -> None:
-        """Close the async connections of the running loop (those ``adelay``, ``aget``
-        and the other ``a*`` calls opened in it).
+        """Close the async connections the running loop's ``a*`` calls opened.
 
         Raises:
             BrokerError: Redis failed while closing.
@@ -202,7 +202,7 @@ class Minitask:
 
     def task(self, func: Optional[Callable[..., Any]] = None, /,
              **options: Any) -> Union[Task[Any, Any], TaskDecorator]:
-        """Register a function as a task: ``@app.task`` or ``@app.task(queue=...)``.
+        """Register a function as a task: ``@app.task`` or ``@app.task(...)``.
 
         Args:
             func: the function, when used bare.
@@ -365,10 +365,12 @@ class Minitask:
         ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
         ``task_success``; ``fn(context, exception)`` for ``task_retry``,
         ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
-        once the outcome is decided (README "Hooks" says when it is written);
-        what it raises is logged and never changes the outcome. Returns ``fn``,
-        so it also works as a decorator
-        with ``functools.partial(app.on, "task_success")``.
+        once the outcome is decided (:doc:`/guide/observability` says when it is
+        written); what it raises is logged and never changes the outcome.
+
+        Returns:
+            ``fn``, so that it also works as a decorator, with
+            ``functools.partial(app.on, "task_success")``.
 
         Raises:
             ConfigurationError: an unknown event, or ``fn`` is not callable.
@@ -399,8 +401,10 @@ class Minitask:
         return subscriber_list(self.broker, queue)
 
     def unsubscribe(self, queue: str, name: str) -> bool:
-        """Remove a subscriber gone for good (``minitask unsubscribe``): calls stop
-        waiting for it; a worker of that name still running subscribes again.
+        """Remove a subscriber gone for good (``minitask unsubscribe``).
+
+        Calls stop waiting for it; a worker of that name still running
+        subscribes again.
 
         Returns:
             False when ``name`` was not a subscriber of ``queue``.
@@ -414,7 +418,7 @@ class Minitask:
         return self.broker.broadcasts.unsubscribe(queue, name)
 
     def batch(self) -> ContextManager[Batch]:
-        """Send every task enqueued inside a ``with`` block together, when it ends.
+        """Send every call made inside a ``with`` block together, at its end.
 
         The calls are checked as they are made, and sent in one write when the
         block ends (one script call per queue, each all or nothing); an exception
@@ -455,7 +459,7 @@ class Minitask:
         return found
 
     def requeue_dead(self, task_id: str) -> bool:
-        """Put a dead task back at the tail of its queue, as a fresh first attempt.
+        """Put a dead task back at the tail of its queue, as a first attempt.
 
         Returns:
             False when no dead letter has this id.

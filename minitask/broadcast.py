@@ -109,7 +109,7 @@ def send(sender: Sender, messages: Sequence[Message], result_ttl_ms: int,
 
 
 class BroadcastHandle(TaskHandle[Dict[str, Any]]):
-    """One broadcast call: its id, and ``join()`` for every subscriber's outcome.
+    """One broadcast call: its id, and every subscriber's outcome.
 
     ``get(timeout)`` is ``join(timeout)``; ``status()`` sums the subscribers' up.
     """
@@ -124,8 +124,10 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         return f"<BroadcastHandle {self.id} queue={self.queue!r}>"
 
     def subscribers(self) -> List[str]:
-        """Who the call was sent to: the queue's subscribers at send time (the
-        current ones once that record is gone, after ``broadcast_maxlen`` calls).
+        """Who the call was sent to: the queue's subscribers at send time.
+
+        Once that record is gone (after ``broadcast_maxlen`` calls), the current
+        subscribers.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -220,8 +222,10 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     async def ajoin(self, timeout: Optional[float] = None,
                     subscribers: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-        """``join()``, awaited: each wait is a blocking command on the app's async
-        client, holding no thread (a handle with no async broker uses a thread
+        """Like ``join()``, awaited from a coroutine.
+
+        Each wait is a blocking command on the app's async client, holding no
+        thread (a handle with no async broker uses a thread
         of the loop's default executor). The short lookups of who to wait for
         and, on a timeout, who is late, are synchronous.
 
@@ -255,7 +259,9 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         return self.join(timeout)
 
     def status(self) -> str:
-        """``succeeded`` once every subscriber succeeded, ``failed`` once all ended
+        """The call's status, summed up over its subscribers.
+
+        ``succeeded`` once every subscriber succeeded, ``failed`` once all ended
         and one did not, ``unknown`` for a call never seen (or forgotten: every
         subscriber not ended is past it and keeps no outcome, as with
         ``ignore_result``), else where the first unfinished subscriber's run is

@@ -165,8 +165,11 @@ class Signature(Workflow):
         return f"{self.task.name}.{'si' if self.immutable else 's'}({', '.join(shown)})"
 
     def set(self, **options: Any) -> "Signature":
-        """Set call options for this step: ``queue``, ``priority``, ``delay`` (seconds
-        after the step before it ends), ``eta``, ``task_id``.
+        """Set call options for this step, in place.
+
+        Args:
+            **options: ``queue``, ``priority``, ``delay`` (seconds after the step
+                before it ends), ``eta``, ``task_id``.
 
         Returns:
             This signature (changed in place, as Celery's ``set``).
@@ -187,7 +190,7 @@ class Signature(Workflow):
 
     def apply_async(self, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
                     **options: Any) -> Any:
-        """Send this step alone, with per-call options as ``Task.apply_async`` takes.
+        """Send this step alone, with the options ``Task.apply_async`` takes.
 
         Returns:
             Its ``TaskHandle``.
@@ -203,7 +206,9 @@ class Signature(Workflow):
         return self.task
 
     def delay(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
-        """Send this step alone; ``args`` go before its own, ``kwargs`` beside its own.
+        """Send this step alone, with more arguments.
+
+        ``args`` go before the signature's own, ``kwargs`` beside its own.
 
         Returns:
             Its ``TaskHandle``.
@@ -231,7 +236,7 @@ def _items(steps: Tuple[Any, ...], what: str) -> List[Workflow]:
 
 
 class chain(Workflow):  # noqa: N801 - a lower-case class, as Celery names it
-    """Steps run one after the other; each receives the result of the one before.
+    """Steps that run one after the other, each given the one before's result.
 
     ``delay()`` returns the handle of the last step: ``get()`` returns its result,
     or raises ``TaskFailed`` naming the step that ended dead.
@@ -280,8 +285,11 @@ class group(Workflow):  # noqa: N801
 
 
 class chord(Workflow):  # noqa: N801
-    """A header group and a body that runs once, with the header's results in order,
-    after every member succeeded."""
+    """A group, then a body that runs once with the group's results.
+
+    The body runs after every member of the header succeeded, with their
+    results in header order; a member that ends dead fails the chord.
+    """
 
     def __init__(self, header: Any, body: Workflow) -> None:
         super().__init__()
@@ -316,7 +324,7 @@ class _StepHandle(TaskHandle[Any]):
 
 
 class GroupHandle:
-    """The members of a sent group: their handles in order, their results, counts."""
+    """A sent group: its members' handles, in order, and their results."""
 
     def __init__(self, group_id: str, handles: List[Handle],
                  entries: List[Optional[Tuple[str, str]]],

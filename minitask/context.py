@@ -18,7 +18,9 @@ Report = Callable[[float, Optional[float], Optional[str]], None]
 
 @dataclass(frozen=True)
 class TaskContext:
-    """The running attempt: ``attempt`` is 1-based; times are aware UTC datetimes.
+    """The running attempt, as ``current_task()`` returns it.
+
+    ``attempt`` is 1-based; times are aware UTC datetimes.
 
     ``delivery`` counts the hand-overs of this attempt to a worker: above 1, an
     earlier worker took it and died (or stalled past its lease) before recording
@@ -87,7 +89,7 @@ def _utc(ms: int) -> _dt.datetime:
 
 
 def current_task() -> Optional[TaskContext]:
-    """The context of the attempt running in this thread, or None outside a task."""
+    """The context of the running attempt; None outside a task."""
     return _current.get()
 
 

@@ -163,8 +163,7 @@ class TaskHandle(Generic[R]):
                          outcome.message or outcome.reason, outcome.traceback)
 
     def cancel(self, running: bool = False) -> bool:
-        """Withdraw the task if it has not started; with ``running``, also stop it
-        if it has.
+        """Withdraw the task, or with ``running`` also stop it if it started.
 
         A running attempt is stopped within about a second: the process pool
         kills its child (and starts another), the asyncio pool cancels its

@@ -150,7 +150,8 @@ class Task(Generic[P, R]):
                 it never runs (status ``cancelled``, ``get()`` raises TaskFailed
                 with ``exc_type == "Expired"``).
             durability: None, "replicated" or "fsync" for this call (default: the
-                app's): whether replicas must confirm the enqueue (SPEC section 15).
+                app's): whether replicas must confirm the enqueue (see
+                :doc:`/guide/durability`).
 
         Raises:
             ConfigurationError: an unknown option, or a bad queue, priority, delay, eta,
@@ -362,7 +363,7 @@ class Task(Generic[P, R]):
         return Signature(self, args, kwargs)
 
     def si(self, *args: Any, **kwargs: Any) -> Signature:
-        """An immutable signature: it does not receive the result of the step before it."""
+        """An immutable signature: it ignores the result of the step before it."""
         self._refuse_broadcast_step()
         return Signature(self, args, kwargs, immutable=True)
 
@@ -438,8 +439,10 @@ class Task(Generic[P, R]):
 
 
 class AsyncTask(Task[P, R]):
-    """A task whose function is an ``async def``: ``delay(...).get()`` gives what
-    its coroutine returns, and calling it returns the coroutine, as the function does.
+    """A task whose function is an ``async def``.
+
+    ``delay(...).get()`` gives what its coroutine returns, and calling it returns
+    the coroutine, as the function does.
 
     Workers run it on an event loop: the asyncio pool awaits it beside others,
     the thread and process pools run one ``asyncio.run`` per attempt.

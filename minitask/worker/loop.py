@@ -146,8 +146,10 @@ class Worker:
     # -- running -------------------------------------------------------------
 
     def run(self) -> None:
-        """Serve the queues until stopped (SIGTERM, SIGINT, ``stop()``) or, in burst
-        mode, until nothing is ready; running tasks get ``grace`` seconds to finish.
+        """Serve the queues until stopped, or in burst mode until none is ready.
+
+        It stops on SIGTERM, SIGINT or ``stop()``; running tasks then get
+        ``grace`` seconds to finish.
 
         Raises:
             BrokerError: Redis could not be reached at start.
