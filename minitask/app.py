@@ -38,7 +38,22 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
 
 @dataclass(frozen=True)
 class DeadTask:
-    """A task that will not run again, with why."""
+    """A task that will not run again, with why; ``app.dead_letters()`` lists them.
+
+    Attributes:
+        task_id: the task's id.
+        queue: the queue it was in.
+        name: the task's name.
+        args: its positional arguments.
+        kwargs: its keyword arguments.
+        reason: why, in a few words: ``failed``, ``out of attempts``, ``unknown
+            task``, ``worker lost``...
+        exc_type: the type of the last error, by name.
+        message: the last error's message.
+        traceback: the last error's traceback, as the worker printed it.
+        dead_at: when it died, an aware UTC datetime.
+        attempts: attempts made.
+    """
 
     task_id: str
     queue: str
@@ -209,7 +224,12 @@ class Minitask:
             **options: ``name``, ``queue``, ``priority`` (0..9, 9 first),
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
                 ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
-                ``result_ttl`` (seconds).
+                ``result_ttl`` (seconds), ``broadcast``, ``rate_limit``,
+                ``max_running``.
+
+        Returns:
+            The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with
+            options, a decorator that returns it.
 
         Raises:
             ConfigurationError: an unknown or invalid option (a ValueError).
@@ -261,6 +281,9 @@ class Minitask:
             name: the task's name, and the schedule's (default: the task's default).
             **task_options: the options of ``@app.task`` (``queue``, ``priority``...).
 
+        Returns:
+            A decorator that registers the function and returns its ``Task``.
+
         Raises:
             ConfigurationError: both or neither of ``cron`` and ``every``, a bad
                 cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, or a bad
@@ -296,6 +319,19 @@ class Minitask:
         Workers serving its queue pick it up within one tick; a schedule of the
         same name (on any queue) is replaced. The options are those of
         ``periodic``; ``queue`` and ``priority`` override the task's.
+
+        Args:
+            name: the schedule's name.
+            task: the task, or its registered name.
+            cron: a 5-field cron expression, read in ``tz``.
+            every: seconds between ticks.
+            tz: IANA time zone of ``cron``.
+            args: positional arguments of each run.
+            kwargs: keyword arguments of each run.
+            catch_up: ``"latest"`` or ``"skip"``.
+            overlap: False skips a tick while the last run is pending.
+            queue: the queue of the runs (default: the task's).
+            priority: the priority of the runs (default: the task's).
 
         Returns:
             The schedule as stored, with ``next_at``.
@@ -337,6 +373,9 @@ class Minitask:
         A decorated schedule comes back when a worker of code that still has
         the decorator starts.
 
+        Args:
+            name: the schedule's name.
+
         Returns:
             False when no schedule has this name.
 
@@ -351,6 +390,9 @@ class Minitask:
 
     def schedules(self) -> List[Schedule]:
         """Every schedule of the app, by name, with its next and last tick.
+
+        Returns:
+            ``Schedule`` objects, sorted by name.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -367,6 +409,11 @@ class Minitask:
         ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
         once the outcome is decided (:doc:`/guide/observability` says when it is
         written); what it raises is logged and never changes the outcome.
+
+        Args:
+            event: ``task_start``, ``task_success``, ``task_retry``,
+                ``task_failure`` or ``task_dead``.
+            fn: the function to call.
 
         Returns:
             ``fn``, so that it also works as a decorator, with
@@ -386,12 +433,25 @@ class Minitask:
     # -- enqueueing ----------------------------------------------------------
 
     def handle(self, task_id: str) -> TaskHandle[Any]:
-        """A handle on a task known only by its id (its queue is looked up)."""
+        """A handle on a task known only by its id (its queue is looked up).
+
+        Args:
+            task_id: the id, as ``handle.id`` gave it.
+
+        Returns:
+            A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
+        """
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 
     def subscribers(self, queue: str) -> List[Subscriber]:
         """The subscribers of a queue's broadcast calls, by name, with their lag.
+
+        Args:
+            queue: the broadcast queue.
+
+        Returns:
+            ``Subscriber`` objects (``name``, ``lag``, ``last_seen``).
 
         Raises:
             ConfigurationError: a bad queue name.
@@ -405,6 +465,10 @@ class Minitask:
 
         Calls stop waiting for it; a worker of that name still running
         subscribes again.
+
+        Args:
+            queue: the broadcast queue.
+            name: the subscriber (worker) name.
 
         Returns:
             False when ``name`` was not a subscriber of ``queue``.
@@ -448,6 +512,9 @@ class Minitask:
             queue: only this queue; default: every queue of the app.
             limit: at most this many per queue.
 
+        Returns:
+            ``DeadTask`` objects, with arguments, reason, error and traceback.
+
         Raises:
             BrokerError: Redis could not be reached.
         """
@@ -460,6 +527,9 @@ class Minitask:
 
     def requeue_dead(self, task_id: str) -> bool:
         """Put a dead task back at the tail of its queue, as a first attempt.
+
+        Args:
+            task_id: the dead task's id.
 
         Returns:
             False when no dead letter has this id.
@@ -485,6 +555,10 @@ class Minitask:
 
     def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:
         """Delete dead letters for good: one by id, or all (of one queue).
+
+        Args:
+            task_id: the one to delete; None deletes every dead letter (of ``queue``).
+            queue: only this queue's.
 
         Returns:
             How many were deleted.
@@ -520,6 +594,9 @@ class Minitask:
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
             subscriber: the name it runs broadcast calls as; default: the host name.
+
+        Returns:
+            A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
 
         Raises:
             ConfigurationError: an option is invalid.

@@ -306,7 +306,11 @@ class Worker:
         self._stop.request()
 
     def run_once(self) -> bool:
-        """Fetch at most one task and run it in this thread; True if one ran."""
+        """Fetch at most one task and run it in this thread.
+
+        Returns:
+            True if a task ran, False if none was ready.
+        """
         job = guarded(self.fetch, "fetch tasks", self._stop.event)
         if job is None:
             return False
