@@ -11,7 +11,7 @@ from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, Conf
                      MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
                      TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
-from .message import Progress
+from .wire.message import Progress
 from .periodic import Schedule
 from .task import AsyncTask, Task
 from .worker import Worker

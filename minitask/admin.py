@@ -13,8 +13,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .app import Minitask
 from .errors import ConfigurationError, DecodeError
-from .message import Progress, to_seconds
-from .serializer import decode_message, decode_outcome
+from .wire.message import Progress, to_seconds
+from .wire.serializer import decode_message, decode_outcome
 from .stores.registry import SHUTDOWN
 
 #: A worker whose last heartbeat is older than this is not live.

@@ -10,19 +10,19 @@ from dataclasses import dataclass
 from typing import (Any, Callable, ContextManager, Coroutine, Dict, List, Optional, Sequence,
                     Union, overload)
 
-from .aio import AsyncBroker, async_client_for, running_loop
+from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .batching import Batch
 from .broadcast import Subscriber, broadcast_limits, subscriber_list
-from .broker import Broker
-from .connection import Client, connect
-from .durability import Durability
+from .stores.broker import Broker
+from .broker.connection import Client, connect
+from .broker.durability import Durability
 from .errors import ConfigurationError, DecodeError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
-from .message import SystemClock, to_ms, to_seconds
+from .wire.message import SystemClock, to_ms, to_seconds
 from .periodic import Schedule, build as build_schedule
 from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
-from .serializer import decode_message, decode_outcome, encode_message
+from .wire.serializer import decode_message, decode_outcome, encode_message
 from .options import TaskOptions, check_priority, check_seconds
 from .task import AsyncTask, P, R, Task, TaskDecorator
 from .worker import Worker, check_prefetch

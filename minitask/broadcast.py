@@ -14,18 +14,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .broker import Broker
-from .durability import APP, CallSetting, name_task
+from .stores.broker import Broker
+from .broker.durability import APP, CallSetting, name_task
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
-from .keys import lane
-from .message import Message, Progress, to_ms, to_seconds
+from .broker.keys import lane
+from .wire.message import Message, Progress, to_ms, to_seconds
 from .options import check_seconds
 from .sending import Sender, check_key_part
-from .serializer import decode_outcome
+from .wire.serializer import decode_outcome
 
 if TYPE_CHECKING:
-    from .aio import AsyncBroker
+    from .stores.aio import AsyncBroker
 
 #: The app's defaults: calls kept per queue for subscribers behind, and for how long (s).
 DEFAULT_MAXLEN = 10_000

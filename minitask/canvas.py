@@ -21,7 +21,7 @@ from .errors import ArgumentError, ConfigurationError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
 from .options import new_task_id
 from .sending import Sender
-from .serializer import check_arguments, decode_outcome
+from .wire.serializer import check_arguments, decode_outcome
 from .stores.workflows import Node, task_nodes
 
 W = TypeVar("W", bound="Workflow")

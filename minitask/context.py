@@ -10,7 +10,7 @@ import math
 from typing import Callable, Iterator, Optional
 
 from .errors import ConfigurationError
-from .message import Message, to_seconds
+from .wire.message import Message, to_seconds
 
 #: Takes a progress report: (current, total, message); the worker coalesces writes.
 Report = Callable[[float, Optional[float], Optional[str]], None]

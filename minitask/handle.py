@@ -6,13 +6,13 @@ import datetime as _dt
 import time
 from typing import TYPE_CHECKING, Callable, Generic, List, Optional, TypeVar
 
-from .broker import Broker
+from .stores.broker import Broker
 from .errors import BrokerError, ConfigurationError, ResultTimeout, TaskFailed
-from .message import Progress
-from .serializer import decode_outcome, unpack_progress
+from .wire.message import Progress
+from .wire.serializer import decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
-    from .aio import AsyncBroker
+    from .stores.aio import AsyncBroker
 
 R = TypeVar("R")
 

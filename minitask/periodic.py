@@ -27,8 +27,8 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import ArgumentError, ConfigurationError, DecodeError, MessageTooLarge
-from .message import MAX_MS, MAX_SECONDS, Message, describe_char, unprintable
-from .serializer import check_arguments, decode_message, encode_message
+from .wire.message import MAX_MS, MAX_SECONDS, Message, describe_char, unprintable
+from .wire.serializer import check_arguments, decode_message, encode_message
 
 #: What ``catch_up`` may say: after downtime, run the most recent missed tick once,
 #: or none of the missed ticks.

@@ -14,12 +14,12 @@ from typing import (Any, Callable, Coroutine, Dict, Generic, Iterable, List, Opt
 from . import broadcast
 from ._compat import ParamSpec
 from .canvas import Signature
-from .durability import APP, CallSetting
+from .broker.durability import APP, CallSetting
 from .errors import ArgumentError, ConfigurationError
 from .handle import TaskHandle
 from .limits import CALL_OPTIONS as FLOW_OPTIONS
 from .limits import call_flow, pack
-from .message import MAX_MS, Message, due_after_ms, new_message, to_ms
+from .wire.message import MAX_MS, Message, due_after_ms, new_message, to_ms
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name

@@ -13,12 +13,13 @@ import random
 import socket
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
-from ..broker import Broker
+from ..stores.broker import Broker
 from ..errors import BrokerError, ConfigurationError
-from ..message import Message, Outcome, to_ms
+from ..wire.message import Message, Outcome, to_ms
 from ..periodic import Schedule
-from ..pool import ProcessPool, ThreadPool
-from .aiopool import AsyncioPool
+from .pools.processes import ProcessPool
+from .pools.threads import ThreadPool
+from .pools.coroutines import AsyncioPool
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
 from .host import Host

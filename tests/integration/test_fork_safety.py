@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from minitask.transport import Transport
+from minitask.broker.transport import Transport
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from minitask import BrokerError, Minitask, TaskFailed, current_task
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import wait_until
 
 VISIBILITY = 10.0

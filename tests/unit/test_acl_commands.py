@@ -16,8 +16,9 @@ import minitask
 from tests.scale.support import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
-MODULES = ("transport.py", "cluster.py", "handle.py", "app.py", "sending.py", "pool.py",
-           "aio.py", "worker/*.py", "cli/*.py", "stores/*.py")
+MODULES = ("broker/transport.py", "broker/cluster.py", "broker/aio.py", "handle.py", "app.py",
+           "sending.py", "worker/pools/*.py",
+           "worker/*.py", "cli/*.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
            "close": "", "get_redis_connection": "", "aclose": "", "script_load": "script|load",

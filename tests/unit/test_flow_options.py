@@ -13,7 +13,7 @@ import pytest
 
 from minitask import ConfigurationError, Minitask, TaskFailed
 from minitask.cli.main import main
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from minitask.limits import TaskLimits, pack, task_limits
 from tests.conftest import ManualClock, drain
 

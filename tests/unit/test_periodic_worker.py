@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from minitask import ConfigurationError, Minitask, Worker, current_task
-from minitask.keys import queue_keys
+from minitask.broker.keys import queue_keys
 from minitask.stores.schedules import Armed
 from tests.conftest import ManualClock, drain
 

@@ -6,8 +6,8 @@ import hashlib
 
 import redis
 
-from minitask.message import Message, new_message
-from minitask.transport import _PackedScript
+from minitask.wire.message import Message, new_message
+from minitask.broker.transport import _PackedScript
 
 
 class _Level(enum.IntEnum):

@@ -29,7 +29,7 @@ from redis.exceptions import RedisClusterException
 from .cluster import ClusterWaiter, run_on_primary, wait_readable
 from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
                          read_confirmation)
-from .errors import BrokerError, ConfigurationError, broker_error
+from ..errors import BrokerError, ConfigurationError, broker_error
 
 logger = logging.getLogger(__name__)
 

@@ -10,19 +10,19 @@ from typing import Any
 
 import redis
 
-from .stores.admin import AdminStore
-from .stores.broadcast import BroadcastStore
-from .stores.cancels import CancelStore
-from .stores.dead import DeadLetterStore
-from .stores.flow import FlowStore
-from .stores.metrics import MetricsStore
-from .stores.progress import ProgressStore
-from .stores.queue import QueueStore
-from .stores.registry import WorkerRegistry
-from .stores.results import ResultStore
-from .stores.schedules import ScheduleStore
-from .stores.workflows import WorkflowStore
-from .transport import Transport
+from .admin import AdminStore
+from .broadcast import BroadcastStore
+from .cancels import CancelStore
+from .dead import DeadLetterStore
+from .flow import FlowStore
+from .metrics import MetricsStore
+from .progress import ProgressStore
+from .queue import QueueStore
+from .registry import WorkerRegistry
+from .results import ResultStore
+from .schedules import ScheduleStore
+from .workflows import WorkflowStore
+from ..broker.transport import Transport
 
 
 class Broker:

@@ -4,7 +4,7 @@ and what the fetch script costs Redis per fetch, without limits and with limits 
 reached, and per task it parks over its limit.
 
 Runs under a throwaway app name of its own (its worker process loads
-``-A minitask.bench_flow:app``) and deletes its keys when done.
+``-A minitask.bench.flow:app``) and deletes its keys when done.
 """
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import redis
 
-from .app import Minitask
-from .errors import BrokerError
+from ..app import Minitask
+from ..errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class FlowBench:
     def start_worker(self) -> None:
         env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
         self.worker = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench_flow:app",
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.flow:app",
              "--pool", "thread", "-c", "4", "--loglevel", "WARNING"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)

@@ -13,9 +13,9 @@ import time
 import urllib.request
 from typing import Any, Dict, List
 
-from .app import Minitask
-from .keys import AppKeys, queue_keys
-from .stores.metrics import DURATION, PICKUP, TASKS as COUNTED, Delta
+from ..app import Minitask
+from ..broker.keys import AppKeys, queue_keys
+from ..stores.metrics import DURATION, PICKUP, TASKS as COUNTED, Delta
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def _timed_get(url: str) -> float:
 
 def measure_dashboard(url: str, tasks: int = TASKS, queues: int = QUEUES) -> List[Dict[str, Any]]:
     """The dashboard rows, as ``bench.Row`` keyword arguments."""
-    from .dashboard.server import make  # the dashboard extra, only when measured
+    from ..dashboard.server import make  # the dashboard extra, only when measured
     bench_app = Minitask(APP, broker=url)
     logger.info("dashboard: %s tasks queued over %d queues", f"{tasks:,}", queues)
     _cleanup(bench_app, queues)

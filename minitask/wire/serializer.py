@@ -18,7 +18,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import msgpack  # type: ignore[import-untyped]
 
-from .errors import DecodeError, EncodeError
+from ..errors import DecodeError, EncodeError
 from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, Progress,
                       describe_char, to_seconds, unprintable)
 

@@ -16,7 +16,7 @@ from typing import Callable, List, Tuple
 
 import redis
 
-from .app import Minitask
+from ..app import Minitask
 
 #: The environment variable naming the bench's app (as the blocking bench's).
 APP_ENV = "MINITASK_BENCH_APP"
@@ -86,7 +86,7 @@ def _drain(url: str, app_name: str, n: int, concurrency: int,
     env = {**os.environ, APP_ENV: app_name, "MINITASK_BROKER_URL": url}
     started = time.perf_counter()
     worker = subprocess.Popen(
-        [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench_asyncio:app",
+        [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.coroutines:app",
          "--pool", "asyncio", "-c", str(concurrency), "--loglevel", "WARNING"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:

@@ -20,11 +20,11 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 import redis
 
-from .app import Minitask
-from .bench_periodic import PeriodicBench
-from .context import current_task
-from .embedded import redis_server_executable
-from .errors import BrokerError, ConfigurationError
+from ..app import Minitask
+from .periodic import PeriodicBench
+from ..context import current_task
+from ..broker.embedded import redis_server_executable
+from ..errors import BrokerError, ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ APP_ENV = "MINITASK_BENCH_APP"
 WAKE_KEY = "minitask-bench:wake"
 WAKE_REPLY_KEY = "minitask-bench:wake:reply"
 
-#: The app the bench's worker processes load with ``-A minitask.bench:app``.
+#: The app the bench's worker processes load with ``-A minitask.bench.drain:app``.
 app = Minitask(os.environ.get(APP_ENV, "minitask-bench"))
 
 
@@ -168,7 +168,7 @@ class Bench:
     def _start_worker(self, *args: str) -> "subprocess.Popen[bytes]":
         env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
         process = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench:app",
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.drain:app",
              "--loglevel", "WARNING", *args],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)
@@ -253,13 +253,13 @@ class Bench:
 
     def producer_rows(self) -> None:
         """delay() beside a bare LPUSH; 20 mixed calls in one app.batch() block."""
-        from .bench_producer import measure_producer
+        from .producer import measure_producer
         for row in measure_producer(self.url, self.app_name, self.tasks, _progress):
             self.report.add(Row(**row))
 
     def asyncio_rows(self) -> None:
         """adelay() against a redis.asyncio SET loop; the asyncio pool draining sleeps."""
-        from .bench_asyncio import measure  # asyncio machinery only when measured
+        from .coroutines import measure  # asyncio machinery only when measured
         for metric, value, unit, target, met, detail in measure(
                 self.url, self.app_name, self.tasks, _progress):
             self.report.add(Row(metric, value, unit, target, met, detail))
@@ -374,7 +374,7 @@ class Bench:
         """ms from an LPUSH to a BLPOP returning in another process: the floor under
         a worker's pickup latency on this machine, measured the same way."""
         echo = subprocess.Popen(
-            [sys.executable, "-c", f"from minitask.bench import echo_wake_ups; "
+            [sys.executable, "-c", f"from minitask.bench.drain import echo_wake_ups; "
                                    f"echo_wake_ups({self.url!r}, {samples})"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         try:
@@ -439,13 +439,13 @@ class Bench:
 
     def workflows(self) -> None:
         """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
-        from .bench_canvas import measure_workflows  # its app, only when it runs
+        from .canvas import measure_workflows  # its app, only when it runs
         for row in measure_workflows(self.url):
             self.report.add(Row(**row))
 
     def broadcasts(self) -> None:
         """Fan-out to 10 subscribers: calls/s delivered to all, idle pickup latency."""
-        from .bench_broadcast import measure_fanout  # its app, only when it runs
+        from .broadcast import measure_fanout  # its app, only when it runs
         _progress("broadcasts: fan-out to 10 subscribers")
         for row in measure_fanout(self.url):
             self.report.add(Row(**row))
@@ -453,20 +453,20 @@ class Bench:
     def durability(self) -> None:
         """delay() and a -c 1 drain waiting for a replica, beside plain ones (its own
         primary and replica: the bench's Redis may have none)."""
-        from .bench_durable import measure_durability  # its app, only when it runs
+        from .durable import measure_durability  # its app, only when it runs
         for row in measure_durability():
             self.report.add(Row(**row))
 
     def flow(self) -> None:
         """Limits configured but not reached, against none; Redis time per fetch."""
-        from .bench_flow import measure_flow  # its app, only when it runs
+        from .flow import measure_flow  # its app, only when it runs
         for row in measure_flow(self.url):
             self.report.add(Row(**row))
 
     def dashboard(self) -> None:
         """The queue page and /metrics with --memory-tasks (1,000,000) queued over 100
         queues."""
-        from .bench_dashboard import measure_dashboard  # the dashboard extra, only here
+        from .dashboard import measure_dashboard  # the dashboard extra, only here
         for row in measure_dashboard(self.url, tasks=self.memory_tasks):
             self.report.add(Row(**row))
 

@@ -2,7 +2,7 @@
 racing for them, and what 100 schedules cost an idle worker.
 
 Like the rest of the bench it runs under a throwaway app name, starts and stops
-its own worker processes (``-A minitask.bench_periodic:app``) and deletes its
+its own worker processes (``-A minitask.bench.periodic:app``) and deletes its
 keys when done.
 """
 from __future__ import annotations
@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import redis
 
-from .app import Minitask
-from .context import current_task
-from .errors import BrokerError
+from ..app import Minitask
+from ..context import current_task
+from ..errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ LATE_KEY = "minitask-bench:periodic:late"
 #: Redis commands the bench itself sends while it measures an idle worker.
 OURS = ("info",)
 
-#: The app the bench's worker processes load with ``-A minitask.bench_periodic:app``.
+#: The app the bench's worker processes load with ``-A minitask.bench.periodic:app``.
 app = Minitask(os.environ.get(APP_ENV, "minitask-bench-periodic"))
 _marks: List[Any] = []
 
@@ -103,7 +103,7 @@ class PeriodicBench:
         for _ in range(count):
             self.workers.append(subprocess.Popen(
                 [sys.executable, "-m", "minitask", "worker", "-A",
-                 "minitask.bench_periodic:app", "--loglevel", "WARNING", *args],
+                 "minitask.bench.periodic:app", "--loglevel", "WARNING", *args],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True))
         key = f"minitask:{{{self.app_name}}}:workers"

@@ -16,7 +16,7 @@ import json
 import logging
 from typing import Any, Dict
 
-from .context import current_task
+from ..context import current_task
 
 #: The text format: the task's name and id appear only on records from inside a task.
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"

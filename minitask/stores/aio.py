@@ -23,11 +23,11 @@ from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException
 
 from .broker import Broker
-from .durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
-                         takes_command_name, waitaof_in)
-from .errors import BrokerError, ConfigurationError, DurabilityError
-from .stores.scripts import source
-from .transport import ScriptCall, block_cap, text
+from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
+                                 takes_command_name, waitaof_in)
+from ..errors import BrokerError, ConfigurationError, DurabilityError
+from .scripts import source
+from ..broker.transport import ScriptCall, block_cap, text
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
 AsyncClient = Any

@@ -25,11 +25,11 @@ import threading
 import time
 from typing import Any, Callable, Dict, Optional
 
-from ..context import running
-from ..errors import TimeLimitExceeded
-from .leases import Job
-from .outcomes import Recorder
-from .runner import Runner, limited, settle
+from ...context import running
+from ...errors import TimeLimitExceeded
+from ..leases import Job
+from ..outcomes import Recorder
+from ..runner import Runner, limited, settle
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The bench starts its own primary and one replica on loopback (the Redis it
 was given may have none), then measures, in the same run, ``delay()`` one
 call at a time with ``durability="replicated"`` beside ``durability=None``,
 and a ``-c 1`` worker draining tasks with durable outcomes beside plain ones.
-Its worker processes load ``-A minitask.bench_durable:app``.
+Its worker processes load ``-A minitask.bench.durable:app``.
 """
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ from typing import Any, Dict, List, Optional
 
 import redis
 
-from .app import Minitask
-from .embedded import redis_server_executable
-from .errors import BrokerError
+from ..app import Minitask
+from ..broker.embedded import redis_server_executable
+from ..errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class DurableBench:
         env = {**os.environ, APP_ENV: self.app_name, DURABILITY_ENV: durability or "",
                "MINITASK_BROKER_URL": self.primary.url}
         self.worker = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench_durable:app",
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.durable:app",
              "--pool", "process", "-c", "1", "--loglevel", "WARNING"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)

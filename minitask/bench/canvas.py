@@ -2,7 +2,7 @@
 of 100 steps, each beside the same tasks sent plainly, on the same worker.
 
 Runs under a throwaway app name of its own (its worker processes load
-``-A minitask.bench_canvas:app``) and deletes its keys when done.
+``-A minitask.bench.canvas:app``) and deletes its keys when done.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from typing import Any, Dict, List, Optional
 
 import redis
 
-from .app import Minitask
-from .canvas import chain, chord, group
-from .errors import BrokerError
+from ..app import Minitask
+from ..canvas import chain, chord, group
+from ..errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ class WorkflowBench:
     def start_worker(self) -> None:
         env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
         self.worker = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench_canvas:app",
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.canvas:app",
              "--pool", "process", "-c", "2", "--loglevel", "WARNING"],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True)

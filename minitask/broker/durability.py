@@ -21,7 +21,7 @@ from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import redis
 
-from .errors import ConfigurationError, DurabilityError
+from ..errors import ConfigurationError, DurabilityError
 from .keys import confirm_key
 
 #: The durability settings, ``None`` first: the primary's word alone.

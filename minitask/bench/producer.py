@@ -14,7 +14,7 @@ from typing import Any, Callable, Dict, List, Sequence
 
 import redis
 
-from .app import Minitask
+from ..app import Minitask
 
 #: Alternating blocks per row.
 BLOCKS = 10

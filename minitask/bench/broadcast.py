@@ -1,7 +1,7 @@
 """``minitask bench``'s fan-out rows: broadcast calls to a group of 10 subscribers.
 
 Ten worker processes (``--pool thread -c 1``, each its own ``--name``) load
-``-A minitask.bench_broadcast:app`` under a throwaway app name; the rows are
+``-A minitask.bench.broadcast:app`` under a throwaway app name; the rows are
 the calls per second delivered to all ten, and the pickup latency of a call
 sent to the idle group (send to start, per subscriber). Its keys are deleted
 when done.
@@ -18,8 +18,8 @@ from typing import Any, Dict, List
 
 import redis
 
-from .app import Minitask
-from .errors import BrokerError
+from ..app import Minitask
+from ..errors import BrokerError
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class FanoutBench:
         for index in range(SUBSCRIBERS):
             self.workers.append(subprocess.Popen(
                 [sys.executable, "-m", "minitask", "worker", "-A",
-                 "minitask.bench_broadcast:app", "--pool", "thread", "-c", "1", "-Q", QUEUE,
+                 "minitask.bench.broadcast:app", "--pool", "thread", "-c", "1", "-Q", QUEUE,
                  "--name", f"s{index}", "--loglevel", "WARNING"],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 start_new_session=True))

@@ -1,8 +1,6 @@
-"""Thread and process pools that run a worker's tasks.
+"""The process pool: child processes that each fetch and run one task at a time.
 
-The thread pool hands leased jobs to threads. The process pool supervises
-child processes that each fetch and run one task at a time; the supervisor
-kills a child whose attempt runs past its time limit, replaces children
+The supervisor kills a child whose attempt runs past its time limit, replaces children
 that die, and gives the stop grace to all of them.
 
 A child tells its supervisor only what the supervisor acts on: the start and
@@ -18,18 +16,18 @@ import ctypes
 import logging
 import multiprocessing
 import os
-import queue as _queue
 import signal
 import sys
 import threading
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, ContextManager, Dict, Generic, List, Optional, Protocol, TypeVar
+from typing import Any, Callable, ContextManager, Dict, Generic, List, Optional, Protocol
 
-from .errors import BrokerError
-from .message import Message
-from .signals import SignalRelay
+from ...errors import BrokerError
+from ...wire.message import Message
+from ..signals import SignalRelay
+from .job import J
 
 logger = logging.getLogger(__name__)
 
@@ -41,16 +39,6 @@ _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 _PR_SET_PDEATHSIG = 1
 #: Bytes of a running task's id kept in shared memory, to name it if its child dies.
 _ID_BYTES = 200
-
-
-class PoolJob(Protocol):
-    """A leased task as a pool sees it: something with an id to log."""
-
-    @property
-    def task_id(self) -> str: ...
-
-
-J = TypeVar("J", bound=PoolJob)
 
 
 class Supervised(Protocol[J]):
@@ -87,61 +75,6 @@ class Supervised(Protocol[J]):
                     on_end: Callable[[], None], on_done: Callable[[int, int], None],
                     on_stopping: Callable[[Optional[J]], None],
                     on_cancel: Optional[Callable[[J, Message], None]] = None) -> None: ...
-
-
-class ThreadPool(Generic[J]):
-    """A fixed set of threads; the dispatcher takes a slot before it fetches."""
-
-    def __init__(self, size: int, execute: Callable[[J], None]) -> None:
-        self._size = size
-        self._busy = 0
-        self._finished = 0
-        self._idle = threading.Condition()
-        self._jobs: "_queue.SimpleQueue[J]" = _queue.SimpleQueue()
-        self._execute = execute
-        for index in range(size):
-            threading.Thread(target=self._loop, name=f"minitask-thread-{index}",
-                             daemon=True).start()
-
-    def wait_for_slot(self, stop: threading.Event) -> bool:
-        """Take a free slot; False when ``stop`` is set first."""
-        with self._idle:
-            while self._busy >= self._size and not stop.is_set():
-                self._idle.wait(0.2)
-            if stop.is_set():
-                return False
-            self._busy += 1
-            return True
-
-    def give_back_slot(self, finished: bool = False) -> None:
-        with self._idle:
-            self._busy -= 1
-            self._finished += finished
-            self._idle.notify_all()
-
-    @property
-    def finished(self) -> int:
-        """Jobs run to the end so far: a change means new work may have been scheduled."""
-        with self._idle:
-            return self._finished
-
-    def submit(self, job: J) -> None:
-        self._jobs.put(job)
-
-    def wait_idle(self, timeout: Optional[float] = None) -> bool:
-        """Wait until no job runs; False when ``timeout`` seconds pass first."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._busy == 0, timeout)
-
-    def _loop(self) -> None:
-        while True:
-            job = self._jobs.get()
-            try:
-                self._execute(job)
-            except BaseException:  # a bug of ours must not end the thread; the lease expires
-                logger.exception("internal error while running task %s", job.task_id)
-            finally:
-                self.give_back_slot(finished=True)
 
 
 @dataclass
@@ -466,4 +399,4 @@ def _kill(pid: int) -> None:
     _signal(pid, signal.SIGKILL)
 
 
-__all__: List[str] = ["ThreadPool", "ProcessPool"]
+__all__: List[str] = ["ProcessPool"]
