@@ -38,7 +38,7 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
 
 @dataclass(frozen=True)
 class DeadTask:
-    """A task that will not run again, with why; ``app.dead_letters()`` lists them.
+    """A task that will not run again, with why (see ``dead_letters()``).
 
     Attributes:
         task_id: the task's id.
