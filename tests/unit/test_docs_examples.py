@@ -28,6 +28,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
+import fakeredis.aioredis
 import pytest
 
 from minitask import BroadcastHandle, GroupHandle, Minitask, TaskHandle
@@ -95,6 +96,9 @@ class Harness:
         def init(app: Minitask, *args: Any, **kwargs: Any) -> None:
             original_init(app, *args, **kwargs)
             self.stack.enter_context(isolated(app))
+            # the async calls (adelay, aget...) reach the same in-memory server
+            server = app._broker_setting.connection_pool.connection_kwargs["server"]
+            monkeypatch.setattr(app, "_async_setting", fakeredis.aioredis.FakeRedis(server=server))
             self.apps.append(app)
 
         monkeypatch.setattr(Minitask, "__init__", init)
