@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fast typecheck lint clean
+.PHONY: demo test fast typecheck lint clean docs
 
 $(STAMP): setup.cfg setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/logfanout/demo.py
 
-test: lint typecheck
+test: lint typecheck docs
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
@@ -28,5 +28,15 @@ typecheck: $(STAMP)
 fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration and not crash and not scale" -q
 
+# The docs site: docs/_build/html; every warning is an error.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build *.egg-info docs/_build

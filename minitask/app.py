@@ -60,7 +60,8 @@ class Minitask:
             default 10,000; older ones are dropped) and ``durability`` (None,
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
-            ``durability_timeout`` seconds, default 1.0; README "Durability").
+            ``durability_timeout`` seconds, default 1.0; see
+            :doc:`/guide/durability`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -108,7 +109,7 @@ class Minitask:
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
         self._sender.broadcast_limits = broadcast_limits(options, where)
-        #: How replicas confirm enqueues and outcomes (SPEC section 15; durability.py).
+        #: How replicas confirm enqueues and outcomes (durability.py).
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
             options.get("durability_timeout", 1.0), where)
@@ -160,8 +161,7 @@ class Minitask:
         return found
 
     async def aclose(self) -> None:
-        """Close the async connections of the running loop (those ``adelay``, ``aget``
-        and the other ``a*`` calls opened in it).
+        """Close the async connections the running loop's ``a*`` calls opened.
 
         Raises:
             BrokerError: Redis failed while closing.
@@ -183,14 +183,19 @@ class Minitask:
 
     def task(self, func: Optional[Callable[..., Any]] = None, /,
              **options: Any) -> Union[Task[Any, Any], TaskDecorator]:
-        """Register a function as a task: ``@app.task`` or ``@app.task(queue=...)``.
+        """Register a function as a task: ``@app.task`` or ``@app.task(...)``.
 
         Args:
             func: the function, when used bare.
             **options: ``name``, ``queue``, ``priority`` (0..9, 9 first),
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
                 ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
-                ``result_ttl`` (seconds).
+                ``result_ttl`` (seconds), ``broadcast``, ``rate_limit``,
+                ``max_running``.
+
+        Returns:
+            The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with
+            options, a decorator that returns it.
 
         Raises:
             ConfigurationError: an unknown or invalid option (a ValueError).
@@ -242,6 +247,9 @@ class Minitask:
             name: the task's name, and the schedule's (default: the task's default).
             **task_options: the options of ``@app.task`` (``queue``, ``priority``...).
 
+        Returns:
+            A decorator that registers the function and returns its ``Task``.
+
         Raises:
             ConfigurationError: both or neither of ``cron`` and ``every``, a bad
                 cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, or a bad
@@ -278,6 +286,19 @@ class Minitask:
         same name (on any queue) is replaced. The options are those of
         ``periodic``; ``queue`` and ``priority`` override the task's.
 
+        Args:
+            name: the schedule's name.
+            task: the task, or its registered name.
+            cron: a 5-field cron expression, read in ``tz``.
+            every: seconds between ticks.
+            tz: IANA time zone of ``cron``.
+            args: positional arguments of each run.
+            kwargs: keyword arguments of each run.
+            catch_up: ``"latest"`` or ``"skip"``.
+            overlap: False skips a tick while the last run is pending.
+            queue: the queue of the runs (default: the task's).
+            priority: the priority of the runs (default: the task's).
+
         Returns:
             The schedule as stored, with ``next_at``.
 
@@ -298,6 +319,9 @@ class Minitask:
         A decorated schedule comes back when a worker of code that still has
         the decorator starts.
 
+        Args:
+            name: the schedule's name.
+
         Returns:
             False when no schedule has this name.
 
@@ -308,6 +332,9 @@ class Minitask:
 
     def schedules(self) -> List[Schedule]:
         """Every schedule of the app, by name, with its next and last tick.
+
+        Returns:
+            ``Schedule`` objects, sorted by name.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -320,10 +347,17 @@ class Minitask:
         ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
         ``task_success``; ``fn(context, exception)`` for ``task_retry``,
         ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
-        once the outcome is decided (README "Hooks" says when it is written);
-        what it raises is logged and never changes the outcome. Returns ``fn``,
-        so it also works as a decorator
-        with ``functools.partial(app.on, "task_success")``.
+        once the outcome is decided (:doc:`/guide/observability` says when it is
+        written); what it raises is logged and never changes the outcome.
+
+        Args:
+            event: ``task_start``, ``task_success``, ``task_retry``,
+                ``task_failure`` or ``task_dead``.
+            fn: the function to call.
+
+        Returns:
+            ``fn``, so that it also works as a decorator, with
+            ``functools.partial(app.on, "task_success")``.
 
         Raises:
             ConfigurationError: an unknown event, or ``fn`` is not callable.
@@ -339,12 +373,25 @@ class Minitask:
     # -- enqueueing ----------------------------------------------------------
 
     def handle(self, task_id: str) -> TaskHandle[Any]:
-        """A handle on a task known only by its id (its queue is looked up)."""
+        """A handle on a task known only by its id (its queue is looked up).
+
+        Args:
+            task_id: the id, as ``handle.id`` gave it.
+
+        Returns:
+            A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
+        """
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 
     def subscribers(self, queue: str) -> List[Subscriber]:
         """The subscribers of a queue's broadcast calls, by name, with their lag.
+
+        Args:
+            queue: the broadcast queue.
+
+        Returns:
+            ``Subscriber`` objects (``name``, ``lag``, ``last_seen``).
 
         Raises:
             ConfigurationError: a bad queue name.
@@ -353,8 +400,14 @@ class Minitask:
         return admin.subscribers(self, queue)
 
     def unsubscribe(self, queue: str, name: str) -> bool:
-        """Remove a subscriber gone for good (``minitask unsubscribe``): calls stop
-        waiting for it; a worker of that name still running subscribes again.
+        """Remove a subscriber gone for good (``minitask unsubscribe``).
+
+        Calls stop waiting for it; a worker of that name still running
+        subscribes again.
+
+        Args:
+            queue: the broadcast queue.
+            name: the subscriber (worker) name.
 
         Returns:
             False when ``name`` was not a subscriber of ``queue``.
@@ -366,7 +419,7 @@ class Minitask:
         return admin.unsubscribe(self, queue, name)
 
     def batch(self) -> ContextManager[Batch]:
-        """Send every task enqueued inside a ``with`` block together, when it ends.
+        """Send every call made inside a ``with`` block together, at its end.
 
         The calls are checked as they are made, and sent in one write when the
         block ends (one script call per queue, each all or nothing); an exception
@@ -391,13 +444,19 @@ class Minitask:
             queue: only this queue; default: every queue of the app.
             limit: at most this many per queue.
 
+        Returns:
+            ``DeadTask`` objects, with arguments, reason, error and traceback.
+
         Raises:
             BrokerError: Redis could not be reached.
         """
         return admin.dead_letters(self, queue, limit=limit)
 
     def requeue_dead(self, task_id: str) -> bool:
-        """Put a dead task back at the tail of its queue, as a fresh first attempt.
+        """Put a dead task back at the tail of its queue, as a first attempt.
+
+        Args:
+            task_id: the dead task's id.
 
         Returns:
             False when no dead letter has this id.
@@ -409,6 +468,10 @@ class Minitask:
 
     def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:
         """Delete dead letters for good: one by id, or all (of one queue).
+
+        Args:
+            task_id: the one to delete; None deletes every dead letter (of ``queue``).
+            queue: only this queue's.
 
         Returns:
             How many were deleted.
@@ -434,6 +497,9 @@ class Minitask:
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
             subscriber: the name it runs broadcast calls as; default: the host name.
+
+        Returns:
+            A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
 
         Raises:
             ConfigurationError: an option is invalid.

@@ -30,7 +30,13 @@ R = TypeVar("R")
 
 
 class Task(Generic[P, R]):
-    """A function registered with ``@app.task``; call it to run it in-process."""
+    """A function registered with ``@app.task``; call it to run it in-process.
+
+    Attributes:
+        name: the name workers look it up by.
+        queue: the queue its calls go to.
+        priority: the priority of its calls, 0..9.
+    """
 
     def __init__(self, sender: Sender, func: Callable[P, R], options: TaskOptions) -> None:
         self._sender = sender
@@ -49,12 +55,25 @@ class Task(Generic[P, R]):
         return f"<Task {self.name} queue={self.queue!r} priority={self.priority}>"
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        """Call the function directly, in this process: nothing is enqueued.
+
+        Args:
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            What the function returns.
+        """
         return self.func(*args, **kwargs)
 
     # -- enqueueing --------------------------------------------------------------
 
     def delay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Enqueue a call to run as soon as a worker is free.
+
+        Args:
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
 
         Returns:
             A handle on the enqueued call.
@@ -68,21 +87,36 @@ class Task(Generic[P, R]):
         return self._send([self._message(args, kwargs, self.queue, self.priority, None, None)])[0]
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
-        """``delay``, awaited: the same checks, then a write on ``redis.asyncio``.
+        """Like ``delay()``, awaited: the write goes through ``redis.asyncio``.
+
+        Args:
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A handle on the enqueued call.
 
         Raises:
-            The same errors as ``delay``.
+            ArgumentError, EncodeError, MessageTooLarge, BrokerError: as ``delay()``.
         """
         return (await self._asend([self._message(args, kwargs, self.queue, self.priority,
                                                  None, None)]))[0]
 
     def apply_in(self, seconds: float, /, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
-        """Enqueue a call to run no earlier than ``seconds`` from now (<= 0: now).
+        """Enqueue a call to run no earlier than ``seconds`` from now.
+
+        Args:
+            seconds: the delay, a float; 0 or less means now. Positional only.
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A handle on the enqueued call; its status is ``scheduled`` until due.
 
         Raises:
             ConfigurationError: ``seconds`` is not a finite number, or ends after
                 year 9999 (a ValueError).
-            The same errors as ``delay``.
+            ArgumentError, EncodeError, MessageTooLarge, BrokerError: as ``delay()``.
         """
         eta_ms = self._delay_ms(seconds, "apply_in")
         return self._send([self._message(args, kwargs, self.queue, self.priority, eta_ms,
@@ -90,10 +124,19 @@ class Task(Generic[P, R]):
 
     async def aapply_in(self, seconds: float, /, *args: P.args,
                         **kwargs: P.kwargs) -> TaskHandle[R]:
-        """``apply_in``, awaited.
+        """Like ``apply_in()``, awaited.
+
+        Args:
+            seconds: the delay, a float; 0 or less means now. Positional only.
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A handle on the enqueued call.
 
         Raises:
-            The same errors as ``apply_in``.
+            ConfigurationError, ArgumentError, EncodeError, MessageTooLarge,
+                BrokerError: as ``apply_in()``.
         """
         eta_ms = self._delay_ms(seconds, "apply_in")
         return (await self._asend([self._message(args, kwargs, self.queue, self.priority,
@@ -104,22 +147,38 @@ class Task(Generic[P, R]):
         """Enqueue a call to run no earlier than ``when``.
 
         Args:
-            when: an aware ``datetime`` or a Unix timestamp in seconds.
+            when: an aware ``datetime`` or a Unix timestamp in seconds; a time in
+                the past means now. Positional only.
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A handle on the enqueued call; its status is ``scheduled`` until due.
 
         Raises:
             ConfigurationError: ``when`` is a naive datetime, not a finite number, or
                 after year 9999 (a ValueError).
-            The same errors as ``delay``.
+            ArgumentError, EncodeError, MessageTooLarge, BrokerError: as ``delay()``.
         """
         return self._send([self._message(args, kwargs, self.queue, self.priority,
                                          self._eta_ms(when), None)])[0]
 
     async def aapply_at(self, when: Union[_dt.datetime, float], /, *args: P.args,
                         **kwargs: P.kwargs) -> TaskHandle[R]:
-        """``apply_at``, awaited.
+        """Like ``apply_at()``, awaited.
+
+        Args:
+            when: an aware ``datetime`` or a Unix timestamp in seconds.
+                Positional only.
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A handle on the enqueued call.
 
         Raises:
-            The same errors as ``apply_at``.
+            ConfigurationError, ArgumentError, EncodeError, MessageTooLarge,
+                BrokerError: as ``apply_at()``.
         """
         return (await self._asend([self._message(args, kwargs, self.queue, self.priority,
                                                  self._eta_ms(when), None)]))[0]
@@ -150,7 +209,12 @@ class Task(Generic[P, R]):
                 it never runs (status ``cancelled``, ``get()`` raises TaskFailed
                 with ``exc_type == "Expired"``).
             durability: None, "replicated" or "fsync" for this call (default: the
-                app's): whether replicas must confirm the enqueue (SPEC section 15).
+                app's): whether replicas must confirm the enqueue (see
+                :doc:`/guide/durability`).
+
+        Returns:
+            A handle on the enqueued call (on the call already pending, when
+            ``task_id`` names one).
 
         Raises:
             ConfigurationError: an unknown option, or a bad queue, priority, delay, eta,
@@ -158,8 +222,8 @@ class Task(Generic[P, R]):
             DurabilityError: replicas did not confirm the enqueue within the app's
                 durability_timeout; the task may or may not be in Redis.
             ArgumentError: ``args`` is not a tuple or list, or ``kwargs`` not a dict
-                with str keys (a TypeError).
-            The same errors as ``delay``.
+                with str keys, or they do not fit the function (a TypeError).
+            EncodeError, MessageTooLarge, BrokerError: as ``delay()``.
         """
         message = self._call_message(args, kwargs, queue, priority, delay, eta, task_id, unknown,
                                      {"limit_key": limit_key, "debounce": debounce,
@@ -176,10 +240,27 @@ class Task(Generic[P, R]):
                            expires: Union[_dt.datetime, float, None] = None,
                            durability: CallSetting = APP,
                            **unknown: Any) -> TaskHandle[R]:
-        """``apply_async``, awaited.
+        """Like ``apply_async()``, awaited; it takes the same options.
+
+        Args:
+            args: positional arguments of the function.
+            kwargs: keyword arguments of the function.
+            queue: see ``apply_async()``.
+            priority: see ``apply_async()``.
+            delay: see ``apply_async()``.
+            eta: see ``apply_async()``.
+            task_id: see ``apply_async()``.
+            limit_key: see ``apply_async()``.
+            debounce: see ``apply_async()``.
+            expires: see ``apply_async()``.
+            durability: see ``apply_async()``.
+
+        Returns:
+            A handle on the enqueued call.
 
         Raises:
-            The same errors as ``apply_async``.
+            ConfigurationError, DurabilityError, ArgumentError, EncodeError,
+                MessageTooLarge, BrokerError: as ``apply_async()``.
         """
         return (await self._asend([self._call_message(
             args, kwargs, queue, priority, delay, eta, task_id, unknown,
@@ -249,16 +330,24 @@ class Task(Generic[P, R]):
 
         Raises:
             ArgumentError: ``calls`` is not iterable, or one call is not a tuple or
-                list (a TypeError).
-            The same errors as ``delay``; every call is checked before any is sent.
+                list, or does not fit the function (a TypeError).
+            EncodeError, MessageTooLarge, BrokerError: as ``delay()``; every call
+                is checked before any is sent.
         """
         return self._send(self._many_messages(calls))
 
     async def adelay_many(self, calls: Iterable[Sequence[Any]]) -> List[TaskHandle[R]]:
-        """``delay_many``, awaited.
+        """Like ``delay_many()``, awaited.
+
+        Args:
+            calls: one tuple of positional arguments per call.
+
+        Returns:
+            One handle per call, in order.
 
         Raises:
-            The same errors as ``delay_many``.
+            ArgumentError, EncodeError, MessageTooLarge, BrokerError: as
+                ``delay_many()``.
         """
         return await self._asend(self._many_messages(calls))
 
@@ -355,6 +444,13 @@ class Task(Generic[P, R]):
         The result of the step before it is prepended to ``args`` when it runs;
         arguments are checked when the workflow is sent, as ``delay()`` checks them.
 
+        Args:
+            *args: positional arguments of the function (after the result).
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A ``Signature`` for ``chain``, ``group`` and ``chord``.
+
         Raises:
             ConfigurationError: a broadcast task (it would run once, as a plain task).
         """
@@ -362,7 +458,18 @@ class Task(Generic[P, R]):
         return Signature(self, args, kwargs)
 
     def si(self, *args: Any, **kwargs: Any) -> Signature:
-        """An immutable signature: it does not receive the result of the step before it."""
+        """An immutable signature: it ignores the result of the step before it.
+
+        Args:
+            *args: positional arguments of the function.
+            **kwargs: keyword arguments of the function.
+
+        Returns:
+            A ``Signature`` for ``chain``, ``group`` and ``chord``.
+
+        Raises:
+            ConfigurationError: a broadcast task (it would run once, as a plain task).
+        """
         self._refuse_broadcast_step()
         return Signature(self, args, kwargs, immutable=True)
 
@@ -438,8 +545,10 @@ class Task(Generic[P, R]):
 
 
 class AsyncTask(Task[P, R]):
-    """A task whose function is an ``async def``: ``delay(...).get()`` gives what
-    its coroutine returns, and calling it returns the coroutine, as the function does.
+    """A task whose function is an ``async def``.
+
+    ``delay(...).get()`` gives what its coroutine returns, and calling it returns
+    the coroutine, as the function does.
 
     Workers run it on an event loop: the asyncio pool awaits it beside others,
     the thread and process pools run one ``asyncio.run`` per attempt.

@@ -15,7 +15,22 @@ from .operated import Operated, app_queues
 
 @dataclass(frozen=True)
 class DeadTask:
-    """A task that will not run again, with why."""
+    """A task that will not run again, with why (see ``dead_letters()``).
+
+    Attributes:
+        task_id: the task's id.
+        queue: the queue it was in.
+        name: the task's name.
+        args: its positional arguments.
+        kwargs: its keyword arguments.
+        reason: why, in a few words: ``failed``, ``out of attempts``, ``unknown
+            task``, ``worker lost``...
+        exc_type: the type of the last error, by name.
+        message: the last error's message.
+        traceback: the last error's traceback, as the worker printed it.
+        dead_at: when it died, an aware UTC datetime.
+        attempts: attempts made.
+    """
 
     task_id: str
     queue: str

@@ -164,7 +164,11 @@ class Outcome:
 class Progress:
     """The last progress a running task reported with ``set_progress``.
 
-    ``at`` is when the task reported it: an aware UTC datetime.
+    Attributes:
+        current: how far the task is.
+        total: out of how much, if it said.
+        message: what it is doing, if it said.
+        at: when it reported this, an aware UTC datetime.
     """
 
     current: float

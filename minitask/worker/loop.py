@@ -147,8 +147,10 @@ class Worker:
     # -- running -------------------------------------------------------------
 
     def run(self) -> None:
-        """Serve the queues until stopped (SIGTERM, SIGINT, ``stop()``) or, in burst
-        mode, until nothing is ready; running tasks get ``grace`` seconds to finish.
+        """Serve the queues until stopped, or in burst mode until none is ready.
+
+        It stops on SIGTERM, SIGINT or ``stop()``; running tasks then get
+        ``grace`` seconds to finish.
 
         Raises:
             BrokerError: Redis could not be reached at start.
@@ -305,7 +307,11 @@ class Worker:
         self._stop.request()
 
     def run_once(self) -> bool:
-        """Fetch at most one task and run it in this thread; True if one ran."""
+        """Fetch at most one task and run it in this thread.
+
+        Returns:
+            True if a task ran, False if none was ready.
+        """
         job = guarded(self.fetch, "fetch tasks", self._stop.event)
         if job is None:
             return False

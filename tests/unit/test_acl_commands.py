@@ -1,4 +1,4 @@
-"""README.rst's ACL command list names every Redis command minitask sends.
+"""The docs' ACL command list (docs/guide/scaling.rst) names every Redis command minitask sends.
 
 The commands are read from the code: ``redis.call(...)``, ``redis.pcall(...)``
 and lib.lua's wrappers ``must(kind, ...)`` and ``tolerant(instead, ...)`` in the
@@ -23,7 +23,7 @@ MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py",
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
            "close": "", "get_redis_connection": "", "aclose": "", "script_load": "script|load",
-           # a cluster client's slot map (CLUSTER SLOTS, listed apart for Cluster in README)
+           # a cluster client's slot map (CLUSTER SLOTS, listed apart for Cluster in the docs)
            "initialize": "", "get_node_from_key": ""}
 #: what redis-py sends on its own: scripts run by EVALSHA, loaded on NOSCRIPT;
 #: health checks of idle connections
@@ -50,11 +50,11 @@ def used_commands() -> Set[str]:
     return found
 
 
-def test_readme_acl_lists_every_command_minitask_sends() -> None:
+def test_the_docs_acl_lists_every_command_minitask_sends() -> None:
     missing = used_commands() - set(documented_commands())
-    assert not missing, f"add to the ACL list in README.rst (Scaling out): {sorted(missing)}"
+    assert not missing, f"add to the ACL list in docs/guide/scaling.rst: {sorted(missing)}"
 
 
-def test_readme_acl_lists_nothing_minitask_does_not_send() -> None:
+def test_the_docs_acl_lists_nothing_minitask_does_not_send() -> None:
     extra = set(documented_commands()) - used_commands()
-    assert not extra, f"not sent by minitask, remove from README.rst: {sorted(extra)}"
+    assert not extra, f"not sent by minitask, remove from docs/guide/scaling.rst: {sorted(extra)}"
