@@ -50,7 +50,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the public API of tasks and workflows
     ("features", frozenset({"broadcast", "canvas", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
-    ("calls", frozenset({"batching", "handle", "options", "sending"})),
+    ("calls", frozenset({"batching", "call", "handle", "options", "sending"})),
     # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
     ("worker", frozenset({"worker"})),
     # every operation on Redis, one module per concern, and their Lua
@@ -135,9 +135,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
                          "wire.serializer"}),
-    "task": frozenset({"_compat", "broadcast", "broker.durability", "canvas", "errors",
-                       "handle", "limits", "options", "sending", "tracing", "wire.message"}),
+    "task": frozenset({"_compat", "broadcast", "broker.durability", "call", "canvas", "errors",
+                       "handle", "options", "sending", "wire.message"}),
     # -- calls -----------------------------------------------------------------
+    # one call of a task: arguments bound, options checked, message built
+    "call": frozenset({"broker.durability", "errors", "limits", "options", "sending", "tracing",
+                       "wire.message"}),
     "batching": frozenset({"errors", "handle", "wire.message"}),
     "handle": frozenset({"errors", "stores.broker", "wire.message", "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
