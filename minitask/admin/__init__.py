@@ -2,7 +2,7 @@
 
 One module per concern: look a task up (``tasks``), count and purge queues
 (``queues``), see and stop workers (``workers``), dead letters (``dead``),
-schedules (``schedules``) and broadcast subscribers (``subscribers``). Each
+schedules (``scheduling``) and broadcast subscribers (``subscriptions``). Each
 function takes the app (anything shaped like ``Operated``) first.
 """
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from .dead import DeadTask, dead_letters, purge_dead, requeue_dead
 from .operated import Operated, app_queues
 from .queues import all_queue_counts, purge_ready, queue_counts
-from .schedules import add_schedule, remove_schedule, schedules
-from .subscribers import subscribers, unsubscribe
+from .scheduling import add_schedule, remove_schedule, schedules
+from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import LIVE_MS, live_workers, shutdown
 
