@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fast typecheck lint clean test-pythons test-redis dist
+.PHONY: demo test fast typecheck lint clean docs test-pythons test-redis dist
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/logfanout/demo.py
 
-test: lint typecheck
+test: lint typecheck docs
 	$(BIN)/python -m pytest
 	$(MAKE) test-pythons
 
@@ -28,6 +28,16 @@ typecheck: $(STAMP)
 
 fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration and not crash and not scale" -q
+
+# The docs site: docs/_build/html; every warning is an error.
+DOCS_STAMP := $(VENV)/.docs-installed
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 # -- the other supported Pythons (setup.cfg's classifiers), each in a venv of its own
 # (.venv-3.13, ...) from pyenv's build or pythonX.Y on PATH; a missing one fails, named.
@@ -88,4 +98,4 @@ dist: $(STAMP)
 	$(BIN)/python tools/check_dist.py dist
 
 clean:
-	rm -rf $(VENV) .venv-* build dist *.egg-info
+	rm -rf $(VENV) .venv-* build dist *.egg-info docs/_build

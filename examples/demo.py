@@ -31,7 +31,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import minitask.embedded  # noqa: E402
+import minitask.broker.embedded  # noqa: E402
 from examples.orders import tasks  # noqa: E402
 from minitask import ResultTimeout, TaskFailed, TaskHandle  # noqa: E402
 
@@ -77,7 +77,7 @@ def main() -> int:
         if not ok and os.path.exists(log_path):
             _print_tail(log_path)
         try:
-            minitask.embedded.stop(data_dir)
+            minitask.broker.embedded.stop(data_dir)
         except minitask.MinitaskError as exc:
             print(f"could not stop the demo's embedded broker in {data_dir}: {exc}")
         shutil.rmtree(data_dir, ignore_errors=True)

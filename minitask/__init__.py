@@ -1,7 +1,8 @@
 """minitask: a Celery-style task framework for Python on Redis."""
 from __future__ import annotations
 
-from .app import DeadTask, Minitask
+from .admin import DeadTask
+from .app import Minitask
 from .broadcast import BroadcastHandle, Subscriber
 from .canvas import GroupHandle, Signature, chain, chord, group
 from .context import TaskContext, current_task
@@ -11,7 +12,7 @@ from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, Conf
                      MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
                      TimeLimitExceeded, UnknownTaskError)
 from .handle import TaskHandle
-from .message import Progress
+from .wire.message import Progress
 from .periodic import Schedule
 from .task import AsyncTask, Task
 from .worker import Worker

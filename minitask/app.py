@@ -2,29 +2,26 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
-import datetime as _dt
 import inspect
 import weakref
-from dataclasses import dataclass
 from typing import (Any, Callable, ContextManager, Coroutine, Dict, List, Optional, Sequence,
                     Union, overload)
 
-from .aio import AsyncBroker, async_client_for, running_loop
+from .admin.methods import Operations
 from .batching import Batch
-from .broadcast import Subscriber, broadcast_limits, subscriber_list
-from .broker import Broker
-from .connection import Client, connect
-from .durability import Durability
-from .errors import ConfigurationError, DecodeError, DuplicateTaskError
+from .broadcast import broadcast_limits
+from .broker.connection import Client, connect
+from .broker.durability import Durability
+from .errors import ConfigurationError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
-from .message import SystemClock, to_ms, to_seconds
+from .options import TaskOptions, check_seconds
 from .periodic import Schedule, build as build_schedule
-from .sending import BULK_CHUNK, Sender, check_key_part, check_queue_name
-from .serializer import decode_message, decode_outcome, encode_message
-from .options import TaskOptions, check_priority, check_seconds
+from .sending import Sender, check_key_part, check_queue_name
+from .stores.aio import AsyncBroker, async_client_for, running_loop
+from .stores.broker import Broker
 from .task import AsyncTask, P, R, Task, TaskDecorator
+from .wire.message import SystemClock, to_ms
 from .worker import Worker, check_prefetch
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
@@ -36,24 +33,7 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "durability_timeout"})
 
 
-@dataclass(frozen=True)
-class DeadTask:
-    """A task that will not run again, with why."""
-
-    task_id: str
-    queue: str
-    name: str
-    args: List[Any]
-    kwargs: Dict[str, Any]
-    reason: str
-    exc_type: str
-    message: str
-    traceback: str
-    dead_at: _dt.datetime
-    attempts: int
-
-
-class Minitask:
+class Minitask(Operations):
     """An application: a name that namespaces its Redis keys, and its tasks.
 
     Args:
@@ -79,7 +59,8 @@ class Minitask:
             default 10,000; older ones are dropped) and ``durability`` (None,
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
-            ``durability_timeout`` seconds, default 1.0; README "Durability").
+            ``durability_timeout`` seconds, default 1.0; see
+            :doc:`/guide/durability`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -127,7 +108,7 @@ class Minitask:
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
         self._sender.broadcast_limits = broadcast_limits(options, where)
-        #: How replicas confirm enqueues and outcomes (SPEC section 15; durability.py).
+        #: How replicas confirm enqueues and outcomes (durability.py).
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
             options.get("durability_timeout", 1.0), where)
@@ -179,8 +160,7 @@ class Minitask:
         return found
 
     async def aclose(self) -> None:
-        """Close the async connections of the running loop (those ``adelay``, ``aget``
-        and the other ``a*`` calls opened in it).
+        """Close the async connections the running loop's ``a*`` calls opened.
 
         Raises:
             BrokerError: Redis failed while closing.
@@ -202,14 +182,19 @@ class Minitask:
 
     def task(self, func: Optional[Callable[..., Any]] = None, /,
              **options: Any) -> Union[Task[Any, Any], TaskDecorator]:
-        """Register a function as a task: ``@app.task`` or ``@app.task(queue=...)``.
+        """Register a function as a task: ``@app.task`` or ``@app.task(...)``.
 
         Args:
             func: the function, when used bare.
             **options: ``name``, ``queue``, ``priority`` (0..9, 9 first),
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
                 ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
-                ``result_ttl`` (seconds).
+                ``result_ttl`` (seconds), ``broadcast``, ``rate_limit``,
+                ``max_running``.
+
+        Returns:
+            The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with
+            options, a decorator that returns it.
 
         Raises:
             ConfigurationError: an unknown or invalid option (a ValueError).
@@ -261,6 +246,9 @@ class Minitask:
             name: the task's name, and the schedule's (default: the task's default).
             **task_options: the options of ``@app.task`` (``queue``, ``priority``...).
 
+        Returns:
+            A decorator that registers the function and returns its ``Task``.
+
         Raises:
             ConfigurationError: both or neither of ``cron`` and ``every``, a bad
                 cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, or a bad
@@ -285,90 +273,23 @@ class Minitask:
 
         return register
 
-    def add_schedule(self, name: str, task: Union[Task[Any, Any], str], *,
-                     cron: Optional[str] = None, every: Optional[float] = None,
-                     tz: str = "UTC", args: Sequence[Any] = (),
-                     kwargs: Optional[Dict[str, Any]] = None, catch_up: str = "latest",
-                     overlap: bool = True, queue: Optional[str] = None,
-                     priority: Optional[int] = None) -> Schedule:
-        """Add or replace a schedule at run time, for every worker of the app.
-
-        Workers serving its queue pick it up within one tick; a schedule of the
-        same name (on any queue) is replaced. The options are those of
-        ``periodic``; ``queue`` and ``priority`` override the task's.
-
-        Returns:
-            The schedule as stored, with ``next_at``.
-
-        Raises:
-            ConfigurationError: a bad option, or a task name this app does not know
-                (a ValueError naming the schedule).
-            ArgumentError: ``args``/``kwargs`` do not fit the task (a TypeError).
-            EncodeError: an argument msgpack cannot carry (a TypeError).
-            BrokerError: Redis could not be reached.
-        """
-        registered = self.tasks.get(task) if isinstance(task, str) else task
-        if not isinstance(registered, Task):
-            raise ConfigurationError(f"schedule {name!r}: task must be a task of this app or "
-                                     f"its name, got {task!r}; known: "
-                                     f"{', '.join(sorted(self.tasks)) or '(none)'}")
-        target = registered.queue if queue is None else queue
-        check_queue_name(target)
-        level = registered.priority if priority is None else check_priority(
-            priority, f"schedule {name!r}")
-        schedule = build_schedule(name, registered.name, registered.func, cron=cron,
-                                  every=every, tz=tz, args=args, kwargs=kwargs,
-                                  catch_up=catch_up, overlap=overlap, queue=target,
-                                  priority=level, max_message_bytes=self.max_message_bytes)
-        store = self.broker.schedules
-        for other in self._queues(None):
-            if other != target:
-                store.remove(other, name)
-        self.broker.queues.register_queues([target])
-        store.save(schedule, schedule.next_after(self.clock.now_ms()))
-        for found in store.listing(target):
-            if found.name == name:
-                return found
-        return schedule  # pragma: no cover - removed again by another process meanwhile
-
-    def remove_schedule(self, name: str) -> bool:
-        """Stop a schedule for every worker; runs already enqueued still run.
-
-        A decorated schedule comes back when a worker of code that still has
-        the decorator starts.
-
-        Returns:
-            False when no schedule has this name.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        self.periodic_schedules.pop(name, None)
-        removed = False
-        for queue in self._queues(None):
-            removed = self.broker.schedules.remove(queue, name) or removed
-        return removed
-
-    def schedules(self) -> List[Schedule]:
-        """Every schedule of the app, by name, with its next and last tick.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        found = [schedule for queue in self._queues(None)
-                 for schedule in self.broker.schedules.listing(queue)]
-        return sorted(found, key=lambda schedule: schedule.name)
-
     def on(self, event: str, fn: Hook) -> Hook:
         """Call ``fn`` in the worker at each ``event`` of this app's tasks.
 
         ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
         ``task_success``; ``fn(context, exception)`` for ``task_retry``,
         ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
-        once the outcome is decided (README "Hooks" says when it is written);
-        what it raises is logged and never changes the outcome. Returns ``fn``,
-        so it also works as a decorator
-        with ``functools.partial(app.on, "task_success")``.
+        once the outcome is decided (:doc:`/guide/observability` says when it is
+        written); what it raises is logged and never changes the outcome.
+
+        Args:
+            event: ``task_start``, ``task_success``, ``task_retry``,
+                ``task_failure`` or ``task_dead``.
+            fn: the function to call.
+
+        Returns:
+            ``fn``, so that it also works as a decorator, with
+            ``functools.partial(app.on, "task_success")``.
 
         Raises:
             ConfigurationError: an unknown event, or ``fn`` is not callable.
@@ -384,37 +305,19 @@ class Minitask:
     # -- enqueueing ----------------------------------------------------------
 
     def handle(self, task_id: str) -> TaskHandle[Any]:
-        """A handle on a task known only by its id (its queue is looked up)."""
+        """A handle on a task known only by its id (its queue is looked up).
+
+        Args:
+            task_id: the id, as ``handle.id`` gave it.
+
+        Returns:
+            A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
+        """
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 
-    def subscribers(self, queue: str) -> List[Subscriber]:
-        """The subscribers of a queue's broadcast calls, by name, with their lag.
-
-        Raises:
-            ConfigurationError: a bad queue name.
-            BrokerError: Redis could not be reached.
-        """
-        check_queue_name(queue)
-        return subscriber_list(self.broker, queue)
-
-    def unsubscribe(self, queue: str, name: str) -> bool:
-        """Remove a subscriber gone for good (``minitask unsubscribe``): calls stop
-        waiting for it; a worker of that name still running subscribes again.
-
-        Returns:
-            False when ``name`` was not a subscriber of ``queue``.
-
-        Raises:
-            ConfigurationError: a bad queue or subscriber name.
-            BrokerError: Redis could not be reached.
-        """
-        check_queue_name(queue)
-        check_key_part("subscriber", name)
-        return self.broker.broadcasts.unsubscribe(queue, name)
-
     def batch(self) -> ContextManager[Batch]:
-        """Send every task enqueued inside a ``with`` block together, when it ends.
+        """Send every call made inside a ``with`` block together, at its end.
 
         The calls are checked as they are made, and sent in one write when the
         block ends (one script call per queue, each all or nothing); an exception
@@ -429,76 +332,6 @@ class Minitask:
                 were enqueued whole or not at all.
         """
         return self._sender.batch()
-
-    # -- dead letters --------------------------------------------------------
-
-    def _queues(self, queue: Optional[str]) -> List[str]:
-        if queue is not None:
-            return [queue]
-        return sorted(set(self.broker.queues.queue_names()) | set(self.worker_queues()))
-
-    def dead_letters(self, queue: Optional[str] = None, *, limit: int = 1000) -> List[DeadTask]:
-        """Tasks that will not run again, oldest first.
-
-        Args:
-            queue: only this queue; default: every queue of the app.
-            limit: at most this many per queue.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        found: List[DeadTask] = []
-        for name in self._queues(queue):
-            for letter in self.broker.dead.letters(name, limit):
-                found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
-                                        letter.info))
-        return found
-
-    def requeue_dead(self, task_id: str) -> bool:
-        """Put a dead task back at the tail of its queue, as a fresh first attempt.
-
-        Returns:
-            False when no dead letter has this id.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        for queue in self._queues(None):
-            if self.broker.results.state(queue, task_id)[0] != "dead":
-                continue
-            body = self.broker.queues.message_body(queue, task_id) or b""
-            priority = 5
-            try:
-                message = decode_message(body)
-            except DecodeError:
-                pass  # revived as it is: the worker will dead-letter it again, with the reason
-            else:
-                priority = message.priority
-                body = encode_message(dataclasses.replace(
-                    message, enqueued_at_ms=self.clock.now_ms(), eta_ms=None, attempt=1))
-            return self.broker.dead.revive(queue, task_id, body, priority, self.clock.now_ms())
-        return False
-
-    def purge_dead(self, task_id: Optional[str] = None, *, queue: Optional[str] = None) -> int:
-        """Delete dead letters for good: one by id, or all (of one queue).
-
-        Returns:
-            How many were deleted.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        purged = 0
-        for name in self._queues(queue):
-            if task_id is not None:
-                purged += self.broker.dead.purge(name, [task_id])
-                continue
-            while True:
-                ids = self.broker.dead.ids(name, BULK_CHUNK)
-                if not ids:
-                    break
-                purged += self.broker.dead.purge(name, ids)
-        return purged
 
     # -- workers -------------------------------------------------------------
 
@@ -517,6 +350,9 @@ class Minitask:
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
             subscriber: the name it runs broadcast calls as; default: the host name.
 
+        Returns:
+            A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
+
         Raises:
             ConfigurationError: an option is invalid.
         """
@@ -534,26 +370,3 @@ def _check_count(value: Any, what: str, where: str, most: int) -> None:
 def _code_of(func: Callable[..., Any]) -> Any:
     """Re-importing a module re-registers the same code: that is not a duplicate."""
     return getattr(func, "__code__", func)
-
-
-def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
-               info: Optional[bytes]) -> DeadTask:
-    name, args, kwargs, attempts = "?", [], {}, 0
-    try:
-        message = decode_message(body or b"")
-        name, args, kwargs, attempts = message.task, message.args, message.kwargs, message.attempt
-    except DecodeError:
-        pass  # an undecodable message is listed with what is known about it
-    reason = exc_type = text = trace = ""
-    if info:
-        try:
-            outcome = decode_outcome(info)
-            reason, exc_type, text, trace = (outcome.reason, outcome.exc_type, outcome.message,
-                                             outcome.traceback)
-        except DecodeError:
-            reason = "unreadable dead-letter record"
-    return DeadTask(task_id=task_id, queue=queue, name=name, args=args, kwargs=kwargs,
-                    reason=reason, exc_type=exc_type, message=text, traceback=trace,
-                    dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
-                                                       tz=_dt.timezone.utc),
-                    attempts=attempts)

@@ -13,7 +13,7 @@ from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from .errors import BatchNotSent
 from .handle import TaskHandle
-from .message import Progress
+from .wire.message import Progress
 
 R = TypeVar("R")
 

@@ -14,18 +14,18 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .broker import Broker
-from .durability import APP, CallSetting, name_task
+from .stores.broker import Broker
+from .broker.durability import APP, CallSetting, name_task
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
-from .keys import lane
-from .message import Message, Progress, to_ms, to_seconds
+from .broker.keys import lane
+from .wire.message import Message, Progress, to_ms, to_seconds
 from .options import check_seconds
 from .sending import Sender, check_key_part
-from .serializer import decode_outcome
+from .wire.serializer import decode_outcome
 
 if TYPE_CHECKING:
-    from .aio import AsyncBroker
+    from .stores.aio import AsyncBroker
 
 #: The app's defaults: calls kept per queue for subscribers behind, and for how long (s).
 DEFAULT_MAXLEN = 10_000
@@ -109,7 +109,7 @@ def send(sender: Sender, messages: Sequence[Message], result_ttl_ms: int,
 
 
 class BroadcastHandle(TaskHandle[Dict[str, Any]]):
-    """One broadcast call: its id, and ``join()`` for every subscriber's outcome.
+    """One broadcast call: its id, and every subscriber's outcome.
 
     ``get(timeout)`` is ``join(timeout)``; ``status()`` sums the subscribers' up.
     """
@@ -124,8 +124,13 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         return f"<BroadcastHandle {self.id} queue={self.queue!r}>"
 
     def subscribers(self) -> List[str]:
-        """Who the call was sent to: the queue's subscribers at send time (the
-        current ones once that record is gone, after ``broadcast_maxlen`` calls).
+        """Who the call was sent to: the queue's subscribers at send time.
+
+        Once that record is gone (after ``broadcast_maxlen`` calls), the current
+        subscribers.
+
+        Returns:
+            Subscriber names.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -220,13 +225,22 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     async def ajoin(self, timeout: Optional[float] = None,
                     subscribers: Optional[Sequence[str]] = None) -> Dict[str, Any]:
-        """``join()``, awaited: each wait is a blocking command on the app's async
-        client, holding no thread (a handle with no async broker uses a thread
+        """Like ``join()``, awaited from a coroutine.
+
+        Each wait is a blocking command on the app's async client, holding no
+        thread (a handle with no async broker uses a thread
         of the loop's default executor). The short lookups of who to wait for
         and, on a timeout, who is late, are synchronous.
 
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+            subscribers: wait for these names only (default: as ``join()``).
+
+        Returns:
+            Subscriber name -> the value its run returned, or a ``TaskFailed``.
+
         Raises:
-            The same errors as ``join``.
+            ResultTimeout, BrokerError, ConfigurationError: as ``join()``.
         """
         try:
             broker = self._aio()
@@ -251,15 +265,30 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         return {name: outcomes[name] for name in names}
 
     def get(self, timeout: Optional[float] = None) -> Dict[str, Any]:
-        """``join(timeout)``: every subscriber's outcome, by name."""
+        """The same as ``join(timeout)``: every subscriber's outcome, by name.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            Subscriber name -> the value its run returned, or a ``TaskFailed``.
+
+        Raises:
+            ResultTimeout, BrokerError, ConfigurationError: as ``join()``.
+        """
         return self.join(timeout)
 
     def status(self) -> str:
-        """``succeeded`` once every subscriber succeeded, ``failed`` once all ended
+        """The call's status, summed up over its subscribers.
+
+        ``succeeded`` once every subscriber succeeded, ``failed`` once all ended
         and one did not, ``unknown`` for a call never seen (or forgotten: every
         subscriber not ended is past it and keeps no outcome, as with
         ``ignore_result``), else where the first unfinished subscriber's run is
         (``queued``, ``running``, ``retrying``).
+
+        Returns:
+            One of the statuses of ``TaskHandle.status()``.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -285,25 +314,68 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         return "succeeded" if all(s == "succeeded" for s in ended) else "failed"
 
     def cancel(self, running: bool = False) -> bool:
-        """Broadcast calls cannot be withdrawn once sent: always False."""
+        """Do nothing: a broadcast call cannot be withdrawn once sent.
+
+        Args:
+            running: ignored.
+
+        Returns:
+            False, always.
+        """
         return False
 
     def progress(self) -> Optional[Progress]:
-        """Each subscriber runs the call: there is no one progress to read (None)."""
+        """Read nothing: each subscriber runs the call, with no one progress.
+
+        Returns:
+            None, always.
+        """
         return None
 
     # The async twins, in the loop's default executor like ``ajoin``.
 
     async def aget(self, timeout: Optional[float] = None) -> Dict[str, Any]:
+        """The same as ``ajoin(timeout)``.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            Subscriber name -> the value its run returned, or a ``TaskFailed``.
+
+        Raises:
+            ResultTimeout, BrokerError, ConfigurationError: as ``join()``.
+        """
         return await self.ajoin(timeout)
 
     async def astatus(self) -> str:
+        """Like ``status()``, awaited (in the loop's default executor).
+
+        Returns:
+            One of the statuses of ``TaskHandle.status()``.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
         return await asyncio.get_running_loop().run_in_executor(None, self.status)
 
     async def acancel(self, running: bool = False) -> bool:
+        """Do nothing, as ``cancel()``: a broadcast call cannot be withdrawn.
+
+        Args:
+            running: ignored.
+
+        Returns:
+            False, always.
+        """
         return False
 
     async def aprogress(self) -> Optional[Progress]:
+        """Read nothing, as ``progress()``.
+
+        Returns:
+            None, always.
+        """
         return None
 
     def _ended(self, name: str) -> bool:

@@ -21,7 +21,7 @@ from .errors import ArgumentError, ConfigurationError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
 from .options import new_task_id
 from .sending import Sender
-from .serializer import check_arguments, decode_outcome
+from .wire.serializer import check_arguments, decode_outcome
 from .stores.workflows import Node, task_nodes
 
 W = TypeVar("W", bound="Workflow")
@@ -69,8 +69,13 @@ class Workflow(ABC):
         self.errbacks: List[Signature] = []
 
     def on_error(self: W, sig: "Signature") -> W:
-        """Run ``sig`` once, with the failed task's id as its first argument (unless
-        it is immutable, made with ``si()``), when any task of this workflow ends dead.
+        """Run ``sig`` once if any task of this workflow ends dead.
+
+        ``sig`` gets the failed task's id as its first argument, unless it is
+        immutable (made with ``si()``).
+
+        Args:
+            sig: the signature to send.
 
         Returns:
             This workflow, to chain calls.
@@ -92,8 +97,11 @@ class Workflow(ABC):
         return chain(self, other)
 
     def delay(self, *args: Any, **kwargs: Any) -> Any:
-        """Send the workflow; ``args`` are prepended to the arguments of its first
-        task(s), ``kwargs`` added to theirs.
+        """Send the workflow, with more arguments for its first task(s).
+
+        Args:
+            *args: prepended to the arguments of its first task(s).
+            **kwargs: added to theirs.
 
         Returns:
             The handle of its last task (a ``TaskHandle``), or a ``GroupHandle`` when
@@ -105,17 +113,25 @@ class Workflow(ABC):
             MessageTooLarge: a message is over ``max_message_bytes``.
             ConfigurationError: tasks of different apps, or an empty chain.
             BrokerError: Redis failed; the first tasks may be partly sent.
-
-            Nothing is written unless every call passes its checks.
+                Nothing is written unless every call passes its checks.
         """
         return self.apply_async(args, kwargs)
 
     def apply_async(self, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
                     **options: Any) -> Any:
-        """``delay()`` with the arguments as a tuple and a dict.
+        """Like ``delay()``, with the arguments as a tuple and a dict.
+
+        Args:
+            args: prepended to the arguments of the first task(s).
+            kwargs: added to theirs.
+            **options: refused: set options on the signatures with ``set()``.
+
+        Returns:
+            As ``delay()``.
 
         Raises:
-            The same errors as ``delay()``; options are for single signatures only.
+            ConfigurationError: options were given (a ValueError).
+            ArgumentError, EncodeError, BrokerError: as ``delay()``.
         """
         if options:
             raise ConfigurationError(f"{type(self).__name__}.apply_async takes no options "
@@ -165,8 +181,11 @@ class Signature(Workflow):
         return f"{self.task.name}.{'si' if self.immutable else 's'}({', '.join(shown)})"
 
     def set(self, **options: Any) -> "Signature":
-        """Set call options for this step: ``queue``, ``priority``, ``delay`` (seconds
-        after the step before it ends), ``eta``, ``task_id``.
+        """Set call options for this step, in place.
+
+        Args:
+            **options: ``queue``, ``priority``, ``delay`` (seconds after the step
+                before it ends), ``eta``, ``task_id``.
 
         Returns:
             This signature (changed in place, as Celery's ``set``).
@@ -187,13 +206,20 @@ class Signature(Workflow):
 
     def apply_async(self, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
                     **options: Any) -> Any:
-        """Send this step alone, with per-call options as ``Task.apply_async`` takes.
+        """Send this step alone, with the options ``Task.apply_async`` takes.
+
+        Args:
+            args: prepended to the signature's own positional arguments.
+            kwargs: added to its keyword arguments.
+            **options: ``queue``, ``priority``, ``delay``, ``eta``, ``task_id``,
+                for this send only.
 
         Returns:
             Its ``TaskHandle``.
 
         Raises:
-            The same errors as ``Task.apply_async``.
+            ConfigurationError, ArgumentError, EncodeError, MessageTooLarge,
+                BrokerError: as ``Task.apply_async()``.
         """
         if options:
             return self.clone().set(**options).apply_async(args, kwargs)
@@ -203,13 +229,18 @@ class Signature(Workflow):
         return self.task
 
     def delay(self, *args: Any, **kwargs: Any) -> TaskHandle[Any]:
-        """Send this step alone; ``args`` go before its own, ``kwargs`` beside its own.
+        """Send this step alone, with more arguments.
+
+        Args:
+            *args: go before the signature's own positional arguments.
+            **kwargs: go beside its own keyword arguments.
 
         Returns:
             Its ``TaskHandle``.
 
         Raises:
-            The same errors as ``Task.delay``.
+            ArgumentError, EncodeError, MessageTooLarge, BrokerError: as
+                ``Task.delay()``.
         """
         handle: TaskHandle[Any] = self.apply_async(args, kwargs)
         return handle
@@ -231,7 +262,7 @@ def _items(steps: Tuple[Any, ...], what: str) -> List[Workflow]:
 
 
 class chain(Workflow):  # noqa: N801 - a lower-case class, as Celery names it
-    """Steps run one after the other; each receives the result of the one before.
+    """Steps that run one after the other, each given the one before's result.
 
     ``delay()`` returns the handle of the last step: ``get()`` returns its result,
     or raises ``TaskFailed`` naming the step that ended dead.
@@ -261,13 +292,18 @@ class group(Workflow):  # noqa: N801
         return f"group({', '.join(map(repr, self.members))})"
 
     def delay(self, *args: Any, **kwargs: Any) -> "GroupHandle":
-        """Send every member; ``args`` go before each member's own.
+        """Send every member, with more arguments for each.
+
+        Args:
+            *args: go before each member's own positional arguments.
+            **kwargs: added to each member's keyword arguments.
 
         Returns:
             A ``GroupHandle``: the members' handles in order, their results, counts.
 
         Raises:
-            The same errors as ``Workflow.delay``.
+            ArgumentError, EncodeError, MessageTooLarge, ConfigurationError,
+                BrokerError: as ``chain.delay()``.
         """
         handle: GroupHandle = self.apply_async(args, kwargs)
         return handle
@@ -280,8 +316,11 @@ class group(Workflow):  # noqa: N801
 
 
 class chord(Workflow):  # noqa: N801
-    """A header group and a body that runs once, with the header's results in order,
-    after every member succeeded."""
+    """A group, then a body that runs once with the group's results.
+
+    The body runs after every member of the header succeeded, with their
+    results in header order; a member that ends dead fails the chord.
+    """
 
     def __init__(self, header: Any, body: Workflow) -> None:
         super().__init__()
@@ -316,7 +355,11 @@ class _StepHandle(TaskHandle[Any]):
 
 
 class GroupHandle:
-    """The members of a sent group: their handles in order, their results, counts."""
+    """A sent group: its members' handles, in order, and their results.
+
+    Attributes:
+        id: the group's id.
+    """
 
     def __init__(self, group_id: str, handles: List[Handle],
                  entries: List[Optional[Tuple[str, str]]],
@@ -334,6 +377,12 @@ class GroupHandle:
 
     def get(self, timeout: Optional[float] = None) -> List[Any]:
         """Wait for every member and return their results, in member order.
+
+        Args:
+            timeout: seconds to wait at most, for all members together.
+
+        Returns:
+            The members' results, in member order.
 
         Raises:
             TaskFailed: a member failed (the first one in member order).
@@ -358,6 +407,9 @@ class GroupHandle:
         as its last task (``running`` until that is sent); a member that is a group
         as ``succeeded`` once all of its members are, ``failed`` or ``cancelled`` if
         one is, else ``running``.
+
+        Returns:
+            Status -> how many members are in it.
 
         Raises:
             BrokerError: Redis could not be reached.

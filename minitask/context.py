@@ -10,7 +10,7 @@ import math
 from typing import Callable, Iterator, Optional
 
 from .errors import ConfigurationError
-from .message import Message, to_seconds
+from .wire.message import Message, to_seconds
 
 #: Takes a progress report: (current, total, message); the worker coalesces writes.
 Report = Callable[[float, Optional[float], Optional[str]], None]
@@ -18,11 +18,21 @@ Report = Callable[[float, Optional[float], Optional[str]], None]
 
 @dataclass(frozen=True)
 class TaskContext:
-    """The running attempt: ``attempt`` is 1-based; times are aware UTC datetimes.
+    """The running attempt, as ``current_task()`` returns it.
 
-    ``delivery`` counts the hand-overs of this attempt to a worker: above 1, an
-    earlier worker took it and died (or stalled past its lease) before recording
-    an outcome, so the task may have run partly or wholly before.
+    Attributes:
+        id: the task id.
+        name: the task's name.
+        queue: the queue it came from.
+        priority: its priority, 0..9.
+        attempt: 1 for the first attempt, 2 for the first retry...
+        enqueued_at: when it was enqueued, an aware UTC datetime.
+        eta: when it was due, an aware UTC datetime; None if it was sent to run
+            at once.
+        delivery: the hand-overs of this attempt to a worker. Above 1, an
+            earlier worker took it and died (or stalled past its lease) before
+            recording an outcome, so the task may have run partly or wholly
+            before.
     """
 
     id: str
@@ -87,7 +97,11 @@ def _utc(ms: int) -> _dt.datetime:
 
 
 def current_task() -> Optional[TaskContext]:
-    """The context of the attempt running in this thread, or None outside a task."""
+    """The context of the running attempt; None outside a task.
+
+    Returns:
+        The ``TaskContext`` of the attempt this thread (or asyncio task) runs.
+    """
     return _current.get()
 
 

@@ -96,11 +96,12 @@ class BrokerError(MinitaskError):
 
 
 class DurabilityError(BrokerError):
-    """Replicas did not confirm a write in time (``durability``, SPEC section 15).
+    """Replicas did not confirm a write in time (``durability``).
 
     The write may or may not be in Redis, and may or may not survive a
     failover: ``task_id`` names the task (None for a write of no one task) and
-    ``confirmed`` says how many replicas confirmed it.
+    ``confirmed`` says how many replicas confirmed it. See
+    :doc:`/guide/durability`.
     """
 
     def __init__(self, message: str, *, task_id: Optional[str], confirmed: int) -> None:
@@ -221,9 +222,11 @@ class ResultTimeout(MinitaskError, TimeoutError):
 
 
 class BatchNotSent(MinitaskError):
-    """A handle from an ``app.batch()`` block was asked about its task before the
-    block sent it (the block is still open), or the block sent nothing (it ended
-    with an exception, or the send failed)."""
+    """A handle asked about a call its ``app.batch()`` block has not sent.
+
+    Either the block is still open, or it sent nothing: it ended with an
+    exception, or the send failed.
+    """
 
 
 class Retry(MinitaskError):

@@ -6,13 +6,13 @@ import datetime as _dt
 import time
 from typing import TYPE_CHECKING, Callable, Generic, List, Optional, TypeVar
 
-from .broker import Broker
+from .stores.broker import Broker
 from .errors import BrokerError, ConfigurationError, ResultTimeout, TaskFailed
-from .message import Progress
-from .serializer import decode_outcome, unpack_progress
+from .wire.message import Progress
+from .wire.serializer import decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
-    from .aio import AsyncBroker
+    from .stores.aio import AsyncBroker
 
 R = TypeVar("R")
 
@@ -24,7 +24,13 @@ _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "sche
 
 
 class TaskHandle(Generic[R]):
-    """The id of an enqueued call, with ways to ask what became of it."""
+    """The id of an enqueued call, with ways to ask what became of it.
+
+    Every enqueue returns one; ``app.handle(task_id)`` rebuilds one from an id.
+
+    Attributes:
+        id: the task id (22 url-safe characters, unless you chose it).
+    """
 
     #: Whether the task may be enqueued after the handle exists (a later step of a
     #: workflow): then ``get()`` waits for an id Redis does not know yet.
@@ -163,8 +169,7 @@ class TaskHandle(Generic[R]):
                          outcome.message or outcome.reason, outcome.traceback)
 
     def cancel(self, running: bool = False) -> bool:
-        """Withdraw the task if it has not started; with ``running``, also stop it
-        if it has.
+        """Withdraw the task, or with ``running`` also stop it if it started.
 
         A running attempt is stopped within about a second: the process pool
         kills its child (and starts another), the asyncio pool cancels its
@@ -198,6 +203,10 @@ class TaskHandle(Generic[R]):
         It is at most about a tenth of a second behind the task's last call, and
         expires with the task's result.
 
+        Returns:
+            A ``Progress`` (``current``, ``total``, ``message``, ``at``), or None
+            when the task has reported nothing.
+
         Raises:
             BrokerError: Redis could not be reached.
         """
@@ -205,7 +214,10 @@ class TaskHandle(Generic[R]):
         return None if queue is None else self._broker.progress.read(queue, self.id)
 
     async def aprogress(self) -> Optional[Progress]:
-        """``progress()``, awaited.
+        """Like ``progress()``, awaited.
+
+        Returns:
+            A ``Progress``, or None when the task has reported nothing.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -229,7 +241,10 @@ class TaskHandle(Generic[R]):
         return self._queue
 
     async def astatus(self) -> str:
-        """``status()``, awaited.
+        """Like ``status()``, awaited.
+
+        Returns:
+            The status, as ``status()`` says it.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -243,7 +258,13 @@ class TaskHandle(Generic[R]):
         return _STATE_TO_STATUS[state]
 
     async def aget(self, timeout: Optional[float] = None) -> R:
-        """``get()``, awaited: a blocking Redis call on an asyncio connection.
+        """Like ``get()``, awaited: the wait holds no thread.
+
+        Args:
+            timeout: seconds to wait at most; ``None`` waits as long as it takes.
+
+        Returns:
+            The task's return value (tuples arrive as lists).
 
         Raises:
             TaskFailed: the task failed or was cancelled.
@@ -265,7 +286,13 @@ class TaskHandle(Generic[R]):
                 raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
 
     async def acancel(self, running: bool = False) -> bool:
-        """``cancel()``, awaited.
+        """Like ``cancel()``, awaited.
+
+        Args:
+            running: also stop an attempt that has started.
+
+        Returns:
+            As ``cancel()``: True when the task will never run or a stop was asked.
 
         Raises:
             BrokerError: Redis could not be reached.

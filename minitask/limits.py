@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from .errors import ConfigurationError
-from .message import MAX_MS, MAX_SECONDS, describe_char, to_ms, unprintable
+from .wire.message import MAX_MS, MAX_SECONDS, describe_char, to_ms, unprintable
 
 #: The task options this module checks.
 TASK_OPTIONS = frozenset({"rate_limit", "max_running"})

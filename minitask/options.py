@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Optional, Tuple, Type
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
 from .limits import TaskLimits, task_limits
-from .message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
+from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",

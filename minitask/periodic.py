@@ -27,8 +27,8 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import ArgumentError, ConfigurationError, DecodeError, MessageTooLarge
-from .message import MAX_MS, MAX_SECONDS, Message, describe_char, unprintable
-from .serializer import check_arguments, decode_message, encode_message
+from .wire.message import MAX_MS, MAX_SECONDS, Message, describe_char, unprintable
+from .wire.serializer import check_arguments, decode_message, encode_message
 
 #: What ``catch_up`` may say: after downtime, run the most recent missed tick once,
 #: or none of the missed ticks.
@@ -57,9 +57,21 @@ def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:
 class Schedule:
     """A periodic task: which task runs, with what, and when.
 
-    ``next_at`` and ``last_at`` (aware UTC datetimes) are filled in when the
-    schedule is read back from Redis: the next tick due, and the tick of the
-    last run enqueued (None before the first).
+    Attributes:
+        name: the schedule's name (a decorated task's schedule has the task's).
+        task: the name of the task it runs.
+        cron: the cron expression, or None.
+        every: seconds between ticks, or None.
+        tz: the IANA time zone ``cron`` is read in.
+        args: positional arguments of each run.
+        kwargs: keyword arguments of each run.
+        catch_up: ``"latest"`` or ``"skip"``.
+        overlap: whether a tick runs while the last run is pending.
+        queue: the queue of the runs.
+        priority: the priority of the runs.
+        next_at: the next tick due, an aware UTC datetime (filled in when read
+            back from Redis).
+        last_at: the tick of the last run enqueued, or None before the first.
     """
 
     name: str

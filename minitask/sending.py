@@ -8,15 +8,15 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .aio import AsyncBroker
+from .stores.aio import AsyncBroker
 from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
-from .broker import Broker
-from .durability import APP, CallSetting, Durability, name_task
+from .stores.broker import Broker
+from .broker.durability import APP, CallSetting, Durability, name_task
 from .errors import ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
-from .keys import check_name
-from .message import Clock, Message
-from .serializer import check_arguments, encode_message
+from .broker.keys import check_name
+from .wire.message import Clock, Message
+from .wire.serializer import check_arguments, encode_message
 
 #: One checked, encoded message: (id, body, priority, due ms or 0).
 Entry = Tuple[str, bytes, int, int]

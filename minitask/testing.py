@@ -23,9 +23,9 @@ from contextlib import contextmanager
 from typing import Iterator, List, Optional
 
 from .app import Minitask
-from .durability import Durability
+from .broker.durability import Durability
 from .errors import ConfigurationError
-from .message import to_ms, wall_ms
+from .wire.message import to_ms, wall_ms
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import importlib
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, Optional
 
-from .message import Message
+from .wire.message import Message
 
 _api: Any = None
 _looked = False

@@ -22,7 +22,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-import minitask.embedded  # noqa: E402
+import minitask.broker.embedded  # noqa: E402
 
 PROCESSORS = ("p1", "p2", "p3")
 
@@ -62,7 +62,7 @@ def main() -> int:
                 worker.wait(timeout=10)
         app.close()
         try:
-            minitask.embedded.stop(data_dir)
+            minitask.broker.embedded.stop(data_dir)
         except minitask.MinitaskError as exc:
             print(f"could not stop the embedded broker in {data_dir}: {exc}")
         shutil.rmtree(data_dir, ignore_errors=True)

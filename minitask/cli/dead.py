@@ -5,7 +5,8 @@ import argparse
 from typing import Any, Dict, List
 
 from ..admin import inspect
-from ..app import DeadTask, Minitask
+from ..admin import DeadTask
+from ..app import Minitask
 from ..errors import ConfigurationError
 from .options import add_app_options, emit_json, load, takes_words
 

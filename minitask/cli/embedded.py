@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .. import embedded
+from ..broker import embedded
 from .options import add_log_options, emit_json
 
 

@@ -10,7 +10,7 @@ from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 from .. import __version__
 from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
-from ..logs import handler
+from .logs import handler
 from . import (bench, cancel, dashboard, dead, embedded, inspect, purge, schedules, shutdown,
                status, tasks, unsubscribe, worker)
 from .options import split_words

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..keys import QueueKeys, queue_keys
-from ..transport import Transport
+from ..broker.keys import QueueKeys, queue_keys
+from ..broker.transport import Transport
 from .scripts import source
 
 _SCRIPTS = ("purge_ready",)

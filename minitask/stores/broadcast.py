@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError
-from ..keys import QueueKeys, lane, queue_keys
-from ..durability import Durability
-from ..transport import ScriptCall, Transport, text
+from ..broker.keys import QueueKeys, lane, queue_keys
+from ..broker.durability import Durability
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .scripts import source
 

@@ -12,10 +12,12 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import redis
 
-from ..keys import QueueKeys, queue_keys
-from ..message import Outcome
-from ..serializer import encode_outcome
-from ..transport import MAX_BLOCK_SECONDS, ScriptCall, Transport, text
+from ..broker.keys import QueueKeys, queue_keys
+from ..wire.message import Outcome
+from ..wire.serializer import encode_outcome
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
+from ..broker.waits import MAX_BLOCK_SECONDS
 from .scripts import source
 
 _SCRIPTS = ("request_cancel", "end_cancelled")

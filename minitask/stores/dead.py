@@ -5,9 +5,9 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from ..keys import QueueKeys, queue_keys
-from ..message import MAX_MS
-from ..transport import Transport
+from ..broker.keys import QueueKeys, queue_keys
+from ..wire.message import MAX_MS
+from ..broker.transport import Transport
 from .queue import BATCH_LIMIT
 from .scripts import source
 

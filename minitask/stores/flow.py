@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from ..durability import Durability
+from ..broker.durability import Durability
 from ..errors import DurabilityError
-from ..keys import queue_keys
-from ..transport import ScriptCall, Transport, text
+from ..broker.keys import queue_keys
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import QueueStore
 from .scripts import source
 

@@ -14,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import DefaultDict, Dict, List, Tuple
 
-from ..keys import AppKeys
-from ..transport import Transport
+from ..broker.keys import AppKeys
+from ..broker.transport import Transport
 
 #: Histogram bucket upper bounds (seconds), Prometheus' defaults; +Inf is implied.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Optional, Sequence, Tuple
 
-from ..keys import queue_keys
-from ..message import Progress
-from ..serializer import unpack_progress
-from ..transport import Transport
+from ..broker.keys import queue_keys
+from ..wire.message import Progress
+from ..wire.serializer import unpack_progress
+from ..broker.transport import Transport
 
 #: One pending write: (queue, task id, packed progress, time to live in ms).
 Entry = Tuple[str, str, bytes, int]

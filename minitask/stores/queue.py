@@ -9,12 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from ..keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
-from ..message import Message
-from ..serializer import decode_message
-from ..durability import Durability
+from ..broker.keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
+from ..wire.message import Message
+from ..wire.serializer import decode_message
+from ..broker.durability import Durability
 from ..errors import DurabilityError
-from ..transport import ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .scripts import source
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.

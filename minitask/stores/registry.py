@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..keys import AppKeys
-from ..transport import Transport, text
+from ..broker.keys import AppKeys
+from ..broker.transport import Transport, text
 
 #: The order that stops a worker as SIGTERM does.
 SHUTDOWN = "shutdown"

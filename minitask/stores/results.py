@@ -8,10 +8,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
-from ..keys import QueueKeys, queue_keys
-from ..message import Message, Outcome, wall_ms
-from ..serializer import decode_message, encode_message, encode_outcome
-from ..transport import ScriptCall, Transport, block_cap, text
+from ..broker.keys import QueueKeys, queue_keys
+from ..wire.message import Message, Outcome, wall_ms
+from ..wire.serializer import decode_message, encode_message, encode_outcome
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
+from ..broker.waits import block_cap
 from .scripts import source
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")

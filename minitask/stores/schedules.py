@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
-from ..keys import QueueKeys, queue_keys
+from ..broker.keys import QueueKeys, queue_keys
 from ..periodic import Schedule, from_record, with_times
-from ..transport import ScriptCall, Transport, text
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .scripts import source
 

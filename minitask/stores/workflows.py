@@ -35,11 +35,12 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError, EncodeError, MessageTooLarge
-from ..keys import QueueKeys, queue_keys
-from ..message import Message, Outcome
-from ..serializer import (check_arguments, encode_message, encode_outcome, pack_data,
-                          unpack_data)
-from ..transport import ScriptCall, Transport, text
+from ..broker.keys import QueueKeys, queue_keys
+from ..wire.message import Message, Outcome
+from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
+                               unpack_data)
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .scripts import source
 

@@ -18,9 +18,9 @@ import socket
 from typing import Any, Dict, List, Optional
 
 from ..errors import ConfigurationError
-from ..keys import check_name, lane
+from ..broker.keys import check_name, lane
 from ..stores.queue import FetchTerms
-from ..transport import ScriptCall
+from ..broker.packing import ScriptCall
 from .host import Host
 from .leases import Holdings, Job, Leases
 from .sources import QueueSource, Source

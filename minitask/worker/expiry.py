@@ -13,8 +13,8 @@ import logging
 from typing import Dict, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError
-from ..message import Outcome, to_ms
-from ..serializer import decode_message
+from ..wire.message import Outcome, to_ms
+from ..wire.serializer import decode_message
 from .host import Host
 
 logger = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Protocol, Tuple, Type
 
-from ..broker import Broker
+from ..stores.broker import Broker
 from ..hooks import Hooks
-from ..message import Clock
+from ..wire.message import Clock
 
 
 class TaskSettings(Protocol):

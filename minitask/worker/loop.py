@@ -13,12 +13,13 @@ import random
 import socket
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
-from ..broker import Broker
+from ..stores.broker import Broker
 from ..errors import BrokerError, ConfigurationError
-from ..message import Message, Outcome, to_ms
+from ..wire.message import Message, Outcome, to_ms
 from ..periodic import Schedule
-from ..pool import ProcessPool, ThreadPool
-from .aiopool import AsyncioPool
+from .pools.processes import ProcessPool
+from .pools.threads import ThreadPool
+from .pools.coroutines import AsyncioPool
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
 from .host import Host
@@ -146,8 +147,10 @@ class Worker:
     # -- running -------------------------------------------------------------
 
     def run(self) -> None:
-        """Serve the queues until stopped (SIGTERM, SIGINT, ``stop()``) or, in burst
-        mode, until nothing is ready; running tasks get ``grace`` seconds to finish.
+        """Serve the queues until stopped, or in burst mode until none is ready.
+
+        It stops on SIGTERM, SIGINT or ``stop()``; running tasks then get
+        ``grace`` seconds to finish.
 
         Raises:
             BrokerError: Redis could not be reached at start.
@@ -198,11 +201,11 @@ class Worker:
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Transport.forking``)."""
-        return self.broker.transport.forking()
+        return self.broker.transport.connections.forking()
 
     def forked(self) -> None:
         """First thing in a forked child, before any thread of its own starts."""
-        self.broker.transport.forked()
+        self.broker.transport.connections.forked()
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""
@@ -304,7 +307,11 @@ class Worker:
         self._stop.request()
 
     def run_once(self) -> bool:
-        """Fetch at most one task and run it in this thread; True if one ran."""
+        """Fetch at most one task and run it in this thread.
+
+        Returns:
+            True if a task ran, False if none was ready.
+        """
         job = guarded(self.fetch, "fetch tasks", self._stop.event)
         if job is None:
             return False

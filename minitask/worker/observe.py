@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 from ..context import Report, TaskContext, running
 from ..errors import BrokerError
-from ..message import Message, to_seconds
+from ..wire.message import Message, to_seconds
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
                               Delta, bucket_of)
 from .host import Host

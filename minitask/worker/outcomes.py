@@ -15,8 +15,8 @@ import traceback
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
-from ..message import Message, Outcome, to_ms
-from ..serializer import decode_message
+from ..wire.message import Message, Outcome, to_ms
+from ..wire.serializer import decode_message
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from .host import Host

@@ -21,8 +21,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ..context import Report
 from ..errors import BrokerError
-from ..message import Message, to_ms
-from ..serializer import pack_progress
+from ..wire.message import Message, to_ms
+from ..wire.serializer import pack_progress
 from ..stores.progress import Entry
 from .host import Host
 

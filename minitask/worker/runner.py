@@ -15,7 +15,7 @@ from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 
 from ..context import running
 from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
-from ..message import Message
+from ..wire.message import Message
 from ..tracing import attempt_span
 from .cancels import CancelBoard
 from .host import Host, HostedTask

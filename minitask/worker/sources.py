@@ -11,10 +11,10 @@ import time
 from typing import Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError
-from ..message import Message, SystemClock
+from ..wire.message import Message, SystemClock
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
-from ..transport import ScriptCall
+from ..broker.packing import ScriptCall
 from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, lease_of

@@ -7,7 +7,7 @@ import socket
 import threading
 from typing import Callable, List, Optional, Protocol, Sequence
 
-from ..signals import SignalRelay
+from .signals import SignalRelay
 from .leases import Holdings, Job, Leases
 
 logger = logging.getLogger(__name__)

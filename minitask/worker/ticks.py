@@ -21,10 +21,10 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..periodic import Schedule
-from ..serializer import encode_message
+from ..wire.serializer import encode_message
 from ..stores.queue import FetchResult
 from ..stores.schedules import Armed, Fired, Run
-from ..transport import ScriptCall
+from ..broker.packing import ScriptCall
 from .host import Host
 from .leases import Holdings, Job
 from .sources import QueueSource

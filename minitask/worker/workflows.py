@@ -12,7 +12,7 @@ import logging
 from typing import Any, Optional
 
 from ..errors import DecodeError, EncodeError, MessageTooLarge
-from ..message import Message, Outcome
+from ..wire.message import Message, Outcome
 from ..stores.workflows import Failure, frame_of
 from .host import Host
 from .outages import persist

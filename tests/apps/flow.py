@@ -15,7 +15,7 @@ from typing import Optional
 import redis
 
 from minitask import Minitask, current_task
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 
 app = Minitask("flow", visibility_timeout=float(os.environ.get("TEST_VISIBILITY", "30")))
 

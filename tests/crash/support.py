@@ -20,7 +20,7 @@ import redis
 
 import tests.apps.basic as basic
 from minitask import Minitask, Task
-from minitask.keys import AppKeys, QueueKeys
+from minitask.broker.keys import AppKeys, QueueKeys
 from tests.conftest import Processes, RedisServer, wait_until
 
 #: Lease length of the workers under test: short, so that recovery is quick.

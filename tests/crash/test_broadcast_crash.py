@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 
 from minitask import BroadcastHandle, ResultTimeout
-from minitask.keys import QueueKeys, lane
+from minitask.broker.keys import QueueKeys, lane
 from tests.apps.broadcast import QUEUE, producer
 from tests.conftest import Processes, RedisServer, did_fail, wait_until
 from tests.crash.support import kill_group, send

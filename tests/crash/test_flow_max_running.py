@@ -17,7 +17,7 @@ from typing import Callable, Dict, Iterator, List, Set, Tuple
 import pytest
 
 from minitask import Minitask
-from minitask.keys import AppKeys, QueueKeys
+from minitask.broker.keys import AppKeys, QueueKeys
 from tests.conftest import Processes, RedisServer, did_fail, wait_until
 
 pytestmark = pytest.mark.crash

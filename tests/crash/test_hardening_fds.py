@@ -49,7 +49,7 @@ PRODUCER = textwrap.dedent("""
     from tests.apps.basic import add, app
 
     handle = add.delay(2, 3)
-    fd = app.broker.transport._connection()._sock.fileno()
+    fd = app.broker.transport.connections.own()._sock.fileno()
     assert fd >= {fd_setsize}, f"the producer's socket is {{fd}}: the test proves nothing"
     app.worker(burst=True).run()  # a thread-pool worker, in this process
     assert handle.get(timeout=30) == 5

@@ -24,7 +24,7 @@ import redis
 
 import tests.apps.periodic as periodic_app
 from minitask import Minitask
-from minitask.keys import AppKeys, queue_keys
+from minitask.broker.keys import AppKeys, queue_keys
 from minitask.periodic import GRACE_MS
 from tests.conftest import Processes, RedisServer, did_fail, wait_until
 from tests.crash.support import DEADLINE, descendants, exit_code, kill_group

@@ -29,8 +29,8 @@ import fakeredis
 
 import minitask
 from minitask import chain, chord, group
-from minitask.message import Message
-from minitask.serializer import encode_message
+from minitask.wire.message import Message
+from minitask.wire.serializer import encode_message
 from tests.apps.golden import ECHOED, golden_app
 from tests.conftest import ManualClock
 from tests.golden.layout import dump

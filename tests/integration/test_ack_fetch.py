@@ -12,8 +12,8 @@ from typing import Any, Callable, List
 import pytest
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
-from minitask.message import Outcome
+from minitask.broker.keys import QueueKeys
+from minitask.wire.message import Outcome
 from minitask.stores.queue import FetchTerms
 from tests.conftest import ManualClock, record_script_calls, script_names
 

@@ -9,7 +9,7 @@ from typing import Iterator
 import pytest
 
 from minitask import BrokerError, Minitask
-from minitask.serializer import decode_message
+from minitask.wire.serializer import decode_message
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -13,7 +13,7 @@ import pytest
 
 from minitask import (ArgumentError, BatchNotSent, BrokerError, ConfigurationError, Minitask,
                       chain)
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import drain
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from minitask.bench_broadcast import measure_fanout
+from minitask.bench.broadcast import measure_fanout
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration

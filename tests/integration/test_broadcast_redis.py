@@ -16,7 +16,7 @@ from redis.retry import Retry
 
 from minitask import Minitask, TaskFailed
 from minitask.cli.main import main
-from minitask.keys import QueueKeys, lane
+from minitask.broker.keys import QueueKeys, lane
 from tests.apps.broadcast import QUEUE, producer
 from tests.conftest import RedisServer
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from minitask.bench_canvas import measure_workflows
+from minitask.bench.canvas import measure_workflows
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import pytest
 from minitask import AppNotFound, Minitask
 from minitask.cli import main
 from minitask.discovery import load_app
-from minitask.keys import AppKeys
+from minitask.broker.keys import AppKeys
 from tests.conftest import Processes, RedisServer, wait_until
 from tests.crash.support import parse_mark
 

@@ -21,8 +21,8 @@ import pytest
 import redis
 
 from minitask import BatchNotSent, ConfigurationError, DurabilityError, Minitask, chord, group
-from minitask.durability import CONFIRMED_SCRIPTS
-from minitask.keys import queue_keys
+from minitask.broker.durability import CONFIRMED_SCRIPTS
+from minitask.broker.keys import queue_keys
 from minitask.stores.scripts import source
 from tests.conftest import RedisServer, free_port, wait_until
 

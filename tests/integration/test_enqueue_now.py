@@ -14,8 +14,8 @@ from typing import Any, Callable, Tuple
 import pytest
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
-from minitask.serializer import decode_message
+from minitask.broker.keys import QueueKeys
+from minitask.wire.serializer import decode_message
 
 from tests.conftest import ManualClock, RedisServer, record_script_calls
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Callable
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from minitask.stores.queue import WAKE_CAP
 
 

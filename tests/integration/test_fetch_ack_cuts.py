@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
-from minitask.message import Outcome
+from minitask.broker.keys import QueueKeys
+from minitask.wire.message import Outcome
 from minitask.stores.queue import Delivery, FetchResult, FetchTerms
 from tests.conftest import ManualClock
 

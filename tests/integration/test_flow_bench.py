@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from minitask.bench_flow import measure_flow
+from minitask.bench.flow import measure_flow
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration

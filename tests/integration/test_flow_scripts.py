@@ -14,8 +14,8 @@ import pytest
 
 from minitask import Minitask, TaskFailed
 from minitask.admin import purge_ready, queue_counts
-from minitask.keys import QueueKeys
-from minitask.message import Outcome
+from minitask.broker.keys import QueueKeys
+from minitask.wire.message import Outcome
 from minitask.stores.queue import FetchResult
 from tests.conftest import ManualClock, drain
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from minitask import Minitask, Task, TaskFailed
-from minitask.keys import AppKeys, QueueKeys
+from minitask.broker.keys import AppKeys, QueueKeys
 from tests.apps import flow
 from tests.conftest import Processes, RedisServer, did_fail, wait_until
 

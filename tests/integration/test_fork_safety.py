@@ -9,7 +9,7 @@ import time
 import pytest
 import redis
 
-from minitask.transport import Transport
+from minitask.broker.transport import Transport
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -31,12 +31,12 @@ def test_a_child_forked_while_another_thread_holds_the_pool_lock_can_use_redis(
     holder = threading.Thread(target=hold)
     holder.start()
     assert holding.wait(10)
-    with transport.forking():  # waits for the holder, then forks with the lock held
+    with transport.connections.forking():  # waits for the holder, then forks with the lock held
         pid = os.fork()
     if pid == 0:  # the child
         code = 1
         try:
-            transport.forked()
+            transport.connections.forked()
             code = 0 if transport.client.ping() else 1
         finally:
             os._exit(code)

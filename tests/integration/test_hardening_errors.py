@@ -15,7 +15,7 @@ from tests.conftest import RedisServer, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
-#: README.rst's ACL list, as ACL SETUSER rules.
+#: the docs' ACL list (docs/guide/scaling.rst), as ACL SETUSER rules.
 README_COMMANDS = ("+evalsha +script|load +blpop +blmove +ping +client|id +client|unblock "
                    "+time +sadd +smembers +hget +hmget +hgetall +hset +hsetnx +hdel +hexists "
                    "+hincrby +zadd +zrem +zscore +zrange +zrangebyscore +zremrangebyscore "

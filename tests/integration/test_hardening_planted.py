@@ -13,7 +13,7 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 
 NOW_MS = 1_800_000_000_000  # the ManualClock's start
 

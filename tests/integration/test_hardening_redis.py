@@ -23,7 +23,7 @@ import redis
 
 import tests.conftest as conftest
 from minitask import BrokerError, Minitask, Retry
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import ManualClock, RedisServer, free_port
 
 APP = "junk"
@@ -474,7 +474,7 @@ def test_a_dead_key_of_another_type_refuses_a_dead_letter_and_changes_nothing(
     [delivery] = queues.fetch("default", now_ms=flow.clock.now_ms(), lease_ms=LEASE_MS,
                               count=1, max_deliveries=5).deliveries
     plant_wrong_type(client, Q.dead, "string")
-    from minitask.message import Outcome
+    from minitask.wire.message import Outcome
     refused(client, lambda: flow.app.broker.results.bury(
         "default", handle.id, outcome=Outcome("failed", flow.clock.now_ms()),
         result_ttl_ms=1000), Q.dead)

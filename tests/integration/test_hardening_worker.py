@@ -7,7 +7,7 @@ from typing import Any, Callable, List
 import pytest
 
 from minitask import ConfigurationError, Minitask
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from minitask.worker import Worker
 from tests.integration.test_hardening_planted import NOW_MS, body
 

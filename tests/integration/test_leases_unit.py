@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from minitask import BrokerError, Minitask, TaskFailed, current_task
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import wait_until
 
 VISIBILITY = 10.0
@@ -360,7 +360,7 @@ def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
 
     work.delay_many([(i,) for i in range(3)])
     app.broker.queues.counts("default")  # connects, and loads nothing yet
-    connection = app.broker.transport._connection()
+    connection = app.broker.transport.connections.own()
     read = connection.read_response
     lost = [False]
 

@@ -17,7 +17,7 @@ from typing import Any, Dict, Iterator, List, Tuple
 import pytest
 
 from minitask import Minitask
-from minitask.message import SystemClock, due_after_ms
+from minitask.wire.message import SystemClock, due_after_ms
 from tests.conftest import RedisServer, wait_until
 
 pytestmark = pytest.mark.integration

@@ -11,7 +11,7 @@ import msgpack
 import pytest
 
 from minitask import Minitask
-from minitask.keys import queue_keys
+from minitask.broker.keys import queue_keys
 from tests.conftest import Processes, RedisServer
 
 pytestmark = pytest.mark.integration

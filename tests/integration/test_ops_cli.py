@@ -15,7 +15,7 @@ import pytest
 import tests.apps.basic as basic
 from minitask import Minitask
 from minitask.cli import main
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import ROOT, RedisServer, drain
 
 pytestmark = pytest.mark.integration
@@ -231,7 +231,7 @@ def test_shutdown_of_a_worker_that_is_not_live_sends_nothing(
 
 
 def test_embedded_status_and_stop(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from minitask import embedded
+    from minitask.broker import embedded
     path = str(tmp_path / "embedded")
     stopped = cli_json(capsys, "embedded", "status", "--path", path)
     assert stopped["running"] is False and stopped["data_dir"] == path

@@ -11,7 +11,7 @@ from typing import Any, Callable, List, Tuple
 import pytest
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import drain
 
 

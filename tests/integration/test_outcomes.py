@@ -17,7 +17,7 @@ import pytest
 import minitask
 from minitask import (DeadTask, Minitask, ResultTimeout, Retry, TaskFailed, TaskHandle,
                       current_task)
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import drain, wait_until
 
 UTC = dt.timezone.utc

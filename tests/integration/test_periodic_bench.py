@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from minitask.bench_periodic import PeriodicBench
+from minitask.bench.periodic import PeriodicBench
 from tests.conftest import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -7,7 +7,7 @@ from typing import Any, Callable, List
 import pytest
 
 from minitask import ConfigurationError, Minitask
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.conftest import drain
 
 

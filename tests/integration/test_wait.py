@@ -16,7 +16,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.stores.queue import FetchResult, FetchTerms
-from minitask.transport import MAX_BLOCK_SECONDS
+from minitask.broker.waits import MAX_BLOCK_SECONDS
 from minitask.worker import Worker
 from tests.conftest import RedisServer, wait_until
 
@@ -133,7 +133,7 @@ def test_without_what_it_needs_a_wait_falls_back_and_leases_nothing_for_nobody(
     app = Minitask("waiting", broker=f"redis://limited:secret@127.0.0.1:{redis_server.port}/0")
     job = app.task(lambda n: n, name="job")
     try:
-        with caplog.at_level(logging.WARNING, logger="minitask.transport"):
+        with caplog.at_level(logging.WARNING, logger="minitask.broker.waits"):
             first = app.broker.queues.wait(["default"], 0.2, then_fetch=TERMS)
         assert first is None  # the caller fetches itself
         assert f"'{refused}'" in caplog.text  # Redis's refusal, quoted in the warning

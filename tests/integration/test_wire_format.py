@@ -1,4 +1,4 @@
-"""A producer in another language: only the commands README.rst documents, no minitask code."""
+"""A producer in another language: only the commands the docs document (wire-format.rst)."""
 from __future__ import annotations
 
 import importlib.resources

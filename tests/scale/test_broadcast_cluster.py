@@ -8,7 +8,7 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
-from minitask.keys import QueueKeys, lane
+from minitask.broker.keys import QueueKeys, lane
 from minitask.worker import Worker
 from tests.scale.servers import Cluster, slot_of
 from tests.scale.support import DEADLINE, ScaleKit

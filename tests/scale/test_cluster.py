@@ -29,7 +29,7 @@ def spread_queues(cluster: Cluster, kit: ScaleKit, count: int = 3) -> List[str]:
     return queues
 
 
-#: what README.rst says a cluster needs on top of the ACL list
+#: what the docs (docs/guide/scaling.rst) say a cluster needs on top of the ACL list
 CLUSTER_EXTRA = ("+cluster|slots", "+command")
 OWN_COMMANDS = ("cmdstat_info", "cmdstat_hello", "cmdstat_client")
 

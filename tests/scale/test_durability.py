@@ -24,7 +24,7 @@ import redis
 import redis.asyncio
 
 from minitask import BrokerError, DurabilityError, Minitask
-from minitask.keys import queue_keys
+from minitask.broker.keys import queue_keys
 from tests.conftest import RedisServer, wait_until
 from tests.scale.servers import Cluster, SentinelGroup, slot_of
 from tests.scale.support import ScaleKit

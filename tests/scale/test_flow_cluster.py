@@ -10,8 +10,8 @@ import pytest
 
 from minitask import TaskFailed
 from minitask.admin import purge_ready, queue_counts
-from minitask.keys import QueueKeys
-from minitask.message import Outcome
+from minitask.broker.keys import QueueKeys
+from minitask.wire.message import Outcome
 from tests.conftest import wait_until
 from tests.scale.servers import Cluster, slot_of
 from tests.scale.support import DEADLINE, ScaleKit

@@ -8,7 +8,7 @@ from typing import Callable, Dict, List
 import pytest
 
 from minitask import current_task
-from minitask.keys import queue_keys
+from minitask.broker.keys import queue_keys
 from tests.conftest import wait_until
 from tests.scale.servers import Cluster, slot_of
 from tests.scale.support import DEADLINE, ScaleKit

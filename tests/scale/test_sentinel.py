@@ -6,7 +6,7 @@ promoted; the worker and the producer must find it through the sentinels and
 go on. Before the kill the test waits until the replica has every write the
 primary acknowledged to the producer, so that nothing acknowledged may be
 lost: what Redis's asynchronous replication can lose is exactly the writes
-acknowledged after the replica's last applied offset (see README, Scaling out).
+acknowledged after the replica's last applied offset (see docs/guide/scaling.rst).
 """
 from __future__ import annotations
 

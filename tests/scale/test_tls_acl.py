@@ -1,7 +1,7 @@
 """TLS with a client certificate, and an ACL user allowed exactly the documented commands.
 
 One redis-server speaks only TLS and requires a client certificate. The test
-creates the user ``mt`` with the rules README.rst documents, and runs every
+creates the user ``mt`` with the rules docs/guide/scaling.rst documents, and runs every
 operation through it: in-process (enqueue, delay, retry, dead letters,
 status, cancel, results) and with a real worker process (process pool, so
 that forked children connect over TLS too). Redis's ACL log must stay empty:

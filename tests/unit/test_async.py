@@ -8,8 +8,8 @@ import fakeredis
 import pytest
 
 from minitask import AsyncTask, ConfigurationError, Minitask, TaskFailed, current_task
-from minitask.aio import async_client_for
-from minitask.keys import QueueKeys
+from minitask.stores.aio import async_client_for
+from minitask.broker.keys import QueueKeys
 from tests.conftest import drain
 
 

@@ -16,7 +16,7 @@ import redis
 
 from minitask import (BroadcastHandle, ConfigurationError, Minitask, ResultTimeout,
                       Subscriber, TaskFailed, current_task)
-from minitask.keys import QueueKeys, lane
+from minitask.broker.keys import QueueKeys, lane
 from minitask.testing import SUBSCRIBER, drain as drain_app, isolated
 from minitask.worker import Worker
 from tests.conftest import ManualClock, drain

@@ -15,7 +15,7 @@ import redis
 from minitask import (ArgumentError, ConfigurationError, EncodeError, GroupHandle,
                       MessageTooLarge, Minitask, ResultTimeout, Retry, Signature, TaskFailed,
                       chain, chord, group)
-from minitask.serializer import decode_message, encode_message
+from minitask.wire.serializer import decode_message, encode_message
 from minitask.stores.results import ResultStore
 from tests.conftest import ManualClock, drain
 

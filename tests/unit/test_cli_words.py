@@ -69,11 +69,11 @@ def test_a_command_missing_its_words_says_what_it_takes(
     assert "name one task id" in capsys.readouterr().err
 
 
-def test_the_readme_first_app_and_the_quickstart_example_are_different_apps() -> None:
+def test_the_docs_first_app_and_the_quickstart_example_are_different_apps() -> None:
     """Both use the shared per-user embedded broker: with one name, each one's worker
     would take the other's tasks and dead-letter them as unknown."""
-    readme = (ROOT / "README.rst").read_text()
-    first_app = readme.split("A first app\n===")[1].split("\n===")[0]
+    page = (ROOT / "docs" / "getting-started.rst").read_text()
+    first_app = page.split("A first app in five minutes\n---")[1].split("\n---")[0]
     (readme_name,) = set(re.findall(r'Minitask\("([^"]+)"\)', first_app))
     example = (ROOT / "examples" / "quickstart" / "tasks.py").read_text()
     (example_name,) = re.findall(r'Minitask\("([^"]+)"\)', example)

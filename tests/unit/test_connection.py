@@ -14,8 +14,8 @@ from redis.cluster import NodesManager
 from redis.exceptions import RedisClusterException
 from redis.sentinel import SentinelConnectionPool, SentinelManagedSSLConnection
 
-from minitask import embedded
-from minitask.connection import broker_errors, connect, mask_url
+from minitask.broker import embedded
+from minitask.broker.connection import broker_errors, connect, mask_url
 from minitask.errors import BrokerError, ConfigurationError
 
 

@@ -8,9 +8,9 @@ import redis
 from redis.crc import key_slot
 
 from minitask import BrokerError, ConfigurationError, DurabilityError, Minitask
-from minitask.durability import (APP, CONFIRMED_SCRIPTS, Durability, name_task,
-                                 needs_confirmation)
-from minitask.keys import confirm_key, queue_keys
+from minitask.broker.durability import (APP, CONFIRMED_SCRIPTS, Durability, name_task,
+                                        needs_confirmation)
+from minitask.broker.keys import confirm_key, queue_keys
 
 
 @pytest.mark.parametrize("mode, replicas, timeout, option", [

@@ -13,7 +13,7 @@ import pytest
 
 from minitask import ConfigurationError, Minitask, TaskFailed
 from minitask.cli.main import main
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from minitask.limits import TaskLimits, pack, task_limits
 from tests.conftest import ManualClock, drain
 
@@ -140,8 +140,9 @@ def test_limits_are_on_the_task_options(clock: ManualClock) -> None:
     assert job.options.limits == TaskLimits("7/m", 7, 60_000, 3)
 
 
-def test_the_readme_example_runs(clock: ManualClock) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
+def test_the_docs_example_runs(clock: ManualClock) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs"
+    readme = (docs / "guide" / "flow-control.rst").read_text()
     section = readme[readme.index("Flow control\n============"):]
     lines = section[section.index(".. code-block:: python"):].splitlines()[2:]
     block = []
@@ -156,7 +157,7 @@ def test_the_readme_example_runs(clock: ManualClock) -> None:
         return Minitask(name, broker=fakeredis.FakeRedis(server=server), clock=clock, **options)
 
     namespace: Dict[str, Any] = {"__name__": "readme", "Minitask": on_fake_redis}
-    exec(compile(source, "README.rst", "exec"), namespace)
+    exec(compile(source, "flow-control.rst", "exec"), namespace)
     app = namespace["app"]
     specs = app.broker.flow.specs("default")
     assert len(specs) == 3

@@ -20,7 +20,7 @@ from minitask import Minitask
 from minitask.broadcast import BroadcastHandle
 from minitask.errors import DecodeError
 from minitask.periodic import from_record
-from minitask.serializer import decode_message, decode_outcome
+from minitask.wire.serializer import decode_message, decode_outcome
 from minitask.stores.workflows import frame_of
 from tests.apps.golden import ECHOED, golden_app
 from tests.conftest import ManualClock

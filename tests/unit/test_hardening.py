@@ -16,10 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minitask import ArgumentError, ConfigurationError, EncodeError, Minitask, Task
-from minitask import keys, message
-from minitask.message import MAX_RETRIES, Outcome
-from minitask.serializer import (MAX_DEPTH, check_arguments, decode_message, decode_outcome,
-                                 encode_message, encode_outcome)
+from minitask.broker import keys
+from minitask.wire import message
+from minitask.wire.message import MAX_RETRIES, Outcome
+from minitask.wire.serializer import (MAX_DEPTH, check_arguments, decode_message, decode_outcome,
+                                      encode_message, encode_outcome)
 from tests.conftest import drain
 
 UTC = dt.timezone.utc

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from minitask import DecodeError
 from minitask.context import running
-from minitask.message import MAX_ATTEMPT, MAX_MS, Message, unprintable
-from minitask.serializer import MAX_DEPTH, decode_message, encode_message
+from minitask.wire.message import MAX_ATTEMPT, MAX_MS, Message, unprintable
+from minitask.wire.serializer import MAX_DEPTH, decode_message, encode_message
 
 NOW_MS = 1_800_000_000_000
 UTC = dt.timezone.utc

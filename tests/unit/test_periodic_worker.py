@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from minitask import ConfigurationError, Minitask, Worker, current_task
-from minitask.keys import queue_keys
+from minitask.broker.keys import queue_keys
 from minitask.stores.schedules import Armed
 from tests.conftest import ManualClock, drain
 
@@ -245,9 +245,9 @@ def test_cron_without_cronsim_names_the_extra(monkeypatch: pytest.MonkeyPatch) -
     app.periodic(every=5.0, name="fine")(lambda: None)
 
 
-def test_the_readme_example_runs(fake_redis: "redis.Redis[bytes]",
-                                 capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[2] / "README.rst").read_text()
+def test_the_docs_example_runs(fake_redis: "redis.Redis[bytes]",
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "periodic.rst").read_text()
     section = readme[readme.index("Periodic tasks\n=============="):]
     lines = section[section.index(".. code-block:: python"):].splitlines()[2:]
     block = []
@@ -262,7 +262,7 @@ def test_the_readme_example_runs(fake_redis: "redis.Redis[bytes]",
     def on_fake_redis(name: str, broker: Any = None, **options: Any) -> Minitask:
         return Minitask(name, broker=fake_redis, **options)
 
-    exec(compile(source, "README.rst", "exec"), {"__name__": "readme", "Minitask": on_fake_redis})
+    exec(compile(source, "periodic.rst", "exec"), {"__name__": "readme", "Minitask": on_fake_redis})
     printed = capsys.readouterr().out
     assert "nightly-42 readme.report 0 3 * * * UTC" in printed
     assert Minitask("shop", broker=fake_redis).schedules() == []

@@ -6,8 +6,8 @@ import hashlib
 
 import redis
 
-from minitask.message import Message, new_message
-from minitask.transport import _PackedScript
+from minitask.wire.message import Message, new_message
+from minitask.broker.packing import PackedScript
 
 
 class _Level(enum.IntEnum):
@@ -45,7 +45,7 @@ def test_new_message_is_still_frozen_and_skips_no_post_init() -> None:
 def test_packed_script_call_is_byte_for_byte_what_redis_py_sends() -> None:
     source = "return 1"
     keys = ["minitask:{app:q}:messages", "minitask:{app:q}:delayed"]
-    script = _PackedScript("s", source, keys)
+    script = PackedScript("s", source, keys)
     sha = hashlib.sha1(source.encode()).hexdigest()
     tail = ["minitask:{app:q}:result:é", 1_764_000_000_000, -3, b"\x00\xffbody", True, 1.5,
             _Level.HIGH, _Name("named"), "plain"]

@@ -11,9 +11,9 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from minitask import DecodeError, EncodeError, SerializationError
-from minitask.message import ENVELOPE_VERSION, Message, Outcome
-from minitask.serializer import (check_arguments, check_value, decode_message, decode_outcome,
-                                 encode_message, encode_outcome)
+from minitask.wire.message import ENVELOPE_VERSION, Message, Outcome
+from minitask.wire.serializer import (check_arguments, check_value, decode_message, decode_outcome,
+                                      encode_message, encode_outcome)
 
 UTC = dt.timezone.utc
 PLUS_5_30 = dt.timezone(dt.timedelta(hours=5, minutes=30))

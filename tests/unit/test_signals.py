@@ -6,7 +6,7 @@ import signal
 import threading
 from typing import List
 
-from minitask.signals import SignalRelay
+from minitask.worker.signals import SignalRelay
 from minitask.worker.stop import Stop
 
 

@@ -12,7 +12,7 @@ import pytest
 import minitask
 from minitask import (ArgumentError, ConfigurationError, DuplicateTaskError, EncodeError,
                       MessageTooLarge, Minitask, Task)
-from minitask.keys import QueueKeys
+from minitask.broker.keys import QueueKeys
 
 UTC = dt.timezone.utc
 

@@ -110,7 +110,7 @@ def test_without_a_tracer_provider_only_a_traced_attempt_makes_a_span() -> None:
     code = textwrap.dedent("""
         from opentelemetry import trace
         from minitask import tracing
-        from minitask.message import new_message
+        from minitask.wire.message import new_message
         parent = "00-" + "1" * 32 + "-" + "2" * 16 + "-01"
         plain = new_message("a", "t", [], {}, "q", 5, 0, None)
         traced = new_message("b", "t", [], {}, "q", 5, 0, None, trace={"traceparent": parent})

@@ -1,0 +1,115 @@
+"""Dead letters: tasks that will not run again, listed, requeued or purged."""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from ..errors import DecodeError
+from ..sending import BULK_CHUNK
+from ..wire.message import to_seconds
+from ..wire.serializer import decode_message, decode_outcome, encode_message
+from .operated import Operated, app_queues
+
+
+@dataclass(frozen=True)
+class DeadTask:
+    """A task that will not run again, with why (see ``dead_letters()``).
+
+    Attributes:
+        task_id: the task's id.
+        queue: the queue it was in.
+        name: the task's name.
+        args: its positional arguments.
+        kwargs: its keyword arguments.
+        reason: why, in a few words: ``failed``, ``out of attempts``, ``unknown
+            task``, ``worker lost``...
+        exc_type: the type of the last error, by name.
+        message: the last error's message.
+        traceback: the last error's traceback, as the worker printed it.
+        dead_at: when it died, an aware UTC datetime.
+        attempts: attempts made.
+    """
+
+    task_id: str
+    queue: str
+    name: str
+    args: List[Any]
+    kwargs: Dict[str, Any]
+    reason: str
+    exc_type: str
+    message: str
+    traceback: str
+    dead_at: _dt.datetime
+    attempts: int
+
+
+def dead_letters(app: Operated, queue: Optional[str] = None, *,
+                 limit: int = 1000) -> List[DeadTask]:
+    """``Minitask.dead_letters``: the app's dead tasks, oldest first."""
+    found: List[DeadTask] = []
+    for name in [queue] if queue is not None else app_queues(app):
+        for letter in app.broker.dead.letters(name, limit):
+            found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
+                                    letter.info))
+    return found
+
+
+def requeue_dead(app: Operated, task_id: str) -> bool:
+    """``Minitask.requeue_dead``: a dead task back at the tail of its queue."""
+    broker = app.broker
+    for queue in app_queues(app):
+        if broker.results.state(queue, task_id)[0] != "dead":
+            continue
+        body = broker.queues.message_body(queue, task_id) or b""
+        priority = 5
+        try:
+            message = decode_message(body)
+        except DecodeError:
+            pass  # revived as it is: the worker will dead-letter it again, with the reason
+        else:
+            priority = message.priority
+            body = encode_message(dataclasses.replace(
+                message, enqueued_at_ms=app.clock.now_ms(), eta_ms=None, attempt=1))
+        return broker.dead.revive(queue, task_id, body, priority, app.clock.now_ms())
+    return False
+
+
+def purge_dead(app: Operated, task_id: Optional[str] = None, *,
+               queue: Optional[str] = None) -> int:
+    """``Minitask.purge_dead``: dead letters deleted for good; returns how many."""
+    purged = 0
+    for name in [queue] if queue is not None else app_queues(app):
+        if task_id is not None:
+            purged += app.broker.dead.purge(name, [task_id])
+            continue
+        while True:
+            ids = app.broker.dead.ids(name, BULK_CHUNK)
+            if not ids:
+                break
+            purged += app.broker.dead.purge(name, ids)
+    return purged
+
+
+def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
+               info: Optional[bytes]) -> DeadTask:
+    name, args, kwargs, attempts = "?", [], {}, 0
+    try:
+        message = decode_message(body or b"")
+        name, args, kwargs, attempts = message.task, message.args, message.kwargs, message.attempt
+    except DecodeError:
+        pass  # an undecodable message is listed with what is known about it
+    reason = exc_type = text = trace = ""
+    if info:
+        try:
+            outcome = decode_outcome(info)
+            reason, exc_type, text, trace = (outcome.reason, outcome.exc_type, outcome.message,
+                                             outcome.traceback)
+        except DecodeError:
+            reason = "unreadable dead-letter record"
+    return DeadTask(task_id=task_id, queue=queue, name=name, args=args, kwargs=kwargs,
+                    reason=reason, exc_type=exc_type, message=text, traceback=trace,
+                    dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
+                                                       tz=_dt.timezone.utc),
+                    attempts=attempts)

@@ -1,0 +1,167 @@
+"""The app's methods for operators: schedules, subscribers and dead letters.
+
+``Minitask`` inherits them; each is a short door into the admin functions,
+which the CLI and the dashboard call too, so the app, the command line and the
+pages always act alike.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from ..broadcast import Subscriber
+from ..periodic import Schedule
+from ..task import Task
+from . import dead as _dead, scheduling as _scheduling, subscriptions as _subscriptions
+from .dead import DeadTask
+from .operated import Operated
+
+
+class Operations:
+    """Operator actions as methods of the app (a mixin of ``Minitask``)."""
+
+    def add_schedule(self: Operated, name: str, task: Union[Task[Any, Any], str], *,
+                     cron: Optional[str] = None, every: Optional[float] = None,
+                     tz: str = "UTC", args: Sequence[Any] = (),
+                     kwargs: Optional[Dict[str, Any]] = None, catch_up: str = "latest",
+                     overlap: bool = True, queue: Optional[str] = None,
+                     priority: Optional[int] = None) -> Schedule:
+        """Add or replace a schedule at run time, for every worker of the app.
+
+        Workers serving its queue pick it up within one tick; a schedule of the
+        same name (on any queue) is replaced. The options are those of
+        ``periodic``; ``queue`` and ``priority`` override the task's.
+
+        Args:
+            name: the schedule's name.
+            task: the task, or its registered name.
+            cron: a 5-field cron expression, read in ``tz``.
+            every: seconds between ticks.
+            tz: IANA time zone of ``cron``.
+            args: positional arguments of each run.
+            kwargs: keyword arguments of each run.
+            catch_up: ``"latest"`` or ``"skip"``.
+            overlap: False skips a tick while the last run is pending.
+            queue: the queue of the runs (default: the task's).
+            priority: the priority of the runs (default: the task's).
+
+        Returns:
+            The schedule as stored, with ``next_at``.
+
+        Raises:
+            ConfigurationError: a bad option, or a task name this app does not know
+                (a ValueError naming the schedule).
+            ArgumentError: ``args``/``kwargs`` do not fit the task (a TypeError).
+            EncodeError: an argument msgpack cannot carry (a TypeError).
+            BrokerError: Redis could not be reached.
+        """
+        return _scheduling.add_schedule(self, name, task, cron=cron, every=every, tz=tz,
+                                        args=args, kwargs=kwargs, catch_up=catch_up,
+                                        overlap=overlap, queue=queue, priority=priority)
+
+    def remove_schedule(self: Operated, name: str) -> bool:
+        """Stop a schedule for every worker; runs already enqueued still run.
+
+        A decorated schedule comes back when a worker of code that still has
+        the decorator starts.
+
+        Args:
+            name: the schedule's name.
+
+        Returns:
+            False when no schedule has this name.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return _scheduling.remove_schedule(self, name)
+
+    def schedules(self: Operated) -> List[Schedule]:
+        """Every schedule of the app, by name, with its next and last tick.
+
+        Returns:
+            ``Schedule`` objects, sorted by name.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return _scheduling.schedules(self)
+
+    def subscribers(self: Operated, queue: str) -> List[Subscriber]:
+        """The subscribers of a queue's broadcast calls, by name, with their lag.
+
+        Args:
+            queue: the broadcast queue.
+
+        Returns:
+            ``Subscriber`` objects (``name``, ``lag``, ``last_seen``).
+
+        Raises:
+            ConfigurationError: a bad queue name.
+            BrokerError: Redis could not be reached.
+        """
+        return _subscriptions.subscribers(self, queue)
+
+    def unsubscribe(self: Operated, queue: str, name: str) -> bool:
+        """Remove a subscriber gone for good (``minitask unsubscribe``).
+
+        Calls stop waiting for it; a worker of that name still running
+        subscribes again.
+
+        Args:
+            queue: the broadcast queue.
+            name: the subscriber (worker) name.
+
+        Returns:
+            False when ``name`` was not a subscriber of ``queue``.
+
+        Raises:
+            ConfigurationError: a bad queue or subscriber name.
+            BrokerError: Redis could not be reached.
+        """
+        return _subscriptions.unsubscribe(self, queue, name)
+
+    def dead_letters(self: Operated, queue: Optional[str] = None, *,
+                     limit: int = 1000) -> List[DeadTask]:
+        """Tasks that will not run again, oldest first.
+
+        Args:
+            queue: only this queue; default: every queue of the app.
+            limit: at most this many per queue.
+
+        Returns:
+            ``DeadTask`` objects, with arguments, reason, error and traceback.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return _dead.dead_letters(self, queue, limit=limit)
+
+    def requeue_dead(self: Operated, task_id: str) -> bool:
+        """Put a dead task back at the tail of its queue, as a first attempt.
+
+        Args:
+            task_id: the dead task's id.
+
+        Returns:
+            False when no dead letter has this id.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return _dead.requeue_dead(self, task_id)
+
+    def purge_dead(self: Operated, task_id: Optional[str] = None, *,
+                   queue: Optional[str] = None) -> int:
+        """Delete dead letters for good: one by id, or all (of one queue).
+
+        Args:
+            task_id: the one to delete; None deletes every dead letter (of ``queue``).
+            queue: only this queue's.
+
+        Returns:
+            How many were deleted.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return _dead.purge_dead(self, task_id, queue=queue)

@@ -1,0 +1,40 @@
+"""A queue's counts, and purging what is ready."""
+from __future__ import annotations
+
+from typing import Any, Dict, Sequence
+
+from ..sending import check_queue_name
+from .operated import Operated
+
+
+def queue_counts(app: Operated, queue: str) -> Dict[str, Any]:
+    """A queue's counts (``QueueStore.counts``) with the tasks its limits park counted
+    as ready: they wait for a rate or a ``max_running`` slot, not for a time.
+
+    ``parked`` says how many of ``ready`` those are, when some are; they are not in
+    ``ready_by_priority``, which counts the ready lists."""
+    return all_queue_counts(app, [queue])[queue]
+
+
+def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str, Any]]:
+    """``queue_counts`` of each queue, in four round trips whatever their number."""
+    found = app.broker.queues.counts_many(queues)
+    for queue, parked in app.broker.flow.parked_many(queues).items():
+        if parked:
+            found[queue]["ready"] += parked
+            found[queue]["parked"] = parked
+    return found
+
+
+def purge_ready(app: Operated, queue: str) -> int:
+    """Delete every ready task of ``queue``; scheduled, running and dead ones stay.
+
+    Returns:
+        How many were deleted. Their status becomes ``unknown``.
+
+    Raises:
+        ConfigurationError: the queue name is invalid.
+        BrokerError: Redis could not be reached.
+    """
+    check_queue_name(queue)
+    return app.broker.admin.purge_ready(queue)

@@ -1,0 +1,106 @@
+"""Everything Redis holds about one task, looked up by its id: ``minitask inspect``."""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from ..errors import DecodeError
+from ..wire.message import Progress, to_seconds
+from ..wire.serializer import decode_message, decode_outcome
+from .operated import Operated, app_queues
+
+_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
+           "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """Everything Redis holds about one task: ``minitask inspect``."""
+
+    task_id: str
+    queue: str
+    status: str
+    name: str = ""
+    args: Optional[List[Any]] = None
+    kwargs: Optional[Dict[str, Any]] = None
+    priority: Optional[int] = None
+    attempt: Optional[int] = None
+    deliveries: int = 0
+    enqueued_at: Optional[_dt.datetime] = None
+    eta: Optional[_dt.datetime] = None
+    due_at: Optional[_dt.datetime] = None
+    lease_until: Optional[_dt.datetime] = None
+    value: Any = None
+    exc_type: str = ""
+    message: str = ""
+    traceback: str = ""
+    reason: str = ""
+    finished_at: Optional[_dt.datetime] = None
+    note: str = ""
+    #: In the dead letters (``status`` is then ``failed``; ``finished_at`` is when it died).
+    dead: bool = False
+    #: The last ``set_progress`` of the task, until it expires with the result.
+    progress: Optional[Progress] = None
+
+    def as_dict(self) -> Dict[str, Any]:
+        """JSON-ready: datetimes as ISO 8601 strings."""
+        return {name: _plain(value) for name, value in vars(self).items()}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, _dt.datetime):
+        return value.isoformat()
+    if isinstance(value, Progress):
+        return {"current": value.current, "total": value.total, "message": value.message,
+                "at": value.at.isoformat()}
+    return value
+
+
+def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
+    """What Redis holds about a task; None when no queue of the app knows the id.
+
+    Raises:
+        BrokerError: Redis could not be reached.
+    """
+    broker = app.broker
+    queue = broker.results.find_queue(task_id, app_queues(app))
+    if queue is None:
+        return None
+    state, outcome_body = broker.results.state(queue, task_id)
+    record = broker.admin.record(queue, task_id)
+    fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
+                              "lease_until": _utc(record.lease_deadline_ms),
+                              "progress": broker.progress.read(queue, task_id)}
+    status = _STATUS.get(state, state)
+    if record.body is not None:
+        try:
+            message = decode_message(record.body)
+        except DecodeError as exc:
+            fields["note"] = f"the message cannot be decoded: {exc}"
+        else:
+            fields.update(name=message.task, args=message.args, kwargs=message.kwargs,
+                          priority=message.priority, attempt=message.attempt,
+                          enqueued_at=_utc(message.enqueued_at_ms), eta=_utc(message.eta_ms))
+    why = outcome_body if state == "finished" else (
+        record.dead_info if state == "dead" else record.retry_note if state == "retrying"
+        else None)
+    if why is not None:
+        try:
+            outcome = decode_outcome(why)
+        except DecodeError as exc:
+            fields["note"] = f"the outcome cannot be decoded: {exc}"
+        else:
+            if state == "finished":
+                status = outcome.status
+                fields["attempt"] = outcome.attempt or None
+            fields.update(value=outcome.value, exc_type=outcome.exc_type,
+                          message=outcome.message, traceback=outcome.traceback,
+                          reason=outcome.reason, finished_at=_utc(outcome.finished_at_ms))
+    return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
+
+
+def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:
+    if ms is None:
+        return None
+    return _dt.datetime.fromtimestamp(to_seconds(ms), tz=_dt.timezone.utc)

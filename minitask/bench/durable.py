@@ -1,0 +1,201 @@
+"""``minitask bench``'s durability rows: what waiting for a replica costs.
+
+The bench starts its own primary and one replica on loopback (the Redis it
+was given may have none), then measures, in the same run, ``delay()`` one
+call at a time with ``durability="replicated"`` beside ``durability=None``,
+and a ``-c 1`` worker draining tasks with durable outcomes beside plain ones.
+Its worker processes load ``-A minitask.bench.durable:app``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+import redis
+
+from ..app import Minitask
+from ..broker.embedded import redis_server_executable
+from ..errors import BrokerError
+
+logger = logging.getLogger(__name__)
+
+APP_ENV = "MINITASK_BENCH_DURABLE_APP"
+DURABILITY_ENV = "MINITASK_BENCH_DURABILITY"
+#: delay() calls per round, and tasks per drain.
+CALLS = 2000
+ROUNDS = 3
+
+#: The app the bench's worker processes load.
+app = Minitask(os.environ.get(APP_ENV, "minitask-bench-durable"),
+               durability=os.environ.get(DURABILITY_ENV) or None)
+
+
+@app.task(ignore_result=True)
+def noop(index: int) -> None:
+    """The cheapest task: measures the writes, not the work."""
+
+
+@app.task
+def finished_at(sent_at: float) -> float:
+    """Seconds from ``sent_at`` (the producer's clock) to the start of this attempt."""
+    return time.time() - sent_at
+
+
+def _median(values: List[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+class _Server:
+    """A redis-server on a free loopback port, no persistence; a replica of ``primary``."""
+
+    def __init__(self, directory: str, primary: Optional[int] = None) -> None:
+        binary = shutil.which("redis-server") or redis_server_executable()
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port = probe.getsockname()[1]
+        extra = [] if primary is None else ["--replicaof", "127.0.0.1", str(primary)]
+        self.process = subprocess.Popen(
+            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", directory, *extra],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+class DurableBench:
+    """A primary with one loopback replica, and the bench's apps on it."""
+
+    def __init__(self) -> None:
+        self.directory = tempfile.mkdtemp(prefix="minitask-bench-durable-")
+        os.mkdir(os.path.join(self.directory, "replica"))
+        self.primary = _Server(self.directory)
+        self.replica = _Server(os.path.join(self.directory, "replica"), self.primary.port)
+        self.client = redis.Redis(port=self.primary.port)
+        self.app_name = f"minitask-bench-durable-{os.getpid()}"
+        self.worker: Optional["subprocess.Popen[bytes]"] = None
+        self._wait_for_replica()
+
+    def _wait_for_replica(self) -> None:
+        deadline = time.monotonic() + 30
+        replica = redis.Redis(port=self.replica.port)
+        while True:
+            try:
+                if replica.info("replication").get("master_link_status") == "up" \
+                        and int(self.client.wait(1, 100)) >= 1:
+                    replica.close()
+                    return
+            except redis.ConnectionError:
+                pass
+            if time.monotonic() > deadline:
+                raise BrokerError("the durability bench's replica did not connect")
+            time.sleep(0.05)
+
+    def app(self, durability: Optional[str]) -> Minitask:
+        bench_app = Minitask(self.app_name, broker=self.primary.url, durability=durability)
+        for task in app.tasks.values():
+            bench_app.task(name=task.name, ignore_result=task.options.ignore_result)(task.func)
+        return bench_app
+
+    def one_at_a_time(self, durability: Optional[str]) -> float:
+        """Seconds per delay(), one call after the other."""
+        bench_app = self.app(durability)
+        try:
+            task = bench_app.tasks[noop.name]
+            task.delay(-1)  # connect, load the script
+            start = time.perf_counter()
+            for index in range(CALLS):
+                task.delay(index)
+            return (time.perf_counter() - start) / CALLS
+        finally:
+            self.client.delete(*bench_app.broker.queues.keys("default").ready)
+            bench_app.close()
+
+    def drain(self, durability: Optional[str]) -> float:
+        """Seconds per task for a ``-c 1`` worker whose outcomes use ``durability``."""
+        self.start_worker(durability)
+        bench_app = self.app(None)
+        try:
+            sent_at = time.time()
+            bench_app.tasks[noop.name].delay_many([(index,) for index in range(CALLS - 1)])
+            took: float = bench_app.tasks[finished_at.name].delay(sent_at).get(timeout=120)
+            return took / CALLS
+        finally:
+            bench_app.close()
+            self.stop_worker()
+
+    def start_worker(self, durability: Optional[str]) -> None:
+        env = {**os.environ, APP_ENV: self.app_name, DURABILITY_ENV: durability or "",
+               "MINITASK_BROKER_URL": self.primary.url}
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.durable:app",
+             "--pool", "process", "-c", "1", "--loglevel", "WARNING"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        key = f"minitask:{{{self.app_name}}}:workers"
+        deadline = time.monotonic() + 30
+        while not self.client.zcard(key):
+            if time.monotonic() > deadline or self.worker.poll() is not None:
+                raise BrokerError("the durability bench's worker did not start")
+            time.sleep(0.05)
+        time.sleep(0.3)  # let the child reach its blocking wait
+
+    def stop_worker(self) -> None:
+        if self.worker is not None and self.worker.poll() is None:
+            os.killpg(self.worker.pid, signal.SIGTERM)
+            try:
+                self.worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.worker.pid, signal.SIGKILL)
+                self.worker.wait(timeout=10)
+        self.worker = None
+        self.client.delete(f"minitask:{{{self.app_name}}}:workers")
+
+    def close(self) -> None:
+        self.stop_worker()
+        self.client.close()
+        self.replica.stop()
+        self.primary.stop()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def measure_durability() -> List[Dict[str, Any]]:
+    """The durability rows, as ``bench.Row`` keyword arguments."""
+    bench = DurableBench()
+    try:
+        logger.info("durability: %d delay() calls one at a time, and a -c 1 drain of %d "
+                    "tasks, with and without a replica's confirmation", CALLS, CALLS)
+        plain: List[float] = []
+        durable: List[float] = []
+        for _ in range(ROUNDS):  # interleaved, so that both see the same machine
+            plain.append(bench.one_at_a_time(None))
+            durable.append(bench.one_at_a_time("replicated"))
+        plain_call, durable_call = _median(plain), _median(durable)
+        drains: Dict[Optional[str], List[float]] = {None: [], "replicated": []}
+        for _ in range(ROUNDS):
+            for durability in drains:
+                drains[durability].append(bench.drain(durability))
+        plain_drain, durable_drain = _median(drains[None]), _median(drains["replicated"])
+    finally:
+        bench.close()
+    return [
+        {"metric": "delay() one at a time, durability='replicated'",
+         "value": 1 / durable_call, "unit": "tasks/s", "target": "-", "met": None,
+         "detail": f"{durable_call * 1e6:,.0f} us per call; durability=None in the same run: "
+                   f"{1 / plain_call:,.0f} tasks/s, {plain_call * 1e6:,.0f} us per call "
+                   f"({durable_call / plain_call:.2f} x); one loopback replica"},
+        {"metric": "drain -c1, durable outcomes ('replicated')",
+         "value": 1 / durable_drain, "unit": "tasks/s", "target": "-", "met": None,
+         "detail": f"{durable_drain * 1e6:,.0f} us per task; outcomes with durability=None: "
+                   f"{1 / plain_drain:,.0f} tasks/s ({durable_drain / plain_drain:.2f} x)"},
+    ]

@@ -1,0 +1,200 @@
+"""``minitask bench``'s flow control rows (SPEC 11): a queue whose tasks have limits
+configured but never reached drains as fast as one without (target: within 10 %),
+and what the fetch script costs Redis per fetch, without limits and with limits not
+reached, and per task it parks over its limit.
+
+Runs under a throwaway app name of its own (its worker process loads
+``-A minitask.bench.flow:app``) and deletes its keys when done.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+import redis
+
+from ..app import Minitask
+from ..errors import BrokerError
+
+logger = logging.getLogger(__name__)
+
+APP_ENV = "MINITASK_BENCH_FLOW_APP"
+TASKS = 5000
+FETCHES = 1000
+#: Runs of each cost, the kinds taking turns; the best of each is shown (on a shared
+#: machine other load only ever slows a run down).
+ROUNDS = 5
+#: Rounds of the drains: each drains both queues, one after the other (which goes
+#: first alternates), and the median of the rounds' ratios is compared. Two drains
+#: of the same queue vary by 10-20 % here (thread switches, other load), so the
+#: best of each kind compares two lucky runs; a round's two drains share the same
+#: moment, and the median of nine is robust to a few disturbed ones.
+DRAIN_ROUNDS = 9
+
+#: The app the bench's worker process loads.
+app = Minitask(os.environ.get(APP_ENV, "minitask-bench-flow"))
+
+
+@app.task
+def free(index: int) -> None:
+    """A no-op without limits."""
+
+
+@app.task(rate_limit="1000000/s", max_running=100000)
+def capped(index: int) -> None:
+    """The same no-op, with limits configured that the bench never reaches."""
+
+
+@app.task(rate_limit="1/h")
+def held(index: int) -> None:
+    """The same no-op, over its limit after one start: its fetches park it."""
+
+
+def _median(values: List[float]) -> float:
+    ordered = sorted(values)
+    return ordered[len(ordered) // 2]
+
+
+class FlowBench:
+    """Owns one worker process (``--pool thread -c 4``) and the bench's keys."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.app_name = f"minitask-bench-flow-{os.getpid()}"
+        self.client = redis.Redis.from_url(url)
+        self.app = Minitask(self.app_name, broker=url)
+        self.free = self.app.task(name=free.name)(free.func)
+        self.capped = self.app.task(name=capped.name, rate_limit="1000000/s",
+                                    max_running=100000)(capped.func)
+        self.held = self.app.task(name=held.name, rate_limit="1/h")(held.func)
+        self.worker: Optional["subprocess.Popen[bytes]"] = None
+
+    def start_worker(self) -> None:
+        env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
+        self.worker = subprocess.Popen(
+            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.flow:app",
+             "--pool", "thread", "-c", "4", "--loglevel", "WARNING"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True)
+        key = f"minitask:{{{self.app_name}}}:workers"
+        deadline = time.monotonic() + 30
+        while not self.client.zcard(key):
+            if time.monotonic() > deadline or self.worker.poll() is not None:
+                raise BrokerError("the flow bench's worker did not start")
+            time.sleep(0.05)
+        time.sleep(0.3)  # let it reach its blocking wait
+
+    def stop_worker(self) -> None:
+        if self.worker is not None and self.worker.poll() is None:
+            os.killpg(self.worker.pid, signal.SIGTERM)
+            try:
+                self.worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.worker.pid, signal.SIGKILL)
+                self.worker.wait(timeout=10)
+        self.worker = None
+
+    def close(self) -> None:
+        self.stop_worker()
+        for pattern in (f"minitask:{{{self.app_name}:*", f"minitask:{{{self.app_name}}}:*"):
+            batch = list(self.client.scan_iter(match=pattern, count=1000))
+            for start in range(0, len(batch), 1000):
+                self.client.unlink(*batch[start:start + 1000])
+        self.app.close()
+        self.client.close()
+
+    def drain(self, task: Any) -> float:
+        """Seconds from sending TASKS no-ops to the queue holding none of them."""
+        messages = f"minitask:{{{self.app_name}:default}}:messages"
+        start = time.perf_counter()
+        task.delay_many([(index,) for index in range(TASKS)])
+        deadline = time.monotonic() + 120
+        while self.client.hlen(messages):
+            if time.monotonic() > deadline:
+                raise BrokerError("the flow bench's worker did not drain the queue")
+            time.sleep(0.002)
+        return time.perf_counter() - start
+
+    def fetch_cost(self, task: Any) -> float:
+        """Redis microseconds per fetch script call, from INFO commandstats (no worker
+        runs meanwhile, so every EVALSHA counted is one of these fetches)."""
+        task.delay_many([(index,) for index in range(FETCHES)])
+        queues = self.app.broker.queues
+        before = _evalsha(self.client)
+        now_ms = int(time.time() * 1000)
+        for _ in range(FETCHES):
+            queues.fetch("default", now_ms=now_ms, lease_ms=600_000, count=1,
+                         max_deliveries=5)
+        calls, usec = (after - first for after, first in zip(_evalsha(self.client), before))
+        return usec / max(1, calls)
+
+    def park_cost(self) -> float:
+        """Redis microseconds per task a fetch parks (``held`` is over its limit after
+        one start): a fetch parks a batch, so this is per task, not per call."""
+        self.held.delay_many([(index,) for index in range(FETCHES)])
+        queues = self.app.broker.queues
+        before = _evalsha(self.client)
+        now_ms = int(time.time() * 1000)
+        for _ in range(FETCHES):
+            result = queues.fetch("default", now_ms=now_ms, lease_ms=600_000, count=1,
+                                  max_deliveries=5)
+            if result.next_event_ms != now_ms:
+                break  # nothing left to park: the fetch read the next event
+        _, usec = (after - first for after, first in zip(_evalsha(self.client), before))
+        return usec / FETCHES
+
+
+def _evalsha(client: "redis.Redis") -> Tuple[int, int]:
+    stats = client.info("commandstats").get("cmdstat_evalsha", {})
+    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
+
+
+def measure_flow(url: str, drain_rounds: int = DRAIN_ROUNDS) -> List[Dict[str, Any]]:
+    """The flow control rows, as ``bench.Row`` keyword arguments (fewer ``drain_rounds``:
+    a quicker, rougher drain row, for a test that checks the rows run)."""
+    bench = FlowBench(url)
+    try:
+        plain_costs, limited_costs, parking_costs = [], [], []
+        for _ in range(ROUNDS):  # taking turns; the best of each (see ROUNDS)
+            plain_costs.append(bench.fetch_cost(bench.free))
+            limited_costs.append(bench.fetch_cost(bench.capped))
+            parking_costs.append(bench.park_cost())
+        plain_cost, limited_cost = min(plain_costs), min(limited_costs)
+        parking_cost = min(parking_costs)
+        bench.close()
+        bench = FlowBench(url)
+        bench.start_worker()
+        logger.info("flow control: %d tasks with limits not reached, and without", TASKS)
+        plain, limited = [], []
+        for round_number in range(drain_rounds):
+            if round_number % 2:
+                limited.append(bench.drain(bench.capped))
+                plain.append(bench.drain(bench.free))
+            else:
+                plain.append(bench.drain(bench.free))
+                limited.append(bench.drain(bench.capped))
+    finally:
+        bench.close()
+    ratios = sorted(slow / fast for slow, fast in zip(limited, plain))
+    ratio = _median(ratios)
+    return [
+        {"metric": f"drain of {TASKS:,} with limits not reached vs none", "value": ratio * 100,
+         "unit": "%", "target": "<= 110 %", "met": ratio <= 1.10,
+         "detail": f"median of {drain_rounds} rounds (each drains both; rounds "
+                   f"{ratios[0] * 100:.0f}-{ratios[-1] * 100:.0f} %); rate_limit and "
+                   f"max_running configured: median {TASKS / _median(limited):,.0f} tasks/s, "
+                   f"none: {TASKS / _median(plain):,.0f} tasks/s (one worker, 4 threads)"},
+        {"metric": "Redis time per fetch of a limited task", "value": limited_cost,
+         "unit": "us", "target": "-", "met": None,
+         "detail": f"a fetch of a task without limits: {plain_cost:.1f} us (INFO "
+                   f"commandstats, best of {ROUNDS} runs of {FETCHES:,} fetches each)"},
+        {"metric": "Redis time per task a fetch parks over its limit",
+         "value": parking_cost, "unit": "us", "target": "-", "met": None,
+         "detail": f"rate_limit='1/h' reached: fetches park the tasks in batches and hand "
+                   f"out none (best of {ROUNDS} runs of {FETCHES:,} tasks each)"},
+    ]

@@ -1,0 +1,203 @@
+"""Durability: a write confirmed by replicas (WAIT) or their disks (WAITAOF).
+
+Redis replicates asynchronously, so a failover can lose a primary's last
+writes. With a durability setting the transport sends, in the same write as
+a batch of script calls, a touch of one key in the batch's slot and then WAIT
+(or WAITAOF), and reads their replies with the scripts' own: one round trip.
+
+Why the touch: WAIT waits for the offset of the connection's own last write.
+A script that wrote nothing (an enqueue whose task id is already there) leaves
+that offset behind the data it found, written perhaps by another connection
+just before, so WAIT would confirm nothing about it. A write on the same
+connection after the script is replicated after everything the script saw:
+once a replica has the touch, it has that data too.
+"""
+from __future__ import annotations
+
+import enum
+import inspect
+from dataclasses import dataclass, replace
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+import redis
+
+from ..errors import ConfigurationError, DurabilityError
+from .keys import confirm_key
+
+#: The durability settings, ``None`` first: the primary's word alone.
+MODES = (None, "replicated", "fsync")
+#: The scripts whose writes must survive a failover when the app asks for it: the
+#: enqueue, a worker's outcomes (ack, retry, dead letter), workflow and schedule
+#: state, broadcast calls and subscriptions. A lease (fetch) or a cancel lost in a
+#: failover only means a task runs again.
+CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", "ack_fetch",
+                               "retry", "bury", "revive", "spawn", "group_create", "group_join",
+                               "schedule_fire", "schedule_save", "schedule_remove",
+                               "broadcast_send", "broadcast_subscribe", "broadcast_unsubscribe"})
+
+#: Asks whether the server has WAITAOF (Redis 7.2+): nil when it does not.
+WAITAOF_PROBE = ("COMMAND", "INFO", "WAITAOF")
+
+
+class AppSetting(enum.Enum):
+    """The default of a per-call ``durability``: whatever the app says."""
+
+    APP = "app"
+
+
+#: What ``apply_async(durability=...)`` means when left out.
+APP = AppSetting.APP
+#: A per-call durability: a mode, None, or APP.
+CallSetting = Union[str, None, AppSetting]
+
+
+def check_mode(mode: Any, where: str) -> Optional[str]:
+    """Refuse a durability that is not None, "replicated" or "fsync"."""
+    if mode is not None and (not isinstance(mode, str) or mode not in MODES):
+        raise ConfigurationError(f"{where}: durability must be None, 'replicated' or 'fsync', "
+                                 f"got {mode!r}")
+    return mode
+
+
+@dataclass(frozen=True)
+class Durability:
+    """How a write is confirmed: ``mode`` None (the primary alone), "replicated"
+    (WAIT) or "fsync" (WAITAOF), by ``min_replicas`` within ``timeout`` seconds."""
+
+    mode: Optional[str] = None
+    min_replicas: int = 1
+    timeout: float = 1.0
+
+    @classmethod
+    def build(cls, mode: Any, min_replicas: Any, timeout: Any, where: str) -> "Durability":
+        """Checked settings; a ConfigurationError (a ValueError) names the bad option."""
+        check_mode(mode, where)
+        if isinstance(min_replicas, bool) or not isinstance(min_replicas, int) \
+                or min_replicas < 1:
+            raise ConfigurationError(f"{where}: min_replicas must be an int >= 1, "
+                                     f"got {min_replicas!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not timeout > 0 or timeout == float("inf"):
+            raise ConfigurationError(f"{where}: durability_timeout must be a number of seconds "
+                                     f"> 0 (WAIT 0 would block for ever), got {timeout!r}")
+        return cls(mode, min_replicas, float(timeout))
+
+    def for_call(self, setting: CallSetting, where: str) -> "Durability":
+        """These settings with the mode of one call (APP: unchanged)."""
+        if setting is APP:
+            return self
+        return replace(self, mode=check_mode(setting, where))
+
+    @property
+    def timeout_ms(self) -> int:
+        return max(1, round(self.timeout * 1000))
+
+    def commands(self, slot_key: str) -> List[Tuple[Any, ...]]:
+        """The touch and the wait, to send right behind the writes they confirm."""
+        touch = ("SET", confirm_key(slot_key), "1")
+        if self.mode == "fsync":
+            return [touch, ("WAITAOF", 1, self.min_replicas, self.timeout_ms)]
+        return [touch, ("WAIT", self.min_replicas, self.timeout_ms)]
+
+    def confirmed(self, reply: Any) -> Tuple[int, bool]:
+        """(replicas that confirmed, whether that is enough) from WAIT's or WAITAOF's reply."""
+        if self.mode == "fsync":
+            local, replicas = int(reply[0]), int(reply[1])
+            return replicas, local >= 1 and replicas >= self.min_replicas
+        return int(reply), int(reply) >= self.min_replicas
+
+    def check(self, reply: Any, what: str, where: str) -> None:
+        """Raise DurabilityError when WAIT's (or WAITAOF's) reply falls short; a
+        refusal is raised as it is, WAITAOF unknown as the clear "fsync" error."""
+        if isinstance(reply, BaseException):
+            if "unknown command" in str(reply).lower() and "waitaof" in str(reply).lower():
+                raise fsync_refused(reply, where) from reply
+            raise reply
+        confirmed, enough = self.confirmed(reply)
+        if enough:
+            return
+        if self.mode == "fsync" and int(reply[0]) < 1:
+            detail = (f"the primary did not fsync its append-only file in time (is appendonly "
+                      f"on? with appendfsync everysec it takes up to 1 s) and {confirmed} of "
+                      f"{self.min_replicas} replica(s) did")
+        else:
+            verb = "fsynced" if self.mode == "fsync" else "confirmed"
+            detail = f"only {confirmed} of {self.min_replicas} replica(s) {verb} it"
+        raise DurabilityError(
+            f"Redis at {where} did not confirm the write to {what} within "
+            f"{self.timeout} s (durability={self.mode!r}): {detail}; it may or may not "
+            f"survive a failover", task_id=None, confirmed=confirmed)
+
+
+def needs_confirmation(names: Sequence[str]) -> bool:
+    """Whether a batch of script calls writes what the app's durability covers."""
+    return any(name in CONFIRMED_SCRIPTS for name in names)
+
+
+def read_confirmation(connection: Any, policy: Optional[Durability]) -> Any:
+    """The replies of the touch and WAIT sent behind a batch: WAIT's, or its refusal."""
+    if policy is None:
+        return None
+    try:
+        connection.read_response()
+    except redis.ResponseError as exc:  # the touch refused (ACL, read-only replica)
+        connection.read_response()
+        return exc
+    try:
+        return connection.read_response()
+    except redis.ResponseError as exc:
+        return exc
+
+
+def has_waitaof(client: Any) -> bool:
+    """Whether the server knows WAITAOF (Redis 7.2 and later); on a cluster, its
+    default node. Asked on a raw connection: redis-py's parser of COMMAND INFO
+    breaks on the nil an unknown command gets."""
+    if isinstance(client, redis.RedisCluster):
+        client = client.get_default_node().redis_connection  # type: ignore[no-untyped-call]
+    pool = client.connection_pool
+    connection = (pool.get_connection("COMMAND") if takes_command_name(pool)
+                  else pool.get_connection())
+    try:
+        connection.send_command(*WAITAOF_PROBE)
+        reply = connection.read_response()
+    except redis.exceptions.NoPermissionError:
+        return True  # not allowed to ask: WAITAOF itself will say
+    finally:
+        pool.release(connection)
+    return waitaof_in(reply)
+
+
+def takes_command_name(pool: Any) -> bool:
+    """Whether this redis-py's ``get_connection`` needs a command name (before 5.3;
+    later ones warn when given one)."""
+    parameters = list(inspect.signature(pool.get_connection).parameters.values())
+    return bool(parameters) and parameters[0].default is inspect.Parameter.empty and \
+        parameters[0].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def waitaof_in(reply: Any) -> bool:
+    """Whether COMMAND INFO WAITAOF's raw reply describes the command (not nil)."""
+    if isinstance(reply, dict):
+        return any(reply.values())
+    return bool(reply and reply[0])
+
+
+def fsync_refused(exc: Any, where: str) -> ConfigurationError:
+    """The clear error for a server without WAITAOF (before Redis 7.2)."""
+    return ConfigurationError(
+        f"durability='fsync' needs WAITAOF, which Redis at {where} does not have "
+        f"(Redis 7.2 or later has it; the server said: {exc}); upgrade Redis or use "
+        f"durability='replicated'")
+
+
+def name_task(error: DurabilityError, task: str, task_id: str,
+              count: int = 1) -> DurabilityError:
+    """``error`` told about the enqueue of a task (the first of ``count`` written
+    together): which, and how to check on it."""
+    more = f" (and the {count - 1} other task(s) sent with it)" if count > 1 else ""
+    return DurabilityError(
+        f"task {task!r}: the enqueue of id {task_id!r}{more} was not confirmed: {error}. The "
+        f"task may or may not be in Redis: check with app.handle({task_id!r}).status() (or "
+        f"the handle's status()), or send it again with task_id={task_id!r}, which never "
+        f"enqueues it twice", task_id=task_id, confirmed=error.confirmed)

@@ -1,0 +1,242 @@
+"""Transport: how minitask talks to one Redis (or Redis Cluster).
+
+Scripts loaded once and reloaded after NOSCRIPT, script calls packed ahead of
+time (``packing``) and sent in one write on each thread's own connection
+(``connections``), and the blocking wait of idle workers (``waits``). It knows
+no key and no script by heart: the stores (``minitask.stores``) register their
+scripts here and build their calls; writes to be confirmed by replicas get
+their WAIT in the same write (``durability``). With ``connection``, the only
+modules that talk to redis-py; its errors leave here as BrokerError.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import redis
+from redis.exceptions import RedisClusterException
+
+from ..errors import BrokerError, ConfigurationError, broker_error
+from .cluster import run_on_primary
+from .connections import Connections, load_and_run
+from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
+                         read_confirmation)
+from .packing import PackedScript, ScriptCall, command
+from .waits import Waits
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["Transport", "text"]
+
+#: A command a script calls: redis.call('X', or redis.pcall('X', ... and lib.lua's
+#: wrappers must(kind, 'X', ... and tolerant(instead, 'X', ...
+_SCRIPT_COMMAND = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
+
+
+def text(value: Any) -> str:
+    """A reply as str."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Transport:
+    """One client's scripts, connections and blocking waits."""
+
+    def __init__(self, client: "redis.Redis | redis.RedisCluster", description: str = "") -> None:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        if kwargs.get("decode_responses"):
+            raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
+                                     "it without decode_responses=True")
+        self.client = client
+        self.description = description or repr(client)
+        self.connections = Connections(client)
+        self._waits = Waits(self.connections, self._packed_script)
+        self._sources: Dict[str, str] = {}
+        self._scripts: Dict[str, Any] = {}
+        self._packed: Dict[Tuple[str, str], PackedScript] = {}
+        #: How the writes of durability.CONFIRMED_SCRIPTS are confirmed (the app's setting).
+        self.durability = Durability()
+        self._waitaof = False  # known to have WAITAOF
+
+    # -- scripts -------------------------------------------------------------------
+
+    def register(self, name: str, source: str) -> None:
+        """Make script ``name`` callable; loaded on the server at its first use."""
+        self._sources[name] = source
+        self._scripts[name] = self.client.register_script(source)
+
+    @contextmanager
+    def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
+        """Turn redis-py's errors into BrokerError saying what failed, and what to do
+        (a hint fitting the error: see ``errors.broker_reason``); ``script`` names
+        the script the block runs, if any."""
+        try:
+            yield
+        except BrokerError:
+            raise
+        except (redis.RedisError, RedisClusterException, OSError) as exc:
+            raise self._failure(exc, what, script) from exc
+
+    def _failure(self, exc: BaseException, what: str, script: Optional[str]) -> BrokerError:
+        commands: List[str] = []
+        if script is not None:  # an error path: the script's text is read only now
+            commands = sorted({name.lower() for name in
+                               _SCRIPT_COMMAND.findall(self._sources.get(script, ""))})
+        return broker_error(exc, what, self.description, script=script, commands=commands)
+
+    def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str,
+            durability: Optional[Durability] = None) -> Any:
+        """Run one script through redis-py (any client, Redis Cluster included).
+
+        ``durability`` (default: the app's, for the scripts it covers) may add
+        a confirmation by replicas; see ``run_calls``.
+        """
+        policy = self._confirming([name], durability)
+        if policy is not None and self.connections.pool is not None:
+            # every key dynamic: packed scripts are kept by (name, slot) with their static keys
+            return self.run_calls([(name, "", (), [*keys, *args], len(keys))], what, policy)[0]
+        with self.errors(what, name):
+            if policy is None:
+                return self._scripts[name](keys=keys, args=args)
+            assert isinstance(self.client, redis.RedisCluster)
+            replies = run_on_primary(self.client, self._scripts[name].sha, self._sources[name],
+                                     keys, args, policy.commands(keys[0]))
+            for reply in replies[:-1]:  # the script's, the touch's
+                if isinstance(reply, Exception):
+                    raise reply
+            policy.check(replies[-1], what, self.description)
+            return replies[0]
+
+    def confirms_writes(self) -> bool:
+        """Whether replicas confirm the app's outcome and enqueue writes (its durability)."""
+        return self.durability.mode is not None
+
+    def run_calls(self, calls: Sequence[ScriptCall], what: str,
+                  durability: Optional[Durability] = None) -> List[Any]:
+        """Run script calls in order, in one round trip where the connection allows
+        it (not on Redis Cluster); returns every reply.
+
+        When the calls are to be confirmed (``durability``, else the app's for
+        the scripts it covers), a touch and WAIT (or WAITAOF) follow them in the
+        same write, and DurabilityError says when replicas fell short.
+        """
+        policy = self._confirming([call[0] for call in calls], durability)
+        if self.connections.pool is None:
+            return [self.run(name, list(static_keys) + list(tail[:dynamic]), tail[dynamic:],
+                             what, policy or Durability())
+                    for name, _, static_keys, tail, dynamic in calls]
+        scripts = [self._packed_script(name, slot, static_keys)
+                   for name, slot, static_keys, _, _ in calls]
+        commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
+        confirm = b"" if policy is None else b"".join(
+            command(*part) for part in policy.commands([*calls[0][2], *calls[0][3]][0]))
+        return self._send_packed(scripts, commands, what, (policy, confirm))
+
+    def _confirming(self, names: Sequence[str],
+                    durability: Optional[Durability]) -> Optional[Durability]:
+        """The confirmation these script calls need, if any; refuses "fsync" on a
+        server without WAITAOF before anything is written."""
+        policy = durability if durability is not None else (
+            self.durability if needs_confirmation(names) else None)
+        if policy is None or policy.mode is None:
+            return None
+        if policy.mode == "fsync" and not self._waitaof:
+            with self.errors("ask Redis whether it has WAITAOF"):
+                self._waitaof = has_waitaof(self.client)
+            if not self._waitaof:
+                raise fsync_refused("no such command", self.description)
+        return policy
+
+    def pack_call(self, call: ScriptCall) -> bytes:
+        """One script call as the EVALSHA command it is sent as (the async producer
+        sends these bytes too, rather than have redis-py pack every key again)."""
+        name, slot, static_keys, tail, dynamic = call
+        return self._packed_script(name, slot, static_keys).pack(tail, dynamic)
+
+    def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> PackedScript:
+        script = self._packed.get((name, slot))
+        if script is None:
+            script = self._packed[(name, slot)] = PackedScript(name, self._sources[name],
+                                                               static_keys)
+        return script
+
+    def _send_packed(self, scripts: Sequence[PackedScript], commands: Sequence[bytes],
+                     what: str, confirm: Tuple[Optional[Durability], bytes] = (None, b"")
+                     ) -> List[Any]:
+        """Send packed script calls in one write and read every reply, in order.
+
+        Never sent twice: once written, a call may have run even if its reply is
+        lost, so a failure is the caller's BrokerError to handle. A call that
+        Redis refused (a script error) does not stop the others: every reply is
+        read, the connection stays usable, and the first refusal is raised.
+        ``confirm`` is the durability and its touch and WAIT, sent behind the calls.
+        """
+        policy, confirmation = confirm
+        with self.errors(what):
+            connection = self.connections.own()
+            try:
+                connection.send_packed_command([b"".join(commands) + confirmation])  # one write
+                replies: List[Any] = []
+                missing = []
+                refused: Optional[Tuple[int, redis.ResponseError]] = None
+                for index in range(len(commands)):
+                    try:
+                        replies.append(connection.read_response())
+                    except redis.exceptions.NoScriptError:
+                        missing.append(index)  # first use on this server, or after a flush
+                        replies.append(None)
+                    except redis.ResponseError as exc:
+                        refused = refused or (index, exc)
+                        replies.append(None)
+                waited = read_confirmation(connection, policy)
+                for index in missing:  # a script that ran is never sent twice
+                    try:
+                        replies[index] = load_and_run(connection, scripts[index],
+                                                      commands[index])
+                    except redis.ResponseError as exc:
+                        if refused is None or index < refused[0]:
+                            refused = (index, exc)
+                if missing and policy is not None:  # those ran after the WAIT: once more
+                    connection.send_packed_command([confirmation])
+                    waited = read_confirmation(connection, policy)
+            except BaseException:
+                connection.disconnect()  # a half-read reply must not reach the next caller
+                raise
+            if refused is not None:
+                index, error = refused
+                raise self._failure(error, what, scripts[index].name) from error
+            if policy is not None:
+                policy.check(waited, what, self.description)
+        return replies
+
+    # -- connections and waits ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close every connection this transport opened, and its client's pool.
+
+        A thread that uses it again later opens a new connection.
+        """
+        self.connections.disconnect_all()
+        with self.errors("close the connections"):
+            self.client.close()
+
+    def wait(self, keys: List[str], timeout: float, *, interrupt: Optional[int] = None,
+             then: Optional[ScriptCall] = None,
+             before: Sequence[ScriptCall] = ()) -> Optional[Any]:
+        """Block until a BLPOP on ``keys`` is served, ``timeout`` seconds pass, or the
+        file descriptor ``interrupt`` becomes readable.
+
+        With ``then`` (a script call that reads the server's clock, and whose
+        reply is never nil), the wait ends by running it and returns its reply;
+        None means it was not sent (a cluster, a test double, an ACL without
+        CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs it itself. Calls in
+        ``before`` (same rules) run ahead of ``then``, in order; with them the
+        reply is the list of every call's reply, ``then``'s last.
+        """
+        with self.errors("wait for tasks", None if then is None else then[0]):
+            return self._waits.wait(keys, timeout, interrupt, then, before)
+
+    def stop_waiting(self) -> None:
+        """Drop this thread's outstanding BLPOP before it gets busy with a task."""
+        self._waits.stop_waiting()

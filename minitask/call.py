@@ -1,0 +1,227 @@
+"""One call of a task: its arguments bound, its options checked, its message built.
+
+Everything a call is checked against happens here, in the caller, before any
+command is sent: the function's signature, the time options, the flow control
+options. ``Task`` and its ``a*`` twins share this one path, so a sync call and
+its awaited twin accept and refuse exactly the same things.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import inspect
+import math
+import reprlib
+from dataclasses import replace
+from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict,
+                    Union)
+
+from .broker.durability import APP, CallSetting
+from .errors import ArgumentError, ConfigurationError
+from .limits import CALL_OPTIONS as FLOW_OPTIONS
+from .limits import call_flow, pack
+from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
+                      check_text, is_number, new_task_id, positional_arity)
+from .sending import Sender, check_queue_name
+from .tracing import current_context
+from .wire.message import MAX_MS, Message, due_after_ms, new_message, to_ms
+
+#: Every option ``apply_async`` takes.
+APPLY_OPTIONS = CALL_OPTIONS | FLOW_OPTIONS | {"durability"}
+
+
+class CallOptions(TypedDict, total=False):
+    """The options of one call (``apply_async``); each overrides the task's."""
+
+    queue: Optional[str]
+    priority: Optional[int]
+    delay: Optional[float]
+    eta: Union[_dt.datetime, float, None]
+    task_id: Optional[str]
+    limit_key: Optional[str]
+    debounce: Optional[float]
+    expires: Union[_dt.datetime, float, None]
+    durability: CallSetting
+
+
+class Calls:
+    """Builds the messages of one task's calls."""
+
+    def __init__(self, sender: Sender, func: Callable[..., Any], options: TaskOptions) -> None:
+        self._sender = sender
+        self.options = options
+        self.name = options.name
+        self._where = f"task {options.name!r}"
+        self._signature = inspect.signature(func)
+        self._arity = positional_arity(self._signature)
+        self._flow = pack(self.name, options.limits)  # None: no limits, the usual case
+
+    def message(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue: str, priority: int,
+                eta_ms: Optional[int] = None, task_id: Optional[str] = None) -> Message:
+        """The message of a call whose options are already checked."""
+        arity = self._arity
+        try:
+            if kwargs or arity is None or not arity[0] <= len(args) <= arity[1]:
+                self._signature.bind(*args, **kwargs)  # the full check, and its message
+        except TypeError as exc:
+            raise ArgumentError(f"{self._where}: {exc}{self._misplaced_options(kwargs)}",
+                                task_name=self.name) from None
+        now_ms = self._sender.clock.now_ms()
+        if eta_ms is not None and eta_ms <= now_ms:
+            eta_ms = None
+        return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
+                           priority, now_ms, eta_ms, self._flow, current_context())
+
+    def applied(self, args: Any, kwargs: Any,
+                options: CallOptions) -> Tuple[Message, CallSetting]:
+        """The message of an ``apply_async`` call and its durability, every option
+        checked."""
+        where = self._where
+        unknown = sorted(set(options) - APPLY_OPTIONS)
+        if unknown:
+            raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)} for "
+                                     f"apply_async; valid options are "
+                                     f"{', '.join(sorted(APPLY_OPTIONS))}")
+        args, kwargs = self._arguments(args, kwargs)
+        queue = options.get("queue")
+        queue = self.options.queue if queue is None else queue
+        check_queue_name(queue)
+        priority = options.get("priority")
+        priority = self.options.priority if priority is None else check_priority(priority, where)
+        eta, delay = options.get("eta"), options.get("delay")
+        eta_ms: Optional[int] = None
+        if eta is not None:
+            eta_ms = self.eta_ms(eta)
+        elif delay is not None:
+            eta_ms = self.delay_ms(delay, "delay")
+        task_id = options.get("task_id")
+        if task_id is not None:
+            check_text(task_id, "task_id", where)
+        message = self.message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
+        flow = {name: options.get(name) for name in FLOW_OPTIONS}
+        if any(value is not None for value in flow.values()):
+            spec, due_ms = call_flow(self.name, self.options.limits, flow, task_id=task_id,
+                                     timed=eta is not None or delay is not None,
+                                     now_ms=message.enqueued_at_ms, where=where)
+            message = replace(message, flow=spec, eta_ms=due_ms or message.eta_ms)
+        return message, options.get("durability", APP)
+
+    def _arguments(self, args: Any, kwargs: Any) -> Tuple[Sequence[Any], Dict[str, Any]]:
+        """``apply_async``'s ``args`` and ``kwargs``, checked for their shape."""
+        if args is None:
+            args = ()
+        elif not isinstance(args, (tuple, list)):
+            raise ArgumentError(f"{self._where}: apply_async args must be a tuple or list of "
+                                f"positional arguments, got {reprlib.repr(args)} "
+                                f"({type(args).__name__}); for a single argument write "
+                                f"args=(value,)", task_name=self.name)
+        if kwargs is None:
+            kwargs = {}
+        elif not isinstance(kwargs, dict):
+            raise ArgumentError(f"{self._where}: apply_async kwargs must be a dict of keyword "
+                                f"arguments, got {reprlib.repr(kwargs)} "
+                                f"({type(kwargs).__name__})", task_name=self.name)
+        else:
+            for key in kwargs:
+                if not isinstance(key, str):
+                    raise ArgumentError(f"{self._where}: apply_async kwargs keys must be str "
+                                        f"(argument names), got {reprlib.repr(key)}",
+                                        task_name=self.name)
+        return args, kwargs
+
+    def many(self, calls: Iterable[Sequence[Any]]) -> List[Message]:
+        """The messages of a ``delay_many``: one tuple of positional arguments each."""
+        where = self._where
+        try:
+            each = iter(calls)
+        except TypeError:
+            raise ArgumentError(f"{where}: delay_many takes an iterable of argument tuples, "
+                                f"got {reprlib.repr(calls)}", task_name=self.name) from None
+        messages = []
+        queue, priority = self.options.queue, self.options.priority
+        for index, args in enumerate(each):
+            if not isinstance(args, (tuple, list)):
+                raise ArgumentError(
+                    f"{where}: delay_many takes one tuple (or list) of positional arguments "
+                    f"per call; call {index} is {reprlib.repr(args)} ({type(args).__name__}); "
+                    f"write (value,) for a single argument, and use apply_async(args, "
+                    f"kwargs) for keyword arguments", task_name=self.name)
+            messages.append(self.message(tuple(args), {}, queue, priority))
+        return messages
+
+    def delay_ms(self, seconds: Any, what: str) -> Optional[int]:
+        """The due time ``seconds`` from now in ms, or None (<= 0 means now)."""
+        if not is_number(seconds) or not math.isfinite(seconds):
+            raise ConfigurationError(f"{self._where}: {what} takes a finite number of "
+                                     f"seconds, got {reprlib.repr(seconds)}")
+        if seconds <= 0:
+            return None
+        now_ms = self._sender.clock.now_ms()
+        if seconds > (MAX_MS - now_ms) / 1000.0:
+            raise ConfigurationError(f"{self._where}: {what} of {seconds!r} seconds ends "
+                                     f"after year 9999; give a nearer time")
+        return due_after_ms(self._sender.clock, seconds)
+
+    def eta_ms(self, when: Any) -> int:
+        """Unix ms of an aware datetime or a timestamp (0 for any time before 1970)."""
+        if isinstance(when, _dt.datetime):
+            if when.tzinfo is None or when.utcoffset() is None:
+                raise ConfigurationError(f"{self._where}: eta {when!r} is a naive "
+                                         f"datetime; give it a time zone")
+            seconds = when.timestamp()
+        elif is_number(when) and math.isfinite(when):
+            seconds = float(when)
+        else:
+            raise ConfigurationError(f"{self._where}: eta must be an aware datetime or "
+                                     f"a finite Unix timestamp, got {reprlib.repr(when)}")
+        if seconds > MAX_MS / 1000.0:
+            raise ConfigurationError(f"{self._where}: eta {when!r} is after the end of "
+                                     f"year 9999; give a nearer time")
+        return to_ms(seconds) if seconds > 0 else 0
+
+    def check(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
+        """Raise ArgumentError unless the arguments bind to the function."""
+        try:
+            self._signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ArgumentError(f"{self._where}: {exc}{self._misplaced_options(kwargs)}",
+                                task_name=self.name) from None
+
+    def step_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
+        """``Task.call_options``: a workflow step's per-call options, checked."""
+        where = self._where
+        unknown = sorted(set(options) - CALL_OPTIONS)
+        if unknown:
+            raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)} for a "
+                                     f"signature; valid options are "
+                                     f"{', '.join(sorted(CALL_OPTIONS))}")
+        queue = options.get("queue", self.options.queue)
+        check_queue_name(queue)
+        priority = options.get("priority")
+        priority = self.options.priority if priority is None else check_priority(priority, where)
+        delay = options.get("delay")
+        delay_ms = None if delay is None else to_ms(check_seconds(delay, "delay", where))
+        eta = options.get("eta")
+        task_id = options.get("task_id")
+        if task_id is not None:
+            check_text(task_id, "task_id", where)
+        return {"queue": queue, "priority": priority, "delay_ms": delay_ms or None,
+                "eta_ms": None if eta is None else self.eta_ms(eta), "task_id": task_id}
+
+    def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
+        """Say where an option given as a keyword argument of the function belongs."""
+        parameters = self._signature.parameters
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+            return ""
+        unexpected = [key for key in kwargs if key not in parameters]
+        per_call = [key for key in unexpected if key in CALL_OPTIONS]
+        per_task = [key for key in unexpected if key in TASK_OPTIONS - CALL_OPTIONS]
+        hints = []
+        if per_call:
+            given = ", ".join(f"{key}={reprlib.repr(kwargs[key])}" for key in per_call)
+            hints.append(f"{', '.join(per_call)} is an option of the call, not an argument "
+                         f"of the function: use apply_async(args, kwargs, {given})")
+        if per_task:
+            given = ", ".join(f"{key}=..." for key in per_task)
+            hints.append(f"{', '.join(per_task)} is an option of the task: set it with "
+                         f"@app.task({given})")
+        return "".join(f"; {hint}" for hint in hints)

@@ -1,0 +1,72 @@
+"""Log records that say which task they come from, as text or as JSON.
+
+A record logged inside a task (by minitask or by the task's own code, with
+any logger) gets ``task_id`` and ``task_name`` from ``current_task()``; outside
+a task both are empty strings, so a format string can always name them.
+This is a handler filter, not a logger filter: a logger's filter would only
+see records of that one logger, and tasks log through their own.
+
+``minitask`` (the command) installs all of this on its handler; a program
+that runs workers itself adds ``TaskContextFilter`` to its own handlers.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+from typing import Any, Dict
+
+from ..context import current_task
+
+#: The text format: the task's name and id appear only on records from inside a task.
+TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
+
+#: Attributes every LogRecord has; anything else a caller passed in ``extra`` goes to JSON.
+_STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
+    "message", "asctime", "task_id", "task_name", "task_prefix"}
+
+
+class TaskContextFilter(logging.Filter):
+    """Adds ``task_id``, ``task_name`` and ``task_prefix`` to every record."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        context = current_task()
+        if context is None:
+            record.task_id = record.task_name = record.task_prefix = ""
+        else:
+            record.task_id, record.task_name = context.id, context.name
+            record.task_prefix = f"[{context.name} {context.id}] "
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: time (UTC, ISO 8601), level, logger, message, the
+    task's id and name, the exception's traceback, and any ``extra`` fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: Dict[str, Any] = {
+            "time": _dt.datetime.fromtimestamp(record.created, _dt.timezone.utc)
+            .isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            "task_id": getattr(record, "task_id", ""),
+            "task_name": getattr(record, "task_name", ""),
+        }
+        if record.exc_info:
+            entry["traceback"] = self.formatException(record.exc_info)
+        for name, value in vars(record).items():
+            if name not in _STANDARD and name not in entry:
+                entry[name] = value if isinstance(value, (str, int, float, bool)) else repr(value)
+        return json.dumps(entry, ensure_ascii=False)
+
+
+def handler(log_format: str = "text") -> logging.Handler:
+    """A stderr handler with the task filter and the ``text`` or ``json`` format."""
+    if log_format not in ("text", "json"):
+        raise ValueError(f"log format must be 'text' or 'json', got {log_format!r}")
+    stream = logging.StreamHandler()
+    stream.addFilter(TaskContextFilter())
+    stream.setFormatter(JsonFormatter() if log_format == "json"
+                        else logging.Formatter(TEXT_FORMAT))
+    return stream

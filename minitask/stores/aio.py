@@ -1,0 +1,318 @@
+"""The async producer and handle side, on ``redis.asyncio``: nothing blocks the loop.
+
+``await task.adelay(...)``, ``await handle.aget()`` and the other ``a*`` twins
+send the same Lua script calls, with the same keys, as their blocking
+originals: the stores build each call (``enqueue_call``, ``state_call``...),
+and this module only carries it over an asyncio connection. Messages are
+built and checked by the same code as the blocking path (``Task``,
+``Sender.prepare``), before anything is sent.
+
+A ``redis.asyncio`` client belongs to the event loop it first ran on, so the
+app keeps one ``AsyncBroker`` per running loop (``Minitask.async_broker()``).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+
+import redis
+import redis.asyncio
+from redis.asyncio.cluster import PipelineCommand
+from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException
+
+from .broker import Broker
+from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
+                                 takes_command_name, waitaof_in)
+from ..errors import BrokerError, ConfigurationError, DurabilityError
+from .scripts import source
+from ..broker.packing import ScriptCall
+from ..broker.transport import text
+from ..broker.waits import block_cap
+
+#: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
+AsyncClient = Any
+
+#: The blocking connection classes of redis-py and their asyncio twins, by name.
+_TWINS = {"Connection": redis.asyncio.Connection,
+          "SSLConnection": redis.asyncio.SSLConnection,
+          "UnixDomainSocketConnection": redis.asyncio.UnixDomainSocketConnection}
+
+
+def async_client_for(client: Any, description: str) -> AsyncClient:
+    """A ``redis.asyncio`` client for the server a blocking client talks to: same
+    address, credentials, TLS settings and database, its own connections.
+
+    Raises:
+        ConfigurationError: the client is a Redis Cluster or Sentinel client, or
+            one whose connections minitask cannot mirror; pass ``async_broker=``.
+    """
+    pool = getattr(client, "connection_pool", None)
+    twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
+    if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
+            pool) is not redis.ConnectionPool:
+        raise ConfigurationError(
+            f"async producers cannot mirror the broker client of {description} (a Redis "
+            f"Cluster, Sentinel or custom client): pass a redis.asyncio client as "
+            f"Minitask(..., async_broker=...)")
+    kwargs = dict(pool.connection_kwargs)
+    for blocking_only in ("retry", "redis_connect_func", "credential_provider"):
+        kwargs.pop(blocking_only, None)
+    return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
+        connection_class=twin, max_connections=pool.max_connections, **kwargs))
+
+
+class AsyncBroker:
+    """One app's Redis seen from one event loop: the stores' calls, awaited."""
+
+    def __init__(self, broker: Broker, client: AsyncClient) -> None:
+        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+        if kwargs.get("decode_responses"):
+            raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
+                                     "the async_broker without decode_responses=True")
+        self.broker = broker
+        self.client = client
+        self.description = broker.description
+        self._shas: Dict[str, str] = {}
+        self._known_queues: Set[str] = set()
+        # A plain client's pool: script calls go out packed by the transport, as the
+        # blocking ones do (redis-py would encode each of a call's 20 keys and arguments
+        # again, and wrap the call in its retry and timeout machinery).
+        plain = type(client) is redis.asyncio.Redis and getattr(client, "connection", None) is None
+        self._pool: Any = client.connection_pool if plain else None
+        self._named = self._pool is not None and takes_command_name(self._pool)
+        self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
+
+    @contextmanager
+    def errors(self, what: str) -> Iterator[None]:
+        """Turn redis-py's errors into BrokerError saying what failed."""
+        try:
+            yield
+        except (redis.RedisError, OSError) as exc:
+            raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
+                              f"that the server is running and reachable") from exc
+
+    async def run(self, call: ScriptCall, what: str) -> Any:
+        """Run one script call as the stores built it (EVALSHA; loaded on NOSCRIPT)."""
+        name, _, static_keys, tail, dynamic = call
+        keys = list(static_keys) + list(tail[:dynamic])
+        args = list(tail[dynamic:])
+        sha = self._shas.get(name)
+        if sha is None:
+            sha = self._shas[name] = hashlib.sha1(source(name).encode()).hexdigest()
+        with self.errors(what):
+            try:
+                if self._pool is not None:
+                    return await self._send_packed(self.broker.transport.pack_call(call))
+                return await self.client.evalsha(sha, len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                await self.client.script_load(source(name))
+                return await self.client.evalsha(sha, len(keys), *keys, *args)
+
+    async def run_confirmed(self, call: ScriptCall, what: str, durability: Durability) -> Any:
+        """``run``, then a touch and WAIT (or WAITAOF) on the same connection, in one
+        pipeline: the async twin of the transport's confirmed writes."""
+        name, _, static_keys, tail, dynamic = call
+        keys = list(static_keys) + list(tail[:dynamic])
+        if durability.mode == "fsync" and not self._waitaof:
+            await self._ask_waitaof()
+        sha = hashlib.sha1(source(name).encode()).hexdigest()
+        commands = [("EVALSHA", sha, len(keys), *keys, *tail[dynamic:]),
+                    *durability.commands(keys[0])]
+        with self.errors(what):
+            for _ in range(2):
+                replies = await self._pipelined(commands, keys[0])
+                if not isinstance(replies[0], redis.exceptions.NoScriptError):
+                    break
+                await self.client.script_load(source(name))
+            for reply in replies[:-1]:
+                if isinstance(reply, Exception):
+                    raise reply
+            durability.check(replies[-1], what, self.description)
+        return replies[0]
+
+    async def _pipelined(self, commands: Sequence[Sequence[Any]], key: str) -> List[Any]:
+        """``commands`` on one connection, in order; every reply, a refusal as an exception.
+
+        On a cluster, redis-py's pipeline refuses EVALSHA and would send WAIT to
+        every node: the commands go to the primary of ``key``'s slot instead, so
+        that WAIT asks that shard's replicas about the connection that wrote.
+        """
+        if not isinstance(self.client, redis.asyncio.RedisCluster):
+            batch = self.client.pipeline(transaction=False)
+            for command in commands:
+                batch.execute_command(*command)
+            return list(await batch.execute(raise_on_error=False))
+        await self.client.initialize()  # a no-op once the slots are known
+        stack = [PipelineCommand(index, *command) for index, command in enumerate(commands)]
+        node = self.client.get_node_from_key(key)
+        assert node is not None  # a primary, not a replica: never None
+        try:
+            await node.execute_pipeline(stack)
+        except (redis.ConnectionError, redis.TimeoutError):
+            await self._relearn()  # after a failover: the next try goes to the new primary
+            raise
+        replies = [command.result for command in stack]
+        if any(isinstance(reply, (MovedError, AskError, ClusterDownError)) for reply in replies):
+            await self._relearn()
+        return replies
+
+    async def _relearn(self) -> None:
+        try:
+            await self.client.nodes_manager.initialize()
+        except (redis.RedisError, RedisClusterException, OSError):
+            pass  # the caller's own error says what failed; the next call tries again
+
+    async def _ask_waitaof(self) -> None:
+        """Refuse "fsync" before writing when the server has no WAITAOF (asked once:
+        a server does not lose the command)."""
+        with self.errors("ask Redis whether it has WAITAOF"):
+            if isinstance(self.client, redis.asyncio.RedisCluster):
+                loop = asyncio.get_running_loop()  # the blocking client's nodes: same servers
+                found = await loop.run_in_executor(None, has_waitaof,
+                                                   self.broker.transport.client)
+            else:
+                pool = self.client.connection_pool
+                connection = await (pool.get_connection("COMMAND")
+                                    if takes_command_name(pool) else pool.get_connection())
+                try:  # raw: redis-py's parser breaks on an unknown command's nil
+                    await connection.send_command(*WAITAOF_PROBE)
+                    found = waitaof_in(await connection.read_response())
+                finally:
+                    await pool.release(connection)
+        if not found:
+            raise fsync_refused("no such command", self.description)
+        self._waitaof = True
+
+    async def _send_packed(self, command: bytes) -> Any:
+        """Send one packed command on a connection of the pool and read its reply.
+
+        A connection that failed part way is closed before it goes back to the pool:
+        a reply left unread would answer the next caller's command.
+        """
+        assert self._pool is not None
+        pool = self._pool
+        connection = await (pool.get_connection("EVALSHA") if self._named
+                            else pool.get_connection())
+        try:
+            await connection.send_packed_command(command)
+            return await connection.read_response()
+        except redis.ResponseError:
+            raise  # a whole reply was read: the connection stays usable
+        except BaseException:
+            await connection.disconnect()
+            raise
+        finally:
+            await pool.release(connection)
+
+    # -- producing -------------------------------------------------------------------
+
+    async def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
+                      now_ms: int, durability: Optional[Durability] = None) -> int:
+        queues = self.broker.queues
+        what = f"enqueue into queue {queue!r}"
+        try:
+            call = queues.enqueue_now_call(queue, entries, now_ms)
+            added = -1 if call is None else await self._run_as(call, what, durability)
+            if added == -1:  # enqueue_now wrote nothing: the full enqueue will
+                added = await self._run_as(queues.enqueue_call(queue, entries, now_ms), what,
+                                           durability)
+        except DurabilityError:
+            await self._register(queue)  # written, unconfirmed: findable by id all the same
+            raise
+        await self._register(queue)
+        return int(added)
+
+    async def _run_as(self, call: ScriptCall, what: str,
+                      durability: Optional[Durability]) -> Any:
+        """``run`` the call, confirmed by replicas when ``durability`` asks it."""
+        if durability is None or durability.mode is None:
+            return await self.run(call, what)
+        return await self.run_confirmed(call, what, durability)
+
+    async def _register(self, queue: str) -> None:
+        if queue not in self._known_queues:
+            with self.errors("register queues"):
+                await self.client.sadd(self.broker.queues.app_keys.queues, queue)
+            self._known_queues.add(queue)
+
+    async def enqueue_flow(self, by_queue: Mapping[str, Sequence[Tuple[str, bytes, int, int]]],
+                           specs: Mapping[str, str], now_ms: int,
+                           durability: Optional[Durability] = None) -> int:
+        """``FlowStore.send``, awaited: flow-controlled calls (limits.py), by queue."""
+        added, chunk = 0, self.broker.flow.CHUNK
+        for queue, entries in by_queue.items():
+            for start in range(0, len(entries), chunk):
+                call = self.broker.flow.enqueue_call(queue, entries[start:start + chunk], specs,
+                                                     now_ms)
+                try:
+                    added += int(await self._run_as(call, f"enqueue into queue {queue!r}",
+                                                    durability))
+                except DurabilityError:
+                    await self._register(queue)  # written, unconfirmed: findable by id
+                    raise
+            await self._register(queue)
+        return added
+
+    # -- following -------------------------------------------------------------------
+
+    async def queue_names(self) -> List[str]:
+        with self.errors("list queues"):
+            names = await self.client.smembers(self.broker.queues.app_keys.queues)
+        return sorted(text(name) for name in names)
+
+    async def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
+        results = self.broker.results
+        return results.state_of(await self.run(results.state_call(queue, task_id),
+                                               f"read the state of {task_id}"))
+
+    async def get(self, key: str, what: str) -> Optional[bytes]:
+        """One string key's value (a task's progress), or None."""
+        with self.errors(what):
+            data: Optional[bytes] = await self.client.get(key)
+        return data
+
+    async def find_queue(self, task_id: str) -> Optional[str]:
+        for queue in await self.queue_names():
+            if (await self.state(queue, task_id))[0] != "unknown":
+                return queue
+        return None
+
+    async def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
+        """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5)."""
+        key = self.broker.results.keys(queue).result(task_id)
+        seconds = min(max(timeout, 0.002), block_cap(self.client))
+        with self.errors(f"wait for the result of {task_id}"):
+            found = await self.client.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
+        return found if isinstance(found, bytes) else None
+
+    async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
+        results = self.broker.results
+        with self.errors(f"read message {task_id}"):
+            body = await self.client.hget(results.keys(queue).messages, task_id)
+        if body is None:
+            return False
+        return bool(await self.run(results.cancel_call(queue, task_id, body, result_ttl_ms),
+                                   f"cancel {task_id}"))
+
+    async def request_cancel(self, queue: str, task_id: str) -> bool:
+        return bool(await self.run(self.broker.cancels.request_call(queue, task_id),
+                                   f"ask to stop task {task_id}"))
+
+    async def close(self) -> None:
+        with self.errors("close the async connections"):
+            await self.client.aclose()
+            pool = getattr(self.client, "connection_pool", None)
+            if pool is not None:  # a pool handed to the client is not closed with it
+                await pool.disconnect()
+
+
+def running_loop(what: str) -> asyncio.AbstractEventLoop:
+    """The running event loop; a clear error when called outside one."""
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        raise ConfigurationError(f"{what} must be awaited inside a running event loop "
+                                 f"(asyncio.run(...)); use its blocking twin "
+                                 f"outside one") from None

@@ -1,0 +1,62 @@
+"""Broker: one app's Redis, as a transport and a store per concern.
+
+The stores hold every operation minitask does on Redis (``minitask.stores``);
+the transport (``transport.py``) carries them. A feature with state of its
+own adds a store beside these, not methods to a shared class.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from .admin import AdminStore
+from .broadcast import BroadcastStore
+from .cancels import CancelStore
+from .dead import DeadLetterStore
+from .flow import FlowStore
+from .metrics import MetricsStore
+from .progress import ProgressStore
+from .queue import QueueStore
+from .registry import WorkerRegistry
+from .results import ResultStore
+from .schedules import ScheduleStore
+from .workflows import WorkflowStore
+from ..broker.transport import Transport
+
+
+class Broker:
+    """The stores of one app on one Redis (or Redis Cluster)."""
+
+    def __init__(self, client: "redis.Redis | redis.RedisCluster", app_name: str,
+                 description: str = "") -> None:
+        self.transport = Transport(client, description)
+        self.app_name = app_name
+        self.queues = QueueStore(self.transport, app_name)
+        self.results = ResultStore(self.transport, app_name)
+        self.dead = DeadLetterStore(self.transport, app_name)
+        self.registry = WorkerRegistry(self.transport, app_name)
+        self.admin = AdminStore(self.transport, app_name)
+        self.cancels = CancelStore(self.transport, app_name)
+        self.schedules = ScheduleStore(self.transport, app_name)
+        self.workflows = WorkflowStore(self.transport, app_name, self.queues)
+        self.broadcasts = BroadcastStore(self.transport, app_name)
+        self.flow = FlowStore(self.transport, app_name, self.queues)
+        self.metrics = MetricsStore(self.transport, app_name)
+        self.progress = ProgressStore(self.transport, app_name)
+
+    @property
+    def client(self) -> Any:
+        return self.transport.client
+
+    @property
+    def description(self) -> str:
+        """Where the broker is, with any password hidden."""
+        return self.transport.description
+
+    def close(self) -> None:
+        """Close every connection this broker opened, and its client's pool.
+
+        A thread that uses the broker again later opens a new connection.
+        """
+        self.transport.close()

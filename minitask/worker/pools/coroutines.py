@@ -1,0 +1,201 @@
+"""The asyncio pool: up to N attempts at once on one event loop.
+
+The worker's own parts do what they do for the thread pool: the dispatcher
+takes a slot, leases work from the source, and hands it here; the heartbeat
+thread renews leases; the stop gives back what is left. This pool runs each
+attempt as a task on an event loop in a thread of its own: an ``async def``
+task is awaited there (cancelled at its ``timeout``, or when
+``cancel(running=True)`` asks), a plain function runs in the loop's default
+executor so that it cannot block the loop. Outcomes are recorded by a few
+threads beside the loop, never on it: recording waits for Redis.
+
+The dispatcher leases up to as many tasks as slots are free in one round
+trip (at least ``prefetch``): they start at once, so order is kept as well
+as with one fetch per task.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import functools
+import inspect
+import logging
+import threading
+import time
+from typing import Any, Callable, Dict, Optional
+
+from ...context import running
+from ...errors import TimeLimitExceeded
+from ..leases import Job
+from ..outcomes import Recorder
+from ..runner import Runner, limited, settle
+
+logger = logging.getLogger(__name__)
+
+#: Threads that record outcomes beside the loop: a round trip each, in parallel.
+RECORDERS = 4
+#: Longest the pool waits for cancelled attempts to unwind once the grace is over.
+CANCEL_WAIT = 5.0
+
+
+class AsyncioPool:
+    """``size`` slots; each attempt a task on one event loop in its own thread."""
+
+    def __init__(self, size: int, runner: Runner, recorder: Recorder,
+                 on_free: Optional[Callable[[int], None]] = None) -> None:
+        self._size = size
+        self._busy = 0
+        self._finished = 0
+        self._idle = threading.Condition()
+        self._runner = runner
+        self._recorder = recorder
+        self._on_free = on_free
+        self._attempts: Dict[str, "asyncio.Task[None]"] = {}
+        self._shutting_down = False
+        self._loop = asyncio.new_event_loop()
+        self._recording = concurrent.futures.ThreadPoolExecutor(
+            RECORDERS, thread_name_prefix="minitask-record")
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+                                        name="minitask-asyncio")
+        self._thread.start()
+
+    # -- slots (what the dispatcher asks of any pool) -------------------------------
+
+    def wait_for_slot(self, stop: threading.Event) -> bool:
+        """Take a free slot; False when ``stop`` is set first. Tells ``on_free`` how
+        many are free, so that the next fetch leases that many at once."""
+        with self._idle:
+            while self._busy >= self._size and not stop.is_set():
+                self._idle.wait(0.2)
+            if stop.is_set():
+                return False
+            free = self._size - self._busy
+            self._busy += 1
+        if self._on_free is not None:
+            self._on_free(free)
+        return True
+
+    def give_back_slot(self, finished: bool = False) -> None:
+        with self._idle:
+            self._busy -= 1
+            self._finished += finished
+            self._idle.notify_all()
+
+    @property
+    def finished(self) -> int:
+        """Jobs run to the end so far: a change means new work may have been scheduled."""
+        with self._idle:
+            return self._finished
+
+    def submit(self, job: Job) -> None:
+        asyncio.run_coroutine_threadsafe(self._run(job), self._loop)
+
+    def wait_idle(self, timeout: Optional[float] = None) -> bool:
+        """Wait until no attempt runs; False when ``timeout`` seconds pass first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    # -- ending ---------------------------------------------------------------------
+
+    def cancel_running(self) -> None:
+        """The grace is over: cancel the coroutines still running and wait for them to
+        unwind; they record nothing, and the worker gives their tasks back."""
+        self._shutting_down = True
+        running = list(self._attempts.values())
+        if not running:
+            return
+        for attempt in running:
+            self._loop.call_soon_threadsafe(attempt.cancel)
+        self.wait_idle(CANCEL_WAIT)
+
+    def close(self) -> None:
+        """Stop the loop and the recording threads (after the worker's shutdown)."""
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=CANCEL_WAIT)
+        self._recording.shutdown(wait=True)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    # -- one attempt, on the loop ---------------------------------------------------
+
+    async def _run(self, job: Job) -> None:
+        current = asyncio.current_task()
+        assert current is not None  # always inside a task on the loop
+        self._attempts[job.task_id] = current
+        try:
+            await self._execute(job)
+        except asyncio.CancelledError:
+            if not self._shutting_down:
+                logger.error("task %s: attempt cancelled unexpectedly; it will be "
+                             "delivered again when its lease expires", job.task_id)
+        except Exception:  # a bug of ours must not end the loop; the lease expires
+            logger.exception("internal error while running task %s", job.task_id)
+        finally:
+            self._attempts.pop(job.task_id, None)
+            self.give_back_slot(finished=True)
+
+    def _stopper(self, attempt: "asyncio.Future[Any]") -> Callable[[], None]:
+        """How the cancel watch (another thread) stops an attempt: cancel it on the loop."""
+        def stop() -> None:
+            self._loop.call_soon_threadsafe(attempt.cancel)
+        return stop
+
+    async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
+        return await self._loop.run_in_executor(self._recording, functools.partial(step, *args))
+
+    async def _execute(self, job: Job) -> None:
+        found = self._runner.resolve(job, bury=False)
+        if found is None:  # dead-lettered, off the loop
+            await self._record(self._runner.resolve, job)
+            return
+        message, task = found
+        board = self._runner.cancels
+        is_async = inspect.iscoroutinefunction(task.func)
+        cancel = board.enter(job.task_id)
+        try:
+            if cancel.is_set():  # asked to stop while it waited in this worker's buffer
+                await self._record(self._recorder.cancelled, job, message, 0.0)
+                return
+            inner: "Optional[asyncio.Future[Any]]" = None
+            started = time.monotonic()
+            value: Any = None
+            error: Optional[BaseException] = None
+            limit = task.options.timeout
+            observer = self._runner.observer
+            with running(message, job.delivery.delivery, cancel,
+                         observer.reporter(message)) as context:
+                observer.started(context, message)
+                if is_async:
+                    inner = asyncio.ensure_future(
+                        limited(task.func(*message.args, **message.kwargs), limit, task.name))
+                else:  # the context goes along, for current_task()
+                    call = functools.partial(contextvars.copy_context().run, task.func,
+                                             *message.args, **message.kwargs)
+                    inner = self._loop.run_in_executor(None, call)
+            if is_async and not board.set_stopper(job.task_id, self._stopper(inner)):
+                inner.cancel()  # the request came in as it started
+            try:
+                value = await asyncio.shield(inner)
+            except asyncio.CancelledError:
+                if not inner.cancelled():
+                    await settle(inner)  # the pool is shutting down: the attempt goes too
+                    raise
+                if not cancel.is_set():  # the task cancelled itself: a failure
+                    error = RuntimeError(f"task {task.name!r}: its coroutine was cancelled "
+                                         f"by something other than minitask")
+            except (Exception, SystemExit) as exc:
+                error = exc
+            duration = time.monotonic() - started
+            await self._record(observer.ending, message)  # its progress, cancelled or not
+            if cancel.is_set():
+                await self._record(self._recorder.cancelled, job, message, duration)
+                return
+            if (error is None and not is_async and limit is not None and duration > limit):
+                error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over "
+                                          f"its timeout of {limit} s")
+            status = await self._record(self._recorder.finish, job, message, value, error,
+                                        duration)
+            await self._record(observer.ended, context, message, status, value, error, duration)
+        finally:
+            board.leave(job.task_id)
