@@ -24,7 +24,7 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
 
-Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
+Flow control (``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
 
     minitask:{app:queue}:flow         HASH  id -> flow spec, for tasks with limits or an expiry
     minitask:{app:queue}:flow_due     ZSET  limiter -> when its parked tasks may be tried (ms)
