@@ -7,6 +7,7 @@ only asks for a job, hands it to the pool, and waits when there is none.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
@@ -412,8 +413,10 @@ def log_banner(worker: Worker) -> None:
                 ",".join(worker.queues), worker.pool, worker.concurrency, len(tasks),
                 ", ".join(tasks) or "(none)")
     if worker.pool == "thread":
-        limited = [t.name for t in worker.app.tasks.values() if t.options.timeout is not None]
+        # an async def task's coroutine is cancelled at its limit; a function cannot be
+        limited = [t.name for t in worker.app.tasks.values()
+                   if t.options.timeout is not None and not inspect.iscoroutinefunction(t.func)]
         if limited:
-            logger.warning("the thread pool cannot stop a running task: the timeout of %s "
-                           "is checked when the attempt returns (use --pool process to "
+            logger.warning("the thread pool cannot stop a running function: the timeout of "
+                           "%s is checked when the attempt returns (use --pool process to "
                            "kill attempts at their limit)", ", ".join(limited))
