@@ -64,7 +64,7 @@ def test_shutdown_stops_a_busy_worker_as_sigterm_does(
     kit.wait_for_marks("started", "busy")
 
     monkeypatch.setenv("MINITASK_BROKER_URL", kit.server.url)
-    assert main(["shutdown", "-A", "tests.apps.basic", "--all"]) == 0
+    assert main(["shutdown", "-A", "tests.apps.basic", "--all", "--yes"]) == 0
     assert "asked worker" in capsys.readouterr().out
     # acted on while the task still runs: the idle slot stops waiting for tasks (and the
     # listener has taken its order), so a task sent now is left for another worker
