@@ -79,7 +79,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
                            "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
                            "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
-    "cli.options": frozenset({"app", "discovery"}),
+    "cli.options": frozenset({"app", "discovery", "errors"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.shutdown": frozenset({"admin", "cli.options"}),
