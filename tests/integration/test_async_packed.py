@@ -10,7 +10,7 @@ import pytest
 
 from minitask import BrokerError, Minitask
 from minitask.wire.serializer import decode_message
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ import pytest
 import redis
 
 from minitask import Minitask, TaskFailed, current_task
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,9 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.wire.serializer import decode_message
 
-from tests.conftest import ManualClock, RedisServer, record_script_calls
+from tests.support.clock import ManualClock
+from tests.support.scripts import record_script_calls
+from tests.support.servers import RedisServer
 
 DEADLINE = 60.0
 

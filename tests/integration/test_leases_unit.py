@@ -13,7 +13,7 @@ import redis
 
 from minitask import BrokerError, Minitask, TaskFailed, current_task
 from minitask.broker.keys import QueueKeys
-from tests.conftest import wait_until
+from tests.support.waiting import wait_until
 
 VISIBILITY = 10.0
 

@@ -18,7 +18,8 @@ import minitask
 from minitask import (DeadTask, Minitask, ResultTimeout, Retry, TaskFailed, TaskHandle,
                       current_task)
 from minitask.broker.keys import QueueKeys
-from tests.conftest import drain, wait_until
+from tests.support.draining import drain
+from tests.support.waiting import wait_until
 
 UTC = dt.timezone.utc
 

@@ -10,7 +10,7 @@ import redis
 from minitask import Minitask
 from minitask.cli import main
 from tests.apps.periodic import beat
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

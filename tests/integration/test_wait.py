@@ -18,7 +18,8 @@ from minitask import Minitask
 from minitask.stores.queue import FetchResult, FetchTerms
 from minitask.broker.waits import MAX_BLOCK_SECONDS
 from minitask.worker import Worker
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from minitask.wire import message
 from minitask.wire.message import MAX_RETRIES, Outcome
 from minitask.wire.serializer import (MAX_DEPTH, check_arguments, decode_message, decode_outcome,
                                       encode_message, encode_outcome)
-from tests.conftest import drain
+from tests.support.draining import drain
 
 UTC = dt.timezone.utc
 NAN, INF = math.nan, math.inf

@@ -14,7 +14,8 @@ import redis
 from minitask import Minitask, Retry
 from minitask.cli.logs import TEXT_FORMAT, JsonFormatter, TaskContextFilter, handler
 from minitask.worker.runner import close_names
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 user_logger = logging.getLogger("shop.emails")
 
