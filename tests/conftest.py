@@ -128,16 +128,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gc.collect()
     for found in caught:
         print(f"\nleft open at the end of the test session: {found.message}")
-
-
-_KNOWN_FAILURES = [line.strip() for line in (ROOT / "tests" / "known_failures.txt").read_text()
-                   .splitlines() if line.strip()]
-
-
-def pytest_collection_modifyitems(items: List[pytest.Item]) -> None:
-    """Tests that prove open bugs (listed in tests/known_failures.txt, each described in
-    the issue notes) are expected to fail until fixed; they still run and are reported."""
-    for item in items:
-        if any(item.nodeid == known or item.nodeid.startswith(known + "::")
-               for known in _KNOWN_FAILURES):
-            item.add_marker(pytest.mark.xfail(reason="open bug, see issue notes", strict=False))
