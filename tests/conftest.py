@@ -98,6 +98,43 @@ def make_app(redis_client: "redis.Redis[bytes]",
     return make
 
 
+#: Where an ``app`` fixture's broker is (``@pytest.mark.app(on=...)``).
+_APP_BROKERS = ("fake", "server", "offline")
+
+
+@pytest.fixture
+def app(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[Minitask]:
+    """The test's app, closed at teardown: named "test", on a fresh fakeredis with the
+    manual clock, unless ``@pytest.mark.app(name, on=..., **options)`` on the test or its
+    module says otherwise; ``options`` are the Minitask's own. ``on`` is where its broker is:
+
+    * ``"fake"``: the test's ``fake_redis``, with the manual clock;
+    * ``"server"``: the suite's redis-server, through its URL, emptied first; real time;
+    * ``"offline"``: a URL where nothing listens, for apps that must not touch Redis; real time.
+
+    For an app on both fakeredis and the suite's server, use ``make_app``.
+    """
+    marker = request.node.get_closest_marker("app")
+    args = marker.args if marker else ()
+    options = dict(marker.kwargs) if marker else {}
+    name = args[0] if args else options.pop("name", "test")
+    on = options.pop("on", "fake")
+    assert on in _APP_BROKERS, f"@pytest.mark.app(on={on!r}): not one of {_APP_BROKERS}"
+    if on == "fake":
+        options.setdefault("clock", clock)
+        broker: Any = request.getfixturevalue("fake_redis")
+    elif on == "server":
+        request.getfixturevalue("admin")  # empties the server
+        broker = request.getfixturevalue("redis_server").url
+    else:
+        broker = "redis://127.0.0.1:1/0"  # port 1: nothing listens there
+    made = Minitask(name, broker=broker, **options)
+    try:
+        yield made
+    finally:
+        made.close()
+
+
 @pytest.fixture
 def processes(tmp_path: Path) -> Iterator[Processes]:
     env = dict(os.environ)
@@ -108,6 +145,12 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
         yield owner
     finally:
         owner.kill_all()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "app(name='test', on='fake', **options): the name, broker and Minitask "
+        "options of the test's app fixture (see tests/conftest.py)")
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -10,7 +10,6 @@ import datetime as dt
 import math
 from typing import Any, Callable, Dict, Tuple
 
-import fakeredis
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,30 +26,23 @@ UTC = dt.timezone.utc
 NAN, INF = math.nan, math.inf
 
 
-def snapshot(client: Any) -> Dict[Any, Any]:
+def snapshot(fake_redis: Any) -> Dict[Any, Any]:
     """Every key with its full content: equal snapshots mean Redis is unchanged."""
     dump = {}
-    for key in client.keys("*"):
-        kind = client.type(key)
-        reader = {b"string": client.get, b"hash": client.hgetall, b"list":
-                  lambda k: client.lrange(k, 0, -1), b"set": client.smembers,
-                  b"zset": lambda k: client.zrange(k, 0, -1, withscores=True)}[kind]
+    for key in fake_redis.keys("*"):
+        kind = fake_redis.type(key)
+        reader = {b"string": fake_redis.get, b"hash": fake_redis.hgetall, b"list":
+                  lambda k: fake_redis.lrange(k, 0, -1), b"set": fake_redis.smembers,
+                  b"zset": lambda k: fake_redis.zrange(k, 0, -1, withscores=True)}[kind]
         dump[key] = (kind, reader(key))
     return dump
 
 
-@pytest.fixture
-def client() -> Any:
-    return fakeredis.FakeRedis(server=fakeredis.FakeServer())
+pytestmark = pytest.mark.app("shop")
 
 
 @pytest.fixture
-def app(client: Any, clock: Any) -> Minitask:
-    return Minitask("shop", broker=client, clock=clock)
-
-
-@pytest.fixture
-def add(app: Minitask, client: Any) -> Task[Any, Any]:
+def add(app: Minitask, fake_redis: Any) -> Task[Any, Any]:
     """A task, with Redis already holding a queued and a scheduled call of it."""
     @app.task(name="shop.add")
     def add(x: Any = 0, y: Any = 0) -> Any:
@@ -61,14 +53,14 @@ def add(app: Minitask, client: Any) -> Task[Any, Any]:
     return add
 
 
-def refused(client: Any, error: type, call: Callable[[], Any], *words: str) -> BaseException:
+def refused(fake_redis: Any, error: type, call: Callable[[], Any], *words: str) -> BaseException:
     """``call()`` raises ``error`` whose message holds ``words``; Redis is unchanged."""
-    before = snapshot(client)
+    before = snapshot(fake_redis)
     with pytest.raises(error) as caught:
         call()
     for word in words:
         assert word in str(caught.value), str(caught.value)
-    assert snapshot(client) == before
+    assert snapshot(fake_redis) == before
     return caught.value
 
 
@@ -77,8 +69,8 @@ def refused(client: Any, error: type, call: Callable[[], Any], *words: str) -> B
 @pytest.mark.parametrize("seconds", [NAN, INF, -INF, 1e300, 1e308, "5", None, True, [5]],
                          ids=repr)
 def test_apply_in_refuses_a_time_that_is_not_a_finite_number_of_seconds_ahead(
-        add: Task[Any, Any], client: Any, seconds: Any) -> None:
-    error = refused(client, ConfigurationError, lambda: add.apply_in(seconds, 1, 2),
+        add: Task[Any, Any], fake_redis: Any, seconds: Any) -> None:
+    error = refused(fake_redis, ConfigurationError, lambda: add.apply_in(seconds, 1, 2),
                     "'shop.add'", "apply_in", repr(seconds))
     assert isinstance(error, ValueError)
 
@@ -88,8 +80,8 @@ def test_apply_in_refuses_a_time_that_is_not_a_finite_number_of_seconds_ahead(
                                   dt.datetime(9999, 12, 31, 20, tzinfo=dt.timezone(
                                       dt.timedelta(hours=-8)))], ids=repr)
 def test_apply_at_refuses_a_time_that_is_not_a_finite_timestamp_before_year_10000(
-        add: Task[Any, Any], client: Any, when: Any) -> None:
-    refused(client, ConfigurationError, lambda: add.apply_at(when, 1, 2), "'shop.add'", "eta")
+        add: Task[Any, Any], fake_redis: Any, when: Any) -> None:
+    refused(fake_redis, ConfigurationError, lambda: add.apply_at(when, 1, 2), "'shop.add'", "eta")
 
 
 @pytest.mark.parametrize("options", [
@@ -97,8 +89,8 @@ def test_apply_at_refuses_a_time_that_is_not_a_finite_timestamp_before_year_1000
     {"eta": NAN}, {"eta": -INF}, {"eta": 1e20},
 ], ids=repr)
 def test_apply_async_refuses_a_delay_or_eta_that_is_not_a_finite_time(
-        add: Task[Any, Any], client: Any, options: Dict[str, Any]) -> None:
-    refused(client, ConfigurationError, lambda: add.apply_async((1, 2), **options),
+        add: Task[Any, Any], fake_redis: Any, options: Dict[str, Any]) -> None:
+    refused(fake_redis, ConfigurationError, lambda: add.apply_async((1, 2), **options),
             "'shop.add'")
 
 
@@ -155,10 +147,10 @@ def test_the_largest_accepted_options_still_run(app: Minitask) -> None:
     ({"max_message_bytes": -1}, "max_message_bytes"),
 ])
 def test_app_options_out_of_range_or_of_the_wrong_type_are_refused_at_once(
-        client: Any, options: Dict[str, Any], option: str) -> None:
+        fake_redis: Any, options: Dict[str, Any], option: str) -> None:
     with pytest.raises(ConfigurationError, match=option):
-        Minitask("shop", broker=client, **options)
-    assert client.dbsize() == 0
+        Minitask("shop", broker=fake_redis, **options)
+    assert fake_redis.dbsize() == 0
 
 
 # -- item 7: values msgpack cannot take --------------------------------------------------
@@ -171,8 +163,8 @@ def nested(depth: int) -> Any:
 
 
 def test_a_10000_deep_list_is_an_encode_error_naming_task_and_path(
-        add: Task[Any, Any], client: Any) -> None:
-    error = refused(client, EncodeError, lambda: add.delay(nested(10_000)), "'shop.add'",
+        add: Task[Any, Any], fake_redis: Any) -> None:
+    error = refused(fake_redis, EncodeError, lambda: add.delay(nested(10_000)), "'shop.add'",
                     "args[0][0][0]", "levels deep")
     assert isinstance(error, EncodeError) and isinstance(error, TypeError)
     assert error.task_name == "shop.add"
@@ -180,10 +172,10 @@ def test_a_10000_deep_list_is_an_encode_error_naming_task_and_path(
     assert len(str(error)) < 600  # the path is shown cut short
 
 
-def test_a_list_that_holds_itself_is_an_encode_error(add: Task[Any, Any], client: Any) -> None:
+def test_a_list_that_holds_itself_is_an_encode_error(add: Task[Any, Any], fake_redis: Any) -> None:
     loop: Any = [1]
     loop.append(loop)
-    refused(client, EncodeError, lambda: add.delay(0, {"loop": loop}), "args[1]['loop'][1]")
+    refused(fake_redis, EncodeError, lambda: add.delay(0, {"loop": loop}), "args[1]['loop'][1]")
 
 
 def test_nesting_up_to_the_limit_round_trips(app: Minitask, add: Task[Any, Any]) -> None:
@@ -202,20 +194,20 @@ def test_nesting_up_to_the_limit_round_trips(app: Minitask, add: Task[Any, Any])
     (({"\ud83d": 1},), {}, "args[0] key '\\ud83d'"),
 ], ids=lambda v: repr(v)[:30])
 def test_a_lone_surrogate_is_an_encode_error_naming_task_and_path(
-        add: Task[Any, Any], client: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+        add: Task[Any, Any], fake_redis: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
         path: str) -> None:
-    error = refused(client, EncodeError, lambda: add.delay(*args, **kwargs), "'shop.add'",
+    error = refused(fake_redis, EncodeError, lambda: add.delay(*args, **kwargs), "'shop.add'",
                     "surrogate", path)
     assert isinstance(error, EncodeError) and error.path == path
 
 
 def test_a_keyword_name_with_a_lone_surrogate_is_an_encode_error(
-        app: Minitask, client: Any) -> None:
+        app: Minitask, fake_redis: Any) -> None:
     @app.task(name="shop.any")
     def anything(**named: Any) -> None:
         pass
 
-    refused(client, EncodeError, lambda: anything.delay(**{"\ud800": 1}), "'shop.any'",
+    refused(fake_redis, EncodeError, lambda: anything.delay(**{"\ud800": 1}), "'shop.any'",
             "kwargs key")
 
 
@@ -272,13 +264,13 @@ def test_terminal_escape_sequences_are_refused_in_names() -> None:
 
 @pytest.mark.parametrize("char", CONTROL, ids=repr)
 def test_a_queue_name_with_a_control_character_is_refused_everywhere(
-        app: Minitask, add: Task[Any, Any], client: Any, char: str) -> None:
+        app: Minitask, add: Task[Any, Any], fake_redis: Any, char: str) -> None:
     queue = f"emails{char}"
     with pytest.raises(ConfigurationError):
-        Minitask("shop", broker=client, default_queue=queue)
+        Minitask("shop", broker=fake_redis, default_queue=queue)
     with pytest.raises(ConfigurationError):
         app.task(queue=queue)(lambda: None)
-    refused(client, ConfigurationError, lambda: add.apply_async((1, 2), queue=queue),
+    refused(fake_redis, ConfigurationError, lambda: add.apply_async((1, 2), queue=queue),
             repr(char)[1:-1])
 
 
@@ -314,8 +306,8 @@ def test_a_task_name_that_is_not_a_non_empty_str_is_refused(app: Minitask, name:
     "order-1\n2030-01-01 00:00:00 INFO task x succeeded", "id\x1b[31mred", "a\u2028b",
     "a\x00b", "\u202eevil", "", 42, b"id"], ids=repr)
 def test_a_task_id_that_could_forge_a_log_line_is_refused(
-        add: Task[Any, Any], client: Any, task_id: Any) -> None:
-    error = refused(client, ConfigurationError,
+        add: Task[Any, Any], fake_redis: Any, task_id: Any) -> None:
+    error = refused(fake_redis, ConfigurationError,
                     lambda: add.apply_async((1, 2), task_id=task_id), "'shop.add'", "task_id")
     assert repr(task_id)[1:-1] in str(error)
 
@@ -348,8 +340,8 @@ def test_every_name_that_message_calls_unprintable_is_refused_by_keys(text: str)
 @pytest.mark.parametrize("calls", [[{"to": "x"}], ["ab"], [("ok",), 5], [b"xy"], 5, None],
                          ids=repr)
 def test_delay_many_takes_one_tuple_or_list_per_call(
-        add: Task[Any, Any], client: Any, calls: Any) -> None:
-    error = refused(client, ArgumentError, lambda: add.delay_many(calls), "'shop.add'",
+        add: Task[Any, Any], fake_redis: Any, calls: Any) -> None:
+    error = refused(fake_redis, ArgumentError, lambda: add.delay_many(calls), "'shop.add'",
                     "delay_many")
     assert isinstance(error, TypeError)
 
@@ -361,16 +353,16 @@ def test_delay_many_accepts_lists_and_generators(add: Task[Any, Any]) -> None:
 
 @pytest.mark.parametrize("args", ["hello", b"ab", {"x": 1}, 5, range(2)], ids=repr)
 def test_apply_async_args_must_be_a_tuple_or_list(
-        add: Task[Any, Any], client: Any, args: Any) -> None:
-    error = refused(client, ArgumentError, lambda: add.apply_async(args), "'shop.add'",
+        add: Task[Any, Any], fake_redis: Any, args: Any) -> None:
+    error = refused(fake_redis, ArgumentError, lambda: add.apply_async(args), "'shop.add'",
                     "tuple or list", repr(args)[:5])
     assert isinstance(error, TypeError)
 
 
 @pytest.mark.parametrize("kwargs", [[("x", 1)], "x=1", {1: 2}, {b"x": 1}], ids=repr)
 def test_apply_async_kwargs_must_be_a_dict_with_str_keys(
-        add: Task[Any, Any], client: Any, kwargs: Any) -> None:
-    refused(client, ArgumentError, lambda: add.apply_async((), kwargs), "'shop.add'", "kwargs")
+        add: Task[Any, Any], fake_redis: Any, kwargs: Any) -> None:
+    refused(fake_redis, ArgumentError, lambda: add.apply_async((), kwargs), "'shop.add'", "kwargs")
 
 
 def test_apply_async_takes_a_list_of_args_and_none_for_no_args(
@@ -384,20 +376,20 @@ def test_apply_async_takes_a_list_of_args_and_none_for_no_args(
 @pytest.mark.parametrize("option, value", [("priority", 9), ("queue", "urgent"),
                                            ("delay", 5), ("task_id", "t-1"), ("eta", 0)])
 def test_an_enqueue_option_given_to_delay_points_to_apply_async(
-        add: Task[Any, Any], client: Any, option: str, value: Any) -> None:
+        add: Task[Any, Any], fake_redis: Any, option: str, value: Any) -> None:
     loose: Any = add
-    error = refused(client, ArgumentError, lambda: loose.delay(1, 2, **{option: value}),
+    error = refused(fake_redis, ArgumentError, lambda: loose.delay(1, 2, **{option: value}),
                     "'shop.add'", f"'{option}'", f"apply_async(args, kwargs, {option}=")
     assert repr(value) in str(error)
 
 
 def test_a_task_option_given_to_delay_points_to_the_decorator(add: Task[Any, Any],
-                                                              client: Any) -> None:
+                                                              fake_redis: Any) -> None:
     loose: Any = add
-    refused(client, ArgumentError, lambda: loose.delay(1, 2, timeout=5), "@app.task(timeout=")
+    refused(fake_redis, ArgumentError, lambda: loose.delay(1, 2, timeout=5), "@app.task(timeout=")
 
 
-def test_an_unknown_keyword_gets_no_option_hint(add: Task[Any, Any], client: Any) -> None:
+def test_an_unknown_keyword_gets_no_option_hint(add: Task[Any, Any], fake_redis: Any) -> None:
     loose: Any = add
-    error = refused(client, ArgumentError, lambda: loose.delay(1, 2, colour=5), "'colour'")
+    error = refused(fake_redis, ArgumentError, lambda: loose.delay(1, 2, colour=5), "'colour'")
     assert "apply_async" not in str(error)
