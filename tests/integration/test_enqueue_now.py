@@ -1,7 +1,7 @@
 """enqueue_now.lua, the one script call of a plain ``delay()``: it is the only call
 made when it can serve one, and where it cannot (a delayed task due, an id pending
 already) the queue ends as enqueue.lua alone leaves it. Keys of another type are
-proven in test_hardening_redis.py, through the same ``delay()``.
+proven in test_scripts_survive_foreign_data.py, through the same ``delay()``.
 
 Runs on fakeredis and on the suite's own redis-server (``redis_client``).
 """
