@@ -50,6 +50,10 @@ def run(command: Callable[[], int], loglevel: str, log_format: str = "text") -> 
         return command()
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (``| head``): no traceback, as cat does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit must not fail too
+        return 141  # 128 + SIGPIPE, what a shell reports for a command killed by it
     except MinitaskError as exc:
         for error_type, code in EXIT_CODES:
             if isinstance(exc, error_type):

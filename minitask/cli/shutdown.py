@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from typing import Any
 
@@ -28,6 +29,13 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
+        live = [info["name"] for info in live_workers(app)]
+        unknown = [name for name in args.words if name not in live]
+        if unknown and not args.all:  # something named was not found: exit 1, as documented
+            print(f"minitask: error: no live worker of app {app.name!r} is named "
+                  f"{', '.join(map(repr, unknown))}; live workers: {', '.join(live) or 'none'}",
+                  file=sys.stderr)
+            return 1
         asked = shutdown(app, args.words, every=args.all)
         for name in asked:
             print(f"asked worker {name} to stop")

@@ -222,7 +222,7 @@ def test_purge_needs_yes_and_deletes_only_ready_tasks(
 def test_shutdown_of_a_worker_that_is_not_live_sends_nothing(
         url: str, capsys: pytest.CaptureFixture[str], redis_server: RedisServer) -> None:
     code, _, err = cli(capsys, "shutdown", "-A", APP, "ghost.1.abc")
-    assert code == 2 and "no live worker of app 'basic' is named 'ghost.1.abc'" in err
+    assert code == 1 and "no live worker of app 'basic' is named 'ghost.1.abc'" in err
     code, out, _ = cli(capsys, "shutdown", "-A", APP, "--all")
     assert code == 0 and "no live worker" in out
     client = redis_server.client()

@@ -94,7 +94,7 @@ def test_an_acl_without_a_command_names_the_permission_to_grant(
     finally:
         app.close()
     assert error.reason == "permission"
-    assert named in str(error) and "README.rst's ACL list" in str(error)
+    assert named in str(error) and "ACL list on the docs' Scaling out page" in str(error)
     assert "reachable" not in str(error) and "pw@" not in str(error)
 
 

@@ -260,7 +260,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"stores.aio"}),  # waits on the async twin
-    "handle": frozenset({"stores.aio"}),  # waits on the async twin
+    # waits on the async twin; a group handle reads through its sender
+    "handle": frozenset({"sending", "stores.aio"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
