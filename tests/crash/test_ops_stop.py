@@ -10,8 +10,9 @@ from typing import List
 import pytest
 
 from minitask.cli import main
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, Kit, exit_code, send
+from tests.support.crash_kit import DEADLINE, Kit
+from tests.support.processes import exit_code, send
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -16,7 +16,9 @@ import tests.apps.basic as basic
 from minitask import Minitask
 from minitask.cli import main
 from minitask.broker.keys import QueueKeys
-from tests.conftest import ROOT, RedisServer, drain
+from tests.support.draining import drain
+from tests.support.paths import ROOT
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
