@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..admin import purge_ready, queue_counts
+from ..admin import app_queues, purge_ready, queue_counts
 from ..errors import ConfigurationError
 from .options import add_app_options, add_yes, confirmed, load, takes_words
 
@@ -29,6 +30,11 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
         app.check_queue_name(queue)
+        known = app_queues(app)
+        if queue not in known:  # something named was not found: exit 1, nothing deleted
+            print(f"minitask: error: app {app.name!r} has no queue {queue!r}; its queues: "
+                  f"{', '.join(known)}", file=sys.stderr)
+            return 1
         if not args.yes:
             ready = queue_counts(app, queue)["ready"]
             confirmed(args, f"deletes the {ready} ready task(s) of queue {queue!r} for good")

@@ -294,3 +294,12 @@ def test_acting_on_everything_needs_yes_and_does_nothing_without_it(
         assert [h.status() for h in handles] == ["failed", "failed"]
     code, _, err = cli(capsys, "shutdown", "-A", APP, "--all")
     assert code == 2 and "stops all 0 live worker(s)" in err and "add --yes" in err
+
+
+def test_purge_of_a_queue_the_app_does_not_have_names_its_queues_and_exits_1(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    handle = basic.add.delay(1, 2)
+    code, out, err = cli(capsys, "purge", "-A", APP, "nosuchqueue", "--yes")
+    assert code == 1 and "app 'basic' has no queue 'nosuchqueue'; its queues: " in err
+    assert "default" in err and "deleted" not in out
+    assert handle.status() == "queued"

@@ -86,7 +86,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.status": frozenset({"admin", "cli.options"}),
     "cli.tasks": frozenset({"cli.options"}),
     "cli.unsubscribe": frozenset({"cli.options"}),
-    "cli.worker": frozenset({"cli.options"}),
+    "cli.worker": frozenset({"app", "cli.options"}),
     # -- bench -----------------------------------------------------------------
     "bench": frozenset(),
     "bench.broadcast": frozenset({"app", "errors"}),
