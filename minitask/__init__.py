@@ -4,17 +4,16 @@ from __future__ import annotations
 from .admin import DeadTask
 from .app import Minitask
 from .broadcast import BroadcastHandle, Subscriber
-from .canvas import GroupHandle, Signature, chain, chord, group
+from .canvas import Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, ConfigurationError,
                      DecodeError, DuplicateTaskError, DurabilityError, EncodeError,
-                     MessageTooLarge,
-                     MinitaskError, ResultTimeout, Retry, SerializationError, TaskFailed,
-                     TimeLimitExceeded, UnknownTaskError)
-from .handle import TaskHandle
-from .wire.message import Progress
+                     MessageTooLarge, MinitaskError, ResultTimeout, Retry, SerializationError,
+                     TaskFailed, TimeLimitExceeded, UnknownTaskError)
+from .handle import GroupHandle, TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
+from .wire.message import Progress
 from .worker import Worker
 
 __version__ = "0.1.0"

@@ -12,25 +12,17 @@ from __future__ import annotations
 
 import math
 import reprlib
-import time
 from abc import ABC, abstractmethod
-from collections import Counter
-from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
-from .errors import ArgumentError, ConfigurationError, ResultTimeout, TaskFailed
-from .handle import TaskHandle
+from .errors import ArgumentError, ConfigurationError
+from .handle import GroupHandle, Handle, StepHandle, TaskHandle
 from .options import new_task_id
 from .sending import Sender
-from .wire.serializer import check_arguments, decode_outcome
+from .wire.serializer import check_arguments
 from .stores.workflows import Node, task_nodes
 
 W = TypeVar("W", bound="Workflow")
-
-#: What a workflow's ``delay()`` returns: a task's handle, or a group's.
-Handle = Union[TaskHandle[Any], "GroupHandle"]
-
-_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
-                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
 
 
 class TaskOptionsView(Protocol):
@@ -339,117 +331,6 @@ class chord(Workflow):  # noqa: N801
         return self.body.first_task()
 
 
-class _StepHandle(TaskHandle[Any]):
-    """A workflow task's handle: a step cancelled because an earlier one ended dead
-    raises ``TaskFailed`` naming that step and carrying its error; a later step is
-    waited for before it is sent."""
-
-    _sent_later = True
-
-    def _value_of(self, body: bytes) -> Any:
-        outcome = decode_outcome(body)
-        failed = outcome.extra.get("failed_task_id")
-        if outcome.status == "cancelled" and isinstance(failed, str):
-            raise TaskFailed(failed, outcome.exc_type, outcome.message, outcome.traceback)
-        return super()._value_of(body)
-
-
-class GroupHandle:
-    """A sent group: its members' handles, in order, and their results.
-
-    Attributes:
-        id: the group's id.
-    """
-
-    def __init__(self, group_id: str, handles: List[Handle],
-                 entries: List[Optional[Tuple[str, str]]],
-                 finals: List[Optional[Tuple[str, str]]], sender: Sender) -> None:
-        self.id = group_id
-        #: One handle per member, in order: a member that is a chain or a chord has
-        #: the handle of its last task; a member that is a group, a GroupHandle.
-        self.handles = handles
-        self._entries = entries
-        self._finals = finals
-        self._sender = sender
-
-    def __repr__(self) -> str:
-        return f"<GroupHandle {self.id} members={len(self.handles)}>"
-
-    def get(self, timeout: Optional[float] = None) -> List[Any]:
-        """Wait for every member and return their results, in member order.
-
-        Args:
-            timeout: seconds to wait at most, for all members together.
-
-        Returns:
-            The members' results, in member order.
-
-        Raises:
-            TaskFailed: a member failed (the first one in member order).
-            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
-            BrokerError: Redis could not be reached.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        results = []
-        for handle in self.handles:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                results.append(handle.get(timeout=remaining))
-            except ResultTimeout:
-                raise ResultTimeout(f"group {self.id} did not finish within {timeout} s: "
-                                    f"{self.status()}") from None
-        return results
-
-    def status(self) -> Dict[str, int]:
-        """How many members are in each status (``succeeded``, ``running``...).
-
-        A member that is a chain counts as its first task until that succeeded, then
-        as its last task (``running`` until that is sent); a member that is a group
-        as ``succeeded`` once all of its members are, ``failed`` or ``cancelled`` if
-        one is, else ``running``.
-
-        Returns:
-            Status -> how many members are in it.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        return dict(Counter(self._member_statuses()))
-
-    def _member_statuses(self) -> List[str]:
-        store = self._sender.broker().workflows
-        tasks = [final for final in self._finals if final is not None]
-        read = dict(zip(tasks, (_status(*state) for state in store.states(tasks))))
-        unsent = [entry for entry, final in zip(self._entries, self._finals)
-                  if final is not None and entry is not None and entry != final
-                  and read[final] == "unknown"]
-        read.update(zip(unsent, (_status(*state) for state in store.states(unsent))))
-        statuses = []
-        for handle, entry, final in zip(self.handles, self._entries, self._finals):
-            if isinstance(handle, GroupHandle):
-                statuses.append(_overall(handle.status()))
-            elif final is not None and read[final] == "unknown" and entry in read:
-                statuses.append("running" if read[entry] == "succeeded" else read[entry])
-            elif final is not None:
-                statuses.append(read[final])
-        return statuses
-
-
-def _status(state: str, outcome: Optional[bytes]) -> str:
-    if state == "finished" and outcome is not None:
-        return decode_outcome(outcome).status
-    return _STATE_TO_STATUS[state]
-
-
-def _overall(counts: Dict[str, int]) -> str:
-    for status in ("failed", "cancelled"):
-        if counts.get(status):
-            return status
-    if set(counts) <= {"succeeded"}:
-        return "succeeded"
-    return "running"
-
-
 class _Compiler:
     """Turns a workflow into a plan (see stores/workflows.py) and its handle."""
 
@@ -523,7 +404,7 @@ class _Compiler:
                 "args": list(args), "kwargs": keywords, "q": options["queue"],
                 "p": options["priority"], "delay": options["delay_ms"],
                 "eta": options["eta_ms"], "imm": sig.immutable, "ttl": ttl, "err": errs}
-        return node, _StepHandle(self.broker, node["q"], node["id"], ttl)
+        return node, StepHandle(self.broker, node["q"], node["id"], ttl)
 
     def errback(self, sig: Signature) -> Node:
         node, _ = self.task(sig, [], None, {})

@@ -110,7 +110,7 @@ class DurabilityError(BrokerError):
         self.confirmed = confirmed
 
 
-_ACL_LIST = "README.rst's ACL list (Scaling out)"
+_ACL_LIST = "the ACL list on the docs' Scaling out page (guide/scaling)"
 #: How Redis names the command an ACL refused: "... to run the 'zadd' command".
 _REFUSED_COMMAND = re.compile(r"'([\w|]+)' command")
 #: The marks of an error raised inside a script: Redis 6.2 wraps it ("Error running

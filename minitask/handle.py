@@ -1,10 +1,12 @@
-"""TaskHandle: follow one enqueued call by its id."""
+"""Handles: follow an enqueued call by its id, or a sent group by its members."""
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
 import time
-from typing import TYPE_CHECKING, Callable, Generic, List, Optional, TypeVar
+from collections import Counter
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Tuple,
+                    TypeVar, Union)
 
 from .stores.broker import Broker
 from .errors import BrokerError, ConfigurationError, ResultTimeout, TaskFailed
@@ -12,6 +14,7 @@ from .wire.message import Progress
 from .wire.serializer import decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
+    from .sending import Sender
     from .stores.aio import AsyncBroker
 
 R = TypeVar("R")
@@ -304,3 +307,121 @@ class TaskHandle(Generic[R]):
         if await broker.cancel(queue, self.id, self._result_ttl_ms):
             return True
         return running and await broker.request_cancel(queue, self.id)
+
+
+#: What a workflow's ``delay()`` returns: a task's handle, or a group's.
+Handle = Union[TaskHandle[Any], "GroupHandle"]
+
+_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
+                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+
+
+class StepHandle(TaskHandle[Any]):
+    """A workflow task's handle: a step cancelled because an earlier one ended dead
+    raises ``TaskFailed`` naming that step and carrying its error; a later step is
+    waited for before it is sent."""
+
+    _sent_later = True
+
+    def _value_of(self, body: bytes) -> Any:
+        outcome = decode_outcome(body)
+        failed = outcome.extra.get("failed_task_id")
+        if outcome.status == "cancelled" and isinstance(failed, str):
+            raise TaskFailed(failed, outcome.exc_type, outcome.message, outcome.traceback)
+        return super()._value_of(body)
+
+
+class GroupHandle:
+    """A sent group: its members' handles, in order, and their results.
+
+    Attributes:
+        id: the group's id.
+    """
+
+    def __init__(self, group_id: str, handles: List[Handle],
+                 entries: List[Optional[Tuple[str, str]]],
+                 finals: List[Optional[Tuple[str, str]]], sender: Sender) -> None:
+        self.id = group_id
+        #: One handle per member, in order: a member that is a chain or a chord has
+        #: the handle of its last task; a member that is a group, a GroupHandle.
+        self.handles = handles
+        self._entries = entries
+        self._finals = finals
+        self._sender = sender
+
+    def __repr__(self) -> str:
+        return f"<GroupHandle {self.id} members={len(self.handles)}>"
+
+    def get(self, timeout: Optional[float] = None) -> List[Any]:
+        """Wait for every member and return their results, in member order.
+
+        Args:
+            timeout: seconds to wait at most, for all members together.
+
+        Returns:
+            The members' results, in member order.
+
+        Raises:
+            TaskFailed: a member failed (the first one in member order).
+            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
+            BrokerError: Redis could not be reached.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results = []
+        for handle in self.handles:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                results.append(handle.get(timeout=remaining))
+            except ResultTimeout:
+                raise ResultTimeout(f"group {self.id} did not finish within {timeout} s: "
+                                    f"{self.status()}") from None
+        return results
+
+    def status(self) -> Dict[str, int]:
+        """How many members are in each status (``succeeded``, ``running``...).
+
+        A member that is a chain counts as its first task until that succeeded, then
+        as its last task (``running`` until that is sent); a member that is a group
+        as ``succeeded`` once all of its members are, ``failed`` or ``cancelled`` if
+        one is, else ``running``.
+
+        Returns:
+            Status -> how many members are in it.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return dict(Counter(self._member_statuses()))
+
+    def _member_statuses(self) -> List[str]:
+        store = self._sender.broker().workflows
+        tasks = [final for final in self._finals if final is not None]
+        read = dict(zip(tasks, (_status(*state) for state in store.states(tasks))))
+        unsent = [entry for entry, final in zip(self._entries, self._finals)
+                  if final is not None and entry is not None and entry != final
+                  and read[final] == "unknown"]
+        read.update(zip(unsent, (_status(*state) for state in store.states(unsent))))
+        statuses = []
+        for handle, entry, final in zip(self.handles, self._entries, self._finals):
+            if isinstance(handle, GroupHandle):
+                statuses.append(_overall(handle.status()))
+            elif final is not None and read[final] == "unknown" and entry in read:
+                statuses.append("running" if read[entry] == "succeeded" else read[entry])
+            elif final is not None:
+                statuses.append(read[final])
+        return statuses
+
+
+def _status(state: str, outcome: Optional[bytes]) -> str:
+    if state == "finished" and outcome is not None:
+        return decode_outcome(outcome).status
+    return _STATE_TO_STATUS[state]
+
+
+def _overall(counts: Dict[str, int]) -> str:
+    for status in ("failed", "cancelled"):
+        if counts.get(status):
+            return status
+    if set(counts) <= {"succeeded"}:
+        return "succeeded"
+    return "running"

@@ -1,4 +1,4 @@
-"""Flow control options (SPEC 11): checked when the decorator runs or the call is made.
+"""Flow control options: checked when the decorator runs or the call is made.
 
 ``rate_limit`` and ``max_running`` are task options; ``limit_key``, ``debounce``
 and ``expires`` are options of a call. What a call needs enforced is packed in

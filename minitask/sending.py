@@ -55,7 +55,7 @@ class Sender:
 
     #: The app's (broadcast_maxlen, broadcast_ttl in ms), for broadcast calls (broadcast.py).
     broadcast_limits: Tuple[int, int] = (10_000, 86_400_000)
-    #: The app's durability: how replicas confirm an enqueue (SPEC section 15).
+    #: The app's durability: how replicas confirm an enqueue (docs: guide/durability).
     durability = Durability()
 
     def __init__(self, broker: Callable[[], Broker], clock: Clock,

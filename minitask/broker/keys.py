@@ -24,7 +24,7 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
 
-Flow control (SPEC 11; ``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
+Flow control (``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
 
     minitask:{app:queue}:flow         HASH  id -> flow spec, for tasks with limits or an expiry
     minitask:{app:queue}:flow_due     ZSET  limiter -> when its parked tasks may be tried (ms)
@@ -113,8 +113,9 @@ is promoted) lets promotion move them in the order they were scheduled.
 from __future__ import annotations
 
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
+from typing import Dict
 
 PREFIX = "minitask"
 
@@ -167,117 +168,67 @@ def _is_unprintable_or_space(char: str) -> bool:
     return category in _UNPRINTABLE or category.startswith("Z")
 
 
+#: The keys of a queue named by a word alone: the field ``delayed`` is ``<base>delayed``.
+_PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "messages", "deliveries",
+          "retrying", "dead", "dead_info", "wake", "cancels", "flow", "flow_due", "flow_dead",
+          "flow_limiters", "schedules", "ticks", "fired")
+
+
 @dataclass(frozen=True)
 class QueueKeys:
-    """The keys of one queue of one app."""
+    """The keys of one queue of one app, every name built once (``queue_keys``)."""
 
     app: str
     queue: str
+    #: The start of every key of the queue: ``minitask:{app:queue}:``.
+    base: str = field(init=False)
+    #: The ready lists, highest priority first (index 9 - priority).
+    ready: tuple[str, ...] = field(init=False)
+    delayed: str = field(init=False)
+    order: str = field(init=False)
+    sequence: str = field(init=False)
+    cancelled: str = field(init=False)
+    leases: str = field(init=False)
+    messages: str = field(init=False)
+    deliveries: str = field(init=False)
+    retrying: str = field(init=False)
+    dead: str = field(init=False)
+    dead_info: str = field(init=False)
+    wake: str = field(init=False)
+    #: Requests to stop running tasks, read by every worker of the queue.
+    cancels: str = field(init=False)
+    flow: str = field(init=False)
+    flow_due: str = field(init=False)
+    flow_dead: str = field(init=False)
+    flow_limiters: str = field(init=False)
+    #: Not a key: the start of every limiter's keys (see the module docstring).
+    flow_prefix: str = field(init=False)
+    schedules: str = field(init=False)
+    ticks: str = field(init=False)
+    fired: str = field(init=False)
 
-    @cached_property
-    def base(self) -> str:
+    def __post_init__(self) -> None:
         queue, lane, subscriber = self.queue.partition(":")
         if lane:  # a subscriber's lane: under its queue's tag (see ``lane``)
-            return f"{PREFIX}:{{{self.app}:{queue}}}:lane:{subscriber}:"
-        return f"{PREFIX}:{{{self.app}:{self.queue}}}:"
+            base = f"{PREFIX}:{{{self.app}:{queue}}}:lane:{subscriber}:"
+        else:
+            base = f"{PREFIX}:{{{self.app}:{self.queue}}}:"
+        names: Dict[str, object] = {word: base + word for word in _PLAIN}
+        names.update(base=base, flow_prefix=base + "flow:",
+                     ready=tuple(f"{base}ready:{priority}" for priority in PRIORITIES))
+        for name, key in names.items():
+            object.__setattr__(self, name, key)  # frozen: set once, here
 
     def broadcast(self, part: str) -> str:
         """A key of the queue's broadcast calls: ``state``, ``log``, ``bodies``, ``sent``,
         ``names``, ``joins``, ``cursors`` or ``seen``."""
         return self.base + "bcast:" + part
 
-    @cached_property
-    def ready(self) -> tuple[str, ...]:
-        """The ready lists, highest priority first (index 9 - priority)."""
-        return tuple(f"{self.base}ready:{priority}" for priority in PRIORITIES)
-
-    @cached_property
-    def delayed(self) -> str:
-        return self.base + "delayed"
-
-    @cached_property
-    def order(self) -> str:
-        return self.base + "order"
-
-    @cached_property
-    def sequence(self) -> str:
-        return self.base + "sequence"
-
-    @cached_property
-    def cancelled(self) -> str:
-        return self.base + "cancelled"
-
-    @cached_property
-    def leases(self) -> str:
-        return self.base + "leases"
-
-    @cached_property
-    def messages(self) -> str:
-        return self.base + "messages"
-
-    @cached_property
-    def deliveries(self) -> str:
-        return self.base + "deliveries"
-
-    @cached_property
-    def retrying(self) -> str:
-        return self.base + "retrying"
-
-    @cached_property
-    def dead(self) -> str:
-        return self.base + "dead"
-
-    @cached_property
-    def dead_info(self) -> str:
-        return self.base + "dead_info"
-
-    @cached_property
-    def wake(self) -> str:
-        return self.base + "wake"
-
-    @cached_property
-    def cancels(self) -> str:
-        """Requests to stop running tasks, read by every worker of the queue."""
-        return self.base + "cancels"
-
     def result(self, task_id: str) -> str:
         return self.base + "result:" + task_id
 
     def progress(self, task_id: str) -> str:
         return self.base + "progress:" + task_id
-
-    @cached_property
-    def flow(self) -> str:
-        return self.base + "flow"
-
-    @cached_property
-    def flow_due(self) -> str:
-        return self.base + "flow_due"
-
-    @cached_property
-    def flow_dead(self) -> str:
-        return self.base + "flow_dead"
-
-    @cached_property
-    def flow_limiters(self) -> str:
-        return self.base + "flow_limiters"
-
-    @cached_property
-    def flow_prefix(self) -> str:
-        """Not a key: the start of every limiter's keys (see the module docstring)."""
-        return self.base + "flow:"
-
-    @cached_property
-    def schedules(self) -> str:
-        return self.base + "schedules"
-
-    @cached_property
-    def ticks(self) -> str:
-        return self.base + "ticks"
-
-    @cached_property
-    def fired(self) -> str:
-        return self.base + "fired"
 
     def once(self, task_id: str) -> str:
         return self.base + "once:" + task_id

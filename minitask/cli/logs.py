@@ -2,7 +2,8 @@
 
 A record logged inside a task (by minitask or by the task's own code, with
 any logger) gets ``task_id`` and ``task_name`` from ``current_task()``; outside
-a task both are empty strings, so a format string can always name them.
+a task they are what the call passed in ``extra`` (the worker's lines about an
+outcome do), else empty strings, so a format string can always name them.
 This is a handler filter, not a logger filter: a logger's filter would only
 see records of that one logger, and tasks log through their own.
 
@@ -31,8 +32,10 @@ class TaskContextFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         context = current_task()
-        if context is None:
-            record.task_id = record.task_name = record.task_prefix = ""
+        if context is None:  # the worker's own lines about a task name it in ``extra``
+            record.task_id = getattr(record, "task_id", "")
+            record.task_name = getattr(record, "task_name", "")
+            record.task_prefix = ""
         else:
             record.task_id, record.task_name = context.id, context.name
             record.task_prefix = f"[{context.name} {context.id}] "

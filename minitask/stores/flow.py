@@ -1,4 +1,4 @@
-"""FlowStore: enqueueing calls with flow control (SPEC 11), and reading limiter state.
+"""FlowStore: enqueueing calls with flow control, and reading limiter state.
 
 Limits are enforced by the scripts that hand tasks out and end them (fetch, ack,
 retry, bury, release, end_cancelled: ``lua/flow.lua`` in front of each); this

@@ -1,4 +1,4 @@
-"""Ending tasks whose ``expires`` passed before they started (SPEC 11).
+"""Ending tasks whose ``expires`` passed before they started (flow control).
 
 The fetch script finds them (``stores/lua/fetch.lua``) and leases them instead of
 handing them out; here each ends ``cancelled`` with ``exc_type == "Expired"``, its

@@ -7,6 +7,7 @@ only asks for a job, hands it to the pool, and waits when there is none.
 """
 from __future__ import annotations
 
+import inspect
 import logging
 import os
 import random
@@ -194,7 +195,7 @@ class Worker:
 
     def starting(self) -> None:
         """Announce this worker, make its queues known app-wide, write its schedules."""
-        self.banner()
+        log_banner(self)
         self.broker.queues.register_queues(self.queues)
         self._ticks.publish()
         self._broadcasts.subscribe()
@@ -403,15 +404,19 @@ class Worker:
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
 
-    def banner(self) -> None:
-        tasks = sorted(self.app.tasks)
-        logger.info("minitask worker %s: app %r, broker %s, queues %s, pool %s x%d, %d "
-                    "task(s): %s", self.name, self.app.name, self.broker.description,
-                    ",".join(self.queues), self.pool, self.concurrency, len(tasks),
-                    ", ".join(tasks) or "(none)")
-        if self.pool == "thread":
-            limited = [t.name for t in self.app.tasks.values() if t.options.timeout is not None]
-            if limited:
-                logger.warning("the thread pool cannot stop a running task: the timeout of %s "
-                               "is checked when the attempt returns (use --pool process to "
-                               "kill attempts at their limit)", ", ".join(limited))
+
+def log_banner(worker: Worker) -> None:
+    """The worker's first log lines: what it serves, and what its pool cannot do."""
+    tasks = sorted(worker.app.tasks)
+    logger.info("minitask worker %s: app %r, broker %s, queues %s, pool %s x%d, %d "
+                "task(s): %s", worker.name, worker.app.name, worker.broker.description,
+                ",".join(worker.queues), worker.pool, worker.concurrency, len(tasks),
+                ", ".join(tasks) or "(none)")
+    if worker.pool == "thread":
+        # an async def task's coroutine is cancelled at its limit; a function cannot be
+        limited = [t.name for t in worker.app.tasks.values()
+                   if t.options.timeout is not None and not inspect.iscoroutinefunction(t.func)]
+        if limited:
+            logger.warning("the thread pool cannot stop a running function: the timeout of "
+                           "%s is checked when the attempt returns (use --pool process to "
+                           "kill attempts at their limit)", ", ".join(limited))

@@ -12,7 +12,7 @@ import random
 import threading
 import time
 import traceback
-from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
 from ..wire.message import Message, Outcome, to_ms
@@ -87,7 +87,8 @@ class Recorder:
                 self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
                              "record a result")
             self._tell(job, outcome)
-            logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration)
+            logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration,
+                        extra=naming(message.id, task.name))
             return "succeeded"
         retryable = isinstance(error, Retry) or isinstance(error, options.retry_on)
         if retryable and message.attempt <= options.retries:
@@ -105,7 +106,8 @@ class Recorder:
             self._tell(job, note)
             logger.warning("task %s %s failed on attempt %d (%s: %s) in %.3f s; attempt %d "
                            "in %.3f s", message.id, task.name, message.attempt,
-                           type(error).__name__, error, duration, message.attempt + 1, delay)
+                           type(error).__name__, error, duration, message.attempt + 1, delay,
+                           extra=naming(message.id, task.name))
             return "retrying"
         reason = "out of attempts" if retryable else "failed"
         self.bury(job, message, error, reason, duration)
@@ -118,11 +120,12 @@ class Recorder:
         outcome = failure(error, "failed", self._host.clock.now_ms(),
                           message.attempt if message else 0, reason)
         took = "" if duration is None else f" after {duration:.3f} s"
+        name = message.task if message else "(undecodable)"
         logger.error("task %s %s is dead (%s%s, in queue %r): %s: %s; see minitask dead show "
-                     "%s", job.delivery.task_id, message.task if message else "(undecodable)",
-                     reason, took, job.queue, type(error).__name__, error,
-                     job.delivery.task_id,
-                     exc_info=(type(error), error, error.__traceback__))
+                     "-A APP %s", job.delivery.task_id, name, reason, took, job.queue,
+                     type(error).__name__, error, job.delivery.task_id,
+                     exc_info=(type(error), error, error.__traceback__),
+                     extra=naming(job.delivery.task_id, message.task if message else ""))
         self.workflows.ended_dead(message, outcome)
         self._record(lambda: self._host.broker.results.bury(
             job.queue, job.delivery.task_id, outcome=outcome,
@@ -144,7 +147,7 @@ class Recorder:
         if ended:
             self._tell(job, outcome)
             logger.info("task %s %s cancelled while running, after %.3f s", message.id,
-                        message.task, duration)
+                        message.task, duration, extra=naming(message.id, message.task))
 
     # -- batches -------------------------------------------------------------
 
@@ -256,3 +259,9 @@ def failure(error: BaseException, status: str, now_ms: int, attempt: int,
 def warn_lost_lease(job: Job) -> None:
     logger.warning("task %s: its lease had expired and it may have been delivered again; "
                    "raise visibility_timeout if tasks stall this long", job.task_id)
+
+
+def naming(task_id: str, task_name: str) -> Dict[str, str]:
+    """A log record's ``extra`` naming its task, for lines logged outside the task's
+    context (the outcome's), so that JSON logs can be filtered by task."""
+    return {"task_id": task_id, "task_name": task_name}

@@ -16,7 +16,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import ROOT, RedisServer
+from tests.support.paths import ROOT
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

@@ -79,7 +79,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
                            "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
                            "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
-    "cli.options": frozenset({"app", "discovery"}),
+    "cli.options": frozenset({"app", "discovery", "errors"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.shutdown": frozenset({"admin", "cli.options"}),
@@ -281,7 +281,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"stores.aio"}),  # waits on the async twin
-    "handle": frozenset({"stores.aio"}),  # waits on the async twin
+    # waits on the async twin; a group handle reads through its sender
+    "handle": frozenset({"sending", "stores.aio"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {

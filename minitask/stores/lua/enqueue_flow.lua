@@ -1,4 +1,4 @@
--- enqueue_flow: enqueue.lua for calls with flow control (SPEC 11: limits, expiry,
+-- enqueue_flow: enqueue.lua for calls with flow control (limits, expiry,
 -- debounce). stores/scripts.py wraps enqueue.lua as enqueue_base() and puts this
 -- after it, so this script adds to the plain enqueue and never copies it.
 -- KEYS: enqueue.lua's, then flow (HASH), then flow_limiters (SET) last.

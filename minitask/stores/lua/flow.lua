@@ -1,6 +1,7 @@
--- flow: flow control (SPEC 11), a library put in front of the scripts that hand
--- tasks out or end them (stores/scripts.py). A task with limits or an expiry has
--- a spec in the queue's flow hash (id -> spec; limits.py packs it), text lines:
+-- flow: flow control (docs/guide/flow-control.rst), a library put in front of
+-- the scripts that hand tasks out or end them (stores/scripts.py). A task with
+-- limits or an expiry has a spec in the queue's flow hash (id -> spec; limits.py
+-- packs it), text lines:
 --   limiter, rate count, rate window (ms), max running, expires (ms; 0: never),
 --   debounce (0 or 1)
 -- The limiter (empty: no limits) names one task and limit key; its state lives

@@ -37,7 +37,7 @@ local function guards()
   -- For the error reply of a redis.pcall: true when a key holds another type
   -- (WRONGTYPE). Any other error (OOM, NOPERM...) is raised as it is: OOM only
   -- ever refuses a script's first write, and NOPERM means an ACL without a
-  -- command of README's list. On the hot paths (enqueue, fetch, ack) scripts
+  -- command of the docs' ACL list (guide/scaling.rst). On the hot paths (enqueue, fetch, ack) scripts
   -- call redis.pcall and this only for an error reply, or must() again to
   -- refuse: a call through tolerant() or must() costs 0.1 us more, each.
   local function foreign(reply)
@@ -62,7 +62,7 @@ local function guards()
 
   -- Refuse the call unless `key` is missing or holds a `kind`; called before the
   -- first write, for a key the script adds to only after it. LLEN, ZCARD and
-  -- HEXISTS read in O(1) and need no ACL permission beyond README's list.
+  -- HEXISTS read in O(1) and need no ACL permission beyond the docs' ACL list.
   local function expect(key, kind)
     if proven[key] then return end
     if kind == 'list' then

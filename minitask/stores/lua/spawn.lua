@@ -21,7 +21,7 @@ for i = 4, #ARGV, 5 do
   local id, body = ARGV[i], ARGV[i + 1]
   local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local marker = KEYS[15 + 2 * n]
-  -- HSETNX and PEXPIRE rather than SET NX PX: no command beyond README's ACL list
+  -- HSETNX and PEXPIRE rather than SET NX PX: no command beyond the docs' ACL list (guide/scaling.rst)
   local first = redis.call('HSETNX', marker, 'state', 'sent') == 1
   if first then redis.call('PEXPIRE', marker, ARGV[i + 4]) end
   if first and redis.call('HSETNX', KEYS[1], id, body) == 1 then

@@ -23,7 +23,7 @@ import inspect
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Coroutine, Dict, Optional
 
 from ...context import running
 from ...errors import TimeLimitExceeded
@@ -37,6 +37,37 @@ logger = logging.getLogger(__name__)
 RECORDERS = 4
 #: Longest the pool waits for cancelled attempts to unwind once the grace is over.
 CANCEL_WAIT = 5.0
+
+
+class Raised:
+    """What the task's code raised, carried as a value past asyncio's machinery.
+
+    asyncio re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event
+    loop, which would end the loop and every attempt on it; a ``BaseException``
+    from a task is that attempt's failure, as on the other pools.
+    """
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await an ``async def`` task's coroutine; what it raises comes back as
+    ``Raised`` (cancellation stays cancellation)."""
+    try:
+        return await coro
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:  # KeyboardInterrupt, SystemExit, any of the task's own
+        return Raised(exc)
+
+
+def contained_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a plain task's function (in the loop's executor) as ``contained`` awaits."""
+    try:
+        return func(*args, **kwargs)
+    except BaseException as exc:  # as in contained(): the attempt's failure
+        return Raised(exc)
 
 
 class AsyncioPool:
@@ -167,11 +198,11 @@ class AsyncioPool:
                          observer.reporter(message)) as context:
                 observer.started(context, message)
                 if is_async:
-                    inner = asyncio.ensure_future(
-                        limited(task.func(*message.args, **message.kwargs), limit, task.name))
+                    inner = asyncio.ensure_future(limited(
+                        contained(task.func(*message.args, **message.kwargs)), limit, task.name))
                 else:  # the context goes along, for current_task()
-                    call = functools.partial(contextvars.copy_context().run, task.func,
-                                             *message.args, **message.kwargs)
+                    call = functools.partial(contextvars.copy_context().run, contained_call,
+                                             task.func, *message.args, **message.kwargs)
                     inner = self._loop.run_in_executor(None, call)
             if is_async and not board.set_stopper(job.task_id, self._stopper(inner)):
                 inner.cancel()  # the request came in as it started
@@ -184,14 +215,18 @@ class AsyncioPool:
                 if not cancel.is_set():  # the task cancelled itself: a failure
                     error = RuntimeError(f"task {task.name!r}: its coroutine was cancelled "
                                          f"by something other than minitask")
-            except (Exception, SystemExit) as exc:
+            except Exception as exc:  # the time limit; the task's own come as Raised
                 error = exc
+            if isinstance(value, Raised):
+                value, error = None, value.error
             duration = time.monotonic() - started
             await self._record(observer.ending, message)  # its progress, cancelled or not
             if cancel.is_set():
                 await self._record(self._recorder.cancelled, job, message, duration)
                 return
-            if (error is None and not is_async and limit is not None and duration > limit):
+            if error is None and limit is not None and duration > limit:
+                # a plain function cannot be stopped; a coroutine that blocked the loop
+                # past its limit ended before the limit could be checked
                 error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over "
                                           f"its timeout of {limit} s")
             status = await self._record(self._recorder.finish, job, message, value, error,

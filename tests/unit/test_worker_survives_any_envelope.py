@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, event, given, settings
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
-from tests.unit.test_hardening_decode import NOW_MS, envelopes
+from tests.support.envelopes import NOW_MS, envelopes
 
 
 class Clock:

@@ -13,14 +13,13 @@ import redis
 
 from minitask import BrokerError, Minitask, TaskFailed, current_task
 from minitask.broker.keys import QueueKeys
-from tests.conftest import wait_until
+from tests.support.waiting import wait_until
 
 VISIBILITY = 10.0
 
 
-@pytest.fixture
-def app(make_app: Callable[..., Minitask]) -> Minitask:
-    return make_app(visibility_timeout=VISIBILITY, max_deliveries=3)
+#: The options of these tests' apps: leases of VISIBILITY seconds, dead after 3 deliveries.
+SHORT_LEASES = dict(visibility_timeout=VISIBILITY, max_deliveries=3)
 
 
 def lease_deadline_ms(client: Any, app: Minitask, task_id: str, queue: str = "default") -> Any:
@@ -29,7 +28,9 @@ def lease_deadline_ms(client: Any, app: Minitask, task_id: str, queue: str = "de
 
 
 def test_fetched_task_stays_in_redis_under_a_lease_until_acked(
-        app: Minitask, redis_client: Any, clock: Any) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def add(x: int, y: int) -> int:
         return x + y
@@ -58,7 +59,9 @@ def test_fetched_task_stays_in_redis_under_a_lease_until_acked(
 
 
 def test_expired_lease_is_delivered_again_to_another_worker_with_delivery_count_2(
-        app: Minitask, redis_client: Any, clock: Any) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     runs: List[int] = []
 
     @app.task
@@ -92,7 +95,9 @@ def test_expired_lease_is_delivered_again_to_another_worker_with_delivery_count_
 
 
 def test_beat_renews_the_lease_so_the_task_is_not_delivered_again(
-        app: Minitask, redis_client: Any, clock: Any) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def job() -> None:
         pass
@@ -111,8 +116,10 @@ def test_beat_renews_the_lease_so_the_task_is_not_delivered_again(
     assert handle.status() == "succeeded"
 
 
-def test_beat_stops_renewing_once_the_task_is_done(app: Minitask, redis_client: Any,
-                                                   clock: Any) -> None:
+def test_beat_stops_renewing_once_the_task_is_done(
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def job() -> None:
         pass
@@ -127,7 +134,10 @@ def test_beat_stops_renewing_once_the_task_is_done(app: Minitask, redis_client: 
     assert handle.status() == "succeeded"
 
 
-def test_lease_without_renewal_expires_after_beats_stop(app: Minitask, clock: Any) -> None:
+def test_lease_without_renewal_expires_after_beats_stop(
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def job() -> None:
         pass
@@ -146,7 +156,9 @@ def test_lease_without_renewal_expires_after_beats_stop(app: Minitask, clock: An
 
 
 def test_redelivered_task_goes_back_to_the_head_of_its_priority(
-        app: Minitask, clock: Any) -> None:
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def job(label: str) -> str:
         return label
@@ -168,7 +180,9 @@ def test_redelivered_task_goes_back_to_the_head_of_its_priority(
 
 
 def test_task_whose_lease_expires_max_deliveries_times_is_dead_lettered_as_worker_lost(
-        app: Minitask, redis_client: Any, clock: Any) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     ran: List[str] = []
 
     @app.task
@@ -212,7 +226,10 @@ def test_task_whose_lease_expires_max_deliveries_times_is_dead_lettered_as_worke
     assert survivor.fetch() is None
 
 
-def test_requeued_poison_task_gets_a_fresh_delivery_count(app: Minitask, clock: Any) -> None:
+def test_requeued_poison_task_gets_a_fresh_delivery_count(
+        make_app: Callable[..., Minitask], clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def poison() -> None:
         pass
@@ -251,7 +268,9 @@ def test_delivery_count_is_reset_when_an_attempt_ends_in_a_retry(
 
 
 def test_graceful_stop_puts_a_running_task_back_at_the_head_of_its_priority_uncounted(
-        app: Minitask, redis_client: Any, clock: Any) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
+    app = make_app(**SHORT_LEASES)
+
     started, release = threading.Event(), threading.Event()
 
     @app.task
@@ -297,7 +316,9 @@ def test_graceful_stop_puts_a_running_task_back_at_the_head_of_its_priority_unco
 
 
 def test_graceful_stop_waits_for_a_task_that_finishes_within_the_grace(
-        app: Minitask) -> None:
+        make_app: Callable[..., Minitask]) -> None:
+    app = make_app(**SHORT_LEASES)
+
     started, release = threading.Event(), threading.Event()
 
     @app.task
@@ -323,8 +344,10 @@ def test_graceful_stop_waits_for_a_task_that_finishes_within_the_grace(
 
 
 def test_cancelled_redelivered_task_leaves_no_delivery_count_behind(
-        app: Minitask, redis_client: Any, clock: Any) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any) -> None:
     """A re-enqueued id must start from delivery 1, or poison counting goes wrong."""
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def job(label: str) -> str:
         return label
@@ -351,9 +374,12 @@ def test_cancelled_redelivered_task_leaves_no_delivery_count_behind(
 
 
 def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
-        app: Minitask, redis_client: Any, clock: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        make_app: Callable[..., Minitask], redis_client: Any, clock: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Once written, a fetch may have run even if its reply is lost: sending it again
     would lease more tasks to nobody."""
+    app = make_app(**SHORT_LEASES)
+
     @app.task
     def work(index: int) -> None:
         pass

@@ -11,8 +11,8 @@ from __future__ import annotations
 import msgpack  # type: ignore[import-untyped]
 import pytest
 
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, QUEUE, Kit
+from tests.support.crash_kit import DEADLINE, QUEUE, Kit
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -38,14 +38,14 @@ CASES = [
      ["credentials", "percent-encode"]),
     (ResponseError("WRONGPASS invalid username-password pair"), None, "auth", ["credentials"]),
     (NoPermissionError("this user has no permissions to run the 'sadd' command"), None,
-     "permission", ["SADD", "+sadd", "README.rst's ACL list"]),
+     "permission", ["SADD", "+sadd", "ACL list on the docs' Scaling out page"]),
     (NoPermissionError("this user has no permissions to run the 'zadd' command or its "
                        "subcommand"), None, "permission", ["+zadd"]),
     (NoPermissionError("this user has no permissions to access one of the keys used as "
                        "arguments"), "enqueue", "permission", ["~minitask:*"]),
     (ResponseError("The user executing the script can't run this command or subcommand "
                    "script: 0831e2c9, on @user_script:1."), "enqueue", "permission",
-     ["enqueue.lua", "+hsetnx +rpush +zrangebyscore", "README.rst's ACL list"]),
+     ["enqueue.lua", "+hsetnx +rpush +zrangebyscore", "ACL list on the docs' Scaling out page"]),
     (ResponseError("Error running script (call to f_0831e2c9): @user_script:1: @user_script: "
                    "1: The user executing the script can't run this command or subcommand"),
      "enqueue", "permission", ["+hsetnx"]),

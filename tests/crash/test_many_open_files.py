@@ -16,8 +16,9 @@ from typing import List
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.crash.support import DEADLINE, Kit, descendants, pid_running
+from tests.support.crash_kit import DEADLINE, Kit
+from tests.support.paths import ROOT
+from tests.support.procfs import descendants, pid_running
 
 pytestmark = pytest.mark.crash
 

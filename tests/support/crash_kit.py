@@ -1,4 +1,4 @@
-"""What the crash tests share: a kit bound to one test-owned Redis, markers, /proc helpers.
+"""The crash tests' kit: one test-owned Redis, its worker processes, their markers.
 
 Workers are real ``python -m minitask worker -A tests.apps.basic`` processes; the
 test process enqueues through its own client-side app of the same name, whose
@@ -8,10 +8,7 @@ Redis state and on the markers the tasks leave (``marks:<kind>:<key>``, entries
 """
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Union
@@ -21,7 +18,10 @@ import redis
 import tests.apps.basic as basic
 from minitask import Minitask, Task
 from minitask.broker.keys import AppKeys, QueueKeys
-from tests.conftest import Processes, RedisServer, wait_until
+from tests.support.marks import Mark, parse_mark
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 #: Lease length of the workers under test: short, so that recovery is quick.
 VISIBILITY = 2.0
@@ -30,22 +30,6 @@ QUEUE = QueueKeys("basic", "default")
 APP_KEYS = AppKeys("basic")
 #: Generous deadlines for a slow shared machine; tests normally finish in seconds.
 DEADLINE = 60.0
-
-
-@dataclass(frozen=True)
-class Mark:
-    """One marker a task left: which task, on which attempt and delivery, in which process."""
-
-    task_id: str
-    attempt: int
-    pid: int
-    delivery: int
-
-
-def parse_mark(raw: Union[bytes, str]) -> Mark:
-    text = raw.decode() if isinstance(raw, bytes) else raw
-    task_id, attempt, pid, delivery = text.rsplit(":", 3)
-    return Mark(task_id, int(attempt), int(pid), int(delivery))
 
 
 @dataclass
@@ -198,71 +182,3 @@ class Kit:
 
     def live_workers(self) -> int:
         return int(self.client.zcard(APP_KEYS.workers))
-
-
-def send(process: "subprocess.Popen[bytes]", signum: int, *, group: bool = False) -> None:
-    if group:
-        os.killpg(process.pid, signum)
-    else:
-        os.kill(process.pid, signum)
-
-
-def kill_group(process: "subprocess.Popen[bytes]") -> None:
-    """SIGKILL a worker with every process of its pool, as the OOM killer or a crash would."""
-    os.killpg(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-
-
-def exit_code(process: "subprocess.Popen[bytes]", timeout: float = DEADLINE) -> int:
-    try:
-        return process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise AssertionError(f"worker {process.pid} did not exit within {timeout} s") from None
-
-
-# -- /proc (Linux): no psutil needed ------------------------------------------
-
-def _stat(pid: int) -> Optional[List[str]]:
-    try:
-        data = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return data[data.rindex(")") + 2:].split()
-
-
-def pid_running(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    fields = _stat(pid)
-    return fields is not None and fields[0] not in ("Z", "X")
-
-
-def descendants(pid: int) -> List[int]:
-    """Every process below ``pid`` (scans /proc: this kernel may lack .../children)."""
-    parents: Dict[int, List[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            fields = _stat(int(entry))
-            if fields is not None:
-                parents.setdefault(int(fields[1]), []).append(int(entry))
-    found: List[int] = []
-    todo = [pid]
-    while todo:
-        children = parents.get(todo.pop(), [])
-        found += children
-        todo += children
-    return found
-
-
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU time the live ones among ``pids`` have used."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0
-    for pid in pids:
-        fields = _stat(pid)
-        if fields is not None:
-            total += int(fields[11]) + int(fields[12])
-    return total / ticks
-
-
-def elapsed_since(start: float) -> float:
-    return time.monotonic() - start

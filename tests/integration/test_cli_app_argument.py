@@ -14,7 +14,7 @@ from typing import Iterator, List
 import pytest
 
 from minitask.cli import main
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

