@@ -5,7 +5,7 @@ import pytest
 import redis
 
 from minitask.bench.canvas import measure_workflows
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

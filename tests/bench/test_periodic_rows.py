@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from minitask.bench.periodic import PeriodicBench
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

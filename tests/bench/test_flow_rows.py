@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from minitask.bench.flow import measure_flow
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

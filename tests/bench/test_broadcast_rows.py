@@ -5,7 +5,7 @@ import pytest
 import redis
 
 from minitask.bench.broadcast import measure_fanout
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from minitask.cli import main
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
