@@ -16,8 +16,6 @@ from minitask import Minitask
 from tests.support.clock import ManualClock
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
-# RedisServer is also imported from here by the benchmark tests of tests/integration
-# (moving to tests/bench/, owned by another change); new code imports tests.support.servers.
 from tests.support.servers import RedisServer, free_port
 
 

@@ -15,6 +15,7 @@ import ast
 import configparser
 import importlib.util
 import re
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -556,6 +557,63 @@ def test_init_holds_no_logic(init: str) -> None:
                                  ast.Expr)), f"{init}:{node.lineno} holds logic"
         if isinstance(node, ast.Expr):
             assert isinstance(node.value, ast.Constant), f"{init}:{node.lineno}"
+
+
+# -- the house's bounds ------------------------------------------------------------
+
+#: Past these a module or class is split by responsibility (STYLE.md section 1).
+MAX_MODULE_LINES = 500
+MAX_CLASS_METHODS = 25
+MAX_CLASS_LINES = 400
+#: The top level holds what a user imports; the rest lives in the layers' folders.
+MAX_TOP_LEVEL_MODULES = 25
+
+
+def test_no_module_is_over_the_line_bound() -> None:
+    long = [f"minitask/{path.relative_to(PACKAGE)}: {lines} lines"
+            for path in sorted(PACKAGE.rglob("*.py"))
+            for lines in [len(path.read_text().splitlines())] if lines > MAX_MODULE_LINES]
+    assert not long, f"split these by responsibility (at most {MAX_MODULE_LINES}): {long}"
+
+
+def test_no_class_is_over_the_method_or_line_bound() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = sum(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          for item in node.body)
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if methods > MAX_CLASS_METHODS or lines > MAX_CLASS_LINES:
+                big.append(f"minitask/{path.relative_to(PACKAGE)}: {node.name} has "
+                           f"{methods} methods, {lines} lines")
+    assert not big, (f"split these (at most {MAX_CLASS_METHODS} methods and "
+                     f"{MAX_CLASS_LINES} lines): {big}")
+
+
+def test_the_top_level_holds_few_modules() -> None:
+    top = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules at the top level: {top}"
+
+
+def test_only_the_bench_command_imports_the_bench() -> None:
+    importers = sorted(module for module in set(package_modules()) - SPECIAL
+                       if not module.startswith("bench")
+                       for item in imports_of(module)
+                       if item.internal and item.target.split(".")[0] == "bench")
+    assert importers == ["cli.bench"], importers
+    lazy = [item for item in imports_of("cli.bench") if item.target.startswith("bench")]
+    assert lazy and all(item.in_function for item in lazy), (
+        "cli.bench imports the bench where it runs it, never at import time")
+
+
+def test_running_a_worker_or_the_cli_never_loads_the_bench() -> None:
+    code = ("import sys, minitask, minitask.cli.main, minitask.worker, minitask.admin; "
+            "print(sorted(name for name in sys.modules if name.startswith('minitask.bench')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 # -- what the code imports is what setup.cfg declares --------------------------------
