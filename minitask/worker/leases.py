@@ -248,27 +248,30 @@ class Heartbeat:
         backoff = Backoff("renew leases")
         next_beat = time.monotonic() + period
         stopping = False
-        while not self._ended.is_set():
-            wake = next_beat
-            due = batched.flush_due_at()
-            if due is not None:
-                wake = min(wake, due)
-            self._nudge.wait(max(0.0, wake - time.monotonic()))
-            self._nudge.clear()
-            if self._ended.is_set():
-                break
-            if stop.is_set() and not stopping:
-                stopping = True
-                on_stop()
-            try:
-                batched.flush_if_overdue()
-                if time.monotonic() >= next_beat:
-                    next_beat = time.monotonic() + period
-                    beat()
-            except BrokerError as exc:
-                self._ended.wait(backoff.failed(exc))  # no busy loop while Redis is away
-            else:
-                backoff.succeeded()
+        try:
+            while not self._ended.is_set():
+                wake = next_beat
+                due = batched.flush_due_at()
+                if due is not None:
+                    wake = min(wake, due)
+                self._nudge.wait(max(0.0, wake - time.monotonic()))
+                self._nudge.clear()
+                if self._ended.is_set():
+                    break
+                if stop.is_set() and not stopping:
+                    stopping = True
+                    on_stop()
+                try:
+                    batched.flush_if_overdue()
+                    if time.monotonic() >= next_beat:
+                        next_beat = time.monotonic() + period
+                        beat()
+                except BrokerError as exc:
+                    self._ended.wait(backoff.failed(exc))  # no busy loop while Redis is away
+                else:
+                    backoff.succeeded()
+        finally:
+            backoff.gave_up()  # it no longer rides an outage
 
 
 def lease_of(job: Job) -> Lease:
