@@ -194,8 +194,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                "stores.foreign", "stores.queue", "stores.schedules",
                                "wire.serializer", "worker.host", "worker.leases",
                                "worker.sources", "worker.stop"}),
-    "worker.workflows": frozenset({"errors", "stores.workflows", "wire.message", "worker.host",
-                                   "worker.outages"}),
+    "worker.workflows": frozenset({"errors", "printable", "stores.foreign", "stores.workflows",
+                                   "wire.message", "worker.host", "worker.outages"}),
     # -- stores ----------------------------------------------------------------
     "stores": frozenset(),
     "stores.admin": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
