@@ -7,6 +7,7 @@ from typing import Any, Dict, List
 from ..admin import DeadTask, inspect
 from ..app import Minitask
 from ..errors import ConfigurationError
+from ..printable import printable
 from .options import add_app_options, add_yes, confirmed, emit_json, load, takes_words
 
 ACTIONS = ("list", "show", "requeue", "purge")
@@ -77,8 +78,9 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
         error = f"{d.exc_type}: {d.message}" if d.exc_type else ""
-        print(f"{d.dead_at:%Y-%m-%d %H:%M:%S}  {d.queue:<14} {d.task_id:<24} {d.name:<28} "
-              f"{d.reason}{' / ' if error else ''}{_cut(error, 80)}")
+        print(f"{d.dead_at:%Y-%m-%d %H:%M:%S}  {printable(d.queue):<14} "
+              f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
+              f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
     return 0
 
@@ -86,7 +88,8 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
 def _show(app: Minitask, task_id: str, as_json: bool) -> int:
     info = inspect(app, task_id)
     if info is None or not info.dead:
-        print(f"no dead letter has the id {task_id!r} (minitask dead -A APP list shows them)")
+        print(f"no dead letter has the id {printable(task_id)!r} (minitask dead -A APP list "
+              f"shows them)")
         return 1
     dead = {"task_id": info.task_id, "queue": info.queue, "name": info.name or "?",
             "args": info.args or [], "kwargs": info.kwargs or {}, "reason": info.reason,
@@ -96,12 +99,15 @@ def _show(app: Minitask, task_id: str, as_json: bool) -> int:
     if as_json:
         emit_json(dead)
         return 0
-    print(f"task id   {dead['task_id']}\nqueue     {dead['queue']}\ntask      {dead['name']}\n"
-          f"args      {dead['args']!r}\nkwargs    {dead['kwargs']!r}\n"
-          f"attempts  {dead['attempts']}\ndead at   {dead['dead_at']}\n"
-          f"reason    {dead['reason']}\nerror     {dead['exc_type']}: {dead['message']}")
+    shown = {key: printable(value) for key, value in dead.items()
+             if key not in ("args", "kwargs", "traceback")}
+    print(f"task id   {shown['task_id']}\nqueue     {shown['queue']}\n"
+          f"task      {shown['name']}\nargs      {printable(repr(dead['args']))}\n"
+          f"kwargs    {printable(repr(dead['kwargs']))}\nattempts  {shown['attempts']}\n"
+          f"dead at   {shown['dead_at']}\nreason    {shown['reason']}\n"
+          f"error     {shown['exc_type']}: {shown['message']}")
     if dead["traceback"]:
-        print(f"\n{str(dead['traceback']).rstrip()}")
+        print(f"\n{printable(str(dead['traceback']).rstrip(), keep_newlines=True)}")
     return 0
 
 

@@ -6,6 +6,7 @@ import json
 from typing import Any, Dict, List
 
 from ..admin import queue_counts
+from ..printable import printable
 from .options import add_app_options, load
 
 
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         report["workers"].append({
             "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
+            # the registry hands out only whole numbers in these fields
             "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),
             "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
             "running": int(info.get("running", 0)),
@@ -58,24 +60,26 @@ def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
 
 
 def _status_text(report: Dict[str, Any]) -> str:
-    lines: List[str] = [f"app {report['app']} on {report['broker']}", "",
+    lines: List[str] = [f"app {printable(report['app'])} on {printable(report['broker'])}", "",
                         f"{'queue':<20} {'ready':>7} {'scheduled':>9} {'running':>7} "
                         f"{'dead':>6}  ready by priority"]
     for queue, counts in report["queues"].items():
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
-        lines.append(f"{queue:<20} {counts['ready']:>7} {counts['scheduled']:>9} "
+        lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
     lines += ["", f"{len(report['workers'])} live worker(s)"
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:
-        lines.append(f"  {worker['name']}  heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
+        lines.append(f"  {printable(worker['name'])}  "
+                     f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
-                     f"running {worker['running']}  queues {worker['queues']}")
+                     f"running {worker['running']}  queues {printable(worker['queues'])}")
     for queue, rows in report["subscribers"].items():
-        lines += ["", f"broadcast subscribers of queue {queue} (lag: calls not pulled yet)"]
+        lines += ["", f"broadcast subscribers of queue {printable(queue)} "
+                      f"(lag: calls not pulled yet)"]
         for row in rows:
             age = row["last_seen_age_s"]
             seen = "never seen" if age is None else f"last seen {age:.1f} s ago"
-            lines.append(f"  {row['name']}  lag {row['lag']}  {seen}")
+            lines.append(f"  {printable(row['name'])}  lag {row['lag']}  {seen}")
     return "\n".join(lines)

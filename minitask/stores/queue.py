@@ -16,6 +16,8 @@ from ..broker.durability import Durability
 from ..errors import DurabilityError
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
+from ..printable import printable
+from .foreign import ignored, name_of
 from .scripts import source
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
@@ -152,9 +154,18 @@ class QueueStore:
             self._known_queues.update(names)
 
     def queue_names(self) -> List[str]:
+        """The app's queues (and lanes); a member that can name no queue (not UTF-8, a
+        space, a control character: not minitask's) is left out, with a warning."""
         with self.transport.errors("list queues"):
-            return sorted(text(name)
-                          for name in self.transport.client.smembers(self.app_keys.queues))
+            members = self.transport.client.smembers(self.app_keys.queues)
+        names = []
+        for member in members:
+            name = name_of(member)
+            if name is None:
+                ignored(self.app_keys.queues, f"{printable(member)!r} is no queue name")
+            else:
+                names.append(name)
+        return sorted(names)
 
     # -- consuming ---------------------------------------------------------------
 

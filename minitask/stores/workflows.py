@@ -207,6 +207,9 @@ class WorkflowStore:
         elif status == "failing":
             follow = unpack_data(reply[1], f"what follows group {join['id']}")
             self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes)
+        elif status == "corrupt":
+            raise DecodeError(f"workflow group {join['id']}: {text(reply[1])}; the group "
+                              f"cannot complete (inspect the key, then delete it)")
         elif status == "gone":
             logger.warning("workflow group %s is gone (expired after its result_ttl?): what "
                            "follows it will not run", join["id"])
