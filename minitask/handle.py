@@ -22,6 +22,7 @@ R = TypeVar("R")
 #: A worker whose last heartbeat is older than this is not counted as live.
 LIVE_MS = 60_000
 
+
 def check_timeout(timeout: Any, where: str) -> None:
     """Refuse a wait's ``timeout`` that is not None or a number of seconds: NaN would
     wait forever (no time is ever past it), a str would fail deep in the wait."""

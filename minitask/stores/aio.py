@@ -76,7 +76,7 @@ def waits_client_for(client: AsyncClient) -> AsyncClient:
     ``client``'s, so that calls waiting for results (each holds its connection for
     up to 5 s) never take the connections enqueues need. A client minitask cannot
     mirror (a cluster, a test double, a custom class) serves waits itself."""
-    pool = getattr(client, "connection_pool", None)
+    pool: Any = getattr(client, "connection_pool", None)
     if (type(client) is not redis.asyncio.Redis or getattr(client, "connection", None)
             is not None or type(pool) not in (redis.asyncio.ConnectionPool,
                                               redis.asyncio.BlockingConnectionPool)):
