@@ -272,6 +272,13 @@ class AppKeys:
         return f"{PREFIX}:{{{self.app}}}:throughput:{minute}"
 
 
+def app_patterns(app: str) -> tuple[str, str]:
+    """The two key patterns (SCAN ``MATCH``, ACL ``~``) that together match every key of
+    ``app``: its queues' keys (tag ``{app:queue}``) and its app-wide keys (tag ``{app}``).
+    ``check_name`` keeps wildcards and ``:`` out of app names, so they match no other app's."""
+    return f"{PREFIX}:{{{app}:*", f"{PREFIX}:{{{app}}}:*"
+
+
 def lane(queue: str, subscriber: str) -> str:
     """The queue string of a subscriber's lane of ``queue``: its keys share the tag."""
     return f"{queue}:{subscriber}"

@@ -4,15 +4,14 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, List
 
-from ..admin import inspect
-from ..admin import DeadTask
+from ..admin import DeadTask, inspect
 from ..app import Minitask
 from ..errors import ConfigurationError
-from .options import add_app_options, emit_json, load, takes_words
+from .options import add_app_options, add_yes, confirmed, emit_json, load, takes_words
 
 ACTIONS = ("list", "show", "requeue", "purge")
-USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all) | purge (ID... | "
-         "--all)} [--queue Q] [--json]")
+USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
+         "| --all --yes)} [--queue Q] [--json]")
 
 
 def register(commands: Any) -> None:
@@ -24,6 +23,7 @@ def register(commands: Any) -> None:
     dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter "
                       "(of --queue)")
     dead.add_argument("--json", action="store_true", help="print JSON")
+    add_yes(dead, "every dead letter (--all)")
     takes_words(dead)
     dead.set_defaults(command=run)
 
@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
             return _show(app, ids[0], args.json)
         if bool(ids) == bool(args.all):
             raise ConfigurationError(f"{action} takes task ids, or --all (not both)")
+        if args.all:
+            where = f"queue {args.queue!r}" if args.queue else "every queue"
+            count = len(app.dead_letters(args.queue, limit=1_000_000))
+            confirmed(args, f"{action}s all {count} dead letter(s) of {where}")
         if action == "requeue":
             return _requeue(app, ids, args)
         return _purge(app, ids, args)

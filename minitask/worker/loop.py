@@ -156,16 +156,28 @@ class Worker:
         Raises:
             BrokerError: Redis could not be reached at start.
         """
+        how = "nothing left to do (burst)" if self.burst else "stop()"
+        try:
+            self._run()
+        except BaseException as exc:
+            how = f"by {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            log_stopped(self, self._stop.reason or how)
+
+    def _run(self) -> None:
         if self.pool == "process":
             pool = ProcessPool(self)
             self._on_shutdown = pool.stop
             pool.run()
+            self._stop.reason = self._stop.reason or pool.why
             return
         self.starting()
         self.listen_for_orders()
         self._stop.open_bell()
         restore = self._stop.install_signals()
-        self._start_heartbeat()
+        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
+                              self._stop.event, self._shutdown.stopping)
         self._cancel_watch.start()
         slots: Slots
         on_grace_over: Optional[Callable[[], None]] = None
@@ -267,7 +279,8 @@ class Worker:
         self._outcomes.batched = True
         self._stop.open_bell()
         restore = self._stop.install_signals()
-        self._start_heartbeat()
+        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
+                              self._stop.event, self._shutdown.stopping)
         self._cancel_watch.start()
         try:
             while not self._stop.is_set():
@@ -337,10 +350,6 @@ class Worker:
                     continue
                 break
             self._source.wait()
-
-    def _start_heartbeat(self) -> None:
-        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
-                              self._stop.event, self._shutdown.stopping)
 
     # -- one task ------------------------------------------------------------
 
@@ -420,3 +429,9 @@ def log_banner(worker: Worker) -> None:
             logger.warning("the thread pool cannot stop a running function: the timeout of "
                            "%s is checked when the attempt returns (use --pool process to "
                            "kill attempts at their limit)", ", ".join(limited))
+
+
+def log_stopped(worker: Worker, how: str) -> None:
+    """The worker's last log line: that it stopped, and what stopped it."""
+    logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
+                "failed", worker.name, how, worker.processed, worker.failed)

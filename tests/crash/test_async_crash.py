@@ -9,7 +9,9 @@ import pytest
 import redis
 
 from minitask import Minitask, TaskFailed
-from tests.conftest import Processes, RedisServer, wait_until
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

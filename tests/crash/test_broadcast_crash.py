@@ -17,8 +17,10 @@ import pytest
 from minitask import BroadcastHandle, ResultTimeout
 from minitask.broker.keys import QueueKeys, lane
 from tests.apps.broadcast import QUEUE, producer
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
-from tests.crash.support import kill_group, send
+from tests.support.processes import Processes, kill_group, send
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

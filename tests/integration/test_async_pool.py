@@ -6,27 +6,18 @@ import asyncio
 import gc
 import threading
 import time
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 import redis
 
 from minitask import Minitask, TaskFailed, current_task
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app("aiotest", on="server")]
 
 DEADLINE = 60.0
-
-
-@pytest.fixture
-def app(redis_server: RedisServer) -> Iterator[Minitask]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    made = Minitask("aiotest", broker=redis_server.url)
-    yield made
-    made.close()
 
 
 def _run(worker: Any) -> threading.Thread:

@@ -17,7 +17,8 @@ from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
 from minitask.stores.queue import FetchResult
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 
 def fetch(app: Minitask, clock: ManualClock, count: int = 1,

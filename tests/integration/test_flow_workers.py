@@ -16,7 +16,10 @@ import redis
 from minitask import Minitask, Task, TaskFailed
 from minitask.broker.keys import AppKeys, QueueKeys
 from tests.apps import flow
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

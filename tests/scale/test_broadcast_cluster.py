@@ -10,8 +10,8 @@ import pytest
 
 from minitask.broker.keys import QueueKeys, lane
 from minitask.worker import Worker
-from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, slot_of
 
 pytestmark = pytest.mark.scale
 

@@ -25,9 +25,10 @@ import redis.asyncio
 
 from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
-from tests.conftest import RedisServer, wait_until
-from tests.scale.servers import Cluster, SentinelGroup, slot_of
-from tests.scale.support import ScaleKit
+from tests.support.scale_kit import ScaleKit
+from tests.support.servers import RedisServer
+from tests.support.topologies import Cluster, SentinelGroup, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

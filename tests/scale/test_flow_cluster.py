@@ -12,9 +12,9 @@ from minitask import TaskFailed
 from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
-from tests.conftest import wait_until
-from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

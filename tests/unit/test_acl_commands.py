@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Set
 
 import minitask
-from tests.scale.support import documented_commands
+from tests.support.acl import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
 MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py",

@@ -19,7 +19,8 @@ from minitask import (BroadcastHandle, ConfigurationError, Minitask, ResultTimeo
 from minitask.broker.keys import QueueKeys, lane
 from minitask.testing import SUBSCRIBER, drain as drain_app, isolated
 from minitask.worker import Worker
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 QUEUE = "config"
 

@@ -17,7 +17,8 @@ from minitask import (ArgumentError, ConfigurationError, EncodeError, GroupHandl
                       chain, chord, group)
 from minitask.wire.serializer import decode_message, encode_message
 from minitask.stores.results import ResultStore
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 
 class Tasks:

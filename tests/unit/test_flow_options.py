@@ -15,7 +15,8 @@ from minitask import ConfigurationError, Minitask, TaskFailed
 from minitask.cli.main import main
 from minitask.broker.keys import QueueKeys
 from minitask.limits import TaskLimits, pack, task_limits
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 
 @pytest.mark.parametrize("rate, count, window_ms", [

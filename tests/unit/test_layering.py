@@ -15,6 +15,7 @@ import ast
 import configparser
 import importlib.util
 import re
+import subprocess
 import sys
 import sysconfig
 from dataclasses import dataclass
@@ -68,7 +69,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
 ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- cli -------------------------------------------------------------------
     "cli": frozenset({"cli.main"}),
-    "cli.bench": frozenset({"bench.drain"}),
+    "cli.bench": frozenset({"bench.run"}),
     "cli.cancel": frozenset({"cli.options", "errors"}),
     "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors"}),
     "cli.dead": frozenset({"admin", "app", "cli.options", "errors"}),
@@ -79,28 +80,49 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
                            "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
                            "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
-    "cli.options": frozenset({"app", "discovery"}),
+    "cli.options": frozenset({"app", "discovery", "errors"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.shutdown": frozenset({"admin", "cli.options"}),
     "cli.status": frozenset({"admin", "cli.options"}),
     "cli.tasks": frozenset({"cli.options"}),
     "cli.unsubscribe": frozenset({"cli.options"}),
-    "cli.worker": frozenset({"cli.options"}),
+    "cli.worker": frozenset({"app", "cli.options"}),
     # -- bench -----------------------------------------------------------------
     "bench": frozenset(),
-    "bench.broadcast": frozenset({"app", "errors"}),
-    "bench.canvas": frozenset({"app", "canvas", "errors"}),
-    "bench.coroutines": frozenset({"app"}),
-    "bench.dashboard": frozenset({"app", "broker.keys", "dashboard.server", "stores.metrics"}),
-    "bench.drain": frozenset({"app", "bench.broadcast", "bench.canvas", "bench.coroutines",
-                              "bench.dashboard", "bench.durable", "bench.flow",
-                              "bench.periodic", "bench.producer", "broker.embedded", "context",
-                              "errors"}),
-    "bench.durable": frozenset({"app", "broker.embedded", "errors"}),
-    "bench.flow": frozenset({"app", "errors"}),
-    "bench.periodic": frozenset({"app", "context", "errors"}),
-    "bench.producer": frozenset({"app"}),
+    "bench.broadcast": frozenset({"app", "bench.scratch", "bench.workers"}),
+    "bench.canvas": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
+                               "canvas"}),
+    "bench.coroutines": frozenset({"app", "bench.scratch", "bench.workers", "broker.keys"}),
+    "bench.dashboard": frozenset({"app", "bench.scratch", "broker.keys", "dashboard.server",
+                                  "stores.metrics"}),
+    "bench.drain": frozenset({"bench.report", "bench.scratch", "bench.session", "bench.tasks",
+                              "bench.workers"}),
+    "bench.durable": frozenset({"app", "bench.report", "bench.scratch", "bench.servers",
+                                "bench.workers", "broker.keys", "errors"}),
+    "bench.flow": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
+                             "broker.keys", "errors"}),
+    "bench.latency": frozenset({"bench.report", "bench.scratch", "bench.session",
+                                "bench.tasks", "errors"}),
+    "bench.memory": frozenset({"bench.report", "bench.session", "bench.tasks",
+                               "bench.workers"}),
+    "bench.periodic": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
+                                 "broker.keys", "context", "errors"}),
+    "bench.producer": frozenset({"app", "bench.report", "bench.scratch"}),
+    "bench.report": frozenset(),
+    "bench.run": frozenset({"bench.broadcast", "bench.canvas", "bench.coroutines",
+                            "bench.dashboard", "bench.drain", "bench.durable", "bench.flow",
+                            "bench.latency", "bench.memory", "bench.periodic",
+                            "bench.producer", "bench.report", "bench.scaling", "bench.servers",
+                            "bench.session", "errors"}),
+    "bench.scaling": frozenset({"app", "bench.report", "bench.session", "bench.tasks",
+                                "errors"}),
+    "bench.scratch": frozenset({"broker.keys"}),
+    "bench.servers": frozenset({"broker.embedded", "errors"}),
+    "bench.session": frozenset({"app", "bench.report", "bench.scratch", "bench.tasks",
+                                "bench.workers", "broker.keys", "errors"}),
+    "bench.tasks": frozenset({"app", "bench.scratch", "context"}),
+    "bench.workers": frozenset({"broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
     "dashboard": frozenset(),
     "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
@@ -269,11 +291,15 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench.broadcast": frozenset({"redis"}),
     "bench.canvas": frozenset({"redis"}),
     "bench.coroutines": frozenset({"redis"}),
-    "bench.drain": frozenset({"redis"}),
     "bench.durable": frozenset({"redis"}),
     "bench.flow": frozenset({"redis"}),
+    "bench.latency": frozenset({"redis"}),
     "bench.periodic": frozenset({"redis"}),
     "bench.producer": frozenset({"redis"}),
+    "bench.scratch": frozenset({"redis"}),
+    "bench.servers": frozenset({"redis"}),
+    "bench.session": frozenset({"redis"}),
+    "bench.workers": frozenset({"redis"}),
     "broker.cluster": frozenset({"redis"}),
     "broker.connections": frozenset({"redis"}),
     "broker.connection": frozenset({"redis"}),
@@ -531,6 +557,63 @@ def test_init_holds_no_logic(init: str) -> None:
                                  ast.Expr)), f"{init}:{node.lineno} holds logic"
         if isinstance(node, ast.Expr):
             assert isinstance(node.value, ast.Constant), f"{init}:{node.lineno}"
+
+
+# -- the house's bounds ------------------------------------------------------------
+
+#: Past these a module or class is split by responsibility (STYLE.md section 1).
+MAX_MODULE_LINES = 500
+MAX_CLASS_METHODS = 25
+MAX_CLASS_LINES = 400
+#: The top level holds what a user imports; the rest lives in the layers' folders.
+MAX_TOP_LEVEL_MODULES = 25
+
+
+def test_no_module_is_over_the_line_bound() -> None:
+    long = [f"minitask/{path.relative_to(PACKAGE)}: {lines} lines"
+            for path in sorted(PACKAGE.rglob("*.py"))
+            for lines in [len(path.read_text().splitlines())] if lines > MAX_MODULE_LINES]
+    assert not long, f"split these by responsibility (at most {MAX_MODULE_LINES}): {long}"
+
+
+def test_no_class_is_over_the_method_or_line_bound() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = sum(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          for item in node.body)
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if methods > MAX_CLASS_METHODS or lines > MAX_CLASS_LINES:
+                big.append(f"minitask/{path.relative_to(PACKAGE)}: {node.name} has "
+                           f"{methods} methods, {lines} lines")
+    assert not big, (f"split these (at most {MAX_CLASS_METHODS} methods and "
+                     f"{MAX_CLASS_LINES} lines): {big}")
+
+
+def test_the_top_level_holds_few_modules() -> None:
+    top = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules at the top level: {top}"
+
+
+def test_only_the_bench_command_imports_the_bench() -> None:
+    importers = sorted(module for module in set(package_modules()) - SPECIAL
+                       if not module.startswith("bench")
+                       for item in imports_of(module)
+                       if item.internal and item.target.split(".")[0] == "bench")
+    assert importers == ["cli.bench"], importers
+    lazy = [item for item in imports_of("cli.bench") if item.target.startswith("bench")]
+    assert lazy and all(item.in_function for item in lazy), (
+        "cli.bench imports the bench where it runs it, never at import time")
+
+
+def test_running_a_worker_or_the_cli_never_loads_the_bench() -> None:
+    code = ("import sys, minitask, minitask.cli.main, minitask.worker, minitask.admin; "
+            "print(sorted(name for name in sys.modules if name.startswith('minitask.bench')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 # -- what the code imports is what setup.cfg declares --------------------------------

@@ -15,7 +15,7 @@ from minitask.dashboard.metrics import exposition
 from minitask.wire.message import Message
 from minitask.wire.serializer import decode_message, encode_message
 from minitask.worker import progress as progress_module
-from tests.conftest import drain
+from tests.support.draining import drain
 
 
 def _tasks(app: Minitask) -> Tuple[Any, Any, Any]:

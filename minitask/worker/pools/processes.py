@@ -118,6 +118,8 @@ class ProcessPool(Generic[J]):
         self.retired_failed = 0
         self._context = multiprocessing.get_context("fork")
         self._stop = threading.Event()
+        #: What asked the stop (a signal's name, ``minitask shutdown``...), once asked.
+        self.why = ""
 
     def run(self) -> None:
         worker = self.worker
@@ -155,6 +157,7 @@ class ProcessPool(Generic[J]):
         than at the supervisor's next look, so that an idle child fetches no more."""
         if self._stop.is_set():
             return
+        self.why = why
         self._stop.set()
         if tell_children:
             for child in list(self.children.values()):
