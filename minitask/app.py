@@ -15,7 +15,7 @@ from .broker.durability import Durability
 from .errors import ConfigurationError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
-from .options import TaskOptions, check_seconds
+from .options import TaskOptions, check_seconds, check_text
 from .periodic import Schedule, build as build_schedule
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
@@ -312,7 +312,12 @@ class Minitask(Operations):
 
         Returns:
             A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
+
+        Raises:
+            ConfigurationError: ``task_id`` is not a non-empty str of printable
+                characters (as ``apply_async(task_id=...)`` requires).
         """
+        check_text(task_id, "task_id", "app.handle()")
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 

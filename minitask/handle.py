@@ -22,6 +22,16 @@ R = TypeVar("R")
 #: A worker whose last heartbeat is older than this is not counted as live.
 LIVE_MS = 60_000
 
+
+def check_timeout(timeout: Any, where: str) -> None:
+    """Refuse a wait's ``timeout`` that is not None or a number of seconds: NaN would
+    wait forever (no time is ever past it), a str would fail deep in the wait."""
+    if timeout is not None and (not isinstance(timeout, (int, float))
+                                or isinstance(timeout, bool) or not timeout == timeout):
+        raise ConfigurationError(f"{where}: timeout must be a number of seconds or None, "
+                                 f"got {timeout!r}")
+
+
 _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
                     "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
 
@@ -97,10 +107,7 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
-        if timeout is not None and (not isinstance(timeout, (int, float))
-                                    or isinstance(timeout, bool) or not timeout == timeout):
-            raise ConfigurationError(f"get() on task {self.id}: timeout must be a number of "
-                                     f"seconds or None, got {timeout!r}")
+        check_timeout(timeout, f"get() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         queue = self._find_queue()
         if queue is None or (not self._sent_later
@@ -273,7 +280,9 @@ class TaskHandle(Generic[R]):
             TaskFailed: the task failed or was cancelled.
             ResultTimeout: ``timeout`` passed first (a ``TimeoutError``).
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
+        check_timeout(timeout, f"aget() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             queue = await self._afind_queue()
@@ -365,7 +374,9 @@ class GroupHandle:
             TaskFailed: a member failed (the first one in member order).
             ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
+        check_timeout(timeout, f"get() on group {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         results = []
         for handle in self.handles:

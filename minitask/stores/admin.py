@@ -53,7 +53,7 @@ class AdminStore:
             gone, taken = self.transport.run(
                 "purge_ready", (k.leases, k.delayed, k.dead, k.messages, k.deliveries,
                                 k.retrying, k.cancelled, k.order, *k.ready, k.flow,
-                                k.flow_due, k.flow_limiters, k.flow_prefix),
+                                k.flow_due, k.flow_limiters, k.flow_prefix, k.flow_parked),
                 (PURGE_BATCH,), f"purge the ready tasks of queue {queue!r}")
             deleted += int(gone)
             if int(taken) < PURGE_BATCH:

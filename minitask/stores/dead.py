@@ -81,7 +81,7 @@ class DeadLetterStore:
         k = self.keys(queue)
         done = self.transport.run(
             "revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id), *k.ready,
-                       k.delayed, k.order, k.flow, k.flow_dead, k.flow_limiters),
+                       k.delayed, k.order, k.flow, k.flow_dead),
             (task_id, body, priority, now_ms, BATCH_LIMIT), f"requeue dead task {task_id}")
         return bool(done)
 

@@ -33,6 +33,9 @@ DURATION = "duration"      # task, le
 DURATION_SUM = "duration_sum"  # task
 PICKUP = "pickup"          # queue, le
 PICKUP_SUM = "pickup_sum"  # queue
+#: The task label of dead letters whose task no worker knows (its name is the
+#: message's own text: one label for all, so series stay bounded).
+UNKNOWN_TASK = "(unknown task)"
 
 
 def name(kind: str, *labels: str) -> str:

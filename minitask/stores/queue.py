@@ -195,7 +195,8 @@ class QueueStore:
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
         return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
-                k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix)
+                k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix, k.flow_limiters,
+                k.flow_parked)
 
     @staticmethod
     def fetch_result(reply: Sequence[bytes]) -> FetchResult:
