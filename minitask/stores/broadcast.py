@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError
-from ..broker.keys import QueueKeys, lane, queue_keys
+from ..broker.keys import lane
 from ..broker.durability import Durability
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..printable import printable
 from .foreign import ignored, name_of, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe")
 #: Sends that find the subscribers changed under them, at most, before giving up.
@@ -51,20 +51,17 @@ class Pulled:
     note: str = ""
 
 
-class BroadcastStore:
+class BroadcastStore(Store):
     """The broadcast calls of one app's queues."""
 
+    scripts = _SCRIPTS
+    library = "broadcast_lib"
+
     def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
+        super().__init__(transport, app_name)
         # queue -> the subscribers last seen there (sorted): a send passes them, and
         # the script says when they changed.
         self._known: Dict[str, List[str]] = {}
-        for name in _SCRIPTS:
-            transport.register(name, source(name, shared="broadcast_lib"))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
 
     def _common(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)

@@ -15,23 +15,23 @@ from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from .queue import QueueStore
-from .scripts import source
+from .store import Store
 
 #: One checked message: (id, body, priority, due ms or 0), as ``Sender.prepare`` makes it.
 Entry = Tuple[str, bytes, int, int]
 
 
-class FlowStore:
+class FlowStore(Store):
     """Flow-controlled enqueues of one app, through the queue store's enqueue call."""
 
     #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
     CHUNK = 1000
 
+    scripts = ("enqueue_flow",)
+
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
-        self.transport = transport
-        self.app_name = app_name
+        super().__init__(transport, app_name)
         self.queues = queues
-        transport.register("enqueue_flow", source("enqueue_flow"))
 
     def enqueue_call(self, queue: str, entries: Sequence[Entry],
                      specs: Mapping[str, str], now_ms: int) -> ScriptCall:

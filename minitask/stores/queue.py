@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from ..broker.keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
+from ..broker.keys import PRIORITIES
 from ..wire.message import Message
 from ..wire.serializer import decode_message
 from ..broker.durability import Durability
@@ -18,7 +18,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..printable import printable
 from .foreign import ignored, name_of
-from .scripts import source
+from .store import Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
@@ -67,19 +67,14 @@ class FetchTerms:
     max_deliveries: int
 
 
-class QueueStore:
+class QueueStore(Store):
     """The queues of one app: what is ready, what is due later, who holds what."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        self.app_keys = AppKeys(app_name)
-        self._known_queues: Set[str] = set()
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
+    scripts = _SCRIPTS
 
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        super().__init__(transport, app_name)
+        self._known_queues: Set[str] = set()
 
     # -- producing ---------------------------------------------------------------
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..broker.keys import AppKeys
-from ..broker.transport import Transport, text
+from ..broker.transport import text
 from ..printable import printable
 from .foreign import ignored, name_of, text_of, whole
+from .store import Store
 
 #: The order that stops a worker as SIGTERM does.
 SHUTDOWN = "shutdown"
@@ -19,12 +19,8 @@ ORDER_TTL_MS = 60_000
 _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms"})
 
 
-class WorkerRegistry:
+class WorkerRegistry(Store):
     """Who serves an app: one record per worker, expiring unless it beats."""
-
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_keys = AppKeys(app_name)
 
     def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:
         """Record a live worker and its counters; the record expires if it stops beating."""

@@ -8,13 +8,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
-from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, encode_message, encode_outcome
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
+from ..broker.transport import text
 from ..broker.waits import block_cap
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")
 #: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
@@ -27,17 +26,10 @@ Ack = Tuple[str, str, bytes, int, bool]
 _Group = List[Tuple[int, str, bytes, int, bool]]
 
 
-class ResultStore:
+class ResultStore(Store):
     """What became of the tasks of one app, and the steps that decide it."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = _SCRIPTS
 
     # -- final outcomes ------------------------------------------------------------
 

@@ -12,14 +12,13 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import DecodeError
-from ..broker.keys import QueueKeys, queue_keys
 from ..periodic import Schedule, from_record, with_times
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
+from ..broker.transport import text
 from ..printable import printable
 from .foreign import ignored, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("schedule_save", "schedule_remove")
 
@@ -49,19 +48,10 @@ class Fired:
     problem: str = ""
 
 
-class ScheduleStore:
+class ScheduleStore(Store):
     """The schedules of one app's queues."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        # the fire script queues its run after due delayed tasks, as enqueue does:
-        # promote.lua goes in front of it
-        for name in (*_SCRIPTS, "schedule_fire"):
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = (*_SCRIPTS, "schedule_fire")
 
     # -- changing ----------------------------------------------------------------
 

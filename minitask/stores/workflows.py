@@ -35,14 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError, EncodeError, MessageTooLarge
-from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .scripts import source
+from .store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -115,18 +114,14 @@ def task_nodes(node: Node) -> List[Node]:
     return [task for part in parts for task in task_nodes(part)]
 
 
-class WorkflowStore:
+class WorkflowStore(Store):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
-    def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        self._queues = queues
-        for name in ("spawn", "cancel_steps", "group_create", "group_join"):
-            transport.register(name, source(name))  # spawn: promote.lua in front
+    scripts = ("spawn", "cancel_steps", "group_create", "group_join")
 
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
+        super().__init__(transport, app_name)
+        self._queues = queues
 
     # -- the producer -------------------------------------------------------------
 
