@@ -1,4 +1,4 @@
-"""``minitask bench``'s flow control rows (SPEC 11): a queue whose tasks have limits
+"""``minitask bench``'s flow control rows: a queue whose tasks have limits
 configured but never reached drains as fast as one without (target: within 10 %),
 and what the fetch script costs Redis per fetch, without limits and with limits not
 reached, and per task it parks over its limit.

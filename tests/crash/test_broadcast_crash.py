@@ -1,4 +1,4 @@
-"""Broadcast calls with real worker processes on a real redis-server (SPEC section 10).
+"""Broadcast calls with real worker processes on a real redis-server (guide/broadcast).
 
 Each worker runs ``tests.apps.broadcast`` as the subscriber its ``--name`` says;
 its tasks leave markers ``marks:<kind>:<subscriber>`` (``n:pid:attempt:delivery``)

@@ -1,4 +1,4 @@
-"""max_running across worker processes killed with SIGKILL (SPEC 11).
+"""max_running across worker processes killed with SIGKILL.
 
 Four real workers run ``tests.apps.flow.held`` (``max_running=2``); workers that
 hold one are killed mid-task and replaced. From the start and end timestamps the

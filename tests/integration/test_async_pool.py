@@ -95,7 +95,7 @@ def test_thread_pool_task_hears_cancel_running_through_redis(app: Minitask) -> N
     with pytest.raises(TaskFailed) as failed:
         handle.get(timeout=5)
     assert failed.value.exc_type == "Cancelled"
-    assert time.monotonic() - asked < 1.0  # SPEC 12: within one second
+    assert time.monotonic() - asked < 1.0  # within one second, as guide/asyncio states
     worker.stop()
     thread.join(timeout=DEADLINE)
 

@@ -1,4 +1,4 @@
-"""Flow control in the scripts (SPEC 11), driven with a manual clock.
+"""Flow control in the scripts (guide/flow-control), driven with a manual clock.
 
 Every test runs on fakeredis and on the suite's own redis-server (``redis_client``):
 rate limits and max_running held at fetch, parked tasks never blocking others,

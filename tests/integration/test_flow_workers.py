@@ -1,4 +1,5 @@
-"""Flow control end to end (SPEC 11): the suite's real redis-server, real worker processes.
+"""Flow control end to end (guide/flow-control): the suite's real redis-server, real
+worker processes.
 
 Tasks of ``tests.apps.flow`` record ``time.time()`` as their first line; every
 limit is checked on those start timestamps, in sliding windows.

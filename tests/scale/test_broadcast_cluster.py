@@ -1,4 +1,4 @@
-"""Broadcast tasks on a real three-primary Redis Cluster (SPEC 10): every script of
+"""Broadcast tasks on a real three-primary Redis Cluster (guide/broadcast): every script of
 a queue's broadcasts (send, pull into a lane, the lane's fetch and ack) stays in
 the slot of the queue's hash tag, on queues of three shards."""
 from __future__ import annotations

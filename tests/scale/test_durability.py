@@ -1,4 +1,4 @@
-"""Durability across a failover: no enqueue that returned is lost (SPEC section 15).
+"""Durability across a failover: no enqueue that returned is lost (guide/durability).
 
 A producer enqueues tasks one by one, each retried with its own id until a
 ``delay()`` returns, while a worker runs them. In the middle the replication

@@ -1,4 +1,4 @@
-"""Flow control on a real three-primary Redis Cluster (SPEC 11): limits, parking,
+"""Flow control on a real three-primary Redis Cluster (guide/flow-control): limits, parking,
 debounce and expiry on queues of three shards, every key under its queue's tag."""
 from __future__ import annotations
 

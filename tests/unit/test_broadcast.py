@@ -1,4 +1,4 @@
-"""Broadcast tasks (SPEC section 10) driven in-process, on fakeredis and on the real server.
+"""Broadcast tasks (guide/broadcast) driven in-process, on fakeredis and on the real server.
 
 Workers of several subscriber names run in this thread one task at a time
 (``drain``); time moves with the manual clock. What real processes and

@@ -1,4 +1,4 @@
-"""Workflows (SPEC section 9) driven in-process, on fakeredis and on the real server.
+"""Workflows (guide/workflows) driven in-process, on fakeredis and on the real server.
 
 Workers run one task at a time in this thread (``drain``); time moves with the
 manual clock. Crashes are simulated where they hurt: a worker that dies after a

@@ -1,4 +1,4 @@
-"""Flow control options (SPEC 11): checked at decoration or call time, nothing written
+"""Flow control options (guide/flow-control): checked at decoration or call time, nothing written
 on bad input; the async twins take the same options; ``minitask tasks`` shows them."""
 from __future__ import annotations
 

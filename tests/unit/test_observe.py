@@ -1,5 +1,5 @@
 """Hooks, metrics counted with the heartbeat, progress, and the message's trace
-field (SPEC section 13), on fakeredis; the dashboard is in test_dashboard.py."""
+field (guide/observability), on fakeredis; the dashboard is in test_dashboard.py."""
 from __future__ import annotations
 
 import logging
