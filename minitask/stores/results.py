@@ -159,9 +159,10 @@ class ResultStore(Store):
             body = self.transport.client.hget(k.messages, task_id)
         if body is None:
             return False  # finished, cancelled already, or never here
-        name, _, keys, tail, _ = self.cancel_call(queue, task_id, body,  # type: ignore[arg-type]
-                                                  result_ttl_ms)
-        return bool(self.transport.run(name, keys, tail, f"cancel {task_id}"))
+        name, _, static, tail, dynamic = self.cancel_call(
+            queue, task_id, body, result_ttl_ms)  # type: ignore[arg-type]
+        return bool(self.transport.run(name, [*static, *tail[:dynamic]], tail[dynamic:],
+                                       f"cancel {task_id}"))
 
     def cancel_call(self, queue: str, task_id: str, body: bytes,
                     result_ttl_ms: int) -> ScriptCall:
@@ -176,24 +177,25 @@ class ResultStore(Store):
         # again in between; then one count is off until fetch drops the entry.
         outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
                                          message="cancelled before it started"))
-        return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying,
-                                  k.result(task_id), k.deliveries, k.order, k.cancelled,
-                                  k.flow),
-                (task_id, outcome, result_ttl_ms, priority), 0)
+        # the task's own result key, and those after it, travel as dynamic keys: a call
+        # packed ahead of time keeps its static keys for every later call of the queue
+        return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying),
+                (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow,
+                 task_id, outcome, result_ttl_ms, priority), 5)
 
     # -- reading ---------------------------------------------------------------------
 
     def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         """Where a task is (queued, running, dead, finished, ...), and its outcome."""
-        name, _, keys, tail, _ = self.state_call(queue, task_id)
-        return self.state_of(self.transport.run(name, keys, tail,
-                                                f"read the state of {task_id}"))
+        name, _, static, tail, dynamic = self.state_call(queue, task_id)
+        return self.state_of(self.transport.run(name, [*static, *tail[:dynamic]],
+                                                tail[dynamic:], f"read the state of {task_id}"))
 
     def state_call(self, queue: str, task_id: str) -> ScriptCall:
         """The state script call (the async handle sends the same one)."""
         k = self.keys(queue)
-        return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages,
-                                 k.result(task_id)), (task_id,), 0)
+        return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages),
+                (k.result(task_id), task_id), 1)  # its result key is its own: dynamic
 
     @staticmethod
     def state_of(reply: Any) -> Tuple[str, Optional[bytes]]:
