@@ -8,10 +8,11 @@ from collections import Counter
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Tuple,
                     TypeVar, Union)
 
+from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .errors import BrokerError, ConfigurationError, ResultTimeout, TaskFailed
-from .wire.message import Progress
-from .wire.serializer import decode_outcome, unpack_progress
+from .stores.workflows import Failure, frame_of
+from .wire.message import Progress, wall_ms
+from .wire.serializer import decode_message, decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
     from .sending import Sender
@@ -201,9 +202,24 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return False
-        if self._results.cancel(queue, self.id, self._result_ttl_ms):
+        withdrawn = self._results.cancel(queue, self.id, self._result_ttl_ms)
+        if withdrawn is not None:
+            self._workflow_stops(withdrawn)
             return True
         return running and self._cancels.request(queue, self.id)
+
+    def _workflow_stops(self, body: bytes) -> None:
+        """A withdrawn workflow step: what would have followed it is cancelled too (and
+        its group fails), saying this step was cancelled, rather than wait for ever."""
+        try:
+            message = decode_message(body)
+            frame = frame_of(message)
+        except DecodeError:
+            return  # not a message minitask can read: nothing of a workflow to carry on
+        if frame is not None:
+            failure = Failure(self.id, message.task, "Cancelled", "cancelled before it "
+                              "started", "")
+            self._broker.workflows.stopped(frame, failure, wall_ms())
 
     # -- the same, awaited (redis.asyncio: the event loop is never blocked) ----------
 
@@ -313,7 +329,10 @@ class TaskHandle(Generic[R]):
         if queue is None:
             return False
         broker = self._aio()
-        if await broker.cancel(queue, self.id, self._result_ttl_ms):
+        withdrawn = await broker.cancel(queue, self.id, self._result_ttl_ms)
+        if withdrawn is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._workflow_stops,
+                                                             withdrawn)
             return True
         return running and await broker.request_cancel(queue, self.id)
 

@@ -316,14 +316,15 @@ class AsyncBroker:
             found = await self._waits.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
         return found if isinstance(found, bytes) else None
 
-    async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
+    async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
         results = self.broker.results
         with self.errors(f"read message {task_id}"):
             body = await self.client.hget(results.keys(queue).messages, task_id)
         if body is None:
-            return False
-        return bool(await self.run(results.cancel_call(queue, task_id, body, result_ttl_ms),
-                                   f"cancel {task_id}"))
+            return None
+        done = await self.run(results.cancel_call(queue, task_id, body, result_ttl_ms),
+                              f"cancel {task_id}")
+        return body if done else None
 
     async def request_cancel(self, queue: str, task_id: str) -> bool:
         return bool(await self.run(self.broker.cancels.request_call(queue, task_id),

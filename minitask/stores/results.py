@@ -152,17 +152,19 @@ class ResultStore(Store):
             f"dead-letter {task_id}")
         return bool(done)
 
-    def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
-        """Withdraw a task that has not started; False when it started, ended or is unknown."""
+    def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
+        """Withdraw a task that has not started: the message it withdrew (its workflow
+        goes on from it), or None when it started, ended or is unknown."""
         k = self.keys(queue)
         with self.transport.errors(f"read message {task_id}"):
-            body = self.transport.client.hget(k.messages, task_id)
+            body: Optional[bytes] = self.transport.client.hget(  # type: ignore[assignment]
+                k.messages, task_id)
         if body is None:
-            return False  # finished, cancelled already, or never here
-        name, _, static, tail, dynamic = self.cancel_call(
-            queue, task_id, body, result_ttl_ms)  # type: ignore[arg-type]
-        return bool(self.transport.run(name, [*static, *tail[:dynamic]], tail[dynamic:],
-                                       f"cancel {task_id}"))
+            return None  # finished, cancelled already, or never here
+        name, _, static, tail, dynamic = self.cancel_call(queue, task_id, body, result_ttl_ms)
+        done = self.transport.run(name, [*static, *tail[:dynamic]], tail[dynamic:],
+                                  f"cancel {task_id}")
+        return body if done else None
 
     def cancel_call(self, queue: str, task_id: str, body: bytes,
                     result_ttl_ms: int) -> ScriptCall:

@@ -168,6 +168,16 @@ class WorkflowStore(Store):
         self._write(errbacks, now_ms, max_bytes)
         self._fail_from(frame.get("next"), failure, now_ms, max_bytes)
 
+    def stopped(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
+        """A task with ``frame`` was cancelled: cancel every step that would have
+        followed it and fail its group (its error callbacks do not run: a cancel is
+        no error).
+
+        Raises:
+            BrokerError: Redis failed; the whole step is safe to run again.
+        """
+        self._fail_from(frame.get("next"), failure, now_ms, frame["max"])
+
     # -- carrying on ------------------------------------------------------------------
 
     def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int) -> None:
@@ -242,11 +252,12 @@ class WorkflowStore(Store):
     def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int) -> ScriptCall:
         queue = tasks[0]["q"]
         k = self.keys(queue)
+        ended = "was cancelled" if failure.exc_type == "Cancelled" else "ended dead"
         outcome = encode_outcome(Outcome(
             "cancelled", now_ms, exc_type=failure.exc_type,
-            message=f"not run: step {failure.task_id} ({failure.task}) of its workflow ended "
-                    f"dead: {failure.message}",
-            traceback=failure.traceback, reason="an earlier workflow step ended dead",
+            message=f"not run: step {failure.task_id} ({failure.task}) of its workflow "
+                    f"{ended}: {failure.message}",
+            traceback=failure.traceback, reason=f"an earlier workflow step {ended}",
             extra={"failed_task_id": failure.task_id, "failed_task": failure.task}))
         tail: List[Any] = []
         for task in tasks:

@@ -73,6 +73,27 @@ class WorkflowSteps:
         except DecodeError as exc:
             logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
 
+    def cancelled(self, message: Message, outcome: Outcome) -> None:
+        """Cancel what would have followed a task stopped while running, and fail its
+        group, saying the task was cancelled; through Redis outages."""
+        if message.workflow is None:
+            return
+        try:
+            frame = frame_of(message)
+        except DecodeError as exc:
+            logger.error("task %s: its workflow cannot be carried on: %s", message.id, exc)
+            return
+        assert frame is not None
+        failure = Failure(message.id, message.task, "Cancelled", outcome.message, "")
+        store = self._host.broker.workflows
+        clock = self._host.clock
+        try:
+            persist(lambda: _unless_foreign(lambda: store.stopped(frame, failure,
+                                                                  clock.now_ms())),
+                    f"cancel the workflow of task {message.id}")
+        except DecodeError as exc:
+            logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
+
 
 def _unless_foreign(step: Callable[[], Any]) -> Any:
     """Run a workflow step; Redis refusing data minitask did not write (a group or a

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from minitask import Minitask, TaskFailed
+from minitask import Minitask, TaskFailed, chain
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -57,3 +57,24 @@ def test_a_cancelled_running_task_is_logged_as_stopped_with_the_time_it_ran(
     ran = re.search(rf"task {handle.id} \S+ cancelled while running, after ([0-9.]+) s", text)
     assert ran is not None, text
     assert float(ran.group(1)) >= 0.9, text
+
+
+@pytest.mark.parametrize("pool", ["process", "thread"])
+def test_a_running_workflow_step_stopped_on_request_cancels_the_steps_after_it(
+        processes: Processes, server: RedisServer, nap: Any, pool: str) -> None:
+    worker = processes.start("-m", "minitask", "worker", "-A", "tests.apps.aio", "--pool",
+                             pool, "-c", "1", env={"MINITASK_BROKER_URL": server.url,
+                                                   "TEST_VISIBILITY": "2"})
+    client = server.client()
+    last = chain(nap.s("step-1", 30.0).set(task_id=f"{pool}-step-1"),
+                 nap.si("step-2", 0.0)).delay()
+    wait_until(lambda: client.llen("marks:started:step-1") == 1, timeout=DEADLINE,
+               message="the first step started")
+    step = Minitask("aio", broker=server.client()).handle(f"{pool}-step-1")
+    assert step.status() == "running"
+    assert step.cancel(running=True) is True
+    with pytest.raises(TaskFailed, match=f"step {pool}-step-1 .* was cancelled"):
+        last.get(timeout=DEADLINE)
+    assert last.status() == "cancelled" and client.llen("marks:started:step-2") == 0
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=DEADLINE) == 0
