@@ -75,7 +75,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable"}),
     "cli.embedded": frozenset({"broker.embedded", "cli.options"}),
     "cli.inspect": frozenset({"admin", "cli.options", "errors", "printable"}),
-    "cli.logs": frozenset({"context"}),
+    "cli.logs": frozenset({"context", "printable"}),
     "cli.main": frozenset({"__init__", "cli.bench", "cli.cancel", "cli.dashboard", "cli.dead",
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
                            "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
