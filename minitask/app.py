@@ -11,7 +11,7 @@ from .admin.methods import Operations
 from .batching import Batch
 from .broadcast import broadcast_limits
 from .broker.connection import Client, connect
-from .broker.durability import Durability
+from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
@@ -127,6 +127,7 @@ class Minitask(Operations):
         """The app's broker, connected on first use."""
         if self._broker is None:
             connection = connect(self._broker_setting)
+            check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
             self._broker = Broker(connection.client, self.name, connection.description)
             self._broker.transport.durability = self.durability
         return self._broker

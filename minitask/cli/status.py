@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..admin import queue_counts
+from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
 from ..printable import printable
 from .options import add_app_options, load
 
@@ -36,12 +37,36 @@ def run(args: argparse.Namespace) -> int:
             "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),
             "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
             "running": int(info.get("running", 0)),
+            "clock_skew_ms": _signed(info.get("clock_skew_ms")),
         })
+    report["warnings"] = _warnings(app, report["workers"])
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
         print(_status_text(report))
     return 0
+
+
+def _signed(value: Optional[str]) -> Optional[int]:
+    """A worker's signed whole number of ms, as it wrote it; None when it wrote none."""
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
+
+
+def _warnings(app: Any, workers: List[Dict[str, Any]]) -> List[str]:
+    """What is only ever slow or wrong, never an error: clocks far from Redis's, a
+    durability setting the replicas cannot meet."""
+    durability = app.durability
+    client = app.broker.client
+    found = [skew_warning(clock_skew_ms(client), "this machine's"),
+             replica_warning(durability.mode, durability.min_replicas,
+                             connected_replicas(client) if durability.mode else None,
+                             durability.timeout)]
+    found += [skew_warning(worker["clock_skew_ms"], f"worker {printable(worker['name'])}'s")
+              for worker in workers]
+    return [warning for warning in found if warning is not None]
 
 
 def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
@@ -60,9 +85,10 @@ def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
 
 
 def _status_text(report: Dict[str, Any]) -> str:
-    lines: List[str] = [f"app {printable(report['app'])} on {printable(report['broker'])}", "",
-                        f"{'queue':<20} {'ready':>7} {'scheduled':>9} {'running':>7} "
-                        f"{'dead':>6}  ready by priority"]
+    lines: List[str] = [f"app {printable(report['app'])} on {printable(report['broker'])}"]
+    lines += [f"warning: {warning}" for warning in report["warnings"]]
+    lines += ["", f"{'queue':<20} {'ready':>7} {'scheduled':>9} {'running':>7} "
+                  f"{'dead':>6}  ready by priority"]
     for queue, counts in report["queues"].items():
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
         lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "

@@ -15,6 +15,8 @@ import socket
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
 from ..stores.broker import Broker
+from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
+                             skew_warning)
 from ..errors import BrokerError, ConfigurationError
 from ..wire.message import Message, Outcome, to_ms
 from ..periodic import Schedule
@@ -101,6 +103,8 @@ class Worker:
         self.prefetch = prefetch
         self.name = name or f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
         self.processed = 0
+        #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
+        self.clock_skew_ms: Optional[int] = None
         self.failed = 0
         self.started_ms = app.clock.now_ms()
         # Whether this worker says it is alive: a process pool's supervisor speaks
@@ -208,6 +212,7 @@ class Worker:
     def starting(self) -> None:
         """Announce this worker, make its queues known app-wide, write its schedules."""
         log_banner(self)
+        check_redis(self)
         self.broker.queues.register_queues(self.queues)
         self._ticks.publish()
         self._broadcasts.subscribe()
@@ -399,6 +404,7 @@ class Worker:
                 "concurrency": self.concurrency, "started_ms": self.started_ms,
                 "processed": self.processed, "failed": self.failed, "running": running,
                 "beat_ms": now_ms,
+                **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
             }, now_ms, ttl_ms=period_ms * 4)
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
@@ -435,3 +441,17 @@ def log_stopped(worker: Worker, how: str) -> None:
     """The worker's last log line: that it stopped, and what stopped it."""
     logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
                 "failed", worker.name, how, worker.processed, worker.failed)
+
+
+def check_redis(worker: Worker) -> None:
+    """Say at start-up what no error would: this worker's clock far from Redis's, or a
+    durability setting the primary's replicas cannot meet."""
+    client = worker.broker.client
+    worker.clock_skew_ms = clock_skew_ms(client)
+    durability = worker.broker.transport.durability
+    replicas = connected_replicas(client) if durability.mode is not None else None
+    for warning in (skew_warning(worker.clock_skew_ms, "this worker's"),
+                    replica_warning(durability.mode, durability.min_replicas, replicas,
+                                    durability.timeout)):
+        if warning is not None:
+            logger.warning("%s", warning)

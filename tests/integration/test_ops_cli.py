@@ -303,3 +303,16 @@ def test_purge_of_a_queue_the_app_does_not_have_names_its_queues_and_exits_1(
     assert code == 1 and "app 'basic' has no queue 'nosuchqueue'; its queues: " in err
     assert "default" in err and "deleted" not in out
     assert handle.status() == "queued"
+
+
+def test_status_names_a_worker_whose_clock_is_far_from_redis(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    worker = basic.app.worker()
+    worker.clock_skew_ms = -7_200_000  # as it measured at its start-up
+    worker.beat()
+    try:
+        code, out, _ = cli(capsys, "status", "-A", APP)
+    finally:
+        worker.forget()
+    assert code == 0
+    assert f"warning: worker {worker.name}'s clock is 7200.0 s behind Redis's" in out
