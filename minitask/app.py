@@ -11,11 +11,11 @@ from .admin.methods import Operations
 from .batching import Batch
 from .broadcast import broadcast_limits
 from .broker.connection import Client, connect
-from .broker.durability import Durability
+from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
-from .options import TaskOptions, check_seconds
+from .options import TaskOptions, check_seconds, check_text
 from .periodic import Schedule, build as build_schedule
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
@@ -127,6 +127,7 @@ class Minitask(Operations):
         """The app's broker, connected on first use."""
         if self._broker is None:
             connection = connect(self._broker_setting)
+            check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
             self._broker = Broker(connection.client, self.name, connection.description)
             self._broker.transport.durability = self.durability
         return self._broker
@@ -312,7 +313,12 @@ class Minitask(Operations):
 
         Returns:
             A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
+
+        Raises:
+            ConfigurationError: ``task_id`` is not a non-empty str of printable
+                characters (as ``apply_async(task_id=...)`` requires).
         """
+        check_text(task_id, "task_id", "app.handle()")
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 

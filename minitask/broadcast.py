@@ -159,7 +159,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 Raised at once for a subscriber past the call that keeps no outcome
                 (dropped before it pulled it, ``ignore_result``, expired).
             BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds.
+            ConfigurationError: ``timeout`` is not a number of seconds, or a name in
+                ``subscribers`` never got the call.
         """
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -185,9 +186,17 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                                     or isinstance(timeout, bool) or not timeout == timeout):
             raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
                                      f"number of seconds or None, got {timeout!r}")
-        names = list(self.subscribers() if subscribers is None else subscribers)
+        sent_to = self.subscribers()
+        names = list(sent_to if subscribers is None else subscribers)
         for name in names:
             check_subscriber(name)
+        strangers = [name for name in names if name not in sent_to]
+        if strangers:  # never sent the call: it would wait for them for ever
+            raise ConfigurationError(
+                f"join() on broadcast {self.id} of queue {self.queue!r}: "
+                f"{', '.join(map(repr, strangers))} never got this call (it went to "
+                f"{', '.join(map(repr, sent_to)) or 'no subscriber'}); a call reaches only "
+                f"the subscribers of its queue when it is sent")
         if subscribers is None:
             # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
             current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}

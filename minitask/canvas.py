@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import reprlib
+from collections import Counter
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
@@ -140,6 +141,7 @@ class Workflow(ABC):
         compiler = _Compiler(self.first_task())
         node, handle = compiler.compile(self, [], tuple(args), dict(kwargs or {}))
         compiler.finish(node)
+        compiler.check_ids(self)
         sender = compiler.sender
         sender.refuse_in_batch("start a workflow")
         sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms())
@@ -331,6 +333,11 @@ class chord(Workflow):  # noqa: N801
         return self.body.first_task()
 
 
+#: States of a task id that a workflow step cannot take, as they read.
+_TAKEN = {"queued": "queued", "scheduled": "scheduled", "running": "running",
+          "retrying": "retrying", "dead": "a dead letter"}
+
+
 class _Compiler:
     """Turns a workflow into a plan (see stores/workflows.py) and its handle."""
 
@@ -338,6 +345,31 @@ class _Compiler:
         self.sender = first.sender
         self.broker = self.sender.broker()
         self.max_ttl = 0
+        #: (queue, id) of every step given its own ``task_id``.
+        self.chosen_ids: List[Tuple[str, str]] = []
+
+    def check_ids(self, workflow: Workflow) -> None:
+        """Refuse ids chosen twice in the workflow, or already taken by a task still
+        pending (or dead): that step would never be sent, and what waits for it, never run.
+
+        Raises:
+            ConfigurationError: naming the ids; nothing was sent.
+            BrokerError: Redis could not be reached.
+        """
+        counts = Counter(task_id for _, task_id in self.chosen_ids)
+        twice = sorted(task_id for task_id, count in counts.items() if count > 1)
+        if twice:
+            raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
+                                     f"{', '.join(map(repr, twice))} are given to more than "
+                                     f"one step; each step needs an id of its own")
+        unique = sorted(set(self.chosen_ids))
+        states = self.broker.workflows.states(unique) if unique else []
+        taken = [f"{task_id!r} ({_TAKEN[state]})" for (_, task_id), (state, _) in
+                 zip(unique, states) if state in _TAKEN]
+        if taken:
+            raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
+                                     f"{', '.join(taken)} belong to tasks still in Redis; "
+                                     f"such a step would never be sent: choose other ids")
 
     def compile(self, item: Workflow, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
                 kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
@@ -395,11 +427,21 @@ class _Compiler:
                 args = prefix + args
                 keywords = {**keywords, **kwargs}
             checked = args
-        task.check_call(checked, keywords)
+        try:
+            task.check_call(checked, keywords)
+        except ArgumentError as exc:
+            if prefix is not None or sig.immutable:
+                raise
+            raise ArgumentError(f"workflow step {sig!r}: {exc}; a step after another gets "
+                                f"that step's result as its first argument, before its own "
+                                f"({task.name}.si(...) makes a step that takes none)",
+                                task_name=task.name) from None
         check_arguments(task.name, args, keywords)
         options = sig._resolved
         ttl = max(1, math.ceil(task.options.result_ttl * 1000))
         self.max_ttl = max(self.max_ttl, ttl)
+        if options["task_id"]:
+            self.chosen_ids.append((options["queue"], options["task_id"]))
         node = {"k": "t", "id": options["task_id"] or new_task_id(), "task": task.name,
                 "args": list(args), "kwargs": keywords, "q": options["queue"],
                 "p": options["priority"], "delay": options["delay_ms"],

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import math
+import re
 from typing import Callable, Iterator, Optional
 
 from .errors import ConfigurationError
@@ -14,6 +15,15 @@ from .wire.message import Message, to_seconds
 
 #: Takes a progress report: (current, total, message); the worker coalesces writes.
 Report = Callable[[float, Optional[float], Optional[str]], None]
+
+#: Characters of a progress message kept; a longer one is cut, and ends with
+#: ``TRUNCATED`` (a note for people, not a log: Redis keeps one per running task).
+MAX_PROGRESS_MESSAGE = 1000
+TRUNCATED = "... [truncated]"
+#: The integers msgpack carries whole; a progress number beyond them is sent as a float.
+_INT_RANGE = (-(2 ** 63), 2 ** 64 - 1)
+#: A lone surrogate (half of a UTF-16 pair): text UTF-8 cannot carry.
+_SURROGATES = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True)
@@ -57,25 +67,51 @@ class TaskContext:
         second of the call, even if no call follows). It expires with the result.
 
         Args:
-            current: work done so far, a finite number.
+            current: work done so far, a finite number; an int beyond 64 bits
+                is kept as a float.
             total: the whole, if known.
-            message: a short note for people.
+            message: a short note for people: its first 1,000 characters are
+                kept (a longer one ends with "... [truncated]"), and a lone
+                surrogate, which UTF-8 cannot carry, becomes U+FFFD.
 
         Raises:
             ConfigurationError: a value that is not a finite number (or a str message).
         """
-        for what, value in (("current", current), ("total", total)):
-            if value is None and what == "total":
-                continue
-            if (isinstance(value, bool) or not isinstance(value, (int, float))
-                    or not math.isfinite(value)):
-                raise ConfigurationError(f"task {self.name!r}: set_progress {what} must be a "
-                                         f"finite number, got {value!r}")
-        if message is not None and not isinstance(message, str):
-            raise ConfigurationError(f"task {self.name!r}: set_progress message must be a "
-                                     f"str, got {message!r}")
+        current = self._progress_number("current", current)
+        if total is not None:
+            total = self._progress_number("total", total)
+        if message is not None:
+            if not isinstance(message, str):
+                raise ConfigurationError(f"task {self.name!r}: set_progress message must be "
+                                         f"a str, got {message!r}")
+            if len(message) > MAX_PROGRESS_MESSAGE:
+                message = message[:MAX_PROGRESS_MESSAGE - len(TRUNCATED)] + TRUNCATED
+            if not message.isascii():
+                message = _SURROGATES.sub("\ufffd", message)
         if self.report is not None:
             self.report(current, total, message)
+
+    def _progress_number(self, what: str, value: object) -> float:
+        """A progress number msgpack can carry: a finite float, or an int of 64 bits."""
+        number: float
+        if isinstance(value, int) and not isinstance(value, bool):
+            number = value
+            if not _INT_RANGE[0] <= value <= _INT_RANGE[1]:
+                try:
+                    number = float(value)
+                except OverflowError:
+                    number = math.inf  # refused below
+        elif isinstance(value, float):
+            number = value
+        else:
+            number = math.nan
+        if not math.isfinite(number):
+            # repr() of an int of thousands of digits raises: its size says enough
+            shown = (f"an int of {value.bit_length()} bits" if isinstance(value, int)
+                     else repr(value))
+            raise ConfigurationError(f"task {self.name!r}: set_progress {what} must be a "
+                                     f"finite number, got {shown}")
+        return number
 
     @property
     def cancel_requested(self) -> bool:

@@ -8,10 +8,11 @@ from collections import Counter
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Tuple,
                     TypeVar, Union)
 
+from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .errors import BrokerError, ConfigurationError, ResultTimeout, TaskFailed
-from .wire.message import Progress
-from .wire.serializer import decode_outcome, unpack_progress
+from .stores.workflows import Failure, frame_of
+from .wire.message import Progress, wall_ms
+from .wire.serializer import decode_message, decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
     from .sending import Sender
@@ -21,6 +22,16 @@ R = TypeVar("R")
 
 #: A worker whose last heartbeat is older than this is not counted as live.
 LIVE_MS = 60_000
+
+
+def check_timeout(timeout: Any, where: str) -> None:
+    """Refuse a wait's ``timeout`` that is not None or a number of seconds: NaN would
+    wait forever (no time is ever past it), a str would fail deep in the wait."""
+    if timeout is not None and (not isinstance(timeout, (int, float))
+                                or isinstance(timeout, bool) or not timeout == timeout):
+        raise ConfigurationError(f"{where}: timeout must be a number of seconds or None, "
+                                 f"got {timeout!r}")
+
 
 _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
                     "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
@@ -97,10 +108,7 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
-        if timeout is not None and (not isinstance(timeout, (int, float))
-                                    or isinstance(timeout, bool) or not timeout == timeout):
-            raise ConfigurationError(f"get() on task {self.id}: timeout must be a number of "
-                                     f"seconds or None, got {timeout!r}")
+        check_timeout(timeout, f"get() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         queue = self._find_queue()
         if queue is None or (not self._sent_later
@@ -194,9 +202,24 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return False
-        if self._results.cancel(queue, self.id, self._result_ttl_ms):
+        withdrawn = self._results.cancel(queue, self.id, self._result_ttl_ms)
+        if withdrawn is not None:
+            self._workflow_stops(withdrawn)
             return True
         return running and self._cancels.request(queue, self.id)
+
+    def _workflow_stops(self, body: bytes) -> None:
+        """A withdrawn workflow step: what would have followed it is cancelled too (and
+        its group fails), saying this step was cancelled, rather than wait for ever."""
+        try:
+            message = decode_message(body)
+            frame = frame_of(message)
+        except DecodeError:
+            return  # not a message minitask can read: nothing of a workflow to carry on
+        if frame is not None:
+            failure = Failure(self.id, message.task, "Cancelled", "cancelled before it "
+                              "started", "")
+            self._broker.workflows.stopped(frame, failure, wall_ms())
 
     # -- the same, awaited (redis.asyncio: the event loop is never blocked) ----------
 
@@ -273,7 +296,9 @@ class TaskHandle(Generic[R]):
             TaskFailed: the task failed or was cancelled.
             ResultTimeout: ``timeout`` passed first (a ``TimeoutError``).
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
+        check_timeout(timeout, f"aget() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             queue = await self._afind_queue()
@@ -304,7 +329,10 @@ class TaskHandle(Generic[R]):
         if queue is None:
             return False
         broker = self._aio()
-        if await broker.cancel(queue, self.id, self._result_ttl_ms):
+        withdrawn = await broker.cancel(queue, self.id, self._result_ttl_ms)
+        if withdrawn is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self._workflow_stops,
+                                                             withdrawn)
             return True
         return running and await broker.request_cancel(queue, self.id)
 
@@ -365,7 +393,9 @@ class GroupHandle:
             TaskFailed: a member failed (the first one in member order).
             ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
         """
+        check_timeout(timeout, f"get() on group {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         results = []
         for handle in self.handles:

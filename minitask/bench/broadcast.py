@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
 import time
 from typing import Any, Dict, List
 
 import redis
 
 from ..app import Minitask
-from ..errors import BrokerError
+from .scratch import BENCH, purge
+from .workers import Workers
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +28,7 @@ CALLS = 1000
 SAMPLES = 50
 
 #: The app the bench's worker processes load.
-app = Minitask(os.environ.get(APP_ENV, "minitask-bench-broadcast"))
+app = Minitask(os.environ.get(APP_ENV, f"{BENCH}-broadcast"))
 
 
 @app.task(broadcast=True, queue=QUEUE, ignore_result=True)
@@ -54,47 +52,28 @@ class FanoutBench:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.app_name = f"minitask-bench-broadcast-{os.getpid()}"
+        self.app_name = f"{BENCH}-broadcast-{os.getpid()}"
         self.client = redis.Redis.from_url(url)
         self.app = Minitask(self.app_name, broker=url)
         for task in app.tasks.values():
             self.app.task(name=task.name, broadcast=True, queue=QUEUE,
                           ignore_result=task.options.ignore_result)(task.func)
-        self.workers: List["subprocess.Popen[bytes]"] = []
+        self.workers = Workers("minitask.bench.broadcast", app_env=APP_ENV, url=url,
+                               app_name=self.app_name, label="the fan-out bench's workers")
 
     def task(self, function: Any) -> Any:
         return self.app.tasks[function.name]
 
     def start(self) -> None:
-        env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
         for index in range(SUBSCRIBERS):
-            self.workers.append(subprocess.Popen(
-                [sys.executable, "-m", "minitask", "worker", "-A",
-                 "minitask.bench.broadcast:app", "--pool", "thread", "-c", "1", "-Q", QUEUE,
-                 "--name", f"s{index}", "--loglevel", "WARNING"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True))
-        deadline = time.monotonic() + 60
-        while len(self.app.subscribers(QUEUE)) < SUBSCRIBERS:
-            if time.monotonic() > deadline or any(w.poll() is not None for w in self.workers):
-                raise BrokerError("the fan-out bench's workers did not start")
-            time.sleep(0.05)
-        time.sleep(0.5)  # let them reach their blocking wait
+            self.workers.start("--pool", "thread", "-c", "1", "-Q", QUEUE, "--name", f"s{index}")
+        # every subscriber known, then in its blocking wait
+        self.workers.wait_for(lambda: len(self.app.subscribers(QUEUE)) >= SUBSCRIBERS,
+                              timeout=60, settle=0.5)
 
     def close(self) -> None:
-        for worker in self.workers:
-            if worker.poll() is None:
-                os.killpg(worker.pid, signal.SIGTERM)
-        for worker in self.workers:
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
-                worker.wait(timeout=10)
-        for pattern in (f"minitask:{{{self.app_name}:*", f"minitask:{{{self.app_name}}}:*"):
-            batch = list(self.client.scan_iter(match=pattern, count=1000))
-            for start in range(0, len(batch), 1000):
-                self.client.unlink(*batch[start:start + 1000])
+        self.workers.stop()
+        purge(self.client, self.app_name)
         self.app.close()
         self.client.close()
 

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List
 
 import redis
 
 from ..app import Minitask
 from ..canvas import chain, chord, group
-from ..errors import BrokerError
+from .report import median
+from .scratch import BENCH, purge
+from .workers import Workers
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +28,7 @@ STEPS = 100
 ROUNDS = 3
 
 #: The app the bench's worker processes load.
-app = Minitask(os.environ.get(APP_ENV, "minitask-bench-canvas"))
+app = Minitask(os.environ.get(APP_ENV, f"{BENCH}-canvas"))
 
 
 @app.task
@@ -54,53 +53,29 @@ def arrived(previous: Any, sent_at: float) -> float:
     return time.time() - sent_at
 
 
-def _median(values: List[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
 class WorkflowBench:
     """Owns one worker process (``--pool process -c 2``) and the bench's keys."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.app_name = f"minitask-bench-canvas-{os.getpid()}"
+        self.app_name = f"{BENCH}-canvas-{os.getpid()}"
         self.client = redis.Redis.from_url(url)
         self.app = Minitask(self.app_name, broker=url)
         for task in app.tasks.values():
             self.app.task(name=task.name)(task.func)
-        self.worker: Optional["subprocess.Popen[bytes]"] = None
+        self.workers = Workers("minitask.bench.canvas", app_env=APP_ENV, url=url,
+                               app_name=self.app_name, label="the workflow bench's worker")
 
     def task(self, function: Any) -> Any:
         return self.app.tasks[function.name]
 
     def start_worker(self) -> None:
-        env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
-        self.worker = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.canvas:app",
-             "--pool", "process", "-c", "2", "--loglevel", "WARNING"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
-        key = f"minitask:{{{self.app_name}}}:workers"
-        deadline = time.monotonic() + 30
-        while not self.client.zcard(key):
-            if time.monotonic() > deadline or self.worker.poll() is not None:
-                raise BrokerError("the workflow bench's worker did not start")
-            time.sleep(0.05)
-        time.sleep(0.3)  # let the children reach their blocking wait
+        self.workers.start("--pool", "process", "-c", "2")
+        self.workers.wait_registered(self.client, 1)  # and its children in their wait
 
     def close(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGTERM)
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.worker.pid, signal.SIGKILL)
-                self.worker.wait(timeout=10)
-        for pattern in (f"minitask:{{{self.app_name}:*", f"minitask:{{{self.app_name}}}:*"):
-            batch = list(self.client.scan_iter(match=pattern, count=1000))
-            for start in range(0, len(batch), 1000):
-                self.client.unlink(*batch[start:start + 1000])
+        self.workers.stop()
+        purge(self.client, self.app_name)
         self.app.close()
         self.client.close()
 
@@ -150,11 +125,11 @@ def measure_workflows(url: str) -> List[Dict[str, Any]]:
     try:
         bench.start_worker()
         logger.info("workflows: a chord of %d no-op members, a chain of %d steps", MEMBERS, STEPS)
-        plain = _median([bench.plain_batch() for _ in range(ROUNDS)])
-        chorded = _median([bench.chord_of_members() for _ in range(ROUNDS)])
-        per_task = _median([bench.plain_steps() for _ in range(ROUNDS)])
-        drained = _median([bench.plain_drain() for _ in range(ROUNDS)])
-        per_step = _median([bench.chain_of_steps() for _ in range(ROUNDS)])
+        plain = median([bench.plain_batch() for _ in range(ROUNDS)])
+        chorded = median([bench.chord_of_members() for _ in range(ROUNDS)])
+        per_task = median([bench.plain_steps() for _ in range(ROUNDS)])
+        drained = median([bench.plain_drain() for _ in range(ROUNDS)])
+        per_step = median([bench.chain_of_steps() for _ in range(ROUNDS)])
     finally:
         bench.close()
     return [

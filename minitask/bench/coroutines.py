@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import subprocess
-import sys
 import time
 from typing import Callable, List, Tuple
 
 import redis
 
 from ..app import Minitask
+from ..broker.keys import queue_keys
+from .scratch import BASELINE, BENCH, purge
+from .workers import Workers
 
 #: The environment variable naming the bench's app (as the blocking bench's).
 APP_ENV = "MINITASK_BENCH_APP"
 
-app = Minitask(os.environ.get(APP_ENV, "minitask-bench"))
+app = Minitask(os.environ.get(APP_ENV, BENCH))
 
 #: One row: metric, value, unit, target, met (None: no target), detail.
 Measured = Tuple[str, float, str, str, "bool | None", str]
@@ -58,7 +58,7 @@ def _adelay(url: str, app_name: str, n: int, progress: Callable[[str], None]) ->
         for _ in range(10):  # alternating blocks: both see the same load on the machine
             start = time.perf_counter()
             for index in range(n // 10):
-                await client.set("minitask-bench:baseline", index)
+                await client.set(BASELINE, index)
             middle = time.perf_counter()
             for index in range(n // 10):
                 await task.adelay(index)
@@ -69,7 +69,9 @@ def _adelay(url: str, app_name: str, n: int, progress: Callable[[str], None]) ->
 
     spent, baseline = asyncio.run(both())
     producer.close()
-    _purge(url, app_name)
+    client = redis.Redis.from_url(url)
+    purge(client, app_name)
+    client.close()
     rate, single = n // 10 * 10 / spent, n // 10 * 10 / baseline
     return ("adelay() one call at a time", rate, "tasks/s", ">= 0.6 x redis.asyncio SET loop",
             rate >= 0.6 * single, f"{rate / single:.2f} x the SET loop ({single:,.0f}/s)")
@@ -82,32 +84,20 @@ def _drain(url: str, app_name: str, n: int, concurrency: int,
     for start in range(0, n, 1000):
         producer.tasks[nap10ms.name].delay_many([(i,) for i in range(start, min(n, start + 1000))])
     client = redis.Redis.from_url(url)
-    messages = f"minitask:{{{app_name}:default}}:messages"
-    env = {**os.environ, APP_ENV: app_name, "MINITASK_BROKER_URL": url}
+    messages = queue_keys(app_name, "default").messages
+    workers = Workers("minitask.bench.coroutines", app_env=APP_ENV, app_name=app_name, url=url,
+                      label="the asyncio bench's worker")
     started = time.perf_counter()
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.coroutines:app",
-         "--pool", "asyncio", "-c", str(concurrency), "--loglevel", "WARNING"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    workers.start("--pool", "asyncio", "-c", str(concurrency))
     try:
         deadline = time.monotonic() + 300
         while client.hlen(messages) and time.monotonic() < deadline:
             time.sleep(0.005)
         elapsed = time.perf_counter() - started  # worker start-up included
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=60)
-        client.close()
+        workers.stop(grace=60.0)
         producer.close()
-        _purge(url, app_name)
+        purge(client, app_name)
+        client.close()
     return (f"asyncio pool drain, 10 ms sleeps, -c {concurrency}", n / elapsed, "tasks/s",
             "", None, f"{n:,} tasks in {elapsed:.2f} s, worker start-up included")
-
-
-def _purge(url: str, app_name: str) -> None:
-    client = redis.Redis.from_url(url)
-    for pattern in (f"minitask:{{{app_name}:*", f"minitask:{{{app_name}}}:*"):
-        keys = list(client.scan_iter(match=pattern, count=1000))
-        for start in range(0, len(keys), 1000):
-            client.unlink(*keys[start:start + 1000])
-    client.close()

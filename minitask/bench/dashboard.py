@@ -16,10 +16,11 @@ from typing import Any, Dict, List
 from ..app import Minitask
 from ..broker.keys import AppKeys, queue_keys
 from ..stores.metrics import DURATION, PICKUP, TASKS as COUNTED, Delta
+from .scratch import BENCH
 
 logger = logging.getLogger(__name__)
 
-APP = "minitask-bench-dashboard"
+APP = f"{BENCH}-dashboard"
 QUEUES = 100
 TASKS = 1_000_000
 #: Requests per page; the median is reported.

@@ -10,20 +10,18 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
-import signal
-import socket
-import subprocess
-import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Optional
 
 import redis
 
 from ..app import Minitask
-from ..broker.embedded import redis_server_executable
+from ..broker.keys import AppKeys
 from ..errors import BrokerError
+from .report import median
+from .scratch import BENCH
+from .servers import ThrowawayServer
+from .workers import Workers
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +32,7 @@ CALLS = 2000
 ROUNDS = 3
 
 #: The app the bench's worker processes load.
-app = Minitask(os.environ.get(APP_ENV, "minitask-bench-durable"),
+app = Minitask(os.environ.get(APP_ENV, f"{BENCH}-durable"),
                durability=os.environ.get(DURABILITY_ENV) or None)
 
 
@@ -49,41 +47,21 @@ def finished_at(sent_at: float) -> float:
     return time.time() - sent_at
 
 
-def _median(values: List[float]) -> float:
-    return sorted(values)[len(values) // 2]
-
-
-class _Server:
-    """A redis-server on a free loopback port, no persistence; a replica of ``primary``."""
-
-    def __init__(self, directory: str, primary: Optional[int] = None) -> None:
-        binary = shutil.which("redis-server") or redis_server_executable()
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            self.port = probe.getsockname()[1]
-        extra = [] if primary is None else ["--replicaof", "127.0.0.1", str(primary)]
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", directory, *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
-
-
 class DurableBench:
     """A primary with one loopback replica, and the bench's apps on it."""
 
     def __init__(self) -> None:
-        self.directory = tempfile.mkdtemp(prefix="minitask-bench-durable-")
-        os.mkdir(os.path.join(self.directory, "replica"))
-        self.primary = _Server(self.directory)
-        self.replica = _Server(os.path.join(self.directory, "replica"), self.primary.port)
+        self.primary = ThrowawayServer(prefix=f"{BENCH}-durable-")
+        try:
+            self.replica = ThrowawayServer(replica_of=self.primary.port,
+                                           prefix=f"{BENCH}-durable-replica-")
+        except BaseException:
+            self.primary.stop()
+            raise
         self.client = redis.Redis(port=self.primary.port)
-        self.app_name = f"minitask-bench-durable-{os.getpid()}"
-        self.worker: Optional["subprocess.Popen[bytes]"] = None
+        self.app_name = f"{BENCH}-durable-{os.getpid()}"
+        self.workers = Workers("minitask.bench.durable", app_env=APP_ENV, url=self.primary.url,
+                               app_name=self.app_name, label="the durability bench's worker")
         self._wait_for_replica()
 
     def _wait_for_replica(self) -> None:
@@ -135,38 +113,20 @@ class DurableBench:
             self.stop_worker()
 
     def start_worker(self, durability: Optional[str]) -> None:
-        env = {**os.environ, APP_ENV: self.app_name, DURABILITY_ENV: durability or "",
-               "MINITASK_BROKER_URL": self.primary.url}
-        self.worker = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.durable:app",
-             "--pool", "process", "-c", "1", "--loglevel", "WARNING"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
-        key = f"minitask:{{{self.app_name}}}:workers"
-        deadline = time.monotonic() + 30
-        while not self.client.zcard(key):
-            if time.monotonic() > deadline or self.worker.poll() is not None:
-                raise BrokerError("the durability bench's worker did not start")
-            time.sleep(0.05)
-        time.sleep(0.3)  # let the child reach its blocking wait
+        self.workers.start("--pool", "process", "-c", "1",
+                           env={DURABILITY_ENV: durability or ""})
+        self.workers.wait_registered(self.client, 1)  # and its child in its blocking wait
 
     def stop_worker(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGTERM)
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.worker.pid, signal.SIGKILL)
-                self.worker.wait(timeout=10)
-        self.worker = None
-        self.client.delete(f"minitask:{{{self.app_name}}}:workers")
+        """Stop the worker; forget it, so that the next one's start is waited for."""
+        self.workers.stop()
+        self.client.delete(AppKeys(self.app_name).workers)
 
     def close(self) -> None:
         self.stop_worker()
         self.client.close()
         self.replica.stop()
         self.primary.stop()
-        shutil.rmtree(self.directory, ignore_errors=True)
 
 
 def measure_durability() -> List[Dict[str, Any]]:
@@ -180,12 +140,12 @@ def measure_durability() -> List[Dict[str, Any]]:
         for _ in range(ROUNDS):  # interleaved, so that both see the same machine
             plain.append(bench.one_at_a_time(None))
             durable.append(bench.one_at_a_time("replicated"))
-        plain_call, durable_call = _median(plain), _median(durable)
+        plain_call, durable_call = median(plain), median(durable)
         drains: Dict[Optional[str], List[float]] = {None: [], "replicated": []}
         for _ in range(ROUNDS):
             for durability in drains:
                 drains[durability].append(bench.drain(durability))
-        plain_drain, durable_drain = _median(drains[None]), _median(drains["replicated"])
+        plain_drain, durable_drain = median(drains[None]), median(drains["replicated"])
     finally:
         bench.close()
     return [

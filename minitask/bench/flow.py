@@ -1,4 +1,4 @@
-"""``minitask bench``'s flow control rows (SPEC 11): a queue whose tasks have limits
+"""``minitask bench``'s flow control rows: a queue whose tasks have limits
 configured but never reached drains as fast as one without (target: within 10 %),
 and what the fetch script costs Redis per fetch, without limits and with limits not
 reached, and per task it parks over its limit.
@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import subprocess
-import sys
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Tuple
 
 import redis
 
 from ..app import Minitask
+from ..broker.keys import queue_keys
 from ..errors import BrokerError
+from .report import median
+from .scratch import BENCH, purge
+from .workers import Workers
 
 logger = logging.getLogger(__name__)
 
@@ -37,7 +38,7 @@ ROUNDS = 5
 DRAIN_ROUNDS = 9
 
 #: The app the bench's worker process loads.
-app = Minitask(os.environ.get(APP_ENV, "minitask-bench-flow"))
+app = Minitask(os.environ.get(APP_ENV, f"{BENCH}-flow"))
 
 
 @app.task
@@ -55,62 +56,34 @@ def held(index: int) -> None:
     """The same no-op, over its limit after one start: its fetches park it."""
 
 
-def _median(values: List[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
-
-
 class FlowBench:
     """Owns one worker process (``--pool thread -c 4``) and the bench's keys."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.app_name = f"minitask-bench-flow-{os.getpid()}"
+        self.app_name = f"{BENCH}-flow-{os.getpid()}"
         self.client = redis.Redis.from_url(url)
         self.app = Minitask(self.app_name, broker=url)
         self.free = self.app.task(name=free.name)(free.func)
         self.capped = self.app.task(name=capped.name, rate_limit="1000000/s",
                                     max_running=100000)(capped.func)
         self.held = self.app.task(name=held.name, rate_limit="1/h")(held.func)
-        self.worker: Optional["subprocess.Popen[bytes]"] = None
+        self.workers = Workers("minitask.bench.flow", app_env=APP_ENV, url=url,
+                               app_name=self.app_name, label="the flow bench's worker")
 
     def start_worker(self) -> None:
-        env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
-        self.worker = subprocess.Popen(
-            [sys.executable, "-m", "minitask", "worker", "-A", "minitask.bench.flow:app",
-             "--pool", "thread", "-c", "4", "--loglevel", "WARNING"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            start_new_session=True)
-        key = f"minitask:{{{self.app_name}}}:workers"
-        deadline = time.monotonic() + 30
-        while not self.client.zcard(key):
-            if time.monotonic() > deadline or self.worker.poll() is not None:
-                raise BrokerError("the flow bench's worker did not start")
-            time.sleep(0.05)
-        time.sleep(0.3)  # let it reach its blocking wait
-
-    def stop_worker(self) -> None:
-        if self.worker is not None and self.worker.poll() is None:
-            os.killpg(self.worker.pid, signal.SIGTERM)
-            try:
-                self.worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.worker.pid, signal.SIGKILL)
-                self.worker.wait(timeout=10)
-        self.worker = None
+        self.workers.start("--pool", "thread", "-c", "4")
+        self.workers.wait_registered(self.client, 1)  # and in its blocking wait
 
     def close(self) -> None:
-        self.stop_worker()
-        for pattern in (f"minitask:{{{self.app_name}:*", f"minitask:{{{self.app_name}}}:*"):
-            batch = list(self.client.scan_iter(match=pattern, count=1000))
-            for start in range(0, len(batch), 1000):
-                self.client.unlink(*batch[start:start + 1000])
+        self.workers.stop()
+        purge(self.client, self.app_name)
         self.app.close()
         self.client.close()
 
     def drain(self, task: Any) -> float:
         """Seconds from sending TASKS no-ops to the queue holding none of them."""
-        messages = f"minitask:{{{self.app_name}:default}}:messages"
+        messages = queue_keys(self.app_name, "default").messages
         start = time.perf_counter()
         task.delay_many([(index,) for index in range(TASKS)])
         deadline = time.monotonic() + 120
@@ -181,14 +154,14 @@ def measure_flow(url: str, drain_rounds: int = DRAIN_ROUNDS) -> List[Dict[str, A
     finally:
         bench.close()
     ratios = sorted(slow / fast for slow, fast in zip(limited, plain))
-    ratio = _median(ratios)
+    ratio = median(ratios)
     return [
         {"metric": f"drain of {TASKS:,} with limits not reached vs none", "value": ratio * 100,
          "unit": "%", "target": "<= 110 %", "met": ratio <= 1.10,
          "detail": f"median of {drain_rounds} rounds (each drains both; rounds "
                    f"{ratios[0] * 100:.0f}-{ratios[-1] * 100:.0f} %); rate_limit and "
-                   f"max_running configured: median {TASKS / _median(limited):,.0f} tasks/s, "
-                   f"none: {TASKS / _median(plain):,.0f} tasks/s (one worker, 4 threads)"},
+                   f"max_running configured: median {TASKS / median(limited):,.0f} tasks/s, "
+                   f"none: {TASKS / median(plain):,.0f} tasks/s (one worker, 4 threads)"},
         {"metric": "Redis time per fetch of a limited task", "value": limited_cost,
          "unit": "us", "target": "-", "met": None,
          "detail": f"a fetch of a task without limits: {plain_cost:.1f} us (INFO "

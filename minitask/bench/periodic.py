@@ -10,29 +10,27 @@ from __future__ import annotations
 import datetime as _dt
 import logging
 import os
-import signal
-import subprocess
-import sys
 import time
-from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List
 
 import redis
 
 from ..app import Minitask
+from ..broker.keys import AppKeys
 from ..context import current_task
 from ..errors import BrokerError
+from .report import Row, percentile
+from .scratch import BENCH, late_key, purge
+from .workers import Workers
 
 logger = logging.getLogger(__name__)
 
 APP_ENV = "MINITASK_BENCH_PERIODIC_APP"
-#: The list each tick's run appends "<task id> <lateness ms>" to.
-LATE_KEY = "minitask-bench:periodic:late"
 #: Redis commands the bench itself sends while it measures an idle worker.
 OURS = ("info",)
 
 #: The app the bench's worker processes load with ``-A minitask.bench.periodic:app``.
-app = Minitask(os.environ.get(APP_ENV, "minitask-bench-periodic"))
+app = Minitask(os.environ.get(APP_ENV, f"{BENCH}-periodic"))
 _marks: List[Any] = []
 
 
@@ -44,29 +42,12 @@ def ticked() -> None:
     late_ms = (time.time() - context.eta.timestamp()) * 1000.0
     if not _marks:
         _marks.append(redis.Redis.from_url(os.environ["MINITASK_BROKER_URL"]))
-    _marks[0].rpush(f"{LATE_KEY}:{app.name}", f"{context.id} {late_ms:.3f}")
+    _marks[0].rpush(late_key(app.name), f"{context.id} {late_ms:.3f}")
 
 
 @app.task(ignore_result=True)
 def dormant() -> None:
     """The task of the idle cost's schedules, none of which is due while it is measured."""
-
-
-@dataclass(frozen=True)
-class Figure:
-    """One row of the report: metric, value, unit, target, met, detail."""
-
-    metric: str
-    value: float
-    unit: str
-    target: str
-    met: Optional[bool]
-    detail: str = ""
-
-
-def _percentile(values: Sequence[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(share * (len(ordered) - 1))))]
 
 
 class PeriodicBench:
@@ -80,11 +61,12 @@ class PeriodicBench:
         self.workers_wanted = workers
         self.idle_seconds = idle_seconds
         self.schedules = schedules
-        self.app_name = f"minitask-bench-periodic-{os.getpid()}"
+        self.app_name = f"{BENCH}-periodic-{os.getpid()}"
         self.client = redis.Redis.from_url(url)
-        self.workers: List["subprocess.Popen[bytes]"] = []
+        self.workers = Workers("minitask.bench.periodic", app_env=APP_ENV, url=url,
+                               app_name=self.app_name, label="the periodic bench's workers")
 
-    def run(self) -> List[Figure]:
+    def run(self) -> List[Row]:
         try:
             return self.lateness() + self.idle_cost()
         finally:
@@ -99,42 +81,19 @@ class PeriodicBench:
         return producer
 
     def _start_workers(self, count: int, *args: str) -> None:
-        env = {**os.environ, APP_ENV: self.app_name, "MINITASK_BROKER_URL": self.url}
+        """``count`` workers, once each is registered and blocked in its wait."""
         for _ in range(count):
-            self.workers.append(subprocess.Popen(
-                [sys.executable, "-m", "minitask", "worker", "-A",
-                 "minitask.bench.periodic:app", "--loglevel", "WARNING", *args],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                start_new_session=True))
-        key = f"minitask:{{{self.app_name}}}:workers"
-        deadline = time.monotonic() + 30.0
-        while self.client.zcard(key) < count or self._blocked() < count:
-            if time.monotonic() > deadline:
-                raise BrokerError("bench workers did not start within 30 s")
-            time.sleep(0.05)
+            self.workers.start(*args)
+        key = AppKeys(self.app_name).workers
+        self.workers.wait_for(lambda: self.client.zcard(key) >= count
+                              and self._blocked() >= count)
 
     def _blocked(self) -> int:
         return int(self.client.info("clients")["blocked_clients"])
 
-    def _stop_workers(self) -> None:
-        for process in self.workers:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)
-        for process in self.workers:
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=10)
-        self.workers.clear()
-
     def cleanup(self) -> None:
-        self._stop_workers()
-        for pattern in (f"minitask:{{{self.app_name}:*", f"minitask:{{{self.app_name}}}:*"):
-            keys = list(self.client.scan_iter(match=pattern, count=1000))
-            for start in range(0, len(keys), 1000):
-                self.client.unlink(*keys[start:start + 1000])
-        self.client.unlink(f"{LATE_KEY}:{self.app_name}")
+        self.workers.stop()
+        purge(self.client, self.app_name, late_key(self.app_name))
 
     def _calls(self) -> Dict[str, int]:
         stats = self.client.info("commandstats")
@@ -167,7 +126,7 @@ class PeriodicBench:
 
     # -- measurements --------------------------------------------------------
 
-    def lateness(self) -> List[Figure]:
+    def lateness(self) -> List[Row]:
         """Three workers, a schedule every ``every`` s for ``seconds``: how late each
         run starts after its tick, and whether every tick ran exactly once."""
         logger.info("periodic: %d workers, every=%s s for %s s", self.workers_wanted,
@@ -178,34 +137,34 @@ class PeriodicBench:
         time.sleep(self.seconds)  # the ticks run meanwhile
         producer.remove_schedule("bench-ticks")
         time.sleep(0.5)  # the last runs finish
-        self._stop_workers()
+        self.workers.stop()
         producer.close()
         found: List[bytes] = self.client.lrange(  # type: ignore[assignment]
-            f"{LATE_KEY}:{self.app_name}", 0, -1)
+            late_key(self.app_name), 0, -1)
         rows = [line.decode().split() for line in found]
         late = [float(value) for _, value in rows]
         ids = [task_id for task_id, _ in rows]
         if not late:
-            return [Figure("periodic tick lateness p99", float("nan"), "ms", "<= 5 ms", False,
-                           "no tick ran")]
+            return [Row("periodic tick lateness p99", float("nan"), "ms", "<= 5 ms", False,
+                        "no tick ran")]
         period_ms = round(self.every * 1000)
         ticks = sorted(_tick_ms(task_id) for task_id in set(ids))
         expected = (ticks[-1] - ticks[0]) // period_ms + 1
         twice = len(ids) - len(set(ids))
         missing = expected - len(ticks)
-        p50, p99, early = _percentile(late, 0.5), _percentile(late, 0.99), min(late)
+        p50, p99, early = percentile(late, 0.5), percentile(late, 0.99), min(late)
         detail = (f"{self.workers_wanted} workers, every {self.every} s for {self.seconds} s: "
                   f"{len(ticks)} ticks")
         return [
-            Figure("periodic tick lateness p50", p50, "ms", "<= 2 ms", p50 <= 2.0, detail),
-            Figure("periodic tick lateness p99", p99, "ms", "<= 5 ms", p99 <= 5.0),
-            Figure("periodic earliest start vs tick", early, "ms", ">= 0 (never early)",
-                   early >= 0.0),
-            Figure("periodic ticks run twice or missed", float(twice + missing), "ticks", "0",
-                   twice + missing == 0, f"{twice} twice, {missing} missed"),
+            Row("periodic tick lateness p50", p50, "ms", "<= 2 ms", p50 <= 2.0, detail),
+            Row("periodic tick lateness p99", p99, "ms", "<= 5 ms", p99 <= 5.0),
+            Row("periodic earliest start vs tick", early, "ms", ">= 0 (never early)",
+                early >= 0.0),
+            Row("periodic ticks run twice or missed", float(twice + missing), "ticks", "0",
+                twice + missing == 0, f"{twice} twice, {missing} missed"),
         ]
 
-    def idle_cost(self) -> List[Figure]:
+    def idle_cost(self) -> List[Row]:
         """Redis calls per second of an idle worker, without and with 100 schedules."""
         logger.info("periodic: idle worker, no schedules, then %d", self.schedules)
         producer = self._app()
@@ -217,14 +176,14 @@ class PeriodicBench:
             producer.add_schedule(f"bench-idle-{index}", task, every=31_536_000.0 + index)
         time.sleep(1.0)  # the worker, woken by the change, reads them and blocks again
         loaded = self._calls_per_second()
-        self._stop_workers()
+        self.workers.stop()
         producer.close()
         return [
-            Figure("idle worker Redis calls/s, no schedules", bare, "calls/s", "-", None,
-                   "commands scripts call included"),
-            Figure(f"idle worker Redis calls/s, {self.schedules} schedules", loaded, "calls/s",
-                   "<= no schedules + 0.2", loaded <= bare + 0.2,
-                   f"{loaded - bare:+.2f} calls/s over no schedules"),
+            Row("idle worker Redis calls/s, no schedules", bare, "calls/s", "-", None,
+                "commands scripts call included"),
+            Row(f"idle worker Redis calls/s, {self.schedules} schedules", loaded, "calls/s",
+                "<= no schedules + 0.2", loaded <= bare + 0.2,
+                f"{loaded - bare:+.2f} calls/s over no schedules"),
         ]
 
 

@@ -10,22 +10,18 @@ its keys when done.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Dict, List, Sequence
+from typing import Any, Callable, Dict, List
 
 import redis
 
 from ..app import Minitask
+from .report import median
+from .scratch import LPUSH, purge
 
 #: Alternating blocks per row.
 BLOCKS = 10
 #: Calls per batch block.
 BATCH_CALLS = 20
-LPUSH_KEY = "minitask-bench:lpush"
-
-
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    return ordered[len(ordered) // 2]
 
 
 def measure_producer(url: str, app_name: str, tasks: int,
@@ -47,7 +43,7 @@ def measure_producer(url: str, app_name: str, tasks: int,
                 _batch_row(client, producer, noop, mail, progress)]
     finally:
         producer.close()
-        _purge(client, app_name)
+        purge(client, app_name, LPUSH)
         client.close()
 
 
@@ -63,12 +59,12 @@ def _delay_row(client: redis.Redis, producer: Minitask, noop: Any, tasks: int,
     for _ in range(BLOCKS):
         start = time.perf_counter()
         for _ in range(per_block):
-            client.lpush(LPUSH_KEY, body)
+            client.lpush(LPUSH, body)
         middle = time.perf_counter()
         for index in range(per_block):
             noop.delay(index)
         end = time.perf_counter()
-        client.delete(LPUSH_KEY)
+        client.delete(LPUSH)
         spent += end - middle
         baseline += middle - start
         ratios.append((middle - start) / (end - middle))
@@ -76,7 +72,7 @@ def _delay_row(client: redis.Redis, producer: Minitask, noop: Any, tasks: int,
     return {"metric": "delay() beside a bare LPUSH loop", "value": rate, "unit": "tasks/s",
             "target": ">= 0.95 x LPUSH of the same size", "met": rate >= 0.95 * bare,
             "detail": f"{rate / bare:.2f} x LPUSH ({bare:,.0f}/s, {size} bytes); blocks "
-                      f"{min(ratios):.2f}-{max(ratios):.2f} x, median {_median(ratios):.2f}"}
+                      f"{min(ratios):.2f}-{max(ratios):.2f} x, median {median(ratios):.2f}"}
 
 
 def _batch_row(client: redis.Redis, producer: Minitask, noop: Any, mail: Any,
@@ -98,7 +94,7 @@ def _batch_row(client: redis.Redis, producer: Minitask, noop: Any, mail: Any,
     trip_ms: List[float] = []
     for _ in range(rounds):
         start = time.perf_counter()
-        client.set(LPUSH_KEY, b"x")
+        client.set(LPUSH, b"x")
         middle = time.perf_counter()
         with producer.batch():
             calls()
@@ -107,17 +103,9 @@ def _batch_row(client: redis.Redis, producer: Minitask, noop: Any, mail: Any,
         single_ms.append((time.perf_counter() - end) * 1000.0)
         trip_ms.append((middle - start) * 1000.0)
         batch_ms.append((end - middle) * 1000.0)
-    batch, trip = _median(batch_ms), _median(trip_ms)
+    batch, trip = median(batch_ms), median(trip_ms)
     return {"metric": f"app.batch() of {BATCH_CALLS} mixed calls", "value": batch, "unit": "ms",
             "target": "< 2 round trips", "met": batch < 2 * trip,
             "detail": f"{batch / trip:.2f} round trips (a bare SET: median {trip:.3f} ms); "
-                      f"the same calls one at a time {_median(single_ms):.2f} ms; medians "
+                      f"the same calls one at a time {median(single_ms):.2f} ms; medians "
                       f"of {rounds}"}
-
-
-def _purge(client: redis.Redis, app_name: str) -> None:
-    for pattern in (f"minitask:{{{app_name}:*", f"minitask:{{{app_name}}}:*"):
-        keys = list(client.scan_iter(match=pattern, count=1000))
-        for start in range(0, len(keys), 1000):
-            client.unlink(*keys[start:start + 1000])
-    client.unlink(LPUSH_KEY)

@@ -201,3 +201,25 @@ def name_task(error: DurabilityError, task: str, task_id: str,
         f"task may or may not be in Redis: check with app.handle({task_id!r}).status() (or "
         f"the handle's status()), or send it again with task_id={task_id!r}, which never "
         f"enqueues it twice", task_id=task_id, confirmed=error.confirmed)
+
+
+def check_socket_timeout(durability: Durability, client: Any, where: str) -> None:
+    """Refuse a ``durability_timeout`` the client's socket timeout would cut short: the
+    WAIT would end as a broken connection (a BrokerError saying "is Redis running"),
+    never as the DurabilityError it is.
+
+    Raises:
+        ConfigurationError: naming both timeouts and what to change.
+    """
+    if durability.mode is None:
+        return
+    kwargs: Any = getattr(client, "get_connection_kwargs", dict)()
+    limit = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
+        return
+    if durability.timeout >= limit:
+        raise ConfigurationError(
+            f"{where}: durability_timeout of {durability.timeout:g} s is not shorter than the "
+            f"Redis socket timeout of {limit:g} s, so every WAIT would end as a broken "
+            f"connection; lower durability_timeout, or raise the socket timeout "
+            f"(socket_timeout= in the broker URL)")

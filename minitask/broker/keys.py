@@ -28,8 +28,11 @@ Flow control (``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
 
     minitask:{app:queue}:flow         HASH  id -> flow spec, for tasks with limits or an expiry
     minitask:{app:queue}:flow_due     ZSET  limiter -> when its parked tasks may be tried (ms)
-    minitask:{app:queue}:flow_limiters SET  every limiter a message of the queue named
-                                            (status counts, purge empties their park lists)
+    minitask:{app:queue}:flow_limiters SET  the limiters whose park list holds tasks (a
+                                            fetch adds one as it parks its first task and
+                                            drops it as it takes its last; purge empties them)
+    minitask:{app:queue}:flow_parked  STRING  how many tasks the park lists hold (status
+                                            reads it: no call per limiter)
     minitask:{app:queue}:flow_dead    HASH  id -> flow spec of a dead letter, so that
                                             requeue_dead puts it back with its limits
     minitask:{app:queue}:flow:<limiter>:park     LIST  parked ids (priority digit + id), in order
@@ -171,7 +174,7 @@ def _is_unprintable_or_space(char: str) -> bool:
 #: The keys of a queue named by a word alone: the field ``delayed`` is ``<base>delayed``.
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "messages", "deliveries",
           "retrying", "dead", "dead_info", "wake", "cancels", "flow", "flow_due", "flow_dead",
-          "flow_limiters", "schedules", "ticks", "fired")
+          "flow_limiters", "flow_parked", "schedules", "ticks", "fired")
 
 
 @dataclass(frozen=True)
@@ -201,6 +204,7 @@ class QueueKeys:
     flow_due: str = field(init=False)
     flow_dead: str = field(init=False)
     flow_limiters: str = field(init=False)
+    flow_parked: str = field(init=False)
     #: Not a key: the start of every limiter's keys (see the module docstring).
     flow_prefix: str = field(init=False)
     schedules: str = field(init=False)
@@ -266,6 +270,13 @@ class AppKeys:
 
     def throughput(self, minute: int) -> str:
         return f"{PREFIX}:{{{self.app}}}:throughput:{minute}"
+
+
+def app_patterns(app: str) -> tuple[str, str]:
+    """The two key patterns (SCAN ``MATCH``, ACL ``~``) that together match every key of
+    ``app``: its queues' keys (tag ``{app:queue}``) and its app-wide keys (tag ``{app}``).
+    ``check_name`` keeps wildcards and ``:`` out of app names, so they match no other app's."""
+    return f"{PREFIX}:{{{app}:*", f"{PREFIX}:{{{app}}}:*"
 
 
 def lane(queue: str, subscriber: str) -> str:

@@ -25,7 +25,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..bench.drain import run_bench  # the bench's own imports only when it runs
+    from ..bench.run import run_bench  # the bench's own imports only when it runs
     met = run_bench(args.broker, start_server=args.start_server, tasks=args.tasks,
                     memory_tasks=args.memory_tasks, scaling=args.scaling, emit=print,
                     as_json=args.json)

@@ -31,8 +31,11 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     auth = args.auth if args.auth is not None else os.environ.get(AUTH_ENV) or None
-    if auth is not None and ":" not in auth:
-        raise ConfigurationError(f"--auth (or {AUTH_ENV}) must be user:password")
+    if auth is not None:
+        user, colon, password = auth.partition(":")
+        if not colon or not user or not password:  # ':' alone would be "auth on" for anyone
+            raise ConfigurationError(f"--auth (or {AUTH_ENV}) must be user:password, with a "
+                                     f"user and a password that are not empty")
     try:
         from ..dashboard.server import make
     except ImportError as exc:

@@ -4,15 +4,15 @@ from __future__ import annotations
 import argparse
 from typing import Any, Dict, List
 
-from ..admin import inspect
-from ..admin import DeadTask
+from ..admin import DeadTask, inspect
 from ..app import Minitask
 from ..errors import ConfigurationError
-from .options import add_app_options, emit_json, load, takes_words
+from ..printable import printable
+from .options import add_app_options, add_yes, confirmed, emit_json, load, takes_words
 
 ACTIONS = ("list", "show", "requeue", "purge")
-USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all) | purge (ID... | "
-         "--all)} [--queue Q] [--json]")
+USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
+         "| --all --yes)} [--queue Q] [--json]")
 
 
 def register(commands: Any) -> None:
@@ -24,6 +24,7 @@ def register(commands: Any) -> None:
     dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter "
                       "(of --queue)")
     dead.add_argument("--json", action="store_true", help="print JSON")
+    add_yes(dead, "every dead letter (--all)")
     takes_words(dead)
     dead.set_defaults(command=run)
 
@@ -43,6 +44,10 @@ def run(args: argparse.Namespace) -> int:
             return _show(app, ids[0], args.json)
         if bool(ids) == bool(args.all):
             raise ConfigurationError(f"{action} takes task ids, or --all (not both)")
+        if args.all:
+            where = f"queue {args.queue!r}" if args.queue else "every queue"
+            count = len(app.dead_letters(args.queue, limit=1_000_000))
+            confirmed(args, f"{action}s all {count} dead letter(s) of {where}")
         if action == "requeue":
             return _requeue(app, ids, args)
         return _purge(app, ids, args)
@@ -73,8 +78,9 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
         error = f"{d.exc_type}: {d.message}" if d.exc_type else ""
-        print(f"{d.dead_at:%Y-%m-%d %H:%M:%S}  {d.queue:<14} {d.task_id:<24} {d.name:<28} "
-              f"{d.reason}{' / ' if error else ''}{_cut(error, 80)}")
+        print(f"{d.dead_at:%Y-%m-%d %H:%M:%S}  {printable(d.queue):<14} "
+              f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
+              f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
     return 0
 
@@ -82,7 +88,8 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
 def _show(app: Minitask, task_id: str, as_json: bool) -> int:
     info = inspect(app, task_id)
     if info is None or not info.dead:
-        print(f"no dead letter has the id {task_id!r} (minitask dead -A APP list shows them)")
+        print(f"no dead letter has the id {printable(task_id)!r} (minitask dead -A APP list "
+              f"shows them)")
         return 1
     dead = {"task_id": info.task_id, "queue": info.queue, "name": info.name or "?",
             "args": info.args or [], "kwargs": info.kwargs or {}, "reason": info.reason,
@@ -92,12 +99,15 @@ def _show(app: Minitask, task_id: str, as_json: bool) -> int:
     if as_json:
         emit_json(dead)
         return 0
-    print(f"task id   {dead['task_id']}\nqueue     {dead['queue']}\ntask      {dead['name']}\n"
-          f"args      {dead['args']!r}\nkwargs    {dead['kwargs']!r}\n"
-          f"attempts  {dead['attempts']}\ndead at   {dead['dead_at']}\n"
-          f"reason    {dead['reason']}\nerror     {dead['exc_type']}: {dead['message']}")
+    shown = {key: printable(value) for key, value in dead.items()
+             if key not in ("args", "kwargs", "traceback")}
+    print(f"task id   {shown['task_id']}\nqueue     {shown['queue']}\n"
+          f"task      {shown['name']}\nargs      {printable(repr(dead['args']))}\n"
+          f"kwargs    {printable(repr(dead['kwargs']))}\nattempts  {shown['attempts']}\n"
+          f"dead at   {shown['dead_at']}\nreason    {shown['reason']}\n"
+          f"error     {shown['exc_type']}: {shown['message']}")
     if dead["traceback"]:
-        print(f"\n{str(dead['traceback']).rstrip()}")
+        print(f"\n{printable(str(dead['traceback']).rstrip(), keep_newlines=True)}")
     return 0
 
 

@@ -6,6 +6,7 @@ from typing import Any, List
 
 from ..admin import TaskInfo, inspect
 from ..errors import ConfigurationError
+from ..printable import printable
 from .options import add_app_options, emit_json, load, takes_words
 
 USAGE = "minitask inspect -A APP ID [--json]"
@@ -34,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             emit_json({"task_id": task_id, "status": "unknown"})
         else:
-            print(f"task {task_id}: unknown to app {app.name!r} (never enqueued on this broker, "
-                  f"or its result expired)")
+            print(f"task {printable(task_id)}: unknown to app {app.name!r} (never enqueued on "
+                  f"this broker, or its result expired)")
         return 1
     if args.json:
         emit_json(info.as_dict())
@@ -45,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def describe(info: TaskInfo) -> List[str]:
-    lines = [f"task id      {info.task_id}", f"status       {info.status}",
-             f"queue        {info.queue}"]
+    lines = [f"task id      {printable(info.task_id)}", f"status       {info.status}",
+             f"queue        {printable(info.queue)}"]
     shown = [("task", info.name), ("args", info.args), ("kwargs", info.kwargs),
              ("priority", info.priority), ("attempt", info.attempt),
              ("deliveries", info.deliveries or None), ("enqueued at", info.enqueued_at),
@@ -58,16 +59,16 @@ def describe(info: TaskInfo) -> List[str]:
             continue
         text = value.isoformat() if hasattr(value, "isoformat") else (
             repr(value) if label in ("args", "kwargs") else str(value))
-        lines.append(f"{label:<12} {text}")
+        lines.append(f"{label:<12} {printable(text)}")
     if info.progress is not None:
         shown_total = "" if info.progress.total is None else f" / {info.progress.total}"
         note = "" if info.progress.message is None else f"  {info.progress.message}"
-        lines.append(f"{'progress':<12} {info.progress.current}{shown_total}{note}  (at "
-                     f"{info.progress.at.isoformat()})")
+        lines.append(printable(f"{'progress':<12} {info.progress.current}{shown_total}{note}  "
+                               f"(at {info.progress.at.isoformat()})"))
     if info.status == "succeeded":
-        lines.append(f"{'value':<12} {info.value!r}")
+        lines.append(printable(f"{'value':<12} {info.value!r}"))
     if info.exc_type:
-        lines.append(f"{'error':<12} {info.exc_type}: {info.message}")
+        lines.append(printable(f"{'error':<12} {info.exc_type}: {info.message}"))
     if info.traceback:
-        lines += ["", info.traceback.rstrip()]
+        lines += ["", printable(info.traceback.rstrip(), keep_newlines=True)]
     return lines

@@ -18,6 +18,7 @@ import logging
 from typing import Any, Dict
 
 from ..context import current_task
+from ..printable import printable
 
 #: The text format: the task's name and id appear only on records from inside a task.
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
@@ -40,6 +41,17 @@ class TaskContextFilter(logging.Filter):
             record.task_id, record.task_name = context.id, context.name
             record.task_prefix = f"[{context.name} {context.id}] "
         return True
+
+
+class TextFormatter(logging.Formatter):
+    """``TEXT_FORMAT``, one record per line: a task id, a queue name or an error
+    message read from Redis is escaped (``printable``), so that it can neither move
+    the terminal nor forge a log line of its own. The traceback keeps its lines."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = printable(record.message)
+        record.task_prefix = printable(getattr(record, "task_prefix", ""))
+        return super().formatMessage(record)
 
 
 class JsonFormatter(logging.Formatter):
@@ -70,6 +82,5 @@ def handler(log_format: str = "text") -> logging.Handler:
         raise ValueError(f"log format must be 'text' or 'json', got {log_format!r}")
     stream = logging.StreamHandler()
     stream.addFilter(TaskContextFilter())
-    stream.setFormatter(JsonFormatter() if log_format == "json"
-                        else logging.Formatter(TEXT_FORMAT))
+    stream.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT))
     return stream

@@ -13,7 +13,7 @@ from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
 from .logs import handler
 from . import (bench, cancel, dashboard, dead, embedded, inspect, purge, schedules, shutdown,
                status, tasks, unsubscribe, worker)
-from .options import split_words
+from .options import mistyped_option, split_words
 
 #: The command modules, in the order ``--help`` lists them; each has ``register``.
 COMMANDS = (worker, status, tasks, inspect, cancel, dead, purge, schedules, shutdown, embedded,
@@ -73,6 +73,11 @@ def _with_words(commands: argparse._SubParsersAction,  # type: ignore[type-arg]
     if parser.get_default("words") is None:
         return argv
     options, words = split_words(parser, argv[1:])
+    mistyped = mistyped_option(argv[0], parser, argv[1:], [
+        option for other in commands.choices.values() if other is not parser
+        for action in other._actions for option in action.option_strings])
+    if mistyped is not None:
+        parser.error(mistyped)  # a bad command line: usage, the message, exit 2
     parser.set_defaults(pending_words=words)
     return [argv[0], *options]
 

@@ -3,12 +3,14 @@ and the words (task ids, queue and worker names) of commands that take them."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import logging
-from typing import Any, List, Sequence, Tuple
+from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
+from ..errors import ConfigurationError
 
 logger = logging.getLogger("minitask")
 
@@ -25,6 +27,22 @@ def add_app_options(parser: argparse.ArgumentParser, level: str = "INFO") -> Non
     parser.add_argument("-A", "--app", required=True,
                         help="an entry point of minitask.apps, a module, or module:attribute")
     add_log_options(parser, level)
+
+
+def add_yes(parser: argparse.ArgumentParser, acts_on: str) -> None:
+    """The one rule of destructive commands: one that acts on more than the ids you
+    name (``--all``, a whole queue) does so only with ``--yes``."""
+    parser.add_argument("--yes", action="store_true", help=f"really act on {acts_on}")
+
+
+def confirmed(args: argparse.Namespace, what: str) -> None:
+    """Refuse ``what`` (which says how much it would touch) unless ``--yes`` was given.
+
+    Raises:
+        ConfigurationError: no ``--yes``; nothing was done.
+    """
+    if not args.yes:
+        raise ConfigurationError(f"this {what}: add --yes to do it")
 
 
 def takes_words(parser: argparse.ArgumentParser) -> None:
@@ -78,3 +96,50 @@ def load(spec: str) -> Minitask:
 
 def emit_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False))
+
+
+def mistyped_option(command: str, parser: argparse.ArgumentParser, argv: Sequence[str],
+                    elsewhere: Iterable[str]) -> Optional[str]:
+    """What is wrong with a word of ``argv`` (after the command) that looks like a
+    mistyped option rather than an id: one edit away from an option of ``command``
+    (``--jsn``), or an option of another command (``cancel --all``); None when no
+    word does. Ids that start with '-' still work, and after ``--`` nothing is
+    checked."""
+    takes_value = {option: action.nargs != 0 for action in parser._actions
+                   for option in action.option_strings}
+    own = sorted(option for option in takes_value if option.startswith("--"))
+    others = set(elsewhere) - set(takes_value)
+    tokens = iter(argv)
+    for token in tokens:
+        if token == "--":
+            return None
+        name = token.split("=", 1)[0]
+        if name in takes_value:
+            if takes_value[name] and name == token:
+                next(tokens, None)  # its value, whatever it looks like
+            continue
+        if not token.startswith("--"):
+            continue
+        close = [option for option in own if _one_edit_apart(name, option)]
+        if close:
+            return (f"no option {name}; did you mean {' or '.join(close)}? (an id that "
+                    f"starts with '-' goes after --)")
+        if name in others:
+            return (f"{name} is an option of another command, not of minitask {command} "
+                    f"(its options: {', '.join(own)}); an id that starts with '-' goes "
+                    f"after --")
+    return None
+
+
+def _one_edit_apart(word: str, option: str) -> bool:
+    """One letter added, dropped, changed or two swapped: ``--jsn`` for ``--json``."""
+    if word == option or abs(len(word) - len(option)) > 1:
+        return False
+    if len(word) == len(option):
+        diffs = [i for i, (a, b) in enumerate(zip(word, option)) if a != b]
+        return len(diffs) == 1 or (len(diffs) == 2 and diffs[1] == diffs[0] + 1
+                                   and word[diffs[0]] == option[diffs[1]]
+                                   and word[diffs[1]] == option[diffs[0]])
+    matcher = difflib.SequenceMatcher(a=word, b=option)
+    return sum(max(i2 - i1, j2 - j1) for tag, i1, i2, j1, j2 in matcher.get_opcodes()
+               if tag != "equal") == 1

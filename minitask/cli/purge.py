@@ -2,11 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
-from ..admin import purge_ready, queue_counts
+from ..admin import app_queues, purge_ready, queue_counts
 from ..errors import ConfigurationError
-from .options import add_app_options, load, takes_words
+from .options import add_app_options, add_yes, confirmed, load, takes_words
 
 USAGE = "minitask purge -A APP QUEUE --yes"
 
@@ -17,7 +18,7 @@ def register(commands: Any) -> None:
         description="Delete every ready task of QUEUE for good. Scheduled, running and "
         "dead tasks stay; the status of a deleted task becomes unknown.")
     add_app_options(purge, level="WARNING")
-    purge.add_argument("--yes", action="store_true", help="really delete them")
+    add_yes(purge, "the whole queue")
     takes_words(purge)
     purge.set_defaults(command=run)
 
@@ -29,10 +30,14 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
         app.check_queue_name(queue)
+        known = app_queues(app)
+        if queue not in known:  # something named was not found: exit 1, nothing deleted
+            print(f"minitask: error: app {app.name!r} has no queue {queue!r}; its queues: "
+                  f"{', '.join(known)}", file=sys.stderr)
+            return 1
         if not args.yes:
             ready = queue_counts(app, queue)["ready"]
-            raise ConfigurationError(f"this deletes the {ready} ready task(s) of queue "
-                                     f"{queue!r} for good: add --yes to do it")
+            confirmed(args, f"deletes the {ready} ready task(s) of queue {queue!r} for good")
         deleted = purge_ready(app, queue)
     finally:
         app.close()

@@ -7,9 +7,9 @@ import time
 from typing import Any
 
 from ..admin import live_workers, shutdown
-from .options import add_app_options, load, takes_words
+from .options import add_app_options, add_yes, confirmed, load, takes_words
 
-USAGE = "minitask shutdown -A APP (WORKER... | --all) [--wait S]"
+USAGE = "minitask shutdown -A APP (WORKER... | --all --yes) [--wait S]"
 
 
 def register(commands: Any) -> None:
@@ -20,6 +20,7 @@ def register(commands: Any) -> None:
         "back the rest and exit 0. Each hears of it at once.")
     add_app_options(parser, level="WARNING")
     parser.add_argument("--all", action="store_true", help="every live worker of the app")
+    add_yes(parser, "every live worker (--all)")
     parser.add_argument("--wait", type=float, default=0.0, metavar="S",
                         help="wait up to S seconds for them to be gone; exit 1 if one is not")
     takes_words(parser)
@@ -36,6 +37,8 @@ def run(args: argparse.Namespace) -> int:
                   f"{', '.join(map(repr, unknown))}; live workers: {', '.join(live) or 'none'}",
                   file=sys.stderr)
             return 1
+        if args.all:
+            confirmed(args, f"stops all {len(live)} live worker(s) of app {app.name!r}")
         asked = shutdown(app, args.words, every=args.all)
         for name in asked:
             print(f"asked worker {name} to stop")

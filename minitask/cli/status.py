@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..admin import queue_counts
+from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
+from ..printable import printable
 from .options import add_app_options, load
 
 
@@ -31,15 +33,40 @@ def run(args: argparse.Namespace) -> int:
         report["workers"].append({
             "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
+            # the registry hands out only whole numbers in these fields
             "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),
             "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
             "running": int(info.get("running", 0)),
+            "clock_skew_ms": _signed(info.get("clock_skew_ms")),
         })
+    report["warnings"] = _warnings(app, report["workers"])
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
         print(_status_text(report))
     return 0
+
+
+def _signed(value: Optional[str]) -> Optional[int]:
+    """A worker's signed whole number of ms, as it wrote it; None when it wrote none."""
+    try:
+        return None if value is None else int(value)
+    except ValueError:
+        return None
+
+
+def _warnings(app: Any, workers: List[Dict[str, Any]]) -> List[str]:
+    """What is only ever slow or wrong, never an error: clocks far from Redis's, a
+    durability setting the replicas cannot meet."""
+    durability = app.durability
+    client = app.broker.client
+    found = [skew_warning(clock_skew_ms(client), "this machine's"),
+             replica_warning(durability.mode, durability.min_replicas,
+                             connected_replicas(client) if durability.mode else None,
+                             durability.timeout)]
+    found += [skew_warning(worker["clock_skew_ms"], f"worker {printable(worker['name'])}'s")
+              for worker in workers]
+    return [warning for warning in found if warning is not None]
 
 
 def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
@@ -58,24 +85,27 @@ def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
 
 
 def _status_text(report: Dict[str, Any]) -> str:
-    lines: List[str] = [f"app {report['app']} on {report['broker']}", "",
-                        f"{'queue':<20} {'ready':>7} {'scheduled':>9} {'running':>7} "
-                        f"{'dead':>6}  ready by priority"]
+    lines: List[str] = [f"app {printable(report['app'])} on {printable(report['broker'])}"]
+    lines += [f"warning: {warning}" for warning in report["warnings"]]
+    lines += ["", f"{'queue':<20} {'ready':>7} {'scheduled':>9} {'running':>7} "
+                  f"{'dead':>6}  ready by priority"]
     for queue, counts in report["queues"].items():
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
-        lines.append(f"{queue:<20} {counts['ready']:>7} {counts['scheduled']:>9} "
+        lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
     lines += ["", f"{len(report['workers'])} live worker(s)"
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:
-        lines.append(f"  {worker['name']}  heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
+        lines.append(f"  {printable(worker['name'])}  "
+                     f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
-                     f"running {worker['running']}  queues {worker['queues']}")
+                     f"running {worker['running']}  queues {printable(worker['queues'])}")
     for queue, rows in report["subscribers"].items():
-        lines += ["", f"broadcast subscribers of queue {queue} (lag: calls not pulled yet)"]
+        lines += ["", f"broadcast subscribers of queue {printable(queue)} "
+                      f"(lag: calls not pulled yet)"]
         for row in rows:
             age = row["last_seen_age_s"]
             seen = "never seen" if age is None else f"last seen {age:.1f} s ago"
-            lines.append(f"  {row['name']}  lag {row['lag']}  {seen}")
+            lines.append(f"  {printable(row['name'])}  lag {row['lag']}  {seen}")
     return "\n".join(lines)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Sequence, Tuple
 
 from .options import add_app_options, emit_json, load
 
@@ -31,13 +31,22 @@ def run(args: argparse.Namespace) -> int:
         emit_json({"app": app.name, "tasks": rows})
         return 0
     print(f"app {app.name}: {len(rows)} task(s)\n")
-    print(f"{'task':<32} {'queue':<12} {'prio':>4} {'retries':>7} {'timeout':>8}  retry on"
-          f"  limits")
+    table = [("task", "queue", "prio", "retries", "timeout", "retry on", "limits")]
     for row in rows:
-        timeout = "-" if row["timeout"] is None else f"{row['timeout']:g}"
-        retry_on = ",".join(row["retry_on"]) if row["retries"] else "-"
         limits = " ".join(part for part in (
             row["rate_limit"], row["max_running"] and f"max {row['max_running']}") if part)
-        print(f"{row['name']:<32} {row['queue']:<12} {row['priority']:>4} {row['retries']:>7} "
-              f"{timeout:>8}  {retry_on:<8}  {limits or '-'}")
+        table.append((row["name"], row["queue"], str(row["priority"]), str(row["retries"]),
+                      "-" if row["timeout"] is None else f"{row['timeout']:g}",
+                      ",".join(row["retry_on"]) if row["retries"] else "-", limits or "-"))
+    for line in columns(table, numeric=(2, 3, 4)):
+        print(line)
     return 0
+
+
+def columns(table: Sequence[Sequence[str]], numeric: Tuple[int, ...] = ()) -> List[str]:
+    """The rows as lines whose columns line up, each as wide as its widest cell;
+    ``numeric`` columns are aligned right."""
+    widths = [max(len(row[index]) for row in table) for index in range(len(table[0]))]
+    return ["  ".join(cell.rjust(width) if index in numeric else cell.ljust(width)
+                      for index, (cell, width) in enumerate(zip(row, widths))).rstrip()
+            for row in table]

@@ -2,10 +2,15 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import logging
 import os
 from typing import Any
 
+from ..app import Minitask
 from .options import add_app_options, load
+
+logger = logging.getLogger(__name__)
 
 #: Coroutines an asyncio worker runs at once unless -c says otherwise.
 ASYNCIO_CONCURRENCY = 100
@@ -54,9 +59,23 @@ def run(args: argparse.Namespace) -> int:
     if concurrency is None:
         concurrency = {"process": os.cpu_count() or 1, "asyncio": ASYNCIO_CONCURRENCY}.get(
             args.pool, 1)
+    for queue in queues or ():
+        warn_if_undeclared(app, queue)
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
                    grace=args.grace, prefetch=args.prefetch, subscriber=args.name).run()
     finally:
         app.close()
     return 0
+
+
+def warn_if_undeclared(app: Minitask, queue: str) -> None:
+    """Say so when -Q names a queue no task of the app declares (a typo, most often):
+    the worker still serves it, for tasks sent there from elsewhere."""
+    declared = app.worker_queues()
+    if queue in declared:
+        return
+    close = difflib.get_close_matches(queue, declared, n=1)
+    logger.warning("queue %r is the queue of no task of app %r (its queues: %s)%s; serving "
+                   "it anyway, for tasks sent there from elsewhere", queue, app.name,
+                   ", ".join(declared), f"; did you mean {close[0]!r}?" if close else "")

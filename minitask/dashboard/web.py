@@ -18,8 +18,10 @@ import ipaddress
 import json
 import logging
 import secrets
+import threading
+from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
-from urllib.parse import parse_qs, quote, urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -44,6 +46,8 @@ SECURITY_HEADERS = [
 ]
 #: Largest POST body read (a form of a few fields).
 MAX_BODY = 16_384
+#: Notices kept for the page an action redirects to (the newest; each is shown by token).
+MAX_NOTICES = 64
 
 
 class Response(Exception):
@@ -67,6 +71,10 @@ class Dashboard:
         #: Refuse a Host header naming anything but this machine (DNS rebinding).
         self.local_names_only = loopback and auth is None
         self.csrf_token = secrets.token_urlsafe(32)
+        # What an action did, by a token its redirect carries: a notice comes from this
+        # server, never from the URL's text (a link could show anything in the banner)
+        self._notices: "OrderedDict[str, str]" = OrderedDict()
+        self._notices_lock = threading.Lock()
         self._templates = Environment(loader=PackageLoader("minitask.dashboard", "templates"),
                                       autoescape=select_autoescape(default=True),
                                       trim_blocks=True, lstrip_blocks=True)
@@ -165,7 +173,20 @@ class Dashboard:
     def _render(self, template: str, data: Any, query: Dict[str, List[str]]) -> bytes:
         return self._templates.get_template(template).render(
             data=data, app=self.app.name, csrf=self.csrf_token, sections=sections(),
-            notice=(query.get("notice") or [""])[0]).encode()
+            notice=self._notice((query.get("notice") or [""])[0])).encode()
+
+    def _notice(self, token: str) -> str:
+        with self._notices_lock:
+            return self._notices.get(token, "")
+
+    def _keep_notice(self, notice: str) -> str:
+        """Keep ``notice`` for the page an action redirects to; its token."""
+        token = secrets.token_urlsafe(12)
+        with self._notices_lock:
+            self._notices[token] = notice
+            while len(self._notices) > MAX_NOTICES:
+                self._notices.popitem(last=False)
+        return token
 
     # -- pages ---------------------------------------------------------------
 
@@ -226,7 +247,7 @@ class Dashboard:
         else:
             raise Response("404 Not Found", f"no action {path!r}")
         logger.info("dashboard: %s", notice)
-        back = "/dead?notice=" + quote(notice)
+        back = "/dead?notice=" + self._keep_notice(notice)
         return "303 See Other", [("Location", back), ("Content-Type", "text/plain")], b""
 
     def _check_queue(self, queue: str) -> None:

@@ -9,9 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..broker.keys import QueueKeys, queue_keys
-from ..broker.transport import Transport
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("purge_ready",)
 
@@ -31,17 +29,10 @@ class TaskRecord:
     lease_deadline_ms: Optional[int]  # when a running task's lease runs out
 
 
-class AdminStore:
+class AdminStore(Store):
     """Operator actions on the queues of one app."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = _SCRIPTS
 
     def purge_ready(self, queue: str) -> int:
         """Delete every ready task of ``queue`` (not scheduled, running or dead ones),
@@ -53,7 +44,7 @@ class AdminStore:
             gone, taken = self.transport.run(
                 "purge_ready", (k.leases, k.delayed, k.dead, k.messages, k.deliveries,
                                 k.retrying, k.cancelled, k.order, *k.ready, k.flow,
-                                k.flow_due, k.flow_limiters, k.flow_prefix),
+                                k.flow_due, k.flow_limiters, k.flow_prefix, k.flow_parked),
                 (PURGE_BATCH,), f"purge the ready tasks of queue {queue!r}")
             deleted += int(gone)
             if int(taken) < PURGE_BATCH:

@@ -20,7 +20,8 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, 
 import redis
 import redis.asyncio
 from redis.asyncio.cluster import PipelineCommand
-from redis.exceptions import AskError, ClusterDownError, MovedError, RedisClusterException
+from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, MovedError,
+                              RedisClusterException)
 
 from .broker import Broker
 from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
@@ -59,8 +60,29 @@ def async_client_for(client: Any, description: str) -> AsyncClient:
     kwargs = dict(pool.connection_kwargs)
     for blocking_only in ("retry", "redis_connect_func", "credential_provider"):
         kwargs.pop(blocking_only, None)
-    return redis.asyncio.Redis(connection_pool=redis.asyncio.ConnectionPool(
-        connection_class=twin, max_connections=pool.max_connections, **kwargs))
+    return _client_of(twin, pool.max_connections, kwargs)
+
+
+def _client_of(connection_class: Any, max_connections: int, kwargs: Dict[str, Any]) -> Any:
+    """A client whose pool, when all its connections are in use, waits for one to
+    come back (redis-py's plain pool refuses the call: "Too many connections")."""
+    return redis.asyncio.Redis(connection_pool=redis.asyncio.BlockingConnectionPool(
+        connection_class=connection_class, max_connections=max_connections, timeout=None,
+        **kwargs))
+
+
+def waits_client_for(client: AsyncClient) -> AsyncClient:
+    """The client ``aget()``'s blocking waits use: a pool of their own beside
+    ``client``'s, so that calls waiting for results (each holds its connection for
+    up to 5 s) never take the connections enqueues need. A client minitask cannot
+    mirror (a cluster, a test double, a custom class) serves waits itself."""
+    pool: Any = getattr(client, "connection_pool", None)
+    if (type(client) is not redis.asyncio.Redis or getattr(client, "connection", None)
+            is not None or type(pool) not in (redis.asyncio.ConnectionPool,
+                                              redis.asyncio.BlockingConnectionPool)):
+        return client
+    return _client_of(pool.connection_class, pool.max_connections,
+                      dict(pool.connection_kwargs))
 
 
 class AsyncBroker:
@@ -83,12 +105,19 @@ class AsyncBroker:
         self._pool: Any = client.connection_pool if plain else None
         self._named = self._pool is not None and takes_command_name(self._pool)
         self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
+        self._waits = waits_client_for(client)
 
     @contextmanager
     def errors(self, what: str) -> Iterator[None]:
         """Turn redis-py's errors into BrokerError saying what failed."""
         try:
             yield
+        except MaxConnectionsError as exc:
+            # a pool given as async_broker= that refuses when full: not a server problem
+            raise BrokerError(f"Redis failed to {what} on {self.description}: all the "
+                              f"connections its async client may open are in use ({exc}); "
+                              f"give async_broker= a redis.asyncio.BlockingConnectionPool, "
+                              f"which waits for one, or a larger max_connections") from exc
         except (redis.RedisError, OSError) as exc:
             raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
                               f"that the server is running and reachable") from exc
@@ -284,17 +313,18 @@ class AsyncBroker:
         key = self.broker.results.keys(queue).result(task_id)
         seconds = min(max(timeout, 0.002), block_cap(self.client))
         with self.errors(f"wait for the result of {task_id}"):
-            found = await self.client.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
+            found = await self._waits.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
         return found if isinstance(found, bytes) else None
 
-    async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
+    async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
         results = self.broker.results
         with self.errors(f"read message {task_id}"):
             body = await self.client.hget(results.keys(queue).messages, task_id)
         if body is None:
-            return False
-        return bool(await self.run(results.cancel_call(queue, task_id, body, result_ttl_ms),
-                                   f"cancel {task_id}"))
+            return None
+        done = await self.run(results.cancel_call(queue, task_id, body, result_ttl_ms),
+                              f"cancel {task_id}")
+        return body if done else None
 
     async def request_cancel(self, queue: str, task_id: str) -> bool:
         return bool(await self.run(self.broker.cancels.request_call(queue, task_id),
@@ -302,10 +332,11 @@ class AsyncBroker:
 
     async def close(self) -> None:
         with self.errors("close the async connections"):
-            await self.client.aclose()
-            pool = getattr(self.client, "connection_pool", None)
-            if pool is not None:  # a pool handed to the client is not closed with it
-                await pool.disconnect()
+            for client in {id(c): c for c in (self.client, self._waits)}.values():
+                await client.aclose()
+                pool = getattr(client, "connection_pool", None)
+                if pool is not None:  # a pool handed to the client is not closed with it
+                    await pool.disconnect()
 
 
 def running_loop(what: str) -> asyncio.AbstractEventLoop:

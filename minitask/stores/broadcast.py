@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError
-from ..broker.keys import QueueKeys, lane, queue_keys
+from ..broker.keys import lane
 from ..broker.durability import Durability
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
+from ..printable import printable
+from .foreign import ignored, name_of, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe")
 #: Sends that find the subscribers changed under them, at most, before giving up.
@@ -34,6 +36,10 @@ class Cursor:
     last_seen_ms: Optional[int]
 
 
+#: The highest call sequence a queue's log can hold (lib.lua's MAX_SCORE).
+_MAX_SEQ = 2534023007999999
+
+
 @dataclass(frozen=True)
 class Pulled:
     """What a pull did: calls moved to the lane, calls missed, and whether more wait."""
@@ -41,22 +47,21 @@ class Pulled:
     pulled: int
     skipped: int
     more: bool
+    #: '' or what of another's data the pull skipped or replaced (to log)
+    note: str = ""
 
 
-class BroadcastStore:
+class BroadcastStore(Store):
     """The broadcast calls of one app's queues."""
 
+    scripts = _SCRIPTS
+    library = "broadcast_lib"
+
     def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
+        super().__init__(transport, app_name)
         # queue -> the subscribers last seen there (sorted): a send passes them, and
         # the script says when they changed.
         self._known: Dict[str, List[str]] = {}
-        for name in _SCRIPTS:
-            transport.register(name, source(name, shared="broadcast_lib"))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
 
     def _common(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
@@ -100,8 +105,9 @@ class BroadcastStore:
 
     @staticmethod
     def pulled(reply: Any) -> Pulled:
-        pulled, skipped, more = reply
-        return Pulled(int(pulled), int(skipped), bool(int(more)))
+        pulled, skipped, more, note = reply
+        return Pulled(int(pulled), int(skipped), bool(int(more)),
+                      text_of(note) or printable(note))
 
     def subscribe(self, queue: str, subscriber: str, now_ms: int) -> bool:
         """Subscribe ``subscriber`` to the queue's broadcasts from now on (an existing
@@ -130,17 +136,30 @@ class BroadcastStore:
     def cursors(self, queue: str) -> List[Cursor]:
         """The queue's subscribers with how many calls each has not pulled, by name."""
         k = self.keys(queue)
+        keys = [k.broadcast("state"), k.broadcast("cursors"), k.broadcast("seen")]
         with self.transport.errors(f"list the subscribers of queue {queue!r}"):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(k.broadcast("state"), "seq")
-            pipe.hgetall(k.broadcast("cursors"))
-            pipe.hgetall(k.broadcast("seen"))
-            seq, cursors, seen = pipe.execute()
-        last = _number(seq) or 0
+            pipe.hget(keys[0], "seq")
+            pipe.hgetall(keys[1])
+            pipe.hgetall(keys[2])
+            replies = pipe.execute(raise_on_error=False)
+        for key, reply in zip(keys, replies):
+            if isinstance(reply, Exception):
+                ignored(key, f"it holds another type than a hash ({reply})")
+        seq, cursors, seen = [{} if isinstance(reply, Exception) else reply
+                              for reply in replies]
+        last = whole(seq, 0, _MAX_SEQ) or 0
         found = []
-        for name, cursor in cursors.items():
-            seen_ms = _number(seen.get(name))
-            found.append(Cursor(text(name), max(0, last - (_number(cursor) or 0)), seen_ms))
+        for raw, cursor in cursors.items():
+            name = name_of(raw, "subscriber")
+            if name is None:
+                ignored(keys[1], f"{printable(raw)!r} is no subscriber name")
+                continue
+            at = whole(cursor, 0, last)
+            if at is None:
+                ignored(keys[1], f"the cursor {printable(cursor)!r} of {name!r} is no call "
+                                 f"sequence up to {last}")
+            found.append(Cursor(name, max(0, last - (at or 0)), whole(seen.get(raw), 0)))
         return sorted(found, key=lambda cursor: cursor.name)
 
     def names(self, queue: str, call_id: str) -> Optional[List[str]]:

@@ -12,13 +12,12 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import redis
 
-from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Outcome
 from ..wire.serializer import encode_outcome
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
+from ..broker.transport import text
 from ..broker.waits import MAX_BLOCK_SECONDS
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("request_cancel", "end_cancelled")
 
@@ -31,17 +30,10 @@ STREAM_LENGTH = 1000
 Request = Tuple[str, str, str]
 
 
-class CancelStore:
+class CancelStore(Store):
     """Requests to stop running tasks, and how a stopped attempt is recorded."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = _SCRIPTS
 
     # -- asking ------------------------------------------------------------------
 

@@ -5,11 +5,9 @@ import math
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
-from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import MAX_MS
-from ..broker.transport import Transport
 from .queue import BATCH_LIMIT
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("revive", "purge_dead")
 
@@ -31,17 +29,10 @@ def _time_ms(score: float) -> int:
     return int(min(max(score, 0.0), float(MAX_MS)))
 
 
-class DeadLetterStore:
+class DeadLetterStore(Store):
     """The dead letters of one app's queues."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = _SCRIPTS
 
     def letters(self, queue: str, limit: int) -> List[DeadLetter]:
         """The oldest ``limit`` dead letters of ``queue``, with message and reason."""
@@ -81,7 +72,7 @@ class DeadLetterStore:
         k = self.keys(queue)
         done = self.transport.run(
             "revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id), *k.ready,
-                       k.delayed, k.order, k.flow, k.flow_dead, k.flow_limiters),
+                       k.delayed, k.order, k.flow, k.flow_dead),
             (task_id, body, priority, now_ms, BATCH_LIMIT), f"requeue dead task {task_id}")
         return bool(done)
 

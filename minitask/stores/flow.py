@@ -15,36 +15,35 @@ from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from .queue import QueueStore
-from .scripts import source
+from .store import Store
 
 #: One checked message: (id, body, priority, due ms or 0), as ``Sender.prepare`` makes it.
 Entry = Tuple[str, bytes, int, int]
 
 
-class FlowStore:
+class FlowStore(Store):
     """Flow-controlled enqueues of one app, through the queue store's enqueue call."""
 
     #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
     CHUNK = 1000
 
+    scripts = ("enqueue_flow",)
+
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
-        self.transport = transport
-        self.app_name = app_name
+        super().__init__(transport, app_name)
         self.queues = queues
-        transport.register("enqueue_flow", source("enqueue_flow"))
 
     def enqueue_call(self, queue: str, entries: Sequence[Entry],
                      specs: Mapping[str, str], now_ms: int) -> ScriptCall:
-        """The plain enqueue call of ``entries``, with the flow hash and the limiter set
-        added as the last keys and each message's spec (by id; none: an empty spec)
-        as the last ARGVs."""
+        """The plain enqueue call of ``entries``, with the flow hash added as the last
+        key and each message's spec (by id; none: an empty spec) as the last ARGVs."""
         _, slot, static_keys, tail, dynamic = self.queues.enqueue_call(queue, entries, now_ms)
         k = queue_keys(self.app_name, queue)
         args: List[Any] = list(tail)
-        args[dynamic:dynamic] = [k.flow, k.flow_limiters]
+        args[dynamic:dynamic] = [k.flow]
         args += [specs.get(entry[0], "") for entry in entries]
         args.append(len(entries))
-        return ("enqueue_flow", slot, static_keys, args, dynamic + 2)
+        return ("enqueue_flow", slot, static_keys, args, dynamic + 1)
 
     def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
              now_ms: int, durability: Optional[Durability] = None) -> int:
@@ -83,33 +82,24 @@ class FlowStore:
     def parked(self, queue: str) -> int:
         """Tasks of ``queue`` parked by their limits: ready, though not handed out yet.
 
-        One SMEMBERS and one LLEN per limiter the queue's messages have named (never
-        a SCAN): bounded by the task names and limit keys in use, not by the tasks."""
+        One GET of the count the fetches keep (``flow_parked``): the same cost with
+        ten limiters or a million."""
         return self.parked_many([queue])[queue]
 
     def parked_many(self, queues: Sequence[str]) -> Dict[str, int]:
-        """``parked`` of each queue, in two round trips whatever their number."""
+        """``parked`` of each queue, in one round trip whatever their number."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         with self.transport.errors(f"count the parked tasks of {len(keys)} queue(s)"):
-            client = self.transport.client
-            pipe = client.pipeline(transaction=False)
+            pipe = self.transport.client.pipeline(transaction=False)
             for k in keys:
-                pipe.smembers(k.flow_limiters)
-            # a key of another type (data minitask did not write) counts as none
-            limiters = [found if isinstance(found, (set, list)) else ()
-                        for found in pipe.execute(raise_on_error=False)]
-            parks = [(queue, k.flow_prefix + text(limiter) + ":park")
-                     for queue, k, named in zip(queues, keys, limiters) for limiter in named]
-            counts: List[Any] = []
-            if parks:
-                pipe = client.pipeline(transaction=False)
-                for _, park in parks:
-                    pipe.llen(park)
-                counts = pipe.execute(raise_on_error=False)
-        found = {queue: 0 for queue in queues}
-        for (queue, _), count in zip(parks, counts):
-            if isinstance(count, int):  # a park key of another type counts as empty
-                found[queue] += count
+                pipe.get(k.flow_parked)
+            counts = pipe.execute(raise_on_error=False)
+        found = {}
+        for queue, count in zip(queues, counts):
+            try:  # a key of another type, or no number (data minitask did not write): none
+                found[queue] = max(0, int(count or 0))
+            except (TypeError, ValueError):
+                found[queue] = 0
         return found
 
     def specs(self, queue: str) -> Dict[str, str]:

@@ -14,8 +14,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import DefaultDict, Dict, List, Tuple
 
-from ..broker.keys import AppKeys
-from ..broker.transport import Transport
+from .store import Store
+
 
 #: Histogram bucket upper bounds (seconds), Prometheus' defaults; +Inf is implied.
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
@@ -33,6 +33,9 @@ DURATION = "duration"      # task, le
 DURATION_SUM = "duration_sum"  # task
 PICKUP = "pickup"          # queue, le
 PICKUP_SUM = "pickup_sum"  # queue
+#: The task label of dead letters whose task no worker knows (its name is the
+#: message's own text: one label for all, so series stay bounded).
+UNKNOWN_TASK = "(unknown task)"
 
 
 def name(kind: str, *labels: str) -> str:
@@ -71,12 +74,8 @@ class Delta:
             self.minutes[minute] += count
 
 
-class MetricsStore:
+class MetricsStore(Store):
     """The app-wide metrics hash and throughput series."""
-
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_keys = AppKeys(app_name)
 
     def add(self, delta: Delta) -> None:
         """Add one worker's counts to the app's, in one round trip."""

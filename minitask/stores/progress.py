@@ -10,18 +10,14 @@ from typing import Optional, Sequence, Tuple
 from ..broker.keys import queue_keys
 from ..wire.message import Progress
 from ..wire.serializer import unpack_progress
-from ..broker.transport import Transport
+from .store import Store
 
 #: One pending write: (queue, task id, packed progress, time to live in ms).
 Entry = Tuple[str, str, bytes, int]
 
 
-class ProgressStore:
+class ProgressStore(Store):
     """The progress keys of one app's tasks."""
-
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
 
     def write(self, entries: Sequence[Entry]) -> None:
         """Set each task's progress, expiring with its result, in one round trip."""

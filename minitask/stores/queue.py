@@ -9,14 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from ..broker.keys import PRIORITIES, AppKeys, QueueKeys, queue_keys
+from ..broker.keys import PRIORITIES
 from ..wire.message import Message
 from ..wire.serializer import decode_message
 from ..broker.durability import Durability
 from ..errors import DurabilityError
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
-from .scripts import source
+from ..printable import printable
+from .foreign import ignored, name_of
+from .store import Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
@@ -65,19 +67,14 @@ class FetchTerms:
     max_deliveries: int
 
 
-class QueueStore:
+class QueueStore(Store):
     """The queues of one app: what is ready, what is due later, who holds what."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        self.app_keys = AppKeys(app_name)
-        self._known_queues: Set[str] = set()
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
+    scripts = _SCRIPTS
 
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        super().__init__(transport, app_name)
+        self._known_queues: Set[str] = set()
 
     # -- producing ---------------------------------------------------------------
 
@@ -152,9 +149,18 @@ class QueueStore:
             self._known_queues.update(names)
 
     def queue_names(self) -> List[str]:
+        """The app's queues (and lanes); a member that can name no queue (not UTF-8, a
+        space, a control character: not minitask's) is left out, with a warning."""
         with self.transport.errors("list queues"):
-            return sorted(text(name)
-                          for name in self.transport.client.smembers(self.app_keys.queues))
+            members = self.transport.client.smembers(self.app_keys.queues)
+        names = []
+        for member in members:
+            name = name_of(member)
+            if name is None:
+                ignored(self.app_keys.queues, f"{printable(member)!r} is no queue name")
+            else:
+                names.append(name)
+        return sorted(names)
 
     # -- consuming ---------------------------------------------------------------
 
@@ -184,7 +190,8 @@ class QueueStore:
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
         return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
-                k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix)
+                k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix, k.flow_limiters,
+                k.flow_parked)
 
     @staticmethod
     def fetch_result(reply: Sequence[bytes]) -> FetchResult:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..broker.keys import AppKeys
-from ..broker.transport import Transport, text
+from ..broker.transport import text
+from ..printable import printable
+from .foreign import ignored, name_of, text_of, whole
+from .store import Store
 
 #: The order that stops a worker as SIGTERM does.
 SHUTDOWN = "shutdown"
@@ -13,14 +15,12 @@ SHUTDOWN = "shutdown"
 WAKE = "wake"
 #: Orders left for a worker that never reads them (it died) expire after this.
 ORDER_TTL_MS = 60_000
+#: The fields of a worker's record that hold whole numbers (a time in ms or a count).
+_COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms"})
 
 
-class WorkerRegistry:
+class WorkerRegistry(Store):
     """Who serves an app: one record per worker, expiring unless it beats."""
-
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_keys = AppKeys(app_name)
 
     def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:
         """Record a live worker and its counters; the record expires if it stops beating."""
@@ -44,14 +44,37 @@ class WorkerRegistry:
         client = self.transport.client
         with self.transport.errors("list workers"):
             client.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
-            names = [text(n) for n in client.zrange(self.app_keys.workers, 0, -1)]
-            found = []
+            members = client.zrange(self.app_keys.workers, 0, -1)
+            names = []
+            for member in members:
+                name = name_of(member, "worker")
+                if name is None:
+                    ignored(self.app_keys.workers, f"{printable(member)!r} is no worker name")
+                else:
+                    names.append(name)
+            pipe = client.pipeline(transaction=False)
             for name in names:
-                info = {text(f): text(v)
-                        for f, v in client.hgetall(self.app_keys.worker(name)).items()}
-                if info:
-                    info["name"] = name
-                    found.append(info)
+                pipe.hgetall(self.app_keys.worker(name))
+            records = pipe.execute(raise_on_error=False) if names else []
+        found = []
+        for name, record in zip(names, records):
+            key = self.app_keys.worker(name)
+            if isinstance(record, Exception):
+                ignored(key, f"it holds another type than a hash ({record})")
+                continue
+            info = {}
+            for field, value in record.items():
+                field_text, value_text = text_of(field), text_of(value)
+                if field_text is None or value_text is None:
+                    ignored(key, f"field {printable(field)!r} is not UTF-8 text")
+                    continue
+                if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
+                    ignored(key, f"{field_text} {printable(value_text)!r} is no count")
+                    continue
+                info[field_text] = value_text
+            if info:
+                info["name"] = name
+                found.append(info)
         return found
 
     # -- orders ------------------------------------------------------------------

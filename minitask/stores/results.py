@@ -8,13 +8,12 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
-from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, encode_message, encode_outcome
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
+from ..broker.transport import text
 from ..broker.waits import block_cap
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")
 #: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
@@ -27,17 +26,10 @@ Ack = Tuple[str, str, bytes, int, bool]
 _Group = List[Tuple[int, str, bytes, int, bool]]
 
 
-class ResultStore:
+class ResultStore(Store):
     """What became of the tasks of one app, and the steps that decide it."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        for name in _SCRIPTS:
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = _SCRIPTS
 
     # -- final outcomes ------------------------------------------------------------
 
@@ -160,16 +152,19 @@ class ResultStore:
             f"dead-letter {task_id}")
         return bool(done)
 
-    def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> bool:
-        """Withdraw a task that has not started; False when it started, ended or is unknown."""
+    def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
+        """Withdraw a task that has not started: the message it withdrew (its workflow
+        goes on from it), or None when it started, ended or is unknown."""
         k = self.keys(queue)
         with self.transport.errors(f"read message {task_id}"):
-            body = self.transport.client.hget(k.messages, task_id)
+            body: Optional[bytes] = self.transport.client.hget(  # type: ignore[assignment]
+                k.messages, task_id)
         if body is None:
-            return False  # finished, cancelled already, or never here
-        name, _, keys, tail, _ = self.cancel_call(queue, task_id, body,  # type: ignore[arg-type]
-                                                  result_ttl_ms)
-        return bool(self.transport.run(name, keys, tail, f"cancel {task_id}"))
+            return None  # finished, cancelled already, or never here
+        name, _, static, tail, dynamic = self.cancel_call(queue, task_id, body, result_ttl_ms)
+        done = self.transport.run(name, [*static, *tail[:dynamic]], tail[dynamic:],
+                                  f"cancel {task_id}")
+        return body if done else None
 
     def cancel_call(self, queue: str, task_id: str, body: bytes,
                     result_ttl_ms: int) -> ScriptCall:
@@ -184,24 +179,25 @@ class ResultStore:
         # again in between; then one count is off until fetch drops the entry.
         outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
                                          message="cancelled before it started"))
-        return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying,
-                                  k.result(task_id), k.deliveries, k.order, k.cancelled,
-                                  k.flow),
-                (task_id, outcome, result_ttl_ms, priority), 0)
+        # the task's own result key, and those after it, travel as dynamic keys: a call
+        # packed ahead of time keeps its static keys for every later call of the queue
+        return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying),
+                (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow,
+                 task_id, outcome, result_ttl_ms, priority), 5)
 
     # -- reading ---------------------------------------------------------------------
 
     def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         """Where a task is (queued, running, dead, finished, ...), and its outcome."""
-        name, _, keys, tail, _ = self.state_call(queue, task_id)
-        return self.state_of(self.transport.run(name, keys, tail,
-                                                f"read the state of {task_id}"))
+        name, _, static, tail, dynamic = self.state_call(queue, task_id)
+        return self.state_of(self.transport.run(name, [*static, *tail[:dynamic]],
+                                                tail[dynamic:], f"read the state of {task_id}"))
 
     def state_call(self, queue: str, task_id: str) -> ScriptCall:
         """The state script call (the async handle sends the same one)."""
         k = self.keys(queue)
-        return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages,
-                                 k.result(task_id)), (task_id,), 0)
+        return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages),
+                (k.result(task_id), task_id), 1)  # its result key is its own: dynamic
 
     @staticmethod
     def state_of(reply: Any) -> Tuple[str, Optional[bytes]]:

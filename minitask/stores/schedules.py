@@ -9,15 +9,16 @@ so that any number of workers may race for it and exactly one wins.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import DecodeError
-from ..broker.keys import QueueKeys, queue_keys
 from ..periodic import Schedule, from_record, with_times
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
+from ..broker.transport import text
+from ..printable import printable
+from .foreign import ignored, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
-from .scripts import source
+from .store import Store
 
 _SCRIPTS = ("schedule_save", "schedule_remove")
 
@@ -33,6 +34,8 @@ class Armed:
     record: bytes
     schedule: Optional[Schedule]   # None: a record this minitask cannot read
     tick_ms: Optional[int]         # None: no tick armed (the schedule has no more)
+    #: the armed score when it is no tick minitask wrote (inf, 1e300, 1.5): to re-arm
+    bad_tick: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -41,21 +44,14 @@ class Fired:
 
     status: str
     armed_ms: Optional[int]
+    #: status 'foreign': which key holds what minitask did not write (nothing changed)
+    problem: str = ""
 
 
-class ScheduleStore:
+class ScheduleStore(Store):
     """The schedules of one app's queues."""
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        # the fire script queues its run after due delayed tasks, as enqueue does:
-        # promote.lua goes in front of it
-        for name in (*_SCRIPTS, "schedule_fire"):
-            transport.register(name, source(name))
-
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    scripts = (*_SCRIPTS, "schedule_fire")
 
     # -- changing ----------------------------------------------------------------
 
@@ -81,46 +77,59 @@ class ScheduleStore:
     # -- reading -----------------------------------------------------------------
 
     def armed(self, queues: Sequence[str]) -> Dict[str, List[Armed]]:
-        """Every schedule of ``queues`` with its armed tick, in one round trip."""
+        """Every schedule of ``queues`` with its armed tick, in one round trip.
+
+        Read tolerantly (``stores/foreign.py``): a key of another type counts as
+        empty, a name that is not UTF-8 is left out, and a tick that is no whole
+        number of ms up to year 9999 (inf, 1e300, 1.5) is handed out as ``bad_tick``
+        for the worker to re-arm; each is warned about once.
+        """
         with self.transport.errors("read the schedules"):
             pipe = self.transport.client.pipeline(transaction=False)
             for queue in queues:
                 k = self.keys(queue)
                 pipe.hgetall(k.schedules)
                 pipe.zrange(k.ticks, 0, -1, withscores=True)
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
         found: Dict[str, List[Armed]] = {}
         for index, queue in enumerate(queues):
-            records: Dict[bytes, bytes] = replies[2 * index]
-            ticks = {text(name): int(score) for name, score in replies[2 * index + 1]}
-            found[queue] = [Armed(text(name), record, _readable(record),
-                                  ticks.get(text(name)))
-                            for name, record in sorted(records.items())]
+            k = self.keys(queue)
+            records = _hash(k.schedules, replies[2 * index])
+            ticks = _ticks(k.ticks, replies[2 * index + 1])
+            entries = []
+            for name, record in sorted(records.items()):
+                score = ticks.get(name)
+                tick_ms = None if score is None else whole(score)
+                entries.append(Armed(name, record, _readable(record), tick_ms,
+                                     score if tick_ms is None else None))
+            found[queue] = entries
         return found
 
     def listing(self, queue: str) -> List[Schedule]:
-        """The schedules of ``queue``, with their next and last tick times."""
+        """The schedules of ``queue``, with their next and last tick times (read as
+        ``armed`` reads them: a tick or a time that is no time is shown as none)."""
         k = self.keys(queue)
         with self.transport.errors(f"list the schedules of queue {queue!r}"):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.hgetall(k.schedules)
             pipe.zrange(k.ticks, 0, -1, withscores=True)
             pipe.hgetall(k.fired)
-            records, ticks, fired = pipe.execute()
-        next_ms = {text(name): int(score) for name, score in ticks}
-        last_ms = {text(field)[3:]: int(value) for field, value in fired.items()
-                   if text(field).startswith("at:")}
+            records, ticks, fired = pipe.execute(raise_on_error=False)
+        next_ms = {name: whole(score) for name, score in _ticks(k.ticks, ticks).items()}
+        last_ms: Dict[str, Optional[int]] = {}
+        for field, value in _hash(k.fired, fired).items():
+            if field.startswith("at:"):
+                last_ms[field[3:]] = whole(value)
         found = []
-        for name, record in sorted(records.items()):
+        for name, record in sorted(_hash(k.schedules, records).items()):
             schedule = _readable(record)
             if schedule is not None:
-                found.append(with_times(schedule, next_ms.get(text(name)),
-                                        last_ms.get(text(name))))
+                found.append(with_times(schedule, next_ms.get(name), last_ms.get(name)))
         return found
 
     # -- firing ------------------------------------------------------------------
 
-    def fire(self, entry: Armed, armed_ms: int, following_ms: Optional[int],
+    def fire(self, entry: Armed, armed_ms: Union[int, float], following_ms: Optional[int],
              run: Optional[Run], now_ms: int) -> Fired:
         """Fire the armed tick ``armed_ms`` of ``entry``: arm ``following_ms`` and
         enqueue ``run`` (None: run nothing), unless another worker fired it first
@@ -128,7 +137,7 @@ class ScheduleStore:
         call = self.fire_call(entry, armed_ms, following_ms, run, now_ms)
         return self.fired(self.transport.run_calls([call], f"fire schedule {entry.name!r}")[0])
 
-    def fire_call(self, entry: Armed, armed_ms: int, following_ms: Optional[int],
+    def fire_call(self, entry: Armed, armed_ms: Union[int, float], following_ms: Optional[int],
                   run: Optional[Run], now_ms: int, *, wake: bool = True) -> ScriptCall:
         """A fire (see ``fire``), to send alone or with other calls; ``wake`` False
         when a fetch from the run's queue follows in the same write."""
@@ -147,9 +156,41 @@ class ScheduleStore:
     @staticmethod
     def fired(reply: Any) -> Fired:
         """A fire script's reply, read."""
-        status, armed = reply
+        status, armed, *problem = reply
         armed_ms = int(armed)
-        return Fired(text(status), armed_ms if armed_ms >= 0 else None)
+        return Fired(text(status), armed_ms if armed_ms >= 0 else None,
+                     text_of(problem[0]) or "" if problem else "")
+
+
+def _hash(key: str, reply: Any) -> Dict[str, bytes]:
+    """A HGETALL reply by field name: a key of another type counts as empty, a
+    field that is not UTF-8 is left out (each warned about once)."""
+    if isinstance(reply, Exception):
+        ignored(key, f"it holds another type than a hash ({reply})")
+        return {}
+    found = {}
+    for field, value in reply.items():
+        name = text_of(field)
+        if name is None:
+            ignored(key, f"field {printable(field)!r} is not UTF-8")
+        else:
+            found[name] = value
+    return found
+
+
+def _ticks(key: str, reply: Any) -> Dict[str, float]:
+    """A ZRANGE WITHSCORES reply of ticks by schedule name, read as ``_hash`` reads."""
+    if isinstance(reply, Exception):
+        ignored(key, f"it holds another type than a sorted set ({reply})")
+        return {}
+    found = {}
+    for member, score in reply:
+        name = text_of(member)
+        if name is None:
+            ignored(key, f"member {printable(member)!r} is not UTF-8")
+        else:
+            found[name] = score
+    return found
 
 
 def _readable(record: bytes) -> Optional[Schedule]:

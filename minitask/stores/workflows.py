@@ -35,14 +35,13 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError, EncodeError, MessageTooLarge
-from ..broker.keys import QueueKeys, queue_keys
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .scripts import source
+from .store import Store
 
 logger = logging.getLogger(__name__)
 
@@ -120,18 +119,14 @@ def task_nodes(node: Node) -> List[Node]:
     return [task for part in parts for task in task_nodes(part)]
 
 
-class WorkflowStore:
+class WorkflowStore(Store):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
-    def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
-        self.transport = transport
-        self.app_name = app_name
-        self._queues = queues
-        for name in ("spawn", "cancel_steps", "group_create", "group_join"):
-            transport.register(name, source(name))  # spawn: promote.lua in front
+    scripts = ("spawn", "cancel_steps", "group_create", "group_join")
 
-    def keys(self, queue: str) -> QueueKeys:
-        return queue_keys(self.app_name, queue)
+    def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
+        super().__init__(transport, app_name)
+        self._queues = queues
 
     # -- the producer -------------------------------------------------------------
 
@@ -178,6 +173,16 @@ class WorkflowStore:
         self._write(errbacks, now_ms, max_bytes)
         self._fail_from(frame.get("next"), failure, now_ms, max_bytes)
 
+    def stopped(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
+        """A task with ``frame`` was cancelled: cancel every step that would have
+        followed it and fail its group (its error callbacks do not run: a cancel is
+        no error).
+
+        Raises:
+            BrokerError: Redis failed; the whole step is safe to run again.
+        """
+        self._fail_from(frame.get("next"), failure, now_ms, frame["max"])
+
     # -- carrying on ------------------------------------------------------------------
 
     def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int) -> None:
@@ -212,6 +217,9 @@ class WorkflowStore:
         elif status == "failing":
             follow = unpack_data(reply[1], f"what follows group {join['id']}")
             self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes)
+        elif status == "corrupt":
+            raise DecodeError(f"workflow group {join['id']}: {text(reply[1])}; the group "
+                              f"cannot complete (inspect the key, then delete it)")
         elif status == "gone":
             logger.warning("workflow group %s is gone (expired after its result_ttl?): what "
                            "follows it will not run", join["id"])
@@ -249,11 +257,12 @@ class WorkflowStore:
     def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int) -> ScriptCall:
         queue = tasks[0]["q"]
         k = self.keys(queue)
+        ended = "was cancelled" if failure.exc_type == "Cancelled" else "ended dead"
         outcome = encode_outcome(Outcome(
             "cancelled", now_ms, exc_type=failure.exc_type,
-            message=f"not run: step {failure.task_id} ({failure.task}) of its workflow ended "
-                    f"dead: {failure.message}",
-            traceback=failure.traceback, reason="an earlier workflow step ended dead",
+            message=f"not run: step {failure.task_id} ({failure.task}) of its workflow "
+                    f"{ended}: {failure.message}",
+            traceback=failure.traceback, reason=f"an earlier workflow step {ended}",
             extra={"failed_task_id": failure.task_id, "failed_task": failure.task}))
         tail: List[Any] = []
         for task in tasks:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..errors import ConfigurationError
 from ..broker.keys import check_name, lane
@@ -69,6 +69,8 @@ class BroadcastSource:
         if self.lanes:
             queues.behind_wait = self
         self._more = False
+        #: (queue, note) of pulls that skipped another's data, logged already
+        self._noted: Set[Tuple[str, str]] = set()
 
     def subscribe(self) -> None:
         """Subscribe to the broadcasts of the queues, as the worker starts."""
@@ -149,6 +151,11 @@ class BroadcastSource:
         more = False
         for index, (queue, own) in enumerate(self.lanes.items()):
             first, fetched, last = replies[3 * index:3 * index + 3]
+            for pull in (store.pulled(first), store.pulled(last)):
+                if pull.note and (queue, pull.note) not in self._noted:
+                    self._noted.add((queue, pull.note))  # once: it may stay for long
+                    logger.warning("subscriber %r of queue %r: %s", self.subscriber, queue,
+                                   pull.note)
             skipped = store.pulled(first).skipped
             if skipped:
                 logger.warning("subscriber %r missed %d broadcast call(s) of queue %r: they "

@@ -166,24 +166,28 @@ class CancelWatch:
         backoff = Backoff("wait for cancel requests")
         store = self._host.broker.cancels
         positions: Optional[Dict[str, str]] = None
-        while not self._stop.is_set():
-            try:
-                if positions is None:
-                    positions = store.positions(queues)
-                requests = store.watch(positions)
-            except BrokerError as exc:
-                if self._stop.is_set():
-                    return  # the worker closed its connections as it stopped
-                self._stop.wait(backoff.failed(exc))
-                continue
-            except Exception:  # a bug of ours must not end the watch
-                logger.exception("internal error while waiting for cancel requests")
-                self._stop.wait(1.0)
-                continue
-            backoff.succeeded()
-            if requests:
-                held = {task_id for task_id, _ in self._holdings.held()}
-                for _, _, task_id in requests:
-                    if self._board.request(task_id, task_id in held):
-                        logger.info("task %s: stop requested (cancel(running=True))", task_id)
-                self._board.forget_early(held)
+        try:
+            while not self._stop.is_set():
+                try:
+                    if positions is None:
+                        positions = store.positions(queues)
+                    requests = store.watch(positions)
+                except BrokerError as exc:
+                    if self._stop.is_set():
+                        return  # the worker closed its connections as it stopped
+                    self._stop.wait(backoff.failed(exc))
+                    continue
+                except Exception:  # a bug of ours must not end the watch
+                    logger.exception("internal error while waiting for cancel requests")
+                    self._stop.wait(1.0)
+                    continue
+                backoff.succeeded()
+                if requests:
+                    held = {task_id for task_id, _ in self._holdings.held()}
+                    for _, _, task_id in requests:
+                        if self._board.request(task_id, task_id in held):
+                            logger.info("task %s: stop requested (cancel(running=True))",
+                                        task_id)
+                    self._board.forget_early(held)
+        finally:
+            backoff.gave_up()  # it no longer rides an outage

@@ -56,17 +56,20 @@ class Orders:
 
     def _loop(self) -> None:
         backoff = Backoff("listen for orders (minitask shutdown)")
-        while not self._ended.is_set():
-            try:
-                order = self._registry.next_order(self._worker, WAIT)
-            except BrokerError as exc:
-                if self._ended.is_set():
-                    return
-                self._ended.wait(backoff.failed(exc))
-                continue
-            backoff.succeeded()
-            if order == SHUTDOWN and not self._ended.is_set():
-                self._ended.set()
-                self._on_shutdown("minitask shutdown")
-            elif order not in (None, WAKE):
-                logger.warning("worker %s ignores the unknown order %r", self._worker, order)
+        try:
+            while not self._ended.is_set():
+                try:
+                    order = self._registry.next_order(self._worker, WAIT)
+                except BrokerError as exc:
+                    if self._ended.is_set():
+                        return
+                    self._ended.wait(backoff.failed(exc))
+                    continue
+                backoff.succeeded()
+                if order == SHUTDOWN and not self._ended.is_set():
+                    self._ended.set()
+                    self._on_shutdown("minitask shutdown")
+                elif order not in (None, WAKE):
+                    logger.warning("worker %s ignores the unknown order %r", self._worker, order)
+        finally:
+            backoff.gave_up()  # it no longer rides an outage

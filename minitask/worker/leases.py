@@ -12,12 +12,14 @@ import logging
 import threading
 import time
 from collections import deque
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Protocol, Tuple
 
 from ..errors import BrokerError
 from ..stores.queue import Delivery
 from ..stores.results import Ack
+from ..wire.message import Message
 from .host import Host
 from .outages import Backoff
 
@@ -248,27 +250,30 @@ class Heartbeat:
         backoff = Backoff("renew leases")
         next_beat = time.monotonic() + period
         stopping = False
-        while not self._ended.is_set():
-            wake = next_beat
-            due = batched.flush_due_at()
-            if due is not None:
-                wake = min(wake, due)
-            self._nudge.wait(max(0.0, wake - time.monotonic()))
-            self._nudge.clear()
-            if self._ended.is_set():
-                break
-            if stop.is_set() and not stopping:
-                stopping = True
-                on_stop()
-            try:
-                batched.flush_if_overdue()
-                if time.monotonic() >= next_beat:
-                    next_beat = time.monotonic() + period
-                    beat()
-            except BrokerError as exc:
-                self._ended.wait(backoff.failed(exc))  # no busy loop while Redis is away
-            else:
-                backoff.succeeded()
+        try:
+            while not self._ended.is_set():
+                wake = next_beat
+                due = batched.flush_due_at()
+                if due is not None:
+                    wake = min(wake, due)
+                self._nudge.wait(max(0.0, wake - time.monotonic()))
+                self._nudge.clear()
+                if self._ended.is_set():
+                    break
+                if stop.is_set() and not stopping:
+                    stopping = True
+                    on_stop()
+                try:
+                    batched.flush_if_overdue()
+                    if time.monotonic() >= next_beat:
+                        next_beat = time.monotonic() + period
+                        beat()
+                except BrokerError as exc:
+                    self._ended.wait(backoff.failed(exc))  # no busy loop while Redis is away
+                else:
+                    backoff.succeeded()
+        finally:
+            backoff.gave_up()  # it no longer rides an outage
 
 
 def lease_of(job: Job) -> Lease:
@@ -281,3 +286,12 @@ def _by_queue(held: List[Lease]) -> Dict[str, List[Tuple[str, int]]]:
     for task_id, (queue, priority) in held:
         by_queue.setdefault(queue, []).append((task_id, priority))
     return by_queue
+
+
+def fetched_from(queue: str, message: Message) -> Message:
+    """``message`` naming the queue it was fetched from: its own queue field is what
+    its producer wrote, not checked by anyone (a planted message could name any
+    text), and it labels metrics and progress. A broadcast lane's messages name
+    the lane's queue (``queue:subscriber``: queue names hold no ':')."""
+    own = queue.partition(":")[0]
+    return message if message.queue == own else dataclasses.replace(message, queue=own)

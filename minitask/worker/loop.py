@@ -15,6 +15,8 @@ import socket
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
 from ..stores.broker import Broker
+from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
+                             skew_warning)
 from ..errors import BrokerError, ConfigurationError
 from ..wire.message import Message, Outcome, to_ms
 from ..periodic import Schedule
@@ -101,6 +103,8 @@ class Worker:
         self.prefetch = prefetch
         self.name = name or f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
         self.processed = 0
+        #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
+        self.clock_skew_ms: Optional[int] = None
         self.failed = 0
         self.started_ms = app.clock.now_ms()
         # Whether this worker says it is alive: a process pool's supervisor speaks
@@ -156,16 +160,28 @@ class Worker:
         Raises:
             BrokerError: Redis could not be reached at start.
         """
+        how = "nothing left to do (burst)" if self.burst else "stop()"
+        try:
+            self._run()
+        except BaseException as exc:
+            how = f"by {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            log_stopped(self, self._stop.reason or how)
+
+    def _run(self) -> None:
         if self.pool == "process":
             pool = ProcessPool(self)
             self._on_shutdown = pool.stop
             pool.run()
+            self._stop.reason = self._stop.reason or pool.why
             return
         self.starting()
         self.listen_for_orders()
         self._stop.open_bell()
         restore = self._stop.install_signals()
-        self._start_heartbeat()
+        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
+                              self._stop.event, self._shutdown.stopping)
         self._cancel_watch.start()
         slots: Slots
         on_grace_over: Optional[Callable[[], None]] = None
@@ -196,6 +212,7 @@ class Worker:
     def starting(self) -> None:
         """Announce this worker, make its queues known app-wide, write its schedules."""
         log_banner(self)
+        check_redis(self)
         self.broker.queues.register_queues(self.queues)
         self._ticks.publish()
         self._broadcasts.subscribe()
@@ -267,7 +284,8 @@ class Worker:
         self._outcomes.batched = True
         self._stop.open_bell()
         restore = self._stop.install_signals()
-        self._start_heartbeat()
+        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
+                              self._stop.event, self._shutdown.stopping)
         self._cancel_watch.start()
         try:
             while not self._stop.is_set():
@@ -338,10 +356,6 @@ class Worker:
                 break
             self._source.wait()
 
-    def _start_heartbeat(self) -> None:
-        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
-                              self._stop.event, self._shutdown.stopping)
-
     # -- one task ------------------------------------------------------------
 
     def fetch(self) -> Optional[Job]:
@@ -390,6 +404,7 @@ class Worker:
                 "concurrency": self.concurrency, "started_ms": self.started_ms,
                 "processed": self.processed, "failed": self.failed, "running": running,
                 "beat_ms": now_ms,
+                **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
             }, now_ms, ttl_ms=period_ms * 4)
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
@@ -420,3 +435,23 @@ def log_banner(worker: Worker) -> None:
             logger.warning("the thread pool cannot stop a running function: the timeout of "
                            "%s is checked when the attempt returns (use --pool process to "
                            "kill attempts at their limit)", ", ".join(limited))
+
+
+def log_stopped(worker: Worker, how: str) -> None:
+    """The worker's last log line: that it stopped, and what stopped it."""
+    logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
+                "failed", worker.name, how, worker.processed, worker.failed)
+
+
+def check_redis(worker: Worker) -> None:
+    """Say at start-up what no error would: this worker's clock far from Redis's, or a
+    durability setting the primary's replicas cannot meet."""
+    client = worker.broker.client
+    worker.clock_skew_ms = clock_skew_ms(client)
+    durability = worker.broker.transport.durability
+    replicas = connected_replicas(client) if durability.mode is not None else None
+    for warning in (skew_warning(worker.clock_skew_ms, "this worker's"),
+                    replica_warning(durability.mode, durability.min_replicas, replicas,
+                                    durability.timeout)):
+        if warning is not None:
+            logger.warning("%s", warning)

@@ -15,7 +15,7 @@ from ..context import Report, TaskContext, running
 from ..errors import BrokerError
 from ..wire.message import Message, to_seconds
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
-                              Delta, bucket_of)
+                              UNKNOWN_TASK, Delta, bucket_of)
 from .host import Host
 from .progress import ProgressWriter
 
@@ -81,8 +81,11 @@ class Observer:
     def buried(self, message: Message, error: BaseException) -> None:
         """The task was dead-lettered with no attempt ended (it killed its workers, or
         no task has its name here): dead all the same, counted, ``task_dead`` heard."""
+        # the name of a task not registered here is the message's own text: one label
+        # for all of them, so that planted messages cannot add series without end
+        task = message.task if message.task in self._host.tasks else UNKNOWN_TASK
         with self._lock:
-            self._delta.counts[TASKS, message.queue, message.task, "dead"] += 1
+            self._delta.counts[TASKS, message.queue, task, "dead"] += 1
         if self._host.hooks:
             with running(message, self._host.max_deliveries) as context:
                 self._host.hooks.call("task_dead", context, error)

@@ -23,27 +23,79 @@ MAX_BACKOFF = 5.0
 UNCONFIRMED = object()
 
 
+class _Outage:
+    """Redis away, as this process sees it: the first step to lose it says so, and the
+    last to get it back; the worker's other threads (heartbeat, cancel watch, orders)
+    ride the same outage quietly, so one outage is one ERROR and one WARNING."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._waiting = 0       # steps riding it out now
+        self._since = 0.0
+
+    def lost(self, what: str, exc: BaseException) -> None:
+        with self._lock:
+            first = self._waiting == 0
+            self._waiting += 1
+            if first:
+                self._since = time.monotonic()
+        if first:
+            logger.error("lost Redis while trying to %s: %s; retrying with backoff", what, exc)
+        else:
+            logger.debug("lost Redis too while trying to %s: %s", what, exc)
+
+    def back(self, what: str, failures: int) -> None:
+        with self._lock:
+            self._waiting -= 1
+            last = self._waiting == 0
+            lasted = time.monotonic() - self._since
+        if last:
+            logger.warning("Redis is back after %.1f s (%s, after %d failed tries)", lasted,
+                           what, failures)
+        else:
+            logger.debug("Redis is back for %s after %d failed tries", what, failures)
+
+    def left(self) -> None:
+        """A step gave up waiting (its worker stops): it no longer rides the outage."""
+        with self._lock:
+            self._waiting -= 1
+
+
+_OUTAGE = _Outage()
+
+
 class Backoff:
     """Capped exponential backoff with full jitter; logs only when the state changes."""
 
     def __init__(self, what: str) -> None:
         self.what = what
         self.failures = 0
+        self._unreachable = False
 
     def failed(self, exc: BaseException) -> float:
         if self.failures == 0:
             if getattr(exc, "reason", "unreachable") == "unreachable":
-                logger.error("lost Redis while trying to %s: %s; retrying with backoff",
-                             self.what, exc)
+                self._unreachable = True
+                _OUTAGE.lost(self.what, exc)
             else:  # Redis answered, with a refusal: say what it is, not "lost Redis"
                 logger.error("Redis refused to %s: %s; retrying with backoff", self.what, exc)
         self.failures += 1
         return random.uniform(0, min(MAX_BACKOFF, 0.05 * 2 ** self.failures))
 
     def succeeded(self) -> None:
-        if self.failures:
+        if self._unreachable:
+            _OUTAGE.back(self.what, self.failures)
+        elif self.failures:
             logger.warning("Redis is back (%s) after %d failed tries", self.what, self.failures)
         self.failures = 0
+        self._unreachable = False
+
+    def gave_up(self) -> None:
+        """The step stops waiting without Redis coming back (its worker stops)."""
+        if self._unreachable:
+            _OUTAGE.left()
+        self.failures = 0
+        self._unreachable = False
 
 
 def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:
@@ -56,6 +108,7 @@ def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:
         except BrokerError as exc:
             pause = backoff.failed(exc)
             if stop.wait(pause):
+                backoff.gave_up()
                 return None
             continue
         backoff.succeeded()

@@ -145,6 +145,7 @@ class Recorder:
                         "record a cancellation")
         self._holdings.drop(job.task_id)
         if ended:
+            self.workflows.cancelled(message, outcome)  # only once its own outcome stands
             self._tell(job, outcome)
             logger.info("task %s %s cancelled while running, after %.3f s", message.id,
                         message.task, duration, extra=naming(message.id, message.task))

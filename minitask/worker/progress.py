@@ -20,7 +20,7 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ..context import Report
-from ..errors import BrokerError
+from ..errors import BrokerError, EncodeError
 from ..wire.message import Message, to_ms
 from ..wire.serializer import pack_progress
 from ..stores.progress import Entry
@@ -88,7 +88,7 @@ class ProgressWriter:
             with self._lock:
                 entry = self._pending.pop(key, None)
             if entry is not None:
-                self._write([entry])
+                self._write([entry])  # never raises: the outcome is written next
             ttl_ms = self._written.pop(key, None)
             if entry is None and ttl_ms is not None:
                 try:
@@ -117,8 +117,20 @@ class ProgressWriter:
             time.sleep(INTERVAL)  # the rest that bounds the write rate
 
     def _write(self, noted: List[Noted]) -> bool:
-        entries: List[Entry] = [(queue, task_id, pack_progress(current, total, note, at_ms), ttl)
-                                for queue, task_id, current, total, note, at_ms, ttl in noted]
+        """Write noted values; False when Redis failed (they are worth another try).
+
+        A value that cannot be packed is logged and dropped, never raised: it must
+        not change its task's outcome (``ended`` writes in the task's thread) nor
+        end the writer thread, which carries every later task's progress.
+        """
+        entries: List[Entry] = []
+        for queue, task_id, current, total, note, at_ms, ttl in noted:
+            try:
+                entries.append((queue, task_id, pack_progress(current, total, note, at_ms), ttl))
+            except EncodeError as exc:
+                logger.warning("task %s: its progress was not recorded: %s", task_id, exc)
+        if not entries:
+            return True
         try:
             self._host.broker.progress.write(entries)
         except BrokerError as exc:

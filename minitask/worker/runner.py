@@ -19,7 +19,7 @@ from ..wire.message import Message
 from ..tracing import attempt_span
 from .cancels import CancelBoard
 from .host import Host, HostedTask
-from .leases import Job, Leases
+from .leases import Job, Leases, fetched_from
 from .observe import Observer
 from .outcomes import Recorder
 
@@ -102,6 +102,7 @@ class Runner:
             if bury:
                 self._recorder.bury(job, None, exc, "the message cannot be decoded")
             return None
+        message = fetched_from(job.queue, message)
         task = self._host.tasks.get(message.task)
         if task is None:
             if bury:

@@ -17,7 +17,7 @@ from ..stores.results import Ack
 from ..broker.packing import ScriptCall
 from .expiry import end_expired
 from .host import Host
-from .leases import Holdings, Job, Leases, lease_of
+from .leases import Holdings, Job, Leases, fetched_from, lease_of
 from .outages import guarded
 from .outcomes import bury_poisoned
 from .stop import Stop
@@ -160,7 +160,7 @@ class QueueSource:
                              task_id, exc)
                 continue
             if message is not None and self.on_poisoned is not None:
-                self.on_poisoned(message, error)
+                self.on_poisoned(fetched_from(queue, message), error)
 
     def _blocking_wait(self, timeout: float, fetch_behind: bool = True) -> None:
         """Wait, and lease from the first queue as it ends (on the app's real clock:

@@ -20,7 +20,10 @@ import logging
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..errors import BrokerError
 from ..periodic import Schedule
+from ..printable import printable
+from ..stores.foreign import foreign, ignored
 from ..wire.serializer import encode_message
 from ..stores.queue import FetchResult
 from ..stores.schedules import Armed, Fired, Run
@@ -35,6 +38,9 @@ logger = logging.getLogger(__name__)
 #: How often a busy worker reads its queues' schedules again (ms), to hear of
 #: changes that idle workers hear of at once.
 REFRESH_MS = 5000
+#: How far a worker's clock may be behind another's (ms): a tick armed later than
+#: the schedule's next tick after now plus this was not armed by minitask.
+SKEW_MS = 3_600_000
 #: A wait that ends this much before it was planned to (seconds) was ended by a wake token.
 _EARLY = 0.002
 
@@ -57,6 +63,8 @@ class TickSource:
         self._refresh_at = 0     # ms: when a busy worker reads the schedules again
         self._check_at = 0       # ms: when next_job must look at the schedules
         self._queued = False     # the last look fired a run into a queue
+        #: entries whose armed tick is no tick minitask wrote: re-armed at the next look
+        self._rearm: List[Tuple[Tuple[str, str], Armed]] = []
 
     # -- writing the decorated schedules ---------------------------------------
 
@@ -69,7 +77,16 @@ class TickSource:
         store = self._host.broker.schedules
         now_ms = self._host.clock.now_ms()
         for schedule in self._decorated:
-            if store.save(schedule, schedule.next_after(now_ms)):
+            try:
+                written = store.save(schedule, schedule.next_after(now_ms))
+            except BrokerError as exc:
+                if not foreign(exc):
+                    raise
+                # data minitask did not write in the queue's schedules: the worker
+                # serves its queues all the same
+                logger.error("schedule %s not written: %s", schedule.name, printable(exc))
+                continue
+            if written:
                 logger.info("schedule %s (%s, %s) written", schedule.name, schedule.task,
                             schedule.spec)
         if self._decorated:
@@ -144,6 +161,8 @@ class TickSource:
         """
         if self._stale or (self._busy and now_ms >= self._refresh_at):
             self._read(now_ms)
+        if self._rearm:
+            self._repair(now_ms)
         elif now_ms >= self._refresh_at:
             self._refresh_at = now_ms + REFRESH_MS  # idle: nothing to hear of
         found = None
@@ -170,6 +189,7 @@ class TickSource:
 
     def _read(self, now_ms: int) -> None:
         found = self._host.broker.schedules.armed(self._queues.queues)
+        self._rearm = []
         self._entries = {(queue, entry.name): entry
                          for queue, entries in found.items() for entry in entries}
         for (queue, name), entry in self._entries.items():
@@ -177,9 +197,35 @@ class TickSource:
                 self._warned[name] = entry.record
                 logger.warning("schedule %r of queue %r cannot be read by this worker (written "
                                "by a newer minitask?); it is not fired from here", name, queue)
+            latest = None if entry.schedule is None else entry.schedule.next_after(
+                now_ms + SKEW_MS)
+            if entry.schedule is not None and entry.tick_ms is not None and \
+                    latest is not None and entry.tick_ms > latest:
+                # later than any tick minitask arms (1e13 on an every=60 schedule): it
+                # would silence the schedule for years
+                entry = Armed(entry.name, entry.record, entry.schedule, None,
+                              float(entry.tick_ms))
+                self._entries[(queue, name)] = entry
+            if entry.schedule is not None and entry.bad_tick is not None:
+                self._rearm.append(((queue, name), entry))
         self._stale = False
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
+
+    def _repair(self, now_ms: int) -> None:
+        """Re-arm the schedules whose armed tick is no tick minitask wrote (inf,
+        1e300, 1.5, years ahead) at their next tick from now, running nothing."""
+        store = self._host.broker.schedules
+        rearm, self._rearm = self._rearm, []
+        for key, entry in rearm:
+            schedule = entry.schedule
+            assert schedule is not None and entry.bad_tick is not None
+            following = schedule.next_after(now_ms)
+            fired = store.fire(entry, entry.bad_tick, following, None, now_ms)
+            ignored(self._host.broker.schedules.keys(key[0]).ticks,
+                    f"the tick {entry.bad_tick!r} of schedule {entry.name!r} is no time "
+                    f"minitask arms; re-armed at {_stamp(following)}")
+            self._outcome(key, entry, 0, None, fired)
 
     def _fire(self, due: List[Tuple[Tuple[str, str], Armed, int]], now_ms: int,
               fetching: bool) -> Optional[FetchResult]:
@@ -226,6 +272,11 @@ class TickSource:
         """Keep what a fire did: the new armed tick, or a read of the schedules."""
         if fired.status == "changed":
             self._stale = True
+            self._entries.pop(key, None)
+            return
+        if fired.status == "foreign":
+            # nothing was changed; fired again after the next read, if fixed
+            ignored(self._host.broker.schedules.keys(key[0]).schedules, fired.problem)
             self._entries.pop(key, None)
             return
         self._entries[key] = Armed(entry.name, entry.record, entry.schedule, fired.armed_ms)

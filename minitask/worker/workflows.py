@@ -9,9 +9,11 @@ after the ack would lose the rest of the workflow for good.
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from ..errors import DecodeError, EncodeError, MessageTooLarge
+from ..errors import BrokerError, DecodeError, EncodeError, MessageTooLarge
+from ..printable import printable
+from ..stores.foreign import foreign
 from ..wire.message import Message, Outcome
 from ..stores.workflows import Failure, frame_of
 from .host import Host
@@ -44,7 +46,7 @@ class WorkflowSteps:
         store = self._host.broker.workflows
         clock = self._host.clock
         try:
-            persist(lambda: store.advance(frame, value, clock.now_ms()),
+            persist(lambda: _unless_foreign(lambda: store.advance(frame, value, clock.now_ms())),
                     f"carry on the workflow of task {message.id}")
         except (EncodeError, MessageTooLarge, DecodeError) as exc:
             return exc
@@ -66,7 +68,41 @@ class WorkflowSteps:
         store = self._host.broker.workflows
         clock = self._host.clock
         try:
-            persist(lambda: store.fail(frame, failure, clock.now_ms()),
+            persist(lambda: _unless_foreign(lambda: store.fail(frame, failure, clock.now_ms())),
                     f"fail the workflow of task {message.id}")
         except DecodeError as exc:
             logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
+
+    def cancelled(self, message: Message, outcome: Outcome) -> None:
+        """Cancel what would have followed a task stopped while running, and fail its
+        group, saying the task was cancelled; through Redis outages."""
+        if message.workflow is None:
+            return
+        try:
+            frame = frame_of(message)
+        except DecodeError as exc:
+            logger.error("task %s: its workflow cannot be carried on: %s", message.id, exc)
+            return
+        assert frame is not None
+        failure = Failure(message.id, message.task, "Cancelled", outcome.message, "")
+        store = self._host.broker.workflows
+        clock = self._host.clock
+        try:
+            persist(lambda: _unless_foreign(lambda: store.stopped(frame, failure,
+                                                                  clock.now_ms())),
+                    f"cancel the workflow of task {message.id}")
+        except DecodeError as exc:
+            logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
+
+
+def _unless_foreign(step: Callable[[], Any]) -> Any:
+    """Run a workflow step; Redis refusing data minitask did not write (a group or a
+    marker of another type) is a DecodeError: waiting cannot end it, so the task is
+    dead-lettered, naming the key, instead of holding its worker's slot for ever."""
+    try:
+        return step()
+    except BrokerError as exc:
+        if not foreign(exc):
+            raise
+        raise DecodeError(f"workflow state in Redis that minitask did not write: "
+                          f"{printable(exc)}") from exc

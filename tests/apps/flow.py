@@ -1,4 +1,4 @@
-"""An app for flow control tests (SPEC 11); the broker comes from MINITASK_BROKER_URL.
+"""An app for flow control tests (guide/flow-control); the broker comes from MINITASK_BROKER_URL.
 
 Tasks record when they start and end (``time.time()``, taken as their first and
 last line) in Redis lists under ``flow:``, so tests can check limits from the

@@ -7,8 +7,10 @@ from typing import Callable, Iterator
 import pytest
 import redis
 
-from tests.conftest import Processes, RedisServer, did_fail
-from tests.crash.support import Kit
+from tests.support.crash_kit import Kit
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
 
 
 @pytest.fixture

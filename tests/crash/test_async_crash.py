@@ -9,7 +9,9 @@ import pytest
 import redis
 
 from minitask import Minitask, TaskFailed
-from tests.conftest import Processes, RedisServer, wait_until
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -89,7 +91,8 @@ def test_cancel_running_stops_the_attempt_within_a_second(
         handle.get(timeout=5)
     stopped_after = time.monotonic() - asked
     assert failed.value.exc_type == "Cancelled"
-    assert stopped_after < 1.0, f"stopped after {stopped_after:.2f} s"  # SPEC 12's bound
+    # within the bound guide/asyncio states
+    assert stopped_after < 1.0, f"stopped after {stopped_after:.2f} s"
     assert handle.status() == "cancelled"
     assert client.llen("marks:done:long") == 0
     # the worker goes on (the process pool with a new child)

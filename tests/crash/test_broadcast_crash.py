@@ -1,4 +1,4 @@
-"""Broadcast calls with real worker processes on a real redis-server (SPEC section 10).
+"""Broadcast calls with real worker processes on a real redis-server (guide/broadcast).
 
 Each worker runs ``tests.apps.broadcast`` as the subscriber its ``--name`` says;
 its tasks leave markers ``marks:<kind>:<subscriber>`` (``n:pid:attempt:delivery``)
@@ -17,8 +17,10 @@ import pytest
 from minitask import BroadcastHandle, ResultTimeout
 from minitask.broker.keys import QueueKeys, lane
 from tests.apps.broadcast import QUEUE, producer
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
-from tests.crash.support import kill_group, send
+from tests.support.processes import Processes, kill_group, send
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -15,8 +15,9 @@ import pytest
 
 from minitask import chord, group
 from tests.apps.canvas import producer
-from tests.conftest import Processes, RedisServer, wait_until
-from tests.crash.support import kill_group
+from tests.support.processes import Processes, kill_group
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -11,8 +11,10 @@ from typing import Dict, List, Tuple
 import pytest
 
 from minitask import TaskFailed
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, QUEUE, VISIBILITY, Kit, Mark, kill_group
+from tests.support.crash_kit import DEADLINE, QUEUE, VISIBILITY, Kit
+from tests.support.marks import Mark
+from tests.support.processes import kill_group
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

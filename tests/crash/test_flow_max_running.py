@@ -1,4 +1,4 @@
-"""max_running across worker processes killed with SIGKILL (SPEC 11).
+"""max_running across worker processes killed with SIGKILL.
 
 Four real workers run ``tests.apps.flow.held`` (``max_running=2``); workers that
 hold one are killed mid-task and replaced. From the start and end timestamps the
@@ -18,7 +18,10 @@ import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, QueueKeys
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

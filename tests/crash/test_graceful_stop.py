@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.crash.support import (DEADLINE, QUEUE, VISIBILITY, Kit, descendants, exit_code,
-                                 send)
+from tests.support.crash_kit import DEADLINE, QUEUE, VISIBILITY, Kit
+from tests.support.processes import exit_code, send
+from tests.support.procfs import descendants
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -6,8 +6,8 @@ from typing import Dict
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, Kit
+from tests.support.crash_kit import DEADLINE, Kit
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -10,8 +10,9 @@ from typing import List
 import pytest
 
 from minitask.cli import main
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, Kit, exit_code, send
+from tests.support.crash_kit import DEADLINE, Kit
+from tests.support.processes import exit_code, send
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -64,7 +65,7 @@ def test_shutdown_stops_a_busy_worker_as_sigterm_does(
     kit.wait_for_marks("started", "busy")
 
     monkeypatch.setenv("MINITASK_BROKER_URL", kit.server.url)
-    assert main(["shutdown", "-A", "tests.apps.basic", "--all"]) == 0
+    assert main(["shutdown", "-A", "tests.apps.basic", "--all", "--yes"]) == 0
     assert "asked worker" in capsys.readouterr().out
     # acted on while the task still runs: the idle slot stops waiting for tasks (and the
     # listener has taken its order), so a task sent now is left for another worker

@@ -26,8 +26,12 @@ import tests.apps.periodic as periodic_app
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.periodic import GRACE_MS
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
-from tests.crash.support import DEADLINE, descendants, exit_code, kill_group
+from tests.support.crash_kit import DEADLINE
+from tests.support.processes import Processes, exit_code, kill_group
+from tests.support.procfs import descendants
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -8,8 +8,9 @@ import signal
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, Kit, descendants, pid_running
+from tests.support.crash_kit import DEADLINE, Kit
+from tests.support.procfs import descendants, pid_running
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -10,9 +10,11 @@ from typing import Callable
 import pytest
 
 from minitask import BrokerError
-from tests.conftest import RedisServer, wait_until
-from tests.crash.support import (DEADLINE, QUEUE, ClientTasks, Kit, client_tasks, cpu_seconds,
-                                 descendants, elapsed_since, exit_code, send)
+from tests.support.crash_kit import DEADLINE, QUEUE, ClientTasks, Kit, client_tasks
+from tests.support.processes import exit_code, send
+from tests.support.procfs import cpu_seconds, descendants
+from tests.support.servers import RedisServer
+from tests.support.waiting import elapsed_since, wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -5,7 +5,8 @@ import signal
 
 import pytest
 
-from tests.crash.support import DEADLINE, Kit, exit_code, send
+from tests.support.crash_kit import DEADLINE, Kit
+from tests.support.processes import exit_code, send
 
 pytestmark = pytest.mark.crash
 

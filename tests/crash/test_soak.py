@@ -7,8 +7,9 @@ from typing import List
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, QUEUE, Kit, kill_group
+from tests.support.crash_kit import DEADLINE, QUEUE, Kit
+from tests.support.processes import kill_group
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

@@ -7,8 +7,10 @@ import signal
 import pytest
 
 from minitask import TaskFailed
-from tests.conftest import wait_until
-from tests.crash.support import DEADLINE, QUEUE, Kit, pid_running, send
+from tests.support.crash_kit import DEADLINE, QUEUE, Kit
+from tests.support.processes import send
+from tests.support.procfs import pid_running
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 

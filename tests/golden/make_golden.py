@@ -32,8 +32,8 @@ from minitask import chain, chord, group
 from minitask.wire.message import Message
 from minitask.wire.serializer import encode_message
 from tests.apps.golden import ECHOED, golden_app
-from tests.conftest import ManualClock
 from tests.golden.layout import dump
+from tests.support.clock import ManualClock
 
 HERE = Path(__file__).resolve().parent
 #: the manual clock's start: the test restores layouts at the same instant

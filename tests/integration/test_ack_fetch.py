@@ -15,7 +15,8 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
 from minitask.stores.queue import FetchTerms
-from tests.conftest import ManualClock, record_script_calls, script_names
+from tests.support.clock import ManualClock
+from tests.support.scripts import record_script_calls, script_names
 
 TERMS = FetchTerms(lease_ms=30_000, count=1, max_deliveries=5)
 

@@ -4,27 +4,16 @@ call each leave the next adelay() working, and a task sent so is the one delay()
 from __future__ import annotations
 
 import asyncio
-from typing import Iterator
 
 import pytest
 
 from minitask import BrokerError, Minitask
 from minitask.wire.serializer import decode_message
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app("aiopacked", on="server")]
 
 DEADLINE = 60.0
-
-
-@pytest.fixture
-def app(redis_server: RedisServer) -> Iterator[Minitask]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    made = Minitask("aiopacked", broker=redis_server.url)
-    yield made
-    made.close()
 
 
 def test_adelay_stores_the_message_delay_stores(app: Minitask) -> None:

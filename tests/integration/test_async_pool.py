@@ -6,27 +6,18 @@ import asyncio
 import gc
 import threading
 import time
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 import redis
 
 from minitask import Minitask, TaskFailed, current_task
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app("aiotest", on="server")]
 
 DEADLINE = 60.0
-
-
-@pytest.fixture
-def app(redis_server: RedisServer) -> Iterator[Minitask]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    made = Minitask("aiotest", broker=redis_server.url)
-    yield made
-    made.close()
 
 
 def _run(worker: Any) -> threading.Thread:
@@ -104,7 +95,7 @@ def test_thread_pool_task_hears_cancel_running_through_redis(app: Minitask) -> N
     with pytest.raises(TaskFailed) as failed:
         handle.get(timeout=5)
     assert failed.value.exc_type == "Cancelled"
-    assert time.monotonic() - asked < 1.0  # SPEC 12: within one second
+    assert time.monotonic() - asked < 1.0  # within one second, as guide/asyncio states
     worker.stop()
     thread.join(timeout=DEADLINE)
 

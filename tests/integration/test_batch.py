@@ -14,7 +14,7 @@ import pytest
 from minitask import (ArgumentError, BatchNotSent, BrokerError, ConfigurationError, Minitask,
                       chain)
 from minitask.broker.keys import QueueKeys
-from tests.conftest import drain
+from tests.support.draining import drain
 
 
 class Boom(Exception):

@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 
 from examples.logfanout.tasks import app
-from tests.conftest import ROOT, Processes, RedisServer, wait_until
+from tests.support.paths import ROOT
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

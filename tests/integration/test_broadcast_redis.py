@@ -18,7 +18,7 @@ from minitask import Minitask, TaskFailed
 from minitask.cli.main import main
 from minitask.broker.keys import QueueKeys, lane
 from tests.apps.broadcast import QUEUE, producer
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

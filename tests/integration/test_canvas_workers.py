@@ -9,7 +9,10 @@ import redis
 
 from minitask import GroupHandle, Minitask, TaskFailed, chain, chord, group
 from tests.apps.canvas import producer
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,8 +17,10 @@ from minitask import AppNotFound, Minitask
 from minitask.cli import main
 from minitask.discovery import load_app
 from minitask.broker.keys import AppKeys
-from tests.conftest import Processes, RedisServer, wait_until
-from tests.crash.support import parse_mark
+from tests.support.marks import parse_mark
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

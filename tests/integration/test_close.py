@@ -7,7 +7,8 @@ from typing import Any, List
 import pytest
 
 from minitask import Minitask
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

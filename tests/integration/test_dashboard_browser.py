@@ -19,7 +19,9 @@ import redis
 
 from minitask import Minitask
 from minitask.dashboard.server import make
-from tests.conftest import ROOT, RedisServer, wait_until
+from tests.support.paths import ROOT
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -24,7 +24,8 @@ from minitask import BatchNotSent, ConfigurationError, DurabilityError, Minitask
 from minitask.broker.durability import CONFIRMED_SCRIPTS
 from minitask.broker.keys import queue_keys
 from minitask.stores.scripts import source
-from tests.conftest import RedisServer, free_port, wait_until
+from tests.support.servers import RedisServer, free_port
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -1,7 +1,7 @@
 """enqueue_now.lua, the one script call of a plain ``delay()``: it is the only call
 made when it can serve one, and where it cannot (a delayed task due, an id pending
 already) the queue ends as enqueue.lua alone leaves it. Keys of another type are
-proven in test_hardening_redis.py, through the same ``delay()``.
+proven in test_scripts_survive_foreign_data.py, through the same ``delay()``.
 
 Runs on fakeredis and on the suite's own redis-server (``redis_client``).
 """
@@ -17,7 +17,9 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.wire.serializer import decode_message
 
-from tests.conftest import ManualClock, RedisServer, record_script_calls
+from tests.support.clock import ManualClock
+from tests.support.scripts import record_script_calls
+from tests.support.servers import RedisServer
 
 DEADLINE = 60.0
 

@@ -11,7 +11,10 @@ from typing import Dict, List
 import pytest
 
 from minitask import Minitask
-from tests.conftest import ROOT, Processes, RedisServer, wait_until
+from tests.support.paths import ROOT
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

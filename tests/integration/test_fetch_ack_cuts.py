@@ -22,7 +22,7 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
 from minitask.stores.queue import Delivery, FetchResult, FetchTerms
-from tests.conftest import ManualClock
+from tests.support.clock import ManualClock
 
 
 def fetch(app: Minitask, clock: ManualClock, count: int = 1,

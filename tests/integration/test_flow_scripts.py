@@ -1,4 +1,4 @@
-"""Flow control in the scripts (SPEC 11), driven with a manual clock.
+"""Flow control in the scripts (guide/flow-control), driven with a manual clock.
 
 Every test runs on fakeredis and on the suite's own redis-server (``redis_client``):
 rate limits and max_running held at fetch, parked tasks never blocking others,
@@ -17,7 +17,8 @@ from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
 from minitask.stores.queue import FetchResult
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 
 def fetch(app: Minitask, clock: ManualClock, count: int = 1,

@@ -1,4 +1,5 @@
-"""Flow control end to end (SPEC 11): the suite's real redis-server, real worker processes.
+"""Flow control end to end (guide/flow-control): the suite's real redis-server, real
+worker processes.
 
 Tasks of ``tests.apps.flow`` record ``time.time()`` as their first line; every
 limit is checked on those start timestamps, in sliding windows.
@@ -16,7 +17,10 @@ import redis
 from minitask import Minitask, Task, TaskFailed
 from minitask.broker.keys import AppKeys, QueueKeys
 from tests.apps import flow
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ import pytest
 import redis
 
 from minitask.broker.transport import Transport
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

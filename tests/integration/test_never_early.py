@@ -18,7 +18,8 @@ import pytest
 
 from minitask import Minitask
 from minitask.wire.message import SystemClock, due_after_ms
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,8 @@ import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
-from tests.conftest import Processes, RedisServer
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

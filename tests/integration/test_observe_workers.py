@@ -21,7 +21,10 @@ import tests.apps.observe as observe
 from minitask import Minitask, Task, current_task
 from minitask.admin import live_workers
 from minitask.dashboard.server import make
-from tests.conftest import Processes, RedisServer, did_fail, wait_until
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,9 @@ import tests.apps.basic as basic
 from minitask import Minitask
 from minitask.cli import main
 from minitask.broker.keys import QueueKeys
-from tests.conftest import ROOT, RedisServer, drain
+from tests.support.draining import drain
+from tests.support.paths import ROOT
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -169,7 +171,7 @@ def test_dead_list_show_requeue_and_purge(url: str, capsys: pytest.CaptureFixtur
         "purged": 1, "not_found": []}
     code, out, err = cli(capsys, "dead", "-A", APP, "purge")
     assert code == 2 and "task ids, or --all" in err
-    purged = cli_json(capsys, "dead", "-A", APP, "purge", "--all")
+    purged = cli_json(capsys, "dead", "-A", APP, "purge", "--all", "--yes")
     assert purged == {"purged": 1, "not_found": []}
     assert cli_json(capsys, "dead", "-A", APP, "list") == []
 
@@ -178,7 +180,7 @@ def test_dead_requeue_all_puts_every_dead_letter_back(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:
     handles = [basic.fail.delay(str(n)) for n in range(3)]
     run_all()
-    requeued = cli_json(capsys, "dead", "-A", APP, "requeue", "--all")
+    requeued = cli_json(capsys, "dead", "-A", APP, "requeue", "--all", "--yes")
     assert requeued == {"requeued": 3, "not_found": []}
     assert [h.status() for h in handles] == ["queued"] * 3
 
@@ -221,7 +223,7 @@ def test_shutdown_of_a_worker_that_is_not_live_sends_nothing(
         url: str, capsys: pytest.CaptureFixture[str], redis_server: RedisServer) -> None:
     code, _, err = cli(capsys, "shutdown", "-A", APP, "ghost.1.abc")
     assert code == 1 and "no live worker of app 'basic' is named 'ghost.1.abc'" in err
-    code, out, _ = cli(capsys, "shutdown", "-A", APP, "--all")
+    code, out, _ = cli(capsys, "shutdown", "-A", APP, "--all", "--yes")
     assert code == 0 and "no live worker" in out
     client = redis_server.client()
     try:
@@ -279,3 +281,38 @@ def test_worker_logs_name_the_task_a_record_comes_from(
     else:
         assert f"[tests.apps.basic.chatty {handle.id}] chatty says hi" in said[0]
     assert handle.get(timeout=5) == "hi"
+
+
+def test_acting_on_everything_needs_yes_and_does_nothing_without_it(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    handles = [basic.fail.delay(str(n)) for n in range(2)]
+    run_all()
+    for action in ("requeue", "purge"):
+        code, _, err = cli(capsys, "dead", "-A", APP, action, "--all")
+        assert code == 2 and f"{action}s all 2 dead letter(s) of every queue" in err
+        assert "add --yes" in err
+        assert [h.status() for h in handles] == ["failed", "failed"]
+    code, _, err = cli(capsys, "shutdown", "-A", APP, "--all")
+    assert code == 2 and "stops all 0 live worker(s)" in err and "add --yes" in err
+
+
+def test_purge_of_a_queue_the_app_does_not_have_names_its_queues_and_exits_1(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    handle = basic.add.delay(1, 2)
+    code, out, err = cli(capsys, "purge", "-A", APP, "nosuchqueue", "--yes")
+    assert code == 1 and "app 'basic' has no queue 'nosuchqueue'; its queues: " in err
+    assert "default" in err and "deleted" not in out
+    assert handle.status() == "queued"
+
+
+def test_status_names_a_worker_whose_clock_is_far_from_redis(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    worker = basic.app.worker()
+    worker.clock_skew_ms = -7_200_000  # as it measured at its start-up
+    worker.beat()
+    try:
+        code, out, _ = cli(capsys, "status", "-A", APP)
+    finally:
+        worker.forget()
+    assert code == 0
+    assert f"warning: worker {worker.name}'s clock is 7200.0 s behind Redis's" in out

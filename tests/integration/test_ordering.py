@@ -12,7 +12,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
-from tests.conftest import drain
+from tests.support.draining import drain
 
 
 def test_tasks_run_by_priority_nine_first_and_fifo_within_a_priority(

@@ -2,29 +2,24 @@
 from __future__ import annotations
 
 import json
-from typing import Iterator
 
 import pytest
-import redis
 
 from minitask import Minitask
 from minitask.cli import main
 from tests.apps.periodic import beat
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app("periodic", on="server")]
 
 
-@pytest.fixture
-def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
-        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
+@pytest.fixture(autouse=True)
+def beat_for_the_cli(app: Minitask, redis_server: RedisServer,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI finds the test's app (``-A tests.apps.periodic``) on the suite's server,
+    with the task its schedules name."""
     monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = Minitask("periodic", broker=redis_server.url)
-    made.task(name="beat")(beat)
-    try:
-        yield made
-    finally:
-        made.close()
+    app.task(name="beat")(beat)
 
 
 def test_schedules_lists_name_task_spec_tz_next_and_last_as_json(

@@ -8,7 +8,7 @@ import pytest
 
 from minitask import ConfigurationError, Minitask
 from minitask.broker.keys import QueueKeys
-from tests.conftest import drain
+from tests.support.draining import drain
 
 
 def test_worker_leases_up_to_prefetch_tasks_and_runs_them_in_order(

@@ -16,7 +16,8 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import ROOT, RedisServer
+from tests.support.paths import ROOT
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -116,3 +117,16 @@ def test_setup_cfg_registers_the_plugin_and_the_testing_extra() -> None:
     entry_points = config["options.entry_points"]["pytest11"].split()
     assert entry_points == ["minitask", "=", "minitask.pytest_plugin"]
     assert "fakeredis[lua]" in config["options.extras_require"]["testing"]
+
+
+def test_the_orders_example_runs_as_the_docs_say_from_the_repository(
+        redis_server: RedisServer) -> None:
+    """``pytest examples/orders/test_orders.py`` from the root, with no -o: the example
+    folder's own pytest.ini names the app, as a project's would."""
+    load = [] if plugin_is_installed() else ["-p", "minitask.pytest_plugin"]
+    env = {**os.environ, "MINITASK_BROKER_URL": f"redis://127.0.0.1:{redis_server.port}/7"}
+    done = subprocess.run([sys.executable, "-m", "pytest", *load, "-p", "no:cacheprovider",
+                           "-q", "examples/orders/test_orders.py"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 passed" in done.stdout

@@ -8,7 +8,7 @@ from typing import Callable
 import pytest
 
 from minitask import Minitask, ResultTimeout
-from tests.conftest import drain
+from tests.support.draining import drain
 
 
 def beat(app: Minitask, name: str, queues: str) -> None:

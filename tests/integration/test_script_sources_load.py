@@ -8,7 +8,7 @@ import importlib.resources
 import pytest
 
 from minitask.stores.scripts import source
-from tests.conftest import RedisServer
+from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 

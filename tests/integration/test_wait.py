@@ -10,17 +10,18 @@ import logging
 import socket
 import threading
 import time
-from typing import Any, Iterator, List, Optional
+from typing import Any, List, Optional
 
 import pytest
 
-from minitask import Minitask
+from minitask import Minitask, Task
 from minitask.stores.queue import FetchResult, FetchTerms
 from minitask.broker.waits import MAX_BLOCK_SECONDS
 from minitask.worker import Worker
-from tests.conftest import RedisServer, wait_until
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app("waiting", on="server")]
 
 TERMS = FetchTerms(lease_ms=60_000, count=1, max_deliveries=5)
 #: A script that keeps Redis busy for a second.
@@ -35,18 +36,14 @@ end
 PROMPT = MAX_BLOCK_SECONDS - 1.5
 
 
-@pytest.fixture
-def app(redis_server: RedisServer, admin: Any) -> Iterator[Minitask]:
-    app = Minitask("waiting", broker=redis_server.url)
-
+@pytest.fixture(autouse=True)
+def job(app: Minitask) -> Task[[int], int]:
+    """The task the waits below fetch, registered on the test's app as "job"."""
     @app.task(name="job")
     def job(n: int) -> int:
         return n
 
-    try:
-        yield app
-    finally:
-        app.close()
+    return job
 
 
 def server_ms(admin: Any) -> int:

@@ -6,9 +6,11 @@ from typing import Any, Callable, Iterator, List, Optional
 
 import pytest
 
-from tests.conftest import Processes, RedisServer, did_fail
-from tests.scale.servers import Cluster
-from tests.scale.support import ScaleKit, unique_app
+from tests.support.processes import Processes
+from tests.support.reports import did_fail
+from tests.support.scale_kit import ScaleKit, unique_app
+from tests.support.servers import RedisServer
+from tests.support.topologies import Cluster
 
 
 @pytest.fixture(scope="module")

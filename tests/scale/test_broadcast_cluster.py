@@ -1,4 +1,4 @@
-"""Broadcast tasks on a real three-primary Redis Cluster (SPEC 10): every script of
+"""Broadcast tasks on a real three-primary Redis Cluster (guide/broadcast): every script of
 a queue's broadcasts (send, pull into a lane, the lane's fetch and ack) stays in
 the slot of the queue's hash tag, on queues of three shards."""
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from minitask.broker.keys import QueueKeys, lane
 from minitask.worker import Worker
-from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, slot_of
 
 pytestmark = pytest.mark.scale
 

@@ -14,10 +14,10 @@ import pytest
 
 from minitask import chain, chord, group
 from tests.apps.canvas import producer
-from tests.conftest import wait_until
-from tests.crash.support import kill_group
-from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.processes import kill_group
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

@@ -14,10 +14,12 @@ from typing import Any, Callable, Dict, List, Tuple
 import pytest
 
 from minitask import Retry, TaskFailed, current_task
-from tests.conftest import wait_until
-from tests.crash.support import kill_group, pid_running
-from tests.scale.servers import Cluster, SentinelGroup, slot_of
-from tests.scale.support import DEADLINE, ScaleKit, documented_acl
+from tests.support.acl import documented_acl
+from tests.support.processes import kill_group
+from tests.support.procfs import pid_running
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, SentinelGroup, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

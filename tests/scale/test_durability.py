@@ -1,4 +1,4 @@
-"""Durability across a failover: no enqueue that returned is lost (SPEC section 15).
+"""Durability across a failover: no enqueue that returned is lost (guide/durability).
 
 A producer enqueues tasks one by one, each retried with its own id until a
 ``delay()`` returns, while a worker runs them. In the middle the replication
@@ -25,9 +25,10 @@ import redis.asyncio
 
 from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
-from tests.conftest import RedisServer, wait_until
-from tests.scale.servers import Cluster, SentinelGroup, slot_of
-from tests.scale.support import ScaleKit
+from tests.support.scale_kit import ScaleKit
+from tests.support.servers import RedisServer
+from tests.support.topologies import Cluster, SentinelGroup, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

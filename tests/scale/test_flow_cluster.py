@@ -1,4 +1,4 @@
-"""Flow control on a real three-primary Redis Cluster (SPEC 11): limits, parking,
+"""Flow control on a real three-primary Redis Cluster (guide/flow-control): limits, parking,
 debounce and expiry on queues of three shards, every key under its queue's tag."""
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from minitask import TaskFailed
 from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
-from tests.conftest import wait_until
-from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

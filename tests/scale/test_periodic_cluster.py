@@ -9,9 +9,9 @@ import pytest
 
 from minitask import current_task
 from minitask.broker.keys import queue_keys
-from tests.conftest import wait_until
-from tests.scale.servers import Cluster, slot_of
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import Cluster, slot_of
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

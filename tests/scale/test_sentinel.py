@@ -16,9 +16,9 @@ from typing import Callable, Iterator
 
 import pytest
 
-from tests.conftest import wait_until
-from tests.scale.servers import TOPOLOGY_DEADLINE, SentinelGroup
-from tests.scale.support import DEADLINE, ScaleKit
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.topologies import TOPOLOGY_DEADLINE, SentinelGroup
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

@@ -17,9 +17,11 @@ import pytest
 from redis.exceptions import NoPermissionError
 
 from minitask import BrokerError, Minitask, Retry, TaskFailed, current_task
-from tests.conftest import RedisServer, wait_until
-from tests.scale.servers import Certificates, make_certificates, tls_server
-from tests.scale.support import DEADLINE, ScaleKit, documented_acl
+from tests.support.acl import documented_acl
+from tests.support.scale_kit import DEADLINE, ScaleKit
+from tests.support.servers import RedisServer
+from tests.support.topologies import Certificates, make_certificates, tls_server
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.scale
 

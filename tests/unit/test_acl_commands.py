@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Set
 
 import minitask
-from tests.scale.support import documented_commands
+from tests.support.acl import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
-MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py",
+MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py", "broker/health.py",
            "broker/cluster.py", "stores/aio.py", "handle.py", "app.py",
            "sending.py", "worker/pools/*.py",
            "worker/*.py", "cli/*.py", "stores/*.py")

@@ -10,7 +10,7 @@ import pytest
 from minitask import AsyncTask, ConfigurationError, Minitask, TaskFailed, current_task
 from minitask.stores.aio import async_client_for
 from minitask.broker.keys import QueueKeys
-from tests.conftest import drain
+from tests.support.draining import drain
 
 
 def test_async_def_task_is_an_async_task_run_by_the_thread_pool(

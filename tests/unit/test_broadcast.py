@@ -1,4 +1,4 @@
-"""Broadcast tasks (SPEC section 10) driven in-process, on fakeredis and on the real server.
+"""Broadcast tasks (guide/broadcast) driven in-process, on fakeredis and on the real server.
 
 Workers of several subscriber names run in this thread one task at a time
 (``drain``); time moves with the manual clock. What real processes and
@@ -19,7 +19,8 @@ from minitask import (BroadcastHandle, ConfigurationError, Minitask, ResultTimeo
 from minitask.broker.keys import QueueKeys, lane
 from minitask.testing import SUBSCRIBER, drain as drain_app, isolated
 from minitask.worker import Worker
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 QUEUE = "config"
 

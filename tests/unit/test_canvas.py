@@ -1,4 +1,4 @@
-"""Workflows (SPEC section 9) driven in-process, on fakeredis and on the real server.
+"""Workflows (guide/workflows) driven in-process, on fakeredis and on the real server.
 
 Workers run one task at a time in this thread (``drain``); time moves with the
 manual clock. Crashes are simulated where they hurt: a worker that dies after a
@@ -17,7 +17,8 @@ from minitask import (ArgumentError, ConfigurationError, EncodeError, GroupHandl
                       chain, chord, group)
 from minitask.wire.serializer import decode_message, encode_message
 from minitask.stores.results import ResultStore
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 
 class Tasks:

@@ -10,7 +10,7 @@ import pytest
 
 from minitask.cli import main
 from minitask.cli.main import _parser, _with_words
-from tests.conftest import ROOT
+from tests.support.paths import ROOT
 
 
 def parse(argv: List[str]) -> argparse.Namespace:

@@ -15,7 +15,7 @@ from minitask import Minitask
 from minitask.dashboard import sections
 from minitask.dashboard.sections import Section, register_section
 from minitask.dashboard.web import Dashboard
-from tests.conftest import drain
+from tests.support.draining import drain
 
 SCRIPT = "<script>alert(1)</script>"
 

@@ -1,5 +1,5 @@
-"""Durability settings, the commands behind a confirmed batch, and the errors (SPEC
-section 15). The waits themselves run against real replicas in
+"""Durability settings, the commands behind a confirmed batch, and the errors
+(guide/durability). The waits themselves run against real replicas in
 tests/integration/test_durability_waits.py and tests/scale/test_durability.py."""
 from __future__ import annotations
 

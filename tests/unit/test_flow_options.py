@@ -1,4 +1,4 @@
-"""Flow control options (SPEC 11): checked at decoration or call time, nothing written
+"""Flow control options (guide/flow-control): checked at decoration or call time, nothing written
 on bad input; the async twins take the same options; ``minitask tasks`` shows them."""
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from minitask import ConfigurationError, Minitask, TaskFailed
 from minitask.cli.main import main
 from minitask.broker.keys import QueueKeys
 from minitask.limits import TaskLimits, pack, task_limits
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 
 @pytest.mark.parametrize("rate, count, window_ms", [

@@ -23,8 +23,8 @@ from minitask.periodic import from_record
 from minitask.wire.serializer import decode_message, decode_outcome
 from minitask.stores.workflows import frame_of
 from tests.apps.golden import ECHOED, golden_app
-from tests.conftest import ManualClock
 from tests.golden.layout import load
+from tests.support.clock import ManualClock
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 VERSIONS = sorted(path.name for path in GOLDEN.iterdir() if (path / "manifest.json").exists())

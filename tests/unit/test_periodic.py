@@ -41,10 +41,8 @@ def ticks(schedule: Schedule, start: int, count: int) -> List[int]:
     return found
 
 
-@pytest.fixture
-def app() -> Minitask:
-    # a port nothing listens on: decorating must not touch Redis
-    return Minitask("periodic-unit", broker="redis://127.0.0.1:1/0")
+# a port nothing listens on: decorating must not touch Redis
+pytestmark = pytest.mark.app("periodic-unit", on="offline")
 
 
 def cron(expression: str, tz: str = "UTC", **options: Any) -> Schedule:

@@ -16,7 +16,8 @@ import redis
 from minitask import ConfigurationError, Minitask, Worker, current_task
 from minitask.broker.keys import queue_keys
 from minitask.stores.schedules import Armed
-from tests.conftest import ManualClock, drain
+from tests.support.clock import ManualClock
+from tests.support.draining import drain
 
 #: The manual clock starts here (ms): a multiple of every period used below.
 START = 1_800_000_000_000

@@ -36,9 +36,7 @@ def snapshot(client: Any) -> Dict[Any, Tuple[Any, Any]]:
     return state
 
 
-@pytest.fixture
-def app(fake_redis: Any, clock: Any) -> Minitask:
-    return Minitask("shop", broker=fake_redis, clock=clock)
+pytestmark = pytest.mark.app("shop")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import redis
 
 from minitask import ConfigurationError, Minitask, Retry, TaskFailed, current_task
 from minitask.testing import TestClock, drain, isolated
-from tests.conftest import ManualClock
+from tests.support.clock import ManualClock
 
 
 def make_app(broker: Any) -> Minitask:

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from minitask import Minitask
-from tests.conftest import drain
+from tests.support.draining import drain
 
 _exporter = InMemorySpanExporter()
 

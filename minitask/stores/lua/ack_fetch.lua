@@ -3,15 +3,15 @@
 -- both use passed once. stores/scripts.py puts ack.lua in front as the function
 -- ack_base(KEYS, ARGV), fetch.lua as fetch_base(), so this adds to both and copies
 -- neither; each runs as it does alone, the ack first.
--- KEYS: fetch.lua's 21, then retrying (HASH), then the result keys ack.lua is passed
+-- KEYS: fetch.lua's 23, then retrying (HASH), then the result keys ack.lua is passed
 -- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys (else '0'),
 --   then ack.lua's (three per task)
 -- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
 --   string of digits (1: held).
 -- tables made at their size where it is known (one task, with a result key or not):
 -- each growth of a table is a rehash
-local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[22], KEYS[18], KEYS[23]}
-for i = 24, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
+local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[24], KEYS[18], KEYS[25]}
+for i = 26, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
 if ARGV[7] == '1' then
   -- ack.lua's order: flow, flow_due, the flow prefix, wake
   ack_keys[#ack_keys + 1] = KEYS[19]

@@ -7,8 +7,8 @@
 -- KEYS[3] bcast:bodies (HASH)  KEYS[4] bcast:sent (HASH id -> ms)
 -- KEYS[5] bcast:cursors (HASH subscriber -> seq)
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
--- counts as empty where read; a cursor or a count that is no number is read as
--- missing.
+-- counts as empty where read; a cursor or a count that is no whole number (nan,
+-- inf, 1.5) is read as missing.
 
 -- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
 -- fails past about 8,000 values, and a send may drop more than that.
@@ -29,7 +29,7 @@ end
 local function least_cursor()
   local least
   for _, value in ipairs(tolerant({}, 'HVALS', KEYS[5])) do
-    local seq = tonumber(value)
+    local seq = guards().whole(value, 0, MAX_SCORE)  -- nan, inf, 1.5: no cursor of ours
     if seq and (least == nil or seq < least) then least = seq end
   end
   return least
@@ -71,7 +71,7 @@ local function drop_over(now, maxlen, ttl, limit)
     size = 100
   end
   if last then
-    local before = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
+    local before = guards().whole(tolerant(false, 'HGET', KEYS[1], 'dropped'), 0, MAX_SCORE) or 0
     if last > before then tolerant(0, 'HSET', KEYS[1], 'dropped', string.format('%.0f', last)) end
   end
   forget_calls(ids)

@@ -9,27 +9,42 @@
 -- ARGV[1] subscriber   ARGV[2] calls to pull at most
 -- ARGV[3] now (ms), or 'server': the server's clock (a pull sent behind a wait)
 -- ARGV[4] wake cap   ARGV[5] batch limit for drops
--- Returns: {pulled, skipped, more}: skipped counts calls dropped (over maxlen or
--- ttl) before this subscriber pulled them; more is 1 when calls wait in the log
--- or the lane (a token is then left on the lane's wake list for another worker).
+-- Returns: {pulled, skipped, more, note}: skipped counts calls dropped (over maxlen
+-- or ttl) before this subscriber pulled them; more is 1 when calls wait in the log
+-- or the lane (a token is then left on the lane's wake list for another worker);
+-- note is '' or says what of another's data was skipped or replaced.
 -- Invariant: a subscriber's calls enter its lane in the order they were sent,
 -- each once: the cursor moves past a call in the step that puts it in the lane.
 -- A subscriber with no cursor subscribes here, from the last call sent.
 -- Data minitask did not write (lib.lua): cursors, the lane's messages or its
--- ready list of another type refuses the call before any write; seen or wake of
--- another type is left as it is.
+-- ready list of another type makes the call pull nothing and write nothing (the
+-- note says which key: the worker serves its other queues); a cursor that is no
+-- whole number up to the last sequence (nan, inf, 1.5, 1e300) is replaced as a
+-- missing one is; seen or wake of another type is left as it is.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 if now == 'server' then
   local clock = redis.call('TIME')
   now = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
 end
-guards().expect(KEYS[5], 'hash')
-guards().expect(KEYS[7], 'hash')
-guards().expect(KEYS[8], 'list')
-local cursor = tonumber(redis.call('HGET', KEYS[5], name))
+for i, kind in pairs({[5] = 'hash', [7] = 'hash', [8] = 'list'}) do
+  if not guards().fits(KEYS[i], kind) then
+    return {0, 0, 0, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..
+            ' minitask keeps there; this subscriber pulls nothing until it is renamed or deleted'}
+  end
+end
+local seq = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
+local raw = redis.call('HGET', KEYS[5], name)
+local cursor = raw and guards().whole(raw, 0, seq or MAX_SCORE)
+local note = ''
 if not cursor then
-  cursor = tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0
+  -- no cursor, or one that is no sequence (nan, inf, 1.5, past the last call):
+  -- subscribe from the last call sent, as a new subscriber does
+  if raw then
+    note = 'cursor ' .. string.format('%q', string.sub(raw, 1, 64)) .. ' of ' .. KEYS[5] ..
+           ' is no call sequence; the subscriber restarts from the last call sent'
+  end
+  cursor = seq or 0
   redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
 end
 tolerant(0, 'HSET', KEYS[6], name, now)
@@ -42,7 +57,8 @@ if want > 0 and ARGV[3] ~= 'server' then
   if maxlen and ttl then drop_over(tonumber(now), maxlen, ttl, limit) end
 end
 local skipped = 0
-local dropped = tonumber(tolerant(false, 'HGET', KEYS[1], 'dropped')) or 0
+local dropped = guards().whole(tolerant(false, 'HGET', KEYS[1], 'dropped'), 0, seq or MAX_SCORE)
+  or 0
 if cursor < dropped then
   skipped = dropped - cursor
   cursor = dropped
@@ -59,7 +75,7 @@ if want > 0 then
       redis.call('RPUSH', KEYS[8], id)
       pulled = pulled + 1
     end
-    cursor = tonumber(calls[i + 1]) or cursor
+    cursor = guards().whole(calls[i + 1], cursor, MAX_SCORE) or cursor
   end
 end
 if want > 0 or skipped > 0 then
@@ -72,4 +88,4 @@ if more then
   local kept = tolerant(cap, 'LLEN', KEYS[9])
   if kept < cap then tolerant(0, 'RPUSH', KEYS[9], '1') end
 end
-return {pulled, skipped, more and 1 or 0}
+return {pulled, skipped, more and 1 or 0, note}

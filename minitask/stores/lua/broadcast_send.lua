@@ -12,12 +12,12 @@
 -- Invariant: a call in the log is pulled by each subscriber recorded with it (or
 -- dropped over maxlen / ttl); names keeps who that was, for join(). Log, names
 -- and joins hold at most maxlen calls when it returns, however many it carried.
--- Data minitask did not write (lib.lua): state, log, bodies, sent, names or joins
+-- Data minitask did not write (lib.lua): cursors, state, log, bodies, sent, names or joins
 -- of another type refuses the call before any write; a sequence that is no number
 -- starts afresh; a wake list of another type gets no token.
 local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local current = tolerant({}, 'HKEYS', KEYS[5])
+local current = guards().must('hash', 'HKEYS', KEYS[5])
 table.sort(current)
 local same = #current == n
 for i = 1, n do

@@ -1,21 +1,20 @@
 -- enqueue_flow: enqueue.lua for calls with flow control (limits, expiry,
 -- debounce). stores/scripts.py wraps enqueue.lua as enqueue_base() and puts this
 -- after it, so this script adds to the plain enqueue and never copies it.
--- KEYS: enqueue.lua's, then flow (HASH), then flow_limiters (SET) last.
+-- KEYS: enqueue.lua's, then flow (HASH) last.
 -- ARGV: enqueue.lua's, then one flow spec per message (flow.lua; limits.py packs
 --   it), then how many messages there are.
 -- Returns: enqueue.lua's count of messages added, plus those a debounce replaced.
 -- A new message gets its spec in the flow hash in the same step. A debounced call
 -- (spec ends in 1) whose id is still scheduled (delayed) replaces that call's
 -- message, due time and spec; an id queued or running already is left as it is.
--- Invariant: a flow-controlled message is never in Redis without its spec, and the
--- limiter of its spec is in flow_limiters (status counts parked tasks through it).
+-- Invariant: a flow-controlled message is never in Redis without its spec. (Its
+-- limiter is named in flow_limiters only while a fetch has tasks of it parked.)
 -- Data minitask did not write (lib.lua): a flow hash of another type refuses the
 -- call (checked before any write); a delayed set of another type is no schedule.
 local count = tonumber(table.remove(ARGV))
 local specs = {}
 for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
-local limiters = table.remove(KEYS)
 local flow = table.remove(KEYS)
 guards().expect(flow, 'hash')
 local pending = {}
@@ -23,15 +22,10 @@ for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) ==
 
 local added = enqueue_base()
 
-local wake, named = false, {}  -- named: limiters added to flow_limiters by this call
+local wake = false
 for n = 1, count do
   local i = 4 * n
   local id, spec = ARGV[i], specs[n]
-  local limiter = string.match(spec, '^([^\n]+)\n')
-  if limiter and not named[limiter] then
-    named[limiter] = true
-    tolerant(0, 'SADD', limiters, limiter)
-  end
   if not pending[n] then
     -- enqueue_base() added it: an id not pending is always added (or the call failed)
     redis.call('HSET', flow, id, spec)

@@ -6,6 +6,7 @@
 -- KEYS[7..16] ready lists, priority 9 first (KEYS[16 - p] holds priority p)
 -- KEYS[17] cancelled (ZSET)   KEYS[18] order (HASH)
 -- KEYS[19] flow (HASH)   KEYS[20] flow_due (ZSET)   KEYS[21] the flow prefix (flow.lua)
+-- KEYS[22] flow_limiters (SET)   KEYS[23] flow_parked (STRING)
 -- ARGV[1] now (ms, in decimal digits), or 'server': the server's clock, for a fetch
 --   sent ahead of the moment it runs (behind a BLPOP)
 -- ARGV[2] lease length (ms)   ARGV[3] how many to lease
@@ -36,7 +37,10 @@
 -- is parked (not leased, not re-queued) and the ready lists behind it go on
 -- being served. Parking counts against the batch limit, so a fetch stays bounded.
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
--- or (flow control) its limiter's park list.
+-- or (flow control) its limiter's park list. A limiter is in flow_limiters while its
+-- park list holds entries (added as the first is parked, dropped as the last is
+-- taken: idle limiters leave nothing behind), and flow_parked counts the entries,
+-- changed once per fetch that parks or takes any.
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -80,6 +84,7 @@ local prefix = KEYS[21]
 -- flow_clock() and unpark() (below) are made only while flow control is on: each
 -- closure a call makes costs Redis about 1,000 instructions, used or not.
 local flow_now, flow_clock, unpark
+local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
     if flow_now then return flow_now end
@@ -207,8 +212,11 @@ end
 if flow_on then
   -- take the first parked entry; a limiter with none left is due no more
   function unpark(park, limiter)
-    tolerant(false, 'LPOP', park)
-    if tolerant(0, 'LLEN', park) == 0 then tolerant(0, 'ZREM', KEYS[20], limiter) end
+    if tolerant(false, 'LPOP', park) then parked_change = parked_change - 1 end
+    if tolerant(0, 'LLEN', park) == 0 then
+      tolerant(0, 'ZREM', KEYS[20], limiter)
+      tolerant(0, 'SREM', KEYS[22], limiter)
+    end
   end
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
@@ -217,6 +225,7 @@ if flow_on then
       local entry = tolerant(false, 'LINDEX', park, 0)
       if not entry then
         tolerant(0, 'ZREM', KEYS[20], limiter)
+        tolerant(0, 'SREM', KEYS[22], limiter)
         break
       end
       local id = string.sub(entry, 2)
@@ -276,11 +285,14 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       local park = prefix .. spec.limiter .. ':park'
       local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
       if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
+      local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
       if free then
         lease(id, body, priority, spec)
-      elseif type(tolerant(false, 'RPUSH', park, priority .. id)) ~= 'number' then
+      elseif type(held) ~= 'number' then
         lease(id, body, priority, spec)  -- a park list of another type: no limit kept
       else
+        parked_change = parked_change + 1
+        if held == 1 then tolerant(0, 'SADD', KEYS[22], spec.limiter) end
         if retry_at >= 0 then
           tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
         else
@@ -302,6 +314,7 @@ end
 
 -- the reply (see the header), `next_event` as text
 local function answer(next_event)
+  if parked_change ~= 0 then tolerant(0, 'INCRBY', KEYS[23], parked_change) end
   -- counts of 0 as literals: Redis formats a Lua number with snprintf
   local poisoned_count, expired_count = '0', '0'
   if poisoned then

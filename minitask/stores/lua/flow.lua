@@ -32,7 +32,9 @@
 -- strict bound, at count - 1 starts a span and a half guard, 94 % of a per-second
 -- rate or more.
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
--- limiter key of another type counts as empty, and writes to it are skipped.
+-- limiter key of another type counts as empty, and writes to it are skipped; a pace
+-- further out than a start ever sets it (a gap and a span past now) is ignored,
+-- with a line in Redis's log.
 
 -- The library is made by flow_control() at its first call, as one table: a
 -- closure costs Redis about 1,000 instructions a call of a script, made and
@@ -62,6 +64,21 @@ local function flow_control()
 
   -- Starts a window from which a rate is paced alone, without a log (above)
   local PACED_FROM = 500
+
+  -- A pace read from `key`, or nil (none) for one further than `most` ms past `now`
+  -- (or not a number): a start sets the pace at most a gap and a half-guard past
+  -- its own now, so a pace further out is data minitask did not write, and obeyed
+  -- it would hold the limiter's tasks back for as long (a year 5138 in ms). Ignored,
+  -- it is overwritten by the next start; Redis's log says so.
+  local function flow_pace(pace, now, most, key)
+    if pace and not (pace <= now + most) then
+      redis.log(redis.LOG_WARNING, 'minitask: ignored the flow pace ' .. tostring(pace)
+                .. ' of ' .. key .. ', more than ' .. most .. ' ms after now (' .. now
+                .. '): not one minitask wrote')
+      return nil
+    end
+    return pace
+  end
 
   -- Whether the task `id` of `spec` may start at `now`: true (its slot taken and
   -- its start counted), or false and when to try again (ms; -1: when a slot frees).
@@ -93,7 +110,7 @@ local function flow_control()
       if pace == 0 then
         paced = nil
       else
-        pace = tonumber(pace)
+        pace = flow_pace(tonumber(pace), now, gap + span, paced)
         if pace and pace - tolerance > now then return false, math.ceil(pace - tolerance) end
       end
     elseif rated then
@@ -108,7 +125,7 @@ local function flow_control()
         room = (tonumber(tolerant({}, 'ZRANGE', starts, nth, nth, 'WITHSCORES')[2]) or 0) + span
       end
       held = held - tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
-      pace = tonumber(tolerant(false, 'ZSCORE', starts, ''))
+      pace = flow_pace(tonumber(tolerant(false, 'ZSCORE', starts, '')), now, gap + span, starts)
       local counted = held - (pace and 1 or 0)
       -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
       -- starts several tasks in one ms

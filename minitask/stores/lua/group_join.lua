@@ -11,6 +11,8 @@
 --   {'failed'}   another member failed the group: nothing to do
 --   {'complete', next, r0, r1, ...}  every member succeeded: the caller runs
 --                `next` with the results, in member order, then marks it fired
+--   {'corrupt', why}  the group's state is not minitask's (another type, a size
+--                that is no number): nothing was written
 --   {'failing', next, failure}  this member failed the group (now, or on an
 --                earlier delivery): the caller cancels `next` for `failure`
 -- Invariant: a member's first outcome counts, whatever its later deliveries do,
@@ -19,7 +21,19 @@
 local state, results = KEYS[1], KEYS[2]
 local index = ARGV[1]
 if redis.call('EXISTS', state) == 0 then return {'gone'} end
+-- what this call reads or writes is checked first (it is not minitask's: the
+-- caller dead-letters the member, naming the key): nothing is written then
+for _, key in ipairs({state, results}) do
+  if not guards().fits(key, 'hash') then
+    return {'corrupt', 'key ' .. key .. ' holds another type than the hash minitask keeps there'}
+  end
+end
 if redis.call('HEXISTS', state, 'fired') == 1 then return {'fired'} end
+local size = guards().whole(redis.call('HGET', state, 'size'), 1, 100000000)
+if not size or not redis.call('HGET', state, 'next') then
+  return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its size is no ' ..
+          'whole number, or what follows the group is missing)'}
+end
 local ttl = tonumber(ARGV[4])
 redis.call('PEXPIRE', state, ttl)
 local failed_index = redis.call('HGET', state, 'failed_index')
@@ -37,7 +51,6 @@ if redis.call('HEXISTS', results, index) == 0 then
   redis.call('HSET', results, index, ARGV[3])
 end
 redis.call('PEXPIRE', results, ttl)
-local size = tonumber(redis.call('HGET', state, 'size'))
 if redis.call('HLEN', results) < size then return {'waiting'} end
 local reply = {'complete', redis.call('HGET', state, 'next')}
 -- HMGET a thousand fields at a time: unpack() of many more overflows Lua's C stack

@@ -21,8 +21,8 @@
 -- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
 local MAX_SCORE = 2534023007999999
 
--- The guards against data minitask did not write (foreign, must, expect,
--- band_of, bump, utf8) are made by guards() at its first call, as one table:
+-- The guards against data minitask did not write (foreign, must, expect, fits,
+-- whole, band_of, bump, utf8) are made by guards() at its first call, as one table:
 -- every closure costs Redis about 1,000 instructions a call of a script, made and
 -- collected whether it is called or not, and most calls of the hot scripts (fetch,
 -- ack) meet no such data. Scripts call them as guards().must(...).
@@ -73,6 +73,29 @@ local function guards()
       must(kind, 'HEXISTS', key, '')
     end
     proven[key] = true
+  end
+
+  -- Whether `key` is missing or holds a `kind` (list, zset, hash), as expect()
+  -- asks, without refusing: for a script that skips what it cannot use (and
+  -- says so in its reply) instead of failing a call that serves other keys.
+  local function fits(key, kind)
+    local reply
+    if kind == 'list' then
+      reply = redis.pcall('LLEN', key)
+    elseif kind == 'zset' then
+      reply = redis.pcall('ZCARD', key)
+    else
+      reply = redis.pcall('HEXISTS', key, '')
+    end
+    return not (type(reply) == 'table' and reply.err and foreign(reply))
+  end
+
+  -- `value` (a reply) as a whole number from `low` to `high`, or nil: text, nan,
+  -- inf, a fraction or a number out of range is not one minitask wrote.
+  local function whole(value, low, high)
+    local n = tonumber(value)
+    if n and n == n and n >= low and n <= high and n == math.floor(n) then return n end
+    return nil
   end
 
   -- The ready list (its index in KEYS) for a delayed or lease `score`, given
@@ -143,7 +166,7 @@ local function guards()
   end
 
   guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
-             utf8 = utf8}
+             utf8 = utf8, fits = fits, whole = whole}
   return guarded
 end
 

@@ -7,12 +7,14 @@
 -- KEYS[19] flow (HASH)   KEYS[20] flow_due (ZSET)   KEYS[21] flow_limiters (SET)
 -- KEYS[22] the flow prefix (flow.lua: each limiter's park list is built from it,
 --   under the queue's hash tag; keys.py says why it is not declared)
+-- KEYS[23] flow_parked (STRING)
 -- ARGV[1] most ready-list and park-list entries to take in this call
 -- Returns: {tasks deleted, entries taken}; the caller calls again while the
 -- second equals ARGV[1], so that no call blocks Redis for long.
 -- Only ready tasks go: an entry whose task is leased, delayed or dead is a stale
 -- entry (fetch would drop it too) and its task is left alone. A deleted task's
--- flow spec goes with it. Once no flow spec is left, the limiter set goes too.
+-- flow spec goes with it. A limiter whose park list is emptied leaves the limiter
+-- set; once every one is empty, the parked count is 0.
 -- Data minitask did not write (lib.lua): flow keys of another type count as empty.
 local limit = tonumber(ARGV[1])
 local deleted, taken = 0, 0
@@ -36,16 +38,26 @@ while taken < limit and band <= 18 do
   if not id then band = band + 1 else purge(id) end
 end
 if taken < limit then
+  local emptied, popped = true, 0
   for _, limiter in ipairs(tolerant({}, 'SMEMBERS', KEYS[21])) do
     local park = KEYS[22] .. limiter .. ':park'
     while taken < limit do
       local entry = tolerant(false, 'LPOP', park)
       if not entry then break end
+      popped = popped + 1
       purge(string.sub(entry, 2))  -- a priority digit, then the id
     end
-    if taken >= limit then break end
+    if taken >= limit then
+      emptied = false
+      break
+    end
     tolerant(0, 'ZREM', KEYS[20], limiter)  -- nothing parked: nothing to try
+    tolerant(0, 'SREM', KEYS[21], limiter)
   end
-  if tolerant(0, 'HLEN', KEYS[19]) == 0 then tolerant(0, 'DEL', KEYS[21]) end
+  if emptied then
+    tolerant(0, 'DEL', KEYS[23])  -- no park list holds anything
+  elseif popped > 0 then
+    tolerant(0, 'DECRBY', KEYS[23], popped)
+  end
 end
 return {deleted, taken}

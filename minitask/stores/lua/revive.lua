@@ -4,7 +4,7 @@
 -- KEYS[4] wake (LIST)   KEYS[5] result (LIST)
 -- KEYS[6..15] ready lists, priority 9 first (KEYS[15 - p] holds priority p)
 -- KEYS[16] delayed (ZSET)   KEYS[17] order (HASH)
--- KEYS[18] flow (HASH)   KEYS[19] flow_dead (HASH)   KEYS[20] flow_limiters (SET)
+-- KEYS[18] flow (HASH)   KEYS[19] flow_dead (HASH)
 -- ARGV[1] id   ARGV[2] encoded message for the new first attempt   ARGV[3] priority
 -- ARGV[4] now (ms)   ARGV[5] promotion limit
 -- Returns: 1 when revived, 0 when the id is not among the dead letters.
@@ -31,7 +31,6 @@ tolerant(0, 'HDEL', KEYS[19], id)
 local limited = type(spec) == 'string' and string.match(spec, '^([^\n]+\n%d+\n%d+\n%d+)\n')
 if limited then
   tolerant(0, 'HSET', KEYS[18], id, limited .. '\n0\n0')
-  tolerant(0, 'SADD', KEYS[20], string.match(limited, '^[^\n]+'))
 else
   tolerant(0, 'HDEL', KEYS[18], id)
 end

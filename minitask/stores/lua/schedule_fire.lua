@@ -16,7 +16,11 @@
 -- ARGV[11] wake cap (tokens kept at most)   ARGV[12] promotion limit
 -- ARGV[13] 1: push a wake token for the run; 0: the caller fetches from this
 --   queue right behind this call (in the same write), so no idle worker is woken
+-- ARGV[3] may be a score that is no tick (inf, 1e300, 1.5: not minitask's): the
+--   worker re-arms it, with ARGV[5] -1 (no run)
 -- Returns: {status, armed tick (ms) or -1}; status is
+--   'foreign': a key holds another type (the third element names it); nothing
+--             was changed
 --   'changed': the record differs or is gone: the worker must read it again
 --   'moved':   another worker fired this tick; armed is the schedule's next tick
 --   'fired', 'skipped' (catch-up), 'overlap' (the last run is still queued or
@@ -24,10 +28,23 @@
 -- Invariant: a tick is fired once: the armed tick only moves forward, here, and
 -- only from the value the caller read; a run's id is derived from its tick.
 local name = ARGV[1]
+-- every key this call may write to is checked first: a key of another type
+-- makes it change nothing and say which ('foreign'), so the worker fires the
+-- schedules of its other queues, and serves them, all the same
+local kinds = {'hash', 'zset', 'hash', 'hash', 'zset', 'zset', 'hash'}
+for i = 1, 18 do
+  local kind = kinds[i] or (i > 8 and 'list')
+  if kind and not guards().fits(KEYS[i], kind) then
+    return {'foreign', -1, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..
+            ' minitask keeps there; the schedule ' .. name .. ' is not fired until it is ' ..
+            'renamed or deleted'}
+  end
+end
 if redis.call('HGET', KEYS[1], name) ~= ARGV[2] then return {'changed', -1} end
 local armed = redis.call('ZSCORE', KEYS[2], name)
 if not armed or tonumber(armed) ~= tonumber(ARGV[3]) then
-  return {'moved', armed and tonumber(armed) or -1}
+  -- (a tick that is no whole number of ms, such as inf, is none to report)
+  return {'moved', armed and guards().whole(armed, 0, MAX_SCORE) or -1}
 end
 local following = tonumber(ARGV[4])
 if following >= 0 then

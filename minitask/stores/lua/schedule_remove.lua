@@ -2,9 +2,10 @@
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
 -- ARGV[1] schedule name
 -- Returns: 1 when the schedule was there, else 0.
+-- Data minitask did not write (lib.lua): a key of another type counts as empty.
 -- Invariant: once this returns, no worker fires the schedule again: a fire
 -- finds no record and is refused. Runs already enqueued are left to finish.
 local name = ARGV[1]
-redis.call('ZREM', KEYS[2], name)
-redis.call('HDEL', KEYS[3], 'at:' .. name, 'id:' .. name)
-return redis.call('HDEL', KEYS[1], name)
+tolerant(0, 'ZREM', KEYS[2], name)
+tolerant(0, 'HDEL', KEYS[3], 'at:' .. name, 'id:' .. name)
+return tolerant(0, 'HDEL', KEYS[1], name)

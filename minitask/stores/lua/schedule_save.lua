@@ -6,10 +6,14 @@
 -- Returns: 1 when written, 0 when the same record was there already (its armed
 -- tick is kept: rewriting an unchanged schedule, as every worker does on start,
 -- moves nothing).
+-- Data minitask did not write (lib.lua): schedules or ticks of another type
+-- refuses the call (naming the key) before any write; a wake list of another
+-- type gets no token.
 -- Invariant: a schedule is in schedules; it is in ticks, at its next tick, while
 -- it has one.
 local name = ARGV[1]
-if redis.call('HGET', KEYS[1], name) == ARGV[2] then return 0 end
+if guards().must('hash', 'HGET', KEYS[1], name) == ARGV[2] then return 0 end
+guards().expect(KEYS[2], 'zset')
 redis.call('HSET', KEYS[1], name, ARGV[2])
 if tonumber(ARGV[3]) >= 0 then
   redis.call('ZADD', KEYS[2], ARGV[3], name)
@@ -20,7 +24,7 @@ local count = tonumber(ARGV[4])
 if count > 0 then
   local tokens = {}
   for i = 1, count do tokens[i] = '1' end
-  if redis.call('RPUSH', KEYS[3], unpack(tokens)) > count then
+  if tolerant(0, 'RPUSH', KEYS[3], unpack(tokens)) > count then
     redis.call('LTRIM', KEYS[3], 0, count - 1)
   end
 end

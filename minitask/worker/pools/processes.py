@@ -118,6 +118,8 @@ class ProcessPool(Generic[J]):
         self.retired_failed = 0
         self._context = multiprocessing.get_context("fork")
         self._stop = threading.Event()
+        #: What asked the stop (a signal's name, ``minitask shutdown``...), once asked.
+        self.why = ""
 
     def run(self) -> None:
         worker = self.worker
@@ -155,6 +157,7 @@ class ProcessPool(Generic[J]):
         than at the supervisor's next look, so that an idle child fetches no more."""
         if self._stop.is_set():
             return
+        self.why = why
         self._stop.set()
         if tell_children:
             for child in list(self.children.values()):
@@ -224,7 +227,7 @@ class ProcessPool(Generic[J]):
                 elif event[0] == "running":
                     child.job = event[1]
                 elif event[0] == "cancel":
-                    self._cancel(child, event[1], event[2])
+                    self._cancel(child, event[1], event[2], event[3])
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
@@ -240,16 +243,18 @@ class ProcessPool(Generic[J]):
         self.retired_failed += 1  # recorded here, not by the killed child
         child.job = child.message = None
 
-    def _cancel(self, child: _Child[J], job: J, message: Message) -> None:
-        """``cancel(running=True)`` reached the child's attempt: kill the child (it is
-        replaced) and record the task cancelled, unless it finished first."""
-        started = child.started if child.job is not None else time.monotonic()
+    def _cancel(self, child: _Child[J], job: J, message: Message, ran: float) -> None:
+        """``cancel(running=True)`` reached the child's attempt, which had run ``ran``
+        seconds: kill the child (it is replaced, quietly: the kill is ours) and record
+        the task cancelled, unless it finished first."""
+        asked = time.monotonic()
+        child.killed = True
         _kill(child.process.pid)
         child.process.join(timeout=5)
         child.deadline = None
         logger.info("task %s: stop requested; killed child %d", job.task_id,
                     child.process.pid)
-        self.worker.cancelled(job, message, time.monotonic() - started)
+        self.worker.cancelled(job, message, ran + time.monotonic() - asked)
         self.retired_failed += 1  # recorded here, not by the killed child
         child.job = child.message = None
 
@@ -344,6 +349,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
     # stay in order, so the supervisor never goes on believing a finished task runs.
     lock = threading.Lock()
     timed = [False]
+    began = [0.0]                             # when the running attempt started
     running_job: List[Optional[J]] = [None]   # started, outcome not recorded yet
     reported: List[Optional[J]] = [None]      # told to the supervisor as running
 
@@ -355,6 +361,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
         current.value = job.task_id.encode("utf-8", "replace")[:_ID_BYTES]
         with lock:
             running_job[0] = job
+        began[0] = time.monotonic()
         timed[0] = timeout is not None
         if timed[0]:  # the supervisor kills the attempt at its limit
             send(("start", job, message, timeout))
@@ -382,7 +389,8 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
                 conn.send(("running", running))
 
     def on_cancel(job: J, message: Message) -> None:
-        send(("cancel", job, message))  # the supervisor kills this child
+        # the supervisor kills this child; how long the attempt ran is known only here
+        send(("cancel", job, message, time.monotonic() - began[0]))
 
     parent.serve_child(on_start, on_end, on_done, on_stopping, on_cancel)
     conn.close()

@@ -1,0 +1,35 @@
+"""The tasks of ``minitask bench``'s main rows, and the app their worker processes
+load with ``-A minitask.bench.tasks:app`` (named by ``APP_ENV``: a throwaway name,
+so that user data is never touched)."""
+from __future__ import annotations
+
+import os
+import time
+
+from ..app import Minitask
+from ..context import current_task
+from .scratch import BENCH
+
+APP_ENV = "MINITASK_BENCH_APP"
+
+#: The app the main rows' worker processes load.
+app = Minitask(os.environ.get(APP_ENV, BENCH))
+
+
+@app.task(ignore_result=True)
+def noop(index: int) -> None:
+    """The cheapest task there is: measures minitask, not the task."""
+
+
+@app.task
+def started_at(sent_at: float) -> float:
+    """Seconds from ``sent_at`` (the producer's clock) to the start of this attempt."""
+    return time.time() - sent_at
+
+
+@app.task
+def lateness() -> float:
+    """Seconds between this attempt's start and its eta (negative would be early)."""
+    context = current_task()
+    assert context is not None and context.eta is not None
+    return time.time() - context.eta.timestamp()

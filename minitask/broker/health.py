@@ -1,0 +1,67 @@
+"""Two facts about the Redis a worker or an operator uses that no error reveals: how
+far this machine's clock is from Redis's, and how many replicas confirm writes.
+
+Delayed tasks and schedule ticks are times from producers' and workers' clocks: a
+clock far ahead of the others fires ticks early and arms the next ones late, and
+nothing fails. A ``durability`` setting with fewer replicas than it asks for makes
+every confirmed write wait its whole timeout. Both are only ever slow or wrong, never
+an exception, so they are checked and said out loud instead.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, Optional
+
+import redis
+
+#: A clock further than this from Redis's is worth a warning (ms).
+CLOCK_SKEW_BOUND_MS = 2_000
+
+
+def clock_skew_ms(client: Any) -> Optional[int]:
+    """How far this machine's clock is ahead of Redis's (ms; negative: behind), from one
+    TIME call timed at its middle; None when it cannot be asked (an ACL without TIME,
+    a cluster client)."""
+    if not isinstance(client, redis.Redis):
+        return None
+    before = time.time()
+    try:
+        seconds, micros = client.time()
+    except redis.RedisError:
+        return None
+    after = time.time()
+    local_ms = (before + after) / 2 * 1000
+    return round(local_ms - (int(seconds) * 1000 + int(micros) / 1000))
+
+
+def connected_replicas(client: Any) -> Optional[int]:
+    """The replicas connected to the primary now; None when it cannot be asked."""
+    if not isinstance(client, redis.Redis):
+        return None
+    try:
+        info = client.info("replication")
+    except redis.RedisError:
+        return None
+    count = info.get("connected_slaves") if isinstance(info, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def skew_warning(skew_ms: Optional[int], whose: str) -> Optional[str]:
+    """What to say of ``whose`` clock (``"this machine's"``, ``"worker w1's"``), if
+    anything: delayed tasks and ticks follow the clocks that wrote them."""
+    if skew_ms is None or abs(skew_ms) <= CLOCK_SKEW_BOUND_MS:
+        return None
+    way = "ahead of" if skew_ms > 0 else "behind"
+    return (f"{whose} clock is {abs(skew_ms) / 1000:.1f} s {way} Redis's: delayed tasks "
+            f"and schedule ticks it writes are off by as much (synchronise it with NTP)")
+
+
+def replica_warning(mode: Optional[str], wanted: int, replicas: Optional[int],
+                    timeout: float) -> Optional[str]:
+    """What to say of a durability setting the primary's replicas cannot meet."""
+    if mode is None or replicas is None or replicas >= wanted:
+        return None
+    return (f"durability={mode!r} asks {wanted} replica(s) to confirm each write, but the "
+            f"primary has {replicas}: every confirmed enqueue and outcome waits its whole "
+            f"durability_timeout ({timeout:g} s), about one task a second per slot, and "
+            f"then fails or is logged unconfirmed")

@@ -1,0 +1,28 @@
+"""``join(subscribers=[...])`` refuses a name the call was never sent to: it would
+wait for ever (with no timeout) for a run that cannot happen. Names it was sent to
+are waited for as before."""
+from __future__ import annotations
+
+import pytest
+
+from minitask import ConfigurationError, Minitask
+from tests.support.draining import drain
+
+QUEUE = "config"
+
+
+def test_a_name_that_never_got_the_call_is_refused_at_once(app: Minitask) -> None:
+    @app.task(broadcast=True, queue=QUEUE)
+    def reload(version: int) -> int:
+        return version
+
+    a = app.worker(queues=[QUEUE], subscriber="a")
+    a.starting()
+    handle = reload.delay(3)
+    with pytest.raises(ConfigurationError, match=r"'ghost' never got this call \(it went "
+                                                 r"to 'a'\)"):
+        handle.join(subscribers=["ghost"])  # no timeout: this waited for ever
+    with pytest.raises(ConfigurationError, match="'ghost' never got this call"):
+        handle.join(timeout=5, subscribers=["a", "ghost"])
+    drain(a)
+    assert handle.join(timeout=1, subscribers=["a"]) == {"a": 3}

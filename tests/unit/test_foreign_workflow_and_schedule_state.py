@@ -1,0 +1,85 @@
+"""Workflow and schedule state that minitask did not write: a member of a corrupt
+group is dead-lettered naming the key (never retried for ever), and a fire that
+meets a key of another type writes nothing. Also the shared escape function."""
+from __future__ import annotations
+
+from typing import Callable, List
+
+import pytest
+import redis
+
+from minitask import Minitask, chord
+from minitask.broker.keys import queue_keys
+from minitask.printable import printable
+from tests.conftest import ManualClock
+
+#: what a worker does per run_once; the drain below stops after this many
+LIMIT = 20
+
+
+def _drain(worker: object) -> int:
+    ran = 0
+    while worker.run_once():  # type: ignore[attr-defined]
+        ran += 1
+        assert ran <= LIMIT, "a task was retried over and over"
+    return ran
+
+
+@pytest.mark.parametrize("damage", ["size", "type"])
+def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
+        damage: str) -> None:
+    app = make_app("wf")
+    seen: List[int] = []
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> None:
+        seen.append(sum(values))
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    group_key = [key for key in redis_client.keys("*group*")
+                 if b"results" not in key][0]
+    if damage == "size":
+        redis_client.hset(group_key, "size", "abc")
+    else:
+        redis_client.delete(group_key)
+        redis_client.rpush(group_key, "not a group")
+    _drain(app.worker(burst=True))
+    dead = app.dead_letters()
+    assert dead and all(group_key.decode() in letter.message for letter in dead)
+    assert seen == []
+    assert redis_client.type(group_key) == (b"hash" if damage == "size" else b"list")
+    del handle
+
+
+def test_a_fire_that_meets_a_fired_key_of_another_type_writes_nothing(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
+        clock: ManualClock) -> None:
+    app = make_app("sched")
+
+    @app.task(queue="timed")
+    def beat() -> None:
+        pass
+
+    app.add_schedule("often", beat, every=1.0)
+    k = queue_keys("sched", "timed")
+    redis_client.delete(k.fired)
+    redis_client.rpush(k.fired, "someone's")
+    before = {key: redis_client.dump(key) for key in (k.ticks, k.messages, *k.ready)}
+    clock.advance(5.0)
+    worker = app.worker(burst=True, queues=["timed"])
+    worker.run_once()  # fires what is due, then serves the queue: must not raise
+    assert {key: redis_client.dump(key) for key in (k.ticks, k.messages, *k.ready)} == before
+    assert redis_client.lrange(k.fired, 0, -1) == [b"someone's"]
+
+
+def test_printable_escapes_control_characters_and_bytes_that_are_not_utf8() -> None:
+    assert printable("plain name é") == "plain name é"
+    assert printable(b"a\xff\x1b[2J") == "a\\xff\\x1b[2J"
+    assert printable("forged\nERROR line") == "forged\\x0aERROR line"
+    assert printable("rtl\u202etxt") == "rtl\\u202etxt"
+    assert printable("kept\nlines\x07", keep_newlines=True) == "kept\nlines\\x07"
