@@ -81,19 +81,31 @@ class MetricsStore(Store):
     """The app-wide metrics hash and throughput series."""
 
     def add(self, delta: Delta) -> None:
-        """Add one worker's counts to the app's, in one round trip."""
+        """Add one worker's counts to the app's, in one round trip.
+
+        Each count is added once: a key of another type (no minitask wrote it)
+        refuses its own commands, which are dropped and said once, while the others
+        stand; only a lost connection raises (then nothing is known to be added).
+        """
         key = self.app_keys.metrics
         with self.transport.errors("add the worker's metrics"):
             pipe = self.transport.client.pipeline(transaction=False)
+            touched: List[str] = []
             for labels, count in delta.counts.items():
                 pipe.hincrby(key, name(*labels), count)
+                touched.append(key)
             for labels, total in delta.sums.items():
                 pipe.hincrbyfloat(key, name(*labels), total)
+                touched.append(key)
             for (minute, queue), count in delta.minutes.items():
                 series = self.app_keys.throughput(minute)
                 pipe.hincrby(series, queue, count)
                 pipe.pexpireat(series, minute * MINUTE_MS + KEEP_MS)
-            pipe.execute()
+                touched += (series, series)
+            replies = pipe.execute(raise_on_error=False)
+        for refused in {where: reply for where, reply in zip(touched, replies)
+                        if isinstance(reply, Exception)}.items():
+            ignored(refused[0], f"counts not added: {refused[1]}")
 
     def totals(self) -> Dict[Tuple[str, ...], float]:
         """Every counter, as (kind, *labels) -> value; what no minitask wrote (a key of
