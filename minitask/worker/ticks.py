@@ -205,8 +205,10 @@ class TickSource:
         for (queue, name), entry in self._entries.items():
             if entry.schedule is None and self._warned.get(name) != entry.record:
                 self._warned[name] = entry.record
-                logger.warning("schedule %r of queue %r cannot be read by this worker (written "
-                               "by a newer minitask?); it is not fired from here", name, queue)
+                logger.warning("schedule %r of queue %r cannot be read by this worker (no "
+                               "record this version writes: a newer minitask's, or data "
+                               "minitask did not write); it is not fired from here",
+                               printable(name), printable(queue))
             latest = None if entry.schedule is None else _tick_after_next(
                 entry.schedule, now_ms + SKEW_MS)
             if entry.schedule is not None and entry.tick_ms is not None and \
