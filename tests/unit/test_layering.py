@@ -220,7 +220,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "wire.message", "worker.host", "worker.outages"}),
     # -- stores ----------------------------------------------------------------
     "stores": frozenset(),
-    "stores.admin": frozenset({"stores.store"}),
+    "stores.admin": frozenset({"stores.foreign", "stores.store", "wire.message"}),
     "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.transport",
                              "broker.waits", "errors", "stores.broker", "stores.foreign",
                              "stores.scripts"}),
