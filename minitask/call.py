@@ -82,11 +82,7 @@ class Calls:
                                      f"apply_async; valid options are "
                                      f"{', '.join(sorted(APPLY_OPTIONS))}")
         args, kwargs = self._arguments(args, kwargs)
-        queue = options.get("queue")
-        queue = self.options.queue if queue is None else queue
-        check_queue_name(queue)
-        priority = options.get("priority")
-        priority = self.options.priority if priority is None else check_priority(priority, where)
+        queue, priority = self._placed(options)
         eta, delay = options.get("eta"), options.get("delay")
         eta_ms: Optional[int] = None
         if eta is not None:
@@ -104,6 +100,16 @@ class Calls:
                                      now_ms=message.enqueued_at_ms, where=where)
             message = replace(message, flow=spec, eta_ms=due_ms or message.eta_ms)
         return message, options.get("durability", APP)
+
+    def _placed(self, options: Any) -> Tuple[str, int]:
+        """The queue and priority a call's ``options`` give it (None: the task's), checked."""
+        queue = options.get("queue")
+        queue = self.options.queue if queue is None else queue
+        check_queue_name(queue)
+        priority = options.get("priority")
+        if priority is not None:
+            priority = check_priority(priority, self._where)
+        return queue, self.options.priority if priority is None else priority
 
     def _arguments(self, args: Any, kwargs: Any) -> Tuple[Sequence[Any], Dict[str, Any]]:
         """``apply_async``'s ``args`` and ``kwargs``, checked for their shape."""
@@ -194,10 +200,7 @@ class Calls:
             raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)} for a "
                                      f"signature; valid options are "
                                      f"{', '.join(sorted(CALL_OPTIONS))}")
-        queue = options.get("queue", self.options.queue)
-        check_queue_name(queue)
-        priority = options.get("priority")
-        priority = self.options.priority if priority is None else check_priority(priority, where)
+        queue, priority = self._placed(options)
         delay = options.get("delay")
         delay_ms = None if delay is None else to_ms(check_seconds(delay, "delay", where))
         eta = options.get("eta")

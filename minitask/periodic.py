@@ -195,6 +195,9 @@ def from_record(record: bytes) -> Schedule:
         raise DecodeError(f"cannot decode a schedule record: unknown version in {head[:80]!r}")
     template = decode_message(body)
     every_ms = timing.get("every_ms")
+    if every_ms is not None and type(every_ms) is not int:  # minitask writes whole ms
+        raise DecodeError(f"cannot decode a schedule record: every_ms {every_ms!r} is no "
+                          f"whole number of milliseconds")
     try:
         return check_timing(Schedule(
             name=str(timing.get("name")), task=template.task, cron=timing.get("cron"),

@@ -7,8 +7,10 @@ runs thousands of times a second stay in modules that do nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
+from ..wire.message import MAX_MS
+from .foreign import ignored, whole
 from .store import Store
 
 _SCRIPTS = ("purge_ready",)
@@ -61,14 +63,29 @@ class AdminStore(Store):
             pipe.hget(k.dead_info, task_id)
             pipe.zscore(k.delayed, task_id)
             pipe.zscore(k.leases, task_id)
-            body, deliveries, note, info, delayed, lease = pipe.execute()
-        return TaskRecord(body, int(deliveries or 0), note, info,
-                          None if delayed is None else int(delayed) // 10,
-                          None if lease is None else int(lease) // 10)
+            replies = pipe.execute(raise_on_error=False)
+        for where, reply in zip((k.messages, k.deliveries, k.retrying, k.dead_info, k.delayed,
+                                 k.leases), replies):
+            if isinstance(reply, Exception):  # another type: no minitask wrote it
+                ignored(where, f"it holds another type ({reply})")
+        body, deliveries, note, info, delayed, lease = (
+            None if isinstance(reply, Exception) else reply for reply in replies)
+        return TaskRecord(body if isinstance(body, bytes) else None,
+                          whole(deliveries, 0, 2 ** 31) or 0,
+                          note if isinstance(note, bytes) else None,
+                          info if isinstance(info, bytes) else None,
+                          _ms_of(delayed), _ms_of(lease))
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is."""
         with self.transport.errors(f"read the schedule of queue {queue!r}"):
             first = self.transport.client.zrange(self.keys(queue).delayed, 0, 0,
                                                  withscores=True)
-        return int(first[0][1]) // 10 if first else None
+        return _ms_of(first[0][1]) if first else None
+
+
+def _ms_of(score: Any) -> Optional[int]:
+    """A delayed or lease score (time in ms * 10 + a priority digit) as its time; None
+    when it is no such score (inf, 1.5, text: no minitask wrote it)."""
+    packed = whole(score, 0, MAX_MS * 10 + 9)
+    return None if packed is None else packed // 10

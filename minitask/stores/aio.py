@@ -24,6 +24,7 @@ from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, M
                               RedisClusterException)
 
 from .broker import Broker
+from .foreign import ignored
 from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
 from ..errors import BrokerError, ConfigurationError, DurabilityError
@@ -297,9 +298,16 @@ class AsyncBroker:
                                                f"read the state of {task_id}"))
 
     async def get(self, key: str, what: str) -> Optional[bytes]:
-        """One string key's value (a task's progress), or None."""
+        """One string key's value (a task's progress), or None: also when the key holds
+        another type, which no minitask wrote (said once)."""
         with self.errors(what):
-            data: Optional[bytes] = await self.client.get(key)
+            try:
+                data: Optional[bytes] = await self.client.get(key)
+            except redis.ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                ignored(key, f"it holds another type than a string ({exc})")
+                return None
         return data
 
     async def find_queue(self, task_id: str) -> Optional[str]:

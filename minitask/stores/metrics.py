@@ -10,10 +10,13 @@ tasks and queues there are, never on how many tasks ran.
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import DefaultDict, Dict, List, Tuple
+from typing import DefaultDict, Dict, List, Optional, Tuple
 
+from ..printable import printable
+from .foreign import ignored, whole
 from .store import Store
 
 
@@ -78,52 +81,88 @@ class MetricsStore(Store):
     """The app-wide metrics hash and throughput series."""
 
     def add(self, delta: Delta) -> None:
-        """Add one worker's counts to the app's, in one round trip."""
+        """Add one worker's counts to the app's, in one round trip.
+
+        Each count is added once: a key of another type (no minitask wrote it)
+        refuses its own commands, which are dropped and said once, while the others
+        stand; only a lost connection raises (then nothing is known to be added).
+        """
         key = self.app_keys.metrics
         with self.transport.errors("add the worker's metrics"):
             pipe = self.transport.client.pipeline(transaction=False)
+            touched: List[str] = []
             for labels, count in delta.counts.items():
                 pipe.hincrby(key, name(*labels), count)
+                touched.append(key)
             for labels, total in delta.sums.items():
                 pipe.hincrbyfloat(key, name(*labels), total)
+                touched.append(key)
             for (minute, queue), count in delta.minutes.items():
                 series = self.app_keys.throughput(minute)
                 pipe.hincrby(series, queue, count)
                 pipe.pexpireat(series, minute * MINUTE_MS + KEEP_MS)
-            pipe.execute()
+                touched += (series, series)
+            replies = pipe.execute(raise_on_error=False)
+        for refused in {where: reply for where, reply in zip(touched, replies)
+                        if isinstance(reply, Exception)}.items():
+            ignored(refused[0], f"counts not added: {refused[1]}")
 
     def totals(self) -> Dict[Tuple[str, ...], float]:
-        """Every counter, as (kind, *labels) -> value."""
+        """Every counter, as (kind, *labels) -> value; what no minitask wrote (a key of
+        another type, a value that is no finite number) is left out, said once."""
+        key = self.app_keys.metrics
         with self.transport.errors("read the metrics"):
-            raw = self.transport.client.hgetall(self.app_keys.metrics)
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hgetall(key)
+            (raw,) = pipe.execute(raise_on_error=False)
+        if isinstance(raw, Exception):
+            ignored(key, f"it holds another type than a hash ({raw})")
+            return {}
         found: Dict[Tuple[str, ...], float] = {}
         for field_name, value in raw.items():
-            try:
-                found[tuple(_text(field_name).split(SEPARATOR))] = float(value)
-            except ValueError:
-                continue  # not a number: no minitask wrote it
+            number = _finite(value)
+            if number is None:
+                ignored(key, f"field {printable(field_name)!r} holds no finite number")
+                continue
+            found[tuple(_text(field_name).split(SEPARATOR))] = number
         return found
 
     def throughput(self, now_ms: int, minutes: int = 60) -> List[Tuple[int, Dict[str, int]]]:
         """(Unix minute, queue -> attempts ended) for the last ``minutes`` minutes, oldest
-        first; one hash read per minute, in one round trip."""
+        first; one hash read per minute, in one round trip. A minute's key of another
+        type, or a count that is no whole number, is left out, said once."""
         last = now_ms // MINUTE_MS
         span = list(range(last - minutes + 1, last + 1))
         with self.transport.errors("read the throughput"):
             pipe = self.transport.client.pipeline(transaction=False)
             for minute in span:
                 pipe.hgetall(self.app_keys.throughput(minute))
-            replies = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
         series = []
         for minute, reply in zip(span, replies):
-            counts = {}
+            counts: Dict[str, int] = {}
+            if isinstance(reply, Exception):
+                ignored(self.app_keys.throughput(minute), f"it holds another type than a "
+                                                          f"hash ({reply})")
+                reply = {}
             for queue, count in reply.items():
-                try:
-                    counts[_text(queue)] = int(count)
-                except ValueError:
+                number = whole(count, 0, 2 ** 62)
+                if number is None:
+                    ignored(self.app_keys.throughput(minute),
+                            f"the count of {printable(queue)!r} is no whole number")
                     continue
+                counts[_text(queue)] = number
             series.append((minute, counts))
         return series
+
+
+def _finite(value: object) -> Optional[float]:
+    """A counter's value as a finite float, or None (nan, inf, text: no minitask wrote it)."""
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
 
 
 def _text(value: object) -> str:

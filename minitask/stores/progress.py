@@ -10,6 +10,7 @@ from typing import Optional, Sequence, Tuple
 from ..broker.keys import queue_keys
 from ..wire.message import Progress
 from ..wire.serializer import unpack_progress
+from .foreign import ignored
 from .store import Store
 
 #: One pending write: (queue, task id, packed progress, time to live in ms).
@@ -38,6 +39,14 @@ class ProgressStore(Store):
         return queue_keys(self.app_name, queue).progress(task_id)
 
     def read(self, queue: str, task_id: str) -> Optional[Progress]:
+        """A task's last progress; None when it has none, or when what its key holds is
+        no progress minitask wrote (another type, other bytes): as if none, said once."""
+        key = self.key(queue, task_id)
         with self.transport.errors(f"read the progress of task {task_id}"):
-            data = self.transport.client.get(self.key(queue, task_id))
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.get(key)
+            (data,) = pipe.execute(raise_on_error=False)
+        if isinstance(data, Exception):
+            ignored(key, f"it holds another type than a string ({data})")
+            return None
         return unpack_progress(data) if isinstance(data, bytes) else None

@@ -265,21 +265,24 @@ class QueueStore(Store):
         keys = [self.keys(queue) for queue in queues]
         with self.transport.errors(f"count tasks of {len(keys)} queue(s)"):
             pipe = self.transport.client.pipeline(transaction=False)
+            counted: List[str] = []
             for k in keys:
                 for key in k.ready:
                     pipe.llen(key)
-                pipe.zcard(k.delayed)
-                pipe.zcard(k.leases)
-                pipe.zcard(k.dead)
-                pipe.zcard(k.cancelled)
-            replies = [int(n) for n in pipe.execute()]
+                for key in (k.delayed, k.leases, k.dead, k.cancelled):
+                    pipe.zcard(key)
+                counted += (*k.ready, k.delayed, k.leases, k.dead, k.cancelled)
+            replies = [_count(key, reply) for key, reply in
+                       zip(counted, pipe.execute(raise_on_error=False))]
             per_queue = [replies[i * 14:(i + 1) * 14] for i in range(len(keys))]
             cancelled_in = [k for k, counts in zip(keys, per_queue) if counts[13]]
             pipe = self.transport.client.pipeline(transaction=False)
             for k in cancelled_in:
                 for priority in PRIORITIES:  # cancelled entries still in the ready lists
                     pipe.zcount(k.cancelled, priority, priority)
-            cancelled = iter([int(n) for n in pipe.execute()] if cancelled_in else [])
+            zcounts = pipe.execute(raise_on_error=False) if cancelled_in else []
+            cancelled = iter([_count(k.cancelled, reply) for k, reply in zip(
+                [k for k in cancelled_in for _ in PRIORITIES], zcounts)])
         found = {}
         for queue, counts in zip(queues, per_queue):
             minus = [next(cancelled) for _ in PRIORITIES] if counts[13] else [0] * 10
@@ -289,3 +292,12 @@ class QueueStore(Store):
                                                   if c},
                             "scheduled": counts[10], "running": counts[11], "dead": counts[12]}
         return found
+
+
+def _count(key: str, reply: Any) -> int:
+    """A count of ``key``; 0 when it holds another type (no minitask wrote it, said once):
+    one such key must not hide the counts of every other queue."""
+    if isinstance(reply, Exception):
+        ignored(key, f"it holds another type ({reply})")
+        return 0
+    return int(reply)

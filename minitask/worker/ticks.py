@@ -38,9 +38,11 @@ logger = logging.getLogger(__name__)
 #: How often a busy worker reads its queues' schedules again (ms), to hear of
 #: changes that idle workers hear of at once.
 REFRESH_MS = 5000
-#: How far a worker's clock may be behind another's (ms): a tick armed later than
-#: the schedule's next tick after now plus this was not armed by minitask.
-SKEW_MS = 3_600_000
+#: How far two workers' clocks may differ (ms) before a tick one armed is re-armed by
+#: the other: a tick later than the tick after next, from now plus this, was armed by
+#: a clock far ahead (an hour ahead would silence an hourly schedule for an hour) or
+#: was no tick minitask wrote.
+SKEW_MS = 60_000
 #: A wait that ends this much before it was planned to (seconds) was ended by a wake token.
 _EARLY = 0.002
 
@@ -65,6 +67,13 @@ class TickSource:
         self._queued = False     # the last look fired a run into a queue
         #: entries whose armed tick is no tick minitask wrote: re-armed at the next look
         self._rearm: List[Tuple[Tuple[str, str], Armed]] = []
+        #: How far this worker's clock is ahead of Redis's (ms), once measured and past
+        #: the bound worth a warning: ticks are then armed and fired by Redis's time.
+        self.skew_ms = 0
+
+    def _now(self) -> int:
+        """Now by Redis's clock as far as this worker knows it (ticks are shared)."""
+        return self._host.clock.now_ms() - self.skew_ms
 
     # -- writing the decorated schedules ---------------------------------------
 
@@ -75,7 +84,7 @@ class TickSource:
         decorator after a deploy) replaces the old and arms its next tick.
         """
         store = self._host.broker.schedules
-        now_ms = self._host.clock.now_ms()
+        now_ms = self._now()
         for schedule in self._decorated:
             try:
                 written = store.save(schedule, schedule.next_after(now_ms))
@@ -96,7 +105,7 @@ class TickSource:
 
     def next_job(self) -> Optional[Job]:
         """Fire what is due, then lease work from the queues as ``QueueSource`` does."""
-        now_ms = self._host.clock.now_ms()
+        now_ms = self._now()
         if (now_ms < self._check_at and not self._stale) or self._stop.is_set() \
                 or self._holdings.closing:
             return self._handed(self._queues.next_job())  # nothing due, or stopping
@@ -126,15 +135,16 @@ class TickSource:
     def more_due_now(self) -> bool:
         earliest = self.earliest_tick()
         return self._queues.more_due_now() or (
-            earliest is not None and earliest <= self._host.clock.now_ms())
+            earliest is not None and earliest <= self._now())
 
     def wait(self) -> None:
         """Wait as the queues do, also until the earliest armed tick; a wait that ends
         early without work means the schedules may have changed: read them next."""
         earliest = self.earliest_tick()
-        planned = self._queues.planned_wait(earliest)
+        until_ms = None if earliest is None else earliest + self.skew_ms  # this clock's
+        planned = self._queues.planned_wait(until_ms)
         started = time.monotonic()
-        self._queues.wait(until_ms=earliest)
+        self._queues.wait(until_ms=until_ms)
         if (not self._stop.is_set() and planned > _EARLY
                 and time.monotonic() - started < planned - _EARLY):
             self._stale = True
@@ -195,14 +205,16 @@ class TickSource:
         for (queue, name), entry in self._entries.items():
             if entry.schedule is None and self._warned.get(name) != entry.record:
                 self._warned[name] = entry.record
-                logger.warning("schedule %r of queue %r cannot be read by this worker (written "
-                               "by a newer minitask?); it is not fired from here", name, queue)
-            latest = None if entry.schedule is None else entry.schedule.next_after(
-                now_ms + SKEW_MS)
+                logger.warning("schedule %r of queue %r cannot be read by this worker (no "
+                               "record this version writes: a newer minitask's, or data "
+                               "minitask did not write); it is not fired from here",
+                               printable(name), printable(queue))
+            latest = None if entry.schedule is None else _tick_after_next(
+                entry.schedule, now_ms + SKEW_MS)
             if entry.schedule is not None and entry.tick_ms is not None and \
                     latest is not None and entry.tick_ms > latest:
-                # later than any tick minitask arms (1e13 on an every=60 schedule): it
-                # would silence the schedule for years
+                # later than any tick minitask arms from a clock near Redis's (1e13 on an
+                # every=60 schedule, or an hour ahead): it would silence the schedule
                 entry = Armed(entry.name, entry.record, entry.schedule, None,
                               float(entry.tick_ms))
                 self._entries[(queue, name)] = entry
@@ -248,7 +260,7 @@ class TickSource:
                                          wake=not quiet))
             plans.append((key, entry, armed_ms, run_ms, quiet))
         if fetching:
-            calls.append(self._queues.fetch_call(now_ms))
+            calls.append(self._queues.fetch_call(now_ms + self.skew_ms))  # this clock's
         names = ", ".join(entry.name for _, entry, _ in due[:3])
         replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}")
         found = None
@@ -298,3 +310,11 @@ def _stamp(ms: Optional[int]) -> str:
     if ms is None:
         return "-"
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms / 1000)) + f".{ms % 1000:03d}Z"
+
+
+def _tick_after_next(schedule: Schedule, ms: int) -> Optional[int]:
+    """The second tick after ``ms`` (or the first, when there is no second): no clock
+    within ``SKEW_MS`` of this one arms a tick later than that."""
+    first = schedule.next_after(ms)
+    following = None if first is None else schedule.next_after(first)
+    return following if following is not None else first

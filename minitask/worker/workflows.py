@@ -55,27 +55,19 @@ class WorkflowSteps:
     def ended_dead(self, message: Optional[Message], outcome: Outcome) -> None:
         """Run the error callbacks of a task that ended dead, fail its group and
         cancel what would have followed it; through Redis outages."""
-        if message is None or message.workflow is None:
-            return
-        try:
-            frame = frame_of(message)
-        except DecodeError as exc:
-            logger.error("task %s: its workflow cannot be carried on: %s", message.id, exc)
-            return
-        assert frame is not None
-        failure = Failure(message.id, message.task, outcome.exc_type, outcome.message,
-                          outcome.traceback)
-        store = self._host.broker.workflows
-        clock = self._host.clock
-        try:
-            persist(lambda: _unless_foreign(lambda: store.fail(frame, failure, clock.now_ms())),
-                    f"fail the workflow of task {message.id}")
-        except DecodeError as exc:
-            logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
+        if message is not None:
+            self._ended(message, "fail", Failure(message.id, message.task, outcome.exc_type,
+                                                 outcome.message, outcome.traceback))
 
     def cancelled(self, message: Message, outcome: Outcome) -> None:
         """Cancel what would have followed a task stopped while running, and fail its
         group, saying the task was cancelled; through Redis outages."""
+        self._ended(message, "stopped", Failure(message.id, message.task, "Cancelled",
+                                                outcome.message, ""))
+
+    def _ended(self, message: Message, how: str, failure: Failure) -> None:
+        """The workflow around a task that will not succeed: ``how`` is the store's
+        ``fail`` (it ended dead: error callbacks run) or ``stopped`` (cancelled)."""
         if message.workflow is None:
             return
         try:
@@ -84,13 +76,12 @@ class WorkflowSteps:
             logger.error("task %s: its workflow cannot be carried on: %s", message.id, exc)
             return
         assert frame is not None
-        failure = Failure(message.id, message.task, "Cancelled", outcome.message, "")
         store = self._host.broker.workflows
+        step = store.fail if how == "fail" else store.stopped
         clock = self._host.clock
         try:
-            persist(lambda: _unless_foreign(lambda: store.stopped(frame, failure,
-                                                                  clock.now_ms())),
-                    f"cancel the workflow of task {message.id}")
+            persist(lambda: _unless_foreign(lambda: step(frame, failure, clock.now_ms())),
+                    f"{'fail' if how == 'fail' else 'cancel'} the workflow of task {message.id}")
         except DecodeError as exc:
             logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
 

@@ -32,7 +32,10 @@ pytestmark = pytest.mark.integration
 APP = "tests.apps.foreign"
 SUBSCRIBER = "sub1"
 TIMED, NEWS = queue_keys("foreign", "timed"), queue_keys("foreign", "news")
+OTHER = queue_keys("foreign", "other")
 REGISTRY = AppKeys("foreign")
+#: A task that waits in queue ``other`` for an hour: its progress key gets planted data.
+WAITING = "waiting-with-progress"
 #: How soon a task of the untouched queue must run, planted data or not (s).
 WITHIN = 1.0
 
@@ -64,6 +67,12 @@ def plant_type(client: "redis.Redis[bytes]", key: str, kind: str, value: bytes) 
         client.set(key, value)
 
 
+def fresh_field(client: "redis.Redis[bytes]", key: str, field: bytes, value: bytes) -> None:
+    """A hash ``key`` holding this one field (whatever an earlier example left there)."""
+    client.delete(key)
+    client.hset(key, field, value)
+
+
 def wrong_type(key: str, kept: str) -> Any:
     """A strategy of planters making ``key`` of any type other than ``kept``."""
     return st.tuples(TYPES.filter(lambda kind: kind != kept), VALUES).map(
@@ -82,6 +91,18 @@ PLANTS: Dict[str, Any] = {
     "cursors": wrong_type(NEWS.broadcast("cursors"), "hash"),
     "queue registry": TEXTS.map(lambda name: lambda client: client.sadd(REGISTRY.queues,
                                                                         name or b"\x00")),
+    "metrics": st.one_of(
+        wrong_type(REGISTRY.metrics, "hash"),
+        st.tuples(TEXTS, VALUES).map(lambda planted: lambda client: fresh_field(
+            client, REGISTRY.metrics, planted[0] or b"f", planted[1]))),
+    "throughput": st.one_of(
+        st.tuples(TYPES.filter(lambda kind: kind != "hash"), VALUES).map(
+            lambda planted: lambda client: plant_type(client, this_minute(), *planted)),
+        st.tuples(TEXTS, VALUES).map(lambda planted: lambda client: fresh_field(
+            client, this_minute(), planted[0] or b"q", planted[1]))),
+    "progress": st.one_of(
+        wrong_type(OTHER.progress(WAITING), "string"),
+        VALUES.map(lambda value: lambda client: client.set(OTHER.progress(WAITING), value))),
     "worker registry": st.tuples(TEXTS, VALUES).map(
         lambda planted: lambda client: (
             client.zadd(REGISTRY.workers, {planted[0] or b"w": time.time() * 1000}),
@@ -93,6 +114,11 @@ PLANTS: Dict[str, Any] = {
 # -- helpers ---------------------------------------------------------------------
 
 
+def this_minute() -> str:
+    """The throughput key of the minute now (the dashboard's chart reads it)."""
+    return REGISTRY.throughput(int(time.time() * 1000) // 60_000)
+
+
 def snapshot(client: "redis.Redis[bytes]", key: str) -> Tuple[bytes, Any]:
     """A key's type and its DUMP: unchanged means nothing was written to it."""
     return client.type(key), client.dump(key)
@@ -100,7 +126,7 @@ def snapshot(client: "redis.Redis[bytes]", key: str) -> Tuple[bytes, Any]:
 
 def planted_keys(client: "redis.Redis[bytes]") -> List[str]:
     return [TIMED.ticks, TIMED.schedules, TIMED.fired, NEWS.broadcast("cursors"),
-            REGISTRY.queues]
+            REGISTRY.queues, REGISTRY.metrics, OTHER.progress(WAITING)]
 
 
 def ran(client: "redis.Redis[bytes]", token: str, deadline: float) -> bool:
@@ -144,6 +170,7 @@ def served(redis_server: Any, admin: "redis.Redis[bytes]", processes: Any,
         token = uuid.uuid4().hex
         producer.tasks["mark"].delay(token)
         assert ran(admin, token, time.monotonic() + 30), "the worker did not start"
+        producer.tasks["mark"].apply_async(("later",), task_id=WAITING, delay=3600)
         yield lambda: producer
         assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-3000:]
     finally:
@@ -171,7 +198,11 @@ def test_foreign_data_in_a_key_never_stops_the_worker_the_cli_or_the_dashboard(
         assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
         code, text = cli("schedules", "-A", APP)
         assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
-        for path in ("/", "/workers", "/dead", "/schedules", "/metrics", "/api/queues"):
+        code, text = cli("inspect", "-A", APP, WAITING)
+        assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+        assert producer.handle(WAITING).progress() is None or kind != "progress"
+        for path in ("/", "/workers", "/dead", "/schedules", "/metrics", "/api/queues",
+                     f"/task/{WAITING}"):
             assert page(dashboard, path) == "200 OK", path
         # what was planted is still there, as it was (a cursor or a tick minitask
         # replaces is minitask's to replace: those two are exempt)

@@ -11,7 +11,7 @@ import redis
 from minitask import Minitask, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
-from tests.conftest import ManualClock
+from tests.support.clock import ManualClock
 
 #: what a worker does per run_once; the drain below stops after this many
 LIMIT = 20
@@ -83,3 +83,18 @@ def test_printable_escapes_control_characters_and_bytes_that_are_not_utf8() -> N
     assert printable("forged\nERROR line") == "forged\\x0aERROR line"
     assert printable("rtl\u202etxt") == "rtl\\u202etxt"
     assert printable("kept\nlines\x07", keep_newlines=True) == "kept\nlines\\x07"
+
+
+def test_a_schedule_record_whose_period_is_no_whole_number_of_ms_is_refused() -> None:
+    """A planted ``every_ms`` of 1.5 fired a run every 2 ms on every worker."""
+    from minitask.errors import DecodeError
+    from minitask.periodic import build, from_record
+
+    record = build("often", "t", lambda: None, every=60.0, queue="default", priority=5,
+                   max_message_bytes=1 << 20).record()
+    head, _, body = record.partition(b"\n")
+    planted = head.replace(b'"every_ms":60000', b'"every_ms":1.5') + b"\n" + body
+    assert planted != record
+    with pytest.raises(DecodeError, match="every_ms 1.5 is no whole number"):
+        from_record(planted)
+    assert from_record(record).every == 60.0

@@ -46,8 +46,9 @@ def test_a_durability_the_replicas_cannot_meet_is_named_with_its_cost() -> None:
 
 
 def test_a_worker_says_at_start_up_that_its_clock_is_far_from_redis(
-        app: Minitask, monkeypatch: pytest.MonkeyPatch,
+        fake_redis: Any, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
+    app = Minitask("clocks", broker=fake_redis)  # the machine's clock: a test clock is none
     an_hour_behind(app.broker.client, monkeypatch)
     worker = app.worker(burst=True)
     with caplog.at_level(logging.WARNING, logger="minitask.worker.loop"):

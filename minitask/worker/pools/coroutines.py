@@ -30,6 +30,7 @@ from ...errors import TimeLimitExceeded
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, limited, settle
+from .slots import FixedSlots
 
 logger = logging.getLogger(__name__)
 
@@ -70,18 +71,14 @@ def contained_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return Raised(exc)
 
 
-class AsyncioPool:
+class AsyncioPool(FixedSlots):
     """``size`` slots; each attempt a task on one event loop in its own thread."""
 
     def __init__(self, size: int, runner: Runner, recorder: Recorder,
                  on_free: Optional[Callable[[int], None]] = None) -> None:
-        self._size = size
-        self._busy = 0
-        self._finished = 0
-        self._idle = threading.Condition()
+        super().__init__(size, on_free)
         self._runner = runner
         self._recorder = recorder
-        self._on_free = on_free
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
         self._shutting_down = False
         self._loop = asyncio.new_event_loop()
@@ -91,41 +88,8 @@ class AsyncioPool:
                                         name="minitask-asyncio")
         self._thread.start()
 
-    # -- slots (what the dispatcher asks of any pool) -------------------------------
-
-    def wait_for_slot(self, stop: threading.Event) -> bool:
-        """Take a free slot; False when ``stop`` is set first. Tells ``on_free`` how
-        many are free, so that the next fetch leases that many at once."""
-        with self._idle:
-            while self._busy >= self._size and not stop.is_set():
-                self._idle.wait(0.2)
-            if stop.is_set():
-                return False
-            free = self._size - self._busy
-            self._busy += 1
-        if self._on_free is not None:
-            self._on_free(free)
-        return True
-
-    def give_back_slot(self, finished: bool = False) -> None:
-        with self._idle:
-            self._busy -= 1
-            self._finished += finished
-            self._idle.notify_all()
-
-    @property
-    def finished(self) -> int:
-        """Jobs run to the end so far: a change means new work may have been scheduled."""
-        with self._idle:
-            return self._finished
-
     def submit(self, job: Job) -> None:
         asyncio.run_coroutine_threadsafe(self._run(job), self._loop)
-
-    def wait_idle(self, timeout: Optional[float] = None) -> bool:
-        """Wait until no attempt runs; False when ``timeout`` seconds pass first."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._busy == 0, timeout)
 
     # -- ending ---------------------------------------------------------------------
 
