@@ -251,7 +251,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.results": frozenset({"broker.packing", "broker.transport", "broker.waits", "errors",
                                  "stores.store", "wire.message", "wire.serializer"}),
     "stores.schedules": frozenset({"broker.packing", "broker.transport", "errors", "periodic",
-                                   "printable", "stores.foreign", "stores.queue", "stores.store"}),
+                                   "printable", "stores.foreign", "stores.queue",
+                                   "stores.store", "wire.message"}),
     "stores.scripts": frozenset(),
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
