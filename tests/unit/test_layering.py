@@ -256,7 +256,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.scripts": frozenset(),
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
-    "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors",
+    "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "printable",
                                    "stores.queue", "stores.store", "wire.message",
                                    "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
