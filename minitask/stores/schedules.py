@@ -16,6 +16,7 @@ from ..periodic import Schedule, from_record, with_times
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..printable import printable
+from ..wire.message import unprintable
 from .foreign import ignored, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
@@ -164,7 +165,8 @@ class ScheduleStore(Store):
 
 def _hash(key: str, reply: Any) -> Dict[str, bytes]:
     """A HGETALL reply by field name: a key of another type counts as empty, a
-    field that is not UTF-8 is left out (each warned about once)."""
+    field that is not UTF-8 or holds a control character is left out (each warned
+    about once)."""
     if isinstance(reply, Exception):
         ignored(key, f"it holds another type than a hash ({reply})")
         return {}
@@ -173,6 +175,10 @@ def _hash(key: str, reply: Any) -> Dict[str, bytes]:
         name = text_of(field)
         if name is None:
             ignored(key, f"field {printable(field)!r} is not UTF-8")
+        elif not name or unprintable(name) is not None:
+            # no schedule minitask writes has such a name, and a run's task id made of
+            # it would be dead-lettered at every tick
+            ignored(key, f"field {printable(name)!r} is no schedule name")
         else:
             found[name] = value
     return found

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError, EncodeError, MessageTooLarge
+from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
@@ -183,6 +184,22 @@ class WorkflowStore(Store):
         """
         self._fail_from(frame.get("next"), failure, now_ms, frame["max"])
 
+    def _stop_what_follows(self, join: Dict[str, Any], packed: Any, why: str, now_ms: int,
+                           max_bytes: int) -> None:
+        """A group whose state is not minitask's cannot complete: cancel what follows it
+        (a chord's body), saying so, when what follows could still be read; otherwise
+        what waits for it is left to expire, logged."""
+        try:
+            follow = unpack_data(packed, f"what follows group {join['id']}") if packed else None
+        except DecodeError:
+            follow = None
+        if follow is None:
+            logger.error("%s; what follows it cannot be read either, and will not run",
+                         printable(why))
+            return
+        self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""), now_ms,
+                        max_bytes)
+
     # -- carrying on ------------------------------------------------------------------
 
     def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int) -> None:
@@ -218,8 +235,10 @@ class WorkflowStore(Store):
             follow = unpack_data(reply[1], f"what follows group {join['id']}")
             self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes)
         elif status == "corrupt":
-            raise DecodeError(f"workflow group {join['id']}: {text(reply[1])}; the group "
-                              f"cannot complete (inspect the key, then delete it)")
+            why = f"workflow group {join['id']}: {text(reply[1])}; the group cannot complete"
+            self._stop_what_follows(join, reply[2] if len(reply) > 2 else b"", why, now_ms,
+                                    max_bytes)
+            raise DecodeError(f"{why} (inspect the key, then delete it)")
         elif status == "gone":
             logger.warning("workflow group %s is gone (expired after its result_ttl?): what "
                            "follows it will not run", join["id"])

@@ -14,6 +14,7 @@ import logging
 import threading
 from typing import Callable, Dict, List, Optional, Set
 
+from ..stores.foreign import foreign
 from ..errors import BrokerError
 from .host import Host
 from .leases import Holdings
@@ -171,10 +172,16 @@ class CancelWatch:
                 try:
                     if positions is None:
                         positions = store.positions(queues)
+                    if not positions:  # every stream holds another type: look again later
+                        self._stop.wait(MAX_WAIT)
+                        positions = None
+                        continue
                     requests = store.watch(positions)
                 except BrokerError as exc:
                     if self._stop.is_set():
                         return  # the worker closed its connections as it stopped
+                    if foreign(exc):  # a stream turned into another type: read them again,
+                        positions = None  # leaving that one out
                     self._stop.wait(backoff.failed(exc))
                     continue
                 except Exception:  # a bug of ours must not end the watch

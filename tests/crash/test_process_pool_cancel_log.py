@@ -78,3 +78,23 @@ def test_a_running_workflow_step_stopped_on_request_cancels_the_steps_after_it(
     assert last.status() == "cancelled" and client.llen("marks:started:step-2") == 0
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=DEADLINE) == 0
+
+
+def test_a_foreign_cancels_key_of_one_queue_leaves_the_others_stoppable(
+        processes: Processes, server: RedisServer, nap: Any) -> None:
+    from minitask.broker.keys import queue_keys
+    client = server.client()
+    client.set(queue_keys("aio", "bad").cancels, b"not a stream")
+    worker = processes.start("-m", "minitask", "worker", "-A", "tests.apps.aio", "-Q",
+                             "default,bad", "--pool", "asyncio", "-c", "2",
+                             env={"MINITASK_BROKER_URL": server.url})
+    handle = nap.delay("long-one", 30.0)
+    wait_until(lambda: client.llen("marks:started:long-one") == 1, timeout=DEADLINE,
+               message="the long task started")
+    assert handle.cancel(running=True) is True
+    with pytest.raises(TaskFailed) as failed:
+        handle.get(timeout=10)  # it waited its whole 30 s when the watch was down
+    assert failed.value.exc_type == "Cancelled"
+    assert client.get(queue_keys("aio", "bad").cancels) == b"not a stream"  # left as it was
+    worker.send_signal(signal.SIGTERM)
+    assert worker.wait(timeout=DEADLINE) == 0

@@ -8,7 +8,7 @@ from typing import Callable, List
 import pytest
 import redis
 
-from minitask import Minitask, chord
+from minitask import Minitask, TaskFailed, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
 from tests.support.clock import ManualClock
@@ -53,7 +53,10 @@ def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
     assert dead and all(group_key.decode() in letter.message for letter in dead)
     assert seen == []
     assert redis_client.type(group_key) == (b"hash" if damage == "size" else b"list")
-    del handle
+    if damage == "size":  # what follows could be read: the body ends, naming the group
+        assert handle.status() == "cancelled"
+        with pytest.raises(TaskFailed, match="the group cannot complete"):
+            handle.get(timeout=0)
 
 
 def test_a_fire_that_meets_a_fired_key_of_another_type_writes_nothing(
@@ -98,3 +101,25 @@ def test_a_schedule_record_whose_period_is_no_whole_number_of_ms_is_refused() ->
     with pytest.raises(DecodeError, match="every_ms 1.5 is no whole number"):
         from_record(planted)
     assert from_record(record).every == 60.0
+
+
+def test_a_planted_schedule_whose_name_holds_a_control_character_is_left_out(
+        make_app: Callable[..., Minitask]) -> None:
+    """It made a run at every tick whose id the worker refused: a dead letter a tick."""
+    from tests.support.draining import drain
+    app = make_app("named")
+
+    @app.periodic(every=60.0, name="fine")
+    def fine() -> None:
+        pass
+
+    worker = app.worker(burst=True)
+    worker.starting()
+    keys = queue_keys("named", "default")
+    client = app.broker.client
+    record = client.hget(keys.schedules, "fine")
+    client.hset(keys.schedules, "esc\x1b[31mred", record)
+    client.zadd(keys.ticks, {"esc\x1b[31mred": 0})  # due at once, for ever
+    assert [e.name for e in app.broker.schedules.armed(["default"])["default"]] == ["fine"]
+    drain(app.worker(burst=True))
+    assert app.dead_letters() == []

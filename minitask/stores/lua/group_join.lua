@@ -11,8 +11,9 @@
 --   {'failed'}   another member failed the group: nothing to do
 --   {'complete', next, r0, r1, ...}  every member succeeded: the caller runs
 --                `next` with the results, in member order, then marks it fired
---   {'corrupt', why}  the group's state is not minitask's (another type, a size
---                that is no number): nothing was written
+--   {'corrupt', why, next}  the group's state is not minitask's (another type, a
+--                size that is no number): nothing was written; `next` is what
+--                follows the group when it could be read, else 
 --   {'failing', next, failure}  this member failed the group (now, or on an
 --                earlier delivery): the caller cancels `next` for `failure`
 -- Invariant: a member's first outcome counts, whatever its later deliveries do,
@@ -30,9 +31,11 @@ for _, key in ipairs({state, results}) do
 end
 if redis.call('HEXISTS', state, 'fired') == 1 then return {'fired'} end
 local size = guards().whole(redis.call('HGET', state, 'size'), 1, 100000000)
-if not size or not redis.call('HGET', state, 'next') then
+local follows = redis.call('HGET', state, 'next')
+if not size or not follows then
+  -- what follows goes back too, when it is there: the caller cancels it, naming the key
   return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its size is no ' ..
-          'whole number, or what follows the group is missing)'}
+          'whole number, or what follows the group is missing)', follows or ''}
 end
 local ttl = tonumber(ARGV[4])
 redis.call('PEXPIRE', state, ttl)
