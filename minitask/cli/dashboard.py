@@ -42,7 +42,13 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(f"the dashboard needs its extra: pip install "
                                  f"'minitask[dashboard]' ({exc})") from exc
     app = load(args.app)
-    server = make(app, args.host, args.port, auth)
+    try:
+        server = make(app, args.host, args.port, auth)
+    except OSError as exc:  # the port is taken, or the address is not this machine's
+        app.close()
+        raise ConfigurationError(f"the dashboard cannot listen on {args.host}:{args.port}: "
+                                 f"{exc.strerror or exc}; choose another --port or "
+                                 f"--host") from exc
     logger.info("minitask dashboard of app %r on http://%s:%d/ (metrics at /metrics)%s",
                 app.name, args.host, server.server_port,
                 ", basic auth on" if auth else "")

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any, Dict, List
 
-from ..admin import DeadTask, inspect
+from ..admin import DeadTask, app_queues, inspect
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
@@ -35,6 +36,10 @@ def run(args: argparse.Namespace) -> int:
     action, ids = args.words[0], args.words[1:]
     app = load(args.app)
     try:
+        if args.queue is not None and args.queue not in app_queues(app):
+            print(f"minitask: error: app {app.name!r} has no queue {printable(args.queue)!r}; "
+                  f"its queues: {', '.join(map(printable, app_queues(app)))}", file=sys.stderr)
+            return 1  # something named was not found
         if action == "list":
             _refuse(ids, "list takes no task id")
             return _list(app, args)

@@ -118,6 +118,8 @@ def returned_after_wake(freeze: Freeze, returned_at: float) -> bool:
 
 
 def make_app(primary: RedisServer, name: str, **options: Any) -> Minitask:
+    """An app on ``primary``'s URL. A long ``durability_timeout`` (10 s, far above any
+    freeze here) must stay under the URL's socket timeout (15 s): it is refused else."""
     app = Minitask(name, broker=primary.url, **options)
 
     @app.task(name="add")
@@ -134,7 +136,7 @@ def on_replica(replica: RedisServer, app: Minitask, task_id: str) -> bool:
 def test_replicated_enqueue_returns_only_once_the_replica_has_it(
         pair: List[RedisServer]) -> None:
     primary, replica = pair
-    app = make_app(primary, "durable-wait", durability="replicated", durability_timeout=30)
+    app = make_app(primary, "durable-wait", durability="replicated", durability_timeout=10)
     try:
         with frozen(replica, 0.5) as freeze:
             handle = app.tasks["add"].delay(1, 2)
@@ -156,7 +158,7 @@ def test_a_no_op_retry_still_waits_until_what_redis_holds_is_replicated(
     primary, replica = request.getfixturevalue(servers)
     plain = make_app(primary, "durable-noop")
     durable = make_app(primary, "durable-noop", durability="replicated",
-                       durability_timeout=30)
+                       durability_timeout=10)
     try:
         durable.tasks["add"].delay(0, 0)  # the durable producer's connection has written
         with frozen(replica, 0.6) as freeze:
@@ -222,7 +224,7 @@ def test_async_replicated_enqueue_waits_and_fails_clearly(pair: List[RedisServer
 def test_a_worker_outcome_returns_only_once_the_replica_has_it(
         pair: List[RedisServer]) -> None:
     primary, replica = pair
-    app = make_app(primary, "durable-outcome", durability="replicated", durability_timeout=30)
+    app = make_app(primary, "durable-outcome", durability="replicated", durability_timeout=10)
     try:
         handle = app.tasks["add"].delay(2, 3)
         worker = app.worker(burst=True)

@@ -316,3 +316,10 @@ def test_status_names_a_worker_whose_clock_is_far_from_redis(
         worker.forget()
     assert code == 0
     assert f"warning: worker {worker.name}'s clock is 7200.0 s behind Redis's" in out
+
+
+def test_dead_with_a_queue_the_app_does_not_have_names_its_queues_and_exits_1(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = cli(capsys, "dead", "-A", APP, "list", "--queue", "nosuch")
+    assert code == 1 and "app 'basic' has no queue 'nosuch'; its queues: " in err
+    assert "no dead letters" not in out

@@ -19,3 +19,16 @@ def test_an_auth_without_user_or_password_is_refused_and_nothing_serves(
     assert main(["dashboard", "-A", "tests.apps.basic", "--auth", auth]) == 2
     assert "must be user:password" in capsys.readouterr().err
     assert made == []
+
+
+def test_a_port_that_is_taken_is_a_one_line_error(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+    monkeypatch.delenv("MINITASK_DASHBOARD_AUTH", raising=False)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["dashboard", "-A", "tests.apps.basic", "--port", str(port)]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot listen on 127.0.0.1:{port}" in err and "Traceback" not in err
