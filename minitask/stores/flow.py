@@ -14,8 +14,14 @@ from ..errors import DurabilityError
 from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
+from ..printable import printable
+from .foreign import ignored
 from .queue import QueueStore
 from .store import Store
+
+#: A limiter due later than this from now was not made due by minitask: a rate
+#: window is an hour at most, and a retry time is within one window.
+STUCK_AFTER_MS = 2 * 3_600_000
 
 #: One checked message: (id, body, priority, due ms or 0), as ``Sender.prepare`` makes it.
 Entry = Tuple[str, bytes, int, int]
@@ -101,6 +107,30 @@ class FlowStore(Store):
             except (TypeError, ValueError):
                 found[queue] = 0
         return found
+
+    def unstick(self, queues: Sequence[str], now_ms: int) -> int:
+        """Make due now the limiters of ``queues`` whose due time is later than any
+        limit sets (a rate window is an hour at most): no minitask wrote it, and it
+        would park their tasks for years. Two round trips at most, one when none is;
+        returns how many were made due, each said once."""
+        horizon = now_ms + STUCK_AFTER_MS
+        dues = [queue_keys(self.app_name, queue).flow_due for queue in queues]
+        with self.transport.errors("look for limiters due too late"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in dues:
+                pipe.zrangebyscore(key, horizon, "+inf", start=0, num=16)
+            found = pipe.execute(raise_on_error=False)
+            stuck = [(key, limiter) for key, limiters in zip(dues, found)
+                     if not isinstance(limiters, Exception) for limiter in limiters]
+            if stuck:
+                pipe = self.transport.client.pipeline(transaction=False)
+                for key, limiter in stuck:
+                    pipe.zadd(key, {limiter: now_ms}, xx=True)
+                pipe.execute(raise_on_error=False)
+        for key, limiter in stuck:
+            ignored(key, f"limiter {printable(limiter)!r} was due later than any limit "
+                         f"sets; made due now")
+        return len(stuck)
 
     def specs(self, queue: str) -> Dict[str, str]:
         """Every flow spec of the queue, by id (a leak shows here)."""

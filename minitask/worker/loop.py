@@ -407,6 +407,7 @@ class Worker:
                 "beat_ms": now_ms,
                 **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
             }, now_ms, ttl_ms=period_ms * 4)
+            self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
         self._runner.observer.flush_quietly()
