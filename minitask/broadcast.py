@@ -14,14 +14,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .stores.broker import Broker
 from .broker.durability import APP, CallSetting, name_task
+from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle
-from .broker.keys import lane
-from .wire.message import Message, Progress, to_ms, to_seconds
 from .options import check_seconds
 from .sending import Sender, check_key_part
+from .stores.broker import Broker
+from .wire.message import Message, Progress, to_ms, to_seconds
 from .wire.serializer import decode_outcome
 
 if TYPE_CHECKING:

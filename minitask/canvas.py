@@ -20,8 +20,8 @@ from .errors import ArgumentError, ConfigurationError
 from .handle import GroupHandle, Handle, StepHandle, TaskHandle
 from .options import new_task_id
 from .sending import Sender
-from .wire.serializer import check_arguments
 from .stores.workflows import Node, task_nodes
+from .wire.serializer import check_arguments
 
 W = TypeVar("W", bound="Workflow")
 

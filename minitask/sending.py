@@ -8,13 +8,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .stores.aio import AsyncBroker
 from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
-from .stores.broker import Broker
 from .broker.durability import APP, CallSetting, Durability, name_task
+from .broker.keys import check_name
 from .errors import ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
-from .broker.keys import check_name
+from .stores.aio import AsyncBroker
+from .stores.broker import Broker
 from .wire.message import Clock, Message
 from .wire.serializer import check_arguments, encode_message
 

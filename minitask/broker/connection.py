@@ -21,8 +21,8 @@ from redis.connection import URL_QUERY_ARGUMENT_PARSERS, to_bool
 from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
-from . import embedded
 from ..errors import BrokerError, ConfigurationError, MinitaskError, broker_error
+from . import embedded
 
 ENV_VAR = "MINITASK_BROKER_URL"
 

@@ -10,9 +10,9 @@ from typing import Callable, List, Optional, Sequence, Tuple, Type
 
 from .. import __version__
 from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
-from .logs import handler
 from . import (bench, cancel, dashboard, dead, embedded, inspect, purge, schedules, shutdown,
                status, tasks, unsubscribe, worker)
+from .logs import handler
 from .options import mistyped_option, split_words
 
 #: The command modules, in the order ``--help`` lists them; each has ``register``.

@@ -28,9 +28,9 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ..app import Minitask
 from ..errors import MinitaskError
 from . import views
+from . import subscribers  # noqa: F401  (registers its section)
 from .metrics import exposition
 from .sections import section, sections
-from . import subscribers  # noqa: F401  (registers its section)
 
 logger = logging.getLogger(__name__)
 

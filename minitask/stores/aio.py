@@ -23,15 +23,15 @@ from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, MovedError,
                               RedisClusterException)
 
-from .broker import Broker
-from .foreign import ignored
 from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
-from ..errors import BrokerError, ConfigurationError, DurabilityError
-from .scripts import source
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
+from ..errors import BrokerError, ConfigurationError, DurabilityError
+from .broker import Broker
+from .foreign import ignored
+from .scripts import source
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
 AsyncClient = Any

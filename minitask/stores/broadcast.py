@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import BrokerError
-from ..broker.keys import lane
 from ..broker.durability import Durability
+from ..broker.keys import lane
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
+from ..errors import BrokerError
 from ..printable import printable
 from .foreign import ignored, name_of, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP

@@ -1,7 +1,7 @@
 """Broker: one app's Redis, as a transport and a store per concern.
 
 The stores hold every operation minitask does on Redis (``minitask.stores``);
-the transport (``transport.py``) carries them. A feature with state of its
+the transport (``broker.transport``) carries them. A feature with state of its
 own adds a store beside these, not methods to a shared class.
 """
 from __future__ import annotations
@@ -10,6 +10,7 @@ from typing import Any
 
 import redis
 
+from ..broker.transport import Transport
 from .admin import AdminStore
 from .broadcast import BroadcastStore
 from .cancels import CancelStore
@@ -22,7 +23,6 @@ from .registry import WorkerRegistry
 from .results import ResultStore
 from .schedules import ScheduleStore
 from .workflows import WorkflowStore
-from ..broker.transport import Transport
 
 
 class Broker:

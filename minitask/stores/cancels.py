@@ -12,11 +12,11 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import redis
 
-from ..wire.message import Outcome
-from ..wire.serializer import encode_outcome
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import MAX_BLOCK_SECONDS
+from ..wire.message import Outcome
+from ..wire.serializer import encode_outcome
 from .foreign import ignored
 from .store import Store
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..broker.durability import Durability
-from ..errors import DurabilityError
 from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
+from ..errors import DurabilityError
 from ..printable import printable
 from .foreign import ignored
 from .queue import QueueStore

@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from ..broker.keys import PRIORITIES
-from ..wire.message import Message
-from ..wire.serializer import decode_message
 from ..broker.durability import Durability
-from ..errors import DurabilityError
+from ..broker.keys import PRIORITIES
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
+from ..errors import DurabilityError
 from ..printable import printable
+from ..wire.message import Message
+from ..wire.serializer import decode_message
 from .foreign import ignored, name_of
 from .store import Store
 

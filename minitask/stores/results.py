@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import DecodeError
-from ..wire.message import Message, Outcome, wall_ms
-from ..wire.serializer import decode_message, encode_message, encode_outcome
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
+from ..errors import DecodeError
+from ..wire.message import Message, Outcome, wall_ms
+from ..wire.serializer import decode_message, encode_message, encode_outcome
 from .store import Store
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")

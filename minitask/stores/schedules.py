@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..errors import DecodeError
-from ..periodic import Schedule, from_record, with_times
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
+from ..errors import DecodeError
+from ..periodic import Schedule, from_record, with_times
 from ..printable import printable
 from ..wire.message import unprintable
 from .foreign import ignored, text_of, whole

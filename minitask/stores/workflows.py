@@ -34,13 +34,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..broker.packing import ScriptCall
+from ..broker.transport import Transport, text
 from ..errors import DecodeError, EncodeError, MessageTooLarge
 from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
-from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .store import Store
 

@@ -17,10 +17,10 @@ import logging
 import socket
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from ..errors import ConfigurationError
 from ..broker.keys import check_name, lane
-from ..stores.queue import FetchTerms
 from ..broker.packing import ScriptCall
+from ..errors import ConfigurationError
+from ..stores.queue import FetchTerms
 from .host import Host
 from .leases import Holdings, Job, Leases
 from .sources import QueueSource, Source

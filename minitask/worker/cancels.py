@@ -14,8 +14,8 @@ import logging
 import threading
 from typing import Callable, Dict, List, Optional, Set
 
-from ..stores.foreign import foreign
 from ..errors import BrokerError
+from ..stores.foreign import foreign
 from .host import Host
 from .leases import Holdings
 from .outages import Backoff

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Optional, Protocol, Tuple, Type
 
-from ..stores.broker import Broker
 from ..hooks import Hooks
+from ..stores.broker import Broker
 from ..wire.message import Clock
 
 

@@ -14,22 +14,22 @@ import random
 import socket
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
-from ..stores.broker import Broker
 from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
                              skew_warning)
 from ..errors import BrokerError, ConfigurationError
-from ..wire.message import Message, Outcome, SystemClock, to_ms
 from ..periodic import Schedule
-from .pools.processes import ProcessPool
-from .pools.threads import ThreadPool
-from .pools.coroutines import AsyncioPool
+from ..stores.broker import Broker
+from ..wire.message import Message, Outcome, SystemClock, to_ms
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
+from .control import Orders
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .outages import guarded
 from .outcomes import Recorder
-from .control import Orders
+from .pools.coroutines import AsyncioPool
+from .pools.processes import ProcessPool
+from .pools.threads import ThreadPool
 from .runner import Runner
 from .sources import QueueSource, Source
 from .stop import Shutdown, Stop
@@ -218,7 +218,7 @@ class Worker:
         self._broadcasts.subscribe()
 
     def forking(self) -> ContextManager[None]:
-        """What a process pool holds while it forks a child (see ``Transport.forking``)."""
+        """What a process pool holds while it forks a child (see ``Connections.forking``)."""
         return self.broker.transport.connections.forking()
 
     def forked(self) -> None:

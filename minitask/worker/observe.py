@@ -13,9 +13,9 @@ from typing import Any, Optional
 
 from ..context import Report, TaskContext, running
 from ..errors import BrokerError
-from ..wire.message import Message, to_seconds
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
                               UNKNOWN_TASK, Delta, bucket_of)
+from ..wire.message import Message, to_seconds
 from .host import Host
 from .progress import ProgressWriter
 

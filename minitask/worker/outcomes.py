@@ -15,10 +15,10 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
-from ..wire.message import Message, Outcome, to_ms
-from ..wire.serializer import decode_message
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
+from ..wire.message import Message, Outcome, to_ms
+from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
 from .outages import persist, unconfirmed

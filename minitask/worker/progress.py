@@ -21,9 +21,9 @@ from typing import Dict, List, Optional, Tuple
 
 from ..context import Report
 from ..errors import BrokerError, EncodeError
+from ..stores.progress import Entry
 from ..wire.message import Message, to_ms
 from ..wire.serializer import pack_progress
-from ..stores.progress import Entry
 from .host import Host
 
 logger = logging.getLogger(__name__)

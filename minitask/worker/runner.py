@@ -15,8 +15,8 @@ from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 
 from ..context import running
 from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
-from ..wire.message import Message
 from ..tracing import attempt_span
+from ..wire.message import Message
 from .cancels import CancelBoard
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from

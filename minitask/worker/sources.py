@@ -10,11 +10,11 @@ import logging
 import time
 from typing import Callable, List, Optional, Protocol, Sequence, Tuple
 
+from ..broker.packing import ScriptCall
 from ..errors import BrokerError
-from ..wire.message import Message, SystemClock
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
-from ..broker.packing import ScriptCall
+from ..wire.message import Message, SystemClock
 from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, fetched_from, lease_of

@@ -7,8 +7,8 @@ import socket
 import threading
 from typing import Callable, List, Optional, Protocol, Sequence
 
-from .signals import SignalRelay
 from .leases import Holdings, Job, Leases
+from .signals import SignalRelay
 
 logger = logging.getLogger(__name__)
 

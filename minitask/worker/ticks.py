@@ -20,14 +20,14 @@ import logging
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..broker.packing import ScriptCall
 from ..errors import BrokerError
 from ..periodic import Schedule
 from ..printable import printable
 from ..stores.foreign import foreign, ignored
-from ..wire.serializer import encode_message
 from ..stores.queue import FetchResult
 from ..stores.schedules import Armed, Fired, Run
-from ..broker.packing import ScriptCall
+from ..wire.serializer import encode_message
 from .host import Host
 from .leases import Holdings, Job
 from .sources import QueueSource
