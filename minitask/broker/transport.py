@@ -113,13 +113,17 @@ class Transport:
         return self.durability.mode is not None
 
     def run_calls(self, calls: Sequence[ScriptCall], what: str,
-                  durability: Optional[Durability] = None) -> List[Any]:
+                  durability: Optional[Durability] = None,
+                  keep_refused: bool = False) -> List[Any]:
         """Run script calls in order, in one round trip where the connection allows
         it (not on Redis Cluster); returns every reply.
 
         When the calls are to be confirmed (``durability``, else the app's for
         the scripts it covers), a touch and WAIT (or WAITAOF) follow them in the
-        same write, and DurabilityError says when replicas fell short.
+        same write, and DurabilityError says when replicas fell short. With
+        ``keep_refused``, a call Redis refused (data minitask did not write) gives its
+        BrokerError in its place instead of raising, so that what the others did
+        (tasks they leased) is not lost with it.
         """
         policy = self._confirming([call[0] for call in calls], durability)
         if self.connections.pool is None:
@@ -131,7 +135,7 @@ class Transport:
         commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
         confirm = b"" if policy is None else b"".join(
             command(*part) for part in policy.commands([*calls[0][2], *calls[0][3]][0]))
-        return self._send_packed(scripts, commands, what, (policy, confirm))
+        return self._send_packed(scripts, commands, what, (policy, confirm), keep_refused)
 
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
@@ -162,8 +166,8 @@ class Transport:
         return script
 
     def _send_packed(self, scripts: Sequence[PackedScript], commands: Sequence[bytes],
-                     what: str, confirm: Tuple[Optional[Durability], bytes] = (None, b"")
-                     ) -> List[Any]:
+                     what: str, confirm: Tuple[Optional[Durability], bytes] = (None, b""),
+                     keep_refused: bool = False) -> List[Any]:
         """Send packed script calls in one write and read every reply, in order.
 
         Never sent twice: once written, a call may have run even if its reply is
@@ -188,13 +192,14 @@ class Transport:
                         replies.append(None)
                     except redis.ResponseError as exc:
                         refused = refused or (index, exc)
-                        replies.append(None)
+                        replies.append(exc)
                 waited = read_confirmation(connection, policy)
                 for index in missing:  # a script that ran is never sent twice
                     try:
                         replies[index] = load_and_run(connection, scripts[index],
                                                       commands[index])
                     except redis.ResponseError as exc:
+                        replies[index] = exc
                         if refused is None or index < refused[0]:
                             refused = (index, exc)
                 if missing and policy is not None:  # those ran after the WAIT: once more
@@ -203,7 +208,11 @@ class Transport:
             except BaseException:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 raise
-            if refused is not None:
+            if refused is not None and keep_refused:
+                replies = [self._failure(reply, what, script.name)
+                           if isinstance(reply, redis.ResponseError) else reply
+                           for script, reply in zip(scripts, replies)]
+            elif refused is not None:
                 index, error = refused
                 raise self._failure(error, what, scripts[index].name) from error
             if policy is not None:

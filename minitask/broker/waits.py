@@ -127,12 +127,16 @@ class Waits:
                 except redis.exceptions.NoScriptError:  # the call did not run
                     replies.append(None)
                     missing.append(index)
-                except redis.exceptions.ResponseError:
-                    self._unblocks = None  # refused by an ACL changed meanwhile? ask again
-                    raise
+                except redis.exceptions.ResponseError as exc:
+                    if isinstance(exc, redis.exceptions.NoPermissionError):
+                        self._unblocks = None  # refused by an ACL changed meanwhile? ask again
+                    # read on: a call behind may have leased tasks, which must be taken
+                    replies.append(exc)
             for index in missing:  # every reply is read: run what did not run, in order
                 replies[index] = load_and_run(connection, *packed[index])
-            return replies
+            if isinstance(replies[-1], Exception):  # the wait's own call: the caller's error
+                raise replies[-1]
+            return replies  # a refused call ahead of it stands in its place, for its caller
         except BaseException:
             connection.disconnect()  # a half-read reply must not reach the next caller
             raise

@@ -20,6 +20,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 from ..broker.keys import check_name, lane
 from ..broker.packing import ScriptCall
 from ..errors import ConfigurationError
+from ..printable import printable
 from ..stores.queue import FetchTerms
 from .host import Host
 from .leases import Holdings, Job, Leases
@@ -127,7 +128,8 @@ class BroadcastSource:
     def _pull(self) -> None:
         """Pull and lease now, in a round trip of its own."""
         replies = self._host.broker.transport.run_calls(
-            self._pull_calls(self._host.clock.now_ms()), "pull broadcast calls")
+            self._pull_calls(self._host.clock.now_ms()), "pull broadcast calls",
+            keep_refused=True)  # one lane's foreign data must not lose another's leases
         self._took(replies)
 
     def _pull_calls(self, now_ms: Optional[int]) -> List[ScriptCall]:
@@ -151,6 +153,12 @@ class BroadcastSource:
         more = False
         for index, (queue, own) in enumerate(self.lanes.items()):
             first, fetched, last = replies[3 * index:3 * index + 3]
+            refusals = [reply for reply in (first, fetched, last) if isinstance(reply, Exception)]
+            if refusals:
+                self._refused(queue, refusals[0])
+                if not isinstance(fetched, Exception):
+                    self._queues.take(own, queues.fetch_result(fetched))  # what it leased
+                continue
             for pull in (store.pulled(first), store.pulled(last)):
                 if pull.note and (queue, pull.note) not in self._noted:
                     self._noted.add((queue, pull.note))  # once: it may stay for long
@@ -164,3 +172,12 @@ class BroadcastSource:
             self._queues.take(own, queues.fetch_result(fetched))
             more = more or store.pulled(last).more
         self._more = more
+
+    def _refused(self, queue: str, error: BaseException) -> None:
+        """Redis refused this subscriber's lane of ``queue`` (data minitask did not
+        write): said once; its other lanes and the worker's queues go on."""
+        note = f"Redis refused its lane ({printable(error)}); it runs no broadcast call of this "
+        note += "queue until the lane's keys are fixed (inspect them with redis-cli)"
+        if (queue, note) not in self._noted:
+            self._noted.add((queue, note))
+            logger.error("subscriber %r of queue %r: %s", self.subscriber, queue, note)

@@ -169,9 +169,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer"}),
     # -- worker ----------------------------------------------------------------
     "worker": frozenset({"worker.leases", "worker.loop", "worker.outages", "worker.outcomes"}),
-    "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "stores.queue",
-                                    "worker.host", "worker.leases", "worker.sources",
-                                    "worker.stop"}),
+    "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
+                                    "stores.queue", "worker.host", "worker.leases",
+                                    "worker.sources", "worker.stop"}),
     "worker.cancels": frozenset({"errors", "stores.foreign", "worker.host", "worker.leases",
                                  "worker.outages"}),
     "worker.control": frozenset({"errors", "stores.registry", "worker.outages"}),
