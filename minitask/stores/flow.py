@@ -122,6 +122,12 @@ class FlowStore(Store):
             found = pipe.execute(raise_on_error=False)
             stuck = [(key, limiter) for key, limiters in zip(dues, found)
                      if not isinstance(limiters, Exception) for limiter in limiters]
+        for queue, key, limiters in zip(queues, dues, found):
+            if isinstance(limiters, Exception):  # no limiter of the queue comes due then
+                ignored(key, f"it holds another type ({limiters}); tasks of queue "
+                             f"{printable(queue)!r} held by a limit stay parked until it "
+                             f"is fixed")
+        with self.transport.errors("make limiters due"):
             if stuck:
                 pipe = self.transport.client.pipeline(transaction=False)
                 for key, limiter in stuck:

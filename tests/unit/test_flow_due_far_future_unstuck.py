@@ -3,6 +3,7 @@ tasks for years: the worker's heartbeat makes it due now, said once, and the lim
 itself still holds."""
 from __future__ import annotations
 
+import pytest
 import redis
 
 from minitask import Minitask
@@ -33,3 +34,16 @@ def test_a_limiter_due_a_century_ahead_is_made_due_and_its_task_runs(
     clock.advance(3601.0)
     drain(app.worker(burst=True))
     assert ran == [1, 2]
+
+
+def test_a_due_set_of_another_type_is_named_at_the_heartbeat(
+        app: Minitask, fake_redis: "redis.Redis[bytes]",
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Its limited tasks cannot come due: the worker says why, naming the key."""
+    import logging
+    due = queue_keys(app.name, "default").flow_due
+    fake_redis.set(due, b"x")
+    with caplog.at_level(logging.WARNING, logger="minitask.stores.foreign"):
+        app.worker(burst=True).beat()
+    assert any(due in record.getMessage() and "stay parked until it is fixed"
+               in record.getMessage() for record in caplog.records)
