@@ -3,6 +3,8 @@ wait for ever (with no timeout) for a run that cannot happen. Names it was sent 
 are waited for as before."""
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from minitask import ConfigurationError, Minitask
@@ -26,3 +28,24 @@ def test_a_name_that_never_got_the_call_is_refused_at_once(app: Minitask) -> Non
         handle.join(timeout=5, subscribers=["a", "ghost"])
     drain(a)
     assert handle.join(timeout=1, subscribers=["a"]) == {"a": 3}
+
+
+def test_a_sequence_no_minitask_wrote_never_loses_the_next_call(
+        app: Minitask, fake_redis: Any) -> None:
+    """A sequence of "abc" started again at 1, behind every cursor: the next call was
+    taken for one each subscriber had pulled, and never ran."""
+    from minitask.broker.keys import queue_keys
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def reload(version: int) -> int:
+        return version
+
+    a = app.worker(queues=[QUEUE], subscriber="a")
+    a.starting()
+    for version in (1, 2, 3):
+        reload.delay(version)
+        drain(a)
+    fake_redis.hset(queue_keys(app.name, QUEUE).broadcast("state"), "seq", "abc")
+    handle = reload.delay(4)
+    drain(a)
+    assert handle.join(timeout=1) == {"a": 4}
