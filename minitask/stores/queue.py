@@ -145,14 +145,23 @@ class QueueStore(Store):
         names = [q for q in queues if q not in self._known_queues]
         if names:
             with self.transport.errors("register queues"):
-                self.transport.client.sadd(self.app_keys.queues, *names)
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.sadd(self.app_keys.queues, *names)
+                (added,) = pipe.execute(raise_on_error=False)
+            if isinstance(added, Exception):  # another type: the queues still run, unlisted
+                ignored(self.app_keys.queues, f"it holds another type than a set ({added})")
             self._known_queues.update(names)
 
     def queue_names(self) -> List[str]:
         """The app's queues (and lanes); a member that can name no queue (not UTF-8, a
         space, a control character: not minitask's) is left out, with a warning."""
         with self.transport.errors("list queues"):
-            members = self.transport.client.smembers(self.app_keys.queues)
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.smembers(self.app_keys.queues)
+            (members,) = pipe.execute(raise_on_error=False)
+        if isinstance(members, Exception):  # another type: the queues the app declares
+            ignored(self.app_keys.queues, f"it holds another type than a set ({members})")
+            return []
         names = []
         for member in members:
             name = name_of(member)

@@ -30,7 +30,10 @@ class WorkerRegistry(Store):
             pipe.zadd(self.app_keys.workers, {worker: now_ms})
             pipe.hset(key, mapping={name: str(value) for name, value in info.items()})
             pipe.pexpire(key, ttl_ms)
-            pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+        for where, reply in zip((self.app_keys.workers, key, key), replies):
+            if isinstance(reply, Exception):  # another type: this worker goes unlisted
+                ignored(where, f"it holds another type ({reply})")
 
     def forget(self, worker: str) -> None:
         with self.transport.errors("unregister the worker"):
@@ -43,8 +46,14 @@ class WorkerRegistry(Store):
         """Workers whose last heartbeat is at most ``live_ms`` old; older ones are pruned."""
         client = self.transport.client
         with self.transport.errors("list workers"):
-            client.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
-            members = client.zrange(self.app_keys.workers, 0, -1)
+            pipe = client.pipeline(transaction=False)
+            pipe.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
+            pipe.zrange(self.app_keys.workers, 0, -1)
+            _, members = pipe.execute(raise_on_error=False)
+            if isinstance(members, Exception):  # another type: no worker can be listed
+                ignored(self.app_keys.workers, f"it holds another type than a sorted set "
+                                               f"({members})")
+                return []
             names = []
             for member in members:
                 name = name_of(member, "worker")
