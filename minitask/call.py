@@ -76,11 +76,7 @@ class Calls:
         """The message of an ``apply_async`` call and its durability, every option
         checked."""
         where = self._where
-        unknown = sorted(set(options) - APPLY_OPTIONS)
-        if unknown:
-            raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)} for "
-                                     f"apply_async; valid options are "
-                                     f"{', '.join(sorted(APPLY_OPTIONS))}")
+        self._refuse_unknown(options, APPLY_OPTIONS, "apply_async")
         args, kwargs = self._arguments(args, kwargs)
         queue, priority = self._placed(options)
         eta, delay = options.get("eta"), options.get("delay")
@@ -100,6 +96,14 @@ class Calls:
                                      now_ms=message.enqueued_at_ms, where=where)
             message = replace(message, flow=spec, eta_ms=due_ms or message.eta_ms)
         return message, options.get("durability", APP)
+
+    def _refuse_unknown(self, options: Any, valid: Any, what: str) -> None:
+        """Raise ConfigurationError naming the options ``what`` does not take."""
+        unknown = sorted(set(options) - valid)
+        if unknown:
+            raise ConfigurationError(f"{self._where}: unknown option(s) {', '.join(unknown)} "
+                                     f"for {what}; valid options are "
+                                     f"{', '.join(sorted(valid))}")
 
     def _placed(self, options: Any) -> Tuple[str, int]:
         """The queue and priority a call's ``options`` give it (None: the task's), checked."""
@@ -195,11 +199,7 @@ class Calls:
     def step_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
         """``Task.call_options``: a workflow step's per-call options, checked."""
         where = self._where
-        unknown = sorted(set(options) - CALL_OPTIONS)
-        if unknown:
-            raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)} for a "
-                                     f"signature; valid options are "
-                                     f"{', '.join(sorted(CALL_OPTIONS))}")
+        self._refuse_unknown(options, CALL_OPTIONS, "a signature")
         queue, priority = self._placed(options)
         delay = options.get("delay")
         delay_ms = None if delay is None else to_ms(check_seconds(delay, "delay", where))
