@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..wire.message import MAX_MS
-from .foreign import ignored, whole
+from .foreign import ignored, raise_refusals, whole
 from .store import Store
 
 _SCRIPTS = ("purge_ready",)
@@ -64,6 +64,7 @@ class AdminStore(Store):
             pipe.zscore(k.delayed, task_id)
             pipe.zscore(k.leases, task_id)
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         for where, reply in zip((k.messages, k.deliveries, k.retrying, k.dead_info, k.delayed,
                                  k.leases), replies):
             if isinstance(reply, Exception):  # another type: no minitask wrote it

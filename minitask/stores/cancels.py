@@ -17,7 +17,7 @@ from ..broker.transport import text
 from ..broker.waits import MAX_BLOCK_SECONDS
 from ..wire.message import Outcome
 from ..wire.serializer import encode_outcome
-from .foreign import ignored
+from .foreign import ignored, raise_refusals
 from .store import Store
 
 _SCRIPTS = ("request_cancel", "end_cancelled")
@@ -78,6 +78,7 @@ class CancelStore(Store):
             for queue in queues:
                 pipe.xrevrange(self.keys(queue).cancels, "+", "-", count=1)
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         for queue, last in zip(queues, replies):
             if isinstance(last, Exception):
                 ignored(self.keys(queue).cancels, f"it holds another type ({last}); running "

@@ -15,7 +15,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import DurabilityError
 from ..printable import printable
-from .foreign import ignored
+from .foreign import ignored, raise_refusals
 from .queue import QueueStore
 from .store import Store
 
@@ -120,6 +120,7 @@ class FlowStore(Store):
             for key in dues:
                 pipe.zrangebyscore(key, horizon, "+inf", start=0, num=16)
             found = pipe.execute(raise_on_error=False)
+            raise_refusals(found)
             stuck = [(key, limiter) for key, limiters in zip(dues, found)
                      if not isinstance(limiters, Exception) for limiter in limiters]
         for queue, key, limiters in zip(queues, dues, found):
@@ -132,7 +133,7 @@ class FlowStore(Store):
                 pipe = self.transport.client.pipeline(transaction=False)
                 for key, limiter in stuck:
                     pipe.zadd(key, {limiter: now_ms}, xx=True)
-                pipe.execute(raise_on_error=False)
+                raise_refusals(pipe.execute(raise_on_error=False))
         for key, limiter in stuck:
             ignored(key, f"limiter {printable(limiter)!r} was due later than any limit "
                          f"sets; made due now")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Optional, Set, Tuple
+from typing import Any, Iterable, Optional, Set, Tuple
 
 from ..broker.keys import check_name
 from ..printable import printable
@@ -88,3 +88,12 @@ def foreign(exc: BaseException) -> bool:
     another type, a script stopped by a value it cannot read), not an outage: trying
     again cannot help, and nothing was changed."""
     return getattr(exc, "reason", None) in ("wrong type", "script")
+
+
+def raise_refusals(replies: Iterable[Any]) -> None:
+    """Raise the first reply of a pipeline read with ``raise_on_error=False`` that is a
+    refusal other than WRONGTYPE (an ACL, a full Redis...): only a key of another type
+    is data minitask did not write, to be left out; the rest is the caller's error."""
+    for reply in replies:
+        if isinstance(reply, Exception) and not str(reply).startswith("WRONGTYPE"):
+            raise reply

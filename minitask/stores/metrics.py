@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import DefaultDict, Dict, List, Optional, Tuple
 
 from ..printable import printable
-from .foreign import ignored, whole
+from .foreign import ignored, raise_refusals, whole
 from .store import Store
 
 
@@ -103,6 +103,7 @@ class MetricsStore(Store):
                 pipe.pexpireat(series, minute * MINUTE_MS + KEEP_MS)
                 touched += (series, series)
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         for refused in {where: reply for where, reply in zip(touched, replies)
                         if isinstance(reply, Exception)}.items():
             ignored(refused[0], f"counts not added: {refused[1]}")
@@ -115,6 +116,7 @@ class MetricsStore(Store):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.hgetall(key)
             (raw,) = pipe.execute(raise_on_error=False)
+            raise_refusals([raw])
         if isinstance(raw, Exception):
             ignored(key, f"it holds another type than a hash ({raw})")
             return {}
@@ -138,6 +140,7 @@ class MetricsStore(Store):
             for minute in span:
                 pipe.hgetall(self.app_keys.throughput(minute))
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         series = []
         for minute, reply in zip(span, replies):
             counts: Dict[str, int] = {}

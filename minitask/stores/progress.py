@@ -10,7 +10,7 @@ from typing import Optional, Sequence, Tuple
 from ..broker.keys import queue_keys
 from ..wire.message import Progress
 from ..wire.serializer import unpack_progress
-from .foreign import ignored
+from .foreign import ignored, raise_refusals
 from .store import Store
 
 #: One pending write: (queue, task id, packed progress, time to live in ms).
@@ -46,6 +46,7 @@ class ProgressStore(Store):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.get(key)
             (data,) = pipe.execute(raise_on_error=False)
+            raise_refusals([data])
         if isinstance(data, Exception):
             ignored(key, f"it holds another type than a string ({data})")
             return None

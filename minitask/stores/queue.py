@@ -17,7 +17,7 @@ from ..errors import DurabilityError
 from ..printable import printable
 from ..wire.message import Message
 from ..wire.serializer import decode_message
-from .foreign import ignored, name_of
+from .foreign import ignored, name_of, raise_refusals
 from .store import Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
@@ -148,6 +148,7 @@ class QueueStore(Store):
                 pipe = self.transport.client.pipeline(transaction=False)
                 pipe.sadd(self.app_keys.queues, *names)
                 (added,) = pipe.execute(raise_on_error=False)
+                raise_refusals([added])
             if isinstance(added, Exception):  # another type: the queues still run, unlisted
                 ignored(self.app_keys.queues, f"it holds another type than a set ({added})")
             self._known_queues.update(names)
@@ -159,6 +160,7 @@ class QueueStore(Store):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.smembers(self.app_keys.queues)
             (members,) = pipe.execute(raise_on_error=False)
+            raise_refusals([members])
         if isinstance(members, Exception):  # another type: the queues the app declares
             ignored(self.app_keys.queues, f"it holds another type than a set ({members})")
             return []
@@ -281,8 +283,9 @@ class QueueStore(Store):
                 for key in (k.delayed, k.leases, k.dead, k.cancelled):
                     pipe.zcard(key)
                 counted += (*k.ready, k.delayed, k.leases, k.dead, k.cancelled)
-            replies = [_count(key, reply) for key, reply in
-                       zip(counted, pipe.execute(raise_on_error=False))]
+            counts = pipe.execute(raise_on_error=False)
+            raise_refusals(counts)
+            replies = [_count(key, reply) for key, reply in zip(counted, counts)]
             per_queue = [replies[i * 14:(i + 1) * 14] for i in range(len(keys))]
             cancelled_in = [k for k, counts in zip(keys, per_queue) if counts[13]]
             pipe = self.transport.client.pipeline(transaction=False)
@@ -290,6 +293,7 @@ class QueueStore(Store):
                 for priority in PRIORITIES:  # cancelled entries still in the ready lists
                     pipe.zcount(k.cancelled, priority, priority)
             zcounts = pipe.execute(raise_on_error=False) if cancelled_in else []
+            raise_refusals(zcounts)
             cancelled = iter([_count(k.cancelled, reply) for k, reply in zip(
                 [k for k in cancelled_in for _ in PRIORITIES], zcounts)])
         found = {}

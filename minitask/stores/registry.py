@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Optional
 
 from ..broker.transport import text
 from ..printable import printable
-from .foreign import ignored, name_of, text_of, whole
+from .foreign import ignored, name_of, raise_refusals, text_of, whole
 from .store import Store
 
 #: The order that stops a worker as SIGTERM does.
@@ -31,6 +31,7 @@ class WorkerRegistry(Store):
             pipe.hset(key, mapping={name: str(value) for name, value in info.items()})
             pipe.pexpire(key, ttl_ms)
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         for where, reply in zip((self.app_keys.workers, key, key), replies):
             if isinstance(reply, Exception):  # another type: this worker goes unlisted
                 ignored(where, f"it holds another type ({reply})")
@@ -49,7 +50,8 @@ class WorkerRegistry(Store):
             pipe = client.pipeline(transaction=False)
             pipe.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
             pipe.zrange(self.app_keys.workers, 0, -1)
-            _, members = pipe.execute(raise_on_error=False)
+            pruned, members = pipe.execute(raise_on_error=False)
+            raise_refusals([pruned, members])
             if isinstance(members, Exception):  # another type: no worker can be listed
                 ignored(self.app_keys.workers, f"it holds another type than a sorted set "
                                                f"({members})")
