@@ -20,6 +20,7 @@ from .periodic import Schedule, build as build_schedule
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .stores.broker import Broker
+from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
 from .wire.message import SystemClock, to_ms
 from .worker import Worker, check_prefetch
@@ -30,7 +31,7 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
-                         "durability_timeout"})
+                         "durability_timeout", "recent_outcomes"})
 
 
 class Minitask(Operations):
@@ -60,7 +61,9 @@ class Minitask(Operations):
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
             ``durability_timeout`` seconds, default 1.0; see
-            :doc:`/guide/durability`).
+            :doc:`/guide/durability`) and ``recent_outcomes`` (outcomes each
+            queue's record keeps for ``minitask inspect recent``, default 2,000,
+            0 to keep none; see :doc:`/guide/operations`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -93,6 +96,9 @@ class Minitask(Operations):
         self.max_deliveries = max_deliveries
         self.max_message_bytes = max_message_bytes
         self.prefetch = prefetch
+        #: Outcomes each queue's record of recent outcomes keeps (0: none kept).
+        self.recent_outcomes = recent_length(options.get("recent_outcomes", DEFAULT_LENGTH),
+                                             where)
         self.clock = options.get("clock") or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
         #: Schedules made with ``@app.periodic``, written by each worker as it starts.
@@ -130,6 +136,7 @@ class Minitask(Operations):
             check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
             self._broker = Broker(connection.client, self.name, connection.description)
             self._broker.transport.durability = self.durability
+            self._broker.results.recent_length = self.recent_outcomes
         return self._broker
 
     def close(self) -> None:
@@ -191,7 +198,9 @@ class Minitask(Operations):
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
                 ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
                 ``result_ttl`` (seconds), ``broadcast``, ``rate_limit``,
-                ``max_running``.
+                ``max_running``, ``hide_args`` (its arguments hold secrets:
+                ``minitask inspect``, ``dead show`` and the dashboard never
+                show them).
 
         Returns:
             The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with
@@ -343,7 +352,8 @@ class Minitask(Operations):
 
     def worker(self, queues: Optional[Sequence[str]] = None, concurrency: int = 1,
                pool: str = "thread", burst: bool = False, grace: float = 30.0,
-               prefetch: Optional[int] = None, subscriber: Optional[str] = None) -> Worker:
+               prefetch: Optional[int] = None, subscriber: Optional[str] = None,
+               name: Optional[str] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
@@ -355,6 +365,9 @@ class Minitask(Operations):
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
             subscriber: the name it runs broadcast calls as; default: the host name.
+            name: what status, the dashboard, ``shutdown`` and the record of
+                recent outcomes call it; default: its id (host, pid and a random
+                part).
 
         Returns:
             A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
@@ -364,7 +377,16 @@ class Minitask(Operations):
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch,
-                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber)
+                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber,
+                      name=name)
+
+
+def recent_length(value: Any, where: str) -> int:
+    """``recent_outcomes``, checked: a whole number from 0 (no record) to MAX_LENGTH."""
+    if type(value) is not int or not 0 <= value <= MAX_LENGTH:
+        raise ConfigurationError(f"{where}: recent_outcomes must be an int from 0 (keep "
+                                 f"none) to {MAX_LENGTH}, got {value!r}")
+    return value
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

@@ -17,7 +17,7 @@ from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",
-                          "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
+                          "result_ttl", "broadcast", "hide_args"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
 _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
@@ -105,6 +105,8 @@ class TaskOptions:
     broadcast: bool = False
     #: ``rate_limit`` and ``max_running`` (limits.py)
     limits: TaskLimits = TaskLimits()
+    #: Its arguments hold secrets: no operator view (CLI, dashboard) shows them.
+    hide_args: bool = False
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
@@ -146,6 +148,10 @@ class TaskOptions:
             raise ConfigurationError(f"{where}: ignore_result must be True or False, "
                                      f"got {ignore_result!r}")
         queue = options.get("queue") or default_queue
+        hide_args = options.get("hide_args", False)
+        if not isinstance(hide_args, bool):
+            raise ConfigurationError(f"{where}: hide_args must be True or False, "
+                                     f"got {hide_args!r}")
         broadcast = options.get("broadcast", False)
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
@@ -164,4 +170,4 @@ class TaskOptions:
             timeout=seconds.get("timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=limits)
+            broadcast=broadcast, limits=limits, hide_args=hide_args)

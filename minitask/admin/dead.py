@@ -10,6 +10,7 @@ from ..errors import DecodeError
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_message, decode_outcome, encode_message
+from .activity import hides_args
 from .operated import Operated, app_queues
 
 
@@ -30,6 +31,8 @@ class DeadTask:
         traceback: the last error's traceback, as the worker printed it.
         dead_at: when it died, an aware UTC datetime.
         attempts: attempts made.
+        args_hidden: the task is registered with ``hide_args=True``: ``args``
+            and ``kwargs`` are left empty.
     """
 
     task_id: str
@@ -43,6 +46,7 @@ class DeadTask:
     traceback: str
     dead_at: _dt.datetime
     attempts: int
+    args_hidden: bool = False
 
 
 def dead_letters(app: Operated, queue: Optional[str] = None, *,
@@ -51,8 +55,8 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *,
     found: List[DeadTask] = []
     for name in [queue] if queue is not None else app_queues(app):
         for letter in app.broker.dead.letters(name, limit):
-            found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
-                                    letter.info))
+            found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
+                                    letter.body, letter.info))
     return found
 
 
@@ -92,8 +96,8 @@ def purge_dead(app: Operated, task_id: Optional[str] = None, *,
     return purged
 
 
-def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
-               info: Optional[bytes]) -> DeadTask:
+def _dead_task(app: Operated, task_id: str, queue: str, dead_at_ms: int,
+               body: Optional[bytes], info: Optional[bytes]) -> DeadTask:
     name, args, kwargs, attempts = "?", [], {}, 0
     try:
         message = decode_message(body or b"")
@@ -108,8 +112,11 @@ def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
                                              outcome.traceback)
         except DecodeError:
             reason = "unreadable dead-letter record"
+    hidden = hides_args(app, name)
+    if hidden:
+        args, kwargs = [], {}
     return DeadTask(task_id=task_id, queue=queue, name=name, args=args, kwargs=kwargs,
                     reason=reason, exc_type=exc_type, message=text, traceback=trace,
                     dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
                                                        tz=_dt.timezone.utc),
-                    attempts=attempts)
+                    attempts=attempts, args_hidden=hidden)

@@ -69,7 +69,8 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
     return {"task_id": dead.task_id, "queue": dead.queue, "name": dead.name, "args": dead.args,
             "kwargs": dead.kwargs, "reason": dead.reason, "exc_type": dead.exc_type,
             "message": dead.message, "traceback": dead.traceback,
-            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts}
+            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts,
+            "args_hidden": dead.args_hidden}
 
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
@@ -100,15 +101,18 @@ def _show(app: Minitask, task_id: str, as_json: bool) -> int:
             "args": info.args or [], "kwargs": info.kwargs or {}, "reason": info.reason,
             "exc_type": info.exc_type, "message": info.message, "traceback": info.traceback,
             "dead_at": info.finished_at.isoformat() if info.finished_at else "",
-            "attempts": info.attempt or 0}
+            "attempts": info.attempt or 0, "args_hidden": info.args_hidden}
     if as_json:
         emit_json(dead)
         return 0
     shown = {key: printable(value) for key, value in dead.items()
              if key not in ("args", "kwargs", "traceback")}
     print(f"task id   {shown['task_id']}\nqueue     {shown['queue']}\n"
-          f"task      {shown['name']}\nargs      {printable(repr(dead['args']))}\n"
-          f"kwargs    {printable(repr(dead['kwargs']))}\nattempts  {shown['attempts']}\n"
+          f"task      {shown['name']}\n"
+          + ("args      (hidden: the task has hide_args=True)\n" if info.args_hidden else
+             f"args      {printable(repr(dead['args']))}\n"
+             f"kwargs    {printable(repr(dead['kwargs']))}\n")
+          + f"attempts  {shown['attempts']}\n"
           f"dead at   {shown['dead_at']}\nreason    {shown['reason']}\n"
           f"error     {shown['exc_type']}: {shown['message']}")
     if dead["traceback"]:

@@ -31,7 +31,8 @@ def run(args: argparse.Namespace) -> int:
     }
     for info in broker.registry.live(now_ms, live_ms=60_000):
         report["workers"].append({
-            "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+            "name": info["name"], "id": info.get("id", info["name"]),
+            "host": info.get("host", ""), "pid": int(info.get("pid", 0)),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
             # the registry hands out only whole numbers in these fields
             "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),

@@ -35,9 +35,12 @@ def register(commands: Any) -> None:
                         "prefetch, 1); more is faster, but up to that many tasks can run "
                         "ahead of a higher-priority one")
     worker.add_argument("--name", default=None,
-                        help="the subscriber name it runs broadcast calls as; workers "
-                        "sharing a name run each call once between them (default: the "
-                        "host name)")
+                        help="the worker's name, everywhere: in minitask status, the "
+                        "dashboard, minitask shutdown NAME, the record of recent outcomes, "
+                        "and as the subscriber it runs broadcast calls as (workers sharing "
+                        "a name run each call once between them). Default: its id (host, "
+                        "pid, random part) and the host name as subscriber; shutdown takes "
+                        "the id too")
     worker.set_defaults(command=run)
 
 
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
         warn_if_undeclared(app, queue)
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name).run()
+                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
+                   name=args.name).run()
     finally:
         app.close()
     return 0

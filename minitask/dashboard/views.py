@@ -35,9 +35,11 @@ def workers(app: Minitask) -> Dict[str, Any]:
     found = []
     for info in live_workers(app):
         found.append({
-            "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+            "name": info["name"], "id": info.get("id", info["name"]),
+            "host": info.get("host", ""), "pid": _int(info.get("pid"), 0),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
-            "concurrency": info.get("concurrency", ""),
+            # whole numbers, as JSON numbers: the registry hands out only whole ones
+            "concurrency": _int(info.get("concurrency"), 0),
             "heartbeat_age_s": round((now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
             "running": _int(info.get("running"), 0)})
@@ -89,7 +91,7 @@ def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
                           "task": letter.name, "args": letter.args, "kwargs": letter.kwargs,
                           "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
                           "exc_type": letter.exc_type, "message": letter.message,
-                          "reason": letter.reason})
+                          "reason": letter.reason, "args_hidden": letter.args_hidden})
     return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
 
 

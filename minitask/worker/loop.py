@@ -101,7 +101,11 @@ class Worker:
         self.burst = burst
         self.grace = grace
         self.prefetch = prefetch
-        self.name = name or f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
+        #: Unique to this worker: its record in Redis and its orders list go by it.
+        self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
+        #: What status, the dashboard and ``minitask shutdown`` call it: ``name`` (the
+        #: CLI's ``--name``), else its id. Workers may share a name.
+        self.name = name or self.id
         self.processed = 0
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None
@@ -130,6 +134,7 @@ class Worker:
         # A child records outcomes with its next fetch from the queues in one round trip.
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
+        self._outcomes.worker_name = self.name
         self._runner = Runner(app, self._outcomes, self._leases)
         self._queues.on_poisoned = self._runner.observer.buried
         # ``minitask shutdown`` reaches the worker here: a process pool's supervisor
@@ -227,7 +232,7 @@ class Worker:
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""
-        self._orders = Orders(self.broker.registry, self.name, self._on_shutdown)
+        self._orders = Orders(self.broker.registry, self.id, self._on_shutdown)
         self._orders.start()
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
@@ -399,8 +404,8 @@ class Worker:
         self._broadcasts.beat(now_ms)
         if self._registers:
             period_ms = to_ms(self.heartbeat_period)
-            self.broker.registry.heartbeat(self.name, {
-                "pid": os.getpid(), "host": socket.gethostname(),
+            self.broker.registry.heartbeat(self.id, {
+                "name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
                 "queues": ",".join(self.queues), "pool": self.pool,
                 "concurrency": self.concurrency, "started_ms": self.started_ms,
                 "processed": self.processed, "failed": self.failed, "running": running,
@@ -417,7 +422,7 @@ class Worker:
         if self._orders is not None:
             self._orders.end()
         try:
-            self.broker.registry.forget(self.name)
+            self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
 
