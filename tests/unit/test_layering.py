@@ -124,7 +124,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "dashboard.sections": frozenset(),
     "dashboard.server": frozenset({"app", "dashboard.web"}),
     "dashboard.subscribers": frozenset({"dashboard.sections"}),
-    "dashboard.views": frozenset({"admin", "app"}),
+    "dashboard.views": frozenset({"admin", "admin.activity", "app"}),
     "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
                                 "dashboard.subscribers", "dashboard.views", "errors"}),
     # -- tools -----------------------------------------------------------------

@@ -252,3 +252,44 @@ def test_a_named_worker_is_listed_and_stopped_by_its_name_and_by_its_id(
     assert {type(w["concurrency"]) for w in workers} == {int}
     assert {type(w["pid"]) for w in workers} == {int}
     assert sorted(w["name"] for w in workers) == sorted(["w1", "w1", other.id])
+
+
+def test_an_expired_task_and_a_poisoned_one_are_recorded_too(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app("shop", max_deliveries=1, visibility_timeout=1)
+    add = tasks_of(app)["add"]
+    expired = add.apply_async((1, 1), expires=5)
+    clock.advance(10)
+    drain(app.worker(["default"]))
+    poisoned = add.delay(2, 2)
+    app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=1000, count=1,
+                            max_deliveries=1)  # a worker that then died with it
+    clock.advance(5)
+    drain(app.worker(["default"]))
+    states = {(e.task_id, e.state, e.name, e.error.split(":")[0])
+              for e in activity.recent(app).tasks}
+    assert states == {(expired.id, "cancelled", "shop.add", "Expired"),
+                      (poisoned.id, "dead", "shop.add", "RuntimeError")}
+
+
+def test_the_json_api_lists_running_scheduled_and_recent(
+        shop: Tuple[Minitask, Tasks]) -> None:
+    app, tasks = shop
+    tasks["login"].delay("ann", "hunter2")
+    tasks["add"].apply_in(60, 1, 2)
+    tasks["send"].delay("a@b")
+    drain(app.worker(["mail"]))
+    app.broker.queues.fetch("default", now_ms=app.clock.now_ms(), lease_ms=30_000, count=5,
+                            max_deliveries=5)
+    dashboard = Dashboard(app)
+    running = json.loads(call(dashboard, "/api/running")[2])
+    assert [(t["name"], t["args"]) for t in running["tasks"]] == [("shop.login", "(hidden)")]
+    assert "hunter2" not in json.dumps(running)
+    scheduled = json.loads(call(dashboard, "/api/scheduled?task=shop.*")[2])
+    assert [t["name"] for t in scheduled["tasks"]] == ["shop.add"]
+    recent = json.loads(call(dashboard, "/api/recent?queue=mail&state=succeeded&limit=5")[2])
+    assert [(t["name"], t["state"]) for t in recent["tasks"]] == [("mail.send", "succeeded")]
+    for bad in ("/api/recent?state=lost", "/api/running?queue=nope", "/api/running?limit=0",
+                "/api/running?limit=x"):
+        assert call(dashboard, bad)[0].startswith("400"), bad
+    assert call(dashboard, "/running")[0].startswith("404")
