@@ -175,3 +175,21 @@ def test_hide_args_keeps_a_secret_out_of_logs_inspect_and_dead_show(
     assert "hidden" in cli(capsys, "inspect", "-A", APP, handle.id)[1]
     code, out = cli(capsys, "inspect", "-A", APP, "recent", "--task", "ops.login")
     assert code == 0 and "PermissionError: user ann may not log in" in out
+
+
+def test_an_id_that_is_a_listing_word_is_inspected_with_id(
+        url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    ops.add.apply_async((1, 2), task_id="running", delay=90)
+    ops.add.apply_async((3, 4), task_id="other", delay=30)
+    code, out = cli(capsys, "inspect", "-A", APP, "--id", "running", "--json")
+    assert code == 0 and json.loads(out)["status"] == "scheduled"
+    code, out = cli(capsys, "inspect", "-A", APP, "running")
+    assert code == 0 and "no running tasks" in out
+    code, out = cli(capsys, "inspect", "-A", APP, "scheduled")
+    lines = out.splitlines()
+    assert code == 0 and "other" in lines[1] and "running" in lines[2]
+    assert "(in 29" in lines[1] or "(in 30" in lines[1]  # a human time beside the clock's
+    assert "(in 1 min 2" in lines[2] or "(in 1 min 3" in lines[2]
+    assert "2 shown of 2 scheduled" in out
+    code, out = cli(capsys, "inspect", "-A", APP, "--id", "running", "--task", "ops.add")
+    assert code == 2 and "filter a list" in out
