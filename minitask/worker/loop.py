@@ -219,6 +219,8 @@ class Worker:
         log_banner(self)
         check_redis(self)
         self.broker.queues.register_queues(self.queues)
+        # listed at once (status, shutdown NAME), not from its first heartbeat on
+        self._register(self.app.clock.now_ms(), 0)
         self._ticks.publish()
         self._broadcasts.subscribe()
 
@@ -255,6 +257,7 @@ class Worker:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
 
         child._ticks.skew_ms = self._ticks.skew_ms  # measured as the supervisor started
+        child._outcomes.worker_name = self.name  # the record names the worker, not a child
         if on_cancel is not None:
             child._runner.on_cancel = child._before_kill(on_cancel)
         child.run_child(started, on_end, lambda: on_done(child.processed, child.failed),
@@ -403,19 +406,25 @@ class Worker:
         running = self._leases.renew(now_ms)
         self._broadcasts.beat(now_ms)
         if self._registers:
-            period_ms = to_ms(self.heartbeat_period)
-            self.broker.registry.heartbeat(self.id, {
-                "name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
-                "queues": ",".join(self.queues), "pool": self.pool,
-                "concurrency": self.concurrency, "started_ms": self.started_ms,
-                "processed": self.processed, "failed": self.failed, "running": running,
-                "beat_ms": now_ms,
-                **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
-            }, now_ms, ttl_ms=period_ms * 4)
+            self._register(now_ms, running)
             self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
         self._runner.observer.flush_quietly()
+
+    def _register(self, now_ms: int, running: int) -> None:
+        """Say this worker is alive, with its counters (a process pool's supervisor
+        speaks for its children: they do not)."""
+        if not self._registers:
+            return
+        self.broker.registry.heartbeat(self.id, {
+            "name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
+            "queues": ",".join(self.queues), "pool": self.pool,
+            "concurrency": self.concurrency, "started_ms": self.started_ms,
+            "processed": self.processed, "failed": self.failed, "running": running,
+            "beat_ms": now_ms,
+            **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
+        }, now_ms, ttl_ms=to_ms(self.heartbeat_period) * 4)
 
     def forget(self) -> None:
         self._runner.observer.flush_quietly()

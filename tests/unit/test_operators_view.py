@@ -293,3 +293,11 @@ def test_the_json_api_lists_running_scheduled_and_recent(
                 "/api/running?limit=x"):
         assert call(dashboard, bad)[0].startswith("400"), bad
     assert call(dashboard, "/running")[0].startswith("404")
+
+
+def test_a_worker_is_listed_by_its_name_as_it_starts(shop: Tuple[Minitask, Tasks]) -> None:
+    app, _ = shop
+    worker = app.worker(["default"], name="w9")
+    worker.starting()  # before its first heartbeat, a period later
+    assert [(info["name"], info["id"]) for info in live_workers(app)] == [("w9", worker.id)]
+    assert shutdown(app, ["w9"]) == [worker.id]
