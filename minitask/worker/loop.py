@@ -220,7 +220,7 @@ class Worker:
         check_redis(self)
         self.broker.queues.register_queues(self.queues)
         # listed at once (status, shutdown NAME), not from its first heartbeat on
-        self._register(self.app.clock.now_ms(), 0)
+        register(self, self.app.clock.now_ms(), 0)
         self._ticks.publish()
         self._broadcasts.subscribe()
 
@@ -406,25 +406,11 @@ class Worker:
         running = self._leases.renew(now_ms)
         self._broadcasts.beat(now_ms)
         if self._registers:
-            self._register(now_ms, running)
+            register(self, now_ms, running)
             self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
         self._runner.observer.flush_quietly()
-
-    def _register(self, now_ms: int, running: int) -> None:
-        """Say this worker is alive, with its counters (a process pool's supervisor
-        speaks for its children: they do not)."""
-        if not self._registers:
-            return
-        self.broker.registry.heartbeat(self.id, {
-            "name": self.name, "pid": os.getpid(), "host": socket.gethostname(),
-            "queues": ",".join(self.queues), "pool": self.pool,
-            "concurrency": self.concurrency, "started_ms": self.started_ms,
-            "processed": self.processed, "failed": self.failed, "running": running,
-            "beat_ms": now_ms,
-            **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
-        }, now_ms, ttl_ms=to_ms(self.heartbeat_period) * 4)
 
     def forget(self) -> None:
         self._runner.observer.flush_quietly()
@@ -434,6 +420,21 @@ class Worker:
             self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
+
+
+def register(worker: Worker, now_ms: int, running: int) -> None:
+    """Say ``worker`` is alive, with its counters (a process pool's supervisor speaks
+    for its children: they do not)."""
+    if not worker._registers:
+        return
+    worker.broker.registry.heartbeat(worker.id, {
+        "name": worker.name, "pid": os.getpid(), "host": socket.gethostname(),
+        "queues": ",".join(worker.queues), "pool": worker.pool,
+        "concurrency": worker.concurrency, "started_ms": worker.started_ms,
+        "processed": worker.processed, "failed": worker.failed, "running": running,
+        "beat_ms": now_ms,
+        **({} if worker.clock_skew_ms is None else {"clock_skew_ms": worker.clock_skew_ms}),
+    }, now_ms, ttl_ms=to_ms(worker.heartbeat_period) * 4)
 
 
 def log_banner(worker: Worker) -> None:

@@ -137,8 +137,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                       "sending", "stores.aio", "stores.broker", "stores.recent", "task",
                       "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
-    "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
-                        "admin.subscriptions", "admin.tasks", "admin.workers"}),
+    "admin": frozenset({"admin.activity", "admin.dead", "admin.operated", "admin.queues",
+                        "admin.scheduling", "admin.subscriptions", "admin.tasks",
+                        "admin.workers"}),
     "admin.activity": frozenset({"admin.operated", "errors", "stores.admin", "stores.recent",
                                  "wire.message", "wire.serializer"}),
     "admin.dead": frozenset({"admin.activity", "admin.operated", "errors", "sending",
