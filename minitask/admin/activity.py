@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DecodeError
 from ..stores.admin import PEEK_MOST
-from ..stores.recent import STATES, RecentOutcome
+from ..stores.recent import MAX_LENGTH, STATES, RecentOutcome
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_message
 from .operated import Operated, app_queues
@@ -151,7 +151,8 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
                                  f"{', '.join(STATE_WORDS)}")
     names = _queues(app, queues, limit)
     filtered = task is not None or state is not None
-    count = max(app.broker.results.recent_length, limit) if filtered else limit
+    # with a filter, the whole record: its length is the writers' setting, not this app's
+    count = MAX_LENGTH if filtered else limit
     entries: List[RecentOutcome] = []
     for found in app.broker.recent.read(names, count).values():
         entries += found

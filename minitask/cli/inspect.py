@@ -82,7 +82,6 @@ def _list(args: argparse.Namespace, which: str) -> int:
         if which == "recent":
             listing = recent(app, args.queue, task=args.task, state=args.state,
                              limit=args.limit)
-            record = app.recent_outcomes
         else:
             listing = (running if which == "running" else scheduled)(
                 app, args.queue, task=args.task, limit=args.limit)
@@ -93,8 +92,9 @@ def _list(args: argparse.Namespace, which: str) -> int:
                    "tasks": [item.as_dict() for item in listing.tasks]})
         return 0
     now = _dt.datetime.now(_dt.timezone.utc)
-    if which == "recent" and not record:
-        print(f"app {app.name!r} keeps no record of recent outcomes (recent_outcomes=0)")
+    if which == "recent" and not listing.tasks and not app.recent_outcomes:
+        print(f"no recent outcomes: app {app.name!r} keeps no record of them "
+              f"(recent_outcomes=0)")
         return 0
     print("\n".join(_table(which, listing, now)))
     return 0
