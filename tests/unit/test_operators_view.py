@@ -301,3 +301,32 @@ def test_a_worker_is_listed_by_its_name_as_it_starts(shop: Tuple[Minitask, Tasks
     worker.starting()  # before its first heartbeat, a period later
     assert [(info["name"], info["id"]) for info in live_workers(app)] == [("w9", worker.id)]
     assert shutdown(app, ["w9"]) == [worker.id]
+
+
+def test_a_record_key_of_another_type_costs_only_the_record(
+        shop: Tuple[Minitask, Tasks], clock: ManualClock) -> None:
+    app, tasks = shop
+    key = queue_keys("shop", "default").recent
+    app.broker.client.set(key, "someone's data")
+    added, flaky, boom = tasks["add"].delay(1, 2), tasks["flaky"].delay(), tasks["boom"].delay()
+    queued = tasks["add"].apply_in(60, 0, 0)
+    assert queued.cancel() is True
+    worker = app.worker(["default"])
+    drain(worker)
+    clock.advance(1)
+    drain(worker)
+    assert (added.status(), flaky.status(), boom.status()) == ("succeeded", "failed", "failed")
+    assert app.broker.client.get(key) == b"someone's data"  # left as it was
+    assert activity.recent(app).tasks == []
+
+
+def test_entries_minitask_did_not_write_are_left_out(shop: Tuple[Minitask, Tasks]) -> None:
+    app, tasks = shop
+    key = queue_keys("shop", "default").recent
+    client = app.broker.client
+    client.xadd(key, {"x": "1"})
+    client.xadd(key, {"e": b"\xc1not msgpack"})
+    client.xadd(key, {"e": b"\x93\x01\x02\x03"})  # a list, not an entry
+    added = tasks["add"].delay(1, 2)
+    drain(app.worker(["default"]))
+    assert [e.task_id for e in activity.recent(app).tasks] == [added.id]
