@@ -4,31 +4,26 @@ from __future__ import annotations
 import asyncio
 import inspect
 import weakref
-from typing import (TYPE_CHECKING, Any, Callable, ContextManager, Coroutine, Dict, List,
-                    Optional, Sequence, Union, overload)
+from typing import (Any, Callable, ContextManager, Coroutine, Dict, List, Optional, Sequence,
+                    Union, overload)
 
 from .admin.methods import Operations
 from .batching import Batch
 from .broadcast import broadcast_limits
 from .broker.connection import Client, connect
 from .broker.durability import Durability, check_socket_timeout
-from .call import CallOptions
-from .canvas import Signature
 from .errors import ConfigurationError, DuplicateTaskError
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
 from .options import TaskOptions, check_seconds, check_text
 from .periodic import Schedule, build as build_schedule
-from .routes import ByName, Routes
+from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .stores.broker import Broker
 from .task import AsyncTask, P, R, Task, TaskDecorator
 from .wire.message import SystemClock, to_ms
 from .worker import Worker, check_prefetch
-
-if TYPE_CHECKING:
-    from typing import Unpack  # 3.11; never imported at run time
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
 MAX_DELIVERIES = 1000
@@ -39,7 +34,7 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "durability_timeout", "routes"})
 
 
-class Minitask(Operations):
+class Minitask(Operations, SendByName):
     """An application: a name that namespaces its Redis keys, and its tasks.
 
     Args:
@@ -67,8 +62,8 @@ class Minitask(Operations):
             ``min_replicas`` replicas, default 1, to confirm them within
             ``durability_timeout`` seconds, default 1.0; see
             :doc:`/guide/durability`), and ``routes`` (task names or glob
-            patterns mapped to a ``queue`` and a ``priority``, first match
-            first; see :doc:`/guide/routing`).
+            patterns mapped to a ``queue`` and a ``priority``; the first
+            match wins; see :doc:`/guide/routing`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -312,59 +307,17 @@ class Minitask(Operations):
         return fn
 
     def worker_queues(self) -> List[str]:
-        """Queues a worker serves by default: the default queue, then the rest by name
-        (those of its tasks, and those its routes send to)."""
+        """Queues a worker serves by default, the default queue first.
+
+        Returns:
+            The app's ``default_queue``, then, by name, the queues of its tasks
+            and those its routes send to.
+        """
         others = sorted(({t.queue for t in self.tasks.values()} | self.routes.queues())
                         - {self.default_queue})
         return [self.default_queue] + others
 
     # -- enqueueing ----------------------------------------------------------
-
-    def send(self, name: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
-             **options: Unpack[CallOptions]) -> TaskHandle[Any]:
-        """Enqueue a call of the task named ``name``, registered here or not.
-
-        A task this app registers is sent as its ``apply_async`` would send it.
-        Any other name goes to the queue (and priority) that ``options`` give,
-        else its route, else the app's default; its arguments are checked by
-        the worker that runs it, which dead-letters a call that does not bind
-        with ``ArgumentError`` (see :doc:`/guide/routing`).
-
-        Args:
-            name: the task's name, as its workers register it.
-            args: positional arguments: a tuple or list (None: none).
-            kwargs: keyword arguments: a dict (None: none).
-            **options: those of ``Task.apply_async``, checked alike.
-
-        Returns:
-            A handle on the enqueued call; its result is typed ``Any``.
-
-        Raises:
-            ConfigurationError: ``name`` is not a non-empty str of printable
-                characters, or an option is unknown or bad (a ValueError).
-            ArgumentError, EncodeError, MessageTooLarge, DurabilityError,
-                BrokerError: as ``Task.apply_async()``.
-        """
-        return self._by_name.send(name, args, kwargs, options)
-
-    def signature(self, name: str, *args: Any, **kwargs: Any) -> Signature:
-        """A signature of the task named ``name``, for chains, groups and chords.
-
-        Args:
-            name: the task's name, as its workers register it.
-            *args: positional arguments of the task (after the result of the
-                step before it, unless made immutable with ``set(immutable=True)``).
-            **kwargs: keyword arguments of the task.
-
-        Returns:
-            A ``Signature``, routed as ``send()`` routes; ``task.s(...)`` for a
-            task this app registers.
-
-        Raises:
-            ConfigurationError: ``name`` is not a non-empty str of printable
-                characters (a ValueError).
-        """
-        return self._by_name.signature(name, args, kwargs)
 
     def handle(self, task_id: str) -> TaskHandle[Any]:
         """A handle on a task known only by its id (its queue is looked up).

@@ -6,13 +6,15 @@ sends by name when they are made. A producer that shares no code with the
 workers sends with ``app.send(name, ...)`` or ``app.signature(name, ...)``;
 no signature is at hand to check its arguments, so the worker that runs the
 call checks them (``worker/runner.py``), and dead-letters a call that does not
-bind with ``ArgumentError``.
+bind with ``ArgumentError``. ``Minitask`` inherits ``send`` and ``signature``
+from ``SendByName``, doors into ``ByName``.
 """
 from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Any, Dict, List, Mapping, Optional, Pattern, Sequence, Set, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Pattern, Sequence, Set,
+                    Tuple, Union)
 
 from .call import CallOptions, Calls
 from .canvas import Signature
@@ -22,6 +24,9 @@ from .options import TaskOptions, check_priority, check_text
 from .sending import Sender, check_queue_name
 from .task import Task
 from .wire.message import to_ms
+
+if TYPE_CHECKING:
+    from typing import Unpack  # 3.11; never imported at run time
 
 #: The options a route may set.
 ROUTE_OPTIONS = frozenset({"queue", "priority"})
@@ -162,3 +167,56 @@ class ByName:
                 self._named.clear()
             named = self._named[name] = NamedTask(self._sender, options)
         return named
+
+
+class SendByName:
+    """Sending by name as methods of the app (a mixin of ``Minitask``)."""
+
+    #: Set by the app.
+    _by_name: ByName
+
+    def send(self, name: str, args: Sequence[Any] = (), kwargs: Optional[Dict[str, Any]] = None,
+             **options: Unpack[CallOptions]) -> TaskHandle[Any]:
+        """Enqueue a call of the task named ``name``, registered here or not.
+
+        A task this app registers is sent as its ``apply_async`` would send it.
+        Any other name goes to the queue (and priority) that ``options`` give,
+        else its route, else the app's default; its arguments are checked by
+        the worker that runs it, which dead-letters a call that does not bind
+        with ``ArgumentError`` (see :doc:`/guide/routing`).
+
+        Args:
+            name: the task's name, as its workers register it.
+            args: positional arguments: a tuple or list (None: none).
+            kwargs: keyword arguments: a dict (None: none).
+            **options: those of ``Task.apply_async``, checked alike.
+
+        Returns:
+            A handle on the enqueued call; its result is typed ``Any``.
+
+        Raises:
+            ConfigurationError: ``name`` is not a non-empty str of printable
+                characters, or an option is unknown or bad (a ValueError).
+            ArgumentError, EncodeError, MessageTooLarge, DurabilityError,
+                BrokerError: as ``Task.apply_async()``.
+        """
+        return self._by_name.send(name, args, kwargs, options)
+
+    def signature(self, name: str, /, *args: Any, **kwargs: Any) -> Signature:
+        """A signature of the task named ``name``, for chains, groups and chords.
+
+        Args:
+            name: the task's name, as its workers register it; positional only.
+            *args: positional arguments of the task (after the result of the
+                step before it, unless made immutable with ``set(immutable=True)``).
+            **kwargs: keyword arguments of the task.
+
+        Returns:
+            A ``Signature``, routed as ``send()`` routes; ``task.s(...)`` for a
+            task this app registers.
+
+        Raises:
+            ConfigurationError: ``name`` is not a non-empty str of printable
+                characters (a ValueError).
+        """
+        return self._by_name.signature(name, args, kwargs)

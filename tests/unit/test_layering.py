@@ -133,9 +133,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "testing": frozenset({"app", "broker.durability", "errors", "wire.message"}),
     # -- app -------------------------------------------------------------------
     "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
-                      "broker.durability", "call", "canvas", "errors", "handle", "hooks",
-                      "options", "periodic", "routes", "sending", "stores.aio",
-                      "stores.broker", "task", "wire.message", "worker"}),
+                      "broker.durability", "errors", "handle", "hooks", "options", "periodic",
+                      "routes", "sending", "stores.aio", "stores.broker", "task",
+                      "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
     "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
                         "admin.subscriptions", "admin.tasks", "admin.workers"}),
@@ -156,7 +156,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
                          "wire.serializer"}),
-    # routes, and sending a task known only by its name
+    # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
     "task": frozenset({"_compat", "broadcast", "broker.durability", "call", "canvas", "errors",

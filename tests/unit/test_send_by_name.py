@@ -223,3 +223,14 @@ def test_a_step_by_name_that_does_not_bind_fails_its_workflow(
         handle.get(timeout=0)
     assert failed.value.exc_type == "ArgumentError"
     assert "too many positional arguments" in failed.value.message
+
+
+def test_a_signature_passes_a_keyword_called_name_to_the_task(
+        producer: Minitask, workers: Minitask) -> None:
+    @workers.task(name="shop.greet")
+    def greet(greeting: str, *, name: str) -> str:
+        return f"{greeting}, {name}"
+
+    handle = producer.signature("shop.greet", "hello", name="Ada").delay()
+    run(workers)
+    assert handle.get(timeout=0) == "hello, Ada"
