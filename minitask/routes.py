@@ -6,8 +6,8 @@ sends by name when they are made. A producer that shares no code with the
 workers sends with ``app.send(name, ...)`` or ``app.signature(name, ...)``;
 no signature is at hand to check its arguments, so the worker that runs the
 call checks them (``worker/runner.py``), and dead-letters a call that does not
-bind with ``ArgumentError``. ``Minitask`` inherits ``send`` and ``signature``
-from ``SendByName``, doors into ``ByName``.
+bind with ``ArgumentError``. ``Minitask`` inherits ``send``, ``asend`` and
+``signature`` from ``SendByName``, doors into ``ByName``.
 """
 from __future__ import annotations
 
@@ -117,6 +117,11 @@ class NamedTask:
         self.sender.send([message], durability)
         return self.sender.handles([message], to_ms(self.options.result_ttl))[0]
 
+    async def asend(self, args: Any, kwargs: Any, options: CallOptions) -> TaskHandle[Any]:
+        message, durability = self._calls.applied(args, kwargs, options, "asend")
+        await self.sender.asend([message], durability)
+        return self.sender.handles([message], to_ms(self.options.result_ttl))[0]
+
     def check_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
         """Nothing to check against: the worker checks the arguments."""
 
@@ -144,6 +149,13 @@ class ByName:
             return task.send(args, kwargs, options)
         return task.apply_async(args, kwargs, **options)
 
+    async def asend(self, name: Any, args: Any, kwargs: Any,
+                    options: CallOptions) -> TaskHandle[Any]:
+        task = self._task(name, "asend")
+        if isinstance(task, NamedTask):
+            return await task.asend(args, kwargs, options)
+        return await task.aapply_async(args, kwargs, **options)
+
     def signature(self, name: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Signature:
         task = self._task(name, "signature")
         if isinstance(task, NamedTask):
@@ -170,7 +182,8 @@ class ByName:
 
 
 class SendByName:
-    """Sending by name as methods of the app (a mixin of ``Minitask``)."""
+    """Sending by name as methods of the app (a mixin of ``Minitask``): ``send``,
+    ``asend``, ``signature``."""
 
     #: Set by the app.
     _by_name: ByName
@@ -201,6 +214,26 @@ class SendByName:
                 BrokerError: as ``Task.apply_async()``.
         """
         return self._by_name.send(name, args, kwargs, options)
+
+    async def asend(self, name: str, args: Sequence[Any] = (),
+                    kwargs: Optional[Dict[str, Any]] = None,
+                    **options: Unpack[CallOptions]) -> TaskHandle[Any]:
+        """Like ``send()``, awaited: the write goes through ``redis.asyncio``.
+
+        Args:
+            name: the task's name, as its workers register it.
+            args: positional arguments: a tuple or list (None: none).
+            kwargs: keyword arguments: a dict (None: none).
+            **options: as ``send()``.
+
+        Returns:
+            A handle on the enqueued call; its result is typed ``Any``.
+
+        Raises:
+            ConfigurationError, ArgumentError, EncodeError, MessageTooLarge,
+                DurabilityError, BrokerError: as ``send()``.
+        """
+        return await self._by_name.asend(name, args, kwargs, options)
 
     def signature(self, name: str, /, *args: Any, **kwargs: Any) -> Signature:
         """A signature of the task named ``name``, for chains, groups and chords.

@@ -30,8 +30,12 @@ def send_types() -> None:
 
 
 async def awaited_types() -> None:
-    handle = producer.send("shop.add", (2, 3))
+    handle = await producer.asend("shop.add", (2, 3), priority=9)
+    assert_type(handle, TaskHandle[Any])
     assert_type(await handle.aget(timeout=5), Any)
+    stated: TaskHandle[str] = await producer.asend("shop.greet", ["Ada"])
+    assert_type(await stated.aget(timeout=5), str)
+    await producer.asend("shop.add", (2, 3), retries=3)  # type: ignore[call-arg]
 
 
 def signature_types() -> None:

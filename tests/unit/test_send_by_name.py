@@ -4,8 +4,10 @@ groups and chords that the workers of another program run; the message is the on
 dead-letters a call that does not bind with ArgumentError, never retried."""
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Iterator
 
+import fakeredis
 import pytest
 import redis
 
@@ -234,3 +236,33 @@ def test_a_signature_passes_a_keyword_called_name_to_the_task(
     handle = producer.signature("shop.greet", "hello", name="Ada").delay()
     run(workers)
     assert handle.get(timeout=0) == "hello, Ada"
+
+
+def test_asend_sends_by_name_through_the_async_client_with_the_same_checks(
+        clock: ManualClock) -> None:
+    server = fakeredis.FakeServer()
+    workers = Minitask("shop", broker=fakeredis.FakeRedis(server=server), clock=clock,
+                       async_broker=fakeredis.FakeAsyncRedis(server=server))
+
+    @workers.task(name="shop.add")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    producer = Minitask("shop", broker=fakeredis.FakeRedis(server=server), clock=clock,
+                        async_broker=fakeredis.FakeAsyncRedis(server=server),
+                        routes={"shop.*": {"queue": "routed"}})
+
+    async def produce() -> Any:
+        with pytest.raises(ConfigurationError, match="unknown option.*for asend"):
+            await producer.asend("shop.add", (1, 2), retries=1)  # type: ignore[call-arg]
+        with pytest.raises(ConfigurationError, match="task name must be a non-empty str"):
+            await producer.asend("")
+        handle = await producer.asend("shop.add", (2, 3), priority=8)
+        local = await workers.asend("shop.add", [4, 5])  # registered: its own aapply_async
+        await producer.aclose()
+        await workers.aclose()
+        return handle, local
+
+    handle, local = asyncio.run(produce())
+    assert drain(workers.worker(queues=["routed", "default"], burst=True)) == 2
+    assert (handle.get(timeout=0), local.get(timeout=0)) == (5, 9)
