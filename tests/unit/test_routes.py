@@ -149,3 +149,13 @@ def test_the_tasks_command_gives_routes_in_json(capsys: pytest.CaptureFixture[st
     assert shown["routes"] == [
         {"pattern": "routed.billing.*", "queue": "billing", "priority": 7},
         {"pattern": "routed.remote.*", "queue": "remote"}]
+
+
+@pytest.mark.app(on="offline", routes={"billing.*": {"queue": "billing", "priority": 7}})
+def test_a_periodic_task_s_schedule_goes_where_its_route_sends_it(app: Minitask) -> None:
+    @app.periodic(every=60, name="billing.nightly")
+    def nightly() -> None: ...
+
+    schedule = app.periodic_schedules["billing.nightly"]
+    assert (schedule.queue, schedule.priority) == ("billing", 7)
+    assert (nightly.queue, nightly.priority) == ("billing", 7)
