@@ -11,7 +11,8 @@ import fakeredis
 import pytest
 import redis
 
-from minitask import (ArgumentError, ConfigurationError, EncodeError, Minitask, Signature,
+from minitask import (ArgumentError, BatchNotSent, ConfigurationError, EncodeError, Minitask,
+                      Signature,
                       TaskFailed, chain, chord, group)
 from minitask.broker.keys import queue_keys
 from minitask.wire.message import Message
@@ -266,3 +267,16 @@ def test_asend_sends_by_name_through_the_async_client_with_the_same_checks(
     handle, local = asyncio.run(produce())
     assert drain(workers.worker(queues=["routed", "default"], burst=True)) == 2
     assert (handle.get(timeout=0), local.get(timeout=0)) == (5, 9)
+
+
+def test_sends_by_name_join_a_batch_block_and_go_when_it_ends(
+        producer: Minitask, workers: Minitask) -> None:
+    with producer.batch() as batch:
+        first = producer.send("shop.add", (1, 1))
+        second = producer.send("billing.charge", (3,))
+        assert len(batch) == 2
+        with pytest.raises(BatchNotSent):
+            first.status()
+    assert (first.status(), second.status()) == ("queued", "queued")
+    run(workers)
+    assert (first.get(timeout=0), second.get(timeout=0)) == (2, "3 EUR")
