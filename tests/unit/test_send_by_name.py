@@ -12,8 +12,7 @@ import pytest
 import redis
 
 from minitask import (ArgumentError, BatchNotSent, ConfigurationError, EncodeError, Minitask,
-                      Signature,
-                      TaskFailed, chain, chord, group)
+                      Signature, TaskFailed, chain, chord, group)
 from minitask.broker.keys import queue_keys
 from minitask.wire.message import Message
 from minitask.wire.serializer import decode_message
