@@ -17,6 +17,7 @@ from .handle import TaskHandle
 from .hooks import Hook, Hooks
 from .options import TaskOptions, check_seconds, check_text
 from .periodic import Schedule, build as build_schedule
+from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .stores.broker import Broker
@@ -30,10 +31,10 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
-                         "durability_timeout"})
+                         "durability_timeout", "routes"})
 
 
-class Minitask(Operations):
+class Minitask(Operations, SendByName):
     """An application: a name that namespaces its Redis keys, and its tasks.
 
     Args:
@@ -60,7 +61,9 @@ class Minitask(Operations):
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
             ``durability_timeout`` seconds, default 1.0; see
-            :doc:`/guide/durability`).
+            :doc:`/guide/durability`), and ``routes`` (task names or glob
+            patterns mapped to a ``queue`` and a ``priority``; the first
+            match wins; see :doc:`/guide/routing`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -95,6 +98,8 @@ class Minitask(Operations):
         self.prefetch = prefetch
         self.clock = options.get("clock") or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
+        #: Where tasks go by their names (``routes=``), checked here.
+        self.routes = Routes(options.get("routes"), where)
         #: Schedules made with ``@app.periodic``, written by each worker as it starts.
         self.periodic_schedules: Dict[str, Schedule] = {}
         #: Functions ``on()`` added, called by the workers of this app.
@@ -112,6 +117,8 @@ class Minitask(Operations):
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
             options.get("durability_timeout", 1.0), where)
+        self._by_name = ByName(name, self._sender, self.tasks, self.routes, default_queue,
+                               self.result_ttl)
 
     def __repr__(self) -> str:
         return f"<Minitask {self.name} tasks={len(self.tasks)}>"
@@ -202,7 +209,8 @@ class Minitask(Operations):
             DuplicateTaskError: another function already has this name.
         """
         def register(function: Callable[P, R]) -> Task[P, R]:
-            resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options)
+            resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options,
+                                         self.routes.match)
             check_queue_name(resolved.queue)
             existing = self.tasks.get(resolved.name)
             if existing is not None and _code_of(existing.func) != _code_of(function):
@@ -262,7 +270,7 @@ class Minitask(Operations):
 
         def register(function: Callable[P, R]) -> Task[P, R]:
             probe = TaskOptions.build(function, self.default_queue, self.result_ttl,
-                                      task_options)
+                                      task_options, self.routes.match)
             schedule = build_schedule(probe.name, probe.name, function, cron=cron, every=every,
                                       tz=tz, args=args, kwargs=kwargs, catch_up=catch_up,
                                       overlap=overlap, queue=probe.queue,
@@ -299,8 +307,14 @@ class Minitask(Operations):
         return fn
 
     def worker_queues(self) -> List[str]:
-        """Queues a worker serves by default: the default queue, then the rest by name."""
-        others = sorted({t.queue for t in self.tasks.values()} - {self.default_queue})
+        """Queues a worker serves by default, the default queue first.
+
+        Returns:
+            The app's ``default_queue``, then, by name, the queues of its tasks
+            and those its routes send to.
+        """
+        others = sorted(({t.queue for t in self.tasks.values()} | self.routes.queues())
+                        - {self.default_queue})
         return [self.default_queue] + others
 
     # -- enqueueing ----------------------------------------------------------

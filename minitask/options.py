@@ -8,7 +8,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
@@ -19,6 +19,8 @@ TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff
                           "retry_backoff_max", "retry_on", "timeout", "ignore_result",
                           "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
+#: A task's route by its name: the pattern that matched (None: none) and its options.
+Router = Callable[[str], Tuple[Optional[str], Mapping[str, Any]]]
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
 _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
 
@@ -105,10 +107,14 @@ class TaskOptions:
     broadcast: bool = False
     #: ``rate_limit`` and ``max_running`` (limits.py)
     limits: TaskLimits = TaskLimits()
+    #: The pattern of the app's route that gave it its queue or priority, if any.
+    route: Optional[str] = None
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
-              options: Dict[str, Any]) -> "TaskOptions":
+              options: Dict[str, Any], router: Optional[Router] = None) -> "TaskOptions":
+        """Check a decorator's options; the task's own ``queue`` and ``priority``
+        win over its route's (``router``), which win over the app's defaults."""
         unknown = sorted(set(options) - TASK_OPTIONS)
         name = options.get("name")
         if name is None:
@@ -145,7 +151,10 @@ class TaskOptions:
         if not isinstance(ignore_result, bool):
             raise ConfigurationError(f"{where}: ignore_result must be True or False, "
                                      f"got {ignore_result!r}")
-        queue = options.get("queue") or default_queue
+        pattern, routed = (None, {}) if router is None else router(name)
+        if routed and all(options.get(key) is not None for key in routed):
+            pattern = None  # the decorator set all the route would: it does not apply
+        queue = options.get("queue") or routed.get("queue") or default_queue
         broadcast = options.get("broadcast", False)
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
@@ -156,7 +165,7 @@ class TaskOptions:
                                      f"max_running (each subscriber runs every call)")
         return cls(
             name=name, queue=queue,
-            priority=check_priority(options.get("priority", 5), where),
+            priority=check_priority(options.get("priority", routed.get("priority", 5)), where),
             retries=retries,
             retry_backoff=seconds.get("retry_backoff", 1.0),
             retry_backoff_max=seconds.get("retry_backoff_max", 600.0),
@@ -164,4 +173,4 @@ class TaskOptions:
             timeout=seconds.get("timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=limits)
+            broadcast=broadcast, limits=limits, route=pattern)

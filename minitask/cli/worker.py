@@ -20,7 +20,8 @@ def register(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run tasks")
     add_app_options(worker)
     worker.add_argument("-Q", "--queues", help="comma-separated queues, served in this order "
-                        "(default: the default queue, then every queue the tasks name)")
+                        "(default: the default queue, then every queue the tasks or the "
+                        "routes name)")
     worker.add_argument("-c", "--concurrency", type=int, default=None,
                         help="tasks run at once (default: CPU count for processes, 1 for "
                         "threads, 100 for asyncio; at most 256 processes, 1,000 threads or "

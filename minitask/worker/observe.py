@@ -79,8 +79,9 @@ class Observer:
         hooks.call(_EVENTS.get(status, "task_dead"), context, error)
 
     def buried(self, message: Message, error: BaseException) -> None:
-        """The task was dead-lettered with no attempt ended (it killed its workers, or
-        no task has its name here): dead all the same, counted, ``task_dead`` heard."""
+        """The task was dead-lettered with no attempt ended (it killed its workers, no
+        task has its name here, or its arguments do not bind): dead all the same,
+        counted, ``task_dead`` heard."""
         # the name of a task not registered here is the message's own text: one label
         # for all of them, so that planted messages cannot add series without end
         task = message.task if message.task in self._host.tasks else UNKNOWN_TASK

@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 
 from ..context import running
-from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
+from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskError
 from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard
@@ -110,6 +110,13 @@ class Runner:
                     unknown_task_message(message.task, self._host.name, self._host.tasks))
                 self._recorder.bury(job, message, error, "unknown task")
                 self.observer.buried(message, error)
+            return None
+        try:  # a producer that sends by name could not check them: a call that cannot
+            task.check_call(message.args, message.kwargs)  # bind never will, on any attempt
+        except ArgumentError as exc:
+            if bury:
+                self._recorder.bury(job, message, exc, "its arguments do not fit the task")
+                self.observer.buried(message, exc)
             return None
         return message, task
 

@@ -47,7 +47,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # operator actions, shared by the CLI, the dashboard and the app's own methods
     ("admin", frozenset({"admin"})),
     # the public API of tasks and workflows
-    ("features", frozenset({"broadcast", "canvas", "task"})),
+    ("features", frozenset({"broadcast", "canvas", "routes", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
     ("calls", frozenset({"batching", "call", "handle", "options", "sending"})),
     # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
@@ -134,7 +134,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- app -------------------------------------------------------------------
     "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
                       "broker.durability", "errors", "handle", "hooks", "options", "periodic",
-                      "sending", "stores.aio", "stores.broker", "task", "wire.message", "worker"}),
+                      "routes", "sending", "stores.aio", "stores.broker", "task",
+                      "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
     "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
                         "admin.subscriptions", "admin.tasks", "admin.workers"}),
@@ -155,6 +156,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
                          "wire.serializer"}),
+    # routes, and sending a task known only by its name (send, signature: an app mixin)
+    "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
+                         "wire.message"}),
     "task": frozenset({"_compat", "broadcast", "broker.durability", "call", "canvas", "errors",
                        "handle", "options", "sending", "wire.message"}),
     # -- calls -----------------------------------------------------------------
