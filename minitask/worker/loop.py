@@ -207,7 +207,7 @@ class Worker:
                 failed = (threads.init_failures[-1] if len(threads.init_failures) ==
                           self.concurrency else None)
             if failed is not None:
-                raise MinitaskError(f"no {self.pool} pool thread can serve: {failed}")
+                raise MinitaskError(f"the {self.pool} pool cannot serve: {failed}")
             self.hooks.call("worker_ready", self)
             self._dispatch(slots)
         finally:

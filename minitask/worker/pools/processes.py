@@ -168,6 +168,7 @@ class ProcessPool(Generic[J]):
             self._shut_down()
             restore()
             beat.join(timeout=5)
+            self._count()  # for the worker's last line
             worker.forget()
             worker.hooks.call("worker_shutdown", worker)
         if self._starved:
@@ -340,15 +341,20 @@ class ProcessPool(Generic[J]):
                 child.job = None
             self._reap(pid, child)
 
+    def _count(self) -> None:
+        """Add up the children's counters, as the worker reports them."""
+        worker = self.worker
+        worker.processed = self.retired_processed + sum(
+            c.processed for c in list(self.children.values()))
+        worker.failed = self.retired_failed + sum(
+            c.failed for c in list(self.children.values()))
+        worker.recycled = self.recycled
+
     def _heartbeat_loop(self) -> None:
         worker = self.worker
         period = worker.heartbeat_period
         while True:
-            worker.processed = self.retired_processed + sum(
-                c.processed for c in list(self.children.values()))
-            worker.failed = self.retired_failed + sum(
-                c.failed for c in list(self.children.values()))
-            worker.recycled = self.recycled
+            self._count()
             try:
                 worker.beat()
             except BrokerError as exc:
