@@ -223,10 +223,11 @@ class ProcessPool(Generic[J]):
                 if not child.process.is_alive():
                     code = child.process.exitcode
                     self._reap(pid, child)
-                    # a burst child that ends on its own is done; one that was killed,
-                    # crashed or recycled is replaced, or what is ready would never run
+                    # a burst child that ends on its own is done; one that was killed
+                    # or crashed is replaced, or what is ready would never run (one
+                    # recycled was, as it said so)
                     if not self._stop.is_set() and not child.init_failed and (
-                            not self.worker.burst or code != 0 or child.recycled):
+                            not self.worker.burst or code != 0) and not child.recycled:
                         self._spawn()
 
     def _read_events(self, timeout: float) -> None:
@@ -258,8 +259,10 @@ class ProcessPool(Generic[J]):
                 elif event[0] == "ready" and not self._ready:
                     self._ready = True
                     self.worker.hooks.call("worker_ready", self.worker)
-                elif event[0] == "recycle":
+                elif event[0] == "recycle" and not child.recycled:
                     child.recycled = event[1]
+                    if not self._stop.is_set():  # its successor starts while it exits
+                        self._spawn()
                 elif event[0] == "init_failed":
                     child.init_failed = self.init_failure = event[1]
         except (EOFError, OSError):
