@@ -55,7 +55,8 @@ def recycling_of(pool: str, max_tasks: Any, max_memory_mb: Any) -> Optional[Recy
     if max_tasks is None and max_memory_mb is None:
         return None
     if pool != "process":
-        raise ConfigurationError(f"max_tasks_per_child and max_memory_per_child recycle "
+        raise ConfigurationError(f"max_tasks_per_child and max_memory_per_child "
+                                 f"(--max-tasks-per-child, --max-memory-per-child) recycle "
                                  f"process pool children; the {pool} pool has none (its "
                                  f"tasks share the worker's process): use --pool process, "
                                  f"or restart the worker to free its memory")
