@@ -275,16 +275,17 @@ class Minitask(Operations):
         return register
 
     def on(self, event: str, fn: Hook) -> Hook:
-        """Call ``fn`` in the worker at each ``event`` of this app's tasks or workers.
+        """Call ``fn`` in the worker at each ``event`` of a task or worker.
 
         ``fn(context)`` for ``task_start`` and ``task_prerun``; ``fn(context,
         value)`` for ``task_success``; ``fn(context, exception)`` for
         ``task_retry``, ``task_failure`` (every attempt that raised) and
         ``task_dead``; ``fn(context, status, value_or_exception)`` for
         ``task_postrun``. A task hook runs in the process or thread that runs
-        the attempt, once the outcome is decided (before it, for ``task_start``
-        and ``task_prerun``; :doc:`/guide/observability` says when each runs);
-        what it raises is logged and never changes the outcome.
+        the attempt (the supervisor's, for one the process pool killed), once
+        the outcome is decided (before it, for ``task_start`` and
+        ``task_prerun``; :doc:`/guide/observability` says when each runs); what
+        it raises is logged and never changes the outcome.
         ``fn(worker)`` for ``worker_process_init`` (in each pool child or
         thread before its first task: if it raises, that one takes no work),
         ``worker_ready`` and ``worker_shutdown``.
