@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 from collections import Counter
@@ -103,6 +104,12 @@ def test_max_tasks_per_child_recycles_children_under_load_and_runs_each_task_onc
     assert full >= len(per_child) - 2  # all but the two children still serving
     wait_until(lambda: _status_recycled(capsys) >= full, timeout=DEADLINE,
                message=f"minitask status to count {full} recycled children")
+    try:
+        assert main(["status", "-A", "tests.apps.lifecycle"]) == 0
+    finally:
+        lifecycle.app.close()
+    counted = re.search(r"  recycled (\d+)  ", capsys.readouterr().out)
+    assert counted is not None and int(counted.group(1)) >= full
     shown = dashboard_workers(producer)["workers"]
     assert len(shown) == 1 and shown[0]["recycled"] >= full
     _assert_nothing_left(producer)
