@@ -283,25 +283,37 @@ class Minitask(Operations, SendByName):
         return register
 
     def on(self, event: str, fn: Hook) -> Hook:
-        """Call ``fn`` in the worker at each ``event`` of this app's tasks.
+        """Call ``fn`` in the worker at each ``event`` of a task or worker.
 
-        ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
-        ``task_success``; ``fn(context, exception)`` for ``task_retry``,
-        ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
-        once the outcome is decided (:doc:`/guide/observability` says when it is
-        written); what it raises is logged and never changes the outcome.
+        ``fn(context)`` for ``task_start`` and ``task_prerun``; ``fn(context,
+        value)`` for ``task_success``; ``fn(context, exception)`` for
+        ``task_retry``, ``task_failure`` (every attempt that raised) and
+        ``task_dead``; ``fn(context, status, value_or_exception)`` for
+        ``task_postrun``. A task hook runs in the process or thread that runs
+        the attempt (the supervisor's, for one the process pool killed), once
+        the outcome is decided (before it, for ``task_start`` and
+        ``task_prerun``; :doc:`/guide/observability` says when each runs); what
+        it raises is logged and never changes the outcome.
+        ``fn(worker)`` for ``worker_process_init`` (in each pool child or
+        thread before its first task: if it raises, that one takes no work),
+        ``worker_ready`` and ``worker_shutdown``.
 
         Args:
-            event: ``task_start``, ``task_success``, ``task_retry``,
-                ``task_failure`` or ``task_dead``.
-            fn: the function to call.
+            event: ``task_start``, ``task_prerun``, ``task_success``,
+                ``task_retry``, ``task_failure``, ``task_dead``,
+                ``task_postrun``, ``worker_process_init``, ``worker_ready`` or
+                ``worker_shutdown``.
+            fn: the function to call; an ``async def`` one only for
+                ``worker_process_init``, ``task_prerun`` and ``task_postrun``,
+                on the asyncio pool, which awaits it on its loop.
 
         Returns:
             ``fn``, so that it also works as a decorator, with
             ``functools.partial(app.on, "task_success")``.
 
         Raises:
-            ConfigurationError: an unknown event, or ``fn`` is not callable.
+            ConfigurationError: an unknown event, ``fn`` is not callable, or it
+                is an ``async def`` function for another event.
         """
         self.hooks.add(event, fn)
         return fn
@@ -357,7 +369,9 @@ class Minitask(Operations, SendByName):
 
     def worker(self, queues: Optional[Sequence[str]] = None, concurrency: int = 1,
                pool: str = "thread", burst: bool = False, grace: float = 30.0,
-               prefetch: Optional[int] = None, subscriber: Optional[str] = None) -> Worker:
+               prefetch: Optional[int] = None, subscriber: Optional[str] = None,
+               max_tasks_per_child: Optional[int] = None,
+               max_memory_per_child: Optional[int] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
@@ -369,16 +383,23 @@ class Minitask(Operations, SendByName):
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
             subscriber: the name it runs broadcast calls as; default: the host name.
+            max_tasks_per_child: (process pool) replace a child once it has handled
+                this many tasks, between two of them.
+            max_memory_per_child: (process pool) replace a child whose resident
+                memory exceeds this many MB after a task.
 
         Returns:
             A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
 
         Raises:
-            ConfigurationError: an option is invalid.
+            ConfigurationError: an option is invalid (a recycling limit on another
+                pool than ``"process"``), or an ``async def`` hook on such a pool.
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch,
-                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber)
+                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber,
+                      max_tasks_per_child=max_tasks_per_child,
+                      max_memory_per_child=max_memory_per_child)
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

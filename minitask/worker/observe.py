@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any, Optional
 
-from ..context import Report, TaskContext, running
+from ..context import Report, TaskContext, entered, running
 from ..errors import BrokerError
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
                               UNKNOWN_TASK, Delta, bucket_of)
@@ -47,6 +47,25 @@ class Observer:
             self._delta.counts[PICKUP, message.queue, bucket_of(waited)] += 1
             self._delta.sums[PICKUP_SUM, message.queue] += waited
         self._host.hooks.call("task_start", context)
+
+    def prerun(self, context: TaskContext) -> None:
+        """Right before the task's function runs, in its thread: ``task_prerun``."""
+        self._host.hooks.call("task_prerun", context)
+
+    def postrun(self, context: TaskContext, status: str, value: Any,
+                error: Optional[BaseException]) -> None:
+        """The attempt's outcome is recorded (``status`` as ``handle.status()`` names it):
+        ``task_postrun``, with the task context current again."""
+        with entered(context):
+            self._host.hooks.call("task_postrun", context, status,
+                                  value if error is None else error)
+
+    async def apostrun(self, context: TaskContext, status: str, value: Any,
+                       error: Optional[BaseException]) -> None:
+        """``postrun`` on the asyncio pool's loop, awaiting ``async def`` hooks."""
+        with entered(context):
+            await self._host.hooks.acall("task_postrun", context, status,
+                                         value if error is None else error)
 
     def ending(self, message: Message) -> None:
         """An attempt returned: its last progress goes to Redis before its outcome does."""

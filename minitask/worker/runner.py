@@ -165,6 +165,7 @@ class Runner:
         with running(message, job.delivery.delivery, cancel,
                      self.observer.reporter(message)) as context, attempt_span(message) as span:
             self.observer.started(context, message)
+            self.observer.prerun(context)
             try:
                 value = call_in_thread(task, message, limit)
             except BaseException as exc:  # KeyboardInterrupt and the like too: the
@@ -176,12 +177,14 @@ class Runner:
         self.observer.ending(message)  # its progress first, cancelled or not
         if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
             self._recorder.cancelled(job, message, duration)
+            self.observer.postrun(context, "cancelled", value, error)
             return
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")
         status = self._recorder.finish(job, message, value, error, duration)
         self.observer.ended(context, message, status, value, error, duration)
+        self.observer.postrun(context, status, value, error)
 
     def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
         """The process pool killed the attempt at its time limit: record the failure."""

@@ -27,6 +27,7 @@ from typing import Any, Callable, Coroutine, Dict, Optional
 
 from ...context import running
 from ...errors import TimeLimitExceeded
+from ...hooks import Hooks
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, limited, settle
@@ -74,10 +75,11 @@ def contained_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 class AsyncioPool(FixedSlots):
     """``size`` slots; each attempt a task on one event loop in its own thread."""
 
-    def __init__(self, size: int, runner: Runner, recorder: Recorder,
+    def __init__(self, size: int, runner: Runner, recorder: Recorder, hooks: Hooks,
                  on_free: Optional[Callable[[int], None]] = None) -> None:
         super().__init__(size, on_free)
         self._runner = runner
+        self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
         self._shutting_down = False
@@ -90,6 +92,10 @@ class AsyncioPool(FixedSlots):
 
     def submit(self, job: Job) -> None:
         asyncio.run_coroutine_threadsafe(self._run(job), self._loop)
+
+    def on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the loop, before any task (the worker_process_init hooks)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     # -- ending ---------------------------------------------------------------------
 
@@ -161,6 +167,7 @@ class AsyncioPool(FixedSlots):
             with running(message, job.delivery.delivery, cancel,
                          observer.reporter(message)) as context:
                 observer.started(context, message)
+                await self._hooks.acall("task_prerun", context)
                 if is_async:
                     inner = asyncio.ensure_future(limited(
                         contained(task.func(*message.args, **message.kwargs)), limit, task.name))
@@ -187,6 +194,7 @@ class AsyncioPool(FixedSlots):
             await self._record(observer.ending, message)  # its progress, cancelled or not
             if cancel.is_set():
                 await self._record(self._recorder.cancelled, job, message, duration)
+                await observer.apostrun(context, "cancelled", value, error)
                 return
             if error is None and limit is not None and duration > limit:
                 # a plain function cannot be stopped; a coroutine that blocked the loop
@@ -196,5 +204,6 @@ class AsyncioPool(FixedSlots):
             status = await self._record(self._recorder.finish, job, message, value, error,
                                         duration)
             await self._record(observer.ended, context, message, status, value, error, duration)
+            await observer.apostrun(context, status, value, error)
         finally:
             board.leave(job.task_id)
