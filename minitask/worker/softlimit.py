@@ -17,7 +17,10 @@ The limit is armed just before the task's function is called and cleared just
 after, in the caller's frame: the exception is raised in the task's code or,
 at worst, in ``call_with_alarm``/``call_with_posting`` around the call (then it
 fails the attempt as it would have a moment earlier); never once they return,
-so never in the code that records the outcome.
+so never in the code that records the outcome. Those two functions hold no
+loop: CPython may skip the handlers of the function an exception from outside
+is raised in when it comes at the end of a loop's turn (CPython issues 108214,
+130279), never those of its callers, so their ``finally`` always runs.
 """
 from __future__ import annotations
 
