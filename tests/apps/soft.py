@@ -75,6 +75,14 @@ def uncaught(key: str, step: float) -> str:
 
 
 @app.task(soft_timeout=0.5)
+def escapes(key: str, step: float) -> str:
+    """Lets the soft limit escape, with no retry left: dead-lettered with it."""
+    _mark("started", key)
+    _wait(LONG, step)
+    return "never interrupted"
+
+
+@app.task(soft_timeout=0.5)
 def quick(key: str) -> str:
     """Ends well before its soft limit, which must not follow it anywhere."""
     _mark("done", key)

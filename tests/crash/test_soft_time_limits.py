@@ -33,7 +33,7 @@ class Soft:
         self.client = server.client()
         self.app = Minitask("soft", broker=server.client())
         self.tasks: Dict[str, "Task[Any, Any]"] = {}
-        for name in ("cleans_up", "ignores", "uncaught", "quick", "nap", "acleans_up",
+        for name in ("cleans_up", "ignores", "uncaught", "escapes", "quick", "nap", "acleans_up",
                      "aignores", "anap"):
             task = getattr(soft, name)
             self.tasks[name] = self.app.task(name=task.name)(task.func)
@@ -103,6 +103,9 @@ def test_a_plain_task_gets_its_soft_limit_cleans_up_and_the_next_runs_normally(
 
     assert side.run("uncaught", "u1", step) == "attempt 2"
     assert side.attempts("started", "u1") == [1, 2], "the escaped soft limit was a failure"
+    failed = side.failure("escapes", "e1", step)
+    assert failed.exc_type == "SoftTimeLimitExceeded", failed
+    assert "soft timeout of 0.5 s" in failed.message and "escapes" in failed.message
 
     assert side.run("nap", "n2", 1.0) == "n2 timer=0"
 

@@ -114,6 +114,7 @@ def test_a_posted_exception_never_outlives_its_call() -> None:
                     inside = where[where.index("call_with_posting") + 1:]
                     assert set(inside) <= {"work", "_post"}, where
                     assert exc.task_name == "jobs.tight" and "jobs.tight" in str(exc)
+                    assert type(exc).__name__ == "SoftTimeLimitExceeded", "its recorded exc_type"
                 else:
                     assert value == work(n)
                 bookkeeping()
