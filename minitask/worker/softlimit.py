@@ -72,6 +72,9 @@ def call_with_alarm(func: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
     if signal.getsignal(signal.SIGALRM) is not _on_alarm:
         signal.signal(signal.SIGALRM, _on_alarm)
     _Alarm.error = soft_error(name, limit)
+    # Linux hands a process's SIGALRM to its main thread unless that blocks it or
+    # has another signal pending (whose own interruption then runs this handler
+    # too), so the main thread's blocking call is interrupted.
     signal.setitimer(signal.ITIMER_REAL, limit)
     try:
         return func(*args, **kwargs)
