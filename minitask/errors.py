@@ -224,8 +224,10 @@ class SoftTimeLimitExceeded(MinitaskError):
     The task may catch it to clean up (release a lock, save partial work)
     before its ``timeout``, if it has one, ends the attempt. Not caught, it
     fails the attempt like any other exception: retried when ``retry_on``
-    covers it, else dead-lettered. How and where it is raised depends on
-    the pool; see the guide's "Soft time limits".
+    covers it, else dead-lettered. In a coroutine it arrives at an
+    ``await`` as a subclass that is also ``asyncio.CancelledError``, so that
+    asyncio stops what it started there. How and where it is raised depends
+    on the pool; see the guide's "Soft time limits".
 
     Args:
         message: what happened, naming the task.

@@ -11,7 +11,8 @@ One way per kind of attempt:
   between bytecodes only: a thread blocked in C (``time.sleep``, a socket
   read) sees it once that call returns;
 * a coroutine: at the limit what it awaits is cancelled, and the exception is
-  thrown in at that ``await`` instead of ``CancelledError``.
+  thrown in at that ``await`` instead of ``CancelledError`` (as a subclass of
+  both, so that asyncio's helpers stop what they started).
 
 The limit is armed just before the task's function is called and cleared just
 after, in the caller's frame: the exception is raised in the task's code or,
@@ -148,6 +149,12 @@ def call_with_posting(func: Callable[..., Any], args: Sequence[Any],
 
 # -- a coroutine: thrown in at its await -----------------------------------------------
 
+class _SoftCancel(SoftTimeLimitExceeded, asyncio.CancelledError):
+    """The soft limit as thrown into a coroutine: a cancellation too, so that what
+    asyncio stops on cancellation (a TaskGroup's tasks, ``gather``'s, ``wait_for``'s)
+    stops, and the exception then goes on to the task's code as it was."""
+
+
 class SoftLimited:
     """Awaits a coroutine; at ``limit`` seconds throws the soft limit into it.
 
@@ -155,7 +162,9 @@ class SoftLimited:
     ``SoftTimeLimitExceeded`` where the coroutine waits: at the limit it cancels
     its task, which wakes it, and turns that cancellation into the soft limit
     (``uncancel``, so that ``cancelling()`` and ``asyncio.timeout`` stay right).
-    A cancellation of the task by anything else at the same moment wins.
+    A cancellation of the task by anything else at the same moment wins. What
+    the coroutine lets escape of it fails the attempt as a plain
+    ``SoftTimeLimitExceeded``, not as a cancellation.
     """
 
     def __init__(self, coro: Coroutine[Any, Any, Any], limit: float, name: str) -> None:
@@ -170,7 +179,8 @@ class SoftLimited:
         rung: List[SoftTimeLimitExceeded] = []
 
         def ring() -> None:
-            rung.append(soft_error(self._name, self._limit))
+            message = str(soft_error(self._name, self._limit))
+            rung.append(_SoftCancel(message, task_name=self._name, limit=self._limit))
             task.cancel()
 
         timer = asyncio.get_running_loop().call_later(self._limit, ring)
@@ -181,6 +191,9 @@ class SoftLimited:
                     step = coro.send(value) if error is None else coro.throw(error)
                 except StopIteration as stop:
                     return stop.value
+                except _SoftCancel as exc:  # not caught: a failure, not a cancellation
+                    plain = soft_error(self._name, self._limit)
+                    raise plain.with_traceback(exc.__traceback__) from None
                 try:
                     value, error = (yield step), None
                 except GeneratorExit:

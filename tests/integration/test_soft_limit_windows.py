@@ -169,3 +169,58 @@ def test_a_cancellation_at_the_soft_limit_stays_a_cancellation() -> None:
             await asyncio.wait_for(inner, 30)
 
     asyncio.run(main())
+
+
+def test_a_soft_limit_stops_what_asyncio_stops_on_cancellation_then_reaches_the_task() -> None:
+    """Awaiting a TaskGroup's end or a gather, the group's tasks are cancelled and
+    awaited first; the coroutine then catches the soft limit, not a cancellation."""
+    log: List[str] = []
+
+    async def child(name: str) -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            log.append(f"{name} cancelled")
+            raise
+
+    async def grouped() -> str:
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                tasks.create_task(child("a"))
+                tasks.create_task(child("b"))
+        except SoftTimeLimitExceeded as exc:
+            return f"caught {exc.task_name}"
+        return "not stopped"
+
+    async def gathered() -> str:
+        try:
+            await asyncio.gather(child("c"), child("d"))
+        except SoftTimeLimitExceeded:
+            return "caught"
+        return "not stopped"
+
+    async def main() -> None:
+        assert await soft_limited(grouped(), 0.05, "jobs.group") == "caught jobs.group"
+        assert sorted(log) == ["a cancelled", "b cancelled"], log
+        assert await soft_limited(gathered(), 0.05, "jobs.gather") == "caught"
+        assert sorted(log)[2:] == ["c cancelled", "d cancelled"], log
+        task = asyncio.current_task()
+        assert task is not None and task.cancelling() == 0
+
+    asyncio.run(main())
+
+
+def test_a_soft_limit_a_coroutine_lets_escape_is_a_failure_not_a_cancellation() -> None:
+    async def sleeper() -> None:
+        await asyncio.sleep(30)
+
+    async def main() -> None:
+        attempt = asyncio.ensure_future(soft_limited(sleeper(), 0.05, "jobs.co"))
+        with pytest.raises(SoftTimeLimitExceeded) as raised:
+            await asyncio.wait_for(attempt, 30)
+        assert not attempt.cancelled()
+        assert not isinstance(raised.value, asyncio.CancelledError)
+        assert type(raised.value) is SoftTimeLimitExceeded
+        assert raised_in(raised.value)[-1] == "sleep", "its traceback shows where it waited"
+
+    asyncio.run(main())
