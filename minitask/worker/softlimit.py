@@ -57,10 +57,11 @@ def _on_alarm(signum: int, frame: Optional[FrameType]) -> None:
     error = _Alarm.error
     if error is None:
         return  # rang as the attempt ended: nothing to interrupt any more
-    if frame is not None and frame.f_code is _ALARM_CALLER:
-        # Between arming and the call, or between the return and the clearing:
-        # not the task's code. Ring again soon: in the task if it has not started
-        # yet; never if the call is over, as clearing the timer comes next.
+    if frame is not None and (frame.f_code is _ALARM_CALLER or frame.f_code is _HANDLER):
+        # Between arming and the call, or between the return and the clearing, or
+        # in this handler run for a ring before (a slow one): not the task's code.
+        # Ring again soon: in the task if it has not started yet; never if the
+        # call is over, as clearing the timer comes next.
         signal.setitimer(signal.ITIMER_REAL, ALARM_RETRY)
         return
     _Alarm.error = None  # once per attempt
@@ -87,6 +88,7 @@ def call_with_alarm(func: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
 
 
 _ALARM_CALLER = call_with_alarm.__code__
+_HANDLER = _on_alarm.__code__
 
 
 # -- a thread: an asynchronous exception ---------------------------------------------

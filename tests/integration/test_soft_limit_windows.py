@@ -90,6 +90,29 @@ def test_an_alarm_that_finds_the_caller_itself_rings_again_later(
         softlimit._on_alarm(signal.SIGALRM, caller[0])
         assert softlimit._Alarm.error is not None, "kept for the task's code"
         assert signal.getitimer(signal.ITIMER_REAL)[0] > 0, "rings again soon"
+        # a ring that comes while the handler itself runs (re-arming) does the same
+        handler: List[Optional[FrameType]] = []
+
+        class Signals:
+            ITIMER_REAL = signal.ITIMER_REAL
+
+            @staticmethod
+            def setitimer(which: int, seconds: float) -> None:
+                import sys
+                handler.append(sys._getframe(1))
+                signal.setitimer(which, seconds)
+
+        real = softlimit.signal
+        softlimit.signal = Signals  # type: ignore[assignment]
+        try:
+            softlimit._on_alarm(signal.SIGALRM, caller[0])
+        finally:
+            softlimit.signal = real
+        assert handler[0] is not None and handler[0].f_code is softlimit._on_alarm.__code__
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        softlimit._on_alarm(signal.SIGALRM, handler[0])
+        assert softlimit._Alarm.error is not None, "kept for the task's code"
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 0, "rings again soon"
         with pytest.raises(SoftTimeLimitExceeded):
             softlimit._on_alarm(signal.SIGALRM, None)  # in the task's code: raised, once
         softlimit._on_alarm(signal.SIGALRM, None)
