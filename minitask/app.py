@@ -196,9 +196,9 @@ class Minitask(Operations, SendByName):
             func: the function, when used bare.
             **options: ``name``, ``queue``, ``priority`` (0..9, 9 first),
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
-                ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
-                ``result_ttl`` (seconds), ``broadcast``, ``rate_limit``,
-                ``max_running``.
+                ``retry_on``, ``timeout`` and ``soft_timeout`` (seconds),
+                ``ignore_result``, ``result_ttl`` (seconds), ``broadcast``,
+                ``rate_limit``, ``max_running``.
 
         Returns:
             The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with

@@ -31,6 +31,9 @@ class TaskSettings(Protocol):
     def timeout(self) -> Optional[float]: ...
 
     @property
+    def soft_timeout(self) -> Optional[float]: ...
+
+    @property
     def ignore_result(self) -> bool: ...
 
     @property

@@ -452,14 +452,20 @@ def log_banner(worker: Worker) -> None:
                 "task(s): %s", worker.name, worker.app.name, worker.broker.description,
                 ",".join(worker.queues), worker.pool, worker.concurrency, len(tasks),
                 ", ".join(tasks) or "(none)")
+    # an async def task's coroutine is cancelled at its limit; a function cannot be
+    plain = [t for t in worker.app.tasks.values() if not inspect.iscoroutinefunction(t.func)]
     if worker.pool == "thread":
-        # an async def task's coroutine is cancelled at its limit; a function cannot be
-        limited = [t.name for t in worker.app.tasks.values()
-                   if t.options.timeout is not None and not inspect.iscoroutinefunction(t.func)]
+        limited = [t.name for t in plain if t.options.timeout is not None]
         if limited:
             logger.warning("the thread pool cannot stop a running function: the timeout of "
                            "%s is checked when the attempt returns (use --pool process to "
                            "kill attempts at their limit)", ", ".join(limited))
+    soft = [t.name for t in plain if t.options.soft_timeout is not None]
+    if worker.pool != "process" and soft:
+        logger.warning("the %s pool runs functions in threads: the soft timeout of %s is "
+                       "raised between bytecodes only, not inside a blocking call such as "
+                       "time.sleep or a socket read, which it follows (use --pool process "
+                       "to interrupt those)", worker.pool, ", ".join(soft))
 
 
 def log_stopped(worker: Worker, how: str) -> None:

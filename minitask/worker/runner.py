@@ -22,6 +22,7 @@ from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
 from .observe import Observer
 from .outcomes import Recorder
+from .softlimit import call_with_alarm, call_with_posting, soft_limited
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +30,17 @@ logger = logging.getLogger(__name__)
 UNWIND = 1.0
 
 
-async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str) -> Any:
-    """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded).
+async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str,
+                  soft: Optional[float] = None) -> Any:
+    """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded);
+    at ``soft`` seconds SoftTimeLimitExceeded is thrown into it first.
 
     Not ``asyncio.wait_for``: a TimeoutError the task raises itself must stay
     the task's error, not become a time limit. If the caller is cancelled, so
     is ``coro``.
     """
+    if soft is not None:
+        coro = soft_limited(coro, soft, name)
     if limit is None:
         return await coro
     inner = asyncio.ensure_future(coro)
@@ -62,12 +67,24 @@ async def settle(future: "asyncio.Future[Any]") -> None:
         future.exception()  # retrieved: no "never retrieved" warning
 
 
-def call_in_thread(task: HostedTask, message: Message, limit: Optional[float]) -> Any:
+def call_in_thread(task: HostedTask, message: Message, limit: Optional[float],
+                   by_signal: bool = False) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
-    limit) on an event loop of its own, one ``asyncio.run`` per attempt."""
-    value = task.func(*message.args, **message.kwargs)
+    limit) on an event loop of its own, one ``asyncio.run`` per attempt.
+
+    A plain function's soft limit comes by ``SIGALRM`` when ``by_signal`` (a
+    process pool child, whose main thread runs it), else as an asynchronous
+    exception; a coroutine's through asyncio, never by signal.
+    """
+    soft = task.options.soft_timeout
+    if soft is None or inspect.iscoroutinefunction(task.func):
+        value = task.func(*message.args, **message.kwargs)
+    elif by_signal and threading.current_thread() is threading.main_thread():
+        value = call_with_alarm(task.func, message.args, message.kwargs, soft, task.name)
+    else:
+        value = call_with_posting(task.func, message.args, message.kwargs, soft, task.name)
     if inspect.iscoroutine(value):
-        value = asyncio.run(limited(value, limit, task.name))
+        value = asyncio.run(limited(value, limit, task.name, soft))
     return value
 
 
@@ -167,7 +184,8 @@ class Runner:
             self.observer.started(context, message)
             self.observer.prerun(context)
             try:
-                value = call_in_thread(task, message, limit)
+                # in a process pool child (on_start is set) the main thread runs it
+                value = call_in_thread(task, message, limit, self.on_start is not None)
             except BaseException as exc:  # KeyboardInterrupt and the like too: the
                 error = exc  # worker's own stop comes through its signal relay, not these
                 span.failed(exc)

@@ -31,6 +31,7 @@ from ...hooks import Hooks
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, limited, settle
+from ..softlimit import call_with_posting
 from .slots import FixedSlots
 
 logger = logging.getLogger(__name__)
@@ -64,9 +65,13 @@ async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
         return Raised(exc)
 
 
-def contained_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a plain task's function (in the loop's executor) as ``contained`` awaits."""
+def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
+                   *args: Any, **kwargs: Any) -> Any:
+    """Call a plain task's function (in the loop's executor) as ``contained`` awaits,
+    with its soft limit (``soft`` seconds) raised in its thread."""
     try:
+        if soft is not None:
+            return call_with_posting(func, args, kwargs, soft, name)
         return func(*args, **kwargs)
     except BaseException as exc:  # as in contained(): the attempt's failure
         return Raised(exc)
@@ -170,10 +175,12 @@ class AsyncioPool(FixedSlots):
                 await self._hooks.acall("task_prerun", context)
                 if is_async:
                     inner = asyncio.ensure_future(limited(
-                        contained(task.func(*message.args, **message.kwargs)), limit, task.name))
+                        contained(task.func(*message.args, **message.kwargs)), limit, task.name,
+                        task.options.soft_timeout))
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
-                                             task.func, *message.args, **message.kwargs)
+                                             task.func, task.options.soft_timeout, task.name,
+                                             *message.args, **message.kwargs)
                     inner = self._loop.run_in_executor(None, call)
             if is_async and not board.set_stopper(job.task_id, self._stopper(inner)):
                 inner.cancel()  # the request came in as it started
