@@ -99,7 +99,9 @@ def _status_text(report: Dict[str, Any]) -> str:
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:
-        lines.append(f"  {printable(worker['name'])}  "
+        named = worker["name"] if worker["name"] == worker["id"] else (
+            f"{worker['name']} ({worker['id']})")  # workers may share a --name
+        lines.append(f"  {printable(named)}  "
                      f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
                      f"running {worker['running']}  "

@@ -125,7 +125,10 @@ def test_running_tasks_of_three_workers_are_listed_one_script_call_per_queue(
     assert code == 0 and json.loads(out)["total"] == 200
     until("three workers listed", lambda: len(live_workers(ops.app)) == 3)
     code, out = cli(capsys, "status", "-A", APP, "--json")
-    assert sorted(w["name"] for w in json.loads(out)["workers"]) == ["w1", "w2", "w3"]
+    workers = json.loads(out)["workers"]
+    assert sorted(w["name"] for w in workers) == ["w1", "w2", "w3"]
+    code, out = cli(capsys, "status", "-A", APP)
+    assert all(f"{w['name']} ({w['id']})" in out for w in workers)
     broker.client.rpush("marks:release", *["go"] * 200)
     until("every hold task done", lambda: all(h.status() == "succeeded" for h in handles))
     code, out = cli(capsys, "shutdown", "-A", APP, "w1", "w2", "w3", "--wait", "60")
