@@ -13,6 +13,7 @@ from .broadcast import broadcast_limits
 from .broker.connection import Client, connect
 from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
+from .groups import GroupHandle, find_group
 from .handle import TaskHandle
 from .hooks import Hook, Hooks
 from .options import TaskOptions, check_seconds, check_text
@@ -321,6 +322,24 @@ class Minitask(Operations):
         check_text(task_id, "task_id", "app.handle()")
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
+
+    def group_handle(self, group_id: str) -> GroupHandle:
+        """Rebuild a sent group's handle from its id, in any process.
+
+        Args:
+            group_id: the id, as ``GroupHandle.id`` gave it (a group, or a
+                chain or chord that ends with one).
+
+        Returns:
+            A ``GroupHandle`` with a handle per member, in order.
+
+        Raises:
+            ConfigurationError: ``group_id`` is not a str, or no group of this id
+                is known (never sent by this app here, or expired with its results).
+            BrokerError: Redis could not be reached.
+        """
+        check_text(group_id, "group_id", "app.group_handle()")
+        return find_group(group_id, self._sender, to_ms(self.result_ttl), self.async_broker)
 
     def batch(self) -> ContextManager[Batch]:
         """Send every call made inside a ``with`` block together, at its end.

@@ -87,6 +87,8 @@ class _Writes:
     steps: Dict[str, List[Tuple[str, bytes, int, int, int]]] = field(default_factory=dict)
     #: Groups with no member: what follows them runs at once, with [].
     empty: List[Continuation] = field(default_factory=list)
+    #: A handle record to write with the first step: (id, packed record, ttl in ms).
+    record: Optional[Tuple[str, bytes, int]] = None
 
 
 def frame_of(message: Message) -> Optional[Dict[str, Any]]:
@@ -131,16 +133,23 @@ class WorkflowStore(Store):
 
     # -- the producer -------------------------------------------------------------
 
-    def start(self, node: Node, max_bytes: int, now_ms: int) -> None:
+    def start(self, node: Node, max_bytes: int, now_ms: int,
+              record: Optional[Tuple[str, Any, int]] = None) -> None:
         """Send a workflow's first tasks (and create the state of its groups).
 
-        Every message is built and checked before anything is written.
+        Every message is built and checked before anything is written. ``record``
+        (id, data, ttl in ms) is what ``app.handle`` or ``app.group_handle`` rebuilds
+        the workflow's handle from in another process: it is written under
+        ``handle:<id>`` in the same script call as the first task's message.
 
         Raises:
             EncodeError, MessageTooLarge: a message cannot be sent; nothing was written.
             BrokerError: Redis failed; the calls already made may have been applied.
         """
         writes = _Writes()
+        if record is not None:
+            writes.record = (record[0], pack_data(record[1], f"the handle of {record[0]}"),
+                             record[2])
         self._plan(node, None, False, None, writes, now_ms, max_bytes)
         self._write(writes, now_ms, max_bytes)
 
@@ -386,11 +395,16 @@ class WorkflowStore(Store):
                 tail = []
                 for task_id, _, _, _, _ in chunk:
                     tail += (k.result(task_id), k.once(task_id))
-                tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
+                record, writes.record = writes.record, None  # with the first step only
+                if record is not None:
+                    tail.append(k.handle(record[0]))
+                tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1])
+                                                          if record else (0, b"")))
                 for task_id, body, priority, due_ms, ttl in chunk:
                     tail += (task_id, body, priority, due_ms, ttl)
                 calls.append(("spawn", queue, (k.messages, k.delayed, k.wake, *k.ready,
-                                               k.order, k.sequence), tail, 2 * len(chunk)))
+                                               k.order, k.sequence), tail,
+                              2 * len(chunk) + (record is not None)))
         if calls:
             self._queues.register_queues(writes.steps)
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
@@ -399,6 +413,17 @@ class WorkflowStore(Store):
             self._resume(waiting, [], now_ms, max_bytes)
 
     # -- reading -------------------------------------------------------------------------
+
+    def handle_record(self, some_id: str, queues: Sequence[str]) -> Any:
+        """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
+        unpacked, or None when there is none (never written, or expired)."""
+        for queue in queues:
+            key = self.keys(queue).handle(some_id)
+            with self.transport.errors(f"read the handle record of {some_id}"):
+                data = self.transport.client.get(key)
+            if isinstance(data, bytes):
+                return unpack_data(data, f"the handle record {key}")
+        return None
 
     def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
         """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round

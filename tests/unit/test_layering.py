@@ -49,7 +49,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the public API of tasks and workflows
     ("features", frozenset({"broadcast", "canvas", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
-    ("calls", frozenset({"batching", "call", "handle", "options", "sending"})),
+    ("calls", frozenset({"batching", "call", "groups", "handle", "options", "sending"})),
     # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
     ("worker", frozenset({"worker"})),
     # every operation on Redis, one module per concern, and their Lua
@@ -133,7 +133,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "testing": frozenset({"app", "broker.durability", "errors", "wire.message"}),
     # -- app -------------------------------------------------------------------
     "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
-                      "broker.durability", "errors", "handle", "hooks", "options", "periodic",
+                      "broker.durability", "errors", "groups", "handle", "hooks", "options",
+                      "periodic",
                       "sending", "stores.aio", "stores.broker", "task", "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
     "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
@@ -153,8 +154,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
-    "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
-                         "wire.serializer"}),
+    "canvas": frozenset({"errors", "groups", "handle", "options", "sending",
+                         "stores.workflows", "wire.serializer"}),
     "task": frozenset({"_compat", "broadcast", "broker.durability", "call", "canvas", "errors",
                        "handle", "options", "sending", "wire.message"}),
     # -- calls -----------------------------------------------------------------
@@ -162,6 +163,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "call": frozenset({"broker.durability", "errors", "limits", "options", "sending", "tracing",
                        "wire.message"}),
     "batching": frozenset({"errors", "handle", "wire.message"}),
+    "groups": frozenset({"errors", "handle"}),
     "handle": frozenset({"errors", "stores.broker", "stores.workflows", "wire.message",
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
@@ -290,8 +292,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"stores.aio"}),  # waits on the async twin
-    # waits on the async twin; a group handle reads through its sender
-    "handle": frozenset({"sending", "stores.aio"}),
+    "handle": frozenset({"stores.aio"}),  # waits on the async twin
+    # a group handle reads through its sender; rebuilt members wait on the async twin
+    "groups": frozenset({"sending", "stores.aio"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
