@@ -109,6 +109,8 @@ class Minitask(Operations):
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
         self._sender.broadcast_limits = broadcast_limits(options, where)
+        #: The argument types registered with ``register_type``.
+        self.types = self._sender.types
         #: How replicas confirm enqueues and outcomes (durability.py).
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
@@ -129,7 +131,8 @@ class Minitask(Operations):
         if self._broker is None:
             connection = connect(self._broker_setting)
             check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
-            self._broker = Broker(connection.client, self.name, connection.description)
+            self._broker = Broker(connection.client, self.name, connection.description,
+                                  self.types)
             self._broker.transport.durability = self.durability
         return self._broker
 
@@ -298,6 +301,31 @@ class Minitask(Operations):
         """
         self.hooks.add(event, fn)
         return fn
+
+    def register_type(self, cls: type, code: int, encode: Callable[[Any], bytes],
+                      decode: Callable[[bytes], Any]) -> None:
+        """Let task arguments and results be instances of ``cls``.
+
+        They travel as msgpack extension ``code``, holding ``encode(value)``;
+        whoever reads them calls ``decode(data)``. Register the same type with the
+        same code in the producer's app and the worker's (and in anything that
+        reads results). A value matches when its class is ``cls``, else when it is
+        an instance of it (the first registered class that matches), so an Enum
+        registered once carries all its members. :doc:`/reference/wire-format`
+        gives the layout, for producers in other languages.
+
+        Args:
+            cls: the class.
+            code: its extension code, from 32 to 127 (0 to 31 are minitask's).
+            encode: value -> bytes.
+            decode: bytes -> value.
+
+        Raises:
+            ConfigurationError: ``code`` is outside 32..127 or taken, ``cls`` is
+                registered already or carried by minitask itself (str, int, UUID,
+                Decimal, datetime...), or ``encode``/``decode`` is not callable.
+        """
+        self.types.register(cls, code, encode, decode)
 
     def worker_queues(self) -> List[str]:
         """Queues a worker serves by default: the default queue, then the rest by name."""

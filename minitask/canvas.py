@@ -440,6 +440,7 @@ class _Compiler:
                                 f"that step's result as its first argument, before its own "
                                 f"({task.name}.si(...) makes a step that takes none)",
                                 task_name=task.name) from None
+        args, keywords = task.sender.types.arguments_to_wire(task.name, args, keywords)
         check_arguments(task.name, args, keywords)
         options = sig._resolved
         ttl = max(1, math.ceil(task.options.result_ttl * 1000))

@@ -211,7 +211,8 @@ class TaskHandle(Generic[R]):
             # a workflow step not run because an earlier one ended dead: that one's error
             raise TaskFailed(failed, outcome.exc_type, outcome.message, outcome.traceback)
         if outcome.status == "succeeded":
-            return outcome.value  # type: ignore[no-any-return]
+            return self._broker.types.from_wire(  # type: ignore[no-any-return]
+                outcome.value, "the return value", self.id)
         raise TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
                          outcome.message or outcome.reason, outcome.traceback)
 

@@ -168,7 +168,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
-                          "stores.aio", "stores.broker", "wire.message", "wire.serializer"}),
+                          "stores.aio", "stores.broker", "wire.message", "wire.serializer",
+                          "wire.types"}),
     # -- worker ----------------------------------------------------------------
     "worker": frozenset({"worker.leases", "worker.loop", "worker.outages", "worker.outcomes"}),
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
@@ -232,7 +233,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.cancels", "stores.dead", "stores.flow",
                                 "stores.metrics", "stores.progress", "stores.queue",
                                 "stores.registry", "stores.results", "stores.schedules",
-                                "stores.workflows"}),
+                                "stores.workflows", "wire.types"}),
     "stores.cancels": frozenset({"broker.packing", "broker.transport", "broker.waits",
                                  "stores.foreign", "stores.store", "wire.message",
                                  "wire.serializer"}),
@@ -283,7 +284,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- wire ------------------------------------------------------------------
     "wire": frozenset(),
     "wire.message": frozenset(),
-    "wire.serializer": frozenset({"errors", "wire.message"}),
+    "wire.serializer": frozenset({"errors", "wire.message", "wire.types"}),
+    "wire.types": frozenset({"errors"}),
     # -- base ------------------------------------------------------------------
     "_compat": frozenset(),
     "printable": frozenset(),
@@ -327,6 +329,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "stores.cancels": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "wire.serializer": frozenset({"msgpack"}),
+    "wire.types": frozenset({"msgpack"}),
 }
 #: third-party imports that must happen inside a function, never at import time
 LAZY_ONLY: Dict[str, FrozenSet[str]] = {
