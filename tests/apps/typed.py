@@ -12,7 +12,6 @@ import dataclasses
 import decimal
 import enum
 import sys
-import uuid
 from pathlib import Path
 from typing import Any, List, Optional
 
