@@ -155,6 +155,8 @@ class TypeRegistry:
         """
         if not self._entries:
             return value
+        if not _holds(value, lambda part: self._match(type(part)) is not None):
+            return value
         return self._walk(value, path, task_name, self._encoded)
 
     def arguments_to_wire(self, task_name: str, args: Any,
@@ -196,6 +198,8 @@ class TypeRegistry:
             DecodeError: an extension code this app did not register, or a type's
                 ``decode`` raised; names the code, the task and the path.
         """
+        if not _holds(value, lambda part: type(part) is msgpack.ExtType):
+            return value  # the usual value: looked at once, without a copy
         return self._walk(value, path, task_name, self._decoded)
 
     def arguments_from_wire(self, task_name: str, args: Any,
@@ -251,12 +255,37 @@ class TypeRegistry:
                 out[new_key] = new_item
             return out if changed else value
         if isinstance(value, (list, tuple)) and type(value) is not msgpack.ExtType:
-            items = [self._walk(item, f"{path}[{index}]", task_name, convert, depth + 1)
-                     for index, item in enumerate(value)]
+            items = []
+            for index, item in enumerate(value):  # a loop, not a comprehension: one
+                # frame per level, as deep as the serializer lets a value be
+                items.append(self._walk(item, f"{path}[{index}]", task_name, convert,
+                                        depth + 1))
             if any(new is not old for new, old in zip(items, value)):
                 return items
             return value
         return value
+
+
+def _holds(value: Any, wanted: Callable[[Any], bool]) -> bool:
+    """Whether ``value`` or any part of it is ``wanted``; a loop with its own stack,
+    so that a deep value costs no recursion, and each container is looked into once,
+    so that one that holds itself ends."""
+    stack = [value]
+    opened = set()
+    while stack:
+        part = stack.pop()
+        if wanted(part):
+            return True
+        if isinstance(part, (list, tuple, dict)) and type(part) is not msgpack.ExtType:
+            if id(part) in opened:
+                continue
+            opened.add(id(part))
+            if isinstance(part, dict):
+                stack.extend(part.keys())
+                stack.extend(part.values())
+            else:
+                stack.extend(part)
+    return False
 
 
 #: "not a value of this kind: leave it as it is" (None is a value).

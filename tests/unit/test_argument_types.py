@@ -278,3 +278,33 @@ def test_a_decode_function_that_fails_dead_letters_the_task(app: Minitask) -> No
     with pytest.raises(TaskFailed, match=r"args\[0\]: the decode function registered for "
                                          r"Color \(code 40\) raised ZeroDivisionError"):
         handle.get(timeout=1)
+
+
+@pytest.mark.parametrize("register", [False, True], ids=["plain app", "typed app"])
+def test_a_value_as_deep_as_allowed_goes_through_with_or_without_types(
+        app: Minitask, register: bool) -> None:
+    if register:
+        _register(app)
+
+    @app.task
+    def same(value: Any) -> Any:
+        return value
+
+    deep: List[Any] = [Color.RED if register else "red"]
+    for _ in range(500):
+        deep = [deep, uuid.UUID(int=1)]
+    handle = same.delay(deep)
+    drain(app.worker(burst=True))
+    assert handle.get(timeout=1) == deep
+
+
+def test_a_value_that_holds_itself_is_refused_with_its_path_when_types_are_registered(
+        typed: Minitask) -> None:
+    @typed.task
+    def same(value: Any) -> Any:
+        return value
+
+    looped: List[Any] = [Color.RED]
+    looped.append(looped)
+    with pytest.raises(EncodeError, match=r"args\[0\]\[1\]\[1\].*nested more than"):
+        same.delay(looped)
