@@ -3,7 +3,7 @@ their async twins answering the same (on one fakeredis server, two clients)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Dict, Tuple
+from typing import Any, Callable, Dict, Iterator, Tuple
 
 import fakeredis
 import pytest
@@ -26,11 +26,22 @@ EXPECTED: Dict[str, Tuple[str, bool, bool, bool, bool, str]] = {
 }
 
 
-@pytest.fixture
-def pair_app(clock: ManualClock) -> Minitask:
-    server = fakeredis.FakeServer()
-    return Minitask("test", broker=fakeredis.FakeRedis(server=server),
-                    async_broker=fakeredis.FakeAsyncRedis(server=server), clock=clock)
+@pytest.fixture(params=["fake", pytest.param("real", marks=pytest.mark.integration)])
+def pair_app(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[Minitask]:
+    """An app with a blocking and an async client, on fakeredis or on the suite's
+    redis-server (where the async client sends script calls packed ahead of time)."""
+    if request.param == "fake":
+        server = fakeredis.FakeServer()
+        made = Minitask("test", broker=fakeredis.FakeRedis(server=server),
+                        async_broker=fakeredis.FakeAsyncRedis(server=server), clock=clock)
+    else:
+        request.getfixturevalue("admin")  # empties the server
+        made = Minitask("test", broker=request.getfixturevalue("redis_server").url,
+                        clock=clock)
+    try:
+        yield made
+    finally:
+        made.close()
 
 
 def _in_state(app: Minitask, clock: ManualClock, state: str) -> TaskHandle[Any]:
@@ -73,16 +84,19 @@ def _in_state(app: Minitask, clock: ManualClock, state: str) -> TaskHandle[Any]:
     return handle
 
 
-def _sync(handle: TaskHandle[Any]) -> Tuple[Any, ...]:
+def _sync(app: Minitask, handle: TaskHandle[Any]) -> Tuple[Any, ...]:
     answers = (handle.status(), handle.ready(), handle.successful(), handle.failed())
     return (*answers, handle.forget(), handle.status())
 
 
-def _async(handle: TaskHandle[Any]) -> Tuple[Any, ...]:
+def _async(app: Minitask, handle: TaskHandle[Any]) -> Tuple[Any, ...]:
     async def ask() -> Tuple[Any, ...]:
-        answers = (await handle.astatus(), await handle.aready(),
-                   await handle.asuccessful(), await handle.afailed())
-        return (*answers, await handle.aforget(), await handle.astatus())
+        try:
+            answers = (await handle.astatus(), await handle.aready(),
+                       await handle.asuccessful(), await handle.afailed())
+            return (*answers, await handle.aforget(), await handle.astatus())
+        finally:
+            await app.aclose()
     return asyncio.run(ask())
 
 
@@ -90,10 +104,10 @@ def _async(handle: TaskHandle[Any]) -> Tuple[Any, ...]:
 @pytest.mark.parametrize("state", sorted(EXPECTED))
 def test_each_state_answers_as_documented_in_both_twins(
         pair_app: Minitask, clock: ManualClock, state: str,
-        ask: Callable[[TaskHandle[Any]], Tuple[Any, ...]]) -> None:
+        ask: Callable[[Minitask, TaskHandle[Any]], Tuple[Any, ...]]) -> None:
     handle = _in_state(pair_app, clock, state)
     # rebuilt from its id alone, as another process would
-    assert ask(pair_app.handle(handle.id)) == EXPECTED[state]
+    assert ask(pair_app, pair_app.handle(handle.id)) == EXPECTED[state]
 
 
 def test_ready_is_successful_or_failed_in_every_state(pair_app: Minitask,
