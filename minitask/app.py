@@ -306,24 +306,19 @@ class Minitask(Operations):
                       decode: Callable[[bytes], Any]) -> None:
         """Let task arguments and results be instances of ``cls``.
 
-        They travel as msgpack extension ``code``, holding ``encode(value)``;
-        whoever reads them calls ``decode(data)``. Register the same type with the
-        same code in the producer's app and the worker's (and in anything that
-        reads results). A value matches when its class is ``cls``, else when it is
-        an instance of it (the first registered class that matches), so an Enum
-        registered once carries all its members. :doc:`/reference/wire-format`
-        gives the layout, for producers in other languages.
+        They travel as msgpack extension ``code`` holding ``encode(value)``, read
+        back with ``decode(data)``; register the same in every app that sends or
+        reads them (:ref:`argument-types`).
 
         Args:
-            cls: the class.
+            cls: the class (its instances, subclasses' too, match).
             code: its extension code, from 32 to 127 (0 to 31 are minitask's).
             encode: value -> bytes.
             decode: bytes -> value.
 
         Raises:
-            ConfigurationError: ``code`` is outside 32..127 or taken, ``cls`` is
-                registered already or carried by minitask itself (str, int, UUID,
-                Decimal, datetime...), or ``encode``/``decode`` is not callable.
+            ConfigurationError: ``code`` is outside 32..127 or taken, or ``cls``
+                is registered already or carried by minitask itself.
         """
         self.types.register(cls, code, encode, decode)
 
@@ -355,15 +350,14 @@ class Minitask(Operations):
         """Rebuild a sent group's handle from its id, in any process.
 
         Args:
-            group_id: the id, as ``GroupHandle.id`` gave it (a group, or a
-                chain or chord that ends with one).
+            group_id: ``GroupHandle.id`` (of a group, or a workflow ending in one).
 
         Returns:
             A ``GroupHandle`` with a handle per member, in order.
 
         Raises:
-            ConfigurationError: ``group_id`` is not a str, or no group of this id
-                is known (never sent by this app here, or expired with its results).
+            ConfigurationError: no group of this id is known (never sent by this
+                app here, or expired with its results).
             BrokerError: Redis could not be reached.
         """
         check_text(group_id, "group_id", "app.group_handle()")

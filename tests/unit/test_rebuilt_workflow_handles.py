@@ -8,8 +8,8 @@ from typing import Any, List, Tuple
 import fakeredis
 import pytest
 
-from minitask import (ConfigurationError, GroupHandle, Minitask, ResultTimeout, chain, chord,
-                      group)
+from minitask import (ConfigurationError, GroupHandle, Minitask, ResultTimeout, TaskFailed,
+                      chain, chord, group)
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
 
@@ -142,3 +142,21 @@ def test_an_unknown_group_id_says_so(clock: ManualClock) -> None:
         producer.group_handle(last.id)
     with pytest.raises(ConfigurationError, match="group_id"):
         producer.group_handle(7)  # type: ignore[arg-type]
+
+
+def test_a_rebuilt_last_step_of_a_chain_that_died_earlier_names_the_step_that_died(
+        clock: ManualClock) -> None:
+    producer, other = _apps(clock)
+    add, _ = _tasks(producer)
+
+    @producer.task(name="breaks", retries=0)
+    def breaks() -> int:
+        raise RuntimeError("no stock")
+
+    last = chain(breaks.si().set(task_id="first"), add.s(1)).delay()
+    drain(producer.worker(burst=True))
+    rebuilt = other.handle(last.id)
+    with pytest.raises(TaskFailed, match="no stock") as failed:
+        rebuilt.get(timeout=1)
+    assert failed.value.task_id == "first" and failed.value.exc_type == "RuntimeError"
+    assert rebuilt.failed() and rebuilt.status() == "cancelled"
