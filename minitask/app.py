@@ -271,7 +271,8 @@ class Minitask(Operations):
                                       tz=tz, args=args, kwargs=kwargs, catch_up=catch_up,
                                       overlap=overlap, queue=probe.queue,
                                       priority=probe.priority,
-                                      max_message_bytes=self.max_message_bytes)
+                                      max_message_bytes=self.max_message_bytes,
+                                      types=self.types)
             registered = self.task(**task_options)(function)
             self.periodic_schedules[schedule.name] = schedule
             return registered

@@ -308,3 +308,25 @@ def test_a_value_that_holds_itself_is_refused_with_its_path_when_types_are_regis
     looped.append(looped)
     with pytest.raises(EncodeError, match=r"args\[0\]\[1\]\[1\].*nested more than"):
         same.delay(looped)
+
+
+def test_a_periodic_schedule_and_an_added_one_carry_registered_types(
+        typed: Minitask, clock: ManualClock) -> None:
+    seen: List[Any] = []
+
+    red_price = Money(decimal.Decimal(1), "EUR")
+
+    @typed.periodic(every=60, args=(Color.RED,), kwargs={"price": red_price})
+    def tick(color: Color, price: Money) -> None:
+        seen.append((color, price))
+
+    typed.add_schedule("blue", tick, every=60, args=(Color.BLUE,),
+                       kwargs={"price": Money(decimal.Decimal(2), "EUR")})
+    worker = typed.worker(burst=True)
+    worker.starting()  # what run() does first: writes the decorated schedules
+    drain(worker)
+    clock.advance(61)
+    drain(worker)
+    assert sorted(seen, key=lambda pair: pair[0].value) == [
+        (Color.BLUE, Money(decimal.Decimal(2), "EUR")),
+        (Color.RED, Money(decimal.Decimal(1), "EUR"))]

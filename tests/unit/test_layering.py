@@ -279,7 +279,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "context": frozenset({"errors", "wire.message"}),
     "hooks": frozenset({"errors"}),
     "limits": frozenset({"errors", "wire.message"}),
-    "periodic": frozenset({"errors", "wire.message", "wire.serializer"}),
+    "periodic": frozenset({"errors", "wire.message", "wire.serializer", "wire.types"}),
     "tracing": frozenset({"wire.message"}),
     # -- wire ------------------------------------------------------------------
     "wire": frozenset(),
