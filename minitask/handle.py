@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVa
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .stores.workflows import Failure, frame_of
+from .stores.workflows import Failure, frame_of, handle_record_of
 from .wire.message import Progress, wall_ms
-from .wire.serializer import decode_message, decode_outcome, unpack_data, unpack_progress
+from .wire.serializer import decode_message, decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
     from .stores.aio import AsyncBroker
@@ -488,7 +488,8 @@ async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:
     """The handle record of this id, as ``WorkflowStore.handle_record`` reads it."""
     for queue in await broker.queue_names():
         key = handle._broker.workflows.keys(queue).handle(handle.id)
-        data = await broker.get(key, f"read the handle record of {handle.id}")
-        if data is not None:
-            return unpack_data(data, f"the handle record {key}")
+        record = handle_record_of(
+            key, await broker.get(key, f"read the handle record of {handle.id}"))
+        if record is not None:
+            return record
     return None

@@ -41,6 +41,7 @@ from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
+from .foreign import ignored, raise_refusals
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .store import Store
 
@@ -109,6 +110,21 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
         raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
                           f"unknown version (this minitask reads version {FRAME_VERSION})")
     return frame
+
+
+def handle_record_of(key: str, data: Any) -> Any:
+    """A handle record as read from ``key``: None when there is none, or when the key
+    holds what minitask did not write (another type, other bytes), said once."""
+    if isinstance(data, Exception):
+        ignored(key, f"it holds another type than a string ({data})")
+        return None
+    if not isinstance(data, bytes):
+        return None
+    try:
+        return unpack_data(data, f"the handle record {key}")
+    except DecodeError as exc:
+        ignored(key, str(exc))
+        return None
 
 
 def task_nodes(node: Node) -> List[Node]:
@@ -416,13 +432,22 @@ class WorkflowStore(Store):
 
     def handle_record(self, some_id: str, queues: Sequence[str]) -> Any:
         """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
-        unpacked, or None when there is none (never written, or expired)."""
-        for queue in queues:
-            key = self.keys(queue).handle(some_id)
-            with self.transport.errors(f"read the handle record of {some_id}"):
-                data = self.transport.client.get(key)
-            if isinstance(data, bytes):
-                return unpack_data(data, f"the handle record {key}")
+        unpacked, or None when there is none (never written, or expired), in one round
+        trip where the connection allows. A key minitask did not write (another type,
+        other bytes) counts as none, said once."""
+        keys = [self.keys(queue).handle(some_id) for queue in queues]
+        if not keys:
+            return None
+        with self.transport.errors(f"read the handle record of {some_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.get(key)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        for key, data in zip(keys, replies):
+            record = handle_record_of(key, data)
+            if record is not None:
+                return record
         return None
 
     def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:

@@ -259,8 +259,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "printable",
-                                   "stores.queue", "stores.store", "wire.message",
-                                   "wire.serializer"}),
+                                   "stores.foreign", "stores.queue", "stores.store",
+                                   "wire.message", "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset(),

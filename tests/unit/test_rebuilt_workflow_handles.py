@@ -160,3 +160,31 @@ def test_a_rebuilt_last_step_of_a_chain_that_died_earlier_names_the_step_that_di
         rebuilt.get(timeout=1)
     assert failed.value.task_id == "first" and failed.value.exc_type == "RuntimeError"
     assert rebuilt.failed() and rebuilt.status() == "cancelled"
+
+
+@pytest.mark.parametrize("planted", ["a list", "other bytes"])
+def test_a_handle_record_minitask_did_not_write_counts_as_none_in_both_twins(
+        clock: ManualClock, planted: str) -> None:
+    producer, _ = _apps(clock)
+    add, _ = _tasks(producer)
+    add.delay(1, 2)  # the queue exists
+    key = producer.broker.results.keys("default").handle("planted")
+    client = producer.broker.client
+    if planted == "a list":
+        client.rpush(key, b"x")
+    else:
+        client.set(key, b"\xc1 not msgpack")
+    handle = producer.handle("planted")
+    with pytest.raises(ResultTimeout, match="is unknown"):
+        handle.get(timeout=30)
+
+    async def aget() -> Any:
+        try:
+            return await producer.handle("planted").aget(timeout=30)
+        finally:
+            await producer.aclose()
+
+    with pytest.raises(ResultTimeout, match="is unknown"):
+        asyncio.run(aget())
+    with pytest.raises(ConfigurationError, match="is unknown"):
+        producer.group_handle("planted")
