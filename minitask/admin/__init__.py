@@ -7,7 +7,7 @@ function takes the app (anything shaped like ``Operated``) first.
 """
 from __future__ import annotations
 
-from .dead import DeadTask, dead_letters, purge_dead, requeue_dead
+from .dead import DeadTask, dead_letter, dead_letters, find_dead, purge_dead, requeue_dead
 from .operated import Operated, app_queues
 from .queues import all_queue_counts, purge_ready, queue_counts
 from .scheduling import add_schedule, remove_schedule, schedules
@@ -16,6 +16,6 @@ from .tasks import TaskInfo, inspect
 from .workers import LIVE_MS, live_workers, shutdown
 
 __all__ = ["LIVE_MS", "DeadTask", "Operated", "TaskInfo", "add_schedule", "all_queue_counts",
-           "app_queues", "dead_letters", "inspect", "live_workers", "purge_dead", "purge_ready",
-           "queue_counts", "remove_schedule", "requeue_dead", "schedules", "shutdown",
-           "subscribers", "unsubscribe"]
+           "app_queues", "dead_letter", "dead_letters", "find_dead", "inspect", "live_workers",
+           "purge_dead", "purge_ready", "queue_counts", "remove_schedule", "requeue_dead",
+           "schedules", "shutdown", "subscribers", "unsubscribe"]

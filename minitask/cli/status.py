@@ -33,8 +33,10 @@ def run(args: argparse.Namespace) -> int:
         report["workers"].append({
             "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
-            # the registry hands out only whole numbers in these fields
-            "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),
+            # the registry hands out only whole numbers in these fields; a beat in the
+            # future (a clock ahead, or planted) is "just now", never a negative age
+            "heartbeat_age_s": round(max(0, now_ms - int(info.get("beat_ms", now_ms))) / 1000.0,
+                                     3),
             "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
             "running": int(info.get("running", 0)),
             "clock_skew_ms": _signed(info.get("clock_skew_ms")),
