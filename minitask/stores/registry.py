@@ -108,4 +108,5 @@ class WorkerRegistry(Store):
             return None
         # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:
         # it must not end the listener, or ``minitask shutdown`` would reach no one
-        return bytes(reply[1]).decode("utf-8", "backslashreplace")
+        order = reply[1]
+        return order.decode("utf-8", "backslashreplace") if isinstance(order, bytes) else order
