@@ -59,6 +59,42 @@ def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
             handle.get(timeout=0)
 
 
+@pytest.mark.parametrize("damage", ["fired", "results type", "result"])
+def test_a_chord_body_ends_when_its_group_can_never_complete(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
+        damage: str) -> None:
+    """A fired mark that is not 1, a results key of another type, a result no minitask
+    packed: the body stayed unknown for ever (the fired mark with not a word logged),
+    though what follows the group could be read and ended."""
+    app = make_app("wf")
+    seen: List[int] = []
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> None:
+        seen.append(sum(values))
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    if damage == "fired":
+        redis_client.hset(group_key, "fired", "x")
+    elif damage == "results type":
+        redis_client.rpush(group_key + b":results", "not results")
+    else:
+        redis_client.hset(group_key + b":results", "0", b"\xc1 not packed")
+    _drain(app.worker(burst=True))
+    assert seen == []
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match="the group cannot complete"):
+        handle.get(timeout=0)
+    dead = app.dead_letters()
+    assert dead and all(group_key.decode().rsplit(":", 1)[-1] in letter.message
+                        for letter in dead)
+
+
 def test_a_fire_that_meets_a_fired_key_of_another_type_writes_nothing(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         clock: ManualClock) -> None:
