@@ -8,7 +8,7 @@ from typing import Callable, List
 import pytest
 import redis
 
-from minitask import Minitask, TaskFailed, chord
+from minitask import Minitask, TaskFailed, chain, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
 from tests.support.clock import ManualClock
@@ -93,6 +93,27 @@ def test_a_chord_body_ends_when_its_group_can_never_complete(
     dead = app.dead_letters()
     assert dead and all(group_key.decode().rsplit(":", 1)[-1] in letter.message
                         for letter in dead)
+
+
+def test_a_step_marker_no_minitask_wrote_is_named_not_taken_for_sent(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A marker whose state is neither "sent" nor "cancelled" was read as "sent": the
+    step was never sent and nothing was said. Now the step before it is dead-lettered
+    naming the key, as for a marker of another type."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    handle = chain(add.s(1, 1), add.s(2).set(task_id="second")).delay()
+    marker = queue_keys("wf", "default").once("second")
+    redis_client.hset(marker, "state", b"\xff planted")
+    _drain(app.worker(burst=True))
+    [dead] = app.dead_letters()
+    assert marker in dead.message and "no step marker minitask wrote" in dead.message
+    assert redis_client.hgetall(marker) == {b"state": b"\xff planted"}  # left as it was
+    assert handle.status() == "unknown"
 
 
 def test_a_fire_that_meets_a_fired_key_of_another_type_writes_nothing(
