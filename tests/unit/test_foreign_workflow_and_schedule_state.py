@@ -116,6 +116,28 @@ def test_a_step_marker_no_minitask_wrote_is_named_not_taken_for_sent(
     assert handle.status() == "unknown"
 
 
+def test_a_result_past_the_group_size_neither_completes_the_group_nor_fails_it(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A planted field "7" counted as a member's result: the group completed at its
+    first member, with the second's result missing (that member was dead-lettered)."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> int:
+        return sum(values)
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    redis_client.hset(group_key + b":results", "7", b"\xc1 not packed")
+    _drain(app.worker(burst=True))
+    assert handle.get(timeout=0) == 6
+    assert app.dead_letters() == []
+
+
 def test_a_fire_that_meets_a_fired_key_of_another_type_writes_nothing(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         clock: ManualClock) -> None:

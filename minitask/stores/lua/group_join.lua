@@ -69,6 +69,10 @@ for first = 0, size - 1, 1000 do
   local fields = {}
   for i = first, math.min(first + 999, size - 1) do fields[#fields + 1] = tostring(i) end
   local values = redis.call('HMGET', results, unpack(fields))
-  for j = 1, #values do reply[#reply + 1] = values[j] end
+  for j = 1, #values do
+    -- a member not in yet: HLEN counted a field no minitask wrote (an index past size)
+    if not values[j] then return {'waiting'} end
+    reply[#reply + 1] = values[j]
+  end
 end
 return reply
