@@ -46,10 +46,10 @@ class FlowStore(Store):
         _, slot, static_keys, tail, dynamic = self.queues.enqueue_call(queue, entries, now_ms)
         k = queue_keys(self.app_name, queue)
         args: List[Any] = list(tail)
-        args[dynamic:dynamic] = [k.flow]
+        args[dynamic:dynamic] = [k.flow_prefix, k.flow]
         args += [specs.get(entry[0], "") for entry in entries]
         args.append(len(entries))
-        return ("enqueue_flow", slot, static_keys, args, dynamic + 1)
+        return ("enqueue_flow", slot, static_keys, args, dynamic + 2)
 
     def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
              now_ms: int, durability: Optional[Durability] = None) -> int:
@@ -144,3 +144,50 @@ class FlowStore(Store):
         with self.transport.errors(f"read the flow specs of queue {queue!r}"):
             raw = self.transport.client.hgetall(queue_keys(self.app_name, queue).flow)
         return {text(key): text(value) for key, value in raw.items()}
+
+    def pause_group(self, queue: str, group: str) -> None:
+        """Hold a group's ready tasks: a fetch meeting its token drops it."""
+        k = queue_keys(self.app_name, queue)
+        with self.transport.errors(f"pause group {group!r} of queue {queue!r}"):
+            self.transport.client.sadd(k.groups_paused, group)
+
+    def resume_group(self, queue: str, group: str) -> bool:
+        """Serve a paused group again; False when it was not paused. Its ready tasks
+        come back into the rotation at the next fetch (a waiting worker is woken)."""
+        k = queue_keys(self.app_name, queue)
+        with self.transport.errors(f"resume group {group!r} of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=True)
+            pipe.srem(k.groups_paused, group)
+            pipe.zadd(k.flow_due, {f"g:{group}": 0})
+            pipe.rpush(k.wake, b"1")
+            removed = pipe.execute()[0]
+        return bool(removed)
+
+    def set_group_weight(self, queue: str, group: str, weight: int) -> None:
+        """Give a group ``weight`` fetches a turn (1: the default, kept as no entry)."""
+        k = queue_keys(self.app_name, queue)
+        with self.transport.errors(f"set the weight of group {group!r} of queue {queue!r}"):
+            if weight == 1:
+                self.transport.client.hdel(k.groups_weight, group)
+            else:
+                self.transport.client.hset(k.groups_weight, group, weight)
+
+    def group_counts_many(self, queues: Sequence[str],
+                          largest: int = 5) -> Dict[str, Tuple[int, List[Tuple[str, int]]]]:
+        """Per queue: how many groups have ready tasks, and the ``largest`` backlogs
+        (group, ready tasks), largest first. One round trip whatever the number."""
+        keys = [queue_keys(self.app_name, queue).groups for queue in queues]
+        with self.transport.errors(f"count the groups of {len(keys)} queue(s)"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.zcard(key)
+                pipe.zrevrange(key, 0, largest - 1, withscores=True)
+            replies = pipe.execute(raise_on_error=False)
+        found: Dict[str, Tuple[int, List[Tuple[str, int]]]] = {}
+        for index, queue in enumerate(queues):
+            count, top = replies[2 * index], replies[2 * index + 1]
+            if isinstance(count, Exception) or isinstance(top, Exception):
+                found[queue] = (0, [])  # another type: no groups shown
+                continue
+            found[queue] = (int(count), [(text(member), int(score)) for member, score in top])
+        return found
