@@ -33,7 +33,7 @@ class FlowStore(Store):
     #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
     CHUNK = 1000
 
-    scripts = ("enqueue_flow",)
+    scripts = ("enqueue_flow", "enqueue_group")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -46,10 +46,15 @@ class FlowStore(Store):
         _, slot, static_keys, tail, dynamic = self.queues.enqueue_call(queue, entries, now_ms)
         k = queue_keys(self.app_name, queue)
         args: List[Any] = list(tail)
-        args[dynamic:dynamic] = [k.flow_prefix, k.flow]
-        args += [specs.get(entry[0], "") for entry in entries]
+        specs_sent = [specs.get(entry[0], "") for entry in entries]
+        # a grouped spec goes on past its sixth line (limits.pack): such a send joins
+        # groups in a script of its own, and any other costs what it did
+        grouped = any(spec.count("\n") > 5 for spec in specs_sent)
+        args[dynamic:dynamic] = [k.flow, k.flow_prefix] if grouped else [k.flow]
+        args += specs_sent
         args.append(len(entries))
-        return ("enqueue_flow", slot, static_keys, args, dynamic + 2)
+        return ("enqueue_group" if grouped else "enqueue_flow", slot, static_keys, args,
+                dynamic + (2 if grouped else 1))
 
     def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
              now_ms: int, durability: Optional[Durability] = None) -> int:

@@ -29,8 +29,7 @@ def test_the_pieces_are_the_libraries_cut_at_each_definition() -> None:
         names = re.findall(r"^local (?:function )?(\w+)", whole, re.M)
         assert [name for name, _ in cut] == names
     assert [name for name, _ in pieces("lib")] == ["MAX_SCORE", "guarded", "guards", "tolerant"]
-    assert [name for name, _ in pieces("flow")] == [
-        "flow_made", "flow_control", "fair_made", "fair_queues"]
+    assert [name for name, _ in pieces("flow")] == ["flow_made", "flow_control"]
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -69,8 +68,8 @@ def test_the_hot_scripts_make_no_guard_or_flow_function_unless_they_need_one() -
 
 def test_flow_definitions_go_only_to_the_scripts_that_use_them() -> None:
     flow = {name for name, _ in pieces("flow")}
-    fair = {"fair_made", "fair_queues"}
-    assert _defined(source("ack")) & flow == flow - fair  # an ack frees slots, no token
+    assert _defined(source("ack")) & flow == flow
     assert flow <= _defined(source("fetch"))
-    assert flow <= _defined(source("enqueue_flow"))  # a grouped call joins its group
+    assert _defined(source("enqueue_flow")) & flow == set()  # it reads specs itself
+    assert flow <= _defined(source("enqueue_group"))  # a grouped call joins its group
     assert "flow_control" not in source("enqueue_now")

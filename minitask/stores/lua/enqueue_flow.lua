@@ -1,16 +1,13 @@
 -- enqueue_flow: enqueue.lua for calls with flow control (limits, expiry,
 -- debounce). stores/scripts.py wraps enqueue.lua as enqueue_base() and puts this
 -- after it, so this script adds to the plain enqueue and never copies it.
--- KEYS: enqueue.lua's, then the flow prefix (flow.lua), then flow (HASH) last.
+-- KEYS: enqueue.lua's, then flow (HASH) last.
 -- ARGV: enqueue.lua's, then one flow spec per message (flow.lua; limits.py packs
 --   it), then how many messages there are.
 -- Returns: enqueue.lua's count of messages added, plus those a debounce replaced.
 -- A new message gets its spec in the flow hash in the same step. A debounced call
 -- (spec ends in 1) whose id is still scheduled (delayed) replaces that call's
 -- message, due time and spec; an id queued or running already is left as it is.
--- A grouped message due now (its spec names a group: flow.lua's fair queues) goes
--- to its group's ready set, not to a ready list, and puts its group in the rotation;
--- one due later is scheduled as any other and joins its group when a fetch meets it.
 -- Invariant: a flow-controlled message is never in Redis without its spec. (Its
 -- limiter is named in flow_limiters only while a fetch has tasks of it parked.)
 -- Data minitask did not write (lib.lua): a flow hash of another type refuses the
@@ -19,48 +16,13 @@ local count = tonumber(table.remove(ARGV))
 local specs = {}
 for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
 local flow = table.remove(KEYS)
-local prefix = table.remove(KEYS)
 guards().expect(flow, 'hash')
--- grouped messages due now are taken out of what enqueue_base() is given
-local grouped, kept_argv, kept_keys, kept_specs = {}, {ARGV[1], ARGV[2], ARGV[3]}, {}, {}
-for i = 1, 15 do kept_keys[i] = KEYS[i] end
-for n = 1, count do
-  local i = 4 * n
-  local spec = flow_control().spec(specs[n])
-  if spec and spec.group and tonumber(ARGV[i + 3]) <= tonumber(ARGV[1]) then
-    grouped[#grouped + 1] = {ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2]), specs[n], spec,
-                             KEYS[15 + n]}
-  else
-    for j = 0, 3 do kept_argv[#kept_argv + 1] = ARGV[i + j] end
-    kept_keys[#kept_keys + 1] = KEYS[15 + n]
-    kept_specs[#kept_specs + 1] = specs[n]
-  end
-end
-if #grouped > 0 then
-  guards().expect(KEYS[1], 'hash')  -- their writes follow enqueue_base()'s
-  -- KEYS and ARGV are changed in place: enqueue_base() reads them
-  for i = #ARGV, 1, -1 do ARGV[i] = kept_argv[i] end
-  for i = #KEYS, 1, -1 do KEYS[i] = kept_keys[i] end
-  specs, count = kept_specs, #kept_specs
-end
 local pending = {}
 for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) == 1 end
 
 local added = enqueue_base()
 
 local wake = false
-if #grouped > 0 then
-  local fair = fair_queues({prefix = prefix, first_ready = 4, now = ARGV[1]})
-  for _, entry in ipairs(grouped) do
-    if redis.call('HSETNX', KEYS[1], entry[1], entry[2]) == 1 then
-      added = added + 1
-      redis.call('DEL', entry[6])
-      redis.call('HSET', flow, entry[1], entry[4])
-      if fair.join(entry[1], entry[5], entry[3]) then wake = true end
-    end
-  end
-end
-
 for n = 1, count do
   local i = 4 * n
   local id, spec = ARGV[i], specs[n]

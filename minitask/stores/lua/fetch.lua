@@ -36,7 +36,7 @@
 -- then a popped task over its limit, or whose limiter has tasks parked already,
 -- is parked (not leased, not re-queued) and the ready lists behind it go on
 -- being served. Parking counts against the batch limit, so a fetch stays bounded.
--- Fair queues (flow.lua's fair_queues, only while the flow hash holds anything): a
+-- Fair queues (flow.lua's flow_fair, only while the flow hash holds anything): a
 -- popped group token (a byte 255 first: never an id) leases its group's first task as
 -- the group's limits allow and goes back to its list; a popped grouped id (due, put
 -- back, its lease expired) joins its group's ready set. The due loop puts a due group
@@ -217,7 +217,7 @@ end
 -- fair queues (flow.lua): made at the first grouped task or token met
 if flow_on then
   function fair()
-    return fair_queues({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
+    return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
                         leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
                         clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
   end
@@ -348,7 +348,7 @@ end
 if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
   -- group's token put back into a list passed already is work: a worker is woken
-  if fair_made and fair_made.pushed then
+  if flow_on and flow.fair_made and flow.fair_made.pushed then
     redis.call('RPUSH', KEYS[5], '1')
   else
     redis.call('DEL', KEYS[5])

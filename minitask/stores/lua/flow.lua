@@ -189,7 +189,7 @@ local function flow_control()
         local limiter = string.match(specs[i], '^([^\n]+)\n%d+\n%d+\n[1-9]')
         if limiter then flow_free(prefix, due, wake, limiter, id) end
         -- a grouped task with a group_max_running: its group is tried again at once
-        -- (its ready tasks, if any, come back into the rotation: fair.lua's rearm)
+        -- (its ready tasks, if any, come back into the rotation: flow_fair's arm)
         local group = forget and string.match(
           specs[i], '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
         if group and tolerant(0, 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
@@ -202,178 +202,177 @@ local function flow_control()
     if forget and found then tolerant(0, 'HDEL', flow, unpack(ids)) end
   end
 
-  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end}
+  -- Fair queues (docs/guide/fair-queues.rst): a grouped task's spec goes on past
+  -- its debounce with four lines: group_max_running, group rate count, group rate
+  -- window (ms), the group (any text, last). A group's state lives at names built
+  -- from the flow prefix (keys.py), under the queue's hash tag:
+  --   <prefix>g:<group>:ready    ZSET  its ready ids -> (9 - priority) * RANK + order
+  --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token, band: the
+  --                                    priority of the ready list that token is in,
+  --                                    served: fetches this turn, gen: a counter (token
+  --                                    generations and the order of joins)
+  --   <prefix>g:<group>:running  SET   ids holding a group_max_running slot
+  --   <prefix>g:<group>:starts / :pace  its rate (flow_admit's, limiter 'g:<group>')
+  --   <prefix>groups         ZSET  group -> ready tasks, for each group with any
+  --   <prefix>groups_paused  SET   paused groups     <prefix>groups_weight  HASH weights
+  -- and flow_due holds 'g:<group>' -> when the group may come back into the rotation
+  -- (a rate), or 0 (a slot freed, a resume).
+  -- The rotation is the queue's own ready lists: a group with eligible work has one
+  -- live token there, "\255" .. generation .. "\255" .. group (never an id: no id
+  -- holds the byte 255, not UTF-8), in the list of its highest priority. A fetch that
+  -- pops a live token leases the group's first task and puts the token back: at the
+  -- head while the group has had fewer fetches this turn than its weight, else at
+  -- the tail. So groups take turns with each other and with ungrouped tasks, at O(1)
+  -- a fetch whatever their number. A token whose generation is not the group's is
+  -- stale (a higher priority gave the group a new one) and is dropped. A paused group,
+  -- one at its group_max_running or over its rate leaves the rotation (its token is
+  -- dropped) and comes back through flow_due when a slot frees, its rate allows or
+  -- it is resumed: no polling, and it holds no other group back.
+  -- Invariant: a grouped ready task is in its group's ready set only (not in a ready
+  -- list), or in a ready list on its way back (promoted when due, put back, its lease
+  -- expired), which it leaves for its group's set when a fetch pops it. A group's keys
+  -- are gone once it has no ready task and none holds a slot.
+  local function flow_fair(c)
+    if flow_made.fair_made then return flow_made.fair_made end
+    -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
+    -- wake, now (ms as text), and for a fetch: body_of, leases, flow, flow_due, clock
+    local RANK = 100000000000000  -- 1e14: orders below it, priorities above
+    local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
+                                    c.prefix .. 'groups'
+
+    local function base(group) return c.prefix .. 'g:' .. group end
+
+    -- the first ready id of a group and its priority, or nil
+    local function first(group)
+      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 0, 'WITHSCORES')
+      if not head[1] then return nil end
+      return head[1], 9 - math.floor(tonumber(head[2]) / RANK)
+    end
+
+    -- Put the group in the rotation if it has ready tasks, is not paused and has no
+    -- live token at its highest priority (or above). at_head: at the head of its list
+    -- (its own task comes back to its place), else at the tail.
+    local function arm(group, at_head)
+      local id, priority = first(group)
+      if not id or tolerant(0, 'SISMEMBER', paused, group) == 1 then return false end
+      local turn = base(group) .. ':turn'
+      local live = tolerant({}, 'HMGET', turn, 'tok', 'band')
+      if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
+      local gen = c.now .. '.' .. tolerant(0, 'HINCRBY', turn, 'gen', 1)
+      tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority)
+      local token = '\255' .. gen .. '\255' .. group
+      local ready = KEYS[c.first_ready + 9 - priority]
+      if at_head then redis.call('LPUSH', ready, token) else redis.call('RPUSH', ready, token) end
+      flow_made.fair_made.pushed = true
+      return true
+    end
+
+    -- A ready grouped task joins its group: new tasks at the tail of their priority,
+    -- one holding a slot (retried, put back, re-delivered) at its head.
+    local function join(id, spec, priority)
+      local group = spec.group
+      local holds = spec.group_most > 0
+                    and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
+      local ready = base(group) .. ':ready'
+      local order = holds and 0 or tolerant(0, 'HINCRBY', base(group) .. ':turn', 'gen', 1)
+      tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id)
+      tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
+      return arm(group, holds)
+    end
+
+    -- A group with no ready task leaves nothing behind but the slots its tasks hold
+    local function forget(group)
+      tolerant(0, 'DEL', base(group) .. ':turn')
+      tolerant(0, 'ZREM', groups, group)
+    end
+
+    -- Whether a slot holder is still a task of the queue (its message is kept while it
+    -- is queued, retried or running; a dead or cancelled one frees its slot here)
+    local function alive(id)
+      return tolerant(0, 'HEXISTS', c.messages, id) == 1
+             and not tolerant(false, 'ZSCORE', c.dead, id)
+    end
+
+    -- Serve a popped token: the group's first task, admitted by its limits, as
+    -- id, body, priority, spec; or nil and whether the pop counts as dropped
+    -- (every pop that leases nothing does, so a fetch stays bounded).
+    local function serve(token, budget)
+      local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
+      if not gen then return nil end
+      local turn = base(group) .. ':turn'
+      if tolerant(false, 'HGET', turn, 'tok') ~= gen then return nil end  -- stale
+      if tolerant(0, 'SISMEMBER', paused, group) == 1 then
+        tolerant(0, 'HDEL', turn, 'tok', 'band')
+        return nil
+      end
+      local ready = base(group) .. ':ready'
+      while budget > 0 do
+        local id, priority = first(group)
+        if not id then
+          forget(group)
+          return nil
+        end
+        local body = c.body_of(id)
+        local spec = body and flow_spec(tolerant(false, 'HGET', c.flow, id))
+        if not (spec and spec.group == group) then
+          tolerant(0, 'ZREM', ready, id)  -- cancelled, or no longer of this group
+          budget = budget - 1
+        else
+          local running = base(group) .. ':running'
+          local holds = spec.group_most > 0 and tolerant(0, 'SISMEMBER', running, id) == 1
+          if spec.group_most > 0 and not holds then
+            local held = tolerant(0, 'SCARD', running)
+            if held >= spec.group_most then
+              for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
+                if not alive(member) then
+                  tolerant(0, 'SREM', running, member)
+                  held = held - 1
+                end
+              end
+            end
+            if held >= spec.group_most then
+              -- out of the rotation until an outcome frees a slot (flow.lua's finish)
+              tolerant(0, 'HDEL', turn, 'tok', 'band')
+              return nil
+            end
+          end
+          if spec.group_count > 0 and not holds then
+            local free, retry_at = flow_admit(
+              c.prefix, {limiter = 'g:' .. group, most = 0, count = spec.group_count,
+                         window = spec.group_window}, id, c.clock(), c.leases)
+            if not free then
+              tolerant(0, 'HDEL', turn, 'tok', 'band')
+              tolerant(0, 'ZADD', c.flow_due, retry_at, 'g:' .. group)
+              return nil
+            end
+          end
+          if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
+          tolerant(0, 'ZREM', ready, id)
+          -- the token goes back: at the head while the turn lasts (the weight)
+          local served = tolerant(0, 'HINCRBY', turn, 'served', 1)
+          local weight = tonumber(tolerant(false, 'HGET', weights, group)) or 1
+          tolerant(0, 'HDEL', turn, 'tok', 'band')
+          if served >= weight then tolerant(0, 'HSET', turn, 'served', 0) end
+          if first(group) then
+            tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
+            arm(group, served < weight)
+          else
+            forget(group)
+          end
+          return id, body, priority, spec
+        end
+      end
+      -- a long run of stale entries: the token goes back at the head for the next fetch
+      tolerant(0, 'HDEL', turn, 'tok', 'band')
+      arm(group, true)
+      return nil
+    end
+
+    flow_made.fair_made = {arm = arm, join = join, serve = serve}
+    return flow_made.fair_made
+  end
+
+  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end, fair = flow_fair}
   return flow_made
 end
 
--- Fair queues (docs/guide/fair-queues.rst): a grouped task's spec goes on past
--- its debounce with four lines: group_max_running, group rate count, group rate
--- window (ms), the group (any text, last). A group's state lives at names built
--- from the flow prefix (keys.py), under the queue's hash tag:
---   <prefix>g:<group>:ready    ZSET  its ready ids -> (9 - priority) * RANK + order
---   <prefix>g:<group>:turn     HASH  tok: the generation of its live token, band: the
---                                    priority of the ready list that token is in,
---                                    served: fetches this turn, gen: a counter (token
---                                    generations and the order of joins)
---   <prefix>g:<group>:running  SET   ids holding a group_max_running slot
---   <prefix>g:<group>:starts / :pace  its rate (flow_admit's, limiter 'g:<group>')
---   <prefix>groups         ZSET  group -> ready tasks, for each group with any
---   <prefix>groups_paused  SET   paused groups     <prefix>groups_weight  HASH weights
--- and flow_due holds 'g:<group>' -> when the group may come back into the rotation
--- (a rate), or 0 (a slot freed, a resume).
--- The rotation is the queue's own ready lists: a group with eligible work has one
--- live token there, "\255" .. generation .. "\255" .. group (never an id: no id
--- holds the byte 255, not UTF-8), in the list of its highest priority. A fetch that
--- pops a live token leases the group's first task and puts the token back: at the
--- head while the group has had fewer fetches this turn than its weight, else at
--- the tail. So groups take turns with each other and with ungrouped tasks, at O(1)
--- a fetch whatever their number. A token whose generation is not the group's is
--- stale (a higher priority gave the group a new one) and is dropped. A paused group,
--- one at its group_max_running or over its rate leaves the rotation (its token is
--- dropped) and comes back through flow_due when a slot frees, its rate allows or
--- it is resumed: no polling, and it holds no other group back.
--- Invariant: a grouped ready task is in its group's ready set only (not in a ready
--- list), or in a ready list on its way back (promoted when due, put back, its lease
--- expired), which it leaves for its group's set when a fetch pops it. A group's keys
--- are gone once it has no ready task and none holds a slot.
-local fair_made
-
-local function fair_queues(c)
-  if fair_made then return fair_made end
-  -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
-  -- wake, now (ms as text), and for a fetch: body_of, leases, flow, flow_due, clock
-  local RANK = 100000000000000  -- 1e14: orders below it, priorities above
-  local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
-                                  c.prefix .. 'groups'
-
-  local function base(group) return c.prefix .. 'g:' .. group end
-
-  -- the first ready id of a group and its priority, or nil
-  local function first(group)
-    local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 0, 'WITHSCORES')
-    if not head[1] then return nil end
-    return head[1], 9 - math.floor(tonumber(head[2]) / RANK)
-  end
-
-  -- Put the group in the rotation if it has ready tasks, is not paused and has no
-  -- live token at its highest priority (or above). at_head: at the head of its list
-  -- (its own task comes back to its place), else at the tail.
-  local function arm(group, at_head)
-    local id, priority = first(group)
-    if not id or tolerant(0, 'SISMEMBER', paused, group) == 1 then return false end
-    local turn = base(group) .. ':turn'
-    local live = tolerant({}, 'HMGET', turn, 'tok', 'band')
-    if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
-    local gen = c.now .. '.' .. tolerant(0, 'HINCRBY', turn, 'gen', 1)
-    tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority)
-    local token = '\255' .. gen .. '\255' .. group
-    local ready = KEYS[c.first_ready + 9 - priority]
-    if at_head then redis.call('LPUSH', ready, token) else redis.call('RPUSH', ready, token) end
-    fair_made.pushed = true
-    return true
-  end
-
-  -- A ready grouped task joins its group: new tasks at the tail of their priority,
-  -- one holding a slot (retried, put back, re-delivered) at its head.
-  local function join(id, spec, priority)
-    local group = spec.group
-    local holds = spec.group_most > 0
-                  and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
-    local ready = base(group) .. ':ready'
-    local order = holds and 0 or tolerant(0, 'HINCRBY', base(group) .. ':turn', 'gen', 1)
-    tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id)
-    tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
-    return arm(group, holds)
-  end
-
-  -- A group with no ready task leaves nothing behind but the slots its tasks hold
-  local function forget(group)
-    tolerant(0, 'DEL', base(group) .. ':turn')
-    tolerant(0, 'ZREM', groups, group)
-  end
-
-  -- Whether a slot holder is still a task of the queue (its message is kept while it
-  -- is queued, retried or running; a dead or cancelled one frees its slot here)
-  local function alive(id)
-    return tolerant(0, 'HEXISTS', c.messages, id) == 1
-           and not tolerant(false, 'ZSCORE', c.dead, id)
-  end
-
-  -- Serve a popped token: the group's first task, admitted by its limits, as
-  -- id, body, priority, spec; or nil and whether the pop counts as dropped
-  -- (every pop that leases nothing does, so a fetch stays bounded).
-  local function serve(token, budget)
-    local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
-    if not gen then return nil end
-    local turn = base(group) .. ':turn'
-    if tolerant(false, 'HGET', turn, 'tok') ~= gen then return nil end  -- stale
-    if tolerant(0, 'SISMEMBER', paused, group) == 1 then
-      tolerant(0, 'HDEL', turn, 'tok', 'band')
-      return nil
-    end
-    local ready = base(group) .. ':ready'
-    while budget > 0 do
-      local id, priority = first(group)
-      if not id then
-        forget(group)
-        return nil
-      end
-      local body = c.body_of(id)
-      local spec = body and flow_control().spec(tolerant(false, 'HGET', c.flow, id))
-      if not (spec and spec.group == group) then
-        tolerant(0, 'ZREM', ready, id)  -- cancelled, or no longer of this group
-        budget = budget - 1
-      else
-        local running = base(group) .. ':running'
-        local holds = spec.group_most > 0 and tolerant(0, 'SISMEMBER', running, id) == 1
-        if spec.group_most > 0 and not holds then
-          local held = tolerant(0, 'SCARD', running)
-          if held >= spec.group_most then
-            for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
-              if not alive(member) then
-                tolerant(0, 'SREM', running, member)
-                held = held - 1
-              end
-            end
-          end
-          if held >= spec.group_most then
-            -- out of the rotation until an outcome frees a slot (flow.lua's finish)
-            tolerant(0, 'HDEL', turn, 'tok', 'band')
-            return nil
-          end
-        end
-        if spec.group_count > 0 and not holds then
-          local free, retry_at = flow_control().admit(
-            c.prefix, {limiter = 'g:' .. group, most = 0, count = spec.group_count,
-                       window = spec.group_window}, id, c.clock(), c.leases)
-          if not free then
-            tolerant(0, 'HDEL', turn, 'tok', 'band')
-            tolerant(0, 'ZADD', c.flow_due, retry_at, 'g:' .. group)
-            return nil
-          end
-        end
-        if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
-        tolerant(0, 'ZREM', ready, id)
-        -- the token goes back: at the head while the turn lasts (the weight)
-        local served = tolerant(0, 'HINCRBY', turn, 'served', 1)
-        local weight = tonumber(tolerant(false, 'HGET', weights, group)) or 1
-        tolerant(0, 'HDEL', turn, 'tok', 'band')
-        if served >= weight then tolerant(0, 'HSET', turn, 'served', 0) end
-        if first(group) then
-          tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
-          arm(group, served < weight)
-        else
-          forget(group)
-        end
-        return id, body, priority, spec
-      end
-    end
-    -- a long run of stale entries: the token goes back at the head for the next fetch
-    tolerant(0, 'HDEL', turn, 'tok', 'band')
-    arm(group, true)
-    return nil
-  end
-
-  fair_made = {arm = arm, join = join, serve = serve}
-  return fair_made
-end
