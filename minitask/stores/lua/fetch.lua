@@ -214,20 +214,17 @@ local function body_of(id)
   return body
 end
 
--- fair queues (flow.lua): made at the first grouped task or token met
-if flow_on then
-  function fair()
-    return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
-                        leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
-                        clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
-  end
-end
-
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
 -- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due);
 -- a group due ('g:<group>': a slot freed, its rate allows, resumed) is put back in
 -- the rotation
 if flow_on then
+  -- fair queues (flow.lua): made at the first grouped task or token met
+  function fair()
+    return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
+                      leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
+                      clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
+  end
   -- take the first parked entry; a limiter with none left is due no more
   function unpark(park, limiter)
     if tolerant(false, 'LPOP', park) then parked_change = parked_change - 1 end
@@ -314,31 +311,35 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       else
         drop(id)
       end
-    elseif spec and spec.group and not (spec.expires > 0 and now >= spec.expires) then
-      -- a grouped task on its way back (due, put back, re-delivered) joins its group
-      fair().join(id, spec, priority)
-      dropped = dropped + 1
-    elseif spec and spec.limiter ~= '' and not (spec.expires > 0 and now >= spec.expires) then
-      -- behind tasks parked already (their order kept), or over its limit: parked
-      local park = prefix .. spec.limiter .. ':park'
-      local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-      if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
-      local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
-      if free then
-        lease(id, body, priority, spec)
-      elseif type(held) ~= 'number' then
-        lease(id, body, priority, spec)  -- a park list of another type: no limit kept
-      else
-        parked_change = parked_change + 1
-        if held == 1 then tolerant(0, 'SADD', KEYS[22], spec.limiter) end
-        if retry_at >= 0 then
-          tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
-        else
-          -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
-          -- (its holders gone) is looked at by the next fetch
-          tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
-        end
+    elseif spec and (spec.group or spec.limiter ~= '')
+           and not (spec.expires > 0 and now >= spec.expires) then
+      -- (one branch: a task without a spec is tested once, as before)
+      if spec.group then
+        -- a grouped task on its way back (due, put back, re-delivered) joins its group
+        fair().join(id, spec, priority)
         dropped = dropped + 1
+      else
+        -- behind tasks parked already (their order kept), or over its limit: parked
+        local park = prefix .. spec.limiter .. ':park'
+        local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
+        if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
+        local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
+        if free then
+          lease(id, body, priority, spec)
+        elseif type(held) ~= 'number' then
+          lease(id, body, priority, spec)  -- a park list of another type: no limit kept
+        else
+          parked_change = parked_change + 1
+          if held == 1 then tolerant(0, 'SADD', KEYS[22], spec.limiter) end
+          if retry_at >= 0 then
+            tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+          else
+            -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
+            -- (its holders gone) is looked at by the next fetch
+            tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
+          end
+          dropped = dropped + 1
+        end
       end
     else
       lease(id, body, priority, spec)
