@@ -2,7 +2,7 @@
 counts status and the metrics show (docs/guide/fair-queues.rst)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, Sequence
 
 from ..errors import ConfigurationError
 from ..limits import MAX_COUNT, group_name
@@ -35,7 +35,7 @@ def resume_group(app: Operated, queue: str, group: Any) -> bool:
     return app.broker.flow.resume_group(queue, _checked(queue, group, "resume_group"))
 
 
-def group_counts(app: Operated, queues: Sequence[str],
-                 largest: int = 5) -> Dict[str, Tuple[int, List[Tuple[str, int]]]]:
-    """Per queue: groups with ready tasks, and the largest backlogs by group."""
+def group_counts(app: Operated, queues: Sequence[str], largest: int = 5) -> Dict[str, Any]:
+    """Per queue with grouped ready tasks: how many, in how many groups, and the
+    largest backlogs by group (``FlowStore.group_counts_many``)."""
     return app.broker.flow.group_counts_many(queues, largest)

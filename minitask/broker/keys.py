@@ -47,6 +47,8 @@ there: ``g:`` comes first, so no group's keys meet a limiter's)::
 
     minitask:{app:queue}:flow:groups            ZSET  group -> ready tasks, each group
                                                       that has any (status reads it)
+    minitask:{app:queue}:flow:groups_ready      STRING  the grouped ready tasks of the queue
+                                                      (gone at 0)
     minitask:{app:queue}:flow:groups_paused     SET   groups paused by an operator
     minitask:{app:queue}:flow:groups_weight     HASH  group -> weight, when not 1
     minitask:{app:queue}:flow:g:<group>:ready   ZSET  its ready ids -> (9 - priority)
@@ -61,9 +63,11 @@ there: ``g:`` comes first, so no group's keys meet a limiter's)::
     minitask:{app:queue}:flow_due  'g:<group>'  when the group comes back into the rotation
 
 The rotation itself is the queue's ready lists: a group with work has one token there
-(``"\xff" + generation + "\xff" + group``, never an id). A group with no ready task
-and no slot held leaves none of its keys behind; the weights and pauses an operator
-set stay until reset (weight 1, ``resume_group``).
+(the byte 0xff, a generation, 0xff, the group: never an id), and in ``cancelled`` (at
+its priority) while it is there, so that counts leave it out as they leave out a
+cancelled entry. A group with no ready task and no slot held leaves none of its keys
+behind; the weights and pauses an operator set stay until reset (weight 1,
+``resume_group``).
 
 A limiter names one task (and limit key): ``<len(name)>:<name>[:<key>]``. Its keys
 are built by the scripts from ``flow_prefix``, which is passed in KEYS (the same
@@ -233,6 +237,8 @@ class QueueKeys:
     flow_prefix: str = field(init=False)
     #: Fair queues: group -> ready tasks, for each group that has any.
     groups: str = field(init=False)
+    #: Fair queues: how many grouped tasks are ready (status adds them to ready).
+    groups_ready: str = field(init=False)
     #: Fair queues: the paused groups.
     groups_paused: str = field(init=False)
     #: Fair queues: group -> weight, for each group whose weight is not 1.
@@ -249,6 +255,7 @@ class QueueKeys:
             base = f"{PREFIX}:{{{self.app}:{self.queue}}}:"
         names: Dict[str, object] = {word: base + word for word in _PLAIN}
         names.update(base=base, flow_prefix=base + "flow:", groups=base + "flow:groups",
+                     groups_ready=base + "flow:groups_ready",
                      groups_paused=base + "flow:groups_paused",
                      groups_weight=base + "flow:groups_weight",
                      ready=tuple(f"{base}ready:{priority}" for priority in PRIORITIES))

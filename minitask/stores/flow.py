@@ -50,11 +50,11 @@ class FlowStore(Store):
         # a grouped spec goes on past its sixth line (limits.pack): such a send joins
         # groups in a script of its own, and any other costs what it did
         grouped = any(spec.count("\n") > 5 for spec in specs_sent)
-        args[dynamic:dynamic] = [k.flow, k.flow_prefix] if grouped else [k.flow]
+        args[dynamic:dynamic] = [k.flow, k.cancelled, k.flow_prefix] if grouped else [k.flow]
         args += specs_sent
         args.append(len(entries))
         return ("enqueue_group" if grouped else "enqueue_flow", slot, static_keys, args,
-                dynamic + (2 if grouped else 1))
+                dynamic + (3 if grouped else 1))
 
     def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
              now_ms: int, durability: Optional[Durability] = None) -> int:
@@ -177,22 +177,27 @@ class FlowStore(Store):
             else:
                 self.transport.client.hset(k.groups_weight, group, weight)
 
-    def group_counts_many(self, queues: Sequence[str],
-                          largest: int = 5) -> Dict[str, Tuple[int, List[Tuple[str, int]]]]:
-        """Per queue: how many groups have ready tasks, and the ``largest`` backlogs
-        (group, ready tasks), largest first. One round trip whatever the number."""
-        keys = [queue_keys(self.app_name, queue).groups for queue in queues]
+    def group_counts_many(self, queues: Sequence[str], largest: int = 5) -> Dict[str, Any]:
+        """Per queue with grouped ready tasks: ``grouped`` (how many), ``groups`` (how
+        many groups hold them) and ``largest_groups`` (the ``largest`` backlogs, as
+        (group, ready tasks), largest first). One round trip whatever the number."""
+        keys = [queue_keys(self.app_name, queue) for queue in queues]
         with self.transport.errors(f"count the groups of {len(keys)} queue(s)"):
             pipe = self.transport.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.zcard(key)
-                pipe.zrevrange(key, 0, largest - 1, withscores=True)
+            for k in keys:
+                pipe.get(k.groups_ready)
+                pipe.zcard(k.groups)
+                pipe.zrevrange(k.groups, 0, largest - 1, withscores=True)
             replies = pipe.execute(raise_on_error=False)
-        found: Dict[str, Tuple[int, List[Tuple[str, int]]]] = {}
+        found: Dict[str, Any] = {}
         for index, queue in enumerate(queues):
-            count, top = replies[2 * index], replies[2 * index + 1]
-            if isinstance(count, Exception) or isinstance(top, Exception):
-                found[queue] = (0, [])  # another type: no groups shown
+            ready, count, top = replies[3 * index:3 * index + 3]
+            try:  # another type, or no number (data minitask did not write): none shown
+                grouped = max(0, int(ready or 0))
+                count = int(count)
+                top = [(text(member), int(score)) for member, score in top]
+            except (TypeError, ValueError):
                 continue
-            found[queue] = (int(count), [(text(member), int(score)) for member, score in top])
+            if grouped or count:
+                found[queue] = {"grouped": grouped, "groups": count, "largest_groups": top}
         return found

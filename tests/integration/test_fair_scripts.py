@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List
 
+import pytest
 import redis
+from prometheus_client.parser import text_string_to_metric_families
 
 from minitask import Minitask, TaskFailed
+from minitask.admin import queue_counts
+from minitask.dashboard.metrics import exposition
 from minitask.broker.keys import QueueKeys
 from minitask.stores.queue import FetchResult
 from tests.support.clock import ManualClock
@@ -243,3 +247,34 @@ def test_an_empty_group_leaves_nothing_behind(
     # only a rate's record of recent starts stays, and it expires on its own (a window)
     assert {key.rsplit(":", 1)[-1] for key in left} <= {"pace", "starts"}, left
     assert all(0 < client.pttl(key) <= 2000 for key in left)
+
+
+def test_status_and_metrics_count_grouped_tasks_and_groups_not_tokens(
+        make_app: Callable[..., Minitask], clock: ManualClock,
+        capsys: "pytest.CaptureFixture[str]") -> None:
+    app, job = _tenant_app(make_app)
+
+    @app.task(name="plain")
+    def plain(tenant: str, n: int) -> int:
+        return n
+
+    job.delay_many([("A", n) for n in range(7)])
+    job.delay_many([("B", n) for n in range(2)])
+    plain.delay("P", 0)
+    counts = queue_counts(app, "default")
+    assert counts["ready"] == 10  # 9 grouped and 1 plain; the groups' tokens are no tasks
+    assert counts["ready_by_priority"] == {"5": 1}
+    assert (counts["grouped"], counts["groups"]) == (9, 2)
+    assert counts["largest_groups"] == [("A", 7), ("B", 2)]
+    samples = {}
+    for family in text_string_to_metric_families(exposition(app).decode()):
+        for sample in family.samples:
+            samples[sample.name, tuple(sorted(sample.labels.items()))] = sample.value
+    assert samples["minitask_queue_groups", (("queue", "default"),)] == 2
+    assert samples["minitask_queue_tasks", (("queue", "default"), ("state", "ready"))] == 10
+    served(app, clock, 3)  # A0, B0, P0
+    counts = queue_counts(app, "default")
+    assert (counts["ready"], counts["grouped"], counts["largest_groups"]) == \
+        (7, 7, [("A", 6), ("B", 1)])
+    assert drain(app.worker(burst=True)) == 7
+    assert "grouped" not in queue_counts(app, "default")

@@ -2,7 +2,8 @@
 -- docs/guide/fair-queues.rst). stores/scripts.py puts enqueue.lua and enqueue_flow.lua
 -- in front as enqueue_base() and enqueue_flow_base(): this adds to them and copies
 -- neither, and a send without a group never pays for it.
--- KEYS: enqueue_flow.lua's (enqueue.lua's, then flow), then the flow prefix last.
+-- KEYS: enqueue_flow.lua's (enqueue.lua's, then flow), then cancelled (ZSET: a token
+--   is counted there while in a ready list), then the flow prefix last.
 -- ARGV: enqueue_flow.lua's.
 -- Returns: enqueue_flow.lua's count, plus the grouped messages added.
 -- A grouped message due now (its spec names a group: flow.lua's flow_fair) goes to
@@ -15,6 +16,7 @@
 -- Data minitask did not write (lib.lua): messages or flow of another type refuse the
 -- call, before any write.
 local prefix = table.remove(KEYS)
+local cancelled = table.remove(KEYS)
 local count = tonumber(ARGV[#ARGV])
 local first_spec = #ARGV - count - 1  -- ARGV[first_spec + n] is the n-th message's spec
 local now = tonumber(ARGV[1])
@@ -45,7 +47,8 @@ for i = #KEYS, 1, -1 do KEYS[i] = keys[i] end
 
 local added = enqueue_flow_base()
 
-local fair = flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1]})
+local fair = flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
+                                  cancelled = cancelled})
 local wake = false
 for _, entry in ipairs(grouped) do
   if redis.call('HSETNX', KEYS[1], entry[1], entry[2]) == 1 then

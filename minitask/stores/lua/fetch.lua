@@ -222,6 +222,7 @@ if flow_on then
   -- fair queues (flow.lua): made at the first grouped task or token met
   function fair()
     return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
+                      cancelled = KEYS[17],
                       leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
                       clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
   end

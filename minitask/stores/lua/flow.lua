@@ -214,6 +214,7 @@ local function flow_control()
   --   <prefix>g:<group>:running  SET   ids holding a group_max_running slot
   --   <prefix>g:<group>:starts / :pace  its rate (flow_admit's, limiter 'g:<group>')
   --   <prefix>groups         ZSET  group -> ready tasks, for each group with any
+  --   <prefix>groups_ready   STRING the grouped ready tasks of the queue (gone at 0)
   --   <prefix>groups_paused  SET   paused groups     <prefix>groups_weight  HASH weights
   -- and flow_due holds 'g:<group>' -> when the group may come back into the rotation
   -- (a rate), or 0 (a slot freed, a resume).
@@ -227,7 +228,8 @@ local function flow_control()
   -- stale (a higher priority gave the group a new one) and is dropped. A paused group,
   -- one at its group_max_running or over its rate leaves the rotation (its token is
   -- dropped) and comes back through flow_due when a slot frees, its rate allows or
-  -- it is resumed: no polling, and it holds no other group back.
+  -- it is resumed: no polling, and it holds no other group back. A token is in the
+  -- queue's cancelled set while it is in a ready list, so counts leave it out.
   -- Invariant: a grouped ready task is in its group's ready set only (not in a ready
   -- list), or in a ready list on its way back (promoted when due, put back, its lease
   -- expired), which it leaves for its group's set when a fetch pops it. A group's keys
@@ -235,12 +237,20 @@ local function flow_control()
   local function flow_fair(c)
     if flow_made.fair_made then return flow_made.fair_made end
     -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
-    -- wake, now (ms as text), and for a fetch: body_of, leases, flow, flow_due, clock
+    -- cancelled, now (ms as text), and for a fetch: body_of, leases, flow, flow_due,
+    -- clock, messages, dead
     local RANK = 100000000000000  -- 1e14: orders below it, priorities above
     local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
                                     c.prefix .. 'groups'
 
     local function base(group) return c.prefix .. 'g:' .. group end
+
+    -- the grouped ready tasks of the queue, counted for status (gone at 0)
+    local function tally(delta)
+      if tolerant(0, 'INCRBY', c.prefix .. 'groups_ready', delta) <= 0 then
+        tolerant(0, 'DEL', c.prefix .. 'groups_ready')
+      end
+    end
 
     -- the first ready id of a group and its priority, or nil
     local function first(group)
@@ -263,6 +273,8 @@ local function flow_control()
       local token = '\255' .. gen .. '\255' .. group
       local ready = KEYS[c.first_ready + 9 - priority]
       if at_head then redis.call('LPUSH', ready, token) else redis.call('RPUSH', ready, token) end
+      -- counted out of the ready lists' lengths as a cancelled entry is (no task)
+      tolerant(0, 'ZADD', c.cancelled, priority, token)
       flow_made.fair_made.pushed = true
       return true
     end
@@ -275,7 +287,7 @@ local function flow_control()
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
       local order = holds and 0 or tolerant(0, 'HINCRBY', base(group) .. ':turn', 'gen', 1)
-      tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id)
+      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then tally(1) end
       tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
       return arm(group, holds)
     end
@@ -297,6 +309,7 @@ local function flow_control()
     -- id, body, priority, spec; or nil and whether the pop counts as dropped
     -- (every pop that leases nothing does, so a fetch stays bounded).
     local function serve(token, budget)
+      tolerant(0, 'ZREM', c.cancelled, token)
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
       if not gen then return nil end
       local turn = base(group) .. ':turn'
@@ -315,7 +328,8 @@ local function flow_control()
         local body = c.body_of(id)
         local spec = body and flow_spec(tolerant(false, 'HGET', c.flow, id))
         if not (spec and spec.group == group) then
-          tolerant(0, 'ZREM', ready, id)  -- cancelled, or no longer of this group
+          -- cancelled, or no longer of this group
+          if tolerant(0, 'ZREM', ready, id) == 1 then tally(-1) end
           budget = budget - 1
         else
           local running = base(group) .. ':running'
@@ -347,7 +361,7 @@ local function flow_control()
             end
           end
           if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
-          tolerant(0, 'ZREM', ready, id)
+          if tolerant(0, 'ZREM', ready, id) == 1 then tally(-1) end
           -- the token goes back: at the head while the turn lasts (the weight)
           local served = tolerant(0, 'HINCRBY', turn, 'served', 1)
           local weight = tonumber(tolerant(false, 'HGET', weights, group)) or 1
