@@ -14,7 +14,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from minitask import Minitask, TaskFailed
-from minitask.admin import queue_counts
+from minitask.admin import purge_ready, queue_counts
 from minitask.dashboard.metrics import exposition
 from minitask.broker.keys import QueueKeys
 from minitask.stores.queue import FetchResult
@@ -278,3 +278,38 @@ def test_status_and_metrics_count_grouped_tasks_and_groups_not_tokens(
         (7, 7, [("A", 6), ("B", 1)])
     assert drain(app.worker(burst=True)) == 7
     assert "grouped" not in queue_counts(app, "default")
+
+
+def test_cancelling_a_retry_that_holds_its_groups_slot_frees_it(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+    ran: List[str] = []
+
+    @app.task(group_by="tenant", group_max_running=1, retries=2, retry_backoff=60.0,
+              name="job")
+    def job(tenant: str, n: int) -> int:
+        ran.append(f"{tenant}{n}")
+        if n == 0:
+            raise RuntimeError("later")
+        return n
+
+    first = job.delay("A", 0)
+    job.delay("A", 1)
+    worker = app.worker(burst=True)
+    assert drain(worker) == 1  # A0 failed: its retry is a minute away, and holds the slot
+    assert drain(worker) == 0 and ran == ["A0"]
+    assert first.cancel() is True
+    assert drain(worker) == 1 and ran == ["A0", "A1"]
+
+
+def test_purge_deletes_grouped_ready_tasks_and_their_groups(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = _tenant_app(make_app, ignore_result=True)
+    job.delay_many([("A", n) for n in range(5)])
+    job.delay_many([("B", n) for n in range(3)])
+    assert served(app, clock, 1) == ["A0"]
+    assert purge_ready(app, "default") == 7
+    assert queue_counts(app, "default")["ready"] == 0
+    assert [k for k in _keys(app.broker.transport.client) if ":g:" in k or "groups" in k] == []
+    job.delay("A", 9)  # the group starts afresh
+    assert served(app, clock, 2) == ["A9"]
