@@ -313,3 +313,15 @@ def test_purge_deletes_grouped_ready_tasks_and_their_groups(
     assert [k for k in _keys(app.broker.transport.client) if ":g:" in k or "groups" in k] == []
     job.delay("A", 9)  # the group starts afresh
     assert served(app, clock, 2) == ["A9"]
+
+
+def test_a_task_put_back_by_a_stopping_worker_keeps_its_place_and_slot(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = _tenant_app(make_app, group_max_running=1)
+    job.delay_many([("A", n) for n in range(3)])
+    job.delay_many([("B", n) for n in range(3)])
+    first = fetch(app, clock, count=1)
+    (delivery,) = first.deliveries
+    assert delivery.message().args == ["A", 0]
+    assert app.broker.queues.release("default", [(delivery.task_id, 5)]) == 1
+    assert served(app, clock, 3) == ["B0", "A0"]  # A0 again, before A1
