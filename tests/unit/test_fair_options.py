@@ -2,6 +2,7 @@
 is made, each error naming the task; nothing is written on bad input."""
 from __future__ import annotations
 
+import json
 from typing import Any, Dict
 
 import fakeredis
@@ -112,3 +113,16 @@ def test_a_grouped_spec_goes_on_past_the_flow_spec() -> None:
     assert pack("x", TaskLimits(), group="g", grouping=grouping) == \
         "\n0\n0\n0\n0\n0\n2\n10\n60000\ng"
     assert pack("x", TaskLimits()) is None
+
+
+def test_minitask_tasks_shows_the_group_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.apps import fair
+    from minitask.cli.main import main
+
+    assert main(["tasks", "-A", "tests.apps.fair"]) == 0
+    out = capsys.readouterr().out
+    assert "group by group group max 1" in out and "group by tenant" in out
+    assert main(["tasks", "-A", "tests.apps.fair", "--json"]) == 0
+    rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["tasks"]}
+    assert rows[fair.ordered.name]["group_max_running"] == 1
+    assert rows[fair.tenant_job.name]["group_by"] == "tenant"
