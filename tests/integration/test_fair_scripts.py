@@ -325,3 +325,17 @@ def test_a_task_put_back_by_a_stopping_worker_keeps_its_place_and_slot(
     assert delivery.message().args == ["A", 0]
     assert app.broker.queues.release("default", [(delivery.task_id, 5)]) == 1
     assert served(app, clock, 3) == ["B0", "A0"]  # A0 again, before A1
+
+
+def test_a_group_whose_tasks_are_all_cancelled_leaves_nothing_and_starts_afresh(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = _tenant_app(make_app)
+    handles = [job.delay("A", n) for n in range(3)]
+    assert all(handle.cancel() for handle in handles)
+    assert app.broker.flow.specs("default") == {}  # flow control off: the fetch meets the token
+    assert served(app, clock, 2) == []
+    client = app.broker.transport.client
+    assert [k for k in _keys(client) if ":g:" in k or "groups" in k or "cancelled" in k] == []
+    assert queue_counts(app, "default")["ready"] == 0
+    job.delay("A", 7)
+    assert served(app, clock, 1) == ["A7"]

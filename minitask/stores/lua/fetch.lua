@@ -301,9 +301,14 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     local priority = 16 - band
     local spec = flow_on and body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
-      if flow_on and string.byte(id) == 255 then
-        -- a group's token (flow.lua's fair queues): its first task, as its limits allow
-        local taken, taken_body, taken_priority, taken_spec = fair().serve(id, limit - dropped)
+      if string.byte(id) == 255 then
+        -- a group's token (flow.lua's fair queues): its first task, as its limits allow.
+        -- Met with flow control off too (its group's tasks all cancelled: their specs
+        -- gone), so that the group's state goes with it
+        local groups = fair and fair() or flow_control().fair({
+          prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
+          cancelled = KEYS[17], messages = KEYS[3], dead = KEYS[6], flow = KEYS[19]})
+        local taken, taken_body, taken_priority, taken_spec = groups.serve(id, limit - dropped)
         if taken then
           lease(taken, taken_body, taken_priority, taken_spec)
         else

@@ -328,8 +328,10 @@ local function flow_control()
         local body = c.body_of(id)
         local spec = body and flow_spec(tolerant(false, 'HGET', c.flow, id))
         if not (spec and spec.group == group) then
-          -- cancelled, or no longer of this group
+          -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
+          -- no longer of this group
           if tolerant(0, 'ZREM', ready, id) == 1 then tally(-1) end
+          tolerant(0, 'ZREM', c.cancelled, id)
           budget = budget - 1
         else
           local running = base(group) .. ':running'
