@@ -18,6 +18,7 @@ from minitask.admin import purge_ready, queue_counts
 from minitask.dashboard.metrics import exposition
 from minitask.broker.keys import QueueKeys
 from minitask.stores.queue import FetchResult
+from minitask.wire.message import Outcome
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
 
@@ -339,3 +340,20 @@ def test_a_group_whose_tasks_are_all_cancelled_leaves_nothing_and_starts_afresh(
     assert queue_counts(app, "default")["ready"] == 0
     job.delay("A", 7)
     assert served(app, clock, 1) == ["A7"]
+
+
+def test_a_dead_letter_frees_its_slot_and_requeued_joins_its_group_again(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = _tenant_app(make_app, group_max_running=1)
+    first = job.delay("A", 0)
+    second = job.delay("A", 1)
+    job.delay("A", 2)
+    assert served(app, clock, 1) == ["A0"]
+    outcome = Outcome("dead", clock.now_ms(), exc_type="Poisoned", message="test")
+    assert app.broker.results.bury("default", first.id, outcome=outcome, result_ttl_ms=0)
+    assert served(app, clock, 1) == ["A1"]  # the dead letter's slot is free
+    assert app.requeue_dead(first.id) is True
+    assert app.broker.flow.specs("default")[first.id].rsplit("\n", 1)[1] == "A"
+    assert served(app, clock, 2) == []  # A1 holds the slot: A0 waits in its group
+    app.broker.results.ack("default", second.id, None, 0)
+    assert served(app, clock, 2) == ["A2"]  # A0 joined at the group's tail
