@@ -42,12 +42,13 @@ def ordered(group: str, n: int) -> None:
     assert context is not None
     client = _client()
     name = f"{group}:{n}"
-    client.rpush(f"fair:log:{group}", f"start:{n}:{context.attempt}:{os.getpid()}")
+    pid = os.getpid()
+    client.rpush(f"fair:log:{group}", f"start:{n}:{context.attempt}:-:{pid}")
     time.sleep(0.002)
     if context.delivery == 1 and client.get("fair:hang") == name.encode():
         client.set("fair:hung", os.getpid())
         time.sleep(120)
     if context.attempt == 1 and client.sismember("fair:fail", name):
-        client.rpush(f"fair:log:{group}", f"end:{n}:{context.attempt}:failed")
+        client.rpush(f"fair:log:{group}", f"end:{n}:{context.attempt}:failed:{pid}")
         raise RuntimeError(f"{name} fails its first attempt")
-    client.rpush(f"fair:log:{group}", f"end:{n}:{context.attempt}:ok")
+    client.rpush(f"fair:log:{group}", f"end:{n}:{context.attempt}:ok:{pid}")

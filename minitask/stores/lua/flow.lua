@@ -245,11 +245,13 @@ local function flow_control()
 
     local function base(group) return c.prefix .. 'g:' .. group end
 
-    -- the grouped ready tasks of the queue, counted for status (gone at 0)
-    local function tally(delta)
+    -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
+    -- status (the group's entry goes with the group: forget())
+    local function tally(group, delta)
       if tolerant(0, 'INCRBY', c.prefix .. 'groups_ready', delta) <= 0 then
         tolerant(0, 'DEL', c.prefix .. 'groups_ready')
       end
+      tolerant(0, 'ZINCRBY', groups, delta, group)
     end
 
     -- the first ready id of a group and its priority, or nil
@@ -259,23 +261,33 @@ local function flow_control()
       return head[1], 9 - math.floor(tonumber(head[2]) / RANK)
     end
 
-    -- Put the group in the rotation if it has ready tasks, is not paused and has no
-    -- live token at its highest priority (or above). at_head: at the head of its list
-    -- (its own task comes back to its place), else at the tail.
-    local function arm(group, at_head)
-      local id, priority = first(group)
-      if not id or tolerant(0, 'SISMEMBER', paused, group) == 1 then return false end
+    -- A new live token of the group in the list of `priority`, at its head or tail;
+    -- `served`: the turn's fetches so far, written in the same HSET
+    local function push(group, priority, at_head, served)
       local turn = base(group) .. ':turn'
-      local live = tolerant({}, 'HMGET', turn, 'tok', 'band')
-      if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
       local gen = c.now .. '.' .. tolerant(0, 'HINCRBY', turn, 'gen', 1)
-      tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority)
+      if served then
+        tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
+      else
+        tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority)
+      end
       local token = '\255' .. gen .. '\255' .. group
       local ready = KEYS[c.first_ready + 9 - priority]
       if at_head then redis.call('LPUSH', ready, token) else redis.call('RPUSH', ready, token) end
       -- counted out of the ready lists' lengths as a cancelled entry is (no task)
       tolerant(0, 'ZADD', c.cancelled, priority, token)
       flow_made.fair_made.pushed = true
+    end
+
+    -- Put the group in the rotation if it has ready tasks, is not paused and has no
+    -- live token at its highest priority (or above). at_head: at the head of its list
+    -- (its own task comes back to its place), else at the tail.
+    local function arm(group, at_head)
+      local id, priority = first(group)
+      if not id or tolerant(0, 'SISMEMBER', paused, group) == 1 then return false end
+      local live = tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
+      if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
+      push(group, priority, at_head)
       return true
     end
 
@@ -287,8 +299,9 @@ local function flow_control()
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
       local order = holds and 0 or tolerant(0, 'HINCRBY', base(group) .. ':turn', 'gen', 1)
-      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then tally(1) end
-      tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
+      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then
+        tally(group, 1)
+      end
       return arm(group, holds)
     end
 
@@ -313,7 +326,8 @@ local function flow_control()
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
       if not gen then return nil end
       local turn = base(group) .. ':turn'
-      if tolerant(false, 'HGET', turn, 'tok') ~= gen then return nil end  -- stale
+      local state = tolerant({}, 'HMGET', turn, 'tok', 'served')
+      if state[1] ~= gen then return nil end  -- stale
       if tolerant(0, 'SISMEMBER', paused, group) == 1 then
         tolerant(0, 'HDEL', turn, 'tok', 'band')
         return nil
@@ -330,7 +344,7 @@ local function flow_control()
         if not (spec and spec.group == group) then
           -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
           -- no longer of this group
-          if tolerant(0, 'ZREM', ready, id) == 1 then tally(-1) end
+          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
           tolerant(0, 'ZREM', c.cancelled, id)
           budget = budget - 1
         else
@@ -363,15 +377,13 @@ local function flow_control()
             end
           end
           if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
-          if tolerant(0, 'ZREM', ready, id) == 1 then tally(-1) end
+          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
           -- the token goes back: at the head while the turn lasts (the weight)
-          local served = tolerant(0, 'HINCRBY', turn, 'served', 1)
+          local served = (tonumber(state[2]) or 0) + 1
           local weight = tonumber(tolerant(false, 'HGET', weights, group)) or 1
-          tolerant(0, 'HDEL', turn, 'tok', 'band')
-          if served >= weight then tolerant(0, 'HSET', turn, 'served', 0) end
-          if first(group) then
-            tolerant(0, 'ZADD', groups, tolerant(0, 'ZCARD', ready), group)
-            arm(group, served < weight)
+          local next_id, next_priority = first(group)
+          if next_id then
+            push(group, next_priority, served < weight, served < weight and served or 0)
           else
             forget(group)
           end
