@@ -91,6 +91,11 @@ of its first member's first task::
     minitask:{app:queue}:group:<gid>  HASH    a group awaited as a whole: size, what
                                               follows it, who failed it, fired flag
     minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result
+    minitask:{app:queue}:handle:<id>  STRING  what app.handle / app.group_handle rebuild
+                                              for a workflow sent with it (under the tag of
+                                              its first task's queue): a chain's last step
+                                              not sent yet, or a group's members; expires
+                                              with the workflow's results
 
 Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
 
@@ -280,6 +285,9 @@ class QueueKeys:
 
     def once(self, task_id: str) -> str:
         return self.base + "once:" + task_id
+
+    def handle(self, some_id: str) -> str:
+        return self.base + "handle:" + some_id
 
     def group(self, group_id: str) -> str:
         return self.base + "group:" + group_id

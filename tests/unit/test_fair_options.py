@@ -126,3 +126,9 @@ def test_minitask_tasks_shows_the_group_options(capsys: pytest.CaptureFixture[st
     rows = {row["name"]: row for row in json.loads(capsys.readouterr().out)["tasks"]}
     assert rows[fair.ordered.name]["group_max_running"] == 1
     assert rows[fair.tenant_job.name]["group_by"] == "tenant"
+
+
+def test_a_send_by_name_takes_a_group() -> None:
+    app = _app()
+    app.send("elsewhere.job", (1,), group=7)
+    assert list(app.broker.flow.specs("default").values()) == ["\n0\n0\n0\n0\n0\n0\n0\n0\n7"]
