@@ -6,6 +6,7 @@ the task, so the order read back is the order in which they really ran.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 from pathlib import Path
@@ -188,3 +189,20 @@ def test_groups_run_in_strict_order_across_retries_and_a_killed_worker(fq: Fair)
     # nothing of any group is left in Redis once all have ended
     wait_until(lambda: not fq.client.keys("minitask:{fair:default}:flow:g:*"),
                timeout=DEADLINE, message="the groups' keys to go")
+
+
+def test_minitask_status_shows_groups_and_their_largest_backlogs(
+        fq: Fair, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from minitask.cli.main import main
+
+    job = fq.app.tasks["tests.apps.fair.tenant_job"]
+    job.delay_many([("big", n) for n in range(30)])
+    job.delay_many([("small", n) for n in range(2)])
+    monkeypatch.setenv("MINITASK_BROKER_URL", fq.server.url)
+    assert main(["status", "-A", "tests.apps.fair"]) == 0
+    out = capsys.readouterr().out
+    assert "32 ready in 2 group(s); largest: big=30, small=2" in out
+    assert main(["status", "-A", "tests.apps.fair", "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)["queues"]["default"]
+    assert (default["ready"], default["groups"], default["largest_groups"]) == \
+        (32, 2, [["big", 30], ["small", 2]])
