@@ -358,3 +358,11 @@ def test_a_dead_letter_frees_its_slot_and_requeued_joins_its_group_again(
     assert served(app, clock, 2) == []  # A1 holds the slot: A0 waits in its group
     app.broker.results.ack("default", second.id, None, 0)
     assert served(app, clock, 2) == ["A2"]  # A0 joined at the group's tail
+
+
+def test_purge_empties_every_group_however_many(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = _tenant_app(make_app, ignore_result=True)
+    job.delay_many([(f"t{n}", n) for n in range(1500)])  # more groups than a purge batch
+    assert purge_ready(app, "default") == 1500
+    assert [k for k in _keys(app.broker.transport.client) if ":g:" in k or "groups" in k] == []

@@ -67,17 +67,24 @@ end
 if taken < limit then
   local prefix = KEYS[22]
   local popped = 0
-  for _, group in ipairs(tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99)) do
-    local ready = prefix .. 'g:' .. group .. ':ready'
-    while taken < limit do
-      local entry = tolerant({}, 'ZPOPMIN', ready)
-      if not entry[1] then break end
-      popped = popped + 1
-      purge(entry[1])
+  -- each group emptied leaves the groups set, so its first ones are the next to go;
+  -- a group counts as one entry taken, so a call stays bounded however many there are
+  local batch = tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99)
+  while taken < limit and #batch > 0 do
+    for _, group in ipairs(batch) do
+      local ready = prefix .. 'g:' .. group .. ':ready'
+      while taken < limit do
+        local entry = tolerant({}, 'ZPOPMIN', ready)
+        if not entry[1] then break end
+        popped = popped + 1
+        purge(entry[1])
+      end
+      if taken >= limit then break end
+      taken = taken + 1
+      tolerant(0, 'DEL', prefix .. 'g:' .. group .. ':turn')
+      tolerant(0, 'ZREM', prefix .. 'groups', group)
     end
-    if taken >= limit then break end
-    tolerant(0, 'DEL', prefix .. 'g:' .. group .. ':turn')
-    tolerant(0, 'ZREM', prefix .. 'groups', group)
+    batch = taken < limit and tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99) or {}
   end
   if popped > 0 and tolerant(0, 'DECRBY', prefix .. 'groups_ready', popped) <= 0 then
     tolerant(0, 'DEL', prefix .. 'groups_ready')
