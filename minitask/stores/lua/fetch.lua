@@ -44,10 +44,10 @@
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
 -- (flow control) its limiter's park list, or (fair queues) its group's ready set.
 -- A group with eligible ready tasks has one live token in a ready list (or is due in
--- flow_due); tokens are no tasks and leave no trace when their group empties. A limiter is in flow_limiters while its
--- park list holds entries (added as the first is parked, dropped as the last is
--- taken: idle limiters leave nothing behind), and flow_parked counts the entries,
--- changed once per fetch that parks or takes any.
+-- flow_due); tokens are no tasks and leave no trace when their group empties. A
+-- limiter is in flow_limiters while its park list holds entries (added as the first
+-- is parked, dropped as the last is taken: idle limiters leave nothing behind), and
+-- flow_parked counts the entries, changed once per fetch that parks or takes any.
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -280,8 +280,8 @@ end
 -- of an LPOP per list. Nothing this fetch does from here on adds to a ready list
 -- but a group's token (fair queues), put back into the list of its group's first
 -- task: one passed already is left for the next fetch (a wake token says so), so a
--- list found empty stays empty for this one; a key of another type counts as one that exists,
--- and its LPOP treats it as empty, as before.
+-- list found empty stays empty for this one; a key of another type counts as one
+-- that exists, and its LPOP treats it as empty, as before.
 if #numbers < want * 2 and dropped < limit
    and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
   band = 11
