@@ -137,12 +137,15 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                       "periodic", "routes", "sending", "stores.aio", "stores.broker", "task",
                       "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
-    "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
+    "admin": frozenset({"admin.dead", "admin.groups", "admin.operated", "admin.queues",
+                        "admin.scheduling",
                         "admin.subscriptions", "admin.tasks", "admin.workers"}),
     "admin.dead": frozenset({"admin.operated", "errors", "sending", "wire.message",
                              "wire.serializer"}),
     # the app's operator methods (Minitask inherits them), doors into the functions
-    "admin.methods": frozenset({"admin.dead", "admin.operated", "admin.scheduling",
+    "admin.groups": frozenset({"admin.operated", "errors", "limits", "sending"}),
+    "admin.methods": frozenset({"admin.dead", "admin.groups", "admin.operated",
+                                "admin.scheduling",
                                 "admin.subscriptions", "broadcast", "periodic", "task"}),
     "admin.operated": frozenset({"periodic", "stores.broker", "task", "wire.message"}),
     "admin.queues": frozenset({"admin.operated", "sending"}),
