@@ -9,8 +9,9 @@ from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, ConfigurationError,
                      DecodeError, DuplicateTaskError, DurabilityError, EncodeError,
                      MessageTooLarge, MinitaskError, ResultTimeout, Retry, SerializationError,
-                     TaskFailed, TimeLimitExceeded, UnknownTaskError)
-from .handle import GroupHandle, TaskHandle
+                     SoftTimeLimitExceeded, TaskFailed, TimeLimitExceeded, UnknownTaskError)
+from .groups import GroupHandle
+from .handle import TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
 from .wire.message import Progress
@@ -41,6 +42,7 @@ __all__ = [
     "Schedule",
     "SerializationError",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Subscriber",
     "Task",
     "TaskContext",

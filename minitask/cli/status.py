@@ -25,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     now_ms = app.clock.now_ms()
     report: Dict[str, Any] = {
         "app": app.name, "broker": broker.description,
-        # four round trips whatever the number of queues (one per queue took 26 s
+        # a few round trips whatever the number of queues (a batch per queue took 26 s
         # for a registry of 20,000 names)
         "queues": all_queue_counts(app, queues),
         "workers": [],
@@ -41,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
                                      3),
             "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
             "running": int(info.get("running", 0)),
+            "recycled": int(info.get("recycled", 0)),
             "clock_skew_ms": _signed(info.get("clock_skew_ms")),
         })
     report["warnings"] = _warnings(app, report["workers"])
@@ -97,6 +98,11 @@ def _status_text(report: Dict[str, Any]) -> str:
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
         lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
+        if counts.get("groups"):
+            largest = ", ".join(f"{printable(group)}={ready}"
+                                for group, ready in counts["largest_groups"])
+            lines.append(f"{'':<20} {counts['grouped']} ready in {counts['groups']} "
+                         f"group(s); largest: {largest}")
     lines += ["", f"{len(report['workers'])} live worker(s)"
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
@@ -104,7 +110,9 @@ def _status_text(report: Dict[str, Any]) -> str:
         lines.append(f"  {printable(worker['name'])}  "
                      f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
-                     f"running {worker['running']}  queues {printable(worker['queues'])}")
+                     f"running {worker['running']}  "
+                     + (f"recycled {worker['recycled']}  " if worker["pool"] == "process"
+                        else "") + f"queues {printable(worker['queues'])}")
     for queue, rows in report["subscribers"].items():
         lines += ["", f"broadcast subscribers of queue {printable(queue)} "
                       f"(lag: calls not pulled yet)"]

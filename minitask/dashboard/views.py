@@ -41,7 +41,8 @@ def workers(app: Minitask) -> Dict[str, Any]:
             # a beat in the future is "just now" (status says the same)
             "heartbeat_age_s": round(max(0, now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
-            "running": _int(info.get("running"), 0)})
+            "running": _int(info.get("running"), 0),
+            "recycled": _int(info.get("recycled"), 0)})
     return {"app": app.name, "workers": found}
 
 
