@@ -43,7 +43,8 @@ def workers(app: Minitask) -> Dict[str, Any]:
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
             # whole numbers, as JSON numbers: the registry hands out only whole ones
             "concurrency": _int(info.get("concurrency"), 0),
-            "heartbeat_age_s": round((now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
+            # a beat in the future is "just now" (status says the same)
+            "heartbeat_age_s": round(max(0, now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
             "running": _int(info.get("running"), 0),
             "recycled": _int(info.get("recycled"), 0)})

@@ -208,8 +208,9 @@ class ResultStore(Store):
         # the task's own result key, and those after it, travel as dynamic keys: a call
         # packed ahead of time keeps its static keys for every later call of the queue
         return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying),
-                (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow, k.recent,
-                 task_id, outcome, result_ttl_ms, priority, self.recent_length, entry), 6)
+                (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow,
+                 k.flow_prefix, k.flow_due, k.wake, k.recent, task_id, outcome,
+                 result_ttl_ms, priority, self.recent_length, entry), 9)
 
     def forget_call(self, queue: str, task_id: str) -> ScriptCall:
         """The forget script call: drops a finished task's result and progress in one
