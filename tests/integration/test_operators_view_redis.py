@@ -129,7 +129,7 @@ def test_running_tasks_of_three_workers_are_listed_one_script_call_per_queue(
     assert sorted(w["name"] for w in workers) == ["w1", "w2", "w3"]
     code, out = cli(capsys, "status", "-A", APP)
     assert all(f"{w['name']} ({w['id']})" in out for w in workers)
-    broker.client.rpush("marks:release", *["go"] * 200)
+    ops.app.broker.client.rpush("marks:release", *["go"] * 200)
     until("every hold task done", lambda: all(h.status() == "succeeded" for h in handles))
     code, out = cli(capsys, "shutdown", "-A", APP, "w1", "w2", "w3", "--wait", "60")
     assert code == 0, out
