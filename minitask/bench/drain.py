@@ -9,7 +9,7 @@ from typing import Dict, List
 from .report import Row, progress
 from .scratch import BASELINE, SOURCE, WORK
 from .session import Session
-from .tasks import noop
+from .tasks import RECENT_ENV, noop
 from .workers import CpuMeter, children
 
 
@@ -75,15 +75,17 @@ class ThroughputRows:
                        rate >= 50_000))
         session.cleanup()
 
-    def drain(self, concurrency: int, prefetch: int) -> None:
-        """Drain a queue filled beforehand, so the producer's CPU is not in the window."""
+    def drain(self, concurrency: int, prefetch: int, record: bool = True) -> None:
+        """Drain a queue filled beforehand, so the producer's CPU is not in the window;
+        ``record`` False: with ``recent_outcomes=0``, to state what the record costs."""
         session = self.session
         progress(f"drain: {session.tasks:,} no-op tasks, --pool process -c {concurrency} "
-                 f"--prefetch {prefetch}")
+                 f"--prefetch {prefetch}{'' if record else ', no outcome record'}")
         task = session.app().tasks[noop.name]
         task.delay_many((index,) for index in range(session.tasks))
         worker = session.workers.start("--pool", "process", "-c", str(concurrency),
-                                       "--prefetch", str(prefetch))
+                                       "--prefetch", str(prefetch),
+                                       env=None if record else {RECENT_ENV: "0"})
         session.wait_taking(worker, concurrency, session.tasks)  # the first taken: go
         start = time.perf_counter()
         meter = CpuMeter({"worker children": list(children(worker.pid)),
@@ -100,7 +102,13 @@ class ThroughputRows:
         label = f"drain, --pool process -c {concurrency} --prefetch {prefetch}"
         # The targets are for the default prefetch (1); larger ones are for comparison.
         targeted = prefetch == 1
-        if concurrency == 1:
+        if not record:
+            with_record = self._drain_one[prefetch]
+            session.report.add(Row(f"{label}, recent_outcomes=0", rate, "tasks/s", "-", None,
+                                   f"the record of recent outcomes costs "
+                                   f"{(1 - with_record / rate) * 100:.1f} % of this rate "
+                                   f"({with_record:,.0f}/s with it); {detail}"))
+        elif concurrency == 1:
             self._drain_one[prefetch] = rate
             session.report.add(Row(label, rate, "tasks/s",
                                    ">= 3,500/s and >= 0.6 x LMOVE+LREM" if targeted else "-",

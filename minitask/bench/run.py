@@ -45,6 +45,7 @@ class Bench:
             self.producer_rows()
             for prefetch in self.prefetch:
                 throughput.drain(1, prefetch)
+                throughput.drain(1, prefetch, record=False)
                 throughput.drain(2, prefetch)
             self.asyncio_rows()
             latency.latency()
