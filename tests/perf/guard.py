@@ -153,7 +153,8 @@ def write_record(found: Measured, path: Path = RECORD) -> None:
 def check(recorded: Measured, found: Measured) -> Tuple[bool, str]:
     """Whether ``found`` passes against ``recorded``, and the table that says so."""
     verdicts = compare(recorded.counts, found.counts)
-    text = table(verdicts, {**recorded.what, **found.what})
+    what = {**recorded.what, **found.what}
+    text = table(verdicts, {v.name: what[v.name] for v in verdicts if v.name in what})
     if recorded.redis_version != found.redis_version:
         return False, (f"{text}\n\nFAIL: the counts were recorded on Redis "
                        f"{recorded.redis_version}, this is {found.redis_version}: counts "

@@ -27,6 +27,8 @@ WARM_UP = 5
 LEASE_MS = 300_000
 MAX_DELIVERIES = 5
 RESULT_TTL_MS = 86_400_000
+#: The broadcast queue's subscribers.
+SUBSCRIBERS = ("s0", "s1")
 
 
 def plain(index: int) -> int:
@@ -48,6 +50,7 @@ TASKS = (("plain", plain, {"queue": "plain"}),
          ("capped", plain, {"queue": "capped", "rate_limit": "1000000/s",
                             "max_running": 100000}),
          ("step", plain, {"queue": "flows"}),  # a chord's member, a chain's step
+         ("fanout", plain, {"queue": "fanout", "broadcast": True}),
          ("total", total, {"queue": "flows"}))
 
 
@@ -182,6 +185,12 @@ def _chains(driver: Driver, calls: int) -> None:
     driver.lease(step.queue, calls)
 
 
+def _subscribed(driver: Driver, calls: int) -> None:
+    """Two subscribers of the broadcast queue (a send passes both)."""
+    for name in SUBSCRIBERS:
+        driver.broker.broadcasts.subscribe("fanout", name, wall_ms())
+
+
 def _advancing(driver: Driver, calls: int) -> None:
     """What a worker does after a workflow's step succeeded: carry the workflow on."""
     store = driver.broker.workflows
@@ -222,4 +231,6 @@ def operations() -> List[Operation]:
         Operation("chord_member", "a chord member's result joined; the last sends the body",
                   _chords, _advancing),
         Operation("chain_step", "a chain's step done: the next one sent", _chains, _advancing),
+        Operation("broadcast_send", "delay() of a broadcast call to two subscribers "
+                                    "(broadcast_send.lua)", _subscribed, _sending("fanout")),
     ]
