@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, List, Tuple
 
 from minitask import Minitask
+from minitask.broker.keys import lane
 from minitask.canvas import chain, chord, group
 from minitask.stores.queue import Delivery, FetchTerms
 from minitask.stores.results import Ack
@@ -191,6 +192,32 @@ def _subscribed(driver: Driver, calls: int) -> None:
         driver.broker.broadcasts.subscribe("fanout", name, wall_ms())
 
 
+def _subscribed_and_sent(driver: Driver, calls: int) -> None:
+    """Subscribed, the calls sent, and the pull script loaded: a script's first use in a
+    write of several calls runs it after the others (redis-py's NOSCRIPT path), so the
+    first pull's call would be fetched one round late."""
+    _subscribed(driver, calls)
+    driver.tasks["fanout"].delay_many([(i,) for i in range(calls)])
+    driver.broker.transport.run_calls(
+        [driver.broker.broadcasts.pull_call("fanout", SUBSCRIBERS[0], 0, wall_ms())],
+        "load the pull script")
+
+
+def _pulling(driver: Driver, calls: int) -> None:
+    """A subscriber's worker taking one broadcast call: a pull into its lane, the lane's
+    fetch and the pull that re-arms its wake, in one round trip (as the worker sends)."""
+    store, queues = driver.broker.broadcasts, driver.broker.queues
+    own = lane("fanout", SUBSCRIBERS[0])
+    for _ in range(calls):
+        now_ms = wall_ms()
+        _, fetched, _ = driver.broker.transport.run_calls(
+            [store.pull_call("fanout", SUBSCRIBERS[0], 1, now_ms),
+             queues.fetch_call(own, now_ms, FetchTerms(LEASE_MS, 1, MAX_DELIVERIES)),
+             store.pull_call("fanout", SUBSCRIBERS[0], 0, now_ms)], "pull a broadcast call")
+        if len(queues.fetch_result(fetched).deliveries) != 1:
+            raise RuntimeError("a broadcast pull leased no call")
+
+
 def _advancing(driver: Driver, calls: int) -> None:
     """What a worker does after a workflow's step succeeded: carry the workflow on."""
     store = driver.broker.workflows
@@ -233,4 +260,7 @@ def operations() -> List[Operation]:
         Operation("chain_step", "a chain's step done: the next one sent", _chains, _advancing),
         Operation("broadcast_send", "delay() of a broadcast call to two subscribers "
                                     "(broadcast_send.lua)", _subscribed, _sending("fanout")),
+        Operation("broadcast_pull", "a subscriber taking one call: pull, fetch, pull "
+                                    "(broadcast_pull.lua, fetch.lua)",
+                  _subscribed_and_sent, _pulling),
     ]
