@@ -9,7 +9,7 @@ from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, ConfigurationError,
                      DecodeError, DuplicateTaskError, DurabilityError, EncodeError,
                      MessageTooLarge, MinitaskError, ResultTimeout, Retry, SerializationError,
-                     TaskFailed, TimeLimitExceeded, UnknownTaskError)
+                     SoftTimeLimitExceeded, TaskFailed, TimeLimitExceeded, UnknownTaskError)
 from .handle import GroupHandle, TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
@@ -41,6 +41,7 @@ __all__ = [
     "Schedule",
     "SerializationError",
     "Signature",
+    "SoftTimeLimitExceeded",
     "Subscriber",
     "Task",
     "TaskContext",

@@ -17,6 +17,7 @@ from .handle import TaskHandle
 from .hooks import Hook, Hooks
 from .options import TaskOptions, check_seconds, check_text
 from .periodic import Schedule, build as build_schedule
+from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .stores.broker import Broker
@@ -30,10 +31,10 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
-                         "durability_timeout"})
+                         "durability_timeout", "routes"})
 
 
-class Minitask(Operations):
+class Minitask(Operations, SendByName):
     """An application: a name that namespaces its Redis keys, and its tasks.
 
     Args:
@@ -60,7 +61,9 @@ class Minitask(Operations):
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
             ``durability_timeout`` seconds, default 1.0; see
-            :doc:`/guide/durability`).
+            :doc:`/guide/durability`), and ``routes`` (task names or glob
+            patterns mapped to a ``queue`` and a ``priority``; the first
+            match wins; see :doc:`/guide/routing`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -95,6 +98,8 @@ class Minitask(Operations):
         self.prefetch = prefetch
         self.clock = options.get("clock") or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
+        #: Where tasks go by their names (``routes=``), checked here.
+        self.routes = Routes(options.get("routes"), where)
         #: Schedules made with ``@app.periodic``, written by each worker as it starts.
         self.periodic_schedules: Dict[str, Schedule] = {}
         #: Functions ``on()`` added, called by the workers of this app.
@@ -112,6 +117,8 @@ class Minitask(Operations):
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
             options.get("durability_timeout", 1.0), where)
+        self._by_name = ByName(name, self._sender, self.tasks, self.routes, default_queue,
+                               self.result_ttl)
 
     def __repr__(self) -> str:
         return f"<Minitask {self.name} tasks={len(self.tasks)}>"
@@ -189,9 +196,9 @@ class Minitask(Operations):
             func: the function, when used bare.
             **options: ``name``, ``queue``, ``priority`` (0..9, 9 first),
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
-                ``retry_on``, ``timeout`` (seconds), ``ignore_result``,
-                ``result_ttl`` (seconds), ``broadcast``, ``rate_limit``,
-                ``max_running``.
+                ``retry_on``, ``timeout`` and ``soft_timeout`` (seconds),
+                ``ignore_result``, ``result_ttl`` (seconds), ``broadcast``,
+                ``rate_limit``, ``max_running``.
 
         Returns:
             The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with
@@ -202,7 +209,8 @@ class Minitask(Operations):
             DuplicateTaskError: another function already has this name.
         """
         def register(function: Callable[P, R]) -> Task[P, R]:
-            resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options)
+            resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options,
+                                         self.routes.match)
             check_queue_name(resolved.queue)
             existing = self.tasks.get(resolved.name)
             if existing is not None and _code_of(existing.func) != _code_of(function):
@@ -262,7 +270,7 @@ class Minitask(Operations):
 
         def register(function: Callable[P, R]) -> Task[P, R]:
             probe = TaskOptions.build(function, self.default_queue, self.result_ttl,
-                                      task_options)
+                                      task_options, self.routes.match)
             schedule = build_schedule(probe.name, probe.name, function, cron=cron, every=every,
                                       tz=tz, args=args, kwargs=kwargs, catch_up=catch_up,
                                       overlap=overlap, queue=probe.queue,
@@ -275,32 +283,50 @@ class Minitask(Operations):
         return register
 
     def on(self, event: str, fn: Hook) -> Hook:
-        """Call ``fn`` in the worker at each ``event`` of this app's tasks.
+        """Call ``fn`` in the worker at each ``event`` of a task or worker.
 
-        ``fn(context)`` for ``task_start``; ``fn(context, value)`` for
-        ``task_success``; ``fn(context, exception)`` for ``task_retry``,
-        ``task_failure`` (every attempt that raised) and ``task_dead``. It runs
-        once the outcome is decided (:doc:`/guide/observability` says when it is
-        written); what it raises is logged and never changes the outcome.
+        ``fn(context)`` for ``task_start`` and ``task_prerun``; ``fn(context,
+        value)`` for ``task_success``; ``fn(context, exception)`` for
+        ``task_retry``, ``task_failure`` (every attempt that raised) and
+        ``task_dead``; ``fn(context, status, value_or_exception)`` for
+        ``task_postrun``. A task hook runs in the process or thread that runs
+        the attempt (the supervisor's, for one the process pool killed), once
+        the outcome is decided (before it, for ``task_start`` and
+        ``task_prerun``; :doc:`/guide/observability` says when each runs); what
+        it raises is logged and never changes the outcome.
+        ``fn(worker)`` for ``worker_process_init`` (in each pool child or
+        thread before its first task: if it raises, that one takes no work),
+        ``worker_ready`` and ``worker_shutdown``.
 
         Args:
-            event: ``task_start``, ``task_success``, ``task_retry``,
-                ``task_failure`` or ``task_dead``.
-            fn: the function to call.
+            event: ``task_start``, ``task_prerun``, ``task_success``,
+                ``task_retry``, ``task_failure``, ``task_dead``,
+                ``task_postrun``, ``worker_process_init``, ``worker_ready`` or
+                ``worker_shutdown``.
+            fn: the function to call; an ``async def`` one only for
+                ``worker_process_init``, ``task_prerun`` and ``task_postrun``,
+                on the asyncio pool, which awaits it on its loop.
 
         Returns:
             ``fn``, so that it also works as a decorator, with
             ``functools.partial(app.on, "task_success")``.
 
         Raises:
-            ConfigurationError: an unknown event, or ``fn`` is not callable.
+            ConfigurationError: an unknown event, ``fn`` is not callable, or it
+                is an ``async def`` function for another event.
         """
         self.hooks.add(event, fn)
         return fn
 
     def worker_queues(self) -> List[str]:
-        """Queues a worker serves by default: the default queue, then the rest by name."""
-        others = sorted({t.queue for t in self.tasks.values()} - {self.default_queue})
+        """Queues a worker serves by default, the default queue first.
+
+        Returns:
+            The app's ``default_queue``, then, by name, the queues of its tasks
+            and those its routes send to.
+        """
+        others = sorted(({t.queue for t in self.tasks.values()} | self.routes.queues())
+                        - {self.default_queue})
         return [self.default_queue] + others
 
     # -- enqueueing ----------------------------------------------------------
@@ -343,7 +369,9 @@ class Minitask(Operations):
 
     def worker(self, queues: Optional[Sequence[str]] = None, concurrency: int = 1,
                pool: str = "thread", burst: bool = False, grace: float = 30.0,
-               prefetch: Optional[int] = None, subscriber: Optional[str] = None) -> Worker:
+               prefetch: Optional[int] = None, subscriber: Optional[str] = None,
+               max_tasks_per_child: Optional[int] = None,
+               max_memory_per_child: Optional[int] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
@@ -355,16 +383,23 @@ class Minitask(Operations):
             grace: seconds running tasks get to finish after a stop request.
             prefetch: tasks leased per round trip; default: the app's ``prefetch``.
             subscriber: the name it runs broadcast calls as; default: the host name.
+            max_tasks_per_child: (process pool) replace a child once it has handled
+                this many tasks, between two of them.
+            max_memory_per_child: (process pool) replace a child whose resident
+                memory exceeds this many MB after a task.
 
         Returns:
             A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
 
         Raises:
-            ConfigurationError: an option is invalid.
+            ConfigurationError: an option is invalid (a recycling limit on another
+                pool than ``"process"``), or an ``async def`` hook on such a pool.
         """
         return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch,
-                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber)
+                      schedules=list(self.periodic_schedules.values()), subscriber=subscriber,
+                      max_tasks_per_child=max_tasks_per_child,
+                      max_memory_per_child=max_memory_per_child)
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

@@ -44,40 +44,39 @@ class CallOptions(TypedDict, total=False):
 
 
 class Calls:
-    """Builds the messages of one task's calls."""
+    """Builds the messages of one task's calls.
 
-    def __init__(self, sender: Sender, func: Callable[..., Any], options: TaskOptions) -> None:
+    ``func`` None: a task known only by its name (``app.send``), whose arguments
+    no one here can bind; the worker that runs it checks them.
+    """
+
+    def __init__(self, sender: Sender, func: Optional[Callable[..., Any]],
+                 options: TaskOptions) -> None:
         self._sender = sender
         self.options = options
         self.name = options.name
         self._where = f"task {options.name!r}"
-        self._signature = inspect.signature(func)
-        self._arity = positional_arity(self._signature)
+        self._signature = None if func is None else inspect.signature(func)
+        self._arity = None if self._signature is None else positional_arity(self._signature)
         self._flow = pack(self.name, options.limits)  # None: no limits, the usual case
 
     def message(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue: str, priority: int,
                 eta_ms: Optional[int] = None, task_id: Optional[str] = None) -> Message:
         """The message of a call whose options are already checked."""
-        arity = self._arity
-        try:
-            if kwargs or arity is None or not arity[0] <= len(args) <= arity[1]:
-                self._signature.bind(*args, **kwargs)  # the full check, and its message
-        except TypeError as exc:
-            raise ArgumentError(f"{self._where}: {exc}{self._misplaced_options(kwargs)}",
-                                task_name=self.name) from None
+        self.check(args, kwargs)
         now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
         return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
                            priority, now_ms, eta_ms, self._flow, current_context())
 
-    def applied(self, args: Any, kwargs: Any,
-                options: CallOptions) -> Tuple[Message, CallSetting]:
-        """The message of an ``apply_async`` call and its durability, every option
-        checked."""
+    def applied(self, args: Any, kwargs: Any, options: CallOptions,
+                what: str = "apply_async") -> Tuple[Message, CallSetting]:
+        """The message of an ``apply_async`` call (or ``what``, as ``send``) and its
+        durability, every option checked."""
         where = self._where
-        self._refuse_unknown(options, APPLY_OPTIONS, "apply_async")
-        args, kwargs = self._arguments(args, kwargs)
+        self._refuse_unknown(options, APPLY_OPTIONS, what)
+        args, kwargs = self._arguments(args, kwargs, what)
         queue, priority = self._placed(options)
         eta, delay = options.get("eta"), options.get("delay")
         eta_ms: Optional[int] = None
@@ -115,25 +114,27 @@ class Calls:
             priority = check_priority(priority, self._where)
         return queue, self.options.priority if priority is None else priority
 
-    def _arguments(self, args: Any, kwargs: Any) -> Tuple[Sequence[Any], Dict[str, Any]]:
-        """``apply_async``'s ``args`` and ``kwargs``, checked for their shape."""
+    def _arguments(self, args: Any, kwargs: Any,
+                   what: str) -> Tuple[Sequence[Any], Dict[str, Any]]:
+        """``apply_async``'s (or ``what``'s) ``args`` and ``kwargs``, checked for their
+        shape."""
         if args is None:
             args = ()
         elif not isinstance(args, (tuple, list)):
-            raise ArgumentError(f"{self._where}: apply_async args must be a tuple or list of "
+            raise ArgumentError(f"{self._where}: {what} args must be a tuple or list of "
                                 f"positional arguments, got {reprlib.repr(args)} "
                                 f"({type(args).__name__}); for a single argument write "
                                 f"args=(value,)", task_name=self.name)
         if kwargs is None:
             kwargs = {}
         elif not isinstance(kwargs, dict):
-            raise ArgumentError(f"{self._where}: apply_async kwargs must be a dict of keyword "
+            raise ArgumentError(f"{self._where}: {what} kwargs must be a dict of keyword "
                                 f"arguments, got {reprlib.repr(kwargs)} "
                                 f"({type(kwargs).__name__})", task_name=self.name)
         else:
             for key in kwargs:
                 if not isinstance(key, str):
-                    raise ArgumentError(f"{self._where}: apply_async kwargs keys must be str "
+                    raise ArgumentError(f"{self._where}: {what} kwargs keys must be str "
                                         f"(argument names), got {reprlib.repr(key)}",
                                         task_name=self.name)
         return args, kwargs
@@ -189,12 +190,17 @@ class Calls:
         return to_ms(seconds) if seconds > 0 else 0
 
     def check(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
-        """Raise ArgumentError unless the arguments bind to the function."""
+        """Raise ArgumentError unless the arguments bind to the function (a task
+        known only by its name takes any)."""
+        signature, arity = self._signature, self._arity
+        if signature is None:
+            return
         try:
-            self._signature.bind(*args, **kwargs)
+            if kwargs or arity is None or not arity[0] <= len(args) <= arity[1]:
+                signature.bind(*args, **kwargs)  # the full check, and its message
         except TypeError as exc:
-            raise ArgumentError(f"{self._where}: {exc}{self._misplaced_options(kwargs)}",
-                                task_name=self.name) from None
+            hint = self._misplaced_options(signature, kwargs)
+            raise ArgumentError(f"{self._where}: {exc}{hint}", task_name=self.name) from None
 
     def step_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
         """``Task.call_options``: a workflow step's per-call options, checked."""
@@ -210,9 +216,10 @@ class Calls:
         return {"queue": queue, "priority": priority, "delay_ms": delay_ms or None,
                 "eta_ms": None if eta is None else self.eta_ms(eta), "task_id": task_id}
 
-    def _misplaced_options(self, kwargs: Dict[str, Any]) -> str:
+    @staticmethod
+    def _misplaced_options(signature: inspect.Signature, kwargs: Dict[str, Any]) -> str:
         """Say where an option given as a keyword argument of the function belongs."""
-        parameters = self._signature.parameters
+        parameters = signature.parameters
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
             return ""
         unexpected = [key for key in kwargs if key not in parameters]

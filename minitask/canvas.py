@@ -179,7 +179,8 @@ class Signature(Workflow):
 
         Args:
             **options: ``queue``, ``priority``, ``delay`` (seconds after the step
-                before it ends), ``eta``, ``task_id``.
+                before it ends), ``eta``, ``task_id``; and ``immutable`` (True: the
+                step ignores the result of the step before it, as ``si()`` makes).
 
         Returns:
             This signature (changed in place, as Celery's ``set``).
@@ -187,9 +188,14 @@ class Signature(Workflow):
         Raises:
             ConfigurationError: an unknown option or a bad value (a ValueError).
         """
+        immutable = options.pop("immutable", self.immutable)
+        if not isinstance(immutable, bool):
+            raise ConfigurationError(f"task {self.task.name!r}: immutable must be True or "
+                                     f"False, got {immutable!r}")
         merged = {**self.options, **options}
         self._resolved = self.task.call_options(merged)
         self.options = merged
+        self.immutable = immutable
         return self
 
     def clone(self) -> "Signature":

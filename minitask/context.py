@@ -152,6 +152,14 @@ def running(message: Message, delivery: int = 1,
         attempt=message.attempt, enqueued_at=_utc(message.enqueued_at_ms),
         eta=_utc(message.eta_ms) if message.eta_ms is not None else None,
         delivery=delivery, cancel_event=cancel, report=report)
+    with entered(context):
+        yield context
+
+
+@contextmanager
+def entered(context: TaskContext) -> Iterator[TaskContext]:
+    """Make ``context`` current again (for the ``task_postrun`` hooks, which run once
+    the attempt's outcome is recorded)."""
     token = _current.set(context)
     try:
         yield context

@@ -17,6 +17,7 @@
      |    +-- DurabilityError             a write not confirmed by replicas in time (WAIT)
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
+     +-- SoftTimeLimitExceeded            raised inside a task at its soft_timeout
      +-- ResultTimeout (TimeoutError)     get(timeout=...) ran out
      +-- BatchNotSent                     a handle asked about a task app.batch() has not sent
      +-- Retry                            raised inside a task to ask for another attempt
@@ -215,6 +216,30 @@ class TaskFailed(MinitaskError):
 
 class TimeLimitExceeded(MinitaskError):
     """An attempt ran longer than its task's ``timeout``."""
+
+
+class SoftTimeLimitExceeded(MinitaskError):
+    """Raised inside a running task when it reaches its ``soft_timeout``.
+
+    The task may catch it to clean up (release a lock, save partial work)
+    before its ``timeout``, if it has one, ends the attempt. Not caught, it
+    fails the attempt like any other exception: retried when ``retry_on``
+    covers it, else dead-lettered. In a coroutine it arrives at an
+    ``await`` as a subclass that is also ``asyncio.CancelledError``, so that
+    asyncio stops what it started there. How and where it is raised depends
+    on the pool; see the guide's "Soft time limits".
+
+    Args:
+        message: what happened, naming the task.
+        task_name: the task whose attempt reached its soft limit.
+        limit: the task's ``soft_timeout``, in seconds.
+    """
+
+    def __init__(self, message: str, task_name: Optional[str] = None,
+                 limit: Optional[float] = None) -> None:
+        super().__init__(message)
+        self.task_name = task_name
+        self.limit = limit
 
 
 class ResultTimeout(MinitaskError, TimeoutError):

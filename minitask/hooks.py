@@ -1,24 +1,36 @@
-"""Hooks: user functions the worker calls as attempts start and end.
+"""Hooks: user functions the worker calls around attempts and its own life.
 
-A hook sees an attempt, it never steers it: it runs after the outcome is
-recorded (before the attempt, for ``task_start``), and whatever it raises is
-logged and dropped.
+A hook sees an attempt, it never steers it: the task hooks run after the
+outcome is recorded (before the attempt, for ``task_start`` and
+``task_prerun``), and whatever they raise is logged and dropped. The one hook
+whose failure counts is ``worker_process_init``: a process or thread whose set-up
+failed takes no work (``init`` says why).
 """
 from __future__ import annotations
 
+import inspect
 import logging
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
 from .errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
-#: The events, and what each hook is called with after the task context:
-#: task_start (nothing), task_success (the value), task_retry, task_failure and
-#: task_dead (the exception). task_failure hears of every attempt that raised,
-#: retried or not; task_retry of those another attempt follows; task_dead of
-#: tasks that went to the dead letters.
-EVENTS = ("task_start", "task_success", "task_retry", "task_failure", "task_dead")
+#: The events, and what each hook is called with. Task events, after the task
+#: context: task_start and task_prerun (nothing), task_success (the value),
+#: task_retry, task_failure and task_dead (the exception), task_postrun (the
+#: status, as ``handle.status()`` names it: "succeeded", "retrying", "failed" or
+#: "cancelled", then the value, or the exception when it raised, else None).
+#: task_failure hears of every attempt that raised, retried or not; task_retry of
+#: those another attempt follows; task_dead of tasks that went to the dead
+#: letters. Worker events get the ``Worker``: worker_process_init (in each pool
+#: child or thread, or once on the asyncio pool's loop, before any task),
+#: worker_ready (it serves), worker_shutdown (it stopped, after the grace).
+EVENTS = ("task_start", "task_success", "task_retry", "task_failure", "task_dead",
+          "worker_process_init", "worker_ready", "worker_shutdown", "task_prerun",
+          "task_postrun")
+#: The events an ``async def`` hook may have: the asyncio pool awaits them on its loop.
+ASYNC_EVENTS = ("worker_process_init", "task_prerun", "task_postrun")
 
 Hook = Callable[..., Any]
 
@@ -35,10 +47,26 @@ class Hooks:
                                      f"{', '.join(EVENTS)}")
         if not callable(fn):
             raise ConfigurationError(f"a hook for {event!r} must be callable, got {fn!r}")
+        if inspect.iscoroutinefunction(fn) and event not in ASYNC_EVENTS:
+            raise ConfigurationError(f"the hook {_name(fn)} for {event!r} is an async def "
+                                     f"function; only {', '.join(ASYNC_EVENTS)} hooks may "
+                                     f"be (the asyncio pool awaits them): make it a plain "
+                                     f"function")
         self._hooks[event].append(fn)
 
     def __bool__(self) -> bool:
         return any(self._hooks.values())
+
+    def check_pool(self, pool: str) -> None:
+        """Refuse ``async def`` hooks on a pool that has no event loop to await them."""
+        if pool == "asyncio":
+            return
+        found = [f"{_name(fn)} ({event})" for event in ASYNC_EVENTS
+                 for fn in self._hooks[event] if inspect.iscoroutinefunction(fn)]
+        if found:
+            raise ConfigurationError(f"async def hooks run only on the asyncio pool, not on "
+                                     f"the {pool} pool: {', '.join(found)}; make them plain "
+                                     f"functions or use --pool asyncio")
 
     def call(self, event: str, *args: Any) -> None:
         """Call the hooks of ``event``; one that raises is logged, the others still run."""
@@ -46,5 +74,54 @@ class Hooks:
             try:
                 fn(*args)
             except Exception:
-                logger.exception("hook %s for %s raised; the task's outcome stands",
-                                 getattr(fn, "__qualname__", fn), event)
+                _log_failure(fn, event)
+
+    async def acall(self, event: str, *args: Any) -> None:
+        """``call``, awaiting the ``async def`` hooks (on the asyncio pool's loop)."""
+        for fn in self._hooks[event]:
+            try:
+                if inspect.iscoroutinefunction(fn):
+                    await fn(*args)
+                else:
+                    fn(*args)
+            except Exception:
+                _log_failure(fn, event)
+
+    def init(self, *args: Any) -> Optional[str]:
+        """Run the ``worker_process_init`` hooks in order, up to the first that raises
+        (logged with its traceback); returns why it failed, or None."""
+        for fn in self._hooks["worker_process_init"]:
+            try:
+                fn(*args)
+            except Exception as exc:
+                return _init_failed(fn, exc)
+        return None
+
+    async def ainit(self, *args: Any) -> Optional[str]:
+        """``init`` on the asyncio pool's loop, awaiting ``async def`` hooks."""
+        for fn in self._hooks["worker_process_init"]:
+            try:
+                if inspect.iscoroutinefunction(fn):
+                    await fn(*args)
+                else:
+                    fn(*args)
+            except Exception as exc:
+                return _init_failed(fn, exc)
+        return None
+
+
+def _name(fn: Hook) -> str:
+    return str(getattr(fn, "__qualname__", fn))
+
+
+def _log_failure(fn: Hook, event: str) -> None:
+    if event.startswith("worker_"):
+        logger.exception("hook %s for %s raised", _name(fn), event)
+    else:
+        logger.exception("hook %s for %s raised; the task's outcome stands", _name(fn), event)
+
+
+def _init_failed(fn: Hook, exc: Exception) -> str:
+    why = f"the worker_process_init hook {_name(fn)} raised {type(exc).__name__}: {exc}"
+    logger.error("%s", why, exc_info=exc)
+    return why

@@ -8,7 +8,7 @@ import math
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple, Type
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
@@ -16,11 +16,14 @@ from .limits import TaskLimits, task_limits
 from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
-                          "retry_backoff_max", "retry_on", "timeout", "ignore_result",
-                          "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
+                          "retry_backoff_max", "retry_on", "timeout", "soft_timeout",
+                          "ignore_result", "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
+#: A task's route by its name: the pattern that matched (None: none) and its options.
+Router = Callable[[str], Tuple[Optional[str], Mapping[str, Any]]]
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
-_SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "result_ttl")
+_SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "soft_timeout",
+                    "result_ttl")
 
 
 def new_task_id() -> str:
@@ -50,6 +53,18 @@ def check_seconds(value: Any, what: str, where: str) -> float:
         raise ConfigurationError(f"{where}: {what} must be a finite number of seconds from 0 "
                                  f"to {MAX_SECONDS} (100 years), got {value!r}")
     return float(value)
+
+
+def check_soft_timeout(soft: Optional[float], hard: Optional[float], where: str) -> None:
+    """A soft limit must come before the end: above 0, and below ``timeout`` if any."""
+    if soft is None:
+        return
+    if soft <= 0:
+        raise ConfigurationError(f"{where}: soft_timeout must be above 0 seconds, got {soft!r}")
+    if hard is not None and soft >= hard:
+        raise ConfigurationError(f"{where}: soft_timeout ({soft:g} s) must be below timeout "
+                                 f"({hard:g} s), to leave the task time to clean up before "
+                                 f"the hard limit")
 
 
 def check_text(value: Any, what: str, where: str, fix: str = "use printable characters") -> str:
@@ -99,16 +114,22 @@ class TaskOptions:
     retry_backoff_max: float = 600.0
     retry_on: Tuple[Type[BaseException], ...] = ()
     timeout: Optional[float] = None
+    #: Seconds after which SoftTimeLimitExceeded is raised inside the attempt.
+    soft_timeout: Optional[float] = None
     ignore_result: bool = False
     result_ttl: float = 86400.0
     #: Each call runs once per subscriber of the queue (``broadcast.py``).
     broadcast: bool = False
     #: ``rate_limit`` and ``max_running`` (limits.py)
     limits: TaskLimits = TaskLimits()
+    #: The pattern of the app's route that gave it its queue or priority, if any.
+    route: Optional[str] = None
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
-              options: Dict[str, Any]) -> "TaskOptions":
+              options: Dict[str, Any], router: Optional[Router] = None) -> "TaskOptions":
+        """Check a decorator's options; the task's own ``queue`` and ``priority``
+        win over its route's (``router``), which win over the app's defaults."""
         unknown = sorted(set(options) - TASK_OPTIONS)
         name = options.get("name")
         if name is None:
@@ -139,13 +160,17 @@ class TaskOptions:
                                      f"got {retry_on!r}")
         seconds = {field_name: check_seconds(options[field_name], field_name, where)
                    for field_name in _SECONDS_OPTIONS if options.get(field_name) is not None}
+        check_soft_timeout(seconds.get("soft_timeout"), seconds.get("timeout"), where)
         if "result_ttl" not in seconds:
             seconds["result_ttl"] = check_seconds(result_ttl, "result_ttl (the app's)", where)
         ignore_result = options.get("ignore_result", False)
         if not isinstance(ignore_result, bool):
             raise ConfigurationError(f"{where}: ignore_result must be True or False, "
                                      f"got {ignore_result!r}")
-        queue = options.get("queue") or default_queue
+        pattern, routed = (None, {}) if router is None else router(name)
+        if routed and all(options.get(key) is not None for key in routed):
+            pattern = None  # the decorator set all the route would: it does not apply
+        queue = options.get("queue") or routed.get("queue") or default_queue
         broadcast = options.get("broadcast", False)
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
@@ -156,12 +181,13 @@ class TaskOptions:
                                      f"max_running (each subscriber runs every call)")
         return cls(
             name=name, queue=queue,
-            priority=check_priority(options.get("priority", 5), where),
+            priority=check_priority(options.get("priority", routed.get("priority", 5)), where),
             retries=retries,
             retry_backoff=seconds.get("retry_backoff", 1.0),
             retry_backoff_max=seconds.get("retry_backoff_max", 600.0),
             retry_on=retry_on,
             timeout=seconds.get("timeout"),
+            soft_timeout=seconds.get("soft_timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=limits)
+            broadcast=broadcast, limits=limits, route=pattern)

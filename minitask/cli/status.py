@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
             "heartbeat_age_s": round((now_ms - int(info.get("beat_ms", now_ms))) / 1000.0, 3),
             "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
             "running": int(info.get("running", 0)),
+            "recycled": int(info.get("recycled", 0)),
             "clock_skew_ms": _signed(info.get("clock_skew_ms")),
         })
     report["warnings"] = _warnings(app, report["workers"])
@@ -100,7 +101,9 @@ def _status_text(report: Dict[str, Any]) -> str:
         lines.append(f"  {printable(worker['name'])}  "
                      f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
-                     f"running {worker['running']}  queues {printable(worker['queues'])}")
+                     f"running {worker['running']}  "
+                     + (f"recycled {worker['recycled']}  " if worker["pool"] == "process"
+                        else "") + f"queues {printable(worker['queues'])}")
     for queue, rows in report["subscribers"].items():
         lines += ["", f"broadcast subscribers of queue {printable(queue)} "
                       f"(lag: calls not pulled yet)"]

@@ -8,7 +8,7 @@ from .options import add_app_options, emit_json, load
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("tasks", help="list the app's tasks and their options")
+    parser = commands.add_parser("tasks", help="list the app's tasks, their options and its routes")
     add_app_options(parser, level="WARNING")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(command=run)
@@ -23,23 +23,36 @@ def run(args: argparse.Namespace) -> int:
                      "retries": options.retries, "retry_backoff": options.retry_backoff,
                      "retry_backoff_max": options.retry_backoff_max,
                      "retry_on": [t.__name__ for t in options.retry_on],
-                     "timeout": options.timeout, "ignore_result": options.ignore_result,
+                     "timeout": options.timeout, "soft_timeout": options.soft_timeout,
+                     "ignore_result": options.ignore_result,
                      "result_ttl": options.result_ttl,
                      "rate_limit": options.limits.rate_limit,
-                     "max_running": options.limits.max_running or None})
+                     "max_running": options.limits.max_running or None,
+                     "route": options.route})
+    routes = [{"pattern": pattern, **options} for pattern, options in app.routes.items()]
     if args.json:
-        emit_json({"app": app.name, "tasks": rows})
+        emit_json({"app": app.name, "tasks": rows, "routes": routes})
         return 0
     print(f"app {app.name}: {len(rows)} task(s)\n")
-    table = [("task", "queue", "prio", "retries", "timeout", "retry on", "limits")]
+    table = [("task", "queue", "prio", "retries", "timeout", "soft", "retry on", "limits",
+              "route")]
     for row in rows:
         limits = " ".join(part for part in (
             row["rate_limit"], row["max_running"] and f"max {row['max_running']}") if part)
         table.append((row["name"], row["queue"], str(row["priority"]), str(row["retries"]),
                       "-" if row["timeout"] is None else f"{row['timeout']:g}",
-                      ",".join(row["retry_on"]) if row["retries"] else "-", limits or "-"))
-    for line in columns(table, numeric=(2, 3, 4)):
+                      "-" if row["soft_timeout"] is None else f"{row['soft_timeout']:g}",
+                      ",".join(row["retry_on"]) if row["retries"] else "-", limits or "-",
+                      row["route"] or "-"))
+    for line in columns(table, numeric=(2, 3, 4, 5)):
         print(line)
+    if routes:  # also for names no task here registers: sends by name take them
+        print(f"\nroutes, first match wins ({len(routes)}):\n")
+        listed = [("pattern", "queue", "prio")] + [
+            (route["pattern"], route.get("queue", "-"), str(route.get("priority", "-")))
+            for route in routes]
+        for line in columns(listed, numeric=(2,)):
+            print(line)
     return 0
 
 

@@ -20,7 +20,8 @@ def register(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run tasks")
     add_app_options(worker)
     worker.add_argument("-Q", "--queues", help="comma-separated queues, served in this order "
-                        "(default: the default queue, then every queue the tasks name)")
+                        "(default: the default queue, then every queue the tasks or the "
+                        "routes name)")
     worker.add_argument("-c", "--concurrency", type=int, default=None,
                         help="tasks run at once (default: CPU count for processes, 1 for "
                         "threads, 100 for asyncio; at most 256 processes, 1,000 threads or "
@@ -38,7 +39,24 @@ def register(commands: Any) -> None:
                         help="the subscriber name it runs broadcast calls as; workers "
                         "sharing a name run each call once between them (default: the "
                         "host name)")
+    worker.add_argument("--max-tasks-per-child", type=_count, default=None, metavar="N",
+                        help="process pool: replace a child once it has handled N tasks, "
+                        "between two of them (for tasks that leak memory or files)")
+    worker.add_argument("--max-memory-per-child", type=_count, default=None, metavar="MB",
+                        help="process pool: replace a child whose resident memory exceeds "
+                        "MB megabytes after a task (the task finishes first)")
     worker.set_defaults(command=run)
+
+
+def _count(text: str) -> int:
+    """A recycling limit: a whole number, 1 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
+    return value
 
 
 def _seconds(text: str) -> float:
@@ -63,7 +81,9 @@ def run(args: argparse.Namespace) -> int:
         warn_if_undeclared(app, queue)
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name).run()
+                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
+                   max_tasks_per_child=args.max_tasks_per_child,
+                   max_memory_per_child=args.max_memory_per_child).run()
     finally:
         app.close()
     return 0

@@ -40,7 +40,8 @@ def workers(app: Minitask) -> Dict[str, Any]:
             "concurrency": info.get("concurrency", ""),
             "heartbeat_age_s": round((now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
-            "running": _int(info.get("running"), 0)})
+            "running": _int(info.get("running"), 0),
+            "recycled": _int(info.get("recycled"), 0)})
     return {"app": app.name, "workers": found}
 
 

@@ -16,7 +16,8 @@ WAKE = "wake"
 #: Orders left for a worker that never reads them (it died) expire after this.
 ORDER_TTL_MS = 60_000
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
-_COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms"})
+_COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms",
+                     "recycled"})
 
 
 class WorkerRegistry(Store):

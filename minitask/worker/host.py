@@ -5,7 +5,7 @@ worker, never the reverse); ``Minitask`` and ``Task`` satisfy them as they are.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Protocol, Tuple, Type
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Sequence, Tuple, Type
 
 from ..hooks import Hooks
 from ..stores.broker import Broker
@@ -31,6 +31,9 @@ class TaskSettings(Protocol):
     def timeout(self) -> Optional[float]: ...
 
     @property
+    def soft_timeout(self) -> Optional[float]: ...
+
+    @property
     def ignore_result(self) -> bool: ...
 
     @property
@@ -54,6 +57,9 @@ class HostedTask(Protocol):
 
     @property
     def options(self) -> TaskSettings: ...
+
+    def check_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> None:
+        """Raise ArgumentError unless the arguments bind to the function."""
 
 
 class Host(Protocol):

@@ -16,7 +16,7 @@ from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequ
 
 from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
                              skew_warning)
-from ..errors import BrokerError, ConfigurationError
+from ..errors import BrokerError, ConfigurationError, MinitaskError
 from ..periodic import Schedule
 from ..stores.broker import Broker
 from ..wire.message import Message, Outcome, SystemClock, to_ms
@@ -29,6 +29,7 @@ from .outages import guarded
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool
 from .pools.processes import ProcessPool
+from .pools.recycling import recycling_of
 from .pools.threads import ThreadPool
 from .runner import Runner
 from .sources import QueueSource, Source
@@ -77,7 +78,9 @@ class Worker:
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
                  name: Optional[str] = None, prefetch: Optional[int] = None,
-                 schedules: Sequence[Schedule] = (), subscriber: Optional[str] = None) -> None:
+                 schedules: Sequence[Schedule] = (), subscriber: Optional[str] = None,
+                 max_tasks_per_child: Optional[int] = None,
+                 max_memory_per_child: Optional[int] = None) -> None:
         if pool not in POOLS:
             raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', "
                                      f"got {pool!r}")
@@ -94,6 +97,11 @@ class Worker:
         for queue in queues:
             app.check_queue_name(queue)
         prefetch = app.prefetch if prefetch is None else check_prefetch(prefetch, "worker")
+        #: When a process pool replaces its children (None: never, but when they die).
+        self.recycling = recycling_of(pool, max_tasks_per_child, max_memory_per_child)
+        app.hooks.check_pool(pool)
+        #: The app's hooks; the worker hooks are called with this worker.
+        self.hooks = app.hooks
         self.app = app
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -106,6 +114,7 @@ class Worker:
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None
         self.failed = 0
+        self.recycled = 0  # process pool children replaced after their share of work
         self.started_ms = app.clock.now_ms()
         # Whether this worker says it is alive: a process pool's supervisor speaks
         # for its children.
@@ -183,26 +192,36 @@ class Worker:
         self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
                               self._stop.event, self._shutdown.stopping)
         self._cancel_watch.start()
-        slots: Slots
+        slots: Optional[Slots] = None
+        aio: Optional[AsyncioPool] = None
         on_grace_over: Optional[Callable[[], None]] = None
-        if self.pool == "asyncio":
-            slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
-                                      on_free=self._lease_up_to)
-            on_grace_over = aio.cancel_running
-        else:
-            slots = ThreadPool[Job](self.concurrency, self.execute)
         try:
+            if self.pool == "asyncio":
+                slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
+                                          self.hooks, on_free=self._lease_up_to)
+                on_grace_over = aio.cancel_running
+                failed = aio.on_loop(self.hooks.ainit(self))
+            else:
+                slots = threads = ThreadPool[Job](self.concurrency, self.execute,
+                                                  lambda: self.hooks.init(self))
+                failed = (threads.init_failures[-1] if len(threads.init_failures) ==
+                          self.concurrency else None)
+            if failed is not None:
+                raise MinitaskError(f"the {self.pool} pool cannot serve: {failed}")
+            self.hooks.call("worker_ready", self)
             self._dispatch(slots)
         finally:
-            self._shutdown.close(slots, self.grace, on_grace_over)
+            if slots is not None:
+                self._shutdown.close(slots, self.grace, on_grace_over)
             self._stop.request()
             self._heartbeat.end()
-            if self.pool == "asyncio":
+            if aio is not None:
                 aio.close()
             self._cancel_watch.end()
             restore()
             self._stop.silence()
             self.forget()
+            self.hooks.call("worker_shutdown", self)
 
     def _lease_up_to(self, free: int) -> None:
         """The asyncio pool leases as many tasks per round trip as it has free slots
@@ -231,14 +250,15 @@ class Worker:
         self._orders.start()
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
-                    on_end: Callable[[], None], on_done: Callable[[int, int], None],
+                    on_end: Callable[[], None], on_done: Callable[[int, int], bool],
                     on_stopping: Callable[[Optional[Job]], None],
                     on_cancel: Optional[Callable[[Job, Message], None]] = None) -> None:
         """In a process pool child: serve tasks through a worker of this process's own.
 
         ``on_start`` hears of each attempt with its time limit, ``on_end`` that the
         attempt's function returned, ``on_done`` of the child's counters once its
-        outcome is recorded, ``on_stopping`` (once a stop is asked) of the task
+        outcome is recorded (it answers True when the child is to end, recycled),
+        ``on_stopping`` (once a stop is asked) of the task
         still running, ``on_cancel`` of a stop requested for the running attempt
         (the supervisor kills the child).
         """
@@ -270,12 +290,13 @@ class Worker:
         return stop
 
     def run_child(self, on_start: Callable[[Job, Message], None], on_end: Callable[[], None],
-                  on_done: Callable[[], None],
+                  on_done: Callable[[], bool],
                   on_stopping: Callable[[Optional[Job]], None]) -> None:
         """Serve tasks one at a time in this process (a process pool child).
 
         ``on_start`` hears of each task before it runs, ``on_end`` when its function
-        returns, ``on_done`` once its outcome is recorded; ``on_stopping`` hears,
+        returns, ``on_done`` once its outcome is recorded (True: end now, between
+        tasks, as on a stop); ``on_stopping`` hears,
         once a stop is asked, of the task still running.
         """
         self._runner.on_start = on_start
@@ -292,7 +313,8 @@ class Worker:
             while not self._stop.is_set():
                 if self.run_once():
                     self._holdings.clear_running()
-                    on_done()
+                    if on_done():
+                        break
                 elif self.burst and not self._source.more_due_now():
                     break
                 else:
@@ -404,6 +426,7 @@ class Worker:
                 "queues": ",".join(self.queues), "pool": self.pool,
                 "concurrency": self.concurrency, "started_ms": self.started_ms,
                 "processed": self.processed, "failed": self.failed, "running": running,
+                "recycled": self.recycled,
                 "beat_ms": now_ms,
                 **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
             }, now_ms, ttl_ms=period_ms * 4)
@@ -429,14 +452,20 @@ def log_banner(worker: Worker) -> None:
                 "task(s): %s", worker.name, worker.app.name, worker.broker.description,
                 ",".join(worker.queues), worker.pool, worker.concurrency, len(tasks),
                 ", ".join(tasks) or "(none)")
+    # an async def task's coroutine is cancelled at its limit; a function cannot be
+    plain = [t for t in worker.app.tasks.values() if not inspect.iscoroutinefunction(t.func)]
     if worker.pool == "thread":
-        # an async def task's coroutine is cancelled at its limit; a function cannot be
-        limited = [t.name for t in worker.app.tasks.values()
-                   if t.options.timeout is not None and not inspect.iscoroutinefunction(t.func)]
+        limited = [t.name for t in plain if t.options.timeout is not None]
         if limited:
             logger.warning("the thread pool cannot stop a running function: the timeout of "
                            "%s is checked when the attempt returns (use --pool process to "
                            "kill attempts at their limit)", ", ".join(limited))
+    soft = [t.name for t in plain if t.options.soft_timeout is not None]
+    if worker.pool != "process" and soft:
+        logger.warning("the %s pool runs functions in threads: the soft timeout of %s is "
+                       "raised between bytecodes only, not inside a blocking call such as "
+                       "time.sleep or a socket read, which it follows (use --pool process "
+                       "to interrupt those)", worker.pool, ", ".join(soft))
 
 
 def log_stopped(worker: Worker, how: str) -> None:

@@ -11,7 +11,7 @@ import logging
 import threading
 from typing import Any, Optional
 
-from ..context import Report, TaskContext, running
+from ..context import Report, TaskContext, entered, running
 from ..errors import BrokerError
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
                               UNKNOWN_TASK, Delta, bucket_of)
@@ -48,6 +48,25 @@ class Observer:
             self._delta.sums[PICKUP_SUM, message.queue] += waited
         self._host.hooks.call("task_start", context)
 
+    def prerun(self, context: TaskContext) -> None:
+        """Right before the task's function runs, in its thread: ``task_prerun``."""
+        self._host.hooks.call("task_prerun", context)
+
+    def postrun(self, context: TaskContext, status: str, value: Any,
+                error: Optional[BaseException]) -> None:
+        """The attempt's outcome is recorded (``status`` as ``handle.status()`` names it):
+        ``task_postrun``, with the task context current again."""
+        with entered(context):
+            self._host.hooks.call("task_postrun", context, status,
+                                  value if error is None else error)
+
+    async def apostrun(self, context: TaskContext, status: str, value: Any,
+                       error: Optional[BaseException]) -> None:
+        """``postrun`` on the asyncio pool's loop, awaiting ``async def`` hooks."""
+        with entered(context):
+            await self._host.hooks.acall("task_postrun", context, status,
+                                         value if error is None else error)
+
     def ending(self, message: Message) -> None:
         """An attempt returned: its last progress goes to Redis before its outcome does."""
         self.progress.ended(message)
@@ -79,8 +98,9 @@ class Observer:
         hooks.call(_EVENTS.get(status, "task_dead"), context, error)
 
     def buried(self, message: Message, error: BaseException) -> None:
-        """The task was dead-lettered with no attempt ended (it killed its workers, or
-        no task has its name here): dead all the same, counted, ``task_dead`` heard."""
+        """The task was dead-lettered with no attempt ended (it killed its workers, no
+        task has its name here, or its arguments do not bind): dead all the same,
+        counted, ``task_dead`` heard."""
         # the name of a task not registered here is the message's own text: one label
         # for all of them, so that planted messages cannot add series without end
         task = message.task if message.task in self._host.tasks else UNKNOWN_TASK

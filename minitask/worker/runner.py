@@ -14,7 +14,7 @@ import time
 from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
 
 from ..context import running
-from ..errors import DecodeError, TimeLimitExceeded, UnknownTaskError
+from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskError
 from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard
@@ -22,6 +22,7 @@ from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
 from .observe import Observer
 from .outcomes import Recorder
+from .softlimit import call_with_alarm, call_with_posting, soft_limited
 
 logger = logging.getLogger(__name__)
 
@@ -29,13 +30,17 @@ logger = logging.getLogger(__name__)
 UNWIND = 1.0
 
 
-async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str) -> Any:
-    """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded).
+async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str,
+                  soft: Optional[float] = None) -> Any:
+    """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded);
+    at ``soft`` seconds SoftTimeLimitExceeded is thrown into it first.
 
     Not ``asyncio.wait_for``: a TimeoutError the task raises itself must stay
     the task's error, not become a time limit. If the caller is cancelled, so
     is ``coro``.
     """
+    if soft is not None:
+        coro = soft_limited(coro, soft, name)
     if limit is None:
         return await coro
     inner = asyncio.ensure_future(coro)
@@ -62,12 +67,24 @@ async def settle(future: "asyncio.Future[Any]") -> None:
         future.exception()  # retrieved: no "never retrieved" warning
 
 
-def call_in_thread(task: HostedTask, message: Message, limit: Optional[float]) -> Any:
+def call_in_thread(task: HostedTask, message: Message, limit: Optional[float],
+                   by_signal: bool = False) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
-    limit) on an event loop of its own, one ``asyncio.run`` per attempt."""
-    value = task.func(*message.args, **message.kwargs)
+    limit) on an event loop of its own, one ``asyncio.run`` per attempt.
+
+    A plain function's soft limit comes by ``SIGALRM`` when ``by_signal`` (a
+    process pool child, whose main thread runs it), else as an asynchronous
+    exception; a coroutine's through asyncio, never by signal.
+    """
+    soft = task.options.soft_timeout
+    if soft is None or inspect.iscoroutinefunction(task.func):
+        value = task.func(*message.args, **message.kwargs)
+    elif by_signal and threading.current_thread() is threading.main_thread():
+        value = call_with_alarm(task.func, message.args, message.kwargs, soft, task.name)
+    else:
+        value = call_with_posting(task.func, message.args, message.kwargs, soft, task.name)
     if inspect.iscoroutine(value):
-        value = asyncio.run(limited(value, limit, task.name))
+        value = asyncio.run(limited(value, limit, task.name, soft))
     return value
 
 
@@ -110,6 +127,13 @@ class Runner:
                     unknown_task_message(message.task, self._host.name, self._host.tasks))
                 self._recorder.bury(job, message, error, "unknown task")
                 self.observer.buried(message, error)
+            return None
+        try:  # a producer that sends by name could not check them: a call that cannot
+            task.check_call(message.args, message.kwargs)  # bind never will, on any attempt
+        except ArgumentError as exc:
+            if bury:
+                self._recorder.bury(job, message, exc, "its arguments do not fit the task")
+                self.observer.buried(message, exc)
             return None
         return message, task
 
@@ -158,8 +182,10 @@ class Runner:
         with running(message, job.delivery.delivery, cancel,
                      self.observer.reporter(message)) as context, attempt_span(message) as span:
             self.observer.started(context, message)
+            self.observer.prerun(context)
             try:
-                value = call_in_thread(task, message, limit)
+                # in a process pool child (on_start is set) the main thread runs it
+                value = call_in_thread(task, message, limit, self.on_start is not None)
             except BaseException as exc:  # KeyboardInterrupt and the like too: the
                 error = exc  # worker's own stop comes through its signal relay, not these
                 span.failed(exc)
@@ -169,12 +195,14 @@ class Runner:
         self.observer.ending(message)  # its progress first, cancelled or not
         if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
             self._recorder.cancelled(job, message, duration)
+            self.observer.postrun(context, "cancelled", value, error)
             return
         if error is None and limit is not None and duration > limit:
             error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
                                       f"timeout of {limit} s")
         status = self._recorder.finish(job, message, value, error, duration)
         self.observer.ended(context, message, status, value, error, duration)
+        self.observer.postrun(context, status, value, error)
 
     def timed_out(self, job: Job, message: Message, elapsed: float) -> None:
         """The process pool killed the attempt at its time limit: record the failure."""

@@ -47,7 +47,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # operator actions, shared by the CLI, the dashboard and the app's own methods
     ("admin", frozenset({"admin"})),
     # the public API of tasks and workflows
-    ("features", frozenset({"broadcast", "canvas", "task"})),
+    ("features", frozenset({"broadcast", "canvas", "routes", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
     ("calls", frozenset({"batching", "call", "handle", "options", "sending"})),
     # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
@@ -136,7 +136,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- app -------------------------------------------------------------------
     "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
                       "broker.durability", "errors", "handle", "hooks", "options", "periodic",
-                      "sending", "stores.aio", "stores.broker", "task", "wire.message", "worker"}),
+                      "routes", "sending", "stores.aio", "stores.broker", "task",
+                      "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
     "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
                         "admin.subscriptions", "admin.tasks", "admin.workers"}),
@@ -157,6 +158,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
                          "wire.serializer"}),
+    # routes, and sending a task known only by its name (send, signature: an app mixin)
+    "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
+                         "wire.message"}),
     "task": frozenset({"_compat", "broadcast", "broker.durability", "call", "canvas", "errors",
                        "handle", "options", "sending", "wire.message"}),
     # -- calls -----------------------------------------------------------------
@@ -185,7 +189,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                               "wire.message", "worker.broadcasts", "worker.cancels",
                               "worker.control", "worker.host", "worker.leases",
                               "worker.outages", "worker.outcomes", "worker.pools.coroutines",
-                              "worker.pools.processes", "worker.pools.threads", "worker.runner",
+                              "worker.pools.processes", "worker.pools.recycling",
+                              "worker.pools.threads", "worker.runner",
                               "worker.sources", "worker.stop", "worker.ticks"}),
     "worker.observe": frozenset({"context", "errors", "stores.metrics", "wire.message",
                                  "worker.host", "worker.progress"}),
@@ -194,20 +199,22 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                   "wire.serializer", "worker.host", "worker.leases",
                                   "worker.outages", "worker.workflows"}),
     "worker.pools": frozenset(),
-    "worker.pools.coroutines": frozenset({"context", "errors", "worker.leases",
+    "worker.pools.coroutines": frozenset({"context", "errors", "hooks", "worker.leases",
                                           "worker.outcomes", "worker.pools.slots",
-                                          "worker.runner"}),
+                                          "worker.runner", "worker.softlimit"}),
     "worker.pools.job": frozenset(),
     "worker.pools.slots": frozenset(),
-    "worker.pools.processes": frozenset({"errors", "wire.message", "worker.pools.job",
-                                         "worker.signals"}),
+    "worker.pools.processes": frozenset({"errors", "hooks", "wire.message", "worker.pools.job",
+                                         "worker.pools.recycling", "worker.signals"}),
+    "worker.pools.recycling": frozenset({"errors"}),
     "worker.pools.threads": frozenset({"worker.pools.job", "worker.pools.slots"}),
     "worker.progress": frozenset({"context", "errors", "stores.progress", "wire.message",
                                   "wire.serializer", "worker.host"}),
     "worker.runner": frozenset({"context", "errors", "tracing", "wire.message",
                                 "worker.cancels", "worker.host", "worker.leases",
-                                "worker.observe", "worker.outcomes"}),
+                                "worker.observe", "worker.outcomes", "worker.softlimit"}),
     "worker.signals": frozenset(),
+    "worker.softlimit": frozenset({"errors"}),
     "worker.sources": frozenset({"broker.packing", "errors", "stores.queue", "stores.results",
                                  "wire.message", "worker.expiry", "worker.host",
                                  "worker.leases", "worker.outages", "worker.outcomes",

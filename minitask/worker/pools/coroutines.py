@@ -27,9 +27,11 @@ from typing import Any, Callable, Coroutine, Dict, Optional
 
 from ...context import running
 from ...errors import TimeLimitExceeded
+from ...hooks import Hooks
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, limited, settle
+from ..softlimit import call_with_posting
 from .slots import FixedSlots
 
 logger = logging.getLogger(__name__)
@@ -63,9 +65,13 @@ async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
         return Raised(exc)
 
 
-def contained_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a plain task's function (in the loop's executor) as ``contained`` awaits."""
+def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
+                   *args: Any, **kwargs: Any) -> Any:
+    """Call a plain task's function (in the loop's executor) as ``contained`` awaits,
+    with its soft limit (``soft`` seconds) raised in its thread."""
     try:
+        if soft is not None:
+            return call_with_posting(func, args, kwargs, soft, name)
         return func(*args, **kwargs)
     except BaseException as exc:  # as in contained(): the attempt's failure
         return Raised(exc)
@@ -74,10 +80,11 @@ def contained_call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 class AsyncioPool(FixedSlots):
     """``size`` slots; each attempt a task on one event loop in its own thread."""
 
-    def __init__(self, size: int, runner: Runner, recorder: Recorder,
+    def __init__(self, size: int, runner: Runner, recorder: Recorder, hooks: Hooks,
                  on_free: Optional[Callable[[int], None]] = None) -> None:
         super().__init__(size, on_free)
         self._runner = runner
+        self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
         self._shutting_down = False
@@ -90,6 +97,10 @@ class AsyncioPool(FixedSlots):
 
     def submit(self, job: Job) -> None:
         asyncio.run_coroutine_threadsafe(self._run(job), self._loop)
+
+    def on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the loop, before any task (the worker_process_init hooks)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     # -- ending ---------------------------------------------------------------------
 
@@ -161,12 +172,15 @@ class AsyncioPool(FixedSlots):
             with running(message, job.delivery.delivery, cancel,
                          observer.reporter(message)) as context:
                 observer.started(context, message)
+                await self._hooks.acall("task_prerun", context)
                 if is_async:
                     inner = asyncio.ensure_future(limited(
-                        contained(task.func(*message.args, **message.kwargs)), limit, task.name))
+                        contained(task.func(*message.args, **message.kwargs)), limit, task.name,
+                        task.options.soft_timeout))
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
-                                             task.func, *message.args, **message.kwargs)
+                                             task.func, task.options.soft_timeout, task.name,
+                                             *message.args, **message.kwargs)
                     inner = self._loop.run_in_executor(None, call)
             if is_async and not board.set_stopper(job.task_id, self._stopper(inner)):
                 inner.cancel()  # the request came in as it started
@@ -187,6 +201,7 @@ class AsyncioPool(FixedSlots):
             await self._record(observer.ending, message)  # its progress, cancelled or not
             if cancel.is_set():
                 await self._record(self._recorder.cancelled, job, message, duration)
+                await observer.apostrun(context, "cancelled", value, error)
                 return
             if error is None and limit is not None and duration > limit:
                 # a plain function cannot be stopped; a coroutine that blocked the loop
@@ -196,5 +211,6 @@ class AsyncioPool(FixedSlots):
             status = await self._record(self._recorder.finish, job, message, value, error,
                                         duration)
             await self._record(observer.ended, context, message, status, value, error, duration)
+            await observer.apostrun(context, status, value, error)
         finally:
             board.leave(job.task_id)

@@ -1,11 +1,14 @@
 """The process pool: child processes that each fetch and run one task at a time.
 
 The supervisor kills a child whose attempt runs past its time limit, replaces children
-that die, and gives the stop grace to all of them.
+that die or are recycled (``recycling``), and gives the stop grace to all of them. A
+child whose ``worker_process_init`` hook failed takes no work and is not replaced: a
+hook that fails once fails again, and forking for it in a loop would serve nothing.
 
-A child tells its supervisor only what the supervisor acts on: the start and
-end of attempts that have a time limit, and, once a stop is asked, the task
-it still runs (then that it finished it). Its counters, and the id of the
+A child tells its supervisor only what the supervisor acts on: that it serves
+(or why its set-up failed), the start and end of attempts that have a time limit,
+that it ends to be recycled, and, once a stop is asked, the task it still runs
+(then that it finished it). Its counters, and the id of the
 task it runs, sit in shared memory: a message per task would cost the
 supervisor a wake-up per task, as much CPU as the child spends. The id is
 read only when a child dies, to name the task in the log.
@@ -24,10 +27,12 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any, Callable, ContextManager, Dict, Generic, List, Optional, Protocol
 
-from ...errors import BrokerError
+from ...errors import BrokerError, MinitaskError
+from ...hooks import Hooks
 from ...wire.message import Message
 from ..signals import SignalRelay
 from .job import J
+from .recycling import Recycling
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +44,8 @@ _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 _PR_SET_PDEATHSIG = 1
 #: Bytes of a running task's id kept in shared memory, to name it if its child dies.
 _ID_BYTES = 200
+#: Exit code of a child whose worker_process_init hook failed (EX_CONFIG).
+_INIT_FAILED = 78
 
 
 class Supervised(Protocol[J]):
@@ -49,6 +56,9 @@ class Supervised(Protocol[J]):
     burst: bool
     processed: int
     failed: int
+    recycled: int
+    recycling: Optional[Recycling]
+    hooks: Hooks
 
     @property
     def heartbeat_period(self) -> float: ...
@@ -72,7 +82,7 @@ class Supervised(Protocol[J]):
     def give_back(self, job: J) -> None: ...
 
     def serve_child(self, on_start: Callable[[J, Message, Optional[float]], None],
-                    on_end: Callable[[], None], on_done: Callable[[int, int], None],
+                    on_end: Callable[[], None], on_done: Callable[[int, int], bool],
                     on_stopping: Callable[[Optional[J]], None],
                     on_cancel: Optional[Callable[[J, Message], None]] = None) -> None: ...
 
@@ -91,6 +101,10 @@ class _Child(Generic[J]):
     deadline: Optional[float] = None
     #: Killed on purpose (a time limit, the end of the grace): its death is no news.
     killed: bool = False
+    #: Why it ended between tasks to be replaced, as it said before exiting.
+    recycled: str = ""
+    #: Why its worker_process_init hook failed: it took no work.
+    init_failed: str = ""
 
     @property
     def processed(self) -> int:
@@ -116,6 +130,11 @@ class ProcessPool(Generic[J]):
         self.children: Dict[int, _Child[J]] = {}
         self.retired_processed = 0
         self.retired_failed = 0
+        #: Children that ended to be recycled, and why the last set-up failed.
+        self.recycled = 0
+        self.init_failure = ""
+        self._ready = False
+        self._starved = False
         self._context = multiprocessing.get_context("fork")
         self._stop = threading.Event()
         #: What asked the stop (a signal's name, ``minitask shutdown``...), once asked.
@@ -149,7 +168,11 @@ class ProcessPool(Generic[J]):
             self._shut_down()
             restore()
             beat.join(timeout=5)
+            self._count()  # for the worker's last line
             worker.forget()
+            worker.hooks.call("worker_shutdown", worker)
+        if self._starved:
+            raise MinitaskError(f"no child is left to serve: {self.init_failure}")
 
     def stop(self, why: str, tell_children: bool = True) -> None:
         """Stop as on SIGTERM (``why`` names what asked): children get the grace, then
@@ -190,6 +213,9 @@ class ProcessPool(Generic[J]):
     def _supervise(self) -> None:
         while not self._stop.is_set():
             if not self.children:
+                # out of children for want of set-up, not done with a burst: say so
+                self._starved = bool(self.init_failure) and (
+                    not self.worker.burst or not self._ready)
                 return
             self._read_events(timeout=0.1)
             self._enforce_time_limits()
@@ -198,8 +224,10 @@ class ProcessPool(Generic[J]):
                     code = child.process.exitcode
                     self._reap(pid, child)
                     # a burst child that ends on its own is done; one that was killed
-                    # or crashed is replaced, or what is still ready would never run
-                    if not self._stop.is_set() and (not self.worker.burst or code != 0):
+                    # or crashed is replaced, or what is ready would never run (one
+                    # recycled was, as it said so)
+                    if not self._stop.is_set() and not child.init_failed and (
+                            not self.worker.burst or code != 0) and not child.recycled:
                         self._spawn()
 
     def _read_events(self, timeout: float) -> None:
@@ -228,6 +256,15 @@ class ProcessPool(Generic[J]):
                     child.job = event[1]
                 elif event[0] == "cancel":
                     self._cancel(child, event[1], event[2], event[3])
+                elif event[0] == "ready" and not self._ready:
+                    self._ready = True
+                    self.worker.hooks.call("worker_ready", self.worker)
+                elif event[0] == "recycle" and not child.recycled:
+                    child.recycled = event[1]
+                    if not self._stop.is_set():  # its successor starts while it exits
+                        self._spawn()
+                elif event[0] == "init_failed":
+                    child.init_failed = self.init_failure = event[1]
         except (EOFError, OSError):
             pass  # the child is gone; _reap handles it
 
@@ -260,12 +297,20 @@ class ProcessPool(Generic[J]):
 
     def _reap(self, pid: int, child: _Child[J]) -> None:
         child.process.join(timeout=1)
+        self._read(child)  # what it said last, before it exited
         del self.children[pid]
         self.retired_processed += child.processed
         self.retired_failed += child.failed
         code = child.process.exitcode
         running = child.running_id
-        if code == 0 or child.killed:
+        if child.init_failed:
+            logger.error("child %d takes no work and is not replaced (%d left): %s", pid,
+                         len(self.children), child.init_failed)
+        elif child.recycled and code == 0:
+            self.recycled += 1
+            logger.info("child %d recycled: %s%s", pid, child.recycled,
+                        "" if self._stop.is_set() else "; replacing it")
+        elif code == 0 or child.killed:
             # A child that exits 0 has recorded or given back all it held (it logs
             # itself when it could not); one killed on purpose was logged when killed.
             pass
@@ -299,14 +344,20 @@ class ProcessPool(Generic[J]):
                 child.job = None
             self._reap(pid, child)
 
+    def _count(self) -> None:
+        """Add up the children's counters, as the worker reports them."""
+        worker = self.worker
+        worker.processed = self.retired_processed + sum(
+            c.processed for c in list(self.children.values()))
+        worker.failed = self.retired_failed + sum(
+            c.failed for c in list(self.children.values()))
+        worker.recycled = self.recycled
+
     def _heartbeat_loop(self) -> None:
         worker = self.worker
         period = worker.heartbeat_period
         while True:
-            worker.processed = self.retired_processed + sum(
-                c.processed for c in list(self.children.values()))
-            worker.failed = self.retired_failed + sum(
-                c.failed for c in list(self.children.values()))
+            self._count()
             try:
                 worker.beat()
             except BrokerError as exc:
@@ -344,6 +395,14 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
     _early_signals()
     parent.forked()
     _die_with(supervisor_pid)
+    failed = parent.hooks.init(parent)
+    if failed is not None:
+        conn.send(("init_failed", failed))
+        conn.close()
+        sys.exit(_INIT_FAILED)
+    conn.send(("ready",))
+    recycling = parent.recycling
+    handled = [0]
     # The heartbeat thread reports the running task once a stop is asked, while the
     # main thread finishes it: under this lock, what is reported and what is done
     # stay in order, so the supervisor never goes on believing a finished task runs.
@@ -371,7 +430,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
             timed[0] = False
             send(("done",))
 
-    def on_done(processed: int, failed: int) -> None:
+    def on_done(processed: int, failed: int) -> bool:
         counts[0], counts[1] = processed, failed
         current.value = b""
         with lock:
@@ -379,6 +438,11 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
             if finished is not None and reported[0] is finished:
                 reported[0] = None
                 conn.send(("done",))  # its outcome is recorded: nothing to give back
+        handled[0] += 1
+        why = None if recycling is None else recycling.due(handled[0])
+        if why is not None:  # it ends as on a stop, between tasks: nothing is lost
+            send(("recycle", why))
+        return why is not None
 
     def on_stopping(running: Optional[J]) -> None:
         with lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 import queue as _queue
 import threading
-from typing import Callable, Generic
+from typing import Callable, Generic, List, Optional
 
 from .job import J
 from .slots import FixedSlots
@@ -13,20 +13,45 @@ logger = logging.getLogger(__name__)
 
 
 class ThreadPool(FixedSlots, Generic[J]):
-    """A fixed set of threads; the dispatcher takes a slot before it fetches."""
+    """A fixed set of threads; the dispatcher takes a slot before it fetches.
 
-    def __init__(self, size: int, execute: Callable[[J], None]) -> None:
+    Each thread first runs ``init`` (the ``worker_process_init`` hooks), which
+    returns why it failed or None; the pool is built once every thread has. A
+    thread whose set-up failed takes no work: the pool has a slot fewer, and
+    ``init_failures`` says why.
+    """
+
+    def __init__(self, size: int, execute: Callable[[J], None],
+                 init: Callable[[], Optional[str]] = lambda: None) -> None:
         super().__init__(size)
         self._jobs: "_queue.SimpleQueue[J]" = _queue.SimpleQueue()
         self._execute = execute
+        self._init = init
+        started: "_queue.SimpleQueue[Optional[str]]" = _queue.SimpleQueue()
         for index in range(size):
-            threading.Thread(target=self._loop, name=f"minitask-thread-{index}",
-                             daemon=True).start()
+            threading.Thread(target=self._loop, args=(started,),
+                             name=f"minitask-thread-{index}", daemon=True).start()
+        self.init_failures: List[str] = []
+        for _ in range(size):
+            failed = started.get()
+            if failed is not None:
+                self.init_failures.append(failed)
+        if self.init_failures:
+            self._size -= len(self.init_failures)
+            logger.error("%d of %d thread(s) take no work: %s", len(self.init_failures),
+                         size, self.init_failures[-1])
 
     def submit(self, job: J) -> None:
         self._jobs.put(job)
 
-    def _loop(self) -> None:
+    def _loop(self, started: "_queue.SimpleQueue[Optional[str]]") -> None:
+        failed: Optional[str] = "its set-up ended the thread"
+        try:
+            failed = self._init()
+        finally:  # even a SystemExit from a hook must not leave the pool waiting
+            started.put(failed)
+        if failed is not None:
+            return
         while True:
             job = self._jobs.get()
             try:
