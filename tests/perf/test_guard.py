@@ -32,12 +32,13 @@ def test_counts_of_another_redis_version_fail() -> None:
 
 @pytest.fixture
 def slower_enqueue_now(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """enqueue_now.lua with a loop planted in front: about 10 % more instructions."""
+    """enqueue_now.lua with a loop planted in front: about 17 % more instructions,
+    well past 5 % whatever the spread of two runs (2 % at most seen)."""
     read = scripts._read
 
     def planted(name: str) -> str:
         text = read(name)
-        return "for _ = 1, 120 do end\n" + text if name == "enqueue_now" else text
+        return "for _ = 1, 200 do end\n" + text if name == "enqueue_now" else text
 
     scripts.source.cache_clear()
     monkeypatch.setattr(scripts, "_read", planted)
