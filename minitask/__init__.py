@@ -10,7 +10,8 @@ from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, Conf
                      DecodeError, DuplicateTaskError, DurabilityError, EncodeError,
                      MessageTooLarge, MinitaskError, ResultTimeout, Retry, SerializationError,
                      SoftTimeLimitExceeded, TaskFailed, TimeLimitExceeded, UnknownTaskError)
-from .handle import GroupHandle, TaskHandle
+from .groups import GroupHandle
+from .handle import TaskHandle
 from .periodic import Schedule
 from .task import AsyncTask, Task
 from .wire.message import Progress

@@ -13,16 +13,16 @@ from .broadcast import broadcast_limits
 from .broker.connection import Client, connect
 from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
-from .handle import TaskHandle
+from .groups import HandleLookups
 from .hooks import Hook, Hooks
-from .options import TaskOptions, check_seconds, check_text
+from .options import TaskOptions, check_seconds
 from .periodic import Schedule, build as build_schedule
 from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .stores.broker import Broker
 from .task import AsyncTask, P, R, Task, TaskDecorator
-from .wire.message import SystemClock, to_ms
+from .wire.message import SystemClock
 from .worker import Worker, check_prefetch
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
@@ -34,7 +34,7 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "durability_timeout", "routes"})
 
 
-class Minitask(Operations, SendByName):
+class Minitask(Operations, SendByName, HandleLookups):
     """An application: a name that namespaces its Redis keys, and its tasks.
 
     Args:
@@ -113,6 +113,8 @@ class Minitask(Operations, SendByName):
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,
                               self.async_broker)
         self._sender.broadcast_limits = broadcast_limits(options, where)
+        #: The argument types registered with ``register_type``.
+        self.types = self._sender.types
         #: How replicas confirm enqueues and outcomes (durability.py).
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
@@ -135,7 +137,8 @@ class Minitask(Operations, SendByName):
         if self._broker is None:
             connection = connect(self._broker_setting)
             check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
-            self._broker = Broker(connection.client, self.name, connection.description)
+            self._broker = Broker(connection.client, self.name, connection.description,
+                                  self.types)
             self._broker.transport.durability = self.durability
         return self._broker
 
@@ -275,7 +278,8 @@ class Minitask(Operations, SendByName):
                                       tz=tz, args=args, kwargs=kwargs, catch_up=catch_up,
                                       overlap=overlap, queue=probe.queue,
                                       priority=probe.priority,
-                                      max_message_bytes=self.max_message_bytes)
+                                      max_message_bytes=self.max_message_bytes,
+                                      types=self.types)
             registered = self.task(**task_options)(function)
             self.periodic_schedules[schedule.name] = schedule
             return registered
@@ -318,6 +322,26 @@ class Minitask(Operations, SendByName):
         self.hooks.add(event, fn)
         return fn
 
+    def register_type(self, cls: type, code: int, encode: Callable[[Any], bytes],
+                      decode: Callable[[bytes], Any]) -> None:
+        """Let task arguments and results be instances of ``cls``.
+
+        They travel as msgpack extension ``code`` holding ``encode(value)``, read
+        back with ``decode(data)``; register the same in every app that sends or
+        reads them (:ref:`argument-types`).
+
+        Args:
+            cls: the class (its instances, subclasses' too, match).
+            code: its extension code, from 32 to 127 (0 to 31 are minitask's).
+            encode: value -> bytes.
+            decode: bytes -> value.
+
+        Raises:
+            ConfigurationError: ``code`` is outside 32..127 or taken, or ``cls``
+                is registered already or carried by minitask itself.
+        """
+        self.types.register(cls, code, encode, decode)
+
     def worker_queues(self) -> List[str]:
         """Queues a worker serves by default, the default queue first.
 
@@ -330,23 +354,6 @@ class Minitask(Operations, SendByName):
         return [self.default_queue] + others
 
     # -- enqueueing ----------------------------------------------------------
-
-    def handle(self, task_id: str) -> TaskHandle[Any]:
-        """A handle on a task known only by its id (its queue is looked up).
-
-        Args:
-            task_id: the id, as ``handle.id`` gave it.
-
-        Returns:
-            A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
-
-        Raises:
-            ConfigurationError: ``task_id`` is not a non-empty str of printable
-                characters (as ``apply_async(task_id=...)`` requires).
-        """
-        check_text(task_id, "task_id", "app.handle()")
-        return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
-                          self.async_broker)
 
     def batch(self) -> ContextManager[Batch]:
         """Send every call made inside a ``with`` block together, at its end.

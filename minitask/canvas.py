@@ -17,7 +17,8 @@ from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
 from .errors import ArgumentError, ConfigurationError
-from .handle import GroupHandle, Handle, StepHandle, TaskHandle
+from .groups import GroupHandle, Handle, describe
+from .handle import StepHandle, TaskHandle
 from .options import new_task_id
 from .sending import Sender
 from .stores.workflows import Node, task_nodes
@@ -144,7 +145,10 @@ class Workflow(ABC):
         compiler.check_ids(self)
         sender = compiler.sender
         sender.refuse_in_batch("start a workflow")
-        sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms())
+        # what app.handle(id) / app.group_handle(id) rebuild the handle from elsewhere
+        record = (handle.id, describe(handle), compiler.max_ttl)
+        sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
+                                        record)
         return handle
 
     @abstractmethod
@@ -442,6 +446,7 @@ class _Compiler:
                                 f"that step's result as its first argument, before its own "
                                 f"({task.name}.si(...) makes a step that takes none)",
                                 task_name=task.name) from None
+        args, keywords = task.sender.types.arguments_to_wire(task.name, args, keywords)
         check_arguments(task.name, args, keywords)
         options = sig._resolved
         ttl = max(1, math.ceil(task.options.result_ttl * 1000))

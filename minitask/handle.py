@@ -1,21 +1,18 @@
-"""Handles: follow an enqueued call by its id, or a sent group by its members."""
+"""Handles: follow an enqueued call by its id (a group's handle is in ``groups``)."""
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
 import time
-from collections import Counter
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Generic, List, Optional, Tuple,
-                    TypeVar, Union)
+from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVar
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .stores.workflows import Failure, frame_of
+from .stores.workflows import Failure, frame_of, handle_record_of
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message, decode_outcome, unpack_progress
 
 if TYPE_CHECKING:
-    from .sending import Sender
     from .stores.aio import AsyncBroker
 
 R = TypeVar("R")
@@ -35,6 +32,22 @@ def check_timeout(timeout: Any, where: str) -> None:
 
 _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
                     "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+#: The statuses of a task that has ended, and will not run again.
+_ENDED = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def status_of(state: str, outcome: Optional[bytes]) -> str:
+    """A status, as ``TaskHandle.status()`` says it, from the state script's reply."""
+    if state == "finished" and outcome is not None:
+        return decode_outcome(outcome).status
+    return _STATE_TO_STATUS[state]
+
+
+def promised_queue(record: Any) -> Optional[str]:
+    """The queue a handle record (``{"t": queue}``) says a later step goes to."""
+    if isinstance(record, dict) and isinstance(record.get("t"), str) and record["t"]:
+        return str(record["t"])
+    return None
 
 
 class TaskHandle(Generic[R]):
@@ -84,10 +97,66 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None:
             return "unknown"
-        state, outcome = self._results.state(queue, self.id)
-        if state == "finished" and outcome is not None:
-            return decode_outcome(outcome).status
-        return _STATE_TO_STATUS[state]
+        return status_of(*self._results.state(queue, self.id))
+
+    def ready(self) -> bool:
+        """Whether the task has ended: succeeded, failed or cancelled.
+
+        ``ready()`` is ``successful() or failed()``. It is False while the task
+        is queued, scheduled, running or retrying, and False for a task this
+        broker does not know (never enqueued here, a chain's step not sent yet,
+        or its result expired or forgotten): then there is nothing to read.
+
+        Returns:
+            True when ``get()`` would answer without waiting.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return self.status() in _ENDED
+
+    def successful(self) -> bool:
+        """Whether the task ended with a value (status ``succeeded``).
+
+        Returns:
+            True only when ``get()`` would return its value at once.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return self.status() == "succeeded"
+
+    def failed(self) -> bool:
+        """Whether the task ended without a value: ``failed`` or ``cancelled``.
+
+        A task that raised but will be retried is not failed yet (``retrying``).
+
+        Returns:
+            True when ``get()`` would raise ``TaskFailed`` at once.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return self.status() in ("failed", "cancelled")
+
+    def forget(self) -> bool:
+        """Drop the task's kept result (and its progress) now, before it expires.
+
+        Only an ended task is forgotten: its status then reads ``unknown``
+        (a dead task still reads ``failed``: its dead letter stays, for
+        ``minitask dead``). A task that may still run (queued, scheduled,
+        running, retrying) is left exactly as it is: cancel it first. The
+        check and the delete are one atomic step in Redis.
+
+        Returns:
+            True when a kept result was dropped; False when there was none
+            (unknown, expired, forgotten already) or the task has not ended.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = self._find_queue()
+        return queue is not None and self._results.forget(queue, self.id)
 
     def get(self, timeout: Optional[float] = None) -> R:
         """Wait for the task to finish and return its value.
@@ -113,7 +182,11 @@ class TaskHandle(Generic[R]):
         queue = self._find_queue()
         if queue is None or (not self._sent_later
                              and self._results.state(queue, self.id)[0] == "unknown"):
-            raise ResultTimeout(self._unknown_message(queue))
+            promised = self._promise(self._broker.workflows.handle_record(
+                self.id, self._queues.queue_names()))
+            if promised is None:
+                raise ResultTimeout(_unknown_message(self, queue))
+            queue = promised
         while True:
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             body = self._results.wait_result(queue, self.id, min(remaining, 5.0)
@@ -121,61 +194,25 @@ class TaskHandle(Generic[R]):
             if body is not None:
                 return self._value_of(body)
             if deadline is not None and time.monotonic() >= deadline:
-                raise ResultTimeout(self._timeout_message(queue, timeout))
+                raise ResultTimeout(_timeout_message(self, queue, timeout))
 
-    def _unknown_message(self, queue: Optional[str]) -> str:
-        where = self._broker.description
-        place = f"in queue {queue!r}" if queue else "in any queue of the app"
-        return (f"task {self.id} is unknown {place} on {where}: it was never enqueued on this "
-                f"broker (do producer and worker use the same MINITASK_BROKER_URL and app "
-                f"name?), its result expired (result_ttl), or it was an ignore_result task; "
-                f"there is nothing to wait for")
-
-    def _timeout_message(self, queue: str, timeout: Optional[float]) -> str:
-        """Why the wait ran out, from where the task is now and who serves its queue."""
-        head = f"task {self.id} did not finish within {timeout} s"
-        try:
-            status = self.status()
-            serving = self._live_workers(queue)
-        except BrokerError as exc:
-            return f"{head} (and its status could not be read: {exc})"
-        if status == "unknown":
-            return f"{head}; it is now unknown (cancelled and expired, or purged)"
-        if status in ("succeeded", "failed", "cancelled"):
-            return f"{head}; it has just finished ({status}): call get() again"
-        if status == "running":
-            return f"{head}; it is still running (a long task, or a worker that died with " \
-                   f"it: then it runs again once its lease expires)"
-        workers = (f"{len(serving)} live worker(s) serve queue {queue!r} "
-                   f"({', '.join(serving[:3])}{', ...' if len(serving) > 3 else ''})"
-                   if serving else
-                   f"no live worker serves queue {queue!r} on {self._broker.description}: start "
-                   f"one (minitask worker -A APP -Q {queue}), and check that producer and "
-                   f"worker use the same broker and app name")
-        if status == "queued":
-            return f"{head}; it is still queued: {workers}"
-        when = self._due_text(queue)
-        return f"{head}; it is {status}{when}; {workers}"
-
-    def _live_workers(self, queue: str) -> List[str]:
-        now_ms = int(time.time() * 1000)
-        names = []
-        for info in self._broker.registry.live(now_ms, LIVE_MS):
-            if queue in info.get("queues", "").split(","):
-                names.append(info["name"])
-        return names
-
-    def _due_text(self, queue: str) -> str:
-        due_ms = self._broker.admin.record(queue, self.id).due_ms
-        if due_ms is None:
-            return ""
-        due = _dt.datetime.fromtimestamp(due_ms / 1000.0, _dt.timezone.utc)
-        return f" (next run due at {due.isoformat(timespec='milliseconds')})"
+    def _promise(self, record: Any) -> Optional[str]:
+        """Wait from now on for a later step of a chain that ``record`` says will be
+        sent to a queue (``app.handle`` of a chain's last step, in another process)."""
+        queue = promised_queue(record)
+        if queue is not None:
+            self._queue, self._sent_later = queue, True
+        return queue
 
     def _value_of(self, body: bytes) -> R:
         outcome = decode_outcome(body)
+        failed = outcome.extra.get("failed_task_id")
+        if outcome.status == "cancelled" and isinstance(failed, str):
+            # a workflow step not run because an earlier one ended dead: that one's error
+            raise TaskFailed(failed, outcome.exc_type, outcome.message, outcome.traceback)
         if outcome.status == "succeeded":
-            return outcome.value  # type: ignore[no-any-return]
+            return self._broker.types.from_wire(  # type: ignore[no-any-return]
+                outcome.value, "the return value", self.id)
         raise TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
                          outcome.message or outcome.reason, outcome.traceback)
 
@@ -278,10 +315,55 @@ class TaskHandle(Generic[R]):
         queue = await self._afind_queue()
         if queue is None:
             return "unknown"
-        state, outcome = await self._aio().state(queue, self.id)
-        if state == "finished" and outcome is not None:
-            return decode_outcome(outcome).status
-        return _STATE_TO_STATUS[state]
+        return status_of(*await self._aio().state(queue, self.id))
+
+    async def aready(self) -> bool:
+        """Like ``ready()``, awaited.
+
+        Returns:
+            True when the task has ended (succeeded, failed or cancelled).
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return await self.astatus() in _ENDED
+
+    async def asuccessful(self) -> bool:
+        """Like ``successful()``, awaited.
+
+        Returns:
+            True only when the task ended with a value.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return await self.astatus() == "succeeded"
+
+    async def afailed(self) -> bool:
+        """Like ``failed()``, awaited.
+
+        Returns:
+            True when the task ended failed or cancelled.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return await self.astatus() in ("failed", "cancelled")
+
+    async def aforget(self) -> bool:
+        """Like ``forget()``, awaited: the same atomic step.
+
+        Returns:
+            As ``forget()``: True when a kept result was dropped.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        queue = await self._afind_queue()
+        if queue is None:
+            return False
+        call = self._results.forget_call(queue, self.id)
+        return bool(await self._aio().run(call, f"forget the result of {self.id}"))
 
     async def aget(self, timeout: Optional[float] = None) -> R:
         """Like ``get()``, awaited: the wait holds no thread.
@@ -300,16 +382,20 @@ class TaskHandle(Generic[R]):
         """
         check_timeout(timeout, f"aget() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
+        queue = await self._afind_queue()
+        broker = self._aio()
+        if queue is None or (not self._sent_later
+                             and (await broker.state(queue, self.id))[0] == "unknown"):
+            promised = self._promise(await _arecord(self, broker))
+            if promised is None:
+                raise ResultTimeout(_unknown_message(self, queue))
+            queue = promised
         while True:
-            queue = await self._afind_queue()
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
-            if queue is not None:
-                body = await self._aio().wait_result(
-                    queue, self.id, min(remaining, 5.0) if remaining > 0 else 0.002)
-                if body is not None:
-                    return self._value_of(body)
-            elif remaining > 0:
-                await asyncio.sleep(min(remaining, 0.05))  # in no known queue yet
+            body = await broker.wait_result(queue, self.id, min(remaining, 5.0)
+                                            if remaining > 0 else 0.002)
+            if body is not None:
+                return self._value_of(body)
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
 
@@ -337,13 +423,6 @@ class TaskHandle(Generic[R]):
         return running and await broker.request_cancel(queue, self.id)
 
 
-#: What a workflow's ``delay()`` returns: a task's handle, or a group's.
-Handle = Union[TaskHandle[Any], "GroupHandle"]
-
-_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
-                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
-
-
 class StepHandle(TaskHandle[Any]):
     """A workflow task's handle: a step cancelled because an earlier one ended dead
     raises ``TaskFailed`` naming that step and carrying its error; a later step is
@@ -351,107 +430,66 @@ class StepHandle(TaskHandle[Any]):
 
     _sent_later = True
 
-    def _value_of(self, body: bytes) -> Any:
-        outcome = decode_outcome(body)
-        failed = outcome.extra.get("failed_task_id")
-        if outcome.status == "cancelled" and isinstance(failed, str):
-            raise TaskFailed(failed, outcome.exc_type, outcome.message, outcome.traceback)
-        return super()._value_of(body)
+
+def _unknown_message(handle: TaskHandle[Any], queue: Optional[str]) -> str:
+    where = handle._broker.description
+    place = f"in queue {queue!r}" if queue else "in any queue of the app"
+    return (f"task {handle.id} is unknown {place} on {where}: it was never enqueued on this "
+            f"broker (do producer and worker use the same MINITASK_BROKER_URL and app "
+            f"name?), its result expired (result_ttl), or it was an ignore_result task; "
+            f"there is nothing to wait for")
 
 
-class GroupHandle:
-    """A sent group: its members' handles, in order, and their results.
-
-    Attributes:
-        id: the group's id.
-    """
-
-    def __init__(self, group_id: str, handles: List[Handle],
-                 entries: List[Optional[Tuple[str, str]]],
-                 finals: List[Optional[Tuple[str, str]]], sender: Sender) -> None:
-        self.id = group_id
-        #: One handle per member, in order: a member that is a chain or a chord has
-        #: the handle of its last task; a member that is a group, a GroupHandle.
-        self.handles = handles
-        self._entries = entries
-        self._finals = finals
-        self._sender = sender
-
-    def __repr__(self) -> str:
-        return f"<GroupHandle {self.id} members={len(self.handles)}>"
-
-    def get(self, timeout: Optional[float] = None) -> List[Any]:
-        """Wait for every member and return their results, in member order.
-
-        Args:
-            timeout: seconds to wait at most, for all members together.
-
-        Returns:
-            The members' results, in member order.
-
-        Raises:
-            TaskFailed: a member failed (the first one in member order).
-            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
-            BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
-        """
-        check_timeout(timeout, f"get() on group {self.id}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        results = []
-        for handle in self.handles:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                results.append(handle.get(timeout=remaining))
-            except ResultTimeout:
-                raise ResultTimeout(f"group {self.id} did not finish within {timeout} s: "
-                                    f"{self.status()}") from None
-        return results
-
-    def status(self) -> Dict[str, int]:
-        """How many members are in each status (``succeeded``, ``running``...).
-
-        A member that is a chain counts as its first task until that succeeded, then
-        as its last task (``running`` until that is sent); a member that is a group
-        as ``succeeded`` once all of its members are, ``failed`` or ``cancelled`` if
-        one is, else ``running``.
-
-        Returns:
-            Status -> how many members are in it.
-
-        Raises:
-            BrokerError: Redis could not be reached.
-        """
-        return dict(Counter(self._member_statuses()))
-
-    def _member_statuses(self) -> List[str]:
-        store = self._sender.broker().workflows
-        tasks = [final for final in self._finals if final is not None]
-        read = dict(zip(tasks, (_status(*state) for state in store.states(tasks))))
-        unsent = [entry for entry, final in zip(self._entries, self._finals)
-                  if final is not None and entry is not None and entry != final
-                  and read[final] == "unknown"]
-        read.update(zip(unsent, (_status(*state) for state in store.states(unsent))))
-        statuses = []
-        for handle, entry, final in zip(self.handles, self._entries, self._finals):
-            if isinstance(handle, GroupHandle):
-                statuses.append(_overall(handle.status()))
-            elif final is not None and read[final] == "unknown" and entry in read:
-                statuses.append("running" if read[entry] == "succeeded" else read[entry])
-            elif final is not None:
-                statuses.append(read[final])
-        return statuses
+def _timeout_message(handle: TaskHandle[Any], queue: str, timeout: Optional[float]) -> str:
+    """Why the wait ran out, from where the task is now and who serves its queue."""
+    head = f"task {handle.id} did not finish within {timeout} s"
+    try:
+        status = handle.status()
+        serving = _live_workers(handle._broker, queue)
+    except BrokerError as exc:
+        return f"{head} (and its status could not be read: {exc})"
+    if status == "unknown":
+        return f"{head}; it is now unknown (cancelled and expired, or purged)"
+    if status in ("succeeded", "failed", "cancelled"):
+        return f"{head}; it has just finished ({status}): call get() again"
+    if status == "running":
+        return f"{head}; it is still running (a long task, or a worker that died with " \
+               f"it: then it runs again once its lease expires)"
+    workers = (f"{len(serving)} live worker(s) serve queue {queue!r} "
+               f"({', '.join(serving[:3])}{', ...' if len(serving) > 3 else ''})"
+               if serving else
+               f"no live worker serves queue {queue!r} on {handle._broker.description}: start "
+               f"one (minitask worker -A APP -Q {queue}), and check that producer and "
+               f"worker use the same broker and app name")
+    if status == "queued":
+        return f"{head}; it is still queued: {workers}"
+    when = _due_text(handle._broker, queue, handle.id)
+    return f"{head}; it is {status}{when}; {workers}"
 
 
-def _status(state: str, outcome: Optional[bytes]) -> str:
-    if state == "finished" and outcome is not None:
-        return decode_outcome(outcome).status
-    return _STATE_TO_STATUS[state]
+def _live_workers(broker: Broker, queue: str) -> List[str]:
+    now_ms = int(time.time() * 1000)
+    names = []
+    for info in broker.registry.live(now_ms, LIVE_MS):
+        if queue in info.get("queues", "").split(","):
+            names.append(info["name"])
+    return names
 
 
-def _overall(counts: Dict[str, int]) -> str:
-    for status in ("failed", "cancelled"):
-        if counts.get(status):
-            return status
-    if set(counts) <= {"succeeded"}:
-        return "succeeded"
-    return "running"
+def _due_text(broker: Broker, queue: str, task_id: str) -> str:
+    due_ms = broker.admin.record(queue, task_id).due_ms
+    if due_ms is None:
+        return ""
+    due = _dt.datetime.fromtimestamp(due_ms / 1000.0, _dt.timezone.utc)
+    return f" (next run due at {due.isoformat(timespec='milliseconds')})"
+
+
+async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:
+    """The handle record of this id, as ``WorkflowStore.handle_record`` reads it."""
+    for queue in await broker.queue_names():
+        key = handle._broker.workflows.keys(queue).handle(handle.id)
+        record = handle_record_of(
+            key, await broker.get(key, f"read the handle record of {handle.id}"))
+        if record is not None:
+            return record
+    return None

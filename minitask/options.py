@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
-from .limits import TaskLimits, task_limits
+from .limits import TaskGrouping, TaskLimits, task_grouping, task_limits
 from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
@@ -122,6 +122,8 @@ class TaskOptions:
     broadcast: bool = False
     #: ``rate_limit`` and ``max_running`` (limits.py)
     limits: TaskLimits = TaskLimits()
+    #: ``group_by``, ``group_max_running``, ``group_rate_limit`` (limits.py)
+    grouping: TaskGrouping = TaskGrouping()
     #: The pattern of the app's route that gave it its queue or priority, if any.
     route: Optional[str] = None
 
@@ -179,6 +181,11 @@ class TaskOptions:
         if broadcast and limits.limited:
             raise ConfigurationError(f"{where}: a broadcast task takes no rate_limit or "
                                      f"max_running (each subscriber runs every call)")
+        grouping = task_grouping(options, inspect.signature(func).parameters, where)
+        if broadcast and grouping != TaskGrouping():
+            raise ConfigurationError(f"{where}: a broadcast task takes no group_by, "
+                                     f"group_max_running or group_rate_limit (each "
+                                     f"subscriber runs every call, in order)")
         return cls(
             name=name, queue=queue,
             priority=check_priority(options.get("priority", routed.get("priority", 5)), where),
@@ -190,4 +197,4 @@ class TaskOptions:
             soft_timeout=seconds.get("soft_timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=limits, route=pattern)
+            broadcast=broadcast, limits=limits, grouping=grouping, route=pattern)

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 from .errors import ArgumentError, ConfigurationError, DecodeError, MessageTooLarge
 from .wire.message import MAX_MS, MAX_SECONDS, Message, describe_char, unprintable
 from .wire.serializer import check_arguments, decode_message, encode_message
+from .wire.types import TypeRegistry
 
 #: What ``catch_up`` may say: after downtime, run the most recent missed tick once,
 #: or none of the missed ticks.
@@ -218,8 +219,12 @@ def with_times(schedule: Schedule, next_ms: Optional[int], last_ms: Optional[int
 
 def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, every: Any = None,
           tz: Any = "UTC", args: Any = (), kwargs: Any = None, catch_up: Any = "latest",
-          overlap: Any = True, queue: str, priority: int, max_message_bytes: int) -> Schedule:
+          overlap: Any = True, queue: str, priority: int, max_message_bytes: int,
+          types: Optional[TypeRegistry] = None) -> Schedule:
     """A checked schedule: everything wrong with it is raised here, before any I/O.
+
+    Its arguments keep the app's registered ``types`` as extensions (wire/types.py),
+    as every message does.
 
     Raises:
         ConfigurationError: a bad name, cron, every, tz, catch_up or overlap (a
@@ -248,6 +253,8 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
                             f"{reprlib.repr(kwargs)}", task_name=task)
     if isinstance(every, (int, float)) and not isinstance(every, bool):
         every = float(every)
+    if types:
+        args, kwargs = types.arguments_to_wire(task, args, kwargs)
     schedule = check_timing(Schedule(name=name, task=task, cron=cron, every=every, tz=tz,
                                      args=tuple(args), kwargs=dict(kwargs), catch_up=catch_up,
                                      overlap=overlap, queue=queue, priority=priority))

@@ -5,6 +5,7 @@ back up into the app for the broker.
 """
 from __future__ import annotations
 
+import dataclasses
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -17,6 +18,7 @@ from .stores.aio import AsyncBroker
 from .stores.broker import Broker
 from .wire.message import Clock, Message
 from .wire.serializer import check_arguments, encode_message
+from .wire.types import TypeRegistry
 
 #: One checked, encoded message: (id, body, priority, due ms or 0).
 Entry = Tuple[str, bytes, int, int]
@@ -65,6 +67,8 @@ class Sender:
         self._async_broker = async_broker
         self.clock = clock
         self.max_message_bytes = max_message_bytes
+        #: The app's registered argument types (``app.register_type``).
+        self.types = TypeRegistry()
 
     def send(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """Encode and check every message, then write them, grouped by queue.
@@ -134,6 +138,10 @@ class Sender:
         """
         by_queue: Dict[str, List[Entry]] = {}
         for message in messages:
+            if self.types:
+                args, kwargs = self.types.arguments_to_wire(message.task, message.args,
+                                                            message.kwargs)
+                message = dataclasses.replace(message, args=args, kwargs=kwargs)
             check_arguments(message.task, message.args, message.kwargs)
             body = encode_message(message)
             if len(body) > self.max_message_bytes:
@@ -204,8 +212,9 @@ def _check_batchable(messages: Sequence[Message], durability: CallSetting) -> No
     for message in messages:
         if message.flow is not None:
             raise ConfigurationError(
-                f"task {message.task!r}: a call with limit_key, debounce or expires (or of a "
-                f"task with rate_limit or max_running) cannot join an app.batch() block; "
+                f"task {message.task!r}: a call with limit_key, debounce, expires or a group "
+                f"(or of a task with rate_limit or max_running) cannot join an app.batch() "
+                f"block; "
                 f"send it after the block")
     if durability is not APP and messages:
         raise ConfigurationError(

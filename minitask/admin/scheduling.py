@@ -30,7 +30,8 @@ def add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
     schedule = build_schedule(name, registered.name, registered.func, cron=cron,
                               every=every, tz=tz, args=args, kwargs=kwargs,
                               catch_up=catch_up, overlap=overlap, queue=target,
-                              priority=level, max_message_bytes=app.max_message_bytes)
+                              priority=level, max_message_bytes=app.max_message_bytes,
+                              types=app.broker.types)
     store = app.broker.schedules
     for other in app_queues(app):
         if other != target:

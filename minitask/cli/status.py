@@ -94,6 +94,11 @@ def _status_text(report: Dict[str, Any]) -> str:
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
         lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
+        if counts.get("groups"):
+            largest = ", ".join(f"{printable(group)}={ready}"
+                                for group, ready in counts["largest_groups"])
+            lines.append(f"{'':<20} {counts['grouped']} ready in {counts['groups']} "
+                         f"group(s); largest: {largest}")
     lines += ["", f"{len(report['workers'])} live worker(s)"
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]

@@ -6,11 +6,12 @@ own adds a store beside these, not methods to a shared class.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import redis
 
 from ..broker.transport import Transport
+from ..wire.types import TypeRegistry
 from .admin import AdminStore
 from .broadcast import BroadcastStore
 from .cancels import CancelStore
@@ -29,9 +30,11 @@ class Broker:
     """The stores of one app on one Redis (or Redis Cluster)."""
 
     def __init__(self, client: "redis.Redis | redis.RedisCluster", app_name: str,
-                 description: str = "") -> None:
+                 description: str = "", types: Optional[TypeRegistry] = None) -> None:
         self.transport = Transport(client, description)
         self.app_name = app_name
+        #: The app's registered argument types: how handles and workers read values.
+        self.types = types if types is not None else TypeRegistry()
         self.queues = QueueStore(self.transport, app_name)
         self.results = ResultStore(self.transport, app_name)
         self.dead = DeadLetterStore(self.transport, app_name)

@@ -15,7 +15,7 @@ from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, encode_message, encode_outcome
 from .store import Store
 
-_SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state")
+_SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget")
 #: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
 FETCH_ARGS = 6
 
@@ -183,7 +183,23 @@ class ResultStore(Store):
         # packed ahead of time keeps its static keys for every later call of the queue
         return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying),
                 (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow,
-                 task_id, outcome, result_ttl_ms, priority), 5)
+                 k.flow_prefix, k.flow_due, k.wake, task_id, outcome, result_ttl_ms,
+                 priority), 8)
+
+    def forget_call(self, queue: str, task_id: str) -> ScriptCall:
+        """The forget script call: drops a finished task's result and progress in one
+        step, or leaves a task that may still run as it is (the async handle sends the
+        same one)."""
+        k = self.keys(queue)
+        return ("forget", queue, (k.leases, k.delayed, k.messages, k.dead),
+                (k.result(task_id), k.progress(task_id), task_id), 2)
+
+    def forget(self, queue: str, task_id: str) -> bool:
+        """Drop a finished task's kept result; False when there was none to drop or
+        the task is not finished (then nothing changed)."""
+        name, _, static, tail, dynamic = self.forget_call(queue, task_id)
+        return bool(self.transport.run(name, [*static, *tail[:dynamic]], tail[dynamic:],
+                                       f"forget the result of {task_id}"))
 
     # -- reading ---------------------------------------------------------------------
 

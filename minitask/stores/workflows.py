@@ -41,6 +41,7 @@ from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
+from .foreign import ignored, raise_refusals
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .store import Store
 
@@ -87,6 +88,8 @@ class _Writes:
     steps: Dict[str, List[Tuple[str, bytes, int, int, int]]] = field(default_factory=dict)
     #: Groups with no member: what follows them runs at once, with [].
     empty: List[Continuation] = field(default_factory=list)
+    #: A handle record to write with the first step: (id, packed record, ttl in ms).
+    record: Optional[Tuple[str, bytes, int]] = None
 
 
 def frame_of(message: Message) -> Optional[Dict[str, Any]]:
@@ -107,6 +110,21 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
         raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
                           f"unknown version (this minitask reads version {FRAME_VERSION})")
     return frame
+
+
+def handle_record_of(key: str, data: Any) -> Any:
+    """A handle record as read from ``key``: None when there is none, or when the key
+    holds what minitask did not write (another type, other bytes), said once."""
+    if isinstance(data, Exception):
+        ignored(key, f"it holds another type than a string ({data})")
+        return None
+    if not isinstance(data, bytes):
+        return None
+    try:
+        return unpack_data(data, f"the handle record {key}")
+    except DecodeError as exc:
+        ignored(key, str(exc))
+        return None
 
 
 def task_nodes(node: Node) -> List[Node]:
@@ -131,16 +149,23 @@ class WorkflowStore(Store):
 
     # -- the producer -------------------------------------------------------------
 
-    def start(self, node: Node, max_bytes: int, now_ms: int) -> None:
+    def start(self, node: Node, max_bytes: int, now_ms: int,
+              record: Optional[Tuple[str, Any, int]] = None) -> None:
         """Send a workflow's first tasks (and create the state of its groups).
 
-        Every message is built and checked before anything is written.
+        Every message is built and checked before anything is written. ``record``
+        (id, data, ttl in ms) is what ``app.handle`` or ``app.group_handle`` rebuilds
+        the workflow's handle from in another process: it is written under
+        ``handle:<id>`` in the same script call as the first task's message.
 
         Raises:
             EncodeError, MessageTooLarge: a message cannot be sent; nothing was written.
             BrokerError: Redis failed; the calls already made may have been applied.
         """
         writes = _Writes()
+        if record is not None:
+            writes.record = (record[0], pack_data(record[1], f"the handle of {record[0]}"),
+                             record[2])
         self._plan(node, None, False, None, writes, now_ms, max_bytes)
         self._write(writes, now_ms, max_bytes)
 
@@ -386,11 +411,16 @@ class WorkflowStore(Store):
                 tail = []
                 for task_id, _, _, _, _ in chunk:
                     tail += (k.result(task_id), k.once(task_id))
-                tail += (now_ms, WAKE_CAP, BATCH_LIMIT)
+                record, writes.record = writes.record, None  # with the first step only
+                if record is not None:
+                    tail.append(k.handle(record[0]))
+                tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1])
+                                                          if record else (0, b"")))
                 for task_id, body, priority, due_ms, ttl in chunk:
                     tail += (task_id, body, priority, due_ms, ttl)
                 calls.append(("spawn", queue, (k.messages, k.delayed, k.wake, *k.ready,
-                                               k.order, k.sequence), tail, 2 * len(chunk)))
+                                               k.order, k.sequence), tail,
+                              2 * len(chunk) + (record is not None)))
         if calls:
             self._queues.register_queues(writes.steps)
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
@@ -399,6 +429,26 @@ class WorkflowStore(Store):
             self._resume(waiting, [], now_ms, max_bytes)
 
     # -- reading -------------------------------------------------------------------------
+
+    def handle_record(self, some_id: str, queues: Sequence[str]) -> Any:
+        """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
+        unpacked, or None when there is none (never written, or expired), in one round
+        trip where the connection allows. A key minitask did not write (another type,
+        other bytes) counts as none, said once."""
+        keys = [self.keys(queue).handle(some_id) for queue in queues]
+        if not keys:
+            return None
+        with self.transport.errors(f"read the handle record of {some_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.get(key)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        for key, data in zip(keys, replies):
+            record = handle_record_of(key, data)
+            if record is not None:
+                return record
+        return None
 
     def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
         """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round

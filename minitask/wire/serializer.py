@@ -10,10 +10,12 @@ worker's own code raise later.
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import itertools
 import math
 import re
 import reprlib
+import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import msgpack  # type: ignore[import-untyped]
@@ -21,15 +23,18 @@ import msgpack  # type: ignore[import-untyped]
 from ..errors import DecodeError, EncodeError
 from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, Progress,
                       describe_char, to_seconds, unprintable)
+from .types import APP_CODES, pack_builtin, unknown_extension, unpack_builtin
 
 _INT_MIN = -(2 ** 63)
 _INT_MAX = 2 ** 63 - 1
-_SCALARS = (str, bytes, float, bool, type(None))
+_SCALARS = (str, bytes, float, bool, type(None), uuid.UUID, decimal.Decimal)
 _CONTAINERS = (list, tuple, dict)
 #: Exact types that are always sendable, whatever their value (an int may not be).
 _PLAIN = frozenset({bytes, float, bool, type(None)})
 #: The exact types msgpack decodes scalars to (timestamps as aware datetimes).
-_DECODED_SCALARS = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime})
+#: UUID and Decimal are built-in extension types; an app's arrive as ExtType (types.py).
+_DECODED_SCALARS = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime,
+                              uuid.UUID, decimal.Decimal})
 #: Containers one argument may nest (a flat list is 1). msgpack itself gives up
 #: near 1024 for a whole envelope, with a ValueError that names nothing.
 MAX_DEPTH = 512
@@ -53,7 +58,7 @@ def check_value(value: Any, path: str, task_name: str) -> None:
     The walk keeps its own stack, so a deeply nested value, or one that holds
     itself, is refused with its path rather than with a RecursionError.
     """
-    if not isinstance(value, _CONTAINERS):
+    if not _is_container(value):
         _check_scalar(value, path, task_name)
         return
     root: _Node = (path,)
@@ -61,7 +66,7 @@ def check_value(value: Any, path: str, task_name: str) -> None:
     while stack:
         parts, node = stack[-1]
         for step, item in parts:
-            if not isinstance(item, _CONTAINERS):
+            if not _is_container(item):
                 _check_scalar(item, (node, step), task_name)
                 continue
             child = (node, step)
@@ -83,6 +88,11 @@ def check_value(value: Any, path: str, task_name: str) -> None:
             stack.pop()
 
 
+def _is_container(value: Any) -> bool:
+    """A list, tuple or dict to walk into (an extension value is a tuple, and one value)."""
+    return isinstance(value, _CONTAINERS) and type(value) is not msgpack.ExtType
+
+
 def _check_scalar(value: Any, where: str | _Node, task_name: str) -> None:
     """Raise EncodeError unless ``value`` (not a container) can be sent."""
     if isinstance(value, str):
@@ -95,6 +105,13 @@ def _check_scalar(value: Any, where: str | _Node, task_name: str) -> None:
                   f"errors='replace') or send bytes")
     elif isinstance(value, _SCALARS):
         return
+    elif type(value) is msgpack.ExtType:
+        if value.code in APP_CODES and type(value.data) is bytes:
+            return
+        subject = _shown(value)
+        reason = (f"an application's extension type needs a code from {APP_CODES.start} to "
+                  f"{APP_CODES.stop - 1} and bytes; register the type with "
+                  f"app.register_type instead")
     elif isinstance(value, int):
         if _INT_MIN <= value <= _INT_MAX:
             return
@@ -108,8 +125,9 @@ def _check_scalar(value: Any, where: str | _Node, task_name: str) -> None:
                   ".replace(tzinfo=timezone.utc)")
     else:
         subject = _shown(value)
-        reason = (f"{type(value).__name__} is not a msgpack type (None, bool, int, float, "
-                  f"str, bytes, list, tuple, dict, aware datetime); convert it first")
+        reason = (f"{type(value).__name__} is not a type minitask carries (None, bool, int, "
+                  f"float, str, bytes, list, tuple, dict, aware datetime, UUID, Decimal); "
+                  f"convert it first, or register it with app.register_type")
     path = where if isinstance(where, str) else _render(where)
     raise EncodeError(f"task {task_name!r}: cannot send {subject} at {_short(path)}: {reason}",
                       task_name=task_name, path=path)
@@ -162,12 +180,14 @@ def check_arguments(task_name: str, args: Any, kwargs: Dict[str, Any]) -> None:
 
 
 def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True, datetime=True)  # type: ignore[no-any-return]
+    return msgpack.packb(obj, use_bin_type=True, datetime=True,  # type: ignore[no-any-return]
+                         default=pack_builtin)
 
 
 def _unpack(data: bytes, what: str) -> Dict[str, Any]:
     try:
-        obj = msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+        obj = msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False,
+                              ext_hook=unpack_builtin)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
         raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
     if not isinstance(obj, dict):
@@ -353,6 +373,11 @@ class _Fields:
             item, depth = pending.pop()
             if type(item) in _DECODED_SCALARS:
                 continue
+            if type(item) is msgpack.ExtType:
+                unknown = unknown_extension(item)
+                if unknown is not None:
+                    raise self.fail(name, f"{path} holds {_shown(item)}: {unknown}")
+                continue  # an app's type: the worker's registry reads it (types.py)
             if type(item) is list:
                 parts: Iterable[Any] = item
             elif type(item) is dict:
@@ -428,7 +453,8 @@ def pack_data(data: Any, what: str) -> bytes:
 def unpack_data(data: bytes, what: str) -> Any:
     """Unpack what ``pack_data`` packed; DecodeError names ``what`` when it is corrupt."""
     try:
-        return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False)
+        return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False,
+                               ext_hook=unpack_builtin)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
         raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
 

@@ -68,9 +68,11 @@ class Recorder:
         task = self._host.tasks[message.task]
         options = task.options
         if error is None:
-            outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
             ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
             try:
+                # the app's registered types travel as extensions (wire/types.py)
+                value = self._host.broker.types.to_wire(value, "return value", task.name)
+                outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
                 ack = self._host.broker.results.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
                                                             task_name=task.name,
                                                             flow=job.delivery.flow)

@@ -11,7 +11,7 @@ import inspect
 import logging
 import threading
 import time
-from typing import Any, Callable, Coroutine, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Coroutine, Dict, Iterable, List, Optional, Tuple
 
 from ..context import running
 from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskError
@@ -67,7 +67,11 @@ async def settle(future: "asyncio.Future[Any]") -> None:
         future.exception()  # retrieved: no "never retrieved" warning
 
 
-def call_in_thread(task: HostedTask, message: Message, limit: Optional[float],
+#: The arguments a task is called with: (args, kwargs).
+Arguments = Tuple[List[Any], Dict[str, Any]]
+
+
+def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float],
                    by_signal: bool = False) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
     limit) on an event loop of its own, one ``asyncio.run`` per attempt.
@@ -76,13 +80,14 @@ def call_in_thread(task: HostedTask, message: Message, limit: Optional[float],
     process pool child, whose main thread runs it), else as an asynchronous
     exception; a coroutine's through asyncio, never by signal.
     """
+    args, kwargs = arguments
     soft = task.options.soft_timeout
     if soft is None or inspect.iscoroutinefunction(task.func):
-        value = task.func(*message.args, **message.kwargs)
+        value = task.func(*args, **kwargs)
     elif by_signal and threading.current_thread() is threading.main_thread():
-        value = call_with_alarm(task.func, message.args, message.kwargs, soft, task.name)
+        value = call_with_alarm(task.func, args, kwargs, soft, task.name)
     else:
-        value = call_with_posting(task.func, message.args, message.kwargs, soft, task.name)
+        value = call_with_posting(task.func, args, kwargs, soft, task.name)
     if inspect.iscoroutine(value):
         value = asyncio.run(limited(value, limit, task.name, soft))
     return value
@@ -137,6 +142,21 @@ class Runner:
             return None
         return message, task
 
+    def arguments(self, job: Job, message: Message, task: HostedTask,
+                  bury: bool = True) -> Optional[Arguments]:
+        """The arguments to call the task with, the app's registered types made
+        objects again (``app.register_type``); None when one cannot be: an extension
+        code this app did not register, or a decode function that raised
+        (dead-lettered, unless ``bury`` is False), never retried."""
+        try:
+            return self._host.broker.types.arguments_from_wire(task.name, message.args,
+                                                               message.kwargs)
+        except DecodeError as exc:
+            if bury:
+                self._recorder.bury(job, message, exc, "an argument cannot be decoded")
+                self.observer.buried(message, exc)
+            return None
+
     def execute(self, job: Job) -> None:
         """Run one leased task and record its outcome; never raises for a task's error.
 
@@ -154,16 +174,19 @@ class Runner:
         if found is None:
             return
         message, task = found
+        arguments = self.arguments(job, message, task)
+        if arguments is None:
+            return
         on_cancel = self.on_cancel
         cancel = self.cancels.enter(job.task_id, None if on_cancel is None
                                     else lambda: on_cancel(job, message))
         try:
-            self._attempt(job, message, task, cancel)
+            self._attempt(job, message, task, cancel, arguments)
         finally:
             self.cancels.leave(job.task_id)
 
     def _attempt(self, job: Job, message: Message, task: HostedTask,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event, arguments: Arguments) -> None:
         if cancel.is_set():  # asked to stop while it waited in this worker's buffer
             self._recorder.cancelled(job, message, 0.0)
             return
@@ -185,7 +208,7 @@ class Runner:
             self.observer.prerun(context)
             try:
                 # in a process pool child (on_start is set) the main thread runs it
-                value = call_in_thread(task, message, limit, self.on_start is not None)
+                value = call_in_thread(task, arguments, limit, self.on_start is not None)
             except BaseException as exc:  # KeyboardInterrupt and the like too: the
                 error = exc  # worker's own stop comes through its signal relay, not these
                 span.failed(exc)

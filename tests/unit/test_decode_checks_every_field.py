@@ -108,7 +108,7 @@ def test_a_message_without_eta_or_attempt_gets_the_defaults() -> None:
     ("args", None, ["None"]),
     ("args", 7, ["7"]),
     ("args", [msgpack.ExtType(5, b"x")], ["ExtType"]),
-    ("args", [{"k": [msgpack.ExtType(42, b"")]}], ["args[0]", "ExtType"]),
+    ("args", [{"k": [msgpack.ExtType(7, b"")]}], ["args[0]", "ExtType"]),
     ("kwargs", [["a", 1]], ["map"]),
     ("kwargs", "k=1", ["'k=1'"]),
     ("kwargs", {1: "one"}, ["key 1", "str"]),

@@ -49,7 +49,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the public API of tasks and workflows
     ("features", frozenset({"broadcast", "canvas", "routes", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
-    ("calls", frozenset({"batching", "call", "handle", "options", "sending"})),
+    ("calls", frozenset({"batching", "call", "groups", "handle", "options", "sending"})),
     # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
     ("worker", frozenset({"worker"})),
     # every operation on Redis, one module per concern, and their Lua
@@ -135,16 +135,19 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "testing": frozenset({"app", "broker.durability", "errors", "wire.message"}),
     # -- app -------------------------------------------------------------------
     "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
-                      "broker.durability", "errors", "handle", "hooks", "options", "periodic",
-                      "routes", "sending", "stores.aio", "stores.broker", "task",
+                      "broker.durability", "errors", "groups", "handle", "hooks", "options",
+                      "periodic", "routes", "sending", "stores.aio", "stores.broker", "task",
                       "wire.message", "worker"}),
     # -- admin -----------------------------------------------------------------
-    "admin": frozenset({"admin.dead", "admin.operated", "admin.queues", "admin.scheduling",
+    "admin": frozenset({"admin.dead", "admin.groups", "admin.operated", "admin.queues",
+                        "admin.scheduling",
                         "admin.subscriptions", "admin.tasks", "admin.workers"}),
     "admin.dead": frozenset({"admin.operated", "errors", "sending", "wire.message",
                              "wire.serializer"}),
     # the app's operator methods (Minitask inherits them), doors into the functions
-    "admin.methods": frozenset({"admin.dead", "admin.operated", "admin.scheduling",
+    "admin.groups": frozenset({"admin.operated", "errors", "limits", "sending"}),
+    "admin.methods": frozenset({"admin.dead", "admin.groups", "admin.operated",
+                                "admin.scheduling",
                                 "admin.subscriptions", "broadcast", "periodic", "task"}),
     "admin.operated": frozenset({"periodic", "stores.broker", "task", "wire.message"}),
     "admin.queues": frozenset({"admin.operated", "sending"}),
@@ -156,8 +159,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
-    "canvas": frozenset({"errors", "handle", "options", "sending", "stores.workflows",
-                         "wire.serializer"}),
+    "canvas": frozenset({"errors", "groups", "handle", "options", "sending",
+                         "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
@@ -168,11 +171,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "call": frozenset({"broker.durability", "errors", "limits", "options", "sending", "tracing",
                        "wire.message"}),
     "batching": frozenset({"errors", "handle", "wire.message"}),
+    "groups": frozenset({"errors", "handle", "options", "wire.message"}),
     "handle": frozenset({"errors", "stores.broker", "stores.workflows", "wire.message",
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
-                          "stores.aio", "stores.broker", "wire.message", "wire.serializer"}),
+                          "stores.aio", "stores.broker", "wire.message", "wire.serializer",
+                          "wire.types"}),
     # -- worker ----------------------------------------------------------------
     "worker": frozenset({"worker.leases", "worker.loop", "worker.outages", "worker.outcomes"}),
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
@@ -239,7 +244,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.cancels", "stores.dead", "stores.flow",
                                 "stores.metrics", "stores.progress", "stores.queue",
                                 "stores.registry", "stores.results", "stores.schedules",
-                                "stores.workflows"}),
+                                "stores.workflows", "wire.types"}),
     "stores.cancels": frozenset({"broker.packing", "broker.transport", "broker.waits",
                                  "stores.foreign", "stores.store", "wire.message",
                                  "wire.serializer"}),
@@ -265,8 +270,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "printable",
-                                   "stores.queue", "stores.store", "wire.message",
-                                   "wire.serializer"}),
+                                   "stores.foreign", "stores.queue", "stores.store",
+                                   "wire.message", "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset(),
@@ -285,12 +290,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "context": frozenset({"errors", "wire.message"}),
     "hooks": frozenset({"errors"}),
     "limits": frozenset({"errors", "wire.message"}),
-    "periodic": frozenset({"errors", "wire.message", "wire.serializer"}),
+    "periodic": frozenset({"errors", "wire.message", "wire.serializer", "wire.types"}),
     "tracing": frozenset({"wire.message"}),
     # -- wire ------------------------------------------------------------------
     "wire": frozenset(),
     "wire.message": frozenset(),
-    "wire.serializer": frozenset({"errors", "wire.message"}),
+    "wire.serializer": frozenset({"errors", "wire.message", "wire.types"}),
+    "wire.types": frozenset({"errors"}),
     # -- base ------------------------------------------------------------------
     "_compat": frozenset(),
     "printable": frozenset(),
@@ -299,8 +305,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"stores.aio"}),  # waits on the async twin
-    # waits on the async twin; a group handle reads through its sender
-    "handle": frozenset({"sending", "stores.aio"}),
+    "handle": frozenset({"stores.aio"}),  # waits on the async twin
+    # a group handle reads through its sender; rebuilt members wait on the async twin;
+    # the app's handle lookups (a mixin) name the broker it reads
+    "groups": frozenset({"sending", "stores.aio", "stores.broker"}),
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
@@ -334,6 +342,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "stores.cancels": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "wire.serializer": frozenset({"msgpack"}),
+    "wire.types": frozenset({"msgpack"}),
 }
 #: third-party imports that must happen inside a function, never at import time
 LAZY_ONLY: Dict[str, FrozenSet[str]] = {

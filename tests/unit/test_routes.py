@@ -129,7 +129,7 @@ def test_the_tasks_command_shows_each_task_s_route_and_every_route(
     assert main(["tasks", "-A", "tests.apps.routed"]) == 0
     lines = capsys.readouterr().out.splitlines()
     header = next(line for line in lines if line.startswith("task "))
-    assert header.split() == ["task", "queue", "prio", "retries", "timeout", "retry", "on",
+    assert header.split() == ["task", "queue", "prio", "retries", "timeout", "soft", "retry", "on",
                               "limits", "route"]
     rows = {line.split()[0]: line.split() for line in lines if line.startswith("routed.")}
     assert rows["routed.billing.charge"][1:3] == ["billing", "7"]

@@ -71,4 +71,5 @@ def test_flow_definitions_go_only_to_the_scripts_that_use_them() -> None:
     assert _defined(source("ack")) & flow == flow
     assert flow <= _defined(source("fetch"))
     assert _defined(source("enqueue_flow")) & flow == set()  # it reads specs itself
+    assert flow <= _defined(source("enqueue_group"))  # a grouped call joins its group
     assert "flow_control" not in source("enqueue_now")

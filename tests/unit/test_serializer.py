@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import decimal
 import enum
-import uuid
 from typing import Any, Dict
 
 import msgpack  # type: ignore[import-untyped]
@@ -135,9 +133,9 @@ class Point:
     ([Point()], {}, "args[0]"),
     ([1, {"when": {1, 2}}], {}, "args[1]['when']"),
     ([], {"x": [0, 1, Point()]}, "kwargs['x'][2]"),
-    ([[[], [decimal.Decimal("1.5")]]], {}, "args[0][1][0]"),
+    ([[[], [complex(1, 5)]]], {}, "args[0][1][0]"),
     ([(1, object())], {}, "args[0][1]"),
-    ([], {"cfg": {"nested": {"id": uuid.UUID(int=1)}}}, "kwargs['cfg']['nested']['id']"),
+    ([], {"cfg": {"nested": {"id": range(1)}}}, "kwargs['cfg']['nested']['id']"),
     ([dt.date(2030, 1, 1)], {}, "args[0]"),
     ([dt.timedelta(seconds=3)], {}, "args[0]"),
     ([frozenset([1])], {}, "args[0]"),

@@ -6,20 +6,23 @@
 -- KEYS[4..13] ready lists, priority 9 first (KEYS[13 - p] holds priority p)
 -- KEYS[14] order (HASH)   KEYS[15] sequence (STRING)
 -- KEYS[14 + 2n] result (LIST) and KEYS[15 + 2n] marker (HASH: state) of the n-th step
+-- KEYS[16 + 2N], only when ARGV[4] > 0: a handle record (STRING, keys.py: handle:<id>)
 -- ARGV[1] now (ms)   ARGV[2] wake cap (tokens kept at most)   ARGV[3] promotion limit
+-- ARGV[4] the handle record's ttl (ms; 0: no record)   ARGV[5] the record (packed)
 -- then per step five ARGVs: id, encoded message, priority (0..9),
 --   due (ms; <= now: ready), marker ttl (ms: the step's result ttl)
 -- Returns: how many steps were sent by this call.
 -- Invariant: a step is sent at most once while its marker lives (as long as its
--- result would), however often the steps before it run.
+-- result would), however often the steps before it run. A handle record is
+-- written with the steps, never without them.
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
 -- a marker of another type (not minitask's) refuses the call before any write
-for n = 1, (#ARGV - 3) / 5 do guards().expect(KEYS[15 + 2 * n], 'hash') end
+for n = 1, (#ARGV - 5) / 5 do guards().expect(KEYS[15 + 2 * n], 'hash') end
 promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
 local added, wake = 0, 0
-for i = 4, #ARGV, 5 do
-  local n = (i - 4) / 5 + 1
+for i = 6, #ARGV, 5 do
+  local n = (i - 6) / 5 + 1
   local id, body = ARGV[i], ARGV[i + 1]
   local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local marker = KEYS[15 + 2 * n]
@@ -38,6 +41,9 @@ for i = 4, #ARGV, 5 do
       wake = wake + 1
     end
   end
+end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[#KEYS], ARGV[5], 'PX', ARGV[4])
 end
 if wake > 0 then
   if wake > cap then wake = cap end

@@ -156,6 +156,11 @@ class AsyncioPool(FixedSlots):
             await self._record(self._runner.resolve, job)
             return
         message, task = found
+        arguments = self._runner.arguments(job, message, task, bury=False)
+        if arguments is None:  # dead-lettered, off the loop
+            await self._record(self._runner.arguments, job, message, task)
+            return
+        args, kwargs = arguments
         board = self._runner.cancels
         is_async = inspect.iscoroutinefunction(task.func)
         cancel = board.enter(job.task_id)
@@ -175,12 +180,12 @@ class AsyncioPool(FixedSlots):
                 await self._hooks.acall("task_prerun", context)
                 if is_async:
                     inner = asyncio.ensure_future(limited(
-                        contained(task.func(*message.args, **message.kwargs)), limit, task.name,
+                        contained(task.func(*args, **kwargs)), limit, task.name,
                         task.options.soft_timeout))
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
-                                             *message.args, **message.kwargs)
+                                             *args, **kwargs)
                     inner = self._loop.run_in_executor(None, call)
             if is_async and not board.set_stopper(job.task_id, self._stopper(inner)):
                 inner.cancel()  # the request came in as it started

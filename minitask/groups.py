@@ -1,0 +1,243 @@
+"""GroupHandle: a sent group's members, their results, and its record in Redis.
+
+A workflow that ends with a group returns a ``GroupHandle``; ``app.group_handle``
+rebuilds one in another process from the record the workflow's first script call
+wrote (``describe`` makes that record, ``rebuild`` reads it back).
+"""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+
+from .errors import ConfigurationError, ResultTimeout
+from .handle import StepHandle, TaskHandle, check_timeout, status_of
+from .options import check_text
+from .wire.message import to_ms
+
+if TYPE_CHECKING:
+    from .sending import Sender
+    from .stores.aio import AsyncBroker
+    from .stores.broker import Broker
+
+#: What a workflow's ``delay()`` returns: a task's handle, or a group's.
+Handle = Union[TaskHandle[Any], "GroupHandle"]
+
+
+class GroupHandle:
+    """A sent group: its members' handles, in order, and their results.
+
+    Attributes:
+        id: the group's id.
+    """
+
+    def __init__(self, group_id: str, handles: List[Handle],
+                 entries: List[Optional[Tuple[str, str]]],
+                 finals: List[Optional[Tuple[str, str]]], sender: Sender) -> None:
+        self.id = group_id
+        #: One handle per member, in order: a member that is a chain or a chord has
+        #: the handle of its last task; a member that is a group, a GroupHandle.
+        self.handles = handles
+        self._entries = entries
+        self._finals = finals
+        self._sender = sender
+
+    def __repr__(self) -> str:
+        return f"<GroupHandle {self.id} members={len(self.handles)}>"
+
+    def get(self, timeout: Optional[float] = None) -> List[Any]:
+        """Wait for every member and return their results, in member order.
+
+        Args:
+            timeout: seconds to wait at most, for all members together.
+
+        Returns:
+            The members' results, in member order.
+
+        Raises:
+            TaskFailed: a member failed (the first one in member order).
+            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
+            BrokerError: Redis could not be reached.
+            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
+        """
+        check_timeout(timeout, f"get() on group {self.id}")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        results = []
+        for handle in self.handles:
+            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                results.append(handle.get(timeout=remaining))
+            except ResultTimeout:
+                raise ResultTimeout(f"group {self.id} did not finish within {timeout} s: "
+                                    f"{self.status()}") from None
+        return results
+
+    def status(self) -> Dict[str, int]:
+        """How many members are in each status (``succeeded``, ``running``...).
+
+        A member that is a chain counts as its first task until that succeeded, then
+        as its last task (``running`` until that is sent); a member that is a group
+        as ``succeeded`` once all of its members are, ``failed`` or ``cancelled`` if
+        one is, else ``running``.
+
+        Returns:
+            Status -> how many members are in it.
+
+        Raises:
+            BrokerError: Redis could not be reached.
+        """
+        return dict(Counter(self._member_statuses()))
+
+    def _member_statuses(self) -> List[str]:
+        store = self._sender.broker().workflows
+        tasks = [final for final in self._finals if final is not None]
+        read = dict(zip(tasks, (status_of(*state) for state in store.states(tasks))))
+        unsent = [entry for entry, final in zip(self._entries, self._finals)
+                  if final is not None and entry is not None and entry != final
+                  and read[final] == "unknown"]
+        read.update(zip(unsent, (status_of(*state) for state in store.states(unsent))))
+        statuses = []
+        for handle, entry, final in zip(self.handles, self._entries, self._finals):
+            if isinstance(handle, GroupHandle):
+                statuses.append(_overall(handle.status()))
+            elif final is not None and read[final] == "unknown" and entry in read:
+                statuses.append("running" if read[entry] == "succeeded" else read[entry])
+            elif final is not None:
+                statuses.append(read[final])
+        return statuses
+
+
+def _overall(counts: Dict[str, int]) -> str:
+    for status in ("failed", "cancelled"):
+        if counts.get(status):
+            return status
+    if set(counts) <= {"succeeded"}:
+        return "succeeded"
+    return "running"
+
+
+def find_group(group_id: str, sender: Sender, result_ttl_ms: int,
+               async_broker: "Optional[Callable[[], AsyncBroker]]" = None) -> GroupHandle:
+    """The handle of the group ``group_id``, from the record its sending wrote.
+
+    Raises:
+        ConfigurationError: no group of this id is known (or its record is not a group's).
+        BrokerError: Redis could not be reached.
+    """
+    broker = sender.broker()
+    record = broker.workflows.handle_record(group_id, broker.queues.queue_names())
+    if record is None:
+        raise ConfigurationError(
+            f"group {group_id!r} is unknown on {broker.description}: no group (or chord "
+            f"ending in a group) was sent with this id by this app, or it expired with its "
+            f"results (result_ttl); do both programs use the same broker and app name?")
+    return rebuild(group_id, record, sender, result_ttl_ms, async_broker)
+
+
+def describe(handle: Handle) -> Dict[str, Any]:
+    """The record ``app.handle`` / ``app.group_handle`` rebuild ``handle`` from: a
+    task's queue (``{"t": queue}``), or a group's members, each its first and last
+    task (``{"e": [queue, id], "f": [queue, id]}``) or a group (``{"g": ..., "id"}``)."""
+    if isinstance(handle, TaskHandle):
+        return {"t": handle._queue}
+    members: List[Dict[str, Any]] = []
+    for member, entry, final in zip(handle.handles, handle._entries, handle._finals):
+        if isinstance(member, GroupHandle):
+            members.append({"id": member.id, **describe(member)})
+        else:
+            members.append({"e": None if entry is None else list(entry),
+                            "f": None if final is None else list(final)})
+    return {"g": members}
+
+
+def rebuild(group_id: str, record: Any, sender: Sender, result_ttl_ms: int,
+            async_broker: "Optional[Callable[[], AsyncBroker]]" = None) -> GroupHandle:
+    """The GroupHandle ``record`` (as ``describe`` made it) stands for.
+
+    Raises:
+        ConfigurationError: the record is not a group's (the id is a task's), or is
+            not one minitask wrote.
+    """
+    if not isinstance(record, dict) or not isinstance(record.get("g"), list):
+        kind = "a task's, not a group's" if isinstance(record, dict) and "t" in record \
+            else "not one minitask wrote"
+        raise ConfigurationError(f"group {group_id!r}: its handle record is {kind}; use "
+                                 f"app.handle(id) for a task")
+    handles: List[Handle] = []
+    entries: List[Optional[Tuple[str, str]]] = []
+    finals: List[Optional[Tuple[str, str]]] = []
+    for member in record["g"]:
+        if isinstance(member, dict) and "g" in member:
+            handles.append(rebuild(str(member.get("id")), member, sender, result_ttl_ms,
+                                   async_broker))
+            entries.append(None)
+            finals.append(None)
+            continue
+        entry, final = _pair(member, "e", group_id), _pair(member, "f", group_id)
+        if final is None:
+            raise ConfigurationError(f"group {group_id!r}: its handle record is not one "
+                                     f"minitask wrote (a member without its last task)")
+        handles.append(StepHandle(sender.broker(), final[0], final[1], result_ttl_ms,
+                                  async_broker))
+        entries.append(entry)
+        finals.append(final)
+    return GroupHandle(group_id, handles, entries, finals, sender)
+
+
+def _pair(member: Any, name: str, group_id: str) -> Optional[Tuple[str, str]]:
+    value = member.get(name) if isinstance(member, dict) else None
+    if value is None:
+        return None
+    if (not isinstance(value, list) or len(value) != 2
+            or not all(isinstance(part, str) for part in value)):
+        raise ConfigurationError(f"group {group_id!r}: its handle record is not one "
+                                 f"minitask wrote (member {member!r})")
+    return value[0], value[1]
+
+
+class HandleLookups:
+    """Handles rebuilt from an id, as methods of the app (a mixin of ``Minitask``):
+    ``handle`` and ``group_handle``."""
+
+    if TYPE_CHECKING:  # set by the app
+        result_ttl: float
+        _sender: Sender
+
+        @property
+        def broker(self) -> Broker: ...
+
+        def async_broker(self) -> AsyncBroker: ...
+
+    def handle(self, task_id: str) -> TaskHandle[Any]:
+        """A handle on a task known only by its id (its queue is looked up).
+
+        Args:
+            task_id: the id, as ``handle.id`` gave it.
+
+        Returns:
+            A ``TaskHandle``; its status is ``unknown`` for an id the app never saw.
+
+        Raises:
+            ConfigurationError: ``task_id`` is not a non-empty str of printable
+                characters (as ``apply_async(task_id=...)`` requires).
+        """
+        check_text(task_id, "task_id", "app.handle()")
+        return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
+                          self.async_broker)
+
+    def group_handle(self, group_id: str) -> GroupHandle:
+        """Rebuild a sent group's handle from its id, in any process.
+
+        Args:
+            group_id: ``GroupHandle.id`` (of a group, or a workflow ending in one).
+
+        Returns:
+            A ``GroupHandle`` with a handle per member, in order.
+
+        Raises:
+            ConfigurationError: no group of this id is known (never sent by this
+                app here, or expired with its results).
+            BrokerError: Redis could not be reached.
+        """
+        check_text(group_id, "group_id", "app.group_handle()")
+        return find_group(group_id, self._sender, to_ms(self.result_ttl), self.async_broker)
