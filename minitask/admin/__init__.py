@@ -8,7 +8,7 @@ function takes the app (anything shaped like ``Operated``) first.
 """
 from __future__ import annotations
 
-from .dead import DeadTask, dead_letters, purge_dead, requeue_dead
+from .dead import DeadTask, dead_letter, dead_letters, find_dead, purge_dead, requeue_dead
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import Operated, app_queues
 from .queues import all_queue_counts, purge_ready, queue_counts
@@ -18,7 +18,7 @@ from .tasks import TaskInfo, inspect
 from .workers import LIVE_MS, live_workers, shutdown
 
 __all__ = ["LIVE_MS", "DeadTask", "Operated", "TaskInfo", "add_schedule", "all_queue_counts",
-           "app_queues", "dead_letters", "group_counts", "inspect", "live_workers", "purge_dead",
-           "purge_ready", "pause_group", "queue_counts", "remove_schedule", "requeue_dead",
-           "resume_group", "schedules", "set_group_weight", "shutdown", "subscribers",
-           "unsubscribe"]
+           "app_queues", "dead_letter", "dead_letters", "find_dead", "group_counts", "inspect",
+           "live_workers", "purge_dead", "purge_ready", "pause_group", "queue_counts",
+           "remove_schedule", "requeue_dead", "resume_group", "schedules", "set_group_weight",
+           "shutdown", "subscribers", "unsubscribe"]

@@ -4,9 +4,10 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DecodeError
+from ..printable import typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_message, decode_outcome, encode_message
@@ -90,6 +91,22 @@ def purge_dead(app: Operated, task_id: Optional[str] = None, *,
                 break
             purged += app.broker.dead.purge(name, ids)
     return purged
+
+
+def find_dead(app: Operated, shown: str,
+              queue: Optional[str] = None) -> Optional[Tuple[str, bytes]]:
+    """The queue and the id, as Redis holds it, of the dead letter a person named
+    ``shown``: as typed, or as ``dead list`` showed it escaped (``typed_back``)."""
+    return app.broker.dead.find([queue] if queue is not None else app_queues(app),
+                                typed_back(shown))
+
+
+def dead_letter(app: Operated, queue: str, task_id: bytes) -> Optional[DeadTask]:
+    """One dead letter, by its queue and its id as Redis holds it (``find_dead``)."""
+    letter = app.broker.dead.letter(queue, task_id)
+    if letter is None:
+        return None
+    return _dead_task(letter.task_id, queue, letter.dead_at_ms, letter.body, letter.info)
 
 
 def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],

@@ -38,7 +38,8 @@ def workers(app: Minitask) -> Dict[str, Any]:
             "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
             "concurrency": info.get("concurrency", ""),
-            "heartbeat_age_s": round((now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
+            # a beat in the future is "just now" (status says the same)
+            "heartbeat_age_s": round(max(0, now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
             "running": _int(info.get("running"), 0),
             "recycled": _int(info.get("recycled"), 0)})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..broker.transport import text
 from ..printable import printable
 from .foreign import ignored, name_of, raise_refusals, text_of, whole
 from .store import Store
@@ -106,4 +105,9 @@ class WorkerRegistry(Store):
         key = self.app_keys.control(worker)
         with self.transport.errors("wait for orders"):
             reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
-        return None if reply is None else text(reply[1])
+        if reply is None:
+            return None
+        # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:
+        # it must not end the listener, or ``minitask shutdown`` would reach no one
+        order = reply[1]
+        return order.decode("utf-8", "backslashreplace") if isinstance(order, bytes) else order

@@ -142,7 +142,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin": frozenset({"admin.dead", "admin.groups", "admin.operated", "admin.queues",
                         "admin.scheduling",
                         "admin.subscriptions", "admin.tasks", "admin.workers"}),
-    "admin.dead": frozenset({"admin.operated", "errors", "sending", "wire.message",
+    "admin.dead": frozenset({"admin.operated", "errors", "printable", "sending", "wire.message",
                              "wire.serializer"}),
     # the app's operator methods (Minitask inherits them), doors into the functions
     "admin.groups": frozenset({"admin.operated", "errors", "limits", "sending"}),
@@ -248,7 +248,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.cancels": frozenset({"broker.packing", "broker.transport", "broker.waits",
                                  "stores.foreign", "stores.store", "wire.message",
                                  "wire.serializer"}),
-    "stores.dead": frozenset({"stores.queue", "stores.store", "wire.message"}),
+    "stores.dead": frozenset({"printable", "stores.foreign", "stores.queue", "stores.store",
+                              "wire.message"}),
     "stores.flow": frozenset({"broker.durability", "broker.keys", "broker.packing",
                               "broker.transport", "errors", "printable", "stores.foreign",
                               "stores.queue", "stores.store"}),
