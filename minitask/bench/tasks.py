@@ -29,6 +29,12 @@ def noop(index: int) -> None:
 
 
 @app.task
+def kept(index: int) -> int:
+    """A no-op whose result is kept (for the result's day)."""
+    return index
+
+
+@app.task
 def started_at(sent_at: float) -> float:
     """Seconds from ``sent_at`` (the producer's clock) to the start of this attempt."""
     return time.time() - sent_at
