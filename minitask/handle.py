@@ -156,7 +156,13 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
         """
         queue = self._find_queue()
-        return queue is not None and self._results.forget(queue, self.id)
+        if queue is None or not self._results.forget(queue, self.id):
+            return False
+        # a chain's last step: its handle record (or, on this handle, its being a
+        # step) would have get() wait for ever for a result that is gone
+        self._sent_later = False
+        self._broker.workflows.drop_handle_record(self.id, self._queues.queue_names())
+        return True
 
     def get(self, timeout: Optional[float] = None) -> R:
         """Wait for the task to finish and return its value.
@@ -363,7 +369,15 @@ class TaskHandle(Generic[R]):
         if queue is None:
             return False
         call = self._results.forget_call(queue, self.id)
-        return bool(await self._aio().run(call, f"forget the result of {self.id}"))
+        broker = self._aio()
+        if not await broker.run(call, f"forget the result of {self.id}"):
+            return False
+        self._sent_later = False  # as in forget()
+        workflows = self._broker.workflows
+        await broker.delete([workflows.keys(name).handle(self.id)
+                             for name in await broker.queue_names()],
+                            f"delete the handle record of {self.id}")
+        return True
 
     async def aget(self, timeout: Optional[float] = None) -> R:
         """Like ``get()``, awaited: the wait holds no thread.

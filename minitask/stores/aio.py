@@ -310,6 +310,12 @@ class AsyncBroker:
                 return None
         return data
 
+    async def delete(self, keys: Sequence[str], what: str) -> None:
+        """Delete ``keys``, one command each (they may be under different tags)."""
+        with self.errors(what):
+            for key in keys:
+                await self.client.delete(key)
+
     async def find_queue(self, task_id: str) -> Optional[str]:
         for queue in await self.queue_names():
             if (await self.state(queue, task_id))[0] != "unknown":
