@@ -18,7 +18,7 @@ from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence, Tup
 from .broker.durability import APP, CallSetting
 from .errors import ArgumentError, ConfigurationError
 from .limits import CALL_OPTIONS as FLOW_OPTIONS
-from .limits import call_flow, pack
+from .limits import call_flow, group_name, pack
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
                       check_text, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
@@ -40,6 +40,7 @@ class CallOptions(TypedDict, total=False):
     limit_key: Optional[str]
     debounce: Optional[float]
     expires: Union[_dt.datetime, float, None]
+    group: Union[str, int, None]
     durability: CallSetting
 
 
@@ -67,8 +68,28 @@ class Calls:
         now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None
+        flow = self._flow
+        if self.options.grouping.group_by is not None:
+            flow = pack(self.name, self.options.limits, group=self._group_of(args, kwargs),
+                        grouping=self.options.grouping)
         return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
-                           priority, now_ms, eta_ms, self._flow, current_context())
+                           priority, now_ms, eta_ms, flow, current_context())
+
+    def _group_of(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
+        """The group of a call of a ``group_by`` task: its argument's value, bound as
+        the function would bind it (defaults applied), as ``group_name`` stores it."""
+        name = self.options.grouping.group_by
+        # a group_by task has its function: only @app.task sets the option
+        assert name is not None and self._signature is not None
+        bound = self._signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        if name not in bound.arguments:
+            raise ArgumentError(f"{self._where}: group_by={name!r} needs the argument "
+                                f"{name!r}, and the call gives none", task_name=self.name)
+        try:
+            return group_name(bound.arguments[name], self._where, f"argument {name!r} (group_by)")
+        except ConfigurationError as exc:
+            raise ArgumentError(str(exc), task_name=self.name) from None
 
     def applied(self, args: Any, kwargs: Any, options: CallOptions,
                 what: str = "apply_async") -> Tuple[Message, CallSetting]:
@@ -89,10 +110,18 @@ class Calls:
             check_text(task_id, "task_id", where)
         message = self.message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
         flow = {name: options.get(name) for name in FLOW_OPTIONS}
+        if flow["group"] is not None:
+            if self.options.broadcast:
+                raise ConfigurationError(f"{where}: a broadcast task takes no group (each "
+                                         f"subscriber runs every call, in order)")
+            flow["group"] = group_name(flow["group"], where, "group")
+        elif self.options.grouping.group_by is not None:
+            flow["group"] = self._group_of(args, kwargs)
         if any(value is not None for value in flow.values()):
             spec, due_ms = call_flow(self.name, self.options.limits, flow, task_id=task_id,
                                      timed=eta is not None or delay is not None,
-                                     now_ms=message.enqueued_at_ms, where=where)
+                                     now_ms=message.enqueued_at_ms, where=where,
+                                     grouping=self.options.grouping)
             message = replace(message, flow=spec, eta_ms=due_ms or message.eta_ms)
         return message, options.get("durability", APP)
 

@@ -17,10 +17,13 @@ from typing import Any, Dict, Optional, Tuple
 from .errors import ConfigurationError
 from .wire.message import MAX_MS, MAX_SECONDS, describe_char, to_ms, unprintable
 
-#: The task options this module checks.
-TASK_OPTIONS = frozenset({"rate_limit", "max_running"})
+#: The task options this module checks (fair queues: the ``group_*`` ones).
+TASK_OPTIONS = frozenset({"rate_limit", "max_running", "group_by", "group_max_running",
+                          "group_rate_limit"})
 #: The call options this module checks.
-CALL_OPTIONS = frozenset({"limit_key", "debounce", "expires"})
+CALL_OPTIONS = frozenset({"limit_key", "debounce", "expires", "group"})
+#: Characters a group name may hold at most (it is part of Redis key names).
+MAX_GROUP_LENGTH = 200
 
 _RATE = re.compile(r"\s*(\d+)\s*/\s*([smh])\s*")
 _WINDOW_MS = {"s": 1000, "m": 60_000, "h": 3_600_000}
@@ -42,8 +45,67 @@ class TaskLimits:
         return bool(self.rate_count or self.max_running)
 
 
-def task_limits(options: Dict[str, Any], where: str) -> TaskLimits:
-    """Read ``rate_limit`` and ``max_running`` from a decorator's options.
+@dataclass(frozen=True)
+class TaskGrouping:
+    """A task's fair-queue options: ``group_by``, ``group_max_running`` and
+    ``group_rate_limit`` (docs/guide/fair-queues.rst)."""
+
+    group_by: Optional[str] = None
+    max_running: int = 0
+    rate_limit: Optional[str] = None
+    rate_count: int = 0
+    rate_window_ms: int = 0
+
+
+def task_grouping(options: Dict[str, Any], parameters: Any, where: str) -> TaskGrouping:
+    """Read the ``group_*`` options of a decorator; ``parameters``: the function's.
+
+    Raises:
+        ConfigurationError: ``group_by`` naming no parameter of the function, a bad
+            ``group_max_running`` or ``group_rate_limit``, or group options with
+            ``rate_limit`` or ``max_running`` (a ValueError).
+    """
+    group_by = options.get("group_by")
+    if group_by is not None and (not isinstance(group_by, str) or group_by not in parameters):
+        raise ConfigurationError(f"{where}: group_by must name a parameter of the function "
+                                 f"({', '.join(parameters) or 'it has none'}), got {group_by!r}")
+    limits = task_limits({"rate_limit": options.get("group_rate_limit"),
+                          "max_running": options.get("group_max_running")},
+                         where, prefix="group_")
+    grouping = TaskGrouping(group_by, limits.max_running, limits.rate_limit,
+                            limits.rate_count, limits.rate_window_ms)
+    if (group_by is not None or limits.limited) and task_limits(options, where).limited:
+        raise ConfigurationError(f"{where}: group options do not combine with rate_limit or "
+                                 f"max_running yet; use group_rate_limit and "
+                                 f"group_max_running (per group)")
+    return grouping
+
+
+def group_name(value: Any, where: str, what: str) -> str:
+    """A group as it is stored: a str as it is, an int in decimal digits.
+
+    Raises:
+        ConfigurationError: any other type (bool included), an empty or too long
+            name, or one holding a control character (a ValueError).
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value:
+        raise ConfigurationError(f"{where}: {what} must be a non-empty str or an int, got "
+                                 f"{value!r} ({type(value).__name__})")
+    if len(value) > MAX_GROUP_LENGTH:
+        raise ConfigurationError(f"{where}: {what} {value[:40]!r}... is longer than "
+                                 f"{MAX_GROUP_LENGTH} characters")
+    char = unprintable(value)
+    if char is not None:
+        raise ConfigurationError(f"{where}: {what} {value!r} holds {describe_char(char)}, a "
+                                 f"control or format character; use printable characters")
+    return value
+
+
+def task_limits(options: Dict[str, Any], where: str, prefix: str = "") -> TaskLimits:
+    """Read ``rate_limit`` and ``max_running`` from a decorator's options (their
+    names start with ``prefix`` in the messages: ``group_`` for a group's).
 
     Raises:
         ConfigurationError: a rate that is not ``N/s``, ``N/m`` or ``N/h`` with N
@@ -55,14 +117,15 @@ def task_limits(options: Dict[str, Any], where: str) -> TaskLimits:
         match = _RATE.fullmatch(rate) if isinstance(rate, str) else None
         if match is None or not 1 <= int(match.group(1)) <= MAX_COUNT:
             raise ConfigurationError(
-                f"{where}: rate_limit must be 'N/s', 'N/m' or 'N/h' with N from 1 to "
+                f"{where}: {prefix}rate_limit must be 'N/s', 'N/m' or 'N/h' with N from 1 to "
                 f"{MAX_COUNT} (starts per second, minute or hour, across all workers), "
                 f"got {rate!r}")
         count, window_ms = int(match.group(1)), _WINDOW_MS[match.group(2)]
     most = options.get("max_running")
     if most is not None and (not isinstance(most, int) or isinstance(most, bool)
                              or not 1 <= most <= MAX_COUNT):
-        raise ConfigurationError(f"{where}: max_running must be an int from 1 to {MAX_COUNT} "
+        raise ConfigurationError(f"{where}: {prefix}max_running must be an int from 1 to "
+                                 f"{MAX_COUNT} "
                                  f"(tasks running at once, across all workers), got {most!r}")
     return TaskLimits(rate, count, window_ms, most or 0)
 
@@ -123,26 +186,33 @@ def expires_ms(expires: Any, now_ms: int, where: str) -> int:
 
 
 def pack(task_name: str, limits: TaskLimits, *, limit_key: Optional[str] = None,
-         expires_at_ms: int = 0, debounce: bool = False) -> Optional[str]:
-    """The flow spec of one call (flow.lua reads it), or None when it needs none."""
-    if not (limits.limited or expires_at_ms or debounce):
+         expires_at_ms: int = 0, debounce: bool = False, group: Optional[str] = None,
+         grouping: TaskGrouping = TaskGrouping()) -> Optional[str]:
+    """The flow spec of one call (flow.lua reads it), or None when it needs none;
+    a grouped call's goes on with its group's limits and its group, last."""
+    if not (limits.limited or expires_at_ms or debounce or group is not None):
         return None
     limiter = ""
     if limits.limited:
         limiter = f"{len(task_name)}:{task_name}"
         if limit_key is not None:
             limiter += f":{limit_key}"
-    return (f"{limiter}\n{limits.rate_count}\n{limits.rate_window_ms}\n{limits.max_running}\n"
+    spec = (f"{limiter}\n{limits.rate_count}\n{limits.rate_window_ms}\n{limits.max_running}\n"
             f"{expires_at_ms}\n{int(debounce)}")
+    if group is not None:
+        spec += (f"\n{grouping.max_running}\n{grouping.rate_count}\n"
+                 f"{grouping.rate_window_ms}\n{group}")
+    return spec
 
 
 def call_flow(task_name: str, limits: TaskLimits, options: Dict[str, Any], *,
-              task_id: Optional[str], timed: bool, now_ms: int,
-              where: str) -> Tuple[Optional[str], Optional[int]]:
+              task_id: Optional[str], timed: bool, now_ms: int, where: str,
+              grouping: TaskGrouping = TaskGrouping()) -> Tuple[Optional[str], Optional[int]]:
     """The flow spec of an ``apply_async`` call, and its due time when debounced.
 
-    ``options`` holds the call's ``limit_key``, ``debounce`` and ``expires`` (None:
-    not given); ``timed``: a delay or eta was given too.
+    ``options`` holds the call's ``limit_key``, ``debounce``, ``expires`` and
+    ``group`` (None: not given; the group already checked, as ``group_name``
+    makes it); ``timed``: a delay or eta was given too.
 
     Raises:
         ConfigurationError: a bad value (a ValueError); nothing is sent.
@@ -150,6 +220,9 @@ def call_flow(task_name: str, limits: TaskLimits, options: Dict[str, Any], *,
     key = options.get("limit_key")
     if key is not None:
         check_limit_key(key, where)
+    group = options.get("group")
+    if group is not None and key is not None:
+        raise ConfigurationError(f"{where}: limit_key does not combine with group yet")
     due_ms: Optional[int] = None
     debounce = options.get("debounce")
     if debounce is not None:
@@ -157,4 +230,4 @@ def call_flow(task_name: str, limits: TaskLimits, options: Dict[str, Any], *,
     expires = options.get("expires")
     at_ms = 0 if expires is None else expires_ms(expires, now_ms, where)
     return pack(task_name, limits, limit_key=key, expires_at_ms=at_ms,
-                debounce=debounce is not None), due_ms
+                debounce=debounce is not None, group=group, grouping=grouping), due_ms

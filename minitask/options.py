@@ -12,12 +12,12 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
-from .limits import TaskLimits, task_limits
+from .limits import TaskGrouping, TaskLimits, task_grouping, task_limits
 from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "soft_timeout",
-                          "ignore_result", "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
+                          "ignore_result", "result_ttl", "broadcast", "hide_args"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
 #: A task's route by its name: the pattern that matched (None: none) and its options.
 Router = Callable[[str], Tuple[Optional[str], Mapping[str, Any]]]
@@ -122,8 +122,12 @@ class TaskOptions:
     broadcast: bool = False
     #: ``rate_limit`` and ``max_running`` (limits.py)
     limits: TaskLimits = TaskLimits()
+    #: ``group_by``, ``group_max_running``, ``group_rate_limit`` (limits.py)
+    grouping: TaskGrouping = TaskGrouping()
     #: The pattern of the app's route that gave it its queue or priority, if any.
     route: Optional[str] = None
+    #: Its arguments hold secrets: no operator view (CLI, dashboard) shows them.
+    hide_args: bool = False
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
@@ -171,6 +175,10 @@ class TaskOptions:
         if routed and all(options.get(key) is not None for key in routed):
             pattern = None  # the decorator set all the route would: it does not apply
         queue = options.get("queue") or routed.get("queue") or default_queue
+        hide_args = options.get("hide_args", False)
+        if not isinstance(hide_args, bool):
+            raise ConfigurationError(f"{where}: hide_args must be True or False, "
+                                     f"got {hide_args!r}")
         broadcast = options.get("broadcast", False)
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
@@ -179,6 +187,11 @@ class TaskOptions:
         if broadcast and limits.limited:
             raise ConfigurationError(f"{where}: a broadcast task takes no rate_limit or "
                                      f"max_running (each subscriber runs every call)")
+        grouping = task_grouping(options, inspect.signature(func).parameters, where)
+        if broadcast and grouping != TaskGrouping():
+            raise ConfigurationError(f"{where}: a broadcast task takes no group_by, "
+                                     f"group_max_running or group_rate_limit (each "
+                                     f"subscriber runs every call, in order)")
         return cls(
             name=name, queue=queue,
             priority=check_priority(options.get("priority", routed.get("priority", 5)), where),
@@ -190,4 +203,5 @@ class TaskOptions:
             soft_timeout=seconds.get("soft_timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=limits, route=pattern)
+            broadcast=broadcast, limits=limits, grouping=grouping, route=pattern,
+            hide_args=hide_args)

@@ -212,8 +212,9 @@ def _check_batchable(messages: Sequence[Message], durability: CallSetting) -> No
     for message in messages:
         if message.flow is not None:
             raise ConfigurationError(
-                f"task {message.task!r}: a call with limit_key, debounce or expires (or of a "
-                f"task with rate_limit or max_running) cannot join an app.batch() block; "
+                f"task {message.task!r}: a call with limit_key, debounce, expires or a group "
+                f"(or of a task with rate_limit or max_running) cannot join an app.batch() "
+                f"block; "
                 f"send it after the block")
     if durability is not APP and messages:
         raise ConfigurationError(

@@ -194,9 +194,11 @@ class Task(Generic[P, R]):
                 arguments, and due ``debounce`` seconds from now); ``expires``
                 (seconds from now, or an aware datetime: not started by then, it
                 never runs: status ``cancelled``, ``get()`` raises TaskFailed with
-                ``exc_type == "Expired"``); ``durability`` (None, "replicated" or
-                "fsync" for this call, default the app's: whether replicas must
-                confirm the enqueue, see :doc:`/guide/durability`).
+                ``exc_type == "Expired"``); ``group`` (a str or int: the call's
+                group in a fair queue, see :doc:`/guide/fair-queues`); ``durability``
+                (None, "replicated" or "fsync" for this call, default the app's:
+                whether replicas must confirm the enqueue, see
+                :doc:`/guide/durability`).
 
         Returns:
             A handle on the enqueued call (on the call already pending, when

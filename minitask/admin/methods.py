@@ -1,4 +1,5 @@
-"""The app's methods for operators: schedules, subscribers and dead letters.
+"""The app's methods for operators: schedules, subscribers, dead letters and the
+groups of fair queues.
 
 ``Minitask`` inherits them; each is a short door into the admin functions,
 which the CLI and the dashboard call too, so the app, the command line and the
@@ -11,7 +12,8 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 from ..broadcast import Subscriber
 from ..periodic import Schedule
 from ..task import Task
-from . import dead as _dead, scheduling as _scheduling, subscriptions as _subscriptions
+from . import dead as _dead, groups as _groups, scheduling as _scheduling
+from . import subscriptions as _subscriptions
 from .dead import DeadTask
 from .operated import Operated
 
@@ -165,3 +167,54 @@ class Operations:
             BrokerError: Redis could not be reached.
         """
         return _dead.purge_dead(self, task_id, queue=queue)
+
+    def set_group_weight(self: Operated, queue: str, group: Union[str, int],
+                         weight: int) -> None:
+        """Give a group of a fair queue ``weight`` fetches per turn.
+
+        Groups take turns; a group of weight 3 gets three fetches per turn where
+        one of weight 1 gets one. The weight stays until set to 1 again.
+
+        Args:
+            queue: the queue.
+            group: the group (an int is stored as its decimal digits).
+            weight: fetches per turn, from 1 (the default).
+
+        Raises:
+            ConfigurationError: a bad queue, group or weight (a ValueError).
+            BrokerError: Redis could not be reached.
+        """
+        _groups.set_group_weight(self, queue, group, weight)
+
+    def pause_group(self: Operated, queue: str, group: Union[str, int]) -> None:
+        """Hold one group's ready tasks; other groups run on.
+
+        Running tasks finish; tasks of the group wait, in order, until
+        ``resume_group``. The pause stays until then, even while the group
+        has no task.
+
+        Args:
+            queue: the queue.
+            group: the group.
+
+        Raises:
+            ConfigurationError: a bad queue or group (a ValueError).
+            BrokerError: Redis could not be reached.
+        """
+        _groups.pause_group(self, queue, group)
+
+    def resume_group(self: Operated, queue: str, group: Union[str, int]) -> bool:
+        """Serve a group paused by ``pause_group`` again.
+
+        Args:
+            queue: the queue.
+            group: the group.
+
+        Returns:
+            False when the group was not paused.
+
+        Raises:
+            ConfigurationError: a bad queue or group (a ValueError).
+            BrokerError: Redis could not be reached.
+        """
+        return _groups.resume_group(self, queue, group)

@@ -12,17 +12,23 @@ def queue_counts(app: Operated, queue: str) -> Dict[str, Any]:
     as ready: they wait for a rate or a ``max_running`` slot, not for a time.
 
     ``parked`` says how many of ``ready`` those are, when some are; they are not in
-    ``ready_by_priority``, which counts the ready lists."""
+    ``ready_by_priority``, which counts the ready lists. Grouped ready tasks (fair
+    queues) count in ``ready`` too, and then ``grouped`` says how many they are,
+    ``groups`` in how many groups, ``largest_groups`` the largest backlogs."""
     return all_queue_counts(app, [queue])[queue]
 
 
 def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """``queue_counts`` of each queue, in four round trips whatever their number."""
+    """``queue_counts`` of each queue, in five round trips whatever their number."""
     found = app.broker.queues.counts_many(queues)
     for queue, parked in app.broker.flow.parked_many(queues).items():
         if parked:
             found[queue]["ready"] += parked
             found[queue]["parked"] = parked
+    # fair queues: grouped ready tasks wait in their groups, not in the ready lists
+    for queue, groups in app.broker.flow.group_counts_many(queues).items():
+        found[queue]["ready"] += groups["grouped"]
+        found[queue].update(groups)
     return found
 
 

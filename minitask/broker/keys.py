@@ -16,6 +16,8 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:cancelled    ZSET  id -> priority, of cancelled ids still in a ready list
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
+    minitask:{app:queue}:recent       STREAM  the last outcomes (field ``e``: a packed entry),
+                                            trimmed to ``recent_outcomes`` as written
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
     minitask:{app:queue}:progress:<id>  STRING  the last set_progress() of a running task,
                                             packed; expires after the task's result_ttl
@@ -40,6 +42,34 @@ Flow control (``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
     minitask:{app:queue}:flow:<limiter>:pace     STRING when the next start is due, for a
                                                         rate of 500 or more a window (no log)
     minitask:{app:queue}:flow:<limiter>:running  SET   ids holding a max_running slot
+
+Fair queues (``docs/guide/fair-queues.rst``, ``stores/lua/flow.lua``), under the
+queue's tag, also built from ``flow_prefix`` (a group's name never starts with a digit
+there: ``g:`` comes first, so no group's keys meet a limiter's)::
+
+    minitask:{app:queue}:flow:groups            ZSET  group -> ready tasks, each group
+                                                      that has any (status reads it)
+    minitask:{app:queue}:flow:groups_ready      STRING  the grouped ready tasks of the queue
+                                                      (gone at 0)
+    minitask:{app:queue}:flow:groups_paused     SET   groups paused by an operator
+    minitask:{app:queue}:flow:groups_weight     HASH  group -> weight, when not 1
+    minitask:{app:queue}:flow:g:<group>:ready   ZSET  its ready ids -> (9 - priority)
+                                                      * 1e14 + order of joining
+    minitask:{app:queue}:flow:g:<group>:turn    HASH  its live rotation token (tok,
+                                                      band), fetches this turn (served)
+                                                      and a counter (gen)
+    minitask:{app:queue}:flow:g:<group>:running SET   ids holding a group_max_running slot
+    minitask:{app:queue}:flow:g:<group>:starts  ZSET  its recent starts (group_rate_limit)
+    minitask:{app:queue}:flow:g:<group>:pace    STRING its next start, for a rate of 500
+                                                      or more a window
+    minitask:{app:queue}:flow_due  'g:<group>'  when the group comes back into the rotation
+
+The rotation itself is the queue's ready lists: a group with work has one token there
+(the byte 0xff, a generation, 0xff, the group: never an id), and in ``cancelled`` (at
+its priority) while it is there, so that counts leave it out as they leave out a
+cancelled entry. A group with no ready task and no slot held leaves none of its keys
+behind; the weights and pauses an operator set stay until reset (weight 1,
+``resume_group``).
 
 A limiter names one task (and limit key): ``<len(name)>:<name>[:<key>]``. Its keys
 are built by the scripts from ``flow_prefix``, which is passed in KEYS (the same
@@ -178,8 +208,8 @@ def _is_unprintable_or_space(char: str) -> bool:
 
 #: The keys of a queue named by a word alone: the field ``delayed`` is ``<base>delayed``.
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "messages", "deliveries",
-          "retrying", "dead", "dead_info", "wake", "cancels", "flow", "flow_due", "flow_dead",
-          "flow_limiters", "flow_parked", "schedules", "ticks", "fired")
+          "retrying", "dead", "dead_info", "wake", "cancels", "recent", "flow", "flow_due",
+          "flow_dead", "flow_limiters", "flow_parked", "schedules", "ticks", "fired")
 
 
 @dataclass(frozen=True)
@@ -205,6 +235,8 @@ class QueueKeys:
     wake: str = field(init=False)
     #: Requests to stop running tasks, read by every worker of the queue.
     cancels: str = field(init=False)
+    #: The last outcomes of the queue's tasks, newest last, capped (stores/recent.py).
+    recent: str = field(init=False)
     flow: str = field(init=False)
     flow_due: str = field(init=False)
     flow_dead: str = field(init=False)
@@ -212,6 +244,14 @@ class QueueKeys:
     flow_parked: str = field(init=False)
     #: Not a key: the start of every limiter's keys (see the module docstring).
     flow_prefix: str = field(init=False)
+    #: Fair queues: group -> ready tasks, for each group that has any.
+    groups: str = field(init=False)
+    #: Fair queues: how many grouped tasks are ready (status adds them to ready).
+    groups_ready: str = field(init=False)
+    #: Fair queues: the paused groups.
+    groups_paused: str = field(init=False)
+    #: Fair queues: group -> weight, for each group whose weight is not 1.
+    groups_weight: str = field(init=False)
     schedules: str = field(init=False)
     ticks: str = field(init=False)
     fired: str = field(init=False)
@@ -223,10 +263,18 @@ class QueueKeys:
         else:
             base = f"{PREFIX}:{{{self.app}:{self.queue}}}:"
         names: Dict[str, object] = {word: base + word for word in _PLAIN}
-        names.update(base=base, flow_prefix=base + "flow:",
+        names.update(base=base, flow_prefix=base + "flow:", groups=base + "flow:groups",
+                     groups_ready=base + "flow:groups_ready",
+                     groups_paused=base + "flow:groups_paused",
+                     groups_weight=base + "flow:groups_weight",
                      ready=tuple(f"{base}ready:{priority}" for priority in PRIORITIES))
         for name, key in names.items():
             object.__setattr__(self, name, key)  # frozen: set once, here
+
+    def fair_group(self, group: str, part: str) -> str:
+        """A key of one group of a fair queue: ``ready``, ``turn``, ``running``,
+        ``starts`` or ``pace`` (the scripts build the same from ``flow_prefix``)."""
+        return f"{self.flow_prefix}g:{group}:{part}"
 
     def broadcast(self, part: str) -> str:
         """A key of the queue's broadcast calls: ``state``, ``log``, ``bodies``, ``sent``,

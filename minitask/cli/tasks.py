@@ -28,6 +28,9 @@ def run(args: argparse.Namespace) -> int:
                      "result_ttl": options.result_ttl,
                      "rate_limit": options.limits.rate_limit,
                      "max_running": options.limits.max_running or None,
+                     "group_by": options.grouping.group_by,
+                     "group_max_running": options.grouping.max_running or None,
+                     "group_rate_limit": options.grouping.rate_limit,
                      "route": options.route})
     routes = [{"pattern": pattern, **options} for pattern, options in app.routes.items()]
     if args.json:
@@ -38,7 +41,10 @@ def run(args: argparse.Namespace) -> int:
               "route")]
     for row in rows:
         limits = " ".join(part for part in (
-            row["rate_limit"], row["max_running"] and f"max {row['max_running']}") if part)
+            row["rate_limit"], row["max_running"] and f"max {row['max_running']}",
+            row["group_by"] and f"group by {row['group_by']}",
+            row["group_max_running"] and f"group max {row['group_max_running']}",
+            row["group_rate_limit"] and f"group {row['group_rate_limit']}") if part)
         table.append((row["name"], row["queue"], str(row["priority"]), str(row["retries"]),
                       "-" if row["timeout"] is None else f"{row['timeout']:g}",
                       "-" if row["soft_timeout"] is None else f"{row['soft_timeout']:g}",

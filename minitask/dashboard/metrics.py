@@ -33,12 +33,16 @@ class AppCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         queues = GaugeMetricFamily("minitask_queue_tasks", "Tasks of a queue, by state",
                                    labels=["queue", "state"])
+        groups = GaugeMetricFamily("minitask_queue_groups", "Groups of a fair queue that "
+                                   "hold ready tasks (no label per group)", labels=["queue"])
         known = app_queues(self.app)
         # as the queue page and minitask status count: parked tasks are ready
         for queue, counts in all_queue_counts(self.app, known).items():
             for state in STATES:
                 queues.add_metric([queue, state], counts[state])
+            groups.add_metric([queue], counts.get("groups", 0))
         yield queues
+        yield groups
         yield GaugeMetricFamily("minitask_workers", "Live workers of the app",
                                 value=len(live_workers(self.app)))
         # series only of queues the app knows: a label is never text that data in

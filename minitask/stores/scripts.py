@@ -21,6 +21,8 @@ _PROMOTING = frozenset({"enqueue", "fetch", "revive", "spawn", "schedule_fire"})
 #: Scripts that add to others: each other script is put in front, whole, as a
 #: function the script calls (its KEYS and ARGV as parameters, or the script's own).
 _COMPOSED = {"enqueue_flow": (("enqueue_base()", "enqueue"),),
+             "enqueue_group": (("enqueue_base()", "enqueue"),
+                               ("enqueue_flow_base()", "enqueue_flow")),
              "ack_fetch": (("ack_base(KEYS, ARGV)", "ack"), ("fetch_base()", "fetch"))}
 
 #: A top-level definition of a library: ``local name =`` or ``local function name(``.

@@ -28,7 +28,8 @@ def test_the_pieces_are_the_libraries_cut_at_each_definition() -> None:
         assert whole.endswith("".join(text for _, text in cut))
         names = re.findall(r"^local (?:function )?(\w+)", whole, re.M)
         assert [name for name, _ in cut] == names
-    assert [name for name, _ in pieces("lib")] == ["MAX_SCORE", "guarded", "guards", "tolerant"]
+    assert [name for name, _ in pieces("lib")] == [
+        "MAX_SCORE", "guarded", "guards", "tolerant", "remember"]
     assert [name for name, _ in pieces("flow")] == ["flow_made", "flow_control"]
 
 
@@ -71,4 +72,5 @@ def test_flow_definitions_go_only_to_the_scripts_that_use_them() -> None:
     assert _defined(source("ack")) & flow == flow
     assert flow <= _defined(source("fetch"))
     assert _defined(source("enqueue_flow")) & flow == set()  # it reads specs itself
+    assert flow <= _defined(source("enqueue_group"))  # a grouped call joins its group
     assert "flow_control" not in source("enqueue_now")

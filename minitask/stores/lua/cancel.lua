@@ -3,8 +3,13 @@
 -- KEYS[4] messages (HASH)  KEYS[5] retrying (HASH)   KEYS[6] result (LIST)
 -- KEYS[7] deliveries (HASH)   KEYS[8] order (HASH)   KEYS[9] cancelled (ZSET)
 -- KEYS[10] flow (HASH): the task's flow spec, if any, goes with it
+-- KEYS[11] the flow prefix   KEYS[12] flow_due (ZSET)   KEYS[13] wake (LIST): a
+--   retried task of a fair queue holds its group_max_running slot while scheduled;
+--   cancelled, it frees it (flow.lua's finish), and its group is tried again
+-- KEYS[14] recent (STREAM): the queue's record of recent outcomes (lib.lua's remember)
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
 -- ARGV[4] the task's priority (read from its message by the caller)
+-- ARGV[5] the record's length   ARGV[6] the task's entry in it ('': none)
 -- Returns: 1 when cancelled, 0 when the task is running, finished, dead or unknown.
 -- A cancelled ready task keeps its ready-list entry; without its message,
 -- fetch drops it. That keeps cancel O(1) however long the queue; the id waits in
@@ -26,8 +31,13 @@ end
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)
 tolerant(0, 'HDEL', KEYS[7], id)
-tolerant(0, 'HDEL', KEYS[10], id)
+if scheduled then
+  flow_control().finish(KEYS[10], KEYS[11], KEYS[12], KEYS[13], {id}, true)
+else
+  tolerant(0, 'HDEL', KEYS[10], id)
+end
 redis.call('DEL', KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[2])
 redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[3]))
+remember(KEYS[14], ARGV[5], ARGV[6])
 return 1

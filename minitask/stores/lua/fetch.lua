@@ -36,11 +36,18 @@
 -- then a popped task over its limit, or whose limiter has tasks parked already,
 -- is parked (not leased, not re-queued) and the ready lists behind it go on
 -- being served. Parking counts against the batch limit, so a fetch stays bounded.
+-- Fair queues (flow.lua's flow_fair, only while the flow hash holds anything): a
+-- popped group token (a byte 255 first: never an id) leases its group's first task as
+-- the group's limits allow and goes back to its list; a popped grouped id (due, put
+-- back, its lease expired) joins its group's ready set. The due loop puts a due group
+-- ('g:<group>' in flow_due) back into the rotation.
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
--- or (flow control) its limiter's park list. A limiter is in flow_limiters while its
--- park list holds entries (added as the first is parked, dropped as the last is
--- taken: idle limiters leave nothing behind), and flow_parked counts the entries,
--- changed once per fetch that parks or takes any.
+-- (flow control) its limiter's park list, or (fair queues) its group's ready set.
+-- A group with eligible ready tasks has one live token in a ready list (or is due in
+-- flow_due); tokens are no tasks and leave no trace when their group empties. A
+-- limiter is in flow_limiters while its park list holds entries (added as the first
+-- is parked, dropped as the last is taken: idle limiters leave nothing behind), and
+-- flow_parked counts the entries, changed once per fetch that parks or takes any.
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -83,7 +90,7 @@ local prefix = KEYS[21]
 -- limit is first counted: a fetch that counts none reads no clock.
 -- flow_clock() and unpark() (below) are made only while flow control is on: each
 -- closure a call makes costs Redis about 1,000 instructions, used or not.
-local flow_now, flow_clock, unpark
+local flow_now, flow_clock, unpark, fair
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
@@ -208,8 +215,17 @@ local function body_of(id)
 end
 
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
--- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due)
+-- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due);
+-- a group due ('g:<group>': a slot freed, its rate allows, resumed) is put back in
+-- the rotation
 if flow_on then
+  -- fair queues (flow.lua): made at the first grouped task or token met
+  function fair()
+    return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
+                      cancelled = KEYS[17],
+                      leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
+                      clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
+  end
   -- take the first parked entry; a limiter with none left is due no more
   function unpark(park, limiter)
     if tolerant(false, 'LPOP', park) then parked_change = parked_change - 1 end
@@ -221,7 +237,11 @@ if flow_on then
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
-    while #numbers < want * 2 and dropped < limit do
+    if string.sub(limiter, 1, 2) == 'g:' then
+      tolerant(0, 'ZREM', KEYS[20], limiter)
+      fair().arm(string.sub(limiter, 3), false)
+    end
+    while string.sub(limiter, 1, 2) ~= 'g:' and #numbers < want * 2 and dropped < limit do
       local entry = tolerant(false, 'LINDEX', park, 0)
       if not entry then
         tolerant(0, 'ZREM', KEYS[20], limiter)
@@ -257,9 +277,11 @@ end
 
 -- The lists above the default priority (5, KEYS[11]) are skipped with one EXISTS
 -- when all are empty, and so are those below it once KEYS[11] is: one call in place
--- of an LPOP per list. Nothing this fetch does from here on adds to a ready list,
--- so a list found empty stays empty; a key of another type counts as one that exists,
--- and its LPOP treats it as empty, as before.
+-- of an LPOP per list. Nothing this fetch does from here on adds to a ready list
+-- but a group's token (fair queues), put back into the list of its group's first
+-- task: one passed already is left for the next fetch (a wake token says so), so a
+-- list found empty stays empty for this one; a key of another type counts as one
+-- that exists, and its LPOP treats it as empty, as before.
 if #numbers < want * 2 and dropped < limit
    and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
   band = 11
@@ -279,28 +301,51 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     local priority = 16 - band
     local spec = flow_on and body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
-      drop(id)
-    elseif spec and spec.limiter ~= '' and not (spec.expires > 0 and now >= spec.expires) then
-      -- behind tasks parked already (their order kept), or over its limit: parked
-      local park = prefix .. spec.limiter .. ':park'
-      local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-      if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
-      local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
-      if free then
-        lease(id, body, priority, spec)
-      elseif type(held) ~= 'number' then
-        lease(id, body, priority, spec)  -- a park list of another type: no limit kept
-      else
-        parked_change = parked_change + 1
-        if held == 1 then tolerant(0, 'SADD', KEYS[22], spec.limiter) end
-        if retry_at >= 0 then
-          tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+      if string.byte(id) == 255 then
+        -- a group's token (flow.lua's fair queues): its first task, as its limits allow.
+        -- Met with flow control off too (its group's tasks all cancelled: their specs
+        -- gone), so that the group's state goes with it
+        local groups = fair and fair() or flow_control().fair({
+          prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
+          cancelled = KEYS[17], messages = KEYS[3], dead = KEYS[6], flow = KEYS[19]})
+        local taken, taken_body, taken_priority, taken_spec = groups.serve(id, limit - dropped)
+        if taken then
+          lease(taken, taken_body, taken_priority, taken_spec)
         else
-          -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
-          -- (its holders gone) is looked at by the next fetch
-          tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
+          dropped = dropped + 1
         end
+      else
+        drop(id)
+      end
+    elseif spec and (spec.group or spec.limiter ~= '')
+           and not (spec.expires > 0 and now >= spec.expires) then
+      -- (one branch: a task without a spec is tested once, as before)
+      if spec.group then
+        -- a grouped task on its way back (due, put back, re-delivered) joins its group
+        fair().join(id, spec, priority)
         dropped = dropped + 1
+      else
+        -- behind tasks parked already (their order kept), or over its limit: parked
+        local park = prefix .. spec.limiter .. ':park'
+        local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
+        if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
+        local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
+        if free then
+          lease(id, body, priority, spec)
+        elseif type(held) ~= 'number' then
+          lease(id, body, priority, spec)  -- a park list of another type: no limit kept
+        else
+          parked_change = parked_change + 1
+          if held == 1 then tolerant(0, 'SADD', KEYS[22], spec.limiter) end
+          if retry_at >= 0 then
+            tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+          else
+            -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
+            -- (its holders gone) is looked at by the next fetch
+            tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
+          end
+          dropped = dropped + 1
+        end
       end
     else
       lease(id, body, priority, spec)
@@ -308,8 +353,13 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
   end
 end
 if band > 16 then
-  -- every ready list is empty: stale wake tokens would only cost empty fetches
-  redis.call('DEL', KEYS[5])
+  -- every ready list is empty: stale wake tokens would only cost empty fetches. A
+  -- group's token put back into a list passed already is work: a worker is woken
+  if flow_on and flow.fair_made and flow.fair_made.pushed then
+    redis.call('RPUSH', KEYS[5], '1')
+  else
+    redis.call('DEL', KEYS[5])
+  end
 end
 
 -- the reply (see the header), `next_event` as text

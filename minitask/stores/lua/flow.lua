@@ -58,8 +58,16 @@ local function flow_control()
     local limiter, count, window, most, expires = string.match(
       text, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n(%d+)\n')
     if not limiter then return nil end
-    return {limiter = limiter, count = flow_number(count), window = flow_number(window),
-            most = flow_number(most), expires = flow_number(expires)}
+    local spec = {limiter = limiter, count = flow_number(count), window = flow_number(window),
+                  most = flow_number(most), expires = flow_number(expires)}
+    -- a grouped task's spec goes on past its debounce (fair queues, below)
+    local group_most, group_count, group_window, group = string.match(
+      text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n(%d+)\n(%d+)\n(%d+)\n(.+)$')
+    if group then
+      spec.group, spec.group_most = group, flow_number(group_most)
+      spec.group_count, spec.group_window = flow_number(group_count), flow_number(group_window)
+    end
+    return spec
   end
 
   -- Starts a window from which a rate is paced alone, without a log (above)
@@ -167,7 +175,9 @@ local function flow_control()
   end
 
   -- flow_free for each of `ids` that has a spec; `forget`: drop their specs too (the
-  -- task has ended). One HMGET when none of them has a spec.
+  -- task has ended), and free the group_max_running slots they hold (a retried, put
+  -- back or re-delivered task keeps its slot: its group's order holds across them).
+  -- One HMGET when none of them has a spec.
   local function flow_end(flow, prefix, due, wake, ids, forget)
     local specs, found = tolerant({}, 'HMGET', flow, unpack(ids)), false
     for i, id in ipairs(ids) do
@@ -178,11 +188,219 @@ local function flow_control()
         -- (one capture, no numbers: a fifth of the instructions of a whole parse)
         local limiter = string.match(specs[i], '^([^\n]+)\n%d+\n%d+\n[1-9]')
         if limiter then flow_free(prefix, due, wake, limiter, id) end
+        -- a grouped task with a group_max_running: its group is tried again at once
+        -- (its ready tasks, if any, come back into the rotation: flow_fair's arm)
+        local group = forget and string.match(
+          specs[i], '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
+        if group and tolerant(0, 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
+           and tolerant(0, 'ZCARD', prefix .. 'g:' .. group .. ':ready') > 0 then
+          tolerant(0, 'ZADD', due, 0, 'g:' .. group)
+          tolerant(0, 'RPUSH', wake, '1')
+        end
       end
     end
     if forget and found then tolerant(0, 'HDEL', flow, unpack(ids)) end
   end
 
-  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end}
+  -- Fair queues (docs/guide/fair-queues.rst): a grouped task's spec goes on past
+  -- its debounce with four lines: group_max_running, group rate count, group rate
+  -- window (ms), the group (any text, last). A group's state lives at names built
+  -- from the flow prefix (keys.py), under the queue's hash tag:
+  --   <prefix>g:<group>:ready    ZSET  its ready ids -> (9 - priority) * RANK + order
+  --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token, band: the
+  --                                    priority of the ready list that token is in,
+  --                                    served: fetches this turn, gen: a counter (token
+  --                                    generations and the order of joins)
+  --   <prefix>g:<group>:running  SET   ids holding a group_max_running slot
+  --   <prefix>g:<group>:starts / :pace  its rate (flow_admit's, limiter 'g:<group>')
+  --   <prefix>groups         ZSET  group -> ready tasks, for each group with any
+  --   <prefix>groups_ready   STRING the grouped ready tasks of the queue (gone at 0)
+  --   <prefix>groups_paused  SET   paused groups     <prefix>groups_weight  HASH weights
+  -- and flow_due holds 'g:<group>' -> when the group may come back into the rotation
+  -- (a rate), or 0 (a slot freed, a resume).
+  -- The rotation is the queue's own ready lists: a group with eligible work has one
+  -- live token there, "\255" .. generation .. "\255" .. group (never an id: no id
+  -- holds the byte 255, not UTF-8), in the list of its highest priority. A fetch that
+  -- pops a live token leases the group's first task and puts the token back: at the
+  -- head while the group has had fewer fetches this turn than its weight, else at
+  -- the tail. So groups take turns with each other and with ungrouped tasks, at O(1)
+  -- a fetch whatever their number. A token whose generation is not the group's is
+  -- stale (a higher priority gave the group a new one) and is dropped. A paused group,
+  -- one at its group_max_running or over its rate leaves the rotation (its token is
+  -- dropped) and comes back through flow_due when a slot frees, its rate allows or
+  -- it is resumed: no polling, and it holds no other group back. A token is in the
+  -- queue's cancelled set while it is in a ready list, so counts leave it out.
+  -- Invariant: a grouped ready task is in its group's ready set only (not in a ready
+  -- list), or in a ready list on its way back (promoted when due, put back, its lease
+  -- expired), which it leaves for its group's set when a fetch pops it. A group's keys
+  -- are gone once it has no ready task and none holds a slot.
+  local function flow_fair(c)
+    if flow_made.fair_made then return flow_made.fair_made end
+    -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
+    -- cancelled, now (ms as text), and for a fetch: body_of, leases, flow, flow_due,
+    -- clock, messages, dead
+    local RANK = 100000000000000  -- 1e14: orders below it, priorities above
+    local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
+                                    c.prefix .. 'groups'
+
+    local function base(group) return c.prefix .. 'g:' .. group end
+
+    -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
+    -- status (the group's entry goes with the group: forget())
+    local function tally(group, delta)
+      if tolerant(0, 'INCRBY', c.prefix .. 'groups_ready', delta) <= 0 then
+        tolerant(0, 'DEL', c.prefix .. 'groups_ready')
+      end
+      tolerant(0, 'ZINCRBY', groups, delta, group)
+    end
+
+    -- the first ready id of a group and its priority, or nil
+    local function first(group)
+      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 0, 'WITHSCORES')
+      if not head[1] then return nil end
+      return head[1], 9 - math.floor(tonumber(head[2]) / RANK)
+    end
+
+    -- A new live token of the group in the list of `priority`, at its head or tail;
+    -- `served`: the turn's fetches so far, written in the same HSET
+    local function push(group, priority, at_head, served)
+      local turn = base(group) .. ':turn'
+      local gen = c.now .. '.' .. tolerant(0, 'HINCRBY', turn, 'gen', 1)
+      if served then
+        tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
+      else
+        tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority)
+      end
+      local token = '\255' .. gen .. '\255' .. group
+      local ready = KEYS[c.first_ready + 9 - priority]
+      if at_head then redis.call('LPUSH', ready, token) else redis.call('RPUSH', ready, token) end
+      -- counted out of the ready lists' lengths as a cancelled entry is (no task)
+      tolerant(0, 'ZADD', c.cancelled, priority, token)
+      flow_made.fair_made.pushed = true
+    end
+
+    -- Put the group in the rotation if it has ready tasks, is not paused and has no
+    -- live token at its highest priority (or above). at_head: at the head of its list
+    -- (its own task comes back to its place), else at the tail.
+    local function arm(group, at_head)
+      local id, priority = first(group)
+      if not id or tolerant(0, 'SISMEMBER', paused, group) == 1 then return false end
+      local live = tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
+      if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
+      push(group, priority, at_head)
+      return true
+    end
+
+    -- A ready grouped task joins its group: new tasks at the tail of their priority,
+    -- one holding a slot (retried, put back, re-delivered) at its head.
+    local function join(id, spec, priority)
+      local group = spec.group
+      local holds = spec.group_most > 0
+                    and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
+      local ready = base(group) .. ':ready'
+      local order = holds and 0 or tolerant(0, 'HINCRBY', base(group) .. ':turn', 'gen', 1)
+      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then
+        tally(group, 1)
+      end
+      return arm(group, holds)
+    end
+
+    -- A group with no ready task leaves nothing behind but the slots its tasks hold
+    local function forget(group)
+      tolerant(0, 'DEL', base(group) .. ':turn')
+      tolerant(0, 'ZREM', groups, group)
+    end
+
+    -- Whether a slot holder is still a task of the queue (its message is kept while it
+    -- is queued, retried or running; a dead or cancelled one frees its slot here)
+    local function alive(id)
+      return tolerant(0, 'HEXISTS', c.messages, id) == 1
+             and not tolerant(false, 'ZSCORE', c.dead, id)
+    end
+
+    -- Serve a popped token: the group's first task, admitted by its limits, as
+    -- id, body, priority, spec; or nil and whether the pop counts as dropped
+    -- (every pop that leases nothing does, so a fetch stays bounded).
+    local function serve(token, budget)
+      tolerant(0, 'ZREM', c.cancelled, token)
+      local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
+      if not gen then return nil end
+      local turn = base(group) .. ':turn'
+      local state = tolerant({}, 'HMGET', turn, 'tok', 'served')
+      if state[1] ~= gen then return nil end  -- stale
+      if tolerant(0, 'SISMEMBER', paused, group) == 1 then
+        tolerant(0, 'HDEL', turn, 'tok', 'band')
+        return nil
+      end
+      local ready = base(group) .. ':ready'
+      while budget > 0 do
+        local id, priority = first(group)
+        if not id then
+          forget(group)
+          return nil
+        end
+        local body = c.body_of(id)
+        local spec = body and flow_spec(tolerant(false, 'HGET', c.flow, id))
+        if not (spec and spec.group == group) then
+          -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
+          -- no longer of this group
+          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
+          tolerant(0, 'ZREM', c.cancelled, id)
+          budget = budget - 1
+        else
+          local running = base(group) .. ':running'
+          local holds = spec.group_most > 0 and tolerant(0, 'SISMEMBER', running, id) == 1
+          if spec.group_most > 0 and not holds then
+            local held = tolerant(0, 'SCARD', running)
+            if held >= spec.group_most then
+              for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
+                if not alive(member) then
+                  tolerant(0, 'SREM', running, member)
+                  held = held - 1
+                end
+              end
+            end
+            if held >= spec.group_most then
+              -- out of the rotation until an outcome frees a slot (flow.lua's finish)
+              tolerant(0, 'HDEL', turn, 'tok', 'band')
+              return nil
+            end
+          end
+          if spec.group_count > 0 and not holds then
+            local free, retry_at = flow_admit(
+              c.prefix, {limiter = 'g:' .. group, most = 0, count = spec.group_count,
+                         window = spec.group_window}, id, c.clock(), c.leases)
+            if not free then
+              tolerant(0, 'HDEL', turn, 'tok', 'band')
+              tolerant(0, 'ZADD', c.flow_due, retry_at, 'g:' .. group)
+              return nil
+            end
+          end
+          if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
+          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
+          -- the token goes back: at the head while the turn lasts (the weight)
+          local served = (tonumber(state[2]) or 0) + 1
+          local weight = tonumber(tolerant(false, 'HGET', weights, group)) or 1
+          local next_id, next_priority = first(group)
+          if next_id then
+            push(group, next_priority, served < weight, served < weight and served or 0)
+          else
+            forget(group)
+          end
+          return id, body, priority, spec
+        end
+      end
+      -- a long run of stale entries: the token goes back at the head for the next fetch
+      tolerant(0, 'HDEL', turn, 'tok', 'band')
+      arm(group, true)
+      return nil
+    end
+
+    flow_made.fair_made = {arm = arm, join = join, serve = serve}
+    return flow_made.fair_made
+  end
+
+  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end, fair = flow_fair}
   return flow_made
 end
+

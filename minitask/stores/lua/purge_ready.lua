@@ -15,6 +15,10 @@
 -- entry (fetch would drop it too) and its task is left alone. A deleted task's
 -- flow spec goes with it. A limiter whose park list is emptied leaves the limiter
 -- set; once every one is empty, the parked count is 0.
+-- Fair queues (flow.lua): the ready sets of the groups listed in <prefix>groups are
+-- emptied too, and each emptied group's turn and entry go (a token left in a ready
+-- list is stale then, and dropped by the fetch that meets it); the grouped ready
+-- count goes down by as many. Slots held by running tasks stay theirs.
 -- Data minitask did not write (lib.lua): flow keys of another type count as empty.
 local limit = tonumber(ARGV[1])
 local deleted, taken = 0, 0
@@ -58,6 +62,32 @@ if taken < limit then
     tolerant(0, 'DEL', KEYS[23])  -- no park list holds anything
   elseif popped > 0 then
     tolerant(0, 'DECRBY', KEYS[23], popped)
+  end
+end
+if taken < limit then
+  local prefix = KEYS[22]
+  local popped = 0
+  -- each group emptied leaves the groups set, so its first ones are the next to go;
+  -- a group counts as one entry taken, so a call stays bounded however many there are
+  local batch = tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99)
+  while taken < limit and #batch > 0 do
+    for _, group in ipairs(batch) do
+      local ready = prefix .. 'g:' .. group .. ':ready'
+      while taken < limit do
+        local entry = tolerant({}, 'ZPOPMIN', ready)
+        if not entry[1] then break end
+        popped = popped + 1
+        purge(entry[1])
+      end
+      if taken >= limit then break end
+      taken = taken + 1
+      tolerant(0, 'DEL', prefix .. 'g:' .. group .. ':turn')
+      tolerant(0, 'ZREM', prefix .. 'groups', group)
+    end
+    batch = taken < limit and tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99) or {}
+  end
+  if popped > 0 and tolerant(0, 'DECRBY', prefix .. 'groups_ready', popped) <= 0 then
+    tolerant(0, 'DEL', prefix .. 'groups_ready')
   end
 end
 return {deleted, taken}

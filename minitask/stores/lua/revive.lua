@@ -9,8 +9,9 @@
 -- ARGV[4] now (ms)   ARGV[5] promotion limit
 -- Returns: 1 when revived, 0 when the id is not among the dead letters.
 -- Flow control (flow.lua): the limits the task had when it died (its spec, kept in
--- flow_dead by bury.lua) hold again, rate, max_running and limit key; its expiry
--- and debounce do not (a fresh first attempt an operator asked for).
+-- flow_dead by bury.lua) hold again, rate, max_running and limit key, and its group
+-- (fair queues); its expiry and debounce do not (a fresh first attempt an operator
+-- asked for).
 -- Data minitask did not write (lib.lua): messages or the ready list holding
 -- another type refuses the call (checked first); dead of another type holds no
 -- dead letter; dead_info or wake of another type are left as they are; a result
@@ -28,9 +29,12 @@ redis.call('HSET', KEYS[3], id, ARGV[2])
 redis.call('DEL', KEYS[5])
 local spec = tolerant(false, 'HGET', KEYS[19], id)
 tolerant(0, 'HDEL', KEYS[19], id)
-local limited = type(spec) == 'string' and string.match(spec, '^([^\n]+\n%d+\n%d+\n%d+)\n')
-if limited then
-  tolerant(0, 'HSET', KEYS[18], id, limited .. '\n0\n0')
+local limits = type(spec) == 'string' and string.match(spec, '^([^\n]*\n%d+\n%d+\n%d+)\n')
+-- a grouped task's group and its limits (flow.lua's fair queues): it joins its group
+-- again when a fetch meets it
+local group = limits and string.match(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d(\n%d+\n%d+\n%d+\n.+)$')
+if limits and (group or string.find(limits, '^[^\n]')) then
+  tolerant(0, 'HSET', KEYS[18], id, limits .. '\n0\n0' .. (group or ''))
 else
   tolerant(0, 'HDEL', KEYS[18], id)
 end
