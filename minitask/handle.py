@@ -155,12 +155,9 @@ class TaskHandle(Generic[R]):
         Raises:
             BrokerError: Redis could not be reached.
         """
-        queue = self._find_queue()
-        if queue is None or not self._results.forget(queue, self.id):
+        if (queue := self._find_queue()) is None or not self._results.forget(queue, self.id):
             return False
-        # a chain's last step: its handle record (or, on this handle, its being a
-        # step) would have get() wait for ever for a result that is gone
-        self._sent_later = False
+        self._sent_later = False  # else get() waits for ever, as for a step not sent
         self._broker.workflows.drop_handle_record(self.id, self._queues.queue_names())
         return True
 
@@ -366,17 +363,11 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
         """
         queue = await self._afind_queue()
-        if queue is None:
-            return False
-        call = self._results.forget_call(queue, self.id)
-        broker = self._aio()
-        if not await broker.run(call, f"forget the result of {self.id}"):
+        call = None if queue is None else self._results.forget_call(queue, self.id)
+        if call is None or not await self._aio().run(call, f"forget the result of {self.id}"):
             return False
         self._sent_later = False  # as in forget()
-        workflows = self._broker.workflows
-        await broker.delete([workflows.keys(name).handle(self.id)
-                             for name in await broker.queue_names()],
-                            f"delete the handle record of {self.id}")
+        await self._aio().drop_handle_record(self.id)
         return True
 
     async def aget(self, timeout: Optional[float] = None) -> R:

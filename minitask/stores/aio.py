@@ -310,9 +310,11 @@ class AsyncBroker:
                 return None
         return data
 
-    async def delete(self, keys: Sequence[str], what: str) -> None:
-        """Delete ``keys``, one command each (they may be under different tags)."""
-        with self.errors(what):
+    async def drop_handle_record(self, some_id: str) -> None:
+        """``WorkflowStore.drop_handle_record`` under every queue, one command each."""
+        keys = [self.broker.workflows.keys(queue).handle(some_id)
+                for queue in await self.queue_names()]
+        with self.errors(f"delete the handle record of {some_id}"):
             for key in keys:
                 await self.client.delete(key)
 
