@@ -155,8 +155,11 @@ class TaskHandle(Generic[R]):
         Raises:
             BrokerError: Redis could not be reached.
         """
-        queue = self._find_queue()
-        return queue is not None and self._results.forget(queue, self.id)
+        if (queue := self._find_queue()) is None or not self._results.forget(queue, self.id):
+            return False
+        self._sent_later = False  # else get() waits for ever, as for a step not sent
+        self._broker.workflows.drop_handle_record(self.id, self._queues.queue_names())
+        return True
 
     def get(self, timeout: Optional[float] = None) -> R:
         """Wait for the task to finish and return its value.
@@ -360,10 +363,12 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
         """
         queue = await self._afind_queue()
-        if queue is None:
+        call = None if queue is None else self._results.forget_call(queue, self.id)
+        if call is None or not await self._aio().run(call, f"forget the result of {self.id}"):
             return False
-        call = self._results.forget_call(queue, self.id)
-        return bool(await self._aio().run(call, f"forget the result of {self.id}"))
+        self._sent_later = False  # as in forget()
+        await self._aio().drop_handle_record(self.id)
+        return True
 
     async def aget(self, timeout: Optional[float] = None) -> R:
         """Like ``get()``, awaited: the wait holds no thread.

@@ -8,6 +8,7 @@ failed takes no work (``init`` says why).
 """
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from typing import Any, Callable, Dict, List, Optional
@@ -69,11 +70,15 @@ class Hooks:
                                      f"functions or use --pool asyncio")
 
     def call(self, event: str, *args: Any) -> None:
-        """Call the hooks of ``event``; one that raises is logged, the others still run."""
+        """Call the hooks of ``event``; one that raises is logged, the others still run.
+
+        A ``BaseException`` (``SystemExit``, ``KeyboardInterrupt``) too: raised in a
+        pool's thread or child it would end it with the attempt's message leased.
+        """
         for fn in self._hooks[event]:
             try:
                 fn(*args)
-            except Exception:
+            except BaseException:
                 _log_failure(fn, event)
 
     async def acall(self, event: str, *args: Any) -> None:
@@ -84,7 +89,9 @@ class Hooks:
                     await fn(*args)
                 else:
                     fn(*args)
-            except Exception:
+            except BaseException:
+                if _cancelled():  # the pool stops this attempt: not the hook's doing
+                    raise
                 _log_failure(fn, event)
 
     def init(self, *args: Any) -> Optional[str]:
@@ -93,7 +100,7 @@ class Hooks:
         for fn in self._hooks["worker_process_init"]:
             try:
                 fn(*args)
-            except Exception as exc:
+            except BaseException as exc:
                 return _init_failed(fn, exc)
         return None
 
@@ -105,9 +112,17 @@ class Hooks:
                     await fn(*args)
                 else:
                     fn(*args)
-            except Exception as exc:
+            except BaseException as exc:
+                if _cancelled():
+                    raise
                 return _init_failed(fn, exc)
         return None
+
+
+def _cancelled() -> bool:
+    """Whether the running asyncio task was asked to stop (by ``cancel()``)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _name(fn: Hook) -> str:
@@ -121,7 +136,7 @@ def _log_failure(fn: Hook, event: str) -> None:
         logger.exception("hook %s for %s raised; the task's outcome stands", _name(fn), event)
 
 
-def _init_failed(fn: Hook, exc: Exception) -> str:
+def _init_failed(fn: Hook, exc: BaseException) -> str:
     why = f"the worker_process_init hook {_name(fn)} raised {type(exc).__name__}: {exc}"
     logger.error("%s", why, exc_info=exc)
     return why

@@ -310,6 +310,14 @@ class AsyncBroker:
                 return None
         return data
 
+    async def drop_handle_record(self, some_id: str) -> None:
+        """``WorkflowStore.drop_handle_record`` under every queue, one command each."""
+        keys = [self.broker.workflows.keys(queue).handle(some_id)
+                for queue in await self.queue_names()]
+        with self.errors(f"delete the handle record of {some_id}"):
+            for key in keys:
+                await self.client.delete(key)
+
     async def find_queue(self, task_id: str) -> Optional[str]:
         for queue in await self.queue_names():
             if (await self.state(queue, task_id))[0] != "unknown":

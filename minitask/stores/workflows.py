@@ -460,6 +460,19 @@ class WorkflowStore(Store):
                 return record
         return None
 
+    def drop_handle_record(self, some_id: str, queues: Sequence[str]) -> None:
+        """Delete the handle record of ``some_id`` under each of ``queues`` (one key
+        per command: each under its own tag). Once the task it promises is forgotten,
+        it would have ``get()`` wait for a result that will never come."""
+        keys = [self.keys(queue).handle(some_id) for queue in queues]
+        if not keys:
+            return
+        with self.transport.errors(f"delete the handle record of {some_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.delete(key)
+            pipe.execute()
+
     def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
         """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round
         trip where the connection allows."""

@@ -11,7 +11,8 @@ the process that wrote it:
 * ``rss`` (a sorted set): ``id:pid`` -> the child's resident MB after a ``leak``.
 
 ``LIFECYCLE_INIT_FAILS``: ``all`` makes every worker_process_init raise, ``first``
-only the first one.
+only the first one. ``LIFECYCLE_HOOKS_EXIT`` set: task_prerun and task_postrun
+raise ``SystemExit`` once they left their mark.
 """
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ def _on_shutdown(worker: Worker) -> None:
 def _on_prerun(context: TaskContext) -> None:
     current = current_task() is context
     _client().rpush(f"hooks:prerun:{context.id}", f"{os.getpid()}:{context.attempt}:{current}")
+    if os.environ.get("LIFECYCLE_HOOKS_EXIT"):
+        raise SystemExit(3)
 
 
 def _on_postrun(context: TaskContext, status: str, outcome: Any) -> None:
@@ -64,6 +67,8 @@ def _on_postrun(context: TaskContext, status: str, outcome: Any) -> None:
     shown = type(outcome).__name__ if isinstance(outcome, BaseException) else repr(outcome)
     _client().rpush(f"hooks:postrun:{context.id}",
                     f"{os.getpid()}:{context.attempt}:{current}:{status}:{shown}")
+    if os.environ.get("LIFECYCLE_HOOKS_EXIT"):
+        raise SystemExit(4)
 
 
 app.on("worker_process_init", _on_init)

@@ -151,3 +151,29 @@ def test_a_child_whose_init_failed_is_not_replaced_and_the_others_serve(
     os.kill(worker.pid, signal.SIGTERM)
     assert exit_code(worker) == 0
     assert len(_texts(client, "hooks:init")) == 2
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_hooks_raising_system_exit_are_logged_and_every_task_runs_once(
+        processes: Processes, server: RedisServer, producer: Any, tmp_path: Path,
+        pool: str) -> None:
+    # Before: SystemExit from task_prerun ended the child (or thread, or asyncio job)
+    # with the task leased: redelivered into the same end, then dead-lettered or
+    # never answered; the task's function never ran.
+    app, tasks = producer
+    client = server.client()
+    log = tmp_path / "worker.log"
+    worker = _worker(processes, server, log, "--pool", pool, "-c", "2",
+                     LIFECYCLE_HOOKS_EXIT="1")
+    works = [tasks["work"].delay(i) for i in range(6)]
+    assert [h.get(timeout=DEADLINE) for h in works] == list(range(6))
+    assert {h.id: int(client.hget("runs", h.id) or 0) for h in works} == {
+        h.id: 1 for h in works}
+    wait_until(lambda: all(client.llen(f"hooks:postrun:{h.id}") == 1 for h in works),
+               timeout=DEADLINE, message="every task_postrun")
+    assert worker.poll() is None  # still serving
+    worker.send_signal(signal.SIGTERM)
+    assert exit_code(worker) == 0
+    text = log.read_text()
+    assert text.count("SystemExit") >= 12, text[-3000:]
+    assert "died" not in text, text[-3000:]

@@ -3,6 +3,7 @@ task_postrun) and the recycling settings, on fakeredis; real worker processes ar
 tests/crash/test_lifecycle_hooks.py and test_recycling.py."""
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from typing import Any, Callable, List, Tuple
@@ -12,6 +13,7 @@ import pytest
 from minitask import (ConfigurationError, Minitask, MinitaskError, Retry, TaskContext, Worker,
                       current_task)
 from minitask.cli import main
+from minitask.hooks import Hooks
 from minitask.dashboard.views import workers as dashboard_workers
 from minitask.worker.pools.recycling import Recycling, recycling_of
 from tests.support.draining import drain
@@ -240,3 +242,53 @@ def test_the_dashboard_counts_a_workers_recycled_children(
     app.broker.registry.heartbeat("w1", {"pool": "process", "recycled": 12, "beat_ms": now_ms},
                                   now_ms, ttl_ms=60_000)
     assert [w["recycled"] for w in dashboard_workers(app)["workers"]] == [12]
+
+
+@pytest.mark.parametrize("raised", [SystemExit(3), KeyboardInterrupt()])
+def test_a_hook_raising_a_base_exception_is_logged_and_loses_no_task(
+        make_app: Callable[..., Minitask], caplog: pytest.LogCaptureFixture,
+        raised: BaseException) -> None:
+    # Before: only Exception was caught, so SystemExit from a prerun hook ended the
+    # pool's thread or child with the message leased (lost until its lease expired).
+    app = make_app()
+    ok, flaky, bad = _tasks(app)
+
+    def explode(*args: Any) -> None:
+        raise raised
+
+    for event in ("task_start", "task_prerun", "task_postrun", "task_success"):
+        app.on(event, explode)
+    handles = [ok.delay("v"), flaky.delay("w"), bad.delay("x")]
+    with caplog.at_level(logging.ERROR, logger="minitask.hooks"):
+        drain(app.worker())
+    assert [h.status() for h in handles] == ["succeeded", "succeeded", "failed"]
+    assert handles[0].get() == "v" and handles[1].get() == "w"
+    assert sum(type(raised).__name__ in (r.exc_text or "") for r in caplog.records) == 14
+
+
+def test_an_async_hook_raising_a_base_exception_is_logged_but_a_cancellation_is_not_eaten(
+        caplog: pytest.LogCaptureFixture) -> None:
+    hooks = Hooks()
+    started = asyncio.Event()
+
+    async def leaves(context: Any) -> None:
+        raise SystemExit(4)
+
+    async def waits(context: Any) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    async def scenario() -> None:
+        hooks.add("task_prerun", leaves)
+        with caplog.at_level(logging.ERROR, logger="minitask.hooks"):
+            await hooks.acall("task_prerun", None)  # logged, not raised
+            assert await hooks.ainit(None) is None
+        hooks.add("task_postrun", waits)
+        call = asyncio.ensure_future(hooks.acall("task_postrun", None))
+        await started.wait()
+        call.cancel()  # the pool stops the attempt: the hook's CancelledError goes on
+        with pytest.raises(asyncio.CancelledError):
+            await call
+
+    asyncio.run(scenario())
+    assert sum("SystemExit" in (r.exc_text or "") for r in caplog.records) == 1

@@ -188,3 +188,30 @@ def test_a_handle_record_minitask_did_not_write_counts_as_none_in_both_twins(
         asyncio.run(aget())
     with pytest.raises(ConfigurationError, match="is unknown"):
         producer.group_handle("planted")
+
+
+def test_a_forgotten_chain_answers_unknown_at_once_in_both_twins(
+        clock: ManualClock) -> None:
+    # Before: forget() left the chain's handle record, so get() (and app.handle(id)'s)
+    # waited for the forgotten step as if it were not sent yet: for ever without a
+    # timeout.
+    producer, other = _apps(clock)
+    add, _ = _tasks(producer)
+    _tasks(other)
+    first = chain(add.s(1, 1), add.s(10)).delay()
+    second = chain(add.s(2, 2), add.s(20)).delay()
+    drain(producer.worker(burst=True))
+    assert first.get(timeout=1) == 12 and first.forget() is True
+    for handle in (first, other.handle(first.id)):
+        with pytest.raises(ResultTimeout, match="unknown in queue|never enqueued"):
+            handle.get(timeout=30)  # at once: it would wait out the 30 s before
+
+    async def forget_async() -> None:
+        try:
+            assert await other.handle(second.id).aforget() is True
+            with pytest.raises(ResultTimeout, match="unknown in queue|never enqueued"):
+                await other.handle(second.id).aget(timeout=30)
+        finally:
+            await other.aclose()
+
+    asyncio.run(forget_async())
