@@ -3,7 +3,7 @@
 // with text nodes only (never markup). Times say "3 s ago" / "in 2 min", exact on hover.
 (function () {
   "use strict";
-  var POLL_MS = 1000;
+  var POLL_MS = 500;
   var table = document.getElementById("listing");
   if (!table) { return; }
   var kind = table.getAttribute("data-listing");
