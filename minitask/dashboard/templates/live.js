@@ -88,6 +88,7 @@
     }
     body.replaceChildren(rows);
     document.getElementById("total").textContent = String(data.total);
+    document.getElementById("shown").textContent = String(data.tasks.length);
     document.getElementById("live").textContent = " \u00b7 live, updated " +
       new Date().toLocaleTimeString();
   }
