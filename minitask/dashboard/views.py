@@ -174,3 +174,8 @@ def _iso(ms: int) -> str:
 
 def _iso_dt(value: Optional[_dt.datetime]) -> Optional[str]:
     return None if value is None else value.isoformat()
+
+
+def now_iso(app: Minitask) -> str:
+    """The app's clock now, ISO 8601 (what a page's relative times count from)."""
+    return _iso(app.clock.now_ms())

@@ -225,7 +225,8 @@ class Dashboard:
     def _task(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         task_id = (query.get("id") or [""])[0].strip()
         found = views.task(self.app, task_id) if task_id else None
-        return "task.html", {"task_id": task_id, "task": found}
+        return "task.html", {"task_id": task_id, "task": found,
+                             "now": views.now_iso(self.app)}
 
     def _dead(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         queue = (query.get("queue") or [""])[0] or None

@@ -159,3 +159,17 @@ def test_times_are_relative_to_the_servers_now() -> None:
     assert relative("2026-11-28T10:02:00+00:00", now) == "in 2 min"
     assert relative(now, now) == "now"
     assert relative(None, now) == ""
+
+
+def test_the_task_page_shows_times_relative_and_progress_as_a_bar(
+        shop: Tuple[Minitask, Tasks]) -> None:
+    app, tasks = shop
+    crunch = tasks["add"].delay(1, 2)
+    lease_all(app)
+    app.broker.progress.write([("default", crunch.id, pack_progress(3, 4, None,
+                                                                    app.clock.now_ms()),
+                                60_000)])
+    page = call(Dashboard(app), f"/task/{crunch.id}")[2]
+    assert '<progress max="4" value="3"></progress>' in page
+    assert re.search(r'<time datetime="[^"]+" title="[^"]+">in 30 s</time>', page)  # lease
+    assert ">now</time>" in page  # enqueued at the app's clock's now
