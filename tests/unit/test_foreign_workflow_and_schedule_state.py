@@ -25,7 +25,7 @@ def _drain(worker: object) -> int:
     return ran
 
 
-@pytest.mark.parametrize("damage", ["size", "type"])
+@pytest.mark.parametrize("damage", ["size", "type", "deleted"])
 def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         damage: str) -> None:
@@ -47,16 +47,21 @@ def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
         redis_client.hset(group_key, "size", "abc")
     else:
         redis_client.delete(group_key)
-        redis_client.rpush(group_key, "not a group")
+        if damage == "type":
+            redis_client.rpush(group_key, "not a group")
     _drain(app.worker(burst=True))
-    dead = app.dead_letters()
-    assert dead and all(group_key.decode() in letter.message for letter in dead)
+    if damage != "deleted":  # a deleted group is no data that is not minitask's
+        dead = app.dead_letters()
+        assert dead and all(group_key.decode() in letter.message for letter in dead)
+        assert redis_client.type(group_key) == (b"hash" if damage == "size" else b"list")
     assert seen == []
-    assert redis_client.type(group_key) == (b"hash" if damage == "size" else b"list")
-    if damage == "size":  # what follows could be read: the body ends, naming the group
-        assert handle.status() == "cancelled"
-        with pytest.raises(TaskFailed, match="the group cannot complete"):
-            handle.get(timeout=0)
+    # the body ends, naming the group, whether what follows could be read from the
+    # group (size) or only from the members' frames (type, deleted: it stayed
+    # "unknown" for ever, and get() without a timeout never returned)
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match=f"{group_key.decode()}.*the group cannot complete"
+                       if damage != "size" else "the group cannot complete"):
+        handle.get(timeout=0)
 
 
 @pytest.mark.parametrize("damage", ["fired", "results type", "result"])
@@ -113,7 +118,33 @@ def test_a_step_marker_no_minitask_wrote_is_named_not_taken_for_sent(
     [dead] = app.dead_letters()
     assert marker in dead.message and "no step marker minitask wrote" in dead.message
     assert redis_client.hgetall(marker) == {b"state": b"\xff planted"}  # left as it was
-    assert handle.status() == "unknown"
+    # the step it names ends too (it stayed "unknown" for ever: get() never returned)
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match=marker):
+        handle.get(timeout=0)
+
+
+def test_a_step_whose_marker_is_of_another_type_ends_cancelled_naming_the_key(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A marker of another type: the step before it was dead-lettered naming the key,
+    and the step itself stayed "unknown" for ever."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    handle = chain(add.s(1, 1), add.s(2).set(task_id="second"),
+                   add.s(3).set(task_id="third")).delay()
+    marker = queue_keys("wf", "default").once("second")
+    redis_client.rpush(marker, "planted")
+    _drain(app.worker(burst=True))
+    [dead] = app.dead_letters()
+    assert marker in dead.message
+    assert redis_client.lrange(marker, 0, -1) == [b"planted"]  # left as it was
+    assert app.handle("second").status() == "cancelled"
+    with pytest.raises(TaskFailed, match=marker):
+        handle.get(timeout=0)
 
 
 def test_a_result_past_the_group_size_neither_completes_the_group_nor_fails_it(
