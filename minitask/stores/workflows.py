@@ -230,28 +230,24 @@ class WorkflowStore(Store):
     def _stop_what_follows(self, join: Dict[str, Any], packed: Any, why: str, now_ms: int,
                            max_bytes: int) -> None:
         """A group whose state is not minitask's cannot complete: cancel what follows it
-        (a chord's body), saying so, when what follows could still be read; otherwise
-        what waits for it is left to expire, logged."""
+        (a chord's body), saying so, as the group's state or else the member's frame
+        names it; a frame of an older minitask names none: then it is logged."""
         try:
             follow = unpack_data(packed, f"what follows group {join['id']}") if packed else None
         except DecodeError:
             follow = None
-        failure = Failure(join["id"], "group", "DecodeError", why, "")
-        if follow is not None:
-            self._fail_from(follow, failure, now_ms, max_bytes)
-            return
-        after = join.get("a")
-        if not isinstance(after, dict):  # a frame written by an older minitask
+        after = join.get("a")  # absent from a frame an older minitask wrote
+        if follow is None and isinstance(after, dict):  # the member's frame names it
+            follow = after.get("j")
+            for queue, task_id, ttl in reversed(after.get("t") or ()):
+                follow = {"k": "then", "next": follow,
+                          "node": {"k": "t", "q": queue, "id": task_id, "ttl": ttl}}
+        if follow is None:
             logger.error("%s; what follows it cannot be read either, and will not run",
                          printable(why))
             return
-        # what follows lived only in the group's state: the member's frame names it
-        tasks = [{"k": "t", "q": q, "id": task_id, "ttl": ttl}
-                 for q, task_id, ttl in after.get("t") or ()]
-        outer = after.get("j")
-        if outer is not None:
-            self._act_on(outer, self._join(outer, "dead", failure.packed()), now_ms, max_bytes)
-        self._cancel(tasks, failure, now_ms)
+        self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""), now_ms,
+                        max_bytes)
 
     # -- carrying on ------------------------------------------------------------------
 
