@@ -3,6 +3,7 @@ group is dead-lettered naming the key (never retried for ever), and a fire that
 meets a key of another type writes nothing. Also the shared escape function."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, List
 
 import pytest
@@ -11,6 +12,7 @@ import redis
 from minitask import Minitask, TaskFailed, chain, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
+from minitask.wire.serializer import decode_message, encode_message, pack_data, unpack_data
 from tests.support.clock import ManualClock
 
 #: what a worker does per run_once; the drain below stops after this many
@@ -233,3 +235,35 @@ def test_a_planted_schedule_whose_name_holds_a_control_character_is_left_out(
     assert [e.name for e in app.broker.schedules.armed(["default"])["default"]] == ["fine"]
     drain(app.worker(burst=True))
     assert app.dead_letters() == []
+
+
+def test_a_member_frame_of_an_older_minitask_still_reads_as_before(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Frames written before members named what follows their group (no ``"a"``): the
+    members still run; with the group's state gone, that is logged, as before."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> int:
+        return sum(values)
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    k = queue_keys("wf", "default")
+    for task_id, body in redis_client.hgetall(k.messages).items():
+        message = decode_message(body)
+        frame = unpack_data(message.workflow, "a frame")
+        assert "a" in frame["next"]
+        del frame["next"]["a"]
+        older = dataclasses.replace(message, workflow=pack_data(frame, "a frame"))
+        redis_client.hset(k.messages, task_id, encode_message(older))
+    [group_key] = [key for key in redis_client.keys("*group*") if b"results" not in key]
+    redis_client.delete(group_key)
+    _drain(app.worker(burst=True))
+    assert app.dead_letters() == []
+    assert handle.status() == "unknown"
+    assert "what follows it cannot be read either" in caplog.text
