@@ -1,6 +1,7 @@
 """Operator actions, shared by the CLI, the dashboard and ``Minitask``'s methods.
 
-One module per concern: look a task up (``tasks``), count and purge queues
+One module per concern: look a task up (``tasks``), list what is running,
+scheduled or recently ended (``activity``), count and purge queues
 (``queues``), see and stop workers (``workers``), dead letters (``dead``),
 schedules (``scheduling``), broadcast subscribers (``subscriptions``) and the
 groups of fair queues (``groups``). Each
@@ -8,6 +9,7 @@ function takes the app (anything shaped like ``Operated``) first.
 """
 from __future__ import annotations
 
+from .activity import ListedTask, Listing, recent, running, scheduled
 from .dead import DeadTask, dead_letter, dead_letters, find_dead, purge_dead, requeue_dead
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import SHOWN_OTHERS, Operated, app_queues, lookup_queues, shown_queues
@@ -17,9 +19,10 @@ from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import LIVE_MS, live_workers, shutdown
 
-__all__ = ["LIVE_MS", "SHOWN_OTHERS", "DeadTask", "Operated", "TaskInfo", "add_schedule",
-           "all_queue_counts", "app_queues", "dead_letter", "dead_letters", "find_dead",
-           "group_counts", "inspect", "live_workers", "lookup_queues", "purge_dead",
-           "purge_ready", "pause_group", "queue_counts", "remove_schedule", "requeue_dead",
-           "resume_group", "schedules", "set_group_weight", "shown_queues", "shutdown",
+__all__ = ["LIVE_MS", "SHOWN_OTHERS", "DeadTask", "ListedTask", "Listing", "Operated",
+           "TaskInfo", "add_schedule", "all_queue_counts", "app_queues", "dead_letter",
+           "dead_letters", "find_dead", "group_counts", "inspect", "live_workers",
+           "lookup_queues", "purge_dead", "purge_ready", "pause_group", "queue_counts",
+           "recent", "remove_schedule", "requeue_dead", "resume_group", "running",
+           "scheduled", "schedules", "set_group_weight", "shown_queues", "shutdown",
            "subscribers", "unsubscribe"]

@@ -69,7 +69,8 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
     return {"task_id": dead.task_id, "queue": dead.queue, "name": dead.name, "args": dead.args,
             "kwargs": dead.kwargs, "reason": dead.reason, "exc_type": dead.exc_type,
             "message": dead.message, "traceback": dead.traceback,
-            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts}
+            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts,
+            "args_hidden": dead.args_hidden}
 
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
@@ -103,9 +104,12 @@ def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int
     # what a record that cannot be read does not say is "unknown", never an empty line
     error = (f"{printable(dead.exc_type)}: {printable(dead.message)}" if dead.exc_type
              else printable(dead.message) if dead.message else "none recorded")
+    arguments = ("args      (hidden: the task has hide_args=True)\n" if dead.args_hidden else
+                 f"args      {printable(repr(dead.args))}\n"
+                 f"kwargs    {printable(repr(dead.kwargs))}\n")
     print(f"task id   {printable(dead.task_id)}\nqueue     {printable(dead.queue)}\n"
           f"task      {printable(dead.name) if dead.name != '?' else _UNREAD}\n"
-          f"args      {printable(repr(dead.args))}\nkwargs    {printable(repr(dead.kwargs))}\n"
+          f"{arguments}"
           f"attempts  {dead.attempts or 'unknown'}\ndead at   {dead.dead_at.isoformat()}\n"
           f"reason    {printable(dead.reason) or 'unknown (no record says why)'}\n"
           f"error     {error}")

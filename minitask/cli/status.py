@@ -36,7 +36,8 @@ def run(args: argparse.Namespace) -> int:
     }
     for info in broker.registry.live(now_ms, live_ms=60_000):
         report["workers"].append({
-            "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+            "name": info["name"], "id": info.get("id", info["name"]),
+            "host": info.get("host", ""), "pid": int(info.get("pid", 0)),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
             # the registry hands out only whole numbers in these fields; a beat in the
             # future (a clock ahead, or planted) is "just now", never a negative age
@@ -114,7 +115,9 @@ def _status_text(report: Dict[str, Any]) -> str:
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:
-        lines.append(f"  {printable(worker['name'])}  "
+        named = worker["name"] if worker["name"] == worker["id"] else (
+            f"{worker['name']} ({worker['id']})")  # workers may share a --name
+        lines.append(f"  {printable(named)}  "
                      f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
                      f"processed {worker['processed']}  failed {worker['failed']}  "
                      f"running {worker['running']}  "

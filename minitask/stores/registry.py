@@ -44,7 +44,9 @@ class WorkerRegistry(Store):
             pipe.execute()
 
     def live(self, now_ms: int, live_ms: int) -> List[Dict[str, str]]:
-        """Workers whose last heartbeat is at most ``live_ms`` old; older ones are pruned."""
+        """Workers whose last heartbeat is at most ``live_ms`` old, each a dict of its
+        record with its ``id`` (what keys it) and ``name`` (``--name``, else the id);
+        older ones are pruned."""
         client = self.transport.client
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
@@ -84,7 +86,11 @@ class WorkerRegistry(Store):
                     continue
                 info[field_text] = value_text
             if info:
-                info["name"] = name
+                # the worker's id keys its record and its orders; its name (--name) is
+                # what it is called, the id when it was given none
+                info["id"] = name
+                if not info.get("name"):
+                    info["name"] = name
                 found.append(info)
         return found
 
