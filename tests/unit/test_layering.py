@@ -175,8 +175,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                        "wire.message"}),
     "batching": frozenset({"errors", "handle", "wire.message"}),
     "groups": frozenset({"errors", "handle", "options", "wire.message"}),
-    "handle": frozenset({"errors", "stores.broker", "stores.workflows", "wire.message",
-                         "wire.serializer"}),
+    "handle": frozenset({"errors", "stores.broker", "stores.workflow_reads",
+                         "stores.workflows", "wire.message", "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer",
@@ -277,9 +277,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.scripts": frozenset(),
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
+    # what a handle reads of a workflow (handle records, steps' states)
+    "stores.workflow_reads": frozenset({"broker.packing", "broker.transport", "errors",
+                                        "stores.foreign", "stores.store", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "printable",
-                                   "stores.foreign", "stores.queue", "stores.store",
-                                   "wire.message", "wire.serializer"}),
+                                   "stores.queue", "stores.workflow_reads", "wire.message",
+                                   "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset(),
