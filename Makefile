@@ -4,7 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fast typecheck lint clean docs test-pythons test-redis dist
+.PHONY: demo test fast typecheck lint clean docs test-pythons test-redis dist perf-guard \
+	perf-record
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,6 +29,15 @@ typecheck: $(STAMP)
 
 fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not integration and not crash and not scale" -q
+
+# Redis instructions per operation (callgrind: load-independent) against the counts in
+# tests/perf/instructions.json: fails on any more than 5 % over; perf-record rewrites
+# them. Needs valgrind and Debian's redis-server (tests/perf/guard.py says why).
+perf-guard: $(STAMP)
+	$(BIN)/python -m tests.perf.guard
+
+perf-record: $(STAMP)
+	$(BIN)/python -m tests.perf.guard --record
 
 # The docs site: docs/_build/html; every warning is an error.
 DOCS_STAMP := $(VENV)/.docs-installed

@@ -21,6 +21,7 @@ from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, running_loop
 from .stores.broker import Broker
+from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
 from .wire.message import SystemClock
 from .worker import Worker, check_prefetch
@@ -31,7 +32,7 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
-                         "durability_timeout", "routes"})
+                         "durability_timeout", "routes", "recent_outcomes"})
 
 
 class Minitask(Operations, SendByName, HandleLookups):
@@ -61,9 +62,12 @@ class Minitask(Operations, SendByName, HandleLookups):
             "replicated" or "fsync": whether enqueues and outcomes wait for
             ``min_replicas`` replicas, default 1, to confirm them within
             ``durability_timeout`` seconds, default 1.0; see
-            :doc:`/guide/durability`), and ``routes`` (task names or glob
+            :doc:`/guide/durability`), ``routes`` (task names or glob
             patterns mapped to a ``queue`` and a ``priority``; the first
-            match wins; see :doc:`/guide/routing`).
+            match wins; see :doc:`/guide/routing`) and ``recent_outcomes``
+            (outcomes each queue's record keeps for ``minitask inspect
+            recent``, default 2,000, 0 to keep none; see
+            :doc:`/guide/operations`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -96,6 +100,9 @@ class Minitask(Operations, SendByName, HandleLookups):
         self.max_deliveries = max_deliveries
         self.max_message_bytes = max_message_bytes
         self.prefetch = prefetch
+        #: Outcomes each queue's record of recent outcomes keeps (0: none kept).
+        self.recent_outcomes = recent_length(options.get("recent_outcomes", DEFAULT_LENGTH),
+                                             where)
         self.clock = options.get("clock") or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
         #: Where tasks go by their names (``routes=``), checked here.
@@ -140,6 +147,7 @@ class Minitask(Operations, SendByName, HandleLookups):
             self._broker = Broker(connection.client, self.name, connection.description,
                                   self.types)
             self._broker.transport.durability = self.durability
+            self._broker.results.recent_length = self.recent_outcomes
         return self._broker
 
     def close(self) -> None:
@@ -201,7 +209,9 @@ class Minitask(Operations, SendByName, HandleLookups):
                 ``retries``, ``retry_backoff``, ``retry_backoff_max``,
                 ``retry_on``, ``timeout`` and ``soft_timeout`` (seconds),
                 ``ignore_result``, ``result_ttl`` (seconds), ``broadcast``,
-                ``rate_limit``, ``max_running``.
+                ``rate_limit``, ``max_running``, ``hide_args`` (its arguments
+                hold secrets: ``minitask inspect``, ``dead show`` and the
+                dashboard never show them).
 
         Returns:
             The ``Task`` (an ``AsyncTask`` for an ``async def``), or, with
@@ -378,7 +388,8 @@ class Minitask(Operations, SendByName, HandleLookups):
                pool: str = "thread", burst: bool = False, grace: float = 30.0,
                prefetch: Optional[int] = None, subscriber: Optional[str] = None,
                max_tasks_per_child: Optional[int] = None,
-               max_memory_per_child: Optional[int] = None) -> Worker:
+               max_memory_per_child: Optional[int] = None,
+               name: Optional[str] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
@@ -394,6 +405,9 @@ class Minitask(Operations, SendByName, HandleLookups):
                 this many tasks, between two of them.
             max_memory_per_child: (process pool) replace a child whose resident
                 memory exceeds this many MB after a task.
+            name: what status, the dashboard, ``shutdown`` and the record of
+                recent outcomes call it; default: its id (host, pid and a random
+                part).
 
         Returns:
             A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
@@ -406,7 +420,15 @@ class Minitask(Operations, SendByName, HandleLookups):
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch,
                       schedules=list(self.periodic_schedules.values()), subscriber=subscriber,
                       max_tasks_per_child=max_tasks_per_child,
-                      max_memory_per_child=max_memory_per_child)
+                      max_memory_per_child=max_memory_per_child, name=name)
+
+
+def recent_length(value: Any, where: str) -> int:
+    """``recent_outcomes``, checked: a whole number from 0 (no record) to MAX_LENGTH."""
+    if type(value) is not int or not 0 <= value <= MAX_LENGTH:
+        raise ConfigurationError(f"{where}: recent_outcomes must be an int from 0 (keep "
+                                 f"none) to {MAX_LENGTH}, got {value!r}")
+    return value
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

@@ -17,7 +17,7 @@ from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "soft_timeout",
-                          "ignore_result", "result_ttl", "broadcast"}) | _LIMIT_OPTIONS
+                          "ignore_result", "result_ttl", "broadcast", "hide_args"}) | _LIMIT_OPTIONS
 CALL_OPTIONS = frozenset({"queue", "priority", "delay", "eta", "task_id"})
 #: A task's route by its name: the pattern that matched (None: none) and its options.
 Router = Callable[[str], Tuple[Optional[str], Mapping[str, Any]]]
@@ -126,6 +126,8 @@ class TaskOptions:
     grouping: TaskGrouping = TaskGrouping()
     #: The pattern of the app's route that gave it its queue or priority, if any.
     route: Optional[str] = None
+    #: Its arguments hold secrets: no operator view (CLI, dashboard) shows them.
+    hide_args: bool = False
 
     @classmethod
     def build(cls, func: Callable[..., Any], default_queue: str, result_ttl: float,
@@ -173,6 +175,10 @@ class TaskOptions:
         if routed and all(options.get(key) is not None for key in routed):
             pattern = None  # the decorator set all the route would: it does not apply
         queue = options.get("queue") or routed.get("queue") or default_queue
+        hide_args = options.get("hide_args", False)
+        if not isinstance(hide_args, bool):
+            raise ConfigurationError(f"{where}: hide_args must be True or False, "
+                                     f"got {hide_args!r}")
         broadcast = options.get("broadcast", False)
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
@@ -197,4 +203,5 @@ class TaskOptions:
             soft_timeout=seconds.get("soft_timeout"),
             ignore_result=ignore_result,
             result_ttl=seconds["result_ttl"],
-            broadcast=broadcast, limits=limits, grouping=grouping, route=pattern)
+            broadcast=broadcast, limits=limits, grouping=grouping, route=pattern,
+            hide_args=hide_args)

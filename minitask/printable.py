@@ -9,7 +9,7 @@ is, and nothing else can reach the reader unescaped.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, List
 
 #: Characters that are printable but move or reorder text: line and paragraph
 #: separators, and the bidirectional controls that can make a name read backwards.
@@ -57,4 +57,40 @@ def readable(value: Any) -> bool:
     return isinstance(value, str) and printable(value) == value
 
 
-__all__ = ["printable", "readable"]
+_WIDTHS = {"x": 2, "u": 4, "U": 8}
+
+
+def typed_back(shown: str) -> List[bytes]:
+    """What a name ``printable`` showed as ``shown`` may be in Redis, most likely
+    first: ``shown`` itself, then with each ``\\x``/``\\u``/``\\U`` escape read
+    back as its character, then with each ``\\xNN`` of 80 to ff read as the raw
+    byte (a name that is not UTF-8). A person copies an escaped id from ``minitask
+    dead list`` and types it back: this is how the command finds it again."""
+    as_text, as_bytes = bytearray(), bytearray()
+    index = 0
+    while index < len(shown):
+        char = shown[index]
+        width = _WIDTHS.get(shown[index + 1:index + 2], 0) if char == "\\" else 0
+        digits = shown[index + 2:index + 2 + width]
+        if width and len(digits) == width and all(d in "0123456789abcdefABCDEF"
+                                                  for d in digits):
+            code = int(digits, 16)
+            try:
+                as_text += chr(code).encode("utf-8", "surrogatepass")
+            except (ValueError, OverflowError):  # beyond U+10FFFF: no character
+                as_text += shown[index:index + 2 + width].encode()
+            as_bytes += (bytes([code]) if width == 2 and code >= 0x80
+                         else chr(min(code, 0x10FFFF)).encode("utf-8", "surrogatepass"))
+            index += 2 + width
+            continue
+        as_text += char.encode("utf-8", "surrogatepass")
+        as_bytes += char.encode("utf-8", "surrogatepass")
+        index += 1
+    found: List[bytes] = []
+    for form in (shown.encode("utf-8", "surrogatepass"), bytes(as_text), bytes(as_bytes)):
+        if form not in found:
+            found.append(form)
+    return found
+
+
+__all__ = ["printable", "readable", "typed_back"]

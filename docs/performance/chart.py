@@ -1,11 +1,12 @@
-"""Draw the performance page's charts and table from ``minitask bench --json`` output.
+"""Draw the performance page's charts and tables from ``minitask bench --json`` output.
 
 The data, ``bench.json`` beside this file, was made with::
 
     minitask bench --start-server --json --tasks 5000 --memory-tasks 20000 > bench.json
 
-and the charts with ``python docs/performance/chart.py`` (no dependency: the SVG
-is written by hand). tests/unit/test_docs_chart.py checks that the committed
+``capacity.json``, the run the capacity table comes from, with the same command
+(``> capacity.json``), and the charts with ``python docs/performance/chart.py``
+(no dependency: the SVG is written by hand). tests/unit/test_docs_chart.py checks that the committed
 charts are what this script makes of the committed data.
 """
 from __future__ import annotations
@@ -106,18 +107,39 @@ def table(data: Dict[str, object]) -> str:
     return "\n".join(out) + "\n"
 
 
-def charts(data: Dict[str, object]) -> Dict[str, str]:
-    """File name -> text, for every chart of the page and its table of results."""
+def capacity_table(data: Dict[str, object]) -> str:
+    """The run's CPU per task and what one core carries, as a reST list-table."""
+    out = [".. list-table::", "   :header-rows: 1", "   :widths: 30 10 10 12 12 26", "",
+           "   * - task", "     - Redis CPU per task", "     - worker CPU per task",
+           "     - tasks/s one Redis core carries", "     - tasks/s one worker core carries",
+           "     - measured as"]
+    for entry in data["capacity"]:  # type: ignore[attr-defined]
+        out += [f"   * - {entry['case']}", f"     - {entry['redis_us']:,.1f} us",
+                f"     - {entry['worker_us']:,.1f} us",
+                f"     - {_count(entry['per_redis_core'])}",
+                f"     - {_count(entry['per_worker_core'])}", f"     - {entry['how']}"]
+    return "\n".join(out) + "\n"
+
+
+def _count(value: object) -> str:
+    return EMPTY if value is None else f"{value:,}"
+
+
+def charts(data: Dict[str, object], capacity: Dict[str, object]) -> Dict[str, str]:
+    """File name -> text, for every chart of the page and its tables: ``data`` is the
+    run of the charts and of the table of every row, ``capacity`` the run of the
+    capacity table."""
     return {
         "throughput.svg": svg("Throughput, no-op tasks (higher is better)", "/s",
                               throughput_bars(data), 0),
         "latency.svg": svg("Latency (lower is better)", "ms", latency_bars(data), 2),
         "rows.inc": table(data),
+        "capacity.inc": capacity_table(capacity),
     }
 
 
 def main() -> int:
-    for name, text in charts(load()).items():
+    for name, text in charts(load(), load(HERE / "capacity.json")).items():
         (HERE / name).write_text(text)
         print(f"wrote {HERE / name}")
     return 0

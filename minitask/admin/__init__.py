@@ -1,6 +1,7 @@
 """Operator actions, shared by the CLI, the dashboard and ``Minitask``'s methods.
 
-One module per concern: look a task up (``tasks``), count and purge queues
+One module per concern: look a task up (``tasks``), list what is running,
+scheduled or recently ended (``activity``), count and purge queues
 (``queues``), see and stop workers (``workers``), dead letters (``dead``),
 schedules (``scheduling``), broadcast subscribers (``subscriptions``) and the
 groups of fair queues (``groups``). Each
@@ -8,7 +9,8 @@ function takes the app (anything shaped like ``Operated``) first.
 """
 from __future__ import annotations
 
-from .dead import DeadTask, dead_letters, purge_dead, requeue_dead
+from .activity import ListedTask, Listing, recent, running, scheduled
+from .dead import DeadTask, dead_letter, dead_letters, find_dead, purge_dead, requeue_dead
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import Operated, app_queues
 from .queues import all_queue_counts, purge_ready, queue_counts
@@ -17,8 +19,9 @@ from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import LIVE_MS, live_workers, shutdown
 
-__all__ = ["LIVE_MS", "DeadTask", "Operated", "TaskInfo", "add_schedule", "all_queue_counts",
-           "app_queues", "dead_letters", "group_counts", "inspect", "live_workers", "purge_dead",
-           "purge_ready", "pause_group", "queue_counts", "remove_schedule", "requeue_dead",
-           "resume_group", "schedules", "set_group_weight", "shutdown", "subscribers",
-           "unsubscribe"]
+__all__ = ["LIVE_MS", "DeadTask", "ListedTask", "Listing", "Operated", "TaskInfo",
+           "add_schedule", "all_queue_counts", "app_queues", "dead_letter", "dead_letters",
+           "find_dead", "group_counts", "inspect", "live_workers", "purge_dead", "purge_ready",
+           "pause_group", "queue_counts", "recent", "remove_schedule", "requeue_dead",
+           "resume_group", "running", "scheduled", "schedules", "set_group_weight", "shutdown",
+           "subscribers", "unsubscribe"]

@@ -4,12 +4,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DecodeError
+from ..printable import typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_message, decode_outcome, encode_message
+from .activity import hides_args
 from .operated import Operated, app_queues
 
 
@@ -30,6 +32,8 @@ class DeadTask:
         traceback: the last error's traceback, as the worker printed it.
         dead_at: when it died, an aware UTC datetime.
         attempts: attempts made.
+        args_hidden: the task is registered with ``hide_args=True``: ``args``
+            and ``kwargs`` are left empty.
     """
 
     task_id: str
@@ -43,6 +47,7 @@ class DeadTask:
     traceback: str
     dead_at: _dt.datetime
     attempts: int
+    args_hidden: bool = False
 
 
 def dead_letters(app: Operated, queue: Optional[str] = None, *,
@@ -51,8 +56,8 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *,
     found: List[DeadTask] = []
     for name in [queue] if queue is not None else app_queues(app):
         for letter in app.broker.dead.letters(name, limit):
-            found.append(_dead_task(letter.task_id, name, letter.dead_at_ms, letter.body,
-                                    letter.info))
+            found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
+                                    letter.body, letter.info))
     return found
 
 
@@ -92,8 +97,25 @@ def purge_dead(app: Operated, task_id: Optional[str] = None, *,
     return purged
 
 
-def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
-               info: Optional[bytes]) -> DeadTask:
+def find_dead(app: Operated, shown: str,
+              queue: Optional[str] = None) -> Optional[Tuple[str, bytes]]:
+    """The queue and the id, as Redis holds it, of the dead letter a person named
+    ``shown``: as typed, or as ``dead list`` showed it escaped (``typed_back``)."""
+    return app.broker.dead.find([queue] if queue is not None else app_queues(app),
+                                typed_back(shown))
+
+
+def dead_letter(app: Operated, queue: str, task_id: bytes) -> Optional[DeadTask]:
+    """One dead letter, by its queue and its id as Redis holds it (``find_dead``)."""
+    letter = app.broker.dead.letter(queue, task_id)
+    if letter is None:
+        return None
+    return _dead_task(app, letter.task_id, queue, letter.dead_at_ms, letter.body,
+                      letter.info)
+
+
+def _dead_task(app: Operated, task_id: str, queue: str, dead_at_ms: int,
+               body: Optional[bytes], info: Optional[bytes]) -> DeadTask:
     name, args, kwargs, attempts = "?", [], {}, 0
     try:
         message = decode_message(body or b"")
@@ -108,8 +130,11 @@ def _dead_task(task_id: str, queue: str, dead_at_ms: int, body: Optional[bytes],
                                              outcome.traceback)
         except DecodeError:
             reason = "unreadable dead-letter record"
+    hidden = hides_args(app, name)
+    if hidden:
+        args, kwargs = [], {}
     return DeadTask(task_id=task_id, queue=queue, name=name, args=args, kwargs=kwargs,
                     reason=reason, exc_type=exc_type, message=text, traceback=trace,
                     dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
                                                        tz=_dt.timezone.utc),
-                    attempts=attempts)
+                    attempts=attempts, args_hidden=hidden)

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import DecodeError
 from ..wire.message import Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
+from .activity import hides_args
 from .operated import Operated, app_queues
 
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
@@ -42,6 +43,8 @@ class TaskInfo:
     dead: bool = False
     #: The last ``set_progress`` of the task, until it expires with the result.
     progress: Optional[Progress] = None
+    #: The task is registered with ``hide_args=True``: ``args`` and ``kwargs`` are None.
+    args_hidden: bool = False
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 strings."""
@@ -79,7 +82,9 @@ def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
         except DecodeError as exc:
             fields["note"] = f"the message cannot be decoded: {exc}"
         else:
-            fields.update(name=message.task, args=message.args, kwargs=message.kwargs,
+            hidden = hides_args(app, message.task)
+            fields.update(name=message.task, args=None if hidden else message.args,
+                          kwargs=None if hidden else message.kwargs, args_hidden=hidden,
                           priority=message.priority, attempt=message.attempt,
                           enqueued_at=_utc(message.enqueued_at_ms), eta=_utc(message.eta_ms))
     why = outcome_body if state == "finished" else (

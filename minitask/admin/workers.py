@@ -22,27 +22,34 @@ def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -
     their grace and exit; each acts on it at once (it waits on Redis for orders).
 
     Args:
-        names: the workers to stop, as ``minitask status`` lists them.
+        names: the workers to stop, each by its name (``--name``: every worker of that
+            name) or its id, as ``minitask status`` lists them.
         every: stop every live worker of the app instead.
 
     Returns:
-        The names of the workers asked.
+        The ids of the workers asked.
 
     Raises:
         ConfigurationError: no name and not ``every``, or a name that is no live worker
             (nothing is sent then).
         BrokerError: Redis could not be reached.
     """
-    live = [info["name"] for info in live_workers(app)]
-    if every:
-        names = live
-    elif not names:
+    live = live_workers(app)
+    if not every and not names:
         raise ConfigurationError("name the workers to stop (see minitask status), or pass --all")
-    unknown = [name for name in names if name not in live]
-    if unknown:
+    unknown = unknown_workers(live, names)
+    if unknown and not every:
         raise ConfigurationError(
             f"no live worker of app {app.name!r} is named {', '.join(map(repr, unknown))}; "
-            f"live workers: {', '.join(live) or 'none'}")
-    for name in names:
-        app.broker.registry.send_order(name, SHUTDOWN)
-    return list(names)
+            f"live workers: {', '.join(sorted({info['name'] for info in live})) or 'none'}")
+    asked = [info["id"] for info in live
+             if every or info["name"] in names or info["id"] in names]
+    for worker_id in asked:
+        app.broker.registry.send_order(worker_id, SHUTDOWN)
+    return asked
+
+
+def unknown_workers(live: Sequence[Dict[str, str]], names: Sequence[str]) -> List[str]:
+    """The names among ``names`` that are neither the name nor the id of a live worker."""
+    known = {info["name"] for info in live} | {info["id"] for info in live}
+    return [name for name in names if name not in known]

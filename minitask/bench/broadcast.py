@@ -11,11 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import redis
 
 from ..app import Minitask
+from .capacity import Capacity, Tally
 from .scratch import BENCH, purge
 from .workers import Workers
 
@@ -77,13 +78,17 @@ class FanoutBench:
         self.app.close()
         self.client.close()
 
-    def throughput(self) -> float:
-        """Calls per second, from sending ``CALLS`` at once until all ten ran them all."""
-        start = time.perf_counter()
-        self.task(nothing).delay_many([(index,) for index in range(CALLS)])
-        # each subscriber runs its calls in send order: the last one done means all done
-        self.task(arrived).delay(0.0).join(timeout=300)
-        return (CALLS + 1) / (time.perf_counter() - start)
+    def throughput(self, tally: Tally) -> float:
+        """Calls per second, from sending ``CALLS`` at once until all ten ran them all;
+        their CPU per call and subscriber is added to ``tally``."""
+        with tally.window(self.client, [p.pid for p in self.workers.processes],
+                          (CALLS + 1) * SUBSCRIBERS):
+            start = time.perf_counter()
+            self.task(nothing).delay_many([(index,) for index in range(CALLS)])
+            # each subscriber runs its calls in send order: the last one done means all done
+            self.task(arrived).delay(0.0).join(timeout=300)
+            end = time.perf_counter()
+        return (CALLS + 1) / (end - start)
 
     def pickups(self) -> Dict[str, List[float]]:
         """Per sample, ms from delay() to the start of the run on each subscriber."""
@@ -98,17 +103,23 @@ class FanoutBench:
         return {"first": first, "every": every}
 
 
-def measure_fanout(url: str) -> List[Dict[str, Any]]:
-    """The fan-out rows, as ``bench.Row`` keyword arguments."""
+def measure_fanout(url: str, capacity: Optional[Capacity] = None) -> List[Dict[str, Any]]:
+    """The fan-out rows, as ``bench.Row`` keyword arguments; a call's CPU per subscriber
+    goes to ``capacity`` when given."""
     bench = FanoutBench(url)
+    tally = Tally()
     try:
         bench.start()
         logger.info("fan-out: %d subscribers, %d calls at once, %d pickups", SUBSCRIBERS, CALLS,
                     SAMPLES)
-        rate = bench.throughput()
+        rate = bench.throughput(tally)
         found = bench.pickups()
     finally:
         bench.close()
+    if capacity is not None:
+        capacity.add("a broadcast call, per subscriber", tally.redis_us, tally.worker_us,
+                     f"delay_many() of {CALLS:,} no-op calls to {SUBSCRIBERS} subscribers "
+                     f"(thread pool -c 1 each), per call and subscriber")
     first_p50 = _percentile(found["first"], 0.5)
     every_p50 = _percentile(found["every"], 0.5)
     every_p99 = _percentile(found["every"], 0.99)

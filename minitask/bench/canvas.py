@@ -9,12 +9,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import redis
 
 from ..app import Minitask
 from ..canvas import chain, chord, group
+from .capacity import Capacity, Tally
 from .report import median
 from .scratch import BENCH, purge
 from .workers import Workers
@@ -88,11 +89,14 @@ class WorkflowBench:
         started: float = handle.get(timeout=120)
         return started
 
-    def chord_of_members(self) -> float:
-        sent_at = time.time()
-        handle = chord(group(self.task(member).s(index) for index in range(MEMBERS)),
-                       self.task(body).s(sent_at)).delay()
-        started: float = handle.get(timeout=120)
+    def chord_of_members(self, tally: Tally) -> float:
+        """Seconds from sending a chord of MEMBERS to its body's start; its CPU per
+        member is added to ``tally``."""
+        with tally.window(self.client, [p.pid for p in self.workers.processes], MEMBERS):
+            sent_at = time.time()
+            handle = chord(group(self.task(member).s(index) for index in range(MEMBERS)),
+                           self.task(body).s(sent_at)).delay()
+            started: float = handle.get(timeout=120)
         return started
 
     def plain_steps(self) -> float:
@@ -119,19 +123,26 @@ class WorkflowBench:
         return started / STEPS
 
 
-def measure_workflows(url: str) -> List[Dict[str, Any]]:
-    """The workflow rows, as ``bench.Row`` keyword arguments."""
+def measure_workflows(url: str, capacity: Optional[Capacity] = None) -> List[Dict[str, Any]]:
+    """The workflow rows, as ``bench.Row`` keyword arguments; a chord member's CPU goes
+    to ``capacity`` when given."""
     bench = WorkflowBench(url)
+    chords = Tally()
     try:
         bench.start_worker()
         logger.info("workflows: a chord of %d no-op members, a chain of %d steps", MEMBERS, STEPS)
         plain = median([bench.plain_batch() for _ in range(ROUNDS)])
-        chorded = median([bench.chord_of_members() for _ in range(ROUNDS)])
+        chorded = median([bench.chord_of_members(chords) for _ in range(ROUNDS)])
         per_task = median([bench.plain_steps() for _ in range(ROUNDS)])
         drained = median([bench.plain_drain() for _ in range(ROUNDS)])
         per_step = median([bench.chain_of_steps() for _ in range(ROUNDS)])
     finally:
         bench.close()
+    if capacity is not None:
+        capacity.add("a chord member (its result joined), process pool -c 2",
+                     chords.redis_us, chords.worker_us,
+                     f"{ROUNDS} chords of {MEMBERS:,} no-op members sent and run, the body "
+                     f"included, per member")
     return [
         {"metric": f"chord of {MEMBERS:,}: delay() to body start", "value": chorded * 1000,
          "unit": "ms", "target": "-", "met": None,

@@ -18,6 +18,7 @@ import redis
 from ..app import Minitask
 from ..broker.keys import AppKeys
 from ..errors import BrokerError
+from .capacity import Capacity, Tally
 from .report import median
 from .scratch import BENCH
 from .servers import ThrowawayServer
@@ -59,6 +60,7 @@ class DurableBench:
             self.primary.stop()
             raise
         self.client = redis.Redis(port=self.primary.port)
+        self.replica_client = redis.Redis(port=self.replica.port)
         self.app_name = f"{BENCH}-durable-{os.getpid()}"
         self.workers = Workers("minitask.bench.durable", app_env=APP_ENV, url=self.primary.url,
                                app_name=self.app_name, label="the durability bench's worker")
@@ -99,14 +101,19 @@ class DurableBench:
             self.client.delete(*bench_app.broker.queues.keys("default").ready)
             bench_app.close()
 
-    def drain(self, durability: Optional[str]) -> float:
-        """Seconds per task for a ``-c 1`` worker whose outcomes use ``durability``."""
+    def drain(self, durability: Optional[str], primary: Tally, replica: Tally) -> float:
+        """Seconds per task for a ``-c 1`` worker whose outcomes use ``durability``; the
+        CPU per task of the primary and the worker, and of the replica, is added to
+        ``primary`` and ``replica``."""
         self.start_worker(durability)
         bench_app = self.app(None)
         try:
-            sent_at = time.time()
-            bench_app.tasks[noop.name].delay_many([(index,) for index in range(CALLS - 1)])
-            took: float = bench_app.tasks[finished_at.name].delay(sent_at).get(timeout=120)
+            workers = [p.pid for p in self.workers.processes]
+            with primary.window(self.client, workers, CALLS), \
+                    replica.window(self.replica_client, [], CALLS):
+                sent_at = time.time()
+                bench_app.tasks[noop.name].delay_many([(index,) for index in range(CALLS - 1)])
+                took: float = bench_app.tasks[finished_at.name].delay(sent_at).get(timeout=120)
             return took / CALLS
         finally:
             bench_app.close()
@@ -125,12 +132,14 @@ class DurableBench:
     def close(self) -> None:
         self.stop_worker()
         self.client.close()
+        self.replica_client.close()
         self.replica.stop()
         self.primary.stop()
 
 
-def measure_durability() -> List[Dict[str, Any]]:
-    """The durability rows, as ``bench.Row`` keyword arguments."""
+def measure_durability(capacity: Optional[Capacity] = None) -> List[Dict[str, Any]]:
+    """The durability rows, as ``bench.Row`` keyword arguments; the drains' CPU per
+    task goes to ``capacity`` when given."""
     bench = DurableBench()
     try:
         logger.info("durability: %d delay() calls one at a time, and a -c 1 drain of %d "
@@ -142,12 +151,22 @@ def measure_durability() -> List[Dict[str, Any]]:
             durable.append(bench.one_at_a_time("replicated"))
         plain_call, durable_call = median(plain), median(durable)
         drains: Dict[Optional[str], List[float]] = {None: [], "replicated": []}
+        cpu = {durability: (Tally(), Tally()) for durability in drains}
         for _ in range(ROUNDS):
             for durability in drains:
-                drains[durability].append(bench.drain(durability))
+                drains[durability].append(bench.drain(durability, *cpu[durability]))
         plain_drain, durable_drain = median(drains[None]), median(drains["replicated"])
     finally:
         bench.close()
+    if capacity is not None:
+        for durability, case in (("replicated", "durability='replicated' outcomes"),
+                                 (None, "the same with durability=None")):
+            primary, replica = cpu[durability]
+            capacity.add(f"{case}, process pool -c 1, prefetch 1", primary.redis_us,
+                         primary.worker_us,
+                         f"its own primary and one loopback replica (replica: "
+                         f"{replica.redis_us:.1f} us per task); delay_many() then a drain "
+                         f"of {CALLS:,} tasks, {ROUNDS} rounds; results not kept")
     return [
         {"metric": "delay() one at a time, durability='replicated'",
          "value": 1 / durable_call, "unit": "tasks/s", "target": "-", "met": None,

@@ -11,13 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import redis
 
 from ..app import Minitask
 from ..broker.keys import queue_keys
 from ..errors import BrokerError
+from .capacity import Capacity, Tally
 from .report import median
 from .scratch import BENCH, purge
 from .workers import Workers
@@ -81,17 +82,20 @@ class FlowBench:
         self.app.close()
         self.client.close()
 
-    def drain(self, task: Any) -> float:
-        """Seconds from sending TASKS no-ops to the queue holding none of them."""
+    def drain(self, task: Any, tally: Tally) -> float:
+        """Seconds from sending TASKS no-ops to the queue holding none of them; their
+        CPU is added to ``tally``."""
         messages = queue_keys(self.app_name, "default").messages
-        start = time.perf_counter()
-        task.delay_many([(index,) for index in range(TASKS)])
-        deadline = time.monotonic() + 120
-        while self.client.hlen(messages):
-            if time.monotonic() > deadline:
-                raise BrokerError("the flow bench's worker did not drain the queue")
-            time.sleep(0.002)
-        return time.perf_counter() - start
+        with tally.window(self.client, [p.pid for p in self.workers.processes], TASKS):
+            start = time.perf_counter()
+            task.delay_many([(index,) for index in range(TASKS)])
+            deadline = time.monotonic() + 120
+            while self.client.hlen(messages):
+                if time.monotonic() > deadline:
+                    raise BrokerError("the flow bench's worker did not drain the queue")
+                time.sleep(0.002)
+            end = time.perf_counter()
+        return end - start
 
     def fetch_cost(self, task: Any) -> float:
         """Redis microseconds per fetch script call, from INFO commandstats (no worker
@@ -127,9 +131,11 @@ def _evalsha(client: "redis.Redis") -> Tuple[int, int]:
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
-def measure_flow(url: str, drain_rounds: int = DRAIN_ROUNDS) -> List[Dict[str, Any]]:
+def measure_flow(url: str, drain_rounds: int = DRAIN_ROUNDS,
+                 capacity: Optional[Capacity] = None) -> List[Dict[str, Any]]:
     """The flow control rows, as ``bench.Row`` keyword arguments (fewer ``drain_rounds``:
-    a quicker, rougher drain row, for a test that checks the rows run)."""
+    a quicker, rougher drain row, for a test that checks the rows run); the CPU per
+    task of both drains goes to ``capacity`` when given."""
     bench = FlowBench(url)
     try:
         plain_costs, limited_costs, parking_costs = [], [], []
@@ -144,15 +150,24 @@ def measure_flow(url: str, drain_rounds: int = DRAIN_ROUNDS) -> List[Dict[str, A
         bench.start_worker()
         logger.info("flow control: %d tasks with limits not reached, and without", TASKS)
         plain, limited = [], []
+        free_cpu, capped_cpu = Tally(), Tally()
         for round_number in range(drain_rounds):
             if round_number % 2:
-                limited.append(bench.drain(bench.capped))
-                plain.append(bench.drain(bench.free))
+                limited.append(bench.drain(bench.capped, capped_cpu))
+                plain.append(bench.drain(bench.free, free_cpu))
             else:
-                plain.append(bench.drain(bench.free))
-                limited.append(bench.drain(bench.capped))
+                plain.append(bench.drain(bench.free, free_cpu))
+                limited.append(bench.drain(bench.capped, capped_cpu))
     finally:
         bench.close()
+    if capacity is not None:
+        how = (f"delay_many() then a drain by one worker (--pool thread -c 4), "
+               f"{drain_rounds} x {TASKS:,} no-ops")
+        capacity.add("flow control (rate_limit + max_running), thread pool -c 4",
+                     capped_cpu.redis_us, capped_cpu.worker_us,
+                     f"limits configured, never reached; {how}")
+        capacity.add("the same without limits, thread pool -c 4", free_cpu.redis_us,
+                     free_cpu.worker_us, how)
     ratios = sorted(slow / fast for slow, fast in zip(limited, plain))
     ratio = median(ratios)
     return [

@@ -7,6 +7,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from .capacity import Capacity
+
 #: the progress lines are the bench's as a whole, whichever module measures
 logger = logging.getLogger("minitask.bench")
 
@@ -31,6 +33,8 @@ class Report:
     latency_baselines: Dict[str, float] = field(default_factory=dict)
     scaling: List[Dict[str, Any]] = field(default_factory=list)
     machine: Dict[str, Any] = field(default_factory=dict)
+    #: CPU per task by kind of task, and what one core carries
+    capacity: Capacity = field(default_factory=Capacity)
 
     def add(self, row: Row) -> None:
         self.rows.append(row)
@@ -41,6 +45,7 @@ class Report:
         return json.dumps({"machine": self.machine, "baselines": self.baselines,
                            "latency_baselines_ms": self.latency_baselines,
                            "rows": [row.__dict__ for row in self.rows],
+                           "capacity": self.capacity.entries,
                            "scaling": self.scaling}, indent=2)
 
     def as_table(self) -> str:
@@ -58,6 +63,7 @@ class Report:
             lines.append(f"{row.metric:<46} {shown:>14}  {row.target:<34} {met}")
             if row.detail:
                 lines.append(f"{'':<46} {row.detail}")
+        lines += self.capacity.table()
         if self.scaling:
             lines += self._scaling_table()
         return "\n".join(lines)

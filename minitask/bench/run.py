@@ -45,7 +45,9 @@ class Bench:
             self.producer_rows()
             for prefetch in self.prefetch:
                 throughput.drain(1, prefetch)
+                throughput.drain(1, prefetch, record=False)
                 throughput.drain(2, prefetch)
+            throughput.kept()
             self.asyncio_rows()
             latency.latency()
             latency.delayed()
@@ -86,27 +88,27 @@ class Bench:
     def workflows(self) -> None:
         """A chord of 1,000 and a chain of 100, beside the same tasks sent plainly."""
         from .canvas import measure_workflows  # its app, only when it runs
-        for row in measure_workflows(self.url):
+        for row in measure_workflows(self.url, capacity=self.report.capacity):
             self.report.add(Row(**row))
 
     def broadcasts(self) -> None:
         """Fan-out to 10 subscribers: calls/s delivered to all, idle pickup latency."""
         from .broadcast import measure_fanout  # its app, only when it runs
         progress("broadcasts: fan-out to 10 subscribers")
-        for row in measure_fanout(self.url):
+        for row in measure_fanout(self.url, capacity=self.report.capacity):
             self.report.add(Row(**row))
 
     def durability(self) -> None:
         """delay() and a -c 1 drain waiting for a replica, beside plain ones (its own
         primary and replica: the bench's Redis may have none)."""
         from .durable import measure_durability  # its app, only when it runs
-        for row in measure_durability():
+        for row in measure_durability(capacity=self.report.capacity):
             self.report.add(Row(**row))
 
     def flow(self) -> None:
         """Limits configured but not reached, against none; Redis time per fetch."""
         from .flow import measure_flow  # its app, only when it runs
-        for row in measure_flow(self.url):
+        for row in measure_flow(self.url, capacity=self.report.capacity):
             self.report.add(Row(**row))
 
     def dashboard(self) -> None:

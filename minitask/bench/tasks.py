@@ -5,20 +5,33 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any, Dict
 
 from ..app import Minitask
 from ..context import current_task
 from .scratch import BENCH
 
 APP_ENV = "MINITASK_BENCH_APP"
+#: Outcomes each queue's record keeps in the worker processes (``recent_outcomes``):
+#: the drain is measured with the default record and with none.
+RECENT_ENV = "MINITASK_BENCH_RECENT"
 
 #: The app the main rows' worker processes load.
-app = Minitask(os.environ.get(APP_ENV, BENCH))
+_options: Dict[str, Any] = {}
+if RECENT_ENV in os.environ:
+    _options["recent_outcomes"] = int(os.environ[RECENT_ENV])
+app = Minitask(os.environ.get(APP_ENV, BENCH), **_options)
 
 
 @app.task(ignore_result=True)
 def noop(index: int) -> None:
     """The cheapest task there is: measures minitask, not the task."""
+
+
+@app.task
+def kept(index: int) -> int:
+    """A no-op whose result is kept (for the result's day)."""
+    return index
 
 
 @app.task

@@ -95,14 +95,15 @@ class CpuMeter:
 
     def __init__(self, groups: Dict[str, List[int]]) -> None:
         self.groups = groups
-        self.before = {name: _cpu_seconds(pids) for name, pids in groups.items()}
+        self.before = {name: cpu_seconds(pids) for name, pids in groups.items()}
 
     def per_task_us(self, tasks: int) -> Dict[str, float]:
-        return {name: (_cpu_seconds(pids) - self.before[name]) / tasks * 1e6
+        return {name: (cpu_seconds(pids) - self.before[name]) / tasks * 1e6
                 for name, pids in self.groups.items() if pids}
 
 
-def _cpu_seconds(pids: Sequence[int]) -> float:
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU time (user + system) the processes ``pids`` spent so far, from /proc."""
     total = 0
     for pid in pids:
         try:

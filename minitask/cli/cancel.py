@@ -1,4 +1,5 @@
-"""``minitask cancel``: withdraw tasks that have not started."""
+"""``minitask cancel``: withdraw tasks that have not started, or with ``--running``
+also stop those that have, as ``handle.cancel(running=True)`` does."""
 from __future__ import annotations
 
 import argparse
@@ -7,15 +8,22 @@ from typing import Any, Dict
 from ..errors import ConfigurationError
 from .options import add_app_options, emit_json, load, takes_words
 
-USAGE = "minitask cancel -A APP ID... [--json]"
+USAGE = "minitask cancel -A APP ID... [--running] [--json]"
 
 
 def register(commands: Any) -> None:
     cancel = commands.add_parser("cancel", usage=USAGE,
                                  help="withdraw tasks that have not started",
                                  description="Withdraw tasks that have not started: they never "
-                                 "run. Exit code 1 when one could not be cancelled.")
+                                 "run. With --running, also stop tasks that are running, on "
+                                 "every pool (the process pool kills the attempt's child, the "
+                                 "asyncio pool cancels its coroutine, the thread pool sets "
+                                 "current_task().cancel_requested for the task to check); they "
+                                 "end cancelled, never retried. Exit code 1 when one could not "
+                                 "be cancelled.")
     add_app_options(cancel, level="WARNING")
+    cancel.add_argument("--running", action="store_true",
+                        help="also stop tasks that have started")
     cancel.add_argument("--json", action="store_true", help="print JSON")
     takes_words(cancel)
     cancel.set_defaults(command=run)
@@ -29,7 +37,10 @@ def run(args: argparse.Namespace) -> int:
     try:
         for task_id in args.words:
             handle = app.handle(task_id)
-            outcome[task_id] = "cancelled" if handle.cancel() else handle.status()
+            asked = handle.cancel(running=args.running)
+            status = handle.status()
+            # a stop asked of a running attempt: it ends cancelled within about a second
+            outcome[task_id] = "stopping" if asked and status == "running" else status
     finally:
         app.close()
     if args.json:
@@ -38,6 +49,10 @@ def run(args: argparse.Namespace) -> int:
         for task_id, status in outcome.items():
             if status == "cancelled":
                 print(f"{task_id}: cancelled")
+            elif status == "stopping":
+                print(f"{task_id}: running; asked its worker to stop it")
+            elif status == "running":
+                print(f"{task_id}: not cancelled, it is running (add --running to stop it)")
             else:
                 print(f"{task_id}: not cancelled, it is {status}")
-    return 0 if all(status == "cancelled" for status in outcome.values()) else 1
+    return 0 if all(status in ("cancelled", "stopping") for status in outcome.values()) else 1

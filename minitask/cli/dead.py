@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import DeadTask, app_queues, inspect
+from ..admin import DeadTask, app_queues, dead_letter, find_dead
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         if action == "show":
             if len(ids) != 1:
                 raise ConfigurationError("show takes one task id")
-            return _show(app, ids[0], args.json)
+            return _show(app, ids[0], args.queue, args.json)
         if bool(ids) == bool(args.all):
             raise ConfigurationError(f"{action} takes task ids, or --all (not both)")
         if args.all:
@@ -69,7 +69,8 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
     return {"task_id": dead.task_id, "queue": dead.queue, "name": dead.name, "args": dead.args,
             "kwargs": dead.kwargs, "reason": dead.reason, "exc_type": dead.exc_type,
             "message": dead.message, "traceback": dead.traceback,
-            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts}
+            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts,
+            "args_hidden": dead.args_hidden}
 
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
@@ -90,43 +91,64 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     return 0
 
 
-def _show(app: Minitask, task_id: str, as_json: bool) -> int:
-    info = inspect(app, task_id)
-    if info is None or not info.dead:
-        print(f"no dead letter has the id {printable(task_id)!r} (minitask dead -A APP list "
+def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int:
+    found = find_dead(app, shown, queue)
+    dead = None if found is None else dead_letter(app, *found)
+    if dead is None:
+        print(f"no dead letter has the id '{printable(shown)}' (minitask dead -A APP list "
               f"shows them)")
         return 1
-    dead = {"task_id": info.task_id, "queue": info.queue, "name": info.name or "?",
-            "args": info.args or [], "kwargs": info.kwargs or {}, "reason": info.reason,
-            "exc_type": info.exc_type, "message": info.message, "traceback": info.traceback,
-            "dead_at": info.finished_at.isoformat() if info.finished_at else "",
-            "attempts": info.attempt or 0}
     if as_json:
-        emit_json(dead)
+        emit_json(as_dict(dead))
         return 0
-    shown = {key: printable(value) for key, value in dead.items()
-             if key not in ("args", "kwargs", "traceback")}
-    print(f"task id   {shown['task_id']}\nqueue     {shown['queue']}\n"
-          f"task      {shown['name']}\nargs      {printable(repr(dead['args']))}\n"
-          f"kwargs    {printable(repr(dead['kwargs']))}\nattempts  {shown['attempts']}\n"
-          f"dead at   {shown['dead_at']}\nreason    {shown['reason']}\n"
-          f"error     {shown['exc_type']}: {shown['message']}")
-    if dead["traceback"]:
-        print(f"\n{printable(str(dead['traceback']).rstrip(), keep_newlines=True)}")
+    # what a record that cannot be read does not say is "unknown", never an empty line
+    error = (f"{printable(dead.exc_type)}: {printable(dead.message)}" if dead.exc_type
+             else printable(dead.message) if dead.message else "none recorded")
+    arguments = ("args      (hidden: the task has hide_args=True)\n" if dead.args_hidden else
+                 f"args      {printable(repr(dead.args))}\n"
+                 f"kwargs    {printable(repr(dead.kwargs))}\n")
+    print(f"task id   {printable(dead.task_id)}\nqueue     {printable(dead.queue)}\n"
+          f"task      {printable(dead.name) if dead.name != '?' else _UNREAD}\n"
+          f"{arguments}"
+          f"attempts  {dead.attempts or 'unknown'}\ndead at   {dead.dead_at.isoformat()}\n"
+          f"reason    {printable(dead.reason) or 'unknown (no record says why)'}\n"
+          f"error     {error}")
+    if dead.traceback:
+        print(f"\n{printable(dead.traceback.rstrip(), keep_newlines=True)}")
     return 0
+
+
+#: What ``dead show`` says of a task whose message cannot be read.
+_UNREAD = "unknown (its message is missing or cannot be decoded)"
+
+
+def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[str, Any]]:
+    """Each id as typed, with the queue and the id as Redis holds it (None: no dead
+    letter has it), an escaped id of ``dead list`` read back as what it stands for."""
+    return [(shown, find_dead(app, shown, queue)) for shown in ids]
 
 
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
     if args.all:
         ids = [d.task_id for d in app.dead_letters(args.queue, limit=1_000_000)]
-    missing = [task_id for task_id in ids if not app.requeue_dead(task_id)]
-    requeued = len(ids) - len(missing)
+    missing, requeued = [], 0
+    for shown, found in _named(app, ids, args.queue):
+        try:
+            task_id = None if found is None else found[1].decode("utf-8")
+        except UnicodeDecodeError:
+            print(f"dead letter '{printable(shown)}' is not requeued: its id is not UTF-8 "
+                  f"(no minitask wrote it); purge it", file=sys.stderr)
+            task_id = None
+        if task_id is not None and app.requeue_dead(task_id):
+            requeued += 1
+        else:
+            missing.append(shown)
     if args.json:
         emit_json({"requeued": requeued, "not_found": missing})
     else:
         print(f"requeued {requeued} dead letter(s)")
         for task_id in missing:
-            print(f"no dead letter has the id {task_id!r}")
+            print(f"no dead letter has the id '{printable(task_id)}'")
     return 1 if missing else 0
 
 
@@ -136,17 +158,17 @@ def _purge(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
         purged = app.purge_dead(queue=args.queue)
     else:
         purged = 0
-        for task_id in ids:
-            count = app.purge_dead(task_id, queue=args.queue)
+        for shown, found in _named(app, ids, args.queue):
+            count = 0 if found is None else app.broker.dead.purge(found[0], [found[1]])
             purged += count
             if not count:
-                missing.append(task_id)
+                missing.append(shown)
     if args.json:
         emit_json({"purged": purged, "not_found": missing})
     else:
         print(f"purged {purged} dead letter(s)")
         for task_id in missing:
-            print(f"no dead letter has the id {task_id!r}")
+            print(f"no dead letter has the id '{printable(task_id)}'")
     return 1 if missing else 0
 
 

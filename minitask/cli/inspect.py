@@ -1,31 +1,60 @@
-"""``minitask inspect``: everything Redis holds about one task."""
+"""``minitask inspect``: one task by its id, or what is running, scheduled or
+recently ended across the app's queues."""
 from __future__ import annotations
 
 import argparse
-from typing import Any, List
+import datetime as _dt
+from typing import Any, List, Optional
 
 from ..admin import TaskInfo, inspect
+from ..admin.activity import STATE_WORDS, Listing, recent, running, scheduled
 from ..errors import ConfigurationError
 from ..printable import printable
 from .options import add_app_options, emit_json, load, takes_words
 
-USAGE = "minitask inspect -A APP ID [--json]"
+USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent) "
+         "[--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
+#: The words that list tasks instead of naming one; an id that is one of them is
+#: given with --id.
+LISTINGS = ("running", "scheduled", "recent")
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("inspect", usage=USAGE, help="show one task by its id",
-                                 description="Show a task's status, queue, arguments, "
-                                 "deliveries and outcome (value, or error and traceback).")
+    parser = commands.add_parser(
+        "inspect", usage=USAGE, help="show one task by its id, or list running, scheduled "
+        "or recent tasks",
+        description="With an id: a task's status, queue, arguments, deliveries and outcome "
+        "(value, or error and traceback). With running (tasks workers hold now), scheduled "
+        "(due later: delayed, or waiting for a retry) or recent (the last outcomes each "
+        "queue keeps: succeeded, retried, dead, cancelled): a list across the app's "
+        "queues. An id that is one of these words is given with --id.")
     add_app_options(parser, level="WARNING")
+    parser.add_argument("--id", dest="task_id", default=None, metavar="ID",
+                        help="the task to show, whatever its id looks like")
+    parser.add_argument("--queue", action="append", default=None, metavar="Q",
+                        help="only this queue (repeat for more; default: every queue)")
+    parser.add_argument("--task", default=None, metavar="NAME",
+                        help="only tasks of this name, or of names matching a glob (a.*)")
+    parser.add_argument("--state", default=None, choices=STATE_WORDS,
+                        help="recent only: this outcome (failed: retried or dead)")
+    parser.add_argument("--limit", type=int, default=50, metavar="N",
+                        help="list at most N tasks (default 50)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     takes_words(parser)
     parser.set_defaults(command=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if len(args.words) != 1:
-        raise ConfigurationError(f"name one task id (usage: {USAGE})")
-    task_id = args.words[0]
+    words = list(args.words) + ([] if args.task_id is None else [args.task_id])
+    if len(words) != 1:
+        raise ConfigurationError(f"name one task id or one of {', '.join(LISTINGS)} "
+                                 f"(usage: {USAGE})")
+    if args.task_id is None and words[0] in LISTINGS:
+        return _list(args, words[0])
+    if args.state is not None or args.task is not None or args.queue is not None:
+        raise ConfigurationError(f"--queue, --task and --state filter a list "
+                                 f"({', '.join(LISTINGS)}), not one task by its id")
+    task_id = words[0]
     app = load(args.app)
     try:
         info = inspect(app, task_id)
@@ -45,6 +74,88 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _list(args: argparse.Namespace, which: str) -> int:
+    if args.state is not None and which != "recent":
+        raise ConfigurationError(f"--state filters recent outcomes, not {which} tasks")
+    app = load(args.app)
+    try:
+        if which == "recent":
+            listing = recent(app, args.queue, task=args.task, state=args.state,
+                             limit=args.limit)
+        else:
+            listing = (running if which == "running" else scheduled)(
+                app, args.queue, task=args.task, limit=args.limit)
+    finally:
+        app.close()
+    if args.json:
+        emit_json({"listing": which, "total": listing.total,
+                   "tasks": [item.as_dict() for item in listing.tasks]})
+        return 0
+    now = _dt.datetime.now(_dt.timezone.utc)
+    if which == "recent" and not listing.tasks and not app.recent_outcomes:
+        print(f"no recent outcomes: app {app.name!r} keeps no record of them "
+              f"(recent_outcomes=0)")
+        return 0
+    print("\n".join(_table(which, listing, now)))
+    return 0
+
+
+def _table(which: str, listing: Listing, now: _dt.datetime) -> List[str]:
+    if not listing.tasks:
+        return [f"no {which} tasks" if which != "recent" else "no recent outcomes"]
+    if which == "recent":
+        lines = [f"{'when':<22} {'state':<10} {'queue':<12} {'task id':<24} {'task':<26} "
+                 f"{'attempt':>7} {'took':>8}  worker / error"]
+        for entry in listing.tasks:
+            tail = entry.worker + (" / " if entry.worker and entry.error else "") + entry.error
+            took = "" if entry.duration is None else _duration(entry.duration)
+            lines.append(printable(
+                f"{_when(entry.at, now):<22} {entry.state:<10} {entry.queue:<12} "
+                f"{entry.task_id:<24} {entry.name:<26} {entry.attempt or '':>7} {took:>8}  "
+                f"{_cut(tail, 70)}"))
+        lines.append(f"\n{len(listing.tasks)} shown of the last {listing.total} outcome(s) "
+                     f"read")
+        return lines
+    label = "lease until" if which == "running" else "due"
+    lines = [f"{label:<22} {'queue':<12} {'task id':<24} {'task':<26} {'attempt':>7}  args"]
+    for item in listing.tasks:
+        lines.append(printable(
+            f"{_when(item.at, now):<22} {item.queue:<12} {item.task_id:<24} {item.name:<26} "
+            f"{item.attempt or '':>7}  {item.args}"))
+    lines.append(f"\n{len(listing.tasks)} shown of {listing.total} {which}")
+    return lines
+
+
+def _when(at: Optional[_dt.datetime], now: _dt.datetime) -> str:
+    """A time as people read it: the clock time, and how far from now."""
+    if at is None:
+        return "?"
+    seconds = (at - now).total_seconds()
+    far = _duration(abs(seconds))
+    relative = f"in {far}" if seconds > 0.5 else ("now" if seconds > -0.5 else f"{far} ago")
+    shown = f"{at:%H:%M:%S}" if abs(seconds) < 86400 else f"{at:%Y-%m-%d %H:%M}"
+    return f"{shown} ({relative})"
+
+
+def _duration(seconds: float) -> str:
+    """Seconds as people read them: 0.25 s, 42 s, 3 min 20 s, 5 h 02 min, 3 d 4 h."""
+    if seconds < 10:
+        return f"{seconds:.2f} s" if seconds < 1 else f"{seconds:.1f} s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60:02d} s"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+def _cut(text: str, width: int) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= width else line[:width - 3] + "..."
+
+
 def describe(info: TaskInfo) -> List[str]:
     lines = [f"task id      {printable(info.task_id)}", f"status       {info.status}",
              f"queue        {printable(info.queue)}"]
@@ -60,6 +171,8 @@ def describe(info: TaskInfo) -> List[str]:
         text = value.isoformat() if hasattr(value, "isoformat") else (
             repr(value) if label in ("args", "kwargs") else str(value))
         lines.append(f"{label:<12} {printable(text)}")
+    if info.args_hidden:
+        lines.insert(4, f"{'args':<12} (hidden: the task has hide_args=True)")
     if info.progress is not None:
         shown_total = "" if info.progress.total is None else f" / {info.progress.total}"
         note = "" if info.progress.message is None else f"  {info.progress.message}"

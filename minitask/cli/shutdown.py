@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ..admin import live_workers, shutdown
+from ..admin.workers import unknown_workers
 from .options import add_app_options, add_yes, confirmed, load, takes_words
 
 USAGE = "minitask shutdown -A APP (WORKER... | --all --yes) [--wait S]"
@@ -15,7 +16,8 @@ USAGE = "minitask shutdown -A APP (WORKER... | --all --yes) [--wait S]"
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "shutdown", usage=USAGE, help="stop running workers gracefully, through Redis",
-        description="Ask workers (named as minitask status lists them) to stop as on "
+        description="Ask workers (by name, as minitask status lists them: a worker's "
+        "--name, which stops every worker of that name, or its id) to stop as on "
         "SIGTERM: they stop fetching, let running tasks finish within their --grace, give "
         "back the rest and exit 0. Each hears of it at once.")
     add_app_options(parser, level="WARNING")
@@ -30,31 +32,35 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
-        live = [info["name"] for info in live_workers(app)]
-        unknown = [name for name in args.words if name not in live]
+        live = live_workers(app)
+        unknown = unknown_workers(live, args.words)
         if unknown and not args.all:  # something named was not found: exit 1, as documented
+            names = sorted({info["name"] for info in live})
             print(f"minitask: error: no live worker of app {app.name!r} is named "
-                  f"{', '.join(map(repr, unknown))}; live workers: {', '.join(live) or 'none'}",
+                  f"{', '.join(map(repr, unknown))}; live workers: {', '.join(names) or 'none'}",
                   file=sys.stderr)
             return 1
         if args.all:
             confirmed(args, f"stops all {len(live)} live worker(s) of app {app.name!r}")
         asked = shutdown(app, args.words, every=args.all)
-        for name in asked:
-            print(f"asked worker {name} to stop")
+        called = {info["id"]: info["name"] for info in live}
+        for worker_id in asked:
+            shown = called.get(worker_id, worker_id)
+            print(f"asked worker {shown} to stop" if shown == worker_id
+                  else f"asked worker {shown} ({worker_id}) to stop")
         if not asked:
             print(f"no live worker of app {app.name!r}")
         deadline = time.monotonic() + max(0.0, args.wait)
         remaining = set(asked)
         while args.wait > 0 and remaining:
-            remaining &= {info["name"] for info in live_workers(app)}
+            remaining &= {info["id"] for info in live_workers(app)}
             if not remaining or time.monotonic() >= deadline:
                 break
             time.sleep(0.1)  # a person waits for processes to exit; not a worker's path
     finally:
         app.close()
     if args.wait > 0:
-        for name in sorted(remaining):
+        for name in sorted(called.get(worker_id, worker_id) for worker_id in remaining):
             print(f"worker {name} is still running after {args.wait:g} s (running tasks get "
                   f"their grace)")
         return 1 if remaining else 0

@@ -36,9 +36,12 @@ def register(commands: Any) -> None:
                         "prefetch, 1); more is faster, but up to that many tasks can run "
                         "ahead of a higher-priority one")
     worker.add_argument("--name", default=None,
-                        help="the subscriber name it runs broadcast calls as; workers "
-                        "sharing a name run each call once between them (default: the "
-                        "host name)")
+                        help="the worker's name, everywhere: in minitask status, the "
+                        "dashboard, minitask shutdown NAME, the record of recent outcomes, "
+                        "and as the subscriber it runs broadcast calls as (workers sharing "
+                        "a name run each call once between them). Default: its id (host, "
+                        "pid, random part) and the host name as subscriber; shutdown takes "
+                        "the id too")
     worker.add_argument("--max-tasks-per-child", type=_count, default=None, metavar="N",
                         help="process pool: replace a child once it has handled N tasks, "
                         "between two of them (for tasks that leak memory or files)")
@@ -83,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
                    grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
                    max_tasks_per_child=args.max_tasks_per_child,
-                   max_memory_per_child=args.max_memory_per_child).run()
+                   max_memory_per_child=args.max_memory_per_child, name=args.name).run()
     finally:
         app.close()
     return 0

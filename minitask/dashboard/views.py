@@ -11,10 +11,13 @@ import datetime as _dt
 from typing import Any, Dict, List, Optional
 
 from ..admin import all_queue_counts, app_queues, inspect, live_workers
+from ..admin.activity import recent, running, scheduled
 from ..app import Minitask
 
 #: Dead letters a page shows (oldest first, queue by queue).
 DEAD_LIMIT = 100
+#: Tasks a running, scheduled or recent listing returns at most (``limit``).
+LIST_LIMIT = 500
 #: Queues the throughput chart draws a line for (the busiest); the table lists all.
 CHART_LINES = 8
 CHART_WIDTH = 600
@@ -35,14 +38,31 @@ def workers(app: Minitask) -> Dict[str, Any]:
     found = []
     for info in live_workers(app):
         found.append({
-            "name": info["name"], "host": info.get("host", ""), "pid": info.get("pid", ""),
+            "name": info["name"], "id": info.get("id", info["name"]),
+            "host": info.get("host", ""), "pid": _int(info.get("pid"), 0),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
-            "concurrency": info.get("concurrency", ""),
-            "heartbeat_age_s": round((now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
+            # whole numbers, as JSON numbers: the registry hands out only whole ones
+            "concurrency": _int(info.get("concurrency"), 0),
+            # a beat in the future is "just now" (status says the same)
+            "heartbeat_age_s": round(max(0, now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
             "running": _int(info.get("running"), 0),
             "recycled": _int(info.get("recycled"), 0)})
     return {"app": app.name, "workers": found}
+
+
+def listing(app: Minitask, which: str, queues: Optional[List[str]], task: Optional[str],
+            state: Optional[str], limit: int) -> Dict[str, Any]:
+    """``/api/running``, ``/api/scheduled``, ``/api/recent``: what ``minitask inspect``
+    lists, read through the same admin functions (a ConfigurationError for a queue
+    or state the app does not have)."""
+    if which == "recent":
+        found = recent(app, queues, task=task, state=state, limit=limit)
+    else:
+        found = (running if which == "running" else scheduled)(app, queues, task=task,
+                                                               limit=limit)
+    return {"app": app.name, "listing": which, "total": found.total,
+            "tasks": [item.as_dict() for item in found.tasks]}
 
 
 def throughput(app: Minitask) -> Dict[str, Any]:
@@ -90,7 +110,7 @@ def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
                           "task": letter.name, "args": letter.args, "kwargs": letter.kwargs,
                           "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
                           "exc_type": letter.exc_type, "message": letter.message,
-                          "reason": letter.reason})
+                          "reason": letter.reason, "args_hidden": letter.args_hidden})
     return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
 
 

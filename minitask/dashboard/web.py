@@ -26,7 +26,7 @@ from urllib.parse import parse_qs, urlsplit
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..app import Minitask
-from ..errors import MinitaskError
+from ..errors import ConfigurationError, MinitaskError
 from . import views
 from . import subscribers  # noqa: F401  (registers its section)
 from .metrics import exposition
@@ -84,6 +84,10 @@ class Dashboard:
             "throughput": self._throughput, "task": self._task, "dead": self._dead,
             "schedules": self._schedules,
             "section": self._section,
+            # JSON only (/api/...): the pages for these are not written yet
+            "running": lambda environ, query: self._listing("running", query),
+            "scheduled": lambda environ, query: self._listing("scheduled", query),
+            "recent": lambda environ, query: self._listing("recent", query),
         }
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:
@@ -164,6 +168,8 @@ class Dashboard:
         if route is None:
             raise Response("404 Not Found", f"no page {path!r}")
         template, data = route(environ, query)
+        if not template and not as_json:
+            raise Response("404 Not Found", f"no page {path!r}; its data is at /api/{path}")
         if as_json:
             return ("200 OK", [("Content-Type", "application/json")],
                     json.dumps(data, default=repr, indent=1, sort_keys=True).encode())
@@ -214,6 +220,24 @@ class Dashboard:
 
     def _schedules(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         return "schedules.html", views.schedules(self.app)
+
+    def _listing(self, which: str, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        """Running, scheduled or recent tasks: ?queue= (repeatable), task= (a name or
+        a glob), state= (recent), limit= (1 to LIST_LIMIT, default 50)."""
+        for queue in query.get("queue", []):
+            self._check_queue(queue)
+        try:
+            limit = int((query.get("limit") or ["50"])[0])
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= views.LIST_LIMIT:
+            raise Response("400 Bad Request", f"limit must be a whole number from 1 to "
+                                              f"{views.LIST_LIMIT}")
+        try:
+            return "", views.listing(self.app, which, query.get("queue"),
+                                     _first(query, "task"), _first(query, "state"), limit)
+        except ConfigurationError as exc:
+            raise Response("400 Bad Request", str(exc)) from exc
 
     def _section(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         found = section((query.get("id") or [""])[0])
@@ -267,3 +291,9 @@ def is_loopback(address: str) -> bool:
         return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
+
+
+def _first(query: Dict[str, List[str]], name: str) -> Optional[str]:
+    """A query parameter's first value, None when it is not given."""
+    values = query.get(name)
+    return values[0] if values else None

@@ -7,16 +7,28 @@ runs thousands of times a second stay in modules that do nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, List, Optional, Tuple
 
 from ..wire.message import MAX_MS
-from .foreign import ignored, raise_refusals, whole
+from .foreign import ignored, raise_refusals, text_of, whole
 from .store import Store
 
-_SCRIPTS = ("purge_ready",)
+_SCRIPTS = ("purge_ready", "peek")
 
 #: Ready-list entries one purge script call takes at most, so Redis stays responsive.
 PURGE_BATCH = 1000
+#: Tasks one peek reads at most (peek.lua), per queue.
+PEEK_MOST = 1000
+
+
+@dataclass(frozen=True)
+class Peeked:
+    """A task at the front of a queue's leases or delayed set (``AdminStore.peek``)."""
+
+    task_id: str
+    at_ms: Optional[int]           # its lease deadline or due time (None: not minitask's)
+    body: Optional[bytes]          # its message, if still there
+    deliveries: int                # hand-overs of the current attempt not ended yet
 
 
 @dataclass(frozen=True)
@@ -51,6 +63,27 @@ class AdminStore(Store):
             deleted += int(gone)
             if int(taken) < PURGE_BATCH:
                 return deleted
+
+    def peek(self, queue: str, which: str, count: int) -> Tuple[int, List[Peeked]]:
+        """The first ``count`` (at most PEEK_MOST) tasks of ``queue``'s ``leases``
+        (running: soonest lease deadline first) or ``delayed`` (scheduled: soonest due
+        first), and how many that set holds, in one round trip (peek.lua)."""
+        k = self.keys(queue)
+        total, listed, bodies, counts = self.transport.run(
+            "peek", (k.leases if which == "leases" else k.delayed, k.messages, k.deliveries),
+            (max(1, min(count, PEEK_MOST)),), f"list the {which} of queue {queue!r}")
+        found = []
+        for index, member in enumerate(listed[0::2]):
+            task_id = text_of(member)
+            if not task_id:
+                ignored(k.leases if which == "leases" else k.delayed, "a member is no task id")
+                continue
+            body = bodies[index] if index < len(bodies) else None
+            delivered = counts[index] if index < len(counts) else None
+            found.append(Peeked(task_id, _ms_of(listed[2 * index + 1]),
+                                body if isinstance(body, bytes) else None,
+                                whole(delivered, 0, 2 ** 31) or 0))
+        return int(total), found
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
         """The message, delivery count, retry note, death record and times of a task."""

@@ -20,6 +20,7 @@ from .flow import FlowStore
 from .metrics import MetricsStore
 from .progress import ProgressStore
 from .queue import QueueStore
+from .recent import RecentStore
 from .registry import WorkerRegistry
 from .results import ResultStore
 from .schedules import ScheduleStore
@@ -47,6 +48,7 @@ class Broker:
         self.flow = FlowStore(self.transport, app_name, self.queues)
         self.metrics = MetricsStore(self.transport, app_name)
         self.progress = ProgressStore(self.transport, app_name)
+        self.recent = RecentStore(self.transport, app_name)
 
     @property
     def client(self) -> Any:

@@ -50,15 +50,17 @@ class CancelStore(Store):
 
     # -- the worker side -----------------------------------------------------------
 
-    def end(self, queue: str, task_id: str, outcome: Outcome, result_ttl_ms: int) -> bool:
+    def end(self, queue: str, task_id: str, outcome: Outcome, result_ttl_ms: int,
+            entry: bytes = b"", recent_length: int = 0) -> bool:
         """Record a stopped attempt as cancelled; False when its lease was gone (the
-        attempt's own outcome was recorded first, and stays)."""
+        attempt's own outcome was recorded first, and stays). ``entry`` goes in the
+        queue's record of recent outcomes, kept to ``recent_length`` entries."""
         k = self.keys(queue)
         return bool(self.transport.run(
             "end_cancelled", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying,
                               k.order, k.result(task_id), k.flow, k.flow_due,
-                              k.flow_prefix, k.wake),
-            (task_id, encode_outcome(outcome), result_ttl_ms),
+                              k.flow_prefix, k.wake, k.recent),
+            (task_id, encode_outcome(outcome), result_ttl_ms, recent_length, entry),
             f"record the cancellation of {task_id}"))
 
     def groups(self, queues: Sequence[str]) -> List[List[str]]:

@@ -3,9 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
+from ..printable import printable
 from ..wire.message import MAX_MS
+from .foreign import raise_refusals
 from .queue import BATCH_LIMIT
 from .store import Store
 
@@ -53,19 +55,45 @@ class DeadLetterStore(Store):
                            body, info)
                 for (task_id, score), body, info in zip(entries, bodies, infos)]
 
-    def ids(self, queue: str, limit: int) -> List[str]:
-        """The ids of the oldest ``limit`` dead letters; one that is not UTF-8 (no
-        minitask wrote it) cannot be named in a call, and is left out."""
+    def ids(self, queue: str, limit: int) -> List[bytes]:
+        """The ids of the oldest ``limit`` dead letters as Redis holds them (one that is
+        not UTF-8, which no minitask wrote, is purged all the same)."""
         with self.transport.errors(f"list dead letters of queue {queue!r}"):
             raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
                 self.keys(queue).dead, 0, limit - 1)
-        found = []
-        for task_id in raw:
-            try:
-                found.append(task_id.decode())
-            except UnicodeDecodeError:
-                continue
-        return found
+        return raw
+
+    def find(self, queues: Sequence[str],
+             forms: Sequence[bytes]) -> Optional[Tuple[str, bytes]]:
+        """The queue and the id, as Redis holds it, of the first of ``forms`` that is a
+        dead letter of one of ``queues`` (a dead set of another type holds none)."""
+        asked = [(form, queue) for form in forms for queue in queues]
+        if not asked:
+            return None
+        with self.transport.errors("find a dead letter"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for form, queue in asked:
+                pipe.zscore(self.keys(queue).dead, form)
+            replies = pipe.execute(raise_on_error=False)
+        raise_refusals(replies)
+        for (form, queue), score in zip(asked, replies):
+            if score is not None and not isinstance(score, Exception):
+                return queue, form
+        return None
+
+    def letter(self, queue: str, task_id: bytes) -> Optional[DeadLetter]:
+        """One dead letter of ``queue`` by its id as Redis holds it, or None."""
+        k = self.keys(queue)
+        with self.transport.errors(f"read dead letter {printable(task_id)} of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zscore(k.dead, task_id)
+            pipe.hget(k.messages, task_id)
+            pipe.hget(k.dead_info, task_id)
+            score, body, info = pipe.execute()
+        if score is None:
+            return None
+        return DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
+                          body, info)
 
     def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> bool:
         """Put a dead task at the tail of its queue, behind every task due by ``now_ms``."""
@@ -76,7 +104,7 @@ class DeadLetterStore(Store):
             (task_id, body, priority, now_ms, BATCH_LIMIT), f"requeue dead task {task_id}")
         return bool(done)
 
-    def purge(self, queue: str, task_ids: Sequence[str]) -> int:
+    def purge(self, queue: str, task_ids: Sequence[Union[str, bytes]]) -> int:
         if not task_ids:
             return 0
         k = self.keys(queue)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional
 
-from ..broker.transport import text
 from ..printable import printable
 from .foreign import ignored, name_of, raise_refusals, text_of, whole
 from .store import Store
@@ -45,7 +44,9 @@ class WorkerRegistry(Store):
             pipe.execute()
 
     def live(self, now_ms: int, live_ms: int) -> List[Dict[str, str]]:
-        """Workers whose last heartbeat is at most ``live_ms`` old; older ones are pruned."""
+        """Workers whose last heartbeat is at most ``live_ms`` old, each a dict of its
+        record with its ``id`` (what keys it) and ``name`` (``--name``, else the id);
+        older ones are pruned."""
         client = self.transport.client
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
@@ -85,7 +86,11 @@ class WorkerRegistry(Store):
                     continue
                 info[field_text] = value_text
             if info:
-                info["name"] = name
+                # the worker's id keys its record and its orders; its name (--name) is
+                # what it is called, the id when it was given none
+                info["id"] = name
+                if not info.get("name"):
+                    info["name"] = name
                 found.append(info)
         return found
 
@@ -106,4 +111,9 @@ class WorkerRegistry(Store):
         key = self.app_keys.control(worker)
         with self.transport.errors("wait for orders"):
             reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
-        return None if reply is None else text(reply[1])
+        if reply is None:
+            return None
+        # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:
+        # it must not end the listener, or ``minitask shutdown`` would reach no one
+        order = reply[1]
+        return order.decode("utf-8", "backslashreplace") if isinstance(order, bytes) else order

@@ -13,6 +13,7 @@ from ..broker.waits import block_cap
 from ..errors import DecodeError
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, encode_message, encode_outcome
+from .recent import pack_entry
 from .store import Store
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget")
@@ -20,34 +21,47 @@ _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget")
 FETCH_ARGS = 6
 
 #: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms,
-#: whether its lease may hold a flow control slot: ``Delivery.flow``).
-Ack = Tuple[str, str, bytes, int, bool]
+#: whether its lease may hold a flow control slot: ``Delivery.flow``, its entry in
+#: the record of recent outcomes: ``entry``).
+Ack = Tuple[str, str, bytes, int, bool, bytes]
 #: Acks of one queue, each with its place in the caller's list.
-_Group = List[Tuple[int, str, bytes, int, bool]]
+_Group = List[Tuple[int, str, bytes, int, bool, bytes]]
 
 
 class ResultStore(Store):
     """What became of the tasks of one app, and the steps that decide it."""
 
     scripts = _SCRIPTS
+    #: Entries each queue's record of recent outcomes keeps (the app's
+    #: ``recent_outcomes``); 0: no record, and no script writes one.
+    recent_length = 0
+
+    def entry(self, task_id: str, name: str, state: str, at_ms: int, attempt: int,
+              duration: Optional[float] = None, worker: str = "", error: str = "") -> bytes:
+        """An outcome's entry in its queue's record of recent outcomes (stores/recent.py),
+        for the script that records the outcome; b"" (nothing written) when the record
+        is off."""
+        if not self.recent_length:
+            return b""
+        return pack_entry(task_id, name, state, at_ms, attempt, duration, worker, error)
 
     # -- final outcomes ------------------------------------------------------------
 
     @staticmethod
     def prepare_ack(queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
-                    *, task_name: str = "?", flow: bool = True) -> Ack:
+                    *, task_name: str = "?", flow: bool = True, entry: bytes = b"") -> Ack:
         """A final outcome (None: keep none) encoded for ``ack_many``; ``flow`` False
         for a task leased without flow control (``Delivery.flow``): its ack passes no
-        flow keys.
+        flow keys; ``entry`` its entry in the record of recent outcomes (``entry``).
 
         Raises EncodeError when the outcome's value cannot be encoded: nothing
         is sent, and the caller dead-letters the task instead.
         """
         if outcome is None:
-            return (queue, task_id, b"", 0, flow)
+            return (queue, task_id, b"", 0, flow, entry)
         # a ttl of 0 or less keeps no result: ack.lua reads any other as a result key passed
         return (queue, task_id, encode_outcome(outcome, task_name=task_name),
-                max(result_ttl_ms, 0), flow)
+                max(result_ttl_ms, 0), flow, entry)
 
     def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
             *, task_name: str = "?") -> bool:
@@ -92,10 +106,10 @@ class ResultStore(Store):
         tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
         keys = len(tail)
         tail += fetch_args
-        tail.append(b"1" if any(entry[4] for entry in group) else b"0")
+        tail += (b"1" if any(entry[4] for entry in group) else b"0", self.recent_length)
         for entry in group:
-            tail += entry[1:4]
-        return ("ack_fetch", queue, (*fetch_keys, k.retrying), tail, keys)
+            tail += (*entry[1:4], entry[5])
+        return ("ack_fetch", queue, (*fetch_keys, k.retrying, k.recent), tail, keys)
 
     @staticmethod
     def _held(groups: Dict[str, _Group], replies: Sequence[Any], size: int) -> List[bool]:
@@ -116,40 +130,46 @@ class ResultStore(Store):
             if any(entry[4] for entry in group):
                 tail += (k.flow, k.flow_due, k.flow_prefix, k.wake)
             keys = len(tail)
+            tail.append(self.recent_length)
             for entry in group:
-                tail += entry[1:4]
+                tail += (*entry[1:4], entry[5])
             calls.append(("ack", queue, (k.leases, k.delayed, k.messages, k.deliveries,
-                                         k.retrying, k.order), tail, keys))
+                                         k.retrying, k.order, k.recent), tail, keys))
         return calls
 
     @staticmethod
     def _ack_groups(acks: Sequence[Ack]) -> Dict[str, _Group]:
         """The acks by queue, each with its place in the caller's list."""
         groups: Dict[str, _Group] = {}
-        for index, (queue, task_id, outcome, ttl_ms, flow) in enumerate(acks):
-            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms, flow))
+        for index, (queue, task_id, outcome, ttl_ms, flow, entry) in enumerate(acks):
+            groups.setdefault(queue, []).append((index, task_id, outcome, ttl_ms, flow, entry))
         return groups
 
-    def retry(self, queue: str, following: Message, due_ms: int, note: Outcome) -> bool:
-        """Schedule ``following`` (the next attempt) at ``due_ms``; ``note`` says why."""
+    def retry(self, queue: str, following: Message, due_ms: int, note: Outcome,
+              entry: bytes = b"") -> bool:
+        """Schedule ``following`` (the next attempt) at ``due_ms``; ``note`` says why,
+        ``entry`` goes in the record of recent outcomes."""
         task_id = following.id
         k = self.keys(queue)
         done = self.transport.run(
             "retry", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.wake,
-                      k.order, k.sequence, k.flow, k.flow_due, k.flow_prefix),
+                      k.order, k.sequence, k.flow, k.flow_due, k.flow_prefix, k.recent),
             (task_id, encode_message(following), due_ms, following.priority,
-             encode_outcome(note)), f"schedule a retry of {task_id}")
+             encode_outcome(note), self.recent_length, entry),
+            f"schedule a retry of {task_id}")
         return bool(done)
 
-    def bury(self, queue: str, task_id: str, *, outcome: Outcome, result_ttl_ms: int) -> bool:
-        """Move a task to the dead letters with ``outcome`` saying why (and when)."""
+    def bury(self, queue: str, task_id: str, *, outcome: Outcome, result_ttl_ms: int,
+             entry: bytes = b"") -> bool:
+        """Move a task to the dead letters with ``outcome`` saying why (and when);
+        ``entry`` goes in the record of recent outcomes."""
         k = self.keys(queue)
         done = self.transport.run(
             "bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.dead,
                      k.dead_info, k.result(task_id), k.order, k.flow, k.flow_due,
-                     k.flow_prefix, k.wake, k.flow_dead),
-            (task_id, outcome.finished_at_ms, encode_outcome(outcome), result_ttl_ms),
-            f"dead-letter {task_id}")
+                     k.flow_prefix, k.wake, k.flow_dead, k.recent),
+            (task_id, outcome.finished_at_ms, encode_outcome(outcome), result_ttl_ms,
+             self.recent_length, entry), f"dead-letter {task_id}")
         return bool(done)
 
     def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
@@ -171,20 +191,26 @@ class ResultStore(Store):
         """The cancel script call for a task whose message is ``body`` (the async
         handle sends the same one)."""
         k = self.keys(queue)
+        now_ms = wall_ms()
         try:
-            priority = decode_message(body).priority
+            message = decode_message(body)
         except DecodeError:
             priority = -1  # unknown: its stale entry is counted as ready until fetch drops it
+            entry = self.entry(task_id, "?", "cancelled", now_ms, 0)
+        else:
+            priority = message.priority
+            entry = self.entry(task_id, message.task, "cancelled", now_ms, 0,
+                               error="Cancelled: cancelled before it started")
         # The priority read above can only be stale if the id finished and was enqueued
         # again in between; then one count is off until fetch drops the entry.
-        outcome = encode_outcome(Outcome("cancelled", wall_ms(), exc_type="Cancelled",
+        outcome = encode_outcome(Outcome("cancelled", now_ms, exc_type="Cancelled",
                                          message="cancelled before it started"))
         # the task's own result key, and those after it, travel as dynamic keys: a call
         # packed ahead of time keeps its static keys for every later call of the queue
         return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying),
                 (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow,
-                 k.flow_prefix, k.flow_due, k.wake, task_id, outcome, result_ttl_ms,
-                 priority), 8)
+                 k.flow_prefix, k.flow_due, k.wake, k.recent, task_id, outcome,
+                 result_ttl_ms, priority, self.recent_length, entry), 9)
 
     def forget_call(self, queue: str, task_id: str) -> ScriptCall:
         """The forget script call: drops a finished task's result and progress in one

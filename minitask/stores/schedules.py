@@ -8,6 +8,7 @@ so that any number of workers may race for it and exactly one wins.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -101,7 +102,7 @@ class ScheduleStore(Store):
             for name, record in sorted(records.items()):
                 score = ticks.get(name)
                 tick_ms = None if score is None else whole(score)
-                entries.append(Armed(name, record, _readable(record), tick_ms,
+                entries.append(Armed(name, record, _readable(record, name), tick_ms,
                                      score if tick_ms is None else None))
             found[queue] = entries
         return found
@@ -123,7 +124,7 @@ class ScheduleStore(Store):
                 last_ms[field[3:]] = whole(value)
         found = []
         for name, record in sorted(_hash(k.schedules, records).items()):
-            schedule = _readable(record)
+            schedule = _readable(record, name)
             if schedule is not None:
                 found.append(with_times(schedule, next_ms.get(name), last_ms.get(name)))
         return found
@@ -199,10 +200,13 @@ def _ticks(key: str, reply: Any) -> Dict[str, float]:
     return found
 
 
-def _readable(record: bytes) -> Optional[Schedule]:
-    """The schedule of a record, or None for one this minitask cannot read (written
-    by a newer version, or damaged): it is listed nowhere and never fired."""
+def _readable(record: bytes, name: str) -> Optional[Schedule]:
+    """The schedule of a record, under ``name``, the field it is stored, armed and
+    fired under (a record whose own name differs was not written there by minitask);
+    None for one this minitask cannot read (written by a newer version, or damaged):
+    it is listed nowhere and never fired."""
     try:
-        return from_record(record)
+        schedule = from_record(record)
     except DecodeError:
         return None
+    return schedule if schedule.name == name else dataclasses.replace(schedule, name=name)

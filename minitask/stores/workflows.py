@@ -245,7 +245,17 @@ class WorkflowStore(Store):
         status = text(reply[0])
         if status == "complete":
             follow = unpack_data(reply[1], f"what follows group {join['id']}")
-            values = [unpack_data(raw, f"a result of group {join['id']}") for raw in reply[2:]]
+            try:
+                values = [unpack_data(raw, f"a result of group {join['id']}")
+                          for raw in reply[2:]]
+            except DecodeError as exc:
+                # a result no minitask wrote: what follows fails, naming it, instead of
+                # waiting for ever for a group that can never complete
+                why = f"workflow group {join['id']}: {exc}; the group cannot complete"
+                self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""),
+                                now_ms, max_bytes)
+                self._fired(join)
+                raise DecodeError(f"{why} (inspect the key, then delete it)") from exc
             try:
                 self._resume(follow, values, now_ms, max_bytes)
             except (EncodeError, MessageTooLarge) as exc:

@@ -29,7 +29,11 @@ def end_expired(host: Host, queue: str, expired: Sequence[Tuple[str, int]]) -> N
                       message="expired before it started (expires)", reason="expired")
     try:
         ttls = result_ttls(host, queue, [task_id for task_id, _ in expired])
-        acks = [results.prepare_ack(queue, task_id, outcome, ttls[task_id])
+        acks = [results.prepare_ack(queue, task_id, outcome, ttls[task_id][0],
+                                    entry=results.entry(task_id, ttls[task_id][1],
+                                                        "cancelled", outcome.finished_at_ms,
+                                                        0, error="Expired: expired before "
+                                                        "it started"))
                 for task_id, _ in expired]
         results.ack_many(acks)
     except DurabilityError as exc:
@@ -45,21 +49,22 @@ def end_expired(host: Host, queue: str, expired: Sequence[Tuple[str, int]]) -> N
         logger.info("task %s of queue %r expired before it started; cancelled", task_id, queue)
 
 
-def result_ttls(host: Host, queue: str, ids: Sequence[str]) -> Dict[str, int]:
-    """Each expired task's own ``result_ttl`` in ms, from its message (one HMGET)."""
+def result_ttls(host: Host, queue: str, ids: Sequence[str]) -> Dict[str, Tuple[int, str]]:
+    """Each expired task's own ``result_ttl`` in ms, and its name ("?" unknown), from
+    its message (one HMGET)."""
     default = to_ms(host.result_ttl)
     broker = host.broker
     with broker.transport.errors(f"read the expired tasks of queue {queue!r}"):
         bodies = broker.transport.client.hmget(broker.queues.keys(queue).messages, list(ids))
-    ttls: Dict[str, int] = {}
+    ttls: Dict[str, Tuple[int, str]] = {}
     for task_id, body in zip(ids, bodies):
-        ttls[task_id] = default
+        ttls[task_id] = (default, "?")
         if not isinstance(body, bytes):
             continue
         try:
-            task = host.tasks.get(decode_message(body).task)
+            name = decode_message(body).task
         except DecodeError:
             continue  # a foreign message: the app's ttl, like an unknown task's
-        if task is not None:
-            ttls[task_id] = to_ms(task.options.result_ttl)
+        task = host.tasks.get(name)
+        ttls[task_id] = (default if task is None else to_ms(task.options.result_ttl), name)
     return ttls

@@ -109,7 +109,9 @@ class Worker:
         self.burst = burst
         self.grace = grace
         self.prefetch = prefetch
-        self.name = name or f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
+        # id: unique, keys its record and orders; name: --name (else the id), may be shared
+        self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
+        self.name = name or self.id
         self.processed = 0
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None
@@ -139,6 +141,7 @@ class Worker:
         # A child records outcomes with its next fetch from the queues in one round trip.
         self._outcomes = Recorder(app, self._holdings, self._queues, self._stop.event,
                                   wake=self._heartbeat.nudge, listeners=[self._count])
+        self._outcomes.worker_name = self.name
         self._runner = Runner(app, self._outcomes, self._leases)
         self._queues.on_poisoned = self._runner.observer.buried
         # ``minitask shutdown`` reaches the worker here: a process pool's supervisor
@@ -233,6 +236,7 @@ class Worker:
         log_banner(self)
         check_redis(self)
         self.broker.queues.register_queues(self.queues)
+        register(self, self.app.clock.now_ms(), 0)  # listed now, not a heartbeat later
         self._ticks.publish()
         self._broadcasts.subscribe()
 
@@ -246,7 +250,7 @@ class Worker:
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""
-        self._orders = Orders(self.broker.registry, self.name, self._on_shutdown)
+        self._orders = Orders(self.broker.registry, self.id, self._on_shutdown)
         self._orders.start()
 
     def serve_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
@@ -270,6 +274,7 @@ class Worker:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
 
         child._ticks.skew_ms = self._ticks.skew_ms  # measured as the supervisor started
+        child._outcomes.worker_name = self.name  # the record names the worker, not a child
         if on_cancel is not None:
             child._runner.on_cancel = child._before_kill(on_cancel)
         child.run_child(started, on_end, lambda: on_done(child.processed, child.failed),
@@ -420,16 +425,7 @@ class Worker:
         running = self._leases.renew(now_ms)
         self._broadcasts.beat(now_ms)
         if self._registers:
-            period_ms = to_ms(self.heartbeat_period)
-            self.broker.registry.heartbeat(self.name, {
-                "pid": os.getpid(), "host": socket.gethostname(),
-                "queues": ",".join(self.queues), "pool": self.pool,
-                "concurrency": self.concurrency, "started_ms": self.started_ms,
-                "processed": self.processed, "failed": self.failed, "running": running,
-                "recycled": self.recycled,
-                "beat_ms": now_ms,
-                **({} if self.clock_skew_ms is None else {"clock_skew_ms": self.clock_skew_ms}),
-            }, now_ms, ttl_ms=period_ms * 4)
+            register(self, now_ms, running)
             self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
@@ -440,9 +436,21 @@ class Worker:
         if self._orders is not None:
             self._orders.end()
         try:
-            self.broker.registry.forget(self.name)
+            self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
+
+
+def register(worker: Worker, now_ms: int, running: int) -> None:
+    """Say ``worker`` is alive, with its counters (a pool's supervisor, not its children)."""
+    worker.broker.registry.heartbeat(worker.id, {
+        "name": worker.name, "pid": os.getpid(), "host": socket.gethostname(),
+        "queues": ",".join(worker.queues), "pool": worker.pool,
+        "concurrency": worker.concurrency, "started_ms": worker.started_ms,
+        "processed": worker.processed, "failed": worker.failed, "running": running,
+        "recycled": worker.recycled, "beat_ms": now_ms,
+        **({} if worker.clock_skew_ms is None else {"clock_skew_ms": worker.clock_skew_ms}),
+    }, now_ms, ttl_ms=to_ms(worker.heartbeat_period) * 4)
 
 
 def log_banner(worker: Worker) -> None:

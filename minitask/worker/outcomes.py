@@ -59,6 +59,8 @@ class Recorder:
         self.batched = False
         #: Carries workflows on before a final outcome is recorded (never after).
         self.workflows = WorkflowSteps(host)
+        #: Who records the outcomes, as the record of recent outcomes names it.
+        self.worker_name = ""
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
                duration: float) -> str:
@@ -69,13 +71,16 @@ class Recorder:
         options = task.options
         if error is None:
             ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
+            results = self._host.broker.results
             try:
                 # the app's registered types travel as extensions (wire/types.py)
                 value = self._host.broker.types.to_wire(value, "return value", task.name)
                 outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
-                ack = self._host.broker.results.prepare_ack(job.queue, job.task_id, outcome, ttl_ms,
-                                                            task_name=task.name,
-                                                            flow=job.delivery.flow)
+                ack = results.prepare_ack(
+                    job.queue, job.task_id, outcome, ttl_ms, task_name=task.name,
+                    flow=job.delivery.flow,
+                    entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
+                                        message.attempt, duration, self.worker_name))
             except EncodeError as exc:
                 self.bury(job, message, exc, "the return value cannot be encoded", duration)
                 return "failed"
@@ -103,7 +108,9 @@ class Recorder:
             following = dataclasses.replace(message, attempt=message.attempt + 1)
             due_ms = now_ms + to_ms(delay)
             results = self._host.broker.results
-            self._record(lambda: results.retry(job.queue, following, due_ms, note), job,
+            entry = results.entry(job.task_id, task.name, "retried", now_ms, message.attempt,
+                                  duration, self.worker_name, short_error(error))
+            self._record(lambda: results.retry(job.queue, following, due_ms, note, entry), job,
                          "schedule a retry")
             self._tell(job, note)
             logger.warning("task %s %s failed on attempt %d (%s: %s) in %.3f s; attempt %d "
@@ -129,9 +136,13 @@ class Recorder:
                      exc_info=(type(error), error, error.__traceback__),
                      extra=naming(job.delivery.task_id, message.task if message else ""))
         self.workflows.ended_dead(message, outcome)
-        self._record(lambda: self._host.broker.results.bury(
+        results = self._host.broker.results
+        entry = results.entry(job.delivery.task_id, name, "dead", outcome.finished_at_ms,
+                              outcome.attempt, duration, self.worker_name, short_error(error))
+        self._record(lambda: results.bury(
             job.queue, job.delivery.task_id, outcome=outcome,
-            result_ttl_ms=to_ms(self._host.result_ttl)), job, "dead-letter a task")
+            result_ttl_ms=to_ms(self._host.result_ttl), entry=entry), job,
+            "dead-letter a task")
         self._tell(job, outcome)
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
@@ -142,9 +153,12 @@ class Recorder:
         outcome = Outcome("cancelled", self._host.clock.now_ms(), exc_type="Cancelled",
                           message=f"task {message.task!r} was stopped while running, on "
                           f"request (cancel(running=True))", attempt=message.attempt)
-        cancels = self._host.broker.cancels
-        ended = persist(lambda: cancels.end(job.queue, job.task_id, outcome, ttl_ms),
-                        "record a cancellation")
+        cancels, results = self._host.broker.cancels, self._host.broker.results
+        entry = results.entry(job.task_id, message.task, "cancelled", outcome.finished_at_ms,
+                              message.attempt, duration, self.worker_name,
+                              "Cancelled: stopped while running, on request")
+        ended = persist(lambda: cancels.end(job.queue, job.task_id, outcome, ttl_ms, entry,
+                                            results.recent_length), "record a cancellation")
         self._holdings.drop(job.task_id)
         if ended:
             self.workflows.cancelled(message, outcome)  # only once its own outcome stands
@@ -247,9 +261,19 @@ def bury_poisoned(host: Host, queue: str, task_id: str
     except DecodeError:
         message = None  # dead-lettered as it is; no workflow can be carried on
     WorkflowSteps(host).ended_dead(message, outcome)
-    host.broker.results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl))
+    results = host.broker.results
+    host.broker.results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
+                             entry=results.entry(task_id, message.task if message else "?",
+                                                 "dead", outcome.finished_at_ms,
+                                                 message.attempt if message else 0, None, "",
+                                                 short_error(error)))
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
     return message, error
+
+
+def short_error(error: BaseException) -> str:
+    """An error as the record of recent outcomes keeps it: type and message."""
+    return f"{type(error).__name__}: {error}"
 
 
 def failure(error: BaseException, status: str, now_ms: int, attempt: int,

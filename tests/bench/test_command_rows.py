@@ -28,8 +28,23 @@ ROWS = (
     "dashboard /metrics",
 )
 
+#: The capacity table's cases: CPU per task, Redis's and the worker's.
+CAPACITY = (
+    "ignore_result, process pool -c 1, prefetch 1",
+    "ignore_result, process pool -c 2, prefetch 1",
+    "ignore_result, process pool -c 1, prefetch 100",
+    "ignore_result, process pool -c 2, prefetch 100",
+    "result kept, process pool -c 1, prefetch 1",
+    "a chord member (its result joined), process pool -c 2",
+    "a broadcast call, per subscriber",
+    "durability='replicated' outcomes, process pool -c 1, prefetch 1",
+    "the same with durability=None, process pool -c 1, prefetch 1",
+    "flow control (rate_limit + max_running), thread pool -c 4",
+    "the same without limits, thread pool -c 4",
+)
 
-@pytest.mark.timeout(300)
+
+@pytest.mark.timeout(600)  # about 4 minutes on a loaded 2-core machine
 def test_bench_prints_every_row_and_the_scaling_tables_and_leaves_no_keys(
         redis_server: RedisServer, admin: "redis.Redis[bytes]",
         capsys: pytest.CaptureFixture[str]) -> None:
@@ -41,6 +56,15 @@ def test_bench_prints_every_row_and_the_scaling_tables_and_leaves_no_keys(
     for row in ROWS:
         assert row in out, f"no row {row!r} in:\n{out}"
     assert "CPU us/task: worker children" in out
+    capacity = out[out.index("capacity: CPU per task"):].splitlines()
+    for case in CAPACITY:
+        line = next((line for line in capacity if line.strip().startswith(case)), None)
+        assert line is not None, f"no capacity line {case!r} in:\n{out}"
+        redis_us, worker_us, per_redis_core = line.strip()[len(case):].split()[:3]
+        # the server did work; the workers' /proc times count 10 ms ticks, which a
+        # run of 300 tasks may not reach
+        assert float(redis_us.replace(",", "")) > 0 and float(worker_us.replace(",", "")) >= 0
+        assert int(per_redis_core.replace(",", "")) > 0
     assert "single command loop (SET)" in out and "two round trips per item" in out
     scaling = out[out.index("scaling (prefetch 1):"):]
     for processes in (1, 2, 4, 8):

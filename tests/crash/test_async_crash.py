@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import redis
 
-from minitask import Minitask, TaskFailed
+from minitask import TaskFailed
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -16,20 +16,6 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.crash
 
 DEADLINE = 60.0
-
-
-@pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Any]:
-    import tests.apps.aio as aio
-    app = Minitask("aio", broker=server.client())
-    nap = app.task(name=aio.nap.name)(aio.nap.func)
-    yield app, nap
-    app.close()
 
 
 def _worker(processes: Processes, server: RedisServer, *args: str,

@@ -123,3 +123,23 @@ def test_a_second_ctrl_c_says_it_exits_at_once(kit: Kit, pool: str) -> None:
 
     assert exit_code(worker) == 130
     assert "second interrupt" in log_of(kit)
+
+
+@pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
+def test_an_order_no_minitask_wrote_leaves_shutdown_working(
+        kit: Kit, pool: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An order that is not UTF-8 in a worker's orders list is ignored, said once,
+    escaped (it ended the listener thread: ``minitask shutdown`` then reached no one)."""
+    worker = kit.worker("--pool", pool, "-c", "1")
+    wait_until(lambda: kit.live_workers() == 1, timeout=DEADLINE, message="a live worker")
+    [name] = [raw.decode() for raw in kit.client.zrange("minitask:{basic}:workers", 0, -1)]
+    kit.client.rpush(f"minitask:{{basic}}:control:{name}", b"\xff\x1b[2Jforged\nERROR x")
+    wait_for_log(kit, "ignores the unknown order")
+    assert kit.tasks.record.delay("still-served").get(timeout=DEADLINE) == "still-served"
+
+    monkeypatch.setenv("MINITASK_BROKER_URL", kit.server.url)
+    assert main(["shutdown", "-A", "tests.apps.basic", name, "--wait", "30"]) == 0
+    assert exit_code(worker) == 0
+    log = log_of(kit)
+    assert "\x1b" not in log and "Traceback" not in log, log
+    assert "\\xff\\x1b[2Jforged\\nERROR x" in log, log

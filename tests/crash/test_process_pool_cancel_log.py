@@ -7,7 +7,7 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -19,19 +19,6 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.crash
 
 DEADLINE = 60.0
-
-
-@pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
-def nap(server: RedisServer) -> Iterator[Any]:
-    import tests.apps.aio as aio
-    app = Minitask("aio", broker=server.client())
-    yield app.task(name=aio.nap.name)(aio.nap.func)
-    app.close()
 
 
 def test_a_cancelled_running_task_is_logged_as_stopped_with_the_time_it_ran(

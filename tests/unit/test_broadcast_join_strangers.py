@@ -30,10 +30,12 @@ def test_a_name_that_never_got_the_call_is_refused_at_once(app: Minitask) -> Non
     assert handle.join(timeout=1, subscribers=["a"]) == {"a": 3}
 
 
+@pytest.mark.parametrize("planted", ["abc", "-1", "1", "0"])
 def test_a_sequence_no_minitask_wrote_never_loses_the_next_call(
-        app: Minitask, fake_redis: Any) -> None:
+        app: Minitask, fake_redis: Any, planted: str) -> None:
     """A sequence of "abc" started again at 1, behind every cursor: the next call was
-    taken for one each subscriber had pulled, and never ran."""
+    taken for one each subscriber had pulled, and never ran; a sequence set back below
+    the cursors ("1", "0") lost the next calls the same way."""
     from minitask.broker.keys import queue_keys
 
     @app.task(broadcast=True, queue=QUEUE)
@@ -45,7 +47,7 @@ def test_a_sequence_no_minitask_wrote_never_loses_the_next_call(
     for version in (1, 2, 3):
         reload.delay(version)
         drain(a)
-    fake_redis.hset(queue_keys(app.name, QUEUE).broadcast("state"), "seq", "abc")
+    fake_redis.hset(queue_keys(app.name, QUEUE).broadcast("state"), "seq", planted)
     handle = reload.delay(4)
     drain(a)
     assert handle.join(timeout=1) == {"a": 4}

@@ -8,7 +8,7 @@ from typing import Callable, List
 import pytest
 import redis
 
-from minitask import Minitask, TaskFailed, chord
+from minitask import Minitask, TaskFailed, chain, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
 from tests.support.clock import ManualClock
@@ -57,6 +57,85 @@ def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
         assert handle.status() == "cancelled"
         with pytest.raises(TaskFailed, match="the group cannot complete"):
             handle.get(timeout=0)
+
+
+@pytest.mark.parametrize("damage", ["fired", "results type", "result"])
+def test_a_chord_body_ends_when_its_group_can_never_complete(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
+        damage: str) -> None:
+    """A fired mark that is not 1, a results key of another type, a result no minitask
+    packed: the body stayed unknown for ever (the fired mark with not a word logged),
+    though what follows the group could be read and ended."""
+    app = make_app("wf")
+    seen: List[int] = []
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> None:
+        seen.append(sum(values))
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    if damage == "fired":
+        redis_client.hset(group_key, "fired", "x")
+    elif damage == "results type":
+        redis_client.rpush(group_key + b":results", "not results")
+    else:
+        redis_client.hset(group_key + b":results", "0", b"\xc1 not packed")
+    _drain(app.worker(burst=True))
+    assert seen == []
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match="the group cannot complete"):
+        handle.get(timeout=0)
+    dead = app.dead_letters()
+    assert dead and all(group_key.decode().rsplit(":", 1)[-1] in letter.message
+                        for letter in dead)
+
+
+def test_a_step_marker_no_minitask_wrote_is_named_not_taken_for_sent(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A marker whose state is neither "sent" nor "cancelled" was read as "sent": the
+    step was never sent and nothing was said. Now the step before it is dead-lettered
+    naming the key, as for a marker of another type."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    handle = chain(add.s(1, 1), add.s(2).set(task_id="second")).delay()
+    marker = queue_keys("wf", "default").once("second")
+    redis_client.hset(marker, "state", b"\xff planted")
+    _drain(app.worker(burst=True))
+    [dead] = app.dead_letters()
+    assert marker in dead.message and "no step marker minitask wrote" in dead.message
+    assert redis_client.hgetall(marker) == {b"state": b"\xff planted"}  # left as it was
+    assert handle.status() == "unknown"
+
+
+def test_a_result_past_the_group_size_neither_completes_the_group_nor_fails_it(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A planted field "7" counted as a member's result: the group completed at its
+    first member, with the second's result missing (that member was dead-lettered)."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> int:
+        return sum(values)
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    redis_client.hset(group_key + b":results", "7", b"\xc1 not packed")
+    _drain(app.worker(burst=True))
+    assert handle.get(timeout=0) == 6
+    assert app.dead_letters() == []
 
 
 def test_a_fire_that_meets_a_fired_key_of_another_type_writes_nothing(

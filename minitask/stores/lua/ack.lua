@@ -2,12 +2,15 @@
 -- every trace of them from the queue.
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
--- KEYS[6 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
+-- KEYS[7] recent (STREAM): the queue's record of recent outcomes (trimmed as written)
+-- KEYS[7 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
 -- then, unless every task's fetch found no flow control in the queue (fetch.lua's
 -- `flow` answer: none of them has a spec, so flow.lua's finish would find nothing to do):
 --   flow (HASH), flow_due (ZSET), the flow prefix (flow.lua), wake (LIST)
--- ARGV: per task three: id, encoded outcome, result ttl (ms; 0: keep no result,
---   and no result key is passed: nothing is written, so none is deleted)
+-- ARGV[1] the record's length (entries kept)
+-- then per task four: id, encoded outcome, result ttl (ms; 0: keep no result,
+--   and no result key is passed: nothing is written, so none is deleted), the
+--   task's entry in the record ('': none, the record is off)
 -- Returns: per task, 1 when the caller still held the lease, 0 when it had lost
 -- it (the task was re-delivered meanwhile; the outcome is recorded all the
 -- same, and a ready-list entry left behind is skipped by fetch, its message
@@ -20,8 +23,8 @@
 -- held, ids: made at their size for one task (a table's growth is a rehash in Redis);
 -- lost: made for a lost lease only
 local held, ids, lost = {nil}, {nil}, nil
-local results = 6
-for i = 1, #ARGV, 3 do
+local results = 7
+for i = 2, #ARGV, 4 do
   local id = ARGV[i]
   ids[#ids + 1] = id
   local removed = redis.pcall('ZREM', KEYS[1], id)
@@ -44,6 +47,10 @@ for i = 1, #ARGV, 3 do
       redis.call('LTRIM', KEYS[results], -1, -1)
     end
     redis.call('PEXPIRE', KEYS[results], ARGV[i + 2])  -- as text: Redis formats no number
+  end
+  if ARGV[i + 3] ~= '' then  -- as lib.lua's function does, inline: no closure per call
+    local added = redis.pcall('XADD', KEYS[7], 'MAXLEN', ARGV[1], '*', 'e', ARGV[i + 3])
+    if type(added) == 'table' then guards().foreign(added) end
   end
 end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in

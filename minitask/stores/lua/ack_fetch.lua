@@ -3,15 +3,17 @@
 -- both use passed once. stores/scripts.py puts ack.lua in front as the function
 -- ack_base(KEYS, ARGV), fetch.lua as fetch_base(), so this adds to both and copies
 -- neither; each runs as it does alone, the ack first.
--- KEYS: fetch.lua's 23, then retrying (HASH), then the result keys ack.lua is passed
+-- KEYS: fetch.lua's 23, then retrying (HASH), recent (STREAM), then the result keys
+--   ack.lua is passed
 -- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys (else '0'),
---   then ack.lua's (three per task)
+--   then ack.lua's (the record's length, then four per task)
 -- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
 --   string of digits (1: held).
 -- tables made at their size where it is known (one task, with a result key or not):
 -- each growth of a table is a rehash
-local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[24], KEYS[18], KEYS[25]}
-for i = 26, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
+local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[24], KEYS[18], KEYS[25],
+                  KEYS[26]}
+for i = 27, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
 if ARGV[7] == '1' then
   -- ack.lua's order: flow, flow_due, the flow prefix, wake
   ack_keys[#ack_keys + 1] = KEYS[19]
@@ -19,8 +21,8 @@ if ARGV[7] == '1' then
   ack_keys[#ack_keys + 1] = KEYS[21]
   ack_keys[#ack_keys + 1] = KEYS[5]
 end
-local ack_argv = {ARGV[8], ARGV[9], ARGV[10]}
-for i = 11, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
+local ack_argv = {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]}
+for i = 13, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
 local held = ack_base(ack_keys, ack_argv)
 local reply = fetch_base()
 local flags = ''  -- as text: a number would be formatted with snprintf

@@ -13,9 +13,10 @@
 -- dropped over maxlen / ttl); names keeps who that was, for join(). Log, names
 -- and joins hold at most maxlen calls when it returns, however many it carried.
 -- Data minitask did not write (lib.lua): cursors, state, log, bodies, sent, names or joins
--- of another type refuses the call before any write; a sequence that is no number
--- starts again above every cursor and logged call (so no subscriber takes the next
--- call for one it pulled already); a wake list of another type gets no token.
+-- of another type refuses the call before any write; a sequence that is no number, or
+-- is below a cursor or a logged call, starts again above every cursor and logged call
+-- (so no subscriber takes the next call for one it pulled already); a wake list of
+-- another type gets no token.
 local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 local current = guards().must('hash', 'HKEYS', KEYS[5])
@@ -32,19 +33,25 @@ guards().expect(KEYS[3], 'hash')
 guards().expect(KEYS[4], 'hash')
 guards().expect(KEYS[6], 'hash')
 guards().expect(KEYS[7], 'zset')
+-- the sequence is above every cursor and every call logged: one that is no number, or
+-- one below them (set back by hand, or planted), starts again above them all, so that
+-- no subscriber takes the next call for one it pulled already (it would never run)
 local seq_now = redis.call('HGET', KEYS[1], 'seq')
-if seq_now and not guards().whole(seq_now, 0, MAX_SCORE) then
-  -- a sequence no minitask wrote: it starts again above every cursor and every call
-  -- logged, so that no subscriber takes the next call for one it pulled already
+if seq_now then
   local top = 0
   for _, cursor in ipairs(redis.call('HVALS', KEYS[5])) do
     top = math.max(top, guards().whole(cursor, 0, MAX_SCORE) or 0)
   end
-  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
-  top = math.max(top, guards().whole(last[2], 0, MAX_SCORE) or 0)
-  redis.call('HSET', KEYS[1], 'seq', top)
-  redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[1] .. ' seq held no call sequence; ' ..
-            'started again at ' .. top)
+  for _, key in ipairs({KEYS[2], KEYS[7]}) do
+    local last = redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')
+    top = math.max(top, guards().whole(last[2], 0, MAX_SCORE) or 0)
+  end
+  local held = guards().whole(seq_now, 0, MAX_SCORE)
+  if not held or held < top then
+    redis.call('HSET', KEYS[1], 'seq', top)
+    redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[1] .. ' seq held no call sequence ' ..
+              'above every cursor and logged call; started again at ' .. top)
+  end
 end
 local joined = table.concat(current, '\n')
 local added = 0

@@ -4,8 +4,10 @@
 -- KEYS[7] dead_info (HASH)   KEYS[8] result (LIST)   KEYS[9] order (HASH)
 -- KEYS[10] flow (HASH)   KEYS[11] flow_due (ZSET)   KEYS[12] the flow prefix (flow.lua)
 -- KEYS[13] wake (LIST)   KEYS[14] flow_dead (HASH)
+-- KEYS[15] recent (STREAM): the queue's record of recent outcomes (lib.lua's remember)
 -- ARGV[1] id   ARGV[2] now (ms)   ARGV[3] encoded outcome (why it died)
 -- ARGV[4] result ttl (ms; 0: keep no result)
+-- ARGV[5] the record's length   ARGV[6] the task's entry in it ('': none)
 -- Returns: 1 when the task was leased or delayed here and is now dead, 0 when
 -- it was not (someone else holds it now and decides its fate).
 -- Data minitask did not write (lib.lua): dead holding another type refuses the
@@ -31,4 +33,5 @@ if ttl > 0 then
   redis.call('RPUSH', KEYS[8], ARGV[3])
   redis.call('PEXPIRE', KEYS[8], ttl)
 end
+remember(KEYS[15], ARGV[5], ARGV[6])
 return 1

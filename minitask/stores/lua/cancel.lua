@@ -6,8 +6,10 @@
 -- KEYS[11] the flow prefix   KEYS[12] flow_due (ZSET)   KEYS[13] wake (LIST): a
 --   retried task of a fair queue holds its group_max_running slot while scheduled;
 --   cancelled, it frees it (flow.lua's finish), and its group is tried again
+-- KEYS[14] recent (STREAM): the queue's record of recent outcomes (lib.lua's remember)
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
 -- ARGV[4] the task's priority (read from its message by the caller)
+-- ARGV[5] the record's length   ARGV[6] the task's entry in it ('': none)
 -- Returns: 1 when cancelled, 0 when the task is running, finished, dead or unknown.
 -- A cancelled ready task keeps its ready-list entry; without its message,
 -- fetch drops it. That keeps cancel O(1) however long the queue; the id waits in
@@ -37,4 +39,5 @@ end
 redis.call('DEL', KEYS[6])
 redis.call('RPUSH', KEYS[6], ARGV[2])
 redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[3]))
+remember(KEYS[14], ARGV[5], ARGV[6])
 return 1

@@ -5,7 +5,9 @@
 -- KEYS[7] result (LIST)
 -- KEYS[8] flow (HASH)   KEYS[9] flow_due (ZSET)   KEYS[10] the flow prefix (flow.lua)
 -- KEYS[11] wake (LIST)
+-- KEYS[12] recent (STREAM): the queue's record of recent outcomes (lib.lua's remember)
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
+-- ARGV[4] the record's length   ARGV[5] the task's entry in it ('': none)
 -- Returns: 1 when recorded, 0 when the lease was gone: the attempt's own outcome
 -- (it finished just before it was stopped) is recorded already and stays.
 -- Invariant: as ack.lua, the message leaves Redis in the step that records it;
@@ -21,4 +23,5 @@ redis.call('DEL', KEYS[7])
 redis.call('RPUSH', KEYS[7], ARGV[2])
 redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
 flow_control().finish(KEYS[8], KEYS[10], KEYS[9], KEYS[11], {id}, true)
+remember(KEYS[12], ARGV[4], ARGV[5])
 return 1

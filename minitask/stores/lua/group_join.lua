@@ -12,8 +12,9 @@
 --   {'complete', next, r0, r1, ...}  every member succeeded: the caller runs
 --                `next` with the results, in member order, then marks it fired
 --   {'corrupt', why, next}  the group's state is not minitask's (another type, a
---                size that is no number): nothing was written; `next` is what
---                follows the group when it could be read, else 
+--                size that is no number, a fired mark that is not 1): nothing was
+--                written; `next` is what follows the group when it could be read,
+--                else empty
 --   {'failing', next, failure}  this member failed the group (now, or on an
 --                earlier delivery): the caller cancels `next` for `failure`
 -- Invariant: a member's first outcome counts, whatever its later deliveries do,
@@ -24,14 +25,21 @@ local index = ARGV[1]
 if redis.call('EXISTS', state) == 0 then return {'gone'} end
 -- what this call reads or writes is checked first (it is not minitask's: the
 -- caller dead-letters the member, naming the key): nothing is written then
-for _, key in ipairs({state, results}) do
-  if not guards().fits(key, 'hash') then
-    return {'corrupt', 'key ' .. key .. ' holds another type than the hash minitask keeps there'}
-  end
+if not guards().fits(state, 'hash') then
+  return {'corrupt', 'key ' .. state .. ' holds another type than the hash minitask keeps there'}
 end
-if redis.call('HEXISTS', state, 'fired') == 1 then return {'fired'} end
-local size = guards().whole(redis.call('HGET', state, 'size'), 1, 100000000)
 local follows = redis.call('HGET', state, 'next')
+if not guards().fits(results, 'hash') then
+  return {'corrupt', 'key ' .. results .. ' holds another type than the hash minitask keeps ' ..
+          'there', follows or ''}
+end
+local fired = redis.call('HGET', state, 'fired')
+if fired == '1' then return {'fired'} end
+if fired then  -- minitask marks a fired group with 1: whether it fired cannot be told
+  return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its fired mark ' ..
+          'is not 1)', follows or ''}
+end
+local size = guards().whole(redis.call('HGET', state, 'size'), 1, 100000000)
 if not size or not follows then
   -- what follows goes back too, when it is there: the caller cancels it, naming the key
   return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its size is no ' ..
@@ -61,6 +69,10 @@ for first = 0, size - 1, 1000 do
   local fields = {}
   for i = first, math.min(first + 999, size - 1) do fields[#fields + 1] = tostring(i) end
   local values = redis.call('HMGET', results, unpack(fields))
-  for j = 1, #values do reply[#reply + 1] = values[j] end
+  for j = 1, #values do
+    -- a member not in yet: HLEN counted a field no minitask wrote (an index past size)
+    if not values[j] then return {'waiting'} end
+    reply[#reply + 1] = values[j]
+  end
 end
 return reply

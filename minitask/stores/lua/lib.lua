@@ -180,3 +180,14 @@ local function tolerant(instead, command, key, ...)
   end
   return reply
 end
+
+-- Add `entry` to a queue's record of recent outcomes (`key`, a STREAM), trimmed
+-- to its newest `cap` entries as it is written (MAXLEN, exact): one command. An
+-- empty entry (the record is off, or the outcome is not one kept) writes
+-- nothing. A record of another type keeps nothing (lib.lua's rule: only read or
+-- added to, never replaced).
+local function remember(key, cap, entry)
+  if entry == '' then return end
+  local added = redis.pcall('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
+  if type(added) == 'table' then guards().foreign(added) end
+end

@@ -3,8 +3,10 @@
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] wake (LIST)
 -- KEYS[7] order (HASH)   KEYS[8] sequence (STRING)
 -- KEYS[9] flow (HASH)   KEYS[10] flow_due (ZSET)   KEYS[11] the flow prefix (flow.lua)
+-- KEYS[12] recent (STREAM): the queue's record of recent outcomes (lib.lua's remember)
 -- ARGV[1] id   ARGV[2] encoded message for the next attempt
 -- ARGV[3] due (ms)   ARGV[4] priority   ARGV[5] encoded outcome of the failed attempt
+-- ARGV[6] the record's length   ARGV[7] the attempt's entry in it ('': none)
 -- Returns: 1, or 0 when the caller had lost the lease (nothing is changed then:
 -- whoever holds the task now decides its fate).
 -- Data minitask did not write (lib.lua): messages or delayed holding another type
@@ -27,4 +29,5 @@ tolerant(0, 'HSET', KEYS[7], id, guards().bump(KEYS[8]))
 if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then
   tolerant(0, 'RPUSH', KEYS[6], '1')
 end
+remember(KEYS[12], ARGV[6], ARGV[7])
 return 1

@@ -1,0 +1,222 @@
+"""What is running, scheduled and recently ended, across an app's queues, without
+knowing any task id first: ``minitask inspect running|scheduled|recent`` and the
+dashboard's JSON API.
+
+Each listing reads bounded data: the front of each queue's leases or delayed set
+(one script call per queue, at most ``PEEK_MOST`` tasks), or each queue's capped
+record of recent outcomes (one round trip for every queue). Nothing scans the
+keyspace. A task marked ``hide_args=True`` never has its arguments shown.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import reprlib
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence
+
+from ..errors import ConfigurationError, DecodeError
+from ..stores.admin import PEEK_MOST
+from ..stores.recent import MAX_LENGTH, STATES, RecentOutcome
+from ..wire.message import to_seconds
+from ..wire.serializer import decode_message
+from .operated import Operated, app_queues
+
+#: What a listing shows in place of the arguments of a ``hide_args=True`` task.
+HIDDEN = "(hidden)"
+#: Characters of a task's arguments a listing shows.
+ARGS_CHARS = 80
+#: ``--state`` words a recent listing takes: each state, and ``failed`` for both
+#: kinds of failure (retried and dead).
+STATE_WORDS = STATES + ("failed",)
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = 40
+_REPR.maxother = 40
+
+
+@dataclass(frozen=True)
+class ListedTask:
+    """A running (leased) or scheduled task, as a listing shows it.
+
+    Attributes:
+        task_id: its id.
+        queue: its queue.
+        state: ``running`` (leased by a worker: running, or prefetched and about
+            to) or ``scheduled`` (delayed, or waiting for a retry).
+        name: the task's name ('?' when its message cannot be read).
+        args: its arguments as short text, cut to ARGS_CHARS, or HIDDEN.
+        attempt: the attempt it is on (0: unknown).
+        deliveries: hand-overs of the current attempt so far.
+        priority: its priority (None: unknown).
+        at: its lease deadline (running) or when it is due (scheduled).
+        enqueued_at: when it was sent.
+    """
+
+    task_id: str
+    queue: str
+    state: str
+    name: str
+    args: str
+    attempt: int
+    deliveries: int
+    priority: Optional[int]
+    at: Optional[_dt.datetime]
+    enqueued_at: Optional[_dt.datetime]
+
+    def as_dict(self) -> Dict[str, Any]:
+        """JSON-ready: times as ISO 8601."""
+        found = dict(vars(self))
+        for name in ("at", "enqueued_at"):
+            found[name] = None if found[name] is None else found[name].isoformat()
+        return found
+
+
+@dataclass(frozen=True)
+class Listing:
+    """One page of a listing, and how many tasks the queues hold in that state.
+
+    ``total`` counts every running or scheduled task of the queues listed, before
+    any filter; a recent listing's is the number of entries read.
+    """
+
+    tasks: List[Any]
+    total: int
+
+
+def hides_args(app: Operated, task_name: str) -> bool:
+    """Whether the app registers ``task_name`` with ``hide_args=True``."""
+    task = app.tasks.get(task_name)
+    return task is not None and task.options.hide_args
+
+
+def args_text(app: Operated, task_name: str, args: Sequence[Any],
+              kwargs: Dict[str, Any]) -> str:
+    """A task's arguments as short text for a listing, or HIDDEN (``hide_args``)."""
+    if hides_args(app, task_name):
+        return HIDDEN
+    shown = [_REPR.repr(value) for value in args]
+    shown += [f"{key}={_REPR.repr(value)}" for key, value in kwargs.items()]
+    joined = ", ".join(shown)
+    return joined if len(joined) <= ARGS_CHARS else joined[:ARGS_CHARS - 3] + "..."
+
+
+def running(app: Operated, queues: Optional[Sequence[str]] = None, *,
+            task: Optional[str] = None, limit: int = 100) -> Listing:
+    """The tasks workers hold now (leased: running, or prefetched), soonest lease
+    deadline first.
+
+    Args:
+        queues: the queues to look at; default: every queue of the app.
+        task: a task name, or a glob (``billing.*``), to keep only those.
+        limit: tasks returned at most; a filter looks at the first PEEK_MOST
+            tasks of each queue.
+
+    Raises:
+        ConfigurationError: a queue the app does not have, or a limit below 1.
+        BrokerError: Redis could not be reached.
+    """
+    return _listed(app, "leases", queues, task, limit)
+
+
+def scheduled(app: Operated, queues: Optional[Sequence[str]] = None, *,
+              task: Optional[str] = None, limit: int = 100) -> Listing:
+    """The tasks due later (delayed, or waiting for a retry), soonest first.
+
+    Args and Raises: as ``running``.
+    """
+    return _listed(app, "delayed", queues, task, limit)
+
+
+def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
+           task: Optional[str] = None, state: Optional[str] = None,
+           limit: int = 100) -> Listing:
+    """The last outcomes of the queues' tasks, newest first, from each queue's record
+    (the app's ``recent_outcomes``; empty when it is 0).
+
+    Args:
+        queues: the queues to look at; default: every queue of the app.
+        task: a task name, or a glob, to keep only those.
+        state: ``succeeded``, ``retried``, ``dead``, ``cancelled``, or ``failed``
+            (retried or dead), to keep only those.
+        limit: entries returned at most. With a filter, every entry of the
+            records is searched.
+
+    Raises:
+        ConfigurationError: an unknown state or queue, or a limit below 1.
+        BrokerError: Redis could not be reached.
+    """
+    if state is not None and state not in STATE_WORDS:
+        raise ConfigurationError(f"no state {state!r} among recent outcomes; states are "
+                                 f"{', '.join(STATE_WORDS)}")
+    names = _queues(app, queues, limit)
+    filtered = task is not None or state is not None
+    # with a filter, the whole record: its length is the writers' setting, not this app's
+    count = MAX_LENGTH if filtered else limit
+    entries: List[RecentOutcome] = []
+    for found in app.broker.recent.read(names, count).values():
+        entries += found
+    read = len(entries)
+    wanted = {"retried", "dead"} if state == "failed" else {state}
+    entries = [entry for entry in entries if (task is None or _matches(entry.name, task))
+               and (state is None or entry.state in wanted)]
+    entries.sort(key=lambda entry: entry.at, reverse=True)
+    return Listing(entries[:limit], read)
+
+
+def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
+            task: Optional[str], limit: int) -> Listing:
+    names = _queues(app, queues, limit)
+    count = PEEK_MOST if task is not None else limit
+    found: List[ListedTask] = []
+    total = 0
+    for queue in names:
+        held, peeked = app.broker.admin.peek(queue, which, count)
+        total += held
+        for item in peeked:
+            listed = _listed_task(app, queue, which, item.task_id, item.at_ms, item.body,
+                                  item.deliveries)
+            if task is None or _matches(listed.name, task):
+                found.append(listed)
+    far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
+    found.sort(key=lambda listed: listed.at or far)
+    return Listing(found[:limit], total)
+
+
+def _listed_task(app: Operated, queue: str, which: str, task_id: str, at_ms: Optional[int],
+                 body: Optional[bytes], deliveries: int) -> ListedTask:
+    state = "running" if which == "leases" else "scheduled"
+    try:
+        message = decode_message(body or b"")
+    except DecodeError:
+        return ListedTask(task_id, queue, state, "?", "", 0, deliveries, None, _utc(at_ms),
+                          None)
+    return ListedTask(task_id, queue, state, message.task,
+                      args_text(app, message.task, message.args, message.kwargs),
+                      message.attempt, deliveries, message.priority, _utc(at_ms),
+                      _utc(message.enqueued_at_ms))
+
+
+def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[str]:
+    if type(limit) is not int or limit < 1:
+        raise ConfigurationError(f"limit must be a whole number of at least 1, got {limit!r}")
+    known = app_queues(app)
+    if queues is None:
+        return known
+    unknown = [queue for queue in queues if queue not in known]
+    if unknown:
+        raise ConfigurationError(f"app {app.name!r} has no queue "
+                                 f"{', '.join(map(repr, unknown))}; its queues: "
+                                 f"{', '.join(known) or 'none'}")
+    return list(queues)
+
+
+def _matches(name: str, pattern: str) -> bool:
+    """A task name against a name or a glob, case-sensitively (names are)."""
+    return name == pattern or fnmatch.fnmatchcase(name, pattern)
+
+
+def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:
+    if ms is None:
+        return None
+    return _dt.datetime.fromtimestamp(to_seconds(ms), tz=_dt.timezone.utc)

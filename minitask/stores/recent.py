@@ -1,0 +1,123 @@
+"""RecentStore: each queue's record of its last outcomes, and reading it back.
+
+The scripts that end an attempt (ack, retry, bury, end_cancelled, cancel) add
+one entry each to the queue's ``recent`` stream, trimmed to the app's
+``recent_outcomes`` entries in the same command (lib.lua's ``remember``): the
+record never grows past its cap and nothing prunes it later. An app with
+``recent_outcomes=0`` passes no entry, and no script writes one.
+
+An entry is small and packed (``pack_data``): what ran, how it ended, when,
+where and for how long, and the start of the error; never the arguments.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+from ..errors import DecodeError
+from ..wire.message import MAX_MS, to_seconds
+from ..wire.serializer import pack_data, unpack_data
+from .foreign import ignored, raise_refusals
+from .store import Store
+
+#: Entries kept per queue unless the app says otherwise (``recent_outcomes``).
+DEFAULT_LENGTH = 2000
+#: The most an app may keep per queue: the record is read whole to be searched.
+MAX_LENGTH = 100_000
+#: Characters of an error message an entry keeps.
+ERROR_CHARS = 200
+#: The states an entry records.
+STATES = ("succeeded", "retried", "dead", "cancelled")
+_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RecentOutcome:
+    """One entry of a queue's record of recent outcomes.
+
+    Attributes:
+        task_id: the task's id.
+        name: the task's name.
+        queue: the queue it ran from.
+        state: ``succeeded``, ``retried`` (failed, another attempt is scheduled),
+            ``dead`` or ``cancelled``.
+        at: when the outcome was recorded, an aware UTC datetime.
+        attempt: the attempt that ended (0 when none ran: cancelled before it started).
+        duration: seconds the attempt ran, None when none ran.
+        worker: the worker that recorded it ('' for a producer's cancel).
+        error: ``ExcType: message``, cut to ERROR_CHARS ('' for a success).
+    """
+
+    task_id: str
+    name: str
+    queue: str
+    state: str
+    at: _dt.datetime
+    attempt: int
+    duration: Optional[float]
+    worker: str
+    error: str
+
+    def as_dict(self) -> Dict[str, Any]:
+        """JSON-ready: the time as ISO 8601."""
+        found = dict(vars(self))
+        found["at"] = self.at.isoformat()
+        return found
+
+
+def pack_entry(task_id: str, name: str, state: str, at_ms: int, attempt: int,
+               duration: Optional[float], worker: str, error: str = "") -> bytes:
+    """An entry of the record, packed as the scripts store it."""
+    took = None if duration is None else max(0, round(duration * 1000))
+    return pack_data([_VERSION, task_id, name, state, at_ms, attempt, took, worker,
+                      error[:ERROR_CHARS]], "a recent outcome")
+
+
+def unpack_entry(queue: str, data: bytes) -> Optional[RecentOutcome]:
+    """An entry as ``pack_entry`` packed it; None for one minitask did not write."""
+    try:
+        fields: Any = unpack_data(data, "a recent outcome")
+    except DecodeError:
+        return None
+    if not isinstance(fields, list) or len(fields) != 9 or fields[0] != _VERSION:
+        return None
+    _, task_id, name, state, at_ms, attempt, took, worker, error = fields
+    if not (all(isinstance(v, str) for v in (task_id, name, state, worker, error))
+            and type(at_ms) is int and 0 <= at_ms <= MAX_MS and type(attempt) is int
+            and (took is None or type(took) is int and 0 <= took <= MAX_MS)):
+        return None
+    return RecentOutcome(task_id, name, queue, state,
+                         _dt.datetime.fromtimestamp(to_seconds(at_ms), tz=_dt.timezone.utc),
+                         attempt, None if took is None else took / 1000, worker, error)
+
+
+class RecentStore(Store):
+    """Reading the record of recent outcomes of an app's queues."""
+
+    def read(self, queues: List[str], count: int) -> Dict[str, List[RecentOutcome]]:
+        """The newest ``count`` entries of each queue's record, newest first, in one
+        round trip for them all. A record of another type (no minitask wrote it) is
+        read as empty, said once; an entry that is not minitask's is left out."""
+        keys = [self.keys(queue).recent for queue in queues]
+        with self.transport.errors(f"read the recent outcomes of {len(queues)} queue(s)"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.xrevrange(key, "+", "-", count=count)
+            replies = pipe.execute(raise_on_error=False) if keys else []
+            raise_refusals(replies)
+        found: Dict[str, List[RecentOutcome]] = {}
+        for queue, key, reply in zip(queues, keys, replies):
+            if isinstance(reply, Exception):
+                ignored(key, f"it holds another type than a stream ({reply})")
+                reply = []
+            entries = []
+            for _, fields in reply:
+                body = fields.get(b"e")
+                entry = unpack_entry(queue, body) if isinstance(body, bytes) else None
+                if entry is None:
+                    ignored(key, "an entry is not one minitask wrote")
+                else:
+                    entries.append(entry)
+            found[queue] = entries
+        return found

@@ -1,0 +1,266 @@
+"""The operations the instruction-count guard measures, each driven through minitask's
+own producer API and stores, as a producer and a worker drive them.
+
+Each ``Operation`` is prepared for a number of calls (not counted), warmed up by a few
+calls (scripts loaded, Lua warm: not counted), then called ``CALLS`` times (counted);
+the guard divides the Redis instructions of those calls by the tasks they handled.
+Arguments and queue names are fixed, and every id has the same length, so two runs
+send Redis the same commands with values of the same sizes.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, List, Tuple
+
+from minitask import Minitask
+from minitask.broker.keys import lane
+from minitask.canvas import chain, chord, group
+from minitask.stores.queue import Delivery, FetchTerms
+from minitask.stores.results import Ack
+from minitask.stores.workflows import frame_of
+from minitask.wire.message import Outcome, wall_ms
+
+#: Counted calls per operation: enough that the markers' own cost and a dict resizing
+#: now and then stay far under the guard's 5 %.
+CALLS = 100
+#: Calls made before the counted ones: scripts loaded, Lua warmed, keys made.
+WARM_UP = 5
+LEASE_MS = 300_000
+MAX_DELIVERIES = 5
+RESULT_TTL_MS = 86_400_000
+#: The broadcast queue's subscribers.
+SUBSCRIBERS = ("s0", "s1")
+
+
+def plain(index: int) -> int:
+    """A task whose result is kept."""
+    return index
+
+
+def total(values: List[int]) -> int:
+    """A chord's body."""
+    return sum(values)
+
+
+#: The guard's tasks: (name, function, options). Each queue is its own.
+TASKS = (("plain", plain, {"queue": "plain"}),
+         # flow limits never reached: a rate paced alone (500 or more a window), and
+         # max_running. (A rate under 500 a window, kept as a log of starts, spaces its
+         # starts in time: how many of the counted fetches find one due would depend on
+         # the machine's speed, so it is not measured.)
+         ("capped", plain, {"queue": "capped", "rate_limit": "1000000/s",
+                            "max_running": 100000}),
+         ("step", plain, {"queue": "flows"}),  # a chord's member, a chain's step
+         ("fanout", plain, {"queue": "fanout", "broadcast": True}),
+         ("total", total, {"queue": "flows"}))
+
+
+class Driver:
+    """The producer app's broker, and the leases the acks to come end."""
+
+    def __init__(self, url: str) -> None:
+        self.app = Minitask("perfguard", broker=url)
+        self.tasks = {name: self.app.task(name=name, **options)(function)
+                      for name, function, options in TASKS}
+        self.broker = self.app.broker
+        self.leased: List[Tuple[str, Delivery]] = []
+
+    def fetch(self, queue: str, count: int) -> List[Delivery]:
+        found = self.broker.queues.fetch(queue, now_ms=wall_ms(), lease_ms=LEASE_MS,
+                                         count=count, max_deliveries=MAX_DELIVERIES)
+        if len(found.deliveries) != count:
+            raise RuntimeError(f"queue {queue!r} had {len(found.deliveries)} tasks ready, "
+                               f"not {count}")
+        return found.deliveries
+
+    def lease(self, queue: str, count: int) -> None:
+        """Lease ``count`` tasks of ``queue`` for the calls to come."""
+        self.leased = []
+        while len(self.leased) < count:
+            got = self.fetch(queue, min(1000, count - len(self.leased)))
+            self.leased += [(queue, delivery) for delivery in got]
+
+    def take(self, count: int) -> List[Tuple[str, Delivery]]:
+        taken, self.leased = self.leased[:count], self.leased[count:]
+        return taken
+
+    def ack(self, queue: str, delivery: Delivery, ttl_ms: int) -> Ack:
+        outcome = Outcome("succeeded", wall_ms(), value=7, attempt=1)
+        return self.broker.results.prepare_ack(queue, delivery.task_id, outcome, ttl_ms,
+                                               task_name="perf", flow=delivery.flow)
+
+
+#: Given the driver and a number of calls: prepares for them, or makes them.
+Step = Callable[[Driver, int], None]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One measured operation: what it is, its preparation and its calls."""
+
+    name: str
+    what: str
+    prepare: Step
+    call: Step
+    #: Tasks one call handles: the count is per task.
+    per_call: int = 1
+
+
+def _nothing(driver: Driver, calls: int) -> None:
+    """No preparation."""
+
+
+def _sending(name: str, **options: Any) -> Step:
+    """``calls`` calls of task ``name``, each one message (with ``options``)."""
+    def call(driver: Driver, calls: int) -> None:
+        task = driver.tasks[name]
+        for index in range(calls):
+            task.apply_async((index,), **options)
+    return call
+
+
+def _filled(name: str, per_call: int, lease: bool = False) -> Step:
+    """Enqueue the tasks the calls need; lease them too, for acks."""
+    def prepare(driver: Driver, calls: int) -> None:
+        task = driver.tasks[name]
+        task.delay_many([(i,) for i in range(calls * per_call)])
+        if lease:
+            driver.lease(task.queue, calls * per_call)
+    return prepare
+
+
+def _many(name: str, per_call: int) -> Step:
+    def call(driver: Driver, calls: int) -> None:
+        for _ in range(calls):
+            driver.tasks[name].delay_many([(i,) for i in range(per_call)])
+    return call
+
+
+def _fetching(name: str, per_call: int) -> Step:
+    def call(driver: Driver, calls: int) -> None:
+        for _ in range(calls):
+            driver.fetch(driver.tasks[name].queue, per_call)
+    return call
+
+
+def _acking(ttl_ms: int, per_call: int) -> Step:
+    def call(driver: Driver, calls: int) -> None:
+        for _ in range(calls):
+            driver.broker.results.ack_many([driver.ack(queue, delivery, ttl_ms)
+                                            for queue, delivery in driver.take(per_call)])
+    return call
+
+
+def _ack_fetch_prepare(driver: Driver, calls: int) -> None:
+    driver.tasks["plain"].delay_many([(i,) for i in range(calls + 1)])
+    driver.lease("plain", 1)
+
+
+def _ack_fetch(driver: Driver, calls: int) -> None:
+    """A process-pool child's drain loop at prefetch 1: the held task's outcome and the
+    next fetch in one call (``ResultStore.ack_then``: ack_fetch.lua)."""
+    queues, results = driver.broker.queues, driver.broker.results
+    for _ in range(calls):
+        queue, delivery = driver.leased[0]
+        held, reply = results.ack_then(
+            [driver.ack(queue, delivery, RESULT_TTL_MS)],
+            queues.fetch_call(queue, wall_ms(), FetchTerms(LEASE_MS, 1, MAX_DELIVERIES)))
+        fetched = queues.fetch_result(reply).deliveries
+        if not held[0] or len(fetched) != 1:
+            raise RuntimeError("ack_fetch found its lease lost, or fetched nothing")
+        driver.leased = [(queue, fetched[0])]
+
+
+def _chords(driver: Driver, calls: int) -> None:
+    """One chord of ``calls`` members, whose first tasks are leased."""
+    step, total = driver.tasks["step"], driver.tasks["total"]
+    chord(group(step.s(i) for i in range(calls)), total.s()).delay()
+    driver.lease(step.queue, calls)
+
+
+def _chains(driver: Driver, calls: int) -> None:
+    """``calls`` chains of two steps, whose first steps are leased."""
+    step = driver.tasks["step"]
+    for index in range(calls):
+        chain(step.s(index), step.s()).delay()
+    driver.lease(step.queue, calls)
+
+
+def _subscribed(driver: Driver, calls: int) -> None:
+    """Two subscribers of the broadcast queue (a send passes both)."""
+    for name in SUBSCRIBERS:
+        driver.broker.broadcasts.subscribe("fanout", name, wall_ms())
+
+
+def _subscribed_and_sent(driver: Driver, calls: int) -> None:
+    """Subscribed, the calls sent, and the pull script loaded: a script's first use in a
+    write of several calls runs it after the others (redis-py's NOSCRIPT path), so the
+    first pull's call would be fetched one round late."""
+    _subscribed(driver, calls)
+    driver.tasks["fanout"].delay_many([(i,) for i in range(calls)])
+    driver.broker.transport.run_calls(
+        [driver.broker.broadcasts.pull_call("fanout", SUBSCRIBERS[0], 0, wall_ms())],
+        "load the pull script")
+
+
+def _pulling(driver: Driver, calls: int) -> None:
+    """A subscriber's worker taking one broadcast call: a pull into its lane, the lane's
+    fetch and the pull that re-arms its wake, in one round trip (as the worker sends)."""
+    store, queues = driver.broker.broadcasts, driver.broker.queues
+    own = lane("fanout", SUBSCRIBERS[0])
+    for _ in range(calls):
+        now_ms = wall_ms()
+        _, fetched, _ = driver.broker.transport.run_calls(
+            [store.pull_call("fanout", SUBSCRIBERS[0], 1, now_ms),
+             queues.fetch_call(own, now_ms, FetchTerms(LEASE_MS, 1, MAX_DELIVERIES)),
+             store.pull_call("fanout", SUBSCRIBERS[0], 0, now_ms)], "pull a broadcast call")
+        if len(queues.fetch_result(fetched).deliveries) != 1:
+            raise RuntimeError("a broadcast pull leased no call")
+
+
+def _advancing(driver: Driver, calls: int) -> None:
+    """What a worker does after a workflow's step succeeded: carry the workflow on."""
+    store = driver.broker.workflows
+    for _, delivery in driver.take(calls):
+        message = delivery.message()
+        frame = frame_of(message)
+        assert frame is not None
+        store.advance(frame, message.args[0], wall_ms())
+
+
+def operations() -> List[Operation]:
+    """Every measured operation, in the table's order."""
+    return [
+        Operation("delay", "delay(): a task ready at once (enqueue_now.lua)",
+                  _nothing, _sending("plain")),
+        Operation("delay_later", "apply_async(delay=3600): a delayed task (enqueue.lua)",
+                  _nothing, _sending("plain", delay=3600)),
+        Operation("delay_many", "delay_many() of 100 calls, per task (enqueue.lua)",
+                  _nothing, _many("plain", 100), 100),
+        Operation("fetch", "a fetch of one task (fetch.lua)",
+                  _filled("plain", 1), _fetching("plain", 1)),
+        Operation("fetch_100", "a fetch of 100 tasks, per task (fetch.lua)",
+                  _filled("plain", 100), _fetching("plain", 100), 100),
+        Operation("ack", "an ack keeping the result (ack.lua)",
+                  _filled("plain", 1, True), _acking(RESULT_TTL_MS, 1)),
+        Operation("ack_ignore_result", "an ack keeping no result (ack.lua)",
+                  _filled("plain", 1, True), _acking(0, 1)),
+        Operation("ack_100", "100 acks in one call, per task (ack.lua)",
+                  _filled("plain", 100, True), _acking(RESULT_TTL_MS, 100), 100),
+        Operation("ack_fetch", "a task drained at prefetch 1: its ack and the next fetch "
+                               "(ack_fetch.lua)", _ack_fetch_prepare, _ack_fetch),
+        Operation("delay_flow", "delay() of a task with rate_limit and max_running "
+                                "(enqueue_flow.lua)", _nothing, _sending("capped")),
+        Operation("fetch_flow", "a fetch under a paced rate_limit and max_running (fetch.lua)",
+                  _filled("capped", 1), _fetching("capped", 1)),
+        Operation("ack_flow", "an ack freeing a max_running slot (ack.lua)",
+                  _filled("capped", 1, True), _acking(RESULT_TTL_MS, 1)),
+        Operation("chord_member", "a chord member's result joined; the last sends the body",
+                  _chords, _advancing),
+        Operation("chain_step", "a chain's step done: the next one sent", _chains, _advancing),
+        Operation("broadcast_send", "delay() of a broadcast call to two subscribers "
+                                    "(broadcast_send.lua)", _subscribed, _sending("fanout")),
+        Operation("broadcast_pull", "a subscriber taking one call: pull, fetch, pull "
+                                    "(broadcast_pull.lua, fetch.lua)",
+                  _subscribed_and_sent, _pulling),
+    ]

@@ -1,0 +1,127 @@
+"""What a person reads of records minitask did not write is true and can be acted on:
+an escaped id that ``dead list`` shows is typed back to ``dead show``, ``requeue`` and
+``purge``; a dead letter with no readable record says "unknown", not an empty line;
+a heartbeat in the future is no negative age; a schedule is listed under the field it
+is stored and fired under, whatever its record calls itself."""
+from __future__ import annotations
+
+import json
+from typing import Any, List, Tuple
+
+import pytest
+import redis
+
+from minitask import Minitask
+from minitask.broker.keys import AppKeys, queue_keys
+from minitask.cli import dead as dead_command, status as status_command
+from minitask.cli.main import main
+from minitask.dashboard.views import workers as workers_view
+from minitask import printable as printing
+from minitask.printable import printable
+
+#: Ids no minitask writes: not UTF-8, an escape character, a C1 control, a bidi control.
+PLANTED = [b"\xff\xfe-id", b"ok\x1b[31m-id", "c1\u0085-id".encode(), "rtl\u202e-id".encode(),
+           b"\x85-raw"]
+
+
+@pytest.fixture
+def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Minitask:
+    """``app`` as the CLI's commands load it; they close it as they end: reopened."""
+    for command in (dead_command, status_command):
+        monkeypatch.setattr(command, "load", lambda _: app)
+    monkeypatch.setattr(app, "close", lambda: None)
+    return app
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+def plant_dead(client: "redis.Redis[bytes]", app: Minitask, task_id: bytes) -> None:
+    """A dead letter of queue ``default`` with neither message nor reason."""
+    client.sadd(AppKeys(app.name).queues, b"default")
+    client.zadd(queue_keys(app.name, "default").dead, {task_id: 1_700_000_000_000})
+
+
+@pytest.mark.parametrize("raw", PLANTED)
+def test_an_escaped_id_from_dead_list_is_typed_back(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]", raw: bytes,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plant_dead(fake_redis, operated, raw)
+    plant_dead(fake_redis, operated, b"bystander")
+    code, listed = run(capsys, "dead", "-A", "x", "list")
+    shown = printable(raw)
+    assert code == 0 and shown in listed and "\x1b" not in listed
+    assert raw in printing.typed_back(shown)
+    code, text = run(capsys, "dead", "-A", "x", "show", shown)
+    assert code == 0 and f"task id   {shown}\n" in text, text
+    code, text = run(capsys, "dead", "-A", "x", "show", "--json", shown)
+    assert code == 0 and json.loads(text)["task_id"] == raw.decode("utf-8", "backslashreplace")
+    code, text = run(capsys, "dead", "-A", "x", "purge", shown)
+    assert (code, text) == (0, "purged 1 dead letter(s)\n")
+    assert fake_redis.zrange(queue_keys(operated.name, "default").dead, 0, -1) == [b"bystander"]
+
+
+def test_an_escaped_utf8_id_is_requeued_and_one_not_utf8_is_refused_by_name(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]",
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plant_dead(fake_redis, operated, b"ok\x1b-id")
+    plant_dead(fake_redis, operated, b"\xff-id")
+    code, text = run(capsys, "dead", "-A", "x", "requeue", "ok\\x1b-id", "\\xff-id")
+    assert code == 1
+    assert "requeued 1 dead letter(s)" in text
+    assert "'\\xff-id' is not requeued: its id is not UTF-8" in text
+    assert fake_redis.zrange(queue_keys(operated.name, "default").dead, 0, -1) == [b"\xff-id"]
+
+
+def test_purge_all_takes_ids_that_are_not_utf8_too(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]") -> None:
+    for index in range(3):
+        plant_dead(fake_redis, operated, b"\xff%d" % index)
+    plant_dead(fake_redis, operated, b"plain")
+    assert operated.purge_dead() == 4
+    assert fake_redis.zcard(queue_keys(operated.name, "default").dead) == 0
+
+
+def test_a_dead_letter_with_no_readable_record_says_unknown_not_nothing(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]",
+        capsys: pytest.CaptureFixture[str]) -> None:
+    plant_dead(fake_redis, operated, b"bare")
+    fake_redis.hset(queue_keys(operated.name, "default").dead_info, b"bare", b"\xc1garbage")
+    code, text = run(capsys, "dead", "-A", "x", "show", "bare")
+    assert code == 0
+    lines: List[str] = text.splitlines()
+    assert all(line.split(maxsplit=1)[1:] for line in lines), text  # no label without a value
+    assert "task      unknown (its message is missing or cannot be decoded)" in lines
+    assert "attempts  unknown" in lines and "error     none recorded" in lines
+    assert "reason    unreadable dead-letter record" in lines
+
+
+@pytest.mark.parametrize("ahead_ms", [5_000, 3_600_000])
+def test_a_heartbeat_in_the_future_is_no_negative_age(
+        operated: Minitask, clock: Any, ahead_ms: int,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    beat = clock.now_ms() + ahead_ms
+    operated.broker.registry.heartbeat("ahead", {"pid": 1, "beat_ms": beat}, beat,
+                                       ttl_ms=60_000)
+    [worker] = workers_view(operated)["workers"]
+    assert worker["heartbeat_age_s"] == 0.0
+    code, text = run(capsys, "status", "-A", "x", "--json")
+    assert code == 0
+    [worker] = json.loads(text)["workers"]
+    assert worker["heartbeat_age_s"] == 0.0
+
+
+def test_a_schedule_is_listed_under_the_field_it_is_stored_under(
+        app: Minitask, fake_redis: "redis.Redis[bytes]") -> None:
+    @app.periodic(every=60.0, name="nightly")
+    def nightly() -> None:
+        """A schedule whose record is copied under another field."""
+
+    worker = app.worker(burst=True)
+    worker.starting()
+    schedules = queue_keys(app.name, "default").schedules
+    fake_redis.hset(schedules, b"copied", fake_redis.hget(schedules, b"nightly") or b"")
+    assert sorted(schedule.name for schedule in app.schedules()) == ["copied", "nightly"]
