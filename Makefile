@@ -4,8 +4,8 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test fast typecheck lint clean docs test-pythons test-redis dist perf-guard \
-	perf-record
+.PHONY: demo test fast typecheck lint clean docs test-pythons test-redis dist
+.PHONY: perf-guard perf-record
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

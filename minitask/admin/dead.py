@@ -54,7 +54,8 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *,
                  limit: int = 1000) -> List[DeadTask]:
     """``Minitask.dead_letters``: the app's dead tasks, oldest first."""
     found: List[DeadTask] = []
-    for name in [queue] if queue is not None else app_queues(app):
+    # only the queues that hold any: a round trip per queue took 6 s for 20,000 names
+    for name in [queue] if queue is not None else app.broker.dead.holding(app_queues(app)):
         for letter in app.broker.dead.letters(name, limit):
             found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
                                     letter.body, letter.info))

@@ -9,7 +9,7 @@ from ..errors import DecodeError
 from ..wire.message import Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
 from .activity import hides_args
-from .operated import Operated, app_queues
+from .operated import Operated, lookup_queues
 
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
            "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
@@ -67,7 +67,7 @@ def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
         BrokerError: Redis could not be reached.
     """
     broker = app.broker
-    queue = broker.results.find_queue(task_id, app_queues(app))
+    queue = broker.results.find_queue(task_id, lookup_queues(app))
     if queue is None:
         return None
     state, outcome_body = broker.results.state(queue, task_id)

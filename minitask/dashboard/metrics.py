@@ -14,7 +14,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
-from ..admin import all_queue_counts, app_queues, live_workers
+from ..admin import all_queue_counts, live_workers
 from ..app import Minitask
 from ..stores.metrics import (BUCKETS, DURATION, DURATION_SUM, INF, PICKUP, PICKUP_SUM, TASKS)
 
@@ -35,7 +35,9 @@ class AppCollector(Collector):
                                    labels=["queue", "state"])
         groups = GaugeMetricFamily("minitask_queue_groups", "Groups of a fair queue that "
                                    "hold ready tasks (no label per group)", labels=["queue"])
-        known = app_queues(self.app)
+        # only the queues the app declares: the registry holds any name anyone with
+        # Redis access planted (20,000 of them made a scrape of 80,000 series, 12 s)
+        known = self.app.worker_queues()
         # as the queue page and minitask status count: parked tasks are ready
         for queue, counts in all_queue_counts(self.app, known).items():
             for state in STATES:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Dict, List, Optional
 
-from ..admin import all_queue_counts, app_queues, inspect, live_workers
+from ..admin import all_queue_counts, inspect, live_workers, shown_queues
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..app import Minitask
@@ -30,9 +30,12 @@ COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e3
 
 
 def queues(app: Minitask) -> Dict[str, Any]:
-    counts = all_queue_counts(app, app_queues(app))  # parked tasks counted as ready
+    # the queues the app declares and at most SHOWN_OTHERS more from its registry
+    # (20,000 planted names took 11 s)
+    shown, left_out = shown_queues(app)
+    counts = all_queue_counts(app, shown)  # parked tasks counted as ready
     found = [{"queue": name, **counted} for name, counted in counts.items()]
-    return {"app": app.name, "queues": found,
+    return {"app": app.name, "queues": found, "queues_left_out": left_out,
             "workers": len(live_workers(app))}
 
 
@@ -138,7 +141,7 @@ def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
     """The oldest ``DEAD_LIMIT`` dead letters of one queue, or of all (queue by queue):
     never more, however many queues have dead letters."""
     counts = {name: counted["dead"]
-              for name, counted in app.broker.queues.counts_many(app_queues(app)).items()}
+              for name, counted in app.broker.queues.counts_many(shown_queues(app)[0]).items()}
     found: List[Dict[str, Any]] = []
     for name in [queue] if queue is not None else [q for q in counts if counts[q]]:
         if len(found) >= DEAD_LIMIT:

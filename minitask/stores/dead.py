@@ -31,6 +31,10 @@ def _time_ms(score: float) -> int:
     return int(min(max(score, 0.0), float(MAX_MS)))
 
 
+#: Queues whose dead letters are counted in one round trip.
+HOLDING_BATCH = 1000
+
+
 class DeadLetterStore(Store):
     """The dead letters of one app's queues."""
 
@@ -54,6 +58,22 @@ class DeadLetterStore(Store):
         return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
                            body, info)
                 for (task_id, score), body, info in zip(entries, bodies, infos)]
+
+    def holding(self, queues: Sequence[str]) -> List[str]:
+        """Those of ``queues`` that hold dead letters, in order, a round trip per
+        ``HOLDING_BATCH`` queues (a dead set of another type holds none)."""
+        found: List[str] = []
+        for start in range(0, len(queues), HOLDING_BATCH):
+            batch = queues[start:start + HOLDING_BATCH]
+            with self.transport.errors(f"count dead letters of {len(batch)} queue(s)"):
+                pipe = self.transport.client.pipeline(transaction=False)
+                for queue in batch:
+                    pipe.zcard(self.keys(queue).dead)
+                replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+            found += [queue for queue, size in zip(batch, replies)
+                      if isinstance(size, int) and size > 0]
+        return found
 
     def ids(self, queue: str, limit: int) -> List[bytes]:
         """The ids of the oldest ``limit`` dead letters as Redis holds them (one that is

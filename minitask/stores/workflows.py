@@ -41,9 +41,8 @@ from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
-from .foreign import ignored, raise_refusals
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .store import Store
+from .workflow_reads import WorkflowReads
 
 logger = logging.getLogger(__name__)
 
@@ -51,13 +50,18 @@ logger = logging.getLogger(__name__)
 #: ``{"k": "t"}`` a task, ``"c"`` a chain, ``"g"`` a group, ``"h"`` a chord.
 Node = Dict[str, Any]
 #: What follows a node: ``{"k": "then", "node", "next"}``, ``{"k": "join", "q", "id",
-#: "i", "ttl"}``, or None.
+#: "i", "ttl", "a"}``, or None. A join's ``"a"`` names what follows the group (as
+#: ``_after`` builds it), so that a member can end it when the group's state cannot
+#: be read; frames written by an older minitask have none, and behave as before.
 Continuation = Optional[Dict[str, Any]]
 
 #: Steps per spawn script call: keeps each script short so Redis stays responsive.
 SPAWN_CHUNK = 1000
 #: Version of the frame a message carries; an unknown one is a DecodeError.
 FRAME_VERSION = 1
+#: At most this many tasks that follow a group are named in each member's frame (the
+#: first ones and the last, the one a handle waits for): the frame stays small.
+AFTER_LIMIT = 100
 
 
 @dataclass(frozen=True)
@@ -112,21 +116,6 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
     return frame
 
 
-def handle_record_of(key: str, data: Any) -> Any:
-    """A handle record as read from ``key``: None when there is none, or when the key
-    holds what minitask did not write (another type, other bytes), said once."""
-    if isinstance(data, Exception):
-        ignored(key, f"it holds another type than a string ({data})")
-        return None
-    if not isinstance(data, bytes):
-        return None
-    try:
-        return unpack_data(data, f"the handle record {key}")
-    except DecodeError as exc:
-        ignored(key, str(exc))
-        return None
-
-
 def task_nodes(node: Node) -> List[Node]:
     """The task nodes of a plan node, in the order they would run (a chord's header
     before its body); error callbacks are not part of it."""
@@ -138,7 +127,20 @@ def task_nodes(node: Node) -> List[Node]:
     return [task for part in parts for task in task_nodes(part)]
 
 
-class WorkflowStore(Store):
+def _after(follow: Continuation) -> Dict[str, Any]:
+    """What follows a group, as each member's frame names it: ``"t"`` the tasks of its
+    later steps ([queue, id, ttl], at most ``AFTER_LIMIT``) and ``"j"`` the join of the
+    group it ends in, or None."""
+    tasks: List[List[Any]] = []
+    while follow is not None and follow["k"] == "then":
+        tasks += [[task["q"], task["id"], task["ttl"]] for task in task_nodes(follow["node"])]
+        follow = follow["next"]
+    if len(tasks) > AFTER_LIMIT:
+        tasks = tasks[:AFTER_LIMIT - 1] + tasks[-1:]
+    return {"t": tasks, "j": follow}
+
+
+class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
     scripts = ("spawn", "cancel_steps", "group_create", "group_join")
@@ -212,12 +214,18 @@ class WorkflowStore(Store):
     def _stop_what_follows(self, join: Dict[str, Any], packed: Any, why: str, now_ms: int,
                            max_bytes: int) -> None:
         """A group whose state is not minitask's cannot complete: cancel what follows it
-        (a chord's body), saying so, when what follows could still be read; otherwise
-        what waits for it is left to expire, logged."""
+        (a chord's body), saying so, as the group's state or else the member's frame
+        names it; a frame of an older minitask names none: then it is logged."""
         try:
             follow = unpack_data(packed, f"what follows group {join['id']}") if packed else None
         except DecodeError:
             follow = None
+        after = join.get("a")  # absent from a frame an older minitask wrote
+        if follow is None and isinstance(after, dict):  # the member's frame names it
+            follow = after.get("j")
+            for queue, task_id, ttl in reversed(after.get("t") or ()):
+                follow = {"k": "then", "next": follow,
+                          "node": {"k": "t", "q": queue, "id": task_id, "ttl": ttl}}
         if follow is None:
             logger.error("%s; what follows it cannot be read either, and will not run",
                          printable(why))
@@ -275,8 +283,11 @@ class WorkflowStore(Store):
                                     max_bytes)
             raise DecodeError(f"{why} (inspect the key, then delete it)")
         elif status == "gone":
-            logger.warning("workflow group %s is gone (expired after its result_ttl?): what "
-                           "follows it will not run", join["id"])
+            why = (f"workflow group {join['id']}: key {self.keys(join['q']).group(join['id'])} "
+                   f"is gone (deleted, or expired after its result_ttl); the group cannot "
+                   f"complete")
+            logger.warning("%s: what follows it ends as cancelled", why)
+            self._stop_what_follows(join, b"", why, now_ms, max_bytes)
 
     def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
                    max_bytes: int) -> None:
@@ -369,12 +380,13 @@ class WorkflowStore(Store):
         elif not node["members"]:
             writes.empty.append(follow)
         else:
+            after = _after(follow)
             writes.groups.append((node["q"], node["id"], len(node["members"]),
                                   pack_data(follow, f"what follows group {node['id']}"),
                                   node["ttl"]))
             for index, member in enumerate(node["members"]):
                 join = {"k": "join", "q": node["q"], "id": node["id"], "i": index,
-                        "ttl": node["ttl"]}
+                        "ttl": node["ttl"], "a": after}
                 self._plan(member, value, has_value, join, writes, now_ms, max_bytes)
 
     def _plan_task(self, node: Node, value: Any, has_value: bool, follow: Continuation,
@@ -437,49 +449,3 @@ class WorkflowStore(Store):
                                             f"workflow step(s)")
         for waiting in writes.empty:
             self._resume(waiting, [], now_ms, max_bytes)
-
-    # -- reading -------------------------------------------------------------------------
-
-    def handle_record(self, some_id: str, queues: Sequence[str]) -> Any:
-        """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
-        unpacked, or None when there is none (never written, or expired), in one round
-        trip where the connection allows. A key minitask did not write (another type,
-        other bytes) counts as none, said once."""
-        keys = [self.keys(queue).handle(some_id) for queue in queues]
-        if not keys:
-            return None
-        with self.transport.errors(f"read the handle record of {some_id}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.get(key)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        for key, data in zip(keys, replies):
-            record = handle_record_of(key, data)
-            if record is not None:
-                return record
-        return None
-
-    def drop_handle_record(self, some_id: str, queues: Sequence[str]) -> None:
-        """Delete the handle record of ``some_id`` under each of ``queues`` (one key
-        per command: each under its own tag). Once the task it promises is forgotten,
-        it would have ``get()`` wait for a result that will never come."""
-        keys = [self.keys(queue).handle(some_id) for queue in queues]
-        if not keys:
-            return
-        with self.transport.errors(f"delete the handle record of {some_id}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.delete(key)
-            pipe.execute()
-
-    def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
-        """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round
-        trip where the connection allows."""
-        calls: List[ScriptCall] = []
-        for queue, task_id in tasks:
-            k = self.keys(queue)
-            calls.append(("state", queue, (k.leases, k.delayed, k.retrying, k.dead,
-                                           k.messages), (k.result(task_id), task_id), 1))
-        replies = self.transport.run_calls(calls, f"read the state of {len(calls)} task(s)")
-        return [(text(state), outcome or None) for state, outcome in replies]

@@ -3,7 +3,8 @@ MINITASK_BROKER_URL.
 
 Each task records its start (and, for ``ordered``, its end) in Redis lists under
 ``fair:``, pushed from the task itself, so tests read the order in which tasks
-really started and ended.
+really started and ended: on the broker, or on TEST_MARKS_URL when set (a plain
+server beside a cluster broker).
 """
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ _clients = {}
 def _client() -> "redis.Redis[bytes]":
     pid = os.getpid()
     if pid not in _clients:
-        _clients[pid] = redis.Redis.from_url(os.environ["MINITASK_BROKER_URL"])
+        # a plain server for the records when the broker is a cluster (tests/scale)
+        url = os.environ.get("TEST_MARKS_URL") or os.environ["MINITASK_BROKER_URL"]
+        _clients[pid] = redis.Redis.from_url(url)
     return _clients[pid]
 
 
@@ -52,3 +55,13 @@ def ordered(group: str, n: int) -> None:
         client.rpush(f"fair:log:{group}", f"end:{n}:{context.attempt}:failed:{pid}")
         raise RuntimeError(f"{name} fails its first attempt")
     client.rpush(f"fair:log:{group}", f"end:{n}:{context.attempt}:ok:{pid}")
+
+
+@app.task(group_by="tenant", ignore_result=True)
+def grouped_noop(tenant: str, n: int) -> None:
+    """Nothing, grouped by ``tenant``: tools/fair_drain.py's grouped drains."""
+
+
+@app.task(ignore_result=True)
+def plain_noop(tenant: str, n: int) -> None:
+    """Nothing, ungrouped: tools/fair_drain.py's baseline drain."""

@@ -3,6 +3,7 @@ group is dead-lettered naming the key (never retried for ever), and a fire that
 meets a key of another type writes nothing. Also the shared escape function."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable, List
 
 import pytest
@@ -11,6 +12,7 @@ import redis
 from minitask import Minitask, TaskFailed, chain, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
+from minitask.wire.serializer import decode_message, encode_message, pack_data, unpack_data
 from tests.support.clock import ManualClock
 
 #: what a worker does per run_once; the drain below stops after this many
@@ -25,7 +27,7 @@ def _drain(worker: object) -> int:
     return ran
 
 
-@pytest.mark.parametrize("damage", ["size", "type"])
+@pytest.mark.parametrize("damage", ["size", "type", "deleted"])
 def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         damage: str) -> None:
@@ -47,16 +49,21 @@ def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
         redis_client.hset(group_key, "size", "abc")
     else:
         redis_client.delete(group_key)
-        redis_client.rpush(group_key, "not a group")
+        if damage == "type":
+            redis_client.rpush(group_key, "not a group")
     _drain(app.worker(burst=True))
-    dead = app.dead_letters()
-    assert dead and all(group_key.decode() in letter.message for letter in dead)
+    if damage != "deleted":  # a deleted group is no data that is not minitask's
+        dead = app.dead_letters()
+        assert dead and all(group_key.decode() in letter.message for letter in dead)
+        assert redis_client.type(group_key) == (b"hash" if damage == "size" else b"list")
     assert seen == []
-    assert redis_client.type(group_key) == (b"hash" if damage == "size" else b"list")
-    if damage == "size":  # what follows could be read: the body ends, naming the group
-        assert handle.status() == "cancelled"
-        with pytest.raises(TaskFailed, match="the group cannot complete"):
-            handle.get(timeout=0)
+    # the body ends, naming the group, whether what follows could be read from the
+    # group (size) or only from the members' frames (type, deleted: it stayed
+    # "unknown" for ever, and get() without a timeout never returned)
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match=f"{group_key.decode()}.*the group cannot complete"
+                       if damage != "size" else "the group cannot complete"):
+        handle.get(timeout=0)
 
 
 @pytest.mark.parametrize("damage", ["fired", "results type", "result"])
@@ -113,7 +120,33 @@ def test_a_step_marker_no_minitask_wrote_is_named_not_taken_for_sent(
     [dead] = app.dead_letters()
     assert marker in dead.message and "no step marker minitask wrote" in dead.message
     assert redis_client.hgetall(marker) == {b"state": b"\xff planted"}  # left as it was
-    assert handle.status() == "unknown"
+    # the step it names ends too (it stayed "unknown" for ever: get() never returned)
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match=marker):
+        handle.get(timeout=0)
+
+
+def test_a_step_whose_marker_is_of_another_type_ends_cancelled_naming_the_key(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """A marker of another type: the step before it was dead-lettered naming the key,
+    and the step itself stayed "unknown" for ever."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    handle = chain(add.s(1, 1), add.s(2).set(task_id="second"),
+                   add.s(3).set(task_id="third")).delay()
+    marker = queue_keys("wf", "default").once("second")
+    redis_client.rpush(marker, "planted")
+    _drain(app.worker(burst=True))
+    [dead] = app.dead_letters()
+    assert marker in dead.message
+    assert redis_client.lrange(marker, 0, -1) == [b"planted"]  # left as it was
+    assert app.handle("second").status() == "cancelled"
+    with pytest.raises(TaskFailed, match=marker):
+        handle.get(timeout=0)
 
 
 def test_a_result_past_the_group_size_neither_completes_the_group_nor_fails_it(
@@ -202,3 +235,35 @@ def test_a_planted_schedule_whose_name_holds_a_control_character_is_left_out(
     assert [e.name for e in app.broker.schedules.armed(["default"])["default"]] == ["fine"]
     drain(app.worker(burst=True))
     assert app.dead_letters() == []
+
+
+def test_a_member_frame_of_an_older_minitask_still_reads_as_before(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Frames written before members named what follows their group (no ``"a"``): the
+    members still run; with the group's state gone, that is logged, as before."""
+    app = make_app("wf")
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> int:
+        return sum(values)
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    k = queue_keys("wf", "default")
+    for task_id, body in redis_client.hgetall(k.messages).items():
+        message = decode_message(body)
+        frame = unpack_data(message.workflow, "a frame")
+        assert "a" in frame["next"]
+        del frame["next"]["a"]
+        older = dataclasses.replace(message, workflow=pack_data(frame, "a frame"))
+        redis_client.hset(k.messages, task_id, encode_message(older))
+    [group_key] = [key for key in redis_client.keys("*group*") if b"results" not in key]
+    redis_client.delete(group_key)
+    _drain(app.worker(burst=True))
+    assert app.dead_letters() == []
+    assert handle.status() == "unknown"
+    assert "what follows it cannot be read either" in caplog.text

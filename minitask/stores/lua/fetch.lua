@@ -153,6 +153,7 @@ end
 local reply, numbers, expired = {false, nil, nil}, {nil, nil}, nil
 local band = 7
 local dropped = 0
+local fair_served  -- flow.lua's fair queues, once a group's token is served: flush() at the end
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
 -- a cancelled id no longer needs leaving out of the counts. `held`: the id is
@@ -308,6 +309,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         local groups = fair and fair() or flow_control().fair({
           prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
           cancelled = KEYS[17], messages = KEYS[3], dead = KEYS[6], flow = KEYS[19]})
+        fair_served = groups
         local taken, taken_body, taken_priority, taken_spec = groups.serve(id, limit - dropped)
         if taken then
           lease(taken, taken_body, taken_priority, taken_spec)
@@ -365,6 +367,7 @@ end
 -- the reply (see the header), `next_event` as text
 local function answer(next_event)
   if parked_change ~= 0 then tolerant(0, 'INCRBY', KEYS[23], parked_change) end
+  if fair_served then fair_served.flush() end  -- the groups' counts it owes
   -- counts of 0 as literals: Redis formats a Lua number with snprintf
   local poisoned_count, expired_count = '0', '0'
   if poisoned then

@@ -247,18 +247,45 @@ local function flow_control()
 
     -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
     -- status (the group's entry goes with the group: forget())
-    local function tally(group, delta)
+    local function tally_total(delta)
       if tolerant(0, 'INCRBY', c.prefix .. 'groups_ready', delta) <= 0 then
         tolerant(0, 'DEL', c.prefix .. 'groups_ready')
       end
+    end
+    local function tally(group, delta)
+      tally_total(delta)
       tolerant(0, 'ZINCRBY', groups, delta, group)
     end
 
-    -- the first ready id of a group and its priority, or nil
+    -- serve()'s tallies, written once a fetch by flush() (fetch.lua's answer): two
+    -- commands saved a task. owed: the queue's count; owed_by: group -> its count
+    -- (forget() drops a group's: its entry goes)
+    local owed, owed_by = 0, {}
+    local function flush()
+      if owed ~= 0 then tally_total(owed) end
+      for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
+      owed, owed_by = 0, {}
+    end
+
+    -- the first ready id of a group and its priority, or nil; then the second's
     local function first(group)
-      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 0, 'WITHSCORES')
+      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1, 'WITHSCORES')
       if not head[1] then return nil end
-      return head[1], 9 - math.floor(tonumber(head[2]) / RANK)
+      local second, second_priority = head[3], nil
+      if second then second_priority = 9 - math.floor(tonumber(head[4]) / RANK) end
+      return head[1], 9 - math.floor(tonumber(head[2]) / RANK), second, second_priority
+    end
+
+    -- Whether any group is paused, any has a weight: read once a call (a script runs
+    -- alone: neither changes during it), so that most serves skip the lookups
+    local any_paused, any_weight
+    local function is_paused(group)
+      if any_paused == nil then any_paused = tolerant(0, 'EXISTS', paused) == 1 end
+      return any_paused and tolerant(0, 'SISMEMBER', paused, group) == 1
+    end
+    local function weight_of(group)
+      if any_weight == nil then any_weight = tolerant(0, 'EXISTS', weights) == 1 end
+      return any_weight and tonumber(tolerant(false, 'HGET', weights, group)) or 1
     end
 
     -- A new live token of the group in the list of `priority`, at its head or tail;
@@ -284,7 +311,7 @@ local function flow_control()
     -- (its own task comes back to its place), else at the tail.
     local function arm(group, at_head)
       local id, priority = first(group)
-      if not id or tolerant(0, 'SISMEMBER', paused, group) == 1 then return false end
+      if not id or is_paused(group) then return false end
       local live = tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
       if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
       push(group, priority, at_head)
@@ -309,6 +336,7 @@ local function flow_control()
     local function forget(group)
       tolerant(0, 'DEL', base(group) .. ':turn')
       tolerant(0, 'ZREM', groups, group)
+      owed_by[group] = nil
     end
 
     -- Whether a slot holder is still a task of the queue (its message is kept while it
@@ -320,22 +348,24 @@ local function flow_control()
 
     -- Serve a popped token: the group's first task, admitted by its limits, as
     -- id, body, priority, spec; or nil and whether the pop counts as dropped
-    -- (every pop that leases nothing does, so a fetch stays bounded).
+    -- (every pop that leases nothing does, so a fetch stays bounded). A live token
+    -- that goes back keeps its generation, and its entry in cancelled (rescored if
+    -- its band changes): any other pop leaves cancelled.
     local function serve(token, budget)
-      tolerant(0, 'ZREM', c.cancelled, token)
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
-      if not gen then return nil end
-      local turn = base(group) .. ':turn'
-      local state = tolerant({}, 'HMGET', turn, 'tok', 'served')
-      if state[1] ~= gen then return nil end  -- stale
-      if tolerant(0, 'SISMEMBER', paused, group) == 1 then
-        tolerant(0, 'HDEL', turn, 'tok', 'band')
+      local turn = gen and base(group) .. ':turn'
+      local state = gen and tolerant({}, 'HMGET', turn, 'tok', 'served', 'band')
+      if not gen or state[1] ~= gen or is_paused(group) then
+        tolerant(0, 'ZREM', c.cancelled, token)
+        -- a paused group leaves the rotation; a stale token is dropped
+        if gen and state[1] == gen then tolerant(0, 'HDEL', turn, 'tok', 'band') end
         return nil
       end
       local ready = base(group) .. ':ready'
       while budget > 0 do
-        local id, priority = first(group)
+        local id, priority, next_id, next_priority = first(group)
         if not id then
+          tolerant(0, 'ZREM', c.cancelled, token)
           forget(group)
           return nil
         end
@@ -350,6 +380,7 @@ local function flow_control()
         else
           local running = base(group) .. ':running'
           local holds = spec.group_most > 0 and tolerant(0, 'SISMEMBER', running, id) == 1
+          local out_at  -- out of the rotation: until a slot frees (-1), or this ms
           if spec.group_most > 0 and not holds then
             local held = tolerant(0, 'SCARD', running)
             if held >= spec.group_most then
@@ -360,43 +391,56 @@ local function flow_control()
                 end
               end
             end
-            if held >= spec.group_most then
-              -- out of the rotation until an outcome frees a slot (flow.lua's finish)
-              tolerant(0, 'HDEL', turn, 'tok', 'band')
-              return nil
-            end
+            -- an outcome frees a slot (flow.lua's finish)
+            if held >= spec.group_most then out_at = -1 end
           end
-          if spec.group_count > 0 and not holds then
+          if not out_at and spec.group_count > 0 and not holds then
             local free, retry_at = flow_admit(
               c.prefix, {limiter = 'g:' .. group, most = 0, count = spec.group_count,
                          window = spec.group_window}, id, c.clock(), c.leases)
-            if not free then
-              tolerant(0, 'HDEL', turn, 'tok', 'band')
-              tolerant(0, 'ZADD', c.flow_due, retry_at, 'g:' .. group)
-              return nil
-            end
+            if not free then out_at = retry_at end
+          end
+          if out_at then
+            tolerant(0, 'ZREM', c.cancelled, token)
+            tolerant(0, 'HDEL', turn, 'tok', 'band')
+            if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
+            return nil
           end
           if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
-          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
-          -- the token goes back: at the head while the turn lasts (the weight)
-          local served = (tonumber(state[2]) or 0) + 1
-          local weight = tonumber(tolerant(false, 'HGET', weights, group)) or 1
-          local next_id, next_priority = first(group)
-          if next_id then
-            push(group, next_priority, served < weight, served < weight and served or 0)
-          else
-            forget(group)
+          if tolerant(0, 'ZREM', ready, id) == 1 then
+            owed = owed - 1
+            owed_by[group] = (owed_by[group] or 0) - 1
           end
+          if not next_id then
+            tolerant(0, 'ZREM', c.cancelled, token)
+            forget(group)  -- its groups entry goes, and the count it was owed
+            return id, body, priority, spec
+          end
+          -- the token goes back: at the head while the turn lasts (the weight); its
+          -- turn's state is written only when it changes
+          local served = (tonumber(state[2]) or 0) + 1
+          local weight = weight_of(group)
+          local at_head = served < weight
+          if not at_head then served = 0 end
+          local band = tonumber(state[3])
+          if band ~= next_priority or served ~= (tonumber(state[2]) or 0) then
+            tolerant(0, 'HSET', turn, 'band', next_priority, 'served', served)
+          end
+          local list = KEYS[c.first_ready + 9 - next_priority]
+          if at_head then redis.call('LPUSH', list, token) else redis.call('RPUSH', list, token) end
+          if band ~= next_priority then tolerant(0, 'ZADD', c.cancelled, next_priority, token) end
+          flow_made.fair_made.pushed = true
           return id, body, priority, spec
         end
       end
       -- a long run of stale entries: the token goes back at the head for the next fetch
+      tolerant(0, 'ZREM', c.cancelled, token)
       tolerant(0, 'HDEL', turn, 'tok', 'band')
       arm(group, true)
       return nil
     end
 
-    flow_made.fair_made = {arm = arm, join = join, serve = serve}
+    flow_made.fair_made = {arm = arm, join = join, serve = serve, flush = flush}
     return flow_made.fair_made
   end
 

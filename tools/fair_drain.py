@@ -1,0 +1,153 @@
+"""Drain rates of fair queues (docs/guide/fair-queues.rst, "What it costs").
+
+Runs rounds of three drains of the same number of no-op tasks on a redis-server
+this script starts, by one real worker process (``python -m minitask worker -A
+tests.apps.fair``, the same options each time):
+
+* ``ungrouped``: ``plain_noop``, no group;
+* ``groups of one``: ``grouped_noop``, every task its own group;
+* ``one group``: ``grouped_noop``, every task in one group.
+
+Each drain is timed from the worker's first task taken to the queue empty, and
+Redis's own time in commands (``INFO commandstats``, this script's polling left
+out) is read before and after.
+Prints each drain, then the medians and each grouped median as a share of the
+ungrouped one.
+
+Usage: python tools/fair_drain.py [--tasks 100000] [--rounds 3] [-c 1] [--prefetch 10]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from minitask.broker.keys import queue_keys  # noqa: E402
+from tests.support.servers import RedisServer, free_port  # noqa: E402
+
+MODES = ("ungrouped", "groups of one", "one group")
+#: print Redis's time by command after each drain (--breakdown)
+BREAKDOWN = False
+
+
+def script_time(client: "object") -> Tuple[float, int, Dict[str, Tuple[float, int]]]:
+    """Microseconds Redis spent in commands so far (scripts included), its calls, and
+    both by command."""
+    stats = client.info("commandstats")  # type: ignore[attr-defined]
+    spent, calls, by_command = 0.0, 0, {}
+    for name, stat in stats.items():
+        if name.startswith("cmdstat_") and name not in ("cmdstat_hlen", "cmdstat_info"):
+            spent += float(stat["usec"])
+            calls += int(stat["calls"])
+            by_command[name[8:]] = (float(stat["usec"]), int(stat["calls"]))
+    return spent, calls, by_command
+
+
+def fill(url: str, mode: str, tasks: int) -> None:
+    os.environ["MINITASK_BROKER_URL"] = url
+    from tests.apps import fair
+    task = fair.plain_noop if mode == "ungrouped" else fair.grouped_noop
+    batch = 1000
+    for start in range(0, tasks, batch):
+        calls = [(f"t{n}" if mode == "groups of one" else "one", n)
+                 for n in range(start, min(tasks, start + batch))]
+        task.delay_many(calls)
+
+
+def drain(server: RedisServer, mode: str, tasks: int,
+          worker_options: List[str]) -> Dict[str, float]:
+    client = server.client()
+    client.flushall()
+    fill(server.url, mode, tasks)
+    messages = queue_keys("fair", "default").messages
+    assert client.hlen(messages) == tasks, (mode, client.hlen(messages))
+    env = dict(os.environ, MINITASK_BROKER_URL=server.url, PYTHONPATH=str(ROOT))
+    worker = subprocess.Popen([sys.executable, "-m", "minitask", "worker", "-A",
+                               "tests.apps.fair", "--loglevel", "WARNING", *worker_options],
+                              cwd=ROOT, env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while client.hlen(messages) >= tasks:
+            if time.monotonic() > deadline or worker.poll() is not None:
+                raise RuntimeError(f"{mode}: the worker took no task")
+            time.sleep(0.0005)
+        start = time.perf_counter()
+        redis_before = script_time(client)
+        deadline = time.monotonic() + max(600.0, tasks / 50)
+        while client.hlen(messages):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{mode}: not drained in time")
+            time.sleep(0.005)
+        elapsed = time.perf_counter() - start
+        redis_after = script_time(client)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+    left = [key for key in client.scan_iter(match="*g:*", count=1000)]
+    spent = redis_after[0] - redis_before[0]
+    if BREAKDOWN:
+        before = redis_before[2]
+        rows = sorted(((usec - before.get(name, (0.0, 0))[0], calls - before.get(name, (0.0, 0))[1],
+                        name) for name, (usec, calls) in redis_after[2].items()), reverse=True)
+        print(f"  {mode}: " + ", ".join(f"{name} {usec / tasks:.1f} us {calls / tasks:.2f}x"
+                                        for usec, calls, name in rows if calls), flush=True)
+    return {"rate": tasks / elapsed, "seconds": elapsed,
+            "redis_us_per_task": spent / tasks,
+            "redis_calls_per_task": (redis_after[1] - redis_before[1]) / tasks,
+            "group_keys_left": float(len(left))}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("-c", "--concurrency", default="1")
+    parser.add_argument("--prefetch", default="10")
+    parser.add_argument("--pool", default="process")
+    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--breakdown", action="store_true",
+                        help="print Redis's time by command after each drain")
+    args = parser.parse_args()
+    global BREAKDOWN
+    BREAKDOWN = args.breakdown
+    modes = args.modes.split(",")
+    options = ["--pool", args.pool, "-c", args.concurrency, "--prefetch", args.prefetch]
+    results: Dict[str, List[Dict[str, float]]] = {mode: [] for mode in modes}
+    with tempfile.TemporaryDirectory() as directory:
+        server = RedisServer(free_port(), Path(directory))
+        server.start()
+        try:
+            version = server.client().info("server")["redis_version"]
+            print(f"redis-server {version}, {args.tasks:,} tasks, worker {' '.join(options)}, "
+                  f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}", flush=True)
+            for round_ in range(args.rounds):
+                for mode in modes:
+                    result = drain(server, mode, args.tasks, options)
+                    results[mode].append(result)
+                    print(f"round {round_ + 1} {mode:14} {result['rate']:8.0f} tasks/s "
+                          f"({result['seconds']:.1f} s), Redis "
+                          f"{result['redis_us_per_task']:.1f} us/task in "
+                          f"{result['redis_calls_per_task']:.2f} calls, group keys left "
+                          f"{result['group_keys_left']:.0f}, load {os.getloadavg()[0]:.2f}",
+                          flush=True)
+        finally:
+            server.stop()
+    base = statistics.median(r["rate"] for r in results[modes[0]])
+    for mode in modes:
+        rate = statistics.median(r["rate"] for r in results[mode])
+        script = statistics.median(r["redis_us_per_task"] for r in results[mode])
+        print(f"median {mode:14} {rate:8.0f} tasks/s = {rate / base:.2f} x {modes[0]}; "
+              f"Redis {script:.1f} us/task")
+
+
+if __name__ == "__main__":
+    main()
