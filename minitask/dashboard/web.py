@@ -248,7 +248,9 @@ class Dashboard:
         """Running, scheduled or recent tasks: ?queue= (repeatable), task= (a name or
         a glob), id= (one task), state= (recent), limit= (1 to LIST_LIMIT, default
         50), offset= (the tasks skipped: the next page)."""
-        queues = [queue for queue in query.get("queue", []) if queue.strip()] or None
+        # ?queue= repeated, or names separated by commas (as the page's form sends them)
+        queues = [name.strip() for queue in query.get("queue", [])
+                  for name in queue.split(",") if name.strip()] or None
         for queue in queues or []:
             self._check_queue(queue)
         limit = _whole(query, "limit", 50, 1)

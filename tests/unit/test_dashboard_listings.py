@@ -71,6 +71,8 @@ def test_the_tabs_search_by_glob_id_queue_and_state_and_page(
     assert "shop.boom" in call(dashboard, "/recent?task=shop.b*&state=failed")[2]
     assert [t["task_id"] for t in api(dashboard, f"recent?id={boom.id}")["tasks"]] == [boom.id]
     assert [t["name"] for t in api(dashboard, "recent?queue=mail")["tasks"]] == ["mail.send"]
+    both = api(dashboard, "recent?queue=mail,default&limit=50")["tasks"]
+    assert len(both) == 7 == len(api(dashboard, "recent?queue=mail&queue=default")["tasks"])
     # pages of two: 7 outcomes, newest first, each once, the last page has no next
     seen = []
     offset: Any = 0
