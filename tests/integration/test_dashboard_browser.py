@@ -2,8 +2,9 @@
 driven through selenium), served from this process for a seeded app on the
 suite's own redis-server. Every page is screenshotted into the test's tmp dir;
 with MINITASK_DOCS_SCREENSHOT=1 the queue page's goes to docs/dashboard-queues.png,
-and the running, recent and worker pages' (a real worker process on tests.apps.ops)
-to docs/dashboard-running.png, dashboard-recent.png and dashboard-worker.png.
+and the running, scheduled, recent and worker pages' (a real worker process on
+tests.apps.ops) to docs/dashboard-running.png, -scheduled.png, -recent.png and
+-worker.png.
 """
 from __future__ import annotations
 
@@ -285,7 +286,24 @@ def test_the_tabs_update_live_and_find_a_failed_task_by_name(
     assert row["href"].endswith(f"/task/{held.id}")
     assert row["lease"].startswith("in ") and row["title"].startswith("20")
     print(f"running tab: row shown {shown_after:.2f} s after the task started")
+
+    # a progress bar advances, without a reload
+    stepped = ops.steps.delay("steps", 4)
+    wait_until(lambda: client.llen("marks:started:steps"), timeout=120,
+               message="the stepped task's start")
+
+    def bar(task_id: str) -> Any:
+        return browser.execute_script("""
+            var bar = document.querySelector(
+                '#listing tr[data-task-id="' + arguments[0] + '"] progress');
+            return bar ? [bar.value, bar.max] : null;""", task_id)
+
+    wait_until(lambda: bar(stepped.id) == [1, 4], timeout=60, message="the bar at 1 of 4")
+    client.rpush("marks:step", "go")
+    wait_until(lambda: bar(stepped.id) == [2, 4], timeout=60, message="the bar at 2 of 4")
+    assert browser.execute_script("return window.notReloaded === true;")
     shot("running")
+    client.rpush("marks:step", "go", "go")
     browser.get(ops_site + "/scheduled")
     assert "ops.add" in browser.find_element(By.ID, "listing").text
     shot("scheduled")
