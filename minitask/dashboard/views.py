@@ -11,13 +11,16 @@ import datetime as _dt
 from typing import Any, Dict, List, Optional
 
 from ..admin import all_queue_counts, inspect, live_workers, shown_queues
-from ..admin.activity import recent, running, scheduled
+from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
+                              scheduled)
 from ..app import Minitask
 
 #: Dead letters a page shows (oldest first, queue by queue).
 DEAD_LIMIT = 100
 #: Tasks a running, scheduled or recent listing returns at most (``limit``).
 LIST_LIMIT = 500
+#: Outcomes a worker's page lists (its newest).
+WORKER_RECENT = 20
 #: Queues the throughput chart draws a line for (the busiest); the table lists all.
 CHART_LINES = 8
 CHART_WIDTH = 600
@@ -55,17 +58,52 @@ def workers(app: Minitask) -> Dict[str, Any]:
 
 
 def listing(app: Minitask, which: str, queues: Optional[List[str]], task: Optional[str],
-            state: Optional[str], limit: int) -> Dict[str, Any]:
+            state: Optional[str], limit: int, offset: int = 0,
+            task_id: Optional[str] = None) -> Dict[str, Any]:
     """``/api/running``, ``/api/scheduled``, ``/api/recent``: what ``minitask inspect``
     lists, read through the same admin functions (a ConfigurationError for a queue
-    or state the app does not have)."""
+    or state the app does not have).
+
+    A page is ``limit`` tasks after the first ``offset``; ``next_offset`` is the next
+    page's (None: no more). ``task_id`` keeps the one task of that id, searched
+    among the first PEEK_MOST of each queue (running, scheduled) or the whole record.
+    A running task carries its last progress (None: none reported)."""
+    # the page, and one more task to know whether a next page exists
+    wanted = min(offset + limit + 1, LIST_LIMIT + 1) if task_id is None else (
+        MAX_LENGTH if which == "recent" else PEEK_MOST)
+    found: Any
     if which == "recent":
-        found = recent(app, queues, task=task, state=state, limit=limit)
+        found = recent(app, queues, task=task, state=state, limit=wanted)
     else:
         found = (running if which == "running" else scheduled)(app, queues, task=task,
-                                                               limit=limit)
-    return {"app": app.name, "listing": which, "total": found.total,
-            "tasks": [item.as_dict() for item in found.tasks]}
+                                                               limit=wanted)
+    tasks = [item for item in found.tasks if task_id is None or item.task_id == task_id]
+    page = tasks[offset:offset + limit]
+    more = len(tasks) > offset + limit and offset + limit < LIST_LIMIT
+    shown = [item.as_dict() for item in page]
+    if which == "running":
+        for row, progress in zip(shown, progress_of(app, page)):
+            row["progress"] = None if progress is None else {
+                "current": progress.current, "total": progress.total,
+                "message": progress.message, "at": progress.at.isoformat()}
+    return {"app": app.name, "listing": which, "total": found.total, "tasks": shown,
+            "offset": offset, "limit": limit,
+            "next_offset": offset + limit if more else None,
+            "now": _iso(app.clock.now_ms())}
+
+
+def worker(app: Minitask, name: str) -> Optional[Dict[str, Any]]:
+    """One live worker, by its name (``--name``) or its id, and the outcomes it
+    recorded last (from the queues' records); None when no live worker has it."""
+    listed: List[Dict[str, Any]] = workers(app)["workers"]
+    for info in listed:
+        if name in (info["name"], info["id"]):
+            ended = recent(app, None, limit=MAX_LENGTH).tasks
+            info["recent"] = [entry.as_dict() for entry in ended
+                              if entry.worker in (info["id"], info["name"])][:WORKER_RECENT]
+            info["now"] = _iso(app.clock.now_ms())
+            return info
+    return None
 
 
 def throughput(app: Minitask) -> Dict[str, Any]:
@@ -139,3 +177,8 @@ def _iso(ms: int) -> str:
 
 def _iso_dt(value: Optional[_dt.datetime]) -> Optional[str]:
     return None if value is None else value.isoformat()
+
+
+def now_iso(app: Minitask) -> str:
+    """The app's clock now, ISO 8601 (what a page's relative times count from)."""
+    return _iso(app.clock.now_ms())

@@ -1,9 +1,11 @@
 """The dashboard's WSGI application: routing, basic auth, CSRF, rendering.
 
 Pages are Jinja2 templates with autoescaping on, so every value (task
-arguments are user data) renders as text. No page runs a script, and the
-Content-Security-Policy forbids scripts altogether: a value that slipped
-through could still not run. State changes are POST forms carrying a token
+arguments are user data) renders as text. The one script a page may run is
+this package's own ``live.js`` (inlined; it polls the JSON API and writes
+text, never markup): the Content-Security-Policy allows that script by its
+SHA-256 hash and no other, so a value that slipped through could still not
+run. State changes are POST forms carrying a token
 that only a page of this server holds; a cross-site form cannot know it.
 Without auth, a dashboard on a loopback address answers only to loopback host
 names: a site whose name its owner points at 127.0.0.1 (DNS rebinding) would
@@ -13,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import datetime as _dt
+import hashlib
 import hmac
 import ipaddress
 import json
@@ -37,9 +41,11 @@ logger = logging.getLogger(__name__)
 StartResponse = Callable[[str, List[Tuple[str, str]]], Any]
 Environ = Dict[str, Any]
 
+#: The Content-Security-Policy; {script} is the hash of live.js, the one script allowed.
+CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+       "script-src '{script}'; connect-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'")
 SECURITY_HEADERS = [
-    ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
-                                "img-src 'self'; form-action 'self'; frame-ancestors 'none'"),
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "no-referrer"),
     ("Cache-Control", "no-store"),
@@ -75,16 +81,24 @@ class Dashboard:
         # server, never from the URL's text (a link could show anything in the banner)
         self._notices: "OrderedDict[str, str]" = OrderedDict()
         self._notices_lock = threading.Lock()
-        self._templates = Environment(loader=PackageLoader("minitask.dashboard", "templates"),
+        loader = PackageLoader("minitask.dashboard", "templates")
+        self._templates = Environment(loader=loader,
                                       autoescape=select_autoescape(default=True),
                                       trim_blocks=True, lstrip_blocks=True)
+        # the live-update script, inlined by pages and allowed by its hash alone
+        self.live_js = loader.get_source(self._templates, "live.js")[0]
+        digest = base64.b64encode(hashlib.sha256(self.live_js.encode()).digest()).decode()
+        self._headers = [("Content-Security-Policy", CSP.format(script="sha256-" + digest))
+                         ] + SECURITY_HEADERS
+        self._templates.filters["ago"] = relative
+        self._templates.filters["seconds"] = duration
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {
             "": self._queues, "queues": self._queues, "workers": self._workers,
             "throughput": self._throughput, "task": self._task, "dead": self._dead,
             "schedules": self._schedules,
             "section": self._section,
-            # JSON only (/api/...): the pages for these are not written yet
+            "worker": self._worker,
             "running": lambda environ, query: self._listing("running", query),
             "scheduled": lambda environ, query: self._listing("scheduled", query),
             "recent": lambda environ, query: self._listing("recent", query),
@@ -104,7 +118,7 @@ class Dashboard:
             status, headers, body = ("503 Service Unavailable",
                                      [("Content-Type", "text/plain; charset=utf-8")],
                                      f"{type(exc).__name__}: {exc}".encode())
-        start_response(status, headers + SECURITY_HEADERS
+        start_response(status, headers + self._headers
                        + [("Content-Length", str(len(body)))])
         return [body]
 
@@ -179,6 +193,7 @@ class Dashboard:
     def _render(self, template: str, data: Any, query: Dict[str, List[str]]) -> bytes:
         return self._templates.get_template(template).render(
             data=data, app=self.app.name, csrf=self.csrf_token, sections=sections(),
+            live_js=self.live_js,
             notice=self._notice((query.get("notice") or [""])[0])).encode()
 
     def _notice(self, token: str) -> str:
@@ -210,7 +225,8 @@ class Dashboard:
     def _task(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         task_id = (query.get("id") or [""])[0].strip()
         found = views.task(self.app, task_id) if task_id else None
-        return "task.html", {"task_id": task_id, "task": found}
+        return "task.html", {"task_id": task_id, "task": found,
+                             "now": views.now_iso(self.app)}
 
     def _dead(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         queue = (query.get("queue") or [""])[0] or None
@@ -221,23 +237,34 @@ class Dashboard:
     def _schedules(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         return "schedules.html", views.schedules(self.app)
 
+    def _worker(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
+        name = (query.get("id") or [""])[0]
+        found = views.worker(self.app, name) if name else None
+        if found is None:
+            raise Response("404 Not Found", f"no live worker is named {name!r}; see /workers")
+        return "worker.html", found
+
     def _listing(self, which: str, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         """Running, scheduled or recent tasks: ?queue= (repeatable), task= (a name or
-        a glob), state= (recent), limit= (1 to LIST_LIMIT, default 50)."""
-        for queue in query.get("queue", []):
+        a glob), id= (one task), state= (recent), limit= (1 to LIST_LIMIT, default
+        50), offset= (the tasks skipped: the next page)."""
+        # ?queue= repeated, or names separated by commas (as the page's form sends them)
+        queues = [name.strip() for queue in query.get("queue", [])
+                  for name in queue.split(",") if name.strip()] or None
+        for queue in queues or []:
             self._check_queue(queue)
+        limit = _whole(query, "limit", 50, 1)
+        offset = _whole(query, "offset", 0, 0)
+        task = (_first(query, "task") or "").strip() or None
+        state = (_first(query, "state") or "").strip() or None
+        task_id = (_first(query, "id") or "").strip() or None
         try:
-            limit = int((query.get("limit") or ["50"])[0])
-        except ValueError:
-            limit = 0
-        if not 1 <= limit <= views.LIST_LIMIT:
-            raise Response("400 Bad Request", f"limit must be a whole number from 1 to "
-                                              f"{views.LIST_LIMIT}")
-        try:
-            return "", views.listing(self.app, which, query.get("queue"),
-                                     _first(query, "task"), _first(query, "state"), limit)
+            data = views.listing(self.app, which, queues, task, state, limit, offset, task_id)
         except ConfigurationError as exc:
             raise Response("400 Bad Request", str(exc)) from exc
+        data["filters"] = {"task": task or "", "id": task_id or "", "state": state or "",
+                           "queue": ",".join(queues or []), "limit": limit}
+        return "listing.html", data
 
     def _section(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         found = section((query.get("id") or [""])[0])
@@ -297,3 +324,39 @@ def _first(query: Dict[str, List[str]], name: str) -> Optional[str]:
     """A query parameter's first value, None when it is not given."""
     values = query.get(name)
     return values[0] if values else None
+
+
+def _whole(query: Dict[str, List[str]], name: str, default: int, least: int) -> int:
+    """A whole-number parameter from ``least`` to LIST_LIMIT (400 otherwise)."""
+    try:
+        value = int((query.get(name) or [str(default)])[0])
+    except ValueError:
+        value = least - 1
+    if not least <= value <= views.LIST_LIMIT:
+        raise Response("400 Bad Request", f"{name} must be a whole number from {least} to "
+                                          f"{views.LIST_LIMIT}")
+    return value
+
+
+def relative(iso: Optional[str], now: Optional[str] = None) -> str:
+    """An ISO 8601 time as ``3 s ago`` or ``in 2 min``, from ``now`` (ISO; default:
+    this machine's clock); '' for None. live.js writes the same words."""
+    if not iso:
+        return ""
+    at = _dt.datetime.fromisoformat(iso)
+    base = _dt.datetime.fromisoformat(now) if now else _dt.datetime.now(_dt.timezone.utc)
+    seconds = (at - base).total_seconds()
+    span = duration(abs(seconds))
+    return "now" if span == "0 s" else (f"in {span}" if seconds > 0 else f"{span} ago")
+
+
+def duration(seconds: Optional[float]) -> str:
+    """Seconds as ``850 ms``, ``12 s``, ``4 min``, ``3 h`` or ``2 d``; '' for None."""
+    if seconds is None:
+        return ""
+    if seconds < 1 and seconds != 0:
+        return f"{round(seconds * 1000)} ms"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{int(seconds)} s"

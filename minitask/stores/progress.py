@@ -5,7 +5,7 @@ few times a second whatever the task does; read by handles and the dashboard.
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 from ..broker.keys import queue_keys
 from ..wire.message import Progress
@@ -41,13 +41,26 @@ class ProgressStore(Store):
     def read(self, queue: str, task_id: str) -> Optional[Progress]:
         """A task's last progress; None when it has none, or when what its key holds is
         no progress minitask wrote (another type, other bytes): as if none, said once."""
-        key = self.key(queue, task_id)
-        with self.transport.errors(f"read the progress of task {task_id}"):
+        return self.read_many([(queue, task_id)])[0]
+
+    def read_many(self, tasks: Sequence[Tuple[str, str]]) -> List[Optional[Progress]]:
+        """The last progress of each ``(queue, task id)``, in one round trip (as
+        ``read`` for each)."""
+        if not tasks:
+            return []
+        keys = [self.key(queue, task_id) for queue, task_id in tasks]
+        with self.transport.errors(f"read the progress of task {tasks[0][1]}"
+                                   + (f" and {len(tasks) - 1} more" if len(tasks) > 1 else "")):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.get(key)
-            (data,) = pipe.execute(raise_on_error=False)
-            raise_refusals([data])
-        if isinstance(data, Exception):
-            ignored(key, f"it holds another type than a string ({data})")
-            return None
-        return unpack_progress(data) if isinstance(data, bytes) else None
+            for key in keys:
+                pipe.get(key)
+            found = pipe.execute(raise_on_error=False)
+            raise_refusals(found)
+        read: List[Optional[Progress]] = []
+        for key, data in zip(keys, found):
+            if isinstance(data, Exception):
+                ignored(key, f"it holds another type than a string ({data})")
+                read.append(None)
+            else:
+                read.append(unpack_progress(data) if isinstance(data, bytes) else None)
+        return read

@@ -78,3 +78,22 @@ def flaky() -> None:
 @app.task(name="ops.login", hide_args=True)
 def login(user: str, password: str) -> None:
     raise PermissionError(f"user {user} may not log in")
+
+
+@app.task(name="ops.steps")
+def steps(key: str, total: int) -> int:
+    """Report progress 1 of ``total``, then one more step per token on marks:step
+    (each wait at most a minute), marking the start."""
+    _started(key)
+    context = current_task()
+    assert context is not None
+    client = _client()
+    for done in range(1, total + 1):
+        context.set_progress(done, total, f"step {done}")
+        if done < total:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and client.blpop(["marks:step"],
+                                                               timeout=1) is None:
+                pass
+    client.close()
+    return total

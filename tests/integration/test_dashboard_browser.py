@@ -1,7 +1,10 @@
 """The dashboard in headless Chromium (Debian's ``chromium`` and ``chromium-driver``,
 driven through selenium), served from this process for a seeded app on the
 suite's own redis-server. Every page is screenshotted into the test's tmp dir;
-with MINITASK_DOCS_SCREENSHOT=1 the queue page's goes to docs/dashboard-queues.png.
+with MINITASK_DOCS_SCREENSHOT=1 the queue page's goes to docs/dashboard-queues.png,
+and the running, scheduled, recent and worker pages' (a real worker process on
+tests.apps.ops) to docs/dashboard-running.png, -scheduled.png, -recent.png and
+-worker.png.
 """
 from __future__ import annotations
 
@@ -9,6 +12,7 @@ import base64
 import os
 import shutil
 import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -20,6 +24,7 @@ import redis
 from minitask import Minitask
 from minitask.dashboard.server import make
 from tests.support.paths import ROOT
+from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
@@ -122,6 +127,26 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+@pytest.fixture
+def ops_site(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The dashboard of tests.apps.ops on a flushed suite server."""
+    import tests.apps.ops as ops
+    client = redis_server.client()
+    client.flushall()
+    client.close()
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    ops.app.close()  # connect again, to this server
+    server = make(ops.app, "127.0.0.1", 0, auth=AUTH)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        ops.app.close()
+
+
 def status_of(url: str, data: bytes | None = None, auth: str | None = None) -> int:
     request = urllib.request.Request(url, data=data)
     if auth is not None:
@@ -209,3 +234,115 @@ def test_the_dashboard_in_a_real_browser(
     assert app.dead_letters() == []
     shot("dead-after-requeue")
     assert len(list(tmp_path.glob("dashboard-*.png"))) == 8
+
+
+def test_the_tabs_update_live_and_find_a_failed_task_by_name(
+        ops_site: str, browser: Any, processes: Processes, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    """A real worker process; the running tab shows a task that starts after the page
+    loaded, without a reload; the recent tab finds a failed task by a glob."""
+    from selenium.webdriver.common.by import By
+    import tests.apps.ops as ops
+    client = ops.app.broker.client
+    docs = os.environ.get("MINITASK_DOCS_SCREENSHOT") == "1"
+
+    def shot(name: str) -> None:
+        path = tmp_path / f"dashboard-{name}.png"
+        assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
+        if docs:
+            shutil.copy(path, ROOT / "docs" / f"dashboard-{name}.png")
+
+    def row_of(task_id: str) -> Dict[str, Any]:
+        return browser.execute_script("""
+            var row = document.querySelector('#listing tr[data-task-id="' + arguments[0] + '"]');
+            if (!row) { return null; }
+            var time = row.querySelector("time");
+            return {text: row.textContent, href: row.querySelector("a").href,
+                    lease: time ? time.textContent : "", title: time ? time.title : "",
+                    names: Array.from(document.querySelectorAll("#listing td.name"),
+                                      function (td) { return td.textContent; })};
+        """, task_id) or {}
+
+    processes.worker("tests.apps.ops", "--pool", "thread", "-c", "2", "--name", "w-live",
+                     env={"MINITASK_BROKER_URL": redis_server.url})
+    wait_until(lambda: _live(ops.app), timeout=120,
+               message="the worker's first heartbeat")
+    ops.add.apply_in(600, 1, 2)  # something scheduled
+    browser.get(ops_site + "/running")
+    assert browser.find_element(By.CSS_SELECTOR, "#listing tr.none")
+    browser.execute_script("window.notReloaded = true;")
+
+    held = ops.hold.delay("live")
+    wait_until(lambda: client.llen("marks:started:live"), timeout=120, interval=0.01,
+               message="the held task's start")
+    began = time.monotonic()
+    # read in one script call: the page rewrites its rows every poll (no stale element)
+    row = wait_until(lambda: row_of(held.id), timeout=60, interval=0.05,
+                     message="the running task's row, without a reload")
+    shown_after = time.monotonic() - began
+    assert browser.execute_script("return window.notReloaded === true;")  # the same page
+    assert "ops.hold" in row["text"] and "'live'" in row["text"]
+    # the row links to the task's page; its times read "in 25 s", exact on hover
+    assert row["href"].endswith(f"/task/{held.id}")
+    assert row["lease"].startswith("in ") and row["title"].startswith("20")
+    print(f"running tab: row shown {shown_after:.2f} s after the task started")
+
+    # a progress bar advances, without a reload
+    stepped = ops.steps.delay("steps", 4)
+    wait_until(lambda: client.llen("marks:started:steps"), timeout=120,
+               message="the stepped task's start")
+
+    def bar(task_id: str) -> Any:
+        return browser.execute_script("""
+            var bar = document.querySelector(
+                '#listing tr[data-task-id="' + arguments[0] + '"] progress');
+            return bar ? [bar.value, bar.max] : null;""", task_id)
+
+    wait_until(lambda: bar(stepped.id) == [1, 4], timeout=60, message="the bar at 1 of 4")
+    client.rpush("marks:step", "go")
+    wait_until(lambda: bar(stepped.id) == [2, 4], timeout=60, message="the bar at 2 of 4")
+    assert browser.execute_script("return window.notReloaded === true;")
+    shot("running")
+    client.rpush("marks:step", "go", "go")
+    browser.get(ops_site + "/scheduled")
+    assert "ops.add" in browser.find_element(By.ID, "listing").text
+    shot("scheduled")
+
+    client.rpush("marks:release", "go")
+    failed = ops.login.delay("ann", "hunter2")
+    ops.add.delay(2, 3)
+    wait_until(lambda: ops.app.handle(failed.id).status() == "failed", timeout=120,
+               message="the login task's failure")
+    browser.get(ops_site + "/recent")
+    browser.find_element(By.NAME, "task").send_keys("ops.log*")
+    browser.find_element(By.CSS_SELECTOR, "form.filters button").click()
+    wait_until(lambda: "task=ops.log" in browser.current_url, timeout=60,
+               message="the search's page")
+    found = wait_until(lambda: row_of(failed.id), timeout=60,
+                       message="the failed task found by its name")
+    assert "PermissionError" in found["text"]
+    assert found["names"] and set(found["names"]) == {"ops.login"}
+    assert "hunter2" not in browser.page_source
+    shot("recent")
+
+    browser.get(ops_site + "/worker/w-live")
+    assert browser.find_element(By.ID, "name").text == "w-live"
+    wait_until(lambda: int(_beat(ops.app, "w-live").get("processed", 0)) >= 2, timeout=120,
+               message="the worker's counts in its heartbeat")
+    browser.get(ops_site + "/worker/w-live")
+    assert int(browser.find_element(By.ID, "processed").text) >= 2
+    assert failed.id in browser.find_element(By.ID, "worker-recent").text
+    shot("worker")
+
+
+def _live(app: Minitask) -> bool:
+    from minitask.admin import live_workers
+    return bool(live_workers(app))
+
+
+def _beat(app: Minitask, name: str) -> Dict[str, Any]:
+    from minitask.admin import live_workers
+    for info in live_workers(app):
+        if info["name"] == name:
+            return info
+    return {}
