@@ -320,6 +320,26 @@ def test_a_record_key_of_another_type_costs_only_the_record(
     assert activity.recent(app).tasks == []
 
 
+def test_a_record_at_its_last_possible_id_costs_only_the_record(
+        shop: Tuple[Minitask, Tasks], clock: ManualClock) -> None:
+    """A planted entry at the last possible stream ID refuses every XADD after it: the
+    outcomes are recorded all the same (they were refused, and the worker held its
+    slots retrying them), and a cancel is not half-applied."""
+    app, tasks = shop
+    key = queue_keys("shop", "default").recent
+    app.broker.client.xadd(key, {"e": "x"}, id="18446744073709551615-18446744073709551615")
+    added, flaky, boom = tasks["add"].delay(1, 2), tasks["flaky"].delay(), tasks["boom"].delay()
+    queued = tasks["add"].apply_in(60, 0, 0)
+    assert queued.cancel() is True
+    worker = app.worker(["default"])
+    drain(worker)
+    clock.advance(1)
+    drain(worker)
+    assert (added.status(), flaky.status(), boom.status()) == ("succeeded", "failed", "failed")
+    assert (added.get(timeout=0), queued.status()) == (3, "cancelled")
+    assert app.broker.client.xlen(key) == 1  # left as it was
+
+
 def test_entries_minitask_did_not_write_are_left_out(shop: Tuple[Minitask, Tasks]) -> None:
     app, tasks = shop
     key = queue_keys("shop", "default").recent

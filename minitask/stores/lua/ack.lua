@@ -50,7 +50,7 @@ for i = 2, #ARGV, 4 do
   end
   if ARGV[i + 3] ~= '' then  -- as lib.lua's function does, inline: no closure per call
     local added = redis.pcall('XADD', KEYS[7], 'MAXLEN', ARGV[1], '*', 'e', ARGV[i + 3])
-    if type(added) == 'table' then guards().foreign(added) end
+    if type(added) == 'table' then guards().unrecorded(added) end
   end
 end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in

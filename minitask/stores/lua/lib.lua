@@ -22,8 +22,8 @@
 local MAX_SCORE = 2534023007999999
 
 -- The guards against data minitask did not write (foreign, must, expect, fits,
--- whole, band_of, bump, recount, utf8) are made by guards() at its first call, as one table:
--- every closure costs Redis about 1,000 instructions a call of a script, made and
+-- whole, band_of, bump, recount, utf8, unrecorded) are made by guards() at its first
+-- call, as one table: every closure costs Redis about 1,000 instructions a call of a script, made and
 -- collected whether it is called or not, and most calls of the hot scripts (fetch,
 -- ack) meet no such data. Scripts call them as guards().must(...).
 local guarded
@@ -182,8 +182,18 @@ local function guards()
     return true
   end
 
+  -- For the error reply of an XADD to a queue's record of recent outcomes: a record
+  -- no minitask wrote keeps nothing, so that an outcome is never refused for it: one
+  -- of another type (foreign()), or a stream whose last ID is the last possible one
+  -- (minitask's IDs are the server's time: planted). Any other error is raised.
+  local function unrecorded(reply)
+    if string.find(tostring(reply.err), 'last possible ID', 1, true) then return true end
+    return foreign(reply)
+  end
+
   guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
-             utf8 = utf8, fits = fits, whole = whole, recount = recount}
+             utf8 = utf8, fits = fits, whole = whole, recount = recount,
+             unrecorded = unrecorded}
   return guarded
 end
 
@@ -201,10 +211,10 @@ end
 -- Add `entry` to a queue's record of recent outcomes (`key`, a STREAM), trimmed
 -- to its newest `cap` entries as it is written (MAXLEN, exact): one command. An
 -- empty entry (the record is off, or the outcome is not one kept) writes
--- nothing. A record of another type keeps nothing (lib.lua's rule: only read or
--- added to, never replaced).
+-- nothing. A record of another type, or one whose last ID is the last possible one,
+-- keeps nothing (lib.lua's rule: only read or added to, never replaced).
 local function remember(key, cap, entry)
   if entry == '' then return end
   local added = redis.pcall('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
-  if type(added) == 'table' then guards().foreign(added) end
+  if type(added) == 'table' then guards().unrecorded(added) end
 end
