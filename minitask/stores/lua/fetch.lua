@@ -240,7 +240,7 @@ if flow_on then
     local park = prefix .. limiter .. ':park'
     if string.sub(limiter, 1, 2) == 'g:' then
       tolerant(0, 'ZREM', KEYS[20], limiter)
-      fair().arm(string.sub(limiter, 3), false)
+      fair().arm(string.sub(limiter, 3), false, true)  -- its turn's claim checked
     end
     while string.sub(limiter, 1, 2) ~= 'g:' and #numbers < want * 2 and dropped < limit do
       local entry = tolerant(false, 'LINDEX', park, 0)

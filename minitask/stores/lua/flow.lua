@@ -34,7 +34,12 @@
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
 -- limiter key of another type counts as empty, and writes to it are skipped; a pace
 -- further out than a start ever sets it (a gap and a span past now) is ignored,
--- with a line in Redis's log.
+-- with a line in Redis's log. Fair queues: a group's ready score that is no
+-- priority (below 0, from 10 * RANK, inf) is served at priority 0 (said once a call
+-- in Redis's log), so a token only ever goes to a ready list; a turn's claim of a
+-- live token that is no generation and priority minitask writes, or names a token in
+-- no ready list (checked where the group would otherwise stay out), is repaired by
+-- a new token; a gen, or groups_ready, that is no count starts afresh.
 
 -- The library is made by flow_control() at its first call, as one table: a
 -- closure costs Redis about 1,000 instructions a call of a script, made and
@@ -247,10 +252,13 @@ local function flow_control()
 
     -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
     -- status (the group's entry goes with the group: forget())
+    -- (a count that is no integer, 1e400 or past 2^63 starts afresh at `delta`: one
+    -- minitask did not write never fails a call half-way; lib.lua's recount)
     local function tally_total(delta)
-      if tolerant(0, 'INCRBY', c.prefix .. 'groups_ready', delta) <= 0 then
-        tolerant(0, 'DEL', c.prefix .. 'groups_ready')
-      end
+      local key = c.prefix .. 'groups_ready'
+      local total = redis.pcall('INCRBY', key, delta)
+      if type(total) == 'table' then total = guards().recount(total, key, delta) end
+      if total and total <= 0 then redis.call('DEL', key) end
     end
     local function tally(group, delta)
       tally_total(delta)
@@ -267,13 +275,37 @@ local function flow_control()
       owed, owed_by = 0, {}
     end
 
+    -- The priority of a ready set's `score` for `id`: 0 to 9, always (a token goes to
+    -- the ready list it names). A score minitask did not write (below 0, from 10 * RANK,
+    -- -inf, inf) names none: it is served last, at priority 0, and Redis's log says so
+    -- once a call.
+    local function priority_of(score, id, group)
+      local n = tonumber(score)
+      if n and n >= 0 and n < 10 * RANK then return 9 - math.floor(n / RANK) end
+      if not flow_made.fair_made.told then
+        flow_made.fair_made.told = true
+        redis.log(redis.LOG_WARNING, 'minitask: the score ' .. tostring(score) .. ' of '
+                  .. id .. ' in ' .. base(group) .. ':ready is no priority minitask'
+                  .. ' wrote: served at priority 0')
+      end
+      return 0
+    end
+
     -- the first ready id of a group and its priority, or nil; then the second's
     local function first(group)
       local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1, 'WITHSCORES')
       if not head[1] then return nil end
       local second, second_priority = head[3], nil
-      if second then second_priority = 9 - math.floor(tonumber(head[4]) / RANK) end
-      return head[1], 9 - math.floor(tonumber(head[2]) / RANK), second, second_priority
+      if second then second_priority = priority_of(head[4], second, group) end
+      return head[1], priority_of(head[2], head[1], group), second, second_priority
+    end
+
+    -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
+    -- wrote starts afresh (lib.lua's bump), and never fails the call
+    local function next_gen(turn)
+      local gen = redis.pcall('HINCRBY', turn, 'gen', 1)
+      if type(gen) == 'table' then gen = guards().bump(turn, 'gen', 1) end
+      return gen
     end
 
     -- Whether any group is paused, any has a weight: read once a call (a script runs
@@ -292,7 +324,7 @@ local function flow_control()
     -- `served`: the turn's fetches so far, written in the same HSET
     local function push(group, priority, at_head, served)
       local turn = base(group) .. ':turn'
-      local gen = c.now .. '.' .. tolerant(0, 'HINCRBY', turn, 'gen', 1)
+      local gen = c.now .. '.' .. next_gen(turn)
       if served then
         tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
       else
@@ -306,14 +338,34 @@ local function flow_control()
       flow_made.fair_made.pushed = true
     end
 
+    -- Whether a turn's claim of a live token, `tok` in the list of `band`, is one
+    -- minitask wrote: a generation (now '.' count) and a priority, 0 to 9; with
+    -- `check`, also that the token is in a ready list (its entry in cancelled: one
+    -- ZSCORE).
+    local function claimed(group, tok, band, check)
+      if not (tok and band and string.find(band, '^%d$')
+              and string.find(tok, '^%-?%d+%.%-?%d+$')) then
+        return false
+      end
+      return not check
+             or tolerant(false, 'ZSCORE', c.cancelled, '\255' .. tok .. '\255' .. group) ~= false
+    end
+
     -- Put the group in the rotation if it has ready tasks, is not paused and has no
     -- live token at its highest priority (or above). at_head: at the head of its list
-    -- (its own task comes back to its place), else at the tail.
-    local function arm(group, at_head)
-      local id, priority = first(group)
+    -- (its own task comes back to its place), else at the tail. A turn's claim of a
+    -- live token that minitask did not write (claimed()) is no token: a new one is
+    -- pushed. Whether the claimed token exists is checked with `check` (the group came
+    -- back through flow_due) or when the group has one ready task (it has just
+    -- joined, or is about to leave): not for each task joining a group in the rotation.
+    local function arm(group, at_head, check)
+      local id, priority, second = first(group)
       if not id or is_paused(group) then return false end
       local live = tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
-      if live[1] and (tonumber(live[2]) or -1) >= priority then return false end
+      if live[1] and claimed(group, live[1], live[2], false) and tonumber(live[2]) >= priority
+         and (not (check or not second) or claimed(group, live[1], live[2], true)) then
+        return false
+      end
       push(group, priority, at_head)
       return true
     end
@@ -325,7 +377,7 @@ local function flow_control()
       local holds = spec.group_most > 0
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
-      local order = holds and 0 or tolerant(0, 'HINCRBY', base(group) .. ':turn', 'gen', 1)
+      local order = holds and 0 or next_gen(base(group) .. ':turn')
       if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then
         tally(group, 1)
       end
@@ -357,8 +409,15 @@ local function flow_control()
       local state = gen and tolerant({}, 'HMGET', turn, 'tok', 'served', 'band')
       if not gen or state[1] ~= gen or is_paused(group) then
         tolerant(0, 'ZREM', c.cancelled, token)
-        -- a paused group leaves the rotation; a stale token is dropped
-        if gen and state[1] == gen then tolerant(0, 'HDEL', turn, 'tok', 'band') end
+        -- a paused group leaves the rotation; a stale token is dropped, and the group
+        -- put back in the rotation if the turn claims a token that is not there (a
+        -- claim minitask did not write)
+        if gen and state[1] == gen then
+          tolerant(0, 'HDEL', turn, 'tok', 'band')
+        elseif gen and state[1] and not claimed(group, state[1], state[3], true) then
+          tolerant(0, 'HDEL', turn, 'tok', 'band')
+          arm(group, false)
+        end
         return nil
       end
       local ready = base(group) .. ':ready'
@@ -418,7 +477,10 @@ local function flow_control()
           end
           -- the token goes back: at the head while the turn lasts (the weight); its
           -- turn's state is written only when it changes
-          local served = (tonumber(state[2]) or 0) + 1
+          -- (a count of fetches minitask did not write is none: 0)
+          local served = tonumber(state[2]) or 0
+          if not (served >= 0 and served < 1e9) then served = 0 end
+          served = served + 1
           local weight = weight_of(group)
           local at_head = served < weight
           if not at_head then served = 0 end

@@ -22,8 +22,8 @@
 local MAX_SCORE = 2534023007999999
 
 -- The guards against data minitask did not write (foreign, must, expect, fits,
--- whole, band_of, bump, utf8) are made by guards() at its first call, as one table:
--- every closure costs Redis about 1,000 instructions a call of a script, made and
+-- whole, band_of, bump, recount, utf8, unrecorded) are made by guards() at its first
+-- call, as one table: every closure costs Redis about 1,000 instructions a call of a script, made and
 -- collected whether it is called or not, and most calls of the hot scripts (fetch,
 -- ack) meet no such data. Scripts call them as guards().must(...).
 local guarded
@@ -137,6 +137,23 @@ local function guards()
     return redis.call('INCR', key)
   end
 
+  -- After `reply`, the error of an INCRBY `key` `by` on a count without a field (a
+  -- total that is deleted at 0): the total itself, started afresh at `by` when it
+  -- held no count minitask writes (text, 1e400, past 2^63; said in Redis's log),
+  -- or nil for a key of another type (no count is kept, and the key is left as it is).
+  local function recount(reply, key, by)
+    local err = tostring(reply.err)
+    if string.find(err, 'WRONGTYPE', 1, true) then return nil end
+    if not (string.find(err, 'not an integer', 1, true)
+            or string.find(err, 'overflow', 1, true)) then
+      error(reply.err, 0)
+    end
+    redis.log(redis.LOG_WARNING, 'minitask: ' .. key .. ' held no count minitask wrote'
+              .. ' (' .. err .. '): started afresh')
+    redis.call('DEL', key)
+    return redis.call('INCRBY', key, by)
+  end
+
   -- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
   -- text). Anything else in a ready list is dropped; it is never poisoned.
   local function utf8(id)
@@ -175,7 +192,8 @@ local function guards()
   end
 
   guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
-             utf8 = utf8, fits = fits, whole = whole, unrecorded = unrecorded}
+             utf8 = utf8, fits = fits, whole = whole, recount = recount,
+             unrecorded = unrecorded}
   return guarded
 end
 

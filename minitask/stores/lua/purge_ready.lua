@@ -86,8 +86,12 @@ if taken < limit then
     end
     batch = taken < limit and tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99) or {}
   end
-  if popped > 0 and tolerant(0, 'DECRBY', prefix .. 'groups_ready', popped) <= 0 then
-    tolerant(0, 'DEL', prefix .. 'groups_ready')
+  if popped > 0 then
+    local total = redis.pcall('DECRBY', prefix .. 'groups_ready', popped)
+    if type(total) == 'table' then  -- no count minitask wrote: started afresh (lib.lua)
+      total = guards().recount(total, prefix .. 'groups_ready', -popped)
+    end
+    if total and total <= 0 then redis.call('DEL', prefix .. 'groups_ready') end
   end
 end
 return {deleted, taken}
