@@ -98,6 +98,17 @@ def test_a_weight_gives_a_group_that_many_fetches_a_turn(
         app.broker.transport.client.keys("*")
 
 
+@pytest.mark.parametrize("planted", [b"inf", b"1e300", b"1.5", b"0", b"abc"])
+def test_a_weight_minitask_did_not_write_counts_as_one(
+        make_app: Callable[..., Minitask], clock: ManualClock, planted: bytes) -> None:
+    app, job = _tenant_app(make_app)
+    app.set_group_weight("default", "A", 2)  # the weights hash exists: weights are read
+    app.broker.transport.client.hset(QueueKeys("test", "default").groups_weight, "A", planted)
+    job.delay_many([("A", n) for n in range(20)])
+    job.delay_many([("B", n) for n in range(20)])
+    assert served(app, clock, 6) == ["A0", "B0", "A1", "B1", "A2", "B2"]
+
+
 def test_a_paused_group_holds_its_tasks_and_no_other_group(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
     app, job = _tenant_app(make_app)

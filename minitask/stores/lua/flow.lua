@@ -315,9 +315,12 @@ local function flow_control()
       if any_paused == nil then any_paused = tolerant(0, 'EXISTS', paused) == 1 end
       return any_paused and tolerant(0, 'SISMEMBER', paused, group) == 1
     end
+    -- a weight is a whole number from 1 to a million (set_group_weight); any other
+    -- (inf, 1e300, 1.5: not minitask's) is 1, or the group would keep the head for ever
     local function weight_of(group)
       if any_weight == nil then any_weight = tolerant(0, 'EXISTS', weights) == 1 end
-      return any_weight and tonumber(tolerant(false, 'HGET', weights, group)) or 1
+      return any_weight and guards().whole(tolerant(false, 'HGET', weights, group), 1,
+                                           1000000) or 1
     end
 
     -- A new live token of the group in the list of `priority`, at its head or tail;
