@@ -194,7 +194,7 @@ def test_retries_dead_letters_status_and_cancel_through_a_worker_process(
     assert later.cancel() is True
     assert [(d.task_id, d.attempts) for d in kit.app.dead_letters()] == [(doomed.id, 2)]
     assert later.status() == "cancelled"
-    kit.wait_for_worker()
+    kit.wait_for_worker(processed=1)
     counts = kit.app.broker.queues.counts(queues[1])
     assert counts["dead"] == 1 and counts["ready"] == 0
 

@@ -101,10 +101,14 @@ class ScaleKit:
                 print(f"----- {path} (last 80 of {len(lines)} lines)")
                 print("\n".join(lines[-80:]))
 
-    def wait_for_worker(self, count: int = 1) -> None:
-        """Until ``count`` workers have sent a heartbeat."""
-        wait_until(lambda: len(self.app.broker.registry.live(self.app.clock.now_ms(), 60_000))
-                   >= count, timeout=DEADLINE, message=f"{count} live worker(s)")
+    def wait_for_worker(self, count: int = 1, processed: int = 0) -> None:
+        """Until ``count`` workers are listed, each reporting at least ``processed``
+        tasks (a worker is listed as it starts; its heartbeats carry its counts)."""
+        def listed() -> bool:
+            live = self.app.broker.registry.live(self.app.clock.now_ms(), 60_000)
+            return sum(int(w.get("processed") or 0) >= processed for w in live) >= count
+        wait_until(listed, timeout=DEADLINE,
+                   message=f"{count} live worker(s) with {processed}+ task(s) processed")
 
     # -- markers -------------------------------------------------------------
 
