@@ -20,7 +20,7 @@ from ..stores.admin import PEEK_MOST as PEEK_MOST  # noqa: F401 (the dashboard's
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
 from ..wire.message import Progress, to_seconds
 from ..wire.serializer import decode_message
-from .operated import Operated, app_queues
+from .operated import Operated, app_queues, shown_queues
 
 #: What a listing shows in place of the arguments of a ``hide_args=True`` task.
 HIDDEN = "(hidden)"
@@ -200,9 +200,9 @@ def _listed_task(app: Operated, queue: str, which: str, task_id: str, at_ms: Opt
 def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[str]:
     if type(limit) is not int or limit < 1:
         raise ConfigurationError(f"limit must be a whole number of at least 1, got {limit!r}")
+    if queues is None:  # bounded as status and the dashboard's pages are
+        return shown_queues(app)[0]
     known = app_queues(app)
-    if queues is None:
-        return known
     unknown = [queue for queue in queues if queue not in known]
     if unknown:
         raise ConfigurationError(f"app {app.name!r} has no queue "

@@ -262,11 +262,10 @@ def bury_poisoned(host: Host, queue: str, task_id: str
         message = None  # dead-lettered as it is; no workflow can be carried on
     WorkflowSteps(host).ended_dead(message, outcome)
     results = host.broker.results
-    host.broker.results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
-                             entry=results.entry(task_id, message.task if message else "?",
-                                                 "dead", outcome.finished_at_ms,
-                                                 message.attempt if message else 0, None, "",
-                                                 short_error(error)))
+    results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
+                 entry=results.entry(task_id, message.task if message else "?", "dead",
+                                     outcome.finished_at_ms, message.attempt if message else 0,
+                                     None, "", short_error(error)))
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
     return message, error
 
