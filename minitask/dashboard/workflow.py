@@ -3,17 +3,17 @@
 The server lays the graph out and writes the SVG (no script, no CDN): a chain's
 steps left to right, a group's members stacked (a fork before them, a join after),
 a chord's header group then its body. Each task is a box coloured by its state
-that links to its task page. Every text and link is escaped by markupsafe (Jinja2's
-own escaping); a group draws at most ``MEMBERS_DRAWN`` members, then a ``+N more``
-box counting the rest (those the plan record left out included).
+that links to its task page. Every value written into the SVG is escaped (``_tag``:
+the standard library's ``html.escape``, quotes included). A group draws at most
+``MEMBERS_DRAWN`` members, then a ``+N more`` box counting the rest (those the plan
+record left out included).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
+from html import escape
 from urllib.parse import quote
-
-from markupsafe import Markup
 
 from ..admin.workflows import STATES, workflow
 from ..app import Minitask
@@ -126,55 +126,58 @@ def _stack(members: List[Dict[str, Any]], more: int, label: str) -> Block:
     return stack
 
 
-def svg(block: Block, margin: int = 10) -> Markup:
-    """The SVG of a laid-out graph: every text and link escaped."""
+def svg(block: Block, margin: int = 10) -> str:
+    """The SVG of a laid-out graph, every value in it escaped (the page inserts it as
+    markup: ``|safe``)."""
     width, height = block.width + 2 * margin, block.height + 2 * margin + 22
-    parts = [Markup('<svg xmlns="http://www.w3.org/2000/svg" id="workflow-graph" '
-                    'width="{}" height="{}" viewBox="0 0 {} {}" role="img">'
-                    '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" '
-                    'markerWidth="7" markerHeight="7" orient="auto">'
-                    '<path d="M0,0 L10,5 L0,10 z" fill="#78909c"/></marker></defs>'
-                    '<g transform="translate({},{})">').format(
-        width, height, width, height, margin, margin + 22)]
+    parts = [_tag('<svg xmlns="http://www.w3.org/2000/svg" id="workflow-graph" width="{}" '
+                  'height="{}" viewBox="0 0 {} {}" role="img"><defs><marker id="arrow" '
+                  'viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+                  'orient="auto"><path d="M0,0 L10,5 L0,10 z" fill="#78909c"/></marker>'
+                  '</defs><g transform="translate({},{})">',
+                  width, height, width, height, margin, margin + 22)]
     # frames first: lines and boxes are drawn over them
     shapes = sorted(block.shapes, key=lambda shape: shape[0] != "frame")
-    for kind, spec in shapes:
-        parts.append(_shape(kind, spec))
-    parts.append(Markup("</g></svg>"))
-    return Markup("").join(parts)
+    parts += [_shape(kind, spec) for kind, spec in shapes]
+    parts.append("</g></svg>")
+    return "".join(parts)
 
 
-def _shape(kind: str, spec: Dict[str, Any]) -> Markup:
+def _shape(kind: str, spec: Dict[str, Any]) -> str:
     if kind == "frame":
-        return Markup('<rect x="{}" y="{}" width="{}" height="{}" rx="8" fill="none" '
-                      'stroke="#b0bec5" stroke-dasharray="4 3"/><text x="{}" y="{}" '
-                      'font-size="11" fill="#607d8b">{}</text>').format(
-            spec["x"], spec["y"], spec["width"], spec["height"], spec["x"] + 6,
-            spec["y"] - 5, _short(spec["label"], 40))
+        return _tag('<rect x="{}" y="{}" width="{}" height="{}" rx="8" fill="none" '
+                    'stroke="#b0bec5" stroke-dasharray="4 3"/><text x="{}" y="{}" '
+                    'font-size="11" fill="#607d8b">{}</text>',
+                    spec["x"], spec["y"], spec["width"], spec["height"], spec["x"] + 6,
+                    spec["y"] - 5, _short(spec["label"], 40))
     if kind in ("line", "arrow"):
         marker = ' marker-end="url(#arrow)"' if kind == "arrow" else ""
-        return Markup('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#78909c"'
-                      + marker + '/>').format(spec["x1"], spec["y1"], spec["x2"], spec["y2"])
+        return _tag('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#78909c"' + marker + '/>',
+                    spec["x1"], spec["y1"], spec["x2"], spec["y2"])
     x, y = spec["x"], spec["y"]
     if kind == "more":
         fill, stroke = COLORS["more"]
-        return Markup('<g class="more"><rect x="{}" y="{}" width="{}" height="{}" rx="6" '
-                      'fill="{}" stroke="{}" stroke-dasharray="5 3"/><text x="{}" y="{}" '
-                      'font-size="13" text-anchor="middle">+{} more</text></g>').format(
-            x, y, BOX_W, BOX_H, fill, stroke, x + BOX_W // 2, y + BOX_H // 2 + 5,
-            spec["count"])
+        return _tag('<g class="more"><rect x="{}" y="{}" width="{}" height="{}" rx="6" '
+                    'fill="{}" stroke="{}" stroke-dasharray="5 3"/><text x="{}" y="{}" '
+                    'font-size="13" text-anchor="middle">+{} more</text></g>',
+                    x, y, BOX_W, BOX_H, fill, stroke, x + BOX_W // 2, y + BOX_H // 2 + 5,
+                    spec["count"])
     task = spec["task"]
     state = task.get("state", "pending")
     fill, stroke = COLORS.get(state, COLORS["pending"])
-    return Markup('<a href="/task/{}" class="step state-{}" data-id="{}" data-state="{}">'
-                  '<title>{} {} ({})</title>'
-                  '<rect x="{}" y="{}" width="{}" height="{}" rx="6" fill="{}" stroke="{}" '
-                  'stroke-width="1.5"/><text x="{}" y="{}" font-size="12" '
-                  'font-weight="600">{}</text><text x="{}" y="{}" font-size="11" '
-                  'fill="#455a64">{} · {}</text></a>').format(
-        quote(task["id"], safe=""), state, task["id"], state, task["task"], task["id"], state,
-        x, y, BOX_W, BOX_H, fill, stroke, x + 8, y + 18, _short(task["task"], 22), x + 8,
-        y + 36, _short(task["id"], 10), state)
+    return _tag('<a href="/task/{}" class="step state-{}" data-id="{}" data-state="{}">'
+                '<title>{} {} ({})</title><rect x="{}" y="{}" width="{}" height="{}" rx="6" '
+                'fill="{}" stroke="{}" stroke-width="1.5"/><text x="{}" y="{}" '
+                'font-size="12" font-weight="600">{}</text><text x="{}" y="{}" '
+                'font-size="11" fill="#455a64">{} · {}</text></a>',
+                quote(task["id"], safe=""), state, task["id"], state, task["task"],
+                task["id"], state, x, y, BOX_W, BOX_H, fill, stroke, x + 8, y + 18,
+                _short(task["task"], 22), x + 8, y + 36, _short(task["id"], 10), state)
+
+
+def _tag(markup: str, *values: Any) -> str:
+    """``markup`` with each ``{}`` filled by a value, escaped (quotes too)."""
+    return markup.format(*(escape(str(value), quote=True) for value in values))
 
 
 def _short(text: str, most: int) -> str:

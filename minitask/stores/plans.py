@@ -80,7 +80,8 @@ def tree(record: Any) -> Dict[str, Any]:
         raise DecodeError(f"cannot read the workflow plan record: version {version!r} "
                           f"(this minitask reads version {PLAN_VERSION})")
     names, queues = record.get("n"), record.get("q")
-    if not (_strings(names) and _strings(queues)):
+    if not (isinstance(names, list) and isinstance(queues, list) and _strings(names)
+            and _strings(queues)):
         raise DecodeError("cannot read the workflow plan record: its name tables are not "
                           "lists of text")
     return _unpack(record.get("root"), names, queues, 0)

@@ -210,7 +210,7 @@ class WorkflowStore(WorkflowReads):
                 logger.error("workflow error callback %s (%s) cannot be sent: %s",
                              errback["id"], errback["task"], exc)
         self._write(errbacks, now_ms, max_bytes)
-        self._fail_from(frame.get("next"), failure, now_ms, max_bytes)
+        self._fail_from(frame.get("next"), failure, now_ms, max_bytes, errbacks.wid)
 
     def stopped(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
         """A task with ``frame`` was cancelled: cancel every step that would have
@@ -220,10 +220,11 @@ class WorkflowStore(WorkflowReads):
         Raises:
             BrokerError: Redis failed; the whole step is safe to run again.
         """
-        self._fail_from(frame.get("next"), failure, now_ms, frame["max"])
+        self._fail_from(frame.get("next"), failure, now_ms, frame["max"],
+                        workflow_id_of(frame))
 
     def _stop_what_follows(self, join: Dict[str, Any], packed: Any, why: str, now_ms: int,
-                           max_bytes: int) -> None:
+                           max_bytes: int, wid: str) -> None:
         """A group whose state is not minitask's cannot complete: cancel what follows it
         (a chord's body), saying so, as the group's state or else the member's frame
         names it; a frame of an older minitask names none: then it is logged."""
@@ -242,7 +243,7 @@ class WorkflowStore(WorkflowReads):
                          printable(why))
             return
         self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""), now_ms,
-                        max_bytes)
+                        max_bytes, wid)
 
     # -- carrying on ------------------------------------------------------------------
 
@@ -274,7 +275,7 @@ class WorkflowStore(WorkflowReads):
                 # waiting for ever for a group that can never complete
                 why = f"workflow group {join['id']}: {exc}; the group cannot complete"
                 self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""),
-                                now_ms, max_bytes)
+                                now_ms, max_bytes, wid)
                 self._fired(join)
                 raise DecodeError(f"{why} (inspect the key, then delete it)") from exc
             try:
@@ -285,37 +286,38 @@ class WorkflowStore(WorkflowReads):
                 logger.error("workflow group %s: what follows it cannot be sent: %s",
                              join["id"], exc)
                 self._fail_from(follow, Failure(join["id"], "group", type(exc).__name__,
-                                                str(exc), ""), now_ms, max_bytes)
+                                                str(exc), ""), now_ms, max_bytes, wid)
             self._fired(join)
         elif status == "failing":
             follow = unpack_data(reply[1], f"what follows group {join['id']}")
-            self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes)
+            self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes, wid)
         elif status == "corrupt":
             why = f"workflow group {join['id']}: {text(reply[1])}; the group cannot complete"
             self._stop_what_follows(join, reply[2] if len(reply) > 2 else b"", why, now_ms,
-                                    max_bytes)
+                                    max_bytes, wid)
             raise DecodeError(f"{why} (inspect the key, then delete it)")
         elif status == "gone":
             why = (f"workflow group {join['id']}: key {self.keys(join['q']).group(join['id'])} "
                    f"is gone (deleted, or expired after its result_ttl); the group cannot "
                    f"complete")
             logger.warning("%s: what follows it ends as cancelled", why)
-            self._stop_what_follows(join, b"", why, now_ms, max_bytes)
+            self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid)
 
     def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
-                   max_bytes: int) -> None:
+                   max_bytes: int, wid: str) -> None:
         """Cancel what follows a failed step: first the group it ends in (so that group
-        can never fire) and what follows that group, then its own later steps."""
+        can never fire) and what follows that group, then its own later steps; ``wid``:
+        the id of their workflow ('' unknown), which their markers name."""
         later: List[Node] = []
         while follow is not None and follow["k"] == "then":
             later.append(follow["node"])
             follow = follow["next"]
         if follow is not None:
             reply = self._join(follow, "dead", failure.packed())
-            self._act_on(follow, reply, now_ms, max_bytes)
-        self._cancel(later, failure, now_ms)
+            self._act_on(follow, reply, now_ms, max_bytes, wid)
+        self._cancel(later, failure, now_ms, wid)
 
-    def _cancel(self, nodes: Sequence[Node], failure: Failure, now_ms: int) -> None:
+    def _cancel(self, nodes: Sequence[Node], failure: Failure, now_ms: int, wid: str) -> None:
         """Cancel every task of ``nodes``, downstream-most first, a call per run of
         tasks in one queue: a crash midway leaves only later steps cancelled."""
         tasks = [task for node in nodes for task in task_nodes(node)]
@@ -325,14 +327,15 @@ class WorkflowStore(WorkflowReads):
         run: List[Node] = []
         for task in reversed(tasks):
             if run and run[-1]["q"] != task["q"]:
-                calls.append(self._cancel_call(run, failure, now_ms))
+                calls.append(self._cancel_call(run, failure, now_ms, wid))
                 run = []
             run.append(task)
-        calls.append(self._cancel_call(run, failure, now_ms))
+        calls.append(self._cancel_call(run, failure, now_ms, wid))
         self.transport.run_calls(calls, f"cancel {len(tasks)} step(s) after "
                                         f"{failure.task_id} ended dead")
 
-    def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int) -> ScriptCall:
+    def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int,
+                     wid: str) -> ScriptCall:
         queue = tasks[0]["q"]
         k = self.keys(queue)
         ended = "was cancelled" if failure.exc_type == "Cancelled" else "ended dead"
@@ -345,7 +348,7 @@ class WorkflowStore(WorkflowReads):
         tail: List[Any] = []
         for task in tasks:
             tail += (k.once(task["id"]), k.result(task["id"]))
-        tail.append(outcome)
+        tail += (outcome, wid)
         tail += [task["ttl"] for task in tasks]
         return ("cancel_steps", queue, (), tail, 2 * len(tasks))
 
@@ -453,7 +456,7 @@ class WorkflowStore(WorkflowReads):
                 plan = writes.plan if record is not None else b""
                 if record is not None:
                     tail.append(k.handle(record[0]))
-                if plan:
+                if record is not None and plan:
                     tail.append(k.workflow(record[0]))
                 tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1])
                                                           if record else (0, b"")),

@@ -171,9 +171,9 @@ def test_inspect_workflow_lists_the_steps(redis_server: RedisServer, admin: "red
         assert "succeeded  tests.apps.basic.add" in out and "then" in out
         assert main(["inspect", "-A", "tests.apps.basic", "workflow", "nope"]) == 1
         assert "unknown" in capsys.readouterr().out
-        # a sent step's marker names it (a cancelled body's does not: cancel_steps.lua
-        # writes its marker without the workflow's id)
+        # a sent step's marker names it, and so does a cancelled one's
         first = listed["root"]["header"][0]["id"]
         assert basic.app.broker.workflows.workflow_of("default", first) == handle.id
+        assert basic.app.broker.workflows.workflow_of("default", handle.id) == handle.id
     finally:
         basic.app.close()
