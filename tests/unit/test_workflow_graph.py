@@ -120,3 +120,15 @@ def test_a_record_nested_too_deep_is_refused() -> None:
         node = ["c", [node], 0]
     with pytest.raises(DecodeError):
         tree({"v": 1, "n": ["a"], "q": ["d"], "root": node})
+
+
+def test_a_frame_written_before_the_workflow_id_names_no_workflow() -> None:
+    from pathlib import Path
+
+    from minitask.stores.plans import workflow_id_of
+    from minitask.stores.workflows import frame_of
+    from minitask.wire.serializer import decode_message
+    golden = Path(__file__).resolve().parents[1] / "golden" / "0.1.0" / "message-workflow.bin"
+    frame = frame_of(decode_message(golden.read_bytes()))
+    assert frame is not None and "w" not in frame and workflow_id_of(frame) == ""
+    assert workflow_id_of({"v": 1, "w": 7}) == "" and workflow_id_of({"w": "x"}) == "x"
