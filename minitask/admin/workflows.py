@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
-from ..stores.plans import tasks_of, tree
+from ..stores.plans import parts_of, tasks_of, tree
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_outcome
 from .operated import Operated, lookup_queues
@@ -69,9 +69,6 @@ def _state(state: str, outcome: Optional[bytes]) -> str:
 
 def _left_out(node: Dict[str, Any]) -> int:
     """Items (steps, members) the plan left out, over the whole tree."""
-    kind = node["kind"]
-    if kind == "task":
+    if node["kind"] == "task":
         return 0
-    parts = (node["steps"] if kind == "chain" else node["members"] if kind == "group"
-             else node["header"] + [node["body"]])
-    return int(node["more"]) + sum(_left_out(part) for part in parts)
+    return int(node["more"]) + sum(_left_out(part) for part in parts_of(node))

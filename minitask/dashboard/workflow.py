@@ -3,7 +3,8 @@
 The server lays the graph out and writes the SVG (no script, no CDN): a chain's
 steps left to right, a group's members stacked (a fork before them, a join after),
 a chord's header group then its body. Each task is a box coloured by its state
-that links to its task page. Every value written into the SVG is escaped (``_tag``:
+that links to its task page; live.js recolours the boxes as steps change state.
+Every value written into the SVG is escaped (``_tag``:
 the standard library's ``html.escape``, quotes included). A group draws at most
 ``MEMBERS_DRAWN`` members, then a ``+N more`` box counting the rest (those the plan
 record left out included).
@@ -166,12 +167,13 @@ def _shape(kind: str, spec: Dict[str, Any]) -> str:
     state = task.get("state", "pending")
     fill, stroke = COLORS.get(state, COLORS["pending"])
     return _tag('<a href="/task/{}" class="step state-{}" data-id="{}" data-state="{}">'
-                '<title>{} {} ({})</title><rect x="{}" y="{}" width="{}" height="{}" rx="6" '
+                '<title>{} {}</title><rect x="{}" y="{}" width="{}" height="{}" rx="6" '
                 'fill="{}" stroke="{}" stroke-width="1.5"/><text x="{}" y="{}" '
                 'font-size="12" font-weight="600">{}</text><text x="{}" y="{}" '
-                'font-size="11" fill="#455a64">{} · {}</text></a>',
+                'font-size="11" fill="#455a64">{} · <tspan class="state">{}</tspan></text>'
+                '</a>',
                 quote(task["id"], safe=""), state, task["id"], state, task["task"],
-                task["id"], state, x, y, BOX_W, BOX_H, fill, stroke, x + 8, y + 18,
+                task["id"], x, y, BOX_W, BOX_H, fill, stroke, x + 8, y + 18,
                 _short(task["task"], 22), x + 8, y + 36, _short(task["id"], 10), state)
 
 
@@ -195,5 +197,5 @@ def page(app: Minitask, environ: Dict[str, Any],
     as_json = environ.get("PATH_INFO", "").lstrip("/").startswith("api/")
     if found is not None and not as_json:
         data["svg"] = svg(layout(found["root"]))
-        data["colors"] = {state: COLORS[state][0] for state in STATES}
+        data["colors"] = {state: COLORS[state] for state in STATES}
     return "workflow.html", data

@@ -128,14 +128,19 @@ def _count(value: Any) -> bool:
     return type(value) is int and value >= 0
 
 
+def parts_of(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The nodes right under a ``tree`` node: a chain's steps, a group's members, a
+    chord's header then its body; none under a task."""
+    kind = node["kind"]
+    return (node["steps"] if kind == "chain" else node["members"] if kind == "group"
+            else node["header"] + [node["body"]] if kind == "chord" else [])
+
+
 def tasks_of(node: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The task dicts of a ``tree`` node, in the order they would run."""
-    kind = node["kind"]
-    if kind == "task":
+    if node["kind"] == "task":
         return [node]
-    parts = (node["steps"] if kind == "chain" else node["members"] if kind == "group"
-             else node["header"] + [node["body"]])
-    return [task for part in parts for task in tasks_of(part)]
+    return [task for part in parts_of(node) for task in tasks_of(part)]
 
 
 def workflow_id_of(frame: Optional[Dict[str, Any]]) -> str:
