@@ -88,8 +88,8 @@ the tag of the queue the step is sent to, a group's state under the tag of the q
 of its first member's first task::
 
     minitask:{app:queue}:once:<id>    HASH    state: a workflow step <id> was "sent" or
-                                              "cancelled" (never sent again); expires
-                                              with its result
+                                              "cancelled" (never sent again); w: the id of
+                                              its workflow; expires with its result
     minitask:{app:queue}:group:<gid>  HASH    a group awaited as a whole: size, what
                                               follows it, who failed it, fired flag
     minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result
@@ -98,6 +98,8 @@ of its first member's first task::
                                               its first task's queue): a chain's last step
                                               not sent yet, or a group's members; expires
                                               with the workflow's results
+    minitask:{app:queue}:workflow:<id>  STRING  a workflow's plan (stores/plans.py), beside
+                                              its handle record, written and expiring with it
 
 Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
 
@@ -292,6 +294,9 @@ class QueueKeys:
 
     def handle(self, some_id: str) -> str:
         return self.base + "handle:" + some_id
+
+    def workflow(self, workflow_id: str) -> str:
+        return self.base + "workflow:" + workflow_id
 
     def group(self, group_id: str) -> str:
         return self.base + "group:" + group_id

@@ -8,12 +8,13 @@ from typing import Any, List, Optional
 
 from ..admin import TaskInfo, inspect
 from ..admin.activity import STATE_WORDS, Listing, recent, running, scheduled
+from ..admin.workflows import workflow
 from ..errors import ConfigurationError
 from ..printable import printable
 from .options import add_app_options, emit_json, load, takes_words
 
-USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent) "
-         "[--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
+USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
+         "workflow ID) [--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
 #: The words that list tasks instead of naming one; an id that is one of them is
 #: given with --id.
 LISTINGS = ("running", "scheduled", "recent")
@@ -27,7 +28,9 @@ def register(commands: Any) -> None:
         "(value, or error and traceback). With running (tasks workers hold now), scheduled "
         "(due later: delayed, or waiting for a retry) or recent (the last outcomes each "
         "queue keeps: succeeded, retried, dead, cancelled): a list across the app's "
-        "queues. An id that is one of these words is given with --id.")
+        "queues. With workflow ID (a workflow's handle id, as each step's task page "
+        "names it): its chain, group or chord, each step with its state. An id that is "
+        "one of these words is given with --id.")
     add_app_options(parser, level="WARNING")
     parser.add_argument("--id", dest="task_id", default=None, metavar="ID",
                         help="the task to show, whatever its id looks like")
@@ -45,6 +48,8 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.task_id is None and args.words[:1] == ["workflow"]:
+        return _workflow(args)
     words = list(args.words) + ([] if args.task_id is None else [args.task_id])
     if len(words) != 1:
         raise ConfigurationError(f"name one task id or one of {', '.join(LISTINGS)} "
@@ -184,4 +189,49 @@ def describe(info: TaskInfo) -> List[str]:
         lines.append(printable(f"{'error':<12} {info.exc_type}: {info.message}"))
     if info.traceback:
         lines += ["", printable(info.traceback.rstrip(), keep_newlines=True)]
+    return lines
+
+
+def _workflow(args: argparse.Namespace) -> int:
+    """``inspect workflow ID``: the workflow's tree, a line per step."""
+    if len(args.words) != 2 or args.queue or args.task or args.state:
+        raise ConfigurationError(f"inspect workflow takes one workflow id and no filters "
+                                 f"(usage: {USAGE})")
+    workflow_id = args.words[1]
+    app = load(args.app)
+    try:
+        found = workflow(app, workflow_id)
+    finally:
+        app.close()
+    if found is None:
+        if args.json:
+            emit_json({"id": workflow_id, "found": False})
+        else:
+            print(f"workflow {printable(workflow_id)}: unknown to app {app.name!r} (not sent "
+                  f"on this broker, sent by an older minitask, or expired with its results)")
+        return 1
+    if args.json:
+        emit_json(found)
+        return 0
+    counts = ", ".join(f"{count} {state}" for state, count in sorted(found["counts"].items()))
+    print(printable(f"workflow {workflow_id}: a {found['kind']} of {found['tasks']} task(s)"
+                    f" ({counts})"))
+    print("\n".join(_tree(found["root"], "  ")))
+    return 0
+
+
+def _tree(node: Any, indent: str) -> List[str]:
+    kind = node["kind"]
+    if kind == "task":
+        return [printable(f"{indent}{node['state']:<10} {node['task']:<26} {node['id']:<24} "
+                          f"{node['queue']}")]
+    more = [f"{indent}  ... {node['more']} more not kept in the plan"] if node["more"] else []
+    if kind == "chain":
+        return [f"{indent}chain"] + [line for step in node["steps"]
+                                     for line in _tree(step, indent + "  ")] + more
+    parts = node["members"] if kind == "group" else node["header"]
+    lines = [printable(f"{indent}{kind} {node['id']}")]
+    lines += [line for part in parts for line in _tree(part, indent + "  ")] + more
+    if kind == "chord":
+        lines += [f"{indent}then"] + _tree(node["body"], indent + "  ")
     return lines

@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional
 from ..admin import all_queue_counts, inspect, live_workers, shown_queues
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
+from ..admin.workflows import workflow_of
 from ..app import Minitask
 
 #: Dead letters a page shows (oldest first, queue by queue).
@@ -134,7 +135,8 @@ def task(app: Minitask, task_id: str) -> Optional[Dict[str, Any]]:
     info = inspect(app, task_id)
     if info is None:
         return None
-    return info.as_dict()
+    # the workflow it is a step of ('' none): its page links to /workflow/<id>
+    return {**info.as_dict(), "workflow": workflow_of(app, info.queue, task_id)}
 
 
 def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:

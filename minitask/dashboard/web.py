@@ -31,7 +31,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
-from . import views
+from . import views, workflow
 from . import subscribers  # noqa: F401  (registers its section)
 from .metrics import exposition
 from .sections import section, sections
@@ -102,6 +102,7 @@ class Dashboard:
             "running": lambda environ, query: self._listing("running", query),
             "scheduled": lambda environ, query: self._listing("scheduled", query),
             "recent": lambda environ, query: self._listing("recent", query),
+            "workflow": lambda environ, query: workflow.page(self.app, environ, query),
         }
 
     def __call__(self, environ: Environ, start_response: StartResponse) -> Iterable[bytes]:

@@ -11,7 +11,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..errors import DecodeError
 from ..wire.serializer import unpack_data
-from .foreign import ignored, raise_refusals
+from .foreign import ignored, raise_refusals, text_of
 from .store import Store
 
 
@@ -38,10 +38,35 @@ class WorkflowReads(Store):
         unpacked, or None when there is none (never written, or expired), in one round
         trip where the connection allows. A key minitask did not write (another type,
         other bytes) counts as none, said once."""
-        keys = [self.keys(queue).handle(some_id) for queue in queues]
+        return self._first_record([self.keys(queue).handle(some_id) for queue in queues],
+                                  f"read the handle record of {some_id}")
+
+    def plan_record(self, workflow_id: str, queues: Sequence[str]) -> Any:
+        """The plan record (plans.py) ``start`` wrote for ``workflow_id`` under one of
+        ``queues``, unpacked, or None, as ``handle_record`` reads it."""
+        return self._first_record([self.keys(queue).workflow(workflow_id)
+                                   for queue in queues],
+                                  f"read the plan of workflow {workflow_id}")
+
+    def workflow_of(self, queue: str, task_id: str) -> str:
+        """The id of the workflow whose step ``task_id`` (of ``queue``) is, as its marker
+        names it; '' when it is none's (a plain task, or a step of an older minitask)."""
+        key = self.keys(queue).once(task_id)
+        with self.transport.errors(f"read the workflow of {task_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(key, "w")
+            found = pipe.execute(raise_on_error=False)[0]
+        raise_refusals([found])
+        if isinstance(found, Exception):
+            ignored(key, f"it holds another type than a hash ({found})")
+        return text_of(found) or "" if isinstance(found, bytes) else ""
+
+    def _first_record(self, keys: List[str], doing: str) -> Any:
+        """The first of ``keys`` that holds a record minitask wrote, unpacked, or None,
+        in one round trip where the connection allows."""
         if not keys:
             return None
-        with self.transport.errors(f"read the handle record of {some_id}"):
+        with self.transport.errors(doing):
             pipe = self.transport.client.pipeline(transaction=False)
             for key in keys:
                 pipe.get(key)

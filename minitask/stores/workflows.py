@@ -41,6 +41,7 @@ from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
+from .plans import pack_plan, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .workflow_reads import WorkflowReads
 
@@ -94,6 +95,10 @@ class _Writes:
     empty: List[Continuation] = field(default_factory=list)
     #: A handle record to write with the first step: (id, packed record, ttl in ms).
     record: Optional[Tuple[str, bytes, int]] = None
+    #: The workflow's plan record (plans.py), written with the handle record.
+    plan: bytes = b""
+    #: The id of the workflow the steps belong to (its frames and markers name it).
+    wid: str = ""
 
 
 def frame_of(message: Message) -> Optional[Dict[str, Any]]:
@@ -158,7 +163,9 @@ class WorkflowStore(WorkflowReads):
         Every message is built and checked before anything is written. ``record``
         (id, data, ttl in ms) is what ``app.handle`` or ``app.group_handle`` rebuilds
         the workflow's handle from in another process: it is written under
-        ``handle:<id>`` in the same script call as the first task's message.
+        ``handle:<id>`` in the same script call as the first task's message, with
+        the workflow's plan record (``workflow:<id>``, plans.py) unless ``node`` is
+        a lone task; every step then carries that id, the workflow's.
 
         Raises:
             EncodeError, MessageTooLarge: a message cannot be sent; nothing was written.
@@ -168,6 +175,10 @@ class WorkflowStore(WorkflowReads):
         if record is not None:
             writes.record = (record[0], pack_data(record[1], f"the handle of {record[0]}"),
                              record[2])
+            if node["k"] != "t":
+                writes.wid = record[0]
+                writes.plan = pack_data(pack_plan(record[0], node, now_ms),
+                                        f"the plan of workflow {record[0]}")
         self._plan(node, None, False, None, writes, now_ms, max_bytes)
         self._write(writes, now_ms, max_bytes)
 
@@ -181,7 +192,7 @@ class WorkflowStore(WorkflowReads):
                 caller dead-letters the task instead); nothing was written.
             BrokerError: Redis failed; the whole step is safe to run again.
         """
-        self._resume(frame.get("next"), value, now_ms, frame["max"])
+        self._resume(frame.get("next"), value, now_ms, frame["max"], workflow_id_of(frame))
 
     def fail(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
         """A task with ``frame`` ended dead: run its error callbacks once, fail its
@@ -191,7 +202,7 @@ class WorkflowStore(WorkflowReads):
             BrokerError: Redis failed; the whole step is safe to run again.
         """
         max_bytes = frame["max"]
-        errbacks = _Writes()
+        errbacks = _Writes(wid=workflow_id_of(frame))
         for errback in frame.get("err") or ():
             try:
                 self._plan(errback, failure.task_id, True, None, errbacks, now_ms, max_bytes)
@@ -199,7 +210,7 @@ class WorkflowStore(WorkflowReads):
                 logger.error("workflow error callback %s (%s) cannot be sent: %s",
                              errback["id"], errback["task"], exc)
         self._write(errbacks, now_ms, max_bytes)
-        self._fail_from(frame.get("next"), failure, now_ms, max_bytes)
+        self._fail_from(frame.get("next"), failure, now_ms, max_bytes, errbacks.wid)
 
     def stopped(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
         """A task with ``frame`` was cancelled: cancel every step that would have
@@ -209,10 +220,11 @@ class WorkflowStore(WorkflowReads):
         Raises:
             BrokerError: Redis failed; the whole step is safe to run again.
         """
-        self._fail_from(frame.get("next"), failure, now_ms, frame["max"])
+        self._fail_from(frame.get("next"), failure, now_ms, frame["max"],
+                        workflow_id_of(frame))
 
     def _stop_what_follows(self, join: Dict[str, Any], packed: Any, why: str, now_ms: int,
-                           max_bytes: int) -> None:
+                           max_bytes: int, wid: str) -> None:
         """A group whose state is not minitask's cannot complete: cancel what follows it
         (a chord's body), saying so, as the group's state or else the member's frame
         names it; a frame of an older minitask names none: then it is logged."""
@@ -231,24 +243,26 @@ class WorkflowStore(WorkflowReads):
                          printable(why))
             return
         self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""), now_ms,
-                        max_bytes)
+                        max_bytes, wid)
 
     # -- carrying on ------------------------------------------------------------------
 
-    def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int) -> None:
+    def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int,
+                wid: str = "") -> None:
+        """Send what follows a step; ``wid``: the id of its workflow ('' unknown)."""
         if follow is None:
             return
         if follow["k"] == "then":
-            writes = _Writes()
+            writes = _Writes(wid=wid)
             self._plan(follow["node"], value, True, follow["next"], writes, now_ms, max_bytes)
             self._write(writes, now_ms, max_bytes)
             return
         reply = self._join(follow, "ok", pack_data(value, f"the result of group member "
                                                           f"{follow['i']}"))
-        self._act_on(follow, reply, now_ms, max_bytes)
+        self._act_on(follow, reply, now_ms, max_bytes, wid)
 
     def _act_on(self, join: Dict[str, Any], reply: List[Any], now_ms: int,
-                max_bytes: int) -> None:
+                max_bytes: int, wid: str = "") -> None:
         """Do what a group's answer to a join asks (see group_join.lua)."""
         status = text(reply[0])
         if status == "complete":
@@ -261,48 +275,49 @@ class WorkflowStore(WorkflowReads):
                 # waiting for ever for a group that can never complete
                 why = f"workflow group {join['id']}: {exc}; the group cannot complete"
                 self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""),
-                                now_ms, max_bytes)
+                                now_ms, max_bytes, wid)
                 self._fired(join)
                 raise DecodeError(f"{why} (inspect the key, then delete it)") from exc
             try:
-                self._resume(follow, values, now_ms, max_bytes)
+                self._resume(follow, values, now_ms, max_bytes, wid)
             except (EncodeError, MessageTooLarge) as exc:
                 # the results cannot travel on (a body message over the limit): what
                 # follows fails, as if a step had ended dead, instead of never running
                 logger.error("workflow group %s: what follows it cannot be sent: %s",
                              join["id"], exc)
                 self._fail_from(follow, Failure(join["id"], "group", type(exc).__name__,
-                                                str(exc), ""), now_ms, max_bytes)
+                                                str(exc), ""), now_ms, max_bytes, wid)
             self._fired(join)
         elif status == "failing":
             follow = unpack_data(reply[1], f"what follows group {join['id']}")
-            self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes)
+            self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes, wid)
         elif status == "corrupt":
             why = f"workflow group {join['id']}: {text(reply[1])}; the group cannot complete"
             self._stop_what_follows(join, reply[2] if len(reply) > 2 else b"", why, now_ms,
-                                    max_bytes)
+                                    max_bytes, wid)
             raise DecodeError(f"{why} (inspect the key, then delete it)")
         elif status == "gone":
             why = (f"workflow group {join['id']}: key {self.keys(join['q']).group(join['id'])} "
                    f"is gone (deleted, or expired after its result_ttl); the group cannot "
                    f"complete")
             logger.warning("%s: what follows it ends as cancelled", why)
-            self._stop_what_follows(join, b"", why, now_ms, max_bytes)
+            self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid)
 
     def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
-                   max_bytes: int) -> None:
+                   max_bytes: int, wid: str) -> None:
         """Cancel what follows a failed step: first the group it ends in (so that group
-        can never fire) and what follows that group, then its own later steps."""
+        can never fire) and what follows that group, then its own later steps; ``wid``:
+        the id of their workflow ('' unknown), which their markers name."""
         later: List[Node] = []
         while follow is not None and follow["k"] == "then":
             later.append(follow["node"])
             follow = follow["next"]
         if follow is not None:
             reply = self._join(follow, "dead", failure.packed())
-            self._act_on(follow, reply, now_ms, max_bytes)
-        self._cancel(later, failure, now_ms)
+            self._act_on(follow, reply, now_ms, max_bytes, wid)
+        self._cancel(later, failure, now_ms, wid)
 
-    def _cancel(self, nodes: Sequence[Node], failure: Failure, now_ms: int) -> None:
+    def _cancel(self, nodes: Sequence[Node], failure: Failure, now_ms: int, wid: str) -> None:
         """Cancel every task of ``nodes``, downstream-most first, a call per run of
         tasks in one queue: a crash midway leaves only later steps cancelled."""
         tasks = [task for node in nodes for task in task_nodes(node)]
@@ -312,14 +327,15 @@ class WorkflowStore(WorkflowReads):
         run: List[Node] = []
         for task in reversed(tasks):
             if run and run[-1]["q"] != task["q"]:
-                calls.append(self._cancel_call(run, failure, now_ms))
+                calls.append(self._cancel_call(run, failure, now_ms, wid))
                 run = []
             run.append(task)
-        calls.append(self._cancel_call(run, failure, now_ms))
+        calls.append(self._cancel_call(run, failure, now_ms, wid))
         self.transport.run_calls(calls, f"cancel {len(tasks)} step(s) after "
                                         f"{failure.task_id} ended dead")
 
-    def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int) -> ScriptCall:
+    def _cancel_call(self, tasks: Sequence[Node], failure: Failure, now_ms: int,
+                     wid: str) -> ScriptCall:
         queue = tasks[0]["q"]
         k = self.keys(queue)
         ended = "was cancelled" if failure.exc_type == "Cancelled" else "ended dead"
@@ -332,7 +348,7 @@ class WorkflowStore(WorkflowReads):
         tail: List[Any] = []
         for task in tasks:
             tail += (k.once(task["id"]), k.result(task["id"]))
-        tail.append(outcome)
+        tail += (outcome, wid)
         tail += [task["ttl"] for task in tasks]
         return ("cancel_steps", queue, (), tail, 2 * len(tasks))
 
@@ -397,8 +413,11 @@ class WorkflowStore(WorkflowReads):
         due_ms = node.get("eta") or (now_ms + node["delay"] if node.get("delay") else 0)
         frame = None
         if follow is not None or node["err"]:
-            frame = pack_data({"v": FRAME_VERSION, "next": follow, "err": node["err"],
-                               "max": max_bytes}, f"the workflow of task {node['task']!r}")
+            fields: Dict[str, Any] = {"v": FRAME_VERSION, "next": follow, "err": node["err"],
+                                      "max": max_bytes}
+            if writes.wid:  # absent from frames of older minitasks: they name no workflow
+                fields["w"] = writes.wid
+            frame = pack_data(fields, f"the workflow of task {node['task']!r}")
         message = Message(id=node["id"], task=node["task"], args=args, kwargs=node["kwargs"],
                           queue=node["q"], priority=node["p"], enqueued_at_ms=now_ms,
                           eta_ms=due_ms if due_ms > now_ms else None, workflow=frame)
@@ -434,15 +453,19 @@ class WorkflowStore(WorkflowReads):
                 for task_id, _, _, _, _ in chunk:
                     tail += (k.result(task_id), k.once(task_id))
                 record, writes.record = writes.record, None  # with the first step only
+                plan = writes.plan if record is not None else b""
                 if record is not None:
                     tail.append(k.handle(record[0]))
+                if record is not None and plan:
+                    tail.append(k.workflow(record[0]))
                 tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1])
-                                                          if record else (0, b"")))
+                                                          if record else (0, b"")),
+                         plan, writes.wid)
                 for task_id, body, priority, due_ms, ttl in chunk:
                     tail += (task_id, body, priority, due_ms, ttl)
                 calls.append(("spawn", queue, (k.messages, k.delayed, k.wake, *k.ready,
                                                k.order, k.sequence), tail,
-                              2 * len(chunk) + (record is not None)))
+                              2 * len(chunk) + (record is not None) + bool(plan)))
         if calls:
             self._queues.register_queues(writes.steps)
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "

@@ -72,7 +72,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors"}),
     "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable"}),
     "cli.embedded": frozenset({"broker.embedded", "cli.options"}),
-    "cli.inspect": frozenset({"admin", "admin.activity", "cli.options", "errors", "printable"}),
+    "cli.inspect": frozenset({"admin", "admin.activity", "admin.workflows", "cli.options",
+                              "errors", "printable"}),
     "cli.logs": frozenset({"context", "printable"}),
     "cli.main": frozenset({"__init__", "cli.bench", "cli.cancel", "cli.dashboard", "cli.dead",
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
@@ -126,9 +127,11 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "dashboard.sections": frozenset(),
     "dashboard.server": frozenset({"app", "dashboard.web"}),
     "dashboard.subscribers": frozenset({"dashboard.sections"}),
-    "dashboard.views": frozenset({"admin", "admin.activity", "app"}),
+    "dashboard.views": frozenset({"admin", "admin.activity", "admin.workflows", "app"}),
     "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
-                                "dashboard.subscribers", "dashboard.views", "errors"}),
+                                "dashboard.subscribers", "dashboard.views",
+                                "dashboard.workflow", "errors"}),
+    "dashboard.workflow": frozenset({"admin.workflows", "app"}),
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
@@ -159,6 +162,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "wire.message",
                               "wire.serializer"}),
     "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
+    "admin.workflows": frozenset({"admin.operated", "errors", "stores.plans", "wire.message",
+                                  "wire.serializer"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
@@ -278,10 +283,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
     # what a handle reads of a workflow (handle records, steps' states)
+    "stores.plans": frozenset({"errors"}),
     "stores.workflow_reads": frozenset({"broker.packing", "broker.transport", "errors",
                                         "stores.foreign", "stores.store", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "printable",
-                                   "stores.queue", "stores.workflow_reads", "wire.message",
+                                   "stores.plans", "stores.queue", "stores.workflow_reads",
+                                   "wire.message",
                                    "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),

@@ -101,3 +101,59 @@
   }
   setInterval(poll, POLL_MS);
 }());
+// A workflow's page: every WORKFLOW_MS, while the tab is visible and a step has not
+// ended, read the page's JSON twin (#graph's data-api) and set each box's state:
+// attributes and text only (never markup), the colours the page's legend names.
+(function () {
+  "use strict";
+  var WORKFLOW_MS = 1000;
+  var ENDED = {succeeded: true, failed: true, dead: true, cancelled: true};
+  var graph = document.getElementById("graph");
+  if (!graph) { return; }
+  var colors = {};
+  document.querySelectorAll("#legend [data-state]").forEach(function (span) {
+    colors[span.getAttribute("data-state")] = [span.getAttribute("data-fill"),
+                                               span.getAttribute("data-stroke")];
+  });
+  function states(node, into) {
+    if (node.kind === "task") { into[node.id] = node.state; return; }
+    var parts = node.kind === "chain" ? node.steps : node.kind === "group" ? node.members
+      : node.header.concat([node.body]);
+    parts.forEach(function (part) { states(part, into); });
+  }
+  function open() {
+    return Array.prototype.some.call(graph.querySelectorAll("a.step"), function (box) {
+      return !ENDED[box.getAttribute("data-state")];
+    });
+  }
+  function render(data) {
+    if (!data.workflow) { return; }
+    var found = {};
+    states(data.workflow.root, found);
+    graph.querySelectorAll("a.step").forEach(function (box) {
+      var state = found[box.getAttribute("data-id")];
+      if (!state || !colors[state] || box.getAttribute("data-state") === state) { return; }
+      box.setAttribute("data-state", state);
+      box.setAttribute("class", "step state-" + state);
+      var rect = box.querySelector("rect");
+      rect.setAttribute("fill", colors[state][0]);
+      rect.setAttribute("stroke", colors[state][1]);
+      box.querySelector("tspan.state").textContent = state;
+    });
+    var counts = data.workflow.counts;
+    document.getElementById("counts").textContent = Object.keys(counts).sort().map(
+      function (state) { return counts[state] + " " + state; }).join(", ");
+    document.getElementById("live").textContent = " Live, updated " +
+      new Date().toLocaleTimeString() + (open() ? "." : "; every step has ended.");
+  }
+  var timer = null;
+  function poll() {
+    if (document.hidden) { return; }
+    if (!open()) { clearInterval(timer); return; }
+    fetch(graph.getAttribute("data-api"), {credentials: "same-origin"})
+      .then(function (reply) { return reply.ok ? reply.json() : null; })
+      .then(function (data) { if (data) { render(data); } })
+      .catch(function () { document.getElementById("live").textContent = " Offline."; });
+  }
+  if (open()) { timer = setInterval(poll, WORKFLOW_MS); }
+}());

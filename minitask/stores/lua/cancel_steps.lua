@@ -8,11 +8,13 @@
 -- what waits for it ends instead of waiting for ever.
 -- KEYS[2i - 1] marker (HASH: state) and KEYS[2i] result (LIST) of the i-th step
 -- ARGV[1] encoded outcome (cancelled, naming the step that ended dead)
--- ARGV[1 + i] ttl of the i-th step's marker and outcome (ms)
+-- ARGV[2] the id of the steps' workflow ('': none), kept in each new marker's field w
+-- ARGV[2 + i] ttl of the i-th step's marker and outcome (ms)
 -- Returns: how many steps were cancelled by this call.
 local cancelled = 0
-for i = 2, #ARGV do
-  local marker, result = KEYS[2 * i - 3], KEYS[2 * i - 2]
+local workflow = ARGV[2]
+for i = 3, #ARGV do
+  local marker, result = KEYS[2 * i - 5], KEYS[2 * i - 4]
   local ours = guards().fits(marker, 'hash')
   if ours then
     local state = redis.call('HGET', marker, 'state')
@@ -21,7 +23,10 @@ for i = 2, #ARGV do
   local write
   if ours then
     write = redis.call('HSETNX', marker, 'state', 'cancelled') == 1
-    if write then redis.call('PEXPIRE', marker, ARGV[i]) end
+    if write then
+      if workflow ~= '' then redis.call('HSET', marker, 'w', workflow) end
+      redis.call('PEXPIRE', marker, ARGV[i])
+    end
   else
     write = redis.call('EXISTS', result) == 0
   end

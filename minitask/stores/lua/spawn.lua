@@ -7,20 +7,23 @@
 -- KEYS[14] order (HASH)   KEYS[15] sequence (STRING)
 -- KEYS[14 + 2n] result (LIST) and KEYS[15 + 2n] marker (HASH: state) of the n-th step
 -- KEYS[16 + 2N], only when ARGV[4] > 0: a handle record (STRING, keys.py: handle:<id>)
+-- KEYS[#KEYS], only when ARGV[6] is not empty: a plan record (STRING: workflow:<id>)
 -- ARGV[1] now (ms)   ARGV[2] wake cap (tokens kept at most)   ARGV[3] promotion limit
 -- ARGV[4] the handle record's ttl (ms; 0: no record)   ARGV[5] the record (packed)
+-- ARGV[6] the plan record (packed; '': none), written with the handle record, its ttl
+-- ARGV[7] the id of the steps' workflow ('': none), kept in each marker's field w
 -- then per step five ARGVs: id, encoded message, priority (0..9),
 --   due (ms; <= now: ready), marker ttl (ms: the step's result ttl)
 -- Returns: how many steps were sent by this call.
 -- Invariant: a step is sent at most once while its marker lives (as long as its
--- result would), however often the steps before it run. A handle record is
--- written with the steps, never without them.
+-- result would), however often the steps before it run. A handle record (and a
+-- plan record) is written with the steps, never without them.
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
 -- a marker of another type, or with a state minitask does not write (sent, cancelled),
 -- is not minitask's: it refuses the call before any write (it was read as "sent", and
 -- the step was never sent, with not a word)
-for n = 1, (#ARGV - 5) / 5 do
+for n = 1, (#ARGV - 7) / 5 do
   local marker = KEYS[15 + 2 * n]
   guards().expect(marker, 'hash')
   local state = redis.call('HGET', marker, 'state')
@@ -31,14 +34,18 @@ for n = 1, (#ARGV - 5) / 5 do
 end
 promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
 local added, wake = 0, 0
-for i = 6, #ARGV, 5 do
-  local n = (i - 6) / 5 + 1
+local workflow = ARGV[7]
+for i = 8, #ARGV, 5 do
+  local n = (i - 8) / 5 + 1
   local id, body = ARGV[i], ARGV[i + 1]
   local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local marker = KEYS[15 + 2 * n]
   -- HSETNX and PEXPIRE rather than SET NX PX: no command beyond the docs' ACL list (guide/scaling.rst)
   local first = redis.call('HSETNX', marker, 'state', 'sent') == 1
-  if first then redis.call('PEXPIRE', marker, ARGV[i + 4]) end
+  if first then
+    if workflow ~= '' then redis.call('HSET', marker, 'w', workflow) end
+    redis.call('PEXPIRE', marker, ARGV[i + 4])
+  end
   if first and redis.call('HSETNX', KEYS[1], id, body) == 1 then
     added = added + 1
     redis.call('DEL', KEYS[14 + 2 * n])
@@ -53,7 +60,8 @@ for i = 6, #ARGV, 5 do
   end
 end
 if tonumber(ARGV[4]) > 0 then
-  redis.call('SET', KEYS[#KEYS], ARGV[5], 'PX', ARGV[4])
+  redis.call('SET', KEYS[16 + 2 * ((#ARGV - 7) / 5)], ARGV[5], 'PX', ARGV[4])
+  if ARGV[6] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[6], 'PX', ARGV[4]) end
 end
 if wake > 0 then
   if wake > cap then wake = cap end

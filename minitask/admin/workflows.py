@@ -1,0 +1,74 @@
+"""A workflow as a whole: its plan record and the state of each of its steps.
+
+``minitask inspect workflow ID`` and the dashboard's ``/workflow/ID`` read it here.
+The reads are bounded by the plan, which keeps at most ``TASKS_SHOWN`` tasks: one
+round trip for the record (a GET per queue) and one for the steps' states.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from collections import Counter
+from typing import Any, Dict, Optional
+
+from ..errors import DecodeError
+from ..stores.plans import parts_of, tasks_of, tree
+from ..wire.message import to_seconds
+from ..wire.serializer import decode_outcome
+from .operated import Operated, lookup_queues
+
+#: The states a step is drawn in, as they read: not sent yet (or its result gone),
+#: waiting in its queue (or for its eta), running, waiting to retry, ended; ``dead``
+#: is a dead letter still in its queue's dead letters (``failed`` once purged).
+STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", "failed",
+          "dead", "cancelled")
+_FROM_SCRIPT = {"unknown": "pending", "queued": "queued", "scheduled": "scheduled",
+                "running": "running", "retrying": "retrying", "dead": "dead"}
+
+
+def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
+    """The workflow ``workflow_id`` (its handle's id, as each step's marker names it),
+    JSON-ready: ``{"id", "kind", "started_at", "root", "counts", "tasks", "left_out"}``,
+    ``root`` its tree (stores/plans.py) with a ``state`` on each task; or None when no
+    queue of the app holds its plan (never sent, sent by an older minitask, or expired
+    with its results).
+
+    Raises:
+        DecodeError: the plan record is not one this minitask wrote.
+        BrokerError: Redis could not be reached.
+    """
+    broker = app.broker
+    record = broker.workflows.plan_record(workflow_id, lookup_queues(app))
+    if record is None:
+        return None
+    root = tree(record)
+    tasks = tasks_of(root)
+    states = broker.workflows.states([(task["queue"], task["id"]) for task in tasks])
+    for task, (state, outcome) in zip(tasks, states):
+        task["state"] = _state(state, outcome)
+    at = record.get("at")
+    started = (_dt.datetime.fromtimestamp(to_seconds(at), tz=_dt.timezone.utc).isoformat()
+               if type(at) is int and 0 <= at < 253_402_300_799_999 else None)
+    return {"id": workflow_id, "kind": root["kind"], "started_at": started, "root": root,
+            "counts": dict(Counter(task["state"] for task in tasks)), "tasks": len(tasks),
+            "left_out": _left_out(root)}
+
+
+def workflow_of(app: Operated, queue: str, task_id: str) -> str:
+    """The id of the workflow whose step ``task_id`` is ('' for a plain task)."""
+    return app.broker.workflows.workflow_of(queue, task_id)
+
+
+def _state(state: str, outcome: Optional[bytes]) -> str:
+    if state == "finished" and outcome is not None:
+        try:
+            return decode_outcome(outcome).status
+        except DecodeError:
+            return "pending"
+    return _FROM_SCRIPT.get(state, "pending")
+
+
+def _left_out(node: Dict[str, Any]) -> int:
+    """Items (steps, members) the plan left out, over the whole tree."""
+    if node["kind"] == "task":
+        return 0
+    return int(node["more"]) + sum(_left_out(part) for part in parts_of(node))

@@ -1,0 +1,134 @@
+"""The workflow page's graph (minitask/dashboard/workflow.py) and the plan records it
+is drawn from (minitask/stores/plans.py): layout, escaping, truncation, bounds, and
+records minitask did not write."""
+from __future__ import annotations
+
+import re
+from typing import Any, Dict, List
+from xml.etree import ElementTree
+
+import pytest
+
+from minitask.errors import DecodeError
+from minitask.stores.plans import LIST_SHOWN, TASKS_SHOWN, pack_plan, tasks_of, tree
+
+from minitask.dashboard.workflow import MEMBERS_DRAWN, layout, svg
+
+HOSTILE = '<script>alert("x")</script>&'
+
+
+def task(task_id: str, name: str = "shop.add", queue: str = "default") -> Dict[str, Any]:
+    return {"k": "t", "id": task_id, "task": name, "q": queue}
+
+
+def group_of(group_id: str, members: List[Dict[str, Any]]) -> Dict[str, Any]:
+    return {"k": "g", "id": group_id, "members": members}
+
+
+def drawn(node: Dict[str, Any], states: Dict[str, str]) -> Dict[str, Any]:
+    """A plan node packed, read back and given states, as admin/workflows.py does."""
+    root = tree(pack_plan("wf", node, 0))
+    for step in tasks_of(root):
+        step["state"] = states.get(step["id"], "pending")
+    return root
+
+
+def parsed(markup: str) -> ElementTree.Element:
+    return ElementTree.fromstring(markup)  # well-formed XML, or this raises
+
+
+def boxes(markup: str) -> Dict[str, str]:
+    """id -> state of every task box drawn."""
+    return {a.get("data-id"): a.get("data-state")
+            for a in parsed(markup).iter("{http://www.w3.org/2000/svg}a")}
+
+
+def test_a_chord_draws_every_member_then_its_body_coloured_by_state() -> None:
+    node = {"k": "h", "id": "g1", "header": [task("m1"), task("m2"), task("m3")],
+            "body": task("b", "shop.total")}
+    states = {"m1": "succeeded", "m2": "dead", "m3": "running"}
+    markup = svg(layout(drawn(node, states)))
+    assert boxes(markup) == {"m1": "succeeded", "m2": "dead", "m3": "running",
+                             "b": "pending"}
+    root = parsed(markup)
+    links = {a.get("href") for a in root.iter("{http://www.w3.org/2000/svg}a")}
+    assert links == {"/task/m1", "/task/m2", "/task/m3", "/task/b"}
+    # the members are stacked (one x), the body to their right, at their middle
+    xs = {a.get("data-id"): float(a.find("{http://www.w3.org/2000/svg}rect").get("x"))
+          for a in root.iter("{http://www.w3.org/2000/svg}a")}
+    assert xs["m1"] == xs["m2"] == xs["m3"] < xs["b"]
+    assert len(re.findall(r'marker-end="url\(#arrow\)"', markup)) == 1
+    assert "chord g1" in markup
+
+
+def test_a_chain_runs_left_to_right_with_an_arrow_between_steps() -> None:
+    node = {"k": "c", "steps": [task("a"), task("b"), task("c")]}
+    block = layout(drawn(node, {}))
+    xs = [spec["x"] for kind, spec in block.shapes if kind == "task"]
+    assert xs == sorted(xs) and len(set(xs)) == 3
+    assert sum(kind == "arrow" for kind, _ in block.shapes) == 2
+
+
+def test_every_text_and_link_is_escaped() -> None:
+    node = {"k": "c", "steps": [task(HOSTILE, name=HOSTILE, queue=HOSTILE),
+                                group_of(HOSTILE, [task("x")])]}
+    markup = svg(layout(drawn(node, {})))
+    assert "<script" not in markup and "&lt;script&gt;" in markup
+    root = parsed(markup)
+    (first, _) = root.iter("{http://www.w3.org/2000/svg}a")
+    # the link is the id percent-encoded: no quote, no tag, no second path segment
+    assert first.get("href") == "/task/%3Cscript%3Ealert%28%22x%22%29%3C%2Fscript%3E%26"
+    assert first.get("data-id") == HOSTILE  # read back as text, unchanged
+
+
+def test_a_large_group_is_drawn_truncated_with_a_more_box() -> None:
+    node = group_of("big", [task(f"t{index}") for index in range(10_000)])
+    record = pack_plan("wf", node, 0)
+    root = drawn(node, {})
+    assert len(root["members"]) == LIST_SHOWN and root["more"] == 10_000 - LIST_SHOWN
+    markup = svg(layout(root))
+    assert len(boxes(markup)) == MEMBERS_DRAWN
+    assert f"+{10_000 - MEMBERS_DRAWN} more" in markup
+    assert len(record["n"]) == 1 and len(record["q"]) == 1  # names kept once
+
+
+def test_a_plan_keeps_at_most_tasks_shown_tasks_however_nested() -> None:
+    node = group_of("outer", [group_of(f"g{i}", [task(f"t{i}-{j}") for j in range(40)])
+                              for i in range(40)])
+    root = drawn(node, {})
+    kept = tasks_of(root)
+    assert TASKS_SHOWN - 1 <= len(kept) <= TASKS_SHOWN
+    left_out = root["more"] + sum(member["more"] for member in root["members"])
+    assert left_out > 0
+
+
+@pytest.mark.parametrize("record", [
+    None, [], {"v": 2}, {"v": 1, "n": ["a"], "q": ["d"], "root": ["t", "id", 3, 0]},
+    {"v": 1, "n": ["a"], "q": ["d"], "root": ["x"]},
+    {"v": 1, "n": [1], "q": ["d"], "root": ["t", "id", 0, 0]},
+    {"v": 1, "n": ["a"], "q": ["d"], "root": ["c", "notalist", 0]},
+    {"v": 1, "n": ["a"], "q": ["d"], "root": ["g", "id", [], -1]},
+])
+def test_a_record_minitask_did_not_write_is_a_decode_error(record: Any) -> None:
+    with pytest.raises(DecodeError, match="workflow plan record"):
+        tree(record)
+
+
+def test_a_record_nested_too_deep_is_refused() -> None:
+    node: Any = ["t", "id", 0, 0]
+    for _ in range(200):
+        node = ["c", [node], 0]
+    with pytest.raises(DecodeError):
+        tree({"v": 1, "n": ["a"], "q": ["d"], "root": node})
+
+
+def test_a_frame_written_before_the_workflow_id_names_no_workflow() -> None:
+    from pathlib import Path
+
+    from minitask.stores.plans import workflow_id_of
+    from minitask.stores.workflows import frame_of
+    from minitask.wire.serializer import decode_message
+    golden = Path(__file__).resolve().parents[1] / "golden" / "0.1.0" / "message-workflow.bin"
+    frame = frame_of(decode_message(golden.read_bytes()))
+    assert frame is not None and "w" not in frame and workflow_id_of(frame) == ""
+    assert workflow_id_of({"v": 1, "w": 7}) == "" and workflow_id_of({"w": "x"}) == "x"
