@@ -249,7 +249,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.recent", "stores.registry", "stores.results",
                                 "stores.schedules", "stores.workflows", "wire.types"}),
     "stores.cancels": frozenset({"broker.packing", "broker.transport", "broker.waits",
-                                 "stores.foreign", "stores.store", "wire.message",
+                                 "errors", "stores.foreign", "stores.store", "wire.message",
                                  "wire.serializer"}),
     "stores.dead": frozenset({"printable", "stores.foreign", "stores.queue", "stores.store",
                               "wire.message"}),
