@@ -5,7 +5,7 @@ import argparse
 import json
 from typing import Any, Dict, List
 
-from ..admin import SHOWN_OTHERS, all_queue_counts, shown_queues
+from ..admin import SHOWN_OTHERS, SHOWN_WORKERS, all_queue_counts, shown_queues
 from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
 from ..printable import printable
 from .options import add_app_options, load
@@ -107,7 +107,7 @@ def _status_text(report: Dict[str, Any]) -> str:
         lines.append(f"... and {report['queues_left_out']} more queue(s) in the app's queue "
                      f"registry, not shown (only the queues the app declares and "
                      f"{SHOWN_OTHERS} others are)")
-    lines += ["", f"{len(report['workers']) + report['workers_left_out']} live worker(s)"
+    lines += ["", f"{len(report['workers'])} live worker(s)"
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:
@@ -120,8 +120,8 @@ def _status_text(report: Dict[str, Any]) -> str:
                      + (f"recycled {worker['recycled']}  " if worker["pool"] == "process"
                         else "") + f"queues {printable(worker['queues'])}")
     if report["workers_left_out"]:
-        lines.append(f"  ... and {report['workers_left_out']} more not shown (only the "
-                     f"{len(report['workers'])} that beat last are)")
+        lines.append(f"  ... and {report['workers_left_out']} more in the worker registry, "
+                     f"not shown (only the {SHOWN_WORKERS} that beat last are read)")
     for queue, rows in report["subscribers"].items():
         lines += ["", f"broadcast subscribers of queue {printable(queue)} "
                       f"(lag: calls not pulled yet)"]
