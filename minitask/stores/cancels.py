@@ -15,7 +15,6 @@ meets it first, and both carry on with a new stream.
 """
 from __future__ import annotations
 
-import logging
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
@@ -28,8 +27,6 @@ from ..wire.message import MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
 from .foreign import foreign, ignored, raise_refusals
 from .store import Store
-
-logger = logging.getLogger(__name__)
 
 _SCRIPTS = ("request_cancel", "end_cancelled")
 

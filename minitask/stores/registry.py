@@ -21,9 +21,6 @@ ORDER_TTL_MS = 60_000
 SHOWN_WORKERS = 500
 #: Workers' records read in one round trip.
 RECORD_BATCH = 250
-#: A heartbeat further ahead of now than this (ms) is not listed: planted, or a clock
-#: far off (the worker itself warns of that at start-up).
-FUTURE_MS = 3_600_000
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
 _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms",
                      "recycled"})
@@ -69,10 +66,9 @@ class WorkerRegistry(Store):
         """The live workers (as ``live``), at most ``limit`` (None: all), those that beat
         last first; and how many more live ones there are, not listed. The registry is
         a sorted set anyone with Redis access can fill: what a listing costs stays the
-        same with 10 members or 20,000. A beat more than ``FUTURE_MS`` ahead (no clock
-        runs that far ahead of Redis's) is not listed, nor counted."""
+        same with 10 members or 20,000."""
         client = self.transport.client
-        lowest, highest = now_ms - live_ms, now_ms + FUTURE_MS
+        lowest, highest = now_ms - live_ms, "+inf"  # a beat ahead: a clock ahead, listed
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
             pipe.zremrangebyscore(self.app_keys.workers, "-inf", f"({lowest}")

@@ -80,7 +80,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                            "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
     "cli.options": frozenset({"app", "discovery", "errors"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
-    "cli.schedules": frozenset({"cli.options", "periodic"}),
+    "cli.schedules": frozenset({"admin", "cli.options", "periodic", "printable"}),
     "cli.shutdown": frozenset({"admin", "admin.workers", "cli.options"}),
     "cli.status": frozenset({"admin", "broker.health", "cli.options", "printable"}),
     "cli.tasks": frozenset({"cli.options"}),
