@@ -119,7 +119,7 @@ def _status_text(report: Dict[str, Any]) -> str:
                      f"running {worker['running']}  "
                      + (f"recycled {worker['recycled']}  " if worker["pool"] == "process"
                         else "") + f"queues {printable(worker['queues'])}")
-    if report["workers_left_out"]:
+    if report.get("workers_left_out"):
         lines.append(f"  ... and {report['workers_left_out']} more in the worker registry, "
                      f"not shown (only the {SHOWN_WORKERS} that beat last are read)")
     for queue, rows in report["subscribers"].items():
