@@ -12,7 +12,7 @@ from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_message, decode_outcome, encode_message
 from .activity import hides_args
-from .operated import Operated, app_queues
+from .operated import Operated, lookup_queues
 
 
 @dataclass(frozen=True)
@@ -52,10 +52,14 @@ class DeadTask:
 
 def dead_letters(app: Operated, queue: Optional[str] = None, *,
                  limit: int = 1000) -> List[DeadTask]:
-    """``Minitask.dead_letters``: the app's dead tasks, oldest first."""
+    """``Minitask.dead_letters``: the app's dead tasks, oldest first (with no ``queue``:
+    of the queues ``lookup_queues`` names, the declared ones and ``LOOKUP_OTHERS``
+    more of the queue registry)."""
     found: List[DeadTask] = []
-    # only the queues that hold any: a round trip per queue took 6 s for 20,000 names
-    for name in [queue] if queue is not None else app.broker.dead.holding(app_queues(app)):
+    # only the queues that hold any, of a bounded number: a round trip per queue took
+    # 6 s for 20,000 names, a round trip per 1,000 still grew with the registry
+    asked = [queue] if queue is not None else app.broker.dead.holding(lookup_queues(app)[0])
+    for name in asked:
         for letter in app.broker.dead.letters(name, limit):
             found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
                                     letter.body, letter.info))
@@ -65,31 +69,39 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *,
 def requeue_dead(app: Operated, task_id: str) -> bool:
     """``Minitask.requeue_dead``: a dead task back at the tail of its queue."""
     broker = app.broker
-    for queue in app_queues(app):
-        if broker.results.state(queue, task_id)[0] != "dead":
-            continue
-        body = broker.queues.message_body(queue, task_id) or b""
-        priority = 5
-        try:
-            message = decode_message(body)
-        except DecodeError:
-            pass  # revived as it is: the worker will dead-letter it again, with the reason
-        else:
-            priority = message.priority
-            body = encode_message(dataclasses.replace(
-                message, enqueued_at_ms=app.clock.now_ms(), eta_ms=None, attempt=1))
-        return broker.dead.revive(queue, task_id, body, priority, app.clock.now_ms())
-    return False
+    # one round trip for the queues lookup_queues names (one a queue took 20,000)
+    found = broker.dead.find(lookup_queues(app)[0], [_raw(task_id)])
+    if found is None:
+        return False
+    queue = found[0]
+    body = broker.queues.message_body(queue, task_id) or b""
+    priority = 5
+    try:
+        message = decode_message(body)
+    except DecodeError:
+        pass  # revived as it is: the worker will dead-letter it again, with the reason
+    else:
+        priority = message.priority
+        body = encode_message(dataclasses.replace(
+            message, enqueued_at_ms=app.clock.now_ms(), eta_ms=None, attempt=1))
+    return broker.dead.revive(queue, task_id, body, priority, app.clock.now_ms())
+
+
+def _raw(task_id: str) -> bytes:
+    """A task id as Redis holds it (one that cannot be UTF-8 is no dead letter's)."""
+    return task_id.encode("utf-8", "backslashreplace")
 
 
 def purge_dead(app: Operated, task_id: Optional[str] = None, *,
                queue: Optional[str] = None) -> int:
     """``Minitask.purge_dead``: dead letters deleted for good; returns how many."""
     purged = 0
-    for name in [queue] if queue is not None else app_queues(app):
-        if task_id is not None:
-            purged += app.broker.dead.purge(name, [task_id])
-            continue
+    if task_id is not None:
+        found = app.broker.dead.find([queue] if queue is not None else lookup_queues(app)[0],
+                                     [_raw(task_id)])
+        return 0 if found is None else app.broker.dead.purge(found[0], [task_id])
+    for name in [queue] if queue is not None else app.broker.dead.holding(
+            lookup_queues(app)[0]):
         while True:
             ids = app.broker.dead.ids(name, BULK_CHUNK)
             if not ids:
@@ -102,7 +114,7 @@ def find_dead(app: Operated, shown: str,
               queue: Optional[str] = None) -> Optional[Tuple[str, bytes]]:
     """The queue and the id, as Redis holds it, of the dead letter a person named
     ``shown``: as typed, or as ``dead list`` showed it escaped (``typed_back``)."""
-    return app.broker.dead.find([queue] if queue is not None else app_queues(app),
+    return app.broker.dead.find([queue] if queue is not None else lookup_queues(app)[0],
                                 typed_back(shown))
 
 

@@ -35,18 +35,30 @@ def app_queues(app: Operated) -> List[str]:
 SHOWN_OTHERS = 100
 
 
-def lookup_queues(app: Operated) -> List[str]:
-    """Every queue the app has used or declares, those it declares first (where a
-    task looked up by its id alone is likeliest), then the others by name."""
-    declared = app.worker_queues()
-    taken = set(declared)
-    return declared + [queue for queue in app.broker.queues.queue_names()
-                       if queue not in taken]
+#: Queues a lookup by id alone (inspect, dead show, requeue, purge) and the listing of
+#: dead letters ask beyond those the app declares: at most this many more from the
+#: app's queue registry (two round trips of ``FIND_BATCH``); how many it did not ask
+#: is said (``lookup_queues``).
+LOOKUP_OTHERS = 1000
+
+
+def lookup_queues(app: Operated) -> Tuple[List[str], int]:
+    """The queues a lookup by id alone asks: those the app declares first (where a task
+    is likeliest), then at most ``LOOKUP_OTHERS`` others of its queue registry, by
+    name; and how many more the registry holds, not asked."""
+    declared, rest = _declared_and_others(app)
+    return declared + rest[:LOOKUP_OTHERS], max(0, len(rest) - LOOKUP_OTHERS)
 
 
 def shown_queues(app: Operated, others: int = SHOWN_OTHERS) -> Tuple[List[str], int]:
     """The queues a listing shows, by name: those the app declares, and at most
     ``others`` more from the app's queue registry; and how many it leaves out."""
-    declared = set(app.worker_queues())
-    rest = [queue for queue in app.broker.queues.queue_names() if queue not in declared]
-    return sorted(declared | set(rest[:others])), max(0, len(rest) - others)
+    declared, rest = _declared_and_others(app)
+    return sorted(set(declared) | set(rest[:others])), max(0, len(rest) - others)
+
+
+def _declared_and_others(app: Operated) -> Tuple[List[str], List[str]]:
+    """The queues the app declares, and the others of its queue registry, by name."""
+    declared = app.worker_queues()
+    taken = set(declared)
+    return declared, [queue for queue in app.broker.queues.queue_names() if queue not in taken]

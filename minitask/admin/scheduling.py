@@ -1,7 +1,7 @@
 """Schedules added, removed and listed at run time, for every worker of the app."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigurationError
 from ..options import check_priority
@@ -55,6 +55,17 @@ def remove_schedule(app: Operated, name: str) -> bool:
 
 def schedules(app: Operated) -> List[Schedule]:
     """``Minitask.schedules``: every schedule of the app, by name."""
-    found = [schedule for queue in app_queues(app)
-             for schedule in app.broker.schedules.listing(queue)]
-    return sorted(found, key=lambda schedule: schedule.name)
+    return schedule_listing(app)[0]
+
+
+def schedule_listing(app: Operated) -> Tuple[List[Schedule], List[Dict[str, str]]]:
+    """Every schedule of the app, by name; and each schedule record that cannot be
+    listed (``minitask schedules`` shows them rather than hide them): its ``key``, its
+    ``field`` ("" when the whole key is unreadable) and the ``problem``."""
+    found: List[Schedule] = []
+    unreadable: List[Tuple[str, str, str]] = []
+    for queue in app_queues(app):
+        found += app.broker.schedules.listing(queue, unreadable)
+    return (sorted(found, key=lambda schedule: schedule.name),
+            [{"key": key, "field": field, "problem": problem}
+             for key, field, problem in unreadable])

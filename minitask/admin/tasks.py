@@ -61,13 +61,14 @@ def _plain(value: Any) -> Any:
 
 
 def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
-    """What Redis holds about a task; None when no queue of the app knows the id.
+    """What Redis holds about a task; None when no queue of the app knows the id (of
+    those ``lookup_queues`` asks: the declared ones and ``LOOKUP_OTHERS`` more).
 
     Raises:
         BrokerError: Redis could not be reached.
     """
     broker = app.broker
-    queue = broker.results.find_queue(task_id, lookup_queues(app))
+    queue = broker.results.find_queue(task_id, lookup_queues(app)[0])
     if queue is None:
         return None
     state, outcome_body = broker.results.state(queue, task_id)

@@ -5,8 +5,10 @@ import time
 from typing import Dict, List, Sequence
 
 from ..errors import ConfigurationError
-from ..stores.registry import SHUTDOWN
+from ..stores.registry import SHOWN_WORKERS, SHUTDOWN
 from .operated import Operated
+
+__all__ = ["LIVE_MS", "SHOWN_WORKERS", "live_workers", "shutdown", "unknown_workers"]
 
 #: A worker whose last heartbeat is older than this is not live.
 LIVE_MS = 60_000

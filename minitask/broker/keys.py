@@ -16,6 +16,8 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:cancelled    ZSET  id -> priority, of cancelled ids still in a ready list
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
+    minitask:{app:queue}:cancels_aside  STREAM  a cancels stream set aside, which held an
+                                            entry minitask did not write (kept to inspect)
     minitask:{app:queue}:recent       STREAM  the last outcomes (field ``e``: a packed entry),
                                             trimmed to ``recent_outcomes`` as written
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
@@ -210,8 +212,8 @@ def _is_unprintable_or_space(char: str) -> bool:
 
 #: The keys of a queue named by a word alone: the field ``delayed`` is ``<base>delayed``.
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "messages", "deliveries",
-          "retrying", "dead", "dead_info", "wake", "cancels", "recent", "flow", "flow_due",
-          "flow_dead", "flow_limiters", "flow_parked", "schedules", "ticks", "fired")
+          "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside", "recent", "flow",
+          "flow_due", "flow_dead", "flow_limiters", "flow_parked", "schedules", "ticks", "fired")
 
 
 @dataclass(frozen=True)
@@ -237,6 +239,8 @@ class QueueKeys:
     wake: str = field(init=False)
     #: Requests to stop running tasks, read by every worker of the queue.
     cancels: str = field(init=False)
+    #: A cancels stream set aside: it held an entry minitask did not write.
+    cancels_aside: str = field(init=False)
     #: The last outcomes of the queue's tasks, newest last, capped (stores/recent.py).
     recent: str = field(init=False)
     flow: str = field(init=False)

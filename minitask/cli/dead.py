@@ -5,7 +5,7 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import DeadTask, app_queues, dead_letter, find_dead
+from ..admin import LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, find_dead, lookup_queues
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
@@ -80,6 +80,7 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
         return 0
     if not letters:
         print("no dead letters")
+        _not_asked(app, args.queue)
         return 0
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
@@ -88,7 +89,17 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
               f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
               f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
+    _not_asked(app, args.queue)
     return 0
+
+
+def _not_asked(app: Minitask, queue: Optional[str]) -> None:
+    """Say how many queues of the registry a listing of every queue did not look at."""
+    not_asked = 0 if queue is not None else lookup_queues(app)[1]
+    if not_asked:
+        print(f"(of the queues the app declares and {LOOKUP_OTHERS} of its queue registry: "
+              f"{not_asked} more queue(s) in the registry were not looked at; --queue Q "
+              f"lists one)", file=sys.stderr)
 
 
 def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int:
@@ -97,6 +108,7 @@ def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int
     if dead is None:
         print(f"no dead letter has the id '{printable(shown)}' (minitask dead -A APP list "
               f"shows them)")
+        _not_asked(app, queue)
         return 1
     if as_json:
         emit_json(as_dict(dead))

@@ -6,7 +6,7 @@ import argparse
 import datetime as _dt
 from typing import Any, List, Optional
 
-from ..admin import TaskInfo, inspect
+from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
 from ..admin.activity import STATE_WORDS, Listing, recent, running, scheduled
 from ..admin.workflows import workflow
 from ..errors import ConfigurationError
@@ -63,14 +63,19 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
         info = inspect(app, task_id)
+        asked, not_asked = lookup_queues(app) if info is None else ([], 0)
     finally:
         app.close()
     if info is None:
         if args.json:
-            emit_json({"task_id": task_id, "status": "unknown"})
+            emit_json({"task_id": task_id, "status": "unknown", "queues_asked": len(asked),
+                       "queues_not_asked": not_asked})
         else:
             print(f"task {printable(task_id)}: unknown to app {app.name!r} (never enqueued on "
-                  f"this broker, or its result expired)")
+                  f"this broker, or its result expired)" + (
+                      f"; not found among the {len(asked)} queues looked at (the app's own "
+                      f"and {LOOKUP_OTHERS} of its queue registry): {not_asked} more queue(s) "
+                      f"in the registry were not" if not_asked else ""))
         return 1
     if args.json:
         emit_json(info.as_dict())

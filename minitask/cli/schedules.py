@@ -5,7 +5,9 @@ import argparse
 import json
 from typing import Any, Dict, List
 
+from ..admin import schedule_listing
 from ..periodic import describe
+from ..printable import printable
 from .options import add_app_options, load
 
 
@@ -19,13 +21,20 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
-        listed = describe(app.schedules())
+        found, unreadable = schedule_listing(app)
+        listed = describe(found)
     finally:
         app.close()
     if args.json:
-        print(json.dumps({"app": app.name, "schedules": listed}, indent=2, sort_keys=True))
+        print(json.dumps({"app": app.name, "schedules": listed, "unreadable": unreadable},
+                         indent=2, sort_keys=True))
     else:
-        print(_table(listed))
+        print(_table(listed) if listed or not unreadable else "no readable schedules")
+        for entry in unreadable:  # shown, not hidden: fix or delete them with redis-cli
+            where = f"field '{entry['field']}' of " if entry["field"] else ""
+            print(printable(f"unreadable schedule record: {where}key {entry['key']}: "
+                            f"{entry['problem']} (not fired; inspect it with redis-cli, then "
+                            f"fix or delete it)"))
     return 0
 
 

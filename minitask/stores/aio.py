@@ -343,8 +343,8 @@ class AsyncBroker:
         return body if done else None
 
     async def request_cancel(self, queue: str, task_id: str) -> bool:
-        return bool(await self.run(self.broker.cancels.request_call(queue, task_id),
-                                   f"ask to stop task {task_id}"))
+        return self.broker.cancels.posted(queue, await self.run(
+            self.broker.cancels.request_call(queue, task_id), f"ask to stop task {task_id}"))
 
     async def close(self) -> None:
         with self.errors("close the async connections"):

@@ -5,19 +5,27 @@ task is leased. Every worker of the queue blocks on the stream (XREAD), so the
 one that holds the task hears of it within a round trip, with no polling; the
 others skip ids they do not hold. A stopped attempt ends ``cancelled`` through
 ``end_cancelled.lua``, which writes nothing if the attempt finished first.
+
+Data minitask did not write: a stream key of another type leaves its queue out
+of the watch (said once, naming the key; looked at again every few seconds) and
+refuses requests naming it; an entry whose id is past any time minitask writes
+(the last id there is stops every later XADD) has its stream set aside to
+``cancels_aside`` by ``request_cancel.lua``, by the request or the watch that
+meets it first, and both carry on with a new stream.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import MAX_BLOCK_SECONDS
-from ..wire.message import Outcome
+from ..errors import BrokerError
+from ..wire.message import MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
-from .foreign import ignored, raise_refusals
+from .foreign import foreign, ignored, raise_refusals
 from .store import Store
 
 _SCRIPTS = ("request_cancel", "end_cancelled")
@@ -30,6 +38,15 @@ STREAM_LENGTH = 1000
 #: One request as a worker reads it: (queue, stream entry id, task id).
 Request = Tuple[str, str, str]
 
+#: request_cancel.lua's reply when it set the stream aside first.
+_SET_ASIDE = 2
+
+
+def _planted(entry_id: Any) -> bool:
+    """Whether a stream entry id is past any time minitask writes: not minitask's."""
+    ms = text(entry_id).partition("-")[0]
+    return not ms.isdigit() or int(ms) > MAX_MS
+
 
 class CancelStore(Store):
     """Requests to stop running tasks, and how a stopped attempt is recorded."""
@@ -41,12 +58,42 @@ class CancelStore(Store):
     def request_call(self, queue: str, task_id: str) -> ScriptCall:
         """The request as a script call (the async producer sends the same one)."""
         k = self.keys(queue)
-        return ("request_cancel", queue, (k.leases, k.cancels), (task_id, STREAM_LENGTH), 0)
+        return ("request_cancel", queue, (k.leases, k.cancels, k.cancels_aside),
+                (task_id, STREAM_LENGTH, MAX_MS), 0)
 
     def request(self, queue: str, task_id: str) -> bool:
         """Ask the worker holding ``task_id`` to stop it; False when it is not leased."""
-        return bool(self.transport.run_calls([self.request_call(queue, task_id)],
-                                             f"ask to stop task {task_id}")[0])
+        return self.posted(queue, self.transport.run_calls(
+            [self.request_call(queue, task_id)], f"ask to stop task {task_id}")[0])
+
+    def posted(self, queue: str, reply: Any) -> bool:
+        """What request_cancel.lua's ``reply`` means (the async producer's too), said
+        once when it set a stream aside."""
+        if reply == _SET_ASIDE:
+            self._said_set_aside(queue)
+        return bool(reply)
+
+    def _said_set_aside(self, queue: str) -> None:
+        k = self.keys(queue)
+        ignored(k.cancels, f"it held an entry whose id is past any time minitask writes; "
+                           f"the stream was set aside to {k.cancels_aside} and a new one "
+                           f"started (delete that one once inspected)")
+
+    def set_aside(self, queue: str) -> bool:
+        """Set aside the queue's stream, which holds an entry minitask did not write (a
+        watch read one); False, said once, when that is refused (the key named)."""
+        call = self.request_call(queue, "")
+        try:
+            reply = self.transport.run_calls([call], "set aside the cancel requests")[0]
+        except BrokerError as exc:
+            if not foreign(exc):
+                raise
+            ignored(self.keys(queue).cancels, f"{exc}; running tasks of queue {queue!r} "
+                                              f"cannot be stopped on request until it is "
+                                              f"fixed")
+            return False
+        self.posted(queue, reply)
+        return True
 
     # -- the worker side -----------------------------------------------------------
 
@@ -70,10 +117,13 @@ class CancelStore(Store):
             return [[queue] for queue in queues]
         return [list(queues)]
 
-    def positions(self, queues: Sequence[str]) -> Dict[str, str]:
-        """Where each queue's stream ends now: requests after these are new. A queue
-        whose stream key holds another type (no minitask wrote it) is left out, said
-        once: one such key must not stop the watch of every other queue."""
+    def positions(self, queues: Sequence[str],
+                  seen: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+        """Where each queue's stream ends now: requests after these are new; or, for a
+        queue in ``seen`` (watched before it was left out), where the watch had read
+        to, so that requests posted while it was left out are heard. A queue whose
+        stream key holds another type (no minitask wrote it) is left out, said once:
+        one such key must not stop the watch of every other queue."""
         found: Dict[str, str] = {}
         with self.transport.errors("read the cancel requests"):
             pipe = self.transport.client.pipeline(transaction=False)
@@ -87,7 +137,14 @@ class CancelStore(Store):
                                                   f"tasks of queue {queue!r} cannot be "
                                                   f"stopped on request until it is fixed")
                 continue
-            found[queue] = text(last[0][0]) if last else "0-0"
+            if last and _planted(last[0][0]):
+                if not self.set_aside(queue):
+                    continue
+                found[queue] = "0-0"  # a new stream
+            elif seen and queue in seen:
+                found[queue] = seen[queue]
+            else:
+                found[queue] = text(last[0][0]) if last else "0-0"
         return found
 
     def wake(self, queues: Sequence[str]) -> None:
@@ -101,16 +158,22 @@ class CancelStore(Store):
     def watch(self, positions: Dict[str, str],
               timeout: float = MAX_BLOCK_SECONDS) -> List[Request]:
         """Block until requests follow ``positions`` (updated in place), or ``timeout``
-        seconds pass; the requests, oldest first per queue."""
+        seconds pass (at most MAX_BLOCK_SECONDS); the requests, oldest first per queue."""
         by_key = {self.keys(queue).cancels: queue for queue in positions}
         streams: Dict[Any, Any] = {key: positions[queue] for key, queue in by_key.items()}
+        block_ms = max(1, int(min(timeout, MAX_BLOCK_SECONDS) * 1000))
         with self.transport.errors("wait for cancel requests"):
-            reply: Any = self.transport.client.xread(streams,
-                                                     block=max(1, int(timeout * 1000)))
+            reply: Any = self.transport.client.xread(streams, block=block_ms)
         found: List[Request] = []
         for key, entries in reply or []:
             queue = by_key[text(key)]
             for entry_id, fields in entries:
+                if _planted(entry_id):  # nothing can follow it: start a new stream
+                    if self.set_aside(queue):
+                        positions[queue] = "0-0"
+                    else:  # left out until it is fixed (the watch looks again)
+                        del positions[queue]
+                    break
                 positions[queue] = text(entry_id)
                 task_id = fields.get(b"id") if isinstance(fields, dict) else None
                 if task_id is not None:

@@ -2,9 +2,11 @@
 the orders list each worker listens on (``minitask shutdown``)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+from ..errors import BrokerError
 from ..printable import printable
+from ..wire.message import MAX_MS
 from .foreign import ignored, name_of, raise_refusals, text_of, whole
 from .store import Store
 
@@ -14,9 +16,18 @@ SHUTDOWN = "shutdown"
 WAKE = "wake"
 #: Orders left for a worker that never reads them (it died) expire after this.
 ORDER_TTL_MS = 60_000
+#: Live workers a listing shows at most (``minitask status``, the dashboard), those
+#: that beat last first: the rest are counted, "N more not shown".
+SHOWN_WORKERS = 500
+#: Workers' records read in one round trip.
+RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
 _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms",
                      "recycled"})
+#: The furthest a worker's clock can be from Redis's (ms, either way), in a record's
+#: ``clock_skew_ms``: both lie between 1970 and the year 9999 (MAX_MS). Any other value
+#: (text, non-finite, fractional, further) was not written by a worker: left out.
+MAX_SKEW_MS = MAX_MS
 
 
 class WorkerRegistry(Store):
@@ -43,32 +54,50 @@ class WorkerRegistry(Store):
             pipe.delete(self.app_keys.worker(worker))
             pipe.execute()
 
-    def live(self, now_ms: int, live_ms: int) -> List[Dict[str, str]]:
+    def live(self, now_ms: int, live_ms: int,
+             limit: Optional[int] = SHOWN_WORKERS) -> List[Dict[str, str]]:
         """Workers whose last heartbeat is at most ``live_ms`` old, each a dict of its
         record with its ``id`` (what keys it) and ``name`` (``--name``, else the id);
-        older ones are pruned."""
+        older ones are pruned. At most ``limit`` of them (see ``listing``)."""
+        return self.listing(now_ms, live_ms, limit)[0]
+
+    def listing(self, now_ms: int, live_ms: int, limit: Optional[int] = SHOWN_WORKERS
+                ) -> Tuple[List[Dict[str, str]], int]:
+        """The live workers (as ``live``), at most ``limit`` (None: all), those that beat
+        last first; and how many more live ones there are, not listed. The registry is
+        a sorted set anyone with Redis access can fill: what a listing costs stays the
+        same with 10 members or 20,000."""
         client = self.transport.client
+        lowest, highest = now_ms - live_ms, "+inf"  # a beat ahead: a clock ahead, listed
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
-            pipe.zremrangebyscore(self.app_keys.workers, "-inf", now_ms - live_ms)
-            pipe.zrange(self.app_keys.workers, 0, -1)
-            pruned, members = pipe.execute(raise_on_error=False)
-            raise_refusals([pruned, members])
+            pipe.zremrangebyscore(self.app_keys.workers, "-inf", f"({lowest}")
+            pipe.zrevrangebyscore(self.app_keys.workers, highest, lowest,
+                                  start=0 if limit is not None else None, num=limit)
+            pipe.zcount(self.app_keys.workers, lowest, highest)
+            pruned, members, live = pipe.execute(raise_on_error=False)
+            raise_refusals([pruned, members, live])
             if isinstance(members, Exception):  # another type: no worker can be listed
                 ignored(self.app_keys.workers, f"it holds another type than a sorted set "
                                                f"({members})")
-                return []
+                return [], 0
             names = []
-            for member in members:
+            for member in reversed(members):  # the longest silent first, as a ZRANGE lists
                 name = name_of(member, "worker")
                 if name is None:
                     ignored(self.app_keys.workers, f"{printable(member)!r} is no worker name")
                 else:
                     names.append(name)
-            pipe = client.pipeline(transaction=False)
-            for name in names:
-                pipe.hgetall(self.app_keys.worker(name))
-            records = pipe.execute(raise_on_error=False) if names else []
+            records: List[Any] = []
+            for start in range(0, len(names), RECORD_BATCH):
+                pipe = client.pipeline(transaction=False)
+                for name in names[start:start + RECORD_BATCH]:
+                    pipe.hgetall(self.app_keys.worker(name))
+                records += pipe.execute(raise_on_error=False)
+        return self._records(names, records), max(0, int(live) - len(members))
+
+    def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
+        """The workers' records read, each field checked (``live``)."""
         found = []
         for name, record in zip(names, records):
             key = self.app_keys.worker(name)
@@ -84,6 +113,11 @@ class WorkerRegistry(Store):
                 if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
                     ignored(key, f"{field_text} {printable(value_text)!r} is no count")
                     continue
+                if (field_text == "clock_skew_ms"
+                        and whole(value_text, -MAX_SKEW_MS, MAX_SKEW_MS) is None):
+                    ignored(key, f"clock_skew_ms {printable(value_text)!r} is no clock skew "
+                                 f"(a whole number of ms, at most {MAX_SKEW_MS} either way)")
+                    continue
                 info[field_text] = value_text
             if info:
                 # the worker's id keys its record and its orders; its name (--name) is
@@ -97,23 +131,51 @@ class WorkerRegistry(Store):
     # -- orders ------------------------------------------------------------------
 
     def send_order(self, worker: str, order: str) -> None:
-        """Leave an order on a worker's list, where its listener is blocked waiting."""
+        """Leave an order on a worker's list, where its listener is blocked waiting.
+
+        Raises:
+            BrokerError: Redis could not be reached, or the list is a key of another
+                type (named, with what to do; nothing was changed).
+        """
         key = self.app_keys.control(worker)
         with self.transport.errors(f"send {order!r} to worker {worker}"):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.rpush(key, order)
             pipe.pexpire(key, ORDER_TTL_MS)
-            pipe.execute()
+            pushed, _ = pipe.execute(raise_on_error=False)
+            raise_refusals([pushed])
+        if isinstance(pushed, Exception):
+            raise BrokerError(f"could not send {order!r} to worker {printable(worker)}: "
+                              f"{_orders_problem(key)}; until then stop it with SIGTERM on "
+                              f"its host", reason="wrong type")
 
     def next_order(self, worker: str, timeout: float) -> Optional[str]:
         """Block until an order for ``worker`` arrives (at most ``timeout`` seconds,
-        whole seconds on the server); None when none came."""
+        whole seconds on the server); None when none came.
+
+        Raises:
+            BrokerError: Redis could not be reached; or (``reason`` "wrong type") the
+                list is a key of another type, said once, naming it.
+        """
         key = self.app_keys.control(worker)
-        with self.transport.errors("wait for orders"):
-            reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
+        try:
+            with self.transport.errors("wait for orders"):
+                reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
+        except BrokerError as exc:
+            if exc.reason == "wrong type":
+                ignored(key, f"{_orders_problem(key)}; minitask shutdown cannot reach worker "
+                             f"{printable(worker)} until then")
+            raise
         if reply is None:
             return None
         # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:
         # it must not end the listener, or ``minitask shutdown`` would reach no one
         order = reply[1]
         return order.decode("utf-8", "backslashreplace") if isinstance(order, bytes) else order
+
+
+def _orders_problem(key: str) -> str:
+    """What is wrong with a worker's orders list of another type, and what to do."""
+    return (f"minitask key {key} (the worker's orders list, which minitask shutdown pushes "
+            f"to) holds another type than a list: data minitask did not write; inspect it "
+            f"with redis-cli, then delete it (nothing was changed)")

@@ -27,6 +27,9 @@ _SCRIPTS = ("schedule_save", "schedule_remove")
 #: A run to enqueue: (tick in ms, task id, encoded message, priority).
 Run = Tuple[int, str, bytes, int]
 
+#: A schedule record that cannot be listed: (key, field or "", the problem).
+Unreadable = Tuple[str, str, str]
+
 
 @dataclass(frozen=True)
 class Armed:
@@ -107,9 +110,12 @@ class ScheduleStore(Store):
             found[queue] = entries
         return found
 
-    def listing(self, queue: str) -> List[Schedule]:
+    def listing(self, queue: str,
+                unreadable: Optional[List[Unreadable]] = None) -> List[Schedule]:
         """The schedules of ``queue``, with their next and last tick times (read as
-        ``armed`` reads them: a tick or a time that is no time is shown as none)."""
+        ``armed`` reads them: a tick or a time that is no time is shown as none).
+        Records that cannot be listed (a field that is no schedule name, a record
+        this minitask cannot read, a key of another type) go in ``unreadable``."""
         k = self.keys(queue)
         with self.transport.errors(f"list the schedules of queue {queue!r}"):
             pipe = self.transport.client.pipeline(transaction=False)
@@ -123,10 +129,14 @@ class ScheduleStore(Store):
             if field.startswith("at:"):
                 last_ms[field[3:]] = whole(value)
         found = []
-        for name, record in sorted(_hash(k.schedules, records).items()):
-            schedule = _readable(record, name)
-            if schedule is not None:
-                found.append(with_times(schedule, next_ms.get(name), last_ms.get(name)))
+        for name, record in sorted(_hash(k.schedules, records, unreadable).items()):
+            try:
+                schedule = _read(record, name)
+            except DecodeError as exc:
+                if unreadable is not None:
+                    unreadable.append((k.schedules, name, str(exc)))
+                continue
+            found.append(with_times(schedule, next_ms.get(name), last_ms.get(name)))
         return found
 
     # -- firing ------------------------------------------------------------------
@@ -164,22 +174,28 @@ class ScheduleStore(Store):
                      text_of(problem[0]) or "" if problem else "")
 
 
-def _hash(key: str, reply: Any) -> Dict[str, bytes]:
+def _hash(key: str, reply: Any,
+          unreadable: Optional[List[Unreadable]] = None) -> Dict[str, bytes]:
     """A HGETALL reply by field name: a key of another type counts as empty, a
     field that is not UTF-8 or holds a control character is left out (each warned
-    about once)."""
+    about once, and added to ``unreadable`` if given)."""
+    def leave_out(field: str, problem: str) -> None:
+        ignored(key, f"field '{field}' {problem}" if field else problem)
+        if unreadable is not None:
+            unreadable.append((key, field, problem))
+
     if isinstance(reply, Exception):
-        ignored(key, f"it holds another type than a hash ({reply})")
+        leave_out("", f"it holds another type than a hash ({reply})")
         return {}
     found = {}
     for field, value in reply.items():
         name = text_of(field)
         if name is None:
-            ignored(key, f"field {printable(field)!r} is not UTF-8")
+            leave_out(printable(field), "is not UTF-8")
         elif not name or unprintable(name) is not None:
             # no schedule minitask writes has such a name, and a run's task id made of
             # it would be dead-lettered at every tick
-            ignored(key, f"field {printable(name)!r} is no schedule name")
+            leave_out(printable(name), "is no schedule name")
         else:
             found[name] = value
     return found
@@ -201,12 +217,21 @@ def _ticks(key: str, reply: Any) -> Dict[str, float]:
 
 
 def _readable(record: bytes, name: str) -> Optional[Schedule]:
-    """The schedule of a record, under ``name``, the field it is stored, armed and
-    fired under (a record whose own name differs was not written there by minitask);
-    None for one this minitask cannot read (written by a newer version, or damaged):
-    it is listed nowhere and never fired."""
+    """The schedule of a record (``_read``); None for one this minitask cannot read
+    (written by a newer version, or damaged): it is never fired, and listed as
+    unreadable."""
     try:
-        schedule = from_record(record)
+        return _read(record, name)
     except DecodeError:
         return None
+
+
+def _read(record: bytes, name: str) -> Schedule:
+    """The schedule of a record, under ``name``, the field it is stored, armed and
+    fired under (a record whose own name differs was not written there by minitask).
+
+    Raises:
+        DecodeError: a record this minitask cannot read, saying why.
+    """
+    schedule = from_record(record)
     return schedule if schedule.name == name else dataclasses.replace(schedule, name=name)

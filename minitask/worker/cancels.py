@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Callable, Dict, List, Optional, Set
 
 from ..errors import BrokerError
@@ -166,22 +167,31 @@ class CancelWatch:
     def _loop(self, queues: List[str]) -> None:
         backoff = Backoff("wait for cancel requests")
         store = self._host.broker.cancels
-        positions: Optional[Dict[str, str]] = None
+        positions: Dict[str, str] = {}
+        seen: Dict[str, str] = {}  # where each queue was read to, left out since or not
+        look_again = 0.0  # when to read the positions of the queues left out
         try:
             while not self._stop.is_set():
                 try:
-                    if positions is None:
-                        positions = store.positions(queues)
+                    if len(positions) < len(queues) and time.monotonic() >= look_again:
+                        # a stream of another type is left out (said once, naming it),
+                        # looked at again every MAX_WAIT s: fixed, it is watched again
+                        positions.update(store.positions(
+                            [queue for queue in queues if queue not in positions], seen))
+                        look_again = time.monotonic() + MAX_WAIT
                     if not positions:  # every stream holds another type: look again later
                         self._stop.wait(MAX_WAIT)
-                        positions = None
                         continue
-                    requests = store.watch(positions)
+                    requests = store.watch(positions, timeout=_watch_timeout(
+                        len(positions) < len(queues), look_again))
+                    seen.update(positions)
                 except BrokerError as exc:
                     if self._stop.is_set():
                         return  # the worker closed its connections as it stopped
-                    if foreign(exc):  # a stream turned into another type: read them again,
-                        positions = None  # leaving that one out
+                    if foreign(exc):  # a stream turned into another type: data, not an
+                        positions = {}  # outage; reading them again leaves it out, named
+                        look_again = 0.0
+                        continue
                     self._stop.wait(backoff.failed(exc))
                     continue
                 except Exception:  # a bug of ours must not end the watch
@@ -198,3 +208,9 @@ class CancelWatch:
                     self._board.forget_early(held)
         finally:
             backoff.gave_up()  # it no longer rides an outage
+
+
+def _watch_timeout(some_left_out: bool, look_again: float) -> float:
+    """How long one wait for requests blocks at most: until the queues left out are
+    looked at again, if any are (the store caps it at its longest wait)."""
+    return max(0.001, look_again - time.monotonic()) if some_left_out else MAX_WAIT

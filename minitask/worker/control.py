@@ -13,6 +13,7 @@ import threading
 from typing import Callable, Optional
 
 from ..errors import BrokerError
+from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
 from .outages import Backoff
 
@@ -63,6 +64,9 @@ class Orders:
                 except BrokerError as exc:
                     if self._ended.is_set():
                         return
+                    if foreign(exc):  # its list holds another type: data, said once by
+                        self._ended.wait(WAIT)  # the registry naming it, not an outage
+                        continue
                     self._ended.wait(backoff.failed(exc))
                     continue
                 backoff.succeeded()

@@ -1,8 +1,9 @@
 """The app's queue registry (a set anyone with Redis access can fill) bounds no
 listing by itself: status, the dashboard's pages and /api/queues show the queues the
 app declares and at most SHOWN_OTHERS more, saying how many they leave out; /metrics
-has series only of the queues the app declares; a lookup by id alone still finds a
-task in any queue of the registry, the declared ones asked first."""
+has series only of the queues the app declares; a lookup by id alone (and the
+listing of dead letters) asks the declared queues first, then at most LOOKUP_OTHERS
+of the registry, and says how many it did not ask."""
 from __future__ import annotations
 
 import io
@@ -13,7 +14,8 @@ import pytest
 import redis
 
 from minitask import Minitask
-from minitask.admin import SHOWN_OTHERS, inspect, shown_queues
+from minitask.admin import LOOKUP_OTHERS, SHOWN_OTHERS, inspect, lookup_queues, shown_queues
+from minitask.cli.main import main
 from minitask.broker.keys import AppKeys
 from minitask.dashboard.web import Dashboard
 
@@ -67,35 +69,59 @@ def test_metrics_have_series_only_of_the_declared_queues(shop: Minitask) -> None
     assert 'minitask_queue_tasks{queue="mail",state="ready"}' in text
 
 
-def test_a_task_in_any_registered_queue_is_still_found_by_its_id(
-        shop: Minitask, make_app: Callable[..., Minitask]) -> None:
-    """The last queue of the registry, asked in the last batch; and a declared one."""
+def test_a_lookup_by_id_asks_the_declared_queues_and_a_bounded_number_of_others(
+        shop: Minitask, make_app: Callable[..., Minitask], capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last queue asked, in the last batch, and a declared one are found; one
+    past the bound is not, and the CLI says how many queues it did not ask (20,000
+    planted names made 40 round trips of it)."""
     other = make_app("shop")  # the same app name: another process that declares more
+    last_asked, not_asked = f"planted{LOOKUP_OTHERS - 1:05d}", f"planted{PLANTED - 1:05d}"
 
-    @other.task(queue=f"planted{PLANTED - 1:05d}")
+    @other.task(queue=last_asked)
     def late(n: int) -> int:
+        return n
+
+    @other.task(queue=not_asked)
+    def later(n: int) -> int:
         return n
 
     @other.task(queue="mail", name="send")
     def send(n: int) -> int:
         return n
 
-    far, near = late.delay(1), send.delay(2)
-    assert (inspect(shop, far.id) or pytest.fail("not found")).queue == f"planted{PLANTED - 1:05d}"
+    far, near, beyond = late.delay(1), send.delay(2), later.delay(3)
+    assert (inspect(shop, far.id) or pytest.fail("not found")).queue == last_asked
     assert (inspect(shop, near.id) or pytest.fail("not found")).queue == "mail"
     assert inspect(shop, "no-such-task") is None
+    assert inspect(shop, beyond.id) is None
+    asked, left = lookup_queues(shop)
+    assert asked[:2] == ["default", "mail"] and len(asked) == 2 + LOOKUP_OTHERS
+    assert left == PLANTED - LOOKUP_OTHERS
+    monkeypatch.setattr("minitask.cli.inspect.load", lambda _app: shop)
+    assert main(["inspect", "-A", "shop", "no-such-task"]) == 1
+    said = capsys.readouterr().out
+    assert f"not found among the {2 + LOOKUP_OTHERS} queues looked at" in said, said
+    assert f"{PLANTED - LOOKUP_OTHERS} more queue(s)" in said, said
 
 
-def test_dead_letters_of_a_registered_queue_are_listed(
-        shop: Minitask, make_app: Callable[..., Minitask]) -> None:
+def test_dead_letters_of_a_registered_queue_are_listed_up_to_the_bound(
+        shop: Minitask, make_app: Callable[..., Minitask],
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     other = make_app("shop")
 
-    @other.task(queue="planted12345", retries=0)
+    @other.task(queue="planted00123", retries=0)
     def boom() -> None:
         raise ValueError("boom")
 
     handle = boom.delay()
-    worker = other.worker(queues=["planted12345"], burst=True)
+    worker = other.worker(queues=["planted00123"], burst=True)
     while worker.run_once():
         pass
     assert [letter.task_id for letter in shop.dead_letters()] == [handle.id]
+    assert shop.requeue_dead(handle.id) is True
+    monkeypatch.setattr("minitask.cli.dead.load", lambda _app: shop)
+    monkeypatch.setattr(shop, "close", lambda: None)
+    assert main(["dead", "-A", "shop", "list"]) == 0
+    said = capsys.readouterr().err
+    assert f"{PLANTED - LOOKUP_OTHERS} more queue(s) in the registry were not looked at" in said

@@ -1,12 +1,51 @@
 -- request_cancel: ask the worker running a task to stop it (cancel(running=True)).
 -- KEYS[1] leases (ZSET)   KEYS[2] cancels (STREAM)
--- ARGV[1] id   ARGV[2] entries kept in the stream, about (MAXLEN ~)
+-- KEYS[3] cancels_aside (STREAM): where a stream holding an entry minitask did not
+-- write is set aside, under the same hash tag
+-- ARGV[1] id ('': post nothing, only set a stream aside as below: a worker's
+-- cancel watch asks that when it reads such an entry)
+-- ARGV[2] entries kept in the stream, about (MAXLEN ~)
+-- ARGV[3] the latest time (ms) an id of minitask's entries can hold (message.MAX_MS)
 -- Returns: 1 when the task is leased (running, or prefetched) and the request
 -- was posted, 0 when it is not (finished, queued, scheduled, dead or unknown:
--- the caller cancels those with cancel.lua).
+-- the caller cancels those with cancel.lua); 2 when it was posted after the
+-- stream was set aside. With ARGV[1] '': 2 when set aside, 1 when not needed.
 -- Every worker of the queue blocks on the stream (XREAD), so the one holding
 -- the lease hears of it at once; others ignore ids they do not hold.
+--
+-- Data minitask did not write: minitask's entries take their ids from Redis's
+-- clock. One past ARGV[3] was planted (an id of 18446744073709551615-18446744073709551615
+-- is the last there is: no XADD can follow it, and a watch waiting after it
+-- hears nothing), so the stream is renamed to KEYS[3], kept for inspection, and
+-- the request starts a new one (the watches, told by the same entry, start over).
+-- Refused with nothing changed, naming the key: a stream key of another type, or
+-- KEYS[3] held already (a stream set aside earlier that nobody inspected yet).
 local id = ARGV[1]
-if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', tonumber(ARGV[2]), '*', 'id', id)
-return 1
+if id ~= '' and not redis.call('ZSCORE', KEYS[1], id) then return 0 end
+local g = guards()
+local last = g.must('stream', 'XREVRANGE', KEYS[2], '+', '-', 'COUNT', 1)[1]
+local planted = last and (tonumber(string.match(last[1], '^(%d+)%-')) or 0) > tonumber(ARGV[3])
+
+local function set_aside()
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    error('minitask key ' .. KEYS[2] .. ' holds an entry minitask did not write (an id ' ..
+          'past any time minitask writes) and cannot be set aside: ' .. KEYS[3] ..
+          ' holds one set aside earlier; inspect that with redis-cli, then delete it; ' ..
+          'nothing was changed', 0)
+  end
+  redis.call('RENAME', KEYS[2], KEYS[3])
+end
+
+if planted then set_aside() end
+if id == '' then return planted and 2 or 1 end
+local reply = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', tonumber(ARGV[2]), '*', 'id', id)
+if type(reply) == 'table' and reply.err then
+  -- the last id was taken by an entry deleted since: the stream can take no more
+  if planted or not string.find(tostring(reply.err), 'last possible ID', 1, true) then
+    error(reply.err, 0)
+  end
+  set_aside()
+  planted = true
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', tonumber(ARGV[2]), '*', 'id', id)
+end
+return planted and 2 or 1
