@@ -37,7 +37,8 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
         BrokerError: Redis could not be reached.
     """
     broker = app.broker
-    record = broker.workflows.plan_record(workflow_id, lookup_queues(app))
+    queues, _ = lookup_queues(app)
+    record = broker.workflows.plan_record(workflow_id, queues)
     if record is None:
         return None
     root = tree(record)
