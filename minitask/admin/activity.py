@@ -29,6 +29,8 @@ ARGS_CHARS = 80
 #: ``--state`` words a recent listing takes: each state, and ``failed`` for both
 #: kinds of failure (retried and dead).
 STATE_WORDS = STATES + ("failed",)
+#: The most tasks a listing returns (``limit``): as many as a queue's record can hold.
+LIMIT_MOST = MAX_LENGTH
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = 40
@@ -113,7 +115,8 @@ def running(app: Operated, queues: Optional[Sequence[str]] = None, *,
             tasks of each queue.
 
     Raises:
-        ConfigurationError: a queue the app does not have, or a limit below 1.
+        ConfigurationError: a queue the app does not have, or a limit that is not
+            from 1 to LIMIT_MOST.
         BrokerError: Redis could not be reached.
     """
     return _listed(app, "leases", queues, task, limit)
@@ -143,7 +146,8 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
             records is searched.
 
     Raises:
-        ConfigurationError: an unknown state or queue, or a limit below 1.
+        ConfigurationError: an unknown state or queue, or a limit that is not from 1
+            to LIMIT_MOST.
         BrokerError: Redis could not be reached.
     """
     if state is not None and state not in STATE_WORDS:
@@ -198,8 +202,9 @@ def _listed_task(app: Operated, queue: str, which: str, task_id: str, at_ms: Opt
 
 
 def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[str]:
-    if type(limit) is not int or limit < 1:
-        raise ConfigurationError(f"limit must be a whole number of at least 1, got {limit!r}")
+    if type(limit) is not int or not 1 <= limit <= LIMIT_MOST:
+        raise ConfigurationError(f"limit must be a whole number from 1 to {LIMIT_MOST:,}, "
+                                 f"got {limit!r}")
     if queues is None:  # bounded as status and the dashboard's pages are
         return shown_queues(app)[0]
     known = app_queues(app)

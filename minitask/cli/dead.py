@@ -9,7 +9,8 @@ from ..admin import DeadTask, app_queues, dead_letter, find_dead
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import add_app_options, add_yes, confirmed, emit_json, load, takes_words
+from .options import (add_app_options, add_yes, confirmed, emit_json, load, takes_words,
+                      unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
 USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
@@ -31,8 +32,11 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.words or args.words[0] not in ACTIONS:
+    if not args.words:
         raise ConfigurationError(f"name an action: {', '.join(ACTIONS)} (usage: {USAGE})")
+    if args.words[0] not in ACTIONS:
+        raise ConfigurationError(unknown_word("action", args.words[0], ACTIONS,
+                                              f"; usage: {USAGE}"))
     action, ids = args.words[0], args.words[1:]
     app = load(args.app)
     try:

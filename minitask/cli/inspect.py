@@ -7,10 +7,11 @@ import datetime as _dt
 from typing import Any, List, Optional
 
 from ..admin import TaskInfo, inspect
-from ..admin.activity import STATE_WORDS, Listing, recent, running, scheduled
+from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import add_app_options, emit_json, load, takes_words
+from .options import (Bounded, add_app_options, close_word, emit_json, load, takes_words,
+                      unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent) "
          "[--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
@@ -37,8 +38,8 @@ def register(commands: Any) -> None:
                         help="only tasks of this name, or of names matching a glob (a.*)")
     parser.add_argument("--state", default=None, choices=STATE_WORDS,
                         help="recent only: this outcome (failed: retried or dead)")
-    parser.add_argument("--limit", type=int, default=50, metavar="N",
-                        help="list at most N tasks (default 50)")
+    parser.add_argument("--limit", type=Bounded(1, LIMIT_MOST), default=50, metavar="N",
+                        help=f"list at most N tasks (default 50, at most {LIMIT_MOST:,})")
     parser.add_argument("--json", action="store_true", help="print JSON")
     takes_words(parser)
     parser.set_defaults(command=run)
@@ -51,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
                                  f"(usage: {USAGE})")
     if args.task_id is None and words[0] in LISTINGS:
         return _list(args, words[0])
+    if args.task_id is None and close_word(words[0], LISTINGS):  # ids are 22 characters
+        raise ConfigurationError(unknown_word("listing", words[0], LISTINGS,
+                                              "; an id that looks like one goes after --id"))
     if args.state is not None or args.task is not None or args.queue is not None:
         raise ConfigurationError(f"--queue, --task and --state filter a list "
                                  f"({', '.join(LISTINGS)}), not one task by its id")
