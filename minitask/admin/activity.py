@@ -17,8 +17,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DecodeError
 from ..stores.admin import PEEK_MOST as PEEK_MOST  # noqa: F401 (the dashboard's bound)
+from ..stores.admin import Peeked
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
-from ..wire.message import Progress, to_seconds
+from ..wire.message import MAX_SECONDS, Progress, to_seconds
 from ..wire.serializer import decode_message
 from .operated import Operated, app_queues, shown_queues
 
@@ -51,8 +52,12 @@ class ListedTask:
         attempt: the attempt it is on (0: unknown).
         deliveries: hand-overs of the current attempt so far.
         priority: its priority (None: unknown).
-        at: its lease deadline (running) or when it is due (scheduled).
+        at: its lease deadline (running) or when it is due (scheduled); None
+            when Redis holds no time minitask writes (``unreadable`` says why).
         enqueued_at: when it was sent.
+        unreadable: '' or why ``at`` cannot be read: a score that is no time
+            (inf, 1.5), or a lease deadline further ahead than any lease is
+            taken for (MAX_SECONDS), naming the key.
     """
 
     task_id: str
@@ -65,6 +70,7 @@ class ListedTask:
     priority: Optional[int]
     at: Optional[_dt.datetime]
     enqueued_at: Optional[_dt.datetime]
+    unreadable: str = ""
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: times as ISO 8601."""
@@ -178,8 +184,7 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
         held, peeked = app.broker.admin.peek(queue, which, count)
         total += held
         for item in peeked:
-            listed = _listed_task(app, queue, which, item.task_id, item.at_ms, item.body,
-                                  item.deliveries)
+            listed = _listed_task(app, queue, which, item)
             if task is None or _matches(listed.name, task):
                 found.append(listed)
     far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
@@ -187,18 +192,31 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
     return Listing(found[:limit], total)
 
 
-def _listed_task(app: Operated, queue: str, which: str, task_id: str, at_ms: Optional[int],
-                 body: Optional[bytes], deliveries: int) -> ListedTask:
+def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedTask:
     state = "running" if which == "leases" else "scheduled"
+    at_ms, unreadable = item.at_ms, item.unreadable
+    if which == "leases":
+        far = lease_too_far(app, queue, item.task_id, at_ms)
+        at_ms, unreadable = (None, far) if far else (at_ms, unreadable)
     try:
-        message = decode_message(body or b"")
+        message = decode_message(item.body or b"")
     except DecodeError:
-        return ListedTask(task_id, queue, state, "?", "", 0, deliveries, None, _utc(at_ms),
-                          None)
-    return ListedTask(task_id, queue, state, message.task,
+        return ListedTask(item.task_id, queue, state, "?", "", 0, item.deliveries, None,
+                          _utc(at_ms), None, unreadable)
+    return ListedTask(item.task_id, queue, state, message.task,
                       args_text(app, message.task, message.args, message.kwargs),
-                      message.attempt, deliveries, message.priority, _utc(at_ms),
-                      _utc(message.enqueued_at_ms))
+                      message.attempt, item.deliveries, message.priority, _utc(at_ms),
+                      _utc(message.enqueued_at_ms), unreadable)
+
+
+def lease_too_far(app: Operated, queue: str, task_id: str, at_ms: Optional[int]) -> str:
+    """Why a lease deadline is no lease a worker took ('' when it may be one): further
+    ahead of the app's clock than the longest ``visibility_timeout`` (MAX_SECONDS)."""
+    if at_ms is None or at_ms <= app.clock.now_ms() + MAX_SECONDS * 1000:
+        return ""
+    key = app.broker.admin.keys(queue).leases
+    return (f"its lease deadline in key {key} is {_utc(at_ms):%Y-%m-%d}, further ahead than "
+            f"any lease is taken for: unreadable")
 
 
 def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[str]:

@@ -123,10 +123,14 @@ def _table(which: str, listing: Listing, now: _dt.datetime) -> List[str]:
     label = "lease until" if which == "running" else "due"
     lines = [f"{label:<22} {'queue':<12} {'task id':<24} {'task':<26} {'attempt':>7}  args"]
     for item in listing.tasks:
+        when = "unreadable (below)" if item.unreadable else _when(item.at, now)
         lines.append(printable(
-            f"{_when(item.at, now):<22} {item.queue:<12} {item.task_id:<24} {item.name:<26} "
+            f"{when:<22} {item.queue:<12} {item.task_id:<24} {item.name:<26} "
             f"{item.attempt or '':>7}  {item.args}"))
     lines.append(f"\n{len(listing.tasks)} shown of {listing.total} {which}")
+    lines += [printable(f"task {item.task_id}: {item.unreadable} (data minitask did not "
+                        f"write: inspect it with redis-cli, then fix or delete it)")
+              for item in listing.tasks if item.unreadable]
     return lines
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Dict, List, Optional
 
-from ..admin import all_queue_counts, inspect, live_workers, shown_queues
+from ..admin import all_queue_counts, find_dead, inspect, live_workers, shown_queues
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..app import Minitask
@@ -162,6 +162,16 @@ def schedules(app: Minitask) -> Dict[str, Any]:
                       "cron": schedule.cron, "every": schedule.every, "tz": schedule.tz,
                       "next_at": _iso_dt(schedule.next_at), "last_at": _iso_dt(schedule.last_at)})
     return {"app": app.name, "schedules": found}
+
+
+def dead_id(app: Minitask, shown: str) -> str:
+    """The id of the dead letter a page showed as ``shown`` (escaped by ``printable``),
+    as Redis holds it; ``shown`` itself when none has it (or it is not UTF-8)."""
+    found = find_dead(app, shown) if shown else None
+    try:
+        return shown if found is None else found[1].decode("utf-8")
+    except UnicodeDecodeError:
+        return shown
 
 
 def _int(value: Optional[str], default: int) -> int:

@@ -29,6 +29,7 @@ class Peeked:
     at_ms: Optional[int]           # its lease deadline or due time (None: not minitask's)
     body: Optional[bytes]          # its message, if still there
     deliveries: int                # hand-overs of the current attempt not ended yet
+    unreadable: str = ""           # why at_ms is None though the set has a score
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class TaskRecord:
     dead_info: Optional[bytes]     # encoded outcome saying why it died, if dead
     due_ms: Optional[int]          # when a scheduled task is due
     lease_deadline_ms: Optional[int]  # when a running task's lease runs out
+    unreadable: str = ""           # a due time or lease deadline that is no time, said
 
 
 class AdminStore(Store):
@@ -73,16 +75,19 @@ class AdminStore(Store):
             "peek", (k.leases if which == "leases" else k.delayed, k.messages, k.deliveries),
             (max(1, min(count, PEEK_MOST)),), f"list the {which} of queue {queue!r}")
         found = []
+        key = k.leases if which == "leases" else k.delayed
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)
             if not task_id:
-                ignored(k.leases if which == "leases" else k.delayed, "a member is no task id")
+                ignored(key, "a member is no task id")
                 continue
             body = bodies[index] if index < len(bodies) else None
             delivered = counts[index] if index < len(counts) else None
-            found.append(Peeked(task_id, _ms_of(listed[2 * index + 1]),
+            score = listed[2 * index + 1]
+            found.append(Peeked(task_id, _ms_of(score),
                                 body if isinstance(body, bytes) else None,
-                                whole(delivered, 0, 2 ** 31) or 0))
+                                whole(delivered, 0, 2 ** 31) or 0,
+                                no_time(key, task_id, score)))
         return int(total), found
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
@@ -108,7 +113,9 @@ class AdminStore(Store):
                           whole(deliveries, 0, 2 ** 31) or 0,
                           note if isinstance(note, bytes) else None,
                           info if isinstance(info, bytes) else None,
-                          _ms_of(delayed), _ms_of(lease))
+                          _ms_of(delayed), _ms_of(lease),
+                          no_time(k.delayed, task_id, delayed) or no_time(k.leases, task_id,
+                                                                          lease))
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is."""
@@ -116,6 +123,19 @@ class AdminStore(Store):
             first = self.transport.client.zrange(self.keys(queue).delayed, 0, 0,
                                                  withscores=True)
         return _ms_of(first[0][1]) if first else None
+
+
+def no_time(key: str, task_id: str, score: Any) -> str:
+    """What is wrong with ``task_id``'s ``score`` in ``key`` (its due time or lease
+    deadline), said once in the log; '' when it is a time minitask writes (or none)."""
+    if score is None or isinstance(score, Exception) or _ms_of(score) is not None:
+        return ""
+    shown = score.decode("ascii", "backslashreplace") if isinstance(score, bytes) else (
+        repr(score) if isinstance(score, float) else str(score))
+    ignored(key, "a score is no time minitask writes")
+    what = "lease deadline" if key.endswith(":leases") else "due time"
+    return (f"its {what} in key {key} is no time minitask writes (score {shown[:40]}): "
+            f"unreadable")
 
 
 def _ms_of(score: Any) -> Optional[int]:
