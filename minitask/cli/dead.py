@@ -73,8 +73,9 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
     return {"task_id": dead.task_id, "queue": dead.queue, "name": dead.name, "args": dead.args,
             "kwargs": dead.kwargs, "reason": dead.reason, "exc_type": dead.exc_type,
             "message": dead.message, "traceback": dead.traceback,
-            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts,
-            "args_hidden": dead.args_hidden}
+            "dead_at": None if dead.unreadable else dead.dead_at.isoformat(),
+            "attempts": dead.attempts, "args_hidden": dead.args_hidden,
+            "unreadable": dead.unreadable}
 
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
@@ -88,10 +89,14 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
         error = f"{d.exc_type}: {d.message}" if d.exc_type else ""
-        print(f"{d.dead_at:%Y-%m-%d %H:%M:%S}  {printable(d.queue):<14} "
+        when = "unreadable (below)" if d.unreadable else f"{d.dead_at:%Y-%m-%d %H:%M:%S}"
+        print(f"{when:<19}  {printable(d.queue):<14} "
               f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
               f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
+    for d in letters:
+        if d.unreadable:
+            print(f"dead letter {printable(d.task_id)}: {printable(d.unreadable)}")
     return 0
 
 
@@ -114,7 +119,8 @@ def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int
     print(f"task id   {printable(dead.task_id)}\nqueue     {printable(dead.queue)}\n"
           f"task      {printable(dead.name) if dead.name != '?' else _UNREAD}\n"
           f"{arguments}"
-          f"attempts  {dead.attempts or 'unknown'}\ndead at   {dead.dead_at.isoformat()}\n"
+          f"attempts  {dead.attempts or 'unknown'}\n"
+          f"dead at   {printable(dead.unreadable) or dead.dead_at.isoformat()}\n"
           f"reason    {printable(dead.reason) or 'unknown (no record says why)'}\n"
           f"error     {error}")
     if dead.traceback:

@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Optional
 from ..admin import SHOWN_OTHERS, all_queue_counts, shown_queues
 from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
 from ..printable import printable
+from ..wire.message import MAX_MS
 from .options import add_app_options, load
 
 
@@ -35,17 +36,20 @@ def run(args: argparse.Namespace) -> int:
         "subscribers": _subscribers(app, queues, now_ms),
     }
     for info in broker.registry.live(now_ms, live_ms=60_000):
+        # the registry hands out only whole numbers in these fields, and leaves out one
+        # that is not (said once in the log): None, shown as "?", never a made-up 0
+        count = {field: None if info.get(field) is None else int(info[field])
+                 for field in ("pid", "beat_ms", "processed", "failed", "running", "recycled")}
         report["workers"].append({
             "name": info["name"], "id": info.get("id", info["name"]),
-            "host": info.get("host", ""), "pid": int(info.get("pid", 0)),
+            "host": info.get("host", ""), "pid": count["pid"],
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
-            # the registry hands out only whole numbers in these fields; a beat in the
-            # future (a clock ahead, or planted) is "just now", never a negative age
-            "heartbeat_age_s": round(max(0, now_ms - int(info.get("beat_ms", now_ms))) / 1000.0,
-                                     3),
-            "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
-            "running": int(info.get("running", 0)),
-            "recycled": int(info.get("recycled", 0)),
+            # a beat in the future (a clock ahead, or planted) is "just now", never a
+            # negative age
+            "heartbeat_age_s": None if count["beat_ms"] is None else round(
+                max(0, now_ms - count["beat_ms"]) / 1000.0, 3),
+            "processed": count["processed"], "failed": count["failed"],
+            "running": count["running"], "recycled": count["recycled"],
             "clock_skew_ms": _signed(info.get("clock_skew_ms")),
         })
     report["warnings"] = _warnings(app, report["workers"])
@@ -57,11 +61,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _signed(value: Optional[str]) -> Optional[int]:
-    """A worker's signed whole number of ms, as it wrote it; None when it wrote none."""
+    """A worker's signed whole number of ms, as it wrote it; None when it wrote none,
+    or one no clock can be off by (more than the years a time can span)."""
     try:
-        return None if value is None else int(value)
+        number = None if value is None else int(value)
     except ValueError:
         return None
+    return number if number is not None and abs(number) <= MAX_MS else None
 
 
 def _warnings(app: Any, workers: List[Dict[str, Any]]) -> List[str]:
@@ -117,11 +123,14 @@ def _status_text(report: Dict[str, Any]) -> str:
     for worker in report["workers"]:
         named = worker["name"] if worker["name"] == worker["id"] else (
             f"{worker['name']} ({worker['id']})")  # workers may share a --name
+        age = worker["heartbeat_age_s"]
+        shown = {key: "?" if worker[key] is None else worker[key]
+                 for key in ("processed", "failed", "running", "recycled")}
         lines.append(f"  {printable(named)}  "
-                     f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
-                     f"processed {worker['processed']}  failed {worker['failed']}  "
-                     f"running {worker['running']}  "
-                     + (f"recycled {worker['recycled']}  " if worker["pool"] == "process"
+                     f"heartbeat {'unreadable' if age is None else f'{age:.1f} s ago'}  "
+                     f"processed {shown['processed']}  failed {shown['failed']}  "
+                     f"running {shown['running']}  "
+                     + (f"recycled {shown['recycled']}  " if worker["pool"] == "process"
                         else "") + f"queues {printable(worker['queues'])}")
     for queue, rows in report["subscribers"].items():
         lines += ["", f"broadcast subscribers of queue {printable(queue)} "

@@ -319,10 +319,11 @@ class Dashboard:
 def shown(value: Any) -> Any:
     """What a page shows of a value: a string as ``printable`` escapes it (newlines
     kept: a traceback's lines; in HTML text they move nothing), markup this package
-    wrote (``|safe``) as it is, anything else for Jinja to show."""
+    wrote (``|safe``) as it is, None (a value Redis held none readable of) as "?",
+    anything else for Jinja to show."""
     if isinstance(value, str) and not hasattr(value, "__html__"):  # not markup (Markup)
         return printable(value, keep_newlines=True)
-    return value
+    return "?" if value is None else value
 
 
 def is_loopback(address: str) -> bool:
