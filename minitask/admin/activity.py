@@ -10,6 +10,7 @@ keyspace. A task marked ``hide_args=True`` never has its arguments shown.
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import fnmatch
 import reprlib
 from dataclasses import dataclass
@@ -228,9 +229,11 @@ def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[
     known = app_queues(app)
     unknown = [queue for queue in queues if queue not in known]
     if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.75)
         raise ConfigurationError(f"app {app.name!r} has no queue "
-                                 f"{', '.join(map(repr, unknown))}; its queues: "
-                                 f"{', '.join(known) or 'none'}")
+                                 f"{', '.join(map(repr, unknown))}"
+                                 f"{f'; did you mean {close[0]!r}?' if close else ''}; its "
+                                 f"queues: {', '.join(known) or 'none'}")
     return list(queues)
 
 

@@ -9,8 +9,8 @@ from ..admin import DeadTask, app_queues, dead_letter, find_dead
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import (add_app_options, add_yes, confirmed, emit_json, load, takes_words,
-                      unknown_word)
+from .options import (add_app_options, add_yes, confirmed, emit_json, load, meant,
+                      takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
 USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
@@ -41,8 +41,10 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
         if args.queue is not None and args.queue not in app_queues(app):
-            print(f"minitask: error: app {app.name!r} has no queue {printable(args.queue)!r}; "
-                  f"its queues: {', '.join(map(printable, app_queues(app)))}", file=sys.stderr)
+            known = app_queues(app)
+            print(f"minitask: error: app {app.name!r} has no queue {printable(args.queue)!r}"
+                  f"{meant(args.queue, known)}; its queues: {', '.join(map(printable, known))}",
+                  file=sys.stderr)
             return 1  # something named was not found
         if action == "list":
             _refuse(ids, "list takes no task id")

@@ -34,9 +34,14 @@ class Parser(argparse.ArgumentParser):
 def unknown_word(what: str, word: str, words: Sequence[str], hint: str = "") -> str:
     """Say that ``word`` is no ``what`` (a listing, an action, a command): the closest
     of ``words`` (difflib, case aside) if one is close, and every one of them."""
+    return f"unknown {what} {word!r}{meant(word, words)} ({what}s: {', '.join(words)}){hint}"
+
+
+def meant(word: str, words: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the one of ``words`` closest to ``word``, if one
+    is close (difflib, case aside); '' otherwise."""
     close = difflib.get_close_matches(word.lower(), list(words), n=1, cutoff=0.75)
-    meant = f"; did you mean {close[0]!r}?" if close else ""
-    return f"unknown {what} {word!r}{meant} ({what}s: {', '.join(words)}){hint}"
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def close_word(word: str, words: Sequence[str]) -> bool:

@@ -6,6 +6,7 @@ import json
 from typing import Any, Dict, List
 
 from ..periodic import describe
+from ..printable import printable
 from .options import add_app_options, load
 
 
@@ -46,5 +47,5 @@ def _table(rows: List[Dict[str, Any]]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    text = str(value)
+    text = printable(value)
     return text.replace("T", " ").replace("Z", "") if text.endswith("Z") else text

@@ -11,6 +11,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.admin.activity import LIMIT_MOST, recent, running, scheduled
+from minitask.cli import dead, inspect as inspect_command, purge
 from minitask.cli.main import _parser, main
 from minitask.cli.options import Bounded
 from minitask.errors import ConfigurationError
@@ -121,3 +122,20 @@ def test_every_parser_of_the_command_suggests() -> None:
     parser, commands = _parser()
     assert all(type(sub) is type(parser) for sub in commands.choices.values())
     assert isinstance(parser, argparse.ArgumentParser)
+
+
+def test_a_mistyped_queue_gets_a_did_you_mean(app: Minitask, fake_redis: Any,
+                                              monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    @app.task(queue="emails")
+    def send() -> None:
+        """A task of queue emails."""
+
+    for command in (dead, inspect_command, purge):
+        monkeypatch.setattr(command, "load", lambda _: app)
+    monkeypatch.setattr(app, "close", lambda: None)
+    for argv in (["purge", "-A", "x", "emials", "--yes"],
+                 ["dead", "-A", "x", "list", "--queue", "emials"],
+                 ["inspect", "-A", "x", "recent", "--queue", "emials"]):
+        assert main(argv) in (1, 2), argv
+        assert "has no queue 'emials'; did you mean 'emails'?" in capsys.readouterr().err, argv
