@@ -197,7 +197,7 @@ def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedT
     state = "running" if which == "leases" else "scheduled"
     at_ms, unreadable = item.at_ms, item.unreadable
     if which == "leases":
-        far = lease_too_far(app, queue, item.task_id, at_ms)
+        far = lease_too_far(app, queue, at_ms)
         at_ms, unreadable = (None, far) if far else (at_ms, unreadable)
     try:
         message = decode_message(item.body or b"")
@@ -210,7 +210,7 @@ def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedT
                       _utc(message.enqueued_at_ms), unreadable)
 
 
-def lease_too_far(app: Operated, queue: str, task_id: str, at_ms: Optional[int]) -> str:
+def lease_too_far(app: Operated, queue: str, at_ms: Optional[int]) -> str:
     """Why a lease deadline is no lease a worker took ('' when it may be one): further
     ahead of the app's clock than the longest ``visibility_timeout`` (MAX_SECONDS)."""
     if at_ms is None or at_ms <= app.clock.now_ms() + MAX_SECONDS * 1000:

@@ -46,8 +46,7 @@ def meant(word: str, words: Sequence[str]) -> str:
 
 def close_word(word: str, words: Sequence[str]) -> bool:
     """Whether ``word``, not one of ``words``, is close to one (a typo of it)."""
-    return word not in words and bool(difflib.get_close_matches(word.lower(), list(words),
-                                                                n=1, cutoff=0.75))
+    return word not in words and bool(meant(word, words))
 
 
 class Bounded:

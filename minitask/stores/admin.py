@@ -71,11 +71,11 @@ class AdminStore(Store):
         (running: soonest lease deadline first) or ``delayed`` (scheduled: soonest due
         first), and how many that set holds, in one round trip (peek.lua)."""
         k = self.keys(queue)
+        key = k.leases if which == "leases" else k.delayed
         total, listed, bodies, counts = self.transport.run(
-            "peek", (k.leases if which == "leases" else k.delayed, k.messages, k.deliveries),
+            "peek", (key, k.messages, k.deliveries),
             (max(1, min(count, PEEK_MOST)),), f"list the {which} of queue {queue!r}")
         found = []
-        key = k.leases if which == "leases" else k.delayed
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)
             if not task_id:
@@ -87,7 +87,7 @@ class AdminStore(Store):
             found.append(Peeked(task_id, _ms_of(score),
                                 body if isinstance(body, bytes) else None,
                                 whole(delivered, 0, 2 ** 31) or 0,
-                                no_time(key, task_id, score)))
+                                no_time(key, score)))
         return int(total), found
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
@@ -114,8 +114,7 @@ class AdminStore(Store):
                           note if isinstance(note, bytes) else None,
                           info if isinstance(info, bytes) else None,
                           _ms_of(delayed), _ms_of(lease),
-                          no_time(k.delayed, task_id, delayed) or no_time(k.leases, task_id,
-                                                                          lease))
+                          no_time(k.delayed, delayed) or no_time(k.leases, lease))
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is."""
@@ -125,8 +124,8 @@ class AdminStore(Store):
         return _ms_of(first[0][1]) if first else None
 
 
-def no_time(key: str, task_id: str, score: Any) -> str:
-    """What is wrong with ``task_id``'s ``score`` in ``key`` (its due time or lease
+def no_time(key: str, score: Any) -> str:
+    """What is wrong with a task's ``score`` in ``key`` (its due time or lease
     deadline), said once in the log; '' when it is a time minitask writes (or none)."""
     if score is None or isinstance(score, Exception) or _ms_of(score) is not None:
         return ""
