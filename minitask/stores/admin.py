@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..wire.message import MAX_MS
-from .foreign import ignored, raise_refusals, text_of, whole
+from .foreign import ignored, raise_refusals, text_of, time_in, whole
 from .store import Store
 
 _SCRIPTS = ("purge_ready", "peek")
@@ -19,6 +19,8 @@ _SCRIPTS = ("purge_ready", "peek")
 PURGE_BATCH = 1000
 #: Tasks one peek reads at most (peek.lua), per queue.
 PEEK_MOST = 1000
+#: What the score of a task in each sorted set is, as an unreadable one is named.
+_WHAT = {"leases": "lease deadline", "delayed": "due time"}
 
 
 @dataclass(frozen=True)
@@ -26,7 +28,7 @@ class Peeked:
     """A task at the front of a queue's leases or delayed set (``AdminStore.peek``)."""
 
     task_id: str
-    at_ms: Optional[int]           # its lease deadline or due time (None: not minitask's)
+    at_ms: Optional[int]           # its lease deadline or due time (None: unreadable)
     body: Optional[bytes]          # its message, if still there
     deliveries: int                # hand-overs of the current attempt not ended yet
     unreadable: str = ""           # why at_ms is None though the set has a score
@@ -83,11 +85,9 @@ class AdminStore(Store):
                 continue
             body = bodies[index] if index < len(bodies) else None
             delivered = counts[index] if index < len(counts) else None
-            score = listed[2 * index + 1]
-            found.append(Peeked(task_id, _ms_of(score),
-                                body if isinstance(body, bytes) else None,
-                                whole(delivered, 0, 2 ** 31) or 0,
-                                no_time(key, score)))
+            at_ms, unreadable = time_in(key, listed[2 * index + 1], _WHAT[which], 10)
+            found.append(Peeked(task_id, at_ms, body if isinstance(body, bytes) else None,
+                                whole(delivered, 0, 2 ** 31) or 0, unreadable))
         return int(total), found
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
@@ -109,12 +109,13 @@ class AdminStore(Store):
                 ignored(where, f"it holds another type ({reply})")
         body, deliveries, note, info, delayed, lease = (
             None if isinstance(reply, Exception) else reply for reply in replies)
+        due_ms, due_unreadable = time_in(k.delayed, delayed, _WHAT["delayed"], 10)
+        lease_ms, lease_unreadable = time_in(k.leases, lease, _WHAT["leases"], 10)
         return TaskRecord(body if isinstance(body, bytes) else None,
                           whole(deliveries, 0, 2 ** 31) or 0,
                           note if isinstance(note, bytes) else None,
                           info if isinstance(info, bytes) else None,
-                          _ms_of(delayed), _ms_of(lease),
-                          no_time(k.delayed, delayed) or no_time(k.leases, lease))
+                          due_ms, lease_ms, due_unreadable or lease_unreadable)
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is."""
@@ -122,19 +123,6 @@ class AdminStore(Store):
             first = self.transport.client.zrange(self.keys(queue).delayed, 0, 0,
                                                  withscores=True)
         return _ms_of(first[0][1]) if first else None
-
-
-def no_time(key: str, score: Any) -> str:
-    """What is wrong with a task's ``score`` in ``key`` (its due time or lease
-    deadline), said once in the log; '' when it is a time minitask writes (or none)."""
-    if score is None or isinstance(score, Exception) or _ms_of(score) is not None:
-        return ""
-    shown = score.decode("ascii", "backslashreplace") if isinstance(score, bytes) else (
-        repr(score) if isinstance(score, float) else str(score))
-    ignored(key, "a score is no time minitask writes")
-    what = "lease deadline" if key.endswith(":leases") else "due time"
-    return (f"its {what} in key {key} is no time minitask writes (score {shown[:40]}): "
-            f"unreadable")
 
 
 def _ms_of(score: Any) -> Optional[int]:

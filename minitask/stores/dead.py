@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
-from .foreign import ignored, raise_refusals, whole
+from .foreign import raise_refusals, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
@@ -34,11 +34,7 @@ def _time_ms(score: float) -> int:
 
 def _no_time(key: str, score: float) -> str:
     """What is wrong with a dead letter's score ('' when it is a time minitask writes)."""
-    if whole(score, 0, MAX_MS) is not None:
-        return ""
-    ignored(key, "a score is no time minitask writes")
-    return (f"its time of death in key {key} is no time minitask writes (score "
-            f"{score!r}): unreadable")
+    return time_in(key, score, "time of death")[1]
 
 
 #: Queues whose dead letters are counted in one round trip.

@@ -116,7 +116,7 @@ def test_a_dead_letter_shown_escaped_is_purged_by_its_form(
     assert raw not in redis_client.zrange(queue_keys(app.name, "default").dead, 0, -1)
 
 
-@pytest.mark.parametrize("score", [float("inf"), 1e300, 1.5, 99_999_999_999_999_990,
+@pytest.mark.parametrize("score", [float("inf"), 1e300, 1.5, 0.0, 99_999_999_999_999_990,
                                    2_218_453_920_000_000])  # the last: the year 9000
 def test_a_lease_that_is_no_time_is_unreadable_naming_its_key_never_a_time(
         planted: Tuple[Minitask, Dict[str, str]], redis_client: "redis.Redis[bytes]",

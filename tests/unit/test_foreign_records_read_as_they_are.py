@@ -131,7 +131,7 @@ def test_a_schedule_is_listed_under_the_field_it_is_stored_under(
     assert sorted(schedule.name for schedule in app.schedules()) == ["copied", "nightly"]
 
 
-@pytest.mark.parametrize("score", [float("inf"), float("-inf"), 1.5, -1e20, 1e300])
+@pytest.mark.parametrize("score", [float("inf"), float("-inf"), 1.5, -1e20, 1e300, 0.0, 1.0])
 def test_a_time_of_death_that_is_no_time_is_unreadable_naming_its_key_never_a_date(
         operated: Minitask, fake_redis: "redis.Redis[bytes]", score: float,
         capsys: pytest.CaptureFixture[str]) -> None:
