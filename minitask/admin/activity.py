@@ -10,6 +10,7 @@ keyspace. A task marked ``hide_args=True`` never has its arguments shown.
 from __future__ import annotations
 
 import datetime as _dt
+import difflib
 import fnmatch
 import reprlib
 from dataclasses import dataclass
@@ -17,8 +18,9 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DecodeError
 from ..stores.admin import PEEK_MOST as PEEK_MOST  # noqa: F401 (the dashboard's bound)
+from ..stores.admin import Peeked
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
-from ..wire.message import Progress, to_seconds
+from ..wire.message import MAX_SECONDS, Progress, to_seconds
 from ..wire.serializer import decode_message
 from .operated import Operated, app_queues, shown_queues
 
@@ -29,6 +31,8 @@ ARGS_CHARS = 80
 #: ``--state`` words a recent listing takes: each state, and ``failed`` for both
 #: kinds of failure (retried and dead).
 STATE_WORDS = STATES + ("failed",)
+#: The most tasks a listing returns (``limit``): as many as a queue's record can hold.
+LIMIT_MOST = MAX_LENGTH
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = 40
@@ -49,8 +53,12 @@ class ListedTask:
         attempt: the attempt it is on (0: unknown).
         deliveries: hand-overs of the current attempt so far.
         priority: its priority (None: unknown).
-        at: its lease deadline (running) or when it is due (scheduled).
+        at: its lease deadline (running) or when it is due (scheduled); None
+            when Redis holds no time minitask writes (``unreadable`` says why).
         enqueued_at: when it was sent.
+        unreadable: '' or why ``at`` cannot be read: a score that is no time
+            (inf, 1.5), or a lease deadline further ahead than any lease is
+            taken for (MAX_SECONDS), naming the key.
     """
 
     task_id: str
@@ -63,6 +71,7 @@ class ListedTask:
     priority: Optional[int]
     at: Optional[_dt.datetime]
     enqueued_at: Optional[_dt.datetime]
+    unreadable: str = ""
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: times as ISO 8601."""
@@ -113,7 +122,8 @@ def running(app: Operated, queues: Optional[Sequence[str]] = None, *,
             tasks of each queue.
 
     Raises:
-        ConfigurationError: a queue the app does not have, or a limit below 1.
+        ConfigurationError: a queue the app does not have, or a limit that is not
+            from 1 to LIMIT_MOST.
         BrokerError: Redis could not be reached.
     """
     return _listed(app, "leases", queues, task, limit)
@@ -143,7 +153,8 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
             records is searched.
 
     Raises:
-        ConfigurationError: an unknown state or queue, or a limit below 1.
+        ConfigurationError: an unknown state or queue, or a limit that is not from 1
+            to LIMIT_MOST.
         BrokerError: Redis could not be reached.
     """
     if state is not None and state not in STATE_WORDS:
@@ -174,8 +185,7 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
         held, peeked = app.broker.admin.peek(queue, which, count)
         total += held
         for item in peeked:
-            listed = _listed_task(app, queue, which, item.task_id, item.at_ms, item.body,
-                                  item.deliveries)
+            listed = _listed_task(app, queue, which, item)
             if task is None or _matches(listed.name, task):
                 found.append(listed)
     far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
@@ -183,31 +193,47 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
     return Listing(found[:limit], total)
 
 
-def _listed_task(app: Operated, queue: str, which: str, task_id: str, at_ms: Optional[int],
-                 body: Optional[bytes], deliveries: int) -> ListedTask:
+def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedTask:
     state = "running" if which == "leases" else "scheduled"
+    at_ms, unreadable = item.at_ms, item.unreadable
+    if which == "leases":
+        far = lease_too_far(app, queue, at_ms)
+        at_ms, unreadable = (None, far) if far else (at_ms, unreadable)
     try:
-        message = decode_message(body or b"")
+        message = decode_message(item.body or b"")
     except DecodeError:
-        return ListedTask(task_id, queue, state, "?", "", 0, deliveries, None, _utc(at_ms),
-                          None)
-    return ListedTask(task_id, queue, state, message.task,
+        return ListedTask(item.task_id, queue, state, "?", "", 0, item.deliveries, None,
+                          _utc(at_ms), None, unreadable)
+    return ListedTask(item.task_id, queue, state, message.task,
                       args_text(app, message.task, message.args, message.kwargs),
-                      message.attempt, deliveries, message.priority, _utc(at_ms),
-                      _utc(message.enqueued_at_ms))
+                      message.attempt, item.deliveries, message.priority, _utc(at_ms),
+                      _utc(message.enqueued_at_ms), unreadable)
+
+
+def lease_too_far(app: Operated, queue: str, at_ms: Optional[int]) -> str:
+    """Why a lease deadline is no lease a worker took ('' when it may be one): further
+    ahead of the app's clock than the longest ``visibility_timeout`` (MAX_SECONDS)."""
+    if at_ms is None or at_ms <= app.clock.now_ms() + MAX_SECONDS * 1000:
+        return ""
+    key = app.broker.admin.keys(queue).leases
+    return (f"its lease deadline in key {key} is {_utc(at_ms):%Y-%m-%d}, further ahead than "
+            f"any lease is taken for: unreadable")
 
 
 def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[str]:
-    if type(limit) is not int or limit < 1:
-        raise ConfigurationError(f"limit must be a whole number of at least 1, got {limit!r}")
+    if type(limit) is not int or not 1 <= limit <= LIMIT_MOST:
+        raise ConfigurationError(f"limit must be a whole number from 1 to {LIMIT_MOST:,}, "
+                                 f"got {limit!r}")
     if queues is None:  # bounded as status and the dashboard's pages are
         return shown_queues(app)[0]
     known = app_queues(app)
     unknown = [queue for queue in queues if queue not in known]
     if unknown:
+        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.75)
         raise ConfigurationError(f"app {app.name!r} has no queue "
-                                 f"{', '.join(map(repr, unknown))}; its queues: "
-                                 f"{', '.join(known) or 'none'}")
+                                 f"{', '.join(map(repr, unknown))}"
+                                 f"{f'; did you mean {close[0]!r}?' if close else ''}; its "
+                                 f"queues: {', '.join(known) or 'none'}")
     return list(queues)
 
 

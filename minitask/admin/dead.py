@@ -34,6 +34,9 @@ class DeadTask:
         attempts: attempts made.
         args_hidden: the task is registered with ``hide_args=True``: ``args``
             and ``kwargs`` are left empty.
+        unreadable: '' or why ``dead_at`` is not when it died: Redis holds no
+            time minitask writes for it (inf, 1.5), naming the key; ``dead_at``
+            is then that value clamped to the years a datetime holds.
     """
 
     task_id: str
@@ -48,6 +51,7 @@ class DeadTask:
     dead_at: _dt.datetime
     attempts: int
     args_hidden: bool = False
+    unreadable: str = ""
 
 
 def dead_letters(app: Operated, queue: Optional[str] = None, *,
@@ -62,7 +66,7 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *,
     for name in asked:
         for letter in app.broker.dead.letters(name, limit):
             found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
-                                    letter.body, letter.info))
+                                    letter.body, letter.info, letter.unreadable))
     return found
 
 
@@ -124,11 +128,11 @@ def dead_letter(app: Operated, queue: str, task_id: bytes) -> Optional[DeadTask]
     if letter is None:
         return None
     return _dead_task(app, letter.task_id, queue, letter.dead_at_ms, letter.body,
-                      letter.info)
+                      letter.info, letter.unreadable)
 
 
 def _dead_task(app: Operated, task_id: str, queue: str, dead_at_ms: int,
-               body: Optional[bytes], info: Optional[bytes]) -> DeadTask:
+               body: Optional[bytes], info: Optional[bytes], unreadable: str = "") -> DeadTask:
     name, args, kwargs, attempts = "?", [], {}, 0
     try:
         message = decode_message(body or b"")
@@ -150,4 +154,4 @@ def _dead_task(app: Operated, task_id: str, queue: str, dead_at_ms: int,
                     reason=reason, exc_type=exc_type, message=text, traceback=trace,
                     dead_at=_dt.datetime.fromtimestamp(to_seconds(dead_at_ms),
                                                        tz=_dt.timezone.utc),
-                    attempts=attempts, args_hidden=hidden)
+                    attempts=attempts, args_hidden=hidden, unreadable=unreadable)

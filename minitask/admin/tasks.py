@@ -8,7 +8,7 @@ from typing import Any, Dict, List, Optional
 from ..errors import DecodeError
 from ..wire.message import Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
-from .activity import hides_args
+from .activity import hides_args, lease_too_far
 from .operated import Operated, lookup_queues
 
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
@@ -73,15 +73,17 @@ def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
         return None
     state, outcome_body = broker.results.state(queue, task_id)
     record = broker.admin.record(queue, task_id)
+    far = lease_too_far(app, queue, record.lease_deadline_ms)
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
-                              "lease_until": _utc(record.lease_deadline_ms),
-                              "progress": broker.progress.read(queue, task_id)}
+                              "lease_until": None if far else _utc(record.lease_deadline_ms),
+                              "progress": broker.progress.read(queue, task_id),
+                              "note": record.unreadable or far}
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:
             message = decode_message(record.body)
         except DecodeError as exc:
-            fields["note"] = f"the message cannot be decoded: {exc}"
+            fields["note"] = _also(fields["note"], f"the message cannot be decoded: {exc}")
         else:
             hidden = hides_args(app, message.task)
             fields.update(name=message.task, args=None if hidden else message.args,
@@ -95,7 +97,7 @@ def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
         try:
             outcome = decode_outcome(why)
         except DecodeError as exc:
-            fields["note"] = f"the outcome cannot be decoded: {exc}"
+            fields["note"] = _also(fields["note"], f"the outcome cannot be decoded: {exc}")
         else:
             if state == "finished":
                 status = outcome.status
@@ -104,6 +106,10 @@ def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
                           message=outcome.message, traceback=outcome.traceback,
                           reason=outcome.reason, finished_at=_utc(outcome.finished_at_ms))
     return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
+
+
+def _also(note: str, more: str) -> str:
+    return f"{note}; {more}" if note else more
 
 
 def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:

@@ -5,6 +5,11 @@ import argparse
 import os
 from typing import Any
 
+from .options import Bounded, add_log_options
+
+#: The most tasks a bench run queues (--tasks, --memory-tasks).
+MOST_TASKS = 100_000_000
+
 
 def register(commands: Any) -> None:
     bench = commands.add_parser("bench", help="measure throughput, latency and memory")
@@ -12,15 +17,15 @@ def register(commands: Any) -> None:
                        help="Redis URL to measure against (default: MINITASK_BROKER_URL)")
     bench.add_argument("--start-server", action="store_true",
                        help="start a throwaway redis-server on a free port and use it")
-    bench.add_argument("--tasks", type=int, default=20_000,
+    bench.add_argument("--tasks", type=Bounded(1, MOST_TASKS), default=20_000,
                        help="tasks per throughput run (default 20,000)")
-    bench.add_argument("--memory-tasks", type=int, default=1_000_000,
+    bench.add_argument("--memory-tasks", type=Bounded(1, MOST_TASKS), default=1_000_000,
                        help="tasks queued for the memory rows (default 1,000,000)")
     bench.add_argument("--scaling", action="store_true",
                        help="also measure 1/2/4/8 processes, delayed backlog, queue length")
     bench.add_argument("--check", action="store_true", help="exit 1 when a target is missed")
     bench.add_argument("--json", action="store_true", help="print JSON")
-    bench.add_argument("--loglevel", default="INFO")
+    add_log_options(bench)
     bench.set_defaults(command=run)
 
 

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from ..errors import ConfigurationError
-from .options import add_app_options, load
+from .options import Bounded, add_app_options, load
 
 logger = logging.getLogger(__name__)
 
@@ -23,7 +23,8 @@ def register(commands: Any) -> None:
     add_app_options(parser)
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=5555, help="port (default 5555)")
+    parser.add_argument("--port", type=Bounded(0, 65535), default=5555,
+                        help="port (default 5555; 0: any free port)")
     parser.add_argument("--auth", default=None, metavar="USER:PASSWORD",
                         help=f"require HTTP basic auth (default: ${AUTH_ENV}, if set)")
     parser.set_defaults(command=run)

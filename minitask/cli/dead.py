@@ -9,7 +9,8 @@ from ..admin import LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, find_dead,
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import add_app_options, add_yes, confirmed, emit_json, load, takes_words
+from .options import (add_app_options, add_yes, confirmed, emit_json, load, meant,
+                      takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
 USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
@@ -31,14 +32,19 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.words or args.words[0] not in ACTIONS:
+    if not args.words:
         raise ConfigurationError(f"name an action: {', '.join(ACTIONS)} (usage: {USAGE})")
+    if args.words[0] not in ACTIONS:
+        raise ConfigurationError(unknown_word("action", args.words[0], ACTIONS,
+                                              f"; usage: {USAGE}"))
     action, ids = args.words[0], args.words[1:]
     app = load(args.app)
     try:
         if args.queue is not None and args.queue not in app_queues(app):
-            print(f"minitask: error: app {app.name!r} has no queue {printable(args.queue)!r}; "
-                  f"its queues: {', '.join(map(printable, app_queues(app)))}", file=sys.stderr)
+            known = app_queues(app)
+            print(f"minitask: error: app {app.name!r} has no queue {printable(args.queue)!r}"
+                  f"{meant(args.queue, known)}; its queues: {', '.join(map(printable, known))}",
+                  file=sys.stderr)
             return 1  # something named was not found
         if action == "list":
             _refuse(ids, "list takes no task id")
@@ -69,8 +75,9 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
     return {"task_id": dead.task_id, "queue": dead.queue, "name": dead.name, "args": dead.args,
             "kwargs": dead.kwargs, "reason": dead.reason, "exc_type": dead.exc_type,
             "message": dead.message, "traceback": dead.traceback,
-            "dead_at": dead.dead_at.isoformat(), "attempts": dead.attempts,
-            "args_hidden": dead.args_hidden}
+            "dead_at": None if dead.unreadable else dead.dead_at.isoformat(),
+            "attempts": dead.attempts, "args_hidden": dead.args_hidden,
+            "unreadable": dead.unreadable}
 
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
@@ -85,11 +92,15 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
         error = f"{d.exc_type}: {d.message}" if d.exc_type else ""
-        print(f"{d.dead_at:%Y-%m-%d %H:%M:%S}  {printable(d.queue):<14} "
+        when = "unreadable (below)" if d.unreadable else f"{d.dead_at:%Y-%m-%d %H:%M:%S}"
+        print(f"{when:<19}  {printable(d.queue):<14} "
               f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
               f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
     _not_asked(app, args.queue)
+    for d in letters:
+        if d.unreadable:
+            print(f"dead letter {printable(d.task_id)}: {printable(d.unreadable)}")
     return 0
 
 
@@ -122,7 +133,8 @@ def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int
     print(f"task id   {printable(dead.task_id)}\nqueue     {printable(dead.queue)}\n"
           f"task      {printable(dead.name) if dead.name != '?' else _UNREAD}\n"
           f"{arguments}"
-          f"attempts  {dead.attempts or 'unknown'}\ndead at   {dead.dead_at.isoformat()}\n"
+          f"attempts  {dead.attempts or 'unknown'}\n"
+          f"dead at   {printable(dead.unreadable) or dead.dead_at.isoformat()}\n"
           f"reason    {printable(dead.reason) or 'unknown (no record says why)'}\n"
           f"error     {error}")
     if dead.traceback:

@@ -7,11 +7,12 @@ import datetime as _dt
 from typing import Any, List, Optional
 
 from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
-from ..admin.activity import STATE_WORDS, Listing, recent, running, scheduled
+from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
 from ..admin.workflows import workflow
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import add_app_options, emit_json, load, takes_words
+from .options import (Bounded, add_app_options, close_word, emit_json, load, takes_words,
+                      unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
          "workflow ID) [--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
@@ -40,8 +41,8 @@ def register(commands: Any) -> None:
                         help="only tasks of this name, or of names matching a glob (a.*)")
     parser.add_argument("--state", default=None, choices=STATE_WORDS,
                         help="recent only: this outcome (failed: retried or dead)")
-    parser.add_argument("--limit", type=int, default=50, metavar="N",
-                        help="list at most N tasks (default 50)")
+    parser.add_argument("--limit", type=Bounded(1, LIMIT_MOST), default=50, metavar="N",
+                        help=f"list at most N tasks (default 50, at most {LIMIT_MOST:,})")
     parser.add_argument("--json", action="store_true", help="print JSON")
     takes_words(parser)
     parser.set_defaults(command=run)
@@ -56,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
                                  f"(usage: {USAGE})")
     if args.task_id is None and words[0] in LISTINGS:
         return _list(args, words[0])
+    if args.task_id is None and close_word(words[0], LISTINGS):  # ids are 22 characters
+        raise ConfigurationError(unknown_word("listing", words[0], LISTINGS,
+                                              "; an id that looks like one goes after --id"))
     if args.state is not None or args.task is not None or args.queue is not None:
         raise ConfigurationError(f"--queue, --task and --state filter a list "
                                  f"({', '.join(LISTINGS)}), not one task by its id")
@@ -129,10 +133,14 @@ def _table(which: str, listing: Listing, now: _dt.datetime) -> List[str]:
     label = "lease until" if which == "running" else "due"
     lines = [f"{label:<22} {'queue':<12} {'task id':<24} {'task':<26} {'attempt':>7}  args"]
     for item in listing.tasks:
+        when = "unreadable (below)" if item.unreadable else _when(item.at, now)
         lines.append(printable(
-            f"{_when(item.at, now):<22} {item.queue:<12} {item.task_id:<24} {item.name:<26} "
+            f"{when:<22} {item.queue:<12} {item.task_id:<24} {item.name:<26} "
             f"{item.attempt or '':>7}  {item.args}"))
     lines.append(f"\n{len(listing.tasks)} shown of {listing.total} {which}")
+    lines += [printable(f"task {item.task_id}: {item.unreadable} (data minitask did not "
+                        f"write: inspect it with redis-cli, then fix or delete it)")
+              for item in listing.tasks if item.unreadable]
     return lines
 
 

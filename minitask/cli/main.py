@@ -13,7 +13,7 @@ from ..errors import AppNotFound, BrokerError, ConfigurationError, MinitaskError
 from . import (bench, cancel, dashboard, dead, embedded, inspect, purge, schedules, shutdown,
                status, tasks, unsubscribe, worker)
 from .logs import handler
-from .options import mistyped_option, split_words
+from .options import Parser, mistyped_option, split_words
 
 #: The command modules, in the order ``--help`` lists them; each has ``register``.
 COMMANDS = (worker, status, tasks, inspect, cancel, dead, purge, schedules, shutdown, embedded,
@@ -84,8 +84,7 @@ def _with_words(commands: argparse._SubParsersAction,  # type: ignore[type-arg]
 
 def _parser() -> Tuple[argparse.ArgumentParser,
                        argparse._SubParsersAction]:  # type: ignore[type-arg]
-    parser = argparse.ArgumentParser(prog="minitask", description="Run and inspect minitask "
-                                     "workers.")
+    parser = Parser(prog="minitask", description="Run and inspect minitask workers.")
     parser.add_argument("--version", action="version", version=f"minitask {__version__}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
     for command in COMMANDS:

@@ -6,6 +6,7 @@ import argparse
 import difflib
 import json
 import logging
+import math
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..app import Minitask
@@ -15,6 +16,67 @@ from ..errors import ConfigurationError
 logger = logging.getLogger("minitask")
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error")
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, with a "did you mean" for a word that is not one of an
+    argument's choices (a command, ``--pool``, ``--state``...); its subcommands'
+    parsers are of this class too."""
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse's hook for a value outside ``choices``; it has no public one
+        if action.choices is not None and value not in action.choices:
+            what = "command" if isinstance(action, argparse._SubParsersAction) else "choice"
+            raise argparse.ArgumentError(action, unknown_word(what, str(value),
+                                                              list(action.choices)))
+
+
+def unknown_word(what: str, word: str, words: Sequence[str], hint: str = "") -> str:
+    """Say that ``word`` is no ``what`` (a listing, an action, a command): the closest
+    of ``words`` (difflib, case aside) if one is close, and every one of them."""
+    return f"unknown {what} {word!r}{meant(word, words)} ({what}s: {', '.join(words)}){hint}"
+
+
+def meant(word: str, words: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the one of ``words`` closest to ``word``, if one
+    is close (difflib, case aside); '' otherwise."""
+    close = difflib.get_close_matches(word.lower(), list(words), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def close_word(word: str, words: Sequence[str]) -> bool:
+    """Whether ``word``, not one of ``words``, is close to one (a typo of it)."""
+    return word not in words and bool(meant(word, words))
+
+
+class Bounded:
+    """An argparse ``type`` for a numeric option: a whole number (or, ``seconds``, any
+    finite number) from ``low`` to ``high``. Anything else (text, nan, inf, a number
+    out of range) is a bad command line, exit 2, naming the option and the range,
+    before anything runs: a number no command can use never reaches Redis."""
+
+    def __init__(self, low: float, high: float, *, seconds: bool = False) -> None:
+        self.low, self.high, self.seconds = low, high, seconds
+        self.__name__ = "seconds" if seconds else "whole number"  # argparse's word for it
+
+    def range(self) -> str:
+        kind = "a number of seconds" if self.seconds else "a whole number"
+        return f"{kind} from {_number(self.low)} to {_number(self.high)}"
+
+    def __call__(self, text: str) -> Any:
+        value: Optional[float] = None
+        try:
+            value = float(text) if self.seconds else int(text, 10)
+        except ValueError:
+            pass
+        if value is None or not math.isfinite(value) or not self.low <= value <= self.high:
+            shown = text if len(text) <= 30 else text[:27] + "..."
+            raise argparse.ArgumentTypeError(f"{shown!r}: give {self.range()}")
+        return value
+
+
+def _number(value: float) -> str:
+    return f"{value:,}" if value >= 100_000 else f"{value}"
 
 
 def add_log_options(parser: argparse.ArgumentParser, level: str = "INFO") -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..admin import app_queues, purge_ready, queue_counts
 from ..errors import ConfigurationError
-from .options import add_app_options, add_yes, confirmed, load, takes_words
+from .options import add_app_options, add_yes, confirmed, load, meant, takes_words
 
 USAGE = "minitask purge -A APP QUEUE --yes"
 
@@ -32,8 +32,8 @@ def run(args: argparse.Namespace) -> int:
         app.check_queue_name(queue)
         known = app_queues(app)
         if queue not in known:  # something named was not found: exit 1, nothing deleted
-            print(f"minitask: error: app {app.name!r} has no queue {queue!r}; its queues: "
-                  f"{', '.join(known)}", file=sys.stderr)
+            print(f"minitask: error: app {app.name!r} has no queue {queue!r}"
+                  f"{meant(queue, known)}; its queues: {', '.join(known)}", file=sys.stderr)
             return 1
         if not args.yes:
             ready = queue_counts(app, queue)["ready"]

@@ -55,5 +55,5 @@ def _table(rows: List[Dict[str, Any]]) -> str:
 def _cell(value: Any) -> str:
     if value is None:
         return "-"
-    text = str(value)
+    text = printable(value)
     return text.replace("T", " ").replace("Z", "") if text.endswith("Z") else text

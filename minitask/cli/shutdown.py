@@ -8,7 +8,9 @@ from typing import Any
 
 from ..admin import live_workers, shutdown
 from ..admin.workers import unknown_workers
-from .options import add_app_options, add_yes, confirmed, load, takes_words
+from ..printable import printable
+from ..wire.message import MAX_SECONDS
+from .options import Bounded, add_app_options, add_yes, confirmed, load, takes_words
 
 USAGE = "minitask shutdown -A APP (WORKER... | --all --yes) [--wait S]"
 
@@ -23,7 +25,8 @@ def register(commands: Any) -> None:
     add_app_options(parser, level="WARNING")
     parser.add_argument("--all", action="store_true", help="every live worker of the app")
     add_yes(parser, "every live worker (--all)")
-    parser.add_argument("--wait", type=float, default=0.0, metavar="S",
+    parser.add_argument("--wait", type=Bounded(0, MAX_SECONDS, seconds=True),
+                        default=0.0, metavar="S",
                         help="wait up to S seconds for them to be gone; exit 1 if one is not")
     takes_words(parser)
     parser.set_defaults(command=run)
@@ -35,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         live = live_workers(app)
         unknown = unknown_workers(live, args.words)
         if unknown and not args.all:  # something named was not found: exit 1, as documented
-            names = sorted({info["name"] for info in live})
+            names = sorted({printable(info["name"]) for info in live})
             print(f"minitask: error: no live worker of app {app.name!r} is named "
                   f"{', '.join(map(repr, unknown))}; live workers: {', '.join(names) or 'none'}",
                   file=sys.stderr)
@@ -46,8 +49,8 @@ def run(args: argparse.Namespace) -> int:
         called = {info["id"]: info["name"] for info in live}
         for worker_id in asked:
             shown = called.get(worker_id, worker_id)
-            print(f"asked worker {shown} to stop" if shown == worker_id
-                  else f"asked worker {shown} ({worker_id}) to stop")
+            print(printable(f"asked worker {shown} to stop" if shown == worker_id
+                            else f"asked worker {shown} ({worker_id}) to stop"))
         if not asked:
             print(f"no live worker of app {app.name!r}")
         deadline = time.monotonic() + max(0.0, args.wait)
@@ -61,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         app.close()
     if args.wait > 0:
         for name in sorted(called.get(worker_id, worker_id) for worker_id in remaining):
-            print(f"worker {name} is still running after {args.wait:g} s (running tasks get "
-                  f"their grace)")
+            print(f"worker {printable(name)} is still running after {args.wait:g} s (running "
+                  f"tasks get their grace)")
         return 1 if remaining else 0
     return 0

@@ -37,17 +37,20 @@ def run(args: argparse.Namespace) -> int:
     # at most SHOWN_WORKERS, those that beat last (20,000 planted members took 2 s)
     workers, report["workers_left_out"] = broker.registry.listing(now_ms, live_ms=60_000)
     for info in workers:
+        # the registry hands out only whole numbers in these fields, and leaves out one
+        # that is not (said once in the log): None, shown as "?", never a made-up 0
+        count = {field: None if info.get(field) is None else int(info[field])
+                 for field in ("pid", "beat_ms", "processed", "failed", "running", "recycled")}
         report["workers"].append({
             "name": info["name"], "id": info.get("id", info["name"]),
-            "host": info.get("host", ""), "pid": int(info.get("pid", 0)),
+            "host": info.get("host", ""), "pid": count["pid"],
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
-            # the registry hands out only whole numbers in these fields; a beat in the
-            # future (a clock ahead, or planted) is "just now", never a negative age
-            "heartbeat_age_s": round(max(0, now_ms - int(info.get("beat_ms", now_ms))) / 1000.0,
-                                     3),
-            "processed": int(info.get("processed", 0)), "failed": int(info.get("failed", 0)),
-            "running": int(info.get("running", 0)),
-            "recycled": int(info.get("recycled", 0)),
+            # a beat in the future (a clock ahead, or planted) is "just now", never a
+            # negative age
+            "heartbeat_age_s": None if count["beat_ms"] is None else round(
+                max(0, now_ms - count["beat_ms"]) / 1000.0, 3),
+            "processed": count["processed"], "failed": count["failed"],
+            "running": count["running"], "recycled": count["recycled"],
             # checked by the registry: a whole number of ms, within MAX_SKEW_MS
             "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                               else int(info["clock_skew_ms"])),
@@ -113,11 +116,14 @@ def _status_text(report: Dict[str, Any]) -> str:
     for worker in report["workers"]:
         named = worker["name"] if worker["name"] == worker["id"] else (
             f"{worker['name']} ({worker['id']})")  # workers may share a --name
+        age = worker["heartbeat_age_s"]
+        shown = {key: "?" if worker[key] is None else worker[key]
+                 for key in ("processed", "failed", "running", "recycled")}
         lines.append(f"  {printable(named)}  "
-                     f"heartbeat {worker['heartbeat_age_s']:.1f} s ago  "
-                     f"processed {worker['processed']}  failed {worker['failed']}  "
-                     f"running {worker['running']}  "
-                     + (f"recycled {worker['recycled']}  " if worker["pool"] == "process"
+                     f"heartbeat {'unreadable' if age is None else f'{age:.1f} s ago'}  "
+                     f"processed {shown['processed']}  failed {shown['failed']}  "
+                     f"running {shown['running']}  "
+                     + (f"recycled {shown['recycled']}  " if worker["pool"] == "process"
                         else "") + f"queues {printable(worker['queues'])}")
     if report.get("workers_left_out"):
         lines.append(f"  ... and {report['workers_left_out']} more in the worker registry, "

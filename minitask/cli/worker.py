@@ -8,12 +8,16 @@ import os
 from typing import Any
 
 from ..app import Minitask
-from .options import add_app_options, load
+from ..wire.message import MAX_SECONDS
+from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
+from .options import Bounded, add_app_options, load
 
 logger = logging.getLogger(__name__)
 
 #: Coroutines an asyncio worker runs at once unless -c says otherwise.
 ASYNCIO_CONCURRENCY = 100
+#: The most --max-tasks-per-child and --max-memory-per-child (MB) take.
+MOST_PER_CHILD = 1_000_000_000
 
 
 def register(commands: Any) -> None:
@@ -22,16 +26,17 @@ def register(commands: Any) -> None:
     worker.add_argument("-Q", "--queues", help="comma-separated queues, served in this order "
                         "(default: the default queue, then every queue the tasks or the "
                         "routes name)")
-    worker.add_argument("-c", "--concurrency", type=int, default=None,
+    worker.add_argument("-c", "--concurrency",
+                        type=Bounded(1, max(MAX_CONCURRENCY.values())), default=None,
                         help="tasks run at once (default: CPU count for processes, 1 for "
                         "threads, 100 for asyncio; at most 256 processes, 1,000 threads or "
                         "10,000 coroutines per worker: past that, start more workers)")
     worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process")
     worker.add_argument("--burst", action="store_true",
                         help="run what is ready, then exit 0")
-    worker.add_argument("--grace", type=_seconds, default=30.0,
+    worker.add_argument("--grace", type=Bounded(0, MAX_SECONDS, seconds=True), default=30.0,
                         help="seconds running tasks get to finish on SIGTERM/SIGINT")
-    worker.add_argument("--prefetch", type=int, default=None,
+    worker.add_argument("--prefetch", type=Bounded(1, MAX_PREFETCH), default=None,
                         help="tasks each process leases per round trip (default: the app's "
                         "prefetch, 1); more is faster, but up to that many tasks can run "
                         "ahead of a higher-priority one")
@@ -42,35 +47,15 @@ def register(commands: Any) -> None:
                         "a name run each call once between them). Default: its id (host, "
                         "pid, random part) and the host name as subscriber; shutdown takes "
                         "the id too")
-    worker.add_argument("--max-tasks-per-child", type=_count, default=None, metavar="N",
+    worker.add_argument("--max-tasks-per-child", type=Bounded(1, MOST_PER_CHILD),
+                        default=None, metavar="N",
                         help="process pool: replace a child once it has handled N tasks, "
                         "between two of them (for tasks that leak memory or files)")
-    worker.add_argument("--max-memory-per-child", type=_count, default=None, metavar="MB",
+    worker.add_argument("--max-memory-per-child", type=Bounded(1, MOST_PER_CHILD),
+                        default=None, metavar="MB",
                         help="process pool: replace a child whose resident memory exceeds "
                         "MB megabytes after a task (the task finishes first)")
     worker.set_defaults(command=run)
-
-
-def _count(text: str) -> int:
-    """A recycling limit: a whole number, 1 or more."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give 1 or more")
-    return value
-
-
-def _seconds(text: str) -> float:
-    """A --grace: a number of seconds, 0 or more."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r}: give 0 or more seconds")
-    return value
 
 
 def run(args: argparse.Namespace) -> int:

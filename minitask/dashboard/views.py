@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 from typing import Any, Dict, List, Optional
 
-from ..admin import all_queue_counts, inspect, live_workers, shown_queues
+from ..admin import all_queue_counts, find_dead, inspect, live_workers, shown_queues
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..admin.workflows import workflow_of
@@ -44,17 +44,19 @@ def workers(app: Minitask) -> Dict[str, Any]:
     now = app.clock.now_ms()
     found = []
     for info in live_workers(app):
+        beat = _int(info.get("beat_ms"))
         found.append({
             "name": info["name"], "id": info.get("id", info["name"]),
-            "host": info.get("host", ""), "pid": _int(info.get("pid"), 0),
+            "host": info.get("host", ""), "pid": _int(info.get("pid")),
             "queues": info.get("queues", ""), "pool": info.get("pool", ""),
-            # whole numbers, as JSON numbers: the registry hands out only whole ones
-            "concurrency": _int(info.get("concurrency"), 0),
+            # whole numbers, as JSON numbers: the registry hands out only whole ones, and
+            # leaves out one that is not (None: shown as "?", never a made-up 0)
+            "concurrency": _int(info.get("concurrency")),
             # a beat in the future is "just now" (status says the same)
-            "heartbeat_age_s": round(max(0, now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
-            "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
-            "running": _int(info.get("running"), 0),
-            "recycled": _int(info.get("recycled"), 0)})
+            "heartbeat_age_s": None if beat is None else round(max(0, now - beat) / 1000.0, 1),
+            "processed": _int(info.get("processed")), "failed": _int(info.get("failed")),
+            "running": _int(info.get("running")),
+            "recycled": _int(info.get("recycled"))})
     return {"app": app.name, "workers": found}
 
 
@@ -151,7 +153,8 @@ def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
         for letter in app.dead_letters(name, limit=DEAD_LIMIT - len(found)):
             found.append({"task_id": letter.task_id, "queue": letter.queue,
                           "task": letter.name, "args": letter.args, "kwargs": letter.kwargs,
-                          "dead_at": letter.dead_at.isoformat(), "attempts": letter.attempts,
+                          "dead_at": None if letter.unreadable else letter.dead_at.isoformat(),
+                          "unreadable": letter.unreadable, "attempts": letter.attempts,
                           "exc_type": letter.exc_type, "message": letter.message,
                           "reason": letter.reason, "args_hidden": letter.args_hidden})
     return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
@@ -166,11 +169,24 @@ def schedules(app: Minitask) -> Dict[str, Any]:
     return {"app": app.name, "schedules": found}
 
 
-def _int(value: Optional[str], default: int) -> int:
+def dead_id(app: Minitask, shown: str) -> str:
+    """The id of the dead letter a page showed as ``shown`` (escaped by ``printable``),
+    as Redis holds it; ``shown`` itself when none has it (or it is not UTF-8)."""
+    found = find_dead(app, shown) if shown else None
     try:
-        return int(value) if value is not None else default
+        return shown if found is None else found[1].decode("utf-8")
+    except UnicodeDecodeError:
+        return shown
+
+
+def _int(value: Optional[str]) -> Optional[int]:
+    """A worker's whole number (at most 2**63, as the registry checks its counts);
+    None when it wrote none that is one."""
+    try:
+        number = int(value) if value is not None else None
     except ValueError:
-        return default
+        return None
+    return number if number is not None and abs(number) <= 2 ** 63 else None
 
 
 def _iso(ms: int) -> str:

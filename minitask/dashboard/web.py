@@ -1,7 +1,11 @@
 """The dashboard's WSGI application: routing, basic auth, CSRF, rendering.
 
 Pages are Jinja2 templates with autoescaping on, so every value (task
-arguments are user data) renders as text. The one script a page may run is
+arguments are user data) renders as text, and every string a page shows first
+goes through ``printable`` (the Environment's ``finalize``), as on a terminal: a
+control character or a bidirectional override read from Redis is shown as its
+``\\x``/``\\u`` escape, never interpreted (a worker's host name could otherwise read
+backwards). The one script a page may run is
 this package's own ``live.js`` (inlined; it polls the JSON API and writes
 text, never markup): the Content-Security-Policy allows that script by its
 SHA-256 hash and no other, so a value that slipped through could still not
@@ -31,6 +35,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
+from ..printable import printable
 from . import views, workflow
 from . import subscribers  # noqa: F401  (registers its section)
 from .metrics import exposition
@@ -84,7 +89,7 @@ class Dashboard:
         loader = PackageLoader("minitask.dashboard", "templates")
         self._templates = Environment(loader=loader,
                                       autoescape=select_autoescape(default=True),
-                                      trim_blocks=True, lstrip_blocks=True)
+                                      trim_blocks=True, lstrip_blocks=True, finalize=shown)
         # the live-update script, inlined by pages and allowed by its hash alone
         self.live_js = loader.get_source(self._templates, "live.js")[0]
         digest = base64.b64encode(hashlib.sha256(self.live_js.encode()).digest()).decode()
@@ -286,7 +291,8 @@ class Dashboard:
         body = environ["wsgi.input"].read(length) if length > 0 else b""
         form = parse_qs(body.decode(errors="replace"))
         self._check_post(environ, form)
-        task_id = (form.get("task_id") or [""])[0]
+        # a page shows (and its forms send) an id escaped: read it back as Redis holds it
+        task_id = views.dead_id(self.app, (form.get("task_id") or [""])[0])
         queue = (form.get("queue") or [""])[0] or None
         if path == "dead/requeue" and task_id:
             done = self.app.requeue_dead(task_id)
@@ -309,6 +315,16 @@ class Dashboard:
                 self.app.check_queue_name(part)
         except ValueError as exc:
             raise Response("400 Bad Request", str(exc)) from exc
+
+
+def shown(value: Any) -> Any:
+    """What a page shows of a value: a string as ``printable`` escapes it (newlines
+    kept: a traceback's lines; in HTML text they move nothing), markup this package
+    wrote (``|safe``) as it is, None (a value Redis held none readable of) as "?",
+    anything else for Jinja to show."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):  # not markup (Markup)
+        return printable(value, keep_newlines=True)
+    return "?" if value is None else value
 
 
 def is_loopback(address: str) -> bool:

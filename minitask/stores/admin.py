@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Tuple
 
 from ..wire.message import MAX_MS
-from .foreign import ignored, raise_refusals, text_of, whole
+from .foreign import ignored, raise_refusals, text_of, time_in, whole
 from .store import Store
 
 _SCRIPTS = ("purge_ready", "peek")
@@ -19,6 +19,8 @@ _SCRIPTS = ("purge_ready", "peek")
 PURGE_BATCH = 1000
 #: Tasks one peek reads at most (peek.lua), per queue.
 PEEK_MOST = 1000
+#: What the score of a task in each sorted set is, as an unreadable one is named.
+_WHAT = {"leases": "lease deadline", "delayed": "due time"}
 
 
 @dataclass(frozen=True)
@@ -26,9 +28,10 @@ class Peeked:
     """A task at the front of a queue's leases or delayed set (``AdminStore.peek``)."""
 
     task_id: str
-    at_ms: Optional[int]           # its lease deadline or due time (None: not minitask's)
+    at_ms: Optional[int]           # its lease deadline or due time (None: unreadable)
     body: Optional[bytes]          # its message, if still there
     deliveries: int                # hand-overs of the current attempt not ended yet
+    unreadable: str = ""           # why at_ms is None though the set has a score
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class TaskRecord:
     dead_info: Optional[bytes]     # encoded outcome saying why it died, if dead
     due_ms: Optional[int]          # when a scheduled task is due
     lease_deadline_ms: Optional[int]  # when a running task's lease runs out
+    unreadable: str = ""           # a due time or lease deadline that is no time, said
 
 
 class AdminStore(Store):
@@ -69,20 +73,21 @@ class AdminStore(Store):
         (running: soonest lease deadline first) or ``delayed`` (scheduled: soonest due
         first), and how many that set holds, in one round trip (peek.lua)."""
         k = self.keys(queue)
+        key = k.leases if which == "leases" else k.delayed
         total, listed, bodies, counts = self.transport.run(
-            "peek", (k.leases if which == "leases" else k.delayed, k.messages, k.deliveries),
+            "peek", (key, k.messages, k.deliveries),
             (max(1, min(count, PEEK_MOST)),), f"list the {which} of queue {queue!r}")
         found = []
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)
             if not task_id:
-                ignored(k.leases if which == "leases" else k.delayed, "a member is no task id")
+                ignored(key, "a member is no task id")
                 continue
             body = bodies[index] if index < len(bodies) else None
             delivered = counts[index] if index < len(counts) else None
-            found.append(Peeked(task_id, _ms_of(listed[2 * index + 1]),
-                                body if isinstance(body, bytes) else None,
-                                whole(delivered, 0, 2 ** 31) or 0))
+            at_ms, unreadable = time_in(key, listed[2 * index + 1], _WHAT[which], 10)
+            found.append(Peeked(task_id, at_ms, body if isinstance(body, bytes) else None,
+                                whole(delivered, 0, 2 ** 31) or 0, unreadable))
         return int(total), found
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
@@ -104,11 +109,13 @@ class AdminStore(Store):
                 ignored(where, f"it holds another type ({reply})")
         body, deliveries, note, info, delayed, lease = (
             None if isinstance(reply, Exception) else reply for reply in replies)
+        due_ms, due_unreadable = time_in(k.delayed, delayed, _WHAT["delayed"], 10)
+        lease_ms, lease_unreadable = time_in(k.leases, lease, _WHAT["leases"], 10)
         return TaskRecord(body if isinstance(body, bytes) else None,
                           whole(deliveries, 0, 2 ** 31) or 0,
                           note if isinstance(note, bytes) else None,
                           info if isinstance(info, bytes) else None,
-                          _ms_of(delayed), _ms_of(lease))
+                          due_ms, lease_ms, due_unreadable or lease_unreadable)
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is."""

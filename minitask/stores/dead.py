@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
-from .foreign import raise_refusals
+from .foreign import raise_refusals, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
@@ -21,6 +21,7 @@ class DeadLetter:
     dead_at_ms: int
     body: Optional[bytes]
     info: Optional[bytes]
+    unreadable: str = ""  # why dead_at_ms (then clamped) is not the time it died
 
 
 def _time_ms(score: float) -> int:
@@ -29,6 +30,11 @@ def _time_ms(score: float) -> int:
     if math.isnan(score):
         return 0
     return int(min(max(score, 0.0), float(MAX_MS)))
+
+
+def _no_time(key: str, score: float) -> str:
+    """What is wrong with a dead letter's score ('' when it is a time minitask writes)."""
+    return time_in(key, score, "time of death")[1]
 
 
 #: Queues whose dead letters are counted in one round trip.
@@ -56,7 +62,7 @@ class DeadLetterStore(Store):
             bodies, infos = pipe.execute()
         # an id that is not UTF-8 (no minitask wrote it) is shown escaped
         return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
-                           body, info)
+                           body, info, _no_time(k.dead, score))
                 for (task_id, score), body, info in zip(entries, bodies, infos)]
 
     def holding(self, queues: Sequence[str]) -> List[str]:
@@ -113,7 +119,7 @@ class DeadLetterStore(Store):
         if score is None:
             return None
         return DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
-                          body, info)
+                          body, info, _no_time(k.dead, score))
 
     def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> bool:
         """Put a dead task at the tail of its queue, behind every task due by ``now_ms``."""

@@ -18,6 +18,11 @@ from ..wire.message import MAX_MS
 
 logger = logging.getLogger(__name__)
 
+#: 2000-01-01 UTC: no time minitask writes in a score (a due time, a lease deadline, a
+#: time of death: each is "now" or later on the clock of the worker that wrote it) is
+#: earlier; a 0 or a 1.0 planted there would read as a date in 1970.
+EARLIEST_MS = 946_684_800_000
+
 #: (key, problem) pairs warned about already: one line each, not one per read.
 _WARNED: Set[Tuple[str, str]] = set()
 
@@ -71,6 +76,24 @@ def whole(value: Any, low: int = 0, high: int = MAX_MS) -> Optional[int]:
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         return None
     return value
+
+
+def time_in(key: str, score: Any, what: str, scale: int = 1) -> Tuple[Optional[int], str]:
+    """A score of ``key`` holding a time (in ms, times ``scale`` plus a digit below it:
+    a delayed or lease score packs a priority digit) as that time, and ''; or None and
+    what is wrong with it, naming ``what`` (a lease deadline...) and the key, said once
+    in the log: inf, 1.5, text, before EARLIEST_MS or after the year 9999. No score
+    (None, or a key of another type) is (None, '')."""
+    if score is None or isinstance(score, Exception):
+        return None, ""
+    packed = whole(score, 0, MAX_MS * scale + scale - 1)
+    if packed is not None and packed // scale >= EARLIEST_MS:
+        return packed // scale, ""
+    shown = score.decode("ascii", "backslashreplace") if isinstance(score, bytes) else (
+        repr(score) if isinstance(score, float) else str(score))
+    ignored(key, "a score is no time minitask writes")
+    return None, (f"its {what} in key {key} is no time minitask writes (score "
+                  f"{printable(shown[:40])}): unreadable")
 
 
 def text_of(value: Any) -> Optional[str]:

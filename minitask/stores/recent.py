@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ..errors import DecodeError
-from ..wire.message import MAX_MS, to_seconds
+from ..wire.message import MAX_ATTEMPT, MAX_MS, to_seconds
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals
 from .store import Store
@@ -85,6 +85,7 @@ def unpack_entry(queue: str, data: bytes) -> Optional[RecentOutcome]:
     _, task_id, name, state, at_ms, attempt, took, worker, error = fields
     if not (all(isinstance(v, str) for v in (task_id, name, state, worker, error))
             and type(at_ms) is int and 0 <= at_ms <= MAX_MS and type(attempt) is int
+            and 0 <= attempt <= MAX_ATTEMPT
             and (took is None or type(took) is int and 0 <= took <= MAX_MS)):
         return None
     return RecentOutcome(task_id, name, queue, state,

@@ -6,10 +6,11 @@ For each kind of key minitask owns, Hypothesis plants values of every wrong
 type, non-finite and out-of-range numbers, non-UTF-8 bytes, control characters
 and huge values; after each, a task of another queue must run within a second,
 the worker must be alive (on the thread pool, and on the process and asyncio
-pools), ``minitask status`` and ``minitask schedules`` (which lists a schedule
-record it cannot read, never hides it) must
-answer (exit 0, no raw escape character) and every dashboard page must answer
-200. The planted data is left as it was: nothing deletes or renames it.
+pools), ``minitask status``, ``schedules`` (which lists a schedule record it
+cannot read, never hides it), ``inspect`` (a task, and the running, scheduled and
+recent listings) and ``dead list`` must answer (exit 0, no raw escape character)
+and every dashboard page must answer 200 with no raw escape character. The
+planted data is left as it was: nothing deletes or renames it.
 """
 from __future__ import annotations
 
@@ -143,7 +144,13 @@ PLANTS: Dict[str, Any] = {
             client.zadd(REGISTRY.workers, {planted[0] or b"w": time.time() * 1000}),
             client.hset(REGISTRY.worker(planted[0].decode("utf-8", "replace") or "w"),
                         mapping={"beat_ms": planted[1], "processed": planted[1],
-                                 "name": planted[0]}))),
+                                 "name": planted[0], "host": planted[0]}))),
+    # a lease deadline or a time of death that is no time (inf said "for ever", or
+    # 9999-12-31): shown as unreadable, never a date
+    "lease score": SCORES.map(lambda score: lambda client: client.zadd(
+        OTHER.leases, {b"planted-lease\x1b[31m": score})),
+    "dead score": SCORES.map(lambda score: lambda client: client.zadd(
+        OTHER.dead, {b"planted-dead\xe2\x80\xae": score})),
 }
 
 # -- helpers ---------------------------------------------------------------------
@@ -183,6 +190,8 @@ def cli(*argv: str) -> Tuple[int, str]:
 
 
 def page(dashboard: Dashboard, path: str) -> str:
+    """The page's status, and " with raw escapes" when it shows a control character
+    or a bidi override raw."""
     seen: Dict[str, str] = {}
 
     def start_response(status: str, headers: List[Tuple[str, str]]) -> None:
@@ -191,8 +200,10 @@ def page(dashboard: Dashboard, path: str) -> str:
     environ = {"REQUEST_METHOD": "GET", "PATH_INFO": path, "QUERY_STRING": "",
                "wsgi.input": io.BytesIO(b""), "CONTENT_LENGTH": "0",
                "HTTP_HOST": "127.0.0.1:5555"}
-    b"".join(dashboard(environ, start_response))
-    return seen["status"]
+    body = b"".join(dashboard(environ, start_response))
+    html = body.replace(dashboard.live_js.encode(), b"")  # its source names escapes
+    raw = any(char.encode() in html for char in ("\x1b", "\u202e", "\x07"))
+    return seen["status"] + (" with raw escapes" if raw else "")
 
 
 @pytest.fixture
@@ -244,11 +255,15 @@ def check(kind: str, producer: Minitask, admin: "redis.Redis[bytes]", examples: 
         assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
         if kind == "schedule record":  # no planted value is a record: listed, not hidden
             assert "unreadable schedule record" in text and "hourly" in text, text[-2000:]
-        code, text = cli("inspect", "-A", APP, WAITING)
+        for argv in ([WAITING], ["running"], ["scheduled"], ["recent"]):
+            code, text = cli("inspect", "-A", APP, *argv)
+            assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+        code, text = cli("dead", "-A", APP, "list")
         assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+        assert "9999-12-31" not in text and "1970-01-01" not in text, text[-2000:]
         assert producer.handle(WAITING).progress() is None or kind != "progress"
         for path in ("/", "/workers", "/dead", "/schedules", "/metrics", "/api/queues",
-                     f"/task/{WAITING}"):
+                     f"/task/{WAITING}", "/running", "/scheduled", "/recent"):
             assert page(dashboard, path) == "200 OK", path
         # what was planted is still there, as it was (a cursor or a tick minitask
         # replaces is minitask's to replace, a cancels stream with an id minitask never

@@ -15,9 +15,13 @@ from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli import dead as dead_command, status as status_command
 from minitask.cli.main import main
-from minitask.dashboard.views import workers as workers_view
+from minitask.admin.activity import recent
+from minitask.dashboard.views import dead as dead_view, workers as workers_view
+from minitask.dashboard.web import Dashboard
+from minitask.stores.recent import pack_entry
 from minitask import printable as printing
 from minitask.printable import printable
+from tests.unit.test_dashboard import call
 
 #: Ids no minitask writes: not UTF-8, an escape character, a C1 control, a bidi control.
 PLANTED = [b"\xff\xfe-id", b"ok\x1b[31m-id", "c1\u0085-id".encode(), "rtl\u202e-id".encode(),
@@ -125,3 +129,72 @@ def test_a_schedule_is_listed_under_the_field_it_is_stored_under(
     schedules = queue_keys(app.name, "default").schedules
     fake_redis.hset(schedules, b"copied", fake_redis.hget(schedules, b"nightly") or b"")
     assert sorted(schedule.name for schedule in app.schedules()) == ["copied", "nightly"]
+
+
+@pytest.mark.parametrize("score", [float("inf"), float("-inf"), 1.5, -1e20, 1e300, 0.0, 1.0])
+def test_a_time_of_death_that_is_no_time_is_unreadable_naming_its_key_never_a_date(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]", score: float,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """inf was listed as dying on 9999-12-31, 1.5 and -1e20 on 1970-01-01."""
+    dead = queue_keys(operated.name, "default").dead
+    plant_dead(fake_redis, operated, b"odd")
+    fake_redis.zadd(dead, {b"odd": score})
+    code, text = run(capsys, "dead", "-A", "x", "list")
+    assert code == 0 and "9999-" not in text and "1970-" not in text, text
+    assert f"dead letter odd: its time of death in key {dead} is no time" in text
+    code, text = run(capsys, "dead", "-A", "x", "show", "odd")
+    assert code == 0 and f"dead at   its time of death in key {dead}" in text
+    code, text = run(capsys, "dead", "-A", "x", "show", "--json", "odd")
+    shown = json.loads(text)
+    assert shown["dead_at"] is None and dead in shown["unreadable"]
+    (row,) = dead_view(operated)["dead"]
+    assert row["dead_at"] is None and dead in row["unreadable"]
+
+
+@pytest.mark.parametrize("field, value", [("beat_ms", "1e400"), ("beat_ms", "nan"),
+                                          ("processed", "inf"), ("failed", "-1"),
+                                          ("running", "1.5"), ("pid", "9" * 30)])
+def test_a_worker_count_that_is_no_number_is_shown_as_unknown_never_as_0(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]", clock: Any, field: str,
+        value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A beat_ms of 1e400 said "heartbeat 0.0 s ago", a processed of inf "processed 0"."""
+    beat = clock.now_ms() - 7_000
+    info = {"pid": 1, "beat_ms": beat, "processed": 4, "failed": 2, "running": 1,
+            "recycled": 0, "pool": "process", "queues": "default"}
+    operated.broker.registry.heartbeat("w", {**info, field: value}, beat, ttl_ms=60_000)
+    code, text = run(capsys, "status", "-A", "x", "--json")
+    [worker] = json.loads(text)["workers"]
+    key = "heartbeat_age_s" if field == "beat_ms" else field
+    assert code == 0 and worker[key] is None, worker
+    code, text = run(capsys, "status", "-A", "x")
+    line = next(line for line in text.splitlines() if line.startswith("  w  "))
+    assert ("heartbeat unreadable" if field == "beat_ms" else f"{field} ?") in line or (
+        field == "pid"), line
+    assert "heartbeat 0.0 s ago" not in line
+    [listed] = workers_view(operated)["workers"]
+    assert listed[key] is None
+    page = call(Dashboard(operated), "/workers")[2]
+    assert "None" not in page and "?" in page
+
+
+@pytest.mark.parametrize("skew", ["9" * 30, "-" + "9" * 30, "1e400"])
+def test_a_clock_skew_no_clock_can_have_is_no_warning(
+        operated: Minitask, clock: Any, skew: str, capsys: pytest.CaptureFixture[str]) -> None:
+    beat = clock.now_ms()
+    operated.broker.registry.heartbeat("w", {"pid": 1, "beat_ms": beat, "clock_skew_ms": skew},
+                                       beat, ttl_ms=60_000)
+    code, text = run(capsys, "status", "-A", "x", "--json")
+    report = json.loads(text)
+    assert code == 0 and report["workers"][0]["clock_skew_ms"] is None
+    assert not [warning for warning in report["warnings"] if "worker w's" in warning]
+
+
+@pytest.mark.parametrize("attempt", [-5, 2 ** 63, 10 ** 6])
+def test_a_recent_outcome_with_an_attempt_no_task_makes_is_left_out(
+        operated: Minitask, fake_redis: "redis.Redis[bytes]", clock: Any, attempt: int) -> None:
+    plant_dead(fake_redis, operated, b"x")  # registers the queue
+    recent_key = queue_keys(operated.name, "default").recent
+    for task_id, tried in (("good", 2), ("odd", attempt)):
+        fake_redis.xadd(recent_key, {"e": pack_entry(task_id, "n", "succeeded", clock.now_ms(),
+                                                     tried, 0.5, "w")})
+    assert [entry.task_id for entry in recent(operated).tasks] == ["good"]

@@ -67,7 +67,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
 ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- cli -------------------------------------------------------------------
     "cli": frozenset({"cli.main"}),
-    "cli.bench": frozenset({"bench.run"}),
+    "cli.bench": frozenset({"bench.run", "cli.options"}),
     "cli.cancel": frozenset({"cli.options", "errors"}),
     "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors"}),
     "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable"}),
@@ -82,11 +82,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.options": frozenset({"app", "discovery", "errors"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
     "cli.schedules": frozenset({"admin", "cli.options", "periodic", "printable"}),
-    "cli.shutdown": frozenset({"admin", "admin.workers", "cli.options"}),
+    "cli.shutdown": frozenset({"admin", "admin.workers", "cli.options", "printable",
+                               "wire.message"}),
     "cli.status": frozenset({"admin", "broker.health", "cli.options", "printable"}),
     "cli.tasks": frozenset({"cli.options"}),
     "cli.unsubscribe": frozenset({"cli.options"}),
-    "cli.worker": frozenset({"app", "cli.options"}),
+    "cli.worker": frozenset({"app", "cli.options", "wire.message", "worker.loop"}),
     # -- bench -----------------------------------------------------------------
     "bench": frozenset(),
     "bench.broadcast": frozenset({"app", "bench.capacity", "bench.scratch", "bench.workers"}),
@@ -130,7 +131,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "dashboard.views": frozenset({"admin", "admin.activity", "admin.workflows", "app"}),
     "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
                                 "dashboard.subscribers", "dashboard.views",
-                                "dashboard.workflow", "errors"}),
+                                "dashboard.workflow", "errors", "printable"}),
     "dashboard.workflow": frozenset({"admin.workflows", "app"}),
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),

@@ -232,7 +232,7 @@ def test_the_worker_command_refuses_recycling_on_other_pools(
     with pytest.raises(SystemExit) as exited:
         main(["worker", "-A", "tests.apps.lifecycle", "--max-memory-per-child", "0"])
     assert exited.value.code == 2
-    assert "give 1 or more" in capsys.readouterr().err
+    assert "give a whole number from 1 to" in capsys.readouterr().err
 
 
 def test_the_dashboard_counts_a_workers_recycled_children(

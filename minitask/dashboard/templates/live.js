@@ -1,6 +1,9 @@
 // minitask dashboard: live listings. Every POLL_MS, while the tab is visible, read
 // this page's JSON twin (/api/<listing>?<same query>) and rewrite the table's rows
-// with text nodes only (never markup). Times say "3 s ago" / "in 2 min", exact on hover.
+// with text nodes only (never markup), each string escaped as the server's pages escape
+// it (printable): a control character or a bidirectional override read from Redis shows
+// as its \x / \u escape, never interpreted. Times say "3 s ago" / "in 2 min", exact on
+// hover.
 (function () {
   "use strict";
   var POLL_MS = 500;
@@ -8,6 +11,22 @@
   if (!table) { return; }
   var kind = table.getAttribute("data-listing");
   var skew = 0;  // server clock minus this browser's
+  // what Python's str.isprintable() refuses, and the characters that move text
+  var HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|(?! )\p{Zs}/u;
+  function shown(value) {
+    var text = value === null || value === undefined ? "" : String(value);
+    var out = "";
+    for (var i = 0; i < text.length; i++) {
+      var code = text.codePointAt(i);
+      var char = String.fromCodePoint(code);
+      if (code > 0xffff) { i++; }  // a surrogate pair: two UTF-16 units
+      if (char === "\n" || !HIDDEN.test(char)) { out += char; continue; }
+      var hex = code.toString(16);
+      out += code < 0x100 ? "\\x" + ("0" + hex).slice(-2) : code < 0x10000 ?
+        "\\u" + ("000" + hex).slice(-4) : "\\U" + ("0000000" + hex).slice(-8);
+    }
+    return out;
+  }
   function span(seconds) {
     if (seconds > 0 && seconds < 1) { return Math.round(seconds * 1000) + " ms"; }
     var units = [["d", 86400], ["h", 3600], ["min", 60]];
@@ -25,12 +44,13 @@
   }
   function cell(row, text, cls) {
     var td = document.createElement("td");
-    td.textContent = text === null || text === undefined ? "" : String(text);
+    td.textContent = shown(text);
     if (cls) { td.className = cls; }
     row.appendChild(td);
     return td;
   }
-  function time(row, iso) {
+  function time(row, iso, unreadable) {
+    if (unreadable) { return cell(row, "unreadable: " + unreadable, "unreadable"); }
     var td = cell(row, "");
     var t = document.createElement("time");
     t.setAttribute("datetime", iso || "");
@@ -49,7 +69,8 @@
       td.appendChild(document.createTextNode(" "));
     }
     var text = String(p.current) + (p.total === null ? "" : " / " + p.total);
-    td.appendChild(document.createTextNode(text + (p.message ? " \u00b7 " + p.message : "")));
+    td.appendChild(document.createTextNode(shown(text + (p.message ? " \u00b7 " + p.message
+                                                                   : ""))));
   }
   function render(data) {
     skew = Date.parse(data.now) - Date.now();
@@ -57,10 +78,10 @@
     var rows = document.createDocumentFragment();
     data.tasks.forEach(function (t) {
       var row = document.createElement("tr");
-      row.setAttribute("data-task-id", t.task_id);
+      row.setAttribute("data-task-id", shown(t.task_id));
       var link = document.createElement("a");
       link.href = "/task/" + encodeURIComponent(t.task_id);
-      link.textContent = t.task_id;
+      link.textContent = shown(t.task_id);
       cell(row, "").appendChild(link);
       cell(row, t.name, "name");
       cell(row, t.queue);
@@ -74,7 +95,7 @@
       } else {
         cell(row, t.args, "args");
         cell(row, t.attempt, "n");
-        time(row, t.at);
+        time(row, t.at, t.unreadable);
         time(row, t.enqueued_at);
         if (kind === "running") { progress(row, t.progress); }
       }
