@@ -32,7 +32,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
 from . import views
-from . import subscribers  # noqa: F401  (registers its section)
+from . import groups, subscribers  # noqa: F401  (register their sections)
 from .metrics import exposition
 from .sections import section, sections
 

@@ -87,7 +87,7 @@ def test_a_plain_call_of_a_task_with_group_limits_but_no_group_is_ungrouped() ->
     assert list(app.broker.flow.specs("default").values()) == ["\n0\n0\n0\n0\n0\n1\n0\n0\nacme"]
 
 
-def test_group_refuses_limit_key_and_broadcast_and_batches() -> None:
+def test_group_refuses_limit_key_and_broadcast() -> None:
     app = _app()
 
     @app.task(name="job")
@@ -100,9 +100,6 @@ def test_group_refuses_limit_key_and_broadcast_and_batches() -> None:
         job.apply_async((1,), group="a", limit_key="k")
     with pytest.raises(ConfigurationError, match="task 'shout': a broadcast task takes no group"):
         shout.apply_async((1,), group="a")
-    with pytest.raises(ConfigurationError, match="cannot join an app.batch"):
-        with app.batch():
-            job.apply_async((1,), group="a")
     assert app.broker.transport.client.keys("*") == []
 
 

@@ -122,13 +122,15 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "bench.workers": frozenset({"broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
     "dashboard": frozenset(),
+    "dashboard.groups": frozenset({"admin", "dashboard.sections", "printable"}),
     "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
     "dashboard.sections": frozenset(),
     "dashboard.server": frozenset({"app", "dashboard.web"}),
     "dashboard.subscribers": frozenset({"dashboard.sections"}),
     "dashboard.views": frozenset({"admin", "admin.activity", "app"}),
-    "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
-                                "dashboard.subscribers", "dashboard.views", "errors"}),
+    "dashboard.web": frozenset({"app", "dashboard.groups", "dashboard.metrics",
+                                "dashboard.sections", "dashboard.subscribers", "dashboard.views",
+                                "errors"}),
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
@@ -280,9 +282,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.workflow_reads": frozenset({"broker.packing", "broker.transport", "errors",
                                         "stores.foreign", "stores.store", "wire.serializer"}),
-    "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "printable",
-                                   "stores.queue", "stores.workflow_reads", "wire.message",
-                                   "wire.serializer"}),
+    "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
+                                   "printable", "stores.queue", "stores.workflow_reads",
+                                   "wire.message", "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset(),
