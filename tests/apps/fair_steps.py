@@ -45,11 +45,18 @@ def collect(groups: List[str], tag: str) -> int:
     return len(groups)
 
 
+def capped(group: str, n: int) -> None:
+    """Logs its start and end in ``steps:log:capped`` (all groups in one log)."""
+    _log("capped", f"start:{group}:{n}", f"end:{group}:{n}")
+
+
 def _register(app: Minitask) -> Minitask:
     # one at a time per group: group_max_running=1
     app.task(name="steps.serial", group_by="group", group_max_running=1)(serial)
     app.task(name="steps.tenant_of")(tenant_of)
     app.task(name="steps.collect", group_max_running=1)(collect)
+    # flow control and groups on one task: two at once in all, one per group
+    app.task(name="steps.capped", group_by="group", group_max_running=1, max_running=2)(capped)
     return app
 
 

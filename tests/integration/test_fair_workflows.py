@@ -99,3 +99,31 @@ def test_chord_members_sent_by_a_worker_and_its_body_run_in_their_group(
     assert ran.index("body:0") > max(ran.index(f"M:{n}") for n in range(6))
     wait_until(lambda: not admin.keys("minitask:{fairsteps:default}:flow:*"),
                timeout=DEADLINE, message="the groups' keys and the steps' specs to go")
+
+
+def test_a_tasks_max_running_and_its_groups_limits_hold_together_on_workers(
+        steps: Minitask, admin: "redis.Redis[bytes]") -> None:
+    capped = steps.tasks["steps.capped"]
+    groups = [f"g{i}" for i in range(6)]
+    for n in range(8):
+        handles = capped.delay_many([(group, n) for group in groups])
+    handles[-1].get(timeout=DEADLINE)
+    wait_until(lambda: len(_log(admin, "capped")) == 2 * 6 * 8, timeout=DEADLINE,
+               message="every task to end")
+    running: Dict[str, int] = {}
+    most = 0
+    for record in _log(admin, "capped"):
+        kind, group, n = record.split(":")
+        if kind == "start":
+            assert group not in running, record  # one at a time per group
+            running[group] = int(n)
+            most = max(most, len(running))
+        else:
+            assert running.pop(group) == int(n), record
+    assert most <= 2  # the task's max_running, across both workers' eight threads
+    for group in groups:  # each group in order
+        starts = [r for r in _log(admin, "capped") if r.startswith(f"start:{group}:")]
+        assert starts == [f"start:{group}:{n}" for n in range(8)]
+    wait_until(lambda: not [key for key in admin.keys("minitask:{fairsteps:default}:flow*")
+                            if not key.endswith(b":starts")],
+               timeout=DEADLINE, message="the groups' and the limiter's keys to go")
