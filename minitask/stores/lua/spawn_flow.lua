@@ -33,13 +33,7 @@ for n = 1, count do
   local result, marker = KEYS[14 + 2 * n], KEYS[15 + 2 * n]
   local spec = specs[n] ~= '' and flow_control().spec(specs[n])
   if spec and spec.group and tonumber(ARGV[i + 3]) <= now then
-    -- checked as spawn.lua checks its own steps' markers, before any write
-    guards().expect(marker, 'hash')
-    local state = redis.call('HGET', marker, 'state')
-    if state and state ~= 'sent' and state ~= 'cancelled' then
-      error('WRONGTYPE minitask key ' .. marker .. ' holds no step marker minitask wrote ' ..
-            '(its state is neither sent nor cancelled); nothing was changed', 0)
-    end
+    step_marker(marker)  -- checked as spawn.lua checks its own steps', before any write
     grouped[#grouped + 1] = {id = ARGV[i], body = ARGV[i + 1], priority = tonumber(ARGV[i + 2]),
                              ttl = ARGV[i + 4], result = result, marker = marker,
                              text = specs[n], spec = spec}
