@@ -13,6 +13,7 @@ import pytest
 
 from minitask import ArgumentError, ConfigurationError, Minitask, chain, chord, group
 from minitask.testing import drain
+from tests.support.clock import ManualClock
 
 
 def _groups(app: Minitask, queue: str = "default") -> Dict[str, Any]:
@@ -51,7 +52,9 @@ def tenants(make_app: Callable[..., Minitask]) -> Minitask:
 
 def test_the_first_steps_of_a_workflow_go_into_their_groups(tenants: Minitask) -> None:
     job, plain = tenants.tasks["job"], tenants.tasks["plain"]
-    group(job.si("a", 1), job.si("b", 2), plain.si(3).set(group="c"), plain.si(4)).delay()
+    sent = group(job.si("a", 1), job.si("b", 2), plain.si(3).set(group="c"),
+                 plain.si(4)).delay()
+    assert tenants.group_handle(sent.id).id == sent.id  # its record went with the steps
     assert _groups(tenants)["groups"] == 3
     assert _spec_groups(tenants) == ["a", "b", "c"]
     assert tenants.broker.queues.counts("default")["ready"] == 1  # plain.si(4), ungrouped
@@ -90,6 +93,20 @@ def test_chord_members_and_body_sent_by_a_worker_are_grouped(tenants: Minitask) 
     assert _spec_groups(tenants) == ["body"] and _groups(tenants)["groups"] == 1
     drain(tenants)
     assert handle.get(timeout=1) == ["a", "b", "c"]
+
+
+def test_a_delayed_step_joins_its_group_when_it_falls_due(tenants: Minitask,
+                                                          clock: ManualClock) -> None:
+    job, plain = tenants.tasks["job"], tenants.tasks["plain"]
+    handle = chain(plain.si(0), job.si("a", 1).set(delay=5)).delay()
+    worker = tenants.worker(burst=True)
+    assert worker.run_once()
+    assert _spec_groups(tenants) == ["a"] and _groups(tenants) == {}  # scheduled
+    assert tenants.broker.queues.counts("default")["scheduled"] == 1
+    clock.advance(6)
+    assert worker.run_once()  # promoted, joined its group, served in its turn
+    assert handle.get(timeout=1) == "a" and _groups(tenants) == {}
+    assert tenants.broker.flow.specs("default") == {}
 
 
 def test_a_result_that_is_no_group_ends_the_step_before_it_dead(tenants: Minitask) -> None:
