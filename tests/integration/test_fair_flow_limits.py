@@ -88,6 +88,33 @@ def test_a_rate_limit_holds_across_groups_that_take_turns(
     _nothing_left(app)
 
 
+def test_a_group_held_by_its_tasks_rate_waits_without_polling(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app = make_app()
+
+    @app.task(name="slow", group_by="tenant", rate_limit="1/m")
+    def slow(tenant: str, n: int) -> int:
+        return n
+
+    for tenant in "abc":
+        slow.delay_many([(tenant, n) for n in range(2)])
+    first = fetch(app, clock, count=10)
+    assert len(first.deliveries) == 1  # one start a minute, whichever the group
+    later = clock.now_ms() + 30_000
+    for _ in range(3):  # each fetch says when to look again: not now
+        clock.advance(0.5)
+        again = fetch(app, clock, count=10)
+        assert again.deliveries == [] and again.next_event_ms is not None
+        assert again.next_event_ms >= later, again.next_event_ms - clock.now_ms()
+    clock.advance(61)
+    # the next start, in turn; the group behind it is held again, until the next minute
+    assert len(fetch(app, clock, count=10).deliveries) == 1
+    clock.advance(0.5)
+    again = fetch(app, clock, count=10)
+    assert again.deliveries == [] and again.next_event_ms is not None
+    assert again.next_event_ms >= clock.now_ms() + 25_000  # a lease's end, or the rate's
+
+
 def test_per_call_groups_and_limit_keys_combine(make_app: Callable[..., Minitask],
                                                 clock: ManualClock) -> None:
     app = make_app()

@@ -40,7 +40,9 @@
 -- popped group token (a byte 255 first: never an id) leases its group's first task as
 -- the group's limits allow and goes back to its list; a popped grouped id (due, put
 -- back, its lease expired) joins its group's ready set. The due loop puts a due group
--- ('g:<group>' in flow_due) back into the rotation.
+-- ('g:<group>' in flow_due) back into the rotation. A group whose task's own limits
+-- (rate_limit, max_running) hold its first task has its token parked in that
+-- limiter's park list, and the due loop serves it again in its place.
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
 -- (flow control) its limiter's park list, or (fair queues) its group's ready set.
 -- A group with eligible ready tasks has one live token in a ready list (or is due in
@@ -246,7 +248,9 @@ if flow_on then
     local parked = tolerant(false, tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
                             priority .. token)
     if parked == 1 then tolerant(0, 'SADD', KEYS[22], limiter) end
-    if retry_at >= 0 then
+    if retry_at >= 0 and tried then
+      tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
+    elseif retry_at >= 0 then
       tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, limiter)
     elseif tried then
       tolerant(0, 'ZREM', KEYS[20], limiter)

@@ -6,7 +6,9 @@
 --   debounce (0 or 1)
 -- The limiter (empty: no limits) names one task and limit key; its state lives
 -- under the queue's hash tag, at names built from the flow prefix (keys.py):
---   <prefix><limiter>:park     LIST  parked entries (priority digit .. id), oldest first
+--   <prefix><limiter>:park     LIST  parked entries (priority digit .. id), oldest first;
+--                                    or a group's token its task's limits hold
+--                                    (fair queues: flow_held_by_task)
 --   <prefix><limiter>:starts   ZSET  'ms:id' -> start (ms) within the last window
 --                                    (the member names when it came, the score
 --                                    when it counts from), and '' -> the pace:
