@@ -17,7 +17,9 @@ expires), runs again, and redoes every step; what was done already is a no-op.
 
 * A step is sent by ``spawn.lua`` only if its *marker* (``once:<id>``, in its
   queue's slot, expiring with its result) does not exist yet, so a task that
-  runs twice never sends its successor twice, even after that one finished.
+  runs twice never sends its successor twice, even after that one finished. A
+  step with a flow spec (its task's limits, its group in a fair queue) is sent
+  by ``spawn_flow.lua``, which adds the spec and joins the group in that step.
 * A group's member counts once (``HSETNX`` on its index, not ``INCR``); a group
   answers "complete" to every join until its continuation is marked fired, so
   a completing member that died before sending it sends it on redelivery, and
