@@ -36,6 +36,8 @@ class Batch:
         self.owner = owner
         self.around = _innermost.get()
         self.by_queue: Dict[str, List[Entry]] = {}
+        #: The flow specs of its flow-controlled (or grouped) calls, by id (limits.py).
+        self.specs: Dict[str, str] = {}
         self._state = OPEN
         #: The outer block this one's calls went to when it ended.
         self._merged: Optional[Batch] = None
@@ -52,9 +54,10 @@ class Batch:
             batch = batch._merged
         return batch._state
 
-    def add(self, by_queue: Dict[str, List[Entry]]) -> None:
+    def add(self, by_queue: Dict[str, List[Entry]], specs: Dict[str, str]) -> None:
         for queue, entries in by_queue.items():
             self.by_queue.setdefault(queue, []).extend(entries)
+        self.specs.update(specs)
 
     def enter(self) -> None:
         """The block starts: calls of this context go to this batch from now on."""
@@ -68,7 +71,7 @@ class Batch:
     def merge_into(self, outer: "Batch") -> None:
         """The block ended inside another of the same app: its calls go with that one's."""
         _innermost.reset(self._token)
-        outer.add(self.by_queue)
+        outer.add(self.by_queue, self.specs)
         self._merged = outer
 
 

@@ -27,6 +27,10 @@ from .wire.message import MAX_MS, Message, due_after_ms, new_message, to_ms
 
 #: Every option ``apply_async`` takes.
 APPLY_OPTIONS = CALL_OPTIONS | FLOW_OPTIONS | {"durability"}
+#: Every option a workflow step's signature takes (``Signature.set``).
+STEP_OPTIONS = CALL_OPTIONS | {"group"}
+#: Stands for the result a workflow step receives, where ``group_by`` looks for its group.
+RESULT = object()
 
 
 class CallOptions(TypedDict, total=False):
@@ -75,9 +79,10 @@ class Calls:
         return new_message(task_id or new_task_id(), self.name, list(args), kwargs, queue,
                            priority, now_ms, eta_ms, flow, current_context())
 
-    def _group_of(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
+    def _group_of(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> Optional[str]:
         """The group of a call of a ``group_by`` task: its argument's value, bound as
-        the function would bind it (defaults applied), as ``group_name`` stores it."""
+        the function would bind it (defaults applied), as ``group_name`` stores it;
+        None when that value is ``RESULT`` (a workflow step's, see ``step_flow``)."""
         name = self.options.grouping.group_by
         # a group_by task has its function: only @app.task sets the option
         assert name is not None and self._signature is not None
@@ -86,10 +91,34 @@ class Calls:
         if name not in bound.arguments:
             raise ArgumentError(f"{self._where}: group_by={name!r} needs the argument "
                                 f"{name!r}, and the call gives none", task_name=self.name)
+        if bound.arguments[name] is RESULT:
+            return None
         try:
             return group_name(bound.arguments[name], self._where, f"argument {name!r} (group_by)")
         except ConfigurationError as exc:
             raise ArgumentError(str(exc), task_name=self.name) from None
+
+    def step_flow(self, args: Sequence[Any], kwargs: Dict[str, Any], group: Optional[str],
+                  receives: bool) -> Tuple[Optional[str], bool]:
+        """A workflow step's flow spec (``limits.pack``: its task's limits, and its group:
+        ``group``, the signature's ``group`` option, else its ``group_by`` argument's
+        value), and whether its group is the result of the step before it.
+
+        ``receives``: the step gets that result as its first argument, before ``args``.
+        When ``group_by`` names the parameter that result fills, the group is known only
+        when the step is sent: the spec then ends with an empty group, which
+        ``stores/workflows.py`` completes with the result (``group_name``'s rules).
+
+        Raises:
+            ArgumentError: a ``group_by`` argument that is no group (nothing is sent).
+        """
+        grouping = self.options.grouping
+        from_result = False
+        if group is None and grouping.group_by is not None:
+            group = self._group_of((RESULT, *args) if receives else args, kwargs)
+            if group is None:
+                group, from_result = "", True
+        return pack(self.name, self.options.limits, group=group, grouping=grouping), from_result
 
     def applied(self, args: Any, kwargs: Any, options: CallOptions,
                 what: str = "apply_async") -> Tuple[Message, CallSetting]:
@@ -234,8 +263,11 @@ class Calls:
     def step_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
         """``Task.call_options``: a workflow step's per-call options, checked."""
         where = self._where
-        self._refuse_unknown(options, CALL_OPTIONS, "a signature")
+        self._refuse_unknown(options, STEP_OPTIONS, "a signature")
         queue, priority = self._placed(options)
+        group = options.get("group")
+        if group is not None:
+            group = group_name(group, where, "group")
         delay = options.get("delay")
         delay_ms = None if delay is None else to_ms(check_seconds(delay, "delay", where))
         eta = options.get("eta")
@@ -243,7 +275,8 @@ class Calls:
         if task_id is not None:
             check_text(task_id, "task_id", where)
         return {"queue": queue, "priority": priority, "delay_ms": delay_ms or None,
-                "eta_ms": None if eta is None else self.eta_ms(eta), "task_id": task_id}
+                "eta_ms": None if eta is None else self.eta_ms(eta), "task_id": task_id,
+                "group": group}
 
     @staticmethod
     def _misplaced_options(signature: inspect.Signature, kwargs: Dict[str, Any]) -> str:

@@ -54,6 +54,9 @@ class SignedTask(Protocol):
 
     def call_options(self, options: Dict[str, Any]) -> Dict[str, Any]: ...
 
+    def step_flow(self, args: Sequence[Any], kwargs: Dict[str, Any], group: Optional[str],
+                  receives: bool) -> Tuple[Optional[str], bool]: ...
+
 
 class Workflow(ABC):
     """What signatures, chains, groups and chords share: error callbacks, ``|``,
@@ -183,8 +186,9 @@ class Signature(Workflow):
 
         Args:
             **options: ``queue``, ``priority``, ``delay`` (seconds after the step
-                before it ends), ``eta``, ``task_id``; and ``immutable`` (True: the
-                step ignores the result of the step before it, as ``si()`` makes).
+                before it ends), ``eta``, ``task_id``, ``group`` (the step's group in
+                a fair queue, over its task's ``group_by``); and ``immutable`` (True:
+                the step ignores the result of the step before it, as ``si()`` makes).
 
         Returns:
             This signature (changed in place, as Celery's ``set``).
@@ -446,9 +450,13 @@ class _Compiler:
                                 f"that step's result as its first argument, before its own "
                                 f"({task.name}.si(...) makes a step that takes none)",
                                 task_name=task.name) from None
+        options = sig._resolved
+        # its limits and group (fair queues); a group_by argument that receives the
+        # step before's result is known only when the step is sent (stores/workflows.py)
+        flow, from_result = task.step_flow(args, keywords, options["group"],
+                                           prefix is None and not sig.immutable)
         args, keywords = task.sender.types.arguments_to_wire(task.name, args, keywords)
         check_arguments(task.name, args, keywords)
-        options = sig._resolved
         ttl = max(1, math.ceil(task.options.result_ttl * 1000))
         self.max_ttl = max(self.max_ttl, ttl)
         if options["task_id"]:
@@ -457,6 +465,10 @@ class _Compiler:
                 "args": list(args), "kwargs": keywords, "q": options["queue"],
                 "p": options["priority"], "delay": options["delay_ms"],
                 "eta": options["eta_ms"], "imm": sig.immutable, "ttl": ttl, "err": errs}
+        if flow is not None:  # absent from a step with neither: its plan is as it was
+            node["fl"] = flow
+            if from_result:
+                node["fr"] = True
         return node, StepHandle(self.broker, node["q"], node["id"], ttl)
 
     def errback(self, sig: Signature) -> Node:

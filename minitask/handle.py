@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVa
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .stores.workflow_reads import handle_record_of
-from .stores.workflows import Failure, frame_of
+from .stores.workflow_reads import Failure, frame_of, handle_record_of
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message, decode_outcome, unpack_progress
 

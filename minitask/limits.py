@@ -61,9 +61,8 @@ def task_grouping(options: Dict[str, Any], parameters: Any, where: str) -> TaskG
     """Read the ``group_*`` options of a decorator; ``parameters``: the function's.
 
     Raises:
-        ConfigurationError: ``group_by`` naming no parameter of the function, a bad
-            ``group_max_running`` or ``group_rate_limit``, or group options with
-            ``rate_limit`` or ``max_running`` (a ValueError).
+        ConfigurationError: ``group_by`` naming no parameter of the function, or a bad
+            ``group_max_running`` or ``group_rate_limit`` (a ValueError).
     """
     group_by = options.get("group_by")
     if group_by is not None and (not isinstance(group_by, str) or group_by not in parameters):
@@ -72,13 +71,8 @@ def task_grouping(options: Dict[str, Any], parameters: Any, where: str) -> TaskG
     limits = task_limits({"rate_limit": options.get("group_rate_limit"),
                           "max_running": options.get("group_max_running")},
                          where, prefix="group_")
-    grouping = TaskGrouping(group_by, limits.max_running, limits.rate_limit,
-                            limits.rate_count, limits.rate_window_ms)
-    if (group_by is not None or limits.limited) and task_limits(options, where).limited:
-        raise ConfigurationError(f"{where}: group options do not combine with rate_limit or "
-                                 f"max_running yet; use group_rate_limit and "
-                                 f"group_max_running (per group)")
-    return grouping
+    return TaskGrouping(group_by, limits.max_running, limits.rate_limit, limits.rate_count,
+                        limits.rate_window_ms)
 
 
 def group_name(value: Any, where: str, what: str) -> str:
@@ -221,8 +215,6 @@ def call_flow(task_name: str, limits: TaskLimits, options: Dict[str, Any], *,
     if key is not None:
         check_limit_key(key, where)
     group = options.get("group")
-    if group is not None and key is not None:
-        raise ConfigurationError(f"{where}: limit_key does not combine with group yet")
     due_ms: Optional[int] = None
     debounce = options.get("debounce")
     if debounce is not None:

@@ -128,6 +128,10 @@ class NamedTask:
     def call_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
         return self._calls.step_options(options)
 
+    def step_flow(self, args: Sequence[Any], kwargs: Dict[str, Any], group: Optional[str],
+                  receives: bool) -> Tuple[Optional[str], bool]:
+        return self._calls.step_flow(args, kwargs, group, receives)
+
 
 class ByName:
     """What ``app.send`` and ``app.signature`` do: a registered task's own calls, or

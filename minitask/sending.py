@@ -83,7 +83,7 @@ class Sender:
         batch = open_batch(self)
         if batch is not None:
             _check_batchable(messages, durability)
-            batch.add(by_queue)
+            batch.add(by_queue, _specs(messages))
             return
         if any(m.flow is not None for m in messages):  # flow control: limits.py
             with _naming(messages, [entry for entries in by_queue.values()
@@ -105,7 +105,7 @@ class Sender:
         batch = open_batch(self)
         if batch is not None:
             _check_batchable(messages, durability)
-            batch.add(by_queue)
+            batch.add(by_queue, _specs(messages))
             return
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
@@ -185,8 +185,8 @@ class Sender:
             return
         try:
             if batch.by_queue:
-                self._broker().queues.enqueue_queues(batch.by_queue, self.clock.now_ms(),
-                                                     BULK_CHUNK)
+                self._broker().flow.send_together(batch.by_queue, batch.specs,
+                                                  self.clock.now_ms(), BULK_CHUNK)
         except BaseException:
             batch.close(FAILED)
             raise
@@ -207,15 +207,8 @@ def _specs(messages: Sequence[Message]) -> Dict[str, str]:
 
 
 def _check_batchable(messages: Sequence[Message], durability: CallSetting) -> None:
-    """A batch block sends plain enqueues, confirmed as the app says: a call with flow
-    options (its own script) or a durability of its own is refused there."""
-    for message in messages:
-        if message.flow is not None:
-            raise ConfigurationError(
-                f"task {message.task!r}: a call with limit_key, debounce, expires or a group "
-                f"(or of a task with rate_limit or max_running) cannot join an app.batch() "
-                f"block; "
-                f"send it after the block")
+    """A batch block is confirmed as the app says: a call with a durability of its own
+    is refused there."""
     if durability is not APP and messages:
         raise ConfigurationError(
             f"task {messages[0].task!r}: durability per call cannot be given inside an "

@@ -5,7 +5,8 @@ import asyncio
 import datetime as _dt
 import functools
 from typing import (TYPE_CHECKING, Any, Callable, Coroutine, Dict, Generic, Iterable, List,
-                    Optional, Protocol, Sequence, TypeVar, Union, cast, overload)
+                    Optional, Protocol, Sequence, Tuple, TypeVar, Union, cast,
+                    overload)
 
 from . import broadcast
 from ._compat import ParamSpec
@@ -325,16 +326,22 @@ class Task(Generic[P, R]):
 
     def call_options(self, options: Dict[str, Any]) -> Dict[str, Any]:
         """Per-call options of a workflow step, checked: ``queue``, ``priority``,
-        ``delay`` (seconds after the step is sent), ``eta``, ``task_id``.
+        ``delay`` (seconds after the step is sent), ``eta``, ``task_id``, ``group``.
 
         Returns:
             ``queue``, ``priority``, ``delay_ms``, ``eta_ms`` (None: not given),
-            ``task_id`` (None: a new one).
+            ``task_id`` (None: a new one), ``group`` (None: the task's ``group_by``).
 
         Raises:
             ConfigurationError: an unknown option or a bad value (a ValueError).
         """
         return self._calls.step_options(options)
+
+    def step_flow(self, args: Sequence[Any], kwargs: Dict[str, Any], group: Optional[str],
+                  receives: bool) -> Tuple[Optional[str], bool]:
+        """A workflow step's flow spec (limits and group), and whether its group is the
+        result of the step before it (``Calls.step_flow``)."""
+        return self._calls.step_flow(args, kwargs, group, receives)
 
     def _send(self, messages: List[Message],
               durability: CallSetting = APP) -> List[TaskHandle[R]]:

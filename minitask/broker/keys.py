@@ -40,6 +40,7 @@ Flow control (``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
     minitask:{app:queue}:flow_dead    HASH  id -> flow spec of a dead letter, so that
                                             requeue_dead puts it back with its limits
     minitask:{app:queue}:flow:<limiter>:park     LIST  parked ids (priority digit + id), in order
+                                                       (or a group's token its task's limits hold)
     minitask:{app:queue}:flow:<limiter>:starts   ZSET  recent starts (ms) and the pace
     minitask:{app:queue}:flow:<limiter>:pace     STRING when the next start is due, for a
                                                         rate of 500 or more a window (no log)

@@ -37,7 +37,7 @@ from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
 from ..printable import printable
 from . import views, workflow
-from . import subscribers  # noqa: F401  (registers its section)
+from . import groups, subscribers  # noqa: F401  (register their sections)
 from .metrics import exposition
 from .sections import section, sections
 

@@ -75,6 +75,18 @@ class FlowStore(Store):
             self.queues.register_queues([queue])
         return added
 
+    def send_together(self, by_queue: Mapping[str, List[Entry]], specs: Mapping[str, str],
+                      now_ms: int, chunk: int) -> int:
+        """Enqueue the entries of several queues in one write (an ``app.batch()``
+        block): ``QueueStore.enqueue_queues``, a chunk that holds a flow-controlled or
+        grouped call (``specs``, by id) through the flow enqueue (enqueue_flow.lua,
+        enqueue_group.lua), each still all or nothing; how many were new."""
+        def call(queue: str, entries: Sequence[Entry], at_ms: int) -> ScriptCall:
+            if any(entry[0] in specs for entry in entries):
+                return self.enqueue_call(queue, entries, specs, at_ms)
+            return self.queues.enqueue_call(queue, entries, at_ms)
+        return self.queues.enqueue_queues(dict(by_queue), now_ms, chunk, call)
+
     def limiter_state(self, queue: str, limiter: str) -> Dict[str, Any]:
         """Parked, running and recently started counts of one limiter (for tests and
         operators); ``limiter`` as the flow spec names it."""
@@ -195,9 +207,16 @@ class FlowStore(Store):
             try:  # another type, or no number (data minitask did not write): none shown
                 grouped = max(0, int(ready or 0))
                 count = int(count)
-                top = [(text(member), int(score)) for member, score in top]
+                # a name that is no UTF-8 (not minitask's: it checks every group) is
+                # shown with its bytes escaped, not left out with its queue's counts
+                top = [(_name(member), int(score)) for member, score in top]
             except (TypeError, ValueError):
                 continue
             if grouped or count:
                 found[queue] = {"grouped": grouped, "groups": count, "largest_groups": top}
         return found
+
+
+def _name(member: Any) -> str:
+    """A group's name as read from Redis: a byte that is not UTF-8 as ``\\xNN``."""
+    return member.decode("utf-8", "backslashreplace") if isinstance(member, bytes) else str(member)

@@ -7,7 +7,7 @@ letter) are the results store's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..broker.durability import Durability
 from ..broker.keys import PRIORITIES
@@ -99,11 +99,14 @@ class QueueStore(Store):
         return int(added)
 
     def enqueue_queues(self, by_queue: Dict[str, List[Tuple[str, bytes, int, int]]],
-                       now_ms: int, chunk: int) -> int:
+                       now_ms: int, chunk: int,
+                       call: Optional[Callable[[str, Sequence[Tuple[str, bytes, int, int]], int],
+                                               ScriptCall]] = None) -> int:
         """Store the entries of several queues in one write where the connection allows
         (one script call per queue and ``chunk`` entries, each all or nothing); returns
-        how many were new."""
-        calls = [self.enqueue_call(queue, entries[start:start + chunk], now_ms)
+        how many were new. ``call`` makes each script call (default: ``enqueue_call``)."""
+        make = call or self.enqueue_call
+        calls = [make(queue, entries[start:start + chunk], now_ms)
                  for queue, entries in by_queue.items()
                  for start in range(0, len(entries), chunk)]
         if not calls:

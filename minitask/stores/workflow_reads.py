@@ -5,14 +5,59 @@ handle rebuilt in another process reads them here.
 """
 from __future__ import annotations
 
-from typing import Any, List, Optional, Sequence, Tuple
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..errors import DecodeError
-from ..wire.serializer import unpack_data
+from ..wire.message import Message
+from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
 from .store import Store
+
+#: Version of the frame a message carries; an unknown one is a DecodeError.
+FRAME_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The step that ended dead, as the steps it cancels report it."""
+
+    task_id: str
+    task: str
+    exc_type: str
+    message: str
+    traceback: str
+
+    def packed(self) -> bytes:
+        return pack_data([self.task_id, self.task, self.exc_type, self.message,
+                          self.traceback], "a workflow failure")
+
+    @classmethod
+    def unpacked(cls, data: bytes) -> "Failure":
+        fields = unpack_data(data, "a workflow failure")
+        return cls(*[str(part) for part in fields])
+
+
+def frame_of(message: Message) -> Optional[Dict[str, Any]]:
+    """The workflow frame a message carries, or None for a plain task.
+
+    Raises:
+        DecodeError: the frame is corrupt or of an unknown version.
+    """
+    if message.workflow is None:
+        return None
+    frame = unpack_data(message.workflow, f"the workflow frame of message {message.id!r}")
+    version = frame.get("v") if isinstance(frame, dict) else None
+    if type(version) is int and version > FRAME_VERSION:
+        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
+                          f"written by a newer minitask (frame version {version}; this "
+                          f"minitask reads version {FRAME_VERSION}): upgrade minitask here")
+    if not isinstance(frame, dict) or version != FRAME_VERSION:
+        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
+                          f"unknown version (this minitask reads version {FRAME_VERSION})")
+    return frame
 
 
 def handle_record_of(key: str, data: Any) -> Any:

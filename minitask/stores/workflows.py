@@ -17,7 +17,9 @@ expires), runs again, and redoes every step; what was done already is a no-op.
 
 * A step is sent by ``spawn.lua`` only if its *marker* (``once:<id>``, in its
   queue's slot, expiring with its result) does not exist yet, so a task that
-  runs twice never sends its successor twice, even after that one finished.
+  runs twice never sends its successor twice, even after that one finished. A
+  step with a flow spec (its task's limits, its group in a fair queue) is sent
+  by ``spawn_flow.lua``, which adds the spec and joins the group in that step.
 * A group's member counts once (``HSETNX`` on its index, not ``INCR``); a group
   answers "complete" to every join until its continuation is marked fired, so
   a completing member that died before sending it sends it on redelivery, and
@@ -36,14 +38,15 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
-from ..errors import DecodeError, EncodeError, MessageTooLarge
+from ..errors import ConfigurationError, DecodeError, EncodeError, MessageTooLarge
+from ..limits import group_name
 from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
 from .plans import pack_plan, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .workflow_reads import WorkflowReads
+from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 
 logger = logging.getLogger(__name__)
 
@@ -58,31 +61,13 @@ Continuation = Optional[Dict[str, Any]]
 
 #: Steps per spawn script call: keeps each script short so Redis stays responsive.
 SPAWN_CHUNK = 1000
-#: Version of the frame a message carries; an unknown one is a DecodeError.
-FRAME_VERSION = 1
 #: At most this many tasks that follow a group are named in each member's frame (the
 #: first ones and the last, the one a handle waits for): the frame stays small.
 AFTER_LIMIT = 100
 
 
-@dataclass(frozen=True)
-class Failure:
-    """The step that ended dead, as the steps it cancels report it."""
-
-    task_id: str
-    task: str
-    exc_type: str
-    message: str
-    traceback: str
-
-    def packed(self) -> bytes:
-        return pack_data([self.task_id, self.task, self.exc_type, self.message,
-                          self.traceback], "a workflow failure")
-
-    @classmethod
-    def unpacked(cls, data: bytes) -> "Failure":
-        fields = unpack_data(data, "a workflow failure")
-        return cls(*[str(part) for part in fields])
+#: A step to send: (id, body, priority, due ms or 0, marker ttl ms, flow spec or None).
+Step = Tuple[str, bytes, int, int, int, Optional[str]]
 
 
 @dataclass
@@ -90,7 +75,8 @@ class _Writes:
     """What sending a node writes, gathered (and every message checked) first."""
 
     groups: List[Tuple[str, str, int, bytes, int]] = field(default_factory=list)
-    steps: Dict[str, List[Tuple[str, bytes, int, int, int]]] = field(default_factory=dict)
+    #: By queue: (id, body, priority, due ms, ttl, flow spec or None) of each step.
+    steps: Dict[str, List[Step]] = field(default_factory=dict)
     #: Groups with no member: what follows them runs at once, with [].
     empty: List[Continuation] = field(default_factory=list)
     #: A handle record to write with the first step: (id, packed record, ttl in ms).
@@ -101,24 +87,24 @@ class _Writes:
     wid: str = ""
 
 
-def frame_of(message: Message) -> Optional[Dict[str, Any]]:
-    """The workflow frame a message carries, or None for a plain task.
+def _step_flow(node: Node, value: Any) -> Optional[str]:
+    """A step's flow spec (``limits.pack``: its limits and group), or None; a group
+    taken from the result the step receives (``"fr"``: its ``group_by`` argument) is
+    that result, as ``group_name`` stores a group.
 
     Raises:
-        DecodeError: the frame is corrupt or of an unknown version.
+        EncodeError: that result is no group (not a str or an int, say): the step
+            before it is dead-lettered, saying so.
     """
-    if message.workflow is None:
-        return None
-    frame = unpack_data(message.workflow, f"the workflow frame of message {message.id!r}")
-    version = frame.get("v") if isinstance(frame, dict) else None
-    if type(version) is int and version > FRAME_VERSION:
-        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
-                          f"written by a newer minitask (frame version {version}; this "
-                          f"minitask reads version {FRAME_VERSION}): upgrade minitask here")
-    if not isinstance(frame, dict) or version != FRAME_VERSION:
-        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
-                          f"unknown version (this minitask reads version {FRAME_VERSION})")
-    return frame
+    spec: Optional[str] = node.get("fl")
+    if spec is None or not node.get("fr"):
+        return spec
+    where = f"task {node['task']!r}"
+    try:
+        return spec + group_name(value, f"{where}: workflow step {node['id']}",
+                                 "its group_by argument, the result of the step before it,")
+    except ConfigurationError as exc:
+        raise EncodeError(str(exc), task_name=node["task"], path="group") from None
 
 
 def task_nodes(node: Node) -> List[Node]:
@@ -148,7 +134,7 @@ def _after(follow: Continuation) -> Dict[str, Any]:
 class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
-    scripts = ("spawn", "cancel_steps", "group_create", "group_join")
+    scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -430,7 +416,8 @@ class WorkflowStore(WorkflowReads):
                 f"travels in it); pass references instead of data, or shorten the chain",
                 task_name=message.task, size=len(body), limit=max_bytes)
         writes.steps.setdefault(message.queue, []).append(
-            (message.id, body, message.priority, message.eta_ms or 0, node["ttl"]))
+            (message.id, body, message.priority, message.eta_ms or 0, node["ttl"],
+             _step_flow(node, value)))
 
     def _write(self, writes: _Writes, now_ms: int, max_bytes: int) -> None:
         """Groups first (their members report to them), then the steps, in one round
@@ -450,7 +437,7 @@ class WorkflowStore(WorkflowReads):
             for start in range(0, len(steps), SPAWN_CHUNK):
                 chunk = steps[start:start + SPAWN_CHUNK]
                 tail = []
-                for task_id, _, _, _, _ in chunk:
+                for task_id, _, _, _, _, _ in chunk:
                     tail += (k.result(task_id), k.once(task_id))
                 record, writes.record = writes.record, None  # with the first step only
                 plan = writes.plan if record is not None else b""
@@ -458,14 +445,24 @@ class WorkflowStore(WorkflowReads):
                     tail.append(k.handle(record[0]))
                 if record is not None and plan:
                     tail.append(k.workflow(record[0]))
+                keys = 2 * len(chunk) + (record is not None) + bool(plan)
+                # steps with limits or a group (fair queues): spawn_flow.lua, which adds
+                # their specs (and joins their groups) to spawn.lua's sending
+                flowing = any(step[5] is not None for step in chunk)
+                if flowing:
+                    tail += (k.flow, k.cancelled, k.flow_prefix)
+                    keys += 3
                 tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1])
                                                           if record else (0, b"")),
                          plan, writes.wid)
-                for task_id, body, priority, due_ms, ttl in chunk:
+                for task_id, body, priority, due_ms, ttl, _ in chunk:
                     tail += (task_id, body, priority, due_ms, ttl)
-                calls.append(("spawn", queue, (k.messages, k.delayed, k.wake, *k.ready,
-                                               k.order, k.sequence), tail,
-                              2 * len(chunk) + (record is not None) + bool(plan)))
+                if flowing:
+                    tail += [step[5] or "" for step in chunk]
+                    tail.append(len(chunk))
+                calls.append(("spawn_flow" if flowing else "spawn", queue,
+                              (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
+                              tail, keys))
         if calls:
             self._queues.register_queues(writes.steps)
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "

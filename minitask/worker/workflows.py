@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 from ..errors import BrokerError, DecodeError, EncodeError, MessageTooLarge
 from ..printable import printable
 from ..stores.foreign import foreign
-from ..stores.workflows import Failure, frame_of
+from ..stores.workflow_reads import Failure, frame_of
 from ..wire.message import Message, Outcome
 from .host import Host
 from .outages import persist

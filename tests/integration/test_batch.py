@@ -194,21 +194,16 @@ def test_adelay_in_a_block_joins_it(make_app: Callable[..., Minitask]) -> None:
 
 def test_calls_a_block_cannot_hold_are_refused_and_the_block_sends_nothing(
         make_app: Callable[..., Minitask]) -> None:
-    """A block sends plain enqueues: a flow-controlled call (its own script), a
-    durability of the call's own and a broadcast are refused where they are made."""
+    """A block is confirmed as the app says: a durability of the call's own and a
+    broadcast are refused where they are made (flow-controlled and grouped calls join
+    it: tests/unit/test_fair_compose.py)."""
     app, tasks = shop(make_app)
-
-    @app.task(rate_limit="5/s")
-    def limited() -> None:
-        pass
 
     @app.task(broadcast=True, queue="news")
     def announce() -> None:
         pass
 
     attempts: List[Callable[[], Any]] = [
-        limited.delay,
-        lambda: tasks["add"].apply_async((1, 2), expires=60),
         lambda: tasks["add"].apply_async((1, 2), durability=None),
         announce.delay,
     ]

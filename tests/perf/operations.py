@@ -17,7 +17,7 @@ from minitask.broker.keys import lane
 from minitask.canvas import chain, chord, group
 from minitask.stores.queue import Delivery, FetchTerms
 from minitask.stores.results import Ack
-from minitask.stores.workflows import frame_of
+from minitask.stores.workflow_reads import frame_of
 from minitask.wire.message import Outcome, wall_ms
 
 #: Counted calls per operation: enough that the markers' own cost and a dict resizing

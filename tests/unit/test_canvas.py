@@ -341,7 +341,7 @@ def test_step_run_again_after_its_successor_finished_does_not_send_it_again(
 
 def test_failure_recorded_twice_runs_on_error_once_and_keeps_the_first_fate(
         tasks: Tasks) -> None:
-    from minitask.stores.workflows import Failure, frame_of
+    from minitask.stores.workflow_reads import Failure, frame_of
     handle = chord([tasks.boom.s(1), tasks.add.s(1, 1)], tasks.total.s()).on_error(
         tasks.report.s("twice")).delay()
     worker = tasks.worker()

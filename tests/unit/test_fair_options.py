@@ -22,8 +22,6 @@ def _app() -> Minitask:
     ({"group_max_running": 0}, "group_max_running must be an int"),
     ({"group_max_running": True}, "group_max_running must be an int"),
     ({"group_rate_limit": "fast"}, "group_rate_limit must be"),
-    ({"group_by": "tenant", "rate_limit": "5/s"}, "group options do not combine with rate_limit"),
-    ({"group_max_running": 1, "max_running": 2}, "group options do not combine with rate_limit"),
     ({"group_by": "tenant", "broadcast": True}, "a broadcast task takes no group_by"),
 ])
 def test_bad_group_options_are_refused_when_the_decorator_runs(
@@ -87,22 +85,14 @@ def test_a_plain_call_of_a_task_with_group_limits_but_no_group_is_ungrouped() ->
     assert list(app.broker.flow.specs("default").values()) == ["\n0\n0\n0\n0\n0\n1\n0\n0\nacme"]
 
 
-def test_group_refuses_limit_key_and_broadcast_and_batches() -> None:
+def test_a_broadcast_call_takes_no_group() -> None:
     app = _app()
-
-    @app.task(name="job")
-    def job(n: int) -> None: ...
 
     @app.task(name="shout", broadcast=True)
     def shout(n: int) -> None: ...
 
-    with pytest.raises(ConfigurationError, match="limit_key does not combine with group"):
-        job.apply_async((1,), group="a", limit_key="k")
     with pytest.raises(ConfigurationError, match="task 'shout': a broadcast task takes no group"):
         shout.apply_async((1,), group="a")
-    with pytest.raises(ConfigurationError, match="cannot join an app.batch"):
-        with app.batch():
-            job.apply_async((1,), group="a")
     assert app.broker.transport.client.keys("*") == []
 
 
@@ -132,3 +122,16 @@ def test_a_send_by_name_takes_a_group() -> None:
     app = _app()
     app.send("elsewhere.job", (1,), group=7)
     assert list(app.broker.flow.specs("default").values()) == ["\n0\n0\n0\n0\n0\n0\n0\n0\n7"]
+
+
+def test_group_options_combine_with_the_tasks_own_limits_and_limit_key() -> None:
+    app = _app()
+
+    @app.task(name="job", group_by="tenant", group_max_running=1, rate_limit="5/s",
+              max_running=2)
+    def job(tenant: str, n: int) -> None: ...
+
+    job.apply_async(("acme", 1), limit_key="k")
+    # the task's limiter first (flow control's), then the group's limits and the group
+    assert list(app.broker.flow.specs("default").values()) == [
+        "3:job:k\n5\n1000\n2\n0\n0\n1\n0\n0\nacme"]

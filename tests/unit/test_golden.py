@@ -21,7 +21,7 @@ from minitask.broadcast import BroadcastHandle
 from minitask.errors import DecodeError
 from minitask.periodic import from_record
 from minitask.wire.serializer import decode_message, decode_outcome
-from minitask.stores.workflows import frame_of
+from minitask.stores.workflow_reads import frame_of
 from tests.apps.golden import ECHOED, golden_app
 from tests.golden.layout import load
 from tests.support.clock import ManualClock

@@ -126,7 +126,7 @@ def test_a_frame_written_before_the_workflow_id_names_no_workflow() -> None:
     from pathlib import Path
 
     from minitask.stores.plans import workflow_id_of
-    from minitask.stores.workflows import frame_of
+    from minitask.stores.workflow_reads import frame_of
     from minitask.wire.serializer import decode_message
     golden = Path(__file__).resolve().parents[1] / "golden" / "0.1.0" / "message-workflow.bin"
     frame = frame_of(decode_message(golden.read_bytes()))

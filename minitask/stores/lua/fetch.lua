@@ -40,7 +40,9 @@
 -- popped group token (a byte 255 first: never an id) leases its group's first task as
 -- the group's limits allow and goes back to its list; a popped grouped id (due, put
 -- back, its lease expired) joins its group's ready set. The due loop puts a due group
--- ('g:<group>' in flow_due) back into the rotation.
+-- ('g:<group>' in flow_due) back into the rotation. A group whose task's own limits
+-- (rate_limit, max_running) hold its first task has its token parked in that
+-- limiter's park list, and the due loop serves it again in its place.
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
 -- (flow control) its limiter's park list, or (fair queues) its group's ready set.
 -- A group with eligible ready tasks has one live token in a ready list (or is due in
@@ -90,7 +92,7 @@ local prefix = KEYS[21]
 -- limit is first counted: a fetch that counts none reads no clock.
 -- flow_clock() and unpark() (below) are made only while flow control is on: each
 -- closure a call makes costs Redis about 1,000 instructions, used or not.
-local flow_now, flow_clock, unpark, fair
+local flow_now, flow_clock, unpark, park_token, fair
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
@@ -227,12 +229,34 @@ if flow_on then
                       leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
                       clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
   end
-  -- take the first parked entry; a limiter with none left is due no more
-  function unpark(park, limiter)
-    if tolerant(false, 'LPOP', park) then parked_change = parked_change - 1 end
+  -- take the first parked entry (`token`: a group's, which flow_parked does not
+  -- count: no task); a limiter with none left is due no more
+  function unpark(park, limiter, token)
+    if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
     if tolerant(0, 'LLEN', park) == 0 then
       tolerant(0, 'ZREM', KEYS[20], limiter)
       tolerant(0, 'SREM', KEYS[22], limiter)
+    end
+  end
+  -- fair queues with flow control: park a group's token that its task's own limits
+  -- hold (flow.lua's flow_held_by_task), at the tail of the limiter's park list, and
+  -- have the limiter tried again when its rate allows; `tried`: the due loop below
+  -- took it from the head of that list, where it goes back (its place kept), and one
+  -- held for a slot waits for an outcome to free one
+  function park_token(token, priority, held, tried)
+    local limiter, retry_at = held[1], held[2]
+    local parked = tolerant(false, tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
+                            priority .. token)
+    if parked == 1 then tolerant(0, 'SADD', KEYS[22], limiter) end
+    if retry_at >= 0 and tried then
+      tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
+    elseif retry_at >= 0 then
+      tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, limiter)
+    elseif tried then
+      tolerant(0, 'ZREM', KEYS[20], limiter)
+    else
+      -- as for a task parked for a slot: looked at once more by the next fetch
+      tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
     end
   end
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
@@ -251,9 +275,25 @@ if flow_on then
       end
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
-      local body = body_of(id)
+      local body = string.byte(id) ~= 255 and body_of(id)
       local spec = body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
-      if not body then
+      if string.byte(id) == 255 then
+        -- a group's token its task's limits held: served as the group's turn, as if
+        -- popped from the ready list it came from (where cancelled counts it)
+        unpark(park, limiter, true)
+        tolerant(0, 'ZADD', KEYS[17], priority, id)
+        fair_served = fair()
+        local taken, taken_body, taken_priority, taken_spec = fair_served.serve(id, limit - dropped)
+        if taken then
+          lease(taken, taken_body, taken_priority, taken_spec)
+        else
+          dropped = dropped + 1
+          if taken_body then  -- held again: back at the head, and this limiter is done
+            park_token(id, priority, taken_body, true)
+            break
+          end
+        end
+      elseif not body then
         unpark(park, limiter)
         drop(id)
       else
@@ -315,6 +355,8 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           lease(taken, taken_body, taken_priority, taken_spec)
         else
           dropped = dropped + 1
+          -- held by its task's own limits: it waits in their park list
+          if taken_body then park_token(id, priority, taken_body, false) end
         end
       else
         drop(id)

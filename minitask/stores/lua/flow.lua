@@ -6,7 +6,9 @@
 --   debounce (0 or 1)
 -- The limiter (empty: no limits) names one task and limit key; its state lives
 -- under the queue's hash tag, at names built from the flow prefix (keys.py):
---   <prefix><limiter>:park     LIST  parked entries (priority digit .. id), oldest first
+--   <prefix><limiter>:park     LIST  parked entries (priority digit .. id), oldest first;
+--                                    or a group's token its task's limits hold
+--                                    (fair queues: flow_held_by_task)
 --   <prefix><limiter>:starts   ZSET  'ms:id' -> start (ms) within the last window
 --                                    (the member names when it came, the score
 --                                    when it counts from), and '' -> the pace:
@@ -402,8 +404,10 @@ local function flow_control()
     end
 
     -- Serve a popped token: the group's first task, admitted by its limits, as
-    -- id, body, priority, spec; or nil and whether the pop counts as dropped
-    -- (every pop that leases nothing does, so a fetch stays bounded). A live token
+    -- id, body, priority, spec; or nil (every pop that leases nothing counts as
+    -- dropped, so a fetch stays bounded), and, when the task's own limits hold it,
+    -- {limiter, when to try again} (flow_held_by_task: the caller parks the token,
+    -- still live, in that limiter's park list). A live token
     -- that goes back keeps its generation, and its entry in cancelled (rescored if
     -- its band changes): any other pop leaves cancelled.
     local function serve(token, budget)
@@ -462,6 +466,13 @@ local function flow_control()
                          window = spec.group_window}, id, c.clock(), c.leases)
             if not free then out_at = retry_at end
           end
+          if not out_at then
+            local held = flow_made.held_by_task(c, spec, id)
+            if held then
+              tolerant(0, 'ZREM', c.cancelled, token)
+              return nil, held
+            end
+          end
           if out_at then
             tolerant(0, 'ZREM', c.cancelled, token)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
@@ -509,7 +520,25 @@ local function flow_control()
     return flow_made.fair_made
   end
 
-  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end, fair = flow_fair}
+  -- Fair queues with flow control: whether the task's own limits (rate_limit,
+  -- max_running, per limit_key: its limiter) hold a grouped task whose group's
+  -- limits allow it to start. They hold every group of the task alike, so the group
+  -- waits in the limiter's park list (its token, still live, parked by the fetch) and
+  -- is served again as the limiter's parked tasks are: when a slot frees or the rate
+  -- allows, in order. nil: no such limit, or it allows the start (counted); else
+  -- {limiter, when to try again (ms; -1: when a slot frees)}. A start the task's
+  -- limits refuse still counts against the group's rate (on the safe side).
+  local function flow_held_by_task(c, spec, id)
+    if spec.limiter == '' or (spec.expires > 0 and tonumber(c.now) >= spec.expires) then
+      return nil
+    end
+    local free, retry_at = flow_admit(c.prefix, spec, id, c.clock(), c.leases)
+    if free then return nil end
+    return {spec.limiter, retry_at}
+  end
+
+  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end, fair = flow_fair,
+               held_by_task = flow_held_by_task}
   return flow_made
 end
 

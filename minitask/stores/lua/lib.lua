@@ -218,3 +218,16 @@ local function remember(key, cap, entry)
   local added = redis.pcall('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
   if type(added) == 'table' then guards().unrecorded(added) end
 end
+
+-- A workflow step's marker (spawn.lua, spawn_flow.lua), checked before any write:
+-- one of another type, or with a state minitask does not write (sent, cancelled),
+-- is not minitask's and refuses the call (read as "sent", its step would never be
+-- sent, with not a word).
+local function step_marker(marker)
+  guards().expect(marker, 'hash')
+  local state = redis.call('HGET', marker, 'state')
+  if state and state ~= 'sent' and state ~= 'cancelled' then
+    error('WRONGTYPE minitask key ' .. marker .. ' holds no step marker minitask wrote ' ..
+          '(its state is neither sent nor cancelled); nothing was changed', 0)
+  end
+end

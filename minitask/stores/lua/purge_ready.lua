@@ -48,8 +48,9 @@ if taken < limit then
     while taken < limit do
       local entry = tolerant(false, 'LPOP', park)
       if not entry then break end
-      popped = popped + 1
-      purge(string.sub(entry, 2))  -- a priority digit, then the id
+      -- a priority digit, then the id (or a group's token: flow_parked counts no token)
+      if string.byte(entry, 2) ~= 255 then popped = popped + 1 end
+      purge(string.sub(entry, 2))
     end
     if taken >= limit then
       emptied = false

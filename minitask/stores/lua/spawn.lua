@@ -20,18 +20,8 @@
 -- plan record) is written with the steps, never without them.
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
--- a marker of another type, or with a state minitask does not write (sent, cancelled),
--- is not minitask's: it refuses the call before any write (it was read as "sent", and
--- the step was never sent, with not a word)
-for n = 1, (#ARGV - 7) / 5 do
-  local marker = KEYS[15 + 2 * n]
-  guards().expect(marker, 'hash')
-  local state = redis.call('HGET', marker, 'state')
-  if state and state ~= 'sent' and state ~= 'cancelled' then
-    error('WRONGTYPE minitask key ' .. marker .. ' holds no step marker minitask wrote ' ..
-          '(its state is neither sent nor cancelled); nothing was changed', 0)
-  end
-end
+-- a marker that is not minitask's refuses the call before any write (lib.lua)
+for n = 1, (#ARGV - 7) / 5 do step_marker(KEYS[15 + 2 * n]) end
 promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
 local added, wake = 0, 0
 local workflow = ARGV[7]

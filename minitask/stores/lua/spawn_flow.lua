@@ -1,0 +1,78 @@
+-- spawn_flow: spawn.lua for workflow steps that carry a flow spec: their task's
+-- limits (flow.lua) or a group (fair queues, docs/guide/fair-queues.rst).
+-- stores/scripts.py puts spawn.lua in front as spawn_base(): this adds to it and
+-- copies none of it, and a workflow without such steps never pays for it.
+-- KEYS: spawn.lua's (its handle and plan records last, when there are), then flow (HASH),
+--   cancelled (ZSET: a group's token is counted there) and the flow prefix, last.
+-- ARGV: spawn.lua's, then one flow spec per step ('' for none), then how many steps.
+-- Returns: spawn.lua's count of steps sent.
+-- A step this call sends gets its spec in the flow hash in the same step. A grouped
+-- step due now goes to its group's ready set (flow.lua's flow_fair, as
+-- enqueue_group.lua puts a grouped call) and puts its group in the rotation, at most
+-- once as spawn.lua sends a step (its marker); every other step is spawn.lua's (a
+-- grouped one due later joins its group when a fetch meets it in a ready list).
+-- Invariant: spawn.lua's; and a step with a spec is never in Redis without it.
+-- Data minitask did not write (lib.lua): messages or flow of another type, or a
+-- marker that is no step marker, refuse the call before any write.
+local prefix = table.remove(KEYS)
+local cancelled = table.remove(KEYS)
+local flow = table.remove(KEYS)
+local count = tonumber(table.remove(ARGV))
+local specs = {}
+for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
+local now = tonumber(ARGV[1])
+guards().expect(KEYS[1], 'hash')
+guards().expect(flow, 'hash')
+-- the grouped steps due now, taken out of spawn_base()'s KEYS and ARGV (changed in
+-- place: it reads them); the others' specs, written for those it sends
+local grouped, others, keys, argv = {}, {}, {}, {}
+for i = 1, 15 do keys[i] = KEYS[i] end
+for i = 1, 7 do argv[i] = ARGV[i] end
+for n = 1, count do
+  local i = 3 + 5 * n
+  local result, marker = KEYS[14 + 2 * n], KEYS[15 + 2 * n]
+  local spec = specs[n] ~= '' and flow_control().spec(specs[n])
+  if spec and spec.group and tonumber(ARGV[i + 3]) <= now then
+    step_marker(marker)  -- checked as spawn.lua checks its own steps', before any write
+    grouped[#grouped + 1] = {id = ARGV[i], body = ARGV[i + 1], priority = tonumber(ARGV[i + 2]),
+                             ttl = ARGV[i + 4], result = result, marker = marker,
+                             text = specs[n], spec = spec}
+  else
+    keys[#keys + 1], keys[#keys + 2] = result, marker
+    for j = 0, 4 do argv[#argv + 1] = ARGV[i + j] end
+    -- spawn_base() sends it when neither its marker nor its message is there yet
+    if specs[n] ~= '' and redis.call('EXISTS', marker) == 0
+       and redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
+      others[#others + 1] = {ARGV[i], specs[n]}
+    end
+  end
+end
+-- the handle record, and the plan record written with it
+if tonumber(ARGV[4]) > 0 then
+  keys[#keys + 1] = KEYS[16 + 2 * count]
+  if ARGV[6] ~= '' then keys[#keys + 1] = KEYS[17 + 2 * count] end
+end
+for i = #ARGV, 1, -1 do ARGV[i] = argv[i] end
+for i = #KEYS, 1, -1 do KEYS[i] = keys[i] end
+
+local added = spawn_base()
+
+for _, step in ipairs(others) do redis.call('HSET', flow, step[1], step[2]) end
+local fair, wake = nil, false
+for _, step in ipairs(grouped) do
+  local first = redis.call('HSETNX', step.marker, 'state', 'sent') == 1
+  if first then
+    if ARGV[7] ~= '' then redis.call('HSET', step.marker, 'w', ARGV[7]) end
+    redis.call('PEXPIRE', step.marker, step.ttl)
+  end
+  if first and redis.call('HSETNX', KEYS[1], step.id, step.body) == 1 then
+    added = added + 1
+    redis.call('DEL', step.result)
+    redis.call('HSET', flow, step.id, step.text)
+    fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
+                                        cancelled = cancelled})
+    if fair.join(step.id, step.spec, step.priority) then wake = true end
+  end
+end
+if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end
+return added
