@@ -406,18 +406,26 @@ local function flow_control()
     -- (every pop that leases nothing does, so a fetch stays bounded). A live token
     -- that goes back keeps its generation, and its entry in cancelled (rescored if
     -- its band changes): any other pop leaves cancelled.
-    local function serve(token, budget)
+    -- `band`: the priority of the list the token was popped from (a live token's is
+    -- its turn's band: push() writes both), so that only its generation is read
+    -- the spec of a grouped task of no limits, no expiry and no debounce, its group
+    -- set by serve() (made once: a table costs Redis about 4,000 instructions)
+    local unlimited = {limiter = '', count = 0, window = 0, most = 0, expires = 0,
+                       group_most = 0, group_count = 0, group_window = 0}
+
+    local function serve(token, budget, band)
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
       local turn = gen and base(group) .. ':turn'
-      local state = gen and tolerant({}, 'HMGET', turn, 'tok', 'served', 'band')
-      if not gen or state[1] ~= gen or is_paused(group) then
+      local tok = gen and tolerant(false, 'HGET', turn, 'tok')
+      if not gen or tok ~= gen or is_paused(group) then
         tolerant(0, 'ZREM', c.cancelled, token)
         -- a paused group leaves the rotation; a stale token is dropped, and the group
         -- put back in the rotation if the turn claims a token that is not there (a
         -- claim minitask did not write)
-        if gen and state[1] == gen then
+        if gen and tok == gen then
           tolerant(0, 'HDEL', turn, 'tok', 'band')
-        elseif gen and state[1] and not claimed(group, state[1], state[3], true) then
+        elseif gen and tok
+               and not claimed(group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
           tolerant(0, 'HDEL', turn, 'tok', 'band')
           arm(group, false)
         end
@@ -432,7 +440,16 @@ local function flow_control()
           return nil
         end
         local body = c.body_of(id)
-        local spec = body and flow_spec(tolerant(false, 'HGET', c.flow, id))
+        local text = body and tolerant(false, 'HGET', c.flow, id)
+        local spec
+        -- a spec of no limits, no expiry, no debounce (most) is told by one comparison,
+        -- not parsed (two matches and a table: some 10,000 instructions)
+        if text == '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
+          spec = unlimited
+          spec.group = group
+        else
+          spec = flow_spec(text)
+        end
         if not (spec and spec.group == group) then
           -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
           -- no longer of this group
@@ -479,17 +496,23 @@ local function flow_control()
             return id, body, priority, spec
           end
           -- the token goes back: at the head while the turn lasts (the weight); its
-          -- turn's state is written only when it changes
+          -- turn's state is written only when it changes. The turn's fetches are read
+          -- only for a group of a weight above 1 (at 1 every turn is one fetch)
           -- (a count of fetches minitask did not write is none: 0)
-          local served = tonumber(state[2]) or 0
-          if not (served >= 0 and served < 1e9) then served = 0 end
-          served = served + 1
           local weight = weight_of(group)
-          local at_head = served < weight
-          if not at_head then served = 0 end
-          local band = tonumber(state[3])
-          if band ~= next_priority or served ~= (tonumber(state[2]) or 0) then
+          local at_head, was, served = false, 0, 0
+          if weight > 1 then
+            was = tonumber(tolerant(false, 'HGET', turn, 'served')) or 0
+            served = was
+            if not (served >= 0 and served < 1e9) then served = 0 end
+            served = served + 1
+            at_head = served < weight
+            if not at_head then served = 0 end
+          end
+          if band ~= next_priority then
             tolerant(0, 'HSET', turn, 'band', next_priority, 'served', served)
+          elseif served ~= was then
+            tolerant(0, 'HSET', turn, 'served', served)
           end
           local list = KEYS[c.first_ready + 9 - next_priority]
           if at_head then redis.call('LPUSH', list, token) else redis.call('RPUSH', list, token) end
