@@ -361,11 +361,15 @@ local function flow_control()
     -- pushed. Whether the claimed token exists is checked with `check` (the group came
     -- back through flow_due) or when the group has one ready task (it has just
     -- joined, or is about to leave): not for each task joining a group in the rotation.
-    local function arm(group, at_head, check)
-      local id, priority, second = first(group)
+    -- alone: the priority of the group's one ready task, when the caller knows the group
+    -- had neither ready tasks nor a turn before it (so no token): nothing is read.
+    local function arm(group, at_head, check, alone)
+      local id, priority, second = true, alone, nil
+      if not alone then id, priority, second = first(group) end
       if not id or is_paused(group) then return false end
-      local live = tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
-      if live[1] and claimed(group, live[1], live[2], false) and tonumber(live[2]) >= priority
+      local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
+      if live and live[1] and claimed(group, live[1], live[2], false)
+         and tonumber(live[2]) >= priority
          and (not (check or not second) or claimed(group, live[1], live[2], true)) then
         return false
       end
@@ -374,8 +378,9 @@ local function flow_control()
     end
 
     -- A ready grouped task joins its group: new tasks at the tail of their priority,
-    -- one holding a slot (retried, put back, re-delivered) at its head.
-    local function join(id, spec, priority)
+    -- one holding a slot (retried, put back, re-delivered) at its head. `new`: the
+    -- caller found the group's ready set and turn empty before its first write.
+    local function join(id, spec, priority, new)
       local group = spec.group
       local holds = spec.group_most > 0
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
@@ -384,7 +389,7 @@ local function flow_control()
       if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then
         tally(group, 1)
       end
-      return arm(group, holds)
+      return arm(group, holds, false, new and priority)
     end
 
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
