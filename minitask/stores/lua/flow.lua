@@ -34,9 +34,10 @@
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
 -- limiter key of another type counts as empty, and writes to it are skipped; a pace
 -- further out than a start ever sets it (a gap and a span past now) is ignored,
--- with a line in Redis's log. Fair queues: a group's ready score that is no
--- priority (below 0, from 10 * RANK, inf) is served at priority 0 (said once a call
--- in Redis's log), so a token only ever goes to a ready list; a turn's claim of a
+-- with a line in Redis's log. Fair queues: a group's ready member that names no
+-- priority (no digit first) is taken as an id at priority 0 (said once a call in
+-- Redis's log), so a token only ever goes to a ready list; a score that is no
+-- order minitask writes only orders it; a turn's claim of a
 -- live token that is no generation and priority minitask writes, or names a token in
 -- no ready list (checked where the group would otherwise stay out), is repaired by
 -- a new token; a gen, or groups_ready, that is no count starts afresh.
@@ -211,7 +212,10 @@ local function flow_control()
   -- its debounce with four lines: group_max_running, group rate count, group rate
   -- window (ms), the group (any text, last). A group's state lives at names built
   -- from the flow prefix (keys.py), under the queue's hash tag:
-  --   <prefix>g:<group>:ready    ZSET  its ready ids -> (9 - priority) * RANK + order
+  --   <prefix>g:<group>:ready    ZSET  its ready tasks, each its priority's digit and its
+  --                                    id ('5' .. id) -> (9 - priority) * RANK + order
+  --                                    (read without scores: a score costs Redis a
+  --                                    number formatted, a tonumber() to read)
   --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token, band: the
   --                                    priority of the ready list that token is in,
   --                                    served: fetches this turn, gen: a counter (token
@@ -275,29 +279,32 @@ local function flow_control()
       owed, owed_by = 0, {}
     end
 
-    -- The priority of a ready set's `score` for `id`: 0 to 9, always (a token goes to
-    -- the ready list it names). A score minitask did not write (below 0, from 10 * RANK,
-    -- -inf, inf) names none: it is served last, at priority 0, and Redis's log says so
-    -- once a call.
-    local function priority_of(score, id, group)
-      local n = tonumber(score)
-      if n and n >= 0 and n < 10 * RANK then return 9 - math.floor(n / RANK) end
+    -- A ready set's member as its task's id and priority: 0 to 9, always (a token goes
+    -- to the ready list it names). A member minitask did not write (no digit first)
+    -- names none: it is the id, at priority 0, and Redis's log says so once a call.
+    local function task_of(member, group)
+      local digit = string.byte(member)
+      if digit and digit >= 48 and digit <= 57 then
+        return string.sub(member, 2), digit - 48
+      end
       if not flow_made.fair_made.told then
         flow_made.fair_made.told = true
-        redis.log(redis.LOG_WARNING, 'minitask: the score ' .. tostring(score) .. ' of '
-                  .. id .. ' in ' .. base(group) .. ':ready is no priority minitask'
-                  .. ' wrote: served at priority 0')
+        redis.log(redis.LOG_WARNING, 'minitask: the member ' .. member .. ' of '
+                  .. base(group) .. ':ready names no priority (not minitask\'s): served'
+                  .. ' at priority 0')
       end
-      return 0
+      return member, 0
     end
 
-    -- the first ready id of a group and its priority, or nil; then the second's
+    -- the first ready id of a group and its priority, or nil; then whether there is a
+    -- second and its priority; then the first's member (score order: RANK above)
     local function first(group)
-      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1, 'WITHSCORES')
+      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1)
       if not head[1] then return nil end
-      local second, second_priority = head[3], nil
-      if second then second_priority = priority_of(head[4], second, group) end
-      return head[1], priority_of(head[2], head[1], group), second, second_priority
+      local id, priority = task_of(head[1], group)
+      local second_priority
+      if head[2] then second_priority = select(2, task_of(head[2], group)) end
+      return id, priority, head[2] ~= nil, second_priority, head[1]
     end
 
     -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
@@ -386,7 +393,8 @@ local function flow_control()
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
       local order = holds and 0 or next_gen(base(group) .. ':turn')
-      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then
+      local member = string.sub('0123456789', priority + 1, priority + 1) .. id
+      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, member) == 1 then
         tally(group, 1)
       end
       return arm(group, holds, false, new and priority)
@@ -438,7 +446,7 @@ local function flow_control()
       end
       local ready = base(group) .. ':ready'
       while budget > 0 do
-        local id, priority, next_id, next_priority = first(group)
+        local id, priority, next_id, next_priority, member = first(group)
         if not id then
           tolerant(0, 'ZREM', c.cancelled, token)
           forget(group)
@@ -458,7 +466,7 @@ local function flow_control()
         if not (spec and spec.group == group) then
           -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
           -- no longer of this group
-          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
+          if tolerant(0, 'ZREM', ready, member) == 1 then tally(group, -1) end
           tolerant(0, 'ZREM', c.cancelled, id)
           budget = budget - 1
         else
@@ -491,7 +499,7 @@ local function flow_control()
             return nil
           end
           if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
-          if tolerant(0, 'ZREM', ready, id) == 1 then
+          if tolerant(0, 'ZREM', ready, member) == 1 then
             owed = owed - 1
             owed_by[group] = (owed_by[group] or 0) - 1
           end
