@@ -254,6 +254,20 @@ local function flow_control()
 
     local function base(group) return c.prefix .. 'g:' .. group end
 
+    -- forget()'s removals are made by flush() too, one command each for all the groups
+    -- a fetch empties: forgotten (group -> true) for their turns and groups entries,
+    -- left for the tokens that left the ready lists (their cancelled entries). A group
+    -- met again before then is settled first (its removals made at once), so that
+    -- none undoes a later write.
+    local forgotten, left = {}, {}
+    local function settle(group)
+      if forgotten[group] then
+        forgotten[group] = nil
+        tolerant(0, 'DEL', base(group) .. ':turn')
+        tolerant(0, 'ZREM', groups, group)
+      end
+    end
+
     -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
     -- status (the group's entry goes with the group: forget())
     -- (a count that is no integer, 1e400 or past 2^63 starts afresh at `delta`: one
@@ -265,6 +279,7 @@ local function flow_control()
       if total and total <= 0 then redis.call('DEL', key) end
     end
     local function tally(group, delta)
+      settle(group)
       tally_total(delta)
       tolerant(0, 'ZINCRBY', groups, delta, group)
     end
@@ -276,6 +291,20 @@ local function flow_control()
     local function flush()
       if owed ~= 0 then tally_total(owed) end
       for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
+      if next(forgotten) then
+        local turns, names = {}, {}
+        for group in pairs(forgotten) do
+          turns[#turns + 1] = base(group) .. ':turn'
+          names[#names + 1] = group
+        end
+        tolerant(0, 'DEL', unpack(turns))
+        tolerant(0, 'ZREM', groups, unpack(names))
+        forgotten = {}
+      end
+      if left[1] then
+        tolerant(0, 'ZREM', c.cancelled, unpack(left))
+        left = {}
+      end
       owed, owed_by = 0, {}
     end
 
@@ -371,6 +400,7 @@ local function flow_control()
     -- alone: the priority of the group's one ready task, when the caller knows the group
     -- had neither ready tasks nor a turn before it (so no token): nothing is read.
     local function arm(group, at_head, check, alone)
+      settle(group)
       local id, priority, second = true, alone, nil
       if not alone then id, priority, second = first(group) end
       if not id or is_paused(group) then return false end
@@ -389,6 +419,7 @@ local function flow_control()
     -- caller found the group's ready set and turn empty before its first write.
     local function join(id, spec, priority, new)
       local group = spec.group
+      settle(group)
       local holds = spec.group_most > 0
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
@@ -402,8 +433,7 @@ local function flow_control()
 
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
     local function forget(group)
-      tolerant(0, 'DEL', base(group) .. ':turn')
-      tolerant(0, 'ZREM', groups, group)
+      forgotten[group] = true
       owed_by[group] = nil
     end
 
@@ -428,10 +458,11 @@ local function flow_control()
 
     local function serve(token, budget, band)
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
+      if gen then settle(group) end
       local turn = gen and base(group) .. ':turn'
       local tok = gen and tolerant(false, 'HGET', turn, 'tok')
       if not gen or tok ~= gen or is_paused(group) then
-        tolerant(0, 'ZREM', c.cancelled, token)
+        left[#left + 1] = token
         -- a paused group leaves the rotation; a stale token is dropped, and the group
         -- put back in the rotation if the turn claims a token that is not there (a
         -- claim minitask did not write)
@@ -448,7 +479,7 @@ local function flow_control()
       while budget > 0 do
         local id, priority, next_id, next_priority, member = first(group)
         if not id then
-          tolerant(0, 'ZREM', c.cancelled, token)
+          left[#left + 1] = token
           forget(group)
           return nil
         end
@@ -493,7 +524,7 @@ local function flow_control()
             if not free then out_at = retry_at end
           end
           if out_at then
-            tolerant(0, 'ZREM', c.cancelled, token)
+            left[#left + 1] = token
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
@@ -504,7 +535,7 @@ local function flow_control()
             owed_by[group] = (owed_by[group] or 0) - 1
           end
           if not next_id then
-            tolerant(0, 'ZREM', c.cancelled, token)
+            left[#left + 1] = token
             forget(group)  -- its groups entry goes, and the count it was owed
             return id, body, priority, spec
           end
@@ -535,7 +566,7 @@ local function flow_control()
         end
       end
       -- a long run of stale entries: the token goes back at the head for the next fetch
-      tolerant(0, 'ZREM', c.cancelled, token)
+      left[#left + 1] = token
       tolerant(0, 'HDEL', turn, 'tok', 'band')
       arm(group, true)
       return nil
