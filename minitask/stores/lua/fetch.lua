@@ -311,7 +311,8 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
           cancelled = KEYS[17], messages = KEYS[3], dead = KEYS[6], flow = KEYS[19]})
         fair_served = groups
-        local taken, taken_body, taken_priority, taken_spec = groups.serve(id, limit - dropped, priority)
+        local taken, taken_body, taken_priority, taken_spec =
+          groups.serve(id, limit - dropped, priority)
         if taken then
           lease(taken, taken_body, taken_priority, taken_spec)
         else

@@ -444,18 +444,18 @@ local function flow_control()
              and not tolerant(false, 'ZSCORE', c.dead, id)
     end
 
+    -- the spec of a grouped task of no limits, no expiry and no debounce, its group
+    -- set by serve() (made once: a table costs Redis about 4,000 instructions)
+    local unlimited = {limiter = '', count = 0, window = 0, most = 0, expires = 0,
+                       group_most = 0, group_count = 0, group_window = 0}
+
     -- Serve a popped token: the group's first task, admitted by its limits, as
     -- id, body, priority, spec; or nil and whether the pop counts as dropped
     -- (every pop that leases nothing does, so a fetch stays bounded). A live token
     -- that goes back keeps its generation, and its entry in cancelled (rescored if
     -- its band changes): any other pop leaves cancelled.
     -- `band`: the priority of the list the token was popped from (a live token's is
-    -- its turn's band: push() writes both), so that only its generation is read
-    -- the spec of a grouped task of no limits, no expiry and no debounce, its group
-    -- set by serve() (made once: a table costs Redis about 4,000 instructions)
-    local unlimited = {limiter = '', count = 0, window = 0, most = 0, expires = 0,
-                       group_most = 0, group_count = 0, group_window = 0}
-
+    -- its turn's band: push() writes both), so that only its generation is read.
     local function serve(token, budget, band)
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
       if gen then settle(group) end
