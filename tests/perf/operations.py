@@ -200,6 +200,14 @@ def _sending_grouped(driver: Driver, calls: int) -> None:
         task.delay(f"t{driver.sent:06d}", driver.sent)
 
 
+def _sending_to_one_group(driver: Driver, calls: int) -> None:
+    """``calls`` delay() calls of a grouped task, all of one group (in the rotation
+    from the warm-up's first call on)."""
+    task = driver.tasks["tenant"]
+    for index in range(calls):
+        task.delay("one", index)
+
+
 def _chords(driver: Driver, calls: int) -> None:
     """One chord of ``calls`` members, whose first tasks are leased."""
     step, total = driver.tasks["step"], driver.tasks["total"]
@@ -289,6 +297,8 @@ def operations() -> List[Operation]:
                   _filled("capped", 1, True), _acking(RESULT_TTL_MS, 1)),
         Operation("delay_group", "delay() of a grouped task, a new group each "
                                  "(enqueue_group.lua)", _nothing, _sending_grouped),
+        Operation("delay_group_one", "delay() of a grouped task, all of one group "
+                                     "(enqueue_group.lua)", _nothing, _sending_to_one_group),
         Operation("fetch_groups", f"a fetch of {GROUP_FETCH} grouped tasks, each its own "
                                   "group, per task (fetch.lua, flow.lua's fair queues)",
                   _tenants("tenants", GROUP_FETCH, False), _fetching("tenants", GROUP_FETCH),
