@@ -56,6 +56,7 @@ class Bench:
             self.broadcasts()
             self.durability()
             self.flow()
+            self.fair()
             self.dashboard()
             measure_memory(self.session)
             if self.scaling:
@@ -109,6 +110,13 @@ class Bench:
         """Limits configured but not reached, against none; Redis time per fetch."""
         from .flow import measure_flow  # its app, only when it runs
         for row in measure_flow(self.url, capacity=self.report.capacity):
+            self.report.add(Row(**row))
+
+    def fair(self) -> None:
+        """A small group's task behind a big group's backlog; grouped drains against
+        ungrouped ones."""
+        from .fair import measure_fair  # its app, only when it runs
+        for row in measure_fair(self.url, capacity=self.report.capacity):
             self.report.add(Row(**row))
 
     def dashboard(self) -> None:

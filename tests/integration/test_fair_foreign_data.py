@@ -2,8 +2,11 @@
 
 A group's ready set with a score that is no priority, a turn hash claiming a token
 that is not there, or a grouped-ready count that is no integer: none strands a
-group, writes into another key of the queue, or fails a send half-way. Each test
-runs on fakeredis and on the suite's own redis-server.
+group, writes into another key of the queue, or fails a send half-way. A key a
+grouped send writes (its group's ready set or turn, the ready list its token goes
+to) holding another type refuses the send, naming the task, its group and the key,
+with nothing written: written past, the task would never run. Each test runs on
+fakeredis and on the suite's own redis-server.
 """
 from __future__ import annotations
 
@@ -11,10 +14,12 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 import redis
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from minitask import Minitask
 from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
+from minitask.errors import BrokerError
 from tests.support.clock import ManualClock
 
 KEYS = QueueKeys("test", "default")
@@ -173,3 +178,123 @@ def test_a_grouped_ready_count_of_another_type_is_left_alone(
     job.delay_many([("t1", n) for n in range(2)])
     assert served(app, clock, 3) == ["t10", "t11"]
     assert client.lrange(KEYS.groups_ready, 0, -1) == [b"theirs"]
+
+
+# -- keys of another type where a grouped send writes --------------------------------
+
+def _plant(client: "redis.Redis[bytes]", key: str, kind: str) -> None:
+    client.delete(key)
+    if kind == "string":
+        client.set(key, "someone else's")
+    elif kind == "list":
+        client.rpush(key, "someone else's")
+    elif kind == "set":
+        client.sadd(key, "someone else's")
+    elif kind == "zset":
+        client.zadd(key, {"someone else's": 1})
+    else:
+        client.hset(key, "someone", "else")
+
+
+def _everything(client: "redis.Redis[bytes]") -> Dict[bytes, Any]:
+    """Every key and what it holds: a refused send must change none."""
+    found: Dict[bytes, Any] = {}
+    for key in client.keys("*"):
+        kind = client.type(key)
+        if kind == b"list":
+            found[key] = client.lrange(key, 0, -1)
+        elif kind == b"zset":
+            found[key] = client.zrange(key, 0, -1, withscores=True)
+        elif kind == b"hash":
+            found[key] = client.hgetall(key)
+        elif kind == b"set":
+            found[key] = client.smembers(key)
+        else:
+            found[key] = client.get(key)
+    return found
+
+
+#: Where a grouped send of group t1 at priority 5 writes, with the types that are not
+#: minitask's there: its group's ready set, its group's turn, the priority's ready list.
+WRITTEN = [(KEYS.fair_group("t1", "ready"), "zset"), (KEYS.fair_group("t1", "turn"), "hash"),
+           (KEYS.ready[4], "list")]
+OTHER_TYPES = ["string", "list", "set", "zset", "hash"]
+
+
+@pytest.mark.parametrize("key, kept", WRITTEN)
+def test_a_key_a_grouped_send_writes_of_another_type_refuses_it_naming_task_and_key(
+        make_app: Callable[..., Minitask], clock: ManualClock, key: str, kept: str) -> None:
+    app, job, plain = _apps(make_app)
+    client = app.broker.transport.client
+    job.apply_async(("t2", 0), priority=3)  # another group, and an ungrouped task, before
+    plain.apply_async(("p", 0), priority=3)
+    for kind in (kind for kind in OTHER_TYPES if kind != kept):
+        _plant(client, key, kind)
+        before = _everything(client)
+        with pytest.raises(BrokerError) as caught:
+            job.apply_async(("t1", 1), task_id="the-task")
+        message = str(caught.value)
+        assert key in message and "the-task" in message and "group t1" in message, message
+        assert caught.value.reason == "script", message
+        assert _everything(client) == before, "a refused send wrote part of its work"
+        # a batch that mixes it with sound messages is refused whole
+        with pytest.raises(BrokerError):
+            job.delay_many([("t3", 0), ("t1", 2), ("t2", 1)])
+        assert _everything(client) == before, "a refused batch wrote part of its work"
+    client.delete(key)  # what the error says to do
+    job.apply_async(("t1", 1), task_id="the-task")
+    assert sorted(served(app, clock, 5)) == ["p0", "t11", "t20"]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True,
+          suppress_health_check=list(HealthCheck))
+@given(where=st.sampled_from(WRITTEN), kind=st.sampled_from(OTHER_TYPES),
+       batch=st.lists(st.tuples(st.sampled_from(["t1", "t2", None]), st.integers(0, 9)),
+                      min_size=1, max_size=6))
+def test_any_send_meeting_a_planted_group_key_is_refused_and_every_other_runs(
+        redis_client: "redis.Redis[bytes]", clock: ManualClock,
+        where: Any, kind: str, batch: List[Any]) -> None:
+    # whatever the mix of groups, ungrouped calls and priorities: a send whose grouped
+    # call of t1 would write to the planted key (its priority's list: 5) is refused with
+    # nothing written; any other is sent whole, and every task of it runs
+    redis_client.flushall()
+    app = Minitask("test", broker=redis_client, clock=clock)
+
+    @app.task(group_by="tenant", name="job")
+    def job(tenant: str, n: int) -> int:
+        return n
+
+    @app.task(name="plain")
+    def plain(tenant: str, n: int) -> int:
+        return n
+
+    key, kept = where
+    if kind == kept:
+        kind = "string"
+    _plant(redis_client, key, kind)
+
+    def refused(tenant: Any, priority: int) -> bool:
+        if key == KEYS.ready[4]:
+            return priority == 5  # grouped or not: its ready list
+        return tenant == "t1"
+
+    before = _everything(redis_client)
+    try:
+        for n, (tenant, priority) in enumerate(batch):
+            task = job if tenant else plain
+            # one send per call, in order: each refused one must change nothing
+            if refused(tenant, priority):
+                with pytest.raises(BrokerError) as caught:
+                    task.apply_async((tenant or "p", n), priority=priority)
+                assert key in str(caught.value), str(caught.value)
+                assert _everything(redis_client) == before, "a refused send wrote"
+            else:
+                task.apply_async((tenant or "p", n), priority=priority)
+                before = _everything(redis_client)
+        redis_client.delete(key)
+        got = served(app, clock, 2 * len(batch) + 2)
+        sent = [f"{tenant or 'p'}{n}" for n, (tenant, priority) in enumerate(batch)
+                if not refused(tenant, priority)]
+        assert sorted(got) == sorted(sent), batch
+    finally:
+        app.close()

@@ -4,13 +4,14 @@ real worker process.
 
 For each kind of key minitask owns, Hypothesis plants values of every wrong
 type, non-finite and out-of-range numbers, non-UTF-8 bytes, control characters
-and huge values; after each, a task of another queue must run within a second,
-the worker must be alive (on the thread pool, and on the process and asyncio
-pools), ``minitask status``, ``schedules`` (which lists a schedule record it
-cannot read, never hides it), ``inspect`` (a task, and the running, scheduled and
-recent listings) and ``dead list`` must answer (exit 0, no raw escape character)
-and every dashboard page must answer 200 with no raw escape character. The
-planted data is left as it was: nothing deletes or renames it.
+and huge values (fair-queue group keys: with their group's token in the queue's
+ready list, so that the worker's fetch meets them); after each, a task of another
+queue must run within a second, the worker must be alive (on the thread pool, and
+on the process and asyncio pools), ``minitask status``, ``schedules`` (which lists
+a schedule record it cannot read, never hides it), ``inspect`` (a task, and the
+running, scheduled and recent listings) and ``dead list`` must answer (exit 0, no
+raw escape character) and every dashboard page must answer 200 with no raw escape
+character. The planted data is left as it was: nothing deletes or renames it.
 """
 from __future__ import annotations
 
@@ -102,8 +103,26 @@ def wrong_type(key: str, kept: str) -> Any:
         lambda planted: lambda client: plant_type(client, key, *planted))
 
 
+def plant_group(client: "redis.Redis[bytes]", part: str, kind: str, value: bytes) -> None:
+    """A fair-queue group key of queue ``other`` of another type, and the group's
+    token in the queue's ready list, so that the worker's fetch meets it: group g1's
+    ``ready`` (its turn claiming the token, so that the fetch reads the set), or g2's
+    ``turn``."""
+    group = "g1" if part == "ready" else "g2"
+    plant_type(client, OTHER.fair_group(group, part), kind, value)
+    token = b"\xff1.1\xff" + group.encode()
+    if part == "ready":
+        client.hset(OTHER.fair_group(group, "turn"), mapping={"tok": "1.1", "band": "5"})
+    client.rpush(OTHER.ready[4], token)
+    client.zadd(OTHER.cancelled, {token: 5})
+
+
 #: kind of key -> a strategy of planters (each takes a client and plants)
 PLANTS: Dict[str, Any] = {
+    "group ready": st.tuples(TYPES.filter(lambda kind: kind != "zset"), VALUES).map(
+        lambda planted: lambda client: plant_group(client, "ready", *planted)),
+    "group turn": st.tuples(TYPES.filter(lambda kind: kind != "hash"), VALUES).map(
+        lambda planted: lambda client: plant_group(client, "turn", *planted)),
     "tick": SCORES.map(lambda score: lambda client: client.zadd(
         TIMED.ticks, {b"hourly": score})),
     "ticks": wrong_type(TIMED.ticks, "zset"),
@@ -171,6 +190,7 @@ def planted_keys(kind: str) -> List[str]:
     planted (the worker adds its own counts to it with each heartbeat)."""
     return [TIMED.ticks, TIMED.schedules, TIMED.fired, NEWS.broadcast("cursors"),
             REGISTRY.queues, OTHER.progress(WAITING), OTHER.cancels,
+            OTHER.fair_group("g1", "ready"), OTHER.fair_group("g2", "turn"),
             *([REGISTRY.metrics] if kind == "metrics" else [])]
 
 
@@ -267,9 +287,12 @@ def check(kind: str, producer: Minitask, admin: "redis.Redis[bytes]", examples: 
             assert page(dashboard, path) == "200 OK", path
         # what was planted is still there, as it was (a cursor or a tick minitask
         # replaces is minitask's to replace, a cancels stream with an id minitask never
-        # writes is set aside whole: those are exempt)
+        # writes is set aside whole: those are exempt; a key that did not exist yet is
+        # no planted data)
         if kind not in ("cursor", "tick", "cancels"):
-            assert {key: snapshot(admin, key) for key in planted_keys(kind)} == before
+            after = {key: snapshot(admin, key) for key in planted_keys(kind)}
+            assert {key: after[key] for key in before if before[key][0] != b"none"} == \
+                {key: seen for key, seen in before.items() if seen[0] != b"none"}
 
     planted_data_is_read_tolerantly()
 

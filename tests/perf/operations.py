@@ -42,6 +42,11 @@ def total(values: List[int]) -> int:
     return sum(values)
 
 
+def tenant_job(tenant: str, index: int) -> int:
+    """A grouped task (fair queues): its calls grouped by ``tenant``."""
+    return index
+
+
 #: The guard's tasks: (name, function, options). Each queue is its own.
 TASKS = (("plain", plain, {"queue": "plain"}),
          # flow limits never reached: a rate paced alone (500 or more a window), and
@@ -52,7 +57,13 @@ TASKS = (("plain", plain, {"queue": "plain"}),
                             "max_running": 100000}),
          ("step", plain, {"queue": "flows"}),  # a chord's member, a chain's step
          ("fanout", plain, {"queue": "fanout", "broadcast": True}),
-         ("total", total, {"queue": "flows"}))
+         ("total", total, {"queue": "flows"}),
+         # fair queues: each queue its own, so that one's groups never meet the other's
+         ("tenants", tenant_job, {"queue": "tenants", "group_by": "tenant"}),
+         ("tenant", tenant_job, {"queue": "tenant", "group_by": "tenant"}))
+
+#: Tasks a grouped fetch takes a call: a worker's default prefetch.
+GROUP_FETCH = 10
 
 
 class Driver:
@@ -64,6 +75,7 @@ class Driver:
                       for name, function, options in TASKS}
         self.broker = self.app.broker
         self.leased: List[Tuple[str, Delivery]] = []
+        self.sent = 0  # grouped sends so far: each names a new group
 
     def fetch(self, queue: str, count: int) -> List[Delivery]:
         found = self.broker.queues.fetch(queue, now_ms=wall_ms(), lease_ms=LEASE_MS,
@@ -171,6 +183,31 @@ def _ack_fetch(driver: Driver, calls: int) -> None:
         driver.leased = [(queue, fetched[0])]
 
 
+def _tenants(name: str, per_call: int, one: bool) -> Step:
+    """Grouped tasks of task ``name`` for the calls: each its own group (a tenant
+    with one task: each served empties its group), or all of one group."""
+    def prepare(driver: Driver, calls: int) -> None:
+        driver.tasks[name].delay_many([("one" if one else f"t{i:06d}", i)
+                                       for i in range(calls * per_call)])
+    return prepare
+
+
+def _sending_grouped(driver: Driver, calls: int) -> None:
+    """``calls`` delay() calls of a grouped task, each of a group new to the queue."""
+    task = driver.tasks["tenants"]
+    for _ in range(calls):
+        driver.sent += 1
+        task.delay(f"t{driver.sent:06d}", driver.sent)
+
+
+def _sending_to_one_group(driver: Driver, calls: int) -> None:
+    """``calls`` delay() calls of a grouped task, all of one group (in the rotation
+    from the warm-up's first call on)."""
+    task = driver.tasks["tenant"]
+    for index in range(calls):
+        task.delay("one", index)
+
+
 def _chords(driver: Driver, calls: int) -> None:
     """One chord of ``calls`` members, whose first tasks are leased."""
     step, total = driver.tasks["step"], driver.tasks["total"]
@@ -241,6 +278,9 @@ def operations() -> List[Operation]:
                   _filled("plain", 1), _fetching("plain", 1)),
         Operation("fetch_100", "a fetch of 100 tasks, per task (fetch.lua)",
                   _filled("plain", 100), _fetching("plain", 100), 100),
+        Operation("fetch_10", f"a fetch of {GROUP_FETCH} tasks (a worker's prefetch), per "
+                              "task (fetch.lua): fetch_group's and fetch_groups' baseline",
+                  _filled("plain", GROUP_FETCH), _fetching("plain", GROUP_FETCH), GROUP_FETCH),
         Operation("ack", "an ack keeping the result (ack.lua)",
                   _filled("plain", 1, True), _acking(RESULT_TTL_MS, 1)),
         Operation("ack_ignore_result", "an ack keeping no result (ack.lua)",
@@ -255,6 +295,18 @@ def operations() -> List[Operation]:
                   _filled("capped", 1), _fetching("capped", 1)),
         Operation("ack_flow", "an ack freeing a max_running slot (ack.lua)",
                   _filled("capped", 1, True), _acking(RESULT_TTL_MS, 1)),
+        Operation("delay_group", "delay() of a grouped task, a new group each "
+                                 "(enqueue_group.lua)", _nothing, _sending_grouped),
+        Operation("delay_group_one", "delay() of a grouped task, all of one group "
+                                     "(enqueue_group.lua)", _nothing, _sending_to_one_group),
+        Operation("fetch_groups", f"a fetch of {GROUP_FETCH} grouped tasks, each its own "
+                                  "group, per task (fetch.lua, flow.lua's fair queues)",
+                  _tenants("tenants", GROUP_FETCH, False), _fetching("tenants", GROUP_FETCH),
+                  GROUP_FETCH),
+        Operation("fetch_group", f"a fetch of {GROUP_FETCH} tasks of one group, per task "
+                                 "(fetch.lua, flow.lua's fair queues)",
+                  _tenants("tenant", GROUP_FETCH, True), _fetching("tenant", GROUP_FETCH),
+                  GROUP_FETCH),
         Operation("chord_member", "a chord member's result joined; the last sends the body",
                   _chords, _advancing),
         Operation("chain_step", "a chain's step done: the next one sent", _chains, _advancing),

@@ -14,7 +14,9 @@
 -- Invariant: enqueue_flow.lua's, and a grouped ready message is in its group's ready
 -- set, never in a ready list, from the step that adds it.
 -- Data minitask did not write (lib.lua): messages or flow of another type refuse the
--- call, before any write.
+-- call, before any write, and so does, for a grouped message due now, its group's
+-- ready set or turn, or the ready list of its priority (its group's token goes
+-- there), naming the task and its group: written past, the task would never run.
 local prefix = table.remove(KEYS)
 local cancelled = table.remove(KEYS)
 local count = tonumber(ARGV[#ARGV])
@@ -37,6 +39,34 @@ for n = 1, count do
 end
 guards().expect(KEYS[1], 'hash')
 guards().expect(flow_key, 'hash')
+-- the keys a grouped message is written to, checked before any write: its group's
+-- ready set and turn, and the ready list its group's token goes to (one check a key
+-- a call); one of another type refuses the call naming the task, the key and its group
+-- (a redis.pcall each, lib.lua's guards only for an error: most calls meet none)
+-- Returns whether the key was empty (false when checked already this call).
+local checked, reads = {}, {zset = 'ZCARD', hash = 'HLEN', list = 'LLEN'}
+local function writable(key, kind, entry, group)
+  if checked[key] then return false end
+  local reply = redis.pcall(reads[kind], key)
+  if type(reply) == 'table' and reply.err and guards().foreign(reply) then
+    error('WRONGTYPE minitask key ' .. key .. ' holds another type than the ' .. kind
+          .. ' minitask keeps there, so task ' .. entry[1] .. ' of group ' .. group
+          .. ' could never run; nothing was changed', 0)
+  end
+  checked[key] = true
+  return reply == 0
+end
+for _, entry in ipairs(grouped) do
+  local spec = flow_control().spec(entry[4])
+  entry[6] = spec
+  if spec and spec.group then
+    local base = prefix .. 'g:' .. spec.group
+    -- a group with neither (its first task this call): joined without reading them
+    local no_ready = writable(base .. ':ready', 'zset', entry, spec.group)
+    entry[7] = writable(base .. ':turn', 'hash', entry, spec.group) and no_ready
+    writable(KEYS[13 - entry[3]], 'list', entry, spec.group)
+  end
+end
 -- what enqueue_flow_base() reads: the other messages, their specs and count, flow last
 -- (KEYS and ARGV are changed in place: the functions read them)
 for _, spec in ipairs(specs) do argv[#argv + 1] = spec end
@@ -55,7 +85,7 @@ for _, entry in ipairs(grouped) do
     added = added + 1
     redis.call('DEL', entry[5])
     redis.call('HSET', flow_key, entry[1], entry[4])
-    if fair.join(entry[1], flow_control().spec(entry[4]), entry[3]) then wake = true end
+    if fair.join(entry[1], entry[6], entry[3], entry[7]) then wake = true end
   end
 end
 if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end

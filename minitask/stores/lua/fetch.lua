@@ -205,8 +205,8 @@ end
 local function body_of(id)
   -- printable ASCII (any id minitask makes) is told by one anchored match
   local body = id ~= ''
-               and (string.find(id, '^[ -~]*$') or not string.find(id, '[\128-\255]')
-                    or guards().utf8(id))
+               and (string.find(id, '^[ -~]*$') or (string.byte(id) ~= 255
+                    and (not string.find(id, '[\128-\255]') or guards().utf8(id))))
                and not (delayed_ok and redis.call('ZSCORE', KEYS[1], id))
   if body then
     local dead = redis.pcall('ZSCORE', KEYS[6], id)
@@ -224,6 +224,7 @@ end
 if flow_on then
   -- fair queues (flow.lua): made at the first grouped task or token met
   function fair()
+    if flow.fair_made then return flow.fair_made end
     return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
                       cancelled = KEYS[17],
                       leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
@@ -350,7 +351,8 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
           cancelled = KEYS[17], messages = KEYS[3], dead = KEYS[6], flow = KEYS[19]})
         fair_served = groups
-        local taken, taken_body, taken_priority, taken_spec = groups.serve(id, limit - dropped)
+        local taken, taken_body, taken_priority, taken_spec =
+          groups.serve(id, limit - dropped, priority)
         if taken then
           lease(taken, taken_body, taken_priority, taken_spec)
         else

@@ -36,9 +36,10 @@
 -- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
 -- limiter key of another type counts as empty, and writes to it are skipped; a pace
 -- further out than a start ever sets it (a gap and a span past now) is ignored,
--- with a line in Redis's log. Fair queues: a group's ready score that is no
--- priority (below 0, from 10 * RANK, inf) is served at priority 0 (said once a call
--- in Redis's log), so a token only ever goes to a ready list; a turn's claim of a
+-- with a line in Redis's log. Fair queues: a group's ready member that names no
+-- priority (no digit first) is taken as an id at priority 0 (said once a call in
+-- Redis's log), so a token only ever goes to a ready list; a score that is no
+-- order minitask writes only orders it; a turn's claim of a
 -- live token that is no generation and priority minitask writes, or names a token in
 -- no ready list (checked where the group would otherwise stay out), is repaired by
 -- a new token; a gen, or groups_ready, that is no count starts afresh.
@@ -213,7 +214,10 @@ local function flow_control()
   -- its debounce with four lines: group_max_running, group rate count, group rate
   -- window (ms), the group (any text, last). A group's state lives at names built
   -- from the flow prefix (keys.py), under the queue's hash tag:
-  --   <prefix>g:<group>:ready    ZSET  its ready ids -> (9 - priority) * RANK + order
+  --   <prefix>g:<group>:ready    ZSET  its ready tasks, each its priority's digit and its
+  --                                    id ('5' .. id) -> (9 - priority) * RANK + order
+  --                                    (read without scores: a score costs Redis a
+  --                                    number formatted, a tonumber() to read)
   --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token, band: the
   --                                    priority of the ready list that token is in,
   --                                    served: fetches this turn, gen: a counter (token
@@ -252,6 +256,20 @@ local function flow_control()
 
     local function base(group) return c.prefix .. 'g:' .. group end
 
+    -- forget()'s removals are made by flush() too, one command each for all the groups
+    -- a fetch empties: forgotten (group -> true) for their turns and groups entries,
+    -- left for the tokens that left the ready lists (their cancelled entries). A group
+    -- met again before then is settled first (its removals made at once), so that
+    -- none undoes a later write.
+    local forgotten, left = {}, {}
+    local function settle(group)
+      if forgotten[group] then
+        forgotten[group] = nil
+        tolerant(0, 'DEL', base(group) .. ':turn')
+        tolerant(0, 'ZREM', groups, group)
+      end
+    end
+
     -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
     -- status (the group's entry goes with the group: forget())
     -- (a count that is no integer, 1e400 or past 2^63 starts afresh at `delta`: one
@@ -263,6 +281,7 @@ local function flow_control()
       if total and total <= 0 then redis.call('DEL', key) end
     end
     local function tally(group, delta)
+      settle(group)
       tally_total(delta)
       tolerant(0, 'ZINCRBY', groups, delta, group)
     end
@@ -274,32 +293,49 @@ local function flow_control()
     local function flush()
       if owed ~= 0 then tally_total(owed) end
       for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
+      if next(forgotten) then
+        local turns, names = {}, {}
+        for group in pairs(forgotten) do
+          turns[#turns + 1] = base(group) .. ':turn'
+          names[#names + 1] = group
+        end
+        tolerant(0, 'DEL', unpack(turns))
+        tolerant(0, 'ZREM', groups, unpack(names))
+        forgotten = {}
+      end
+      if left[1] then
+        tolerant(0, 'ZREM', c.cancelled, unpack(left))
+        left = {}
+      end
       owed, owed_by = 0, {}
     end
 
-    -- The priority of a ready set's `score` for `id`: 0 to 9, always (a token goes to
-    -- the ready list it names). A score minitask did not write (below 0, from 10 * RANK,
-    -- -inf, inf) names none: it is served last, at priority 0, and Redis's log says so
-    -- once a call.
-    local function priority_of(score, id, group)
-      local n = tonumber(score)
-      if n and n >= 0 and n < 10 * RANK then return 9 - math.floor(n / RANK) end
+    -- A ready set's member as its task's id and priority: 0 to 9, always (a token goes
+    -- to the ready list it names). A member minitask did not write (no digit first)
+    -- names none: it is the id, at priority 0, and Redis's log says so once a call.
+    local function task_of(member, group)
+      local digit = string.byte(member)
+      if digit and digit >= 48 and digit <= 57 then
+        return string.sub(member, 2), digit - 48
+      end
       if not flow_made.fair_made.told then
         flow_made.fair_made.told = true
-        redis.log(redis.LOG_WARNING, 'minitask: the score ' .. tostring(score) .. ' of '
-                  .. id .. ' in ' .. base(group) .. ':ready is no priority minitask'
-                  .. ' wrote: served at priority 0')
+        redis.log(redis.LOG_WARNING, 'minitask: the member ' .. member .. ' of '
+                  .. base(group) .. ':ready names no priority (not minitask\'s): served'
+                  .. ' at priority 0')
       end
-      return 0
+      return member, 0
     end
 
-    -- the first ready id of a group and its priority, or nil; then the second's
+    -- the first ready id of a group and its priority, or nil; then whether there is a
+    -- second and its priority; then the first's member (score order: RANK above)
     local function first(group)
-      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1, 'WITHSCORES')
+      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1)
       if not head[1] then return nil end
-      local second, second_priority = head[3], nil
-      if second then second_priority = priority_of(head[4], second, group) end
-      return head[1], priority_of(head[2], head[1], group), second, second_priority
+      local id, priority = task_of(head[1], group)
+      local second_priority
+      if head[2] then second_priority = select(2, task_of(head[2], group)) end
+      return id, priority, head[2] ~= nil, second_priority, head[1]
     end
 
     -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
@@ -363,11 +399,16 @@ local function flow_control()
     -- pushed. Whether the claimed token exists is checked with `check` (the group came
     -- back through flow_due) or when the group has one ready task (it has just
     -- joined, or is about to leave): not for each task joining a group in the rotation.
-    local function arm(group, at_head, check)
-      local id, priority, second = first(group)
+    -- alone: the priority of the group's one ready task, when the caller knows the group
+    -- had neither ready tasks nor a turn before it (so no token): nothing is read.
+    local function arm(group, at_head, check, alone)
+      settle(group)
+      local id, priority, second = true, alone, nil
+      if not alone then id, priority, second = first(group) end
       if not id or is_paused(group) then return false end
-      local live = tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
-      if live[1] and claimed(group, live[1], live[2], false) and tonumber(live[2]) >= priority
+      local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
+      if live and live[1] and claimed(group, live[1], live[2], false)
+         and tonumber(live[2]) >= priority
          and (not (check or not second) or claimed(group, live[1], live[2], true)) then
         return false
       end
@@ -376,23 +417,25 @@ local function flow_control()
     end
 
     -- A ready grouped task joins its group: new tasks at the tail of their priority,
-    -- one holding a slot (retried, put back, re-delivered) at its head.
-    local function join(id, spec, priority)
+    -- one holding a slot (retried, put back, re-delivered) at its head. `new`: the
+    -- caller found the group's ready set and turn empty before its first write.
+    local function join(id, spec, priority, new)
       local group = spec.group
+      settle(group)
       local holds = spec.group_most > 0
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
       local order = holds and 0 or next_gen(base(group) .. ':turn')
-      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, id) == 1 then
+      local member = string.sub('0123456789', priority + 1, priority + 1) .. id
+      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, member) == 1 then
         tally(group, 1)
       end
-      return arm(group, holds)
+      return arm(group, holds, false, new and priority)
     end
 
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
     local function forget(group)
-      tolerant(0, 'DEL', base(group) .. ':turn')
-      tolerant(0, 'ZREM', groups, group)
+      forgotten[group] = true
       owed_by[group] = nil
     end
 
@@ -403,6 +446,11 @@ local function flow_control()
              and not tolerant(false, 'ZSCORE', c.dead, id)
     end
 
+    -- the spec of a grouped task of no limits, no expiry and no debounce, its group
+    -- set by serve() (made once: a table costs Redis about 4,000 instructions)
+    local unlimited = {limiter = '', count = 0, window = 0, most = 0, expires = 0,
+                       group_most = 0, group_count = 0, group_window = 0}
+
     -- Serve a popped token: the group's first task, admitted by its limits, as
     -- id, body, priority, spec; or nil (every pop that leases nothing counts as
     -- dropped, so a fetch stays bounded), and, when the task's own limits hold it,
@@ -410,18 +458,22 @@ local function flow_control()
     -- still live, in that limiter's park list). A live token
     -- that goes back keeps its generation, and its entry in cancelled (rescored if
     -- its band changes): any other pop leaves cancelled.
-    local function serve(token, budget)
+    -- `band`: the priority of the list the token was popped from (a live token's is
+    -- its turn's band: push() writes both), so that only its generation is read.
+    local function serve(token, budget, band)
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
+      if gen then settle(group) end
       local turn = gen and base(group) .. ':turn'
-      local state = gen and tolerant({}, 'HMGET', turn, 'tok', 'served', 'band')
-      if not gen or state[1] ~= gen or is_paused(group) then
-        tolerant(0, 'ZREM', c.cancelled, token)
+      local tok = gen and tolerant(false, 'HGET', turn, 'tok')
+      if not gen or tok ~= gen or is_paused(group) then
+        left[#left + 1] = token
         -- a paused group leaves the rotation; a stale token is dropped, and the group
         -- put back in the rotation if the turn claims a token that is not there (a
         -- claim minitask did not write)
-        if gen and state[1] == gen then
+        if gen and tok == gen then
           tolerant(0, 'HDEL', turn, 'tok', 'band')
-        elseif gen and state[1] and not claimed(group, state[1], state[3], true) then
+        elseif gen and tok
+               and not claimed(group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
           tolerant(0, 'HDEL', turn, 'tok', 'band')
           arm(group, false)
         end
@@ -429,18 +481,27 @@ local function flow_control()
       end
       local ready = base(group) .. ':ready'
       while budget > 0 do
-        local id, priority, next_id, next_priority = first(group)
+        local id, priority, next_id, next_priority, member = first(group)
         if not id then
-          tolerant(0, 'ZREM', c.cancelled, token)
+          left[#left + 1] = token
           forget(group)
           return nil
         end
         local body = c.body_of(id)
-        local spec = body and flow_spec(tolerant(false, 'HGET', c.flow, id))
+        local text = body and tolerant(false, 'HGET', c.flow, id)
+        local spec
+        -- a spec of no limits, no expiry, no debounce (most) is told by one comparison,
+        -- not parsed (two matches and a table: some 10,000 instructions)
+        if text == '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
+          spec = unlimited
+          spec.group = group
+        else
+          spec = flow_spec(text)
+        end
         if not (spec and spec.group == group) then
           -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
           -- no longer of this group
-          if tolerant(0, 'ZREM', ready, id) == 1 then tally(group, -1) end
+          if tolerant(0, 'ZREM', ready, member) == 1 then tally(group, -1) end
           tolerant(0, 'ZREM', c.cancelled, id)
           budget = budget - 1
         else
@@ -474,33 +535,39 @@ local function flow_control()
             end
           end
           if out_at then
-            tolerant(0, 'ZREM', c.cancelled, token)
+            left[#left + 1] = token
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
           end
           if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
-          if tolerant(0, 'ZREM', ready, id) == 1 then
+          if tolerant(0, 'ZREM', ready, member) == 1 then
             owed = owed - 1
             owed_by[group] = (owed_by[group] or 0) - 1
           end
           if not next_id then
-            tolerant(0, 'ZREM', c.cancelled, token)
+            left[#left + 1] = token
             forget(group)  -- its groups entry goes, and the count it was owed
             return id, body, priority, spec
           end
           -- the token goes back: at the head while the turn lasts (the weight); its
-          -- turn's state is written only when it changes
+          -- turn's state is written only when it changes. The turn's fetches are read
+          -- only for a group of a weight above 1 (at 1 every turn is one fetch)
           -- (a count of fetches minitask did not write is none: 0)
-          local served = tonumber(state[2]) or 0
-          if not (served >= 0 and served < 1e9) then served = 0 end
-          served = served + 1
           local weight = weight_of(group)
-          local at_head = served < weight
-          if not at_head then served = 0 end
-          local band = tonumber(state[3])
-          if band ~= next_priority or served ~= (tonumber(state[2]) or 0) then
+          local at_head, was, served = false, 0, 0
+          if weight > 1 then
+            was = tonumber(tolerant(false, 'HGET', turn, 'served')) or 0
+            served = was
+            if not (served >= 0 and served < 1e9) then served = 0 end
+            served = served + 1
+            at_head = served < weight
+            if not at_head then served = 0 end
+          end
+          if band ~= next_priority then
             tolerant(0, 'HSET', turn, 'band', next_priority, 'served', served)
+          elseif served ~= was then
+            tolerant(0, 'HSET', turn, 'served', served)
           end
           local list = KEYS[c.first_ready + 9 - next_priority]
           if at_head then redis.call('LPUSH', list, token) else redis.call('RPUSH', list, token) end
@@ -510,7 +577,7 @@ local function flow_control()
         end
       end
       -- a long run of stale entries: the token goes back at the head for the next fetch
-      tolerant(0, 'ZREM', c.cancelled, token)
+      left[#left + 1] = token
       tolerant(0, 'HDEL', turn, 'tok', 'band')
       arm(group, true)
       return nil

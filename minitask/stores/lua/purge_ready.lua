@@ -78,7 +78,12 @@ if taken < limit then
         local entry = tolerant({}, 'ZPOPMIN', ready)
         if not entry[1] then break end
         popped = popped + 1
-        purge(entry[1])
+        -- its priority's digit, then its id (flow.lua); one without is an id as it is
+        if string.find(entry[1], '^%d') then
+          purge(string.sub(entry[1], 2))
+        else
+          purge(entry[1])
+        end
       end
       if taken >= limit then break end
       taken = taken + 1
