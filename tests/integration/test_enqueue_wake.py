@@ -1,5 +1,5 @@
-"""The wake tokens enqueue leaves for idle workers: one per new ready task, at most
-WAKE_CAP kept, and no write at all once the cap is reached.
+"""The wake tokens enqueue leaves for idle workers: one per new ready task; the
+scripts keep at most WAKE_CAP, and write nothing once the cap is reached.
 
 Runs on fakeredis and on the suite's own redis-server (``redis_client``).
 """
@@ -27,7 +27,7 @@ def test_tokens_stop_at_the_cap_and_taken_ones_come_back(
     job.delay_many([(n,) for n in range(WAKE_CAP + 40)])
     assert client.llen(wake) == WAKE_CAP
     for n in range(20):
-        job.delay(n)
+        job.apply_async((n,), task_id=f"named-{n}")  # enqueue_now.lua: capped too
     assert client.llen(wake) == WAKE_CAP
     client.lpop(wake, 3)  # three idle workers woke
     job.delay_many([(n,) for n in range(2)])
@@ -35,3 +35,24 @@ def test_tokens_stop_at_the_cap_and_taken_ones_come_back(
     job.delay_many([(n,) for n in range(5)])
     assert client.llen(wake) == WAKE_CAP
     assert app.broker.queues.counts("default")["ready"] == 1 + WAKE_CAP + 40 + 20 + 7
+
+
+def test_a_plain_delay_adds_a_token_per_task_and_an_empty_fetch_clears_them(
+        make_app: Callable[..., Minitask]) -> None:
+    """A plain ``delay()`` runs no script (QueueStore.push), so it cannot read the
+    cap: one token per task, two bytes each, gone once a fetch finds the queue empty."""
+    app = make_app()
+
+    @app.task
+    def job(n: int) -> int:
+        return n
+
+    client = app.broker.transport.client
+    wake = QueueKeys(app.name, "default").wake
+    job.delay_many([(n,) for n in range(WAKE_CAP)])
+    for n in range(20):
+        job.delay(n)
+    assert client.llen(wake) == WAKE_CAP + 20
+    app.worker(burst=True).run()
+    assert client.exists(wake) == 0
+    assert app.broker.queues.counts("default")["ready"] == 0
