@@ -83,9 +83,9 @@ class Sender:
         """
         if (fresh and len(messages) == 1 and durability is APP and messages[0].flow is None
                 and open_batch(self) is None):  # a plain delay(): the shortest way
-            message = messages[0]
+            message = messages[0]  # (its clock reading, made a moment ago, serves as now)
             self._broker().queues.enqueue(message.queue, [self.entry(message)],
-                                          self.clock.now_ms(), self.durability, True)
+                                          message.enqueued_at_ms, self.durability, True)
             return
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
