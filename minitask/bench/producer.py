@@ -20,8 +20,10 @@ from .capacity import redis_cpu_seconds
 from .report import median
 from .scratch import LPUSH, purge
 
-#: Rounds per row: each a block of either side, in turn.
+#: Rounds per row, at least: each a block of either side, in turn.
 ROUNDS = 9
+#: Calls per block of the delay() row.
+DELAY_BLOCK = 500
 #: Calls per batch (and per delay_many()) in the batch row, and batches per block.
 BATCH_CALLS = 100
 BATCHES = 20
@@ -57,8 +59,9 @@ def _timed(client: redis.Redis, calls: int, run: Callable[[], None]) -> Tuple[fl
 
 def _delay_row(client: redis.Redis, producer: Minitask, noop: Any, tasks: int,
                progress: Callable[[str], None]) -> Dict[str, Any]:
-    per_block = max(500, tasks // ROUNDS)
-    progress(f"delay() beside a bare LPUSH of the same size: {ROUNDS} rounds of "
+    # short rounds, many of them: the load of a shared machine changes within a second
+    per_block, rounds = DELAY_BLOCK, max(ROUNDS, tasks // DELAY_BLOCK // 2)
+    progress(f"delay() beside a bare LPUSH of the same size: {rounds} rounds of "
              f"{per_block:,} each")
     handle = noop.delay(0)  # connects, registers the queue
     size = len(producer.broker.queues.message_body("default", handle.id) or b"")
@@ -75,7 +78,7 @@ def _delay_row(client: redis.Redis, producer: Minitask, noop: Any, tasks: int,
     rates: List[float] = []
     ratios: List[float] = []
     cpu: List[Tuple[float, float]] = []
-    for round_ in range(ROUNDS):
+    for round_ in range(rounds):
         if round_ % 2:  # each side goes first in every other round
             theirs, ours = _timed(client, per_block, bare), _timed(client, per_block, sent)
         else:
@@ -92,7 +95,7 @@ def _delay_row(client: redis.Redis, producer: Minitask, noop: Any, tasks: int,
                                          "call <= 1.1 x", "met": ratio >= 0.9 and cpu_ratio <= 1.1,
             "detail": f"{ratio:.2f} x LPUSH ({size} bytes; rounds {min(ratios):.2f}-"
                       f"{max(ratios):.2f} x); Redis CPU per call {ours_us:.1f} us against "
-                      f"{theirs_us:.1f} us ({cpu_ratio:.2f} x); medians of {ROUNDS} rounds"}
+                      f"{theirs_us:.1f} us ({cpu_ratio:.2f} x); medians of {rounds} rounds"}
 
 
 @contextlib.contextmanager
