@@ -81,7 +81,8 @@ class Sender:
         this call, so none can be pending already (a plain ``delay()`` is then
         written without a script: ``QueueStore.push``).
         """
-        if (fresh and len(messages) == 1 and durability is APP and messages[0].flow is None
+        if (fresh and len(messages) == 1 and durability is APP and self.durability.mode is None
+                and messages[0].flow is None
                 and open_batch(self) is None):  # a plain delay(): the shortest way
             message = messages[0]  # (its clock reading, made a moment ago, serves as now)
             self._broker().queues.enqueue(message.queue, [self.entry(message)],
