@@ -70,14 +70,24 @@ class Sender:
         #: The app's registered argument types (``app.register_type``).
         self.types = TypeRegistry()
 
-    def send(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
+    def send(self, messages: Sequence[Message], durability: CallSetting = APP,
+             fresh: bool = False) -> None:
         """Encode and check every message, then write them, grouped by queue.
 
         Nothing is sent unless every message passes its checks. ``durability``
         (default: the app's) may ask replicas to confirm each write: when they
         do not, DurabilityError names the task. Inside an ``app.batch()`` block
-        the messages join the batch instead.
+        the messages join the batch instead. ``fresh``: their ids were made for
+        this call, so none can be pending already (a plain ``delay()`` is then
+        written without a script: ``QueueStore.push``).
         """
+        if (fresh and len(messages) == 1 and durability is APP and self.durability.mode is None
+                and messages[0].flow is None
+                and open_batch(self) is None):  # a plain delay(): the shortest way
+            message = messages[0]  # (its clock reading, made a moment ago, serves as now)
+            self._broker().queues.enqueue(message.queue, [self.entry(message)],
+                                          message.enqueued_at_ms, self.durability, True)
+            return
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
         batch = open_batch(self)
@@ -96,7 +106,8 @@ class Sender:
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
                 with _naming(messages, entries[start:start + BULK_CHUNK]):
-                    queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy)
+                    queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy,
+                                   fresh)
 
     async def asend(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """``send`` on the running event loop: the same checks, then awaited writes."""
@@ -138,21 +149,28 @@ class Sender:
         """
         by_queue: Dict[str, List[Entry]] = {}
         for message in messages:
-            if self.types:
-                args, kwargs = self.types.arguments_to_wire(message.task, message.args,
-                                                            message.kwargs)
-                message = dataclasses.replace(message, args=args, kwargs=kwargs)
-            check_arguments(message.task, message.args, message.kwargs)
-            body = encode_message(message)
-            if len(body) > self.max_message_bytes:
-                raise MessageTooLarge(
-                    f"task {message.task!r}: message of {len(body)} bytes is over "
-                    f"max_message_bytes={self.max_message_bytes}; pass a reference (a key or "
-                    f"a URL) instead of the data", task_name=message.task, size=len(body),
-                    limit=self.max_message_bytes)
-            by_queue.setdefault(message.queue, []).append(
-                (message.id, body, message.priority, message.eta_ms or 0))
+            by_queue.setdefault(message.queue, []).append(self.entry(message))
         return by_queue
+
+    def entry(self, message: Message) -> Entry:
+        """One message checked and encoded: its (id, body, priority, due ms) entry.
+
+        Raises:
+            EncodeError, MessageTooLarge: as ``prepare``.
+        """
+        if self.types:
+            args, kwargs = self.types.arguments_to_wire(message.task, message.args,
+                                                        message.kwargs)
+            message = dataclasses.replace(message, args=args, kwargs=kwargs)
+        check_arguments(message.task, message.args, message.kwargs)
+        body = encode_message(message)
+        if len(body) > self.max_message_bytes:
+            raise MessageTooLarge(
+                f"task {message.task!r}: message of {len(body)} bytes is over "
+                f"max_message_bytes={self.max_message_bytes}; pass a reference (a key or "
+                f"a URL) instead of the data", task_name=message.task, size=len(body),
+                limit=self.max_message_bytes)
+        return (message.id, body, message.priority, message.eta_ms or 0)
 
     def broker(self) -> Broker:
         """The app's broker, connected on first use (workflows send through it)."""

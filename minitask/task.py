@@ -79,7 +79,8 @@ class Task(Generic[P, R]):
             MessageTooLarge: the message is over ``max_message_bytes``.
             BrokerError: Redis could not be reached; nothing was enqueued.
         """
-        return self._send([self._calls.message(args, kwargs, self.queue, self.priority)])[0]
+        return self._send([self._calls.message(args, kwargs, self.queue, self.priority)],
+                          fresh=True)[0]
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Like ``delay()``, awaited: the write goes through ``redis.asyncio``.
@@ -215,7 +216,7 @@ class Task(Generic[P, R]):
             EncodeError, MessageTooLarge, BrokerError: as ``delay()``.
         """
         message, durability = self._calls.applied(args, kwargs, options)
-        return self._send([message], durability)[0]
+        return self._send([message], durability, options.get("task_id") is None)[0]
 
     async def aapply_async(self, args: Sequence[Any] = (),
                            kwargs: Optional[Dict[str, Any]] = None,
@@ -343,13 +344,13 @@ class Task(Generic[P, R]):
         result of the step before it (``Calls.step_flow``)."""
         return self._calls.step_flow(args, kwargs, group, receives)
 
-    def _send(self, messages: List[Message],
-              durability: CallSetting = APP) -> List[TaskHandle[R]]:
+    def _send(self, messages: List[Message], durability: CallSetting = APP,
+              fresh: bool = False) -> List[TaskHandle[R]]:
         if self.options.broadcast:  # a BroadcastHandle per call (broadcast.py)
             handles = broadcast.send(self._sender, messages, to_ms(self.options.result_ttl),
                                      durability)
             return cast(List[TaskHandle[R]], handles)
-        self._sender.send(messages, durability)
+        self._sender.send(messages, durability, fresh)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 
     async def _asend(self, messages: List[Message],

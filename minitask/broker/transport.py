@@ -137,6 +137,28 @@ class Transport:
             command(*part) for part in policy.commands([*calls[0][2], *calls[0][3]][0]))
         return self._send_packed(scripts, commands, what, (policy, confirm), keep_refused)
 
+    def send_commands(self, packed: bytes, count: int, what: str) -> Optional[List[Any]]:
+        """Plain commands (no script), packed ahead of time, in one write on this
+        thread's own connection; every reply, an error reply in its place as a
+        ResponseError. None where there is no such connection (Redis Cluster): the
+        caller sends its script instead."""
+        if self.connections.pool is None:
+            return None
+        with self.errors(what):
+            connection = self.connections.own()
+            try:
+                connection.send_packed_command([packed])
+                replies: List[Any] = []
+                for _ in range(count):
+                    try:
+                        replies.append(connection.read_response())
+                    except redis.ResponseError as exc:
+                        replies.append(exc)
+            except BaseException:
+                connection.disconnect()  # a half-read reply must not reach the next caller
+                raise
+        return replies
+
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
         """The confirmation these script calls need, if any; refuses "fsync" on a

@@ -195,6 +195,10 @@ def test_a_down_replica_fails_a_replicated_enqueue_clearly_within_the_timeout(
             assert took < NO_HANG, f"the enqueue hung for {took:.1f} s"
             # the caller can check: the primary has it (it may be lost in a failover)
             assert app.handle("order-17").status() == "queued"
+            # a plain delay() is confirmed too (no script-free write), and named alike
+            with pytest.raises(DurabilityError) as caught:
+                app.tasks["add"].delay(3, 4)
+            assert "'add'" in str(caught.value) and caught.value.task_id
             # a call that asks for no durability is not held up
             app.tasks["add"].apply_async((1, 2), durability=None)
     finally:

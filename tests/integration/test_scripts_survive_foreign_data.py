@@ -24,6 +24,7 @@ import redis
 import tests.support.servers as servers
 from minitask import BrokerError, Minitask, Retry
 from minitask.broker.keys import QueueKeys
+from minitask.stores.queue import ATOMIC_WRITE
 from tests.support.clock import ManualClock
 from tests.support.servers import RedisServer, free_port
 
@@ -407,7 +408,8 @@ def test_a_due_task_bound_for_a_ready_list_of_another_type_refuses_promotion(
     handle = flow.job.apply_async(("later",), priority=3, delay=1)
     plant_wrong_type(client, Q.ready[6], "zset")
     flow.clock.advance(2)
-    refused(client, lambda: flow.job.delay("now"), Q.ready[6])
+    refused(client, lambda: flow.job.apply_async(("now",), task_id="now"), Q.ready[6])
+    flow.job.delay("plain")  # promotes nothing: the next fetch does
     refused(client, lambda: flow.app.broker.queues.fetch(
         "default", now_ms=flow.clock.now_ms(), lease_ms=LEASE_MS, count=1, max_deliveries=5),
             Q.ready[6])
@@ -436,6 +438,20 @@ def test_a_messages_key_of_another_type_refuses_enqueues_and_changes_nothing(
     result = flow.app.broker.queues.fetch("default", now_ms=flow.clock.now_ms(),
                                           lease_ms=LEASE_MS, count=1, max_deliveries=5)
     assert result.deliveries == []
+
+
+@pytest.mark.parametrize("size", [10, ATOMIC_WRITE])
+@pytest.mark.parametrize("planted", ["messages", "ready"])
+def test_a_plain_delay_without_a_script_is_refused_whole_by_a_key_of_another_type(
+        flow: Flow, client: Any, planted: str, size: int) -> None:
+    """A plain ``delay()`` writes three plain commands (QueueStore.push; a long one in
+    MULTI/EXEC): what the sound ones wrote is taken back, and the script's refusal
+    names the key."""
+    flow.app.broker.queues.register_queues(["default"])  # push() serves known queues
+    key = Q.messages if planted == "messages" else Q.ready[4]
+    plant_wrong_type(client, key, "string")
+    refused(client, lambda: flow.job.delay("refused" * size), key)
+    assert not flow.ran
 
 
 def test_a_messages_key_of_another_type_refuses_an_enqueue_after_a_promotion(

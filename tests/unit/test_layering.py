@@ -110,7 +110,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "bench.memory": frozenset({"bench.report", "bench.session", "bench.tasks", "bench.workers"}),
     "bench.periodic": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
                                  "broker.keys", "context", "errors"}),
-    "bench.producer": frozenset({"app", "bench.report", "bench.scratch"}),
+    "bench.producer": frozenset({"app", "bench.capacity", "bench.report", "bench.scratch"}),
     "bench.report": frozenset({"bench.capacity"}),
     "bench.run": frozenset({"bench.broadcast", "bench.canvas", "bench.coroutines",
                             "bench.dashboard", "bench.drain", "bench.durable", "bench.fair",

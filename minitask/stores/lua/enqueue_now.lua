@@ -1,7 +1,9 @@
--- enqueue_now: the usual delay(), one message ready at once, for a fraction of
--- enqueue.lua's Redis time (five keys where that one takes sixteen, and no
--- library in front). It writes what enqueue.lua would for that call; when it
--- cannot, it writes nothing and the caller runs enqueue.lua instead.
+-- enqueue_now: one message ready at once whose id may be pending already (a call
+-- naming its task_id; adelay()), for a fraction of enqueue.lua's Redis time (five
+-- keys where that one takes sixteen, and no library in front). A plain delay() of
+-- a new id needs no script at all (QueueStore.push). It writes what enqueue.lua
+-- would for that call; when it cannot, it writes nothing and the caller runs
+-- enqueue.lua instead.
 -- KEYS[1] messages (HASH)   KEYS[2] delayed (ZSET)   KEYS[3] wake (LIST)
 -- KEYS[4] the ready list of the message's priority   KEYS[5] its result (LIST)
 -- ARGV[1] now (ms)   ARGV[2] wake cap (tokens kept at most)   ARGV[3] id
