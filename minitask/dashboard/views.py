@@ -8,6 +8,7 @@ ZCARD, throughput from a per-minute series the workers keep.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from typing import Any, Dict, List, Optional
 
 from ..admin import all_queue_counts, inspect, live_workers, shown_queues
@@ -53,6 +54,7 @@ def workers(app: Minitask) -> Dict[str, Any]:
             "heartbeat_age_s": round(max(0, now - _int(info.get("beat_ms"), now)) / 1000.0, 1),
             "processed": _int(info.get("processed"), 0), "failed": _int(info.get("failed"), 0),
             "running": _int(info.get("running"), 0),
+            "running_ids": _ids(info.get("running_ids")),
             "recycled": _int(info.get("recycled"), 0)})
     return {"app": app.name, "workers": found}
 
@@ -169,6 +171,16 @@ def _int(value: Optional[str], default: int) -> int:
         return int(value) if value is not None else default
     except ValueError:
         return default
+
+
+def _ids(value: Optional[str]) -> List[str]:
+    """The task ids a heartbeat lists as running (a JSON list of strings); [] for
+    none, a worker that lists none (an older minitask) or anything else."""
+    try:
+        found = json.loads(value) if value else []
+    except ValueError:
+        return []
+    return [str(item) for item in found] if isinstance(found, list) else []
 
 
 def _iso(ms: int) -> str:

@@ -31,7 +31,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
-from . import views
+from . import actions, views
 from . import subscribers  # noqa: F401  (registers its section)
 from .metrics import exposition
 from .sections import section, sections
@@ -285,6 +285,11 @@ class Dashboard:
         body = environ["wsgi.input"].read(length) if length > 0 else b""
         form = parse_qs(body.decode(errors="replace"))
         self._check_post(environ, form)
+        acted = actions.perform(self.app, path, form,
+                                lambda template, data: self._render(template, data, {}),
+                                self._keep_notice)
+        if acted is not None:
+            return acted
         task_id = (form.get("task_id") or [""])[0]
         queue = (form.get("queue") or [""])[0] or None
         if path == "dead/requeue" and task_id:
