@@ -122,13 +122,15 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "bench.workers": frozenset({"broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
     "dashboard": frozenset(),
+    "dashboard.actions": frozenset({"admin", "app"}),
     "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
     "dashboard.sections": frozenset(),
     "dashboard.server": frozenset({"app", "dashboard.web"}),
     "dashboard.subscribers": frozenset({"dashboard.sections"}),
     "dashboard.views": frozenset({"admin", "admin.activity", "app"}),
-    "dashboard.web": frozenset({"app", "dashboard.metrics", "dashboard.sections",
-                                "dashboard.subscribers", "dashboard.views", "errors"}),
+    "dashboard.web": frozenset({"app", "dashboard.actions", "dashboard.metrics",
+                                "dashboard.sections", "dashboard.subscribers",
+                                "dashboard.views", "errors"}),
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
