@@ -3,9 +3,9 @@ once they expire (tests/integration/test_results_expire_redis.py); the broker co
 from MINITASK_BROKER_URL."""
 from __future__ import annotations
 
-import time
 from typing import List
 
+import tests.apps.ops as ops
 from minitask import Minitask, Retry, current_task
 
 #: Seconds every result (and what lives as long: progress, workflow records) is kept.
@@ -53,13 +53,6 @@ def stepped(total: int) -> int:
     return total
 
 
-@app.task(name="exp.long")
-def long() -> str:
-    """Runs a minute unless stopped (the thread pool asks it: ``cancel_requested``)."""
-    context = current_task()
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if context is not None and context.cancel_requested:
-            return "stopped"
-        time.sleep(0.05)
-    return "ran"
+#: Runs a minute unless stopped (the thread pool asks it: ``cancel_requested``); takes
+#: a key, under which it marks its start (``marks:started:<key>``).
+long = app.task(name="exp.long")(ops.long.func)

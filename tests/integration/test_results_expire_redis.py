@@ -68,7 +68,7 @@ def test_nothing_per_task_is_left_once_results_expire(
         dead = expiring.boom.delay()
         queued = expiring.add.apply_async((5, 5), delay=3600)
         assert queued.cancel()
-        running = expiring.long.delay()
+        running = expiring.long.delay("expiring")
         wait_until(lambda: running.status() == "running", timeout=DEADLINE,
                    message="the long task's start")
         assert running.cancel(running=True)

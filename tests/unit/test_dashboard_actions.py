@@ -6,35 +6,28 @@ test_dashboard_browser.py."""
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Tuple
+from typing import Dict, Tuple
 from urllib.parse import quote
 
 import pytest
 
 from minitask import Minitask
 from minitask.dashboard.actions import back_to
+from minitask.dashboard.views import listing
 from minitask.dashboard.web import Dashboard
 from tests.support.draining import drain
-from tests.unit.test_dashboard import call
+from tests.unit.test_dashboard import call, seeded  # noqa: F401  (a fixture)
 
 
 @pytest.fixture
-def shop(make_app: Callable[..., Minitask]) -> Tuple[Minitask, Dict[str, str]]:
-    app = make_app("shop")
-
-    @app.task(retries=0)
-    def explode(text: str) -> None:
-        raise ValueError("boom")
-
-    @app.task(queue="emails")
-    def send(to: str) -> None:
-        pass
-
-    dead = explode.delay("x")
-    drain(app.worker(["default"]))
-    ready = send.delay("a")
-    later = send.apply_async(("b",), delay=3600)
-    return app, {"dead": dead.id, "ready": ready.id, "later": later.id}
+def shop(seeded: Tuple[Minitask, Dict[str, str]]  # noqa: F811  (the fixture)
+         ) -> Tuple[Minitask, Dict[str, str]]:
+    """test_dashboard's app (a dead letter, two ready emails, one scheduled), and
+    the ids of one ready and the scheduled task."""
+    app, ids = seeded
+    send = next(task for name, task in app.tasks.items() if name.endswith(".send"))
+    later = listing(app, "scheduled", None, None, None, 1)["tasks"][0]["task_id"]
+    return app, {**ids, "ready": send.delay("d").id, "later": later}
 
 
 def fields(page: str) -> Dict[str, str]:
@@ -93,7 +86,7 @@ def test_every_action_needs_the_token_at_both_steps(
                         )[0] == "404 Not Found"  # a GET is no action
     assert app.handle(ids["ready"]).status() == "queued"
     assert app.handle(ids["dead"]).status() == "failed"
-    assert app.broker.queues.counts("emails")["ready"] == 1
+    assert app.broker.queues.counts("emails")["ready"] == 3
 
 
 def test_requeue_purge_and_delete_ready_do_what_the_cli_does(
@@ -102,12 +95,12 @@ def test_requeue_purge_and_delete_ready_do_what_the_cli_does(
     dashboard = Dashboard(app)
     page = call(dashboard, "/actions/purge", "POST",
                 f"queue=emails&csrf={dashboard.csrf_token}")[2]
-    assert "The 1 ready task(s) of queue &#39;emails&#39;" in page
+    assert "The 3 ready task(s) of queue &#39;emails&#39;" in page
     status, headers, _ = confirm(dashboard, "/actions/purge", "queue=emails&back=/")
     assert status == "303 See Other"
     assert app.broker.queues.counts("emails")["ready"] == 0
     assert app.broker.queues.counts("emails")["scheduled"] == 1  # scheduled ones stay
-    assert "deleted 1 ready task(s)" in call(dashboard, headers["Location"])[2]
+    assert "deleted 3 ready task(s)" in call(dashboard, headers["Location"])[2]
     for bad in ("nosuch", "bad{name"):
         assert call(dashboard, "/actions/purge", "POST",
                     f"queue={quote(bad)}&csrf={dashboard.csrf_token}")[0] == "400 Bad Request"
