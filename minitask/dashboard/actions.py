@@ -178,7 +178,8 @@ def perform(app: Minitask, path: str, form: Form,
         if _field(form, "confirm") != "yes":
             question = action.ask(app, form)
             fields = [(name, _field(form, name)) for name in CARRIED if _field(form, name)]
-            page = render("confirm.html", {"title": action.title, "question": question,
+            title = "Stop the task" if action.act is _cancel and _stop(form) else action.title
+            page = render("confirm.html", {"title": title, "question": question,
                                            "path": path, "fields": fields, "back": back})
             return "200 OK", [("Content-Type", "text/html; charset=utf-8")], page
         notice = action.act(app, form)

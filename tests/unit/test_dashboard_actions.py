@@ -86,6 +86,9 @@ def test_every_action_needs_the_token_at_both_steps(
                         )[0] == "404 Not Found"  # a GET is no action
     assert app.handle(ids["ready"]).status() == "queued"
     assert app.handle(ids["dead"]).status() == "failed"
+    asked = call(dashboard, "/actions/cancel", "POST",
+                 f"task_id={ids['ready']}&running=1&csrf={dashboard.csrf_token}")[2]
+    assert "<h1>Stop the task?</h1>" in asked and "never retried" in asked
     assert app.broker.queues.counts("emails")["ready"] == 3
 
 
