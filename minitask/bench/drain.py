@@ -21,6 +21,8 @@ class ThroughputRows:
         self.session = session
         #: the -c 1 drain rate, by prefetch: what the -c 2 drain is compared with
         self._drain_one: Dict[int, float] = {}
+        #: Redis CPU per task (us) of the -c 1 drain with the record of recent outcomes.
+        self._redis_one: Dict[int, float] = {}
         #: Redis CPU per delay() (INFO cpu), once the enqueue row has run
         self.delay_redis_us = 0.0
 
@@ -117,12 +119,16 @@ class ThroughputRows:
         targeted = prefetch == 1
         if not record:
             with_record = self._drain_one[prefetch]
+            redis_us = self._redis_one[prefetch]
             session.report.add(Row(f"{label}, recent_outcomes=0", rate, "tasks/s", "-", None,
                                    f"the record of recent outcomes costs "
                                    f"{(1 - with_record / rate) * 100:.1f} % of this rate "
-                                   f"({with_record:,.0f}/s with it); {detail}"))
+                                   f"({with_record:,.0f}/s with it) and "
+                                   f"{redis_us - tally.redis_us:.0f} us of Redis CPU per "
+                                   f"task ({redis_us:.0f} with it, INFO cpu); {detail}"))
         elif concurrency == 1:
             self._drain_one[prefetch] = rate
+            self._redis_one[prefetch] = tally.redis_us
             session.report.add(Row(label, rate, "tasks/s",
                                    ">= 3,500/s and >= 0.6 x LMOVE+LREM" if targeted else "-",
                                    rate >= 3_500 and rate >= 0.6 * two if targeted else None,

@@ -8,6 +8,7 @@ ZCARD, throughput from a per-minute series the workers keep.
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from typing import Any, Dict, List, Optional
 
 from ..admin import all_queue_counts, find_dead, inspect, live_workers, shown_queues
@@ -56,6 +57,7 @@ def workers(app: Minitask) -> Dict[str, Any]:
             "heartbeat_age_s": None if beat is None else round(max(0, now - beat) / 1000.0, 1),
             "processed": _int(info.get("processed")), "failed": _int(info.get("failed")),
             "running": _int(info.get("running")),
+            "running_ids": _ids(info.get("running_ids")),
             "recycled": _int(info.get("recycled"))})
     return {"app": app.name, "workers": found}
 
@@ -187,6 +189,16 @@ def _int(value: Optional[str]) -> Optional[int]:
     except ValueError:
         return None
     return number if number is not None and abs(number) <= 2 ** 63 else None
+
+
+def _ids(value: Optional[str]) -> List[str]:
+    """The task ids a heartbeat lists as running (a JSON list of strings); [] for
+    none, a worker that lists none (an older minitask) or anything else."""
+    try:
+        found = json.loads(value) if value else []
+    except ValueError:
+        return []
+    return [str(item) for item in found] if isinstance(found, list) else []
 
 
 def _iso(ms: int) -> str:

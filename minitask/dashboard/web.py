@@ -36,7 +36,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
 from ..printable import printable
-from . import views, workflow
+from . import actions, views, workflow
 from . import groups, subscribers  # noqa: F401  (register their sections)
 from .metrics import exposition
 from .sections import section, sections
@@ -293,6 +293,13 @@ class Dashboard:
         self._check_post(environ, form)
         # a page shows (and its forms send) an id escaped: read it back as Redis holds it
         task_id = views.dead_id(self.app, (form.get("task_id") or [""])[0])
+        if task_id:
+            form["task_id"] = [task_id]
+        acted = actions.perform(self.app, path, form,
+                                lambda template, data: self._render(template, data, {}),
+                                self._keep_notice)
+        if acted is not None:
+            return acted
         queue = (form.get("queue") or [""])[0] or None
         if path == "dead/requeue" and task_id:
             done = self.app.requeue_dead(task_id)

@@ -8,13 +8,17 @@ busy with a long task is not waiting for tasks, and must still hear it.
 """
 from __future__ import annotations
 
+import json
 import logging
+import os
+import socket
 import threading
-from typing import Callable, Optional
+from typing import Any, Callable, List, Optional
 
 from ..errors import BrokerError
 from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
+from ..wire.message import to_ms
 from .outages import Backoff
 
 logger = logging.getLogger(__name__)
@@ -77,3 +81,20 @@ class Orders:
                     logger.warning("worker %s ignores the unknown order %r", self._worker, order)
         finally:
             backoff.gave_up()  # it no longer rides an outage
+
+
+def register(worker: Any, now_ms: int, running: int, started: List[str]) -> None:
+    """Say ``worker`` (a ``Worker``) is alive, with its counters and the ids of the
+    tasks it runs, at most ``concurrency``: a pool's supervisor, not its children,
+    says theirs (``running_ids``, read from their shared memory). They are as fresh
+    as the last heartbeat; they cost no command (a field of the heartbeat's HSET)."""
+    if worker.running_ids is not None:
+        running, started = len(worker.running_ids), worker.running_ids
+    worker.broker.registry.heartbeat(worker.id, {
+        "name": worker.name, "pid": os.getpid(), "host": socket.gethostname(),
+        "queues": ",".join(worker.queues), "pool": worker.pool,
+        "concurrency": worker.concurrency, "started_ms": worker.started_ms,
+        "processed": worker.processed, "failed": worker.failed, "running": running,
+        "recycled": worker.recycled, "beat_ms": now_ms, "running_ids": json.dumps(started),
+        **({} if worker.clock_skew_ms is None else {"clock_skew_ms": worker.clock_skew_ms}),
+    }, now_ms, ttl_ms=to_ms(worker.heartbeat_period) * 4)

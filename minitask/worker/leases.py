@@ -126,6 +126,14 @@ class Holdings:
         with self._lock:
             return list(self._leases.items())
 
+    def started(self, most: int) -> List[str]:
+        """The ids of at most ``most`` tasks started and not ended: held, neither
+        prefetched nor ended with their outcome waiting to be recorded."""
+        with self._lock:
+            waiting = {job.task_id for job in self._buffer}
+            waiting.update(job.task_id for job, _ in self._acks)
+            return [task_id for task_id in self._leases if task_id not in waiting][:most]
+
     # -- outcomes waiting to be recorded in a batch --------------------------
 
     def defer_ack(self, job: Job, ack: Ack) -> Deferred:

@@ -22,7 +22,7 @@ from ..stores.broker import Broker
 from ..wire.message import Message, Outcome, SystemClock, to_ms
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
-from .control import Orders
+from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .outages import guarded
@@ -74,6 +74,9 @@ def check_prefetch(value: Any, owner: str) -> int:
 
 class Worker:
     """Runs the tasks of one app from the given queues, in the order given."""
+
+    #: The ids of the tasks a process pool's children run (its supervisor sets them).
+    running_ids: Optional[List[str]] = None
 
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
@@ -236,7 +239,7 @@ class Worker:
         log_banner(self)
         check_redis(self)
         self.broker.queues.register_queues(self.queues)
-        register(self, self.app.clock.now_ms(), 0)  # listed now, not a heartbeat later
+        register(self, self.app.clock.now_ms(), 0, [])  # listed now, not a beat later
         self._ticks.publish()
         self._broadcasts.subscribe()
 
@@ -425,7 +428,7 @@ class Worker:
         running = self._leases.renew(now_ms)
         self._broadcasts.beat(now_ms)
         if self._registers:
-            register(self, now_ms, running)
+            register(self, now_ms, running, self._holdings.started(self.concurrency))
             self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
@@ -439,18 +442,6 @@ class Worker:
             self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
-
-
-def register(worker: Worker, now_ms: int, running: int) -> None:
-    """Say ``worker`` is alive, with its counters (a pool's supervisor, not its children)."""
-    worker.broker.registry.heartbeat(worker.id, {
-        "name": worker.name, "pid": os.getpid(), "host": socket.gethostname(),
-        "queues": ",".join(worker.queues), "pool": worker.pool,
-        "concurrency": worker.concurrency, "started_ms": worker.started_ms,
-        "processed": worker.processed, "failed": worker.failed, "running": running,
-        "recycled": worker.recycled, "beat_ms": now_ms,
-        **({} if worker.clock_skew_ms is None else {"clock_skew_ms": worker.clock_skew_ms}),
-    }, now_ms, ttl_ms=to_ms(worker.heartbeat_period) * 4)
 
 
 def log_banner(worker: Worker) -> None:

@@ -14,6 +14,7 @@ ROWS = (
     "delay() one call at a time",
     "delay_many() in batches of 1,000",
     "drain, --pool process -c 1 --prefetch 1",
+    "drain, --pool process -c 1 --prefetch 1, recent_outcomes=0",
     "drain, --pool process -c 2 --prefetch 1",
     "drain, --pool process -c 1 --prefetch 100",
     "drain, --pool process -c 2 --prefetch 100",
@@ -26,6 +27,8 @@ ROWS = (
     "worker RSS growth while draining a 1M queue",
     "dashboard queue page",
     "dashboard /metrics",
+    "idle dashboard, one open tab: Redis commands/min",
+    "idle dashboard, one open tab: Redis CPU/min",
 )
 
 #: The capacity table's cases: CPU per task, Redis's and the worker's.
@@ -56,6 +59,7 @@ def test_bench_prints_every_row_and_the_scaling_tables_and_leaves_no_keys(
     for row in ROWS:
         assert row in out, f"no row {row!r} in:\n{out}"
     assert "CPU us/task: worker children" in out
+    assert "us of Redis CPU per task (" in out  # what the record of recent outcomes costs
     capacity = out[out.index("capacity: CPU per task"):].splitlines()
     for case in CAPACITY:
         line = next((line for line in capacity if line.strip().startswith(case)), None)

@@ -226,6 +226,12 @@ def test_the_dashboard_in_a_real_browser(
     assert SCRIPT in dead_row.find_element(By.CSS_SELECTOR, "td.args").text
     shot("dead")
     dead_row.find_element(By.CSS_SELECTOR, "form.requeue button").click()
+    # the action asks first, on a page of its own, and has done nothing yet
+    question = wait_until(lambda: browser.find_elements(By.ID, "question"), timeout=60,
+                          message="the confirmation's page")
+    assert ids["dead"] in question[0].text
+    assert app.handle(ids["dead"]).status() == "failed"
+    browser.find_element(By.CSS_SELECTOR, "#confirm button").click()
     wait_until(lambda: browser.find_elements(By.ID, "notice"), timeout=60,
                message="the page after requeueing")
     assert "requeued" in browser.find_element(By.ID, "notice").text
@@ -234,6 +240,65 @@ def test_the_dashboard_in_a_real_browser(
     assert app.dead_letters() == []
     shot("dead-after-requeue")
     assert len(list(tmp_path.glob("dashboard-*.png"))) == 8
+
+
+def test_stopping_a_running_task_from_the_running_tab(
+        ops_site: str, browser: Any, processes: Processes, redis_server: RedisServer,
+        tmp_path: Path) -> None:
+    """A real worker process (thread pool); Stop on the running tab's row asks to
+    confirm on a page of its own, then the task ends cancelled; a POST without the
+    page's CSRF token is refused and stops nothing."""
+    from selenium.webdriver.common.by import By
+    import tests.apps.ops as ops
+    client = ops.app.broker.client
+    docs = os.environ.get("MINITASK_DOCS_SCREENSHOT") == "1"
+    processes.worker("tests.apps.ops", "--pool", "thread", "-c", "2", "--name", "w-stop",
+                     env={"MINITASK_BROKER_URL": redis_server.url})
+    handle = ops.long.delay("stop")
+    wait_until(lambda: client.llen("marks:started:stop"), timeout=120,
+               message="the long task's start")
+
+    # no token: refused, at the question and at the confirmed step alike
+    for form in (f"task_id={handle.id}&running=1",
+                 f"task_id={handle.id}&running=1&confirm=yes"):
+        assert status_of(ops_site + "/actions/cancel", data=form.encode(), auth=AUTH) == 403
+    assert ops.app.handle(handle.id).status() == "running"
+
+    # the worker's page says what it runs, as of its last heartbeat
+    wait_until(lambda: handle.id in _beat(ops.app, "w-stop").get("running_ids", ""),
+               timeout=60, message="the heartbeat listing the task")
+    browser.get(ops_site + "/worker/w-stop")
+    assert handle.id in browser.find_element(By.ID, "running-ids").text
+
+    browser.get(ops_site + "/running")
+    wait_until(lambda: browser.execute_script(
+        "return !!document.querySelector("
+        "'#listing tr[data-task-id=\"' + arguments[0] + '\"] form.cancel button');",
+        handle.id), timeout=60, message="the running task's Stop button")
+    # found and pressed in one call: the page redraws its rows every poll
+    browser.execute_script(
+        "document.querySelector('#listing tr[data-task-id=\"' + arguments[0] + "
+        "'\"] form.cancel button').click();", handle.id)
+    question = wait_until(lambda: browser.find_elements(By.ID, "question"), timeout=60,
+                          message="the confirmation's page")
+    assert handle.id in question[0].text and "cancelled, never retried" in question[0].text
+    assert ops.app.handle(handle.id).status() == "running"  # asked, not done
+    path = tmp_path / "dashboard-confirm.png"
+    assert browser.save_screenshot(str(path))
+    if docs:
+        shutil.copy(path, ROOT / "docs" / "dashboard-confirm.png")
+    browser.find_element(By.CSS_SELECTOR, "#confirm button").click()
+    notice = wait_until(lambda: browser.find_elements(By.ID, "notice"), timeout=60,
+                        message="the running tab with the action's notice")
+    assert "/running?notice=" in browser.current_url
+    assert handle.id in notice[0].text
+    wait_until(lambda: ops.app.handle(handle.id).status() == "cancelled", timeout=60,
+               message="the task ended cancelled")
+    browser.get(ops_site + "/recent?state=cancelled")
+    row = wait_until(lambda: browser.find_elements(
+        By.CSS_SELECTOR, f'#listing tr[data-task-id="{handle.id}"]'), timeout=60,
+        message="the cancelled task in the recent tab")
+    assert "cancelled" in row[0].text and "w-stop" in row[0].text
 
 
 def test_the_tabs_update_live_and_find_a_failed_task_by_name(

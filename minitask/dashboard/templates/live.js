@@ -10,6 +10,7 @@
   var table = document.getElementById("listing");
   if (!table) { return; }
   var kind = table.getAttribute("data-listing");
+  var csrf = table.getAttribute("data-csrf");
   var skew = 0;  // server clock minus this browser's
   // what Python's str.isprintable() refuses, and the characters that move text
   var HIDDEN = /[\p{Cc}\p{Cf}\p{Cs}\p{Co}\p{Cn}\p{Zl}\p{Zp}]|(?! )\p{Zs}/u;
@@ -26,6 +27,17 @@
         "\\u" + ("000" + hex).slice(-4) : "\\U" + ("0000000" + hex).slice(-8);
     }
     return out;
+  }
+  // A row is not redrawn under a press of its button, nor while a button of the
+  // table has the keyboard's focus: the click lands on the button pressed.
+  var pressed = false;
+  table.addEventListener("pointerdown", function () { pressed = true; });
+  document.addEventListener("pointerup", function () {
+    setTimeout(function () { pressed = false; }, 0);
+  });
+  function busy() {
+    var focused = document.activeElement;
+    return pressed || (focused && focused.tagName === "BUTTON" && table.contains(focused));
   }
   function span(seconds) {
     if (seconds > 0 && seconds < 1) { return Math.round(seconds * 1000) + " ms"; }
@@ -72,6 +84,36 @@
     td.appendChild(document.createTextNode(shown(text + (p.message ? " \u00b7 " + p.message
                                                                    : ""))));
   }
+  // an action's form, as the page draws it: its POST asks to confirm on a page of its own
+  function act(td, path, cls, label, id, running) {
+    var form = document.createElement("form");
+    form.className = "inline " + cls;
+    form.method = "post";
+    form.action = "/actions/" + path;
+    var fields = [["csrf", csrf], ["task_id", id], ["back", "/" + kind]];
+    if (running) { fields.push(["running", "1"]); }
+    fields.forEach(function (field) {
+      var input = document.createElement("input");
+      input.type = "hidden";
+      input.name = field[0];
+      input.value = field[1];
+      form.appendChild(input);
+    });
+    var button = document.createElement("button");
+    button.textContent = label;
+    form.appendChild(button);
+    td.appendChild(form);
+    td.appendChild(document.createTextNode(" "));
+  }
+  function actions(row, t) {
+    var td = cell(row, "", "actions");
+    if (kind === "running") { act(td, "cancel", "cancel", "Stop", t.task_id, true); }
+    else if (kind === "scheduled") { act(td, "cancel", "cancel", "Cancel", t.task_id, false); }
+    else if (t.state === "dead") {
+      act(td, "requeue", "requeue", "Requeue", t.task_id, false);
+      act(td, "purge-dead", "purge", "Purge", t.task_id, false);
+    }
+  }
   function render(data) {
     skew = Date.parse(data.now) - Date.now();
     var body = table.tBodies[0];
@@ -99,12 +141,13 @@
         time(row, t.enqueued_at);
         if (kind === "running") { progress(row, t.progress); }
       }
+      actions(row, t);
       rows.appendChild(row);
     });
     if (!data.tasks.length) {
       var none = document.createElement("tr");
       none.className = "none";
-      cell(none, "none", "muted").colSpan = 9;
+      cell(none, "none", "muted").colSpan = 10;
       rows.appendChild(none);
     }
     body.replaceChildren(rows);
@@ -114,10 +157,10 @@
       new Date().toLocaleTimeString();
   }
   function poll() {
-    if (document.hidden) { return; }
+    if (document.hidden || busy()) { return; }
     fetch("/api/" + kind + window.location.search, {credentials: "same-origin"})
       .then(function (reply) { return reply.ok ? reply.json() : null; })
-      .then(function (data) { if (data) { render(data); } })
+      .then(function (data) { if (data && !busy()) { render(data); } })
       .catch(function () { document.getElementById("live").textContent = " \u00b7 offline"; });
   }
   setInterval(poll, POLL_MS);

@@ -59,6 +59,7 @@ class Supervised(Protocol[J]):
     recycled: int
     recycling: Optional[Recycling]
     hooks: Hooks
+    running_ids: Optional[List[str]]
 
     @property
     def heartbeat_period(self) -> float: ...
@@ -352,6 +353,8 @@ class ProcessPool(Generic[J]):
         worker.failed = self.retired_failed + sum(
             c.failed for c in list(self.children.values()))
         worker.recycled = self.recycled
+        worker.running_ids = [task_id for task_id in (
+            c.running_id for c in list(self.children.values())) if task_id]
 
     def _heartbeat_loop(self) -> None:
         worker = self.worker
