@@ -24,6 +24,9 @@ from .stop import Stop
 
 logger = logging.getLogger(__name__)
 
+#: Most tasks a worker leases in one fetch (also bounds one batched ack).
+MAX_PREFETCH = 1000
+
 
 class Source(Protocol):
     """What the loop asks of a source of work."""
@@ -56,6 +59,9 @@ class QueueSource:
         self._host = host
         self.queues = queues
         self.prefetch = prefetch
+        #: How many a fetch behind outcomes leases: the prefetch asked for (``prefetch``
+        #: may be raised for a moment by the asyncio pool, as slots free up).
+        self.refill = prefetch
         self._holdings = holdings
         self._leases = leases
         self._stop = stop
@@ -93,6 +99,11 @@ class QueueSource:
         self.next_event_ms = next_event
         return None
 
+    def lease_up_to(self, free: int) -> None:
+        """The asyncio pool leases as many tasks per round trip as it has free slots
+        (at least ``prefetch``, at most ``MAX_PREFETCH``): they all start at once."""
+        self.prefetch = max(self.refill, min(free, MAX_PREFETCH))
+
     def more_due_now(self) -> bool:
         """The last fetch left work that is due already (it stops after a batch)."""
         return (self.next_event_ms is not None
@@ -125,7 +136,7 @@ class QueueSource:
         queues = self._host.broker.queues
         held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
             self.queues[0], self._host.clock.now_ms(),
-            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)))
+            FetchTerms(self._leases.lease_ms, self.refill, self._host.max_deliveries)))
         return held, queues.fetch_result(reply)
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
@@ -135,10 +146,11 @@ class QueueSource:
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries))
 
     def take_fetched(self, result: FetchResult) -> None:
-        """Hold what ``ack_and_fetch`` leased."""
-        self.take(self.queues[0], result)
+        """Hold what ``ack_and_fetch`` leased: the first is the calling thread's next
+        task (the thread that recorded its outcome runs it), the rest are buffered."""
+        self.take(self.queues[0], result, claim=True)
 
-    def take(self, queue: str, result: FetchResult) -> None:
+    def take(self, queue: str, result: FetchResult, claim: bool = False) -> None:
         """Hold what a fetch leased, unless the worker is closing; bury the poisoned.
 
         What was leased is held first: a failure while burying must not leave a
@@ -146,7 +158,7 @@ class QueueSource:
         stays leased and expired, and the next fetch reports it again.
         """
         jobs = [Job(queue, delivery) for delivery in result.deliveries]
-        held = self._holdings.hold(queue, jobs)
+        held = self._holdings.hold(queue, jobs, claim)
         if jobs and not held:
             self._leases.give_back([lease_of(job) for job in jobs])
         elif jobs:
