@@ -7,6 +7,7 @@ subscriptions are sources in front of ``QueueSource``, not branches in the loop.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable, List, Optional, Protocol, Sequence, Tuple
 
@@ -26,6 +27,9 @@ logger = logging.getLogger(__name__)
 
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
+#: Seconds a fetch behind outcomes that leased nothing counts as the first queue's
+#: look: the same thread's next fetch starts at the second queue meanwhile.
+LOOKED_FOR = 0.1
 
 
 class Source(Protocol):
@@ -73,6 +77,9 @@ class QueueSource:
         self.behind_wait: Optional[WaitCalls] = None
         #: Hears of each task dead-lettered for killing its workers (metrics, hooks).
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
+        # per thread: (when, next_event_ms) of its last fetch behind outcomes, if it
+        # leased nothing
+        self._looked = threading.local()
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -85,7 +92,13 @@ class QueueSource:
             return job
         now_ms = self._host.clock.now_ms()
         next_event: Optional[int] = None
-        for queue in self.queues:
+        queues = self.queues
+        looked = getattr(self._looked, "first", None)
+        if looked is not None:  # the first queue was looked at just now, behind outcomes
+            self._looked.first = None
+            if time.monotonic() - looked[0] < LOOKED_FOR:
+                queues, next_event = queues[1:], looked[1]
+        for queue in queues:
             result = self._host.broker.queues.fetch(queue, now_ms=now_ms,
                                                     lease_ms=self._leases.lease_ms,
                                                     count=self.prefetch,
@@ -149,6 +162,8 @@ class QueueSource:
         """Hold what ``ack_and_fetch`` leased: the first is the calling thread's next
         task (the thread that recorded its outcome runs it), the rest are buffered."""
         self.take(self.queues[0], result, claim=True)
+        if not result.deliveries:
+            self._looked.first = (time.monotonic(), result.next_event_ms)
 
     def take(self, queue: str, result: FetchResult, claim: bool = False) -> None:
         """Hold what a fetch leased, unless the worker is closing; bury the poisoned.

@@ -93,3 +93,22 @@ def test_thread_pool_with_prefetch_records_every_outcome_by_its_end(app: Minitas
     assert calls < TASKS, f"{calls} script calls for {TASKS} tasks at prefetch 10"
     counts = app.broker.queues.counts("default")
     assert counts["running"] == 0 and counts["ready"] == 0
+
+
+def test_a_second_queue_is_fetched_from_once_per_task(app: Minitask) -> None:
+    """Behind the outcome the fetch is from the first queue; when it leased nothing the
+    thread's next fetch starts at the second queue (not the first again)."""
+    ran: List[int] = []
+
+    @app.task(queue="second", ignore_result=True)
+    def later(index: int) -> None:
+        ran.append(index)
+
+    later.delay_many([(index,) for index in range(TASKS)])
+    calls = drained(app, app.worker(queues=["first", "second"], pool="thread", burst=True))
+
+    assert sorted(ran) == list(range(TASKS))
+    # the ack (a call of its own: another queue's) with an empty fetch from "first" in
+    # one round trip, then a fetch from "second": four calls per task when "first" was
+    # fetched from again
+    assert calls <= 3 * TASKS + 20, f"{calls} script calls for {TASKS} tasks"
