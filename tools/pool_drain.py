@@ -20,7 +20,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -45,12 +45,14 @@ def cpu(client: "object") -> float:
 
 
 def switches(pids: Sequence[int]) -> int:
-    """Context switches so far of the processes ``pids`` and all their threads."""
+    """Voluntary context switches so far (a thread waited: for a lock, the GIL, a
+    socket) of the processes ``pids`` and all their threads; the others are the
+    machine's load."""
     total = 0
     for pid in pids:
         for task in Path(f"/proc/{pid}/task").iterdir():
             for line in (task / "status").read_text().splitlines():
-                if line.endswith("ctxt_switches:") or "ctxt_switches:" in line:
+                if line.startswith("voluntary_ctxt_switches:"):
                     total += int(line.split()[-1])
     return total
 
@@ -72,6 +74,16 @@ def tree(pid: int) -> List[int]:
     return found
 
 
+def until(done: Callable[[], bool], seconds: float, why: str, every: float) -> None:
+    """Poll ``done`` every ``every`` seconds for at most ``seconds``; RuntimeError(why)
+    after. (Each poll is a Redis call: its CPU counts in the server's.)"""
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(why)
+        time.sleep(every)
+
+
 def drain(server: RedisServer, task: str, tasks: int, options: List[str]) -> Dict[str, float]:
     client = server.client()
     client.flushall()
@@ -86,27 +98,23 @@ def drain(server: RedisServer, task: str, tasks: int, options: List[str]) -> Dic
                                "tests.apps.drain", "--loglevel", "WARNING", *options],
                               cwd=ROOT, env=env)
     try:
-        deadline = time.monotonic() + 60
-        while client.hlen(messages) >= tasks:
-            if time.monotonic() > deadline or worker.poll() is not None:
-                raise RuntimeError("the worker took no task")
-            time.sleep(0.0005)
+        until(lambda: client.hlen(messages) < tasks or worker.poll() is not None, 60.0,
+              "the worker took no task", 0.0005)
+        if worker.poll() is not None:
+            raise RuntimeError("the worker ended before it took a task")
         start = time.perf_counter()
         before = (calls(client), cpu(client), switches(tree(worker.pid)),
                   cpu_of(tree(worker.pid)))
-        left = tasks - client.hlen(messages)  # the tasks drained in the window
-        deadline = time.monotonic() + max(300.0, tasks / 50)
-        while client.hlen(messages):
-            if time.monotonic() > deadline:
-                raise RuntimeError("not drained in time")
-            time.sleep(0.002)
+        already = tasks - client.hlen(messages)  # drained before the window
+        until(lambda: not client.hlen(messages), max(300.0, tasks / 50), "not drained in time",
+              0.005)
         elapsed = time.perf_counter() - start
         after = (calls(client), cpu(client), switches(tree(worker.pid)),
                  cpu_of(tree(worker.pid)))
     finally:
         worker.terminate()
         worker.wait(timeout=60)
-    counted = tasks - left
+    counted = tasks - already
     by_command = {name: (n - before[0].get(name, 0)) / counted
                   for name, n in after[0].items() if n - before[0].get(name, 0)}
     return {"rate": counted / elapsed, "redis_us": (after[1] - before[1]) / counted * 1e6,
@@ -142,7 +150,8 @@ def main() -> None:
                       f"{result['redis_us']:.1f} us/task, worker "
                       f"{result['worker_us']:.0f} us/task, {result['calls']:.2f} calls/task "
                       f"({result['evalsha']:.2f} scripts), {result['switches']:.1f} "
-                      f"context switches/task, loadavg {os.getloadavg()[0]:.2f}", flush=True)
+                      f"voluntary context switches/task, loadavg "
+                      f"{os.getloadavg()[0]:.2f}", flush=True)
                 if args.detail:
                     print("   ", {k: round(v, 3) for k, v in
                                   result["detail"].items()})  # type: ignore[union-attr]
