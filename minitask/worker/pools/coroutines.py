@@ -147,8 +147,8 @@ class AsyncioPool(FixedSlots):
         finally:
             self._attempts.pop(job.task_id, None)
             self.ran_one()
-            if following is not None:  # its slot goes on with the task leased for it
-                self._loop.create_task(self._run(following))
+            if following is not None and not self._shutting_down:
+                self._loop.create_task(self._run(following))  # its slot goes on with it
             else:
                 self.give_back_slot()
 

@@ -67,13 +67,13 @@ class ThreadPool(FixedSlots, Generic[J]):
                 while job is not None:
                     try:
                         self._execute(job)
-                    except BaseException:  # a bug of ours must not end the thread; the
-                        logger.exception("internal error while running task %s",  # lease
-                                         job.task_id)  # expires
+                    except BaseException:
+                        # a bug of ours must not end the thread; the lease expires
+                        logger.exception("internal error while running task %s", job.task_id)
                     self.ran_one()
                     job = None  # (should follow_on raise)
                     job = self._follow_on()
-            except BaseException:  # the same: the dispatcher fetches instead
+            except BaseException:  # the same; the dispatcher fetches instead
                 logger.exception("internal error while fetching the next task")
             finally:
                 self.give_back_slot()
