@@ -37,10 +37,10 @@ class FixedSlots:
             self._idle.notify_all()
 
     def ran_one(self) -> None:
-        """A job ran to its end; its slot stays taken (its thread goes on with another)."""
+        """A job ran to its end; its slot stays taken (its thread goes on with another).
+        Nobody waiting for a slot or for idleness is woken: neither came."""
         with self._idle:
             self._finished += 1
-            self._idle.notify_all()
 
     @property
     def finished(self) -> int:
