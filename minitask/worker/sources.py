@@ -28,8 +28,8 @@ logger = logging.getLogger(__name__)
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
 #: Seconds a fetch behind outcomes that leased nothing counts as the first queue's
-#: look: the same thread's next fetch starts at the second queue meanwhile.
-LOOKED_FOR = 0.1
+#: look: the same thread's next fetch (if it comes first) starts at the second queue.
+LOOKED_FOR = 0.05
 
 
 class Source(Protocol):
@@ -77,8 +77,8 @@ class QueueSource:
         self.behind_wait: Optional[WaitCalls] = None
         #: Hears of each task dead-lettered for killing its workers (metrics, hooks).
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
-        # per thread: (when, next_event_ms) of its last fetch behind outcomes, if it
-        # leased nothing
+        # per thread: (when, next_event_ms) of its last fetch behind outcomes
+        # (ack_and_fetch), if it leased nothing
         self._looked = threading.local()
 
     def next_job(self) -> Optional[Job]:
@@ -87,17 +87,16 @@ class QueueSource:
         Up to ``prefetch`` tasks are leased per round trip; the rest wait in this
         worker's buffer, their leases renewed by the heartbeat.
         """
+        looked = self._forget_look()
         job = self._holdings.next_buffered(self._stop.event)
         if job is not None or self._holdings.closing or self._stop.is_set():
             return job
         now_ms = self._host.clock.now_ms()
         next_event: Optional[int] = None
         queues = self.queues
-        looked = getattr(self._looked, "first", None)
-        if looked is not None:  # the first queue was looked at just now, behind outcomes
-            self._looked.first = None
-            if time.monotonic() - looked[0] < LOOKED_FOR:
-                queues, next_event = queues[1:], looked[1]
+        if looked is not None and time.monotonic() - looked[0] < LOOKED_FOR:
+            # the first queue was looked at just now, behind this thread's outcomes
+            queues, next_event = queues[1:], looked[1]
         for queue in queues:
             result = self._host.broker.queues.fetch(queue, now_ms=now_ms,
                                                     lease_ms=self._leases.lease_ms,
@@ -112,6 +111,14 @@ class QueueSource:
         self.next_event_ms = next_event
         return None
 
+    def _forget_look(self) -> Optional[Tuple[float, Optional[int]]]:
+        """This thread's last look behind outcomes, if any, forgotten: it counts for
+        the next fetch or wait of this thread only."""
+        looked: Optional[Tuple[float, Optional[int]]] = getattr(self._looked, "first", None)
+        if looked is not None:
+            self._looked.first = None
+        return looked
+
     def lease_up_to(self, free: int) -> None:
         """The asyncio pool leases as many tasks per round trip as it has free slots
         (at least ``prefetch``, at most ``MAX_PREFETCH``): they all start at once."""
@@ -125,6 +132,7 @@ class QueueSource:
     def wait(self, until_ms: Optional[int] = None) -> None:
         """Block on Redis until a task may be ready, a delayed one is due, ``until_ms``
         (another source's next due time, on the app's clock) comes, or a stop."""
+        self._forget_look()
         timeout = self.planned_wait(until_ms)
         if self._stop.is_set():
             return
@@ -150,7 +158,11 @@ class QueueSource:
         held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
             self.queues[0], self._host.clock.now_ms(),
             FetchTerms(self._leases.lease_ms, self.refill, self._host.max_deliveries)))
-        return held, queues.fetch_result(reply)
+        result = queues.fetch_result(reply)
+        # none leased: this thread's next fetch starts at the second queue
+        self._looked.first = (None if result.deliveries
+                              else (time.monotonic(), result.next_event_ms))
+        return held, result
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
         """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
@@ -162,8 +174,6 @@ class QueueSource:
         """Hold what ``ack_and_fetch`` leased: the first is the calling thread's next
         task (the thread that recorded its outcome runs it), the rest are buffered."""
         self.take(self.queues[0], result, claim=True)
-        if not result.deliveries:
-            self._looked.first = (time.monotonic(), result.next_event_ms)
 
     def take(self, queue: str, result: FetchResult, claim: bool = False) -> None:
         """Hold what a fetch leased, unless the worker is closing; bury the poisoned.
