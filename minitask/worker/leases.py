@@ -60,6 +60,9 @@ class Holdings:
         self._buffer: Deque[Job] = deque()
         # The job last taken from the buffer: a process pool child runs one at a time.
         self._running: Optional[Job] = None
+        # By thread id: the task a thread leased with its last outcome, to run next
+        # itself (no other thread takes it from the buffer in the meantime).
+        self._claimed: Dict[int, Job] = {}
         # Outcomes a child has not recorded yet (their tasks stay leased meanwhile).
         self._acks: List[Tuple[Job, Ack]] = []
         self._acks_since = 0.0
@@ -75,22 +78,32 @@ class Holdings:
             self._closing = True
             return self._running
 
-    def hold(self, queue: str, jobs: List[Job]) -> bool:
-        """Hold what a fetch leased, to run in order; False (nothing held) once closing."""
+    def hold(self, queue: str, jobs: List[Job], claim: bool = False) -> bool:
+        """Hold what a fetch leased, to run in order; False (nothing held) once closing.
+        With ``claim``, the first is this thread's next task (``next_buffered``)."""
         with self._lock:
             if self._closing:
                 return False
             for job in jobs:
                 self._leases[job.task_id] = (queue, job.delivery.priority)
+            if claim and jobs:
+                self._claimed[threading.get_ident()] = jobs[0]
+                jobs = jobs[1:]
             self._buffer.extend(jobs)
             return True
 
     def next_buffered(self, stop: threading.Event) -> Optional[Job]:
-        """The next prefetched task, now the running one; None if closing or stopped."""
+        """The task this thread claimed, else the next prefetched task, now the
+        running one; None if closing or stopped."""
         with self._lock:
-            if not self._buffer or self._closing or stop.is_set():
+            if self._closing or stop.is_set():
                 return None
-            job = self._running = self._buffer.popleft()
+            job = self._claimed.pop(threading.get_ident(), None)
+            if job is None:
+                if not self._buffer:
+                    return None
+                job = self._buffer.popleft()
+            self._running = job
         return job
 
     def clear_running(self) -> None:
@@ -100,7 +113,8 @@ class Holdings:
     def take_buffered(self) -> List[Job]:
         """Drop the prefetched tasks not started yet, to be given back."""
         with self._lock:
-            waiting = list(self._buffer)
+            waiting = [*self._claimed.values(), *self._buffer]
+            self._claimed.clear()
             self._buffer.clear()
             for job in waiting:
                 self._leases.pop(job.task_id, None)
@@ -110,6 +124,7 @@ class Holdings:
         """Close, and drop every lease but those of outcomes waiting to be recorded."""
         with self._lock:
             self._closing = True
+            self._claimed.clear()
             self._buffer.clear()
             finished = {job.task_id for job, _ in self._acks}
             held = [lease for lease in self._leases.items() if lease[0] not in finished]

@@ -7,11 +7,11 @@ only asks for a job, hands it to the pool, and waits when there is none.
 """
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import random
 import socket
+import threading
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
 
 from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
@@ -20,6 +20,7 @@ from ..errors import BrokerError, ConfigurationError, MinitaskError
 from ..periodic import Schedule
 from ..stores.broker import Broker
 from ..wire.message import Message, Outcome, SystemClock, to_ms
+from .banner import log_banner, log_stopped
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
 from .control import Orders, register
@@ -32,6 +33,7 @@ from .pools.processes import ProcessPool
 from .pools.recycling import recycling_of
 from .pools.threads import ThreadPool
 from .runner import Runner
+from .sources import MAX_PREFETCH as MAX_PREFETCH  # (the worker package names it)
 from .sources import QueueSource, Source
 from .stop import Shutdown, Stop
 from .ticks import TickSource
@@ -43,8 +45,6 @@ logger = logging.getLogger(__name__)
 #: threads, and an event loop spends its time switching.
 MAX_CONCURRENCY = {"process": 256, "thread": 1000, "asyncio": 10_000}
 CONCURRENCY_WHY = "for more, start more workers (on more machines)"
-#: Most tasks a worker leases in one fetch (also bounds one batched ack).
-MAX_PREFETCH = 1000
 #: The pools a worker can run its tasks in.
 POOLS = ("thread", "process", "asyncio")
 
@@ -125,6 +125,7 @@ class Worker:
         # for its children.
         self._registers = True
         self._holdings = Holdings()
+        self._fetching = threading.Lock()
         self._heartbeat = Heartbeat()
         self._stop = Stop(wakers=[self._heartbeat.nudge])
         self._leases = Leases(app, self._holdings, to_ms(app.visibility_timeout))
@@ -201,15 +202,18 @@ class Worker:
         slots: Optional[Slots] = None
         aio: Optional[AsyncioPool] = None
         on_grace_over: Optional[Callable[[], None]] = None
+        # the thread that records an outcome leases its next task in the same round trip
+        self._outcomes.batched = True
         try:
             if self.pool == "asyncio":
                 slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
-                                          self.hooks, on_free=self._lease_up_to)
+                                          self.hooks, on_free=self._queues.lease_up_to,
+                                          follow_on=self.follow_on)
                 on_grace_over = aio.cancel_running
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:
                 slots = threads = ThreadPool[Job](self.concurrency, self.execute,
-                                                  lambda: self.hooks.init(self))
+                                                  lambda: self.hooks.init(self), self.follow_on)
                 failed = (threads.init_failures[-1] if len(threads.init_failures) ==
                           self.concurrency else None)
             if failed is not None:
@@ -221,6 +225,7 @@ class Worker:
                 self._shutdown.close(slots, self.grace, on_grace_over)
             self._stop.request()
             self._heartbeat.end()
+            self._outcomes.flush_last()
             if aio is not None:
                 aio.close()
             self._cancel_watch.end()
@@ -228,11 +233,6 @@ class Worker:
             self._stop.silence()
             self.forget()
             self.hooks.call("worker_shutdown", self)
-
-    def _lease_up_to(self, free: int) -> None:
-        """The asyncio pool leases as many tasks per round trip as it has free slots
-        (at least ``prefetch``): they all start at once."""
-        self._queues.prefetch = max(self.prefetch, min(free, MAX_PREFETCH))
 
     def starting(self) -> None:
         """Announce this worker, make its queues known app-wide, write its schedules."""
@@ -332,12 +332,7 @@ class Worker:
             # outcomes cannot race the final flush and the give-back below.
             self._stop.request()
             self._heartbeat.end()
-            try:
-                self._outcomes.flush(fetch=False)
-            except BrokerError as exc:
-                logger.error("could not record %d result(s) (%s); their tasks will be "
-                             "delivered again when their lease expires",
-                             self._outcomes.waiting(), exc)
+            self._outcomes.flush_last()
             self._leases.release_all()
             self._cancel_watch.end()
             restore()
@@ -393,9 +388,23 @@ class Worker:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
 
         Up to ``prefetch`` tasks are leased per round trip; the rest wait in this
-        worker's buffer, their leases renewed by the heartbeat.
+        worker's buffer, their leases renewed by the heartbeat. The pool's threads
+        and the dispatcher take turns (the sources keep state of their own).
         """
-        return self._source.next_job()
+        with self._fetching:
+            return self._source.next_job()
+
+    def follow_on(self) -> Optional[Job]:
+        """A pool thread's next job, as it ends one: the one it leased as it recorded the
+        outcome, or a fetch; None (the dispatcher takes over) when none is ready, on a
+        stop, or when Redis fails (the dispatcher rides the outage)."""
+        if self._stop.is_set():
+            return None
+        try:
+            return self.fetch()
+        except BrokerError as exc:
+            logger.debug("fetch after a task failed (%s): the dispatcher fetches", exc)
+            return None
 
     def execute(self, job: Job) -> None:
         """Run one leased task and record its outcome; never raises for a task's error."""
@@ -442,35 +451,6 @@ class Worker:
             self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
-
-
-def log_banner(worker: Worker) -> None:
-    """The worker's first log lines: what it serves, and what its pool cannot do."""
-    tasks = sorted(worker.app.tasks)
-    logger.info("minitask worker %s: app %r, broker %s, queues %s, pool %s x%d, %d "
-                "task(s): %s", worker.name, worker.app.name, worker.broker.description,
-                ",".join(worker.queues), worker.pool, worker.concurrency, len(tasks),
-                ", ".join(tasks) or "(none)")
-    # an async def task's coroutine is cancelled at its limit; a function cannot be
-    plain = [t for t in worker.app.tasks.values() if not inspect.iscoroutinefunction(t.func)]
-    if worker.pool == "thread":
-        limited = [t.name for t in plain if t.options.timeout is not None]
-        if limited:
-            logger.warning("the thread pool cannot stop a running function: the timeout of "
-                           "%s is checked when the attempt returns (use --pool process to "
-                           "kill attempts at their limit)", ", ".join(limited))
-    soft = [t.name for t in plain if t.options.soft_timeout is not None]
-    if worker.pool != "process" and soft:
-        logger.warning("the %s pool runs functions in threads: the soft timeout of %s is "
-                       "raised between bytecodes only, not inside a blocking call such as "
-                       "time.sleep or a socket read, which it follows (use --pool process "
-                       "to interrupt those)", worker.pool, ", ".join(soft))
-
-
-def log_stopped(worker: Worker, how: str) -> None:
-    """The worker's last log line: that it stopped, and what stopped it."""
-    logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
-                "failed", worker.name, how, worker.processed, worker.failed)
 
 
 def check_redis(worker: Worker) -> None:

@@ -209,6 +209,15 @@ class Recorder:
         if result is not None:
             self._refill.take_fetched(result)
 
+    def flush_last(self) -> None:
+        """As a worker ends (no task runs, its heartbeat has ended): record the outcomes
+        put aside; if Redis fails, their tasks come back when their leases expire."""
+        try:
+            self.flush(fetch=False)
+        except BrokerError as exc:
+            logger.error("could not record %d result(s) (%s); their tasks will be "
+                         "delivered again when their lease expires", self.waiting(), exc)
+
     def flush_due_at(self) -> Optional[float]:
         """Monotonic time by which the waiting outcomes are to be recorded, if any wait."""
         since = self._holdings.acks_since()

@@ -7,6 +7,7 @@ subscriptions are sources in front of ``QueueSource``, not branches in the loop.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Callable, List, Optional, Protocol, Sequence, Tuple
 
@@ -23,6 +24,12 @@ from .outcomes import bury_poisoned
 from .stop import Stop
 
 logger = logging.getLogger(__name__)
+
+#: Most tasks a worker leases in one fetch (also bounds one batched ack).
+MAX_PREFETCH = 1000
+#: Seconds a fetch behind outcomes that leased nothing counts as the first queue's
+#: look: the same thread's next fetch (if it comes first) starts at the second queue.
+LOOKED_FOR = 0.05
 
 
 class Source(Protocol):
@@ -56,6 +63,9 @@ class QueueSource:
         self._host = host
         self.queues = queues
         self.prefetch = prefetch
+        #: How many a fetch behind outcomes leases: the prefetch asked for (``prefetch``
+        #: may be raised for a moment by the asyncio pool, as slots free up).
+        self.refill = prefetch
         self._holdings = holdings
         self._leases = leases
         self._stop = stop
@@ -67,6 +77,9 @@ class QueueSource:
         self.behind_wait: Optional[WaitCalls] = None
         #: Hears of each task dead-lettered for killing its workers (metrics, hooks).
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
+        # per thread: (when, next_event_ms) of its last fetch behind outcomes
+        # (ack_and_fetch), if it leased nothing
+        self._looked = threading.local()
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -74,12 +87,17 @@ class QueueSource:
         Up to ``prefetch`` tasks are leased per round trip; the rest wait in this
         worker's buffer, their leases renewed by the heartbeat.
         """
+        looked = self._forget_look()
         job = self._holdings.next_buffered(self._stop.event)
         if job is not None or self._holdings.closing or self._stop.is_set():
             return job
         now_ms = self._host.clock.now_ms()
         next_event: Optional[int] = None
-        for queue in self.queues:
+        queues = self.queues
+        if looked is not None and time.monotonic() - looked[0] < LOOKED_FOR:
+            # the first queue was looked at just now, behind this thread's outcomes
+            queues, next_event = queues[1:], looked[1]
+        for queue in queues:
             result = self._host.broker.queues.fetch(queue, now_ms=now_ms,
                                                     lease_ms=self._leases.lease_ms,
                                                     count=self.prefetch,
@@ -93,6 +111,19 @@ class QueueSource:
         self.next_event_ms = next_event
         return None
 
+    def _forget_look(self) -> Optional[Tuple[float, Optional[int]]]:
+        """This thread's last look behind outcomes, if any, forgotten: it counts for
+        the next fetch or wait of this thread only."""
+        looked: Optional[Tuple[float, Optional[int]]] = getattr(self._looked, "first", None)
+        if looked is not None:
+            self._looked.first = None
+        return looked
+
+    def lease_up_to(self, free: int) -> None:
+        """The asyncio pool leases as many tasks per round trip as it has free slots
+        (at least ``prefetch``, at most ``MAX_PREFETCH``): they all start at once."""
+        self.prefetch = max(self.refill, min(free, MAX_PREFETCH))
+
     def more_due_now(self) -> bool:
         """The last fetch left work that is due already (it stops after a batch)."""
         return (self.next_event_ms is not None
@@ -101,6 +132,7 @@ class QueueSource:
     def wait(self, until_ms: Optional[int] = None) -> None:
         """Block on Redis until a task may be ready, a delayed one is due, ``until_ms``
         (another source's next due time, on the app's clock) comes, or a stop."""
+        self._forget_look()
         timeout = self.planned_wait(until_ms)
         if self._stop.is_set():
             return
@@ -125,8 +157,12 @@ class QueueSource:
         queues = self._host.broker.queues
         held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
             self.queues[0], self._host.clock.now_ms(),
-            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)))
-        return held, queues.fetch_result(reply)
+            FetchTerms(self._leases.lease_ms, self.refill, self._host.max_deliveries)))
+        result = queues.fetch_result(reply)
+        # none leased: this thread's next fetch starts at the second queue
+        self._looked.first = (None if result.deliveries
+                              else (time.monotonic(), result.next_event_ms))
+        return held, result
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
         """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
@@ -135,10 +171,11 @@ class QueueSource:
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries))
 
     def take_fetched(self, result: FetchResult) -> None:
-        """Hold what ``ack_and_fetch`` leased."""
-        self.take(self.queues[0], result)
+        """Hold what ``ack_and_fetch`` leased: the first is the calling thread's next
+        task (the thread that recorded its outcome runs it), the rest are buffered."""
+        self.take(self.queues[0], result, claim=True)
 
-    def take(self, queue: str, result: FetchResult) -> None:
+    def take(self, queue: str, result: FetchResult, claim: bool = False) -> None:
         """Hold what a fetch leased, unless the worker is closing; bury the poisoned.
 
         What was leased is held first: a failure while burying must not leave a
@@ -146,7 +183,7 @@ class QueueSource:
         stays leased and expired, and the next fetch reports it again.
         """
         jobs = [Job(queue, delivery) for delivery in result.deliveries]
-        held = self._holdings.hold(queue, jobs)
+        held = self._holdings.hold(queue, jobs, claim)
         if jobs and not held:
             self._leases.give_back([lease_of(job) for job in jobs])
         elif jobs:

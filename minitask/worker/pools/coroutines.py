@@ -11,7 +11,10 @@ threads beside the loop, never on it: recording waits for Redis.
 
 The dispatcher leases up to as many tasks as slots are free in one round
 trip (at least ``prefetch``): they start at once, so order is kept as well
-as with one fetch per task.
+as with one fetch per task. Once work flows, an attempt that ends hands its
+slot straight to the next: the recording thread records its outcome with the
+next fetch in one round trip (``follow_on``), and the task it leased starts on
+the loop in the same slot, with no hop through the dispatcher.
 """
 from __future__ import annotations
 
@@ -23,11 +26,12 @@ import inspect
 import logging
 import threading
 import time
-from typing import Any, Callable, Coroutine, Dict, Optional
+from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
 
-from ...context import running
+from ...context import TaskContext, running
 from ...errors import TimeLimitExceeded
 from ...hooks import Hooks
+from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, limited, settle
@@ -81,8 +85,10 @@ class AsyncioPool(FixedSlots):
     """``size`` slots; each attempt a task on one event loop in its own thread."""
 
     def __init__(self, size: int, runner: Runner, recorder: Recorder, hooks: Hooks,
-                 on_free: Optional[Callable[[int], None]] = None) -> None:
+                 on_free: Optional[Callable[[int], None]] = None,
+                 follow_on: Callable[[], Optional[Job]] = lambda: None) -> None:
         super().__init__(size, on_free)
+        self._follow_on = follow_on
         self._runner = runner
         self._hooks = hooks
         self._recorder = recorder
@@ -129,8 +135,9 @@ class AsyncioPool(FixedSlots):
         current = asyncio.current_task()
         assert current is not None  # always inside a task on the loop
         self._attempts[job.task_id] = current
+        following: Optional[Job] = None
         try:
-            await self._execute(job)
+            following = await self._execute(job)
         except asyncio.CancelledError:
             if not self._shutting_down:
                 logger.error("task %s: attempt cancelled unexpectedly; it will be "
@@ -139,7 +146,11 @@ class AsyncioPool(FixedSlots):
             logger.exception("internal error while running task %s", job.task_id)
         finally:
             self._attempts.pop(job.task_id, None)
-            self.give_back_slot(finished=True)
+            self.ran_one()
+            if following is not None and not self._shutting_down:
+                self._loop.create_task(self._run(following))  # its slot goes on with it
+            else:
+                self.give_back_slot()
 
     def _stopper(self, attempt: "asyncio.Future[Any]") -> Callable[[], None]:
         """How the cancel watch (another thread) stops an attempt: cancel it on the loop."""
@@ -150,16 +161,18 @@ class AsyncioPool(FixedSlots):
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
         return await self._loop.run_in_executor(self._recording, functools.partial(step, *args))
 
-    async def _execute(self, job: Job) -> None:
+    async def _execute(self, job: Job) -> Optional[Job]:
+        """Run one attempt and record its outcome; the next job, leased as it was
+        recorded, to run in its slot (None: the slot goes back)."""
         found = self._runner.resolve(job, bury=False)
         if found is None:  # dead-lettered, off the loop
             await self._record(self._runner.resolve, job)
-            return
+            return None
         message, task = found
         arguments = self._runner.arguments(job, message, task, bury=False)
         if arguments is None:  # dead-lettered, off the loop
             await self._record(self._runner.arguments, job, message, task)
-            return
+            return None
         args, kwargs = arguments
         board = self._runner.cancels
         is_async = inspect.iscoroutinefunction(task.func)
@@ -167,7 +180,7 @@ class AsyncioPool(FixedSlots):
         try:
             if cancel.is_set():  # asked to stop while it waited in this worker's buffer
                 await self._record(self._recorder.cancelled, job, message, 0.0)
-                return
+                return None
             inner: "Optional[asyncio.Future[Any]]" = None
             started = time.monotonic()
             value: Any = None
@@ -203,19 +216,31 @@ class AsyncioPool(FixedSlots):
             if isinstance(value, Raised):
                 value, error = None, value.error
             duration = time.monotonic() - started
-            await self._record(observer.ending, message)  # its progress, cancelled or not
-            if cancel.is_set():
-                await self._record(self._recorder.cancelled, job, message, duration)
-                await observer.apostrun(context, "cancelled", value, error)
-                return
-            if error is None and limit is not None and duration > limit:
-                # a plain function cannot be stopped; a coroutine that blocked the loop
-                # past its limit ended before the limit could be checked
-                error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over "
-                                          f"its timeout of {limit} s")
-            status = await self._record(self._recorder.finish, job, message, value, error,
-                                        duration)
-            await self._record(observer.ended, context, message, status, value, error, duration)
+            # one hop off the loop: the outcome, and the next job with it
+            concluded: Tuple[str, Optional[BaseException], Optional[Job]] = await self._record(
+                self._conclude, job, message, context, cancel, limit, value, error, duration)
+            status, error, following = concluded
             await observer.apostrun(context, status, value, error)
+            return following
         finally:
             board.leave(job.task_id)
+
+    def _conclude(self, job: Job, message: Message, context: TaskContext,
+                  cancel: threading.Event, limit: Optional[float], value: Any,
+                  error: Optional[BaseException], duration: float
+                  ) -> Tuple[str, Optional[BaseException], Optional[Job]]:
+        """In a recording thread, once an attempt has ended: record its outcome, and
+        lease the next job (``follow_on``); its status, its error, and that job."""
+        observer = self._runner.observer
+        observer.ending(message)  # its progress, cancelled or not
+        if cancel.is_set():
+            self._recorder.cancelled(job, message, duration)
+            return "cancelled", error, self._follow_on()
+        if error is None and limit is not None and duration > limit:
+            # a plain function cannot be stopped; a coroutine that blocked the loop
+            # past its limit ended before the limit could be checked
+            error = TimeLimitExceeded(f"task {message.task!r} ran {duration:.3f} s, over "
+                                      f"its timeout of {limit} s")
+        status = self._recorder.finish(job, message, value, error, duration)
+        observer.ended(context, message, status, value, error, duration)
+        return status, error, self._follow_on()

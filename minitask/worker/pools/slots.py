@@ -36,6 +36,12 @@ class FixedSlots:
             self._finished += finished
             self._idle.notify_all()
 
+    def ran_one(self) -> None:
+        """A job ran to its end; its slot stays taken (its thread goes on with another).
+        Nobody waiting for a slot or for idleness is woken: neither came."""
+        with self._idle:
+            self._finished += 1
+
     @property
     def finished(self) -> int:
         """Jobs run to the end so far: a change means new work may have been scheduled."""

@@ -1,4 +1,10 @@
-"""The thread pool: a fixed set of threads fed by the worker's dispatcher."""
+"""The thread pool: a fixed set of threads fed by the worker's dispatcher.
+
+A thread that ends a job asks ``follow_on`` for its next one before it gives its
+slot back: the worker records the outcome with the next fetch in one round trip,
+and the thread runs what it leased, with no hop through the dispatcher. The slot
+goes back (and the dispatcher takes over) only once no work came.
+"""
 from __future__ import annotations
 
 import logging
@@ -13,7 +19,8 @@ logger = logging.getLogger(__name__)
 
 
 class ThreadPool(FixedSlots, Generic[J]):
-    """A fixed set of threads; the dispatcher takes a slot before it fetches.
+    """A fixed set of threads; the dispatcher takes a slot before it fetches, and a
+    thread keeps it while ``follow_on`` hands it more work.
 
     Each thread first runs ``init`` (the ``worker_process_init`` hooks), which
     returns why it failed or None; the pool is built once every thread has. A
@@ -22,10 +29,12 @@ class ThreadPool(FixedSlots, Generic[J]):
     """
 
     def __init__(self, size: int, execute: Callable[[J], None],
-                 init: Callable[[], Optional[str]] = lambda: None) -> None:
+                 init: Callable[[], Optional[str]] = lambda: None,
+                 follow_on: Callable[[], Optional[J]] = lambda: None) -> None:
         super().__init__(size)
         self._jobs: "_queue.SimpleQueue[J]" = _queue.SimpleQueue()
         self._execute = execute
+        self._follow_on = follow_on
         self._init = init
         started: "_queue.SimpleQueue[Optional[str]]" = _queue.SimpleQueue()
         for index in range(size):
@@ -53,10 +62,18 @@ class ThreadPool(FixedSlots, Generic[J]):
         if failed is not None:
             return
         while True:
-            job = self._jobs.get()
+            job: Optional[J] = self._jobs.get()
             try:
-                self._execute(job)
-            except BaseException:  # a bug of ours must not end the thread; the lease expires
-                logger.exception("internal error while running task %s", job.task_id)
+                while job is not None:
+                    try:
+                        self._execute(job)
+                    except BaseException:
+                        # a bug of ours must not end the thread; the lease expires
+                        logger.exception("internal error while running task %s", job.task_id)
+                    self.ran_one()
+                    job = None  # (should follow_on raise)
+                    job = self._follow_on()
+            except BaseException:  # the same; the dispatcher fetches instead
+                logger.exception("internal error while fetching the next task")
             finally:
-                self.give_back_slot(finished=True)
+                self.give_back_slot()
