@@ -389,6 +389,22 @@ def test_a_second_planting_is_moved_aside_beside_the_first(
     assert client.get(f"{key}:foreign2") == b"someone else's"
 
 
+def test_a_101st_planting_replaces_the_last_key_aside_and_its_task_still_runs(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    key = KEYS.fair_group("t1", "ready")
+    client.set(f"{key}:foreign", "older")
+    for n in range(2, 101):
+        client.set(f"{key}:foreign{n}", "older")
+    job.apply_async(("t1", 0), delay=1)
+    _plant(client, key, "string")
+    clock.advance(1)
+    assert served(app, clock, 2) == ["t10"]
+    assert client.get(f"{key}:foreign100") == b"someone else's"
+    assert client.get(f"{key}:foreign99") == b"older"
+
+
 def test_a_park_list_planted_where_a_groups_token_waits_is_moved_aside(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
     # a grouped task whose own max_running holds its group: the group's token waits in

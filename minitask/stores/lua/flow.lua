@@ -614,23 +614,20 @@ local function flow_control()
 
   -- Fair queues meeting data minitask did not write where a grouped task goes (its
   -- group's ready set, turn or slots, a ready list its token goes to, a park list):
-  -- the key is moved aside (quarantined) to `key`:foreign (or :foreign2, ...), kept
-  -- whole for its owner, with a line in Redis's log naming both and the `group`; the
-  -- write then goes on, so no task is dropped, nor a call failed half-way.
+  -- the key is moved aside (quarantined) to `key`:foreign (or :foreign2, up to
+  -- :foreign100, which a 101st replaces: a call never fails half-way), kept whole for
+  -- its owner, with a line in Redis's log naming both and the `group`; the write then
+  -- goes on, so no task is dropped.
   local function flow_quarantine(key, kind, group)
+    local aside
     for n = 1, 100 do
-      local aside = key .. ':foreign' .. (n > 1 and n or '')
-      if redis.call('EXISTS', aside) == 0 then
-        redis.call('RENAME', key, aside)
-        redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
-                  .. ': it held another type than the ' .. kind .. ' minitask keeps there'
-                  .. ' for group ' .. group)
-        return
-      end
+      aside = key .. ':foreign' .. (n > 1 and n or '')
+      if redis.call('EXISTS', aside) == 0 then break end
     end
-    error('WRONGTYPE minitask key ' .. key .. ' holds another type than the ' .. kind
-          .. ' minitask keeps there for group ' .. group .. ', and the 100 names to move'
-          .. ' it aside to are taken', 0)
+    redis.call('RENAME', key, aside)
+    redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
+              .. ': it held another type than the ' .. kind .. ' minitask keeps there'
+              .. ' for group ' .. group)
   end
 
   -- `command` on `key`, where minitask keeps a `kind` for `group`: a key of another
