@@ -298,3 +298,136 @@ def test_any_send_meeting_a_planted_group_key_is_refused_and_every_other_runs(
         assert sorted(got) == sorted(sent), batch
     finally:
         app.close()
+
+
+# -- keys of another type met after a send: moved aside, the task goes on ------------
+
+#: Where a grouped task joining its group later (a due delayed task, a lease expired)
+#: writes: its group's ready set and turn; what minitask keeps there.
+JOINED = [("ready", "zset"), ("turn", "hash")]
+
+
+def _moved_aside(client: "redis.Redis[bytes]", key: str, kind: str) -> None:
+    """``key`` holds minitask's own state again, and what was planted there waits,
+    unchanged, at ``key``:foreign."""
+    assert client.type(f"{key}:foreign").decode() == kind
+    if kind == "string":
+        assert client.get(f"{key}:foreign") == b"someone else's"
+
+
+#: Each of those keys with each type minitask does not keep there
+JOINED_PLANTS = [(part, kind) for part, kept in JOINED for kind in OTHER_TYPES if kind != kept]
+
+
+@pytest.mark.parametrize("part, kind", JOINED_PLANTS)
+def test_a_group_key_planted_while_its_task_waits_delayed_is_moved_aside_and_the_task_runs(
+        make_app: Callable[..., Minitask], clock: ManualClock, part: str, kind: str) -> None:
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    job.apply_async(("t1", 0), delay=5)
+    job.delay("t2", 0)
+    key = KEYS.fair_group("t1", part)
+    _plant(client, key, kind)
+    clock.advance(5)
+    assert sorted(served(app, clock, 4)) == ["t10", "t20"]
+    _moved_aside(client, key, kind)
+
+
+@pytest.mark.parametrize("part, kept", JOINED)
+def test_a_group_key_planted_while_its_task_runs_is_moved_aside_when_its_lease_expires(
+        make_app: Callable[..., Minitask], clock: ManualClock, part: str, kept: str) -> None:
+    # (kept: what minitask keeps there; a string is never it)
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    job.delay("t1", 0)
+    result = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=1_000,
+                                     count=1, max_deliveries=5)
+    assert len(result.deliveries) == 1
+    key = KEYS.fair_group("t1", part)
+    _plant(client, key, "string")
+    clock.advance(2)  # its worker is gone: the task goes back, and joins its group
+    assert served(app, clock, 3) == ["t10"]
+    _moved_aside(client, key, "string")
+
+
+def test_a_ready_list_planted_where_a_groups_token_goes_back_is_moved_aside(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    # the group's first task is of priority 9; its token goes back to priority 5's list
+    # once it is served (a send of priority 9 checks 9's list, not 5's)
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    job.apply_async(("t1", 0), priority=5)
+    job.apply_async(("t1", 1), priority=9)
+    _plant(client, KEYS.ready[4], "string")
+    assert served(app, clock, 1) == ["t11"]  # never half-written: the fetch answers
+    assert served(app, clock, 2) == ["t10"]
+    _moved_aside(client, KEYS.ready[4], "string")
+
+
+def test_a_turn_of_another_type_met_by_a_live_token_is_moved_aside_and_the_group_goes_on(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    job.delay_many([("t1", n) for n in range(3)])
+    assert served(app, clock, 1) == ["t10"]
+    _plant(client, KEYS.fair_group("t1", "turn"), "list")
+    assert served(app, clock, 4) == ["t11", "t12"]
+    _moved_aside(client, KEYS.fair_group("t1", "turn"), "list")
+
+
+def test_a_second_planting_is_moved_aside_beside_the_first(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    key = KEYS.fair_group("t1", "ready")
+    for n in range(2):
+        job.apply_async(("t1", n), delay=1)
+        _plant(client, key, "string")
+        clock.advance(1)
+        assert served(app, clock, 2) == [f"t1{n}"]
+    assert client.get(f"{key}:foreign") == b"someone else's"
+    assert client.get(f"{key}:foreign2") == b"someone else's"
+
+
+def test_a_101st_planting_replaces_the_last_key_aside_and_its_task_still_runs(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job, _ = _apps(make_app)
+    client = app.broker.transport.client
+    key = KEYS.fair_group("t1", "ready")
+    client.set(f"{key}:foreign", "older")
+    for n in range(2, 101):
+        client.set(f"{key}:foreign{n}", "older")
+    job.apply_async(("t1", 0), delay=1)
+    _plant(client, key, "string")
+    clock.advance(1)
+    assert served(app, clock, 2) == ["t10"]
+    assert client.get(f"{key}:foreign100") == b"someone else's"
+    assert client.get(f"{key}:foreign99") == b"older"
+
+
+def test_a_park_list_planted_where_a_groups_token_waits_is_moved_aside(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    # a grouped task whose own max_running holds its group: the group's token waits in
+    # the task's park list (planted: the token went nowhere, and the group stayed out)
+    app = make_app()
+
+    @app.task(name="solo", group_by="tenant", max_running=1)
+    def solo(tenant: str, n: int) -> int:
+        return n
+
+    client = app.broker.transport.client
+    park = KEYS.flow_prefix + "4:solo:park"
+    _plant(client, park, "string")
+    solo.delay("a", 0)
+    solo.delay("b", 0)
+    (running,) = served_deliveries(app, clock)
+    assert served_deliveries(app, clock) == []  # b's group waits: its token parked
+    _moved_aside(client, park, "string")
+    assert app.broker.results.ack("default", running.task_id, None, 0)
+    (second,) = served_deliveries(app, clock)
+    assert {running.message().args[0], second.message().args[0]} == {"a", "b"}
+
+
+def served_deliveries(app: Minitask, clock: ManualClock) -> List[Any]:
+    return list(app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000,
+                                        count=10, max_deliveries=5).deliveries)

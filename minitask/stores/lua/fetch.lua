@@ -42,7 +42,9 @@
 -- back, its lease expired) joins its group's ready set. The due loop puts a due group
 -- ('g:<group>' in flow_due) back into the rotation. A group whose task's own limits
 -- (rate_limit, max_running) hold its first task has its token parked in that
--- limiter's park list, and the due loop serves it again in its place.
+-- limiter's park list, and the due loop serves it again in its place. A key a
+-- grouped task or a token is written to that holds another type (data minitask did
+-- not write) is moved aside whole (flow.lua's flow_quarantine): nothing is lost.
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
 -- (flow control) its limiter's park list, or (fair queues) its group's ready set.
 -- A group with eligible ready tasks has one live token in a ready list (or is due in
@@ -246,8 +248,10 @@ if flow_on then
   -- held for a slot waits for an outcome to free one
   function park_token(token, priority, held, tried)
     local limiter, retry_at = held[1], held[2]
-    local parked = tolerant(false, tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
-                            priority .. token)
+    -- (a park list of another type is quarantined: the token is never lost)
+    local parked = flow.write('list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
+                              tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
+                              priority .. token)
     if parked == 1 then tolerant(0, 'SADD', KEYS[22], limiter) end
     if retry_at >= 0 and tried then
       tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now

@@ -42,7 +42,10 @@
 -- order minitask writes only orders it; a turn's claim of a
 -- live token that is no generation and priority minitask writes, or names a token in
 -- no ready list (checked where the group would otherwise stay out), is repaired by
--- a new token; a gen, or groups_ready, that is no count starts afresh.
+-- a new token; a gen, or groups_ready, that is no count starts afresh. A key a
+-- grouped task or its group's token is written to (its group's ready set, turn or
+-- slots, a ready list, a park list) that holds another type is moved aside whole
+-- (flow_quarantine): the task is never dropped, nor a call failed half-way.
 
 -- The library is made by flow_control() at its first call, as one table: a
 -- closure costs Redis about 1,000 instructions a call of a script, made and
@@ -340,9 +343,15 @@ local function flow_control()
 
     -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
     -- wrote starts afresh (lib.lua's bump), and never fails the call
-    local function next_gen(turn)
+    -- (a turn of another type is quarantined first: flow_write)
+    local function next_gen(turn, group)
       local gen = redis.pcall('HINCRBY', turn, 'gen', 1)
-      if type(gen) == 'table' then gen = guards().bump(turn, 'gen', 1) end
+      if type(gen) == 'table' and string.find(tostring(gen.err), 'WRONGTYPE', 1, true) then
+        flow_made.quarantine(turn, 'hash', group)
+        gen = redis.call('HINCRBY', turn, 'gen', 1)
+      elseif type(gen) == 'table' then
+        gen = guards().bump(turn, 'gen', 1)
+      end
       return gen
     end
 
@@ -365,15 +374,16 @@ local function flow_control()
     -- `served`: the turn's fetches so far, written in the same HSET
     local function push(group, priority, at_head, served)
       local turn = base(group) .. ':turn'
-      local gen = c.now .. '.' .. next_gen(turn)
+      local gen = c.now .. '.' .. next_gen(turn, group)
+      local write = flow_made.write
       if served then
-        tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
+        write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
       else
-        tolerant(0, 'HSET', turn, 'tok', gen, 'band', priority)
+        write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority)
       end
       local token = '\255' .. gen .. '\255' .. group
-      local ready = KEYS[c.first_ready + 9 - priority]
-      if at_head then redis.call('LPUSH', ready, token) else redis.call('RPUSH', ready, token) end
+      write('list', group, at_head and 'LPUSH' or 'RPUSH', KEYS[c.first_ready + 9 - priority],
+            token)
       -- counted out of the ready lists' lengths as a cancelled entry is (no task)
       tolerant(0, 'ZADD', c.cancelled, priority, token)
       flow_made.fair_made.pushed = true
@@ -425,9 +435,10 @@ local function flow_control()
       local holds = spec.group_most > 0
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
       local ready = base(group) .. ':ready'
-      local order = holds and 0 or next_gen(base(group) .. ':turn')
+      local order = holds and 0 or next_gen(base(group) .. ':turn', group)
       local member = string.sub('0123456789', priority + 1, priority + 1) .. id
-      if tolerant(0, 'ZADD', ready, (9 - priority) * RANK + order, member) == 1 then
+      if flow_made.write('zset', group, 'ZADD', ready, (9 - priority) * RANK + order,
+                         member) == 1 then
         tally(group, 1)
       end
       return arm(group, holds, false, new and priority)
@@ -464,7 +475,19 @@ local function flow_control()
       local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
       if gen then settle(group) end
       local turn = gen and base(group) .. ':turn'
-      local tok = gen and tolerant(false, 'HGET', turn, 'tok')
+      local tok = gen and redis.pcall('HGET', turn, 'tok')
+      if type(tok) == 'table' then
+        -- a turn of another type: no token of the group could be told live. The token
+        -- is dropped; a group with ready tasks has its turn quarantined and is armed
+        -- afresh (one without is left as it is: nothing of minitask's is lost there)
+        guards().foreign(tok)
+        left[#left + 1] = token
+        if first(group) then
+          flow_made.quarantine(turn, 'hash', group)
+          arm(group, true)
+        end
+        return nil
+      end
       if not gen or tok ~= gen or is_paused(group) then
         left[#left + 1] = token
         -- a paused group leaves the rotation; a stale token is dropped, and the group
@@ -540,7 +563,9 @@ local function flow_control()
             if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
           end
-          if spec.group_most > 0 and not holds then tolerant(0, 'SADD', running, id) end
+          if spec.group_most > 0 and not holds then
+            flow_made.write('set', group, 'SADD', running, id)
+          end
           if tolerant(0, 'ZREM', ready, member) == 1 then
             owed = owed - 1
             owed_by[group] = (owed_by[group] or 0) - 1
@@ -569,8 +594,8 @@ local function flow_control()
           elseif served ~= was then
             tolerant(0, 'HSET', turn, 'served', served)
           end
-          local list = KEYS[c.first_ready + 9 - next_priority]
-          if at_head then redis.call('LPUSH', list, token) else redis.call('RPUSH', list, token) end
+          flow_made.write('list', group, at_head and 'LPUSH' or 'RPUSH',
+                          KEYS[c.first_ready + 9 - next_priority], token)
           if band ~= next_priority then tolerant(0, 'ZADD', c.cancelled, next_priority, token) end
           flow_made.fair_made.pushed = true
           return id, body, priority, spec
@@ -585,6 +610,37 @@ local function flow_control()
 
     flow_made.fair_made = {arm = arm, join = join, serve = serve, flush = flush}
     return flow_made.fair_made
+  end
+
+  -- Fair queues meeting data minitask did not write where a grouped task goes (its
+  -- group's ready set, turn or slots, a ready list its token goes to, a park list):
+  -- the key is moved aside (quarantined) to `key`:foreign (or :foreign2, up to
+  -- :foreign100, which a 101st replaces: a call never fails half-way), kept whole for
+  -- its owner, with a line in Redis's log naming both and the `group`; the write then
+  -- goes on, so no task is dropped.
+  local function flow_quarantine(key, kind, group)
+    local aside
+    for n = 1, 100 do
+      aside = key .. ':foreign' .. (n > 1 and n or '')
+      if redis.call('EXISTS', aside) == 0 then break end
+    end
+    redis.call('RENAME', key, aside)
+    redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
+              .. ': it held another type than the ' .. kind .. ' minitask keeps there'
+              .. ' for group ' .. group)
+  end
+
+  -- `command` on `key`, where minitask keeps a `kind` for `group`: a key of another
+  -- type is quarantined first (flow_quarantine), and the write made all the same.
+  -- One redis.pcall on the hot path; an error other than a type's is raised.
+  local function flow_write(kind, group, command, key, ...)
+    local reply = redis.pcall(command, key, ...)
+    if type(reply) == 'table' and reply.err then
+      guards().foreign(reply)
+      flow_quarantine(key, kind, group)
+      reply = redis.call(command, key, ...)
+    end
+    return reply
   end
 
   -- Fair queues with flow control: whether the task's own limits (rate_limit,
@@ -605,7 +661,8 @@ local function flow_control()
   end
 
   flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end, fair = flow_fair,
-               held_by_task = flow_held_by_task}
+               held_by_task = flow_held_by_task, quarantine = flow_quarantine,
+               write = flow_write}
   return flow_made
 end
 
