@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from ..admin.workflows import STATES, workflow
 from ..app import Minitask
+from ..errors import DecodeError
 
 #: Members of one group (or chord header) drawn; the rest make one ``+N more`` box.
 MEMBERS_DRAWN = 20
@@ -85,8 +86,14 @@ def _more(count: int) -> List[Block]:
     return [block]
 
 
+def _empty() -> Block:
+    """The blank drawn for a chain or group with nothing in it."""
+    return Block(BOX_W, BOX_H // 2, entry=BOX_H // 4, exit=BOX_H // 4)
+
+
 def _row(blocks: List[Block]) -> Block:
     """Blocks left to right, their entries on one line, each arrow to the next."""
+    blocks = blocks or [_empty()]  # an empty chain (a plan minitask did not write)
     above = max(block.entry for block in blocks)
     below = max(block.height - block.entry for block in blocks)
     row = Block(sum(block.width for block in blocks) + GAP_X * (len(blocks) - 1),
@@ -109,7 +116,7 @@ def _stack(members: List[Dict[str, Any]], more: int, label: str) -> Block:
     blocks = [layout(member) for member in members[:MEMBERS_DRAWN]]
     blocks += _more(more + max(0, len(members) - MEMBERS_DRAWN))
     if not blocks:
-        blocks = _more(0) or [Block(BOX_W, BOX_H // 2, entry=BOX_H // 4, exit=BOX_H // 4)]
+        blocks = [_empty()]
     inner = max(block.width for block in blocks)
     height = sum(block.height for block in blocks) + GAP_Y * (len(blocks) - 1) + 2 * PAD
     stack = Block(inner + 2 * PAD, height, entry=height // 2, exit=height // 2)
@@ -191,11 +198,24 @@ def page(app: Minitask, environ: Dict[str, Any],
     """``/workflow/<id>`` and ``/api/workflow/<id>``: the workflow (admin/workflows.py)
     and, for the page, its graph; ``found`` False when no plan of that id exists."""
     workflow_id = (query.get("id") or [""])[0].strip()
-    found: Optional[Dict[str, Any]] = workflow(app, workflow_id) if workflow_id else None
+    found, problem = _read(app, workflow_id)
     data: Dict[str, Any] = {"workflow_id": workflow_id, "found": found is not None,
                             "workflow": found}
+    if problem:
+        data["problem"] = problem
     as_json = environ.get("PATH_INFO", "").lstrip("/").startswith("api/")
     if found is not None and not as_json:
         data["svg"] = svg(layout(found["root"]))
         data["colors"] = {state: COLORS[state] for state in STATES}
     return "workflow.html", data
+
+
+def _read(app: Minitask, workflow_id: str) -> Tuple[Optional[Dict[str, Any]], str]:
+    """The workflow, or None and why: a plan record minitask did not write is data
+    to fix or delete (named in the page), not an outage."""
+    if not workflow_id:
+        return None, ""
+    try:
+        return workflow(app, workflow_id), ""
+    except DecodeError as exc:
+        return None, str(exc)

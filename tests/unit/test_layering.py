@@ -169,8 +169,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "wire.message",
                               "wire.serializer"}),
     "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
-    "admin.workflows": frozenset({"admin.operated", "errors", "stores.plans", "wire.message",
-                                  "wire.serializer"}),
+    "admin.workflows": frozenset({"admin.operated", "errors", "printable", "stores.foreign",
+                                  "stores.plans", "wire.message", "wire.serializer"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
