@@ -22,6 +22,9 @@ from ..errors import DecodeError
 
 #: Members of one group (or chord header) drawn; the rest make one ``+N more`` box.
 MEMBERS_DRAWN = 20
+#: Nodes (tasks, chains, groups, chords) drawn over the whole page: those past it
+#: are counted in ``+N more`` boxes (a plan minitask writes keeps at most 500 tasks).
+NODES_DRAWN = 600
 BOX_W, BOX_H = 160, 46
 GAP_X, GAP_Y, PAD = 36, 12, 18
 #: Fill and border of a task box, by state.
@@ -205,7 +208,7 @@ def page(app: Minitask, environ: Dict[str, Any],
         data["problem"] = problem
     as_json = environ.get("PATH_INFO", "").lstrip("/").startswith("api/")
     if found is not None and not as_json:
-        data["svg"] = svg(layout(found["root"]))
+        data["svg"] = svg(layout(_within_drawing(found["root"], [NODES_DRAWN])))
         data["colors"] = {state: COLORS[state] for state in STATES}
     return "workflow.html", data
 
@@ -219,3 +222,23 @@ def _read(app: Minitask, workflow_id: str) -> Tuple[Optional[Dict[str, Any]], st
         return workflow(app, workflow_id), ""
     except DecodeError as exc:
         return None, str(exc)
+
+
+def _within_drawing(node: Dict[str, Any], budget: List[int]) -> Dict[str, Any]:
+    """A copy of a plan tree with at most ``budget[0]`` nodes, in the order they are
+    drawn; the steps and members past it counted in their list's ``more``."""
+    budget[0] -= 1
+    lists = {"chain": "steps", "group": "members", "chord": "header"}
+    if node["kind"] not in lists:
+        return node
+    name = lists[node["kind"]]
+    kept = []
+    for part in node[name]:
+        if budget[0] <= 0:
+            break
+        kept.append(_within_drawing(part, budget))
+    copy = {**node, name: kept, "more": node["more"] + len(node[name]) - len(kept)}
+    if node["kind"] == "chord":  # a chord is drawn with its body: one node past at most
+        budget[0] = max(budget[0], 1)
+        copy["body"] = _within_drawing(node["body"], budget)
+    return copy

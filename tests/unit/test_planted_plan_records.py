@@ -15,6 +15,7 @@ import redis
 from minitask import Minitask, chord
 from minitask.admin.workflows import workflow
 from minitask.dashboard.web import Dashboard
+from minitask.dashboard.workflow import NODES_DRAWN
 from minitask.errors import DecodeError
 from minitask.stores.plans import PLAN_BYTES, tree
 from minitask.wire.serializer import pack_data
@@ -70,6 +71,18 @@ def test_a_record_over_the_byte_bound_is_refused_before_it_is_unpacked(
     with pytest.raises(DecodeError, match=f"larger than the {PLAN_BYTES} bytes") as raised:
         workflow(app, "big")
     assert key in str(raised.value)
+
+
+def test_the_page_draws_a_bounded_number_of_nodes_however_they_nest(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    app, _ = _app(make_app)
+    # 1,621 groups, 20 on a level (as many as a group draws): within the read budgets
+    leaf: Any = ["g", "g", [], 0]
+    middle = ["g", "g", [leaf] * 3, 0]
+    _plant(app, redis_client, "wide", ["g", "g", [["g", "g", [middle] * 20, 0]] * 20, 0])
+    status, _, body = call(Dashboard(app), "/workflow/wide")
+    frames = body.count('stroke-dasharray="4 3"')
+    assert status == "200 OK" and 0 < frames <= NODES_DRAWN and "more</text>" in body
 
 
 def test_a_planted_more_count_is_refused() -> None:
