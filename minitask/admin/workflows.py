@@ -2,7 +2,7 @@
 
 ``minitask inspect workflow ID`` and the dashboard's ``/workflow/ID`` read it here.
 The reads are bounded by the plan, which keeps at most ``TASKS_SHOWN`` tasks: one
-round trip for the record (a GET per queue) and one for the steps' states.
+round trip for the record (a bounded GETRANGE per queue) and one for the steps' states.
 """
 from __future__ import annotations
 

@@ -11,9 +11,9 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..errors import DecodeError
+from ..printable import printable
 from ..wire.message import Message
 from ..wire.serializer import pack_data, unpack_data
-from ..printable import printable
 from .foreign import ignored, raise_refusals, text_of
 from .plans import PLAN_BYTES
 from .store import Store
