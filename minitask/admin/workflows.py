@@ -2,7 +2,7 @@
 
 ``minitask inspect workflow ID`` and the dashboard's ``/workflow/ID`` read it here.
 The reads are bounded by the plan, which keeps at most ``TASKS_SHOWN`` tasks: one
-round trip for the record (a GET per queue) and one for the steps' states.
+round trip for the record (a bounded GETRANGE per queue) and one for the steps' states.
 """
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections import Counter
 from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
+from ..printable import printable
+from ..stores.foreign import ignored
 from ..stores.plans import parts_of, tasks_of, tree
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_outcome
@@ -33,15 +35,16 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     with its results).
 
     Raises:
-        DecodeError: the plan record is not one this minitask wrote.
+        DecodeError: the plan record is not one this minitask wrote (naming its key).
         BrokerError: Redis could not be reached.
     """
     broker = app.broker
     queues, _ = lookup_queues(app)
-    record = broker.workflows.plan_record(workflow_id, queues)
-    if record is None:
+    found = broker.workflows.plan(workflow_id, queues)
+    if found is None:
         return None
-    root = tree(record)
+    record = found[1]
+    root = _tree_of(*found)
     tasks = tasks_of(root)
     states = broker.workflows.states([(task["queue"], task["id"]) for task in tasks])
     for task, (state, outcome) in zip(tasks, states):
@@ -52,6 +55,15 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     return {"id": workflow_id, "kind": root["kind"], "started_at": started, "root": root,
             "counts": dict(Counter(task["state"] for task in tasks)), "tasks": len(tasks),
             "left_out": _left_out(root)}
+
+
+def _tree_of(key: str, record: Any) -> Dict[str, Any]:
+    """``tree(record)``, its refusal naming ``key`` (said once in the log too)."""
+    try:
+        return tree(record)
+    except DecodeError as exc:
+        ignored(key, str(exc))
+        raise DecodeError(f"{printable(key)}: {exc}") from None
 
 
 def workflow_of(app: Operated, queue: str, task_id: str) -> str:

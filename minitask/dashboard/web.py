@@ -29,7 +29,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -97,6 +97,8 @@ class Dashboard:
                          ] + SECURITY_HEADERS
         self._templates.filters["ago"] = relative
         self._templates.filters["seconds"] = duration
+        # a path segment built from Redis data: '/' quoted too (urlencode keeps it)
+        self._templates.filters["segment"] = lambda value: quote(str(value), safe="")
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {
             "": self._queues, "queues": self._queues, "workers": self._workers,

@@ -18,9 +18,13 @@ from urllib.parse import quote
 
 from ..admin.workflows import STATES, workflow
 from ..app import Minitask
+from ..errors import DecodeError
 
 #: Members of one group (or chord header) drawn; the rest make one ``+N more`` box.
 MEMBERS_DRAWN = 20
+#: Nodes (tasks, chains, groups, chords) drawn over the whole page: those past it
+#: are counted in ``+N more`` boxes (a plan minitask writes keeps at most 500 tasks).
+NODES_DRAWN = 600
 BOX_W, BOX_H = 160, 46
 GAP_X, GAP_Y, PAD = 36, 12, 18
 #: Fill and border of a task box, by state.
@@ -85,8 +89,14 @@ def _more(count: int) -> List[Block]:
     return [block]
 
 
+def _empty() -> Block:
+    """The blank drawn for a chain or group with nothing in it."""
+    return Block(BOX_W, BOX_H // 2, entry=BOX_H // 4, exit=BOX_H // 4)
+
+
 def _row(blocks: List[Block]) -> Block:
     """Blocks left to right, their entries on one line, each arrow to the next."""
+    blocks = blocks or [_empty()]  # an empty chain (a plan minitask did not write)
     above = max(block.entry for block in blocks)
     below = max(block.height - block.entry for block in blocks)
     row = Block(sum(block.width for block in blocks) + GAP_X * (len(blocks) - 1),
@@ -109,7 +119,7 @@ def _stack(members: List[Dict[str, Any]], more: int, label: str) -> Block:
     blocks = [layout(member) for member in members[:MEMBERS_DRAWN]]
     blocks += _more(more + max(0, len(members) - MEMBERS_DRAWN))
     if not blocks:
-        blocks = _more(0) or [Block(BOX_W, BOX_H // 2, entry=BOX_H // 4, exit=BOX_H // 4)]
+        blocks = [_empty()]
     inner = max(block.width for block in blocks)
     height = sum(block.height for block in blocks) + GAP_Y * (len(blocks) - 1) + 2 * PAD
     stack = Block(inner + 2 * PAD, height, entry=height // 2, exit=height // 2)
@@ -191,11 +201,44 @@ def page(app: Minitask, environ: Dict[str, Any],
     """``/workflow/<id>`` and ``/api/workflow/<id>``: the workflow (admin/workflows.py)
     and, for the page, its graph; ``found`` False when no plan of that id exists."""
     workflow_id = (query.get("id") or [""])[0].strip()
-    found: Optional[Dict[str, Any]] = workflow(app, workflow_id) if workflow_id else None
+    found, problem = _read(app, workflow_id)
     data: Dict[str, Any] = {"workflow_id": workflow_id, "found": found is not None,
                             "workflow": found}
+    if problem:
+        data["problem"] = problem
     as_json = environ.get("PATH_INFO", "").lstrip("/").startswith("api/")
     if found is not None and not as_json:
-        data["svg"] = svg(layout(found["root"]))
+        data["svg"] = svg(layout(_within_drawing(found["root"], [NODES_DRAWN])))
         data["colors"] = {state: COLORS[state] for state in STATES}
     return "workflow.html", data
+
+
+def _read(app: Minitask, workflow_id: str) -> Tuple[Optional[Dict[str, Any]], str]:
+    """The workflow, or None and why: a plan record minitask did not write is data
+    to fix or delete (named in the page), not an outage."""
+    if not workflow_id:
+        return None, ""
+    try:
+        return workflow(app, workflow_id), ""
+    except DecodeError as exc:
+        return None, str(exc)
+
+
+def _within_drawing(node: Dict[str, Any], budget: List[int]) -> Dict[str, Any]:
+    """A copy of a plan tree with at most ``budget[0]`` nodes, in the order they are
+    drawn; the steps and members past it counted in their list's ``more``."""
+    budget[0] -= 1
+    lists = {"chain": "steps", "group": "members", "chord": "header"}
+    if node["kind"] not in lists:
+        return node
+    name = lists[node["kind"]]
+    kept = []
+    for part in node[name]:
+        if budget[0] <= 0:
+            break
+        kept.append(_within_drawing(part, budget))
+    copy = {**node, name: kept, "more": node["more"] + len(node[name]) - len(kept)}
+    if node["kind"] == "chord":  # a chord is drawn with its body: one node past at most
+        budget[0] = max(budget[0], 1)
+        copy["body"] = _within_drawing(node["body"], budget)
+    return copy

@@ -27,6 +27,17 @@ LIST_SHOWN = 50
 TASKS_SHOWN = 500
 #: Nodes nested deeper than this are no record minitask wrote.
 MAX_DEPTH = 64
+#: Bytes of a plan record read at most. One minitask writes is a few kB (at most
+#: ``TASKS_SHOWN`` tasks, each an id and two small indexes, the names said once):
+#: 256 kB leaves room for 500 ids of 400 bytes; a larger record is not minitask's
+#: and is refused before it is unpacked.
+PLAN_BYTES = 256 * 1024
+#: Lists (nodes and their lists of items) a record holds at most when read: the
+#: packer keeps ``LIST_SHOWN`` items a list and ``TASKS_SHOWN`` tasks; nesting of
+#: empty groups past this is refused, so reading and drawing a record stay bounded.
+LISTS_READ = 8 * TASKS_SHOWN
+#: A ``more`` count above this (a billion items left out) is not minitask's.
+MORE_MOST = 10 ** 9
 
 
 class _Packer:
@@ -84,7 +95,28 @@ def tree(record: Any) -> Dict[str, Any]:
             and _strings(queues)):
         raise DecodeError("cannot read the workflow plan record: its name tables are not "
                           "lists of text")
+    _within_budget(record.get("root"))
     return _unpack(record.get("root"), names, queues, 0)
+
+
+def _within_budget(root: Any) -> None:
+    """Refuse a packed tree larger than any the packer writes (more than
+    ``LIST_SHOWN`` items in a list, ``TASKS_SHOWN`` tasks, ``LISTS_READ`` lists or
+    ``MAX_DEPTH`` levels), walking it without recursion before it is converted."""
+    stack, lists, tasks = [(root, 0)], 0, 0
+    while stack:
+        value, depth = stack.pop()
+        if not isinstance(value, list):
+            continue
+        lists += 1
+        tasks += value[:1] == ["t"]
+        if len(value) > LIST_SHOWN or lists > LISTS_READ or tasks > TASKS_SHOWN \
+                or depth > 2 * MAX_DEPTH + 2:
+            raise DecodeError(f"cannot read the workflow plan record: it is larger than "
+                              f"any minitask writes (at most {LIST_SHOWN} items a list, "
+                              f"{TASKS_SHOWN} tasks, {LISTS_READ} lists, {MAX_DEPTH} "
+                              f"levels)")
+        stack.extend((item, depth + 1) for item in value)
 
 
 def _strings(value: Any) -> bool:
@@ -125,7 +157,7 @@ def _index(value: Any, table: List[str]) -> bool:
 
 
 def _count(value: Any) -> bool:
-    return type(value) is int and value >= 0
+    return type(value) is int and 0 <= value <= MORE_MOST
 
 
 def parts_of(node: Dict[str, Any]) -> List[Dict[str, Any]]:

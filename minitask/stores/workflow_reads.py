@@ -11,9 +11,11 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..errors import DecodeError
+from ..printable import printable
 from ..wire.message import Message
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
+from .plans import PLAN_BYTES
 from .store import Store
 
 #: Version of the frame a message carries; an unknown one is a DecodeError.
@@ -60,6 +62,21 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
     return frame
 
 
+#: Bytes of a workflow id read from a marker: one minitask writes is a task id.
+WORKFLOW_ID_BYTES = 200
+
+
+def _workflow_id(key: str, found: Any) -> str:
+    """The workflow id a marker's ``w`` field holds; '' for none, or for one no
+    minitask wrote (not UTF-8, or longer than ``WORKFLOW_ID_BYTES``: said once)."""
+    if not isinstance(found, bytes):
+        return ""
+    if len(found) > WORKFLOW_ID_BYTES:
+        ignored(key, f"its workflow id is longer than {WORKFLOW_ID_BYTES} bytes")
+        return ""
+    return text_of(found) or ""
+
+
 def handle_record_of(key: str, data: Any) -> Any:
     """A handle record as read from ``key``: None when there is none, or when the key
     holds what minitask did not write (another type, other bytes), said once."""
@@ -86,12 +103,33 @@ class WorkflowReads(Store):
         return self._first_record([self.keys(queue).handle(some_id) for queue in queues],
                                   f"read the handle record of {some_id}")
 
-    def plan_record(self, workflow_id: str, queues: Sequence[str]) -> Any:
-        """The plan record (plans.py) ``start`` wrote for ``workflow_id`` under one of
-        ``queues``, unpacked, or None, as ``handle_record`` reads it."""
-        return self._first_record([self.keys(queue).workflow(workflow_id)
-                                   for queue in queues],
-                                  f"read the plan of workflow {workflow_id}")
+    def plan(self, workflow_id: str, queues: Sequence[str]) -> Optional[Tuple[str, Any]]:
+        """The key and the plan record (plans.py) ``start`` wrote for ``workflow_id``
+        under one of ``queues``, unpacked, or None, as ``handle_record`` reads it; at
+        most ``PLAN_BYTES`` + 1 bytes of each key are read.
+
+        Raises:
+            DecodeError: the record is larger than ``PLAN_BYTES``, naming its key.
+        """
+        keys = [self.keys(queue).workflow(workflow_id) for queue in queues]
+        if not keys:
+            return None
+        with self.transport.errors(f"read the plan of workflow {workflow_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.getrange(key, 0, PLAN_BYTES)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        for key, data in zip(keys, replies):
+            if isinstance(data, bytes) and len(data) > PLAN_BYTES:
+                problem = (f"the plan record is larger than the {PLAN_BYTES} bytes of any "
+                           f"minitask writes")
+                ignored(key, problem)
+                raise DecodeError(f"{printable(key)}: {problem}")
+            record = handle_record_of(key, data) if data != b"" else None
+            if record is not None:
+                return key, record
+        return None
 
     def workflow_of(self, queue: str, task_id: str) -> str:
         """The id of the workflow whose step ``task_id`` (of ``queue``) is, as its marker
@@ -104,7 +142,7 @@ class WorkflowReads(Store):
         raise_refusals([found])
         if isinstance(found, Exception):
             ignored(key, f"it holds another type than a hash ({found})")
-        return text_of(found) or "" if isinstance(found, bytes) else ""
+        return _workflow_id(key, found)
 
     def _first_record(self, keys: List[str], doing: str) -> Any:
         """The first of ``keys`` that holds a record minitask wrote, unpacked, or None,

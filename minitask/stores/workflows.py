@@ -87,6 +87,16 @@ class _Writes:
     wid: str = ""
 
 
+def _carry(carried: Optional[_Writes], wid: str) -> _Writes:
+    """Fresh writes for what follows an empty group, taking over the handle and plan
+    records ``carried`` did not write (a chord with an empty header has no step before
+    its body): they are written with the body's first step."""
+    writes = _Writes(wid=wid)
+    if carried is not None and carried.record is not None:
+        writes.record, writes.plan, carried.record = carried.record, carried.plan, None
+    return writes
+
+
 def _step_flow(node: Node, value: Any) -> Optional[str]:
     """A step's flow spec (``limits.pack``: its limits and group), or None; a group
     taken from the result the step receives (``"fr"``: its ``group_by`` argument) is
@@ -234,12 +244,14 @@ class WorkflowStore(WorkflowReads):
     # -- carrying on ------------------------------------------------------------------
 
     def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int,
-                wid: str = "") -> None:
-        """Send what follows a step; ``wid``: the id of its workflow ('' unknown)."""
+                wid: str = "", carried: Optional[_Writes] = None) -> None:
+        """Send what follows a step; ``wid``: the id of its workflow ('' unknown).
+        ``carried``: the writes of an empty group's workflow whose handle and plan
+        records are not written yet (no step came before), written with this."""
         if follow is None:
             return
         if follow["k"] == "then":
-            writes = _Writes(wid=wid)
+            writes = _carry(carried, wid)
             self._plan(follow["node"], value, True, follow["next"], writes, now_ms, max_bytes)
             self._write(writes, now_ms, max_bytes)
             return
@@ -468,4 +480,4 @@ class WorkflowStore(WorkflowReads):
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
                                             f"workflow step(s)")
         for waiting in writes.empty:
-            self._resume(waiting, [], now_ms, max_bytes)
+            self._resume(waiting, [], now_ms, max_bytes, writes.wid, writes)

@@ -177,3 +177,20 @@ def test_inspect_workflow_lists_the_steps(redis_server: RedisServer, admin: "red
         assert basic.app.broker.workflows.workflow_of("default", handle.id) == handle.id
     finally:
         basic.app.close()
+
+
+def test_inspect_workflow_names_an_unreadable_plan_s_key_with_exit_status_1(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import tests.apps.basic as basic
+    from minitask.cli import main
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    basic.app.close()  # connect again, to this server
+    try:
+        key = basic.app.broker.workflows.keys("default").workflow("planted")
+        admin.set(key, b"\x00" * 300_000)  # over the bound: refused before unpacking
+        assert main(["inspect", "-A", "tests.apps.basic", "workflow", "planted"]) == 1
+        assert key in capsys.readouterr().err
+    finally:
+        admin.delete(key)
+        basic.app.close()

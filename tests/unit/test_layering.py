@@ -138,7 +138,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "dashboard.metrics", "dashboard.sections",
                                 "dashboard.subscribers", "dashboard.views",
                                 "dashboard.workflow", "errors", "printable"}),
-    "dashboard.workflow": frozenset({"admin.workflows", "app"}),
+    "dashboard.workflow": frozenset({"admin.workflows", "app", "errors"}),
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
@@ -169,8 +169,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "wire.message",
                               "wire.serializer"}),
     "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
-    "admin.workflows": frozenset({"admin.operated", "errors", "stores.plans", "wire.message",
-                                  "wire.serializer"}),
+    "admin.workflows": frozenset({"admin.operated", "errors", "printable", "stores.foreign",
+                                  "stores.plans", "wire.message", "wire.serializer"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
@@ -296,8 +296,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"errors"}),
     "stores.workflow_reads": frozenset({"broker.packing", "broker.transport", "errors",
-                                        "stores.foreign", "stores.store", "wire.message",
-                                        "wire.serializer"}),
+                                        "printable", "stores.foreign", "stores.plans",
+                                        "stores.store", "wire.message", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
                                    "printable", "stores.plans", "stores.queue",
                                    "stores.workflow_reads", "wire.message", "wire.serializer"}),
