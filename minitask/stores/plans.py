@@ -80,7 +80,7 @@ class _Packer:
 def _common_errbacks(node: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The error callbacks every task under ``node`` carries (as canvas.py compiles
     them, each task lists those of every part it is in), in their order."""
-    tasks = _task_nodes(node)
+    tasks = task_nodes(node)
     if not tasks:
         return []
     shared = set.intersection(*({err["id"] for err in task.get("err") or ()}
@@ -88,13 +88,16 @@ def _common_errbacks(node: Dict[str, Any]) -> List[Dict[str, Any]]:
     return [err for err in tasks[0].get("err") or () if err["id"] in shared]
 
 
-def _task_nodes(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+def task_nodes(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The task nodes of a plan node (as ``minitask.canvas`` compiles it), in the
+    order they would run (a chord's header before its body); error callbacks are not
+    part of it."""
     kind = node["k"]
     if kind == "t":
         return [node]
     parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
              else node["header"] + [node["body"]])
-    return [task for part in parts for task in _task_nodes(part)]
+    return [task for part in parts for task in task_nodes(part)]
 
 
 def pack_plan(workflow_id: str, node: Dict[str, Any], now_ms: int) -> Dict[str, Any]:

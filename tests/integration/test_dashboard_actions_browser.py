@@ -4,45 +4,22 @@ on a confirmation page of their own, change nothing until confirmed, then do wha
 they said and nothing more; a POST without the CSRF token changes nothing."""
 from __future__ import annotations
 
-import threading
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-import redis
 
 from minitask import Minitask
-from minitask.dashboard.server import make
-# the browser fixture: headless Chromium, skipped when it is not installed
+# the browser fixture (headless Chromium, skipped when it is not installed), and an
+# empty app served in this process
 from tests.integration.test_dashboard_browser import AUTH, browser, status_of  # noqa: F401
-from tests.support.servers import RedisServer
+from tests.integration.test_dashboard_workflow_browser import shop, site  # noqa: F401
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def shop(redis_server: RedisServer, admin: "redis.Redis[bytes]") -> Iterator[Minitask]:
-    app = Minitask("shop", broker=redis_server.url)
-    try:
-        yield app
-    finally:
-        app.close()
-
-
-@pytest.fixture
-def site(shop: Minitask) -> Iterator[str]:
-    server = make(shop, "127.0.0.1", 0, auth=AUTH)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_deleting_ready_tasks_and_purging_dead_letters_through_the_confirmation(
-        shop: Minitask, site: str, browser: Any) -> None:  # noqa: F811 (imported fixture)
+        shop: Minitask, site: str, browser: Any) -> None:  # noqa: F811 (imported fixtures)
     from selenium.webdriver.common.by import By
 
     @shop.task(name="shop.charge", retries=0)
