@@ -20,7 +20,7 @@ record's ``l`` table holds each task name's result ttl (ms), in the order of ``n
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import DecodeError
 
@@ -80,24 +80,35 @@ class _Packer:
 def _common_errbacks(node: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The error callbacks every task under ``node`` carries (as canvas.py compiles
     them, each task lists those of every part it is in), in their order."""
-    tasks = task_nodes(node)
-    if not tasks:
-        return []
-    shared = set.intersection(*({err["id"] for err in task.get("err") or ()}
-                                for task in tasks))
-    return [err for err in tasks[0].get("err") or () if err["id"] in shared]
+    first: List[Dict[str, Any]] = []
+    shared: Optional[Set[str]] = None
+    for task in _walk(node):  # lazily: a workflow without error callbacks stops at once
+        errs = task.get("err") or []
+        if shared is None:
+            first, shared = errs, {err["id"] for err in errs}
+        else:
+            shared &= {err["id"] for err in errs}
+        if not shared:
+            return []
+    return [err for err in first if err["id"] in (shared or ())]
 
 
 def task_nodes(node: Dict[str, Any]) -> List[Dict[str, Any]]:
     """The task nodes of a plan node (as ``minitask.canvas`` compiles it), in the
     order they would run (a chord's header before its body); error callbacks are not
     part of it."""
+    return list(_walk(node))
+
+
+def _walk(node: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
     kind = node["k"]
     if kind == "t":
-        return [node]
+        yield node
+        return
     parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
              else node["header"] + [node["body"]])
-    return [task for part in parts for task in task_nodes(part)]
+    for part in parts:
+        yield from _walk(part)
 
 
 def pack_plan(workflow_id: str, node: Dict[str, Any], now_ms: int) -> Dict[str, Any]:
