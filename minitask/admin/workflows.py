@@ -7,30 +7,36 @@ round trip for the record (a bounded GETRANGE per queue) and one for the steps' 
 from __future__ import annotations
 
 import datetime as _dt
+import time
 from collections import Counter
 from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
 from ..printable import printable
 from ..stores.foreign import ignored
-from ..stores.plans import parts_of, tasks_of, tree
+from ..stores.plans import errbacks_of, parts_of, tasks_of, tree
 from ..wire.message import to_seconds
 from ..wire.serializer import decode_outcome
 from .operated import Operated, lookup_queues
 
-#: The states a step is drawn in, as they read: not sent yet (or its result gone),
-#: waiting in its queue (or for its eta), running, waiting to retry, ended; ``dead``
-#: is a dead letter still in its queue's dead letters (``failed`` once purged).
+#: The states a step is drawn in, as they read: not sent yet, waiting in its queue (or
+#: for its eta), running, waiting to retry, ended; ``dead`` is a dead letter still in
+#: its queue's dead letters (``failed`` once purged). A step Redis knows nothing of
+#: reads ``expired`` when a later step was sent (so it ran, and its result expired or
+#: was removed), ``unknown`` when the plan is older than the step's result ttl (not
+#: sent yet, or ran and expired: Redis cannot tell), else ``pending``.
 STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", "failed",
-          "dead", "cancelled")
+          "dead", "cancelled", "expired", "unknown")
 _FROM_SCRIPT = {"unknown": "pending", "queued": "queued", "scheduled": "scheduled",
                 "running": "running", "retrying": "retrying", "dead": "dead"}
 
 
 def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     """The workflow ``workflow_id`` (its handle's id, as each step's marker names it),
-    JSON-ready: ``{"id", "kind", "started_at", "root", "counts", "tasks", "left_out"}``,
-    ``root`` its tree (stores/plans.py) with a ``state`` on each task; or None when no
+    JSON-ready: ``{"id", "kind", "started_at", "root", "counts", "tasks", "left_out",
+    "errbacks"}``, ``root`` its tree (stores/plans.py) with a ``state`` on each task
+    and on each error callback (``on_error``; ``counts`` and ``tasks`` are of the
+    steps only, ``errbacks`` how many error callbacks are kept); or None when no
     queue of the app holds its plan (never sent, sent by an older minitask, or expired
     with its results).
 
@@ -45,16 +51,21 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
         return None
     record = found[1]
     root = _tree_of(*found)
-    tasks = tasks_of(root)
-    states = broker.workflows.states([(task["queue"], task["id"]) for task in tasks])
-    for task, (state, outcome) in zip(tasks, states):
+    tasks, errbacks = tasks_of(root), errbacks_of(root)
+    states = broker.workflows.states([(task["queue"], task["id"])
+                                      for task in tasks + errbacks])
+    for task, (state, outcome) in zip(tasks + errbacks, states):
         task["state"] = _state(state, outcome)
     at = record.get("at")
+    age_ms = time.time() * 1000 - at if type(at) is int else None
+    _unsent(root, False, age_ms)
+    for errback in errbacks:
+        _unsent(errback, False, age_ms)
     started = (_dt.datetime.fromtimestamp(to_seconds(at), tz=_dt.timezone.utc).isoformat()
                if type(at) is int and 0 <= at < 253_402_300_799_999 else None)
     return {"id": workflow_id, "kind": root["kind"], "started_at": started, "root": root,
             "counts": dict(Counter(task["state"] for task in tasks)), "tasks": len(tasks),
-            "left_out": _left_out(root)}
+            "left_out": _left_out(root), "errbacks": len(errbacks)}
 
 
 def _tree_of(key: str, record: Any) -> Dict[str, Any]:
@@ -78,6 +89,29 @@ def _state(state: str, outcome: Optional[bytes]) -> str:
         except DecodeError:
             return "pending"
     return _FROM_SCRIPT.get(state, "pending")
+
+
+def _unsent(node: Dict[str, Any], later_sent: bool, age_ms: Optional[float]) -> bool:
+    """Tell ``expired`` and ``unknown`` from ``pending`` (see ``STATES``) under ``node``,
+    ``later_sent`` whether a step after it was sent; whether a step of it was sent."""
+    kind = node["kind"]
+    if kind == "task":
+        sent = bool(node["state"] != "pending")
+        if not sent and later_sent:
+            node["state"] = "expired"
+        elif not sent and age_ms is not None and node["ttl"] and age_ms > node["ttl"]:
+            node["state"] = "unknown"
+        return sent
+    if kind == "group":
+        return any([_unsent(member, later_sent, age_ms) for member in node["members"]])
+    if kind == "chord":
+        body = _unsent(node["body"], later_sent, age_ms)
+        return any([_unsent(member, later_sent or body, age_ms)
+                    for member in node["header"]]) or body
+    sent = False
+    for step in reversed(node["steps"]):
+        sent = _unsent(step, later_sent or sent, age_ms) or sent
+    return sent
 
 
 def _left_out(node: Dict[str, Any]) -> int:

@@ -227,13 +227,22 @@ def _workflow(args: argparse.Namespace) -> int:
         emit_json(found)
         return 0
     counts = ", ".join(f"{count} {state}" for state, count in sorted(found["counts"].items()))
+    errbacks = f", {found['errbacks']} error callback(s)" if found["errbacks"] else ""
     print(printable(f"workflow {workflow_id}: a {found['kind']} of {found['tasks']} task(s)"
-                    f" ({counts})"))
+                    f" ({counts}){errbacks}"))
     print("\n".join(_tree(found["root"], "  ")))
     return 0
 
 
 def _tree(node: Any, indent: str) -> List[str]:
+    return _shape(node, indent) + [
+        line for errback in node["on_error"]
+        for line in _shape(errback, indent + "  on error ")] + (
+        [f"{indent}  on error ... {node['on_error_more']} more not kept in the plan"]
+        if node["on_error_more"] else [])
+
+
+def _shape(node: Any, indent: str) -> List[str]:
     kind = node["kind"]
     if kind == "task":
         return [printable(f"{indent}{node['state']:<10} {node['task']:<26} {node['id']:<24} "

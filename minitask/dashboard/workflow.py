@@ -4,6 +4,9 @@ The server lays the graph out and writes the SVG (no script, no CDN): a chain's
 steps left to right, a group's members stacked (a fork before them, a join after),
 a chord's header group then its body. Each task is a box coloured by its state
 that links to its task page; live.js recolours the boxes as steps change state.
+Error callbacks hang under the part of the workflow they were declared on (a task, a
+group, a chord, the whole chain): dashed boxes labelled "on error", a dashed line to
+each, drawn and linked as steps are.
 Every value written into the SVG is escaped (``_tag``:
 the standard library's ``html.escape``, quotes included). A group draws at most
 ``MEMBERS_DRAWN`` members, then a ``+N more`` box counting the rest (those the plan
@@ -33,7 +36,8 @@ COLORS: Dict[str, Tuple[str, str]] = {
     "scheduled": ("#ede7f6", "#7e57c2"), "running": ("#fff8e1", "#f9a825"),
     "retrying": ("#fff3e0", "#ef6c00"), "succeeded": ("#e8f5e9", "#2e7d32"),
     "failed": ("#ffebee", "#c62828"), "dead": ("#f8bbd0", "#ad1457"),
-    "cancelled": ("#f5f5f5", "#616161"), "more": ("#ffffff", "#9e9e9e"),
+    "cancelled": ("#f5f5f5", "#616161"), "expired": ("#fafafa", "#bdbdbd"),
+    "unknown": ("#fafafa", "#757575"), "more": ("#ffffff", "#9e9e9e"),
 }
 assert set(STATES) <= set(COLORS)
 
@@ -63,16 +67,39 @@ class Block:
 
 def layout(node: Dict[str, Any]) -> Block:
     """The block of a plan tree node (admin/workflows.py: ``kind`` task, chain, group
-    or chord; a task has a ``state``)."""
+    or chord; a task has a ``state``), with its error callbacks under it."""
     kind = node["kind"]
     if kind == "task":
-        return _box(node)
-    if kind == "chain":
-        return _row([layout(step) for step in node["steps"]] + _more(node["more"]))
-    if kind == "group":
-        return _stack(node["members"], node["more"], f"group {node['id']}")
-    header = _stack(node["header"], node["more"], f"chord {node['id']}")
-    return _row([header, layout(node["body"])])
+        block = _box(node)
+    elif kind == "chain":
+        block = _row([layout(step) for step in node["steps"]] + _more(node["more"]))
+    elif kind == "group":
+        block = _stack(node["members"], node["more"], f"group {node['id']}")
+    else:
+        header = _stack(node["header"], node["more"], f"chord {node['id']}")
+        block = _row([header, layout(node["body"])])
+    return _with_errbacks(block, node.get("on_error") or [], node.get("on_error_more", 0))
+
+
+def _with_errbacks(block: Block, errbacks: List[Dict[str, Any]], more: int) -> Block:
+    """``block`` with its error callbacks in a row under it (dashed boxes labelled
+    "on error"), a dashed line from its bottom edge to each."""
+    boxes = [Block(BOX_W, BOX_H, [("errback", {"x": 0, "y": 0, "task": errback})])
+             for errback in errbacks[:MEMBERS_DRAWN]]
+    boxes += _more(more + max(0, len(errbacks) - MEMBERS_DRAWN))
+    if not boxes:
+        return block
+    top = block.height + GAP_Y + 18  # room for the label above the boxes
+    row = len(boxes) * (BOX_W + GAP_X) - GAP_X
+    whole = Block(max(block.width, row), top + BOX_H, entry=block.entry, exit=block.exit)
+    block.place(whole, 0, 0)
+    left = max(0, (block.width - row) // 2)  # the row centred under what it belongs to
+    for index, box in enumerate(boxes):
+        x = left + index * (BOX_W + GAP_X)
+        box.place(whole, x, top)
+        whole.shapes.append(("dashed", {"x1": block.width // 2, "y1": block.height,
+                                        "x2": x + BOX_W // 2, "y2": top - 16}))
+    return whole
 
 
 def _box(task: Dict[str, Any]) -> Block:
@@ -161,6 +188,10 @@ def _shape(kind: str, spec: Dict[str, Any]) -> str:
                     'font-size="11" fill="#607d8b">{}</text>',
                     spec["x"], spec["y"], spec["width"], spec["height"], spec["x"] + 6,
                     spec["y"] - 5, _short(spec["label"], 40))
+    if kind == "dashed":
+        return _tag('<line class="on-error" x1="{}" y1="{}" x2="{}" y2="{}" '
+                    'stroke="#c62828" stroke-dasharray="3 3"/>',
+                    spec["x1"], spec["y1"], spec["x2"], spec["y2"])
     if kind in ("line", "arrow"):
         marker = ' marker-end="url(#arrow)"' if kind == "arrow" else ""
         return _tag('<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#78909c"' + marker + '/>',
@@ -176,15 +207,21 @@ def _shape(kind: str, spec: Dict[str, Any]) -> str:
     task = spec["task"]
     state = task.get("state", "pending")
     fill, stroke = COLORS.get(state, COLORS["pending"])
-    return _tag('<a href="/task/{}" class="step state-{}" data-id="{}" data-state="{}">'
-                '<title>{} {}</title><rect x="{}" y="{}" width="{}" height="{}" rx="6" '
-                'fill="{}" stroke="{}" stroke-width="1.5"/><text x="{}" y="{}" '
+    errback = kind == "errback"
+    label = ('<text x="{}" y="{}" font-size="11" font-style="italic" fill="#c62828">'
+             'on error</text>' if errback else '')
+    return _tag('<a href="/task/{}" class="{} state-{}" data-id="{}" data-state="{}">'
+                '<title>{}{} {}</title>' + label + '<rect x="{}" y="{}" width="{}" '
+                'height="{}" rx="6" fill="{}" stroke="{}" stroke-width="1.5"'
+                + (' stroke-dasharray="6 3"' if errback else '') + '/><text x="{}" y="{}" '
                 'font-size="12" font-weight="600">{}</text><text x="{}" y="{}" '
                 'font-size="11" fill="#455a64">{} · <tspan class="state">{}</tspan></text>'
                 '</a>',
-                quote(task["id"], safe=""), state, task["id"], state, task["task"],
-                task["id"], x, y, BOX_W, BOX_H, fill, stroke, x + 8, y + 18,
-                _short(task["task"], 22), x + 8, y + 36, _short(task["id"], 10), state)
+                quote(task["id"], safe=""), kind if errback else "step", state, task["id"],
+                state, "on error: " if errback else "", task["task"], task["id"],
+                *((x, y - 4) if errback else ()), x, y, BOX_W, BOX_H, fill,
+                stroke, x + 8, y + 18, _short(task["task"], 22), x + 8, y + 36,
+                _short(task["id"], 10), state)
 
 
 def _tag(markup: str, *values: Any) -> str:

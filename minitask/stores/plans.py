@@ -11,16 +11,23 @@ most ``TASKS_SHOWN`` tasks; what is left out is counted (``more``), so a group o
 Packed, a node is a list: ``["t", id, name, queue]`` a task (name and queue as
 indexes into the record's ``n`` and ``q`` tables), ``["c", steps, more]`` a chain,
 ``["g", id, members, more]`` a group, ``["h", id, header, more, body]`` a chord.
-``tree`` turns a record back into plain dicts, refusing what minitask did not write.
+Since version 2 each node ends with its error callbacks, ``[tasks, more]``: those
+declared on that part of the workflow (``on_error``), kept where they were declared
+(the highest node all of whose tasks carry them), within the same budget; and the
+record's ``l`` table holds each task name's result ttl (ms), in the order of ``n``.
+``tree`` turns a record back into plain dicts, refusing what minitask did not write
+(it reads version 1 records too: no error callbacks, no ttls).
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..errors import DecodeError
 
 #: Version of a plan record; an unknown one is a DecodeError.
-PLAN_VERSION = 1
+PLAN_VERSION = 2
+#: Versions ``tree`` reads (1: written before error callbacks were kept).
+READ_VERSIONS = (1, 2)
 #: Items of one chain, group or chord header a record keeps (the first ones).
 LIST_SHOWN = 50
 #: Tasks a record keeps at most, over the whole workflow.
@@ -46,28 +53,73 @@ class _Packer:
     def __init__(self) -> None:
         self.names: Dict[str, int] = {}
         self.queues: Dict[str, int] = {}
+        self.ttls: Dict[str, int] = {}
         self.budget = TASKS_SHOWN
 
-    def node(self, node: Dict[str, Any]) -> List[Any]:
+    def node(self, node: Dict[str, Any], above: Tuple[str, ...] = ()) -> List[Any]:
+        """``above``: the ids of the error callbacks a node higher up already keeps."""
         kind = node["k"]
+        errbacks = [err for err in _common_errbacks(node) if err["id"] not in above]
+        below = above + tuple(err["id"] for err in errbacks)
         if kind == "t":
-            self.budget -= 1
-            return ["t", node["id"], self.names.setdefault(node["task"], len(self.names)),
-                    self.queues.setdefault(node["q"], len(self.queues))]
-        if kind == "c":
-            return ["c", *self.items(node["steps"])]
-        if kind == "g":
-            return ["g", node["id"], *self.items(node["members"])]
-        return ["h", node["id"], *self.items(node["header"]), self.node(node["body"])]
+            packed = self.task(node)
+        elif kind == "c":
+            packed = ["c", *self.items(node["steps"], below)]
+        elif kind == "g":
+            packed = ["g", node["id"], *self.items(node["members"], below)]
+        else:
+            packed = ["h", node["id"], *self.items(node["header"], below),
+                      self.node(node["body"], below)]
+        return packed + [self.items(errbacks, below)]
 
-    def items(self, nodes: List[Dict[str, Any]]) -> List[Any]:
+    def task(self, node: Dict[str, Any]) -> List[Any]:
+        self.budget -= 1
+        self.ttls.setdefault(node["task"], int(node.get("ttl") or 0))
+        return ["t", node["id"], self.names.setdefault(node["task"], len(self.names)),
+                self.queues.setdefault(node["q"], len(self.queues))]
+
+    def items(self, nodes: List[Dict[str, Any]], above: Tuple[str, ...]) -> List[Any]:
         """The packed items kept, and how many are left out."""
         kept = []
         for node in nodes[:LIST_SHOWN]:
             if self.budget <= 0:
                 break
-            kept.append(self.node(node))
+            kept.append(self.node(node, above))
         return [kept, len(nodes) - len(kept)]
+
+
+def _common_errbacks(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The error callbacks every task under ``node`` carries (as canvas.py compiles
+    them, each task lists those of every part it is in), in their order."""
+    first: List[Dict[str, Any]] = []
+    shared: Optional[Set[str]] = None
+    for task in _walk(node):  # lazily: a workflow without error callbacks stops at once
+        errs = task.get("err") or []
+        if shared is None:
+            first, shared = errs, {err["id"] for err in errs}
+        else:
+            shared &= {err["id"] for err in errs}
+        if not shared:
+            return []
+    return [err for err in first if err["id"] in (shared or ())]
+
+
+def task_nodes(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The task nodes of a plan node (as ``minitask.canvas`` compiles it), in the
+    order they would run (a chord's header before its body); error callbacks are not
+    part of it."""
+    return list(_walk(node))
+
+
+def _walk(node: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+    kind = node["k"]
+    if kind == "t":
+        yield node
+        return
+    parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
+             else node["header"] + [node["body"]])
+    for part in parts:
+        yield from _walk(part)
 
 
 def pack_plan(workflow_id: str, node: Dict[str, Any], now_ms: int) -> Dict[str, Any]:
@@ -75,28 +127,33 @@ def pack_plan(workflow_id: str, node: Dict[str, Any], now_ms: int) -> Dict[str, 
     packer = _Packer()
     root = packer.node(node)
     return {"v": PLAN_VERSION, "id": workflow_id, "at": now_ms, "n": list(packer.names),
-            "q": list(packer.queues), "root": root}
+            "q": list(packer.queues), "l": [packer.ttls[name] for name in packer.names],
+            "root": root}
 
 
 def tree(record: Any) -> Dict[str, Any]:
     """A plan record as plain dicts: ``{"kind": "chain", "steps", "more"}``, ``{"kind":
     "group", "id", "members", "more"}``, ``{"kind": "chord", "id", "header", "more",
-    "body"}`` and ``{"kind": "task", "id", "task", "queue"}``.
+    "body"}`` and ``{"kind": "task", "id", "task", "queue", "ttl"}`` (``ttl`` the
+    result ttl in ms, 0 when the record does not say). Every node has ``on_error``
+    (the task dicts of its error callbacks) and ``on_error_more`` (those left out).
 
     Raises:
         DecodeError: the record is not one this minitask wrote (or of a newer one).
     """
-    if not isinstance(record, dict) or record.get("v") != PLAN_VERSION:
-        version = record.get("v") if isinstance(record, dict) else None
+    version = record.get("v") if isinstance(record, dict) else None
+    if version not in READ_VERSIONS:
         raise DecodeError(f"cannot read the workflow plan record: version {version!r} "
-                          f"(this minitask reads version {PLAN_VERSION})")
+                          f"(this minitask reads versions up to {PLAN_VERSION})")
     names, queues = record.get("n"), record.get("q")
+    ttls = record.get("l", [0] * len(names) if isinstance(names, list) else None)
     if not (isinstance(names, list) and isinstance(queues, list) and _strings(names)
-            and _strings(queues)):
+            and _strings(queues) and isinstance(ttls, list) and len(ttls) == len(names)
+            and all(_count(ttl) for ttl in ttls)):
         raise DecodeError("cannot read the workflow plan record: its name tables are not "
                           "lists of text")
     _within_budget(record.get("root"))
-    return _unpack(record.get("root"), names, queues, 0)
+    return _Reader(names, queues, ttls, version == 2).node(record.get("root"), 0)
 
 
 def _within_budget(root: Any) -> None:
@@ -123,33 +180,50 @@ def _strings(value: Any) -> bool:
     return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
-def _unpack(node: Any, names: List[str], queues: List[str], depth: int) -> Dict[str, Any]:
-    bad = DecodeError(f"cannot read the workflow plan record: a node is not one minitask "
-                      f"wrote ({str(node)[:80]})")
-    if depth > MAX_DEPTH or not isinstance(node, list) or not node:
-        raise bad
-    kind, size = node[0], len(node)
-    if kind == "t" and size == 4 and isinstance(node[1], str) and _index(node[2], names) \
-            and _index(node[3], queues):
-        return {"kind": "task", "id": node[1], "task": names[node[2]], "queue": queues[node[3]]}
-    if kind == "c" and size == 3 and _count(node[2]):
-        return {"kind": "chain", "steps": _many(node[1], names, queues, depth, bad),
-                "more": node[2]}
-    if kind == "g" and size == 4 and isinstance(node[1], str) and _count(node[3]):
-        return {"kind": "group", "id": node[1],
-                "members": _many(node[2], names, queues, depth, bad), "more": node[3]}
-    if kind == "h" and size == 5 and isinstance(node[1], str) and _count(node[3]):
-        return {"kind": "chord", "id": node[1],
-                "header": _many(node[2], names, queues, depth, bad), "more": node[3],
-                "body": _unpack(node[4], names, queues, depth + 1)}
-    raise bad
+class _Reader:
+    """Unpacks the nodes of one record, checking each is as minitask writes it."""
 
+    def __init__(self, names: List[str], queues: List[str], ttls: List[int],
+                 errbacks: bool) -> None:
+        self.names, self.queues, self.ttls, self.errbacks = names, queues, ttls, errbacks
 
-def _many(nodes: Any, names: List[str], queues: List[str], depth: int,
-          bad: DecodeError) -> List[Dict[str, Any]]:
-    if not isinstance(nodes, list):
+    def node(self, node: Any, depth: int) -> Dict[str, Any]:
+        bad = DecodeError(f"cannot read the workflow plan record: a node is not one "
+                          f"minitask wrote ({str(node)[:80]})")
+        if depth > MAX_DEPTH or not isinstance(node, list) or not node:
+            raise bad
+        errs: Any = [[], 0]
+        if self.errbacks:
+            node, errs = node[:-1], node[-1]
+            if not (isinstance(errs, list) and len(errs) == 2 and _count(errs[1])):
+                raise bad
+        found = self.shape(node, depth, bad)
+        found["on_error"] = self.many(errs[0], depth, bad)
+        found["on_error_more"] = errs[1]
+        return found
+
+    def shape(self, node: List[Any], depth: int, bad: DecodeError) -> Dict[str, Any]:
+        kind, size = node[0], len(node)
+        if kind == "t" and size == 4 and isinstance(node[1], str) \
+                and _index(node[2], self.names) and _index(node[3], self.queues):
+            return {"kind": "task", "id": node[1], "task": self.names[node[2]],
+                    "queue": self.queues[node[3]], "ttl": self.ttls[node[2]]}
+        if kind == "c" and size == 3 and _count(node[2]):
+            return {"kind": "chain", "steps": self.many(node[1], depth, bad),
+                    "more": node[2]}
+        if kind == "g" and size == 4 and isinstance(node[1], str) and _count(node[3]):
+            return {"kind": "group", "id": node[1],
+                    "members": self.many(node[2], depth, bad), "more": node[3]}
+        if kind == "h" and size == 5 and isinstance(node[1], str) and _count(node[3]):
+            return {"kind": "chord", "id": node[1],
+                    "header": self.many(node[2], depth, bad), "more": node[3],
+                    "body": self.node(node[4], depth + 1)}
         raise bad
-    return [_unpack(node, names, queues, depth + 1) for node in nodes]
+
+    def many(self, nodes: Any, depth: int, bad: DecodeError) -> List[Dict[str, Any]]:
+        if not isinstance(nodes, list):
+            raise bad
+        return [self.node(node, depth + 1) for node in nodes]
 
 
 def _index(value: Any, table: List[str]) -> bool:
@@ -169,10 +243,17 @@ def parts_of(node: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 
 def tasks_of(node: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The task dicts of a ``tree`` node, in the order they would run."""
+    """The task dicts of a ``tree`` node, in the order they would run (error
+    callbacks not among them: ``errbacks_of``)."""
     if node["kind"] == "task":
         return [node]
     return [task for part in parts_of(node) for task in tasks_of(part)]
+
+
+def errbacks_of(node: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The error callbacks (task dicts) kept anywhere in a ``tree`` node."""
+    below = [err for part in parts_of(node) for err in errbacks_of(part)]
+    return list(node.get("on_error", ())) + below
 
 
 def workflow_id_of(frame: Optional[Dict[str, Any]]) -> str:

@@ -44,7 +44,8 @@ from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
-from .plans import pack_plan, workflow_id_of
+# task_nodes: canvas.py reads it from here
+from .plans import pack_plan, task_nodes as task_nodes, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 
@@ -115,17 +116,6 @@ def _step_flow(node: Node, value: Any) -> Optional[str]:
                                  "its group_by argument, the result of the step before it,")
     except ConfigurationError as exc:
         raise EncodeError(str(exc), task_name=node["task"], path="group") from None
-
-
-def task_nodes(node: Node) -> List[Node]:
-    """The task nodes of a plan node, in the order they would run (a chord's header
-    before its body); error callbacks are not part of it."""
-    kind = node["k"]
-    if kind == "t":
-        return [node]
-    parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
-             else node["header"] + [node["body"]])
-    return [task for part in parts for task in task_nodes(part)]
 
 
 def _after(follow: Continuation) -> Dict[str, Any]:

@@ -1,8 +1,9 @@
 """The workflow page in headless Chromium (as test_dashboard_browser.py drives it): a
 chord, reached from a member's task page, draws every member and the body with their
-states, and follows them live while a worker runs it (in this process: the page polls
-the server's thread). Its screenshot goes to the test's tmp dir, and with
-MINITASK_DOCS_SCREENSHOT=1 to docs/dashboard-workflow.png."""
+states, and its error callback as a dashed "on error" box, and follows them live while
+a worker runs it (in this process: the page polls the server's thread). Its
+screenshot goes to the test's tmp dir, and with MINITASK_DOCS_SCREENSHOT=1 to
+docs/dashboard-workflow.png."""
 from __future__ import annotations
 
 import os
@@ -65,11 +66,15 @@ def test_a_chord_s_page_draws_every_member_and_the_body_with_their_states(
     def publish(sizes: List[int]) -> int:
         return sum(sizes)
 
+    @shop.task(name="shop.alert")
+    def alert(failed_id: str) -> str:
+        return f"paged about {failed_id}"
+
     # a member whose id is a script tag: drawn and linked as text
     members = [resize.s(f"img-{index}.png") for index in range(3)]
     members.append(resize.s("hostile.png").set(task_id=SCRIPT))
     members.append(charge.s("big.png"))
-    handle = chord(members, publish.s()).delay()
+    handle = chord(members, publish.s()).on_error(alert.s()).delay()
     ids = [member.options.get("task_id") for member in members]
 
     def boxes() -> List[List[str]]:
@@ -89,6 +94,15 @@ def test_a_chord_s_page_draws_every_member_and_the_body_with_their_states(
     wait_until(lambda: browser.find_elements(By.ID, "workflow-graph"), timeout=60,
                message="the workflow page")
     assert sorted(state for _, state, _, _, _ in boxes()) == ["pending"] + ["queued"] * 5
+
+    def errback() -> List[str]:
+        return list(browser.execute_script("""
+            var a = document.querySelector("#workflow-graph a.errback");
+            return [a.getAttribute("data-state"), a.querySelector("text").textContent,
+                    a.querySelector("rect").getAttribute("stroke-dasharray"),
+                    a.getAttribute("href")];"""))
+    first = errback()
+    assert first[:3] == ["pending", "on error", "6 3"] and first[3].startswith("/task/")
     browser.execute_script("window.notReloaded = true;")
 
     # a real worker runs the chord: the page follows without a reload, then stops polling
@@ -96,6 +110,8 @@ def test_a_chord_s_page_draws_every_member_and_the_body_with_their_states(
     wait_until(lambda: "every step has ended" in browser.find_element(By.ID, "live").text,
                timeout=60, interval=0.1, message="the page's live update")
     assert browser.execute_script("return window.notReloaded === true;")
+    # the error callback ran when charge ended dead: followed live too
+    assert errback() == ["succeeded"] + first[1:]
     drawn = boxes()
     fills = {state: fill for _, state, _, _, fill in drawn}
     assert fills["succeeded"] != fills["dead"] != fills["cancelled"]
@@ -121,6 +137,7 @@ def test_a_chord_s_page_draws_every_member_and_the_body_with_their_states(
 
     browser.get(f"{site}/workflow/{handle.id}")
     assert sorted(boxes()) == sorted(drawn)  # as the server draws them, colours and all
+    assert errback()[0] == "succeeded"
     path = tmp_path / "dashboard-workflow.png"
     assert browser.save_screenshot(str(path)) and path.stat().st_size > 0
     if os.environ.get("MINITASK_DOCS_SCREENSHOT") == "1":

@@ -44,8 +44,13 @@ def shop(redis_server: RedisServer, admin: "redis.Redis[bytes]") -> Iterator[Sim
     def brief(x: int) -> int:
         return x
 
+    @app.task
+    def noted(task_id: str) -> str:
+        return f"noted {task_id}"
+
     try:
-        yield SimpleNamespace(app=app, add=add, total=total, boom=boom, brief=brief)
+        yield SimpleNamespace(app=app, add=add, total=total, boom=boom, brief=brief,
+                              noted=noted)
     finally:
         app.close()
 
@@ -110,6 +115,55 @@ def test_a_chain_s_later_steps_sent_by_the_worker_name_the_workflow(
     assert workflow(app, alone.id) is None
 
 
+def test_error_callbacks_are_kept_where_declared_with_their_state(
+        shop: SimpleNamespace, admin: "redis.Redis[bytes]") -> None:
+    app = shop.app
+    inner = group(shop.add.s(1), shop.boom.s()).on_error(shop.noted.s())
+    handle = chain(shop.add.s(1, 2), inner, shop.total.s()).on_error(shop.add.si(5, 5)).delay()
+    before = workflow(app, handle.id)
+    assert before is not None and before["errbacks"] == 2
+    outer, = before["root"]["on_error"]
+    (step, group_node, last) = before["root"]["steps"]
+    inner_errback, = group_node["on_error"]
+    assert (outer["task"], inner_errback["task"]) == (shop.add.name, shop.noted.name)
+    assert step["on_error"] == last["on_error"] == [] and outer["state"] == "pending"
+    app.worker(burst=True).run()
+    found = workflow(app, handle.id)
+    assert found is not None
+    noted, = found["root"]["steps"][1]["on_error"]
+    assert noted["id"] == inner_errback["id"] and noted["state"] == "succeeded"
+    assert app.handle(noted["id"]).get(timeout=10).startswith("noted ")
+    assert found["root"]["on_error"][0]["state"] == "succeeded"
+    assert marker_of(app, "default", noted["id"], admin) == handle.id
+    # the steps' counts are of the steps only
+    assert found["counts"] == {"succeeded": 2, "dead": 1, "cancelled": 1}
+
+
+def test_a_step_whose_result_expired_reads_expired_or_unknown_not_pending(
+        shop: SimpleNamespace) -> None:
+    app = shop.app
+    handle = chain(shop.brief.s(1), shop.add.s(2)).delay()
+    lone = group(shop.brief.s(3), shop.add.s(1, 1)).delay()
+    app.worker(["default", "emails"], burst=True).run()
+    assert handle.get(timeout=10) == 3
+
+    def states(workflow_id: str) -> List[str]:
+        found = workflow(app, workflow_id)
+        assert found is not None
+        return [step["state"] for step in tasks_of(found["root"])]
+
+    # brief's result lasts 0.5 s: then its step has no marker, yet the step after it
+    # was sent, so it ran; in the group nothing says whether it ran, and the plan is
+    # older than its result ttl
+    wait_until(lambda: states(handle.id)[0] != "succeeded", timeout=30,
+               message="brief's result expiring")
+    assert states(handle.id) == ["expired", "succeeded"]
+    assert states(lone.id) == ["unknown", "succeeded"]
+    # a step not sent yet, within its ttl, is still pending
+    later = chain(shop.add.s(1, 1), shop.add.s(1)).delay()
+    assert states(later.id) == ["queued", "pending"]
+
+
 def test_nothing_is_written_when_the_call_with_the_plan_fails(
         shop: SimpleNamespace, admin: "redis.Redis[bytes]") -> None:
     app = shop.app
@@ -159,16 +213,23 @@ def test_inspect_workflow_lists_the_steps(redis_server: RedisServer, admin: "red
     monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
     basic.app.close()  # connect again, to this server
     try:
-        handle = chord([basic.add.s(1, 2), basic.fail.s("<b>no</b>")], basic.add.s(5)).delay()
+        handle = chord([basic.add.s(1, 2), basic.fail.s("<b>no</b>")],
+                       basic.add.s(5)).on_error(basic.chatty.s()).delay()
         drain(basic.app.worker(burst=True))
         assert main(["inspect", "-A", "tests.apps.basic", "workflow", handle.id, "--json"]) == 0
         listed = json.loads(capsys.readouterr().out)
         assert listed["kind"] == "chord" and listed["counts"] == {
             "succeeded": 1, "dead": 1, "cancelled": 1}
+        errback, = listed["root"]["on_error"]
+        assert errback["task"] == "tests.apps.basic.chatty" and errback["state"] == "succeeded"
+        assert listed["errbacks"] == 1
         assert main(["inspect", "-A", "tests.apps.basic", "workflow", handle.id]) == 0
         out = capsys.readouterr().out
         assert f"workflow {handle.id}: a chord of 3 task(s)" in out
+        assert "1 error callback(s)" in out
         assert "succeeded  tests.apps.basic.add" in out and "then" in out
+        assert "  on error succeeded  tests.apps.basic.chatty" in out
+        assert errback["id"] in out
         assert main(["inspect", "-A", "tests.apps.basic", "workflow", "nope"]) == 1
         assert "unknown" in capsys.readouterr().out
         # a sent step's marker names it, and so does a cancelled one's

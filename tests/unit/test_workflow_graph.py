@@ -103,7 +103,10 @@ def test_a_plan_keeps_at_most_tasks_shown_tasks_however_nested() -> None:
 
 
 @pytest.mark.parametrize("record", [
-    None, [], {"v": 2}, {"v": 1, "n": ["a"], "q": ["d"], "root": ["t", "id", 3, 0]},
+    None, [], {"v": 3}, {"v": 2}, {"v": 1, "n": ["a"], "q": ["d"], "root": ["t", "id", 3, 0]},
+    {"v": 2, "n": ["a"], "q": ["d"], "l": [1], "root": ["t", "id", 0, 0]},
+    {"v": 2, "n": ["a"], "q": ["d"], "l": [1], "root": ["t", "id", 0, 0, [[], -1]]},
+    {"v": 2, "n": ["a"], "q": ["d"], "l": [], "root": ["t", "id", 0, 0, [[], 0]]},
     {"v": 1, "n": ["a"], "q": ["d"], "root": ["x"]},
     {"v": 1, "n": [1], "q": ["d"], "root": ["t", "id", 0, 0]},
     {"v": 1, "n": ["a"], "q": ["d"], "root": ["c", "notalist", 0]},
@@ -112,6 +115,56 @@ def test_a_plan_keeps_at_most_tasks_shown_tasks_however_nested() -> None:
 def test_a_record_minitask_did_not_write_is_a_decode_error(record: Any) -> None:
     with pytest.raises(DecodeError, match="workflow plan record"):
         tree(record)
+
+
+def errback(task_id: str, name: str = "shop.alert") -> Dict[str, Any]:
+    return {"k": "t", "id": task_id, "task": name, "q": "default", "ttl": 9000, "err": []}
+
+
+def test_error_callbacks_are_kept_where_declared_and_drawn_dashed_under_it() -> None:
+    on_chain, on_member = errback("e1"), errback("e2", "shop.undo")
+    # canvas.py gives each task the error callbacks of every part it is in
+    node = {"k": "c", "steps": [
+        {**task("a"), "err": [on_chain]},
+        group_of("g", [{**task("m1"), "err": [on_chain, on_member]},
+                       {**task("m2"), "err": [on_chain]}])]}
+    root = drawn(node, {"a": "succeeded"})
+    assert [err["id"] for err in root["on_error"]] == ["e1"]
+    assert [err["id"] for err in root["steps"][1]["members"][0]["on_error"]] == ["e2"]
+    assert root["steps"][0]["on_error"] == root["steps"][1]["on_error"] == []
+    assert root["on_error"][0]["ttl"] == 9000 and root["steps"][0]["ttl"] == 0
+    root["on_error"][0]["state"] = "running"
+    markup = svg(layout(root))
+    assert boxes(markup) == {"a": "succeeded", "m1": "pending", "m2": "pending",
+                             "e1": "running", "e2": "pending"}
+    errbacks = [a for a in parsed(markup).iter("{http://www.w3.org/2000/svg}a")
+                if a.get("class", "").startswith("errback")]
+    assert {a.get("data-id") for a in errbacks} == {"e1", "e2"}
+    for box in errbacks:
+        assert box.find("{http://www.w3.org/2000/svg}rect").get("stroke-dasharray")
+        assert box.find("{http://www.w3.org/2000/svg}text").text == "on error"
+        assert box.get("href") == f"/task/{box.get('data-id')}"
+    # each hangs under what it belongs to: e2 under m1, e1 under the whole chain
+    ys = {a.get("data-id"): float(a.find("{http://www.w3.org/2000/svg}rect").get("y"))
+          for a in parsed(markup).iter("{http://www.w3.org/2000/svg}a")}
+    assert ys["m1"] < ys["e2"] < ys["m2"] < ys["e1"]
+    assert markup.count('class="on-error"') == 2
+
+
+def test_error_callbacks_are_bounded_like_steps() -> None:
+    many = [errback(f"e{index}") for index in range(LIST_SHOWN + 30)]
+    root = drawn({"k": "c", "steps": [{**task("a"), "err": many}]}, {})
+    assert len(root["on_error"]) == LIST_SHOWN and root["on_error_more"] == 30
+    markup = svg(layout(root))
+    assert f"+{LIST_SHOWN + 30 - MEMBERS_DRAWN} more" in markup
+    assert len(boxes(markup)) == 1 + MEMBERS_DRAWN
+
+
+def test_a_version_1_record_reads_without_error_callbacks() -> None:
+    root = tree({"v": 1, "n": ["a"], "q": ["d"], "root": ["c", [["t", "id", 0, 0]], 0]})
+    assert root["on_error"] == [] and root["steps"][0] == {
+        "kind": "task", "id": "id", "task": "a", "queue": "d", "ttl": 0, "on_error": [],
+        "on_error_more": 0}
 
 
 def test_a_record_nested_too_deep_is_refused() -> None:

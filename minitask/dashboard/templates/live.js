@@ -171,7 +171,8 @@
 (function () {
   "use strict";
   var WORKFLOW_MS = 1000;
-  var ENDED = {succeeded: true, failed: true, dead: true, cancelled: true};
+  var ENDED = {succeeded: true, failed: true, dead: true, cancelled: true, expired: true,
+               unknown: true};
   var graph = document.getElementById("graph");
   if (!graph) { return; }
   var colors = {};
@@ -180,6 +181,7 @@
                                                span.getAttribute("data-stroke")];
   });
   function states(node, into) {
+    (node.on_error || []).forEach(function (errback) { into[errback.id] = errback.state; });
     if (node.kind === "task") { into[node.id] = node.state; return; }
     var parts = node.kind === "chain" ? node.steps : node.kind === "group" ? node.members
       : node.header.concat([node.body]);
@@ -194,11 +196,11 @@
     if (!data.workflow) { return; }
     var found = {};
     states(data.workflow.root, found);
-    graph.querySelectorAll("a.step").forEach(function (box) {
+    graph.querySelectorAll("a.step, a.errback").forEach(function (box) {
       var state = found[box.getAttribute("data-id")];
       if (!state || !colors[state] || box.getAttribute("data-state") === state) { return; }
       box.setAttribute("data-state", state);
-      box.setAttribute("class", "step state-" + state);
+      box.setAttribute("class", box.getAttribute("class").split(" ")[0] + " state-" + state);
       var rect = box.querySelector("rect");
       rect.setAttribute("fill", colors[state][0]);
       rect.setAttribute("stroke", colors[state][1]);
