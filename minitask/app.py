@@ -378,7 +378,10 @@ class Minitask(Operations, SendByName, HandleLookups):
 
         Raises:
             BrokerError: (when the block ends) Redis failed; each queue's calls
-                were enqueued whole or not at all.
+                were enqueued whole or not at all. Not all or nothing across
+                queues (Redis Cluster keeps each queue in a slot of its own): a
+                refusal names the queue refused and those enqueued all the same
+                (with task names and ids), which must not be sent again.
         """
         return self._sender.batch()
 

@@ -1,7 +1,6 @@
 """The app's live workers, and stopping them from afar."""
 from __future__ import annotations
 
-import time
 from typing import Dict, List, Sequence
 
 from ..errors import ConfigurationError
@@ -16,7 +15,8 @@ LIVE_MS = 60_000
 
 def live_workers(app: Operated) -> List[Dict[str, str]]:
     """The app's workers whose heartbeat is recent, each a dict with its ``name``."""
-    return app.broker.registry.live(int(time.time() * 1000), LIVE_MS)
+    # the app's clock, as the workers' heartbeats and ``minitask status`` read it
+    return app.broker.registry.live(app.clock.now_ms(), LIVE_MS)
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -> List[str]:

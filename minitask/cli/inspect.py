@@ -19,6 +19,8 @@ USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent |
 #: The words that list tasks instead of naming one; an id that is one of them is
 #: given with --id.
 LISTINGS = ("running", "scheduled", "recent")
+#: Every word ``inspect`` takes in place of an id (``workflow`` is followed by one).
+WORDS = LISTINGS + ("workflow",)
 
 
 def register(commands: Any) -> None:
@@ -52,14 +54,14 @@ def run(args: argparse.Namespace) -> int:
     if args.task_id is None and args.words[:1] == ["workflow"]:
         return _workflow(args)
     words = list(args.words) + ([] if args.task_id is None else [args.task_id])
+    if args.task_id is None and words and close_word(words[0], WORDS):  # ids: 22 characters
+        raise ConfigurationError(unknown_word("listing", words[0], WORDS,
+                                              "; an id that looks like one goes after --id"))
     if len(words) != 1:
-        raise ConfigurationError(f"name one task id or one of {', '.join(LISTINGS)} "
-                                 f"(usage: {USAGE})")
+        raise ConfigurationError(f"name one task id, one of {', '.join(LISTINGS)}, or "
+                                 f"workflow and its id (usage: {USAGE})")
     if args.task_id is None and words[0] in LISTINGS:
         return _list(args, words[0])
-    if args.task_id is None and close_word(words[0], LISTINGS):  # ids are 22 characters
-        raise ConfigurationError(unknown_word("listing", words[0], LISTINGS,
-                                              "; an id that looks like one goes after --id"))
     if args.state is not None or args.task is not None or args.queue is not None:
         raise ConfigurationError(f"--queue, --task and --state filter a list "
                                  f"({', '.join(LISTINGS)}), not one task by its id")
@@ -207,9 +209,9 @@ def describe(info: TaskInfo) -> List[str]:
 
 def _workflow(args: argparse.Namespace) -> int:
     """``inspect workflow ID``: the workflow's tree, a line per step."""
-    if len(args.words) != 2 or args.queue or args.task or args.state:
-        raise ConfigurationError(f"inspect workflow takes one workflow id and no filters "
-                                 f"(usage: {USAGE})")
+    if len(args.words) != 2 or not args.words[1] or args.queue or args.task or args.state:
+        raise ConfigurationError(f"inspect workflow takes one workflow id (not empty) and "
+                                 f"no filters (usage: {USAGE})")
     workflow_id = args.words[1]
     app = load(args.app)
     try:

@@ -7,6 +7,7 @@ import difflib
 import json
 import logging
 import math
+import re
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..app import Minitask
@@ -49,6 +50,12 @@ def close_word(word: str, words: Sequence[str]) -> bool:
     return word not in words and bool(meant(word, words))
 
 
+#: A whole number as an option takes it: ASCII digits, an optional sign.
+_WHOLE = re.compile(r"[+-]?[0-9]+")
+#: A number of seconds: ASCII digits, an optional sign, fraction and exponent.
+_SECONDS = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+
+
 class Bounded:
     """An argparse ``type`` for a numeric option: a whole number (or, ``seconds``, any
     finite number) from ``low`` to ``high``. Anything else (text, nan, inf, a number
@@ -65,10 +72,10 @@ class Bounded:
 
     def __call__(self, text: str) -> Any:
         value: Optional[float] = None
-        try:
+        # ASCII digits only: Python's int() and float() also read "١٠" (Arabic-Indic
+        # digits), " 10 " and "1_0", none of which is what the option was given as
+        if (_SECONDS if self.seconds else _WHOLE).fullmatch(text) and len(text) <= 40:
             value = float(text) if self.seconds else int(text, 10)
-        except ValueError:
-            pass
         if value is None or not math.isfinite(value) or not self.low <= value <= self.high:
             shown = text if len(text) <= 30 else text[:27] + "..."
             raise argparse.ArgumentTypeError(f"{shown!r}: give {self.range()}")

@@ -61,6 +61,17 @@ MAX_BODY = 16_384
 MAX_NOTICES = 64
 
 
+def wsgi_text(value: str) -> str:
+    """A path or query string of a WSGI environ as the text the client sent: PEP 3333
+    hands its bytes over decoded as Latin-1, so U+202E arrives as three characters;
+    they are taken back to bytes and read as UTF-8 (a byte that is not: U+FFFD)."""
+    try:
+        raw = value.encode("latin-1")
+    except UnicodeEncodeError:  # a server that decoded them already
+        return value
+    return raw.decode("utf-8", "replace")
+
+
 class Response(Exception):
     """Ends a request early with a status and a plain text body."""
 
@@ -170,8 +181,8 @@ class Dashboard:
 
     def _dispatch(self, environ: Environ) -> Tuple[str, List[Tuple[str, str]], bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
-        path = environ.get("PATH_INFO", "/").strip("/")
-        query = parse_qs(environ.get("QUERY_STRING", ""))
+        path = wsgi_text(environ.get("PATH_INFO", "/")).strip("/")
+        query = parse_qs(wsgi_text(environ.get("QUERY_STRING", "")))
         if path == "metrics" and method in ("GET", "HEAD"):
             return ("200 OK", [("Content-Type", "text/plain; version=0.0.4; charset=utf-8")],
                     exposition(self.app))
@@ -188,10 +199,11 @@ class Dashboard:
             query.setdefault("id", [rest])
         route = self._routes.get(page)
         if route is None:
-            raise Response("404 Not Found", f"no page {path!r}")
+            raise Response("404 Not Found", f"no page '{printable(path)}'")
         template, data = route(environ, query)
         if not template and not as_json:
-            raise Response("404 Not Found", f"no page {path!r}; its data is at /api/{path}")
+            shown = printable(path)
+            raise Response("404 Not Found", f"no page '{shown}'; its data is at /api/{shown}")
         if as_json:
             return ("200 OK", [("Content-Type", "application/json")],
                     json.dumps(data, default=repr, indent=1, sort_keys=True).encode())
@@ -249,7 +261,8 @@ class Dashboard:
         name = (query.get("id") or [""])[0]
         found = views.worker(self.app, name) if name else None
         if found is None:
-            raise Response("404 Not Found", f"no live worker is named {name!r}; see /workers")
+            raise Response("404 Not Found",
+                           f"no live worker is named '{printable(name)}'; see /workers")
         return "worker.html", found
 
     def _listing(self, which: str, query: Dict[str, List[str]]) -> Tuple[str, Any]:
@@ -312,7 +325,7 @@ class Dashboard:
             count = self.app.purge_dead(task_id or None, queue=queue)
             notice = f"purged {count} dead letter(s)"
         else:
-            raise Response("404 Not Found", f"no action {path!r}")
+            raise Response("404 Not Found", f"no action '{printable(path)}'")
         logger.info("dashboard: %s", notice)
         back = "/dead?notice=" + self._keep_notice(notice)
         return "303 See Other", [("Location", back), ("Content-Type", "text/plain")], b""

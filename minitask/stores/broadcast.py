@@ -193,7 +193,5 @@ class BroadcastStore(Store):
 
 
 def _number(value: Any) -> Optional[int]:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+    """A call sequence read back (a score, a field), or None: not one minitask wrote."""
+    return whole(value, 0, _MAX_SEQ)

@@ -15,7 +15,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import DurabilityError
 from ..printable import printable
-from .foreign import ignored, raise_refusals
+from .foreign import ignored, raise_refusals, whole
 from .queue import QueueStore
 from .store import Store
 
@@ -99,8 +99,10 @@ class FlowStore(Store):
             pipe.zcard(base + ":starts")
             pipe.zscore(k.flow_due, limiter)
             parked, running, starts, due = pipe.execute()
-        return {"parked": int(parked), "running": sorted(text(m) for m in running),
-                "starts": int(starts), "due_ms": None if due is None else int(due)}
+        # a due score no minitask wrote (inf, 1.5) is read as none, never a traceback
+        return {"parked": whole(parked, 0, _MOST) or 0,
+                "running": sorted(text(m) for m in running),
+                "starts": int(starts), "due_ms": whole(due)}
 
     def parked(self, queue: str) -> int:
         """Tasks of ``queue`` parked by their limits: ready, though not handed out yet.
@@ -119,10 +121,8 @@ class FlowStore(Store):
             counts = pipe.execute(raise_on_error=False)
         found = {}
         for queue, count in zip(queues, counts):
-            try:  # a key of another type, or no number (data minitask did not write): none
-                found[queue] = max(0, int(count or 0))
-            except (TypeError, ValueError):
-                found[queue] = 0
+            # a key of another type, or no count (data minitask did not write): none
+            found[queue] = whole(count, 0, _MOST) or 0
         return found
 
     def unstick(self, queues: Sequence[str], now_ms: int) -> int:
@@ -204,17 +204,30 @@ class FlowStore(Store):
         found: Dict[str, Any] = {}
         for index, queue in enumerate(queues):
             ready, count, top = replies[3 * index:3 * index + 3]
-            try:  # another type, or no number (data minitask did not write): none shown
-                grouped = max(0, int(ready or 0))
-                count = int(count)
+            if isinstance(count, Exception) or isinstance(top, Exception):
+                continue  # another type (data minitask did not write): none shown
+            # a count that is no whole number (text, inf, nan, 1e300: no minitask wrote
+            # it) is read as none, and a group whose score is none is left out (said once
+            # in the log): one planted entry never hides the queue's other counts
+            grouped = 0 if isinstance(ready, Exception) else whole(ready or 0, 0, _MOST) or 0
+            largest_groups = []
+            for member, score in top:
+                backlog = whole(score, 0, _MOST)
+                if backlog is None:
+                    ignored(keys[index].groups, f"the score of group {_name(member)!r} is no "
+                                                f"count of ready tasks")
+                    continue
                 # a name that is no UTF-8 (not minitask's: it checks every group) is
                 # shown with its bytes escaped, not left out with its queue's counts
-                top = [(_name(member), int(score)) for member, score in top]
-            except (TypeError, ValueError):
-                continue
+                largest_groups.append((_name(member), backlog))
             if grouped or count:
-                found[queue] = {"grouped": grouped, "groups": count, "largest_groups": top}
+                found[queue] = {"grouped": grouped, "groups": int(count),
+                                "largest_groups": largest_groups}
         return found
+
+
+#: The largest count read back as one (a ready-task count, a backlog): more is planted.
+_MOST = 2 ** 62
 
 
 def _name(member: Any) -> str:

@@ -13,7 +13,7 @@ from ..broker.durability import Durability
 from ..broker.keys import PRIORITIES
 from ..broker.packing import ScriptCall, bulk, command
 from ..broker.transport import Transport, text
-from ..errors import DurabilityError
+from ..errors import BrokerError, DurabilityError
 from ..printable import printable
 from ..wire.message import Message
 from ..wire.serializer import decode_message
@@ -117,20 +117,42 @@ class QueueStore(Store):
                                                ScriptCall]] = None) -> int:
         """Store the entries of several queues in one write where the connection allows
         (one script call per queue and ``chunk`` entries, each all or nothing); returns
-        how many were new. ``call`` makes each script call (default: ``enqueue_call``)."""
+        how many were new. ``call`` makes each script call (default: ``enqueue_call``).
+
+        Not all or nothing across queues (Redis Cluster keeps each queue in a slot of
+        its own): a refused call does not stop the others, and the BrokerError says
+        which queues' calls (tasks and ids) were enqueued and which were not."""
         make = call or self.enqueue_call
-        calls = [make(queue, entries[start:start + chunk], now_ms)
+        parts = [(queue, entries[start:start + chunk])
                  for queue, entries in by_queue.items()
                  for start in range(0, len(entries), chunk)]
-        if not calls:
+        if not parts:
             return 0
+        calls = [make(queue, entries, now_ms) for queue, entries in parts]
+        # which queues: said below, per call (an outage leaves each unknown, a refusal
+        # names its own queue and those written beside it)
+        what = f"enqueue an app.batch() block into {len(by_queue)} queue(s)"
         try:
-            added = self.transport.run_calls(calls, f"enqueue into queue(s) "
-                                                    f"{', '.join(map(repr, by_queue))}")
+            if self.transport.connections.pool is not None:  # one write, refusals in place
+                added = self.transport.run_calls(calls, what, keep_refused=True)
+            else:  # Redis Cluster: a call at a time, to say where one stopped
+                added = []
+                for index, one in enumerate(calls):
+                    try:
+                        added += self.transport.run_calls([one], what)
+                    except DurabilityError:
+                        raise
+                    except BrokerError as exc:
+                        added += [exc] + [None] * (len(calls) - index - 1)
+                        break
         except DurabilityError:
             self.register_queues(by_queue)  # written, unconfirmed: findable by id all the same
             raise
-        self.register_queues(by_queue)
+        self.register_queues({queue for (queue, _), reply in zip(parts, added)
+                              if not isinstance(reply, Exception)})
+        refused = [reply for reply in added if isinstance(reply, BrokerError)]
+        if refused:
+            raise BrokerError(_partly(str(refused[0]), parts, added), reason=refused[0].reason)
         return sum(int(count) for count in added)
 
     def push(self, queue: str, entry: Tuple[str, bytes, int, int], what: str) -> bool:
@@ -382,3 +404,43 @@ def _count(key: str, reply: Any) -> int:
         ignored(key, f"it holds another type ({reply})")
         return 0
     return int(reply)
+
+
+def _partly(problem: str, parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+            replies: Sequence[Any]) -> str:
+    """What a batch whose calls were refused in part did: ``problem`` (the first
+    refusal), then each queue's calls not enqueued, and those enqueued all the same
+    (sending them again would run them twice)."""
+    failed = [part for part, reply in zip(parts, replies) if isinstance(reply, Exception)]
+    unsent = [part for part, reply in zip(parts, replies) if reply is None]
+    sent = [part for part, reply in zip(parts, replies)
+            if reply is not None and not isinstance(reply, Exception)]
+    said = [f"{problem}; not enqueued: {_calls(failed)}"]
+    if unsent:
+        said.append(f"not sent (after the refusal): {_calls(unsent)}")
+    said.append(f"enqueued all the same (do not send them again): {_calls(sent)}"
+                if sent else "nothing else was enqueued")
+    return "; ".join(said)
+
+
+def _calls(parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]]) -> str:
+    """Queues' calls as an error names them: queue, task names, ids (the first few)."""
+    shown = []
+    for queue, entries in parts:
+        names = []
+        for _, body, _, _ in entries:
+            try:
+                name = decode_message(body).task
+            except Exception:  # noqa: BLE001 - a name is only said, never needed
+                name = "?"
+            if name not in names:
+                names.append(name)
+        ids = ", ".join(printable(entry[0]) for entry in entries[:_IDS_SHOWN])
+        more = f" and {len(entries) - _IDS_SHOWN} more" if len(entries) > _IDS_SHOWN else ""
+        shown.append(f"queue {printable(queue)!r}: {len(entries)} call(s) of task(s) "
+                     f"{', '.join(map(printable, names))} (id(s) {ids}{more})")
+    return "; ".join(shown)
+
+
+#: Task ids an error of a batch names per queue's call (the rest are counted).
+_IDS_SHOWN = 5

@@ -19,6 +19,10 @@ ORDER_TTL_MS = 60_000
 #: Live workers a listing shows at most (``minitask status``, the dashboard), those
 #: that beat last first: the rest are counted, "N more not shown".
 SHOWN_WORKERS = 500
+#: How far ahead of the reader's clock a heartbeat is still listed (ms): a worker's
+#: clock ahead by this much at most. A registry member scored further ahead (planted,
+#: +inf) is counted as live but never read first, so it cannot crowd out live workers.
+AHEAD_MS = 3_600_000
 #: Workers' records read in one round trip.
 RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
@@ -66,15 +70,18 @@ class WorkerRegistry(Store):
         """The live workers (as ``live``), at most ``limit`` (None: all), those that beat
         last first; and how many more live ones there are, not listed. The registry is
         a sorted set anyone with Redis access can fill: what a listing costs stays the
-        same with 10 members or 20,000."""
+        same with 10 members or 20,000. Only beats from ``live_ms`` ago to ``AHEAD_MS``
+        ahead are read; members scored further ahead are counted with those not shown."""
         client = self.transport.client
-        lowest, highest = now_ms - live_ms, "+inf"  # a beat ahead: a clock ahead, listed
+        # a beat ahead is a clock ahead, listed up to AHEAD_MS; a score further ahead
+        # (+inf, the year 9999: planted) cannot push the live workers out of a listing
+        lowest, highest = now_ms - live_ms, now_ms + AHEAD_MS
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
             pipe.zremrangebyscore(self.app_keys.workers, "-inf", f"({lowest}")
             pipe.zrevrangebyscore(self.app_keys.workers, highest, lowest,
                                   start=0 if limit is not None else None, num=limit)
-            pipe.zcount(self.app_keys.workers, lowest, highest)
+            pipe.zcount(self.app_keys.workers, lowest, "+inf")
             pruned, members, live = pipe.execute(raise_on_error=False)
             raise_refusals([pruned, members, live])
             if isinstance(members, Exception):  # another type: no worker can be listed

@@ -46,9 +46,9 @@ def spy_writes(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> List[int]:
     writes: List[int] = []
     real = transport.run_calls
 
-    def counted(calls: Any, what: str) -> Any:
+    def counted(calls: Any, what: str, **options: Any) -> Any:
         writes.append(len(calls))
-        return real(calls, what)
+        return real(calls, what, **options)
 
     monkeypatch.setattr(transport, "run_calls", counted)
     return writes
@@ -169,6 +169,26 @@ def test_a_queue_refused_at_the_end_keeps_none_of_its_calls(
     with pytest.raises(BatchNotSent, match="failed"):
         handles[0].status()
     assert stored(app, "default") == 1  # the other queue's call stands on its own
+
+
+def test_a_refused_queue_is_named_alone_and_the_queues_written_are_said_so(
+        make_app: Callable[..., Minitask]) -> None:
+    # a caller retrying what the error says was not enqueued must not run the rest twice
+    app, tasks = shop(make_app)
+    client = app.broker.transport.client
+    client.set(QueueKeys(app.name, "emails").messages, "not minitask's")  # another type
+    with pytest.raises(BrokerError) as raised:
+        with app.batch():
+            added = tasks["add"].delay(1, 2)
+            mailed = tasks["mail"].delay("a@example.com")
+    said = str(raised.value)
+    refused, _, enqueued = said.partition("enqueued all the same")
+    assert "not enqueued: queue 'emails'" in refused and mailed.id in refused
+    assert "'default'" not in refused and added.id not in refused
+    assert "queue 'default'" in enqueued and added.id in enqueued and "add" in enqueued
+    assert "'emails'" not in enqueued
+    assert raised.value.reason in ("wrong type", "script")  # refused: data, no outage
+    assert stored(app, "default") == 1
 
 
 def test_a_workflow_is_refused_inside_a_block(make_app: Callable[..., Minitask]) -> None:

@@ -17,7 +17,9 @@ from minitask.cli.options import Bounded
 from minitask.errors import ConfigurationError
 
 HOSTILE = ["99999999999999999999", "-1", "-99999999999999999999", "nan", "inf", "-inf",
-           "1e400", "1e308", "0x10", "ten", ""]
+           "1e400", "1e308", "0x10", "ten", "",
+           # what Python's int() and float() read as 10 all the same
+           "\u0661\u0660", "\uff11\uff10", "1_0", " 10", "10\n"]
 
 
 def numeric_options() -> Iterator[Tuple[str, str, Bounded]]:
@@ -48,6 +50,8 @@ def test_a_number_out_of_range_is_a_usage_error_naming_the_option_and_range(
     for value in HOSTILE:
         in_range = False
         try:
+            if not value.isascii() or value != value.strip() or "_" in value:
+                raise ValueError(value)
             number = float(value)
             in_range = kind.low <= number <= kind.high and (kind.seconds
                                                             or number == int(number))
@@ -86,6 +90,10 @@ def test_the_listings_refuse_a_limit_out_of_range_before_reading_redis(
      "unknown listing 'recnt'; did you mean 'recent'?"),
     (["inspect", "-A", "nosuch.app", "runing", "--json"], "did you mean 'running'?"),
     (["inspect", "-A", "nosuch.app", "Scheduled"], "did you mean 'scheduled'?"),
+    (["inspect", "-A", "nosuch.app", "workflw", "x"],
+     "unknown listing 'workflw'; did you mean 'workflow'?"),
+    (["inspect", "-A", "nosuch.app", "a", "b"], "or workflow and its id"),
+    (["inspect", "-A", "nosuch.app", "workflow", ""], "one workflow id (not empty)"),
     (["dead", "-A", "nosuch.app", "lst"], "unknown action 'lst'; did you mean 'list'?"),
     (["dead", "-A", "nosuch.app", "requeu", "abc"], "did you mean 'requeue'?"),
 ])
@@ -139,3 +147,11 @@ def test_a_mistyped_queue_gets_a_did_you_mean(app: Minitask, fake_redis: Any,
                  ["inspect", "-A", "x", "recent", "--queue", "emials"]):
         assert main(argv) in (1, 2), argv
         assert "has no queue 'emials'; did you mean 'emails'?" in capsys.readouterr().err, argv
+
+
+@pytest.mark.parametrize("kind", [Bounded(1, 100), Bounded(0, 100, seconds=True)])
+@pytest.mark.parametrize("text", ["\u0661\u0660", "\uff11\uff10", "1_0", " 10", "\u00b9"])
+def test_a_number_in_other_digits_than_ascii_is_refused(kind: Bounded, text: str) -> None:
+    with pytest.raises(argparse.ArgumentTypeError, match="give a"):
+        kind(text)
+    assert kind("10") == 10 and kind("+10") == 10

@@ -150,9 +150,9 @@ def test_grouped_and_flow_calls_join_a_batch_and_go_with_it(
     writes: List[int] = []
     real = transport.run_calls
 
-    def counted(calls: Any, what: str, *rest: Any) -> Any:
+    def counted(calls: Any, what: str, *rest: Any, **options: Any) -> Any:
         writes.append(len(calls))
-        return real(calls, what, *rest)
+        return real(calls, what, *rest, **options)
 
     monkeypatch.setattr(transport, "run_calls", counted)
     with tenants.batch():

@@ -1,0 +1,101 @@
+"""Scores and paths minitask did not write, on a real redis-server (issue 29): a
+score of +inf, nan or 1e300 in a queue's groups set or the worker registry never
+makes ``minitask status`` or a dashboard page fail, nor hides what is real beside
+it; a path the browser sent as UTF-8 is shown as such, escaped."""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import time
+from typing import Any, Dict, Iterator, List, Tuple
+
+import pytest
+import redis
+
+from minitask import Minitask
+from minitask.broker.keys import AppKeys, queue_keys
+from minitask.cli.main import main
+from minitask.dashboard.web import Dashboard
+from minitask.stores.registry import SHOWN_WORKERS
+from tests.apps.foreign import build
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.integration
+
+APP = "tests.apps.foreign"
+GROUPS = queue_keys("foreign", "other").groups
+REGISTRY = AppKeys("foreign")
+
+
+@pytest.fixture
+def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
+    """tests.apps.foreign on the suite's redis-server (emptied), its queue known."""
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    made = build(redis_server.url)
+    made.broker.queues.register_queues(["other"])
+    yield made
+    made.close()
+
+
+def cli(*argv: str) -> Tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue() + err.getvalue()
+
+
+def get(dashboard: Dashboard, path: str) -> Tuple[str, str]:
+    """A page's status and text; ``path`` as a WSGI server hands it over (PEP 3333:
+    the bytes the client sent, decoded as Latin-1)."""
+    seen: Dict[str, str] = {}
+
+    def start_response(status: str, headers: List[Tuple[str, str]]) -> None:
+        seen["status"] = status
+
+    environ: Dict[str, Any] = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": path.encode().decode("latin-1"),
+        "QUERY_STRING": "", "wsgi.input": io.BytesIO(b""), "CONTENT_LENGTH": "0",
+        "HTTP_HOST": "127.0.0.1:5555"}
+    body = b"".join(dashboard(environ, start_response)).decode()
+    return seen["status"], body
+
+
+@pytest.mark.parametrize("score", ["+inf", "-inf", "1e300", "1.5", "99999999999999999999"])
+def test_a_group_score_that_is_no_count_is_left_out_and_the_real_groups_are_shown(
+        app: Minitask, admin: "redis.Redis[bytes]", score: str) -> None:
+    admin.zadd(GROUPS, {"real": 3})
+    admin.execute_command("ZADD", GROUPS, score, "x")
+    counts = app.broker.flow.group_counts_many(["other"])["other"]
+    assert counts["groups"] == 2 and counts["largest_groups"] == [("real", 3)]
+    code, said = cli("status", "-A", APP, "--json")
+    assert code == 0, said
+    dashboard = Dashboard(app)
+    for path in ("/", "/metrics", "/section/groups"):
+        status, _ = get(dashboard, path)
+        assert status.startswith("200"), (path, status)
+
+
+def test_workers_planted_ahead_never_hide_the_live_ones(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    now_ms = int(time.time() * 1000)
+    admin.zadd(REGISTRY.workers, {f"ghost{i}": float("inf") for i in range(SHOWN_WORKERS)})
+    admin.zadd(REGISTRY.workers, {f"far{i}": now_ms + 10 ** 9 for i in range(SHOWN_WORKERS)})
+    admin.zadd(REGISTRY.workers, {"real": now_ms})
+    admin.hset(REGISTRY.worker("real"), mapping={"beat_ms": now_ms, "name": "real"})
+    workers, left_out = app.broker.registry.listing(now_ms, 60_000)
+    assert [worker["name"] for worker in workers] == ["real"]
+    assert left_out == 2 * SHOWN_WORKERS  # counted, not shown
+    code, said = cli("status", "-A", APP, "--json")
+    assert code == 0, said
+    assert [worker["name"] for worker in json.loads(said)["workers"]] == ["real"]
+    status, metrics = get(Dashboard(app), "/metrics")
+    assert status.startswith("200") and "minitask_workers 1" in metrics
+
+
+def test_the_worker_404_page_reads_the_path_as_utf8_and_escapes_it(app: Minitask) -> None:
+    status, text = get(Dashboard(app), "/worker/w1\x1b[31m\u202e")
+    assert status.startswith("404")
+    assert "w1\\x1b[31m\\u202e" in text, text
+    assert "\u202e" not in text and "\x1b" not in text and "\u00e2" not in text
