@@ -27,24 +27,6 @@ from .waits import Waits
 
 logger = logging.getLogger(__name__)
 
-
-class _Errors:
-    """``Transport.errors``: a class, not a generator, as it wraps every round trip."""
-
-    __slots__ = ("transport", "what", "script")
-
-    def __init__(self, transport: Transport, what: str, script: Optional[str]) -> None:
-        self.transport, self.what, self.script = transport, what, script
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
-                 traceback: Any) -> None:
-        if isinstance(exc, (redis.RedisError, RedisClusterException, OSError)) and \
-                not isinstance(exc, BrokerError):
-            raise self.transport._failure(exc, self.what, self.script) from exc
-
 __all__ = ["Transport", "text"]
 
 #: A command a script calls: redis.call('X', or redis.pcall('X', ... and lib.lua's
@@ -282,3 +264,21 @@ class Transport:
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task."""
         self._waits.stop_waiting()
+
+
+class _Errors:
+    """``Transport.errors``: a class, not a generator, as it wraps every round trip."""
+
+    __slots__ = ("transport", "what", "script")
+
+    def __init__(self, transport: Transport, what: str, script: Optional[str]) -> None:
+        self.transport, self.what, self.script = transport, what, script
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
+                 traceback: Any) -> None:
+        if isinstance(exc, (redis.RedisError, RedisClusterException, OSError)) and \
+                not isinstance(exc, BrokerError):
+            raise self.transport._failure(exc, self.what, self.script) from exc
