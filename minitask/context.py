@@ -3,12 +3,11 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 import math
 import re
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from .errors import ConfigurationError
 from .wire.message import Message, to_seconds
@@ -141,27 +140,35 @@ def current_task() -> Optional[TaskContext]:
     return _current.get()
 
 
-@contextmanager
+class entered:
+    """Make ``context`` current again (for the ``task_postrun`` hooks, which run once
+    the attempt's outcome is recorded), as ``with entered(context) as context:``.
+
+    A class, not a generator: a generator's context manager costs several calls
+    more, twice for every attempt.
+    """
+
+    __slots__ = ("context", "_token")
+
+    def __init__(self, context: TaskContext) -> None:
+        self.context = context
+
+    def __enter__(self) -> TaskContext:
+        self._token = _current.set(self.context)
+        return self.context
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+
 def running(message: Message, delivery: int = 1,
             cancel: Optional[threading.Event] = None,
-            report: Optional[Report] = None) -> Iterator[TaskContext]:
-    """Make ``message`` the current task for the duration of one attempt;
-    ``cancel`` is set when a stop of the attempt is requested."""
-    context = TaskContext(
+            report: Optional[Report] = None) -> entered:
+    """Make ``message`` the current task for the duration of one attempt
+    (``with running(...) as context:``); ``cancel`` is set when a stop of the
+    attempt is requested."""
+    return entered(TaskContext(
         id=message.id, name=message.task, queue=message.queue, priority=message.priority,
         attempt=message.attempt, enqueued_at=_utc(message.enqueued_at_ms),
         eta=_utc(message.eta_ms) if message.eta_ms is not None else None,
-        delivery=delivery, cancel_event=cancel, report=report)
-    with entered(context):
-        yield context
-
-
-@contextmanager
-def entered(context: TaskContext) -> Iterator[TaskContext]:
-    """Make ``context`` current again (for the ``task_postrun`` hooks, which run once
-    the attempt's outcome is recorded)."""
-    token = _current.set(context)
-    try:
-        yield context
-    finally:
-        _current.reset(token)
+        delivery=delivery, cancel_event=cancel, report=report))

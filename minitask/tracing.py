@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, ContextManager, Dict, Iterator, Optional
 
 from .wire.message import Message
 
@@ -65,15 +65,33 @@ def _provider_set(trace: Any) -> bool:
                           (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
 
 
-@contextmanager
-def attempt_span(message: Message) -> Iterator[AttemptSpan]:
+class _NoSpan:
+    """The span of an attempt that has none: entered and left at no cost."""
+
+    span = AttemptSpan(None)
+
+    def __enter__(self) -> AttemptSpan:
+        return self.span
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_SPAN = _NoSpan()
+
+
+def attempt_span(message: Message) -> ContextManager[AttemptSpan]:
     """The current span while the attempt runs: a child of the producer's span, if
     the message carries one. Without a provider set, only a message's own trace
     context makes one (so that calls made by the task carry it on)."""
     api = _otel()
     if api is None or not (message.trace or _provider_set(api[0])):
-        yield AttemptSpan(None)
-        return
+        return _NO_SPAN
+    return _span(api, message)
+
+
+@contextmanager
+def _span(api: Any, message: Message) -> Iterator[AttemptSpan]:
     trace, propagate = api
     parent = propagate.extract(message.trace or {})
     tracer = trace.get_tracer("minitask")

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import logging
 import re
-from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -66,17 +65,11 @@ class Transport:
         self._sources[name] = source
         self._scripts[name] = self.client.register_script(source)
 
-    @contextmanager
-    def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
+    def errors(self, what: str, script: Optional[str] = None) -> "_Errors":
         """Turn redis-py's errors into BrokerError saying what failed, and what to do
         (a hint fitting the error: see ``errors.broker_reason``); ``script`` names
         the script the block runs, if any."""
-        try:
-            yield
-        except BrokerError:
-            raise
-        except (redis.RedisError, RedisClusterException, OSError) as exc:
-            raise self._failure(exc, what, script) from exc
+        return _Errors(self, what, script)
 
     def _failure(self, exc: BaseException, what: str, script: Optional[str]) -> BrokerError:
         commands: List[str] = []
@@ -271,3 +264,21 @@ class Transport:
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task."""
         self._waits.stop_waiting()
+
+
+class _Errors:
+    """``Transport.errors``: a class, not a generator, as it wraps every round trip."""
+
+    __slots__ = ("transport", "what", "script")
+
+    def __init__(self, transport: Transport, what: str, script: Optional[str]) -> None:
+        self.transport, self.what, self.script = transport, what, script
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
+                 traceback: Any) -> None:
+        if isinstance(exc, (redis.RedisError, RedisClusterException, OSError)) and \
+                not isinstance(exc, BrokerError):
+            raise self.transport._failure(exc, self.what, self.script) from exc

@@ -184,9 +184,10 @@ class Waits:
         Left in place, it would take the next wake token while this worker
         runs a task, and an idle worker would not hear of new work.
         """
-        cluster_waiter = self._connections.cluster_waiter(made=False)
-        if cluster_waiter is not None:
-            cluster_waiter.stop()
+        if self._connections.pool is None:  # only a cluster client has these
+            cluster_waiter = self._connections.cluster_waiter(made=False)
+            if cluster_waiter is not None:
+                cluster_waiter.stop()
         waiter = self._connections.pending_waiter()
         if waiter is not None and waiter.keys is not None:
             waiter.keys = None

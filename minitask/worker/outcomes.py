@@ -94,8 +94,9 @@ class Recorder:
                 self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
                              "record a result")
             self._tell(job, outcome)
-            logger.info("task %s %s succeeded in %.3f s", message.id, task.name, duration,
-                        extra=naming(message.id, task.name))
+            if logger.isEnabledFor(logging.INFO):  # else not even its names are built
+                logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
+                            duration, extra=naming(message.id, task.name))
             return "succeeded"
         retryable = isinstance(error, Retry) or isinstance(error, options.retry_on)
         if retryable and message.attempt <= options.retries:
