@@ -12,7 +12,7 @@ import os
 import random
 import socket
 import threading
-from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
+from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence, Set
 
 from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
                              skew_warning)
@@ -124,6 +124,8 @@ class Worker:
         # Whether this worker says it is alive: a process pool's supervisor speaks
         # for its children.
         self._registers = True
+        #: heartbeat refusals logged already (a key of another type may stay for long)
+        self._beat_refusals: Set[str] = set()
         self._holdings = Holdings()
         self._fetching = threading.Lock()
         self._heartbeat = Heartbeat()
@@ -434,14 +436,28 @@ class Worker:
     def beat(self) -> None:
         """Renew the leases of running tasks and say this worker is alive."""
         now_ms = self.app.clock.now_ms()
-        running = self._leases.renew(now_ms)
-        self._broadcasts.beat(now_ms)
+        running = self._leases.renew(now_ms)  # failing, the heartbeat backs off
+        # each step on its own: a key one of them cannot use stops none of the others
+        self._beat_step(lambda: self._broadcasts.beat(now_ms))
         if self._registers:
-            register(self, now_ms, running, self._holdings.started(self.concurrency))
-            self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
+            self._beat_step(lambda: register(self, now_ms, running,
+                                             self._holdings.started(self.concurrency)))
+            # a limiter no minitask parked
+            self._beat_step(lambda: self.broker.flow.unstick(self.queues, now_ms))
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
         self._runner.observer.flush_quietly()
+
+    def _beat_step(self, step: Callable[[], Any]) -> None:
+        """Run a step of the heartbeat; a refusal is logged once, an outage raised."""
+        try:
+            step()
+        except BrokerError as exc:
+            if exc.reason == "unreachable":
+                raise  # the heartbeat backs off
+            if str(exc) not in self._beat_refusals:
+                self._beat_refusals.add(str(exc))
+                logger.error("heartbeat: %s; its other steps go on", exc)
 
     def forget(self) -> None:
         self._runner.observer.flush_quietly()
