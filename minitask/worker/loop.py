@@ -26,7 +26,7 @@ from .cancels import CancelWatch
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
-from .outages import guarded
+from .outages import beat_step, guarded
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool
 from .pools.processes import ProcessPool
@@ -438,26 +438,17 @@ class Worker:
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)  # failing, the heartbeat backs off
         # each step on its own: a key one of them cannot use stops none of the others
-        self._beat_step(lambda: self._broadcasts.beat(now_ms))
+        beat_step(lambda: self._broadcasts.beat(now_ms), self._beat_refusals)
         if self._registers:
-            self._beat_step(lambda: register(self, now_ms, running,
-                                             self._holdings.started(self.concurrency)))
+            beat_step(lambda: register(self, now_ms, running,
+                                       self._holdings.started(self.concurrency)),
+                      self._beat_refusals)
             # a limiter no minitask parked
-            self._beat_step(lambda: self.broker.flow.unstick(self.queues, now_ms))
+            beat_step(lambda: self.broker.flow.unstick(self.queues, now_ms),
+                      self._beat_refusals)
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
         self._runner.observer.flush_quietly()
-
-    def _beat_step(self, step: Callable[[], Any]) -> None:
-        """Run a step of the heartbeat; a refusal is logged once, an outage raised."""
-        try:
-            step()
-        except BrokerError as exc:
-            if exc.reason == "unreachable":
-                raise  # the heartbeat backs off
-            if str(exc) not in self._beat_refusals:
-                self._beat_refusals.add(str(exc))
-                logger.error("heartbeat: %s; its other steps go on", exc)
 
     def forget(self) -> None:
         self._runner.observer.flush_quietly()
