@@ -20,7 +20,8 @@
 -- ready list of another type makes the call pull nothing and write nothing (the
 -- note says which key: the worker serves its other queues); a cursor that is no
 -- whole number up to the last sequence (nan, inf, 1.5, 1e300) restarts from the
--- oldest call still logged (at least once: a call may run twice); seen or wake of another type is left as it is.
+-- oldest call still logged (at least once: a call may run twice); seen or wake
+-- of another type is left as it is.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 if now == 'server' then

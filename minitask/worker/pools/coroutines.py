@@ -108,12 +108,13 @@ class AsyncioPool(FixedSlots):
         """Run the loop until ``close``. A task's code may stop it (``loop.stop()``):
         every attempt would then hang, the worker beating on; the loop runs again,
         and its attempts go on where they were."""
-        said = 0.0
+        said: Optional[float] = None
         while True:
             self._loop.run_forever()
             if self._closing:
                 return
-            if time.monotonic() - said > RESTART_SAID:  # a task that stops it in a loop
+            # said at most once a RESTART_SAID: a task may stop it again and again
+            if said is None or time.monotonic() - said > RESTART_SAID:
                 said = time.monotonic()
                 logger.error("the asyncio pool's event loop was stopped by a task's code "
                              "(running: %s); it runs again", ", ".join(sorted(self._attempts))
