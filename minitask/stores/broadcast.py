@@ -118,13 +118,17 @@ class BroadcastStore(Store):
                                     k.broadcast("seen")),
             (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
 
-    def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> None:
-        """Record that a worker of ``subscriber`` is alive, for each of ``queues``."""
+    def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> List[str]:
+        """Record that a worker of ``subscriber`` is alive, for each of ``queues``; the
+        keys Redis refused (data minitask did not write), each with its error."""
+        keys = [self.keys(queue).broadcast("seen") for queue in queues]
         with self.transport.errors(f"say subscriber {subscriber!r} is alive"):
             pipe = self.transport.client.pipeline(transaction=False)
-            for queue in queues:
-                pipe.hset(self.keys(queue).broadcast("seen"), subscriber, now_ms)
-            pipe.execute()
+            for key in keys:
+                pipe.hset(key, subscriber, now_ms)
+            replies = pipe.execute(raise_on_error=False)
+        return [f"{key} ({printable(reply)})" for key, reply in zip(keys, replies)
+                if isinstance(reply, Exception)]
 
     def unsubscribe(self, queue: str, subscriber: str) -> bool:
         """Remove a subscriber; False when it was not subscribed."""

@@ -87,8 +87,15 @@ class BroadcastSource:
 
     def beat(self, now_ms: int) -> None:
         """Say this subscriber is alive (the heartbeat's; pulls say it too)."""
-        if self.lanes:
-            self._host.broker.broadcasts.seen(list(self.lanes), self.subscriber, now_ms)
+        if not self.lanes:
+            return
+        for refused in self._host.broker.broadcasts.seen(list(self.lanes), self.subscriber,
+                                                         now_ms):
+            if ("seen", refused) not in self._noted:  # once: it may stay for long
+                self._noted.add(("seen", refused))
+                logger.error("subscriber %r: Redis refused to record it alive in %s; its "
+                             "calls still run (rename or delete the key)", self.subscriber,
+                             refused)
 
     # -- the Source protocol ---------------------------------------------------
 

@@ -12,7 +12,7 @@ import os
 import random
 import socket
 import threading
-from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence
+from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence, Set
 
 from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
                              skew_warning)
@@ -26,7 +26,7 @@ from .cancels import CancelWatch
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
-from .outages import guarded
+from .outages import beat_step, guarded
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool
 from .pools.processes import ProcessPool
@@ -124,6 +124,8 @@ class Worker:
         # Whether this worker says it is alive: a process pool's supervisor speaks
         # for its children.
         self._registers = True
+        #: heartbeat refusals logged already (a key of another type may stay for long)
+        self._beat_refusals: Set[str] = set()
         self._holdings = Holdings()
         self._fetching = threading.Lock()
         self._heartbeat = Heartbeat()
@@ -434,11 +436,16 @@ class Worker:
     def beat(self) -> None:
         """Renew the leases of running tasks and say this worker is alive."""
         now_ms = self.app.clock.now_ms()
-        running = self._leases.renew(now_ms)
-        self._broadcasts.beat(now_ms)
+        running = self._leases.renew(now_ms)  # failing, the heartbeat backs off
+        # each step on its own: a key one of them cannot use stops none of the others
+        beat_step(lambda: self._broadcasts.beat(now_ms), self._beat_refusals)
         if self._registers:
-            register(self, now_ms, running, self._holdings.started(self.concurrency))
-            self.broker.flow.unstick(self.queues, now_ms)  # a limiter no minitask parked
+            beat_step(lambda: register(self, now_ms, running,
+                                       self._holdings.started(self.concurrency)),
+                      self._beat_refusals)
+            # a limiter no minitask parked
+            beat_step(lambda: self.broker.flow.unstick(self.queues, now_ms),
+                      self._beat_refusals)
         # metrics go with the heartbeat, never per task; after the leases and the
         # registry, and never in their way (a failure is logged, the counts kept)
         self._runner.observer.flush_quietly()

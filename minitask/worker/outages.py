@@ -11,7 +11,7 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Set
 
 from ..errors import BrokerError, DurabilityError
 
@@ -96,6 +96,19 @@ class Backoff:
             _OUTAGE.left()
         self.failures = 0
         self._unreachable = False
+
+
+def beat_step(step: Callable[[], Any], refusals: Set[str]) -> None:
+    """Run a step of a worker's heartbeat: an outage is raised (the heartbeat backs
+    off), a refusal logged once (``refusals``: those said) and the other steps go on."""
+    try:
+        step()
+    except BrokerError as exc:
+        if exc.reason == "unreachable":
+            raise
+        if str(exc) not in refusals:
+            refusals.add(str(exc))
+            logger.error("heartbeat: %s; its other steps go on", exc)
 
 
 def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:

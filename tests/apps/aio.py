@@ -26,3 +26,12 @@ async def nap(key: str, seconds: float) -> str:
     await asyncio.sleep(seconds)
     await _mark("done", key)
     return key
+
+
+@app.task
+async def stops_loop(key: str) -> str:
+    """Stop the pool's event loop, as a task's code may (issue 29); mark the end."""
+    asyncio.get_running_loop().stop()
+    await asyncio.sleep(0.1)
+    await _mark("done", key)
+    return key

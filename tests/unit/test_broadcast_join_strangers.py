@@ -51,3 +51,26 @@ def test_a_sequence_no_minitask_wrote_never_loses_the_next_call(
     handle = reload.delay(4)
     drain(a)
     assert handle.join(timeout=1) == {"a": 4}
+
+
+@pytest.mark.parametrize("planted", ["abc", "-5", "9" * 20, "\x1b"])
+def test_a_cursor_no_minitask_wrote_loses_no_call(
+        app: Minitask, fake_redis: Any, planted: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A damaged cursor restarted from the last call sent: the call sent after the
+    damage never ran on that subscriber. At least once: from the oldest call logged."""
+    from minitask.broker.keys import queue_keys
+
+    @app.task(broadcast=True, queue=QUEUE)
+    def reload(version: int) -> int:
+        return version
+
+    a = app.worker(queues=[QUEUE], subscriber="a")
+    a.starting()
+    reload.delay(1)
+    drain(a)
+    fake_redis.hset(queue_keys(app.name, QUEUE).broadcast("cursors"), "a", planted)
+    handle = reload.delay(2)
+    drain(a)
+    assert handle.join(timeout=1) == {"a": 2}
+    assert "restarts from the oldest call still logged" in caplog.text

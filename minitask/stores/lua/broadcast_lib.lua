@@ -7,8 +7,8 @@
 -- KEYS[3] bcast:bodies (HASH)  KEYS[4] bcast:sent (HASH id -> ms)
 -- KEYS[5] bcast:cursors (HASH subscriber -> seq)
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
--- counts as empty where read; a cursor or a count that is no whole number (nan,
--- inf, 1.5) is read as missing.
+-- counts as empty where read; a count that is no whole number (nan, inf, 1.5) is
+-- read as missing, a cursor as 0 when dropping pulled calls (none is lost).
 
 -- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
 -- fails past about 8,000 values, and a send may drop more than that.
@@ -29,7 +29,9 @@ end
 local function least_cursor()
   local least
   for _, value in ipairs(tolerant({}, 'HVALS', KEYS[5])) do
-    local seq = guards().whole(value, 0, MAX_SCORE)  -- nan, inf, 1.5: no cursor of ours
+    -- nan, inf, 1.5: no cursor of ours; its subscriber restarts from the oldest call
+    -- logged (broadcast_pull.lua), so it keeps every call, as a cursor at 0 would
+    local seq = guards().whole(value, 0, MAX_SCORE) or 0
     if seq and (least == nil or seq < least) then least = seq end
   end
   return least

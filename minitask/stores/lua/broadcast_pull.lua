@@ -19,8 +19,9 @@
 -- Data minitask did not write (lib.lua): cursors, the lane's messages or its
 -- ready list of another type makes the call pull nothing and write nothing (the
 -- note says which key: the worker serves its other queues); a cursor that is no
--- whole number up to the last sequence (nan, inf, 1.5, 1e300) is replaced as a
--- missing one is; seen or wake of another type is left as it is.
+-- whole number up to the last sequence (nan, inf, 1.5, 1e300) restarts from the
+-- oldest call still logged (at least once: a call may run twice); seen or wake
+-- of another type is left as it is.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 if now == 'server' then
@@ -38,13 +39,18 @@ local raw = redis.call('HGET', KEYS[5], name)
 local cursor = raw and guards().whole(raw, 0, seq or MAX_SCORE)
 local note = ''
 if not cursor then
-  -- no cursor, or one that is no sequence (nan, inf, 1.5, past the last call):
-  -- subscribe from the last call sent, as a new subscriber does
-  if raw then
-    note = 'cursor ' .. string.format('%q', string.sub(raw, 1, 64)) .. ' of ' .. KEYS[5] ..
-           ' is no call sequence; the subscriber restarts from the last call sent'
-  end
+  -- no cursor: subscribe from the last call sent, as a new subscriber does; one
+  -- that is no sequence (nan, inf, 1.5, past the last call): at least once, from
+  -- the oldest call still logged (calls it ran may run again, none is lost)
   cursor = seq or 0
+  if raw then
+    local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
+    oldest = oldest and guards().whole(oldest, 1, cursor)
+    if oldest then cursor = oldest - 1 end
+    note = 'cursor ' .. string.format('%q', string.sub(raw, 1, 64)) .. ' of ' .. KEYS[5] ..
+           ' is no call sequence; the subscriber restarts from the oldest call still logged' ..
+           ' (calls it ran already may run again)'
+  end
   redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
 end
 tolerant(0, 'HSET', KEYS[6], name, now)

@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 RECORDERS = 4
 #: Longest the pool waits for cancelled attempts to unwind once the grace is over.
 CANCEL_WAIT = 5.0
+#: Seconds between two errors saying a task's code stopped the loop (it runs again).
+RESTART_SAID = 60.0
 
 
 class Raised:
@@ -94,12 +96,29 @@ class AsyncioPool(FixedSlots):
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
         self._shutting_down = False
+        self._closing = False
         self._loop = asyncio.new_event_loop()
         self._recording = concurrent.futures.ThreadPoolExecutor(
             RECORDERS, thread_name_prefix="minitask-record")
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True,
+        self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
         self._thread.start()
+
+    def _serve(self) -> None:
+        """Run the loop until ``close``. A task's code may stop it (``loop.stop()``):
+        every attempt would then hang, the worker beating on; the loop runs again,
+        and its attempts go on where they were."""
+        said: Optional[float] = None
+        while True:
+            self._loop.run_forever()
+            if self._closing:
+                return
+            # said at most once a RESTART_SAID: a task may stop it again and again
+            if said is None or time.monotonic() - said > RESTART_SAID:
+                said = time.monotonic()
+                logger.error("the asyncio pool's event loop was stopped by a task's code "
+                             "(running: %s); it runs again", ", ".join(sorted(self._attempts))
+                             or "none")
 
     def submit(self, job: Job) -> None:
         asyncio.run_coroutine_threadsafe(self._run(job), self._loop)
@@ -123,6 +142,7 @@ class AsyncioPool(FixedSlots):
 
     def close(self) -> None:
         """Stop the loop and the recording threads (after the worker's shutdown)."""
+        self._closing = True
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=CANCEL_WAIT)
         self._recording.shutdown(wait=True)
