@@ -2,7 +2,8 @@
 a worker's running_ids nested too deep for the parser or longer than a worker
 writes is shown as unreadable (the long one named in a log line); a queue name
 longer than any minitask accepts is left out of every listing, naming the registry
-key; a dashboard action whose task_id holds an escape character is a 400."""
+key; a dashboard action whose task_id holds an escape character is a 400; a queue's
+record of recent outcomes no outcome can be added to is said where it is read."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ import redis
 
 from minitask import Minitask
 from minitask.admin import shown_queues
-from minitask.broker.keys import MAX_NAME, AppKeys
+from minitask.admin.activity import recent
+from minitask.broker.keys import MAX_NAME, AppKeys, queue_keys
 from minitask.cli import status as status_command
 from minitask.cli.main import main
 from minitask.dashboard.views import SHOWN_RUNNING
@@ -84,3 +86,17 @@ def test_an_action_on_a_task_id_no_task_can_have_is_a_400(app: Minitask, task_id
         status, _, body = call(dashboard, "/actions/cancel", "POST",
                                f"{form}&csrf={dashboard.csrf_token}")
         assert status == "400 Bad Request" and "\x1b" not in body and "task_id" in body, body
+
+
+@pytest.mark.parametrize("kind", ["last-id", "string"])
+def test_a_record_of_recent_outcomes_no_outcome_can_be_added_to_is_said(
+        app: Minitask, fake_redis: "redis.Redis[bytes]", kind: str,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Outcomes went unrecorded, silently: the readers said nothing."""
+    key = queue_keys(app.name, "default").recent
+    if kind == "string":
+        fake_redis.set(key, "x")
+    else:
+        fake_redis.xadd(key, {"e": "x"}, id=f"{2 ** 64 - 1}-{2 ** 64 - 1}")
+    recent(app, ["default"])
+    assert key in caplog.text and "recent outcomes cannot be written" in caplog.text
