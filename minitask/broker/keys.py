@@ -170,9 +170,10 @@ _FORBIDDEN = frozenset("{}: \t\r\n")
 #: Characters that are wildcards in Redis patterns (ACL ``~pattern``, SCAN MATCH):
 #: in an app name they would make a per-app pattern match other apps' keys.
 _GLOB = frozenset("*?[]\\")
-#: The longest name (of an app, a queue, a worker...) minitask accepts, in characters:
-#: a longer one read from a registry is no name minitask wrote, and is left out.
-MAX_NAME = 200
+#: The longest name (of an app, a queue, a worker...) minitask accepts, in characters
+#: (a worker's id, ``host.pid.xxxxxx``, fits with a 253-character host name): a longer
+#: one read from a registry is no name minitask wrote, and is left out.
+MAX_NAME = 300
 #: Unicode categories refused in names: controls, format characters, line and
 #: paragraph separators, lone surrogates. message.UNPRINTABLE is the same rule for
 #: task names and ids (this module imports nothing, so it keeps its own copy).
