@@ -124,7 +124,7 @@ class WorkerRegistry(Store):
                 if field_text == "running_ids" and len(value) > MAX_RUNNING_IDS:
                     ignored(key, f"running_ids is {len(value)} bytes long, more than a "
                                  f"worker writes ({MAX_RUNNING_IDS})")
-                    info[field_text] = "?"
+                    info[field_text] = "?"  # no JSON: the pages say "unreadable"
                     continue
                 if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
                     ignored(key, f"{field_text} {shown_member(value_text)} is no count")
