@@ -170,6 +170,10 @@ _FORBIDDEN = frozenset("{}: \t\r\n")
 #: Characters that are wildcards in Redis patterns (ACL ``~pattern``, SCAN MATCH):
 #: in an app name they would make a per-app pattern match other apps' keys.
 _GLOB = frozenset("*?[]\\")
+#: The longest name (of an app, a queue, a worker...) minitask accepts, in characters
+#: (a worker's id, ``host.pid.xxxxxx``, fits with a 253-character host name): a longer
+#: one read from a registry is no name minitask wrote, and is left out.
+MAX_NAME = 300
 #: Unicode categories refused in names: controls, format characters, line and
 #: paragraph separators, lone surrogates. message.UNPRINTABLE is the same rule for
 #: task names and ids (this module imports nothing, so it keeps its own copy).
@@ -181,10 +185,14 @@ def check_name(kind: str, name: str) -> str:
     widen a key pattern; ``kind`` is ``"app"``, ``"queue"``...
 
     Raises:
-        ValueError: the name is empty or holds such a character (named in the message).
+        ValueError: the name is empty, longer than MAX_NAME or holds such a character
+            (named in the message).
     """
     if not name:
         raise ValueError(f"{kind} name {name!r} must not be empty")
+    if len(name) > MAX_NAME:
+        raise ValueError(f"{kind} name {name[:40]!r}... is {len(name)} characters long; "
+                         f"names are at most {MAX_NAME}")
     plain = name.isascii() and name.isprintable()  # the usual case: no lookups
     for char in name:
         if char in _FORBIDDEN or not plain and _is_unprintable_or_space(char):

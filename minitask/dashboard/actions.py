@@ -21,6 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from ..admin import app_queues, purge_ready, queue_counts
 from ..app import Minitask
+from ..errors import ConfigurationError
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +184,7 @@ def perform(app: Minitask, path: str, form: Form,
                                            "path": path, "fields": fields, "back": back})
             return "200 OK", [("Content-Type", "text/html; charset=utf-8")], page
         notice = action.act(app, form)
-    except Refused as exc:
+    except (Refused, ConfigurationError) as exc:  # the form's input (a task_id with ESC)
         return "400 Bad Request", [("Content-Type", "text/plain; charset=utf-8")], (
             str(exc).encode())
     logger.info("dashboard: %s", notice)

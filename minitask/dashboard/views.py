@@ -27,6 +27,9 @@ WORKER_RECENT = 20
 CHART_LINES = 8
 CHART_WIDTH = 600
 CHART_HEIGHT = 160
+#: Running task ids a worker's page shows at most (a worker lists at most its
+#: concurrency).
+SHOWN_RUNNING = 1000
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
           "#7f7f7f")
 
@@ -191,14 +194,18 @@ def _int(value: Optional[str]) -> Optional[int]:
     return number if number is not None and abs(number) <= 2 ** 63 else None
 
 
-def _ids(value: Optional[str]) -> List[str]:
-    """The task ids a heartbeat lists as running (a JSON list of strings); [] for
-    none, a worker that lists none (an older minitask) or anything else."""
+def _ids(value: Optional[str]) -> Optional[List[str]]:
+    """The task ids a heartbeat lists as running (a JSON list of strings), at most
+    SHOWN_RUNNING; [] for none or a worker that lists none (an older minitask); None
+    when the list cannot be read (the registry leaves out one longer than a worker
+    writes; nested too deep for the parser; not JSON)."""
     try:
         found = json.loads(value) if value else []
-    except ValueError:
-        return []
-    return [str(item) for item in found] if isinstance(found, list) else []
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(found, list):
+        return None
+    return [str(item) for item in found[:SHOWN_RUNNING]]
 
 
 def _iso(ms: int) -> str:

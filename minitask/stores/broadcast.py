@@ -18,7 +18,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import BrokerError
 from ..printable import printable
-from .foreign import ignored, name_of, text_of, whole
+from .foreign import ignored, name_of, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
@@ -157,7 +157,7 @@ class BroadcastStore(Store):
         for raw, cursor in cursors.items():
             name = name_of(raw, "subscriber")
             if name is None:
-                ignored(keys[1], f"{printable(raw)!r} is no subscriber name")
+                ignored(keys[1], f"{shown_member(raw)} is no subscriber name")
                 continue
             at = whole(cursor, 0, last)
             if at is None:

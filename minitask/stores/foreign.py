@@ -54,6 +54,14 @@ def name_of(raw: Any, kind: str = "queue") -> Optional[str]:
     return name
 
 
+def shown_member(raw: Any, most: int = 80) -> str:
+    """A registry member, escaped and quoted for a log line: its first ``most``
+    characters and its length when it is longer (a planted 5 MB name)."""
+    if len(raw) <= most:
+        return repr(printable(raw))
+    return f"{printable(raw[:most])!r}... ({len(raw)} long)"
+
+
 def whole(value: Any, low: int = 0, high: int = MAX_MS) -> Optional[int]:
     """``value`` (a reply: bytes, str, float or int) as a whole number from ``low`` to
     ``high``, or None: text, non-finite, fractional, out of range."""

@@ -17,7 +17,7 @@ from ..errors import BrokerError, DurabilityError
 from ..printable import printable
 from ..wire.message import Message
 from ..wire.serializer import decode_message
-from .foreign import ignored, name_of, raise_refusals
+from .foreign import ignored, name_of, raise_refusals, shown_member
 from .store import Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
@@ -258,7 +258,7 @@ class QueueStore(Store):
         for member in members:
             name = name_of(member)
             if name is None:
-                ignored(self.app_keys.queues, f"{printable(member)!r} is no queue name")
+                ignored(self.app_keys.queues, f"{shown_member(member)} is no queue name")
             else:
                 names.append(name)
         return sorted(names)

@@ -93,6 +93,13 @@ def unpack_entry(queue: str, data: bytes) -> Optional[RecentOutcome]:
                          attempt, None if took is None else took / 1000, worker, error)
 
 
+#: The last ID a stream can hold: a record whose newest entry has it (planted: its
+#: IDs are the server's time) can be added to no more (lib.lua's remember).
+LAST_ID = f"{2 ** 64 - 1}-{2 ** 64 - 1}".encode()
+#: What a reader says of a record minitask cannot add to.
+UNWRITABLE = "this queue's record of recent outcomes cannot be written"
+
+
 class RecentStore(Store):
     """Reading the record of recent outcomes of an app's queues."""
 
@@ -110,8 +117,11 @@ class RecentStore(Store):
         found: Dict[str, List[RecentOutcome]] = {}
         for queue, key, reply in zip(queues, keys, replies):
             if isinstance(reply, Exception):
-                ignored(key, f"it holds another type than a stream ({reply})")
+                ignored(key, f"{UNWRITABLE}: it holds another type than a stream ({reply})")
                 reply = []
+            elif reply and reply[0][0] == LAST_ID:  # no XADD can follow it
+                ignored(key, f"{UNWRITABLE}: its last entry's ID is the last possible one "
+                             f"({LAST_ID.decode()}), so it keeps the outcomes before it only")
             entries = []
             for _, fields in reply:
                 body = fields.get(b"e")

@@ -7,7 +7,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import BrokerError
 from ..printable import printable
 from ..wire.message import MAX_MS
-from .foreign import ignored, name_of, raise_refusals, text_of, whole
+from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .store import Store
 
 #: The order that stops a worker as SIGTERM does.
@@ -32,6 +32,10 @@ _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "starte
 #: ``clock_skew_ms``: both lie between 1970 and the year 9999 (MAX_MS). Any other value
 #: (text, non-finite, fractional, further) was not written by a worker: left out.
 MAX_SKEW_MS = MAX_MS
+#: The most a record's ``running_ids`` (a JSON list of the ids a worker runs, at most
+#: its concurrency) is read as, in bytes: a longer one was not written by a worker,
+#: and is left out (the pages show its running ids as unreadable).
+MAX_RUNNING_IDS = 65_536
 
 
 class WorkerRegistry(Store):
@@ -92,7 +96,7 @@ class WorkerRegistry(Store):
             for member in reversed(members):  # the longest silent first, as a ZRANGE lists
                 name = name_of(member, "worker")
                 if name is None:
-                    ignored(self.app_keys.workers, f"{printable(member)!r} is no worker name")
+                    ignored(self.app_keys.workers, f"{shown_member(member)} is no worker name")
                 else:
                     names.append(name)
             records: List[Any] = []
@@ -117,8 +121,13 @@ class WorkerRegistry(Store):
                 if field_text is None or value_text is None:
                     ignored(key, f"field {printable(field)!r} is not UTF-8 text")
                     continue
+                if field_text == "running_ids" and len(value) > MAX_RUNNING_IDS:
+                    ignored(key, f"running_ids is {len(value)} bytes long, more than a "
+                                 f"worker writes ({MAX_RUNNING_IDS})")
+                    info[field_text] = "?"  # no JSON: the pages say "unreadable"
+                    continue
                 if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
-                    ignored(key, f"{field_text} {printable(value_text)!r} is no count")
+                    ignored(key, f"{field_text} {shown_member(value_text)} is no count")
                     continue
                 if (field_text == "clock_skew_ms"
                         and whole(value_text, -MAX_SKEW_MS, MAX_SKEW_MS) is None):

@@ -127,7 +127,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "bench.workers": frozenset({"broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
     "dashboard": frozenset(),
-    "dashboard.actions": frozenset({"admin", "app"}),
+    "dashboard.actions": frozenset({"admin", "app", "errors"}),
     "dashboard.groups": frozenset({"admin", "dashboard.sections", "printable"}),
     "dashboard.metrics": frozenset({"admin", "app", "stores.metrics"}),
     "dashboard.sections": frozenset(),
