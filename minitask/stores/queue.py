@@ -29,9 +29,6 @@ _SCRIPTS = ("enqueue", "enqueue_now", "fetch", "release")
 #: The enqueue call's constant arguments, encoded once.
 _WAKE_CAP_ARG = b"%d" % WAKE_CAP
 _BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
-#: The longest plain write of ``QueueStore.push`` sent bare: it fits one TCP segment
-#: (IPv6's smallest, 1,280 bytes, less headers), so Redis reads all of it or none.
-ATOMIC_WRITE = 1_000
 _MULTI = command("MULTI")
 _EXEC = command("EXEC")
 
@@ -158,14 +155,13 @@ class QueueStore(Store):
     def push(self, queue: str, entry: Tuple[str, bytes, int, int], what: str) -> bool:
         """A new id's message, ready at once, written without a script: its message
         stored, its id pushed to the tail of its ready list, a worker woken, in one write
-        of three plain commands (a fifth of a script call's Redis time). False when it
+        of three plain commands in MULTI/EXEC (a third of a script call's Redis time). False when it
         wrote nothing: Redis Cluster, or data minitask did not write (what was written
         is taken back; the caller's script then refuses the call, naming the key).
 
-        The message goes first: a fetch that runs between two of the commands (a long
-        write arrives in parts) never meets an id without its message. A write longer
-        than ``ATOMIC_WRITE`` goes in MULTI/EXEC, so that a connection cut part way
-        leaves nothing; a shorter one is one TCP segment, all or nothing already.
+        The write is one MULTI/EXEC: a connection cut part way leaves nothing (a
+        write can reach Redis in parts, however short), and no fetch meets the id
+        without its message.
         Due delayed tasks are not promoted first: the next fetch does (the ordering
         rules, docs/explanations/guarantees.rst). The wake list gets a token per task,
         uncapped (enqueue.lua reads its length first): tokens are two bytes each, and
@@ -180,17 +176,13 @@ class QueueStore(Store):
                 b"*3\r\n" + bulk("RPUSH") + bulk(k.ready[9 - priority]),
                 command("RPUSH", k.wake, "1"))
         store, ready, wake = parts
-        raw = task_id.encode()
-        key = b"$%d\r\n%s\r\n" % (len(raw), raw)
-        write = b"%s%s$%d\r\n%s\r\n%s%s%s" % (store, key, len(body), body, ready, key, wake)
-        if len(write) <= ATOMIC_WRITE:
-            replies = self.transport.send_commands(write, 3, what)
-        else:
-            replies = self.transport.send_commands(_MULTI + write + _EXEC, 5, what)
-            if replies is not None:  # EXEC's replies, or its refusal (nothing written)
-                replies = replies[-1] if isinstance(replies[-1], list) else [replies[-1]] * 3
+        key = bulk(task_id)
+        replies = self.transport.send_commands(
+            b"".join((_MULTI, store, key, bulk(body), ready, key, wake, _EXEC)), 5, what)
         if replies is None:
             return False
+        # EXEC's replies, or its refusal (nothing written)
+        replies = replies[-1] if isinstance(replies[-1], list) else [replies[-1]] * 3
         stored = not isinstance(replies[0], Exception)
         pushed = not isinstance(replies[1], Exception)
         if pushed and stored:

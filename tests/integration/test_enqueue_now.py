@@ -1,5 +1,5 @@
-"""A plain ``delay()`` (a new id, ready at once) is one write of three plain commands,
-no script (``QueueStore.push``); a call naming its id is enqueue_now.lua, the one
+"""A plain ``delay()`` (a new id, ready at once) is one write of three plain commands
+in MULTI/EXEC, no script (``QueueStore.push``); a call naming its id is enqueue_now.lua, the one
 script call where it can serve (an id pending already is left as it is), and
 enqueue.lua where it cannot. Both leave the queue as enqueue.lua alone would, but
 for the promotion of due delayed tasks, which a plain ``delay()`` leaves to the next
@@ -18,7 +18,6 @@ import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
-from minitask.stores.queue import ATOMIC_WRITE
 from minitask.wire.serializer import decode_message
 
 from tests.support.clock import ManualClock
@@ -65,18 +64,40 @@ def test_a_plain_delay_is_one_write_of_plain_commands(producer: Producer) -> Non
     assert client.exists(q.wake) == 0  # the fetch that found the queue empty
 
 
+#: A long message (a write that surely reaches Redis in parts).
+LONG = 1_000
+
+
 def test_a_long_plain_delay_is_one_transaction_that_writes_the_same(
         producer: Producer) -> None:
     job, q, client = producer.job, producer.q, producer.client
     job.delay(0)  # registers the queue
     made = record_script_calls(producer.app)
-    handle = job.delay("x" * ATOMIC_WRITE)  # MULTI/EXEC: a cut connection leaves nothing
+    handle = job.delay("x" * LONG)  # in MULTI/EXEC, as every plain delay()
     assert made == []
     assert client.lrange(q.ready[4], 0, -1)[-1] == handle.id.encode()
-    assert decode_message(client.hget(q.messages, handle.id)).args == ["x" * ATOMIC_WRITE]
+    assert decode_message(client.hget(q.messages, handle.id)).args == ["x" * LONG]
     assert client.llen(q.wake) == 2
     producer.app.worker(burst=True).run()
-    assert handle.get(timeout=1) == "x" * ATOMIC_WRITE
+    assert handle.get(timeout=1) == "x" * LONG
+
+
+def test_a_short_plain_delay_is_one_transaction_too(redis_server: RedisServer) -> None:
+    """However short, the write is one MULTI/EXEC: a write can reach Redis in parts,
+    and a connection cut after the message's HSET must not leave it in no list."""
+    admin = redis_server.client()
+    app = Minitask("enqueue-short-multi", broker=redis_server.url)
+    job = app.task(name="short.noop")(lambda: None)
+    try:
+        job.delay()  # registers the queue (a script)
+        before = admin.info("commandstats").get("cmdstat_multi", {}).get("calls", 0)
+        job.delay()
+        after = admin.info("commandstats").get("cmdstat_multi", {}).get("calls", 0)
+        assert after - before == 1
+    finally:
+        app.close()
+        for key in admin.scan_iter("minitask:{enqueue-short-multi*"):
+            admin.delete(key)
 
 
 def test_a_call_naming_its_id_is_one_script_call_that_writes_what_enqueue_writes(

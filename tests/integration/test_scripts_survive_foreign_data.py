@@ -24,7 +24,6 @@ import redis
 import tests.support.servers as servers
 from minitask import BrokerError, Minitask, Retry
 from minitask.broker.keys import QueueKeys
-from minitask.stores.queue import ATOMIC_WRITE
 from tests.support.clock import ManualClock
 from tests.support.servers import RedisServer, free_port
 
@@ -440,7 +439,7 @@ def test_a_messages_key_of_another_type_refuses_enqueues_and_changes_nothing(
     assert result.deliveries == []
 
 
-@pytest.mark.parametrize("size", [10, ATOMIC_WRITE])
+@pytest.mark.parametrize("size", [10, 1_000])
 @pytest.mark.parametrize("planted", ["messages", "ready"])
 def test_a_plain_delay_without_a_script_is_refused_whole_by_a_key_of_another_type(
         flow: Flow, client: Any, planted: str, size: int) -> None:
