@@ -127,19 +127,20 @@ def test_poison_task_is_dead_lettered_after_max_deliveries_and_others_complete(
     assert kit.client.hkeys(QUEUE.messages) == [poison.id.encode()], "kept for inspection"
 
 
-def test_sigkill_with_prefetch_loses_none_of_the_tasks_leased_ahead(kit: Kit) -> None:
-    """Tasks a child leased ahead come back after their lease expires; only a task whose
+@pytest.mark.parametrize("pool", ["process", "thread", "asyncio"])
+def test_sigkill_with_prefetch_loses_none_of_the_tasks_leased_ahead(kit: Kit, pool: str) -> None:
+    """Tasks a worker leased ahead come back after their lease expires; only a task whose
     outcome was waiting (at most ACK_WINDOW) to be batched may run a second time."""
     keys = [f"ahead-{i}" for i in range(12)]
     handles = {key: kit.tasks.slow.delay(key, 0.5) for key in keys}
-    first = kit.worker("--pool", "process", "-c", "2", "--prefetch", "5")
+    first = kit.worker("--pool", pool, "-c", "2", "--prefetch", "5")
     wait_until(lambda: sum(kit.mark_counts("started", keys).values()) >= 3, timeout=DEADLINE,
                message="several tasks to start")
     kill_group(first)
-    assert kit.queue_state()["leases"] > 2, "the killed children held tasks leased ahead"
+    assert kit.queue_state()["leases"] > 2, "the killed worker held tasks leased ahead"
     done_before = kit.marks_of("done", keys)
 
-    kit.worker("--pool", "process", "-c", "2", "--prefetch", "5")
+    kit.worker("--pool", pool, "-c", "2", "--prefetch", "5")
     wait_until(lambda: all(kit.mark_counts("done", keys).values()), timeout=DEADLINE,
                message="every task to be done")
     kit.wait_until_drained()
