@@ -10,7 +10,8 @@ function takes the app (anything shaped like ``Operated``) first.
 from __future__ import annotations
 
 from .activity import ListedTask, Listing, recent, running, scheduled
-from .dead import DeadTask, dead_letter, dead_letters, find_dead, purge_dead, requeue_dead
+from .dead import (DeadTask, dead_letter, dead_letters, find_dead, purge_dead, requeue_dead,
+                   revive_dead)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, lookup_queues,
                        shown_queues)
@@ -25,5 +26,5 @@ __all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "DeadTas
            "app_queues", "dead_letter", "dead_letters", "find_dead", "group_counts", "inspect",
            "live_workers", "lookup_queues", "purge_dead", "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
-           "running", "schedule_listing", "scheduled", "schedules", "set_group_weight",
-           "shown_queues", "shutdown", "subscribers", "unsubscribe"]
+           "revive_dead", "running", "schedule_listing", "scheduled", "schedules",
+           "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe"]

@@ -75,9 +75,12 @@ def requeue_dead(app: Operated, task_id: str) -> bool:
     broker = app.broker
     # one round trip for the queues lookup_queues names (one a queue took 20,000)
     found = broker.dead.find(lookup_queues(app)[0], [_raw(task_id)])
-    if found is None:
-        return False
-    queue = found[0]
+    return found is not None and revive_dead(app, found[0], task_id)
+
+
+def revive_dead(app: Operated, queue: str, task_id: str) -> bool:
+    """The dead task ``task_id`` of ``queue`` (found already) back at its queue's tail."""
+    broker = app.broker
     body = broker.queues.message_body(queue, task_id) or b""
     priority = 5
     try:

@@ -16,7 +16,7 @@ LIVE_MS = 60_000
 def live_workers(app: Operated) -> List[Dict[str, str]]:
     """The app's workers whose heartbeat is recent, each a dict with its ``name``."""
     # the app's clock, as the workers' heartbeats and ``minitask status`` read it
-    return app.broker.registry.live(app.clock.now_ms(), LIVE_MS)
+    return app.broker.registry.live(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -> List[str]:

@@ -7,15 +7,14 @@ round trip for the record (a bounded GETRANGE per queue) and one for the steps' 
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from collections import Counter
 from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
 from ..printable import printable
-from ..stores.foreign import ignored
+from ..stores.foreign import ignored, whole
 from ..stores.plans import errbacks_of, parts_of, tasks_of, tree
-from ..wire.message import to_seconds
+from ..wire.message import MAX_MS, to_seconds
 from ..wire.serializer import decode_outcome
 from .operated import Operated, lookup_queues
 
@@ -56,13 +55,13 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
                                       for task in tasks + errbacks])
     for task, (state, outcome) in zip(tasks + errbacks, states):
         task["state"] = _state(state, outcome)
-    at = record.get("at")
-    age_ms = time.time() * 1000 - at if type(at) is int else None
+    at = whole(record.get("at"), 0, MAX_MS)
+    age_ms = None if at is None else app.clock.now_ms() - at
     _unsent(root, False, age_ms)
     for errback in errbacks:
         _unsent(errback, False, age_ms)
-    started = (_dt.datetime.fromtimestamp(to_seconds(at), tz=_dt.timezone.utc).isoformat()
-               if type(at) is int and 0 <= at < 253_402_300_799_999 else None)
+    started = (None if at is None else
+               _dt.datetime.fromtimestamp(to_seconds(at), tz=_dt.timezone.utc).isoformat())
     return {"id": workflow_id, "kind": root["kind"], "started_at": started, "root": root,
             "counts": dict(Counter(task["state"] for task in tasks)), "tasks": len(tasks),
             "left_out": _left_out(root), "errbacks": len(errbacks)}

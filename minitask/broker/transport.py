@@ -279,6 +279,5 @@ class _Errors:
 
     def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
                  traceback: Any) -> None:
-        if isinstance(exc, (redis.RedisError, RedisClusterException, OSError)) and \
-                not isinstance(exc, BrokerError):
+        if isinstance(exc, (redis.RedisError, RedisClusterException, OSError)):
             raise self.transport._failure(exc, self.what, self.script) from exc

@@ -5,7 +5,8 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, find_dead, lookup_queues
+from ..admin import (LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, find_dead, lookup_queues,
+                     revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
@@ -153,17 +154,20 @@ def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[st
 
 
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
-    if args.all:
-        ids = [d.task_id for d in app.dead_letters(args.queue, limit=1_000_000)]
+    if args.all:  # each looked up in its own queue only, not in the registry's again
+        named = [(d.task_id, find_dead(app, d.task_id, d.queue))
+                 for d in app.dead_letters(args.queue, limit=1_000_000)]
+    else:
+        named = _named(app, ids, args.queue)
     missing, requeued = [], 0
-    for shown, found in _named(app, ids, args.queue):
+    for shown, found in named:
         try:
             task_id = None if found is None else found[1].decode("utf-8")
         except UnicodeDecodeError:
             print(f"dead letter '{printable(shown)}' is not requeued: its id is not UTF-8 "
                   f"(no minitask wrote it); purge it", file=sys.stderr)
             task_id = None
-        if task_id is not None and app.requeue_dead(task_id):
+        if task_id is not None and found is not None and revive_dead(app, found[0], task_id):
             requeued += 1
         else:
             missing.append(shown)

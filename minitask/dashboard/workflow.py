@@ -22,6 +22,7 @@ from urllib.parse import quote
 from ..admin.workflows import STATES, workflow
 from ..app import Minitask
 from ..errors import DecodeError
+from ..printable import printable
 
 #: Members of one group (or chord header) drawn; the rest make one ``+N more`` box.
 MEMBERS_DRAWN = 20
@@ -226,7 +227,7 @@ def _shape(kind: str, spec: Dict[str, Any]) -> str:
 
 def _tag(markup: str, *values: Any) -> str:
     """``markup`` with each ``{}`` filled by a value, escaped (quotes too)."""
-    return markup.format(*(escape(str(value), quote=True) for value in values))
+    return markup.format(*(escape(printable(str(value)), quote=True) for value in values))
 
 
 def _short(text: str, most: int) -> str:

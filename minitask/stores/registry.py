@@ -63,10 +63,10 @@ class WorkerRegistry(Store):
             pipe.execute()
 
     def live(self, now_ms: int, live_ms: int,
-             limit: Optional[int] = SHOWN_WORKERS) -> List[Dict[str, str]]:
+             limit: Optional[int] = None) -> List[Dict[str, str]]:
         """Workers whose last heartbeat is at most ``live_ms`` old, each a dict of its
         record with its ``id`` (what keys it) and ``name`` (``--name``, else the id);
-        older ones are pruned. At most ``limit`` of them (see ``listing``)."""
+        older ones are pruned. At most ``limit`` of them (None: all; see ``listing``)."""
         return self.listing(now_ms, live_ms, limit)[0]
 
     def listing(self, now_ms: int, live_ms: int, limit: Optional[int] = SHOWN_WORKERS
@@ -131,7 +131,7 @@ class WorkerRegistry(Store):
                     continue
                 if (field_text == "clock_skew_ms"
                         and whole(value_text, -MAX_SKEW_MS, MAX_SKEW_MS) is None):
-                    ignored(key, f"clock_skew_ms {printable(value_text)!r} is no clock skew "
+                    ignored(key, f"clock_skew_ms {shown_member(value_text)} is no clock skew "
                                  f"(a whole number of ms, at most {MAX_SKEW_MS} either way)")
                     continue
                 info[field_text] = value_text

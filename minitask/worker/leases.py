@@ -143,9 +143,11 @@ class Holdings:
 
     def started(self, most: int) -> List[str]:
         """The ids of at most ``most`` tasks started and not ended: held, neither
-        prefetched nor ended with their outcome waiting to be recorded."""
+        prefetched (nor claimed by a thread, to run next) nor ended with their outcome
+        waiting to be recorded."""
         with self._lock:
             waiting = {job.task_id for job in self._buffer}
+            waiting.update(job.task_id for job in self._claimed.values())
             waiting.update(job.task_id for job, _ in self._acks)
             return [task_id for task_id in self._leases if task_id not in waiting][:most]
 

@@ -138,7 +138,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "dashboard.metrics", "dashboard.sections",
                                 "dashboard.subscribers", "dashboard.views",
                                 "dashboard.workflow", "errors", "printable"}),
-    "dashboard.workflow": frozenset({"admin.workflows", "app", "errors"}),
+    "dashboard.workflow": frozenset({"admin.workflows", "app", "errors", "printable"}),
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),

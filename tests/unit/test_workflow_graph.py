@@ -185,3 +185,12 @@ def test_a_frame_written_before_the_workflow_id_names_no_workflow() -> None:
     frame = frame_of(decode_message(golden.read_bytes()))
     assert frame is not None and "w" not in frame and workflow_id_of(frame) == ""
     assert workflow_id_of({"v": 1, "w": 7}) == "" and workflow_id_of({"w": "x"}) == "x"
+
+
+def test_control_and_bidi_characters_are_drawn_visibly_escaped() -> None:
+    """As on every page (the template's printable): a planted name cannot reorder or
+    hide the text drawn around it."""
+    node = task("a\u202eb", name="shop\x1b[31m.add")
+    markup = svg(layout(drawn(node, {})))
+    assert "\u202e" not in markup and "\x1b" not in markup
+    assert "\\u202e" in markup and "\\x1b" in markup
