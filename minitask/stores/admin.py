@@ -125,7 +125,8 @@ class AdminStore(Store):
         key = self.keys(queue).delayed
         with self.transport.errors(f"read the schedule of queue {queue!r}"):
             first = self.transport.client.zrange(key, 0, DUE_READ - 1, withscores=True)
-        for _, score in first:
+        for entry in first:
+            score = entry[1] if isinstance(entry, (tuple, list)) else None
             due_ms, _ = time_in(key, score, _WHAT["delayed"], 10)
             if due_ms is not None:
                 return due_ms

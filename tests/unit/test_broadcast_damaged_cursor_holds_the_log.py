@@ -2,8 +2,9 @@
 as 0 when sends and pulls drop the calls every subscriber has pulled
 (broadcast_lib.lua's least_cursor): the calls its subscriber had not pulled stay
 logged, though every other subscriber pulled them, and it runs them when it
-restarts from the oldest call logged, a worker started again after the damage too. Were the cursor left out, the subscriber
-ahead of it would have them dropped. On fakeredis and the suite's redis-server."""
+restarts from the oldest call logged (a worker started again after the damage
+too). Were the cursor left out, the subscriber ahead of it would have them
+dropped. On fakeredis and the suite's redis-server."""
 from __future__ import annotations
 
 from typing import Callable, List
