@@ -12,9 +12,9 @@ from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
 from ..printable import printable
-from ..stores.foreign import ignored, whole
+from ..stores.foreign import ignored, time_in
 from ..stores.plans import errbacks_of, parts_of, tasks_of, tree
-from ..wire.message import MAX_MS, to_seconds
+from ..wire.message import to_seconds
 from ..wire.serializer import decode_outcome
 from .operated import Operated, lookup_queues
 
@@ -55,7 +55,7 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
                                       for task in tasks + errbacks])
     for task, (state, outcome) in zip(tasks + errbacks, states):
         task["state"] = _state(state, outcome)
-    at = whole(record.get("at"), 0, MAX_MS)
+    at, _ = time_in(found[0], record.get("at"), "start time")
     age_ms = None if at is None else app.clock.now_ms() - at
     _unsent(root, False, age_ms)
     for errback in errbacks:

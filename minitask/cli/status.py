@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
                 max(0, now_ms - count["beat_ms"]) / 1000.0, 3),
             "processed": count["processed"], "failed": count["failed"],
             "running": count["running"], "recycled": count["recycled"],
-            # checked by the registry: a whole number of ms, within MAX_SKEW_MS
+            # checked by the registry: a whole number of ms, at most MAX_MS either way
             "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                               else int(info["clock_skew_ms"])),
         })

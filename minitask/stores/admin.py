@@ -7,9 +7,8 @@ runs thousands of times a second stay in modules that do nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from ..wire.message import MAX_MS
 from .foreign import ignored, raise_refusals, text_of, time_in, whole
 from .store import Store
 
@@ -19,6 +18,8 @@ _SCRIPTS = ("purge_ready", "peek")
 PURGE_BATCH = 1000
 #: Tasks one peek reads at most (peek.lua), per queue.
 PEEK_MOST = 1000
+#: Scheduled tasks ``next_due_ms`` reads at most, for the first one due at a time.
+DUE_READ = 10
 #: What the score of a task in each sorted set is, as an unreadable one is named.
 _WHAT = {"leases": "lease deadline", "delayed": "due time"}
 
@@ -118,15 +119,15 @@ class AdminStore(Store):
                           due_ms, lease_ms, due_unreadable or lease_unreadable)
 
     def next_due_ms(self, queue: str) -> Optional[int]:
-        """When the earliest scheduled task of ``queue`` is due, if any is."""
+        """When the earliest scheduled task of ``queue`` is due, if any is. A score that
+        is no time minitask writes (read as ``time_in`` reads every stored time) is
+        passed over: of the first ``DUE_READ`` entries, the first that is a time."""
+        key = self.keys(queue).delayed
         with self.transport.errors(f"read the schedule of queue {queue!r}"):
-            first = self.transport.client.zrange(self.keys(queue).delayed, 0, 0,
-                                                 withscores=True)
-        return _ms_of(first[0][1]) if first else None
-
-
-def _ms_of(score: Any) -> Optional[int]:
-    """A delayed or lease score (time in ms * 10 + a priority digit) as its time; None
-    when it is no such score (inf, 1.5, text: no minitask wrote it)."""
-    packed = whole(score, 0, MAX_MS * 10 + 9)
-    return None if packed is None else packed // 10
+            first = self.transport.client.zrange(key, 0, DUE_READ - 1, withscores=True)
+        for entry in first:
+            score = entry[1] if isinstance(entry, (tuple, list)) else None
+            due_ms, _ = time_in(key, score, _WHAT["delayed"], 10)
+            if due_ms is not None:
+                return due_ms
+        return None

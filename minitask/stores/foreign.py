@@ -87,11 +87,13 @@ def whole(value: Any, low: int = 0, high: int = MAX_MS) -> Optional[int]:
 
 
 def time_in(key: str, score: Any, what: str, scale: int = 1) -> Tuple[Optional[int], str]:
-    """A score of ``key`` holding a time (in ms, times ``scale`` plus a digit below it:
-    a delayed or lease score packs a priority digit) as that time, and ''; or None and
-    what is wrong with it, naming ``what`` (a lease deadline...) and the key, said once
-    in the log: inf, 1.5, text, before EARLIEST_MS or after the year 9999. No score
-    (None, or a key of another type) is (None, '')."""
+    """A time minitask stored in ``key`` (ms: a score, or a record's field), read: the
+    one reader of every stored time, so that the pages, the operators' actions and
+    ``testing.drain`` agree on what is one. ``score`` is the time times ``scale`` plus a
+    digit below it (a delayed or lease score packs a priority digit); returns that
+    time and ''; or None and what is wrong with it, naming ``what`` (a lease
+    deadline...) and the key, said once in the log: inf, 1.5, text, before EARLIEST_MS
+    or after the year 9999. No value (None, or a key of another type) is (None, '')."""
     if score is None or isinstance(score, Exception):
         return None, ""
     packed = whole(score, 0, MAX_MS * scale + scale - 1)
@@ -99,7 +101,7 @@ def time_in(key: str, score: Any, what: str, scale: int = 1) -> Tuple[Optional[i
         return packed // scale, ""
     shown = score.decode("ascii", "backslashreplace") if isinstance(score, bytes) else (
         repr(score) if isinstance(score, float) else str(score))
-    ignored(key, "a score is no time minitask writes")
+    ignored(key, f"its {what} is no time minitask writes")
     return None, (f"its {what} in key {key} is no time minitask writes (score "
                   f"{printable(shown[:40])}): unreadable")
 

@@ -28,10 +28,6 @@ RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
 _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms",
                      "recycled"})
-#: The furthest a worker's clock can be from Redis's (ms, either way), in a record's
-#: ``clock_skew_ms``: both lie between 1970 and the year 9999 (MAX_MS). Any other value
-#: (text, non-finite, fractional, further) was not written by a worker: left out.
-MAX_SKEW_MS = MAX_MS
 #: The most a record's ``running_ids`` (a JSON list of the ids a worker runs, at most
 #: its concurrency) is read as, in bytes: a longer one was not written by a worker,
 #: and is left out (the pages show its running ids as unreadable).
@@ -129,10 +125,13 @@ class WorkerRegistry(Store):
                 if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
                     ignored(key, f"{field_text} {shown_member(value_text)} is no count")
                     continue
+                # a worker's clock and Redis's both lie between 1970 and the year 9999:
+                # a skew further than MAX_MS either way (or text, non-finite,
+                # fractional) was not written by a worker
                 if (field_text == "clock_skew_ms"
-                        and whole(value_text, -MAX_SKEW_MS, MAX_SKEW_MS) is None):
+                        and whole(value_text, -MAX_MS, MAX_MS) is None):
                     ignored(key, f"clock_skew_ms {shown_member(value_text)} is no clock skew "
-                                 f"(a whole number of ms, at most {MAX_SKEW_MS} either way)")
+                                 f"(a whole number of ms, at most {MAX_MS} either way)")
                     continue
                 info[field_text] = value_text
             if info:

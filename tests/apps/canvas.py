@@ -8,6 +8,7 @@ app on the test's side, for sending.
 """
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -58,6 +59,12 @@ def total(values: List[int], tag: str = "") -> int:
     return sum(values)
 
 
+def received(values: List[int], tag: str) -> int:
+    """A chord body that records the values it received, as JSON, under its tag."""
+    _note(f"received:{tag}", json.dumps(values))
+    return len(values)
+
+
 def member(key: str, value: int, pause: float = 0.0, retry_chance: float = 0.0,
            mark: bool = False) -> int:
     """A chord member: may ask for one retry (by chance), may take a while, may leave
@@ -85,6 +92,7 @@ def _register(target: Minitask) -> None:
     target.task(name="canvas.add")(add)
     target.task(name="canvas.mul", queue="other")(mul)
     target.task(name="canvas.total")(total)
+    target.task(name="canvas.received")(received)
     target.task(name="canvas.member", retries=3, retry_backoff=0.01)(member)
     target.task(name="canvas.far_member", queue="far", retries=3,
                 retry_backoff=0.01)(member)

@@ -239,3 +239,36 @@ def test_a_process_pool_subscriber_runs_each_call_once_in_its_children(fleet: Fl
     assert sorted(_numbers(runs)) == list(range(20))
     assert supervisor.pid not in {mark[1] for mark in runs}  # run by its children
     assert sorted(_numbers(fleet.marks("note", "b"))) == list(range(20))
+
+
+@pytest.mark.parametrize("planted", ["abc", "1.5"])
+def test_a_damaged_cursor_restarts_its_subscriber_from_the_oldest_call_logged(
+        fleet: Fleet, planted: str) -> None:
+    """a is stopped after call 0; b runs calls 1-3, a's cursor is damaged meanwhile.
+    The calls a did not pull stay logged (its cursor counts as 0 when b's pulls and
+    the sends drop what was pulled), and a, started again, restarts from the oldest
+    call logged: it runs 1, 2 and 3, none lost, and not 0 again (dropped once both
+    had pulled it)."""
+    a = fleet.start("a")
+    fleet.start("b")
+    fleet.subscribed("a", "b")
+    fleet.live(2)  # a's signal handlers are up: SIGTERM stops it
+    assert fleet.note.delay(0).join(timeout=DEADLINE) == {"a": 0, "b": 0}
+    send(a, signal.SIGTERM, group=True)
+    assert a.wait(timeout=DEADLINE) == 0
+    handles = [fleet.note.delay(1), fleet.note.delay(2)]
+    wait_until(lambda: _numbers(fleet.marks("note", "b")) == [0, 1, 2], timeout=DEADLINE,
+               message="calls 1 and 2 run on b")
+    cursors = QueueKeys("bcast", QUEUE).broadcast("cursors")
+    fleet.client.hset(cursors, "a", planted)
+    handles.append(fleet.note.delay(3))  # its send drops what every subscriber pulled
+    wait_until(lambda: _numbers(fleet.marks("note", "b")) == [0, 1, 2, 3],
+               timeout=DEADLINE, message="call 3 run on b")
+    assert fleet.app.broker.broadcasts.log_size(QUEUE) == 3  # 1-3 kept for a
+    fleet.start("a")
+    assert [h.join(timeout=DEADLINE) for h in handles] == [{"a": n, "b": n} for n in (1, 2, 3)]
+    assert _numbers(fleet.marks("note", "a")) == [0, 1, 2, 3]
+    wait_until(lambda: fleet.app.broker.broadcasts.log_size(QUEUE) == 0, timeout=DEADLINE,
+               message="an empty broadcast log")
+    assert fleet.client.hget(cursors, "a") == fleet.client.hget(
+        QueueKeys("bcast", QUEUE).broadcast("state"), "seq")  # past all four calls

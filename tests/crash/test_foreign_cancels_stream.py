@@ -88,6 +88,31 @@ def test_an_entry_with_the_last_id_there_is_is_set_aside_and_cancel_still_stops_
     assert f"{KEYS.cancels}: it held an entry whose id is past" in text, text
 
 
+@pytest.mark.parametrize("pool", ["process", "asyncio"])
+def test_a_stream_whose_last_id_an_entry_deleted_since_took_is_set_aside_by_the_request(
+        processes: Processes, server: RedisServer, nap: Any, pool: str,
+        tmp_path: Path) -> None:
+    """The entry with the last id there is was deleted (XDEL): the stream reads empty,
+    so neither the watch nor request_cancel.lua sees a planted entry, yet it refuses
+    every XADD. The request's XADD is refused ('last possible ID'), and the script sets
+    the stream aside and posts to a new one (its pcall branch): the worker hears it."""
+    client = server.client()
+    client.xadd(KEYS.cancels, {b"planted": b"1"}, id=LAST_ID)
+    client.xdel(KEYS.cancels, LAST_ID)
+    assert client.xlen(KEYS.cancels) == 0 and client.exists(KEYS.cancels) == 1
+    log = tmp_path / "worker.log"
+    worker = start_worker(processes, server, pool, log)
+    stop_a_long_task(client, nap, "first", pool, log)
+    aside = client.xinfo_stream(KEYS.cancels_aside)
+    assert aside["length"] == 0 and aside["last-generated-id"] == LAST_ID.encode()
+    posted = client.xrange(KEYS.cancels)
+    assert posted and int(posted[0][0].split(b"-")[0]) < 253_402_300_800_000
+    stop_a_long_task(client, nap, "second", pool, log)  # the new stream serves on
+    stop(worker, pool)
+    text = log.read_text()
+    assert "Redis refused" not in text and "Redis is back" not in text, text
+
+
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_cancels_key_of_another_type_is_said_once_as_data_and_watched_again_once_fixed(
         processes: Processes, server: RedisServer, nap: Any, pool: str,

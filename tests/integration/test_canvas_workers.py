@@ -8,7 +8,10 @@ import pytest
 import redis
 
 from minitask import GroupHandle, Minitask, TaskFailed, chain, chord, group
+from minitask.admin.workflows import workflow as workflow_record
+from minitask.dashboard.web import Dashboard
 from tests.apps.canvas import producer
+from tests.support.pages import get
 from tests.support.processes import Processes
 from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
@@ -104,3 +107,22 @@ def test_dead_member_body_never_runs_on_error_once_later_steps_cancelled(
     assert set(canvas.marks("errors:dead")) <= set(dead)
     assert canvas.app.handle("after-dead-1").status() == "cancelled"
     assert handle.status() == "cancelled"
+
+
+def test_chord_with_an_empty_header_runs_its_body_with_an_empty_list(canvas: Canvas) -> None:
+    """No member to wait for: the body is sent at once with [] (the plan and handle
+    records go with it, as no step came before), and the workflow's record and page
+    show a chord of one task, its body, succeeded."""
+    handle = chord([], canvas.received.s(tag="empty")).delay()
+    assert handle.get(timeout=DEADLINE) == 0
+    assert canvas.marks("received:empty") == ["[]"]
+    found = workflow_record(canvas.app, handle.id)
+    assert found is not None
+    assert (found["kind"], found["tasks"], found["counts"]) == ("chord", 1, {"succeeded": 1})
+    assert found["root"]["header"] == [] and found["root"]["more"] == 0
+    assert (found["root"]["body"]["id"], found["root"]["body"]["state"]) == (handle.id,
+                                                                             "succeeded")
+    status, page = get(Dashboard(canvas.app), f"/workflow/{handle.id}")
+    assert status.startswith("200")
+    assert "A chord of 1 task(s)" in page and '<span id="counts">1 succeeded</span>' in page
+    assert f'data-id="{handle.id}" data-state="succeeded"' in page

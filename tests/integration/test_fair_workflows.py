@@ -7,12 +7,13 @@ workflow they belong to, while other groups run beside them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Callable, Dict, Iterator, List
 
 import pytest
 import redis
 
 from minitask import Minitask, chain, chord
+from minitask.stores.scripts import source
 from tests.apps.fair_steps import producer
 from tests.support.processes import Processes
 from tests.support.reports import did_fail
@@ -127,3 +128,43 @@ def test_a_tasks_max_running_and_its_groups_limits_hold_together_on_workers(
     wait_until(lambda: not [key for key in admin.keys("minitask:{fairsteps:default}:flow*")
                             if not key.endswith(b":starts")],
                timeout=DEADLINE, message="the groups' and the limiter's keys to go")
+
+
+def _script_runs(client: "redis.Redis[bytes]", shas: Dict[str, str]) -> Dict[str, int]:
+    """How many times each script ran, counted by its sha in the server's slow log
+    (every command is logged: the server is started with a threshold of 0 us)."""
+    runs = dict.fromkeys(shas, 0)
+    by_sha = {sha.encode(): name for name, sha in shas.items()}
+    for entry in client.slowlog_get(100_000):
+        words = bytes(entry["command"]).split(b" ", 2)
+        if words[0].upper() == b"EVALSHA" and len(words) > 1 and words[1] in by_sha:
+            runs[by_sha[words[1]]] += 1
+    return runs
+
+
+def test_ungrouped_steps_are_sent_by_spawn_lua_and_grouped_ones_by_spawn_flow_lua(
+        start_redis: Callable[..., RedisServer], processes: Processes,
+        tmp_path: Path) -> None:
+    """In an app with fair tasks, a step with neither limits nor a group is sent by
+    spawn.lua, as in any app: spawn_flow.lua (which adds a step's spec and joins its
+    group) only for a step that has one, whether the producer or a worker sends it."""
+    server = start_redis("--slowlog-log-slower-than", "0", "--slowlog-max-len", "100000")
+    client = server.client()
+    # loaded first, so that no call is answered NOSCRIPT (logged too) and sent again
+    shas = {name: client.script_load(source(name)) for name in ("spawn", "spawn_flow")}
+    processes.worker(APP, "--pool", "thread", "-c", "2",
+                     env={"MINITASK_BROKER_URL": server.url}, log=tmp_path / "worker.log")
+    app = producer(server.client())
+    try:
+        tenant_of, serial = app.tasks["steps.tenant_of"], app.tasks["steps.serial"]
+        # three ungrouped steps: the producer sends the first, the worker the others
+        handle = chain(tenant_of.si("g"), tenant_of.si("h"), tenant_of.si("i")).delay()
+        assert handle.get(timeout=DEADLINE) == "i"
+        assert _script_runs(client, shas) == {"spawn": 3, "spawn_flow": 0}
+        # the count tells them apart: a grouped step the worker sends
+        handle = chain(tenant_of.si("g"), serial.si("g", 0, "S")).delay()
+        assert handle.get(timeout=DEADLINE) == "g"
+        assert _script_runs(client, shas) == {"spawn": 4, "spawn_flow": 1}
+    finally:
+        app.close()
+        client.close()

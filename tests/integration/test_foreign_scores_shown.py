@@ -8,7 +8,7 @@ import contextlib
 import io
 import json
 import time
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Iterator, Tuple
 
 import pytest
 import redis
@@ -19,6 +19,7 @@ from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
 from minitask.stores.registry import SHOWN_WORKERS
 from tests.apps.foreign import build
+from tests.support.pages import get
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -44,22 +45,6 @@ def cli(*argv: str) -> Tuple[int, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue() + err.getvalue()
-
-
-def get(dashboard: Dashboard, path: str) -> Tuple[str, str]:
-    """A page's status and text; ``path`` as a WSGI server hands it over (PEP 3333:
-    the bytes the client sent, decoded as Latin-1)."""
-    seen: Dict[str, str] = {}
-
-    def start_response(status: str, headers: List[Tuple[str, str]]) -> None:
-        seen["status"] = status
-
-    environ: Dict[str, Any] = {
-        "REQUEST_METHOD": "GET", "PATH_INFO": path.encode().decode("latin-1"),
-        "QUERY_STRING": "", "wsgi.input": io.BytesIO(b""), "CONTENT_LENGTH": "0",
-        "HTTP_HOST": "127.0.0.1:5555"}
-    body = b"".join(dashboard(environ, start_response)).decode()
-    return seen["status"], body
 
 
 @pytest.mark.parametrize("score", ["+inf", "-inf", "1e300", "1.5", "99999999999999999999"])

@@ -29,10 +29,11 @@ end
 local function least_cursor()
   local least
   for _, value in ipairs(tolerant({}, 'HVALS', KEYS[5])) do
-    -- nan, inf, 1.5: no cursor of ours; its subscriber restarts from the oldest call
-    -- logged (broadcast_pull.lua), so it keeps every call, as a cursor at 0 would
-    local seq = guards().whole(value, 0, MAX_SCORE) or 0
-    if seq and (least == nil or seq < least) then least = seq end
+    -- nan, inf, 1.5: no cursor of ours, read as 0 (never left out): its subscriber
+    -- restarts from the oldest call logged (broadcast_pull.lua), so every call
+    -- logged is kept for it, even those every other subscriber pulled
+    local cursor = guards().whole(value, 0, MAX_SCORE) or 0
+    if least == nil or cursor < least then least = cursor end
   end
   return least
 end

@@ -5,12 +5,14 @@
 -- ARGV[1] subscriber   ARGV[2] now (ms)
 -- Returns: 1 when the subscription is new, else 0.
 -- Data minitask did not write (lib.lua): cursors of another type refuses the
--- call; a cursor that is no number restarts from now; seen of another type is
--- left as it is.
+-- call; a cursor that is no call sequence (text, nan, 1.5) is kept, not set to
+-- the last call sent: the subscriber's first pull restarts it from the oldest call
+-- still logged (broadcast_pull.lua), so the calls it had not pulled still run on
+-- it; seen of another type is left as it is.
 guards().expect(KEYS[2], 'hash')
 local seq = string.format('%.0f', tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0)
 local new = 0
-if not tonumber(redis.call('HGET', KEYS[2], ARGV[1])) then
+if not redis.call('HGET', KEYS[2], ARGV[1]) then
   redis.call('HSET', KEYS[2], ARGV[1], seq)
   new = 1
 end
