@@ -238,7 +238,13 @@ class QueueStore(Store):
 
     def queue_names(self) -> List[str]:
         """The app's queues (and lanes); a member that can name no queue (not UTF-8, a
-        space, a control character: not minitask's) is left out, with a warning."""
+        space, a control character, over 300 characters: not minitask's) is left out,
+        with a warning."""
+        return self.queue_registry()[0]
+
+    def queue_registry(self) -> Tuple[List[str], int]:
+        """The app's queues (and lanes), as ``queue_names``; and how many members of its
+        registry were left out as no queue name (a listing counts them as not shown)."""
         with self.transport.errors("list queues"):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.smembers(self.app_keys.queues)
@@ -246,7 +252,7 @@ class QueueStore(Store):
             raise_refusals([members])
         if isinstance(members, Exception):  # another type: the queues the app declares
             ignored(self.app_keys.queues, f"it holds another type than a set ({members})")
-            return []
+            return [], 0
         names = []
         for member in members:
             name = name_of(member)
@@ -254,7 +260,7 @@ class QueueStore(Store):
                 ignored(self.app_keys.queues, f"{shown_member(member)} is no queue name")
             else:
                 names.append(name)
-        return sorted(names)
+        return sorted(names), len(members) - len(names)
 
     # -- consuming ---------------------------------------------------------------
 
@@ -399,7 +405,8 @@ def _count(key: str, reply: Any) -> int:
     return int(reply)
 
 
-def _partly(what: str, broker: str, parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+def _partly(what: str, broker: str,
+            parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
             replies: Sequence[Any]) -> str:
     """What a batch whose calls were refused in part did, in that order: how many of its
     calls were enqueued and how many not; each refused queue's calls with its refusal
