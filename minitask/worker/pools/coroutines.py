@@ -207,6 +207,8 @@ class AsyncioPool(FixedSlots):
         outer = asyncio.current_task()
         assert outer is not None  # always inside a task on the loop
         held = self._holders[outer] = (task.name, job.task_id)
+        if len(self._holders) == 1:  # the first attempt since the pool was idle
+            self._watch.wake()
         inner: "Optional[asyncio.Future[Any]]" = None
         try:
             if cancel.is_set():  # asked to stop while it waited in this worker's buffer

@@ -12,8 +12,10 @@ A thread beside the loop hands it a no-op (``call_soon_threadsafe``) every
 still not run means the loop is held. The thread then asks asyncio which Task
 the loop is stepping (``asyncio.current_task(loop)``, a lookup that holds for
 any thread) and logs a WARNING naming that attempt's task and id, the tasks
-waiting behind it, and what to do; once a minute per task name at most. The
-loop does nothing per task for it: one no-op a period while busy, none idle.
+waiting behind it, and what to do; once a minute per task name at most. While
+no attempt runs, the thread sleeps until the pool wakes it (``wake``, as the
+first attempt starts). The loop does nothing per task for it: one no-op a
+period while busy, none idle; the pool, two dict entries per attempt.
 """
 from __future__ import annotations
 
@@ -53,19 +55,29 @@ class LoopWatch:
         self._holder = holder
         self._blocked_after = blocked_after
         self._said: Dict[str, float] = {}
+        self._busy = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True,
                                         name="minitask-asyncio-watch")
         self._thread.start()
 
+    def wake(self) -> None:
+        """An attempt started with none running: watch again. The pool calls it after
+        adding the attempt to what ``running`` reads, so no start goes unseen."""
+        self._busy.set()
+
     def stop(self) -> None:
         self._stopped.set()
+        self._busy.set()
         self._thread.join(timeout=self._blocked_after * 2)
 
     def _watch(self) -> None:
         while not self._stopped.wait(self._blocked_after):
             if not self._running():
-                continue  # idle: the loop is not woken for nothing
+                self._busy.clear()
+                if not self._running():  # else it started between the two looks
+                    self._busy.wait()  # idle: asleep until an attempt starts, or stop
+                continue
             answered = threading.Event()
             try:
                 self._loop.call_soon_threadsafe(answered.set)
