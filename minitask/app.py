@@ -380,8 +380,9 @@ class Minitask(Operations, SendByName, HandleLookups):
             BrokerError: (when the block ends) Redis failed; each queue's calls
                 were enqueued whole or not at all. Not all or nothing across
                 queues (Redis Cluster keeps each queue in a slot of its own): a
-                refusal names the queue refused and those enqueued all the same
-                (with task names and ids), which must not be sent again.
+                refusal says how many calls were enqueued and how many not, names
+                the queue refused and those enqueued all the same (with task names
+                and ids), which must not be sent again.
         """
         return self._sender.batch()
 

@@ -19,12 +19,15 @@ from .queues import all_queue_counts, purge_ready, queue_counts
 from .scheduling import add_schedule, remove_schedule, schedule_listing, schedules
 from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
-from .workers import LIVE_MS, SHOWN_WORKERS, live_workers, shutdown
+from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
+                      shutdown, worker_listing)
 
-__all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "DeadTask",
+__all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS",
+           "DeadTask", "WorkerListing",
            "ListedTask", "Listing", "Operated", "TaskInfo", "add_schedule", "all_queue_counts",
            "app_queues", "dead_letter", "dead_letters", "find_dead", "group_counts", "inspect",
            "live_workers", "lookup_queues", "purge_dead", "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
            "revive_dead", "running", "schedule_listing", "scheduled", "schedules",
-           "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe"]
+           "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",
+           "worker_listing"]

@@ -4,19 +4,29 @@ from __future__ import annotations
 from typing import Dict, List, Sequence
 
 from ..errors import ConfigurationError
-from ..stores.registry import SHOWN_WORKERS, SHUTDOWN
+from ..stores.registry import SHOWN_WORKERS, SHUTDOWN, TRUSTED_AHEAD_MS, WorkerListing
 from .operated import Operated
 
-__all__ = ["LIVE_MS", "SHOWN_WORKERS", "live_workers", "shutdown", "unknown_workers"]
+__all__ = ["LIVE_MS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "WorkerListing", "live_workers",
+           "shutdown", "unknown_workers", "worker_listing"]
 
 #: A worker whose last heartbeat is older than this is not live.
 LIVE_MS = 60_000
 
 
 def live_workers(app: Operated) -> List[Dict[str, str]]:
-    """The app's workers whose heartbeat is recent, each a dict with its ``name``."""
+    """The app's workers whose heartbeat is recent, each a dict with its ``name``: at
+    most ``LIVE_MS`` old, and at most ``TRUSTED_AHEAD_MS`` ahead of the app's clock."""
+    return worker_listing(app).live
+
+
+def worker_listing(app: Operated) -> WorkerListing:
+    """The app's live workers (``live_workers``), how many more are not shown, and the
+    records whose heartbeat lies further ahead of the app's clock than a live
+    worker's can (a clock ahead, or a record no worker renews): listed apart, not live.
+    """
     # the app's clock, as the workers' heartbeats and ``minitask status`` read it
-    return app.broker.registry.live(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
+    return app.broker.registry.listing(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -> List[str]:

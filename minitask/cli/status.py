@@ -5,7 +5,8 @@ import argparse
 import json
 from typing import Any, Dict, List
 
-from ..admin import SHOWN_OTHERS, SHOWN_WORKERS, all_queue_counts, shown_queues
+from ..admin import (SHOWN_OTHERS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, all_queue_counts,
+                     shown_queues, worker_listing)
 from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
 from ..printable import printable
 from .options import add_app_options, load
@@ -35,8 +36,18 @@ def run(args: argparse.Namespace) -> int:
         "subscribers": _subscribers(app, queues, now_ms),
     }
     # at most SHOWN_WORKERS, those that beat last (20,000 planted members took 2 s)
-    workers, report["workers_left_out"] = broker.registry.listing(now_ms, live_ms=60_000)
-    for info in workers:
+    listed = worker_listing(app)
+    report["workers_left_out"] = listed.left_out
+    # records whose heartbeat is too far ahead to be a live worker's: apart, not live
+    report["workers_ahead"] = [{
+        "name": info["name"], "id": info["id"], "host": info.get("host", ""),
+        "pid": None if info.get("pid") is None else int(info["pid"]),
+        "queues": info.get("queues", ""),
+        "ahead_s": None if info.get("ahead_ms") is None else int(info["ahead_ms"]) / 1000.0,
+        "clock_skew_ms": (None if info.get("clock_skew_ms") is None
+                          else int(info["clock_skew_ms"]))} for info in listed.ahead]
+    report["workers_ahead_left_out"] = listed.ahead_left_out
+    for info in listed.live:
         # the registry hands out only whole numbers in these fields, and leaves out one
         # that is not (said once in the log): None, shown as "?", never a made-up 0
         count = {field: None if info.get(field) is None else int(info[field])
@@ -55,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                               else int(info["clock_skew_ms"])),
         })
-    report["warnings"] = _warnings(app, report["workers"])
+    report["warnings"] = _warnings(app, report["workers"] + report["workers_ahead"])
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
@@ -128,6 +139,7 @@ def _status_text(report: Dict[str, Any]) -> str:
     if report.get("workers_left_out"):
         lines.append(f"  ... and {report['workers_left_out']} more in the worker registry, "
                      f"not shown (only the {SHOWN_WORKERS} that beat last are read)")
+    lines += _ahead_text(report)
     for queue, rows in report["subscribers"].items():
         lines += ["", f"broadcast subscribers of queue {printable(queue)} "
                       f"(lag: calls not pulled yet)"]
@@ -136,3 +148,27 @@ def _status_text(report: Dict[str, Any]) -> str:
             seen = "never seen" if age is None else f"last seen {age:.1f} s ago"
             lines.append(f"  {printable(row['name'])}  lag {row['lag']}  {seen}")
     return "\n".join(lines)
+
+
+def _ahead_text(report: Dict[str, Any]) -> List[str]:
+    """The registry's records whose heartbeat lies ahead of this machine's clock, further
+    than a live worker's can: each with how far, and what to do."""
+    ahead, more = report["workers_ahead"], report["workers_ahead_left_out"]
+    if not ahead and not more:
+        return []
+    lines = ["", f"{len(ahead) + more} worker record(s) with a heartbeat more than "
+                 f"{TRUSTED_AHEAD_MS // 1000} s ahead of this machine's clock, not counted "
+                 f"live (a worker whose clock runs ahead: set it right, with NTP; or a "
+                 f"record no worker renews: it stays until its heartbeat time passes)"]
+    for worker in ahead:
+        named = worker["name"] if worker["name"] == worker["id"] else (
+            f"{worker['name']} ({worker['id']})")
+        far = ("unreadable (no time)" if worker["ahead_s"] is None
+               else f"{worker['ahead_s']:.1f} s ahead")
+        lines.append(f"  {printable(named)}  heartbeat {far}  host "
+                     f"{printable(worker['host']) or '?'}  pid "
+                     f"{'?' if worker['pid'] is None else worker['pid']}  "
+                     f"queues {printable(worker['queues'])}")
+    if more:
+        lines.append(f"  ... and {more} more, not shown")
+    return lines

@@ -11,7 +11,8 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional
 
-from ..admin import all_queue_counts, find_dead, inspect, live_workers, shown_queues
+from ..admin import (TRUSTED_AHEAD_MS, all_queue_counts, find_dead, inspect, live_workers,
+                     shown_queues, worker_listing)
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..admin.workflows import workflow_of
@@ -47,7 +48,8 @@ def queues(app: Minitask) -> Dict[str, Any]:
 def workers(app: Minitask) -> Dict[str, Any]:
     now = app.clock.now_ms()
     found = []
-    for info in live_workers(app):
+    listed = worker_listing(app)
+    for info in listed.live:
         beat = _int(info.get("beat_ms"))
         found.append({
             "name": info["name"], "id": info.get("id", info["name"]),
@@ -62,7 +64,15 @@ def workers(app: Minitask) -> Dict[str, Any]:
             "running": _int(info.get("running")),
             "running_ids": _ids(info.get("running_ids")),
             "recycled": _int(info.get("recycled"))})
-    return {"app": app.name, "workers": found}
+    # heartbeats too far ahead to be a live worker's (a clock ahead, or a record no
+    # worker renews): listed apart, not live, with how far ahead
+    ahead = [{"name": info["name"], "id": info["id"], "host": info.get("host", ""),
+              "pid": _int(info.get("pid")), "queues": info.get("queues", ""),
+              "ahead_s": None if info.get("ahead_ms") is None
+              else round(int(info["ahead_ms"]) / 1000.0, 1)} for info in listed.ahead]
+    return {"app": app.name, "workers": found, "workers_left_out": listed.left_out,
+            "ahead": ahead, "ahead_left_out": listed.ahead_left_out,
+            "trusted_ahead_s": TRUSTED_AHEAD_MS // 1000}
 
 
 def listing(app: Minitask, which: str, queues: Optional[List[str]], task: Optional[str],

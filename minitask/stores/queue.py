@@ -149,7 +149,8 @@ class QueueStore(Store):
                               if not isinstance(reply, Exception)})
         refused = [reply for reply in added if isinstance(reply, BrokerError)]
         if refused:
-            raise BrokerError(_partly(str(refused[0]), parts, added), reason=refused[0].reason)
+            raise BrokerError(_partly(what, self.transport.description, parts, added),
+                              reason=refused[0].reason)
         return sum(int(count) for count in added)
 
     def push(self, queue: str, entry: Tuple[str, bytes, int, int], what: str) -> bool:
@@ -237,7 +238,13 @@ class QueueStore(Store):
 
     def queue_names(self) -> List[str]:
         """The app's queues (and lanes); a member that can name no queue (not UTF-8, a
-        space, a control character: not minitask's) is left out, with a warning."""
+        space, a control character, over 300 characters: not minitask's) is left out,
+        with a warning."""
+        return self.queue_registry()[0]
+
+    def queue_registry(self) -> Tuple[List[str], int]:
+        """The app's queues (and lanes), as ``queue_names``; and how many members of its
+        registry were left out as no queue name (a listing counts them as not shown)."""
         with self.transport.errors("list queues"):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.smembers(self.app_keys.queues)
@@ -245,7 +252,7 @@ class QueueStore(Store):
             raise_refusals([members])
         if isinstance(members, Exception):  # another type: the queues the app declares
             ignored(self.app_keys.queues, f"it holds another type than a set ({members})")
-            return []
+            return [], 0
         names = []
         for member in members:
             name = name_of(member)
@@ -253,7 +260,7 @@ class QueueStore(Store):
                 ignored(self.app_keys.queues, f"{shown_member(member)} is no queue name")
             else:
                 names.append(name)
-        return sorted(names)
+        return sorted(names), len(members) - len(names)
 
     # -- consuming ---------------------------------------------------------------
 
@@ -398,21 +405,45 @@ def _count(key: str, reply: Any) -> int:
     return int(reply)
 
 
-def _partly(problem: str, parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+def _partly(what: str, broker: str,
+            parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
             replies: Sequence[Any]) -> str:
-    """What a batch whose calls were refused in part did: ``problem`` (the first
-    refusal), then each queue's calls not enqueued, and those enqueued all the same
-    (sending them again would run them twice)."""
-    failed = [part for part, reply in zip(parts, replies) if isinstance(reply, Exception)]
-    unsent = [part for part, reply in zip(parts, replies) if reply is None]
-    sent = [part for part, reply in zip(parts, replies)
+    """What a batch whose calls were refused in part did, in that order: how many of its
+    calls were enqueued and how many not; each refused queue's calls with its refusal
+    (less the "could not ``what`` (broker ...)" every refusal starts with); those never
+    sent after a refusal; those enqueued all the same (sending them again
+    would run them twice); and what to do."""
+    head = f"could not {what} (broker {broker}): "
+    counted = list(zip(parts, replies))
+    sent = [part for part, reply in counted
             if reply is not None and not isinstance(reply, Exception)]
-    said = [f"{problem}; not enqueued: {_calls(failed)}"]
+    total, enqueued = sum(len(part[1]) for part in parts), sum(len(part[1]) for part in sent)
+    said = [f"app.batch() block {'partly enqueued' if sent else 'not enqueued'} (broker "
+            f"{broker}): "
+            f"{enqueued} of its {total} call(s) enqueued, {total - enqueued} not"]
+    for part, reply in counted:
+        if isinstance(reply, Exception):
+            said.append(f"not enqueued: {_calls([part])}, refused by Redis: "
+                        f"{_refusal(str(reply), head)}")
+    unsent = [part for part, reply in counted if reply is None]
     if unsent:
-        said.append(f"not sent (after the refusal): {_calls(unsent)}")
-    said.append(f"enqueued all the same (do not send them again): {_calls(sent)}"
-                if sent else "nothing else was enqueued")
+        said.append(f"not enqueued (not sent after the refusal): {_calls(unsent)}")
+    if sent:
+        said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
+        said.append("fix what the refusal names, then send again only the calls not enqueued")
+    else:
+        said.append("nothing of the block was written: fix what the refusal names, then "
+                    "send the block again")
     return "; ".join(said)
+
+
+def _refusal(message: str, head: str) -> str:
+    """A refused call's BrokerError as ``_partly`` quotes it: without the ``head`` it
+    shares with the others, and its script's "nothing was changed" said of its queue
+    (the others' calls may have been enqueued)."""
+    if message.startswith(head):
+        message = message[len(head):]
+    return message.replace("nothing was changed", "none of this queue's calls was written")
 
 
 def _calls(parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]]) -> str:

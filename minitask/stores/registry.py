@@ -2,7 +2,9 @@
 the orders list each worker listens on (``minitask shutdown``)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
 
 from ..errors import BrokerError
 from ..printable import printable
@@ -19,10 +21,15 @@ ORDER_TTL_MS = 60_000
 #: Live workers a listing shows at most (``minitask status``, the dashboard), those
 #: that beat last first: the rest are counted, "N more not shown".
 SHOWN_WORKERS = 500
-#: How far ahead of the reader's clock a heartbeat is still listed (ms): a worker's
-#: clock ahead by this much at most. A registry member scored further ahead (planted,
-#: +inf) is counted as live but never read first, so it cannot crowd out live workers.
-AHEAD_MS = 3_600_000
+#: How far ahead of the reader's clock a heartbeat is still a live worker's (ms): three
+#: of the longest heartbeat period (5 s). A registry member scored further ahead is
+#: listed apart, "clock ahead", and not counted live: a worker whose clock runs ahead
+#: (said with its skew), or a record no worker renews (planted, or left by a worker
+#: whose clock was ahead), which would otherwise be listed live until its score passed.
+TRUSTED_AHEAD_MS = 15_000
+#: Members scored ahead that a listing shows at most, the nearest first (the rest are
+#: counted): planted +inf members are read last.
+SHOWN_AHEAD = 20
 #: Workers' records read in one round trip.
 RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
@@ -32,6 +39,23 @@ _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "starte
 #: its concurrency) is read as, in bytes: a longer one was not written by a worker,
 #: and is left out (the pages show its running ids as unreadable).
 MAX_RUNNING_IDS = 65_536
+
+
+@dataclass(frozen=True)
+class WorkerListing:
+    """What a listing of the worker registry found (``WorkerRegistry.listing``)."""
+
+    #: The live workers listed, those that beat last first (see ``WorkerRegistry.live``).
+    live: List[Dict[str, str]]
+    #: Live members of the registry not listed: past the limit, or left out (a member
+    #: that names no worker, a record gone or not minitask's; said in the log).
+    left_out: int = 0
+    #: Records whose heartbeat lies more than TRUSTED_AHEAD_MS ahead of the reader's
+    #: clock, not counted live, the nearest first; each with ``ahead_ms``, how far
+    #: ahead (missing when the score is no time: +inf, 1e300).
+    ahead: List[Dict[str, str]] = dataclasses.field(default_factory=list)
+    #: Members scored that far ahead not listed.
+    ahead_left_out: int = 0
 
 
 class WorkerRegistry(Store):
@@ -60,48 +84,68 @@ class WorkerRegistry(Store):
 
     def live(self, now_ms: int, live_ms: int,
              limit: Optional[int] = None) -> List[Dict[str, str]]:
-        """Workers whose last heartbeat is at most ``live_ms`` old, each a dict of its
-        record with its ``id`` (what keys it) and ``name`` (``--name``, else the id);
-        older ones are pruned. At most ``limit`` of them (None: all; see ``listing``)."""
-        return self.listing(now_ms, live_ms, limit)[0]
+        """Workers whose last heartbeat is at most ``live_ms`` old (and at most
+        TRUSTED_AHEAD_MS ahead), each a dict of its record with its ``id`` (what keys
+        it) and ``name`` (``--name``, else the id); older ones are pruned. At most
+        ``limit`` of them (None: all; see ``listing``)."""
+        return self.listing(now_ms, live_ms, limit).live
 
-    def listing(self, now_ms: int, live_ms: int, limit: Optional[int] = SHOWN_WORKERS
-                ) -> Tuple[List[Dict[str, str]], int]:
+    def listing(self, now_ms: int, live_ms: int,
+                limit: Optional[int] = SHOWN_WORKERS) -> WorkerListing:
         """The live workers (as ``live``), at most ``limit`` (None: all), those that beat
-        last first; and how many more live ones there are, not listed. The registry is
-        a sorted set anyone with Redis access can fill: what a listing costs stays the
-        same with 10 members or 20,000. Only beats from ``live_ms`` ago to ``AHEAD_MS``
-        ahead are read; members scored further ahead are counted with those not shown."""
+        last first, and how many more live members there are, not listed; and apart,
+        at most SHOWN_AHEAD records scored more than TRUSTED_AHEAD_MS ahead. The
+        registry is a sorted set anyone with Redis access can fill: what a listing
+        costs stays the same with 10 members or 20,000."""
         client = self.transport.client
-        # a beat ahead is a clock ahead, listed up to AHEAD_MS; a score further ahead
-        # (+inf, the year 9999: planted) cannot push the live workers out of a listing
-        lowest, highest = now_ms - live_ms, now_ms + AHEAD_MS
+        key = self.app_keys.workers
+        lowest, trusted = now_ms - live_ms, now_ms + TRUSTED_AHEAD_MS
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
-            pipe.zremrangebyscore(self.app_keys.workers, "-inf", f"({lowest}")
-            pipe.zrevrangebyscore(self.app_keys.workers, highest, lowest,
+            pipe.zremrangebyscore(key, "-inf", f"({lowest}")
+            pipe.zrevrangebyscore(key, trusted, lowest,
                                   start=0 if limit is not None else None, num=limit)
-            pipe.zcount(self.app_keys.workers, lowest, "+inf")
-            pruned, members, live = pipe.execute(raise_on_error=False)
-            raise_refusals([pruned, members, live])
-            if isinstance(members, Exception):  # another type: no worker can be listed
-                ignored(self.app_keys.workers, f"it holds another type than a sorted set "
-                                               f"({members})")
-                return [], 0
-            names = []
-            for member in reversed(members):  # the longest silent first, as a ZRANGE lists
-                name = name_of(member, "worker")
-                if name is None:
-                    ignored(self.app_keys.workers, f"{shown_member(member)} is no worker name")
-                else:
-                    names.append(name)
-            records: List[Any] = []
-            for start in range(0, len(names), RECORD_BATCH):
-                pipe = client.pipeline(transaction=False)
-                for name in names[start:start + RECORD_BATCH]:
-                    pipe.hgetall(self.app_keys.worker(name))
-                records += pipe.execute(raise_on_error=False)
-        return self._records(names, records), max(0, int(live) - len(members))
+            pipe.zcount(key, lowest, trusted)
+            # nearest first: members planted at +inf cannot push out a clock ahead
+            pipe.zrangebyscore(key, f"({trusted}", "+inf", start=0, num=SHOWN_AHEAD,
+                               withscores=True)
+            pipe.zcount(key, f"({trusted}", "+inf")
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+            if isinstance(replies[1], Exception):  # another type: no worker can be listed
+                ignored(key, f"it holds another type than a sorted set ({replies[1]})")
+                return WorkerListing([])
+            _, members, live, ahead, ahead_count = replies
+            # the longest silent first, as a ZRANGE lists
+            found = self._read(list(reversed(members)))
+            scored = self._read([member for member, _ in ahead])
+        scores = {name_of(member, "worker"): score for member, score in ahead}
+        for info in scored:
+            info.pop("ahead_ms", None)  # a field of the record is no measure of ours
+            at = whole(scores[info["id"]], 0, MAX_MS)
+            if at is not None:
+                info["ahead_ms"] = str(at - now_ms)
+        return WorkerListing(found, int(live) - len(found), scored,
+                             int(ahead_count) - len(scored))
+
+    def _read(self, members: List[Any]) -> List[Dict[str, str]]:
+        """The records of registry ``members``; those that name no worker, or hold no
+        record minitask wrote, left out (said once in the log)."""
+        names = []
+        for member in members:
+            name = name_of(member, "worker")
+            if name is None:
+                ignored(self.app_keys.workers, f"{shown_member(member)} is no worker name")
+            else:
+                names.append(name)
+        records: List[Any] = []
+        client = self.transport.client
+        for start in range(0, len(names), RECORD_BATCH):
+            pipe = client.pipeline(transaction=False)
+            for name in names[start:start + RECORD_BATCH]:
+                pipe.hgetall(self.app_keys.worker(name))
+            records += pipe.execute(raise_on_error=False)
+        return self._records(names, records)
 
     def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
         """The workers' records read, each field checked (``live``)."""

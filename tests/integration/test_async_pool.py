@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 import threading
 import time
 from typing import Any, List
@@ -120,6 +121,45 @@ def test_grace_over_cancels_coroutines_and_gives_their_tasks_back(app: Minitask)
     assert not thread.is_alive()
     assert cancelled == [True]
     assert handle.status() == "queued"  # given back, not failed: it runs again elsewhere
+
+
+def test_a_coroutine_that_blocks_the_loop_is_named_with_what_to_do_while_it_blocks(
+        app: Minitask, caplog: pytest.LogCaptureFixture) -> None:
+    # time.sleep or a synchronous client in an async def held every attempt of the
+    # loop, and nothing said why
+    release = threading.Event()
+
+    @app.task
+    async def blocking() -> str:
+        release.wait(DEADLINE)  # a blocking call on the loop's thread
+        return "done"
+
+    @app.task
+    async def polite() -> str:
+        await asyncio.sleep(0)
+        return "polite"
+
+    held = blocking.delay()
+    waiting = polite.delay()
+    worker = app.worker(pool="asyncio", concurrency=4)
+    with caplog.at_level(logging.WARNING, logger="minitask.worker.pools.watchdog"):
+        thread = _run(worker)
+
+        def said() -> List[str]:
+            return [record.getMessage() for record in caplog.records
+                    if record.name == "minitask.worker.pools.watchdog"]
+
+        # said while it still blocks: the task has not returned yet
+        (warning,) = wait_until(said, timeout=DEADLINE, message="the blocked loop said")
+        release.set()
+        assert held.get(timeout=DEADLINE) == "done"
+        assert waiting.get(timeout=DEADLINE) == "polite"
+    assert warning.startswith(f"task {blocking.name!r} (id {held.id}) has blocked the "
+                              f"asyncio pool's event loop for more than 1.0 s")
+    assert "await asyncio.to_thread(...)" in warning and "--pool threads" in warning
+    worker.stop()
+    thread.join(timeout=DEADLINE)
+    assert not thread.is_alive()
 
 
 #: The longest step the asyncio producer may take on the loop's thread (CPU time).

@@ -182,13 +182,38 @@ def test_a_refused_queue_is_named_alone_and_the_queues_written_are_said_so(
             added = tasks["add"].delay(1, 2)
             mailed = tasks["mail"].delay("a@example.com")
     said = str(raised.value)
-    refused, _, enqueued = said.partition("enqueued all the same")
+    # what happened first, then each part: never "nothing was changed" of a block that
+    # enqueued something (the script's words were of its own queue's call)
+    assert said.startswith("app.batch() block partly enqueued (broker ")
+    assert "1 of its 2 call(s) enqueued, 1 not;" in said
+    assert "nothing was changed" not in said and "none of this queue's calls was written" in said
+    refused, _, enqueued = said.partition("enqueued, and they will run (do not send them again)")
     assert "not enqueued: queue 'emails'" in refused and mailed.id in refused
     assert "'default'" not in refused and added.id not in refused
     assert "queue 'default'" in enqueued and added.id in enqueued and "add" in enqueued
     assert "'emails'" not in enqueued
+    assert enqueued.endswith("then send again only the calls not enqueued")
     assert raised.value.reason in ("wrong type", "script")  # refused: data, no outage
     assert stored(app, "default") == 1
+
+
+def test_a_block_refused_whole_says_none_of_its_calls_was_enqueued(
+        make_app: Callable[..., Minitask]) -> None:
+    app, tasks = shop(make_app)
+    client = app.broker.transport.client
+    client.set(QueueKeys(app.name, "emails").messages, "not minitask's")  # another type
+    with pytest.raises(BrokerError) as raised:
+        with app.batch():
+            mailed = [tasks["mail"].delay(f"{n}@example.com") for n in range(3)]
+    said = str(raised.value)
+    assert said.startswith("app.batch() block not enqueued (broker ")
+    assert "0 of its 3 call(s) enqueued, 3 not;" in said
+    assert "not enqueued: queue 'emails': 3 call(s)" in said
+    assert all(handle.id in said for handle in mailed)
+    assert "will run" not in said and "nothing was changed" not in said
+    assert said.endswith("nothing of the block was written: fix what the refusal names, "
+                         "then send the block again")
+    assert client.get(QueueKeys(app.name, "emails").messages) == b"not minitask's"
 
 
 def test_a_workflow_is_refused_inside_a_block(make_app: Callable[..., Minitask]) -> None:

@@ -17,7 +17,7 @@ from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
-from minitask.stores.registry import SHOWN_WORKERS
+from minitask.stores.registry import SHOWN_WORKERS, TRUSTED_AHEAD_MS
 from tests.apps.foreign import build
 from tests.support.pages import get
 from tests.support.servers import RedisServer
@@ -69,14 +69,72 @@ def test_workers_planted_ahead_never_hide_the_live_ones(
     admin.zadd(REGISTRY.workers, {f"far{i}": now_ms + 10 ** 9 for i in range(SHOWN_WORKERS)})
     admin.zadd(REGISTRY.workers, {"real": now_ms})
     admin.hset(REGISTRY.worker("real"), mapping={"beat_ms": now_ms, "name": "real"})
-    workers, left_out = app.broker.registry.listing(now_ms, 60_000)
-    assert [worker["name"] for worker in workers] == ["real"]
-    assert left_out == 2 * SHOWN_WORKERS  # counted, not shown
+    listed = app.broker.registry.listing(now_ms, 60_000)
+    assert [worker["name"] for worker in listed.live] == ["real"] and listed.left_out == 0
+    # far ahead, and with no record: no live worker's, counted apart, not shown
+    assert listed.ahead == [] and listed.ahead_left_out == 2 * SHOWN_WORKERS
     code, said = cli("status", "-A", APP, "--json")
     assert code == 0, said
     assert [worker["name"] for worker in json.loads(said)["workers"]] == ["real"]
     status, metrics = get(Dashboard(app), "/metrics")
     assert status.startswith("200") and "minitask_workers 1" in metrics
+
+
+def test_a_record_beating_far_ahead_is_listed_apart_with_its_skew_and_not_counted_live(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    # a record no worker renews, scored half an hour ahead: it was listed live until
+    # its score passed (up to an hour ahead was taken for clock skew)
+    now_ms = int(time.time() * 1000)
+    beats = {"real": now_ms, "skewed": now_ms + TRUSTED_AHEAD_MS // 3,
+             "ghost": now_ms + 1_800_000}
+    for name, beat in beats.items():
+        admin.zadd(REGISTRY.workers, {name: beat})
+        admin.hset(REGISTRY.worker(name), mapping={
+            "beat_ms": beat, "name": name, "host": "h1", "pid": 7, "queues": "other",
+            "ahead_ms": "1"})  # a field of that name is no measure: never shown
+    listed = app.broker.registry.listing(now_ms, 60_000)
+    assert sorted(worker["name"] for worker in listed.live) == ["real", "skewed"]
+    assert [(worker["name"], worker["ahead_ms"]) for worker in listed.ahead] == [
+        ("ghost", "1800000")]
+    assert listed.left_out == listed.ahead_left_out == 0
+    code, said = cli("status", "-A", APP, "--json")
+    assert code == 0, said
+    report = json.loads(said)
+    assert sorted(worker["name"] for worker in report["workers"]) == ["real", "skewed"]
+    (ghost,) = report["workers_ahead"]
+    assert ghost["name"] == "ghost" and 1790 < ghost["ahead_s"] <= 1800
+    code, said = cli("status", "-A", APP)
+    assert code == 0 and "2 live worker(s)" in said, said
+    assert (f"1 worker record(s) with a heartbeat more than {TRUSTED_AHEAD_MS // 1000} s "
+            f"ahead of this machine's clock, not counted live") in said
+    assert "  ghost  heartbeat 17" in said and " s ahead  host h1  pid 7" in said
+    dashboard = Dashboard(app)
+    status, metrics = get(dashboard, "/metrics")
+    assert status.startswith("200") and "minitask_workers 2" in metrics
+    status, page = get(dashboard, "/workers")
+    assert status.startswith("200") and "Clock ahead: not counted live" in page
+    assert 'id="workers-ahead"' in page and "ghost" in page.partition("workers-ahead")[2]
+    assert "ghost" not in page.partition("workers-ahead")[0]
+
+
+def test_names_left_out_of_a_listing_are_counted_in_its_not_shown_figure(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    # names over 300 characters (or not UTF-8) were left out and counted nowhere
+    now_ms = int(time.time() * 1000)
+    admin.sadd(REGISTRY.queues, "q" * 301, b"\xff")
+    admin.zadd(REGISTRY.workers, {"w" * 301: now_ms, "real": now_ms})
+    admin.hset(REGISTRY.worker("real"), mapping={"beat_ms": now_ms, "name": "real"})
+    code, said = cli("status", "-A", APP, "--json")
+    assert code == 0, said
+    report = json.loads(said)
+    assert report["queues_left_out"] == 2 and report["workers_left_out"] == 1
+    assert [worker["name"] for worker in report["workers"]] == ["real"]
+    code, said = cli("status", "-A", APP)
+    assert "... and 2 more queue(s) in the app's queue registry, not shown" in said
+    assert "... and 1 more in the worker registry, not shown" in said
+    dashboard = Dashboard(app)
+    assert "and 2 more queue(s) in the app's queue registry" in get(dashboard, "/")[1]
+    assert "and 1 more in the worker registry, not shown" in get(dashboard, "/workers")[1]
 
 
 def test_the_worker_404_page_reads_the_path_as_utf8_and_escapes_it(app: Minitask) -> None:

@@ -37,6 +37,7 @@ from ..outcomes import Recorder
 from ..runner import Runner, limited, settle
 from ..softlimit import call_with_posting
 from .slots import FixedSlots
+from .watchdog import LoopWatch
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +104,11 @@ class AsyncioPool(FixedSlots):
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
         self._thread.start()
+        #: The attempt each running asyncio Task belongs to (task name, task id): its
+        #: ``_run`` and, for a coroutine, the Task that awaits it. Read by the watch.
+        self._holders: Dict["asyncio.Future[Any]", Tuple[str, str]] = {}
+        self._watch = LoopWatch(self._loop, lambda: [held[0] for held in list(
+            self._holders.values())], self._holders.get)
 
     def _serve(self) -> None:
         """Run the loop until ``close``. A task's code may stop it (``loop.stop()``):
@@ -143,6 +149,7 @@ class AsyncioPool(FixedSlots):
     def close(self) -> None:
         """Stop the loop and the recording threads (after the worker's shutdown)."""
         self._closing = True
+        self._watch.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=CANCEL_WAIT)
         self._recording.shutdown(wait=True)
@@ -197,11 +204,16 @@ class AsyncioPool(FixedSlots):
         board = self._runner.cancels
         is_async = inspect.iscoroutinefunction(task.func)
         cancel = board.enter(job.task_id)
+        outer = asyncio.current_task()
+        assert outer is not None  # always inside a task on the loop
+        held = self._holders[outer] = (task.name, job.task_id)
+        if len(self._holders) == 1:  # the first attempt since the pool was idle
+            self._watch.wake()
+        inner: "Optional[asyncio.Future[Any]]" = None
         try:
             if cancel.is_set():  # asked to stop while it waited in this worker's buffer
                 await self._record(self._recorder.cancelled, job, message, 0.0)
                 return None
-            inner: "Optional[asyncio.Future[Any]]" = None
             started = time.monotonic()
             value: Any = None
             error: Optional[BaseException] = None
@@ -215,6 +227,7 @@ class AsyncioPool(FixedSlots):
                     inner = asyncio.ensure_future(limited(
                         contained(task.func(*args, **kwargs)), limit, task.name,
                         task.options.soft_timeout))
+                    self._holders[inner] = held
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
@@ -244,6 +257,9 @@ class AsyncioPool(FixedSlots):
             return following
         finally:
             board.leave(job.task_id)
+            self._holders.pop(outer, None)
+            if inner is not None:
+                self._holders.pop(inner, None)
 
     def _conclude(self, job: Job, message: Message, context: TaskContext,
                   cancel: threading.Event, limit: Optional[float], value: Any,
