@@ -20,7 +20,7 @@ from .scheduling import add_schedule, remove_schedule, schedule_listing, schedul
 from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
-                      shutdown, worker_listing)
+                      shutdown, stoppable_workers, worker_listing)
 
 __all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS",
            "DeadTask", "WorkerListing",
@@ -30,4 +30,4 @@ __all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
            "revive_dead", "running", "schedule_listing", "scheduled", "schedules",
            "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",
-           "worker_listing"]
+           "stoppable_workers", "worker_listing"]

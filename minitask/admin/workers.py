@@ -8,7 +8,7 @@ from ..stores.registry import SHOWN_WORKERS, SHUTDOWN, TRUSTED_AHEAD_MS, WorkerL
 from .operated import Operated
 
 __all__ = ["LIVE_MS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "WorkerListing", "live_workers",
-           "shutdown", "unknown_workers", "worker_listing"]
+           "shutdown", "stoppable_workers", "unknown_workers", "worker_listing"]
 
 #: A worker whose last heartbeat is older than this is not live.
 LIVE_MS = 60_000
@@ -30,7 +30,7 @@ def worker_listing(app: Operated) -> WorkerListing:
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -> List[str]:
-    """Ask live workers to stop as on SIGTERM: they stop fetching, give running tasks
+    """Ask live workers (and those listed "clock ahead") to stop as on SIGTERM: they stop fetching, give running tasks
     their grace and exit; each acts on it at once (it waits on Redis for orders).
 
     Args:
@@ -46,7 +46,7 @@ def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -
             (nothing is sent then).
         BrokerError: Redis could not be reached.
     """
-    live = live_workers(app)
+    live = stoppable_workers(app)
     if not every and not names:
         raise ConfigurationError("name the workers to stop (see minitask status), or pass --all")
     unknown = unknown_workers(live, names)
@@ -59,6 +59,14 @@ def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -
     for worker_id in asked:
         app.broker.registry.send_order(worker_id, SHUTDOWN)
     return asked
+
+
+def stoppable_workers(app: Operated) -> List[Dict[str, str]]:
+    """The workers an order can reach: the live ones and those listed "clock ahead" (a
+    real worker whose clock runs fast must still be stoppable; an order left for a
+    record no worker renews expires unread)."""
+    listed = worker_listing(app)
+    return listed.live + listed.ahead
 
 
 def unknown_workers(live: Sequence[Dict[str, str]], names: Sequence[str]) -> List[str]:

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from ..admin import live_workers, shutdown
+from ..admin import shutdown, stoppable_workers
 from ..admin.workers import unknown_workers
 from ..printable import printable
 from ..wire.message import MAX_SECONDS
@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
-        live = live_workers(app)
+        live = stoppable_workers(app)
         unknown = unknown_workers(live, args.words)
         if unknown and not args.all:  # something named was not found: exit 1, as documented
             names = sorted({printable(info["name"]) for info in live})
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         deadline = time.monotonic() + max(0.0, args.wait)
         remaining = set(asked)
         while args.wait > 0 and remaining:
-            remaining &= {info["id"] for info in live_workers(app)}
+            remaining &= {info["id"] for info in stoppable_workers(app)}
             if not remaining or time.monotonic() >= deadline:
                 break
             time.sleep(0.1)  # a person waits for processes to exit; not a worker's path

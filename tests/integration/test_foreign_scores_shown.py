@@ -117,6 +117,19 @@ def test_a_record_beating_far_ahead_is_listed_apart_with_its_skew_and_not_counte
     assert "ghost" not in page.partition("workers-ahead")[0]
 
 
+def test_a_worker_whose_clock_runs_ahead_can_still_be_stopped_by_name(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    # listed "clock ahead", not counted live: yet it may be a real worker, and an
+    # operator must be able to stop it
+    now_ms = int(time.time() * 1000)
+    admin.zadd(REGISTRY.workers, {"fast-1": now_ms + 120_000})
+    admin.hset(REGISTRY.worker("fast-1"), mapping={"beat_ms": now_ms + 120_000,
+                                                   "name": "fast"})
+    code, said = cli("shutdown", "-A", APP, "fast")
+    assert code == 0 and "asked worker fast (fast-1) to stop" in said, said
+    assert admin.lrange(REGISTRY.control("fast-1"), 0, -1) == [b"shutdown"]
+
+
 def test_names_left_out_of_a_listing_are_counted_in_its_not_shown_figure(
         app: Minitask, admin: "redis.Redis[bytes]") -> None:
     # names over 300 characters (or not UTF-8) were left out and counted nowhere
