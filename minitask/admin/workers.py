@@ -30,8 +30,9 @@ def worker_listing(app: Operated) -> WorkerListing:
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -> List[str]:
-    """Ask live workers (and those listed "clock ahead") to stop as on SIGTERM: they stop fetching, give running tasks
-    their grace and exit; each acts on it at once (it waits on Redis for orders).
+    """Ask live workers (and those listed "clock ahead") to stop as on SIGTERM: they
+    stop fetching, give running tasks their grace and exit; each acts on it at once
+    (it waits on Redis for orders).
 
     Args:
         names: the workers to stop, each by its name (``--name``: every worker of that
