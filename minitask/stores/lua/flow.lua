@@ -269,15 +269,15 @@ local function flow_control()
     local function base(group) return c.prefix .. 'g:' .. group end
 
     -- forget()'s removals are made by flush() too, one command each for all the groups
-    -- a fetch empties: forgotten (group -> true) for their turns and groups entries,
+    -- a fetch empties: forgotten (group -> its turn's key) for their turns and groups entries,
     -- left for the tokens that left the ready lists (their cancelled entries). A group
     -- met again before then is settled first (its removals made at once), so that
     -- none undoes a later write.
     local forgotten, left = {}, {}
     local function settle(group)
       if forgotten[group] then
+        tolerant(0, 'DEL', forgotten[group])
         forgotten[group] = nil
-        tolerant(0, 'DEL', base(group) .. ':turn')
         tolerant(0, 'ZREM', groups, group)
       end
     end
@@ -307,8 +307,8 @@ local function flow_control()
       for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
       if next(forgotten) then
         local turns, names = {}, {}
-        for group in pairs(forgotten) do
-          turns[#turns + 1] = base(group) .. ':turn'
+        for group, turn in pairs(forgotten) do
+          turns[#turns + 1] = turn
           names[#names + 1] = group
         end
         tolerant(0, 'DEL', unpack(turns))
@@ -489,8 +489,8 @@ local function flow_control()
     end
 
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
-    local function forget(group)
-      forgotten[group] = true
+    local function forget(group, turn)
+      forgotten[group] = turn
       owed_by[group] = nil
     end
 
@@ -571,7 +571,7 @@ local function flow_control()
         end
         if not id then
           left[#left + 1] = token
-          forget(group)
+          forget(group, turn)
           return nil
         end
         local body = c.body_of(id)
@@ -593,7 +593,7 @@ local function flow_control()
           budget = budget - 1
           if alone then  -- a solo group's task: the group is empty
             left[#left + 1] = token
-            forget(group)
+            forget(group, turn)
             return nil
           end
         else
@@ -644,7 +644,7 @@ local function flow_control()
           end
           if not next_id then
             left[#left + 1] = token
-            forget(group)  -- its groups entry goes, and the count it was owed
+            forget(group, turn)  -- its groups entry goes, and the count it was owed
             return id, body, priority, spec
           end
           -- the token goes back: at the head while the turn lasts (the weight); its
