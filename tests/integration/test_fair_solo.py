@@ -141,6 +141,7 @@ def test_a_solo_task_at_its_groups_limit_waits_and_comes_back_when_a_slot_frees(
     (delivery,) = first.deliveries
     job.delay("A", 1)  # the group was emptied: A1 is solo, and A0 holds the slot
     assert served(app, clock, 2) == []
+    assert client.zcard(KEYS.fair_group("A", "ready")) == 1  # A1 waits in its set
     app.broker.results.ack("default", delivery.task_id, None, 0)
     assert served(app, clock, 2) == ["A1"]
 
