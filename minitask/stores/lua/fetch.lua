@@ -221,10 +221,6 @@ local function body_of(id)
   return body
 end
 
--- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
--- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due);
--- a group due ('g:<group>': a slot freed, its rate allows, resumed) is put back in
--- the rotation
 -- fair queues (flow.lua's flow_fair): made at the first grouped task or token met,
 -- once a call (flow.lua keeps it). A token is met with flow control off too (its
 -- group's tasks all cancelled: their specs gone), so that the group's state goes
@@ -237,6 +233,11 @@ function fair()
                               flow = KEYS[19], flow_due = KEYS[20], clock = flow_clock,
                               messages = KEYS[3], dead = KEYS[6]})
 end
+
+-- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
+-- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due);
+-- a group due ('g:<group>': a slot freed, its rate allows, resumed) is put back in
+-- the rotation
 if flow_on then
   -- take the first parked entry (`token`: a group's, which flow_parked does not
   -- count: no task); a limiter with none left is due no more
