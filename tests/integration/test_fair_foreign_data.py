@@ -94,7 +94,13 @@ def test_a_real_task_with_a_foreign_score_is_served_last_and_its_group_goes_on(
 @pytest.mark.parametrize("turn", [{"tok": "999", "band": "9"}, {"tok": "999", "band": "inf"},
                                   {"tok": "1.1", "band": "inf"}, {"tok": "1.1", "band": "9"},
                                   {"tok": "1.1", "band": "-5"}, {"gen": "abc"},
-                                  {"tok": "1.1", "band": "9", "served": "-1e300"}])
+                                  {"tok": "1.1", "band": "9", "served": "-1e300"},
+                                  # a solo group's claim (its task in it), or one in its
+                                  # set form since ('+'), naming no token
+                                  {"tok": "1.1/5nope", "band": "9"}, {"tok": "1.1/", "band": "5"},
+                                  {"tok": "+1.1/5nope", "band": "5"}, {"tok": "+1.1", "band": "5"},
+                                  {"tok": "1.99999999999999999999/5x", "band": "5"},
+                                  {"tok": b"1.1/5\xff\xfe", "band": "0"}])
 def test_a_planted_turn_never_keeps_a_new_group_out_of_the_rotation(
         make_app: Callable[..., Minitask], clock: ManualClock, turn: Dict[str, str]) -> None:
     app, job, _ = _apps(make_app)
@@ -108,7 +114,8 @@ def test_a_planted_turn_never_keeps_a_new_group_out_of_the_rotation(
 
 
 @pytest.mark.parametrize("turn", [{"tok": "999", "band": "9"}, {"tok": "1.1", "band": "9"},
-                                  {"tok": "1.1", "band": "inf"}])
+                                  {"tok": "1.1", "band": "inf"}, {"tok": "1.1/5nope", "band": "9"},
+                                  {"tok": "+1.1/5nope", "band": "5"}])
 def test_a_turn_planted_while_the_group_is_in_the_rotation_is_repaired(
         make_app: Callable[..., Minitask], clock: ManualClock, turn: Dict[str, str]) -> None:
     app, job, _ = _apps(make_app)

@@ -203,12 +203,14 @@ end
 
 -- The message of a popped id, or false for an entry that is no id, is held
 -- elsewhere already (delayed, dead; leased: lease() tells it) or has no message
--- (cancelled).
+-- (cancelled); then, for a group's token (a byte 255 first: no id holds it, not
+-- UTF-8), true: the one place a popped entry is told a token.
 local function body_of(id)
   -- printable ASCII (any id minitask makes) is told by one anchored match
+  local ascii = string.find(id, '^[ -~]*$')
+  if not ascii and string.byte(id) == 255 then return false, true end
   local body = id ~= ''
-               and (string.find(id, '^[ -~]*$') or (string.byte(id) ~= 255
-                    and (not string.find(id, '[\128-\255]') or guards().utf8(id))))
+               and (ascii or not string.find(id, '[\128-\255]') or guards().utf8(id))
                and not (delayed_ok and redis.call('ZSCORE', KEYS[1], id))
   if body then
     local dead = redis.pcall('ZSCORE', KEYS[6], id)
@@ -219,19 +221,24 @@ local function body_of(id)
   return body
 end
 
+-- fair queues (flow.lua's flow_fair): made at the first grouped task or token met,
+-- once a call (flow.lua keeps it). A token is met with flow control off too (its
+-- group's tasks all cancelled: their specs gone), so that the group's state goes
+-- with it; flow_clock is none then, and no limit is counted
+function fair()
+  local made = flow_control().fair_made
+  if made then return made end
+  return flow_control().fair({prefix = prefix, first_ready = 7, now = now_text,
+                              body_of = body_of, cancelled = KEYS[17], leases = KEYS[2],
+                              flow = KEYS[19], flow_due = KEYS[20], clock = flow_clock,
+                              messages = KEYS[3], dead = KEYS[6]})
+end
+
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
 -- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due);
 -- a group due ('g:<group>': a slot freed, its rate allows, resumed) is put back in
 -- the rotation
 if flow_on then
-  -- fair queues (flow.lua): made at the first grouped task or token met
-  function fair()
-    if flow.fair_made then return flow.fair_made end
-    return flow.fair({prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
-                      cancelled = KEYS[17],
-                      leases = KEYS[2], flow = KEYS[19], flow_due = KEYS[20],
-                      clock = flow_clock, messages = KEYS[3], dead = KEYS[6]})
-  end
   -- take the first parked entry (`token`: a group's, which flow_parked does not
   -- count: no task); a limiter with none left is due no more
   function unpark(park, limiter, token)
@@ -280,9 +287,9 @@ if flow_on then
       end
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
-      local body = string.byte(id) ~= 255 and body_of(id)
+      local body, token = body_of(id)
       local spec = body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
-      if string.byte(id) == 255 then
+      if token then
         -- a group's token its task's limits held: served as the group's turn, as if
         -- popped from the ready list it came from (where cancelled counts it)
         unpark(park, limiter, true)
@@ -343,20 +350,15 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       band = 17
     end
   else
-    local body = body_of(id)
+    local body, token = body_of(id)
     local priority = 16 - band
     local spec = flow_on and body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
-      if string.byte(id) == 255 then
-        -- a group's token (flow.lua's fair queues): its first task, as its limits allow.
-        -- Met with flow control off too (its group's tasks all cancelled: their specs
-        -- gone), so that the group's state goes with it
-        local groups = fair and fair() or flow_control().fair({
-          prefix = prefix, first_ready = 7, now = now_text, body_of = body_of,
-          cancelled = KEYS[17], messages = KEYS[3], dead = KEYS[6], flow = KEYS[19]})
-        fair_served = groups
+      if token then
+        -- a group's token (flow.lua's fair queues): its first task, as its limits allow
+        fair_served = fair()
         local taken, taken_body, taken_priority, taken_spec =
-          groups.serve(id, limit - dropped, priority)
+          fair_served.serve(id, limit - dropped, priority)
         if taken then
           lease(taken, taken_body, taken_priority, taken_spec)
         else

@@ -221,9 +221,9 @@ local function flow_control()
   --                                    id ('5' .. id) -> (9 - priority) * RANK + order
   --                                    (read without scores: a score costs Redis a
   --                                    number formatted, a tonumber() to read)
-  --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token, band: the
-  --                                    priority of the ready list that token is in,
-  --                                    served: fetches this turn, gen: a counter (token
+  --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token (its claim),
+  --                                    band: the priority of the ready list that token is
+  --                                    in, served: fetches this turn, gen: a counter (token
   --                                    generations and the order of joins)
   --   <prefix>g:<group>:running  SET   ids holding a group_max_running slot
   --   <prefix>g:<group>:starts / :pace  its rate (flow_admit's, limiter 'g:<group>')
@@ -244,10 +244,19 @@ local function flow_control()
   -- dropped) and comes back through flow_due when a slot frees, its rate allows or
   -- it is resumed: no polling, and it holds no other group back. A token is in the
   -- queue's cancelled set while it is in a ready list, so counts leave it out.
+  -- A solo group (a task sent to a group with neither a ready set nor a turn) keeps its
+  -- one task in its token instead of a ready set: the generation is then
+  -- '<now>.<count>/' .. the task's member, and the claim the same. A fetch popping
+  -- such a live token leases the task straight away, and the group is gone. A second
+  -- task joining it, or the group leaving the rotation (paused, at its limits), first
+  -- puts the task in the ready set (at the token's count: its order of joining) and
+  -- marks the claim '+' .. generation: the same token, still live, of a group in its
+  -- set form (its place in the rotation kept).
   -- Invariant: a grouped ready task is in its group's ready set only (not in a ready
-  -- list), or in a ready list on its way back (promoted when due, put back, its lease
-  -- expired), which it leaves for its group's set when a fetch pops it. A group's keys
-  -- are gone once it has no ready task and none holds a slot.
+  -- list), or its solo group's live claim, or in a ready list on its way back
+  -- (promoted when due, put back, its lease expired), which it leaves for its group's
+  -- set when a fetch pops it. A group's keys are gone once it has no ready task and
+  -- none holds a slot.
   local function flow_fair(c)
     if flow_made.fair_made then return flow_made.fair_made end
     -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
@@ -260,15 +269,15 @@ local function flow_control()
     local function base(group) return c.prefix .. 'g:' .. group end
 
     -- forget()'s removals are made by flush() too, one command each for all the groups
-    -- a fetch empties: forgotten (group -> true) for their turns and groups entries,
+    -- a fetch empties: forgotten (group -> its turn's key) for their turns and groups entries,
     -- left for the tokens that left the ready lists (their cancelled entries). A group
     -- met again before then is settled first (its removals made at once), so that
     -- none undoes a later write.
     local forgotten, left = {}, {}
     local function settle(group)
       if forgotten[group] then
+        tolerant(0, 'DEL', forgotten[group])
         forgotten[group] = nil
-        tolerant(0, 'DEL', base(group) .. ':turn')
         tolerant(0, 'ZREM', groups, group)
       end
     end
@@ -298,8 +307,8 @@ local function flow_control()
       for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
       if next(forgotten) then
         local turns, names = {}, {}
-        for group in pairs(forgotten) do
-          turns[#turns + 1] = base(group) .. ':turn'
+        for group, turn in pairs(forgotten) do
+          turns[#turns + 1] = turn
           names[#names + 1] = group
         end
         tolerant(0, 'DEL', unpack(turns))
@@ -330,10 +339,12 @@ local function flow_control()
       return member, 0
     end
 
-    -- the first ready id of a group and its priority, or nil; then whether there is a
-    -- second and its priority; then the first's member (score order: RANK above)
-    local function first(group)
-      local head = tolerant({}, 'ZRANGE', base(group) .. ':ready', 0, 1)
+    -- the first ready id of a group (in its ready set: a solo group's is in its claim)
+    -- and its priority, or nil; then whether there is a second and its priority; then
+    -- the first's member (score order: RANK above). `ready`: the set's key, when the
+    -- caller has it (ranges as text: Redis formats a Lua number with snprintf)
+    local function first(group, ready)
+      local head = tolerant({}, 'ZRANGE', ready or base(group) .. ':ready', '0', '1')
       if not head[1] then return nil end
       local id, priority = task_of(head[1], group)
       local second_priority
@@ -371,10 +382,12 @@ local function flow_control()
     end
 
     -- A new live token of the group in the list of `priority`, at its head or tail;
-    -- `served`: the turn's fetches so far, written in the same HSET
-    local function push(group, priority, at_head, served)
+    -- `served`: the turn's fetches so far, written in the same HSET; `member`: the
+    -- group's one task, held in the token (a solo group)
+    local function push(group, priority, at_head, served, member)
       local turn = base(group) .. ':turn'
       local gen = c.now .. '.' .. next_gen(turn, group)
+      if member then gen = gen .. '/' .. member end
       local write = flow_made.write
       if served then
         write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
@@ -390,16 +403,34 @@ local function flow_control()
     end
 
     -- Whether a turn's claim of a live token, `tok` in the list of `band`, is one
-    -- minitask wrote: a generation (now '.' count) and a priority, 0 to 9; with
-    -- `check`, also that the token is in a ready list (its entry in cancelled: one
-    -- ZSCORE).
+    -- minitask wrote: a generation (now '.' count, then '/' and a solo group's task,
+    -- or not; '+' first for a group in its set form since) and a priority, 0 to 9;
+    -- with `check`, also that the token is in a ready list (its entry in cancelled:
+    -- one ZSCORE).
     local function claimed(group, tok, band, check)
-      if not (tok and band and string.find(band, '^%d$')
-              and string.find(tok, '^%-?%d+%.%-?%d+$')) then
+      if tok and string.byte(tok) == 43 then tok = string.sub(tok, 2) end  -- '+'
+      local after = tok and string.match(tok, '^%-?%d+%.%-?%d+(.?)')
+      if not (band and string.find(band, '^%d$') and (after == '' or after == '/')) then
         return false
       end
       return not check
              or tolerant(false, 'ZSCORE', c.cancelled, '\255' .. tok .. '\255' .. group) ~= false
+    end
+
+    -- A solo group's task (its claim `tok`: a generation holding it) put in its ready
+    -- set, at the token's count (its order of joining: before any task joining
+    -- after it), and the claim marked '+': the same token, live, of a group in its set
+    -- form. False, and nothing written, for any other claim.
+    local function unsolo(group, tok)
+      local count, member = string.match(tok or '', '^%-?%d+%.(%d+)/(.*)$')
+      if not member then return false end
+      local _, priority = task_of(member, group)
+      local order = tonumber(count)
+      if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
+      flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
+                      (9 - priority) * RANK + order, member)
+      tolerant(0, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
+      return true
     end
 
     -- Put the group in the rotation if it has ready tasks, is not paused and has no
@@ -417,6 +448,13 @@ local function flow_control()
       if not alone then id, priority, second = first(group) end
       if not id or is_paused(group) then return false end
       local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
+      if live and unsolo(group, live[1]) then
+        -- a task joined a solo group: the group's task, in the set now, may be first;
+        -- and its token is looked for (a claim planted in that form names none)
+        live[1] = '+' .. live[1]
+        id, priority, second = first(group)
+        check = true
+      end
       if live and live[1] and claimed(group, live[1], live[2], false)
          and tonumber(live[2]) >= priority
          and (not (check or not second) or claimed(group, live[1], live[2], true)) then
@@ -428,15 +466,21 @@ local function flow_control()
 
     -- A ready grouped task joins its group: new tasks at the tail of their priority,
     -- one holding a slot (retried, put back, re-delivered) at its head. `new`: the
-    -- caller found the group's ready set and turn empty before its first write.
+    -- caller found the group's ready set and turn empty before its first write: the
+    -- group is solo, its task held in its token (unless it is paused).
     local function join(id, spec, priority, new)
       local group = spec.group
       settle(group)
       local holds = spec.group_most > 0
                     and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
+      local member = string.sub('0123456789', priority + 1, priority + 1) .. id
+      if new and not is_paused(group) then
+        tally(group, 1)
+        push(group, priority, holds, nil, member)
+        return true
+      end
       local ready = base(group) .. ':ready'
       local order = holds and 0 or next_gen(base(group) .. ':turn', group)
-      local member = string.sub('0123456789', priority + 1, priority + 1) .. id
       if flow_made.write('zset', group, 'ZADD', ready, (9 - priority) * RANK + order,
                          member) == 1 then
         tally(group, 1)
@@ -445,8 +489,8 @@ local function flow_control()
     end
 
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
-    local function forget(group)
-      forgotten[group] = true
+    local function forget(group, turn)
+      forgotten[group] = turn
       owed_by[group] = nil
     end
 
@@ -472,9 +516,15 @@ local function flow_control()
     -- `band`: the priority of the list the token was popped from (a live token's is
     -- its turn's band: push() writes both), so that only its generation is read.
     local function serve(token, budget, band)
-      local gen, group = string.match(token, '^\255([^\255]*)\255(.+)$')
-      if gen then settle(group) end
-      local turn = gen and base(group) .. ':turn'
+      -- '\255' .. generation .. '\255' .. group (a plain find: a pattern costs Redis
+      -- some 40 instructions a byte, and a solo group's generation holds its task)
+      local cut = string.find(token, '\255', 2, true)
+      local gen, group
+      if cut and cut < #token then
+        gen, group = string.sub(token, 2, cut - 1), string.sub(token, cut + 1)
+        settle(group)
+      end
+      local turn = gen and c.prefix .. 'g:' .. group .. ':turn'
       local tok = gen and redis.pcall('HGET', turn, 'tok')
       if type(tok) == 'table' then
         -- a turn of another type: no token of the group could be told live. The token
@@ -488,12 +538,16 @@ local function flow_control()
         end
         return nil
       end
-      if not gen or tok ~= gen or is_paused(group) then
+      -- live: the claim names this token (a solo group's: the token holds its task; or
+      -- '+' first: a group in its set form since)
+      local live = gen and (tok == gen or tok == '+' .. gen)
+      if not live or is_paused(group) then
         left[#left + 1] = token
-        -- a paused group leaves the rotation; a stale token is dropped, and the group
-        -- put back in the rotation if the turn claims a token that is not there (a
-        -- claim minitask did not write)
-        if gen and tok == gen then
+        -- a paused group leaves the rotation (a solo group's task kept in its set); a
+        -- stale token is dropped, and the group put back in the rotation if the turn
+        -- claims a token that is not there (a claim minitask did not write)
+        if live then
+          unsolo(group, tok)
           tolerant(0, 'HDEL', turn, 'tok', 'band')
         elseif gen and tok
                and not claimed(group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
@@ -502,12 +556,22 @@ local function flow_control()
         end
         return nil
       end
-      local ready = base(group) .. ':ready'
+      -- a solo group's task: taken from the token, no ready set read (its first pass)
+      local solo = tok == gen and string.find(gen, '/', 1, true)
+      solo = solo and string.sub(gen, solo + 1)
+      local ready = not solo and base(group) .. ':ready'
       while budget > 0 do
-        local id, priority, next_id, next_priority, member = first(group)
+        local id, priority, next_id, next_priority, member, alone
+        if solo then
+          id, priority = task_of(solo, group)
+          member, alone, solo = solo, true, nil
+        else
+          ready = ready or base(group) .. ':ready'
+          id, priority, next_id, next_priority, member = first(group, ready)
+        end
         if not id then
           left[#left + 1] = token
-          forget(group)
+          forget(group, turn)
           return nil
         end
         local body = c.body_of(id)
@@ -524,11 +588,16 @@ local function flow_control()
         if not (spec and spec.group == group) then
           -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
           -- no longer of this group
-          if tolerant(0, 'ZREM', ready, member) == 1 then tally(group, -1) end
+          if alone or tolerant(0, 'ZREM', ready, member) == 1 then tally(group, -1) end
           tolerant(0, 'ZREM', c.cancelled, id)
           budget = budget - 1
+          if alone then  -- a solo group's task: the group is empty
+            left[#left + 1] = token
+            forget(group, turn)
+            return nil
+          end
         else
-          local running = base(group) .. ':running'
+          local running = spec.group_most > 0 and base(group) .. ':running'
           local holds = spec.group_most > 0 and tolerant(0, 'SISMEMBER', running, id) == 1
           local out_at  -- out of the rotation: until a slot frees (-1), or this ms
           if spec.group_most > 0 and not holds then
@@ -559,6 +628,7 @@ local function flow_control()
           end
           if out_at then
             left[#left + 1] = token
+            if alone then unsolo(group, tok) end  -- its task waits in its set
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
@@ -566,13 +636,15 @@ local function flow_control()
           if spec.group_most > 0 and not holds then
             flow_made.write('set', group, 'SADD', running, id)
           end
-          if tolerant(0, 'ZREM', ready, member) == 1 then
+          if alone then
+            owed = owed - 1  -- the group is gone (below): its groups entry with it
+          elseif tolerant(0, 'ZREM', ready, member) == 1 then
             owed = owed - 1
             owed_by[group] = (owed_by[group] or 0) - 1
           end
           if not next_id then
             left[#left + 1] = token
-            forget(group)  -- its groups entry goes, and the count it was owed
+            forget(group, turn)  -- its groups entry goes, and the count it was owed
             return id, body, priority, spec
           end
           -- the token goes back: at the head while the turn lasts (the weight); its

@@ -16,7 +16,8 @@
 -- flow spec goes with it. A limiter whose park list is emptied leaves the limiter
 -- set; once every one is empty, the parked count is 0.
 -- Fair queues (flow.lua): the ready sets of the groups listed in <prefix>groups are
--- emptied too, and each emptied group's turn and entry go (a token left in a ready
+-- emptied too (a solo group's task, held in its turn's claim, with them), and each
+-- emptied group's turn and entry go (a token left in a ready
 -- list is stale then, and dropped by the fetch that meets it); the grouped ready
 -- count goes down by as many. Slots held by running tasks stay theirs.
 -- Data minitask did not write (lib.lua): flow keys of another type count as empty.
@@ -87,7 +88,16 @@ if taken < limit then
       end
       if taken >= limit then break end
       taken = taken + 1
-      tolerant(0, 'DEL', prefix .. 'g:' .. group .. ':turn')
+      -- a solo group's one task is in its turn's claim (flow.lua): '<now>.<count>/',
+      -- its priority's digit and its id
+      local turn = prefix .. 'g:' .. group .. ':turn'
+      local member = string.match(tolerant(false, 'HGET', turn, 'tok') or '',
+                                  '^%-?%d+%.%d+/(.*)$')
+      if member then
+        popped = popped + 1
+        purge(string.find(member, '^%d') and string.sub(member, 2) or member)
+      end
+      tolerant(0, 'DEL', turn)
       tolerant(0, 'ZREM', prefix .. 'groups', group)
     end
     batch = taken < limit and tolerant({}, 'ZRANGE', prefix .. 'groups', 0, 99) or {}
