@@ -377,7 +377,7 @@ class _Compiler:
                                      f"{', '.join(map(repr, twice))} are given to more than "
                                      f"one step; each step needs an id of its own")
         unique = sorted(set(self.chosen_ids))
-        states = self.broker.workflows.states(unique) if unique else []
+        states = self.broker.results.states(unique) if unique else []
         taken = [f"{task_id!r} ({_TAKEN[state]})" for (_, task_id), (state, _) in
                  zip(unique, states) if state in _TAKEN]
         if taken:

@@ -11,11 +11,11 @@ from collections import Counter
 from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
+from ..handle import status_of
 from ..printable import printable
 from ..stores.foreign import ignored, whole
 from ..stores.plans import errbacks_of, parts_of, tasks_of, tree
 from ..wire.message import MAX_MS, to_seconds
-from ..wire.serializer import decode_outcome
 from .operated import Operated, lookup_queues
 
 #: The states a step is drawn in, as they read: not sent yet, waiting in its queue (or
@@ -26,8 +26,8 @@ from .operated import Operated, lookup_queues
 #: sent yet, or ran and expired: Redis cannot tell), else ``pending``.
 STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", "failed",
           "dead", "cancelled", "expired", "unknown")
-_FROM_SCRIPT = {"unknown": "pending", "queued": "queued", "scheduled": "scheduled",
-                "running": "running", "retrying": "retrying", "dead": "dead"}
+#: The state script's replies a step reads otherwise than its handle's status.
+_NOT_A_STATUS = {"unknown": "pending", "dead": "dead"}
 
 
 def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
@@ -51,8 +51,8 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     record = found[1]
     root = _tree_of(*found)
     tasks, errbacks = tasks_of(root), errbacks_of(root)
-    states = broker.workflows.states([(task["queue"], task["id"])
-                                      for task in tasks + errbacks])
+    states = broker.results.states([(task["queue"], task["id"])
+                                    for task in tasks + errbacks])
     for task, (state, outcome) in zip(tasks + errbacks, states):
         task["state"] = _state(state, outcome)
     at = whole(record.get("at"), 0, MAX_MS)
@@ -82,12 +82,15 @@ def workflow_of(app: Operated, queue: str, task_id: str) -> str:
 
 
 def _state(state: str, outcome: Optional[bytes]) -> str:
-    if state == "finished" and outcome is not None:
-        try:
-            return decode_outcome(outcome).status
-        except DecodeError:
-            return "pending"
-    return _FROM_SCRIPT.get(state, "pending")
+    """A step's state (``STATES``): its handle's status (``status_of``), but a dead
+    letter reads ``dead``, and a step Redis does not know, or whose outcome cannot be
+    read, ``pending`` (``_unsent`` tells expired and unknown ones apart)."""
+    if state in _NOT_A_STATUS:
+        return _NOT_A_STATUS[state]
+    try:
+        return status_of(state, outcome)
+    except DecodeError:
+        return "pending"
 
 
 def _unsent(node: Dict[str, Any], later_sent: bool, age_ms: Optional[float]) -> bool:

@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..broker.packing import ScriptCall
-from ..broker.transport import text
 from ..errors import DecodeError
 from ..printable import printable
 from ..wire.message import Message
@@ -173,14 +171,3 @@ class WorkflowReads(Store):
             for key in keys:
                 pipe.delete(key)
             pipe.execute()
-
-    def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
-        """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round
-        trip where the connection allows."""
-        calls: List[ScriptCall] = []
-        for queue, task_id in tasks:
-            k = self.keys(queue)
-            calls.append(("state", queue, (k.leases, k.delayed, k.retrying, k.dead,
-                                           k.messages), (k.result(task_id), task_id), 1))
-        replies = self.transport.run_calls(calls, f"read the state of {len(calls)} task(s)")
-        return [(text(state), outcome or None) for state, outcome in replies]

@@ -170,8 +170,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "wire.message",
                               "wire.serializer"}),
     "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
-    "admin.workflows": frozenset({"admin.operated", "errors", "printable", "stores.foreign",
-                                  "stores.plans", "wire.message", "wire.serializer"}),
+    "admin.workflows": frozenset({"admin.operated", "errors", "handle", "printable",
+                                  "stores.foreign", "stores.plans", "wire.message"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
@@ -296,9 +296,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"errors"}),
-    "stores.workflow_reads": frozenset({"broker.packing", "broker.transport", "errors",
-                                        "printable", "stores.foreign", "stores.plans",
-                                        "stores.store", "wire.message", "wire.serializer"}),
+    "stores.workflow_reads": frozenset({"errors", "printable", "stores.foreign",
+                                        "stores.plans", "stores.store", "wire.message",
+                                        "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
                                    "printable", "stores.plans", "stores.queue",
                                    "stores.workflow_reads", "wire.message", "wire.serializer"}),
