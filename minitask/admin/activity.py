@@ -181,11 +181,12 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
     count = PEEK_MOST if task is not None else limit
     found: List[ListedTask] = []
     total = 0
+    now_ms = app.clock.now_ms()  # once: every lease of the listing is judged by one time
     for queue in names:
         held, peeked = app.broker.admin.peek(queue, which, count)
         total += held
         for item in peeked:
-            listed = _listed_task(app, queue, which, item)
+            listed = _listed_task(app, queue, which, item, now_ms)
             if task is None or _matches(listed.name, task):
                 found.append(listed)
     far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
@@ -193,11 +194,12 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
     return Listing(found[:limit], total)
 
 
-def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedTask:
+def _listed_task(app: Operated, queue: str, which: str, item: Peeked,
+                 now_ms: int) -> ListedTask:
     state = "running" if which == "leases" else "scheduled"
     at_ms, unreadable = item.at_ms, item.unreadable
     if which == "leases":
-        far = lease_too_far(app, queue, at_ms)
+        far = lease_too_far(app, queue, at_ms, now_ms)
         at_ms, unreadable = (None, far) if far else (at_ms, unreadable)
     try:
         message = decode_message(item.body or b"")
@@ -210,10 +212,11 @@ def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedT
                       _utc(message.enqueued_at_ms), unreadable)
 
 
-def lease_too_far(app: Operated, queue: str, at_ms: Optional[int]) -> str:
+def lease_too_far(app: Operated, queue: str, at_ms: Optional[int], now_ms: int) -> str:
     """Why a lease deadline is no lease a worker took ('' when it may be one): further
-    ahead of the app's clock than the longest ``visibility_timeout`` (MAX_SECONDS)."""
-    if at_ms is None or at_ms <= app.clock.now_ms() + MAX_SECONDS * 1000:
+    ahead of ``now_ms`` (the app's clock) than the longest ``visibility_timeout``
+    (MAX_SECONDS)."""
+    if at_ms is None or at_ms <= now_ms + MAX_SECONDS * 1000:
         return ""
     key = app.broker.admin.keys(queue).leases
     return (f"its lease deadline in key {key} is {_utc(at_ms):%Y-%m-%d}, further ahead than "

@@ -73,7 +73,7 @@ def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
         return None
     state, outcome_body = broker.results.state(queue, task_id)
     record = broker.admin.record(queue, task_id)
-    far = lease_too_far(app, queue, record.lease_deadline_ms)
+    far = lease_too_far(app, queue, record.lease_deadline_ms, app.clock.now_ms())
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
                               "lease_until": None if far else _utc(record.lease_deadline_ms),
                               "progress": broker.progress.read(queue, task_id),
