@@ -21,7 +21,8 @@ from .groups import GroupHandle, Handle, describe
 from .handle import StepHandle, TaskHandle
 from .options import new_task_id
 from .sending import Sender
-from .stores.workflows import Node, task_nodes
+from .stores.plans import task_nodes
+from .stores.workflows import Node
 from .wire.serializer import check_arguments
 
 W = TypeVar("W", bound="Workflow")

@@ -175,7 +175,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "sending", "stores.broker", "wire.message", "wire.serializer"}),
-    "canvas": frozenset({"errors", "groups", "handle", "options", "sending",
+    "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
                          "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
