@@ -68,8 +68,8 @@ def run(args: argparse.Namespace) -> int:
     task_id = words[0]
     app = load(args.app)
     try:
-        info = inspect(app, task_id)
-        asked, not_asked = lookup_queues(app) if info is None else ([], 0)
+        asked, not_asked = lookup_queues(app)  # read once: the lookup and what it said
+        info = inspect(app, task_id, asked)
     finally:
         app.close()
     if info is None:
