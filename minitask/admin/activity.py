@@ -10,7 +10,6 @@ keyspace. A task marked ``hide_args=True`` never has its arguments shown.
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import fnmatch
 import reprlib
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from ..stores.admin import Peeked
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
 from ..wire.message import MAX_SECONDS, Progress, to_seconds
 from ..wire.serializer import decode_message
-from .operated import Operated, app_queues, shown_queues
+from .operated import Operated, app_queues, meant, shown_queues
 
 #: What a listing shows in place of the arguments of a ``hide_args=True`` task.
 HIDDEN = "(hidden)"
@@ -232,11 +231,9 @@ def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[
     known = app_queues(app)
     unknown = [queue for queue in queues if queue not in known]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.75)
         raise ConfigurationError(f"app {app.name!r} has no queue "
-                                 f"{', '.join(map(repr, unknown))}"
-                                 f"{f'; did you mean {close[0]!r}?' if close else ''}; its "
-                                 f"queues: {', '.join(known) or 'none'}")
+                                 f"{', '.join(map(repr, unknown))}{meant(unknown[0], known)}; "
+                                 f"its queues: {', '.join(known) or 'none'}")
     return list(queues)
 
 

@@ -6,11 +6,11 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..admin import (LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters, find_dead,
-                     lookup_queues, revive_dead)
+                     lookup_queues, meant, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import (add_app_options, add_yes, confirmed, emit_json, load, meant,
+from .options import (add_app_options, add_yes, confirmed, emit_json, load,
                       takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
