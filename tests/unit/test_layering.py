@@ -73,7 +73,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable"}),
     "cli.embedded": frozenset({"broker.embedded", "cli.options"}),
     "cli.inspect": frozenset({"admin", "admin.activity", "admin.workflows", "cli.options",
-                              "errors", "printable"}),
+                              "errors", "printable", "wire.message"}),
     "cli.logs": frozenset({"context", "printable"}),
     "cli.main": frozenset({"__init__", "cli.bench", "cli.cancel", "cli.dashboard", "cli.dead",
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
@@ -295,7 +295,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # what every store shares: its transport, its app's keys, its scripts registered
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
     # what a handle reads of a workflow (handle records, steps' states)
-    "stores.plans": frozenset({"errors"}),
+    "stores.plans": frozenset({"broker.keys", "errors", "wire.message"}),
     "stores.workflow_reads": frozenset({"errors", "printable", "stores.foreign",
                                         "stores.plans", "stores.store", "wire.message",
                                         "wire.serializer"}),
