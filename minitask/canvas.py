@@ -21,7 +21,8 @@ from .groups import GroupHandle, Handle, describe
 from .handle import StepHandle, TaskHandle
 from .options import new_task_id
 from .sending import Sender
-from .stores.workflows import Node, task_nodes
+from .stores.plans import task_nodes
+from .stores.workflows import Node
 from .wire.serializer import check_arguments
 
 W = TypeVar("W", bound="Workflow")
@@ -377,7 +378,7 @@ class _Compiler:
                                      f"{', '.join(map(repr, twice))} are given to more than "
                                      f"one step; each step needs an id of its own")
         unique = sorted(set(self.chosen_ids))
-        states = self.broker.workflows.states(unique) if unique else []
+        states = self.broker.results.states(unique) if unique else []
         taken = [f"{task_id!r} ({_TAKEN[state]})" for (_, task_id), (state, _) in
                  zip(unique, states) if state in _TAKEN]
         if taken:

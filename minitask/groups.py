@@ -89,7 +89,7 @@ class GroupHandle:
         return dict(Counter(self._member_statuses()))
 
     def _member_statuses(self) -> List[str]:
-        store = self._sender.broker().workflows
+        store = self._sender.broker().results
         tasks = [final for final in self._finals if final is not None]
         read = dict(zip(tasks, (status_of(*state) for state in store.states(tasks))))
         unsent = [entry for entry, final in zip(self._entries, self._finals)

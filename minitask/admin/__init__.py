@@ -14,7 +14,7 @@ from .dead import (DeadTask, dead_letter, dead_letters, find_dead, purge_dead, r
                    revive_dead)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, lookup_queues,
-                       shown_queues)
+                       meant, shown_queues)
 from .queues import all_queue_counts, purge_ready, queue_counts
 from .scheduling import add_schedule, remove_schedule, schedule_listing, schedules
 from .subscriptions import subscribers, unsubscribe
@@ -26,7 +26,7 @@ __all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED
            "DeadTask", "WorkerListing",
            "ListedTask", "Listing", "Operated", "TaskInfo", "add_schedule", "all_queue_counts",
            "app_queues", "dead_letter", "dead_letters", "find_dead", "group_counts", "inspect",
-           "live_workers", "lookup_queues", "purge_dead", "purge_ready", "pause_group",
+           "live_workers", "lookup_queues", "meant", "purge_dead", "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
            "revive_dead", "running", "schedule_listing", "scheduled", "schedules",
            "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",

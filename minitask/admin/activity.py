@@ -10,7 +10,6 @@ keyspace. A task marked ``hide_args=True`` never has its arguments shown.
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import fnmatch
 import reprlib
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from ..stores.admin import Peeked
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
 from ..wire.message import MAX_SECONDS, Progress, to_seconds
 from ..wire.serializer import decode_message
-from .operated import Operated, app_queues, shown_queues
+from .operated import Operated, app_queues, meant, shown_queues
 
 #: What a listing shows in place of the arguments of a ``hide_args=True`` task.
 HIDDEN = "(hidden)"
@@ -181,11 +180,12 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
     count = PEEK_MOST if task is not None else limit
     found: List[ListedTask] = []
     total = 0
+    now_ms = app.clock.now_ms()  # once: every lease of the listing is judged by one time
     for queue in names:
         held, peeked = app.broker.admin.peek(queue, which, count)
         total += held
         for item in peeked:
-            listed = _listed_task(app, queue, which, item)
+            listed = _listed_task(app, queue, which, item, now_ms)
             if task is None or _matches(listed.name, task):
                 found.append(listed)
     far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
@@ -193,11 +193,12 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
     return Listing(found[:limit], total)
 
 
-def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedTask:
+def _listed_task(app: Operated, queue: str, which: str, item: Peeked,
+                 now_ms: int) -> ListedTask:
     state = "running" if which == "leases" else "scheduled"
     at_ms, unreadable = item.at_ms, item.unreadable
     if which == "leases":
-        far = lease_too_far(app, queue, at_ms)
+        far = lease_too_far(app, queue, at_ms, now_ms)
         at_ms, unreadable = (None, far) if far else (at_ms, unreadable)
     try:
         message = decode_message(item.body or b"")
@@ -210,10 +211,11 @@ def _listed_task(app: Operated, queue: str, which: str, item: Peeked) -> ListedT
                       _utc(message.enqueued_at_ms), unreadable)
 
 
-def lease_too_far(app: Operated, queue: str, at_ms: Optional[int]) -> str:
+def lease_too_far(app: Operated, queue: str, at_ms: Optional[int], now_ms: int) -> str:
     """Why a lease deadline is no lease a worker took ('' when it may be one): further
-    ahead of the app's clock than the longest ``visibility_timeout`` (MAX_SECONDS)."""
-    if at_ms is None or at_ms <= app.clock.now_ms() + MAX_SECONDS * 1000:
+    ahead of ``now_ms`` (the app's clock) than the longest ``visibility_timeout``
+    (MAX_SECONDS)."""
+    if at_ms is None or at_ms <= now_ms + MAX_SECONDS * 1000:
         return ""
     key = app.broker.admin.keys(queue).leases
     return (f"its lease deadline in key {key} is {_utc(at_ms):%Y-%m-%d}, further ahead than "
@@ -229,11 +231,9 @@ def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[
     known = app_queues(app)
     unknown = [queue for queue in queues if queue not in known]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], known, n=1, cutoff=0.75)
         raise ConfigurationError(f"app {app.name!r} has no queue "
-                                 f"{', '.join(map(repr, unknown))}"
-                                 f"{f'; did you mean {close[0]!r}?' if close else ''}; its "
-                                 f"queues: {', '.join(known) or 'none'}")
+                                 f"{', '.join(map(repr, unknown))}{meant(unknown[0], known)}; "
+                                 f"its queues: {', '.join(known) or 'none'}")
     return list(queues)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
 from ..printable import typed_back
@@ -54,15 +54,16 @@ class DeadTask:
     unreadable: str = ""
 
 
-def dead_letters(app: Operated, queue: Optional[str] = None, *,
-                 limit: int = 1000) -> List[DeadTask]:
+def dead_letters(app: Operated, queue: Optional[str] = None, *, limit: int = 1000,
+                 among: Optional[Sequence[str]] = None) -> List[DeadTask]:
     """``Minitask.dead_letters``: the app's dead tasks, oldest first (with no ``queue``:
-    of the queues ``lookup_queues`` names, the declared ones and ``LOOKUP_OTHERS``
-    more of the queue registry)."""
+    of the queues ``among`` names, by default those ``lookup_queues`` names, the
+    declared ones and ``LOOKUP_OTHERS`` more of the queue registry)."""
     found: List[DeadTask] = []
     # only the queues that hold any, of a bounded number: a round trip per queue took
     # 6 s for 20,000 names, a round trip per 1,000 still grew with the registry
-    asked = [queue] if queue is not None else app.broker.dead.holding(lookup_queues(app)[0])
+    asked = [queue] if queue is not None else app.broker.dead.holding(
+        lookup_queues(app)[0] if among is None else among)
     for name in asked:
         for letter in app.broker.dead.letters(name, limit):
             found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
@@ -118,10 +119,11 @@ def purge_dead(app: Operated, task_id: Optional[str] = None, *,
 
 
 def find_dead(app: Operated, shown: str,
-              queue: Optional[str] = None) -> Optional[Tuple[str, bytes]]:
+              queues: Optional[Sequence[str]] = None) -> Optional[Tuple[str, bytes]]:
     """The queue and the id, as Redis holds it, of the dead letter a person named
-    ``shown``: as typed, or as ``dead list`` showed it escaped (``typed_back``)."""
-    return app.broker.dead.find([queue] if queue is not None else lookup_queues(app)[0],
+    ``shown``: as typed, or as ``dead list`` showed it escaped (``typed_back``); of
+    ``queues``, by default those ``lookup_queues`` asks."""
+    return app.broker.dead.find(lookup_queues(app)[0] if queues is None else queues,
                                 typed_back(shown))
 
 

@@ -1,7 +1,8 @@
 """What an operator action needs of an app: ``Minitask`` is the one there is."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Protocol, Tuple
+import difflib
+from typing import Any, Dict, List, Protocol, Sequence, Tuple
 
 from ..periodic import Schedule
 from ..stores.broker import Broker
@@ -22,6 +23,14 @@ class Operated(Protocol):
     def broker(self) -> Broker: ...
 
     def worker_queues(self) -> List[str]: ...
+
+
+def meant(word: str, words: Sequence[str]) -> str:
+    """``"; did you mean 'x'?"`` for the one of ``words`` closest to ``word``, if one
+    is close (difflib, case aside); '' otherwise. Said by every refusal of a word that
+    is not one of a known few (a queue, a command, an action)."""
+    close = difflib.get_close_matches(word.lower(), list(words), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def app_queues(app: Operated) -> List[str]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
 from ..wire.message import Progress, to_seconds
@@ -60,20 +60,24 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def inspect(app: Operated, task_id: str) -> Optional[TaskInfo]:
+def inspect(app: Operated, task_id: str,
+            queues: Optional[Sequence[str]] = None) -> Optional[TaskInfo]:
     """What Redis holds about a task; None when no queue of the app knows the id (of
-    those ``lookup_queues`` asks: the declared ones and ``LOOKUP_OTHERS`` more).
+    ``queues``, by default those ``lookup_queues`` asks: the declared ones and
+    ``LOOKUP_OTHERS`` more; a caller that reports what was not asked passes its own
+    reading, so that the registry is read once).
 
     Raises:
         BrokerError: Redis could not be reached.
     """
     broker = app.broker
-    queue = broker.results.find_queue(task_id, lookup_queues(app)[0])
+    asked = lookup_queues(app)[0] if queues is None else queues
+    queue = broker.results.find_queue(task_id, asked)
     if queue is None:
         return None
     state, outcome_body = broker.results.state(queue, task_id)
     record = broker.admin.record(queue, task_id)
-    far = lease_too_far(app, queue, record.lease_deadline_ms)
+    far = lease_too_far(app, queue, record.lease_deadline_ms, app.clock.now_ms())
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
                               "lease_until": None if far else _utc(record.lease_deadline_ms),
                               "progress": broker.progress.read(queue, task_id),

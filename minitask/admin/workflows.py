@@ -11,11 +11,11 @@ from collections import Counter
 from typing import Any, Dict, Optional
 
 from ..errors import DecodeError
+from ..handle import status_of
 from ..printable import printable
-from ..stores.foreign import ignored, time_in
-from ..stores.plans import errbacks_of, parts_of, tasks_of, tree
+from ..stores.foreign import ignored, time_in, whole
+from ..stores.plans import MORE_MOST, errbacks_of, parts_of, tasks_of, tree
 from ..wire.message import to_seconds
-from ..wire.serializer import decode_outcome
 from .operated import Operated, lookup_queues
 
 #: The states a step is drawn in, as they read: not sent yet, waiting in its queue (or
@@ -26,18 +26,20 @@ from .operated import Operated, lookup_queues
 #: sent yet, or ran and expired: Redis cannot tell), else ``pending``.
 STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", "failed",
           "dead", "cancelled", "expired", "unknown")
-_FROM_SCRIPT = {"unknown": "pending", "queued": "queued", "scheduled": "scheduled",
-                "running": "running", "retrying": "retrying", "dead": "dead"}
+#: The state script's replies a step reads otherwise than its handle's status.
+_NOT_A_STATUS = {"unknown": "pending", "dead": "dead"}
 
 
 def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     """The workflow ``workflow_id`` (its handle's id, as each step's marker names it),
     JSON-ready: ``{"id", "kind", "started_at", "root", "counts", "tasks", "left_out",
-    "errbacks"}``, ``root`` its tree (stores/plans.py) with a ``state`` on each task
-    and on each error callback (``on_error``; ``counts`` and ``tasks`` are of the
-    steps only, ``errbacks`` how many error callbacks are kept); or None when no
-    queue of the app holds its plan (never sent, sent by an older minitask, or expired
-    with its results).
+    "steps", "errbacks"}``, ``root`` its tree (stores/plans.py) with a ``state`` on
+    each task and on each error callback (``on_error``; ``counts`` and ``tasks`` are
+    of the steps the plan kept, ``left_out`` the items it left out, ``steps`` the
+    workflow's true number of steps, kept or not (None when the record does not say:
+    an older minitask wrote it), ``errbacks`` how many error callbacks are kept); or
+    None when no queue of the app holds its plan (never sent, sent by an older
+    minitask, or expired with its results). ``summary`` says its size in words.
 
     Raises:
         DecodeError: the plan record is not one this minitask wrote (naming its key).
@@ -51,8 +53,8 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     record = found[1]
     root = _tree_of(*found)
     tasks, errbacks = tasks_of(root), errbacks_of(root)
-    states = broker.workflows.states([(task["queue"], task["id"])
-                                      for task in tasks + errbacks])
+    states = broker.results.states([(task["queue"], task["id"])
+                                    for task in tasks + errbacks])
     for task, (state, outcome) in zip(tasks + errbacks, states):
         task["state"] = _state(state, outcome)
     at, _ = time_in(found[0], record.get("at"), "start time")
@@ -62,9 +64,26 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
         _unsent(errback, False, age_ms)
     started = (None if at is None else
                _dt.datetime.fromtimestamp(to_seconds(at), tz=_dt.timezone.utc).isoformat())
+    left_out = _left_out(root)
+    steps = len(tasks) if not left_out else whole(record.get("s"), len(tasks) + 1, MORE_MOST)
     return {"id": workflow_id, "kind": root["kind"], "started_at": started, "root": root,
             "counts": dict(Counter(task["state"] for task in tasks)), "tasks": len(tasks),
-            "left_out": _left_out(root), "errbacks": len(errbacks)}
+            "left_out": left_out, "steps": steps, "errbacks": len(errbacks)}
+
+
+def summary(found: Dict[str, Any]) -> str:
+    """A workflow's size in words, as ``workflow`` reads it: "a chord of 3,001 task(s),
+    51 kept in its plan, 2,950 left out" (what the dashboard and ``minitask inspect
+    workflow`` both say); the counts of states are of the tasks kept."""
+    kind, kept, left_out, steps = (found["kind"], found["tasks"], found["left_out"],
+                                   found.get("steps"))
+    if not left_out:
+        return f"a {kind} of {kept:,} task(s)"
+    if steps is not None:
+        return (f"a {kind} of {steps:,} task(s), {kept:,} kept in its plan, "
+                f"{steps - kept:,} left out")
+    return (f"a {kind}: {kept:,} task(s) kept in its plan, {left_out:,} more step(s) "
+            f"left out (how many tasks they hold, its plan does not say)")
 
 
 def _tree_of(key: str, record: Any) -> Dict[str, Any]:
@@ -82,12 +101,15 @@ def workflow_of(app: Operated, queue: str, task_id: str) -> str:
 
 
 def _state(state: str, outcome: Optional[bytes]) -> str:
-    if state == "finished" and outcome is not None:
-        try:
-            return decode_outcome(outcome).status
-        except DecodeError:
-            return "pending"
-    return _FROM_SCRIPT.get(state, "pending")
+    """A step's state (``STATES``): its handle's status (``status_of``), but a dead
+    letter reads ``dead``, and a step Redis does not know, or whose outcome cannot be
+    read, ``pending`` (``_unsent`` tells expired and unknown ones apart)."""
+    if state in _NOT_A_STATUS:
+        return _NOT_A_STATUS[state]
+    try:
+        return status_of(state, outcome)
+    except DecodeError:
+        return "pending"
 
 
 def _unsent(node: Dict[str, Any], later_sent: bool, age_ms: Optional[float]) -> bool:

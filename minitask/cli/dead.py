@@ -5,12 +5,12 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import (LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, find_dead, lookup_queues,
-                     revive_dead)
+from ..admin import (LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters, find_dead,
+                     lookup_queues, meant, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
-from .options import (add_app_options, add_yes, confirmed, emit_json, load, meant,
+from .options import (add_app_options, add_yes, confirmed, emit_json, load,
                       takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
@@ -82,13 +82,14 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
 
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
-    letters = app.dead_letters(args.queue)
+    asked, not_asked = _asked(app, args.queue)
+    letters = dead_letters(app, args.queue, among=asked)
     if args.json:
         emit_json([as_dict(d) for d in letters])
         return 0
     if not letters:
         print("no dead letters")
-        _not_asked(app, args.queue)
+        _not_asked(not_asked)
         return 0
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
@@ -98,16 +99,21 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
               f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
               f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
-    _not_asked(app, args.queue)
+    _not_asked(not_asked)
     for d in letters:
         if d.unreadable:
             print(f"dead letter {printable(d.task_id)}: {printable(d.unreadable)}")
     return 0
 
 
-def _not_asked(app: Minitask, queue: Optional[str]) -> None:
-    """Say how many queues of the registry a listing of every queue did not look at."""
-    not_asked = 0 if queue is not None else lookup_queues(app)[1]
+def _asked(app: Minitask, queue: Optional[str]) -> Tuple[List[str], int]:
+    """The queues a lookup asks (``queue``, or those ``lookup_queues`` names) and how
+    many of the registry it does not: one reading of the registry, for both."""
+    return ([queue], 0) if queue is not None else lookup_queues(app)
+
+
+def _not_asked(not_asked: int) -> None:
+    """Say how many queues of the registry a lookup in every queue did not look at."""
     if not_asked:
         print(f"(of the queues the app declares and {LOOKUP_OTHERS} of its queue registry: "
               f"{not_asked} more queue(s) in the registry were not looked at; --queue Q "
@@ -115,12 +121,13 @@ def _not_asked(app: Minitask, queue: Optional[str]) -> None:
 
 
 def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int:
-    found = find_dead(app, shown, queue)
+    asked, not_asked = _asked(app, queue)
+    found = find_dead(app, shown, asked)
     dead = None if found is None else dead_letter(app, *found)
     if dead is None:
         print(f"no dead letter has the id '{printable(shown)}' (minitask dead -A APP list "
               f"shows them)")
-        _not_asked(app, queue)
+        _not_asked(not_asked)
         return 1
     if as_json:
         emit_json(as_dict(dead))
@@ -150,12 +157,13 @@ _UNREAD = "unknown (its message is missing or cannot be decoded)"
 def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[str, Any]]:
     """Each id as typed, with the queue and the id as Redis holds it (None: no dead
     letter has it), an escaped id of ``dead list`` read back as what it stands for."""
-    return [(shown, find_dead(app, shown, queue)) for shown in ids]
+    asked = _asked(app, queue)[0]  # the registry read once, for every id
+    return [(shown, find_dead(app, shown, asked)) for shown in ids]
 
 
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
     if args.all:  # each looked up in its own queue only, not in the registry's again
-        named = [(d.task_id, find_dead(app, d.task_id, d.queue))
+        named = [(d.task_id, find_dead(app, d.task_id, [d.queue]))
                  for d in app.dead_letters(args.queue, limit=1_000_000)]
     else:
         named = _named(app, ids, args.queue)

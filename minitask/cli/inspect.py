@@ -8,9 +8,10 @@ from typing import Any, List, Optional
 
 from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
 from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
-from ..admin.workflows import workflow
+from ..admin.workflows import summary, workflow
 from ..errors import ConfigurationError
 from ..printable import printable
+from ..wire.message import describe_char, unprintable
 from .options import (Bounded, add_app_options, close_word, emit_json, load, takes_words,
                       unknown_word)
 
@@ -65,11 +66,11 @@ def run(args: argparse.Namespace) -> int:
     if args.state is not None or args.task is not None or args.queue is not None:
         raise ConfigurationError(f"--queue, --task and --state filter a list "
                                  f"({', '.join(LISTINGS)}), not one task by its id")
-    task_id = words[0]
+    task_id = _checked_id(words[0], "task id")
     app = load(args.app)
     try:
-        info = inspect(app, task_id)
-        asked, not_asked = lookup_queues(app) if info is None else ([], 0)
+        asked, not_asked = lookup_queues(app)  # read once: the lookup and what it said
+        info = inspect(app, task_id, asked)
     finally:
         app.close()
     if info is None:
@@ -88,6 +89,21 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n".join(describe(info)))
     return 0
+
+
+def _checked_id(some_id: str, what: str) -> str:
+    """An id as given, refused in one line when no task or workflow can have it: blank,
+    or holding a control or format character (a byte that is not UTF-8 reads as a
+    lone surrogate: no key can be named with it)."""
+    if not some_id.strip():
+        raise ConfigurationError(f"inspect: the {what} {some_id!r} is blank; name one")
+    char = unprintable(some_id)
+    if char is not None:
+        raise ConfigurationError(f"inspect: the {what} {some_id!r} holds "
+                                 f"{describe_char(char)}, a control or format character (or "
+                                 f"a byte that is not UTF-8); no {what.split()[0]} has such "
+                                 f"an id: use printable characters")
+    return some_id
 
 
 def _list(args: argparse.Namespace, which: str) -> int:
@@ -212,7 +228,7 @@ def _workflow(args: argparse.Namespace) -> int:
     if len(args.words) != 2 or not args.words[1] or args.queue or args.task or args.state:
         raise ConfigurationError(f"inspect workflow takes one workflow id (not empty) and "
                                  f"no filters (usage: {USAGE})")
-    workflow_id = args.words[1]
+    workflow_id = _checked_id(args.words[1], "workflow id")
     app = load(args.app)
     try:
         found = workflow(app, workflow_id)
@@ -229,9 +245,9 @@ def _workflow(args: argparse.Namespace) -> int:
         emit_json(found)
         return 0
     counts = ", ".join(f"{count} {state}" for state, count in sorted(found["counts"].items()))
+    of_kept = "of those kept: " if found["left_out"] else ""
     errbacks = f", {found['errbacks']} error callback(s)" if found["errbacks"] else ""
-    print(printable(f"workflow {workflow_id}: a {found['kind']} of {found['tasks']} task(s)"
-                    f" ({counts}){errbacks}"))
+    print(printable(f"workflow {workflow_id}: {summary(found)} ({of_kept}{counts}){errbacks}"))
     print("\n".join(_tree(found["root"], "  ")))
     return 0
 

@@ -10,6 +10,7 @@ import math
 import re
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
+from ..admin import meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
@@ -36,13 +37,6 @@ def unknown_word(what: str, word: str, words: Sequence[str], hint: str = "") -> 
     """Say that ``word`` is no ``what`` (a listing, an action, a command): the closest
     of ``words`` (difflib, case aside) if one is close, and every one of them."""
     return f"unknown {what} {word!r}{meant(word, words)} ({what}s: {', '.join(words)}){hint}"
-
-
-def meant(word: str, words: Sequence[str]) -> str:
-    """``"; did you mean 'x'?"`` for the one of ``words`` closest to ``word``, if one
-    is close (difflib, case aside); '' otherwise."""
-    close = difflib.get_close_matches(word.lower(), list(words), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]!r}?" if close else ""
 
 
 def close_word(word: str, words: Sequence[str]) -> bool:

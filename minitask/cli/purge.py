@@ -5,9 +5,9 @@ import argparse
 import sys
 from typing import Any
 
-from ..admin import app_queues, purge_ready, queue_counts
+from ..admin import app_queues, meant, purge_ready, queue_counts
 from ..errors import ConfigurationError
-from .options import add_app_options, add_yes, confirmed, load, meant, takes_words
+from .options import add_app_options, add_yes, confirmed, load, takes_words
 
 USAGE = "minitask purge -A APP QUEUE --yes"
 

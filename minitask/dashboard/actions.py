@@ -10,7 +10,8 @@ will do, now, to what, and a form (the same token) to confirm it. Only a POST
 with ``confirm=yes`` acts; it then redirects to the page it came from
 (``back``, a path of this site) with a notice. The confirmation is a page, not
 a ``confirm()`` dialog: the Content-Security-Policy runs no inline script, and
-an operator without JavaScript gets the same question.
+an operator without JavaScript gets the same question. The paths older pages
+posted to (``FORMER``) are the actions they name, and ask first too.
 """
 from __future__ import annotations
 
@@ -57,9 +58,13 @@ def _task_id(form: Form) -> str:
 
 
 def _queue(app: Minitask, form: Form, known: bool = True) -> str:
-    """The form's queue; ``known``: one of the app's (else a valid name, or a
-    broadcast lane's ``queue:subscriber``, as the dead-letter page lists them)."""
-    queue = _field(form, "queue")
+    """The form's queue, as ``checked_queue`` takes it."""
+    return checked_queue(app, _field(form, "queue"), known)
+
+
+def checked_queue(app: Minitask, queue: str, known: bool = True) -> str:
+    """``queue`` if it is one of the app's (``known``), else a valid name or a broadcast
+    lane's ``queue:subscriber``, as the dead-letter page lists them; Refused if not."""
     try:
         for part in queue.split(":", 1) if not known else [queue]:
             app.check_queue_name(part)
@@ -153,6 +158,9 @@ ACTIONS: Dict[str, Action] = {
     "actions/purge-dead": Action("Purge dead letters", _ask_purge_dead, _purge_dead),
     "actions/purge": Action("Delete the ready tasks", _ask_purge, _purge),
 }
+#: Paths older dashboards posted to, each the action it names now (and so asking first);
+#: an old page's form went back to the dead-letter page.
+FORMER = {"dead/requeue": "actions/requeue", "dead/purge": "actions/purge-dead"}
 
 
 def back_to(form: Form) -> str:
@@ -171,6 +179,9 @@ def perform(app: Minitask, path: str, form: Form,
     """Answer the POST to ``path`` (its CSRF token already checked); None when no
     action has that path. ``render(template, data)`` renders a page;
     ``keep_notice(text)`` keeps the notice and returns its token."""
+    if path in FORMER:
+        path = FORMER[path]
+        form = {"back": ["/dead"], **form}
     action = ACTIONS.get(path)
     if action is None:
         return None

@@ -5,16 +5,16 @@ A section (``sections.py``) like any feature's. Reads are bounded: the queues th
 dashboard lists (those the app declares and at most a hundred more), and for each
 the ``LARGEST`` backlogs, in one round trip (``FlowStore.group_counts_many``: the
 count of groups is a ZCARD, the backlogs a ZREVRANGE of that many). A group's name
-is data anyone with Redis access may have written: it is shown through
-``printable`` (control and bidirectional characters escaped), and the page escapes
-every value as HTML.
+is data anyone with Redis access may have written: the page shows it as it shows every
+string (``printable``, the template's finalize: control and bidirectional characters
+escaped, then HTML-escaped); ``/api/section/groups`` carries the name as Redis holds
+it (JSON escapes what it must).
 """
 from __future__ import annotations
 
 from typing import Any, Dict, List
 
 from ..admin import group_counts, shown_queues
-from ..printable import printable
 from .sections import Section, register_section
 
 #: Groups listed per queue: its largest backlogs.
@@ -29,9 +29,8 @@ def group_rows(app: Any) -> List[Dict[str, Any]]:
     rows: List[Dict[str, Any]] = []
     for queue, counts in sorted(group_counts(app, queues, LARGEST).items()):
         for group, ready in counts["largest_groups"] or [("", 0)]:
-            rows.append({"queue": printable(queue), "groups": counts["groups"],
-                         "grouped ready": counts["grouped"], "group": printable(group),
-                         "ready": ready})
+            rows.append({"queue": queue, "groups": counts["groups"],
+                         "grouped ready": counts["grouped"], "group": group, "ready": ready})
     return rows
 
 

@@ -11,12 +11,13 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional
 
-from ..admin import (TRUSTED_AHEAD_MS, all_queue_counts, find_dead, inspect, live_workers,
-                     shown_queues, worker_listing)
+from ..admin import (TRUSTED_AHEAD_MS, all_queue_counts, inspect, live_workers, shown_queues,
+                     worker_listing)
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..admin.workflows import workflow_of
 from ..app import Minitask
+from ..stores.foreign import whole
 
 #: Dead letters a page shows (oldest first, queue by queue).
 DEAD_LIMIT = 100
@@ -184,24 +185,10 @@ def schedules(app: Minitask) -> Dict[str, Any]:
     return {"app": app.name, "schedules": found}
 
 
-def dead_id(app: Minitask, shown: str) -> str:
-    """The id of the dead letter a page showed as ``shown`` (escaped by ``printable``),
-    as Redis holds it; ``shown`` itself when none has it (or it is not UTF-8)."""
-    found = find_dead(app, shown) if shown else None
-    try:
-        return shown if found is None else found[1].decode("utf-8")
-    except UnicodeDecodeError:
-        return shown
-
-
 def _int(value: Optional[str]) -> Optional[int]:
-    """A worker's whole number (at most 2**63, as the registry checks its counts);
-    None when it wrote none that is one."""
-    try:
-        number = int(value) if value is not None else None
-    except ValueError:
-        return None
-    return number if number is not None and abs(number) <= 2 ** 63 else None
+    """A worker's whole number (at most 2**63 either way, as the registry checks its
+    counts); None when it wrote none that is one."""
+    return whole(value, -2 ** 63, 2 ** 63)
 
 
 def _ids(value: Optional[str]) -> Optional[List[str]]:

@@ -5,7 +5,8 @@ arguments are user data) renders as text, and every string a page shows first
 goes through ``printable`` (the Environment's ``finalize``), as on a terminal: a
 control character or a bidirectional override read from Redis is shown as its
 ``\\x``/``\\u`` escape, never interpreted (a worker's host name could otherwise read
-backwards). The one script a page may run is
+backwards). A form's value is the one exception (``|field``): shown to no one, it is
+HTML-escaped only, so that the form posts back the id itself. The one script a page may run is
 this package's own ``live.js`` (inlined; it polls the JSON API and writes
 text, never markup): the Content-Security-Policy allows that script by its
 SHA-256 hash and no other, so a value that slipped through could still not
@@ -110,6 +111,11 @@ class Dashboard:
         self._templates.filters["seconds"] = duration
         # a path segment built from Redis data: '/' quoted too (urlencode keeps it)
         self._templates.filters["segment"] = lambda value: quote(str(value), safe="")
+        # a form field's value (``|field``): HTML-escaped only (Jinja's escape makes it
+        # markup, which ``shown`` leaves alone), so that the form posts back the value
+        # itself; printable's escapes are for a reader (an id holding ESC, shown as
+        # \x1b, would come back as four other characters)
+        self._templates.filters["field"] = self._templates.filters["escape"]
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {
             "": self._queues, "queues": self._queues, "workers": self._workers,
@@ -306,36 +312,19 @@ class Dashboard:
         body = environ["wsgi.input"].read(length) if length > 0 else b""
         form = parse_qs(body.decode(errors="replace"))
         self._check_post(environ, form)
-        # a page shows (and its forms send) an id escaped: read it back as Redis holds it
-        task_id = views.dead_id(self.app, (form.get("task_id") or [""])[0])
-        if task_id:
-            form["task_id"] = [task_id]
         acted = actions.perform(self.app, path, form,
                                 lambda template, data: self._render(template, data, {}),
                                 self._keep_notice)
-        if acted is not None:
-            return acted
-        queue = (form.get("queue") or [""])[0] or None
-        if path == "dead/requeue" and task_id:
-            done = self.app.requeue_dead(task_id)
-            notice = f"requeued {task_id}" if done else f"{task_id} is no dead letter"
-        elif path == "dead/purge" and (task_id or queue):
-            if queue is not None:
-                self._check_queue(queue)
-            count = self.app.purge_dead(task_id or None, queue=queue)
-            notice = f"purged {count} dead letter(s)"
-        else:
+        if acted is None:
             raise Response("404 Not Found", f"no action '{printable(path)}'")
-        logger.info("dashboard: %s", notice)
-        back = "/dead?notice=" + self._keep_notice(notice)
-        return "303 See Other", [("Location", back), ("Content-Type", "text/plain")], b""
+        return acted
 
     def _check_queue(self, queue: str) -> None:
-        """A queue name, or a broadcast lane's ``queue:subscriber`` (each part checked)."""
+        """A queue name, or a broadcast lane's ``queue:subscriber``, as the actions
+        check it (400 otherwise)."""
         try:
-            for part in queue.split(":", 1):
-                self.app.check_queue_name(part)
-        except ValueError as exc:
+            actions.checked_queue(self.app, queue, known=False)
+        except actions.Refused as exc:
             raise Response("400 Bad Request", str(exc)) from exc
 
 

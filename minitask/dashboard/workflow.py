@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from html import escape
 from urllib.parse import quote
 
-from ..admin.workflows import STATES, workflow
+from ..admin.workflows import STATES, summary, workflow
 from ..app import Minitask
 from ..errors import DecodeError
 from ..printable import printable
@@ -246,6 +246,8 @@ def page(app: Minitask, environ: Dict[str, Any],
         data["problem"] = problem
     as_json = environ.get("PATH_INFO", "").lstrip("/").startswith("api/")
     if found is not None and not as_json:
+        said = summary(found)
+        data["headline"] = said[:1].upper() + said[1:]
         data["svg"] = svg(layout(_within_drawing(found["root"], [NODES_DRAWN])))
         data["colors"] = {state: COLORS[state] for state in STATES}
     return "workflow.html", data

@@ -214,12 +214,13 @@ class FlowStore(Store):
             for member, score in top:
                 backlog = whole(score, 0, _MOST)
                 if backlog is None:
-                    ignored(keys[index].groups, f"the score of group {_name(member)!r} is no "
-                                                f"count of ready tasks")
+                    ignored(keys[index].groups, f"the score of group {printable(member)!r} "
+                                                f"is no count of ready tasks")
                     continue
-                # a name that is no UTF-8 (not minitask's: it checks every group) is
-                # shown with its bytes escaped, not left out with its queue's counts
-                largest_groups.append((_name(member), backlog))
+                # a name that is no UTF-8 (not minitask's: it checks every group) keeps
+                # its other bytes as \xNN, not left out with its queue's counts; the
+                # rest is data, as Redis holds it (the readers escape what they show)
+                largest_groups.append((member.decode("utf-8", "backslashreplace"), backlog))
             if grouped or count:
                 found[queue] = {"grouped": grouped, "groups": int(count),
                                 "largest_groups": largest_groups}
@@ -228,8 +229,3 @@ class FlowStore(Store):
 
 #: The largest count read back as one (a ready-task count, a backlog): more is planted.
 _MOST = 2 ** 62
-
-
-def _name(member: Any) -> str:
-    """A group's name as read from Redis: a byte that is not UTF-8 as ``\\xNN``."""
-    return member.decode("utf-8", "backslashreplace") if isinstance(member, bytes) else str(member)

@@ -15,14 +15,22 @@ Since version 2 each node ends with its error callbacks, ``[tasks, more]``: thos
 declared on that part of the workflow (``on_error``), kept where they were declared
 (the highest node all of whose tasks carry them), within the same budget; and the
 record's ``l`` table holds each task name's result ttl (ms), in the order of ``n``.
+The record's ``s`` counts the workflow's steps (its tasks, error callbacks aside),
+kept or not, so that what reads it can say the workflow's true size.
 ``tree`` turns a record back into plain dicts, refusing what minitask did not write
-(it reads version 1 records too: no error callbacks, no ttls).
+(it reads version 1 records too: no error callbacks, no ttls): a node of an unknown
+shape, an error callback that is no task, a queue name no queue may have, a task
+name that is not printable or longer than ``MAX_NAME``. Whatever a record holds,
+what is read of it is then bounded by the packer's own budgets: at most
+``TASKS_SHOWN`` tasks, each with names of at most ``MAX_NAME`` characters.
 """
 from __future__ import annotations
 
 from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
+from ..broker.keys import MAX_NAME, check_name
 from ..errors import DecodeError
+from ..wire.message import unprintable
 
 #: Version of a plan record; an unknown one is a DecodeError.
 PLAN_VERSION = 2
@@ -74,8 +82,9 @@ class _Packer:
 
     def task(self, node: Dict[str, Any]) -> List[Any]:
         self.budget -= 1
-        self.ttls.setdefault(node["task"], int(node.get("ttl") or 0))
-        return ["t", node["id"], self.names.setdefault(node["task"], len(self.names)),
+        name = _kept_name(node["task"])
+        self.ttls.setdefault(name, int(node.get("ttl") or 0))
+        return ["t", node["id"], self.names.setdefault(name, len(self.names)),
                 self.queues.setdefault(node["q"], len(self.queues))]
 
     def items(self, nodes: List[Dict[str, Any]], above: Tuple[str, ...]) -> List[Any]:
@@ -86,6 +95,12 @@ class _Packer:
                 break
             kept.append(self.node(node, above))
         return [kept, len(nodes) - len(kept)]
+
+
+def _kept_name(name: str) -> str:
+    """A task name as a plan keeps it: at most ``MAX_NAME`` characters (a longer one
+    cut, ending with an ellipsis), as the reader accepts it."""
+    return name if len(name) <= MAX_NAME else name[:MAX_NAME - 1] + "\u2026"
 
 
 def _common_errbacks(node: Dict[str, Any]) -> List[Dict[str, Any]]:
@@ -128,7 +143,7 @@ def pack_plan(workflow_id: str, node: Dict[str, Any], now_ms: int) -> Dict[str, 
     root = packer.node(node)
     return {"v": PLAN_VERSION, "id": workflow_id, "at": now_ms, "n": list(packer.names),
             "q": list(packer.queues), "l": [packer.ttls[name] for name in packer.names],
-            "root": root}
+            "root": root, "s": len(task_nodes(node))}
 
 
 def tree(record: Any) -> Dict[str, Any]:
@@ -152,8 +167,30 @@ def tree(record: Any) -> Dict[str, Any]:
             and all(_count(ttl) for ttl in ttls)):
         raise DecodeError("cannot read the workflow plan record: its name tables are not "
                           "lists of text")
+    _check_names(names, queues)
     _within_budget(record.get("root"))
     return _Reader(names, queues, ttls, version == 2).node(record.get("root"), 0)
+
+
+def _check_names(names: List[str], queues: List[str]) -> None:
+    """Refuse name tables minitask does not write: a queue name a queue may not have
+    (``check_name``: at most ``MAX_NAME`` characters, no braces, colons, spaces or
+    control characters), a task name empty, unprintable or longer than ``MAX_NAME``
+    (the packer cuts longer ones). Each name is said to at most 40 characters."""
+    for queue in queues:
+        try:
+            check_name("queue", queue)
+        except ValueError as exc:
+            raise DecodeError(f"cannot read the workflow plan record: its queue table "
+                              f"holds no queue minitask sends to ({exc})") from None
+    for name in names:
+        char = unprintable(name)
+        if not name or len(name) > MAX_NAME or char is not None:
+            why = ("is empty" if not name else f"is {len(name)} characters long (at most "
+                   f"{MAX_NAME})" if len(name) > MAX_NAME else f"holds {char!r}")
+            raise DecodeError(f"cannot read the workflow plan record: the task name "
+                              f"{name[:40]!r}{'...' if len(name) > 40 else ''} of its name "
+                              f"table {why}")
 
 
 def _within_budget(root: Any) -> None:
@@ -198,8 +235,21 @@ class _Reader:
             if not (isinstance(errs, list) and len(errs) == 2 and _count(errs[1])):
                 raise bad
         found = self.shape(node, depth, bad)
-        found["on_error"] = self.many(errs[0], depth, bad)
+        found["on_error"] = self.errbacks_in(errs[0], depth, bad)
         found["on_error_more"] = errs[1]
+        return found
+
+    def errbacks_in(self, nodes: Any, depth: int, bad: DecodeError) -> List[Dict[str, Any]]:
+        """Error callbacks, as the packer writes them: task nodes, with none of their
+        own (a group or a chain there is no record minitask wrote)."""
+        found = self.many(nodes, depth, bad)
+        for errback in found:
+            kind = errback["kind"]
+            if kind != "task" or errback["on_error"] or errback["on_error_more"]:
+                what = "a task with error callbacks of its own" if kind == "task" else kind
+                raise DecodeError(f"cannot read the workflow plan record: an error "
+                                  f"callback is a {what}, not the plain task minitask "
+                                  f"writes there")
         return found
 
     def shape(self, node: List[Any], depth: int, bad: DecodeError) -> Dict[str, Any]:

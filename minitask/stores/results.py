@@ -246,6 +246,13 @@ class ResultStore(Store):
         return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages),
                 (k.result(task_id), task_id), 1)  # its result key is its own: dynamic
 
+    def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
+        """Where each (queue, task id) is, as ``state`` says, in one round trip where
+        the connection allows."""
+        calls = [self.state_call(queue, task_id) for queue, task_id in tasks]
+        replies = self.transport.run_calls(calls, f"read the state of {len(calls)} task(s)")
+        return [self.state_of(reply) for reply in replies]
+
     @staticmethod
     def state_of(reply: Any) -> Tuple[str, Optional[bytes]]:
         """The state script's reply, read."""

@@ -8,8 +8,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..broker.packing import ScriptCall
-from ..broker.transport import text
 from ..errors import DecodeError
 from ..printable import printable
 from ..wire.message import Message
@@ -92,6 +90,22 @@ def handle_record_of(key: str, data: Any) -> Any:
         return None
 
 
+def _plan_of(data: Any) -> Tuple[Any, str]:
+    """A plan record as read, unpacked (None for none), or why it cannot be one
+    minitask wrote."""
+    if isinstance(data, Exception):
+        return None, f"it holds another type than a string ({data})"
+    if not isinstance(data, bytes) or not data:
+        return None, ""
+    if len(data) > PLAN_BYTES:
+        return None, (f"the plan record is larger than the {PLAN_BYTES} bytes of any "
+                      f"minitask writes")
+    try:
+        return unpack_data(data, "the plan record"), ""
+    except DecodeError as exc:
+        return None, f"the plan record is unreadable: {exc}"
+
+
 class WorkflowReads(Store):
     """What a handle reads of a workflow, and the one record it drops."""
 
@@ -109,7 +123,9 @@ class WorkflowReads(Store):
         most ``PLAN_BYTES`` + 1 bytes of each key are read.
 
         Raises:
-            DecodeError: the record is larger than ``PLAN_BYTES``, naming its key.
+            DecodeError: the record is larger than ``PLAN_BYTES``, is not msgpack (or
+                holds text that is not UTF-8), or the key holds another type than a
+                string: naming its key (said once in the log too).
         """
         keys = [self.keys(queue).workflow(workflow_id) for queue in queues]
         if not keys:
@@ -121,13 +137,11 @@ class WorkflowReads(Store):
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
         for key, data in zip(keys, replies):
-            if isinstance(data, bytes) and len(data) > PLAN_BYTES:
-                problem = (f"the plan record is larger than the {PLAN_BYTES} bytes of any "
-                           f"minitask writes")
+            record, problem = _plan_of(data)
+            if problem:
                 ignored(key, problem)
                 raise DecodeError(f"{printable(key)}: {problem}")
-            record = handle_record_of(key, data) if data != b"" else None
-            if record is not None:
+            if isinstance(data, bytes) and data:  # a msgpack nil too: tree() refuses it
                 return key, record
         return None
 
@@ -173,14 +187,3 @@ class WorkflowReads(Store):
             for key in keys:
                 pipe.delete(key)
             pipe.execute()
-
-    def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
-        """Where each (queue, task id) is, as ``ResultStore.state`` says, in one round
-        trip where the connection allows."""
-        calls: List[ScriptCall] = []
-        for queue, task_id in tasks:
-            k = self.keys(queue)
-            calls.append(("state", queue, (k.leases, k.delayed, k.retrying, k.dead,
-                                           k.messages), (k.result(task_id), task_id), 1))
-        replies = self.transport.run_calls(calls, f"read the state of {len(calls)} task(s)")
-        return [(text(state), outcome or None) for state, outcome in replies]

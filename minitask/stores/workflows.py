@@ -44,8 +44,7 @@ from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
-# task_nodes: canvas.py reads it from here
-from .plans import pack_plan, task_nodes as task_nodes, workflow_id_of
+from .plans import pack_plan, task_nodes, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 

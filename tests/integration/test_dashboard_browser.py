@@ -22,7 +22,9 @@ import pytest
 import redis
 
 from minitask import Minitask
+from minitask.broker.keys import queue_keys
 from minitask.dashboard.server import make
+from minitask.printable import printable
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
@@ -240,6 +242,43 @@ def test_the_dashboard_in_a_real_browser(
     assert app.dead_letters() == []
     shot("dead-after-requeue")
     assert len(list(tmp_path.glob("dashboard-*.png"))) == 8
+
+
+@pytest.mark.parametrize("action", ["requeue", "purge"])
+def test_a_dead_letter_whose_id_holds_control_characters_is_acted_on_from_its_row(
+        seeded: Tuple[Minitask, Dict[str, str]], site: str, browser: Any,
+        action: str) -> None:
+    """Ids planted in Redis, holding ESC, BEL and a bidi override: the page shows them
+    escaped, and its forms post the ids themselves through both steps (the row's
+    button, then the confirmation's)."""
+    from selenium.webdriver.common.by import By
+    app, _ = seeded
+    dead = queue_keys(app.name, "default").dead
+    planted = ["ok\x1b[31m-id\x07", "rtl\u202e-id"]
+    client = app.broker.client
+    client.zadd(dead, {task_id.encode(): 1_700_000_000_000 + n
+                       for n, task_id in enumerate(planted)})
+    for task_id in planted:
+        browser.get(site + "/dead")
+        shown = printable(task_id)
+        assert shown in browser.find_element(By.ID, "dead").text
+        browser.execute_script(
+            "var rows = document.querySelectorAll('#dead tr');"
+            "for (var i = 0; i < rows.length; i++) {"
+            "  if (rows[i].getAttribute('data-task-id') === arguments[0]) {"
+            "    rows[i].querySelector('form.' + arguments[1] + ' button').click(); }}",
+            shown, action)
+        question = wait_until(lambda: browser.find_elements(By.ID, "question"), timeout=60,
+                              message="the confirmation's page")
+        assert shown in question[0].text
+        assert client.zscore(dead, task_id.encode()) is not None  # asked, not done
+        browser.find_element(By.CSS_SELECTOR, "#confirm button").click()
+        notice = wait_until(lambda: browser.find_elements(By.ID, "notice"), timeout=60,
+                            message="the dead-letter page with the action's notice")
+        assert ("requeued" if action == "requeue" else "purged 1") in notice[0].text
+        assert client.zscore(dead, task_id.encode()) is None
+        assert app.broker.results.state("default", task_id)[0] == (
+            "queued" if action == "requeue" else "unknown")
 
 
 def test_stopping_a_running_task_from_the_running_tab(

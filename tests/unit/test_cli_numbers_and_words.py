@@ -85,6 +85,18 @@ def test_the_listings_refuse_a_limit_out_of_range_before_reading_redis(
         listed(app, limit=limit)
 
 
+@pytest.mark.parametrize("listed", [running, scheduled, recent])
+def test_a_listing_of_a_mistyped_queue_gets_the_commands_did_you_mean(
+        app: Minitask, listed: Any) -> None:
+    """The listings (inspect, the dashboard's tabs) suggest as the commands do: case
+    aside."""
+    @app.task(queue="emails")
+    def send() -> None: ...
+
+    with pytest.raises(ConfigurationError, match="did you mean 'emails'"):
+        listed(app, ["EMAILS"])
+
+
 @pytest.mark.parametrize("argv, says", [
     (["inspect", "-A", "nosuch.app", "recnt"],
      "unknown listing 'recnt'; did you mean 'recent'?"),

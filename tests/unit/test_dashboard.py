@@ -150,27 +150,47 @@ def test_actions_need_the_csrf_token_and_a_same_site_origin(
     call(dashboard, f"/dead/requeue?task_id={ids['dead']}&csrf={dashboard.csrf_token}")
     assert app.handle(ids["dead"]).status() == "failed"  # a GET changes nothing
     status, headers, _ = call(dashboard, "/dead/requeue", "POST",
-                              form + f"&csrf={dashboard.csrf_token}",
+                              form + f"&confirm=yes&csrf={dashboard.csrf_token}",
                               headers={"HTTP_ORIGIN": "http://127.0.0.1:5555"})
     assert status == "303 See Other" and headers["Location"].startswith("/dead?notice=")
     assert app.handle(ids["dead"]).status() == "queued"
     assert app.dead_letters() == []
 
 
+def test_the_former_dead_letter_paths_ask_first_as_every_action_does(
+        seeded: Tuple[Minitask, Dict[str, str]]) -> None:
+    """/dead/requeue and /dead/purge (older pages posted there) are the actions
+    requeue and purge-dead: a page asking to confirm, whose form posts to the action."""
+    app, ids = seeded
+    dashboard = Dashboard(app)
+    for path, form in (("/dead/requeue", f"task_id={ids['dead']}"),
+                       ("/dead/purge", f"task_id={ids['dead']}"),
+                       ("/dead/purge", "queue=default")):
+        status, _, page = call(dashboard, path, "POST", f"{form}&csrf={dashboard.csrf_token}")
+        assert status == "200 OK" and 'id="question"' in page, path
+        action = "requeue" if path.endswith("requeue") else "purge-dead"
+        assert f'<form id="confirm" method="post" action="/actions/{action}">' in page
+        assert 'name="back" value="/dead"' in page
+        assert app.handle(ids["dead"]).status() == "failed"  # asked, not done
+    assert call(dashboard, "/dead/elsewhere", "POST",
+                f"task_id=x&csrf={dashboard.csrf_token}")[0] == "404 Not Found"
+
+
 def test_purge_from_the_page_deletes_dead_letters(
         seeded: Tuple[Minitask, Dict[str, str]]) -> None:
     app, ids = seeded
     dashboard = Dashboard(app)
-    status, _, _ = call(dashboard, "/dead/purge", "POST",
-                        f"queue=default&csrf={dashboard.csrf_token}")
+    status, _, _ = call(dashboard, "/actions/purge-dead", "POST",
+                        f"queue=default&confirm=yes&csrf={dashboard.csrf_token}")
     assert status == "303 See Other"
     assert app.dead_letters() == []
-    assert call(dashboard, "/dead/purge", "POST",
+    assert call(dashboard, "/actions/purge-dead", "POST",
                 f"queue=bad{{name&csrf={dashboard.csrf_token}")[0] == "400 Bad Request"
     # a broadcast subscriber's lane (queue:subscriber) is a queue of its own here
     assert call(dashboard, "/dead?queue=default%3As1")[0] == "200 OK"
-    assert call(dashboard, "/dead/purge", "POST",
-                f"queue=default%3As1&csrf={dashboard.csrf_token}")[0] == "303 See Other"
+    assert call(dashboard, "/actions/purge-dead", "POST",
+                f"queue=default%3As1&confirm=yes&csrf={dashboard.csrf_token}"
+                )[0] == "303 See Other"
     assert call(dashboard, "/dead?queue=default%3Abad%7Bname")[0] == "400 Bad Request"
 
 

@@ -40,7 +40,8 @@ def test_the_groups_page_lists_the_largest_backlogs_of_each_queue_escaped(
     assert "\x1b" not in page and "\u202e" not in page and "\\x1b[2Jwiped\\u202e\\xff" in page
     rows = json.loads(call(dashboard, "/api/section/groups")[2])["rows"]
     assert len(rows) == LARGEST  # bounded: the queue's largest backlogs only
-    assert [row["group"] for row in rows[:3]] == ["\\x1b[2Jwiped\\u202e\\xff", "t30", "t29"]
+    # the API keeps the name as Redis holds it (bytes that are no UTF-8 aside)
+    assert [row["group"] for row in rows[:3]] == ["\x1b[2Jwiped\u202e\\xff", "t30", "t29"]
     assert {(row["queue"], row["groups"]) for row in rows} == {("default", 32)}
     assert rows[1]["ready"] == 30 and rows[1]["grouped ready"] == sum(range(1, 31)) + 1
 

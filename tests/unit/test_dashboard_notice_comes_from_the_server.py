@@ -36,8 +36,8 @@ def test_the_notice_of_an_action_is_shown_on_the_page_it_leads_to(
         make_app: Callable[..., Minitask]) -> None:
     app = make_app("shop")
     dashboard = Dashboard(app)
-    status, headers, _ = _call(dashboard, "/dead/purge", "POST",
-                               f"queue=default&csrf={dashboard.csrf_token}")
+    status, headers, _ = _call(dashboard, "/actions/purge-dead", "POST",
+                               f"queue=default&confirm=yes&csrf={dashboard.csrf_token}")
     assert status == "303 See Other"
     _, _, page = _call(dashboard, headers["Location"])
     assert "purged 0 dead letter(s)" in page

@@ -6,11 +6,13 @@ API's strings the same way (run under node). A lease or due time that is no time
 is shown as unreadable, naming its key, never as a time."""
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
 import subprocess
 from typing import Any, Callable, Dict, List, Tuple
+from urllib.parse import urlencode
 
 import pytest
 import redis
@@ -74,7 +76,9 @@ def test_no_page_shows_a_control_character_raw(
         status, _, page = call(dashboard, path)
         assert status == "200 OK", path
         script = "".join(re.findall(r"<script>.*?</script>", page, re.S))
-        text = page.replace(script, "")
+        # a form's hidden value is no text on the page: it holds the id itself, to post
+        text = re.sub(r'type="hidden" name="task_id" value="[^"]*"', "",
+                      page.replace(script, ""))
         assert not [char for char in RAW if char in text], path
     worker_page = call(dashboard, "/worker/w1")[2]
     assert printable(HOSTILE, keep_newlines=True) in worker_page  # escaped, and still shown
@@ -99,21 +103,56 @@ def test_the_json_api_keeps_the_data_as_it_is(planted: Tuple[Minitask, Dict[str,
     assert row["progress"]["message"] == HOSTILE
 
 
+@pytest.mark.parametrize("action", ["requeue", "purge-dead"])
 @pytest.mark.parametrize("raw", [raw for raw in PLANTED if raw.decode("utf-8", "ignore")
                                  .encode() == raw])  # not UTF-8: minitask dead purge
-def test_a_dead_letter_shown_escaped_is_purged_by_its_form(
+def test_a_dead_letter_holding_control_characters_is_acted_on_by_its_forms(
         planted: Tuple[Minitask, Dict[str, str]], redis_client: "redis.Redis[bytes]",
-        raw: bytes) -> None:
-    """The page's form sends the id as the page showed it: read back as Redis holds it."""
+        raw: bytes, action: str) -> None:
+    """The page shows the id escaped, and its forms (the row's, then the confirmation's)
+    post back the id itself, HTML-escaped only: both steps reach the dead letter."""
     app, _ = planted
     dashboard = Dashboard(app)
-    form = f"csrf={dashboard.csrf_token}&task_id=" + printable(raw).replace(
-        "\\", "%5C").replace("+", "%2B")
-    status, headers, _ = call(dashboard, "/dead/purge", "POST", form)
-    assert status.startswith("303")
-    notice = call(dashboard, headers["Location"])[2]
-    assert "purged 1 dead letter(s)" in notice
-    assert raw not in redis_client.zrange(queue_keys(app.name, "default").dead, 0, -1)
+    dead = queue_keys(app.name, "default").dead
+    page = call(dashboard, "/dead")[2]
+    row = page[page.index(f'<tr data-task-id="{html.escape(printable(raw))}">'):]
+    form = row[row.index(f'action="/actions/{action}"'):]
+    sent = hidden(form)
+    assert sent["task_id"] == raw.decode()  # as Redis holds it, not as the page shows it
+    status, _, asked = call(dashboard, f"/actions/{action}", "POST", urlencode(sent))
+    assert status == "200 OK" and raw in redis_client.zrange(dead, 0, -1)  # asked only
+    confirmed = hidden(asked[asked.index('<form id="confirm"'):])
+    assert confirmed["task_id"] == raw.decode() and confirmed["confirm"] == "yes"
+    status, headers, _ = call(dashboard, f"/actions/{action}", "POST", urlencode(confirmed))
+    assert status == "303 See Other"
+    assert ("requeued" if action == "requeue" else "purged 1 dead letter(s)") in call(
+        dashboard, headers["Location"])[2]
+    assert raw not in redis_client.zrange(dead, 0, -1)
+
+
+def test_stop_on_a_task_id_no_task_can_have_sends_that_id_and_is_refused(
+        planted: Tuple[Minitask, Dict[str, str]], redis_client: "redis.Redis[bytes]") -> None:
+    """A leased id holding ESC (planted: minitask refuses such an id): its Stop form
+    carries the id itself, and the action says that no task can have it, rather than
+    asking about the escaped text (another id) and then cancelling nothing."""
+    app, _ = planted
+    planted_id = "run\x1b[31m-id"
+    redis_client.zadd(queue_keys(app.name, "default").leases, {planted_id: 2 ** 40})
+    dashboard = Dashboard(app)
+    page = call(dashboard, "/running")[2]
+    row = page[page.index(f'data-task-id="{printable(planted_id)}"'):]
+    sent = hidden(row)
+    assert sent["task_id"] == planted_id and sent["running"] == "1"
+    status, _, body = call(dashboard, "/actions/cancel", "POST", urlencode(sent))
+    assert status == "400 Bad Request" and "task_id" in body and "\x1b" not in body
+
+
+def hidden(form: str) -> Dict[str, str]:
+    """The hidden fields of the first form in ``form``, as a browser posts them."""
+    form = form[:form.index("</form>")]
+    return {name: html.unescape(value)
+            for name, value in re.findall(r'type="hidden" name="([a-z_]+)" value="([^"]*)"',
+                                          form)}
 
 
 @pytest.mark.parametrize("score", [float("inf"), 1e300, 1.5, 0.0, 99_999_999_999_999_990,

@@ -3,12 +3,17 @@ a task whose delayed or lease score is no time minitask writes (inf, 1.5): the t
 is left out, never a traceback."""
 from __future__ import annotations
 
+from typing import Callable
+
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.admin import inspect
-from minitask.broker.keys import queue_keys
+from minitask.admin.activity import running
+from minitask.broker.keys import AppKeys, queue_keys
+from minitask.wire.message import MAX_SECONDS
+from tests.support.clock import ManualClock
 
 
 @pytest.mark.parametrize("score", [float("inf"), 1.5, 1e300])
@@ -26,3 +31,29 @@ def test_a_score_no_minitask_wrote_is_left_out(
     assert info is not None and info.due_at is None and info.name == add.name
     record = app.broker.admin.record("default", "leased-for-ever")
     assert record.lease_deadline_ms is None
+
+
+class TickingClock(ManualClock):
+    """A clock one millisecond later at every read, as a busy machine's may be."""
+
+    def now_ms(self) -> int:
+        self.ms += 1
+        return self.ms
+
+
+def test_every_lease_of_a_listing_is_judged_by_one_reading_of_the_clock(
+        make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
+    """Leases whose deadlines are alike get one verdict, however many rows: the clock
+    is read once per listing, not once per row."""
+    clock = TickingClock()
+    app = make_app("shop", clock=clock)
+    leases = queue_keys(app.name, "default").leases
+    redis_client.sadd(AppKeys(app.name).queues, "default")
+    # just past the longest lease at the listing's start: too far, each of them
+    deadline = clock.ms + MAX_SECONDS * 1000 + 3
+    # a lease's score is its deadline in ms times ten, plus a digit
+    redis_client.zadd(leases, {f"leased-{n}": deadline * 10 for n in range(10)})
+    reads = clock.ms
+    listed = running(app, ["default"], limit=10).tasks
+    assert len(listed) == 10 and all(leases in task.unreadable for task in listed)
+    assert clock.ms - reads == 1

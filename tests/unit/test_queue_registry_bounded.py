@@ -125,3 +125,30 @@ def test_dead_letters_of_a_registered_queue_are_listed_up_to_the_bound(
     assert main(["dead", "-A", "shop", "list"]) == 0
     said = capsys.readouterr().err
     assert f"{PLANTED - LOOKUP_OTHERS} more queue(s) in the registry were not looked at" in said
+
+
+@pytest.mark.parametrize("command", [["inspect", "no-such-task"], ["dead", "show", "nosuch"],
+                                     ["dead", "requeue", "nosuch", "nor-this"],
+                                     ["dead", "purge", "nosuch", "nor-this"],
+                                     ["dead", "list"]])
+def test_a_lookup_reads_the_queue_registry_once(
+        shop: Minitask, command: List[str], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """What a lookup asks and what it says it did not ask come from one reading of the
+    registry (20,000 names here), whatever the number of ids."""
+    reads: List[int] = []
+    names = shop.broker.queues.queue_names
+
+    def counted() -> List[str]:
+        reads.append(1)
+        return names()
+
+    monkeypatch.setattr(shop.broker.queues, "queue_names", counted)
+    for module in ("inspect", "dead"):
+        monkeypatch.setattr(f"minitask.cli.{module}.load", lambda _app: shop)
+    monkeypatch.setattr(shop, "close", lambda: None)
+    main([command[0], "-A", "shop", *command[1:]])
+    said = capsys.readouterr()
+    assert len(reads) == 1, said
+    if command[1] != "requeue" and command[1] != "purge":
+        assert f"{PLANTED - LOOKUP_OTHERS} more queue(s)" in said.out + said.err

@@ -190,7 +190,8 @@ def test_a_frame_written_before_the_workflow_id_names_no_workflow() -> None:
 def test_control_and_bidi_characters_are_drawn_visibly_escaped() -> None:
     """As on every page (the template's printable): a planted name cannot reorder or
     hide the text drawn around it."""
-    node = task("a\u202eb", name="shop\x1b[31m.add")
+    # (a task name holding either is refused as the record is read: ids, group ids too)
+    node = group_of("g\x1b[31m", [task("a\u202eb"), task("c\x1b[31md")])
     markup = svg(layout(drawn(node, {})))
     assert "\u202e" not in markup and "\x1b" not in markup
     assert "\\u202e" in markup and "\\x1b" in markup
