@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import json
-from typing import Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 import redis
@@ -137,13 +137,15 @@ def test_a_lookup_reads_the_queue_registry_once(
     """What a lookup asks and what it says it did not ask come from one reading of the
     registry (20,000 names here), whatever the number of ids."""
     reads: List[int] = []
-    names = shop.broker.queues.queue_names
+    registry = shop.broker.queues.queue_registry
 
-    def counted() -> List[str]:
+    def counted() -> Tuple[List[str], int]:
         reads.append(1)
-        return names()
+        return registry()
 
-    monkeypatch.setattr(shop.broker.queues, "queue_names", counted)
+    monkeypatch.setattr(shop.broker.queues, "queue_registry", counted)
+    monkeypatch.setattr(shop.broker.queues, "queue_names",
+                        lambda: pytest.fail("the registry read apart from the lookup's"))
     for module in ("inspect", "dead"):
         monkeypatch.setattr(f"minitask.cli.{module}.load", lambda _app: shop)
     monkeypatch.setattr(shop, "close", lambda: None)
