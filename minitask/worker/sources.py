@@ -28,6 +28,9 @@ logger = logging.getLogger(__name__)
 
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
+#: A fetch behind outcomes that leased nothing: (monotonic time its reply came, how
+#: long its round trip took, in seconds; the next event it found, ms on the app's clock).
+Look = Tuple[float, float, Optional[int]]
 
 
 class Source(Protocol):
@@ -110,7 +113,7 @@ class QueueSource:
         return None
 
     @staticmethod
-    def _still_current(looked: Tuple[float, float, Optional[int]]) -> bool:
+    def _still_current(looked: Look) -> bool:
         """Whether a look at the first queue behind outcomes, which leased nothing,
         stands for a fetch from it now: when it is younger than its own round trip.
 
@@ -125,11 +128,10 @@ class QueueSource:
         answered, took, _ = looked
         return monotonic() - answered <= took
 
-    def _forget_look(self) -> Optional[Tuple[float, float, Optional[int]]]:
+    def _forget_look(self) -> Optional[Look]:
         """This thread's last look behind outcomes, if any, forgotten: it counts for
         the next fetch or wait of this thread only."""
-        looked: Optional[Tuple[float, float, Optional[int]]] = getattr(self._looked, "first",
-                                                                        None)
+        looked: Optional[Look] = getattr(self._looked, "first", None)
         if looked is not None:
             self._looked.first = None
         return looked
