@@ -41,6 +41,7 @@ class Hooks:
 
     def __init__(self) -> None:
         self._hooks: Dict[str, List[Hook]] = {event: [] for event in EVENTS}
+        self._added = 0  # hooks of any event (none is ever removed)
 
     def add(self, event: str, fn: Hook) -> None:
         if event not in self._hooks:
@@ -54,9 +55,15 @@ class Hooks:
                                      f"be (the asyncio pool awaits them): make it a plain "
                                      f"function")
         self._hooks[event].append(fn)
+        self._added += 1
 
     def __bool__(self) -> bool:
-        return any(self._hooks.values())
+        return self._added > 0
+
+    def wants(self, event: str) -> bool:
+        """Whether ``event`` has a hook: without one, a caller skips what it would set
+        up for the call (a worker asks twice a task)."""
+        return bool(self._hooks[event])
 
     def check_pool(self, pool: str) -> None:
         """Refuse ``async def`` hooks on a pool that has no event loop to await them."""

@@ -82,11 +82,15 @@ class Sender:
         written without a script: ``QueueStore.push``).
         """
         if (fresh and len(messages) == 1 and durability is APP and self.durability.mode is None
-                and messages[0].flow is None
-                and open_batch(self) is None):  # a plain delay(): the shortest way
+                and messages[0].flow is None and open_batch(self) is None):
+            # one call with an id of its own, no replica to confirm it, no flow control:
+            # ready at once (a plain delay()), it goes without a script where the queue
+            # store can (QueueStore.push); else, and with an eta, by enqueue.lua
             message = messages[0]  # (its clock reading, made a moment ago, serves as now)
-            self._broker().queues.enqueue(message.queue, [self.entry(message)],
-                                          message.enqueued_at_ms, self.durability, True)
+            entry = self.entry(message)
+            queues = self._broker().queues
+            if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
+                queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
             return
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
@@ -106,8 +110,7 @@ class Sender:
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
                 with _naming(messages, entries[start:start + BULK_CHUNK]):
-                    queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy,
-                                   fresh)
+                    queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy)
 
     async def asend(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """``send`` on the running event loop: the same checks, then awaited writes."""

@@ -23,6 +23,18 @@ import redis
 from .cluster import ClusterWaiter, wait_readable
 from .packing import PackedScript
 
+#: This process's id, kept up to date in a forked child: ``os.getpid()`` is a system
+#: call, and each round trip asks whose connection it may use.
+_pid = os.getpid()
+
+
+def _forked() -> None:
+    global _pid
+    _pid = os.getpid()
+
+
+os.register_at_fork(after_in_child=_forked)
+
 
 @dataclass
 class Waiter:
@@ -108,8 +120,8 @@ class Connections:
         Checked against the pid, since a forked child must never share a socket.
         """
         held = getattr(self._local, "held", None)
-        if held is None or held[0] != os.getpid():
-            held = self._local.held = (os.getpid(), self._make())
+        if held is None or held[0] != _pid:
+            held = self._local.held = (_pid, self._make())
         connection = connected(held[1])
         sock = getattr(connection, "_sock", None)
         if isinstance(sock, socket.socket) and has_input(sock):
@@ -135,21 +147,21 @@ class Connections:
     def waiter(self) -> Waiter:
         """This thread's connection for blocking waits, connected."""
         waiter = getattr(self._local, "waiter", None)
-        if waiter is None or waiter.pid != os.getpid():
-            waiter = self._local.waiter = Waiter(os.getpid(), self._make())
+        if waiter is None or waiter.pid != _pid:
+            waiter = self._local.waiter = Waiter(_pid, self._make())
         connected(waiter.connection)
         return waiter
 
     def pending_waiter(self) -> Optional[Waiter]:
         """This process's waiter of this thread, if it made one."""
         waiter: Optional[Waiter] = getattr(self._local, "waiter", None)
-        return waiter if waiter is not None and waiter.pid == os.getpid() else None
+        return waiter if waiter is not None and waiter.pid == _pid else None
 
     def cluster_waiter(self, made: bool = True) -> Optional[ClusterWaiter]:
         """This thread's BLPOPs on a cluster: one per slot, on the node of its slot
         (None when ``made`` is False and this thread has none yet)."""
         waiter: Optional[ClusterWaiter] = getattr(self._local, "cluster_waiter", None)
-        if waiter is not None and waiter.pid == os.getpid():
+        if waiter is not None and waiter.pid == _pid:
             return waiter
         if not made:
             return None

@@ -140,17 +140,10 @@ class Transport:
         with self.errors(what):
             connection = self.connections.own()
             try:
-                connection.send_packed_command([packed])
-                replies: List[Any] = []
-                for _ in range(count):
-                    try:
-                        replies.append(connection.read_response())
-                    except redis.ResponseError as exc:
-                        replies.append(exc)
+                return _exchange(connection, packed, count)
             except BaseException:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 raise
-        return replies
 
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
@@ -195,19 +188,17 @@ class Transport:
         with self.errors(what):
             connection = self.connections.own()
             try:
-                connection.send_packed_command([b"".join(commands) + confirmation])  # one write
-                replies: List[Any] = []
+                replies = _exchange(connection, b"".join(commands) + confirmation, len(commands))
                 missing = []
                 refused: Optional[Tuple[int, redis.ResponseError]] = None
-                for index in range(len(commands)):
-                    try:
-                        replies.append(connection.read_response())
-                    except redis.exceptions.NoScriptError:
+                for index, reply in enumerate(replies):
+                    if not isinstance(reply, redis.ResponseError):
+                        continue
+                    if isinstance(reply, redis.exceptions.NoScriptError):
                         missing.append(index)  # first use on this server, or after a flush
-                        replies.append(None)
-                    except redis.ResponseError as exc:
-                        refused = refused or (index, exc)
-                        replies.append(exc)
+                        replies[index] = None
+                    elif refused is None:
+                        refused = (index, reply)
                 waited = read_confirmation(connection, policy)
                 for index in missing:  # a script that ran is never sent twice
                     try:
@@ -264,6 +255,22 @@ class Transport:
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task."""
         self._waits.stop_waiting()
+
+
+def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
+    """Write ``data`` (``count`` packed commands) in one write and read their
+    ``count`` replies, in order; a command Redis refused has its ResponseError in
+    its place, and the replies after it are read all the same (the connection
+    stays in step). Any other failure leaves the connection half read: the
+    caller disconnects it."""
+    connection.send_packed_command([data])
+    replies: List[Any] = []
+    for _ in range(count):
+        try:
+            replies.append(connection.read_response())
+        except redis.ResponseError as exc:
+            replies.append(exc)
+    return replies
 
 
 class _Errors:

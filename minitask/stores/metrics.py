@@ -45,11 +45,15 @@ def name(kind: str, *labels: str) -> str:
     return SEPARATOR.join((kind, *labels))
 
 
+#: Each bucket's bound with its label, made once (twice a task on a worker's hot path).
+_LABELLED = tuple((bound, repr(bound)) for bound in BUCKETS)
+
+
 def bucket_of(seconds: float) -> str:
     """The label of the smallest bucket holding ``seconds``."""
-    for bound in BUCKETS:
+    for bound, label in _LABELLED:
         if seconds <= bound:
-            return repr(bound)
+            return label
     return INF
 
 

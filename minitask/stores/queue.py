@@ -78,23 +78,19 @@ class QueueStore(Store):
         super().__init__(transport, app_name)
         self._known_queues: Set[str] = set()
         #: push()'s packed commands by (queue, priority), less the id and message
-        self._pushes: Dict[Tuple[str, int], Tuple[bytes, bytes, bytes]] = {}
+        self._pushes: Dict[Tuple[str, int], Tuple[bytes, bytes, bytes, bytes]] = {}
+        #: push()es made into each queue so far (every WAKE_CAP-th trims its wake list)
+        self._pushed: Dict[str, int] = {}
 
     # -- producing ---------------------------------------------------------------
 
     def enqueue(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
-                now_ms: int, durability: Optional[Durability] = None,
-                fresh: bool = False) -> int:
+                now_ms: int, durability: Optional[Durability] = None) -> int:
         """Store (id, body, priority, due_ms) entries of one queue; returns how many were new.
 
         ``durability`` (default: the app's) says how replicas confirm the write.
-        ``fresh``: the ids were made by this call (no id can be pending already).
         """
         what = f"enqueue into queue {queue!r}"
-        if (fresh and len(entries) == 1 and entries[0][3] <= now_ms
-                and (durability or self.transport.durability).mode is None
-                and queue in self._known_queues and self.push(queue, entries[0], what)):
-            return 1
         try:
             call = self.enqueue_now_call(queue, entries, now_ms)
             added = -1 if call is None else self.transport.run_calls([call], what, durability)[-1]
@@ -153,21 +149,30 @@ class QueueStore(Store):
                               reason=refused[0].reason)
         return sum(int(count) for count in added)
 
-    def push(self, queue: str, entry: Tuple[str, bytes, int, int], what: str) -> bool:
-        """A new id's message, ready at once, written without a script: its message
-        stored, its id pushed to the tail of its ready list, a worker woken, in one write
-        of three plain commands in MULTI/EXEC (a third of a script call's Redis time). False when it
-        wrote nothing: Redis Cluster, or data minitask did not write (what was written
+    def push(self, queue: str, entry: Tuple[str, bytes, int, int]) -> bool:
+        """A new id's message, ready at once, written without a script (a plain
+        ``delay()``: ``Sender.send`` says which calls are): its message stored, its id
+        pushed to the tail of its ready list, a worker woken, in one write of plain
+        commands in MULTI/EXEC (a third of a script call's Redis time). False when
+        it wrote nothing: a queue this store has not enqueued into yet (enqueue.lua
+        registers it), Redis Cluster, or data minitask did not write (what was written
         is taken back; the caller's script then refuses the call, naming the key).
 
         The write is one MULTI/EXEC: a connection cut part way leaves nothing (a
         write can reach Redis in parts, however short), and no fetch meets the id
         without its message.
         Due delayed tasks are not promoted first: the next fetch does (the ordering
-        rules, docs/explanations/guarantees.rst). The wake list gets a token per task,
-        uncapped (enqueue.lua reads its length first): tokens are two bytes each, and
-        a fetch that finds the queue empty deletes them all.
+        rules, docs/explanations/guarantees.rst). The wake list gets a token (the
+        scripts push none past ``WAKE_CAP``: this write cannot read the length first).
+        A fetch that finds the queue empty deletes them, but a queue whose workers are
+        always behind is never found empty, and would gain a token per task for ever;
+        so every ``WAKE_CAP``-th push of this store into a queue (its first included)
+        also trims the list to its last ``WAKE_CAP``: a list holds at most
+        ``WAKE_CAP`` tokens more than that per process sending plain calls to it. An
+        LTRIM with every push would cost Redis a quarter more per ``delay()``.
         """
+        if queue not in self._known_queues:
+            return False
         task_id, body, priority, _ = entry
         parts = self._pushes.get((queue, priority))
         if parts is None:
@@ -175,15 +180,21 @@ class QueueStore(Store):
             parts = self._pushes[(queue, priority)] = (
                 b"*4\r\n" + bulk("HSET") + bulk(k.messages),
                 b"*3\r\n" + bulk("RPUSH") + bulk(k.ready[9 - priority]),
-                command("RPUSH", k.wake, "1"))
-        store, ready, wake = parts
+                command("RPUSH", k.wake, "1"), command("LTRIM", k.wake, -WAKE_CAP, -1))
+        store, ready, wake, trim = parts
+        pushed_before = self._pushed.get(queue, 0)  # (threads may race: a trim more or less)
+        self._pushed[queue] = pushed_before + 1
+        if pushed_before % WAKE_CAP:
+            trim = b""
         key = bulk(task_id)
+        what = f"enqueue into queue {queue!r}"
         replies = self.transport.send_commands(
-            b"".join((_MULTI, store, key, bulk(body), ready, key, wake, _EXEC)), 5, what)
+            b"".join((_MULTI, store, key, bulk(body), ready, key, wake, trim, _EXEC)),
+            6 if trim else 5, what)
         if replies is None:
             return False
         # EXEC's replies, or its refusal (nothing written)
-        replies = replies[-1] if isinstance(replies[-1], list) else [replies[-1]] * 3
+        replies = replies[-1] if isinstance(replies[-1], list) else [replies[-1]] * 4
         stored = not isinstance(replies[0], Exception)
         pushed = not isinstance(replies[1], Exception)
         if pushed and stored:

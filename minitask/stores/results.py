@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
-from ..broker.transport import text
+from ..broker.transport import Transport, text
 from ..broker.waits import block_cap
 from ..errors import DecodeError
 from ..wire.message import Message, Outcome, wall_ms
@@ -41,6 +41,11 @@ class ResultStore(Store):
     #: ``recent_outcomes``); 0: no record, and no script writes one.
     recent_length = 0
 
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        super().__init__(transport, app_name)
+        #: ``ack_then``'s words for an error, by queue
+        self._ack_then_what: Dict[str, str] = {}
+
     def entry(self, task_id: str, name: str, state: str, at_ms: int, attempt: int,
               duration: Optional[float] = None, worker: str = "", error: str = "") -> bytes:
         """An outcome's entry in its queue's record of recent outcomes (stores/recent.py),
@@ -62,11 +67,12 @@ class ResultStore(Store):
         Raises EncodeError when the outcome's value cannot be encoded: nothing
         is sent, and the caller dead-letters the task instead.
         """
-        if outcome is None:
+        if outcome is None or result_ttl_ms <= 0:
+            # a ttl of 0 or less keeps no result (ignore_result): none is encoded or sent
             return (queue, task_id, b"", 0, flow, entry)
-        # a ttl of 0 or less keeps no result: ack.lua reads any other as a result key passed
+        # ack.lua reads any other ttl as a result key passed
         return (queue, task_id, encode_outcome(outcome, task_name=task_name),
-                max(result_ttl_ms, 0), flow, entry)
+                result_ttl_ms, flow, entry)
 
     def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
             *, task_name: str = "?") -> bool:
@@ -93,8 +99,10 @@ class ResultStore(Store):
         Acks of the queue of a fetch on the caller's clock go with it as one call
         (ack_fetch.lua), which costs Redis a script call and six keys less.
         """
-        what = f"record {len(acks)} result(s) and {then[0]} from queue {then[1]!r}"
         groups = self._ack_groups(acks)
+        what = self._ack_then_what.get(then[1])
+        if what is None:  # the same words for every call of the drain loop: made once
+            what = self._ack_then_what[then[1]] = f"record results and fetch from queue {then[1]!r}"
         if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and list(groups) == [then[1]]:
             reply = self.transport.run_calls([self._ack_fetch_call(groups[then[1]], then)],
                                              what)[0]

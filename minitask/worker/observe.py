@@ -56,6 +56,8 @@ class Observer:
                 error: Optional[BaseException]) -> None:
         """The attempt's outcome is recorded (``status`` as ``handle.status()`` names it):
         ``task_postrun``, with the task context current again."""
+        if not self._host.hooks.wants("task_postrun"):
+            return
         with entered(context):
             self._host.hooks.call("task_postrun", context, status,
                                   value if error is None else error)
@@ -63,6 +65,8 @@ class Observer:
     async def apostrun(self, context: TaskContext, status: str, value: Any,
                        error: Optional[BaseException]) -> None:
         """``postrun`` on the asyncio pool's loop, awaiting ``async def`` hooks."""
+        if not self._host.hooks.wants("task_postrun"):
+            return
         with entered(context):
             await self._host.hooks.acall("task_postrun", context, status,
                                          value if error is None else error)

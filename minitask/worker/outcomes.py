@@ -35,8 +35,9 @@ ACK_WINDOW = 0.002
 Listener = Callable[[Job, Outcome], None]
 
 
-class Refill(Protocol):
-    """A source that leases more work in the round trip that records outcomes."""
+class FetchBehindAcks(Protocol):
+    """A source that leases the next tasks in the round trip that records outcomes
+    (``QueueSource``)."""
 
     def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]: ...
 
@@ -46,12 +47,12 @@ class Refill(Protocol):
 class Recorder:
     """Records attempts' outcomes and tells the listeners."""
 
-    def __init__(self, host: Host, holdings: Holdings, refill: Refill,
+    def __init__(self, host: Host, holdings: Holdings, fetcher: FetchBehindAcks,
                  stop: threading.Event,
                  wake: Callable[[], None], listeners: Sequence[Listener] = ()) -> None:
         self._host = host
         self._holdings = holdings
-        self._refill = refill
+        self._fetcher = fetcher
         self._stop = stop
         self._wake = wake
         self.listeners: List[Listener] = list(listeners)
@@ -190,7 +191,7 @@ class Recorder:
         result: Optional[FetchResult] = None
         try:
             if fetch:
-                held, result = self._refill.ack_and_fetch(entries)
+                held, result = self._fetcher.ack_and_fetch(entries)
             else:
                 held = self._host.broker.results.ack_many(entries)
         except DurabilityError as exc:
@@ -208,7 +209,7 @@ class Recorder:
             if not still_held:
                 warn_lost_lease(job)
         if result is not None:
-            self._refill.take_fetched(result)
+            self._fetcher.take_fetched(result)
 
     def flush_last(self) -> None:
         """As a worker ends (no task runs, its heartbeat has ended): record the outcomes

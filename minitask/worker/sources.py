@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from time import monotonic
 from typing import Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
@@ -27,9 +28,9 @@ logger = logging.getLogger(__name__)
 
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
-#: Seconds a fetch behind outcomes that leased nothing counts as the first queue's
-#: look: the same thread's next fetch (if it comes first) starts at the second queue.
-LOOKED_FOR = 0.05
+#: A fetch behind outcomes that leased nothing: (monotonic time its reply came, how
+#: long its round trip took, in seconds; the next event it found, ms on the app's clock).
+Look = Tuple[float, float, Optional[int]]
 
 
 class Source(Protocol):
@@ -63,9 +64,10 @@ class QueueSource:
         self._host = host
         self.queues = queues
         self.prefetch = prefetch
-        #: How many a fetch behind outcomes leases: the prefetch asked for (``prefetch``
-        #: may be raised for a moment by the asyncio pool, as slots free up).
-        self.refill = prefetch
+        #: The prefetch the worker was given, which a fetch behind outcomes leases
+        #: (``prefetch`` may be raised above it for a moment by the asyncio pool, as
+        #: slots free up: ``lease_up_to``).
+        self.given_prefetch = prefetch
         self._holdings = holdings
         self._leases = leases
         self._stop = stop
@@ -77,8 +79,8 @@ class QueueSource:
         self.behind_wait: Optional[WaitCalls] = None
         #: Hears of each task dead-lettered for killing its workers (metrics, hooks).
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
-        # per thread: (when, next_event_ms) of its last fetch behind outcomes
-        # (ack_and_fetch), if it leased nothing
+        # per thread: its last fetch behind outcomes (ack_and_fetch), if it leased
+        # nothing: (when its reply came, how long its round trip took, next_event_ms)
         self._looked = threading.local()
 
     def next_job(self) -> Optional[Job]:
@@ -94,9 +96,8 @@ class QueueSource:
         now_ms = self._host.clock.now_ms()
         next_event: Optional[int] = None
         queues = self.queues
-        if looked is not None and time.monotonic() - looked[0] < LOOKED_FOR:
-            # the first queue was looked at just now, behind this thread's outcomes
-            queues, next_event = queues[1:], looked[1]
+        if looked is not None and self._still_current(looked):
+            queues, next_event = queues[1:], looked[2]
         for queue in queues:
             result = self._host.broker.queues.fetch(queue, now_ms=now_ms,
                                                     lease_ms=self._leases.lease_ms,
@@ -111,10 +112,26 @@ class QueueSource:
         self.next_event_ms = next_event
         return None
 
-    def _forget_look(self) -> Optional[Tuple[float, Optional[int]]]:
+    @staticmethod
+    def _still_current(looked: Look) -> bool:
+        """Whether a look at the first queue behind outcomes, which leased nothing,
+        stands for a fetch from it now: when it is younger than its own round trip.
+
+        A fetch sent now would answer for the queue as it is one round trip (to the
+        server and back) from now, and the fetch from the second queue would go
+        out only then; a look younger than a round trip is as current as that
+        answer. Between the look and the thread's next fetch only the outcome's
+        hooks run: a quick one leaves the look current (the second queue's fetch
+        goes out at once, a round trip saved per task while the first queue is
+        empty), a slow one does not (the first queue is asked again, so that a
+        task that came meanwhile is served first)."""
+        answered, took, _ = looked
+        return monotonic() - answered <= took
+
+    def _forget_look(self) -> Optional[Look]:
         """This thread's last look behind outcomes, if any, forgotten: it counts for
         the next fetch or wait of this thread only."""
-        looked: Optional[Tuple[float, Optional[int]]] = getattr(self._looked, "first", None)
+        looked: Optional[Look] = getattr(self._looked, "first", None)
         if looked is not None:
             self._looked.first = None
         return looked
@@ -122,7 +139,7 @@ class QueueSource:
     def lease_up_to(self, free: int) -> None:
         """The asyncio pool leases as many tasks per round trip as it has free slots
         (at least ``prefetch``, at most ``MAX_PREFETCH``): they all start at once."""
-        self.prefetch = max(self.refill, min(free, MAX_PREFETCH))
+        self.prefetch = max(self.given_prefetch, min(free, MAX_PREFETCH))
 
     def more_due_now(self) -> bool:
         """The last fetch left work that is due already (it stops after a batch)."""
@@ -155,13 +172,16 @@ class QueueSource:
         """Record outcomes and lease the next tasks of the first queue in one round trip;
         which leases were still held, and what was leased (see ``take_fetched``)."""
         queues = self._host.broker.queues
+        sent = monotonic()
         held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
             self.queues[0], self._host.clock.now_ms(),
-            FetchTerms(self._leases.lease_ms, self.refill, self._host.max_deliveries)))
+            FetchTerms(self._leases.lease_ms, self.given_prefetch,
+                       self._host.max_deliveries)))
+        answered = monotonic()
         result = queues.fetch_result(reply)
-        # none leased: this thread's next fetch starts at the second queue
+        # none leased: this thread's next fetch may start at the second queue
         self._looked.first = (None if result.deliveries
-                              else (time.monotonic(), result.next_event_ms))
+                              else (answered, answered - sent, result.next_event_ms))
         return held, result
 
     def fetch_call(self, now_ms: int) -> ScriptCall:

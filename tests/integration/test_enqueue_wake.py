@@ -44,15 +44,26 @@ def test_tokens_stop_at_the_cap_and_taken_ones_come_back(
     assert app.broker.queues.counts("default")["ready"] == 1 + WAKE_CAP + 40 + 20 + 7
 
 
-def test_a_plain_delay_adds_a_token_per_task_and_an_empty_fetch_clears_them(
+def test_a_plain_delay_keeps_the_tokens_bounded_and_an_empty_fetch_clears_them(
         queue: Tuple[Minitask, Any, Any, str]) -> None:
-    """A plain ``delay()`` runs no script (QueueStore.push), so it cannot read the
-    cap: one token per task, two bytes each, gone once a fetch finds the queue empty."""
+    """A plain ``delay()`` runs no script (QueueStore.push), so it cannot read the cap
+    first: its first push into a queue, and every WAKE_CAP-th after it, trims the
+    list to its last WAKE_CAP in the same transaction. A queue whose workers are
+    always behind is never found empty: uncapped, its tokens would grow with every
+    task sent to it."""
     app, job, client, wake = queue
-    job.delay_many([(n,) for n in range(WAKE_CAP)])
-    for n in range(20):
+    job.delay(0)  # the queue's first call goes by enqueue.lua (which registers it)
+    job.delay_many([(n,) for n in range(WAKE_CAP + 10)])
+    assert client.llen(wake) == WAKE_CAP
+    lengths = []
+    for n in range(3 * WAKE_CAP):
         job.delay(n)
-    assert client.llen(wake) == WAKE_CAP + 20
+        lengths.append(client.llen(wake))
+    # trimmed with the 1st, the WAKE_CAP + 1st and the 2 * WAKE_CAP + 1st push
+    assert max(lengths) == 2 * WAKE_CAP - 1
+    assert [lengths[0], lengths[WAKE_CAP], lengths[2 * WAKE_CAP]] == [WAKE_CAP] * 3
+    assert lengths[-1] == 2 * WAKE_CAP - 1
+    assert app.broker.queues.counts("default")["ready"] == 1 + WAKE_CAP + 10 + 3 * WAKE_CAP
     app.worker(burst=True).run()
     assert client.exists(wake) == 0
     assert app.broker.queues.counts("default")["ready"] == 0

@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from minitask import Minitask
+from minitask.worker import sources
 
 pytestmark = [pytest.mark.integration, pytest.mark.app("trips", on="server")]
 
@@ -112,3 +113,32 @@ def test_a_second_queue_is_fetched_from_once_per_task(app: Minitask) -> None:
     # one round trip, then a fetch from "second": four calls per task when "first" was
     # fetched from again
     assert calls <= 3 * TASKS + 20, f"{calls} script calls for {TASKS} tasks"
+
+
+@pytest.mark.parametrize("age, served", [(0.005, "second"), (0.030, "first")])
+def test_a_look_behind_outcomes_counts_while_younger_than_its_round_trip(
+        app: Minitask, monkeypatch: pytest.MonkeyPatch, age: float, served: str) -> None:
+    """A fetch behind outcomes that found the first queue empty stands for it in the
+    thread's next fetch while it is younger than its own round trip (here 10 ms): the
+    second queue is asked straight away. Older (the outcome's hooks took long), the
+    first queue is asked again, and a task that came to it meanwhile goes first."""
+    @app.task(queue="first", ignore_result=True)
+    def urgent() -> None:
+        """Sent to the first queue after it was looked at."""
+
+    @app.task(queue="second", ignore_result=True)
+    def later() -> None:
+        """Waiting in the second queue."""
+
+    source = app.worker(queues=["first", "second"])._queues
+    # the look's round trip sent at 100.0, answered at 100.010; the next fetch `age` later
+    readings = iter([100.0, 100.010, 100.010 + age])
+    monkeypatch.setattr(sources, "monotonic", lambda: next(readings))
+    held, result = source.ack_and_fetch([])
+    assert held == [] and result.deliveries == []
+    later.delay()
+    urgent.delay()
+
+    job = source.next_job()
+
+    assert job is not None and job.queue == served

@@ -11,6 +11,7 @@ from typing import Any, List
 import pytest
 
 from minitask import Minitask, Retry
+from minitask.broker.keys import queue_keys
 from minitask.cli.logs import TEXT_FORMAT, JsonFormatter, TaskContextFilter, handler
 from minitask.worker.runner import close_names
 from tests.support.clock import ManualClock
@@ -100,6 +101,23 @@ def test_an_unencodable_return_value_names_the_problem(
     (error,) = records(caplog, logging.ERROR)
     assert "the return value cannot be encoded" in error.getMessage()
     assert "EncodeError" in error.getMessage()
+
+
+def test_an_ignore_result_task_succeeds_whatever_it_returns(
+        app: Minitask, caplog: pytest.LogCaptureFixture) -> None:
+    """Its value is kept nowhere, so it is never encoded: a value msgpack cannot carry
+    does not make it fail."""
+    @app.task(ignore_result=True)
+    def returns_a_set() -> Any:
+        return {1, 2}
+
+    handle = returns_a_set.delay()
+    caplog.set_level(logging.WARNING)
+    drain(app.worker(burst=True))
+
+    assert records(caplog, logging.ERROR) == []
+    assert app.dead_letters() == []
+    assert app.broker.client.exists(queue_keys(app.name, "default").result(handle.id)) == 0
 
 
 def test_an_unknown_task_suggests_the_registered_name_one_import_path_away(

@@ -19,14 +19,14 @@ the loop in the same slot, with no hop through the dispatcher.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextvars
 import functools
 import inspect
 import logging
+import queue as _queue
 import threading
 import time
-from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
+from typing import Any, Callable, Coroutine, Dict, List, Optional, Tuple
 
 from ...context import TaskContext, running
 from ...errors import TimeLimitExceeded
@@ -84,6 +84,69 @@ def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
         return Raised(exc)
 
 
+#: A step for a recording thread: the future the loop awaits, and the step.
+_Step = Tuple["asyncio.Future[Any]", Callable[[], Any]]
+
+
+def _settle_with(future: "asyncio.Future[Any]", result: Any, error: Optional[BaseException]
+                 ) -> None:
+    """On the loop: a step's end, unless its awaiting attempt was cancelled meanwhile."""
+    if future.done():
+        return
+    if error is None:
+        future.set_result(result)
+    elif isinstance(error, StopIteration):  # which a future refuses to carry
+        future.set_exception(RuntimeError(f"a recording step raised {error!r}"))
+    else:
+        future.set_exception(error)
+
+
+class RecordingThreads:
+    """Threads beside the loop for the steps that wait for Redis (an outcome recorded
+    with the next fetch), ``size`` at once; the loop awaits each step as a future.
+
+    What ``loop.run_in_executor`` does, for less: no ``concurrent.futures.Future``
+    (a ``Condition`` each) chained to the loop's, no executor locks; the drain
+    takes one such hop per task.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+        self._loop = loop
+        self._steps: "_queue.SimpleQueue[Optional[_Step]]" = _queue.SimpleQueue()
+        self._threads: List[threading.Thread] = [
+            threading.Thread(target=self._serve, name=f"minitask-record-{index}", daemon=True)
+            for index in range(size)]
+        for thread in self._threads:
+            thread.start()
+
+    def run(self, step: Callable[[], Any]) -> "asyncio.Future[Any]":
+        """On the loop: hand ``step`` to a recording thread; its result, or what it
+        raised, comes back as the future's."""
+        future = self._loop.create_future()
+        self._steps.put((future, step))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            handed = self._steps.get()
+            if handed is None:
+                return
+            future, step = handed
+            try:
+                result = step()
+            except BaseException as exc:  # the awaiting attempt's, as an executor's would be
+                self._loop.call_soon_threadsafe(_settle_with, future, None, exc)
+            else:
+                self._loop.call_soon_threadsafe(_settle_with, future, result, None)
+
+    def close(self) -> None:
+        """Run the steps handed in so far, then end the threads."""
+        for _ in self._threads:
+            self._steps.put(None)
+        for thread in self._threads:
+            thread.join()
+
+
 class AsyncioPool(FixedSlots):
     """``size`` slots; each attempt a task on one event loop in its own thread."""
 
@@ -99,8 +162,7 @@ class AsyncioPool(FixedSlots):
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
-        self._recording = concurrent.futures.ThreadPoolExecutor(
-            RECORDERS, thread_name_prefix="minitask-record")
+        self._recording = RecordingThreads(self._loop, RECORDERS)
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
         self._thread.start()
@@ -152,7 +214,7 @@ class AsyncioPool(FixedSlots):
         self._watch.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=CANCEL_WAIT)
-        self._recording.shutdown(wait=True)
+        self._recording.close()
         if not self._thread.is_alive():
             self._loop.close()
 
@@ -186,7 +248,7 @@ class AsyncioPool(FixedSlots):
         return stop
 
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
-        return await self._loop.run_in_executor(self._recording, functools.partial(step, *args))
+        return await self._recording.run(functools.partial(step, *args))
 
     async def _execute(self, job: Job) -> Optional[Job]:
         """Run one attempt and record its outcome; the next job, leased as it was
@@ -222,7 +284,8 @@ class AsyncioPool(FixedSlots):
             with running(message, job.delivery.delivery, cancel,
                          observer.reporter(message)) as context:
                 observer.started(context, message)
-                await self._hooks.acall("task_prerun", context)
+                if self._hooks.wants("task_prerun"):
+                    await self._hooks.acall("task_prerun", context)
                 if is_async:
                     inner = asyncio.ensure_future(limited(
                         contained(task.func(*args, **kwargs)), limit, task.name,
