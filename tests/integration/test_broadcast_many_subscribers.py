@@ -5,6 +5,7 @@ by the previous layout (a hash only) are indexed a batch at a time without losin
 a call, and a foreign subscriber name does not break join()."""
 from __future__ import annotations
 
+import json
 import time
 from typing import Any, Dict, List, Tuple
 
@@ -13,6 +14,9 @@ import redis
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
+from minitask.cli.main import main
+from minitask.cli.status import SHOWN_SUBSCRIBERS
+from tests.apps.broadcast import QUEUE as FAN
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -171,3 +175,24 @@ def test_a_foreign_subscriber_name_is_skipped_by_join(
         assert handle.join(timeout=10) == {"live": 5}
     finally:
         app.close()
+
+
+def test_status_shows_a_bounded_number_of_subscribers_and_counts_the_rest(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]", monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    k = QueueKeys("bcast", FAN)
+    _plant(admin, k, 250, _now_ms())
+    admin.hset(k.broadcast("state"), "seq", 5)
+    admin.zadd(k.broadcast("places"), {"sub3": 5})  # caught up: not among the furthest
+    admin.hset(k.broadcast("cursors"), "sub3", 5)
+    assert main(["status", "-A", "tests.apps.broadcast", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = report["subscribers"][FAN]
+    assert len(rows) == SHOWN_SUBSCRIBERS
+    assert {row["lag"] for row in rows} == {5}
+    assert report["subscribers_left_out"] == {FAN: 150}
+    assert main(["status", "-A", "tests.apps.broadcast"]) == 0
+    out = capsys.readouterr().out
+    assert "... and 150 more subscriber(s), not shown" in out
+    assert out.count(" lag 5 ") == SHOWN_SUBSCRIBERS
