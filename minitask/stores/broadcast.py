@@ -222,8 +222,7 @@ class BroadcastStore(Store):
                            self.transport.client.zcard(k.broadcast("since"))):
                     # cursors of an older minitask not indexed yet: subscribed before
                     # every call sent since, as the index will say once it has them
-                    scan = self.transport.client.hscan_iter(k.broadcast("cursors"), count=_PAGE)
-                    raws = list({*raws, *(field for field, _ in scan)})
+                    raws = list({*raws, *self._fields(k.broadcast("cursors"))})
         found = []
         for raw in raws:
             name = name_of(raw, "subscriber")
@@ -233,6 +232,16 @@ class BroadcastStore(Store):
             else:
                 found.append(name)
         return sorted(found)
+
+    def _fields(self, key: str) -> List[Any]:
+        """Every field of hash ``key``, a page at a time (HSCAN)."""
+        fields: List[Any] = []
+        at = 0
+        while True:
+            at, page = self.transport.client.hscan(key, at, count=_PAGE)
+            fields += page
+            if not at:
+                return fields
 
     def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
         """Those of ``names`` that will not pull the call any more: their cursor is

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from minitask import Minitask
-from minitask.broker.keys import QueueKeys
+from minitask.broker.keys import QueueKeys, lane
 from minitask.cli.main import main
 from minitask.cli.status import SHOWN_SUBSCRIBERS
 from tests.apps.broadcast import QUEUE as FAN
@@ -196,3 +196,27 @@ def test_status_shows_a_bounded_number_of_subscribers_and_counts_the_rest(
     out = capsys.readouterr().out
     assert "... and 150 more subscriber(s), not shown" in out
     assert out.count(" lag 5 ") == SHOWN_SUBSCRIBERS
+
+
+def test_a_wake_up_spreads_as_a_tree_over_the_subscribers_newest_first(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """40 subscribers, s0 the oldest: a send wakes the 16 newest (s39..s24), and the
+    newest, pulling the call, wakes its 16 children (s23..s8); s7..s0 are reached by
+    the children's pulls (here: none runs, so they hold no token)."""
+    app, tick = _app(redis_server, "tree")
+    store = app.broker.broadcasts
+    try:
+        for i in range(40):
+            admin.hset(QueueKeys("tree", QUEUE).broadcast("state"), "seq", i)
+            store.subscribe(QUEUE, f"s{i}", _now_ms())
+        tick.delay(1)
+
+        def woken() -> List[int]:
+            return [i for i in range(40)
+                    if admin.llen(QueueKeys("tree", lane(QUEUE, f"s{i}")).wake)]
+
+        assert woken() == list(range(24, 40))
+        app.broker.transport.run_calls([store.pull_call(QUEUE, "s39", 10, _now_ms())], "pull")
+        assert woken() == list(range(8, 40))
+    finally:
+        app.close()

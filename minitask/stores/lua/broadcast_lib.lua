@@ -23,9 +23,11 @@ local PRUNE_BATCH, INDEX_BATCH = 16, 200
 -- a live worker says it is alive at least every heartbeat.
 local PRUNE_GRACE = 60000
 -- Lanes a pull or a send wakes at most: wake-ups spread as a tree over the
--- subscribers in subscription order (a send wakes the first WAKE_FANOUT, a
--- subscriber that pulled calls wakes its WAKE_FANOUT children); a subscriber
--- missed wakes at its next wait's end anyway (at most 5 s).
+-- subscribers, the newest subscribed first (a send wakes the first WAKE_FANOUT, a
+-- subscriber that pulled calls wakes its WAKE_FANOUT children). Newest first: the
+-- subscribers gone for good (old pod names, until pruned) are the oldest, at the
+-- leaves, where they hold up nobody; one whose parent is down pulls at its next
+-- wait's end anyway (at most 5 s).
 local WAKE_FANOUT = 16
 
 -- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
@@ -71,7 +73,7 @@ local function indexed()
   local count = tolerant(0, 'HLEN', KEYS[5])
   if tolerant(0, 'ZCARD', KEYS[7]) >= count then return true end
   local at = tolerant(false, 'HGET', KEYS[1], 'scan') or '0'
-  local page = tolerant({'0', {}}, 'HSCAN', KEYS[5], at, 'COUNT', INDEX_BATCH)
+  local page = tolerant(false, 'HSCAN', KEYS[5], at, 'COUNT', INDEX_BATCH) or {'0', {}}
   local now = redis.call('TIME')[1] * 1000
   local fields = page[2]
   for i = 1, #fields, 2 do
@@ -118,13 +120,13 @@ local function prune(now, ttl)
   return #stale
 end
 
--- Wake the lanes of the subscribers ranked `first` to `first + WAKE_FANOUT - 1`
--- in subscription order, with `tokens` tokens each (a lane's wake list is kept
+-- Wake the lanes of the subscribers ranked `first` to `first + WAKE_FANOUT - 1`,
+-- the newest subscribed first, with `tokens` tokens each (a lane's wake list is kept
 -- under `cap`; one of another type gets none).
 local function wake_from(first, tokens, cap)
   if tokens <= 0 then return end
   local base = string.sub(KEYS[1], 1, #KEYS[1] - #'bcast:state')
-  local names = tolerant({}, 'ZRANGE', KEYS[8], first, first + WAKE_FANOUT - 1)
+  local names = tolerant({}, 'ZREVRANGE', KEYS[8], first, first + WAKE_FANOUT - 1)
   local pushed = {}
   for i = 1, math.min(tokens, cap) do pushed[i] = '1' end
   for _, name in ipairs(names) do

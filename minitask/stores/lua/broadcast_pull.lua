@@ -96,8 +96,8 @@ if want > 0 or skipped > 0 then
   drop_pulled(limit)
 end
 if pulled > 0 then
-  -- the wake-up spreads: this subscriber's children in subscription order
-  local rank = tolerant(false, 'ZRANK', KEYS[8], name)
+  -- the wake-up spreads: this subscriber's children, the newest subscribed first
+  local rank = tolerant(false, 'ZREVRANK', KEYS[8], name)
   if rank then wake_from(WAKE_FANOUT * (rank + 1), pulled, cap) end
 end
 local more = redis.call('LLEN', KEYS[11]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
