@@ -126,7 +126,9 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def subscribers(self) -> List[str]:
         """Who the call was sent to: the queue's subscribers at send time.
 
-        Once that record is gone (after ``broadcast_maxlen`` calls), the current
+        Those subscribed before it was sent and still subscribed (a subscriber
+        unsubscribed, or pruned after ``broadcast_ttl`` unseen, is left out). Once
+        the call's record is gone (after ``broadcast_maxlen`` calls), the current
         subscribers.
 
         Returns:
@@ -188,8 +190,9 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                                      f"number of seconds or None, got {timeout!r}")
         sent_to = self.subscribers()
         names = list(sent_to if subscribers is None else subscribers)
-        for name in names:
-            check_subscriber(name)
+        if subscribers is not None:  # those read from Redis are checked as they are read
+            for name in names:
+                check_subscriber(name)
         strangers = [name for name in names if name not in sent_to]
         if strangers:  # never sent the call: it would wait for them for ever
             raise ConfigurationError(
@@ -199,7 +202,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 f"the subscribers of its queue when it is sent")
         if subscribers is None:
             # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
-            current = {cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)}
+            current = {cursor.name for cursor in self._broker.broadcasts.of(self.queue, names)}
             names = [name for name in names if name in current or self._ended(name)]
         return names
 
@@ -400,7 +403,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     def _late(self, pending: Sequence[str], timeout: Optional[float]) -> str:
         """Who has not finished, and when each was last seen."""
-        seen = {c.name: c for c in self._broker.broadcasts.cursors(self.queue)}
+        seen = {c.name: c for c in self._broker.broadcasts.of(self.queue, list(pending))}
         parts = []
         for name in pending:
             cursor = seen.get(name)

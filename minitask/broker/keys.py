@@ -109,17 +109,25 @@ Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
     minitask:{app:queue}:bcast:state    HASH    seq: the last call sequence number handed
                                                 out; dropped: the last sequence dropped
                                                 unpulled (over broadcast_maxlen or _ttl);
-                                                maxlen, ttl (ms): the last send's limits
+                                                maxlen, ttl (ms): the last send's limits;
+                                                scan: the HSCAN cursor while indexing
+                                                an earlier layout's cursors
     minitask:{app:queue}:bcast:log      ZSET    call id -> sequence, calls some subscriber
                                                 has not pulled yet
     minitask:{app:queue}:bcast:bodies   HASH    call id -> encoded Message, for each call in log
     minitask:{app:queue}:bcast:sent     HASH    call id -> time sent (ms), for each call in log
+    minitask:{app:queue}:bcast:joins    ZSET    call id -> sequence, the last maxlen calls
+                                                (join() waits for who subscribed before)
     minitask:{app:queue}:bcast:names    HASH    call id -> subscribers at send time, joined
-                                                by newlines (what join() waits for)
-    minitask:{app:queue}:bcast:joins    ZSET    call id -> sequence, the calls in names
+                                                by newlines: written by earlier versions
+                                                only, read for their calls
     minitask:{app:queue}:bcast:cursors  HASH    subscriber -> sequence of the last call pulled
     minitask:{app:queue}:bcast:seen     HASH    subscriber -> when a worker of it was
                                                 last alive (ms)
+    minitask:{app:queue}:bcast:places   ZSET    subscriber -> its cursor (least: ZRANGE 0 0)
+    minitask:{app:queue}:bcast:since    ZSET    subscriber -> the sequence it subscribed after
+    minitask:{app:queue}:bcast:alive    ZSET    subscriber -> last seen (ms): pruned past
+                                                broadcast_ttl and a minute, 16 a script
 
 A subscriber's pulled calls run as tasks of its *lane*, a queue of its own under
 the same tag: the queue string ``queue:subscriber`` (``lane``; queue names hold
@@ -293,7 +301,7 @@ class QueueKeys:
 
     def broadcast(self, part: str) -> str:
         """A key of the queue's broadcast calls: ``state``, ``log``, ``bodies``, ``sent``,
-        ``names``, ``joins``, ``cursors`` or ``seen``."""
+        ``names``, ``joins``, ``cursors``, ``seen``, ``places``, ``since`` or ``alive``."""
         return self.base + "bcast:" + part
 
     def result(self, task_id: str) -> str:

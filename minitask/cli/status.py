@@ -11,6 +11,9 @@ from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, 
 from ..printable import printable
 from .options import add_app_options, load
 
+#: Broadcast subscribers shown per queue, the furthest behind first.
+SHOWN_SUBSCRIBERS = 100
+
 
 def register(commands: Any) -> None:
     status = commands.add_parser("status", help="show queues and live workers")
@@ -33,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
         "queues": all_queue_counts(app, queues),
         "queues_left_out": left_out,
         "workers": [],
-        "subscribers": _subscribers(app, queues, now_ms),
+        "subscribers": {},
+        "subscribers_left_out": {},
     }
+    _subscribers(app, queues, now_ms, report)
     # at most SHOWN_WORKERS, those that beat last (20,000 planted members took 2 s)
     listed = worker_listing(app)
     report["workers_left_out"] = listed.left_out
@@ -88,19 +93,22 @@ def _warnings(app: Any, workers: List[Dict[str, Any]]) -> List[str]:
     return [warning for warning in found if warning is not None]
 
 
-def _subscribers(app: Any, queues: List[str], now_ms: int) -> Dict[str, Any]:
-    """Per queue with broadcast subscribers: each one's lag and last-seen age."""
-    found: Dict[str, Any] = {}
+def _subscribers(app: Any, queues: List[str], now_ms: int, report: Dict[str, Any]) -> None:
+    """Per queue with broadcast subscribers: at most SHOWN_SUBSCRIBERS, the furthest
+    behind first, each with its lag and last-seen age, and how many are not shown
+    (200,000 subscribers took 13.6 s and 10.9 MB of output)."""
     for queue in queues:
         if ":" in queue:
             continue  # a subscriber's lane: listed as a queue above
-        rows = [{"name": s.name, "lag": s.lag,
-                 "last_seen_age_s": None if s.last_seen is None else
-                 round(max(0.0, now_ms / 1000.0 - s.last_seen.timestamp()), 3)}
-                for s in app.subscribers(queue)]
+        shown, count = app.broker.broadcasts.few(queue, SHOWN_SUBSCRIBERS)
+        rows = [{"name": c.name, "lag": c.lag,
+                 "last_seen_age_s": None if c.last_seen_ms is None else
+                 round(max(0, now_ms - c.last_seen_ms) / 1000.0, 3)}
+                for c in shown]
         if rows:
-            found[queue] = rows
-    return found
+            report["subscribers"][queue] = rows
+        if count > len(rows):
+            report["subscribers_left_out"][queue] = count - len(rows)
 
 
 def _status_text(report: Dict[str, Any]) -> str:
@@ -147,6 +155,11 @@ def _status_text(report: Dict[str, Any]) -> str:
             age = row["last_seen_age_s"]
             seen = "never seen" if age is None else f"last seen {age:.1f} s ago"
             lines.append(f"  {printable(row['name'])}  lag {row['lag']}  {seen}")
+        left = report["subscribers_left_out"].get(queue)
+        if left:
+            lines.append(f"  ... and {left} more subscriber(s), not shown (only the "
+                         f"{SHOWN_SUBSCRIBERS} furthest behind are read; app.subscribers() "
+                         f"lists them all)")
     return "\n".join(lines)
 
 

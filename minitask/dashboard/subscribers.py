@@ -1,15 +1,19 @@
 """The broadcast subscribers page: each broadcast queue's subscribers and their lag.
 
-A section (``sections.py``) like any feature's: it reads the cursors hash of each
-queue that has a broadcast task, one bounded read per queue.
+A section (``sections.py``) like any feature's: per queue that has a broadcast
+task, at most SHOWN subscribers, the furthest behind first (one bounded read),
+and a row counting the others.
 """
 from __future__ import annotations
 
+import datetime as _dt
 from typing import Any, Dict, List
 
 from .sections import Section, register_section
 
 COLUMNS = ["queue", "subscriber", "lag", "last seen"]
+#: Subscribers shown per queue.
+SHOWN = 100
 
 
 def subscriber_rows(app: Any) -> List[Dict[str, Any]]:
@@ -18,10 +22,16 @@ def subscriber_rows(app: Any) -> List[Dict[str, Any]]:
                      if task.options.broadcast})
     rows: List[Dict[str, Any]] = []
     for queue in queues:
-        for subscriber in app.subscribers(queue):
-            seen = subscriber.last_seen
-            rows.append({"queue": queue, "subscriber": subscriber.name, "lag": subscriber.lag,
-                         "last seen": seen.isoformat(timespec="seconds") if seen else "never"})
+        shown, count = app.broker.broadcasts.few(queue, SHOWN)
+        for cursor in shown:
+            seen = cursor.last_seen_ms
+            rows.append({"queue": queue, "subscriber": cursor.name, "lag": cursor.lag,
+                         "last seen": "never" if seen is None else
+                         _dt.datetime.fromtimestamp(seen / 1000, tz=_dt.timezone.utc)
+                         .isoformat(timespec="seconds")})
+        if count > len(shown):
+            rows.append({"queue": queue, "subscriber": f"... and {count - len(shown)} more, "
+                         f"not shown", "lag": "", "last seen": ""})
     return rows
 
 

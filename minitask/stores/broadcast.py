@@ -1,11 +1,14 @@
 """BroadcastStore: a queue's broadcast log, its subscribers and their cursors.
 
-A broadcast call is written once, to the log of its queue, with the names of
-the subscribers at send time. Each subscriber's workers *pull* its next calls
-into the subscriber's lane (``keys.lane``): a queue of its own under the same
-hash tag, where fetch, leases, retries and dead letters are those of any
-queue. A call leaves the log once every subscriber has pulled it, or when it
-is over ``broadcast_maxlen`` or older than ``broadcast_ttl``.
+A broadcast call is written once, to the log of its queue, with its sequence
+number: the subscribers it is for are those that subscribed before it (the
+``since`` index), so a send's cost does not grow with their number. Each
+subscriber's workers *pull* its next calls into the subscriber's lane
+(``keys.lane``): a queue of its own under the same hash tag, where fetch,
+leases, retries and dead letters are those of any queue. A call leaves the
+log once every subscriber has pulled it, or when it is over
+``broadcast_maxlen`` or older than ``broadcast_ttl``. A subscriber not seen
+for longer than ``broadcast_ttl`` is pruned (a batch per pull or send).
 """
 from __future__ import annotations
 
@@ -15,16 +18,14 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..broker.durability import Durability
 from ..broker.keys import lane
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport, text
-from ..errors import BrokerError
 from ..printable import printable
 from .foreign import ignored, name_of, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe")
-#: Sends that find the subscribers changed under them, at most, before giving up.
-_RESENDS = 16
+#: Names read from Redis per command when listing who a call went to.
+_PAGE = 1000
 
 
 @dataclass(frozen=True)
@@ -57,51 +58,34 @@ class BroadcastStore(Store):
     scripts = _SCRIPTS
     library = "broadcast_lib"
 
-    def __init__(self, transport: Transport, app_name: str) -> None:
-        super().__init__(transport, app_name)
-        # queue -> the subscribers last seen there (sorted): a send passes them, and
-        # the script says when they changed.
-        self._known: Dict[str, List[str]] = {}
-
     def _common(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
-        parts = ("state", "log", "bodies", "sent", "cursors")
+        parts = ("state", "log", "bodies", "sent", "cursors", "seen", "places", "since",
+                 "alive")
         return tuple(k.broadcast(part) for part in parts)
 
     def send(self, queue: str, entries: Sequence[Tuple[str, bytes]], now_ms: int, *,
              maxlen: int, ttl_ms: int, durability: Optional[Durability] = None) -> int:
         """Add (id, body) calls to the queue's log for its subscribers; how many were new."""
         k = self.keys(queue)
-        names = self._known.get(queue, [])
-        for _ in range(_RESENDS):
-            wakes = [self.keys(lane(queue, name)).wake for name in names]
-            tail: List[Any] = [*wakes, now_ms, maxlen, ttl_ms, WAKE_CAP, BATCH_LIMIT,
-                               len(names), *names]
-            for task_id, body in entries:
-                tail += (task_id, body)
-            done, reply = self.transport.run_calls(
-                [("broadcast_send", queue, (*self._common(queue), k.broadcast("names"),
-                                            k.broadcast("joins")), tail, len(wakes))],
-                f"send a broadcast to queue {queue!r}", durability)[-1]
-            if int(done):
-                self._known[queue] = names
-                return int(reply)
-            names = sorted(text(name) for name in reply)
-        raise BrokerError(f"the subscribers of queue {queue!r} kept changing during "
-                          f"{_RESENDS} tries to send a broadcast; nothing was sent: send it "
-                          f"again")
+        tail: List[Any] = [now_ms, maxlen, ttl_ms, WAKE_CAP, BATCH_LIMIT]
+        for task_id, body in entries:
+            tail += (task_id, body)
+        return int(self.transport.run_calls(
+            [("broadcast_send", queue, (*self._common(queue), k.broadcast("names"),
+                                        k.broadcast("joins")), tail, 0)],
+            f"send a broadcast to queue {queue!r}", durability)[-1])
 
     def pull_call(self, queue: str, subscriber: str, count: int,
                   now_ms: Optional[int]) -> ScriptCall:
         """A pull of up to ``count`` calls into the subscriber's lane (0: only re-arm
         the lane's wake when calls wait), to send with the lane's fetch; ``now_ms``
         None reads the server's clock (a pull sent behind a wait)."""
-        k = self.keys(queue)
         own = self.keys(lane(queue, subscriber))
         now: Any = "server" if now_ms is None else now_ms
         return ("broadcast_pull", lane(queue, subscriber),
-                (*self._common(queue), k.broadcast("seen"), own.messages, own.ready[0],
-                 own.wake), (subscriber, count, now, WAKE_CAP, BATCH_LIMIT), 0)
+                (*self._common(queue), own.messages, own.ready[0], own.wake),
+                (subscriber, count, now, WAKE_CAP, BATCH_LIMIT), 0)
 
     @staticmethod
     def pulled(reply: Any) -> Pulled:
@@ -112,33 +96,35 @@ class BroadcastStore(Store):
     def subscribe(self, queue: str, subscriber: str, now_ms: int) -> bool:
         """Subscribe ``subscriber`` to the queue's broadcasts from now on (an existing
         subscription keeps its place); True when it is new."""
-        k = self.keys(queue)
         return bool(self.transport.run(
-            "broadcast_subscribe", (k.broadcast("state"), k.broadcast("cursors"),
-                                    k.broadcast("seen")),
+            "broadcast_subscribe", self._common(queue),
             (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
 
     def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> List[str]:
         """Record that a worker of ``subscriber`` is alive, for each of ``queues``; the
         keys Redis refused (data minitask did not write), each with its error."""
-        keys = [self.keys(queue).broadcast("seen") for queue in queues]
+        keys = [self.keys(queue).broadcast(part) for queue in queues
+                for part in ("seen", "alive")]
         with self.transport.errors(f"say subscriber {subscriber!r} is alive"):
             pipe = self.transport.client.pipeline(transaction=False)
             for key in keys:
-                pipe.hset(key, subscriber, now_ms)
+                if key.endswith(":seen"):
+                    pipe.hset(key, subscriber, now_ms)
+                else:
+                    pipe.zadd(key, {subscriber: now_ms})
             replies = pipe.execute(raise_on_error=False)
         return [f"{key} ({printable(reply)})" for key, reply in zip(keys, replies)
                 if isinstance(reply, Exception)]
 
     def unsubscribe(self, queue: str, subscriber: str) -> bool:
         """Remove a subscriber; False when it was not subscribed."""
-        self._known.pop(queue, None)
         return bool(self.transport.run(
-            "broadcast_unsubscribe", (*self._common(queue), self.keys(queue).broadcast("seen")),
+            "broadcast_unsubscribe", self._common(queue),
             (subscriber, BATCH_LIMIT), f"unsubscribe {subscriber!r} from queue {queue!r}"))
 
     def cursors(self, queue: str) -> List[Cursor]:
-        """The queue's subscribers with how many calls each has not pulled, by name."""
+        """The queue's subscribers with how many calls each has not pulled, by name
+        (all of them: ``few`` reads a bounded number)."""
         k = self.keys(queue)
         keys = [k.broadcast("state"), k.broadcast("cursors"), k.broadcast("seen")]
         with self.transport.errors(f"list the subscribers of queue {queue!r}"):
@@ -152,27 +138,110 @@ class BroadcastStore(Store):
                 ignored(key, f"it holds another type than a hash ({reply})")
         seq, cursors, seen = [{} if isinstance(reply, Exception) else reply
                               for reply in replies]
+        return self._rows(keys[1], seq, list(cursors.items()), seen)
+
+    def few(self, queue: str, most: int) -> Tuple[List[Cursor], int]:
+        """At most ``most`` of the queue's subscribers, the furthest behind first (by
+        the index of cursors), and how many subscribe in all: bounded reads."""
+        k = self.keys(queue)
+        keys = [k.broadcast("state"), k.broadcast("places"), k.broadcast("cursors")]
+        with self.transport.errors(f"list the subscribers of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(keys[0], "seq")
+            pipe.zrange(keys[1], 0, most - 1)
+            pipe.hlen(keys[2])
+            replies = pipe.execute(raise_on_error=False)
+        for key, reply in zip(keys, replies):
+            if isinstance(reply, Exception):
+                ignored(key, f"it holds another type than minitask keeps there ({reply})")
+        seq, raws, count = [None if isinstance(reply, Exception) else reply
+                            for reply in replies]
+        rows = self.of(queue, list(raws or []), seq)
+        return sorted(rows, key=lambda c: (-c.lag, c.name)), int(count or 0)
+
+    def of(self, queue: str, raws: Sequence[Any], seq: Any = None) -> List[Cursor]:
+        """The subscribers among ``raws`` (names as read or given) that subscribe."""
+        if not raws:
+            return []
+        k = self.keys(queue)
+        with self.transport.errors(f"read subscribers of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.broadcast("state"), "seq")
+            pipe.hmget(k.broadcast("cursors"), list(raws))
+            pipe.hmget(k.broadcast("seen"), list(raws))
+            held, cursors, seen = pipe.execute(raise_on_error=False)
+        if isinstance(cursors, Exception):
+            ignored(k.broadcast("cursors"), f"it holds another type than a hash ({cursors})")
+            return []
+        seen = {} if isinstance(seen, Exception) else dict(zip(raws, seen))
+        pairs = [(raw, cursor) for raw, cursor in zip(raws, cursors) if cursor is not None]
+        return self._rows(k.broadcast("cursors"), held if seq is None else seq, pairs, seen)
+
+    @staticmethod
+    def _rows(key: str, seq: Any, pairs: Sequence[Tuple[Any, Any]],
+              seen: Dict[Any, Any]) -> List[Cursor]:
         last = whole(seq, 0, _MAX_SEQ) or 0
         found = []
-        for raw, cursor in cursors.items():
+        for raw, cursor in pairs:
             name = name_of(raw, "subscriber")
             if name is None:
-                ignored(keys[1], f"{shown_member(raw)} is no subscriber name")
+                ignored(key, f"{shown_member(raw)} is no subscriber name")
                 continue
             at = whole(cursor, 0, last)
             if at is None:
-                ignored(keys[1], f"the cursor {printable(cursor)!r} of {name!r} is no call "
-                                 f"sequence up to {last}")
+                ignored(key, f"the cursor {printable(cursor)!r} of {name!r} is no call "
+                             f"sequence up to {last}")
             found.append(Cursor(name, max(0, last - (at or 0)), whole(seen.get(raw), 0)))
         return sorted(found, key=lambda cursor: cursor.name)
 
     def names(self, queue: str, call_id: str) -> Optional[List[str]]:
-        """The subscribers a call was sent to; None once that is no longer kept."""
+        """The subscribers a call was sent to (those subscribed before it and still
+        subscribed; for a call an older minitask sent, the names it kept); None once
+        that is no longer kept. A name minitask would not write is left out (logged)."""
+        k = self.keys(queue)
         with self.transport.errors(f"read the subscribers of broadcast {call_id}"):
-            joined = self.transport.client.hget(self.keys(queue).broadcast("names"), call_id)
-        if joined is None:
-            return None
-        return [name for name in text(joined).split("\n") if name]
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.broadcast("names"), call_id)
+            pipe.zscore(k.broadcast("joins"), call_id)
+            joined, seq = pipe.execute(raise_on_error=False)
+            if isinstance(joined, (bytes, str)):
+                joined = joined.encode() if isinstance(joined, str) else joined
+                raws: List[Any] = [raw for raw in joined.split(b"\n") if raw]
+            elif isinstance(seq, Exception) or _number(seq) is None:
+                return None
+            else:
+                raws, start = [], 0
+                while True:
+                    page = self.transport.client.zrangebyscore(
+                        k.broadcast("since"), "-inf", f"({_number(seq)}", start=start, num=_PAGE)
+                    raws += page
+                    start += _PAGE
+                    if len(page) < _PAGE:
+                        break
+                if _behind(self.transport.client.hlen(k.broadcast("cursors")),
+                           self.transport.client.zcard(k.broadcast("since"))):
+                    # cursors of an older minitask not indexed yet: subscribed before
+                    # every call sent since, as the index will say once it has them
+                    raws = list({*raws, *self._fields(k.broadcast("cursors"))})
+        found = []
+        for raw in raws:
+            name = name_of(raw, "subscriber")
+            if name is None:
+                ignored(k.broadcast("names" if joined else "since"),
+                        f"{shown_member(raw)} is no subscriber name")
+            else:
+                found.append(name)
+        return sorted(found)
+
+    def _fields(self, key: str) -> List[Any]:
+        """Every field of hash ``key``, a page at a time (HSCAN)."""
+        fields: List[Any] = []
+        at = 0
+        while True:
+            at, page = self.transport.client.hscan(key, at, count=_PAGE)
+            fields += page
+            if not at:
+                return fields
 
     def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
         """Those of ``names`` that will not pull the call any more: their cursor is
@@ -194,6 +263,11 @@ class BroadcastStore(Store):
         """Calls in the queue's log: some subscriber has not pulled them."""
         with self.transport.errors(f"count the broadcasts of queue {queue!r}"):
             return int(self.transport.client.zcard(self.keys(queue).broadcast("log")))
+
+
+def _behind(count: Any, indexed: Any) -> bool:
+    """Whether the index of subscribers has fewer than the cursors hash."""
+    return int(count or 0) > int(indexed or 0)
 
 
 def _number(value: Any) -> Optional[int]:

@@ -3,9 +3,9 @@
 -- delete the calls every subscriber has pulled. Count 0 only re-arms the wake.
 -- On the worker's clock it first drops what is over the last send's
 -- broadcast_maxlen / broadcast_ttl (state's maxlen and ttl), as a send does.
--- KEYS[1..5] as broadcast_lib.lua   KEYS[6] bcast:seen (HASH)
--- KEYS[7] the lane's messages (HASH)   KEYS[8] the lane's priority 9 ready list
--- KEYS[9] the lane's wake list
+-- KEYS[1..9] as broadcast_lib.lua
+-- KEYS[10] the lane's messages (HASH)   KEYS[11] the lane's priority 9 ready list
+-- KEYS[12] the lane's wake list
 -- ARGV[1] subscriber   ARGV[2] calls to pull at most
 -- ARGV[3] now (ms), or 'server': the server's clock (a pull sent behind a wait)
 -- ARGV[4] wake cap   ARGV[5] batch limit for drops
@@ -15,7 +15,10 @@
 -- note is '' or says what of another's data was skipped or replaced.
 -- Invariant: a subscriber's calls enter its lane in the order they were sent,
 -- each once: the cursor moves past a call in the step that puts it in the lane.
--- A subscriber with no cursor subscribes here, from the last call sent.
+-- A subscriber with no cursor subscribes here, from the last call sent. A pull
+-- that moved calls wakes the lanes of its WAKE_FANOUT children (broadcast_lib.lua);
+-- on the worker's clock it prunes at most PRUNE_BATCH stale subscribers.
+-- Cost: O(log n) in the subscribers, O(calls pulled + dropped) in the calls.
 -- Data minitask did not write (lib.lua): cursors, the lane's messages or its
 -- ready list of another type makes the call pull nothing and write nothing (the
 -- note says which key: the worker serves its other queues); a cursor that is no
@@ -28,7 +31,7 @@ if now == 'server' then
   local clock = redis.call('TIME')
   now = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
 end
-for i, kind in pairs({[5] = 'hash', [7] = 'hash', [8] = 'list'}) do
+for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
   if not guards().fits(KEYS[i], kind) then
     return {0, 0, 0, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..
             ' minitask keeps there; this subscriber pulls nothing until it is renamed or deleted'}
@@ -51,16 +54,20 @@ if not cursor then
            ' is no call sequence; the subscriber restarts from the oldest call still logged' ..
            ' (calls it ran already may run again)'
   end
-  redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
+  set_cursor(name, cursor)
+  if not raw then tolerant(0, 'ZADD', KEYS[8], string.format('%.0f', cursor), name) end
 end
-tolerant(0, 'HSET', KEYS[6], name, now)
+seen_at(name, now)
 -- A subscriber back after a quiet spell must not run calls past broadcast_ttl
 -- that no send has dropped since. Only on the worker's clock, as sends (a pull
 -- behind a wait reads the server's, and comes when nobody was behind).
 if want > 0 and ARGV[3] ~= 'server' then
   local maxlen = tonumber(tolerant(false, 'HGET', KEYS[1], 'maxlen'))
   local ttl = tonumber(tolerant(false, 'HGET', KEYS[1], 'ttl'))
-  if maxlen and ttl then drop_over(tonumber(now), maxlen, ttl, limit) end
+  if maxlen and ttl then
+    drop_over(tonumber(now), maxlen, ttl, limit)
+    prune(tonumber(now), ttl)
+  end
 end
 local skipped = 0
 local dropped = guards().whole(tolerant(false, 'HGET', KEYS[1], 'dropped'), 0, seq or MAX_SCORE)
@@ -77,21 +84,26 @@ if want > 0 then
     local id = calls[i]
     local body = tolerant(false, 'HGET', KEYS[3], id)
     -- an id its lane still holds (a re-sent id whose last run is dead) is not doubled
-    if body and redis.call('HSETNX', KEYS[7], id, body) == 1 then
-      redis.call('RPUSH', KEYS[8], id)
+    if body and redis.call('HSETNX', KEYS[10], id, body) == 1 then
+      redis.call('RPUSH', KEYS[11], id)
       pulled = pulled + 1
     end
     cursor = guards().whole(calls[i + 1], cursor, MAX_SCORE) or cursor
   end
 end
 if want > 0 or skipped > 0 then
-  redis.call('HSET', KEYS[5], name, string.format('%.0f', cursor))
+  set_cursor(name, cursor)
   drop_pulled(limit)
 end
-local more = redis.call('LLEN', KEYS[8]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
+if pulled > 0 then
+  -- the wake-up spreads: this subscriber's children, the newest subscribed first
+  local rank = tolerant(false, 'ZREVRANK', KEYS[8], name)
+  if rank then wake_from(WAKE_FANOUT * (rank + 1), pulled, cap) end
+end
+local more = redis.call('LLEN', KEYS[11]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
   string.format('(%.0f', cursor), '+inf', 'LIMIT', 0, 1) > 0
 if more then
-  local kept = tolerant(cap, 'LLEN', KEYS[9])
-  if kept < cap then tolerant(0, 'RPUSH', KEYS[9], '1') end
+  local kept = tolerant(cap, 'LLEN', KEYS[12])
+  if kept < cap then tolerant(0, 'RPUSH', KEYS[12], '1') end
 end
 return {pulled, skipped, more and 1 or 0, note}
