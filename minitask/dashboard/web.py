@@ -5,12 +5,12 @@ arguments are user data) renders as text, and every string a page shows first
 goes through ``printable`` (the Environment's ``finalize``), as on a terminal: a
 control character or a bidirectional override read from Redis is shown as its
 ``\\x``/``\\u`` escape, never interpreted (a worker's host name could otherwise read
-backwards). A form's value is the one exception (``|field``): shown to no one, it is
-HTML-escaped only, so that the form posts back the id itself. The one script a page may run is
-this package's own ``live.js`` (inlined; it polls the JSON API and writes
-text, never markup): the Content-Security-Policy allows that script by its
-SHA-256 hash and no other, so a value that slipped through could still not
-run. State changes are POST forms carrying a token
+backwards). A form's value is the one exception (``|field``): shown to no one,
+it is HTML-escaped only, so that the form posts back the id itself. The one
+script a page may run is this package's own ``live.js`` (inlined; it polls the
+JSON API and writes text, never markup): the Content-Security-Policy allows
+that script by its SHA-256 hash and no other, so a value that slipped through
+could still not run. State changes are POST forms carrying a token
 that only a page of this server holds; a cross-site form cannot know it.
 Without auth, a dashboard on a loopback address answers only to loopback host
 names: a site whose name its owner points at 127.0.0.1 (DNS rebinding) would
