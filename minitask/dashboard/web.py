@@ -5,12 +5,12 @@ arguments are user data) renders as text, and every string a page shows first
 goes through ``printable`` (the Environment's ``finalize``), as on a terminal: a
 control character or a bidirectional override read from Redis is shown as its
 ``\\x``/``\\u`` escape, never interpreted (a worker's host name could otherwise read
-backwards). A form's value is the one exception (``|field``): shown to no one, it is
-HTML-escaped only, so that the form posts back the id itself. The one script a page may run is
-this package's own ``live.js`` (inlined; it polls the JSON API and writes
-text, never markup): the Content-Security-Policy allows that script by its
-SHA-256 hash and no other, so a value that slipped through could still not
-run. State changes are POST forms carrying a token
+backwards). A form's value is the one exception (``field``): shown to no one,
+it carries the id itself, so that the form posts it back. The one
+script a page may run is this package's own ``live.js`` (inlined; it polls the
+JSON API and writes text, never markup): the Content-Security-Policy allows
+that script by its SHA-256 hash and no other, so a value that slipped through
+could still not run. State changes are POST forms carrying a token
 that only a page of this server holds; a cross-site form cannot know it.
 Without auth, a dashboard on a loopback address answers only to loopback host
 names: a site whose name its owner points at 127.0.0.1 (DNS rebinding) would
@@ -33,6 +33,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from urllib.parse import parse_qs, quote, urlsplit
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup, escape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
@@ -111,11 +112,7 @@ class Dashboard:
         self._templates.filters["seconds"] = duration
         # a path segment built from Redis data: '/' quoted too (urlencode keeps it)
         self._templates.filters["segment"] = lambda value: quote(str(value), safe="")
-        # a form field's value (``|field``): HTML-escaped only (Jinja's escape makes it
-        # markup, which ``shown`` leaves alone), so that the form posts back the value
-        # itself; printable's escapes are for a reader (an id holding ESC, shown as
-        # \x1b, would come back as four other characters)
-        self._templates.filters["field"] = self._templates.filters["escape"]
+        self._templates.filters["field"] = field
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {
             "": self._queues, "queues": self._queues, "workers": self._workers,
@@ -336,6 +333,23 @@ def shown(value: Any) -> Any:
     if isinstance(value, str) and not hasattr(value, "__html__"):  # not markup (Markup)
         return printable(value, keep_newlines=True)
     return "?" if value is None else value
+
+
+def field(value: Any) -> Markup:
+    """A form field's value (``|field``): the value itself, for the form to post back
+    (``printable``'s escapes are for a reader: an id holding ESC, shown as ``\\x1b``,
+    would come back as four other characters). HTML-escaped, and each character
+    ``printable`` escapes written as a character reference, which a browser reads back
+    as that character: the page's bytes still hold no raw ESC or bidi override. A C1
+    control (U+0080 to U+009F) stays raw: HTML reads the reference of most of them as
+    a Windows-1252 character."""
+    text = str(value)
+    if printable(text) == text:
+        return escape(text)
+    return Markup("".join(
+        char if "\x80" <= char <= "\x9f" else
+        f"&#{ord(char)};" if printable(char) != char else str(escape(char))
+        for char in text))
 
 
 def is_loopback(address: str) -> bool:

@@ -367,7 +367,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "broker.transport": frozenset({"redis"}),
     "broker.waits": frozenset({"redis"}),
     "dashboard.metrics": frozenset({"prometheus_client"}),
-    "dashboard.web": frozenset({"jinja2"}),
+    "dashboard.web": frozenset({"jinja2", "markupsafe"}),
     "periodic": frozenset({"cronsim"}),
     "pytest_plugin": frozenset({"pytest"}),
     "stores.aio": frozenset({"redis"}),
