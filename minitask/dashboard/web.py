@@ -36,7 +36,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
-from ..printable import printable
+from ..printable import encodable, printable
 from . import actions, views, workflow
 from . import groups, subscribers  # noqa: F401  (register their sections)
 from .metrics import exposition
@@ -109,13 +109,17 @@ class Dashboard:
                          ] + SECURITY_HEADERS
         self._templates.filters["ago"] = relative
         self._templates.filters["seconds"] = duration
-        # a path segment built from Redis data: '/' quoted too (urlencode keeps it)
-        self._templates.filters["segment"] = lambda value: quote(str(value), safe="")
+        # a path segment built from Redis data: '/' quoted too (urlencode keeps it); a
+        # lone surrogate (a JSON \\udc80 in Redis) as its escape, which UTF-8 can carry
+        self._templates.filters["segment"] = lambda value: quote(encodable(str(value)),
+                                                                 safe="")
         # a form field's value (``|field``): HTML-escaped only (Jinja's escape makes it
         # markup, which ``shown`` leaves alone), so that the form posts back the value
         # itself; printable's escapes are for a reader (an id holding ESC, shown as
         # \x1b, would come back as four other characters)
-        self._templates.filters["field"] = self._templates.filters["escape"]
+        escape = self._templates.filters["escape"]
+        self._templates.filters["field"] = lambda value: escape(
+            encodable(value) if isinstance(value, str) else value)
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {
             "": self._queues, "queues": self._queues, "workers": self._workers,

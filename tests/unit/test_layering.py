@@ -79,7 +79,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                            "cli.embedded", "cli.inspect", "cli.logs", "cli.options",
                            "cli.purge", "cli.schedules", "cli.shutdown", "cli.status",
                            "cli.tasks", "cli.unsubscribe", "cli.worker", "errors"}),
-    "cli.options": frozenset({"admin", "app", "discovery", "errors"}),
+    "cli.options": frozenset({"admin", "app", "discovery", "errors", "printable"}),
     "cli.purge": frozenset({"admin", "cli.options", "errors"}),
     "cli.schedules": frozenset({"admin", "cli.options", "periodic", "printable"}),
     "cli.shutdown": frozenset({"admin", "admin.workers", "cli.options", "printable",
