@@ -73,10 +73,16 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *, limit: int = 100
 
 def requeue_dead(app: Operated, task_id: str) -> bool:
     """``Minitask.requeue_dead``: a dead task back at the tail of its queue."""
-    broker = app.broker
+    queue = dead_queue(app, task_id)
+    return queue is not None and revive_dead(app, queue, task_id)
+
+
+def dead_queue(app: Operated, task_id: str) -> Optional[str]:
+    """The queue whose dead letter ``task_id`` is, of those ``lookup_queues`` names,
+    or None: what ``requeue_dead`` and ``purge_dead`` of an id act on."""
     # one round trip for the queues lookup_queues names (one a queue took 20,000)
-    found = broker.dead.find(lookup_queues(app)[0], [_raw(task_id)])
-    return found is not None and revive_dead(app, found[0], task_id)
+    found = app.broker.dead.find(lookup_queues(app)[0], [_raw(task_id)])
+    return None if found is None else found[0]
 
 
 def revive_dead(app: Operated, queue: str, task_id: str) -> bool:
