@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
@@ -68,7 +68,12 @@ class DeadLetterStore(Store):
     def holding(self, queues: Sequence[str]) -> List[str]:
         """Those of ``queues`` that hold dead letters, in order, a round trip per
         ``HOLDING_BATCH`` queues (a dead set of another type holds none)."""
-        found: List[str] = []
+        return list(self.sizes(queues))
+
+    def sizes(self, queues: Sequence[str]) -> Dict[str, int]:
+        """How many dead letters each of ``queues`` that holds any holds, in order, a
+        round trip per ``HOLDING_BATCH`` queues (a dead set of another type holds none)."""
+        found: Dict[str, int] = {}
         for start in range(0, len(queues), HOLDING_BATCH):
             batch = queues[start:start + HOLDING_BATCH]
             with self.transport.errors(f"count dead letters of {len(batch)} queue(s)"):
@@ -77,16 +82,17 @@ class DeadLetterStore(Store):
                     pipe.zcard(self.keys(queue).dead)
                 replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
-            found += [queue for queue, size in zip(batch, replies)
-                      if isinstance(size, int) and size > 0]
+            found.update((queue, size) for queue, size in zip(batch, replies)
+                         if isinstance(size, int) and size > 0)
         return found
 
-    def ids(self, queue: str, limit: int) -> List[bytes]:
-        """The ids of the oldest ``limit`` dead letters as Redis holds them (one that is
-        not UTF-8, which no minitask wrote, is purged all the same)."""
+    def ids(self, queue: str, limit: int, start: int = 0) -> List[bytes]:
+        """The ids of the oldest ``limit`` dead letters after the first ``start``, as
+        Redis holds them (one that is not UTF-8, which no minitask wrote, is purged all
+        the same)."""
         with self.transport.errors(f"list dead letters of queue {queue!r}"):
             raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
-                self.keys(queue).dead, 0, limit - 1)
+                self.keys(queue).dead, start, start + limit - 1)
         return raw
 
     def find(self, queues: Sequence[str],

@@ -70,7 +70,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.bench": frozenset({"bench.run", "cli.options"}),
     "cli.cancel": frozenset({"cli.options", "errors"}),
     "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors"}),
-    "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable"}),
+    "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable", "sending"}),
     "cli.embedded": frozenset({"broker.embedded", "cli.options"}),
     "cli.inspect": frozenset({"admin", "admin.activity", "admin.workflows", "cli.options",
                               "errors", "printable"}),
