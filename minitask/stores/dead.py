@@ -11,7 +11,7 @@ from .foreign import raise_refusals, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
-_SCRIPTS = ("revive", "purge_dead")
+_SCRIPTS = ("revive", "purge_dead", "dead_heads")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,22 @@ class DeadLetter:
     body: Optional[bytes]
     info: Optional[bytes]
     unreadable: str = ""  # why dead_at_ms (then clamped) is not the time it died
+
+
+@dataclass(frozen=True)
+class DeadHead:
+    """A dead letter as a listing reads it (``DeadLetterStore.heads``): the first
+    bytes of its message and of its dead-letter record, and their whole lengths
+    (-1: Redis holds none)."""
+
+    task_id: str
+    queue: str
+    dead_at_ms: int
+    body: bytes
+    body_length: int
+    info: bytes
+    info_length: int
+    unreadable: str = ""
 
 
 def _time_ms(score: float) -> int:
@@ -64,6 +80,22 @@ class DeadLetterStore(Store):
         return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
                            body, info, _no_time(k.dead, score))
                 for (task_id, score), body, info in zip(entries, bodies, infos)]
+
+    def heads(self, queue: str, limit: int, most: int) -> List[DeadHead]:
+        """The oldest ``limit`` dead letters of ``queue``, with at most the first
+        ``most`` bytes of each message and record, in one round trip (dead_heads.lua)."""
+        k = self.keys(queue)
+        listed, bodies, body_lengths, infos, info_lengths = self.transport.run(
+            "dead_heads", (k.dead, k.messages, k.dead_info), (max(1, limit), most),
+            f"list dead letters of queue {queue!r}")
+        found = []
+        for index, task_id in enumerate(listed[0::2]):
+            score = float(listed[2 * index + 1])
+            found.append(DeadHead(task_id.decode(errors="backslashreplace"), queue,
+                                  _time_ms(score), bodies[index], int(body_lengths[index]),
+                                  infos[index], int(info_lengths[index]),
+                                  _no_time(k.dead, score)))
+        return found
 
     def holding(self, queues: Sequence[str]) -> List[str]:
         """Those of ``queues`` that hold dead letters, in order, a round trip per

@@ -156,7 +156,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.activity": frozenset({"admin.operated", "errors", "stores.admin", "stores.recent",
                                  "wire.message", "wire.serializer"}),
     "admin.dead": frozenset({"admin.activity", "admin.operated", "errors", "printable",
-                             "sending", "wire.message", "wire.serializer"}),
+                             "sending", "stores.dead", "wire.message", "wire.serializer",
+                             "wire.types"}),
     # the app's operator methods (Minitask inherits them), doors into the functions
     "admin.groups": frozenset({"admin.operated", "errors", "limits", "sending"}),
     "admin.methods": frozenset({"admin.dead", "admin.groups", "admin.operated",
@@ -326,7 +327,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "wire": frozenset(),
     "wire.message": frozenset(),
     "wire.serializer": frozenset({"errors", "wire.message", "wire.types"}),
-    "wire.types": frozenset({"errors"}),
+    "wire.types": frozenset({"errors", "wire.message"}),
     # -- base ------------------------------------------------------------------
     "_compat": frozenset(),
     "printable": frozenset(),
