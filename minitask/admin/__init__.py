@@ -10,7 +10,7 @@ function takes the app (anything shaped like ``Operated``) first.
 from __future__ import annotations
 
 from .activity import ListedTask, Listing, recent, running, scheduled
-from .dead import (DeadRow, DeadTask, dead_letter, dead_letters, dead_queue, dead_rows,
+from .dead import (HEAD_BYTES, DeadRow, DeadTask, dead_letter, dead_letters, dead_queue, dead_rows,
                    find_dead, purge_dead, requeue_dead, revive_dead)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, lookup_queues,
@@ -21,11 +21,11 @@ from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import LIVE_MS, SHOWN_WORKERS, live_workers, shutdown
 
-__all__ = ["LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS", "DeadRow", "DeadTask",
-           "ListedTask", "Listing", "Operated", "TaskInfo", "add_schedule", "all_queue_counts",
-           "app_queues", "dead_letter", "dead_letters", "dead_queue", "dead_rows", "find_dead",
-           "group_counts", "inspect", "live_workers", "lookup_queues", "meant", "purge_dead",
-           "purge_ready", "pause_group", "queue_counts", "recent", "remove_schedule",
-           "requeue_dead", "resume_group", "revive_dead", "running", "schedule_listing",
-           "scheduled", "schedules", "set_group_weight", "shown_queues", "shutdown",
-           "subscribers", "unsubscribe"]
+__all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS",
+           "DeadRow", "DeadTask", "ListedTask", "Listing", "Operated", "TaskInfo",
+           "add_schedule", "all_queue_counts", "app_queues", "dead_letter", "dead_letters",
+           "dead_queue", "dead_rows", "find_dead", "group_counts", "inspect", "live_workers",
+           "lookup_queues", "meant", "purge_dead", "purge_ready", "pause_group",
+           "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
+           "revive_dead", "running", "schedule_listing", "scheduled", "schedules",
+           "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe"]

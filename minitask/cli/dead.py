@@ -5,8 +5,8 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import (LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters, dead_rows,
-                     find_dead, lookup_queues, meant, revive_dead)
+from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters,
+                     dead_rows, find_dead, lookup_queues, meant, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
@@ -107,10 +107,11 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     for d in letters:
         if d.unreadable:
             print(f"dead letter {printable(d.task_id)}: {printable(d.unreadable)}")
-    for row in rows:
-        if row.cut:
-            print(f"dead letter {printable(row.letter.task_id)}: {row.cut}; minitask dead "
-                  f"-A {args.app} show ID reads it whole")
+    cut = [row for row in rows if row.cut]
+    if cut:  # one line, however many: the rows say what they could
+        print(f"{len(cut)} dead letter(s) read in part (their message or record is larger "
+              f"than {HEAD_BYTES:,} bytes), the first {printable(cut[0].letter.task_id)}: "
+              f"minitask dead -A {args.app} show ID reads one whole")
     return 0
 
 
