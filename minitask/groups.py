@@ -10,7 +10,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
-from .errors import ConfigurationError, ResultTimeout
+from .errors import ConfigurationError, DecodeError, ResultTimeout
 from .handle import StepHandle, TaskHandle, check_timeout, status_of
 from .options import check_text
 from .wire.message import to_ms
@@ -121,11 +121,15 @@ def find_group(group_id: str, sender: Sender, result_ttl_ms: int,
     """The handle of the group ``group_id``, from the record its sending wrote.
 
     Raises:
-        ConfigurationError: no group of this id is known (or its record is not a group's).
+        ConfigurationError: no group of this id is known (or its record is not a group's,
+            or is larger than ``HANDLE_BYTES``).
         BrokerError: Redis could not be reached.
     """
     broker = sender.broker()
-    record = broker.workflows.handle_record(group_id, broker.queues.queue_names())
+    try:
+        record = broker.workflows.handle_record(group_id, broker.queues.queue_names())
+    except DecodeError as exc:  # a record larger than any group's minitask rebuilds
+        raise ConfigurationError(f"group {group_id!r} cannot be rebuilt: {exc}") from None
     if record is None:
         raise ConfigurationError(
             f"group {group_id!r} is unknown on {broker.description}: no group (or chord "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVa
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .stores.workflow_reads import Failure, frame_of, handle_record_of
+from .stores.workflow_reads import HANDLE_BYTES, Failure, frame_of, handle_record_of
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message, decode_outcome, unpack_progress
 
@@ -493,7 +493,8 @@ async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:
     """The handle record of this id, as ``WorkflowStore.handle_record`` reads it."""
     for queue in await broker.queue_names():
         key = handle._broker.workflows.keys(queue).handle(handle.id)
-        record = handle_record_of(key, await broker.get(key, f"read the record of {handle.id}"))
+        record = handle_record_of(key, await broker.get(key, f"read the record of {handle.id}",
+                                                        HANDLE_BYTES))
         if record is not None:
             return record
     return None

@@ -80,9 +80,15 @@ def group_name(value: Any, where: str, what: str) -> str:
 
     Raises:
         ConfigurationError: any other type (bool included), an empty or too long
-            name, or one holding a control character (a ValueError).
+            name (an int of more than MAX_GROUP_LENGTH digits), or one holding a
+            control character (a ValueError).
     """
     if isinstance(value, int) and not isinstance(value, bool):
+        # its size before str(): Python refuses an int of more than 4,300 digits with a
+        # ValueError naming no task (a negative one's '-' counts as a character)
+        if value >= 10 ** MAX_GROUP_LENGTH or value <= -10 ** (MAX_GROUP_LENGTH - 1):
+            raise ConfigurationError(f"{where}: {what} is an int of {value.bit_length()} "
+                                     f"bits, longer than {MAX_GROUP_LENGTH} digits")
         return str(value)
     if not isinstance(value, str) or not value:
         raise ConfigurationError(f"{where}: {what} must be a non-empty str or an int, got "

@@ -197,7 +197,7 @@ def from_record(record: bytes) -> Schedule:
     template = decode_message(body)
     every_ms = timing.get("every_ms")
     if every_ms is not None and type(every_ms) is not int:  # minitask writes whole ms
-        raise DecodeError(f"cannot decode a schedule record: every_ms {every_ms!r} is no "
+        raise DecodeError(f"cannot decode a schedule record: every_ms {_cut(every_ms)} is no "
                           f"whole number of milliseconds")
     try:
         return check_timing(Schedule(
@@ -286,8 +286,8 @@ def check_timing(schedule: Schedule) -> Schedule:
     cron, every = schedule.cron, schedule.every
     if (cron is None) == (every is None):
         raise ConfigurationError(f"{where}: give exactly one of cron=... (a 5-field cron "
-                                 f"expression) and every=... (seconds), got cron={cron!r}, "
-                                 f"every={every!r}")
+                                 f"expression) and every=... (seconds), got cron={_cut(cron)}, "
+                                 f"every={_cut(every)}")
     if every is not None:
         if (not isinstance(every, (int, float)) or isinstance(every, bool)
                 or not math.isfinite(every) or not 0.001 <= every <= MAX_SECONDS):
@@ -295,7 +295,7 @@ def check_timing(schedule: Schedule) -> Schedule:
                                      f"to {MAX_SECONDS}, got {every!r}")
     if not isinstance(schedule.tz, str) or not schedule.tz:
         raise ConfigurationError(f"{where}: tz must be an IANA time zone name such as "
-                                 f"'Europe/Paris', got {schedule.tz!r}")
+                                 f"'Europe/Paris', got {_cut(schedule.tz)}")
     zone(schedule.tz, where)
     if cron is not None:
         cron = check_cron(cron, where)
@@ -314,18 +314,33 @@ def check_cron(cron: Any, where: str) -> str:
     """A valid 5-field cron expression (a nickname such as ``@daily`` expanded)."""
     if not isinstance(cron, str):
         raise ConfigurationError(f"{where}: cron must be a str such as '*/15 * * * *', "
-                                 f"got {cron!r}")
+                                 f"got {_cut(cron)}")
     expression = NICKNAMES.get(cron.strip().lower(), cron.strip())
     fields = expression.split()
     if len(fields) != 5:
-        raise ConfigurationError(f"{where}: cron {cron!r} has {len(fields)} field(s); give "
+        raise ConfigurationError(f"{where}: cron {_cut(cron)} has {len(fields)} field(s); give "
                                  f"5: minute hour day-of-month month day-of-week")
     CronSim, CronSimError = _cronsim(where)
     try:
         CronSim(expression, _dt.datetime(2000, 1, 1))
     except CronSimError as exc:
-        raise ConfigurationError(f"{where}: invalid cron {cron!r}: {exc}") from None
+        raise ConfigurationError(f"{where}: invalid cron {_cut(cron)}: "
+                                 f"{_cut(str(exc), quoted=False)}") from None
     return " ".join(fields)
+
+
+#: Characters of a cron expression or a time zone an error message repeats: a schedule
+#: record read from Redis may hold one of any length (a planted 35 kB cron).
+SHOWN_CHARS = 80
+
+
+def _cut(value: Any, quoted: bool = True) -> str:
+    """``value`` as an error message repeats it (its repr, or the text itself), its
+    first SHOWN_CHARS characters and how long it is when it is longer."""
+    if isinstance(value, str) and len(value) > SHOWN_CHARS:
+        head = repr(value[:SHOWN_CHARS]) if quoted else value[:SHOWN_CHARS]
+        return f"{head}... ({len(value):,} characters)"
+    return repr(value) if quoted else str(value)
 
 
 def zone(name: str, where: str) -> _dt.tzinfo:
@@ -338,7 +353,7 @@ def zone(name: str, where: str) -> _dt.tzinfo:
         return _zone(name)
     except (ValueError, KeyError, OSError) as exc:
         raise ConfigurationError(
-            f"{where}: unknown time zone {name!r} ({type(exc).__name__}); give an IANA name "
+            f"{where}: unknown time zone {_cut(name)} ({type(exc).__name__}); give an IANA name "
             f"such as 'Europe/Paris' or 'UTC' (on a system without zone data, pip install "
             f"tzdata)") from None
 
@@ -373,8 +388,8 @@ def _cron_instants(cron: str, tz: str, ms: int, *, forward: bool) -> Iterator[in
     cronsim is given naive wall-clock times, so its own DST handling (Debian
     cron's: a skipped time runs when clocks jump) stays out of the way.
     """
-    CronSim, _ = _cronsim(f"cron {cron!r}")
-    where = zone(tz, f"cron {cron!r}")
+    CronSim, _ = _cronsim(f"cron {_cut(cron)}")
+    where = zone(tz, f"cron {_cut(cron)}")
     wall = (_EPOCH + ms * _MS).astimezone(where).replace(tzinfo=None)
     start = wall if forward else wall.replace(microsecond=0) + _dt.timedelta(seconds=1)
     matches = CronSim(cron, start, reverse=not forward)

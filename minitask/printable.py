@@ -46,6 +46,16 @@ def printable(value: Any, *, keep_newlines: bool = False) -> str:
         for char in shown)
 
 
+def encodable(value: str) -> str:
+    """``value`` with each lone surrogate (half of a UTF-16 pair, which UTF-8 cannot
+    carry) as its ``\\uXXXX`` escape, every other character as it is: text that can
+    be written as UTF-8 (a URL, a form field, JSON) however it was read. A JSON
+    ``\\udc80`` in Redis decodes to such a character; escaped, JSON reads it back."""
+    if value.isascii():
+        return value
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def readable(value: Any) -> bool:
     """Whether ``value`` (str or bytes) is text ``printable`` leaves as it is: UTF-8,
     with no control character. A name read from Redis that is not is someone else's."""
@@ -93,4 +103,4 @@ def typed_back(shown: str) -> List[bytes]:
     return found
 
 
-__all__ = ["printable", "readable", "typed_back"]
+__all__ = ["encodable", "printable", "readable", "typed_back"]

@@ -10,8 +10,10 @@ from ..errors import DecodeError
 from ..printable import typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
+from ..stores.dead import DeadHead
 from ..wire.serializer import decode_message, decode_outcome, encode_message
-from .activity import hides_args
+from ..wire.types import head_fields
+from .activity import HIDDEN, args_text, hides_args
 from .operated import Operated, lookup_queues
 
 
@@ -71,12 +73,83 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *, limit: int = 100
     return found
 
 
+#: Bytes of each dead letter's message and record a listing reads (``dead_rows``):
+#: a row shows the task's name, its arguments cut to ARGS_CHARS and the error's first
+#: line; a letter larger than this is read no further (``dead show`` reads it whole).
+HEAD_BYTES = 16 * 1024
+
+
+@dataclass(frozen=True)
+class DeadRow:
+    """A dead letter as a listing shows it: ``letter`` (its ``args``, ``kwargs``,
+    ``traceback`` left empty), its arguments as short text (``args_text``), and what
+    was too large to read here ('' when nothing)."""
+
+    letter: DeadTask
+    args: str
+    cut: str = ""
+
+
+def dead_rows(app: Operated, queue: Optional[str] = None, *, limit: int = 1000,
+              among: Optional[Sequence[str]] = None) -> List[DeadRow]:
+    """The dead letters ``dead_letters`` lists, as a listing's rows: at most
+    ``HEAD_BYTES`` of each message and record are read (a letter of 500 kB costs a
+    row what one of 500 bytes does)."""
+    found: List[DeadRow] = []
+    asked = [queue] if queue is not None else app.broker.dead.holding(
+        lookup_queues(app)[0] if among is None else among)
+    for name in asked:
+        for head in app.broker.dead.heads(name, limit, HEAD_BYTES):
+            found.append(_dead_row(app, head))
+    return found
+
+
+def _dead_row(app: Operated, head: DeadHead) -> DeadRow:
+    whole_body = head.body_length <= HEAD_BYTES
+    whole_info = head.info_length <= HEAD_BYTES
+    letter = _dead_task(app, head.task_id, head.queue, head.dead_at_ms,
+                        head.body if whole_body and head.body_length >= 0 else None,
+                        head.info if whole_info and head.info_length > 0 else None,
+                        head.unreadable)
+    cut = []
+    if not whole_body:
+        fields = head_fields(head.body)
+        task, attempt = fields.get("task"), fields.get("attempt")
+        letter = dataclasses.replace(
+            letter, name=task if isinstance(task, str) and task else "?",
+            attempts=attempt if type(attempt) is int and attempt > 0 else 0,
+            args_hidden=hides_args(app, task) if isinstance(task, str) else False)
+        cut.append(f"its message ({head.body_length:,} bytes)")
+    if not whole_info:
+        fields = head_fields(head.info)
+        exc_type, text, reason = (fields.get(key) for key in ("exc_type", "message", "reason"))
+        letter = dataclasses.replace(
+            letter, exc_type=exc_type if isinstance(exc_type, str) else "",
+            message=text if isinstance(text, str) else "",
+            reason=reason if isinstance(reason, str) else "")
+        cut.append(f"its dead-letter record ({head.info_length:,} bytes)")
+    if letter.args_hidden:
+        shown = HIDDEN
+    elif whole_body:
+        shown = args_text(app, letter.name, letter.args, letter.kwargs)
+    else:
+        shown = f"({head.body_length:,} bytes: not read here)"
+    letter = dataclasses.replace(letter, args=[], kwargs={}, traceback="")
+    return DeadRow(letter, shown, " and ".join(cut) + " read in part" if cut else "")
+
+
 def requeue_dead(app: Operated, task_id: str) -> bool:
     """``Minitask.requeue_dead``: a dead task back at the tail of its queue."""
-    broker = app.broker
+    queue = dead_queue(app, task_id)
+    return queue is not None and revive_dead(app, queue, task_id)
+
+
+def dead_queue(app: Operated, task_id: str) -> Optional[str]:
+    """The queue whose dead letter ``task_id`` is, of those ``lookup_queues`` names,
+    or None: what ``requeue_dead`` and ``purge_dead`` of an id act on."""
     # one round trip for the queues lookup_queues names (one a queue took 20,000)
-    found = broker.dead.find(lookup_queues(app)[0], [_raw(task_id)])
-    return found is not None and revive_dead(app, found[0], task_id)
+    found = app.broker.dead.find(lookup_queues(app)[0], [_raw(task_id)])
+    return None if found is None else found[0]
 
 
 def revive_dead(app: Operated, queue: str, task_id: str) -> bool:

@@ -7,17 +7,27 @@ from typing import Any, Dict, Sequence
 from ..errors import ConfigurationError
 from ..limits import MAX_COUNT, group_name
 from ..sending import check_queue_name
-from .operated import Operated
+from .operated import Operated, app_queues, meant
 
 
-def _checked(queue: str, group: Any, what: str) -> str:
+def _checked(app: Operated, queue: str, group: Any, what: str) -> str:
+    """The group as it is stored, of a queue the app has (declares or has used): a
+    weight or a pause written for a mistyped queue would hold nothing, said nowhere
+    (as the listings, ``purge`` and ``dead --queue`` refuse a queue the app has not)."""
     check_queue_name(queue)
-    return group_name(group, f"{what} on queue {queue!r}", "group")
+    name = group_name(group, f"{what} on queue {queue!r}", "group")
+    if queue not in app.worker_queues():
+        known = app_queues(app)
+        if queue not in known:
+            raise ConfigurationError(f"{what}: app {app.name!r} has no queue {queue!r}"
+                                     f"{meant(queue, known)}; its queues: "
+                                     f"{', '.join(known) or 'none'}")
+    return name
 
 
 def set_group_weight(app: Operated, queue: str, group: Any, weight: int) -> None:
     """Give ``group`` of ``queue`` ``weight`` fetches a turn (default 1)."""
-    name = _checked(queue, group, "set_group_weight")
+    name = _checked(app, queue, group, "set_group_weight")
     if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_COUNT:
         raise ConfigurationError(f"set_group_weight on queue {queue!r}: the weight of group "
                                  f"{name!r} must be an int from 1 to {MAX_COUNT}, got "
@@ -27,12 +37,12 @@ def set_group_weight(app: Operated, queue: str, group: Any, weight: int) -> None
 
 def pause_group(app: Operated, queue: str, group: Any) -> None:
     """Hold the ready tasks of ``group`` of ``queue`` until ``resume_group``."""
-    app.broker.flow.pause_group(queue, _checked(queue, group, "pause_group"))
+    app.broker.flow.pause_group(queue, _checked(app, queue, group, "pause_group"))
 
 
 def resume_group(app: Operated, queue: str, group: Any) -> bool:
     """Serve a paused group again; False when it was not paused."""
-    return app.broker.flow.resume_group(queue, _checked(queue, group, "resume_group"))
+    return app.broker.flow.resume_group(queue, _checked(app, queue, group, "resume_group"))
 
 
 def group_counts(app: Operated, queues: Sequence[str], largest: int = 5) -> Dict[str, Any]:

@@ -181,7 +181,8 @@ class Operations:
             weight: fetches per turn, from 1 (the default).
 
         Raises:
-            ConfigurationError: a bad queue, group or weight (a ValueError).
+            ConfigurationError: a bad queue, group or weight, or a queue the app
+                has not (declares or has used) (a ValueError).
             BrokerError: Redis could not be reached.
         """
         _groups.set_group_weight(self, queue, group, weight)
@@ -198,7 +199,8 @@ class Operations:
             group: the group.
 
         Raises:
-            ConfigurationError: a bad queue or group (a ValueError).
+            ConfigurationError: a bad queue or group, or a queue the app has
+                not (declares or has used) (a ValueError).
             BrokerError: Redis could not be reached.
         """
         _groups.pause_group(self, queue, group)
@@ -214,7 +216,8 @@ class Operations:
             False when the group was not paused.
 
         Raises:
-            ConfigurationError: a bad queue or group (a ValueError).
+            ConfigurationError: a bad queue or group, or a queue the app has
+                not (declares or has used) (a ValueError).
             BrokerError: Redis could not be reached.
         """
         return _groups.resume_group(self, queue, group)

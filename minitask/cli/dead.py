@@ -5,11 +5,12 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import (LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters, find_dead,
-                     lookup_queues, meant, revive_dead)
+from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters,
+                     dead_rows, find_dead, lookup_queues, meant, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
+from ..sending import BULK_CHUNK
 from .options import (add_app_options, add_yes, confirmed, emit_json, load,
                       takes_words, unknown_word)
 
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigurationError(f"{action} takes task ids, or --all (not both)")
         if args.all:
             where = f"queue {args.queue!r}" if args.queue else "every queue"
-            count = len(app.dead_letters(args.queue, limit=1_000_000))
+            # counted, not read: a letter's body is read only when it is requeued
+            count = sum(app.broker.dead.sizes(_asked(app, args.queue)[0]).values())
             confirmed(args, f"{action}s all {count} dead letter(s) of {where}")
         if action == "requeue":
             return _requeue(app, ids, args)
@@ -83,10 +85,12 @@ def as_dict(dead: DeadTask) -> Dict[str, Any]:
 
 def _list(app: Minitask, args: argparse.Namespace) -> int:
     asked, not_asked = _asked(app, args.queue)
-    letters = dead_letters(app, args.queue, among=asked)
-    if args.json:
-        emit_json([as_dict(d) for d in letters])
+    if args.json:  # whole letters, as app.dead_letters() gives them
+        emit_json([as_dict(d) for d in dead_letters(app, args.queue, among=asked)])
         return 0
+    # a row reads at most HEAD_BYTES of each letter (1,500 of 500 kB took 1 GB whole)
+    rows = dead_rows(app, args.queue, among=asked)
+    letters = [row.letter for row in rows]
     if not letters:
         print("no dead letters")
         _not_asked(not_asked)
@@ -103,6 +107,11 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     for d in letters:
         if d.unreadable:
             print(f"dead letter {printable(d.task_id)}: {printable(d.unreadable)}")
+    cut = [row for row in rows if row.cut]
+    if cut:  # one line, however many: the rows say what they could
+        print(f"{len(cut)} dead letter(s) read in part (their message or record is larger "
+              f"than {HEAD_BYTES:,} bytes), the first {printable(cut[0].letter.task_id)}: "
+              f"minitask dead -A {args.app} show ID reads one whole")
     return 0
 
 
@@ -162,23 +171,16 @@ def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[st
 
 
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
-    if args.all:  # each looked up in its own queue only, not in the registry's again
-        named = [(d.task_id, find_dead(app, d.task_id, [d.queue]))
-                 for d in app.dead_letters(args.queue, limit=1_000_000)]
+    missing: List[str] = []
+    requeued = 0
+    if args.all:
+        requeued = _requeue_every(app, args.queue, missing)
     else:
-        named = _named(app, ids, args.queue)
-    missing, requeued = [], 0
-    for shown, found in named:
-        try:
-            task_id = None if found is None else found[1].decode("utf-8")
-        except UnicodeDecodeError:
-            print(f"dead letter '{printable(shown)}' is not requeued: its id is not UTF-8 "
-                  f"(no minitask wrote it); purge it", file=sys.stderr)
-            task_id = None
-        if task_id is not None and found is not None and revive_dead(app, found[0], task_id):
-            requeued += 1
-        else:
-            missing.append(shown)
+        for shown, found in _named(app, ids, args.queue):
+            if found is not None and _revived(app, shown, *found):
+                requeued += 1
+            else:
+                missing.append(shown)
     if args.json:
         emit_json({"requeued": requeued, "not_found": missing})
     else:
@@ -186,6 +188,48 @@ def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
         for task_id in missing:
             print(f"no dead letter has the id '{printable(task_id)}'")
     return 1 if missing else 0
+
+
+def _requeue_every(app: Minitask, queue: Optional[str], missing: List[str]) -> int:
+    """Requeue every dead letter of ``queue`` (None: of the queues a lookup asks), read
+    ``BULK_CHUNK`` ids at a time and one body at a time: memory stays the same with ten
+    letters or a million. A letter left in the dead set (an id that is not UTF-8) is
+    skipped by the next chunk; at most as many letters as a queue held when it began
+    are taken, so that one dying again at once is not requeued twice."""
+    requeued = 0
+    for name, held in app.broker.dead.sizes(_asked(app, queue)[0]).items():
+        left, taken = 0, 0  # left: letters of the chunks so far still in the dead set
+        while taken < held:
+            chunk = app.broker.dead.ids(name, min(BULK_CHUNK, held - taken), left)
+            if not chunk:
+                break
+            for raw in chunk:
+                taken += 1
+                shown = raw.decode("utf-8", "backslashreplace")
+                if _revived(app, shown, name, raw):
+                    requeued += 1
+                    continue
+                missing.append(shown)
+                left += _utf8(raw) is None  # gone (requeued by another): not left
+    return requeued
+
+
+def _revived(app: Minitask, shown: str, queue: str, raw: bytes) -> bool:
+    """Requeue the dead letter ``raw`` of ``queue``; False when it is not there (or its
+    id is not UTF-8, said on stderr: it stays, for purge)."""
+    task_id = _utf8(raw)
+    if task_id is None:
+        print(f"dead letter '{printable(shown)}' is not requeued: its id is not UTF-8 "
+              f"(no minitask wrote it); purge it", file=sys.stderr)
+        return False
+    return revive_dead(app, queue, task_id)
+
+
+def _utf8(raw: bytes) -> Optional[str]:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
 
 
 def _purge(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:

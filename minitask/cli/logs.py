@@ -15,10 +15,11 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-from typing import Any, Dict
+import traceback
+from typing import Any, Dict, Iterator, Optional, Set
 
 from ..context import current_task
-from ..printable import printable
+from ..printable import encodable, printable
 
 #: The text format: the task's name and id appear only on records from inside a task.
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
@@ -46,12 +47,43 @@ class TaskContextFilter(logging.Filter):
 class TextFormatter(logging.Formatter):
     """``TEXT_FORMAT``, one record per line: a task id, a queue name or an error
     message read from Redis is escaped (``printable``), so that it can neither move
-    the terminal nor forge a log line of its own. The traceback keeps its lines."""
+    the terminal nor forge a log line of its own. The traceback keeps its lines, and
+    each exception's own text in it (the line naming its type, of every exception of
+    the chain) is escaped like the message."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = printable(record.message)
         record.task_prefix = printable(getattr(record, "task_prefix", ""))
         return super().formatMessage(record)
+
+    def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
+        if ei[1] is None:
+            return super().formatException(ei)
+        shown = traceback.TracebackException(ei[0], ei[1], ei[2])
+        _escaping(shown, set())
+        return "".join(shown.format()).rstrip("\n")
+
+
+class _EscapedText(traceback.TracebackException):
+    """A traceback whose exception lines (``ValueError: <its text>``) are escaped:
+    the text is the task's, and may hold an escape character or a newline."""
+
+    def format_exception_only(self, **kwargs: Any) -> Iterator[str]:  # type: ignore[override]
+        for line in super().format_exception_only(**kwargs):
+            yield printable(line[:-1] if line.endswith("\n") else line) + "\n"
+
+
+def _escaping(shown: Optional[traceback.TracebackException], seen: Set[int]) -> None:
+    """Make ``shown`` and every exception chained to it (cause, context, a group's
+    members) escape their text: the chain is built of plain TracebackExceptions."""
+    if shown is None or id(shown) in seen:
+        return
+    seen.add(id(shown))
+    shown.__class__ = _EscapedText
+    _escaping(shown.__cause__, seen)
+    _escaping(shown.__context__, seen)
+    for member in getattr(shown, "exceptions", None) or ():
+        _escaping(member, seen)
 
 
 class JsonFormatter(logging.Formatter):
@@ -73,7 +105,8 @@ class JsonFormatter(logging.Formatter):
         for name, value in vars(record).items():
             if name not in _STANDARD and name not in entry:
                 entry[name] = value if isinstance(value, (str, int, float, bool)) else repr(value)
-        return json.dumps(entry, ensure_ascii=False)
+        # a lone surrogate (text read from Redis) as its JSON escape: stderr is UTF-8
+        return encodable(json.dumps(entry, ensure_ascii=False))
 
 
 def handler(log_format: str = "text") -> logging.Handler:

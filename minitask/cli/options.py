@@ -14,6 +14,7 @@ from ..admin import meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
+from ..printable import encodable
 
 logger = logging.getLogger("minitask")
 
@@ -158,7 +159,9 @@ def load(spec: str) -> Minitask:
 
 
 def emit_json(value: Any) -> None:
-    print(json.dumps(value, indent=2, sort_keys=True, default=str, ensure_ascii=False))
+    # a lone surrogate read from Redis (a JSON \\udc80) as its JSON escape: stdout is UTF-8
+    print(encodable(json.dumps(value, indent=2, sort_keys=True, default=str,
+                               ensure_ascii=False)))
 
 
 def mistyped_option(command: str, parser: argparse.ArgumentParser, argv: Sequence[str],

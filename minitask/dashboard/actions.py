@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
-from ..admin import app_queues, purge_ready, queue_counts
+from ..admin import app_queues, dead_queue, purge_ready, queue_counts
 from ..app import Minitask
 from ..errors import ConfigurationError
 
@@ -84,6 +84,10 @@ def _stop(form: Form) -> bool:
 def _ask_cancel(app: Minitask, form: Form) -> str:
     task_id = _task_id(form)
     status = app.handle(task_id).status()
+    if status == "unknown":  # cancel does nothing to an id the app does not know
+        return (f"Task {task_id} is unknown to app {app.name!r} (never sent, or expired "
+                f"with its results): there is nothing to cancel, and confirming changes "
+                f"nothing.")
     if _stop(form):
         return (f"Task {task_id} is {status}. If it runs, its worker stops it (the process "
                 f"pool kills the attempt's child, the asyncio pool cancels its coroutine, "
@@ -111,8 +115,16 @@ def _cancel(app: Minitask, form: Form) -> str:
 # -- dead letters ----------------------------------------------------------------
 
 def _ask_requeue(app: Minitask, form: Form) -> str:
-    return (f"Dead letter {_task_id(form)} goes back to the tail of its queue and runs "
-            f"again.")
+    task_id = _task_id(form)
+    if dead_queue(app, task_id) is None:
+        return _no_dead_letter(task_id, "requeue")
+    return f"Dead letter {task_id} goes back to the tail of its queue and runs again."
+
+
+def _no_dead_letter(task_id: str, what: str) -> str:
+    """The question for an id that is no dead letter: true, and says the act does nothing."""
+    return (f"{task_id} is no dead letter (of the queues a lookup asks): there is nothing "
+            f"to {what}, and confirming changes nothing.")
 
 
 def _requeue(app: Minitask, form: Form) -> str:
@@ -123,7 +135,10 @@ def _requeue(app: Minitask, form: Form) -> str:
 
 def _ask_purge_dead(app: Minitask, form: Form) -> str:
     if _field(form, "task_id"):
-        return f"Dead letter {_task_id(form)} is deleted for good; its status becomes unknown."
+        task_id = _task_id(form)
+        if dead_queue(app, task_id) is None:
+            return _no_dead_letter(task_id, "purge")
+        return f"Dead letter {task_id} is deleted for good; its status becomes unknown."
     queue = _queue(app, form, known=False)
     return (f"All {queue_counts(app, queue)['dead']} dead letter(s) of queue {queue!r} are "
             f"deleted for good.")

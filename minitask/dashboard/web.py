@@ -37,7 +37,7 @@ from markupsafe import Markup, escape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
-from ..printable import printable
+from ..printable import encodable, printable
 from . import actions, views, workflow
 from . import groups, subscribers  # noqa: F401  (register their sections)
 from .metrics import exposition
@@ -110,8 +110,10 @@ class Dashboard:
                          ] + SECURITY_HEADERS
         self._templates.filters["ago"] = relative
         self._templates.filters["seconds"] = duration
-        # a path segment built from Redis data: '/' quoted too (urlencode keeps it)
-        self._templates.filters["segment"] = lambda value: quote(str(value), safe="")
+        # a path segment built from Redis data: '/' quoted too (urlencode keeps it); a
+        # lone surrogate (a JSON \\udc80 in Redis) as its escape, which UTF-8 can carry
+        self._templates.filters["segment"] = lambda value: quote(encodable(str(value)),
+                                                                 safe="")
         self._templates.filters["field"] = field
         Route = Callable[[Environ, Dict[str, List[str]]], Tuple[str, Any]]
         self._routes: Dict[str, Route] = {

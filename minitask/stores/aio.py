@@ -297,12 +297,14 @@ class AsyncBroker:
         return results.state_of(await self.run(results.state_call(queue, task_id),
                                                f"read the state of {task_id}"))
 
-    async def get(self, key: str, what: str) -> Optional[bytes]:
+    async def get(self, key: str, what: str, most: Optional[int] = None) -> Optional[bytes]:
         """One string key's value (a task's progress), or None: also when the key holds
-        another type, which no minitask wrote (said once)."""
+        another type, which no minitask wrote (said once); with ``most``, at most its
+        first ``most`` + 1 bytes (b"" for no key)."""
         with self.errors(what):
             try:
-                data: Optional[bytes] = await self.client.get(key)
+                data: Optional[bytes] = await (self.client.get(key) if most is None else
+                                               self.client.getrange(key, 0, most))
             except redis.ResponseError as exc:
                 if not str(exc).startswith("WRONGTYPE"):
                     raise

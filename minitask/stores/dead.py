@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
@@ -11,7 +11,7 @@ from .foreign import raise_refusals, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
-_SCRIPTS = ("revive", "purge_dead")
+_SCRIPTS = ("revive", "purge_dead", "dead_heads")
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,22 @@ class DeadLetter:
     body: Optional[bytes]
     info: Optional[bytes]
     unreadable: str = ""  # why dead_at_ms (then clamped) is not the time it died
+
+
+@dataclass(frozen=True)
+class DeadHead:
+    """A dead letter as a listing reads it (``DeadLetterStore.heads``): the first
+    bytes of its message and of its dead-letter record, and their whole lengths
+    (-1: Redis holds none)."""
+
+    task_id: str
+    queue: str
+    dead_at_ms: int
+    body: bytes
+    body_length: int
+    info: bytes
+    info_length: int
+    unreadable: str = ""
 
 
 def _time_ms(score: float) -> int:
@@ -65,10 +81,31 @@ class DeadLetterStore(Store):
                            body, info, _no_time(k.dead, score))
                 for (task_id, score), body, info in zip(entries, bodies, infos)]
 
+    def heads(self, queue: str, limit: int, most: int) -> List[DeadHead]:
+        """The oldest ``limit`` dead letters of ``queue``, with at most the first
+        ``most`` bytes of each message and record, in one round trip (dead_heads.lua)."""
+        k = self.keys(queue)
+        listed, bodies, body_lengths, infos, info_lengths = self.transport.run(
+            "dead_heads", (k.dead, k.messages, k.dead_info), (max(1, limit), most),
+            f"list dead letters of queue {queue!r}")
+        found = []
+        for index, task_id in enumerate(listed[0::2]):
+            score = float(listed[2 * index + 1])
+            found.append(DeadHead(task_id.decode(errors="backslashreplace"), queue,
+                                  _time_ms(score), bodies[index], int(body_lengths[index]),
+                                  infos[index], int(info_lengths[index]),
+                                  _no_time(k.dead, score)))
+        return found
+
     def holding(self, queues: Sequence[str]) -> List[str]:
         """Those of ``queues`` that hold dead letters, in order, a round trip per
         ``HOLDING_BATCH`` queues (a dead set of another type holds none)."""
-        found: List[str] = []
+        return list(self.sizes(queues))
+
+    def sizes(self, queues: Sequence[str]) -> Dict[str, int]:
+        """How many dead letters each of ``queues`` that holds any holds, in order, a
+        round trip per ``HOLDING_BATCH`` queues (a dead set of another type holds none)."""
+        found: Dict[str, int] = {}
         for start in range(0, len(queues), HOLDING_BATCH):
             batch = queues[start:start + HOLDING_BATCH]
             with self.transport.errors(f"count dead letters of {len(batch)} queue(s)"):
@@ -77,16 +114,17 @@ class DeadLetterStore(Store):
                     pipe.zcard(self.keys(queue).dead)
                 replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
-            found += [queue for queue, size in zip(batch, replies)
-                      if isinstance(size, int) and size > 0]
+            found.update((queue, size) for queue, size in zip(batch, replies)
+                         if isinstance(size, int) and size > 0)
         return found
 
-    def ids(self, queue: str, limit: int) -> List[bytes]:
-        """The ids of the oldest ``limit`` dead letters as Redis holds them (one that is
-        not UTF-8, which no minitask wrote, is purged all the same)."""
+    def ids(self, queue: str, limit: int, start: int = 0) -> List[bytes]:
+        """The ids of the oldest ``limit`` dead letters after the first ``start``, as
+        Redis holds them (one that is not UTF-8, which no minitask wrote, is purged all
+        the same)."""
         with self.transport.errors(f"list dead letters of queue {queue!r}"):
             raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
-                self.keys(queue).dead, 0, limit - 1)
+                self.keys(queue).dead, start, start + limit - 1)
         return raw
 
     def find(self, queues: Sequence[str],

@@ -75,14 +75,30 @@ def _workflow_id(key: str, found: Any) -> str:
     return text_of(found) or ""
 
 
+#: Bytes of a handle record read at most (``GETRANGE``): a group's record holds each
+#: member's first and last task (about 100 bytes a member with uuid ids), so 4 MB is
+#: a group of some 40,000 members. A larger one is refused before it is unpacked (a
+#: planted 59 MB record took 2.7 GB and 138 s to read whole).
+HANDLE_BYTES = 4 * 1024 * 1024
+
+
 def handle_record_of(key: str, data: Any) -> Any:
-    """A handle record as read from ``key``: None when there is none, or when the key
-    holds what minitask did not write (another type, other bytes), said once."""
+    """A handle record as read from ``key`` (at most ``HANDLE_BYTES`` + 1 bytes of it):
+    None when there is none, or when the key holds what minitask did not write
+    (another type, other bytes), said once.
+
+    Raises:
+        DecodeError: the record is larger than ``HANDLE_BYTES``, naming the key.
+    """
     if isinstance(data, Exception):
         ignored(key, f"it holds another type than a string ({data})")
         return None
-    if not isinstance(data, bytes):
+    if not isinstance(data, bytes) or data == b"":  # GETRANGE of no key: b""
         return None
+    if len(data) > HANDLE_BYTES:
+        raise DecodeError(f"the handle record {printable(key)} is larger than "
+                          f"{HANDLE_BYTES:,} bytes (HANDLE_BYTES, a group of some 40,000 "
+                          f"members); it is not read")
     try:
         return unpack_data(data, f"the handle record {key}")
     except DecodeError as exc:
@@ -113,7 +129,8 @@ class WorkflowReads(Store):
         """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
         unpacked, or None when there is none (never written, or expired), in one round
         trip where the connection allows. A key minitask did not write (another type,
-        other bytes) counts as none, said once."""
+        other bytes) counts as none, said once; one larger than ``HANDLE_BYTES`` is a
+        DecodeError naming it (at most that many bytes of each key are read)."""
         return self._first_record([self.keys(queue).handle(some_id) for queue in queues],
                                   f"read the handle record of {some_id}")
 
@@ -166,7 +183,7 @@ class WorkflowReads(Store):
         with self.transport.errors(doing):
             pipe = self.transport.client.pipeline(transaction=False)
             for key in keys:
-                pipe.get(key)
+                pipe.getrange(key, 0, HANDLE_BYTES)
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
         for key, data in zip(keys, replies):

@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import msgpack  # type: ignore[import-untyped]
 
 from ..errors import ConfigurationError, DecodeError, EncodeError
+from .message import ENVELOPE_VERSION
 
 UUID_CODE = 1
 DECIMAL_CODE = 2
@@ -292,3 +293,21 @@ def _holds(value: Any, wanted: Callable[[Any], bool]) -> bool:
 _KEEP: Any = object()
 #: How deep a value is walked: as deep as the serializer lets one be (MAX_DEPTH).
 _DEPTH = 513
+
+
+def head_fields(head: bytes) -> Dict[str, Any]:
+    """The fields of a packed map (a message, an outcome) that its first bytes ``head``
+    hold whole, in order, up to the first that is cut: what a listing shows of a
+    letter too large to read. {} when ``head`` is no map of this envelope version.
+    Nothing is checked beyond that: the caller checks each field it takes."""
+    unpacker = msgpack.Unpacker(raw=False, timestamp=3, strict_map_key=False,
+                                ext_hook=unpack_builtin, max_buffer_size=max(1, len(head)))
+    found: Dict[str, Any] = {}
+    try:
+        unpacker.feed(head)
+        for _ in range(unpacker.read_map_header()):
+            key = unpacker.unpack()  # the key first: it comes first
+            found[key] = unpacker.unpack()
+    except Exception:  # noqa: BLE001 - cut here (OutOfData), or bytes no minitask wrote
+        pass
+    return found if found.get("v") == ENVELOPE_VERSION else {}

@@ -16,6 +16,8 @@ import tests.apps.basic as basic
 from minitask import Minitask
 from minitask.cli import main
 from minitask.broker.keys import QueueKeys
+from minitask.cli import dead as dead_command
+from minitask.stores.dead import DeadLetterStore
 from tests.support.draining import drain
 from tests.support.paths import ROOT
 from tests.support.servers import RedisServer
@@ -183,6 +185,37 @@ def test_dead_requeue_all_puts_every_dead_letter_back(
     requeued = cli_json(capsys, "dead", "-A", APP, "requeue", "--all", "--yes")
     assert requeued == {"requeued": 3, "not_found": []}
     assert [h.status() for h in handles] == ["queued"] * 3
+
+
+def test_dead_requeue_all_reads_ids_in_chunks_and_no_listing(
+        url: str, capsys: pytest.CaptureFixture[str], redis_server: RedisServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--all`` takes the ids a chunk at a time (here 2) and reads one body, the one it
+    requeues, at a time: 2,000 letters of 200 kB held 826 MB when read whole first. A
+    letter it leaves (an id that is not UTF-8) is skipped by the next chunks."""
+    handles = [basic.fail.delay(str(n)) for n in range(7)]
+    run_all()
+    client = redis_server.client()
+    client.zadd(QUEUE.dead, {b"\xff-planted": 1})  # the oldest: it stays first
+    chunks: List[int] = []
+    taken = DeadLetterStore.ids
+
+    def ids(store: DeadLetterStore, queue: str, limit: int, start: int = 0) -> List[bytes]:
+        chunks.append(limit)
+        return taken(store, queue, limit, start)
+
+    def whole(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("requeue --all read the dead letters whole")
+
+    monkeypatch.setattr(dead_command, "BULK_CHUNK", 2)
+    monkeypatch.setattr(DeadLetterStore, "ids", ids)
+    monkeypatch.setattr(DeadLetterStore, "letters", whole)
+    code, out, err = cli(capsys, "dead", "-A", APP, "requeue", "--all", "--yes", "--json")
+    assert json.loads(out) == {"requeued": 7, "not_found": ["\\xff-planted"]} and code == 1
+    assert "its id is not UTF-8" in err
+    assert [h.status() for h in handles] == ["queued"] * 7
+    assert client.zrange(QUEUE.dead, 0, -1) == [b"\xff-planted"]
+    assert chunks and max(chunks) <= 2 and len(chunks) == 4
 
 
 def test_purge_needs_yes_and_deletes_only_ready_tasks(

@@ -107,7 +107,7 @@ def test_every_page_has_a_json_twin_with_its_data(
     assert [line["queue"] for line in throughput["lines"]] == ["emails"]
     dead = api("dead")
     assert [d["task_id"] for d in dead["dead"]] == [ids["dead"]]
-    assert dead["dead"][0]["args"] == [SCRIPT]
+    assert dead["dead"][0]["args"] == repr(SCRIPT)  # as short text, as other listings
     assert api("schedules") == {"app": "shop", "schedules": []}
     assert api("task?id=nothing-here")["task"] is None
 
@@ -273,14 +273,14 @@ def test_the_dead_letter_page_reads_at_most_its_limit_over_all_queues(
             [(n,) for n in range(2)])
         drain(app.worker([queue]))
     read: List[int] = []
-    letters = app.dead_letters
+    rows = views.dead_rows
 
-    def counted(queue: Optional[str] = None, *, limit: int = 1000) -> Any:
-        found = letters(queue, limit=limit)
+    def counted(app: Minitask, queue: Optional[str] = None, *, limit: int = 1000) -> Any:
+        found = rows(app, queue, limit=limit)
         read.append(len(found))
         return found
 
-    monkeypatch.setattr(app, "dead_letters", counted)
+    monkeypatch.setattr(views, "dead_rows", counted)
     data = views.dead(app)
     assert [d["queue"] for d in data["dead"]] == ["a", "a", "b"]
     assert sum(read) == 3 and data["counts"] == {"a": 2, "b": 2, "c": 2, "default": 0}
