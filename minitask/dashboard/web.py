@@ -344,8 +344,9 @@ def field(value: Any) -> Markup:
     ``printable`` escapes written as a character reference, which a browser reads back
     as that character: the page's bytes still hold no raw ESC or bidi override. A C1
     control (U+0080 to U+009F) stays raw: HTML reads the reference of most of them as
-    a Windows-1252 character."""
-    text = str(value)
+    a Windows-1252 character. A lone surrogate (no character a browser can post)
+    is written as its escape, as the links write it."""
+    text = encodable(str(value))
     if printable(text) == text:
         return escape(text)
     return Markup("".join(
