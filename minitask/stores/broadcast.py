@@ -210,14 +210,10 @@ class BroadcastStore(Store):
             elif isinstance(seq, Exception) or _number(seq) is None:
                 return None
             else:
-                raws, start = [], 0
-                while True:
-                    page = self.transport.client.zrangebyscore(
-                        k.broadcast("since"), "-inf", f"({_number(seq)}", start=start, num=_PAGE)
-                    raws += page
-                    start += _PAGE
-                    if len(page) < _PAGE:
-                        break
+                # one reading (join holds every name anyway): pages by offset would
+                # skip names moved down by a prune or unsubscribe between two pages
+                raws = list(self.transport.client.zrangebyscore(
+                    k.broadcast("since"), "-inf", f"({_number(seq)}"))
                 if _behind(self.transport.client.hlen(k.broadcast("cursors")),
                            self.transport.client.zcard(k.broadcast("since"))):
                     # cursors of an older minitask not indexed yet: subscribed before
