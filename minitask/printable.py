@@ -48,7 +48,7 @@ def printable(value: Any, *, keep_newlines: bool = False) -> str:
 
 def encodable(value: str) -> str:
     """``value`` with each lone surrogate (half of a UTF-16 pair, which UTF-8 cannot
-    carry) as its ``\\uXXXX`` escape, every other character as it is: text that can
+    carry) as its backslash escape, every other character as it is: text that can
     be written as UTF-8 (a URL, a form field, JSON) however it was read. A JSON
     ``\\udc80`` in Redis decodes to such a character; escaped, JSON reads it back."""
     if value.isascii():

@@ -21,20 +21,9 @@ from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
 from tests.support.clock import ManualClock
+from tests.support.fair import served
 
 KEYS = QueueKeys("test", "default")
-
-
-def served(app: Minitask, clock: ManualClock, fetches: int) -> List[str]:
-    """``<group><n>`` (or ``p<n>``) of each task handed out by ``fetches`` fetches."""
-    order = []
-    for _ in range(fetches):
-        result = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000,
-                                         count=1, max_deliveries=5)
-        for delivery in result.deliveries:
-            args = delivery.message().args
-            order.append(f"{args[0]}{args[1]}")
-    return order
 
 
 def _apps(make_app: Callable[..., Minitask], **options: Any) -> Any:

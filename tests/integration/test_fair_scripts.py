@@ -7,7 +7,7 @@ cancel and expiry, and no group state left behind once a group is empty.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, List
+from typing import Callable, Dict, List
 
 import pytest
 import redis
@@ -17,36 +17,10 @@ from minitask import Minitask, TaskFailed
 from minitask.admin import purge_ready, queue_counts
 from minitask.dashboard.metrics import exposition
 from minitask.broker.keys import QueueKeys
-from minitask.stores.queue import FetchResult
 from minitask.wire.message import Outcome
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
-
-
-def fetch(app: Minitask, clock: ManualClock, count: int = 1,
-          lease_ms: int = 30_000) -> FetchResult:
-    return app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=lease_ms,
-                                   count=count, max_deliveries=5)
-
-
-def served(app: Minitask, clock: ManualClock, fetches: int, count: int = 1) -> List[str]:
-    """``<group><n>`` of each task handed out by ``fetches`` fetches (never acked)."""
-    order = []
-    for _ in range(fetches):
-        for delivery in fetch(app, clock, count).deliveries:
-            args = delivery.message().args
-            order.append(f"{args[0]}{args[1]}")
-    return order
-
-
-def _tenant_app(make_app: Callable[..., Minitask], **options: Any) -> Any:
-    app = make_app()
-
-    @app.task(group_by="tenant", name="job", **options)
-    def job(tenant: str, n: int) -> int:
-        return n
-
-    return app, job
+from tests.support.fair import fetch, served, tenant_app
 
 
 def _keys(client: "redis.Redis[bytes]") -> List[str]:
@@ -55,7 +29,7 @@ def _keys(client: "redis.Redis[bytes]") -> List[str]:
 
 def test_a_small_group_is_served_within_a_few_fetches_of_a_big_backlog(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     job.delay_many([("A", n) for n in range(50)])
     for tenant in "BCD":
         job.delay_many([(tenant, n) for n in range(2)])
@@ -65,7 +39,7 @@ def test_a_small_group_is_served_within_a_few_fetches_of_a_big_backlog(
 
 def test_a_fetch_of_several_takes_them_in_turns_too(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     job.delay_many([("A", n) for n in range(20)])
     job.delay_many([("B", n) for n in range(20)])
     assert served(app, clock, 1, count=6) == ["A0", "B0", "A1", "B1", "A2", "B2"]
@@ -73,7 +47,7 @@ def test_a_fetch_of_several_takes_them_in_turns_too(
 
 def test_ungrouped_tasks_take_their_turn_beside_groups(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
 
     @app.task(name="plain")
     def plain(tenant: str, n: int) -> int:
@@ -88,7 +62,7 @@ def test_ungrouped_tasks_take_their_turn_beside_groups(
 
 def test_a_weight_gives_a_group_that_many_fetches_a_turn(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     app.set_group_weight("default", "A", 3)
     job.delay_many([("A", n) for n in range(20)])
     job.delay_many([("B", n) for n in range(20)])
@@ -101,7 +75,7 @@ def test_a_weight_gives_a_group_that_many_fetches_a_turn(
 @pytest.mark.parametrize("planted", [b"inf", b"1e300", b"1.5", b"0", b"abc"])
 def test_a_weight_minitask_did_not_write_counts_as_one(
         make_app: Callable[..., Minitask], clock: ManualClock, planted: bytes) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     app.set_group_weight("default", "A", 2)  # the weights hash exists: weights are read
     app.broker.transport.client.hset(QueueKeys("test", "default").groups_weight, "A", planted)
     job.delay_many([("A", n) for n in range(20)])
@@ -111,7 +85,7 @@ def test_a_weight_minitask_did_not_write_counts_as_one(
 
 def test_a_paused_group_holds_its_tasks_and_no_other_group(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     app.pause_group("default", "B")
     job.delay_many([("A", n) for n in range(3)])
     job.delay_many([("B", n) for n in range(3)])
@@ -123,7 +97,7 @@ def test_a_paused_group_holds_its_tasks_and_no_other_group(
 
 def test_a_group_paused_while_in_the_rotation_leaves_it_at_its_next_turn(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     job.delay_many([("A", n) for n in range(3)])
     job.delay_many([("B", n) for n in range(3)])
     assert served(app, clock, 2) == ["A0", "B0"]
@@ -135,7 +109,7 @@ def test_a_group_paused_while_in_the_rotation_leaves_it_at_its_next_turn(
 
 def test_priorities_compose_within_and_across_groups(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     job.delay_many([("A", n) for n in range(5)])
     job.apply_async(("A", 99), priority=9)  # before A's earlier, lower tasks
     job.apply_async(("B", 0))
@@ -146,7 +120,7 @@ def test_priorities_compose_within_and_across_groups(
 
 def test_group_max_running_holds_a_group_at_its_limit_and_never_the_others(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_max_running=2)
+    app, job = tenant_app(make_app, group_max_running=2)
     job.delay_many([("A", n) for n in range(6)])
     job.delay_many([("B", n) for n in range(6)])
     first = fetch(app, clock, count=10)
@@ -190,7 +164,7 @@ def test_with_group_max_running_1_a_retry_keeps_its_place(
 
 def test_a_lost_lease_keeps_its_slot_and_comes_back_first_in_its_group(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_max_running=1)
+    app, job = tenant_app(make_app, group_max_running=1)
     job.delay_many([("A", n) for n in range(3)])
     assert served(app, clock, 1) == ["A0"]
     assert served(app, clock, 2) == []  # A0 holds the group's one slot
@@ -201,7 +175,7 @@ def test_a_lost_lease_keeps_its_slot_and_comes_back_first_in_its_group(
 
 def test_a_group_rate_limit_holds_the_group_and_brings_it_back_when_due(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_rate_limit="2/s")
+    app, job = tenant_app(make_app, group_rate_limit="2/s")
     job.delay_many([("A", n) for n in range(6)])
     job.delay_many([("B", n) for n in range(6)])
     got = served(app, clock, 8)
@@ -215,7 +189,7 @@ def test_a_group_rate_limit_holds_the_group_and_brings_it_back_when_due(
 
 def test_a_delayed_grouped_task_joins_its_group_when_due(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     job.delay_many([("A", n) for n in range(10)])
     job.apply_async(("B", 0), delay=5)
     assert served(app, clock, 2) == ["A0", "A1"]
@@ -225,7 +199,7 @@ def test_a_delayed_grouped_task_joins_its_group_when_due(
 
 def test_a_cancelled_or_expired_grouped_task_never_runs(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     gone = job.delay("A", 0)
     late = job.apply_async(("A", 1), expires=2)
     kept = job.delay("A", 2)
@@ -242,8 +216,8 @@ def test_a_cancelled_or_expired_grouped_task_never_runs(
 
 def test_an_empty_group_leaves_nothing_behind(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_max_running=1, group_rate_limit="1000/s",
-                           ignore_result=True)
+    app, job = tenant_app(make_app, group_max_running=1, group_rate_limit="1000/s",
+                          ignore_result=True)
 
     @app.task(name="plain", ignore_result=True)
     def plain(tenant: str, n: int) -> int:
@@ -265,7 +239,7 @@ def test_an_empty_group_leaves_nothing_behind(
 def test_status_and_metrics_count_grouped_tasks_and_groups_not_tokens(
         make_app: Callable[..., Minitask], clock: ManualClock,
         capsys: "pytest.CaptureFixture[str]") -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
 
     @app.task(name="plain")
     def plain(tenant: str, n: int) -> int:
@@ -317,7 +291,7 @@ def test_cancelling_a_retry_that_holds_its_groups_slot_frees_it(
 
 def test_purge_deletes_grouped_ready_tasks_and_their_groups(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, ignore_result=True)
+    app, job = tenant_app(make_app, ignore_result=True)
     job.delay_many([("A", n) for n in range(5)])
     job.delay_many([("B", n) for n in range(3)])
     assert served(app, clock, 1) == ["A0"]
@@ -330,7 +304,7 @@ def test_purge_deletes_grouped_ready_tasks_and_their_groups(
 
 def test_a_task_put_back_by_a_stopping_worker_keeps_its_place_and_slot(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_max_running=1)
+    app, job = tenant_app(make_app, group_max_running=1)
     job.delay_many([("A", n) for n in range(3)])
     job.delay_many([("B", n) for n in range(3)])
     first = fetch(app, clock, count=1)
@@ -342,7 +316,7 @@ def test_a_task_put_back_by_a_stopping_worker_keeps_its_place_and_slot(
 
 def test_a_group_whose_tasks_are_all_cancelled_leaves_nothing_and_starts_afresh(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     handles = [job.delay("A", n) for n in range(3)]
     assert all(handle.cancel() for handle in handles)
     assert app.broker.flow.specs("default") == {}  # flow control off: the fetch meets the token
@@ -356,7 +330,7 @@ def test_a_group_whose_tasks_are_all_cancelled_leaves_nothing_and_starts_afresh(
 
 def test_a_dead_letter_frees_its_slot_and_requeued_joins_its_group_again(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_max_running=1)
+    app, job = tenant_app(make_app, group_max_running=1)
     first = job.delay("A", 0)
     second = job.delay("A", 1)
     job.delay("A", 2)
@@ -373,7 +347,7 @@ def test_a_dead_letter_frees_its_slot_and_requeued_joins_its_group_again(
 
 def test_purge_empties_every_group_however_many(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, ignore_result=True)
+    app, job = tenant_app(make_app, ignore_result=True)
     job.delay_many([(f"t{n}", n) for n in range(1500)])  # more groups than a purge batch
     assert purge_ready(app, "default") == 1500
     assert [k for k in _keys(app.broker.transport.client) if ":g:" in k or "groups" in k] == []

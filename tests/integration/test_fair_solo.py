@@ -9,7 +9,7 @@ suite's own redis-server.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, List
+from typing import Callable, List
 
 import redis
 
@@ -18,30 +18,9 @@ from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
+from tests.support.fair import served, tenant_app
 
 KEYS = QueueKeys("test", "default")
-
-
-def served(app: Minitask, clock: ManualClock, fetches: int, count: int = 1) -> List[str]:
-    """``<group><n>`` of each task handed out by ``fetches`` fetches (never acked)."""
-    order = []
-    for _ in range(fetches):
-        result = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000,
-                                         count=count, max_deliveries=5)
-        for delivery in result.deliveries:
-            args = delivery.message().args
-            order.append(f"{args[0]}{args[1]}")
-    return order
-
-
-def _tenant_app(make_app: Callable[..., Minitask], **options: Any) -> Any:
-    app = make_app()
-
-    @app.task(group_by="tenant", name="job", **options)
-    def job(tenant: str, n: int) -> int:
-        return n
-
-    return app, job
 
 
 def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
@@ -56,7 +35,7 @@ def _claim(client: "redis.Redis[bytes]", group: str) -> str:
 
 def test_a_groups_one_task_is_held_in_its_token_with_no_ready_set(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     client = app.broker.transport.client
     handle = job.delay("A", 0)
     assert not client.exists(KEYS.fair_group("A", "ready"))
@@ -69,7 +48,7 @@ def test_a_groups_one_task_is_held_in_its_token_with_no_ready_set(
 
 def test_one_task_then_two_then_one_then_none(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     client = app.broker.transport.client
     job.delay("A", 0)
     job.delay("A", 1)  # the group's set is made: the first task goes there, first
@@ -88,7 +67,7 @@ def test_one_task_then_two_then_one_then_none(
 
 def test_a_solo_group_keeps_its_place_in_the_rotation_when_a_second_task_joins(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     for tenant in "ABC":
         job.delay(tenant, 0)
     job.delay("A", 1)
@@ -97,7 +76,7 @@ def test_a_solo_group_keeps_its_place_in_the_rotation_when_a_second_task_joins(
 
 def test_a_higher_priority_task_joining_a_solo_group_goes_first(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     job.delay("A", 0)
     job.delay("B", 0)
     job.apply_async(("A", 1), priority=9)
@@ -106,7 +85,7 @@ def test_a_higher_priority_task_joining_a_solo_group_goes_first(
 
 def test_a_solo_group_paused_keeps_its_task_until_resumed(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     client = app.broker.transport.client
     job.delay("A", 0)
     job.delay("B", 0)
@@ -122,7 +101,7 @@ def test_a_solo_group_paused_keeps_its_task_until_resumed(
 
 def test_a_solo_group_resumed_before_its_token_is_met_is_served_once(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     client = app.broker.transport.client
     job.delay("A", 0)
     app.pause_group("default", "A")
@@ -133,7 +112,7 @@ def test_a_solo_group_resumed_before_its_token_is_met_is_served_once(
 
 def test_a_solo_task_at_its_groups_limit_waits_and_comes_back_when_a_slot_frees(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_max_running=1)
+    app, job = tenant_app(make_app, group_max_running=1)
     client = app.broker.transport.client
     job.delay("A", 0)
     first = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=30_000,
@@ -148,7 +127,7 @@ def test_a_solo_task_at_its_groups_limit_waits_and_comes_back_when_a_slot_frees(
 
 def test_a_solo_group_over_its_rate_comes_back_when_due(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, group_rate_limit="1/s")
+    app, job = tenant_app(make_app, group_rate_limit="1/s")
     job.delay("A", 0)
     assert served(app, clock, 1) == ["A0"]
     job.delay("A", 1)  # solo again; the group's rate holds it
@@ -161,7 +140,7 @@ def test_a_solo_group_over_its_rate_comes_back_when_due(
 
 def test_a_delayed_task_of_an_empty_group_joins_it_when_due(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     client = app.broker.transport.client
     job.apply_async(("A", 0), delay=5)
     assert served(app, clock, 1) == []
@@ -195,7 +174,7 @@ def test_a_solo_task_retried_runs_again_and_leaves_nothing_behind(
 
 def test_a_cancelled_solo_task_never_runs_and_its_group_goes(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     client = app.broker.transport.client
     gone = job.delay("A", 0)
     job.delay("B", 0)
@@ -213,7 +192,7 @@ def test_a_cancelled_solo_task_never_runs_and_its_group_goes(
 
 def test_purge_deletes_a_solo_groups_task(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app, ignore_result=True)
+    app, job = tenant_app(make_app, ignore_result=True)
     client = app.broker.transport.client
     job.delay("A", 0)
     job.delay_many([("B", n) for n in range(2)])
@@ -226,7 +205,7 @@ def test_purge_deletes_a_solo_groups_task(
 
 def test_status_counts_solo_groups(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
-    app, job = _tenant_app(make_app)
+    app, job = tenant_app(make_app)
     for tenant in "ABC":
         job.delay(tenant, 0)
     job.delay("C", 1)
