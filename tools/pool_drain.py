@@ -84,14 +84,19 @@ def until(done: Callable[[], bool], seconds: float, why: str, every: float) -> N
         time.sleep(every)
 
 
-def drain(server: RedisServer, task: str, tasks: int, options: List[str]) -> Dict[str, float]:
-    client = server.client()
-    client.flushall()
+def fill(server: RedisServer, task: str, tasks: int) -> None:
+    """Empty ``server`` and enqueue ``tasks`` calls of tests.apps.drain's ``task``."""
+    server.client().flushall()
     os.environ["MINITASK_BROKER_URL"] = server.url
     from tests.apps import drain as apps
     func = getattr(apps, task)
     for start in range(0, tasks, 1000):
         func.delay_many([(n,) for n in range(start, min(tasks, start + 1000))])
+
+
+def drain(server: RedisServer, task: str, tasks: int, options: List[str]) -> Dict[str, float]:
+    client = server.client()
+    fill(server, task, tasks)
     messages = queue_keys("drain", "default").messages
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     worker = subprocess.Popen([sys.executable, "-m", "minitask", "worker", "-A",

@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from minitask.broker.keys import queue_keys  # noqa: E402
 from tests.support.servers import RedisServer, free_port  # noqa: E402
+from tools.pool_drain import fill  # noqa: E402
 
 
 def counted(directory: Path) -> int:
@@ -47,12 +48,7 @@ def burst(server: RedisServer, task: str, tasks: int, options: List[str],
           directory: Path) -> int:
     """Instructions of a burst worker that drains ``tasks`` tasks."""
     client = server.client()
-    client.flushall()
-    os.environ["MINITASK_BROKER_URL"] = server.url
-    from tests.apps import drain as apps
-    func = getattr(apps, task)
-    for start in range(0, tasks, 1000):
-        func.delay_many([(n,) for n in range(start, min(tasks, start + 1000))])
+    fill(server, task, tasks)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     subprocess.run(["valgrind", "--tool=callgrind", "--trace-children=yes",
                     f"--callgrind-out-file={directory}/callgrind.%p", sys.executable, "-m",
