@@ -13,12 +13,16 @@
 -- Returns {'ok', next, name, tick or false, record or false, last tick or false, ...}:
 -- next is the HSCAN cursor that follows (unarmed; '0': no more), '' for armed; a
 -- tick of ticks without a record (a name minitask did not write) comes with record
--- false, so that the next page starts after it. {'foreign', type} when schedules
--- holds another type than a hash.
+-- false, so that the next page starts after it. {'foreign', the error} when
+-- schedules holds another type than a hash.
 -- Data minitask did not write (lib.lua): ticks or fired of another type count as
 -- empty (every schedule is then unarmed, or never fired).
-local kind = redis.call('TYPE', KEYS[1])['ok']
-if kind ~= 'hash' and kind ~= 'none' then return {'foreign', kind} end
+-- (HLEN, not TYPE: the commands of the docs' ACL list, guide/scaling.rst)
+local size = redis.pcall('HLEN', KEYS[1])
+if type(size) == 'table' and size.err then
+  guards().foreign(size)
+  return {'foreign', size.err}
+end
 local count = tonumber(ARGV[2])
 local found = {'ok', ''}
 
