@@ -4,7 +4,8 @@ Each queue keeps its schedules under its own hash tag (Redis Cluster): the
 records, the armed tick of each (a ZSET, so the earliest is one read away)
 and the tick and id of each schedule's last run. Firing a tick is one script
 that checks the tick is still armed, arms the next one and enqueues the run,
-so that any number of workers may race for it and exactly one wins.
+so that any number of workers may race for it and exactly one wins. Listings
+read them a page at a time (``page``), never all at once.
 """
 from __future__ import annotations
 
