@@ -81,6 +81,16 @@ local function flow_control()
     return spec
   end
 
+  -- Free the max_running slot `id` holds under `limiter`, if any, and have the
+  -- limiter's parked tasks tried at once (a wake token rouses a waiting worker).
+  local function flow_free(prefix, due, wake, limiter, id)
+    if tolerant(0, 'SREM', prefix .. limiter .. ':running', id) == 1
+       and tolerant(0, 'LLEN', prefix .. limiter .. ':park') > 0 then
+      tolerant(0, 'ZADD', due, 0, limiter)
+      tolerant(0, 'RPUSH', wake, '1')
+    end
+  end
+
   -- flow_free for each of `ids` that has a spec; `forget`: drop their specs too (the
   -- task has ended), and free the group_max_running slots they hold (a retried, put
   -- back or re-delivered task keeps its slot: its group's order holds across them).
@@ -97,7 +107,7 @@ local function flow_control()
         -- leading zero): all an outcome needs, read without parsing the whole spec
         -- (one capture, no numbers: a fifth of the instructions of a whole parse)
         local limiter = string.match(specs[i], '^([^\n]+)\n%d+\n%d+\n[1-9]')
-        if limiter then flow_made.free(prefix, due, wake, limiter, id) end
+        if limiter then flow_free(prefix, due, wake, limiter, id) end
         -- a grouped task with a group_max_running: its group is tried again at once
         -- (its ready tasks, if any, come back into the rotation: flow_fair's arm)
         local group = forget and string.match(
@@ -621,7 +631,7 @@ local function flow_control()
     return reply
   end
 
-  -- The functions few calls need (limits counted, a slot freed, a key moved aside):
+  -- The functions few calls need (limits counted, a key moved aside):
   -- made by flow_limits() the first time a script reads one of them from the
   -- library (its metatable's __index), so that a call of tasks without limits
   -- (a plain grouped task's fetch, its ack) makes none of their closures (each
@@ -722,16 +732,6 @@ local function flow_control()
       return true
     end
 
-    -- Free the max_running slot `id` holds under `limiter`, if any, and have the
-    -- limiter's parked tasks tried at once (a wake token rouses a waiting worker).
-    local function flow_free(prefix, due, wake, limiter, id)
-      if tolerant(0, 'SREM', prefix .. limiter .. ':running', id) == 1
-         and tolerant(0, 'LLEN', prefix .. limiter .. ':park') > 0 then
-        tolerant(0, 'ZADD', due, 0, limiter)
-        tolerant(0, 'RPUSH', wake, '1')
-      end
-    end
-
     -- Fair queues meeting data minitask did not write where a grouped task goes (its
     -- group's ready set, turn or slots, a ready list its token goes to, a park list):
     -- the key is moved aside (quarantined) to `key`:foreign (or :foreign2, up to
@@ -767,7 +767,7 @@ local function flow_control()
       return {spec.limiter, retry_at}
     end
 
-    made.admit, made.free, made.quarantine = flow_admit, flow_free, flow_quarantine
+    made.admit, made.quarantine = flow_admit, flow_quarantine
     made.held_by_task = flow_held_by_task
     return rawget(made, name)
   end
