@@ -158,7 +158,7 @@ end
 -- their calls would have been dropped by the ttl anyway. One whose seen is
 -- fresh (an older minitask's worker renews only that) is indexed again instead.
 -- One that comes back subscribes anew, from the last call sent. Returns how
--- many went.
+-- many went, and state's prune_ttl as read (0 when none).
 local function prune(ttl)
   local held = guards().whole(tolerant(false, 'HGET', KEYS[1], 'prune_ttl'), 0, MAX_SCORE)
   local keep = math.max(held or 0, tonumber(ttl) or 0, PRUNE_FLOOR)
@@ -179,7 +179,7 @@ local function prune(ttl)
     redis.log(redis.LOG_NOTICE, 'minitask: ' .. gone .. ' subscriber(s) of ' .. KEYS[5] ..
               ' not seen for longer than broadcast_ttl were pruned')
   end
-  return gone
+  return gone, held or 0
 end
 
 -- Push `tokens` tokens on wake list `key`, kept under `cap` (one of another type

@@ -31,10 +31,7 @@
 -- of another type is left as it is.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
-if now == 'server' then
-  local clock = redis.call('TIME')
-  now = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
-end
+if now == 'server' then now = string.format('%.0f', server_ms()) end
 for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
   if not guards().fits(KEYS[i], kind) then
     return {0, 0, 0, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..

@@ -32,7 +32,7 @@ guards().expect(KEYS[3], 'hash')
 guards().expect(KEYS[4], 'hash')
 guards().expect(KEYS[10], 'hash')
 guards().expect(KEYS[11], 'zset')
-prune(ttl)
+local _, longest = prune(ttl)
 local subscribed = redis.call('HLEN', KEYS[5]) > 0
 -- the sequence is above every cursor and every call logged: one that is no number, or
 -- one below them (set back by hand, or planted), starts again above them all, so that
@@ -69,7 +69,6 @@ end
 -- and the longest ttl given, for prunes: an app given a short one by mistake does
 -- not prune the subscribers of the others
 if added > 0 then
-  local longest = guards().whole(redis.call('HGET', KEYS[1], 'prune_ttl'), 0, MAX_SCORE) or 0
   redis.call('HSET', KEYS[1], 'maxlen', ARGV[2], 'ttl', ARGV[3], 'prune_ttl',
              string.format('%.0f', math.max(longest, ttl)))
 end
