@@ -12,6 +12,7 @@ for longer than ``broadcast_ttl`` is pruned (a batch per pull or send).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -24,6 +25,8 @@ from ..printable import printable
 from .foreign import ignored, name_of, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
+
+logger = logging.getLogger(__name__)
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe",
             "broadcast_wake")
@@ -106,9 +109,14 @@ class BroadcastStore(Store):
             return
         self._wakes[(queue, subscriber)] = tuple(woken)
         if missed and tokens > 0:
-            self.transport.run("broadcast_wake", self._wake_keys(queue, missed),
-                               (min(tokens, WAKE_CAP), WAKE_CAP),
-                               f"wake subscribers of queue {queue!r}")
+            try:
+                self.transport.run("broadcast_wake", self._wake_keys(queue, missed),
+                                   (min(tokens, WAKE_CAP), WAKE_CAP),
+                                   f"wake subscribers of queue {queue!r}")
+            except BrokerError as exc:  # a hint: the send or pull itself is done
+                logger.warning("could not wake %d subscriber(s) of queue %r (%s); each "
+                               "pulls at its next wait's end, within 5 s", len(missed),
+                               queue, exc)
 
     def pull_call(self, queue: str, subscriber: str, count: int,
                   now_ms: Optional[int]) -> ScriptCall:

@@ -405,3 +405,27 @@ def test_a_join_refused_by_another_s_key_names_it(
                 app.broker.broadcasts.passed(QUEUE, handle.id, ["live"])  # who ran it
     finally:
         app.close()
+
+
+def test_a_wake_up_that_fails_does_not_fail_the_send(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]",
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The first send knows nobody to wake: the lanes are woken by broadcast_wake,
+    a hint. Redis refusing it is logged; the call is sent all the same."""
+    app, tick = _app(redis_server, "hint")
+    run: Callable[..., Any] = app.broker.transport.run
+
+    def refusing(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name == "broadcast_wake":
+            raise BrokerError("refused, as a test")
+        return run(name, *args, **kwargs)
+
+    app.broker.transport.run = refusing  # type: ignore[method-assign]
+    try:
+        app.broker.broadcasts.subscribe(QUEUE, "live", _now_ms())
+        handle = tick.delay(4)
+        assert "could not wake 1 subscriber(s) of queue 'hard'" in caplog.text
+        app.worker(queues=[QUEUE], burst=True, subscriber="live").run()
+        assert handle.join(timeout=10) == {"live": 4}
+    finally:
+        app.close()
