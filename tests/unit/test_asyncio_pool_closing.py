@@ -61,3 +61,24 @@ def test_close_while_a_task_blocks_the_loop_runs_the_step_it_hands_later(
         handed.cancel()
         if not pool._loop.is_closed() and not pool._thread.is_alive():
             pool._loop.close()
+
+
+@pytest.mark.parametrize("raised", [SystemExit, KeyboardInterrupt])
+def test_a_callback_raising_a_base_exception_does_not_end_the_loop(raised: type) -> None:
+    """asyncio lets SystemExit and KeyboardInterrupt out of run_forever(): the loop's
+    thread ran no more attempts (nor ended the recording threads)."""
+    none: Any = None
+    pool = AsyncioPool(1, none, none, none)
+
+    def raises() -> None:
+        raise raised("from a callback")
+
+    async def answer() -> int:
+        return 42
+
+    try:
+        pool._loop.call_soon_threadsafe(raises)
+        assert asyncio.run_coroutine_threadsafe(answer(), pool._loop).result(10) == 42
+    finally:
+        pool.close()
+    assert not pool._thread.is_alive()

@@ -231,7 +231,11 @@ class AsyncioPool(FixedSlots):
         and its attempts go on where they were."""
         said: Optional[float] = None
         while True:
-            self._loop.run_forever()
+            try:
+                self._loop.run_forever()
+            except BaseException:  # asyncio lets a SystemExit or KeyboardInterrupt out of
+                # a callback: this thread must not end with every attempt's loop
+                logger.exception("the asyncio pool's event loop raised; it runs again")
             if self._closing:
                 # the loop has stopped for good: no step can come any more, and the
                 # ones handed so far run before the recording threads end
