@@ -8,9 +8,11 @@ closed it between calls. Every connection made is remembered weakly, so that
 """
 from __future__ import annotations
 
+import mmap
 import os
 import select
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -23,17 +25,39 @@ import redis
 from .cluster import ClusterWaiter, wait_readable
 from .packing import PackedScript
 
-#: This process's id, kept up to date in a forked child: ``os.getpid()`` is a system
-#: call, and each round trip asks whose connection it may use.
+
+def _fork_mark() -> "Optional[mmap.mmap]":
+    """A private page that the kernel empties in a forked child (MADV_WIPEONFORK, Linux
+    4.14 on), however the child was forked: ``os.fork()``, or ``fork()`` called from C
+    (an extension, ``ctypes``, which runs no Python fork hook). None where the kernel
+    has none: the pid is then asked for each time."""
+    if not sys.platform.startswith("linux"):
+        return None  # the advice's number means something else elsewhere
+    try:
+        page = mmap.mmap(-1, mmap.PAGESIZE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        page.madvise(getattr(mmap, "MADV_WIPEONFORK", 18))
+    except (AttributeError, OSError, ValueError):
+        return None
+    page[0] = 1
+    return page
+
+
+#: This process's id while ``_mark`` reads 1: ``os.getpid()`` is a system call (1.5 us
+#: on a VM), and each round trip asks whose connection it may use; reading the mark
+#: is a memory read.
 _pid = os.getpid()
+_mark = _fork_mark()
 
 
-def _forked() -> None:
+def current_pid() -> int:
+    """This process's id, right in any forked child: read again once the mark was wiped."""
     global _pid
-    _pid = os.getpid()
-
-
-os.register_at_fork(after_in_child=_forked)
+    if _mark is None:
+        return os.getpid()
+    if not _mark[0]:  # a fork since the last reading: this is the child
+        _pid = os.getpid()
+        _mark[0] = 1
+    return _pid
 
 
 @dataclass
@@ -120,8 +144,9 @@ class Connections:
         Checked against the pid, since a forked child must never share a socket.
         """
         held = getattr(self._local, "held", None)
-        if held is None or held[0] != _pid:
-            held = self._local.held = (_pid, self._make())
+        pid = current_pid()
+        if held is None or held[0] != pid:
+            held = self._local.held = (pid, self._make())
         connection = connected(held[1])
         sock = getattr(connection, "_sock", None)
         if isinstance(sock, socket.socket) and has_input(sock):
@@ -147,21 +172,22 @@ class Connections:
     def waiter(self) -> Waiter:
         """This thread's connection for blocking waits, connected."""
         waiter = getattr(self._local, "waiter", None)
-        if waiter is None or waiter.pid != _pid:
-            waiter = self._local.waiter = Waiter(_pid, self._make())
+        pid = current_pid()
+        if waiter is None or waiter.pid != pid:
+            waiter = self._local.waiter = Waiter(pid, self._make())
         connected(waiter.connection)
         return waiter
 
     def pending_waiter(self) -> Optional[Waiter]:
         """This process's waiter of this thread, if it made one."""
         waiter: Optional[Waiter] = getattr(self._local, "waiter", None)
-        return waiter if waiter is not None and waiter.pid == _pid else None
+        return waiter if waiter is not None and waiter.pid == current_pid() else None
 
     def cluster_waiter(self, made: bool = True) -> Optional[ClusterWaiter]:
         """This thread's BLPOPs on a cluster: one per slot, on the node of its slot
         (None when ``made`` is False and this thread has none yet)."""
         waiter: Optional[ClusterWaiter] = getattr(self._local, "cluster_waiter", None)
-        if waiter is not None and waiter.pid == _pid:
+        if waiter is not None and waiter.pid == current_pid():
             return waiter
         if not made:
             return None

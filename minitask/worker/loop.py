@@ -210,7 +210,7 @@ class Worker:
             if self.pool == "asyncio":
                 slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
                                           self.hooks, on_free=self._queues.lease_up_to,
-                                          follow_on=self.follow_on)
+                                          follow_on=self.follow_on, give_back=self.give_back)
                 on_grace_over = aio.cancel_running
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:

@@ -166,7 +166,9 @@ class Runner:
         """
         try:
             self._execute(job)
-        except Exception as exc:  # the task's own BaseExceptions are caught in _attempt
+        except BaseException as exc:  # the task's own are caught in _attempt; here ours, or
+            # code we call (a type's decode function): the pool thread would log it and
+            # go on, the heartbeat renewing the task's lease for ever
             self._recorder.bury(job, None, exc, "internal error while handling it")
 
     def _execute(self, job: Job) -> None:

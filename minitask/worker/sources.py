@@ -28,8 +28,14 @@ logger = logging.getLogger(__name__)
 
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000
+#: Longest a look behind outcomes stands for a fetch of the first queue, in seconds,
+#: however long its round trip took: a round trip held up (a stalled server, a
+#: reconnect, a GIL-starved thread) would otherwise let the second queue be served
+#: first for as long, while tasks come to the first.
+LOOK_MOST = 0.010
 #: A fetch behind outcomes that leased nothing: (monotonic time its reply came, how
-#: long its round trip took, in seconds; the next event it found, ms on the app's clock).
+#: long it stands for a fetch of the first queue: its round trip, at most
+#: ``LOOK_MOST``, in seconds; the next event it found, ms on the app's clock).
 Look = Tuple[float, float, Optional[int]]
 
 
@@ -115,7 +121,8 @@ class QueueSource:
     @staticmethod
     def _still_current(looked: Look) -> bool:
         """Whether a look at the first queue behind outcomes, which leased nothing,
-        stands for a fetch from it now: when it is younger than its own round trip.
+        stands for a fetch from it now: when it is younger than its own round trip
+        (and than ``LOOK_MOST``).
 
         A fetch sent now would answer for the queue as it is one round trip (to the
         server and back) from now, and the fetch from the second queue would go
@@ -180,8 +187,8 @@ class QueueSource:
         answered = monotonic()
         result = queues.fetch_result(reply)
         # none leased: this thread's next fetch may start at the second queue
-        self._looked.first = (None if result.deliveries
-                              else (answered, answered - sent, result.next_event_ms))
+        self._looked.first = (None if result.deliveries else
+                              (answered, min(answered - sent, LOOK_MOST), result.next_event_ms))
         return held, result
 
     def fetch_call(self, now_ms: int) -> ScriptCall:

@@ -84,13 +84,27 @@ def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
         return Raised(exc)
 
 
-#: A step for a recording thread: the future the loop awaits, and the step.
-_Step = Tuple["asyncio.Future[Any]", Callable[[], Any]]
+class Handed:
+    """A step handed to a recording thread: the future its attempt awaits, and the
+    step's end once it came (result, error). An attempt cancelled meanwhile awaits a
+    fresh future for the same end (``outlast``): the step runs on in its thread."""
+
+    __slots__ = ("future", "ended")
+
+    def __init__(self, future: "asyncio.Future[Any]") -> None:
+        self.future = future
+        self.ended: Optional[Tuple[Any, Optional[BaseException]]] = None
 
 
-def _settle_with(future: "asyncio.Future[Any]", result: Any, error: Optional[BaseException]
-                 ) -> None:
-    """On the loop: a step's end, unless its awaiting attempt was cancelled meanwhile."""
+#: A step for a recording thread: where its end goes, and the step.
+_Step = Tuple[Handed, Callable[[], Any]]
+
+
+def _settle_with(handed: Handed, result: Any, error: Optional[BaseException]) -> None:
+    """On the loop: a step's end, kept, and given to the future awaited for it unless
+    its awaiting attempt was cancelled meanwhile."""
+    handed.ended = (result, error)
+    future = handed.future
     if future.done():
         return
     if error is None:
@@ -99,6 +113,21 @@ def _settle_with(future: "asyncio.Future[Any]", result: Any, error: Optional[Bas
         future.set_exception(RuntimeError(f"a recording step raised {error!r}"))
     else:
         future.set_exception(error)
+
+
+async def outlast(handed: Handed) -> Tuple[Any, Optional[BaseException]]:
+    """Wait for a step's end through any cancel (it runs on in its thread whatever its
+    awaiting attempt does); its (result, error)."""
+    while handed.ended is None:
+        handed.future = asyncio.get_running_loop().create_future()
+        try:
+            await handed.future
+        except asyncio.CancelledError:
+            continue
+        except BaseException:  # the step's own error: kept in ``ended``
+            break
+    assert handed.ended is not None  # kept before any future is settled
+    return handed.ended
 
 
 class RecordingThreads:
@@ -113,6 +142,7 @@ class RecordingThreads:
     def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
         self._loop = loop
         self._steps: "_queue.SimpleQueue[Optional[_Step]]" = _queue.SimpleQueue()
+        self._closed = False
         self._threads: List[threading.Thread] = [
             threading.Thread(target=self._serve, name=f"minitask-record-{index}", daemon=True)
             for index in range(size)]
@@ -122,25 +152,45 @@ class RecordingThreads:
     def run(self, step: Callable[[], Any]) -> "asyncio.Future[Any]":
         """On the loop: hand ``step`` to a recording thread; its result, or what it
         raised, comes back as the future's."""
-        future = self._loop.create_future()
-        self._steps.put((future, step))
-        return future
+        return self.hand(step).future
+
+    def hand(self, step: Callable[[], Any]) -> Handed:
+        """``run``, with what an attempt cancelled meanwhile needs to wait for the step's
+        end (``outlast``). Once closed, the step fails at once: no thread is left to
+        run it, and its awaiting attempt must not wait for ever."""
+        handed = Handed(self._loop.create_future())
+        if self._closed:
+            error = RuntimeError("the asyncio pool's recording threads have ended: a step "
+                                 "came after its loop stopped")
+            _settle_with(handed, None, error)
+            return handed
+        self._steps.put((handed, step))
+        return handed
 
     def _serve(self) -> None:
         while True:
             handed = self._steps.get()
             if handed is None:
                 return
-            future, step = handed
+            ends, step = handed
             try:
                 result = step()
             except BaseException as exc:  # the awaiting attempt's, as an executor's would be
-                self._loop.call_soon_threadsafe(_settle_with, future, None, exc)
+                self._answer(ends, None, exc)
             else:
-                self._loop.call_soon_threadsafe(_settle_with, future, result, None)
+                self._answer(ends, result, None)
+
+    def _answer(self, ends: Handed, result: Any, error: Optional[BaseException]) -> None:
+        try:
+            self._loop.call_soon_threadsafe(_settle_with, ends, result, error)
+        except RuntimeError:  # the loop is closed: nothing awaits any more; the step ran
+            logger.debug("a recording step ended after the asyncio pool's loop closed")
 
     def close(self) -> None:
-        """Run the steps handed in so far, then end the threads."""
+        """Run the steps handed in so far, then end the threads; a step handed later
+        fails at once. Called once the loop has stopped for good (``AsyncioPool``):
+        an attempt on a loop still running could hand a step no thread would run."""
+        self._closed = True
         for _ in self._threads:
             self._steps.put(None)
         for thread in self._threads:
@@ -152,9 +202,12 @@ class AsyncioPool(FixedSlots):
 
     def __init__(self, size: int, runner: Runner, recorder: Recorder, hooks: Hooks,
                  on_free: Optional[Callable[[int], None]] = None,
-                 follow_on: Callable[[], Optional[Job]] = lambda: None) -> None:
+                 follow_on: Callable[[], Optional[Job]] = lambda: None,
+                 give_back: Callable[[Job], None] = lambda job: None) -> None:
         super().__init__(size, on_free)
         self._follow_on = follow_on
+        #: Returns a leased job that will not run to its queue (a Redis round trip).
+        self._give_back = give_back
         self._runner = runner
         self._hooks = hooks
         self._recorder = recorder
@@ -178,8 +231,15 @@ class AsyncioPool(FixedSlots):
         and its attempts go on where they were."""
         said: Optional[float] = None
         while True:
-            self._loop.run_forever()
+            try:
+                self._loop.run_forever()
+            except BaseException:  # asyncio lets a SystemExit or KeyboardInterrupt out of
+                # a callback: this thread must not end with every attempt's loop
+                logger.exception("the asyncio pool's event loop raised; it runs again")
             if self._closing:
+                # the loop has stopped for good: no step can come any more, and the
+                # ones handed so far run before the recording threads end
+                self._recording.close()
                 return
             # said at most once a RESTART_SAID: a task may stop it again and again
             if said is None or time.monotonic() - said > RESTART_SAID:
@@ -209,14 +269,21 @@ class AsyncioPool(FixedSlots):
         self.wait_idle(CANCEL_WAIT)
 
     def close(self) -> None:
-        """Stop the loop and the recording threads (after the worker's shutdown)."""
+        """Stop the loop, then the recording threads (after the worker's shutdown).
+
+        The loop's thread ends the recording threads once its loop has stopped: while
+        it runs (a task's code may block it past ``CANCEL_WAIT``) an attempt may still
+        hand them a step, which must not be left unrun with the attempt awaiting it."""
         self._closing = True
         self._watch.stop()
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=CANCEL_WAIT)
-        self._recording.close()
-        if not self._thread.is_alive():
-            self._loop.close()
+        if self._thread.is_alive():
+            logger.error("the asyncio pool's event loop did not stop within %s s (a task's "
+                         "code blocks it: %s); it and its recording threads end once it "
+                         "stops", CANCEL_WAIT, ", ".join(sorted(self._attempts)) or "none")
+            return
+        self._loop.close()
 
     # -- one attempt, on the loop ---------------------------------------------------
 
@@ -231,14 +298,26 @@ class AsyncioPool(FixedSlots):
             if not self._shutting_down:
                 logger.error("task %s: attempt cancelled unexpectedly; it will be "
                              "delivered again when its lease expires", job.task_id)
-        except Exception:  # a bug of ours must not end the loop; the lease expires
+        except GeneratorExit:  # the loop closed with the attempt suspended
+            raise
+        except BaseException as exc:  # a bug of ours (or a BaseException from code we
+            # call, a type's decode function) must end neither the loop nor the task's
+            # lease, which the heartbeat would renew for ever: dead-lettered, as on the
+            # other pools
             logger.exception("internal error while running task %s", job.task_id)
+            try:
+                await self._record(self._recorder.bury, job, None, exc,
+                                   "internal error while handling it")
+            except Exception:  # logged; its lease is given back as the worker stops
+                logger.exception("could not dead-letter task %s", job.task_id)
         finally:
             self._attempts.pop(job.task_id, None)
             self.ran_one()
             if following is not None and not self._shutting_down:
                 self._loop.create_task(self._run(following))  # its slot goes on with it
             else:
+                if following is not None:  # leased as the grace ran out: back at once
+                    await self._return(following)
                 self.give_back_slot()
 
     def _stopper(self, attempt: "asyncio.Future[Any]") -> Callable[[], None]:
@@ -248,7 +327,25 @@ class AsyncioPool(FixedSlots):
         return stop
 
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
-        return await self._recording.run(functools.partial(step, *args))
+        """Run ``step`` in a recording thread; its result.
+
+        A cancel meanwhile (the grace is over: ``cancel_running``) does not abandon
+        it: the step records the attempt's outcome and runs on in its thread, so
+        the attempt ends only once the step has. Else its slot would be free, and
+        the shutdown would give its lease back while its outcome is being written.
+        The cancel is then carried on as ``CancelledError``."""
+        handed = self._recording.hand(functools.partial(step, *args))
+        try:
+            return await handed.future
+        except asyncio.CancelledError:
+            result, error = await outlast(handed)
+            if error is None and isinstance(result, tuple) and isinstance(result[-1], Job):
+                await self._return(result[-1])  # leased with the outcome: back at once
+            raise
+
+    async def _return(self, job: Job) -> None:
+        """Give a leased job that will not run back to its queue, off the loop."""
+        await outlast(self._recording.hand(functools.partial(self._give_back, job)))
 
     async def _execute(self, job: Job) -> Optional[Job]:
         """Run one attempt and record its outcome; the next job, leased as it was
@@ -334,7 +431,7 @@ class AsyncioPool(FixedSlots):
         observer.ending(message)  # its progress, cancelled or not
         if cancel.is_set():
             self._recorder.cancelled(job, message, duration)
-            return "cancelled", error, self._follow_on()
+            return "cancelled", error, self._next()
         if error is None and limit is not None and duration > limit:
             # a plain function cannot be stopped; a coroutine that blocked the loop
             # past its limit ended before the limit could be checked
@@ -342,4 +439,9 @@ class AsyncioPool(FixedSlots):
                                       f"its timeout of {limit} s")
         status = self._recorder.finish(job, message, value, error, duration)
         observer.ended(context, message, status, value, error, duration)
-        return status, error, self._follow_on()
+        return status, error, self._next()
+
+    def _next(self) -> Optional[Job]:
+        """In a recording thread: the next job for the slot, unless the pool is
+        shutting down (a job leased now would wait, leased, for nobody)."""
+        return None if self._shutting_down else self._follow_on()
