@@ -10,7 +10,7 @@ import re
 from typing import Callable, Optional
 
 from .errors import ConfigurationError
-from .wire.message import Message, to_seconds
+from .wire.message import Message, quick_init, to_seconds
 
 #: Takes a progress report: (current, total, message); the worker coalesces writes.
 Report = Callable[[float, Optional[float], Optional[str]], None]
@@ -25,6 +25,7 @@ _INT_RANGE = (-(2 ** 63), 2 ** 64 - 1)
 _SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+@quick_init
 @dataclass(frozen=True)
 class TaskContext:
     """The running attempt, as ``current_task()`` returns it.

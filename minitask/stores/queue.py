@@ -15,7 +15,7 @@ from ..broker.packing import ScriptCall, bulk, command
 from ..broker.transport import Transport, text
 from ..errors import BrokerError, DurabilityError
 from ..printable import printable
-from ..wire.message import Message
+from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
 from .foreign import ignored, name_of, raise_refusals, shown_member
 from .store import Store
@@ -33,6 +33,7 @@ _MULTI = command("MULTI")
 _EXEC = command("EXEC")
 
 
+@quick_init
 @dataclass(frozen=True)
 class Delivery:
     """A message handed to this worker under a lease."""
@@ -50,6 +51,7 @@ class Delivery:
         return decode_message(self.body)
 
 
+@quick_init
 @dataclass(frozen=True)
 class FetchResult:
     deliveries: List[Delivery]
@@ -60,6 +62,7 @@ class FetchResult:
     expired: List[Tuple[str, int]] = field(default_factory=list)
 
 
+@quick_init
 @dataclass(frozen=True)
 class FetchTerms:
     """What a fetch asks for, other than the queue and the time."""

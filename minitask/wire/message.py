@@ -12,7 +12,7 @@ import math
 import time
 import unicodedata
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Dict, List, Optional, Protocol
+from typing import Any, Dict, List, Optional, Protocol, TypeVar
 
 ENVELOPE_VERSION = 1
 
@@ -99,6 +99,63 @@ class SystemClock:
         return time.time_ns()
 
 
+_Record = TypeVar("_Record", bound=type)
+
+
+class _Factory:
+    """A default made by a field's factory, as a signature shows it."""
+
+    def __repr__(self) -> str:
+        return "<factory>"
+
+
+def quick_init(cls: _Record) -> _Record:
+    """Give a frozen dataclass an ``__init__`` that fills the new object's ``__dict__``
+    directly, for the records a worker builds for every task.
+
+    The generated one sets each field through ``object.__setattr__`` (a global
+    lookup and a call a field); this one stores them in its dict. The
+    object is the same: frozen, equal, hashable, its defaults and default
+    factories applied, the same errors for an argument missing or unknown. A
+    dataclass with ``__post_init__``, keyword-only or ``init=False`` fields is
+    refused rather than built wrong (tests/unit/test_quick_init.py).
+    """
+    params = cls.__dataclass_params__  # type: ignore[attr-defined]
+    if not params.frozen or hasattr(cls, "__post_init__") or "__slots__" in cls.__dict__:
+        raise TypeError(f"quick_init: {cls.__name__} must be a frozen dataclass without "
+                        f"__post_init__ or __slots__")
+    names, signature, body = [], [], []
+    scope: Dict[str, Any] = {"__dataclass_factory__": _Factory()}
+    for item in fields(cls):
+        if not item.init or item.kw_only:
+            raise TypeError(f"quick_init: {cls.__name__}.{item.name} is keyword-only or "
+                            f"not set by __init__")
+        names.append(item.name)
+        if item.default is not MISSING:
+            scope[f"__dataclass_dflt_{item.name}__"] = item.default
+            signature.append(f"{item.name}=__dataclass_dflt_{item.name}__")
+        elif item.default_factory is not MISSING:
+            scope[f"__dataclass_factory_{item.name}__"] = item.default_factory
+            signature.append(f"{item.name}=__dataclass_factory__")
+            body.append(f"    if {item.name} is __dataclass_factory__:\n"
+                        f"        {item.name} = __dataclass_factory_{item.name}__()")
+        else:
+            signature.append(item.name)
+    # the names dataclasses uses for its own: no field can take them
+    body.append("    __dataclass_state__ = __dataclass_self__.__dict__")
+    body += (f"    __dataclass_state__[{name!r}] = {name}" for name in names)
+    exec(f"def __init__(__dataclass_self__, {', '.join(signature)}):\n" + "\n".join(body),
+         scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    generated = cls.__dict__["__init__"]
+    init.__doc__ = generated.__doc__
+    init.__annotations__ = dict(generated.__annotations__)
+    cls.__init__ = init  # type: ignore[misc]
+    return cls
+
+
+@quick_init
 @dataclass(frozen=True)
 class Message:
     """One enqueued call of a task, as it is stored in Redis."""
@@ -145,6 +202,7 @@ def new_message(id: str, task: str, args: List[Any], kwargs: Dict[str, Any], que
     return message
 
 
+@quick_init
 @dataclass(frozen=True)
 class Outcome:
     """How an attempt or a whole task ended: a result, a retry note or a dead letter."""

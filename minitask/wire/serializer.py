@@ -15,6 +15,7 @@ import itertools
 import math
 import re
 import reprlib
+import threading
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
@@ -179,9 +180,21 @@ def check_arguments(task_name: str, args: Any, kwargs: Dict[str, Any]) -> None:
         check_value(item, f"kwargs[{key!r}]", task_name)
 
 
+#: Each thread's msgpack Packer, kept between calls: ``msgpack.packb`` builds one for
+#: every call, which costs more than packing a task's outcome (2 us against 0.6).
+_packers = threading.local()
+
+
 def _pack(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True, datetime=True,  # type: ignore[no-any-return]
-                         default=pack_builtin)
+    # taken out while in use: a call made meanwhile on this thread (a signal
+    # handler's) packs with a Packer of its own, never into this one's buffer;
+    # one whose pack raised is not put back
+    packer = _packers.__dict__.pop("packer", None)
+    if packer is None:
+        packer = msgpack.Packer(use_bin_type=True, datetime=True, default=pack_builtin)
+    packed: bytes = packer.pack(obj)
+    _packers.packer = packer
+    return packed
 
 
 def _unpack(data: bytes, what: str) -> Dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Protocol, 
 from ..errors import BrokerError
 from ..stores.queue import Delivery
 from ..stores.results import Ack
-from ..wire.message import Message
+from ..wire.message import Message, quick_init
 from .host import Host
 from .outages import Backoff
 
@@ -29,6 +29,7 @@ logger = logging.getLogger(__name__)
 Lease = Tuple[str, Tuple[str, int]]
 
 
+@quick_init
 @dataclass(frozen=True)
 class Job:
     """A delivery this worker holds a lease on."""
