@@ -74,5 +74,5 @@ def _declared_and_others(app: Operated, others: int) -> Tuple[List[str], List[st
     name no queue."""
     declared = app.worker_queues()
     taken = set(declared)
-    names, left = app.broker.queues.queue_registry(others + len(declared))
+    names, left = app.broker.queues.queue_registry(others + len(declared), declared)
     return declared, [queue for queue in names if queue not in taken], left

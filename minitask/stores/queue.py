@@ -256,18 +256,21 @@ class QueueStore(Store):
         """At most ``most`` of the app's queues (then lanes), as ``queue_registry``."""
         return self.queue_registry(most)[0]
 
-    def queue_registry(self, most: int = REGISTRY_READ) -> Tuple[List[str], int]:
+    def queue_registry(self, most: int = REGISTRY_READ,
+                       apart: Sequence[str] = ()) -> Tuple[List[str], int]:
         """At most ``most`` of the app's queues, then lanes, from its registries (a
         member that can name no queue, not minitask's, is left out, said in the log);
-        and how many members were not read or left out (``names.read_names``)."""
-        return read_names(self.transport, (self.app_keys.queues, self.app_keys.lanes), most)
+        and how many members, ``apart`` aside, were not read or left out
+        (``names.read_names``)."""
+        return read_names(self.transport, (self.app_keys.queues, self.app_keys.lanes), most,
+                          apart)
 
     def lookup_names(self) -> Tuple[List[str], int]:
         """The queues a lookup by id alone asks (a handle's status, ``forget()``,
         ``group_handle``): those the app declares, then at most ``REGISTRY_READ`` of
         its registries; and how many registry members it does not ask."""
         declared = self.declared()
-        others, left = self.queue_registry(REGISTRY_READ + len(declared))
+        others, left = self.queue_registry(REGISTRY_READ + len(declared), declared)
         taken = set(declared)
         rest = [queue for queue in others if queue not in taken]
         return declared + rest[:REGISTRY_READ], left + max(0, len(rest) - REGISTRY_READ)
