@@ -241,8 +241,8 @@ class QueueStore(Store):
         """Remember queue names app-wide so status and lookups by id can find them;
         with ``lanes``, broadcast lanes, in a registry of their own (``names.py``)."""
         names = [q for q in queues if q not in self._known_queues]
-        key = self.app_keys.lanes if lanes else self.app_keys.queues
         if names:
+            key = self.app_keys.lanes if lanes else self.app_keys.queues
             with self.transport.errors("register queues"):
                 pipe = self.transport.client.pipeline(transaction=False)
                 pipe.sadd(key, *names)

@@ -6,7 +6,6 @@ scrape read 3.4 MB; 200,000 names in the queue registry made ``dead list``,
 200,005 GETRANGEs and ``forget()`` 400,009 commands."""
 from __future__ import annotations
 
-import io
 from typing import Any, Callable, Dict, Iterator, List, Tuple
 
 import pytest
