@@ -28,11 +28,11 @@ def read_names(transport: Transport, keys: Sequence[str], most: int = REGISTRY_R
     left = 0
     with summarised():
         for key in keys:
-            found, other = _read(transport, key, max(0, most - len(names)))
+            found, other, whole = _read(transport, key, max(0, most - len(names)))
             names += sorted(found)
             left += other
             unread = [name for name in dict.fromkeys(apart) if name not in found]
-            if other and unread:
+            if not whole and unread:  # (read whole: an unread name is not there)
                 with transport.errors("list queues"):
                     pipe = transport.client.pipeline(transaction=False)
                     for name in unread:
@@ -42,7 +42,9 @@ def read_names(transport: Transport, keys: Sequence[str], most: int = REGISTRY_R
     return names, left
 
 
-def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int]:
+def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bool]:
+    """At most ``most`` names of set ``key``, how many members it holds besides, and
+    whether every member was read."""
     with transport.errors("list queues"):
         pipe = transport.client.pipeline(transaction=False)
         pipe.scard(key)
@@ -50,14 +52,14 @@ def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int]:
         raise_refusals([total])
         if isinstance(total, Exception):  # another type: the queues the app declares
             ignored(key, f"it holds another type than a set ({total})")
-            return [], 0
+            return [], 0, True
         members: List[Any] = []
         cursor: Any = 0
-        while most and len(members) < most:
+        whole = not total
+        while most and len(members) < most and not whole:
             cursor, page = transport.client.sscan(key, cursor, count=PAGE)
             members += page
-            if int(cursor) == 0:
-                break
+            whole = int(cursor) == 0
     names = []
     for member in list(dict.fromkeys(members))[:most]:  # SSCAN may repeat one
         name = name_of(member)
@@ -65,4 +67,5 @@ def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int]:
             ignored(key, f"{shown_member(member)} is no queue name")
         else:
             names.append(name)
-    return names, max(0, int(total) - len(names))
+    unique = len(set(members))
+    return names, max(0, int(total) - len(names)), whole and unique <= most
