@@ -148,6 +148,7 @@ class Minitask(Operations, SendByName, HandleLookups):
                                   self.types)
             self._broker.transport.durability = self.durability
             self._broker.results.recent_length = self.recent_outcomes
+            self._broker.queues.declared = self.worker_queues  # asked first by id
         return self._broker
 
     def close(self) -> None:

@@ -127,14 +127,18 @@ def find_group(group_id: str, sender: Sender, result_ttl_ms: int,
     """
     broker = sender.broker()
     try:
-        record = broker.workflows.handle_record(group_id, broker.queues.queue_names())
+        asked, not_asked = broker.queues.lookup_names()  # bounded: never every queue
+        record = broker.workflows.handle_record(group_id, asked)
     except DecodeError as exc:  # a record larger than any group's minitask rebuilds
         raise ConfigurationError(f"group {group_id!r} cannot be rebuilt: {exc}") from None
     if record is None:
         raise ConfigurationError(
             f"group {group_id!r} is unknown on {broker.description}: no group (or chord "
             f"ending in a group) was sent with this id by this app, or it expired with its "
-            f"results (result_ttl); do both programs use the same broker and app name?")
+            f"results (result_ttl); do both programs use the same broker and app name?"
+            + (f" (searched the {len(asked):,} queues the app declares and the first of its "
+               f"registry; {not_asked:,} more registered names were not searched)"
+               if not_asked else ""))
     return rebuild(group_id, record, sender, result_ttl_ms, async_broker)
 
 

@@ -80,7 +80,7 @@ class TaskHandle(Generic[R]):
 
     def _find_queue(self) -> Optional[str]:
         if self._queue is None:
-            self._queue = self._results.find_queue(self.id, self._queues.queue_names())
+            self._queue = self._results.find_queue(self.id, self._queues.lookup_names()[0])
         return self._queue
 
     def status(self) -> str:
@@ -158,7 +158,7 @@ class TaskHandle(Generic[R]):
         if (queue := self._find_queue()) is None or not self._results.forget(queue, self.id):
             return False
         self._sent_later = False  # else get() waits for ever, as for a step not sent
-        self._broker.workflows.drop_handle_record(self.id, self._queues.queue_names())
+        self._broker.workflows.drop_handle_record(self.id, self._queues.lookup_names()[0])
         return True
 
     def get(self, timeout: Optional[float] = None) -> R:
@@ -186,7 +186,7 @@ class TaskHandle(Generic[R]):
         if queue is None or (not self._sent_later
                              and self._results.state(queue, self.id)[0] == "unknown"):
             promised = self._promise(self._broker.workflows.handle_record(
-                self.id, self._queues.queue_names()))
+                self.id, self._queues.lookup_names()[0]))
             if promised is None:
                 raise ResultTimeout(_unknown_message(self, queue))
             queue = promised

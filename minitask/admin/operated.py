@@ -53,25 +53,26 @@ LOOKUP_OTHERS = 1000
 
 def lookup_queues(app: Operated) -> Tuple[List[str], int]:
     """The queues a lookup by id alone asks: those the app declares first (where a task
-    is likeliest), then at most ``LOOKUP_OTHERS`` others of its queue registry, by
-    name; and how many more the registry holds, not asked."""
-    declared, rest, _ = _declared_and_others(app)
-    return declared + rest[:LOOKUP_OTHERS], max(0, len(rest) - LOOKUP_OTHERS)
+    is likeliest), then at most ``LOOKUP_OTHERS`` others of its queue registry (as
+    Redis keeps them, not all read: ``stores/names.py``); and how many more the
+    registry holds, not asked."""
+    declared, rest, left = _declared_and_others(app, LOOKUP_OTHERS)
+    return declared + rest[:LOOKUP_OTHERS], max(0, len(rest) - LOOKUP_OTHERS) + left
 
 
 def shown_queues(app: Operated, others: int = SHOWN_OTHERS) -> Tuple[List[str], int]:
     """The queues a listing shows, by name: those the app declares, and at most
     ``others`` more from the app's queue registry; and how many members of the registry
-    it leaves out, those that name no queue (left out, said in the log) counted too."""
-    declared, rest, unreadable = _declared_and_others(app)
-    return (sorted(set(declared) | set(rest[:others])),
-            max(0, len(rest) - others) + unreadable)
+    it leaves out (not read, or naming no queue: left out, said in the log)."""
+    declared, rest, left = _declared_and_others(app, others)
+    return (sorted(set(declared) | set(rest[:others])), max(0, len(rest) - others) + left)
 
 
-def _declared_and_others(app: Operated) -> Tuple[List[str], List[str], int]:
-    """The queues the app declares, and the others of its queue registry, by name; and
-    how many registry members name no queue."""
+def _declared_and_others(app: Operated, others: int) -> Tuple[List[str], List[str], int]:
+    """The queues the app declares, and at most ``others`` others of its queue registry
+    (of ``others`` + declared read); and how many registry members were not read or
+    name no queue."""
     declared = app.worker_queues()
     taken = set(declared)
-    names, unreadable = app.broker.queues.queue_registry()
-    return declared, [queue for queue in names if queue not in taken], unreadable
+    names, left = app.broker.queues.queue_registry(others + len(declared), declared)
+    return declared, [queue for queue in names if queue not in taken], left

@@ -341,6 +341,12 @@ class AppKeys:
         return f"{PREFIX}:{{{self.app}}}:queues"
 
     @cached_property
+    def lanes(self) -> str:
+        """The broadcast lanes (``queue:subscriber``) workers have pulled into: apart
+        from the queues, so that subscribers never grow the queue registry."""
+        return f"{PREFIX}:{{{self.app}}}:lanes"
+
+    @cached_property
     def workers(self) -> str:
         return f"{PREFIX}:{{{self.app}}}:workers"
 

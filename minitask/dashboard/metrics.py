@@ -16,12 +16,12 @@ from prometheus_client.registry import Collector
 
 from ..admin import all_queue_counts, live_workers
 from ..app import Minitask
-from ..stores.metrics import (BUCKETS, DURATION, DURATION_SUM, INF, PICKUP, PICKUP_SUM, TASKS)
+from ..stores.foreign import summarised
+from ..stores.metrics import (BUCKETS, DURATION, DURATION_SUM, INF, OUTCOMES, PICKUP,
+                              PICKUP_SUM, TASKS, UNKNOWN_TASK)
 
 #: The states ``minitask_queue_tasks`` counts.
 STATES = ("ready", "scheduled", "running", "dead")
-#: The outcomes ``minitask_tasks_total`` counts, always all four per (queue, task) seen.
-OUTCOMES = ("succeeded", "failed", "retried", "dead")
 
 
 class AppCollector(Collector):
@@ -47,11 +47,10 @@ class AppCollector(Collector):
         yield groups
         yield GaugeMetricFamily("minitask_workers", "Live workers of the app",
                                 value=len(live_workers(self.app)))
-        # series only of queues the app knows: a label is never text that data in
-        # Redis alone chose (fields a foreign hand or an older worker wrote)
-        totals = {labels: value for labels, value in self.app.broker.metrics.totals().items()
-                  if labels[0] not in (TASKS, PICKUP, PICKUP_SUM)
-                  or (len(labels) > 1 and labels[1] in known)}
+        # series only of the queues and tasks the app declares: a label is never text
+        # that data in Redis alone chose, and only their fields are read (HMGET), so
+        # a scrape costs the same beside 10 foreign fields or 100,000
+        totals = self.app.broker.metrics.totals(known, sorted(self.app.tasks) + [UNKNOWN_TASK])
         tasks = CounterMetricFamily("minitask_tasks", "Attempts and tasks by outcome: "
                                     "succeeded, failed (attempts that raised), retried, dead",
                                     labels=["queue", "task", "outcome"])
@@ -60,7 +59,7 @@ class AppCollector(Collector):
             if labels[0] == TASKS and len(labels) == 4 and labels[3] in OUTCOMES:
                 seen.setdefault((labels[1], labels[2]), {})[labels[3]] = value
         for (queue, task), counts in sorted(seen.items()):
-            for outcome in OUTCOMES:
+            for outcome in OUTCOMES:  # all four per (queue, task) seen
                 tasks.add_metric([queue, task, outcome], counts.get(outcome, 0.0))
         yield tasks
         yield histogram("minitask_task_duration_seconds", "Run time of attempts, by task",
@@ -93,4 +92,5 @@ def exposition(app: Minitask) -> bytes:
     """The text a scrape gets."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(AppCollector(app))
-    return generate_latest(registry)
+    with summarised():  # what it ignores: one line a key, not one a field
+        return generate_latest(registry)

@@ -130,8 +130,9 @@ def worker(app: Minitask, name: str) -> Optional[Dict[str, Any]]:
 
 def throughput(app: Minitask) -> Dict[str, Any]:
     """Attempts ended per minute and queue over the last hour, and the chart's lines."""
-    # the app's clock, as the workers that count the minutes read it
-    series = app.broker.metrics.throughput(app.clock.now_ms(), 60)
+    # the app's clock, as the workers that count the minutes read it; only the queues
+    # a listing shows are read (HMGET), however many fields the minutes' hashes hold
+    series = app.broker.metrics.throughput(app.clock.now_ms(), 60, shown_queues(app)[0])
     totals: Dict[str, int] = {}
     for _, counts in series:
         for queue, count in counts.items():

@@ -31,6 +31,7 @@ from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DurabilityError
 from .broker import Broker
 from .foreign import ignored
+from .names import PAGE, REGISTRY_READ
 from .scripts import source
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
@@ -288,9 +289,30 @@ class AsyncBroker:
     # -- following -------------------------------------------------------------------
 
     async def queue_names(self) -> List[str]:
+        """The queues a lookup by id asks, as ``QueueStore.lookup_names``: those the
+        app declares, then at most ``REGISTRY_READ`` of its registries (SSCAN)."""
+        store = self.broker.queues
+        declared = store.declared()
+        names: List[str] = list(declared)
+        most = REGISTRY_READ + len(declared)
         with self.errors("list queues"):
-            names = await self.client.smembers(self.broker.queues.app_keys.queues)
-        return sorted(text(name) for name in names)
+            for key in (store.app_keys.queues, store.app_keys.lanes):
+                found: List[Any] = []
+                cursor: Any = 0
+                while len(found) < most - len(names):
+                    try:
+                        cursor, page = await self.client.sscan(key, cursor, count=PAGE)
+                    except redis.ResponseError as exc:
+                        if not str(exc).startswith("WRONGTYPE"):
+                            raise
+                        ignored(key, f"it holds another type than a set ({exc})")
+                        break
+                    found += page
+                    if int(cursor) == 0:
+                        break
+                read = sorted({text(name) for name in found})[:max(0, most - len(names))]
+                names += [name for name in read if name not in declared]
+        return names
 
     async def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         results = self.broker.results

@@ -2,15 +2,24 @@
 passes entries through on the Python side (lib.lua's guards() are the scripts').
 
 An entry that fails its check is not minitask's: it is left where it is (it
-may be someone's data) and ignored, with one warning per key and problem for
-the life of the process; a script that would write over it refuses first. One
-bad entry never hides the good ones beside it, nor another queue's.
+may be someone's data) and ignored, said in a warning; a script that would
+write over it refuses first. One bad entry never hides the good ones beside it,
+nor another queue's. What is said is bounded whatever the data: a (key,
+problem) pair is said once while it is among the last ``SAID_PAIRS`` said; a
+read that meets many (``summarised``) says one line per key with a count and
+an example; and a key gets at most ``KEY_LINES`` lines a ``KEY_WINDOW_S``, the
+rest counted into its next line.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import math
-from typing import Any, Iterable, Optional, Set, Tuple
+import threading
+import time
+from collections import OrderedDict
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..broker.keys import check_name
 from ..printable import printable
@@ -23,18 +32,83 @@ logger = logging.getLogger(__name__)
 #: earlier; a 0 or a 1.0 planted there would read as a date in 1970.
 EARLIEST_MS = 946_684_800_000
 
-#: (key, problem) pairs warned about already: one line each, not one per read.
-_WARNED: Set[Tuple[str, str]] = set()
+#: (key, problem) pairs said lately: each is said once while it is among these, not
+#: once per read (the oldest is forgotten first, so the memory stays this size).
+SAID_PAIRS = 512
+#: Lines a key gets at most in ``KEY_WINDOW_S``; what comes beyond is counted and said
+#: in its next line. Keys tracked at once: ``SAID_PAIRS`` too (least recent forgotten).
+KEY_LINES = 5
+KEY_WINDOW_S = 60.0
+
+_LOCK = threading.Lock()
+_SAID: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
+#: key -> (start of its window, lines said in it, entries held back since its last line)
+_KEYS: "OrderedDict[str, List[float]]" = OrderedDict()
+#: the read being summarised (``summarised``): key -> [entries, first problem]
+_READ: "contextvars.ContextVar[Optional[Dict[str, List[Any]]]]" = contextvars.ContextVar(
+    "minitask_foreign_read", default=None)
 
 
 def ignored(key: Any, problem: str) -> None:
-    """Say once that an entry of ``key`` is ignored because of ``problem``."""
+    """Say that an entry of ``key`` is ignored because of ``problem``: once while the
+    pair is remembered; inside ``summarised``, counted into one line per key."""
     shown = printable(key)
-    if (shown, problem) in _WARNED:
+    read = _READ.get()
+    if read is not None:
+        if shown in read:
+            read[shown][0] += 1
+        elif len(read) < SAID_PAIRS:
+            read[shown] = [1, problem]
         return
-    _WARNED.add((shown, problem))
-    logger.warning("ignored data minitask did not write in key %s: %s (inspect it with "
-                   "redis-cli, then fix or delete it)", shown, printable(problem))
+    _say(shown, problem, 1)
+
+
+@contextlib.contextmanager
+def summarised() -> Iterator[None]:
+    """Within: what ``ignored`` is told is counted per key, then said as one line per
+    key ("N entries of KEY ignored, e.g. ...") as the block ends: a read of 50,000
+    foreign fields logs one line, not 50,000."""
+    if _READ.get() is not None:  # nested: the outer read says it
+        yield
+        return
+    token = _READ.set({})
+    try:
+        yield
+    finally:
+        read = _READ.get() or {}
+        _READ.reset(token)
+        for shown, (count, problem) in read.items():
+            _say(shown, problem, count)
+
+
+def _say(shown: str, problem: str, count: int) -> None:
+    with _LOCK:
+        if (shown, problem) in _SAID:
+            _SAID.move_to_end((shown, problem))
+            return
+        _SAID[(shown, problem)] = None
+        if len(_SAID) > SAID_PAIRS:
+            _SAID.popitem(last=False)
+        now = time.monotonic()
+        state = _KEYS.pop(shown, None) or [now, 0.0, 0.0]
+        _KEYS[shown] = state
+        if len(_KEYS) > SAID_PAIRS:
+            _KEYS.popitem(last=False)
+        if now - state[0] >= KEY_WINDOW_S:
+            state[0], state[1] = now, 0.0
+        if state[1] >= KEY_LINES:
+            state[2] += count
+            return
+        state[1] += 1
+        held, state[2] = int(state[2]), 0.0
+    more = f" ({held:,} more ignored in this key since its last line)" if held else ""
+    if count == 1:
+        logger.warning("ignored data minitask did not write in key %s: %s (inspect it with "
+                       "redis-cli, then fix or delete it)%s", shown, printable(problem), more)
+    else:
+        logger.warning("ignored %s entries minitask did not write in key %s, e.g.: %s "
+                       "(inspect them with redis-cli, then fix or delete them)%s",
+                       f"{count:,}", shown, printable(problem), more)
 
 
 def name_of(raw: Any, kind: str = "queue") -> Optional[str]:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import DefaultDict, Dict, List, Optional, Tuple
+from typing import Any, DefaultDict, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..printable import printable
-from .foreign import ignored, raise_refusals, whole
+from .foreign import ignored, raise_refusals, summarised, whole
 from .store import Store
 
 
@@ -39,6 +39,13 @@ PICKUP_SUM = "pickup_sum"  # queue
 #: The task label of dead letters whose task no worker knows (its name is the
 #: message's own text: one label for all, so series stay bounded).
 UNKNOWN_TASK = "(unknown task)"
+#: The outcomes a TASKS field counts.
+OUTCOMES = ("succeeded", "failed", "retried", "dead")
+#: Fields one HMGET asks at most (a read of many is several, in one round trip).
+HMGET_FIELDS = 2000
+#: Fields a read that names none (``totals()``, ``throughput()`` without queues) takes at
+#: most, by HSCAN: a hash anyone can fill never costs a read more than this.
+SCANNED_FIELDS = 10_000
 
 
 def name(kind: str, *labels: str) -> str:
@@ -112,55 +119,138 @@ class MetricsStore(Store):
                         if isinstance(reply, Exception)}.items():
             ignored(refused[0], f"counts not added: {refused[1]}")
 
-    def totals(self) -> Dict[Tuple[str, ...], float]:
+    def totals(self, queues: Optional[Sequence[str]] = None,
+               tasks: Optional[Sequence[str]] = None) -> Dict[Tuple[str, ...], float]:
         """Every counter, as (kind, *labels) -> value; what no minitask wrote (a key of
-        another type, a value that is no finite number) is left out, said once."""
-        key = self.app_keys.metrics
-        with self.transport.errors("read the metrics"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hgetall(key)
-            (raw,) = pipe.execute(raise_on_error=False)
-            raise_refusals([raw])
-        if isinstance(raw, Exception):
-            ignored(key, f"it holds another type than a hash ({raw})")
-            return {}
-        found: Dict[Tuple[str, ...], float] = {}
-        for field_name, value in raw.items():
-            number = _finite(value)
-            if number is None:
-                ignored(key, f"field {printable(field_name)!r} holds no finite number")
-                continue
-            found[tuple(_text(field_name).split(SEPARATOR))] = number
-        return found
+        another type, a value that is no finite number) is left out, said in the log.
 
-    def throughput(self, now_ms: int, minutes: int = 60) -> List[Tuple[int, Dict[str, int]]]:
+        With ``queues`` and ``tasks`` (a scrape: those the app declares), only the
+        fields minitask writes for them are read (HMGET): what the read costs depends on
+        the app, never on other fields in the hash. Without, at most ``SCANNED_FIELDS``
+        fields are read (HSCAN)."""
+        key = self.app_keys.metrics
+        if queues is None or tasks is None:
+            found = self._scan(key, "read the metrics")
+            if found is None:
+                return {}
+            pairs: Iterable[Tuple[Any, Any]] = found.items()
+        else:
+            names = list(fields(queues, tasks))
+            replies = self._hmget(key, names, "read the metrics")
+            if replies is None:
+                return {}
+            pairs = ((field_name, value) for field_name, value in zip(names, replies)
+                     if value is not None)
+        totals: Dict[Tuple[str, ...], float] = {}
+        with summarised():
+            for field_name, value in pairs:
+                number = _finite(value)
+                if number is None:
+                    ignored(key, f"field {printable(field_name)!r} holds no finite number")
+                    continue
+                totals[tuple(_text(field_name).split(SEPARATOR))] = number
+        return totals
+
+    def throughput(self, now_ms: int, minutes: int = 60,
+                   queues: Optional[Sequence[str]] = None) -> List[Tuple[int, Dict[str, int]]]:
         """(Unix minute, queue -> attempts ended) for the last ``minutes`` minutes, oldest
-        first; one hash read per minute, in one round trip. A minute's key of another
-        type, or a count that is no whole number, is left out, said once."""
+        first: of ``queues`` only when given (HMGET, one per minute, in one round
+        trip), else at most ``SCANNED_FIELDS`` queues a minute (HSCAN). A minute's key
+        of another type, or a count that is no whole number, is left out, said in the
+        log."""
         last = now_ms // MINUTE_MS
         span = list(range(last - minutes + 1, last + 1))
-        with self.transport.errors("read the throughput"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for minute in span:
-                pipe.hgetall(self.app_keys.throughput(minute))
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
+        if queues is not None:
+            asked = list(queues)
+            with self.transport.errors("read the throughput"):
+                pipe = self.transport.client.pipeline(transaction=False)
+                for minute in span:
+                    for start in range(0, len(asked), HMGET_FIELDS):
+                        pipe.hmget(self.app_keys.throughput(minute),
+                                   asked[start:start + HMGET_FIELDS])
+                replies = pipe.execute(raise_on_error=False) if asked else []
+                raise_refusals(replies)
+            per_minute = max(1, -(-len(asked) // HMGET_FIELDS))
+            read: List[Any] = []
+            for index in range(len(span)):
+                parts = replies[index * per_minute:(index + 1) * per_minute] if asked else []
+                failed = next((part for part in parts if isinstance(part, Exception)), None)
+                read.append(failed if failed is not None else dict(zip(
+                    asked, [value for part in parts for value in part])))
+        else:
+            read = [self._scan(self.app_keys.throughput(minute), "read the throughput",
+                               refusal=True) for minute in span]
         series = []
-        for minute, reply in zip(span, replies):
-            counts: Dict[str, int] = {}
-            if isinstance(reply, Exception):
-                ignored(self.app_keys.throughput(minute), f"it holds another type than a "
-                                                          f"hash ({reply})")
-                reply = {}
-            for queue, count in reply.items():
-                number = whole(count, 0, 2 ** 62)
-                if number is None:
-                    ignored(self.app_keys.throughput(minute),
-                            f"the count of {printable(queue)!r} is no whole number")
-                    continue
-                counts[_text(queue)] = number
-            series.append((minute, counts))
+        with summarised():
+            for minute, reply in zip(span, read):
+                counts: Dict[str, int] = {}
+                if isinstance(reply, Exception):
+                    ignored(self.app_keys.throughput(minute), f"it holds another type than "
+                                                              f"a hash ({reply})")
+                    reply = {}
+                for queue, count in (reply or {}).items():
+                    if count is None:
+                        continue
+                    number = whole(count, 0, 2 ** 62)
+                    if number is None:
+                        ignored(self.app_keys.throughput(minute),
+                                f"the count of {printable(queue)!r} is no whole number")
+                        continue
+                    counts[_text(queue)] = number
+                series.append((minute, counts))
         return series
+
+    def _hmget(self, key: str, names: List[str], what: str) -> Optional[List[Any]]:
+        """The values of ``names`` in hash ``key`` (None for a field not there), in one
+        round trip; None when the key holds another type (said in the log)."""
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for start in range(0, len(names), HMGET_FIELDS):
+                pipe.hmget(key, names[start:start + HMGET_FIELDS])
+            replies = pipe.execute(raise_on_error=False) if names else []
+            raise_refusals(replies)
+        if any(isinstance(reply, Exception) for reply in replies):
+            ignored(key, f"it holds another type than a hash "
+                         f"({next(r for r in replies if isinstance(r, Exception))})")
+            return None
+        return [value for reply in replies for value in reply]
+
+    def _scan(self, key: str, what: str, refusal: bool = False) -> Any:
+        """At most ``SCANNED_FIELDS`` fields of hash ``key`` (HSCAN); None when it holds
+        another type (said in the log), or with ``refusal`` the refusal itself."""
+        found: Dict[Any, Any] = {}
+        cursor: Any = 0
+        with self.transport.errors(what):
+            while True:
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.hscan(key, cursor, count=1000)
+                (reply,) = pipe.execute(raise_on_error=False)
+                raise_refusals([reply])
+                if isinstance(reply, Exception):
+                    if refusal:
+                        return reply
+                    ignored(key, f"it holds another type than a hash ({reply})")
+                    return None
+                cursor, page = reply
+                found.update(page)
+                if int(cursor) == 0 or len(found) >= SCANNED_FIELDS:
+                    return found
+
+
+def fields(queues: Sequence[str], tasks: Sequence[str]) -> Iterator[str]:
+    """The names of every field minitask writes for ``queues`` and ``tasks``."""
+    labels = [label for _, label in _LABELLED] + [INF]
+    for queue in queues:
+        for task in tasks:
+            for outcome in OUTCOMES:
+                yield name(TASKS, queue, task, outcome)
+        for label in labels:
+            yield name(PICKUP, queue, label)
+        yield name(PICKUP_SUM, queue)
+    for task in tasks:
+        for label in labels:
+            yield name(DURATION, task, label)
+        yield name(DURATION_SUM, task)
 
 
 def _finite(value: object) -> Optional[float]:

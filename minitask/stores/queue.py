@@ -17,7 +17,8 @@ from ..errors import BrokerError, DurabilityError
 from ..printable import printable
 from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
-from .foreign import ignored, name_of, raise_refusals, shown_member
+from .foreign import ignored, raise_refusals
+from .names import REGISTRY_READ, read_names
 from .store import Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
@@ -84,6 +85,8 @@ class QueueStore(Store):
         self._pushes: Dict[Tuple[str, int], Tuple[bytes, bytes, bytes, bytes]] = {}
         #: push()es made into each queue so far (every WAKE_CAP-th trims its wake list)
         self._pushed: Dict[str, int] = {}
+        #: The queues the app declares (set by the app): a lookup by id asks them first.
+        self.declared: Callable[[], List[str]] = list
 
     # -- producing ---------------------------------------------------------------
 
@@ -237,44 +240,43 @@ class QueueStore(Store):
         return ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order,
                                    k.sequence), tail, len(entries))
 
-    def register_queues(self, queues: Iterable[str]) -> None:
-        """Remember queue names app-wide so status and lookups by id can find them."""
+    def register_queues(self, queues: Iterable[str], lanes: bool = False) -> None:
+        """Remember queue names app-wide so status and lookups by id can find them;
+        with ``lanes``, broadcast lanes, in a registry of their own (``names.py``)."""
         names = [q for q in queues if q not in self._known_queues]
         if names:
+            key = self.app_keys.lanes if lanes else self.app_keys.queues
             with self.transport.errors("register queues"):
                 pipe = self.transport.client.pipeline(transaction=False)
-                pipe.sadd(self.app_keys.queues, *names)
+                pipe.sadd(key, *names)
                 (added,) = pipe.execute(raise_on_error=False)
                 raise_refusals([added])
             if isinstance(added, Exception):  # another type: the queues still run, unlisted
-                ignored(self.app_keys.queues, f"it holds another type than a set ({added})")
+                ignored(key, f"it holds another type than a set ({added})")
             self._known_queues.update(names)
 
-    def queue_names(self) -> List[str]:
-        """The app's queues (and lanes); a member that can name no queue (not UTF-8, a
-        space, a control character, over 300 characters: not minitask's) is left out,
-        with a warning."""
-        return self.queue_registry()[0]
+    def queue_names(self, most: int = REGISTRY_READ) -> List[str]:
+        """At most ``most`` of the app's queues (then lanes), as ``queue_registry``."""
+        return self.queue_registry(most)[0]
 
-    def queue_registry(self) -> Tuple[List[str], int]:
-        """The app's queues (and lanes), as ``queue_names``; and how many members of its
-        registry were left out as no queue name (a listing counts them as not shown)."""
-        with self.transport.errors("list queues"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.smembers(self.app_keys.queues)
-            (members,) = pipe.execute(raise_on_error=False)
-            raise_refusals([members])
-        if isinstance(members, Exception):  # another type: the queues the app declares
-            ignored(self.app_keys.queues, f"it holds another type than a set ({members})")
-            return [], 0
-        names = []
-        for member in members:
-            name = name_of(member)
-            if name is None:
-                ignored(self.app_keys.queues, f"{shown_member(member)} is no queue name")
-            else:
-                names.append(name)
-        return sorted(names), len(members) - len(names)
+    def queue_registry(self, most: int = REGISTRY_READ,
+                       apart: Sequence[str] = ()) -> Tuple[List[str], int]:
+        """At most ``most`` of the app's queues, then lanes, from its registries (a
+        member that can name no queue, not minitask's, is left out, said in the log);
+        and how many members, ``apart`` aside, were not read or left out
+        (``names.read_names``)."""
+        return read_names(self.transport, (self.app_keys.queues, self.app_keys.lanes), most,
+                          apart)
+
+    def lookup_names(self) -> Tuple[List[str], int]:
+        """The queues a lookup by id alone asks (a handle's status, ``forget()``,
+        ``group_handle``): those the app declares, then at most ``REGISTRY_READ`` of
+        its registries; and how many registry members it does not ask."""
+        declared = self.declared()
+        others, left = self.queue_registry(REGISTRY_READ + len(declared), declared)
+        taken = set(declared)
+        rest = [queue for queue in others if queue not in taken]
+        return declared + rest[:REGISTRY_READ], left + max(0, len(rest) - REGISTRY_READ)
 
     # -- consuming ---------------------------------------------------------------
 

@@ -83,7 +83,7 @@ class BroadcastSource:
                             queue)
         if self.lanes:
             # known app-wide: dead letters, status and lookups by id find the lanes
-            self._host.broker.queues.register_queues(self.lanes.values())
+            self._host.broker.queues.register_queues(self.lanes.values(), lanes=True)
 
     def beat(self, now_ms: int) -> None:
         """Say this subscriber is alive (the heartbeat's; pulls say it too)."""

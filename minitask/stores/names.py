@@ -1,0 +1,71 @@
+"""Bounded reads of the app's registries of queue and lane names.
+
+Anyone with Redis access can fill a registry (and every subscriber of a broadcast
+queue has a lane): a read never takes it whole. It counts the members (SCARD) and
+takes at most ``most`` of them by SSCAN, queues before lanes, in the order Redis
+keeps them; the rest are counted as not read, for a listing to say so.
+"""
+from __future__ import annotations
+
+from typing import Any, List, Sequence, Tuple
+
+from ..broker.transport import Transport
+from .foreign import ignored, name_of, raise_refusals, shown_member, summarised
+
+#: Names a read of the registries takes by default (a lookup by id asks at most these).
+REGISTRY_READ = 1000
+#: Members one SSCAN page asks for.
+PAGE = 500
+
+
+def read_names(transport: Transport, keys: Sequence[str], most: int = REGISTRY_READ,
+               apart: Sequence[str] = ()) -> Tuple[List[str], int]:
+    """At most ``most`` names of the sets ``keys``, in that order (each sorted), and how
+    many members they hold besides: not read, or no name (left out, said in the log).
+    Names ``apart`` (those the app declares, asked anyway) are not counted as left out
+    when not read (SISMEMBER each, in one round trip)."""
+    names: List[str] = []
+    left = 0
+    with summarised():
+        for key in keys:
+            found, other, whole = _read(transport, key, max(0, most - len(names)))
+            names += sorted(found)
+            left += other
+            unread = [name for name in dict.fromkeys(apart) if name not in found]
+            if not whole and unread:  # (read whole: an unread name is not there)
+                with transport.errors("list queues"):
+                    pipe = transport.client.pipeline(transaction=False)
+                    for name in unread:
+                        pipe.sismember(key, name)
+                    left -= sum(1 for reply in pipe.execute(raise_on_error=False)
+                                if reply is True or reply == 1)
+    return names, left
+
+
+def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bool]:
+    """At most ``most`` names of set ``key``, how many members it holds besides, and
+    whether every member was read."""
+    with transport.errors("list queues"):
+        pipe = transport.client.pipeline(transaction=False)
+        pipe.scard(key)
+        (total,) = pipe.execute(raise_on_error=False)
+        raise_refusals([total])
+        if isinstance(total, Exception):  # another type: the queues the app declares
+            ignored(key, f"it holds another type than a set ({total})")
+            return [], 0, True
+        members: List[Any] = []
+        cursor: Any = 0
+        whole = not total
+        while most and len(members) < most and not whole:
+            cursor, page = transport.client.sscan(key, cursor, count=PAGE)
+            members += page
+            whole = int(cursor) == 0
+    names = []
+    for member in list(dict.fromkeys(members))[:most]:  # SSCAN may repeat one
+        name = name_of(member)
+        if name is None:
+            ignored(key, f"{shown_member(member)} is no queue name")
+        else:
+            names.append(name)
+    unique = len(set(members))
+    return names, max(0, int(total) - len(names)), whole and unique <= most
