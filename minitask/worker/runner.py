@@ -151,11 +151,16 @@ class Runner:
         try:
             return self._host.broker.types.arguments_from_wire(task.name, message.args,
                                                                message.kwargs)
-        except DecodeError as exc:
-            if bury:
-                self._recorder.bury(job, message, exc, "an argument cannot be decoded")
-                self.observer.buried(message, exc)
-            return None
+        except Exception as exc:
+            if not isinstance(exc, DecodeError):
+                raise
+            failure: BaseException = exc
+        except BaseException as exc:  # a decode function is the app's code: its
+            failure = exc  # BaseException is this task's failure, not the pool thread's end
+        if bury:
+            self._recorder.bury(job, message, failure, "an argument cannot be decoded")
+            self.observer.buried(message, failure)
+        return None
 
     def execute(self, job: Job) -> None:
         """Run one leased task and record its outcome; never raises for a task's error.
@@ -166,9 +171,8 @@ class Runner:
         """
         try:
             self._execute(job)
-        except BaseException as exc:  # the task's own are caught in _attempt; here ours, or
-            # code we call (a type's decode function): the pool thread would log it and
-            # go on, the heartbeat renewing the task's lease for ever
+        except Exception as exc:  # the task's own BaseExceptions are caught in _attempt,
+            # a decode function's in arguments
             self._recorder.bury(job, None, exc, "internal error while handling it")
 
     def _execute(self, job: Job) -> None:
