@@ -10,8 +10,9 @@ function takes the app (anything shaped like ``Operated``) first.
 from __future__ import annotations
 
 from .activity import ListedTask, Listing, recent, running, scheduled
-from .dead import (HEAD_BYTES, DeadRow, DeadTask, dead_letter, dead_letters, dead_queue, dead_rows,
-                   find_dead, purge_dead, requeue_dead, revive_dead)
+from .dead import (HEAD_BYTES, NO_MESSAGE, NOT_DEAD, REQUEUED, DeadRow, DeadTask, dead_letter,
+                   dead_letters, dead_queue, dead_rows, find_dead, purge_dead, requeue_dead,
+                   revive_dead)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, lookup_queues,
                        meant, shown_queues)
@@ -23,10 +24,10 @@ from .tasks import TaskInfo, inspect
 from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
                       shutdown, stoppable_workers, worker_listing)
 
-__all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS",
-           "TRUSTED_AHEAD_MS", "DeadRow", "DeadTask", "ListedTask", "Listing", "Operated",
-           "PAGE_SIZE", "SchedulePage", "TaskInfo", "WorkerListing", "add_schedule",
-           "all_queue_counts", "app_queues",
+__all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "REQUEUED",
+           "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "DeadRow", "DeadTask",
+           "ListedTask", "Listing", "Operated", "PAGE_SIZE", "SchedulePage", "TaskInfo",
+           "WorkerListing", "add_schedule", "all_queue_counts", "app_queues",
            "dead_letter", "dead_letters", "dead_queue", "dead_rows", "find_dead",
            "group_counts", "inspect", "live_workers", "lookup_queues", "meant", "purge_dead",
            "purge_ready", "pause_group",

@@ -141,7 +141,7 @@ def _dead_row(app: Operated, head: DeadHead) -> DeadRow:
 def requeue_dead(app: Operated, task_id: str) -> bool:
     """``Minitask.requeue_dead``: a dead task back at the tail of its queue."""
     queue = dead_queue(app, task_id)
-    return queue is not None and revive_dead(app, queue, task_id)
+    return queue is not None and revive_dead(app, queue, task_id) == REQUEUED
 
 
 def dead_queue(app: Operated, task_id: str) -> Optional[str]:
@@ -152,9 +152,18 @@ def dead_queue(app: Operated, task_id: str) -> Optional[str]:
     return None if found is None else found[0]
 
 
-def revive_dead(app: Operated, queue: str, task_id: str) -> bool:
-    """The dead task ``task_id`` of ``queue`` (found already) back at its queue's tail."""
+#: What ``revive_dead`` answers: requeued; or why not (no dead letter has the id; its
+#: message is gone, so a requeue would run nothing: the fetch drops a ready id with no
+#: message, as a cancelled one, and the letter would vanish unrun; it stays, for purge).
+REQUEUED, NOT_DEAD, NO_MESSAGE = "requeued", "no dead letter has the id", (
+    "its message is gone (nothing to run); purge it")
+
+
+def revive_dead(app: Operated, queue: str, task_id: str) -> str:
+    """The dead task ``task_id`` of ``queue`` (found already) back at its queue's tail:
+    ``REQUEUED``, or why not (``NOT_DEAD``, ``NO_MESSAGE``: nothing is written then)."""
     broker = app.broker
+    # no message: the script, which checks before it writes, answers NO_MESSAGE
     body = broker.queues.message_body(queue, task_id) or b""
     priority = 5
     try:
@@ -165,7 +174,8 @@ def revive_dead(app: Operated, queue: str, task_id: str) -> bool:
         priority = message.priority
         body = encode_message(dataclasses.replace(
             message, enqueued_at_ms=app.clock.now_ms(), eta_ms=None, attempt=1))
-    return broker.dead.revive(queue, task_id, body, priority, app.clock.now_ms())
+    done = broker.dead.revive(queue, task_id, body, priority, app.clock.now_ms())
+    return REQUEUED if done == 1 else NO_MESSAGE if done == -1 else NOT_DEAD
 
 
 def _raw(task_id: str) -> bytes:

@@ -145,7 +145,8 @@ class Operations:
             task_id: the dead task's id.
 
         Returns:
-            False when no dead letter has this id.
+            False when no dead letter has this id, or its message is gone (nothing
+            would run; nothing is written and it stays, for ``purge_dead``).
 
         Raises:
             BrokerError: Redis could not be reached.

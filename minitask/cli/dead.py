@@ -5,8 +5,9 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, DeadTask, app_queues, dead_letter, dead_letters,
-                     dead_rows, find_dead, lookup_queues, meant, revive_dead)
+from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, app_queues,
+                     dead_letter, dead_letters, dead_rows, find_dead, lookup_queues, meant,
+                     revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
@@ -172,30 +173,40 @@ def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[st
 
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
     missing: List[str] = []
+    skipped: List[Tuple[str, str]] = []  # (id as shown, why it stays a dead letter)
     requeued = 0
     if args.all:
-        requeued = _requeue_every(app, args.queue, missing)
+        requeued = _requeue_every(app, args.queue, skipped)
     else:
         for shown, found in _named(app, ids, args.queue):
-            if found is not None and _revived(app, shown, *found):
+            answer = NOT_DEAD if found is None else _revived(app, *found)
+            if answer == REQUEUED:
                 requeued += 1
-            else:
+            elif answer == NOT_DEAD:
                 missing.append(shown)
+            else:
+                skipped.append((shown, answer))
     if args.json:
-        emit_json({"requeued": requeued, "not_found": missing})
+        emit_json({"requeued": requeued, "not_found": missing,
+                   "not_requeued": [{"task_id": shown, "reason": why}
+                                    for shown, why in skipped]})
     else:
         print(f"requeued {requeued} dead letter(s)")
+        for shown, why in skipped:
+            print(f"dead letter '{printable(shown)}' is not requeued: {why}")
         for task_id in missing:
             print(f"no dead letter has the id '{printable(task_id)}'")
-    return 1 if missing else 0
+    return 1 if missing or skipped else 0
 
 
-def _requeue_every(app: Minitask, queue: Optional[str], missing: List[str]) -> int:
+def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str, str]]) -> int:
     """Requeue every dead letter of ``queue`` (None: of the queues a lookup asks), read
     ``BULK_CHUNK`` ids at a time and one body at a time: memory stays the same with ten
-    letters or a million. A letter left in the dead set (an id that is not UTF-8) is
-    skipped by the next chunk; at most as many letters as a queue held when it began
-    are taken, so that one dying again at once is not requeued twice."""
+    letters or a million. A letter that cannot be requeued (its id is not UTF-8, its
+    message is gone) stays in the dead set, is added to ``skipped`` with why, and is
+    passed over by the next chunk; one gone meanwhile (requeued or purged by another)
+    is neither. At most as many letters as a queue held when it began are taken, so
+    that one dying again at once is not requeued twice."""
     requeued = 0
     for name, held in app.broker.dead.sizes(_asked(app, queue)[0]).items():
         left, taken = 0, 0  # left: letters of the chunks so far still in the dead set
@@ -205,24 +216,26 @@ def _requeue_every(app: Minitask, queue: Optional[str], missing: List[str]) -> i
                 break
             for raw in chunk:
                 taken += 1
-                shown = raw.decode("utf-8", "backslashreplace")
-                if _revived(app, shown, name, raw):
+                answer = _revived(app, name, raw)
+                if answer == REQUEUED:
                     requeued += 1
-                    continue
-                missing.append(shown)
-                left += _utf8(raw) is None  # gone (requeued by another): not left
+                elif answer != NOT_DEAD:
+                    skipped.append((raw.decode("utf-8", "backslashreplace"), answer))
+                    left += 1
     return requeued
 
 
-def _revived(app: Minitask, shown: str, queue: str, raw: bytes) -> bool:
-    """Requeue the dead letter ``raw`` of ``queue``; False when it is not there (or its
-    id is not UTF-8, said on stderr: it stays, for purge)."""
+def _revived(app: Minitask, queue: str, raw: bytes) -> str:
+    """Requeue the dead letter ``raw`` of ``queue``: ``REQUEUED``, ``NOT_DEAD``, or why
+    it stays a dead letter (its id is not UTF-8; its message is gone)."""
     task_id = _utf8(raw)
     if task_id is None:
-        print(f"dead letter '{printable(shown)}' is not requeued: its id is not UTF-8 "
-              f"(no minitask wrote it); purge it", file=sys.stderr)
-        return False
+        return NOT_UTF8
     return revive_dead(app, queue, task_id)
+
+
+#: Why a dead letter whose id is not UTF-8 is not requeued (``dead purge`` takes it).
+NOT_UTF8 = "its id is not UTF-8 (no minitask wrote it); purge it"
 
 
 def _utf8(raw: bytes) -> Optional[str]:

@@ -6,7 +6,7 @@ import sys
 import time
 from typing import Any
 
-from ..admin import shutdown, stoppable_workers
+from ..admin import shutdown, stoppable_workers, worker_listing
 from ..admin.workers import unknown_workers
 from ..printable import printable
 from ..wire.message import MAX_SECONDS
@@ -35,7 +35,8 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
-        live = stoppable_workers(app)
+        listed = worker_listing(app)
+        live = listed.live + listed.ahead  # stoppable_workers: the clock-ahead ones too
         unknown = unknown_workers(live, args.words)
         if unknown and not args.all:  # something named was not found: exit 1, as documented
             names = sorted({printable(info["name"]) for info in live})
@@ -44,7 +45,8 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
         if args.all:
-            confirmed(args, f"stops all {len(live)} live worker(s) of app {app.name!r}")
+            confirmed(args, f"stops all {_counted(len(listed.live), len(listed.ahead))} "
+                            f"of app {app.name!r}")
         asked = shutdown(app, args.words, every=args.all)
         called = {info["id"]: info["name"] for info in live}
         for worker_id in asked:
@@ -68,3 +70,14 @@ def run(args: argparse.Namespace) -> int:
                   f"tasks get their grace)")
         return 1 if remaining else 0
     return 0
+
+
+def _counted(live: int, ahead: int) -> str:
+    """The workers ``--all`` asks, counted as ``minitask status`` does: records whose
+    heartbeat lies ahead of this machine's clock are not live there, but are asked too
+    (a real worker whose clock runs fast must still be stoppable)."""
+    counted = f"{live} live worker(s)"
+    return counted if not ahead else (
+        f"{counted} and {ahead} whose clock runs ahead (status lists it apart, not live)"
+        if ahead == 1 else
+        f"{counted} and {ahead} whose clocks run ahead (status lists them apart, not live)")

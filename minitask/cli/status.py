@@ -5,8 +5,8 @@ import argparse
 import json
 from typing import Any, Dict, List
 
-from ..admin import (SHOWN_OTHERS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, all_queue_counts,
-                     shown_queues, worker_listing)
+from ..admin import (LIVE_MS, SHOWN_OTHERS, SHOWN_WORKERS, TRUSTED_AHEAD_MS,
+                     all_queue_counts, shown_queues, worker_listing)
 from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
 from ..printable import printable
 from .options import add_app_options, load
@@ -43,6 +43,10 @@ def run(args: argparse.Namespace) -> int:
     # at most SHOWN_WORKERS, those that beat last (20,000 planted members took 2 s)
     listed = worker_listing(app)
     report["workers_left_out"] = listed.left_out
+    # why, for each: past the cap, a record expired with its worker, no worker's at all
+    report["workers_left_out_why"] = {
+        "past_limit": listed.past_limit, "record_gone": listed.gone,
+        "not_minitask": listed.left_out - listed.past_limit - listed.gone}
     # records whose heartbeat is too far ahead to be a live worker's: apart, not live
     report["workers_ahead"] = [{
         "name": info["name"], "id": info["id"], "host": info.get("host", ""),
@@ -146,7 +150,7 @@ def _status_text(report: Dict[str, Any]) -> str:
                         else "") + f"queues {printable(worker['queues'])}")
     if report.get("workers_left_out"):
         lines.append(f"  ... and {report['workers_left_out']} more in the worker registry, "
-                     f"not shown (only the {SHOWN_WORKERS} that beat last are read)")
+                     f"not shown: {_left_out_why(report['workers_left_out_why'])}")
     lines += _ahead_text(report)
     for queue, rows in report["subscribers"].items():
         lines += ["", f"broadcast subscribers of queue {printable(queue)} "
@@ -161,6 +165,22 @@ def _status_text(report: Dict[str, Any]) -> str:
                          f"{SHOWN_SUBSCRIBERS} furthest behind are read; app.subscribers() "
                          f"lists them all)")
     return "\n".join(lines)
+
+
+def _left_out_why(why: Dict[str, int]) -> str:
+    """Why live members of the worker registry were not shown, each reason counted."""
+    said = []
+    if why["past_limit"]:
+        said.append(f"{why['past_limit']} past the {SHOWN_WORKERS} that beat last (only "
+                    f"those are read)")
+    if why["record_gone"]:
+        said.append(f"{why['record_gone']} whose record has expired (its worker stopped "
+                    f"without leaving the registry: killed, or cut off from Redis; it "
+                    f"leaves {LIVE_MS // 1000} s after its last heartbeat)")
+    if why["not_minitask"]:
+        said.append(f"{why['not_minitask']} that no worker wrote (no worker name, or a "
+                    f"record minitask does not write: said in the log)")
+    return "; ".join(said)
 
 
 def _ahead_text(report: Dict[str, Any]) -> List[str]:

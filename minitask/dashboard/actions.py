@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
-from ..admin import app_queues, dead_queue, purge_ready, queue_counts
+from ..admin import (NOT_DEAD, REQUEUED, app_queues, dead_queue, purge_ready, queue_counts,
+                     revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 
@@ -129,8 +130,12 @@ def _no_dead_letter(task_id: str, what: str) -> str:
 
 def _requeue(app: Minitask, form: Form) -> str:
     task_id = _task_id(form)
-    return f"requeued {task_id}" if app.requeue_dead(task_id) else (
-        f"{task_id} is no dead letter")
+    queue = dead_queue(app, task_id)
+    answer = NOT_DEAD if queue is None else revive_dead(app, queue, task_id)
+    if answer == REQUEUED:
+        return f"requeued {task_id}"
+    return f"{task_id} is no dead letter" if answer == NOT_DEAD else (
+        f"dead letter {task_id} is not requeued: {answer}")
 
 
 def _ask_purge_dead(app: Minitask, form: Form) -> str:

@@ -159,14 +159,15 @@ class DeadLetterStore(Store):
         return DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
                           body, info, _no_time(k.dead, score))
 
-    def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> bool:
-        """Put a dead task at the tail of its queue, behind every task due by ``now_ms``."""
+    def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> int:
+        """Put a dead task at the tail of its queue, behind every task due by ``now_ms``:
+        1 done, 0 no dead letter has the id, -1 its message is gone (nothing written)."""
         k = self.keys(queue)
         done = self.transport.run(
             "revive", (k.dead, k.dead_info, k.messages, k.wake, k.result(task_id), *k.ready,
                        k.delayed, k.order, k.flow, k.flow_dead),
             (task_id, body, priority, now_ms, BATCH_LIMIT), f"requeue dead task {task_id}")
-        return bool(done)
+        return int(done)
 
     def purge(self, queue: str, task_ids: Sequence[Union[str, bytes]]) -> int:
         if not task_ids:

@@ -20,9 +20,11 @@ kept or not, so that what reads it can say the workflow's true size.
 ``tree`` turns a record back into plain dicts, refusing what minitask did not write
 (it reads version 1 records too: no error callbacks, no ttls): a node of an unknown
 shape, an error callback that is no task, a queue name no queue may have, a task
-name that is not printable or longer than ``MAX_NAME``. Whatever a record holds,
-what is read of it is then bounded by the packer's own budgets: at most
-``TASKS_SHOWN`` tasks, each with names of at most ``MAX_NAME`` characters.
+name that is not printable or longer than ``MAX_NAME``, a task or group id longer
+than ``MAX_ID_BYTES``, a result ttl no option may name; each refusal says which.
+Whatever a record holds, what is read of it is then bounded by the packer's own
+budgets: at most ``TASKS_SHOWN`` tasks, each with names of at most ``MAX_NAME``
+characters and ids of at most ``MAX_ID_BYTES``.
 """
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..broker.keys import MAX_NAME, check_name
 from ..errors import DecodeError
-from ..wire.message import unprintable
+from ..wire.message import MAX_SECONDS, unprintable
 
 #: Version of a plan record; an unknown one is a DecodeError.
 PLAN_VERSION = 2
@@ -53,6 +55,14 @@ PLAN_BYTES = 256 * 1024
 LISTS_READ = 8 * TASKS_SHOWN
 #: A ``more`` count above this (a billion items left out) is not minitask's.
 MORE_MOST = 10 ** 9
+#: The longest result ttl a record's ``l`` table holds, in ms: the longest an option
+#: may name (``MAX_SECONDS``, 100 years).
+MAX_TTL_MS = MAX_SECONDS * 1000
+#: The longest task or group id a record holds, in UTF-8 bytes; a workflow id read
+#: from a step's marker has the same bound (``workflow_reads.WORKFLOW_ID_BYTES``), and
+#: ``canvas`` refuses a step's chosen ``task_id`` longer than this, so every record
+#: minitask writes is read. One minitask makes is 22 characters.
+MAX_ID_BYTES = 200
 
 
 class _Packer:
@@ -161,15 +171,41 @@ def tree(record: Any) -> Dict[str, Any]:
         raise DecodeError(f"cannot read the workflow plan record: version {version!r} "
                           f"(this minitask reads versions up to {PLAN_VERSION})")
     names, queues = record.get("n"), record.get("q")
-    ttls = record.get("l", [0] * len(names) if isinstance(names, list) else None)
-    if not (isinstance(names, list) and isinstance(queues, list) and _strings(names)
-            and _strings(queues) and isinstance(ttls, list) and len(ttls) == len(names)
-            and all(_count(ttl) for ttl in ttls)):
+    if not (_strings(names) and _strings(queues)):
         raise DecodeError("cannot read the workflow plan record: its name tables are not "
                           "lists of text")
+    ttls = record.get("l", [0] * len(names))
+    _check_ttls(ttls, len(names))
     _check_names(names, queues)
     _within_budget(record.get("root"))
     return _Reader(names, queues, ttls, version == 2).node(record.get("root"), 0)
+
+
+def _check_ttls(ttls: Any, names: int) -> None:
+    """Refuse a ttl table minitask does not write: one whole number of ms a task name,
+    each a result ttl an option may name (0 to ``MAX_TTL_MS``)."""
+    if not isinstance(ttls, list) or len(ttls) != names:
+        raise DecodeError(f"cannot read the workflow plan record: its ttl table is not a "
+                          f"list of one result ttl per task name ({names} names)")
+    for ttl in ttls:
+        if not (type(ttl) is int and 0 <= ttl <= MAX_TTL_MS):
+            raise DecodeError(f"cannot read the workflow plan record: its ttl table holds "
+                              f"{str(ttl)[:40]!r}, no result ttl minitask writes (a whole "
+                              f"number of ms from 0 to {MAX_TTL_MS}, 100 years)")
+
+
+def _node_id(node_id: Any, what: str) -> bool:
+    """Whether ``node_id`` is a task or group id a plan record may hold: text of at
+    most ``MAX_ID_BYTES`` (a longer one is refused, naming ``what``: a task id minitask
+    writes is 22 characters; a chosen one longer than this is refused when sent)."""
+    if not isinstance(node_id, str):
+        return False
+    size = len(node_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_ID_BYTES:
+        raise DecodeError(f"cannot read the workflow plan record: a {what} id of {size:,} "
+                          f"bytes ({node_id[:40]!r}...) is longer than any minitask writes "
+                          f"(at most {MAX_ID_BYTES})")
+    return True
 
 
 def _check_names(names: List[str], queues: List[str]) -> None:
@@ -254,17 +290,19 @@ class _Reader:
 
     def shape(self, node: List[Any], depth: int, bad: DecodeError) -> Dict[str, Any]:
         kind, size = node[0], len(node)
-        if kind == "t" and size == 4 and isinstance(node[1], str) \
+        if kind == "t" and size == 4 and _node_id(node[1], "task") \
                 and _index(node[2], self.names) and _index(node[3], self.queues):
             return {"kind": "task", "id": node[1], "task": self.names[node[2]],
                     "queue": self.queues[node[3]], "ttl": self.ttls[node[2]]}
         if kind == "c" and size == 3 and _count(node[2]):
             return {"kind": "chain", "steps": self.many(node[1], depth, bad),
                     "more": node[2]}
-        if kind == "g" and size == 4 and isinstance(node[1], str) and _count(node[3]):
+        if kind == "g" and size == 4 and _node_id(node[1], "group") \
+                and _count(node[3]):
             return {"kind": "group", "id": node[1],
                     "members": self.many(node[2], depth, bad), "more": node[3]}
-        if kind == "h" and size == 5 and isinstance(node[1], str) and _count(node[3]):
+        if kind == "h" and size == 5 and _node_id(node[1], "chord") \
+                and _count(node[3]):
             return {"kind": "chord", "id": node[1],
                     "header": self.many(node[2], depth, bad), "more": node[3],
                     "body": self.node(node[4], depth + 1)}

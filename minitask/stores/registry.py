@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import BrokerError
 from ..printable import printable
@@ -56,6 +56,12 @@ class WorkerListing:
     ahead: List[Dict[str, str]] = dataclasses.field(default_factory=list)
     #: Members scored that far ahead not listed.
     ahead_left_out: int = 0
+    #: Of ``left_out``: those past the limit (not read), and those read whose record is
+    #: gone (it expired: its worker stopped without leaving the registry, killed or cut
+    #: off, and its member stays until its heartbeat is too old to be live); the rest
+    #: are no worker's (no worker name, a record minitask did not write).
+    past_limit: int = 0
+    gone: int = 0
 
 
 class WorkerRegistry(Store):
@@ -117,8 +123,8 @@ class WorkerRegistry(Store):
                 return WorkerListing([])
             _, members, live, ahead, ahead_count = replies
             # the longest silent first, as a ZRANGE lists
-            found = self._read(list(reversed(members)))
-            scored = self._read([member for member, _ in ahead])
+            found, gone = self._read(list(reversed(members)))
+            scored, _ = self._read([member for member, _ in ahead])
         scores = {name_of(member, "worker"): score for member, score in ahead}
         for info in scored:
             info.pop("ahead_ms", None)  # a field of the record is no measure of ours
@@ -126,11 +132,13 @@ class WorkerRegistry(Store):
             if at is not None:
                 info["ahead_ms"] = str(at - now_ms)
         return WorkerListing(found, int(live) - len(found), scored,
-                             int(ahead_count) - len(scored))
+                             int(ahead_count) - len(scored),
+                             past_limit=int(live) - len(members), gone=gone)
 
-    def _read(self, members: List[Any]) -> List[Dict[str, str]]:
+    def _read(self, members: List[Any]) -> Tuple[List[Dict[str, str]], int]:
         """The records of registry ``members``; those that name no worker, or hold no
-        record minitask wrote, left out (said once in the log)."""
+        record minitask wrote, left out (said once in the log); and how many of them
+        have no record left (expired: its worker is gone)."""
         names = []
         for member in members:
             name = name_of(member, "worker")
@@ -145,7 +153,7 @@ class WorkerRegistry(Store):
             for name in names[start:start + RECORD_BATCH]:
                 pipe.hgetall(self.app_keys.worker(name))
             records += pipe.execute(raise_on_error=False)
-        return self._records(names, records)
+        return self._records(names, records), sum(record == {} for record in records)
 
     def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
         """The workers' records read, each field checked (``live``)."""

@@ -13,7 +13,7 @@ from ..printable import printable
 from ..wire.message import Message
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
-from .plans import PLAN_BYTES
+from .plans import MAX_ID_BYTES, PLAN_BYTES
 from .store import Store
 
 #: Version of the frame a message carries; an unknown one is a DecodeError.
@@ -60,8 +60,9 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
     return frame
 
 
-#: Bytes of a workflow id read from a marker: one minitask writes is a task id.
-WORKFLOW_ID_BYTES = 200
+#: Bytes of a workflow id read from a marker: one minitask writes is a task id, bound
+#: as a plan record's ids are.
+WORKFLOW_ID_BYTES = MAX_ID_BYTES
 
 
 def _workflow_id(key: str, found: Any) -> str:

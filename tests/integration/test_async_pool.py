@@ -164,7 +164,7 @@ def test_a_coroutine_that_blocks_the_loop_is_named_with_what_to_do_while_it_bloc
         assert waiting.get(timeout=DEADLINE) == "polite"
     assert warning.startswith(f"task {blocking.name!r} (id {held.id}) has blocked the "
                               f"asyncio pool's event loop for more than 1.0 s")
-    assert "await asyncio.to_thread(...)" in warning and "--pool threads" in warning
+    assert "await asyncio.to_thread(...)" in warning and "--pool thread " in warning
     worker.stop()
     thread.join(timeout=DEADLINE)
     assert not thread.is_alive()

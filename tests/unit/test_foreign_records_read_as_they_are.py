@@ -73,6 +73,8 @@ def test_an_escaped_utf8_id_is_requeued_and_one_not_utf8_is_refused_by_name(
         operated: Minitask, fake_redis: "redis.Redis[bytes]",
         capsys: pytest.CaptureFixture[str]) -> None:
     plant_dead(fake_redis, operated, b"ok\x1b-id")
+    # a letter with no message is not requeued (test_dead_requeue_says_what_it_did.py)
+    fake_redis.hset(queue_keys(operated.name, "default").messages, b"ok\x1b-id", b"garbage")
     plant_dead(fake_redis, operated, b"\xff-id")
     code, text = run(capsys, "dead", "-A", "x", "requeue", "ok\\x1b-id", "\\xff-id")
     assert code == 1

@@ -7,7 +7,10 @@
 -- KEYS[18] flow (HASH)   KEYS[19] flow_dead (HASH)
 -- ARGV[1] id   ARGV[2] encoded message for the new first attempt   ARGV[3] priority
 -- ARGV[4] now (ms)   ARGV[5] promotion limit
--- Returns: 1 when revived, 0 when the id is not among the dead letters.
+-- Returns: 1 when revived, 0 when the id is not among the dead letters, -1 when
+-- its message is gone (a dead set member no minitask wrote, or one whose message
+-- was deleted): nothing is written then, as a ready id with no message would run
+-- nothing (the fetch drops it, as a cancelled one).
 -- Flow control (flow.lua): the limits the task had when it died (its spec, kept in
 -- flow_dead by bury.lua) hold again, rate, max_running and limit key, and its group
 -- (fair queues); its expiry and debounce do not (a fresh first attempt an operator
@@ -18,9 +21,10 @@
 -- key is replaced whole; flow keys of another type count as empty (no limits).
 local id = ARGV[1]
 if not tolerant(false, 'ZSCORE', KEYS[1], id) then return 0 end
+guards().expect(KEYS[3], 'hash')
+if redis.call('HEXISTS', KEYS[3], id) == 0 then return -1 end
 local batch = due_batch(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[5]))
 local ready = KEYS[15 - tonumber(ARGV[3])]
-guards().expect(KEYS[3], 'hash')
 guards().expect(ready, 'list')
 promote(KEYS[16], KEYS[17], batch)
 redis.call('ZREM', KEYS[1], id)

@@ -111,7 +111,7 @@ class LoopWatch:
                 "the loop waits meanwhile%s. Await a non-blocking call instead (asyncio."
                 "sleep, an async client), or run the blocking call in a thread (await "
                 "asyncio.to_thread(...)), or make the task a plain def, or use --pool "
-                "threads (said once a minute per task)", name, task_id,
+                "thread (said once a minute per task)", name, task_id,
                 self._blocked_after, f" (waiting: {', '.join(others)})" if others else "")
         else:
             logger.warning(
