@@ -44,8 +44,9 @@ local note = ''
 if not cursor then
   -- no cursor: subscribe from the last call sent, as a new subscriber does; one
   -- that is no sequence (nan, inf, 1.5, past the last call): at least once, from
-  -- the oldest call still logged (calls it ran may run again, none is lost)
-  cursor = seq or 0
+  -- the oldest call still logged (calls it ran may run again, none is lost); a
+  -- seq missing or no sequence is read as the subscribe script reads it
+  cursor = math.max(seq or 0, high_water({KEYS[7], KEYS[2], KEYS[8]}))
   if raw then
     local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
     oldest = oldest and guards().whole(oldest, 1, cursor)
