@@ -40,6 +40,12 @@ end
 local seq = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
 local raw = redis.call('HGET', KEYS[5], name)
 local cursor = raw and guards().whole(raw, 0, seq or MAX_SCORE)
+if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
+  -- a seq set back below the cursor is read as the highest sequence the log and the
+  -- cursors show, as a send starts again from it (only one above them all is planted)
+  seq = math.max(seq, high_water({KEYS[7], KEYS[2], KEYS[8]}))
+  cursor = guards().whole(raw, 0, seq)
+end
 local note = ''
 if not cursor then
   -- no cursor: subscribe from the last call sent, as a new subscriber does; one
