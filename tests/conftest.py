@@ -2,11 +2,12 @@
 subprocesses. The helpers behind them live in tests/support/."""
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import warnings
 from pathlib import Path
-from typing import Any, Callable, Generator, Iterator, List, Optional
+from typing import Any, Callable, Dict, Generator, Iterator, List, Optional
 
 import fakeredis
 import pytest
@@ -23,6 +24,36 @@ from tests.support.servers import (RedisServer, check_version, described, free_p
 def pytest_report_header() -> str:
     binary = redis_server_binary()
     return f"redis-server: {binary}: {described(binary)}"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def dashboard_templates_compiled_once() -> Iterator[None]:
+    """Every Dashboard makes its own Jinja environment, which compiles each template on
+    its first page: 0.5-1 s per dashboard, for hundreds of tests. Jinja's own bytecode
+    cache keeps what the first compiled for the session (keyed by the template's name
+    and source), so each dashboard still loads and renders every template itself."""
+    try:
+        import jinja2
+        from minitask.dashboard import web
+    except ImportError:  # without the dashboard extra: no dashboard to test
+        yield
+        return
+
+    class Compiled(jinja2.BytecodeCache):
+        def __init__(self) -> None:
+            self.codes: Dict[str, bytes] = {}
+
+        def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            if bucket.key in self.codes:
+                bucket.bytecode_from_string(self.codes[bucket.key])
+
+        def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+            self.codes[bucket.key] = bucket.bytecode_to_string()
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(web, "Environment",
+                      functools.partial(web.Environment, bytecode_cache=Compiled()))
+        yield
 
 
 @pytest.fixture(scope="session")

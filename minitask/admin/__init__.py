@@ -16,7 +16,8 @@ from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, lookup_queues,
                        meant, shown_queues)
 from .queues import all_queue_counts, purge_ready, queue_counts
-from .scheduling import add_schedule, remove_schedule, schedule_listing, schedules
+from .scheduling import (PAGE_SIZE, SchedulePage, add_schedule, remove_schedule, schedule_counts,
+                         schedule_listing, schedule_page, schedule_pages, schedules)
 from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
@@ -24,11 +25,13 @@ from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, l
 
 __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "SHOWN_OTHERS", "SHOWN_WORKERS",
            "TRUSTED_AHEAD_MS", "DeadRow", "DeadTask", "ListedTask", "Listing", "Operated",
-           "TaskInfo", "WorkerListing", "add_schedule", "all_queue_counts", "app_queues",
+           "PAGE_SIZE", "SchedulePage", "TaskInfo", "WorkerListing", "add_schedule",
+           "all_queue_counts", "app_queues",
            "dead_letter", "dead_letters", "dead_queue", "dead_rows", "find_dead",
            "group_counts", "inspect", "live_workers", "lookup_queues", "meant", "purge_dead",
            "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
-           "revive_dead", "running", "schedule_listing", "scheduled", "schedules",
+           "revive_dead", "running", "schedule_counts", "schedule_listing", "schedule_page",
+           "schedule_pages", "scheduled", "schedules",
            "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",
            "stoppable_workers", "worker_listing"]

@@ -1,12 +1,18 @@
 """Schedules added, removed and listed at run time, for every worker of the app."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+import base64
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from ..errors import ConfigurationError
 from ..options import check_priority
 from ..periodic import Schedule, build as build_schedule
+from ..printable import printable
 from ..sending import check_queue_name
+from ..stores.schedules import Place
 from ..task import Task
 from .operated import Operated, app_queues
 
@@ -38,10 +44,9 @@ def add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
             store.remove(other, name)
     app.broker.queues.register_queues([target])
     store.save(schedule, schedule.next_after(app.clock.now_ms()))
-    for found in store.listing(target):
-        if found.name == name:
-            return found
-    return schedule  # pragma: no cover - removed again by another process meanwhile
+    found = store.one(target, name)
+    # None: removed (or replaced by one of a newer minitask) by another process meanwhile
+    return schedule if found is None else found
 
 
 def remove_schedule(app: Operated, name: str) -> bool:
@@ -54,7 +59,9 @@ def remove_schedule(app: Operated, name: str) -> bool:
 
 
 def schedules(app: Operated) -> List[Schedule]:
-    """``Minitask.schedules``: every schedule of the app, by name."""
+    """``Minitask.schedules``: every schedule of the app, by name. It reads every
+    schedule (a page at a time) and holds them all: the CLI and the dashboard page
+    through them with ``schedule_page`` instead."""
     return schedule_listing(app)[0]
 
 
@@ -62,10 +69,113 @@ def schedule_listing(app: Operated) -> Tuple[List[Schedule], List[Dict[str, str]
     """Every schedule of the app, by name; and each schedule record that cannot be
     listed (``minitask schedules`` shows them rather than hide them): its ``key``, its
     ``field`` ("" when the whole key is unreadable) and the ``problem``."""
+    found: Dict[Tuple[str, str], Schedule] = {}
+    unreadable: List[Dict[str, str]] = []
+    for page in schedule_pages(app, schedule_counts(app, app_queues(app))):
+        # a schedule that fired while it was read may come twice: its later reading kept
+        found.update(((schedule.queue, schedule.name), schedule) for schedule in page.schedules)
+        unreadable += page.unreadable
+    return sorted(found.values(), key=lambda schedule: schedule.name), unreadable
+
+
+#: A score as Redis writes one (%.17g), which its ZCOUNT reads back exactly.
+_SCORE = re.compile(r"-?[0-9]+(\.[0-9]+)?(e[-+][0-9]+)?")
+#: Schedules a page holds by default (the dashboard's pages, like its listings).
+PAGE_SIZE = 50
+#: Script calls one page makes at most (one per queue it starts, and one more when a
+#: queue's schedules with no tick follow those with one): a page of fewer is cut
+#: there, and the next page goes on where it stopped.
+PAGE_CALLS = 16
+
+
+@dataclass(frozen=True)
+class SchedulePage:
+    """A page of an app's schedules: queue by queue (by name), in each those with a
+    next tick soonest first, then those with none."""
+
+    schedules: List[Schedule]
+    #: the records it met that cannot be listed: key, field ("" the whole key), problem
+    unreadable: List[Dict[str, str]]
+    #: schedule records it read (listed or unreadable)
+    fields: int
+    #: where the next page starts (give it as ``after``); None: this is the last
+    next: Optional[str]
+
+
+def schedule_counts(app: Operated, queues: Sequence[str]) -> Dict[str, int]:
+    """How many schedule records each of ``queues`` holds (one HLEN each, in one round
+    trip); -1 for a key of another type (a page reports it as unreadable)."""
+    return app.broker.schedules.counts(sorted(queues))
+
+
+def schedule_page(app: Operated, counts: Dict[str, int], after: Optional[str] = None,
+                  limit: int = PAGE_SIZE) -> SchedulePage:
+    """The page of about ``limit`` schedules of the queues of ``counts``
+    (``schedule_counts``; those that hold none are skipped) that starts at ``after``
+    (a page's ``next``; None: the first). What it reads is bounded by ``limit`` and
+    PAGE_CALLS, however many schedules there are: a page never reads them all.
+
+    Raises:
+        ConfigurationError: ``after`` is no place a page gave.
+    """
+    queue, place = _place(after) if after else ("", Place())
+    store = app.broker.schedules
     found: List[Schedule] = []
-    unreadable: List[Tuple[str, str, str]] = []
-    for queue in app_queues(app):
-        found += app.broker.schedules.listing(queue, unreadable)
-    return (sorted(found, key=lambda schedule: schedule.name),
-            [{"key": key, "field": field, "problem": problem}
-             for key, field, problem in unreadable])
+    unreadable: List[Dict[str, str]] = []
+    fields = calls = 0
+    for name in sorted(counts):
+        if name < queue or not counts[name]:
+            continue
+        if name > queue:
+            queue, place = name, Place()
+        nxt: Optional[Place] = place
+        while nxt is not None and len(found) + len(unreadable) < limit and calls < PAGE_CALLS:
+            calls += 1
+            page = store.page(name, nxt, limit - len(found) - len(unreadable))
+            found += page.schedules
+            unreadable += [{"key": key, "field": field, "problem": problem}
+                           for key, field, problem in page.unreadable]
+            fields += page.fields
+            nxt = page.next
+        if nxt is not None:
+            return SchedulePage(found, unreadable, fields, _cursor(name, nxt))
+    return SchedulePage(found, unreadable, fields, None)
+
+
+def schedule_pages(app: Operated, counts: Dict[str, int],
+                   limit: int = 500) -> Iterator[SchedulePage]:
+    """Every page of the schedules of the queues of ``counts``, read as each is asked
+    for (memory: one page)."""
+    after: Optional[str] = None
+    while True:
+        page = schedule_page(app, counts, after, limit)
+        yield page
+        if page.next is None:
+            return
+        after = page.next
+
+
+def _cursor(queue: str, place: Place) -> str:
+    """A page's place as text for a URL (base64 of JSON: a name may hold any byte)."""
+    packed = json.dumps([queue, place.phase, place.at,
+                         base64.b64encode(place.name).decode("ascii")])
+    return base64.urlsafe_b64encode(packed.encode()).decode("ascii").rstrip("=")
+
+
+def _place(cursor: str) -> Tuple[str, Place]:
+    """The queue and place of a ``_cursor``, checked: it reaches Redis."""
+    try:
+        queue, phase, at, name = json.loads(
+            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        # armed: a tick as Redis wrote it (ZCOUNT reads it back); unarmed: an HSCAN cursor
+        if phase == "armed" and at and not (_SCORE.fullmatch(at) or at in ("inf", "-inf")):
+            raise ValueError(at)
+        unarmed_cursor = phase == "unarmed" and re.fullmatch("[0-9]+", at)
+        if not (phase == "armed" or unarmed_cursor):
+            raise ValueError(phase)
+        check_queue_name(queue)
+        return queue, Place(phase, at, base64.b64decode(name, validate=True))
+    except (ValueError, TypeError, AttributeError, ConfigurationError) as exc:
+        raise ConfigurationError(
+            f"schedules: {printable(cursor[:80])!r} is no place a page of schedules gave "
+            f"(ask again from the first page)") from exc

@@ -110,8 +110,11 @@ Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
                                                 out; dropped: the last sequence dropped
                                                 unpulled (over broadcast_maxlen or _ttl);
                                                 maxlen, ttl (ms): the last send's limits;
-                                                scan: the HSCAN cursor while indexing
-                                                an earlier layout's cursors
+                                                prune_ttl (ms): the longest ttl a send
+                                                gave (prunes go by it); scan: the HSCAN
+                                                cursor while indexing an earlier
+                                                layout's cursors; indexed: that scan
+                                                came back to 0
     minitask:{app:queue}:bcast:log      ZSET    call id -> sequence, calls some subscriber
                                                 has not pulled yet
     minitask:{app:queue}:bcast:bodies   HASH    call id -> encoded Message, for each call in log
@@ -126,8 +129,9 @@ Broadcast calls (``stores/broadcast.py``), under the tag of their queue::
                                                 last alive (ms)
     minitask:{app:queue}:bcast:places   ZSET    subscriber -> its cursor (least: ZRANGE 0 0)
     minitask:{app:queue}:bcast:since    ZSET    subscriber -> the sequence it subscribed after
-    minitask:{app:queue}:bcast:alive    ZSET    subscriber -> last seen (ms): pruned past
-                                                broadcast_ttl and a minute, 16 a script
+    minitask:{app:queue}:bcast:alive    ZSET    subscriber -> last seen (ms, the server's
+                                                clock): pruned past prune_ttl and a
+                                                minute, 16 a script
 
 A subscriber's pulled calls run as tasks of its *lane*, a queue of its own under
 the same tag: the queue string ``queue:subscriber`` (``lane``; queue names hold

@@ -11,14 +11,17 @@ import datetime as _dt
 import json
 from typing import Any, Dict, List, Optional
 
-from ..admin import (TRUSTED_AHEAD_MS, all_queue_counts, dead_rows, inspect, live_workers,
-                     shown_queues, worker_listing)
+from ..admin import (PAGE_SIZE, TRUSTED_AHEAD_MS, all_queue_counts, dead_rows, inspect,
+                     live_workers, schedule_counts, schedule_page, shown_queues,
+                     worker_listing)
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..admin.workflows import workflow_of
 from ..app import Minitask
 from ..stores.foreign import whole
 
+#: Schedules a page shows unless told (``?limit=``).
+SCHEDULES_PAGE = PAGE_SIZE
 #: Dead letters a page shows (oldest first, queue by queue).
 DEAD_LIMIT = 100
 #: Tasks a running, scheduled or recent listing returns at most (``limit``).
@@ -180,13 +183,25 @@ def dead(app: Minitask, queue: Optional[str] = None) -> Dict[str, Any]:
     return {"app": app.name, "dead": found, "counts": counts, "limit": DEAD_LIMIT}
 
 
-def schedules(app: Minitask) -> Dict[str, Any]:
-    found = []
-    for schedule in app.schedules():
-        found.append({"name": schedule.name, "task": schedule.task, "queue": schedule.queue,
-                      "cron": schedule.cron, "every": schedule.every, "tz": schedule.tz,
-                      "next_at": _iso_dt(schedule.next_at), "last_at": _iso_dt(schedule.last_at)})
-    return {"app": app.name, "schedules": found}
+def schedules(app: Minitask, queue: Optional[str] = None, after: Optional[str] = None,
+              limit: int = PAGE_SIZE) -> Dict[str, Any]:
+    """A page of ``limit`` schedules of one queue, or of all (queue by queue, in each
+    the soonest first, then those with no next tick), from ``after`` (the ``next`` of
+    the page before; None: the first), with the count of each queue (one HLEN each):
+    what a view reads is bounded by the page, never by how many schedules there are.
+    The queues are those the other pages show (``shown_queues``)."""
+    shown, left_out = ([queue], 0) if queue is not None else shown_queues(app)
+    counts = schedule_counts(app, shown)
+    page = schedule_page(app, counts, after, limit)
+    found = [{"name": schedule.name, "task": schedule.task, "queue": schedule.queue,
+              "cron": schedule.cron, "every": schedule.every, "tz": schedule.tz,
+              "next_at": _iso_dt(schedule.next_at), "last_at": _iso_dt(schedule.last_at)}
+             for schedule in page.schedules]
+    return {"app": app.name, "schedules": found, "unreadable": page.unreadable,
+            "counts": {name: count for name, count in counts.items() if count},
+            "total": sum(count for count in counts.values() if count > 0),
+            "queue": queue, "queues_left_out": left_out, "limit": limit, "after": after,
+            "next": page.next, "now": _iso(app.clock.now_ms())}
 
 
 #: Characters of an error message a dead letter's row shows (its first line).

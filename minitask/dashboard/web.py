@@ -260,7 +260,17 @@ class Dashboard:
         return "dead.html", views.dead(self.app, queue)
 
     def _schedules(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
-        return "schedules.html", views.schedules(self.app)
+        """A page of schedules: ?queue= (one queue), limit= (1 to LIST_LIMIT, default
+        50), after= (where the page starts: the ``next`` of the page before)."""
+        queue = (_first(query, "queue") or "").strip() or None
+        if queue is not None:
+            self._check_queue(queue)
+        limit = _whole(query, "limit", views.SCHEDULES_PAGE, 1)
+        try:
+            return "schedules.html", views.schedules(self.app, queue,
+                                                     _first(query, "after") or None, limit)
+        except ConfigurationError as exc:
+            raise Response("400 Bad Request", str(exc)) from exc
 
     def _worker(self, environ: Environ, query: Dict[str, List[str]]) -> Tuple[str, Any]:
         name = (query.get("id") or [""])[0]

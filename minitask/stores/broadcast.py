@@ -12,19 +12,24 @@ for longer than ``broadcast_ttl`` is pruned (a batch per pull or send).
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.durability import Durability
 from ..broker.keys import lane
 from ..broker.packing import ScriptCall
+from ..broker.transport import Transport
 from ..errors import BrokerError
 from ..printable import printable
 from .foreign import ignored, name_of, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
-_SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe")
+logger = logging.getLogger(__name__)
+
+_SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe",
+            "broadcast_wake")
 #: Names read from Redis per command when listing who a call went to.
 _PAGE = 1000
 
@@ -51,6 +56,10 @@ class Pulled:
     more: bool
     #: '' or what of another's data the pull skipped or replaced (to log)
     note: str = ""
+    #: the subscribers whose lanes the pull was to wake, and those of them it could
+    #: not (their wake lists were not declared to it: ``BroadcastStore.woken``)
+    woken: Tuple[str, ...] = ()
+    missed: Tuple[str, ...] = ()
 
 
 class BroadcastStore(Store):
@@ -58,6 +67,12 @@ class BroadcastStore(Store):
 
     scripts = _SCRIPTS
     library = "broadcast_lib"
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        super().__init__(transport, app_name)
+        #: (queue, subscriber, or '' for a send) -> whose lanes its last call woke:
+        #: the next declares their wake lists (a script touches only keys it is given)
+        self._wakes: Dict[Tuple[str, str], Tuple[str, ...]] = {}
 
     def _common(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
@@ -69,13 +84,39 @@ class BroadcastStore(Store):
              maxlen: int, ttl_ms: int, durability: Optional[Durability] = None) -> int:
         """Add (id, body) calls to the queue's log for its subscribers; how many were new."""
         k = self.keys(queue)
-        tail: List[Any] = [now_ms, maxlen, ttl_ms, WAKE_CAP, BATCH_LIMIT]
+        expected = self._wakes.get((queue, ""), ())
+        wakes = self._wake_keys(queue, expected)
+        tail: List[Any] = [*wakes, now_ms, maxlen, ttl_ms, WAKE_CAP, BATCH_LIMIT,
+                           len(expected), *expected]
         for task_id, body in entries:
             tail += (task_id, body)
-        return int(self.transport.run_calls(
+        added, woken, missed = self.transport.run_calls(
             [("broadcast_send", queue, (*self._common(queue), k.broadcast("names"),
-                                        k.broadcast("joins")), tail, 0)],
-            f"send a broadcast to queue {queue!r}", durability)[-1])
+                                        k.broadcast("joins")), tail, len(wakes))],
+            f"send a broadcast to queue {queue!r}", durability)[0]
+        self.woken(queue, "", _names(woken), _names(missed), int(added))
+        return int(added)
+
+    def _wake_keys(self, queue: str, names: Sequence[str]) -> List[str]:
+        return [self.keys(lane(queue, name)).wake for name in names]
+
+    def woken(self, queue: str, subscriber: str, woken: Sequence[str],
+              missed: Sequence[str], tokens: int) -> None:
+        """After a send (``subscriber`` '') or a pull of ``subscriber`` that was to
+        wake the lanes of ``woken``: the next declares those, and the lanes of
+        ``missed`` (not declared this time: the wake tree changed) are woken now."""
+        if not woken:
+            return
+        self._wakes[(queue, subscriber)] = tuple(woken)
+        if missed and tokens > 0:
+            try:
+                self.transport.run("broadcast_wake", self._wake_keys(queue, missed),
+                                   (min(tokens, WAKE_CAP), WAKE_CAP),
+                                   f"wake subscribers of queue {queue!r}")
+            except BrokerError as exc:  # a hint: the send or pull itself is done
+                logger.warning("could not wake %d subscriber(s) of queue %r (%s); each "
+                               "pulls at its next wait's end, within 5 s", len(missed),
+                               queue, exc)
 
     def pull_call(self, queue: str, subscriber: str, count: int,
                   now_ms: Optional[int]) -> ScriptCall:
@@ -84,15 +125,18 @@ class BroadcastStore(Store):
         None reads the server's clock (a pull sent behind a wait)."""
         own = self.keys(lane(queue, subscriber))
         now: Any = "server" if now_ms is None else now_ms
+        expected = self._wakes.get((queue, subscriber), ()) if count > 0 else ()
+        wakes = self._wake_keys(queue, expected)
         return ("broadcast_pull", lane(queue, subscriber),
                 (*self._common(queue), own.messages, own.ready[0], own.wake),
-                (subscriber, count, now, WAKE_CAP, BATCH_LIMIT), 0)
+                (*wakes, subscriber, count, now, WAKE_CAP, BATCH_LIMIT, *expected), len(wakes))
 
     @staticmethod
     def pulled(reply: Any) -> Pulled:
-        pulled, skipped, more, note = reply
+        pulled, skipped, more, note, *wakes = reply
+        woken, missed = (*wakes, (), ())[:2]
         return Pulled(int(pulled), int(skipped), bool(int(more)),
-                      text_of(note) or printable(note))
+                      text_of(note) or printable(note), _names(woken), _names(missed))
 
     def subscribe(self, queue: str, subscriber: str, now_ms: int,
                   notes: Optional[List[str]] = None) -> bool:
@@ -122,8 +166,8 @@ class BroadcastStore(Store):
             for key in keys:
                 if key.endswith(":seen"):
                     pipe.hset(key, subscriber, now_ms)
-                else:
-                    pipe.zadd(key, {subscriber: now_ms})
+                else:  # never set back: a pull's server clock may be ahead of ours
+                    pipe.zadd(key, {subscriber: now_ms}, gt=True)
             replies = pipe.execute(raise_on_error=False)
         return [f"{key} ({printable(reply)})" for key, reply in zip(keys, replies)
                 if isinstance(reply, Exception)]
@@ -211,7 +255,8 @@ class BroadcastStore(Store):
         subscribed; for a call an older minitask sent, the names it kept); None once
         that is no longer kept. A name minitask would not write is left out (logged)."""
         k = self.keys(queue)
-        with self.transport.errors(f"read the subscribers of broadcast {call_id}"):
+        what = f"read the subscribers of broadcast {call_id}"
+        with self.transport.errors(what):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.hget(k.broadcast("names"), call_id)
             pipe.zscore(k.broadcast("joins"), call_id)
@@ -224,12 +269,20 @@ class BroadcastStore(Store):
             else:
                 # one reading (join holds every name anyway): pages by offset would
                 # skip names moved down by a prune or unsubscribe between two pages
-                raws = list(self.transport.client.zrangebyscore(
-                    k.broadcast("since"), "-inf", f"({_number(seq)}"))
-                if _behind(self.transport.client.hlen(k.broadcast("cursors")),
-                           self.transport.client.zcard(k.broadcast("since"))):
-                    # cursors of an older minitask not indexed yet: subscribed before
-                    # every call sent since, as the index will say once it has them
+                keys = [k.broadcast(part) for part in ("since", "state", "cursors", "places")]
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.zrangebyscore(keys[0], "-inf", f"({_number(seq)}")
+                pipe.hget(keys[1], "indexed")
+                pipe.hlen(keys[2])
+                pipe.zcard(keys[3])
+                replies = pipe.execute(raise_on_error=False)
+                _refuse_foreign(keys[:1], replies[:1], what)
+                raws = list(replies[0])
+                if isinstance(replies[2], Exception):
+                    ignored(keys[2], f"it holds another type than a hash ({replies[2]})")
+                elif not _indexed(*replies[1:]):
+                    # cursors of an older minitask not all indexed yet: subscribed
+                    # before every call sent since, as the index will say once it has them
                     raws = list({*raws, *self._fields(k.broadcast("cursors"))})
         found = []
         for raw in raws:
@@ -258,11 +311,14 @@ class BroadcastStore(Store):
             return []
         k = self.keys(queue)
         with self.transport.errors(f"read where the subscribers of broadcast {call_id} are"):
+            keys = [k.broadcast(part) for part in ("joins", "state", "cursors")]
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.zscore(k.broadcast("joins"), call_id)
-            pipe.hget(k.broadcast("state"), "dropped")
-            pipe.hmget(k.broadcast("cursors"), list(names))
-            seq, dropped, cursors = pipe.execute()
+            pipe.zscore(keys[0], call_id)
+            pipe.hget(keys[1], "dropped")
+            pipe.hmget(keys[2], list(names))
+            replies = pipe.execute(raise_on_error=False)
+        _refuse_foreign(keys, replies, f"read where the subscribers of broadcast {call_id} are")
+        seq, dropped, cursors = replies
         if seq is None or seq <= (_number(dropped) or 0):
             return list(names)
         return [name for name, cursor in zip(names, cursors) if (_number(cursor) or 0) >= seq]
@@ -273,9 +329,32 @@ class BroadcastStore(Store):
             return int(self.transport.client.zcard(self.keys(queue).broadcast("log")))
 
 
-def _behind(count: Any, indexed: Any) -> bool:
-    """Whether the index of subscribers has fewer than the cursors hash."""
-    return int(count or 0) > int(indexed or 0)
+def _names(replies: Any) -> Tuple[str, ...]:
+    """Subscriber names a script returned (read from bcast:since), but for one that can
+    name no subscriber (another's data: no worker has its lane to wake)."""
+    names = (name_of(raw, "subscriber") for raw in replies or ())
+    return tuple(name for name in names if name is not None)
+
+
+def _indexed(flag: Any, count: Any, indexed: Any) -> bool:
+    """Whether every cursor is indexed, as broadcast_lib.lua's indexed() decides: a
+    scan of the cursors hash came back to its start (state's indexed), and the hash
+    has no more fields than the index (a count alone cannot say it: an index entry
+    the hash lacks hides a cursor the index lacks)."""
+    if any(isinstance(reply, Exception) for reply in (flag, count, indexed)):
+        return False
+    return flag is not None and int(count or 0) <= int(indexed or 0)
+
+
+def _refuse_foreign(keys: Sequence[str], replies: Sequence[Any], what: str) -> None:
+    """BrokerError naming the first of ``keys`` whose reply is Redis's error (a key
+    holding another type than minitask keeps there)."""
+    for key, reply in zip(keys, replies):
+        if isinstance(reply, Exception):
+            raise BrokerError(f"could not {what}: key {printable(key)} refused the read "
+                              f"({printable(reply)}): it holds data minitask did not write; "
+                              f"inspect it with redis-cli, then rename or delete it",
+                              reason="wrong type")
 
 
 def _number(value: Any) -> Optional[int]:

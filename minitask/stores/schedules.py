@@ -4,7 +4,8 @@ Each queue keeps its schedules under its own hash tag (Redis Cluster): the
 records, the armed tick of each (a ZSET, so the earliest is one read away)
 and the tick and id of each schedule's last run. Firing a tick is one script
 that checks the tick is still armed, arms the next one and enqueues the run,
-so that any number of workers may race for it and exactly one wins.
+so that any number of workers may race for it and exactly one wins. Listings
+read them a page at a time (``page``), never all at once.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..errors import DecodeError
 from ..periodic import Schedule, from_record, with_times
 from ..printable import printable
 from ..wire.message import unprintable
-from .foreign import ignored, text_of, whole
+from .foreign import ignored, raise_refusals, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
@@ -53,10 +54,32 @@ class Fired:
     problem: str = ""
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a page of a queue's schedules starts (``ScheduleStore.page``)."""
+
+    #: "armed": among the schedules with a tick, after the entry at tick ``at`` (a
+    #: score, as Redis writes it; "" from the first) named ``name``; "unarmed": among
+    #: those with none, at HSCAN cursor ``at``
+    phase: str = "armed"
+    at: str = ""
+    name: bytes = b""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a queue's schedules."""
+
+    schedules: List[Schedule]
+    unreadable: List[Unreadable]
+    fields: int               # records read: the schedules and unreadable ones
+    next: Optional[Place]     # None: the queue has no more
+
+
 class ScheduleStore(Store):
     """The schedules of one app's queues."""
 
-    scripts = (*_SCRIPTS, "schedule_fire")
+    scripts = (*_SCRIPTS, "schedule_fire", "schedule_page")
 
     # -- changing ----------------------------------------------------------------
 
@@ -110,34 +133,76 @@ class ScheduleStore(Store):
             found[queue] = entries
         return found
 
-    def listing(self, queue: str,
-                unreadable: Optional[List[Unreadable]] = None) -> List[Schedule]:
-        """The schedules of ``queue``, with their next and last tick times (read as
-        ``armed`` reads them: a tick or a time that is no time is shown as none).
-        Records that cannot be listed (a field that is no schedule name, a record
-        this minitask cannot read, a key of another type) go in ``unreadable``."""
-        k = self.keys(queue)
-        with self.transport.errors(f"list the schedules of queue {queue!r}"):
+    def counts(self, queues: Sequence[str]) -> Dict[str, int]:
+        """How many records the schedules of each queue hold (HLEN, one round trip);
+        -1 for a key of another type, which a page reports as unreadable."""
+        with self.transport.errors("count the schedules"):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hgetall(k.schedules)
-            pipe.zrange(k.ticks, 0, -1, withscores=True)
-            pipe.hgetall(k.fired)
-            records, ticks, fired = pipe.execute(raise_on_error=False)
-        next_ms = {name: whole(score) for name, score in _ticks(k.ticks, ticks).items()}
-        last_ms: Dict[str, Optional[int]] = {}
-        for field, value in _hash(k.fired, fired).items():
-            if field.startswith("at:"):
-                last_ms[field[3:]] = whole(value)
-        found = []
-        for name, record in sorted(_hash(k.schedules, records, unreadable).items()):
+            for queue in queues:
+                pipe.hlen(self.keys(queue).schedules)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        return {queue: -1 if isinstance(reply, Exception) else int(reply)
+                for queue, reply in zip(queues, replies)}
+
+    def one(self, queue: str, name: str) -> Optional[Schedule]:
+        """The schedule ``name`` of ``queue`` with its next and last tick times (read as
+        ``page`` reads them); None when it is not there or cannot be read."""
+        k = self.keys(queue)
+        with self.transport.errors(f"read schedule {name!r} of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.schedules, name)
+            pipe.zscore(k.ticks, name)
+            pipe.hget(k.fired, f"at:{name}")
+            record, tick, last = pipe.execute(raise_on_error=False)
+        if not isinstance(record, bytes):
+            return None
+        schedule = _readable(record, name)
+        return None if schedule is None else with_times(
+            schedule, None if isinstance(tick, Exception) else whole(tick),
+            None if isinstance(last, Exception) else whole(last))
+
+    def page(self, queue: str, place: Place, count: int) -> Page:
+        """At most about ``count`` schedules of ``queue`` from ``place`` on, and where
+        the next page starts: those with a tick soonest first, then those with none
+        (schedule_page.lua: one script call, bounded by ``count`` whatever the number
+        of schedules). Records that cannot be listed (a field that is no schedule
+        name, a record this minitask cannot read, a key of another type) are in the
+        page's ``unreadable``; a tick or time that is no time is shown as none."""
+        k = self.keys(queue)
+        reply = self.transport.run(
+            "schedule_page", (k.schedules, k.ticks, k.fired),
+            (place.phase, count, place.at, place.name), f"list the schedules of queue {queue!r}")
+        status, following, *entries = reply
+        if text(status) == "foreign":
+            problem = f"it holds another type than a hash ({text_of(following)})"
+            ignored(k.schedules, problem)
+            return Page([], [(k.schedules, "", problem)], 0, None)
+        found: List[Schedule] = []
+        unreadable: List[Unreadable] = []
+        fields = 0
+        for index in range(0, len(entries), 4):
+            raw, tick, record, last = entries[index:index + 4]
+            if record is None:  # a tick without a record: never listed (nor fired)
+                continue
+            fields += 1
+            name = _name(k.schedules, raw, unreadable)
+            if name is None:
+                continue
             try:
                 schedule = _read(record, name)
             except DecodeError as exc:
-                if unreadable is not None:
-                    unreadable.append((k.schedules, name, str(exc)))
+                unreadable.append((k.schedules, name, str(exc)))
                 continue
-            found.append(with_times(schedule, next_ms.get(name), last_ms.get(name)))
-        return found
+            found.append(with_times(schedule, whole(tick), whole(last)))
+        nxt: Optional[Place]
+        if place.phase == "armed":
+            nxt = (Place("unarmed", "0") if len(entries) < 4 * count else
+                   Place("armed", text(entries[-3]), entries[-4]))
+        else:
+            cursor = text(following)
+            nxt = None if cursor == "0" else Place("unarmed", cursor)
+        return Page(found, unreadable, fields, nxt)
 
     # -- firing ------------------------------------------------------------------
 
@@ -174,31 +239,38 @@ class ScheduleStore(Store):
                      text_of(problem[0]) or "" if problem else "")
 
 
-def _hash(key: str, reply: Any,
-          unreadable: Optional[List[Unreadable]] = None) -> Dict[str, bytes]:
+def _hash(key: str, reply: Any) -> Dict[str, bytes]:
     """A HGETALL reply by field name: a key of another type counts as empty, a
-    field that is not UTF-8 or holds a control character is left out (each warned
-    about once, and added to ``unreadable`` if given)."""
-    def leave_out(field: str, problem: str) -> None:
-        ignored(key, f"field '{field}' {problem}" if field else problem)
-        if unreadable is not None:
-            unreadable.append((key, field, problem))
-
+    field that is no schedule name (``_name``) is left out (each warned about once)."""
     if isinstance(reply, Exception):
-        leave_out("", f"it holds another type than a hash ({reply})")
+        ignored(key, f"it holds another type than a hash ({reply})")
         return {}
     found = {}
     for field, value in reply.items():
-        name = text_of(field)
-        if name is None:
-            leave_out(printable(field), "is not UTF-8")
-        elif not name or unprintable(name) is not None:
-            # no schedule minitask writes has such a name, and a run's task id made of
-            # it would be dead-lettered at every tick
-            leave_out(printable(name), "is no schedule name")
-        else:
+        name = _name(key, field)
+        if name is not None:
             found[name] = value
     return found
+
+
+def _name(key: str, field: bytes,
+          unreadable: Optional[List[Unreadable]] = None) -> Optional[str]:
+    """A field of the schedules hash as a schedule name; None (warned about once, and
+    added to ``unreadable`` if given) when it is not UTF-8 or holds a control
+    character."""
+    name = text_of(field)
+    if name is None:
+        shown, problem = printable(field), "is not UTF-8"
+    elif not name or unprintable(name) is not None:
+        # no schedule minitask writes has such a name, and a run's task id made of
+        # it would be dead-lettered at every tick
+        shown, problem = printable(name), "is no schedule name"
+    else:
+        return name
+    ignored(key, f"field '{shown}' {problem}")
+    if unreadable is not None:
+        unreadable.append((key, shown, problem))
+    return None
 
 
 def _ticks(key: str, reply: Any) -> Dict[str, float]:

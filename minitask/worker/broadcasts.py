@@ -163,6 +163,7 @@ class BroadcastSource:
         store = self._host.broker.broadcasts
         queues = self._host.broker.queues
         more = False
+        woken: List[Tuple[str, Any]] = []  # (queue, its first pull)
         for index, (queue, own) in enumerate(self.lanes.items()):
             first, fetched, last = replies[3 * index:3 * index + 3]
             refusals = [reply for reply in (first, fetched, last) if isinstance(reply, Exception)]
@@ -176,14 +177,17 @@ class BroadcastSource:
                     self._noted.add((queue, pull.note))  # once: it may stay for long
                     logger.warning("subscriber %r of queue %r: %s", self.subscriber, queue,
                                    pull.note)
-            skipped = store.pulled(first).skipped
-            if skipped:
+            pull = store.pulled(first)
+            if pull.skipped:
                 logger.warning("subscriber %r missed %d broadcast call(s) of queue %r: they "
                                "were dropped over broadcast_maxlen or broadcast_ttl before it "
-                               "pulled them", self.subscriber, skipped, queue)
+                               "pulled them", self.subscriber, pull.skipped, queue)
             self._queues.take(own, queues.fetch_result(fetched))
             more = more or store.pulled(last).more
+            woken.append((queue, pull))
         self._more = more
+        for queue, pull in woken:  # after what was leased is held: this may fail
+            store.woken(queue, self.subscriber, pull.woken, pull.missed, pull.pulled)
 
     def _refused(self, queue: str, error: BaseException) -> None:
         """Redis refused this subscriber's lane of ``queue`` (data minitask did not

@@ -50,7 +50,8 @@ def _plant(admin: "redis.Redis[bytes]", k: QueueKeys, count: int, seen_ms: int,
         names = [f"sub{i}" for i in range(first, min(first + 1000, count))]
         pipe.hset(k.broadcast("cursors"), mapping={name: 0 for name in names})
         pipe.hset(k.broadcast("seen"), mapping={name: seen_ms for name in names})
-        if indexed:
+        if indexed:  # and a scan of them done (state's indexed)
+            pipe.hset(k.broadcast("state"), "indexed", 1)
             pipe.zadd(k.broadcast("places"), {name: 0 for name in names})
             pipe.zadd(k.broadcast("since"), {name: 0 for name in names})
             pipe.zadd(k.broadcast("alive"), {name: seen_ms for name in names})
@@ -216,7 +217,10 @@ def test_a_wake_up_spreads_as_a_tree_over_the_subscribers_newest_first(
                     if admin.llen(QueueKeys("tree", lane(QUEUE, f"s{i}")).wake)]
 
         assert woken() == list(range(24, 40))
-        app.broker.transport.run_calls([store.pull_call(QUEUE, "s39", 10, _now_ms())], "pull")
+        reply = app.broker.transport.run_calls(
+            [store.pull_call(QUEUE, "s39", 10, _now_ms())], "pull")[0]
+        pulled = store.pulled(reply)  # as a worker does: wakes those it could not
+        store.woken(QUEUE, "s39", pulled.woken, pulled.missed, pulled.pulled)
         assert woken() == list(range(8, 40))
     finally:
         app.close()

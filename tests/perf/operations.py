@@ -202,12 +202,45 @@ def _ack_fetch(driver: Driver, calls: int) -> None:
         driver.leased = [(queue, fetched[0])]
 
 
+def _drain_prepare(name: str, grouped: bool) -> Step:
+    """The tasks a worker's drain calls take (grouped: each its own group), the first
+    ``GROUP_FETCH`` leased."""
+    def prepare(driver: Driver, calls: int) -> None:
+        task = driver.tasks[name]
+        count = (calls + 1) * GROUP_FETCH
+        # a few hundred a call: one script call of a thousand grouped sends can outlast
+        # the client's timeout under valgrind on a busy machine
+        for start in range(0, count, 200):
+            task.delay_many([(f"t{i:06d}", i) if grouped else (i,)
+                             for i in range(start, min(count, start + 200))])
+        driver.lease(task.queue, GROUP_FETCH)
+    return prepare
+
+
+def _draining(driver: Driver, calls: int) -> None:
+    """A worker's drain loop at prefetch ``GROUP_FETCH``: the held tasks' outcomes
+    and the next fetch in one call (ack_fetch.lua)."""
+    queues, results = driver.broker.queues, driver.broker.results
+    for _ in range(calls):
+        queue = driver.leased[0][0]
+        held, reply = results.ack_then(
+            [driver.ack(queue, delivery, RESULT_TTL_MS) for _, delivery in driver.leased],
+            queues.fetch_call(queue, wall_ms(),
+                              FetchTerms(LEASE_MS, GROUP_FETCH, MAX_DELIVERIES)))
+        fetched = queues.fetch_result(reply).deliveries
+        if not all(held) or len(fetched) != GROUP_FETCH:
+            raise RuntimeError("a drain call found a lease lost, or fetched too few")
+        driver.leased = [(queue, delivery) for delivery in fetched]
+
+
 def _tenants(name: str, per_call: int, one: bool) -> Step:
     """Grouped tasks of task ``name`` for the calls: each its own group (a tenant
     with one task: each served empties its group), or all of one group."""
     def prepare(driver: Driver, calls: int) -> None:
-        driver.tasks[name].delay_many([("one" if one else f"t{i:06d}", i)
-                                       for i in range(calls * per_call)])
+        count = calls * per_call
+        for start in range(0, count, 200):  # a few hundred a call: see _drain_prepare
+            driver.tasks[name].delay_many([("one" if one else f"t{i:06d}", i)
+                                           for i in range(start, min(count, start + 200))])
     return prepare
 
 
@@ -312,6 +345,10 @@ def operations() -> List[Operation]:
                   _filled("plain", 100, True), _acking(RESULT_TTL_MS, 100), 100),
         Operation("ack_fetch", "a task drained at prefetch 1: its ack and the next fetch "
                                "(ack_fetch.lua)", _ack_fetch_prepare, _ack_fetch),
+        Operation("drain_10", f"a worker's drain call at prefetch {GROUP_FETCH}: the acks of "
+                              f"{GROUP_FETCH} tasks and the next fetch of {GROUP_FETCH}, per "
+                              "task (ack_fetch.lua): drain_groups' baseline",
+                  _drain_prepare("plain", False), _draining, GROUP_FETCH),
         Operation("delay_flow", "delay() of a task with rate_limit and max_running "
                                 "(enqueue_flow.lua)", _nothing, _sending("capped")),
         Operation("fetch_flow", "a fetch under a paced rate_limit and max_running (fetch.lua)",
@@ -330,6 +367,9 @@ def operations() -> List[Operation]:
                                  "(fetch.lua, flow.lua's fair queues)",
                   _tenants("tenant", GROUP_FETCH, True), _fetching("tenant", GROUP_FETCH),
                   GROUP_FETCH),
+        Operation("drain_groups", "drain_10 of grouped tasks, each its own group, per task "
+                                  "(ack_fetch.lua, flow.lua's fair queues)",
+                  _drain_prepare("tenants", True), _draining, GROUP_FETCH),
         Operation("chord_member", "a chord member's result joined; the last sends the body",
                   _chords, _advancing),
         Operation("chain_step", "a chain's step done: the next one sent", _chains, _advancing),

@@ -5,19 +5,23 @@
 -- broadcast_maxlen / broadcast_ttl (state's maxlen and ttl), as a send does.
 -- KEYS[1..9] as broadcast_lib.lua
 -- KEYS[10] the lane's messages (HASH)   KEYS[11] the lane's priority 9 ready list
--- KEYS[12] the lane's wake list
+-- KEYS[12] the lane's wake list   KEYS[13..] the wake lists of the lanes of the
+--   subscribers in ARGV[6..], the children the caller expects this one to wake
 -- ARGV[1] subscriber   ARGV[2] calls to pull at most
 -- ARGV[3] now (ms), or 'server': the server's clock (a pull sent behind a wait)
--- ARGV[4] wake cap   ARGV[5] batch limit for drops
--- Returns: {pulled, skipped, more, note}: skipped counts calls dropped (over maxlen
--- or ttl) before this subscriber pulled them; more is 1 when calls wait in the log
--- or the lane (a token is then left on the lane's wake list for another worker);
--- note is '' or says what of another's data was skipped or replaced.
+-- ARGV[4] wake cap   ARGV[5] batch limit for drops   ARGV[6..] subscribers (KEYS[13..])
+-- Returns: {pulled, skipped, more, note, woken, missed}: skipped counts calls dropped
+-- (over maxlen or ttl) before this subscriber pulled them; more is 1 when calls wait
+-- in the log or the lane (a token is then left on the lane's wake list for another
+-- worker); note is '' or says what of another's data was skipped or replaced;
+-- woken lists the children to wake (none unless calls were pulled), missed those of
+-- them whose wake list was not in KEYS (the caller wakes them: broadcast_wake.lua).
 -- Invariant: a subscriber's calls enter its lane in the order they were sent,
 -- each once: the cursor moves past a call in the step that puts it in the lane.
 -- A subscriber with no cursor subscribes here, from the last call sent. A pull
 -- that moved calls wakes the lanes of its WAKE_FANOUT children (broadcast_lib.lua);
--- on the worker's clock it prunes at most PRUNE_BATCH stale subscribers.
+-- on the worker's clock it prunes at most PRUNE_BATCH stale subscribers (aged by the
+-- server's clock).
 -- Cost: O(log n) in the subscribers, O(calls pulled + dropped) in the calls.
 -- Data minitask did not write (lib.lua): cursors, the lane's messages or its
 -- ready list of another type makes the call pull nothing and write nothing (the
@@ -27,14 +31,12 @@
 -- of another type is left as it is.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
-if now == 'server' then
-  local clock = redis.call('TIME')
-  now = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
-end
+if now == 'server' then now = string.format('%.0f', server_ms()) end
 for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
   if not guards().fits(KEYS[i], kind) then
     return {0, 0, 0, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..
-            ' minitask keeps there; this subscriber pulls nothing until it is renamed or deleted'}
+            ' minitask keeps there; this subscriber pulls nothing until it is renamed or deleted',
+            {}, {}}
   end
 end
 local seq = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
@@ -73,7 +75,7 @@ if want > 0 and ARGV[3] ~= 'server' then
   local ttl = tonumber(tolerant(false, 'HGET', KEYS[1], 'ttl'))
   if maxlen and ttl then
     drop_over(tonumber(now), maxlen, ttl, limit)
-    prune(tonumber(now), ttl)
+    prune(ttl)
   end
 end
 local skipped = 0
@@ -102,10 +104,11 @@ if want > 0 or skipped > 0 then
   set_cursor(name, cursor)
   drop_pulled(limit)
 end
+local woken, missed = {}, {}
 if pulled > 0 then
   -- the wake-up spreads: this subscriber's children, the newest subscribed first
   local rank = tolerant(false, 'ZREVRANK', KEYS[8], name)
-  if rank then wake_from(WAKE_FANOUT * (rank + 1), pulled, cap) end
+  if rank then woken, missed = wake_from(WAKE_FANOUT * (rank + 1), pulled, cap, 13, 6) end
 end
 local more = redis.call('LLEN', KEYS[11]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
   string.format('(%.0f', cursor), '+inf', 'LIMIT', 0, 1) > 0
@@ -113,4 +116,4 @@ if more then
   local kept = tolerant(cap, 'LLEN', KEYS[12])
   if kept < cap then tolerant(0, 'RPUSH', KEYS[12], '1') end
 end
-return {pulled, skipped, more and 1 or 0, note}
+return {pulled, skipped, more and 1 or 0, note, woken, missed}

@@ -2,10 +2,15 @@
 -- wake idle workers of the first subscribers (the wake-up spreads from them, see
 -- broadcast_lib.lua's wake_from).
 -- KEYS[1..9] as broadcast_lib.lua   KEYS[10] bcast:names (HASH)   KEYS[11] bcast:joins (ZSET)
+-- KEYS[12..] the wake lists of the lanes of the n subscribers in ARGV[7..]: those the
+--   caller expects to be woken first (the last send's)
 -- ARGV[1] now (ms)   ARGV[2] broadcast_maxlen (calls)   ARGV[3] broadcast_ttl (ms),
---   both kept in state (maxlen, ttl) for pulls
--- ARGV[4] wake cap   ARGV[5] batch limit for drops   then per call: id, encoded message
--- Returns: the number of calls added (an id sent already is left as it is).
+--   both kept in state (maxlen, ttl) for pulls, the longest ttl as prune_ttl
+-- ARGV[4] wake cap   ARGV[5] batch limit for drops   ARGV[6] n   ARGV[7..6+n] subscribers
+--   then per call: id, encoded message
+-- Returns: {calls added (an id sent already is left as it is), woken, missed}: the
+-- subscribers to wake, and those of them whose wake list was not in KEYS (the
+-- caller wakes them: broadcast_wake.lua).
 -- Invariant: a call in the log is pulled by each subscriber whose cursor is below
 -- its sequence (or dropped over maxlen / ttl). joins keeps each call's sequence:
 -- join() waits for the subscribers that subscribed before it (since's score below
@@ -19,7 +24,7 @@
 -- logged call (so no subscriber takes the next call for one it pulled already); a
 -- wake list of another type gets no token.
 local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
+local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 guards().expect(KEYS[5], 'hash')
 guards().expect(KEYS[1], 'hash')
 guards().expect(KEYS[2], 'zset')
@@ -27,7 +32,7 @@ guards().expect(KEYS[3], 'hash')
 guards().expect(KEYS[4], 'hash')
 guards().expect(KEYS[10], 'hash')
 guards().expect(KEYS[11], 'zset')
-prune(now, ttl)
+local _, longest = prune(ttl)
 local subscribed = redis.call('HLEN', KEYS[5]) > 0
 -- the sequence is above every cursor and every call logged: one that is missing
 -- (deleted, evicted), no number, or below them (set back by hand, or planted) starts
@@ -42,7 +47,7 @@ if (seq_now and not held) or (held or 0) < top then
             'above every cursor and logged call; started again at ' .. top)
 end
 local added = 0
-for i = 6, #ARGV, 2 do
+for i = 7 + n, #ARGV, 2 do
   local id = ARGV[i]
   if not redis.call('ZSCORE', KEYS[11], id) and redis.call('HEXISTS', KEYS[10], id) == 0 then
     local seq = guards().bump(KEYS[1], 'seq', 1)
@@ -56,7 +61,12 @@ for i = 6, #ARGV, 2 do
   end
 end
 -- the sender's limits, for the pull of a subscriber coming back after no send
-if added > 0 then redis.call('HSET', KEYS[1], 'maxlen', ARGV[2], 'ttl', ARGV[3]) end
+-- and the longest ttl given, for prunes: an app given a short one by mistake does
+-- not prune the subscribers of the others
+if added > 0 then
+  redis.call('HSET', KEYS[1], 'maxlen', ARGV[2], 'ttl', ARGV[3], 'prune_ttl',
+             string.format('%.0f', math.max(longest, ttl)))
+end
 -- a send drops as many calls as it added, and a batch more: however many calls
 -- one send carries, the log is back within maxlen when it returns
 drop_over(now, maxlen, ttl, limit + added)
@@ -68,5 +78,6 @@ if extra > 0 then
   per_thousand('ZREM', KEYS[11], ids)
   per_thousand('HDEL', KEYS[10], ids)
 end
-if added > 0 and subscribed then wake_from(0, added, cap) end
-return added
+local woken, missed = {}, {}
+if added > 0 and subscribed then woken, missed = wake_from(0, added, cap, 12, 7) end
+return {added, woken, missed}

@@ -81,100 +81,6 @@ local function flow_control()
     return spec
   end
 
-  -- Starts a window from which a rate is paced alone, without a log (above)
-  local PACED_FROM = 500
-
-  -- A pace read from `key`, or nil (none) for one further than `most` ms past `now`
-  -- (or not a number): a start sets the pace at most a gap and a half-guard past
-  -- its own now, so a pace further out is data minitask did not write, and obeyed
-  -- it would hold the limiter's tasks back for as long (a year 5138 in ms). Ignored,
-  -- it is overwritten by the next start; Redis's log says so.
-  local function flow_pace(pace, now, most, key)
-    if pace and not (pace <= now + most) then
-      redis.log(redis.LOG_WARNING, 'minitask: ignored the flow pace ' .. tostring(pace)
-                .. ' of ' .. key .. ', more than ' .. most .. ' ms after now (' .. now
-                .. '): not one minitask wrote')
-      return nil
-    end
-    return pace
-  end
-
-  -- Whether the task `id` of `spec` may start at `now`: true (its slot taken and
-  -- its start counted), or false and when to try again (ms; -1: when a slot frees).
-  local function flow_admit(prefix, spec, id, now, leases)
-    local running, starts, paced
-    if spec.most > 0 then
-      running = prefix .. spec.limiter .. ':running'
-      local held = tolerant(0, 'SCARD', running)
-      if held >= spec.most then
-        -- a member whose lease is gone (data another hand removed) frees its slot here
-        for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
-          if not tolerant(false, 'ZSCORE', leases, member) then
-            tolerant(0, 'SREM', running, member)
-            held = held - 1
-          end
-        end
-        if held >= spec.most then return false, -1 end
-      end
-    end
-    local rated = spec.count > 0 and spec.window > 0
-    -- the window and its guard (4 %, at most 250 ms)
-    local span = rated and spec.window + math.min(math.floor(spec.window / 25), 250) or 0
-    local gap, pace, due = 0, nil, now
-    if rated and spec.count >= PACED_FROM then
-      paced = prefix .. spec.limiter .. ':pace'
-      local tolerance = (span - spec.window) / 2
-      gap = (span + tolerance) / (spec.count - 1)
-      pace = tolerant(0, 'GET', paced)  -- 0: a key of another type, neither read nor written
-      if pace == 0 then
-        paced = nil
-      else
-        pace = flow_pace(tonumber(pace), now, gap + span, paced)
-        if pace and pace - tolerance > now then return false, math.ceil(pace - tolerance) end
-      end
-    elseif rated then
-      starts = prefix .. spec.limiter .. ':starts'
-      gap = spec.window / spec.count
-      local held = tolerant(0, 'ZCARD', starts)
-      -- the count-th newest start (the pace scores highest): the window had room
-      -- from span after it, whether or not the trim below removes it
-      local room = 0
-      if held > spec.count then
-        local nth = -1 - spec.count
-        room = (tonumber(tolerant({}, 'ZRANGE', starts, nth, nth, 'WITHSCORES')[2]) or 0) + span
-      end
-      held = held - tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
-      pace = flow_pace(tonumber(tolerant(false, 'ZSCORE', starts, '')), now, gap + span, starts)
-      local counted = held - (pace and 1 or 0)
-      -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
-      -- starts several tasks in one ms
-      local slack = math.max(gap / 2, 1)
-      local at = 0
-      if pace and pace - slack > now then at = pace - slack end
-      if counted >= spec.count then
-        -- the pace scores highest: the first member is the oldest start
-        local oldest = tonumber(tolerant({}, 'ZRANGE', starts, 0, 0, 'WITHSCORES')[2])
-        if oldest and oldest + span > at then at = oldest + span end
-      end
-      if at > now then return false, math.ceil(at) end
-      -- a start later than it was due (a worker waking late) counts from when it was
-      -- due, by half the guard at most: late wake-ups do not add up window after
-      -- window, and starts stay a window and half the guard apart
-      if pace then due = math.max(room, pace - slack, now - (span - spec.window) / 2) end
-    end
-    if running then tolerant(0, 'SADD', running, id) end
-    if paced then
-      -- kept a span past the next start (as a log would be): a missing pace allows a
-      -- start at once, so it outlives its turn on any caller's clock
-      local next_start = math.max(pace or 0, now) + gap
-      redis.call('SET', paced, next_start, 'PX', math.ceil(next_start - now + span))
-    elseif starts then
-      tolerant(0, 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
-      tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
-    end
-    return true
-  end
-
   -- Free the max_running slot `id` holds under `limiter`, if any, and have the
   -- limiter's parked tasks tried at once (a wake token rouses a waiting worker).
   local function flow_free(prefix, due, wake, limiter, id)
@@ -192,8 +98,11 @@ local function flow_control()
   local function flow_end(flow, prefix, due, wake, ids, forget)
     local specs, found = tolerant({}, 'HMGET', flow, unpack(ids)), false
     for i, id in ipairs(ids) do
-      if specs[i] then
-        found = true
+      if specs[i] then found = true end
+      -- a spec of no limiter and no group_max_running (a grouped task without limits)
+      -- starts with these 13 bytes: told by one plain find, not by the two patterns
+      -- below (about 3,400 Redis instructions a task)
+      if specs[i] and string.find(specs[i], '\n0\n0\n0\n0\n0\n0\n', 1, true) ~= 1 then
         -- the limiter of a spec whose max_running is above 0 (written without a
         -- leading zero): all an outcome needs, read without parsing the whole spec
         -- (one capture, no numbers: a fifth of the instructions of a whole parse)
@@ -292,12 +201,6 @@ local function flow_control()
       if type(total) == 'table' then total = guards().recount(total, key, delta) end
       if total and total <= 0 then redis.call('DEL', key) end
     end
-    local function tally(group, delta)
-      settle(group)
-      tally_total(delta)
-      tolerant(0, 'ZINCRBY', groups, delta, group)
-    end
-
     -- serve()'s tallies, written once a fetch by flush() (fetch.lua's answer): two
     -- commands saved a task. owed: the queue's count; owed_by: group -> its count
     -- (forget() drops a group's: its entry goes)
@@ -352,20 +255,6 @@ local function flow_control()
       return id, priority, head[2] ~= nil, second_priority, head[1]
     end
 
-    -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
-    -- wrote starts afresh (lib.lua's bump), and never fails the call
-    -- (a turn of another type is quarantined first: flow_write)
-    local function next_gen(turn, group)
-      local gen = redis.pcall('HINCRBY', turn, 'gen', 1)
-      if type(gen) == 'table' and string.find(tostring(gen.err), 'WRONGTYPE', 1, true) then
-        flow_made.quarantine(turn, 'hash', group)
-        gen = redis.call('HINCRBY', turn, 'gen', 1)
-      elseif type(gen) == 'table' then
-        gen = guards().bump(turn, 'gen', 1)
-      end
-      return gen
-    end
-
     -- Whether any group is paused, any has a weight: read once a call (a script runs
     -- alone: neither changes during it), so that most serves skip the lookups
     local any_paused, any_weight
@@ -381,124 +270,159 @@ local function flow_control()
                                            1000000) or 1
     end
 
-    -- A new live token of the group in the list of `priority`, at its head or tail;
-    -- `served`: the turn's fetches so far, written in the same HSET; `member`: the
-    -- group's one task, held in the token (a solo group)
-    local function push(group, priority, at_head, served, member)
-      local turn = base(group) .. ':turn'
-      local gen = c.now .. '.' .. next_gen(turn, group)
-      if member then gen = gen .. '/' .. member end
-      local write = flow_made.write
-      if served then
-        write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
-      else
-        write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority)
-      end
-      local token = '\255' .. gen .. '\255' .. group
-      write('list', group, at_head and 'LPUSH' or 'RPUSH', KEYS[c.first_ready + 9 - priority],
-            token)
-      -- counted out of the ready lists' lengths as a cancelled entry is (no task)
-      tolerant(0, 'ZADD', c.cancelled, priority, token)
-      flow_made.fair_made.pushed = true
-    end
+    -- The functions few fetches need (a group joined, put back in the rotation, its
+    -- claim checked, a slot holder checked, a count changed): made by fair_rare() at
+    -- the first call that needs one, as one table `rare` (each closure costs Redis
+    -- about 1,000 instructions a call, made whether called or not). Called as the
+    -- library's __index (made, name) it returns that function, for arm() and join();
+    -- called with no name, the table.
+    local rare
+    local function fair_rare(_, name)
+      if not rare then
+        local function tally(group, delta)
+          settle(group)
+          tally_total(delta)
+          tolerant(0, 'ZINCRBY', groups, delta, group)
+        end
 
-    -- Whether a turn's claim of a live token, `tok` in the list of `band`, is one
-    -- minitask wrote: a generation (now '.' count, then '/' and a solo group's task,
-    -- or not; '+' first for a group in its set form since) and a priority, 0 to 9;
-    -- with `check`, also that the token is in a ready list (its entry in cancelled:
-    -- one ZSCORE).
-    local function claimed(group, tok, band, check)
-      if tok and string.byte(tok) == 43 then tok = string.sub(tok, 2) end  -- '+'
-      local after = tok and string.match(tok, '^%-?%d+%.%-?%d+(.?)')
-      if not (band and string.find(band, '^%d$') and (after == '' or after == '/')) then
-        return false
-      end
-      return not check
-             or tolerant(false, 'ZSCORE', c.cancelled, '\255' .. tok .. '\255' .. group) ~= false
-    end
+        -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
+        -- wrote starts afresh (lib.lua's bump), and never fails the call
+        -- (a turn of another type is quarantined first: flow_write)
+        local function next_gen(turn, group)
+          local gen = redis.pcall('HINCRBY', turn, 'gen', 1)
+          if type(gen) == 'table' and string.find(tostring(gen.err), 'WRONGTYPE', 1, true) then
+            flow_made.quarantine(turn, 'hash', group)
+            gen = redis.call('HINCRBY', turn, 'gen', 1)
+          elseif type(gen) == 'table' then
+            gen = guards().bump(turn, 'gen', 1)
+          end
+          return gen
+        end
 
-    -- A solo group's task (its claim `tok`: a generation holding it) put in its ready
-    -- set, at the token's count (its order of joining: before any task joining
-    -- after it), and the claim marked '+': the same token, live, of a group in its set
-    -- form. False, and nothing written, for any other claim.
-    local function unsolo(group, tok)
-      local count, member = string.match(tok or '', '^%-?%d+%.(%d+)/(.*)$')
-      if not member then return false end
-      local _, priority = task_of(member, group)
-      local order = tonumber(count)
-      if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
-      flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
-                      (9 - priority) * RANK + order, member)
-      tolerant(0, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
-      return true
-    end
+        -- A new live token of the group in the list of `priority`, at its head or tail;
+        -- `served`: the turn's fetches so far, written in the same HSET; `member`: the
+        -- group's one task, held in the token (a solo group)
+        local function push(group, priority, at_head, served, member)
+          local turn = base(group) .. ':turn'
+          local gen = c.now .. '.' .. next_gen(turn, group)
+          if member then gen = gen .. '/' .. member end
+          local write = flow_made.write
+          if served then
+            write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
+          else
+            write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority)
+          end
+          local token = '\255' .. gen .. '\255' .. group
+          write('list', group, at_head and 'LPUSH' or 'RPUSH', KEYS[c.first_ready + 9 - priority],
+                token)
+          -- counted out of the ready lists' lengths as a cancelled entry is (no task)
+          tolerant(0, 'ZADD', c.cancelled, priority, token)
+          flow_made.fair_made.pushed = true
+        end
 
-    -- Put the group in the rotation if it has ready tasks, is not paused and has no
-    -- live token at its highest priority (or above). at_head: at the head of its list
-    -- (its own task comes back to its place), else at the tail. A turn's claim of a
-    -- live token that minitask did not write (claimed()) is no token: a new one is
-    -- pushed. Whether the claimed token exists is checked with `check` (the group came
-    -- back through flow_due) or when the group has one ready task (it has just
-    -- joined, or is about to leave): not for each task joining a group in the rotation.
-    -- alone: the priority of the group's one ready task, when the caller knows the group
-    -- had neither ready tasks nor a turn before it (so no token): nothing is read.
-    local function arm(group, at_head, check, alone)
-      settle(group)
-      local id, priority, second = true, alone, nil
-      if not alone then id, priority, second = first(group) end
-      if not id or is_paused(group) then return false end
-      local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
-      if live and unsolo(group, live[1]) then
-        -- a task joined a solo group: the group's task, in the set now, may be first;
-        -- and its token is looked for (a claim planted in that form names none)
-        live[1] = '+' .. live[1]
-        id, priority, second = first(group)
-        check = true
-      end
-      if live and live[1] and claimed(group, live[1], live[2], false)
-         and tonumber(live[2]) >= priority
-         and (not (check or not second) or claimed(group, live[1], live[2], true)) then
-        return false
-      end
-      push(group, priority, at_head)
-      return true
-    end
+        -- Whether a turn's claim of a live token, `tok` in the list of `band`, is one
+        -- minitask wrote: a generation (now '.' count, then '/' and a solo group's task,
+        -- or not; '+' first for a group in its set form since) and a priority, 0 to 9;
+        -- with `check`, also that the token is in a ready list (its entry in cancelled:
+        -- one ZSCORE).
+        local function claimed(group, tok, band, check)
+          if tok and string.byte(tok) == 43 then tok = string.sub(tok, 2) end  -- '+'
+          local after = tok and string.match(tok, '^%-?%d+%.%-?%d+(.?)')
+          if not (band and string.find(band, '^%d$') and (after == '' or after == '/')) then
+            return false
+          end
+          return not check or tolerant(false, 'ZSCORE', c.cancelled,
+                                       '\255' .. tok .. '\255' .. group) ~= false
+        end
 
-    -- A ready grouped task joins its group: new tasks at the tail of their priority,
-    -- one holding a slot (retried, put back, re-delivered) at its head. `new`: the
-    -- caller found the group's ready set and turn empty before its first write: the
-    -- group is solo, its task held in its token (unless it is paused).
-    local function join(id, spec, priority, new)
-      local group = spec.group
-      settle(group)
-      local holds = spec.group_most > 0
-                    and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
-      local member = string.sub('0123456789', priority + 1, priority + 1) .. id
-      if new and not is_paused(group) then
-        tally(group, 1)
-        push(group, priority, holds, nil, member)
-        return true
+        -- A solo group's task (its claim `tok`: a generation holding it) put in its ready
+        -- set, at the token's count (its order of joining: before any task joining
+        -- after it), and the claim marked '+': the same token, live, of a group in its set
+        -- form. False, and nothing written, for any other claim.
+        local function unsolo(group, tok)
+          local count, member = string.match(tok or '', '^%-?%d+%.(%d+)/(.*)$')
+          if not member then return false end
+          local _, priority = task_of(member, group)
+          local order = tonumber(count)
+          if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
+          flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
+                          (9 - priority) * RANK + order, member)
+          tolerant(0, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
+          return true
+        end
+
+        -- Put the group in the rotation if it has ready tasks, is not paused and has no
+        -- live token at its highest priority (or above). at_head: at the head of its list
+        -- (its own task comes back to its place), else at the tail. A turn's claim of a
+        -- live token that minitask did not write (claimed()) is no token: a new one is
+        -- pushed. Whether the claimed token exists is checked with `check` (the group came
+        -- back through flow_due) or when the group has one ready task (it has just
+        -- joined, or is about to leave): not for each task joining a group in the rotation.
+        -- alone: the priority of the group's one ready task, when the caller knows the group
+        -- had neither ready tasks nor a turn before it (so no token): nothing is read.
+        local function arm(group, at_head, check, alone)
+          settle(group)
+          local id, priority, second = true, alone, nil
+          if not alone then id, priority, second = first(group) end
+          if not id or is_paused(group) then return false end
+          local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
+          if live and unsolo(group, live[1]) then
+            -- a task joined a solo group: the group's task, in the set now, may be first;
+            -- and its token is looked for (a claim planted in that form names none)
+            live[1] = '+' .. live[1]
+            id, priority, second = first(group)
+            check = true
+          end
+          if live and live[1] and claimed(group, live[1], live[2], false)
+             and tonumber(live[2]) >= priority
+             and (not (check or not second) or claimed(group, live[1], live[2], true)) then
+            return false
+          end
+          push(group, priority, at_head)
+          return true
+        end
+
+        -- A ready grouped task joins its group: new tasks at the tail of their priority,
+        -- one holding a slot (retried, put back, re-delivered) at its head. `new`: the
+        -- caller found the group's ready set and turn empty before its first write: the
+        -- group is solo, its task held in its token (unless it is paused).
+        local function join(id, spec, priority, new)
+          local group = spec.group
+          settle(group)
+          local holds = spec.group_most > 0
+                        and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
+          local member = string.sub('0123456789', priority + 1, priority + 1) .. id
+          if new and not is_paused(group) then
+            tally(group, 1)
+            push(group, priority, holds, nil, member)
+            return true
+          end
+          local ready = base(group) .. ':ready'
+          local order = holds and 0 or next_gen(base(group) .. ':turn', group)
+          if flow_made.write('zset', group, 'ZADD', ready, (9 - priority) * RANK + order,
+                             member) == 1 then
+            tally(group, 1)
+          end
+          return arm(group, holds, false, new and priority)
+        end
+
+        -- Whether a slot holder is still a task of the queue (its message is kept while it
+        -- is queued, retried or running; a dead or cancelled one frees its slot here)
+        local function alive(id)
+          return tolerant(0, 'HEXISTS', c.messages, id) == 1
+                 and not tolerant(false, 'ZSCORE', c.dead, id)
+        end
+        rare = {tally = tally, next_gen = next_gen, push = push, claimed = claimed,
+                unsolo = unsolo, arm = arm, join = join, alive = alive}
       end
-      local ready = base(group) .. ':ready'
-      local order = holds and 0 or next_gen(base(group) .. ':turn', group)
-      if flow_made.write('zset', group, 'ZADD', ready, (9 - priority) * RANK + order,
-                         member) == 1 then
-        tally(group, 1)
-      end
-      return arm(group, holds, false, new and priority)
+      if name then return rare[name] end
+      return rare
     end
 
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
     local function forget(group, turn)
       forgotten[group] = turn
       owed_by[group] = nil
-    end
-
-    -- Whether a slot holder is still a task of the queue (its message is kept while it
-    -- is queued, retried or running; a dead or cancelled one frees its slot here)
-    local function alive(id)
-      return tolerant(0, 'HEXISTS', c.messages, id) == 1
-             and not tolerant(false, 'ZSCORE', c.dead, id)
     end
 
     -- the spec of a grouped task of no limits, no expiry and no debounce, its group
@@ -522,7 +446,7 @@ local function flow_control()
       local gen, group
       if cut and cut < #token then
         gen, group = string.sub(token, 2, cut - 1), string.sub(token, cut + 1)
-        settle(group)
+        if forgotten[group] then settle(group) end
       end
       local turn = gen and c.prefix .. 'g:' .. group .. ':turn'
       local tok = gen and redis.pcall('HGET', turn, 'tok')
@@ -534,7 +458,7 @@ local function flow_control()
         left[#left + 1] = token
         if first(group) then
           flow_made.quarantine(turn, 'hash', group)
-          arm(group, true)
+          fair_rare().arm(group, true)
         end
         return nil
       end
@@ -547,24 +471,30 @@ local function flow_control()
         -- stale token is dropped, and the group put back in the rotation if the turn
         -- claims a token that is not there (a claim minitask did not write)
         if live then
-          unsolo(group, tok)
+          fair_rare().unsolo(group, tok)
           tolerant(0, 'HDEL', turn, 'tok', 'band')
-        elseif gen and tok
-               and not claimed(group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
+        elseif gen and tok and not fair_rare().claimed(
+                 group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
           tolerant(0, 'HDEL', turn, 'tok', 'band')
-          arm(group, false)
+          fair_rare().arm(group, false)
         end
         return nil
       end
       -- a solo group's task: taken from the token, no ready set read (its first pass)
+      -- (its id is cut from the generation straight away: the member, whose one use is
+      -- the ready set's, is no string made)
       local solo = tok == gen and string.find(gen, '/', 1, true)
-      solo = solo and string.sub(gen, solo + 1)
       local ready = not solo and base(group) .. ':ready'
       while budget > 0 do
         local id, priority, next_id, next_priority, member, alone
         if solo then
-          id, priority = task_of(solo, group)
-          member, alone, solo = solo, true, nil
+          local digit = string.byte(gen, solo + 1)
+          if digit and digit >= 48 and digit <= 57 then
+            id, priority = string.sub(gen, solo + 2), digit - 48
+          else
+            id, priority = task_of(string.sub(gen, solo + 1), group)
+          end
+          alone, solo = true, nil
         else
           ready = ready or base(group) .. ':ready'
           id, priority, next_id, next_priority, member = first(group, ready)
@@ -575,7 +505,9 @@ local function flow_control()
           return nil
         end
         local body = c.body_of(id)
-        local text = body and tolerant(false, 'HGET', c.flow, id)
+        -- (redis.pcall inline, as on the other hot paths: tolerant() is a vararg call)
+        local text = body and redis.pcall('HGET', c.flow, id)
+        if type(text) == 'table' then guards().foreign(text) text = false end
         local spec
         -- a spec of no limits, no expiry, no debounce (most) is told by one comparison,
         -- not parsed (two matches and a table: some 10,000 instructions)
@@ -588,7 +520,7 @@ local function flow_control()
         if not (spec and spec.group == group) then
           -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
           -- no longer of this group
-          if alone or tolerant(0, 'ZREM', ready, member) == 1 then tally(group, -1) end
+          if alone or tolerant(0, 'ZREM', ready, member) == 1 then fair_rare().tally(group, -1) end
           tolerant(0, 'ZREM', c.cancelled, id)
           budget = budget - 1
           if alone then  -- a solo group's task: the group is empty
@@ -604,7 +536,7 @@ local function flow_control()
             local held = tolerant(0, 'SCARD', running)
             if held >= spec.group_most then
               for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
-                if not alive(member) then
+                if not fair_rare().alive(member) then
                   tolerant(0, 'SREM', running, member)
                   held = held - 1
                 end
@@ -614,12 +546,12 @@ local function flow_control()
             if held >= spec.group_most then out_at = -1 end
           end
           if not out_at and spec.group_count > 0 and not holds then
-            local free, retry_at = flow_admit(
+            local free, retry_at = flow_made.admit(
               c.prefix, {limiter = 'g:' .. group, most = 0, count = spec.group_count,
                          window = spec.group_window}, id, c.clock(), c.leases)
             if not free then out_at = retry_at end
           end
-          if not out_at then
+          if not out_at and spec.limiter ~= '' then  -- (no limiter: held by none)
             local held = flow_made.held_by_task(c, spec, id)
             if held then
               tolerant(0, 'ZREM', c.cancelled, token)
@@ -628,7 +560,7 @@ local function flow_control()
           end
           if out_at then
             left[#left + 1] = token
-            if alone then unsolo(group, tok) end  -- its task waits in its set
+            if alone then fair_rare().unsolo(group, tok) end  -- its task waits in its set
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
@@ -676,30 +608,14 @@ local function flow_control()
       -- a long run of stale entries: the token goes back at the head for the next fetch
       left[#left + 1] = token
       tolerant(0, 'HDEL', turn, 'tok', 'band')
-      arm(group, true)
+      fair_rare().arm(group, true)
       return nil
     end
 
-    flow_made.fair_made = {arm = arm, join = join, serve = serve, flush = flush}
+    -- pushed, told: false, so that reading them calls no __index
+    flow_made.fair_made = setmetatable({serve = serve, flush = flush, pushed = false,
+                                        told = false}, {__index = fair_rare})
     return flow_made.fair_made
-  end
-
-  -- Fair queues meeting data minitask did not write where a grouped task goes (its
-  -- group's ready set, turn or slots, a ready list its token goes to, a park list):
-  -- the key is moved aside (quarantined) to `key`:foreign (or :foreign2, up to
-  -- :foreign100, which a 101st replaces: a call never fails half-way), kept whole for
-  -- its owner, with a line in Redis's log naming both and the `group`; the write then
-  -- goes on, so no task is dropped.
-  local function flow_quarantine(key, kind, group)
-    local aside
-    for n = 1, 100 do
-      aside = key .. ':foreign' .. (n > 1 and n or '')
-      if redis.call('EXISTS', aside) == 0 then break end
-    end
-    redis.call('RENAME', key, aside)
-    redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
-              .. ': it held another type than the ' .. kind .. ' minitask keeps there'
-              .. ' for group ' .. group)
   end
 
   -- `command` on `key`, where minitask keeps a `kind` for `group`: a key of another
@@ -709,32 +625,158 @@ local function flow_control()
     local reply = redis.pcall(command, key, ...)
     if type(reply) == 'table' and reply.err then
       guards().foreign(reply)
-      flow_quarantine(key, kind, group)
+      flow_made.quarantine(key, kind, group)
       reply = redis.call(command, key, ...)
     end
     return reply
   end
 
-  -- Fair queues with flow control: whether the task's own limits (rate_limit,
-  -- max_running, per limit_key: its limiter) hold a grouped task whose group's
-  -- limits allow it to start. They hold every group of the task alike, so the group
-  -- waits in the limiter's park list (its token, still live, parked by the fetch) and
-  -- is served again as the limiter's parked tasks are: when a slot frees or the rate
-  -- allows, in order. nil: no such limit, or it allows the start (counted); else
-  -- {limiter, when to try again (ms; -1: when a slot frees)}. A start the task's
-  -- limits refuse still counts against the group's rate (on the safe side).
-  local function flow_held_by_task(c, spec, id)
-    if spec.limiter == '' or (spec.expires > 0 and tonumber(c.now) >= spec.expires) then
-      return nil
+  -- The functions few calls need (limits counted, a key moved aside):
+  -- made by flow_limits() the first time a script reads one of them from the
+  -- library (its metatable's __index), so that a call of tasks without limits
+  -- (a plain grouped task's fetch, its ack) makes none of their closures (each
+  -- costs Redis about 1,000 instructions a call).
+  local function flow_limits(made, name)
+    if rawget(made, 'admit') then return nil end
+    -- Starts a window from which a rate is paced alone, without a log (above)
+    local PACED_FROM = 500
+
+    -- A pace read from `key`, or nil (none) for one further than `most` ms past `now`
+    -- (or not a number): a start sets the pace at most a gap and a half-guard past
+    -- its own now, so a pace further out is data minitask did not write, and obeyed
+    -- it would hold the limiter's tasks back for as long (a year 5138 in ms). Ignored,
+    -- it is overwritten by the next start; Redis's log says so.
+    local function flow_pace(pace, now, most, key)
+      if pace and not (pace <= now + most) then
+        redis.log(redis.LOG_WARNING, 'minitask: ignored the flow pace ' .. tostring(pace)
+                  .. ' of ' .. key .. ', more than ' .. most .. ' ms after now (' .. now
+                  .. '): not one minitask wrote')
+        return nil
+      end
+      return pace
     end
-    local free, retry_at = flow_admit(c.prefix, spec, id, c.clock(), c.leases)
-    if free then return nil end
-    return {spec.limiter, retry_at}
+
+    -- Whether the task `id` of `spec` may start at `now`: true (its slot taken and
+    -- its start counted), or false and when to try again (ms; -1: when a slot frees).
+    local function flow_admit(prefix, spec, id, now, leases)
+      local running, starts, paced
+      if spec.most > 0 then
+        running = prefix .. spec.limiter .. ':running'
+        local held = tolerant(0, 'SCARD', running)
+        if held >= spec.most then
+          -- a member whose lease is gone (data another hand removed) frees its slot here
+          for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
+            if not tolerant(false, 'ZSCORE', leases, member) then
+              tolerant(0, 'SREM', running, member)
+              held = held - 1
+            end
+          end
+          if held >= spec.most then return false, -1 end
+        end
+      end
+      local rated = spec.count > 0 and spec.window > 0
+      -- the window and its guard (4 %, at most 250 ms)
+      local span = rated and spec.window + math.min(math.floor(spec.window / 25), 250) or 0
+      local gap, pace, due = 0, nil, now
+      if rated and spec.count >= PACED_FROM then
+        paced = prefix .. spec.limiter .. ':pace'
+        local tolerance = (span - spec.window) / 2
+        gap = (span + tolerance) / (spec.count - 1)
+        pace = tolerant(0, 'GET', paced)  -- 0: a key of another type, neither read nor written
+        if pace == 0 then
+          paced = nil
+        else
+          pace = flow_pace(tonumber(pace), now, gap + span, paced)
+          if pace and pace - tolerance > now then return false, math.ceil(pace - tolerance) end
+        end
+      elseif rated then
+        starts = prefix .. spec.limiter .. ':starts'
+        gap = spec.window / spec.count
+        local held = tolerant(0, 'ZCARD', starts)
+        -- the count-th newest start (the pace scores highest): the window had room
+        -- from span after it, whether or not the trim below removes it
+        local room = 0
+        if held > spec.count then
+          local nth = -1 - spec.count
+          room = (tonumber(tolerant({}, 'ZRANGE', starts, nth, nth, 'WITHSCORES')[2]) or 0) + span
+        end
+        held = held - tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
+        pace = flow_pace(tonumber(tolerant(false, 'ZSCORE', starts, '')), now, gap + span, starts)
+        local counted = held - (pace and 1 or 0)
+        -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
+        -- starts several tasks in one ms
+        local slack = math.max(gap / 2, 1)
+        local at = 0
+        if pace and pace - slack > now then at = pace - slack end
+        if counted >= spec.count then
+          -- the pace scores highest: the first member is the oldest start
+          local oldest = tonumber(tolerant({}, 'ZRANGE', starts, 0, 0, 'WITHSCORES')[2])
+          if oldest and oldest + span > at then at = oldest + span end
+        end
+        if at > now then return false, math.ceil(at) end
+        -- a start later than it was due (a worker waking late) counts from when it was
+        -- due, by half the guard at most: late wake-ups do not add up window after
+        -- window, and starts stay a window and half the guard apart
+        if pace then due = math.max(room, pace - slack, now - (span - spec.window) / 2) end
+      end
+      if running then tolerant(0, 'SADD', running, id) end
+      if paced then
+        -- kept a span past the next start (as a log would be): a missing pace allows a
+        -- start at once, so it outlives its turn on any caller's clock
+        local next_start = math.max(pace or 0, now) + gap
+        redis.call('SET', paced, next_start, 'PX', math.ceil(next_start - now + span))
+      elseif starts then
+        tolerant(0, 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
+        tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
+      end
+      return true
+    end
+
+    -- Fair queues meeting data minitask did not write where a grouped task goes (its
+    -- group's ready set, turn or slots, a ready list its token goes to, a park list):
+    -- the key is moved aside (quarantined) to `key`:foreign (or :foreign2, up to
+    -- :foreign100, which a 101st replaces: a call never fails half-way), kept whole for
+    -- its owner, with a line in Redis's log naming both and the `group`; the write then
+    -- goes on, so no task is dropped.
+    local function flow_quarantine(key, kind, group)
+      local aside
+      for n = 1, 100 do
+        aside = key .. ':foreign' .. (n > 1 and n or '')
+        if redis.call('EXISTS', aside) == 0 then break end
+      end
+      redis.call('RENAME', key, aside)
+      redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
+                .. ': it held another type than the ' .. kind .. ' minitask keeps there'
+                .. ' for group ' .. group)
+    end
+
+    -- Fair queues with flow control: whether the task's own limits (rate_limit,
+    -- max_running, per limit_key: its limiter) hold a grouped task whose group's
+    -- limits allow it to start. They hold every group of the task alike, so the group
+    -- waits in the limiter's park list (its token, still live, parked by the fetch) and
+    -- is served again as the limiter's parked tasks are: when a slot frees or the rate
+    -- allows, in order. nil: no such limit, or it allows the start (counted); else
+    -- {limiter, when to try again (ms; -1: when a slot frees)}. A start the task's
+    -- limits refuse still counts against the group's rate (on the safe side).
+    local function flow_held_by_task(c, spec, id)
+      if spec.limiter == '' or (spec.expires > 0 and tonumber(c.now) >= spec.expires) then
+        return nil
+      end
+      local free, retry_at = flow_admit(c.prefix, spec, id, c.clock(), c.leases)
+      if free then return nil end
+      return {spec.limiter, retry_at}
+    end
+
+    made.admit, made.quarantine = flow_admit, flow_quarantine
+    made.held_by_task = flow_held_by_task
+    return rawget(made, name)
   end
 
-  flow_made = {spec = flow_spec, admit = flow_admit, finish = flow_end, fair = flow_fair,
-               held_by_task = flow_held_by_task, quarantine = flow_quarantine,
-               write = flow_write}
+  -- fair_made: flow_fair's library once made (false: a read that finds it must not
+  -- call flow_limits)
+  flow_made = setmetatable({spec = flow_spec, finish = flow_end, fair = flow_fair,
+                            write = flow_write, fair_made = false},
+                           {__index = flow_limits})
   return flow_made
 end
 

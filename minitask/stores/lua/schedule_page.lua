@@ -1,0 +1,71 @@
+-- schedule_page: one page of a queue's schedules, for the listings; writes nothing.
+-- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
+-- ARGV[1] 'armed' or 'unarmed'   ARGV[2] entries at most (a page)
+-- armed: the schedules that have a tick, soonest first (the order of ticks: tick,
+--   then name byte by byte), after the entry ARGV[3] (its tick, as a score) and
+--   ARGV[4] (its name); ARGV[3] '' from the first. Kept by position, not offset: a
+--   schedule that fires moves to a later tick, so no entry not yet listed can move
+--   before the position and be missed. Finding the position is two ZCOUNT and, among
+--   entries of the same tick, a binary search by rank: O(log^2 N) whatever the page.
+-- unarmed: the schedules with no tick, in hash order: ARGV[3] an HSCAN cursor
+--   ('0' from the first); one HSCAN of COUNT ARGV[2], and one ZSCORE for each
+--   field it returns.
+-- Returns {'ok', next, name, tick or false, record or false, last tick or false, ...}:
+-- next is the HSCAN cursor that follows (unarmed; '0': no more), '' for armed; a
+-- tick of ticks without a record (a name minitask did not write) comes with record
+-- false, so that the next page starts after it. {'foreign', the error} when
+-- schedules holds another type than a hash.
+-- Data minitask did not write (lib.lua): ticks or fired of another type count as
+-- empty (every schedule is then unarmed, or never fired).
+-- (HLEN, not TYPE: the commands of the docs' ACL list, guide/scaling.rst)
+local size = redis.pcall('HLEN', KEYS[1])
+if type(size) == 'table' and size.err then
+  guards().foreign(size)
+  return {'foreign', size.err}
+end
+local count = tonumber(ARGV[2])
+local found = {'ok', ''}
+
+-- Whether member `a` comes after `b` in a sorted set of equal scores (memcmp: Lua's
+-- own < follows the server's locale).
+local function after(a, b)
+  local shorter = math.min(#a, #b)
+  for i = 1, shorter do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x > y end
+  end
+  return #a > #b
+end
+
+local function add(name, tick, record)
+  local last = tolerant(false, 'HGET', KEYS[3], 'at:' .. name)
+  found[#found + 1] = name
+  found[#found + 1] = tick
+  found[#found + 1] = record
+  found[#found + 1] = last
+end
+
+if ARGV[1] == 'armed' then
+  local start = 0
+  if ARGV[3] ~= '' then
+    local low = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', '(' .. ARGV[3])
+    local high = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', ARGV[3])
+    while low < high do
+      local middle = math.floor((low + high) / 2)
+      local member = redis.call('ZRANGE', KEYS[2], middle, middle)[1]
+      if after(member, ARGV[4]) then high = middle else low = middle + 1 end
+    end
+    start = low
+  end
+  local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
+  for i = 1, #ticks, 2 do add(ticks[i], ticks[i + 1], redis.call('HGET', KEYS[1], ticks[i])) end
+  return found
+end
+
+local page = redis.call('HSCAN', KEYS[1], ARGV[3], 'COUNT', count)
+found[2] = page[1]
+local fields = page[2]
+for i = 1, #fields, 2 do
+  if not tolerant(false, 'ZSCORE', KEYS[2], fields[i]) then add(fields[i], false, fields[i + 1]) end
+end
+return found
