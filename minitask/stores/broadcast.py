@@ -138,12 +138,23 @@ class BroadcastStore(Store):
         return Pulled(int(pulled), int(skipped), bool(int(more)),
                       text_of(note) or printable(note), _names(woken), _names(missed))
 
-    def subscribe(self, queue: str, subscriber: str, now_ms: int) -> bool:
+    def subscribe(self, queue: str, subscriber: str, now_ms: int,
+                  notes: Optional[List[str]] = None) -> bool:
         """Subscribe ``subscriber`` to the queue's broadcasts from now on (an existing
-        subscription keeps its place); True when it is new."""
-        return bool(self.transport.run(
-            "broadcast_subscribe", self._common(queue),
-            (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
+        subscription keeps its place); True when it is new. Cursors of another type
+        (data minitask did not write) refuse it: with ``notes`` (a worker's, which
+        serves its other queues) the note saying so is added there and False
+        returned; without, BrokerError."""
+        what = f"subscribe {subscriber!r} to queue {queue!r}"
+        reply = self.transport.run("broadcast_subscribe", self._common(queue),
+                                   (subscriber, now_ms), what)
+        if not isinstance(reply, (bytes, str)):
+            return bool(reply)
+        note = text_of(reply) or printable(reply)
+        if notes is None:
+            raise BrokerError(f"could not {what}: {note}", reason="wrong type")
+        notes.append(note)
+        return False
 
     def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> List[str]:
         """Record that a worker of ``subscriber`` is alive, for each of ``queues``; the

@@ -78,9 +78,14 @@ class BroadcastSource:
         store = self._host.broker.broadcasts
         now_ms = self._host.clock.now_ms()
         for queue in self.lanes:
-            if store.subscribe(queue, self.subscriber, now_ms):
+            notes: List[str] = []
+            if store.subscribe(queue, self.subscriber, now_ms, notes):
                 logger.info("subscribed as %r to the broadcasts of queue %r", self.subscriber,
                             queue)
+            for note in notes:  # refused: its other queues go on; its pulls (each
+                # round) say the same until the key is fixed, then subscribe it
+                self._noted.add((queue, note))
+                logger.warning("subscriber %r of queue %r: %s", self.subscriber, queue, note)
         if self.lanes:
             # known app-wide: dead letters, status and lookups by id find the lanes
             self._host.broker.queues.register_queues(self.lanes.values(), lanes=True)

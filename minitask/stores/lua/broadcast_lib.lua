@@ -63,6 +63,19 @@ local function forget_calls(ids)
   per_thousand('HDEL', KEYS[4], ids)
 end
 
+-- The highest call sequence the `keys` (sorted sets: the log, places, since or
+-- joins) show, 0 for none: one ZRANGE -1 -1 each. What state's seq is read as when
+-- it is missing (deleted, evicted) or no sequence (1e400, nan, -1, 1.5), or is
+-- below it: no sequence at or below one a cursor or the log has seen is handed out.
+local function high_water(keys)
+  local top = 0
+  for _, key in ipairs(keys) do
+    local last = tolerant({}, 'ZRANGE', key, -1, -1, 'WITHSCORES')
+    top = math.max(top, guards().whole(last[2], 0, MAX_SCORE) or 0)
+  end
+  return top
+end
+
 -- A subscriber's cursor moves: the hash (the truth) and the index with it.
 local function set_cursor(name, cursor)
   local value = string.format('%.0f', cursor)

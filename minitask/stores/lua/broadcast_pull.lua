@@ -42,12 +42,19 @@ end
 local seq = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
 local raw = redis.call('HGET', KEYS[5], name)
 local cursor = raw and guards().whole(raw, 0, seq or MAX_SCORE)
+if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
+  -- a seq set back below the cursor is read as the highest sequence the log and the
+  -- cursors show, as a send starts again from it (only one above them all is planted)
+  seq = math.max(seq, high_water({KEYS[7], KEYS[2], KEYS[8]}))
+  cursor = guards().whole(raw, 0, seq)
+end
 local note = ''
 if not cursor then
   -- no cursor: subscribe from the last call sent, as a new subscriber does; one
   -- that is no sequence (nan, inf, 1.5, past the last call): at least once, from
-  -- the oldest call still logged (calls it ran may run again, none is lost)
-  cursor = seq or 0
+  -- the oldest call still logged (calls it ran may run again, none is lost); a
+  -- seq missing or no sequence is read as the subscribe script reads it
+  cursor = math.max(seq or 0, high_water({KEYS[7], KEYS[2], KEYS[8]}))
   if raw then
     local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
     oldest = oldest and guards().whole(oldest, 1, cursor)

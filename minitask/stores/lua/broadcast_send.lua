@@ -19,10 +19,10 @@
 -- carried. Cost: O(log n) in the subscribers (none is read one by one), O(calls
 -- added + dropped) in the calls, at most PRUNE_BATCH stale subscribers pruned.
 -- Data minitask did not write (lib.lua): cursors, state, log, bodies, sent, names or joins
--- of another type refuses the call before any write; a sequence that is no number, or
--- is below a cursor or a logged call, starts again above every cursor and logged call
--- (so no subscriber takes the next call for one it pulled already); a wake list of
--- another type gets no token.
+-- of another type refuses the call before any write; a sequence that is missing, no
+-- number, or below a cursor or a logged call, starts again above every cursor and
+-- logged call (so no subscriber takes the next call for one it pulled already); a
+-- wake list of another type gets no token.
 local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 guards().expect(KEYS[5], 'hash')
@@ -34,22 +34,17 @@ guards().expect(KEYS[10], 'hash')
 guards().expect(KEYS[11], 'zset')
 local _, longest = prune(ttl)
 local subscribed = redis.call('HLEN', KEYS[5]) > 0
--- the sequence is above every cursor and every call logged: one that is no number, or
--- one below them (set back by hand, or planted), starts again above them all, so that
--- no subscriber takes the next call for one it pulled already (it would never run)
+-- the sequence is above every cursor and every call logged: one that is missing
+-- (deleted, evicted), no number, or below them (set back by hand, or planted) starts
+-- again above them all, so that no subscriber takes the next call for one it pulled
+-- already (it would never run); a missing one with nothing logged is a first send
 local seq_now = redis.call('HGET', KEYS[1], 'seq')
-if seq_now then
-  local top = 0
-  for _, key in ipairs({KEYS[7], KEYS[2], KEYS[11]}) do
-    local last = tolerant({}, 'ZRANGE', key, -1, -1, 'WITHSCORES')
-    top = math.max(top, guards().whole(last[2], 0, MAX_SCORE) or 0)
-  end
-  local held = guards().whole(seq_now, 0, MAX_SCORE)
-  if not held or held < top then
-    redis.call('HSET', KEYS[1], 'seq', top)
-    redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[1] .. ' seq held no call sequence ' ..
-              'above every cursor and logged call; started again at ' .. top)
-  end
+local top = high_water({KEYS[7], KEYS[2], KEYS[11]})
+local held = guards().whole(seq_now, 0, MAX_SCORE)
+if (seq_now and not held) or (held or 0) < top then
+  redis.call('HSET', KEYS[1], 'seq', top)
+  redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[1] .. ' seq held no call sequence ' ..
+            'above every cursor and logged call; started again at ' .. top)
 end
 local added = 0
 for i = 7 + n, #ARGV, 2 do

@@ -4,16 +4,25 @@
 -- cursors an older minitask wrote (broadcast_lib.lua's indexed).
 -- KEYS[1..9] as broadcast_lib.lua
 -- ARGV[1] subscriber   ARGV[2] now (ms)
--- Returns: 1 when the subscription is new, else 0.
--- Data minitask did not write (lib.lua): cursors of another type refuses the
--- call; a cursor that is no call sequence (text, nan, 1.5) is kept, not set to
--- the last call sent: the subscriber's first pull restarts it from the oldest call
--- still logged (broadcast_pull.lua), so the calls it had not pulled still run on
--- it; seen, places, since or alive of another type is left as it is.
-guards().expect(KEYS[5], 'hash')
-local seq = string.format('%.0f', tonumber(tolerant(false, 'HGET', KEYS[1], 'seq')) or 0)
+-- Returns: 1 when the subscription is new, else 0; a note (text) when refused.
+-- Data minitask did not write (lib.lua): cursors of another type makes the call
+-- write nothing and return the note broadcast_pull.lua returns for it (the worker
+-- logs it once and serves its other queues; its pulls subscribe it once the key is
+-- fixed); state's seq missing, no call sequence (1e400, nan, -1, 1.5) or below a
+-- cursor or a logged call is read as the highest of them (broadcast_lib.lua's
+-- high_water), as a send starts again from it; a cursor that is no call sequence
+-- (text, nan, 1.5) is kept, not set to the last call sent: the subscriber's first
+-- pull restarts it from the oldest call still logged (broadcast_pull.lua), so the
+-- calls it had not pulled still run on it; seen, places, since or alive of another
+-- type is left as it is.
+if not guards().fits(KEYS[5], 'hash') then
+  return 'key ' .. KEYS[5] .. ' holds another type than the hash minitask keeps there; ' ..
+         'this subscriber pulls nothing until it is renamed or deleted'
+end
 local new = 0
 if not redis.call('HGET', KEYS[5], ARGV[1]) then
+  local held = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE) or 0
+  local seq = string.format('%.0f', math.max(held, high_water({KEYS[7], KEYS[2], KEYS[8]})))
   set_cursor(ARGV[1], seq)
   tolerant(0, 'ZADD', KEYS[8], seq, ARGV[1])
   new = 1
