@@ -83,6 +83,17 @@ def test_a_worker_runs_every_task_and_the_groups_leave_nothing(
     assert _group_keys(client) == [] and client.hlen(KEYS.flow) == 0
 
 
+def test_the_only_grouped_task_its_spec_gone_runs_with_flow_control_off(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = tenant_app(make_app, group_max_running=1)
+    client = app.broker.transport.client
+    handle = job.delay("A", 5)
+    client.hdel(KEYS.flow, handle.id)  # the flow hash is empty: the fetch meets the token
+    assert drain(app.worker(burst=True)) == 1
+    assert handle.get(timeout=0) == 5
+    assert _group_keys(client) == [] and queue_counts(app, "default")["ready"] == 0
+
+
 # ---- a real worker, a redis-server whose log the test reads ----------------------------
 
 FAIR = QueueKeys("fair", "default")
