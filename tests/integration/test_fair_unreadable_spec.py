@@ -134,10 +134,10 @@ def test_planted_nan_on_a_real_worker_runs_the_task_and_says_so_in_redis_log(
         for handle in handles.values():
             assert handle.get(timeout=DEADLINE) is None
         wait_until(lambda: client.llen("fair:starts") == 9, timeout=DEADLINE,
-                   message="the 9 ungrouped-spec tenant jobs to start")
+                   message="the 9 tenant jobs to start")
         for group in "ABC":
-            entries = [raw.decode().split(":") for raw in client.lrange(f"fair:log:{group}",
-                                                                         0, -1)]
+            raw = client.lrange(f"fair:log:{group}", 0, -1)
+            entries = [record.decode().split(":") for record in raw]
             assert sorted(int(e[1]) for e in entries if e[0] == "end") == [0, 1, 2]
             if group != "A":  # group_max_running=1 kept: each ends before the next starts
                 assert [e[0] for e in entries] == ["start", "end"] * 3, entries
