@@ -14,10 +14,63 @@
 -- A cancelled ready task keeps its ready-list entry; without its message,
 -- fetch drops it. That keeps cancel O(1) however long the queue; the id waits in
 -- cancelled, at its priority, until then, so that counts can leave it out.
+-- A grouped ready task (fair queues: its spec names its group) is not in a ready
+-- list but in its group's ready set, or held in its solo group's token: it leaves
+-- them here (withdraw, below), and its group's counts go down in the same step, so
+-- status never counts it; it needs no entry in cancelled. Removing a member of a
+-- sorted set moves no other: the group's order and its token's place are kept.
 -- Data minitask did not write (lib.lua): a cancel never fails on it. A key of
 -- another type counts as empty (cancelled of another type: the id is not left
--- out of the counts); a result key is replaced whole.
+-- out of the counts); a result key is replaced whole. A grouped spec that does not
+-- parse names no group: the id goes to cancelled, and the fetch that meets it in
+-- its group drops it there (flow.lua's serve).
 local id = ARGV[1]
+
+-- Take the ready task `id` out of the group its flow spec `text` names (KEYS[11]: the
+-- flow prefix, flow.lua's names): from its group's ready set (its member is a
+-- priority digit and the id, any digit tried: the caller's priority may be unknown;
+-- or the id alone, one with no digit first, as flow.lua's task_of reads it), or
+-- from its solo group's claim. The queue's and the group's counts go down by one; a
+-- group left with no ready task leaves its turn and its groups and flow_due entries
+-- (its token, if one is in a ready list, is stale then: the fetch that meets it drops
+-- it, as after purge_ready.lua). Slots held by running tasks stay theirs. False when
+-- it is in no group (ungrouped, on its way back in a ready list, or not found).
+local function withdraw(text)
+  local group = text and string.match(
+    text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n%d+\n%d+\n%d+\n(.+)$')
+  if not group then return false end
+  local prefix = KEYS[11]
+  local ready, turn = prefix .. 'g:' .. group .. ':ready', prefix .. 'g:' .. group .. ':turn'
+  local members = {}
+  for digit = 0, 9 do members[digit + 1] = digit .. id end
+  local first = string.byte(id)
+  if not (first and first >= 48 and first <= 57) then members[11] = id end
+  local left, removed = 0, tolerant(0, 'ZREM', ready, unpack(members))
+  if removed > 0 then
+    left = tolerant(0, 'ZCARD', ready)
+  else
+    -- a solo group's claim: a generation, '/', then its task's member
+    local member = string.match(tolerant(false, 'HGET', turn, 'tok') or '', '^%-?%d+%.%d+/(.*)$')
+    local digit = member and string.byte(member)
+    if digit and digit >= 48 and digit <= 57 then member = string.sub(member, 2) end
+    if member ~= id then return false end
+    removed = 1
+  end
+  -- (a count that is no integer starts afresh: lib.lua's recount)
+  local total = prefix .. 'groups_ready'
+  local count = redis.pcall('INCRBY', total, -removed)
+  if type(count) == 'table' then count = guards().recount(count, total, -removed) end
+  if count and count <= 0 then redis.call('DEL', total) end
+  if left > 0 then
+    tolerant(0, 'ZINCRBY', prefix .. 'groups', -removed, group)
+  else
+    tolerant(0, 'DEL', turn)
+    tolerant(0, 'ZREM', prefix .. 'groups', group)
+    tolerant(0, 'ZREM', KEYS[12], 'g:' .. group)
+  end
+  return true
+end
+
 local scheduled = tolerant(0, 'ZREM', KEYS[1], id) == 1
 if scheduled then
   tolerant(0, 'HDEL', KEYS[8], id)
@@ -26,7 +79,11 @@ else
     return 0
   end
   if tolerant(0, 'HEXISTS', KEYS[4], id) == 0 then return 0 end
-  tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
+  -- a ready-list entry waits in cancelled until a fetch drops it; a grouped task
+  -- leaves its group at once
+  if not withdraw(tolerant(false, 'HGET', KEYS[10], id)) then
+    tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
+  end
 end
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)

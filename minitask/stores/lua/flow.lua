@@ -518,10 +518,49 @@ local function flow_control()
           spec = flow_spec(text)
         end
         if not (spec and spec.group == group) then
-          -- cancelled (cancel.lua counted it in cancelled, as a ready-list entry), or
-          -- no longer of this group
+          -- gone (no message: cancelled before cancel.lua withdrew grouped ids, or with
+          -- a spec it could not read; dead, delayed), or a task whose spec names no
+          -- group here: it leaves the group either way
           if alone or tolerant(0, 'ZREM', ready, member) == 1 then fair_rare().tally(group, -1) end
-          tolerant(0, 'ZREM', c.cancelled, id)
+          if body then
+            -- its spec names another group, none, or none that parses (data minitask did
+            -- not write): never dropped, it goes to the ready list of its priority, from
+            -- which the fetch serves it as its spec says (as for an ungrouped task: a
+            -- spec that does not parse is no limit; another group's: it joins that
+            -- group). Redis's log names the key, the field and the problem. Inline: a
+            -- closure would cost every fetch (flow_control's header)
+            flow_made.write('list', group, 'RPUSH', KEYS[c.first_ready + 9 - priority], id)
+            flow_made.fair_made.pushed = true
+            local problem = 'is missing'
+            if spec and spec.group then
+              problem = 'names group ' .. spec.group
+            elseif text then
+              local n, names = 0, {'', 'the rate count', 'the rate window', 'max_running',
+                                   'expires', 'debounce', 'group_max_running',
+                                   'the group rate count', 'the group rate window'}
+              problem = nil
+              for line in string.gmatch(text .. '\n', '([^\n]*)\n') do
+                n = n + 1
+                if n > 1 and n < 10 and not string.find(line, '^%d+$') then
+                  problem = 'holds ' .. names[n] .. ' ' .. string.sub(line, 1, 40)
+                            .. ' (line ' .. n .. '), no count'
+                  break
+                elseif n == 10 then
+                  if line == '' then problem = 'names an empty group' end
+                  break
+                end
+              end
+              problem = problem or ('is no grouped spec minitask writes (' .. n .. ' lines)')
+            end
+            redis.log(redis.LOG_WARNING, (string.gsub(
+              'minitask: the flow spec of task ' .. id .. ' (field ' .. id .. ' of ' .. c.flow
+              .. ') ' .. string.sub(problem, 1, 200) .. ': not one minitask wrote; the task'
+              .. ' left group ' .. group .. ' for the ready list of priority ' .. priority
+              .. ' and runs as its spec says (without the limits it cannot read)',
+              '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
+          else
+            tolerant(0, 'ZREM', c.cancelled, id)
+          end
           budget = budget - 1
           if alone then  -- a solo group's task: the group is empty
             left[#left + 1] = token
