@@ -53,9 +53,12 @@ def test_a_pack_within_a_pack_uses_a_packer_of_its_own() -> None:
         return "nested"
 
     serializer._packers.packer = msgpack.Packer(use_bin_type=True, default=default)
-    assert serializer._pack(["outer", Nested()]) == packb(["outer", "nested"])
-    assert inner == [packb({"inner": [1, 2]})]
-    assert serializer._pack(["outer"]) == packb(["outer"])
+    try:
+        assert serializer._pack(["outer", Nested()]) == packb(["outer", "nested"])
+        assert inner == [packb({"inner": [1, 2]})]
+        assert serializer._pack(["outer"]) == packb(["outer"])
+    finally:  # the planted Packer must not pack the next tests' values on this thread
+        serializer._packers.__dict__.pop("packer", None)
 
 
 def test_threads_pack_with_their_own_packers() -> None:
