@@ -352,16 +352,22 @@ class QueueStore(Store):
             self.transport.client.zadd(self.keys(queue).leases, mapping, xx=True)
 
     def release(self, queue: str, leases: Sequence[Tuple[str, int]]) -> int:
-        """Give leased (id, priority) tasks back to the head of their queue."""
+        """Give leased (id, priority) tasks back to the head of their queue.
+
+        On the calling thread's own connection (``run_calls``), not the client's
+        pool: a stopping thread pool gives back from every thread at once, and the
+        pool, short of connections, refused some ("Too many connections"), leaving
+        their tasks leased until the lease expired.
+        """
         if not leases:
             return 0
         k = self.keys(queue)
         args: List[Any] = []
         for task_id, priority in leases:
             args += (task_id, priority)
-        return int(self.transport.run("release", (k.leases, k.deliveries, k.wake, *k.ready,
-                                                  k.flow, k.flow_due, k.flow_prefix),
-                                      args, f"give back tasks to queue {queue!r}"))
+        keys = (k.leases, k.deliveries, k.wake, *k.ready, k.flow, k.flow_due, k.flow_prefix)
+        return int(self.transport.run_calls([("release", queue, keys, args, 0)],
+                                            f"give back tasks to queue {queue!r}")[0])
 
     def message_body(self, queue: str, task_id: str) -> Optional[bytes]:
         with self.transport.errors(f"read message {task_id}"):
