@@ -125,21 +125,24 @@ def load_and_run(connection: Any, script: PackedScript, packed: bytes) -> Any:
     return connection.read_response()
 
 
-def _uncount(pool: Any) -> None:
-    """Take a connection just made for a thread's own use off the pool's count.
+def _made_uncounted(pool: Any) -> Any:
+    """A connection made for a thread's own use, left off the pool's count.
 
     redis-py counts every connection it makes against the pool's cap
     (``max_connections``, 100 by default), yet a thread's own is never handed
     out by the pool: counted, a thread pool at -c 50 took half the cap, and the
     calls that go through the pool (a stop's give-backs from every thread at
-    once) were refused with "Too many connections". A pool with no such count
-    (a blocking pool caps what it hands out) is left alone.
+    once) were refused with "Too many connections". Made and taken off under the
+    pool's lock, so that threads starting together never meet a full count. A
+    pool with no such count (a blocking pool caps what it hands out) is left alone.
     """
     lock = getattr(pool, "_lock", None)
     if lock is None or not isinstance(getattr(pool, "_created_connections", None), int):
-        return
+        return pool.make_connection()
     with lock:
+        connection = pool.make_connection()
         pool._created_connections = max(0, pool._created_connections - 1)
+    return connection
 
 
 class Connections:
@@ -216,8 +219,7 @@ class Connections:
 
     def _make(self) -> Any:
         assert self.pool is not None
-        connection = self.pool.make_connection()
-        _uncount(self.pool)
+        connection = _made_uncounted(self.pool)
         with self._made_lock:
             self._made.add(connection)
         return connection
