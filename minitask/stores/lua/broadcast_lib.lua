@@ -133,23 +133,22 @@ end
 
 -- The lowest cursor of any subscriber, or nil when none subscribes; 0 (keep
 -- every call) while the index is incomplete. An index entry the hash no longer
--- has (an older minitask unsubscribed it) is dropped as it comes first, and the
--- index is scanned again (that entry may have hidden a cursor it lacks).
+-- has (an older minitask unsubscribed it) is dropped as it comes first, and then
+-- this script keeps every call (0): that entry may have hidden a cursor the index
+-- lacks, and the next script scans the hash again before trusting the index.
 local function least_cursor()
   if not indexed() then
     return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
-  for _ = 1, 8 do
-    local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
-    if #first == 0 then
-      return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
-    end
-    if tolerant(0, 'HEXISTS', KEYS[5], first[1]) == 1 then
-      return guards().whole(first[2], 0, MAX_SCORE) or 0
-    end
-    tolerant(0, 'ZREM', KEYS[7], first[1])
-    tolerant(0, 'HDEL', KEYS[1], 'indexed')
+  local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
+  if tolerant(0, 'HEXISTS', KEYS[5], first[1]) == 1 then
+    return guards().whole(first[2], 0, MAX_SCORE) or 0
+  end
+  tolerant(0, 'ZREM', KEYS[7], first[1])
+  tolerant(0, 'HDEL', KEYS[1], 'indexed')
   return 0
 end
 
