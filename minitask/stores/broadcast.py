@@ -29,7 +29,7 @@ from .store import Store
 logger = logging.getLogger(__name__)
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe",
-            "broadcast_wake")
+            "broadcast_wake", "broadcast_alive")
 #: Names read from Redis per command when listing who a call went to.
 _PAGE = 1000
 
@@ -146,20 +146,16 @@ class BroadcastStore(Store):
             (subscriber, now_ms), f"subscribe {subscriber!r} to queue {queue!r}"))
 
     def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> List[str]:
-        """Record that a worker of ``subscriber`` is alive, for each of ``queues``; the
-        keys Redis refused (data minitask did not write), each with its error."""
-        keys = [self.keys(queue).broadcast(part) for queue in queues
-                for part in ("seen", "alive")]
-        with self.transport.errors(f"say subscriber {subscriber!r} is alive"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for key in keys:
-                if key.endswith(":seen"):
-                    pipe.hset(key, subscriber, now_ms)
-                else:  # never set back: a pull's server clock may be ahead of ours
-                    pipe.zadd(key, {subscriber: now_ms}, gt=True)
-            replies = pipe.execute(raise_on_error=False)
-        return [f"{key} ({printable(reply)})" for key, reply in zip(keys, replies)
-                if isinstance(reply, Exception)]
+        """Record that a worker of ``subscriber`` is alive, for each of ``queues`` (its
+        ``alive`` on the server's clock: broadcast_alive.lua); the keys Redis refused
+        (data minitask did not write), each with its error."""
+        calls: List[ScriptCall] = [
+            ("broadcast_alive", queue, (self.keys(queue).broadcast("seen"),
+                                        self.keys(queue).broadcast("alive")),
+             (subscriber, now_ms), 0) for queue in queues]
+        replies = self.transport.run_calls(calls, f"say subscriber {subscriber!r} is alive")
+        return [text_of(refused) or printable(refused) for reply in replies
+                for refused in reply or ()]
 
     def unsubscribe(self, queue: str, subscriber: str) -> bool:
         """Remove a subscriber; False when it was not subscribed."""

@@ -96,3 +96,48 @@ def test_join_names_a_subscriber_an_index_entry_left_behind_hides(
         assert handle.join(timeout=10, subscribers=["old"]) == {"old": 1}
     finally:
         app.close()
+
+
+def test_a_seen_in_the_future_keeps_no_dead_subscriber(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """F2: the heartbeat of a worker whose clock runs a year ahead records it alive
+    on the server's clock (it wrote its own: the subscriber stayed a year after it
+    died); a subscriber not alive for two hours whose seen says year 9999 is pruned
+    (a prune re-scored alive to that seen, for ever)."""
+    app, tick = _app(redis_server, "rv10f2", broadcast_ttl=60.0)
+    k = QueueKeys("rv10f2", QUEUE)
+    store = app.broker.broadcasts
+    try:
+        now = _now_ms()
+        store.subscribe(QUEUE, "live", now)
+        store.subscribe(QUEUE, "ahead", now)
+        tick.delay(0)
+        assert store.seen([QUEUE], "ahead", now + 365 * 86_400_000) == []
+        alive = admin.zscore(k.broadcast("alive"), "ahead")
+        assert alive is not None and alive <= _now_ms() + 1000
+        assert admin.hget(k.broadcast("seen"), "ahead") == str(now + 365 * 86_400_000).encode()
+        # planted: alive two hours ago, seen at the highest score minitask writes
+        admin.zadd(k.broadcast("alive"), {"dead": now - 7_200_000})
+        admin.hset(k.broadcast("cursors"), "dead", 1)
+        admin.zadd(k.broadcast("places"), {"dead": 1})
+        admin.zadd(k.broadcast("since"), {"dead": 0})
+        admin.hset(k.broadcast("seen"), "dead", 2534023007999999)
+        tick.delay(1)  # a send prunes
+        assert admin.zscore(k.broadcast("alive"), "dead") is None
+        assert {cursor.name for cursor in app.subscribers(QUEUE)} == {"live", "ahead"}
+    finally:
+        app.close()
+
+
+def test_a_refused_heartbeat_key_is_named(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """The heartbeat's script says which key Redis refused (another's data)."""
+    app, _ = _app(redis_server, "rv10hb")
+    k = QueueKeys("rv10hb", QUEUE)
+    try:
+        admin.set(k.broadcast("alive"), "someone's")
+        refused = app.broker.broadcasts.seen([QUEUE], "w", _now_ms())
+        assert len(refused) == 1 and refused[0].startswith(k.broadcast("alive") + " (")
+        assert admin.hget(k.broadcast("seen"), "w") is not None
+    finally:
+        app.close()

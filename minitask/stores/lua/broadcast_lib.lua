@@ -155,7 +155,8 @@ end
 -- Forget at most PRUNE_BATCH subscribers not seen for longer than `ttl` (ms; at
 -- least state's prune_ttl and PRUNE_FLOOR) and the grace, on the server's clock;
 -- their calls would have been dropped by the ttl anyway. One whose seen is
--- fresh (an older minitask's worker renews only that) is indexed again instead.
+-- fresh (an older minitask's worker renews only that; no later than the server's
+-- clock and the grace) is indexed again instead, alive at seen or the server's now.
 -- One that comes back subscribes anew, from the last call sent. Returns how
 -- many went, and state's prune_ttl as read (0 when none).
 local function prune(ttl)
@@ -167,8 +168,10 @@ local function prune(ttl)
   local gone = 0
   for _, name in ipairs(stale) do
     local seen = guards().whole(tolerant(false, 'HGET', KEYS[6], name), 0, MAX_SCORE)
-    if seen and seen >= before then
-      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', seen), name)
+    -- fresh only up to the server's clock and the grace: a seen in the future (a
+    -- worker clock ahead, another's data) keeps no dead subscriber for ever
+    if seen and seen >= before and seen <= server_ms() + PRUNE_GRACE then
+      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', math.min(seen, server_ms())), name)
     else
       forget_subscriber(name)
       gone = gone + 1
