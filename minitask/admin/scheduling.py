@@ -155,6 +155,11 @@ def schedule_pages(app: Operated, counts: Dict[str, int],
         after = page.next
 
 
+#: The longest page cursor read (characters): one a page gave is shorter (a
+#: queue name, a tick and a schedule name, each bounded).
+_CURSOR_MOST = 8192
+
+
 def _cursor(queue: str, place: Place) -> str:
     """A page's place as text for a URL (base64 of JSON: a name may hold any byte)."""
     packed = json.dumps([queue, place.phase, place.at,
@@ -163,19 +168,28 @@ def _cursor(queue: str, place: Place) -> str:
 
 
 def _place(cursor: str) -> Tuple[str, Place]:
-    """The queue and place of a ``_cursor``, checked: it reaches Redis."""
+    """The queue and place of a ``_cursor``, checked: it reaches Redis (a cursor HSCAN
+    refuses, or JSON nested past the parser's depth, is the caller's error, not
+    Redis's)."""
     try:
-        queue, phase, at, name = json.loads(
-            base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        # armed: a tick as Redis wrote it (ZCOUNT reads it back); unarmed: an HSCAN cursor
+        if len(cursor) > _CURSOR_MOST:
+            raise ValueError(f"{len(cursor)} characters")
+        decoded = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if not (isinstance(decoded, list) and len(decoded) == 4
+                and all(isinstance(part, str) for part in decoded)):
+            raise ValueError("not four strings")
+        queue, phase, at, name = decoded
+        # armed: a tick as Redis wrote it (ZCOUNT reads it back); unarmed: an HSCAN
+        # cursor, which Redis keeps below 2**64
         if phase == "armed" and at and not (_SCORE.fullmatch(at) or at in ("inf", "-inf")):
             raise ValueError(at)
-        unarmed_cursor = phase == "unarmed" and re.fullmatch("[0-9]+", at)
+        unarmed_cursor = (phase == "unarmed" and re.fullmatch("[0-9]{1,20}", at) is not None
+                          and int(at) < 2 ** 64)
         if not (phase == "armed" or unarmed_cursor):
             raise ValueError(phase)
         check_queue_name(queue)
         return queue, Place(phase, at, base64.b64decode(name, validate=True))
-    except (ValueError, TypeError, AttributeError, ConfigurationError) as exc:
+    except (ValueError, TypeError, AttributeError, RecursionError, ConfigurationError) as exc:
         raise ConfigurationError(
             f"schedules: {printable(cursor[:80])!r} is no place a page of schedules gave "
             f"(ask again from the first page)") from exc

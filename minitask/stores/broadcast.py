@@ -29,7 +29,7 @@ from .store import Store
 logger = logging.getLogger(__name__)
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe",
-            "broadcast_wake")
+            "broadcast_wake", "broadcast_alive")
 #: Names read from Redis per command when listing who a call went to.
 _PAGE = 1000
 
@@ -157,20 +157,16 @@ class BroadcastStore(Store):
         return False
 
     def seen(self, queues: Sequence[str], subscriber: str, now_ms: int) -> List[str]:
-        """Record that a worker of ``subscriber`` is alive, for each of ``queues``; the
-        keys Redis refused (data minitask did not write), each with its error."""
-        keys = [self.keys(queue).broadcast(part) for queue in queues
-                for part in ("seen", "alive")]
-        with self.transport.errors(f"say subscriber {subscriber!r} is alive"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for key in keys:
-                if key.endswith(":seen"):
-                    pipe.hset(key, subscriber, now_ms)
-                else:  # never set back: a pull's server clock may be ahead of ours
-                    pipe.zadd(key, {subscriber: now_ms}, gt=True)
-            replies = pipe.execute(raise_on_error=False)
-        return [f"{key} ({printable(reply)})" for key, reply in zip(keys, replies)
-                if isinstance(reply, Exception)]
+        """Record that a worker of ``subscriber`` is alive, for each of ``queues`` (its
+        ``alive`` on the server's clock: broadcast_alive.lua); the keys Redis refused
+        (data minitask did not write), each with its error."""
+        calls: List[ScriptCall] = [
+            ("broadcast_alive", queue, (self.keys(queue).broadcast("seen"),
+                                        self.keys(queue).broadcast("alive")),
+             (subscriber, now_ms), 0) for queue in queues]
+        replies = self.transport.run_calls(calls, f"say subscriber {subscriber!r} is alive")
+        return [text_of(refused) or printable(refused) for reply in replies
+                for refused in reply or ()]
 
     def unsubscribe(self, queue: str, subscriber: str) -> bool:
         """Remove a subscriber; False when it was not subscribed."""
@@ -269,21 +265,21 @@ class BroadcastStore(Store):
             else:
                 # one reading (join holds every name anyway): pages by offset would
                 # skip names moved down by a prune or unsubscribe between two pages
-                keys = [k.broadcast(part) for part in ("since", "state", "cursors", "places")]
+                keys = [k.broadcast(part) for part in ("since", "state", "cursors")]
                 pipe = self.transport.client.pipeline(transaction=False)
-                pipe.zrangebyscore(keys[0], "-inf", f"({_number(seq)}")
+                pipe.zrange(keys[0], 0, -1, withscores=True)
                 pipe.hget(keys[1], "indexed")
                 pipe.hlen(keys[2])
-                pipe.zcard(keys[3])
                 replies = pipe.execute(raise_on_error=False)
                 _refuse_foreign(keys[:1], replies[:1], what)
-                raws = list(replies[0])
+                index = [raw for raw, _ in replies[0]]
+                raws = [raw for raw, since in replies[0] if since < _number(seq)]
                 if isinstance(replies[2], Exception):
                     ignored(keys[2], f"it holds another type than a hash ({replies[2]})")
-                elif not _indexed(*replies[1:]):
+                elif not self._indexed(keys[2], replies[1], replies[2], index):
                     # cursors of an older minitask not all indexed yet: subscribed
                     # before every call sent since, as the index will say once it has them
-                    raws = list({*raws, *self._fields(k.broadcast("cursors"))})
+                    raws = list({*raws, *self._fields(keys[2])})
         found = []
         for raw in raws:
             name = name_of(raw, "subscriber")
@@ -293,6 +289,22 @@ class BroadcastStore(Store):
             else:
                 found.append(name)
         return sorted(found)
+
+    def _indexed(self, key: str, flag: Any, count: Any, index: Sequence[Any]) -> bool:
+        """Whether every cursor of hash ``key`` is in ``index`` (the since index, as
+        read): a scan of the hash came back to its start (state's ``indexed``) and
+        every cursor the hash holds is an index member. Counts alone cannot say it
+        (nor can the flag): an index entry the hash lacks (an older minitask's
+        unsubscribe) hides a cursor the index lacks, and that subscriber is never
+        left out."""
+        if isinstance(flag, Exception) or flag is None or int(count or 0) > len(index):
+            return False
+        present = 0
+        with self.transport.errors(f"read the cursors hash {key}"):
+            for first in range(0, len(index), _PAGE):
+                cursors = self.transport.client.hmget(key, list(index[first:first + _PAGE]))
+                present += sum(cursor is not None for cursor in cursors)
+        return present >= int(count or 0)
 
     def _fields(self, key: str) -> List[Any]:
         """Every field of hash ``key``, a page at a time (HSCAN)."""
@@ -334,16 +346,6 @@ def _names(replies: Any) -> Tuple[str, ...]:
     name no subscriber (another's data: no worker has its lane to wake)."""
     names = (name_of(raw, "subscriber") for raw in replies or ())
     return tuple(name for name in names if name is not None)
-
-
-def _indexed(flag: Any, count: Any, indexed: Any) -> bool:
-    """Whether every cursor is indexed, as broadcast_lib.lua's indexed() decides: a
-    scan of the cursors hash came back to its start (state's indexed), and the hash
-    has no more fields than the index (a count alone cannot say it: an index entry
-    the hash lacks hides a cursor the index lacks)."""
-    if any(isinstance(reply, Exception) for reply in (flag, count, indexed)):
-        return False
-    return flag is not None and int(count or 0) <= int(indexed or 0)
 
 
 def _refuse_foreign(keys: Sequence[str], replies: Sequence[Any], what: str) -> None:

@@ -146,30 +146,30 @@ end
 
 -- The lowest cursor of any subscriber, or nil when none subscribes; 0 (keep
 -- every call) while the index is incomplete. An index entry the hash no longer
--- has (an older minitask unsubscribed it) is dropped as it comes first, and the
--- index is scanned again (that entry may have hidden a cursor it lacks).
+-- has (an older minitask unsubscribed it) is dropped as it comes first, and then
+-- this script keeps every call (0): that entry may have hidden a cursor the index
+-- lacks, and the next script scans the hash again before trusting the index.
 local function least_cursor()
   if not indexed() then
     return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
-  for _ = 1, 8 do
-    local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
-    if #first == 0 then
-      return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
-    end
-    if tolerant(0, 'HEXISTS', KEYS[5], first[1]) == 1 then
-      return guards().whole(first[2], 0, MAX_SCORE) or 0
-    end
-    tolerant(0, 'ZREM', KEYS[7], first[1])
-    tolerant(0, 'HDEL', KEYS[1], 'indexed')
+  local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+  if #first == 0 then
+    return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
+  if tolerant(0, 'HEXISTS', KEYS[5], first[1]) == 1 then
+    return guards().whole(first[2], 0, MAX_SCORE) or 0
+  end
+  tolerant(0, 'ZREM', KEYS[7], first[1])
+  tolerant(0, 'HDEL', KEYS[1], 'indexed')
   return 0
 end
 
 -- Forget at most PRUNE_BATCH subscribers not seen for longer than `ttl` (ms; at
 -- least state's prune_ttl and PRUNE_FLOOR) and the grace, on the server's clock;
 -- their calls would have been dropped by the ttl anyway. One whose seen is
--- fresh (an older minitask's worker renews only that) is indexed again instead.
+-- fresh (an older minitask's worker renews only that; no later than the server's
+-- clock and the grace) is indexed again instead, alive at seen or the server's now.
 -- One that comes back subscribes anew, from the last call sent. Returns how
 -- many went, and state's prune_ttl as read (0 when none).
 local function prune(ttl)
@@ -181,8 +181,10 @@ local function prune(ttl)
   local gone = 0
   for _, name in ipairs(stale) do
     local seen = guards().whole(tolerant(false, 'HGET', KEYS[6], name), 0, MAX_SCORE)
-    if seen and seen >= before then
-      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', seen), name)
+    -- fresh only up to the server's clock and the grace: a seen in the future (a
+    -- worker clock ahead, another's data) keeps no dead subscriber for ever
+    if seen and seen >= before and seen <= server_ms() + PRUNE_GRACE then
+      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', math.min(seen, server_ms())), name)
     else
       forget_subscriber(name)
       gone = gone + 1

@@ -8,8 +8,9 @@
 --   before the position and be missed. Finding the position is two ZCOUNT and, among
 --   entries of the same tick, a binary search by rank: O(log^2 N) whatever the page.
 -- unarmed: the schedules with no tick, in hash order: ARGV[3] an HSCAN cursor
---   ('0' from the first); one HSCAN of COUNT ARGV[2], and one ZSCORE for each
---   field it returns.
+--   ('0' from the first); HSCANs of COUNT ARGV[2] until ARGV[2] entries are found,
+--   the scan is back to 0, or UNARMED_BUDGET fields were read (the armed records are
+--   read and passed over: no page in between is empty), and one ZSCORE for each field.
 -- Returns {'ok', next, name, tick or false, record or false, last tick or false, ...}:
 -- next is the HSCAN cursor that follows (unarmed; '0': no more), '' for armed; a
 -- tick of ticks without a record (a name minitask did not write) comes with record
@@ -62,10 +63,19 @@ if ARGV[1] == 'armed' then
   return found
 end
 
-local page = redis.call('HSCAN', KEYS[1], ARGV[3], 'COUNT', count)
-found[2] = page[1]
-local fields = page[2]
-for i = 1, #fields, 2 do
-  if not tolerant(false, 'ZSCORE', KEYS[2], fields[i]) then add(fields[i], false, fields[i + 1]) end
-end
+-- HSCAN on, past the armed records, until the page has `count` entries, the scan is
+-- back to 0, or UNARMED_BUDGET fields were read: a page that is empty once the armed
+-- ones are listed is (but past that budget a call) the end.
+local UNARMED_BUDGET = 5000
+local cursor, read = ARGV[3], 0
+repeat
+  local page = redis.call('HSCAN', KEYS[1], cursor, 'COUNT', count)
+  cursor = page[1]
+  local fields = page[2]
+  read = read + #fields / 2
+  for i = 1, #fields, 2 do
+    if not tolerant(false, 'ZSCORE', KEYS[2], fields[i]) then add(fields[i], false, fields[i + 1]) end
+  end
+until cursor == '0' or #found - 2 >= 4 * count or read >= UNARMED_BUDGET
+found[2] = cursor
 return found
