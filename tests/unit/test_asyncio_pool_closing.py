@@ -41,15 +41,19 @@ def test_close_while_a_task_blocks_the_loop_runs_the_step_it_hands_later(
     monkeypatch.setattr(coroutines, "CANCEL_WAIT", 0.2)
     none: Any = None
     pool = AsyncioPool(2, none, none, none)
-    unblock, ran = threading.Event(), threading.Event()
+    started, unblock, ran = threading.Event(), threading.Event(), threading.Event()
 
     async def attempt() -> None:
+        started.set()
         unblock.wait(10)  # blocks the loop, as a task's code may
         await pool._recording.run(ran.set)
 
     handed: "concurrent.futures.Future[None]" = asyncio.run_coroutine_threadsafe(
         attempt(), pool._loop)
     try:
+        # (blocking the loop before close(): on a loaded machine the loop could stop
+        # before it ever started the attempt, which then handed no step)
+        assert started.wait(10), "the attempt never started"
         pool.close()  # returns: the loop did not stop within CANCEL_WAIT
         unblock.set()
         assert ran.wait(10), "the step handed after close() never ran"
