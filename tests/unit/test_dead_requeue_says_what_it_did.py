@@ -6,7 +6,7 @@ message would run nothing, the fetch drops it as a cancelled one)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, List
 
 import pytest
 import redis
@@ -14,22 +14,15 @@ import redis
 from minitask import Minitask, Task
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli import dead as dead_command
-from minitask.cli.main import main
 from minitask.printable import printable
+
+from tests.support.cli import operate_with, run
 
 
 @pytest.fixture
 def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Minitask:
     """``app`` as ``minitask dead`` loads it (it closes it as it ends: kept open)."""
-    monkeypatch.setattr(dead_command, "load", lambda _: app)
-    monkeypatch.setattr(app, "close", lambda: None)
-    return app
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out + err
+    return operate_with(app, monkeypatch, dead_command)
 
 
 def kill(client: "redis.Redis[bytes]", app: Minitask, task: Task[Any, Any]) -> str:

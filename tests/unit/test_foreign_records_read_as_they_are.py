@@ -6,7 +6,7 @@ is stored and fired under, whatever its record calls itself."""
 from __future__ import annotations
 
 import json
-from typing import Any, List, Tuple
+from typing import Any, List
 
 import pytest
 import redis
@@ -14,7 +14,6 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli import dead as dead_command, status as status_command
-from minitask.cli.main import main
 from minitask.admin.activity import recent
 from minitask.dashboard.views import dead as dead_view, workers as workers_view
 from minitask.dashboard.web import Dashboard
@@ -22,6 +21,8 @@ from minitask.stores.recent import pack_entry
 from minitask.stores.registry import TRUSTED_AHEAD_MS
 from minitask import printable as printing
 from minitask.printable import printable
+
+from tests.support.cli import operate_with, run
 from tests.unit.test_dashboard import call
 
 #: Ids no minitask writes: not UTF-8, an escape character, a C1 control, a bidi control.
@@ -32,16 +33,7 @@ PLANTED = [b"\xff\xfe-id", b"ok\x1b[31m-id", "c1\u0085-id".encode(), "rtl\u202e-
 @pytest.fixture
 def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Minitask:
     """``app`` as the CLI's commands load it; they close it as they end: reopened."""
-    for command in (dead_command, status_command):
-        monkeypatch.setattr(command, "load", lambda _: app)
-    monkeypatch.setattr(app, "close", lambda: None)
-    return app
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out + err
+    return operate_with(app, monkeypatch, dead_command, status_command)
 
 
 def plant_dead(client: "redis.Redis[bytes]", app: Minitask, task_id: bytes) -> None:

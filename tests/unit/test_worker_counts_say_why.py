@@ -6,7 +6,7 @@ reason, an expired record or the cap (L4)."""
 from __future__ import annotations
 
 import json
-from typing import Any, Tuple
+from typing import Any
 
 import pytest
 import redis
@@ -15,22 +15,14 @@ from minitask import Minitask
 from minitask.admin import workers as admin_workers
 from minitask.broker.keys import AppKeys
 from minitask.cli import shutdown as shutdown_command, status as status_command
-from minitask.cli.main import main
+
+from tests.support.cli import operate_with, run
 
 
 @pytest.fixture
 def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Minitask:
     """``app`` as the commands load it (they close it as they end: kept open)."""
-    for command in (shutdown_command, status_command):
-        monkeypatch.setattr(command, "load", lambda _: app)
-    monkeypatch.setattr(app, "close", lambda: None)
-    return app
-
-
-def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out + err
+    return operate_with(app, monkeypatch, shutdown_command, status_command)
 
 
 def beat(app: Minitask, worker: str, at_ms: int) -> None:
