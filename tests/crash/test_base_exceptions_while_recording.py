@@ -8,7 +8,7 @@ again, and the asyncio pool recorded the SystemExit of a __str__ as the task's e
 from __future__ import annotations
 
 import signal
-from typing import Any, Dict, Iterator, Tuple
+from typing import Dict, Iterator, Tuple
 
 import pytest
 
@@ -35,12 +35,8 @@ EXPECTED: Dict[str, Tuple[str, Tuple[str, ...], int]] = {
 
 
 @pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
 def producer(server: RedisServer) -> Iterator[Minitask]:
+    """The app of tests.apps.recording on the test's side (the crash tests' ``server``)."""
     import tests.apps.recording as recording
     app = Minitask("recording", broker=server.client())
     for task in recording.app.tasks.values():
