@@ -9,6 +9,7 @@ is, and nothing else can reach the reader unescaped.
 """
 from __future__ import annotations
 
+import traceback
 from typing import Any, List
 
 #: Characters that are printable but move or reorder text: line and paragraph
@@ -103,4 +104,37 @@ def typed_back(shown: str) -> List[bytes]:
     return found
 
 
-__all__ = ["encodable", "printable", "readable", "typed_back"]
+#: What ``error_text`` says of an exception whose text cannot be read.
+UNREADABLE = "its text could not be read"
+
+
+def error_text(error: BaseException) -> str:
+    """What ``str(error)`` says of an exception a task raised; when its ``__str__``
+    raises (the app's code: anything, a SystemExit or KeyboardInterrupt too), a text
+    that says its text could not be read and what its ``__str__`` raised, naming only
+    types. The one way a worker reads the text of an exception it records or logs.
+
+    No signal lands here as an exception: a worker's come through its relay."""
+    try:
+        return str(error)
+    except BaseException as exc:  # the app's __str__, whatever it raises
+        return f"<{UNREADABLE}: its __str__ raised {type(exc).__name__}>"
+
+
+def error_trace(error: BaseException) -> str:
+    """The traceback of ``error`` as ``traceback`` prints it (which reads an unreadable
+    ``__str__`` as ``<exception str() failed>``); when formatting it raises anyway
+    (the app's code: an exception's ``__getattr__`` asked for ``__notes__``, say),
+    its frames and a last line of ``error_text``'s."""
+    try:
+        return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+    except BaseException:  # the app's code (of error, or of an exception chained to it)
+        try:
+            frames = "".join(traceback.format_tb(error.__traceback__))
+        except BaseException:  # the same, once more: the frames are lost
+            frames = ""
+        head = "Traceback (most recent call last):\n" if frames else ""
+        return f"{head}{frames}{type(error).__name__}: {error_text(error)}\n"
+
+
+__all__ = ["encodable", "error_text", "error_trace", "printable", "readable", "typed_back"]

@@ -8,6 +8,7 @@ import importlib
 from contextlib import contextmanager
 from typing import Any, ContextManager, Dict, Iterator, Optional
 
+from .printable import error_text
 from .wire.message import Message
 
 _api: Any = None
@@ -53,8 +54,11 @@ class AttemptSpan:
     def failed(self, error: BaseException) -> None:
         if self.span is not None:
             trace = _otel()[0]
-            self.span.record_exception(error)
-            self.span.set_status(trace.Status(trace.StatusCode.ERROR, str(error)))
+            try:  # it reads the error's text: the app's __str__, which may raise anything
+                self.span.record_exception(error)
+            except BaseException:  # the status below still says what failed
+                pass
+            self.span.set_status(trace.Status(trace.StatusCode.ERROR, error_text(error)))
 
 
 def _provider_set(trace: Any) -> bool:

@@ -11,10 +11,10 @@ import logging
 import random
 import threading
 import time
-import traceback
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
+from ..printable import error_text, error_trace
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from ..wire.message import Message, Outcome, to_ms
@@ -66,26 +66,29 @@ class Recorder:
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
                duration: float) -> str:
         """Record an attempt's outcome: ack, retry or dead letter; returns which, as
-        "succeeded", "retrying" or "failed" (dead-lettered)."""
+        "succeeded", "retrying" or "failed" (dead-lettered).
+
+        The app's code that runs while the outcome is made ready is the attempt's: an
+        exception's ``__str__`` is read through ``error_text`` (never raises), and
+        whatever encoding the return value raises (a registered type's encode
+        function, a ``__repr__``: a KeyboardInterrupt or SystemExit too) is the
+        attempt's failure, retried or dead by the task's options like any. Only the
+        writes to Redis, which run no code of the app's, raise out of here.
+        """
         now_ms = self._host.clock.now_ms()
         task = self._host.tasks[message.task]
-        options = task.options
         if error is None:
-            ttl_ms = 0 if options.ignore_result else to_ms(options.result_ttl)
-            results = self._host.broker.results
             try:
-                # the app's registered types travel as extensions (wire/types.py)
-                value = self._host.broker.types.to_wire(value, "return value", task.name)
-                outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
-                ack = results.prepare_ack(
-                    job.queue, job.task_id, outcome, ttl_ms, task_name=task.name,
-                    flow=job.delivery.flow,
-                    entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
-                                        message.attempt, duration, self.worker_name))
+                outcome, ack = self._encoded(job, message, value, now_ms, duration)
             except EncodeError as exc:
                 self.bury(job, message, exc, "the return value cannot be encoded", duration)
                 return "failed"
-            problem = self.workflows.succeeded(message, value)
+            except BaseException as exc:  # the app's code encoding it; no signal lands
+                # here (a worker's come through its relay)
+                return self._failed(job, message, exc, now_ms, duration,
+                                    f"the return value cannot be encoded: "
+                                    f"{type(exc).__name__} raised while encoding it")
+            problem = self.workflows.succeeded(message, outcome.value)
             if problem is not None:
                 self.bury(job, message, problem, "its result cannot go on in its workflow")
                 return "failed"
@@ -99,14 +102,37 @@ class Recorder:
                 logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
                             duration, extra=naming(message.id, task.name))
             return "succeeded"
-        retryable = isinstance(error, Retry) or isinstance(error, options.retry_on)
+        return self._failed(job, message, error, now_ms, duration)
+
+    def _encoded(self, job: Job, message: Message, value: Any, now_ms: int,
+                 duration: float) -> Tuple[Outcome, Ack]:
+        """A success's outcome and its ack, encoded; no I/O."""
+        task = self._host.tasks[message.task]
+        ttl_ms = 0 if task.options.ignore_result else to_ms(task.options.result_ttl)
+        results = self._host.broker.results
+        # the app's registered types travel as extensions (wire/types.py)
+        value = self._host.broker.types.to_wire(value, "return value", task.name)
+        outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
+        return outcome, results.prepare_ack(
+            job.queue, job.task_id, outcome, ttl_ms, task_name=task.name,
+            flow=job.delivery.flow,
+            entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
+                                message.attempt, duration, self.worker_name))
+
+    def _failed(self, job: Job, message: Message, error: BaseException, now_ms: int,
+                duration: float, why: str = "") -> str:
+        """A failed attempt: retried by the task's options, else dead; ``why`` it failed
+        when the task did not raise ``error`` itself."""
+        task = self._host.tasks[message.task]
+        options = task.options
+        retryable = is_retried(error, options.retry_on)
         if retryable and message.attempt <= options.retries:
             delay = error.delay if isinstance(error, Retry) else None
             if delay is None:
                 cap = min(options.retry_backoff_max,
                           options.retry_backoff * 2 ** (message.attempt - 1))
                 delay = random.uniform(0, cap)
-            note = failure(error, "retrying", now_ms, message.attempt, "")
+            note = failure(error, "retrying", now_ms, message.attempt, why)
             following = dataclasses.replace(message, attempt=message.attempt + 1)
             due_ms = now_ms + to_ms(delay)
             results = self._host.broker.results
@@ -115,12 +141,16 @@ class Recorder:
             self._record(lambda: results.retry(job.queue, following, due_ms, note, entry), job,
                          "schedule a retry")
             self._tell(job, note)
-            logger.warning("task %s %s failed on attempt %d (%s: %s) in %.3f s; attempt %d "
+            logger.warning("task %s %s failed on attempt %d (%s: %s%s) in %.3f s; attempt %d "
                            "in %.3f s", message.id, task.name, message.attempt,
-                           type(error).__name__, error, duration, message.attempt + 1, delay,
+                           type(error).__name__, note.message, f"; {why}" if why else "",
+                           duration, message.attempt + 1, delay,
                            extra=naming(message.id, task.name))
             return "retrying"
-        reason = "out of attempts" if retryable else "failed"
+        if not retryable:
+            reason = why or "failed"
+        else:
+            reason = f"{why}; out of attempts" if why else "out of attempts"
         self.bury(job, message, error, reason, duration)
         return "failed"
 
@@ -132,11 +162,18 @@ class Recorder:
                           message.attempt if message else 0, reason)
         took = "" if duration is None else f" after {duration:.3f} s"
         name = message.task if message else "(undecodable)"
-        logger.error("task %s %s is dead (%s%s, in queue %r): %s: %s; see minitask dead show "
-                     "-A APP %s", job.delivery.task_id, name, reason, took, job.queue,
-                     type(error).__name__, error, job.delivery.task_id,
-                     exc_info=(type(error), error, error.__traceback__),
-                     extra=naming(job.delivery.task_id, message.task if message else ""))
+        said = ("task %s %s is dead (%s%s, in queue %r): %s: %s; see minitask dead show "
+                "-A APP %s")
+        args = (job.delivery.task_id, name, reason, took, job.queue, type(error).__name__,
+                outcome.message, job.delivery.task_id)
+        extra = naming(job.delivery.task_id, message.task if message else "")
+        try:  # the traceback goes with the record; formatting it reads the error again:
+            # the app's code, of which ``traceback`` guards __str__, not all
+            logger.error(said, *args, exc_info=(type(error), error, error.__traceback__),
+                         extra=extra)
+        except BaseException:  # the app's code raised as the record was formatted: the
+            # traceback read once, guarded (``error_trace``), goes in the line instead
+            logger.error(said + "\n%s", *args, outcome.traceback.rstrip("\n"), extra=extra)
         self.workflows.ended_dead(message, outcome)
         results = self._host.broker.results
         entry = results.entry(job.delivery.task_id, name, "dead", outcome.finished_at_ms,
@@ -283,14 +320,24 @@ def bury_poisoned(host: Host, queue: str, task_id: str
 
 def short_error(error: BaseException) -> str:
     """An error as the record of recent outcomes keeps it: type and message."""
-    return f"{type(error).__name__}: {error}"
+    return f"{type(error).__name__}: {error_text(error)}"
 
 
 def failure(error: BaseException, status: str, now_ms: int, attempt: int,
             reason: str) -> Outcome:
-    trace = "".join(traceback.format_exception(type(error), error, error.__traceback__))
-    return Outcome(status, now_ms, exc_type=type(error).__name__, message=str(error),
-                   traceback=trace, reason=reason, attempt=attempt)
+    """A failed attempt's outcome; the error's text and traceback are read guarded
+    (``error_text``): an exception whose ``__str__`` raises is recorded by its type."""
+    return Outcome(status, now_ms, exc_type=type(error).__name__, message=error_text(error),
+                   traceback=error_trace(error), reason=reason, attempt=attempt)
+
+
+def is_retried(error: BaseException, retry_on: Tuple[type, ...]) -> bool:
+    """Whether the task's options retry ``error``: a ``Retry``, or one of ``retry_on``
+    (whose own ``__instancecheck__`` is the app's code: if it raises, not retried)."""
+    try:
+        return isinstance(error, Retry) or isinstance(error, retry_on)
+    except BaseException:  # the app's code, whatever it raises: a check that fails
+        return False
 
 
 def warn_lost_lease(job: Job) -> None:

@@ -172,7 +172,8 @@ class Runner:
         try:
             self._execute(job)
         except Exception as exc:  # the task's own BaseExceptions are caught in _attempt,
-            # a decode function's in arguments
+            # a decode function's in arguments, an encode function's (and an unreadable
+            # error text's) in Recorder.finish: one from here on is the worker's own end
             self._recorder.bury(job, None, exc, "internal error while handling it")
 
     def _execute(self, job: Job) -> None:
