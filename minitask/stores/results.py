@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..broker.waits import block_cap
-from ..errors import DecodeError
+from ..errors import BrokerError, DecodeError
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, encode_message, encode_outcome
 from .foreign import raise_refusals
@@ -94,7 +94,8 @@ class ResultStore(Store):
 
     def ack_then(self, acks: Sequence[Ack], then: ScriptCall) -> Tuple[List[bool], Any]:
         """``ack_many``, then the call ``then`` (a fetch: the drain loop's hot path),
-        in the same round trip; returns the held flags and the reply of ``then``.
+        in the same round trip; returns the held flags and the reply of ``then`` (its
+        BrokerError when Redis refused it alone, the acks written).
 
         Acks of the queue of a fetch on the caller's clock go with it as one call
         (ack_fetch.lua), which costs Redis a script call and six keys less.
@@ -109,7 +110,12 @@ class ResultStore(Store):
             flags = [flag == "1" for flag in text(reply[-1])]  # ack.lua's, as digits
             return self._held(groups, [flags], len(acks)), reply[:-1]
         calls = self._ack_calls(groups)
-        replies = self.transport.run_calls(calls + [then], what)
+        # a refused ``then`` (its queue's data) leaves the acks standing: its BrokerError
+        # comes in its place, for the caller; a refused ack is raised, as ever
+        replies = self.transport.run_calls(calls + [then], what, keep_refused=True)
+        for reply in replies[:len(calls)]:
+            if isinstance(reply, BrokerError):
+                raise reply
         return self._held(groups, replies[:len(calls)], len(acks)), replies[-1]
 
     def _ack_fetch_call(self, group: _Group, fetch: ScriptCall) -> ScriptCall:

@@ -3,7 +3,9 @@
 A step that reads (fetch, wait) gives up when a stop is asked; a step that
 writes an outcome goes on until it succeeds, or the outcome would be lost.
 One that Redis wrote but replicas did not confirm (``durability``) is not
-written again: a replica that stays down would hold the worker for ever.
+written again: a replica that stays down would hold the worker for ever. A fetch
+Redis refuses for one queue's data is no outage: that queue is set aside
+(``QueueRefusals``) and the others are served.
 """
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ import logging
 import random
 import threading
 import time
-from typing import Any, Callable, Set
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Set
 
 from ..errors import BrokerError, DurabilityError
+from ..printable import printable
+from ..stores.foreign import foreign
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +26,11 @@ logger = logging.getLogger(__name__)
 MAX_BACKOFF = 5.0
 #: What ``persist`` returns for a write Redis made but replicas did not confirm.
 UNCONFIRMED = object()
+#: Longest a queue whose fetch Redis refuses is set aside before it is tried again (s).
+MAX_ASIDE = MAX_BACKOFF
+#: Least time between two warnings about one refused queue (s): the refusals between
+#: them are counted, and the next warning says how many.
+SAY_AGAIN_AFTER = 60.0
 
 
 class _Outage:
@@ -96,6 +106,91 @@ class Backoff:
             _OUTAGE.left()
         self.failures = 0
         self._unreachable = False
+
+
+@dataclass
+class _Refused:
+    """A queue set aside: since when, how often refused (since the last warning too),
+    until when it is set aside, when it was last said (monotonic seconds)."""
+
+    since: float
+    said_at: float
+    until: float = 0.0
+    refusals: int = 0
+    unsaid: int = 0
+
+
+class QueueRefusals:
+    """The queues of one worker whose fetch Redis refuses for their own data (a key of
+    another type, a value a script cannot read: ``stores.foreign.foreign``).
+
+    That is no outage, and waiting on the whole fetch would not end it: the queue is
+    set aside, with a backoff of its own (at most ``MAX_ASIDE``), tried again by the
+    first fetch after it, and the worker's other queues are fetched meanwhile as
+    ever. A refusal is said once as a WARNING naming the queue and the key (again at
+    most every ``SAY_AGAIN_AFTER`` seconds, with the refusals since), and the first
+    fetch served again once the key is fixed says so. Held in one process: nothing a
+    crash could leave held, in Redis or elsewhere.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queues: Dict[str, _Refused] = {}
+
+    def __bool__(self) -> bool:
+        """Any queue refused (a fetch that meets none pays one check)."""
+        return bool(self._queues)
+
+    def known(self, queue: str) -> bool:
+        """Refused, and not served since: no fetch from it rides behind other calls
+        (acks, waits, fires), only a fetch of its own, once set aside no more."""
+        return queue in self._queues
+
+    def aside(self, queue: str) -> bool:
+        """Set aside now: the fetch passes over it, to the next queue."""
+        refused = self._queues.get(queue)
+        return refused is not None and time.monotonic() < refused.until
+
+    @staticmethod
+    def refusal(exc: BaseException) -> bool:
+        """Whether ``exc`` refuses a fetch for the queue's own data (else: an outage,
+        or a refusal of the whole server, ridden out as ever)."""
+        return isinstance(exc, BrokerError) and foreign(exc)
+
+    def refused(self, queue: str, exc: BaseException) -> None:
+        """Redis refused a fetch from ``queue`` (``refusal(exc)``): set it aside."""
+        now = time.monotonic()
+        with self._lock:
+            refused = self._queues.get(queue)
+            first = refused is None
+            if refused is None:
+                refused = self._queues[queue] = _Refused(since=now, said_at=now)
+            refused.refusals += 1
+            refused.unsaid += 1
+            pause = min(MAX_ASIDE, 0.1 * 2 ** min(refused.refusals - 1, 16))
+            refused.until = now + random.uniform(pause / 2, pause)
+            again = not first and now - refused.said_at >= SAY_AGAIN_AFTER
+            unsaid, lasted = refused.unsaid, now - refused.since
+            if first or again:
+                refused.said_at, refused.unsaid = now, 0
+        if first:
+            logger.warning("queue %r set aside: %s; its tasks wait there, this worker serves "
+                           "its other queues and tries it again with backoff (at most every "
+                           "%.0f s) until the key is fixed", queue, printable(str(exc)),
+                           MAX_ASIDE)
+        elif again:
+            logger.warning("queue %r still set aside after %.0f s: Redis refused %d fetch(es) "
+                           "from it since the last warning: %s", queue, lasted, unsaid,
+                           printable(str(exc)))
+
+    def served(self, queue: str) -> None:
+        """A fetch from ``queue`` succeeded: if it was set aside, it is served again."""
+        with self._lock:
+            refused = self._queues.pop(queue, None)
+        if refused is not None:
+            logger.warning("queue %r served again after %.1f s set aside (%d refused "
+                           "fetch(es)): its keys were fixed", queue,
+                           time.monotonic() - refused.since, refused.refusals)
 
 
 def beat_step(step: Callable[[], Any], refusals: Set[str]) -> None:

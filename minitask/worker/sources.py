@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 from time import monotonic
-from typing import Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..errors import BrokerError
@@ -20,7 +20,7 @@ from ..wire.message import Message, SystemClock
 from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, fetched_from, lease_of
-from .outages import guarded
+from .outages import QueueRefusals, guarded
 from .outcomes import bury_poisoned
 from .stop import Stop
 
@@ -33,6 +33,8 @@ MAX_PREFETCH = 1000
 #: reconnect, a GIL-starved thread) would otherwise let the second queue be served
 #: first for as long, while tasks come to the first.
 LOOK_MOST = 0.010
+#: What a fetch behind other calls leased when there was none (the first queue set aside).
+NOTHING = FetchResult([], [], None)
 #: A fetch behind outcomes that leased nothing: (monotonic time its reply came, how
 #: long it stands for a fetch of the first queue: its round trip, at most
 #: ``LOOK_MOST``, in seconds; the next event it found, ms on the app's clock).
@@ -88,6 +90,8 @@ class QueueSource:
         # per thread: its last fetch behind outcomes (ack_and_fetch), if it leased
         # nothing: (when its reply came, how long its round trip took, next_event_ms)
         self._looked = threading.local()
+        #: The queues set aside, Redis refusing their fetch for their own data.
+        self.refusals = QueueRefusals()
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -104,11 +108,21 @@ class QueueSource:
         queues = self.queues
         if looked is not None and self._still_current(looked):
             queues, next_event = queues[1:], looked[2]
+        refusals = self.refusals
         for queue in queues:
-            result = self._host.broker.queues.fetch(queue, now_ms=now_ms,
-                                                    lease_ms=self._leases.lease_ms,
-                                                    count=self.prefetch,
-                                                    max_deliveries=self._host.max_deliveries)
+            if refusals and refusals.aside(queue):
+                continue  # Redis refuses its data: the next queues are served meanwhile
+            try:
+                result = self._host.broker.queues.fetch(
+                    queue, now_ms=now_ms, lease_ms=self._leases.lease_ms, count=self.prefetch,
+                    max_deliveries=self._host.max_deliveries)
+            except BrokerError as exc:
+                if not refusals.refusal(exc):
+                    raise  # an outage, or the whole server refusing: the caller backs off
+                refusals.refused(queue, exc)
+                continue
+            if refusals:
+                refusals.served(queue)
             self.take(queue, result)
             job = self._holdings.next_buffered(self._stop.event)
             if job is not None:
@@ -177,19 +191,49 @@ class QueueSource:
 
     def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]:
         """Record outcomes and lease the next tasks of the first queue in one round trip;
-        which leases were still held, and what was leased (see ``take_fetched``)."""
-        queues = self._host.broker.queues
+        which leases were still held, and what was leased (see ``take_fetched``).
+        Nothing is leased while Redis refuses the first queue's data (``refusals``):
+        the thread's next fetch, of its own, serves the other queues."""
+        queues, results, first = self._host.broker.queues, self._host.broker.results, \
+            self.queues[0]
+        self._looked.first = None
+        if self.refusals.known(first):
+            return (results.ack_many(acks) if acks else []), NOTHING
         sent = monotonic()
-        held, reply = self._host.broker.results.ack_then(acks, queues.fetch_call(
-            self.queues[0], self._host.clock.now_ms(),
-            FetchTerms(self._leases.lease_ms, self.given_prefetch,
-                       self._host.max_deliveries)))
+        try:
+            held, reply = results.ack_then(acks, queues.fetch_call(
+                first, self._host.clock.now_ms(),
+                FetchTerms(self._leases.lease_ms, self.given_prefetch,
+                           self._host.max_deliveries)))
+        except BrokerError as exc:  # refused whole: the acks of the first queue and its
+            if not self.refusals.refusal(exc):  # fetch go as one call (ack_fetch.lua)
+                raise
+            self.refusals.refused(first, exc)
+            return (results.ack_many(acks) if acks else []), NOTHING
         answered = monotonic()
-        result = queues.fetch_result(reply)
+        result = self.fetched_behind(reply)
+        if result is None:
+            return held, NOTHING
         # none leased: this thread's next fetch may start at the second queue
         self._looked.first = (None if result.deliveries else
                               (answered, min(answered - sent, LOOK_MOST), result.next_event_ms))
         return held, result
+
+    def fetches_behind(self) -> bool:
+        """Whether a fetch from the first queue may go behind other calls: not while
+        Redis refuses its data (a fetch of its own tries it again, after a backoff)."""
+        return not self.refusals.known(self.queues[0])
+
+    def fetched_behind(self, reply: Any) -> Optional[FetchResult]:
+        """The result of a fetch from the first queue sent behind other calls, or None
+        when Redis refused it (``reply`` the BrokerError in its place): the queue is set
+        aside. Another BrokerError is raised."""
+        if isinstance(reply, BrokerError):
+            if not self.refusals.refusal(reply):
+                raise reply
+            self.refusals.refused(self.queues[0], reply)
+            return None
+        return self._host.broker.queues.fetch_result(reply)
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
         """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
@@ -231,14 +275,22 @@ class QueueSource:
         the fetch reads the server's); a stop rings the bell to end it at once."""
         interrupt = self._stop.bell_fileno()
         terms = None
-        if fetch_behind and isinstance(self._host.clock, SystemClock):
+        if fetch_behind and isinstance(self._host.clock, SystemClock) and self.fetches_behind():
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
-        if terms is not None and self.behind_wait is not None:
-            self._wait_with_calls(self.behind_wait, timeout, terms, interrupt)
+        try:
+            if terms is not None and self.behind_wait is not None:
+                self._wait_with_calls(self.behind_wait, timeout, terms, interrupt)
+                return
+            result = self._host.broker.queues.wait(self.queues + self.wake_also, timeout,
+                                                   then_fetch=terms,
+                                                   interrupt=interrupt)
+        except BrokerError as exc:
+            # the fetch behind the wait refused (a script's error; the wait's own BLPOP
+            # meeting a key of another type says "wrong type"): its queue is set aside
+            if terms is None or exc.reason != "script":
+                raise
+            self.refusals.refused(self.queues[0], exc)
             return
-        result = self._host.broker.queues.wait(self.queues + self.wake_also, timeout,
-                                               then_fetch=terms,
-                                               interrupt=interrupt)
         if result is not None:
             self.take(self.queues[0], result)
 

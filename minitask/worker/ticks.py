@@ -245,6 +245,7 @@ class TickSource:
         result is held and returned)."""
         store = self._host.broker.schedules
         first_queue = self._queues.queues[0]
+        fetching = fetching and self._queues.fetches_behind()  # not from a queue set aside
         calls: List[ScriptCall] = []
         plans: List[Tuple[Tuple[str, str], Armed, int, Optional[int], bool]] = []
         for key, entry, armed_ms in due:
@@ -262,11 +263,17 @@ class TickSource:
         if fetching:
             calls.append(self._queues.fetch_call(now_ms + self.skew_ms))  # this clock's
         names = ", ".join(entry.name for _, entry, _ in due[:3])
-        replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}")
+        # a fetch behind refused (its queue's data) sets its queue aside, the fires stand
+        replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}",
+                                                        keep_refused=fetching)
         found = None
         if fetching:
-            found = self._host.broker.queues.fetch_result(replies[-1])
-            self._queues.take_fetched(found)
+            found = self._queues.fetched_behind(replies[-1])
+            if found is not None:
+                self._queues.take_fetched(found)
+        for reply in replies[:len(plans)]:
+            if isinstance(reply, BrokerError):
+                raise reply  # a fire refused: as ever, the caller's error
         unwoken = False  # a run was queued without a wake token, for the fetch behind
         for (key, entry, armed_ms, run_ms, quiet), reply in zip(plans, replies):
             fired = store.fired(reply)

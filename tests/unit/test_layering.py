@@ -218,7 +218,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                               "worker.sources", "worker.stop", "worker.ticks"}),
     "worker.observe": frozenset({"context", "errors", "stores.metrics", "wire.message",
                                  "worker.host", "worker.progress"}),
-    "worker.outages": frozenset({"errors"}),
+    "worker.outages": frozenset({"errors", "printable", "stores.foreign"}),
     "worker.outcomes": frozenset({"errors", "printable", "stores.queue", "stores.results",
                                   "wire.message", "wire.serializer", "worker.host",
                                   "worker.leases", "worker.outages", "worker.workflows"}),
