@@ -10,7 +10,7 @@ from typing import Any, List
 
 import pytest
 
-from minitask import Minitask
+from minitask import Minitask, tracing
 from minitask.printable import UNREADABLE, error_text, error_trace
 from minitask.tracing import AttemptSpan
 from tests.support.clock import ManualClock
@@ -127,7 +127,12 @@ def test_an_error_whose_traceback_cannot_be_formatted_is_logged_with_its_frames(
 
 
 def test_an_error_readable_once_only_is_logged_all_the_same(
-        app: Minitask, caplog: pytest.LogCaptureFixture) -> None:
+        app: Minitask, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # no tracer provider (test_tracing sets the global one for good): a span's
+    # record_exception would be the one read the error allows
+    monkeypatch.setattr(tracing, "_provider_set", lambda trace: False)
+
     @app.task(retries=0)
     def fails() -> None:
         raise ReadOnce()
