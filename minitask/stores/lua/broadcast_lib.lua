@@ -19,7 +19,10 @@
 -- each prunes at most PRUNE_BATCH subscribers and indexes at most INDEX_BATCH.
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
 -- counts as empty where read; a count that is no whole number (nan, inf, 1.5) is
--- read as missing, a cursor as 0 when dropping pulled calls (none is lost).
+-- read as missing, a cursor as 0 when dropping pulled calls (none is lost); a
+-- place that is not its subscriber's cursor (inf, -inf, 1e300, 1.5, -5) is set back
+-- to it before calls are deleted (least_cursor, check_places); an alive that is
+-- no time is aged from the server's now (prune, age_ahead).
 
 -- Subscribers pruned per script at most, and cursors of an older layout indexed.
 local PRUNE_BATCH, INDEX_BATCH = 16, 200
