@@ -19,10 +19,15 @@
 -- each prunes at most PRUNE_BATCH subscribers and indexes at most INDEX_BATCH.
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
 -- counts as empty where read; a count that is no whole number (nan, inf, 1.5) is
--- read as missing, a cursor as 0 when dropping pulled calls (none is lost).
+-- read as missing, a cursor as 0 when dropping pulled calls (none is lost); a
+-- place that is not its subscriber's cursor (inf, -inf, 1e300, 1.5, -5) is set back
+-- to it before calls are deleted (least_cursor, check_places); an alive that is
+-- no time is aged from the server's now (prune, age_ahead).
 
 -- Subscribers pruned per script at most, and cursors of an older layout indexed.
 local PRUNE_BATCH, INDEX_BATCH = 16, 200
+-- Index entries (places) a script checks against the cursors at most, per read.
+local PLACE_BATCH = 16
 -- Past broadcast_ttl, a subscriber not seen for this long more is pruned (ms):
 -- a live worker says it is alive at least every heartbeat.
 local PRUNE_GRACE = 60000
@@ -64,14 +69,22 @@ local function forget_calls(ids)
 end
 
 -- The highest call sequence the `keys` (sorted sets: the log, places, since or
--- joins) show, 0 for none: one ZRANGE -1 -1 each. What state's seq is read as when
--- it is missing (deleted, evicted) or no sequence (1e400, nan, -1, 1.5), or is
--- below it: no sequence at or below one a cursor or the log has seen is handed out.
+-- joins) show, 0 for none: one ZRANGE -1 -1 each; where that is no sequence (inf,
+-- 1e300: another's data, hiding none below it), the highest score from 0 to
+-- MAX_SCORE (a fraction counts as the sequence above it). What state's seq is read
+-- as when it is missing (deleted, evicted) or no sequence (1e400, nan, -1, 1.5), or
+-- is below it: no sequence at or below one a cursor or the log has seen is handed out.
 local function high_water(keys)
   local top = 0
   for _, key in ipairs(keys) do
     local last = tolerant({}, 'ZRANGE', key, -1, -1, 'WITHSCORES')
-    top = math.max(top, guards().whole(last[2], 0, MAX_SCORE) or 0)
+    local n = guards().whole(last[2], 0, MAX_SCORE)
+    if last[2] and not n then
+      last = tolerant({}, 'ZREVRANGEBYSCORE', key, string.format('%.0f', MAX_SCORE), 0,
+                      'WITHSCORES', 'LIMIT', 0, 1)
+      n = math.ceil(tonumber(last[2]) or 0)
+    end
+    top = math.max(top, n or 0)
   end
   return top
 end
@@ -144,25 +157,99 @@ local function indexed()
   return tolerant(0, 'ZCARD', KEYS[7]) >= tolerant(0, 'HLEN', KEYS[5])
 end
 
+-- What tolerant() returns for a read of a key of another type (no reply is it).
+local REFUSED = {}
+
+-- `name`'s cursor as the hash (the truth) says, its index entry (`score`, as read)
+-- set back to it when they differ; nil when it cannot be told, and the caller then
+-- keeps every call: the hash has no cursor for it (an entry an older minitask's
+-- unsubscribe left: dropped, and the next script scans the hash again before
+-- trusting the index, as that entry may have hidden a cursor the index lacks), or
+-- one that is no call sequence (the entry goes to 0, keeping every call until that
+-- subscriber's pull restarts it), or the hash is of another type (nothing written).
+local function place_of(name, score)
+  local raw = tolerant(REFUSED, 'HGET', KEYS[5], name)
+  if raw == REFUSED then return nil end
+  if not raw then
+    tolerant(0, 'ZREM', KEYS[7], name)
+    tolerant(0, 'HDEL', KEYS[1], 'indexed')
+    return nil
+  end
+  local cursor = guards().whole(raw, 0, MAX_SCORE)
+  if cursor ~= tonumber(score) then
+    tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor or 0), name)
+    redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[7] .. ' placed a subscriber at ' ..
+              string.sub(tostring(score), 1, 32) .. ', not at its cursor; indexed again' ..
+              (cursor and '' or ' at 0 (its cursor is no call sequence: every call is kept)'))
+  end
+  return cursor
+end
+
 -- The lowest cursor of any subscriber, or nil when none subscribes; 0 (keep
--- every call) while the index is incomplete. An index entry the hash no longer
--- has (an older minitask unsubscribed it) is dropped as it comes first, and then
--- this script keeps every call (0): that entry may have hidden a cursor the index
--- lacks, and the next script scans the hash again before trusting the index.
+-- every call) while it cannot be told: the index is incomplete, or a place cannot
+-- be checked against the hash (place_of). The least place is checked against the
+-- hash (the truth) and set back to its cursor, until it agrees: a place below 0
+-- or a fraction (-inf, -5, 1.5: another's data) comes first. A place that hides a
+-- lower cursor behind the least (inf, 1e300, or one in range) is found by
+-- drop_pulled's checks (check_places()) before a call is deleted.
 local function least_cursor()
   if not indexed() then
     return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
-  local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
-  if #first == 0 then
-    return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
+  for _ = 1, PLACE_BATCH do
+    local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+    if #first == 0 then
+      return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
+    end
+    local cursor = place_of(first[1], first[2])
+    if not cursor then return 0 end
+    if cursor == tonumber(first[2]) then return cursor end
   end
-  if tolerant(0, 'HEXISTS', KEYS[5], first[1]) == 1 then
-    return guards().whole(first[2], 0, MAX_SCORE) or 0
-  end
-  tolerant(0, 'ZREM', KEYS[7], first[1])
-  tolerant(0, 'HDEL', KEYS[1], 'indexed')
   return 0
+end
+
+-- Check the places against the hash before a call is deleted: those past `last`
+-- (the last sequence handed out; nil: state's seq), inf or 1e300, at most
+-- PLACE_BATCH of them, and PLACE_BATCH more from state's audit on (by rank; back
+-- to 0 past the last: a queue of PLACE_BATCH subscribers or fewer has every place
+-- checked). Each that is not its subscriber's cursor is set back to it (place_of).
+-- Past `last`, every place is caught; one in range that hides a lower cursor (a
+-- fraction, or a whole number above it) among n subscribers is found within
+-- n / PLACE_BATCH deletes: no script reads every subscriber (and that
+-- subscriber's next pull writes its place again).
+-- Returns whether one was (the least is read again), and whether the least can
+-- be trusted at all (false: more places past `last` than checked, or one whose
+-- cursor cannot be told: every call is kept).
+local function check_places(last)
+  last = last or guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
+    or MAX_SCORE
+  local past = tolerant({}, 'ZRANGEBYSCORE', KEYS[7], string.format('(%.0f', last), '+inf',
+                        'WITHSCORES', 'LIMIT', 0, PLACE_BATCH)
+  local sure = #past < 2 * PLACE_BATCH
+  local changed = false
+  for i = 1, #past, 2 do
+    -- a cursor past a seq set back by hand is its own: left as it is
+    local cursor = place_of(past[i], past[i + 1])
+    if not cursor then sure = false end
+    changed = changed or cursor ~= tonumber(past[i + 1])
+  end
+  local at = guards().whole(tolerant(false, 'HGET', KEYS[1], 'audit'), 0, MAX_SCORE) or 0
+  local page = tolerant({}, 'ZRANGE', KEYS[7], at, at + PLACE_BATCH - 1, 'WITHSCORES')
+  local next_at = #page < 2 * PLACE_BATCH and 0 or at + PLACE_BATCH
+  if next_at ~= at then tolerant(0, 'HSET', KEYS[1], 'audit', next_at) end
+  if #page == 0 then return changed, sure end
+  local names = {}
+  for i = 1, #page, 2 do names[#names + 1] = page[i] end
+  local cursors = tolerant(REFUSED, 'HMGET', KEYS[5], unpack(names))
+  if cursors == REFUSED then return changed, false end
+  for i, name in ipairs(names) do
+    local score = page[2 * i]
+    if guards().whole(cursors[i], 0, MAX_SCORE) ~= tonumber(score) then
+      if not place_of(name, score) then sure = false end
+      changed = true
+    end
+  end
+  return changed, sure
 end
 
 -- Forget at most PRUNE_BATCH subscribers not seen for longer than `ttl` (ms; at
@@ -172,19 +259,28 @@ end
 -- clock and the grace) is indexed again instead, alive at seen or the server's now.
 -- One that comes back subscribes anew, from the last call sent. Returns how
 -- many went, and state's prune_ttl as read (0 when none).
+-- Alive is another's data where it is no time of the server's clock: one that is
+-- no whole number (-inf, 1.5) says nothing, and when seen says nothing either (no
+-- whole number, or missing) that subscriber is aged from now, not pruned with the
+-- calls it has not pulled (its worker's heartbeat rewrites both). One past the
+-- server's clock (inf, 1e300) never comes up stale: age_ahead() ages it.
 local function prune(ttl)
   local held = guards().whole(tolerant(false, 'HGET', KEYS[1], 'prune_ttl'), 0, MAX_SCORE)
   local keep = math.max(held or 0, tonumber(ttl) or 0, PRUNE_FLOOR)
-  local before = server_ms() - keep - PRUNE_GRACE
+  local now = server_ms()
+  local before = now - keep - PRUNE_GRACE
   local stale = tolerant({}, 'ZRANGEBYSCORE', KEYS[9], '-inf', string.format('(%.0f', before),
-                         'LIMIT', 0, PRUNE_BATCH)
+                         'WITHSCORES', 'LIMIT', 0, PRUNE_BATCH)
   local gone = 0
-  for _, name in ipairs(stale) do
+  for i = 1, #stale, 2 do
+    local name = stale[i]
     local seen = guards().whole(tolerant(false, 'HGET', KEYS[6], name), 0, MAX_SCORE)
     -- fresh only up to the server's clock and the grace: a seen in the future (a
     -- worker clock ahead, another's data) keeps no dead subscriber for ever
-    if seen and seen >= before and seen <= server_ms() + PRUNE_GRACE then
-      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', math.min(seen, server_ms())), name)
+    if seen and seen >= before and seen <= now + PRUNE_GRACE then
+      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', math.min(seen, now)), name)
+    elseif not seen and not guards().whole(stale[i + 1], 0, MAX_SCORE) then
+      tolerant(0, 'ZADD', KEYS[9], string.format('%.0f', now), name)
     else
       forget_subscriber(name)
       gone = gone + 1
@@ -195,6 +291,19 @@ local function prune(ttl)
               ' not seen for longer than broadcast_ttl were pruned')
   end
   return gone, held or 0
+end
+
+-- Alive entries past the server's clock and the grace (another's data: inf,
+-- 1e300) would never come up stale, keeping a dead subscriber for ever: at most
+-- PRUNE_BATCH of them, of alive `key`, are aged from the server's now (a heartbeat
+-- and a subscribe call it: no hot script pays the read).
+local function age_ahead(key)
+  local now = server_ms()
+  local ahead = tolerant({}, 'ZRANGEBYSCORE', key, string.format('(%.0f', now + PRUNE_GRACE),
+                         '+inf', 'LIMIT', 0, PRUNE_BATCH)
+  for _, name in ipairs(ahead) do
+    tolerant(0, 'ZADD', key, string.format('%.0f', now), name)
+  end
 end
 
 -- Push `tokens` tokens on wake list `key`, kept under `cap` (one of another type
@@ -233,12 +342,21 @@ local function wake_from(first, tokens, cap, keys_at, names_at)
 end
 
 -- Delete the calls every subscriber has pulled (all of them when none
--- subscribes), at most `limit` per call: each lane holds its own copy.
-local function drop_pulled(limit)
+-- subscribes), at most `limit` per call: each lane holds its own copy. `last`: the
+-- last sequence handed out (nil: state's seq). Before any is deleted the places
+-- are checked (check_places()): a call is kept while a subscriber that has not pulled
+-- it may exist. A script that deletes none reads the least place only.
+local function drop_pulled(limit, last)
   local least = least_cursor()
-  local upto = least and string.format('%.0f', least) or '+inf'
-  local ids = tolerant({}, 'ZRANGEBYSCORE', KEYS[2], '-inf', upto, 'LIMIT', 0, limit)
-  forget_calls(ids)
+  for pass = 1, 2 do
+    local upto = least and string.format('%.0f', least) or '+inf'
+    local ids = tolerant({}, 'ZRANGEBYSCORE', KEYS[2], '-inf', upto, 'LIMIT', 0, limit)
+    if pass == 2 or not least or #ids == 0 then return forget_calls(ids) end
+    local changed, sure = check_places(last)
+    if not sure then return end
+    if not changed then return forget_calls(ids) end
+    least = least_cursor()  -- a place was set back to its cursor: read again
+  end
 end
 
 -- Drop the oldest calls beyond `maxlen`, and those sent before `now - ttl`, at

@@ -102,7 +102,7 @@ if want > 0 then
 end
 if want > 0 or skipped > 0 then
   set_cursor(name, cursor)
-  drop_pulled(limit)
+  drop_pulled(limit, seq)
 end
 local woken, missed = {}, {}
 if pulled > 0 then

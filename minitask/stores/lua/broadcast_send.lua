@@ -41,7 +41,9 @@ local subscribed = redis.call('HLEN', KEYS[5]) > 0
 local seq_now = redis.call('HGET', KEYS[1], 'seq')
 local top = high_water({KEYS[7], KEYS[2], KEYS[11]})
 local held = guards().whole(seq_now, 0, MAX_SCORE)
-if (seq_now and not held) or (held or 0) < top then
+local last = held or 0
+if (seq_now and not held) or last < top then
+  last = top
   redis.call('HSET', KEYS[1], 'seq', top)
   redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[1] .. ' seq held no call sequence ' ..
             'above every cursor and logged call; started again at ' .. top)
@@ -51,6 +53,7 @@ for i = 7 + n, #ARGV, 2 do
   local id = ARGV[i]
   if not redis.call('ZSCORE', KEYS[11], id) and redis.call('HEXISTS', KEYS[10], id) == 0 then
     local seq = guards().bump(KEYS[1], 'seq', 1)
+    last = seq
     redis.call('ZADD', KEYS[11], seq, id)
     if subscribed then  -- with no subscriber, nobody would ever pull it
       redis.call('ZADD', KEYS[2], seq, id)
@@ -70,7 +73,7 @@ end
 -- a send drops as many calls as it added, and a batch more: however many calls
 -- one send carries, the log is back within maxlen when it returns
 drop_over(now, maxlen, ttl, limit + added)
-drop_pulled(limit)
+drop_pulled(limit, last)
 -- join() reads the subscribers of the last maxlen calls at most
 local extra = tonumber(redis.call('ZCARD', KEYS[11])) - maxlen
 if extra > 0 then

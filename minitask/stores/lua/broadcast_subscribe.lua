@@ -28,5 +28,6 @@ if not redis.call('HGET', KEYS[5], ARGV[1]) then
   new = 1
 end
 seen_at(ARGV[1], ARGV[2])
+age_ahead(KEYS[9])
 indexed()
 return new
