@@ -69,7 +69,8 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *, limit: int = 100
     for name in asked:
         for letter in app.broker.dead.letters(name, limit):
             found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
-                                    letter.body, letter.info, letter.unreadable))
+                                    letter.body, letter.info, letter.unreadable,
+                                    letter.record_problem))
     return found
 
 
@@ -109,8 +110,8 @@ def _dead_row(app: Operated, head: DeadHead) -> DeadRow:
     whole_info = head.info_length <= HEAD_BYTES
     letter = _dead_task(app, head.task_id, head.queue, head.dead_at_ms,
                         head.body if whole_body and head.body_length >= 0 else None,
-                        head.info if whole_info and head.info_length > 0 else None,
-                        head.unreadable)
+                        head.info if whole_info and head.info_length >= 0 else None,
+                        head.unreadable, head.record_problem)
     cut = []
     if not whole_body:
         fields = head_fields(head.body)
@@ -123,6 +124,9 @@ def _dead_row(app: Operated, head: DeadHead) -> DeadRow:
     if not whole_info:
         fields = head_fields(head.info)
         exc_type, text, reason = (fields.get(key) for key in ("exc_type", "message", "reason"))
+        if not fields:  # its first bytes are no map of this version: not minitask's
+            reason = unreadable_record(f"its first {HEAD_BYTES:,} bytes are no record "
+                                       f"minitask writes", head.info_length)
         letter = dataclasses.replace(
             letter, exc_type=exc_type if isinstance(exc_type, str) else "",
             message=text if isinstance(text, str) else "",
@@ -159,17 +163,30 @@ REQUEUED, NOT_DEAD, NO_MESSAGE = "requeued", "no dead letter has the id", (
     "its message is gone (nothing to run); purge it")
 
 
+#: Why a dead letter whose message cannot be decoded is not requeued (probe 10, L3):
+#: a worker would dead-letter it again at once, as it did; as a letter whose message
+#: is gone (``NO_MESSAGE``), it stays, for ``dead show`` and purge.
+UNDECODABLE = ("its message cannot be decoded ({why}): a worker would dead-letter it again; "
+               "purge it")
+#: What the decoder says of a message of a newer envelope version (wire/serializer.py
+#: ``_unpack``): one is requeued as it is, for a worker of that newer minitask.
+_NEWER = "written by a newer minitask"
+
+
 def revive_dead(app: Operated, queue: str, task_id: str) -> str:
     """The dead task ``task_id`` of ``queue`` (found already) back at its queue's tail:
-    ``REQUEUED``, or why not (``NOT_DEAD``, ``NO_MESSAGE``: nothing is written then)."""
+    ``REQUEUED``, or why not (``NOT_DEAD``, ``NO_MESSAGE``, ``UNDECODABLE`` with why:
+    nothing is written then). A message of a newer minitask is requeued as it is."""
     broker = app.broker
+    stored = broker.queues.message_body(queue, task_id)
     # no message: the script, which checks before it writes, answers NO_MESSAGE
-    body = broker.queues.message_body(queue, task_id) or b""
+    body = stored or b""
     priority = 5
     try:
         message = decode_message(body)
-    except DecodeError:
-        pass  # revived as it is: the worker will dead-letter it again, with the reason
+    except DecodeError as exc:
+        if stored is not None and _NEWER not in str(exc):
+            return UNDECODABLE.format(why=_cut(str(exc)))
     else:
         priority = message.priority
         body = encode_message(dataclasses.replace(
@@ -216,11 +233,31 @@ def dead_letter(app: Operated, queue: str, task_id: bytes) -> Optional[DeadTask]
     if letter is None:
         return None
     return _dead_task(app, letter.task_id, queue, letter.dead_at_ms, letter.body,
-                      letter.info, letter.unreadable)
+                      letter.info, letter.unreadable, letter.record_problem)
+
+
+#: How a dead letter's reason begins when its record cannot be read (``unreadable_record``).
+UNREADABLE_RECORD = "unreadable dead-letter record"
+#: Characters of why a record cannot be read that its reason keeps (a decoder's words).
+WHY_CHARS = 300
+
+
+def unreadable_record(why: str, size: Optional[int] = None) -> str:
+    """A dead letter's reason when its record cannot be read: why, and its length in
+    bytes (None: Redis holds no value to measure)."""
+    return f"{UNREADABLE_RECORD}: {_cut(why)}" + ("" if size is None else f" ({size:,} bytes)")
+
+
+def _cut(why: str) -> str:
+    """A decoder's words, cut to ``WHY_CHARS`` (an error of msgpack's may have none:
+    "FormatError: " ends with its name)."""
+    why = why.rstrip(": ")
+    return why if len(why) <= WHY_CHARS else why[:WHY_CHARS - 3] + "..."
 
 
 def _dead_task(app: Operated, task_id: str, queue: str, dead_at_ms: int,
-               body: Optional[bytes], info: Optional[bytes], unreadable: str = "") -> DeadTask:
+               body: Optional[bytes], info: Optional[bytes], unreadable: str = "",
+               record_problem: str = "") -> DeadTask:
     name, args, kwargs, attempts = "?", [], {}, 0
     try:
         message = decode_message(body or b"")
@@ -228,13 +265,15 @@ def _dead_task(app: Operated, task_id: str, queue: str, dead_at_ms: int,
     except DecodeError:
         pass  # an undecodable message is listed with what is known about it
     reason = exc_type = text = trace = ""
-    if info:
+    if info is not None:  # one that cannot be read says why, in its reason: never raises
         try:
             outcome = decode_outcome(info)
             reason, exc_type, text, trace = (outcome.reason, outcome.exc_type, outcome.message,
                                              outcome.traceback)
-        except DecodeError:
-            reason = "unreadable dead-letter record"
+        except DecodeError as exc:
+            reason = unreadable_record(str(exc), len(info))
+    elif record_problem:
+        reason = unreadable_record(record_problem)
     hidden = hides_args(app, name)
     if hidden:
         args, kwargs = [], {}

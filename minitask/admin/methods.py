@@ -146,7 +146,9 @@ class Operations:
 
         Returns:
             False when no dead letter has this id, or its message is gone (nothing
-            would run; nothing is written and it stays, for ``purge_dead``).
+            would run) or cannot be decoded (a worker would dead-letter it again;
+            one written by a newer minitask is requeued as it is): nothing is
+            written and it stays, for ``purge_dead``.
 
         Raises:
             BrokerError: Redis could not be reached.

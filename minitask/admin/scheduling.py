@@ -100,6 +100,10 @@ class SchedulePage:
     fields: int
     #: where the next page starts (give it as ``after``); None: this is the last
     next: Optional[str]
+    #: '' or why this page holds fewer than asked though it is not the last: it made
+    #: its PAGE_CALLS reads first (past 80,000 schedules with a next run, those with
+    #: none are looked for among them all: probe 10, L1); ``next`` goes on from there
+    stopped: str = ""
 
 
 def schedule_counts(app: Operated, queues: Sequence[str]) -> Dict[str, int]:
@@ -138,8 +142,18 @@ def schedule_page(app: Operated, counts: Dict[str, int], after: Optional[str] = 
             fields += page.fields
             nxt = page.next
         if nxt is not None:
-            return SchedulePage(found, unreadable, fields, _cursor(name, nxt))
+            listed = len(found) + len(unreadable)
+            return SchedulePage(found, unreadable, fields, _cursor(name, nxt),
+                                "" if listed >= limit else _stopped(name, counts[name], listed))
     return SchedulePage(found, unreadable, fields, None)
+
+
+def _stopped(queue: str, records: int, listed: int) -> str:
+    """What a page that ends short of its size though it is not the last says."""
+    return (f"this page stopped early, with {listed} schedule(s): a page makes at most "
+            f"{PAGE_CALLS} reads (past the schedules with a next run, those with none are "
+            f"looked for among all {records:,} records of queue {printable(queue)!r}, a "
+            f"bounded number a read); the next page goes on from where this one stopped")
 
 
 def schedule_pages(app: Operated, counts: Dict[str, int],

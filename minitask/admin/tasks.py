@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
-from ..wire.message import Progress, to_seconds
+from ..wire.message import MAX_MS, Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
 from .activity import hides_args, lease_too_far
 from .operated import Operated, lookup_queues
@@ -106,9 +106,14 @@ def inspect(app: Operated, task_id: str,
             if state == "finished":
                 status = outcome.status
                 fields["attempt"] = outcome.attempt or None
+            finished = outcome.finished_at_ms
+            if not 0 <= finished <= MAX_MS:  # no minitask wrote it: said, not raised
+                fields["note"] = _also(fields["note"], f"the outcome's time (finished_at_ms "
+                                       f"{finished}) is no time minitask writes")
             fields.update(value=outcome.value, exc_type=outcome.exc_type,
                           message=outcome.message, traceback=outcome.traceback,
-                          reason=outcome.reason, finished_at=_utc(outcome.finished_at_ms))
+                          reason=outcome.reason,
+                          finished_at=_utc(finished) if 0 <= finished <= MAX_MS else None)
     return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
 
 

@@ -37,12 +37,17 @@ def run(args: argparse.Namespace) -> int:
     finally:
         app.close()
     listed = describe(page.schedules)
-    print(_table(listed) if listed or not page.unreadable else "no readable schedules")
+    if listed or not (page.unreadable or page.stopped):
+        print(_table(listed))
+    elif page.unreadable:
+        print("no readable schedules")
     for entry in page.unreadable:  # shown, not hidden: fix or delete them with redis-cli
         where = f"field '{entry['field']}' of " if entry["field"] else ""
         print(printable(f"unreadable schedule record: {where}key {entry['key']}: "
                         f"{entry['problem']} (not fired; inspect it with redis-cli, then "
                         f"fix or delete it)"))
+    if page.stopped:
+        print(printable(page.stopped))
     more = sum(count for count in counts.values() if count > 0) - page.fields
     if page.next is not None and more > 0:
         print(f"... and {more} more schedules (use --json for all)")

@@ -202,7 +202,7 @@ def schedules(app: Minitask, queue: Optional[str] = None, after: Optional[str] =
             "counts": {name: count for name, count in counts.items() if count},
             "total": sum(count for count in counts.values() if count > 0),
             "queue": queue, "queues_left_out": left_out, "limit": limit, "after": after,
-            "next": page.next, "now": _iso(app.clock.now_ms())}
+            "next": page.next, "stopped": page.stopped, "now": _iso(app.clock.now_ms())}
 
 
 #: Characters of an error message a dead letter's row shows (its first line).

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
-from .foreign import raise_refusals, time_in
+from .foreign import ignored, raise_refusals, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
@@ -22,13 +22,17 @@ class DeadLetter:
     body: Optional[bytes]
     info: Optional[bytes]
     unreadable: str = ""  # why dead_at_ms (then clamped) is not the time it died
+    #: why Redis holds no record minitask can read where it keeps one ('': none is
+    #: missing for that reason): its dead_info key is of another type
+    record_problem: str = ""
 
 
 @dataclass(frozen=True)
 class DeadHead:
     """A dead letter as a listing reads it (``DeadLetterStore.heads``): the first
     bytes of its message and of its dead-letter record, and their whole lengths
-    (-1: Redis holds none)."""
+    (-1: Redis holds none; -2: the key that holds them is of another type, said in
+    ``record_problem`` for the record)."""
 
     task_id: str
     queue: str
@@ -38,6 +42,7 @@ class DeadHead:
     info: bytes
     info_length: int
     unreadable: str = ""
+    record_problem: str = ""
 
 
 def _time_ms(score: float) -> int:
@@ -46,6 +51,21 @@ def _time_ms(score: float) -> int:
     if math.isnan(score):
         return 0
     return int(min(max(score, 0.0), float(MAX_MS)))
+
+
+def _other_type(key: str) -> str:
+    """Why nothing can be read in ``key`` (a dead letter's messages or records: it is
+    of another type), said once in the log."""
+    ignored(key, "it holds another type than a hash")
+    return f"key {key} holds another type than a hash (no minitask wrote it)"
+
+
+def _values(key: str, reply: Any, count: int) -> Tuple[List[Optional[bytes]], str]:
+    """The values an HMGET of ``count`` fields of ``key`` read, and '', or ``count``
+    Nones and why, when ``key`` is of another type (a pipeline's refusal)."""
+    if isinstance(reply, Exception):
+        return [None] * count, _other_type(key)
+    return list(reply) if reply is not None else [None] * count, ""
 
 
 def _no_time(key: str, score: float) -> str:
@@ -66,19 +86,28 @@ class DeadLetterStore(Store):
         """The oldest ``limit`` dead letters of ``queue``, with message and reason."""
         k = self.keys(queue)
         client = self.transport.client
+        # a key of another type (no minitask wrote it) is read as empty, never an
+        # error: one queue's foreign key hides no letter, nor another queue's
         with self.transport.errors(f"list dead letters of queue {queue!r}"):
-            entries: List[Tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
-                k.dead, 0, limit - 1, withscores=True)
+            pipe = client.pipeline(transaction=False)
+            pipe.zrange(k.dead, 0, limit - 1, withscores=True)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+            entries: List[Tuple[bytes, float]] = (
+                [] if isinstance(replies[0], Exception) else replies[0])
             if not entries:
                 return []
             raw = [task_id for task_id, _ in entries]
             pipe = client.pipeline(transaction=False)
             pipe.hmget(k.messages, raw)
             pipe.hmget(k.dead_info, raw)
-            bodies, infos = pipe.execute()
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        bodies = _values(k.messages, replies[0], len(raw))[0]
+        infos, problem = _values(k.dead_info, replies[1], len(raw))
         # an id that is not UTF-8 (no minitask wrote it) is shown escaped
         return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
-                           body, info, _no_time(k.dead, score))
+                           body, info, _no_time(k.dead, score), problem)
                 for (task_id, score), body, info in zip(entries, bodies, infos)]
 
     def heads(self, queue: str, limit: int, most: int) -> List[DeadHead]:
@@ -91,10 +120,11 @@ class DeadLetterStore(Store):
         found = []
         for index, task_id in enumerate(listed[0::2]):
             score = float(listed[2 * index + 1])
+            info_length = int(info_lengths[index])
             found.append(DeadHead(task_id.decode(errors="backslashreplace"), queue,
                                   _time_ms(score), bodies[index], int(body_lengths[index]),
-                                  infos[index], int(info_lengths[index]),
-                                  _no_time(k.dead, score)))
+                                  infos[index], info_length, _no_time(k.dead, score),
+                                  _other_type(k.dead_info) if info_length == -2 else ""))
         return found
 
     def holding(self, queues: Sequence[str]) -> List[str]:
@@ -153,11 +183,15 @@ class DeadLetterStore(Store):
             pipe.zscore(k.dead, task_id)
             pipe.hget(k.messages, task_id)
             pipe.hget(k.dead_info, task_id)
-            score, body, info = pipe.execute()
-        if score is None:
+            replies = pipe.execute(raise_on_error=False)
+        raise_refusals(replies)
+        score, body, info = replies  # a dead set of another type holds none
+        if score is None or isinstance(score, Exception):
             return None
+        infos, problem = _values(k.dead_info, [info] if isinstance(info, bytes) else info, 1)
+        bodies = _values(k.messages, [body] if isinstance(body, bytes) else body, 1)[0]
         return DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
-                          body, info, _no_time(k.dead, score))
+                          bodies[0], infos[0], _no_time(k.dead, score), problem)
 
     def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> int:
         """Put a dead task at the tail of its queue, behind every task due by ``now_ms``:

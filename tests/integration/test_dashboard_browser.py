@@ -261,11 +261,13 @@ def test_a_dead_letter_whose_id_holds_control_characters_is_acted_on_from_its_ro
     client = app.broker.client
     client.zadd(dead, {task_id.encode(): 1_700_000_000_000 + n
                        for n, task_id in enumerate(planted)})
-    # each with a message, as a real dead letter has (one without is refused a requeue)
+    # each with a message, as a real dead letter has (one without is refused a requeue,
+    # and so is one that cannot be decoded: a message whose id holds a control or
+    # format character is one, so each carries an id of its own that holds none)
     model = decode_message(client.hget(keys.messages, seeds["dead"]) or b"")
-    for task_id in planted:
+    for n, task_id in enumerate(planted):
         client.hset(keys.messages, task_id.encode(),
-                    encode_message(dataclasses.replace(model, id=task_id)))
+                    encode_message(dataclasses.replace(model, id=f"planted-{n}")))
     for task_id in planted:
         browser.get(site + "/dead")
         shown = printable(task_id)

@@ -21,7 +21,8 @@ from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.dashboard.web import Dashboard, shown
 from minitask.printable import printable
-from minitask.wire.serializer import pack_progress
+from minitask.wire.message import Message
+from minitask.wire.serializer import encode_message, pack_progress
 from tests.support.draining import drain
 from tests.support.paths import ROOT
 from tests.unit.test_dashboard import call
@@ -117,8 +118,11 @@ def test_a_dead_letter_holding_control_characters_is_acted_on_by_its_forms(
     app, _ = planted
     dashboard = Dashboard(app)
     dead = queue_keys(app.name, "default").dead
-    # a letter with no message is not requeued (test_dead_requeue_says_what_it_did.py)
-    redis_client.hset(queue_keys(app.name, "default").messages, raw, b"garbage")
+    # a letter with no message, or one that cannot be decoded, is not requeued
+    # (test_dead_requeue_says_what_it_did.py, test_dead_foreign_records.py)
+    redis_client.hset(queue_keys(app.name, "default").messages, raw, encode_message(
+        Message("plain-id", "t", [], {}, "default", 5, 1)))  # an id with a control
+    # character is no message's: one that holds it cannot be decoded
     page = call(dashboard, "/dead")[2]
     row = page[page.index(f'<tr data-task-id="{html.escape(printable(raw))}">'):]
     form = row[row.index(f'action="/actions/{action}"'):]

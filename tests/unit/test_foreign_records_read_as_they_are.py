@@ -19,6 +19,8 @@ from minitask.dashboard.views import dead as dead_view, workers as workers_view
 from minitask.dashboard.web import Dashboard
 from minitask.stores.recent import pack_entry
 from minitask.stores.registry import TRUSTED_AHEAD_MS
+from minitask.wire.message import Message
+from minitask.wire.serializer import encode_message
 from minitask import printable as printing
 from minitask.printable import printable
 
@@ -65,8 +67,10 @@ def test_an_escaped_utf8_id_is_requeued_and_one_not_utf8_is_refused_by_name(
         operated: Minitask, fake_redis: "redis.Redis[bytes]",
         capsys: pytest.CaptureFixture[str]) -> None:
     plant_dead(fake_redis, operated, b"ok\x1b-id")
-    # a letter with no message is not requeued (test_dead_requeue_says_what_it_did.py)
-    fake_redis.hset(queue_keys(operated.name, "default").messages, b"ok\x1b-id", b"garbage")
+    # a letter with no message, or one that cannot be decoded, is not requeued
+    # (test_dead_requeue_says_what_it_did.py, test_dead_foreign_records.py)
+    fake_redis.hset(queue_keys(operated.name, "default").messages, b"ok\x1b-id",
+                    encode_message(Message("plain-id", "t", [], {}, "default", 5, 1)))
     plant_dead(fake_redis, operated, b"\xff-id")
     code, text = run(capsys, "dead", "-A", "x", "requeue", "ok\\x1b-id", "\\xff-id")
     assert code == 1
@@ -95,7 +99,8 @@ def test_a_dead_letter_with_no_readable_record_says_unknown_not_nothing(
     assert all(line.split(maxsplit=1)[1:] for line in lines), text  # no label without a value
     assert "task      unknown (its message is missing or cannot be decoded)" in lines
     assert "attempts  unknown" in lines and "error     none recorded" in lines
-    assert "reason    unreadable dead-letter record" in lines
+    assert ("reason    unreadable dead-letter record: cannot decode outcome: FormatError "
+            "(8 bytes)") in lines
 
 
 @pytest.mark.parametrize("ahead_ms", [5_000, 3_600_000])
