@@ -10,22 +10,18 @@ import pytest
 
 from minitask import Minitask, TaskHandle, chain, chord, group
 from tests.support.draining import drain
+from tests.unit.test_rebuilt_workflow_handles import _tasks  # add(a, b), total(values)
 
 pytestmark = [pytest.mark.integration, pytest.mark.app("wfasync", on="server")]
 
 DEADLINE = 60.0
 
 
-def _tasks(app: Minitask) -> Tuple[Any, Any]:
-    @app.task
-    def add(a: int, b: int) -> int:
-        return a + b
-
-    @app.task
-    def total(values: List[int]) -> int:
-        return sum(values)
-
-    return add, total
+def _member(add: Any, index: int) -> TaskHandle[Any]:
+    """The handle of member ``index`` of a sent group (of two tasks, not groups)."""
+    handle = group(add.s(3, 3), add.s(4, 4)).delay().handles[index]
+    assert isinstance(handle, TaskHandle)
+    return handle
 
 
 #: How a handle is made -> (the handle, the value its task returns).
@@ -37,8 +33,7 @@ MAKERS: Dict[str, Callable[[Any, Any], Tuple[TaskHandle[Any], int]]] = {
     "chain delay": lambda add, total: (chain(add.s(1, 1), add.s(10)).delay(), 12),
     "chord delay": lambda add, total: (
         chord(group(add.s(1, 1), add.s(2, 2)), total.s()).delay(), 6),
-    "group member": lambda add, total: (
-        group(add.s(3, 3), add.s(4, 4)).delay().handles[1], 8),
+    "group member": lambda add, total: (_member(add, 1), 8),
 }
 
 
@@ -65,7 +60,7 @@ def test_every_async_twin_answers_on_a_workflows_handle(app: Minitask, how: str)
 def test_acancel_withdraws_a_signatures_task_and_its_group_member(app: Minitask) -> None:
     add, _ = _tasks(app)
     alone = add.s(1, 2).delay()
-    member = group(add.s(3, 3), add.s(4, 4)).delay().handles[0]
+    member = _member(add, 0)
 
     async def cancel() -> List[Any]:
         try:
