@@ -58,6 +58,13 @@ class TaskGrouping:
     rate_count: int = 0
     rate_window_ms: int = 0
 
+    def given(self) -> Tuple[str, ...]:
+        """The names of the options set (a periodic task refuses them: periodic.py)."""
+        return tuple(name for name, value in (("group_by", self.group_by),
+                                              ("group_max_running", self.max_running),
+                                              ("group_rate_limit", self.rate_limit))
+                     if value)
+
 
 def task_grouping(options: Dict[str, Any], parameters: Any, where: str) -> TaskGrouping:
     """Read the ``group_*`` options of a decorator; ``parameters``: the function's.
