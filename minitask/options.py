@@ -85,13 +85,13 @@ MAX_TASK_ID_BYTES = 200
 
 def check_task_id(value: Any, where: str) -> str:
     """A chosen task id: ``check_text``'s, and at most ``MAX_TASK_ID_BYTES`` bytes."""
-    check_text(value, "task_id", where)
-    size = len(value.encode("utf-8", "surrogatepass"))
+    task_id = check_text(value, "task_id", where)
+    size = len(task_id.encode("utf-8", "surrogatepass"))
     if size > MAX_TASK_ID_BYTES:
-        raise ConfigurationError(f"{where}: task_id {value[:40]!r}... is {size:,} bytes "
+        raise ConfigurationError(f"{where}: task_id {task_id[:40]!r}... is {size:,} bytes "
                                  f"(UTF-8), longer than {MAX_TASK_ID_BYTES}; choose a "
                                  f"shorter id")
-    return value
+    return task_id
 
 
 def check_priority(priority: Any, where: str) -> int:
