@@ -274,8 +274,9 @@ class Minitask(Operations, SendByName, HandleLookups):
 
         Raises:
             ConfigurationError: both or neither of ``cron`` and ``every``, a bad
-                cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, or a bad
-                task option (a ValueError naming the schedule).
+                cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, a bad
+                task option, or a group option (``group_by``...: a tick is sent
+                without a group) (a ValueError naming the schedule).
             ArgumentError: ``args``/``kwargs`` do not fit the function (a TypeError).
             EncodeError: an argument msgpack cannot carry (a TypeError).
         """
@@ -290,7 +291,7 @@ class Minitask(Operations, SendByName, HandleLookups):
                                       overlap=overlap, queue=probe.queue,
                                       priority=probe.priority,
                                       max_message_bytes=self.max_message_bytes,
-                                      types=self.types)
+                                      types=self.types, group_options=probe.grouping.given())
             registered = self.task(**task_options)(function)
             self.periodic_schedules[schedule.name] = schedule
             return registered

@@ -20,7 +20,7 @@ from .errors import ArgumentError, ConfigurationError
 from .limits import CALL_OPTIONS as FLOW_OPTIONS
 from .limits import call_flow, group_name, pack
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
-                      check_text, is_number, new_task_id, positional_arity)
+                      check_task_id, is_number, new_task_id, positional_arity)
 from .sending import Sender, check_queue_name
 from .tracing import current_context
 from .wire.message import MAX_MS, Message, due_after_ms, new_message, to_ms
@@ -136,7 +136,7 @@ class Calls:
             eta_ms = self.delay_ms(delay, "delay")
         task_id = options.get("task_id")
         if task_id is not None:
-            check_text(task_id, "task_id", where)
+            check_task_id(task_id, where)
         message = self.message(tuple(args), dict(kwargs), queue, priority, eta_ms, task_id)
         flow = {name: options.get(name) for name in FLOW_OPTIONS}
         if flow["group"] is not None:
@@ -273,7 +273,7 @@ class Calls:
         eta = options.get("eta")
         task_id = options.get("task_id")
         if task_id is not None:
-            check_text(task_id, "task_id", where)
+            check_task_id(task_id, where)
         return {"queue": queue, "priority": priority, "delay_ms": delay_ms or None,
                 "eta_ms": None if eta is None else self.eta_ms(eta), "task_id": task_id,
                 "group": group}

@@ -24,6 +24,8 @@ TASK_OPTIONS = frozenset({"rate_limit", "max_running", "group_by", "group_max_ru
 CALL_OPTIONS = frozenset({"limit_key", "debounce", "expires", "group"})
 #: Characters a group name may hold at most (it is part of Redis key names).
 MAX_GROUP_LENGTH = 200
+#: Characters a limit_key may hold at most (part of its limiter's Redis key names).
+MAX_LIMIT_KEY_LENGTH = MAX_GROUP_LENGTH
 
 _RATE = re.compile(r"\s*(\d+)\s*/\s*([smh])\s*")
 _WINDOW_MS = {"s": 1000, "m": 60_000, "h": 3_600_000}
@@ -55,6 +57,13 @@ class TaskGrouping:
     rate_limit: Optional[str] = None
     rate_count: int = 0
     rate_window_ms: int = 0
+
+    def given(self) -> Tuple[str, ...]:
+        """The names of the options set (a periodic task refuses them: periodic.py)."""
+        return tuple(name for name, value in (("group_by", self.group_by),
+                                              ("group_max_running", self.max_running),
+                                              ("group_rate_limit", self.rate_limit))
+                     if value)
 
 
 def task_grouping(options: Dict[str, Any], parameters: Any, where: str) -> TaskGrouping:
@@ -133,6 +142,10 @@ def task_limits(options: Dict[str, Any], where: str, prefix: str = "") -> TaskLi
 def check_limit_key(key: Any, where: str) -> str:
     if not isinstance(key, str) or not key:
         raise ConfigurationError(f"{where}: limit_key must be a non-empty str, got {key!r}")
+    if len(key) > MAX_LIMIT_KEY_LENGTH:
+        raise ConfigurationError(f"{where}: limit_key {key[:40]!r}... is {len(key):,} "
+                                 f"characters, longer than {MAX_LIMIT_KEY_LENGTH} (it is part "
+                                 f"of Redis key names, as a group is)")
     char = unprintable(key)
     if char is not None:
         raise ConfigurationError(f"{where}: limit_key {key!r} holds {describe_char(char)}, a "

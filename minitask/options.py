@@ -78,6 +78,22 @@ def check_text(value: Any, what: str, where: str, fix: str = "use printable char
     return value
 
 
+#: Bytes (UTF-8) a chosen task id may hold at most: a workflow's plan record reads
+#: none longer (stores/plans.py MAX_ID_BYTES), and every key and log line repeats it.
+MAX_TASK_ID_BYTES = 200
+
+
+def check_task_id(value: Any, where: str) -> str:
+    """A chosen task id: ``check_text``'s, and at most ``MAX_TASK_ID_BYTES`` bytes."""
+    task_id = check_text(value, "task_id", where)
+    size = len(task_id.encode("utf-8", "surrogatepass"))
+    if size > MAX_TASK_ID_BYTES:
+        raise ConfigurationError(f"{where}: task_id {task_id[:40]!r}... is {size:,} bytes "
+                                 f"(UTF-8), longer than {MAX_TASK_ID_BYTES}; choose a "
+                                 f"shorter id")
+    return task_id
+
+
 def check_priority(priority: Any, where: str) -> int:
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9:
         raise ConfigurationError(f"{where}: priority must be an int from 0 to 9 "

@@ -220,15 +220,18 @@ def with_times(schedule: Schedule, next_ms: Optional[int], last_ms: Optional[int
 def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, every: Any = None,
           tz: Any = "UTC", args: Any = (), kwargs: Any = None, catch_up: Any = "latest",
           overlap: Any = True, queue: str, priority: int, max_message_bytes: int,
-          types: Optional[TypeRegistry] = None) -> Schedule:
+          types: Optional[TypeRegistry] = None, group_options: Sequence[str] = ()) -> Schedule:
     """A checked schedule: everything wrong with it is raised here, before any I/O.
 
     Its arguments keep the app's registered ``types`` as extensions (wire/types.py),
     as every message does.
 
+    ``group_options``: the fair-queue options the task sets (``group_by``...): a
+    run is sent without a group, so they are refused rather than not held.
+
     Raises:
-        ConfigurationError: a bad name, cron, every, tz, catch_up or overlap (a
-            ValueError naming the schedule).
+        ConfigurationError: a bad name, cron, every, tz, catch_up or overlap, or a
+            task with group options (a ValueError naming the schedule).
         ArgumentError: ``args``/``kwargs`` do not fit the task's function (a TypeError).
         EncodeError: an argument is not a msgpack type (a TypeError).
         MessageTooLarge: a run's message would be over ``max_message_bytes``.
@@ -241,6 +244,12 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
         raise ConfigurationError(f"schedule {name!r}: name holds {describe_char(char)}, a "
                                  f"control or format character")
     where = f"schedule {name!r}"
+    if group_options:
+        raise ConfigurationError(
+            f"{where}: task {task!r} sets {', '.join(group_options)}, which a periodic run "
+            f"would not hold (a tick is sent without a group: neither the group's turns "
+            f"nor its limits would apply); schedule a task without group options that "
+            f"sends the grouped call")
     if args is None:
         args = ()
     if not isinstance(args, (tuple, list)):

@@ -37,7 +37,8 @@ def add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
                               every=every, tz=tz, args=args, kwargs=kwargs,
                               catch_up=catch_up, overlap=overlap, queue=target,
                               priority=level, max_message_bytes=app.max_message_bytes,
-                              types=app.broker.types)
+                              types=app.broker.types,
+                              group_options=registered.options.grouping.given())
     store = app.broker.schedules
     for other in app_queues(app):
         if other != target:

@@ -237,7 +237,7 @@ def test_ids_that_are_text_are_leased_and_others_dropped(
     def t(n: int) -> int:
         return n
 
-    ids = ["order:17/a b", "t\u00e2che-\u4efb\u52a1", "~!@#$%^&*()", "x" * 300]
+    ids = ["order:17/a b", "t\u00e2che-\u4efb\u52a1", "~!@#$%^&*()", "x" * 200]
     for n, task_id in enumerate(ids):
         t.apply_async((n,), task_id=task_id)
     k = QueueKeys("test", "default")

@@ -6,7 +6,8 @@
 --   it), then how many messages there are.
 -- Returns: enqueue.lua's count of messages added, plus those a debounce replaced.
 -- A new message gets its spec in the flow hash in the same step. A debounced call
--- (spec ends in 1) whose id is still scheduled (delayed) replaces that call's
+-- (its spec's sixth line is 1: limits.pack; a grouped spec goes on past it, with
+-- its group last, so the flag is read by its place, never at the end) whose id is still scheduled (delayed) replaces that call's
 -- message, due time and spec; an id queued or running already is left as it is.
 -- Invariant: a flow-controlled message is never in Redis without its spec. (Its
 -- limiter is named in flow_limiters only while a fetch has tasks of it parked.)
@@ -29,7 +30,8 @@ for n = 1, count do
   if not pending[n] then
     -- enqueue_base() added it: an id not pending is always added (or the call failed)
     redis.call('HSET', flow, id, spec)
-  elseif string.sub(spec, -2) == '\n1' and tolerant(false, 'ZSCORE', KEYS[2], id) then
+  elseif string.match(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n(%d+)') == '1'
+      and tolerant(false, 'ZSCORE', KEYS[2], id) then
     local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
     redis.call('HSET', KEYS[1], id, ARGV[i + 1])
     redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)

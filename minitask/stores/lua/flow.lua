@@ -263,11 +263,20 @@ local function flow_control()
       return any_paused and tolerant(0, 'SISMEMBER', paused, group) == 1
     end
     -- a weight is a whole number from 1 to a million (set_group_weight); any other
-    -- (inf, 1e300, 1.5: not minitask's) is 1, or the group would keep the head for ever
+    -- (inf, 1e300, 1.5, 99999999999: not minitask's) is 1, or the group would keep the
+    -- head for ever (or near enough), said in Redis's log once a call
     local function weight_of(group)
       if any_weight == nil then any_weight = tolerant(0, 'EXISTS', weights) == 1 end
-      return any_weight and guards().whole(tolerant(false, 'HGET', weights, group), 1,
-                                           1000000) or 1
+      if not any_weight then return 1 end
+      local raw = tolerant(false, 'HGET', weights, group)
+      local weight = guards().whole(raw, 1, 1000000)
+      if raw and not weight and not flow_made.fair_made.weighed then
+        flow_made.fair_made.weighed = true
+        redis.log(redis.LOG_WARNING, 'minitask: ignored the weight ' .. string.sub(raw, 1, 40)
+                  .. ' of group ' .. group .. ' in ' .. weights .. ' (not minitask\'s: a'
+                  .. ' weight is a whole number from 1 to 1000000); served at weight 1')
+      end
+      return weight or 1
     end
 
     -- The functions few fetches need (a group joined, put back in the rotation, its
