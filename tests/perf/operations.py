@@ -101,7 +101,8 @@ class Driver:
     def ack(self, queue: str, delivery: Delivery, ttl_ms: int) -> Ack:
         outcome = Outcome("succeeded", wall_ms(), value=7, attempt=1)
         return self.broker.results.prepare_ack(queue, delivery.task_id, outcome, ttl_ms,
-                                               task_name="perf", flow=delivery.flow)
+                                               task_name="perf", flow=delivery.flow,
+                                               slots=delivery.slots)
 
 
 #: Given the driver and a number of calls: prepares for them, or makes them.
