@@ -46,6 +46,10 @@ class Delivery:
     #: False when the fetch found no flow control in the queue: the task has no
     #: spec nor gets one while its lease is held, so its ack needs no flow keys
     flow: bool = True
+    #: False when the fetch found flow control in the queue but none of the tasks it
+    #: leased with a spec holding a slot (max_running, group_max_running: a grouped
+    #: task of no limits has none): its ack drops the task's spec without reading it
+    slots: bool = True
 
     def message(self) -> Message:
         """The decoded message; raises DecodeError for a corrupt or unknown envelope."""
@@ -314,11 +318,11 @@ class QueueStore(Store):
         """A fetch script's reply, read: a head of numbers, then the ids and messages."""
         head = reply[0].split()
         next_ms, poisoned, expired = int(head[0]), int(head[2]), int(head[3])
-        flow = head[1] != b"0"
+        flow, slots = head[1] != b"0", head[1] != b"2"
         numbers = head[4:]
         leased = (len(numbers) - expired) // 2
         deliveries = [Delivery(reply[1 + 2 * i].decode(), reply[2 + 2 * i],
-                               int(numbers[2 * i]), int(numbers[2 * i + 1]), flow)
+                               int(numbers[2 * i]), int(numbers[2 * i + 1]), flow, slots)
                       for i in range(leased)]
         at = 1 + 2 * leased
         return FetchResult(deliveries, [text(p) for p in reply[at:at + poisoned]],

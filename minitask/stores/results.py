@@ -22,15 +22,24 @@ _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget")
 FETCH_ARGS = 6
 
 #: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms,
-#: whether its lease may hold a flow control slot: ``Delivery.flow``, its entry in
-#: the record of recent outcomes: ``entry``).
-Ack = Tuple[str, str, bytes, int, bool, bytes]
+#: its flow: 0 leased without flow control (``Delivery.flow`` False: no spec), 1 its
+#: lease may hold a flow control slot, 2 it has at most a spec to drop
+#: (``Delivery.slots`` False), its entry in the record of recent outcomes: ``entry``).
+Ack = Tuple[str, str, bytes, int, int, bytes]
 #: Acks of one queue, each with its place in the caller's list.
-_Group = List[Tuple[int, str, bytes, int, bool, bytes]]
+_Group = List[Tuple[int, str, bytes, int, int, bytes]]
 
 
 #: Queues asked at once, in one round trip, when a task is looked up by its id alone.
 FIND_BATCH = 500
+
+
+def _flow_keys(group: _Group) -> bytes:
+    """The flow keys an ack of ``group`` passes (ack.lua, ack_fetch.lua): b"1" all four
+    when any task's lease may hold a slot, b"2" the flow hash alone when any has a spec
+    but none a slot, b"0" none."""
+    codes = {entry[4] for entry in group}
+    return b"1" if 1 in codes else b"2" if 2 in codes else b"0"
 
 
 class ResultStore(Store):
@@ -59,20 +68,24 @@ class ResultStore(Store):
 
     @staticmethod
     def prepare_ack(queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
-                    *, task_name: str = "?", flow: bool = True, entry: bytes = b"") -> Ack:
+                    *, task_name: str = "?", flow: bool = True, slots: bool = True,
+                    entry: bytes = b"") -> Ack:
         """A final outcome (None: keep none) encoded for ``ack_many``; ``flow`` False
         for a task leased without flow control (``Delivery.flow``): its ack passes no
-        flow keys; ``entry`` its entry in the record of recent outcomes (``entry``).
+        flow keys; ``slots`` False for one whose lease holds no flow control slot
+        (``Delivery.slots``): its ack drops its spec only; ``entry`` its entry in the
+        record of recent outcomes (``entry``).
 
         Raises EncodeError when the outcome's value cannot be encoded: nothing
         is sent, and the caller dead-letters the task instead.
         """
+        code = (1 if slots else 2) if flow else 0
         if outcome is None or result_ttl_ms <= 0:
             # a ttl of 0 or less keeps no result (ignore_result): none is encoded or sent
-            return (queue, task_id, b"", 0, flow, entry)
+            return (queue, task_id, b"", 0, code, entry)
         # ack.lua reads any other ttl as a result key passed
         return (queue, task_id, encode_outcome(outcome, task_name=task_name),
-                result_ttl_ms, flow, entry)
+                result_ttl_ms, code, entry)
 
     def ack(self, queue: str, task_id: str, outcome: Optional[Outcome], result_ttl_ms: int,
             *, task_name: str = "?") -> bool:
@@ -125,7 +138,7 @@ class ResultStore(Store):
         tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
         keys = len(tail)
         tail += fetch_args
-        tail += (b"1" if any(entry[4] for entry in group) else b"0", self.recent_length)
+        tail += (_flow_keys(group), self.recent_length)
         for entry in group:
             tail += (*entry[1:4], entry[5])
         return ("ack_fetch", queue, (*fetch_keys, k.retrying, k.recent), tail, keys)
@@ -145,9 +158,13 @@ class ResultStore(Store):
             k = self.keys(queue)
             # a result key only for a task that keeps a result (ack.lua)
             tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
-            # the flow keys unless every task was leased without flow control (ack.lua)
-            if any(entry[4] for entry in group):
+            # the flow keys unless every task was leased without flow control, the flow
+            # hash alone when none holds a slot (ack.lua)
+            passed = _flow_keys(group)
+            if passed == b"1":
                 tail += (k.flow, k.flow_due, k.flow_prefix, k.wake)
+            elif passed == b"2":
+                tail.append(k.flow)
             keys = len(tail)
             tail.append(self.recent_length)
             for entry in group:

@@ -115,7 +115,7 @@ class Recorder:
         outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
         return outcome, results.prepare_ack(
             job.queue, job.task_id, outcome, ttl_ms, task_name=task.name,
-            flow=job.delivery.flow,
+            flow=job.delivery.flow, slots=job.delivery.slots,
             entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
                                 message.attempt, duration, self.worker_name))
 

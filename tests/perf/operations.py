@@ -101,7 +101,8 @@ class Driver:
     def ack(self, queue: str, delivery: Delivery, ttl_ms: int) -> Ack:
         outcome = Outcome("succeeded", wall_ms(), value=7, attempt=1)
         return self.broker.results.prepare_ack(queue, delivery.task_id, outcome, ttl_ms,
-                                               task_name="perf", flow=delivery.flow)
+                                               task_name="perf", flow=delivery.flow,
+                                               slots=delivery.slots)
 
 
 #: Given the driver and a number of calls: prepares for them, or makes them.
@@ -202,18 +203,18 @@ def _ack_fetch(driver: Driver, calls: int) -> None:
         driver.leased = [(queue, fetched[0])]
 
 
-def _drain_prepare(name: str, grouped: bool) -> Step:
-    """The tasks a worker's drain calls take (grouped: each its own group), the first
-    ``GROUP_FETCH`` leased."""
+def _drain_prepare(name: str, grouped: bool, prefetch: int = GROUP_FETCH) -> Step:
+    """The tasks a worker's drain calls take at ``prefetch`` (grouped: each its own
+    group), the first ``prefetch`` leased."""
     def prepare(driver: Driver, calls: int) -> None:
         task = driver.tasks[name]
-        count = (calls + 1) * GROUP_FETCH
+        count = (calls + 1) * prefetch
         # a few hundred a call: one script call of a thousand grouped sends can outlast
         # the client's timeout under valgrind on a busy machine
         for start in range(0, count, 200):
             task.delay_many([(f"t{i:06d}", i) if grouped else (i,)
                              for i in range(start, min(count, start + 200))])
-        driver.lease(task.queue, GROUP_FETCH)
+        driver.lease(task.queue, prefetch)
     return prepare
 
 
@@ -344,7 +345,8 @@ def operations() -> List[Operation]:
         Operation("ack_100", "100 acks in one call, per task (ack.lua)",
                   _filled("plain", 100, True), _acking(RESULT_TTL_MS, 100), 100),
         Operation("ack_fetch", "a task drained at prefetch 1: its ack and the next fetch "
-                               "(ack_fetch.lua)", _ack_fetch_prepare, _ack_fetch),
+                               "(ack_fetch.lua): ack_fetch_groups' baseline", _ack_fetch_prepare,
+                  _ack_fetch),
         Operation("drain_10", f"a worker's drain call at prefetch {GROUP_FETCH}: the acks of "
                               f"{GROUP_FETCH} tasks and the next fetch of {GROUP_FETCH}, per "
                               "task (ack_fetch.lua): drain_groups' baseline",
@@ -370,6 +372,10 @@ def operations() -> List[Operation]:
         Operation("drain_groups", "drain_10 of grouped tasks, each its own group, per task "
                                   "(ack_fetch.lua, flow.lua's fair queues)",
                   _drain_prepare("tenants", True), _draining, GROUP_FETCH),
+        Operation("ack_fetch_groups", "ack_fetch of grouped tasks, each its own group "
+                                      "(ack_fetch.lua, flow.lua's fair queues): a process-pool "
+                                      "child's drain at prefetch 1",
+                  _drain_prepare("tenants", True, 1), _ack_fetch),
         Operation("chord_member", "a chord member's result joined; the last sends the body",
                   _chords, _advancing),
         Operation("chain_step", "a chain's step done: the next one sent", _chains, _advancing),

@@ -6,7 +6,9 @@
 -- KEYS[7 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
 -- then, unless every task's fetch found no flow control in the queue (fetch.lua's
 -- `flow` answer: none of them has a spec, so flow.lua's finish would find nothing to do):
---   flow (HASH), flow_due (ZSET), the flow prefix (flow.lua), wake (LIST)
+--   flow (HASH), flow_due (ZSET), the flow prefix (flow.lua), wake (LIST); or flow
+--   alone when no task's lease holds a slot (fetch.lua's `flow` answer 2): the
+--   tasks' specs are dropped unread
 -- ARGV[1] the record's length (entries kept)
 -- then per task four: id, encoded outcome, result ttl (ms; 0: keep no result,
 --   and no result key is passed: nothing is written, so none is deleted), the
@@ -69,7 +71,9 @@ for key = 3, 5 do
   if type(removed) == 'table' then guards().foreign(removed) end
 end
 -- flow control: max_running slots freed, specs dropped (one HMGET when none has one)
-if #KEYS > results then
+if #KEYS == results + 1 then
+  tolerant(0, 'HDEL', KEYS[results + 1], unpack(ids))
+elseif #KEYS > results then
   flow_control().finish(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2],
                         KEYS[results + 4], ids, true)
 end

@@ -5,7 +5,8 @@
 -- neither; each runs as it does alone, the ack first.
 -- KEYS: fetch.lua's 23, then retrying (HASH), recent (STREAM), then the result keys
 --   ack.lua is passed
--- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys (else '0'),
+-- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys, '2' the flow
+--   hash alone (else '0'),
 --   then ack.lua's (the record's length, then four per task)
 -- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
 --   string of digits (1: held).
@@ -20,6 +21,8 @@ if ARGV[7] == '1' then
   ack_keys[#ack_keys + 1] = KEYS[20]
   ack_keys[#ack_keys + 1] = KEYS[21]
   ack_keys[#ack_keys + 1] = KEYS[5]
+elseif ARGV[7] == '2' then
+  ack_keys[#ack_keys + 1] = KEYS[19]
 end
 local ack_argv = {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]}
 for i = 13, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end

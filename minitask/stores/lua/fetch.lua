@@ -27,7 +27,11 @@
 --     (expired) until the caller dead-letters them, so nothing is lost if it dies
 --   expired: tasks whose expiry had passed; they are leased so that the caller
 --     ends them (cancelled, "Expired"), as for poisoned
---   flow: 1 when the flow hash held anything as the fetch began, else 0. With 0,
+--   flow: 1 when the flow hash held anything as the fetch began, else 0; 2 in
+--     place of 1 when no task it leased has a spec whose lease holds a slot
+--     (max_running, group_max_running: flow.lua's finish would only drop their
+--     specs; a spec that does not parse holds none either), nor gets one while
+--     its lease is held (as below): its ack drops the specs unread. With 0,
 --     no task it leased has a spec, nor gets one while its lease is held (a fetch
 --     writes none; enqueue_flow.lua writes one for an id that is not pending or
 --     is delayed, revive.lua for a dead one): its ack needs no flow finish (ack.lua)
@@ -157,6 +161,7 @@ end
 local reply, numbers, expired = {false, nil, nil}, {nil, nil}, nil
 local band = 7
 local dropped = 0
+local slots = false  -- a task leased with a spec whose lease holds a slot (`flow` above)
 local fair_served  -- flow.lua's fair queues, once a group's token is served: flush() at the end
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
@@ -185,6 +190,7 @@ local function lease(id, body, priority, spec)
     drop(id, true)
     return
   end
+  if spec and (spec.most > 0 or (spec.group_most or 0) > 0) then slots = true end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
   if type(delivered) == 'table' then delivered = guards().bump(KEYS[4], id, 1) end  -- not a count
   local digit = string.sub('0123456789', priority + 1, priority + 1)
@@ -431,7 +437,7 @@ local function answer(next_event)
     end
     expired_count = #expired / 2
   end
-  reply[1] = next_event .. (flow_on and ' 1 ' or ' 0 ') .. poisoned_count .. ' ' .. expired_count
+  reply[1] = next_event .. (flow_on and (slots and ' 1 ' or ' 2 ') or ' 0 ') .. poisoned_count .. ' ' .. expired_count
              .. ' ' .. table.concat(numbers, ' ')
   return reply
 end

@@ -175,21 +175,12 @@ local function flow_control()
     local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
                                     c.prefix .. 'groups'
 
-    local function base(group) return c.prefix .. 'g:' .. group end
-
     -- forget()'s removals are made by flush() too, one command each for all the groups
     -- a fetch empties: forgotten (group -> its turn's key) for their turns and groups entries,
     -- left for the tokens that left the ready lists (their cancelled entries). A group
     -- met again before then is settled first (its removals made at once), so that
     -- none undoes a later write.
     local forgotten, left = {}, {}
-    local function settle(group)
-      if forgotten[group] then
-        tolerant(0, 'DEL', forgotten[group])
-        forgotten[group] = nil
-        tolerant(0, 'ZREM', groups, group)
-      end
-    end
 
     -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
     -- status (the group's entry goes with the group: forget())
@@ -204,10 +195,12 @@ local function flow_control()
     -- serve()'s tallies, written once a fetch by flush() (fetch.lua's answer): two
     -- commands saved a task. owed: the queue's count; owed_by: group -> its count
     -- (forget() drops a group's: its entry goes)
-    local owed, owed_by = 0, {}
+    local owed, owed_by = 0, nil
     local function flush()
       if owed ~= 0 then tally_total(owed) end
-      for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
+      if owed_by then
+        for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
+      end
       if next(forgotten) then
         local turns, names = {}, {}
         for group, turn in pairs(forgotten) do
@@ -216,43 +209,13 @@ local function flow_control()
         end
         tolerant(0, 'DEL', unpack(turns))
         tolerant(0, 'ZREM', groups, unpack(names))
-        forgotten = {}
+        for _, group in ipairs(names) do forgotten[group] = nil end  -- (no new table made)
       end
       if left[1] then
         tolerant(0, 'ZREM', c.cancelled, unpack(left))
-        left = {}
+        for i = #left, 1, -1 do left[i] = nil end
       end
-      owed, owed_by = 0, {}
-    end
-
-    -- A ready set's member as its task's id and priority: 0 to 9, always (a token goes
-    -- to the ready list it names). A member minitask did not write (no digit first)
-    -- names none: it is the id, at priority 0, and Redis's log says so once a call.
-    local function task_of(member, group)
-      local digit = string.byte(member)
-      if digit and digit >= 48 and digit <= 57 then
-        return string.sub(member, 2), digit - 48
-      end
-      if not flow_made.fair_made.told then
-        flow_made.fair_made.told = true
-        redis.log(redis.LOG_WARNING, 'minitask: the member ' .. member .. ' of '
-                  .. base(group) .. ':ready names no priority (not minitask\'s): served'
-                  .. ' at priority 0')
-      end
-      return member, 0
-    end
-
-    -- the first ready id of a group (in its ready set: a solo group's is in its claim)
-    -- and its priority, or nil; then whether there is a second and its priority; then
-    -- the first's member (score order: RANK above). `ready`: the set's key, when the
-    -- caller has it (ranges as text: Redis formats a Lua number with snprintf)
-    local function first(group, ready)
-      local head = tolerant({}, 'ZRANGE', ready or base(group) .. ':ready', '0', '1')
-      if not head[1] then return nil end
-      local id, priority = task_of(head[1], group)
-      local second_priority
-      if head[2] then second_priority = select(2, task_of(head[2], group)) end
-      return id, priority, head[2] ~= nil, second_priority, head[1]
+      owed, owed_by = 0, nil
     end
 
     -- Whether any group is paused, any has a weight: read once a call (a script runs
@@ -262,21 +225,74 @@ local function flow_control()
       if any_paused == nil then any_paused = tolerant(0, 'EXISTS', paused) == 1 end
       return any_paused and tolerant(0, 'SISMEMBER', paused, group) == 1
     end
-    -- a weight is a whole number from 1 to a million (set_group_weight); any other
-    -- (inf, 1e300, 1.5, 99999999999: not minitask's) is 1, or the group would keep the
-    -- head for ever (or near enough), said in Redis's log once a call
-    local function weight_of(group)
-      if any_weight == nil then any_weight = tolerant(0, 'EXISTS', weights) == 1 end
-      if not any_weight then return 1 end
-      local raw = tolerant(false, 'HGET', weights, group)
-      local weight = guards().whole(raw, 1, 1000000)
-      if raw and not weight and not flow_made.fair_made.weighed then
-        flow_made.fair_made.weighed = true
-        redis.log(redis.LOG_WARNING, 'minitask: ignored the weight ' .. string.sub(raw, 1, 40)
-                  .. ' of group ' .. group .. ' in ' .. weights .. ' (not minitask\'s: a'
-                  .. ' weight is a whole number from 1 to 1000000); served at weight 1')
+    -- The functions a group in its set form needs (its first tasks read, its weight),
+    -- and a group met again after forget(): made by fair_set() at the first call that
+    -- needs one, as one table (a fetch of solo groups' tasks makes none of them)
+    local set_made
+    local function fair_set()
+      if not set_made then
+        local function base(group) return c.prefix .. 'g:' .. group end
+
+        -- a group forgotten (below) and met again before flush(): its removals made now
+        local function settle(group)
+          if forgotten[group] then
+            tolerant(0, 'DEL', forgotten[group])
+            forgotten[group] = nil
+            tolerant(0, 'ZREM', groups, group)
+          end
+        end
+
+        -- A ready set's member as its task's id and priority: 0 to 9, always (a token goes
+        -- to the ready list it names). A member minitask did not write (no digit first)
+        -- names none: it is the id, at priority 0, and Redis's log says so once a call.
+        local function task_of(member, group)
+          local digit = string.byte(member)
+          if digit and digit >= 48 and digit <= 57 then
+            return string.sub(member, 2), digit - 48
+          end
+          if not flow_made.fair_made.told then
+            flow_made.fair_made.told = true
+            redis.log(redis.LOG_WARNING, 'minitask: the member ' .. member .. ' of '
+                      .. base(group) .. ':ready names no priority (not minitask\'s): served'
+                      .. ' at priority 0')
+          end
+          return member, 0
+        end
+
+        -- the first ready id of a group (in its ready set: a solo group's is in its claim)
+        -- and its priority, or nil; then whether there is a second and its priority; then
+        -- the first's member (score order: RANK above). `ready`: the set's key, when the
+        -- caller has it (ranges as text: Redis formats a Lua number with snprintf)
+        local function first(group, ready)
+          local head = tolerant({}, 'ZRANGE', ready or base(group) .. ':ready', '0', '1')
+          if not head[1] then return nil end
+          local id, priority = task_of(head[1], group)
+          local second_priority
+          if head[2] then second_priority = select(2, task_of(head[2], group)) end
+          return id, priority, head[2] ~= nil, second_priority, head[1]
+        end
+
+        -- a weight is a whole number from 1 to a million (set_group_weight); any other
+        -- (inf, 1e300, 1.5, 99999999999: not minitask's) is 1, or the group would keep
+        -- the head for ever (or near enough), said in Redis's log once a call
+        local function weight_of(group)
+          if any_weight == nil then any_weight = tolerant(0, 'EXISTS', weights) == 1 end
+          if not any_weight then return 1 end
+          local raw = tolerant(false, 'HGET', weights, group)
+          local weight = guards().whole(raw, 1, 1000000)
+          if raw and not weight and not flow_made.fair_made.weighed then
+            flow_made.fair_made.weighed = true
+            redis.log(redis.LOG_WARNING, 'minitask: ignored the weight '
+                      .. string.sub(raw, 1, 40) .. ' of group ' .. group .. ' in ' .. weights
+                      .. ' (not minitask\'s: a weight is a whole number from 1 to 1000000);'
+                      .. ' served at weight 1')
+          end
+          return weight or 1
+        end
+        set_made = {base = base, settle = settle, task_of = task_of, first = first,
+                    weight_of = weight_of}
       end
-      return weight or 1
+      return set_made
     end
 
     -- The functions few fetches need (a group joined, put back in the rotation, its
@@ -288,6 +304,9 @@ local function flow_control()
     local rare
     local function fair_rare(_, name)
       if not rare then
+        local set = fair_set()
+        local base, settle, task_of, first = set.base, set.settle, set.task_of, set.first
+
         local function tally(group, delta)
           settle(group)
           tally_total(delta)
@@ -431,16 +450,16 @@ local function flow_control()
     -- A group with no ready task leaves nothing behind but the slots its tasks hold
     local function forget(group, turn)
       forgotten[group] = turn
-      owed_by[group] = nil
+      if owed_by then owed_by[group] = nil end
     end
 
     -- the spec of a grouped task of no limits, no expiry and no debounce, its group
-    -- set by serve() (made once: a table costs Redis about 4,000 instructions)
-    local unlimited = {limiter = '', count = 0, window = 0, most = 0, expires = 0,
-                       group_most = 0, group_count = 0, group_window = 0}
+    -- set by serve() (made once, at the first such task of a group in its set form: a
+    -- table costs Redis about 4,000 instructions; a solo group's task needs none)
+    local unlimited
 
     -- Serve a popped token: the group's first task, admitted by its limits, as
-    -- id, body, priority, spec; or nil (every pop that leases nothing counts as
+    -- id, body, priority, spec (nil: a solo group's task of no limits); or nil (every pop that leases nothing counts as
     -- dropped, so a fetch stays bounded), and, when the task's own limits hold it,
     -- {limiter, when to try again} (flow_held_by_task: the caller parks the token,
     -- still live, in that limiter's park list). A live token
@@ -455,7 +474,7 @@ local function flow_control()
       local gen, group
       if cut and cut < #token then
         gen, group = string.sub(token, 2, cut - 1), string.sub(token, cut + 1)
-        if forgotten[group] then settle(group) end
+        if forgotten[group] then fair_set().settle(group) end
       end
       local turn = gen and c.prefix .. 'g:' .. group .. ':turn'
       local tok = gen and redis.pcall('HGET', turn, 'tok')
@@ -465,7 +484,7 @@ local function flow_control()
         -- afresh (one without is left as it is: nothing of minitask's is lost there)
         guards().foreign(tok)
         left[#left + 1] = token
-        if first(group) then
+        if fair_set().first(group) then
           flow_made.quarantine(turn, 'hash', group)
           fair_rare().arm(group, true)
         end
@@ -493,7 +512,8 @@ local function flow_control()
       -- (its id is cut from the generation straight away: the member, whose one use is
       -- the ready set's, is no string made)
       local solo = tok == gen and string.find(gen, '/', 1, true)
-      local ready = not solo and base(group) .. ':ready'
+      local set = not solo and fair_set()  -- (a solo group's task needs none of it)
+      local ready = set and set.base(group) .. ':ready'
       while budget > 0 do
         local id, priority, next_id, next_priority, member, alone
         if solo then
@@ -501,12 +521,13 @@ local function flow_control()
           if digit and digit >= 48 and digit <= 57 then
             id, priority = string.sub(gen, solo + 2), digit - 48
           else
-            id, priority = task_of(string.sub(gen, solo + 1), group)
+            id, priority = fair_set().task_of(string.sub(gen, solo + 1), group)
           end
           alone, solo = true, nil
         else
-          ready = ready or base(group) .. ':ready'
-          id, priority, next_id, next_priority, member = first(group, ready)
+          set = set or fair_set()
+          ready = ready or set.base(group) .. ':ready'
+          id, priority, next_id, next_priority, member = set.first(group, ready)
         end
         if not id then
           left[#left + 1] = token
@@ -520,7 +541,17 @@ local function flow_control()
         local spec
         -- a spec of no limits, no expiry, no debounce (most) is told by one comparison,
         -- not parsed (two matches and a table: some 10,000 instructions)
-        if text == '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
+        local plain = text == '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group
+        if plain and alone then
+          -- a solo group's task of no limits (100,000 groups of one task each): no
+          -- limit to count, no spec to make; the group is gone (its groups entry with it)
+          owed = owed - 1
+          left[#left + 1] = token
+          forget(group, turn)
+          return id, body, priority, nil
+        elseif plain then
+          unlimited = unlimited or {limiter = '', count = 0, window = 0, most = 0, expires = 0,
+                                    group_most = 0, group_count = 0, group_window = 0}
           spec = unlimited
           spec.group = group
         else
@@ -577,7 +608,7 @@ local function flow_control()
             return nil
           end
         else
-          local running = spec.group_most > 0 and base(group) .. ':running'
+          local running = spec.group_most > 0 and fair_set().base(group) .. ':running'
           local holds = spec.group_most > 0 and tolerant(0, 'SISMEMBER', running, id) == 1
           local out_at  -- out of the rotation: until a slot frees (-1), or this ms
           if spec.group_most > 0 and not holds then
@@ -620,6 +651,7 @@ local function flow_control()
             owed = owed - 1  -- the group is gone (below): its groups entry with it
           elseif tolerant(0, 'ZREM', ready, member) == 1 then
             owed = owed - 1
+            owed_by = owed_by or {}
             owed_by[group] = (owed_by[group] or 0) - 1
           end
           if not next_id then
@@ -631,7 +663,7 @@ local function flow_control()
           -- turn's state is written only when it changes. The turn's fetches are read
           -- only for a group of a weight above 1 (at 1 every turn is one fetch)
           -- (a count of fetches minitask did not write is none: 0)
-          local weight = weight_of(group)
+          local weight = fair_set().weight_of(group)
           local at_head, was, served = false, 0, 0
           if weight > 1 then
             was = tonumber(tolerant(false, 'HGET', turn, 'served')) or 0
