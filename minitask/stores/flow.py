@@ -7,7 +7,7 @@ same step.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from ..broker.durability import Durability
 from ..broker.keys import queue_keys
@@ -185,14 +185,15 @@ class FlowStore(Store):
         None: its flow spec's group (its last line), then SISMEMBER of the paused."""
         k = queue_keys(self.app_name, queue)
         with self.transport.errors(f"read the group of task {task_id} in queue {queue!r}"):
-            client = self.transport.client
-            specs = client.pipeline(transaction=False).hget(k.flow, task_id).execute(
-                raise_on_error=False)
-            parts = specs[0].split(b"\n", 9) if isinstance(specs[0], bytes) else []
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.flow, task_id)
+            spec = pipe.execute(raise_on_error=False)[0]
+            parts = spec.split(b"\n", 9) if isinstance(spec, bytes) else []
             if len(parts) < 10 or not parts[9]:
                 return None  # no spec, ungrouped, or one no minitask wrote
-            paused = client.pipeline(transaction=False).sismember(
-                k.groups_paused, parts[9]).execute(raise_on_error=False)[0]
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.sismember(k.groups_paused, cast(Any, parts[9]))  # bytes: as stored
+            paused = pipe.execute(raise_on_error=False)[0]
         if paused is not True and paused != 1:
             return None
         return parts[9].decode("utf-8", "backslashreplace")
