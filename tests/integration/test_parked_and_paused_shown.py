@@ -10,7 +10,7 @@ import contextlib
 import io
 import json
 import time
-from typing import Iterator, List, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
 import redis
@@ -46,6 +46,20 @@ def cli(*argv: str) -> Tuple[int, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(argv))
     return code, out.getvalue() + err.getvalue()
+
+
+def _task_page(dashboard: Dashboard, task_id: str) -> Tuple[str, str]:
+    """The dashboard's page of one task (``/task?id=``)."""
+    seen: Dict[str, str] = {}
+
+    def start_response(status: str, headers: List[Tuple[str, str]]) -> None:
+        seen["status"] = status
+
+    environ: Dict[str, Any] = {
+        "REQUEST_METHOD": "GET", "PATH_INFO": "/task", "QUERY_STRING": f"id={task_id}",
+        "wsgi.input": io.BytesIO(b""), "CONTENT_LENGTH": "0", "HTTP_HOST": "127.0.0.1:5555"}
+    body = b"".join(dashboard(environ, start_response)).decode()
+    return seen["status"], body
 
 
 def _park_four(app: Minitask) -> None:
@@ -95,6 +109,8 @@ def test_inspect_of_a_task_of_a_paused_group_says_the_group_is_paused(
     code, said = cli("inspect", "-A", APP, held)
     assert code == 0, said
     assert "status       queued (group 'pz' is paused)" in said, said
+    status, page = _task_page(Dashboard(app), held)
+    assert status.startswith("200") and "(group &#39;pz&#39; is paused)" in page, page
     app.resume_group("fair", "pz")
     code, said = cli("inspect", "-A", APP, held)
     assert "status       queued\n" in said, said
