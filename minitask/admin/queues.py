@@ -14,12 +14,19 @@ def queue_counts(app: Operated, queue: str) -> Dict[str, Any]:
     ``parked`` says how many of ``ready`` those are, when some are; they are not in
     ``ready_by_priority``, which counts the ready lists. Grouped ready tasks (fair
     queues) count in ``ready`` too, and then ``grouped`` says how many they are,
-    ``groups`` in how many groups, ``largest_groups`` the largest backlogs."""
+    ``groups`` in how many groups, ``largest_groups`` the largest backlogs. A queue
+    with paused groups has ``paused_groups`` (how many) and ``paused_shown`` (at most
+    ``PAUSED_SHOWN`` of them, as (group, ready tasks)): their tasks count as ready,
+    held until ``resume_group``."""
     return all_queue_counts(app, [queue])[queue]
 
 
+#: Paused groups named per queue (a count says how many there are).
+PAUSED_SHOWN = 10
+
+
 def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """``queue_counts`` of each queue, in five round trips whatever their number."""
+    """``queue_counts`` of each queue, in seven round trips whatever their number."""
     found = app.broker.queues.counts_many(queues)
     for queue, parked in app.broker.flow.parked_many(queues).items():
         if parked:
@@ -29,6 +36,8 @@ def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str
     for queue, groups in app.broker.flow.group_counts_many(queues).items():
         found[queue]["ready"] += groups["grouped"]
         found[queue].update(groups)
+    for queue, paused in app.broker.flow.paused_many(queues, PAUSED_SHOWN).items():
+        found[queue].update(paused)
     return found
 
 

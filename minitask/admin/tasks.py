@@ -45,6 +45,8 @@ class TaskInfo:
     progress: Optional[Progress] = None
     #: The task is registered with ``hide_args=True``: ``args`` and ``kwargs`` are None.
     args_hidden: bool = False
+    #: A queued task that no worker takes yet, and why (its group is paused).
+    held: str = ""
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 strings."""
@@ -114,6 +116,10 @@ def inspect(app: Operated, task_id: str,
                           message=outcome.message, traceback=outcome.traceback,
                           reason=outcome.reason,
                           finished_at=_utc(finished) if 0 <= finished <= MAX_MS else None)
+    if status == "queued":
+        group = broker.flow.paused_group_of(queue, task_id)
+        if group is not None:
+            fields["held"] = f"group {group!r} is paused"
     return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
 
 

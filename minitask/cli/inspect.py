@@ -193,7 +193,8 @@ def _cut(text: str, width: int) -> str:
 
 
 def describe(info: TaskInfo) -> List[str]:
-    lines = [f"task id      {printable(info.task_id)}", f"status       {info.status}",
+    status = f"{info.status} ({info.held})" if info.held else info.status
+    lines = [f"task id      {printable(info.task_id)}", f"status       {printable(status)}",
              f"queue        {printable(info.queue)}"]
     shown = [("task", info.name), ("args", info.args), ("kwargs", info.kwargs),
              ("priority", info.priority), ("attempt", info.attempt),

@@ -115,6 +115,30 @@ def _subscribers(app: Any, queues: List[str], now_ms: int, report: Dict[str, Any
             report["subscribers_left_out"][queue] = count - len(rows)
 
 
+def _held_lines(counts: Dict[str, Any]) -> List[str]:
+    """The lines under a queue's counts that say which of its ready tasks wait on
+    something else than a worker: parked by their limits (flow control), grouped (fair
+    queues), and in paused groups (bounded: a count, then the names read)."""
+    lines = []
+    if counts.get("parked"):
+        lines.append(f"{'':<20} {counts['parked']} of them parked by their limits "
+                     f"(rate_limit, max_running): not in the priority lists")
+    paused = {group for group, _ in counts.get("paused_shown", ())}
+    if counts.get("groups"):
+        largest = ", ".join(f"{printable(group)}={ready}"
+                            + (" (paused)" if group in paused else "")
+                            for group, ready in counts["largest_groups"])
+        lines.append(f"{'':<20} {counts['grouped']} ready in {counts['groups']} "
+                     f"group(s); largest: {largest}")
+    if counts.get("paused_groups"):
+        named = ", ".join(f"{printable(group)}={ready}"
+                          for group, ready in counts["paused_shown"])
+        more = counts["paused_groups"] - len(counts["paused_shown"])
+        lines.append(f"{'':<20} {counts['paused_groups']} paused group(s), held until "
+                     f"resume_group: {named}" + (f" and {more} more" if more > 0 else ""))
+    return lines
+
+
 def _status_text(report: Dict[str, Any]) -> str:
     lines: List[str] = [f"app {printable(report['app'])} on {printable(report['broker'])}"]
     lines += [f"warning: {warning}" for warning in report["warnings"]]
@@ -124,11 +148,7 @@ def _status_text(report: Dict[str, Any]) -> str:
         by_priority = " ".join(f"p{p}={n}" for p, n in counts["ready_by_priority"].items())
         lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
-        if counts.get("groups"):
-            largest = ", ".join(f"{printable(group)}={ready}"
-                                for group, ready in counts["largest_groups"])
-            lines.append(f"{'':<20} {counts['grouped']} ready in {counts['groups']} "
-                         f"group(s); largest: {largest}")
+        lines += _held_lines(counts)
     if report.get("queues_left_out"):
         lines.append(f"... and {report['queues_left_out']} more queue(s) in the app's queue "
                      f"registry, not shown (only the queues the app declares and "

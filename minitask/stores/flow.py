@@ -7,7 +7,7 @@ same step.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
 from ..broker.durability import Durability
 from ..broker.keys import queue_keys
@@ -180,6 +180,24 @@ class FlowStore(Store):
             removed = pipe.execute()[0]
         return bool(removed)
 
+    def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
+        """The group of a grouped task (fair queues) when that group is paused, else
+        None: its flow spec's group (its last line), then SISMEMBER of the paused."""
+        k = queue_keys(self.app_name, queue)
+        with self.transport.errors(f"read the group of task {task_id} in queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(k.flow, task_id)
+            spec = pipe.execute(raise_on_error=False)[0]
+            parts = spec.split(b"\n", 9) if isinstance(spec, bytes) else []
+            if len(parts) < 10 or not parts[9]:
+                return None  # no spec, ungrouped, or one no minitask wrote
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.sismember(k.groups_paused, cast(Any, parts[9]))  # bytes: as stored
+            paused = pipe.execute(raise_on_error=False)[0]
+        if paused is not True and paused != 1:
+            return None
+        return parts[9].decode("utf-8", "backslashreplace")
+
     def set_group_weight(self, queue: str, group: str, weight: int) -> None:
         """Give a group ``weight`` fetches a turn (1: the default, kept as no entry)."""
         k = queue_keys(self.app_name, queue)
@@ -192,14 +210,22 @@ class FlowStore(Store):
     def group_counts_many(self, queues: Sequence[str], largest: int = 5) -> Dict[str, Any]:
         """Per queue with grouped ready tasks: ``grouped`` (how many), ``groups`` (how
         many groups hold them) and ``largest_groups`` (the ``largest`` backlogs, as
-        (group, ready tasks), largest first). One round trip whatever the number."""
+        (group, ready tasks), largest first). One round trip whatever the number.
+
+        ``groups`` counts the entries whose score can be a count of ready tasks (a
+        ZCOUNT from 1 to the largest count: entries minitask did not write, of a score
+        of 0, negative, past it or not finite, are not counted; one of a fractional
+        score is, as only a read of each could tell). ``grouped`` is the queue's counter,
+        or the sum of the backlogs read when that is more (the counter gone or not
+        minitask's): exact when every group was read (``largest`` or fewer)."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         with self.transport.errors(f"count the groups of {len(keys)} queue(s)"):
             pipe = self.transport.client.pipeline(transaction=False)
             for k in keys:
                 pipe.get(k.groups_ready)
-                pipe.zcard(k.groups)
-                pipe.zrevrange(k.groups, 0, largest - 1, withscores=True)
+                pipe.zcount(k.groups, 1, _MOST)
+                pipe.zrevrangebyscore(k.groups, _MOST, 1, start=0, num=largest,
+                                      withscores=True)
             replies = pipe.execute(raise_on_error=False)
         found: Dict[str, Any] = {}
         for index, queue in enumerate(queues):
@@ -221,9 +247,55 @@ class FlowStore(Store):
                 # its other bytes as \xNN, not left out with its queue's counts; the
                 # rest is data, as Redis holds it (the readers escape what they show)
                 largest_groups.append((member.decode("utf-8", "backslashreplace"), backlog))
+            # the counter deleted (or planted lower): the backlogs read are ready all the
+            # same, and all of them when every group was read
+            read = sum(backlog for _, backlog in largest_groups)
+            if read > grouped or (int(count) <= largest and read != grouped):
+                if grouped or read:
+                    ignored(keys[index].groups_ready,
+                            f"it counts {grouped} grouped ready task(s), its groups "
+                            f"{'hold' if int(count) <= largest else 'hold at least'} {read}")
+                grouped = read if int(count) <= largest else max(grouped, read)
             if grouped or count:
                 found[queue] = {"grouped": grouped, "groups": int(count),
                                 "largest_groups": largest_groups}
+        return found
+
+    def paused_many(self, queues: Sequence[str], shown: int = 10) -> Dict[str, Any]:
+        """Per queue with paused groups (fair queues): ``paused_groups`` (how many) and
+        ``paused_shown`` (at most ``shown`` of them, by name: those a scan's first step
+        finds, sorted), each with its ready tasks. Two round trips whatever the number
+        of queues or of paused groups (a SCARD and a bounded SSCAN, then a ZSCORE of
+        each name shown)."""
+        keys = [queue_keys(self.app_name, queue) for queue in queues]
+        with self.transport.errors(f"read the paused groups of {len(keys)} queue(s)"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for k in keys:
+                pipe.scard(k.groups_paused)
+                pipe.sscan(k.groups_paused, 0, count=shown)
+            replies = pipe.execute(raise_on_error=False)
+            named: List[Tuple[str, int, List[bytes]]] = []
+            for index, queue in enumerate(queues):
+                count, scanned = replies[2 * index:2 * index + 2]
+                if isinstance(count, Exception) or isinstance(scanned, Exception):
+                    refusal = count if isinstance(count, Exception) else scanned
+                    ignored(keys[index].groups_paused, f"it holds another type ({refusal})")
+                    continue
+                if count:
+                    named.append((queue, int(count), sorted(scanned[1])[:shown]))
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue, _, names in named:
+                for name in names:
+                    pipe.zscore(queue_keys(self.app_name, queue).groups, name)
+            scores = iter(pipe.execute(raise_on_error=False) if named else [])
+        found: Dict[str, Any] = {}
+        for queue, count, names in named:
+            listed = []
+            for name in names:
+                score = next(scores)
+                backlog = None if isinstance(score, Exception) else whole(score, 0, _MOST)
+                listed.append((name.decode("utf-8", "backslashreplace"), backlog or 0))
+            found[queue] = {"paused_groups": count, "paused_shown": listed}
         return found
 
 

@@ -245,8 +245,8 @@ class ResultStore(Store):
         # packed ahead of time keeps its static keys for every later call of the queue
         return ("cancel", queue, (k.delayed, k.leases, k.dead, k.messages, k.retrying),
                 (k.result(task_id), k.deliveries, k.order, k.cancelled, k.flow,
-                 k.flow_prefix, k.flow_due, k.wake, k.recent, task_id, outcome,
-                 result_ttl_ms, priority, self.recent_length, entry), 9)
+                 k.flow_prefix, k.flow_due, k.wake, k.recent, k.flow_limiters, k.flow_parked,
+                 task_id, outcome, result_ttl_ms, priority, self.recent_length, entry), 11)
 
     def forget_call(self, queue: str, task_id: str) -> ScriptCall:
         """The forget script call: drops a finished task's result and progress in one

@@ -7,6 +7,7 @@
 --   retried task of a fair queue holds its group_max_running slot while scheduled;
 --   cancelled, it frees it (flow.lua's finish), and its group is tried again
 -- KEYS[14] recent (STREAM): the queue's record of recent outcomes (lib.lua's remember)
+-- KEYS[15] flow_limiters (SET)   KEYS[16] flow_parked (STRING)
 -- ARGV[1] id   ARGV[2] encoded outcome (cancelled)   ARGV[3] result ttl (ms)
 -- ARGV[4] the task's priority (read from its message by the caller)
 -- ARGV[5] the record's length   ARGV[6] the task's entry in it ('': none)
@@ -19,6 +20,12 @@
 -- them here (withdraw, below), and its group's counts go down in the same step, so
 -- status never counts it; it needs no entry in cancelled. Removing a member of a
 -- sorted set moves no other: the group's order and its token's place are kept.
+-- A task its limits park (flow control: in its limiter's park list, fetch.lua) leaves
+-- the list here (unpark, below) and flow_parked goes down in the same step, so that
+-- status counts it no more; it needs no entry in cancelled either. Its entry is
+-- looked for among the first PARK_SCAN of the list (a cancel stays bounded however
+-- many are parked): one parked deeper goes to cancelled, and the fetch that reaches
+-- it drops it (counted as parked until then).
 -- Data minitask did not write (lib.lua): a cancel never fails on it. A key of
 -- another type counts as empty (cancelled of another type: the id is not left
 -- out of the counts); a result key is replaced whole. A grouped spec that does not
@@ -71,6 +78,29 @@ local function withdraw(text)
   return true
 end
 
+-- Take the parked task `id` out of the park list of the limiter its flow spec `text`
+-- names (its entry: its priority's digit, then the id), and lower flow_parked; a list
+-- left empty leaves flow_due and flow_limiters (as fetch.lua's unpark). False when it
+-- is not found there (in a ready list, or parked deeper than PARK_SCAN).
+local PARK_SCAN = 10000
+local function unpark(text)
+  local limiter = text and string.match(text, '^([^\n]+)\n')
+  local priority = tonumber(ARGV[4])
+  if not limiter or not priority or priority < 0 or priority > 9 then return false end
+  local park, entry = KEYS[11] .. limiter .. ':park', ARGV[4] .. id
+  if not tolerant(false, 'LPOS', park, entry, 'MAXLEN', PARK_SCAN) then return false end
+  tolerant(0, 'LREM', park, 1, entry)  -- stops at the entry LPOS found
+  if tolerant(0, 'LLEN', park) == 0 then
+    tolerant(0, 'ZREM', KEYS[12], limiter)
+    tolerant(0, 'SREM', KEYS[15], limiter)
+  end
+  -- (a count that is no integer starts afresh: lib.lua's recount)
+  local count = redis.pcall('INCRBY', KEYS[16], -1)
+  if type(count) == 'table' then count = guards().recount(count, KEYS[16], -1) end
+  if count and count <= 0 then redis.call('DEL', KEYS[16]) end
+  return true
+end
+
 local scheduled = tolerant(0, 'ZREM', KEYS[1], id) == 1
 if scheduled then
   tolerant(0, 'HDEL', KEYS[8], id)
@@ -80,8 +110,9 @@ else
   end
   if tolerant(0, 'HEXISTS', KEYS[4], id) == 0 then return 0 end
   -- a ready-list entry waits in cancelled until a fetch drops it; a grouped task
-  -- leaves its group at once
-  if not withdraw(tolerant(false, 'HGET', KEYS[10], id)) then
+  -- leaves its group at once, a parked one its park list
+  local spec = tolerant(false, 'HGET', KEYS[10], id)
+  if not withdraw(spec) and not unpark(spec) then
     tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
   end
 end
