@@ -6,13 +6,17 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
+from ..stores.results import decode_result
 from ..wire.message import MAX_MS, Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
 from .activity import hides_args, lease_too_far
 from .operated import Operated, lookup_queues
 
+#: ``finished``: a kept result that cannot be read (its outcome's status when it can),
+#: as ``handle.status()`` says it.
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
-           "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+           "retrying": "retrying", "dead": "failed", "unknown": "unknown",
+           "finished": "failed"}
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,8 @@ def inspect(app: Operated, task_id: str,
         else None)
     if why is not None:
         try:
-            outcome = decode_outcome(why)
+            outcome = (decode_outcome(why) if state != "finished" else decode_result(
+                why, task_id, broker.results.keys(queue).result(task_id)))
         except DecodeError as exc:
             fields["note"] = _also(fields["note"], f"the outcome cannot be decoded: {exc}")
         else:
