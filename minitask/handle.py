@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVa
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
+from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, result_status
 from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, handle_record_of,
                                      promised_queue)
 from .wire.message import Progress, wall_ms
-from .wire.serializer import decode_message, unpack_progress
+from .wire.serializer import decode_message
 
 if TYPE_CHECKING:
     from .stores.aio import AsyncBroker
@@ -289,9 +290,9 @@ class TaskHandle(Generic[R]):
         queue = await self._afind_queue()
         if queue is None:
             return None
-        data = await self._aio().get(self._broker.progress.key(queue, self.id),
-                                     f"read the progress of task {self.id}")
-        return None if data is None else unpack_progress(data)
+        key = self._broker.progress.key(queue, self.id)  # PROGRESS_BYTES of it, at most
+        return progress_of(key, await self._aio().get(
+            key, f"read the progress of task {self.id}", PROGRESS_BYTES))[0]
 
     def _aio(self) -> "AsyncBroker":
         if self._async_broker is None:

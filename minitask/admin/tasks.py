@@ -82,10 +82,11 @@ def inspect(app: Operated, task_id: str,
     state, outcome_body = broker.results.state(queue, task_id)
     record = broker.admin.record(queue, task_id)
     far = lease_too_far(app, queue, record.lease_deadline_ms, app.clock.now_ms())
+    progress, unread = broker.progress.read_noted(queue, task_id)
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
                               "lease_until": None if far else _utc(record.lease_deadline_ms),
-                              "progress": broker.progress.read(queue, task_id),
-                              "note": record.unreadable or far}
+                              "progress": progress,
+                              "note": _also(record.unreadable or far, unread)}
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:
@@ -123,7 +124,7 @@ def inspect(app: Operated, task_id: str,
 
 
 def _also(note: str, more: str) -> str:
-    return f"{note}; {more}" if note else more
+    return f"{note}; {more}" if note and more else note or more
 
 
 def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:

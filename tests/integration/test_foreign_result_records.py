@@ -7,6 +7,7 @@ an ended task keeps a record), ``get()`` raises a ``DecodeError`` naming the tas
 its key, ``inspect`` notes it; a planted progress record of 20 MB is not read whole."""
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, Iterator
 
@@ -130,6 +131,7 @@ def test_a_planted_progress_message_of_20_mb_is_not_read_whole(
     key = queue_keys(operated.name, "default").progress("big")
     admin.set(key, pack_progress(1, 2, "x" * 20_000_000, 1_700_000_000_000))
     assert operated.handle("big").progress() is None
+    assert asyncio.run(operated.handle("big").aprogress()) is None
     text, shown = inspected(capsys, "big")
     assert len(text) < 100_000 and shown["progress"] is None
     assert "progress" in shown["note"], shown
