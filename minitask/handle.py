@@ -11,7 +11,7 @@ from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, result_status
 from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, handle_record_of,
-                                     promised_queue)
+                                    promised_queue)
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message
 

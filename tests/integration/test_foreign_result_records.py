@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Iterator
+from typing import Any, Awaitable, Iterator
 
 import msgpack
 import pytest
@@ -50,6 +50,16 @@ def raw_outcome(**fields: Any) -> bytes:
             "attempt": 1, "extra": {}}
     base.update(fields)
     return msgpack.packb(base, use_bin_type=True)
+
+
+def awaited(app: Minitask, step: Awaitable[Any]) -> Any:
+    """``step``'s result, the app's async connections closed after it."""
+    async def run() -> Any:
+        try:
+            return await asyncio.wait_for(step, 60)
+        finally:
+            await app.aclose()
+    return asyncio.run(run())
 
 
 def inspected(capsys: pytest.CaptureFixture[str], task_id: str) -> Any:
@@ -102,6 +112,9 @@ def test_an_unreadable_result_reads_failed_and_every_error_names_the_task_and_ke
         handle.get(timeout=5)
     text = str(caught.value)
     assert "task 'odd'" in text and key in text and why in text, text
+    assert awaited(operated, operated.handle("odd").astatus()) == "failed"
+    with pytest.raises(DecodeError, match="task 'odd'"):
+        awaited(operated, operated.handle("odd").aget(timeout=5))
     shown_text, shown = inspected(capsys, "odd")
     assert shown["status"] == "failed", shown
     assert why in shown["note"] and "status       failed" in shown_text, shown_text
@@ -131,7 +144,7 @@ def test_a_planted_progress_message_of_20_mb_is_not_read_whole(
     key = queue_keys(operated.name, "default").progress("big")
     admin.set(key, pack_progress(1, 2, "x" * 20_000_000, 1_700_000_000_000))
     assert operated.handle("big").progress() is None
-    assert asyncio.run(operated.handle("big").aprogress()) is None
+    assert awaited(operated, operated.handle("big").aprogress()) is None
     text, shown = inspected(capsys, "big")
     assert len(text) < 100_000 and shown["progress"] is None
     assert "progress" in shown["note"], shown
