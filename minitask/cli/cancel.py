@@ -20,7 +20,7 @@ def register(commands: Any) -> None:
                                  "asyncio pool cancels its coroutine, the thread pool sets "
                                  "current_task().cancel_requested for the task to check); they "
                                  "end cancelled, never retried. Exit code 1 when one could not "
-                                 "be cancelled.")
+                                 "be cancelled, or was cancelled already.")
     add_app_options(cancel, level="WARNING")
     cancel.add_argument("--running", action="store_true",
                         help="also stop tasks that have started")
@@ -40,7 +40,9 @@ def run(args: argparse.Namespace) -> int:
             asked = handle.cancel(running=args.running)
             status = handle.status()
             # a stop asked of a running attempt: it ends cancelled within about a second
-            outcome[task_id] = "stopping" if asked and status == "running" else status
+            outcome[task_id] = ("stopping" if asked and status == "running"
+                                else "already cancelled" if not asked and status == "cancelled"
+                                else status)
     finally:
         app.close()
     if args.json:
@@ -49,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         for task_id, status in outcome.items():
             if status == "cancelled":
                 print(f"{task_id}: cancelled")
+            elif status == "already cancelled":
+                print(f"{task_id}: not cancelled, it was already cancelled")
             elif status == "stopping":
                 print(f"{task_id}: running; asked its worker to stop it")
             elif status == "running":

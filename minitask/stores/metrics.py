@@ -48,6 +48,20 @@ HMGET_FIELDS = 2000
 SCANNED_FIELDS = 10_000
 
 
+#: How Redis refuses an HINCRBY or HINCRBYFLOAT on a field holding no number, or one
+#: that cannot grow (besides WRONGTYPE, a key of another type): data minitask did not
+#: write, to be left as it is.
+_FIELD_REFUSALS = ("hash value is not", "increment or decrement would overflow",
+                   "increment would produce NaN or Infinity")
+
+
+def _refused_data(reply: Any) -> bool:
+    """Whether a pipeline reply is Redis refusing what a key or field holds."""
+    return isinstance(reply, Exception) and (
+        str(reply).startswith("WRONGTYPE") or any(words in str(reply)
+                                                  for words in _FIELD_REFUSALS))
+
+
 def name(kind: str, *labels: str) -> str:
     return SEPARATOR.join((kind, *labels))
 
@@ -94,30 +108,37 @@ class MetricsStore(Store):
     def add(self, delta: Delta) -> None:
         """Add one worker's counts to the app's, in one round trip.
 
-        Each count is added once: a key of another type (no minitask wrote it)
+        Each count is added once: a key of another type, or a field holding what
+        Redis cannot add to (no number, or one at its limit: no minitask wrote it),
         refuses its own commands, which are dropped and said once, while the others
         stand; only a lost connection raises (then nothing is known to be added).
         """
         key = self.app_keys.metrics
         with self.transport.errors("add the worker's metrics"):
             pipe = self.transport.client.pipeline(transaction=False)
-            touched: List[str] = []
+            touched: List[Tuple[str, str]] = []
             for labels, count in delta.counts.items():
                 pipe.hincrby(key, name(*labels), count)
-                touched.append(key)
+                touched.append((key, name(*labels)))
             for labels, total in delta.sums.items():
                 pipe.hincrbyfloat(key, name(*labels), total)
-                touched.append(key)
+                touched.append((key, name(*labels)))
             for (minute, queue), count in delta.minutes.items():
                 series = self.app_keys.throughput(minute)
                 pipe.hincrby(series, queue, count)
                 pipe.pexpireat(series, minute * MINUTE_MS + KEEP_MS)
-                touched += (series, series)
+                touched += ((series, queue), (series, ""))
             replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        for refused in {where: reply for where, reply in zip(touched, replies)
-                        if isinstance(reply, Exception)}.items():
-            ignored(refused[0], f"counts not added: {refused[1]}")
+            # a refusal of the data is no failure of Redis: raised, the counts Redis
+            # did add would be kept for the next heartbeat and added again
+            raise_refusals(reply for reply in replies if not _refused_data(reply))
+        refused: Dict[str, str] = {}
+        for (where, field_name), reply in zip(touched, replies):
+            if _refused_data(reply) and where not in refused:
+                refused[where] = (f"counts not added: {reply}" if not field_name else
+                                  f"field {printable(field_name)}: counts not added: {reply}")
+        for where, problem in refused.items():
+            ignored(where, problem)
 
     def totals(self, queues: Optional[Sequence[str]] = None,
                tasks: Optional[Sequence[str]] = None) -> Dict[Tuple[str, ...], float]:

@@ -275,6 +275,32 @@ def serve(redis_server: Any, admin: "redis.Redis[bytes]", processes: Any,
         producer.close()
 
 
+def answers(kind: str, producer: Minitask, admin: "redis.Redis[bytes]",
+            dashboard: Dashboard) -> None:
+    """A task of queue ``other`` runs within WITHIN; the CLI and the dashboard answer as
+    the module says, with data of ``kind`` planted."""
+    token = uuid.uuid4().hex
+    producer.tasks["mark"].delay(token)
+    assert ran(admin, token, time.monotonic() + WITHIN), \
+        f"no task of queue 'other' ran within {WITHIN} s"
+    code, text = cli("status", "-A", APP)
+    assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+    code, text = cli("schedules", "-A", APP)
+    assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+    if kind == "schedule record":  # no planted value is a record: listed, not hidden
+        assert "unreadable schedule record" in text and "hourly" in text, text[-2000:]
+    for argv in ([WAITING], ["running"], ["scheduled"], ["recent"]):
+        code, text = cli("inspect", "-A", APP, *argv)
+        assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+    code, text = cli("dead", "-A", APP, "list")
+    assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
+    assert "9999-12-31" not in text and "1970-01-01" not in text, text[-2000:]
+    assert producer.handle(WAITING).progress() is None or kind != "progress"
+    for path in ("/", "/workers", "/dead", "/schedules", "/metrics", "/api/queues",
+                 f"/task/{WAITING}", "/running", "/scheduled", "/recent"):
+        assert page(dashboard, path) == "200 OK", path
+
+
 def check(kind: str, producer: Minitask, admin: "redis.Redis[bytes]", examples: int) -> None:
     """Plant ``examples`` values of ``kind``, each on top of the last; after each, the
     worker, the CLI and the dashboard must answer as the module says."""
@@ -286,26 +312,7 @@ def check(kind: str, producer: Minitask, admin: "redis.Redis[bytes]", examples: 
     def planted_data_is_read_tolerantly(plant: Callable[["redis.Redis[bytes]"], Any]) -> None:
         plant(admin)
         before = {key: snapshot(admin, key) for key in planted_keys(kind, admin)}
-        token = uuid.uuid4().hex
-        producer.tasks["mark"].delay(token)
-        assert ran(admin, token, time.monotonic() + WITHIN), \
-            f"no task of queue 'other' ran within {WITHIN} s"
-        code, text = cli("status", "-A", APP)
-        assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
-        code, text = cli("schedules", "-A", APP)
-        assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
-        if kind == "schedule record":  # no planted value is a record: listed, not hidden
-            assert "unreadable schedule record" in text and "hourly" in text, text[-2000:]
-        for argv in ([WAITING], ["running"], ["scheduled"], ["recent"]):
-            code, text = cli("inspect", "-A", APP, *argv)
-            assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
-        code, text = cli("dead", "-A", APP, "list")
-        assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
-        assert "9999-12-31" not in text and "1970-01-01" not in text, text[-2000:]
-        assert producer.handle(WAITING).progress() is None or kind != "progress"
-        for path in ("/", "/workers", "/dead", "/schedules", "/metrics", "/api/queues",
-                     f"/task/{WAITING}", "/running", "/scheduled", "/recent"):
-            assert page(dashboard, path) == "200 OK", path
+        answers(kind, producer, admin, dashboard)
         # what was planted is still there, as it was (a cursor or a tick minitask
         # replaces is minitask's to replace, a cancels stream with an id minitask never
         # writes is set aside whole: those are exempt; a key that did not exist yet is
