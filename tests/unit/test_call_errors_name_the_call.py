@@ -12,13 +12,7 @@ import pytest
 from minitask import ArgumentError, ConfigurationError, Minitask, current_task
 from minitask.context import MAX_PROGRESS_MESSAGE, TRUNCATED
 
-
-def _drain(app: Minitask) -> None:
-    worker = app.worker()
-    for _ in range(100):
-        if not worker.run_once():
-            return
-    raise AssertionError("the worker never ran out of tasks")
+from tests.unit.test_progress_values_bounded import _drain
 
 
 def test_a_bool_given_as_progress_is_said_to_be_no_count(
