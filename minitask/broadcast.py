@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from .broker.durability import APP, CallSetting, name_task
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
-from .handle import TaskHandle
+from .handle import TaskHandle, status_of
 from .options import check_seconds
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
+from .stores.results import decode_result
 from .wire.message import Message, Progress, to_ms, to_seconds
-from .wire.serializer import decode_outcome
 
 if TYPE_CHECKING:
     from .stores.aio import AsyncBroker
@@ -173,7 +173,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 body = self._results.wait_result(lane(self.queue, name), self.id,
                                                  min(max(left, 0.0), _WAIT_STEP))
                 if body is not None:
-                    outcomes[name] = self._outcome(body)
+                    outcomes[name] = self._outcome(body, name)
                     continue
                 outcomes.update(self._settled([name]))
                 if name not in outcomes and deadline is not None \
@@ -218,7 +218,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         for name in self._broker.broadcasts.passed(self.queue, self.id, names):
             state, body = self._results.state(lane(self.queue, name), self.id)
             if state == "finished" and body is not None:
-                found[name] = self._outcome(body)
+                found[name] = self._outcome(body, name)
             elif state == "unknown":
                 never.append(name)
         if never:
@@ -268,7 +268,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 body = await broker.wait_result(lane(self.queue, name), self.id,
                                                 min(max(left, 0.0), _WAIT_STEP))
                 if body is not None:
-                    outcomes[name] = self._outcome(body)
+                    outcomes[name] = self._outcome(body, name)
                     continue
                 outcomes.update(self._settled([name]))
                 if name not in outcomes and deadline is not None \
@@ -313,8 +313,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         ended = []
         for name in names:
             state, outcome = self._results.state(lane(self.queue, name), self.id)
-            if state == "finished" and outcome is not None:
-                ended.append(decode_outcome(outcome).status)
+            if state == "finished":
+                ended.append(status_of(state, outcome))
             elif state == "dead":
                 ended.append("failed")
             elif state == "unknown" and name in passed:
@@ -394,8 +394,9 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         """Whether subscriber ``name``'s run has an outcome (or ended dead)."""
         return self._results.state(lane(self.queue, name), self.id)[0] in ("finished", "dead")
 
-    def _outcome(self, body: bytes) -> Any:
-        outcome = decode_outcome(body)
+    def _outcome(self, body: bytes, name: str) -> Any:
+        queue = lane(self.queue, name)  # a DecodeError names the task and the key
+        outcome = decode_result(body, self.id, self._results.keys(queue).result(self.id))
         if outcome.status == "succeeded":
             return outcome.value
         return TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),

@@ -214,7 +214,13 @@ class Calls:
                     f"per call; call {index} is {reprlib.repr(args)} ({type(args).__name__}); "
                     f"write (value,) for a single argument, and use apply_async(args, "
                     f"kwargs) for keyword arguments", task_name=self.name)
-            messages.append(self.message(tuple(args), {}, queue, priority))
+            try:
+                messages.append(self.message(tuple(args), {}, queue, priority))
+            except ArgumentError as exc:  # which call of many: its index and arguments
+                why = str(exc).removeprefix(f"{where}: ")
+                raise ArgumentError(f"{where}: delay_many call {index} "
+                                    f"{reprlib.repr(tuple(args))}: {why}",
+                                    task_name=self.name) from None
         return messages
 
     def delay_ms(self, seconds: Any, what: str) -> Optional[int]:

@@ -107,7 +107,8 @@ class TaskContext:
             number = math.nan
         if not math.isfinite(number):
             # repr() of an int of thousands of digits raises: its size says enough
-            shown = (f"an int of {value.bit_length()} bits" if isinstance(value, int)
+            shown = (f"{value!r}, a bool: not a count" if isinstance(value, bool)
+                     else f"an int of {value.bit_length()} bits" if isinstance(value, int)
                      else repr(value))
             raise ConfigurationError(f"task {self.name!r}: set_progress {what} must be a "
                                      f"finite number, got {shown}")

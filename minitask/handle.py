@@ -8,9 +8,12 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVa
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
-from .stores.workflow_reads import HANDLE_BYTES, Failure, frame_of, handle_record_of
+from .stores.progress import PROGRESS_BYTES, progress_of
+from .stores.results import decode_result, result_status
+from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, handle_record_of,
+                                    promised_queue)
 from .wire.message import Progress, wall_ms
-from .wire.serializer import decode_message, decode_outcome, unpack_progress
+from .wire.serializer import decode_message
 
 if TYPE_CHECKING:
     from .stores.aio import AsyncBroker
@@ -36,18 +39,12 @@ _STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "sche
 _ENDED = frozenset({"succeeded", "failed", "cancelled"})
 
 
-def status_of(state: str, outcome: Optional[bytes]) -> str:
-    """A status, as ``TaskHandle.status()`` says it, from the state script's reply."""
-    if state == "finished" and outcome is not None:
-        return decode_outcome(outcome).status
+def status_of(state: str, outcome: Optional[bytes], unreadable: str = "failed") -> str:
+    """A status, as ``TaskHandle.status()`` says it, from the state script's reply: an
+    ended task whose kept result cannot be read (no minitask wrote it) is ``unreadable``."""
+    if state == "finished":
+        return result_status(outcome) or unreadable
     return _STATE_TO_STATUS[state]
-
-
-def promised_queue(record: Any) -> Optional[str]:
-    """The queue a handle record (``{"t": queue}``) says a later step goes to."""
-    if isinstance(record, dict) and isinstance(record.get("t"), str) and record["t"]:
-        return str(record["t"])
-    return None
 
 
 class TaskHandle(Generic[R]):
@@ -89,7 +86,8 @@ class TaskHandle(Generic[R]):
         Returns:
             One of ``scheduled``, ``queued``, ``running``, ``retrying``,
             ``succeeded``, ``failed``, ``cancelled`` or ``unknown`` (never
-            seen, or its result expired).
+            seen, or its result expired); ``failed`` for a kept result no minitask
+            wrote, which ``get()`` cannot read.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -179,6 +177,7 @@ class TaskHandle(Generic[R]):
                 broker does not know (never enqueued here, or its result expired).
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
+            DecodeError: its kept result is none minitask wrote (names task and key).
         """
         check_timeout(timeout, f"get() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -195,7 +194,7 @@ class TaskHandle(Generic[R]):
             body = self._results.wait_result(queue, self.id, min(remaining, 5.0)
                                              if remaining > 0 else 0.002)
             if body is not None:
-                return self._value_of(body)
+                return self._value_of(body, queue)
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeout(_timeout_message(self, queue, timeout))
 
@@ -207,8 +206,8 @@ class TaskHandle(Generic[R]):
             self._queue, self._sent_later = queue, True
         return queue
 
-    def _value_of(self, body: bytes) -> R:
-        outcome = decode_outcome(body)
+    def _value_of(self, body: bytes, queue: str) -> R:
+        outcome = decode_result(body, self.id, self._results.keys(queue).result(self.id))
         failed = outcome.extra.get("failed_task_id")
         if outcome.status == "cancelled" and isinstance(failed, str):
             # a workflow step not run because an earlier one ended dead: that one's error
@@ -291,9 +290,9 @@ class TaskHandle(Generic[R]):
         queue = await self._afind_queue()
         if queue is None:
             return None
-        data = await self._aio().get(self._broker.progress.key(queue, self.id),
-                                     f"read the progress of task {self.id}")
-        return None if data is None else unpack_progress(data)
+        key = self._broker.progress.key(queue, self.id)  # PROGRESS_BYTES of it, at most
+        return progress_of(key, await self._aio().get(
+            key, f"read the progress of task {self.id}", PROGRESS_BYTES))[0]
 
     def _aio(self) -> "AsyncBroker":
         if self._async_broker is None:
@@ -400,7 +399,7 @@ class TaskHandle(Generic[R]):
             body = await broker.wait_result(queue, self.id, min(remaining, 5.0)
                                             if remaining > 0 else 0.002)
             if body is not None:
-                return self._value_of(body)
+                return self._value_of(body, queue)
             if deadline is not None and time.monotonic() >= deadline:
                 raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
 

@@ -6,13 +6,17 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
+from ..stores.results import decode_result
 from ..wire.message import MAX_MS, Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
 from .activity import hides_args, lease_too_far
 from .operated import Operated, lookup_queues
 
+#: ``finished``: a kept result that cannot be read (its outcome's status when it can),
+#: as ``handle.status()`` says it.
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
-           "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+           "retrying": "retrying", "dead": "failed", "unknown": "unknown",
+           "finished": "failed"}
 
 
 @dataclass(frozen=True)
@@ -80,10 +84,11 @@ def inspect(app: Operated, task_id: str,
     state, outcome_body = broker.results.state(queue, task_id)
     record = broker.admin.record(queue, task_id)
     far = lease_too_far(app, queue, record.lease_deadline_ms, app.clock.now_ms())
+    progress, unread = broker.progress.read_noted(queue, task_id)
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
                               "lease_until": None if far else _utc(record.lease_deadline_ms),
-                              "progress": broker.progress.read(queue, task_id),
-                              "note": record.unreadable or far}
+                              "progress": progress,
+                              "note": _also(record.unreadable or far, unread)}
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:
@@ -101,7 +106,8 @@ def inspect(app: Operated, task_id: str,
         else None)
     if why is not None:
         try:
-            outcome = decode_outcome(why)
+            outcome = (decode_outcome(why) if state != "finished" else decode_result(
+                why, task_id, broker.results.keys(queue).result(task_id)))
         except DecodeError as exc:
             fields["note"] = _also(fields["note"], f"the outcome cannot be decoded: {exc}")
         else:
@@ -124,7 +130,7 @@ def inspect(app: Operated, task_id: str,
 
 
 def _also(note: str, more: str) -> str:
-    return f"{note}; {more}" if note else more
+    return f"{note}; {more}" if note and more else note or more
 
 
 def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:

@@ -106,10 +106,7 @@ def _state(state: str, outcome: Optional[bytes]) -> str:
     read, ``pending`` (``_unsent`` tells expired and unknown ones apart)."""
     if state in _NOT_A_STATUS:
         return _NOT_A_STATUS[state]
-    try:
-        return status_of(state, outcome)
-    except DecodeError:
-        return "pending"
+    return status_of(state, outcome, unreadable="pending")
 
 
 def _unsent(node: Dict[str, Any], later_sent: bool, age_ms: Optional[float]) -> bool:

@@ -11,8 +11,9 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, DecodeError
+from ..printable import printable
 from ..wire.message import Message, Outcome, wall_ms
-from ..wire.serializer import decode_message, encode_message, encode_outcome
+from ..wire.serializer import decode_message, decode_outcome, encode_message, encode_outcome
 from .foreign import raise_refusals
 from .recent import pack_entry
 from .store import Store
@@ -28,6 +29,42 @@ FETCH_ARGS = 6
 Ack = Tuple[str, str, bytes, int, int, bytes]
 #: Acks of one queue, each with its place in the caller's list.
 _Group = List[Tuple[int, str, bytes, int, int, bytes]]
+
+
+#: The statuses of a kept result: a task's final outcome (a retry note or a dead
+#: letter's record is kept elsewhere).
+FINAL_STATUSES = ("succeeded", "failed", "cancelled")
+
+
+def decode_result(body: bytes, task_id: str, key: str) -> Outcome:
+    """A task's kept result, read from its key ``key``.
+
+    Raises:
+        DecodeError: no result minitask writes (empty, corrupt, a field of a wrong
+            type, a status that is none of ``FINAL_STATUSES``), naming the task, its
+            key and the problem.
+    """
+    what = f"cannot decode the result of task {printable(task_id)!r} (key {printable(key)})"
+    if not body:
+        raise DecodeError(f"{what}: it is empty (0 bytes): no minitask wrote it")
+    try:
+        outcome = decode_outcome(body)
+    except DecodeError as exc:
+        raise DecodeError(f"{what}: {str(exc).replace('cannot decode outcome: ', '', 1)}"
+                          ) from None
+    if outcome.status not in FINAL_STATUSES:
+        raise DecodeError(f"{what}: its status {printable(outcome.status)!r} is none of "
+                          f"{', '.join(FINAL_STATUSES)}")
+    return outcome
+
+
+def result_status(body: Optional[bytes]) -> Optional[str]:
+    """The status of a task's kept result (one of ``FINAL_STATUSES``); None when it
+    cannot be read (``decode_result`` says why)."""
+    try:
+        return decode_result(body or b"", "", "").status
+    except DecodeError:
+        return None
 
 
 #: Queues asked at once, in one round trip, when a task is looked up by its id alone.
@@ -287,8 +324,8 @@ class ResultStore(Store):
     @staticmethod
     def state_of(reply: Any) -> Tuple[str, Optional[bytes]]:
         """The state script's reply, read."""
-        state, outcome = reply
-        return text(state), outcome or None
+        state, outcome = reply  # an entry of 0 bytes is one: unreadable, not none
+        return text(state), outcome if isinstance(outcome, bytes) else None
 
     def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
         """Block until the task's outcome exists (at most ``timeout`` seconds, capped)."""

@@ -107,6 +107,13 @@ def handle_record_of(key: str, data: Any) -> Any:
         return None
 
 
+def promised_queue(record: Any) -> Optional[str]:
+    """The queue a handle record (``{"t": queue}``) says a later step goes to."""
+    if isinstance(record, dict) and isinstance(record.get("t"), str) and record["t"]:
+        return str(record["t"])
+    return None
+
+
 def _plan_of(data: Any) -> Tuple[Any, str]:
     """A plan record as read, unpacked (None for none), or why it cannot be one
     minitask wrote."""
