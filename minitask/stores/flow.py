@@ -216,8 +216,8 @@ class FlowStore(Store):
         ZCOUNT from 1 to the largest count: entries minitask did not write, of a score
         of 0, negative, past it or not finite, are not counted; one of a fractional
         score is, as only a read of each could tell). ``grouped`` is the queue's counter,
-        or the sum of the backlogs read when that is more (the counter gone or not
-        minitask's): exact when every group was read (``largest`` or fewer)."""
+        or when it is gone (or not minitask's) the sum of the backlogs read: exact when
+        every group was read (``largest`` or fewer), a lower bound otherwise."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         with self.transport.errors(f"count the groups of {len(keys)} queue(s)"):
             pipe = self.transport.client.pipeline(transaction=False)
@@ -235,7 +235,9 @@ class FlowStore(Store):
             # a count that is no whole number (text, inf, nan, 1e300: no minitask wrote
             # it) is read as none, and a group whose score is none is left out (said once
             # in the log): one planted entry never hides the queue's other counts
-            grouped = 0 if isinstance(ready, Exception) else whole(ready or 0, 0, _MOST) or 0
+            counter = None if isinstance(ready, Exception) or ready is None else whole(
+                ready, 0, _MOST)
+            grouped = counter or 0
             largest_groups = []
             for member, score in top:
                 backlog = whole(score, 0, _MOST)
@@ -247,15 +249,15 @@ class FlowStore(Store):
                 # its other bytes as \xNN, not left out with its queue's counts; the
                 # rest is data, as Redis holds it (the readers escape what they show)
                 largest_groups.append((member.decode("utf-8", "backslashreplace"), backlog))
-            # the counter deleted (or planted lower): the backlogs read are ready all the
-            # same, and all of them when every group was read
+            # the counter gone (deleted, or not minitask's): the backlogs read are ready
+            # all the same, and all of them when every group was read. A counter that is
+            # there is the scripts' own, exact: it outweighs scores a planted entry holds
             read = sum(backlog for _, backlog in largest_groups)
-            if read > grouped or (int(count) <= largest and read != grouped):
-                if grouped or read:
-                    ignored(keys[index].groups_ready,
-                            f"it counts {grouped} grouped ready task(s), its groups "
-                            f"{'hold' if int(count) <= largest else 'hold at least'} {read}")
-                grouped = read if int(count) <= largest else max(grouped, read)
+            if counter is None and read:
+                ignored(keys[index].groups_ready,
+                        f"it holds no count of grouped ready tasks; its groups "
+                        f"{'hold' if int(count) <= largest else 'hold at least'} {read}")
+                grouped = read
             if grouped or count:
                 found[queue] = {"grouped": grouped, "groups": int(count),
                                 "largest_groups": largest_groups}
