@@ -17,8 +17,7 @@ from minitask import Minitask
 from tests.support.clock import ManualClock
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
-from tests.support.servers import (RedisServer, check_version, described, free_port,
-                                   redis_server_binary)
+from tests.support.servers import RedisServer, check_version, described, redis_server_binary
 
 
 def pytest_report_header() -> str:
@@ -58,7 +57,7 @@ def dashboard_templates_compiled_once() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(free_port(), tmp_path_factory.mktemp("redis"))
+    server = RedisServer(0, tmp_path_factory.mktemp("redis"))
     server.start()
     try:
         check_version(server)
@@ -84,7 +83,7 @@ def start_redis(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     started: List[RedisServer] = []
 
     def start(*extra: str, port: Optional[int] = None) -> RedisServer:
-        server = RedisServer(port or free_port(), tmp_path / f"redis-{len(started)}",
+        server = RedisServer(port or 0, tmp_path / f"redis-{len(started)}",
                              list(extra))
         server.start()
         started.append(server)
