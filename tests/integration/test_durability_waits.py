@@ -24,7 +24,7 @@ from minitask import BatchNotSent, ConfigurationError, DurabilityError, Minitask
 from minitask.broker.durability import CONFIRMED_SCRIPTS
 from minitask.broker.keys import queue_keys
 from minitask.stores.scripts import source
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -51,8 +51,8 @@ def _newer_redis() -> str:
 @contextmanager
 def started_pair(directory: Path, binary: Optional[str] = None) -> Iterator[List[RedisServer]]:
     """A primary and one replica of it, in sync."""
-    primary = RedisServer(free_port(), directory / "primary", binary=binary)
-    replica = RedisServer(free_port(), directory / "replica", binary=binary)
+    primary = RedisServer(0, directory / "primary", binary=binary)
+    replica = RedisServer(0, directory / "replica", binary=binary)
     try:
         primary.start()
         replica.extra = ["--replicaof", "127.0.0.1", str(primary.port)]
@@ -319,9 +319,9 @@ def test_fsync_waits_for_the_append_only_files_of_primary_and_replica(
         tmp_path: Path) -> None:
     binary = _newer_redis()
     # "--appendonly yes" after the suite's "--appendonly no": the last one wins
-    primary = RedisServer(free_port(), tmp_path / "primary", ["--appendonly", "yes"],
+    primary = RedisServer(0, tmp_path / "primary", ["--appendonly", "yes"],
                           binary=binary)
-    replica = RedisServer(free_port(), tmp_path / "replica", ["--appendonly", "yes"],
+    replica = RedisServer(0, tmp_path / "replica", ["--appendonly", "yes"],
                           binary=binary)
     servers = [primary, replica]
     try:

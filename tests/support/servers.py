@@ -61,9 +61,19 @@ def check_version(server: "RedisServer") -> None:
         f"{VERSION_VARIABLE}={wanted} but the redis-server runs {running}")
 
 
+#: How many free ports start() tries for a server given port 0 before it gives up.
+PORT_ATTEMPTS = 5
+
+
 @dataclass
 class RedisServer:
-    """A redis-server this test run started, on a free loopback port."""
+    """A redis-server this test run started, on a free loopback port.
+
+    ``port`` 0: start() chooses a free one, and chooses again when another process
+    (another xdist worker's server, another test run) binds it between the choice and the
+    server's own bind; a port given (one a config names, a restart's) is kept, and start()
+    fails naming it when it is taken. start() returns only once the server answering on
+    the port is this one (its ``process_id``), never another process's."""
 
     port: int
     directory: Path
@@ -80,7 +90,22 @@ class RedisServer:
         return redis.Redis(host="127.0.0.1", port=self.port, **options)
 
     def start(self) -> None:
+        choose = self.port == 0
         self.directory.mkdir(parents=True, exist_ok=True)
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            if choose:
+                self.port = free_port()
+            if self._launch():
+                return
+            if not choose or attempt == PORT_ATTEMPTS:
+                raise RuntimeError(
+                    f"redis-server on 127.0.0.1:{self.port} (in {self.directory}) exited "
+                    f"or another server answered there: is the port taken?"
+                    + (f" ({attempt} free ports tried)" if choose else ""))
+
+    def _launch(self) -> bool:
+        """Start the server on ``self.port``: True once it answers there, False when
+        another process holds the port (ours exited, or another server answered)."""
         self.process = subprocess.Popen(
             [self.binary or redis_server_binary(), "--port", str(self.port), "--bind",
              "127.0.0.1",
@@ -89,9 +114,14 @@ class RedisServer:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = self.client(socket_connect_timeout=1)
         try:
-            wait_until(lambda: _pings(client), timeout=20, message=f"redis on {self.port}")
+            answer = wait_until(lambda: _answer(self.process, client), timeout=20,
+                                message=f"redis on {self.port}")
         finally:
             client.close()
+        if answer == "ours":
+            return True
+        self.stop()
+        return False
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -100,8 +130,13 @@ class RedisServer:
         self.process = None
 
 
-def _pings(client: "redis.Redis[bytes]") -> bool:
+def _answer(process: "subprocess.Popen[bytes]", client: "redis.Redis[bytes]") -> Optional[str]:
+    """"ours" once ``process`` answers on the client's port; "taken" when it exited (its
+    bind failed) or another server answers there; None while it is starting."""
+    if process.poll() is not None:
+        return "taken"
     try:
-        return bool(client.ping())
+        running = int(client.info("server")["process_id"])
     except redis.RedisError:
-        return False
+        return None
+    return "ours" if running == process.pid else "taken"

@@ -232,13 +232,13 @@ class SentinelGroup:
         return f"redis+sentinel://{hosts}/{self.service}"
 
     def start(self) -> None:
-        self.primary = RedisServer(free_port(), self.directory / "primary")
+        self.primary = RedisServer(0, self.directory / "primary")
         self.primary.start()
-        self.replica = RedisServer(free_port(), self.directory / "replica", [
+        self.replica = RedisServer(0, self.directory / "replica", [
             "--replicaof", "127.0.0.1", str(self.primary.port)])
         self.replica.start()
         for index in range(1, self.replica_count):
-            other = RedisServer(free_port(), self.directory / f"replica-{index}", [
+            other = RedisServer(0, self.directory / f"replica-{index}", [
                 "--replicaof", "127.0.0.1", str(self.primary.port)])
             other.start()
             self.more.append(other)
