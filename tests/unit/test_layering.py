@@ -242,7 +242,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "worker.observe", "worker.outcomes", "worker.softlimit"}),
     "worker.signals": frozenset(),
     "worker.softlimit": frozenset({"errors"}),
-    "worker.sources": frozenset({"broker.packing", "errors", "stores.queue", "stores.results",
+    "worker.sources": frozenset({"broker.packing", "errors", "printable", "stores.queue", "stores.results",
                                  "wire.message", "worker.expiry", "worker.host",
                                  "worker.leases", "worker.outages", "worker.outcomes",
                                  "worker.stop"}),
