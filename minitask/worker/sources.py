@@ -300,14 +300,18 @@ class QueueSource:
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
         queues = self._host.broker.queues
         wakes = [queues.keys(queue).wake for queue in waking]
-        refused: Optional[WaitRefused] = None
+        refused: Optional[BrokerError] = None
         try:
             replies = self._host.broker.transport.wait(
                 wakes, timeout, interrupt=self._stop.bell_fileno(),
                 then=None if terms is None else queues.fetch_call(self.queues[0], None, terms),
                 before=behind.wait_calls() if terms is not None and behind is not None else ())
-        except WaitRefused as exc:
+        except WaitRefused as exc:  # the calls behind ran all the same: their replies
             refused, replies = exc, exc.replies
+        except BrokerError as exc:  # a wait with no call behind (a cluster's, say)
+            if exc.reason != "wrong type":
+                raise
+            refused, replies = exc, None
         if replies:
             if terms is not None and behind is not None:
                 behind.waited(replies[:-1])  # the pulls' leases first: held whatever follows
