@@ -15,6 +15,7 @@
      +-- BrokerError                      Redis unreachable or failing (chained from redis-py);
      |    |                               broker_error() words it and says what to do
      |    +-- DurabilityError             a write not confirmed by replicas in time (WAIT)
+     |    +-- WaitRefused                 a worker's wait refused (internal; carries replies)
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
      +-- SoftTimeLimitExceeded            raised inside a task at its soft_timeout
@@ -25,7 +26,7 @@
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 
 class MinitaskError(Exception):
@@ -111,6 +112,17 @@ class DurabilityError(BrokerError):
         self.confirmed = confirmed
 
 
+class WaitRefused(BrokerError):
+    """Redis refused a worker's wait (a wake list of another type), and ran the calls
+    sent behind it all the same: ``replies`` holds theirs, a BrokerError in place of
+    each refused one (what they leased is held, not left to nobody). Internal to the
+    worker, which sets the queue of that wake list aside."""
+
+    def __init__(self, error: BrokerError, replies: List[Any]) -> None:
+        super().__init__(str(error), reason=error.reason)
+        self.replies = replies
+
+
 _ACL_LIST = "the ACL list on the docs' Scaling out page (guide/scaling)"
 #: How Redis names the command an ACL refused: "... to run the 'zadd' command".
 _REFUSED_COMMAND = re.compile(r"'([\w|]+)' command")
@@ -118,6 +130,15 @@ _REFUSED_COMMAND = re.compile(r"'([\w|]+)' command")
 #: script ..."), 7 appends "script: <sha>, on @user_script:<line>."; minitask's own
 #: refusals name "minitask key".
 _SCRIPT_MARKS = ("Error running script", "user_script", "script: ", "minitask key")
+#: Refusals of the whole server, whatever the key: a wait ends them, never a key's fix.
+_SERVER_REFUSALS = (
+    ("NOREPLICAS", "Redis refuses writes while fewer replicas than min-replicas-to-write "
+                   "are connected: bring the replicas back, or lower that setting"),
+    ("MISCONF", "Redis refuses writes since it cannot persist (a failed RDB snapshot, "
+                "stop-writes-on-bgsave-error): fix its disk or its configuration"),
+    ("MASTERDOWN", "this replica lost its link to the primary and serves no stale data: "
+                   "bring the primary back, or point minitask at the primary"),
+)
 
 
 def _names(exc: BaseException) -> set[str]:
@@ -146,7 +167,8 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
         return "auth", ("Redis refused the credentials: check the user name and password "
                         "of the broker URL (percent-encode '@', ':' and '/' in them)")
     if ({"NoPermissionError", "AuthorizationError"} & names or "NOPERM" in text
-            or "no permissions" in text.lower() or "can't run this command" in text):
+            or "no permissions" in text.lower() or "can't run this command" in text
+            or "can't access" in text):
         command = _REFUSED_COMMAND.search(text)
         if command:
             name = command.group(1)
@@ -168,6 +190,9 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
         return "read-only", (
             "this Redis is a read-only replica, as after a failover: point minitask at the "
             "primary, or use a redis+sentinel:// URL to follow failovers")
+    for mark, hint in _SERVER_REFUSALS:  # the whole server's state, in a script or not
+        if mark in text:
+            return "error", hint
     if "ResponseError" in names and script and any(mark in text for mark in _SCRIPT_MARKS):
         return "script", (
             f"a script error in minitask's {script}.lua: most likely, data that minitask "

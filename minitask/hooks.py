@@ -14,6 +14,7 @@ import logging
 from typing import Any, Callable, Dict, List, Optional
 
 from .errors import ConfigurationError
+from .printable import error_text
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,7 @@ def _log_failure(fn: Hook, event: str) -> None:
 
 
 def _init_failed(fn: Hook, exc: BaseException) -> str:
-    why = f"the worker_process_init hook {_name(fn)} raised {type(exc).__name__}: {exc}"
+    why = (f"the worker_process_init hook {_name(fn)} raised {type(exc).__name__}: "
+           f"{error_text(exc)}")
     logger.error("%s", why, exc_info=exc)
     return why

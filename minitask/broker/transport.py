@@ -17,13 +17,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from ..errors import BrokerError, ConfigurationError, broker_error
+from ..errors import BrokerError, ConfigurationError, WaitRefused, broker_error
 from .cluster import run_on_primary
 from .connections import Connections, load_and_run
 from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
                          read_confirmation)
 from .packing import PackedScript, ScriptCall, command
-from .waits import Waits
+from .waits import Blocked, Waits
 
 logger = logging.getLogger(__name__)
 
@@ -243,14 +243,30 @@ class Transport:
         file descriptor ``interrupt`` becomes readable.
 
         With ``then`` (a script call that reads the server's clock, and whose
-        reply is never nil), the wait ends by running it and returns its reply;
-        None means it was not sent (a cluster, a test double, an ACL without
-        CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs it itself. Calls in
-        ``before`` (same rules) run ahead of ``then``, in order; with them the
-        reply is the list of every call's reply, ``then``'s last.
+        reply is never nil), the wait ends by running it, and calls in ``before``
+        (same rules) ahead of it, in order: returns the list of every call's reply,
+        ``then``'s last, a BrokerError in place of a refused one (the others may
+        have leased tasks); None means they were not sent (a cluster, a test
+        double, an ACL without CLIENT ID, CLIENT UNBLOCK or TIME): the caller runs
+        them itself. When Redis refuses the wait itself (a wake list of another
+        type), the calls ran all the same: ``WaitRefused`` carries their replies.
         """
-        with self.errors("wait for tasks", None if then is None else then[0]):
-            return self._waits.wait(keys, timeout, interrupt, then, before)
+        what = "wait for tasks"
+        calls = [*before, then] if then is not None else []
+        with self.errors(what, None if then is None else then[0]):
+            try:
+                replies = self._waits.wait(keys, timeout, interrupt, then, before)
+            except Blocked as blocked:
+                raise WaitRefused(self._failure(blocked.error, what, None),
+                                  self._refusals_in(blocked.replies, calls, what)) \
+                    from blocked.error
+        return None if replies is None else self._refusals_in(replies, calls, what)
+
+    def _refusals_in(self, replies: List[Any], calls: Sequence[ScriptCall],
+                     what: str) -> List[Any]:
+        """``replies`` with a BrokerError in place of each refusal of its call."""
+        return [self._failure(reply, what, call[0]) if isinstance(reply, redis.ResponseError)
+                else reply for call, reply in zip(calls, replies)]
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task."""

@@ -38,6 +38,17 @@ def block_cap(client: Any) -> float:
     return max(0.002, min(MAX_BLOCK_SECONDS, limit * 0.8))
 
 
+class Blocked(Exception):
+    """Redis refused a wait's BLPOP (``error``: a wake list of another type), and ran
+    the calls sent behind it all the same: ``replies`` holds theirs, each refusal (a
+    ResponseError) in its place: what they leased must not be left to nobody."""
+
+    def __init__(self, error: Exception, replies: List[Any]) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.replies = replies
+
+
 class Waits:
     """Each thread's blocking wait on one client's Redis."""
 
@@ -60,8 +71,7 @@ class Waits:
         if (then is not None
                 and isinstance(getattr(waiter.connection, "_sock", None), socket.socket)
                 and self._waits_with_call()):
-            replies = self._wait_then_call(waiter, keys, timeout, interrupt, [*before, then])
-            return replies if before else replies[-1]
+            return self._wait_then_call(waiter, keys, timeout, interrupt, [*before, then])
         self._wait_only(waiter, keys, timeout, interrupt)
         return None
 
@@ -118,7 +128,11 @@ class Waits:
             limit = MAX_BLOCK_SECONDS + 0.5 if timeout >= MAX_BLOCK_SECONDS else max(timeout, 0)
             if not readable(connection, limit, interrupt):
                 self._unblock(client_id, connection)
-            connection.read_response()  # the wake token, or None
+            refused: Optional[redis.exceptions.ResponseError] = None
+            try:
+                connection.read_response()  # the wake token, or None
+            except redis.exceptions.ResponseError as exc:  # a wake list of another type:
+                refused = exc  # the calls behind ran all the same, their replies are read
             replies: List[Any] = []
             missing = []
             for index in range(len(packed)):
@@ -133,13 +147,16 @@ class Waits:
                     # read on: a call behind may have leased tasks, which must be taken
                     replies.append(exc)
             for index in missing:  # every reply is read: run what did not run, in order
-                replies[index] = load_and_run(connection, *packed[index])
-            if isinstance(replies[-1], Exception):  # the wait's own call: the caller's error
-                raise replies[-1]
-            return replies  # a refused call ahead of it stands in its place, for its caller
+                try:
+                    replies[index] = load_and_run(connection, *packed[index])
+                except redis.exceptions.ResponseError as exc:
+                    replies[index] = exc
         except BaseException:
             connection.disconnect()  # a half-read reply must not reach the next caller
             raise
+        if refused is not None:  # the connection is in step: only the wait failed
+            raise Blocked(refused, replies)
+        return replies  # a refused call stands in its place, for its caller
 
     def _waits_with_call(self) -> bool:
         """Whether the server allows what a wait with a call behind needs besides

@@ -341,9 +341,13 @@ class QueueStore(Store):
         fetches itself.
         """
         then = None if then_fetch is None else self.fetch_call(queues[0], None, then_fetch)
-        reply = self.transport.wait([self.keys(q).wake for q in queues], timeout,
-                                    interrupt=interrupt, then=then)
-        return None if reply is None else self.fetch_result(reply)
+        replies = self.transport.wait([self.keys(q).wake for q in queues], timeout,
+                                      interrupt=interrupt, then=then)
+        if replies is None:
+            return None
+        if isinstance(replies[-1], BaseException):
+            raise replies[-1]
+        return self.fetch_result(replies[-1])
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding wait before it gets busy with a task."""

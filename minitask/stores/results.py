@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..broker.waits import block_cap
-from ..errors import BrokerError, DecodeError
+from ..errors import BrokerError, DecodeError, broker_error
 from ..printable import printable
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, decode_outcome, encode_message, encode_outcome
@@ -158,7 +158,11 @@ class ResultStore(Store):
             reply = self.transport.run_calls([self._ack_fetch_call(groups[then[1]], then)],
                                              what)[0]
             flags = [flag == "1" for flag in text(reply[-1])]  # ack.lua's, as digits
-            return self._held(groups, [flags], len(acks)), reply[:-1]
+            held = self._held(groups, [flags], len(acks))
+            if isinstance(reply[0], Exception):  # the fetch refused, the acks written
+                return held, broker_error(reply[0], what, self.transport.description,
+                                          script="fetch")
+            return held, reply[:-1]
         calls = self._ack_calls(groups)
         # a refused ``then`` (its queue's data) leaves the acks standing: its BrokerError
         # comes in its place, for the caller; a refused ack is raised, as ever

@@ -28,6 +28,8 @@ MAX_BACKOFF = 5.0
 UNCONFIRMED = object()
 #: Longest a queue whose fetch Redis refuses is set aside before it is tried again (s).
 MAX_ASIDE = MAX_BACKOFF
+#: What a refusal of a queue's own data says (``QueueRefusals.refusal``).
+DATA_MARKS = ("WRONGTYPE", "minitask key")
 #: Least time between two warnings about one refused queue (s): the refusals between
 #: them are counted, and the next warning says how many.
 SAY_AGAIN_AFTER = 60.0
@@ -153,9 +155,13 @@ class QueueRefusals:
 
     @staticmethod
     def refusal(exc: BaseException) -> bool:
-        """Whether ``exc`` refuses a fetch for the queue's own data (else: an outage,
-        or a refusal of the whole server, ridden out as ever)."""
-        return isinstance(exc, BrokerError) and foreign(exc)
+        """Whether ``exc`` refuses a fetch for the queue's own data: a key of another
+        type (WRONGTYPE), or one of minitask's key guards ("minitask key", lib.lua).
+        Else an outage, or a refusal of the whole server (NOREPLICAS, MISCONF, an
+        ACL, a script's runtime error...), ridden out as ever: setting each queue
+        aside for it would blame their keys."""
+        return (isinstance(exc, BrokerError) and foreign(exc)
+                and any(mark in str(exc) for mark in DATA_MARKS))
 
     def refused(self, queue: str, exc: BaseException) -> None:
         """Redis refused a fetch from ``queue`` (``refusal(exc)``): set it aside."""

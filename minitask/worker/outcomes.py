@@ -64,14 +64,15 @@ class Recorder:
         self.worker_name = ""
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
-               duration: float) -> str:
+               duration: float) -> Tuple[str, Optional[BaseException]]:
         """Record an attempt's outcome: ack, retry or dead letter; returns which, as
-        "succeeded", "retrying" or "failed" (dead-lettered).
+        "succeeded", "retrying" or "failed" (dead-lettered), and the error recorded:
+        ``error``, or one met here (for the hooks, the metrics and the span).
 
         The app's code that runs while the outcome is made ready is the attempt's: an
         exception's ``__str__`` is read through ``error_text`` (never raises), and
-        whatever encoding the return value raises (a registered type's encode
-        function, a ``__repr__``: a KeyboardInterrupt or SystemExit too) is the
+        whatever encoding the return value raises (an EncodeError, a registered type's
+        encode function, a ``__repr__``: a KeyboardInterrupt or SystemExit too) is the
         attempt's failure, retried or dead by the task's options like any. Only the
         writes to Redis, which run no code of the app's, raise out of here.
         """
@@ -80,18 +81,16 @@ class Recorder:
         if error is None:
             try:
                 outcome, ack = self._encoded(job, message, value, now_ms, duration)
-            except EncodeError as exc:
-                self.bury(job, message, exc, "the return value cannot be encoded", duration)
-                return "failed"
             except BaseException as exc:  # the app's code encoding it; no signal lands
                 # here (a worker's come through its relay)
-                return self._failed(job, message, exc, now_ms, duration,
-                                    f"the return value cannot be encoded: "
-                                    f"{type(exc).__name__} raised while encoding it")
+                why = "the return value cannot be encoded" + (
+                    "" if isinstance(exc, EncodeError) else
+                    f": {type(exc).__name__} raised while encoding it")
+                return self._failed(job, message, exc, now_ms, duration, why), exc
             problem = self.workflows.succeeded(message, outcome.value)
             if problem is not None:
                 self.bury(job, message, problem, "its result cannot go on in its workflow")
-                return "failed"
+                return "failed", problem
             if self.batched:
                 self._defer_ack(job, ack)
             else:
@@ -101,8 +100,8 @@ class Recorder:
             if logger.isEnabledFor(logging.INFO):  # else not even its names are built
                 logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
                             duration, extra=naming(message.id, task.name))
-            return "succeeded"
-        return self._failed(job, message, error, now_ms, duration)
+            return "succeeded", None
+        return self._failed(job, message, error, now_ms, duration), error
 
     def _encoded(self, job: Job, message: Message, value: Any, now_ms: int,
                  duration: float) -> Tuple[Outcome, Ack]:

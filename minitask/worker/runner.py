@@ -6,6 +6,7 @@ what the attempt came to goes to the ``Recorder``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import difflib
 import inspect
 import logging
@@ -209,28 +210,35 @@ class Runner:
         value: Any = None
         error: Optional[BaseException] = None
         limit = task.options.timeout
-        with running(message, job.delivery.delivery, cancel,
-                     self.observer.reporter(message)) as context, attempt_span(message) as span:
-            self.observer.started(context, message)
-            self.observer.prerun(context)
-            try:
-                # in a process pool child (on_start is set) the main thread runs it
-                value = call_in_thread(task, arguments, limit, self.on_start is not None)
-            except BaseException as exc:  # KeyboardInterrupt and the like too: the
-                error = exc  # worker's own stop comes through its signal relay, not these
-                span.failed(exc)
-        if self.on_end is not None:
-            self.on_end()  # no longer at risk of a kill: recording may wait for Redis
-        duration = time.monotonic() - started
-        self.observer.ending(message)  # its progress first, cancelled or not
-        if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
-            self._recorder.cancelled(job, message, duration)
-            self.observer.postrun(context, "cancelled", value, error)
-            return
-        if error is None and limit is not None and duration > limit:
-            error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over its "
-                                      f"timeout of {limit} s")
-        status = self._recorder.finish(job, message, value, error, duration)
+        # the span lasts until the outcome is recorded: a failure met while recording
+        # it (the return value's encoding) is the attempt's, the span's too
+        with contextlib.ExitStack() as stack:
+            with running(message, job.delivery.delivery, cancel,
+                         self.observer.reporter(message)) as context:
+                span = stack.enter_context(attempt_span(message))
+                self.observer.started(context, message)
+                self.observer.prerun(context)
+                try:
+                    # in a process pool child (on_start is set) the main thread runs it
+                    value = call_in_thread(task, arguments, limit, self.on_start is not None)
+                except BaseException as exc:  # KeyboardInterrupt and the like too: the
+                    error = exc  # worker's own stop comes through its signal relay
+                    span.failed(exc)
+            if self.on_end is not None:
+                self.on_end()  # no longer at risk of a kill: recording may wait for Redis
+            duration = time.monotonic() - started
+            self.observer.ending(message)  # its progress first, cancelled or not
+            if cancel.is_set():  # whatever it came to, it was asked to stop: cancelled
+                self._recorder.cancelled(job, message, duration)
+                self.observer.postrun(context, "cancelled", value, error)
+                return
+            if error is None and limit is not None and duration > limit:
+                error = TimeLimitExceeded(f"task {task.name!r} ran {duration:.3f} s, over "
+                                          f"its timeout of {limit} s")
+            ran_into = error
+            status, error = self._recorder.finish(job, message, value, error, duration)
+            if error is not None and error is not ran_into:  # met while recording it
+                span.failed(error)
         self.observer.ended(context, message, status, value, error, duration)
         self.observer.postrun(context, status, value, error)
 
@@ -241,7 +249,7 @@ class Runner:
                        job.task_id, task.name, task.options.timeout)
         error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
                                   f"{task.options.timeout} s and was killed")
-        status = self._recorder.finish(job, message, None, error, elapsed)
+        status, _ = self._recorder.finish(job, message, None, error, elapsed)
         with running(message, job.delivery.delivery) as context:  # for the hooks
             self.observer.ended(context, message, status, None, error, elapsed)
 

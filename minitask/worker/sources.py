@@ -13,14 +13,15 @@ from time import monotonic
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
-from ..errors import BrokerError
+from ..errors import BrokerError, WaitRefused
+from ..printable import printable
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
 from ..wire.message import Message, SystemClock
 from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, fetched_from, lease_of
-from .outages import QueueRefusals, guarded
+from .outages import MAX_ASIDE, QueueRefusals, guarded
 from .outcomes import bury_poisoned
 from .stop import Stop
 
@@ -37,8 +38,9 @@ LOOK_MOST = 0.010
 NOTHING = FetchResult([], [], None)
 #: A fetch behind outcomes that leased nothing: (monotonic time its reply came, how
 #: long it stands for a fetch of the first queue: its round trip, at most
-#: ``LOOK_MOST``, in seconds; the next event it found, ms on the app's clock).
-Look = Tuple[float, float, Optional[int]]
+#: ``LOOK_MOST``, in seconds; the next event it found, ms on the app's clock; the
+#: index of the queue it fetched: the first not set aside).
+Look = Tuple[float, float, Optional[int], int]
 
 
 class Source(Protocol):
@@ -92,6 +94,9 @@ class QueueSource:
         self._looked = threading.local()
         #: The queues set aside, Redis refusing their fetch for their own data.
         self.refusals = QueueRefusals()
+        #: The queues (or broadcast lanes) whose wake list holds another type: no wait
+        #: is on it while set aside (their tasks are fetched all the same).
+        self.wake_refusals = QueueRefusals()
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -107,7 +112,7 @@ class QueueSource:
         next_event: Optional[int] = None
         queues = self.queues
         if looked is not None and self._still_current(looked):
-            queues, next_event = queues[1:], looked[2]
+            queues, next_event = queues[looked[3] + 1:], looked[2]
         refusals = self.refusals
         for queue in queues:
             if refusals and refusals.aside(queue):
@@ -146,7 +151,7 @@ class QueueSource:
         goes out at once, a round trip saved per task while the first queue is
         empty), a slow one does not (the first queue is asked again, so that a
         task that came meanwhile is served first)."""
-        answered, took, _ = looked
+        answered, took = looked[0], looked[1]
         return monotonic() - answered <= took
 
     def _forget_look(self) -> Optional[Look]:
@@ -190,33 +195,33 @@ class QueueSource:
         return min(5.0, max(0.0, self._seconds_until(min(due))))
 
     def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]:
-        """Record outcomes and lease the next tasks of the first queue in one round trip;
-        which leases were still held, and what was leased (see ``take_fetched``).
-        Nothing is leased while Redis refuses the first queue's data (``refusals``):
-        the thread's next fetch, of its own, serves the other queues."""
-        queues, results, first = self._host.broker.queues, self._host.broker.results, \
-            self.queues[0]
+        """Record outcomes and lease the next tasks of the first queue not set aside
+        (``refusals``) in one round trip; which leases were still held, and what was
+        leased (see ``take_fetched``): the other queues are fetched at full speed while
+        the first is set aside."""
+        queues, results = self._host.broker.queues, self._host.broker.results
         self._looked.first = None
-        if self.refusals.known(first):
+        index = next((i for i, queue in enumerate(self.queues)
+                      if not self.refusals.aside(queue)), None)
+        if index is None:  # every queue set aside: the next fetch waits for their backoff
             return (results.ack_many(acks) if acks else []), NOTHING
+        first = self._looked.queue = self.queues[index]
         sent = monotonic()
-        try:
-            held, reply = results.ack_then(acks, queues.fetch_call(
-                first, self._host.clock.now_ms(),
-                FetchTerms(self._leases.lease_ms, self.given_prefetch,
-                           self._host.max_deliveries)))
-        except BrokerError as exc:  # refused whole: the acks of the first queue and its
-            if not self.refusals.refusal(exc):  # fetch go as one call (ack_fetch.lua)
-                raise
-            self.refusals.refused(first, exc)
-            return (results.ack_many(acks) if acks else []), NOTHING
+        # an error raised is the acks' (none written); the fetch's comes in its place,
+        # the acks written (ack_fetch.lua): they are never recorded twice
+        held, reply = results.ack_then(acks, queues.fetch_call(
+            first, self._host.clock.now_ms(),
+            FetchTerms(self._leases.lease_ms, self.given_prefetch, self._host.max_deliveries)))
+        if isinstance(reply, BrokerError) and not self.refusals.refusal(reply):
+            return held, NOTHING  # an outage: the thread's next fetch of its own meets it
         answered = monotonic()
-        result = self.fetched_behind(reply)
+        result = self.fetched_behind(reply, first)
         if result is None:
             return held, NOTHING
-        # none leased: this thread's next fetch may start at the second queue
+        # none leased: this thread's next fetch may start at the queue after it
         self._looked.first = (None if result.deliveries else
-                              (answered, min(answered - sent, LOOK_MOST), result.next_event_ms))
+                              (answered, min(answered - sent, LOOK_MOST), result.next_event_ms,
+                               index))
         return held, result
 
     def fetches_behind(self) -> bool:
@@ -224,15 +229,18 @@ class QueueSource:
         Redis refuses its data (a fetch of its own tries it again, after a backoff)."""
         return not self.refusals.known(self.queues[0])
 
-    def fetched_behind(self, reply: Any) -> Optional[FetchResult]:
-        """The result of a fetch from the first queue sent behind other calls, or None
-        when Redis refused it (``reply`` the BrokerError in its place): the queue is set
-        aside. Another BrokerError is raised."""
+    def fetched_behind(self, reply: Any, queue: Optional[str] = None) -> Optional[FetchResult]:
+        """The result of a fetch from ``queue`` (the first queue) sent behind other
+        calls, or None when Redis refused it (``reply`` the BrokerError in its place):
+        the queue is set aside. Another BrokerError is raised."""
+        queue = self.queues[0] if queue is None else queue
         if isinstance(reply, BrokerError):
             if not self.refusals.refusal(reply):
                 raise reply
-            self.refusals.refused(self.queues[0], reply)
+            self.refusals.refused(queue, reply)
             return None
+        if self.refusals.known(queue):
+            self.refusals.served(queue)
         return self._host.broker.queues.fetch_result(reply)
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
@@ -241,10 +249,13 @@ class QueueSource:
             self.queues[0], now_ms,
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries))
 
-    def take_fetched(self, result: FetchResult) -> None:
-        """Hold what ``ack_and_fetch`` leased: the first is the calling thread's next
-        task (the thread that recorded its outcome runs it), the rest are buffered."""
-        self.take(self.queues[0], result, claim=True)
+    def take_fetched(self, result: FetchResult, queue: Optional[str] = None) -> None:
+        """Hold what a fetch behind other calls leased from ``queue`` (None: the queue
+        this thread's last ``ack_and_fetch`` fetched): the first is the calling thread's
+        next task (the thread that recorded its outcome runs it), the rest are buffered."""
+        if queue is None:
+            queue = getattr(self._looked, "queue", self.queues[0])
+        self.take(queue, result, claim=True)
 
     def take(self, queue: str, result: FetchResult, claim: bool = False) -> None:
         """Hold what a fetch leased, unless the worker is closing; bury the poisoned.
@@ -272,40 +283,67 @@ class QueueSource:
 
     def _blocking_wait(self, timeout: float, fetch_behind: bool = True) -> None:
         """Wait, and lease from the first queue as it ends (on the app's real clock:
-        the fetch reads the server's); a stop rings the bell to end it at once."""
-        interrupt = self._stop.bell_fileno()
-        terms = None
+        the fetch reads the server's), with ``behind_wait``'s calls ahead of the fetch
+        in the same round trip (a wake-up for a broadcast leases it with no pull of
+        its own); a stop rings the bell to end it at once.
+
+        Only the wake lists of queues not set aside are waited on; every reply is
+        handled, the pulls' first, even when Redis refused the fetch or the wait
+        itself (a wake list of another type: its queue is set aside)."""
+        waking = [queue for queue in self.queues + self.wake_also
+                  if not (self.refusals.aside(queue) or self.wake_refusals.aside(queue))]
+        if not waking:  # every queue set aside: only their backoff ends the wait
+            self._stop.event.wait(max(0.0, min(timeout, MAX_ASIDE)))
+            return
+        terms, behind = None, self.behind_wait
         if fetch_behind and isinstance(self._host.clock, SystemClock) and self.fetches_behind():
             terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
-        try:
-            if terms is not None and self.behind_wait is not None:
-                self._wait_with_calls(self.behind_wait, timeout, terms, interrupt)
-                return
-            result = self._host.broker.queues.wait(self.queues + self.wake_also, timeout,
-                                                   then_fetch=terms,
-                                                   interrupt=interrupt)
-        except BrokerError as exc:
-            # the fetch behind the wait refused (a script's error; the wait's own BLPOP
-            # meeting a key of another type says "wrong type"): its queue is set aside
-            if terms is None or exc.reason != "script":
-                raise
-            self.refusals.refused(self.queues[0], exc)
-            return
-        if result is not None:
-            self.take(self.queues[0], result)
-
-    def _wait_with_calls(self, behind: WaitCalls, timeout: float, terms: FetchTerms,
-                         interrupt: Optional[int]) -> None:
-        """As ``_blocking_wait``, with ``behind``'s calls run ahead of the fetch in the
-        same round trip: a wake-up for a broadcast leases it with no pull of its own."""
         queues = self._host.broker.queues
-        replies = self._host.broker.transport.wait(
-            [queues.keys(queue).wake for queue in self.queues + self.wake_also], timeout,
-            interrupt=interrupt, then=queues.fetch_call(self.queues[0], None, terms),
-            before=behind.wait_calls())
-        if replies is not None:
-            behind.waited(replies[:-1])
-            self.take(self.queues[0], queues.fetch_result(replies[-1]))
+        wakes = [queues.keys(queue).wake for queue in waking]
+        refused: Optional[BrokerError] = None
+        try:
+            replies = self._host.broker.transport.wait(
+                wakes, timeout, interrupt=self._stop.bell_fileno(),
+                then=None if terms is None else queues.fetch_call(self.queues[0], None, terms),
+                before=behind.wait_calls() if terms is not None and behind is not None else ())
+        except WaitRefused as exc:  # the calls behind ran all the same: their replies
+            refused, replies = exc, exc.replies
+        except BrokerError as exc:  # a wait with no call behind (a cluster's, say)
+            if exc.reason != "wrong type":
+                raise
+            refused, replies = exc, None
+        if replies:
+            if terms is not None and behind is not None:
+                behind.waited(replies[:-1])  # the pulls' leases first: held whatever follows
+            result = self.fetched_behind(replies[-1])
+            if result is not None:
+                self.take(self.queues[0], result)
+        if refused is None:
+            for queue in waking:
+                if self.wake_refusals.known(queue):
+                    self.wake_refusals.served(queue)
+        elif refused.reason != "wrong type" or not self._set_wake_aside(waking, wakes, refused):
+            raise refused
+
+    def _set_wake_aside(self, waking: List[str], wakes: List[str], exc: BaseException) -> bool:
+        """Redis refused a wait for a key of another type: set aside the queues whose
+        wake list it is (asked only now, with TYPE); whether any was."""
+        transport = self._host.broker.transport
+        with transport.errors("read the type of the wake lists"):
+            pipe = transport.client.pipeline(transaction=False)
+            for key in wakes:
+                pipe.type(key)
+            types = pipe.execute()
+        found = False
+        for queue, key, kind in zip(waking, wakes, types):
+            kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+            if kind not in ("list", "none"):
+                found = True
+                self.wake_refusals.refused(queue, BrokerError(
+                    f"could not wait for tasks: Redis refused the wait ({exc}); minitask key "
+                    f"{key} holds a {printable(kind)}, not the list minitask keeps there",
+                    reason="wrong type"))
+        return found
 
     def _seconds_until(self, due_ms: int) -> float:
         """Seconds until the app's clock reads ``due_ms``.

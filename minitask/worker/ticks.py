@@ -270,7 +270,7 @@ class TickSource:
         if fetching:
             found = self._queues.fetched_behind(replies[-1])
             if found is not None:
-                self._queues.take_fetched(found)
+                self._queues.take_fetched(found, first_queue)
         for reply in replies[:len(plans)]:
             if isinstance(reply, BrokerError):
                 raise reply  # a fire refused: as ever, the caller's error

@@ -9,7 +9,8 @@
 --   hash alone (else '0'),
 --   then ack.lua's (the record's length, then four per task)
 -- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
---   string of digits (1: held).
+--   string of digits (1: held); when the fetch raised (the acks written), its error
+--   (a nested error reply) and the flags.
 -- tables made at their size where it is known (one task, with a result key or not):
 -- each growth of a table is a rehash
 local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[24], KEYS[18], KEYS[25],
@@ -27,8 +28,14 @@ end
 local ack_argv = {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]}
 for i = 13, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
 local held = ack_base(ack_keys, ack_argv)
-local reply = fetch_base()
 local flags = ''  -- as text: a number would be formatted with snprintf
 for i = 1, #held do flags = flags .. (held[i] == 1 and '1' or '0') end
+-- the acks are written: a fetch Redis refuses (its queue's data) must not undo them
+-- in the caller's eyes, who would record them again; its error comes in its place
+local ok, reply = pcall(fetch_base)
+if not ok then
+  if type(reply) == 'table' then reply = reply.err end
+  return {redis.error_reply(tostring(reply)), flags}
+end
 reply[#reply + 1] = flags
 return reply

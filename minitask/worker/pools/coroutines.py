@@ -437,7 +437,7 @@ class AsyncioPool(FixedSlots):
             # past its limit ended before the limit could be checked
             error = TimeLimitExceeded(f"task {message.task!r} ran {duration:.3f} s, over "
                                       f"its timeout of {limit} s")
-        status = self._recorder.finish(job, message, value, error, duration)
+        status, error = self._recorder.finish(job, message, value, error, duration)
         observer.ended(context, message, status, value, error, duration)
         return status, error, self._next()
 
