@@ -16,7 +16,8 @@ GOOD = 100
 
 
 @pytest.mark.parametrize("field,value", [("eta_ms", "soon"),
-                                         ("enqueued_at_ms", int(time.time() * 1000) * 1000)])
+                                         ("enqueued_at_ms", int(time.time() * 1000) * 1000)],
+                         ids=["eta_ms-soon", "enqueued_at_ms-a_thousand_times_now"])
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_a_malformed_message_ahead_of_a_hundred_good_ones_is_dead_lettered_and_they_run(
         kit: Kit, pool: str, field: str, value: object) -> None:
