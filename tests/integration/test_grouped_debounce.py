@@ -146,3 +146,32 @@ def test_the_async_producer_debounces_grouped_calls(redis_server: RedisServer) -
         assert ran == [2]
     finally:
         app.close()
+
+
+def test_a_retry_holding_its_group_s_slot_keeps_its_group_when_debounced(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    """With group_max_running, a retry waiting in the schedule holds its group's slot;
+    a debounce naming another group keeps the call in its own (moved, the slot was
+    never freed: the old group's next task never ran; review 12)."""
+    failing = {"x": True}
+    app = make_app()
+    ran: List[Tuple[str, int]] = []
+
+    @app.task(group_by="tenant", name="gjob", group_max_running=1, retries=3,
+              retry_backoff=10)
+    def gjob(tenant: str, n: int) -> None:
+        ran.append((tenant, n))
+        if n == 1 and failing["x"]:
+            failing["x"] = False
+            raise RuntimeError("the first attempt fails")
+
+    worker = app.worker()
+    gjob.apply_async(("A", 1), task_id="x")
+    assert drain(worker) == 1  # failed, retried: holds A's slot while it waits
+    gjob.apply_async(("A", 2))
+    assert drain(worker) == 0  # A at its limit
+    gjob.apply_async(("B", 3), task_id="x", debounce=1)  # the retry replaced
+    clock.advance(2)
+    assert drain(worker) == 2  # x (its new arguments, in A), then A's next
+    assert ran == [("A", 1), ("B", 3), ("A", 2)]
+    assert app.broker.flow.specs("default") == {}

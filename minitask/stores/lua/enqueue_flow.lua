@@ -8,7 +8,8 @@
 -- A new message gets its spec in the flow hash in the same step. A debounced call
 -- (its spec's sixth line is 1: limits.pack; a grouped spec goes on past it, with
 -- its group last, so the flag is read by its place, never at the end) whose id is still scheduled (delayed) replaces that call's
--- message, due time and spec; an id queued or running already is left as it is.
+-- message, due time and spec (a call of a group with group_max_running keeps its
+-- group); an id queued or running already is left as it is.
 -- Invariant: a flow-controlled message is never in Redis without its spec. (Its
 -- limiter is named in flow_limiters only while a fetch has tasks of it parked.)
 -- Data minitask did not write (lib.lua): a flow hash of another type refuses the
@@ -33,6 +34,15 @@ for n = 1, count do
   elseif string.match(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n(%d+)') == '1'
       and tolerant(false, 'ZSCORE', KEYS[2], id) then
     local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
+    -- a call of a group with group_max_running keeps that group (the part of its spec
+    -- after the sixth line): a retry waiting here holds the group's slot, which only
+    -- its own group's finish frees; moved, it would hold that group for good
+    local old = tolerant(false, 'HGET', flow, id)
+    local kept = old and string.match(old, '^[^\n]*\n[^\n]*\n[^\n]*\n[^\n]*\n[^\n]*\n'
+                                            .. '[^\n]*(\n[1-9]%d*\n.*)$')
+    if kept then
+      spec = string.match(spec, '^[^\n]*\n[^\n]*\n[^\n]*\n[^\n]*\n[^\n]*\n[^\n]*') .. kept
+    end
     redis.call('HSET', KEYS[1], id, ARGV[i + 1])
     redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
     tolerant(0, 'HSET', KEYS[14], id, guards().bump(KEYS[15]))
