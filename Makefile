@@ -89,7 +89,13 @@ PYTHON_TESTS := tests/integration/test_async_packed.py tests/integration/test_as
 	tests/integration/test_outcome_time_limit_and_exit.py tests/integration/test_cli_pipe_closed.py \
 	tests/integration/test_wire_format.py tests/integration/test_newer_format.py \
 	tests/integration/test_rebuilt_handles_and_types.py \
-	tests/crash/test_signals.py tests/crash/test_process_pool.py tests/crash/test_async_crash.py
+	tests/integration/test_workflow_handles_async.py tests/integration/test_batch.py \
+	tests/integration/test_enqueue_now.py tests/integration/test_durability_waits.py \
+	tests/crash/test_signals.py tests/crash/test_process_pool.py tests/crash/test_async_crash.py \
+	tests/crash/test_async_loop_stopped.py tests/crash/test_graceful_stop.py \
+	tests/crash/test_time_limits.py tests/crash/test_soft_time_limits.py \
+	tests/crash/test_base_exceptions_on_every_pool.py tests/crash/test_lifecycle_hooks.py \
+	tests/crash/test_process_pool_cancel_log.py tests/crash/test_base_exceptions_while_recording.py
 
 .venv-%/.installed: setup.cfg setup.py pyproject.toml
 	@found="$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$**/bin/python 2>/dev/null \

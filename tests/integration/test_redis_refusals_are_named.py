@@ -4,6 +4,7 @@ wrong password, a server that is not there. Before, each ended with "check that 
 server is running and reachable"."""
 from __future__ import annotations
 
+import socket
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -11,7 +12,7 @@ import redis
 
 import tests.support.servers as servers
 from minitask import BrokerError, Minitask
-from tests.support.servers import RedisServer, free_port
+from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -142,9 +143,13 @@ def test_a_wrong_password_says_so(server: RedisServer, admin: Any) -> None:
 
 
 def test_a_server_that_is_not_there_is_unreachable() -> None:
-    app = app_on(f"redis://127.0.0.1:{free_port()}/0")
-    try:
-        error = failure(lambda: app.tasks["job"].delay(1))
-    finally:
-        app.close()
+    # a port held bound, never listening: refused, and no other process (a parallel
+    # run's redis-server) can take it meanwhile
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        app = app_on(f"redis://127.0.0.1:{held.getsockname()[1]}/0")
+        try:
+            error = failure(lambda: app.tasks["job"].delay(1))
+        finally:
+            app.close()
     assert error.reason == "unreachable" and "running and reachable" in str(error)
