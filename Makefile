@@ -17,7 +17,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 	$(BIN)/python examples/logfanout/demo.py
 
-# The whole suite, in two pytest runs. The first spreads the test files over
+# The whole suite, in two pytest runs. The first can spread the test files over
 # $(TEST_PROCESSES) processes (pytest-xdist; --dist loadfile keeps each file's tests, and
 # its module fixtures, on one process): most tests wait on worker processes, Redis and
 # sleeps, so 3 processes pay even on 2 cores. Each process starts its own redis-server
@@ -27,7 +27,11 @@ demo: $(STAMP)
 # (test_wait.py), rates and tick spacing (test_flow_workers.py, crash/test_periodic.py),
 # a restart within a lease (test_redis_outage.py), a countdown read to the second. Each
 # of those failed now and then in parallel runs on a loaded machine.
-TEST_PROCESSES ?= 3
+# TEST_PROCESSES is 0 (one process, as before) until a parallel run has passed the
+# whole suite: the first whole run at 3 hung in a Hypothesis test of foreign data
+# (tests/integration/test_foreign_data_keeps_workers_running.py) past pytest-timeout's
+# 120 s, and two tests failed; `make test TEST_PROCESSES=3` runs it spread.
+TEST_PROCESSES ?= 0
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile
 SERIAL_TESTS := tests/scale/ tests/crash/test_soak.py tests/integration/test_wait.py \
 	tests/integration/test_flow_workers.py tests/crash/test_periodic.py \
