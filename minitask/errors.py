@@ -283,10 +283,24 @@ class Retry(MinitaskError):
     """Raise inside a task to ask for another attempt.
 
     Args:
-        delay: seconds to wait before the next attempt; ``None`` uses the
-            task's exponential backoff.
+        delay: seconds to wait before the next attempt, a finite number from 0
+            to 100 years; ``None`` uses the task's exponential backoff.
+
+    Raises:
+        ValueError: a delay that is none of those (nan, inf, negative, text), as
+            the task's own error: its attempt fails naming it, instead of a worker
+            scheduling the retry for never.
     """
 
     def __init__(self, delay: float | None = None) -> None:
+        if delay is not None and not (
+                isinstance(delay, (int, float)) and not isinstance(delay, bool)
+                and 0 <= delay <= _MOST_SECONDS):  # (nan compares false: refused too)
+            raise ValueError(f"Retry(delay={delay!r}): the delay must be None or a finite "
+                             f"number of seconds from 0 to {_MOST_SECONDS} (100 years)")
         super().__init__(f"retry requested (delay={delay!r})")
         self.delay = delay
+
+
+#: Retry's longest delay: wire.message.MAX_SECONDS (errors imports nothing of minitask's).
+_MOST_SECONDS = 3_155_760_000
