@@ -46,6 +46,9 @@ NICKNAMES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 
 RECORD_VERSION = 1
 
 _UTC = _dt.timezone.utc
+#: A schedule's name at most, in UTF-8: its runs' task ids, ``name@`` and a 24-character
+#: time (``tick_id``), stay within the 200 bytes every task id may have.
+MAX_NAME_BYTES = 175
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
 _MS = _dt.timedelta(milliseconds=1)
 
@@ -239,6 +242,11 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
     if not isinstance(name, str) or not name:
         raise ConfigurationError(f"schedule of task {task!r}: name must be a non-empty str, "
                                  f"got {name!r}")
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise ConfigurationError(
+            f"schedule {name[:40]!r}...: name is {len(name.encode('utf-8', 'surrogatepass'))} "
+            f"bytes (UTF-8), longer than {MAX_NAME_BYTES}: its runs' task ids "
+            f"(name@time) are at most 200")
     char = unprintable(name)
     if char is not None:
         raise ConfigurationError(f"schedule {name!r}: name holds {describe_char(char)}, a "
