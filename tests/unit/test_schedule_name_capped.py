@@ -30,6 +30,7 @@ def test_a_longer_name_is_refused_naming_its_length(app: Minitask, name: str) ->
 
     with pytest.raises(ConfigurationError, match=f"longer than {MAX_NAME_BYTES}"):
         app.add_schedule(name, add, every=1, args=(1, 1))
+
     def tick() -> None: ...
 
     with pytest.raises(ConfigurationError, match=f"longer than {MAX_NAME_BYTES}"):
