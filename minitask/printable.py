@@ -106,6 +106,19 @@ def typed_back(shown: str) -> List[bytes]:
 
 #: What ``error_text`` says of an exception whose text cannot be read.
 UNREADABLE = "its text could not be read"
+#: The most characters of an error's text and of its traceback a worker keeps (in the
+#: result, the dead letter, a retry's note and what shows them): a task raising a
+#: 20 MB message made each of those 20 MB, and the dashboard's task page 40 MB.
+ERROR_TEXT_MOST = 65_536
+ERROR_TRACE_MOST = 131_072
+
+
+def _cut(text: str, most: int) -> str:
+    """``text``, or its head and tail around a note of how long it was."""
+    if len(text) <= most:
+        return text
+    half = most // 2
+    return f"{text[:half]} ... [cut: {len(text):,} characters in all] ... {text[-half:]}"
 
 
 def error_text(error: BaseException) -> str:
@@ -116,7 +129,7 @@ def error_text(error: BaseException) -> str:
 
     No signal lands here as an exception: a worker's come through its relay."""
     try:
-        return str(error)
+        return _cut(str(error), ERROR_TEXT_MOST)
     except BaseException as exc:  # the app's __str__, whatever it raises
         return f"<{UNREADABLE}: its __str__ raised {type(exc).__name__}>"
 
@@ -127,7 +140,8 @@ def error_trace(error: BaseException) -> str:
     (the app's code: an exception's ``__getattr__`` asked for ``__notes__``, say),
     its frames and a last line of ``error_text``'s."""
     try:
-        return "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        lines = traceback.format_exception(type(error), error, error.__traceback__)
+        return _cut("".join(lines), ERROR_TRACE_MOST)
     except BaseException:  # the app's code (of error, or of an exception chained to it)
         try:
             frames = "".join(traceback.format_tb(error.__traceback__))
