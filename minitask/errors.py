@@ -15,7 +15,6 @@
      +-- BrokerError                      Redis unreachable or failing (chained from redis-py);
      |    |                               broker_error() words it and says what to do
      |    +-- DurabilityError             a write not confirmed by replicas in time (WAIT)
-     |    +-- WaitRefused                 a worker's wait refused (internal; carries replies)
      +-- TaskFailed                       get() on a failed task: exc_type, message, traceback
      +-- TimeLimitExceeded                an attempt ran past its timeout
      +-- SoftTimeLimitExceeded            raised inside a task at its soft_timeout
@@ -26,7 +25,7 @@
 from __future__ import annotations
 
 import re
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 
 class MinitaskError(Exception):
@@ -110,17 +109,6 @@ class DurabilityError(BrokerError):
         super().__init__(message, reason="unconfirmed")
         self.task_id = task_id
         self.confirmed = confirmed
-
-
-class WaitRefused(BrokerError):
-    """Redis refused a worker's wait (a wake list of another type), and ran the calls
-    sent behind it all the same: ``replies`` holds theirs, a BrokerError in place of
-    each refused one (what they leased is held, not left to nobody). Internal to the
-    worker, which sets the queue of that wake list aside."""
-
-    def __init__(self, error: BrokerError, replies: List[Any]) -> None:
-        super().__init__(str(error), reason=error.reason)
-        self.replies = replies
 
 
 _ACL_LIST = "the ACL list on the docs' Scaling out page (guide/scaling)"

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from ..errors import BrokerError, ConfigurationError, WaitRefused, broker_error
+from ..errors import BrokerError, ConfigurationError, broker_error
 from .cluster import run_on_primary
 from .connections import Connections, load_and_run
 from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
@@ -37,6 +37,17 @@ _SCRIPT_COMMAND = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'
 def text(value: Any) -> str:
     """A reply as str."""
     return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class WaitRefused(BrokerError):
+    """Redis refused a worker's wait (a wake list of another type), and ran the calls
+    sent behind it all the same: ``replies`` holds theirs, a BrokerError in place of
+    each refused one (what they leased is held, not left to nobody). Internal to the
+    worker, which sets the queue of that wake list aside."""
+
+    def __init__(self, error: BrokerError, replies: List[Any]) -> None:
+        super().__init__(str(error), reason=error.reason)
+        self.replies = replies
 
 
 class Transport:

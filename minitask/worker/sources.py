@@ -13,7 +13,8 @@ from time import monotonic
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
-from ..errors import BrokerError, WaitRefused
+from ..broker.transport import WaitRefused
+from ..errors import BrokerError
 from ..printable import printable
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
