@@ -19,9 +19,9 @@ from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 from .errors import ArgumentError, ConfigurationError
 from .groups import GroupHandle, Handle, describe
 from .handle import StepHandle, TaskHandle
-from .options import new_task_id
+from .options import MAX_TASK_ID_BYTES, new_task_id
 from .sending import Sender
-from .stores.plans import MAX_ID_BYTES, task_nodes
+from .stores.plans import task_nodes
 from .stores.workflows import Node
 from .wire.serializer import check_arguments
 
@@ -372,12 +372,12 @@ class _Compiler:
             BrokerError: Redis could not be reached.
         """
         long = sorted({task_id for _, task_id in self.chosen_ids
-                       if len(task_id.encode("utf-8", "surrogatepass")) > MAX_ID_BYTES})
+                       if len(task_id.encode("utf-8", "surrogatepass")) > MAX_TASK_ID_BYTES})
         if long:  # its plan record could not be read back (stores/plans.py)
             raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
                                      f"{', '.join(repr(task_id[:40]) + '...' for task_id in long)}"
                                      f" are longer than a workflow step's may be (at most "
-                                     f"{MAX_ID_BYTES} bytes): choose shorter ids")
+                                     f"{MAX_TASK_ID_BYTES} bytes): choose shorter ids")
         counts = Counter(task_id for _, task_id in self.chosen_ids)
         twice = sorted(task_id for task_id, count in counts.items() if count > 1)
         if twice:

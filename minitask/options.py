@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
 from .limits import TaskGrouping, TaskLimits, task_grouping, task_limits
-from .wire.message import MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
+from .wire.message import MAX_ID_BYTES, MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "soft_timeout",
@@ -78,9 +78,8 @@ def check_text(value: Any, what: str, where: str, fix: str = "use printable char
     return value
 
 
-#: Bytes (UTF-8) a chosen task id may hold at most: a workflow's plan record reads
-#: none longer (stores/plans.py MAX_ID_BYTES), and every key and log line repeats it.
-MAX_TASK_ID_BYTES = 200
+#: Bytes (UTF-8) a chosen task id may hold at most (wire.message.MAX_ID_BYTES).
+MAX_TASK_ID_BYTES = MAX_ID_BYTES
 
 
 def check_task_id(value: Any, where: str) -> str:

@@ -27,7 +27,8 @@ from functools import lru_cache
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .errors import ArgumentError, ConfigurationError, DecodeError, MessageTooLarge
-from .wire.message import MAX_MS, MAX_SECONDS, Message, describe_char, unprintable
+from .wire.message import (MAX_ID_BYTES, MAX_MS, MAX_SECONDS, Message, describe_char,
+                           unprintable)
 from .wire.serializer import check_arguments, decode_message, encode_message
 from .wire.types import TypeRegistry
 
@@ -47,8 +48,8 @@ RECORD_VERSION = 1
 
 _UTC = _dt.timezone.utc
 #: A schedule's name at most, in UTF-8: its runs' task ids, ``name@`` and a 24-character
-#: time (``tick_id``), stay within the 200 bytes every task id may have.
-MAX_NAME_BYTES = 175
+#: time (``tick_id``), stay within the ``MAX_ID_BYTES`` every task id may have.
+MAX_NAME_BYTES = MAX_ID_BYTES - len("@2026-01-01T00:00:00.000Z")
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_UTC)
 _MS = _dt.timedelta(milliseconds=1)
 
@@ -242,11 +243,11 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
     if not isinstance(name, str) or not name:
         raise ConfigurationError(f"schedule of task {task!r}: name must be a non-empty str, "
                                  f"got {name!r}")
-    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > MAX_NAME_BYTES:
         raise ConfigurationError(
-            f"schedule {name[:40]!r}...: name is {len(name.encode('utf-8', 'surrogatepass'))} "
-            f"bytes (UTF-8), longer than {MAX_NAME_BYTES}: its runs' task ids "
-            f"(name@time) are at most 200")
+            f"schedule {name[:40]!r}...: name is {size:,} bytes (UTF-8), longer than "
+            f"{MAX_NAME_BYTES}: its runs' task ids (name@time) are at most {MAX_ID_BYTES}")
     char = unprintable(name)
     if char is not None:
         raise ConfigurationError(f"schedule {name!r}: name holds {describe_char(char)}, a "

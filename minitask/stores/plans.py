@@ -32,7 +32,7 @@ from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..broker.keys import MAX_NAME, check_name
 from ..errors import DecodeError
-from ..wire.message import MAX_SECONDS, unprintable
+from ..wire.message import MAX_ID_BYTES, MAX_SECONDS, unprintable
 
 #: Version of a plan record; an unknown one is a DecodeError.
 PLAN_VERSION = 2
@@ -58,11 +58,11 @@ MORE_MOST = 10 ** 9
 #: The longest result ttl a record's ``l`` table holds, in ms: the longest an option
 #: may name (``MAX_SECONDS``, 100 years).
 MAX_TTL_MS = MAX_SECONDS * 1000
-#: The longest task or group id a record holds, in UTF-8 bytes; a workflow id read
-#: from a step's marker has the same bound (``workflow_reads.WORKFLOW_ID_BYTES``), and
-#: ``canvas`` refuses a step's chosen ``task_id`` longer than this, so every record
-#: minitask writes is read. One minitask makes is 22 characters.
-MAX_ID_BYTES = 200
+# MAX_ID_BYTES (wire.message): the longest task or group id a record holds, in
+# UTF-8 bytes; a workflow id read from a step's marker has the same bound
+# (``workflow_reads.WORKFLOW_ID_BYTES``), and ``canvas`` refuses a step's chosen
+# ``task_id`` longer than this, so every record minitask writes is read. One minitask
+# makes is 22 characters.
 
 
 class _Packer:

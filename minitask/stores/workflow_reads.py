@@ -10,10 +10,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
 from ..printable import printable
-from ..wire.message import Message
+from ..wire.message import MAX_ID_BYTES, Message
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
-from .plans import MAX_ID_BYTES, PLAN_BYTES
+from .plans import PLAN_BYTES
 from .store import Store
 
 #: Version of the frame a message carries; an unknown one is a DecodeError.

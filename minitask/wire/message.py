@@ -24,6 +24,9 @@ MAX_MS = 253_402_300_799_999
 #: The longest duration an option may name (100 years of 365.25 days): far beyond
 #: any real need, yet safe for ms arithmetic, Redis expiry times and thread waits.
 MAX_SECONDS = 3_155_760_000
+#: Bytes (UTF-8) a task or group id may hold at most: every key and log line repeats
+#: one, and a workflow's plan record reads none longer (stores/plans.py).
+MAX_ID_BYTES = 200
 
 #: Retries a task may ask for. A message's ``attempt`` runs from 1 to
 #: ``MAX_RETRIES + 1``; the backoff ``2 ** (attempt - 1)`` then stays a float.

@@ -16,7 +16,8 @@ from minitask import Minitask, chain
 from minitask.admin.workflows import workflow
 from minitask.dashboard.web import Dashboard
 from minitask.errors import ConfigurationError, DecodeError
-from minitask.stores.plans import MAX_ID_BYTES, MAX_TTL_MS, tree
+from minitask.stores.plans import MAX_TTL_MS, tree
+from minitask.wire.message import MAX_ID_BYTES
 from minitask.wire.serializer import pack_data
 from tests.unit.test_dashboard import call
 

@@ -7,7 +7,7 @@ import pytest
 
 from minitask import ConfigurationError, Minitask
 from minitask.periodic import MAX_NAME_BYTES
-from minitask.stores.plans import MAX_ID_BYTES
+from minitask.wire.message import MAX_ID_BYTES
 
 pytestmark = pytest.mark.app("named")
 
