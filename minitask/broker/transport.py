@@ -210,6 +210,10 @@ class Transport:
                         replies[index] = None
                     elif refused is None:
                         refused = (index, reply)
+                if refused is not None and closed_after(refused[1]):
+                    connection.disconnect()  # Redis closed it: nothing after ran
+                    raise self._failure(refused[1], what, scripts[refused[0]].name) \
+                        from refused[1]
                 waited = read_confirmation(connection, policy)
                 for index in missing:  # a script that ran is never sent twice
                     try:
@@ -297,7 +301,17 @@ def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
             replies.append(connection.read_response())
         except redis.ResponseError as exc:
             replies.append(exc)
+            if closed_after(exc):  # no reply follows: the commands after it never ran
+                replies += [exc] * (count - len(replies))
+                break
     return replies
+
+
+def closed_after(reply: redis.ResponseError) -> bool:
+    """Whether Redis closes the connection after this error reply: a protocol error
+    (a value longer than its ``proto-max-bulk-len``...) ends the connection, so the
+    next command on it would meet a reset, not an outage."""
+    return str(reply).startswith("Protocol error")
 
 
 class _Errors:

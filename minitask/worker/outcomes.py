@@ -13,7 +13,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
+from ..errors import (BrokerError, DecodeError, DurabilityError, EncodeError, ResultTooLarge,
+                      Retry)
 from ..printable import error_text, error_trace
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
@@ -83,7 +84,8 @@ class Recorder:
                 outcome, ack = self._encoded(job, message, value, now_ms, duration)
             except BaseException as exc:  # the app's code encoding it; no signal lands
                 # here (a worker's come through its relay)
-                why = "the return value cannot be encoded" + (
+                why = "its result is over max_result_bytes" if isinstance(
+                    exc, ResultTooLarge) else "the return value cannot be encoded" + (
                     "" if isinstance(exc, EncodeError) else
                     f": {type(exc).__name__} raised while encoding it")
                 return self._failed(job, message, exc, now_ms, duration, why), exc
@@ -112,11 +114,19 @@ class Recorder:
         # the app's registered types travel as extensions (wire/types.py)
         value = self._host.broker.types.to_wire(value, "return value", task.name)
         outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
-        return outcome, results.prepare_ack(
+        ack = results.prepare_ack(
             job.queue, job.task_id, outcome, ttl_ms, task_name=task.name,
             flow=job.delivery.flow, slots=job.delivery.slots,
             entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
                                 message.attempt, duration, self.worker_name))
+        size, limit = len(ack[2]), self._host.max_result_bytes
+        if size > limit:
+            raise ResultTooLarge(
+                f"task {task.name!r} (id {job.task_id}) returned a value whose encoded result "
+                f"is {size:,} bytes, over max_result_bytes={limit:,}; return a reference "
+                f"(a key or a URL) to the data instead, or raise the app's max_result_bytes",
+                task_name=task.name, size=size, limit=limit)
+        return outcome, ack
 
     def _failed(self, job: Job, message: Message, error: BaseException, now_ms: int,
                 duration: float, why: str = "") -> str:
@@ -237,15 +247,47 @@ class Recorder:
             unconfirmed("record the results of task(s) " + ", ".join(
                 job.delivery.task_id for job, _ in acks), exc)
             return
-        except BrokerError:
-            self._holdings.restore_acks(acks)
-            raise
+        except BrokerError as exc:
+            if exc.reason == "unreachable" or len(acks) < 2:
+                self._holdings.restore_acks(acks)
+                raise
+            # Redis refused the batch, not an outage: one outcome it cannot record (a
+            # result over its proto-max-bulk-len...) must not hold the others
+            self._one_by_one(acks, exc)
+            return
         self._holdings.settle([job for job, _ in acks])
         for (job, _), still_held in zip(acks, held):
             if not still_held:
                 warn_lost_lease(job)
         if result is not None:
             self._fetcher.take_fetched(result)
+
+    def _one_by_one(self, acks: List[Tuple[Job, Ack]], exc: BrokerError) -> None:
+        """Record a batch Redis refused as a whole one outcome at a time, so that one it
+        cannot record (a result over its proto-max-bulk-len...) holds no other: those
+        refused again wait for the next try (the caller's backoff), the others are
+        recorded. One a script of the batch wrote before the refusal reads as a lost
+        lease now, so none is warned of here (each lease is dropped all the same)."""
+        logger.warning("Redis refused a batch of %d outcomes (%s); recording them one by "
+                       "one", len(acks), exc)
+        failed: List[Tuple[Job, Ack]] = []
+        first: Optional[BrokerError] = None
+        for index, (job, ack) in enumerate(acks):
+            try:
+                self._host.broker.results.ack_many([ack])
+            except DurabilityError as unsure:
+                unconfirmed(f"record the result of task {job.delivery.task_id}", unsure)
+            except BrokerError as refused:
+                first = first or refused
+                if refused.reason == "unreachable":  # an outage now: the rest wait too
+                    failed += acks[index:]
+                    break
+                failed.append((job, ack))
+                continue
+            self._holdings.settle([job])
+        if first is not None:
+            self._holdings.restore_acks(failed)
+            raise first
 
     def flush_last(self) -> None:
         """As a worker ends (no task runs, its heartbeat has ended): record the outcomes
