@@ -12,7 +12,7 @@ from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
 from ..sending import BULK_CHUNK
-from .options import (add_app_options, add_yes, confirmed, emit_json, load,
+from .options import (Name, add_app_options, add_yes, confirmed, emit_json, load,
                       takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
@@ -25,7 +25,7 @@ def register(commands: Any) -> None:
                                usage=USAGE, description="Dead letters: tasks that will not "
                                "run again, kept with their arguments and why they died.")
     add_app_options(dead, level="WARNING")
-    dead.add_argument("--queue", help="only this queue (default: every queue of the app)")
+    dead.add_argument("--queue", type=Name("queue"), help="only this queue (default: every queue of the app)")
     dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter "
                       "(of --queue)")
     dead.add_argument("--json", action="store_true", help="print JSON")
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.queue is not None and args.queue not in app_queues(app):
             known = app_queues(app)
-            print(f"minitask: error: app {app.name!r} has no queue {printable(args.queue)!r}"
+            print(f"minitask: error: app {app.name!r} has no queue '{printable(args.queue)}'"
                   f"{meant(args.queue, known)}; its queues: {', '.join(map(printable, known))}",
                   file=sys.stderr)
             return 1  # something named was not found

@@ -12,7 +12,7 @@ from ..admin.workflows import summary, workflow
 from ..errors import ConfigurationError
 from ..printable import printable
 from ..wire.message import describe_char, unprintable
-from .options import (Bounded, add_app_options, close_word, emit_json, load, takes_words,
+from .options import (Bounded, Name, add_app_options, close_word, emit_json, load, takes_words,
                       unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
@@ -39,8 +39,9 @@ def register(commands: Any) -> None:
     parser.add_argument("--id", dest="task_id", default=None, metavar="ID",
                         help="the task to show, whatever its id looks like")
     parser.add_argument("--queue", action="append", default=None, metavar="Q",
+                        type=Name("queue"),
                         help="only this queue (repeat for more; default: every queue)")
-    parser.add_argument("--task", default=None, metavar="NAME",
+    parser.add_argument("--task", default=None, metavar="NAME", type=Name("task"),
                         help="only tasks of this name, or of names matching a glob (a.*)")
     parser.add_argument("--state", default=None, choices=STATE_WORDS,
                         help="recent only: this outcome (failed: retried or dead)")

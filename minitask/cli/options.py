@@ -14,7 +14,7 @@ from ..admin import meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
-from ..printable import encodable
+from ..printable import encodable, printable
 
 logger = logging.getLogger("minitask")
 
@@ -75,6 +75,33 @@ class Bounded:
             shown = text if len(text) <= 30 else text[:27] + "..."
             raise argparse.ArgumentTypeError(f"{shown!r}: give {self.range()}")
         return value
+
+
+class Name:
+    """An argparse ``type`` for a queue name (``many``: a comma-separated list, as
+    ``-Q`` takes) or a task name (or glob): one that no queue or task can have (a
+    control or format character, whitespace or '{}:' in a queue name) is a bad
+    command line, exit 2, escaped once (``printable``), before the app is loaded and
+    before anything else is said of it; the same for every command."""
+
+    def __init__(self, kind: str, *, many: bool = False) -> None:
+        self.kind, self.many = kind, many
+        self.__name__ = f"{kind} name"  # argparse's word for it
+
+    def __call__(self, text: str) -> str:
+        names = [part.strip() for part in text.split(",") if part.strip()] if self.many \
+            else [text]
+        for name in names:
+            if self.kind == "queue":
+                try:
+                    Minitask.check_queue_name(name)
+                except ConfigurationError as exc:
+                    raise argparse.ArgumentTypeError(printable(str(exc))) from None
+            elif not name or printable(name) != name:
+                raise argparse.ArgumentTypeError(
+                    f"{self.kind} name '{printable(name)}' holds a control or format "
+                    f"character, or is empty: no {self.kind} has such a name")
+        return text
 
 
 def _number(value: float) -> str:
