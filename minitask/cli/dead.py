@@ -25,7 +25,8 @@ def register(commands: Any) -> None:
                                usage=USAGE, description="Dead letters: tasks that will not "
                                "run again, kept with their arguments and why they died.")
     add_app_options(dead, level="WARNING")
-    dead.add_argument("--queue", type=Name("queue"), help="only this queue (default: every queue of the app)")
+    dead.add_argument("--queue", type=Name("queue"),
+                      help="only this queue (default: every queue of the app)")
     dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter "
                       "(of --queue)")
     dead.add_argument("--json", action="store_true", help="print JSON")

@@ -19,7 +19,7 @@ import traceback
 from typing import Any, Dict, Iterator, Optional, Set
 
 from ..context import current_task
-from ..printable import encodable, printable
+from ..printable import json_safe, printable
 
 #: The text format: the task's name and id appear only on records from inside a task.
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
@@ -106,7 +106,7 @@ class JsonFormatter(logging.Formatter):
             if name not in _STANDARD and name not in entry:
                 entry[name] = value if isinstance(value, (str, int, float, bool)) else repr(value)
         # a lone surrogate (text read from Redis) as its JSON escape: stderr is UTF-8
-        return encodable(json.dumps(entry, ensure_ascii=False))
+        return json_safe(json.dumps(entry, ensure_ascii=False))
 
 
 def handler(log_format: str = "text") -> logging.Handler:

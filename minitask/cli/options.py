@@ -14,7 +14,7 @@ from ..admin import meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
-from ..printable import encodable, printable
+from ..printable import json_safe, printable
 
 logger = logging.getLogger("minitask")
 
@@ -186,8 +186,9 @@ def load(spec: str) -> Minitask:
 
 
 def emit_json(value: Any) -> None:
-    # a lone surrogate read from Redis (a JSON \\udc80) as its JSON escape: stdout is UTF-8
-    print(encodable(json.dumps(value, indent=2, sort_keys=True, default=str,
+    # readable text stays as it is; what is not printable (a bidi control, an escape, a
+    # lone surrogate read from Redis) goes as its JSON escape: stdout is a terminal
+    print(json_safe(json.dumps(value, indent=2, sort_keys=True, default=str,
                                ensure_ascii=False)))
 
 
