@@ -201,13 +201,14 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
     write all of it: a task raising a 20 MB message wrote 20 MB, and more with its
     traceback, per attempt.
 
-    The record carries the traceback as its ``exc_text`` (which every formatter
-    prints after the message, as it would the traceback it formats), not ``exc_info``."""
+    The record carries the bounded traceback as its ``exc_text``, which a formatter
+    prints instead of formatting ``exc_info`` anew; ``exc_info`` stays on the record
+    for handlers that want the exception itself (an error tracker's)."""
     if not log.isEnabledFor(level):
         return
     filename, line, function, stack = log.findCaller(False, 2)  # the caller's line
-    record = log.makeRecord(log.name, level, filename, line, msg, args, None, function,
-                            extra, stack)
+    record = log.makeRecord(log.name, level, filename, line, msg, args,
+                            (type(error), error, error.__traceback__), function, extra, stack)
     record.exc_text = logged_trace(error)
     log.handle(record)
 
