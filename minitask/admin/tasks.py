@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
-from ..stores.results import decode_result
+from ..stores.results import decode_result, unreadable_why
 from ..wire.message import MAX_MS, Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
 from .activity import hides_args, lease_too_far
@@ -16,7 +16,7 @@ from .operated import Operated, lookup_queues
 #: as ``handle.status()`` says it.
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
            "retrying": "retrying", "dead": "failed", "unknown": "unknown",
-           "finished": "failed"}
+           "finished": "failed", "unreadable": "failed"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,8 @@ def inspect(app: Operated, task_id: str,
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
                               "lease_until": None if far else _utc(record.lease_deadline_ms),
                               "progress": progress,
-                              "note": _also(record.unreadable or far, unread)}
+                              "note": _also(_also(unreadable_why(state, outcome_body) or "",
+                                                  record.unreadable or far), unread)}
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:

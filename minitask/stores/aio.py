@@ -343,10 +343,13 @@ class AsyncBroker:
                 await self.client.delete(key)
 
     async def find_queue(self, task_id: str) -> Optional[str]:
+        unread = None  # a queue whose keys cannot be read: only if no other knows it
         for queue in await self.queue_names():
-            if (await self.state(queue, task_id))[0] != "unknown":
+            state = (await self.state(queue, task_id))[0]
+            if state not in ("unknown", "unreadable"):
                 return queue
-        return None
+            unread = unread or (queue if state == "unreadable" else None)
+        return unread
 
     async def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
         """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5)."""
