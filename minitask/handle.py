@@ -11,7 +11,7 @@ from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, readable_state
 from .stores.results import status_of as status_of  # what the readers of statuses import
-from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, handle_record_of,
+from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, first_record,
                                     promised_queue)
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message
@@ -485,10 +485,7 @@ def _due_text(broker: Broker, queue: str, task_id: str) -> str:
 
 async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:
     """The handle record of this id, as ``WorkflowStore.handle_record`` reads it."""
-    for queue in await broker.queue_names():
-        key = handle._broker.workflows.keys(queue).handle(handle.id)
-        record = handle_record_of(key, await broker.get(key, f"read the record of {handle.id}",
-                                                        HANDLE_BYTES))
-        if record is not None:
-            return record
-    return None
+    keys = [handle._broker.workflows.keys(queue).handle(handle.id)
+            for queue in await broker.queue_names()]
+    return first_record(zip(keys, await broker.ranges(keys, HANDLE_BYTES,
+                                                      f"read the record of {handle.id}")))

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, Iterator
 import pytest
 import redis
 
-from minitask import DecodeError, Minitask
+from minitask import ConfigurationError, DecodeError, Minitask
 from minitask.admin.workflows import _state
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli import inspect as inspect_command
@@ -106,3 +106,22 @@ def test_a_workflow_step_that_cannot_be_read_reads_unreadable_not_pending() -> N
     assert _state("unreadable", b"key k holds a set") == "unreadable"
     assert _state("finished", b"") == "unreadable"
     assert _state("unknown", None) == "pending"
+
+
+@pytest.mark.parametrize("held", ["list", "bytes"])
+def test_a_group_whose_handle_record_cannot_be_read_is_not_said_never_sent(
+        operated: Minitask, admin: "redis.Redis[bytes]", held: str) -> None:
+    admin.sadd(AppKeys(operated.name).queues, b"default")
+    key = operated.broker.workflows.keys("default").handle("g1")
+    if held == "list":
+        admin.rpush(key, b"x")
+    else:
+        admin.set(key, b"\xc1\xc1")
+    with pytest.raises(ConfigurationError) as caught:
+        operated.group_handle("g1")
+    text = str(caught.value)
+    assert f"the handle record {key} holds" in text and "no minitask wrote it" in text, text
+    assert "unknown" not in text and "never" not in text, text
+    # a handle's get() of an id Redis knows nothing else of says the same, not "unknown"
+    with pytest.raises(DecodeError, match="the handle record"):
+        operated.handle("g1").get(timeout=5)
