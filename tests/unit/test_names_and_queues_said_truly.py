@@ -18,6 +18,7 @@ from minitask import ConfigurationError, Minitask
 from minitask.broker.keys import AppKeys
 from minitask.cli import dead as dead_command
 from minitask.cli import purge as purge_command
+from minitask.cli import unsubscribe as unsubscribe_command
 from minitask.cli import worker as worker_command
 from minitask.wire.message import MAX_ID_BYTES
 
@@ -27,7 +28,8 @@ from tests.support.cli import operate_with, run
 @pytest.fixture
 def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
     app.task(name="t.add")(lambda x, y: x + y)
-    yield operate_with(app, monkeypatch, dead_command, purge_command, worker_command)
+    yield operate_with(app, monkeypatch, dead_command, purge_command, unsubscribe_command,
+                       worker_command)
 
 
 @pytest.mark.parametrize("name", ["a b", "a:b", "{a}", "", "x" * 301])
@@ -101,3 +103,12 @@ def test_a_broadcast_lane_and_a_queue_past_the_first_thousand_are_known(
     code, text = run(capsys, "dead", "-A", "x", "purge", "--all", "--yes", "--queue", "nosuch")
     assert code == 1 and "has no queue 'nosuch'" in text and " more" in text, text
     assert len(text) < 2_000, text
+
+
+def test_unsubscribe_from_a_queue_the_app_has_not_says_so(
+        operated: Minitask, capsys: pytest.CaptureFixture[str]) -> None:
+    code, text = run(capsys, "unsubscribe", "-A", "x", "nosuch", "host1")
+    assert code == 1 and "has no queue 'nosuch'" in text, text
+    assert "not a subscriber" not in text, text
+    code, text = run(capsys, "unsubscribe", "-A", "x", "default", "host1")
+    assert code == 1 and "host1 is not a subscriber of queue default" in text, text
