@@ -9,9 +9,8 @@ tasks (a script that would add one refuses): the other keys, or another queue th
 knows the id, still answer."""
 from __future__ import annotations
 
-import asyncio
 import json
-from typing import Any, Awaitable, Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import pytest
 import redis
@@ -22,6 +21,7 @@ from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli import inspect as inspect_command
 from minitask.dashboard.web import Dashboard
 
+from tests.integration.test_foreign_result_records import awaited
 from tests.support.cli import operate_with, run
 from tests.unit.test_dashboard import call
 
@@ -39,15 +39,6 @@ PLANTERS: "dict[str, Callable[[redis.Redis[bytes], str], Any]]" = {
 def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
     app.task(name="t.add")(lambda x, y: x + y)
     yield operate_with(app, monkeypatch, inspect_command)
-
-
-def awaited(app: Minitask, step: Awaitable[Any]) -> Any:
-    async def go() -> Any:
-        try:
-            return await asyncio.wait_for(step, 60)
-        finally:
-            await app.aclose()
-    return asyncio.run(go())
 
 
 def said_unreadable(operated: Minitask, capsys: pytest.CaptureFixture[str], task_id: str,
