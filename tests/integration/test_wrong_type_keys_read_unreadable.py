@@ -116,3 +116,26 @@ def test_a_group_whose_handle_record_cannot_be_read_is_not_said_never_sent(
     # a handle's get() of an id Redis knows nothing else of says the same, not "unknown"
     with pytest.raises(DecodeError, match="the handle record"):
         operated.handle("g1").get(timeout=5)
+
+
+def test_inspect_names_a_key_of_another_type_it_could_not_read(
+        operated: Minitask, admin: "redis.Redis[bytes]",
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # the task is found (queued, in its ready list), but its delivery count cannot be
+    # read: inspect's note says so, once, rather than show a count of 0 as if read
+    sent = operated.tasks["t.add"].delay(1, 2)
+    deliveries = queue_keys(operated.name, "default").deliveries
+    admin.rpush(deliveries, b"x")
+    code, shown = run(capsys, "inspect", "-A", "x", "--json", sent.id)
+    report = json.loads(shown)
+    assert code == 0 and report["status"] == "queued", shown
+    assert report["note"].count(f"key {deliveries} holds another type") == 1, shown
+    # one the state script names already is not named twice
+    messages = queue_keys(operated.name, "default").messages
+    admin.delete(messages)
+    admin.set(messages, b"x")
+    code, shown = run(capsys, "inspect", "-A", "x", "--json", "gone")
+    report = json.loads(shown)
+    assert code == 0 and report["status"] == "failed", shown
+    assert report["note"].count(f"key {messages} holds a string") == 1, shown
+    assert report["note"].count(messages) == 1, shown
