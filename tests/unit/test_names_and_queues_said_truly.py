@@ -17,6 +17,7 @@ import pytest
 from minitask import ConfigurationError, Minitask
 from minitask.broker.keys import AppKeys
 from minitask.cli import dead as dead_command
+from minitask.cli import inspect as inspect_command
 from minitask.cli import purge as purge_command
 from minitask.cli import unsubscribe as unsubscribe_command
 from minitask.cli import worker as worker_command
@@ -28,8 +29,8 @@ from tests.support.cli import operate_with, run
 @pytest.fixture
 def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
     app.task(name="t.add")(lambda x, y: x + y)
-    yield operate_with(app, monkeypatch, dead_command, purge_command, unsubscribe_command,
-                       worker_command)
+    yield operate_with(app, monkeypatch, dead_command, inspect_command, purge_command,
+                       unsubscribe_command, worker_command)
 
 
 @pytest.mark.parametrize("name", ["a b", "a:b", "{a}", "", "x" * 301])
@@ -112,3 +113,13 @@ def test_unsubscribe_from_a_queue_the_app_has_not_says_so(
     assert "not a subscriber" not in text, text
     code, text = run(capsys, "unsubscribe", "-A", "x", "default", "host1")
     assert code == 1 and "host1 is not a subscriber of queue default" in text, text
+
+
+def test_inspect_of_an_id_longer_than_any_says_why_it_is_unknown(
+        operated: Minitask, capsys: pytest.CaptureFixture[str]) -> None:
+    for words in ([], ["workflow"]):
+        code, text = run(capsys, "inspect", "-A", "x", *words, "i" * (MAX_ID_BYTES + 1))
+        assert code == 1 and f"an id of {MAX_ID_BYTES + 1:,} bytes" in text, text
+        assert f"the most is {MAX_ID_BYTES} (wire.message.MAX_ID_BYTES)" in text, text
+        code, text = run(capsys, "inspect", "-A", "x", *words, "i" * MAX_ID_BYTES)
+        assert code == 1 and "MAX_ID_BYTES" not in text, text
