@@ -98,11 +98,12 @@ local prefix = KEYS[21]
 -- flow_clock() and unpark() (below) are made only while flow control is on: each
 -- closure a call makes costs Redis about 1,000 instructions, used or not.
 local flow_now, flow_clock, unpark, park_token, fair
--- fair queues' fast path (the main loop below): solo_owed, the tasks it served (nil:
--- none); solo_turns: group -> its turn, each removed with its groups entry;
--- solo_tokens: the tokens served (their cancelled entries); any_paused: the EXISTS of
--- the paused groups, read once; solo_flush(): the removals, made once a fetch
-local solo_owed, solo_turns, solo_tokens, any_paused, solo_flush
+-- fair queues' fast path (the main loop below), once it served a task (else nil):
+-- solo_seen, its groups (group -> true); solo_turns, solo_names, solo_tokens: their
+-- turns, names and tokens, to remove (turn, groups entry, cancelled entry), and one
+-- grouped ready task each less; solo_flush(): those removals, made once a fetch.
+-- any_paused: the EXISTS of the paused groups, read once
+local solo_seen, solo_turns, solo_names, solo_tokens, any_paused, solo_flush
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
@@ -167,7 +168,6 @@ local band = 7
 local dropped = 0
 local slots = false  -- a task leased with a spec whose lease holds a slot (`flow` above)
 local fair_served  -- flow.lua's fair queues, once a group's token is served: flush() at the end
-local fair_lib  -- flow.lua's fair queues, once made by fair() (below)
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
 -- a cancelled id no longer needs leaving out of the counts. `held`: the id is
@@ -237,15 +237,13 @@ end
 -- group's tasks all cancelled: their specs gone), so that the group's state goes
 -- with it; flow_clock is none then, and no limit is counted
 function fair()
-  if fair_lib then return fair_lib end
-  if solo_owed then solo_flush() end  -- the fast path's removals first (below)
-  fair_lib = flow_control().fair({prefix = prefix, first_ready = 7, now = now_text,
+  local made = flow_control().fair_made
+  if made then return made end
+  return flow_control().fair({prefix = prefix, first_ready = 7, now = now_text,
                               body_of = body_of, cancelled = KEYS[17], leases = KEYS[2],
                               flow = KEYS[19], flow_due = KEYS[20], clock = flow_clock,
                               messages = KEYS[3], dead = KEYS[6]})
-  return fair_lib
 end
-
 
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
 -- first, oldest first, while their limits allow (one ZRANGEBYSCORE when none is due);
@@ -269,9 +267,9 @@ if flow_on then
   function park_token(token, priority, held, tried)
     local limiter, retry_at = held[1], held[2]
     -- (a park list of another type is quarantined: the token is never lost)
-    local parked = flow_control().write('list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
-                              tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
-                              priority .. token)
+    local parked = flow_control().write(
+      'list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
+      tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park', priority .. token)
     if parked == 1 then tolerant(0, 'SADD', KEYS[22], limiter) end
     if retry_at >= 0 and tried then
       tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
@@ -379,48 +377,55 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       -- Inline: a closure would cost every fetch
       local taken, taken_body, taken_priority
       repeat
-        local cut = token and not fair_lib and string.find(id, '\255', 2, true)
-        if not cut or cut == #id then break end
-        local gen = string.sub(id, 2, cut - 1)
-        local slash = string.find(gen, '/', 1, true)
-        local digit = slash and string.byte(gen, slash + 1)
+        -- '\255' .. generation .. '\255' .. group, the generation a solo group's:
+        -- '<now>.<count>/', a priority digit, the task's id (plain finds, no pattern;
+        -- the generation is compared in place, never cut out: a string fewer)
+        local cut = token and not (flow_made and flow_made.fair_made)
+                    and string.find(id, '\255', 2, true)
+        local slash = cut and cut < #id and string.find(id, '/', 2, true)
+        if not slash or slash > cut then break end
+        local digit = string.byte(id, slash + 1)
         if not digit or digit < 48 or digit > 57 then break end
         local group = string.sub(id, cut + 1)
-        if solo_turns and solo_turns[group] then break end
+        if solo_seen and solo_seen[group] then break end
         if any_paused == nil then any_paused = tolerant(0, 'EXISTS', prefix .. 'groups_paused') end
         if any_paused ~= 0 then break end
         local turn = prefix .. 'g:' .. group .. ':turn'
-        if redis.pcall('HGET', turn, 'tok') ~= gen then break end  -- (an error: no gen)
-        local task = string.sub(gen, slash + 2)
+        local tok = redis.pcall('HGET', turn, 'tok')
+        if type(tok) ~= 'string' or #tok ~= cut - 2 or string.find(id, tok, 2, true) ~= 2 then
+          break  -- (an error, or no claim of this token)
+        end
+        local task = string.sub(id, slash + 2, cut - 1)
         local task_body = body_of(task)
         if not task_body or redis.pcall('HGET', KEYS[19], task)
                             ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
           break
         end
         taken, taken_body, taken_priority = task, task_body, digit - 48
-        if not solo_owed then
-          solo_owed, solo_turns, solo_tokens = 0, {}, {}
+        if not solo_seen then
+          solo_seen, solo_turns, solo_names, solo_tokens = {}, {}, {}, {}
           solo_flush = solo_flush or function()
-            local turns, names = {}, {}
-            for name, key in pairs(solo_turns) do
-              turns[#turns + 1] = key
-              names[#names + 1] = name
-            end
-            fair_tally(prefix .. 'groups_ready', -solo_owed)
-            tolerant(0, 'DEL', unpack(turns))
-            tolerant(0, 'ZREM', prefix .. 'groups', unpack(names))
+            -- (a count that is no integer starts afresh: lib.lua's recount)
+            local total = prefix .. 'groups_ready'
+            local count = redis.pcall('INCRBY', total, -#solo_tokens)
+            if type(count) == 'table' then count = guards().recount(count, total, -#solo_tokens) end
+            if count and count <= 0 then redis.call('DEL', total) end
+            tolerant(0, 'DEL', unpack(solo_turns))
+            tolerant(0, 'ZREM', prefix .. 'groups', unpack(solo_names))
             tolerant(0, 'ZREM', KEYS[17], unpack(solo_tokens))
-            solo_owed, solo_turns, solo_tokens = nil, nil, nil
+            solo_seen, solo_turns, solo_names, solo_tokens = nil, nil, nil, nil
           end
         end
-        solo_owed = solo_owed + 1
-        solo_turns[group] = turn
+        solo_seen[group] = true
+        solo_turns[#solo_turns + 1] = turn
+        solo_names[#solo_names + 1] = group
         solo_tokens[#solo_tokens + 1] = id
       until true
       if taken then
         lease(taken, taken_body, taken_priority, nil)
       elseif token then
         -- a group's token (flow.lua's fair queues): its first task, as its limits allow
+        if solo_seen then solo_flush() end  -- the fast path's removals first
         fair_served = fair()
         local taken_spec
         taken, taken_body, taken_priority, taken_spec =
@@ -440,13 +445,16 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       -- (one branch: a task without a spec is tested once, as before)
       if spec.group then
         -- a grouped task on its way back (due, put back, re-delivered) joins its group
+        if solo_seen then solo_flush() end  -- the fast path's removals first
         fair().join(id, spec, priority)
         dropped = dropped + 1
       else
         -- behind tasks parked already (their order kept), or over its limit: parked
         local park = prefix .. spec.limiter .. ':park'
         local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-        if free then free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2]) end
+        if free then
+          free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
+        end
         local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
         if free then
           lease(id, body, priority, spec)
@@ -470,10 +478,11 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     end
   end
 end
+if solo_seen then solo_flush() end  -- the fast path's removals
 if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
   -- group's token put back into a list passed already is work: a worker is woken
-  if fair_lib and fair_lib.pushed then
+  if flow_made and flow_made.fair_made and flow_made.fair_made.pushed then
     redis.call('RPUSH', KEYS[5], '1')
   else
     redis.call('DEL', KEYS[5])
@@ -484,7 +493,6 @@ end
 local function answer(next_event)
   if parked_change ~= 0 then tolerant(0, 'INCRBY', KEYS[23], parked_change) end
   if fair_served then fair_served.flush() end  -- the groups' counts it owes
-  if solo_owed then solo_flush() end
   -- counts of 0 as literals: Redis formats a Lua number with snprintf
   local poisoned_count, expired_count = '0', '0'
   if poisoned then

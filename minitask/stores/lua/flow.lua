@@ -54,16 +54,6 @@
 -- and .finish(...).
 local flow_made
 
--- Fair queues: the queue's count of grouped ready tasks (`key`: <prefix>groups_ready,
--- gone at 0) changed by `delta` (a count that is no integer, 1e400 or past 2^63
--- starts afresh at `delta`: one minitask did not write never fails a call half-way;
--- lib.lua's recount)
-local function fair_tally(key, delta)
-  local total = redis.pcall('INCRBY', key, delta)
-  if type(total) == 'table' then total = guards().recount(total, key, delta) end
-  if total and total <= 0 then redis.call('DEL', key) end
-end
-
 local function flow_control()
   if flow_made then return flow_made end
 
@@ -192,9 +182,16 @@ local function flow_control()
     -- none undoes a later write.
     local forgotten, left = {}, {}
 
-    -- the grouped ready tasks: the queue's count (gone at 0: fair_tally) and the
-    -- group's, for status (the group's entry goes with the group: forget())
-    local function tally_total(delta) fair_tally(c.prefix .. 'groups_ready', delta) end
+    -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
+    -- status (the group's entry goes with the group: forget())
+    -- (a count that is no integer, 1e400 or past 2^63 starts afresh at `delta`: one
+    -- minitask did not write never fails a call half-way; lib.lua's recount)
+    local function tally_total(delta)
+      local key = c.prefix .. 'groups_ready'
+      local total = redis.pcall('INCRBY', key, delta)
+      if type(total) == 'table' then total = guards().recount(total, key, delta) end
+      if total and total <= 0 then redis.call('DEL', key) end
+    end
     -- serve()'s tallies, written once a fetch by flush() (fetch.lua's answer): two
     -- commands saved a task. owed: the queue's count; owed_by: group -> its count
     -- (forget() drops a group's: its entry goes)
