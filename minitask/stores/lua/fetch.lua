@@ -388,8 +388,8 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         if not digit or digit < 48 or digit > 57 then break end
         local group = string.sub(id, cut + 1)
         if solo_seen and solo_seen[group] then break end
-        if any_paused == nil then any_paused = tolerant(0, 'EXISTS', prefix .. 'groups_paused') end
-        if any_paused ~= 0 then break end
+        if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
+        if any_paused ~= 0 then break end  -- (an error: not 0)
         local turn = prefix .. 'g:' .. group .. ':turn'
         local tok = redis.pcall('HGET', turn, 'tok')
         if type(tok) ~= 'string' or #tok ~= cut - 2 or string.find(id, tok, 2, true) ~= 2 then
@@ -410,9 +410,14 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
             local count = redis.pcall('INCRBY', total, -#solo_tokens)
             if type(count) == 'table' then count = guards().recount(count, total, -#solo_tokens) end
             if count and count <= 0 then redis.call('DEL', total) end
-            tolerant(0, 'DEL', unpack(solo_turns))
-            tolerant(0, 'ZREM', prefix .. 'groups', unpack(solo_names))
-            tolerant(0, 'ZREM', KEYS[17], unpack(solo_tokens))
+            -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
+            -- is a vararg call, some 1,000 instructions more)
+            local gone = redis.pcall('DEL', unpack(solo_turns))
+            if type(gone) == 'table' then guards().foreign(gone) end
+            gone = redis.pcall('ZREM', prefix .. 'groups', unpack(solo_names))
+            if type(gone) == 'table' then guards().foreign(gone) end
+            gone = redis.pcall('ZREM', KEYS[17], unpack(solo_tokens))
+            if type(gone) == 'table' then guards().foreign(gone) end
             solo_seen, solo_turns, solo_names, solo_tokens = nil, nil, nil, nil
           end
         end
