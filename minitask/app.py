@@ -15,7 +15,7 @@ from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
 from .groups import HandleLookups
 from .hooks import Hook, Hooks
-from .options import TaskOptions, check_seconds
+from .options import TaskOptions, check_positive_seconds, check_seconds
 from .periodic import Schedule, build as build_schedule
 from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
@@ -90,9 +90,7 @@ class Minitask(Operations, SendByName, HandleLookups):
         if check_seconds(visibility_timeout, "visibility_timeout", where) < 1:
             raise ConfigurationError(f"{where}: visibility_timeout must be at least 1 "
                                      f"second, got {visibility_timeout!r}")
-        if check_seconds(result_ttl, "result_ttl", where) <= 0:
-            raise ConfigurationError(f"{where}: result_ttl must be > 0 seconds, "
-                                     f"got {result_ttl!r}")
+        check_positive_seconds(result_ttl, "result_ttl", where)
         _check_count(max_deliveries, "max_deliveries", where, MAX_DELIVERIES)
         _check_count(max_message_bytes, "max_message_bytes", where, MAX_MESSAGE_BYTES)
         max_result_bytes = options.get("max_result_bytes", max_message_bytes)

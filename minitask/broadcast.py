@@ -18,10 +18,10 @@ from .broker.durability import APP, CallSetting, name_task
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle, status_of
-from .options import check_seconds
+from .options import check_positive_seconds
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
-from .stores.results import decode_result
+from .stores.results import decode_result, readable_state
 from .wire.message import Message, Progress, to_ms, to_seconds
 
 if TYPE_CHECKING:
@@ -64,9 +64,8 @@ def broadcast_limits(options: Dict[str, Any], where: str) -> Tuple[int, int]:
     if type(maxlen) is not int or not 1 <= maxlen <= MAX_MAXLEN:
         raise ConfigurationError(f"{where}: broadcast_maxlen must be an int from 1 to "
                                  f"{MAX_MAXLEN}, got {maxlen!r}")
-    ttl = check_seconds(options.get("broadcast_ttl", DEFAULT_TTL), "broadcast_ttl", where)
-    if ttl <= 0:
-        raise ConfigurationError(f"{where}: broadcast_ttl must be > 0 seconds, got {ttl!r}")
+    ttl = check_positive_seconds(options.get("broadcast_ttl", DEFAULT_TTL), "broadcast_ttl",
+                                 where)
     return maxlen, to_ms(ttl)
 
 
@@ -217,6 +216,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         never = []
         for name in self._broker.broadcasts.passed(self.queue, self.id, names):
             state, body = self._results.state(lane(self.queue, name), self.id)
+            readable_state((state, body), self.id)  # a key of another type: said, not waited
             if state == "finished" and body is not None:
                 found[name] = self._outcome(body, name)
             elif state == "unknown":
@@ -315,7 +315,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             state, outcome = self._results.state(lane(self.queue, name), self.id)
             if state == "finished":
                 ended.append(status_of(state, outcome))
-            elif state == "dead":
+            elif state in ("dead", "unreadable"):  # unreadable: as status_of says it
                 ended.append("failed")
             elif state == "unknown" and name in passed:
                 ended.append("unknown")
@@ -392,7 +392,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     def _ended(self, name: str) -> bool:
         """Whether subscriber ``name``'s run has an outcome (or ended dead)."""
-        return self._results.state(lane(self.queue, name), self.id)[0] in ("finished", "dead")
+        return self._results.state(lane(self.queue, name), self.id)[0] in (
+            "finished", "dead", "unreadable")
 
     def _outcome(self, body: bytes, name: str) -> Any:
         queue = lane(self.queue, name)  # a DecodeError names the task and the key

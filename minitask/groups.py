@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Un
 
 from .errors import ConfigurationError, DecodeError, ResultTimeout
 from .handle import StepHandle, TaskHandle, check_timeout, status_of
-from .options import check_text
+from .options import check_task_id
 from .wire.message import to_ms
 
 if TYPE_CHECKING:
@@ -227,9 +227,10 @@ class HandleLookups:
 
         Raises:
             ConfigurationError: ``task_id`` is not a non-empty str of printable
-                characters (as ``apply_async(task_id=...)`` requires).
+                characters, of at most 200 bytes (as ``apply_async(task_id=...)``
+                requires): no task can have it.
         """
-        check_text(task_id, "task_id", "app.handle()")
+        check_task_id(task_id, "app.handle()", fix="no task can have it")
         return TaskHandle(self.broker, None, task_id, to_ms(self.result_ttl),
                           self.async_broker)
 
@@ -244,8 +245,9 @@ class HandleLookups:
 
         Raises:
             ConfigurationError: no group of this id is known (never sent by this
-                app here, or expired with its results).
+                app here, or expired with its results), or no group can have it (not
+                a non-empty str of printable characters, of at most 200 bytes).
             BrokerError: Redis could not be reached.
         """
-        check_text(group_id, "group_id", "app.group_handle()")
+        check_task_id(group_id, "app.group_handle()", "group_id", "no group can have it")
         return find_group(group_id, self._sender, to_ms(self.result_ttl), self.async_broker)

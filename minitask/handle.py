@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVa
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
 from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
-from .stores.results import decode_result, result_status
-from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, handle_record_of,
+from .stores.results import decode_result, readable_state
+from .stores.results import status_of as status_of  # what the readers of statuses import
+from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, first_record,
                                     promised_queue)
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message
@@ -33,18 +34,8 @@ def check_timeout(timeout: Any, where: str) -> None:
                                  f"got {timeout!r}")
 
 
-_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
-                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
 #: The statuses of a task that has ended, and will not run again.
 _ENDED = frozenset({"succeeded", "failed", "cancelled"})
-
-
-def status_of(state: str, outcome: Optional[bytes], unreadable: str = "failed") -> str:
-    """A status, as ``TaskHandle.status()`` says it, from the state script's reply: an
-    ended task whose kept result cannot be read (no minitask wrote it) is ``unreadable``."""
-    if state == "finished":
-        return result_status(outcome) or unreadable
-    return _STATE_TO_STATUS[state]
 
 
 class TaskHandle(Generic[R]):
@@ -87,7 +78,8 @@ class TaskHandle(Generic[R]):
             One of ``scheduled``, ``queued``, ``running``, ``retrying``,
             ``succeeded``, ``failed``, ``cancelled`` or ``unknown`` (never
             seen, or its result expired); ``failed`` for a kept result no minitask
-            wrote, which ``get()`` cannot read.
+            wrote, or a key its state is read from that holds another type (a list
+            where its result should be, say): ``get()`` cannot read it, and says why.
 
         Raises:
             BrokerError: Redis could not be reached.
@@ -177,13 +169,15 @@ class TaskHandle(Generic[R]):
                 broker does not know (never enqueued here, or its result expired).
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
-            DecodeError: its kept result is none minitask wrote (names task and key).
+            DecodeError: its kept result, or a key its state is read from, is none
+                minitask wrote (names task and key).
         """
         check_timeout(timeout, f"get() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         queue = self._find_queue()
         if queue is None or (not self._sent_later
-                             and self._results.state(queue, self.id)[0] == "unknown"):
+                             and readable_state(self._results.state(queue, self.id),
+                                                self.id) == "unknown"):
             promised = self._promise(self._broker.workflows.handle_record(
                 self.id, self._queues.lookup_names()[0]))
             if promised is None:
@@ -389,7 +383,8 @@ class TaskHandle(Generic[R]):
         queue = await self._afind_queue()
         broker = self._aio()
         if queue is None or (not self._sent_later
-                             and (await broker.state(queue, self.id))[0] == "unknown"):
+                             and readable_state(await broker.state(queue, self.id),
+                                                self.id) == "unknown"):
             promised = self._promise(await _arecord(self, broker))
             if promised is None:
                 raise ResultTimeout(_unknown_message(self, queue))
@@ -490,10 +485,7 @@ def _due_text(broker: Broker, queue: str, task_id: str) -> str:
 
 async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:
     """The handle record of this id, as ``WorkflowStore.handle_record`` reads it."""
-    for queue in await broker.queue_names():
-        key = handle._broker.workflows.keys(queue).handle(handle.id)
-        record = handle_record_of(key, await broker.get(key, f"read the record of {handle.id}",
-                                                        HANDLE_BYTES))
-        if record is not None:
-            return record
-    return None
+    keys = [handle._broker.workflows.keys(queue).handle(handle.id)
+            for queue in await broker.queue_names()]
+    return first_record(zip(keys, await broker.ranges(keys, HANDLE_BYTES,
+                                                      f"read the record of {handle.id}")))

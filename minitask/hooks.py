@@ -14,7 +14,7 @@ import logging
 from typing import Any, Callable, Dict, List, Optional
 
 from .errors import ConfigurationError
-from .printable import error_text
+from .printable import error_text, log_error
 
 logger = logging.getLogger(__name__)
 
@@ -86,8 +86,8 @@ class Hooks:
         for fn in self._hooks[event]:
             try:
                 fn(*args)
-            except BaseException:
-                _log_failure(fn, event)
+            except BaseException as exc:
+                _log_failure(fn, event, exc)
 
     async def acall(self, event: str, *args: Any) -> None:
         """``call``, awaiting the ``async def`` hooks (on the asyncio pool's loop)."""
@@ -97,10 +97,10 @@ class Hooks:
                     await fn(*args)
                 else:
                     fn(*args)
-            except BaseException:
+            except BaseException as exc:
                 if _cancelled():  # the pool stops this attempt: not the hook's doing
                     raise
-                _log_failure(fn, event)
+                _log_failure(fn, event, exc)
 
     def init(self, *args: Any) -> Optional[str]:
         """Run the ``worker_process_init`` hooks in order, up to the first that raises
@@ -137,15 +137,15 @@ def _name(fn: Hook) -> str:
     return str(getattr(fn, "__qualname__", fn))
 
 
-def _log_failure(fn: Hook, event: str) -> None:
-    if event.startswith("worker_"):
-        logger.exception("hook %s for %s raised", _name(fn), event)
-    else:
-        logger.exception("hook %s for %s raised; the task's outcome stands", _name(fn), event)
+def _log_failure(fn: Hook, event: str, exc: BaseException) -> None:
+    """Say that a hook raised, with its traceback bounded (``log_error``)."""
+    said = "" if event.startswith("worker_") else "; the task's outcome stands"
+    log_error(logger, logging.ERROR, "hook %s for %s raised%s", _name(fn), event, said,
+              error=exc)
 
 
 def _init_failed(fn: Hook, exc: BaseException) -> str:
     why = (f"the worker_process_init hook {_name(fn)} raised {type(exc).__name__}: "
            f"{error_text(exc)}")
-    logger.error("%s", why, exc_info=exc)
+    log_error(logger, logging.ERROR, "%s", why, error=exc)
     return why

@@ -24,6 +24,9 @@ Router = Callable[[str], Tuple[Optional[str], Mapping[str, Any]]]
 #: Options given in seconds, checked to be finite, >= 0 and at most MAX_SECONDS.
 _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "soft_timeout",
                     "result_ttl")
+#: Those of them that must be above 0: a result kept 0 s is gone as it is written, a
+#: time limit of 0 s kills every call (no limit is None).
+_ABOVE_ZERO = ("timeout", "result_ttl")
 
 
 def new_task_id() -> str:
@@ -55,6 +58,16 @@ def check_seconds(value: Any, what: str, where: str) -> float:
     return float(value)
 
 
+def check_positive_seconds(value: Any, what: str, where: str) -> float:
+    """A duration that must be above 0 (a ttl, a time limit): a finite number of
+    seconds above 0 and at most MAX_SECONDS."""
+    if (not is_number(value) or not math.isfinite(value)
+            or not 0 < value <= MAX_SECONDS):
+        raise ConfigurationError(f"{where}: {what} must be a finite number of seconds above "
+                                 f"0, at most {MAX_SECONDS} (100 years), got {value!r}")
+    return float(value)
+
+
 def check_soft_timeout(soft: Optional[float], hard: Optional[float], where: str) -> None:
     """A soft limit must come before the end: above 0, and below ``timeout`` if any."""
     if soft is None:
@@ -82,14 +95,16 @@ def check_text(value: Any, what: str, where: str, fix: str = "use printable char
 MAX_TASK_ID_BYTES = MAX_ID_BYTES
 
 
-def check_task_id(value: Any, where: str) -> str:
-    """A chosen task id: ``check_text``'s, and at most ``MAX_TASK_ID_BYTES`` bytes."""
-    task_id = check_text(value, "task_id", where)
+def check_task_id(value: Any, where: str, what: str = "task_id",
+                  fix: str = "choose a shorter id") -> str:
+    """A chosen task id (or ``what``, a group's id): ``check_text``'s, and at most
+    ``MAX_TASK_ID_BYTES`` bytes; a refusal ends with ``fix``."""
+    task_id = check_text(value, what, where)
     size = len(task_id.encode("utf-8", "surrogatepass"))
     if size > MAX_TASK_ID_BYTES:
-        raise ConfigurationError(f"{where}: task_id {task_id[:40]!r}... is {size:,} bytes "
-                                 f"(UTF-8), longer than {MAX_TASK_ID_BYTES}; choose a "
-                                 f"shorter id")
+        raise ConfigurationError(f"{where}: {what} {task_id[:40]!r}... is {size:,} bytes "
+                                 f"(UTF-8), longer than {MAX_TASK_ID_BYTES} bytes, the most "
+                                 f"an id may hold (wire.message.MAX_ID_BYTES); {fix}")
     return task_id
 
 
@@ -177,11 +192,13 @@ class TaskOptions:
         if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
             raise ConfigurationError(f"{where}: retry_on must be exception types, "
                                      f"got {retry_on!r}")
-        seconds = {field_name: check_seconds(options[field_name], field_name, where)
+        seconds = {field_name: (check_positive_seconds if field_name in _ABOVE_ZERO
+                                else check_seconds)(options[field_name], field_name, where)
                    for field_name in _SECONDS_OPTIONS if options.get(field_name) is not None}
         check_soft_timeout(seconds.get("soft_timeout"), seconds.get("timeout"), where)
         if "result_ttl" not in seconds:
-            seconds["result_ttl"] = check_seconds(result_ttl, "result_ttl (the app's)", where)
+            seconds["result_ttl"] = check_positive_seconds(result_ttl, "result_ttl (the app's)",
+                                                           where)
         ignore_result = options.get("ignore_result", False)
         if not isinstance(ignore_result, bool):
             raise ConfigurationError(f"{where}: ignore_result must be True or False, "

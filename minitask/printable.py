@@ -9,8 +9,9 @@ is, and nothing else can reach the reader unescaped.
 """
 from __future__ import annotations
 
+import logging
 import traceback
-from typing import Any, List
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 #: Characters that are printable but move or reorder text: line and paragraph
 #: separators, and the bidirectional controls that can make a name read backwards.
@@ -133,7 +134,7 @@ ERROR_TEXT_MOST = 65_536
 ERROR_TRACE_MOST = 131_072
 
 
-def _cut(text: str, most: int) -> str:
+def cut_text(text: str, most: int) -> str:
     """``text``, or its head and tail around a note of how long it was."""
     if len(text) <= most:
         return text
@@ -149,7 +150,7 @@ def error_text(error: BaseException) -> str:
 
     No signal lands here as an exception: a worker's come through its relay."""
     try:
-        return _cut(str(error), ERROR_TEXT_MOST)
+        return cut_text(str(error), ERROR_TEXT_MOST)
     except BaseException as exc:  # the app's __str__, whatever it raises
         return f"<{UNREADABLE}: its __str__ raised {type(exc).__name__}>"
 
@@ -161,7 +162,7 @@ def error_trace(error: BaseException) -> str:
     its frames and a last line of ``error_text``'s."""
     try:
         lines = traceback.format_exception(type(error), error, error.__traceback__)
-        return _cut("".join(lines), ERROR_TRACE_MOST)
+        return cut_text("".join(lines), ERROR_TRACE_MOST)
     except BaseException:  # the app's code (of error, or of an exception chained to it)
         try:
             frames = "".join(traceback.format_tb(error.__traceback__))
@@ -171,5 +172,66 @@ def error_trace(error: BaseException) -> str:
         return f"{head}{frames}{type(error).__name__}: {error_text(error)}\n"
 
 
-__all__ = ["encodable", "error_text", "error_trace", "json_safe", "printable", "readable",
-           "typed_back"]
+class _EscapedText(traceback.TracebackException):
+    """A traceback whose exception lines (``ValueError: <its text>``) are escaped:
+    the text is the task's, and may hold an escape character or a newline."""
+
+    def format_exception_only(self, **kwargs: Any) -> Iterator[str]:  # type: ignore[override]
+        for line in super().format_exception_only(**kwargs):
+            yield printable(line[:-1] if line.endswith("\n") else line) + "\n"
+
+
+def _escaping(shown: Optional[traceback.TracebackException], seen: Set[int]) -> None:
+    """Make ``shown`` and every exception chained to it (cause, context, a group's
+    members) escape their text: the chain is built of plain TracebackExceptions."""
+    if shown is None or id(shown) in seen:
+        return
+    seen.add(id(shown))
+    shown.__class__ = _EscapedText
+    _escaping(shown.__cause__, seen)
+    _escaping(shown.__context__, seen)
+    for member in getattr(shown, "exceptions", None) or ():
+        _escaping(member, seen)
+
+
+def escaped_trace(kind: Any, error: BaseException, frames: Any) -> str:
+    """A traceback as a log line shows it: each exception's own line escaped
+    (``printable``), the frames as they are, and at most ``ERROR_TRACE_MOST``
+    characters of it all (head and tail, saying how much was cut), as ``error_trace``
+    keeps it in a result. Formatting it runs the app's code, which may raise."""
+    shown = traceback.TracebackException(kind, error, frames)
+    _escaping(shown, set())
+    return cut_text("".join(shown.format()).rstrip("\n"), ERROR_TRACE_MOST)
+
+
+def logged_trace(error: BaseException) -> str:
+    """``escaped_trace`` of ``error``; when formatting it raises (the app's code: an
+    exception's ``__getattr__`` asked for ``__notes__``, say), ``error_trace``'s."""
+    try:
+        return escaped_trace(type(error), error, error.__traceback__)
+    except BaseException:  # the app's code, whatever it raised
+        return printable(error_trace(error).rstrip("\n"), keep_newlines=True)
+
+
+def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: BaseException,
+              extra: Optional[Dict[str, Any]] = None) -> None:
+    """Log ``msg % args`` at ``level`` with the traceback of ``error``, which the app's
+    code raised (a task, a hook, a type's decode function): a bounded one
+    (``logged_trace``), never the whole. ``logger.exception`` or ``exc_info`` would
+    write all of it: a task raising a 20 MB message wrote 20 MB, and more with its
+    traceback, per attempt.
+
+    The record carries the bounded traceback as its ``exc_text``, which a formatter
+    prints instead of formatting ``exc_info`` anew; ``exc_info`` stays on the record
+    for handlers that want the exception itself (an error tracker's)."""
+    if not log.isEnabledFor(level):
+        return
+    filename, line, function, stack = log.findCaller(False, 2)  # the caller's line
+    record = log.makeRecord(log.name, level, filename, line, msg, args,
+                            (type(error), error, error.__traceback__), function, extra, stack)
+    record.exc_text = logged_trace(error)
+    log.handle(record)
+
+
+__all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
+           "log_error", "logged_trace", "printable", "readable", "typed_back"]

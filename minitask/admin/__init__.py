@@ -14,8 +14,8 @@ from .dead import (HEAD_BYTES, NO_MESSAGE, NOT_DEAD, REQUEUED, DeadRow, DeadTask
                    dead_letters, dead_queue, dead_rows, find_dead, purge_dead, requeue_dead,
                    revive_dead)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
-from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, lookup_queues,
-                       meant, shown_queues)
+from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, known_queue,
+                       lookup_queues, meant, shown_queues)
 from .queues import all_queue_counts, purge_ready, queue_counts
 from .scheduling import (PAGE_SIZE, SchedulePage, add_schedule, remove_schedule, schedule_counts,
                          schedule_listing, schedule_page, schedule_pages, schedules)
@@ -29,7 +29,8 @@ __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "
            "ListedTask", "Listing", "Operated", "PAGE_SIZE", "SchedulePage", "TaskInfo",
            "WorkerListing", "add_schedule", "all_queue_counts", "app_queues",
            "dead_letter", "dead_letters", "dead_queue", "dead_rows", "find_dead",
-           "group_counts", "inspect", "live_workers", "lookup_queues", "meant", "purge_dead",
+           "group_counts", "inspect", "known_queue", "live_workers", "lookup_queues", "meant",
+           "purge_dead",
            "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
            "revive_dead", "running", "schedule_counts", "schedule_listing", "schedule_page",

@@ -14,7 +14,7 @@ from ..stores.dead import DeadHead
 from ..wire.serializer import decode_message, decode_outcome, encode_message
 from ..wire.types import head_fields
 from .activity import HIDDEN, args_text, hides_args
-from .operated import Operated, lookup_queues
+from .operated import Operated, known_queue, lookup_queues
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,8 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *, limit: int = 100
     of the queues ``among`` names, by default those ``lookup_queues`` names, the
     declared ones and ``LOOKUP_OTHERS`` more of the queue registry)."""
     found: List[DeadTask] = []
+    if queue is not None:
+        known_queue(app, queue, "dead_letters")
     # only the queues that hold any, of a bounded number: a round trip per queue took
     # 6 s for 20,000 names, a round trip per 1,000 still grew with the registry
     asked = [queue] if queue is not None else app.broker.dead.holding(
@@ -204,6 +206,8 @@ def purge_dead(app: Operated, task_id: Optional[str] = None, *,
                queue: Optional[str] = None) -> int:
     """``Minitask.purge_dead``: dead letters deleted for good; returns how many."""
     purged = 0
+    if queue is not None:  # a mistyped one would say "0 purged", as if it had acted
+        known_queue(app, queue, "purge_dead")
     if task_id is not None:
         found = app.broker.dead.find([queue] if queue is not None else lookup_queues(app)[0],
                                      [_raw(task_id)])

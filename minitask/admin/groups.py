@@ -7,7 +7,7 @@ from typing import Any, Dict, Sequence
 from ..errors import ConfigurationError
 from ..limits import MAX_COUNT, group_name
 from ..sending import check_queue_name
-from .operated import Operated, app_queues, meant
+from .operated import Operated, known_queue
 
 
 def _checked(app: Operated, queue: str, group: Any, what: str) -> str:
@@ -16,12 +16,7 @@ def _checked(app: Operated, queue: str, group: Any, what: str) -> str:
     (as the listings, ``purge`` and ``dead --queue`` refuse a queue the app has not)."""
     check_queue_name(queue)
     name = group_name(group, f"{what} on queue {queue!r}", "group")
-    if queue not in app.worker_queues():
-        known = app_queues(app)
-        if queue not in known:
-            raise ConfigurationError(f"{what}: app {app.name!r} has no queue {queue!r}"
-                                     f"{meant(queue, known)}; its queues: "
-                                     f"{', '.join(known) or 'none'}")
+    known_queue(app, queue, what)
     return name
 
 

@@ -134,6 +134,8 @@ class Operations:
             ``DeadTask`` objects, with arguments, reason, error and traceback.
 
         Raises:
+            ConfigurationError: ``queue`` is no queue of the app (it declares or
+                has used, or a broadcast lane of one), naming it.
             BrokerError: Redis could not be reached.
         """
         return _dead.dead_letters(self, queue, limit=limit)
@@ -167,6 +169,9 @@ class Operations:
             How many were deleted.
 
         Raises:
+            ConfigurationError: ``queue`` is no queue of the app (it declares or
+                has used, or a broadcast lane of one), naming it: a mistyped one
+                would delete nothing and say 0.
             BrokerError: Redis could not be reached.
         """
         return _dead.purge_dead(self, task_id, queue=queue)

@@ -4,7 +4,10 @@ from __future__ import annotations
 import difflib
 from typing import Any, Dict, List, Protocol, Sequence, Tuple
 
+from ..errors import ConfigurationError
 from ..periodic import Schedule
+from ..sending import check_queue_name
+from ..stores.names import registered
 from ..stores.broker import Broker
 from ..task import Task
 from ..wire.message import Clock
@@ -36,6 +39,34 @@ def meant(word: str, words: Sequence[str]) -> str:
 def app_queues(app: Operated) -> List[str]:
     """Every queue the app has used or declares, by name."""
     return sorted(set(app.broker.queues.queue_names()) | set(app.worker_queues()))
+
+
+#: Queues an error about a queue the app has not names (the rest are counted).
+NAMED_QUEUES = 20
+
+
+def known_queue(app: Operated, queue: str, what: str) -> str:
+    """``queue`` if it is a queue the app has (declares or has used, or a broadcast
+    lane of one, ``queue:subscriber``): an action on a mistyped one would find
+    nothing and say "0", as if it had acted (probe 13 L3c).
+
+    Raises:
+        ConfigurationError: the name is invalid, or no queue of the app has it
+            (naming ``what``, if any, the queue, the closest of the app's and its
+            queues).
+    """
+    for part in queue.split(":", 1) if isinstance(queue, str) else [queue]:
+        check_queue_name(part)  # a broadcast lane is queue:subscriber
+    store = app.broker.queues
+    if queue not in app.worker_queues() and not registered(
+            store.transport, (store.app_keys.queues, store.app_keys.lanes), queue):
+        known = app_queues(app)
+        listed = ", ".join(known[:NAMED_QUEUES]) + (
+            f" and {len(known) - NAMED_QUEUES:,} more" if len(known) > NAMED_QUEUES else "")
+        raise ConfigurationError(f"{what}{': ' if what else ''}app {app.name!r} has no "
+                                 f"queue {queue!r}"
+                                 f"{meant(queue, known)}; its queues: {listed or 'none'}")
+    return queue
 
 
 #: Queues a page, ``minitask status`` or ``/api/queues`` lists beyond those the app

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
-from ..stores.results import decode_result
+from ..printable import printable
+from ..stores.results import decode_result, unreadable_why
 from ..wire.message import MAX_MS, Progress, to_seconds
 from ..wire.serializer import decode_message, decode_outcome
 from .activity import hides_args, lease_too_far
@@ -16,7 +17,7 @@ from .operated import Operated, lookup_queues
 #: as ``handle.status()`` says it.
 _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
            "retrying": "retrying", "dead": "failed", "unknown": "unknown",
-           "finished": "failed"}
+           "finished": "failed", "unreadable": "failed"}
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ def inspect(app: Operated, task_id: str,
     fields: Dict[str, Any] = {"deliveries": record.deliveries, "due_at": _utc(record.due_ms),
                               "lease_until": None if far else _utc(record.lease_deadline_ms),
                               "progress": progress,
-                              "note": _also(record.unreadable or far, unread)}
+                              "note": _also(_also(_unreadable(state, outcome_body, record.foreign),
+                                                  record.unreadable or far), unread)}
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:
@@ -127,6 +129,18 @@ def inspect(app: Operated, task_id: str,
         if group is not None:
             fields["held"] = f"group {group!r} is paused"
     return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
+
+
+def _unreadable(state: str, outcome: Optional[bytes], foreign: Sequence[str]) -> str:
+    """What of the task's keys cannot be read: the one the state script names (its
+    state is then unknown) and the others of another type (its message, say: no name
+    nor arguments are shown), each once."""
+    why = unreadable_why(state, outcome) or ""
+    for key in foreign:
+        if f"key {printable(key)} " not in why:
+            why = _also(why, f"key {printable(key)} holds another type than minitask keeps "
+                             f"there: no minitask wrote it, and it is not read")
+    return why
 
 
 def _also(note: str, more: str) -> str:

@@ -23,9 +23,11 @@ from .operated import Operated, lookup_queues
 #: its queue's dead letters (``failed`` once purged). A step Redis knows nothing of
 #: reads ``expired`` when a later step was sent (so it ran, and its result expired or
 #: was removed), ``unknown`` when the plan is older than the step's result ttl (not
-#: sent yet, or ran and expired: Redis cannot tell), else ``pending``.
+#: sent yet, or ran and expired: Redis cannot tell), else ``pending``. A step whose
+#: kept result, or a key its state is read from, holds what no minitask wrote reads
+#: ``unreadable`` (``minitask inspect ID`` of the step names the key).
 STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", "failed",
-          "dead", "cancelled", "expired", "unknown")
+          "dead", "cancelled", "expired", "unknown", "unreadable")
 #: The state script's replies a step reads otherwise than its handle's status.
 _NOT_A_STATUS = {"unknown": "pending", "dead": "dead"}
 
@@ -102,11 +104,12 @@ def workflow_of(app: Operated, queue: str, task_id: str) -> str:
 
 def _state(state: str, outcome: Optional[bytes]) -> str:
     """A step's state (``STATES``): its handle's status (``status_of``), but a dead
-    letter reads ``dead``, and a step Redis does not know, or whose outcome cannot be
-    read, ``pending`` (``_unsent`` tells expired and unknown ones apart)."""
+    letter reads ``dead``, a step Redis does not know ``pending`` (``_unsent`` tells
+    expired and unknown ones apart), one whose outcome or keys cannot be read
+    ``unreadable``."""
     if state in _NOT_A_STATUS:
         return _NOT_A_STATUS[state]
-    return status_of(state, outcome, unreadable="pending")
+    return status_of(state, outcome, unreadable="unreadable")
 
 
 def _unsent(node: Dict[str, Any], later_sent: bool, age_ms: Optional[float]) -> bool:

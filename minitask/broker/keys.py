@@ -56,6 +56,11 @@ there: ``g:`` comes first, so no group's keys meet a limiter's)::
                                                       (gone at 0)
     minitask:{app:queue}:flow:groups_paused     SET   groups paused by an operator
     minitask:{app:queue}:flow:groups_weight     HASH  group -> weight, when not 1
+    minitask:{app:queue}:flow:groups_weight_said  HASH  group -> when a weight that is
+                                                      not minitask's was last said in
+                                                      Redis's log (at most once a
+                                                      minute), and the calls since;
+                                                      gone an hour after
     minitask:{app:queue}:flow:g:<group>:ready   ZSET  its ready ids -> (9 - priority)
                                                       * 1e14 + order of joining
     minitask:{app:queue}:flow:g:<group>:turn    HASH  its live rotation token (tok,

@@ -5,14 +5,13 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, app_queues,
-                     dead_letter, dead_letters, dead_rows, find_dead, lookup_queues, meant,
-                     revive_dead)
+from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, dead_letter,
+                     dead_letters, dead_rows, find_dead, lookup_queues, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
 from ..sending import BULK_CHUNK
-from .options import (Name, add_app_options, add_yes, confirmed, emit_json, load,
+from .options import (Name, add_app_options, add_yes, confirmed, emit_json, known, load,
                       takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
@@ -44,11 +43,7 @@ def run(args: argparse.Namespace) -> int:
     action, ids = args.words[0], args.words[1:]
     app = load(args.app)
     try:
-        if args.queue is not None and args.queue not in app_queues(app):
-            known = app_queues(app)
-            print(f"minitask: error: app {app.name!r} has no queue '{printable(args.queue)}'"
-                  f"{meant(args.queue, known)}; its queues: {', '.join(map(printable, known))}",
-                  file=sys.stderr)
+        if args.queue is not None and not known(app, args.queue):
             return 1  # something named was not found
         if action == "list":
             _refuse(ids, "list takes no task id")

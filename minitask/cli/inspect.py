@@ -11,9 +11,9 @@ from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, 
 from ..admin.workflows import summary, workflow
 from ..errors import ConfigurationError
 from ..printable import printable
-from ..wire.message import describe_char, unprintable
-from .options import (Bounded, Name, add_app_options, close_word, emit_json, load, takes_words,
-                      unknown_word)
+from ..wire.message import MAX_ID_BYTES, describe_char, unprintable
+from .options import (Bounded, Name, add_app_options, close_word, emit_json, load,
+                      takes_words, unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
          "workflow ID) [--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
                        "queues_not_asked": not_asked})
         else:
             print(f"task {printable(task_id)}: unknown to app {app.name!r} (never enqueued on "
-                  f"this broker, or its result expired)" + (
+                  f"this broker, or its result expired{_past_cap(task_id, 'task')})" + (
                       f"; not found among the {len(asked)} queues looked at (the app's own "
                       f"and {LOOKUP_OTHERS} of its queue registry): {not_asked} more queue(s) "
                       f"in the registry were not" if not_asked else ""))
@@ -105,6 +105,16 @@ def _checked_id(some_id: str, what: str) -> str:
                                  f"a byte that is not UTF-8); no {what.split()[0]} has such "
                                  f"an id: use printable characters")
     return some_id
+
+
+def _past_cap(some_id: str, what: str) -> str:
+    """Why an id is unknown when it is longer than any minitask gives (it is still
+    looked up: data another program wrote may have one), or ''."""
+    size = len(some_id.encode("utf-8", "surrogatepass"))
+    if size <= MAX_ID_BYTES:
+        return ""
+    return (f"; and no {what} minitask sends has an id of {size:,} bytes: the most is "
+            f"{MAX_ID_BYTES} (wire.message.MAX_ID_BYTES)")
 
 
 def _list(args: argparse.Namespace, which: str) -> int:
@@ -241,7 +251,8 @@ def _workflow(args: argparse.Namespace) -> int:
             emit_json({"id": workflow_id, "found": False})
         else:
             print(f"workflow {printable(workflow_id)}: unknown to app {app.name!r} (not sent "
-                  f"on this broker, sent by an older minitask, or expired with its results)")
+                  f"on this broker, sent by an older minitask, or expired with its results"
+                  f"{_past_cap(workflow_id, 'workflow')})")
         return 1
     if args.json:
         emit_json(found)

@@ -15,11 +15,10 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import traceback
-from typing import Any, Dict, Iterator, Optional, Set
+from typing import Any, Dict
 
 from ..context import current_task
-from ..printable import json_safe, printable
+from ..printable import ERROR_TRACE_MOST, cut_text, escaped_trace, json_safe, printable
 
 #: The text format: the task's name and id appear only on records from inside a task.
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
@@ -59,31 +58,7 @@ class TextFormatter(logging.Formatter):
     def formatException(self, ei: Any) -> str:  # noqa: N802 - logging's name
         if ei[1] is None:
             return super().formatException(ei)
-        shown = traceback.TracebackException(ei[0], ei[1], ei[2])
-        _escaping(shown, set())
-        return "".join(shown.format()).rstrip("\n")
-
-
-class _EscapedText(traceback.TracebackException):
-    """A traceback whose exception lines (``ValueError: <its text>``) are escaped:
-    the text is the task's, and may hold an escape character or a newline."""
-
-    def format_exception_only(self, **kwargs: Any) -> Iterator[str]:  # type: ignore[override]
-        for line in super().format_exception_only(**kwargs):
-            yield printable(line[:-1] if line.endswith("\n") else line) + "\n"
-
-
-def _escaping(shown: Optional[traceback.TracebackException], seen: Set[int]) -> None:
-    """Make ``shown`` and every exception chained to it (cause, context, a group's
-    members) escape their text: the chain is built of plain TracebackExceptions."""
-    if shown is None or id(shown) in seen:
-        return
-    seen.add(id(shown))
-    shown.__class__ = _EscapedText
-    _escaping(shown.__cause__, seen)
-    _escaping(shown.__context__, seen)
-    for member in getattr(shown, "exceptions", None) or ():
-        _escaping(member, seen)
+        return escaped_trace(ei[0], ei[1], ei[2])
 
 
 class JsonFormatter(logging.Formatter):
@@ -101,7 +76,10 @@ class JsonFormatter(logging.Formatter):
             "task_name": getattr(record, "task_name", ""),
         }
         if record.exc_info:
-            entry["traceback"] = self.formatException(record.exc_info)
+            entry["traceback"] = record.exc_text or cut_text(
+                self.formatException(record.exc_info), ERROR_TRACE_MOST)
+        elif record.exc_text:  # a traceback formatted (and bounded) already: log_error's
+            entry["traceback"] = record.exc_text
         for name, value in vars(record).items():
             if name not in _STANDARD and name not in entry:
                 entry[name] = value if isinstance(value, (str, int, float, bool)) else repr(value)

@@ -8,9 +8,10 @@ import json
 import logging
 import math
 import re
+import sys
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from ..admin import meant
+from ..admin import known_queue, meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
@@ -94,7 +95,8 @@ class Name:
         for name in names:
             if self.kind == "queue":
                 try:
-                    Minitask.check_queue_name(name)
+                    for part in name.split(":", 1):  # a broadcast lane is queue:subscriber
+                        Minitask.check_queue_name(part)
                 except ConfigurationError as exc:
                     raise argparse.ArgumentTypeError(printable(str(exc))) from None
             elif not name or printable(name) != name:
@@ -183,6 +185,20 @@ def load(spec: str) -> Minitask:
     for module in load_task_plugins(app):
         logger.debug("imported task plugin %s", module)
     return app
+
+
+def known(app: Minitask, queue: str) -> bool:
+    """Whether ``queue`` is one of the app's (``admin.known_queue``); if not, says so
+    as an error (its caller then exits 1: something named was not found). An invalid
+    name raises ConfigurationError (exit 2), as every command's does."""
+    for part in queue.split(":", 1):  # a broadcast lane is queue:subscriber
+        app.check_queue_name(part)
+    try:
+        known_queue(app, queue, "")
+    except ConfigurationError as exc:
+        print(f"minitask: error: {exc}", file=sys.stderr)
+        return False
+    return True
 
 
 def emit_json(value: Any) -> None:

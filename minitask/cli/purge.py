@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
-from ..admin import app_queues, meant, purge_ready, queue_counts
+from ..admin import purge_ready, queue_counts
 from ..errors import ConfigurationError
-from .options import add_app_options, add_yes, confirmed, load, takes_words
+from .options import add_app_options, add_yes, confirmed, known, load, takes_words
 
 USAGE = "minitask purge -A APP QUEUE --yes"
 
@@ -30,10 +29,7 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     try:
         app.check_queue_name(queue)
-        known = app_queues(app)
-        if queue not in known:  # something named was not found: exit 1, nothing deleted
-            print(f"minitask: error: app {app.name!r} has no queue {queue!r}"
-                  f"{meant(queue, known)}; its queues: {', '.join(known)}", file=sys.stderr)
+        if not known(app, queue):  # something named was not found: exit 1, nothing deleted
             return 1
         if not args.yes:
             ready = queue_counts(app, queue)["ready"]

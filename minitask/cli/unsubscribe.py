@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .options import Name, add_app_options, load
+from .options import Name, add_app_options, known, load
 
 
 def register(commands: Any) -> None:
@@ -25,6 +25,8 @@ def run(args: argparse.Namespace) -> int:
         if app.unsubscribe(args.queue, args.name):
             print(f"unsubscribed {args.name} from the broadcasts of queue {args.queue}")
             return 0
+        if not known(app, args.queue):  # not "not a subscriber" of a queue that is none
+            return 1
         print(f"{args.name} is not a subscriber of queue {args.queue}")
         return 1
     finally:

@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
         concurrency = {"process": os.cpu_count() or 1, "asyncio": ASYNCIO_CONCURRENCY}.get(
             args.pool, 1)
     for queue in queues or ():
+        app.check_queue_name(queue)  # before a warning that would serve it "anyway"
         warn_if_undeclared(app, queue)
     try:
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,

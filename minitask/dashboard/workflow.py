@@ -38,7 +38,8 @@ COLORS: Dict[str, Tuple[str, str]] = {
     "retrying": ("#fff3e0", "#ef6c00"), "succeeded": ("#e8f5e9", "#2e7d32"),
     "failed": ("#ffebee", "#c62828"), "dead": ("#f8bbd0", "#ad1457"),
     "cancelled": ("#f5f5f5", "#616161"), "expired": ("#fafafa", "#bdbdbd"),
-    "unknown": ("#fafafa", "#757575"), "more": ("#ffffff", "#9e9e9e"),
+    "unknown": ("#fafafa", "#757575"), "unreadable": ("#fff8e1", "#c62828"),
+    "more": ("#ffffff", "#9e9e9e"),
 }
 assert set(STATES) <= set(COLORS)
 

@@ -46,6 +46,7 @@ class TaskRecord:
     due_ms: Optional[int]          # when a scheduled task is due
     lease_deadline_ms: Optional[int]  # when a running task's lease runs out
     unreadable: str = ""           # a due time or lease deadline that is no time, said
+    foreign: Tuple[str, ...] = ()  # keys read that hold another type (no minitask wrote)
 
 
 class AdminStore(Store):
@@ -112,11 +113,14 @@ class AdminStore(Store):
             None if isinstance(reply, Exception) else reply for reply in replies)
         due_ms, due_unreadable = time_in(k.delayed, delayed, _WHAT["delayed"], 10)
         lease_ms, lease_unreadable = time_in(k.leases, lease, _WHAT["leases"], 10)
+        foreign = tuple(where for where, reply in zip(
+            (k.messages, k.deliveries, k.retrying, k.dead_info, k.delayed, k.leases), replies)
+            if isinstance(reply, Exception))
         return TaskRecord(body if isinstance(body, bytes) else None,
                           whole(deliveries, 0, 2 ** 31) or 0,
                           note if isinstance(note, bytes) else None,
                           info if isinstance(info, bytes) else None,
-                          due_ms, lease_ms, due_unreadable or lease_unreadable)
+                          due_ms, lease_ms, due_unreadable or lease_unreadable, foreign)
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is. A score that

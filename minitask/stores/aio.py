@@ -319,6 +319,21 @@ class AsyncBroker:
         return results.state_of(await self.run(results.state_call(queue, task_id),
                                                f"read the state of {task_id}"))
 
+    async def ranges(self, keys: Sequence[str], most: int, what: str) -> List[Any]:
+        """At most the first ``most`` + 1 bytes of each string key (b"" for no key), or
+        the error of a key of another type, which no minitask wrote, for the caller
+        to name (``workflow_reads.first_record``)."""
+        found: List[Any] = []
+        with self.errors(what):
+            for key in keys:
+                try:
+                    found.append(await self.client.getrange(key, 0, most))
+                except redis.ResponseError as exc:
+                    if not str(exc).startswith("WRONGTYPE"):
+                        raise
+                    found.append(exc)
+        return found
+
     async def get(self, key: str, what: str, most: Optional[int] = None) -> Optional[bytes]:
         """One string key's value (a task's progress), or None: also when the key holds
         another type, which no minitask wrote (said once); with ``most``, at most its
@@ -343,10 +358,13 @@ class AsyncBroker:
                 await self.client.delete(key)
 
     async def find_queue(self, task_id: str) -> Optional[str]:
+        unread = None  # a queue whose keys cannot be read: only if no other knows it
         for queue in await self.queue_names():
-            if (await self.state(queue, task_id))[0] != "unknown":
+            state = (await self.state(queue, task_id))[0]
+            if state not in ("unknown", "unreadable"):
                 return queue
-        return None
+            unread = unread or (queue if state == "unreadable" else None)
+        return unread
 
     async def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
         """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5)."""

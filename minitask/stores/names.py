@@ -42,6 +42,18 @@ def read_names(transport: Transport, keys: Sequence[str], most: int = REGISTRY_R
     return names, left
 
 
+def registered(transport: Transport, keys: Sequence[str], name: str) -> bool:
+    """Whether one of the sets ``keys`` holds ``name``: one round trip, whatever their
+    size (a set of another type holds none)."""
+    with transport.errors(f"look up queue {name!r}"):
+        pipe = transport.client.pipeline(transaction=False)
+        for key in keys:
+            pipe.sismember(key, name)
+        replies = pipe.execute(raise_on_error=False)
+    raise_refusals(replies)
+    return any(reply is True or reply == 1 for reply in replies)
+
+
 def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bool]:
     """At most ``most`` names of set ``key``, how many members it holds besides, and
     whether every member was read."""

@@ -58,6 +58,39 @@ def decode_result(body: bytes, task_id: str, key: str) -> Outcome:
     return outcome
 
 
+#: A task's status, as ``TaskHandle.status()`` says it, by the state script's reply.
+_STATE_TO_STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
+                    "retrying": "retrying", "dead": "failed", "unknown": "unknown"}
+
+
+def status_of(state: str, outcome: Optional[bytes], unreadable: str = "failed") -> str:
+    """A status, as ``TaskHandle.status()`` says it, from the state script's reply: an
+    ended task whose kept result cannot be read (no minitask wrote it), or a task one
+    of whose keys holds another type (``unreadable_why`` says which), is ``unreadable``."""
+    if state == "finished":
+        return result_status(outcome) or unreadable
+    return unreadable if state == "unreadable" else _STATE_TO_STATUS[state]
+
+
+def unreadable_why(state: str, why: Optional[bytes]) -> Optional[str]:
+    """What the state script found unreadable (a key of another type, named), as
+    ``state_of`` reads it; None for any other state."""
+    return why.decode("utf-8", "replace") if state == "unreadable" and why else None
+
+
+def readable_state(reply: Tuple[str, Optional[bytes]], task_id: str) -> str:
+    """The state in ``state``'s ``reply``.
+
+    Raises:
+        DecodeError: one of the task's keys holds another type than minitask keeps
+            there (the state cannot be read), naming the task and the key.
+    """
+    why = unreadable_why(*reply)
+    if why is not None:
+        raise DecodeError(f"cannot read the state of task {printable(task_id)!r}: {why}")
+    return reply[0]
+
+
 def result_status(body: Optional[bytes]) -> Optional[str]:
     """The status of a task's kept result (one of ``FINAL_STATUSES``); None when it
     cannot be read (``decode_result`` says why)."""
@@ -327,8 +360,14 @@ class ResultStore(Store):
 
     @staticmethod
     def state_of(reply: Any) -> Tuple[str, Optional[bytes]]:
-        """The state script's reply, read."""
-        state, outcome = reply  # an entry of 0 bytes is one: unreadable, not none
+        """The state script's reply, read: (state, its outcome); for ``unreadable``,
+        what cannot be read: the key, named, and the types it holds and should."""
+        state, outcome = reply[0], reply[1]  # an entry of 0 bytes is one: unreadable
+        if text(state) == "unreadable":
+            key, held, kept = (text(part) for part in reply[1:4])
+            return "unreadable", (f"key {printable(key)} holds a {printable(held)}, not the "
+                                  f"{kept} minitask keeps there: no minitask wrote it"
+                                  ).encode("utf-8")
         return text(state), outcome if isinstance(outcome, bytes) else None
 
     def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
@@ -347,8 +386,12 @@ class ResultStore(Store):
         ``FIND_BATCH`` at a time, a round trip each where the connection allows."""
         if not queues:
             return None
-        if self.state(queues[0], task_id)[0] != "unknown":
+        # a queue whose keys cannot be read (another type) is the answer only when no
+        # other knows the id: the first such, where its status names the key
+        state = self.state(queues[0], task_id)[0]
+        if state not in ("unknown", "unreadable"):
             return queues[0]
+        unread = queues[0] if state == "unreadable" else None
         for start in range(1, len(queues), FIND_BATCH):
             batch = queues[start:start + FIND_BATCH]
             # two plain reads per queue pick the candidates (a task that is anywhere
@@ -365,6 +408,8 @@ class ResultStore(Store):
             for index, queue in enumerate(batch):
                 if any(reply is not False and reply != 0
                        for reply in replies[2 * index:2 * index + 2]):
-                    if self.state(queue, task_id)[0] != "unknown":
+                    state = self.state(queue, task_id)[0]
+                    if state not in ("unknown", "unreadable"):
                         return queue
-        return None
+                    unread = unread or (queue if state == "unreadable" else None)
+        return unread

@@ -6,7 +6,7 @@ handle rebuilt in another process reads them here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
 from ..printable import printable
@@ -107,6 +107,29 @@ def handle_record_of(key: str, data: Any) -> Any:
         return None
 
 
+def first_record(found: Iterable[Tuple[str, Any]]) -> Any:
+    """The first handle record of ``found`` (key, what a read of it answered: bytes,
+    or the error of a key of another type), unpacked, or None when none has one.
+
+    Raises:
+        DecodeError: none has one, but a key holds what no minitask wrote (another
+            type, other bytes): naming the first such, not "never sent", which a
+            reader would take None for; or a record is larger than ``HANDLE_BYTES``.
+    """
+    odd = ""
+    for key, data in found:
+        record = handle_record_of(key, data)
+        if record is not None:
+            return record
+        if not odd and (isinstance(data, Exception) or isinstance(data, bytes) and data):
+            odd = f"the handle record {printable(key)} holds " + (
+                "another type than the string minitask keeps there"
+                if isinstance(data, Exception) else "no record minitask writes")
+    if odd:
+        raise DecodeError(f"{odd}: no minitask wrote it, and it cannot be read")
+    return None
+
+
 def promised_queue(record: Any) -> Optional[str]:
     """The queue a handle record (``{"t": queue}``) says a later step goes to."""
     if isinstance(record, dict) and isinstance(record.get("t"), str) and record["t"]:
@@ -137,8 +160,9 @@ class WorkflowReads(Store):
         """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
         unpacked, or None when there is none (never written, or expired), in one round
         trip where the connection allows. A key minitask did not write (another type,
-        other bytes) counts as none, said once; one larger than ``HANDLE_BYTES`` is a
-        DecodeError naming it (at most that many bytes of each key are read)."""
+        other bytes) is passed over, said once, but when no other holds a record it is
+        a DecodeError naming it, as is one larger than ``HANDLE_BYTES`` (at most that
+        many bytes of each key are read)."""
         return self._first_record([self.keys(queue).handle(some_id) for queue in queues],
                                   f"read the handle record of {some_id}")
 
@@ -194,11 +218,7 @@ class WorkflowReads(Store):
                 pipe.getrange(key, 0, HANDLE_BYTES)
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
-        for key, data in zip(keys, replies):
-            record = handle_record_of(key, data)
-            if record is not None:
-                return record
-        return None
+        return first_record(zip(keys, replies))
 
     def drop_handle_record(self, some_id: str, queues: Sequence[str]) -> None:
         """Delete the handle record of ``some_id`` under each of ``queues`` (one key

@@ -35,12 +35,13 @@ def default_subscriber() -> str:
     return socket.gethostname() or "localhost"
 
 
-def check_subscriber(name: Any) -> str:
-    """``name`` if it can name a subscriber (as it could a queue), else ConfigurationError."""
+def check_subscriber(name: Any, kind: str = "subscriber") -> str:
+    """``name`` if it can name a subscriber (as it could a queue), else ConfigurationError
+    calling it a ``kind`` name: a worker's name (``--name``) is also its subscriber's."""
     if not isinstance(name, str):
-        raise ConfigurationError(f"subscriber name must be a str, got {name!r}")
+        raise ConfigurationError(f"{kind} name must be a str, got {name!r}")
     try:
-        return check_name("subscriber", name)
+        return check_name(kind, name)
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from None
 

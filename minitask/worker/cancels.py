@@ -16,6 +16,7 @@ import time
 from typing import Callable, Dict, List, Optional, Set
 
 from ..errors import BrokerError
+from ..printable import log_error
 from ..stores.foreign import foreign
 from .host import Host
 from .leases import Holdings
@@ -194,8 +195,9 @@ class CancelWatch:
                         continue
                     self._stop.wait(backoff.failed(exc))
                     continue
-                except Exception:  # a bug of ours must not end the watch
-                    logger.exception("internal error while waiting for cancel requests")
+                except Exception as exc:  # a bug of ours must not end the watch
+                    log_error(logger, logging.ERROR, "internal error while waiting for cancel "
+                              "requests", error=exc)
                     self._stop.wait(1.0)
                     continue
                 backoff.succeeded()

@@ -114,7 +114,9 @@ class Worker:
         self.prefetch = prefetch
         # id: unique, keys its record and orders; name: --name (else the id), may be shared
         self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
-        self.name = name or self.id
+        # a name is shown everywhere and is often the subscriber's too: checked as one,
+        # and called what it is (bounded, printable, free of a hash tag's characters)
+        self.name = self.id if name is None else check_subscriber(name, "worker")
         self.processed = 0
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None

@@ -28,8 +28,6 @@ MAX_BACKOFF = 5.0
 UNCONFIRMED = object()
 #: Longest a queue whose fetch Redis refuses is set aside before it is tried again (s).
 MAX_ASIDE = MAX_BACKOFF
-#: What a refusal of a queue's own data says (``QueueRefusals.refusal``).
-DATA_MARKS = ("WRONGTYPE", "minitask key")
 #: Least time between two warnings about one refused queue (s): the refusals between
 #: them are counted, and the next warning says how many.
 SAY_AGAIN_AFTER = 60.0
@@ -124,7 +122,8 @@ class _Refused:
 
 class QueueRefusals:
     """The queues of one worker whose fetch Redis refuses for their own data (a key of
-    another type, a value a script cannot read: ``stores.foreign.foreign``).
+    another type, a value a script cannot read or that stops it with a runtime error:
+    ``stores.foreign.foreign``).
 
     That is no outage, and waiting on the whole fetch would not end it: the queue is
     set aside, with a backoff of its own (at most ``MAX_ASIDE``), tried again by the
@@ -156,12 +155,19 @@ class QueueRefusals:
     @staticmethod
     def refusal(exc: BaseException) -> bool:
         """Whether ``exc`` refuses a fetch for the queue's own data: a key of another
-        type (WRONGTYPE), or one of minitask's key guards ("minitask key", lib.lua).
-        Else an outage, or a refusal of the whole server (NOREPLICAS, MISCONF, an
-        ACL, a script's runtime error...), ridden out as ever: setting each queue
-        aside for it would blame their keys."""
-        return (isinstance(exc, BrokerError) and foreign(exc)
-                and any(mark in str(exc) for mark in DATA_MARKS))
+        type (WRONGTYPE), one of minitask's key guards ("minitask key", lib.lua), or
+        any other runtime error of the fetch script (reason ``script``: most likely a
+        value in the queue's keys it could not read). Each fetch script reads the
+        keys of one queue only, so its error is that queue's: the other queues'
+        fetches are no business of it.
+
+        Else an outage, or a refusal of the whole server, ridden out as ever: setting
+        each queue aside for it would blame their keys. Those have reasons of their
+        own (``errors.broker_reason`` tells them first, raised in a script or not):
+        NOREPLICAS, MISCONF, MASTERDOWN, BUSY (``error``), an ACL (``permission``),
+        OOM (``out of memory``), READONLY (``read-only``), LOADING (``unreachable``);
+        NOSCRIPT never comes here (the transport loads the script again)."""
+        return isinstance(exc, BrokerError) and foreign(exc)
 
     def refused(self, queue: str, exc: BaseException) -> None:
         """Redis refused a fetch from ``queue`` (``refusal(exc)``): set it aside."""

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 from ..errors import (BrokerError, DecodeError, DurabilityError, EncodeError, ResultTooLarge,
                       Retry)
-from ..printable import error_text, error_trace
+from ..printable import error_text, error_trace, log_error
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from ..wire.message import Message, Outcome, to_ms
@@ -175,14 +175,10 @@ class Recorder:
                 "-A APP %s")
         args = (job.delivery.task_id, name, reason, took, job.queue, type(error).__name__,
                 outcome.message, job.delivery.task_id)
-        extra = naming(job.delivery.task_id, message.task if message else "")
-        try:  # the traceback goes with the record; formatting it reads the error again:
-            # the app's code, of which ``traceback`` guards __str__, not all
-            logger.error(said, *args, exc_info=(type(error), error, error.__traceback__),
-                         extra=extra)
-        except BaseException:  # the app's code raised as the record was formatted: the
-            # traceback read once, guarded (``error_trace``), goes in the line instead
-            logger.error(said + "\n%s", *args, outcome.traceback.rstrip("\n"), extra=extra)
+        # the traceback goes with the record, bounded like the outcome's (``log_error``:
+        # formatted once, guarded, whatever the app's exception does as it is read)
+        log_error(logger, logging.ERROR, said, *args, error=error,
+                  extra=naming(job.delivery.task_id, message.task if message else ""))
         self.workflows.ended_dead(message, outcome)
         results = self._host.broker.results
         entry = results.entry(job.delivery.task_id, name, "dead", outcome.finished_at_ms,

@@ -190,6 +190,11 @@ def test_purge_from_the_page_deletes_dead_letters(
                 f"queue=bad{{name&csrf={dashboard.csrf_token}")[0] == "400 Bad Request"
     # a broadcast subscriber's lane (queue:subscriber) is a queue of its own here
     assert call(dashboard, "/dead?queue=default%3As1")[0] == "200 OK"
+    # purging one no worker ever pulled into is refused: it would say "purged 0"
+    assert call(dashboard, "/actions/purge-dead", "POST",
+                f"queue=default%3As1&confirm=yes&csrf={dashboard.csrf_token}"
+                )[0] == "400 Bad Request"
+    app.broker.queues.register_queues(["default:s1"], lanes=True)
     assert call(dashboard, "/actions/purge-dead", "POST",
                 f"queue=default%3As1&confirm=yes&csrf={dashboard.csrf_token}"
                 )[0] == "303 See Other"

@@ -83,7 +83,8 @@ def test_a_task_that_ends_dead_is_an_error_with_its_traceback_whatever_the_reaso
     errors = records(caplog, logging.ERROR)
     assert len(errors) == 1, [r.getMessage() for r in caplog.records]
     assert task_id in errors[0].getMessage()
-    assert errors[0].exc_info is not None, "the traceback goes with the record"
+    # the traceback goes with the record, formatted and bounded (printable.log_error)
+    assert errors[0].exc_text, "the traceback goes with the record"
     assert app.handle(task_id).status() == "failed"
     assert [d.task_id for d in app.dead_letters()] == [task_id]
 

@@ -90,7 +90,6 @@ deadline = deadline or now + tonumber(ARGV[2])
 local want = tonumber(ARGV[3])
 local limit = tonumber(ARGV[5])
 local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
-local flow = flow_on and flow_control()  -- flow.lua's functions, only while it is on
 local prefix = KEYS[21]
 -- limits count on the server's clock: a caller's reading may be stale by the time
 -- the call runs (a busy machine), which would let starts crowd a window. A caller's
@@ -99,6 +98,12 @@ local prefix = KEYS[21]
 -- flow_clock() and unpark() (below) are made only while flow control is on: each
 -- closure a call makes costs Redis about 1,000 instructions, used or not.
 local flow_now, flow_clock, unpark, park_token, fair
+-- fair queues' fast path (the main loop below), once it served a task (else nil):
+-- solo_seen, its groups (group -> true); solo_turns, solo_names, solo_tokens: their
+-- turns, names and tokens, to remove (turn, groups entry, cancelled entry), and one
+-- grouped ready task each less; solo_flush(): those removals, made once a fetch.
+-- any_paused: the EXISTS of the paused groups, read once
+local solo_seen, solo_turns, solo_names, solo_tokens, any_paused, solo_flush
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
@@ -146,7 +151,7 @@ if reclaimed then
     -- a dead worker's max_running slots are freed with its leases
     local ids = {}
     for i, entry in ipairs(reclaimed) do ids[i] = entry[1] end
-    flow.finish(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
+    flow_control().finish(KEYS[19], prefix, KEYS[20], KEYS[5], ids, false)
   end
 end
 
@@ -262,9 +267,9 @@ if flow_on then
   function park_token(token, priority, held, tried)
     local limiter, retry_at = held[1], held[2]
     -- (a park list of another type is quarantined: the token is never lost)
-    local parked = flow.write('list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
-                              tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
-                              priority .. token)
+    local parked = flow_control().write(
+      'list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
+      tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park', priority .. token)
     if parked == 1 then tolerant(0, 'SADD', KEYS[22], limiter) end
     if retry_at >= 0 and tried then
       tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
@@ -294,7 +299,7 @@ if flow_on then
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
       local body, token = body_of(id)
-      local spec = body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
+      local spec = body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id))
       if token then
         -- a group's token its task's limits held: served as the group's turn, as if
         -- popped from the ready list it came from (where cancelled counts it)
@@ -317,7 +322,7 @@ if flow_on then
       else
         local free, retry_at = true, -1
         if spec and spec.limiter == limiter and not (spec.expires > 0 and now >= spec.expires) then
-          free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2])
+          free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
         end
         if not free then
           if retry_at >= 0 then
@@ -358,12 +363,77 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
   else
     local body, token = body_of(id)
     local priority = 16 - band
-    local spec = flow_on and body and flow.spec(tolerant(false, 'HGET', KEYS[19], id))
+    local spec = flow_on and body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
-      if token then
+      -- Fair queues' fast path: the token of a solo group (flow.lua: its one task held
+      -- in the token) whose task has no limits, no expiry and no debounce (100,000
+      -- groups of one task each), leased here without flow.lua's library (made, it
+      -- costs a call some 40,000 Redis instructions): its claim read (one HGET), its
+      -- task's message and spec (the plain spec told by one comparison), as flow.lua's
+      -- serve() does, the removals made by solo_flush() once a fetch. Anything else (a
+      -- claim that is not this token, a group paused, a task gone or of other terms, a
+      -- group met twice) leaves it, having written nothing, to serve(), which serves
+      -- every token once fair() is made in the call (their removals never cross).
+      -- Inline: a closure would cost every fetch
+      local taken, taken_body, taken_priority
+      repeat
+        -- '\255' .. generation .. '\255' .. group, the generation a solo group's:
+        -- '<now>.<count>/', a priority digit, the task's id (plain finds, no pattern;
+        -- the generation is compared in place, never cut out: a string fewer)
+        local cut = token and not (flow_made and flow_made.fair_made)
+                    and string.find(id, '\255', 2, true)
+        local slash = cut and cut < #id and string.find(id, '/', 2, true)
+        if not slash or slash > cut then break end
+        local digit = string.byte(id, slash + 1)
+        if not digit or digit < 48 or digit > 57 then break end
+        local group = string.sub(id, cut + 1)
+        if solo_seen and solo_seen[group] then break end
+        if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
+        if any_paused ~= 0 then break end  -- (an error: not 0)
+        local turn = prefix .. 'g:' .. group .. ':turn'
+        local tok = redis.pcall('HGET', turn, 'tok')
+        if type(tok) ~= 'string' or #tok ~= cut - 2 or string.find(id, tok, 2, true) ~= 2 then
+          break  -- (an error, or no claim of this token)
+        end
+        local task = string.sub(id, slash + 2, cut - 1)
+        local task_body = body_of(task)
+        if not task_body or redis.pcall('HGET', KEYS[19], task)
+                            ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
+          break
+        end
+        taken, taken_body, taken_priority = task, task_body, digit - 48
+        if not solo_seen then
+          solo_seen, solo_turns, solo_names, solo_tokens = {}, {}, {}, {}
+          solo_flush = solo_flush or function()
+            -- (a count that is no integer starts afresh: lib.lua's recount)
+            local total = prefix .. 'groups_ready'
+            local count = redis.pcall('INCRBY', total, -#solo_tokens)
+            if type(count) == 'table' then count = guards().recount(count, total, -#solo_tokens) end
+            if count and count <= 0 then redis.call('DEL', total) end
+            -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
+            -- is a vararg call, some 1,000 instructions more)
+            local gone = redis.pcall('DEL', unpack(solo_turns))
+            if type(gone) == 'table' then guards().foreign(gone) end
+            gone = redis.pcall('ZREM', prefix .. 'groups', unpack(solo_names))
+            if type(gone) == 'table' then guards().foreign(gone) end
+            gone = redis.pcall('ZREM', KEYS[17], unpack(solo_tokens))
+            if type(gone) == 'table' then guards().foreign(gone) end
+            solo_seen, solo_turns, solo_names, solo_tokens = nil, nil, nil, nil
+          end
+        end
+        solo_seen[group] = true
+        solo_turns[#solo_turns + 1] = turn
+        solo_names[#solo_names + 1] = group
+        solo_tokens[#solo_tokens + 1] = id
+      until true
+      if taken then
+        lease(taken, taken_body, taken_priority, nil)
+      elseif token then
         -- a group's token (flow.lua's fair queues): its first task, as its limits allow
+        if solo_seen then solo_flush() end  -- the fast path's removals first
         fair_served = fair()
-        local taken, taken_body, taken_priority, taken_spec =
+        local taken_spec
+        taken, taken_body, taken_priority, taken_spec =
           fair_served.serve(id, limit - dropped, priority)
         if taken then
           lease(taken, taken_body, taken_priority, taken_spec)
@@ -380,13 +450,16 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       -- (one branch: a task without a spec is tested once, as before)
       if spec.group then
         -- a grouped task on its way back (due, put back, re-delivered) joins its group
+        if solo_seen then solo_flush() end  -- the fast path's removals first
         fair().join(id, spec, priority)
         dropped = dropped + 1
       else
         -- behind tasks parked already (their order kept), or over its limit: parked
         local park = prefix .. spec.limiter .. ':park'
         local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-        if free then free, retry_at = flow.admit(prefix, spec, id, flow_clock(), KEYS[2]) end
+        if free then
+          free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
+        end
         local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
         if free then
           lease(id, body, priority, spec)
@@ -410,10 +483,11 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     end
   end
 end
+if solo_seen then solo_flush() end  -- the fast path's removals
 if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
   -- group's token put back into a list passed already is work: a worker is woken
-  if flow_on and flow.fair_made and flow.fair_made.pushed then
+  if flow_made and flow_made.fair_made and flow_made.fair_made.pushed then
     redis.call('RPUSH', KEYS[5], '1')
   else
     redis.call('DEL', KEYS[5])

@@ -139,6 +139,8 @@ local function flow_control()
   --   <prefix>groups         ZSET  group -> ready tasks, for each group with any
   --   <prefix>groups_ready   STRING the grouped ready tasks of the queue (gone at 0)
   --   <prefix>groups_paused  SET   paused groups     <prefix>groups_weight  HASH weights
+  --   <prefix>groups_weight_said  HASH  group -> when a weight not minitask's was last
+  --                                    said in Redis's log, and the calls since (weight_of)
   -- and flow_due holds 'g:<group>' -> when the group may come back into the rotation
   -- (a rate), or 0 (a slot freed, a resume).
   -- The rotation is the queue's own ready lists: a group with eligible work has one
@@ -272,21 +274,47 @@ local function flow_control()
           return id, priority, head[2] ~= nil, second_priority, head[1]
         end
 
+        -- A weight that is not minitask's, said in Redis's log at most once a minute
+        -- per group, with the calls that met it since the last line: every fetch of
+        -- the group meets it, and said once a call it flooded the log at the fetch
+        -- rate. When it was said is kept in groups_weight_said, group -> '<ms> <calls
+        -- since>', gone an hour after its last line (one of another type: said once a
+        -- call, as before it was kept). `weighed`: the groups met in this call.
+        local weighed = {}
+        local function say_weight(group, raw)
+          if weighed[group] then return end
+          weighed[group] = true
+          local said, now = c.prefix .. 'groups_weight_said', tonumber(c.now)
+          local kept = tolerant(false, 'HGET', said, group)
+          local at, since = nil, 0
+          if type(kept) == 'string' then
+            local at_text, since_text = string.match(kept, '^(%d+) (%d+)$')
+            at, since = tonumber(at_text), tonumber(since_text) or 0
+            if at and now and at <= now and now - at < 60000 then
+              tolerant(0, 'HSET', said, group, at_text .. ' ' .. string.format('%d', since + 1))
+              return
+            end
+          end
+          redis.log(redis.LOG_WARNING, 'minitask: ignored the weight '
+                    .. string.sub(raw, 1, 40) .. ' of group ' .. group .. ' in ' .. weights
+                    .. ' (not minitask\'s: a weight is a whole number from 1 to 1000000);'
+                    .. ' served at weight 1 (said at most once a minute; '
+                    .. string.format('%d', since) .. ' more call(s) met it since the last line)')
+          if now then
+            tolerant(0, 'HSET', said, group, string.format('%.0f', now) .. ' 0')
+            tolerant(0, 'PEXPIRE', said, 3600000)
+          end
+        end
+
         -- a weight is a whole number from 1 to a million (set_group_weight); any other
         -- (inf, 1e300, 1.5, 99999999999: not minitask's) is 1, or the group would keep
-        -- the head for ever (or near enough), said in Redis's log once a call
+        -- the head for ever (or near enough), said in Redis's log (say_weight)
         local function weight_of(group)
           if any_weight == nil then any_weight = tolerant(0, 'EXISTS', weights) == 1 end
           if not any_weight then return 1 end
           local raw = tolerant(false, 'HGET', weights, group)
           local weight = guards().whole(raw, 1, 1000000)
-          if raw and not weight and not flow_made.fair_made.weighed then
-            flow_made.fair_made.weighed = true
-            redis.log(redis.LOG_WARNING, 'minitask: ignored the weight '
-                      .. string.sub(raw, 1, 40) .. ' of group ' .. group .. ' in ' .. weights
-                      .. ' (not minitask\'s: a weight is a whole number from 1 to 1000000);'
-                      .. ' served at weight 1')
-          end
+          if raw and not weight then say_weight(group, raw) end
           return weight or 1
         end
         set_made = {base = base, settle = settle, task_of = task_of, first = first,

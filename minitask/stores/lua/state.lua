@@ -3,18 +3,40 @@
 -- KEYS[4] dead (ZSET)     KEYS[5] messages (HASH)  KEYS[6] result (LIST)
 -- ARGV[1] id
 -- Returns: {state, encoded outcome or false}; state is one of running,
--- scheduled, retrying, dead, queued, finished, unknown.
--- Data minitask did not write (lib.lua): a key of another type counts as empty.
+-- scheduled, retrying, dead, queued, finished, unknown; or {'unreadable', key,
+-- the type it holds, the type minitask keeps there}.
+-- Data minitask did not write (lib.lua): a key of another type holds none of
+-- minitask's tasks (a script that would add one refuses), so the task is looked for
+-- in the others; but when none has it, the answer is not "unknown" (never enqueued,
+-- as a tolerant read would say): it is 'unreadable', naming the first such key.
+-- Reads only.
 local id = ARGV[1]
-if tolerant(false, 'ZSCORE', KEYS[1], id) then return {'running', false} end
-if tolerant(false, 'ZSCORE', KEYS[2], id) then
-  local note = tolerant(false, 'HGET', KEYS[3], id)
+local kinds = {'zset', 'zset', 'hash', 'zset', 'hash', 'list'}
+local odd  -- the first key of another type met
+
+-- redis.pcall on KEYS[i]: its reply, or false for a key of another type (noted).
+local function read(i, command, ...)
+  local reply = redis.pcall(command, KEYS[i], ...)
+  if type(reply) == 'table' and reply.err then
+    guards().foreign(reply)  -- raises any other error
+    odd = odd or i
+    return false
+  end
+  return reply
+end
+
+if read(1, 'ZSCORE', id) then return {'running', false} end
+if read(2, 'ZSCORE', id) then
+  local note = read(3, 'HGET', id)
   if note then return {'retrying', note} end
   return {'scheduled', false}
 end
-if tolerant(false, 'ZSCORE', KEYS[4], id) then return {'dead', false} end
+if read(4, 'ZSCORE', id) then return {'dead', false} end
 -- pending, not delayed, not leased, not dead: it sits in a ready list
-if tolerant(0, 'HEXISTS', KEYS[5], id) == 1 then return {'queued', false} end
-local outcome = tolerant(false, 'LINDEX', KEYS[6], 0)
+if read(5, 'HEXISTS', id) == 1 then return {'queued', false} end
+local outcome = read(6, 'LINDEX', 0)
 if outcome then return {'finished', outcome} end
-return {'unknown', false}
+if not odd then return {'unknown', false} end
+local held = redis.call('TYPE', KEYS[odd])
+if type(held) == 'table' then held = held.ok end
+return {'unreadable', KEYS[odd], tostring(held), kinds[odd]}

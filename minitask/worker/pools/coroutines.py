@@ -31,6 +31,7 @@ from typing import Any, Callable, Coroutine, Dict, List, Optional, Tuple
 from ...context import TaskContext, running
 from ...errors import SoftTimeLimitExceeded, TimeLimitExceeded
 from ...hooks import Hooks
+from ...printable import log_error
 from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
@@ -239,9 +240,10 @@ class AsyncioPool(FixedSlots):
         while True:
             try:
                 self._loop.run_forever()
-            except BaseException:  # asyncio lets a SystemExit or KeyboardInterrupt out of
-                # a callback: this thread must not end with every attempt's loop
-                logger.exception("the asyncio pool's event loop raised; it runs again")
+            except BaseException as exc:  # asyncio lets a SystemExit or KeyboardInterrupt
+                # out of a callback: this thread must not end with every attempt's loop
+                log_error(logger, logging.ERROR, "the asyncio pool's event loop raised; it runs "
+                          "again", error=exc)
             if self._closing:
                 # the loop has stopped for good: no step can come any more, and the
                 # ones handed so far run before the recording threads end
@@ -310,12 +312,14 @@ class AsyncioPool(FixedSlots):
             # call, a type's decode function) must end neither the loop nor the task's
             # lease, which the heartbeat would renew for ever: dead-lettered, as on the
             # other pools
-            logger.exception("internal error while running task %s", job.task_id)
+            log_error(logger, logging.ERROR, "internal error while running task %s",
+                      job.task_id, error=exc)
             try:
                 await self._record(self._recorder.bury, job, None, exc,
                                    "internal error while handling it")
-            except Exception:  # logged; its lease is given back as the worker stops
-                logger.exception("could not dead-letter task %s", job.task_id)
+            except Exception as failed:  # logged; its lease is given back as it stops
+                log_error(logger, logging.ERROR, "could not dead-letter task %s", job.task_id,
+                          error=failed)
         finally:
             self._attempts.pop(job.task_id, None)
             self.ran_one()

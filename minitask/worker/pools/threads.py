@@ -12,6 +12,7 @@ import queue as _queue
 import threading
 from typing import Callable, Generic, List, Optional
 
+from ...printable import log_error
 from .job import J
 from .slots import FixedSlots
 
@@ -67,13 +68,15 @@ class ThreadPool(FixedSlots, Generic[J]):
                 while job is not None:
                     try:
                         self._execute(job)
-                    except BaseException:
+                    except BaseException as exc:
                         # a bug of ours must not end the thread; the lease expires
-                        logger.exception("internal error while running task %s", job.task_id)
+                        log_error(logger, logging.ERROR, "internal error while running task "
+                                  "%s", job.task_id, error=exc)
                     self.ran_one()
                     job = None  # (should follow_on raise)
                     job = self._follow_on()
-            except BaseException:  # the same; the dispatcher fetches instead
-                logger.exception("internal error while fetching the next task")
+            except BaseException as exc:  # the same; the dispatcher fetches instead
+                log_error(logger, logging.ERROR, "internal error while fetching the next task",
+                          error=exc)
             finally:
                 self.give_back_slot()
