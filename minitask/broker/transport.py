@@ -226,8 +226,14 @@ class Transport:
                 if missing and policy is not None:  # those ran after the WAIT: once more
                     connection.send_packed_command([confirmation])
                     waited = read_confirmation(connection, policy)
-            except BaseException:
+            except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
+                size = sum(map(len, commands))
+                if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
+                    raise BrokerError(f"{self._failure(exc, what, None)} (the command was "
+                                      f"{size:,} bytes: Redis also closes the connection "
+                                      f"as it reads a value over its proto-max-bulk-len)",
+                                      reason="unreachable") from exc
                 raise
             if refused is not None and keep_refused:
                 replies = [self._failure(reply, what, script.name)
@@ -286,6 +292,11 @@ class Transport:
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding BLPOP before it gets busy with a task."""
         self._waits.stop_waiting()
+
+
+#: A command larger than this (the least ``proto-max-bulk-len`` Redis takes, 1 MiB)
+#: that meets a closed connection may have been refused for its size: said so.
+LARGE_COMMAND = 1024 * 1024
 
 
 def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:

@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 #: prefetch > 1, to be recorded together with the next ones in one round trip.
 ACK_WINDOW = 0.002
 
+#: The refusals of an outcome write that writing it again cannot end: Redis could not
+#: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
+UNRECORDABLE = ("protocol",)
+
 #: Hears of an outcome once it is recorded: the job and its outcome, whose status
 #: is "succeeded", "retrying" (another attempt is scheduled) or "failed" (dead letter).
 Listener = Callable[[Job, Outcome], None]
@@ -96,8 +100,11 @@ class Recorder:
             if self.batched:
                 self._defer_ack(job, ack)
             else:
-                self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
-                             "record a result")
+                try:
+                    self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
+                                 "record a result", final=UNRECORDABLE)
+                except BrokerError as exc:  # Redis cannot take this result, ever
+                    return self._unrecordable(job, message, exc, len(ack[2]), duration), exc
             self._tell(job, outcome)
             if logger.isEnabledFor(logging.INFO):  # else not even its names are built
                 logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
@@ -244,11 +251,12 @@ class Recorder:
                 job.delivery.task_id for job, _ in acks), exc)
             return
         except BrokerError as exc:
-            if exc.reason == "unreachable" or len(acks) < 2:
+            if exc.reason == "unreachable" or (len(acks) < 2
+                                               and exc.reason not in UNRECORDABLE):
                 self._holdings.restore_acks(acks)
                 raise
             # Redis refused the batch, not an outage: one outcome it cannot record (a
-            # result over its proto-max-bulk-len...) must not hold the others
+            # result over its proto-max-bulk-len...) must not hold the others, nor itself
             self._one_by_one(acks, exc)
             return
         self._holdings.settle([job for job, _ in acks])
@@ -264,8 +272,8 @@ class Recorder:
         refused again wait for the next try (the caller's backoff), the others are
         recorded. One a script of the batch wrote before the refusal reads as a lost
         lease now, so none is warned of here (each lease is dropped all the same)."""
-        logger.warning("Redis refused a batch of %d outcomes (%s); recording them one by "
-                       "one", len(acks), exc)
+        logger.warning("Redis refused to record %d outcome(s) together (%s); recording "
+                       "them one by one", len(acks), exc)
         failed: List[Tuple[Job, Ack]] = []
         first: Optional[BrokerError] = None
         for index, (job, ack) in enumerate(acks):
@@ -274,6 +282,13 @@ class Recorder:
             except DurabilityError as unsure:
                 unconfirmed(f"record the result of task {job.delivery.task_id}", unsure)
             except BrokerError as refused:
+                if refused.reason in UNRECORDABLE:  # this one never will be: dead instead
+                    try:
+                        message: Optional[Message] = job.delivery.message()
+                    except DecodeError:
+                        message = None
+                    self._unrecordable(job, message, refused, len(ack[2]), None)
+                    continue
                 first = first or refused
                 if refused.reason == "unreachable":  # an outage now: the rest wait too
                     failed += acks[index:]
@@ -315,9 +330,25 @@ class Recorder:
             return
         self.record_waiting(fetch=not deferred.more and not self._stop.is_set())
 
-    def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
-        """Write an outcome, retrying through outages: it must not be lost."""
-        held = persist(step, f"{what} of task {job.delivery.task_id}")
+    def _unrecordable(self, job: Job, message: Optional[Message], refused: BrokerError,
+                      size: int, duration: Optional[float]) -> str:
+        """Redis refused a success's result as no command it can read (one over its
+        ``proto-max-bulk-len``): sent again it would be refused again, holding the
+        writer for ever; the task is dead-lettered instead, saying so."""
+        name = message.task if message else "(undecodable)"
+        error = ResultTooLarge(
+            f"task {name!r} (id {job.task_id}): Redis refused its result of {size:,} bytes "
+            f"({refused}); keep max_result_bytes ({self._host.max_result_bytes:,}) below "
+            f"the server's proto-max-bulk-len", task_name=name, size=size,
+            limit=self._host.max_result_bytes)
+        self.bury(job, message, error, "Redis refused its result", duration)
+        return "failed"
+
+    def _record(self, step: Callable[[], Any], job: Job, what: str,
+                final: Tuple[str, ...] = ()) -> None:
+        """Write an outcome, retrying through outages: it must not be lost; a refusal of
+        a reason in ``final`` is raised (see ``persist``)."""
+        held = persist(step, f"{what} of task {job.delivery.task_id}", final)
         self._holdings.drop(job.delivery.task_id)
         if held is False:
             warn_lost_lease(job)

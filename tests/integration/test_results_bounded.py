@@ -12,7 +12,6 @@ from typing import Any, Callable, List, Tuple
 import pytest
 
 from minitask import ConfigurationError, Minitask, ResultTooLarge, TaskFailed
-from minitask.errors import BrokerError
 from minitask.stores.results import Ack
 from minitask.wire.message import Outcome
 from minitask.worker.leases import Holdings, Job
@@ -92,15 +91,38 @@ def test_a_batch_redis_refuses_is_recorded_one_by_one(
     holdings.restore_acks(acks)
     recorder = Recorder(app, holdings, None, threading.Event(),  # type: ignore[arg-type]
                         lambda: None)
-    with pytest.raises(BrokerError) as refused:
-        recorder.flush(fetch=False)
-    assert refused.value.reason == "protocol"
-    assert "proto-max-bulk-len" in str(refused.value)
-    # the two others are recorded; the refused one alone waits for the next try
-    assert [job.task_id for job, _ in holdings.take_acks()] == [fetched.deliveries[1].task_id]
+    recorder.flush(fetch=False)
+    # the two others are recorded; the one Redis cannot take is dead, saying why
+    assert holdings.take_acks() == []
     by_id = {handle.id: handle for handle in handles}
     for number in (0, 2):
         assert by_id[fetched.deliveries[number].task_id].get(timeout=1) == "small"
+    with pytest.raises(TaskFailed) as failed:
+        by_id[fetched.deliveries[1].task_id].get(timeout=1)
+    assert failed.value.exc_type == "ResultTooLarge"
+    assert "Redis refused its result of 1,2" in failed.value.message
+    assert "invalid bulk length" in failed.value.message
+    assert "proto-max-bulk-len" in failed.value.message
     # the connection Redis closed is not reused: the next command meets no reset
     assert app.broker.queues.fetch("default", now_ms=int(time.time() * 1000),
                                    lease_ms=1000, count=1, max_deliveries=5).deliveries == []
+
+
+@pytest.mark.integration
+def test_a_result_redis_cannot_take_is_dead_and_the_worker_goes_on(
+        start_redis: Callable[..., Any], caplog: pytest.LogCaptureFixture) -> None:
+    server = start_redis("--proto-max-bulk-len", "1mb")
+    app = Minitask("alone", broker=server.url, max_result_bytes=8_000_000)
+
+    @app.task(name="big")
+    def big(n: int) -> str:
+        return "x" * n
+
+    large, small = big.delay(1_200_000), big.delay(3)
+    drain(app.worker())  # -c 1, outcomes recorded one by one: never held on the large one
+    assert small.get(timeout=1) == "xxx"
+    with pytest.raises(TaskFailed) as failed:
+        large.get(timeout=1)
+    assert failed.value.exc_type == "ResultTooLarge"
+    assert "Redis refused its result" in failed.value.message
+    assert "lost Redis" not in caplog.text and "Connection reset" not in caplog.text
