@@ -188,6 +188,10 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
             "Redis is out of memory (used memory over maxmemory) and refuses writes: raise "
             "maxmemory or free memory; keep maxmemory-policy noeviction, which minitask "
             "needs (a full Redis then refuses writes instead of evicting tasks)")
+    if script and "not enough memory" in text:  # Lua's allocator: the server's, no key's
+        return "out of memory", (
+            "Redis could not give a script's Lua the memory it asked for: check the "
+            "server's free memory; no key of minitask's is at fault")
     if "ReadOnlyError" in names or "READONLY" in text:
         return "read-only", (
             "this Redis is a read-only replica, as after a failover: point minitask at the "

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..app import Minitask
 from ..wire.message import MAX_SECONDS
+from ..worker.broadcasts import check_subscriber
 from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
 from .options import Bounded, Name, add_app_options, load
 
@@ -69,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         app.check_queue_name(queue)  # before a warning that would serve it "anyway"
         warn_if_undeclared(app, queue)
     try:
+        if args.name is not None:  # the worker's name and its subscriber's: checked as one
+            check_subscriber(args.name, "worker")
         app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
                    grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
                    max_tasks_per_child=args.max_tasks_per_child,

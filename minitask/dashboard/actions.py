@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
-from ..admin import (NOT_DEAD, REQUEUED, app_queues, dead_queue, purge_ready, queue_counts,
+from ..admin import (NOT_DEAD, REQUEUED, dead_queue, known_queue, purge_ready, queue_counts,
                      revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
@@ -67,12 +67,12 @@ def checked_queue(app: Minitask, queue: str, known: bool = True) -> str:
     """``queue`` if it is one of the app's (``known``), else a valid name or a broadcast
     lane's ``queue:subscriber``, as the dead-letter page lists them; Refused if not."""
     try:
-        for part in queue.split(":", 1) if not known else [queue]:
+        if known:  # as the CLI and the API check it (one round trip, any registry size)
+            return known_queue(app, queue, "")
+        for part in queue.split(":", 1):
             app.check_queue_name(part)
     except ValueError as exc:
         raise Refused(str(exc)) from exc
-    if known and queue not in app_queues(app):
-        raise Refused(f"app {app.name!r} has no queue {queue!r}")
     return queue
 
 

@@ -143,7 +143,7 @@ class DeadLetterStore(Store):
                 for queue in batch:
                     pipe.zcard(self.keys(queue).dead)
                 replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
+                raise_refusals(replies)
             found.update((queue, size) for queue, size in zip(batch, replies)
                          if isinstance(size, int) and size > 0)
         return found
@@ -169,7 +169,7 @@ class DeadLetterStore(Store):
             for form, queue in asked:
                 pipe.zscore(self.keys(queue).dead, form)
             replies = pipe.execute(raise_on_error=False)
-        raise_refusals(replies)
+            raise_refusals(replies)
         for (form, queue), score in zip(asked, replies):
             if score is not None and not isinstance(score, Exception):
                 return queue, form
@@ -184,7 +184,7 @@ class DeadLetterStore(Store):
             pipe.hget(k.messages, task_id)
             pipe.hget(k.dead_info, task_id)
             replies = pipe.execute(raise_on_error=False)
-        raise_refusals(replies)
+            raise_refusals(replies)
         score, body, info = replies  # a dead set of another type holds none
         if score is None or isinstance(score, Exception):
             return None

@@ -50,7 +50,7 @@ def registered(transport: Transport, keys: Sequence[str], name: str) -> bool:
         for key in keys:
             pipe.sismember(key, name)
         replies = pipe.execute(raise_on_error=False)
-    raise_refusals(replies)
+        raise_refusals(replies)  # inside: errors() makes a refusal a BrokerError
     return any(reply is True or reply == 1 for reply in replies)
 
 

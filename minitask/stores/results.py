@@ -404,7 +404,7 @@ class ResultStore(Store):
                     pipe.hexists(k.messages, task_id)
                     pipe.exists(k.result(task_id))
                 replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
+                raise_refusals(replies)
             for index, queue in enumerate(batch):
                 if any(reply is not False and reply != 0
                        for reply in replies[2 * index:2 * index + 2]):

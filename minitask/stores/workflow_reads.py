@@ -202,7 +202,7 @@ class WorkflowReads(Store):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.hget(key, "w")
             found = pipe.execute(raise_on_error=False)[0]
-        raise_refusals([found])
+            raise_refusals([found])
         if isinstance(found, Exception):
             ignored(key, f"it holds another type than a hash ({found})")
         return _workflow_id(key, found)

@@ -97,8 +97,8 @@ def expired_tasks(host: Host, queue: str, ids: Sequence[str]) -> Dict[str, Expir
         pipe.hmget(keys.messages, list(ids))
         pipe.hmget(keys.retrying, list(ids))
         bodies, notes = pipe.execute(raise_on_error=False)
-    if isinstance(bodies, Exception):
-        raise bodies  # the messages' refusal: the transport's errors() names it
+        if isinstance(bodies, Exception):
+            raise bodies  # the messages' refusal: the transport's errors() names it
     if isinstance(notes, Exception):  # retrying of another type: no note kept there
         notes = [None] * len(ids)
     found: Dict[str, ExpiredTask] = {}

@@ -16,6 +16,7 @@ from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequ
 
 from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
                              skew_warning)
+from ..broker.keys import MAX_NAME
 from ..errors import BrokerError, ConfigurationError, MinitaskError
 from ..periodic import Schedule
 from ..stores.broker import Broker
@@ -72,6 +73,17 @@ def check_prefetch(value: Any, owner: str) -> int:
     return value
 
 
+def shown_name(name: Optional[str]) -> Optional[str]:
+    """``name`` if a worker can be called by it, else ConfigurationError saying why."""
+    if name is not None and not isinstance(name, str):
+        raise ConfigurationError(f"worker name must be a str, got {name!r}")
+    if name and (len(name) > MAX_NAME or not name.isprintable()):
+        raise ConfigurationError(
+            f"worker name {name[:40]!r} must be printable text (no control or format "
+            f"characters) of at most {MAX_NAME} characters; it has {len(name)}")
+    return name
+
+
 class Worker:
     """Runs the tasks of one app from the given queues, in the order given."""
 
@@ -114,9 +126,10 @@ class Worker:
         self.prefetch = prefetch
         # id: unique, keys its record and orders; name: --name (else the id), may be shared
         self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
-        # a name is shown everywhere and is often the subscriber's too: checked as one,
-        # and called what it is (bounded, printable, free of a hash tag's characters)
-        self.name = self.id if name is None else check_subscriber(name, "worker")
+        # a name is only shown (logs, status, the dashboard), never part of a key: any
+        # printable text up to MAX_NAME characters ("" or None: the id); the CLI's
+        # --name, its subscriber's too, is checked as one (cli/worker.py)
+        self.name = shown_name(name) or self.id
         self.processed = 0
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None

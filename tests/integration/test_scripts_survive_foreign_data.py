@@ -515,11 +515,14 @@ def test_a_result_key_of_another_type_is_replaced(flow: Flow, client: Any) -> No
     assert handle.get(timeout=1) == "mine"
 
 
-def test_a_state_read_on_keys_of_another_type_says_unreadable_naming_the_first(
+def test_a_state_read_on_keys_of_another_type_says_unreadable_naming_the_result_key(
         flow: Flow, client: Any) -> None:
-    # not "unknown" (never enqueued): no key can say where the task is (probe 13 M4)
-    for key in (Q.leases, Q.delayed, Q.retrying, Q.dead, Q.messages, Q.result("x")):
+    # not "unknown" (never enqueued) when the task's own record cannot be read (probe
+    # 13 M4); the queue's keys, every task's, say nothing of this id (review 13)
+    for key in (Q.leases, Q.delayed, Q.retrying, Q.dead, Q.messages):
         plant_wrong_type(client, key, "string")
+    assert flow.app.broker.results.state("default", "x") == ("unknown", None)
+    plant_wrong_type(client, Q.result("x"), "string")
     assert flow.app.broker.results.state("default", "x") == (
-        "unreadable", f"key {Q.leases} holds a string, not the zset minitask keeps there: "
-        f"no minitask wrote it".encode())
+        "unreadable", f"key {Q.result('x')} holds a string, not the list minitask keeps "
+        f"there: no minitask wrote it".encode())

@@ -87,7 +87,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.status": frozenset({"admin", "broker.health", "cli.options", "printable"}),
     "cli.tasks": frozenset({"cli.options"}),
     "cli.unsubscribe": frozenset({"cli.options"}),
-    "cli.worker": frozenset({"app", "cli.options", "wire.message", "worker.loop"}),
+    "cli.worker": frozenset({"app", "cli.options", "wire.message", "worker.broadcasts",
+                             "worker.loop"}),
     # -- bench -----------------------------------------------------------------
     "bench": frozenset(),
     "bench.broadcast": frozenset({"app", "bench.capacity", "bench.scratch", "bench.workers"}),
@@ -213,7 +214,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.host": frozenset({"hooks", "stores.broker", "wire.message"}),
     "worker.leases": frozenset({"errors", "stores.queue", "stores.results", "wire.message",
                                 "worker.host", "worker.outages"}),
-    "worker.loop": frozenset({"broker.health", "errors", "periodic", "stores.broker",
+    "worker.loop": frozenset({"broker.health", "broker.keys", "errors", "periodic", "stores.broker",
                               "wire.message", "worker.banner", "worker.broadcasts",
                               "worker.cancels", "worker.control", "worker.host", "worker.leases",
                               "worker.outages", "worker.outcomes", "worker.pools.coroutines",

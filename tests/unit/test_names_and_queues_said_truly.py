@@ -21,6 +21,7 @@ from minitask.cli import inspect as inspect_command
 from minitask.cli import purge as purge_command
 from minitask.cli import unsubscribe as unsubscribe_command
 from minitask.cli import worker as worker_command
+from minitask.dashboard.actions import Refused, checked_queue
 from minitask.wire.message import MAX_ID_BYTES
 
 from tests.support.cli import operate_with, run
@@ -36,11 +37,25 @@ def operated(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitas
 @pytest.mark.parametrize("name", ["a b", "a:b", "{a}", "", "x" * 301])
 def test_a_bad_worker_name_is_called_a_worker_name(
         operated: Minitask, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    # --name is the worker's subscriber's name too: checked as one, called the worker's
     code, text = run(capsys, "worker", "-A", "x", "--name", name, "--burst")
     assert code == 2 and "worker name" in text and "subscriber" not in text, text
+
+
+@pytest.mark.parametrize("name", ["x" * 301, "a\x1b[31m", "a\u202eb", b"ab"])
+def test_a_name_the_api_cannot_show_is_refused_as_a_worker_name(
+        operated: Minitask, name: object) -> None:
     with pytest.raises(ConfigurationError, match="worker name") as caught:
-        operated.worker(name=name)
+        operated.worker(name=name)  # type: ignore[arg-type]
     assert "subscriber" not in str(caught.value)
+
+
+@pytest.mark.parametrize("name", ["web 1", "node:1", "{a}"])
+def test_the_api_takes_any_printable_worker_name_a_name_is_only_shown(
+        operated: Minitask, name: str) -> None:
+    assert operated.worker(name=name).name == name
+    worker = operated.worker(name="")
+    assert worker.name == worker.id
 
 
 def test_a_bad_queue_name_is_refused_before_a_warning_that_serves_it(
@@ -123,3 +138,16 @@ def test_inspect_of_an_id_longer_than_any_says_why_it_is_unknown(
         assert f"the most is {MAX_ID_BYTES} (wire.message.MAX_ID_BYTES)" in text, text
         code, text = run(capsys, "inspect", "-A", "x", *words, "i" * MAX_ID_BYTES)
         assert code == 1 and "MAX_ID_BYTES" not in text, text
+
+
+def test_the_dashboards_actions_know_the_queues_the_cli_knows(operated: Minitask) -> None:
+    # the dashboard's own check read the first 1,000 registry names only (review 13)
+    client = operated.broker.client
+    client.sadd(AppKeys(operated.name).queues, *[f"q{n:05d}" for n in range(1_500)])
+    client.sadd(AppKeys(operated.name).lanes, b"news:host1")
+    assert checked_queue(operated, "q01499") == "q01499"
+    assert checked_queue(operated, "news:host1") == "news:host1"
+    with pytest.raises(Refused, match="has no queue 'nosuch'"):
+        checked_queue(operated, "nosuch")
+    with pytest.raises(Refused, match="queue name"):
+        checked_queue(operated, "a b")

@@ -26,7 +26,6 @@ SCRIPT_ERRORS = [
     "to index a boolean value",
     "ERR Error running script (call to f_1): @user_script:3: Script attempted to access a "
     "non local key in a cluster node",
-    "ERR user_script:1: not enough memory script: 3f1c, on @user_script:1.",
 ]
 
 #: Refusals of the whole server (or of the worker's user), raised in the fetch script or
@@ -48,6 +47,8 @@ SERVER_REFUSALS: List[BaseException] = [
                   "allowed when used memory > 'maxmemory'."),
     ResponseError("READONLY You can't write against a read only replica. script: 1, on "
                   "@user_script:1."),
+    # Lua's allocator refused: the server's memory, no key's (review 13)
+    ResponseError("ERR user_script:1: not enough memory script: 3f1c, on @user_script:1."),
     BusyLoadingError("Redis is loading the dataset in memory"),
     ConnectionError("Connection refused"),
 ]

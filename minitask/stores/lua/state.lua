@@ -7,19 +7,20 @@
 -- the type it holds, the type minitask keeps there}.
 -- Data minitask did not write (lib.lua): a key of another type holds none of
 -- minitask's tasks (a script that would add one refuses), so the task is looked for
--- in the others; but when none has it, the answer is not "unknown" (never enqueued,
--- as a tolerant read would say): it is 'unreadable', naming the first such key.
--- Reads only.
+-- in the others. The queue's keys are every task's: one of them broken says nothing
+-- of this id (an id never sent stays 'unknown', and another queue may know it). The
+-- task's own result key of another type is its record made unreadable: when no
+-- other key has the task, the answer is 'unreadable', naming it, never "unknown"
+-- (never enqueued, as a tolerant read would say). Reads only.
 local id = ARGV[1]
-local kinds = {'zset', 'zset', 'hash', 'zset', 'hash', 'list'}
-local odd  -- the first key of another type met
+local odd = false  -- the task's own result key holds another type
 
--- redis.pcall on KEYS[i]: its reply, or false for a key of another type (noted).
+-- redis.pcall on KEYS[i]: its reply, or false for a key of another type.
 local function read(i, command, ...)
   local reply = redis.pcall(command, KEYS[i], ...)
   if type(reply) == 'table' and reply.err then
     guards().foreign(reply)  -- raises any other error
-    odd = odd or i
+    odd = odd or i == 6
     return false
   end
   return reply
@@ -37,6 +38,6 @@ if read(5, 'HEXISTS', id) == 1 then return {'queued', false} end
 local outcome = read(6, 'LINDEX', 0)
 if outcome then return {'finished', outcome} end
 if not odd then return {'unknown', false} end
-local held = redis.call('TYPE', KEYS[odd])
+local held = redis.call('TYPE', KEYS[6])
 if type(held) == 'table' then held = held.ok end
-return {'unreadable', KEYS[odd], tostring(held), kinds[odd]}
+return {'unreadable', KEYS[6], tostring(held), 'list'}
