@@ -12,8 +12,8 @@ from ..admin.workflows import summary, waiting_step, workflow
 from ..errors import ConfigurationError
 from ..printable import printable
 from ..wire.message import MAX_ID_BYTES, describe_char, unprintable
-from .options import (Bounded, Name, add_app_options, close_word, emit_json, load,
-                      takes_words, unknown_word)
+from .options import (Bounded, add_app_options, check_given, close_word, emit_json,
+                      load, takes_words, unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
          "workflow ID) [--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
@@ -39,9 +39,8 @@ def register(commands: Any) -> None:
     parser.add_argument("--id", dest="task_id", default=None, metavar="ID",
                         help="the task to show, whatever its id looks like")
     parser.add_argument("--queue", action="append", default=None, metavar="Q",
-                        type=Name("queue"),
                         help="only this queue (repeat for more; default: every queue)")
-    parser.add_argument("--task", default=None, metavar="NAME", type=Name("task"),
+    parser.add_argument("--task", default=None, metavar="NAME",
                         help="only tasks of this name, or of names matching a glob (a.*)")
     parser.add_argument("--state", default=None, choices=STATE_WORDS,
                         help="recent only: this outcome (failed: retried or dead)")
@@ -53,6 +52,9 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for queue in args.queue or ():
+        check_given("queue", queue)
+    check_given("task", args.task)
     if args.task_id is None and args.words[:1] == ["workflow"]:
         return _workflow(args)
     words = list(args.words) + ([] if args.task_id is None else [args.task_id])

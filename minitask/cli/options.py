@@ -78,32 +78,23 @@ class Bounded:
         return value
 
 
-class Name:
-    """An argparse ``type`` for a queue name (``many``: a comma-separated list, as
-    ``-Q`` takes) or a task name (or glob): one that no queue or task can have (a
-    control or format character, whitespace or '{}:' in a queue name) is a bad
-    command line, exit 2, escaped once (``printable``), before the app is loaded and
-    before anything else is said of it; the same for every command."""
-
-    def __init__(self, kind: str, *, many: bool = False) -> None:
-        self.kind, self.many = kind, many
-        self.__name__ = f"{kind} name"  # argparse's word for it
-
-    def __call__(self, text: str) -> str:
-        names = [part.strip() for part in text.split(",") if part.strip()] if self.many \
-            else [text]
-        for name in names:
-            if self.kind == "queue":
-                try:
-                    for part in name.split(":", 1):  # a broadcast lane is queue:subscriber
-                        Minitask.check_queue_name(part)
-                except ConfigurationError as exc:
-                    raise argparse.ArgumentTypeError(printable(str(exc))) from None
-            elif not name or printable(name) != name:
-                raise argparse.ArgumentTypeError(
-                    f"{self.kind} name '{printable(name)}' holds a control or format "
-                    f"character, or is empty: no {self.kind} has such a name")
-        return text
+def check_given(kind: str, name: Optional[str]) -> None:
+    """A queue name (``kind`` "queue"; a broadcast lane's ``queue:subscriber`` too) or
+    a task name (or glob) as a command was given it: one that no queue or task can
+    have (a control or format character, whitespace or '{}:' in a queue name) is a
+    ConfigurationError (exit 2) escaped once (``printable``), the same for every
+    command, before the app is loaded."""
+    if name is None:
+        return
+    if kind == "queue":
+        try:
+            for part in name.split(":", 1):  # a broadcast lane is queue:subscriber
+                Minitask.check_queue_name(part)
+        except ConfigurationError as exc:
+            raise ConfigurationError(printable(str(exc))) from None
+    elif not name or printable(name) != name:
+        raise ConfigurationError(f"{kind} name '{printable(name)}' holds a control or format "
+                                 f"character, or is empty: no {kind} has such a name")
 
 
 def _number(value: float) -> str:

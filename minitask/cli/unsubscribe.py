@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .options import Name, add_app_options, known, load
+from .options import add_app_options, check_given, known, load
 
 
 def register(commands: Any) -> None:
@@ -14,12 +14,13 @@ def register(commands: Any) -> None:
         "stop waiting for it, and those only it had not pulled are deleted. A worker of "
         "that name still running subscribes again at its next look.")
     add_app_options(parser, level="WARNING")
-    parser.add_argument("queue", type=Name("queue"), help="the queue of the broadcast tasks")
+    parser.add_argument("queue", help="the queue of the broadcast tasks")
     parser.add_argument("name", help="the subscriber, as minitask status lists it")
     parser.set_defaults(command=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    check_given("queue", args.queue)
     app = load(args.app)
     try:
         if app.unsubscribe(args.queue, args.name):

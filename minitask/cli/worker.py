@@ -11,7 +11,7 @@ from ..app import Minitask
 from ..wire.message import MAX_SECONDS
 from ..worker.broadcasts import check_subscriber
 from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
-from .options import Bounded, Name, add_app_options, load
+from .options import Bounded, add_app_options, load
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ MOST_PER_CHILD = 1_000_000_000
 def register(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run tasks")
     add_app_options(worker)
-    worker.add_argument("-Q", "--queues", type=Name("queue", many=True),
+    worker.add_argument("-Q", "--queues",
                         help="comma-separated queues, served in this order (default: the "
                         "default queue, then every queue the tasks or the routes name)")
     worker.add_argument("-c", "--concurrency",

@@ -1,15 +1,15 @@
 """A queue or task name no queue or task can have is refused alike by every
-command that takes one: a bad command line (exit 2), escaped once, before the app
-is loaded and before anything else is said of it (``worker -Q`` warned that the
-queue was the queue of no task, then refused it)."""
+command that takes one: exit 2 (a bad argument), escaped once, before the app is
+loaded (``dead list --queue`` exited 1 escaping the name twice, ``inspect recent
+--queue`` exited 2, ``inspect recent --task`` answered "no recent outcomes")."""
 from __future__ import annotations
 
 from typing import List
 
 import pytest
 
-from minitask.cli import dead, inspect, unsubscribe, worker
-from minitask.cli.main import main
+from minitask.cli import dead, inspect, unsubscribe
+from tests.support.cli import run
 
 ESCAPE = "x\x1b[31m"
 BIDI = "x\u202e"
@@ -18,44 +18,34 @@ BIDI = "x\u202e"
 def _refused(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
              argv: List[str]) -> str:
     loaded: List[str] = []
-    for command in (dead, inspect, unsubscribe, worker):
+    for command in (dead, inspect, unsubscribe):
         monkeypatch.setattr(command, "load", lambda spec: loaded.append(spec))
-    with pytest.raises(SystemExit) as exited:
-        main(argv)
-    out, err = capsys.readouterr()
-    assert exited.value.code == 2, err
-    assert loaded == [] and out == ""
-    assert "\x1b" not in err and "\u202e" not in err
-    return err
+    code, text = run(capsys, *argv)
+    assert code == 2, text
+    assert loaded == []
+    assert "\x1b" not in text and "\u202e" not in text
+    return text
 
 
 @pytest.mark.parametrize("argv", [
     ["dead", "-A", "app", "list", "--queue", ESCAPE],
+    ["dead", "-A", "app", "purge", "--all", "--yes", "--queue", f"ok:{ESCAPE}"],
     ["inspect", "-A", "app", "recent", "--queue", ESCAPE],
     ["inspect", "-A", "app", "running", "--queue", "ok", "--queue", ESCAPE],
     ["unsubscribe", "-A", "app", ESCAPE, "worker-1"],
-    ["worker", "-A", "app", "-Q", f"default,{ESCAPE}"],
 ])
-def test_a_bad_queue_name_is_a_bad_command_line_escaped_once(
+def test_a_bad_queue_name_is_a_bad_argument_escaped_once(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         argv: List[str]) -> None:
-    err = _refused(capsys, monkeypatch, argv)
-    assert "queue name 'x\\x1b[31m' holds '\\x1b'" in err
-    assert "\\\\x1b" not in err  # not escaped twice
+    text = _refused(capsys, monkeypatch, argv)
+    assert "minitask: error: queue name 'x\\x1b[31m' holds '\\x1b'" in text, text
+    assert "\\\\x1b" not in text  # not escaped twice
 
 
 @pytest.mark.parametrize("name", [ESCAPE, BIDI, ""])
 def test_a_bad_task_name_is_refused_not_answered_with_no_outcomes(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
         name: str) -> None:
-    err = _refused(capsys, monkeypatch, ["inspect", "-A", "app", "recent", "--task", name])
-    assert "argument --task: task name" in err and "no task has such a name" in err
-    assert "\\\\x1b" not in err and "\\\\u202e" not in err
-
-
-def test_worker_refuses_a_bad_queue_before_any_remark_on_the_queues(
-        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-        caplog: pytest.LogCaptureFixture) -> None:
-    err = _refused(capsys, monkeypatch, ["worker", "-A", "app", "-Q", "fair,bad name"])
-    assert "queue name 'bad name' holds ' ' (U+0020)" in err
-    assert "queue of no task" not in err + caplog.text
+    text = _refused(capsys, monkeypatch, ["inspect", "-A", "app", "recent", "--task", name])
+    assert "minitask: error: task name" in text and "no task has such a name" in text
+    assert "\\\\x1b" not in text and "\\\\u202e" not in text
