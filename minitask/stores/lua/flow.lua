@@ -84,10 +84,10 @@ local function flow_control()
   -- Free the max_running slot `id` holds under `limiter`, if any, and have the
   -- limiter's parked tasks tried at once (a wake token rouses a waiting worker).
   local function flow_free(prefix, due, wake, limiter, id)
-    if tolerant(0, 'SREM', prefix .. limiter .. ':running', id) == 1
+    if firmly('set', 'SREM', prefix .. limiter .. ':running', id) == 1
        and tolerant(0, 'LLEN', prefix .. limiter .. ':park') > 0 then
-      tolerant(0, 'ZADD', due, 0, limiter)
-      tolerant(0, 'RPUSH', wake, '1')
+      firmly('zset', 'ZADD', due, 0, limiter)
+      firmly('list', 'RPUSH', wake, '1')
     end
   end
 
@@ -112,14 +112,14 @@ local function flow_control()
         -- (its ready tasks, if any, come back into the rotation: flow_fair's arm)
         local group = forget and string.match(
           specs[i], '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
-        if group and tolerant(0, 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
+        if group and firmly('set', 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
            and tolerant(0, 'ZCARD', prefix .. 'g:' .. group .. ':ready') > 0 then
-          tolerant(0, 'ZADD', due, 0, 'g:' .. group)
-          tolerant(0, 'RPUSH', wake, '1')
+          firmly('zset', 'ZADD', due, 0, 'g:' .. group)
+          firmly('list', 'RPUSH', wake, '1')
         end
       end
     end
-    if forget and found then tolerant(0, 'HDEL', flow, unpack(ids)) end
+    if forget and found then firmly('hash', 'HDEL', flow, unpack(ids)) end
   end
 
   -- Fair queues (docs/guide/fair-queues.rst): a grouped task's spec goes on past
@@ -344,7 +344,7 @@ local function flow_control()
           write('list', group, at_head and 'LPUSH' or 'RPUSH', KEYS[c.first_ready + 9 - priority],
                 token)
           -- counted out of the ready lists' lengths as a cancelled entry is (no task)
-          tolerant(0, 'ZADD', c.cancelled, priority, token)
+          firmly('zset', 'ZADD', c.cancelled, priority, token)
           flow_made.fair_made.pushed = true
         end
 
@@ -375,7 +375,7 @@ local function flow_control()
           if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
           flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
                           (9 - priority) * RANK + order, member)
-          tolerant(0, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
+          flow_made.write('hash', group, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
           return true
         end
 
@@ -641,7 +641,7 @@ local function flow_control()
             left[#left + 1] = token
             if alone then fair_rare().unsolo(group, tok) end  -- its task waits in its set
             tolerant(0, 'HDEL', turn, 'tok', 'band')
-            if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
+            if out_at >= 0 then firmly('zset', 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
           end
           if spec.group_most > 0 and not holds then
@@ -674,13 +674,13 @@ local function flow_control()
             if not at_head then served = 0 end
           end
           if band ~= next_priority then
-            tolerant(0, 'HSET', turn, 'band', next_priority, 'served', served)
+            flow_made.write('hash', group, 'HSET', turn, 'band', next_priority, 'served', served)
           elseif served ~= was then
-            tolerant(0, 'HSET', turn, 'served', served)
+            flow_made.write('hash', group, 'HSET', turn, 'served', served)
           end
           flow_made.write('list', group, at_head and 'LPUSH' or 'RPUSH',
                           KEYS[c.first_ready + 9 - next_priority], token)
-          if band ~= next_priority then tolerant(0, 'ZADD', c.cancelled, next_priority, token) end
+          if band ~= next_priority then firmly('zset', 'ZADD', c.cancelled, next_priority, token) end
           flow_made.fair_made.pushed = true
           return id, body, priority, spec
         end
@@ -799,14 +799,14 @@ local function flow_control()
         -- window, and starts stay a window and half the guard apart
         if pace then due = math.max(room, pace - slack, now - (span - spec.window) / 2) end
       end
-      if running then tolerant(0, 'SADD', running, id) end
+      if running then firmly('set', 'SADD', running, id) end
       if paced then
         -- kept a span past the next start (as a log would be): a missing pace allows a
         -- start at once, so it outlives its turn on any caller's clock
         local next_start = math.max(pace or 0, now) + gap
         redis.call('SET', paced, next_start, 'PX', math.ceil(next_start - now + span))
       elseif starts then
-        tolerant(0, 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
+        firmly('zset', 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
         tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
       end
       return true
@@ -819,15 +819,7 @@ local function flow_control()
     -- its owner, with a line in Redis's log naming both and the `group`; the write then
     -- goes on, so no task is dropped.
     local function flow_quarantine(key, kind, group)
-      local aside
-      for n = 1, 100 do
-        aside = key .. ':foreign' .. (n > 1 and n or '')
-        if redis.call('EXISTS', aside) == 0 then break end
-      end
-      redis.call('RENAME', key, aside)
-      redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
-                .. ': it held another type than the ' .. kind .. ' minitask keeps there'
-                .. ' for group ' .. group)
+      guards().aside(key, guards().held_other(kind) .. ' for group ' .. group)
     end
 
     -- Fair queues with flow control: whether the task's own limits (rate_limit,
