@@ -63,7 +63,9 @@ if lost then
   local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
   if type(removed) == 'table' then guards().displaced(removed, KEYS[2], 'zset') removed = 0 end
   if removed > 0 then
-    firmly('hash', 'HDEL', KEYS[6], unpack(lost))  -- delayed ids keep their sequence in order
+    -- delayed ids keep their sequence in order
+    local dropped = redis.pcall('HDEL', KEYS[6], unpack(lost))
+    if type(dropped) == 'table' then guards().displaced(dropped, KEYS[6], 'hash') end
   end
 end
 -- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids)

@@ -250,8 +250,8 @@ if flow_on then
   function unpark(park, limiter, token)
     if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
     if tolerant(0, 'LLEN', park) == 0 then
-      firmly('zset', 'ZREM', KEYS[20], limiter)
-      firmly('set', 'SREM', KEYS[22], limiter)
+      flow.put('zset', 'ZREM', KEYS[20], limiter)
+      flow.put('set', 'SREM', KEYS[22], limiter)
     end
   end
   -- fair queues with flow control: park a group's token that its task's own limits
@@ -265,30 +265,30 @@ if flow_on then
     local parked = flow.write('list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
                               tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park',
                               priority .. token)
-    if parked == 1 then firmly('set', 'SADD', KEYS[22], limiter) end
+    if parked == 1 then flow.put('set', 'SADD', KEYS[22], limiter) end
     if retry_at >= 0 and tried then
-      firmly('zset', 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
+      flow.put('zset', 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
     elseif retry_at >= 0 then
-      firmly('zset', 'ZADD', KEYS[20], 'LT', retry_at, limiter)
+      flow.put('zset', 'ZADD', KEYS[20], 'LT', retry_at, limiter)
     elseif tried then
-      firmly('zset', 'ZREM', KEYS[20], limiter)
+      flow.put('zset', 'ZREM', KEYS[20], limiter)
     else
       -- as for a task parked for a slot: looked at once more by the next fetch
-      firmly('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
+      flow.put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
     end
   end
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
     if string.sub(limiter, 1, 2) == 'g:' then
-      firmly('zset', 'ZREM', KEYS[20], limiter)
+      flow.put('zset', 'ZREM', KEYS[20], limiter)
       fair().arm(string.sub(limiter, 3), false, true)  -- its turn's claim checked
     end
     while string.sub(limiter, 1, 2) ~= 'g:' and #numbers < want * 2 and dropped < limit do
       local entry = tolerant(false, 'LINDEX', park, 0)
       if not entry then
-        firmly('zset', 'ZREM', KEYS[20], limiter)
-        firmly('set', 'SREM', KEYS[22], limiter)
+        flow.put('zset', 'ZREM', KEYS[20], limiter)
+        flow.put('set', 'SREM', KEYS[22], limiter)
         break
       end
       local id = string.sub(entry, 2)
@@ -299,7 +299,7 @@ if flow_on then
         -- a group's token its task's limits held: served as the group's turn, as if
         -- popped from the ready list it came from (where cancelled counts it)
         unpark(park, limiter, true)
-        firmly('zset', 'ZADD', KEYS[17], priority, id)
+        flow.put('zset', 'ZADD', KEYS[17], priority, id)
         fair_served = fair()
         local taken, taken_body, taken_priority, taken_spec = fair_served.serve(id, limit - dropped)
         if taken then
@@ -321,9 +321,9 @@ if flow_on then
         end
         if not free then
           if retry_at >= 0 then
-            firmly('zset', 'ZADD', KEYS[20], retry_at, limiter)
+            flow.put('zset', 'ZADD', KEYS[20], retry_at, limiter)
           else
-            firmly('zset', 'ZREM', KEYS[20], limiter)  -- the outcome that frees a slot re-arms it
+            flow.put('zset', 'ZREM', KEYS[20], limiter)  -- the outcome that frees a slot re-arms it
           end
           break
         end
@@ -394,13 +394,13 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           lease(id, body, priority, spec)  -- a park list of another type: no limit kept
         else
           parked_change = parked_change + 1
-          if held == 1 then firmly('set', 'SADD', KEYS[22], spec.limiter) end
+          if held == 1 then flow.put('set', 'SADD', KEYS[22], spec.limiter) end
           if retry_at >= 0 then
-            firmly('zset', 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+            flow.put('zset', 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
           else
             -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
             -- (its holders gone) is looked at by the next fetch
-            firmly('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
+            flow.put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
           end
           dropped = dropped + 1
         end

@@ -99,7 +99,7 @@ local function guards()
   -- to :foreign100, which a 101st replaces: a call never fails half-way), kept for its
   -- owner, with one WARNING in Redis's log naming both and `why` (the kind minitask
   -- keeps there, by default). The scripts that record outcomes call it for a key of
-  -- another type they write to (settle(), firmly()), then write: the outcome is recorded.
+  -- another type they write to (settle(), displaced()), then write: the outcome is recorded.
   local function aside(key, why)
     local moved
     for n = 1, 100 do
@@ -125,7 +125,7 @@ local function guards()
 
   -- For the error reply of a write to `key`, where minitask keeps a `kind`: a key of
   -- another type (the write's WRONGTYPE error changed nothing) is moved aside
-  -- (aside()), for the write to be made again on the missing key (firmly() below). Any
+  -- (aside()), for the write to be made again on the missing key (flow.lua's flow_put). Any
   -- other error is raised.
   local function displaced(reply, key, kind)
     foreign(reply)
@@ -253,20 +253,6 @@ local function tolerant(instead, command, key, ...)
   if type(reply) == 'table' and reply.err then
     guards().foreign(reply)
     return instead
-  end
-  return reply
-end
-
--- redis.call of the write `command` on `key`, where minitask keeps a `kind` (the
--- scripts that record outcomes, and the flow control they call): a key of another
--- type is moved aside (guards().displaced) and the write made again, on the missing
--- key; the write is never skipped nor refused for it. Costs a redis.pcall only, until
--- such a key is met.
-local function firmly(kind, command, key, ...)
-  local reply = redis.pcall(command, key, ...)
-  if type(reply) == 'table' and reply.err then
-    guards().displaced(reply, key, kind)
-    reply = redis.call(command, key, ...)
   end
   return reply
 end
