@@ -311,9 +311,10 @@ class Refused:
 def unless_refused(step: Callable[[], Any]) -> Callable[[], Any]:
     """``step``, returning ``Refused`` instead of raising when Redis refuses it for the
     queue's own data (``QueueRefusals.refusal``: a key of another type, a key guard).
-    The outcome scripts move such keys aside (lib.lua), so this is a script's guard
-    this version does not know; waiting would not end it, and a worker retrying it
-    for ever would hold its slot (and its pool past a stop's grace) for good."""
+    The outcome scripts move a key of another type aside (lib.lua) rather than refuse,
+    so this is the last line: waiting would not end such a refusal, and a worker
+    retrying it for ever would hold the task's slot (and its pool past a stop's grace)
+    for good. An outage, or a refusal of the whole server, is still raised (retried)."""
     def once() -> Any:
         try:
             return step()
