@@ -209,10 +209,17 @@ class Worker:
             pool.run()
             self._stop.reason = self._stop.reason or pool.why
             return
-        self.starting()
-        self.listen_for_orders()
+        # signals first: a SIGTERM sent as soon as the worker is listed (starting) is a
+        # graceful stop, not the default handler's kill
         self._stop.open_bell()
         restore = self._stop.install_signals()
+        try:
+            self.starting()
+            self.listen_for_orders()
+        except BaseException:
+            restore()
+            self._stop.silence()
+            raise
         self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
                               self._stop.event, self._shutdown.stopping)
         self._cancel_watch.start()

@@ -22,7 +22,7 @@ from ..wire.message import Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
-from .outages import persist, unconfirmed
+from .outages import QueueRefusals, persist, unconfirmed
 from .workflows import WorkflowSteps
 
 logger = logging.getLogger(__name__)
@@ -102,7 +102,7 @@ class Recorder:
             else:
                 try:
                     self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
-                                 "record a result", final=UNRECORDABLE)
+                                 "record the result of task", final=UNRECORDABLE)
                 except BrokerError as exc:  # Redis cannot take this result, ever
                     return self._unrecordable(job, message, exc, len(ack[2]), duration), exc
             self._tell(job, outcome)
@@ -155,7 +155,7 @@ class Recorder:
             entry = results.entry(job.task_id, task.name, "retried", now_ms, message.attempt,
                                   duration, self.worker_name, short_error(error))
             self._record(lambda: results.retry(job.queue, following, due_ms, note, entry), job,
-                         "schedule a retry")
+                         "schedule a retry of task")
             self._tell(job, note)
             logger.warning("task %s %s failed on attempt %d (%s: %s%s) in %.3f s; attempt %d "
                            "in %.3f s", message.id, task.name, message.attempt,
@@ -193,7 +193,7 @@ class Recorder:
         self._record(lambda: results.bury(
             job.queue, job.delivery.task_id, outcome=outcome,
             result_ttl_ms=to_ms(self._host.result_ttl), entry=entry), job,
-            "dead-letter a task")
+            "dead-letter task")
         self._tell(job, outcome)
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
@@ -208,10 +208,13 @@ class Recorder:
         entry = results.entry(job.task_id, message.task, "cancelled", outcome.finished_at_ms,
                               message.attempt, duration, self.worker_name,
                               "Cancelled: stopped while running, on request")
-        ended = persist(lambda: cancels.end(job.queue, job.task_id, outcome, ttl_ms, entry,
-                                            results.recent_length), "record a cancellation")
+        what = f"record the cancellation of task {job.task_id}"
+        ended = persist(unless_refused(lambda: cancels.end(
+            job.queue, job.task_id, outcome, ttl_ms, entry, results.recent_length)), what)
         self._holdings.drop(job.task_id)
-        if ended:
+        if isinstance(ended, Refused):
+            ended.say(what)
+        elif ended:
             self.workflows.cancelled(message, outcome)  # only once its own outcome stands
             self._tell(job, outcome)
             logger.info("task %s %s cancelled while running, after %.3f s", message.id,
@@ -346,16 +349,49 @@ class Recorder:
 
     def _record(self, step: Callable[[], Any], job: Job, what: str,
                 final: Tuple[str, ...] = ()) -> None:
-        """Write an outcome, retrying through outages: it must not be lost; a refusal of
-        a reason in ``final`` is raised (see ``persist``)."""
-        held = persist(step, f"{what} of task {job.delivery.task_id}", final)
+        """Write an outcome, retrying through outages: it must not be lost. One Redis
+        refuses for the queue's own data is not retried (``unless_refused``); one of a
+        reason in ``final`` is raised (see ``persist``)."""
+        what = f"{what} {job.delivery.task_id}"
+        held = persist(unless_refused(step), what, final)
         self._holdings.drop(job.delivery.task_id)
-        if held is False:
+        if isinstance(held, Refused):
+            held.say(what)
+        elif held is False:
             warn_lost_lease(job)
 
     def _tell(self, job: Job, outcome: Outcome) -> None:
         for listener in self.listeners:
             listener(job, outcome)
+
+
+@dataclasses.dataclass
+class Refused:
+    """An outcome's write Redis refused for the queue's own data (``unless_refused``)."""
+
+    error: BrokerError
+
+    def say(self, what: str) -> None:
+        logger.error("could not %s: Redis refused it for data of the queue that minitask "
+                     "did not write (%s); not retried: the worker no longer holds the task, "
+                     "which is delivered again once its lease expires", what, self.error)
+
+
+def unless_refused(step: Callable[[], Any]) -> Callable[[], Any]:
+    """``step``, returning ``Refused`` instead of raising when Redis refuses it for the
+    queue's own data (``QueueRefusals.refusal``: a key of another type, a key guard).
+    The outcome scripts move a key of another type aside (lib.lua) rather than refuse,
+    so this is the last line: waiting would not end such a refusal, and a worker
+    retrying it for ever would hold the task's slot (and its pool past a stop's grace)
+    for good. An outage, or a refusal of the whole server, is still raised (retried)."""
+    def once() -> Any:
+        try:
+            return step()
+        except BrokerError as exc:
+            if not QueueRefusals.refusal(exc):
+                raise
+            return Refused(exc)
+    return once
 
 
 def bury_poisoned(host: Host, queue: str, task_id: str

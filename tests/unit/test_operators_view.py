@@ -316,15 +316,18 @@ def test_a_record_key_of_another_type_costs_only_the_record(
     clock.advance(1)
     drain(worker)
     assert (added.status(), flaky.status(), boom.status()) == ("succeeded", "failed", "failed")
-    assert app.broker.client.get(key) == b"someone's data"  # left as it was
-    assert activity.recent(app).tasks == []
+    # moved aside whole (lib.lua's aside()), and the outcomes recorded in a new record
+    assert app.broker.client.get(key + ":foreign") == b"someone's data"
+    assert {entry.task_id for entry in activity.recent(app).tasks} >= {
+        added.id, flaky.id, boom.id}
 
 
 def test_a_record_at_its_last_possible_id_costs_only_the_record(
         shop: Tuple[Minitask, Tasks], clock: ManualClock) -> None:
     """A planted entry at the last possible stream ID refuses every XADD after it: the
-    outcomes are recorded all the same (they were refused, and the worker held its
-    slots retrying them), and a cancel is not half-applied."""
+    record is moved aside whole and the outcomes are recorded all the same (they were
+    refused, and the worker held its slots retrying them), and a cancel is not
+    half-applied."""
     app, tasks = shop
     key = queue_keys("shop", "default").recent
     app.broker.client.xadd(key, {"e": "x"}, id="18446744073709551615-18446744073709551615")
@@ -337,7 +340,9 @@ def test_a_record_at_its_last_possible_id_costs_only_the_record(
     drain(worker)
     assert (added.status(), flaky.status(), boom.status()) == ("succeeded", "failed", "failed")
     assert (added.get(timeout=0), queued.status()) == (3, "cancelled")
-    assert app.broker.client.xlen(key) == 1  # left as it was
+    assert app.broker.client.xlen(key + ":foreign") == 1  # moved aside whole
+    assert {entry.task_id for entry in activity.recent(app).tasks} >= {
+        added.id, flaky.id, boom.id}
 
 
 def test_entries_minitask_did_not_write_are_left_out(shop: Tuple[Minitask, Tasks]) -> None:

@@ -19,9 +19,10 @@
 -- being gone).
 -- Invariant: a message leaves Redis in the same step that records its outcome.
 -- Data minitask did not write (lib.lua): an ack never fails on it. A key of
--- another type among the first six counts as empty (its leases as lost); a
--- result key is replaced whole. On this hot path, redis.pcall and lib.lua's
--- guards().foreign() only for an error.
+-- another type among the first seven, or in the flow control's keys it writes, is
+-- moved aside (lib.lua's aside(): to `key`:foreign) and counts as empty (its leases
+-- as lost); a result key is replaced whole. On this hot path, redis.pcall and
+-- lib.lua's guards() only for an error.
 -- held, ids: made at their size for one task (a table's growth is a rehash in Redis);
 -- lost: made for a lost lease only
 local held, ids, lost = {nil}, {nil}, nil
@@ -30,7 +31,7 @@ for i = 2, #ARGV, 4 do
   local id = ARGV[i]
   ids[#ids + 1] = id
   local removed = redis.pcall('ZREM', KEYS[1], id)
-  if type(removed) == 'table' then guards().foreign(removed) removed = 0 end
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[1], 'zset') removed = 0 end
   held[#held + 1] = removed
   if removed == 0 then
     lost = lost or {}
@@ -52,7 +53,7 @@ for i = 2, #ARGV, 4 do
   end
   if ARGV[i + 3] ~= '' then  -- as lib.lua's function does, inline: no closure per call
     local added = redis.pcall('XADD', KEYS[7], 'MAXLEN', ARGV[1], '*', 'e', ARGV[i + 3])
-    if type(added) == 'table' then guards().unrecorded(added) end
+    if type(added) == 'table' then guards().rerecord(added, KEYS[7], ARGV[1], ARGV[i + 3]) end
   end
 end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in
@@ -60,19 +61,22 @@ end
 -- and maybe retried into delayed meanwhile) is looked for there.
 if lost then
   local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
-  if type(removed) == 'table' then guards().foreign(removed) removed = 0 end
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[2], 'zset') removed = 0 end
   if removed > 0 then
-    tolerant(0, 'HDEL', KEYS[6], unpack(lost))  -- delayed ids keep their sequence in order
+    -- delayed ids keep their sequence in order
+    local dropped = redis.pcall('HDEL', KEYS[6], unpack(lost))
+    if type(dropped) == 'table' then guards().displaced(dropped, KEYS[6], 'hash') end
   end
 end
 -- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids)
 for key = 3, 5 do
   local removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
-  if type(removed) == 'table' then guards().foreign(removed) end
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[key], 'hash') end
 end
 -- flow control: max_running slots freed, specs dropped (one HMGET when none has one)
 if #KEYS == results + 1 then
-  tolerant(0, 'HDEL', KEYS[results + 1], unpack(ids))
+  local removed = redis.pcall('HDEL', KEYS[results + 1], unpack(ids))
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[results + 1], 'hash') end
 elseif #KEYS > results then
   flow_control().finish(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2],
                         KEYS[results + 4], ids, true)

@@ -10,23 +10,29 @@
 -- ARGV[5] the record's length   ARGV[6] the task's entry in it ('': none)
 -- Returns: 1 when the task was leased or delayed here and is now dead, 0 when
 -- it was not (someone else holds it now and decides its fate).
--- Data minitask did not write (lib.lua): dead holding another type refuses the
--- call (checked first); leases or delayed of another type count as empty. The
--- reason is not kept in a dead_info of another type; deliveries, retrying or
--- order of another type are left as they are; a result key is replaced whole.
+-- Data minitask did not write (lib.lua): every key the call writes (leases, delayed,
+-- deliveries, retrying, dead, dead_info, order, flow_dead, recent, the flow keys)
+-- that holds another type is moved aside to `key`:foreign first (lib.lua's aside()),
+-- so the dead letter is always recorded: leases or delayed of another type count as
+-- empty then. A result key is replaced whole.
 local id = ARGV[1]
-guards().expect(KEYS[6], 'zset')
-local delayed = tolerant(0, 'ZREM', KEYS[2], id)
-if tolerant(0, 'ZREM', KEYS[1], id) + delayed == 0 then return 0 end
-if delayed == 1 then tolerant(0, 'HDEL', KEYS[9], id) end
+guards().settle(KEYS[1], 'zset')
+guards().settle(KEYS[2], 'zset')
+local delayed = redis.call('ZREM', KEYS[2], id)
+if redis.call('ZREM', KEYS[1], id) + delayed == 0 then return 0 end
+for i, kind in pairs({[4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [9] = 'hash',
+                      [14] = 'hash'}) do
+  guards().settle(KEYS[i], kind)
+end
+if delayed == 1 then redis.call('HDEL', KEYS[9], id) end
 -- its slot freed, its spec kept aside (flow_dead) for a requeue_dead (revive.lua)
 local spec = tolerant(false, 'HGET', KEYS[10], id)
-if spec then tolerant(0, 'HSET', KEYS[14], id, spec) end
+if spec then redis.call('HSET', KEYS[14], id, spec) end
 flow_control().finish(KEYS[10], KEYS[12], KEYS[11], KEYS[13], {id}, true)
-tolerant(0, 'HDEL', KEYS[4], id)
-tolerant(0, 'HDEL', KEYS[5], id)
+redis.call('HDEL', KEYS[4], id)
+redis.call('HDEL', KEYS[5], id)
 redis.call('ZADD', KEYS[6], ARGV[2], id)
-tolerant(0, 'HSET', KEYS[7], id, ARGV[3])
+redis.call('HSET', KEYS[7], id, ARGV[3])
 redis.call('DEL', KEYS[8])
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then

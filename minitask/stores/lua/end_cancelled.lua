@@ -13,8 +13,17 @@
 -- Invariant: as ack.lua, the message leaves Redis in the step that records it;
 -- its max_running slot is freed and its flow spec dropped in the same step (a
 -- slot kept would hold the limiter's parked tasks until another call came).
+-- Data minitask did not write (lib.lua): every key the call writes (leases, delayed,
+-- messages, deliveries, retrying, order, recent, the flow keys) that holds another
+-- type is moved aside to `key`:foreign first (lib.lua's aside()), so the cancellation
+-- is always recorded: leases of another type count as empty then (the lease as
+-- lost). A result key is replaced whole.
 local id = ARGV[1]
+guards().settle(KEYS[1], 'zset')
 if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+for i, kind in pairs({[2] = 'zset', [3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'hash'}) do
+  guards().settle(KEYS[i], kind)
+end
 if redis.call('ZREM', KEYS[2], id) > 0 then redis.call('HDEL', KEYS[6], id) end
 redis.call('HDEL', KEYS[3], id)
 redis.call('HDEL', KEYS[4], id)

@@ -255,8 +255,8 @@ if flow_on then
   function unpark(park, limiter, token)
     if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
     if tolerant(0, 'LLEN', park) == 0 then
-      tolerant(0, 'ZREM', KEYS[20], limiter)
-      tolerant(0, 'SREM', KEYS[22], limiter)
+      flow_control().put('zset', 'ZREM', KEYS[20], limiter)
+      flow_control().put('set', 'SREM', KEYS[22], limiter)
     end
   end
   -- fair queues with flow control: park a group's token that its task's own limits
@@ -270,30 +270,30 @@ if flow_on then
     local parked = flow_control().write(
       'list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
       tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park', priority .. token)
-    if parked == 1 then tolerant(0, 'SADD', KEYS[22], limiter) end
+    if parked == 1 then flow_control().put('set', 'SADD', KEYS[22], limiter) end
     if retry_at >= 0 and tried then
-      tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
+      flow_control().put('zset', 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
     elseif retry_at >= 0 then
-      tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, limiter)
+      flow_control().put('zset', 'ZADD', KEYS[20], 'LT', retry_at, limiter)
     elseif tried then
-      tolerant(0, 'ZREM', KEYS[20], limiter)
+      flow_control().put('zset', 'ZREM', KEYS[20], limiter)
     else
       -- as for a task parked for a slot: looked at once more by the next fetch
-      tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
+      flow_control().put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
     end
   end
   local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
   for _, limiter in ipairs(due) do
     local park = prefix .. limiter .. ':park'
     if string.sub(limiter, 1, 2) == 'g:' then
-      tolerant(0, 'ZREM', KEYS[20], limiter)
+      flow_control().put('zset', 'ZREM', KEYS[20], limiter)
       fair().arm(string.sub(limiter, 3), false, true)  -- its turn's claim checked
     end
     while string.sub(limiter, 1, 2) ~= 'g:' and #numbers < want * 2 and dropped < limit do
       local entry = tolerant(false, 'LINDEX', park, 0)
       if not entry then
-        tolerant(0, 'ZREM', KEYS[20], limiter)
-        tolerant(0, 'SREM', KEYS[22], limiter)
+        flow_control().put('zset', 'ZREM', KEYS[20], limiter)
+        flow_control().put('set', 'SREM', KEYS[22], limiter)
         break
       end
       local id = string.sub(entry, 2)
@@ -304,7 +304,7 @@ if flow_on then
         -- a group's token its task's limits held: served as the group's turn, as if
         -- popped from the ready list it came from (where cancelled counts it)
         unpark(park, limiter, true)
-        tolerant(0, 'ZADD', KEYS[17], priority, id)
+        flow_control().put('zset', 'ZADD', KEYS[17], priority, id)
         fair_served = fair()
         local taken, taken_body, taken_priority, taken_spec = fair_served.serve(id, limit - dropped)
         if taken then
@@ -326,9 +326,9 @@ if flow_on then
         end
         if not free then
           if retry_at >= 0 then
-            tolerant(0, 'ZADD', KEYS[20], retry_at, limiter)
+            flow_control().put('zset', 'ZADD', KEYS[20], retry_at, limiter)
           else
-            tolerant(0, 'ZREM', KEYS[20], limiter)  -- the outcome that frees a slot re-arms it
+            flow_control().put('zset', 'ZREM', KEYS[20], limiter)  -- the outcome that frees a slot re-arms it
           end
           break
         end
@@ -467,13 +467,13 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           lease(id, body, priority, spec)  -- a park list of another type: no limit kept
         else
           parked_change = parked_change + 1
-          if held == 1 then tolerant(0, 'SADD', KEYS[22], spec.limiter) end
+          if held == 1 then flow_control().put('set', 'SADD', KEYS[22], spec.limiter) end
           if retry_at >= 0 then
-            tolerant(0, 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+            flow_control().put('zset', 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
           else
             -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
             -- (its holders gone) is looked at by the next fetch
-            tolerant(0, 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
+            flow_control().put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
           end
           dropped = dropped + 1
         end
@@ -496,7 +496,15 @@ end
 
 -- the reply (see the header), `next_event` as text
 local function answer(next_event)
-  if parked_change ~= 0 then tolerant(0, 'INCRBY', KEYS[23], parked_change) end
+  if parked_change ~= 0 then
+    -- a count that is no integer starts afresh (lib.lua's recount); a key of another
+    -- type is moved aside (lib.lua's aside()) and the count starts afresh
+    local total = redis.pcall('INCRBY', KEYS[23], parked_change)
+    if type(total) == 'table' and not guards().recount(total, KEYS[23], parked_change) then
+      guards().aside(KEYS[23], guards().held_other('string'))
+      redis.call('INCRBY', KEYS[23], parked_change)
+    end
+  end
   if fair_served then fair_served.flush() end  -- the groups' counts it owes
   -- counts of 0 as literals: Redis formats a Lua number with snprintf
   local poisoned_count, expired_count = '0', '0'

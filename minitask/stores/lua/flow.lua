@@ -57,6 +57,20 @@ local flow_made
 local function flow_control()
   if flow_made then return flow_made end
 
+  -- redis.call of the write `command` on `key`, where minitask keeps a `kind`: a key
+  -- of another type is moved aside (lib.lua's guards().displaced: to `key`:foreign)
+  -- and the write made again, on the missing key; never skipped nor refused for it
+  -- (a flow_due of another type would leave a limited group queued for ever). One
+  -- redis.pcall until such a key is met. Scripts call it as flow_control().put.
+  local function flow_put(kind, command, key, ...)
+    local reply = redis.pcall(command, key, ...)
+    if type(reply) == 'table' and reply.err then
+      guards().displaced(reply, key, kind)
+      reply = redis.call(command, key, ...)
+    end
+    return reply
+  end
+
   -- A field of a spec as a number: most are 0, told without a tonumber (which costs
   -- Redis about 1,500 instructions)
   local function flow_number(text)
@@ -84,10 +98,10 @@ local function flow_control()
   -- Free the max_running slot `id` holds under `limiter`, if any, and have the
   -- limiter's parked tasks tried at once (a wake token rouses a waiting worker).
   local function flow_free(prefix, due, wake, limiter, id)
-    if tolerant(0, 'SREM', prefix .. limiter .. ':running', id) == 1
+    if flow_put('set', 'SREM', prefix .. limiter .. ':running', id) == 1
        and tolerant(0, 'LLEN', prefix .. limiter .. ':park') > 0 then
-      tolerant(0, 'ZADD', due, 0, limiter)
-      tolerant(0, 'RPUSH', wake, '1')
+      flow_put('zset', 'ZADD', due, 0, limiter)
+      flow_put('list', 'RPUSH', wake, '1')
     end
   end
 
@@ -112,14 +126,14 @@ local function flow_control()
         -- (its ready tasks, if any, come back into the rotation: flow_fair's arm)
         local group = forget and string.match(
           specs[i], '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
-        if group and tolerant(0, 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
+        if group and flow_put('set', 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
            and tolerant(0, 'ZCARD', prefix .. 'g:' .. group .. ':ready') > 0 then
-          tolerant(0, 'ZADD', due, 0, 'g:' .. group)
-          tolerant(0, 'RPUSH', wake, '1')
+          flow_put('zset', 'ZADD', due, 0, 'g:' .. group)
+          flow_put('list', 'RPUSH', wake, '1')
         end
       end
     end
-    if forget and found then tolerant(0, 'HDEL', flow, unpack(ids)) end
+    if forget and found then flow_put('hash', 'HDEL', flow, unpack(ids)) end
   end
 
   -- Fair queues (docs/guide/fair-queues.rst): a grouped task's spec goes on past
@@ -372,7 +386,7 @@ local function flow_control()
           write('list', group, at_head and 'LPUSH' or 'RPUSH', KEYS[c.first_ready + 9 - priority],
                 token)
           -- counted out of the ready lists' lengths as a cancelled entry is (no task)
-          tolerant(0, 'ZADD', c.cancelled, priority, token)
+          flow_put('zset', 'ZADD', c.cancelled, priority, token)
           flow_made.fair_made.pushed = true
         end
 
@@ -403,7 +417,7 @@ local function flow_control()
           if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
           flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
                           (9 - priority) * RANK + order, member)
-          tolerant(0, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
+          flow_made.write('hash', group, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok)
           return true
         end
 
@@ -669,7 +683,7 @@ local function flow_control()
             left[#left + 1] = token
             if alone then fair_rare().unsolo(group, tok) end  -- its task waits in its set
             tolerant(0, 'HDEL', turn, 'tok', 'band')
-            if out_at >= 0 then tolerant(0, 'ZADD', c.flow_due, out_at, 'g:' .. group) end
+            if out_at >= 0 then flow_put('zset', 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
           end
           if spec.group_most > 0 and not holds then
@@ -702,13 +716,13 @@ local function flow_control()
             if not at_head then served = 0 end
           end
           if band ~= next_priority then
-            tolerant(0, 'HSET', turn, 'band', next_priority, 'served', served)
+            flow_made.write('hash', group, 'HSET', turn, 'band', next_priority, 'served', served)
           elseif served ~= was then
-            tolerant(0, 'HSET', turn, 'served', served)
+            flow_made.write('hash', group, 'HSET', turn, 'served', served)
           end
           flow_made.write('list', group, at_head and 'LPUSH' or 'RPUSH',
                           KEYS[c.first_ready + 9 - next_priority], token)
-          if band ~= next_priority then tolerant(0, 'ZADD', c.cancelled, next_priority, token) end
+          if band ~= next_priority then flow_put('zset', 'ZADD', c.cancelled, next_priority, token) end
           flow_made.fair_made.pushed = true
           return id, body, priority, spec
         end
@@ -827,14 +841,14 @@ local function flow_control()
         -- window, and starts stay a window and half the guard apart
         if pace then due = math.max(room, pace - slack, now - (span - spec.window) / 2) end
       end
-      if running then tolerant(0, 'SADD', running, id) end
+      if running then flow_put('set', 'SADD', running, id) end
       if paced then
         -- kept a span past the next start (as a log would be): a missing pace allows a
         -- start at once, so it outlives its turn on any caller's clock
         local next_start = math.max(pace or 0, now) + gap
         redis.call('SET', paced, next_start, 'PX', math.ceil(next_start - now + span))
       elseif starts then
-        tolerant(0, 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
+        flow_put('zset', 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
         tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
       end
       return true
@@ -847,15 +861,7 @@ local function flow_control()
     -- its owner, with a line in Redis's log naming both and the `group`; the write then
     -- goes on, so no task is dropped.
     local function flow_quarantine(key, kind, group)
-      local aside
-      for n = 1, 100 do
-        aside = key .. ':foreign' .. (n > 1 and n or '')
-        if redis.call('EXISTS', aside) == 0 then break end
-      end
-      redis.call('RENAME', key, aside)
-      redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. aside
-                .. ': it held another type than the ' .. kind .. ' minitask keeps there'
-                .. ' for group ' .. group)
+      guards().aside(key, guards().held_other(kind) .. ' for group ' .. group)
     end
 
     -- Fair queues with flow control: whether the task's own limits (rate_limit,
@@ -883,7 +889,7 @@ local function flow_control()
   -- fair_made: flow_fair's library once made (false: a read that finds it must not
   -- call flow_limits)
   flow_made = setmetatable({spec = flow_spec, finish = flow_end, fair = flow_fair,
-                            write = flow_write, fair_made = false},
+                            write = flow_write, put = flow_put, fair_made = false},
                            {__index = flow_limits})
   return flow_made
 end

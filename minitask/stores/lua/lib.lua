@@ -10,13 +10,18 @@
 --    a refused or failed call changes nothing;
 --  * entries are read tolerantly (each script's header says how), so none
 --    fails every later call and the queue keeps flowing;
---  * a key holding another type is never deleted or renamed: it may be
---    someone's data, or another version's tasks. Where a script only reads
---    it or removes ids from it, it counts as empty; where a script must add
---    to it, the call is refused (WRONGTYPE, naming the key) before any write.
---    Wake lists and result keys are the exception: they only ever hold hints
---    and outcomes, which minitask replaces whole, deleting one of another
---    type.
+--  * a key holding another type is never deleted: it may be someone's data, or
+--    another version's tasks. Where a script only reads it, it counts as empty.
+--    Where a call that sends tasks must add to it, the call is refused
+--    (WRONGTYPE, naming the key) before any write: the sender is told.
+--    Where a script that records an outcome (ack, retry, bury, release,
+--    end_cancelled, and the flow control they call) writes to it, the key is
+--    moved aside whole (aside(): renamed to `key`:foreign, with a WARNING in
+--    Redis's log naming both) before that write, and the write is made: an
+--    outcome is never refused nor left unrecorded for data minitask did not
+--    write, so no worker holds a task for ever retrying it.
+--    Result keys are the exception: they only ever hold outcomes, which
+--    minitask replaces whole, deleting one of another type.
 
 -- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
 local MAX_SCORE = 2534023007999999
@@ -88,6 +93,43 @@ local function guards()
       reply = redis.pcall('HEXISTS', key, '')
     end
     return not (type(reply) == 'table' and reply.err and foreign(reply))
+  end
+
+  -- Move `key` aside (quarantine it): renamed whole to `key`:foreign (or :foreign2, up
+  -- to :foreign100, which a 101st replaces: a call never fails half-way), kept for its
+  -- owner, with one WARNING in Redis's log naming both and `why` (the kind minitask
+  -- keeps there, by default). The scripts that record outcomes call it for a key of
+  -- another type they write to (settle(), displaced()), then write: the outcome is recorded.
+  local function aside(key, why)
+    local moved
+    for n = 1, 100 do
+      moved = key .. ':foreign' .. (n > 1 and n or '')
+      if redis.call('EXISTS', moved) == 0 then break end
+    end
+    redis.call('RENAME', key, moved)
+    redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. moved .. ': ' .. why)
+  end
+
+  local function held_other(kind)
+    return 'it held another type than the ' .. kind .. ' minitask keeps there'
+  end
+
+  -- Before a script's first write to `key`, where minitask keeps a `kind` (list, zset,
+  -- hash, set, stream, string: TYPE's names; TYPE reads in O(1)): one of another type
+  -- is moved aside (aside()), so that the writes after find it missing.
+  local function settle(key, kind)
+    local held = redis.call('TYPE', key)
+    held = type(held) == 'table' and held.ok or held
+    if held ~= 'none' and held ~= kind then aside(key, held_other(kind)) end
+  end
+
+  -- For the error reply of a write to `key`, where minitask keeps a `kind`: a key of
+  -- another type (the write's WRONGTYPE error changed nothing) is moved aside
+  -- (aside()), for the write to be made again on the missing key (flow.lua's flow_put). Any
+  -- other error is raised.
+  local function displaced(reply, key, kind)
+    foreign(reply)
+    aside(key, held_other(kind))
   end
 
   -- `value` (a reply) as a whole number from `low` to `high`, or nil: text, nan,
@@ -182,18 +224,25 @@ local function guards()
     return true
   end
 
-  -- For the error reply of an XADD to a queue's record of recent outcomes: a record
-  -- no minitask wrote keeps nothing, so that an outcome is never refused for it: one
-  -- of another type (foreign()), or a stream whose last ID is the last possible one
-  -- (minitask's IDs are the server's time: planted). Any other error is raised.
-  local function unrecorded(reply)
-    if string.find(tostring(reply.err), 'last possible ID', 1, true) then return true end
-    return foreign(reply)
+  -- After the error reply of an XADD of `entry` to a queue's record of recent outcomes
+  -- (`key`, trimmed to `cap` entries): a record no minitask wrote is moved aside
+  -- (aside()) and the entry added to a new one, so that an outcome is never refused
+  -- nor left out for it: one of another type, or a stream whose last ID is the last
+  -- possible one (minitask's IDs are the server's time: planted). Any other error is
+  -- raised.
+  local function rerecord(reply, key, cap, entry)
+    if string.find(tostring(reply.err), 'last possible ID', 1, true) then
+      aside(key, 'its last entry ID is the last possible one, which minitask never writes')
+    else
+      displaced(reply, key, 'stream')
+    end
+    redis.call('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
   end
 
   guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
              utf8 = utf8, fits = fits, whole = whole, recount = recount,
-             unrecorded = unrecorded}
+             rerecord = rerecord, aside = aside, settle = settle,
+             displaced = displaced, held_other = held_other}
   return guarded
 end
 
@@ -212,11 +261,11 @@ end
 -- to its newest `cap` entries as it is written (MAXLEN, exact): one command. An
 -- empty entry (the record is off, or the outcome is not one kept) writes
 -- nothing. A record of another type, or one whose last ID is the last possible one,
--- keeps nothing (lib.lua's rule: only read or added to, never replaced).
+-- is moved aside first (guards().rerecord).
 local function remember(key, cap, entry)
   if entry == '' then return end
   local added = redis.pcall('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
-  if type(added) == 'table' then guards().unrecorded(added) end
+  if type(added) == 'table' and added.err then guards().rerecord(added, key, cap, entry) end
 end
 
 -- A workflow step's marker (spawn.lua, spawn_flow.lua), checked before any write:

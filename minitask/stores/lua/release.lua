@@ -5,24 +5,28 @@
 -- KEYS[14] flow (HASH)   KEYS[15] flow_due (ZSET)   KEYS[16] the flow prefix (flow.lua)
 -- ARGV: pairs of id, priority
 -- Returns: how many were given back (a lease already lost is skipped).
--- Data minitask did not write (lib.lua): a ready list of another type that a task
--- goes back to refuses the call (checked first); leases of another type count as
--- empty (nothing held). A delivery count that is no number is dropped; deliveries
--- or wake of another type are left as they are.
-for i = 2, #ARGV, 2 do guards().expect(KEYS[13 - tonumber(ARGV[i])], 'list') end
+-- Data minitask did not write (lib.lua): every key the call writes (leases,
+-- deliveries, wake, the ready lists tasks go back to, the flow keys) that holds
+-- another type is moved aside to `key`:foreign first (lib.lua's aside()), so the tasks
+-- always go back: leases of another type count as empty then (nothing held). A
+-- delivery count that is no number is dropped.
+guards().settle(KEYS[1], 'zset')
+guards().settle(KEYS[2], 'hash')
+guards().settle(KEYS[3], 'list')
+for i = 2, #ARGV, 2 do guards().settle(KEYS[13 - tonumber(ARGV[i])], 'list') end
 local released, ids = 0, {}
 for i = #ARGV - 1, 1, -2 do
   -- walking backwards keeps the given order once every id is pushed to the head
   local id, priority = ARGV[i], tonumber(ARGV[i + 1])
-  if tolerant(0, 'ZREM', KEYS[1], id) == 1 then
-    if guards().bump(KEYS[2], id, -1) <= 0 then tolerant(0, 'HDEL', KEYS[2], id) end
+  if redis.call('ZREM', KEYS[1], id) == 1 then
+    if guards().bump(KEYS[2], id, -1) <= 0 then redis.call('HDEL', KEYS[2], id) end
     redis.call('LPUSH', KEYS[13 - priority], id)
     released = released + 1
     ids[released] = id
   end
 end
 if released > 0 then
-  tolerant(0, 'RPUSH', KEYS[3], '1')
+  redis.call('RPUSH', KEYS[3], '1')
   -- slots freed, specs kept
   flow_control().finish(KEYS[14], KEYS[16], KEYS[15], KEYS[3], ids, false)
 end

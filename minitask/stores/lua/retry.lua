@@ -9,25 +9,28 @@
 -- ARGV[6] the record's length   ARGV[7] the attempt's entry in it ('': none)
 -- Returns: 1, or 0 when the caller had lost the lease (nothing is changed then:
 -- whoever holds the task now decides its fate).
--- Data minitask did not write (lib.lua): messages or delayed holding another type
--- refuses the call (checked first); leases of another type count as empty (the
--- lease as lost). A sequence that is no number starts afresh; deliveries,
--- retrying, order or wake of another type are left as they are (no count
--- removed, no note kept, no sequence kept, no token pushed).
+-- Data minitask did not write (lib.lua): every key the call writes (leases, delayed,
+-- messages, deliveries, retrying, wake, order, sequence, recent, the flow keys) that
+-- holds another type is moved aside to `key`:foreign first (lib.lua's aside()), so the
+-- retry is always scheduled: leases of another type count as empty then (the lease as
+-- lost). A sequence that is no number starts afresh.
 local id = ARGV[1]
-guards().expect(KEYS[3], 'hash')
-guards().expect(KEYS[2], 'zset')
-if tolerant(0, 'ZREM', KEYS[1], id) == 0 then return 0 end
+guards().settle(KEYS[1], 'zset')
+if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+for i, kind in pairs({[2] = 'zset', [3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'list',
+                      [7] = 'hash', [8] = 'string'}) do
+  guards().settle(KEYS[i], kind)
+end
 -- its slot freed; the spec stays
 flow_control().finish(KEYS[9], KEYS[11], KEYS[10], KEYS[6], {id}, false)
 redis.call('HSET', KEYS[3], id, ARGV[2])
-tolerant(0, 'HDEL', KEYS[4], id)
-tolerant(0, 'HSET', KEYS[5], id, ARGV[5])
+redis.call('HDEL', KEYS[4], id)
+redis.call('HSET', KEYS[5], id, ARGV[5])
 local score = string.format('%.0f', tonumber(ARGV[3]) * 10 + 9 - tonumber(ARGV[4]))
 redis.call('ZADD', KEYS[2], score, id)
-tolerant(0, 'HSET', KEYS[7], id, guards().bump(KEYS[8]))
+redis.call('HSET', KEYS[7], id, guards().bump(KEYS[8]))
 if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then
-  tolerant(0, 'RPUSH', KEYS[6], '1')
+  redis.call('RPUSH', KEYS[6], '1')
 end
 remember(KEYS[12], ARGV[6], ARGV[7])
 return 1

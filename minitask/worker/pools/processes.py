@@ -143,8 +143,6 @@ class ProcessPool(Generic[J]):
 
     def run(self) -> None:
         worker = self.worker
-        worker.starting()
-        worker.listen_for_orders()
 
         def at_once() -> None:
             for child in list(self.children.values()):
@@ -154,9 +152,16 @@ class ProcessPool(Generic[J]):
             os._exit(130)
 
         # The children are signalled by _shut_down, not at once: a child that Ctrl-C
-        # signalled too would hear of the stop twice.
+        # signalled too would hear of the stop twice. Installed before the worker is
+        # listed (starting): a SIGTERM sent as soon as it is seen stops it gracefully.
         restore = SignalRelay(lambda name: self.stop(name, tell_children=False),
                               at_once).install()
+        try:
+            worker.starting()
+            worker.listen_for_orders()
+        except BaseException:
+            restore()
+            raise
         beat = threading.Thread(target=self._heartbeat_loop, daemon=True,
                                 name="minitask-supervisor-heartbeat")
         beat.start()
