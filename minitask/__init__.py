@@ -8,7 +8,8 @@ from .canvas import Signature, chain, chord, group
 from .context import TaskContext, current_task
 from .errors import (AppNotFound, ArgumentError, BatchNotSent, BrokerError, ConfigurationError,
                      DecodeError, DuplicateTaskError, DurabilityError, EncodeError,
-                     MessageTooLarge, MinitaskError, ResultTimeout, Retry, SerializationError,
+                     MessageTooLarge, MinitaskError, ResultTimeout, ResultTooLarge, Retry,
+                     SerializationError,
                      SoftTimeLimitExceeded, TaskFailed, TimeLimitExceeded, UnknownTaskError)
 from .groups import GroupHandle
 from .handle import TaskHandle
@@ -38,6 +39,7 @@ __all__ = [
     "MinitaskError",
     "Progress",
     "ResultTimeout",
+    "ResultTooLarge",
     "Retry",
     "Schedule",
     "SerializationError",

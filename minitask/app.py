@@ -32,7 +32,8 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
-                         "durability_timeout", "routes", "recent_outcomes"})
+                         "durability_timeout", "routes", "recent_outcomes",
+                         "max_result_bytes"})
 
 
 class Minitask(Operations, SendByName, HandleLookups):
@@ -64,10 +65,12 @@ class Minitask(Operations, SendByName, HandleLookups):
             ``durability_timeout`` seconds, default 1.0; see
             :doc:`/guide/durability`), ``routes`` (task names or glob
             patterns mapped to a ``queue`` and a ``priority``; the first
-            match wins; see :doc:`/guide/routing`) and ``recent_outcomes``
+            match wins; see :doc:`/guide/routing`), ``recent_outcomes``
             (outcomes each queue's record keeps for ``minitask inspect
             recent``, default 2,000, 0 to keep none; see
-            :doc:`/guide/operations`).
+            :doc:`/guide/operations`) and ``max_result_bytes`` (the largest
+            encoded result a worker records, default ``max_message_bytes``: a
+            larger return value fails its attempt with ``ResultTooLarge``).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -90,6 +93,8 @@ class Minitask(Operations, SendByName, HandleLookups):
         check_positive_seconds(result_ttl, "result_ttl", where)
         _check_count(max_deliveries, "max_deliveries", where, MAX_DELIVERIES)
         _check_count(max_message_bytes, "max_message_bytes", where, MAX_MESSAGE_BYTES)
+        max_result_bytes = options.get("max_result_bytes", max_message_bytes)
+        _check_count(max_result_bytes, "max_result_bytes", where, MAX_MESSAGE_BYTES)
         prefetch = check_prefetch(options.get("prefetch", 1), f"app {name!r}")
         self.name = name
         self.default_queue = default_queue
@@ -97,6 +102,8 @@ class Minitask(Operations, SendByName, HandleLookups):
         self.visibility_timeout = float(visibility_timeout)
         self.max_deliveries = max_deliveries
         self.max_message_bytes = max_message_bytes
+        #: The largest encoded result a worker records (a larger one fails its attempt).
+        self.max_result_bytes: int = max_result_bytes
         self.prefetch = prefetch
         #: Outcomes each queue's record of recent outcomes keeps (0: none kept).
         self.recent_outcomes = recent_length(options.get("recent_outcomes", DEFAULT_LENGTH),

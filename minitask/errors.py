@@ -11,6 +11,7 @@
      |    +-- EncodeError (TypeError)     a value msgpack cannot carry; names its path
      |    +-- DecodeError                 corrupt payload or unknown envelope version
      +-- MessageTooLarge (ValueError)     encoded message over max_message_bytes
+     +-- ResultTooLarge (ValueError)      encoded result over max_result_bytes (the attempt fails)
      +-- UnknownTaskError                 a message names a task this worker does not know
      +-- BrokerError                      Redis unreachable or failing (chained from redis-py);
      |    |                               broker_error() words it and says what to do
@@ -79,6 +80,18 @@ class MessageTooLarge(MinitaskError, ValueError):
         self.limit = limit
 
 
+class ResultTooLarge(MinitaskError, ValueError):
+    """A task returned a value whose encoded result is over the app's
+    ``max_result_bytes``: that attempt fails with this error (retried by the
+    task's ``retry_on``, else dead-lettered); nothing of the value is written."""
+
+    def __init__(self, message: str, *, task_name: str, size: int, limit: int) -> None:
+        super().__init__(message)
+        self.task_name = task_name
+        self.size = size
+        self.limit = limit
+
+
 class UnknownTaskError(MinitaskError):
     """A message names a task that this worker has not registered."""
 
@@ -88,7 +101,8 @@ class BrokerError(MinitaskError):
 
     ``reason`` says which, so that a caller can tell an outage (``unreachable``)
     from a refusal that waiting will not end: ``auth``, ``permission``, ``out of
-    memory``, ``read-only``, ``script``, ``wrong type`` or ``error``.
+    memory``, ``read-only``, ``script``, ``wrong type``, ``protocol`` (Redis could
+    not read a command, as one over its ``proto-max-bulk-len``) or ``error``.
     """
 
     def __init__(self, message: str, *, reason: str = "error") -> None:
@@ -182,6 +196,12 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
         return "read-only", (
             "this Redis is a read-only replica, as after a failover: point minitask at the "
             "primary, or use a redis+sentinel:// URL to follow failovers")
+    if "Protocol error" in text:
+        return "protocol", (
+            "Redis refused a command it could not read and closed the connection; a value "
+            "longer than the server's proto-max-bulk-len (a managed Redis may set it low) "
+            "says \"invalid bulk length\": keep max_message_bytes and max_result_bytes "
+            "below it")
     for mark, hint in _SERVER_REFUSALS:  # the whole server's state, in a script or not
         if mark in text:
             return "error", hint

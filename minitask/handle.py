@@ -75,27 +75,32 @@ class TaskHandle(Generic[R]):
         """Where the task is now.
 
         Returns:
-            One of ``scheduled``, ``queued``, ``running``, ``retrying``,
-            ``succeeded``, ``failed``, ``cancelled`` or ``unknown`` (never
-            seen, or its result expired); ``failed`` for a kept result no minitask
-            wrote, or a key its state is read from that holds another type (a list
-            where its result should be, say): ``get()`` cannot read it, and says why.
+            One of ``pending`` (a workflow's step not sent yet: a chord's body
+            waiting for its members, a chain's later step), ``scheduled``,
+            ``queued``, ``running``, ``retrying``, ``succeeded``, ``failed``,
+            ``cancelled`` or ``unknown`` (never seen, or its result expired);
+            ``failed`` for a kept result no minitask wrote, or a key its state is
+            read from that holds another type (a list where its result should be,
+            say): ``get()`` cannot read it, and says why.
 
         Raises:
             BrokerError: Redis could not be reached.
+            DecodeError: its handle record is none minitask wrote (names the key).
         """
         queue = self._find_queue()
-        if queue is None:
-            return "unknown"
-        return status_of(*self._results.state(queue, self.id))
+        state = self._results.state(queue, self.id) if queue else ("unknown", None)
+        if state[0] == "unknown" and self._promise(self._broker.workflows.handle_record(
+                self.id, self._queues.lookup_names()[0])):
+            return "pending"  # a later step of a workflow, sent once those before it end
+        return status_of(*state)
 
     def ready(self) -> bool:
         """Whether the task has ended: succeeded, failed or cancelled.
 
         ``ready()`` is ``successful() or failed()``. It is False while the task
-        is queued, scheduled, running or retrying, and False for a task this
-        broker does not know (never enqueued here, a chain's step not sent yet,
-        or its result expired or forgotten): then there is nothing to read.
+        is pending (a workflow's step not sent yet), queued, scheduled, running
+        or retrying, and False for a task this broker does not know (never
+        enqueued here, or its result expired or forgotten): nothing to read.
 
         Returns:
             True when ``get()`` would answer without waiting.
@@ -309,9 +314,10 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
         """
         queue = await self._afind_queue()
-        if queue is None:
-            return "unknown"
-        return status_of(*await self._aio().state(queue, self.id))
+        state = await self._aio().state(queue, self.id) if queue else ("unknown", None)
+        if state[0] == "unknown" and self._promise(await _arecord(self, self._aio())):
+            return "pending"
+        return status_of(*state)
 
     async def aready(self) -> bool:
         """Like ``ready()``, awaited.

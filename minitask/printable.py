@@ -58,6 +58,26 @@ def encodable(value: str) -> str:
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def json_safe(text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with every character that is
+    not printable (C0, DEL, C1, line and paragraph separators, bidirectional and other
+    format controls, lone surrogates) as its JSON ``\\uXXXX`` escape (a pair for one
+    beyond U+FFFF): the same JSON to a parser, and nothing that can move, reorder or
+    rewrite what a terminal shows; printable text (accented letters, CJK) stays as it
+    is. Outside strings JSON holds only printable ASCII, spaces and newlines."""
+    if text.isprintable() or text.isascii() and "\x7f" not in text:
+        return text  # the usual case; ensure_ascii=False escapes C0 itself
+    out: List[str] = []
+    for char in text:
+        if char.isprintable() or char == "\n":
+            out.append(char)
+        else:
+            units = char.encode("utf-16-be", "surrogatepass")
+            out.extend(f"\\u{int.from_bytes(units[i:i + 2], 'big'):04x}"
+                       for i in range(0, len(units), 2))
+    return "".join(out)
+
+
 def readable(value: Any) -> bool:
     """Whether ``value`` (str or bytes) is text ``printable`` leaves as it is: UTF-8,
     with no control character. A name read from Redis that is not is someone else's."""
@@ -213,5 +233,5 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
     log.handle(record)
 
 
-__all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "log_error",
-           "logged_trace", "printable", "readable", "typed_back"]
+__all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
+           "log_error", "logged_trace", "printable", "readable", "typed_back"]

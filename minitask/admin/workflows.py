@@ -73,6 +73,20 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
             "left_out": left_out, "steps": steps, "errbacks": len(errbacks)}
 
 
+#: The states of a step still to end, which a step waiting for it may follow.
+_UNDER_WAY = frozenset({"queued", "scheduled", "running", "retrying"})
+
+
+def waiting_step(found: Dict[str, Any], task_id: str) -> bool:
+    """Whether ``task_id`` is a step of the workflow ``found`` (as ``workflow`` reads
+    it) not sent yet that waits for others: ``pending``, while another step is still
+    under way (or left out of the plan), as a chord's body while its members run. A
+    pending step that nothing under way can send (its workflow broke) waits for none."""
+    tasks = tasks_of(found["root"])
+    return any(task["id"] == task_id and task["state"] == "pending" for task in tasks) and (
+        bool(found["left_out"]) or any(task["state"] in _UNDER_WAY for task in tasks))
+
+
 def summary(found: Dict[str, Any]) -> str:
     """A workflow's size in words, as ``workflow`` reads it: "a chord of 3,001 task(s),
     51 kept in its plan, 2,950 left out" (what the dashboard and ``minitask inspect

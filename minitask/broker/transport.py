@@ -210,6 +210,10 @@ class Transport:
                         replies[index] = None
                     elif refused is None:
                         refused = (index, reply)
+                if refused is not None and closed_after(refused[1]):
+                    connection.disconnect()  # Redis closed it: nothing after ran
+                    raise self._failure(refused[1], what, scripts[refused[0]].name) \
+                        from refused[1]
                 waited = read_confirmation(connection, policy)
                 for index in missing:  # a script that ran is never sent twice
                     try:
@@ -222,8 +226,14 @@ class Transport:
                 if missing and policy is not None:  # those ran after the WAIT: once more
                     connection.send_packed_command([confirmation])
                     waited = read_confirmation(connection, policy)
-            except BaseException:
+            except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
+                size = sum(map(len, commands))
+                if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
+                    raise BrokerError(f"{self._failure(exc, what, None)} (the command was "
+                                      f"{size:,} bytes: Redis also closes the connection "
+                                      f"as it reads a value over its proto-max-bulk-len)",
+                                      reason="unreachable") from exc
                 raise
             if refused is not None and keep_refused:
                 replies = [self._failure(reply, what, script.name)
@@ -284,6 +294,11 @@ class Transport:
         self._waits.stop_waiting()
 
 
+#: A command larger than this (the least ``proto-max-bulk-len`` Redis takes, 1 MiB)
+#: that meets a closed connection may have been refused for its size: said so.
+LARGE_COMMAND = 1024 * 1024
+
+
 def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
     """Write ``data`` (``count`` packed commands) in one write and read their
     ``count`` replies, in order; a command Redis refused has its ResponseError in
@@ -297,7 +312,17 @@ def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
             replies.append(connection.read_response())
         except redis.ResponseError as exc:
             replies.append(exc)
+            if closed_after(exc):  # no reply follows: the commands after it never ran
+                replies += [exc] * (count - len(replies))
+                break
     return replies
+
+
+def closed_after(reply: redis.ResponseError) -> bool:
+    """Whether Redis closes the connection after this error reply: a protocol error
+    (a value longer than its ``proto-max-bulk-len``...) ends the connection, so the
+    next command on it would meet a reset, not an outage."""
+    return str(reply).startswith("Protocol error")
 
 
 class _Errors:

@@ -11,8 +11,8 @@ from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import printable
 from ..sending import BULK_CHUNK
-from .options import (add_app_options, add_yes, confirmed, emit_json, known, load,
-                      takes_words, unknown_word)
+from .options import (add_app_options, add_yes, check_given, confirmed, emit_json, known,
+                      load, takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
 USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
@@ -24,7 +24,8 @@ def register(commands: Any) -> None:
                                usage=USAGE, description="Dead letters: tasks that will not "
                                "run again, kept with their arguments and why they died.")
     add_app_options(dead, level="WARNING")
-    dead.add_argument("--queue", help="only this queue (default: every queue of the app)")
+    dead.add_argument("--queue",
+                      help="only this queue (default: every queue of the app)")
     dead.add_argument("--all", action="store_true", help="requeue or purge every dead letter "
                       "(of --queue)")
     dead.add_argument("--json", action="store_true", help="print JSON")
@@ -40,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(unknown_word("action", args.words[0], ACTIONS,
                                               f"; usage: {USAGE}"))
     action, ids = args.words[0], args.words[1:]
+    check_given("queue", args.queue)
     app = load(args.app)
     try:
         if args.queue is not None and not known(app, args.queue):

@@ -8,12 +8,12 @@ from typing import Any, List, Optional
 
 from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
 from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
-from ..admin.workflows import summary, workflow
+from ..admin.workflows import summary, waiting_step, workflow
 from ..errors import ConfigurationError
 from ..printable import printable
 from ..wire.message import MAX_ID_BYTES, describe_char, unprintable
-from .options import (Bounded, add_app_options, close_word, emit_json, load, takes_words,
-                      unknown_word)
+from .options import (Bounded, add_app_options, check_given, close_word, emit_json,
+                      load, takes_words, unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
          "workflow ID) [--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
@@ -52,6 +52,9 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    for queue in args.queue or ():
+        check_given("queue", queue)
+    check_given("task", args.task)
     if args.task_id is None and args.words[:1] == ["workflow"]:
         return _workflow(args)
     words = list(args.words) + ([] if args.task_id is None else [args.task_id])
@@ -71,8 +74,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         asked, not_asked = lookup_queues(app)  # read once: the lookup and what it said
         info = inspect(app, task_id, asked)
+        # no queue holds it: a workflow's step not sent yet (its handle's id names the plan)
+        found = workflow(app, task_id) if info is None else None
     finally:
         app.close()
+    if found is not None and waiting_step(found, task_id):
+        return _pending(task_id, found, args.json)
     if info is None:
         if args.json:
             emit_json({"task_id": task_id, "status": "unknown", "queues_asked": len(asked),
@@ -88,6 +95,23 @@ def run(args: argparse.Namespace) -> int:
         emit_json(info.as_dict())
     else:
         print("\n".join(describe(info)))
+    return 0
+
+
+def _pending(task_id: str, found: Any, as_json: bool) -> int:
+    """``inspect ID`` of a workflow's step not sent yet: what it waits for."""
+    others = dict(found["counts"])
+    others["pending"] = others.get("pending", 1) - 1  # not counting itself
+    waits = {state: count for state, count in sorted(others.items()) if count}
+    if as_json:
+        emit_json({"task_id": task_id, "status": "pending", "workflow": found["id"],
+                   "kind": found["kind"], "waits_for": waits})
+        return 0
+    now = ", ".join(f"{count} {state}" for state, count in waits.items()) or "none"
+    print(printable(f"task {task_id}: pending: the last step of workflow {task_id} "
+                    f"({summary(found)}), not sent yet: it is sent once the steps before "
+                    f"it end (the other steps now: {now}); see minitask inspect workflow "
+                    f"{task_id}"))
     return 0
 
 

@@ -18,7 +18,7 @@ import logging
 from typing import Any, Dict
 
 from ..context import current_task
-from ..printable import ERROR_TRACE_MOST, cut_text, encodable, escaped_trace, printable
+from ..printable import ERROR_TRACE_MOST, cut_text, escaped_trace, json_safe, printable
 
 #: The text format: the task's name and id appear only on records from inside a task.
 TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
@@ -84,7 +84,7 @@ class JsonFormatter(logging.Formatter):
             if name not in _STANDARD and name not in entry:
                 entry[name] = value if isinstance(value, (str, int, float, bool)) else repr(value)
         # a lone surrogate (text read from Redis) as its JSON escape: stderr is UTF-8
-        return encodable(json.dumps(entry, ensure_ascii=False))
+        return json_safe(json.dumps(entry, ensure_ascii=False))
 
 
 def handler(log_format: str = "text") -> logging.Handler:

@@ -15,7 +15,7 @@ from ..admin import known_queue, meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
-from ..printable import encodable
+from ..printable import json_safe, printable
 
 logger = logging.getLogger("minitask")
 
@@ -76,6 +76,25 @@ class Bounded:
             shown = text if len(text) <= 30 else text[:27] + "..."
             raise argparse.ArgumentTypeError(f"{shown!r}: give {self.range()}")
         return value
+
+
+def check_given(kind: str, name: Optional[str]) -> None:
+    """A queue name (``kind`` "queue"; a broadcast lane's ``queue:subscriber`` too) or
+    a task name (or glob) as a command was given it: one that no queue or task can
+    have (a control or format character, whitespace or '{}:' in a queue name) is a
+    ConfigurationError (exit 2) escaped once (``printable``), the same for every
+    command, before the app is loaded."""
+    if name is None:
+        return
+    if kind == "queue":
+        try:
+            for part in name.split(":", 1):  # a broadcast lane is queue:subscriber
+                Minitask.check_queue_name(part)
+        except ConfigurationError as exc:
+            raise ConfigurationError(printable(str(exc))) from None
+    elif not name or printable(name) != name:
+        raise ConfigurationError(f"{kind} name '{printable(name)}' holds a control or format "
+                                 f"character, or is empty: no {kind} has such a name")
 
 
 def _number(value: float) -> str:
@@ -174,8 +193,9 @@ def known(app: Minitask, queue: str) -> bool:
 
 
 def emit_json(value: Any) -> None:
-    # a lone surrogate read from Redis (a JSON \\udc80) as its JSON escape: stdout is UTF-8
-    print(encodable(json.dumps(value, indent=2, sort_keys=True, default=str,
+    # readable text stays as it is; what is not printable (a bidi control, an escape, a
+    # lone surrogate read from Redis) goes as its JSON escape: stdout is a terminal
+    print(json_safe(json.dumps(value, indent=2, sort_keys=True, default=str,
                                ensure_ascii=False)))
 
 

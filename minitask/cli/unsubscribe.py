@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .options import add_app_options, known, load
+from .options import add_app_options, check_given, known, load
 
 
 def register(commands: Any) -> None:
@@ -20,6 +20,7 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_given("queue", args.queue)
     app = load(args.app)
     try:
         if app.unsubscribe(args.queue, args.name):

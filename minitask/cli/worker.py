@@ -24,9 +24,9 @@ MOST_PER_CHILD = 1_000_000_000
 def register(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run tasks")
     add_app_options(worker)
-    worker.add_argument("-Q", "--queues", help="comma-separated queues, served in this order "
-                        "(default: the default queue, then every queue the tasks or the "
-                        "routes name)")
+    worker.add_argument("-Q", "--queues",
+                        help="comma-separated queues, served in this order (default: the "
+                        "default queue, then every queue the tasks or the routes name)")
     worker.add_argument("-c", "--concurrency",
                         type=Bounded(1, max(MAX_CONCURRENCY.values())), default=None,
                         help="tasks run at once (default: CPU count for processes, 1 for "

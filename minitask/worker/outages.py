@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Set
+from typing import Any, Callable, Dict, Set, Tuple
 
 from ..errors import BrokerError, DurabilityError
 from ..printable import printable
@@ -235,10 +235,11 @@ def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:
         return result
 
 
-def persist(step: Callable[[], Any], what: str) -> Any:
+def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> Any:
     """Run a step that writes an outcome until it succeeds, backing off while Redis is
     away; unlike ``guarded``, a stop does not end it. Returns the step's value, or
-    UNCONFIRMED (logged) when replicas did not confirm the write in time."""
+    UNCONFIRMED (logged) when replicas did not confirm the write in time. A refusal
+    whose ``reason`` is one of ``final`` is raised: writing it again would not help."""
     backoff = Backoff(what)
     while True:
         try:
@@ -247,6 +248,9 @@ def persist(step: Callable[[], Any], what: str) -> Any:
             unconfirmed(what, exc)
             return UNCONFIRMED
         except BrokerError as exc:
+            if exc.reason in final:
+                backoff.gave_up()
+                raise
             time.sleep(backoff.failed(exc))
             continue
         backoff.succeeded()

@@ -13,7 +13,8 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
 
-from ..errors import BrokerError, DecodeError, DurabilityError, EncodeError, Retry
+from ..errors import (BrokerError, DecodeError, DurabilityError, EncodeError, ResultTooLarge,
+                      Retry)
 from ..printable import error_text, error_trace, log_error
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
@@ -29,6 +30,10 @@ logger = logging.getLogger(__name__)
 #: Longest a finished task's outcome waits, in a process pool child with
 #: prefetch > 1, to be recorded together with the next ones in one round trip.
 ACK_WINDOW = 0.002
+
+#: The refusals of an outcome write that writing it again cannot end: Redis could not
+#: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
+UNRECORDABLE = ("protocol",)
 
 #: Hears of an outcome once it is recorded: the job and its outcome, whose status
 #: is "succeeded", "retrying" (another attempt is scheduled) or "failed" (dead letter).
@@ -83,7 +88,8 @@ class Recorder:
                 outcome, ack = self._encoded(job, message, value, now_ms, duration)
             except BaseException as exc:  # the app's code encoding it; no signal lands
                 # here (a worker's come through its relay)
-                why = "the return value cannot be encoded" + (
+                why = "its result is over max_result_bytes" if isinstance(
+                    exc, ResultTooLarge) else "the return value cannot be encoded" + (
                     "" if isinstance(exc, EncodeError) else
                     f": {type(exc).__name__} raised while encoding it")
                 return self._failed(job, message, exc, now_ms, duration, why), exc
@@ -94,8 +100,11 @@ class Recorder:
             if self.batched:
                 self._defer_ack(job, ack)
             else:
-                self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
-                             "record the result of task")
+                try:
+                    self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
+                                 "record the result of task", final=UNRECORDABLE)
+                except BrokerError as exc:  # Redis cannot take this result, ever
+                    return self._unrecordable(job, message, exc, len(ack[2]), duration), exc
             self._tell(job, outcome)
             if logger.isEnabledFor(logging.INFO):  # else not even its names are built
                 logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
@@ -112,11 +121,19 @@ class Recorder:
         # the app's registered types travel as extensions (wire/types.py)
         value = self._host.broker.types.to_wire(value, "return value", task.name)
         outcome = Outcome("succeeded", now_ms, value=value, attempt=message.attempt)
-        return outcome, results.prepare_ack(
+        ack = results.prepare_ack(
             job.queue, job.task_id, outcome, ttl_ms, task_name=task.name,
             flow=job.delivery.flow, slots=job.delivery.slots,
             entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
                                 message.attempt, duration, self.worker_name))
+        size, limit = len(ack[2]), self._host.max_result_bytes
+        if size > limit:
+            raise ResultTooLarge(
+                f"task {task.name!r} (id {job.task_id}) returned a value whose encoded result "
+                f"is {size:,} bytes, over max_result_bytes={limit:,}; return a reference "
+                f"(a key or a URL) to the data instead, or raise the app's max_result_bytes",
+                task_name=task.name, size=size, limit=limit)
+        return outcome, ack
 
     def _failed(self, job: Job, message: Message, error: BaseException, now_ms: int,
                 duration: float, why: str = "") -> str:
@@ -236,15 +253,55 @@ class Recorder:
             unconfirmed("record the results of task(s) " + ", ".join(
                 job.delivery.task_id for job, _ in acks), exc)
             return
-        except BrokerError:
-            self._holdings.restore_acks(acks)
-            raise
+        except BrokerError as exc:
+            if exc.reason == "unreachable" or (len(acks) < 2
+                                               and exc.reason not in UNRECORDABLE):
+                self._holdings.restore_acks(acks)
+                raise
+            # Redis refused the batch, not an outage: one outcome it cannot record (a
+            # result over its proto-max-bulk-len...) must not hold the others, nor itself
+            self._one_by_one(acks, exc)
+            return
         self._holdings.settle([job for job, _ in acks])
         for (job, _), still_held in zip(acks, held):
             if not still_held:
                 warn_lost_lease(job)
         if result is not None:
             self._fetcher.take_fetched(result)
+
+    def _one_by_one(self, acks: List[Tuple[Job, Ack]], exc: BrokerError) -> None:
+        """Record a batch Redis refused as a whole one outcome at a time, so that one it
+        cannot record (a result over its proto-max-bulk-len...) holds no other: those
+        refused again wait for the next try (the caller's backoff), the others are
+        recorded. One a script of the batch wrote before the refusal reads as a lost
+        lease now, so none is warned of here (each lease is dropped all the same)."""
+        logger.warning("Redis refused to record %d outcome(s) together (%s); recording "
+                       "them one by one", len(acks), exc)
+        failed: List[Tuple[Job, Ack]] = []
+        first: Optional[BrokerError] = None
+        for index, (job, ack) in enumerate(acks):
+            try:
+                self._host.broker.results.ack_many([ack])
+            except DurabilityError as unsure:
+                unconfirmed(f"record the result of task {job.delivery.task_id}", unsure)
+            except BrokerError as refused:
+                if refused.reason in UNRECORDABLE:  # this one never will be: dead instead
+                    try:
+                        message: Optional[Message] = job.delivery.message()
+                    except DecodeError:
+                        message = None
+                    self._unrecordable(job, message, refused, len(ack[2]), None)
+                    continue
+                first = first or refused
+                if refused.reason == "unreachable":  # an outage now: the rest wait too
+                    failed += acks[index:]
+                    break
+                failed.append((job, ack))
+                continue
+            self._holdings.settle([job])
+        if first is not None:
+            self._holdings.restore_acks(failed)
+            raise first
 
     def flush_last(self) -> None:
         """As a worker ends (no task runs, its heartbeat has ended): record the outcomes
@@ -276,11 +333,27 @@ class Recorder:
             return
         self.record_waiting(fetch=not deferred.more and not self._stop.is_set())
 
-    def _record(self, step: Callable[[], Any], job: Job, what: str) -> None:
+    def _unrecordable(self, job: Job, message: Optional[Message], refused: BrokerError,
+                      size: int, duration: Optional[float]) -> str:
+        """Redis refused a success's result as no command it can read (one over its
+        ``proto-max-bulk-len``): sent again it would be refused again, holding the
+        writer for ever; the task is dead-lettered instead, saying so."""
+        name = message.task if message else "(undecodable)"
+        error = ResultTooLarge(
+            f"task {name!r} (id {job.task_id}): Redis refused its result of {size:,} bytes "
+            f"({refused}); keep max_result_bytes ({self._host.max_result_bytes:,}) below "
+            f"the server's proto-max-bulk-len", task_name=name, size=size,
+            limit=self._host.max_result_bytes)
+        self.bury(job, message, error, "Redis refused its result", duration)
+        return "failed"
+
+    def _record(self, step: Callable[[], Any], job: Job, what: str,
+                final: Tuple[str, ...] = ()) -> None:
         """Write an outcome, retrying through outages: it must not be lost. One Redis
-        refuses for the queue's own data is not retried (``unless_refused``)."""
+        refuses for the queue's own data is not retried (``unless_refused``); one of a
+        reason in ``final`` is raised (see ``persist``)."""
         what = f"{what} {job.delivery.task_id}"
-        held = persist(unless_refused(step), what)
+        held = persist(unless_refused(step), what, final)
         self._holdings.drop(job.delivery.task_id)
         if isinstance(held, Refused):
             held.say(what)

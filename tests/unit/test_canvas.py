@@ -398,7 +398,9 @@ def test_a_bad_signature_anywhere_writes_nothing(tasks: Tasks,
 
 def test_result_too_large_for_the_next_step_ends_the_step_dead_and_cancels_the_rest(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]") -> None:
-    tasks = Tasks(make_app("small", max_message_bytes=2000), redis_client)
+    # results may be larger than messages (max_result_bytes): the next step's is refused
+    tasks = Tasks(make_app("small", max_message_bytes=2000, max_result_bytes=100_000),
+                  redis_client)
     handle = chain(tasks.big.s(5000), tasks.collect.s(), tasks.add.si(1, 1)).delay()
     drain(tasks.worker())
     with pytest.raises(TaskFailed) as failed:

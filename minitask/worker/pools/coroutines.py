@@ -29,7 +29,7 @@ import time
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Tuple
 
 from ...context import TaskContext, running
-from ...errors import TimeLimitExceeded
+from ...errors import SoftTimeLimitExceeded, TimeLimitExceeded
 from ...hooks import Hooks
 from ...printable import log_error
 from ...wire.message import Message
@@ -64,11 +64,17 @@ class Raised:
 
 async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
     """Await an ``async def`` task's coroutine; what it raises comes back as
-    ``Raised`` (cancellation stays cancellation)."""
+    ``Raised`` (cancellation stays cancellation). A CancelledError the task's code
+    raises while nothing cancelled its asyncio task (``cancelling()`` 0) is no
+    cancellation: it is that attempt's failure, recorded as CancelledError, as on
+    the thread and process pools."""
     try:
         return await coro
-    except asyncio.CancelledError:
-        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if isinstance(exc, SoftTimeLimitExceeded) or task is None or task.cancelling():
+            raise  # minitask's cancel, a time limit, the pool stopping, the soft limit
+        return Raised(exc)
     except BaseException as exc:  # KeyboardInterrupt, SystemExit, any of the task's own
         return Raised(exc)
 
