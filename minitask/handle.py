@@ -75,32 +75,27 @@ class TaskHandle(Generic[R]):
         """Where the task is now.
 
         Returns:
-            One of ``pending`` (a workflow's step not sent yet: a chord's body
-            waiting for its members, a chain's later step), ``scheduled``,
-            ``queued``, ``running``, ``retrying``, ``succeeded``, ``failed``,
-            ``cancelled`` or ``unknown`` (never seen, or its result expired);
-            ``failed`` for a kept result no minitask wrote, or a key its state is
-            read from that holds another type (a list where its result should be,
-            say): ``get()`` cannot read it, and says why.
+            One of ``scheduled``, ``queued``, ``running``, ``retrying``,
+            ``succeeded``, ``failed``, ``cancelled`` or ``unknown`` (never
+            seen, or its result expired); ``failed`` for a kept result no minitask
+            wrote, or a key its state is read from that holds another type (a list
+            where its result should be, say): ``get()`` cannot read it, and says why.
 
         Raises:
             BrokerError: Redis could not be reached.
-            DecodeError: its handle record is none minitask wrote (names the key).
         """
         queue = self._find_queue()
-        state = self._results.state(queue, self.id) if queue else ("unknown", None)
-        if state[0] == "unknown" and self._promise(self._broker.workflows.handle_record(
-                self.id, self._queues.lookup_names()[0])):
-            return "pending"  # a later step of a workflow, sent once those before it end
-        return status_of(*state)
+        if queue is None:
+            return "unknown"
+        return status_of(*self._results.state(queue, self.id))
 
     def ready(self) -> bool:
         """Whether the task has ended: succeeded, failed or cancelled.
 
         ``ready()`` is ``successful() or failed()``. It is False while the task
-        is pending (a workflow's step not sent yet), queued, scheduled, running
-        or retrying, and False for a task this broker does not know (never
-        enqueued here, or its result expired or forgotten): nothing to read.
+        is queued, scheduled, running or retrying, and False for a task this
+        broker does not know (never enqueued here, a chain's step not sent yet,
+        or its result expired or forgotten): then there is nothing to read.
 
         Returns:
             True when ``get()`` would answer without waiting.
@@ -314,10 +309,9 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
         """
         queue = await self._afind_queue()
-        state = await self._aio().state(queue, self.id) if queue else ("unknown", None)
-        if state[0] == "unknown" and self._promise(await _arecord(self, self._aio())):
-            return "pending"
-        return status_of(*state)
+        if queue is None:
+            return "unknown"
+        return status_of(*await self._aio().state(queue, self.id))
 
     async def aready(self) -> bool:
         """Like ``ready()``, awaited.

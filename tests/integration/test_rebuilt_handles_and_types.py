@@ -55,7 +55,7 @@ def test_a_chains_last_step_rebuilt_in_another_program_waits_until_it_is_sent(
     reader = _reader(processes, redis_server, "handle", last.id, out)
     # no worker yet: the step is not sent, and the other program waits for it
     assert not out.exists(), out.read_text()
-    assert producer.handle(last.id).status() == "pending"
+    assert producer.handle(last.id).status() == "unknown"
     processes.worker(APP, "--pool", "process", "-c", "2", env=_env(redis_server),
                      log=tmp_path / "worker.log")
     wait_until(out.exists, DEADLINE, message="the second program's result")

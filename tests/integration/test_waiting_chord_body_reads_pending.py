@@ -1,7 +1,8 @@
-"""A workflow's step not sent yet (a chord's body while its members run) reads as
-``pending``, not as never sent: ``status()`` / ``astatus()`` of its handle and of
-``app.handle(id)``, and ``minitask inspect ID``, which says what it waits for
-(they said "unknown", and inspect "unknown to app (never enqueued...)", exit 1)."""
+"""A workflow's step not sent yet (a chord's body while its members run) is not said
+never sent: ``minitask inspect ID`` says it is pending and what it waits for (it said
+"unknown to app (never enqueued...)", exit 1). ``status()`` keeps the contract's
+words (SPEC 5: one of eight, ``unknown`` while nothing holds the task) and ``get()``
+waits for it (SPEC: a chain's last step waits while it is not sent)."""
 from __future__ import annotations
 
 import asyncio
@@ -30,8 +31,8 @@ def test_a_waiting_chord_body_is_pending_then_runs(
         return sum(values) + extra
 
     handle = chord([add.s(1, i) for i in range(2)], total.s(100)).delay()
-    assert handle.status() == "pending"
-    assert app.handle(handle.id).status() == "pending"
+    assert handle.status() == "unknown"
+    assert app.handle(handle.id).status() == "unknown"
 
     async def asked() -> str:
         try:
@@ -40,7 +41,7 @@ def test_a_waiting_chord_body_is_pending_then_runs(
             await app.aclose()  # this loop's connections
 
     if request.node.callspec.params["redis_client"] == "real":  # fakeredis has no async
-        assert asyncio.run(asked()) == "pending"
+        assert asyncio.run(asked()) == "unknown"
     assert not handle.ready() and not app.handle(handle.id).failed()
 
     operate_with(app, monkeypatch, inspect)
@@ -67,7 +68,7 @@ def test_an_id_never_sent_is_still_unknown(make_app: Callable[..., Minitask],
     def add(a: int, b: int) -> int:
         return a + b
 
-    assert chord([add.s(1, 1)], add.s(2)).delay().status() == "pending"  # one exists
+    chord([add.s(1, 1)], add.s(2)).delay()  # a workflow exists
     assert app.handle("never-sent").status() == "unknown"
     operate_with(app, monkeypatch, inspect)
     code, out = run(capsys, "inspect", "-A", "app", "never-sent")
