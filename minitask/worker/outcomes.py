@@ -101,10 +101,12 @@ class Recorder:
                 self._defer_ack(job, ack)
             else:
                 try:
-                    self._record(lambda: self._host.broker.results.ack_many([ack])[0], job,
-                                 "record the result of task", final=UNRECORDABLE)
+                    if not self._record(lambda: self._host.broker.results.ack_many([ack])[0],
+                                        job, "record the result of task", final=UNRECORDABLE):
+                        return "succeeded", None  # not recorded: it runs again, unheard
                 except BrokerError as exc:  # Redis cannot take this result, ever
-                    return self._unrecordable(job, message, exc, len(ack[2]), duration), exc
+                    return self._unrecordable(job, message, exc, len(ack[2]), duration,
+                                              told=False), exc
             self._tell(job, outcome)
             if logger.isEnabledFor(logging.INFO):  # else not even its names are built
                 logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
@@ -154,8 +156,9 @@ class Recorder:
             results = self._host.broker.results
             entry = results.entry(job.task_id, task.name, "retried", now_ms, message.attempt,
                                   duration, self.worker_name, short_error(error))
-            self._record(lambda: results.retry(job.queue, following, due_ms, note, entry), job,
-                         "schedule a retry of task")
+            if not self._record(lambda: results.retry(job.queue, following, due_ms, note,
+                                                      entry), job, "schedule a retry of task"):
+                return "retrying"  # not scheduled: it runs again when its lease expires
             self._tell(job, note)
             logger.warning("task %s %s failed on attempt %d (%s: %s%s) in %.3f s; attempt %d "
                            "in %.3f s", message.id, task.name, message.attempt,
@@ -171,9 +174,12 @@ class Recorder:
         return "failed"
 
     def bury(self, job: Job, message: Optional[Message], error: BaseException,
-             reason: str, duration: Optional[float] = None) -> None:
+             reason: str, duration: Optional[float] = None, *, moved_on: bool = False,
+             told: bool = False) -> None:
         """Dead-letter a leased task, with the error and why; logged at ERROR with the
-        traceback whatever the reason, so that a task that ends dead is never silent."""
+        traceback whatever the reason, so that a task that ends dead is never silent.
+        ``moved_on``: its workflow already went on with its success (not ended dead
+        too); ``told``: the listeners heard that success (not told of this too)."""
         outcome = failure(error, "failed", self._host.clock.now_ms(),
                           message.attempt if message else 0, reason)
         took = "" if duration is None else f" after {duration:.3f} s"
@@ -186,15 +192,16 @@ class Recorder:
         # formatted once, guarded, whatever the app's exception does as it is read)
         log_error(logger, logging.ERROR, said, *args, error=error,
                   extra=naming(job.delivery.task_id, message.task if message else ""))
-        self.workflows.ended_dead(message, outcome)
+        if not moved_on:
+            self.workflows.ended_dead(message, outcome)
         results = self._host.broker.results
         entry = results.entry(job.delivery.task_id, name, "dead", outcome.finished_at_ms,
                               outcome.attempt, duration, self.worker_name, short_error(error))
-        self._record(lambda: results.bury(
-            job.queue, job.delivery.task_id, outcome=outcome,
-            result_ttl_ms=to_ms(self._host.result_ttl), entry=entry), job,
-            "dead-letter task")
-        self._tell(job, outcome)
+        if self._record(lambda: results.bury(
+                job.queue, job.delivery.task_id, outcome=outcome,
+                result_ttl_ms=to_ms(self._host.result_ttl), entry=entry), job,
+                "dead-letter task") and not told:
+            self._tell(job, outcome)
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
         """Record an attempt stopped by ``cancel(running=True)``: it ends cancelled,
@@ -290,7 +297,7 @@ class Recorder:
                         message: Optional[Message] = job.delivery.message()
                     except DecodeError:
                         message = None
-                    self._unrecordable(job, message, refused, len(ack[2]), None)
+                    self._unrecordable(job, message, refused, len(ack[2]), None, told=True)
                     continue
                 first = first or refused
                 if refused.reason == "unreachable":  # an outage now: the rest wait too
@@ -334,31 +341,37 @@ class Recorder:
         self.record_waiting(fetch=not deferred.more and not self._stop.is_set())
 
     def _unrecordable(self, job: Job, message: Optional[Message], refused: BrokerError,
-                      size: int, duration: Optional[float]) -> str:
+                      size: int, duration: Optional[float], told: bool) -> str:
         """Redis refused a success's result as no command it can read (one over its
         ``proto-max-bulk-len``): sent again it would be refused again, holding the
-        writer for ever; the task is dead-lettered instead, saying so."""
+        writer for ever; the task is dead-lettered instead, saying so. Its workflow
+        already went on with the value (``WorkflowSteps.succeeded`` comes first), so it
+        is not ended dead as well; ``told``: the listeners heard the success."""
         name = message.task if message else "(undecodable)"
         error = ResultTooLarge(
             f"task {name!r} (id {job.task_id}): Redis refused its result of {size:,} bytes "
             f"({refused}); keep max_result_bytes ({self._host.max_result_bytes:,}) below "
             f"the server's proto-max-bulk-len", task_name=name, size=size,
             limit=self._host.max_result_bytes)
-        self.bury(job, message, error, "Redis refused its result", duration)
+        self.bury(job, message, error, "Redis refused its result", duration, moved_on=True,
+                  told=told)
         return "failed"
 
     def _record(self, step: Callable[[], Any], job: Job, what: str,
-                final: Tuple[str, ...] = ()) -> None:
+                final: Tuple[str, ...] = ()) -> bool:
         """Write an outcome, retrying through outages: it must not be lost. One Redis
-        refuses for the queue's own data is not retried (``unless_refused``); one of a
+        refuses for the queue's own data is not retried (``unless_refused``): False,
+        said, and nobody is told of it (its lease expires, it runs again); one of a
         reason in ``final`` is raised (see ``persist``)."""
         what = f"{what} {job.delivery.task_id}"
         held = persist(unless_refused(step), what, final)
         self._holdings.drop(job.delivery.task_id)
         if isinstance(held, Refused):
             held.say(what)
-        elif held is False:
+            return False
+        if held is False:
             warn_lost_lease(job)
+        return True
 
     def _tell(self, job: Job, outcome: Outcome) -> None:
         for listener in self.listeners:
