@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections import Counter
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Sequence
 
 from ..errors import DecodeError
 from ..handle import status_of
@@ -32,7 +32,8 @@ STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", 
 _NOT_A_STATUS = {"unknown": "pending", "dead": "dead"}
 
 
-def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
+def workflow(app: Operated, workflow_id: str,
+             queues: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
     """The workflow ``workflow_id`` (its handle's id, as each step's marker names it),
     JSON-ready: ``{"id", "kind", "started_at", "root", "counts", "tasks", "left_out",
     "steps", "errbacks"}``, ``root`` its tree (stores/plans.py) with a ``state`` on
@@ -42,13 +43,15 @@ def workflow(app: Operated, workflow_id: str) -> Optional[Dict[str, Any]]:
     an older minitask wrote it), ``errbacks`` how many error callbacks are kept); or
     None when no queue of the app holds its plan (never sent, sent by an older
     minitask, or expired with its results). ``summary`` says its size in words.
+    ``queues``: those to look in, when the caller has read them (``lookup_queues``).
 
     Raises:
         DecodeError: the plan record is not one this minitask wrote (naming its key).
         BrokerError: Redis could not be reached.
     """
     broker = app.broker
-    queues, _ = lookup_queues(app)
+    if queues is None:
+        queues, _ = lookup_queues(app)
     found = broker.workflows.plan(workflow_id, queues)
     if found is None:
         return None

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         asked, not_asked = lookup_queues(app)  # read once: the lookup and what it said
         info = inspect(app, task_id, asked)
         # no queue holds it: a workflow's step not sent yet (its handle's id names the plan)
-        found = workflow(app, task_id) if info is None else None
+        found = workflow(app, task_id, asked) if info is None else None
     finally:
         app.close()
     if found is not None and waiting_step(found, task_id):
