@@ -82,8 +82,10 @@ class MessageTooLarge(MinitaskError, ValueError):
 
 class ResultTooLarge(MinitaskError, ValueError):
     """A task returned a value whose encoded result is over the app's
-    ``max_result_bytes``: that attempt fails with this error (retried by the
-    task's ``retry_on``, else dead-lettered); nothing of the value is written."""
+    ``max_result_bytes`` (or what the server reads in one value, its
+    ``proto-max-bulk-len``, read as the worker starts): that attempt fails with
+    this error (retried by the task's ``retry_on``, else dead-lettered); nothing
+    of the value is written."""
 
     def __init__(self, message: str, *, task_name: str, size: int, limit: int) -> None:
         super().__init__(message)

@@ -1,11 +1,14 @@
-"""Two facts about the Redis a worker or an operator uses that no error reveals: how
-far this machine's clock is from Redis's, and how many replicas confirm writes.
+"""Facts about the Redis a worker or an operator uses that no error reveals: how far
+this machine's clock is from Redis's, how many replicas confirm writes, and the
+longest value the server reads in a command.
 
 Delayed tasks and schedule ticks are times from producers' and workers' clocks: a
 clock far ahead of the others fires ticks early and arms the next ones late, and
 nothing fails. A ``durability`` setting with fewer replicas than it asks for makes
 every confirmed write wait its whole timeout. Both are only ever slow or wrong, never
-an exception, so they are checked and said out loud instead.
+an exception, so they are checked and said out loud instead. A value longer than the
+server's ``proto-max-bulk-len`` is refused, or the connection reset while it is sent
+(which looks like an outage): the worker caps results below it (``bulk_limit``).
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import redis
 
 #: A clock further than this from Redis's is worth a warning (ms).
 CLOCK_SKEW_BOUND_MS = 2_000
+#: Redis's default ``proto-max-bulk-len``: taken when the server cannot be asked.
+DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
 
 
 def clock_skew_ms(client: Any) -> Optional[int]:
@@ -65,3 +70,20 @@ def replica_warning(mode: Optional[str], wanted: int, replicas: Optional[int],
             f"primary has {replicas}: every confirmed enqueue and outcome waits its whole "
             f"durability_timeout ({timeout:g} s), about one task a second per slot, and "
             f"then fails or is logged unconfirmed")
+
+
+def bulk_limit(client: Any) -> int:
+    """The longest value the server reads as one argument of a command (its
+    ``proto-max-bulk-len``), from one CONFIG GET (on a Redis Cluster, of one node);
+    Redis's default when it cannot be asked (an ACL or a managed Redis refusing
+    CONFIG) or answers something else."""
+    try:
+        reply = client.config_get("proto-max-bulk-len")
+    except redis.RedisError:
+        return DEFAULT_BULK_LIMIT
+    values = list(reply.values()) if isinstance(reply, dict) else []
+    try:
+        limit = int(values[0]) if len(values) == 1 else 0
+    except (TypeError, ValueError):
+        limit = 0
+    return limit if limit > 0 else DEFAULT_BULK_LIMIT

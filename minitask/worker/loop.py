@@ -14,7 +14,7 @@ import socket
 import threading
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence, Set
 
-from ..broker.health import (clock_skew_ms, connected_replicas, replica_warning,
+from ..broker.health import (bulk_limit, clock_skew_ms, connected_replicas, replica_warning,
                              skew_warning)
 from ..broker.keys import MAX_NAME
 from ..errors import BrokerError, ConfigurationError, MinitaskError
@@ -130,10 +130,9 @@ class Worker:
         # printable text up to MAX_NAME characters ("" or None: the id); the CLI's
         # --name, its subscriber's too, is checked as one (cli/worker.py)
         self.name = shown_name(name) or self.id
-        self.processed = 0
+        self.processed = self.failed = 0
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None
-        self.failed = 0
         self.recycled = 0  # process pool children replaced after their share of work
         self.started_ms = app.clock.now_ms()
         # Whether this worker says it is alive: a process pool's supervisor speaks
@@ -301,7 +300,7 @@ class Worker:
             on_start(job, message, self.app.tasks[message.task].options.timeout)
 
         child._ticks.skew_ms = self._ticks.skew_ms  # measured as the supervisor started
-        child._outcomes.worker_name = self.name  # the record names the worker, not a child
+        child._outcomes.follow(self._outcomes)  # its name and the cap read at start
         if on_cancel is not None:
             child._runner.on_cancel = child._before_kill(on_cancel)
         child.run_child(started, on_end, lambda: on_done(child.processed, child.failed),
@@ -483,9 +482,10 @@ class Worker:
 
 
 def check_redis(worker: Worker) -> None:
-    """Say at start-up what no error would: this worker's clock far from Redis's, or a
-    durability setting the primary's replicas cannot meet."""
+    """Say at start-up what no error would (this worker's clock far from Redis's, too few
+    replicas for durability), and cap results below the server's proto-max-bulk-len."""
     client = worker.broker.client
+    worker._outcomes.limit_to(bulk_limit(client))
     if isinstance(worker.app.clock, SystemClock):  # a test's clock is no machine's
         worker.clock_skew_ms = clock_skew_ms(client)
     if skew_warning(worker.clock_skew_ms, "") is not None:

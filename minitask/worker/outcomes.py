@@ -35,6 +35,10 @@ ACK_WINDOW = 0.002
 #: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
 UNRECORDABLE = ("protocol",)
 
+#: Room left below the server's ``proto-max-bulk-len`` when results are capped by it
+#: (bytes): an encoded result is sent as one argument, with its keys and record beside.
+BULK_MARGIN = 4096
+
 #: Hears of an outcome once it is recorded: the job and its outcome, whose status
 #: is "succeeded", "retrying" (another attempt is scheduled) or "failed" (dead letter).
 Listener = Callable[[Job, Outcome], None]
@@ -67,6 +71,31 @@ class Recorder:
         self.workflows = WorkflowSteps(host)
         #: Who records the outcomes, as the record of recent outcomes names it.
         self.worker_name = ""
+        #: The server's ``proto-max-bulk-len``, read as the worker started (``limit_to``).
+        self.server_limit: Optional[int] = None
+
+    def limit_to(self, server_limit: int) -> None:
+        """Cap results below the server's ``proto-max-bulk-len`` too: a longer one would
+        be refused, or the connection reset while it is sent (no outage: sent again, it
+        is reset again). Says so when ``max_result_bytes`` is over it."""
+        self.server_limit = server_limit
+        cap, wanted = self.result_cap(), self._host.max_result_bytes
+        if wanted > cap:
+            logger.warning("max_result_bytes=%s is over what this Redis takes: results are "
+                           "capped at %s bytes, below its proto-max-bulk-len (%s)",
+                           f"{wanted:,}", f"{cap:,}", f"{server_limit:,}")
+
+    def follow(self, supervisor: "Recorder") -> None:
+        """A process pool child's recorder: it records under its supervisor's worker
+        name (not the child's), with the cap its supervisor read at start."""
+        self.worker_name = supervisor.worker_name
+        self.server_limit = supervisor.server_limit
+
+    def result_cap(self) -> int:
+        """The largest encoded result recorded: ``max_result_bytes``, and below the
+        server's ``proto-max-bulk-len`` once read."""
+        limit, server = self._host.max_result_bytes, self.server_limit
+        return limit if server is None else min(limit, max(server - BULK_MARGIN, 1))
 
     def finish(self, job: Job, message: Message, value: Any, error: Optional[BaseException],
                duration: float) -> Tuple[str, Optional[BaseException]]:
@@ -88,10 +117,14 @@ class Recorder:
                 outcome, ack = self._encoded(job, message, value, now_ms, duration)
             except BaseException as exc:  # the app's code encoding it; no signal lands
                 # here (a worker's come through its relay)
-                why = "its result is over max_result_bytes" if isinstance(
-                    exc, ResultTooLarge) else "the return value cannot be encoded" + (
-                    "" if isinstance(exc, EncodeError) else
-                    f": {type(exc).__name__} raised while encoding it")
+                if isinstance(exc, ResultTooLarge):
+                    why = "its result is over " + (
+                        "max_result_bytes" if exc.limit == self._host.max_result_bytes
+                        else "the server's proto-max-bulk-len")
+                else:
+                    why = "the return value cannot be encoded" + (
+                        "" if isinstance(exc, EncodeError) else
+                        f": {type(exc).__name__} raised while encoding it")
                 return self._failed(job, message, exc, now_ms, duration, why), exc
             problem = self.workflows.succeeded(message, outcome.value)
             if problem is not None:
@@ -128,14 +161,25 @@ class Recorder:
             flow=job.delivery.flow, slots=job.delivery.slots,
             entry=results.entry(job.task_id, task.name, "succeeded", now_ms,
                                 message.attempt, duration, self.worker_name))
-        size, limit = len(ack[2]), self._host.max_result_bytes
+        size, limit = len(ack[2]), self.result_cap()
         if size > limit:
-            raise ResultTooLarge(
-                f"task {task.name!r} (id {job.task_id}) returned a value whose encoded result "
-                f"is {size:,} bytes, over max_result_bytes={limit:,}; return a reference "
-                f"(a key or a URL) to the data instead, or raise the app's max_result_bytes",
-                task_name=task.name, size=size, limit=limit)
+            raise self._too_large(task.name, job.task_id, size, limit)
         return outcome, ack
+
+    def _too_large(self, name: str, task_id: str, size: int, limit: int) -> ResultTooLarge:
+        """The error of a result over ``limit``, naming the task and what set the limit."""
+        start = (f"task {name!r} (id {task_id}) returned a value whose encoded result is "
+                 f"{size:,} bytes, over ")
+        if limit == self._host.max_result_bytes:
+            return ResultTooLarge(
+                f"{start}max_result_bytes={limit:,}; return a reference (a key or a URL) "
+                f"to the data instead, or raise the app's max_result_bytes",
+                task_name=name, size=size, limit=limit)
+        return ResultTooLarge(
+            f"{start}the {limit:,} bytes the Redis server takes (its proto-max-bulk-len is "
+            f"{self.server_limit:,}; max_result_bytes={self._host.max_result_bytes:,}); "
+            f"return a reference (a key or a URL) to the data instead, or raise the "
+            f"server's proto-max-bulk-len", task_name=name, size=size, limit=limit)
 
     def _failed(self, job: Job, message: Message, error: BaseException, now_ms: int,
                 duration: float, why: str = "") -> str:
