@@ -22,7 +22,7 @@ from ..wire.message import Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
-from .outages import QueueRefusals, persist, unconfirmed
+from .outages import Refused, persist, unconfirmed, unless_refused
 from .workflows import WorkflowSteps
 
 logger = logging.getLogger(__name__)
@@ -420,35 +420,6 @@ class Recorder:
     def _tell(self, job: Job, outcome: Outcome) -> None:
         for listener in self.listeners:
             listener(job, outcome)
-
-
-@dataclasses.dataclass
-class Refused:
-    """An outcome's write Redis refused for the queue's own data (``unless_refused``)."""
-
-    error: BrokerError
-
-    def say(self, what: str) -> None:
-        logger.error("could not %s: Redis refused it for data of the queue that minitask "
-                     "did not write (%s); not retried: the worker no longer holds the task, "
-                     "which is delivered again once its lease expires", what, self.error)
-
-
-def unless_refused(step: Callable[[], Any]) -> Callable[[], Any]:
-    """``step``, returning ``Refused`` instead of raising when Redis refuses it for the
-    queue's own data (``QueueRefusals.refusal``: a key of another type, a key guard).
-    The outcome scripts move a key of another type aside (lib.lua) rather than refuse,
-    so this is the last line: waiting would not end such a refusal, and a worker
-    retrying it for ever would hold the task's slot (and its pool past a stop's grace)
-    for good. An outage, or a refusal of the whole server, is still raised (retried)."""
-    def once() -> Any:
-        try:
-            return step()
-        except BrokerError as exc:
-            if not QueueRefusals.refusal(exc):
-                raise
-            return Refused(exc)
-    return once
 
 
 def bury_poisoned(host: Host, queue: str, task_id: str

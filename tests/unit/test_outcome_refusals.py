@@ -12,7 +12,7 @@ import pytest
 
 from minitask.errors import BrokerError
 from minitask.worker.outages import persist
-from minitask.worker.outcomes import Refused, unless_refused
+from minitask.worker.outages import Refused, unless_refused
 
 REFUSAL = ("minitask script ack refused: WRONGTYPE minitask key minitask:{app:base}:dead "
            "holds another type than the zset minitask keeps there; nothing was changed")
