@@ -131,12 +131,13 @@ def test_inspect_names_a_key_of_another_type_it_could_not_read(
     report = json.loads(shown)
     assert code == 0 and report["status"] == "queued", shown
     assert report["note"].count(f"key {deliveries} holds another type") == 1, shown
-    # one the state script names already is not named twice
-    messages = queue_keys(operated.name, "default").messages
-    admin.delete(messages)
-    admin.set(messages, b"x")
+    # one the state script names already (the task's own result key) is not named twice
+    result = queue_keys(operated.name, "default").result("gone")
+    admin.set(result, b"x")
+    admin.delete(result)
+    admin.sadd(result, b"x")
     code, shown = run(capsys, "inspect", "-A", "x", "--json", "gone")
     report = json.loads(shown)
     assert code == 0 and report["status"] == "failed", shown
-    assert report["note"].count(f"key {messages} holds a string") == 1, shown
-    assert report["note"].count(messages) == 1, shown
+    assert report["note"].count(f"key {result} holds a set") == 1, shown
+    assert report["note"].count(result) == 1, shown
