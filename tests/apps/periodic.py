@@ -4,7 +4,8 @@ MINITASK_BROKER_URL.
 ``TEST_PERIODIC`` (JSON) lists the decorated schedules a worker writes as it
 starts: ``[{"name": ..., "task": "beat" | "slow", "every": s, ...}]``, the other
 keys being options of ``@app.periodic``. Runs leave markers in Redis under
-``marks:run:<task name>``: ``task id|tick|start|end|pid`` (times in Unix seconds).
+``marks:run:<task name>``: ``task id|tick|start|end|pid|fired`` (times in Unix seconds;
+``fired`` is when the worker fired the tick, the run's ``enqueued_at``).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def _mark(started: float) -> None:
     try:
         client.rpush(f"marks:run:{context.name}",
                      f"{context.id}|{context.eta.timestamp()}|{started}|{time.time()}|"
-                     f"{os.getpid()}")
+                     f"{os.getpid()}|{context.enqueued_at.timestamp()}")
     finally:
         client.close()
 
