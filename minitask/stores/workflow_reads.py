@@ -37,6 +37,9 @@ class Failure:
     @classmethod
     def unpacked(cls, data: bytes) -> "Failure":
         fields = unpack_data(data, "a workflow failure")
+        if not isinstance(fields, list) or len(fields) != 5:  # not minitask's: say so
+            raise DecodeError(f"a workflow failure is not what minitask writes: "
+                              f"{printable(repr(fields))[:100]}")
         return cls(*[str(part) for part in fields])
 
 

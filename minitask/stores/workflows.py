@@ -252,8 +252,16 @@ class WorkflowStore(WorkflowReads):
                 max_bytes: int, wid: str = "") -> None:
         """Do what a group's answer to a join asks (see group_join.lua)."""
         status = text(reply[0])
+        if status in ("complete", "failing"):
+            try:  # the group's state holds them: data anyone could have written
+                follow = self._follow_of(join, reply[1])
+                failure = Failure.unpacked(reply[2]) if status == "failing" else None
+            except DecodeError as exc:
+                why = f"workflow group {join['id']}: {exc}; the group cannot complete"
+                self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid)
+                raise DecodeError(f"{why} (inspect key {self.keys(join['q']).group(join['id'])}"
+                                  f", then delete it)") from exc
         if status == "complete":
-            follow = unpack_data(reply[1], f"what follows group {join['id']}")
             try:
                 values = [unpack_data(raw, f"a result of group {join['id']}")
                           for raw in reply[2:]]
@@ -276,8 +284,8 @@ class WorkflowStore(WorkflowReads):
                                                 str(exc), ""), now_ms, max_bytes, wid)
             self._fired(join)
         elif status == "failing":
-            follow = unpack_data(reply[1], f"what follows group {join['id']}")
-            self._fail_from(follow, Failure.unpacked(reply[2]), now_ms, max_bytes, wid)
+            assert failure is not None
+            self._fail_from(follow, failure, now_ms, max_bytes, wid)
         elif status == "corrupt":
             why = f"workflow group {join['id']}: {text(reply[1])}; the group cannot complete"
             self._stop_what_follows(join, reply[2] if len(reply) > 2 else b"", why, now_ms,
@@ -289,6 +297,21 @@ class WorkflowStore(WorkflowReads):
                    f"complete")
             logger.warning("%s: what follows it ends as cancelled", why)
             self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid)
+
+    @staticmethod
+    def _follow_of(join: Dict[str, Any], packed: bytes) -> Continuation:
+        """What follows group ``join``, from its state; DecodeError when it is none
+        minitask writes (a shape the walks below would trip on)."""
+        follow: Continuation = unpack_data(packed, f"what follows group {join['id']}")
+        node: Any = follow
+        while isinstance(node, dict) and node.get("k") == "then" and isinstance(
+                node.get("node"), dict) and node["node"].get("k") in ("t", "c", "g", "h"):
+            node = node.get("next")
+        if node is None or isinstance(node, dict) and node.get("k") == "join" and all(
+                isinstance(node.get(field), str) for field in ("q", "id")):
+            return follow
+        raise DecodeError(f"what follows group {join['id']} is not what minitask writes "
+                          f"there: {printable(repr(node))[:100]}")
 
     def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
                    max_bytes: int, wid: str) -> None:
