@@ -13,6 +13,7 @@ from minitask import Minitask, TaskFailed, chain, chord
 from minitask.broker.keys import queue_keys
 from minitask.printable import printable
 from minitask.wire.serializer import decode_message, encode_message, pack_data, unpack_data
+from tests.support.chords import sent_chord
 from tests.support.clock import ManualClock
 
 #: what a worker does per run_once; the drain below stops after this many
@@ -31,20 +32,7 @@ def _drain(worker: object) -> int:
 def test_a_member_of_a_corrupt_group_is_dead_lettered_naming_the_key(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         damage: str) -> None:
-    app = make_app("wf")
-    seen: List[int] = []
-
-    @app.task(retries=0)
-    def add(x: int, y: int) -> int:
-        return x + y
-
-    @app.task(retries=0)
-    def total(values: List[int]) -> None:
-        seen.append(sum(values))
-
-    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
-    group_key = [key for key in redis_client.keys("*group*")
-                 if b"results" not in key][0]
+    app, seen, handle, group_key = sent_chord(make_app, redis_client)
     if damage == "size":
         redis_client.hset(group_key, "size", "abc")
     else:
@@ -73,19 +61,7 @@ def test_a_chord_body_ends_when_its_group_can_never_complete(
     """A fired mark that is not 1, a results key of another type, a result no minitask
     packed: the body stayed unknown for ever (the fired mark with not a word logged),
     though what follows the group could be read and ended."""
-    app = make_app("wf")
-    seen: List[int] = []
-
-    @app.task(retries=0)
-    def add(x: int, y: int) -> int:
-        return x + y
-
-    @app.task(retries=0)
-    def total(values: List[int]) -> None:
-        seen.append(sum(values))
-
-    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
-    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    app, seen, handle, group_key = sent_chord(make_app, redis_client)
     if damage == "fired":
         redis_client.hset(group_key, "fired", "x")
     elif damage == "results type":

@@ -5,12 +5,13 @@ member that meets it is dead-lettered saying so (probe 14: "(undecodable) ... Ty
 list indices must be integers or slices, not str", and the body never ended)."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List
+from typing import Callable, Dict
 
 import pytest
 import redis
 
-from minitask import Minitask, TaskFailed, chord
+from minitask import Minitask, TaskFailed
+from tests.support.chords import sent_chord
 
 PLANTS: Dict[str, Dict[str, bytes]] = {
     "next a list": {"next": b"\x93\x01\x02\x03"},
@@ -25,19 +26,7 @@ PLANTS: Dict[str, Dict[str, bytes]] = {
 def test_a_group_state_field_of_the_wrong_shape_ends_the_body_naming_the_group(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         plant: str) -> None:
-    app = make_app("wf")
-    seen: List[int] = []
-
-    @app.task(retries=0)
-    def add(x: int, y: int) -> int:
-        return x + y
-
-    @app.task(retries=0)
-    def total(values: List[int]) -> None:
-        seen.append(sum(values))
-
-    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
-    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    app, seen, handle, group_key = sent_chord(make_app, redis_client)
     redis_client.hset(group_key, mapping=PLANTS[plant])  # type: ignore[arg-type]
     worker = app.worker(burst=True)
     for _ in range(20):

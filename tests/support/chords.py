@@ -1,0 +1,28 @@
+"""A chord sent and not yet run, for tests that damage its group's state."""
+from __future__ import annotations
+
+from typing import Any, Callable, List, Tuple
+
+import redis
+
+from minitask import Minitask, chord
+
+
+def sent_chord(make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]"
+               ) -> Tuple[Minitask, List[int], Any, bytes]:
+    """An app whose chord of two adds into a total is sent, not run: the app, the
+    totals its body saw, the chord's handle and its group's state key."""
+    app = make_app("wf")
+    seen: List[int] = []
+
+    @app.task(retries=0)
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(retries=0)
+    def total(values: List[int]) -> None:
+        seen.append(sum(values))
+
+    handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
+    group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
+    return app, seen, handle, group_key
