@@ -23,6 +23,7 @@ MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py", "b
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",
            "close": "", "get_redis_connection": "", "aclose": "", "script_load": "script|load",
+           "config_get": "config|get",
            # a cluster client's slot map (CLUSTER SLOTS, listed apart for Cluster in the docs)
            "initialize": "", "get_node_from_key": ""}
 #: what redis-py sends on its own: scripts run by EVALSHA, loaded on NOSCRIPT;
