@@ -125,7 +125,9 @@ def test_listings_and_lookups_read_a_bounded_part_of_the_registry(
     said = capsys.readouterr()
     assert sent < 200_000, sent  # 4.1 MB before: SMEMBERS of the whole registry
     assert "smembers" not in commands
-    assert sum(commands.values()) < 3 * (REGISTRY_READ + 2), commands  # 1,009 queues: 2 each
+    # 1,002 queues read: at most 3 commands each (inspect of an unknown id asks for its
+    # message, its result and a workflow's plan naming it: a step not sent yet)
+    assert sum(commands.values()) < 4 * (REGISTRY_READ + 2), commands
     assert "more queue(s)" in said.out + said.err, said  # honest: not all were asked
 
 
