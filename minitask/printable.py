@@ -61,10 +61,11 @@ def encodable(value: str) -> str:
 def json_safe(text: str) -> str:
     """JSON text (``json.dumps(..., ensure_ascii=False)``) with every character that is
     not printable (C0, DEL, C1, line and paragraph separators, bidirectional and other
-    format controls, lone surrogates) as its JSON ``\\uXXXX`` escape (a pair for one
-    beyond U+FFFF): the same JSON to a parser, and nothing that can move, reorder or
-    rewrite what a terminal shows; printable text (accented letters, CJK) stays as it
-    is. Outside strings JSON holds only printable ASCII, spaces and newlines."""
+    format controls, lone surrogates) as its JSON escape, ``\\u`` and four hex digits
+    (``\\u202e``; a pair for one beyond U+FFFF): the same JSON to a parser, and
+    nothing that can move, reorder or rewrite what a terminal shows; printable text
+    (accented letters, CJK) stays as it is. Outside strings JSON holds only printable
+    ASCII, spaces and newlines."""
     if text.isprintable() or text.isascii() and "\x7f" not in text:
         return text  # the usual case; ensure_ascii=False escapes C0 itself
     out: List[str] = []
