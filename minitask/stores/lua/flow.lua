@@ -814,6 +814,15 @@ local function flow_control()
       elseif rated then
         starts = prefix .. spec.limiter .. ':starts'
         gap = spec.window / spec.count
+        -- a start is logged at its due time, at most now, and the pace at most a gap
+        -- and a span ahead (flow_pace): an entry later than that is data minitask did
+        -- not write, and counted it would hold the limiter's tasks until its date
+        local ahead = tolerant(0, 'ZREMRANGEBYSCORE', starts, '(' .. (now + gap + span), '+inf')
+        if ahead > 0 then
+          redis.log(redis.LOG_WARNING, 'minitask: removed ' .. ahead .. ' flow start(s) of '
+                    .. starts .. ' dated more than ' .. (gap + span) .. ' ms after now ('
+                    .. now .. '): not ones minitask wrote')
+        end
         local held = tolerant(0, 'ZCARD', starts)
         -- the count-th newest start (the pace scores highest): the window had room
         -- from span after it, whether or not the trim below removes it
