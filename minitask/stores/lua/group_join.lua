@@ -12,7 +12,8 @@
 --   {'complete', next, r0, r1, ...}  every member succeeded: the caller runs
 --                `next` with the results, in member order, then marks it fired
 --   {'corrupt', why, next}  the group's state is not minitask's (another type, a
---                size that is no number, a fired mark that is not 1): nothing was
+--                size that is no number, a fired mark that is not 1, a failed mark
+--                that is no member's index or has no failure): nothing was
 --                written; `next` is what follows the group when it could be read,
 --                else empty
 --   {'failing', next, failure}  this member failed the group (now, or on an
@@ -46,14 +47,21 @@ if not size or not follows then
           'whole number, or what follows the group is missing)', follows or ''}
 end
 local ttl = tonumber(ARGV[4])
-redis.call('PEXPIRE', state, ttl)
 local failed_index = redis.call('HGET', state, 'failed_index')
 if failed_index then
-  if failed_index == index then
-    return {'failing', redis.call('HGET', state, 'next'), redis.call('HGET', state, 'failed')}
+  -- minitask writes a member's index, as the member sends it, with its failure:
+  -- any other mark would answer 'failed' to every member, the body never sent
+  local failure = redis.call('HGET', state, 'failed')
+  local member = guards().whole(failed_index, 0, size - 1)
+  if not (member and tostring(member) == failed_index and failure) then
+    return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its failed ' ..
+            'member is no member index, or its failure is missing)', follows}
   end
+  redis.call('PEXPIRE', state, ttl)
+  if failed_index == index then return {'failing', follows, failure} end
   return {'failed'}
 end
+redis.call('PEXPIRE', state, ttl)
 if redis.call('HEXISTS', results, index) == 0 then
   if ARGV[2] == 'dead' then
     redis.call('HSET', state, 'failed_index', index, 'failed', ARGV[3])
