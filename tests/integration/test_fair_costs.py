@@ -103,8 +103,12 @@ def test_a_grouped_fetch_stays_within_a_few_commands_of_an_ungrouped_one(
     # A group of one (solo) holds its task in its token: its turn and the spec read,
     # no ready set. The rotation's counts are written once a fetch, the pause and
     # weight lookups skipped while no group has any.
+    # An ungrouped fetch of ten pops its ids with one LPOP (issue 36); a group's token
+    # is popped on its own each time it is served (the list holds one token a group):
+    # one command a task more than before against the ungrouped one (6.4, 9.0 and 12.1
+    # commands a task before that change; 3.6, 6.2 and 10.2 after it).
     assert groups_of_one <= ungrouped + 3
-    assert one_group <= ungrouped + 6
+    assert one_group <= ungrouped + 7
 
 
 def test_counts_written_once_a_fetch_stay_exact(make_app: Callable[..., Minitask],

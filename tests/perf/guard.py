@@ -190,7 +190,9 @@ class CountingServer:
              "--activerehashing", "no", "--slowlog-log-slower-than", "-1",
              "--latency-tracking", "no"],
             stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+        # a generous read timeout: under valgrind on a loaded machine, one call of a
+        # preparation (a fetch of a thousand) can outlast the app's 15 s
+        self.url = f"redis://127.0.0.1:{self.port}/0?socket_timeout=600"
         self.client = redis.Redis(port=self.port)
         self.dumps = 0
         self._wait_ready()

@@ -73,23 +73,34 @@
 
 -- now_text: now's digits, for the reply and flow_due; horizon: now * 10 + 9, the
 -- highest score due now; deadline: the lease deadline, as text (ARGV[6]) when the
--- caller sent it
-local now, now_text = tonumber(ARGV[1]), ARGV[1]
+-- caller sent it. now, as a number, only where it is used (flow control, fair queues,
+-- a caller's clock before 1970 or no deadline sent): a tonumber() is a strtod
+local now, now_text = nil, ARGV[1]
 local horizon, deadline
+local lead = string.byte(ARGV[1])
 if ARGV[1] == 'server' then
   local clock = redis.call('TIME')
   now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   now_text = string.format('%.0f', now)
   horizon = now_text .. '9'
-elseif now >= 0 then
-  horizon = ARGV[1] .. '9'  -- decimal digits: ten times now, plus 9
+elseif lead and lead >= 48 and lead <= 57 then  -- decimal digits (the caller's b"%d")
+  horizon = ARGV[1] .. '9'  -- ten times now, plus 9
   deadline = ARGV[6]
 end
-horizon = horizon or string.format('%.0f', now * 10 + 9)
-deadline = deadline or now + tonumber(ARGV[2])
-local want = tonumber(ARGV[3])
-local limit = tonumber(ARGV[5])
+if not (horizon and deadline) then
+  now = now or tonumber(ARGV[1])
+  horizon = horizon or string.format('%.0f', now * 10 + 9)
+  deadline = deadline or now + tonumber(ARGV[2])
+end
+-- the counts a worker sends most (prefetch 1, the batch limit 1000) told by a string
+-- comparison (Lua compares short strings by address), any other read by tonumber()
+local want = ARGV[3] == '1' and 1 or tonumber(ARGV[3])
+local limit = ARGV[5] == '1000' and 1000 or tonumber(ARGV[5])
 local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
+if flow_on then now = now or tonumber(ARGV[1]) end
+-- dead_any: dead may hold the popped ids (a ZSCORE each), unless one EXISTS found it
+-- missing, asked when more than one task is wanted (nothing a fetch does adds to dead)
+local dead_any = want < 2 or redis.call('EXISTS', KEYS[6]) == 1
 local prefix = KEYS[21]
 -- limits count on the server's clock: a caller's reading may be stale by the time
 -- the call runs (a busy machine), which would let starts crowd a window. A caller's
@@ -140,7 +151,24 @@ for i = 1, #expired, 2 do
     reclaimed[#reclaimed + 1] = {id, band}
   end
 end
-local batch, delayed_ok = due_batch(KEYS[1], KEYS[18], 7, now, ARGV[5], horizon)
+-- the first delayed task, read first (one ZRANGE): with none, no popped id is looked
+-- for in delayed (delayed_any: nothing a fetch does adds to it), and with none due,
+-- due_batch() is not called. A score of decimal digits (every score minitask writes) is
+-- compared with horizon as text; any other, due_batch() reads. The end of the call reads
+-- the first due time from here when nothing was promoted.
+-- Delayed of another type holds none of ours: it counts as empty.
+local first_delayed = redis.pcall('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
+local batch, delayed_any = nil, false
+if first_delayed.err then
+  guards().foreign(first_delayed)
+else
+  delayed_any = #first_delayed > 0
+  local score = first_delayed[2]
+  if score and (#score < #horizon or (#score == #horizon and score <= horizon)
+                or string.byte(horizon) == 45 or string.find(score, '[^0-9]')) then
+    batch = due_batch(KEYS[1], KEYS[18], 7, now, ARGV[5], horizon)
+  end
+end
 promote(KEYS[1], KEYS[18], batch)
 if reclaimed then
   for _, entry in ipairs(reclaimed) do
@@ -222,9 +250,9 @@ local function body_of(id)
   if not ascii and string.byte(id) == 255 then return false, true end
   local body = id ~= ''
                and (ascii or not string.find(id, '[\128-\255]') or guards().utf8(id))
-               and not (delayed_ok and redis.call('ZSCORE', KEYS[1], id))
+               and not (delayed_any and redis.call('ZSCORE', KEYS[1], id))
   if body then
-    local dead = redis.pcall('ZSCORE', KEYS[6], id)
+    local dead = dead_any and redis.pcall('ZSCORE', KEYS[6], id)
     if type(dead) == 'table' then guards().foreign(dead) dead = false end  -- dead of another type
     body = not dead and redis.pcall('HGET', KEYS[3], id)
     if type(body) == 'table' then guards().foreign(body) body = false end  -- messages: another type
@@ -239,6 +267,7 @@ end
 function fair()
   local made = flow_control().fair_made
   if made then return made end
+  now = now or tonumber(ARGV[1])
   return flow_control().fair({prefix = prefix, first_ready = 7, now = now_text,
                               body_of = body_of, cancelled = KEYS[17], leases = KEYS[2],
                               flow = KEYS[19], flow_due = KEYS[20], clock = flow_clock,
@@ -350,10 +379,49 @@ if #numbers < want * 2 and dropped < limit
    and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
   band = 11
 end
--- without delayed_ok, delayed holds another type, and none of ours
+-- ahead: ids popped ahead from KEYS[band] by one LPOP with a count (more than one
+-- wanted: one call in place of one per id), served in turn from ahead[ahead_at + 1];
+-- bounded as the loop is (limit). Before an entry is handed to the fair library (a
+-- group's token served, a grouped task joining its group: what may write to a ready
+-- list), the ids after it go back to the head of their list, in their order: its
+-- handling meets the lists as popping one id at a time would have left them. A plain
+-- task, a stale entry, a task parked or admitted by its limits (park lists, flow keys)
+-- and a solo group's token served on the fast path (reads only) need none of that.
+local ahead, ahead_at = nil, 0
 while #numbers < want * 2 and band <= 16 and dropped < limit do
-  local id = redis.pcall('LPOP', KEYS[band])
-  if type(id) == 'table' then guards().foreign(id) id = false end  -- a ready list of another type
+  local id
+  if ahead then
+    ahead_at = ahead_at + 1
+    id = ahead[ahead_at]
+    if ahead_at == #ahead then ahead = nil end
+  else
+    -- the count as ARGV carries it when it is all that is wanted (Redis formats a
+    -- number with snprintf)
+    local count = want - #numbers / 2
+    if count > limit - dropped then count = limit - dropped end
+    if count < 2 then
+      count = nil
+    elseif count == want then
+      count = ARGV[3]
+    elseif count < 3 then
+      count = nil  -- a number formatted costs what an LPOP more does
+    end
+    if count then
+      id = redis.pcall('LPOP', KEYS[band], count)
+      if type(id) == 'table' then
+        if id.err then
+          guards().foreign(id)  -- a ready list of another type
+          id = false
+        else
+          if #id > 1 then ahead, ahead_at = id, 1 end
+          id = id[1]
+        end
+      end
+    else
+      id = redis.pcall('LPOP', KEYS[band])
+      if type(id) == 'table' then guards().foreign(id) id = false end  -- of another type
+    end
+  end
   if not id then
     band = band + 1
     if band == 12
@@ -430,6 +498,12 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         lease(taken, taken_body, taken_priority, nil)
       elseif token then
         -- a group's token (flow.lua's fair queues): its first task, as its limits allow
+        if ahead then  -- the ids popped ahead of their turn go back first (see `ahead`)
+          local rest = {}
+          for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
+          redis.call('LPUSH', KEYS[band], unpack(rest))
+          ahead = nil
+        end
         if solo_seen then solo_flush() end  -- the fast path's removals first
         fair_served = fair()
         local taken_spec
@@ -450,6 +524,12 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       -- (one branch: a task without a spec is tested once, as before)
       if spec.group then
         -- a grouped task on its way back (due, put back, re-delivered) joins its group
+        if ahead then  -- the ids popped ahead of their turn go back first (see `ahead`)
+          local rest = {}
+          for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
+          redis.call('LPUSH', KEYS[band], unpack(rest))
+          ahead = nil
+        end
         if solo_seen then solo_flush() end  -- the fast path's removals first
         fair().join(id, spec, priority)
         dropped = dropped + 1
@@ -483,6 +563,11 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     end
   end
 end
+if ahead then  -- (never: each id popped ahead is served before the loop ends)
+  local rest = {}
+  for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
+  redis.call('LPUSH', KEYS[band], unpack(rest))
+end
 if solo_seen then solo_flush() end  -- the fast path's removals
 if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
@@ -494,61 +579,71 @@ if band > 16 then
   end
 end
 
--- the reply (see the header), `next_event` as text
-local function answer(next_event)
-  if parked_change ~= 0 then
-    -- a count that is no integer starts afresh (lib.lua's recount); a key of another
-    -- type is moved aside (lib.lua's aside()) and the count starts afresh
-    local total = redis.pcall('INCRBY', KEYS[23], parked_change)
-    if type(total) == 'table' and not guards().recount(total, KEYS[23], parked_change) then
-      guards().aside(KEYS[23], guards().held_other('string'))
-      redis.call('INCRBY', KEYS[23], parked_change)
-    end
-  end
-  if fair_served then fair_served.flush() end  -- the groups' counts it owes
-  -- counts of 0 as literals: Redis formats a Lua number with snprintf
-  local poisoned_count, expired_count = '0', '0'
-  if poisoned then
-    for _, id in ipairs(poisoned) do reply[#reply + 1] = id end
-    poisoned_count = #poisoned
-  end
-  if expired then
-    for i = 1, #expired, 2 do
-      reply[#reply + 1] = expired[i]
-      numbers[#numbers + 1] = expired[i + 1]
-    end
-    expired_count = #expired / 2
-  end
-  reply[1] = next_event .. (flow_on and (slots and ' 1 ' or ' 2 ') or ' 0 ') .. poisoned_count .. ' ' .. expired_count
-             .. ' ' .. table.concat(numbers, ' ')
-  return reply
-end
-
-local next_event = -1
+-- the next event (see the header), as text
+local next_event
 if (dropped >= limit and #numbers == 0) or #numbers >= want * 2 then
   -- a long run of stale entries (a mass cancel) is cleared a batch per call, so no
   -- call blocks Redis for long: the caller fetches again at once. And when every task
   -- asked for was leased, the caller runs them and fetches again before it waits, so
   -- the next event is not read (two ZRANGEs saved). `now` says "look again" to both.
-  return answer(now_text)
-end
--- the earliest due time and lease deadline; a score that is not finite counts for
--- neither, a negative one stands for 0 (due long ago)
-local first_due = delayed_ok and redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2]
-local score = tonumber(first_due)
-if score and score > -math.huge and score <= MAX_SCORE then
-  next_event = math.max(0, math.floor(score / 10))
-end
-score = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2])
-if score and score > -math.huge and score <= MAX_SCORE then
-  local lease_end = math.max(0, math.floor(score / 10))
-  if next_event < 0 or lease_end < next_event then next_event = lease_end end
-end
-if flow_on then
-  score = tonumber(tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')[2])
+  next_event = now_text
+else
+  local at = -1
+  -- the earliest due time and lease deadline; a score that is not finite counts for
+  -- neither, a negative one stands for 0 (due long ago)
+  local first_due = first_delayed[2]  -- (delayed of another type: none)
+  if batch then first_due = redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')[2] end
+  local score = tonumber(first_due)
   if score and score > -math.huge and score <= MAX_SCORE then
-    local frees = math.max(0, math.floor(score))
-    if next_event < 0 or frees < next_event then next_event = frees end
+    at = math.max(0, math.floor(score / 10))
+  end
+  score = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2])
+  if score and score > -math.huge and score <= MAX_SCORE then
+    local lease_end = math.max(0, math.floor(score / 10))
+    if at < 0 or lease_end < at then at = lease_end end
+  end
+  if flow_on then
+    score = tonumber(tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')[2])
+    if score and score > -math.huge and score <= MAX_SCORE then
+      local frees = math.max(0, math.floor(score))
+      if at < 0 or frees < at then at = frees end
+    end
+  end
+  next_event = at < 0 and '-1' or string.format('%.0f', at)
+end
+
+-- the reply (see the header), inline: a closure costs every call
+if parked_change ~= 0 then
+  -- a count that is no integer starts afresh (lib.lua's recount); a key of another
+  -- type is moved aside (lib.lua's aside()) and the count starts afresh
+  local total = redis.pcall('INCRBY', KEYS[23], parked_change)
+  if type(total) == 'table' and not guards().recount(total, KEYS[23], parked_change) then
+    guards().aside(KEYS[23], guards().held_other('string'))
+    redis.call('INCRBY', KEYS[23], parked_change)
   end
 end
-return answer(next_event < 0 and '-1' or string.format('%.0f', next_event))
+if fair_served then fair_served.flush() end  -- the groups' counts it owes
+-- counts of 0 as literals: Redis formats a Lua number with snprintf
+local poisoned_count, expired_count = '0', '0'
+if poisoned then
+  for _, id in ipairs(poisoned) do reply[#reply + 1] = id end
+  poisoned_count = #poisoned
+end
+if expired then
+  for i = 1, #expired, 2 do
+    reply[#reply + 1] = expired[i]
+    numbers[#numbers + 1] = expired[i + 1]
+  end
+  expired_count = #expired / 2
+end
+-- (one task's two numbers joined in the one concatenation: no table.concat)
+local flow_word = flow_on and (slots and ' 1 ' or ' 2 ') or ' 0 '
+if #numbers == 2 then
+  reply[1] = next_event .. flow_word .. poisoned_count .. ' ' .. expired_count .. ' ' .. numbers[1]
+             .. ' ' .. numbers[2]
+else
+  reply[1] = next_event .. flow_word .. poisoned_count .. ' ' .. expired_count .. ' '
+             .. table.concat(numbers, ' ')
+end
+return reply
+
