@@ -77,13 +77,17 @@ class Recorder:
     def limit_to(self, server_limit: int) -> None:
         """Cap results below the server's ``proto-max-bulk-len`` too: a longer one would
         be refused, or the connection reset while it is sent (no outage: sent again, it
-        is reset again). Says so when ``max_result_bytes`` is over it."""
+        is reset again). Warns when the app's ``max_result_bytes`` is over it; the
+        default (``max_message_bytes``, not chosen for results) is capped quietly."""
         self.server_limit = server_limit
         cap, wanted = self.result_cap(), self._host.max_result_bytes
-        if wanted > cap:
+        if wanted > cap and self._host.max_result_bytes_chosen:
             logger.warning("max_result_bytes=%s is over what this Redis takes: results are "
                            "capped at %s bytes, below its proto-max-bulk-len (%s)",
                            f"{wanted:,}", f"{cap:,}", f"{server_limit:,}")
+        elif wanted > cap:
+            logger.info("results are capped at %s bytes, below this Redis's "
+                        "proto-max-bulk-len (%s)", f"{cap:,}", f"{server_limit:,}")
 
     def follow(self, supervisor: "Recorder") -> None:
         """A process pool child's recorder: it records under its supervisor's worker
