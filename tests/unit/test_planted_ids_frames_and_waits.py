@@ -63,8 +63,8 @@ def _step(frame: Any) -> Message:
     ({"v": 1, "next": None, "err": "x", "max": 1000}, "field 'err'"),
     ({"v": 1, "next": None, "err": [1], "max": 1000}, "field 'err'"),
 ], ids=lambda v: repr(v)[:40])
-def test_a_frame_no_minitask_writes_is_refused_naming_the_field(frame: Dict[str, Any],
-                                                               field: str) -> None:
+def test_a_frame_no_minitask_writes_is_refused_naming_the_field(
+        frame: Dict[str, Any], field: str) -> None:
     with pytest.raises(DecodeError) as refused:
         frame_of(_step(frame))
     assert "workflow frame (field 'wf')" in str(refused.value)
