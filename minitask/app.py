@@ -104,6 +104,9 @@ class Minitask(Operations, SendByName, HandleLookups):
         self.max_message_bytes = max_message_bytes
         #: The largest encoded result a worker records (a larger one fails its attempt).
         self.max_result_bytes: int = max_result_bytes
+        #: Whether the app named ``max_result_bytes`` (else it is max_message_bytes): a
+        #: worker warns of one over the server's limit, and caps the default quietly.
+        self.max_result_bytes_chosen = "max_result_bytes" in options
         self.prefetch = prefetch
         #: Outcomes each queue's record of recent outcomes keeps (0: none kept).
         self.recent_outcomes = recent_length(options.get("recent_outcomes", DEFAULT_LENGTH),

@@ -143,6 +143,17 @@ def cut_text(text: str, most: int) -> str:
     return f"{text[:half]} ... [cut: {len(text):,} characters in all] ... {text[-half:]}"
 
 
+#: The most characters of a task id a line shows whole: no producer sends a longer id
+#: (``wire.message.MAX_ID_BYTES``), yet one planted in Redis may be megabytes.
+ID_SHOWN_MOST = 200
+
+
+def shown_id(task_id: str) -> str:
+    """A task id as a log line, a listing or a record of outcomes shows it: whole, or
+    (one longer than any producer sends) its head and tail around its length."""
+    return cut_text(task_id, ID_SHOWN_MOST)
+
+
 def error_text(error: BaseException) -> str:
     """What ``str(error)`` says of an exception a task raised; when its ``__str__``
     raises (the app's code: anything, a SystemExit or KeyboardInterrupt too), a text
@@ -235,4 +246,4 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
 
 
 __all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
-           "log_error", "logged_trace", "printable", "readable", "typed_back"]
+           "log_error", "logged_trace", "printable", "readable", "shown_id", "typed_back"]

@@ -9,7 +9,7 @@ from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, de
                      dead_letters, dead_rows, find_dead, lookup_queues, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
-from ..printable import printable
+from ..printable import printable, shown_id
 from ..sending import BULK_CHUNK
 from .options import (add_app_options, add_yes, check_given, confirmed, emit_json, known,
                       load, takes_words, unknown_word)
@@ -97,18 +97,19 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
     for d in letters:
         error = f"{d.exc_type}: {d.message}" if d.exc_type else ""
         when = "unreadable (below)" if d.unreadable else f"{d.dead_at:%Y-%m-%d %H:%M:%S}"
-        print(f"{when:<19}  {printable(d.queue):<14} "
-              f"{printable(d.task_id):<24} {printable(d.name):<28} {printable(d.reason)}"
+        print(f"{when:<19}  {printable(d.queue):<14} {printable(shown_id(d.task_id)):<24} "
+              f"{printable(d.name):<28} {printable(d.reason)}"
               f"{' / ' if error else ''}{printable(_cut(error, 80))}")
     print(f"\n{len(letters)} dead letter(s); minitask dead -A {args.app} show ID for one")
     _not_asked(not_asked)
     for d in letters:
         if d.unreadable:
-            print(f"dead letter {printable(d.task_id)}: {printable(d.unreadable)}")
+            print(f"dead letter {printable(shown_id(d.task_id))}: {printable(d.unreadable)}")
     cut = [row for row in rows if row.cut]
     if cut:  # one line, however many: the rows say what they could
         print(f"{len(cut)} dead letter(s) read in part (their message or record is larger "
-              f"than {HEAD_BYTES:,} bytes), the first {printable(cut[0].letter.task_id)}: "
+              f"than {HEAD_BYTES:,} bytes), the first "
+              f"{printable(shown_id(cut[0].letter.task_id))}: "
               f"minitask dead -A {args.app} show ID reads one whole")
     return 0
 

@@ -51,16 +51,52 @@ def frame_of(message: Message) -> Optional[Dict[str, Any]]:
     """
     if message.workflow is None:
         return None
-    frame = unpack_data(message.workflow, f"the workflow frame of message {message.id!r}")
+    what = f"the workflow frame (field 'wf') of message {message.id!r}"
+    frame = unpack_data(message.workflow, what)
     version = frame.get("v") if isinstance(frame, dict) else None
     if type(version) is int and version > FRAME_VERSION:
-        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
-                          f"written by a newer minitask (frame version {version}; this "
-                          f"minitask reads version {FRAME_VERSION}): upgrade minitask here")
+        raise DecodeError(f"cannot decode {what}: written by a newer minitask (frame version "
+                          f"{version}; this minitask reads version {FRAME_VERSION}): upgrade "
+                          f"minitask here")
     if not isinstance(frame, dict) or version != FRAME_VERSION:
-        raise DecodeError(f"cannot decode the workflow frame of message {message.id!r}: "
-                          f"unknown version (this minitask reads version {FRAME_VERSION})")
+        raise DecodeError(f"cannot decode {what}: unknown version (this minitask reads "
+                          f"version {FRAME_VERSION})")
+    problem = _frame_problem(frame)
+    if problem is not None:
+        raise DecodeError(f"cannot decode {what}: {problem}; a producer other than minitask "
+                          f"wrote it")
     return frame
+
+
+#: The kinds of node a workflow sends: a task, a chain, a group, a chord.
+_NODE_KINDS = ("t", "c", "g", "h")
+
+
+def _shown(value: Any) -> str:
+    return printable(repr(value))[:100]
+
+
+def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:
+    """What makes a frame of the right version one no minitask writes, naming the
+    field; None for one it does. A worker reads it before the task runs (``frame_of``),
+    so that carrying the workflow on after the task never trips on it."""
+    if "max" not in frame:
+        return "field 'max' is missing"
+    if type(frame["max"]) is not int or frame["max"] <= 0:
+        return f"field 'max' is {_shown(frame['max'])}; expected a positive int"
+    errbacks = frame.get("err")
+    if errbacks is not None and (type(errbacks) is not list or not all(
+            isinstance(node, dict) and node.get("k") in _NODE_KINDS for node in errbacks)):
+        return f"field 'err' is {_shown(errbacks)}; expected an array of error callbacks"
+    node = frame.get("next")
+    while isinstance(node, dict) and node.get("k") == "then" and isinstance(
+            node.get("node"), dict) and node["node"].get("k") in _NODE_KINDS:
+        node = node.get("next")
+    if node is None or isinstance(node, dict) and node.get("k") == "join" and all(
+            isinstance(node.get(name), str) for name in ("q", "id")) and all(
+            type(node.get(name)) is int for name in ("i", "ttl")):
+        return None
+    return f"field 'next' holds {_shown(node)}, which is no step minitask sends"
 
 
 #: Bytes of a workflow id read from a marker: one minitask writes is a task id, bound

@@ -22,8 +22,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import msgpack  # type: ignore[import-untyped]
 
 from ..errors import DecodeError, EncodeError
-from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_MS, Message, Outcome, Progress,
-                      describe_char, to_seconds, unprintable)
+from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_ID_BYTES, MAX_MS, Message, Outcome,
+                      Progress, describe_char, to_seconds, unprintable)
 from .types import APP_CODES, pack_builtin, unknown_extension, unpack_builtin
 
 _INT_MIN = -(2 ** 63)
@@ -255,11 +255,9 @@ def decode_message(data: bytes) -> Message:
 
 def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
     """The message, when every field is plainly right: ASCII names, flat arguments.
-
-    The worker decodes every task it runs, so the usual message is checked here
-    in one expression; anything else (an error, non-ASCII text, nested arguments)
-    takes the thorough path, which says what is wrong.
-    """
+    The worker decodes every task it runs, so the usual message is checked here in one
+    expression; anything else (an error, non-ASCII text, nested arguments) takes the
+    thorough path, which says what is wrong."""
     try:
         task_id, task, queue, args, kwargs = (obj["id"], obj["task"], obj["queue"],
                                               obj["args"], obj["kwargs"])
@@ -270,7 +268,7 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
     if "wf" in obj or "tc" in obj:
         return None  # a workflow step or a traced call: checked on the thorough path
     if (type(task_id) is str and type(task) is str and type(queue) is str
-            and task_id and task and queue
+            and 0 < len(task_id) <= MAX_ID_BYTES and task and queue
             and (names := task_id + task + queue).isascii() and names.isprintable()
             and type(priority) is int and 0 <= priority <= 9
             and type(enqueued_at_ms) is int and 0 <= enqueued_at_ms <= MAX_MS
@@ -292,7 +290,7 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
 def _checked_message(obj: Dict[str, Any]) -> Message:
     fields = _Fields(obj)
     return Message(
-        id=fields.text("id"), task=fields.text("task"), args=fields.args(),
+        id=fields.text("id", MAX_ID_BYTES), task=fields.text("task"), args=fields.args(),
         kwargs=fields.kwargs(), queue=fields.text("queue"),
         priority=fields.integer("priority", 0, 9),
         enqueued_at_ms=fields.integer("enqueued_at_ms", 0, MAX_MS, _UNIX_MS),
@@ -332,7 +330,7 @@ class _Fields:
         return DecodeError(f"cannot decode {self.what}: field {name!r} is "
                            f"{_shown(self.obj[name])}; {rule}")
 
-    def text(self, name: str) -> str:
+    def text(self, name: str, most: int = 0) -> str:
         value = self.obj.get(name)
         if not isinstance(value, str) or not value:
             raise self.fail(name, "expected a non-empty str")
@@ -340,6 +338,8 @@ class _Fields:
         if char is not None:
             raise self.fail(name, f"it holds {describe_char(char)}, a control or format "
                                   f"character")
+        if most and (size := len(value.encode())) > most:  # the id: MAX_ID_BYTES
+            raise self.fail(name, f"it is {size:,} bytes, over the {most} an id may hold")
         return value
 
     def integer(self, name: str, low: int, high: int, unit: str = "",

@@ -15,10 +15,10 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 from ..errors import (BrokerError, DecodeError, DurabilityError, EncodeError, ResultTooLarge,
                       Retry)
-from ..printable import error_text, error_trace, log_error
+from ..printable import error_text, error_trace, log_error, shown_id
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
-from ..wire.message import Message, Outcome, to_ms
+from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
@@ -77,13 +77,17 @@ class Recorder:
     def limit_to(self, server_limit: int) -> None:
         """Cap results below the server's ``proto-max-bulk-len`` too: a longer one would
         be refused, or the connection reset while it is sent (no outage: sent again, it
-        is reset again). Says so when ``max_result_bytes`` is over it."""
+        is reset again). Warns when the app's ``max_result_bytes`` is over it; the
+        default (``max_message_bytes``, not chosen for results) is capped quietly."""
         self.server_limit = server_limit
         cap, wanted = self.result_cap(), self._host.max_result_bytes
-        if wanted > cap:
+        if wanted > cap and self._host.max_result_bytes_chosen:
             logger.warning("max_result_bytes=%s is over what this Redis takes: results are "
                            "capped at %s bytes, below its proto-max-bulk-len (%s)",
                            f"{wanted:,}", f"{cap:,}", f"{server_limit:,}")
+        elif wanted > cap:
+            logger.info("results are capped at %s bytes, below this Redis's "
+                        "proto-max-bulk-len (%s)", f"{cap:,}", f"{server_limit:,}")
 
     def follow(self, supervisor: "Recorder") -> None:
         """A process pool child's recorder: it records under its supervisor's worker
@@ -228,23 +232,26 @@ class Recorder:
                           message.attempt if message else 0, reason)
         took = "" if duration is None else f" after {duration:.3f} s"
         name = message.task if message else "(undecodable)"
+        # what is shown of the id is bounded: a planted one (no producer sends one over
+        # MAX_ID_BYTES) may be megabytes; it keeps no result, which no handle waits for
+        shown, overlong = shown_id(job.delivery.task_id), len(job.delivery.task_id) > MAX_ID_BYTES
         said = ("task %s %s is dead (%s%s, in queue %r): %s: %s; see minitask dead show "
                 "-A APP %s")
-        args = (job.delivery.task_id, name, reason, took, job.queue, type(error).__name__,
-                outcome.message, job.delivery.task_id)
+        args = (shown, name, reason, took, job.queue, type(error).__name__, outcome.message,
+                shown)
         # the traceback goes with the record, bounded like the outcome's (``log_error``:
         # formatted once, guarded, whatever the app's exception does as it is read)
         log_error(logger, logging.ERROR, said, *args, error=error,
-                  extra=naming(job.delivery.task_id, message.task if message else ""))
+                  extra=naming(shown, message.task if message else ""))
         if not moved_on:
             self.workflows.ended_dead(message, outcome)
         results = self._host.broker.results
-        entry = results.entry(job.delivery.task_id, name, "dead", outcome.finished_at_ms,
+        entry = results.entry(shown, name, "dead", outcome.finished_at_ms,
                               outcome.attempt, duration, self.worker_name, short_error(error))
         if self._record(lambda: results.bury(
                 job.queue, job.delivery.task_id, outcome=outcome,
-                result_ttl_ms=to_ms(self._host.result_ttl), entry=entry), job,
-                "dead-letter task") and not told:
+                result_ttl_ms=0 if overlong else to_ms(self._host.result_ttl), entry=entry),
+                job, "dead-letter task") and not told:
             self._tell(job, outcome)
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
@@ -407,7 +414,7 @@ class Recorder:
         refuses for the queue's own data is not retried (``unless_refused``): False,
         said, and nobody is told of it (its lease expires, it runs again); one of a
         reason in ``final`` is raised (see ``persist``)."""
-        what = f"{what} {job.delivery.task_id}"
+        what = f"{what} {shown_id(job.delivery.task_id)}"
         held = persist(unless_refused(step), what, final)
         self._holdings.drop(job.delivery.task_id)
         if isinstance(held, Refused):

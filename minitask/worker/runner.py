@@ -16,6 +16,7 @@ from typing import Any, Callable, Coroutine, Dict, Iterable, List, Optional, Tup
 
 from ..context import running
 from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskError
+from ..printable import shown_id
 from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard
@@ -118,9 +119,10 @@ class Runner:
         try:
             message = job.delivery.message()
             if message.id != job.task_id:
-                raise DecodeError(f"cannot decode message {job.task_id!r}: its body names the "
-                                  f"id {message.id!r}; a producer other than minitask wrote "
-                                  f"it wrong")
+                raise DecodeError(f"cannot decode message {shown_id(job.task_id)!r}: its body "
+                                  f"names the id {shown_id(message.id)!r}; a producer other "
+                                  f"than minitask wrote it wrong")
+            self._recorder.workflows.check(message)  # a broken frame: never run
         except DecodeError as exc:
             if bury:
                 self._recorder.bury(job, None, exc, "the message cannot be decoded")

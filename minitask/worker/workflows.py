@@ -28,6 +28,13 @@ class WorkflowSteps:
     def __init__(self, host: Host) -> None:
         self._host = host
 
+    @staticmethod
+    def check(message: Message) -> None:
+        """Raise DecodeError unless the message's workflow frame, if it has one, is one
+        minitask writes: read as the message is decoded, so that a task whose workflow
+        cannot go on is dead-lettered before it runs, never after."""
+        frame_of(message)
+
     def succeeded(self, message: Message, value: Any) -> Optional[BaseException]:
         """Send what follows a task that succeeded; through Redis outages, since the
         task's outcome waits for it.

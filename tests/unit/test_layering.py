@@ -243,7 +243,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.pools.watchdog": frozenset(),
     "worker.progress": frozenset({"context", "errors", "stores.progress", "wire.message",
                                   "wire.serializer", "worker.host"}),
-    "worker.runner": frozenset({"context", "errors", "tracing", "wire.message",
+    "worker.runner": frozenset({"context", "errors", "printable", "tracing", "wire.message",
                                 "worker.cancels", "worker.host", "worker.leases",
                                 "worker.observe", "worker.outcomes", "worker.softlimit"}),
     "worker.signals": frozenset(),
