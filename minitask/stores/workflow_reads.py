@@ -89,6 +89,10 @@ def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:
             isinstance(node, dict) and node.get("k") in _NODE_KINDS for node in errbacks)):
         return f"field 'err' is {_shown(errbacks)}; expected an array of error callbacks"
     node = frame.get("next")
+    if isinstance(node, dict) and node.get("k") == "then":
+        problem = node_problem(node.get("node"))  # the step sent once this task ends
+        if problem is not None:
+            return f"field 'next' holds a step {problem}"
     while isinstance(node, dict) and node.get("k") == "then" and isinstance(
             node.get("node"), dict) and node["node"].get("k") in _NODE_KINDS:
         node = node.get("next")
@@ -97,6 +101,40 @@ def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:
             type(node.get(name)) is int for name in ("i", "ttl")):
         return None
     return f"field 'next' holds {_shown(node)}, which is no step minitask sends"
+
+
+#: The fields of each kind of node a worker's plan reads, and the types they hold.
+_NODE_FIELDS: Dict[str, Tuple[Tuple[str, Any], ...]] = {
+    "t": (("id", str), ("task", str), ("q", str), ("p", int), ("ttl", int), ("args", list),
+          ("kwargs", dict), ("imm", bool), ("err", list), ("delay", (int, type(None))),
+          ("eta", (int, type(None)))),
+    "c": (("steps", list),),
+    "g": (("id", str), ("q", str), ("ttl", int), ("members", list)),
+    "h": (("id", str), ("q", str), ("ttl", int), ("header", list), ("body", dict)),
+}
+
+
+def node_problem(node: Any) -> Optional[str]:
+    """What a worker planning ``node`` (sending it once a step ends) would trip on,
+    or None: the fields each node it sends at once holds (a chain's first step, the
+    members of a group or of a chord's header; later steps are checked before their
+    own turn), walked without recursion, so that nesting of any depth is read."""
+    pending = [node]
+    while pending:
+        node = pending.pop()
+        kind = node.get("k") if isinstance(node, dict) else None
+        fields = _NODE_FIELDS.get(kind) if isinstance(kind, str) else None
+        if fields is None:
+            return f"{_shown(node)}, which is no step minitask sends"
+        for name, kinds in fields:
+            if name not in node or not isinstance(node[name], kinds) or (
+                    kinds is int and isinstance(node[name], bool)):
+                return f"of kind {kind!r} whose field {name!r} is {_shown(node.get(name))}"
+        if kind == "c" and not node["steps"]:
+            return "of kind 'c' without steps"
+        pending.extend(node["steps"][:1] if kind == "c" else
+                       node["members"] if kind == "g" else node["header"] if kind == "h" else ())
+    return None
 
 
 #: Bytes of a workflow id read from a marker: one minitask writes is a task id, bound

@@ -46,7 +46,7 @@ from ..wire.serializer import (check_arguments, encode_message, encode_outcome, 
                                unpack_data)
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
+from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads, node_problem
 
 logger = logging.getLogger(__name__)
 
@@ -304,14 +304,17 @@ class WorkflowStore(WorkflowReads):
         minitask writes (a shape the walks below would trip on)."""
         follow: Continuation = unpack_data(packed, f"what follows group {join['id']}")
         node: Any = follow
-        while isinstance(node, dict) and node.get("k") == "then" and isinstance(
+        problem = node_problem(node.get("node")) if isinstance(node, dict) and node.get(
+            "k") == "then" else None
+        while problem is None and isinstance(node, dict) and node.get("k") == "then" and isinstance(
                 node.get("node"), dict) and node["node"].get("k") in ("t", "c", "g", "h"):
             node = node.get("next")
-        if node is None or isinstance(node, dict) and node.get("k") == "join" and all(
-                isinstance(node.get(field), str) for field in ("q", "id")):
+        if problem is None and (node is None or isinstance(node, dict) and node.get(
+                "k") == "join" and all(isinstance(node.get(field), str) for field in ("q", "id"))):
             return follow
+        shown = f"a step {problem}" if problem else printable(repr(node))[:100]
         raise DecodeError(f"what follows group {join['id']} is not what minitask writes "
-                          f"there: {printable(repr(node))[:100]}")
+                          f"there: {shown}")
 
     def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
                    max_bytes: int, wid: str) -> None:

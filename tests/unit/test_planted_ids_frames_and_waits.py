@@ -73,7 +73,9 @@ def test_a_frame_no_minitask_writes_is_refused_naming_the_field(
 
 def test_the_frames_minitask_writes_are_read() -> None:
     join = {"k": "join", "q": "a", "id": "g1", "i": 0, "ttl": 1000, "a": {"t": [], "j": None}}
-    then = {"k": "then", "node": {"k": "t", "id": "t2"}, "next": join}
+    step = {"k": "t", "id": "t2", "task": "add", "q": "a", "p": 0, "ttl": 1000, "args": [1],
+            "kwargs": {}, "imm": False, "err": [], "delay": None, "eta": None}
+    then = {"k": "then", "node": step, "next": join}
     for frame in ({"v": 1, "next": None, "err": [{"k": "t", "id": "e"}], "max": 1000},
                   {"v": 1, "next": then, "err": [], "max": 1000, "w": "wid"},
                   {"v": 1, "next": join, "err": None, "max": 1}):
