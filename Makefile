@@ -36,7 +36,10 @@ demo: $(STAMP)
 # stands with the manual one) and tests/crash/test_broadcast_crash.py's SIGTERM to a
 # worker just listed (a worker lists itself before it installs its signal handlers).
 TEST_PROCESSES ?= 0
-PARALLEL := -n $(TEST_PROCESSES) --dist loadfile
+# --no-loadscope-reorder: files start in collection order (tests/bench first, whose
+# one-test files include the longest test), not fewest tests last, which left the
+# 10-minute bench test running alone at the end
+PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 SERIAL_TESTS := tests/scale/ tests/crash/test_soak.py tests/integration/test_wait.py \
 	tests/integration/test_flow_workers.py tests/crash/test_periodic.py \
 	tests/crash/test_redis_outage.py \
