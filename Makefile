@@ -42,7 +42,10 @@ demo: $(STAMP)
 # a workflow step read before the group's result expired. Its SERIAL_TESTS run, beside
 # another parallel run (load 20-29), took 19 minutes and failed three Sentinel
 # durability tests past 120 s (now 2,000 tasks, not 5,000, bounded at 300 s) and
-# test_flow_workers.py's 5 % pace bound (left: it is why that file runs alone).
+# test_flow_workers.py's 5 % pace bound (left: it is why that file runs alone). The
+# fifth, after those fixes and at load 20-29, took 42 minutes and failed two, still
+# open: the bench command's test (its idle-wake-up BLPOP timed out on its socket) and
+# the foreign-data Hypothesis test [asyncio] past its 90 s.
 TEST_PROCESSES ?= 0
 # --no-loadscope-reorder: files start in collection order (tests/bench first, whose
 # one-test files include the longest test), not fewest tests last, which left the
