@@ -14,8 +14,7 @@ trip (at least ``prefetch``): they start at once, so order is kept as well
 as with one fetch per task. Once work flows, an attempt that ends hands its
 slot straight to the next: the recording thread records its outcome with the
 next fetch in one round trip (``follow_on``), and the task it leased starts on
-the loop in the same slot, with no hop through the dispatcher: in the same
-asyncio task, which runs the slot's jobs one after another.
+the loop in the same slot, with no hop through the dispatcher.
 """
 from __future__ import annotations
 
@@ -297,23 +296,8 @@ class AsyncioPool(FixedSlots):
     # -- one attempt, on the loop ---------------------------------------------------
 
     async def _run(self, job: Job) -> None:
-        """Run ``job``, then in the same slot, in this same asyncio task, each job
-        leased as the one before was recorded (no task made and scheduled per job)."""
         current = asyncio.current_task()
         assert current is not None  # always inside a task on the loop
-        following: Optional[Job] = job
-        try:
-            while following is not None:
-                following = await self._one(current, following)
-                if current.cancelling() or self._shutting_down:  # this task ends
-                    break
-            if following is not None:  # leased as the grace ran out: back at once
-                await self._return(following)
-        finally:
-            self.give_back_slot()
-
-    async def _one(self, current: "asyncio.Task[None]", job: Job) -> Optional[Job]:
-        """One attempt in the slot's task; the job leased with its outcome, if any."""
         self._attempts[job.task_id] = current
         following: Optional[Job] = None
         try:
@@ -339,7 +323,12 @@ class AsyncioPool(FixedSlots):
         finally:
             self._attempts.pop(job.task_id, None)
             self.ran_one()
-        return following
+            if following is not None and not self._shutting_down:
+                self._loop.create_task(self._run(following))  # its slot goes on with it
+            else:
+                if following is not None:  # leased as the grace ran out: back at once
+                    await self._return(following)
+                self.give_back_slot()
 
     def _stopper(self, attempt: "asyncio.Future[Any]") -> Callable[[], None]:
         """How the cancel watch (another thread) stops an attempt: cancel it on the loop."""
