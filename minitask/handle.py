@@ -450,7 +450,7 @@ def _timeout_message(handle: TaskHandle[Any], queue: str, timeout: Optional[floa
     if status == "unknown" and handle._sent_later:  # as minitask inspect tells it
         return (f"{head}; it is not sent yet: a later step of a workflow, sent once the "
                 f"steps before it end (minitask inspect workflow, given the id of the "
-                f"workflow's handle, shows where they are)")
+                f"workflow's handle, shows where they are), unless it was purged")
     if status == "unknown":
         return f"{head}; it is now unknown (cancelled and expired, or purged)"
     if status in ("succeeded", "failed", "cancelled"):

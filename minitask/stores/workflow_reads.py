@@ -88,6 +88,10 @@ def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:
     if errbacks is not None and (type(errbacks) is not list or not all(
             isinstance(node, dict) and node.get("k") in _NODE_KINDS for node in errbacks)):
         return f"field 'err' is {_shown(errbacks)}; expected an array of error callbacks"
+    for errback in errbacks or ():  # sent if the task fails: read as a next step is
+        problem = node_problem(errback)
+        if problem is not None:
+            return f"field 'err' holds an error callback {problem}"
     node = frame.get("next")
     if isinstance(node, dict) and node.get("k") == "then":
         problem = node_problem(node.get("node"))  # the step sent once this task ends
@@ -109,8 +113,10 @@ _NODE_FIELDS: Dict[str, Tuple[Tuple[str, Any], ...]] = {
           ("kwargs", dict), ("imm", bool), ("err", list), ("delay", (int, type(None))),
           ("eta", (int, type(None)))),
     "c": (("steps", list),),
-    "g": (("id", str), ("q", str), ("ttl", int), ("members", list)),
-    "h": (("id", str), ("q", str), ("ttl", int), ("header", list), ("body", dict)),
+    # a group or chord without a task (``group()``) has no queue: q is None
+    "g": (("id", str), ("q", (str, type(None))), ("ttl", int), ("members", list)),
+    "h": (("id", str), ("q", (str, type(None))), ("ttl", int), ("header", list),
+          ("body", dict)),
 }
 
 

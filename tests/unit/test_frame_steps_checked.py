@@ -38,6 +38,12 @@ def _sent(make_app: Callable[..., Minitask], client: "redis.Redis[bytes]"
                                        total.s()), add.s(5)).delay()
     chord([chain(add.s(1, 1), group(add.s(1), add.s(2))), add.s(0, 0)], total.s()).delay()
     chain(add.s(1, 2), add.s(3)).delay()
+    # groups without a task have no queue (review 15: their frames were refused)
+    chain(add.s(1, 1), group()).delay()
+    chain(add.s(1, 1), group(), add.si(2, 2)).delay()
+    chain(add.s(1, 1), group(add.s(1), group())).delay()
+    chord([add.s(1, 1), add.s(2, 2)], group()).delay()
+    chain(add.s(1, 1).on_error(add.si(0, 0)), add.s(2)).delay()
     messages = queue_keys(app.name, "default").messages
     return app, [decode_message(raw) for raw in client.hgetall(messages).values()]
 
@@ -71,6 +77,10 @@ def _damaged(frame: Dict[str, Any], damage: str) -> Dict[str, Any]:
     elif damage == "group member no step":
         frame["next"]["node"] = {"k": "g", "id": "g", "q": "default", "ttl": 1000,
                                  "members": [node, {"k": "x"}]}
+    elif damage == "error callback lacks its args":
+        errback = copy.deepcopy(node)
+        del errback["args"]
+        frame["err"] = [errback]
     elif damage == "nested member lacks its id":
         inner = copy.deepcopy(node)
         del inner["id"]
@@ -81,7 +91,8 @@ def _damaged(frame: Dict[str, Any], damage: str) -> Dict[str, Any]:
 
 @pytest.mark.parametrize("damage", ["task missing", "priority text", "args a map",
                                     "imm a number", "chain without steps",
-                                    "group member no step", "nested member lacks its id"])
+                                    "group member no step", "nested member lacks its id",
+                                    "error callback lacks its args"])
 def test_a_next_step_a_plan_would_trip_on_is_refused_before_the_task_runs(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         damage: str) -> None:
@@ -91,7 +102,7 @@ def test_a_next_step_a_plan_would_trip_on_is_refused_before_the_task_runs(
                  msgpack.unpackb(message.workflow)["next"]["node"]["k"] == "t")
     frame = _damaged(msgpack.unpackb(first.workflow), damage)
     planted = dataclasses.replace(first, workflow=msgpack.packb(frame, use_bin_type=True))
-    with pytest.raises(DecodeError, match="field 'next' holds a step"):
+    with pytest.raises(DecodeError, match="field '(next|err)' holds (a step|an error callback)"):
         frame_of(planted)
 
 

@@ -76,7 +76,7 @@ def test_the_frames_minitask_writes_are_read() -> None:
     step = {"k": "t", "id": "t2", "task": "add", "q": "a", "p": 0, "ttl": 1000, "args": [1],
             "kwargs": {}, "imm": False, "err": [], "delay": None, "eta": None}
     then = {"k": "then", "node": step, "next": join}
-    for frame in ({"v": 1, "next": None, "err": [{"k": "t", "id": "e"}], "max": 1000},
+    for frame in ({"v": 1, "next": None, "err": [step], "max": 1000},
                   {"v": 1, "next": then, "err": [], "max": 1000, "w": "wid"},
                   {"v": 1, "next": join, "err": None, "max": 1}):
         assert frame_of(_step(frame)) == frame
