@@ -18,6 +18,7 @@ PLANTS: Dict[str, Dict[str, bytes]] = {
     "past the size": {"failed_index": b"7", "failed": b"\x92\xa1a\xa1b"},
     "negative": {"failed_index": b"-1", "failed": b"\x92\xa1a\xa1b"},
     "leading zero": {"failed_index": b"01", "failed": b"\x92\xa1a\xa1b"},
+    "minus zero": {"failed_index": b"-0", "failed": b"\x92\xa1a\xa1b"},
     "no failure": {"failed_index": b"1"},
 }
 

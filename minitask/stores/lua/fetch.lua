@@ -250,11 +250,16 @@ local function body_of(id)
   if not ascii and string.byte(id) == 255 then return false, true end
   local body = id ~= ''
                and (ascii or not string.find(id, '[\128-\255]') or guards().utf8(id))
-               and not (delayed_any and redis.call('ZSCORE', KEYS[1], id))
+  -- a stale entry of an id held delayed or dead: the third value says so, and its
+  -- drop keeps the id's flow spec, which is that task's (its id sent again, say)
+  if body and delayed_any and redis.call('ZSCORE', KEYS[1], id) then
+    return false, false, true
+  end
   if body then
     local dead = dead_any and redis.pcall('ZSCORE', KEYS[6], id)
     if type(dead) == 'table' then guards().foreign(dead) dead = false end  -- dead of another type
-    body = not dead and redis.pcall('HGET', KEYS[3], id)
+    if dead then return false, false, true end
+    body = redis.pcall('HGET', KEYS[3], id)
     if type(body) == 'table' then guards().foreign(body) body = false end  -- messages: another type
   end
   return body
@@ -327,7 +332,7 @@ if flow_on then
       end
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
-      local body, token = body_of(id)
+      local body, token, held = body_of(id)
       local spec = body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id))
       if token then
         -- a group's token its task's limits held: served as the group's turn, as if
@@ -347,7 +352,7 @@ if flow_on then
         end
       elseif not body then
         unpark(park, limiter)
-        drop(id)
+        drop(id, held)
       else
         local free, retry_at = true, -1
         if spec and spec.limiter == limiter and not (spec.expires > 0 and now >= spec.expires) then
@@ -429,7 +434,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       band = 17
     end
   else
-    local body, token = body_of(id)
+    local body, token, held = body_of(id)
     local priority = 16 - band
     local spec = flow_on and body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id))
     if not body then
@@ -517,7 +522,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           if taken_body then park_token(id, priority, taken_body, false) end
         end
       else
-        drop(id)
+        drop(id, held)
       end
     elseif spec and (spec.group or spec.limiter ~= '')
            and not (spec.expires > 0 and now >= spec.expires) then

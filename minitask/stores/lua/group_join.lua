@@ -52,7 +52,7 @@ if failed_index then
   -- minitask writes a member's index, as the member sends it, with its failure:
   -- any other mark would answer 'failed' to every member, the body never sent
   local failure = redis.call('HGET', state, 'failed')
-  local member = guards().whole(failed_index, 0, size - 1)
+  local member = failed_index:match('^%d+$') and guards().whole(failed_index, 0, size - 1)
   if not (member and tostring(member) == failed_index and failure) then
     return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its failed ' ..
             'member is no member index, or its failure is missing)', follows}
