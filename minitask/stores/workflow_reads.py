@@ -10,7 +10,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
 from ..printable import printable
-from ..wire.message import MAX_ID_BYTES, Message
+from ..broker.keys import check_name
+from ..wire.message import MAX_ID_BYTES, MAX_MS, Message
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
 from .plans import PLAN_BYTES
@@ -130,7 +131,7 @@ def node_problem(node: Any) -> Optional[str]:
         node = pending.pop()
         kind = node.get("k") if isinstance(node, dict) else None
         fields = _NODE_FIELDS.get(kind) if isinstance(kind, str) else None
-        if fields is None:
+        if fields is None or not isinstance(kind, str):
             return f"{_shown(node)}, which is no step minitask sends"
         for name, kinds in fields:
             if name not in node or not isinstance(node[name], kinds) or (
@@ -138,8 +139,33 @@ def node_problem(node: Any) -> Optional[str]:
                 return f"of kind {kind!r} whose field {name!r} is {_shown(node.get(name))}"
         if kind == "c" and not node["steps"]:
             return "of kind 'c' without steps"
+        problem = _value_problem(kind, node)
+        if problem is not None:
+            return f"of kind {kind!r} whose {problem}"
         pending.extend(node["steps"][:1] if kind == "c" else
                        node["members"] if kind == "g" else node["header"] if kind == "h" else ())
+    return None
+
+
+def _value_problem(kind: str, node: Dict[str, Any]) -> Optional[str]:
+    """A value of a node's fields that no producer sends (a priority of 10, a queue
+    name that would break the key layout, an id longer than any), or None: a step
+    planned with it would be written where no worker finds it."""
+    if kind not in ("t", "g", "h"):
+        return None
+    if not 0 < len(node["id"].encode()) <= MAX_ID_BYTES:
+        return f"id is {len(node['id'].encode()):,} bytes (1 to {MAX_ID_BYTES})"
+    if node["q"] is not None:
+        try:
+            check_name("queue", node["q"])
+        except ValueError as exc:
+            return f"queue: {exc}"
+    if kind == "t":
+        if not 0 <= node["p"] <= 9:
+            return f"priority is {node['p']} (0 to 9)"
+        for name in ("eta", "delay"):
+            if node[name] is not None and not 0 <= node[name] <= MAX_MS:
+                return f"{name} is {node[name]} (0 to {MAX_MS} ms)"
     return None
 
 

@@ -77,6 +77,16 @@ def _damaged(frame: Dict[str, Any], damage: str) -> Dict[str, Any]:
     elif damage == "group member no step":
         frame["next"]["node"] = {"k": "g", "id": "g", "q": "default", "ttl": 1000,
                                  "members": [node, {"k": "x"}]}
+    elif damage == "priority 10":  # probe 16: the id went to the wake list, never run
+        node["p"] = 10
+    elif damage == "priority -3":  # probe 16: the id went into its own result list
+        node["p"] = -3
+    elif damage == "queue with braces":  # probe 16: written into a lane nobody serves
+        node["q"] = "a:b{x}"
+    elif damage == "id too long":
+        node["id"] = "L" * 201
+    elif damage == "eta past the year 9999":
+        node["eta"] = 10 ** 18
     elif damage == "error callback lacks its args":
         errback = copy.deepcopy(node)
         del errback["args"]
@@ -92,7 +102,9 @@ def _damaged(frame: Dict[str, Any], damage: str) -> Dict[str, Any]:
 @pytest.mark.parametrize("damage", ["task missing", "priority text", "args a map",
                                     "imm a number", "chain without steps",
                                     "group member no step", "nested member lacks its id",
-                                    "error callback lacks its args"])
+                                    "error callback lacks its args", "priority 10",
+                                    "priority -3", "queue with braces", "id too long",
+                                    "eta past the year 9999"])
 def test_a_next_step_a_plan_would_trip_on_is_refused_before_the_task_runs(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         damage: str) -> None:

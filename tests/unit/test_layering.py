@@ -308,7 +308,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.store": frozenset({"broker.keys", "broker.transport", "stores.scripts"}),
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"broker.keys", "errors", "wire.message"}),
-    "stores.workflow_reads": frozenset({"errors", "printable", "stores.foreign",
+    "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.foreign",
                                         "stores.plans", "stores.store", "wire.message",
                                         "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
