@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from ..broker.keys import check_name
 from ..errors import DecodeError
 from ..printable import printable
-from ..broker.keys import check_name
 from ..wire.message import MAX_ID_BYTES, MAX_MS, Message
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
