@@ -15,7 +15,7 @@ from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
 from .groups import HandleLookups
 from .hooks import Hook, Hooks
-from .options import TaskOptions, check_positive_seconds, check_seconds
+from .options import TaskOptions, check_name_size, check_positive_seconds, check_seconds
 from .periodic import Schedule, build as build_schedule
 from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
@@ -233,6 +233,7 @@ class Minitask(Operations, SendByName, HandleLookups):
         def register(function: Callable[P, R]) -> Task[P, R]:
             resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options,
                                          self.routes.match)
+            check_name_size(resolved.name)
             check_queue_name(resolved.queue)
             existing = self.tasks.get(resolved.name)
             if existing is not None and _code_of(existing.func) != _code_of(function):

@@ -13,7 +13,8 @@ from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 from .errors import ConfigurationError
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
 from .limits import TaskGrouping, TaskLimits, task_grouping, task_limits
-from .wire.message import MAX_ID_BYTES, MAX_RETRIES, MAX_SECONDS, describe_char, unprintable
+from .wire.message import (MAX_ID_BYTES, MAX_NAME_BYTES, MAX_RETRIES, MAX_SECONDS,
+                           describe_char, unprintable)
 
 TASK_OPTIONS = frozenset({"name", "queue", "priority", "retries", "retry_backoff",
                           "retry_backoff_max", "retry_on", "timeout", "soft_timeout",
@@ -89,6 +90,13 @@ def check_text(value: Any, what: str, where: str, fix: str = "use printable char
         raise ConfigurationError(f"{where}: {what} {value!r} holds {describe_char(char)}, a "
                                  f"control or format character; {fix}")
     return value
+
+
+def check_name_size(name: str) -> None:
+    """Refuse a task name over ``MAX_NAME_BYTES``, which a worker would refuse to run."""
+    if len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise ConfigurationError(f"task {name[:40]!r}...: its name is over {MAX_NAME_BYTES} "
+                                 f"bytes; choose a shorter one (name=...)")
 
 
 #: Bytes (UTF-8) a chosen task id may hold at most (wire.message.MAX_ID_BYTES).

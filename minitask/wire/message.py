@@ -27,6 +27,9 @@ MAX_SECONDS = 3_155_760_000
 #: Bytes (UTF-8) a task or group id may hold at most: every key and log line repeats
 #: one, and a workflow's plan record reads none longer (stores/plans.py).
 MAX_ID_BYTES = 200
+#: Bytes (UTF-8) a task name may hold at most: ``@app.task`` refuses a longer one, and a
+#: worker dead-letters a message naming one (every log line and record repeats it).
+MAX_NAME_BYTES = 1000
 
 #: Retries a task may ask for. A message's ``attempt`` runs from 1 to
 #: ``MAX_RETRIES + 1``; the backoff ``2 ** (attempt - 1)`` then stays a float.

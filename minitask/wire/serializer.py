@@ -1,11 +1,10 @@
 """msgpack <-> Message and Outcome, inside a versioned envelope.
 
-Every value is checked before packing so that an unsupported one is
-reported with its path (``args[1]['when']``) and nothing reaches Redis.
-Every message is checked after unpacking, field by field, so that what a
-worker gets from ``decode_message`` is a well-formed ``Message`` or a
-``DecodeError`` saying which field is wrong: never a value that makes the
-worker's own code raise later.
+Every value is checked before packing so that an unsupported one is reported with
+its path (``args[1]['when']``) and nothing reaches Redis. Every message is checked
+after unpacking, field by field, so that what a worker gets from ``decode_message``
+is a well-formed ``Message`` or a ``DecodeError`` saying which field is wrong: never
+a value that makes the worker's own code raise later.
 """
 from __future__ import annotations
 
@@ -22,8 +21,8 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import msgpack  # type: ignore[import-untyped]
 
 from ..errors import DecodeError, EncodeError
-from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_ID_BYTES, MAX_MS, Message, Outcome,
-                      Progress, describe_char, to_seconds, unprintable)
+from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_ID_BYTES, MAX_MS, MAX_NAME_BYTES,
+                      Message, Outcome, Progress, describe_char, to_seconds, unprintable)
 from .types import APP_CODES, pack_builtin, unknown_extension, unpack_builtin
 
 _INT_MIN = -(2 ** 63)
@@ -32,8 +31,8 @@ _SCALARS = (str, bytes, float, bool, type(None), uuid.UUID, decimal.Decimal)
 _CONTAINERS = (list, tuple, dict)
 #: Exact types that are always sendable, whatever their value (an int may not be).
 _PLAIN = frozenset({bytes, float, bool, type(None)})
-#: The exact types msgpack decodes scalars to (timestamps as aware datetimes).
-#: UUID and Decimal are built-in extension types; an app's arrive as ExtType (types.py).
+#: The exact types msgpack decodes scalars to (timestamps as aware datetimes; UUID
+#: and Decimal are built-in extension types; an app's arrive as ExtType, types.py).
 _DECODED_SCALARS = frozenset({str, bytes, int, float, bool, type(None), _dt.datetime,
                               uuid.UUID, decimal.Decimal})
 #: Containers one argument may nest (a flat list is 1). msgpack itself gives up
@@ -41,8 +40,8 @@ _DECODED_SCALARS = frozenset({str, bytes, int, float, bool, type(None), _dt.date
 MAX_DEPTH = 512
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _UNIX_MS = " (Unix time in milliseconds, up to the end of year 9999)"
-#: How much of a path an error message shows.
-_SHOWN = 120
+_SHOWN = 120  # how much of a path an error message shows
+_HOLDING = {"id": "an id may hold", "task": "a task name may hold"}  # (_Fields.text)
 #: How refused values are shown: reprlib cuts long and deeply nested values short.
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 80
@@ -268,7 +267,7 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
     if "wf" in obj or "tc" in obj:
         return None  # a workflow step or a traced call: checked on the thorough path
     if (type(task_id) is str and type(task) is str and type(queue) is str
-            and 0 < len(task_id) <= MAX_ID_BYTES and task and queue
+            and 0 < len(task_id) <= MAX_ID_BYTES and 0 < len(task) <= MAX_NAME_BYTES and queue
             and (names := task_id + task + queue).isascii() and names.isprintable()
             and type(priority) is int and 0 <= priority <= 9
             and type(enqueued_at_ms) is int and 0 <= enqueued_at_ms <= MAX_MS
@@ -290,7 +289,8 @@ def _plain_message(obj: Dict[str, Any]) -> Optional[Message]:
 def _checked_message(obj: Dict[str, Any]) -> Message:
     fields = _Fields(obj)
     return Message(
-        id=fields.text("id", MAX_ID_BYTES), task=fields.text("task"), args=fields.args(),
+        id=fields.text("id", MAX_ID_BYTES), task=fields.text("task", MAX_NAME_BYTES),
+        args=fields.args(),
         kwargs=fields.kwargs(), queue=fields.text("queue"),
         priority=fields.integer("priority", 0, 9),
         enqueued_at_ms=fields.integer("enqueued_at_ms", 0, MAX_MS, _UNIX_MS),
@@ -339,7 +339,7 @@ class _Fields:
             raise self.fail(name, f"it holds {describe_char(char)}, a control or format "
                                   f"character")
         if most and (size := len(value.encode())) > most:  # the id: MAX_ID_BYTES
-            raise self.fail(name, f"it is {size:,} bytes, over the {most} an id may hold")
+            raise self.fail(name, f"it is {size:,} bytes, over the {most} {_HOLDING[name]}")
         return value
 
     def integer(self, name: str, low: int, high: int, unit: str = "",
