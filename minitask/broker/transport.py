@@ -152,8 +152,10 @@ class Transport:
             connection = self.connections.own()
             try:
                 return _exchange(connection, packed, count)
-            except BaseException:
+            except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
+                if isinstance(exc, redis.ConnectionError) and len(packed) > LARGE_COMMAND:
+                    raise self._large_command_failed(exc, what, len(packed)) from exc
                 raise
 
     def _confirming(self, names: Sequence[str],
@@ -230,10 +232,7 @@ class Transport:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 size = sum(map(len, commands))
                 if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
-                    raise BrokerError(f"{self._failure(exc, what, None)} (the command was "
-                                      f"{size:,} bytes: Redis also closes the connection "
-                                      f"as it reads a value over its proto-max-bulk-len)",
-                                      reason="unreachable") from exc
+                    raise self._large_command_failed(exc, what, size) from exc
                 raise
             if refused is not None and keep_refused:
                 replies = [self._failure(reply, what, script.name)
@@ -245,6 +244,35 @@ class Transport:
             if policy is not None:
                 policy.check(waited, what, self.description)
         return replies
+
+    def _large_command_failed(self, exc: redis.ConnectionError, what: str,
+                              size: int) -> BrokerError:
+        """A command over 1 MiB met a closed connection. Redis closes it as it reads a
+        value over its ``proto-max-bulk-len``, and its error reply is lost when the
+        reset comes before the end of our write: if the write failed and Redis answers
+        on a new connection, it refused this command (reason 'protocol', which sent
+        again would be refused again), else Redis is down ('unreachable')."""
+        if isinstance(exc, _WriteFailed) and self._answers():
+            refusal = redis.ResponseError(
+                f"Protocol error: Redis closed the connection as it read a command of "
+                f"{size:,} bytes, and answers on a new one")
+            return self._failure(refusal, what, None)
+        return BrokerError(f"{self._failure(exc, what, None)} (the command was {size:,} "
+                           f"bytes: Redis also closes the connection as it reads a value "
+                           f"over its proto-max-bulk-len)", reason="unreachable")
+
+    def _answers(self) -> bool:
+        """Whether Redis answers a PING on this thread's connection (made anew)."""
+        try:
+            connection = self.connections.own()
+        except (redis.RedisError, OSError):
+            return False
+        try:
+            connection.send_command("PING")
+            return bool(connection.read_response())
+        except (redis.RedisError, OSError):
+            connection.disconnect()
+            return False
 
     # -- connections and waits ---------------------------------------------------------
 
@@ -304,8 +332,12 @@ def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
     ``count`` replies, in order; a command Redis refused has its ResponseError in
     its place, and the replies after it are read all the same (the connection
     stays in step). Any other failure leaves the connection half read: the
-    caller disconnects it."""
-    connection.send_packed_command([data])
+    caller disconnects it; a failed write raises ``_WriteFailed``: nothing after the
+    cut reached Redis, so the last command never ran."""
+    try:
+        connection.send_packed_command([data])
+    except redis.ConnectionError as exc:
+        raise _WriteFailed(*exc.args) from exc
     replies: List[Any] = []
     for _ in range(count):
         try:
@@ -316,6 +348,10 @@ def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
                 replies += [exc] * (count - len(replies))
                 break
     return replies
+
+
+class _WriteFailed(redis.ConnectionError):
+    """The connection failed while the commands were being written."""
 
 
 def closed_after(reply: redis.ResponseError) -> bool:
