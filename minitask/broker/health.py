@@ -77,13 +77,19 @@ def bulk_limit(client: Any) -> int:
     ``proto-max-bulk-len``), from one CONFIG GET (on a Redis Cluster, of one node);
     Redis's default when it cannot be asked (an ACL or a managed Redis refusing
     CONFIG) or answers something else."""
+    limit = asked_bulk_limit(client)
+    return DEFAULT_BULK_LIMIT if limit is None else limit
+
+
+def asked_bulk_limit(client: Any) -> Optional[int]:
+    """``bulk_limit`` as the server answers it; None when it cannot be asked."""
     try:
         reply = client.config_get("proto-max-bulk-len")
     except redis.RedisError:
-        return DEFAULT_BULK_LIMIT
+        return None
     values = list(reply.values()) if isinstance(reply, dict) else []
     try:
         limit = int(values[0]) if len(values) == 1 else 0
     except (TypeError, ValueError):
         limit = 0
-    return limit if limit > 0 else DEFAULT_BULK_LIMIT
+    return limit if limit > 0 else None

@@ -22,6 +22,7 @@ from .cluster import run_on_primary
 from .connections import Connections, load_and_run
 from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
                          read_confirmation)
+from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .waits import Blocked, Waits
 
@@ -249,14 +250,20 @@ class Transport:
                               size: int) -> BrokerError:
         """A command over 1 MiB met a closed connection. Redis closes it as it reads a
         value over its ``proto-max-bulk-len``, and its error reply is lost when the
-        reset comes before the end of our write: if the write failed and Redis answers
-        on a new connection, it refused this command (reason 'protocol', which sent
-        again would be refused again), else Redis is down ('unreachable')."""
+        reset comes before the end of our write. It refused this command (reason
+        'protocol': sent again, it would be refused again) only if the write failed,
+        Redis answers on a new connection and the command is longer than the limit
+        it states; a reset of another cause (a failover, CLIENT KILL, a proxy) is an
+        outage ('unreachable'), written again. A server that does not say its limit
+        (CONFIG refused) is taken at its word that it is up: else a command it can
+        never read would be written again for ever."""
         if isinstance(exc, _WriteFailed) and self._answers():
-            refusal = redis.ResponseError(
-                f"Protocol error: Redis closed the connection as it read a command of "
-                f"{size:,} bytes, and answers on a new one")
-            return self._failure(refusal, what, None)
+            limit = asked_bulk_limit(self.client)
+            if limit is None or size > limit:
+                stated = "" if limit is None else f", over its proto-max-bulk-len of {limit:,}"
+                return self._failure(redis.ResponseError(
+                    f"Protocol error: Redis closed the connection as it read a command of "
+                    f"{size:,} bytes{stated}, and answers on a new one"), what, None)
         return BrokerError(f"{self._failure(exc, what, None)} (the command was {size:,} "
                            f"bytes: Redis also closes the connection as it reads a value "
                            f"over its proto-max-bulk-len)", reason="unreachable")

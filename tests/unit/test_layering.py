@@ -326,7 +326,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.keys": frozenset(),
     "broker.packing": frozenset(),
     "broker.transport": frozenset({"broker.cluster", "broker.connections", "broker.durability",
-                                   "broker.packing", "broker.waits", "errors"}),
+                                   "broker.health", "broker.packing", "broker.waits",
+                                   "errors"}),
     "broker.waits": frozenset({"broker.connections", "broker.packing"}),
     # -- definitions -----------------------------------------------------------
     "context": frozenset({"errors", "wire.message"}),
