@@ -189,7 +189,7 @@ def from_record(record: bytes) -> Schedule:
     head, _, body = record.partition(b"\n")
     try:
         timing = json.loads(head)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested past the parser
         raise DecodeError(f"cannot decode a schedule record: {exc}") from exc
     version = timing.get("v") if isinstance(timing, dict) else None
     if type(version) is int and version > RECORD_VERSION:

@@ -124,19 +124,16 @@ class Worker:
         self.burst = burst
         self.grace = grace
         self.prefetch = prefetch
-        # id: unique, keys its record and orders; name: --name (else the id), may be shared
+        # id: unique, keys its record and orders; name (--name, else the id): may be shared,
+        # only shown, never in a key: printable text up to MAX_NAME characters (cli/worker.py)
         self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
-        # a name is only shown (logs, status, the dashboard), never part of a key: any
-        # printable text up to MAX_NAME characters ("" or None: the id); the CLI's
-        # --name, its subscriber's too, is checked as one (cli/worker.py)
         self.name = shown_name(name) or self.id
         self.processed = self.failed = 0
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
         self.clock_skew_ms: Optional[int] = None
         self.recycled = 0  # process pool children replaced after their share of work
         self.started_ms = app.clock.now_ms()
-        # Whether this worker says it is alive: a process pool's supervisor speaks
-        # for its children.
+        # Whether it says it is alive: a process pool's supervisor speaks for its children.
         self._registers = True
         #: heartbeat refusals logged already (a key of another type may stay for long)
         self._beat_refusals: Set[str] = set()
@@ -148,9 +145,8 @@ class Worker:
         self._shutdown = Shutdown(self._holdings, self._leases, self._stop)
         self._queues = QueueSource(app, self.queues, prefetch, self._holdings, self._leases,
                                    self._stop)
-        # Where the loop takes work from: the ticks of the queues' schedules, in front of
-        # the queues. Another kind of work comes in as another Source, not a new branch.
-        # ``schedules`` are the app's decorated ones, written when the worker starts.
+        # Where the loop takes work from: the schedules' ticks, then the queues (another kind
+        # of work comes as another Source); ``schedules``: the decorated ones, written at start.
         self._ticks = TickSource(app, self._queues, self._holdings, self._stop, schedules)
         # In front of them all, the broadcast calls of the queues, as ``subscriber``.
         self.subscriber = (default_subscriber() if subscriber is None
@@ -391,7 +387,11 @@ class Worker:
             if not threads.wait_for_slot(self._stop.event):
                 break
             finished = threads.finished
-            job = guarded(self.fetch, "fetch tasks", self._stop.event)
+            try:
+                job = guarded(self.fetch, "fetch tasks", self._stop.event)
+            except BaseException:  # the worker stops: its shutdown waits for no slot of this
+                threads.give_back_slot()
+                raise
             if job is not None:
                 threads.submit(job)
                 continue
