@@ -12,7 +12,8 @@ from typing import Any, Callable, Dict, List
 
 import pytest
 
-from minitask import Minitask, TaskContext
+from minitask import Minitask, TaskContext, TaskFailed
+from minitask.worker.outcomes import Recorder
 
 pytestmark = [pytest.mark.integration, pytest.mark.app("aiocancels", on="server")]
 
@@ -27,7 +28,8 @@ def _attempt_tasks() -> List["asyncio.Task[Any]"]:
 
 def _two_tasks(app: Minitask, postrun: Callable[..., Any],
                success: Callable[..., Any] = lambda context, value: None) -> List[Any]:
-    """Run ``first`` then ``second`` in the one slot, with the hooks given; their results."""
+    """Run ``first`` then ``second`` in the one slot, with the hooks given; their results
+    (a TaskFailed for a failure)."""
     app.on("task_postrun", postrun)
     app.on("task_success", success)
 
@@ -43,8 +45,14 @@ def _two_tasks(app: Minitask, postrun: Callable[..., Any],
     worker = app.worker(pool="asyncio", concurrency=1)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
+    outcomes: List[Any] = []
     try:
-        return [handle.get(timeout=DEADLINE) for handle in handles]
+        for handle in handles:
+            try:
+                outcomes.append(handle.get(timeout=DEADLINE))
+            except TaskFailed as failed:
+                outcomes.append(failed)
+        return outcomes
     finally:
         worker.stop()
         thread.join(timeout=DEADLINE)
@@ -104,3 +112,42 @@ def test_a_cancel_as_the_outcome_is_written_lets_the_attempt_end_its_way(
     app.on("task_prerun", prerun)
     assert _two_tasks(app, postrun, success) == ["first", "second"]
     assert heard == ["first succeeded", "second succeeded"]
+
+
+def test_a_cancel_before_the_task_runs_fails_the_attempt_through_a_second_cancel(
+        app: Minitask, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancelled in its task_prerun hook, the attempt fails (dead: no retries); a
+    second cancel as that failure is written changes nothing."""
+    loop: Dict[str, asyncio.AbstractEventLoop] = {}
+
+    async def prerun(context: TaskContext) -> None:
+        loop["it"] = asyncio.get_running_loop()
+        if context.name == "first":
+            for task in _attempt_tasks():
+                task.cancel()
+            await asyncio.sleep(0)
+
+    finish = Recorder.finish
+
+    def finishing(recorder: Recorder, job: Any, message: Any, *args: Any) -> Any:
+        if message.task == "first":  # in a recording thread: cancel it again, and wait
+            cancelled = threading.Event()
+
+            def cancel() -> None:
+                attempts = _attempt_tasks()
+                assert attempts  # the first attempt's, recording its failure
+                for task in attempts:
+                    task.cancel()
+                cancelled.set()
+
+            loop["it"].call_soon_threadsafe(cancel)
+            assert cancelled.wait(DEADLINE)
+        return finish(recorder, job, message, *args)
+
+    monkeypatch.setattr(Recorder, "finish", finishing)
+    app.on("task_prerun", prerun)
+    first, second = _two_tasks(app, lambda context, status, outcome: None)
+    assert isinstance(first, TaskFailed) and first.exc_type == "RuntimeError"
+    assert "'first': its attempt was cancelled by code other than minitask's" in first.message
+    assert second == "second"
+    assert [dead.task_id for dead in app.dead_letters()] == [first.task_id]

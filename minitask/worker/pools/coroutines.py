@@ -364,7 +364,7 @@ class AsyncioPool(FixedSlots):
             raise
 
     def _absorb(self) -> None:
-        """Unless the pool stops: a task's code's cancel, handled, is undone (``acall``)."""
+        """Forget a task's code's cancel of this task, handled (else ``acall`` sees it)."""
         task = asyncio.current_task()
         while not self._shutting_down and task is not None and task.uncancel() > 0:
             pass
