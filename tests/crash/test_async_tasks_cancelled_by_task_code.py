@@ -24,11 +24,8 @@ SAID = "cancelled by code other than minitask's"
 
 @pytest.fixture
 def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.cancelling as cancelling
+    """The app of tests.apps.cancelling, sending its tasks by name."""
     app = Minitask("cancelling", broker=server.client())
-    for task in cancelling.app.tasks.values():
-        app.task(name=task.name, retries=task.options.retries,
-                 retry_backoff=task.options.retry_backoff)(task.func)
     yield app
     app.close()
 
@@ -57,9 +54,9 @@ def test_attempts_a_task_cancels_fail_and_the_pool_runs_on(
     log = tmp_path / "worker.log"
     worker = processes.worker("tests.apps.cancelling", "--pool", "asyncio", "-c", "2",
                               env={"MINITASK_BROKER_URL": server.url}, log=log)
-    cancelled = producer.tasks[victim].delay("victim")
+    cancelled = producer.send(victim, ("victim",))
     _started(server, "victim")
-    canceller = producer.tasks["cancels_others"].delay()
+    canceller = producer.send("cancels_others")
     if victim == "victim":  # no retries: dead at once
         _failed_by_cancel(cancelled)
     else:  # retried (its second attempt returns at once), not dead-lettered
@@ -67,7 +64,7 @@ def test_attempts_a_task_cancels_fail_and_the_pool_runs_on(
     # its own attempt's task was among those it cancelled: its attempt fails too
     _failed_by_cancel(canceller)
     # both slots are free again: later tasks run
-    assert [producer.tasks["double"].delay(n).get(timeout=DEADLINE) for n in range(4)] == [
+    assert [producer.send("double", (n,)).get(timeout=DEADLINE) for n in range(4)] == [
         0, 2, 4, 6]
     dead = {letter.task_id for letter in producer.dead_letters()}
     assert dead == ({cancelled.id, canceller.id} if victim == "victim" else {canceller.id})
