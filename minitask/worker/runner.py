@@ -69,6 +69,14 @@ async def settle(future: "asyncio.Future[Any]") -> None:
         future.exception()  # retrieved: no "never retrieved" warning
 
 
+def cancelled_by_code(name: str) -> RuntimeError:
+    """The failure of an attempt whose asyncio task (or its coroutine's) a task's code
+    cancelled, not minitask (its cancel request, time limits, stop)."""
+    return RuntimeError(f"task {name!r}: its attempt was cancelled by code other than "
+                        f"minitask's (a task's code cancelled the asyncio pool's own tasks); "
+                        f"a task should cancel only the asyncio tasks it made")
+
+
 #: The arguments a task is called with: (args, kwargs).
 Arguments = Tuple[List[Any], Dict[str, Any]]
 

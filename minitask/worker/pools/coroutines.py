@@ -35,7 +35,7 @@ from ...printable import log_error
 from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
-from ..runner import Runner, limited, settle
+from ..runner import Runner, cancelled_by_code, limited, settle
 from ..softlimit import call_with_posting
 from .slots import FixedSlots
 from .watchdog import LoopWatch
@@ -257,7 +257,18 @@ class AsyncioPool(FixedSlots):
                              or "none")
 
     def submit(self, job: Job) -> None:
-        asyncio.run_coroutine_threadsafe(self._run(job), self._loop)
+        self._loop.call_soon_threadsafe(self._start, job)
+
+    def _start(self, job: Job, again: bool = False) -> "asyncio.Task[None]":
+        """On the loop: run ``job`` in a task of its own, in its slot; again if a task's
+        code cancels that task before its first step (none of ``_run`` ran then)."""
+        if again:
+            logger.error("task %s: a task's code cancelled its attempt's asyncio task "
+                         "before it began; it begins again", job.task_id)
+        begun: List[bool] = []
+        attempt = self._loop.create_task(self._run(job, begun))
+        attempt.add_done_callback(lambda _: begun or self._start(job, again=True))
+        return attempt
 
     def on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the loop, before any task (the worker_process_init hooks)."""
@@ -295,36 +306,30 @@ class AsyncioPool(FixedSlots):
 
     # -- one attempt, on the loop ---------------------------------------------------
 
-    async def _run(self, job: Job) -> None:
+    async def _run(self, job: Job, begun: List[bool]) -> None:
+        begun.append(True)
+        started = time.monotonic()
         current = asyncio.current_task()
         assert current is not None  # always inside a task on the loop
         self._attempts[job.task_id] = current
         following: Optional[Job] = None
-        try:
+        try:  # nothing may leave its lease held, which the heartbeat would renew for ever
             following = await self._execute(job)
-        except asyncio.CancelledError:
-            if not self._shutting_down:
-                logger.error("task %s: attempt cancelled unexpectedly; it will be "
-                             "delivered again when its lease expires", job.task_id)
+        except asyncio.CancelledError:  # of minitask's, only the stop's gets here
+            if not self._shutting_down:  # a task's code cancelled it: its failure
+                following = await self._fail(job, None, started)
         except GeneratorExit:  # the loop closed with the attempt suspended
             raise
         except BaseException as exc:  # a bug of ours (or a BaseException from code we
-            # call, a type's decode function) must end neither the loop nor the task's
-            # lease, which the heartbeat would renew for ever: dead-lettered, as on the
-            # other pools
+            # call, a type's decode function): dead-lettered, as on the other pools
             log_error(logger, logging.ERROR, "internal error while running task %s",
                       job.task_id, error=exc)
-            try:
-                await self._record(self._recorder.bury, job, None, exc,
-                                   "internal error while handling it")
-            except Exception as failed:  # logged; its lease is given back as it stops
-                log_error(logger, logging.ERROR, "could not dead-letter task %s", job.task_id,
-                          error=failed)
+            following = await self._fail(job, exc, started)
         finally:
             self._attempts.pop(job.task_id, None)
             self.ran_one()
             if following is not None and not self._shutting_down:
-                self._loop.create_task(self._run(following))  # its slot goes on with it
+                self._start(following)  # its slot goes on with it
             else:
                 if following is not None:  # leased as the grace ran out: back at once
                     await self._return(following)
@@ -339,19 +344,53 @@ class AsyncioPool(FixedSlots):
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
         """Run ``step`` in a recording thread; its result.
 
-        A cancel meanwhile (the grace is over: ``cancel_running``) does not abandon
-        it: the step records the attempt's outcome and runs on in its thread, so
-        the attempt ends only once the step has. Else its slot would be free, and
-        the shutdown would give its lease back while its outcome is being written.
-        The cancel is then carried on as ``CancelledError``."""
+        A cancel meanwhile does not abandon it: the step records the attempt's outcome
+        and runs on in its thread, so the attempt ends only once the step has. Else its
+        slot would be free, and the shutdown would give its lease back while its outcome
+        is being written. The stop's cancel (``cancel_running``) is then carried on as
+        ``CancelledError``; a task's code's is absorbed: the step's end stands."""
         handed = self._recording.hand(functools.partial(step, *args))
         try:
             return await handed.future
         except asyncio.CancelledError:
             result, error = await outlast(handed)
+            if not self._shutting_down:
+                self._absorb()
+                if error is not None:
+                    raise error
+                return result
             if error is None and isinstance(result, tuple) and isinstance(result[-1], Job):
                 await self._return(result[-1])  # leased with the outcome: back at once
             raise
+
+    def _absorb(self) -> None:
+        """Forget a task's code's cancel of this task, handled (else ``acall`` sees it)."""
+        task = asyncio.current_task()
+        while not self._shutting_down and task is not None and task.uncancel() > 0:
+            pass
+
+    async def _fail(self, job: Job, error: Optional[BaseException], since: float) -> Any:
+        """``_failed``, through any cancel (the stop's carried on); the slot's next job."""
+        try:
+            return await self._record(self._failed, job, error, time.monotonic() - since)
+        except Exception as failed:  # logged; its lease is given back as the worker stops
+            log_error(logger, logging.ERROR, "could not record the failure of task %s",
+                      job.task_id, error=failed)
+            return None
+
+    def _failed(self, job: Job, error: Optional[BaseException], took: float) -> Optional[Job]:
+        """In a recording thread: ``error`` (ours) dead-letters the attempt; None (a
+        task's code cancelled it) fails it by its task's options. Its slot's next job."""
+        found = None if error else self._runner.resolve(job)  # (dead-lettered if none)
+        if error is not None:
+            self._recorder.bury(job, None, error, "internal error while handling it")
+        elif found is not None:
+            (message, task), observer = found, self._runner.observer
+            observer.ending(message)
+            status, error = self._recorder.finish(job, message, None,
+                                                  cancelled_by_code(task.name), took)
+            observer.ended(None, message, status, None, error, took)
+        return self._next()
 
     async def _return(self, job: Job) -> None:
         """Give a leased job that will not run back to its queue, off the loop."""
@@ -408,12 +447,13 @@ class AsyncioPool(FixedSlots):
             try:
                 value = await asyncio.shield(inner)
             except asyncio.CancelledError:
-                if not inner.cancelled():
-                    await settle(inner)  # the pool is shutting down: the attempt goes too
-                    raise
-                if not cancel.is_set():  # the task cancelled itself: a failure
-                    error = RuntimeError(f"task {task.name!r}: its coroutine was cancelled "
-                                         f"by something other than minitask")
+                if not inner.cancelled():  # this attempt's own task was cancelled
+                    await settle(inner)  # the attempt goes too
+                    if self._shutting_down:
+                        raise
+                self._absorb()
+                if not cancel.is_set():  # a task's code cancelled it: a failure
+                    error = cancelled_by_code(task.name)
             except Exception as exc:  # the time limit; the task's own come as Raised
                 error = exc
             if isinstance(value, Raised):
@@ -423,7 +463,10 @@ class AsyncioPool(FixedSlots):
             concluded: Tuple[str, Optional[BaseException], Optional[Job]] = await self._record(
                 self._conclude, job, message, context, cancel, limit, value, error, duration)
             status, error, following = concluded
-            await observer.apostrun(context, status, value, error)
+            try:
+                await observer.apostrun(context, status, value, error)
+            except asyncio.CancelledError:  # its outcome stands; ``following`` runs (or
+                pass  # goes back, as the pool stops): never left leased
             return following
         finally:
             board.leave(job.task_id)
