@@ -180,8 +180,9 @@ class Schedule:
                 + encode_message(template))
 
 
-def from_record(record: bytes) -> Schedule:
-    """The schedule a record holds.
+def from_record(record: bytes, name: Optional[str] = None) -> Schedule:
+    """The schedule a record holds; named ``name`` if given (the field it is stored
+    under, which its errors then name), else as the record says.
 
     Raises:
         DecodeError: the record is corrupt or of an unknown version.
@@ -205,7 +206,8 @@ def from_record(record: bytes) -> Schedule:
                           f"whole number of milliseconds")
     try:
         return check_timing(Schedule(
-            name=str(timing.get("name")), task=template.task, cron=timing.get("cron"),
+            name=str(timing.get("name")) if name is None else name, task=template.task,
+            cron=timing.get("cron"),
             every=None if every_ms is None else every_ms / 1000.0, tz=timing.get("tz", "UTC"),
             args=tuple(template.args), kwargs=template.kwargs,
             catch_up=timing.get("catch_up", "latest"), overlap=timing.get("overlap", True),

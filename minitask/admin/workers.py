@@ -1,9 +1,10 @@
 """The app's live workers, and stopping them from afar."""
 from __future__ import annotations
 
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
-from ..errors import ConfigurationError
+from ..errors import BrokerError, ConfigurationError
+from ..printable import printable
 from ..stores.registry import SHOWN_WORKERS, SHUTDOWN, TRUSTED_AHEAD_MS, WorkerListing
 from .operated import Operated
 
@@ -29,7 +30,8 @@ def worker_listing(app: Operated) -> WorkerListing:
     return app.broker.registry.listing(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
 
 
-def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -> List[str]:
+def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False,
+             refused: Optional[List[str]] = None) -> List[str]:
     """Ask live workers (and those listed "clock ahead") to stop as on SIGTERM: they
     stop fetching, give running tasks their grace and exit; each acts on it at once
     (it waits on Redis for orders).
@@ -38,14 +40,19 @@ def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -
         names: the workers to stop, each by its name (``--name``: every worker of that
             name) or its id, as ``minitask status`` lists them.
         every: stop every live worker of the app instead.
+        refused: where to add the error of each worker whose orders list holds
+            another type (data minitask did not write, named), instead of raising.
 
     Returns:
-        The ids of the workers asked.
+        The ids of the workers asked. One whose orders list Redis refuses does not
+        keep the others from being asked.
 
     Raises:
         ConfigurationError: no name and not ``every``, or a name that is no live worker
             (nothing is sent then).
-        BrokerError: Redis could not be reached.
+        BrokerError: Redis could not be reached (saying which workers were asked
+            before), or, without ``refused``, once every other worker is asked, the
+            orders lists of another type (each named, and who was asked).
     """
     live = stoppable_workers(app)
     if not every and not names:
@@ -55,11 +62,30 @@ def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False) -
         raise ConfigurationError(
             f"no live worker of app {app.name!r} is named {', '.join(map(repr, unknown))}; "
             f"live workers: {', '.join(sorted({info['name'] for info in live})) or 'none'}")
-    asked = [info["id"] for info in live
-             if every or info["name"] in names or info["id"] in names]
-    for worker_id in asked:
-        app.broker.registry.send_order(worker_id, SHUTDOWN)
+    asked: List[str] = []
+    errors: List[str] = []
+    for worker_id in [info["id"] for info in live
+                      if every or info["name"] in names or info["id"] in names]:
+        try:
+            app.broker.registry.send_order(worker_id, SHUTDOWN)
+        except BrokerError as exc:
+            if exc.reason != "wrong type":
+                raise BrokerError(f"{exc}{_asked_before(asked)}", reason=exc.reason) from exc
+            errors.append(str(exc))
+            continue
+        asked.append(worker_id)
+    if refused is not None:
+        refused.extend(errors)
+    elif errors:
+        raise BrokerError("; ".join(errors) + _asked_before(asked), reason="wrong type")
     return asked
+
+
+def _asked_before(asked: Sequence[str]) -> str:
+    """What was done before an error: the workers asked to stop, if any."""
+    if not asked:
+        return ""
+    return f" (asked to stop: {', '.join(printable(worker) for worker in asked)})"
 
 
 def stoppable_workers(app: Operated) -> List[Dict[str, str]]:

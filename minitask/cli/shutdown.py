@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import Any, List
 
 from ..admin import shutdown, stoppable_workers, worker_listing
 from ..admin.workers import unknown_workers
@@ -47,13 +47,16 @@ def run(args: argparse.Namespace) -> int:
         if args.all:
             confirmed(args, f"stops all {_counted(len(listed.live), len(listed.ahead))} "
                             f"of app {app.name!r}")
-        asked = shutdown(app, args.words, every=args.all)
+        refused: List[str] = []
+        asked = shutdown(app, args.words, every=args.all, refused=refused)
         called = {info["id"]: info["name"] for info in live}
         for worker_id in asked:
             shown = called.get(worker_id, worker_id)
             print(printable(f"asked worker {shown} to stop" if shown == worker_id
                             else f"asked worker {shown} ({worker_id}) to stop"))
-        if not asked:
+        for error in refused:  # each named; the others were asked all the same
+            print(f"minitask: error: {error}", file=sys.stderr)
+        if not asked and not refused:
             print(f"no live worker of app {app.name!r}")
         deadline = time.monotonic() + max(0.0, args.wait)
         remaining = set(asked)
@@ -68,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
         for name in sorted(called.get(worker_id, worker_id) for worker_id in remaining):
             print(f"worker {printable(name)} is still running after {args.wait:g} s (running "
                   f"tasks get their grace)")
-        return 1 if remaining else 0
-    return 0
+    if refused:  # as a BrokerError exits (cli/main.py)
+        return 3
+    return 1 if args.wait > 0 and remaining else 0
 
 
 def _counted(live: int, ahead: int) -> str:

@@ -13,7 +13,7 @@ from ..broker.durability import Durability
 from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
-from ..errors import DurabilityError
+from ..errors import BrokerError, DurabilityError
 from ..printable import printable
 from .foreign import ignored, raise_refusals, whole
 from .queue import QueueStore
@@ -163,22 +163,46 @@ class FlowStore(Store):
         return {text(key): text(value) for key, value in raw.items()}
 
     def pause_group(self, queue: str, group: str) -> None:
-        """Hold a group's ready tasks: a fetch meeting its token drops it."""
+        """Hold a group's ready tasks: a fetch meeting its token drops it.
+
+        Raises:
+            BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
+                set of paused groups is a key of another type (named; nothing changed).
+        """
         k = queue_keys(self.app_name, queue)
-        with self.transport.errors(f"pause group {group!r} of queue {queue!r}"):
-            self.transport.client.sadd(k.groups_paused, group)
+        what = f"pause group {printable(group)!r} of queue {queue!r}"
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.sadd(k.groups_paused, group)
+            added = pipe.execute(raise_on_error=False)
+            raise_refusals(added)
+        if isinstance(added[0], Exception):
+            raise BrokerError(f"could not {what}: {_paused_problem(k.groups_paused)} "
+                              f"(nothing was changed)", reason="wrong type")
 
     def resume_group(self, queue: str, group: str) -> bool:
         """Serve a paused group again; False when it was not paused. Its ready tasks
-        come back into the rotation at the next fetch (a waiting worker is woken)."""
+        come back into the rotation at the next fetch (a waiting worker is woken).
+
+        Raises:
+            BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
+                set of paused groups is a key of another type (named: it pauses no
+                group, and the group is served meanwhile).
+        """
         k = queue_keys(self.app_name, queue)
-        with self.transport.errors(f"resume group {group!r} of queue {queue!r}"):
+        what = f"resume group {printable(group)!r} of queue {queue!r}"
+        with self.transport.errors(what):
             pipe = self.transport.client.pipeline(transaction=True)
             pipe.srem(k.groups_paused, group)
             pipe.zadd(k.flow_due, {f"g:{group}": 0})
             pipe.rpush(k.wake, b"1")
-            removed = pipe.execute()[0]
-        return bool(removed)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        if isinstance(replies[0], Exception):
+            raise BrokerError(f"could not {what}: {_paused_problem(k.groups_paused)}; "
+                              f"until then it pauses no group: its tasks are served",
+                              reason="wrong type")
+        return bool(replies[0])
 
     def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
         """The group of a grouped task (fair queues) when that group is paused, else
@@ -303,3 +327,9 @@ class FlowStore(Store):
 
 #: The largest count read back as one (a ready-task count, a backlog): more is planted.
 _MOST = 2 ** 62
+
+
+def _paused_problem(key: str) -> str:
+    """What is wrong with a set of paused groups of another type, and what to do."""
+    return (f"minitask key {key} (the paused groups, a set) holds another type: data "
+            f"minitask did not write; inspect it with redis-cli, then delete it")

@@ -9,7 +9,6 @@ read them a page at a time (``page``), never all at once.
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
@@ -42,6 +41,8 @@ class Armed:
     tick_ms: Optional[int]         # None: no tick armed (the schedule has no more)
     #: the armed score when it is no tick minitask wrote (inf, 1e300, 1.5): to re-arm
     bad_tick: Optional[float] = None
+    #: why ``schedule`` is None (the record's DecodeError)
+    problem: str = ""
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,13 @@ class ScheduleStore(Store):
             for name, record in sorted(records.items()):
                 score = ticks.get(name)
                 tick_ms = None if score is None else whole(score)
-                entries.append(Armed(name, record, _readable(record, name), tick_ms,
-                                     score if tick_ms is None else None))
+                try:
+                    schedule: Optional[Schedule] = _read(record, name, queue)
+                    problem = ""
+                except DecodeError as exc:
+                    schedule, problem = None, str(exc)
+                entries.append(Armed(name, record, schedule, tick_ms,
+                                     score if tick_ms is None else None, problem))
             found[queue] = entries
         return found
 
@@ -157,7 +163,7 @@ class ScheduleStore(Store):
             record, tick, last = pipe.execute(raise_on_error=False)
         if not isinstance(record, bytes):
             return None
-        schedule = _readable(record, name)
+        schedule = _readable(record, name, queue)
         return None if schedule is None else with_times(
             schedule, None if isinstance(tick, Exception) else whole(tick),
             None if isinstance(last, Exception) else whole(last))
@@ -190,7 +196,7 @@ class ScheduleStore(Store):
             if name is None:
                 continue
             try:
-                schedule = _read(record, name)
+                schedule = _read(record, name, queue)
             except DecodeError as exc:
                 unreadable.append((k.schedules, name, str(exc)))
                 continue
@@ -288,22 +294,30 @@ def _ticks(key: str, reply: Any) -> Dict[str, float]:
     return found
 
 
-def _readable(record: bytes, name: str) -> Optional[Schedule]:
+def _readable(record: bytes, name: str, queue: str) -> Optional[Schedule]:
     """The schedule of a record (``_read``); None for one this minitask cannot read
     (written by a newer version, or damaged): it is never fired, and listed as
     unreadable."""
     try:
-        return _read(record, name)
+        return _read(record, name, queue)
     except DecodeError:
         return None
 
 
-def _read(record: bytes, name: str) -> Schedule:
-    """The schedule of a record, under ``name``, the field it is stored, armed and
-    fired under (a record whose own name differs was not written there by minitask).
+def _read(record: bytes, name: str, queue: str) -> Schedule:
+    """The schedule of a record held in ``queue``'s schedules, under ``name``, the
+    field it is stored, armed and fired under (a record whose own name differs was
+    not written there by minitask; errors name the field).
 
     Raises:
-        DecodeError: a record this minitask cannot read, saying why.
+        DecodeError: a record this minitask cannot read, saying why; or one whose run
+            goes to another queue than the one holding it (minitask keeps a schedule
+            in its run's queue, where its fires look for it: fired from here, each
+            fire would find it changed).
     """
-    schedule = from_record(record)
-    return schedule if schedule.name == name else dataclasses.replace(schedule, name=name)
+    schedule = from_record(record, name)
+    if schedule.queue != queue:
+        raise DecodeError(f"cannot decode a schedule record: its runs go to queue "
+                          f"{printable(schedule.queue)!r}, not {printable(queue)!r} whose "
+                          f"schedules hold it (minitask keeps a schedule in its run's queue)")
+    return schedule

@@ -207,8 +207,9 @@ class TickSource:
                 self._warned[name] = entry.record
                 logger.warning("schedule %r of queue %r cannot be read by this worker (no "
                                "record this version writes: a newer minitask's, or data "
-                               "minitask did not write); it is not fired from here",
-                               printable(name), printable(queue))
+                               "minitask did not write: %s); it is not fired from here",
+                               printable(name), printable(queue),
+                               printable(entry.problem or "unknown"))
             latest = None if entry.schedule is None else _tick_after_next(
                 entry.schedule, now_ms + SKEW_MS)
             if entry.schedule is not None and entry.tick_ms is not None and \

@@ -172,7 +172,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.subscriptions": frozenset({"admin.operated", "broadcast", "sending"}),
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "printable",
                               "stores.results", "wire.message", "wire.serializer"}),
-    "admin.workers": frozenset({"admin.operated", "errors", "stores.registry"}),
+    "admin.workers": frozenset({"admin.operated", "errors", "printable", "stores.registry"}),
     "admin.workflows": frozenset({"admin.operated", "errors", "handle", "printable",
                                   "stores.foreign", "stores.plans", "wire.message"}),
     # -- features --------------------------------------------------------------

@@ -18,8 +18,9 @@
 -- No script reads every subscriber: a pull or a send costs O(log n) in them, and
 -- each prunes at most PRUNE_BATCH subscribers and indexes at most INDEX_BATCH.
 -- Data minitask did not write (lib.lua): a log, bodies or sent of another type
--- counts as empty where read; a count that is no whole number (nan, inf, 1.5) is
--- read as missing, a cursor as 0 when dropping pulled calls (none is lost); a
+-- counts as empty where read; a count, limit or time that is no whole number in its
+-- range (nan, inf, 1.5; a maxlen or ttl below 1) is read as missing (a call with no
+-- send time is past the ttl), a cursor as 0 when dropping pulled calls (none is lost); a
 -- place that is not its subscriber's cursor (inf, -inf, 1e300, 1.5, -5) is set back
 -- to it before calls are deleted (least_cursor, check_places); an alive that is
 -- no time is aged from the server's now (prune, age_ahead).
@@ -375,13 +376,15 @@ local function drop_over(now, maxlen, ttl, limit)
                           'WITHSCORES')
     if #page == 0 then break end
     for i = 1, #page, 2 do
-      local sent = tonumber(tolerant(false, 'HGET', KEYS[4], page[i]))
+      -- a send time that is no time (nan, text) is read as missing: past the ttl
+      local sent = guards().whole(tolerant(false, 'HGET', KEYS[4], page[i]), 0, MAX_SCORE)
       if #ids >= over and sent and sent >= now - ttl then
         kept = true
         break
       end
       ids[#ids + 1] = page[i]
-      last = tonumber(page[i + 1])
+      -- a score that is no call sequence (inf, 1.5: another's) is dropped, not recorded
+      last = guards().whole(page[i + 1], 0, MAX_SCORE) or last
     end
     size = 100
   end

@@ -28,7 +28,9 @@
 -- note says which key: the worker serves its other queues); a cursor that is no
 -- whole number up to the last sequence (nan, inf, 1.5, 1e300) restarts from the
 -- oldest call still logged (at least once: a call may run twice); seen or wake
--- of another type is left as it is.
+-- of another type is left as it is; state's maxlen or ttl that is no whole number
+-- from 1 up (nan, inf, -5, 0, 1.5) is read as missing: nothing is dropped over them
+-- until a send writes them again.
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 if now == 'server' then now = string.format('%.0f', server_ms()) end
@@ -71,8 +73,9 @@ seen_at(name, now)
 -- that no send has dropped since. Only on the worker's clock, as sends (a pull
 -- behind a wait reads the server's, and comes when nobody was behind).
 if want > 0 and ARGV[3] ~= 'server' then
-  local maxlen = tonumber(tolerant(false, 'HGET', KEYS[1], 'maxlen'))
-  local ttl = tonumber(tolerant(false, 'HGET', KEYS[1], 'ttl'))
+  -- limits no send wrote (nan, inf, -5, 0, 1.5, text) are read as missing: none
+  local maxlen = guards().whole(tolerant(false, 'HGET', KEYS[1], 'maxlen'), 1, MAX_SCORE)
+  local ttl = guards().whole(tolerant(false, 'HGET', KEYS[1], 'ttl'), 1, MAX_SCORE)
   if maxlen and ttl then
     drop_over(tonumber(now), maxlen, ttl, limit)
     prune(ttl)

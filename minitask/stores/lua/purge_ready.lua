@@ -20,9 +20,14 @@
 -- emptied group's turn and entry go (a token left in a ready
 -- list is stale then, and dropped by the fetch that meets it); the grouped ready
 -- count goes down by as many. Slots held by running tasks stay theirs.
--- Data minitask did not write (lib.lua): flow keys of another type count as empty.
+-- Data minitask did not write (lib.lua): flow keys of another type count as empty;
+-- any of KEYS[1..18] of another type refuses the call (WRONGTYPE, naming it) before
+-- any write: nothing is deleted.
 local limit = tonumber(ARGV[1])
 local deleted, taken = 0, 0
+for i = 1, 18 do
+  guards().expect(KEYS[i], (i <= 3 or i == 7) and 'zset' or (i <= 8 and 'hash' or 'list'))
+end
 
 local function purge(id)
   taken = taken + 1
