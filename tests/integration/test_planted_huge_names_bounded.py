@@ -8,21 +8,19 @@ cut as ``shown_id`` cuts an id (head and tail around its length), and the good e
 beside them are still shown."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import time
-from typing import Iterator, Tuple
+from typing import Iterator
 
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
-from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
 from minitask.stores.recent import pack_entry
 from tests.apps.held import build
+from tests.support.cli import run
 from tests.support.pages import get
 from tests.support.servers import RedisServer
 
@@ -65,16 +63,9 @@ def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
     made.close()
 
 
-def cli(*argv: str) -> Tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue() + err.getvalue()
-
-
 def test_status_shows_planted_groups_and_workers_cut_and_the_good_entries(
-        app: Minitask) -> None:
-    code, out = cli("status", "-A", APP)
+        app: Minitask, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "status", "-A", APP)
     assert code == 0
     assert len(out) < MOST, len(out)
     assert "tenant-good=3" in out and "paused-good=0" in out, out
@@ -83,7 +74,7 @@ def test_status_shows_planted_groups_and_workers_cut_and_the_good_entries(
     assert "[cut: 100,000 characters in all]" in out, out
     assert "[cut: 2,000,000 characters in all]" in out, out  # live, and clock ahead
     assert "[cut: 200,008 characters in all]" in out, out
-    code, out = cli("status", "-A", APP, "--json")
+    code, out = run(capsys, "status", "-A", APP, "--json")
     assert code == 0
     assert len(out) < MOST, len(out)
     report = json.loads(out)
@@ -113,8 +104,9 @@ def test_dashboard_pages_show_planted_names_cut_and_the_good_entries(
         assert "ok-id" in body and "[cut: 30,000 characters in all]" in body, body
 
 
-def test_shutdown_names_live_workers_cut_when_none_is_named_so(app: Minitask) -> None:
-    code, out = cli("shutdown", "-A", APP, "nobody")
+def test_shutdown_names_live_workers_cut_when_none_is_named_so(
+        app: Minitask, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "shutdown", "-A", APP, "nobody")
     assert code == 1
     assert len(out) < MOST, len(out)
     assert "good-worker" in out and "[cut: 2,000,000 characters in all]" in out, out
@@ -146,10 +138,11 @@ def _plant_tasks(client: "redis.Redis[bytes]") -> None:
 @pytest.mark.parametrize("which,good", [("recent", "good-id"), ("running", "lease-good"),
                                         ("scheduled", "delayed-good")])
 def test_inspect_and_the_dashboard_list_planted_tasks_cut(
-        app: Minitask, admin: "redis.Redis[bytes]", which: str, good: str) -> None:
+        app: Minitask, admin: "redis.Redis[bytes]", which: str, good: str,
+        capsys: pytest.CaptureFixture[str]) -> None:
     _plant_tasks(admin)
     for argv in (("inspect", "-A", APP, which), ("inspect", "-A", APP, which, "--json")):
-        code, out = cli(*argv)
+        code, out = run(capsys, *argv)
         assert code == 0
         assert len(out) < MOST, len(out)
         assert good in out, out
