@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVar
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
+from .printable import printable, shown_name
 from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, readable_state
@@ -471,11 +472,13 @@ def _timeout_message(handle: TaskHandle[Any], queue: str, timeout: Optional[floa
 
 
 def _live_workers(broker: Broker, queue: str) -> List[str]:
+    """The names of the live workers serving ``queue``, as a message shows them: escaped
+    and cut (``shown_name``: a name planted in Redis may be megabytes)."""
     now_ms = int(time.time() * 1000)
     names = []
     for info in broker.registry.live(now_ms, LIVE_MS):
         if queue in info.get("queues", "").split(","):
-            names.append(info["name"])
+            names.append(printable(shown_name(info["name"])))
     return names
 
 

@@ -154,6 +154,23 @@ def shown_id(task_id: str) -> str:
     return cut_text(task_id, ID_SHOWN_MOST)
 
 
+#: The most characters of a name read from Redis (a queue, a worker, a fair queue's group,
+#: a host, a pool) a line or a page shows whole: minitask writes none longer (names are
+#: at most ``broker.keys.MAX_NAME``, 300; groups at most 200), yet one planted may be
+#: megabytes, and ``minitask status`` printed a 2 MB worker name whole.
+NAME_SHOWN_MOST = 300
+#: The most characters of a list of names read from Redis (a worker's queues, joined by
+#: commas) a line or a page shows whole.
+NAMES_SHOWN_MOST = 2_000
+
+
+def shown_name(name: str, most: int = NAME_SHOWN_MOST) -> str:
+    """A name read from Redis as a listing, a page or a log line shows it: whole, or
+    (one longer than minitask writes) its head and tail around its length, as
+    ``shown_id`` shows an id. Escaping it is still ``printable``'s job."""
+    return cut_text(name, most)
+
+
 def error_text(error: BaseException) -> str:
     """What ``str(error)`` says of an exception a task raised; when its ``__str__``
     raises (the app's code: anything, a SystemExit or KeyboardInterrupt too), a text
@@ -246,4 +263,5 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
 
 
 __all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
-           "log_error", "logged_trace", "printable", "readable", "shown_id", "typed_back"]
+           "log_error", "logged_trace", "printable", "readable", "shown_id", "shown_name",
+           "typed_back"]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import ConfigurationError, DecodeError
+from ..printable import shown_id
 from ..stores.admin import PEEK_MOST as PEEK_MOST  # noqa: F401 (the dashboard's bound)
 from ..stores.admin import Peeked
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
@@ -196,6 +197,9 @@ def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
 def _listed_task(app: Operated, queue: str, which: str, item: Peeked,
                  now_ms: int) -> ListedTask:
     state = "running" if which == "leases" else "scheduled"
+    # a member of the leases or the delayed set longer than any id (planted: 800,000
+    # characters made a listing of that size) is shown cut, as a log line cuts it
+    task_id = shown_id(item.task_id)
     at_ms, unreadable = item.at_ms, item.unreadable
     if which == "leases":
         far = lease_too_far(app, queue, at_ms, now_ms)
@@ -203,9 +207,9 @@ def _listed_task(app: Operated, queue: str, which: str, item: Peeked,
     try:
         message = decode_message(item.body or b"")
     except DecodeError:
-        return ListedTask(item.task_id, queue, state, "?", "", 0, item.deliveries, None,
+        return ListedTask(task_id, queue, state, "?", "", 0, item.deliveries, None,
                           _utc(at_ms), None, unreadable)
-    return ListedTask(item.task_id, queue, state, message.task,
+    return ListedTask(task_id, queue, state, message.task,
                       args_text(app, message.task, message.args, message.kwargs),
                       message.attempt, item.deliveries, message.priority, _utc(at_ms),
                       _utc(message.enqueued_at_ms), unreadable)

@@ -1,18 +1,22 @@
 """The app's live workers, and stopping them from afar."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Dict, List, Optional, Sequence
 
 from ..errors import BrokerError, ConfigurationError
-from ..printable import printable
+from ..printable import NAMES_SHOWN_MOST, printable, shown_name
 from ..stores.registry import SHOWN_WORKERS, SHUTDOWN, TRUSTED_AHEAD_MS, WorkerListing
 from .operated import Operated
 
-__all__ = ["LIVE_MS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "WorkerListing", "live_workers",
-           "shutdown", "stoppable_workers", "unknown_workers", "worker_listing"]
+__all__ = ["LIVE_MS", "NAMED_MOST", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "WorkerListing",
+           "live_workers", "named_workers", "shutdown", "stoppable_workers", "unknown_workers",
+           "worker_listing"]
 
 #: A worker whose last heartbeat is older than this is not live.
 LIVE_MS = 60_000
+#: Live workers a message naming them (no worker of that name) names at most.
+NAMED_MOST = 20
 
 
 def live_workers(app: Operated) -> List[Dict[str, str]]:
@@ -25,9 +29,26 @@ def worker_listing(app: Operated) -> WorkerListing:
     """The app's live workers (``live_workers``), how many more are not shown, and the
     records whose heartbeat lies further ahead of the app's clock than a live
     worker's can (a clock ahead, or a record no worker renews): listed apart, not live.
+
+    Each record as the listings show it (``minitask status``, the dashboard, shutdown):
+    every field of text cut as ``shown_name`` cuts a name (a worker's queues at
+    ``NAMES_SHOWN_MOST``), its ``running_ids`` kept (JSON, bounded by the registry).
     """
     # the app's clock, as the workers' heartbeats and ``minitask status`` read it
-    return app.broker.registry.listing(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
+    listed = app.broker.registry.listing(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
+    return dataclasses.replace(listed, live=[_shown(info) for info in listed.live],
+                               ahead=[_shown(info) for info in listed.ahead])
+
+
+def _shown(info: Dict[str, str]) -> Dict[str, str]:
+    """A worker's record with each field of text (its name, host, pool: data anyone
+    with Redis access may have planted, a 2 MB name made ``minitask status`` 2.8 MB)
+    cut as ``shown_name`` cuts a name, its queues list at ``NAMES_SHOWN_MOST``. Its id
+    (a member the registry checked: a name) and counts (checked whole numbers) are
+    never cut; ``running_ids`` stays the JSON the pages read."""
+    return {field: value if field == "running_ids" else
+            shown_name(value, NAMES_SHOWN_MOST) if field == "queues" else shown_name(value)
+            for field, value in info.items()}
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False,
@@ -61,7 +82,7 @@ def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False,
     if unknown and not every:
         raise ConfigurationError(
             f"no live worker of app {app.name!r} is named {', '.join(map(repr, unknown))}; "
-            f"live workers: {', '.join(sorted({info['name'] for info in live})) or 'none'}")
+            f"live workers: {named_workers(live)}")
     asked: List[str] = []
     errors: List[str] = []
     for worker_id in [info["id"] for info in live
@@ -94,6 +115,15 @@ def stoppable_workers(app: Operated) -> List[Dict[str, str]]:
     record no worker renews expires unread)."""
     listed = worker_listing(app)
     return listed.live + listed.ahead
+
+
+def named_workers(live: Sequence[Dict[str, str]]) -> str:
+    """The names of the workers ``live`` (``worker_listing``'s), escaped, sorted, at
+    most ``NAMED_MOST`` of them and how many more; "none" for none."""
+    names = sorted({printable(info["name"]) for info in live})
+    more = len(names) - NAMED_MOST
+    return (", ".join(names[:NAMED_MOST]) or "none") + (
+        f" and {more} more (minitask status lists them)" if more > 0 else "")
 
 
 def unknown_workers(live: Sequence[Dict[str, str]], names: Sequence[str]) -> List[str]:

@@ -7,7 +7,7 @@ import time
 from typing import Any, List
 
 from ..admin import shutdown, stoppable_workers, worker_listing
-from ..admin.workers import unknown_workers
+from ..admin.workers import named_workers, unknown_workers
 from ..printable import printable
 from ..wire.message import MAX_SECONDS
 from .options import Bounded, add_app_options, add_yes, confirmed, load, takes_words
@@ -39,9 +39,8 @@ def run(args: argparse.Namespace) -> int:
         live = listed.live + listed.ahead  # stoppable_workers: the clock-ahead ones too
         unknown = unknown_workers(live, args.words)
         if unknown and not args.all:  # something named was not found: exit 1, as documented
-            names = sorted({printable(info["name"]) for info in live})
             print(f"minitask: error: no live worker of app {app.name!r} is named "
-                  f"{', '.join(map(repr, unknown))}; live workers: {', '.join(names) or 'none'}",
+                  f"{', '.join(map(repr, unknown))}; live workers: {named_workers(live)}",
                   file=sys.stderr)
             return 1
         if args.all:

@@ -8,7 +8,8 @@ count of groups is a ZCARD, the backlogs a ZREVRANGE of that many). A group's na
 is data anyone with Redis access may have written: the page shows it as it shows every
 string (``printable``, the template's finalize: control and bidirectional characters
 escaped, then HTML-escaped); ``/api/section/groups`` carries the name as Redis holds
-it (JSON escapes what it must).
+it (JSON escapes what it must). A name longer than a group can be is cut, on the page and
+in the JSON alike (``FlowStore`` reads it so: ``shown_name``).
 """
 from __future__ import annotations
 

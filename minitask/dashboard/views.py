@@ -18,6 +18,7 @@ from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, runnin
                               scheduled)
 from ..admin.workflows import workflow_of
 from ..app import Minitask
+from ..printable import shown_id
 from ..stores.foreign import whole
 
 #: Schedules a page shows unless told (``?limit=``).
@@ -227,14 +228,15 @@ def _ids(value: Optional[str]) -> Optional[List[str]]:
     """The task ids a heartbeat lists as running (a JSON list of strings), at most
     SHOWN_RUNNING; [] for none or a worker that lists none (an older minitask); None
     when the list cannot be read (the registry leaves out one longer than a worker
-    writes; nested too deep for the parser; not JSON)."""
+    writes; nested too deep for the parser; not JSON). Each id is cut as ``shown_id``
+    cuts one longer than any producer sends."""
     try:
         found = json.loads(value) if value else []
     except (ValueError, RecursionError):
         return None
     if not isinstance(found, list):
         return None
-    return [str(item) for item in found[:SHOWN_RUNNING]]
+    return [shown_id(str(item)) for item in found[:SHOWN_RUNNING]]
 
 
 def _iso(ms: int) -> str:

@@ -14,8 +14,8 @@ from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import BrokerError, DurabilityError
-from ..printable import printable
-from .foreign import ignored, raise_refusals, whole
+from ..printable import printable, shown_name
+from .foreign import ignored, raise_refusals, shown_member, whole
 from .queue import QueueStore
 from .store import Store
 
@@ -152,7 +152,7 @@ class FlowStore(Store):
                     pipe.zadd(key, {limiter: now_ms}, xx=True)
                 raise_refusals(pipe.execute(raise_on_error=False))
         for key, limiter in stuck:
-            ignored(key, f"limiter {printable(limiter)!r} was due later than any limit "
+            ignored(key, f"limiter {shown_member(limiter)} was due later than any limit "
                          f"sets; made due now")
         return len(stuck)
 
@@ -220,7 +220,7 @@ class FlowStore(Store):
             paused = pipe.execute(raise_on_error=False)[0]
         if paused is not True and paused != 1:
             return None
-        return parts[9].decode("utf-8", "backslashreplace")
+        return _group_shown(parts[9])
 
     def set_group_weight(self, queue: str, group: str, weight: int) -> None:
         """Give a group ``weight`` fetches a turn (1: the default, kept as no entry)."""
@@ -266,13 +266,10 @@ class FlowStore(Store):
             for member, score in top:
                 backlog = whole(score, 0, _MOST)
                 if backlog is None:
-                    ignored(keys[index].groups, f"the score of group {printable(member)!r} "
+                    ignored(keys[index].groups, f"the score of group {shown_member(member)} "
                                                 f"is no count of ready tasks")
                     continue
-                # a name that is no UTF-8 (not minitask's: it checks every group) keeps
-                # its other bytes as \xNN, not left out with its queue's counts; the
-                # rest is data, as Redis holds it (the readers escape what they show)
-                largest_groups.append((member.decode("utf-8", "backslashreplace"), backlog))
+                largest_groups.append((_group_shown(member), backlog))
             # the counter gone (deleted, or not minitask's): the backlogs read are ready
             # all the same, and all of them when every group was read. A counter that is
             # there is the scripts' own, exact: it outweighs scores a planted entry holds
@@ -320,9 +317,18 @@ class FlowStore(Store):
             for name in names:
                 score = next(scores)
                 backlog = None if isinstance(score, Exception) else whole(score, 0, _MOST)
-                listed.append((name.decode("utf-8", "backslashreplace"), backlog or 0))
+                listed.append((_group_shown(name), backlog or 0))
             found[queue] = {"paused_groups": count, "paused_shown": listed}
         return found
+
+
+def _group_shown(raw: bytes) -> str:
+    """A group's name read from Redis, as the listings show it: a name that is no UTF-8
+    (not minitask's: it checks every group) keeps its other bytes as \\xNN, not left out
+    with its queue's counts; one longer than a group can be (planted: 500,000
+    characters made ``minitask status`` 600 kB) cut (``shown_name``). The rest is data,
+    as Redis holds it: the readers escape what they show (``printable``)."""
+    return shown_name(raw.decode("utf-8", "backslashreplace"))
 
 
 #: The largest count read back as one (a ready-task count, a backlog): more is planted.

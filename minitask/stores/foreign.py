@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..broker.keys import check_name
-from ..printable import printable
+from ..printable import cut_text, printable
 from ..wire.message import MAX_MS
 
 logger = logging.getLogger(__name__)
@@ -39,6 +39,9 @@ SAID_PAIRS = 512
 #: in its next line. Keys tracked at once: ``SAID_PAIRS`` too (least recent forgotten).
 KEY_LINES = 5
 KEY_WINDOW_S = 60.0
+#: The most characters of a problem a line says (head and tail around its length): a
+#: problem quoting a planted entry whole made a log line of that entry's size.
+PROBLEM_SHOWN_MOST = 1_000
 
 _LOCK = threading.Lock()
 _SAID: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
@@ -51,8 +54,10 @@ _READ: "contextvars.ContextVar[Optional[Dict[str, List[Any]]]]" = contextvars.Co
 
 def ignored(key: Any, problem: str) -> None:
     """Say that an entry of ``key`` is ignored because of ``problem``: once while the
-    pair is remembered; inside ``summarised``, counted into one line per key."""
+    pair is remembered; inside ``summarised``, counted into one line per key. At most
+    ``PROBLEM_SHOWN_MOST`` characters of ``problem`` are said, and kept."""
     shown = printable(key)
+    problem = cut_text(problem, PROBLEM_SHOWN_MOST)
     read = _READ.get()
     if read is not None:
         if shown in read:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from ..errors import DecodeError
-from ..wire.message import MAX_ATTEMPT, MAX_MS, to_seconds
+from ..printable import cut_text, shown_name
+from ..wire.message import MAX_ATTEMPT, MAX_MS, MAX_NAME_BYTES, to_seconds
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals
 from .store import Store
@@ -75,7 +76,12 @@ def pack_entry(task_id: str, name: str, state: str, at_ms: int, attempt: int,
 
 
 def unpack_entry(queue: str, data: bytes) -> Optional[RecentOutcome]:
-    """An entry as ``pack_entry`` packed it; None for one minitask did not write."""
+    """An entry as ``pack_entry`` packed it; None for one minitask did not write. Its
+    text is cut as the listings show it, never shorter than a writer keeps it: an id,
+    a worker's name or a state longer than a name (``shown_name``, 300 characters: a
+    worker writes an id over ``MAX_ID_BYTES`` as ``shown_id`` cuts it, some 250, which
+    stays whole), a task name over ``MAX_NAME_BYTES`` characters, an error over
+    ``ERROR_CHARS`` (a planted entry of 2.7 MB made a listing of that size)."""
     try:
         fields: Any = unpack_data(data, "a recent outcome")
     except DecodeError:
@@ -88,9 +94,11 @@ def unpack_entry(queue: str, data: bytes) -> Optional[RecentOutcome]:
             and 0 <= attempt <= MAX_ATTEMPT
             and (took is None or type(took) is int and 0 <= took <= MAX_MS)):
         return None
-    return RecentOutcome(task_id, name, queue, state,
+    return RecentOutcome(shown_name(task_id), cut_text(name, MAX_NAME_BYTES), queue,
+                         shown_name(state),
                          _dt.datetime.fromtimestamp(to_seconds(at_ms), tz=_dt.timezone.utc),
-                         attempt, None if took is None else took / 1000, worker, error)
+                         attempt, None if took is None else took / 1000, shown_name(worker),
+                         cut_text(error, ERROR_CHARS))
 
 
 #: The last ID a stream can hold: a record whose newest entry has it (planted: its

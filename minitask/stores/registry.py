@@ -167,7 +167,7 @@ class WorkerRegistry(Store):
             for field, value in record.items():
                 field_text, value_text = text_of(field), text_of(value)
                 if field_text is None or value_text is None:
-                    ignored(key, f"field {printable(field)!r} is not UTF-8 text")
+                    ignored(key, f"field {shown_member(field)} is not UTF-8 text")
                     continue
                 if field_text == "running_ids" and len(value) > MAX_RUNNING_IDS:
                     ignored(key, f"running_ids is {len(value)} bytes long, more than a "
