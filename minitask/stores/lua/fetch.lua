@@ -55,7 +55,8 @@
 -- flow_due); tokens are no tasks and leave no trace when their group empties. A
 -- limiter is in flow_limiters while its park list holds entries (added as the first
 -- is parked, dropped as the last is taken: idle limiters leave nothing behind), and
--- flow_parked counts the entries, changed once per fetch that parks or takes any.
+-- flow_parked counts the entries, changed once per fetch that parks or takes any
+-- (gone at 0).
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -616,12 +617,17 @@ end
 -- the reply (see the header), inline: a closure costs every call
 if parked_change ~= 0 then
   -- a count that is no integer starts afresh (lib.lua's recount); a key of another
-  -- type is moved aside (lib.lua's aside()) and the count starts afresh
+  -- type is moved aside (lib.lua's aside()) and the count starts afresh. At 0 (or
+  -- below: not minitask's) it goes: an idle queue leaves nothing behind
   local total = redis.pcall('INCRBY', KEYS[23], parked_change)
-  if type(total) == 'table' and not guards().recount(total, KEYS[23], parked_change) then
-    guards().aside(KEYS[23], guards().held_other('string'))
-    redis.call('INCRBY', KEYS[23], parked_change)
+  if type(total) == 'table' then
+    total = guards().recount(total, KEYS[23], parked_change)
+    if not total then
+      guards().aside(KEYS[23], guards().held_other('string'))
+      total = redis.call('INCRBY', KEYS[23], parked_change)
+    end
   end
+  if total <= 0 then redis.call('DEL', KEYS[23]) end
 end
 if fair_served then fair_served.flush() end  -- the groups' counts it owes
 -- counts of 0 as literals: Redis formats a Lua number with snprintf

@@ -63,7 +63,10 @@ if taken < limit then
   if emptied then
     tolerant(0, 'DEL', KEYS[23])  -- no park list holds anything
   elseif popped > 0 then
-    tolerant(0, 'DECRBY', KEYS[23], popped)
+    -- (gone at 0: an empty queue leaves nothing behind; a count that is no integer,
+    -- or a key of another type, is left as it is)
+    local total = redis.pcall('DECRBY', KEYS[23], popped)
+    if type(total) == 'number' and total <= 0 then redis.call('DEL', KEYS[23]) end
   end
 end
 if taken < limit then
