@@ -80,8 +80,8 @@ def test_parked_tasks_purged_in_a_batch_of_their_number_leave_no_count(
         app.close()
 
 
-def test_cancelling_every_parked_task_leaves_no_count(redis_server: Any,
-                                                     client: "redis.Redis[bytes]") -> None:
+def test_cancelling_every_parked_task_leaves_no_count(
+        redis_server: Any, client: "redis.Redis[bytes]") -> None:
     app = _app(redis_server)
     try:
         handles = app.tasks["one_at_a_time"].delay_many([(n,) for n in range(3)])
