@@ -544,7 +544,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         until not again or #numbers >= want * 2 or dropped >= limit
         if again then
           if ahead then put_back() end
-          fair_served.release()
+          fair_served.serve(false)  -- the token kept in hand goes back
         end
       else
         drop(id, held)

@@ -503,21 +503,8 @@ local function flow_control()
     -- A token kept in hand by serve() (`holding`): the fetch's next pop would have
     -- been this token, so the fetch serves it again without the pop, its claim's read
     -- (nothing in the call changed it since), its weight's, and the push back (one
-    -- push when the run ends: release()). held: its state, one table a call
+    -- push when the run ends: serve(false)). held: its state, one table a run
     local holding, held = false, nil
-
-    -- The held token back in the list it was popped from, at its head while its turn
-    -- lasts, else at the tail, with its turn's fetches when they changed: what the
-    -- last serve would have written had it not kept the token
-    local function release()
-      if not holding then return end
-      local h = held
-      holding, held = false, nil
-      if h.served ~= h.was then flow_made.write('hash', h.group, 'HSET', h.turn, 'served', h.served) end
-      flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
-                      KEYS[c.first_ready + 9 - h.band], h.token)
-      flow_made.fair_made.pushed = true
-    end
 
     -- Serve a popped token: the group's first task, admitted by its limits, as
     -- id, body, priority, spec (nil: a solo group's task of no limits); or nil (every pop that leases nothing counts as
@@ -532,7 +519,11 @@ local function flow_control()
     -- else was left in the token's list when it was popped. When the token would be
     -- the fetch's next pop (it goes back to that list, at its head or alone) and the
     -- fetch wants more, it is kept in hand instead (a fifth value, true: the caller
-    -- serves it again, as popped, and calls release() when it stops). `put_back`: the
+    -- serves it again, as popped, and calls serve(false) when it stops: the token goes
+    -- back to the list it was popped from, at its head while its turn lasts, else at
+    -- the tail, with its turn's fetches when they changed: what the last serve would
+    -- have written had it not kept the token; no closure of its own: each costs
+    -- every call that makes the library). `put_back`: the
     -- caller's entries popped after this token from its list, not served yet, put back
     -- at its head (a function), called before any write to a ready list but the
     -- token's own push to the tail of its list (or to another list): the entries were
@@ -542,7 +533,16 @@ local function flow_control()
       -- members, at, whole: the group's first tasks read (the set's first members), the
       -- index of the next, and whether they are all of them
       local gen, group, turn, tok, solo, set, ready, h, members, at, whole
-      if holding then
+      if token == false then  -- the held token released
+        h, holding, held = held, false, nil
+        if h.served ~= h.was then
+          flow_made.write('hash', h.group, 'HSET', h.turn, 'served', h.served)
+        end
+        flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
+                        KEYS[c.first_ready + 9 - h.band], h.token)
+        flow_made.fair_made.pushed = true
+        return nil
+      elseif holding then
         holding, h, held = false, held, nil
         group, turn, tok, set, ready = h.group, h.turn, h.tok, fair_set(), h.ready
         members, at, whole, alone_in_list = h.members, h.at, h.whole, h.alone
@@ -779,7 +779,7 @@ local function flow_control()
             if not at_head then served = 0 end
           end
           if run and run > 0 and band == next_priority and (at_head or alone_in_list) then
-            -- the fetch's next pop would be this token again: kept in hand (release())
+            -- the fetch's next pop would be this token again: kept in hand (serve(false))
             if not h then
               h = {token = token, group = group, turn = turn, tok = tok, band = band,
                    ready = ready, weight = weight, was = was}
@@ -811,8 +811,7 @@ local function flow_control()
     end
 
     -- pushed, told: false, so that reading them calls no __index
-    flow_made.fair_made = setmetatable({serve = serve, flush = flush, release = release,
-                                        pushed = false,
+    flow_made.fair_made = setmetatable({serve = serve, flush = flush, pushed = false,
                                         told = false}, {__index = fair_rare})
     return flow_made.fair_made
   end
