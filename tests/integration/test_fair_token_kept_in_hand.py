@@ -118,3 +118,12 @@ def test_tokens_popped_ahead_stay_out_while_each_served_goes_to_the_tail(
     assert _fetch(app, 10) == [("t2", 2), ("t3", 2), ("t4", 2), ("none", 0)]
     assert queue_counts(app, "default")["ready"] == 0
     assert list(client.scan_iter(match=f"{KEYS.flow_prefix}g:*")) == []
+
+
+def test_a_weighted_run_that_meets_the_group_limit_leaves_its_turn_as_popping_did(
+        app: Minitask, client: "redis.Redis[bytes]") -> None:
+    app.set_group_weight("default", "acme", 3)
+    app.tasks["capped"].delay_many([("acme", n) for n in range(4)])
+    assert _fetch(app, 10) == [("acme", 0), ("acme", 1)]  # group_max_running=2
+    # two fetches of its turn of three counted, as when the token was popped for each
+    assert client.hget(f"{KEYS.flow_prefix}g:acme:turn", "served") == b"2"

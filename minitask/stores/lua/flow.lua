@@ -521,9 +521,8 @@ local function flow_control()
     -- fetch wants more, it is kept in hand instead (a fifth value, true: the caller
     -- serves it again, as popped, and calls serve(false) when it stops: the token goes
     -- back to the list it was popped from, at its head while its turn lasts, else at
-    -- the tail, with its turn's fetches when they changed: what the last serve would
-    -- have written had it not kept the token; no closure of its own: each costs
-    -- every call that makes the library). `put_back`: the
+    -- the tail, as the last serve would have pushed it had it not kept it (no closure
+    -- of its own: each costs every call that makes the library). `put_back`: the
     -- caller's entries popped after this token from its list, not served yet, put back
     -- at its head (a function), called before any write to a ready list but the
     -- token's own push to the tail of its list (or to another list): the entries were
@@ -535,9 +534,6 @@ local function flow_control()
       local gen, group, turn, tok, solo, set, ready, h, members, at, whole
       if token == false then  -- the held token released
         h, holding, held = held, false, nil
-        if h.served ~= h.was then
-          flow_made.write('hash', h.group, 'HSET', h.turn, 'served', h.served)
-        end
         flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
                         KEYS[c.first_ready + 9 - h.band], h.token)
         flow_made.fair_made.pushed = true
@@ -779,7 +775,15 @@ local function flow_control()
             if not at_head then served = 0 end
           end
           if run and run > 0 and band == next_priority and (at_head or alone_in_list) then
-            -- the fetch's next pop would be this token again: kept in hand (serve(false))
+            -- the fetch's next pop would be this token again: kept in hand (serve(false)).
+            -- The turn's fetches (a weight above 1) are written as they change, as each
+            -- push wrote them: whatever ends the run (the group's limits, its last task)
+            -- leaves the turn as popping the token each time would have
+            if served ~= was then
+              flow_made.write('hash', group, 'HSET', turn, 'served', served)
+              was = served
+              if h then h.was = was end
+            end
             if not h then
               h = {token = token, group = group, turn = turn, tok = tok, band = band,
                    ready = ready, weight = weight, was = was}
