@@ -10,7 +10,9 @@ tests.apps.fair``, the same options each time):
 
 Each drain is timed from the worker's first task taken to the queue empty, and
 Redis's own time in commands (``INFO commandstats``, this script's polling left
-out) is read before and after.
+out), its commands, and the CPU time of the redis-server process (``INFO cpu``:
+user and system, the polling included) are read before and after: counts and CPU
+time a task, which the machine's load does not change as it changes rates.
 Prints each drain, then the medians and each grouped median as a share of the
 ungrouped one.
 
@@ -52,6 +54,12 @@ def script_time(client: "object") -> Tuple[float, int, Dict[str, Tuple[float, in
     return spent, calls, by_command
 
 
+def redis_cpu(client: "object") -> float:
+    """Seconds of CPU the redis-server process has used (user and system)."""
+    cpu = client.info("cpu")  # type: ignore[attr-defined]
+    return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
+
+
 def fill(url: str, mode: str, tasks: int) -> None:
     os.environ["MINITASK_BROKER_URL"] = url
     from tests.apps import fair
@@ -82,6 +90,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
             time.sleep(0.0005)
         start = time.perf_counter()
         redis_before = script_time(client)
+        cpu_before = redis_cpu(client)
         deadline = time.monotonic() + max(600.0, tasks / 50)
         while client.hlen(messages):
             if time.monotonic() > deadline:
@@ -89,6 +98,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
             time.sleep(0.005)
         elapsed = time.perf_counter() - start
         redis_after = script_time(client)
+        cpu_after = redis_cpu(client)
     finally:
         worker.terminate()
         worker.wait(timeout=60)
@@ -103,6 +113,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
     return {"rate": tasks / elapsed, "seconds": elapsed,
             "redis_us_per_task": spent / tasks,
             "redis_calls_per_task": (redis_after[1] - redis_before[1]) / tasks,
+            "redis_cpu_us_per_task": (cpu_after - cpu_before) * 1e6 / tasks,
             "group_keys_left": float(len(left))}
 
 
@@ -136,17 +147,22 @@ def main() -> None:
                     print(f"round {round_ + 1} {mode:14} {result['rate']:8.0f} tasks/s "
                           f"({result['seconds']:.1f} s), Redis "
                           f"{result['redis_us_per_task']:.1f} us/task in "
-                          f"{result['redis_calls_per_task']:.2f} calls, group keys left "
+                          f"{result['redis_calls_per_task']:.2f} calls, CPU "
+                          f"{result['redis_cpu_us_per_task']:.1f} us/task, group keys left "
                           f"{result['group_keys_left']:.0f}, load {os.getloadavg()[0]:.2f}",
                           flush=True)
         finally:
             server.stop()
     base = statistics.median(r["rate"] for r in results[modes[0]])
+    cpu_base = statistics.median(r["redis_cpu_us_per_task"] for r in results[modes[0]])
     for mode in modes:
         rate = statistics.median(r["rate"] for r in results[mode])
         script = statistics.median(r["redis_us_per_task"] for r in results[mode])
+        calls = statistics.median(r["redis_calls_per_task"] for r in results[mode])
+        cpu = statistics.median(r["redis_cpu_us_per_task"] for r in results[mode])
         print(f"median {mode:14} {rate:8.0f} tasks/s = {rate / base:.2f} x {modes[0]}; "
-              f"Redis {script:.1f} us/task")
+              f"Redis {script:.1f} us/task in {calls:.2f} calls, CPU {cpu:.1f} us/task "
+              f"= {cpu / cpu_base:.2f} x {modes[0]}")
 
 
 if __name__ == "__main__":

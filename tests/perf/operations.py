@@ -60,7 +60,9 @@ TASKS = (("plain", plain, {"queue": "plain"}),
          ("total", total, {"queue": "flows"}),
          # fair queues: each queue its own, so that one's groups never meet the other's
          ("tenants", tenant_job, {"queue": "tenants", "group_by": "tenant"}),
-         ("tenant", tenant_job, {"queue": "tenant", "group_by": "tenant"}))
+         ("tenant", tenant_job, {"queue": "tenant", "group_by": "tenant"}),
+         ("turns", tenant_job, {"queue": "turns", "group_by": "tenant"}),
+         ("backlog", tenant_job, {"queue": "backlog", "group_by": "tenant"}))
 
 #: Tasks a grouped fetch takes a call: a worker's default prefetch.
 GROUP_FETCH = 10
@@ -234,15 +236,27 @@ def _draining(driver: Driver, calls: int) -> None:
         driver.leased = [(queue, delivery) for delivery in fetched]
 
 
-def _tenants(name: str, per_call: int, one: bool) -> Step:
+def _tenants(name: str, per_call: int, one: bool, groups: int = 0) -> Step:
     """Grouped tasks of task ``name`` for the calls: each its own group (a tenant
-    with one task: each served empties its group), or all of one group."""
+    with one task: each served empties its group), all of one group, or (``groups``)
+    in turn in that many groups, each with a backlog."""
     def prepare(driver: Driver, calls: int) -> None:
         count = calls * per_call
         for start in range(0, count, 200):  # a few hundred a call: see _drain_prepare
-            driver.tasks[name].delay_many([("one" if one else f"t{i:06d}", i)
-                                           for i in range(start, min(count, start + 200))])
+            driver.tasks[name].delay_many([
+                ("one" if one else f"t{i % groups:06d}" if groups else f"t{i:06d}", i)
+                for i in range(start, min(count, start + 200))])
     return prepare
+
+
+def _drain_one_group_prepare(driver: Driver, calls: int) -> None:
+    """The tasks of one group a worker's drain calls take at ``GROUP_FETCH``, the first
+    ``GROUP_FETCH`` leased."""
+    task = driver.tasks["backlog"]
+    count = (calls + 1) * GROUP_FETCH
+    for start in range(0, count, 200):
+        task.delay_many([("one", i) for i in range(start, min(count, start + 200))])
+    driver.lease(task.queue, GROUP_FETCH)
 
 
 def _sending_grouped(driver: Driver, calls: int) -> None:
@@ -369,6 +383,14 @@ def operations() -> List[Operation]:
                                  "(fetch.lua, flow.lua's fair queues)",
                   _tenants("tenant", GROUP_FETCH, True), _fetching("tenant", GROUP_FETCH),
                   GROUP_FETCH),
+        Operation("fetch_turns", f"a fetch of {GROUP_FETCH} tasks of {GROUP_FETCH} groups "
+                                 "taking turns, each with a backlog, per task (fetch.lua, "
+                                 "flow.lua's fair queues)",
+                  _tenants("turns", GROUP_FETCH, False, GROUP_FETCH),
+                  _fetching("turns", GROUP_FETCH), GROUP_FETCH),
+        Operation("drain_group", "drain_10 of the tasks of one group, per task (ack_fetch.lua, "
+                                 "flow.lua's fair queues)",
+                  _drain_one_group_prepare, _draining, GROUP_FETCH),
         Operation("drain_groups", "drain_10 of grouped tasks, each its own group, per task "
                                   "(ack_fetch.lua, flow.lua's fair queues)",
                   _drain_prepare("tenants", True), _draining, GROUP_FETCH),

@@ -55,7 +55,8 @@
 -- flow_due); tokens are no tasks and leave no trace when their group empties. A
 -- limiter is in flow_limiters while its park list holds entries (added as the first
 -- is parked, dropped as the last is taken: idle limiters leave nothing behind), and
--- flow_parked counts the entries, changed once per fetch that parks or takes any.
+-- flow_parked counts the entries, changed once per fetch that parks or takes any
+-- (gone at 0).
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
@@ -386,19 +387,24 @@ if #numbers < want * 2 and dropped < limit
 end
 -- ahead: ids popped ahead from KEYS[band] by one LPOP with a count (more than one
 -- wanted: one call in place of one per id), served in turn from ahead[ahead_at + 1];
--- bounded as the loop is (limit). Before an entry is handed to the fair library (a
--- group's token served, a grouped task joining its group: what may write to a ready
--- list), the ids after it go back to the head of their list, in their order: its
--- handling meets the lists as popping one id at a time would have left them. A plain
--- task, a stale entry, a task parked or admitted by its limits (park lists, flow keys)
--- and a solo group's token served on the fast path (reads only) need none of that.
--- put_back(): those ids back at the head of their list, in their order; made at the
--- first pop of several (a closure costs a call about 1,000 instructions)
+-- bounded as the loop is (limit). Before the fair library writes to a ready list (a
+-- grouped task joining its group; a group's token served: where serve() writes, but
+-- for its token's push to the tail of a list, after the ids anyway), the ids after
+-- the entry go back to the head of their list, in their order: its handling meets
+-- the lists as popping one id at a time would have left them. A plain task, a stale
+-- entry, a task parked or admitted by its limits (park lists, flow keys) and a solo
+-- group's token served on the fast path (reads only) need none of that.
+-- put_back(): those ids back at the head of their list, in their order (none left:
+-- nothing); made at the first pop of several (a closure costs a call about 1,000
+-- instructions)
+-- alone: the last pop took the one entry its list held (an LPOP with a count that
+-- found no other)
 local ahead, ahead_at, put_back = nil, 0, nil
+local alone = false
 while #numbers < want * 2 and band <= 16 and dropped < limit do
   local id
   if ahead then
-    ahead_at = ahead_at + 1
+    ahead_at = ahead_at + 1  -- (alone: false since that pop)
     id = ahead[ahead_at]
     if ahead_at == #ahead then ahead = nil end
   else
@@ -420,9 +426,11 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
           guards().foreign(id)  -- a ready list of another type
           id = false
         else
-          if #id > 1 then
+          alone = #id == 1
+          if not alone then
             ahead, ahead_at = id, 1
             put_back = put_back or function()
+              if not ahead then return end
               local rest = {}
               for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
               redis.call('LPUSH', KEYS[band], unpack(rest))
@@ -433,7 +441,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         end
       end
     else
-      id = redis.pcall('LPOP', KEYS[band])
+      id, alone = redis.pcall('LPOP', KEYS[band]), false
       if type(id) == 'table' then guards().foreign(id) id = false end  -- of another type
     end
   end
@@ -513,18 +521,30 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         lease(taken, taken_body, taken_priority, nil)
       elseif token then
         -- a group's token (flow.lua's fair queues): its first task, as its limits allow
-        if ahead then put_back() end  -- the ids popped ahead of their turn go back first
+        -- (the ids popped ahead of their turn go back first where serve() writes to a
+        -- ready list, but for the token's push to the tail: they stay before it)
         if solo_seen then solo_flush() end  -- the fast path's removals first
+        -- again: serve() kept the token in hand (it would have been the next pop: back
+        -- at the head of this list, or alone in it): served again in place of a pop,
+        -- and released (pushed back) when the fetch has all it wants; the ids popped
+        -- ahead go back before it (it goes to the head for its turn's next fetch)
         fair_served = fair()
-        local taken_spec
-        taken, taken_body, taken_priority, taken_spec =
-          fair_served.serve(id, limit - dropped, priority)
-        if taken then
-          lease(taken, taken_body, taken_priority, taken_spec)
-        else
-          dropped = dropped + 1
-          -- held by its task's own limits: it waits in their park list
-          if taken_body then park_token(id, priority, taken_body, false) end
+        local taken_spec, again
+        repeat
+          taken, taken_body, taken_priority, taken_spec, again =
+            fair_served.serve(id, limit - dropped, priority, want - #numbers / 2 - 1, alone,
+                              ahead and put_back)
+          if taken then
+            lease(taken, taken_body, taken_priority, taken_spec)
+          else
+            dropped = dropped + 1
+            -- held by its task's own limits: it waits in their park list
+            if taken_body then park_token(id, priority, taken_body, false) end
+          end
+        until not again or #numbers >= want * 2 or dropped >= limit
+        if again then
+          if ahead then put_back() end
+          fair_served.serve(false)  -- the token kept in hand goes back
         end
       else
         drop(id, held)
@@ -616,12 +636,17 @@ end
 -- the reply (see the header), inline: a closure costs every call
 if parked_change ~= 0 then
   -- a count that is no integer starts afresh (lib.lua's recount); a key of another
-  -- type is moved aside (lib.lua's aside()) and the count starts afresh
+  -- type is moved aside (lib.lua's aside()) and the count starts afresh. At 0 (or
+  -- below: not minitask's) it goes: an idle queue leaves nothing behind
   local total = redis.pcall('INCRBY', KEYS[23], parked_change)
-  if type(total) == 'table' and not guards().recount(total, KEYS[23], parked_change) then
-    guards().aside(KEYS[23], guards().held_other('string'))
-    redis.call('INCRBY', KEYS[23], parked_change)
+  if type(total) == 'table' then
+    total = guards().recount(total, KEYS[23], parked_change)
+    if not total then
+      guards().aside(KEYS[23], guards().held_other('string'))
+      total = redis.call('INCRBY', KEYS[23], parked_change)
+    end
   end
+  if total <= 0 then redis.call('DEL', KEYS[23]) end
 end
 if fair_served then fair_served.flush() end  -- the groups' counts it owes
 -- counts of 0 as literals: Redis formats a Lua number with snprintf

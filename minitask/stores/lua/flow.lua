@@ -500,6 +500,12 @@ local function flow_control()
     -- table costs Redis about 4,000 instructions; a solo group's task needs none)
     local unlimited
 
+    -- A token kept in hand by serve() (`holding`): the fetch's next pop would have
+    -- been this token, so the fetch serves it again without the pop, its claim's read
+    -- (nothing in the call changed it since), its weight's, and the push back (one
+    -- push when the run ends: serve(false)). held: its state, one table a run
+    local holding, held = false, nil
+
     -- Serve a popped token: the group's first task, admitted by its limits, as
     -- id, body, priority, spec (nil: a solo group's task of no limits); or nil (every pop that leases nothing counts as
     -- dropped, so a fetch stays bounded), and, when the task's own limits hold it,
@@ -509,53 +515,82 @@ local function flow_control()
     -- its band changes): any other pop leaves cancelled.
     -- `band`: the priority of the list the token was popped from (a live token's is
     -- its turn's band: push() writes both), so that only its generation is read.
-    local function serve(token, budget, band)
-      -- '\255' .. generation .. '\255' .. group (a plain find: a pattern costs Redis
-      -- some 40 instructions a byte, and a solo group's generation holds its task)
-      local cut = string.find(token, '\255', 2, true)
-      local gen, group
-      if cut and cut < #token then
-        gen, group = string.sub(token, 2, cut - 1), string.sub(token, cut + 1)
-        if forgotten[group] then fair_set().settle(group) end
-      end
-      local turn = gen and c.prefix .. 'g:' .. group .. ':turn'
-      local tok = gen and redis.pcall('HGET', turn, 'tok')
-      if type(tok) == 'table' then
-        -- a turn of another type: no token of the group could be told live. The token
-        -- is dropped; a group with ready tasks has its turn quarantined and is armed
-        -- afresh (one without is left as it is: nothing of minitask's is lost there)
-        guards().foreign(tok)
-        left[#left + 1] = token
-        if fair_set().first(group) then
-          flow_made.quarantine(turn, 'hash', group)
-          fair_rare().arm(group, true)
-        end
+    -- `run`: how many more tasks the fetch takes after this one; `alone`: nothing
+    -- else was left in the token's list when it was popped. When the token would be
+    -- the fetch's next pop (it goes back to that list, at its head or alone) and the
+    -- fetch wants more, it is kept in hand instead (a fifth value, true: the caller
+    -- serves it again, as popped, and calls serve(false) when it stops: the token goes
+    -- back to the list it was popped from, at its head while its turn lasts, else at
+    -- the tail, as the last serve would have pushed it had it not kept it (no closure
+    -- of its own: each costs every call that makes the library). `put_back`: the
+    -- caller's entries popped after this token from its list, not served yet, put back
+    -- at its head (a function), called before any write to a ready list but the
+    -- token's own push to the tail of its list (or to another list): the entries were
+    -- before it, and are still, without the pushes and pops back and forth.
+    local function serve(token, budget, band, run, alone_in_list, put_back)
+      -- h: the held token's state, when this is it (the caller's token)
+      -- members, at, whole: the group's first tasks read (the set's first members), the
+      -- index of the next, and whether they are all of them
+      local gen, group, turn, tok, solo, set, ready, h, members, at, whole
+      if token == false then  -- the held token released
+        h, holding, held = held, false, nil
+        flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
+                        KEYS[c.first_ready + 9 - h.band], h.token)
+        flow_made.fair_made.pushed = true
         return nil
-      end
-      -- live: the claim names this token (a solo group's: the token holds its task; or
-      -- '+' first: a group in its set form since)
-      local live = gen and (tok == gen or tok == '+' .. gen)
-      if not live or is_paused(group) then
-        left[#left + 1] = token
-        -- a paused group leaves the rotation (a solo group's task kept in its set); a
-        -- stale token is dropped, and the group put back in the rotation if the turn
-        -- claims a token that is not there (a claim minitask did not write)
-        if live then
-          fair_rare().unsolo(group, tok)
-          tolerant(0, 'HDEL', turn, 'tok', 'band')
-        elseif gen and tok and not fair_rare().claimed(
-                 group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
-          tolerant(0, 'HDEL', turn, 'tok', 'band')
-          fair_rare().arm(group, false)
+      elseif holding then
+        holding, h, held = false, held, nil
+        group, turn, tok, set, ready = h.group, h.turn, h.tok, fair_set(), h.ready
+        members, at, whole, alone_in_list = h.members, h.at, h.whole, h.alone
+      else
+        -- '\255' .. generation .. '\255' .. group (a plain find: a pattern costs Redis
+        -- some 40 instructions a byte, and a solo group's generation holds its task)
+        local cut = string.find(token, '\255', 2, true)
+        if cut and cut < #token then
+          gen, group = string.sub(token, 2, cut - 1), string.sub(token, cut + 1)
+          if forgotten[group] then fair_set().settle(group) end
         end
-        return nil
+        turn = gen and c.prefix .. 'g:' .. group .. ':turn'
+        tok = gen and redis.pcall('HGET', turn, 'tok')
+        if type(tok) == 'table' then
+          -- a turn of another type: no token of the group could be told live. The token
+          -- is dropped; a group with ready tasks has its turn quarantined and is armed
+          -- afresh (one without is left as it is: nothing of minitask's is lost there)
+          guards().foreign(tok)
+          left[#left + 1] = token
+          if fair_set().first(group) then
+            flow_made.quarantine(turn, 'hash', group)
+            if put_back then put_back() end
+            fair_rare().arm(group, true)
+          end
+          return nil
+        end
+        -- live: the claim names this token (a solo group's: the token holds its task; or
+        -- '+' first: a group in its set form since)
+        local live = gen and (tok == gen or tok == '+' .. gen)
+        if not live or is_paused(group) then
+          left[#left + 1] = token
+          -- a paused group leaves the rotation (a solo group's task kept in its set); a
+          -- stale token is dropped, and the group put back in the rotation if the turn
+          -- claims a token that is not there (a claim minitask did not write)
+          if live then
+            fair_rare().unsolo(group, tok)
+            tolerant(0, 'HDEL', turn, 'tok', 'band')
+          elseif gen and tok and not fair_rare().claimed(
+                   group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
+            tolerant(0, 'HDEL', turn, 'tok', 'band')
+            if put_back then put_back() end
+            fair_rare().arm(group, false)
+          end
+          return nil
+        end
+        -- a solo group's task: taken from the token, no ready set read (its first pass)
+        -- (its id is cut from the generation straight away: the member, whose one use is
+        -- the ready set's, is no string made)
+        solo = tok == gen and string.find(gen, '/', 1, true)
+        set = not solo and fair_set()  -- (a solo group's task needs none of it)
+        ready = set and set.base(group) .. ':ready'
       end
-      -- a solo group's task: taken from the token, no ready set read (its first pass)
-      -- (its id is cut from the generation straight away: the member, whose one use is
-      -- the ready set's, is no string made)
-      local solo = tok == gen and string.find(gen, '/', 1, true)
-      local set = not solo and fair_set()  -- (a solo group's task needs none of it)
-      local ready = set and set.base(group) .. ':ready'
       while budget > 0 do
         local id, priority, next_id, next_priority, member, alone
         if solo then
@@ -569,7 +604,20 @@ local function flow_control()
         else
           set = set or fair_set()
           ready = ready or set.base(group) .. ':ready'
-          id, priority, next_id, next_priority, member = set.first(group, ready)
+          -- its first tasks (one ZRANGE, without scores), as set.first() reads them, and
+          -- for a token that may be kept in hand (alone in its list), those of the run:
+          -- read once, taken in turn (nothing else in the call takes from the set)
+          if not (members and (members[at + 1] or whole)) then
+            local n = (run and run > 0 and alone_in_list) and run + 1 or 1
+            members, at = tolerant({}, 'ZRANGE', ready, '0', n == 1 and '1' or n), 1
+            whole = #members <= n
+          end
+          member = members[at]
+          if member then
+            id, priority = set.task_of(member, group)
+            next_id = members[at + 1]
+            if next_id then next_priority = select(2, set.task_of(next_id, group)) end
+          end
         end
         if not id then
           left[#left + 1] = token
@@ -603,6 +651,7 @@ local function flow_control()
           -- gone (no message: cancelled before cancel.lua withdrew grouped ids, or with
           -- a spec it could not read; dead, delayed), or a task whose spec names no
           -- group here: it leaves the group either way
+          if not alone then at = at + 1 end
           if alone or tolerant(0, 'ZREM', ready, member) == 1 then fair_rare().tally(group, -1) end
           if body then
             -- its spec names another group, none, or none that parses (data minitask did
@@ -611,6 +660,8 @@ local function flow_control()
             -- spec that does not parse is no limit; another group's: it joins that
             -- group). Redis's log names the key, the field and the problem. Inline: a
             -- closure would cost every fetch (flow_control's header)
+            if put_back then put_back() put_back = nil end
+            alone_in_list = false  -- (the token's list may hold it now)
             flow_made.write('list', group, 'RPUSH', KEYS[c.first_ready + 9 - priority], id)
             flow_made.fair_made.pushed = true
             local problem = 'is missing'
@@ -691,10 +742,13 @@ local function flow_control()
           end
           if alone then
             owed = owed - 1  -- the group is gone (below): its groups entry with it
-          elseif tolerant(0, 'ZREM', ready, member) == 1 then
-            owed = owed - 1
-            owed_by = owed_by or {}
-            owed_by[group] = (owed_by[group] or 0) - 1
+          else
+            at = at + 1
+            if tolerant(0, 'ZREM', ready, member) == 1 then
+              owed = owed - 1
+              owed_by = owed_by or {}
+              owed_by[group] = (owed_by[group] or 0) - 1
+            end
           end
           if not next_id then
             left[#left + 1] = token
@@ -705,21 +759,46 @@ local function flow_control()
           -- turn's state is written only when it changes. The turn's fetches are read
           -- only for a group of a weight above 1 (at 1 every turn is one fetch)
           -- (a count of fetches minitask did not write is none: 0)
-          local weight = fair_set().weight_of(group)
+          -- (a held token's weight and fetches are in hand: read once a run)
+          local weight = h and h.weight or fair_set().weight_of(group)
           local at_head, was, served = false, 0, 0
           if weight > 1 then
-            was = tonumber(tolerant(false, 'HGET', turn, 'served')) or 0
-            served = was
-            if not (served >= 0 and served < 1e9) then served = 0 end
+            if h then
+              was, served = h.was, h.served
+            else
+              was = tonumber(tolerant(false, 'HGET', turn, 'served')) or 0
+              served = was
+              if not (served >= 0 and served < 1e9) then served = 0 end
+            end
             served = served + 1
             at_head = served < weight
             if not at_head then served = 0 end
+          end
+          if run and run > 0 and band == next_priority and (at_head or alone_in_list) then
+            -- the fetch's next pop would be this token again: kept in hand (serve(false)).
+            -- The turn's fetches (a weight above 1) are written as they change, as each
+            -- push wrote them: whatever ends the run (the group's limits, its last task)
+            -- leaves the turn as popping the token each time would have
+            if served ~= was then
+              flow_made.write('hash', group, 'HSET', turn, 'served', served)
+              was = served
+              if h then h.was = was end
+            end
+            if not h then
+              h = {token = token, group = group, turn = turn, tok = tok, band = band,
+                   ready = ready, weight = weight, was = was}
+            end
+            h.served, h.at_head, h.members, h.at, h.whole = served, at_head, members, at, whole
+            h.alone = alone_in_list
+            holding, held = true, h
+            return id, body, priority, spec, true
           end
           if band ~= next_priority then
             flow_made.write('hash', group, 'HSET', turn, 'band', next_priority, 'served', served)
           elseif served ~= was then
             flow_made.write('hash', group, 'HSET', turn, 'served', served)
           end
+          if at_head and band == next_priority and put_back then put_back() end
           flow_made.write('list', group, at_head and 'LPUSH' or 'RPUSH',
                           KEYS[c.first_ready + 9 - next_priority], token)
           if band ~= next_priority then flow_put('zset', 'ZADD', c.cancelled, next_priority, token) end
@@ -730,6 +809,7 @@ local function flow_control()
       -- a long run of stale entries: the token goes back at the head for the next fetch
       left[#left + 1] = token
       tolerant(0, 'HDEL', turn, 'tok', 'band')
+      if put_back then put_back() end
       fair_rare().arm(group, true)
       return nil
     end

@@ -66,9 +66,13 @@ if taken < limit then
     tolerant(0, 'SREM', KEYS[21], limiter)
   end
   if emptied then
-    tolerant(0, 'DEL', KEYS[23])  -- no park list holds anything
+    -- no park list holds anything (a key of another type is not minitask's to delete)
+    if redis.call('TYPE', KEYS[23]).ok == 'string' then redis.call('DEL', KEYS[23]) end
   elseif popped > 0 then
-    tolerant(0, 'DECRBY', KEYS[23], popped)
+    -- (gone at 0: an empty queue leaves nothing behind; a count that is no integer,
+    -- or a key of another type, is left as it is)
+    local total = redis.pcall('DECRBY', KEYS[23], popped)
+    if type(total) == 'number' and total <= 0 then redis.call('DEL', KEYS[23]) end
   end
 end
 if taken < limit then
