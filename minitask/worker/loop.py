@@ -231,7 +231,7 @@ class Worker:
                 on_grace_over = aio.cancel_running
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:
-                slots = threads = ThreadPool[Job](self.concurrency, self.execute,
+                slots = threads = ThreadPool[Job](self.concurrency, self._runner.execute,
                                                   lambda: self.hooks.init(self), self.follow_on)
                 failed = (threads.init_failures[-1] if len(threads.init_failures) ==
                           self.concurrency else None)
@@ -376,7 +376,7 @@ class Worker:
         job = guarded(self.fetch, "fetch tasks", self._stop.event)
         if job is None:
             return False
-        self.execute(job)
+        self._runner.execute(job)
         return True
 
     def _dispatch(self, threads: Slots) -> None:
