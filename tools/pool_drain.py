@@ -4,8 +4,9 @@ Runs rounds of drains of the same number of tasks (``tests.apps.drain``: ``incr`
 makes one Redis INCR, ``noop``/``anoop`` nothing) on a redis-server this script
 starts, by one real worker process with the options given. Each drain is timed
 from the worker's first task taken to the queue empty; beside it, Redis's CPU
-(``INFO cpu``), its calls (``INFO commandstats``, this script's polling left out)
-and the worker's context switches (``/proc``), per task.
+(``INFO cpu``), its calls (``INFO commandstats``, this script's polling left out),
+and the worker's CPU (user and system, its children's included) and context
+switches (``/proc``), per task.
 
 Usage: python tools/pool_drain.py [--task incr] [--tasks 20000] [--rounds 3]
        [--pool thread] [-c 2] [--prefetch 1]
@@ -20,7 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,14 +58,15 @@ def switches(pids: Sequence[int]) -> int:
     return total
 
 
-def cpu_of(pids: Sequence[int]) -> float:
-    """CPU seconds so far (user and system) of the processes ``pids``."""
+def cpu_of(pids: Sequence[int]) -> Tuple[float, float]:
+    """CPU seconds so far of the processes ``pids``: (user, system)."""
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0.0
+    user = system = 0.0
     for pid in pids:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / tick
-    return total
+        user += int(fields[11]) / tick
+        system += int(fields[12]) / tick
+    return user, system
 
 
 def tree(pid: int) -> List[int]:
@@ -124,7 +126,8 @@ def drain(server: RedisServer, task: str, tasks: int, options: List[str]) -> Dic
                   for name, n in after[0].items() if n - before[0].get(name, 0)}
     return {"rate": counted / elapsed, "redis_us": (after[1] - before[1]) / counted * 1e6,
             "switches": (after[2] - before[2]) / counted,
-            "worker_us": (after[3] - before[3]) / counted * 1e6,
+            "worker_us": (sum(after[3]) - sum(before[3])) / counted * 1e6,
+            "user_us": (after[3][0] - before[3][0]) / counted * 1e6,
             "evalsha": by_command.get("evalsha", 0.0),
             "calls": sum(v for k, v in by_command.items() if k != "incr"),
             "detail": by_command}  # type: ignore[dict-item]
@@ -153,7 +156,8 @@ def main() -> None:
                 results.append(result)
                 print(f"round {round_ + 1}: {result['rate']:7.0f} tasks/s, Redis "
                       f"{result['redis_us']:.1f} us/task, worker "
-                      f"{result['worker_us']:.0f} us/task, {result['calls']:.2f} calls/task "
+                      f"{result['worker_us']:.0f} us/task ({result['user_us']:.0f} user), "
+                      f"{result['calls']:.2f} calls/task "
                       f"({result['evalsha']:.2f} scripts), {result['switches']:.1f} "
                       f"voluntary context switches/task, loadavg "
                       f"{os.getloadavg()[0]:.2f}", flush=True)
@@ -164,7 +168,8 @@ def main() -> None:
             server.stop()
     print(f"median: {statistics.median(r['rate'] for r in results):.0f} tasks/s, Redis "
           f"{statistics.median(r['redis_us'] for r in results):.1f} us/task, worker "
-          f"{statistics.median(r['worker_us'] for r in results):.0f} us/task, "
+          f"{statistics.median(r['worker_us'] for r in results):.0f} us/task "
+          f"({statistics.median(r['user_us'] for r in results):.0f} user), "
           f"{statistics.median(r['calls'] for r in results):.2f} calls/task, "
           f"{statistics.median(r['switches'] for r in results):.1f} switches/task")
 

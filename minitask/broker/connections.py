@@ -18,7 +18,7 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional
+from typing import Any, Iterator, List, Optional, Tuple
 
 import redis
 
@@ -145,6 +145,17 @@ def _made_uncounted(pool: Any) -> Any:
     return connection
 
 
+class _Local(threading.local):
+    """Each thread's connections: none until made. Class attributes, not
+    ``getattr(..., None)`` on a bare ``threading.local``, whose miss raises and
+    catches an AttributeError (0.6 us) on every round trip of a thread with no
+    waiter."""
+
+    held: Optional[Tuple[int, Any]] = None
+    waiter: Optional[Waiter] = None
+    cluster_waiter: Optional[ClusterWaiter] = None
+
+
 class Connections:
     """Each thread's own connections to one client's Redis."""
 
@@ -152,7 +163,7 @@ class Connections:
         self.client = client
         # The packed fast path needs a plain connection pool (not Redis Cluster).
         self.pool = client.connection_pool if isinstance(client, redis.Redis) else None
-        self._local = threading.local()
+        self._local = _Local()
         # Every live per-thread connection (or cluster waiter), so that close() reaches
         # those of other threads; weak, so a finished thread's still go with it.
         self._made: "weakref.WeakSet[Any]" = weakref.WeakSet()
@@ -163,7 +174,7 @@ class Connections:
 
         Checked against the pid, since a forked child must never share a socket.
         """
-        held = getattr(self._local, "held", None)
+        held = self._local.held
         pid = current_pid()
         if held is None or held[0] != pid:
             held = self._local.held = (pid, self._make())
@@ -191,7 +202,7 @@ class Connections:
 
     def waiter(self) -> Waiter:
         """This thread's connection for blocking waits, connected."""
-        waiter = getattr(self._local, "waiter", None)
+        waiter = self._local.waiter
         pid = current_pid()
         if waiter is None or waiter.pid != pid:
             waiter = self._local.waiter = Waiter(pid, self._make())
@@ -200,13 +211,13 @@ class Connections:
 
     def pending_waiter(self) -> Optional[Waiter]:
         """This process's waiter of this thread, if it made one."""
-        waiter: Optional[Waiter] = getattr(self._local, "waiter", None)
+        waiter = self._local.waiter
         return waiter if waiter is not None and waiter.pid == current_pid() else None
 
     def cluster_waiter(self, made: bool = True) -> Optional[ClusterWaiter]:
         """This thread's BLPOPs on a cluster: one per slot, on the node of its slot
         (None when ``made`` is False and this thread has none yet)."""
-        waiter: Optional[ClusterWaiter] = getattr(self._local, "cluster_waiter", None)
+        waiter = self._local.cluster_waiter
         if waiter is not None and waiter.pid == current_pid():
             return waiter
         if not made:
@@ -255,4 +266,4 @@ class Connections:
             made, self._made = list(self._made), weakref.WeakSet()
         for connection in made:
             connection.disconnect()
-        self._local = threading.local()  # the calling thread forgets its closed ones
+        self._local = _Local()  # the calling thread forgets its closed ones

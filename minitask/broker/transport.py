@@ -130,14 +130,20 @@ class Transport:
         BrokerError in its place instead of raising, so that what the others did
         (tasks they leased) is not lost with it.
         """
-        policy = self._confirming([call[0] for call in calls], durability)
+        # without a durability asked or set, nothing is confirmed: not even looked up
+        policy = None if durability is None and self.durability.mode is None else \
+            self._confirming([call[0] for call in calls], durability)
         if self.connections.pool is None:
             return [self.run(name, list(static_keys) + list(tail[:dynamic]), tail[dynamic:],
                              what, policy or Durability())
                     for name, _, static_keys, tail, dynamic in calls]
-        scripts = [self._packed_script(name, slot, static_keys)
-                   for name, slot, static_keys, _, _ in calls]
-        commands = [script.pack(call[3], call[4]) for script, call in zip(scripts, calls)]
+        scripts: List[PackedScript] = []
+        commands: List[bytes] = []
+        for name, slot, static_keys, tail, dynamic in calls:
+            script = self._packed.get((name, slot)) or self._packed_script(name, slot,
+                                                                           static_keys)
+            scripts.append(script)
+            commands.append(script.pack(tail, dynamic))
         confirm = b"" if policy is None else b"".join(
             command(*part) for part in policy.commands([*calls[0][2], *calls[0][3]][0]))
         return self._send_packed(scripts, commands, what, (policy, confirm), keep_refused)
@@ -217,7 +223,7 @@ class Transport:
                     connection.disconnect()  # Redis closed it: nothing after ran
                     raise self._failure(refused[1], what, scripts[refused[0]].name) \
                         from refused[1]
-                waited = read_confirmation(connection, policy)
+                waited = None if policy is None else read_confirmation(connection, policy)
                 for index in missing:  # a script that ran is never sent twice
                     try:
                         replies[index] = load_and_run(connection, scripts[index],

@@ -11,6 +11,7 @@ tasks and queues there are, never on how many tasks ran.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, DefaultDict, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -66,16 +67,14 @@ def name(kind: str, *labels: str) -> str:
     return SEPARATOR.join((kind, *labels))
 
 
-#: Each bucket's bound with its label, made once (twice a task on a worker's hot path).
-_LABELLED = tuple((bound, repr(bound)) for bound in BUCKETS)
+#: Each bucket's label, made once, and +Inf's after them (twice a task on a worker's
+#: hot path: found by bisection, in C, rather than a loop over the bounds).
+_LABELS = tuple(repr(bound) for bound in BUCKETS) + (INF,)
 
 
 def bucket_of(seconds: float) -> str:
     """The label of the smallest bucket holding ``seconds``."""
-    for bound, label in _LABELLED:
-        if seconds <= bound:
-            return label
-    return INF
+    return _LABELS[bisect_left(BUCKETS, seconds)]
 
 
 @dataclass
@@ -260,7 +259,7 @@ class MetricsStore(Store):
 
 def fields(queues: Sequence[str], tasks: Sequence[str]) -> Iterator[str]:
     """The names of every field minitask writes for ``queues`` and ``tasks``."""
-    labels = [label for _, label in _LABELLED] + [INF]
+    labels = _LABELS
     for queue in queues:
         for task in tasks:
             for outcome in OUTCOMES:

@@ -318,17 +318,18 @@ class QueueStore(Store):
         """A fetch script's reply, read: a head of numbers, then the ids and messages."""
         head = reply[0].split()
         next_ms, poisoned, expired = int(head[0]), int(head[2]), int(head[3])
-        flow, slots = head[1] != b"0", head[1] != b"2"
-        numbers = head[4:]
+        flow, slots, numbers = head[1] != b"0", head[1] != b"2", head[4:]
         leased = (len(numbers) - expired) // 2
-        deliveries = [Delivery(reply[1 + 2 * i].decode(), reply[2 + 2 * i],
-                               int(numbers[2 * i]), int(numbers[2 * i + 1]), flow, slots)
-                      for i in range(leased)]
+        deliveries: List[Delivery] = []  # loops, not comprehensions: no function made
+        for i in range(leased):
+            deliveries.append(Delivery(reply[1 + 2 * i].decode(), reply[2 + 2 * i],
+                                       int(numbers[2 * i]), int(numbers[2 * i + 1]), flow, slots))
         at = 1 + 2 * leased
-        return FetchResult(deliveries, [text(p) for p in reply[at:at + poisoned]],
+        return FetchResult(deliveries,
+                           [text(p) for p in reply[at:at + poisoned]] if poisoned else [],
                            next_ms if next_ms >= 0 else None,
                            [(text(reply[at + poisoned + i]), int(numbers[2 * leased + i]))
-                            for i in range(expired)])
+                            for i in range(expired)] if expired else [])
 
     def wait(self, queues: Sequence[str], timeout: float, *, interrupt: Optional[int] = None,
              then_fetch: Optional[FetchTerms] = None) -> Optional[FetchResult]:

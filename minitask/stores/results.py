@@ -108,8 +108,13 @@ def _flow_keys(group: _Group) -> bytes:
     """The flow keys an ack of ``group`` passes (ack.lua, ack_fetch.lua): b"1" all four
     when any task's lease may hold a slot, b"2" the flow hash alone when any has a spec
     but none a slot, b"0" none."""
-    codes = {entry[4] for entry in group}
-    return b"1" if 1 in codes else b"2" if 2 in codes else b"0"
+    passed = b"0"
+    for entry in group:
+        if entry[4] == 1:
+            return b"1"
+        if entry[4] == 2:
+            passed = b"2"
+    return passed
 
 
 class ResultStore(Store):
@@ -187,11 +192,13 @@ class ResultStore(Store):
         what = self._ack_then_what.get(then[1])
         if what is None:  # the same words for every call of the drain loop: made once
             what = self._ack_then_what[then[1]] = f"record results and fetch from queue {then[1]!r}"
-        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and list(groups) == [then[1]]:
-            reply = self.transport.run_calls([self._ack_fetch_call(groups[then[1]], then)],
-                                             what)[0]
-            flags = [flag == "1" for flag in text(reply[-1])]  # ack.lua's, as digits
-            held = self._held(groups, [flags], len(acks))
+        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and len(groups) == 1 \
+                and then[1] in groups:
+            group = groups[then[1]]
+            reply = self.transport.run_calls([self._ack_fetch_call(group, then)], what)[0]
+            held = [False] * len(acks)
+            for entry, flag in zip(group, text(reply[-1])):  # ack.lua's, as digits
+                held[entry[0]] = flag == "1"
             if isinstance(reply[0], Exception):  # the fetch refused, the acks written
                 return held, broker_error(reply[0], what, self.transport.description,
                                           script="fetch")
@@ -209,7 +216,10 @@ class ResultStore(Store):
         """The acks of one queue and a fetch from it as one call (ack_fetch.lua)."""
         _, queue, fetch_keys, fetch_args, _ = fetch
         k = self.keys(queue)
-        tail: List[Any] = [k.result(entry[1]) for entry in group if entry[3] > 0]
+        tail: List[Any] = []
+        for entry in group:  # a loop: a list comprehension makes a function per call
+            if entry[3] > 0:
+                tail.append(k.result(entry[1]))
         keys = len(tail)
         tail += fetch_args
         tail += (_flow_keys(group), self.recent_length)

@@ -207,9 +207,15 @@ class TypeRegistry:
                             kwargs: Dict[str, Any]) -> Tuple[Any, Dict[str, Any]]:
         """The arguments a task is called with, from those its message carries (the
         same list and dict when no argument holds an extension: the usual call)."""
-        if (all(type(item) in _PLAIN for item in args)
-                and all(type(item) in _PLAIN for item in kwargs.values())):
-            return args, kwargs
+        for item in args:  # loops, not all() of a generator: one is made per task
+            if type(item) not in _PLAIN:
+                break
+        else:
+            for item in kwargs.values():
+                if type(item) not in _PLAIN:
+                    break
+            else:
+                return args, kwargs
         return ([self.from_wire(item, f"args[{index}]", task_name)
                  for index, item in enumerate(args)],
                 {key: self.from_wire(item, f"kwargs[{key!r}]", task_name)

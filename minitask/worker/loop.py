@@ -231,7 +231,7 @@ class Worker:
                 on_grace_over = aio.cancel_running
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:
-                slots = threads = ThreadPool[Job](self.concurrency, self.execute,
+                slots = threads = ThreadPool[Job](self.concurrency, self._runner.execute,
                                                   lambda: self.hooks.init(self), self.follow_on)
                 failed = (threads.init_failures[-1] if len(threads.init_failures) ==
                           self.concurrency else None)
@@ -292,14 +292,11 @@ class Worker:
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
                        prefetch=self.prefetch, subscriber=self.subscriber)
 
-        def started(job: Job, message: Message) -> None:
-            on_start(job, message, self.app.tasks[message.task].options.timeout)
-
         child._ticks.skew_ms = self._ticks.skew_ms  # measured as the supervisor started
         child._outcomes.follow(self._outcomes)  # its name and the cap read at start
         if on_cancel is not None:
             child._runner.on_cancel = child._before_kill(on_cancel)
-        child.run_child(started, on_end, lambda: on_done(child.processed, child.failed),
+        child.run_child(on_start, on_end, lambda: on_done(child.processed, child.failed),
                         on_stopping)
 
     def _before_kill(self, on_cancel: Callable[[Job, Message], None]
@@ -316,15 +313,15 @@ class Worker:
             on_cancel(job, message)
         return stop
 
-    def run_child(self, on_start: Callable[[Job, Message], None], on_end: Callable[[], None],
-                  on_done: Callable[[], bool],
+    def run_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
+                  on_end: Callable[[], None], on_done: Callable[[], bool],
                   on_stopping: Callable[[Optional[Job]], None]) -> None:
         """Serve tasks one at a time in this process (a process pool child).
 
-        ``on_start`` hears of each task before it runs, ``on_end`` when its function
-        returns, ``on_done`` once its outcome is recorded (True: end now, between
-        tasks, as on a stop); ``on_stopping`` hears,
-        once a stop is asked, of the task still running.
+        ``on_start`` hears of each task before it runs, with its time limit,
+        ``on_end`` when its function returns, ``on_done`` once its outcome is
+        recorded (True: end now, between tasks, as on a stop); ``on_stopping``
+        hears, once a stop is asked, of the task still running.
         """
         self._runner.on_start = on_start
         self._runner.on_end = on_end
@@ -379,7 +376,7 @@ class Worker:
         job = guarded(self.fetch, "fetch tasks", self._stop.event)
         if job is None:
             return False
-        self.execute(job)
+        self._runner.execute(job)
         return True
 
     def _dispatch(self, threads: Slots) -> None:

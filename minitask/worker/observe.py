@@ -15,7 +15,7 @@ from ..context import Report, TaskContext, entered, running
 from ..errors import BrokerError
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
                               UNKNOWN_TASK, Delta, bucket_of)
-from ..wire.message import Message, to_seconds
+from ..wire.message import Message
 from .host import Host
 from .progress import ProgressWriter
 
@@ -41,11 +41,15 @@ class Observer:
     def started(self, context: TaskContext, message: Message) -> None:
         """An attempt starts: count how long it waited, call ``task_start`` hooks."""
         now_ms = self._host.clock.now_ms()
-        ready_ms = max(message.enqueued_at_ms, message.eta_ms or 0)
-        waited = to_seconds(max(0, now_ms - ready_ms))
+        ready_ms, eta_ms = message.enqueued_at_ms, message.eta_ms
+        if eta_ms is not None and eta_ms > ready_ms:
+            ready_ms = eta_ms
+        waited = (now_ms - ready_ms) / 1000.0 if now_ms > ready_ms else 0.0
+        bucket, queue = bucket_of(waited), message.queue
         with self._lock:
-            self._delta.counts[PICKUP, message.queue, bucket_of(waited)] += 1
-            self._delta.sums[PICKUP_SUM, message.queue] += waited
+            delta = self._delta
+            delta.counts[PICKUP, queue, bucket] += 1
+            delta.sums[PICKUP_SUM, queue] += waited
         self._host.hooks.call("task_start", context)
 
     def prerun(self, context: TaskContext) -> None:
@@ -79,18 +83,20 @@ class Observer:
               error: Optional[BaseException], duration: float) -> None:
         """An attempt's outcome is recorded (``status`` as ``Recorder.finish`` says it):
         count it and call the hooks."""
-        outcomes = ["succeeded"] if status == "succeeded" else (
-            ["retried"] if status == "retrying" else ["dead"])
-        if error is not None:
-            outcomes.append("failed")
+        outcome = "succeeded" if status == "succeeded" else (
+            "retried" if status == "retrying" else "dead")
         minute = self._host.clock.now_ms() // MINUTE_MS
+        queue, task = message.queue, message.task
+        bucket = bucket_of(duration)
         with self._lock:
-            counts = self._delta.counts
-            for outcome in outcomes:
-                counts[TASKS, message.queue, message.task, outcome] += 1
-            counts[DURATION, message.task, bucket_of(duration)] += 1
-            self._delta.sums[DURATION_SUM, message.task] += duration
-            self._delta.minutes[minute, message.queue] += 1
+            delta = self._delta
+            counts = delta.counts
+            counts[TASKS, queue, task, outcome] += 1
+            if error is not None:
+                counts[TASKS, queue, task, "failed"] += 1
+            counts[DURATION, task, bucket] += 1
+            delta.sums[DURATION_SUM, task] += duration
+            delta.minutes[minute, queue] += 1
         hooks = self._host.hooks
         if context is None or not hooks:
             return

@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Set, Tuple
+from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from ..errors import BrokerError, DurabilityError
 from ..printable import printable
@@ -221,17 +221,20 @@ def beat_step(step: Callable[[], Any], refusals: Set[str]) -> None:
 def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:
     """Run a Redis step, riding out outages with backoff instead of crashing;
     None once ``stop`` is set while Redis is away."""
-    backoff = Backoff(what)
+    backoff: Optional[Backoff] = None  # made at the first failure: most steps have none
     while True:
         try:
             result = step()
         except BrokerError as exc:
+            if backoff is None:
+                backoff = Backoff(what)
             pause = backoff.failed(exc)
             if stop.wait(pause):
                 backoff.gave_up()
                 return None
             continue
-        backoff.succeeded()
+        if backoff is not None:
+            backoff.succeeded()
         return result
 
 
@@ -240,7 +243,7 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
     away; unlike ``guarded``, a stop does not end it. Returns the step's value, or
     UNCONFIRMED (logged) when replicas did not confirm the write in time. A refusal
     whose ``reason`` is one of ``final`` is raised: writing it again would not help."""
-    backoff = Backoff(what)
+    backoff: Optional[Backoff] = None  # made at the first failure: most writes have none
     while True:
         try:
             result = step()
@@ -249,11 +252,15 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
             return UNCONFIRMED
         except BrokerError as exc:
             if exc.reason in final:
-                backoff.gave_up()
+                if backoff is not None:
+                    backoff.gave_up()
                 raise
+            if backoff is None:
+                backoff = Backoff(what)
             time.sleep(backoff.failed(exc))
             continue
-        backoff.succeeded()
+        if backoff is not None:
+            backoff.succeeded()
         return result
 
 

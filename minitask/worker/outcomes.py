@@ -297,7 +297,11 @@ class Recorder:
         fetch = fetch and not self._host.broker.transport.confirms_writes()
         if not acks and not fetch:
             return
-        entries = [ack for _, ack in acks]
+        jobs: List[Job] = []
+        entries: List[Ack] = []
+        for job, ack in acks:
+            jobs.append(job)
+            entries.append(ack)
         result: Optional[FetchResult] = None
         try:
             if fetch:
@@ -307,9 +311,9 @@ class Recorder:
         except DurabilityError as exc:
             # written, not confirmed: not written again (a replica that stays down would
             # hold the worker for ever), and no lease is known lost
-            self._holdings.settle([job for job, _ in acks])
+            self._holdings.settle(jobs)
             unconfirmed("record the results of task(s) " + ", ".join(
-                job.delivery.task_id for job, _ in acks), exc)
+                job.delivery.task_id for job in jobs), exc)
             return
         except BrokerError as exc:
             if exc.reason == "unreachable" or (len(acks) < 2
@@ -320,8 +324,8 @@ class Recorder:
             # result over its proto-max-bulk-len...) must not hold the others, nor itself
             self._one_by_one(acks, exc)
             return
-        self._holdings.settle([job for job, _ in acks])
-        for (job, _), still_held in zip(acks, held):
+        self._holdings.settle(jobs)
+        for job, still_held in zip(jobs, held):
             if not still_held:
                 warn_lost_lease(job)
         if result is not None:

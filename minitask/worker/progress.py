@@ -54,6 +54,9 @@ class ProgressWriter:
         self._bell = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._pid = 0
+        #: Whether any attempt here reported progress: until one does, ``ended`` has
+        #: nothing to write nor keep, and takes no lock.
+        self._reported = False
 
     def reporter(self, message: Message) -> Report:
         """What ``set_progress`` of this attempt calls."""
@@ -65,6 +68,7 @@ class ProgressWriter:
 
         def report(current: float, total: Optional[float], note: Optional[str]) -> None:
             noted = (message.queue, message.id, current, total, note, clock.now_ms(), ttl_ms)
+            self._reported = True
             with lock:
                 self._pending[key] = noted
             if not self._bell.is_set():
@@ -83,6 +87,8 @@ class ProgressWriter:
     def ended(self, message: Message) -> None:
         """The attempt ended: write its last noted value now, if one waits, else
         start the time to live of the one written again."""
+        if not self._reported:
+            return
         key = (message.queue, message.id)
         with self._writing:
             with self._lock:

@@ -6,7 +6,6 @@ what the attempt came to goes to the ``Recorder``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import inspect
 import logging
@@ -110,8 +109,9 @@ class Runner:
         self._host = host
         self._recorder = recorder
         self._leases = leases
-        #: In a process pool child: hears of each task before it runs.
-        self.on_start: Optional[Callable[[Job, Message], None]] = None
+        #: In a process pool child: hears of each task before it runs, with its time
+        #: limit (the task's ``timeout``).
+        self.on_start: Optional[Callable[[Job, Message, Optional[float]], None]] = None
         #: In a process pool child: hears that the attempt's function returned.
         self.on_end: Optional[Callable[[], None]] = None
         #: The attempts running here, for ``cancel(running=True)``.
@@ -130,7 +130,8 @@ class Runner:
                 raise DecodeError(f"cannot decode message {shown_id(job.task_id)!r}: its body "
                                   f"names the id {shown_id(message.id)!r}; a producer other "
                                   f"than minitask wrote it wrong")
-            self._recorder.workflows.check(message)  # a broken frame: never run
+            if message.workflow is not None:  # a broken frame: never run
+                self._recorder.workflows.check(message)
         except DecodeError as exc:
             if bury:
                 self._recorder.bury(job, None, exc, "the message cannot be decoded")
@@ -208,24 +209,23 @@ class Runner:
         if cancel.is_set():  # asked to stop while it waited in this worker's buffer
             self._recorder.cancelled(job, message, 0.0)
             return
+        limit = task.options.timeout
         if self.on_start is not None:
-            if task.options.timeout is not None:
+            if limit is not None:
                 # this attempt may be killed with its process: record what is done, and
                 # give back what has not started, so neither waits for a lease to expire
                 if self._recorder.waiting():
                     self._recorder.record_waiting()
                 self._leases.give_back_buffer()
-            self.on_start(job, message)
+            self.on_start(job, message, limit)
         started = time.monotonic()
         value: Any = None
         error: Optional[BaseException] = None
-        limit = task.options.timeout
         # the span lasts until the outcome is recorded: a failure met while recording
         # it (the return value's encoding) is the attempt's, the span's too
-        with contextlib.ExitStack() as stack:
+        with attempt_span(message) as span:
             with running(message, job.delivery.delivery, cancel,
                          self.observer.reporter(message)) as context:
-                span = stack.enter_context(attempt_span(message))
                 self.observer.started(context, message)
                 self.observer.prerun(context)
                 try:

@@ -44,6 +44,15 @@ NOTHING = FetchResult([], [], None)
 Look = Tuple[float, float, Optional[int], int]
 
 
+class _Looked(threading.local):
+    """Each thread's last fetch behind outcomes: what it found (``Look``) when it
+    leased nothing, and the queue it fetched. Class attributes: a miss of
+    ``getattr(..., None)`` on a bare ``threading.local`` raises and catches."""
+
+    first: Optional[Look] = None
+    queue: Optional[str] = None
+
+
 class Source(Protocol):
     """What the loop asks of a source of work."""
 
@@ -92,12 +101,13 @@ class QueueSource:
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
         # per thread: its last fetch behind outcomes (ack_and_fetch), if it leased
         # nothing: (when its reply came, how long its round trip took, next_event_ms)
-        self._looked = threading.local()
+        self._looked = _Looked()
         #: The queues set aside, Redis refusing their fetch for their own data.
         self.refusals = QueueRefusals()
         #: The queues (or broadcast lanes) whose wake list holds another type: no wait
         #: is on it while set aside (their tasks are fetched all the same).
         self.wake_refusals = QueueRefusals()
+        self._fetch_terms: Optional[FetchTerms] = None  # (``_terms``)
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -158,7 +168,7 @@ class QueueSource:
     def _forget_look(self) -> Optional[Look]:
         """This thread's last look behind outcomes, if any, forgotten: it counts for
         the next fetch or wait of this thread only."""
-        looked: Optional[Look] = getattr(self._looked, "first", None)
+        looked = self._looked.first
         if looked is not None:
             self._looked.first = None
         return looked
@@ -200,19 +210,21 @@ class QueueSource:
         (``refusals``) in one round trip; which leases were still held, and what was
         leased (see ``take_fetched``): the other queues are fetched at full speed while
         the first is set aside."""
-        queues, results = self._host.broker.queues, self._host.broker.results
+        broker = self._host.broker
         self._looked.first = None
-        index = next((i for i, queue in enumerate(self.queues)
-                      if not self.refusals.aside(queue)), None)
+        refusals = self.refusals
+        index: Optional[int] = 0  # the first queue, unless Redis refuses some (rare)
+        if refusals:
+            index = next((i for i, queue in enumerate(self.queues)
+                          if not refusals.aside(queue)), None)
         if index is None:  # every queue set aside: the next fetch waits for their backoff
-            return (results.ack_many(acks) if acks else []), NOTHING
+            return (broker.results.ack_many(acks) if acks else []), NOTHING
         first = self._looked.queue = self.queues[index]
         sent = monotonic()
         # an error raised is the acks' (none written); the fetch's comes in its place,
         # the acks written (ack_fetch.lua): they are never recorded twice
-        held, reply = results.ack_then(acks, queues.fetch_call(
-            first, self._host.clock.now_ms(),
-            FetchTerms(self._leases.lease_ms, self.given_prefetch, self._host.max_deliveries)))
+        held, reply = broker.results.ack_then(acks, broker.queues.fetch_call(
+            first, self._host.clock.now_ms(), self._terms()))
         if isinstance(reply, BrokerError) and not self.refusals.refusal(reply):
             return held, NOTHING  # an outage: the thread's next fetch of its own meets it
         answered = monotonic()
@@ -224,6 +236,16 @@ class QueueSource:
                               (answered, min(answered - sent, LOOK_MOST), result.next_event_ms,
                                index))
         return held, result
+
+    def _terms(self) -> FetchTerms:
+        """The terms of a fetch behind outcomes, made again only when one changes."""
+        terms = self._fetch_terms
+        lease_ms, count, most = (self._leases.lease_ms, self.given_prefetch,
+                                 self._host.max_deliveries)
+        if (terms is None or terms.lease_ms != lease_ms or terms.count != count
+                or terms.max_deliveries != most):
+            terms = self._fetch_terms = FetchTerms(lease_ms, count, most)
+        return terms
 
     def fetches_behind(self) -> bool:
         """Whether a fetch from the first queue may go behind other calls: not while
@@ -255,7 +277,7 @@ class QueueSource:
         this thread's last ``ack_and_fetch`` fetched): the first is the calling thread's
         next task (the thread that recorded its outcome runs it), the rest are buffered."""
         if queue is None:
-            queue = getattr(self._looked, "queue", self.queues[0])
+            queue = self._looked.queue or self.queues[0]
         self.take(queue, result, claim=True)
 
     def take(self, queue: str, result: FetchResult, claim: bool = False) -> None:
@@ -265,13 +287,16 @@ class QueueSource:
         fresh batch leased to nobody. A poisoned task that could not be buried
         stays leased and expired, and the next fetch reports it again.
         """
-        jobs = [Job(queue, delivery) for delivery in result.deliveries]
+        jobs: List[Job] = []
+        for delivery in result.deliveries:  # a loop: a comprehension makes a function
+            jobs.append(Job(queue, delivery))
         held = self._holdings.hold(queue, jobs, claim)
         if jobs and not held:
             self._leases.give_back([lease_of(job) for job in jobs])
         elif jobs:
             self._host.broker.queues.stop_waiting()
-        end_expired(self._host, queue, result.expired)
+        if result.expired:
+            end_expired(self._host, queue, result.expired)
         for task_id in result.poisoned:
             try:
                 message, error = bury_poisoned(self._host, queue, task_id)

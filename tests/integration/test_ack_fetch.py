@@ -144,8 +144,8 @@ def test_a_drain_sends_each_outcome_with_the_next_fetch_as_one_call(
     handles = t.delay_many([(n,) for n in range(6)])
     made = record_script_calls(app)
     # the loop of a process pool's child, here in this process: it batches its outcomes
-    app.worker(burst=True, prefetch=1).run_child(lambda job, message: None, lambda: None,
-                                                 lambda: None, lambda job: None)
+    app.worker(burst=True, prefetch=1).run_child(lambda job, message, timeout: None,
+                                                 lambda: None, lambda: None, lambda job: None)
     assert sorted(ran) == list(range(6))
     assert all(h.status() == "succeeded" for h in handles)
     # the first fetch, then each outcome with the next fetch (the last one finds none)
