@@ -46,7 +46,7 @@ def _shown(info: Dict[str, str]) -> Dict[str, str]:
     cut as ``shown_name`` cuts a name, its queues list at ``NAMES_SHOWN_MOST``. Its id
     (a member the registry checked: a name) and counts (checked whole numbers) are
     never cut; ``running_ids`` stays the JSON the pages read."""
-    return {field: value if field == "running_ids" else
+    return {field: value if field in ("id", "running_ids") else
             shown_name(value, NAMES_SHOWN_MOST) if field == "queues" else shown_name(value)
             for field, value in info.items()}
 

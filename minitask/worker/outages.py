@@ -195,14 +195,18 @@ class QueueRefusals:
                            "from it since the last warning: %s", queue, lasted, unsaid,
                            printable(str(exc)))
 
-    def served(self, queue: str) -> None:
-        """A fetch from ``queue`` succeeded: if it was set aside, it is served again."""
+    def served(self, queue: str, sent: float) -> None:
+        """A fetch from ``queue`` sent at ``sent`` (monotonic) succeeded: if it was set
+        aside before then, it is served again. One sent before the refusal (another
+        thread's, in flight) proves nothing of the keys."""
         with self._lock:
-            refused = self._queues.pop(queue, None)
-        if refused is not None:
-            logger.warning("queue %r served again after %.1f s set aside (%d refused "
-                           "fetch(es)): its keys were fixed", queue,
-                           time.monotonic() - refused.since, refused.refusals)
+            refused = self._queues.get(queue)
+            if refused is None or refused.since > sent:
+                return
+            del self._queues[queue]
+        logger.warning("queue %r served again after %.1f s set aside (%d refused fetch(es)): "
+                       "its keys were fixed", queue, time.monotonic() - refused.since,
+                       refused.refusals)
 
 
 def beat_step(step: Callable[[], Any], refusals: Set[str]) -> None:

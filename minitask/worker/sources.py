@@ -128,6 +128,7 @@ class QueueSource:
         for queue in queues:
             if refusals and refusals.aside(queue):
                 continue  # Redis refuses its data: the next queues are served meanwhile
+            sent = monotonic() if refusals else 0.0
             try:
                 result = self._host.broker.queues.fetch(
                     queue, now_ms=now_ms, lease_ms=self._leases.lease_ms, count=self.prefetch,
@@ -138,7 +139,7 @@ class QueueSource:
                 refusals.refused(queue, exc)
                 continue
             if refusals:
-                refusals.served(queue)
+                refusals.served(queue, sent)
             self.take(queue, result)
             job = self._holdings.next_buffered(self._stop.event)
             if job is not None:
@@ -228,7 +229,7 @@ class QueueSource:
         if isinstance(reply, BrokerError) and not self.refusals.refusal(reply):
             return held, NOTHING  # an outage: the thread's next fetch of its own meets it
         answered = monotonic()
-        result = self.fetched_behind(reply, first)
+        result = self.fetched_behind(reply, sent, first)
         if result is None:
             return held, NOTHING
         # none leased: this thread's next fetch may start at the queue after it
@@ -252,10 +253,12 @@ class QueueSource:
         Redis refuses its data (a fetch of its own tries it again, after a backoff)."""
         return not self.refusals.known(self.queues[0])
 
-    def fetched_behind(self, reply: Any, queue: Optional[str] = None) -> Optional[FetchResult]:
+    def fetched_behind(self, reply: Any, sent: float,
+                       queue: Optional[str] = None) -> Optional[FetchResult]:
         """The result of a fetch from ``queue`` (the first queue) sent behind other
-        calls, or None when Redis refused it (``reply`` the BrokerError in its place):
-        the queue is set aside. Another BrokerError is raised."""
+        calls at ``sent`` (monotonic), or None when Redis refused it (``reply`` the
+        BrokerError in its place): the queue is set aside. Another BrokerError is
+        raised."""
         queue = self.queues[0] if queue is None else queue
         if isinstance(reply, BrokerError):
             if not self.refusals.refusal(reply):
@@ -263,7 +266,7 @@ class QueueSource:
             self.refusals.refused(queue, reply)
             return None
         if self.refusals.known(queue):
-            self.refusals.served(queue)
+            self.refusals.served(queue, sent)
         return self._host.broker.queues.fetch_result(reply)
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
@@ -327,6 +330,7 @@ class QueueSource:
         queues = self._host.broker.queues
         wakes = [queues.keys(queue).wake for queue in waking]
         refused: Optional[BrokerError] = None
+        sent = monotonic()
         try:
             replies = self._host.broker.transport.wait(
                 wakes, timeout, interrupt=self._stop.bell_fileno(),
@@ -341,13 +345,13 @@ class QueueSource:
         if replies:
             if terms is not None and behind is not None:
                 behind.waited(replies[:-1])  # the pulls' leases first: held whatever follows
-            result = self.fetched_behind(replies[-1])
+            result = self.fetched_behind(replies[-1], sent)
             if result is not None:
                 self.take(self.queues[0], result)
         if refused is None:
             for queue in waking:
                 if self.wake_refusals.known(queue):
-                    self.wake_refusals.served(queue)
+                    self.wake_refusals.served(queue, sent)
         elif refused.reason != "wrong type" or not self._set_wake_aside(waking, wakes, refused):
             raise refused
 

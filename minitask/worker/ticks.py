@@ -265,11 +265,12 @@ class TickSource:
             calls.append(self._queues.fetch_call(now_ms + self.skew_ms))  # this clock's
         names = ", ".join(entry.name for _, entry, _ in due[:3])
         # a fetch behind refused (its queue's data) sets its queue aside, the fires stand
+        sent = time.monotonic()
         replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}",
                                                         keep_refused=fetching)
         found = None
         if fetching:
-            found = self._queues.fetched_behind(replies[-1])
+            found = self._queues.fetched_behind(replies[-1], sent)
             if found is not None:
                 self._queues.take_fetched(found, first_queue)
         for reply in replies[:len(plans)]:

@@ -59,9 +59,9 @@ def test_a_refused_queue_is_said_once_a_minute_and_served_again_once(
 
     caplog.clear()
     clock.now += MAX_ASIDE
-    refusals.served("stuck")
-    refusals.served("stuck")
-    refusals.served("busy")
+    refusals.served("stuck", clock.now)
+    refusals.served("stuck", clock.now)
+    refusals.served("busy", clock.now)
     lines = said(caplog)
     assert len(lines) == 1 and "'stuck' served again" in lines[0] and "501" in lines[0]
     assert not refusals and not refusals.aside("stuck")
