@@ -503,7 +503,11 @@ local function flow_control()
     -- A token kept in hand by serve() (`holding`): the fetch's next pop would have
     -- been this token, so the fetch serves it again without the pop, its claim's read
     -- (nothing in the call changed it since), its weight's, and the push back (one
-    -- push when the run ends: serve(false)). held: its state, one table a run
+    -- push when the run ends: serve(false)). held: its state, one table a run.
+    -- While held the token is in no list, and Redis keeps what a script wrote before
+    -- an error: nothing between keeping it and serve(false) may raise (the writes
+    -- there tolerate keys of another type; Redis checks memory before a script's
+    -- first write only).
     local holding, held = false, nil
 
     -- Serve a popped token: the group's first task, admitted by its limits, as
