@@ -31,6 +31,13 @@ logger = logging.getLogger(__name__)
 UNWIND = 1.0
 
 
+def spawn(coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
+    """``coro`` in an asyncio task of its own on the running loop, made directly, not
+    through the loop's task factory: one a task's code installs (that raises, returns
+    no Task, or wraps) applies to that code's tasks, never to minitask's (issue 29)."""
+    return asyncio.Task(coro, loop=asyncio.get_running_loop())
+
+
 async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str,
                   soft: Optional[float] = None) -> Any:
     """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded);
@@ -44,7 +51,7 @@ async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: 
         coro = soft_limited(coro, soft, name)
     if limit is None:
         return await coro
-    inner = asyncio.ensure_future(coro)
+    inner = spawn(coro)
     try:
         done, _ = await asyncio.wait({inner}, timeout=limit)
     except asyncio.CancelledError:
