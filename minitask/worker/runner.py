@@ -31,6 +31,16 @@ logger = logging.getLogger(__name__)
 UNWIND = 1.0
 
 
+def decoded(job: Job) -> Optional[Message]:
+    """The job's message; None unless it decodes and is the job's (whatever it raises):
+    what names a task dead-lettered for an internal error."""
+    try:
+        message = job.delivery.message()
+    except Exception:  # dead-lettered as undecodable
+        return None
+    return fetched_from(job.queue, message) if message.id == job.task_id else None
+
+
 def spawn(coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
     """``coro`` in an asyncio task of its own on the running loop, made directly, not
     through the loop's task factory: one a task's code installs (that raises, returns
@@ -193,7 +203,7 @@ class Runner:
         except Exception as exc:  # the task's own BaseExceptions are caught in _attempt,
             # a decode function's in arguments, an encode function's (and an unreadable
             # error text's) in Recorder.finish: one from here on is the worker's own end
-            self._recorder.bury(job, None, exc, "internal error while handling it")
+            self._recorder.bury(job, decoded(job), exc, "internal error while handling it")
 
     def _execute(self, job: Job) -> None:
         found = self.resolve(job)

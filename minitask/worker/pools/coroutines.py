@@ -32,9 +32,9 @@ from ...errors import SoftTimeLimitExceeded, TimeLimitExceeded
 from ...hooks import Hooks
 from ...printable import log_error
 from ...wire.message import Message
-from ..leases import Job, fetched_from
+from ..leases import Job
 from ..outcomes import Recorder
-from ..runner import Runner, cancelled_by_code, limited, settle, spawn
+from ..runner import Runner, cancelled_by_code, decoded, limited, settle, spawn
 from ..softlimit import call_with_posting
 from .slots import FixedSlots
 from .watchdog import LoopWatch
@@ -84,15 +84,6 @@ def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
         return func(*args, **kwargs)
     except BaseException as exc:  # as in contained(): the attempt's failure
         return Raised(exc)
-
-
-def decoded(job: Job) -> Optional[Message]:
-    """The job's message; None unless it decodes and is the job's (whatever it raises)."""
-    try:
-        message = job.delivery.message()
-    except Exception:  # dead-lettered as undecodable, as the runner does
-        return None
-    return fetched_from(job.queue, message) if message.id == job.task_id else None
 
 
 class Handed:
