@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 MAX_WAIT = 6.0
 
 #: How a pool stops an attempt it runs, called from the watch's thread.
-Stopper = Callable[[], None]
+Stopper = Callable[[], object]
 
 
 class _StopEvent(threading.Event):

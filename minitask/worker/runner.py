@@ -31,6 +31,23 @@ logger = logging.getLogger(__name__)
 UNWIND = 1.0
 
 
+def decoded(job: Job) -> Optional[Message]:
+    """The job's message; None unless it decodes and is the job's (whatever it raises):
+    what names a task dead-lettered for an internal error."""
+    try:
+        message = job.delivery.message()
+    except Exception:  # dead-lettered as undecodable
+        return None
+    return fetched_from(job.queue, message) if message.id == job.task_id else None
+
+
+def spawn(coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
+    """``coro`` in an asyncio task of its own on the running loop, made directly, not
+    through the loop's task factory: one a task's code installs (that raises, returns
+    no Task, or wraps) applies to that code's tasks, never to minitask's (issue 29)."""
+    return asyncio.Task(coro, loop=asyncio.get_running_loop())
+
+
 async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str,
                   soft: Optional[float] = None) -> Any:
     """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded);
@@ -44,7 +61,7 @@ async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: 
         coro = soft_limited(coro, soft, name)
     if limit is None:
         return await coro
-    inner = asyncio.ensure_future(coro)
+    inner = spawn(coro)
     try:
         done, _ = await asyncio.wait({inner}, timeout=limit)
     except asyncio.CancelledError:
@@ -186,7 +203,7 @@ class Runner:
         except Exception as exc:  # the task's own BaseExceptions are caught in _attempt,
             # a decode function's in arguments, an encode function's (and an unreadable
             # error text's) in Recorder.finish: one from here on is the worker's own end
-            self._recorder.bury(job, None, exc, "internal error while handling it")
+            self._recorder.bury(job, decoded(job), exc, "internal error while handling it")
 
     def _execute(self, job: Job) -> None:
         found = self.resolve(job)

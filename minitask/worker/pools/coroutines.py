@@ -1,20 +1,18 @@
 """The asyncio pool: up to N attempts at once on one event loop.
 
-The worker's own parts do what they do for the thread pool: the dispatcher
-takes a slot, leases work from the source, and hands it here; the heartbeat
-thread renews leases; the stop gives back what is left. This pool runs each
-attempt as a task on an event loop in a thread of its own: an ``async def``
-task is awaited there (cancelled at its ``timeout``, or when
-``cancel(running=True)`` asks), a plain function runs in the loop's default
-executor so that it cannot block the loop. Outcomes are recorded by a few
+The worker's own parts do what they do for the thread pool: the dispatcher takes a
+slot, leases work from the source, and hands it here; the heartbeat thread renews
+leases; the stop gives back what is left. This pool runs each attempt as a task on an
+event loop in a thread of its own: an ``async def`` task is awaited there (cancelled at
+its ``timeout``, or when ``cancel(running=True)`` asks), a plain function runs in the
+pool's executor so that it cannot block the loop. Outcomes are recorded by a few
 threads beside the loop, never on it: recording waits for Redis.
 
-The dispatcher leases up to as many tasks as slots are free in one round
-trip (at least ``prefetch``): they start at once, so order is kept as well
-as with one fetch per task. Once work flows, an attempt that ends hands its
-slot straight to the next: the recording thread records its outcome with the
-next fetch in one round trip (``follow_on``), and the task it leased starts on
-the loop in the same slot, with no hop through the dispatcher.
+The dispatcher leases up to as many tasks as slots are free in one round trip (at
+least ``prefetch``): they start at once, so order is kept as well as with one fetch per
+task. Once work flows, an attempt that ends hands its slot straight to the next: the
+recording thread records its outcome with the next fetch in one round trip
+(``follow_on``), and the task it leased starts on the loop in the same slot.
 """
 from __future__ import annotations
 
@@ -26,6 +24,7 @@ import logging
 import queue as _queue
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Coroutine, Dict, List, Optional, Tuple
 
 from ...context import TaskContext, running
@@ -35,7 +34,7 @@ from ...printable import log_error
 from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
-from ..runner import Runner, cancelled_by_code, limited, settle
+from ..runner import Runner, cancelled_by_code, decoded, limited, settle, spawn
 from ..softlimit import call_with_posting
 from .slots import FixedSlots
 from .watchdog import LoopWatch
@@ -51,23 +50,19 @@ RESTART_SAID = 60.0
 
 
 class Raised:
-    """What the task's code raised, carried as a value past asyncio's machinery.
-
-    asyncio re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event
-    loop, which would end the loop and every attempt on it; a ``BaseException``
-    from a task is that attempt's failure, as on the other pools.
-    """
+    """What the task's code raised, carried as a value past asyncio's machinery, which
+    re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event loop (ending
+    every attempt on it); a ``BaseException`` from a task is its attempt's failure."""
 
     def __init__(self, error: BaseException) -> None:
         self.error = error
 
 
 async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await an ``async def`` task's coroutine; what it raises comes back as
-    ``Raised`` (cancellation stays cancellation). A CancelledError the task's code
-    raises while nothing cancelled its asyncio task (``cancelling()`` 0) is no
-    cancellation: it is that attempt's failure, recorded as CancelledError, as on
-    the thread and process pools."""
+    """Await an ``async def`` task's coroutine; what it raises comes back as ``Raised``
+    (cancellation stays cancellation). A CancelledError the task's code raises while
+    nothing cancelled its asyncio task (``cancelling()`` 0) is no cancellation: it is
+    that attempt's failure, recorded as CancelledError, as on the other pools."""
     try:
         return await coro
     except asyncio.CancelledError as exc:
@@ -81,7 +76,7 @@ async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
 
 def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
                    *args: Any, **kwargs: Any) -> Any:
-    """Call a plain task's function (in the loop's executor) as ``contained`` awaits,
+    """Call a plain task's function (in the pool's executor) as ``contained`` awaits,
     with its soft limit (``soft`` seconds) raised in its thread."""
     try:
         if soft is not None:
@@ -139,12 +134,9 @@ async def outlast(handed: Handed) -> Tuple[Any, Optional[BaseException]]:
 
 class RecordingThreads:
     """Threads beside the loop for the steps that wait for Redis (an outcome recorded
-    with the next fetch), ``size`` at once; the loop awaits each step as a future.
-
-    What ``loop.run_in_executor`` does, for less: no ``concurrent.futures.Future``
-    (a ``Condition`` each) chained to the loop's, no executor locks; the drain
-    takes one such hop per task.
-    """
+    with the next fetch), ``size`` at once; the loop awaits each step as a future. What
+    ``loop.run_in_executor`` does, for less: no ``concurrent.futures.Future`` (a
+    ``Condition`` each) chained to the loop's, no executor locks (a hop per task)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
         self._loop = loop
@@ -167,9 +159,9 @@ class RecordingThreads:
         run it, and its awaiting attempt must not wait for ever."""
         handed = Handed(self._loop.create_future())
         if self._closed:
-            error = RuntimeError("the asyncio pool's recording threads have ended: a step "
-                                 "came after its loop stopped")
-            _settle_with(handed, None, error)
+            _settle_with(handed, None, RuntimeError("the asyncio pool's recording threads "
+                                                    "have ended: a step came after its loop "
+                                                    "stopped"))
             return handed
         self._steps.put((handed, step))
         return handed
@@ -222,6 +214,8 @@ class AsyncioPool(FixedSlots):
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
+        #: Runs plain functions: not the loop's default executor, which a task may shut down
+        self._calls = ThreadPoolExecutor(thread_name_prefix="minitask-asyncio-call")
         self._recording = RecordingThreads(self._loop, RECORDERS)
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
@@ -248,6 +242,7 @@ class AsyncioPool(FixedSlots):
                 # the loop has stopped for good: no step can come any more, and the
                 # ones handed so far run before the recording threads end
                 self._recording.close()
+                self._calls.shutdown(wait=False)  # as loop.close() does its default one
                 return
             # said at most once a RESTART_SAID: a task may stop it again and again
             if said is None or time.monotonic() - said > RESTART_SAID:
@@ -265,8 +260,8 @@ class AsyncioPool(FixedSlots):
         if again:
             logger.error("task %s: a task's code cancelled its attempt's asyncio task "
                          "before it began; it begins again", job.task_id)
-        begun: List[bool] = []
-        attempt = self._loop.create_task(self._run(job, begun))
+        begun: List[bool] = []  # not the loop's create_task: see spawn
+        attempt = asyncio.Task(self._run(job, begun), loop=self._loop)
         attempt.add_done_callback(lambda _: begun or self._start(job, again=True))
         return attempt
 
@@ -335,12 +330,6 @@ class AsyncioPool(FixedSlots):
                     await self._return(following)
                 self.give_back_slot()
 
-    def _stopper(self, attempt: "asyncio.Future[Any]") -> Callable[[], None]:
-        """How the cancel watch (another thread) stops an attempt: cancel it on the loop."""
-        def stop() -> None:
-            self._loop.call_soon_threadsafe(attempt.cancel)
-        return stop
-
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
         """Run ``step`` in a recording thread; its result.
 
@@ -382,8 +371,8 @@ class AsyncioPool(FixedSlots):
         """In a recording thread: ``error`` (ours) dead-letters the attempt; None (a
         task's code cancelled it) fails it by its task's options. Its slot's next job."""
         found = None if error else self._runner.resolve(job)  # (dead-lettered if none)
-        if error is not None:
-            self._recorder.bury(job, None, error, "internal error while handling it")
+        if error is not None:  # named by its message, unless that cannot be read
+            self._recorder.bury(job, decoded(job), error, "internal error while handling it")
         elif found is not None:
             (message, task), observer = found, self._runner.observer
             observer.ending(message)
@@ -433,7 +422,7 @@ class AsyncioPool(FixedSlots):
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
                 if is_async:
-                    inner = asyncio.ensure_future(limited(
+                    inner = spawn(limited(
                         contained(task.func(*args, **kwargs)), limit, task.name,
                         task.options.soft_timeout))
                     self._holders[inner] = held
@@ -441,8 +430,10 @@ class AsyncioPool(FixedSlots):
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
                                              *args, **kwargs)
-                    inner = self._loop.run_in_executor(None, call)
-            if is_async and not board.set_stopper(job.task_id, self._stopper(inner)):
+                    inner = self._loop.run_in_executor(self._calls, call)
+            # the cancel watch (another thread) stops an attempt: cancelled on the loop
+            if is_async and not board.set_stopper(job.task_id, functools.partial(
+                    self._loop.call_soon_threadsafe, inner.cancel)):
                 inner.cancel()  # the request came in as it started
             try:
                 value = await asyncio.shield(inner)
