@@ -72,6 +72,27 @@ def shown_value(value: Any, most: int = VALUE_SHOWN_MOST) -> str:
     return shown if len(shown) <= most else shown[:most - 3] + "..."
 
 
+def nests_past(value: Any, most: int) -> bool:
+    """Whether ``value`` (read from Redis: lists, tuples, dicts and scalars) nests
+    containers more than ``most`` levels deep, walked without recursion. A reader that
+    shows such a value whole (``repr``, ``json.dumps``, a template) would raise
+    RecursionError: it shows ``shown_value`` of it instead."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            parts: Any = [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            parts = item
+        else:
+            continue
+        if depth > most:
+            return True
+        pending.extend((part, depth + 1) for part in parts
+                       if isinstance(part, (dict, list, tuple)))
+    return False
+
+
 def encodable(value: str) -> str:
     """``value`` with each lone surrogate (half of a UTF-16 pair, which UTF-8 cannot
     carry) as its backslash escape, every other character as it is: text that can
@@ -287,5 +308,6 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
 
 
 __all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
-           "log_error", "logged_trace", "printable", "readable", "shown_id", "shown_name",
+           "log_error", "logged_trace", "nests_past", "printable", "readable", "shown_id",
+           "shown_name",
            "shown_value", "typed_back"]
