@@ -6,11 +6,9 @@ as a bounded ``repr`` with a note saying it is nested too deep to show whole
 than failing with RecursionError (exit 4, a 500)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import time
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict
 
 import msgpack  # type: ignore[import-untyped]
 import pytest
@@ -18,11 +16,9 @@ import redis
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
-from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
-from tests.apps.foreign import build
+from tests.integration.test_foreign_scores_shown import app, cli  # noqa: F401  # fixture
 from tests.support.pages import get
-from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -30,24 +26,6 @@ APP = "tests.apps.foreign"
 KEYS = queue_keys("foreign", "other")
 DEEP = b"\x91" * 1000 + b"\x90"  # [[[...[]...]]], a thousand levels
 DEEP_MAP = b"\x81\xa1k" * 1000 + b"\x80"  # {"k": {"k": ... {}}}
-
-
-@pytest.fixture
-def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
-        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    """tests.apps.foreign on the suite's redis-server (emptied), its queue known."""
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    made.broker.queues.register_queues(["other"])
-    yield made
-    made.close()
-
-
-def cli(*argv: str) -> Tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue() + err.getvalue()
 
 
 def _outcome(value: bytes, extra: bytes, status: str = "succeeded") -> bytes:
@@ -69,7 +47,8 @@ PLANTS = {
 
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_a_result_nested_deep_is_shown_bounded(
-        app: Minitask, admin: "redis.Redis[bytes]", plant: str) -> None:
+        app: Minitask, admin: "redis.Redis[bytes]",  # noqa: F811 (the fixture imported)
+        plant: str) -> None:
     task_id = "deep0000000000000000001"
     admin.rpush(KEYS.result(task_id), _outcome(*PLANTS[plant]))
     code, said = cli("inspect", "-A", APP, "--id", task_id)
@@ -90,7 +69,7 @@ def test_a_result_nested_deep_is_shown_bounded(
 
 
 def test_a_retry_note_and_a_dead_letter_nested_deep_are_shown_bounded(
-        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:  # noqa: F811 (imported)
     retrying = app.tasks["mark"].apply_in(600, "r")
     dead = app.tasks["mark"].apply_in(600, "d")
     admin.hset(KEYS.retrying, retrying.id, _outcome(DEEP, b"\x81\xa1x" + DEEP, "failed"))

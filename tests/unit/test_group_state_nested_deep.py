@@ -13,11 +13,11 @@ import msgpack  # type: ignore[import-untyped]
 import pytest
 import redis
 
-from minitask import Minitask, TaskFailed
+from minitask import Minitask
 from minitask.errors import DecodeError
 from minitask.stores.workflow_reads import Failure, frame_of
 from minitask.wire.message import Message
-from tests.support.chords import sent_chord
+from tests.support.chords import body_ended, sent_chord
 
 DEEP = b"\x91" * 1000 + b"\x90"  # [[[...[]...]]], a thousand levels
 PLANTS: Dict[str, Dict[str, bytes]] = {
@@ -34,17 +34,8 @@ def test_a_group_state_field_nested_deep_ends_the_body_naming_the_key(
         plant: str) -> None:
     app, seen, handle, group_key = sent_chord(make_app, redis_client)
     redis_client.hset(group_key, mapping=PLANTS[plant])  # type: ignore[arg-type]
-    worker = app.worker(burst=True)
-    for _ in range(20):
-        if not worker.run_once():
-            break
-    assert seen == []
-    assert handle.status() == "cancelled"
-    with pytest.raises(TaskFailed, match="the group cannot complete"):
-        handle.get(timeout=0)
-    dead = app.dead_letters()
-    assert dead, "the member that met it is dead-lettered, saying why"
-    messages = [letter.message for letter in dead]
+    messages = body_ended(app, seen, handle)
+    assert messages, "the member that met it is dead-lettered, saying why"
     assert any("not what minitask writes" in message and group_key.decode() in message
                and "RecursionError" not in message and "(undecodable)" not in message
                for message in messages), messages
