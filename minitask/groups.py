@@ -10,9 +10,11 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
 
+from .broker.keys import check_name
 from .errors import ConfigurationError, DecodeError, ResultTimeout
 from .handle import StepHandle, TaskHandle, check_timeout, status_of
 from .options import check_task_id
+from .printable import printable, shown_value
 from .wire.message import to_ms
 
 if TYPE_CHECKING:
@@ -86,9 +88,22 @@ class GroupHandle:
         Raises:
             BrokerError: Redis could not be reached.
         """
-        return dict(Counter(self._member_statuses()))
+        groups: List[GroupHandle] = []  # this one and those nested in it, outer first
+        pending = [self]
+        while pending:  # walked without recursion: nested as deep as a record may be
+            group = pending.pop()
+            groups.append(group)
+            pending.extend(handle for handle in group.handles
+                           if isinstance(handle, GroupHandle))
+        overall: Dict[int, str] = {}
+        counts: Dict[str, int] = {}
+        for group in reversed(groups):  # inner groups first: an outer one reads theirs
+            counts = dict(Counter(group._member_statuses(overall)))
+            overall[id(group)] = _overall(counts)
+        return counts
 
-    def _member_statuses(self) -> List[str]:
+    def _member_statuses(self, overall: Dict[int, str]) -> List[str]:
+        """Each member's status; ``overall``: that of each group nested in this one."""
         store = self._sender.broker().results
         tasks = [final for final in self._finals if final is not None]
         read = dict(zip(tasks, (status_of(*state) for state in store.states(tasks))))
@@ -99,7 +114,7 @@ class GroupHandle:
         statuses = []
         for handle, entry, final in zip(self.handles, self._entries, self._finals):
             if isinstance(handle, GroupHandle):
-                statuses.append(_overall(handle.status()))
+                statuses.append(overall[id(handle)])
             elif final is not None and read[final] == "unknown" and entry in read:
                 statuses.append("running" if read[entry] == "succeeded" else read[entry])
             elif final is not None:
@@ -176,8 +191,8 @@ def rebuild(group_id: str, record: Any, sender: Sender, result_ttl_ms: int,
     finals: List[Optional[Tuple[str, str]]] = []
     for member in record["g"]:
         if isinstance(member, dict) and "g" in member:
-            handles.append(rebuild(str(member.get("id")), member, sender, result_ttl_ms,
-                                   async_broker))
+            handles.append(rebuild(_nested_id(member, group_id), member, sender,
+                                   result_ttl_ms, async_broker))
             entries.append(None)
             finals.append(None)
             continue
@@ -192,6 +207,16 @@ def rebuild(group_id: str, record: Any, sender: Sender, result_ttl_ms: int,
     return GroupHandle(group_id, handles, entries, finals, sender)
 
 
+def _nested_id(member: Dict[str, Any], group_id: str) -> str:
+    """The id of a group nested in group ``group_id``, as its record holds it."""
+    where = f"group {group_id!r}: its handle record is not one minitask wrote"
+    try:
+        return check_task_id(member.get("id"), where, "group id", "no group can have it")
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where} (a nested group: {printable(str(exc))[-300:]})"
+                                 ) from None
+
+
 def _pair(member: Any, name: str, group_id: str) -> Optional[Tuple[str, str]]:
     value = member.get(name) if isinstance(member, dict) else None
     if value is None:
@@ -199,7 +224,14 @@ def _pair(member: Any, name: str, group_id: str) -> Optional[Tuple[str, str]]:
     if (not isinstance(value, list) or len(value) != 2
             or not all(isinstance(part, str) for part in value)):
         raise ConfigurationError(f"group {group_id!r}: its handle record is not one "
-                                 f"minitask wrote (member {member!r})")
+                                 f"minitask wrote (member {shown_value(member)})")
+    where = f"group {group_id!r}: its handle record is not one minitask wrote"
+    try:
+        check_name("queue", value[0])
+        check_task_id(value[1], where, fix="no task can have it")
+    except ValueError as exc:  # ConfigurationError is one too
+        raise ConfigurationError(f"{where} (member {shown_value(member)}: "
+                                 f"{printable(str(exc))})") from None
     return value[0], value[1]
 
 

@@ -6,6 +6,7 @@ import base64
 import inspect
 import math
 import os
+import reprlib
 import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
@@ -84,7 +85,8 @@ def check_soft_timeout(soft: Optional[float], hard: Optional[float], where: str)
 def check_text(value: Any, what: str, where: str, fix: str = "use printable characters") -> str:
     """A task name or task id: a non-empty str that cannot forge a log line."""
     if not isinstance(value, str) or not value:
-        raise ConfigurationError(f"{where}: {what} must be a non-empty str, got {value!r}")
+        raise ConfigurationError(f"{where}: {what} must be a non-empty str, got "
+                                 f"{reprlib.repr(value)}")  # read from Redis, maybe
     char = unprintable(value)
     if char is not None:
         raise ConfigurationError(f"{where}: {what} {value!r} holds {describe_char(char)}, a "

@@ -10,6 +10,7 @@ is, and nothing else can reach the reader unescaped.
 from __future__ import annotations
 
 import logging
+import reprlib
 import traceback
 from typing import Any, Dict, Iterator, List, Optional, Set
 
@@ -46,6 +47,50 @@ def printable(value: Any, *, keep_newlines: bool = False) -> str:
         char if (char.isprintable() and char not in _MOVING)
         or (keep_newlines and char == "\n") else _escaped(char)
         for char in shown)
+
+
+#: How ``shown_value`` shows a value read from Redis: a few levels, items and characters
+#: of it. A planted value may be nested a thousand levels deep (``repr`` of it raises
+#: RecursionError) or hold megabytes.
+_BOUNDED = reprlib.Repr()
+_BOUNDED.maxlevel = 4
+_BOUNDED.maxstring = _BOUNDED.maxother = _BOUNDED.maxlong = 80
+#: The most characters of a value read from Redis that a message shows.
+VALUE_SHOWN_MOST = 100
+
+
+def shown_value(value: Any, most: int = VALUE_SHOWN_MOST) -> str:
+    """``repr(value)`` of a value read from Redis, bounded (a few levels deep, long
+    strings and containers cut short, at most ``most`` characters) and escaped
+    (``printable``): the one way such a value reaches an error message or a page. It
+    never raises, however deep or large the value."""
+    try:
+        shown = _BOUNDED.repr(value)
+    except Exception:  # an extension type's own repr, whatever it raises
+        shown = f"<a {type(value).__name__} that cannot be shown>"
+    shown = printable(shown)
+    return shown if len(shown) <= most else shown[:most - 3] + "..."
+
+
+def nests_past(value: Any, most: int) -> bool:
+    """Whether ``value`` (read from Redis: lists, tuples, dicts and scalars) nests
+    containers more than ``most`` levels deep, walked without recursion. A reader that
+    shows such a value whole (``repr``, ``json.dumps``, a template) would raise
+    RecursionError: it shows ``shown_value`` of it instead."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            parts: Any = [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            parts = item
+        else:
+            continue
+        if depth > most:
+            return True
+        pending.extend((part, depth + 1) for part in parts
+                       if isinstance(part, (dict, list, tuple)))
+    return False
 
 
 def encodable(value: str) -> str:
@@ -263,5 +308,6 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
 
 
 __all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
-           "log_error", "logged_trace", "printable", "readable", "shown_id", "shown_name",
-           "typed_back"]
+           "log_error", "logged_trace", "nests_past", "printable", "readable", "shown_id",
+           "shown_name",
+           "shown_value", "typed_back"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import DecodeError
-from ..printable import typed_back
+from ..printable import printable, shown_id, typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
 from ..stores.dead import DeadHead
@@ -170,6 +170,11 @@ REQUEUED, NOT_DEAD, NO_MESSAGE = "requeued", "no dead letter has the id", (
 #: is gone (``NO_MESSAGE``), it stays, for ``dead show`` and purge.
 UNDECODABLE = ("its message cannot be decoded ({why}): a worker would dead-letter it again; "
                "purge it")
+#: Why a dead letter whose message names another task id is not requeued (probe 18): a
+#: worker would run it, and record its outcome, under that other id; it stays, for
+#: ``dead show`` and purge.
+OTHER_ID = ("its message names another task id ({other}), not the letter's ({own}): no "
+            "minitask wrote it; purge it")
 #: What the decoder says of a message of a newer envelope version (wire/serializer.py
 #: ``_unpack``): one is requeued as it is, for a worker of that newer minitask.
 _NEWER = "written by a newer minitask"
@@ -190,6 +195,9 @@ def revive_dead(app: Operated, queue: str, task_id: str) -> str:
         if stored is not None and _NEWER not in str(exc):
             return UNDECODABLE.format(why=_cut(str(exc)))
     else:
+        if message.id != task_id:
+            return OTHER_ID.format(other=printable(shown_id(message.id)),
+                                   own=printable(shown_id(task_id)))
         priority = message.priority
         body = encode_message(dataclasses.replace(
             message, enqueued_at_ms=app.clock.now_ms(), eta_ms=None, attempt=1))

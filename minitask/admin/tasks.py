@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..errors import DecodeError
-from ..printable import printable
+from ..printable import nests_past, printable, shown_value
 from ..stores.results import decode_result, unreadable_why
 from ..wire.message import MAX_MS, Progress, to_seconds
-from ..wire.serializer import decode_message, decode_outcome
+from ..wire.serializer import MAX_DEPTH, decode_message, decode_outcome
 from .activity import hides_args, lease_too_far
 from .operated import Operated, lookup_queues
 
@@ -120,7 +120,13 @@ def inspect(app: Operated, task_id: str,
             if not 0 <= finished <= MAX_MS:  # no minitask wrote it: said, not raised
                 fields["note"] = _also(fields["note"], f"the outcome's time (finished_at_ms "
                                        f"{finished}) is no time minitask writes")
-            fields.update(value=outcome.value, exc_type=outcome.exc_type,
+            value = outcome.value
+            if nests_past(value, MAX_DEPTH):  # repr, JSON, a page: each would raise
+                value = shown_value(value, 200)
+                fields["note"] = _also(fields["note"], f"the value is nested more than "
+                                       f"{MAX_DEPTH} levels deep, deeper than minitask "
+                                       f"sends: shown cut short")
+            fields.update(value=value, exc_type=outcome.exc_type,
                           message=outcome.message, traceback=outcome.traceback,
                           reason=outcome.reason,
                           finished_at=_utc(finished) if 0 <= finished <= MAX_MS else None)

@@ -152,9 +152,11 @@ class DeadLetterStore(Store):
         """The ids of the oldest ``limit`` dead letters after the first ``start``, as
         Redis holds them (one that is not UTF-8, which no minitask wrote, is purged all
         the same)."""
-        with self.transport.errors(f"list dead letters of queue {queue!r}"):
+        key = self.keys(queue).dead
+        with self.transport.errors(f"list dead letters of queue {queue!r} (key "
+                                   f"{printable(key)})"):
             raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
-                self.keys(queue).dead, start, start + limit - 1)
+                key, start, start + limit - 1)
         return raw
 
     def find(self, queues: Sequence[str],

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..broker.keys import check_name
 from ..errors import DecodeError
-from ..printable import printable
+from ..printable import printable, shown_value
 from ..wire.message import MAX_ID_BYTES, MAX_MS, Message
 from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored, raise_refusals, text_of
@@ -38,10 +38,11 @@ class Failure:
     @classmethod
     def unpacked(cls, data: bytes) -> "Failure":
         fields = unpack_data(data, "a workflow failure")
-        if not isinstance(fields, list) or len(fields) != 5:  # not minitask's: say so
+        if not isinstance(fields, list) or len(fields) != 5 or not all(
+                isinstance(part, str) for part in fields):  # not minitask's: say so
             raise DecodeError(f"a workflow failure is not what minitask writes: "
-                              f"{printable(repr(fields))[:100]}")
-        return cls(*[str(part) for part in fields])
+                              f"{shown_value(fields)}")
+        return cls(*fields)
 
 
 def frame_of(message: Message) -> Optional[Dict[str, Any]]:
@@ -74,7 +75,7 @@ _NODE_KINDS = ("t", "c", "g", "h")
 
 
 def _shown(value: Any) -> str:
-    return printable(repr(value))[:100]
+    return shown_value(value)
 
 
 def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:

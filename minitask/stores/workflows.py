@@ -40,7 +40,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import ConfigurationError, DecodeError, EncodeError, MessageTooLarge
 from ..limits import group_name
-from ..printable import printable
+from ..printable import printable, shown_value
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
@@ -312,7 +312,7 @@ class WorkflowStore(WorkflowReads):
         if problem is None and (node is None or isinstance(node, dict) and node.get(
                 "k") == "join" and all(isinstance(node.get(field), str) for field in ("q", "id"))):
             return follow
-        shown = f"a step {problem}" if problem else printable(repr(node))[:100]
+        shown = f"a step {problem}" if problem else shown_value(node)
         raise DecodeError(f"what follows group {join['id']} is not what minitask writes "
                           f"there: {shown}")
 

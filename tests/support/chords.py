@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
+import pytest
 import redis
 
-from minitask import Minitask, chord
+from minitask import Minitask, TaskFailed, chord
 
 
 def sent_chord(make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]"
@@ -26,3 +27,19 @@ def sent_chord(make_app: Callable[..., Minitask], redis_client: "redis.Redis[byt
     handle = chord([add.s(1, 1), add.s(2, 2)], total.s()).delay()
     group_key = [key for key in redis_client.keys("*group*") if b"results" not in key][0]
     return app, seen, handle, group_key
+
+
+def body_ended(app: Minitask, seen: List[int], handle: Any,
+               match: str = "the group cannot complete") -> List[str]:
+    """Run the sent chord's members in a burst worker; check its body never ran and
+    ended cancelled, its error matching ``match``; the messages of the dead letters
+    that say why."""
+    worker = app.worker(burst=True)
+    for _ in range(20):
+        if not worker.run_once():
+            break
+    assert seen == []
+    assert handle.status() == "cancelled"
+    with pytest.raises(TaskFailed, match=match):
+        handle.get(timeout=0)
+    return [letter.message for letter in app.dead_letters()]
