@@ -1,7 +1,7 @@
 """A chord sent and not yet run, for tests that damage its group's state."""
 from __future__ import annotations
 
-from typing import Any, Callable, List, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 import pytest
 import redis
@@ -43,3 +43,18 @@ def body_ended(app: Minitask, seen: List[int], handle: Any,
     with pytest.raises(TaskFailed, match=match):
         handle.get(timeout=0)
     return [letter.message for letter in app.dead_letters()]
+
+
+def planted_state_ends_body(make_app: Callable[..., Minitask],
+                            redis_client: "redis.Redis[bytes]",
+                            fields: Dict[str, bytes]) -> Tuple[List[str], bytes]:
+    """Send a chord, plant ``fields`` in its group's state, run it (``body_ended``):
+    the dead letters' messages, which must say the state is not minitask's, never
+    "(undecodable)", and the group's key."""
+    app, seen, handle, group_key = sent_chord(make_app, redis_client)
+    redis_client.hset(group_key, mapping=fields)  # type: ignore[arg-type]
+    messages = body_ended(app, seen, handle)
+    assert messages, "the member that met it is dead-lettered, saying why"
+    assert any("not what minitask writes" in message and "(undecodable)" not in message
+               for message in messages), messages
+    return messages, group_key

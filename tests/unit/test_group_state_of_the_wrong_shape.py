@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from minitask import Minitask
-from tests.support.chords import body_ended, sent_chord
+from tests.support.chords import planted_state_ends_body
 
 PLANTS: Dict[str, Dict[str, bytes]] = {
     "next a list": {"next": b"\x93\x01\x02\x03"},
@@ -26,9 +26,4 @@ PLANTS: Dict[str, Dict[str, bytes]] = {
 def test_a_group_state_field_of_the_wrong_shape_ends_the_body_naming_the_group(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         plant: str) -> None:
-    app, seen, handle, group_key = sent_chord(make_app, redis_client)
-    redis_client.hset(group_key, mapping=PLANTS[plant])  # type: ignore[arg-type]
-    messages = body_ended(app, seen, handle)
-    assert messages, "the member that met it is dead-lettered, saying why"
-    assert any("not what minitask writes" in message and "(undecodable)" not in message
-               for message in messages), messages
+    planted_state_ends_body(make_app, redis_client, PLANTS[plant])
