@@ -256,14 +256,23 @@ class AsyncioPool(FixedSlots):
 
     def _start(self, job: Job, again: bool = False) -> "asyncio.Task[None]":
         """On the loop: run ``job`` in a task of its own, in its slot; again if a task's
-        code cancels that task before its first step (none of ``_run`` ran then)."""
+        code cancels that task before its first step (none of ``_run`` ran then), or,
+        the grace over (its lease may be given back already), back to its queue."""
         if again:
             logger.error("task %s: a task's code cancelled its attempt's asyncio task "
                          "before it began; it begins again", job.task_id)
         begun: List[bool] = []  # not the loop's create_task: see spawn
         attempt = asyncio.Task(self._run(job, begun), loop=self._loop)
-        attempt.add_done_callback(lambda _: begun or self._start(job, again=True))
+        attempt.add_done_callback(lambda _: begun or (
+            asyncio.Task(self._hand_back(job), loop=self._loop) if self._shutting_down
+            else self._start(job, again=True)))
         return attempt
+
+    async def _hand_back(self, job: Job) -> None:
+        try:
+            await self._return(job)
+        finally:
+            self.give_back_slot()
 
     def on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run ``coro`` on the loop, before any task (the worker_process_init hooks)."""
