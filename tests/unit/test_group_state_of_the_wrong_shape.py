@@ -26,4 +26,7 @@ PLANTS: Dict[str, Dict[str, bytes]] = {
 def test_a_group_state_field_of_the_wrong_shape_ends_the_body_naming_the_group(
         make_app: Callable[..., Minitask], redis_client: "redis.Redis[bytes]",
         plant: str) -> None:
-    planted_state_ends_body(make_app, redis_client, PLANTS[plant])
+    messages, _ = planted_state_ends_body(make_app, redis_client, PLANTS[plant])
+    assert messages, "the member that met it is dead-lettered, saying why"
+    assert any("not what minitask writes" in message and "(undecodable)" not in message
+               for message in messages), messages
