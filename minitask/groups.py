@@ -221,11 +221,10 @@ def _pair(member: Any, name: str, group_id: str) -> Optional[Tuple[str, str]]:
     value = member.get(name) if isinstance(member, dict) else None
     if value is None:
         return None
+    where = f"group {group_id!r}: its handle record is not one minitask wrote"
     if (not isinstance(value, list) or len(value) != 2
             or not all(isinstance(part, str) for part in value)):
-        raise ConfigurationError(f"group {group_id!r}: its handle record is not one "
-                                 f"minitask wrote (member {shown_value(member)})")
-    where = f"group {group_id!r}: its handle record is not one minitask wrote"
+        raise ConfigurationError(f"{where} (member {shown_value(member)})")
     try:
         check_name("queue", value[0])
         check_task_id(value[1], where, fix="no task can have it")

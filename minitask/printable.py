@@ -309,5 +309,4 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
 
 __all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
            "log_error", "logged_trace", "nests_past", "printable", "readable", "shown_id",
-           "shown_name",
-           "shown_value", "typed_back"]
+           "shown_name", "shown_value", "typed_back"]
