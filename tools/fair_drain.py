@@ -10,9 +10,11 @@ tests.apps.fair``, the same options each time):
 
 Each drain is timed from the worker's first task taken to the queue empty, and
 Redis's own time in commands (``INFO commandstats``, this script's polling left
-out), its commands, and the CPU time of the redis-server process (``INFO cpu``:
-user and system, the polling included) are read before and after: counts and CPU
-time a task, which the machine's load does not change as it changes rates.
+out), its commands, the CPU time of the redis-server process (``INFO cpu``:
+user and system, the polling included) and that of the worker process and its
+pool's children (``/proc``, Linux) are read before and after: counts and CPU
+time a task, which the machine's load does not change as it changes rates (on
+a machine of two cores, Redis's CPU and the worker's share them).
 Prints each drain, then the medians and each grouped median as a share of the
 ungrouped one.
 
@@ -60,6 +62,32 @@ def redis_cpu(client: "object") -> float:
     return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])
 
 
+def tree_cpu(pid: int) -> float:
+    """Seconds of CPU (user and system) process ``pid`` and its live descendants have
+    used, read from ``/proc`` (0 where it is not there: not Linux)."""
+    try:
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    text = Path(f"/proc/{entry}/stat").read_text()
+                except OSError:
+                    continue  # ended meanwhile
+                fields = text[text.rindex(")") + 2:].split()  # after the command's name
+                stats[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    except OSError:
+        return 0.0
+    ticks, found, pending = 0, set(), [pid]
+    while pending:
+        current = pending.pop()
+        if current in found or current not in stats:
+            continue
+        found.add(current)
+        ticks += stats[current][1]
+        pending.extend(child for child, (parent, _) in stats.items() if parent == current)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def fill(url: str, mode: str, tasks: int) -> None:
     os.environ["MINITASK_BROKER_URL"] = url
     from tests.apps import fair
@@ -91,6 +119,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
         start = time.perf_counter()
         redis_before = script_time(client)
         cpu_before = redis_cpu(client)
+        worker_before = tree_cpu(worker.pid)
         deadline = time.monotonic() + max(600.0, tasks / 50)
         while client.hlen(messages):
             if time.monotonic() > deadline:
@@ -99,6 +128,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
         elapsed = time.perf_counter() - start
         redis_after = script_time(client)
         cpu_after = redis_cpu(client)
+        worker_after = tree_cpu(worker.pid)
     finally:
         worker.terminate()
         worker.wait(timeout=60)
@@ -114,6 +144,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
             "redis_us_per_task": spent / tasks,
             "redis_calls_per_task": (redis_after[1] - redis_before[1]) / tasks,
             "redis_cpu_us_per_task": (cpu_after - cpu_before) * 1e6 / tasks,
+            "worker_cpu_us_per_task": (worker_after - worker_before) * 1e6 / tasks,
             "group_keys_left": float(len(left))}
 
 
@@ -148,21 +179,25 @@ def main() -> None:
                           f"({result['seconds']:.1f} s), Redis "
                           f"{result['redis_us_per_task']:.1f} us/task in "
                           f"{result['redis_calls_per_task']:.2f} calls, CPU "
-                          f"{result['redis_cpu_us_per_task']:.1f} us/task, group keys left "
+                          f"{result['redis_cpu_us_per_task']:.1f} us/task, worker CPU "
+                          f"{result['worker_cpu_us_per_task']:.1f} us/task, group keys left "
                           f"{result['group_keys_left']:.0f}, load {os.getloadavg()[0]:.2f}",
                           flush=True)
         finally:
             server.stop()
     base = statistics.median(r["rate"] for r in results[modes[0]])
     cpu_base = statistics.median(r["redis_cpu_us_per_task"] for r in results[modes[0]])
+    worker_base = statistics.median(r["worker_cpu_us_per_task"] for r in results[modes[0]])
     for mode in modes:
         rate = statistics.median(r["rate"] for r in results[mode])
         script = statistics.median(r["redis_us_per_task"] for r in results[mode])
         calls = statistics.median(r["redis_calls_per_task"] for r in results[mode])
         cpu = statistics.median(r["redis_cpu_us_per_task"] for r in results[mode])
+        worker = statistics.median(r["worker_cpu_us_per_task"] for r in results[mode])
         print(f"median {mode:14} {rate:8.0f} tasks/s = {rate / base:.2f} x {modes[0]}; "
               f"Redis {script:.1f} us/task in {calls:.2f} calls, CPU {cpu:.1f} us/task "
-              f"= {cpu / cpu_base:.2f} x {modes[0]}")
+              f"= {cpu / cpu_base:.2f} x {modes[0]}; worker CPU {worker:.1f} us/task"
+              + (f" = {worker / worker_base:.2f} x {modes[0]}" if worker_base else ""))
 
 
 if __name__ == "__main__":
