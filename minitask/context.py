@@ -10,7 +10,7 @@ import re
 from typing import Callable, Optional
 
 from .errors import ConfigurationError
-from .wire.message import Message, quick_init, to_seconds
+from .wire.message import Message, quick_init
 
 #: Takes a progress report: (current, total, message); the worker coalesces writes.
 Report = Callable[[float, Optional[float], Optional[str]], None]
@@ -129,8 +129,13 @@ class TaskContext:
 _current: ContextVar[Optional[TaskContext]] = ContextVar("minitask_current_task", default=None)
 
 
+_UTC = _dt.timezone.utc
+_from_timestamp = _dt.datetime.fromtimestamp
+
+
 def _utc(ms: int) -> _dt.datetime:
-    return _dt.datetime.fromtimestamp(to_seconds(ms), tz=_dt.timezone.utc)
+    """``ms`` as an aware UTC datetime (twice an attempt: no call nor keyword spared)."""
+    return _from_timestamp(ms / 1000.0, _UTC)
 
 
 def current_task() -> Optional[TaskContext]:

@@ -59,15 +59,20 @@ class ProgressWriter:
         self._reported = False
 
     def reporter(self, message: Message) -> Report:
-        """What ``set_progress`` of this attempt calls."""
-        task = self._host.tasks.get(message.task)
-        ttl_ms = to_ms(task.options.result_ttl if task is not None else self._host.result_ttl)
-        key = (message.queue, message.id)
-        clock = self._host.clock
+        """What ``set_progress`` of this attempt calls (made for every attempt, used by
+        few: what only a report needs is worked out at the report)."""
+        host = self._host
         lock = self._lock
+        found: List[int] = []  # the result's ttl, once a report needs it
 
         def report(current: float, total: Optional[float], note: Optional[str]) -> None:
-            noted = (message.queue, message.id, current, total, note, clock.now_ms(), ttl_ms)
+            if not found:
+                task = host.tasks.get(message.task)
+                found.append(to_ms(task.options.result_ttl if task is not None
+                                   else host.result_ttl))
+            noted = (message.queue, message.id, current, total, note, host.clock.now_ms(),
+                     found[0])
+            key = (message.queue, message.id)
             self._reported = True
             with lock:
                 self._pending[key] = noted

@@ -14,7 +14,10 @@ class FixedSlots:
         self._size = size
         self._busy = 0
         self._finished = 0
-        self._idle = threading.Condition()
+        # a plain lock under the condition: ``ran_one`` (every task) takes it directly,
+        # with no Python-level enter and exit of the condition's own
+        self._slots_lock = threading.Lock()
+        self._idle = threading.Condition(self._slots_lock)
         self._on_free = on_free
 
     def wait_for_slot(self, stop: threading.Event) -> bool:
@@ -39,13 +42,13 @@ class FixedSlots:
     def ran_one(self) -> None:
         """A job ran to its end; its slot stays taken (its thread goes on with another).
         Nobody waiting for a slot or for idleness is woken: neither came."""
-        with self._idle:
+        with self._slots_lock:
             self._finished += 1
 
     @property
     def finished(self) -> int:
         """Jobs run to the end so far: a change means new work may have been scheduled."""
-        with self._idle:
+        with self._slots_lock:
             return self._finished
 
     def wait_idle(self, timeout: Optional[float] = None) -> bool:
