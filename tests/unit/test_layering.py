@@ -241,7 +241,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.pools.slots": frozenset(),
     "worker.pools.processes": frozenset({"errors", "hooks", "wire.message", "worker.pools.job",
                                          "worker.pools.recycling", "worker.signals"}),
-    "worker.pools.recording": frozenset(),
+    "worker.pools.recording": frozenset({"printable"}),
     "worker.pools.recycling": frozenset({"errors"}),
     "worker.pools.threads": frozenset({"printable", "worker.pools.job", "worker.pools.slots"}),
     "worker.pools.watchdog": frozenset(),

@@ -102,6 +102,8 @@ class AsyncioPool(FixedSlots):
         self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
+        #: Whether each task's function is an ``async def`` one, by task name.
+        self._coroutine_functions: Dict[str, bool] = {}
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
@@ -299,7 +301,10 @@ class AsyncioPool(FixedSlots):
             return None
         args, kwargs = arguments
         board = self._runner.cancels
-        is_async = inspect.iscoroutinefunction(task.func)
+        is_async = self._coroutine_functions.get(task.name)
+        if is_async is None:  # (inspect's look-up costs more than the dict's)
+            is_async = self._coroutine_functions[task.name] = inspect.iscoroutinefunction(
+                task.func)
         cancel = board.enter(job.task_id)
         outer = asyncio.current_task()
         assert outer is not None  # always inside a task on the loop
@@ -322,9 +327,10 @@ class AsyncioPool(FixedSlots):
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
                 if is_async:
-                    inner = spawn(limited(
-                        contained(task.func(*args, **kwargs)), limit, task.name,
-                        task.options.soft_timeout))
+                    soft = task.options.soft_timeout
+                    coro = contained(task.func(*args, **kwargs))
+                    inner = spawn(coro if limit is None and soft is None else
+                                  limited(coro, limit, task.name, soft))
                     self._holders[inner] = held
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,

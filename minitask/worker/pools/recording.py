@@ -14,6 +14,8 @@ import queue as _queue
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
+from ...printable import log_error
+
 logger = logging.getLogger(__name__)
 
 
@@ -73,6 +75,10 @@ class RecordingThreads:
         self._loop = loop
         self._steps: "_queue.SimpleQueue[Optional[_Step]]" = _queue.SimpleQueue()
         self._closed = False
+        #: Ends of steps not taken by the loop yet; whether it was called to take them.
+        self._answers: List[Tuple[Handed, Any, Optional[BaseException]]] = []
+        self._called = False
+        self._answering = threading.Lock()
         self._threads: List[threading.Thread] = [
             threading.Thread(target=self._serve, name=f"minitask-record-{index}", daemon=True)
             for index in range(size)]
@@ -111,10 +117,29 @@ class RecordingThreads:
                 self._answer(ends, result, None)
 
     def _answer(self, ends: Handed, result: Any, error: Optional[BaseException]) -> None:
+        """Hand a step's end to the loop: steps that end while the loop has yet to take
+        the ends before them go with those, one wake-up of the loop for all."""
+        with self._answering:
+            self._answers.append((ends, result, error))
+            if self._called:  # a delivery is on its way to the loop: it takes this one
+                return
+            self._called = True
         try:
-            self._loop.call_soon_threadsafe(settle_with, ends, result, error)
+            self._loop.call_soon_threadsafe(self._deliver)
         except RuntimeError:  # the loop is closed: nothing awaits any more; the step ran
             logger.debug("a recording step ended after the asyncio pool's loop closed")
+
+    def _deliver(self) -> None:
+        """On the loop: the ends of the steps that came since the last delivery."""
+        with self._answering:
+            answers, self._answers = self._answers, []
+            self._called = False
+        for ends, result, error in answers:
+            try:
+                settle_with(ends, result, error)
+            except BaseException as exc:  # a bug of ours: the other ends still go
+                log_error(logger, logging.ERROR, "could not hand a recording step's end "
+                          "to its attempt", error=exc)
 
     def close(self) -> None:
         """Run the steps handed in so far, then end the threads; a step handed later
