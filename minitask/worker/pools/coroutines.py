@@ -21,7 +21,6 @@ import contextvars
 import functools
 import inspect
 import logging
-import queue as _queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,12 +35,14 @@ from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle, spawn
 from ..softlimit import call_with_posting
+from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
 from .watchdog import LoopWatch
 
 logger = logging.getLogger(__name__)
 
-#: Threads that record outcomes beside the loop: a round trip each, in parallel.
+#: Most threads that record outcomes beside the loop: a round trip each, in parallel;
+#: no more than the pool has slots (each slot has one step in flight at a time).
 RECORDERS = 4
 #: Longest the pool waits for cancelled attempts to unwind once the grace is over.
 CANCEL_WAIT = 5.0
@@ -86,116 +87,6 @@ def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
         return Raised(exc)
 
 
-class Handed:
-    """A step handed to a recording thread: the future its attempt awaits, and the
-    step's end once it came (result, error). An attempt cancelled meanwhile awaits a
-    fresh future for the same end (``outlast``): the step runs on in its thread."""
-
-    __slots__ = ("future", "ended")
-
-    def __init__(self, future: "asyncio.Future[Any]") -> None:
-        self.future = future
-        self.ended: Optional[Tuple[Any, Optional[BaseException]]] = None
-
-
-#: A step for a recording thread: where its end goes, and the step.
-_Step = Tuple[Handed, Callable[[], Any]]
-
-
-def _settle_with(handed: Handed, result: Any, error: Optional[BaseException]) -> None:
-    """On the loop: a step's end, kept, and given to the future awaited for it unless
-    its awaiting attempt was cancelled meanwhile."""
-    handed.ended = (result, error)
-    future = handed.future
-    if future.done():
-        return
-    if error is None:
-        future.set_result(result)
-    elif isinstance(error, StopIteration):  # which a future refuses to carry
-        future.set_exception(RuntimeError(f"a recording step raised {error!r}"))
-    else:
-        future.set_exception(error)
-
-
-async def outlast(handed: Handed) -> Tuple[Any, Optional[BaseException]]:
-    """Wait for a step's end through any cancel (it runs on in its thread whatever its
-    awaiting attempt does); its (result, error)."""
-    while handed.ended is None:
-        handed.future = asyncio.get_running_loop().create_future()
-        try:
-            await handed.future
-        except asyncio.CancelledError:
-            continue
-        except BaseException:  # the step's own error: kept in ``ended``
-            break
-    assert handed.ended is not None  # kept before any future is settled
-    return handed.ended
-
-
-class RecordingThreads:
-    """Threads beside the loop for the steps that wait for Redis (an outcome recorded
-    with the next fetch), ``size`` at once; the loop awaits each step as a future. What
-    ``loop.run_in_executor`` does, for less: no ``concurrent.futures.Future`` (a
-    ``Condition`` each) chained to the loop's, no executor locks (a hop per task)."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
-        self._loop = loop
-        self._steps: "_queue.SimpleQueue[Optional[_Step]]" = _queue.SimpleQueue()
-        self._closed = False
-        self._threads: List[threading.Thread] = [
-            threading.Thread(target=self._serve, name=f"minitask-record-{index}", daemon=True)
-            for index in range(size)]
-        for thread in self._threads:
-            thread.start()
-
-    def run(self, step: Callable[[], Any]) -> "asyncio.Future[Any]":
-        """On the loop: hand ``step`` to a recording thread; its result, or what it
-        raised, comes back as the future's."""
-        return self.hand(step).future
-
-    def hand(self, step: Callable[[], Any]) -> Handed:
-        """``run``, with what an attempt cancelled meanwhile needs to wait for the step's
-        end (``outlast``). Once closed, the step fails at once: no thread is left to
-        run it, and its awaiting attempt must not wait for ever."""
-        handed = Handed(self._loop.create_future())
-        if self._closed:
-            _settle_with(handed, None, RuntimeError("the asyncio pool's recording threads "
-                                                    "have ended: a step came after its loop "
-                                                    "stopped"))
-            return handed
-        self._steps.put((handed, step))
-        return handed
-
-    def _serve(self) -> None:
-        while True:
-            handed = self._steps.get()
-            if handed is None:
-                return
-            ends, step = handed
-            try:
-                result = step()
-            except BaseException as exc:  # the awaiting attempt's, as an executor's would be
-                self._answer(ends, None, exc)
-            else:
-                self._answer(ends, result, None)
-
-    def _answer(self, ends: Handed, result: Any, error: Optional[BaseException]) -> None:
-        try:
-            self._loop.call_soon_threadsafe(_settle_with, ends, result, error)
-        except RuntimeError:  # the loop is closed: nothing awaits any more; the step ran
-            logger.debug("a recording step ended after the asyncio pool's loop closed")
-
-    def close(self) -> None:
-        """Run the steps handed in so far, then end the threads; a step handed later
-        fails at once. Called once the loop has stopped for good (``AsyncioPool``):
-        an attempt on a loop still running could hand a step no thread would run."""
-        self._closed = True
-        for _ in self._threads:
-            self._steps.put(None)
-        for thread in self._threads:
-            thread.join()
-
-
 class AsyncioPool(FixedSlots):
     """``size`` slots; each attempt a task on one event loop in its own thread."""
 
@@ -211,12 +102,14 @@ class AsyncioPool(FixedSlots):
         self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
+        #: Whether each task's function is an ``async def`` one, by task name.
+        self._coroutine_functions: Dict[str, bool] = {}
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
         #: Runs plain functions: not the loop's default executor, which a task may shut down
         self._calls = ThreadPoolExecutor(thread_name_prefix="minitask-asyncio-call")
-        self._recording = RecordingThreads(self._loop, RECORDERS)
+        self._recording = RecordingThreads(self._loop, max(1, min(RECORDERS, size)))
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
         self._thread.start()
@@ -408,7 +301,10 @@ class AsyncioPool(FixedSlots):
             return None
         args, kwargs = arguments
         board = self._runner.cancels
-        is_async = inspect.iscoroutinefunction(task.func)
+        is_async = self._coroutine_functions.get(task.name)
+        if is_async is None:  # (inspect's look-up costs more than the dict's)
+            is_async = self._coroutine_functions[task.name] = inspect.iscoroutinefunction(
+                task.func)
         cancel = board.enter(job.task_id)
         outer = asyncio.current_task()
         assert outer is not None  # always inside a task on the loop
@@ -431,9 +327,10 @@ class AsyncioPool(FixedSlots):
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
                 if is_async:
-                    inner = spawn(limited(
-                        contained(task.func(*args, **kwargs)), limit, task.name,
-                        task.options.soft_timeout))
+                    soft = task.options.soft_timeout
+                    coro = contained(task.func(*args, **kwargs))
+                    inner = spawn(coro if limit is None and soft is None else
+                                  limited(coro, limit, task.name, soft))
                     self._holders[inner] = held
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
