@@ -26,7 +26,7 @@ from .cancels import CancelWatch
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
-from .outages import beat_step, guarded
+from .outages import beat_step, guarded, ride_outages_quietly
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool
 from .pools.processes import ProcessPool
@@ -271,6 +271,7 @@ class Worker:
     def forked(self) -> None:
         """First thing in a forked child, before any thread of its own starts."""
         self.broker.transport.connections.forked()
+        ride_outages_quietly()  # the supervisor says each outage for the worker
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""

@@ -36,12 +36,16 @@ SAY_AGAIN_AFTER = 60.0
 class _Outage:
     """Redis away, as this process sees it: the first step to lose it says so, and the
     last to get it back; the worker's other threads (heartbeat, cancel watch, orders)
-    ride the same outage quietly, so one outage is one ERROR and one WARNING."""
+    ride the same outage quietly, so one outage is one ERROR and one WARNING. A
+    process pool's children ride it quietly too (``quiet``): their supervisor's orders
+    listener, which waits on Redis as long as the worker runs, says it for the worker."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting = 0       # steps riding it out now
         self._since = 0.0
+        #: Said at DEBUG only: this process is a child of a pool whose supervisor speaks.
+        self.quiet = False
 
     def lost(self, what: str, exc: BaseException) -> None:
         with self._lock:
@@ -49,7 +53,7 @@ class _Outage:
             self._waiting += 1
             if first:
                 self._since = time.monotonic()
-        if first:
+        if first and not self.quiet:
             logger.error("lost Redis while trying to %s: %s; retrying with backoff", what, exc)
         else:
             logger.debug("lost Redis too while trying to %s: %s", what, exc)
@@ -59,7 +63,7 @@ class _Outage:
             self._waiting -= 1
             last = self._waiting == 0
             lasted = time.monotonic() - self._since
-        if last:
+        if last and not self.quiet:
             logger.warning("Redis is back after %.1f s (%s, after %d failed tries)", lasted,
                            what, failures)
         else:
@@ -72,6 +76,11 @@ class _Outage:
 
 
 _OUTAGE = _Outage()
+
+
+def ride_outages_quietly() -> None:
+    """In a process pool's child: its supervisor says each outage for the worker."""
+    _OUTAGE.quiet = True
 
 
 class Backoff:
