@@ -1,7 +1,8 @@
 """A worker whose clock runs an hour ahead of Redis's goes by Redis's time: it takes
 no running task of a healthy worker as "lease expired" (which would run it twice),
-and starts no delayed task early. Both workers are real processes on a real
-redis-server; the fast clock is tests.apps.skewed's (``time.time`` shifted)."""
+and starts no delayed task early; one an hour behind writes leases no healthy worker
+takes. Both workers are real processes on a real redis-server; the skewed clock is
+tests.apps.skewed's (``time.time`` shifted)."""
 from __future__ import annotations
 
 import pytest
@@ -57,3 +58,29 @@ def test_a_worker_an_hour_ahead_takes_no_task_of_a_healthy_one(kit: Kit, pool: s
     assert later.status() == "scheduled", "the fast worker started a delayed task early"
     assert not kit.marks("done", "later")
     assert ahead.poll() is None and honest.poll() is None
+
+
+def test_the_task_of_a_worker_an_hour_behind_is_taken_by_no_healthy_one(kit: Kit) -> None:
+    """Its lease deadlines, written on its own clock, were an hour past on Redis's: a
+    healthy worker took back its running task at once."""
+    log = kit.logs / f"worker-{len(kit.workers)}.log"
+    env = {**kit.env(), "TEST_CLOCK_AHEAD_S": str(-AHEAD)}
+    behind = kit.processes.worker("tests.apps.skewed", "--pool", "thread", "-c", "1",
+                                  "--name", "behind", env=env, log=log)
+    kit.workers.append(behind)
+    held = kit.tasks.slow.delay("held", HELD)
+    assert kit.wait_for_marks("started", "held")[0].pid == behind.pid
+    honest = kit.worker("--pool", "thread", "-c", "2", "--name", "honest")
+    quick = [kit.tasks.record.delay(f"quick-{index}") for index in range(QUICK)]
+    for index, handle in enumerate(quick):
+        assert handle.get(timeout=DEADLINE) == f"quick-{index}"
+    ran = kit.marks_of("done", [f"quick-{index}" for index in range(QUICK)])
+    assert {mark.pid for marks in ran.values() for mark in marks} == {honest.pid}
+    assert not kit.marks("done", "held"), "the machine is too slow for this test"
+
+    assert len(kit.marks("started", "held")) == 1
+    assert held.get(timeout=DEADLINE) == "held"
+    wait_until(lambda: kit.marks("done", "held"), timeout=DEADLINE,
+               message="the held task's done marker")
+    marks = kit.marks("started", "held") + kit.marks("done", "held")
+    assert [(mark.pid, mark.delivery) for mark in marks] == [(behind.pid, 1)] * 2
