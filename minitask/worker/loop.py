@@ -26,7 +26,7 @@ from .cancels import CancelWatch
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
-from .outages import beat_step, guarded, ride_outages_quietly
+from .outages import beat_step, guarded, ride_outages_quietly, share_outages
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool
 from .pools.processes import ProcessPool
@@ -266,6 +266,7 @@ class Worker:
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Connections.forking``)."""
+        share_outages()  # (its children hear that it rides an outage, and stay quiet)
         return self.broker.transport.connections.forking()
 
     def forked(self) -> None:
