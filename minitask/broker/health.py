@@ -2,9 +2,10 @@
 this machine's clock is from Redis's, how many replicas confirm writes, and the
 longest value the server reads in a command.
 
-Delayed tasks and schedule ticks are times from producers' and workers' clocks: a
-clock far ahead of the others fires ticks early and arms the next ones late, and
-nothing fails. A ``durability`` setting with fewer replicas than it asks for makes
+Delayed tasks are times from producers' clocks: one far from Redis's starts its
+delayed tasks early or late by as much, and nothing fails. A worker measures its own
+clock's distance and goes by Redis's time (worker/redis_time.py), but says so.
+A ``durability`` setting with fewer replicas than it asks for makes
 every confirmed write wait its whole timeout. Both are only ever slow or wrong, never
 an exception, so they are checked and said out loud instead. A value longer than the
 server's ``proto-max-bulk-len`` is refused, or the connection reset while it is sent
@@ -13,30 +14,39 @@ server's ``proto-max-bulk-len`` is refused, or the connection reset while it is 
 from __future__ import annotations
 
 import time
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import redis
 
 #: A clock further than this from Redis's is worth a warning (ms).
 CLOCK_SKEW_BOUND_MS = 2_000
+#: How often a worker measures again how far its clock is from Redis's (s).
+CLOCK_REFRESH_S = 30.0
 #: Redis's default ``proto-max-bulk-len``: taken when the server cannot be asked.
 DEFAULT_BULK_LIMIT = 512 * 1024 * 1024
 
 
-def clock_skew_ms(client: Any) -> Optional[int]:
-    """How far this machine's clock is ahead of Redis's (ms; negative: behind), from one
-    TIME call timed at its middle; None when it cannot be asked (an ACL without TIME,
-    a cluster client)."""
+def clock_skew_ms(client: Any, samples: int = 1) -> Optional[int]:
+    """How far this machine's clock is ahead of Redis's (ms; negative: behind), from
+    ``samples`` TIME calls, each timed at its middle: the one with the shortest round
+    trip counts (off by at most half of it); None when it cannot be asked (an ACL
+    without TIME, a cluster client)."""
     if not isinstance(client, redis.Redis):
         return None
-    before = time.time()
-    try:
-        seconds, micros = client.time()
-    except redis.RedisError:
-        return None
-    after = time.time()
-    local_ms = (before + after) / 2 * 1000
-    return round(local_ms - (int(seconds) * 1000 + int(micros) / 1000))
+    best: Optional[Tuple[float, float]] = None  # (round trip, skew), in ms
+    for _ in range(samples):
+        before = time.time()
+        started = time.monotonic()
+        try:
+            seconds, micros = client.time()
+        except redis.RedisError:
+            return None
+        took = time.monotonic() - started
+        local_ms = (before + took / 2) * 1000
+        skew = local_ms - (int(seconds) * 1000 + int(micros) / 1000)
+        if best is None or took < best[0]:
+            best = (took, skew)
+    return None if best is None else round(best[1])
 
 
 def connected_replicas(client: Any) -> Optional[int]:
@@ -51,14 +61,22 @@ def connected_replicas(client: Any) -> Optional[int]:
     return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
-def skew_warning(skew_ms: Optional[int], whose: str) -> Optional[str]:
+def skew_warning(skew_ms: Optional[int], whose: str, corrected: bool = False) -> Optional[str]:
     """What to say of ``whose`` clock (``"this machine's"``, ``"worker w1's"``), if
-    anything: delayed tasks and ticks follow the clocks that wrote them."""
+    anything: delayed tasks follow the clocks that wrote them. A worker's clock is
+    ``corrected``: it goes by Redis's time all the same (worker/redis_time.py), but
+    the other programs of its machine do not."""
     if skew_ms is None or abs(skew_ms) <= CLOCK_SKEW_BOUND_MS:
         return None
     way = "ahead of" if skew_ms > 0 else "behind"
-    return (f"{whose} clock is {abs(skew_ms) / 1000:.1f} s {way} Redis's: delayed tasks "
-            f"and schedule ticks it writes are off by as much (synchronise it with NTP)")
+    said = f"{whose} clock is {abs(skew_ms) / 1000:.1f} s {way} Redis's: "
+    if corrected:
+        return said + (f"it goes by Redis's time instead (its clock less the offset, measured "
+                       f"again every {CLOCK_REFRESH_S:.0f} s), so it takes no task early nor "
+                       f"from another worker; delayed tasks the other programs of its "
+                       f"machine send are off by as much (synchronise it with NTP)")
+    return said + ("delayed tasks and schedule ticks it writes are off by as much "
+                   "(synchronise it with NTP)")
 
 
 def replica_warning(mode: Optional[str], wanted: int, replicas: Optional[int],

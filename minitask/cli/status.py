@@ -92,7 +92,8 @@ def _warnings(app: Any, workers: List[Dict[str, Any]]) -> List[str]:
              replica_warning(durability.mode, durability.min_replicas,
                              connected_replicas(client) if durability.mode else None,
                              durability.timeout)]
-    found += [skew_warning(worker["clock_skew_ms"], f"worker {printable(worker['name'])}'s")
+    found += [skew_warning(worker["clock_skew_ms"], f"worker {printable(worker['name'])}'s",
+                           corrected=True)  # (it goes by Redis's time: worker/redis_time.py)
               for worker in workers]
     return [warning for warning in found if warning is not None]
 

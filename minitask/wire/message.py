@@ -96,13 +96,20 @@ class Clock(Protocol):
 
 
 class SystemClock:
-    """The real clock; tests swap in a clock whose time they move by hand."""
+    """The real clock, read as Redis's once a worker measured how far apart they are;
+    tests swap in a clock whose time they move by hand."""
+
+    #: How far this machine's clock is ahead of Redis's (ms), as a worker of this
+    #: process last measured it (worker/redis_time.py), taken from every reading: the
+    #: deadlines workers compare with each other's are all on Redis's clock. 0 until
+    #: measured (a producer's own clock).
+    offset_ms = 0
 
     def now_ms(self) -> int:
-        return wall_ms()
+        return time.time_ns() // 1_000_000 - self.offset_ms
 
     def now_ns(self) -> int:
-        return time.time_ns()
+        return time.time_ns() - self.offset_ms * 1_000_000
 
 
 _Record = TypeVar("_Record", bound=type)

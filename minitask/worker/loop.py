@@ -14,25 +14,25 @@ import socket
 import threading
 from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence, Set
 
-from ..broker.health import (bulk_limit, clock_skew_ms, connected_replicas, replica_warning,
-                             skew_warning)
+from ..broker.health import bulk_limit, connected_replicas, replica_warning
 from ..broker.keys import MAX_NAME
 from ..errors import BrokerError, ConfigurationError, MinitaskError
 from ..periodic import Schedule
 from ..stores.broker import Broker
-from ..wire.message import Message, Outcome, SystemClock, to_ms
+from ..wire.message import Message, Outcome, to_ms
 from .banner import log_banner, log_stopped
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
-from .outages import beat_step, guarded
+from .outages import beat_step, guarded, ride_outages_quietly, share_outages
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool
 from .pools.processes import ProcessPool
 from .pools.recycling import recycling_of
 from .pools.threads import ThreadPool
+from .redis_time import RedisTime, refresh_clock, start_clock
 from .runner import Runner
 from .sources import MAX_PREFETCH as MAX_PREFETCH  # (the worker package names it)
 from .sources import QueueSource, Source
@@ -129,8 +129,10 @@ class Worker:
         self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
         self.name = shown_name(name) or self.id
         self.processed = self.failed = 0
-        #: How far this worker's clock is ahead of Redis's (ms), measured as it starts.
+        #: How far this worker's clock is ahead of Redis's (ms), measured as it starts
+        #: and again since (``redis_time``): the app's clock reads Redis's time.
         self.clock_skew_ms: Optional[int] = None
+        self.redis_time = RedisTime()
         self.recycled = 0  # process pool children replaced after their share of work
         self.started_ms = app.clock.now_ms()
         # Whether it says it is alive: a process pool's supervisor speaks for its children.
@@ -264,11 +266,13 @@ class Worker:
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Connections.forking``)."""
+        share_outages()  # (its children hear that it rides an outage, and stay quiet)
         return self.broker.transport.connections.forking()
 
     def forked(self) -> None:
         """First thing in a forked child, before any thread of its own starts."""
         self.broker.transport.connections.forked()
+        ride_outages_quietly()  # the supervisor says each outage for the worker
 
     def listen_for_orders(self) -> None:
         """Hear ``minitask shutdown`` from now until ``forget()``."""
@@ -292,7 +296,7 @@ class Worker:
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
                        prefetch=self.prefetch, subscriber=self.subscriber)
 
-        child._ticks.skew_ms = self._ticks.skew_ms  # measured as the supervisor started
+        child.redis_time = self.redis_time  # the supervisor's (each process measures again)
         child._outcomes.follow(self._outcomes)  # its name and the cap read at start
         if on_cancel is not None:
             child._runner.on_cancel = child._before_kill(on_cancel)
@@ -453,6 +457,7 @@ class Worker:
 
     def beat(self) -> None:
         """Renew the leases of running tasks and say this worker is alive."""
+        refresh_clock(self, self._registers)  # Redis's time, before any deadline is written
         now_ms = self.app.clock.now_ms()
         running = self._leases.renew(now_ms)  # failing, the heartbeat backs off
         # each step on its own: a key one of them cannot use stops none of the others
@@ -480,18 +485,14 @@ class Worker:
 
 def check_redis(worker: Worker) -> None:
     """Say at start-up what no error would (this worker's clock far from Redis's, too few
-    replicas for durability), and cap results below the server's proto-max-bulk-len."""
+    replicas for durability), go by Redis's time, and cap results below the server's
+    proto-max-bulk-len."""
     client = worker.broker.client
     worker._outcomes.limit_to(bulk_limit(client))
-    if isinstance(worker.app.clock, SystemClock):  # a test's clock is no machine's
-        worker.clock_skew_ms = clock_skew_ms(client)
-    if skew_warning(worker.clock_skew_ms, "") is not None:
-        # shared ticks go by Redis's time, so one fast clock cannot fire them early
-        worker._ticks.skew_ms = worker.clock_skew_ms or 0
+    start_clock(worker)
     durability = worker.broker.transport.durability
     replicas = connected_replicas(client) if durability.mode is not None else None
-    for warning in (skew_warning(worker.clock_skew_ms, "this worker's"),
-                    replica_warning(durability.mode, durability.min_replicas, replicas,
-                                    durability.timeout)):
-        if warning is not None:
-            logger.warning("%s", warning)
+    warning = replica_warning(durability.mode, durability.min_replicas, replicas,
+                              durability.timeout)
+    if warning is not None:
+        logger.warning("%s", warning)

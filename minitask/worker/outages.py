@@ -9,7 +9,9 @@ Redis refuses for one queue's data is no outage: that queue is set aside
 """
 from __future__ import annotations
 
+import ctypes
 import logging
+import multiprocessing
 import random
 import threading
 import time
@@ -31,17 +33,31 @@ MAX_ASIDE = MAX_BACKOFF
 #: Least time between two warnings about one refused queue (s): the refusals between
 #: them are counted, and the next warning says how many.
 SAY_AGAIN_AFTER = 60.0
+#: How long a process pool's child rides an outage its supervisor does not see
+#: before it says so itself (s).
+ALONE_AFTER = 2 * MAX_BACKOFF
 
 
 class _Outage:
     """Redis away, as this process sees it: the first step to lose it says so, and the
     last to get it back; the worker's other threads (heartbeat, cancel watch, orders)
-    ride the same outage quietly, so one outage is one ERROR and one WARNING."""
+    ride the same outage quietly, so one outage is one ERROR and one WARNING.
+
+    A process pool's children ride it quietly too (``quiet``): their supervisor's
+    orders listener, which waits on Redis as long as the worker runs, says it for the
+    worker, and tells them it rides one (``shared``, memory they inherit). A child
+    that still cannot reach Redis after ``ALONE_AFTER`` while its supervisor can (a
+    failure of its own: new connections refused, say) says so after all."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._waiting = 0       # steps riding it out now
         self._since = 0.0
+        self._said = False      # this outage was said (a quiet child's: not yet)
+        #: Said at DEBUG only: this process is a child of a pool whose supervisor speaks.
+        self.quiet = False
+        #: A process pool's (``share_outages``): 1 while its supervisor rides an outage.
+        self.shared: Any = None
 
     def lost(self, what: str, exc: BaseException) -> None:
         with self._lock:
@@ -49,17 +65,38 @@ class _Outage:
             self._waiting += 1
             if first:
                 self._since = time.monotonic()
-        if first:
+                self._said = not self.quiet
+                if self.shared is not None and not self.quiet:
+                    self.shared.value = 1
+        if first and not self.quiet:
             logger.error("lost Redis while trying to %s: %s; retrying with backoff", what, exc)
         else:
             logger.debug("lost Redis too while trying to %s: %s", what, exc)
+
+    def still(self, what: str, exc: BaseException) -> None:
+        """A step riding the outage failed again: a quiet child whose supervisor reaches
+        Redis says so once the outage has lasted ``ALONE_AFTER``."""
+        if self._said or self.shared is None:
+            return
+        with self._lock:
+            say = (not self._said and self._waiting > 0 and self.shared.value == 0
+                   and time.monotonic() - self._since >= ALONE_AFTER)
+            if say:
+                self._said = True
+        if say:
+            logger.error("lost Redis while trying to %s: %s; retrying with backoff (in "
+                         "this child of the pool only: its supervisor reaches Redis)",
+                         what, exc)
 
     def back(self, what: str, failures: int) -> None:
         with self._lock:
             self._waiting -= 1
             last = self._waiting == 0
             lasted = time.monotonic() - self._since
-        if last:
+            said = self._said
+            if last:
+                self._ended()
+        if last and said:
             logger.warning("Redis is back after %.1f s (%s, after %d failed tries)", lasted,
                            what, failures)
         else:
@@ -69,9 +106,34 @@ class _Outage:
         """A step gave up waiting (its worker stops): it no longer rides the outage."""
         with self._lock:
             self._waiting -= 1
+            if self._waiting == 0:
+                self._ended()
+
+    def _ended(self) -> None:
+        """(Under the lock) no step rides the outage any more."""
+        self._said = False
+        if self.shared is not None and not self.quiet:
+            self.shared.value = 0
 
 
 _OUTAGE = _Outage()
+
+
+def share_outages() -> None:
+    """In a process pool's supervisor, before it forks a child: memory the children
+    inherit, where it says it rides an outage (made once)."""
+    if _OUTAGE.shared is None:
+        _OUTAGE.shared = multiprocessing.RawValue(ctypes.c_int, 0)
+
+
+def ride_outages_quietly() -> None:
+    """In a process pool's child, first thing: its supervisor says each outage for the
+    worker. The state forked with it is the supervisor's (its steps riding an outage
+    then, its lock, maybe held by another thread): the child starts afresh."""
+    global _OUTAGE
+    shared = _OUTAGE.shared
+    _OUTAGE = _Outage()
+    _OUTAGE.shared, _OUTAGE.quiet = shared, True
 
 
 class Backoff:
@@ -89,6 +151,8 @@ class Backoff:
                 _OUTAGE.lost(self.what, exc)
             else:  # Redis answered, with a refusal: say what it is, not "lost Redis"
                 logger.error("Redis refused to %s: %s; retrying with backoff", self.what, exc)
+        elif self._unreachable:
+            _OUTAGE.still(self.what, exc)
         self.failures += 1
         return random.uniform(0, min(MAX_BACKOFF, 0.05 * 2 ** self.failures))
 

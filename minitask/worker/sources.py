@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from time import monotonic
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 
@@ -382,6 +381,7 @@ class QueueSource:
         ends just short of the due millisecond): counting from a whole-ms reading
         would wake up to 1 ms late. Other clocks tick in whole ms: one more is waited.
         """
-        if isinstance(self._host.clock, SystemClock):
-            return due_ms / 1000.0 - time.time() + 0.00005
-        return (due_ms + 1 - int(self._host.clock.now_ms())) / 1000.0
+        clock = self._host.clock
+        if isinstance(clock, SystemClock):  # (Redis's time, as the app's clock reads it)
+            return (due_ms * 1_000_000 - clock.now_ns()) / 1e9 + 0.00005
+        return (due_ms + 1 - int(clock.now_ms())) / 1000.0

@@ -67,13 +67,11 @@ class TickSource:
         self._queued = False     # the last look fired a run into a queue
         #: entries whose armed tick is no tick minitask wrote: re-armed at the next look
         self._rearm: List[Tuple[Tuple[str, str], Armed]] = []
-        #: How far this worker's clock is ahead of Redis's (ms), once measured and past
-        #: the bound worth a warning: ticks are then armed and fired by Redis's time.
-        self.skew_ms = 0
 
     def _now(self) -> int:
-        """Now by Redis's clock as far as this worker knows it (ticks are shared)."""
-        return self._host.clock.now_ms() - self.skew_ms
+        """Now by Redis's clock as far as this worker knows it (ticks are shared): the
+        app's clock, which a worker sets to Redis's time (worker/redis_time.py)."""
+        return self._host.clock.now_ms()
 
     # -- writing the decorated schedules ---------------------------------------
 
@@ -141,10 +139,9 @@ class TickSource:
         """Wait as the queues do, also until the earliest armed tick; a wait that ends
         early without work means the schedules may have changed: read them next."""
         earliest = self.earliest_tick()
-        until_ms = None if earliest is None else earliest + self.skew_ms  # this clock's
-        planned = self._queues.planned_wait(until_ms)
+        planned = self._queues.planned_wait(earliest)
         started = time.monotonic()
-        self._queues.wait(until_ms=until_ms)
+        self._queues.wait(until_ms=earliest)
         if (not self._stop.is_set() and planned > _EARLY
                 and time.monotonic() - started < planned - _EARLY):
             self._stale = True
@@ -262,7 +259,7 @@ class TickSource:
                                          wake=not quiet))
             plans.append((key, entry, armed_ms, run_ms, quiet))
         if fetching:
-            calls.append(self._queues.fetch_call(now_ms + self.skew_ms))  # this clock's
+            calls.append(self._queues.fetch_call(now_ms))
         names = ", ".join(entry.name for _, entry, _ in due[:3])
         # a fetch behind refused (its queue's data) sets its queue aside, the fires stand
         sent = time.monotonic()

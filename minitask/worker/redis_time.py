@@ -1,0 +1,97 @@
+"""One clock for every worker: Redis's.
+
+A worker compares times other workers wrote: a lease's deadline (an expired one is
+taken back and its task delivered again), a delayed or retried task's due time, a
+schedule's armed tick, a heartbeat's age. Read from each machine's own clock, a
+worker whose clock runs an hour ahead would take every running task of the others as
+"lease expired" and run it a second time, and one an hour behind would have its own
+taken. So a worker measures how far its clock is from Redis's (``TIME``, the
+shortest of three round trips) as it starts, and from then on the app's clock
+(``SystemClock.offset_ms``) reads Redis's time in its process: everything it writes
+or compares is on Redis's clock, for one subtraction a reading and no command in any
+script. The offset is measured again every ``CLOCK_REFRESH_S``, and at the next
+heartbeat when the machine's clock jumps (a step of NTP, a VM resumed: seen against
+the monotonic clock), before the heartbeat renews any lease.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Optional
+
+from ..broker.health import CLOCK_REFRESH_S, CLOCK_SKEW_BOUND_MS, clock_skew_ms, skew_warning
+from ..wire.message import SystemClock
+
+logger = logging.getLogger(__name__)
+
+#: A step of the machine's clock (ms) that has the offset measured again at once.
+JUMP_MS = 250
+#: TIME calls a measurement makes: the one with the shortest round trip counts.
+SAMPLES = 3
+
+
+class RedisTime:
+    """How far one process's clock is from Redis's, and when to measure it again (a
+    process pool's child inherits its supervisor's, then measures on its own)."""
+
+    def __init__(self) -> None:
+        self.measured = False
+        self._next = 0.0   # monotonic s: when to measure again
+        self._apart = 0.0  # the wall clock less the monotonic one (s) at the last measure
+
+    def measure(self, clock: Any, client: Any) -> Optional[int]:
+        """Measure the skew (ms) and set ``clock`` (a ``SystemClock``) to Redis's time;
+        None, the offset kept, when Redis cannot be asked."""
+        skew = clock_skew_ms(client, SAMPLES)
+        now = time.monotonic()
+        self._next = now + CLOCK_REFRESH_S
+        if skew is None:
+            return None  # (a jump seen stays seen: the next heartbeat tries again)
+        self.measured = True
+        self._apart = time.time() - now
+        clock.offset_ms = skew
+        return skew
+
+    def due(self) -> bool:
+        """Time to measure again: the period is over, or the clock jumped since."""
+        if not self.measured:
+            return False
+        now = time.monotonic()
+        return (now >= self._next
+                or abs(time.time() - now - self._apart) * 1000 > JUMP_MS)
+
+
+def start_clock(worker: Any) -> None:
+    """As a worker starts: measure its clock against Redis's, go by Redis's time, and
+    say so when the two are far apart (a test's own clock is no machine's: kept)."""
+    clock = worker.app.clock
+    if not isinstance(clock, SystemClock):
+        return
+    worker.clock_skew_ms = worker.redis_time.measure(clock, worker.broker.client)
+    warning = skew_warning(worker.clock_skew_ms, "this worker's", corrected=True)
+    if warning is not None:
+        logger.warning("%s", warning)
+
+
+def refresh_clock(worker: Any, speaks: bool) -> None:
+    """At a heartbeat, before it renews leases: measure again when due (``RedisTime``).
+    A clock that went far from Redis's, or came back, is said when ``speaks`` (a
+    process pool's supervisor speaks for its children)."""
+    redis_time: RedisTime = worker.redis_time
+    clock = worker.app.clock
+    if not redis_time.due() or not isinstance(clock, SystemClock):
+        return
+    before: Optional[int] = worker.clock_skew_ms
+    skew = redis_time.measure(clock, worker.broker.client)
+    if skew is None:
+        return
+    worker.clock_skew_ms = skew
+    if not speaks:
+        return
+    far, was_far = abs(skew) > CLOCK_SKEW_BOUND_MS, before is not None and abs(
+        before) > CLOCK_SKEW_BOUND_MS
+    if far and (not was_far or abs(skew - (before or 0)) > CLOCK_SKEW_BOUND_MS):
+        logger.warning("%s", skew_warning(skew, "this worker's", corrected=True))
+    elif was_far and not far:
+        logger.info("this worker's clock is within %.1f s of Redis's again",
+                    CLOCK_SKEW_BOUND_MS / 1000)
