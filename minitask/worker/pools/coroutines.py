@@ -102,8 +102,9 @@ class AsyncioPool(FixedSlots):
         self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
-        #: Whether each task's function is an ``async def`` one, by task name.
-        self._coroutine_functions: Dict[str, bool] = {}
+        #: Whether each task function is an ``async def`` one, by the function itself
+        #: (a task's function can be replaced while the worker runs: a test's patch).
+        self._coroutine_functions: Dict[Callable[..., Any], bool] = {}
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
@@ -301,10 +302,10 @@ class AsyncioPool(FixedSlots):
             return None
         args, kwargs = arguments
         board = self._runner.cancels
-        is_async = self._coroutine_functions.get(task.name)
+        func = task.func
+        is_async = self._coroutine_functions.get(func)
         if is_async is None:  # (inspect's look-up costs more than the dict's)
-            is_async = self._coroutine_functions[task.name] = inspect.iscoroutinefunction(
-                task.func)
+            is_async = self._coroutine_functions[func] = inspect.iscoroutinefunction(func)
         cancel = board.enter(job.task_id)
         outer = asyncio.current_task()
         assert outer is not None  # always inside a task on the loop
