@@ -5,7 +5,8 @@ thread of a ``concurrent.futures`` executor, daemon or not (a loop's default
 one, behind ``run_in_executor(None, ...)`` and ``asyncio.to_thread``): a task
 that left a call running there, or started a thread of its own, kept a worker
 that had logged "stopped" alive past its grace, for as long as that call ran
-(issue 29).
+(issue 29); so did a plain task of the asyncio pool running past the grace, in
+the pool's executor.
 Once the worker's own work is done, such threads get ``EXIT_WAIT`` seconds;
 then one warning names those still running, and the process ends without
 waiting for them (``os._exit``, after flushing the logs and standard streams:
@@ -50,10 +51,11 @@ def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
     if not alive:
         return
     logger.warning("this process (pid %d) has stopped, but %d thread(s) that its exit would "
-                   "wait for, started by its tasks (an executor's, as loop.run_in_executor("
-                   "None, ...) and asyncio.to_thread use, or one that is not a daemon), still "
-                   "run %s s later: %s; it exits without waiting for them", os.getpid(),
-                   len(alive), wait, ", ".join(thread.name for thread in alive))
+                   "wait for still run %s s later: %s (a call its tasks left in an executor, "
+                   "as loop.run_in_executor(None, ...) and asyncio.to_thread make, a plain "
+                   "task of the asyncio pool still running after the grace, or a thread a "
+                   "task started that is not a daemon); it exits without waiting for them",
+                   os.getpid(), len(alive), wait, ", ".join(thread.name for thread in alive))
     logging.shutdown()  # flushes every handler
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -57,3 +57,8 @@ async def double(x: int) -> int:
 @app.task(name="plain_double")
 def plain_double(x: int) -> int:
     return 2 * x
+
+
+@app.task(retries=0, name="blocks")
+def blocks() -> None:
+    NEVER.wait(600)  # a plain function nothing can stop

@@ -16,6 +16,7 @@ import pytest
 from minitask import Minitask
 from tests.support.processes import Processes, exit_code, send
 from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -68,3 +69,26 @@ def test_a_stopped_worker_exits_though_its_tasks_left_threads_running(
     logged = log.read_text()
     assert name in logged  # named in the warning
     assert "killed" not in logged  # the process pool's children ended on their own
+
+
+def test_a_plain_task_of_the_asyncio_pool_running_past_the_grace_does_not_keep_it_alive(
+        processes: Processes, server: RedisServer, producer: Minitask,
+        tmp_path: Path) -> None:
+    """It runs in the pool's executor, whose threads Python's exit joins: the worker
+    gave its task back at the end of the grace, logged "stopped", and stayed alive
+    for as long as the function ran."""
+    log = tmp_path / "worker.log"
+    grace = 1
+    worker = processes.worker("tests.apps.leftovers", "--pool", "asyncio", "-c", "1",
+                              "--grace", str(grace), env={"MINITASK_BROKER_URL": server.url},
+                              log=log)
+    handle = producer.tasks["blocks"].delay()
+    wait_until(lambda: handle.status() == "running", timeout=DEADLINE, message="running")
+
+    asked = time.monotonic()
+    send(worker, signal.SIGTERM)
+
+    assert exit_code(worker, timeout=grace + STOPS_WITHIN) == 0, log.read_text()
+    assert time.monotonic() - asked < grace + STOPS_WITHIN
+    assert handle.status() == "queued"  # given back at the end of the grace
+    assert "minitask-asyncio-call" in log.read_text()  # the thread, named in the warning
