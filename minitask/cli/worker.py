@@ -10,6 +10,7 @@ from typing import Any
 from ..app import Minitask
 from ..wire.message import MAX_SECONDS
 from ..worker.broadcasts import check_subscriber
+from ..worker.leftovers import exit_past_leftovers
 from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
 from .options import Bounded, add_app_options, load
 
@@ -78,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
                    max_memory_per_child=args.max_memory_per_child, name=args.name).run()
     finally:
         app.close()
+    exit_past_leftovers(0)  # threads a task left running must not keep a stopped worker
     return 0
 
 

@@ -19,6 +19,7 @@ from ..printable import shown_id
 from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard
+from .coroutine_runs import run_coroutine
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
 from .observe import Observer
@@ -100,7 +101,7 @@ Arguments = Tuple[List[Any], Dict[str, Any]]
 def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float],
                    by_signal: bool = False) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
-    limit) on an event loop of its own, one ``asyncio.run`` per attempt.
+    limit) on an event loop of its own, whose end is bounded (``run_coroutine``).
 
     A plain function's soft limit comes by ``SIGALRM`` when ``by_signal`` (a
     process pool child, whose main thread runs it), else as an asynchronous
@@ -115,7 +116,7 @@ def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float
     else:
         value = call_with_posting(task.func, args, kwargs, soft, task.name)
     if inspect.iscoroutine(value):
-        value = asyncio.run(limited(value, limit, task.name, soft))
+        value = run_coroutine(limited(value, limit, task.name, soft), task.name, limit)
     return value
 
 

@@ -30,6 +30,7 @@ from typing import Any, Callable, ContextManager, Dict, Generic, List, Optional,
 from ...errors import BrokerError, MinitaskError
 from ...hooks import Hooks
 from ...wire.message import Message
+from ..leftovers import exit_past_leftovers
 from ..signals import SignalRelay
 from .job import J
 from .recycling import Recycling
@@ -466,6 +467,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
 
     parent.serve_child(on_start, on_end, on_done, on_stopping, on_cancel)
     conn.close()
+    exit_past_leftovers(0)  # a thread a task left running must not hold the child
 
 
 def _signal(pid: int, signum: int) -> None:

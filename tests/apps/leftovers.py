@@ -1,0 +1,64 @@
+"""An app whose ``async def`` tasks leave things running when their attempt is over (an
+asyncio task that swallows its cancellation, a call in the loop's default executor),
+one that ignores the cancellation of its time limit, and a plain one that starts a
+thread that is not a daemon; the broker comes from MINITASK_BROKER_URL."""
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from minitask import Minitask
+
+app = Minitask("leftovers")
+
+#: Never set: what the leftovers wait on (far longer than any test).
+NEVER = threading.Event()
+
+
+async def _stubborn() -> None:
+    while True:
+        try:
+            await asyncio.sleep(0.05)
+        except asyncio.CancelledError:
+            pass  # swallowed: it never ends
+
+
+@app.task(retries=0, name="leaves_stubborn")
+async def leaves_stubborn() -> str:
+    asyncio.get_running_loop().create_task(_stubborn())
+    await asyncio.sleep(0)
+    return "returned"
+
+
+@app.task(retries=0, timeout=0.5, name="ignores_cancel")
+async def ignores_cancel() -> str:
+    await _stubborn()
+    return "never"
+
+
+@app.task(retries=0, timeout=5, name="leaves_executor_call")
+async def leaves_executor_call() -> str:
+    asyncio.get_running_loop().run_in_executor(None, NEVER.wait, 600)
+    return "returned"
+
+
+@app.task(retries=0, name="leaves_thread")
+def leaves_thread() -> str:
+    threading.Thread(target=NEVER.wait, args=(600,), name="left-by-a-task",
+                     daemon=False).start()
+    return "returned"
+
+
+@app.task(name="double")
+async def double(x: int) -> int:
+    return 2 * x
+
+
+@app.task(name="plain_double")
+def plain_double(x: int) -> int:
+    return 2 * x
+
+
+@app.task(retries=0, name="blocks")
+def blocks() -> None:
+    NEVER.wait(600)  # a plain function nothing can stop
