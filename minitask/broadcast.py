@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from .broker.durability import APP, CallSetting, name_task
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
-from .handle import TaskHandle, status_of
+from .handle import TaskHandle, check_running, status_of
 from .options import check_positive_seconds
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
@@ -342,11 +342,15 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         """Do nothing: a broadcast call cannot be withdrawn once sent.
 
         Args:
-            running: ignored.
+            running: ignored (but a bool).
 
         Returns:
             False, always.
+
+        Raises:
+            ConfigurationError: ``running`` is not a bool, as for any handle.
         """
+        check_running(running, f"cancel() of broadcast {self.id}")
         return False
 
     def progress(self) -> Optional[Progress]:
@@ -393,6 +397,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         Returns:
             False, always.
         """
+        check_running(running, f"acancel() of broadcast {self.id}")
         return False
 
     async def aprogress(self) -> Optional[Progress]:

@@ -31,6 +31,13 @@ def check_timeout(timeout: Any, where: str) -> None:
                                  f"got {timeout!r}")
 
 
+def check_running(running: Any, where: str) -> None:
+    """Refuse a ``cancel(running=...)`` that is not a bool: "yes" (or "no", which is
+    true too) would stop a running task nobody meant to stop."""
+    if not isinstance(running, bool):
+        raise ConfigurationError(f"{where}: running must be True or False, got {running!r}")
+
+
 #: The statuses of a task that has ended, and will not run again.
 _ENDED = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -228,7 +235,9 @@ class TaskHandle(Generic[R]):
 
         Raises:
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``running`` is not a bool.
         """
+        check_running(running, f"cancel() of task {self.id}")
         queue = self._find_queue()
         if queue is None:
             return False
@@ -406,7 +415,9 @@ class TaskHandle(Generic[R]):
 
         Raises:
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``running`` is not a bool.
         """
+        check_running(running, f"acancel() of task {self.id}")
         queue = await self._afind_queue()
         if queue is None:
             return False
