@@ -133,7 +133,7 @@ class Minitask(Operations, SendByName, HandleLookups):
         #: How replicas confirm enqueues and outcomes (durability.py).
         self.durability = self._sender.durability = Durability.build(
             options.get("durability"), options.get("min_replicas", 1),
-            options.get("durability_timeout", 1.0), where)
+            options.get("durability_timeout"), where)
         self._by_name = ByName(name, self._sender, self.tasks, self.routes, default_queue,
                                self.result_ttl)
 

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from .broker.durability import APP, CallSetting, name_task
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
-from .handle import TaskHandle, status_of
+from .handle import TaskHandle, check_running, status_of
 from .options import check_positive_seconds
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
+from .stores.names import read_names
 from .stores.results import decode_result, readable_state
 from .wire.message import Message, Progress, to_ms, to_seconds
 
@@ -187,23 +188,35 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                                     or isinstance(timeout, bool) or not timeout == timeout):
             raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
                                      f"number of seconds or None, got {timeout!r}")
-        sent_to = self.subscribers()
+        sent_to = self.subscribers()  # without those unsubscribed since
         names = list(sent_to if subscribers is None else subscribers)
         if subscribers is not None:  # those read from Redis are checked as they are read
             for name in names:
                 check_subscriber(name)
-        strangers = [name for name in names if name not in sent_to]
+        # one unsubscribed since the call was sent got it if its lane has a run of it
+        strangers = [name for name in dict.fromkeys(names) if name not in sent_to
+                     and self._state(name) == "unknown"]
         if strangers:  # never sent the call: it would wait for them for ever
             raise ConfigurationError(
                 f"join() on broadcast {self.id} of queue {self.queue!r}: "
                 f"{', '.join(map(repr, strangers))} never got this call (it went to "
                 f"{', '.join(map(repr, sent_to)) or 'no subscriber'}); a call reaches only "
-                f"the subscribers of its queue when it is sent")
+                f"the subscribers of its queue when it is sent, and one that unsubscribed "
+                f"before pulling it will never run it")
         if subscribers is None:
             # one unsubscribed since (minitask unsubscribe) is not waited for, unless it ran
             current = {cursor.name for cursor in self._broker.broadcasts.of(self.queue, names)}
             names = [name for name in names if name in current or self._ended(name)]
+            names += [name for name in self._lanes() if name not in sent_to and self._ended(name)]
         return names
+
+    def _lanes(self) -> List[str]:
+        """The subscribers with a lane of this queue in the app's registry of lanes (a
+        bounded read): those unsubscribed since the call are found there."""
+        prefix = f"{self.queue}:"
+        lanes = read_names(self._broker.transport, [self._broker.queues.app_keys.lanes])[0]
+        return sorted({name[len(prefix):] for name in lanes if name.startswith(prefix)
+                       and name[len(prefix):]})
 
     def _settled(self, names: Sequence[str]) -> Dict[str, Any]:
         """The outcomes of those of ``names`` past the call; ResultTimeout at once for
@@ -329,11 +342,15 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         """Do nothing: a broadcast call cannot be withdrawn once sent.
 
         Args:
-            running: ignored.
+            running: ignored (but a bool).
 
         Returns:
             False, always.
+
+        Raises:
+            ConfigurationError: ``running`` is not a bool, as for any handle.
         """
+        check_running(running, f"cancel() of broadcast {self.id}")
         return False
 
     def progress(self) -> Optional[Progress]:
@@ -380,6 +397,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         Returns:
             False, always.
         """
+        check_running(running, f"acancel() of broadcast {self.id}")
         return False
 
     async def aprogress(self) -> Optional[Progress]:
@@ -392,8 +410,11 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
 
     def _ended(self, name: str) -> bool:
         """Whether subscriber ``name``'s run has an outcome (or ended dead)."""
-        return self._results.state(lane(self.queue, name), self.id)[0] in (
-            "finished", "dead", "unreadable")
+        return self._state(name) in ("finished", "dead", "unreadable")
+
+    def _state(self, name: str) -> str:
+        """Where subscriber ``name``'s run of the call is ("unknown": it has none)."""
+        return str(self._results.state(lane(self.queue, name), self.id)[0])
 
     def _outcome(self, body: bytes, name: str) -> Any:
         queue = lane(self.queue, name)  # a DecodeError names the task and the key

@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import time
-from typing import TYPE_CHECKING, Any, Callable, Generic, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
-from .printable import printable, shown_name
+from .ranout import place_of, timeout_message, unknown_message, unread_message
 from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, readable_state
@@ -22,9 +21,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R")
 
-#: A worker whose last heartbeat is older than this is not counted as live.
-LIVE_MS = 60_000
-
 
 def check_timeout(timeout: Any, where: str) -> None:
     """Refuse a wait's ``timeout`` that is not None or a number of seconds: NaN would
@@ -33,6 +29,13 @@ def check_timeout(timeout: Any, where: str) -> None:
                                 or isinstance(timeout, bool) or not timeout == timeout):
         raise ConfigurationError(f"{where}: timeout must be a number of seconds or None, "
                                  f"got {timeout!r}")
+
+
+def check_running(running: Any, where: str) -> None:
+    """Refuse a ``cancel(running=...)`` that is not a bool: "yes" (or "no", which is
+    true too) would stop a running task nobody meant to stop."""
+    if not isinstance(running, bool):
+        raise ConfigurationError(f"{where}: running must be True or False, got {running!r}")
 
 
 #: The statuses of a task that has ended, and will not run again.
@@ -232,7 +235,9 @@ class TaskHandle(Generic[R]):
 
         Raises:
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``running`` is not a bool.
         """
+        check_running(running, f"cancel() of task {self.id}")
         queue = self._find_queue()
         if queue is None:
             return False
@@ -397,7 +402,7 @@ class TaskHandle(Generic[R]):
             if body is not None:
                 return self._value_of(body, queue)
             if deadline is not None and time.monotonic() >= deadline:
-                raise ResultTimeout(f"task {self.id} did not finish within {timeout} s")
+                raise ResultTimeout(await _atimeout_message(self, queue, timeout))
 
     async def acancel(self, running: bool = False) -> bool:
         """Like ``cancel()``, awaited.
@@ -410,7 +415,9 @@ class TaskHandle(Generic[R]):
 
         Raises:
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``running`` is not a bool.
         """
+        check_running(running, f"acancel() of task {self.id}")
         queue = await self._afind_queue()
         if queue is None:
             return False
@@ -432,62 +439,31 @@ class StepHandle(TaskHandle[Any]):
 
 
 def _unknown_message(handle: TaskHandle[Any], queue: Optional[str]) -> str:
-    where = handle._broker.description
-    place = f"in queue {queue!r}" if queue else "in any queue of the app"
-    return (f"task {handle.id} is unknown {place} on {where}: it was never enqueued on this "
-            f"broker (do producer and worker use the same MINITASK_BROKER_URL and app "
-            f"name?), its result expired (result_ttl), or it was an ignore_result task; "
-            f"there is nothing to wait for")
+    return unknown_message(handle.id, queue, handle._broker.description)
 
 
 def _timeout_message(handle: TaskHandle[Any], queue: str, timeout: Optional[float]) -> str:
-    """Why the wait ran out, from where the task is now and who serves its queue."""
-    head = f"task {handle.id} did not finish within {timeout} s"
+    """Why ``get()``'s wait ran out (``ranout``)."""
     try:
-        status = handle.status()
-        serving = _live_workers(handle._broker, queue)
+        place = place_of(handle._broker, queue, handle.id, handle.status())
     except BrokerError as exc:
-        return f"{head} (and its status could not be read: {exc})"
-    if status == "unknown" and handle._sent_later:  # as minitask inspect tells it
-        return (f"{head}; it is not sent yet: a later step of a workflow, sent once the "
-                f"steps before it end (minitask inspect workflow, given the id of the "
-                f"workflow's handle, shows where they are), unless it was purged")
-    if status == "unknown":
-        return f"{head}; it is now unknown (cancelled and expired, or purged)"
-    if status in ("succeeded", "failed", "cancelled"):
-        return f"{head}; it has just finished ({status}): call get() again"
-    if status == "running":
-        return f"{head}; it is still running (a long task, or a worker that died with " \
-               f"it: then it runs again once its lease expires)"
-    workers = (f"{len(serving)} live worker(s) serve queue {queue!r} "
-               f"({', '.join(serving[:3])}{', ...' if len(serving) > 3 else ''})"
-               if serving else
-               f"no live worker serves queue {queue!r} on {handle._broker.description}: start "
-               f"one (minitask worker -A APP -Q {queue}), and check that producer and "
-               f"worker use the same broker and app name")
-    if status == "queued":
-        return f"{head}; it is still queued: {workers}"
-    when = _due_text(handle._broker, queue, handle.id)
-    return f"{head}; it is {status}{when}; {workers}"
+        return unread_message(handle.id, timeout, exc)
+    return timeout_message(handle.id, timeout, queue, handle._broker.description,
+                           handle._sent_later, place)
 
 
-def _live_workers(broker: Broker, queue: str) -> List[str]:
-    """The names of the live workers serving ``queue``, as a message shows them: escaped
-    and cut (``shown_name``: a name planted in Redis may be megabytes)."""
-    now_ms = int(time.time() * 1000)
-    names = []
-    for info in broker.registry.live(now_ms, LIVE_MS):
-        if queue in info.get("queues", "").split(","):
-            names.append(printable(shown_name(info["name"])))
-    return names
-
-
-def _due_text(broker: Broker, queue: str, task_id: str) -> str:
-    due_ms = broker.admin.record(queue, task_id).due_ms
-    if due_ms is None:
-        return ""
-    due = _dt.datetime.fromtimestamp(due_ms / 1000.0, _dt.timezone.utc)
-    return f" (next run due at {due.isoformat(timespec='milliseconds')})"
+async def _atimeout_message(handle: TaskHandle[Any], queue: str,
+                            timeout: Optional[float]) -> str:
+    """Why ``aget()``'s wait ran out, worded as ``get()``'s: the status awaited, the
+    workers and due time read on a thread (they have no async twin), not on the loop."""
+    try:
+        status = await handle.astatus()
+        place = await asyncio.get_running_loop().run_in_executor(
+            None, place_of, handle._broker, queue, handle.id, status)
+    except BrokerError as exc:
+        return unread_message(handle.id, timeout, exc)
+    return timeout_message(handle.id, timeout, queue, handle._broker.description,
+                           handle._sent_later, place)
 
 
 async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:

@@ -10,6 +10,7 @@ is, and nothing else can reach the reader unescaped.
 from __future__ import annotations
 
 import logging
+import re
 import reprlib
 import traceback
 from typing import Any, Dict, Iterator, List, Optional, Set
@@ -216,6 +217,34 @@ def shown_name(name: str, most: int = NAME_SHOWN_MOST) -> str:
     return cut_text(name, most)
 
 
+#: The lines between the tracebacks of a chain of exceptions.
+_CHAINED = re.compile(r"(\n\n(?:The above exception was the direct cause of the following "
+                      r"exception:|During handling of the above exception, another exception "
+                      r"occurred:)\n\n)")
+
+
+def shown_trace(trace: str, message: Optional[str] = None) -> str:
+    """A recorded traceback as a person reads it (``dead show``, ``inspect ID``): its own
+    lines kept, every control character escaped (``printable``), and a line break
+    inside an exception's text escaped too: a line of its own there could forge a
+    log line ("2026-... ERROR ..."). That text is ``message`` for the last exception
+    (the recorded one, found from the end) and, for each exception of a chain where
+    it is not found, what follows its last frame line (the last indented one)."""
+    trace = trace.rstrip()
+    text = message if message and "\n" in message else ""
+    at = trace.rfind(text) if text else -1
+    if at >= 0:
+        trace = f"{trace[:at]}{printable(text)}{trace[at + len(text):]}"
+    parts = _CHAINED.split(trace)
+    for index in range(0, len(parts), 2):  # odd ones: the lines between two tracebacks
+        lines = parts[index].split("\n")
+        last = max((n for n, line in enumerate(lines) if line[:1].isspace()), default=-1)
+        if 0 <= last < len(lines) - 2:  # the exception's text spans lines
+            lines[last + 1:] = [printable("\n".join(lines[last + 1:]))]
+        parts[index] = "\n".join(lines)
+    return printable("".join(parts), keep_newlines=True)
+
+
 def error_text(error: BaseException) -> str:
     """What ``str(error)`` says of an exception a task raised; when its ``__str__``
     raises (the app's code: anything, a SystemExit or KeyboardInterrupt too), a text
@@ -309,4 +338,4 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
 
 __all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
            "log_error", "logged_trace", "nests_past", "printable", "readable", "shown_id",
-           "shown_name", "shown_value", "typed_back"]
+           "shown_name", "shown_trace", "shown_value", "typed_back"]

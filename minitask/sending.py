@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
-from .broker.durability import APP, CallSetting, Durability, name_task
+from .broker.durability import APP, CallSetting, Durability, check_socket_timeout, name_task
 from .broker.keys import check_name
 from .errors import ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
@@ -135,9 +135,15 @@ class Sender:
                                          policy)
 
     def durability_of(self, messages: Sequence[Message], durability: CallSetting) -> Durability:
-        """The app's durability with a call's own mode; a bad one is a ConfigurationError."""
+        """The app's durability with a call's own mode; a bad one, or a timeout the
+        socket timeout would cut short, is a ConfigurationError, before anything is
+        written."""
         where = f"task {messages[0].task!r}" if messages else "send"
-        return self.durability.for_call(durability, where)
+        policy = self.durability.for_call(durability, where)
+        if durability is not APP and policy.mode is not None and not policy.chosen:
+            # an app-wide durability or a chosen timeout was checked as the app connected
+            check_socket_timeout(policy, self._broker().transport.client, where)
+        return policy
 
     def async_broker(self) -> AsyncBroker:
         if self._async_broker is None:

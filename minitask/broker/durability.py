@@ -68,11 +68,16 @@ class Durability:
     mode: Optional[str] = None
     min_replicas: int = 1
     timeout: float = 1.0
+    #: Whether the app chose the timeout: then it is checked against the socket
+    #: timeout as the app connects even with no mode, which one call may ask for.
+    chosen: bool = False
 
     @classmethod
     def build(cls, mode: Any, min_replicas: Any, timeout: Any, where: str) -> "Durability":
-        """Checked settings; a ConfigurationError (a ValueError) names the bad option."""
+        """Checked settings; a ConfigurationError (a ValueError) names the bad option.
+        A ``timeout`` of None is the default, 1 s."""
         check_mode(mode, where)
+        chosen, timeout = timeout is not None, 1.0 if timeout is None else timeout
         if isinstance(min_replicas, bool) or not isinstance(min_replicas, int) \
                 or min_replicas < 1:
             raise ConfigurationError(f"{where}: min_replicas must be an int >= 1, "
@@ -81,7 +86,7 @@ class Durability:
                 or not timeout > 0 or timeout == float("inf"):
             raise ConfigurationError(f"{where}: durability_timeout must be a number of seconds "
                                      f"> 0 (WAIT 0 would block for ever), got {timeout!r}")
-        return cls(mode, min_replicas, float(timeout))
+        return cls(mode, min_replicas, float(timeout), chosen)
 
     def for_call(self, setting: CallSetting, where: str) -> "Durability":
         """These settings with the mode of one call (APP: unchanged)."""
@@ -204,23 +209,45 @@ def name_task(error: DurabilityError, task: str, task_id: str,
         f"enqueues it twice", task_id=task_id, confirmed=error.confirmed)
 
 
+def socket_limit(client: Any) -> Optional[float]:
+    """The socket timeout of ``client`` (seconds), or None when it has none or hides it."""
+    kwargs: Any = getattr(client, "get_connection_kwargs", dict)()
+    limit = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+        return None
+    return float(limit)
+
+
 def check_socket_timeout(durability: Durability, client: Any, where: str) -> None:
     """Refuse a ``durability_timeout`` the client's socket timeout would cut short: the
-    WAIT would end as a broken connection (a BrokerError saying "is Redis running"),
-    never as the DurabilityError it is.
+    WAIT would end as a broken connection after the write was made, never as the
+    DurabilityError it is. Checked when a durability is set, or the timeout was
+    chosen (a per-call durability would meet it later, after writing).
 
     Raises:
         ConfigurationError: naming both timeouts and what to change.
     """
-    if durability.mode is None:
+    if durability.mode is None and not durability.chosen:
         return
-    kwargs: Any = getattr(client, "get_connection_kwargs", dict)()
-    limit = kwargs.get("socket_timeout") if isinstance(kwargs, dict) else None
-    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit <= 0:
-        return
-    if durability.timeout >= limit:
+    limit = socket_limit(client)
+    if limit is not None and durability.timeout >= limit:
         raise ConfigurationError(
             f"{where}: durability_timeout of {durability.timeout:g} s is not shorter than the "
             f"Redis socket timeout of {limit:g} s, so every WAIT would end as a broken "
             f"connection; lower durability_timeout, or raise the socket timeout "
             f"(socket_timeout= in the broker URL)")
+
+
+def cut_short(durability: Durability, what: str, where: str, exc: BaseException,
+              written: bool = True) -> DurabilityError:
+    """The DurabilityError of a WAIT (or WAITAOF) whose reply the socket timeout cut
+    off (a client whose timeout could not be read when it was checked): the write
+    was made (``written``) or may have been; Redis is not down, it was waiting."""
+    state = ("Redis made the write" if written else
+             "the write was sent and may or may not have been made")
+    return DurabilityError(
+        f"Redis at {where} did not confirm the write to {what} (durability="
+        f"{durability.mode!r}, durability_timeout {durability.timeout:g} s): {state}, but "
+        f"the connection's socket timeout ended the wait for replicas first; it "
+        f"is not confirmed on any replica and may or may not survive a failover; keep "
+        f"durability_timeout below the socket timeout", task_id=None, confirmed=0)

@@ -20,8 +20,8 @@ from redis.exceptions import RedisClusterException
 from ..errors import BrokerError, ConfigurationError, broker_error
 from .cluster import run_on_primary
 from .connections import Connections, load_and_run
-from .durability import (Durability, fsync_refused, has_waitaof, needs_confirmation,
-                         read_confirmation)
+from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
+                         needs_confirmation, read_confirmation)
 from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .waits import Blocked, Waits
@@ -223,7 +223,8 @@ class Transport:
                     connection.disconnect()  # Redis closed it: nothing after ran
                     raise self._failure(refused[1], what, scripts[refused[0]].name) \
                         from refused[1]
-                waited = None if policy is None else read_confirmation(connection, policy)
+                waited = (None if policy is None else
+                          self._confirmation(connection, policy, what))
                 for index in missing:  # a script that ran is never sent twice
                     try:
                         replies[index] = load_and_run(connection, scripts[index],
@@ -234,7 +235,7 @@ class Transport:
                             refused = (index, exc)
                 if missing and policy is not None:  # those ran after the WAIT: once more
                     connection.send_packed_command([confirmation])
-                    waited = read_confirmation(connection, policy)
+                    waited = self._confirmation(connection, policy, what)
             except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 size = sum(map(len, commands))
@@ -251,6 +252,16 @@ class Transport:
             if policy is not None:
                 policy.check(waited, what, self.description)
         return replies
+
+    def _confirmation(self, connection: Any, policy: Durability, what: str) -> Any:
+        """``read_confirmation``, the scripts' replies read already: a socket timeout
+        now cut a WAIT short, on a write that was made (DurabilityError, not the
+        "is Redis running" of a dead link)."""
+        try:
+            return read_confirmation(connection, policy)
+        except redis.TimeoutError as exc:
+            connection.disconnect()  # WAIT's reply may still come: not for the next caller
+            raise cut_short(policy, what, self.description, exc) from exc
 
     def _large_command_failed(self, exc: redis.ConnectionError, what: str,
                               size: int) -> BrokerError:

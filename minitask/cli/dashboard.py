@@ -34,9 +34,10 @@ def run(args: argparse.Namespace) -> int:
     auth = args.auth if args.auth is not None else os.environ.get(AUTH_ENV) or None
     if auth is not None:
         user, colon, password = auth.partition(":")
-        if not colon or not user or not password:  # ':' alone would be "auth on" for anyone
+        if not colon or not user.strip() or not password.strip():
+            # ':' or ' : ' would be "auth on" with a login anyone guesses
             raise ConfigurationError(f"--auth (or {AUTH_ENV}) must be user:password, with a "
-                                     f"user and a password that are not empty")
+                                     f"user and a password that are not empty or blank")
     try:
         from ..dashboard.server import make
     except ImportError as exc:

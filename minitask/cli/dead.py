@@ -9,7 +9,7 @@ from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, de
                      dead_letters, dead_rows, find_dead, lookup_queues, revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
-from ..printable import printable, shown_id
+from ..printable import printable, shown_id, shown_trace
 from ..sending import BULK_CHUNK
 from .options import (add_app_options, add_yes, check_given, confirmed, emit_json, known,
                       load, takes_words, unknown_word)
@@ -154,7 +154,7 @@ def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int
           f"reason    {printable(dead.reason) or 'unknown (no record says why)'}\n"
           f"error     {error}")
     if dead.traceback:
-        print(f"\n{printable(dead.traceback.rstrip(), keep_newlines=True)}")
+        print(f"\n{shown_trace(dead.traceback, dead.message)}")
     return 0
 
 

@@ -10,10 +10,10 @@ from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
 from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
 from ..admin.workflows import summary, waiting_step, workflow
 from ..errors import ConfigurationError
-from ..printable import printable
+from ..printable import printable, shown_trace
 from ..wire.message import MAX_ID_BYTES, describe_char, unprintable
 from .options import (Bounded, add_app_options, check_given, close_word, emit_json,
-                      load, takes_words, unknown_word)
+                      known, load, takes_words, unknown_word)
 
 USAGE = ("minitask inspect -A APP (ID | --id ID | running | scheduled | recent | "
          "workflow ID) [--queue Q] [--task NAME] [--state S] [--limit N] [--json]")
@@ -145,6 +145,8 @@ def _list(args: argparse.Namespace, which: str) -> int:
         raise ConfigurationError(f"--state filters recent outcomes, not {which} tasks")
     app = load(args.app)
     try:
+        if not all([known(app, queue) for queue in args.queue or ()]):
+            return 1  # something named was not found, as dead and purge say it
         if which == "recent":
             listing = recent(app, args.queue, task=args.task, state=args.state,
                              limit=args.limit)
@@ -254,7 +256,7 @@ def describe(info: TaskInfo) -> List[str]:
     if info.exc_type:
         lines.append(printable(f"{'error':<12} {info.exc_type}: {info.message}"))
     if info.traceback:
-        lines += ["", printable(info.traceback.rstrip(), keep_newlines=True)]
+        lines += ["", shown_trace(info.traceback, info.message)]
     return lines
 
 

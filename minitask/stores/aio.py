@@ -23,8 +23,8 @@ from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, MovedError,
                               RedisClusterException)
 
-from ..broker.durability import (WAITAOF_PROBE, Durability, fsync_refused, has_waitaof,
-                                 takes_command_name, waitaof_in)
+from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout, cut_short,
+                                 fsync_refused, has_waitaof, takes_command_name, waitaof_in)
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
@@ -95,6 +95,8 @@ class AsyncBroker:
         if kwargs.get("decode_responses"):
             raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
                                      "the async_broker without decode_responses=True")
+        # a client of its own (async_broker=) has a socket timeout of its own
+        check_socket_timeout(broker.transport.durability, client, f"app {broker.app_name!r}")
         self.broker = broker
         self.client = client
         self.description = broker.description
@@ -153,7 +155,14 @@ class AsyncBroker:
                     *durability.commands(keys[0])]
         with self.errors(what):
             for _ in range(2):
-                replies = await self._pipelined(commands, keys[0])
+                if self._pool is not None:
+                    replies = await self._send_confirmed(commands, durability, what)
+                else:
+                    try:
+                        replies = await self._pipelined(commands, keys[0])
+                    except redis.TimeoutError as exc:  # a client whose timeout was not known
+                        raise cut_short(durability, what, self.description, exc,
+                                        written=False) from exc
                 if not isinstance(replies[0], redis.exceptions.NoScriptError):
                     break
                 await self.client.script_load(source(name))
@@ -162,6 +171,34 @@ class AsyncBroker:
                     raise reply
             durability.check(replies[-1], what, self.description)
         return replies[0]
+
+    async def _send_confirmed(self, commands: Sequence[Sequence[Any]], durability: Durability,
+                              what: str) -> List[Any]:
+        """A script call, its touch and WAIT in one write on a connection of the pool,
+        every reply read in turn (a refusal as an exception): a socket timeout on
+        WAIT's reply alone means the write was made, and is said so (DurabilityError)."""
+        assert self._pool is not None
+        pool = self._pool
+        connection = await (pool.get_connection("EVALSHA") if self._named
+                            else pool.get_connection())
+        replies: List[Any] = []
+        try:
+            await connection.send_packed_command(connection.pack_commands(commands))
+            for index in range(len(commands)):
+                try:
+                    replies.append(await connection.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+                except redis.TimeoutError as exc:
+                    if index < len(commands) - 1:
+                        raise
+                    raise cut_short(durability, what, self.description, exc) from exc
+        except BaseException:
+            await connection.disconnect()  # a reply left unread must not reach the next caller
+            raise
+        finally:
+            await pool.release(connection)
+        return replies
 
     async def _pipelined(self, commands: Sequence[Sequence[Any]], key: str) -> List[Any]:
         """``commands`` on one connection, in order; every reply, a refusal as an exception.

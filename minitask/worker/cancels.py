@@ -206,7 +206,7 @@ class CancelWatch:
                     for _, _, task_id in requests:
                         if self._board.request(task_id, task_id in held):
                             logger.info("task %s: stop requested (cancel(running=True))",
-                                        task_id)
+                                        task_id, extra={"task_id": task_id, "task_name": ""})
                     self._board.forget_early(held)
         finally:
             backoff.gave_up()  # it no longer rides an outage

@@ -13,6 +13,10 @@ from .signals import SignalRelay
 logger = logging.getLogger(__name__)
 
 
+#: Tasks the end of the grace names, a line each (the rest are counted).
+NAMED_MOST = 20
+
+
 class Bell:
     """A socket pair that turns readable once rung: a wait on Redis watches it, so a
     stop (a signal, or ``stop()`` from another thread) ends the wait at once,
@@ -123,7 +127,15 @@ class Shutdown:
         if self._stop.reason:
             logger.info("%s received: stopping (grace %s s)", self._stop.reason, grace)
         if not threads.wait_idle(grace):
-            logger.warning("grace of %s s is over; giving back tasks still running", grace)
+            still = self._holdings.started(1_000_000_000)
+            logger.warning("grace of %s s is over; giving back %d task(s) still running",
+                           grace, len(still))
+            for task_id in still[:NAMED_MOST]:  # as the process pool names each
+                logger.warning("grace is over: giving back task %s", task_id,
+                               extra={"task_id": task_id, "task_name": ""})
+            if len(still) > NAMED_MOST:
+                logger.warning("grace is over: giving back %d more task(s), not named",
+                               len(still) - NAMED_MOST)
             if on_grace_over is not None:
                 on_grace_over()
         self._leases.release_all()

@@ -49,7 +49,8 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the public API of tasks and workflows
     ("features", frozenset({"broadcast", "canvas", "routes", "task"})),
     # enqueueing and waiting: what a call carries and where it goes
-    ("calls", frozenset({"batching", "call", "groups", "handle", "options", "sending"})),
+    ("calls", frozenset({"batching", "call", "groups", "handle", "options", "ranout",
+                         "sending"})),
     # fetch -> run -> ack / retry / dead-letter; pools/ runs the tasks
     ("worker", frozenset({"worker"})),
     # every operation on Redis, one module per concern, and their Lua
@@ -178,8 +179,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                   "stores.foreign", "stores.plans", "wire.message"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
-                            "sending", "stores.broker", "stores.results", "wire.message",
-                            "wire.serializer"}),
+                            "sending", "stores.broker", "stores.names", "stores.results",
+                            "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
                          "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
@@ -194,11 +195,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "batching": frozenset({"errors", "handle", "wire.message"}),
     "groups": frozenset({"broker.keys", "errors", "handle", "options", "printable",
                          "wire.message"}),
-    "handle": frozenset({"errors", "printable", "stores.broker", "stores.progress",
+    "handle": frozenset({"errors", "ranout", "stores.broker", "stores.progress",
                          "stores.results",
                          "stores.workflow_reads", "wire.message",
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
+    "ranout": frozenset({"printable", "stores.broker"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer",
                           "wire.types"}),

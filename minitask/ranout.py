@@ -1,0 +1,99 @@
+"""Why a wait for a result ran out, told the same by ``get()`` and ``aget()``.
+
+The message is made from a reading of where the task is (its status, the live
+workers of its queue, when a scheduled run is due); each twin makes that reading
+its own way (``aget()`` awaits the status and holds no loop for the rest) and
+hands it to the one function that words it.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from dataclasses import dataclass
+from typing import List, Optional
+
+from .printable import printable, shown_name
+from .stores.broker import Broker
+
+#: A worker whose last heartbeat is older than this is not counted as live.
+LIVE_MS = 60_000
+
+#: Statuses whose message names when the task is due (a scheduled or retrying run).
+_DUE_SAID = frozenset({"unknown", "succeeded", "failed", "cancelled", "running", "queued"})
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a task is when its wait runs out: its ``status``, the live workers that
+    serve its queue (``serving``), and when its next run is due (``due``, or "")."""
+
+    status: str
+    serving: List[str]
+    due: str = ""
+
+
+def unknown_message(task_id: str, queue: Optional[str], where: str) -> str:
+    place = f"in queue {queue!r}" if queue else "in any queue of the app"
+    return (f"task {task_id} is unknown {place} on {where}: it was never enqueued on this "
+            f"broker (do producer and worker use the same MINITASK_BROKER_URL and app "
+            f"name?), its result expired (result_ttl), or it was an ignore_result task; "
+            f"there is nothing to wait for")
+
+
+def place_of(broker: Broker, queue: str, task_id: str, status: str) -> Place:
+    """The rest of the reading once the status is known (blocking reads)."""
+    due = "" if status in _DUE_SAID else _due_text(broker, queue, task_id)
+    return Place(status, _live_workers(broker, queue), due)
+
+
+def unread_message(task_id: str, timeout: Optional[float], exc: Exception) -> str:
+    return f"{_head(task_id, timeout)} (and its status could not be read: {exc})"
+
+
+def timeout_message(task_id: str, timeout: Optional[float], queue: str, where: str,
+                    sent_later: bool, place: Place) -> str:
+    """Why the wait ran out, from where the task is now and who serves its queue."""
+    head, status, serving = _head(task_id, timeout), place.status, place.serving
+    if status == "unknown" and sent_later:  # as minitask inspect tells it
+        return (f"{head}; it is not sent yet: a later step of a workflow, sent once the "
+                f"steps before it end (minitask inspect workflow, given the id of the "
+                f"workflow's handle, shows where they are), unless it was purged")
+    if status == "unknown":
+        return f"{head}; it is now unknown (cancelled and expired, or purged)"
+    if status in ("succeeded", "failed", "cancelled"):
+        return f"{head}; it has just finished ({status}): call get() again"
+    if status == "running":
+        return f"{head}; it is still running (a long task, or a worker that died with " \
+               f"it: then it runs again once its lease expires)"
+    workers = (f"{len(serving)} live worker(s) serve queue {queue!r} "
+               f"({', '.join(serving[:3])}{', ...' if len(serving) > 3 else ''})"
+               if serving else
+               f"no live worker serves queue {queue!r} on {where}: start "
+               f"one (minitask worker -A APP -Q {queue}), and check that producer and "
+               f"worker use the same broker and app name")
+    if status == "queued":
+        return f"{head}; it is still queued: {workers}"
+    return f"{head}; it is {status}{place.due}; {workers}"
+
+
+def _head(task_id: str, timeout: Optional[float]) -> str:
+    return f"task {task_id} did not finish within {timeout} s"
+
+
+def _live_workers(broker: Broker, queue: str) -> List[str]:
+    """The names of the live workers serving ``queue``, as a message shows them: escaped
+    and cut (``shown_name``: a name planted in Redis may be megabytes)."""
+    now_ms = int(time.time() * 1000)
+    names = []
+    for info in broker.registry.live(now_ms, LIVE_MS):
+        if queue in info.get("queues", "").split(","):
+            names.append(printable(shown_name(info["name"])))
+    return names
+
+
+def _due_text(broker: Broker, queue: str, task_id: str) -> str:
+    due_ms = broker.admin.record(queue, task_id).due_ms
+    if due_ms is None:
+        return ""
+    due = _dt.datetime.fromtimestamp(due_ms / 1000.0, _dt.timezone.utc)
+    return f" (next run due at {due.isoformat(timespec='milliseconds')})"
