@@ -23,7 +23,7 @@ from .coroutine_runs import run_coroutine
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
 from .observe import Observer
-from .outcomes import Recorder
+from .outcomes import Recorder, naming
 from .softlimit import call_with_alarm, call_with_posting, soft_limited
 
 logger = logging.getLogger(__name__)
@@ -274,7 +274,8 @@ class Runner:
         """The process pool killed the attempt at its time limit: record the failure."""
         task = self._host.tasks[message.task]
         logger.warning("task %s %s ran past its timeout of %s s: killed its process",
-                       job.task_id, task.name, task.options.timeout)
+                       job.task_id, task.name, task.options.timeout,
+                       extra=naming(job.task_id, task.name))
         error = TimeLimitExceeded(f"task {task.name!r} ran past its timeout of "
                                   f"{task.options.timeout} s and was killed")
         status, _ = self._recorder.finish(job, message, None, error, elapsed)

@@ -1,6 +1,6 @@
 """In JSON logs, the worker's own lines about one task carry its ``task_id``: "stop
-requested" (``cancel(running=True)``) and, on the thread and asyncio pools, the end
-of the grace, which names each task it gives back (the process pool did already).
+requested" (``cancel(running=True)``) and the end of the grace, which names each task
+it gives back, on every pool.
 Real worker processes on a real redis-server."""
 from __future__ import annotations
 
@@ -60,7 +60,8 @@ def _lines(log: Path) -> List[Dict[str, Any]]:
     return found
 
 
-@pytest.mark.parametrize("pool,task", [("thread", ops.long), ("asyncio", ops.along)])
+@pytest.mark.parametrize("pool,task", [("thread", ops.long), ("asyncio", ops.along),
+                                       ("process", ops.long)])
 def test_stop_requested_and_grace_over_lines_carry_the_task_id(
         url: str, processes: Processes, tmp_path: Path, pool: str, task: Any) -> None:
     log = tmp_path / "worker.log"

@@ -297,7 +297,7 @@ class ProcessPool(Generic[J]):
         child.process.join(timeout=5)
         child.deadline = None
         logger.info("task %s: stop requested; killed child %d", job.task_id,
-                    child.process.pid)
+                    child.process.pid, extra={"task_id": job.task_id, "task_name": message.task})
         self.worker.cancelled(job, message, ran + time.monotonic() - asked)
         self.retired_failed += 1  # recorded here, not by the killed child
         child.job = child.message = None
@@ -346,7 +346,8 @@ class ProcessPool(Generic[J]):
             _kill(pid)
             child.process.join(timeout=5)
             if child.job is not None:
-                logger.warning("grace is over: giving back task %s", child.job.task_id)
+                logger.warning("grace is over: giving back task %s", child.job.task_id,
+                               extra={"task_id": child.job.task_id})
                 self.worker.give_back(child.job)
                 child.job = None
             self._reap(pid, child)
