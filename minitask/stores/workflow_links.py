@@ -14,16 +14,15 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..errors import DecodeError
+from ..errors import DecodeError, EncodeError
 from ..printable import shown_id, shown_value
 from ..wire.serializer import unpack_data
 from .plans import task_nodes
 from .workflow_reads import node_problem
 
-#: Groups one walk joins at most, one holding the next (``group([group([...])])``).
-#: No workflow a producer sends nests its groups this deep (its frames could not be
-#: packed, nor sent without a RecursionError, past about 450), and a walk this long
-#: stays well inside Python's recursion limit.
+#: Groups one walk joins at most, one holding the next (``group([group([...])])``):
+#: a producer refuses to send a workflow whose groups and chords nest deeper
+#: (``nesting``), and a walk this long stays well inside Python's recursion limit.
 JOIN_DEPTH = 256
 
 #: At most this many tasks that follow a group are named in each member's frame (the
@@ -45,6 +44,36 @@ def after_of(follow: Optional[Dict[str, Any]]) -> Dict[str, Any]:
     if len(tasks) > AFTER_LIMIT:
         tasks = tasks[:AFTER_LIMIT - 1] + tasks[-1:]
     return {"t": tasks, "j": follow}
+
+
+def nesting(node: Dict[str, Any]) -> int:
+    """How deep groups and chords nest in one another in a plan node (as
+    ``minitask.canvas`` compiles it), walked without recursion: the most groups a walk
+    from one of its groups outwards can join."""
+    deepest, pending = 0, [(node, 0)]
+    while pending:
+        node, depth = pending.pop()
+        kind = node["k"]
+        depth += kind in ("g", "h")
+        deepest = max(deepest, depth)
+        parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
+                 else [*node["header"], node["body"]] if kind == "h" else ())
+        pending.extend((part, depth) for part in parts)
+    return deepest
+
+
+def check_nesting(node: Dict[str, Any], workflow_id: str) -> None:
+    """Refuse to send a workflow whose groups nest deeper than a worker follows them.
+
+    Raises:
+        EncodeError: naming how deep they nest; a worker would refuse to carry it
+            on, as corrupt state.
+    """
+    deepest = nesting(node)
+    if deepest > JOIN_DEPTH:
+        raise EncodeError(f"workflow {workflow_id}: its groups and chords nest {deepest} "
+                          f"deep, more than the {JOIN_DEPTH} a worker follows (JOIN_DEPTH); "
+                          f"nest them less deep", task_name="?", path="workflow")
 
 
 def end_of(follow: Any) -> Optional[Dict[str, Any]]:

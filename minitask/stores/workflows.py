@@ -46,7 +46,8 @@ from ..wire.serializer import (check_arguments, encode_message, encode_outcome, 
                                unpack_data)
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .workflow_links import JOIN_DEPTH, Path, after_of, end_of, follow_of, joined
+from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
+                             joined)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 
 logger = logging.getLogger(__name__)
@@ -138,9 +139,11 @@ class WorkflowStore(WorkflowReads):
         a lone task; every step then carries that id, the workflow's.
 
         Raises:
-            EncodeError, MessageTooLarge: a message cannot be sent; nothing was written.
+            EncodeError, MessageTooLarge: a message cannot be sent, or groups and
+                chords nest more than ``JOIN_DEPTH`` deep; nothing was written.
             BrokerError: Redis failed; the calls already made may have been applied.
         """
+        check_nesting(node, record[0] if record else "")
         writes = _Writes()
         if record is not None:
             writes.record = (record[0], pack_data(record[1], f"the handle of {record[0]}"),

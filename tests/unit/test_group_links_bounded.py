@@ -13,9 +13,9 @@ from typing import Any, Callable, Dict, List
 import pytest
 import redis
 
-from minitask import Minitask, chord
-from minitask.errors import DecodeError
-from minitask.stores.workflow_links import JOIN_DEPTH, end_of, follow_of, joined
+from minitask import Minitask, chord, group
+from minitask.errors import DecodeError, EncodeError
+from minitask.stores.workflow_links import JOIN_DEPTH, end_of, follow_of, joined, nesting
 from minitask.wire.serializer import pack_data
 from tests.support.chords import body_ended, sent_chord
 
@@ -41,6 +41,13 @@ def test_joined_refuses_a_group_already_joined_and_one_too_far_out() -> None:
     with pytest.raises(DecodeError, match=f"more than {JOIN_DEPTH} deep"):
         joined(join_of("q", "one-more"), deep)
     joined(join_of("q", "last"), deep[:-1])  # JOIN_DEPTH groups in all: walked
+
+
+def test_nesting_counts_groups_and_chords_held_in_one_another() -> None:
+    task = {"k": "t"}
+    assert nesting(task) == 0
+    inner = {"k": "h", "header": [task, {"k": "g", "members": [task]}], "body": task}
+    assert nesting({"k": "c", "steps": [task, {"k": "g", "members": [inner, task]}]}) == 3
 
 
 def test_follow_of_refuses_a_continuation_that_ends_back_in_the_walk() -> None:
@@ -137,3 +144,25 @@ def test_a_workflow_walk_that_raises_still_records_the_dead_letter(
                                      in letter.message for letter in letters), letters
     assert not redis_client.zrange(app.broker.queues.keys("default").leases, 0, -1)
     assert seen == []
+
+
+def test_a_workflow_nesting_groups_deeper_than_join_depth_is_refused_at_delay(
+        app: Minitask, fake_redis: "redis.Redis[bytes]") -> None:
+    """What a worker would refuse to carry on is refused at ``delay()``, nothing sent;
+    ``JOIN_DEPTH`` groups nested are sent (and carried on: the walk above)."""
+    @app.task
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    def nested(depth: int) -> Any:
+        workflow: Any = add.s(1, 1)
+        for _ in range(depth):
+            workflow = group([add.s(2, 2), workflow])
+        return workflow
+
+    with pytest.raises(EncodeError, match=f"nest {JOIN_DEPTH + 1} deep, more than the "
+                                          f"{JOIN_DEPTH}"):
+        nested(JOIN_DEPTH + 1).delay()
+    assert fake_redis.dbsize() == 0
+    nested(JOIN_DEPTH).delay()
+    assert fake_redis.dbsize() > 0
