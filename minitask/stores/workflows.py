@@ -34,19 +34,21 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import ConfigurationError, DecodeError, EncodeError, MessageTooLarge
 from ..limits import group_name
-from ..printable import printable, shown_value
+from ..printable import printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads, node_problem
+from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
+                             joined)
+from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 
 logger = logging.getLogger(__name__)
 
@@ -55,16 +57,13 @@ logger = logging.getLogger(__name__)
 Node = Dict[str, Any]
 #: What follows a node: ``{"k": "then", "node", "next"}``, ``{"k": "join", "q", "id",
 #: "i", "ttl", "a"}``, or None. A join's ``"a"`` names what follows the group (as
-#: ``_after`` builds it), so that a member can end it when the group's state cannot
-#: be read; frames written by an older minitask have none, and behave as before.
+#: ``workflow_links.after_of`` builds it), so that a member can end it when the group's
+#: state cannot be read; frames written by an older minitask have none, and behave as
+#: before.
 Continuation = Optional[Dict[str, Any]]
 
 #: Steps per spawn script call: keeps each script short so Redis stays responsive.
 SPAWN_CHUNK = 1000
-#: At most this many tasks that follow a group are named in each member's frame (the
-#: first ones and the last, the one a handle waits for): the frame stays small.
-AFTER_LIMIT = 100
-
 
 #: A step to send: (id, body, priority, due ms or 0, marker ttl ms, flow spec or None).
 Step = Tuple[str, bytes, int, int, int, Optional[str]]
@@ -117,19 +116,6 @@ def _step_flow(node: Node, value: Any) -> Optional[str]:
         raise EncodeError(str(exc), task_name=node["task"], path="group") from None
 
 
-def _after(follow: Continuation) -> Dict[str, Any]:
-    """What follows a group, as each member's frame names it: ``"t"`` the tasks of its
-    later steps ([queue, id, ttl], at most ``AFTER_LIMIT``) and ``"j"`` the join of the
-    group it ends in, or None."""
-    tasks: List[List[Any]] = []
-    while follow is not None and follow["k"] == "then":
-        tasks += [[task["q"], task["id"], task["ttl"]] for task in task_nodes(follow["node"])]
-        follow = follow["next"]
-    if len(tasks) > AFTER_LIMIT:
-        tasks = tasks[:AFTER_LIMIT - 1] + tasks[-1:]
-    return {"t": tasks, "j": follow}
-
-
 class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
@@ -153,9 +139,11 @@ class WorkflowStore(WorkflowReads):
         a lone task; every step then carries that id, the workflow's.
 
         Raises:
-            EncodeError, MessageTooLarge: a message cannot be sent; nothing was written.
+            EncodeError, MessageTooLarge: a message cannot be sent, or groups and
+                chords nest more than ``JOIN_DEPTH`` deep; nothing was written.
             BrokerError: Redis failed; the calls already made may have been applied.
         """
+        check_nesting(node, record[0] if record else "")
         writes = _Writes()
         if record is not None:
             writes.record = (record[0], pack_data(record[1], f"the handle of {record[0]}"),
@@ -165,7 +153,7 @@ class WorkflowStore(WorkflowReads):
                 writes.plan = pack_data(pack_plan(record[0], node, now_ms),
                                         f"the plan of workflow {record[0]}")
         self._plan(node, None, False, None, writes, now_ms, max_bytes)
-        self._write(writes, now_ms, max_bytes)
+        self._write(writes, now_ms, max_bytes, ())
 
     # -- a task ended -----------------------------------------------------------------
 
@@ -177,7 +165,8 @@ class WorkflowStore(WorkflowReads):
                 caller dead-letters the task instead); nothing was written.
             BrokerError: Redis failed; the whole step is safe to run again.
         """
-        self._resume(frame.get("next"), value, now_ms, frame["max"], workflow_id_of(frame))
+        self._resume(frame.get("next"), value, now_ms, frame["max"], (),
+                     workflow_id_of(frame))
 
     def fail(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
         """A task with ``frame`` ended dead: run its error callbacks once, fail its
@@ -194,8 +183,8 @@ class WorkflowStore(WorkflowReads):
             except (TypeError, ValueError) as exc:  # EncodeError, MessageTooLarge
                 logger.error("workflow error callback %s (%s) cannot be sent: %s",
                              errback["id"], errback["task"], exc)
-        self._write(errbacks, now_ms, max_bytes)
-        self._fail_from(frame.get("next"), failure, now_ms, max_bytes, errbacks.wid)
+        self._write(errbacks, now_ms, max_bytes, ())
+        self._fail_from(frame.get("next"), failure, now_ms, max_bytes, errbacks.wid, ())
 
     def stopped(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
         """A task with ``frame`` was cancelled: cancel every step that would have
@@ -206,15 +195,16 @@ class WorkflowStore(WorkflowReads):
             BrokerError: Redis failed; the whole step is safe to run again.
         """
         self._fail_from(frame.get("next"), failure, now_ms, frame["max"],
-                        workflow_id_of(frame))
+                        workflow_id_of(frame), ())
 
     def _stop_what_follows(self, join: Dict[str, Any], packed: Any, why: str, now_ms: int,
-                           max_bytes: int, wid: str) -> None:
+                           max_bytes: int, wid: str, path: Path) -> None:
         """A group whose state is not minitask's cannot complete: cancel what follows it
         (a chord's body), saying so, as the group's state or else the member's frame
-        names it; a frame of an older minitask names none: then it is logged."""
-        try:
-            follow = unpack_data(packed, f"what follows group {join['id']}") if packed else None
+        names it; a frame of an older minitask names none: then it is logged. ``path``:
+        the groups this walk joined, ``join``'s last."""
+        try:  # read as a complete group's is, a link back into ``path`` refused too
+            follow = follow_of(join, packed, path) if packed else None
         except DecodeError:
             follow = None
         after = join.get("a")  # absent from a frame an older minitask wrote
@@ -223,18 +213,23 @@ class WorkflowStore(WorkflowReads):
             for queue, task_id, ttl in reversed(after.get("t") or ()):
                 follow = {"k": "then", "next": follow,
                           "node": {"k": "t", "q": queue, "id": task_id, "ttl": ttl}}
+        end = end_of(follow)  # the frame's, leading back into this walk: not followed
+        if end is not None and ((end.get("q"), end.get("id")) in path
+                                or len(path) >= JOIN_DEPTH):
+            follow = None
         if follow is None:
             logger.error("%s; what follows it cannot be read either, and will not run",
                          printable(why))
             return
         self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""), now_ms,
-                        max_bytes, wid)
+                        max_bytes, wid, path)
 
     # -- carrying on ------------------------------------------------------------------
 
     def _resume(self, follow: Continuation, value: Any, now_ms: int, max_bytes: int,
-                wid: str = "", carried: Optional[_Writes] = None) -> None:
-        """Send what follows a step; ``wid``: the id of its workflow ('' unknown).
+                path: Path, wid: str = "", carried: Optional[_Writes] = None) -> None:
+        """Send what follows a step; ``wid``: the id of its workflow ('' unknown);
+        ``path``: the groups this walk joined (``workflow_links``).
         ``carried``: the writes of an empty group's workflow whose handle and plan
         records are not written yet (no step came before), written with this."""
         if follow is None:
@@ -242,23 +237,25 @@ class WorkflowStore(WorkflowReads):
         if follow["k"] == "then":
             writes = _carry(carried, wid)
             self._plan(follow["node"], value, True, follow["next"], writes, now_ms, max_bytes)
-            self._write(writes, now_ms, max_bytes)
+            self._write(writes, now_ms, max_bytes, path)
             return
+        inner = joined(follow, path)
         reply = self._join(follow, "ok", pack_data(value, f"the result of group member "
                                                           f"{follow['i']}"))
-        self._act_on(follow, reply, now_ms, max_bytes, wid)
+        self._act_on(follow, reply, now_ms, max_bytes, inner, wid)
 
     def _act_on(self, join: Dict[str, Any], reply: List[Any], now_ms: int,
-                max_bytes: int, wid: str = "") -> None:
-        """Do what a group's answer to a join asks (see group_join.lua)."""
+                max_bytes: int, path: Path, wid: str = "") -> None:
+        """Do what a group's answer to a join asks (see group_join.lua); ``path``: the
+        groups this walk joined, ``join``'s last: what follows may not lead back."""
         status = text(reply[0])
         if status in ("complete", "failing"):
             try:  # the group's state holds them: data anyone could have written
-                follow = self._follow_of(join, reply[1])
+                follow = follow_of(join, reply[1], path)
                 failure = Failure.unpacked(reply[2]) if status == "failing" else None
             except DecodeError as exc:
                 why = f"workflow group {join['id']}: {exc}; the group cannot complete"
-                self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid)
+                self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid, path)
                 raise DecodeError(f"{why} (inspect key {self.keys(join['q']).group(join['id'])}"
                                   f", then delete it)") from exc
         if status == "complete":
@@ -270,64 +267,64 @@ class WorkflowStore(WorkflowReads):
                 # waiting for ever for a group that can never complete
                 why = f"workflow group {join['id']}: {exc}; the group cannot complete"
                 self._fail_from(follow, Failure(join["id"], "group", "DecodeError", why, ""),
-                                now_ms, max_bytes, wid)
+                                now_ms, max_bytes, wid, path)
                 self._fired(join)
                 raise DecodeError(f"{why} (inspect the key, then delete it)") from exc
             try:
-                self._resume(follow, values, now_ms, max_bytes, wid)
+                self._resume(follow, values, now_ms, max_bytes, path, wid)
             except (EncodeError, MessageTooLarge) as exc:
                 # the results cannot travel on (a body message over the limit): what
                 # follows fails, as if a step had ended dead, instead of never running
                 logger.error("workflow group %s: what follows it cannot be sent: %s",
                              join["id"], exc)
                 self._fail_from(follow, Failure(join["id"], "group", type(exc).__name__,
-                                                str(exc), ""), now_ms, max_bytes, wid)
+                                                str(exc), ""), now_ms, max_bytes, wid, path)
+            except DecodeError as exc:
+                self._stop_further(join, exc, now_ms, max_bytes, wid, path)
             self._fired(join)
         elif status == "failing":
             assert failure is not None
-            self._fail_from(follow, failure, now_ms, max_bytes, wid)
+            try:
+                self._fail_from(follow, failure, now_ms, max_bytes, wid, path)
+            except DecodeError as exc:
+                self._stop_further(join, exc, now_ms, max_bytes, wid, path)
         elif status == "corrupt":
             why = f"workflow group {join['id']}: {text(reply[1])}; the group cannot complete"
             self._stop_what_follows(join, reply[2] if len(reply) > 2 else b"", why, now_ms,
-                                    max_bytes, wid)
+                                    max_bytes, wid, path)
             raise DecodeError(f"{why} (inspect the key, then delete it)")
         elif status == "gone":
             why = (f"workflow group {join['id']}: key {self.keys(join['q']).group(join['id'])} "
                    f"is gone (deleted, or expired after its result_ttl); the group cannot "
                    f"complete")
             logger.warning("%s: what follows it ends as cancelled", why)
-            self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid)
+            self._stop_what_follows(join, b"", why, now_ms, max_bytes, wid, path)
 
-    @staticmethod
-    def _follow_of(join: Dict[str, Any], packed: bytes) -> Continuation:
-        """What follows group ``join``, from its state; DecodeError when it is none
-        minitask writes (a shape the walks below would trip on)."""
-        follow: Continuation = unpack_data(packed, f"what follows group {join['id']}")
-        node: Any = follow
-        problem = node_problem(node.get("node")) if isinstance(node, dict) and node.get(
-            "k") == "then" else None
-        while problem is None and isinstance(node, dict) and node.get("k") == "then" and isinstance(
-                node.get("node"), dict) and node["node"].get("k") in ("t", "c", "g", "h"):
-            node = node.get("next")
-        if problem is None and (node is None or isinstance(node, dict) and node.get(
-                "k") == "join" and all(isinstance(node.get(field), str) for field in ("q", "id"))):
-            return follow
-        shown = f"a step {problem}" if problem else shown_value(node)
-        raise DecodeError(f"what follows group {join['id']} is not what minitask writes "
-                          f"there: {shown}")
+    def _stop_further(self, join: Dict[str, Any], exc: DecodeError, now_ms: int,
+                      max_bytes: int, wid: str, path: Path) -> NoReturn:
+        """Corrupt state further out (a group this one's state leads to) stopped the walk:
+        the group the walk began with cancels what follows it, as the member's frame
+        names it (a chord's body), which no group further out can; then ``exc`` is
+        raised on. A walk over planted groups logs it once, not once a group."""
+        if len(path) == 1:
+            self._stop_what_follows(join, b"", f"workflow group {join['id']}: {exc}", now_ms,
+                                    max_bytes, wid, path)
+        raise exc
 
     def _fail_from(self, follow: Continuation, failure: Failure, now_ms: int,
-                   max_bytes: int, wid: str) -> None:
+                   max_bytes: int, wid: str, path: Path) -> None:
         """Cancel what follows a failed step: first the group it ends in (so that group
         can never fire) and what follows that group, then its own later steps; ``wid``:
-        the id of their workflow ('' unknown), which their markers name."""
+        the id of their workflow ('' unknown), which their markers name; ``path``: the
+        groups this walk joined (DecodeError if the group it ends in is one)."""
         later: List[Node] = []
         while follow is not None and follow["k"] == "then":
             later.append(follow["node"])
             follow = follow["next"]
         if follow is not None:
+            inner = joined(follow, path)
             reply = self._join(follow, "dead", failure.packed())
-            self._act_on(follow, reply, now_ms, max_bytes, wid)
+            self._act_on(follow, reply, now_ms, max_bytes, inner, wid)
         self._cancel(later, failure, now_ms, wid)
 
     def _cancel(self, nodes: Sequence[Node], failure: Failure, now_ms: int, wid: str) -> None:
@@ -409,7 +406,7 @@ class WorkflowStore(WorkflowReads):
         elif not node["members"]:
             writes.empty.append(follow)
         else:
-            after = _after(follow)
+            after = after_of(follow)
             writes.groups.append((node["q"], node["id"], len(node["members"]),
                                   pack_data(follow, f"what follows group {node['id']}"),
                                   node["ttl"]))
@@ -446,9 +443,10 @@ class WorkflowStore(WorkflowReads):
             (message.id, body, message.priority, message.eta_ms or 0, node["ttl"],
              _step_flow(node, value)))
 
-    def _write(self, writes: _Writes, now_ms: int, max_bytes: int) -> None:
+    def _write(self, writes: _Writes, now_ms: int, max_bytes: int, path: Path) -> None:
         """Groups first (their members report to them), then the steps, in one round
-        trip where the connection allows; then what follows empty groups."""
+        trip where the connection allows; then what follows empty groups (``path``:
+        the groups this walk joined)."""
         calls: List[ScriptCall] = []
         by_queue: Dict[str, List[Tuple[str, str, int, bytes, int]]] = {}
         for group in writes.groups:
@@ -495,4 +493,4 @@ class WorkflowStore(WorkflowReads):
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
                                             f"workflow step(s)")
         for waiting in writes.empty:
-            self._resume(waiting, [], now_ms, max_bytes, writes.wid, writes)
+            self._resume(waiting, [], now_ms, max_bytes, path, writes.wid, writes)

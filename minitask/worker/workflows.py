@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Optional
 
-from ..errors import BrokerError, DecodeError, EncodeError, MessageTooLarge
-from ..printable import printable
+from ..errors import BrokerError, DecodeError
+from ..printable import error_text, log_error, printable
 from ..stores.foreign import foreign
 from ..stores.workflow_reads import Failure, frame_of
 from ..wire.message import Message, Outcome
@@ -41,7 +41,8 @@ class WorkflowSteps:
 
         Returns:
             None, or the error that makes the task dead instead: its result cannot
-            go on (a message over the limit, an unreadable frame).
+            go on (a message over the limit, an unreadable frame or group state, or
+            any other error its workflow's walk raised).
         """
         if message.workflow is None:
             return None
@@ -55,8 +56,8 @@ class WorkflowSteps:
         try:
             persist(lambda: _unless_foreign(lambda: store.advance(frame, value, clock.now_ms())),
                     f"carry on the workflow of task {message.id}")
-        except (EncodeError, MessageTooLarge, DecodeError) as exc:
-            return exc
+        except Exception as exc:  # EncodeError, MessageTooLarge, DecodeError; or state
+            return exc  # no check foresaw (a RecursionError, say): dead, never held
         return None
 
     def ended_dead(self, message: Optional[Message], outcome: Outcome) -> None:
@@ -91,6 +92,11 @@ class WorkflowSteps:
                     f"{'fail' if how == 'fail' else 'cancel'} the workflow of task {message.id}")
         except DecodeError as exc:
             logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
+        except Exception as exc:  # state no check foresaw (a RecursionError, say): the
+            # task's own outcome is recorded all the same, never held for ever or retried
+            log_error(logger, logging.ERROR, "task %s: its workflow cannot be carried on "
+                      "(internal error: %s: %s); its own outcome is recorded", message.id,
+                      type(exc).__name__, error_text(exc), error=exc)
 
 
 def _unless_foreign(step: Callable[[], Any]) -> Any:

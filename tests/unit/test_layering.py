@@ -322,9 +322,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.foreign",
                                         "stores.plans", "stores.store", "wire.message",
                                         "wire.serializer"}),
+    # the links a walk follows from group to group, bounded (workflow_links.JOIN_DEPTH)
+    "stores.workflow_links": frozenset({"errors", "printable", "stores.plans",
+                                        "stores.workflow_reads", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
                                    "printable", "stores.plans", "stores.queue",
-                                   "stores.workflow_reads", "wire.message", "wire.serializer"}),
+                                   "stores.workflow_links", "stores.workflow_reads",
+                                   "wire.message", "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset(),
