@@ -117,7 +117,8 @@ PYTHON_TESTS := tests/integration/test_async_packed.py tests/integration/test_as
 	tests/crash/test_async_loop_stopped.py tests/crash/test_graceful_stop.py \
 	tests/crash/test_time_limits.py tests/crash/test_soft_time_limits.py \
 	tests/crash/test_base_exceptions_on_every_pool.py tests/crash/test_lifecycle_hooks.py \
-	tests/crash/test_process_pool_cancel_log.py tests/crash/test_base_exceptions_while_recording.py
+	tests/crash/test_process_pool_cancel_log.py tests/crash/test_base_exceptions_while_recording.py \
+	tests/crash/test_coroutine_leftovers_end.py tests/crash/test_stop_past_leftover_threads.py
 
 .venv-%/.installed: setup.cfg setup.py pyproject.toml
 	@found="$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$**/bin/python 2>/dev/null \
