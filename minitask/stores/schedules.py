@@ -10,7 +10,7 @@ read them a page at a time (``page``), never all at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
@@ -18,7 +18,7 @@ from ..errors import DecodeError
 from ..periodic import Schedule, from_record, with_times
 from ..printable import printable
 from ..wire.message import unprintable
-from .foreign import ignored, raise_refusals, text_of, whole
+from .foreign import ignored, raise_refusals, summarised, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
@@ -80,7 +80,7 @@ class Page:
 class ScheduleStore(Store):
     """The schedules of one app's queues."""
 
-    scripts = (*_SCRIPTS, "schedule_fire", "schedule_page")
+    scripts = (*_SCRIPTS, "schedule_fire", "schedule_page", "schedule_armed")
 
     # -- changing ----------------------------------------------------------------
 
@@ -105,39 +105,66 @@ class ScheduleStore(Store):
 
     # -- reading -----------------------------------------------------------------
 
+    #: (queue, name) -> the readable armed schedules last read (``armed``), whose
+    #: records are not decoded again while they do not change (none is kept for an
+    #: unreadable record: planted ones cost no memory)
+    _known: Mapping[Tuple[str, str], Armed] = {}
+
     def armed(self, queues: Sequence[str]) -> Dict[str, List[Armed]]:
-        """Every schedule of ``queues`` with its armed tick, in one round trip.
+        """Every armed schedule of ``queues`` (a record and a tick) with its tick, in one
+        round trip (schedule_armed.lua: records with no tick, never fired, and ticks
+        naming no record are not sent, so neither costs the read).
 
         Read tolerantly (``stores/foreign.py``): a key of another type counts as
         empty, a name that is not UTF-8 is left out, and a tick that is no whole
         number of ms up to year 9999 (inf, 1e300, 1.5) is handed out as ``bad_tick``
-        for the worker to re-arm; each is warned about once.
+        for the worker to re-arm; what is ignored is said in one line per key.
+        A record read before and unchanged is not decoded again.
         """
-        with self.transport.errors("read the schedules"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for queue in queues:
-                k = self.keys(queue)
-                pipe.hgetall(k.schedules)
-                pipe.zrange(k.ticks, 0, -1, withscores=True)
-            replies = pipe.execute(raise_on_error=False)
+        calls = [("schedule_armed", queue, (self.keys(queue).schedules, self.keys(queue).ticks),
+                  (), 0) for queue in queues]
+        replies = self.transport.run_calls(calls, "read the schedules") if calls else []
         found: Dict[str, List[Armed]] = {}
-        for index, queue in enumerate(queues):
-            k = self.keys(queue)
-            records = _hash(k.schedules, replies[2 * index])
-            ticks = _ticks(k.ticks, replies[2 * index + 1])
-            entries = []
-            for name, record in sorted(records.items()):
-                score = ticks.get(name)
-                tick_ms = None if score is None else whole(score)
+        with summarised():
+            for queue, reply in zip(queues, replies):
+                found[queue] = self._armed_of(queue, reply, self._known)
+        kept = {key: entry for key, entry in self._known.items() if key[0] not in found}
+        kept.update(((queue, entry.name), entry) for queue, entries in found.items()
+                    for entry in entries if entry.schedule is not None)
+        self._known = kept
+        return found
+
+    def _armed_of(self, queue: str, reply: Any,
+                  known: Mapping[Tuple[str, str], Armed]) -> List[Armed]:
+        k = self.keys(queue)
+        refused_records, refused_ticks, held, *joined = reply
+        for key, refused, kind in ((k.schedules, refused_records, "a hash"),
+                                   (k.ticks, refused_ticks, "a sorted set")):
+            if refused:
+                ignored(key, f"it holds another type than {kind} ({text_of(refused)})")
+                return []
+        if int(held) > len(joined) // 3:
+            ignored(k.ticks, f"{int(held) - len(joined) // 3:,} tick(s) name no schedule "
+                             f"record (never fired)")
+        entries = []
+        for index in range(0, len(joined), 3):
+            raw, record, score = joined[index:index + 3]
+            name = _name(k.schedules, raw)
+            if name is None:
+                continue
+            tick_ms = whole(score)
+            before = known.get((queue, name))
+            if before is not None and before.record == record:
+                schedule, problem = before.schedule, before.problem
+            else:
                 try:
-                    schedule: Optional[Schedule] = _read(record, name, queue)
-                    problem = ""
+                    schedule, problem = _read(record, name, queue), ""
                 except DecodeError as exc:
                     schedule, problem = None, str(exc)
-                entries.append(Armed(name, record, schedule, tick_ms,
-                                     score if tick_ms is None else None, problem))
-            found[queue] = entries
-        return found
+            entries.append(Armed(name, record, schedule, tick_ms,
+                                 None if tick_ms is not None else float(score), problem))
+        entries.sort(key=lambda entry: entry.name)
+        return entries
 
     def counts(self, queues: Sequence[str]) -> Dict[str, int]:
         """How many records the schedules of each queue hold (HLEN, one round trip);
@@ -245,20 +272,6 @@ class ScheduleStore(Store):
                      text_of(problem[0]) or "" if problem else "")
 
 
-def _hash(key: str, reply: Any) -> Dict[str, bytes]:
-    """A HGETALL reply by field name: a key of another type counts as empty, a
-    field that is no schedule name (``_name``) is left out (each warned about once)."""
-    if isinstance(reply, Exception):
-        ignored(key, f"it holds another type than a hash ({reply})")
-        return {}
-    found = {}
-    for field, value in reply.items():
-        name = _name(key, field)
-        if name is not None:
-            found[name] = value
-    return found
-
-
 def _name(key: str, field: bytes,
           unreadable: Optional[List[Unreadable]] = None) -> Optional[str]:
     """A field of the schedules hash as a schedule name; None (warned about once, and
@@ -277,21 +290,6 @@ def _name(key: str, field: bytes,
     if unreadable is not None:
         unreadable.append((key, shown, problem))
     return None
-
-
-def _ticks(key: str, reply: Any) -> Dict[str, float]:
-    """A ZRANGE WITHSCORES reply of ticks by schedule name, read as ``_hash`` reads."""
-    if isinstance(reply, Exception):
-        ignored(key, f"it holds another type than a sorted set ({reply})")
-        return {}
-    found = {}
-    for member, score in reply:
-        name = text_of(member)
-        if name is None:
-            ignored(key, f"member {printable(member)!r} is not UTF-8")
-        else:
-            found[name] = score
-    return found
 
 
 def _readable(record: bytes, name: str, queue: str) -> Optional[Schedule]:

@@ -1,7 +1,9 @@
 """Ticks: the worker fires the due ticks of the schedules of the queues it serves.
 
 There is no beat process and no leader: every worker keeps a copy of its
-queues' schedules with their armed ticks, treats the earliest tick as one
+queues' armed schedules (a record and a tick each: records with no tick are
+never fired, ticks with no record name nothing; neither is read, so planted ones
+cost it nothing), treats the earliest tick as one
 more due time to wake up for (beside the queues' own), and fires what is
 due with one atomic script (``stores/schedules.py``). Any number of workers
 may race for a tick; the first arms the next tick and enqueues the run, the
@@ -23,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from ..broker.packing import ScriptCall
 from ..errors import BrokerError
 from ..periodic import Schedule
-from ..printable import printable
+from ..printable import cut_text, printable
 from ..stores.foreign import foreign, ignored
 from ..stores.queue import FetchResult
 from ..stores.schedules import Armed, Fired, Run
@@ -45,6 +47,10 @@ REFRESH_MS = 5000
 SKEW_MS = 60_000
 #: A wait that ends this much before it was planned to (seconds) was ended by a wake token.
 _EARLY = 0.002
+#: Unreadable schedule records named in the line that says so, at most; that line is
+#: said again (when they change) at most once this many seconds, per queue.
+UNREADABLE_SHOWN = 3
+UNREADABLE_SAY_S = 60.0
 
 
 class TickSource:
@@ -59,7 +65,9 @@ class TickSource:
         self._decorated = list(decorated)
         #: (queue, schedule name) -> the schedule as last read, with its armed tick
         self._entries: Dict[Tuple[str, str], Armed] = {}
-        self._warned: Dict[str, bytes] = {}
+        #: queue -> (what was last said of its unreadable records: their count and first
+        #: names, when: monotonic s): one line a queue, never one a record
+        self._said: Dict[str, Tuple[Tuple[int, Tuple[str, ...]], float]] = {}
         self._stale = True       # read the schedules before the first look
         self._busy = True        # work was handed out since the last read (or none read)
         self._refresh_at = 0     # ms: when a busy worker reads the schedules again
@@ -197,30 +205,56 @@ class TickSource:
     def _read(self, now_ms: int) -> None:
         found = self._host.broker.schedules.armed(self._queues.queues)
         self._rearm = []
-        self._entries = {(queue, entry.name): entry
-                         for queue, entries in found.items() for entry in entries}
-        for (queue, name), entry in self._entries.items():
-            if entry.schedule is None and self._warned.get(name) != entry.record:
-                self._warned[name] = entry.record
-                logger.warning("schedule %r of queue %r cannot be read by this worker (no "
-                               "record this version writes: a newer minitask's, or data "
-                               "minitask did not write: %s); it is not fired from here",
-                               printable(name), printable(queue),
-                               printable(entry.problem or "unknown"))
-            latest = None if entry.schedule is None else _tick_after_next(
-                entry.schedule, now_ms + SKEW_MS)
-            if entry.schedule is not None and entry.tick_ms is not None and \
-                    latest is not None and entry.tick_ms > latest:
-                # later than any tick minitask arms from a clock near Redis's (1e13 on an
-                # every=60 schedule, or an hour ahead): it would silence the schedule
-                entry = Armed(entry.name, entry.record, entry.schedule, None,
-                              float(entry.tick_ms))
-                self._entries[(queue, name)] = entry
-            if entry.schedule is not None and entry.bad_tick is not None:
-                self._rearm.append(((queue, name), entry))
+        self._entries = {}
+        #: queue -> its unreadable records: how many, and the first few (for the line
+        #: that says so: 100,000 planted records cost no memory once read)
+        unreadable: Dict[str, Tuple[int, List[Armed]]] = {}
+        for queue, entries in found.items():
+            for entry in entries:
+                if entry.schedule is None:
+                    count, shown = unreadable.get(queue, (0, []))
+                    if count < UNREADABLE_SHOWN:
+                        shown.append(entry)
+                    unreadable[queue] = (count + 1, shown)
+                    continue
+                latest = _tick_after_next(entry.schedule, now_ms + SKEW_MS)
+                if entry.tick_ms is not None and latest is not None and entry.tick_ms > latest:
+                    # later than any tick minitask arms from a clock near Redis's (1e13 on
+                    # an every=60 schedule, or an hour ahead): it would silence the schedule
+                    entry = Armed(entry.name, entry.record, entry.schedule, None,
+                                  float(entry.tick_ms))
+                self._entries[(queue, entry.name)] = entry
+                if entry.bad_tick is not None:
+                    self._rearm.append(((queue, entry.name), entry))
+        for queue in self._queues.queues:
+            self._say_unreadable(queue, *unreadable.get(queue, (0, [])))
         self._stale = False
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
+
+    def _say_unreadable(self, queue: str, count: int, shown: List[Armed]) -> None:
+        """One line for the armed records of ``queue`` this worker cannot read: their
+        count and the first few, said again when that changes, at most once a
+        ``UNREADABLE_SAY_S`` (a queue with 100,000 planted records says one line, not
+        100,000, and keeps no entry for each)."""
+        names = tuple(entry.name for entry in shown)
+        what = (count, names)
+        last = self._said.get(queue)
+        if last is not None and (last[0] == what or
+                                 time.monotonic() - last[1] < UNREADABLE_SAY_S):
+            return
+        # (none to say starts no wait: the first that come are said at once)
+        self._said[queue] = (what, time.monotonic() if count else -UNREADABLE_SAY_S)
+        if not count:
+            return
+        first = shown[0]
+        others = "".join(f", {printable(name)!r}" for name in names[1:])
+        more = f" and {count - len(names):,} more" if count > len(names) else ""
+        logger.warning("%s armed schedule record(s) of queue %r cannot be read by this worker "
+                       "(no record this version writes: a newer minitask's, or data minitask "
+                       "did not write; they are not fired from here): %r (%s)%s%s",
+                       f"{count:,}", printable(queue), printable(first.name),
+                       cut_text(printable(first.problem or "unknown"), 500), others, more)
 
     def _repair(self, now_ms: int) -> None:
         """Re-arm the schedules whose armed tick is no tick minitask wrote (inf,

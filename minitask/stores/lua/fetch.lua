@@ -68,7 +68,9 @@
 --   A ready-list entry that is no id (empty, not UTF-8) or has no message is
 --   dropped, as a cancelled one is. A delivery count that is no number starts
 --   afresh at 1; in a deliveries key of another type none is kept (1, never
---   poisoned). A flow spec that does not parse is no limit; a park list of another
+--   poisoned). A flow spec that does not parse, or holds a number beyond those
+--   minitask writes, is no limit (said in Redis's log: flow.lua's flow_spec; never
+--   an error after the task was taken); a park list of another
 --   type leases the task without limits; other flow keys of another type count as
 --   empty (flow.lua).
 
@@ -334,7 +336,8 @@ if flow_on then
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
       local body, token, held = body_of(id)
-      local spec = body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id))
+      local spec = body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id,
+                                                KEYS[19])
       if token then
         -- a group's token its task's limits held: served as the group's turn, as if
         -- popped from the ready list it came from (where cancelled counts it)
@@ -454,7 +457,8 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
   else
     local body, token, held = body_of(id)
     local priority = 16 - band
-    local spec = flow_on and body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id))
+    local spec = flow_on and body
+                 and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id, KEYS[19])
     if not body then
       -- Fair queues' fast path: the token of a solo group (flow.lua: its one task held
       -- in the token) whose task has no limits, no expiry and no debounce (100,000

@@ -33,7 +33,8 @@
 -- in any span satisfy (n - 1) * pace - tolerance <= span, so n <= count: the same
 -- strict bound, at count - 1 starts a span and a half guard, 94 % of a per-second
 -- rate or more.
--- Data minitask did not write (lib.lua): a spec that does not parse is no limit; a
+-- Data minitask did not write (lib.lua): a spec that does not parse, or holds a number
+-- beyond those minitask writes (flow_spec), is no limit (a fetch says so in Redis's log); a
 -- limiter key of another type counts as empty, and writes to it are skipped; a pace
 -- further out than a start ever sets it (a gap and a span past now) is ignored,
 -- with a line in Redis's log. Fair queues: a group's ready member that names no
@@ -78,19 +79,51 @@ local function flow_control()
     return tonumber(text)
   end
 
-  local function flow_spec(text)
+  -- The most a spec's numbers are where minitask writes them (limits.py: MAX_COUNT
+  -- starts or slots, a window of an hour, an expiry of MAX_MS; checked against it by
+  -- tests/unit/test_flow_spec_bounds.py). A number beyond them (99999999999999999999,
+  -- 400 digits: inf) is not minitask's, and would reach a command whose range it
+  -- passes (a PEXPIRE, a SET PX) after the fetch has taken the task: the spec, or its
+  -- group's part, cannot be read (flow_spec).
+  local FLOW_MOST, FLOW_WINDOW, FLOW_EXPIRES = 1000000, 3600000, 253402300799999
+
+  -- A spec as a table, or nil when it does not parse or holds a number beyond those
+  -- minitask writes (no limit, no expiry, no group); a grouped spec whose group's part
+  -- cannot be read is read without it (its own limits still hold). With `id` and the
+  -- flow hash `key` (a fetch's read), a spec or group's part that cannot be read is
+  -- said in Redis's log, naming them and the problem (flow_limits' unreadable).
+  local function flow_spec(text, id, key)
     if type(text) ~= 'string' then return nil end
-    local limiter, count, window, most, expires = string.match(
-      text, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n(%d+)\n')
-    if not limiter then return nil end
-    local spec = {limiter = limiter, count = flow_number(count), window = flow_number(window),
-                  most = flow_number(most), expires = flow_number(expires)}
+    local limiter, count, window, most, expires, rest = string.match(
+      text, '^([^\n]*)\n(%d+)\n(%d+)\n(%d+)\n(%d+)\n()')
+    local spec = limiter and {limiter = limiter, count = flow_number(count),
+                              window = flow_number(window), most = flow_number(most),
+                              expires = flow_number(expires)}
+    if spec and not (spec.count <= FLOW_MOST and spec.window <= FLOW_WINDOW
+                     and spec.most <= FLOW_MOST and spec.expires <= FLOW_EXPIRES) then
+      spec = nil
+    end
     -- a grouped task's spec goes on past its debounce (fair queues, below)
-    local group_most, group_count, group_window, group = string.match(
-      text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n(%d+)\n(%d+)\n(%d+)\n(.+)$')
-    if group then
-      spec.group, spec.group_most = group, flow_number(group_most)
-      spec.group_count, spec.group_window = flow_number(group_count), flow_number(group_window)
+    if spec and rest < #text then
+      local group_most, group_count, group_window, group = string.match(
+        text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n(%d+)\n(%d+)\n(%d+)\n(.+)$')
+      if group then
+        group_most, group_count = flow_number(group_most), flow_number(group_count)
+        group_window = flow_number(group_window)
+        if group_most <= FLOW_MOST and group_count <= FLOW_MOST
+           and group_window <= FLOW_WINDOW then
+          spec.group, spec.group_most = group, group_most
+          spec.group_count, spec.group_window = group_count, group_window
+          return spec
+        end
+      end
+    elseif spec then
+      return spec
+    end
+    if id then
+      redis.log(redis.LOG_WARNING, flow_made.unreadable(text, id, key, spec
+        and 'the task runs without its group, as an ungrouped task with its own limits'
+        or 'the task runs without limits, expiry or group (those it cannot read)'))
     end
     return spec
   end
@@ -668,33 +701,12 @@ local function flow_control()
             alone_in_list = false  -- (the token's list may hold it now)
             flow_made.write('list', group, 'RPUSH', KEYS[c.first_ready + 9 - priority], id)
             flow_made.fair_made.pushed = true
-            local problem = 'is missing'
-            if spec and spec.group then
-              problem = 'names group ' .. spec.group
-            elseif text then
-              local n, names = 0, {'', 'the rate count', 'the rate window', 'max_running',
-                                   'expires', 'debounce', 'group_max_running',
-                                   'the group rate count', 'the group rate window'}
-              problem = nil
-              for line in string.gmatch(text .. '\n', '([^\n]*)\n') do
-                n = n + 1
-                if n > 1 and n < 10 and not string.find(line, '^%d+$') then
-                  problem = 'holds ' .. names[n] .. ' ' .. string.sub(line, 1, 40)
-                            .. ' (line ' .. n .. '), no count'
-                  break
-                elseif n == 10 then
-                  if line == '' then problem = 'names an empty group' end
-                  break
-                end
-              end
-              problem = problem or ('is no grouped spec minitask writes (' .. n .. ' lines)')
-            end
-            redis.log(redis.LOG_WARNING, (string.gsub(
-              'minitask: the flow spec of task ' .. id .. ' (field ' .. id .. ' of ' .. c.flow
-              .. ') ' .. string.sub(problem, 1, 200) .. ': not one minitask wrote; the task'
-              .. ' left group ' .. group .. ' for the ready list of priority ' .. priority
-              .. ' and runs as its spec says (without the limits it cannot read)',
-              '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
+            local problem = not text and 'is missing'
+                            or spec and spec.group and 'names group ' .. spec.group
+            redis.log(redis.LOG_WARNING, flow_made.unreadable(
+              text, id, c.flow, 'the task left group ' .. group .. ' for the ready list of'
+              .. ' priority ' .. priority .. ' and runs as its spec says (without the limits'
+              .. ' it cannot read)', problem))
           else
             tolerant(0, 'ZREM', c.cancelled, id)
           end
@@ -843,6 +855,46 @@ local function flow_control()
   -- (a plain grouped task's fetch, its ack) makes none of their closures (each
   -- costs Redis about 1,000 instructions a call).
   local function flow_limits(made, name)
+    if name == 'unreadable' then
+      -- The line for Redis's log of a flow spec `text` that cannot be read, of task `id`
+      -- in the flow hash `key`: the `problem` (by default, the spec's first line that
+      -- is no number minitask writes, named), and the `outcome`; every byte that is not
+      -- printable ASCII escaped (it is data minitask did not write). Made at its first
+      -- use: no call that meets no such spec makes it.
+      local function unreadable(text, id, key, outcome, problem)
+        if not problem then
+          local names = {'', 'the rate count', 'the rate window', 'max_running', 'expires',
+                         'debounce', 'group_max_running', 'the group rate count',
+                         'the group rate window'}
+          local most = {0, FLOW_MOST, FLOW_WINDOW, FLOW_MOST, FLOW_EXPIRES, 9, FLOW_MOST,
+                        FLOW_MOST, FLOW_WINDOW}
+          local n = 0
+          for line in string.gmatch(text .. '\n', '([^\n]*)\n') do
+            n = n + 1
+            if n > 1 and n < 10 and not string.find(line, '^%d+$') then
+              problem = 'holds ' .. names[n] .. ' ' .. string.sub(line, 1, 40)
+                        .. ' (line ' .. n .. '), no count'
+              break
+            elseif n > 1 and n < 10 and tonumber(line) > most[n] then
+              problem = 'holds ' .. names[n] .. ' ' .. string.sub(line, 1, 40) .. ' (line '
+                        .. n .. '), more than minitask writes (at most '
+                        .. string.format('%d', most[n]) .. ')'
+              break
+            elseif n == 10 then
+              if line == '' then problem = 'names an empty group' end
+              break
+            end
+          end
+          problem = problem or ('is no spec minitask writes (' .. n .. ' lines)')
+        end
+        return (string.gsub(
+          'minitask: the flow spec of task ' .. id .. ' (field ' .. id .. ' of ' .. key .. ') '
+          .. string.sub(problem, 1, 200) .. ': not one minitask wrote; ' .. outcome,
+          '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end))
+      end
+      rawset(made, 'unreadable', unreadable)
+      return unreadable
+    end
     if rawget(made, 'admit') then return nil end
     -- Starts a window from which a rate is paced alone, without a log (above)
     local PACED_FROM = 500

@@ -41,7 +41,12 @@ for i = 8, #ARGV, 5 do
     redis.call('DEL', KEYS[14 + 2 * n])
     if due > now then
       redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
-      redis.call('HSET', KEYS[14], id, redis.call('INCR', KEYS[15]))
+      -- the scheduling sequence, as enqueue.lua takes it: one that is no count (text,
+      -- past 2^63: data minitask did not write) starts afresh (lib.lua's bump), never
+      -- failing the call after the writes above
+      local sequence = redis.pcall('INCR', KEYS[15])
+      if type(sequence) == 'table' then sequence = guards().bump(KEYS[15]) end
+      tolerant(0, 'HSET', KEYS[14], id, sequence)
       if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
     else
       redis.call('RPUSH', KEYS[13 - priority], id)
