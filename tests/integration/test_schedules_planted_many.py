@@ -105,8 +105,9 @@ def test_planted_schedules_cost_a_worker_one_line_and_no_read_of_their_own(
         # one line for the armed ones (a count and a few names), none for each record
         assert 1 <= len(said) <= 3, said[:10]
         assert any("1,000 armed schedule record(s) of queue 'timed'" in line for line in said), said
-        # no task of another queue waits for a read of the schedules
-        assert max(waits) < 1.0, waits
+        # no task of another queue waits for a read of the schedules (they waited 1.7 s
+        # and more before; about 0.02 s now: 1.5 s leaves room for a loaded machine)
+        assert max(waits) < 1.5, waits
         # nothing is kept for them, and they are not read again and again (300 kB a
         # read for the armed junk's records and names: 100,000 planted records or
         # ticks are 2 to 3 MB each)
