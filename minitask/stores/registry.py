@@ -216,9 +216,11 @@ class WorkerRegistry(Store):
                               f"{_orders_problem(key)}; until then stop it with SIGTERM on "
                               f"its host", reason="wrong type")
 
-    def next_order(self, worker: str, timeout: float) -> Optional[str]:
+    def next_orders(self, worker: str, timeout: float, most: int = 100) -> List[str]:
         """Block until an order for ``worker`` arrives (at most ``timeout`` seconds,
-        whole seconds on the server); None when none came.
+        whole seconds on the server), then take what else waits, ``most`` in all at
+        most: a list filled with orders no minitask wrote is read a bounded batch per
+        call, not one round trip each. Empty when none came.
 
         Raises:
             BrokerError: Redis could not be reached; or (``reason`` "wrong type") the
@@ -227,18 +229,20 @@ class WorkerRegistry(Store):
         key = self.app_keys.control(worker)
         try:
             with self.transport.errors("wait for orders"):
-                reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
+                client = self.transport.client
+                reply = client.blpop([key], timeout=max(1, round(timeout)))
+                more = client.lpop(key, most - 1) if reply is not None and most > 1 else None
         except BrokerError as exc:
             if exc.reason == "wrong type":
                 ignored(key, f"{_orders_problem(key)}; minitask shutdown cannot reach worker "
                              f"{printable(worker)} until then")
             raise
         if reply is None:
-            return None
+            return []
         # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:
         # it must not end the listener, or ``minitask shutdown`` would reach no one
-        order = reply[1]
-        return order.decode("utf-8", "backslashreplace") if isinstance(order, bytes) else order
+        return [order.decode("utf-8", "backslashreplace") if isinstance(order, bytes)
+                else order for order in [reply[1], *(more or [])]]
 
 
 def _orders_problem(key: str) -> str:
