@@ -39,6 +39,18 @@ _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "starte
 #: its concurrency) is read as, in bytes: a longer one was not written by a worker,
 #: and is left out (the pages show its running ids as unreadable).
 MAX_RUNNING_IDS = 65_536
+#: The fields of a worker's record a listing reads, each with the most bytes it is
+#: read as (HSTRLEN first: a longer value is not read at all): those a worker writes
+#: (``worker.control.register``), never the whole hash. A record planted with a
+#: million fields, or one field of 50 MB, made each ``minitask status`` read 80 MB;
+#: now a record costs at most about 150 kB however it was filled. Names, hosts and
+#: pools are at most 300 characters as minitask writes them (1,200 bytes of UTF-8);
+#: a worker's queues list, like its running ids, at most 64 kB.
+RECORD_FIELDS: Dict[str, int] = {
+    "name": 4_096, "host": 4_096, "pool": 4_096, "queues": 65_536,
+    "running_ids": MAX_RUNNING_IDS,
+    **{field: 64 for field in ("pid", "concurrency", "started_ms", "processed", "failed",
+                               "running", "recycled", "beat_ms", "clock_skew_ms")}}
 
 
 @dataclass(frozen=True)
@@ -147,32 +159,76 @@ class WorkerRegistry(Store):
             else:
                 names.append(name)
         records: List[Any] = []
-        client = self.transport.client
         for start in range(0, len(names), RECORD_BATCH):
-            pipe = client.pipeline(transaction=False)
-            for name in names[start:start + RECORD_BATCH]:
-                pipe.hgetall(self.app_keys.worker(name))
-            records += pipe.execute(raise_on_error=False)
-        return self._records(names, records), sum(record == {} for record in records)
+            records += self._fetch(names[start:start + RECORD_BATCH])
+        return self._records(names, records), sum(record is None for record in records)
+
+    def _fetch(self, names: List[str]) -> List[Any]:
+        """The records of workers ``names``: each the fields of RECORD_FIELDS it holds
+        (a dict; None when the record is gone), or Redis's error for a key of another
+        type. Two round trips: the lengths of those fields (HSTRLEN), then the fields
+        within their bound (HMGET). A field too long is not read: it is None (shown as
+        "?", a count left out), said in the log naming the key."""
+        client = self.transport.client
+        fields = list(RECORD_FIELDS)
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.exists(self.app_keys.worker(name))
+            for field in fields:
+                pipe.hstrlen(self.app_keys.worker(name), field)
+        replies = pipe.execute(raise_on_error=False)
+        step = len(fields) + 1
+        records: List[Any] = []
+        wanted: Dict[int, List[str]] = {}
+        pipe = client.pipeline(transaction=False)
+        for index, name in enumerate(names):
+            exists, *sizes = replies[index * step:(index + 1) * step]
+            refused = next((size for size in sizes if isinstance(size, Exception)), None)
+            if refused is not None or not exists or isinstance(exists, Exception):
+                records.append(None if refused is None else refused)
+                continue
+            record: Dict[str, Any] = {}
+            for field, size in zip(fields, sizes):
+                if size > RECORD_FIELDS[field]:
+                    ignored(self.app_keys.worker(name), f"{field} is {size} bytes long, more "
+                                                        f"than a worker writes "
+                                                        f"({RECORD_FIELDS[field]})")
+                    record[field] = None
+            wanted[index] = [field for field, size in zip(fields, sizes)
+                             if 0 < size <= RECORD_FIELDS[field]]
+            if wanted[index]:
+                pipe.hmget(self.app_keys.worker(name), wanted[index])
+            records.append(record)
+        values = iter(pipe.execute(raise_on_error=False))
+        for index, read in wanted.items():
+            if read:
+                reply = next(values)
+                if isinstance(reply, Exception):
+                    records[index] = reply
+                else:
+                    records[index].update((field, value) for field, value in zip(read, reply)
+                                          if value is not None)
+        return records
 
     def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
         """The workers' records read, each field checked (``live``)."""
         found = []
         for name, record in zip(names, records):
             key = self.app_keys.worker(name)
+            if record is None:  # gone: counted apart
+                continue
             if isinstance(record, Exception):
                 ignored(key, f"it holds another type than a hash ({record})")
                 continue
             info = {}
             for field, value in record.items():
+                if value is None:  # too long to read (said in _fetch): its text unknown,
+                    if field in ("host", "pool", "queues", "running_ids"):  # a count left
+                        info[field] = "?"  # out; running_ids "?": the pages say "unreadable"
+                    continue
                 field_text, value_text = text_of(field), text_of(value)
                 if field_text is None or value_text is None:
                     ignored(key, f"field {shown_member(field)} is not UTF-8 text")
-                    continue
-                if field_text == "running_ids" and len(value) > MAX_RUNNING_IDS:
-                    ignored(key, f"running_ids is {len(value)} bytes long, more than a "
-                                 f"worker writes ({MAX_RUNNING_IDS})")
-                    info[field_text] = "?"  # no JSON: the pages say "unreadable"
                     continue
                 if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
                     ignored(key, f"{field_text} {shown_member(value_text)} is no count")
