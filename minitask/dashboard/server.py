@@ -118,6 +118,9 @@ class _ReplyWriter(io.RawIOBase):
 
 class _Server(socketserver.ThreadingMixIn, WSGIServer):
     daemon_threads = True
+    #: Connections the kernel queues until accepted (socketserver's 5 dropped the
+    #: SYN of a burst, which the client sends again only a second later).
+    request_queue_size = 128
     #: The bounds, set by ``make``.
     idle_timeout = IDLE_TIMEOUT
     request_timeout = REQUEST_TIMEOUT
