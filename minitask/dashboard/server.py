@@ -43,6 +43,8 @@ IDLE_TIMEOUT = 10.0
 REQUEST_TIMEOUT = 10.0
 #: Seconds a client has to take the whole reply, from its first byte.
 RESPONSE_TIMEOUT = 30.0
+#: Seconds between two log lines saying connections were closed unanswered, at most.
+REFUSED_SAID_EVERY = 60.0
 #: Seconds a new connection waits for the one it closed (a slow sender) to let go.
 _EVICT_WAIT = 1.0
 
@@ -138,8 +140,7 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._admit(request):
-            logger.warning("dashboard: %d connections are being answered already; closed "
-                           "one from %s", self.max_connections, client_address[0])
+            self._say_refused(client_address[0])
             self.shutdown_request(request)
             return
         try:
@@ -147,6 +148,18 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
         except BaseException:
             self._release(request)  # no thread started: none will release it
             raise
+
+    def _say_refused(self, client: str) -> None:
+        """One WARNING line per REFUSED_SAID_EVERY seconds at most, counting the
+        connections closed unanswered since the last (a flood made a line each)."""
+        self._refused = getattr(self, "_refused", 0) + 1
+        now = time.monotonic()
+        said = getattr(self, "_refused_said", None)
+        if said is None or now - said >= REFUSED_SAID_EVERY:
+            logger.warning("dashboard: %d connections are being answered already; closed "
+                           "%d new one(s) unanswered since the last such line (the last "
+                           "from %s)", self.max_connections, self._refused, client)
+            self._refused, self._refused_said = 0, now
 
     def _admit(self, request: Any) -> bool:
         """Take a connection slot for ``request``: when none is free, close the

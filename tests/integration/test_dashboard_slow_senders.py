@@ -136,3 +136,18 @@ def test_a_request_that_never_arrives_whole_is_closed_at_the_request_deadline(
         assert get(port) == 200
     finally:
         stop(server, thread)
+
+
+def test_connections_closed_unanswered_are_said_in_one_line_a_minute(
+        app: Minitask, caplog: pytest.LogCaptureFixture) -> None:
+    """Every connection being answered, a flood of new ones is closed unanswered: one
+    WARNING line says how many, not one line each (243 lines for 300 connections)."""
+    server = make(app, "127.0.0.1", 0, max_connections=SLOTS)
+    try:
+        with caplog.at_level("WARNING", logger="minitask.dashboard.server"):
+            for _ in range(300):
+                server._say_refused("127.0.0.1")
+        lines = [r.getMessage() for r in caplog.records if "unanswered" in r.getMessage()]
+        assert len(lines) == 1, lines
+    finally:
+        server.server_close()
