@@ -101,11 +101,12 @@ class WorkerRegistry(Store):
             pipe.execute()
 
     def live(self, now_ms: int, live_ms: int,
-             limit: Optional[int] = None) -> List[Dict[str, str]]:
+             limit: Optional[int] = SHOWN_WORKERS) -> List[Dict[str, str]]:
         """Workers whose last heartbeat is at most ``live_ms`` old (and at most
         TRUSTED_AHEAD_MS ahead), each a dict of its record with its ``id`` (what keys
         it) and ``name`` (``--name``, else the id); older ones are pruned. At most
-        ``limit`` of them (None: all; see ``listing``)."""
+        ``limit`` of them, those that beat last first (None: all, however many a
+        registry anyone can fill holds; see ``listing``)."""
         return self.listing(now_ms, live_ms, limit).live
 
     def listing(self, now_ms: int, live_ms: int,

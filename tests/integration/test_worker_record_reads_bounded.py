@@ -14,10 +14,11 @@ from typing import Iterator, Tuple
 import pytest
 import redis
 
-from minitask import Minitask
+from minitask import Minitask, ResultTimeout
 from minitask.broker.keys import AppKeys
 from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
+from minitask.stores.registry import RECORD_FIELDS, SHOWN_WORKERS
 from tests.apps.foreign import build
 from tests.support.pages import get
 from tests.support.processes import Processes
@@ -95,3 +96,20 @@ def test_planted_fields_and_a_huge_value_are_not_read_by_status_pages_or_scrapes
 
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=DEADLINE) == 0
+
+
+def test_a_timeout_message_reads_a_bounded_number_of_worker_records(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    """A ``get(timeout=...)`` that runs out names the live workers of the task's queue:
+    it read every live member of the registry (20,000 planted: 20,000 records)."""
+    now_ms = int(time.time() * 1000)
+    for start in range(0, 20_000, 5000):
+        admin.zadd(REGISTRY.workers, {f"planted{i}": now_ms for i in range(start, start + 5000)})
+    handle = app.tasks["mark"].delay("never run")
+    admin.config_resetstat()
+    with pytest.raises(ResultTimeout, match="no live worker serves queue 'other'"):
+        handle.get(timeout=0.1)
+    stats = admin.info("commandstats")
+    reads = sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+                for name in ("hgetall", "hmget", "exists", "hstrlen"))
+    assert reads <= SHOWN_WORKERS * (len(RECORD_FIELDS) + 2) + 50, reads
