@@ -13,9 +13,11 @@ Connections are bounded, and so is what each may hold:
   byte;
 * when every connection is taken, a new one closes the connection that has been
   sending its request the longest (a client still sending one is no client being
-  answered): slow senders, however many, never keep a new client out. Only when
-  every connection is being answered is a new one closed unanswered, for at most
-  the time a page takes plus ``RESPONSE_TIMEOUT``.
+  answered), else the one whose reply has waited on its client the longest, at
+  least ``STALLED_GRACE``: slow senders and slow readers, however many, never keep
+  a new client out. Only when every connection is computing its page (or has
+  waited on its client for less than ``STALLED_GRACE``) is a new one closed
+  unanswered.
 """
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ REQUEST_TIMEOUT = 10.0
 RESPONSE_TIMEOUT = 30.0
 #: Seconds between two log lines saying connections were closed unanswered, at most.
 REFUSED_SAID_EVERY = 60.0
+#: Seconds a write of a reply must have waited on its client (a slow reader) before
+#: a new connection may close it, when every connection is taken.
+STALLED_GRACE = 1.0
 #: Seconds a new connection waits for the one it closed (a slow sender) to let go.
 _EVICT_WAIT = 1.0
 
@@ -57,6 +62,8 @@ class _Connection:
         self.sock = sock
         self.accepted = time.monotonic()
         self.evicted = False
+        #: since when a write of its reply waits on the client (None: none does)
+        self.stalled_since: Optional[float] = None
 
 
 class _RequestReader(io.RawIOBase):
@@ -90,10 +97,11 @@ class _RequestReader(io.RawIOBase):
 
 class _ReplyWriter(io.RawIOBase):
     """The connection as its reply is written: each write waits at most the idle
-    bound and never past RESPONSE_TIMEOUT from the reply's first byte."""
+    bound and never past RESPONSE_TIMEOUT from the reply's first byte; one that has
+    waited on the client for STALLED_GRACE may be closed for a newer connection."""
 
-    def __init__(self, sock: socket.socket, idle: float, most: float) -> None:
-        self._sock = sock
+    def __init__(self, connection: _Connection, idle: float, most: float) -> None:
+        self._connection = connection
         self._idle = idle
         self._most = most
         self._deadline: Optional[float] = None
@@ -106,14 +114,18 @@ class _ReplyWriter(io.RawIOBase):
         if self._deadline is None:
             self._deadline = now + self._most
         left = self._deadline - now
-        if left <= 0:
-            raise ConnectionAbortedError("the reply was not taken whole within the "
-                                         "response deadline")
-        self._sock.settimeout(min(self._idle, left))
+        if left <= 0 or self._connection.evicted:
+            raise ConnectionAbortedError("the reply was not taken whole in time (the "
+                                         "response deadline, or a newer connection)")
+        sock = self._connection.sock
+        sock.settimeout(min(self._idle, left))
+        self._connection.stalled_since = now
         try:
-            self._sock.sendall(data)  # bounded as a whole by the timeout
+            sock.sendall(data)  # bounded as a whole by the timeout
         except socket.timeout as exc:  # a client not reading: nothing to trace
             raise ConnectionAbortedError("the client stopped taking the reply") from exc
+        finally:
+            self._connection.stalled_since = None
         with memoryview(data) as view:
             return view.nbytes
 
@@ -165,22 +177,35 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
         """Take a connection slot for ``request``: when none is free, close the
         connection sending its request the longest and wait for it to let go."""
         with self._held:
-            if self._open >= self.max_connections and self._sending:
-                oldest = next(iter(self._sending.values()))
-                del self._sending[oldest.sock]
+            oldest = self._slowest() if self._open >= self.max_connections else None
+            if oldest is not None:
+                self._sending.pop(oldest.sock, None)
                 oldest.evicted = True
                 try:
-                    oldest.sock.shutdown(socket.SHUT_RDWR)  # its read returns at once
+                    oldest.sock.shutdown(socket.SHUT_RDWR)  # its read or write ends at once
                 except OSError:
                     pass
-                logger.debug("dashboard: every connection is taken; closed one sending "
-                             "its request for %.1f s", time.monotonic() - oldest.accepted)
+                logger.debug("dashboard: every connection is taken; closed a slow one, "
+                             "accepted %.1f s ago", time.monotonic() - oldest.accepted)
                 self._held.wait_for(lambda: self._open < self.max_connections, _EVICT_WAIT)
             if self._open >= self.max_connections:
                 return False
             self._open += 1
             self._sending[request] = self._connections[request] = _Connection(request)
             return True
+
+    def _slowest(self) -> Optional[_Connection]:
+        """The connection a new one may close (the lock held): the one sending its
+        request the longest, else the one whose reply has waited on its client the
+        longest, at least STALLED_GRACE; None when every one is being answered."""
+        if self._sending:
+            return next(iter(self._sending.values()))
+        now = time.monotonic()
+        stalled = [(connection.stalled_since, index, connection)
+                   for index, connection in enumerate(self._connections.values())
+                   if connection.stalled_since is not None and not connection.evicted
+                   and now - connection.stalled_since >= STALLED_GRACE]
+        return min(stalled)[2] if stalled else None
 
     def connection(self, request: Any) -> _Connection:
         with self._held:
@@ -224,7 +249,7 @@ class _Handler(WSGIRequestHandler):
         deadline = connection.accepted + getattr(server, "request_timeout", REQUEST_TIMEOUT)
         # a read past a bound ends the connection (ConnectionAbortedError: handle_error)
         self.rfile = io.BufferedReader(_RequestReader(connection, idle, deadline))
-        self.wfile = _ReplyWriter(self.connection, idle,  # type: ignore[assignment]
+        self.wfile = _ReplyWriter(connection, idle,  # type: ignore[assignment]
                                   getattr(server, "response_timeout", RESPONSE_TIMEOUT))
 
     def handle(self) -> None:

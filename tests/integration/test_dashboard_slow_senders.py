@@ -14,7 +14,7 @@ from typing import Any, Iterator, List
 import pytest
 
 from minitask import Minitask
-from minitask.dashboard.server import make
+from minitask.dashboard.server import STALLED_GRACE, make
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
@@ -151,3 +151,50 @@ def test_connections_closed_unanswered_are_said_in_one_line_a_minute(
         assert len(lines) == 1, lines
     finally:
         server.server_close()
+
+
+def test_a_full_house_of_slow_readers_never_keeps_a_real_request_out(app: Minitask) -> None:
+    """Clients that ask for a large reply and never read it: each write waits on its
+    client; a new connection closes the one that has waited longest (at least
+    STALLED_GRACE), instead of being closed unanswered for RESPONSE_TIMEOUT."""
+    server = make(app, "127.0.0.1", 0, max_connections=SLOTS, idle_timeout=20.0)
+    pages = server.get_app()
+    large = b"x" * 20_000_000  # far more than the socket buffers hold
+
+    def with_a_large_page(environ: Any, start_response: Any) -> Any:
+        if environ["PATH_INFO"] == "/large":
+            start_response("200 OK", [("Content-Type", "text/plain")])
+            return [large]
+        return pages(environ, start_response)
+
+    server.set_app(with_a_large_page)
+    thread = serve(server)
+    port = server.server_port
+    before = threading.active_count()
+    readers: List[socket.socket] = []
+    try:
+        for _ in range(SLOTS):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            sock.settimeout(DEADLINE)
+            sock.connect(("127.0.0.1", port))
+            sock.sendall(b"GET /large HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            readers.append(sock)  # and never read
+        wait_until(lambda: threading.active_count() >= before + SLOTS, timeout=DEADLINE,
+                   message="the slow readers holding every connection")
+
+        def stalled() -> bool:  # every reply waiting on its client past the grace
+            now = time.monotonic()
+            held = list(server._connections.values())
+            return len(held) == SLOTS and all(
+                c.stalled_since is not None and now - c.stalled_since > STALLED_GRACE
+                for c in held)
+
+        wait_until(stalled, timeout=DEADLINE, message="every reply waiting on its client")
+        started = time.monotonic()
+        assert get(port) == 200
+        assert time.monotonic() - started < DEADLINE / 3
+    finally:
+        for sock in readers:
+            sock.close()
+        stop(server, thread)
