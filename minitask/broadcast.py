@@ -188,7 +188,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                                     or isinstance(timeout, bool) or not timeout == timeout):
             raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
                                      f"number of seconds or None, got {timeout!r}")
-        sent_to = self.subscribers()  # without those unsubscribed since
+        sent_to = self._broker.broadcasts.sent_to(self.queue, self.id, subscribers)
         names = list(sent_to if subscribers is None else subscribers)
         if subscribers is not None:  # those read from Redis are checked as they are read
             for name in names:

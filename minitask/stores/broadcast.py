@@ -20,7 +20,7 @@ from ..broker.durability import Durability
 from ..broker.keys import lane
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
-from ..errors import BrokerError
+from ..errors import BrokerError, ConfigurationError
 from ..printable import printable
 from .foreign import ignored, name_of, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
@@ -32,6 +32,13 @@ _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcas
             "broadcast_wake", "broadcast_alive")
 #: Names read from Redis per command when listing who a call went to.
 _PAGE = 1000
+#: Subscribers of a queue at most for ``join()`` without ``subscribers=``, which reads
+#: every one (a queue holding more, planted or real, is refused: name those to wait
+#: for); with names, ``join()`` reads only those, whatever the queue holds.
+JOINED_MOST = 1_000
+#: Subscribers a call went to that join() names at most when refusing a name it never
+#: went to.
+_OTHERS_SHOWN = 20
 
 
 @dataclass(frozen=True)
@@ -289,6 +296,89 @@ class BroadcastStore(Store):
             else:
                 found.append(name)
         return sorted(found)
+
+    def sent_to(self, queue: str, call_id: str,
+                among: Optional[Sequence[Any]] = None) -> List[str]:
+        """Those of ``among`` (names as ``join`` was given them) the call was sent to,
+        read by name (a ZSCORE and a cursor each): 200,000 planted subscribers made
+        each ``join(subscribers=[...])`` read them all, blocking Redis 100-190 ms. A
+        name that is no str is none of them (``join`` refuses it). Without ``among``,
+        ``names`` (or the subscribers now, once the call's record is gone), for a
+        queue of at most JOINED_MOST subscribers.
+
+        Raises:
+            ConfigurationError: no ``among``, and the queue has more subscribers than
+                JOINED_MOST.
+            BrokerError: Redis could not be reached, or a key holds another type.
+        """
+        if among is None:
+            self._check_joinable(queue, call_id)
+            names = self.names(queue, call_id)
+            return [cursor.name for cursor in self.cursors(queue)] if names is None else names
+        asked = sorted({name for name in among if isinstance(name, str)})
+        if not asked:
+            return []
+        k = self.keys(queue)
+        keys = [k.broadcast("names"), k.broadcast("joins"), k.broadcast("since"),
+                k.broadcast("cursors")]
+        what = f"read the subscribers of broadcast {call_id}"
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(keys[0], call_id)
+            pipe.zscore(keys[1], call_id)
+            for name in asked:
+                pipe.zscore(keys[2], name)
+            pipe.hmget(keys[3], asked)
+            joined, seq, *since, cursors = pipe.execute(raise_on_error=False)
+        others: List[Any]
+        if isinstance(joined, (bytes, str)):  # a call an older minitask sent
+            text = joined.encode() if isinstance(joined, str) else joined
+            kept: List[Any] = [raw for raw in text.split(b"\n") if raw]
+            found = [name for name in asked if name.encode() in set(kept)]
+            others = kept[:_OTHERS_SHOWN]
+        elif isinstance(seq, Exception) or _number(seq) is None:  # its record is gone
+            found = [cursor.name for cursor in self.of(queue, asked)]
+            others = [] if len(found) == len(asked) else [
+                cursor.name for cursor in self.few(queue, _OTHERS_SHOWN)[0]]
+        else:
+            _refuse_foreign(keys[2:3], [next((s for s in since if isinstance(s, Exception)),
+                                             None)], what)
+            if isinstance(cursors, Exception):
+                ignored(keys[3], f"it holds another type than a hash ({cursors})")
+                cursors = [None] * len(asked)
+            # subscribed before the call; or a cursor the index lacks (an older
+            # minitask's, not indexed yet): subscribed before every call sent since, as
+            # names() says
+            found = [name for name, at, cursor in zip(asked, since, cursors)
+                     if (at is not None and at < (_number(seq) or 0))
+                     or (at is None and cursor is not None)]
+            others = [] if len(found) == len(asked) else self._some_sent(keys[2], seq)
+        if len(found) == len(asked):
+            return found
+        # a name it never went to: join() refuses it, saying whom it went to (a few)
+        shown = (name_of(raw, "subscriber") for raw in others)
+        return sorted({*found, *(name for name in shown if name is not None)})
+
+    def _some_sent(self, since: str, seq: Any) -> List[Any]:
+        """A few of the subscribers a call of sequence ``seq`` went to (a bounded read)."""
+        with self.transport.errors(f"read subscribers in {since}"):
+            return list(self.transport.client.zrangebyscore(
+                since, "-inf", f"({_number(seq)}", start=0, num=_OTHERS_SHOWN))
+
+    def _check_joinable(self, queue: str, call_id: str) -> None:
+        """ConfigurationError when the queue has more subscribers than JOINED_MOST."""
+        k = self.keys(queue)
+        with self.transport.errors(f"count the subscribers of queue {queue!r}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zcard(k.broadcast("since"))
+            pipe.hlen(k.broadcast("cursors"))
+            counts = [reply for reply in pipe.execute(raise_on_error=False)
+                      if not isinstance(reply, Exception)]
+        if counts and max(counts) > JOINED_MOST:
+            raise ConfigurationError(
+                f"join() on broadcast {call_id} of queue {queue!r}: the queue has "
+                f"{max(counts):,} subscribers, more than join() reads without names "
+                f"({JOINED_MOST:,}); name those to wait for with subscribers=[...]")
 
     def _indexed(self, key: str, flag: Any, count: Any, index: Sequence[Any]) -> bool:
         """Whether every cursor of hash ``key`` is in ``index`` (the since index, as

@@ -39,6 +39,18 @@ _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "starte
 #: its concurrency) is read as, in bytes: a longer one was not written by a worker,
 #: and is left out (the pages show its running ids as unreadable).
 MAX_RUNNING_IDS = 65_536
+#: The fields of a worker's record a listing reads, each with the most bytes it is
+#: read as (HSTRLEN first: a longer value is not read at all): those a worker writes
+#: (``worker.control.register``), never the whole hash. A record planted with a
+#: million fields, or one field of 50 MB, made each ``minitask status`` read 80 MB;
+#: now a record costs at most about 150 kB however it was filled. Names, hosts and
+#: pools are at most 300 characters as minitask writes them (1,200 bytes of UTF-8);
+#: a worker's queues list, like its running ids, at most 64 kB.
+RECORD_FIELDS: Dict[str, int] = {
+    "name": 4_096, "host": 4_096, "pool": 4_096, "queues": 65_536,
+    "running_ids": MAX_RUNNING_IDS,
+    **{field: 64 for field in ("pid", "concurrency", "started_ms", "processed", "failed",
+                               "running", "recycled", "beat_ms", "clock_skew_ms")}}
 
 
 @dataclass(frozen=True)
@@ -89,11 +101,12 @@ class WorkerRegistry(Store):
             pipe.execute()
 
     def live(self, now_ms: int, live_ms: int,
-             limit: Optional[int] = None) -> List[Dict[str, str]]:
+             limit: Optional[int] = SHOWN_WORKERS) -> List[Dict[str, str]]:
         """Workers whose last heartbeat is at most ``live_ms`` old (and at most
         TRUSTED_AHEAD_MS ahead), each a dict of its record with its ``id`` (what keys
         it) and ``name`` (``--name``, else the id); older ones are pruned. At most
-        ``limit`` of them (None: all; see ``listing``)."""
+        ``limit`` of them, those that beat last first (None: all, however many a
+        registry anyone can fill holds; see ``listing``)."""
         return self.listing(now_ms, live_ms, limit).live
 
     def listing(self, now_ms: int, live_ms: int,
@@ -147,32 +160,76 @@ class WorkerRegistry(Store):
             else:
                 names.append(name)
         records: List[Any] = []
-        client = self.transport.client
         for start in range(0, len(names), RECORD_BATCH):
-            pipe = client.pipeline(transaction=False)
-            for name in names[start:start + RECORD_BATCH]:
-                pipe.hgetall(self.app_keys.worker(name))
-            records += pipe.execute(raise_on_error=False)
-        return self._records(names, records), sum(record == {} for record in records)
+            records += self._fetch(names[start:start + RECORD_BATCH])
+        return self._records(names, records), sum(record is None for record in records)
+
+    def _fetch(self, names: List[str]) -> List[Any]:
+        """The records of workers ``names``: each the fields of RECORD_FIELDS it holds
+        (a dict; None when the record is gone), or Redis's error for a key of another
+        type. Two round trips: the lengths of those fields (HSTRLEN), then the fields
+        within their bound (HMGET). A field too long is not read: it is None (shown as
+        "?", a count left out), said in the log naming the key."""
+        client = self.transport.client
+        fields = list(RECORD_FIELDS)
+        pipe = client.pipeline(transaction=False)
+        for name in names:
+            pipe.exists(self.app_keys.worker(name))
+            for field in fields:
+                pipe.hstrlen(self.app_keys.worker(name), field)
+        replies = pipe.execute(raise_on_error=False)
+        step = len(fields) + 1
+        records: List[Any] = []
+        wanted: Dict[int, List[str]] = {}
+        pipe = client.pipeline(transaction=False)
+        for index, name in enumerate(names):
+            exists, *sizes = replies[index * step:(index + 1) * step]
+            refused = next((size for size in sizes if isinstance(size, Exception)), None)
+            if refused is not None or not exists or isinstance(exists, Exception):
+                records.append(None if refused is None else refused)
+                continue
+            record: Dict[str, Any] = {}
+            for field, size in zip(fields, sizes):
+                if size > RECORD_FIELDS[field]:
+                    ignored(self.app_keys.worker(name), f"{field} is {size} bytes long, more "
+                                                        f"than a worker writes "
+                                                        f"({RECORD_FIELDS[field]})")
+                    record[field] = None
+            wanted[index] = [field for field, size in zip(fields, sizes)
+                             if 0 < size <= RECORD_FIELDS[field]]
+            if wanted[index]:
+                pipe.hmget(self.app_keys.worker(name), wanted[index])
+            records.append(record)
+        values = iter(pipe.execute(raise_on_error=False))
+        for index, read in wanted.items():
+            if read:
+                reply = next(values)
+                if isinstance(reply, Exception):
+                    records[index] = reply
+                else:
+                    records[index].update((field, value) for field, value in zip(read, reply)
+                                          if value is not None)
+        return records
 
     def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
         """The workers' records read, each field checked (``live``)."""
         found = []
         for name, record in zip(names, records):
             key = self.app_keys.worker(name)
+            if record is None:  # gone: counted apart
+                continue
             if isinstance(record, Exception):
                 ignored(key, f"it holds another type than a hash ({record})")
                 continue
             info = {}
             for field, value in record.items():
+                if value is None:  # too long to read (said in _fetch): its text unknown,
+                    if field in ("host", "pool", "queues", "running_ids"):  # a count left
+                        info[field] = "?"  # out; running_ids "?": the pages say "unreadable"
+                    continue
                 field_text, value_text = text_of(field), text_of(value)
                 if field_text is None or value_text is None:
                     ignored(key, f"field {shown_member(field)} is not UTF-8 text")
-                    continue
-                if field_text == "running_ids" and len(value) > MAX_RUNNING_IDS:
-                    ignored(key, f"running_ids is {len(value)} bytes long, more than a "
-                                 f"worker writes ({MAX_RUNNING_IDS})")
-                    info[field_text] = "?"  # no JSON: the pages say "unreadable"
                     continue
                 if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
                     ignored(key, f"{field_text} {shown_member(value_text)} is no count")
@@ -216,9 +273,11 @@ class WorkerRegistry(Store):
                               f"{_orders_problem(key)}; until then stop it with SIGTERM on "
                               f"its host", reason="wrong type")
 
-    def next_order(self, worker: str, timeout: float) -> Optional[str]:
+    def next_orders(self, worker: str, timeout: float, most: int = 100) -> List[str]:
         """Block until an order for ``worker`` arrives (at most ``timeout`` seconds,
-        whole seconds on the server); None when none came.
+        whole seconds on the server), then take what else waits, ``most`` in all at
+        most: a list filled with orders no minitask wrote is read a bounded batch per
+        call, not one round trip each. Empty when none came.
 
         Raises:
             BrokerError: Redis could not be reached; or (``reason`` "wrong type") the
@@ -227,18 +286,20 @@ class WorkerRegistry(Store):
         key = self.app_keys.control(worker)
         try:
             with self.transport.errors("wait for orders"):
-                reply = self.transport.client.blpop([key], timeout=max(1, round(timeout)))
+                client = self.transport.client
+                reply = client.blpop([key], timeout=max(1, round(timeout)))
+                more = client.lpop(key, most - 1) if reply is not None and most > 1 else None
         except BrokerError as exc:
             if exc.reason == "wrong type":
                 ignored(key, f"{_orders_problem(key)}; minitask shutdown cannot reach worker "
                              f"{printable(worker)} until then")
             raise
         if reply is None:
-            return None
+            return []
         # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:
         # it must not end the listener, or ``minitask shutdown`` would reach no one
-        order = reply[1]
-        return order.decode("utf-8", "backslashreplace") if isinstance(order, bytes) else order
+        return [order.decode("utf-8", "backslashreplace") if isinstance(order, bytes)
+                else order for order in [reply[1], *(more or [])]]
 
 
 def _orders_problem(key: str) -> str:

@@ -13,9 +13,11 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any, Callable, List, Optional
 
 from ..errors import BrokerError
+from ..printable import shown_value
 from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
 from ..wire.message import to_ms
@@ -27,6 +29,13 @@ logger = logging.getLogger(__name__)
 WAIT = 5.0
 #: Seconds a stopping worker waits for its listener to end after waking it.
 JOIN_TIMEOUT = 2.0
+#: Orders the listener takes in one read at most: a list filled with orders no
+#: minitask wrote is read a bounded batch at a time.
+ORDERS_READ = 100
+#: Seconds between two log lines about unknown orders at most: each line counts
+#: those ignored since the last and shows one of them (50,000 planted orders made
+#: 50,000 lines).
+UNKNOWN_SAID_EVERY = 60.0
 
 
 class Orders:
@@ -39,6 +48,10 @@ class Orders:
         self._on_shutdown = on_shutdown
         self._ended = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        #: unknown orders ignored since the last line said so, one of them, and when
+        self._unknown = 0
+        self._sample = ""
+        self._said_at: Optional[float] = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="minitask-orders", daemon=True)
@@ -64,7 +77,7 @@ class Orders:
         try:
             while not self._ended.is_set():
                 try:
-                    order = self._registry.next_order(self._worker, WAIT)
+                    orders = self._registry.next_orders(self._worker, WAIT, ORDERS_READ)
                 except BrokerError as exc:
                     if self._ended.is_set():
                         return
@@ -74,13 +87,31 @@ class Orders:
                     self._ended.wait(backoff.failed(exc))
                     continue
                 backoff.succeeded()
-                if order == SHUTDOWN and not self._ended.is_set():
+                if SHUTDOWN in orders and not self._ended.is_set():
                     self._ended.set()
                     self._on_shutdown("minitask shutdown")
-                elif order not in (None, WAKE):
-                    logger.warning("worker %s ignores the unknown order %r", self._worker, order)
+                self._ignore([order for order in orders if order not in (SHUTDOWN, WAKE)])
         finally:
             backoff.gave_up()  # it no longer rides an outage
+            self._say_unknown(time.monotonic())
+
+    def _ignore(self, unknown: List[str]) -> None:
+        """Count orders no minitask sends; say so at most once per UNKNOWN_SAID_EVERY."""
+        if not unknown:
+            return
+        if not self._unknown:
+            self._sample = shown_value(unknown[0])
+        self._unknown += len(unknown)
+        now = time.monotonic()
+        if self._said_at is None or now - self._said_at >= UNKNOWN_SAID_EVERY:
+            self._say_unknown(now)
+
+    def _say_unknown(self, now: float) -> None:
+        if self._unknown:
+            logger.warning("worker %s ignores the unknown order %s%s", self._worker,
+                           self._sample, "" if self._unknown == 1 else
+                           f" and {self._unknown - 1} more (said at most once a minute)")
+            self._unknown, self._said_at = 0, now
 
 
 def register(worker: Any, now_ms: int, running: int, started: List[str]) -> None:
