@@ -12,7 +12,7 @@ import math
 import time
 import unicodedata
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Dict, List, Optional, Protocol, TypeVar
+from typing import Any, Dict, List, Optional, Protocol, Tuple, TypeVar
 
 ENVELOPE_VERSION = 1
 
@@ -104,12 +104,26 @@ class SystemClock:
     #: deadlines workers compare with each other's are all on Redis's clock. 0 until
     #: measured (a producer's own clock).
     offset_ms = 0
+    #: Redis's time and the monotonic clock's (ns) at that measure: from then on a
+    #: reading is Redis's time then plus the monotonic clock's progress since, so that
+    #: a step of the machine's clock (NTP, a VM resumed) changes no reading before the
+    #: next measure (a worker whose clock stepped an hour ahead took the others' leases
+    #: as expired in the seconds until it measured again).
+    _anchor: Optional[Tuple[int, int]] = None
+
+    def go_by_redis(self, offset_ms: int) -> None:
+        """Read Redis's time from now on; this machine's clock is ``offset_ms`` ahead."""
+        self.offset_ms = offset_ms
+        self._anchor = (time.time_ns() - offset_ms * 1_000_000, time.monotonic_ns())
 
     def now_ms(self) -> int:
-        return time.time_ns() // 1_000_000 - self.offset_ms
+        return self.now_ns() // 1_000_000
 
     def now_ns(self) -> int:
-        return time.time_ns() - self.offset_ms * 1_000_000
+        anchor = self._anchor
+        if anchor is None:  # a producer's process: its own clock
+            return time.time_ns() - self.offset_ms * 1_000_000
+        return anchor[0] + time.monotonic_ns() - anchor[1]
 
 
 _Record = TypeVar("_Record", bound=type)

@@ -7,11 +7,12 @@ worker whose clock runs an hour ahead would take every running task of the other
 "lease expired" and run it a second time, and one an hour behind would have its own
 taken. So a worker measures how far its clock is from Redis's (``TIME``, the
 shortest of three round trips) as it starts, and from then on the app's clock
-(``SystemClock.offset_ms``) reads Redis's time in its process: everything it writes
-or compares is on Redis's clock, for one subtraction a reading and no command in any
-script. The offset is measured again every ``CLOCK_REFRESH_S``, and at the next
-heartbeat when the machine's clock jumps (a step of NTP, a VM resumed: seen against
-the monotonic clock), before the heartbeat renews any lease.
+(``SystemClock.go_by_redis``) reads Redis's time in its process: everything it writes
+or compares is on Redis's clock, with no command in any script. Between measures a
+reading is Redis's time at the last one plus the monotonic clock's progress, so a
+step of the machine's clock (NTP, a VM resumed) moves nothing; the offset is measured
+again every ``CLOCK_REFRESH_S``, and at the next heartbeat after such a step (seen
+against the monotonic clock).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ class RedisTime:
             return None  # (a jump seen stays seen: the next heartbeat tries again)
         self.measured = True
         self._apart = time.time() - now
-        clock.offset_ms = skew
+        clock.go_by_redis(skew)
         return skew
 
     def due(self) -> bool:

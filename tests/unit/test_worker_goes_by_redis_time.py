@@ -91,7 +91,7 @@ def test_a_small_step_waits_for_the_period_and_redis_away_keeps_the_offset(
     assert not times.due()
     monkeypatch.setattr(time, "time", lambda: wall() + JUMP_MS / 500)
     assert times.due()
-    clock.offset_ms = 1234
+    clock.go_by_redis(1234)
 
     def refused() -> Any:
         import redis
