@@ -109,7 +109,8 @@ class AsyncioPool(FixedSlots):
         self._closing = False
         self._loop = asyncio.new_event_loop()
         #: Runs plain functions: not the loop's default executor, which a task may shut down
-        self._calls = ThreadPoolExecutor(thread_name_prefix="minitask-asyncio-call")
+        self._calls = ThreadPoolExecutor(max_workers=size,  # one a slot: -c of them at once
+                                         thread_name_prefix="minitask-asyncio-call")
         self._recording = RecordingThreads(self._loop, max(1, min(RECORDERS, size)))
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
