@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 from ..admin import (LIVE_MS, SHOWN_OTHERS, SHOWN_WORKERS, TRUSTED_AHEAD_MS,
                      all_queue_counts, shown_queues, worker_listing)
 from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
 from ..printable import printable
+from ..wire.message import SystemClock
 from .options import add_app_options, load
 
 #: Broadcast subscribers shown per queue, the furthest behind first.
@@ -28,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
     # the queues the app declares and at most SHOWN_OTHERS more (20,000 planted names
     # in the registry took 18 s)
     queues, left_out = shown_queues(app)
+    # heartbeats are on Redis's clock (worker/redis_time.py): their ages are read on it
+    # too, or a machine whose clock is ahead would count no worker live
+    skew = clock_skew_ms(broker.client)
+    if skew is not None and isinstance(app.clock, SystemClock):
+        app.clock.go_by_redis(skew)
     now_ms = app.clock.now_ms()
     report: Dict[str, Any] = {
         "app": app.name, "broker": broker.description,
@@ -75,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
             "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                               else int(info["clock_skew_ms"])),
         })
-    report["warnings"] = _warnings(app, report["workers"] + report["workers_ahead"])
+    report["warnings"] = _warnings(app, skew, report["workers"] + report["workers_ahead"])
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
     else:
@@ -83,12 +89,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _warnings(app: Any, workers: List[Dict[str, Any]]) -> List[str]:
+def _warnings(app: Any, skew: Optional[int], workers: List[Dict[str, Any]]) -> List[str]:
     """What is only ever slow or wrong, never an error: clocks far from Redis's, a
     durability setting the replicas cannot meet."""
     durability = app.durability
     client = app.broker.client
-    found = [skew_warning(clock_skew_ms(client), "this machine's"),
+    found = [skew_warning(skew, "this machine's"),
              replica_warning(durability.mode, durability.min_replicas,
                              connected_replicas(client) if durability.mode else None,
                              durability.timeout)]

@@ -55,7 +55,7 @@ def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
                    "as loop.run_in_executor(None, ...) and asyncio.to_thread make, a plain "
                    "task of the asyncio pool still running after the grace, or a thread a "
                    "task started that is not a daemon); it exits without waiting for them",
-                   os.getpid(), len(alive), wait, ", ".join(thread.name for thread in alive))
+                   os.getpid(), len(alive), wait, _named(alive))
     logging.shutdown()  # flushes every handler
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -66,3 +66,14 @@ def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
 
 
 __all__ = ["EXIT_WAIT", "exit_past_leftovers", "leftover_threads"]
+
+
+#: Threads a leftover warning names; the rest are counted (a task starting a thread at
+#: every call left hundreds).
+NAMED_MOST = 10
+
+
+def _named(threads: List[threading.Thread]) -> str:
+    names = ", ".join(thread.name for thread in threads[:NAMED_MOST])
+    more = len(threads) - NAMED_MOST
+    return names if more <= 0 else f"{names} and {more} more"
