@@ -8,12 +8,16 @@ hands it to the one function that words it.
 from __future__ import annotations
 
 import datetime as _dt
-import time
 from dataclasses import dataclass
 from typing import List, Optional
 
+from .broker.health import on_redis_time
 from .printable import printable, shown_name
 from .stores.broker import Broker
+from .wire.message import SystemClock
+
+#: The clock a timeout's message judges heartbeats by: Redis's, as workers write them.
+_READER_CLOCK = SystemClock()
 
 #: A worker whose last heartbeat is older than this is not counted as live.
 LIVE_MS = 60_000
@@ -83,7 +87,8 @@ def _head(task_id: str, timeout: Optional[float]) -> str:
 def _live_workers(broker: Broker, queue: str) -> List[str]:
     """The names of the live workers serving ``queue``, as a message shows them: escaped
     and cut (``shown_name``: a name planted in Redis may be megabytes)."""
-    now_ms = int(time.time() * 1000)
+    on_redis_time(_READER_CLOCK, broker.client)  # heartbeats are on Redis's clock
+    now_ms = _READER_CLOCK.now_ms()
     names = []
     for info in broker.registry.live(now_ms, LIVE_MS):
         if queue in info.get("queues", "").split(","):

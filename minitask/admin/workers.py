@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, List, Optional, Sequence
 
+from ..broker.health import on_redis_time
 from ..errors import BrokerError, ConfigurationError
 from ..printable import NAMES_SHOWN_MOST, printable, shown_name
 from ..stores.registry import SHOWN_WORKERS, SHUTDOWN, TRUSTED_AHEAD_MS, WorkerListing
@@ -34,7 +35,8 @@ def worker_listing(app: Operated) -> WorkerListing:
     every field of text cut as ``shown_name`` cuts a name (a worker's queues at
     ``NAMES_SHOWN_MOST``), its ``running_ids`` kept (JSON, bounded by the registry).
     """
-    # the app's clock, as the workers' heartbeats and ``minitask status`` read it
+    # on Redis's clock, as the workers write their heartbeats
+    on_redis_time(app.clock, app.broker.client)
     listed = app.broker.registry.listing(app.clock.now_ms(), LIVE_MS, SHOWN_WORKERS)
     return dataclasses.replace(listed, live=[_shown(info) for info in listed.live],
                                ahead=[_shown(info) for info in listed.ahead])

@@ -18,6 +18,8 @@ from typing import Any, Optional, Tuple
 
 import redis
 
+from ..wire.message import SystemClock
+
 #: A clock further than this from Redis's is worth a warning (ms).
 CLOCK_SKEW_BOUND_MS = 2_000
 #: How often a worker measures again how far its clock is from Redis's (s).
@@ -111,3 +113,20 @@ def asked_bulk_limit(client: Any) -> Optional[int]:
     except (TypeError, ValueError):
         limit = 0
     return limit if limit > 0 else None
+
+
+def on_redis_time(clock: Any, client: Any) -> Optional[int]:
+    """Have ``clock`` (a ``SystemClock``; any other is a test's, left alone) read Redis's
+    time, measured again at most every ``CLOCK_REFRESH_S``: workers write heartbeats and
+    leases on it (worker/redis_time.py), and a reader whose clock is ahead judged every
+    worker dead and pruned it from the registry. The skew (ms) last measured; None when
+    Redis cannot be asked (an ACL without TIME, a cluster client: its own clock then)."""
+    if not isinstance(clock, SystemClock):
+        return None
+    measured = clock.measured_at
+    if measured is not None and time.monotonic() - measured < CLOCK_REFRESH_S:
+        return clock.offset_ms
+    skew = clock_skew_ms(client)
+    if skew is not None:
+        clock.go_by_redis(skew)
+    return skew

@@ -7,9 +7,8 @@ from typing import Any, Dict, List, Optional
 
 from ..admin import (LIVE_MS, SHOWN_OTHERS, SHOWN_WORKERS, TRUSTED_AHEAD_MS,
                      all_queue_counts, shown_queues, worker_listing)
-from ..broker.health import clock_skew_ms, connected_replicas, replica_warning, skew_warning
+from ..broker.health import connected_replicas, on_redis_time, replica_warning, skew_warning
 from ..printable import printable
-from ..wire.message import SystemClock
 from .options import add_app_options, load
 
 #: Broadcast subscribers shown per queue, the furthest behind first.
@@ -31,9 +30,7 @@ def run(args: argparse.Namespace) -> int:
     queues, left_out = shown_queues(app)
     # heartbeats are on Redis's clock (worker/redis_time.py): their ages are read on it
     # too, or a machine whose clock is ahead would count no worker live
-    skew = clock_skew_ms(broker.client)
-    if skew is not None and isinstance(app.clock, SystemClock):
-        app.clock.go_by_redis(skew)
+    skew = on_redis_time(app.clock, broker.client)
     now_ms = app.clock.now_ms()
     report: Dict[str, Any] = {
         "app": app.name, "broker": broker.description,

@@ -288,7 +288,7 @@ class WorkerRegistry(Store):
             with self.transport.errors("wait for orders"):
                 client = self.transport.client
                 reply = client.blpop([key], timeout=max(1, round(timeout)))
-                more = client.lpop(key, most - 1) if reply is not None and most > 1 else None
+            more = self._more_orders(key, most - 1) if reply is not None and most > 1 else None
         except BrokerError as exc:
             if exc.reason == "wrong type":
                 ignored(key, f"{_orders_problem(key)}; minitask shutdown cannot reach worker "
@@ -300,6 +300,18 @@ class WorkerRegistry(Store):
         # it must not end the listener, or ``minitask shutdown`` would reach no one
         return [order.decode("utf-8", "backslashreplace") if isinstance(order, bytes)
                 else order for order in [reply[1], *(more or [])]]
+
+    def _more_orders(self, key: str, most: int) -> Any:
+        """What else waits after the order BLPOP took: none when that read fails (a
+        reset), so the order already taken is still acted on (a lost SHUTDOWN would
+        leave a worker running that ``minitask shutdown`` said it asked)."""
+        try:
+            with self.transport.errors("wait for orders"):
+                return self.transport.client.lpop(key, most)
+        except BrokerError as exc:
+            if exc.reason == "wrong type":
+                raise
+            return None
 
 
 def _orders_problem(key: str) -> str:

@@ -110,11 +110,14 @@ class SystemClock:
     #: next measure (a worker whose clock stepped an hour ahead took the others' leases
     #: as expired in the seconds until it measured again).
     _anchor: Optional[Tuple[int, int]] = None
+    #: When (``time.monotonic()``) Redis's time was last measured here; None: never.
+    measured_at: Optional[float] = None
 
     def go_by_redis(self, offset_ms: int) -> None:
         """Read Redis's time from now on; this machine's clock is ``offset_ms`` ahead."""
         self.offset_ms = offset_ms
-        self._anchor = (time.time_ns() - offset_ms * 1_000_000, time.monotonic_ns())
+        self._anchor = (time.time_ns() - offset_ms * 1_000_000, _ticks_ns())
+        self.measured_at = time.monotonic()
 
     def now_ms(self) -> int:
         return self.now_ns() // 1_000_000
@@ -123,7 +126,16 @@ class SystemClock:
         anchor = self._anchor
         if anchor is None:  # a producer's process: its own clock
             return time.time_ns() - self.offset_ms * 1_000_000
-        return anchor[0] + time.monotonic_ns() - anchor[1]
+        return anchor[0] + _ticks_ns() - anchor[1]
+
+
+def _boot_ticks_ns() -> int:
+    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
+
+
+#: A clock that no step of the machine's moves, and that runs on while it is suspended
+#: (Linux's CLOCK_BOOTTIME; the monotonic clock elsewhere, which stops meanwhile).
+_ticks_ns = _boot_ticks_ns if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic_ns
 
 
 _Record = TypeVar("_Record", bound=type)

@@ -54,10 +54,12 @@ class RedisTime:
         return skew
 
     def due(self) -> bool:
-        """Time to measure again: the period is over, or the clock jumped since."""
-        if not self.measured:
-            return False
+        """Time to measure again: the period is over, or the clock jumped since (never
+        measured: once a period, so that one TIME refused or cut at start-up does not
+        leave the worker on its own clock for good)."""
         now = time.monotonic()
+        if not self.measured:
+            return now >= self._next
         return (now >= self._next
                 or abs(time.time() - now - self._apart) * 1000 > JUMP_MS)
 
@@ -69,6 +71,10 @@ def start_clock(worker: Any) -> None:
     if not isinstance(clock, SystemClock):
         return
     worker.clock_skew_ms = worker.redis_time.measure(clock, worker.broker.client)
+    if worker.clock_skew_ms is None:
+        logger.info("this worker cannot ask Redis its time (TIME refused, or a cluster "
+                    "client): it goes by its own clock, asking again every %.0f s",
+                    CLOCK_REFRESH_S)
     warning = skew_warning(worker.clock_skew_ms, "this worker's", corrected=True)
     if warning is not None:
         logger.warning("%s", warning)

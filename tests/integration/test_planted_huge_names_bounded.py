@@ -72,8 +72,10 @@ def test_status_shows_planted_groups_and_workers_cut_and_the_good_entries(
     assert "good-worker" in out and "queues default,fair" in out, out
     assert "[cut: 500,000 characters in all]" in out, out
     assert "[cut: 100,000 characters in all]" in out, out
-    assert "[cut: 2,000,000 characters in all]" in out, out  # live, and clock ahead
-    assert "[cut: 200,008 characters in all]" in out, out
+    # a worker record's field longer than minitask writes is not read at all (its
+    # record is shown by its member, the field as "?"), live and clock ahead alike
+    assert "w-big  heartbeat" in out and "w-ahead  heartbeat" in out, out
+    assert "queues ?" in out and "n" * 1000 not in out and "q" * 1000 not in out, out
     code, out = run(capsys, "status", "-A", APP, "--json")
     assert code == 0
     assert len(out) < MOST, len(out)
@@ -109,7 +111,7 @@ def test_shutdown_names_live_workers_cut_when_none_is_named_so(
     code, out = run(capsys, "shutdown", "-A", APP, "nobody")
     assert code == 1
     assert len(out) < MOST, len(out)
-    assert "good-worker" in out and "[cut: 2,000,000 characters in all]" in out, out
+    assert "good-worker" in out and "w-big" in out, out
 
 
 def test_a_wait_that_runs_out_names_the_live_workers_cut(app: Minitask) -> None:

@@ -79,6 +79,7 @@ def test_stop_requested_and_grace_over_lines_carry_the_task_id(
     assert exit_code(worker) == 0
     entries = _lines(log)
     asked = [e for e in entries if "stop requested" in e["message"]]
-    assert [e["task_id"] for e in asked] == [stopped.id], asked
+    # (the process pool's supervisor says it too, as it kills the child)
+    assert asked and {e["task_id"] for e in asked} == {stopped.id}, asked
     given_back = [e for e in entries if "giving back task" in e["message"]]
     assert [e["task_id"] for e in given_back] == [kept.id], entries

@@ -174,7 +174,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.subscriptions": frozenset({"admin.operated", "broadcast", "sending"}),
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "printable",
                               "stores.results", "wire.message", "wire.serializer"}),
-    "admin.workers": frozenset({"admin.operated", "errors", "printable", "stores.registry"}),
+    "admin.workers": frozenset({"admin.operated", "broker.health", "errors", "printable",
+                                "stores.registry"}),
     "admin.workflows": frozenset({"admin.operated", "errors", "handle", "printable",
                                   "stores.foreign", "stores.plans", "wire.message"}),
     # -- features --------------------------------------------------------------
@@ -200,7 +201,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "stores.workflow_reads", "wire.message",
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "wire.message"}),
-    "ranout": frozenset({"printable", "stores.broker"}),
+    "ranout": frozenset({"broker.health", "printable", "stores.broker", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer",
                           "wire.types"}),
@@ -337,7 +338,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.durability": frozenset({"broker.keys", "errors"}),
     "broker.embedded": frozenset({"errors"}),
     # clock skew and replicas: what no error reveals, said out loud
-    "broker.health": frozenset(),
+    "broker.health": frozenset({"wire.message"}),
     "broker.keys": frozenset(),
     "broker.packing": frozenset(),
     "broker.transport": frozenset({"broker.cluster", "broker.connections", "broker.durability",
