@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Iterator, List, Tuple
 
@@ -342,6 +343,7 @@ def test_status_names_a_worker_whose_clock_is_far_from_redis(
         url: str, capsys: pytest.CaptureFixture[str]) -> None:
     worker = basic.app.worker()
     worker.clock_skew_ms = -7_200_000  # as it measured at its start-up
+    worker.redis_time._next = time.monotonic() + 3600  # not to be measured again yet
     worker.beat()
     try:
         code, out, _ = cli(capsys, "status", "-A", APP)
