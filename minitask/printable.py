@@ -9,6 +9,7 @@ is, and nothing else can reach the reader unescaped.
 """
 from __future__ import annotations
 
+import collections.abc
 import logging
 import re
 import reprlib
@@ -221,27 +222,41 @@ def shown_name(name: str, most: int = NAME_SHOWN_MOST) -> str:
 _CHAINED = re.compile(r"(\n\n(?:The above exception was the direct cause of the following "
                       r"exception:|During handling of the above exception, another exception "
                       r"occurred:)\n\n)")
+#: A line that may name an exception (``ValueError: ...``, ``shop.Declined``): one
+#: starting as a name does, with no colon before the one after the name.
+_EXCEPTION_LINE = re.compile(r"[A-Za-z_<][^:]*(?:: .*)?")
+#: What marks the first line of a recorded traceback that is not one of a traceback's.
+NOT_TRACEBACK = "> "
+_HEAD = "Traceback (most recent call last):"
 
 
 def shown_trace(trace: str, message: Optional[str] = None) -> str:
     """A recorded traceback as a person reads it (``dead show``, ``inspect ID``): its own
-    lines kept, every control character escaped (``printable``), and a line break
-    inside an exception's text escaped too: a line of its own there could forge a
-    log line ("2026-... ERROR ..."). That text is ``message`` for the last exception
-    (the recorded one, found from the end) and, for each exception of a chain where
-    it is not found, what follows its last frame line (the last indented one)."""
-    trace = trace.rstrip()
-    text = message if message and "\n" in message else ""
-    at = trace.rfind(text) if text else -1
-    if at >= 0:
-        trace = f"{trace[:at]}{printable(text)}{trace[at + len(text):]}"
-    parts = _CHAINED.split(trace)
+    lines kept, every control character escaped (``printable``), and no line that a
+    message could forge ("2026-... ERROR ..."). A worker records each exception's texts
+    escaped already; a traceback written otherwise (an older version, a planted one)
+    cannot be parsed, so this is conservative: a line is kept as a line when it is
+    indented (a frame, its source, a group's line), blank, "Traceback (most recent
+    call last):", a chain's separator, or the first line after the frames that may
+    name an exception; any other is joined to the line before it with its line break
+    escaped (``\\x0a``), as a worker records it. ``message`` is not needed: kept for
+    the callers."""
+    del message
+    parts = _CHAINED.split(trace.rstrip())
     for index in range(0, len(parts), 2):  # odd ones: the lines between two tracebacks
-        lines = parts[index].split("\n")
-        last = max((n for n, line in enumerate(lines) if line[:1].isspace()), default=-1)
-        if 0 <= last < len(lines) - 2:  # the exception's text spans lines
-            lines[last + 1:] = [printable("\n".join(lines[last + 1:]))]
-        parts[index] = "\n".join(lines)
+        kept: List[str] = []
+        named = False  # whether the line naming the exception was found
+        for line in parts[index].split("\n"):
+            if not line or line[:1].isspace() or not kept and line == _HEAD:
+                kept.append(line)
+            elif not named and _EXCEPTION_LINE.fullmatch(line):
+                named = True
+                kept.append(line)
+            elif kept:
+                kept[-1] += "\\x0a" + line
+            else:
+                kept.append(NOT_TRACEBACK + line)
+        parts[index] = "\n".join(kept)
     return printable("".join(parts), keep_newlines=True)
 
 
@@ -259,37 +274,76 @@ def error_text(error: BaseException) -> str:
 
 
 def error_trace(error: BaseException) -> str:
-    """The traceback of ``error`` as ``traceback`` prints it (which reads an unreadable
-    ``__str__`` as ``<exception str() failed>``); when formatting it raises anyway
-    (the app's code: an exception's ``__getattr__`` asked for ``__notes__``, say),
-    its frames and a last line of ``error_text``'s."""
+    """The traceback of ``error`` as a worker records it (``escaped_trace``: each
+    exception's own texts escaped, so a message cannot forge a line of it); when
+    formatting it raises (the app's code: an exception's ``__getattr__`` asked for
+    ``__notes__``, say), its frames and a last line of ``error_text``'s, escaped."""
     try:
-        lines = traceback.format_exception(type(error), error, error.__traceback__)
-        return cut_text("".join(lines), ERROR_TRACE_MOST)
+        return _formatted(type(error), error, error.__traceback__)
     except BaseException:  # the app's code (of error, or of an exception chained to it)
         try:
             frames = "".join(traceback.format_tb(error.__traceback__))
         except BaseException:  # the same, once more: the frames are lost
             frames = ""
         head = "Traceback (most recent call last):\n" if frames else ""
-        return f"{head}{frames}{type(error).__name__}: {error_text(error)}\n"
+        return f"{head}{frames}{printable(type(error).__name__)}: {printable(error_text(error))}\n"
+
+
+def _one_line(text: Any) -> str:
+    """An exception's own text (its message, a note, a file name) as one line of a
+    traceback: every control character escaped, line breaks too."""
+    return printable(text)
+
+
+def _note(note: Any) -> str:
+    """A note (``add_note``) as its line shows it: escaped, and indented, so that not
+    even a note without a line break can start a line ("2026-... ERROR ...")."""
+    try:
+        text = note if isinstance(note, str) else str(note)
+    except BaseException:  # the app's __str__, whatever it raises
+        text = "<note str() failed>"
+    return "  " + _one_line(text)
 
 
 class _EscapedText(traceback.TracebackException):
     """A traceback whose exception lines (``ValueError: <its text>``) are escaped:
-    the text is the task's, and may hold an escape character or a newline."""
+    the text is the task's, and may hold an escape character or a newline. Each line
+    is escaped again as it is written, in case a Python version splits one."""
 
     def format_exception_only(self, **kwargs: Any) -> Iterator[str]:  # type: ignore[override]
         for line in super().format_exception_only(**kwargs):
             yield printable(line[:-1] if line.endswith("\n") else line) + "\n"
 
 
+def _escape_texts(shown: traceback.TracebackException) -> None:
+    """Escape the texts of one exception in ``shown`` BEFORE it is formatted: Python
+    splits a note (3.11: each line its own item) and a SyntaxError's file name and
+    text into lines, and escaping what it yields keeps those line breaks."""
+    fields = vars(shown)
+    fields["_str"] = _one_line(fields.get("_str", ""))
+    notes = fields.get("__notes__")
+    if notes is not None:
+        if isinstance(notes, collections.abc.Sequence) and not isinstance(notes, (str, bytes)):
+            fields["__notes__"] = [_note(note) for note in notes]
+        else:
+            fields["__notes__"] = [_note(reprlib.repr(notes))]
+    for name in ("filename", "lineno", "end_lineno", "msg"):
+        if fields.get(name) is not None:
+            fields[name] = _one_line(fields[name])
+    text = fields.get("text")
+    if isinstance(text, str):  # the source line: what Python strips of it, kept as it is
+        kept = text.rstrip("\n")
+        body = kept.lstrip(" \n\f")
+        fields["text"] = kept[:len(kept) - len(body)] + _one_line(body)
+
+
 def _escaping(shown: Optional[traceback.TracebackException], seen: Set[int]) -> None:
     """Make ``shown`` and every exception chained to it (cause, context, a group's
-    members) escape their text: the chain is built of plain TracebackExceptions."""
+    members) escape their texts: the chain is built of plain TracebackExceptions."""
     if shown is None or id(shown) in seen:
         return
     seen.add(id(shown))
+    _escape_texts(shown)
     shown.__class__ = _EscapedText
     _escaping(shown.__cause__, seen)
     _escaping(shown.__context__, seen)
@@ -297,14 +351,22 @@ def _escaping(shown: Optional[traceback.TracebackException], seen: Set[int]) -> 
         _escaping(member, seen)
 
 
-def escaped_trace(kind: Any, error: BaseException, frames: Any) -> str:
-    """A traceback as a log line shows it: each exception's own line escaped
-    (``printable``), the frames as they are, and at most ``ERROR_TRACE_MOST``
-    characters of it all (head and tail, saying how much was cut), as ``error_trace``
-    keeps it in a result. Formatting it runs the app's code, which may raise."""
+def _formatted(kind: Any, error: BaseException, frames: Any) -> str:
+    """The traceback of ``error`` with each exception's texts escaped, at most
+    ``ERROR_TRACE_MOST`` characters of it. Formatting it runs the app's code, which
+    may raise."""
     shown = traceback.TracebackException(kind, error, frames)
     _escaping(shown, set())
-    return cut_text("".join(shown.format()).rstrip("\n"), ERROR_TRACE_MOST)
+    return cut_text("".join(shown.format()), ERROR_TRACE_MOST)
+
+
+def escaped_trace(kind: Any, error: BaseException, frames: Any) -> str:
+    """A traceback as a log line shows it: each exception's own texts (message, notes,
+    a SyntaxError's file name and text) escaped (``printable``) before its lines are
+    joined, the frames as they are, and at most ``ERROR_TRACE_MOST`` characters of it
+    all (head and tail, saying how much was cut), as ``error_trace`` keeps it in a
+    result. Formatting it runs the app's code, which may raise."""
+    return _formatted(kind, error, frames).rstrip("\n")
 
 
 def logged_trace(error: BaseException) -> str:
