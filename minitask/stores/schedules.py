@@ -24,6 +24,14 @@ from .store import Store
 
 _SCRIPTS = ("schedule_save", "schedule_remove")
 
+#: The ticks of a queue a worker's read of its schedules takes from the earliest, and
+#: as many again from where the last read's scan stopped (schedule_armed.lua).
+ARMED_BATCH = 1000
+#: The longest schedule record a worker reads: a run's message of the default
+#: ``max_message_bytes`` and its timing, with room to spare (an app allowing larger
+#: messages passes its own bound).
+MAX_RECORD_BYTES = 1_048_576 + 65_536
+
 #: A run to enqueue: (tick in ms, task id, encoded message, priority).
 Run = Tuple[int, str, bytes, int]
 
@@ -110,10 +118,18 @@ class ScheduleStore(Store):
     #: unreadable record: planted ones cost no memory)
     _known: Mapping[Tuple[str, str], Armed] = {}
 
-    def armed(self, queues: Sequence[str]) -> Dict[str, List[Armed]]:
-        """Every armed schedule of ``queues`` (a record and a tick) with its tick, in one
-        round trip (schedule_armed.lua: records with no tick, never fired, and ticks
-        naming no record are not sent, so neither costs the read).
+    #: queue -> the rank its next read scans the ticks from (see schedule_armed.lua)
+    _scan: Mapping[str, int] = {}
+
+    def armed(self, queues: Sequence[str], named: Mapping[str, Sequence[str]] = {},
+              longest: int = MAX_RECORD_BYTES) -> Dict[str, List[Armed]]:
+        """The armed schedules of ``queues`` (a record and a tick each) a worker needs,
+        in one round trip whose cost is bounded whatever the queues hold
+        (schedule_armed.lua): the earliest ``ARMED_BATCH`` ticks of each, as many more
+        scanned on from the last read (a schedule behind many earlier ticks is found
+        in time), the schedules read before and those ``named`` (the worker's own).
+        A record longer than ``longest`` is not read (none minitask writes is): it is
+        handed out as unreadable, with its length.
 
         Read tolerantly (``stores/foreign.py``): a key of another type counts as
         empty, a name that is not UTF-8 is left out, and a tick that is no whole
@@ -121,31 +137,39 @@ class ScheduleStore(Store):
         for the worker to re-arm; what is ignored is said in one line per key.
         A record read before and unchanged is not decoded again.
         """
-        calls = [("schedule_armed", queue, (self.keys(queue).schedules, self.keys(queue).ticks),
-                  (), 0) for queue in queues]
+        calls = []
+        for queue in queues:
+            names = sorted({*named.get(queue, ()),
+                            *(name for (known, name) in self._known if known == queue)})
+            calls.append(("schedule_armed", queue,
+                          (self.keys(queue).schedules, self.keys(queue).ticks),
+                          (ARMED_BATCH, longest, self._scan.get(queue, 0), *names), 0))
         replies = self.transport.run_calls(calls, "read the schedules") if calls else []
         found: Dict[str, List[Armed]] = {}
+        scan = dict(self._scan)
         with summarised():
             for queue, reply in zip(queues, replies):
-                found[queue] = self._armed_of(queue, reply, self._known)
+                found[queue] = self._armed_of(queue, reply, self._known, longest)
+                scan[queue] = int(reply[3])
+        self._scan = scan
         kept = {key: entry for key, entry in self._known.items() if key[0] not in found}
         kept.update(((queue, entry.name), entry) for queue, entries in found.items()
                     for entry in entries if entry.schedule is not None)
         self._known = kept
         return found
 
-    def _armed_of(self, queue: str, reply: Any,
-                  known: Mapping[Tuple[str, str], Armed]) -> List[Armed]:
+    def _armed_of(self, queue: str, reply: Any, known: Mapping[Tuple[str, str], Armed],
+                  longest: int) -> List[Armed]:
         k = self.keys(queue)
-        refused_records, refused_ticks, held, *joined = reply
+        refused_records, refused_ticks, dangling, _, *joined = reply
         for key, refused, kind in ((k.schedules, refused_records, "a hash"),
                                    (k.ticks, refused_ticks, "a sorted set")):
             if refused:
                 ignored(key, f"it holds another type than {kind} ({text_of(refused)})")
                 return []
-        if int(held) > len(joined) // 3:
-            ignored(k.ticks, f"{int(held) - len(joined) // 3:,} tick(s) name no schedule "
-                             f"record (never fired)")
+        if int(dangling):
+            ignored(k.ticks, f"{int(dangling):,} tick(s) name no schedule record "
+                             f"(never fired)")
         entries = []
         for index in range(0, len(joined), 3):
             raw, record, score = joined[index:index + 3]
@@ -154,6 +178,11 @@ class ScheduleStore(Store):
                 continue
             tick_ms = whole(score)
             before = known.get((queue, name))
+            if isinstance(record, int):  # too long to be a record minitask writes
+                entries.append(Armed(name, b"", None, tick_ms, None, (
+                    f"a record of {record:,} bytes, longer than any this minitask writes "
+                    f"({longest:,}): not read")))
+                continue
             if before is not None and before.record == record:
                 schedule, problem = before.schedule, before.problem
             else:

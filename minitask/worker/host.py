@@ -93,6 +93,9 @@ class Host(Protocol):
     def max_result_bytes(self) -> int: ...
 
     @property
+    def max_message_bytes(self) -> int: ...
+
+    @property
     def max_result_bytes_chosen(self) -> bool: ...
 
     @property

@@ -28,7 +28,7 @@ from ..periodic import Schedule
 from ..printable import cut_text, printable
 from ..stores.foreign import foreign, ignored
 from ..stores.queue import FetchResult
-from ..stores.schedules import Armed, Fired, Run
+from ..stores.schedules import MAX_RECORD_BYTES, Armed, Fired, Run
 from ..wire.serializer import encode_message
 from .host import Host
 from .leases import Holdings, Job
@@ -203,7 +203,12 @@ class TickSource:
         return sorted(due, key=lambda item: item[2])
 
     def _read(self, now_ms: int) -> None:
-        found = self._host.broker.schedules.armed(self._queues.queues)
+        own: Dict[str, List[str]] = {}
+        for schedule in self._decorated:
+            own.setdefault(schedule.queue, []).append(schedule.name)
+        # a record of this app's largest message and its timing is read, no longer one
+        longest = max(MAX_RECORD_BYTES, self._host.max_message_bytes + 65_536)
+        found = self._host.broker.schedules.armed(self._queues.queues, own, longest)
         self._rearm = []
         self._entries = {}
         #: queue -> its unreadable records: how many, and the first few (for the line

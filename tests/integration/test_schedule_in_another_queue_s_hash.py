@@ -85,9 +85,9 @@ def test_a_worker_says_so_once_and_reads_the_schedules_no_more_for_it(
     read = store.armed
     reads: List[Any] = []
 
-    def counted(queues: Any) -> Any:
+    def counted(queues: Any, *rest: Any) -> Any:
         reads.append(queues)
-        return read(queues)
+        return read(queues, *rest)
 
     store.armed = counted  # type: ignore[method-assign]
     worker = app.worker(queues=["default"], burst=True)
