@@ -4,6 +4,7 @@ status`` 1.5 s and 1.4 GB read, the dashboard's home 2.9 s. The queues beside th
 are still listed."""
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
 from typing import Iterator, Tuple
@@ -67,3 +68,20 @@ def test_huge_members_of_the_queue_registry_are_never_sent(
     assert admin.scard(KEYS.queues) == PLANTED + 2  # nothing was deleted
     assert any("longer than" in record.getMessage() and KEYS.queues in record.getMessage()
                for record in caplog.records)
+
+
+def test_an_async_lookup_never_reads_huge_members_of_the_queue_registry(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    admin.sadd(KEYS.queues, "other", "extra")
+    for index in range(PLANTED):
+        admin.sadd(KEYS.queues, bytes([65 + index]) * BIG)
+
+    async def names() -> list:  # type: ignore[type-arg]
+        broker = app.async_broker()
+        return await broker.queue_names()
+
+    before = int(admin.info("stats")["total_net_output_bytes"])
+    found = asyncio.run(names())
+    sent = int(admin.info("stats")["total_net_output_bytes"]) - before
+    assert "extra" in found and "other" in found, found
+    assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"

@@ -5,8 +5,9 @@
 -- ARGV[1] the SSCAN cursor   ARGV[2] its COUNT
 -- ARGV[3] the most bytes a member sent may have
 -- Returns: {the next cursor, the members sent, how many members were longer}
--- Invariant: reads only. The caller has checked the key's type (SCARD).
-local reply = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+-- Invariant: reads only. A key of another type: Redis's refusal (WRONGTYPE), returned.
+local reply = redis.pcall('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+if type(reply) == 'table' and reply.err then return reply end
 local most = tonumber(ARGV[3])
 local sent, longer = {}, 0
 for _, member in ipairs(reply[2]) do
