@@ -31,7 +31,7 @@ from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DurabilityError
 from .broker import Broker
 from .foreign import ignored
-from .names import PAGE, REGISTRY_READ
+from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
 from .scripts import source
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
@@ -332,21 +332,31 @@ class AsyncBroker:
         declared = store.declared()
         names: List[str] = list(declared)
         most = REGISTRY_READ + len(declared)
+        self.broker.transport.register("names_page", source("names_page"))
         with self.errors("list queues"):
             for key in (store.app_keys.queues, store.app_keys.lanes):
                 found: List[Any] = []
                 cursor: Any = 0
+                longer = 0
                 while len(found) < most - len(names):
-                    try:
-                        cursor, page = await self.client.sscan(key, cursor, count=PAGE)
-                    except redis.ResponseError as exc:
-                        if not str(exc).startswith("WRONGTYPE"):
+                    try:  # names_page.lua: members longer than a name are counted, not sent
+                        cursor, page, over = await self.run(
+                            ("names_page", "", (), (key, cursor, PAGE, MEMBER_BYTES), 1),
+                            "list queues")
+                    except BrokerError as exc:
+                        cause = exc.__cause__
+                        if not (isinstance(cause, redis.ResponseError)
+                                and str(cause).startswith("WRONGTYPE")):
                             raise
-                        ignored(key, f"it holds another type than a set ({exc})")
+                        ignored(key, f"it holds another type than a set ({cause})")
                         break
                     found += page
+                    longer += int(over)
                     if int(cursor) == 0:
                         break
+                if longer:
+                    ignored(key, f"{longer} member(s) longer than {MEMBER_BYTES} bytes are "
+                                 f"no queue name (left unread)")
                 read = sorted({text(name) for name in found})[:max(0, most - len(names))]
                 names += [name for name in read if name not in declared]
         return names

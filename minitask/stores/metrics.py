@@ -44,6 +44,9 @@ UNKNOWN_TASK = "(unknown task)"
 OUTCOMES = ("succeeded", "failed", "retried", "dead")
 #: Fields one HMGET asks at most (a read of many is several, in one round trip).
 HMGET_FIELDS = 2000
+#: The most bytes of a field's value a read takes (HSTRLEN first): minitask writes
+#: numbers (a count, a sum of seconds), some 20 bytes; a longer value is not read.
+VALUE_BYTES = 64
 #: Fields a read that names none (``totals()``, ``throughput()`` without queues) takes at
 #: most, by HSCAN: a hash anyone can fill never costs a read more than this.
 SCANNED_FIELDS = 10_000
@@ -182,21 +185,10 @@ class MetricsStore(Store):
         span = list(range(last - minutes + 1, last + 1))
         if queues is not None:
             asked = list(queues)
-            with self.transport.errors("read the throughput"):
-                pipe = self.transport.client.pipeline(transaction=False)
-                for minute in span:
-                    for start in range(0, len(asked), HMGET_FIELDS):
-                        pipe.hmget(self.app_keys.throughput(minute),
-                                   asked[start:start + HMGET_FIELDS])
-                replies = pipe.execute(raise_on_error=False) if asked else []
-                raise_refusals(replies)
-            per_minute = max(1, -(-len(asked) // HMGET_FIELDS))
-            read: List[Any] = []
-            for index in range(len(span)):
-                parts = replies[index * per_minute:(index + 1) * per_minute] if asked else []
-                failed = next((part for part in parts if isinstance(part, Exception)), None)
-                read.append(failed if failed is not None else dict(zip(
-                    asked, [value for part in parts for value in part])))
+            replies = self._bounded([(self.app_keys.throughput(minute), asked)
+                                     for minute in span], "read the throughput")
+            read: List[Any] = [reply if isinstance(reply, Exception) else
+                               dict(zip(asked, reply)) for reply in replies]
         else:
             read = [self._scan(self.app_keys.throughput(minute), "read the throughput",
                                refusal=True) for minute in span]
@@ -221,19 +213,68 @@ class MetricsStore(Store):
         return series
 
     def _hmget(self, key: str, names: List[str], what: str) -> Optional[List[Any]]:
-        """The values of ``names`` in hash ``key`` (None for a field not there), in one
-        round trip; None when the key holds another type (said in the log)."""
-        with self.transport.errors(what):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for start in range(0, len(names), HMGET_FIELDS):
-                pipe.hmget(key, names[start:start + HMGET_FIELDS])
-            replies = pipe.execute(raise_on_error=False) if names else []
-            raise_refusals(replies)
-        if any(isinstance(reply, Exception) for reply in replies):
-            ignored(key, f"it holds another type than a hash "
-                         f"({next(r for r in replies if isinstance(r, Exception))})")
+        """The values of ``names`` in hash ``key`` (None for a field not there, or too
+        long: ``_bounded``), in two round trips; None when the key holds another type
+        (said in the log)."""
+        (reply,) = self._bounded([(key, names)], what)
+        if isinstance(reply, Exception):
+            ignored(key, f"it holds another type than a hash ({reply})")
             return None
-        return [value for reply in replies for value in reply]
+        values: List[Any] = reply
+        return values
+
+    def _bounded(self, asked: Sequence[Tuple[str, List[str]]], what: str) -> List[Any]:
+        """For each (hash, fields) asked, the fields' values in order, or Redis's refusal
+        of a key of another type. Lengths first (HSTRLEN), then only the fields no longer
+        than ``VALUE_BYTES`` (HMGET): a longer one (no minitask wrote it: a 20 MB field
+        cost every scrape 20 MB) is None, said in the log naming the key; two round
+        trips whatever the number of hashes."""
+        client = self.transport.client
+        with self.transport.errors(what):
+            pipe = client.pipeline(transaction=False)
+            for key, names in asked:
+                for field_name in names:
+                    pipe.hstrlen(key, field_name)
+            sizes = iter(pipe.execute(raise_on_error=False)
+                         if any(names for _, names in asked) else [])
+            results: List[Any] = []
+            wanted: List[List[str]] = []
+            pipe = client.pipeline(transaction=False)
+            with summarised():
+                for key, names in asked:
+                    lengths = [next(sizes) for _ in names]
+                    refused = next((n for n in lengths if isinstance(n, Exception)), None)
+                    if refused is not None:
+                        raise_refusals([refused])
+                        results.append(refused)
+                        wanted.append([])
+                        continue
+                    for field_name, size in zip(names, lengths):
+                        if size > VALUE_BYTES:
+                            ignored(key, f"field {printable(field_name)!r} is {size} bytes "
+                                         f"long, more than minitask writes ({VALUE_BYTES}): "
+                                         f"not read")
+                    read = [n for n, size in zip(names, lengths) if 0 < size <= VALUE_BYTES]
+                    for start in range(0, len(read), HMGET_FIELDS):
+                        pipe.hmget(key, read[start:start + HMGET_FIELDS])
+                    results.append(None)
+                    wanted.append(read)
+            replies = iter(pipe.execute(raise_on_error=False)
+                           if any(wanted) else [])
+            for index, ((key, names), read) in enumerate(zip(asked, wanted)):
+                if results[index] is not None:
+                    continue
+                values: Dict[str, Any] = {}
+                for start in range(0, len(read), HMGET_FIELDS):
+                    reply = next(replies)
+                    raise_refusals([reply])
+                    if isinstance(reply, Exception):
+                        results[index] = reply
+                        break
+                    values.update(zip(read[start:start + HMGET_FIELDS], reply))
+                if results[index] is None:
+                    results[index] = [values.get(n) for n in names]
+        return results
 
     def _scan(self, key: str, what: str, refusal: bool = False) -> Any:
         """At most ``SCANNED_FIELDS`` fields of hash ``key`` (HSCAN); None when it holds

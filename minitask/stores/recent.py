@@ -19,7 +19,7 @@ from ..errors import DecodeError
 from ..printable import cut_text, shown_name
 from ..wire.message import MAX_ATTEMPT, MAX_MS, MAX_NAME_BYTES, to_seconds
 from ..wire.serializer import pack_data, unpack_data
-from .foreign import ignored, raise_refusals
+from .foreign import ignored
 from .store import Store
 
 #: Entries kept per queue unless the app says otherwise (``recent_outcomes``).
@@ -108,35 +108,48 @@ LAST_ID = f"{2 ** 64 - 1}-{2 ** 64 - 1}".encode()
 UNWRITABLE = "this queue's record of recent outcomes cannot be written"
 
 
+#: The most bytes of a packed entry a read takes (recent_page.lua): a writer's is at
+#: most a few kB (names of 300 characters, an error of ERROR_CHARS); a longer one is
+#: no minitask's, and only its length is sent.
+ENTRY_BYTES = 16_384
+
+
 class RecentStore(Store):
     """Reading the record of recent outcomes of an app's queues."""
 
+    scripts = ("recent_page",)
+
     def read(self, queues: List[str], count: int) -> Dict[str, List[RecentOutcome]]:
         """The newest ``count`` entries of each queue's record, newest first, in one
-        round trip for them all. A record of another type (no minitask wrote it) is
+        round trip for them all (one script call each: an entry longer than ``ENTRY_BYTES``
+        is not sent). A record of another type (no minitask wrote it) is
         read as empty, said once; an entry that is not minitask's is left out."""
         keys = [self.keys(queue).recent for queue in queues]
-        with self.transport.errors(f"read the recent outcomes of {len(queues)} queue(s)"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for key in keys:
-                pipe.xrevrange(key, "+", "-", count=count)
-            replies = pipe.execute(raise_on_error=False) if keys else []
-            raise_refusals(replies)
+        calls = [("recent_page", "", (), (key, count, ENTRY_BYTES), 1) for key in keys]
+        replies = self.transport.run_calls(
+            calls, f"read the recent outcomes of {len(queues)} queue(s)") if calls else []
         found: Dict[str, List[RecentOutcome]] = {}
-        for queue, key, reply in zip(queues, keys, replies):
-            if isinstance(reply, Exception):
-                ignored(key, f"{UNWRITABLE}: it holds another type than a stream ({reply})")
+        for queue, key, (ok, reply) in zip(queues, keys, replies):
+            if not ok:
+                ignored(key, f"{UNWRITABLE}: it holds another type than a stream "
+                             f"({_text(reply)})")
                 reply = []
             elif reply and reply[0][0] == LAST_ID:  # no XADD can follow it
                 ignored(key, f"{UNWRITABLE}: its last entry's ID is the last possible one "
                              f"({LAST_ID.decode()}), so it keeps the outcomes before it only")
             entries = []
-            for _, fields in reply:
-                body = fields.get(b"e")
+            for _, body, *size in reply:
                 entry = unpack_entry(queue, body) if isinstance(body, bytes) else None
-                if entry is None:
+                if size:
+                    ignored(key, f"an entry is {size[0]} bytes long, more than minitask "
+                                 f"writes ({ENTRY_BYTES}): not read")
+                elif entry is None:
                     ignored(key, "an entry is not one minitask wrote")
                 else:
                     entries.append(entry)
             found[queue] = entries
         return found
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="backslashreplace") if isinstance(value, bytes) else str(value)

@@ -30,6 +30,10 @@ TRUSTED_AHEAD_MS = 15_000
 #: Members scored ahead that a listing shows at most, the nearest first (the rest are
 #: counted): planted +inf members are read last.
 SHOWN_AHEAD = 20
+#: The most bytes of a registry member a listing reads (a name's 300 characters in
+#: UTF-8): a longer member is cut to one byte more on the server (workers_page.lua),
+#: and left out as no worker's name.
+NAME_BYTES = 1_200
 #: Workers' records read in one round trip.
 RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
@@ -79,6 +83,8 @@ class WorkerListing:
 class WorkerRegistry(Store):
     """Who serves an app: one record per worker, expiring unless it beats."""
 
+    scripts = ("workers_page",)
+
     def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:
         """Record a live worker and its counters; the record expires if it stops beating."""
         key = self.app_keys.worker(worker)
@@ -122,19 +128,23 @@ class WorkerRegistry(Store):
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
             pipe.zremrangebyscore(key, "-inf", f"({lowest}")
-            pipe.zrevrangebyscore(key, trusted, lowest,
-                                  start=0 if limit is not None else None, num=limit)
             pipe.zcount(key, lowest, trusted)
-            # nearest first: members planted at +inf cannot push out a clock ahead
-            pipe.zrangebyscore(key, f"({trusted}", "+inf", start=0, num=SHOWN_AHEAD,
-                               withscores=True)
             pipe.zcount(key, f"({trusted}", "+inf")
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
             if isinstance(replies[1], Exception):  # another type: no worker can be listed
                 ignored(key, f"it holds another type than a sorted set ({replies[1]})")
                 return WorkerListing([])
-            _, members, live, ahead, ahead_count = replies
+            _, live, ahead_count = replies
+        # the members, each cut to NAME_BYTES + 1 bytes on the server (a longer one
+        # names no worker: it is left out as such, never read whole); those ahead
+        # nearest first: members planted at +inf cannot push out a clock ahead
+        members, flat = self.transport.run(
+            "workers_page", (key,),
+            (lowest, trusted, -1 if limit is None else limit, SHOWN_AHEAD, NAME_BYTES),
+            "list workers")
+        ahead = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
+        with self.transport.errors("list workers"):
             # the longest silent first, as a ZRANGE lists
             found, gone = self._read(list(reversed(members)))
             scored, _ = self._read([member for member, _ in ahead])

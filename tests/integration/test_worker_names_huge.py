@@ -1,0 +1,68 @@
+"""Members of the worker registry longer than a worker's name can be (planted: no
+minitask writes one) are cut on the server and never sent whole: 4 of 50 MB made
+``minitask status``, the dashboard's home and ``/metrics`` 0.7-1 s each, 800 MB read.
+The workers beside them are still listed."""
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from typing import Iterator, Tuple
+
+import pytest
+import redis
+
+from minitask import Minitask
+from minitask.broker.keys import AppKeys
+from minitask.cli.main import main
+from minitask.dashboard.web import Dashboard
+from tests.apps.foreign import build
+from tests.support.pages import get
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.integration
+
+APP = "tests.apps.foreign"
+KEYS = AppKeys("foreign")
+BIG = 5_000_000
+#: What one status and three pages may make Redis send, in all.
+MOST_SENT = 1_000_000
+
+
+@pytest.fixture
+def app(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    made = build(redis_server.url)
+    yield made
+    made.close()
+
+
+def cli(*argv: str) -> Tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue() + err.getvalue()
+
+
+def test_huge_members_of_the_worker_registry_are_never_sent_whole(
+        app: Minitask, admin: "redis.Redis[bytes]", caplog: pytest.LogCaptureFixture) -> None:
+    now_ms = int(time.time() * 1000)
+    admin.zadd(KEYS.workers, {"goodworker": now_ms, "aheadworker": now_ms + 3_600_000})
+    for name in ("goodworker", "aheadworker"):
+        admin.hset(KEYS.worker(name), mapping={"name": name, "beat_ms": now_ms})
+    admin.zadd(KEYS.workers, {b"A" * BIG: now_ms, b"B" * BIG: now_ms,
+                              b"C" * BIG: now_ms + 3_600_000, b"D" * BIG: float("inf")})
+    before = int(admin.info("stats")["total_net_output_bytes"])
+    code, said = cli("status", "-A", APP)
+    assert code == 0, said
+    assert "goodworker" in said and "aheadworker" in said, said
+    dashboard = Dashboard(app)
+    for path in ("/", "/workers", "/metrics"):
+        status, body = get(dashboard, path)
+        assert status.startswith("200"), (path, status)
+    assert "goodworker" in get(dashboard, "/workers")[1]
+    sent = int(admin.info("stats")["total_net_output_bytes"]) - before
+    assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"
+    assert admin.zcard(KEYS.workers) == 6  # nothing was deleted
+    assert any("no worker name" in record.getMessage()
+               and KEYS.workers in record.getMessage() for record in caplog.records)
