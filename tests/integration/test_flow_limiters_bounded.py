@@ -72,7 +72,10 @@ def test_status_queue_page_and_scrape_cost_the_same_with_10_or_50000_limit_keys(
     finally:
         many.close()
     assert cost_many == cost_few
-    assert sum(cost_many.values()) < 150  # 60 of them: the queue page's hour of throughput
+    # 60 of them: the queue page's hour of throughput, and as many HSTRLEN before the
+    # read of its fields (values longer than minitask writes are left unread): in two
+    # round trips, whatever the number of limit keys
+    assert sum(cost_many.values()) < 250
 
 
 def test_a_limiter_is_named_while_it_parks_tasks_and_forgotten_once_idle(

@@ -78,7 +78,10 @@ def test_an_async_lookup_never_reads_huge_members_of_the_queue_registry(
 
     async def names() -> list:  # type: ignore[type-arg]
         broker = app.async_broker()
-        return await broker.queue_names()
+        try:
+            return await broker.queue_names()
+        finally:
+            await broker.close()  # its connection belongs to this loop
 
     before = int(admin.info("stats")["total_net_output_bytes"])
     found = asyncio.run(names())
