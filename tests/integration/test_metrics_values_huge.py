@@ -4,20 +4,18 @@ field cost every /metrics scrape 20 MB, 60 minutes of 5 MB throughput made the
 dashboard's home 2 s. The counts beside them are still read."""
 from __future__ import annotations
 
-import contextlib
-import io
 import time
-from typing import Iterator, Tuple
+from typing import Iterator
 
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.keys import AppKeys
-from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
 from minitask.stores.metrics import MINUTE_MS, SEPARATOR, fields
 from tests.apps.foreign import build
+from tests.support.cli import said as cli
 from tests.support.pages import get
 from tests.support.servers import RedisServer
 
@@ -36,13 +34,6 @@ def app(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     made = build(redis_server.url)
     yield made
     made.close()
-
-
-def cli(*argv: str) -> Tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue() + err.getvalue()
 
 
 def test_huge_metric_values_are_never_read(

@@ -4,19 +4,17 @@ minitask writes one) are cut on the server and never sent whole: 4 of 50 MB made
 The workers beside them are still listed."""
 from __future__ import annotations
 
-import contextlib
-import io
 import time
-from typing import Iterator, Tuple
+from typing import Iterator
 
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.keys import AppKeys
-from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
 from tests.apps.foreign import build
+from tests.support.cli import said as cli
 from tests.support.pages import get
 from tests.support.servers import RedisServer
 
@@ -35,13 +33,6 @@ def app(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[
     made = build(redis_server.url)
     yield made
     made.close()
-
-
-def cli(*argv: str) -> Tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue() + err.getvalue()
 
 
 def test_huge_members_of_the_worker_registry_are_never_sent_whole(

@@ -4,22 +4,20 @@ the fields a worker writes are read (HMGET), each up to its bound (HSTRLEN first
 the whole hash (it was: 1M planted fields made each status read 80 MB, 3.5 s)."""
 from __future__ import annotations
 
-import contextlib
-import io
 import signal
 import time
 from pathlib import Path
-from typing import Iterator, Tuple
+from typing import Iterator
 
 import pytest
 import redis
 
 from minitask import Minitask, ResultTimeout
 from minitask.broker.keys import AppKeys
-from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
 from minitask.stores.registry import RECORD_FIELDS, SHOWN_WORKERS
 from tests.apps.foreign import build
+from tests.support.cli import said as cli
 from tests.support.pages import get
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
@@ -46,13 +44,6 @@ def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
     made.broker.queues.register_queues(["other"])
     yield made
     made.close()
-
-
-def cli(*argv: str) -> Tuple[int, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue() + err.getvalue()
 
 
 def sent_bytes(admin: "redis.Redis[bytes]") -> int:

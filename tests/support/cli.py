@@ -1,6 +1,8 @@
 """Running ``minitask`` commands in-process on a test's app (tests/unit)."""
 from __future__ import annotations
 
+import contextlib
+import io
 from types import ModuleType
 from typing import Tuple
 
@@ -24,3 +26,12 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out + err
+
+
+def said(*argv: str) -> Tuple[int, str]:
+    """A command's exit code and everything it wrote, stdout then stderr, caught
+    without pytest's capture (for tests that read logs through ``caplog``)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue() + err.getvalue()
