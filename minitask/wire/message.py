@@ -8,11 +8,12 @@ ids) are here too, for producers and decoders alike.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import time
 import unicodedata
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, Dict, List, Optional, Protocol, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple, TypeVar
 
 ENVELOPE_VERSION = 1
 
@@ -104,8 +105,8 @@ class SystemClock:
     #: deadlines workers compare with each other's are all on Redis's clock. 0 until
     #: measured (a producer's own clock).
     offset_ms = 0
-    #: Redis's time and the monotonic clock's (ns) at that measure: from then on a
-    #: reading is Redis's time then plus the monotonic clock's progress since, so that
+    #: Redis's time and ``_ticks_ns`` (ns) at that measure: from then on a reading is
+    #: Redis's time then plus how far ``_ticks_ns`` has run since, so that
     #: a step of the machine's clock (NTP, a VM resumed) changes no reading before the
     #: next measure (a worker whose clock stepped an hour ahead took the others' leases
     #: as expired in the seconds until it measured again).
@@ -129,13 +130,10 @@ class SystemClock:
         return anchor[0] + _ticks_ns() - anchor[1]
 
 
-def _boot_ticks_ns() -> int:
-    return time.clock_gettime_ns(time.CLOCK_BOOTTIME)
-
-
 #: A clock that no step of the machine's moves, and that runs on while it is suspended
 #: (Linux's CLOCK_BOOTTIME; the monotonic clock elsewhere, which stops meanwhile).
-_ticks_ns = _boot_ticks_ns if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic_ns
+_ticks_ns: Callable[[], int] = (functools.partial(time.clock_gettime_ns, time.CLOCK_BOOTTIME)
+                                if hasattr(time, "CLOCK_BOOTTIME") else time.monotonic_ns)
 
 
 _Record = TypeVar("_Record", bound=type)
