@@ -10,27 +10,22 @@ worker knows by name) and never reads a record longer than any minitask writes.
 """
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator
 
 import pytest
 import redis
 
-from minitask import Minitask
 from minitask.broker.keys import QueueKeys
+from tests.support.planted_schedules import planted_worker
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
-from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 T = QueueKeys("planted", "timed")
 PLANTED = 100_000
 HUGE = 5 * 1024 * 1024
-DEADLINE = 60.0
 #: how long the worker is watched once the data is planted: three reads of its schedules
 WATCHED_S = 16.0
 
@@ -56,51 +51,17 @@ def _plant(client: "redis.Redis[bytes]") -> None:
 def test_planted_armed_records_cost_a_read_of_the_schedules_a_bounded_batch(
         server: RedisServer, processes: Processes, tmp_path: Path,
         request: pytest.FixtureRequest) -> None:
-    client = server.client()
-    app = Minitask("planted", broker=server.client())
-    app.task(queue="other", name="mark")(lambda token: None)
-    log = tmp_path / "worker.log"
-    processes.worker("tests.apps.planted_schedules", "--pool", "thread", "-c", "2",
-                     "-Q", "other,timed", env={"MINITASK_BROKER_URL": server.url}, log=log)
-    mark = app.tasks["mark"]
-
-    def ran_within(token: str, seconds: float) -> float:
-        sent = time.monotonic()
-        mark.delay(token)
-        while time.monotonic() - sent < seconds:
-            if token.encode() in client.lrange("marks:other", 0, -1):
-                return time.monotonic() - sent
-            time.sleep(0.01)
-        return float("inf")
-
-    try:
-        wait_until(lambda: client.llen("marks:timed") >= 1, timeout=DEADLINE,
-                   message="the schedule's first run")
-        assert ran_within("first", DEADLINE) < DEADLINE
+    with planted_worker(server, processes, tmp_path, request) as served:
+        client = served.client
         _plant(client)
-        client.config_resetstat()
-        sent_before = int(client.info("stats")["total_net_output_bytes"])
         runs_before = client.llen("marks:timed")
-        waits: List[float] = []
-        started = time.monotonic()
-        while time.monotonic() - started < WATCHED_S:  # busy: it reads every 5 s
-            waits.append(ran_within(uuid.uuid4().hex, 20.0))
-            time.sleep(0.2)
-        sent = int(client.info("stats")["total_net_output_bytes"]) - sent_before
+        sent, waits = served.watch(WATCHED_S, 20.0)  # busy: it reads every 5 s
         # three reads or more: about 100 kB each now (two batches of junk), 7 MB
         # each before (every armed record, the huge one whole)
         assert sent < 2_000_000, sent
         assert max(waits) < 3.0, waits
-        text = log.read_text(errors="replace")
+        text = served.log.read_text(errors="replace")
         assert "cannot be read by this worker" in text, text[-3000:]
         # the worker's own schedule (behind 100,001 earlier ticks) runs on, once a tick
-        wait_until(lambda: client.llen("marks:timed") >= runs_before + 5, timeout=DEADLINE,
-                   message="the schedule's runs to go on")
-        runs = client.lrange("marks:timed", 0, -1)
+        runs = served.runs_after(runs_before)
         assert len(runs) == len(set(runs)), runs
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()

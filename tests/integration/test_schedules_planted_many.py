@@ -5,34 +5,29 @@ MEDIUM 6), on a real redis-server and a real worker process.
 100 MB (an entry and a remembered record each), cost it about a second of CPU at
 every read of the schedules (every 5 s while busy), so a task of another queue waited
 1.7 s and more; 300,000 planted ticks were read whole (10 MB) at each. Now the worker
-reads only the armed schedules (a record and a tick each: schedule_armed.lua joins
-them from the smaller side), says the unreadable ones in one line a queue, and keeps
-nothing for them; the ticks of its own schedule still run once each.
+reads only a bounded batch of armed schedules (a record and a tick each:
+schedule_armed.lua), says the unreadable ones in one line a queue, and keeps nothing
+for them; the ticks of its own schedule still run once each.
 """
 from __future__ import annotations
 
-import time
-import uuid
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import Callable, Iterator
 
 import pytest
 import redis
 
-from minitask import Minitask
 from minitask.broker.keys import QueueKeys
+from tests.support.planted_schedules import planted_worker
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
+from tests.support.procfs import rss_kb
 from tests.support.servers import RedisServer
-from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 T = QueueKeys("planted", "timed")
-OTHER = QueueKeys("planted", "other")
 PLANTED = 100_000
 ARMED_JUNK = 1_000
-DEADLINE = 60.0
 #: how long the worker is watched once the data is planted: three reads of its schedules
 WATCHED_S = 16.0
 
@@ -40,13 +35,6 @@ WATCHED_S = 16.0
 @pytest.fixture
 def server(start_redis: Callable[..., RedisServer]) -> Iterator[RedisServer]:
     yield start_redis()
-
-
-def _rss_kb(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise AssertionError("no VmRSS")
 
 
 def _plant(client: "redis.Redis[bytes]") -> None:
@@ -64,41 +52,14 @@ def _plant(client: "redis.Redis[bytes]") -> None:
 def test_planted_schedules_cost_a_worker_one_line_and_no_read_of_their_own(
         server: RedisServer, processes: Processes, tmp_path: Path,
         request: pytest.FixtureRequest) -> None:
-    client = server.client()
-    app = Minitask("planted", broker=server.client())
-    app.task(queue="other", name="mark")(lambda token: None)
-    log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.planted_schedules", "--pool", "thread", "-c", "2",
-                              "-Q", "other,timed",
-                              env={"MINITASK_BROKER_URL": server.url}, log=log)
-    mark = app.tasks["mark"]
-
-    def ran_within(token: str, seconds: float) -> float:
-        sent = time.monotonic()
-        mark.delay(token)
-        while time.monotonic() - sent < seconds:
-            if token.encode() in client.lrange("marks:other", 0, -1):
-                return time.monotonic() - sent
-            time.sleep(0.01)
-        return float("inf")
-
-    try:
-        wait_until(lambda: client.llen("marks:timed") >= 1, timeout=DEADLINE,
-                   message="the schedule's first run")
-        assert ran_within("first", DEADLINE) < DEADLINE
+    with planted_worker(server, processes, tmp_path, request) as served:
+        client, worker, log = served.client, served.worker, served.log
         lines_before = len(log.read_text(errors="replace").splitlines())
-        rss_before = _rss_kb(worker.pid)
+        rss_before = rss_kb(worker.pid)
         _plant(client)
-        client.config_resetstat()
-        sent_before = int(client.info("stats")["total_net_output_bytes"])
         runs_before = client.llen("marks:timed")
-        waits: List[float] = []
-        started = time.monotonic()
-        while time.monotonic() - started < WATCHED_S:
-            waits.append(ran_within(uuid.uuid4().hex, 10.0))
-            time.sleep(0.2)
-        sent = int(client.info("stats")["total_net_output_bytes"]) - sent_before
-        rss_after = _rss_kb(worker.pid)
+        sent, waits = served.watch(WATCHED_S, 10.0)
+        rss_after = rss_kb(worker.pid)
         text = log.read_text(errors="replace")
         said = [line for line in text.splitlines()[lines_before:] if "junk" in line
                 or "armed" in line or "cannot be read" in line]
@@ -114,14 +75,6 @@ def test_planted_schedules_cost_a_worker_one_line_and_no_read_of_their_own(
         assert rss_after - rss_before < 20_000, (rss_before, rss_after)
         assert sent < 2_000_000, sent
         # the worker's own schedule still runs, once a tick
-        wait_until(lambda: client.llen("marks:timed") >= runs_before + 5, timeout=DEADLINE,
-                   message="the schedule's runs to go on")
-        runs = client.lrange("marks:timed", 0, -1)
+        runs = served.runs_after(runs_before)
         assert len(runs) == len(set(runs)), runs
         assert worker.poll() is None
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()

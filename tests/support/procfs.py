@@ -46,3 +46,11 @@ def cpu_seconds(pids: Sequence[int]) -> float:
         if fields is not None:
             total += int(fields[11]) + int(fields[12])
     return total / ticks
+
+
+def rss_kb(pid: int) -> int:
+    """The resident memory of process ``pid`` (kB)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no VmRSS for process {pid}")
