@@ -73,8 +73,8 @@ def skew_warning(skew_ms: Optional[int], whose: str, corrected: bool = False) ->
     way = "ahead of" if skew_ms > 0 else "behind"
     said = f"{whose} clock is {abs(skew_ms) / 1000:.1f} s {way} Redis's: "
     if corrected:
-        return said + (f"it goes by Redis's time instead (its clock less the offset, measured "
-                       f"again every {CLOCK_REFRESH_S:.0f} s), so it takes no task early nor "
+        return said + (f"it goes by Redis's time instead (measured again every "
+                       f"{CLOCK_REFRESH_S:.0f} s), so it takes no task early nor "
                        f"from another worker; delayed tasks the other programs of its "
                        f"machine send are off by as much (synchronise it with NTP)")
     return said + ("delayed tasks and schedule ticks it writes are off by as much "
