@@ -147,7 +147,10 @@ def app(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[Minitask
     * ``"server"``: the suite's redis-server, through its URL, emptied first; real time;
     * ``"offline"``: a URL where nothing listens, for apps that must not touch Redis; real time.
 
-    For an app on both fakeredis and the suite's server, use ``make_app``.
+    ``build=`` a test app's ``build(url)`` (``tests.apps.foreign.build``, say), with
+    ``on="server"``: that app instead, and ``MINITASK_BROKER_URL`` set to the server for
+    the commands the test runs in-process. For an app on both fakeredis and the suite's
+    server, use ``make_app``.
     """
     marker = request.node.get_closest_marker("app")
     args = marker.args if marker else ()
@@ -155,6 +158,9 @@ def app(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[Minitask
     name = args[0] if args else options.pop("name", "test")
     on = options.pop("on", "fake")
     assert on in _APP_BROKERS, f"@pytest.mark.app(on={on!r}): not one of {_APP_BROKERS}"
+    build = options.pop("build", None)
+    assert build is None or (on == "server" and not options and not args), \
+        "@pytest.mark.app(build=...): on the server, with no other options"
     if on == "fake":
         options.setdefault("clock", clock)
         broker: Any = request.getfixturevalue("fake_redis")
@@ -163,7 +169,9 @@ def app(request: pytest.FixtureRequest, clock: ManualClock) -> Iterator[Minitask
         broker = request.getfixturevalue("redis_server").url
     else:
         broker = "redis://127.0.0.1:1/0"  # port 1: nothing listens there
-    made = Minitask(name, broker=broker, **options)
+    if build:
+        request.getfixturevalue("monkeypatch").setenv("MINITASK_BROKER_URL", broker)
+    made = build(broker) if build else Minitask(name, broker=broker, **options)
     try:
         yield made
     finally:

@@ -6,10 +6,21 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from typing import Any
 
 from minitask import Minitask
 
 app = Minitask("leftovers")
+
+
+def producer(broker: Any) -> Minitask:
+    """This app's tasks, with their options, on ``broker``: the tests' side of it."""
+    made = Minitask("leftovers", broker=broker)
+    for task in app.tasks.values():
+        made.task(name=task.name, retries=task.options.retries,
+                  timeout=task.options.timeout)(task.func)
+    return made
+
 
 #: Never set: what the leftovers wait on (far longer than any test).
 NEVER = threading.Event()

@@ -5,7 +5,7 @@ real signal to the worker still means a graceful stop (exit 0)."""
 from __future__ import annotations
 
 import signal
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -19,11 +19,6 @@ DEADLINE = 60.0
 RAISES = {"async_interrupt": "KeyboardInterrupt", "async_exit": "SystemExit",
           "async_mine": "Mine", "plain_interrupt": "KeyboardInterrupt",
           "plain_exit": "SystemExit", "blocks_the_loop": "TimeLimitExceeded"}
-
-
-@pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import pytest
 
 from minitask import Minitask, TaskFailed
+import tests.apps.leftovers as leftovers
 from tests.support.processes import Processes, exit_code
 from tests.support.servers import RedisServer
 
@@ -22,17 +23,8 @@ DEADLINE = 30.0
 
 
 @pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
 def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.leftovers as leftovers
-    app = Minitask("leftovers", broker=server.client())
-    for task in leftovers.app.tasks.values():
-        app.task(name=task.name, retries=task.options.retries,
-                 timeout=task.options.timeout)(task.func)
+    app = leftovers.producer(server.client())
     yield app
     app.close()
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
@@ -23,11 +23,6 @@ DEADLINE = 60.0
 #: What the worker may write for one attempt that failed with a 5 MB message, its
 #: dead letter and its hook's failure (about 192 kB each) and its other lines.
 MOST_BYTES = 2 * 200_000 + 20_000
-
-
-@pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
 
 
 @pytest.fixture

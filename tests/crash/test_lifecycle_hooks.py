@@ -29,11 +29,6 @@ DEADLINE = 60.0
 
 
 @pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
 def producer(server: RedisServer) -> Iterator[Tuple[Minitask, Dict[str, "Task[Any, Any]"]]]:
     app = Minitask("lifecycle", broker=server.client())
     tasks = {name: app.task(name=task.name, retries=task.options.retries,

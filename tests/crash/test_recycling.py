@@ -31,11 +31,6 @@ DEADLINE = 120.0
 
 
 @pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
 def producer(server: RedisServer) -> Iterator[Minitask]:
     app = Minitask("lifecycle", broker=server.client())
     yield app

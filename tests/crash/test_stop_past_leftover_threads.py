@@ -9,11 +9,12 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import pytest
 
 from minitask import Minitask
+import tests.apps.leftovers as leftovers
 from tests.support.processes import Processes, exit_code, send
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -28,17 +29,8 @@ STOPS_WITHIN = 15.0
 
 
 @pytest.fixture
-def server(start_redis: Any) -> RedisServer:
-    return start_redis()  # type: ignore[no-any-return]
-
-
-@pytest.fixture
 def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.leftovers as leftovers
-    app = Minitask("leftovers", broker=server.client())
-    for task in leftovers.app.tasks.values():
-        app.task(name=task.name, retries=task.options.retries,
-                 timeout=task.options.timeout)(task.func)
+    app = leftovers.producer(server.client())
     yield app
     app.close()
 

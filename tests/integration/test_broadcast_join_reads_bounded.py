@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import redis
@@ -20,7 +19,7 @@ from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 NEWS = queue_keys("foreign", "news")
@@ -29,15 +28,6 @@ PLANTED = 50_000
 #: Bytes Redis may send while a join by name runs, the worker's own commands
 #: included: a read of every planted subscriber is over 1 MB.
 MOST_SENT = 200_000
-
-
-@pytest.fixture
-def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
-        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    yield made
-    made.close()
 
 
 def sent(admin: "redis.Redis[bytes]") -> int:

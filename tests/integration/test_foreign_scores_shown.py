@@ -9,7 +9,7 @@ import io
 import json
 import re
 import time
-from typing import Iterator, Tuple
+from typing import Tuple
 
 import pytest
 import redis
@@ -21,9 +21,8 @@ from minitask.dashboard.web import Dashboard
 from minitask.stores.registry import SHOWN_WORKERS, TRUSTED_AHEAD_MS
 from tests.apps.foreign import build
 from tests.support.pages import get
-from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 GROUPS = queue_keys("foreign", "other").groups
@@ -31,14 +30,10 @@ REGISTRY = AppKeys("foreign")
 
 
 @pytest.fixture
-def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
-        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    """tests.apps.foreign on the suite's redis-server (emptied), its queue known."""
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    made.broker.queues.register_queues(["other"])
-    yield made
-    made.close()
+def app(app: Minitask) -> Minitask:
+    """tests.apps.foreign on the suite's redis-server (emptied), its queue "other" known."""
+    app.broker.queues.register_queues(["other"])
+    return app
 
 
 def cli(*argv: str) -> Tuple[int, str]:

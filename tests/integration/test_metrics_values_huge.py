@@ -5,7 +5,6 @@ dashboard's home 2 s. The counts beside them are still read."""
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
 import pytest
 import redis
@@ -17,23 +16,14 @@ from minitask.stores.metrics import MINUTE_MS, SEPARATOR, fields
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
 from tests.support.pages import get
-from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 KEYS = AppKeys("foreign")
 BIG = 2_000_000
 #: What one status, three pages and a scrape may make Redis send, in all.
 MOST_SENT = 1_000_000
-
-
-@pytest.fixture
-def app(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    yield made
-    made.close()
 
 
 def test_huge_metric_values_are_never_read(

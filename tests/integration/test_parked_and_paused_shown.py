@@ -10,7 +10,7 @@ import contextlib
 import io
 import json
 import time
-from typing import Any, Dict, Iterator, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import pytest
 import redis
@@ -23,22 +23,11 @@ from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
 from tests.apps.held import build
 from tests.support.pages import get
-from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.held"
 FAIR = queue_keys("held", "fair")
-
-
-@pytest.fixture
-def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
-        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    """tests.apps.held on the suite's redis-server (emptied)."""
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    yield made
-    made.close()
 
 
 def cli(*argv: str) -> Tuple[int, str]:

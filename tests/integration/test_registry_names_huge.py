@@ -5,7 +5,6 @@ are still listed."""
 from __future__ import annotations
 
 import asyncio
-from typing import Iterator
 
 import pytest
 import redis
@@ -16,9 +15,8 @@ from minitask.dashboard.web import Dashboard
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
 from tests.support.pages import get
-from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 KEYS = AppKeys("foreign")
@@ -27,14 +25,6 @@ PLANTED = 3
 BIG = 5_000_000
 #: What one status, one dead list and three pages may make Redis send, in all.
 MOST_SENT = 1_000_000
-
-
-@pytest.fixture
-def app(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    yield made
-    made.close()
 
 
 def test_huge_members_of_the_queue_registry_are_never_sent(

@@ -5,7 +5,6 @@ The workers beside them are still listed."""
 from __future__ import annotations
 
 import time
-from typing import Iterator
 
 import pytest
 import redis
@@ -16,23 +15,14 @@ from minitask.dashboard.web import Dashboard
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
 from tests.support.pages import get
-from tests.support.servers import RedisServer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 KEYS = AppKeys("foreign")
 BIG = 5_000_000
 #: What one status and three pages may make Redis send, in all.
 MOST_SENT = 1_000_000
-
-
-@pytest.fixture
-def app(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    yield made
-    made.close()
 
 
 def test_huge_members_of_the_worker_registry_are_never_sent_whole(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 import redis
@@ -23,7 +22,7 @@ from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 REGISTRY = AppKeys("foreign")
@@ -37,13 +36,10 @@ MOST_SENT = 1_000_000
 
 
 @pytest.fixture
-def app(redis_server: RedisServer, admin: "redis.Redis[bytes]",
-        monkeypatch: pytest.MonkeyPatch) -> Iterator[Minitask]:
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    made = build(redis_server.url)
-    made.broker.queues.register_queues(["other"])
-    yield made
-    made.close()
+def app(app: Minitask) -> Minitask:
+    """tests.apps.foreign on the suite's redis-server (emptied), its queue "other" known."""
+    app.broker.queues.register_queues(["other"])
+    return app
 
 
 def sent_bytes(admin: "redis.Redis[bytes]") -> int:
