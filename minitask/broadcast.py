@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from .broker.durability import APP, CallSetting, name_task
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
-from .handle import TaskHandle, check_running, status_of
+from .handle import TaskHandle, check_running, check_timeout, status_of
 from .options import check_positive_seconds
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
@@ -161,8 +161,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 Raised at once for a subscriber past the call that keeps no outcome
                 (dropped before it pulled it, ``ignore_result``, expired).
             BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds, or a name in
-                ``subscribers`` never got the call.
+            ConfigurationError: ``timeout`` is not a number of seconds, 0 or more, or
+                a name in ``subscribers`` never got the call.
         """
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -184,10 +184,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def _to_join(self, timeout: Optional[float],
                  subscribers: Optional[Sequence[str]]) -> List[str]:
         """The names ``join`` waits for, with ``timeout`` checked."""
-        if timeout is not None and (not isinstance(timeout, (int, float))
-                                    or isinstance(timeout, bool) or not timeout == timeout):
-            raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
-                                     f"number of seconds or None, got {timeout!r}")
+        check_timeout(timeout, f"join() on broadcast {self.id}")
         sent_to = self._broker.broadcasts.sent_to(self.queue, self.id, subscribers)
         names = list(sent_to if subscribers is None else subscribers)
         if subscribers is not None:  # those read from Redis are checked as they are read
