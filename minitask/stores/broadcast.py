@@ -22,7 +22,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
 from ..printable import printable
-from .foreign import ignored, name_of, shown_member, text_of, whole
+from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
@@ -192,6 +192,7 @@ class BroadcastStore(Store):
             pipe.hgetall(keys[1])
             pipe.hgetall(keys[2])
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)  # an ACL's refusal is no data of another type
         for key, reply in zip(keys, replies):
             if isinstance(reply, Exception):
                 ignored(key, f"it holds another type than a hash ({reply})")
@@ -210,6 +211,7 @@ class BroadcastStore(Store):
             pipe.zrange(keys[1], 0, most - 1)
             pipe.hlen(keys[2])
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         for key, reply in zip(keys, replies):
             if isinstance(reply, Exception):
                 ignored(key, f"it holds another type than minitask keeps there ({reply})")
@@ -229,6 +231,7 @@ class BroadcastStore(Store):
             pipe.hmget(k.broadcast("cursors"), list(raws))
             pipe.hmget(k.broadcast("seen"), list(raws))
             held, cursors, seen = pipe.execute(raise_on_error=False)
+            raise_refusals([held, cursors, seen])
         if isinstance(cursors, Exception):
             ignored(k.broadcast("cursors"), f"it holds another type than a hash ({cursors})")
             return []

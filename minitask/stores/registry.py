@@ -198,6 +198,9 @@ class WorkerRegistry(Store):
         pipe = client.pipeline(transaction=False)
         for index, name in enumerate(names):
             exists, *sizes = replies[index * step:(index + 1) * step]
+            self._refused(exists, "EXISTS", name)
+            for size in sizes:
+                self._refused(size, "HSTRLEN", name)
             refused = next((size for size in sizes if isinstance(size, Exception)), None)
             if refused is not None or not exists or isinstance(exists, Exception):
                 records.append(None if refused is None else refused)
@@ -218,12 +221,23 @@ class WorkerRegistry(Store):
         for index, read in wanted.items():
             if read:
                 reply = next(values)
+                self._refused(reply, "HMGET", names[index])
                 if isinstance(reply, Exception):
                     records[index] = reply
                 else:
                     records[index].update((field, value) for field, value in zip(read, reply)
                                           if value is not None)
         return records
+
+    def _refused(self, reply: Any, command: str, name: str) -> None:
+        """Raise ``reply`` when Redis refused ``command`` on worker ``name``'s record for
+        a reason other than its type (an ACL without the command or the key, a full
+        Redis...): a BrokerError naming the command, the key and what to grant. Only a
+        key of another type is data minitask did not write, left out as such."""
+        if isinstance(reply, Exception) and not str(reply).startswith("WRONGTYPE"):
+            with self.transport.errors(f"list workers: {command} of the worker record "
+                                       f"{self.app_keys.worker(name)} was refused"):
+                raise reply
 
     def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
         """The workers' records read, each field checked (``live``)."""
