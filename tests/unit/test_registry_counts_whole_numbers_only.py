@@ -34,12 +34,12 @@ def test_a_count_a_worker_never_writes_is_unknown_never_a_traceback(
     now = clock.now_ms()
     fields = ("beat_ms", "pid", "processed", "failed", "running", "recycled", "concurrency",
               "started_ms", "clock_skew_ms")
-    operated.broker.registry.heartbeat("ghost", {"queues": "default", **{f: odd for f in fields}},
-                                       now, ttl_ms=60_000)
+    planted = {"queues": "default", **{field: odd for field in fields}}
+    operated.broker.registry.heartbeat("odd-counts", planted, now, ttl_ms=60_000)
     live = operated.broker.registry.live(now, 60_000)
     assert len(live) == 1 and not set(fields) & set(live[0]), live
     code, text = run(capsys, "status", "-A", "x")
-    assert code == 0 and "Traceback" not in text and "ghost" in text, text
+    assert code == 0 and "Traceback" not in text and "odd-counts" in text, text
     code, text = run(capsys, "status", "-A", "x", "--json")
     assert code == 0, text
     worker = json.loads(text)["workers"][0]
