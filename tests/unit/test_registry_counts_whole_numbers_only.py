@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from minitask import Minitask
-from minitask.broker.keys import AppKeys
 from minitask.cli import status as status_command
 
 from tests.support.cli import operate_with, run
