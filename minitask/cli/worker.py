@@ -12,6 +12,7 @@ from ..wire.message import MAX_SECONDS
 from ..worker.broadcasts import check_subscriber
 from ..worker.leftovers import exit_past_leftovers
 from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
+from ..worker.stray import stray_output_logged
 from .options import Bounded, add_app_options, load
 
 logger = logging.getLogger(__name__)
@@ -73,10 +74,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         if args.name is not None:  # the worker's name and its subscriber's: checked as one
             check_subscriber(args.name, "worker")
-        app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
-                   max_tasks_per_child=args.max_tasks_per_child,
-                   max_memory_per_child=args.max_memory_per_child, name=args.name).run()
+        worker = app.worker(queues=queues, concurrency=concurrency, pool=args.pool,
+                            burst=args.burst, grace=args.grace, prefetch=args.prefetch,
+                            subscriber=args.name,
+                            max_tasks_per_child=args.max_tasks_per_child,
+                            max_memory_per_child=args.max_memory_per_child, name=args.name)
+        with stray_output_logged():  # the app's threads and warnings: escaped log lines
+            worker.run()
     finally:
         app.close()
     exit_past_leftovers(0)  # threads a task left running must not keep a stopped worker
