@@ -180,8 +180,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                   "stores.foreign", "stores.plans", "wire.message"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
-                            "sending", "stores.broker", "stores.names", "stores.results",
-                            "wire.message", "wire.serializer"}),
+                            "printable", "sending", "stores.broker", "stores.names",
+                            "stores.results", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
                          "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
