@@ -11,7 +11,7 @@ from typing import Any, Dict, Iterator, Tuple
 import pytest
 import redis
 
-from minitask import Minitask
+from minitask import ConfigurationError, Minitask
 from minitask import broadcast as broadcast_module
 from minitask.broker.keys import AppKeys, QueueKeys
 from tests.support.servers import RedisServer
@@ -82,7 +82,7 @@ def test_subscribers_reads_a_page_and_says_how_many_more(
         assert len(whole) == 300 and whole.more == 0
         monkeypatch.setattr(broadcast_module, "SUBSCRIBERS_MOST", 50)
         assert handle.subscribers().more == 250  # the default cap is a stated one
-        with pytest.raises(Exception, match="most"):
+        with pytest.raises(ConfigurationError, match="most must be"):
             handle.subscribers(most=0)
     finally:
         app.close()
