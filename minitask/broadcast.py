@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -17,8 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from .broker.durability import APP, CallSetting, name_task
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
-from .handle import TaskHandle, check_running, status_of
+from .handle import TaskHandle, check_running, check_timeout, status_of
 from .options import check_positive_seconds
+from .printable import printable
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
 from .stores.names import read_names
@@ -35,6 +37,23 @@ DEFAULT_TTL = 86_400.0
 MAX_MAXLEN = 10_000_000
 #: Longest one blocking read of a subscriber's outcome lasts (Redis's cap is 5 s).
 _WAIT_STEP = 5.0
+#: Subscribers ``subscribers()`` lists at most unless told (the rest are counted, and
+#: said: a queue's subscribers are names anyone with Redis access can add).
+SUBSCRIBERS_MOST = 100_000
+#: Names of the app's registry of lanes ``join()`` reads at most, looking for those
+#: unsubscribed since the call that ran it (the rest are counted, and said).
+LANES_READ = 10_000
+
+logger = logging.getLogger(__name__)
+
+
+class Subscribers(List[str]):
+    """The names ``BroadcastHandle.subscribers()`` lists (a list), and ``more``: how
+    many more the call went to, not listed."""
+
+    def __init__(self, names: Sequence[str], more: int = 0) -> None:
+        super().__init__(names)
+        self.more = more
 
 
 @dataclass(frozen=True)
@@ -123,24 +142,39 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def __repr__(self) -> str:
         return f"<BroadcastHandle {self.id} queue={self.queue!r}>"
 
-    def subscribers(self) -> List[str]:
+    def subscribers(self, most: Optional[int] = None) -> Subscribers:
         """Who the call was sent to: the queue's subscribers at send time.
 
         Those subscribed before it was sent and still subscribed (a subscriber
         unsubscribed, or pruned after ``broadcast_ttl`` unseen, is left out). Once
         the call's record is gone (after ``broadcast_maxlen`` calls), the current
-        subscribers.
+        subscribers (the furthest behind first). A bounded read: at most ``most``
+        names, the earliest subscribed first, sorted; how many more there are is
+        the list's ``more``, and a WARNING line says "and N more".
+
+        Args:
+            most: names listed at most (default ``SUBSCRIBERS_MOST``, 100,000).
 
         Returns:
-            Subscriber names.
+            Subscriber names (a list), with ``more``.
 
         Raises:
             BrokerError: Redis could not be reached.
+            ConfigurationError: ``most`` is not a whole number of 1 or more.
         """
-        names = self._broker.broadcasts.names(self.queue, self.id)
+        most = SUBSCRIBERS_MOST if most is None else most
+        if not isinstance(most, int) or isinstance(most, bool) or most < 1:
+            raise ConfigurationError(f"subscribers() on broadcast {self.id}: most must be "
+                                     f"a whole number of 1 or more, got {most!r}")
+        names, more = self._broker.broadcasts.names_page(self.queue, self.id, most)
         if names is None:
-            names = [cursor.name for cursor in self._broker.broadcasts.cursors(self.queue)]
-        return names
+            rows, count = self._broker.broadcasts.few(self.queue, most)
+            names, more = [cursor.name for cursor in rows], max(0, count - len(rows))
+        if more:
+            logger.warning("broadcast %s of queue %s: listed %d subscriber(s) and %d more "
+                           "not listed (subscribers(most=...) lists more)", self.id,
+                           printable(self.queue), len(names), more)
+        return Subscribers(names, more)
 
     def join(self, timeout: Optional[float] = None,
              subscribers: Optional[Sequence[str]] = None) -> Dict[str, Any]:
@@ -161,8 +195,8 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
                 Raised at once for a subscriber past the call that keeps no outcome
                 (dropped before it pulled it, ``ignore_result``, expired).
             BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds, or a name in
-                ``subscribers`` never got the call.
+            ConfigurationError: ``timeout`` is not a number of seconds, 0 or more, or
+                a name in ``subscribers`` never got the call.
         """
         names = self._to_join(timeout, subscribers)
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -184,10 +218,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def _to_join(self, timeout: Optional[float],
                  subscribers: Optional[Sequence[str]]) -> List[str]:
         """The names ``join`` waits for, with ``timeout`` checked."""
-        if timeout is not None and (not isinstance(timeout, (int, float))
-                                    or isinstance(timeout, bool) or not timeout == timeout):
-            raise ConfigurationError(f"join() on broadcast {self.id}: timeout must be a "
-                                     f"number of seconds or None, got {timeout!r}")
+        check_timeout(timeout, f"join() on broadcast {self.id}")
         sent_to = self._broker.broadcasts.sent_to(self.queue, self.id, subscribers)
         names = list(sent_to if subscribers is None else subscribers)
         if subscribers is not None:  # those read from Redis are checked as they are read
@@ -214,7 +245,14 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         """The subscribers with a lane of this queue in the app's registry of lanes (a
         bounded read): those unsubscribed since the call are found there."""
         prefix = f"{self.queue}:"
-        lanes = read_names(self._broker.transport, [self._broker.queues.app_keys.lanes])[0]
+        key = self._broker.queues.app_keys.lanes
+        lanes, left = read_names(self._broker.transport, [key], LANES_READ)
+        if left:
+            logger.warning("join() on broadcast %s of queue %s: read %d name(s) of the app's "
+                           "registry of lanes (%s) and not %d more: a subscriber unsubscribed "
+                           "since the call whose lane is among those is not waited for "
+                           "(join(subscribers=[...]) names it)", self.id,
+                           printable(self.queue), len(lanes), key, left)
         return sorted({name[len(prefix):] for name in lanes if name.startswith(prefix)
                        and name[len(prefix):]})
 

@@ -60,7 +60,8 @@ class GroupHandle:
             TaskFailed: a member failed (the first one in member order).
             ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
             BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
+            ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
+                (NaN or -1, say).
         """
         check_timeout(timeout, f"get() on group {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout

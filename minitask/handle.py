@@ -23,12 +23,15 @@ R = TypeVar("R")
 
 
 def check_timeout(timeout: Any, where: str) -> None:
-    """Refuse a wait's ``timeout`` that is not None or a number of seconds: NaN would
-    wait forever (no time is ever past it), a str would fail deep in the wait."""
+    """Refuse a wait's ``timeout`` that is not None or a number of seconds, 0 or more:
+    NaN would wait forever (no time is ever past it), a str would fail deep in the
+    wait, and a negative one looked once and said the task "did not finish within -1
+    s" (0 looks once: what a negative one can only have meant). The one check of
+    every wait (``get``, ``aget``, a group's, a broadcast's ``join``)."""
     if timeout is not None and (not isinstance(timeout, (int, float))
-                                or isinstance(timeout, bool) or not timeout == timeout):
-        raise ConfigurationError(f"{where}: timeout must be a number of seconds or None, "
-                                 f"got {timeout!r}")
+                                or isinstance(timeout, bool) or not timeout >= 0):
+        raise ConfigurationError(f"{where}: timeout must be a number of seconds, 0 or more, "
+                                 f"or None, got {timeout!r}")
 
 
 def check_running(running: Any, where: str) -> None:
@@ -172,7 +175,8 @@ class TaskHandle(Generic[R]):
                 its queue. Also raised at once, without waiting, for a task this
                 broker does not know (never enqueued here, or its result expired).
             BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
+            ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
+                (NaN or -1, say).
             DecodeError: its kept result, or a key its state is read from, is none
                 minitask wrote (names task and key).
         """
@@ -382,7 +386,8 @@ class TaskHandle(Generic[R]):
             TaskFailed: the task failed or was cancelled.
             ResultTimeout: ``timeout`` passed first (a ``TimeoutError``).
             BrokerError: Redis could not be reached.
-            ConfigurationError: ``timeout`` is not a number of seconds (NaN, say).
+            ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
+                (NaN or -1, say).
         """
         check_timeout(timeout, f"aget() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -86,11 +86,14 @@ class Listing:
     """One page of a listing, and how many tasks the queues hold in that state.
 
     ``total`` counts every running or scheduled task of the queues listed, before
-    any filter; a recent listing's is the number of entries read.
+    any filter; a recent listing's is the number of entries read, and its
+    ``left_out`` the number of entries read but left out as no minitask's (each
+    said in the log, naming its key).
     """
 
     tasks: List[Any]
     total: int
+    left_out: int = 0
 
 
 def hides_args(app: Operated, task_name: str) -> bool:
@@ -165,14 +168,15 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
     # with a filter, the whole record: its length is the writers' setting, not this app's
     count = MAX_LENGTH if filtered else limit
     entries: List[RecentOutcome] = []
-    for found in app.broker.recent.read(names, count).values():
+    by_queue, left_out = app.broker.recent.read(names, count)
+    for found in by_queue.values():
         entries += found
     read = len(entries)
     wanted = {"retried", "dead"} if state == "failed" else {state}
     entries = [entry for entry in entries if (task is None or _matches(entry.name, task))
                and (state is None or entry.state in wanted)]
     entries.sort(key=lambda entry: entry.at, reverse=True)
-    return Listing(entries[:limit], read)
+    return Listing(entries[:limit], read, left_out)
 
 
 def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],

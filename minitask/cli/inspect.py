@@ -157,6 +157,7 @@ def _list(args: argparse.Namespace, which: str) -> int:
         app.close()
     if args.json:
         emit_json({"listing": which, "total": listing.total,
+                   **({"left_out": listing.left_out} if which == "recent" else {}),
                    "tasks": [item.as_dict() for item in listing.tasks]})
         return 0
     now = _dt.datetime.now(_dt.timezone.utc)
@@ -168,7 +169,18 @@ def _list(args: argparse.Namespace, which: str) -> int:
     return 0
 
 
+def _left_out(listing: Listing) -> List[str]:
+    """What a recent listing says of the entries it left out (none: nothing)."""
+    if not listing.left_out:
+        return []
+    entries = "1 entry" if listing.left_out == 1 else f"{listing.left_out:,} entries"
+    return [f"{entries} of the record left out as unreadable: data minitask did not "
+            f"write (the log names the key)"]
+
+
 def _table(which: str, listing: Listing, now: _dt.datetime) -> List[str]:
+    if not listing.tasks and which == "recent" and listing.left_out:
+        return ["no recent outcome to show:", *_left_out(listing)]
     if not listing.tasks:
         return [f"no {which} tasks" if which != "recent" else "no recent outcomes"]
     if which == "recent":
@@ -183,7 +195,7 @@ def _table(which: str, listing: Listing, now: _dt.datetime) -> List[str]:
                 f"{_cut(tail, 70)}"))
         lines.append(f"\n{len(listing.tasks)} shown of the last {listing.total} outcome(s) "
                      f"read")
-        return lines
+        return lines + _left_out(listing)
     label = "lease until" if which == "running" else "due"
     lines = [f"{label:<22} {'queue':<12} {'task id':<24} {'task':<26} {'attempt':>7}  args"]
     for item in listing.tasks:

@@ -12,6 +12,7 @@ from ..wire.message import MAX_SECONDS
 from ..worker.broadcasts import check_subscriber
 from ..worker.leftovers import exit_past_leftovers
 from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
+from ..worker.stray import stray_output_logged
 from .options import Bounded, add_app_options, load
 
 logger = logging.getLogger(__name__)
@@ -70,16 +71,18 @@ def run(args: argparse.Namespace) -> int:
     for queue in queues or ():
         app.check_queue_name(queue)  # before a warning that would serve it "anyway"
         warn_if_undeclared(app, queue)
-    try:
-        if args.name is not None:  # the worker's name and its subscriber's: checked as one
-            check_subscriber(args.name, "worker")
-        app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
-                   grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
-                   max_tasks_per_child=args.max_tasks_per_child,
-                   max_memory_per_child=args.max_memory_per_child, name=args.name).run()
-    finally:
-        app.close()
-    exit_past_leftovers(0)  # threads a task left running must not keep a stopped worker
+    # the app's threads and warnings, until the process ends: escaped log lines
+    with stray_output_logged():
+        try:
+            if args.name is not None:  # the worker's name and its subscriber's: checked as one
+                check_subscriber(args.name, "worker")
+            app.worker(queues=queues, concurrency=concurrency, pool=args.pool, burst=args.burst,
+                       grace=args.grace, prefetch=args.prefetch, subscriber=args.name,
+                       max_tasks_per_child=args.max_tasks_per_child,
+                       max_memory_per_child=args.max_memory_per_child, name=args.name).run()
+        finally:
+            app.close()
+        exit_past_leftovers(0)  # threads a task left running must not keep a stopped worker
     return 0
 
 

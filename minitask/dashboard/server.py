@@ -28,7 +28,7 @@ import socketserver
 import sys
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from ..app import Minitask
@@ -47,6 +47,10 @@ REQUEST_TIMEOUT = 10.0
 RESPONSE_TIMEOUT = 30.0
 #: Seconds between two log lines saying connections were closed unanswered, at most.
 REFUSED_SAID_EVERY = 60.0
+#: Seconds between two log lines saying slow or idle connections were closed (silent
+#: past a bound, or closed for a newer one), at most: each line counts those closed
+#: since the last, so a flood of slow clients makes one line a period, not one each.
+CLOSED_SAID_EVERY = 60.0
 #: Seconds a write of a reply must have waited on its client (a slow reader) before
 #: a new connection may close it, when every connection is taken.
 STALLED_GRACE = 1.0
@@ -58,10 +62,19 @@ class _Connection:
     """One accepted connection: while it is sending its request, a newer one may
     close it (``evicted``)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, client: str = "?") -> None:
         self.sock = sock
+        self.client = client
         self.accepted = time.monotonic()
         self.evicted = False
+        #: why the server closed it before it was answered ('' : it did not)
+        self.closed_why = ""
+
+    def closing(self, why: str) -> ConnectionAbortedError:
+        """The error that ends this connection's thread, noting ``why`` (the first
+        reason noted stays: a newer connection's, before the read it ends)."""
+        self.closed_why = self.closed_why or why
+        return ConnectionAbortedError(why)
         #: since when a write of its reply waits on the client (None: none does)
         self.stalled_since: Optional[float] = None
 
@@ -82,16 +95,20 @@ class _RequestReader(io.RawIOBase):
     def readinto(self, buffer: Any) -> int:
         left = self._deadline - time.monotonic()
         if self._connection.evicted:
-            raise ConnectionAbortedError("closed for a newer connection while still "
-                                         "sending its request")
+            raise self._connection.closing("closed for a newer connection while still "
+                                           "sending its request")
         if left <= 0:
-            raise ConnectionAbortedError("the request did not arrive whole within "
-                                         "the request deadline")
+            raise self._connection.closing("the request did not arrive whole within "
+                                           "the request deadline")
         self._connection.sock.settimeout(min(self._idle, left))
-        read = self._connection.sock.recv_into(buffer)
+        try:
+            read = self._connection.sock.recv_into(buffer)
+        except socket.timeout as exc:
+            raise self._connection.closing(f"silent for {min(self._idle, left):.1f} s while "
+                                           f"sending its request") from exc
         if not read and self._connection.evicted:
-            raise ConnectionAbortedError("closed for a newer connection while still "
-                                         "sending its request")
+            raise self._connection.closing("closed for a newer connection while still "
+                                           "sending its request")
         return read
 
 
@@ -115,15 +132,15 @@ class _ReplyWriter(io.RawIOBase):
             self._deadline = now + self._most
         left = self._deadline - now
         if left <= 0 or self._connection.evicted:
-            raise ConnectionAbortedError("the reply was not taken whole in time (the "
-                                         "response deadline, or a newer connection)")
+            raise self._connection.closing("the reply was not taken whole in time (the "
+                                           "response deadline, or a newer connection)")
         sock = self._connection.sock
         sock.settimeout(min(self._idle, left))
         self._connection.stalled_since = now
         try:
             sock.sendall(data)  # bounded as a whole by the timeout
         except socket.timeout as exc:  # a client not reading: nothing to trace
-            raise ConnectionAbortedError("the client stopped taking the reply") from exc
+            raise self._connection.closing("the client stopped taking the reply") from exc
         finally:
             self._connection.stalled_since = None
         with memoryview(data) as view:
@@ -151,7 +168,7 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
         self._connections: Dict[Any, _Connection] = {}
 
     def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._admit(request):
+        if not self._admit(request, str(client_address[0])):
             self._say_refused(client_address[0])
             self.shutdown_request(request)
             return
@@ -173,7 +190,7 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
                            "from %s)", self.max_connections, self._refused, client)
             self._refused, self._refused_said = 0, now
 
-    def _admit(self, request: Any) -> bool:
+    def _admit(self, request: Any, client: str) -> bool:
         """Take a connection slot for ``request``: when none is free, close the
         connection sending its request the longest and wait for it to let go."""
         with self._held:
@@ -181,17 +198,19 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
             if oldest is not None:
                 self._sending.pop(oldest.sock, None)
                 oldest.evicted = True
+                oldest.closed_why = (f"closed for a newer connection, every one of the "
+                                     f"{self.max_connections} being taken, "
+                                     f"{time.monotonic() - oldest.accepted:.1f} s after it "
+                                     f"was accepted")
                 try:
                     oldest.sock.shutdown(socket.SHUT_RDWR)  # its read or write ends at once
                 except OSError:
                     pass
-                logger.debug("dashboard: every connection is taken; closed a slow one, "
-                             "accepted %.1f s ago", time.monotonic() - oldest.accepted)
                 self._held.wait_for(lambda: self._open < self.max_connections, _EVICT_WAIT)
             if self._open >= self.max_connections:
                 return False
             self._open += 1
-            self._sending[request] = self._connections[request] = _Connection(request)
+            self._sending[request] = self._connections[request] = _Connection(request, client)
             return True
 
     def _slowest(self) -> Optional[_Connection]:
@@ -219,9 +238,27 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
     def _release(self, request: Any) -> None:
         with self._held:
             self._sending.pop(request, None)
-            self._connections.pop(request, None)
+            connection = self._connections.pop(request, None)
             self._open -= 1
             self._held.notify_all()
+            said = self._count_closed(connection) if connection is not None else None
+        if said is not None:
+            logger.warning("dashboard: closed %d slow or idle connection(s) since the last "
+                           "such line (a client silent past a bound, not taking its reply, "
+                           "or closed for a newer one); the last from %s: %s", *said)
+
+    def _count_closed(self, connection: _Connection) -> Optional[Tuple[int, str, str]]:
+        """Count ``connection`` if the server closed it unanswered (the lock held), and
+        what to say if a line is due: one per CLOSED_SAID_EVERY seconds at most."""
+        if not connection.closed_why:
+            return None
+        self._closed = getattr(self, "_closed", 0) + 1
+        now = time.monotonic()
+        said = getattr(self, "_closed_said", None)
+        if said is not None and now - said < CLOSED_SAID_EVERY:
+            return None
+        count, self._closed, self._closed_said = self._closed, 0, now
+        return count, connection.client, connection.closed_why
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:

@@ -110,7 +110,7 @@ def listing(app: Minitask, which: str, queues: Optional[List[str]], task: Option
                 "current": progress.current, "total": progress.total,
                 "message": progress.message, "at": progress.at.isoformat()}
     return {"app": app.name, "listing": which, "total": found.total, "tasks": shown,
-            "offset": offset, "limit": limit,
+            "left_out": found.left_out, "offset": offset, "limit": limit,
             "next_offset": offset + limit if more else None,
             "now": _iso(app.clock.now_ms())}
 

@@ -22,7 +22,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
 from ..printable import printable
-from .foreign import ignored, name_of, shown_member, text_of, whole
+from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
@@ -192,6 +192,7 @@ class BroadcastStore(Store):
             pipe.hgetall(keys[1])
             pipe.hgetall(keys[2])
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)  # an ACL's refusal is no data of another type
         for key, reply in zip(keys, replies):
             if isinstance(reply, Exception):
                 ignored(key, f"it holds another type than a hash ({reply})")
@@ -210,6 +211,7 @@ class BroadcastStore(Store):
             pipe.zrange(keys[1], 0, most - 1)
             pipe.hlen(keys[2])
             replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
         for key, reply in zip(keys, replies):
             if isinstance(reply, Exception):
                 ignored(key, f"it holds another type than minitask keeps there ({reply})")
@@ -229,6 +231,7 @@ class BroadcastStore(Store):
             pipe.hmget(k.broadcast("cursors"), list(raws))
             pipe.hmget(k.broadcast("seen"), list(raws))
             held, cursors, seen = pipe.execute(raise_on_error=False)
+            raise_refusals([held, cursors, seen])
         if isinstance(cursors, Exception):
             ignored(k.broadcast("cursors"), f"it holds another type than a hash ({cursors})")
             return []
@@ -296,6 +299,38 @@ class BroadcastStore(Store):
             else:
                 found.append(name)
         return sorted(found)
+
+    def names_page(self, queue: str, call_id: str, most: int
+                   ) -> Tuple[Optional[List[str]], int]:
+        """At most ``most`` of the subscribers a call was sent to (as ``names``), the
+        earliest subscribed first, and how many more: a bounded read of the since index
+        (ZCOUNT, ZRANGEBYSCORE with a LIMIT). A call an older minitask sent, or cursors
+        not all indexed yet, is read as ``names`` reads it, then cut. None once the
+        call's record is no longer kept."""
+        k = self.keys(queue)
+        keys = [k.broadcast(part) for part in ("names", "joins", "state", "cursors", "since")]
+        with self.transport.errors(f"read the subscribers of broadcast {call_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for command, key, *args in (("hexists", keys[0], call_id), ("zscore", keys[1], call_id),
+                                        ("hget", keys[2], "indexed"), ("hlen", keys[3]),
+                                        ("zcard", keys[4])):
+                getattr(pipe, command)(key, *args)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+            joined, seq, flag, cursors, indexed = replies
+            below = f"({_number(seq)}"
+            if joined or _number(seq) is None or flag is None \
+                    or any(isinstance(r, Exception) for r in replies) or cursors > indexed:
+                found = self.names(queue, call_id)  # an older minitask's data, as ever
+                return (None, 0) if found is None else (found[:most], max(0, len(found) - most))
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zcount(keys[4], "-inf", below)
+            pipe.zrangebyscore(keys[4], "-inf", below, start=0, num=most)
+            count, raws = pipe.execute()
+        names = [name_of(raw, "subscriber") for raw in raws]
+        for raw in (raw for raw, name in zip(raws, names) if name is None):
+            ignored(keys[4], f"{shown_member(raw)} is no subscriber name")
+        return sorted(name for name in names if name is not None), int(count) - len(raws)
 
     def sent_to(self, queue: str, call_id: str,
                 among: Optional[Sequence[Any]] = None) -> List[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import DecodeError
 from ..printable import cut_text, shown_name
@@ -119,16 +119,20 @@ class RecentStore(Store):
 
     scripts = ("recent_page",)
 
-    def read(self, queues: List[str], count: int) -> Dict[str, List[RecentOutcome]]:
+    def read(self, queues: List[str], count: int
+             ) -> Tuple[Dict[str, List[RecentOutcome]], int]:
         """The newest ``count`` entries of each queue's record, newest first, in one
         round trip for them all (one script call each: an entry longer than ``ENTRY_BYTES``
-        is not sent). A record of another type (no minitask wrote it) is
-        read as empty, said once; an entry that is not minitask's is left out."""
+        is not sent), and how many entries were left out. A record of another type (no
+        minitask wrote it) is read as empty, said once; an entry that is not
+        minitask's is left out, said in the log and counted: a listing with every
+        entry left out says so, not that nothing ended."""
         keys = [self.keys(queue).recent for queue in queues]
         calls = [("recent_page", "", (), (key, count, ENTRY_BYTES), 1) for key in keys]
         replies = self.transport.run_calls(
             calls, f"read the recent outcomes of {len(queues)} queue(s)") if calls else []
         found: Dict[str, List[RecentOutcome]] = {}
+        left_out = 0
         for queue, key, (ok, reply) in zip(queues, keys, replies):
             if not ok:
                 ignored(key, f"{UNWRITABLE}: it holds another type than a stream "
@@ -147,8 +151,10 @@ class RecentStore(Store):
                     ignored(key, "an entry is not one minitask wrote")
                 else:
                     entries.append(entry)
+                    continue
+                left_out += 1
             found[queue] = entries
-        return found
+        return found, left_out
 
 
 def _text(value: Any) -> str:

@@ -3,6 +3,7 @@ the orders list each worker listens on (``minitask shutdown``)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -38,7 +39,10 @@ NAME_BYTES = 1_200
 RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
 _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms",
-                     "recycled"})
+                     "recycled", "concurrency"})
+#: A whole number as a worker writes it (``str(int)``): decimal digits, a minus sign
+#: for a clock skew behind. "1e5", "12.0", "+7" or " 7" is no worker's.
+_DECIMAL = re.compile(r"-?[0-9]{1,19}")
 #: The most a record's ``running_ids`` (a JSON list of the ids a worker runs, at most
 #: its concurrency) is read as, in bytes: a longer one was not written by a worker,
 #: and is left out (the pages show its running ids as unreadable).
@@ -194,6 +198,9 @@ class WorkerRegistry(Store):
         pipe = client.pipeline(transaction=False)
         for index, name in enumerate(names):
             exists, *sizes = replies[index * step:(index + 1) * step]
+            self._refused(exists, "EXISTS", name)
+            for size in sizes:
+                self._refused(size, "HSTRLEN", name)
             refused = next((size for size in sizes if isinstance(size, Exception)), None)
             if refused is not None or not exists or isinstance(exists, Exception):
                 records.append(None if refused is None else refused)
@@ -214,12 +221,23 @@ class WorkerRegistry(Store):
         for index, read in wanted.items():
             if read:
                 reply = next(values)
+                self._refused(reply, "HMGET", names[index])
                 if isinstance(reply, Exception):
                     records[index] = reply
                 else:
                     records[index].update((field, value) for field, value in zip(read, reply)
                                           if value is not None)
         return records
+
+    def _refused(self, reply: Any, command: str, name: str) -> None:
+        """Raise ``reply`` when Redis refused ``command`` on worker ``name``'s record for
+        a reason other than its type (an ACL without the command or the key, a full
+        Redis...): a BrokerError naming the command, the key and what to grant. Only a
+        key of another type is data minitask did not write, left out as such."""
+        if isinstance(reply, Exception) and not str(reply).startswith("WRONGTYPE"):
+            with self.transport.errors(f"list workers: {command} of the worker record "
+                                       f"{self.app_keys.worker(name)} was refused"):
+                raise reply
 
     def _records(self, names: List[str], records: List[Any]) -> List[Dict[str, str]]:
         """The workers' records read, each field checked (``live``)."""
@@ -241,14 +259,17 @@ class WorkerRegistry(Store):
                 if field_text is None or value_text is None:
                     ignored(key, f"field {shown_member(field)} is not UTF-8 text")
                     continue
-                if field_text in _COUNTS and whole(value_text, 0, 2 ** 63) is None:
-                    ignored(key, f"{field_text} {shown_member(value_text)} is no count")
+                # a count is handed out only as a worker writes it (decimal digits), so
+                # that every reader's int() of it holds: "1e5" is None, shown as "?"
+                if field_text in _COUNTS and _number(value_text, 0, 2 ** 63) is None:
+                    ignored(key, f"{field_text} {shown_member(value_text)} is no count "
+                                 f"(decimal digits, as a worker writes it)")
                     continue
                 # a worker's clock and Redis's both lie between 1970 and the year 9999:
                 # a skew further than MAX_MS either way (or text, non-finite,
                 # fractional) was not written by a worker
                 if (field_text == "clock_skew_ms"
-                        and whole(value_text, -MAX_MS, MAX_MS) is None):
+                        and _number(value_text, -MAX_MS, MAX_MS) is None):
                     ignored(key, f"clock_skew_ms {shown_member(value_text)} is no clock skew "
                                  f"(a whole number of ms, at most {MAX_MS} either way)")
                     continue
@@ -322,6 +343,12 @@ class WorkerRegistry(Store):
             if exc.reason == "wrong type":
                 raise
             return None
+
+
+def _number(text: str, low: int, high: int) -> Optional[int]:
+    """``text`` as a whole number from ``low`` to ``high`` if it is one as a worker
+    writes it (``_DECIMAL``), else None."""
+    return whole(text, low, high) if _DECIMAL.fullmatch(text) else None
 
 
 def _orders_problem(key: str) -> str:

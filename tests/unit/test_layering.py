@@ -89,7 +89,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "cli.tasks": frozenset({"cli.options"}),
     "cli.unsubscribe": frozenset({"cli.options"}),
     "cli.worker": frozenset({"app", "cli.options", "wire.message", "worker.broadcasts",
-                             "worker.leftovers", "worker.loop"}),
+                             "worker.leftovers", "worker.loop", "worker.stray"}),
     # -- bench -----------------------------------------------------------------
     "bench": frozenset(),
     "bench.broadcast": frozenset({"app", "bench.capacity", "bench.scratch", "bench.workers"}),
@@ -180,8 +180,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                   "stores.foreign", "stores.plans", "wire.message"}),
     # -- features --------------------------------------------------------------
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
-                            "sending", "stores.broker", "stores.names", "stores.results",
-                            "wire.message", "wire.serializer"}),
+                            "printable", "sending", "stores.broker", "stores.names",
+                            "stores.results", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
                          "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
@@ -232,6 +232,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.observe": frozenset({"context", "errors", "stores.metrics", "wire.message",
                                  "worker.host", "worker.progress"}),
     "worker.outages": frozenset({"errors", "printable", "stores.foreign"}),
+    "worker.stray": frozenset({"printable"}),
     "worker.outcomes": frozenset({"errors", "printable", "stores.queue", "stores.results",
                                   "wire.message", "wire.serializer", "worker.host",
                                   "worker.leases", "worker.outages", "worker.workflows"}),
