@@ -15,8 +15,10 @@ user and system, the polling included) and that of the worker process and its
 pool's children (``/proc``, Linux) are read before and after: counts and CPU
 time a task, which the machine's load does not change as it changes rates (on
 a machine of two cores, Redis's CPU and the worker's share them).
-Prints each drain, then the medians and each grouped median as a share of the
-ungrouped one.
+Prints each drain (a grouped one with its rate as a share of the same round's
+first mode's), then the medians, each grouped median as a share of the ungrouped
+one, and the median of the rounds' own ratios (a round's drains run back to back,
+so a load that changes from round to round moves it less).
 
 Usage: python tools/fair_drain.py [--tasks 100000] [--rounds 3] [-c 1] [--prefetch 10]
 """
@@ -181,7 +183,9 @@ def main() -> None:
                           f"{result['redis_calls_per_task']:.2f} calls, CPU "
                           f"{result['redis_cpu_us_per_task']:.1f} us/task, worker CPU "
                           f"{result['worker_cpu_us_per_task']:.1f} us/task, group keys left "
-                          f"{result['group_keys_left']:.0f}, load {os.getloadavg()[0]:.2f}",
+                          f"{result['group_keys_left']:.0f}, load {os.getloadavg()[0]:.2f}"
+                          + (f", {result['rate'] / results[modes[0]][-1]['rate']:.2f} x "
+                             f"this round's {modes[0]}" if mode != modes[0] else ""),
                           flush=True)
         finally:
             server.stop()
@@ -194,7 +198,12 @@ def main() -> None:
         calls = statistics.median(r["redis_calls_per_task"] for r in results[mode])
         cpu = statistics.median(r["redis_cpu_us_per_task"] for r in results[mode])
         worker = statistics.median(r["worker_cpu_us_per_task"] for r in results[mode])
-        print(f"median {mode:14} {rate:8.0f} tasks/s = {rate / base:.2f} x {modes[0]}; "
+        # each round's drains run back to back: the median of the rounds' own ratios
+        # is less moved by a load that changes from round to round
+        paired = statistics.median(r["rate"] / b["rate"]
+                                   for r, b in zip(results[mode], results[modes[0]]))
+        print(f"median {mode:14} {rate:8.0f} tasks/s = {rate / base:.2f} x {modes[0]} "
+              f"(rounds' ratios: median {paired:.2f}); "
               f"Redis {script:.1f} us/task in {calls:.2f} calls, CPU {cpu:.1f} us/task "
               f"= {cpu / cpu_base:.2f} x {modes[0]}; worker CPU {worker:.1f} us/task"
               + (f" = {worker / worker_base:.2f} x {modes[0]}" if worker_base else ""))
