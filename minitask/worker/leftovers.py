@@ -22,7 +22,9 @@ import time
 from concurrent.futures import thread as _executor_threads
 from typing import List
 
-logger = logging.getLogger(__name__)
+from ..printable import own_logger
+
+logger = own_logger(__name__)
 
 #: Seconds the threads a task left running (not daemons) get to end once the worker
 #: has stopped, before the process ends without them.
