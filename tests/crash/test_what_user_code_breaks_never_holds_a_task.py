@@ -5,7 +5,7 @@ ever. Real worker processes of tests.apps.brittle on every pool:
   once a task closed ``sys.stderr``) raised out of the worker's log calls on the
   outcome path: the failing task and those after it stayed "running" while the
   heartbeat kept their leases, and a process-pool worker stopped with a false "lost
-  Redis" line;
+  Redis" line; the worker's log now goes on after a task closed ``sys.stderr``;
 - an exception whose text holds a lone surrogate (``os.fsdecode`` of a file name) was
   dead-lettered on attempt 1 as an internal EncodeError, its type and message lost;
 - a process-pool child that ended with exit code 0 mid-task logged nothing until the
@@ -87,7 +87,10 @@ def test_a_task_that_closes_stderr_leaves_the_tasks_after_it_running_nowhere(
     with pytest.raises(TaskFailed):
         failing.get(timeout=DEADLINE)
     assert [handle.get(timeout=DEADLINE) for handle in after] == [0, 2, 4, 6]
-    _stopped(worker, log)
+    text = _stopped(worker, log)
+    # the worker's own handler goes on writing, on a stream of its own on fd 2
+    assert f"task {failing.id} fails is dead" in text, text
+    assert "dropped" not in text, text
 
 
 @pytest.mark.parametrize("pool", POOLS)

@@ -119,3 +119,24 @@ def test_every_module_of_minitask_gets_its_logger_contained() -> None:
     found = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
                    if path.name != "printable.py" and asking.search(path.read_text()))
     assert not found, f"use printable.own_logger(__name__) in {found}"
+
+
+def test_the_worker_s_handler_goes_on_past_a_closed_stderr(
+        monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]) -> None:
+    """``minitask worker``'s handler: a task that closed ``sys.stderr`` silenced the
+    worker's log for good; it writes to file descriptor 2 on a stream of its own."""
+    from minitask.cli.logs import handler
+
+    closed = open(Path(__file__), encoding="utf-8")  # noqa: SIM115 - closed at once
+    closed.close()
+    monkeypatch.setattr(sys, "stderr", closed)
+    made = handler("text")
+    logger = own_logger("minitask.tests.worker_log")
+    logger.addHandler(made)
+    try:
+        before = dropped_records()
+        logger.error("still said")
+        assert dropped_records() == before
+    finally:
+        logger.removeHandler(made)
+    assert "still said" in capfd.readouterr().err
