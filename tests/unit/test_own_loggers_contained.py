@@ -140,3 +140,22 @@ def test_the_worker_s_handler_goes_on_past_a_closed_stderr(
     finally:
         logger.removeHandler(made)
     assert "still said" in capfd.readouterr().err
+
+
+def test_a_handler_whose_close_raises_keeps_no_process_from_ending_past_leftovers() -> None:
+    """``exit_past_leftovers`` flushes every handler before ``os._exit``: one of the
+    app's whose close raised kept the process alive, waiting on the threads it left."""
+    import subprocess
+
+    script = (
+        "import logging, threading, time\n"
+        "from minitask.worker.leftovers import exit_past_leftovers\n"
+        "class Shut(logging.Handler):\n"
+        "    def emit(self, record): pass\n"
+        "    def close(self): raise RuntimeError('log shipper down')\n"
+        "logging.getLogger().addHandler(Shut())\n"
+        "threading.Thread(target=time.sleep, args=(60,)).start()\n"
+        "exit_past_leftovers(3, wait=0.1)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=30,
+                          cwd=PACKAGE.parent)
+    assert done.returncode == 3, done.stderr.decode(errors="replace")
