@@ -114,8 +114,10 @@ def test_the_app_s_logger_class_is_kept() -> None:
 
 def test_every_module_of_minitask_gets_its_logger_contained() -> None:
     """One place contains every log call: a module that asked ``logging.getLogger`` for
-    its logger would write records that can raise into it."""
-    asking = re.compile(r"logging\.getLogger\(")
+    its logger (or logged on the root logger, ``logging.warning(...)``) would write
+    records that can raise into it."""
+    asking = re.compile(r"logging\.(getLogger|debug|info|warning|error|exception|critical|"
+                        r"log)\(")
     found = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
                    if path.name != "printable.py" and asking.search(path.read_text()))
     assert not found, f"use printable.own_logger(__name__) in {found}"
