@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
@@ -20,7 +19,7 @@ from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle, check_running, check_timeout, status_of
 from .options import check_positive_seconds
-from .printable import printable
+from .printable import own_logger, printable
 from .sending import Sender, check_key_part
 from .stores.broker import Broker
 from .stores.names import read_names
@@ -44,7 +43,7 @@ SUBSCRIBERS_MOST = 100_000
 #: unsubscribed since the call that ran it (the rest are counted, and said).
 LANES_READ = 10_000
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 class Subscribers(List[str]):

@@ -14,9 +14,9 @@ import logging
 from typing import Any, Callable, Dict, List, Optional
 
 from .errors import ConfigurationError
-from .printable import error_text, log_error
+from .printable import error_text, log_error, own_logger
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: The events, and what each hook is called with. Task events, after the task
 #: context: task_start and task_prerun (nothing), task_success (the value),

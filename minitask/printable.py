@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import collections.abc
 import logging
+import os
 import re
 import reprlib
+import threading
 import traceback
 from typing import Any, Dict, Iterator, List, Optional, Set
 
@@ -398,6 +400,85 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
     log.handle(record)
 
 
-__all__ = ["cut_text", "encodable", "error_text", "error_trace", "escaped_trace", "json_safe",
-           "log_error", "logged_trace", "nests_past", "printable", "readable", "shown_id",
-           "shown_name", "shown_trace", "shown_value", "typed_back"]
+# -- minitask's own loggers: no log call of minitask raises ----------------------------
+
+class ContainedLogger(logging.Logger):
+    """A logger whose records never raise into the code that logs them. A handler may
+    raise as it writes (the app's log shipper whose server is down; logging's own
+    ``handleError`` once a task closed ``sys.stderr``): raised into minitask, it ended
+    an outcome half-way and left tasks "running" under a live heartbeat. Each handler
+    is called on its own, as ``logging`` calls them (up the hierarchy, then
+    ``lastResort``): one that raises loses only its own copy, counted
+    (``dropped_records``) and said once per process, straight to file descriptor 2."""
+
+    def handle(self, record: logging.LogRecord) -> None:
+        try:
+            super().handle(record)
+        except Exception as exc:  # a filter the app put on this logger
+            _dropped(exc, "a filter")
+
+    def callHandlers(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's
+        found = False
+        logger: Optional[logging.Logger] = self
+        while logger is not None:
+            for handler in logger.handlers:
+                found = True
+                if record.levelno >= handler.level:
+                    _written(handler, record)
+            logger = logger.parent if logger.propagate else None
+        last = logging.lastResort
+        if not found and last is not None and record.levelno >= last.level:
+            _written(last, record)
+
+
+def _written(handler: logging.Handler, record: logging.LogRecord) -> None:
+    try:
+        handler.handle(record)
+    except Exception as exc:  # whatever it raised: its copy of the record is lost
+        _dropped(exc, f"the log handler {type(handler).__name__}")
+
+
+_LOGGERS_LOCK = threading.Lock()
+_DROPPED = [0]  # records a handler failed to write, in this process
+
+
+def _dropped(error: Exception, by: str) -> None:
+    with _LOGGERS_LOCK:
+        _DROPPED[0] += 1
+        if _DROPPED[0] > 1:
+            return
+    said = (f"minitask: {by} raised {type(error).__name__} ({error_text(error)}) writing "
+            f"a log record; such records are dropped and counted, never raised (said once)")
+    try:  # best effort: what failed may be the very stream a handler writes to
+        os.write(2, printable(cut_text(said, 2_000)).encode("utf-8", "replace") + b"\n")
+    except Exception:  # no stderr at all: counted only
+        pass
+
+
+def dropped_records() -> int:
+    """Copies of records a handler (or filter) of a minitask logger failed to write."""
+    return _DROPPED[0]
+
+
+_CONTAINED: Dict[type, type] = {logging.Logger: ContainedLogger}
+
+
+def own_logger(name: str) -> logging.Logger:
+    """minitask's logger ``name`` (a module's ``__name__``): ``logging.getLogger(name)``
+    made a ``ContainedLogger`` in place (a class the app set with ``setLoggerClass``
+    kept, the containment mixed in). Every module of minitask gets its logger here
+    (``tests/unit/test_own_loggers_contained.py`` checks), so no log call of it raises."""
+    found = logging.getLogger(name)
+    if not isinstance(found, ContainedLogger):
+        with _LOGGERS_LOCK:
+            kind = type(found)
+            if kind not in _CONTAINED:
+                _CONTAINED[kind] = type(f"Contained{kind.__name__}", (ContainedLogger, kind), {})
+            found.__class__ = _CONTAINED[kind]
+    return found
+
+
+__all__ = ["ContainedLogger", "cut_text", "dropped_records", "encodable", "error_text",
+           "error_trace", "escaped_trace", "json_safe", "log_error", "logged_trace",
+           "nests_past", "own_logger", "printable", "readable", "shown_id", "shown_name",
+           "shown_trace", "shown_value", "typed_back"]

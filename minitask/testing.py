@@ -17,7 +17,6 @@ Needs ``pip install "minitask[testing]"``.
 """
 from __future__ import annotations
 
-import logging
 import warnings
 from contextlib import contextmanager
 from typing import Iterator, List, Optional
@@ -25,9 +24,10 @@ from typing import Iterator, List, Optional
 from .app import Minitask
 from .broker.durability import Durability
 from .errors import ConfigurationError
+from .printable import own_logger
 from .wire.message import to_ms, wall_ms
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: ``drain`` gives up after running this many tasks: a task that keeps enqueueing
 #: work due at once would otherwise never let it return.

@@ -8,7 +8,6 @@ when done.
 """
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any, Dict, List, Optional
@@ -16,11 +15,12 @@ from typing import Any, Dict, List, Optional
 import redis
 
 from ..app import Minitask
+from ..printable import own_logger
 from .capacity import Capacity, Tally
 from .scratch import BENCH, purge
 from .workers import Workers
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 APP_ENV = "MINITASK_BENCH_BROADCAST_APP"
 QUEUE = "fanout"

@@ -6,7 +6,6 @@ Runs under a throwaway app name of its own (its worker processes load
 """
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any, Dict, List, Optional
@@ -15,12 +14,13 @@ import redis
 
 from ..app import Minitask
 from ..canvas import chain, chord, group
+from ..printable import own_logger
 from .capacity import Capacity, Tally
 from .report import median
 from .scratch import BENCH, purge
 from .workers import Workers
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 APP_ENV = "MINITASK_BENCH_CANVAS_APP"
 MEMBERS = 1000

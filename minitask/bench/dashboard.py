@@ -8,7 +8,6 @@ when done (each key by name: no SCAN).
 """
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import time
@@ -17,10 +16,11 @@ from typing import Any, Dict, List
 
 from ..app import Minitask
 from ..broker.keys import AppKeys, queue_keys
+from ..printable import own_logger
 from ..stores.metrics import DURATION, PICKUP, TASKS as COUNTED, Delta
 from .scratch import BENCH, purge
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 APP = f"{BENCH}-dashboard"
 QUEUES = 100

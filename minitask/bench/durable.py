@@ -8,7 +8,6 @@ Its worker processes load ``-A minitask.bench.durable:app``.
 """
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any, Dict, List, Optional
@@ -18,13 +17,14 @@ import redis
 from ..app import Minitask
 from ..broker.keys import AppKeys
 from ..errors import BrokerError
+from ..printable import own_logger
 from .capacity import Capacity, Tally
 from .report import median
 from .scratch import BENCH
 from .servers import ThrowawayServer
 from .workers import Workers
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 APP_ENV = "MINITASK_BENCH_DURABLE_APP"
 DURABILITY_ENV = "MINITASK_BENCH_DURABILITY"

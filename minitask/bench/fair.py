@@ -15,7 +15,6 @@ Runs under a throwaway app name of its own (its worker process loads
 """
 from __future__ import annotations
 
-import logging
 import os
 import time
 from typing import Any, Dict, List, Optional
@@ -25,12 +24,13 @@ import redis
 from ..app import Minitask
 from ..broker.keys import queue_keys
 from ..errors import BrokerError
+from ..printable import own_logger
 from .capacity import Capacity, Tally
 from .report import median
 from .scratch import BENCH, purge
 from .workers import Workers
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 APP_ENV = "MINITASK_BENCH_FAIR_APP"
 #: Group A's ready tasks when group B sends its one.

@@ -8,7 +8,6 @@ keys when done.
 from __future__ import annotations
 
 import datetime as _dt
-import logging
 import os
 import time
 from typing import Any, Dict, List
@@ -19,11 +18,12 @@ from ..app import Minitask
 from ..broker.keys import AppKeys
 from ..context import current_task
 from ..errors import BrokerError
+from ..printable import own_logger
 from .report import Row, percentile
 from .scratch import BENCH, late_key, purge
 from .workers import Workers
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 APP_ENV = "MINITASK_BENCH_PERIODIC_APP"
 #: Redis commands the bench itself sends while it measures an idle worker.

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..printable import own_logger
 from .capacity import Capacity
 
 #: the progress lines are the bench's as a whole, whichever module measures
-logger = logging.getLogger("minitask.bench")
+logger = own_logger("minitask.bench")
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import logging
 import os
 import socket
 import subprocess
@@ -25,7 +24,9 @@ from urllib.parse import quote
 
 from minitask.errors import BrokerError, ConfigurationError
 
-logger = logging.getLogger(__name__)
+from ..printable import own_logger
+
+logger = own_logger(__name__)
 
 START_TIMEOUT = 10.0
 """Seconds to wait for a freshly started server to answer PING."""

@@ -10,7 +10,6 @@ modules that talk to redis-py; its errors leave here as BrokerError.
 """
 from __future__ import annotations
 
-import logging
 import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -18,6 +17,7 @@ import redis
 from redis.exceptions import RedisClusterException
 
 from ..errors import BrokerError, ConfigurationError, broker_error
+from ..printable import own_logger
 from .cluster import run_on_primary
 from .connections import Connections, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
@@ -26,7 +26,7 @@ from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .waits import Blocked, Waits
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 __all__ = ["Transport", "text"]
 

@@ -8,16 +8,16 @@ round trip.
 """
 from __future__ import annotations
 
-import logging
 import socket
 from typing import Any, Callable, List, Optional, Sequence
 
 import redis
 
+from ..printable import own_logger
 from .connections import Connections, Waiter, connected, load_and_run, readable
 from .packing import PackedScript, ScriptCall, command
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Idle workers block at most this long per call, so a vanished Redis is noticed.
 MAX_BLOCK_SECONDS = 5.0

@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 from typing import Any
 
 from ..errors import ConfigurationError
+from ..printable import own_logger
 from .options import Bounded, add_app_options, load
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Where ``--auth`` is read from when the option is not given.
 AUTH_ENV = "MINITASK_DASHBOARD_AUTH"

@@ -87,11 +87,23 @@ class JsonFormatter(logging.Formatter):
         return json_safe(json.dumps(entry, ensure_ascii=False))
 
 
+class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to ``sys.stderr`` as it was when made; once that stream is closed (the app's
+    code called ``sys.stderr.close()``), to a stream of its own on file descriptor 2,
+    which closing ``sys.stderr`` leaves open: the worker's log goes on."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if getattr(self.stream, "closed", False):  # not setStream: it flushes the old one
+            self.stream = open(2, "w", encoding="utf-8", errors="backslashreplace",
+                               closefd=False)
+        super().emit(record)
+
+
 def handler(log_format: str = "text") -> logging.Handler:
     """A stderr handler with the task filter and the ``text`` or ``json`` format."""
     if log_format not in ("text", "json"):
         raise ValueError(f"log format must be 'text' or 'json', got {log_format!r}")
-    stream = logging.StreamHandler()
+    stream = StderrHandler()
     stream.addFilter(TaskContextFilter())
     stream.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter(TEXT_FORMAT))
     return stream

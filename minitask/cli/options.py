@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import logging
 import math
 import re
 import sys
@@ -15,9 +14,9 @@ from ..admin import known_queue, meant
 from ..app import Minitask
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
-from ..printable import json_safe, printable
+from ..printable import json_safe, own_logger, printable
 
-logger = logging.getLogger("minitask")
+logger = own_logger("minitask")
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error")
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import logging
 import os
 from typing import Any
 
 from ..app import Minitask
+from ..printable import own_logger
 from ..wire.message import MAX_SECONDS
 from ..worker.broadcasts import check_subscriber
 from ..worker.leftovers import exit_past_leftovers
@@ -15,7 +15,7 @@ from ..worker.loop import MAX_CONCURRENCY, MAX_PREFETCH
 from ..worker.stray import stray_output_logged
 from .options import Bounded, add_app_options, load
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Coroutines an asyncio worker runs at once unless -c says otherwise.
 ASYNCIO_CONCURRENCY = 100

@@ -15,7 +15,6 @@ posted to (``FORMER``) are the actions they name, and ask first too.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlsplit
@@ -24,8 +23,9 @@ from ..admin import (NOT_DEAD, REQUEUED, dead_queue, known_queue, purge_ready, q
                      revive_dead)
 from ..app import Minitask
 from ..errors import ConfigurationError
+from ..printable import own_logger
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 Form = Dict[str, List[str]]
 Reply = Tuple[str, List[Tuple[str, str]], bytes]

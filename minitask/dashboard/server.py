@@ -22,7 +22,6 @@ Connections are bounded, and so is what each may hold:
 from __future__ import annotations
 
 import io
-import logging
 import socket
 import socketserver
 import sys
@@ -32,9 +31,10 @@ from typing import Any, Dict, Optional, Tuple
 from wsgiref.simple_server import ServerHandler, WSGIRequestHandler, WSGIServer, make_server
 
 from ..app import Minitask
+from ..printable import own_logger
 from .web import MAX_BODY, Dashboard, is_loopback
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Connections served at once; each holds a thread.
 MAX_CONNECTIONS = 64

@@ -25,7 +25,6 @@ import hashlib
 import hmac
 import ipaddress
 import json
-import logging
 import secrets
 import threading
 from collections import OrderedDict
@@ -37,13 +36,13 @@ from markupsafe import Markup, escape
 
 from ..app import Minitask
 from ..errors import ConfigurationError, MinitaskError
-from ..printable import encodable, printable
+from ..printable import encodable, own_logger, printable
 from . import actions, views, workflow
 from . import groups, subscribers  # noqa: F401  (register their sections)
 from .metrics import exposition
 from .sections import section, sections
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 StartResponse = Callable[[str, List[Tuple[str, str]]], Any]
 Environ = Dict[str, Any]

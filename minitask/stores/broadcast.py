@@ -12,7 +12,6 @@ for longer than ``broadcast_ttl`` is pruned (a batch per pull or send).
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -21,12 +20,12 @@ from ..broker.keys import lane
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
-from ..printable import printable
+from ..printable import own_logger, printable
 from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 _SCRIPTS = ("broadcast_send", "broadcast_pull", "broadcast_subscribe", "broadcast_unsubscribe",
             "broadcast_wake", "broadcast_alive")

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import logging
 import math
 import threading
 import time
@@ -22,10 +21,10 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..broker.keys import check_name
-from ..printable import cut_text, printable
+from ..printable import cut_text, own_logger, printable
 from ..wire.message import MAX_MS
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: 2000-01-01 UTC: no time minitask writes in a score (a due time, a lease deadline, a
 #: time of death: each is "now" or later on the clock of the worker that wrote it) is

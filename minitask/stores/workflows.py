@@ -32,7 +32,6 @@ expires), runs again, and redoes every step; what was done already is a no-op.
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
@@ -40,7 +39,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import ConfigurationError, DecodeError, EncodeError, MessageTooLarge
 from ..limits import group_name
-from ..printable import printable
+from ..printable import own_logger, printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
@@ -50,7 +49,7 @@ from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, 
                              joined)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: A node of a plan, as msgpack carries it (see ``minitask.canvas`` for its fields):
 #: ``{"k": "t"}`` a task, ``"c"`` a chain, ``"g"`` a group, ``"h"`` a chord.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import math
+import re
 import time
 import unicodedata
 from dataclasses import MISSING, dataclass, field, fields
@@ -53,6 +54,25 @@ def to_ms(seconds: float) -> int:
     ms = seconds * 1000.0
     whole = int(ms)
     return whole + 1 if ms > whole else whole
+
+
+#: A lone surrogate (half of a UTF-16 pair), which UTF-8 cannot carry.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def texts_repaired(data: Any) -> Any:
+    """``data`` with each lone surrogate of its texts (a str, or one in a list, tuple or
+    dict) as U+FFFD, the rest as it is: the one rule for text of the app's code that a
+    record minitask writes holds (an exception's message, type name and traceback, a
+    note). Such text is ordinary (``os.fsdecode`` of a file name); UTF-8 cannot carry
+    it, and it must never cost the outcome it is part of."""
+    if isinstance(data, str):
+        return data if data.isascii() else _SURROGATE.sub("\ufffd", data)
+    if isinstance(data, (list, tuple)):
+        return [texts_repaired(item) for item in data]
+    if isinstance(data, dict):
+        return {texts_repaired(key): texts_repaired(value) for key, value in data.items()}
+    return data
 
 
 def unprintable(text: str) -> Optional[str]:

@@ -22,7 +22,8 @@ import msgpack  # type: ignore[import-untyped]
 
 from ..errors import DecodeError, EncodeError
 from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_ID_BYTES, MAX_MS, MAX_NAME_BYTES,
-                      Message, Outcome, Progress, describe_char, to_seconds, unprintable)
+                      Message, Outcome, Progress, describe_char, texts_repaired, to_seconds,
+                      unprintable)
 from .types import APP_CODES, pack_builtin, unknown_extension, unpack_builtin
 
 _INT_MIN = -(2 ** 63)
@@ -418,17 +419,13 @@ def encode_outcome(outcome: Outcome, *, task_name: str = "?") -> bytes:
         "status": outcome.status,
         "finished_at_ms": outcome.finished_at_ms,
         "value": outcome.value,
-        "exc_type": _repaired(outcome.exc_type),
-        "message": _repaired(outcome.message),
-        "traceback": _repaired(outcome.traceback),
-        "reason": _repaired(outcome.reason),
+        "exc_type": texts_repaired(outcome.exc_type),
+        "message": texts_repaired(outcome.message),
+        "traceback": texts_repaired(outcome.traceback),
+        "reason": texts_repaired(outcome.reason),
         "attempt": outcome.attempt,
         "extra": outcome.extra,
     })
-
-
-def _repaired(text: str) -> str:
-    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def decode_outcome(data: bytes) -> Outcome:
@@ -454,10 +451,13 @@ def decode_outcome(data: bytes) -> Outcome:
 
 
 def pack_data(data: Any, what: str) -> bytes:
-    """Pack internal data that minitask itself built (workflow plans, member results),
-    already checked with ``check_value``; ``what`` names it in an error."""
+    """Pack internal data that minitask built (workflow plans, member results, records
+    of outcomes), its values checked (``check_value``): a text UTF-8 cannot carry is the
+    app's (an exception's), packed ``texts_repaired``. ``what`` names it in an error."""
     try:
         return _pack(data)
+    except UnicodeEncodeError:
+        return pack_data(texts_repaired(data), what)
     except (TypeError, ValueError, OverflowError) as exc:
         raise EncodeError(f"cannot encode {what}: {type(exc).__name__}: {exc}",
                           task_name="?", path=what) from exc

@@ -3,12 +3,12 @@ as it stops."""
 from __future__ import annotations
 
 import inspect
-import logging
 from typing import Any, List, Protocol
 
+from ..printable import own_logger
 from .host import Host
 
-logger = logging.getLogger("minitask.worker.loop")  # the lines a worker has always logged
+logger = own_logger("minitask.worker.loop")  # the lines a worker has always logged
 
 
 class Worker(Protocol):

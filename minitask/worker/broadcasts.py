@@ -13,21 +13,20 @@ behind pushes one for another idle worker of the same name.
 """
 from __future__ import annotations
 
-import logging
 import socket
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..broker.keys import check_name, lane
 from ..broker.packing import ScriptCall
 from ..errors import ConfigurationError
-from ..printable import printable
+from ..printable import own_logger, printable
 from ..stores.queue import FetchTerms
 from .host import Host
 from .leases import Holdings, Job, Leases
 from .sources import QueueSource, Source
 from .stop import Stop
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 def default_subscriber() -> str:

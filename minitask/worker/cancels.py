@@ -16,13 +16,13 @@ import time
 from typing import Callable, Dict, List, Optional, Set
 
 from ..errors import BrokerError
-from ..printable import log_error
+from ..printable import log_error, own_logger
 from ..stores.foreign import foreign
 from .host import Host
 from .leases import Holdings
 from .outages import Backoff
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Longest the end of the watch waits for its threads (one XREAD at most).
 MAX_WAIT = 6.0

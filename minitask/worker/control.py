@@ -9,7 +9,6 @@ busy with a long task is not waiting for tasks, and must still hear it.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import socket
 import threading
@@ -17,13 +16,13 @@ import time
 from typing import Any, Callable, List, Optional
 
 from ..errors import BrokerError
-from ..printable import shown_value
+from ..printable import own_logger, shown_value
 from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
 from ..wire.message import to_ms
 from .outages import Backoff
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Seconds one BLPOP of the listener blocks at most (a vanished Redis is noticed).
 WAIT = 5.0

@@ -22,9 +22,9 @@ import threading
 import time
 from typing import Any, Coroutine, List, Optional, Set
 
-from ..printable import log_error
+from ..printable import log_error, own_logger
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Seconds what an attempt's coroutine left behind (asyncio tasks, async generators,
 #: calls in the loop's default executor) gets to end once its coroutine has ended.

@@ -13,17 +13,16 @@ one's error (the retry's note, bounded like every error text the worker keeps).
 """
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError
-from ..printable import ERROR_TEXT_MOST, ERROR_TRACE_MOST, cut_text
+from ..printable import cut_text, ERROR_TEXT_MOST, ERROR_TRACE_MOST, own_logger
 from ..wire.message import Outcome, to_ms
 from ..wire.serializer import decode_message, decode_outcome
 from .host import Host
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ recorded yet, and each change that spans these states happens under its lock.
 """
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import deque
@@ -17,13 +16,14 @@ from dataclasses import dataclass
 from typing import Callable, Deque, Dict, List, NamedTuple, Optional, Protocol, Tuple
 
 from ..errors import BrokerError
+from ..printable import own_logger
 from ..stores.queue import Delivery
 from ..stores.results import Ack
 from ..wire.message import Message, quick_init
 from .host import Host
 from .outages import Backoff
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: A lease as the worker holds it: (task id, (queue, priority)).
 Lease = Tuple[str, Tuple[str, int]]

@@ -22,7 +22,9 @@ import time
 from concurrent.futures import thread as _executor_threads
 from typing import List
 
-logger = logging.getLogger(__name__)
+from ..printable import own_logger
+
+logger = own_logger(__name__)
 
 #: Seconds the threads a task left running (not daemons) get to end once the worker
 #: has stopped, before the process ends without them.
@@ -56,7 +58,10 @@ def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
                    "task of the asyncio pool still running after the grace, or a thread a "
                    "task started that is not a daemon); it exits without waiting for them",
                    os.getpid(), len(alive), wait, _named(alive))
-    logging.shutdown()  # flushes every handler
+    try:
+        logging.shutdown()  # flushes every handler
+    except Exception:  # noqa: S110 - a handler of the app's whose flush or close raises
+        pass  # must not keep this process from exiting
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

@@ -7,7 +7,6 @@ only asks for a job, hands it to the pool, and waits when there is none.
 """
 from __future__ import annotations
 
-import logging
 import os
 import random
 import socket
@@ -18,6 +17,7 @@ from ..broker.health import bulk_limit, connected_replicas, replica_warning
 from ..broker.keys import MAX_NAME
 from ..errors import BrokerError, ConfigurationError, MinitaskError
 from ..periodic import Schedule
+from ..printable import own_logger
 from ..stores.broker import Broker
 from ..wire.message import Message, Outcome, to_ms
 from .banner import log_banner, log_stopped
@@ -39,7 +39,7 @@ from .sources import QueueSource, Source
 from .stop import Shutdown, Stop
 from .ticks import TickSource
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Most attempts one worker runs at once, per pool: past these a process pool
 #: forks more children than any machine has cores for, a thread pool runs out of

@@ -7,19 +7,19 @@ which the heartbeat calls, so metrics cost no round trip per task.
 """
 from __future__ import annotations
 
-import logging
 import threading
 from typing import Any, Optional
 
 from ..context import Report, TaskContext, entered, running
 from ..errors import BrokerError
+from ..printable import own_logger
 from ..stores.metrics import (DURATION, DURATION_SUM, MINUTE_MS, PICKUP, PICKUP_SUM, TASKS,
                               UNKNOWN_TASK, Delta, bucket_of)
 from ..wire.message import Message
 from .host import Host
 from .progress import ProgressWriter
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: An outcome status as ``Recorder.finish`` reports it -> the hook event it fires.
 _EVENTS = {"succeeded": "task_success", "retrying": "task_retry", "failed": "task_dead"}

@@ -10,7 +10,6 @@ Redis refuses for one queue's data is no outage: that queue is set aside
 from __future__ import annotations
 
 import ctypes
-import logging
 import multiprocessing
 import random
 import threading
@@ -19,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from ..errors import BrokerError, DurabilityError
-from ..printable import printable
+from ..printable import own_logger, printable
 from ..stores.foreign import foreign
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Longest pause between reconnection attempts while Redis is away.
 MAX_BACKOFF = 5.0

@@ -15,7 +15,7 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tupl
 
 from ..errors import (BrokerError, DecodeError, DurabilityError, EncodeError, ResultTooLarge,
                       Retry)
-from ..printable import error_text, error_trace, log_error, shown_id
+from ..printable import error_text, error_trace, log_error, own_logger, shown_id
 from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
@@ -25,7 +25,7 @@ from .leases import Holdings, Job
 from .outages import Refused, persist, unconfirmed, unless_refused
 from .workflows import WorkflowSteps
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Longest a finished task's outcome waits, in a process pool child with
 #: prefetch > 1, to be recorded together with the next ones in one round trip.

@@ -13,7 +13,6 @@ written gets its time to live again, so that it expires with the result, not a
 """
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
@@ -21,12 +20,13 @@ from typing import Dict, List, Optional, Tuple
 
 from ..context import Report
 from ..errors import BrokerError, EncodeError
+from ..printable import own_logger
 from ..stores.progress import Entry
 from ..wire.message import Message, to_ms
 from ..wire.serializer import pack_progress
 from .host import Host
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Seconds between two writes of one process: at most ten a second.
 INTERVAL = 0.1

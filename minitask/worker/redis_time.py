@@ -16,14 +16,14 @@ against the monotonic clock).
 """
 from __future__ import annotations
 
-import logging
 import time
 from typing import Any, Optional
 
 from ..broker.health import CLOCK_REFRESH_S, CLOCK_SKEW_BOUND_MS, clock_skew_ms, skew_warning
+from ..printable import own_logger
 from ..wire.message import SystemClock
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: A step of the machine's clock (ms) that has the offset measured again at once.
 JUMP_MS = 250

@@ -8,14 +8,13 @@ from __future__ import annotations
 import asyncio
 import difflib
 import inspect
-import logging
 import threading
 import time
 from typing import Any, Callable, Coroutine, Dict, Iterable, List, Optional, Tuple
 
 from ..context import running
 from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskError
-from ..printable import shown_id
+from ..printable import own_logger, shown_id
 from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard
@@ -26,7 +25,7 @@ from .observe import Observer
 from .outcomes import Recorder, naming
 from .softlimit import call_with_alarm, call_with_posting, soft_limited
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Longest a coroutine cancelled at its time limit gets to unwind before it is left.
 UNWIND = 1.0

@@ -6,7 +6,6 @@ subscriptions are sources in front of ``QueueSource``, not branches in the loop.
 """
 from __future__ import annotations
 
-import logging
 import threading
 from time import monotonic
 from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
@@ -14,7 +13,7 @@ from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
 from ..broker.packing import ScriptCall
 from ..broker.transport import WaitRefused
 from ..errors import BrokerError
-from ..printable import printable
+from ..printable import own_logger, printable
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
 from ..wire.message import Message, SystemClock
@@ -25,7 +24,7 @@ from .outages import MAX_ASIDE, QueueRefusals, guarded
 from .outcomes import bury_poisoned
 from .stop import Stop
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Most tasks a worker leases in one fetch (also bounds one batched ack).
 MAX_PREFETCH = 1000

@@ -1,16 +1,16 @@
 """Stopping: the request (signals, ``stop()``), the grace, and giving back the rest."""
 from __future__ import annotations
 
-import logging
 import os
 import socket
 import threading
 from typing import Callable, List, Optional, Protocol, Sequence
 
+from ..printable import own_logger
 from .leases import Holdings, Job, Leases
 from .signals import SignalRelay
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 #: Tasks the end of the grace names, a line each (the rest are counted).

@@ -26,9 +26,9 @@ import threading
 import warnings
 from typing import Any, Iterator, List, Optional, TextIO
 
-from ..printable import log_error, printable, shown_name, shown_value
+from ..printable import log_error, own_logger, printable, shown_name, shown_value
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 _LOCK = threading.Lock()
 #: Installs not yet undone, and the hooks they replaced (restored by the last undo).

@@ -18,14 +18,13 @@ schedules every ``REFRESH_MS``.
 """
 from __future__ import annotations
 
-import logging
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..errors import BrokerError
 from ..periodic import Schedule
-from ..printable import cut_text, printable
+from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign, ignored
 from ..stores.queue import FetchResult
 from ..stores.schedules import MAX_RECORD_BYTES, Armed, Fired, Run
@@ -35,7 +34,7 @@ from .leases import Holdings, Job
 from .sources import QueueSource
 from .stop import Stop
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: How often a busy worker reads its queues' schedules again (ms), to hear of
 #: changes that idle workers hear of at once.

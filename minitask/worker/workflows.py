@@ -12,14 +12,14 @@ import logging
 from typing import Any, Callable, Optional
 
 from ..errors import BrokerError, DecodeError
-from ..printable import error_text, log_error, printable
+from ..printable import error_text, log_error, own_logger, printable
 from ..stores.foreign import foreign
 from ..stores.workflow_reads import Failure, frame_of
 from ..wire.message import Message, Outcome
 from .host import Host
 from .outages import persist
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 class WorkflowSteps:

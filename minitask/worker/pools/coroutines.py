@@ -29,7 +29,7 @@ from typing import Any, Callable, Coroutine, Dict, List, Optional, Tuple
 from ...context import TaskContext, running
 from ...errors import SoftTimeLimitExceeded, TimeLimitExceeded
 from ...hooks import Hooks
-from ...printable import log_error
+from ...printable import log_error, own_logger
 from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
@@ -39,7 +39,7 @@ from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
 from .watchdog import LoopWatch
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: Most threads that record outcomes beside the loop: a round trip each, in parallel;
 #: no more than the pool has slots (each slot has one step in flight at a time).

@@ -16,7 +16,6 @@ read only when a child dies, to name the task in the log.
 from __future__ import annotations
 
 import ctypes
-import logging
 import multiprocessing
 import os
 import signal
@@ -29,13 +28,14 @@ from typing import Any, Callable, ContextManager, Dict, Generic, List, Optional,
 
 from ...errors import BrokerError, MinitaskError
 from ...hooks import Hooks
+from ...printable import own_logger
 from ...wire.message import Message
 from ..leftovers import exit_past_leftovers
 from ..signals import SignalRelay
 from .job import J
 from .recycling import Recycling
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 #: A runaway attempt is killed at most this long after its time limit.
 KILL_SLACK = 0.2
@@ -313,13 +313,14 @@ class ProcessPool(Generic[J]):
         if child.init_failed:
             logger.error("child %d takes no work and is not replaced (%d left): %s", pid,
                          len(self.children), child.init_failed)
-        elif child.recycled and code == 0:
+        elif child.recycled and code == 0 and not running:
             self.recycled += 1
             logger.info("child %d recycled: %s%s", pid, child.recycled,
                         "" if self._stop.is_set() else "; replacing it")
-        elif code == 0 or child.killed:
-            # A child that exits 0 has recorded or given back all it held (it logs
-            # itself when it could not); one killed on purpose was logged when killed.
+        elif child.killed or code == 0 and not running:
+            # A child that exits 0 between tasks has recorded or given back all it held
+            # (it logs itself when it could not); one killed on purpose was logged when
+            # killed. One that exits 0 mid-task (``os._exit(0)`` in the task) died.
             pass
         elif running:
             logger.error("child %d died (exit code %s) while running task %s; it will be "

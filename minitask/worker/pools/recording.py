@@ -14,9 +14,9 @@ import queue as _queue
 import threading
 from typing import Any, Callable, List, Optional, Tuple
 
-from ...printable import log_error
+from ...printable import log_error, own_logger
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 class Handed:

@@ -12,11 +12,11 @@ import queue as _queue
 import threading
 from typing import Callable, Generic, List, Optional
 
-from ...printable import log_error
+from ...printable import log_error, own_logger
 from .job import J
 from .slots import FixedSlots
 
-logger = logging.getLogger(__name__)
+logger = own_logger(__name__)
 
 
 class ThreadPool(FixedSlots, Generic[J]):

@@ -20,12 +20,13 @@ period while busy, none idle; the pool, two dict entries per attempt.
 from __future__ import annotations
 
 import asyncio
-import logging
 import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
-logger = logging.getLogger(__name__)
+from ...printable import own_logger
+
+logger = own_logger(__name__)
 
 #: Seconds the loop may go without running a callback before it is said to be
 #: blocked: far longer than any step of a well-behaved coroutine.
