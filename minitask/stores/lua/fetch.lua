@@ -146,11 +146,17 @@ if expired.err then guards().must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0
 -- as long again, and an hour at least (another worker's longer visibility_timeout, a
 -- clock ahead), is no lease a worker holds: a planted or corrupt one (the year 2096,
 -- inf) would hold its task, and the max_running or group_max_running slot it took,
--- for ever after its worker died. At most ARGV[5] of them a fetch, said in Redis's
--- log. One ZRANGE of the latest lease, compared as text with this fetch's own
--- deadline when that is all digits (a score below 1e17 Redis writes without an
--- exponent): no number read nor formatted unless the latest lease is later than it.
-local far = redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2]
+-- for ever after its worker died. Looked for by one fetch in ten (those whose clock's
+-- ms end in 0), and by each fetch that leases less than it asked for (it makes them
+-- due: the end of the script): a command more on every fetch would cost it 10 %.
+-- At most ARGV[5] of them a fetch, said in Redis's log. One ZRANGE of the latest
+-- lease, compared as text with this fetch's own deadline when that is all digits (a
+-- score below 1e17 Redis writes without an exponent): no number read nor formatted
+-- unless the latest lease is later than it.
+local far
+if string.byte(now_text, -1) == 48 then
+  far = redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2]
+end
 if far then
   local lead_byte = string.byte(far)
   if type(deadline) == 'string' and lead_byte >= 48 and lead_byte <= 57
@@ -659,6 +665,23 @@ else
   if score and score > -math.huge and score <= MAX_SCORE then
     local lease_end = math.max(0, math.floor(score / 10))
     if at < 0 or lease_end < at then at = lease_end end
+  end
+  -- leases dated further ahead than any worker takes one for (`far` above): at most
+  -- ARGV[5] of them made due long ago (their band kept: a score of 0 to 9), for the
+  -- next fetch, at once, to reclaim them as it reclaims any expired lease
+  local latest = not far and tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2])
+  local bound = latest and (tonumber(deadline) + math.max(tonumber(ARGV[2]), 3600000)) * 10 + 9
+  if latest and latest > bound then
+    local ahead = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('(%.0f', bound), '+inf',
+                             'WITHSCORES', 'LIMIT', '0', ARGV[5])
+    for i = 1, #ahead, 2 do
+      redis.call('ZADD', KEYS[2], 'XX', guards().band_of(ahead[i + 1], 0), ahead[i])
+    end
+    redis.log(redis.LOG_WARNING, 'minitask: ' .. (#ahead / 2) .. ' lease(s) of ' .. KEYS[2]
+              .. ' dated further ahead than any worker takes one for (the latest: '
+              .. string.sub(tostring(latest), 1, 32) .. '): not minitask\'s; made due, to be'
+              .. ' reclaimed as expired')
+    at = 0
   end
   if flow_on then
     score = tonumber(tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')[2])

@@ -46,7 +46,11 @@
 -- a new token; a gen, or groups_ready, that is no count starts afresh. A key a
 -- grouped task or its group's token is written to (its group's ready set, turn or
 -- slots, a ready list, a park list) that holds another type is moved aside whole
--- (flow_quarantine): the task is never dropped, nor a call failed half-way.
+-- (flow_quarantine): the task is never dropped, nor a call failed half-way. A full
+-- running set (a limiter's, a group's) is checked a page at a time, whatever its
+-- size: a member that holds no slot (a planted id, a task gone; a limiter's: no
+-- lease; a group's: not leased, waiting for its retry, in its group's ready set nor
+-- on its way there) is freed (flow_limits' vacate).
 
 -- The library is made by flow_control() at its first call, as one table: a
 -- closure costs Redis about 1,000 instructions a call of a script, made and
@@ -517,6 +521,7 @@ local function flow_control()
         -- each). Anything else (a cancelled or dead task, an id planted with a message
         -- or without) holds none, and its slot is freed (flow_made.vacate).
         local HOLDER_SCAN = 128
+        local filled  -- the ready lists that hold entries (alive() reads them once a call)
         local function alive(id, group)
           if tolerant(false, 'ZSCORE', c.leases, id) then return true end
           if tolerant(0, 'HEXISTS', c.messages, id) ~= 1
@@ -530,9 +535,15 @@ local function flow_control()
           for i = 1, 10 do
             if scores[i] then return true end
           end
-          for i = c.first_ready, c.first_ready + 9 do
-            if tolerant(false, 'LPOS', KEYS[i], id, 'MAXLEN', HOLDER_SCAN)
-               or tolerant(false, 'LPOS', KEYS[i], id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
+          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
+            filled = {}
+            for i = c.first_ready, c.first_ready + 9 do
+              if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
+            end
+          end
+          for _, list in ipairs(filled) do
+            if tolerant(false, 'LPOS', list, id, 'MAXLEN', HOLDER_SCAN)
+               or tolerant(false, 'LPOS', list, id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
               return true
             end
           end
@@ -751,7 +762,7 @@ local function flow_control()
               local alive, freed = fair_rare().alive, false
               held, freed = flow_made.vacate(running, held, spec.group_most, function(member)
                 return alive(member, group)
-              end)
+              end, c.now)
               -- full still: an outcome frees a slot (flow.lua's finish); but with holders
               -- freed, the group comes back at once, to check more of them
               if held >= spec.group_most then out_at = freed and tonumber(c.now) or -1 end
@@ -922,27 +933,33 @@ local function flow_control()
     if name == 'vacate' then
       -- Free the slots of a full max_running or group_max_running set `running`
       -- (holding `held`, `most` at most) whose holders hold none any more
-      -- (`holds`(member) false: its lease gone, a member planted): VACATE_SAMPLE of them
-      -- are checked, taken at random (SRANDMEMBER), and while a whole sample held none
-      -- and the set is full still, another, VACATE_ROUNDS at most: a call costs the same
-      -- with ten members or 200,000 planted ones. Those found are removed, said in one
-      -- line of Redis's log. Returns the slots held then, and whether any was freed (the
-      -- caller comes back soon for more; a full set of live holders waits for an
-      -- outcome: no polling). Made at its first use: no call that meets no full set
-      -- makes it.
-      local VACATE_SAMPLE, VACATE_ROUNDS = 16, 4
-      local function vacate(running, held, most, holds)
+      -- (`holds`(member) false: its lease gone, a member planted): a page of them is
+      -- checked (SSCAN COUNT VACATE_PAGE, from a place in the set chosen by the clock,
+      -- `seed`: any number is one), and while a whole page held none and the set is
+      -- full still, the next, VACATE_ROUNDS at most: a call costs the same with ten
+      -- members or 200,000 planted ones (SMEMBERS read them all, at every fetch; a
+      -- sample by SRANDMEMBER costs Redis 7.0 about 15 random picks a member). Those
+      -- found are removed, said in one line of Redis's log. Returns the slots held
+      -- then, and whether any was freed (the caller comes back at once for more; a
+      -- full set of live holders waits for an outcome: no polling). Made at its first
+      -- use: no call that meets no full set makes it.
+      local VACATE_PAGE, VACATE_ROUNDS = 16, 4
+      local function vacate(running, held, most, holds, seed)
         local freed, first = 0, nil
+        local at = string.format('%d', (tonumber(seed) or 0) % 16777216)
         for _ = 1, VACATE_ROUNDS do
-          local sample, gone = tolerant({}, 'SRANDMEMBER', running, VACATE_SAMPLE), {}
-          for _, member in ipairs(sample) do
+          local page = tolerant(false, 'SSCAN', running, at, 'COUNT', VACATE_PAGE)
+          if not page then break end
+          local gone = {}
+          for _, member in ipairs(page[2]) do
             if not holds(member) then gone[#gone + 1] = member end
           end
           if gone[1] then
             tolerant(0, 'SREM', running, unpack(gone))
             freed, first = freed + #gone, first or gone[1]
           end
-          if #gone < VACATE_SAMPLE or held - freed < most then break end
+          if #gone < #page[2] or held - freed < most then break end
+          at = page[1]
         end
         if freed == 0 then return held, false end
         redis.log(redis.LOG_WARNING, (string.gsub(
@@ -987,7 +1004,7 @@ local function flow_control()
           local freed
           held, freed = flow_made.vacate(running, held, spec.most, function(member)
             return tolerant(false, 'ZSCORE', leases, member)
-          end)
+          end, now)
           if held >= spec.most then return false, freed and now or -1 end
         end
       end
