@@ -60,8 +60,9 @@
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
---   one dated further ahead than any worker takes a lease for (the year 2096, inf:
---   below) is reclaimed as an expired one. Scores that are not finite count for no
+--   one dated further ahead than any worker takes a lease for (the year 2096, inf)
+--   is made due by a fetch that leases less than it asked for (next_event below),
+--   and reclaimed as an expired one. Scores that are not finite count for no
 --   next_event_ms.
 --   A ready list, messages, dead, delayed, order or cancelled holding another
 --   type counts as empty (a ready list of another type that an expired lease or
@@ -140,46 +141,8 @@ local poisoned, reclaimed
 local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
                             ARGV[5])
 if expired.err then guards().must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
--- A lease dated further ahead than any minitask writes is reclaimed as an expired
--- one. A worker takes a lease for its visibility_timeout (ARGV[2]) from its now, and
--- renews it for as long: one further ahead than the deadline this fetch writes plus
--- as long again, and an hour at least (another worker's longer visibility_timeout, a
--- clock ahead), is no lease a worker holds: a planted or corrupt one (the year 2096,
--- inf) would hold its task, and the max_running or group_max_running slot it took,
--- for ever after its worker died. Looked for by one fetch in ten (those whose clock's
--- ms end in 0), and by each fetch that leases less than it asked for (it makes them
--- due: the end of the script): a command more on every fetch would cost it 10 %.
--- At most ARGV[5] of them a fetch, said in Redis's log. One ZRANGE of the latest
--- lease, compared as text with this fetch's own deadline when that is all digits (a
--- score below 1e17 Redis writes without an exponent): no number read nor formatted
--- unless the latest lease is later than it.
-local far
-if string.byte(now_text, -1) == 48 then
-  far = redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2]
-end
-if far then
-  local lead_byte = string.byte(far)
-  if type(deadline) == 'string' and lead_byte >= 48 and lead_byte <= 57
-     and not string.find(far, 'e', 1, true)
-     and (#far < #deadline + 1 or (#far == #deadline + 1 and far <= deadline .. '9')) then
-    far = nil
-  else
-    local bound = (tonumber(deadline) + math.max(tonumber(ARGV[2]), 3600000)) * 10 + 9
-    if tonumber(far) <= bound then
-      far = nil
-    else
-      local latest = far
-      far = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('(%.0f', bound), '+inf',
-                       'WITHSCORES', 'LIMIT', '0', ARGV[5])
-      redis.log(redis.LOG_WARNING, 'minitask: ' .. (#far / 2) .. ' lease(s) of ' .. KEYS[2]
-                .. ' dated further ahead than any worker takes one for (the latest: '
-                .. string.sub(latest, 1, 32) .. '): not minitask\'s; reclaimed as expired')
-    end
-  end
-end
-for n = 1, #expired + (far and #far or 0), 2 do
-  local id, score = expired[n], expired[n + 1]
-  if not id then id, score = far[n - #expired], far[n - #expired + 1] end
+for i = 1, #expired, 2 do
+  local id = expired[i]
   local delivered = tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
   if delivered >= tonumber(ARGV[4])  -- max deliveries
      and id ~= '' and (not string.find(id, '[\128-\255]') or guards().utf8(id)) then
@@ -187,7 +150,7 @@ for n = 1, #expired + (far and #far or 0), 2 do
     poisoned[#poisoned + 1] = id
   else
     -- its worker died or stalled: back to the head of its priority
-    local band = guards().band_of(score, 7)
+    local band = guards().band_of(expired[i + 1], 7)
     guards().expect(KEYS[band], 'list')
     reclaimed = reclaimed or {}
     reclaimed[#reclaimed + 1] = {id, band}
@@ -666,10 +629,19 @@ else
     local lease_end = math.max(0, math.floor(score / 10))
     if at < 0 or lease_end < at then at = lease_end end
   end
-  -- leases dated further ahead than any worker takes one for (`far` above): at most
-  -- ARGV[5] of them made due long ago (their band kept: a score of 0 to 9), for the
-  -- next fetch, at once, to reclaim them as it reclaims any expired lease
-  local latest = not far and tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2])
+  -- A lease dated further ahead than any minitask writes is reclaimed as an expired
+  -- one. A worker takes a lease for its visibility_timeout (ARGV[2]) from its now,
+  -- and renews it for as long: one further ahead than the deadline this fetch would
+  -- write plus as long again, and an hour at least (another worker's longer
+  -- visibility_timeout, a clock ahead), is no lease a worker holds: a planted or
+  -- corrupt one (the year 2096, inf) would hold its task, and the max_running or
+  -- group_max_running slot it took, for ever after its worker died. Looked for here,
+  -- by a fetch that leased less than it asked for (an idle queue, or one whose tasks
+  -- such a slot holds back): one ZRANGE of the latest lease (a command more on every
+  -- fetch would cost it 10 %). At most ARGV[5] of them are made due long ago (their
+  -- band kept: a score of 0 to 9), said in Redis's log, and the caller fetches again
+  -- at once: that fetch reclaims them as it reclaims any expired lease.
+  local latest = tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2])
   local bound = latest and (tonumber(deadline) + math.max(tonumber(ARGV[2]), 3600000)) * 10 + 9
   if latest and latest > bound then
     local ahead = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('(%.0f', bound), '+inf',
