@@ -252,13 +252,19 @@ def test_an_expired_lease_whose_score_is_not_ours_is_delivered_again(
     assert leftovers(client) == {}
 
 
-def test_a_lease_that_never_expires_stays_running_and_spoils_no_wait(
+def test_a_lease_that_never_expires_is_made_due_and_delivered_again(
         flow: Flow, client: Any) -> None:
+    """An inf lease is no lease a worker holds (issue 29: it held its task for ever):
+    a fetch that leases less than it asked for makes it due, and says to fetch again
+    at once; that fetch delivers the task again."""
     flow.plant("held", "held")
     client.zadd(Q.leases, {"held": float("inf")})
     result = flow.app.broker.queues.fetch("default", now_ms=flow.clock.now_ms(),
                                           lease_ms=LEASE_MS, count=1, max_deliveries=5)
-    assert result.deliveries == [] and result.next_event_ms is None
+    assert result.deliveries == [] and result.next_event_ms == 0
+    again = flow.app.broker.queues.fetch("default", now_ms=flow.clock.now_ms(),
+                                         lease_ms=LEASE_MS, count=1, max_deliveries=5)
+    assert [delivery.task_id for delivery in again.deliveries] == ["held"]
     flow.exercise()
     assert flow.app.handle("held").status() == "running"
     assert leftovers(client, ignore=("held",)) == {}

@@ -23,7 +23,9 @@
 -- send time is past the ttl), a cursor as 0 when dropping pulled calls (none is lost); a
 -- place that is not its subscriber's cursor (inf, -inf, 1e300, 1.5, -5) is set back
 -- to it before calls are deleted (least_cursor, check_places); an alive that is
--- no time is aged from the server's now (prune, age_ahead).
+-- no time is aged from the server's now (prune, age_ahead). A value of state or
+-- cursors longer than any minitask writes is read whole once, then deleted (state)
+-- or set to 0 (a cursor: state_of, cursor_of).
 
 -- Subscribers pruned per script at most, and cursors of an older layout indexed.
 local PRUNE_BATCH, INDEX_BATCH = 16, 200
@@ -52,6 +54,45 @@ local function server_ms()
     server_now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   end
   return server_now
+end
+
+-- The longest value minitask writes in a field of state or cursors: a whole number
+-- below 2^53 (16 digits), an HSCAN cursor (20 digits at most).
+local FIELD_MOST = 32
+
+-- Field `field` of state (KEYS[1]) as HGET reads it, or false when it is missing or
+-- the key holds another type. A value longer than any minitask writes there
+-- (FIELD_MOST; another's: a 50 MB audit planted) is deleted, said once in Redis's
+-- log, and read as missing (each field as its header says then: a seq as the high
+-- water, a limit as none, the audit from the first place): read whole once, by the
+-- first script that meets it, never again. (Lengths read first would cost every
+-- pull a command a field: a tenth more; and tonumber() reads '5' followed by 50 MB
+-- of spaces as 5, which would never be rewritten.)
+local function state_of(field)
+  local value = tolerant(false, 'HGET', KEYS[1], field)
+  if not value or #value <= FIELD_MOST then return value end
+  tolerant(0, 'HDEL', KEYS[1], field)
+  redis.log(redis.LOG_WARNING, 'minitask: deleted field ' .. field .. ' of ' .. KEYS[1] .. ', '
+            .. #value .. ' bytes long: no value minitask writes there (' .. FIELD_MOST
+            .. ' bytes at most); read as missing')
+  return false
+end
+
+-- A cursor as read (`raw`: a value of cursors, or false), or false for one longer
+-- than any minitask writes (FIELD_MOST), which is no call sequence either: read
+-- whole, it would cost every script that reads it (another subscriber's, at each
+-- pull) its copy. Such a cursor of `name` is set to 0 (said once in Redis's log): a
+-- sequence minitask writes, from which that subscriber's next pull takes the oldest
+-- call still logged, as it does for any cursor that is no sequence (at least once).
+local function cursor_of(name, raw)
+  if not raw or #raw <= FIELD_MOST then return raw end
+  tolerant(0, 'HSET', KEYS[5], name, '0')
+  redis.log(redis.LOG_WARNING, (string.gsub(
+    'minitask: set the cursor of ' .. string.sub(name, 1, 64) .. ' in ' .. KEYS[5] .. ', '
+    .. #raw .. ' bytes long, to 0: no call sequence; that subscriber restarts from the'
+    .. ' oldest call still logged', '[^ -~]',
+    function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
+  return '0'
 end
 
 -- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
@@ -131,14 +172,14 @@ end
 -- places or state of another type nothing is indexed (every call is kept).
 local function indexed()
   local count = tolerant(0, 'HLEN', KEYS[5])
-  if tolerant(false, 'HGET', KEYS[1], 'indexed') then
+  if state_of('indexed') then
     if tolerant(0, 'ZCARD', KEYS[7]) >= count then return true end
     tolerant(0, 'HDEL', KEYS[1], 'indexed')
   end
   if not (guards().fits(KEYS[7], 'zset') and guards().fits(KEYS[1], 'hash')) then
     return false
   end
-  local at = scan_cursor(tolerant(false, 'HGET', KEYS[1], 'scan')) or '0'
+  local at = scan_cursor(state_of('scan')) or '0'
   local page = tolerant(false, 'HSCAN', KEYS[5], at, 'COUNT', INDEX_BATCH) or {'0', {}}
   local now = server_ms()
   local fields = page[2]
@@ -170,6 +211,7 @@ local REFUSED = {}
 -- subscriber's pull restarts it), or the hash is of another type (nothing written).
 local function place_of(name, score)
   local raw = tolerant(REFUSED, 'HGET', KEYS[5], name)
+  if raw ~= REFUSED then raw = cursor_of(name, raw) end
   if raw == REFUSED then return nil end
   if not raw then
     tolerant(0, 'ZREM', KEYS[7], name)
@@ -222,7 +264,7 @@ end
 -- be trusted at all (false: more places past `last` than checked, or one whose
 -- cursor cannot be told: every call is kept).
 local function check_places(last)
-  last = last or guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
+  last = last or guards().whole(state_of('seq'), 0, MAX_SCORE)
     or MAX_SCORE
   local past = tolerant({}, 'ZRANGEBYSCORE', KEYS[7], string.format('(%.0f', last), '+inf',
                         'WITHSCORES', 'LIMIT', 0, PLACE_BATCH)
@@ -234,7 +276,7 @@ local function check_places(last)
     if not cursor then sure = false end
     changed = changed or cursor ~= tonumber(past[i + 1])
   end
-  local at = guards().whole(tolerant(false, 'HGET', KEYS[1], 'audit'), 0, MAX_SCORE) or 0
+  local at = guards().whole(state_of('audit'), 0, MAX_SCORE) or 0
   local page = tolerant({}, 'ZRANGE', KEYS[7], at, at + PLACE_BATCH - 1, 'WITHSCORES')
   local next_at = #page < 2 * PLACE_BATCH and 0 or at + PLACE_BATCH
   if next_at ~= at then tolerant(0, 'HSET', KEYS[1], 'audit', next_at) end
@@ -245,7 +287,7 @@ local function check_places(last)
   if cursors == REFUSED then return changed, false end
   for i, name in ipairs(names) do
     local score = page[2 * i]
-    if guards().whole(cursors[i], 0, MAX_SCORE) ~= tonumber(score) then
+    if guards().whole(cursor_of(name, cursors[i]), 0, MAX_SCORE) ~= tonumber(score) then
       if not place_of(name, score) then sure = false end
       changed = true
     end
@@ -266,7 +308,7 @@ end
 -- calls it has not pulled (its worker's heartbeat rewrites both). One past the
 -- server's clock (inf, 1e300) never comes up stale: age_ahead() ages it.
 local function prune(ttl)
-  local held = guards().whole(tolerant(false, 'HGET', KEYS[1], 'prune_ttl'), 0, MAX_SCORE)
+  local held = guards().whole(state_of('prune_ttl'), 0, MAX_SCORE)
   local keep = math.max(held or 0, tonumber(ttl) or 0, PRUNE_FLOOR)
   local now = server_ms()
   local before = now - keep - PRUNE_GRACE
@@ -389,7 +431,7 @@ local function drop_over(now, maxlen, ttl, limit)
     size = 100
   end
   if last then
-    local before = guards().whole(tolerant(false, 'HGET', KEYS[1], 'dropped'), 0, MAX_SCORE) or 0
+    local before = guards().whole(state_of('dropped'), 0, MAX_SCORE) or 0
     if last > before then tolerant(0, 'HSET', KEYS[1], 'dropped', string.format('%.0f', last)) end
   end
   forget_calls(ids)

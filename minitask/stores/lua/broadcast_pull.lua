@@ -41,8 +41,10 @@ for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
             {}, {}}
   end
 end
-local seq = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE)
+local seq = guards().whole(state_of('seq'), 0, MAX_SCORE)
 local raw = redis.call('HGET', KEYS[5], name)
+-- (one longer than any minitask writes: no sequence; set_cursor rewrites it below)
+if raw and #raw > FIELD_MOST then raw = string.sub(raw, 1, 16) .. '... (' .. #raw .. ' bytes)' end
 local cursor = raw and guards().whole(raw, 0, seq or MAX_SCORE)
 if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
   -- a seq set back below the cursor is read as the highest sequence the log and the
@@ -74,15 +76,15 @@ seen_at(name, now)
 -- behind a wait reads the server's, and comes when nobody was behind).
 if want > 0 and ARGV[3] ~= 'server' then
   -- limits no send wrote (nan, inf, -5, 0, 1.5, text) are read as missing: none
-  local maxlen = guards().whole(tolerant(false, 'HGET', KEYS[1], 'maxlen'), 1, MAX_SCORE)
-  local ttl = guards().whole(tolerant(false, 'HGET', KEYS[1], 'ttl'), 1, MAX_SCORE)
+  local maxlen = guards().whole(state_of('maxlen'), 1, MAX_SCORE)
+  local ttl = guards().whole(state_of('ttl'), 1, MAX_SCORE)
   if maxlen and ttl then
     drop_over(tonumber(now), maxlen, ttl, limit)
     prune(ttl)
   end
 end
 local skipped = 0
-local dropped = guards().whole(tolerant(false, 'HGET', KEYS[1], 'dropped'), 0, seq or MAX_SCORE)
+local dropped = guards().whole(state_of('dropped'), 0, seq or MAX_SCORE)
   or 0
 if cursor < dropped then
   skipped = dropped - cursor

@@ -38,7 +38,7 @@ local subscribed = redis.call('HLEN', KEYS[5]) > 0
 -- (deleted, evicted), no number, or below them (set back by hand, or planted) starts
 -- again above them all, so that no subscriber takes the next call for one it pulled
 -- already (it would never run); a missing one with nothing logged is a first send
-local seq_now = redis.call('HGET', KEYS[1], 'seq')
+local seq_now = state_of('seq')  -- (a hash: checked above)
 local top = high_water({KEYS[7], KEYS[2], KEYS[11]})
 local held = guards().whole(seq_now, 0, MAX_SCORE)
 local last = held or 0

@@ -20,8 +20,8 @@ if not guards().fits(KEYS[5], 'hash') then
          'this subscriber pulls nothing until it is renamed or deleted'
 end
 local new = 0
-if not redis.call('HGET', KEYS[5], ARGV[1]) then
-  local held = guards().whole(tolerant(false, 'HGET', KEYS[1], 'seq'), 0, MAX_SCORE) or 0
+if redis.call('HEXISTS', KEYS[5], ARGV[1]) == 0 then
+  local held = guards().whole(state_of('seq'), 0, MAX_SCORE) or 0
   local seq = string.format('%.0f', math.max(held, high_water({KEYS[7], KEYS[2], KEYS[8]})))
   set_cursor(ARGV[1], seq)
   tolerant(0, 'ZADD', KEYS[8], seq, ARGV[1])

@@ -60,8 +60,10 @@
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
 --   leases holding another type refuses the call (checked first). A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
---   one beyond the year 9999 (inf) never expires. Scores that are not finite
---   count for no next_event_ms.
+--   one dated further ahead than any worker takes a lease for (the year 2096, inf)
+--   is made due by a fetch that leases less than it asked for (next_event below),
+--   and reclaimed as an expired one. Scores that are not finite count for no
+--   next_event_ms.
 --   A ready list, messages, dead, delayed, order or cancelled holding another
 --   type counts as empty (a ready list of another type that an expired lease or
 --   a due task goes back to refuses the call, before any write).
@@ -279,7 +281,7 @@ function fair()
   return flow_control().fair({prefix = prefix, first_ready = 7, now = now_text,
                               body_of = body_of, cancelled = KEYS[17], leases = KEYS[2],
                               flow = KEYS[19], flow_due = KEYS[20], clock = flow_clock,
-                              messages = KEYS[3], dead = KEYS[6]})
+                              messages = KEYS[3], dead = KEYS[6], delayed = KEYS[1]})
 end
 
 -- the limiters due by the caller's clock (as delayed tasks are): their parked tasks
@@ -626,6 +628,32 @@ else
   if score and score > -math.huge and score <= MAX_SCORE then
     local lease_end = math.max(0, math.floor(score / 10))
     if at < 0 or lease_end < at then at = lease_end end
+  end
+  -- A lease dated further ahead than any minitask writes is reclaimed as an expired
+  -- one. A worker takes a lease for its visibility_timeout (ARGV[2]) from its now,
+  -- and renews it for as long: one further ahead than the deadline this fetch would
+  -- write plus as long again, and an hour at least (another worker's longer
+  -- visibility_timeout, a clock ahead), is no lease a worker holds: a planted or
+  -- corrupt one (the year 2096, inf) would hold its task, and the max_running or
+  -- group_max_running slot it took, for ever after its worker died. Looked for here,
+  -- by a fetch that leased less than it asked for (an idle queue, or one whose tasks
+  -- such a slot holds back): one ZRANGE of the latest lease (a command more on every
+  -- fetch would cost it 10 %). At most ARGV[5] of them are made due long ago (their
+  -- band kept: a score of 0 to 9), said in Redis's log, and the caller fetches again
+  -- at once: that fetch reclaims them as it reclaims any expired lease.
+  local latest = tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2])
+  local bound = latest and (tonumber(deadline) + math.max(tonumber(ARGV[2]), 3600000)) * 10 + 9
+  if latest and latest > bound then
+    local ahead = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('(%.0f', bound), '+inf',
+                             'WITHSCORES', 'LIMIT', '0', ARGV[5])
+    for i = 1, #ahead, 2 do
+      redis.call('ZADD', KEYS[2], 'XX', guards().band_of(ahead[i + 1], 0), ahead[i])
+    end
+    redis.log(redis.LOG_WARNING, 'minitask: ' .. (#ahead / 2) .. ' lease(s) of ' .. KEYS[2]
+              .. ' dated further ahead than any worker takes one for (the latest: '
+              .. string.sub(tostring(latest), 1, 32) .. '): not minitask\'s; made due, to be'
+              .. ' reclaimed as expired')
+    at = 0
   end
   if flow_on then
     score = tonumber(tolerant({}, 'ZRANGE', KEYS[20], '0', '0', 'WITHSCORES')[2])

@@ -46,7 +46,11 @@
 -- a new token; a gen, or groups_ready, that is no count starts afresh. A key a
 -- grouped task or its group's token is written to (its group's ready set, turn or
 -- slots, a ready list, a park list) that holds another type is moved aside whole
--- (flow_quarantine): the task is never dropped, nor a call failed half-way.
+-- (flow_quarantine): the task is never dropped, nor a call failed half-way. A full
+-- running set (a limiter's, a group's) is checked a page at a time, whatever its
+-- size: a member that holds no slot (a planted id, a task gone; a limiter's: no
+-- lease; a group's: not leased, waiting for its retry, in its group's ready set nor
+-- on its way there) is freed (flow_limits' vacate).
 
 -- The library is made by flow_control() at its first call, as one table: a
 -- closure costs Redis about 1,000 instructions a call of a script, made and
@@ -219,7 +223,7 @@ local function flow_control()
     if flow_made.fair_made then return flow_made.fair_made end
     -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
     -- cancelled, now (ms as text), and for a fetch: body_of, leases, flow, flow_due,
-    -- clock, messages, dead
+    -- clock, messages, dead, delayed
     local RANK = 100000000000000  -- 1e14: orders below it, priorities above
     local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
                                     c.prefix .. 'groups'
@@ -509,11 +513,41 @@ local function flow_control()
           return arm(group, holds, false, new and priority)
         end
 
-        -- Whether a slot holder is still a task of the queue (its message is kept while it
-        -- is queued, retried or running; a dead or cancelled one frees its slot here)
-        local function alive(id)
-          return tolerant(0, 'HEXISTS', c.messages, id) == 1
-                 and not tolerant(false, 'ZSCORE', c.dead, id)
+        -- Whether a group_max_running slot holder of `group` still holds its slot: its
+        -- task is leased, or (its message kept, not dead) waiting for its retry in
+        -- delayed, back in its group's ready set (where a holder rejoins, at the head of
+        -- its priority) or on its way there in a ready list (promoted for its retry, put
+        -- back, its lease expired: looked for HOLDER_SCAN entries from either end of
+        -- each). Anything else (a cancelled or dead task, an id planted with a message
+        -- or without) holds none, and its slot is freed (flow_made.vacate).
+        local HOLDER_SCAN = 128
+        local filled  -- the ready lists that hold entries (alive() reads them once a call)
+        local function alive(id, group)
+          if tolerant(false, 'ZSCORE', c.leases, id) then return true end
+          if tolerant(0, 'HEXISTS', c.messages, id) ~= 1
+             or tolerant(false, 'ZSCORE', c.dead, id) then
+            return false
+          end
+          if c.delayed and tolerant(false, 'ZSCORE', c.delayed, id) then return true end
+          local members = {}
+          for digit = 0, 9 do members[digit + 1] = digit .. id end
+          local scores = tolerant({}, 'ZMSCORE', base(group) .. ':ready', unpack(members))
+          for i = 1, 10 do
+            if scores[i] then return true end
+          end
+          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
+            filled = {}
+            for i = c.first_ready, c.first_ready + 9 do
+              if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
+            end
+          end
+          for _, list in ipairs(filled) do
+            if tolerant(false, 'LPOS', list, id, 'MAXLEN', HOLDER_SCAN)
+               or tolerant(false, 'LPOS', list, id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
+              return true
+            end
+          end
+          return false
         end
         rare = {tally = tally, next_gen = next_gen, push = push, claimed = claimed,
                 unsolo = unsolo, arm = arm, join = join, alive = alive}
@@ -723,15 +757,16 @@ local function flow_control()
           if spec.group_most > 0 and not holds then
             local held = tolerant(0, 'SCARD', running)
             if held >= spec.group_most then
-              for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
-                if not fair_rare().alive(member) then
-                  tolerant(0, 'SREM', running, member)
-                  held = held - 1
-                end
-              end
+              -- a sample of the holders checked (flow_made.vacate): those that hold no
+              -- slot any more free theirs
+              local alive, freed = fair_rare().alive, false
+              held, freed = flow_made.vacate(running, held, spec.group_most, function(member)
+                return alive(member, group)
+              end, c.now)
+              -- full still: an outcome frees a slot (flow.lua's finish); but with holders
+              -- freed, the group comes back at once, to check more of them
+              if held >= spec.group_most then out_at = freed and tonumber(c.now) or -1 end
             end
-            -- an outcome frees a slot (flow.lua's finish)
-            if held >= spec.group_most then out_at = -1 end
           end
           if not out_at and spec.group_count > 0 and not holds then
             local free, retry_at = flow_made.admit(
@@ -895,6 +930,47 @@ local function flow_control()
       rawset(made, 'unreadable', unreadable)
       return unreadable
     end
+    if name == 'vacate' then
+      -- Free the slots of a full max_running or group_max_running set `running`
+      -- (holding `held`, `most` at most) whose holders hold none any more
+      -- (`holds`(member) false: its lease gone, a member planted): a page of them is
+      -- checked (SSCAN COUNT VACATE_PAGE, from a place in the set chosen by the clock,
+      -- `seed`: any number is one), and while a whole page held none and the set is
+      -- full still, the next, VACATE_ROUNDS at most: a call costs the same with ten
+      -- members or 200,000 planted ones (SMEMBERS read them all, at every fetch; a
+      -- sample by SRANDMEMBER costs Redis 7.0 about 15 random picks a member). Those
+      -- found are removed, said in one line of Redis's log. Returns the slots held
+      -- then, and whether any was freed (the caller comes back at once for more; a
+      -- full set of live holders waits for an outcome: no polling). Made at its first
+      -- use: no call that meets no full set makes it.
+      local VACATE_PAGE, VACATE_ROUNDS = 16, 4
+      local function vacate(running, held, most, holds, seed)
+        local freed, first = 0, nil
+        local at = string.format('%d', (tonumber(seed) or 0) % 16777216)
+        for _ = 1, VACATE_ROUNDS do
+          local page = tolerant(false, 'SSCAN', running, at, 'COUNT', VACATE_PAGE)
+          if not page then break end
+          local gone = {}
+          for _, member in ipairs(page[2]) do
+            if not holds(member) then gone[#gone + 1] = member end
+          end
+          if gone[1] then
+            tolerant(0, 'SREM', running, unpack(gone))
+            freed, first = freed + #gone, first or gone[1]
+          end
+          if #gone < #page[2] or held - freed < most then break end
+          at = page[1]
+        end
+        if freed == 0 then return held, false end
+        redis.log(redis.LOG_WARNING, (string.gsub(
+          'minitask: freed ' .. freed .. ' slot(s) of ' .. running .. ' held by no task that'
+          .. ' holds one (first: ' .. string.sub(first, 1, 64) .. '): not minitask\'s',
+          '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
+        return held - freed, true
+      end
+      rawset(made, 'vacate', vacate)
+      return vacate
+    end
     if rawget(made, 'admit') then return nil end
     -- Starts a window from which a rate is paced alone, without a log (above)
     local PACED_FROM = 500
@@ -922,14 +998,14 @@ local function flow_control()
         running = prefix .. spec.limiter .. ':running'
         local held = tolerant(0, 'SCARD', running)
         if held >= spec.most then
-          -- a member whose lease is gone (data another hand removed) frees its slot here
-          for _, member in ipairs(tolerant({}, 'SMEMBERS', running)) do
-            if not tolerant(false, 'ZSCORE', leases, member) then
-              tolerant(0, 'SREM', running, member)
-              held = held - 1
-            end
-          end
-          if held >= spec.most then return false, -1 end
+          -- a member whose lease is gone (data another hand removed, an id planted)
+          -- frees its slot: a sample of them checked (flow_made.vacate); with some
+          -- freed and the set full still, tried again at once (to check more of them)
+          local freed
+          held, freed = flow_made.vacate(running, held, spec.most, function(member)
+            return tolerant(false, 'ZSCORE', leases, member)
+          end, now)
+          if held >= spec.most then return false, freed and now or -1 end
         end
       end
       local rated = spec.count > 0 and spec.window > 0
