@@ -29,7 +29,7 @@ from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .loop_acks import LoopAcks
 from .outages import beat_step, guarded, ride_outages_quietly, share_outages
 from .outcomes import Recorder
-from .pools.coroutines import AsyncioPool
+from .pools.coroutines import AsyncioPool, confirming
 from .pools.processes import ProcessPool
 from .pools.recycling import recycling_of
 from .pools.threads import ThreadPool
@@ -495,6 +495,6 @@ def check_redis(worker: Worker) -> None:
     durability = worker.broker.transport.durability
     replicas = connected_replicas(client) if durability.mode is not None else None
     warning = replica_warning(durability.mode, durability.min_replicas, replicas,
-                              durability.timeout)
+                              durability.timeout, confirming(worker.pool, worker.concurrency))
     if warning is not None:
         logger.warning("%s", warning)

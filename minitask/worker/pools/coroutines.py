@@ -55,6 +55,16 @@ CLOSE_WAIT = 1.0
 RESTART_SAID = 60.0
 
 
+def confirming(pool: str, concurrency: int) -> Tuple[int, str]:
+    """How many outcomes a worker of ``pool`` records at once when replicas are to
+    confirm each (``durability``), and why: those go through the asyncio pool's
+    recording threads, never its loop (``LoopAcks``), so they cap it."""
+    if pool == "asyncio":
+        threads = max(1, min(RECORDERS, concurrency))
+        return threads, f"its asyncio pool confirms outcomes on {threads} recording thread(s)"
+    return concurrency, "one per slot"
+
+
 class Raised:
     """What the task's code raised, carried as a value past asyncio's machinery, which
     re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event loop (ending
