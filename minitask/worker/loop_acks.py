@@ -19,7 +19,8 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Callable, Dict, List, NamedTuple, Optional
+from collections import deque
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional
 
 from ..errors import BrokerError
 from ..stores.aio import twin_of
@@ -38,6 +39,10 @@ logger = logging.getLogger(__name__)
 #: Seconds the loop leaves outcomes to the recording threads after its round trip
 #: failed (an outage: they ride it, with backoff, and the loop does not race them).
 REST = 1.0
+#: Most connections the loop opens to Redis: one a round trip in flight, as many as
+#: the recording threads would have had twice over (a pool of 10,000 slots whose
+#: attempts all end at once must not open 10,000).
+MOST_LINKS = 8
 #: Most bytes read from the connection at once.
 READ_SIZE = 65536
 
@@ -59,10 +64,16 @@ class LoopLink:
     """Connections of one event loop to the broker's Redis for packed commands: one
     written, its reply read, on a connection no other call uses meanwhile."""
 
-    def __init__(self, make: Callable[[], Any], timeout: Optional[float]) -> None:
+    def __init__(self, make: Callable[[], Any], timeout: Optional[float],
+                 most: int = MOST_LINKS) -> None:
         self._make = make
         self._timeout = timeout
         self._free: List[Any] = []
+        #: Connections open (free or in use), at most ``most``; the calls waiting
+        #: for one to come free, in turn.
+        self._open = 0
+        self._most = most
+        self._waiting: Deque["asyncio.Future[Any]"] = deque()
         try:
             import hiredis
         except ImportError:  # redis-py's own parser (its read_response) instead
@@ -77,7 +88,7 @@ class LoopLink:
         it is carried on once the reply came, as ``Cancelled``. Anything failing
         closes the connection (a reply left unread must not answer the next command).
         """
-        link = self._free.pop() if self._free else await self._connect()
+        link = self._free.pop() if self._free else await self._take()
         loop = asyncio.get_running_loop()
         writer = link[1]
         guard = (None if self._timeout is None else
@@ -100,13 +111,49 @@ class LoopLink:
         finally:
             if guard is not None:
                 guard.cancel()
-        self._free.append(link)
+        self._give(link)
         if cancelled:
             raise Cancelled(reply)
         return reply
 
-    @staticmethod
-    async def _drop(link: Any) -> None:
+    async def _take(self) -> Any:
+        """A new connection, or once ``most`` are open, the next to come free."""
+        if self._open < self._most:
+            self._open += 1
+            try:
+                return await self._connect()
+            except BaseException:
+                self._lost()
+                raise
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiting.append(waiter)
+        try:
+            return await waiter
+        except asyncio.CancelledError:  # handed one as the cancel came: not lost
+            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
+                self._give(waiter.result())
+            raise
+
+    def _give(self, link: Any) -> None:
+        """A connection free again: to the first call still waiting, else kept."""
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():  # (one cancelled meanwhile is passed over)
+                waiter.set_result(link)
+                return
+        self._free.append(link)
+
+    def _lost(self) -> None:
+        """A connection closed: a call waiting for one opens its own."""
+        self._open -= 1
+        while self._waiting:
+            waiter = self._waiting.popleft()
+            if not waiter.done():
+                waiter.set_exception(ConnectionError("a connection of the pool failed"))
+                return
+
+    async def _drop(self, link: Any) -> None:
+        self._lost()
         try:
             await link[0].disconnect(nowait=True)
         except Exception as exc:  # closed already: nothing to keep
