@@ -22,6 +22,8 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional
 
+from redis.exceptions import ResponseError
+
 from ..errors import BrokerError
 from ..stores.aio import twin_of
 from ..stores.queue import FetchResult
@@ -79,7 +81,6 @@ class LoopLink:
         except ImportError:  # redis-py's own parser (its read_response) instead
             self._reader_class: Optional[Callable[[], Any]] = None
         else:
-            from redis.exceptions import ResponseError
             self._reader_class = lambda: hiredis.Reader(replyError=ResponseError)
 
     async def exchange(self, packed: bytes) -> Any:
@@ -111,28 +112,39 @@ class LoopLink:
         finally:
             if guard is not None:
                 guard.cancel()
-        self._give(link)
+        self._give(link)  # a whole reply read, an error too: the connection is in step
+        error = reply if isinstance(reply, Exception) else None
         if cancelled:
-            raise Cancelled(reply)
+            raise Cancelled(None if error else reply, error)
+        if error is not None:
+            raise error
         return reply
 
     async def _take(self) -> Any:
-        """A new connection, or once ``most`` are open, the next to come free."""
-        if self._open < self._most:
-            self._open += 1
+        """A new connection, or once ``most`` are open, the next to come free (or the
+        room one closed leaves, to open another)."""
+        while True:
+            if self._free:
+                return self._free.pop()
+            if self._open < self._most:
+                self._open += 1
+                try:
+                    return await self._connect()
+                except BaseException:
+                    self._lost()
+                    raise
+            waiter: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+            self._waiting.append(waiter)
             try:
-                return await self._connect()
-            except BaseException:
-                self._lost()
+                link = await waiter
+            except asyncio.CancelledError:  # handed one as the cancel came: not lost
+                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                    self._give(waiter.result())
+                elif waiter.done() and not waiter.cancelled():
+                    self._lost(closed=False)  # the room it was given goes to the next
                 raise
-        waiter = asyncio.get_running_loop().create_future()
-        self._waiting.append(waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:  # handed one as the cancel came: not lost
-            if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
-                self._give(waiter.result())
-            raise
+            if link is not None:
+                return link
 
     def _give(self, link: Any) -> None:
         """A connection free again: to the first call still waiting, else kept."""
@@ -143,13 +155,15 @@ class LoopLink:
                 return
         self._free.append(link)
 
-    def _lost(self) -> None:
-        """A connection closed: a call waiting for one opens its own."""
-        self._open -= 1
+    def _lost(self, closed: bool = True) -> None:
+        """A connection closed (or the room it left passed on): the first call still
+        waiting opens one of its own."""
+        if closed:
+            self._open -= 1
         while self._waiting:
             waiter = self._waiting.popleft()
             if not waiter.done():
-                waiter.set_exception(ConnectionError("a connection of the pool failed"))
+                waiter.set_result(None)
                 return
 
     async def _drop(self, link: Any) -> None:
@@ -162,7 +176,10 @@ class LoopLink:
     async def _read(self, link: Any) -> Any:
         connection, _, stream, parser = link
         if parser is None:
-            return await connection.read_response()
+            try:
+                return await connection.read_response()
+            except ResponseError as exc:  # an error reply, read whole: returned, as hiredis does
+                return exc
         reply = parser.gets()
         while reply is False:
             data = await stream.read(READ_SIZE)
@@ -170,8 +187,6 @@ class LoopLink:
                 raise ConnectionError("Redis closed the connection")
             parser.feed(data)
             reply = parser.gets()
-        if isinstance(reply, Exception):
-            raise reply
         return reply
 
     async def _connect(self) -> Any:

@@ -43,3 +43,33 @@ def test_many_round_trips_at_once_share_a_few_connections(
     assert max(most) <= 3, most
     assert MOST_LINKS <= 16  # (the pool's own bound stays a handful)
     watcher.close()
+
+
+def test_round_trips_waiting_for_a_connection_are_served_when_others_fail(
+        start_redis: Callable[..., RedisServer]) -> None:
+    """Error replies keep their connection; a connection that fails (Redis closed it:
+    QUIT) leaves its room to a waiting round trip, which opens its own. None waits for
+    ever (it did: a failed connection woke nobody, and its waiters hung)."""
+    server = start_redis()
+    host, port = "127.0.0.1", server.port
+    unknown = b"*3\r\n$7\r\nEVALSHA\r\n$40\r\n" + b"0" * 40 + b"\r\n$1\r\n0\r\n"
+    quit_command = b"*1\r\n$4\r\nQUIT\r\n"
+
+    async def main() -> List[object]:
+        link = LoopLink(lambda: redis.asyncio.Connection(host=host, port=port), 10.0, most=2)
+        commands = [(unknown, quit_command, PING)[index % 3] for index in range(60)]
+        try:
+            return list(await asyncio.wait_for(asyncio.gather(
+                *(link.exchange(command) for command in commands), return_exceptions=True),
+                60))
+        finally:
+            await link.close()
+
+    replies = asyncio.run(main())
+    assert len(replies) == 60
+    refused = [reply for reply in replies if isinstance(reply, redis.ResponseError)]
+    assert refused and all("NOSCRIPT" in str(reply) for reply in refused)
+    assert b"PONG" in replies and b"OK" in replies
+    for reply in replies:  # each a reply, an error reply, or its connection's failure
+        assert reply in (b"PONG", b"OK") or isinstance(reply, (redis.ResponseError,
+                                                               ConnectionError, OSError)), reply
