@@ -5,8 +5,10 @@ slot, leases work from the source, and hands it here; the heartbeat thread renew
 leases; the stop gives back what is left. This pool runs each attempt as a task on an
 event loop in a thread of its own: an ``async def`` task is awaited there (cancelled at
 its ``timeout``, or when ``cancel(running=True)`` asks), a plain function runs in the
-pool's executor so that it cannot block the loop. Outcomes are recorded by a few
-threads beside the loop, never on it: recording waits for Redis.
+pool's executor so that it cannot block the loop. A plain success is recorded from
+the loop without blocking it (``worker/loop_acks.py``: its ack and the next fetch
+on an asyncio connection); every other outcome, and one whose round trip there
+failed, by a few threads beside the loop: recording it may wait for Redis.
 
 The dispatcher leases up to as many tasks as slots are free in one round trip (at
 least ``prefetch``): they start at once, so order is kept as well as with one fetch per
