@@ -82,14 +82,23 @@ def skew_warning(skew_ms: Optional[int], whose: str, corrected: bool = False) ->
 
 
 def replica_warning(mode: Optional[str], wanted: int, replicas: Optional[int],
-                    timeout: float) -> Optional[str]:
-    """What to say of a durability setting the primary's replicas cannot meet."""
+                    timeout: float, at_once: Optional[Tuple[int, str]] = None) -> Optional[str]:
+    """What to say of a durability setting the primary's replicas cannot meet;
+    ``at_once``: how many outcomes the worker saying it waits for at once, and why
+    (none given: a worker's slots, as ``minitask status`` says it)."""
     if mode is None or replicas is None or replicas >= wanted:
         return None
+    if at_once is None:
+        pace = ("a worker's slots each record one outcome at a time (its asyncio pool at "
+                "most four at once)")
+    else:
+        count, why = at_once
+        pace = (f"this worker records at most {count} at once ({why}), about "
+                f"{count / timeout:.3g} task(s) a second")
     return (f"durability={mode!r} asks {wanted} replica(s) to confirm each write, but the "
             f"primary has {replicas}: every confirmed enqueue and outcome waits its whole "
-            f"durability_timeout ({timeout:g} s), about one task a second per slot, and "
-            f"then fails or is logged unconfirmed")
+            f"durability_timeout ({timeout:g} s) and then fails or is logged unconfirmed; "
+            f"{pace}")
 
 
 def bulk_limit(client: Any) -> int:

@@ -51,18 +51,28 @@ def async_client_for(client: Any, description: str) -> AsyncClient:
         ConfigurationError: the client is a Redis Cluster or Sentinel client, or
             one whose connections minitask cannot mirror; pass ``async_broker=``.
     """
-    pool = getattr(client, "connection_pool", None)
-    twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
-    if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
-            pool) is not redis.ConnectionPool:
+    mirrored = twin_of(client)
+    if mirrored is None:
         raise ConfigurationError(
             f"async producers cannot mirror the broker client of {description} (a Redis "
             f"Cluster, Sentinel or custom client): pass a redis.asyncio client as "
             f"Minitask(..., async_broker=...)")
+    twin, kwargs = mirrored
+    return _client_of(twin, client.connection_pool.max_connections, kwargs)
+
+
+def twin_of(client: Any) -> Optional[Tuple[Any, Dict[str, Any]]]:
+    """The ``redis.asyncio`` connection class and arguments that mirror a plain blocking
+    client's connections; None for any other client (a cluster, Sentinel, custom)."""
+    pool = getattr(client, "connection_pool", None)
+    twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
+    if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
+            pool) is not redis.ConnectionPool:
+        return None
     kwargs = dict(pool.connection_kwargs)
     for blocking_only in ("retry", "redis_connect_func", "credential_provider"):
         kwargs.pop(blocking_only, None)
-    return _client_of(twin, pool.max_connections, kwargs)
+    return twin, kwargs
 
 
 def _client_of(connection_class: Any, max_connections: int, kwargs: Dict[str, Any]) -> Any:

@@ -189,20 +189,11 @@ class ResultStore(Store):
         (ack_fetch.lua), which costs Redis a script call and six keys less.
         """
         groups = self._ack_groups(acks)
-        what = self._ack_then_what.get(then[1])
-        if what is None:  # the same words for every call of the drain loop: made once
-            what = self._ack_then_what[then[1]] = f"record results and fetch from queue {then[1]!r}"
-        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and len(groups) == 1 \
-                and then[1] in groups:
-            group = groups[then[1]]
-            reply = self.transport.run_calls([self._ack_fetch_call(group, then)], what)[0]
-            held = [False] * len(acks)
-            for entry, flag in zip(group, text(reply[-1])):  # ack.lua's, as digits
-                held[entry[0]] = flag == "1"
-            if isinstance(reply[0], Exception):  # the fetch refused, the acks written
-                return held, broker_error(reply[0], what, self.transport.description,
-                                          script="fetch")
-            return held, reply[:-1]
+        what = self.ack_then_what(then[1])
+        joined = self.ack_fetch_call(acks, then, groups)
+        if joined is not None:
+            reply = self.transport.run_calls([joined], what)[0]
+            return self.ack_fetch_reply(reply, len(acks), what)
         calls = self._ack_calls(groups)
         # a refused ``then`` (its queue's data) leaves the acks standing: its BrokerError
         # comes in its place, for the caller; a refused ack is raised, as ever
@@ -211,6 +202,38 @@ class ResultStore(Store):
             if isinstance(reply, BrokerError):
                 raise reply
         return self._held(groups, replies[:len(calls)], len(acks)), replies[-1]
+
+    def ack_then_what(self, queue: str) -> str:
+        """What a failed ``ack_then`` says it did (the same words for every call of
+        the drain loop: made once a queue)."""
+        what = self._ack_then_what.get(queue)
+        if what is None:
+            what = self._ack_then_what[queue] = f"record results and fetch from queue {queue!r}"
+        return what
+
+    def ack_fetch_call(self, acks: Sequence[Ack], then: ScriptCall,
+                       groups: Optional[Dict[str, _Group]] = None) -> Optional[ScriptCall]:
+        """``ack_then``'s one call (ack_fetch.lua), for a caller that sends it itself (the
+        asyncio pool's loop), or None when the acks and the fetch do not make one (acks
+        of other queues, a fetch on the server's clock): ``ack_then`` sends those."""
+        groups = self._ack_groups(acks) if groups is None else groups
+        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and len(groups) == 1 \
+                and then[1] in groups:
+            return self._ack_fetch_call(groups[then[1]], then)
+        return None
+
+    def ack_fetch_reply(self, reply: Any, size: int, what: str) -> Tuple[List[bool], Any]:
+        """The reply of an ``ack_fetch_call`` of ``size`` acks: which leases were still
+        held, in the acks' order, and the fetch's reply (its BrokerError when Redis
+        refused the fetch alone, the acks written)."""
+        held = [False] * size
+        for index, flag in enumerate(text(reply[-1])):  # ack.lua's, as digits
+            if index < size:
+                held[index] = flag == "1"
+        if isinstance(reply[0], Exception):  # the fetch refused, the acks written
+            return held, broker_error(reply[0], what, self.transport.description,
+                                      script="fetch")
+        return held, reply[:-1]
 
     def _ack_fetch_call(self, group: _Group, fetch: ScriptCall) -> ScriptCall:
         """The acks of one queue and a fetch from it as one call (ack_fetch.lua)."""

@@ -93,6 +93,18 @@ class Holdings:
             self._buffer.extend(jobs)
             return True
 
+    def hold_first(self, queue: str, jobs: List[Job]) -> Tuple[bool, Optional[Job]]:
+        """``hold``, for the asyncio pool's loop (its slots share one thread, so no claim
+        by thread): whether held (not once closing), and the first job, to run now in
+        the slot whose outcome leased it; the rest are buffered."""
+        with self._lock:
+            if self._closing:
+                return False, None
+            for job in jobs:
+                self._leases[job.task_id] = (queue, job.delivery.priority)
+            self._buffer.extend(jobs[1:])
+            return True, jobs[0] if jobs else None
+
     def next_buffered(self, stop: threading.Event) -> Optional[Job]:
         """The task this thread claimed, else the next prefetched task, now the
         running one; None if closing or stopped."""

@@ -26,9 +26,10 @@ from .cancels import CancelWatch
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
+from .loop_acks import LoopAcks
 from .outages import beat_step, guarded, ride_outages_quietly, share_outages
 from .outcomes import Recorder
-from .pools.coroutines import AsyncioPool
+from .pools.coroutines import AsyncioPool, confirming
 from .pools.processes import ProcessPool
 from .pools.recycling import recycling_of
 from .pools.threads import ThreadPool
@@ -223,13 +224,16 @@ class Worker:
         slots: Optional[Slots] = None
         aio: Optional[AsyncioPool] = None
         on_grace_over: Optional[Callable[[], None]] = None
-        # the thread that records an outcome leases its next task in the same round trip
-        self._outcomes.batched = True
+        self._outcomes.batched = True  # an outcome's round trip leases the next task
         try:
             if self.pool == "asyncio":
+                quick = LoopAcks(self.app, self._outcomes, self._holdings, self._queues,
+                                 self._ticks, self._broadcasts, self._runner.observer.progress,
+                                 self._stop.event)
                 slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
                                           self.hooks, on_free=self._queues.lease_up_to,
-                                          follow_on=self.follow_on, give_back=self.give_back)
+                                          follow_on=self.follow_on, give_back=self.give_back,
+                                          quick=quick)
                 on_grace_over = aio.cancel_running
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:
@@ -322,11 +326,10 @@ class Worker:
                   on_stopping: Callable[[Optional[Job]], None]) -> None:
         """Serve tasks one at a time in this process (a process pool child).
 
-        ``on_start`` hears of each task before it runs, with its time limit,
-        ``on_end`` when its function returns, ``on_done`` once its outcome is
-        recorded (True: end now, between tasks, as on a stop); ``on_stopping``
-        hears, once a stop is asked, of the task still running.
-        """
+        ``on_start`` hears of each task before it runs, with its time limit, ``on_end``
+        when its function returns, ``on_done`` once its outcome is recorded (True: end
+        now, between tasks, as on a stop); ``on_stopping``, once a stop is asked, of
+        the task still running."""
         self._runner.on_start = on_start
         self._runner.on_end = on_end
         self._shutdown.on_stopping = on_stopping
@@ -348,8 +351,7 @@ class Worker:
                 else:
                     self._source.wait()
         finally:
-            # No task runs any more: end the heartbeat first, so that its own flush of
-            # outcomes cannot race the final flush and the give-back below.
+            # No task runs any more: the heartbeat ends first (its flush races none below)
             self._stop.request()
             self._heartbeat.end()
             self._outcomes.flush_last()
@@ -493,6 +495,6 @@ def check_redis(worker: Worker) -> None:
     durability = worker.broker.transport.durability
     replicas = connected_replicas(client) if durability.mode is not None else None
     warning = replica_warning(durability.mode, durability.min_replicas, replicas,
-                              durability.timeout)
+                              durability.timeout, confirming(worker.pool, worker.concurrency))
     if warning is not None:
         logger.warning("%s", warning)

@@ -112,10 +112,8 @@ class Recorder:
         whatever encoding the return value raises (an EncodeError, a registered type's
         encode function, a ``__repr__``: a KeyboardInterrupt or SystemExit too) is the
         attempt's failure, retried or dead by the task's options like any. Only the
-        writes to Redis, which run no code of the app's, raise out of here.
-        """
+        writes to Redis, which run no code of the app's, raise out of here."""
         now_ms = self._host.clock.now_ms()
-        task = self._host.tasks[message.task]
         if error is None:
             try:
                 outcome, ack = self._encoded(job, message, value, now_ms, duration)
@@ -135,7 +133,9 @@ class Recorder:
                 self.bury(job, message, problem, "its result cannot go on in its workflow")
                 return "failed", problem
             if self.batched:
-                self._defer_ack(job, ack)
+                fetch = self._defer_ack(job, ack)
+                if fetch is not None:
+                    self.record_waiting(fetch)
             else:
                 try:
                     if not self._record(lambda: self._host.broker.results.ack_many([ack])[0],
@@ -144,12 +144,24 @@ class Recorder:
                 except BrokerError as exc:  # Redis cannot take this result, ever
                     return self._unrecordable(job, message, exc, len(ack[2]), duration,
                                               told=False), exc
-            self._tell(job, outcome)
-            if logger.isEnabledFor(logging.INFO):  # else not even its names are built
-                logger.info("task %s %s succeeded in %.3f s", message.id, task.name,
-                            duration, extra=naming(message.id, task.name))
+            self._succeeded(job, message, outcome, duration)
             return "succeeded", None
         return self._failed(job, message, error, now_ms, duration), error
+
+    def put_aside(self, job: Job, message: Message, value: Any,
+                  duration: float) -> Optional[bool]:
+        """``finish`` of a batched success in no workflow, writing nothing (the asyncio
+        pool's loop): ``_defer_ack``'s answer; what encoding raised is raised."""
+        outcome, ack = self._encoded(job, message, value, self._host.clock.now_ms(), duration)
+        fetch = self._defer_ack(job, ack)
+        self._succeeded(job, message, outcome, duration)
+        return fetch
+
+    def _succeeded(self, job: Job, message: Message, outcome: Outcome, duration: float) -> None:
+        self._tell(job, outcome)
+        if logger.isEnabledFor(logging.INFO):  # else not even its names are built
+            logger.info("task %s %s succeeded in %.3f s", message.id, message.task,
+                        duration, extra=naming(message.id, message.task))
 
     def _encoded(self, job: Job, message: Message, value: Any, now_ms: int,
                  duration: float) -> Tuple[Outcome, Ack]:
@@ -384,24 +396,22 @@ class Recorder:
         if since is not None and time.monotonic() - since >= ACK_WINDOW:
             self.flush(fetch=False)
 
-    def _defer_ack(self, job: Job, ack: Ack) -> None:
-        """A child records outcomes in batches: while its buffer holds more tasks, for
-        up to ``ACK_WINDOW``; when the buffer runs dry, with its next fetch.
-        """
+    def _defer_ack(self, job: Job, ack: Ack) -> Optional[bool]:
+        """Put an outcome aside; None while the buffer holds more tasks, for up to
+        ``ACK_WINDOW``; else record them now: with the next fetch (True), or not."""
         deferred = self._holdings.defer_ack(job, ack)
         if deferred.more and time.monotonic() - deferred.since < ACK_WINDOW:
             if deferred.first:
                 self._wake()  # the heartbeat records them if the next task runs long
-            return
-        self.record_waiting(fetch=not deferred.more and not self._stop.is_set())
+            return None
+        return not deferred.more and not self._stop.is_set()
 
     def _unrecordable(self, job: Job, message: Optional[Message], refused: BrokerError,
                       size: int, duration: Optional[float], told: bool) -> str:
-        """Redis refused a success's result as no command it can read (one over its
-        ``proto-max-bulk-len``): sent again it would be refused again, holding the
-        writer for ever; the task is dead-lettered instead, saying so. Its workflow
-        already went on with the value (``WorkflowSteps.succeeded`` comes first), so it
-        is not ended dead as well; ``told``: the listeners heard the success."""
+        """Redis refused a success's result as no command it can read (over its
+        ``proto-max-bulk-len``): sent again it would be refused again; the task is
+        dead-lettered instead, saying so, not ended dead in its workflow, which went on
+        with the value already; ``told``: the listeners heard the success."""
         name = message.task if message else "(undecodable)"
         error = ResultTooLarge(
             f"task {name!r} (id {job.task_id}): Redis refused its result of {size:,} bytes "
@@ -435,13 +445,9 @@ class Recorder:
 
 def bury_poisoned(host: Host, queue: str, task_id: str
                   ) -> Tuple[Optional[Message], BaseException]:
-    """Dead-letter a task that killed its worker ``max_deliveries`` times: a fetch
-    reports it instead of handing it out.
-
-    Returns:
-        Its message (None when it cannot be decoded) and the error it died of, for
-        the metrics and the ``task_dead`` hooks.
-    """
+    """Dead-letter a task that killed its worker ``max_deliveries`` times (a fetch
+    reports it instead of handing it out); its message (None when it cannot be
+    decoded) and the error it died of, for the metrics and the ``task_dead`` hooks."""
     error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
                          f"times (max_deliveries={host.max_deliveries})")
     outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",

@@ -58,6 +58,11 @@ class ProgressWriter:
         #: nothing to write nor keep, and takes no lock.
         self._reported = False
 
+    @property
+    def reported(self) -> bool:
+        """Whether any attempt here reported progress (``ended`` may write then)."""
+        return self._reported
+
     def reporter(self, message: Message) -> Report:
         """What ``set_progress`` of this attempt calls (made for every attempt, used by
         few: what only a report needs is worked out at the report)."""

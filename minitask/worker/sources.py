@@ -236,6 +236,12 @@ class QueueSource:
                                index))
         return held, result
 
+    def behind_acks_call(self) -> ScriptCall:
+        """The fetch from the first queue that ``ack_and_fetch`` sends behind outcomes,
+        for a caller that sends it itself (the asyncio pool's loop)."""
+        return self._host.broker.queues.fetch_call(self.queues[0], self._host.clock.now_ms(),
+                                                   self._terms())
+
     def _terms(self) -> FetchTerms:
         """The terms of a fetch behind outcomes, made again only when one changes."""
         terms = self._fetch_terms

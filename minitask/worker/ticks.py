@@ -160,6 +160,14 @@ class TickSource:
                  if entry.tick_ms is not None and entry.schedule is not None]
         return min(ticks) if ticks else None
 
+    def hands_on(self) -> bool:
+        """Whether a task leased behind an outcome may run next with no look at the
+        schedules (nothing due, as ``next_job`` first asks); it is then handed out."""
+        if self._now() < self._check_at and not self._stale:
+            self._busy = True
+            return True
+        return False
+
     def _handed(self, job: Optional[Job]) -> Optional[Job]:
         if job is not None:
             self._busy = True

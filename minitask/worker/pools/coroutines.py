@@ -5,8 +5,10 @@ slot, leases work from the source, and hands it here; the heartbeat thread renew
 leases; the stop gives back what is left. This pool runs each attempt as a task on an
 event loop in a thread of its own: an ``async def`` task is awaited there (cancelled at
 its ``timeout``, or when ``cancel(running=True)`` asks), a plain function runs in the
-pool's executor so that it cannot block the loop. Outcomes are recorded by a few
-threads beside the loop, never on it: recording waits for Redis.
+pool's executor so that it cannot block the loop. A plain success is recorded from
+the loop without blocking it (``worker/loop_acks.py``: its ack and the next fetch
+on an asyncio connection); every other outcome, and one whose round trip there
+failed, by a few threads beside the loop: recording it may wait for Redis.
 
 The dispatcher leases up to as many tasks as slots are free in one round trip (at
 least ``prefetch``): they start at once, so order is kept as well as with one fetch per
@@ -24,7 +26,7 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Coroutine, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, List, Optional, Tuple
 
 from ...context import TaskContext, running
 from ...errors import SoftTimeLimitExceeded, TimeLimitExceeded
@@ -39,6 +41,9 @@ from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
 from .watchdog import LoopWatch
 
+if TYPE_CHECKING:
+    from ..loop_acks import LoopAcks
+
 logger = own_logger(__name__)
 
 #: Most threads that record outcomes beside the loop: a round trip each, in parallel;
@@ -46,8 +51,20 @@ logger = own_logger(__name__)
 RECORDERS = 4
 #: Longest the pool waits for cancelled attempts to unwind once the grace is over.
 CANCEL_WAIT = 5.0
+#: Longest the pool waits for its loop to close its connections to Redis.
+CLOSE_WAIT = 1.0
 #: Seconds between two errors saying a task's code stopped the loop (it runs again).
 RESTART_SAID = 60.0
+
+
+def confirming(pool: str, concurrency: int) -> Tuple[int, str]:
+    """How many outcomes a worker of ``pool`` records at once when replicas are to
+    confirm each (``durability``), and why: those go through the asyncio pool's
+    recording threads, never its loop (``LoopAcks``), so they cap it."""
+    if pool == "asyncio":
+        threads = max(1, min(RECORDERS, concurrency))
+        return threads, f"its asyncio pool confirms outcomes on {threads} recording thread(s)"
+    return concurrency, "one per slot"
 
 
 class Raised:
@@ -93,8 +110,11 @@ class AsyncioPool(FixedSlots):
     def __init__(self, size: int, runner: Runner, recorder: Recorder, hooks: Hooks,
                  on_free: Optional[Callable[[int], None]] = None,
                  follow_on: Callable[[], Optional[Job]] = lambda: None,
-                 give_back: Callable[[Job], None] = lambda job: None) -> None:
+                 give_back: Callable[[Job], None] = lambda job: None,
+                 quick: "Optional[LoopAcks]" = None) -> None:
         super().__init__(size, on_free)
+        #: Records plain successes from the loop (None: every outcome off it).
+        self._quick = quick
         self._follow_on = follow_on
         #: Returns a leased job that will not run to its queue (a Redis round trip).
         self._give_back = give_back
@@ -194,6 +214,12 @@ class AsyncioPool(FixedSlots):
         hand them a step, which must not be left unrun with the attempt awaiting it."""
         self._closing = True
         self._watch.stop()
+        link = None if self._quick is None else self._quick.link
+        if link is not None and self._thread.is_alive():
+            try:  # its connections closed on the loop (bounded: a task may block it)
+                asyncio.run_coroutine_threadsafe(link.close(), self._loop).result(CLOSE_WAIT)
+            except Exception as exc:
+                logger.debug("the asyncio pool's connections were not closed: %s", exc)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=CANCEL_WAIT)
         if self._thread.is_alive():
@@ -358,9 +384,15 @@ class AsyncioPool(FixedSlots):
             if isinstance(value, Raised):
                 value, error = None, value.error
             duration = time.monotonic() - started
-            # one hop off the loop: the outcome, and the next job with it
-            concluded: Tuple[str, Optional[BaseException], Optional[Job]] = await self._record(
-                self._conclude, job, message, context, cancel, limit, value, error, duration)
+            quick = self._quick
+            concluded: Tuple[str, Optional[BaseException], Optional[Job]]
+            if (quick is not None and error is None and not cancel.is_set()
+                    and (limit is None or duration <= limit) and quick.takes(message)):
+                concluded = await self._on_loop(quick, job, message, context, cancel, limit,
+                                                value, duration)
+            else:  # one hop off the loop: the outcome, and the next job with it
+                concluded = await self._record(self._conclude, job, message, context, cancel,
+                                               limit, value, error, duration)
             status, error, following = concluded
             try:
                 await observer.apostrun(context, status, value, error)
@@ -372,6 +404,50 @@ class AsyncioPool(FixedSlots):
             self._holders.pop(outer, None)
             if inner is not None:
                 self._holders.pop(inner, None)
+
+    async def _on_loop(self, quick: "LoopAcks", job: Job, message: Message,
+                       context: TaskContext, cancel: threading.Event, limit: Optional[float],
+                       value: Any, duration: float
+                       ) -> Tuple[str, Optional[BaseException], Optional[Job]]:
+        """``_conclude`` of a plain success, from the loop (``LoopAcks``): no hop unless
+        its outcome waits with others and the buffer runs dry, or the round trip fails
+        (then a recording thread records it, through outages, as ``_conclude`` would)."""
+        try:
+            fetch = self._recorder.put_aside(job, message, value, duration)
+        except BaseException:  # the app's code encoding it: its failure, recorded off it
+            concluded: Tuple[str, Optional[BaseException], Optional[Job]] = await self._record(
+                self._conclude, job, message, context, cancel, limit, value, None, duration)
+            return concluded
+        self._runner.observer.ended(context, message, "succeeded", value, None, duration)
+        if fetch is None:  # put aside with more buffered: the next one of them
+            following = None if self._shutting_down else quick.next_job()
+            if following is None:
+                following = await self._record(self._next)
+        elif not fetch:  # the worker stops, or tasks left: recorded with no fetch
+            following = await self._record(self._then_next, self._recorder.record_waiting,
+                                           False)
+        else:
+            answer = await quick.record()
+            following = answer.job
+            if answer.how == "next":
+                following = await self._record(self._next)
+            elif answer.how == "flush":
+                following = await self._record(self._then_next, self._recorder.record_waiting,
+                                               True)
+            elif answer.how == "take":
+                following = await self._record(self._then_next, quick.take, answer.result)
+            if answer.cancelled:  # as ``_record`` carries a cancel on, the outcome recorded
+                if self._shutting_down:
+                    if following is not None:
+                        await self._return(following)
+                    raise asyncio.CancelledError
+                self._absorb()
+        return "succeeded", None, following
+
+    def _then_next(self, step: Callable[..., Any], *args: Any) -> Optional[Job]:
+        """In a recording thread: ``step``, then the slot's next job."""
+        step(*args)
+        return self._next()
 
     def _conclude(self, job: Job, message: Message, context: TaskContext,
                   cancel: threading.Event, limit: Optional[float], value: Any,

@@ -1,0 +1,53 @@
+"""The asyncio pool records plain successes from its event loop (worker/loop_acks.py):
+its connections killed again and again while it drains (CLIENT KILL, as a failover or
+a proxy would) lose no task and leave nothing leased; the recording threads take over
+each outcome whose round trip failed, as they ride any outage."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+
+import redis
+
+from minitask import Minitask
+from minitask.broker.keys import queue_keys
+from tests.support.servers import RedisServer
+
+DEADLINE = 120.0
+TASKS = 600
+
+
+def test_connections_killed_mid_drain_lose_no_outcome(
+        start_redis: Callable[..., RedisServer]) -> None:
+    server = start_redis()
+    app = Minitask("loopkills", broker=server.url)
+
+    @app.task
+    async def double(index: int) -> int:
+        return 2 * index
+
+    handles = [double.delay(index) for index in range(TASKS)]
+    killer = redis.Redis.from_url(server.url)
+    worker = app.worker(pool="asyncio", concurrency=4)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    kills = 0
+    thread.start()
+    try:
+        deadline = time.monotonic() + DEADLINE
+        keys = queue_keys("loopkills", "default")
+        while time.monotonic() < deadline and (
+                sum(killer.llen(ready) for ready in keys.ready) or killer.zcard(keys.leases)):
+            if kills < 40:
+                kills += int(killer.client_kill_filter(_type="normal", skipme=True) or 0) > 0
+            time.sleep(0.02)
+        results = [handle.get(timeout=DEADLINE) for handle in handles]
+    finally:
+        worker.stop()
+        thread.join(timeout=DEADLINE)
+        app.close()
+    assert not thread.is_alive()
+    assert kills > 0, "the connections were meant to be killed while it drained"
+    assert results == [2 * index for index in range(TASKS)]
+    assert killer.zcard(keys.leases) == 0
+    killer.close()
