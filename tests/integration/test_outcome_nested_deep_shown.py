@@ -17,10 +17,12 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
 from minitask.dashboard.web import Dashboard
+from tests.apps.foreign import build
 from tests.integration.test_foreign_scores_shown import app, cli  # noqa: F401  # fixture
 from tests.support.pages import get
 
-pytestmark = pytest.mark.integration
+# (the fixture imported adds the queue "other" to the app this mark builds)
+pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
 APP = "tests.apps.foreign"
 KEYS = queue_keys("foreign", "other")
