@@ -237,9 +237,10 @@ def _is_unprintable_or_space(char: str) -> bool:
 
 
 #: The keys of a queue named by a word alone: the field ``delayed`` is ``<base>delayed``.
-_PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "messages", "deliveries",
-          "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside", "recent", "flow",
-          "flow_due", "flow_dead", "flow_limiters", "flow_parked", "schedules", "ticks", "fired")
+_PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "lease_longest", "messages",
+          "deliveries", "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside",
+          "recent", "flow", "flow_due", "flow_dead", "flow_limiters", "flow_parked",
+          "schedules", "ticks", "fired")
 
 
 @dataclass(frozen=True)
@@ -257,6 +258,9 @@ class QueueKeys:
     sequence: str = field(init=False)
     cancelled: str = field(init=False)
     leases: str = field(init=False)
+    #: The longest lease a worker of the queue takes (its visibility timeout), as the
+    #: score of the member ``ms``: fetch.lua tells a lease no worker holds from it.
+    lease_longest: str = field(init=False)
     messages: str = field(init=False)
     deliveries: str = field(init=False)
     retrying: str = field(init=False)

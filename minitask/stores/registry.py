@@ -103,6 +103,26 @@ class WorkerRegistry(Store):
             if isinstance(reply, Exception):  # another type: this worker goes unlisted
                 ignored(where, f"it holds another type ({reply})")
 
+    def announce_leases(self, queues: List[str], lease_ms: int) -> None:
+        """Say, for each of ``queues`` (a worker's, its lanes too), that a lease of
+        it may last ``lease_ms`` (the worker's visibility timeout): each queue keeps
+        the longest any worker said, which its fetches read to tell a lease no
+        worker holds (a planted one, dated far ahead) from another worker's longer
+        one (fetch.lua). Said before the worker's first fetch, never taken back: a
+        longest outliving its worker only makes that check more lenient."""
+        if not queues:
+            return
+        with self.transport.errors("announce the worker's leases"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue in queues:
+                pipe.zadd(self.keys(queue).lease_longest, {"ms": lease_ms}, gt=True)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        for queue, reply in zip(queues, replies):
+            if isinstance(reply, Exception):  # another type: its fetches take no lease
+                # for foreign (fetch.lua), so no other worker's is taken for one
+                ignored(self.keys(queue).lease_longest, f"it holds another type ({reply})")
+
     def forget(self, worker: str) -> None:
         with self.transport.errors("unregister the worker"):
             pipe = self.transport.client.pipeline(transaction=False)

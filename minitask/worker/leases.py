@@ -209,6 +209,16 @@ class Leases:
         self._host = host
         self._holdings = holdings
         self.lease_ms = lease_ms
+        self._said = False
+
+    def say(self, queues: List[str]) -> None:
+        """Say how long these leases last, for ``queues`` (and lanes), once, before the
+        first fetch: each queue keeps the longest any worker said, so that no fetch
+        takes a lease of a worker of a longer visibility timeout for one no worker
+        holds (``WorkerRegistry.announce_leases``, fetch.lua)."""
+        if not self._said:
+            self._host.broker.registry.announce_leases(queues, self.lease_ms)
+            self._said = True
 
     def renew(self, now_ms: int) -> int:
         """Renew the leases of running tasks; how many are held."""

@@ -264,6 +264,7 @@ class Worker:
         log_banner(self)
         check_redis(self)
         self.broker.queues.register_queues(self.queues)
+        self._leases.say([*self.queues, *self._broadcasts.lanes.values()])
         register(self, self.app.clock.now_ms(), 0, [])  # listed now, not a beat later
         self._ticks.publish()
         self._broadcasts.subscribe()
@@ -374,11 +375,9 @@ class Worker:
         self._stop.request()
 
     def run_once(self) -> bool:
-        """Fetch at most one task and run it in this thread.
-
-        Returns:
-            True if a task ran, False if none was ready.
-        """
+        """Fetch at most one task and run it in this thread: True if one ran, False
+        if none was ready."""
+        self._leases.say([*self.queues, *self._broadcasts.lanes.values()])  # (once)
         job = guarded(self.fetch, "fetch tasks", self._stop.event)
         if job is None:
             return False

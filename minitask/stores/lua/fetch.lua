@@ -630,19 +630,34 @@ else
     if at < 0 or lease_end < at then at = lease_end end
   end
   -- A lease dated further ahead than any minitask writes is reclaimed as an expired
-  -- one. A worker takes a lease for its visibility_timeout (ARGV[2]) from its now,
-  -- and renews it for as long: one further ahead than the deadline this fetch would
-  -- write plus as long again, and an hour at least (another worker's longer
-  -- visibility_timeout, a clock ahead), is no lease a worker holds: a planted or
-  -- corrupt one (the year 2096, inf) would hold its task, and the max_running or
-  -- group_max_running slot it took, for ever after its worker died. Looked for here,
-  -- by a fetch that leased less than it asked for (an idle queue, or one whose tasks
-  -- such a slot holds back): one ZRANGE of the latest lease (a command more on every
-  -- fetch would cost it 10 %). At most ARGV[5] of them are made due long ago (their
-  -- band kept: a score of 0 to 9), said in Redis's log, and the caller fetches again
-  -- at once: that fetch reclaims them as it reclaims any expired lease.
+  -- one. A worker takes a lease for its visibility_timeout from its now, and renews
+  -- it for as long; each worker says, as it starts, how long that is in the queue's
+  -- lease_longest (ZADD GT: the longest of any worker's). A lease further ahead than
+  -- now plus that longest and as long again, an hour at least (a clock ahead), is no
+  -- lease a worker holds: a planted or corrupt one (the year 2096, inf) would hold
+  -- its task, and the max_running or group_max_running slot it took, for ever after
+  -- its worker died. Looked for here, by a fetch that leased less than it asked for
+  -- (an idle queue, or one whose tasks such a slot holds back): one ZRANGE of the
+  -- latest lease (a command more on every fetch would cost it 10 %), and the longest
+  -- read only when that lease is past this fetch's own lease length's bound (with
+  -- none said, this fetch's own is the longest; with one that cannot be read, a key
+  -- of another type, no lease is taken for foreign). At most ARGV[5] of
+  -- them are made due long ago (their band kept: a score of 0 to 9), said in Redis's
+  -- log, and the caller fetches again at once: that fetch reclaims them as it
+  -- reclaims any expired lease.
   local latest = tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2])
-  local bound = latest and (tonumber(deadline) + math.max(tonumber(ARGV[2]), 3600000)) * 10 + 9
+  local own = tonumber(ARGV[2])
+  local bound = latest and (tonumber(deadline) + math.max(own, 3600000)) * 10 + 9
+  if latest and latest > bound then
+    -- (derived from the leases key, under the same hash tag: 'leases' is its end)
+    local said = redis.pcall('ZSCORE', string.sub(KEYS[2], 1, -7) .. 'lease_longest', 'ms')
+    local longest = type(said) == 'string' and tonumber(said)
+    if said and not (longest and longest < math.huge) then
+      bound = math.huge
+    elseif longest and longest > own then
+      bound = (tonumber(deadline) - own + longest + math.max(longest, 3600000)) * 10 + 9
+    end
+  end
   if latest and latest > bound then
     local ahead = redis.call('ZRANGEBYSCORE', KEYS[2], string.format('(%.0f', bound), '+inf',
                              'WITHSCORES', 'LIMIT', '0', ARGV[5])
