@@ -26,6 +26,7 @@ from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, M
 from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout, cut_short,
                                  fsync_refused, has_waitaof, takes_command_name, waitaof_in)
 from ..broker.packing import ScriptCall
+from ..broker.pools import WaitingPool
 from ..broker.transport import text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DurabilityError
@@ -54,7 +55,7 @@ def async_client_for(client: Any, description: str) -> AsyncClient:
     pool = getattr(client, "connection_pool", None)
     twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
     if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
-            pool) is not redis.ConnectionPool:
+            pool) not in (redis.ConnectionPool, WaitingPool):
         raise ConfigurationError(
             f"async producers cannot mirror the broker client of {description} (a Redis "
             f"Cluster, Sentinel or custom client): pass a redis.asyncio client as "
@@ -121,7 +122,8 @@ class AsyncBroker:
             raise BrokerError(f"Redis failed to {what} on {self.description}: all the "
                               f"connections its async client may open are in use ({exc}); "
                               f"give async_broker= a redis.asyncio.BlockingConnectionPool, "
-                              f"which waits for one, or a larger max_connections") from exc
+                              f"which waits for one, or a larger max_connections",
+                              reason="pool exhausted") from exc
         except (redis.RedisError, OSError) as exc:
             raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
                               f"that the server is running and reachable") from exc
