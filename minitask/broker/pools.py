@@ -2,8 +2,8 @@
 
 redis-py's plain pool refuses a call the moment all its connections are in use
 ("Too many connections"), and minitask turned that into "is Redis running?".
-Two things filled it: the blocking reads of ``get()`` and ``join()``, each
-holding a connection for up to 5 s, and nothing else. So:
+What filled it were the blocking reads of ``get()`` and ``join()``, each holding
+a connection for up to 5 s: 100 threads waiting made every send fail. So:
 
 * a pool minitask makes (from a broker URL) waits for a connection to come
   back, up to its ``timeout`` (``POOL_WAIT`` unless the URL's ``?timeout=``
