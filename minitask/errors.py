@@ -104,7 +104,9 @@ class BrokerError(MinitaskError):
     ``reason`` says which, so that a caller can tell an outage (``unreachable``)
     from a refusal that waiting will not end: ``auth``, ``permission``, ``out of
     memory``, ``read-only``, ``script``, ``wrong type``, ``protocol`` (Redis could
-    not read a command, as one over its ``proto-max-bulk-len``) or ``error``.
+    not read a command, as one over its ``proto-max-bulk-len``) or ``error``; or
+    ``pool exhausted``: every connection of the client's pool stayed in use while
+    the call waited for one (the client's limit, not the server's).
     """
 
     def __init__(self, message: str, *, reason: str = "error") -> None:
@@ -217,6 +219,13 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
             "a key of minitask holds another type than minitask keeps there (data it did "
             "not write): inspect the queue's keys (minitask:{app:queue}:*), then rename or "
             "delete the one of another type")
+    if "MaxConnectionsError" in names or "No connection available" in text:
+        # the client's own limit, not the server's: a wait (or a larger pool) ends it
+        return "pool exhausted", (
+            "every connection of the Redis client's pool is in use (Redis itself is not "
+            "at fault): raise the pool's max_connections (?max_connections=N in the broker "
+            "URL, 100 by default; ?timeout=S sets how long a call waits for a free one) "
+            "and Redis's maxclients to match, or make fewer calls at once")
     if ({"ConnectionError", "TimeoutError", "RedisClusterException", "OSError"} & names):
         return "unreachable", "is Redis running and reachable?"
     return "error", ""

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union,
                     cast)
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import redis
 from redis.cluster import ClusterNode
@@ -23,6 +23,7 @@ from redis.sentinel import Sentinel
 
 from ..errors import BrokerError, ConfigurationError, MinitaskError, broker_error
 from . import embedded
+from .pools import WaitingSentinelPool, waiting_client
 
 ENV_VAR = "MINITASK_BROKER_URL"
 
@@ -167,7 +168,7 @@ def broker_errors(what: str, description: str) -> Iterator[None]:
 
 def _embedded(path: str | None) -> Connection:
     server = embedded.start(path)
-    client = redis.Redis(unix_socket_path=server.socket_path, **_UNIX_OPTIONS)
+    client = waiting_client(f"unix://{quote(server.socket_path)}", **_UNIX_OPTIONS)
     return Connection(client, f"embedded development broker at {server.data_dir}",
                       is_embedded=True)
 
@@ -209,8 +210,9 @@ def _from_url(url: str) -> Connection:
 
 def _standalone(url: str) -> Client:
     options = _UNIX_OPTIONS if url.lower().startswith("unix://") else _TCP_OPTIONS
-    # redis-py lets options in the URL's query win over these keyword defaults.
-    return redis.Redis.from_url(url, **options)
+    # redis-py lets options in the URL's query win over these keyword defaults;
+    # ?max_connections= sizes the pool, ?timeout= bounds a call's wait for one of them
+    return waiting_client(url, **options)
 
 
 def _cluster(url: str) -> Client:
@@ -244,7 +246,8 @@ def _sentinel(url: str) -> Client:
     # redis-py leaves Sentinel unannotated.
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         nodes, sentinel_kwargs=sentinel_options, **master_options)
-    client: redis.Redis = sentinel.master_for(segments[0])  # type: ignore[no-untyped-call]
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        segments[0], connection_pool_class=WaitingSentinelPool)
     return client
 
 

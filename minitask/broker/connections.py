@@ -132,17 +132,22 @@ def _made_uncounted(pool: Any) -> Any:
     (``max_connections``, 100 by default), yet a thread's own is never handed
     out by the pool: counted, a thread pool at -c 50 took half the cap, and the
     calls that go through the pool (a stop's give-backs from every thread at
-    once) were refused with "Too many connections". Made and taken off under the
-    pool's lock, so that threads starting together never meet a full count. A
-    pool with no such count (a blocking pool caps what it hands out) is left alone.
+    once) were refused with "Too many connections". Nor is one refused when the
+    pool's connections are all in use (100 threads waiting in ``get()`` made every
+    ``delay()`` of another thread fail): the count is set aside while it is made,
+    under the pool's lock, so that threads starting together never meet a full
+    count. A pool with no such count (a blocking pool caps what it hands out) is
+    left alone.
     """
     lock = getattr(pool, "_lock", None)
     if lock is None or not isinstance(getattr(pool, "_created_connections", None), int):
         return pool.make_connection()
     with lock:
-        connection = pool.make_connection()
-        pool._created_connections = max(0, pool._created_connections - 1)
-    return connection
+        counted, pool._created_connections = pool._created_connections, 0
+        try:
+            return pool.make_connection()
+        finally:
+            pool._created_connections = counted
 
 
 class _Local(threading.local):

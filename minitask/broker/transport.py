@@ -24,6 +24,7 @@ from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
                          needs_confirmation, read_confirmation)
 from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
+from .pools import ResultWaits
 from .waits import Blocked, Waits
 
 logger = own_logger(__name__)
@@ -63,6 +64,8 @@ class Transport:
         self.description = description or repr(client)
         self.connections = Connections(client)
         self._waits = Waits(self.connections, self._packed_script)
+        #: the blocking reads of results, on connections apart from those that send
+        self.result_waits = ResultWaits(client)
         self._sources: Dict[str, str] = {}
         self._scripts: Dict[str, Any] = {}
         self._packed: Dict[Tuple[str, str], PackedScript] = {}
@@ -307,7 +310,16 @@ class Transport:
         """
         self.connections.disconnect_all()
         with self.errors("close the connections"):
+            self.result_waits.close()
             self.client.close()
+
+    def wait_result(self, key: str, seconds: float, what: str) -> Optional[bytes]:
+        """The kept result at ``key`` (a list of one), read without taking it, once it
+        exists; None when ``seconds`` pass first. Blocks on a connection of the
+        result waits' own (``pools.ResultWaits``), never on one that sends."""
+        with self.errors(what):
+            found = self.result_waits.read(key, seconds)
+        return found if isinstance(found, bytes) else None
 
     def wait(self, keys: List[str], timeout: float, *, interrupt: Optional[int] = None,
              then: Optional[ScriptCall] = None,

@@ -26,6 +26,7 @@ from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, M
 from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout, cut_short,
                                  fsync_refused, has_waitaof, takes_command_name, waitaof_in)
 from ..broker.packing import ScriptCall
+from ..broker.pools import WaitingPool
 from ..broker.transport import text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DurabilityError
@@ -67,7 +68,7 @@ def twin_of(client: Any) -> Optional[Tuple[Any, Dict[str, Any]]]:
     pool = getattr(client, "connection_pool", None)
     twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
     if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
-            pool) is not redis.ConnectionPool:
+            pool) not in (redis.ConnectionPool, WaitingPool):
         return None
     kwargs = dict(pool.connection_kwargs)
     for blocking_only in ("retry", "redis_connect_func", "credential_provider"):
@@ -131,7 +132,8 @@ class AsyncBroker:
             raise BrokerError(f"Redis failed to {what} on {self.description}: all the "
                               f"connections its async client may open are in use ({exc}); "
                               f"give async_broker= a redis.asyncio.BlockingConnectionPool, "
-                              f"which waits for one, or a larger max_connections") from exc
+                              f"which waits for one, or a larger max_connections",
+                              reason="pool exhausted") from exc
         except (redis.RedisError, OSError) as exc:
             raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
                               f"that the server is running and reachable") from exc

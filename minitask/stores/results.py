@@ -407,11 +407,7 @@ class ResultStore(Store):
         """Block until the task's outcome exists (at most ``timeout`` seconds, capped)."""
         key = self.keys(queue).result(task_id)
         seconds = min(max(timeout, 0.002), block_cap(self.transport.client))
-        with self.transport.errors(f"wait for the result of {task_id}"):
-            # Moving the single element onto the same list reads it without consuming it.
-            found = self.transport.client.blmove(
-                key, key, round(seconds, 3), "RIGHT", "LEFT")  # type: ignore[arg-type]
-        return found if isinstance(found, bytes) else None
+        return self.transport.wait_result(key, seconds, f"wait for the result of {task_id}")
 
     def find_queue(self, task_id: str, queues: Sequence[str]) -> Optional[str]:
         """The first queue among ``queues`` that knows ``task_id``, if any: the first
