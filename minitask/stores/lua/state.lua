@@ -5,8 +5,9 @@
 -- Returns: {state, encoded outcome or false}; state is one of running,
 -- scheduled, retrying, dead, queued, finished, unknown; or {'unreadable', key,
 -- the type it holds, the type minitask keeps there}; or {'too large', key, its
--- length}: a result or retry note longer than ARGV[2] (no minitask wrote it) is
--- measured and never read (a planted 20 MB result was read whole by every status()).
+-- length}: a result longer than ARGV[2] (no minitask wrote it) is measured and never
+-- read (a planted 20 MB result was read whole by every status()); a retry note that
+-- long is not read either (retrying, with no note).
 -- Data minitask did not write (lib.lua): a key of another type holds none of
 -- minitask's tasks (a script that would add one refuses), so the task is looked for
 -- in the others. The queue's keys are every task's: one of them broken says nothing
@@ -31,8 +32,9 @@ end
 
 if read(1, 'ZSCORE', id) then return {'running', false} end
 if read(2, 'ZSCORE', id) then
+  -- a note longer than minitask writes is not read: the task is retrying all the same
   local length = read(3, 'HSTRLEN', id) or 0
-  if length > most then return {'too large', KEYS[3], length} end
+  if length > most then return {'retrying', false} end
   local note = length > 0 and read(3, 'HGET', id)
   if note then return {'retrying', note} end
   return {'scheduled', false}
