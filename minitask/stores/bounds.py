@@ -56,14 +56,18 @@ class TooLarge:
         return f"TooLarge({self.length})"
 
 
-def too_large(key: str, field: Any, length: int, most: Optional[int] = None) -> str:
+def too_large(key: str, field: Any, length: int, most: Optional[int] = None, *,
+              length_last: bool = False) -> str:
     """Why a value of ``key`` (a hash's ``field``, or None) is not read, said once in
-    the log; the text a listing or a record shows in its place."""
+    the log; the text a listing or a record shows in its place (``length_last``: its
+    length at the end, as a dead letter's unreadable record says it)."""
     where = f"key {printable(key)}" + ("" if field is None else
                                        f" field {printable(field)[:200]!r}")
     bound = "any" if most is None else f"the {most:,} bytes"
     ignored(key, f"a value of {length:,} bytes, longer than {bound} minitask writes "
                  f"there, is not read")
+    if length_last:
+        return f"{where} is too large, not read ({length:,} bytes)"
     return f"{where} is too large ({length:,} bytes, not read)"
 
 
@@ -105,10 +109,11 @@ def read_fields(transport: Transport, asks: Sequence[Ask], what: str) -> List[Fi
     return fields_of(asks, transport.run(name, tail[:dynamic], tail[dynamic:], what))
 
 
-def value_or_note(key: str, field: Any, found: Field, most: int) -> Tuple[Optional[bytes], str]:
+def value_or_note(key: str, field: Any, found: Field, most: int, *,
+                  length_last: bool = False) -> Tuple[Optional[bytes], str]:
     """A field ``read_fields`` read, as (its value or None, why it is not read: '')."""
     if isinstance(found, TooLarge):
-        return None, too_large(key, field, found.length, most)
+        return None, too_large(key, field, found.length, most, length_last=length_last)
     return (found if isinstance(found, bytes) else None), ""
 
 

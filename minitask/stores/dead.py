@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
@@ -66,14 +66,6 @@ def _other_type(key: str) -> str:
     return f"key {key} holds another type than a hash (no minitask wrote it)"
 
 
-def _values(key: str, reply: Any, count: int) -> Tuple[List[Optional[bytes]], str]:
-    """The values an HMGET of ``count`` fields of ``key`` read, and '', or ``count``
-    Nones and why, when ``key`` is of another type (a pipeline's refusal)."""
-    if isinstance(reply, Exception):
-        return [None] * count, _other_type(key)
-    return list(reply) if reply is not None else [None] * count, ""
-
-
 def _no_time(key: str, score: float) -> str:
     """What is wrong with a dead letter's score ('' when it is a time minitask writes)."""
     return time_in(key, score, "time of death")[1]
@@ -105,7 +97,7 @@ class DeadLetterStore(Store):
                 return []
             raw = [task_id for task_id, _ in entries]
         bodies, _, large = self._values(k.messages, raw, self.bounds.message)
-        infos, problem, large_infos = self._values(k.dead_info, raw, self.bounds.outcome)
+        infos, problem, large_infos = self._values(k.dead_info, raw, self.bounds.outcome, True)
         # an id that is not UTF-8 (no minitask wrote it) is shown escaped
         return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
                            body, info, _no_time(k.dead, score), problem or large_info,
@@ -113,17 +105,19 @@ class DeadLetterStore(Store):
                 for (task_id, score), body, info, large_body, large_info
                 in zip(entries, bodies, infos, large, large_infos)]
 
-    def _values(self, key: str, fields: Sequence[bytes],
-                most: int) -> Tuple[List[Optional[bytes]], str, List[str]]:
+    def _values(self, key: str, fields: Sequence[bytes], most: int,
+                records: bool = False) -> Tuple[List[Optional[bytes]], str, List[str]]:
         """The values of ``fields`` of ``key``, each read only when no longer than
         ``most`` (hash_fields.lua, one round trip): the values (None: none, or not
         read), why none is read when ``key`` is of another type, and why each is not
-        read when too large ('')."""
+        read when too large ('': read; ``records``: its length last, as a dead
+        letter's unreadable record says it)."""
         found = read_fields(self.transport, [(key, field, most) for field in fields],
                             f"read dead letters in key {printable(key)}")
         if any(isinstance(value, Exception) for value in found):
             return [None] * len(fields), _other_type(key), [""] * len(fields)
-        read = [value_or_note(key, field, value, most) for field, value in zip(fields, found)]
+        read = [value_or_note(key, field, value, most, length_last=records)
+                for field, value in zip(fields, found)]
         return [value for value, _ in read], "", [why for _, why in read]
 
     def heads(self, queue: str, limit: int, most: int) -> List[DeadHead]:
@@ -142,7 +136,8 @@ class DeadLetterStore(Store):
             # None: longer than minitask writes, measured and not read
             body, info = bodies[index], infos[index]
             problem = (_other_type(k.dead_info) if info_length == -2 else too_large(
-                k.dead_info, task_id, info_length, bounds.outcome) if info is None else "")
+                k.dead_info, task_id, info_length, bounds.outcome, length_last=True)
+                if info is None else "")
             found.append(DeadHead(task_id.decode(errors="backslashreplace"), queue,
                                   _time_ms(score), body or b"", body_length,
                                   info or b"", info_length, _no_time(k.dead, score), problem,
@@ -211,7 +206,8 @@ class DeadLetterStore(Store):
         if score is None or isinstance(score, Exception):  # another type holds none
             return None
         bodies, _, large = self._values(k.messages, [task_id], self.bounds.message)
-        infos, problem, large_info = self._values(k.dead_info, [task_id], self.bounds.outcome)
+        infos, problem, large_info = self._values(
+            k.dead_info, [task_id], self.bounds.outcome, True)
         return DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
                           bodies[0], infos[0], _no_time(k.dead, score),
                           problem or large_info[0], large[0])

@@ -119,7 +119,8 @@ def _step_flow(node: Node, value: Any) -> Optional[str]:
 class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
-    scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join")
+    scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join",
+               "hash_fields")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)

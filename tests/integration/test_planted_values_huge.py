@@ -129,3 +129,18 @@ def test_a_retry_note_longer_than_any_outcome_is_not_read(
     code, said = cli("inspect", "-A", APP, waiting.id)
     assert "too large" in said, said
     assert sent_and_hgets(admin)[0] - before < MOST_SENT
+
+
+def test_a_planted_flow_spec_or_workflow_id_is_not_read_by_a_task_s_page(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    queued = app.tasks["mark"].apply_async(("queued",))
+    admin.hset(K.flow, queued.id, b"\n" * 9 + b"g" * BIG)  # a group's spec, its last line
+    admin.hset(K.once(queued.id), "w", b"w" * BIG)  # a workflow step's marker
+    before = sent_and_hgets(admin)[0]
+    code, said = cli("inspect", "-A", APP, queued.id)
+    assert code == 0 and "queued" in said, said
+    for path in (f"/task/{queued.id}", f"/api/task/{queued.id}"):
+        status, _ = get(Dashboard(app), path)
+        assert status.startswith("200"), (path, status)
+    sent = sent_and_hgets(admin)[0] - before
+    assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"

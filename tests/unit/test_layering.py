@@ -293,8 +293,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.dead": frozenset({"printable", "stores.bounds", "stores.foreign", "stores.queue",
                               "stores.store", "wire.message"}),
     "stores.flow": frozenset({"broker.durability", "broker.keys", "broker.packing",
-                              "broker.transport", "errors", "printable", "stores.foreign",
-                              "stores.queue", "stores.store"}),
+                              "broker.transport", "errors", "printable", "stores.bounds",
+                              "stores.foreign", "stores.queue", "stores.store"}),
     "stores.metrics": frozenset({"printable", "stores.foreign", "stores.store"}),
     "stores.progress": frozenset({"broker.keys", "printable", "stores.foreign", "stores.store",
                                   "wire.message", "wire.serializer"}),
@@ -323,9 +323,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.foreign"}),
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"broker.keys", "errors", "wire.message"}),
-    "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.foreign",
-                                        "stores.plans", "stores.store", "wire.message",
-                                        "wire.serializer"}),
+    "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.bounds",
+                                        "stores.foreign", "stores.plans", "stores.store",
+                                        "wire.message", "wire.serializer"}),
     # the links a walk follows from group to group, bounded (workflow_links.JOIN_DEPTH)
     "stores.workflow_links": frozenset({"errors", "printable", "stores.plans",
                                         "stores.workflow_reads", "wire.serializer"}),
