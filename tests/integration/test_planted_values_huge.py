@@ -144,3 +144,24 @@ def test_a_planted_flow_spec_or_workflow_id_is_not_read_by_a_task_s_page(
         assert status.startswith("200"), (path, status)
     sent = sent_and_hgets(admin)[0] - before
     assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"
+
+
+def test_a_schedule_listing_sends_no_planted_record(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    app.add_schedule("good-schedule", "mark", every=3600.0, args=("s",))
+    timed = queue_keys("foreign", "other")
+    tick = int(time.time() * 1000) + 3_600_000
+    for index in range(PLANTED):  # armed (a tick) and unarmed, each over any record
+        admin.hset(timed.schedules, f"planted-{index}", b"\x81" * BIG)
+        if index % 2:
+            admin.zadd(timed.ticks, {f"planted-{index}": tick})
+        admin.hset(timed.fired, f"at:planted-{index}", b"9" * BIG)
+    admin.hset(timed.fired, "at:good-schedule", b"9" * BIG)
+    before = sent_and_hgets(admin)[0]
+    code, said = cli("schedules", "-A", APP)
+    assert "good-schedule" in said, said
+    assert "too large (3,000,000 bytes, not read)" in said, said
+    status, body = get(Dashboard(app), "/schedules")
+    assert status.startswith("200") and "good-schedule" in body
+    sent = sent_and_hgets(admin)[0] - before
+    assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"

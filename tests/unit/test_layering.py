@@ -313,7 +313,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "printable", "stores.bounds", "stores.foreign", "stores.recent",
                                  "stores.store", "wire.message", "wire.serializer"}),
     "stores.schedules": frozenset({"broker.packing", "broker.transport", "errors", "periodic",
-                                   "printable", "stores.foreign", "stores.queue",
+                                   "printable", "stores.bounds", "stores.foreign", "stores.queue",
                                    "stores.store", "wire.message"}),
     "stores.scripts": frozenset(),
     # what every store shares: its transport, its app's keys, its scripts registered

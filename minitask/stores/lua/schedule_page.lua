@@ -11,6 +11,7 @@
 --   ('0' from the first); HSCANs of COUNT ARGV[2] until ARGV[2] entries are found,
 --   the scan is back to 0, or UNARMED_BUDGET fields were read (the armed records are
 --   read and passed over: no page in between is empty), and one ZSCORE for each field.
+-- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
 -- Returns {'ok', next, name, tick or false, record or false, last tick or false, ...}:
 -- next is the HSCAN cursor that follows (unarmed; '0': no more), '' for armed; a
 -- tick of ticks without a record (a name minitask did not write) comes with record
@@ -38,8 +39,13 @@ local function after(a, b)
   return #a > #b
 end
 
+-- a record longer than minitask writes (ARGV[5]) is sent as its length, a last
+-- tick longer than a number as none: a planted 20 MB record was sent to every listing
+local most = tonumber(ARGV[5])
 local function add(name, tick, record)
-  local last = tolerant(false, 'HGET', KEYS[3], 'at:' .. name)
+  if type(record) == 'string' and #record > most then record = #record end
+  local last = tolerant(0, 'HSTRLEN', KEYS[3], 'at:' .. name) <= 64
+               and tolerant(false, 'HGET', KEYS[3], 'at:' .. name)
   found[#found + 1] = name
   found[#found + 1] = tick
   found[#found + 1] = record
@@ -59,7 +65,10 @@ if ARGV[1] == 'armed' then
     start = low
   end
   local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
-  for i = 1, #ticks, 2 do add(ticks[i], ticks[i + 1], redis.call('HGET', KEYS[1], ticks[i])) end
+  for i = 1, #ticks, 2 do
+    local length = redis.call('HSTRLEN', KEYS[1], ticks[i])  -- measured: never read if long
+    add(ticks[i], ticks[i + 1], length > most and length or redis.call('HGET', KEYS[1], ticks[i]))
+  end
   return found
 end
 
