@@ -15,10 +15,16 @@ local listed = tolerant({}, 'ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSC
 if #listed == 0 then return {total, {}, {}, {}} end
 local ids = {}
 for i = 1, #listed, 2 do ids[#ids + 1] = listed[i] end
-local most, bodies = tonumber(ARGV[2]), {}
+-- each message measured (HSTRLEN), then those no longer than ARGV[2] read in one HMGET
+local most, bodies, short = tonumber(ARGV[2]), {}, {}
 for i, id in ipairs(ids) do
   local length = tolerant(-1, 'HSTRLEN', KEYS[2], id)
   if length < 0 then break end  -- another type: read as empty
-  bodies[i] = length > most and length or redis.call('HGET', KEYS[2], id)
+  if length > most then bodies[i] = length else short[#short + 1] = i end
+end
+if #short > 0 then
+  local asked = {}
+  for n, i in ipairs(short) do asked[n] = ids[i] end
+  for n, body in ipairs(redis.call('HMGET', KEYS[2], unpack(asked))) do bodies[short[n]] = body end
 end
 return {total, listed, bodies, tolerant({}, 'HMGET', KEYS[3], unpack(ids))}
