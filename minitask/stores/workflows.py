@@ -369,7 +369,7 @@ class WorkflowStore(WorkflowReads):
         k = self.keys(join["q"])
         reply = self.transport.run(
             "group_join", (k.group(join["id"]), k.group_results(join["id"])),
-            (join["i"], how, payload, join["ttl"]),
+            (join["i"], how, payload, join["ttl"], max(self.bounds.message, self.bounds.outcome)),
             f"record member {join['i']} of workflow group {join['id']}")
         return list(reply)
 

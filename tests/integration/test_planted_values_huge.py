@@ -165,3 +165,19 @@ def test_a_schedule_listing_sends_no_planted_record(
     assert status.startswith("200") and "good-schedule" in body
     sent = sent_and_hgets(admin)[0] - before
     assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"
+
+
+def test_a_group_s_planted_values_are_measured_and_the_group_called_corrupt(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    workflows = app.broker.workflows
+    join = {"q": "other", "id": "g-next", "i": 0, "ttl": 60_000}
+    admin.hset(K.group("g-next"), mapping={"size": 2, "next": b"\x81" * BIG})
+    admin.hset(K.group("g-results"), mapping={"size": 2, "next": b"\xc0"})
+    admin.hset(K.group_results("g-results"), "1", b"\x92" * BIG)
+    before = sent_and_hgets(admin)[0]
+    reply = workflows._join(join, "ok", b"\x01")
+    assert reply[0] == b"corrupt" and b"its next is 3000000 bytes" in reply[1], reply[:2]
+    reply = workflows._join({**join, "id": "g-results"}, "ok", b"\x01")
+    assert reply[0] == b"corrupt" and b"member 1" in reply[1], reply[:2]
+    sent = sent_and_hgets(admin)[0] - before
+    assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"

@@ -4,6 +4,8 @@
 -- KEYS[2] results (HASH: member index -> packed result)
 -- ARGV[1] member index   ARGV[2] 'ok' or 'dead'
 -- ARGV[3] the packed result, or (dead) the packed failure   ARGV[4] ttl (ms)
+-- ARGV[5] the most bytes of a value minitask writes in the group (what follows it, a
+--   failure, a member's result): a longer one is measured (HSTRLEN) and never read
 -- Returns one of:
 --   {'gone'}     no such group (expired, or never created): nothing to do
 --   {'waiting'}  members are still running
@@ -13,7 +15,8 @@
 --                `next` with the results, in member order, then marks it fired
 --   {'corrupt', why, next}  the group's state is not minitask's (another type, a
 --                size that is no number, a fired mark that is not 1, a failed mark
---                that is no member's index or has no failure): nothing was
+--                that is no member's index or has no failure, a value longer
+--                than ARGV[5]): nothing was
 --                written; `next` is what follows the group when it could be read,
 --                else empty
 --   {'failing', next, failure}  this member failed the group (now, or on an
@@ -28,6 +31,14 @@ if redis.call('EXISTS', state) == 0 then return {'gone'} end
 -- caller dead-letters the member, naming the key): nothing is written then
 if not guards().fits(state, 'hash') then
   return {'corrupt', 'key ' .. state .. ' holds another type than the hash minitask keeps there'}
+end
+local most = tonumber(ARGV[5])
+for _, field in ipairs({'next', 'failed'}) do
+  local length = redis.call('HSTRLEN', state, field)
+  if length > most then
+    return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its ' .. field ..
+            ' is ' .. length .. ' bytes, longer than minitask writes: not read)'}
+  end
 end
 local follows = redis.call('HGET', state, 'next')
 if not guards().fits(results, 'hash') then
@@ -75,7 +86,15 @@ local reply = {'complete', redis.call('HGET', state, 'next')}
 -- HMGET a thousand fields at a time: unpack() of many more overflows Lua's C stack
 for first = 0, size - 1, 1000 do
   local fields = {}
-  for i = first, math.min(first + 999, size - 1) do fields[#fields + 1] = tostring(i) end
+  for i = first, math.min(first + 999, size - 1) do
+    fields[#fields + 1] = tostring(i)
+    local length = redis.call('HSTRLEN', results, fields[#fields])
+    if length > most then  -- planted: the body is never sent such a result
+      return {'corrupt', 'key ' .. results .. ' holds a result minitask did not write (member ' ..
+              i .. ': ' .. length .. ' bytes, longer than minitask writes: not read)',
+              reply[2]}
+    end
+  end
   local values = redis.call('HMGET', results, unpack(fields))
   for j = 1, #values do
     -- a member not in yet: HLEN counted a field no minitask wrote (an index past size)
