@@ -8,6 +8,7 @@ beside it, and left where it is.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Tuple
 
@@ -179,5 +180,26 @@ def test_a_group_s_planted_values_are_measured_and_the_group_called_corrupt(
     assert reply[0] == b"corrupt" and b"its next is 3000000 bytes" in reply[1], reply[:2]
     reply = workflows._join({**join, "id": "g-results"}, "ok", b"\x01")
     assert reply[0] == b"corrupt" and b"member 1" in reply[1], reply[:2]
+    sent = sent_and_hgets(admin)[0] - before
+    assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"
+
+
+def test_the_async_twins_measure_as_the_blocking_ones(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    finished = app.tasks["mark"].apply_async(("done",))
+    admin.delete(K.messages, *K.ready)
+    admin.rpush(K.result(finished.id), b"\x92" + b"x" * BIG)
+    scheduled = app.tasks["mark"].apply_async(("later",), delay=3600)
+    admin.hset(K.messages, scheduled.id, b"\x1b" * BIG)
+    before = sent_and_hgets(admin)[0]
+
+    async def look() -> Tuple[str, bool, str]:
+        try:
+            return (await finished.astatus(), await scheduled.acancel(),
+                    await scheduled.astatus())
+        finally:
+            await app.aclose()
+
+    assert asyncio.run(look()) == ("failed", True, "cancelled")
     sent = sent_and_hgets(admin)[0] - before
     assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"
