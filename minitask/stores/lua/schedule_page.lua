@@ -40,16 +40,41 @@ local function after(a, b)
 end
 
 -- a record longer than minitask writes (ARGV[5]) is sent as its length, a last
--- tick longer than a number as none: a planted 20 MB record was sent to every listing
+-- tick longer than a number as none: a planted 20 MB record was sent to every listing.
+-- Each is measured (HSTRLEN), then those short enough read in one HMGET (done()).
 local most = tonumber(ARGV[5])
 local function add(name, tick, record)
   if type(record) == 'string' and #record > most then record = #record end
-  local last = tolerant(0, 'HSTRLEN', KEYS[3], 'at:' .. name) <= 64
-               and tolerant(false, 'HGET', KEYS[3], 'at:' .. name)
   found[#found + 1] = name
   found[#found + 1] = tick
   found[#found + 1] = record
-  found[#found + 1] = last
+  found[#found + 1] = false
+end
+
+-- Read, into the entries from `first` on (their place + `offset`), the values of
+-- `key` at each entry's field (`field_of` its name) of at most `longest` bytes; a
+-- longer one is `long`(its length). A key of another type reads as none.
+local function measured(key, field_of, offset, longest, long)
+  local places, fields = {}, {}
+  for i = 3, #found, 4 do
+    local field = field_of(found[i])
+    local length = tolerant(-1, 'HSTRLEN', key, field)
+    if length < 0 then return end
+    if length > longest then
+      found[i + offset] = long(length)
+    else
+      places[#places + 1], fields[#fields + 1] = i + offset, field
+    end
+  end
+  if #fields == 0 then return end
+  for n, value in ipairs(redis.call('HMGET', key, unpack(fields))) do found[places[n]] = value end
+end
+
+-- the page, each entry with its last tick (at most 64 bytes: a number)
+local function done()
+  measured(KEYS[3], function(name) return 'at:' .. name end, 3, 64,
+           function() return false end)
+  return found
 end
 
 if ARGV[1] == 'armed' then
@@ -65,11 +90,11 @@ if ARGV[1] == 'armed' then
     start = low
   end
   local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
-  for i = 1, #ticks, 2 do
-    local length = redis.call('HSTRLEN', KEYS[1], ticks[i])  -- measured: never read if long
-    add(ticks[i], ticks[i + 1], length > most and length or redis.call('HGET', KEYS[1], ticks[i]))
-  end
-  return found
+  for i = 1, #ticks, 2 do add(ticks[i], ticks[i + 1], false) end
+  -- their records, measured: one longer than ARGV[5] is sent as its length
+  measured(KEYS[1], function(name) return name end, 2, most,
+           function(length) return length end)
+  return done()
 end
 
 -- HSCAN on, past the armed records, until the page has `count` entries, the scan is
@@ -87,4 +112,4 @@ repeat
   end
 until cursor == '0' or #found - 2 >= 4 * count or read >= UNARMED_BUDGET
 found[2] = cursor
-return found
+return done()
