@@ -177,7 +177,7 @@ def test_a_group_s_planted_values_are_measured_and_the_group_called_corrupt(
     admin.hset(K.group_results("g-results"), "1", b"\x92" * BIG)
     before = sent_and_hgets(admin)[0]
     reply = workflows._join(join, "ok", b"\x01")
-    assert reply[0] == b"corrupt" and b"its next is 3000000 bytes" in reply[1], reply[:2]
+    assert reply[0] == b"corrupt" and b"what follows it is 3000000 bytes" in reply[1], reply[:2]
     reply = workflows._join({**join, "id": "g-results"}, "ok", b"\x01")
     assert reply[0] == b"corrupt" and b"member 1" in reply[1], reply[:2]
     sent = sent_and_hgets(admin)[0] - before
