@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Tuple
+from typing import Any, Tuple
 
 import pytest
 import redis
 
-from minitask import Minitask
+from minitask import BrokerError, Minitask
 from minitask.broker.keys import queue_keys
 from minitask.dashboard.web import Dashboard
 from minitask.errors import DecodeError
@@ -203,3 +203,22 @@ def test_the_async_twins_measure_as_the_blocking_ones(
     assert asyncio.run(look()) == ("failed", True, "cancelled")
     sent = sent_and_hgets(admin)[0] - before
     assert sent < MOST_SENT, f"Redis sent {sent:,} bytes"
+
+
+def test_a_measured_read_refused_by_an_acl_is_a_broker_error_naming_it(
+        app: Minitask, admin: "redis.Redis[bytes]", redis_server: Any) -> None:
+    admin.acl_setuser("nohstrlen", enabled=True, passwords=["+pw"], keys=["*"],
+                      commands=["+@all", "-hstrlen"])
+    try:
+        url = redis_server.url.replace("redis://", "redis://nohstrlen:pw@", 1)
+        denied = build(url)
+        try:
+            with pytest.raises(BrokerError) as caught:
+                denied.broker.workflows.workflow_of("other", "x")
+            assert "hstrlen" in str(caught.value).lower(), caught.value
+            with pytest.raises(BrokerError):
+                denied.broker.admin.record("other", "x")
+        finally:
+            denied.close()
+    finally:
+        admin.acl_deluser("nohstrlen")
