@@ -153,7 +153,7 @@ class Minitask(Operations, SendByName, HandleLookups):
             connection = connect(self._broker_setting)
             check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
             self._broker = Broker(connection.client, self.name, connection.description,
-                                  self.types)
+                                  self.types, (self.max_message_bytes, self.max_result_bytes))
             self._broker.transport.durability = self.durability
             self._broker.results.recent_length = self.recent_outcomes
             self._broker.queues.declared = self.worker_queues  # asked first by id

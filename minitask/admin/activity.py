@@ -58,7 +58,8 @@ class ListedTask:
         enqueued_at: when it was sent.
         unreadable: '' or why ``at`` cannot be read: a score that is no time
             (inf, 1.5), or a lease deadline further ahead than any lease is
-            taken for (MAX_SECONDS), naming the key.
+            taken for (MAX_SECONDS), naming the key; or why its message is not
+            read: longer than minitask writes ("too large (N bytes, not read)").
     """
 
     task_id: str
@@ -205,6 +206,8 @@ def _listed_task(app: Operated, queue: str, which: str, item: Peeked,
     # characters made a listing of that size) is shown cut, as a log line cuts it
     task_id = shown_id(item.task_id)
     at_ms, unreadable = item.at_ms, item.unreadable
+    if item.too_large:  # its message is longer than minitask writes: not read
+        unreadable = f"{unreadable}; {item.too_large}" if unreadable else item.too_large
     if which == "leases":
         far = lease_too_far(app, queue, at_ms, now_ms)
         at_ms, unreadable = (None, far) if far else (at_ms, unreadable)

@@ -10,7 +10,7 @@ from ..errors import DecodeError
 from ..printable import printable, shown_id, typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
-from ..stores.dead import DeadHead
+from ..stores.dead import DeadHead, DeadLetter
 from ..wire.serializer import decode_message, decode_outcome, encode_message
 from ..wire.types import head_fields
 from .activity import HIDDEN, args_text, hides_args
@@ -71,7 +71,7 @@ def dead_letters(app: Operated, queue: Optional[str] = None, *, limit: int = 100
     for name in asked:
         for letter in app.broker.dead.letters(name, limit):
             found.append(_dead_task(app, letter.task_id, name, letter.dead_at_ms,
-                                    letter.body, letter.info, letter.unreadable,
+                                    letter.body, letter.info, _notes(letter),
                                     letter.record_problem))
     return found
 
@@ -122,11 +122,14 @@ def _dead_row(app: Operated, head: DeadHead) -> DeadRow:
             letter, name=task if isinstance(task, str) and task else "?",
             attempts=attempt if type(attempt) is int and attempt > 0 else 0,
             args_hidden=hides_args(app, task) if isinstance(task, str) else False)
-        cut.append(f"its message ({head.body_length:,} bytes)")
+        cut.append(f"its message ({head.body_length:,} bytes"
+                   + (", too large: not read)" if head.body_too_large else ")"))
     if not whole_info:
         fields = head_fields(head.info)
         exc_type, text, reason = (fields.get(key) for key in ("exc_type", "message", "reason"))
-        if not fields:  # its first bytes are no map of this version: not minitask's
+        if head.record_problem:  # longer than minitask writes: not read
+            reason = unreadable_record(head.record_problem)
+        elif not fields:  # its first bytes are no map of this version: not minitask's
             reason = unreadable_record(f"its first {HEAD_BYTES:,} bytes are no record "
                                        f"minitask writes", head.info_length)
         letter = dataclasses.replace(
@@ -185,7 +188,10 @@ def revive_dead(app: Operated, queue: str, task_id: str) -> str:
     ``REQUEUED``, or why not (``NOT_DEAD``, ``NO_MESSAGE``, ``UNDECODABLE`` with why:
     nothing is written then). A message of a newer minitask is requeued as it is."""
     broker = app.broker
-    stored = broker.queues.message_body(queue, task_id)
+    try:
+        stored = broker.queues.message_body(queue, task_id)
+    except DecodeError as exc:  # longer than minitask writes: not read, nothing written
+        return UNDECODABLE.format(why=_cut(str(exc)))
     # no message: the script, which checks before it writes, answers NO_MESSAGE
     body = stored or b""
     priority = 5
@@ -245,7 +251,12 @@ def dead_letter(app: Operated, queue: str, task_id: bytes) -> Optional[DeadTask]
     if letter is None:
         return None
     return _dead_task(app, letter.task_id, queue, letter.dead_at_ms, letter.body,
-                      letter.info, letter.unreadable, letter.record_problem)
+                      letter.info, _notes(letter), letter.record_problem)
+
+
+def _notes(letter: DeadLetter) -> str:
+    """What of a dead letter cannot be read: its time, its message (too large)."""
+    return "; ".join(note for note in (letter.unreadable, letter.body_too_large) if note)
 
 
 #: How a dead letter's reason begins when its record cannot be read (``unreadable_record``).

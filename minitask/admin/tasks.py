@@ -91,6 +91,8 @@ def inspect(app: Operated, task_id: str,
                               "progress": progress,
                               "note": _also(_also(_unreadable(state, outcome_body, record.foreign),
                                                   record.unreadable or far), unread)}
+    for large in record.too_large:  # longer than minitask writes there: not read
+        fields["note"] = _also(fields["note"], large)
     status = _STATUS.get(state, state)
     if record.body is not None:
         try:

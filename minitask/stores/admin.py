@@ -9,10 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from .bounds import read_fields, too_large, value_or_note
 from .foreign import ignored, raise_refusals, text_of, time_in, whole
 from .store import Store
 
-_SCRIPTS = ("purge_ready", "peek")
+_SCRIPTS = ("purge_ready", "peek", "hash_fields")
 
 #: Ready-list entries one purge script call takes at most, so Redis stays responsive.
 PURGE_BATCH = 1000
@@ -33,6 +34,7 @@ class Peeked:
     body: Optional[bytes]          # its message, if still there
     deliveries: int                # hand-overs of the current attempt not ended yet
     unreadable: str = ""           # why at_ms is None though the set has a score
+    too_large: str = ""            # why body is None though Redis holds one (not read)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,8 @@ class TaskRecord:
     lease_deadline_ms: Optional[int]  # when a running task's lease runs out
     unreadable: str = ""           # a due time or lease deadline that is no time, said
     foreign: Tuple[str, ...] = ()  # keys read that hold another type (no minitask wrote)
+    #: values longer than minitask writes there, measured and not read: why, each
+    too_large: Tuple[str, ...] = ()
 
 
 class AdminStore(Store):
@@ -76,9 +80,10 @@ class AdminStore(Store):
         first), and how many that set holds, in one round trip (peek.lua)."""
         k = self.keys(queue)
         key = k.leases if which == "leases" else k.delayed
+        most = self.bounds.message
         total, listed, bodies, counts = self.transport.run(
             "peek", (key, k.messages, k.deliveries),
-            (max(1, min(count, PEEK_MOST)),), f"list the {which} of queue {queue!r}")
+            (max(1, min(count, PEEK_MOST)), most), f"list the {which} of queue {queue!r}")
         found = []
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)
@@ -88,39 +93,48 @@ class AdminStore(Store):
             body = bodies[index] if index < len(bodies) else None
             delivered = counts[index] if index < len(counts) else None
             at_ms, unreadable = time_in(key, listed[2 * index + 1], _WHAT[which], 10)
+            # an int: the length of a message longer than minitask writes (not read)
+            large = too_large(k.messages, task_id, body, most) if isinstance(body, int) else ""
             found.append(Peeked(task_id, at_ms, body if isinstance(body, bytes) else None,
-                                whole(delivered, 0, 2 ** 31) or 0, unreadable))
+                                whole(delivered, 0, 2 ** 31) or 0, unreadable, large))
         return int(total), found
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
-        """The message, delivery count, retry note, death record and times of a task."""
+        """The message, delivery count, retry note, death record and times of a task,
+        in one round trip; a value longer than minitask writes there is measured and
+        not read (``TaskRecord.too_large`` says which)."""
         k = self.keys(queue)
+        bounds = self.bounds
+        hashes = ((k.messages, bounds.message), (k.deliveries, 64),
+                  (k.retrying, bounds.outcome), (k.dead_info, bounds.outcome))
+        replies = read_fields(self.transport, [(key, task_id, most) for key, most in hashes],
+                              f"read task {task_id}")
         with self.transport.errors(f"read task {task_id}"):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(k.messages, task_id)
-            pipe.hget(k.deliveries, task_id)
-            pipe.hget(k.retrying, task_id)
-            pipe.hget(k.dead_info, task_id)
             pipe.zscore(k.delayed, task_id)
             pipe.zscore(k.leases, task_id)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        for where, reply in zip((k.messages, k.deliveries, k.retrying, k.dead_info, k.delayed,
-                                 k.leases), replies):
+            scores = pipe.execute(raise_on_error=False)
+            raise_refusals(scores)
+        keys = (k.messages, k.deliveries, k.retrying, k.dead_info, k.delayed, k.leases)
+        replies += scores
+        for where, reply in zip(keys, replies):
             if isinstance(reply, Exception):  # another type: no minitask wrote it
                 ignored(where, f"it holds another type ({reply})")
-        body, deliveries, note, info, delayed, lease = (
-            None if isinstance(reply, Exception) else reply for reply in replies)
+        values, large = [], []
+        for (where, most), reply in zip(hashes, replies):
+            value, why = value_or_note(where, task_id, reply, most)
+            values.append(value)
+            if why:
+                large.append(why)
+        body, deliveries, note, info = values
+        delayed, lease = (None if isinstance(reply, Exception) else reply for reply in scores)
         due_ms, due_unreadable = time_in(k.delayed, delayed, _WHAT["delayed"], 10)
         lease_ms, lease_unreadable = time_in(k.leases, lease, _WHAT["leases"], 10)
-        foreign = tuple(where for where, reply in zip(
-            (k.messages, k.deliveries, k.retrying, k.dead_info, k.delayed, k.leases), replies)
-            if isinstance(reply, Exception))
-        return TaskRecord(body if isinstance(body, bytes) else None,
-                          whole(deliveries, 0, 2 ** 31) or 0,
-                          note if isinstance(note, bytes) else None,
-                          info if isinstance(info, bytes) else None,
-                          due_ms, lease_ms, due_unreadable or lease_unreadable, foreign)
+        foreign = tuple(where for where, reply in zip(keys, replies)
+                        if isinstance(reply, Exception))
+        return TaskRecord(body, whole(deliveries, 0, 2 ** 31) or 0, note, info,
+                          due_ms, lease_ms, due_unreadable or lease_unreadable, foreign,
+                          tuple(large))
 
     def next_due_ms(self, queue: str) -> Optional[int]:
         """When the earliest scheduled task of ``queue`` is due, if any is. A score that

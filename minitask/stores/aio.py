@@ -29,7 +29,8 @@ from ..broker.packing import ScriptCall
 from ..broker.pools import WaitingPool
 from ..broker.transport import text
 from ..broker.waits import block_cap
-from ..errors import BrokerError, ConfigurationError, DurabilityError
+from ..errors import BrokerError, ConfigurationError, DecodeError, DurabilityError
+from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .foreign import ignored
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
@@ -435,8 +436,12 @@ class AsyncBroker:
 
     async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
         results = self.broker.results
-        with self.errors(f"read message {task_id}"):
-            body = await self.client.hget(results.keys(queue).messages, task_id)
+        ask = (results.keys(queue).messages, task_id, results.bounds.message)
+        try:  # as the blocking twin reads it: a message too large is not read
+            body = message_from(ask, fields_of([ask], await self.run(
+                fields_call([ask]), f"read message {task_id}"))[0])
+        except DecodeError:
+            body = b""
         if body is None:
             return None
         done = await self.run(results.cancel_call(queue, task_id, body, result_ttl_ms),

@@ -6,13 +6,14 @@ own adds a store beside these, not methods to a shared class.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 import redis
 
 from ..broker.transport import Transport
 from ..wire.types import TypeRegistry
 from .admin import AdminStore
+from .bounds import Bounds
 from .broadcast import BroadcastStore
 from .cancels import CancelStore
 from .dead import DeadLetterStore
@@ -31,7 +32,8 @@ class Broker:
     """The stores of one app on one Redis (or Redis Cluster)."""
 
     def __init__(self, client: "redis.Redis | redis.RedisCluster", app_name: str,
-                 description: str = "", types: Optional[TypeRegistry] = None) -> None:
+                 description: str = "", types: Optional[TypeRegistry] = None,
+                 limits: Optional[Tuple[int, int]] = None) -> None:
         self.transport = Transport(client, description)
         self.app_name = app_name
         #: The app's registered argument types: how handles and workers read values.
@@ -49,6 +51,16 @@ class Broker:
         self.metrics = MetricsStore(self.transport, app_name)
         self.progress = ProgressStore(self.transport, app_name)
         self.recent = RecentStore(self.transport, app_name)
+        if limits is not None:  # the app's max_message_bytes and max_result_bytes
+            self.bound(*limits)
+
+    def bound(self, max_message_bytes: int, max_result_bytes: int) -> None:
+        """Read no value longer than the app's limits let minitask write (a planted
+        one is measured, said, and not read): ``Bounds.of`` them, for every store."""
+        bounds = Bounds.of(max_message_bytes, max_result_bytes)
+        for store in vars(self).values():
+            if hasattr(store, "bounds"):
+                store.bounds = bounds
 
     @property
     def client(self) -> Any:

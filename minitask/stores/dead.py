@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_MS
+from .bounds import read_fields, too_large, value_or_note
 from .foreign import ignored, raise_refusals, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
-_SCRIPTS = ("revive", "purge_dead", "dead_heads")
+_SCRIPTS = ("revive", "purge_dead", "dead_heads", "hash_fields")
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,11 @@ class DeadLetter:
     info: Optional[bytes]
     unreadable: str = ""  # why dead_at_ms (then clamped) is not the time it died
     #: why Redis holds no record minitask can read where it keeps one ('': none is
-    #: missing for that reason): its dead_info key is of another type
+    #: missing for that reason): its dead_info key is of another type, or the record
+    #: is longer than minitask writes (not read)
     record_problem: str = ""
+    #: why its message is not read: longer than minitask writes ('' when it is read)
+    body_too_large: str = ""
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,8 @@ class DeadHead:
     info_length: int
     unreadable: str = ""
     record_problem: str = ""
+    #: why its message is not read: longer than minitask writes ('' when it is read)
+    body_too_large: str = ""
 
 
 def _time_ms(score: float) -> int:
@@ -58,14 +64,6 @@ def _other_type(key: str) -> str:
     of another type), said once in the log."""
     ignored(key, "it holds another type than a hash")
     return f"key {key} holds another type than a hash (no minitask wrote it)"
-
-
-def _values(key: str, reply: Any, count: int) -> Tuple[List[Optional[bytes]], str]:
-    """The values an HMGET of ``count`` fields of ``key`` read, and '', or ``count``
-    Nones and why, when ``key`` is of another type (a pipeline's refusal)."""
-    if isinstance(reply, Exception):
-        return [None] * count, _other_type(key)
-    return list(reply) if reply is not None else [None] * count, ""
 
 
 def _no_time(key: str, score: float) -> str:
@@ -98,33 +96,53 @@ class DeadLetterStore(Store):
             if not entries:
                 return []
             raw = [task_id for task_id, _ in entries]
-            pipe = client.pipeline(transaction=False)
-            pipe.hmget(k.messages, raw)
-            pipe.hmget(k.dead_info, raw)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        bodies = _values(k.messages, replies[0], len(raw))[0]
-        infos, problem = _values(k.dead_info, replies[1], len(raw))
+        bodies, _, large = self._values(k.messages, raw, self.bounds.message)
+        infos, problem, large_infos = self._values(k.dead_info, raw, self.bounds.outcome, True)
         # an id that is not UTF-8 (no minitask wrote it) is shown escaped
         return [DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
-                           body, info, _no_time(k.dead, score), problem)
-                for (task_id, score), body, info in zip(entries, bodies, infos)]
+                           body, info, _no_time(k.dead, score), problem or large_info,
+                           large_body)
+                for (task_id, score), body, info, large_body, large_info
+                in zip(entries, bodies, infos, large, large_infos)]
+
+    def _values(self, key: str, fields: Sequence[bytes], most: int,
+                records: bool = False) -> Tuple[List[Optional[bytes]], str, List[str]]:
+        """The values of ``fields`` of ``key``, each read only when no longer than
+        ``most`` (hash_fields.lua, one round trip): the values (None: none, or not
+        read), why none is read when ``key`` is of another type, and why each is not
+        read when too large ('': read; ``records``: its length last, as a dead
+        letter's unreadable record says it)."""
+        found = read_fields(self.transport, [(key, field, most) for field in fields],
+                            f"read dead letters in key {printable(key)}")
+        if any(isinstance(value, Exception) for value in found):
+            return [None] * len(fields), _other_type(key), [""] * len(fields)
+        read = [value_or_note(key, field, value, most, length_last=records)
+                for field, value in zip(fields, found)]
+        return [value for value, _ in read], "", [why for _, why in read]
 
     def heads(self, queue: str, limit: int, most: int) -> List[DeadHead]:
         """The oldest ``limit`` dead letters of ``queue``, with at most the first
         ``most`` bytes of each message and record, in one round trip (dead_heads.lua)."""
         k = self.keys(queue)
+        bounds = self.bounds
         listed, bodies, body_lengths, infos, info_lengths = self.transport.run(
-            "dead_heads", (k.dead, k.messages, k.dead_info), (max(1, limit), most),
+            "dead_heads", (k.dead, k.messages, k.dead_info),
+            (max(1, limit), most, bounds.message, bounds.outcome),
             f"list dead letters of queue {queue!r}")
         found = []
         for index, task_id in enumerate(listed[0::2]):
             score = float(listed[2 * index + 1])
-            info_length = int(info_lengths[index])
+            body_length, info_length = int(body_lengths[index]), int(info_lengths[index])
+            # None: longer than minitask writes, measured and not read
+            body, info = bodies[index], infos[index]
+            problem = (_other_type(k.dead_info) if info_length == -2 else too_large(
+                k.dead_info, task_id, info_length, bounds.outcome, length_last=True)
+                if info is None else "")
             found.append(DeadHead(task_id.decode(errors="backslashreplace"), queue,
-                                  _time_ms(score), bodies[index], int(body_lengths[index]),
-                                  infos[index], info_length, _no_time(k.dead, score),
-                                  _other_type(k.dead_info) if info_length == -2 else ""))
+                                  _time_ms(score), body or b"", body_length,
+                                  info or b"", info_length, _no_time(k.dead, score), problem,
+                                  too_large(k.messages, task_id, body_length, bounds.message)
+                                  if body is None else ""))
         return found
 
     def holding(self, queues: Sequence[str]) -> List[str]:
@@ -183,17 +201,16 @@ class DeadLetterStore(Store):
         with self.transport.errors(f"read dead letter {printable(task_id)} of queue {queue!r}"):
             pipe = self.transport.client.pipeline(transaction=False)
             pipe.zscore(k.dead, task_id)
-            pipe.hget(k.messages, task_id)
-            pipe.hget(k.dead_info, task_id)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        score, body, info = replies  # a dead set of another type holds none
-        if score is None or isinstance(score, Exception):
+            score = pipe.execute(raise_on_error=False)[0]
+            raise_refusals([score])
+        if score is None or isinstance(score, Exception):  # another type holds none
             return None
-        infos, problem = _values(k.dead_info, [info] if isinstance(info, bytes) else info, 1)
-        bodies = _values(k.messages, [body] if isinstance(body, bytes) else body, 1)[0]
+        bodies, _, large = self._values(k.messages, [task_id], self.bounds.message)
+        infos, problem, large_info = self._values(
+            k.dead_info, [task_id], self.bounds.outcome, True)
         return DeadLetter(task_id.decode(errors="backslashreplace"), queue, _time_ms(score),
-                          bodies[0], infos[0], _no_time(k.dead, score), problem)
+                          bodies[0], infos[0], _no_time(k.dead, score),
+                          problem or large_info[0], large[0])
 
     def revive(self, queue: str, task_id: str, body: bytes, priority: int, now_ms: int) -> int:
         """Put a dead task at the tail of its queue, behind every task due by ``now_ms``:

@@ -15,6 +15,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import BrokerError, DurabilityError
 from ..printable import printable, shown_name
+from .bounds import TooLarge, read_fields, too_large
 from .foreign import ignored, raise_refusals, shown_member, whole
 from .queue import QueueStore
 from .store import Store
@@ -22,6 +23,11 @@ from .store import Store
 #: A limiter due later than this from now was not made due by minitask: a rate
 #: window is an hour at most, and a retry time is within one window.
 STUCK_AFTER_MS = 2 * 3_600_000
+
+#: The longest flow spec a reader reads (``limits.pack``: a task name of up to 1,000
+#: bytes, a limit key and a group of up to 200 characters, and numbers), with room:
+#: a longer one is no spec minitask wrote, measured and never read.
+SPEC_BYTES = 16_384
 
 #: One checked message: (id, body, priority, due ms or 0), as ``Sender.prepare`` makes it.
 Entry = Tuple[str, bytes, int, int]
@@ -33,7 +39,7 @@ class FlowStore(Store):
     #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
     CHUNK = 1000
 
-    scripts = ("enqueue_flow", "enqueue_group")
+    scripts = ("enqueue_flow", "enqueue_group", "hash_fields")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -208,10 +214,12 @@ class FlowStore(Store):
         """The group of a grouped task (fair queues) when that group is paused, else
         None: its flow spec's group (its last line), then SISMEMBER of the paused."""
         k = queue_keys(self.app_name, queue)
+        # measured first: a spec longer than any minitask writes is never read
+        spec = read_fields(self.transport, [(k.flow, task_id, SPEC_BYTES)],
+                           f"read the group of task {task_id} in queue {queue!r}")[0]
+        if isinstance(spec, TooLarge):
+            too_large(k.flow, task_id, spec.length, SPEC_BYTES)
         with self.transport.errors(f"read the group of task {task_id} in queue {queue!r}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(k.flow, task_id)
-            spec = pipe.execute(raise_on_error=False)[0]
             parts = spec.split(b"\n", 9) if isinstance(spec, bytes) else []
             if len(parts) < 10 or not parts[9]:
                 return None  # no spec, ungrouped, or one no minitask wrote

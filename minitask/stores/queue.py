@@ -17,6 +17,7 @@ from ..errors import BrokerError, DurabilityError
 from ..printable import printable
 from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
+from .bounds import message_of
 from .foreign import ignored, raise_refusals
 from .names import REGISTRY_READ, read_names
 from .store import Store
@@ -26,7 +27,7 @@ WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
 
-_SCRIPTS = ("enqueue", "enqueue_now", "fetch", "release")
+_SCRIPTS = ("enqueue", "enqueue_now", "fetch", "release", "hash_fields")
 #: The enqueue call's constant arguments, encoded once.
 _WAKE_CAP_ARG = b"%d" % WAKE_CAP
 _BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
@@ -379,9 +380,8 @@ class QueueStore(Store):
                                             f"give back tasks to queue {queue!r}")[0])
 
     def message_body(self, queue: str, task_id: str) -> Optional[bytes]:
-        with self.transport.errors(f"read message {task_id}"):
-            body = self.transport.client.hget(self.keys(queue).messages, task_id)
-        return body  # type: ignore[return-value]
+        """A task's message (``bounds.message_of``: DecodeError when it is too large)."""
+        return message_of(self.transport, self.keys(queue).messages, task_id, self.bounds.message)
 
     # -- monitoring --------------------------------------------------------------
 

@@ -14,11 +14,12 @@ from ..errors import BrokerError, DecodeError, broker_error
 from ..printable import printable
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, decode_outcome, encode_message, encode_outcome
+from .bounds import message_of, too_large
 from .foreign import raise_refusals
 from .recent import pack_entry
 from .store import Store
 
-_SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget")
+_SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget", "hash_fields")
 #: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
 FETCH_ARGS = 6
 
@@ -318,10 +319,11 @@ class ResultStore(Store):
     def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
         """Withdraw a task that has not started: the message it withdrew (its workflow
         goes on from it), or None when it started, ended or is unknown."""
-        k = self.keys(queue)
-        with self.transport.errors(f"read message {task_id}"):
-            body: Optional[bytes] = self.transport.client.hget(  # type: ignore[assignment]
-                k.messages, task_id)
+        try:
+            body = message_of(self.transport, self.keys(queue).messages, task_id,
+                              self.bounds.message)
+        except DecodeError:  # too large, not read: withdrawn as one that cannot be decoded
+            body = b""
         if body is None:
             return None  # finished, cancelled already, or never here
         name, _, static, tail, dynamic = self.cancel_call(queue, task_id, body, result_ttl_ms)
@@ -382,7 +384,7 @@ class ResultStore(Store):
         """The state script call (the async handle sends the same one)."""
         k = self.keys(queue)
         return ("state", queue, (k.leases, k.delayed, k.retrying, k.dead, k.messages),
-                (k.result(task_id), task_id), 1)  # its result key is its own: dynamic
+                (k.result(task_id), task_id, self.bounds.outcome), 1)  # its own result key: dynamic
 
     def states(self, tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, Optional[bytes]]]:
         """Where each (queue, task id) is, as ``state`` says, in one round trip where
@@ -396,6 +398,9 @@ class ResultStore(Store):
         """The state script's reply, read: (state, its outcome); for ``unreadable``,
         what cannot be read: the key, named, and the types it holds and should."""
         state, outcome = reply[0], reply[1]  # an entry of 0 bytes is one: unreadable
+        if text(state) == "too large":  # measured, not read: longer than minitask writes
+            key, length = text(reply[1]), int(reply[2])
+            return "unreadable", too_large(key, None, length).encode("utf-8")
         if text(state) == "unreadable":
             key, held, kept = (text(part) for part in reply[1:4])
             return "unreadable", (f"key {printable(key)} holds a {printable(held)}, not the "

@@ -18,6 +18,7 @@ from ..errors import DecodeError
 from ..periodic import Schedule, from_record, with_times
 from ..printable import printable
 from ..wire.message import unprintable
+from .bounds import TooLarge, read_fields, too_large
 from .foreign import ignored, raise_refusals, summarised, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 from .store import Store
@@ -88,7 +89,7 @@ class Page:
 class ScheduleStore(Store):
     """The schedules of one app's queues."""
 
-    scripts = (*_SCRIPTS, "schedule_fire", "schedule_page", "schedule_armed")
+    scripts = (*_SCRIPTS, "schedule_fire", "schedule_page", "schedule_armed", "hash_fields")
 
     # -- changing ----------------------------------------------------------------
 
@@ -211,18 +212,27 @@ class ScheduleStore(Store):
         """The schedule ``name`` of ``queue`` with its next and last tick times (read as
         ``page`` reads them); None when it is not there or cannot be read."""
         k = self.keys(queue)
-        with self.transport.errors(f"read schedule {name!r} of queue {queue!r}"):
+        what = f"read schedule {name!r} of queue {queue!r}"
+        # measured first: a record or a time longer than minitask writes is not read
+        record, last = read_fields(self.transport, [(k.schedules, name, self.longest_record()),
+                                                    (k.fired, f"at:{name}", 64)], what)
+        with self.transport.errors(what):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(k.schedules, name)
             pipe.zscore(k.ticks, name)
-            pipe.hget(k.fired, f"at:{name}")
-            record, tick, last = pipe.execute(raise_on_error=False)
+            tick = pipe.execute(raise_on_error=False)[0]
+        if isinstance(record, TooLarge):
+            too_large(k.schedules, name, record.length)
         if not isinstance(record, bytes):
             return None
         schedule = _readable(record, name, queue)
         return None if schedule is None else with_times(
             schedule, None if isinstance(tick, Exception) else whole(tick),
-            None if isinstance(last, Exception) else whole(last))
+            whole(last) if isinstance(last, bytes) else None)
+
+    def longest_record(self) -> int:
+        """The longest schedule record read: a run's message of the app's
+        ``max_message_bytes`` and its timing (``MAX_RECORD_BYTES`` at least)."""
+        return max(MAX_RECORD_BYTES, self.bounds.message + 65_536)
 
     def page(self, queue: str, place: Place, count: int) -> Page:
         """At most about ``count`` schedules of ``queue`` from ``place`` on, and where
@@ -234,7 +244,8 @@ class ScheduleStore(Store):
         k = self.keys(queue)
         reply = self.transport.run(
             "schedule_page", (k.schedules, k.ticks, k.fired),
-            (place.phase, count, place.at, place.name), f"list the schedules of queue {queue!r}")
+            (place.phase, count, place.at, place.name, self.longest_record()),
+            f"list the schedules of queue {queue!r}")
         status, following, *entries = reply
         if text(status) == "foreign":
             problem = f"it holds another type than a hash ({text_of(following)})"
@@ -250,6 +261,9 @@ class ScheduleStore(Store):
             fields += 1
             name = _name(k.schedules, raw, unreadable)
             if name is None:
+                continue
+            if isinstance(record, int):  # its length: longer than minitask writes, not read
+                unreadable.append((k.schedules, name, too_large(k.schedules, name, record)))
                 continue
             try:
                 schedule = _read(record, name, queue)

@@ -5,6 +5,7 @@ from typing import Tuple
 
 from ..broker.keys import AppKeys, QueueKeys, queue_keys
 from ..broker.transport import Transport
+from .bounds import Bounds
 from .scripts import source
 
 
@@ -15,6 +16,8 @@ class Store:
     scripts: Tuple[str, ...] = ()
     #: A library its scripts share (``stores/lua/<library>.lua``), if any.
     library = ""
+    #: The longest value of each kind its reads read (the app's, ``Broker.bound``).
+    bounds = Bounds()
 
     def __init__(self, transport: Transport, app_name: str) -> None:
         self.transport = transport

@@ -13,6 +13,7 @@ from ..errors import DecodeError
 from ..printable import printable, shown_value
 from ..wire.message import MAX_ID_BYTES, MAX_MS, Message
 from ..wire.serializer import pack_data, unpack_data
+from .bounds import TooLarge, read_fields, too_large
 from .foreign import ignored, raise_refusals, text_of
 from .plans import PLAN_BYTES
 from .store import Store
@@ -266,6 +267,8 @@ def _plan_of(data: Any) -> Tuple[Any, str]:
 class WorkflowReads(Store):
     """What a handle reads of a workflow, and the one record it drops."""
 
+    scripts: Tuple[str, ...] = ("hash_fields",)
+
     def handle_record(self, some_id: str, queues: Sequence[str]) -> Any:
         """The handle record ``start`` wrote for ``some_id`` under one of ``queues``,
         unpacked, or None when there is none (never written, or expired), in one round
@@ -308,13 +311,14 @@ class WorkflowReads(Store):
         """The id of the workflow whose step ``task_id`` (of ``queue``) is, as its marker
         names it; '' when it is none's (a plain task, or a step of an older minitask)."""
         key = self.keys(queue).once(task_id)
-        with self.transport.errors(f"read the workflow of {task_id}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(key, "w")
-            found = pipe.execute(raise_on_error=False)[0]
-            raise_refusals([found])
+        # measured first: a workflow id longer than any is never read (hash_fields.lua)
+        found = read_fields(self.transport, [(key, "w", WORKFLOW_ID_BYTES)],
+                            f"read the workflow of {task_id}")[0]
         if isinstance(found, Exception):
             ignored(key, f"it holds another type than a hash ({found})")
+        elif isinstance(found, TooLarge):
+            too_large(key, "w", found.length, WORKFLOW_ID_BYTES)
+            return ""
         return _workflow_id(key, found)
 
     def _first_record(self, keys: List[str], doing: str) -> Any:

@@ -118,7 +118,8 @@ def _step_flow(node: Node, value: Any) -> Optional[str]:
 class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
-    scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join")
+    scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join",
+               "hash_fields")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -367,7 +368,7 @@ class WorkflowStore(WorkflowReads):
         k = self.keys(join["q"])
         reply = self.transport.run(
             "group_join", (k.group(join["id"]), k.group_results(join["id"])),
-            (join["i"], how, payload, join["ttl"]),
+            (join["i"], how, payload, join["ttl"], max(self.bounds.message, self.bounds.outcome)),
             f"record member {join['i']} of workflow group {join['id']}")
         return list(reply)
 

@@ -31,12 +31,15 @@ METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": ""
 IMPLIED = {"evalsha", "script|load", "ping"}
 #: a command named in a Lua script: redis.call/pcall, or lib.lua's wrappers
 LUA_CALL = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
+#: a command with subcommands a script calls: the one subcommand it sends (state.lua)
+LUA_SUBCOMMANDS = {"memory": "memory|usage"}
 
 
 def used_commands() -> Set[str]:
     found = set(IMPLIED)
     for script in (PACKAGE / "stores" / "lua").glob("*.lua"):
-        found |= {name.lower() for name in LUA_CALL.findall(script.read_text())}
+        found |= {LUA_SUBCOMMANDS.get(name.lower(), name.lower())
+                  for name in LUA_CALL.findall(script.read_text())}
     for path in (path for module in MODULES for path in sorted(PACKAGE.glob(module))):
         source = path.read_text()
         for method in re.findall(r"\b(?:client|pipe)\.(\w+)\(", source):

@@ -4,6 +4,8 @@
 -- KEYS[2] results (HASH: member index -> packed result)
 -- ARGV[1] member index   ARGV[2] 'ok' or 'dead'
 -- ARGV[3] the packed result, or (dead) the packed failure   ARGV[4] ttl (ms)
+-- ARGV[5] the most bytes of a value minitask writes in the group (what follows it, a
+--   failure, a member's result): a longer one is measured (HSTRLEN) and never read
 -- Returns one of:
 --   {'gone'}     no such group (expired, or never created): nothing to do
 --   {'waiting'}  members are still running
@@ -13,7 +15,8 @@
 --                `next` with the results, in member order, then marks it fired
 --   {'corrupt', why, next}  the group's state is not minitask's (another type, a
 --                size that is no number, a fired mark that is not 1, a failed mark
---                that is no member's index or has no failure): nothing was
+--                that is no member's index or has no failure, a value longer
+--                than ARGV[5]): nothing was
 --                written; `next` is what follows the group when it could be read,
 --                else empty
 --   {'failing', next, failure}  this member failed the group (now, or on an
@@ -29,36 +32,46 @@ if redis.call('EXISTS', state) == 0 then return {'gone'} end
 if not guards().fits(state, 'hash') then
   return {'corrupt', 'key ' .. state .. ' holds another type than the hash minitask keeps there'}
 end
-local follows = redis.call('HGET', state, 'next')
+local most = tonumber(ARGV[5])
+-- what follows the group is measured (HSTRLEN), and read only for a reply that carries
+-- it: never when longer than minitask writes (ARGV[5])
+local follows = redis.call('HSTRLEN', state, 'next')
+if follows > most then
+  return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (what follows it is ' ..
+          follows .. ' bytes, longer than minitask writes: not read)'}
+end
 if not guards().fits(results, 'hash') then
   return {'corrupt', 'key ' .. results .. ' holds another type than the hash minitask keeps ' ..
-          'there', follows or ''}
+          'there', follows > 0 and redis.call('HGET', state, 'next') or ''}
 end
 local fired = redis.call('HGET', state, 'fired')
 if fired == '1' then return {'fired'} end
 if fired then  -- minitask marks a fired group with 1: whether it fired cannot be told
   return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its fired mark ' ..
-          'is not 1)', follows or ''}
+          'is not 1)', follows > 0 and redis.call('HGET', state, 'next') or ''}
 end
 local size = guards().whole(redis.call('HGET', state, 'size'), 1, 100000000)
-if not size or not follows then
+if not size or follows == 0 then
   -- what follows goes back too, when it is there: the caller cancels it, naming the key
   return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its size is no ' ..
-          'whole number, or what follows the group is missing)', follows or ''}
+          'whole number, or what follows the group is missing)',
+          follows > 0 and redis.call('HGET', state, 'next') or ''}
 end
 local ttl = tonumber(ARGV[4])
 local failed_index = redis.call('HGET', state, 'failed_index')
 if failed_index then
   -- minitask writes a member's index, as the member sends it, with its failure:
   -- any other mark would answer 'failed' to every member, the body never sent
-  local failure = redis.call('HGET', state, 'failed')
+  local failure = redis.call('HSTRLEN', state, 'failed') <= most
+                  and redis.call('HGET', state, 'failed')
   local member = failed_index:match('^%d+$') and guards().whole(failed_index, 0, size - 1)
   if not (member and tostring(member) == failed_index and failure) then
     return {'corrupt', 'key ' .. state .. ' holds no group minitask wrote (its failed ' ..
-            'member is no member index, or its failure is missing)', follows}
+            'member is no member index, or its failure is missing or longer than ' ..
+            'minitask writes)', redis.call('HGET', state, 'next')}
   end
   redis.call('PEXPIRE', state, ttl)
-  if failed_index == index then return {'failing', follows, failure} end
+  if failed_index == index then return {'failing', redis.call('HGET', state, 'next'), failure} end
   return {'failed'}
 end
 redis.call('PEXPIRE', state, ttl)
@@ -72,10 +85,22 @@ end
 redis.call('PEXPIRE', results, ttl)
 if redis.call('HLEN', results) < size then return {'waiting'} end
 local reply = {'complete', redis.call('HGET', state, 'next')}
+-- the results are measured whole first (MEMORY USAGE, one command): only when they
+-- take more than ARGV[5] (or that cannot be asked) is each measured (HSTRLEN)
+local usage = redis.pcall('MEMORY', 'USAGE', results)
+local each = not (type(usage) == 'number' and usage <= most)
 -- HMGET a thousand fields at a time: unpack() of many more overflows Lua's C stack
 for first = 0, size - 1, 1000 do
   local fields = {}
-  for i = first, math.min(first + 999, size - 1) do fields[#fields + 1] = tostring(i) end
+  for i = first, math.min(first + 999, size - 1) do
+    fields[#fields + 1] = tostring(i)
+    local length = each and redis.call('HSTRLEN', results, fields[#fields]) or 0
+    if length > most then  -- planted: the body is never sent such a result
+      return {'corrupt', 'key ' .. results .. ' holds a result minitask did not write (member ' ..
+              i .. ': ' .. length .. ' bytes, longer than minitask writes: not read)',
+              reply[2]}
+    end
+  end
   local values = redis.call('HMGET', results, unpack(fields))
   for j = 1, #values do
     -- a member not in yet: HLEN counted a field no minitask wrote (an index past size)

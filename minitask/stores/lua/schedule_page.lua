@@ -11,6 +11,7 @@
 --   ('0' from the first); HSCANs of COUNT ARGV[2] until ARGV[2] entries are found,
 --   the scan is back to 0, or UNARMED_BUDGET fields were read (the armed records are
 --   read and passed over: no page in between is empty), and one ZSCORE for each field.
+-- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
 -- Returns {'ok', next, name, tick or false, record or false, last tick or false, ...}:
 -- next is the HSCAN cursor that follows (unarmed; '0': no more), '' for armed; a
 -- tick of ticks without a record (a name minitask did not write) comes with record
@@ -38,12 +39,42 @@ local function after(a, b)
   return #a > #b
 end
 
+-- a record longer than minitask writes (ARGV[5]) is sent as its length, a last
+-- tick longer than a number as none: a planted 20 MB record was sent to every listing.
+-- Each is measured (HSTRLEN), then those short enough read in one HMGET (done()).
+local most = tonumber(ARGV[5])
 local function add(name, tick, record)
-  local last = tolerant(false, 'HGET', KEYS[3], 'at:' .. name)
+  if type(record) == 'string' and #record > most then record = #record end
   found[#found + 1] = name
   found[#found + 1] = tick
   found[#found + 1] = record
-  found[#found + 1] = last
+  found[#found + 1] = false
+end
+
+-- Read, into the entries from `first` on (their place + `offset`), the values of
+-- `key` at each entry's field (`field_of` its name) of at most `longest` bytes; a
+-- longer one is `long`(its length). A key of another type reads as none.
+local function measured(key, field_of, offset, longest, long)
+  local places, fields = {}, {}
+  for i = 3, #found, 4 do
+    local field = field_of(found[i])
+    local length = tolerant(-1, 'HSTRLEN', key, field)
+    if length < 0 then return end
+    if length > longest then
+      found[i + offset] = long(length)
+    else
+      places[#places + 1], fields[#fields + 1] = i + offset, field
+    end
+  end
+  if #fields == 0 then return end
+  for n, value in ipairs(redis.call('HMGET', key, unpack(fields))) do found[places[n]] = value end
+end
+
+-- the page, each entry with its last tick (at most 64 bytes: a number)
+local function done()
+  measured(KEYS[3], function(name) return 'at:' .. name end, 3, 64,
+           function() return false end)
+  return found
 end
 
 if ARGV[1] == 'armed' then
@@ -59,8 +90,11 @@ if ARGV[1] == 'armed' then
     start = low
   end
   local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
-  for i = 1, #ticks, 2 do add(ticks[i], ticks[i + 1], redis.call('HGET', KEYS[1], ticks[i])) end
-  return found
+  for i = 1, #ticks, 2 do add(ticks[i], ticks[i + 1], false) end
+  -- their records, measured: one longer than ARGV[5] is sent as its length
+  measured(KEYS[1], function(name) return name end, 2, most,
+           function(length) return length end)
+  return done()
 end
 
 -- HSCAN on, past the armed records, until the page has `count` entries, the scan is
@@ -78,4 +112,4 @@ repeat
   end
 until cursor == '0' or #found - 2 >= 4 * count or read >= UNARMED_BUDGET
 found[2] = cursor
-return found
+return done()
