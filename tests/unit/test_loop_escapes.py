@@ -131,3 +131,22 @@ def test_a_stop_by_a_running_attempt_fails_it_and_leaves_the_loop_running() -> N
         assert escapes.said_stopped() == "code of no running task"
     finally:
         loop.close()
+
+
+def test_an_error_while_its_prerun_hooks_run_is_the_attempts_failure() -> None:
+    """Entered before its code is made (its ``task_prerun`` hooks run first): what
+    escapes then is still its failure, nothing yet to cancel."""
+    loop = asyncio.new_event_loop()
+    escapes = Escapes(lambda: None)
+    mine = _context("t-1")
+
+    def start() -> None:
+        escapes.enter(mine, None)
+        with entered(mine):
+            loop.call_soon(_raise, SystemExit(5))
+    try:
+        error = _escape(loop, start)
+        escapes.escaped(error)
+        assert escapes.leave(mine) is error
+    finally:
+        loop.close()

@@ -366,6 +366,8 @@ class AsyncioPool(FixedSlots):
             with running(message, job.delivery.delivery, cancel,
                          observer.reporter(message)) as context:
                 observer.started(context, message)
+                self._escapes.enter(context, None)  # (its prerun hooks' code is its too)
+                watched = context
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
                 if is_async:
@@ -380,7 +382,6 @@ class AsyncioPool(FixedSlots):
                                              *args, **kwargs)
                     inner = self._loop.run_in_executor(self._calls, call)
                 self._escapes.enter(context, inner)
-                watched = context
             # the cancel watch (another thread) stops an attempt: cancelled on the loop
             if is_async and not board.set_stopper(job.task_id, functools.partial(
                     self._loop.call_soon_threadsafe, inner.cancel)):

@@ -65,14 +65,16 @@ class Escapes:
     def __init__(self, stop: Callable[[], None]) -> None:
         self._stop = stop
         #: By ``id()`` of each running attempt's TaskContext: it, and the future of
-        #: its code (an asyncio task, or a plain function's call in the executor).
-        self._running: Dict[int, Tuple[TaskContext, "asyncio.Future[Any]"]] = {}
+        #: its code (an asyncio task, or a plain function's call in the executor;
+        #: None while its ``task_prerun`` hooks run).
+        self._running: Dict[int, Tuple[TaskContext, Optional["asyncio.Future[Any]"]]] = {}
         self._escaped: Dict[int, BaseException] = {}
         #: Who called ``stop`` last when it stopped the loop: for the line saying so.
         self.stopped_by: Optional[TaskContext] = None
 
-    def enter(self, context: TaskContext, code: "asyncio.Future[Any]") -> None:
-        """An attempt's code runs (``code``) in ``context``: what escapes is its."""
+    def enter(self, context: TaskContext, code: Optional["asyncio.Future[Any]"]) -> None:
+        """An attempt's code runs (``code``, once it is made) in ``context``: what
+        escapes from code that runs in it is that attempt's."""
         self._running[id(context)] = (context, code)
 
     def leave(self, context: TaskContext) -> Optional[BaseException]:
@@ -81,15 +83,15 @@ class Escapes:
         self._running.pop(id(context), None)
         return self._escaped.pop(id(context), None)
 
-    def _attempt_of(self, context: Optional[TaskContext]) -> Optional["asyncio.Future[Any]"]:
+    def _runs(self, context: Optional[TaskContext]) -> bool:
         held = None if context is None else self._running.get(id(context))
-        return held[1] if held is not None and held[0] is context else None
+        return held is not None and held[0] is context
 
-    def _fail(self, context: TaskContext, code: "asyncio.Future[Any]",
-              error: BaseException) -> None:
+    def _fail(self, context: TaskContext, error: BaseException) -> None:
         """The attempt fails with ``error`` (the first to escape): its code is cancelled
         (a plain function's thread cannot be: its attempt fails once it returns)."""
         self._escaped.setdefault(id(context), error)
+        code = self._running[id(context)][1]
         if isinstance(code, asyncio.Task) and not code.done():
             code.cancel()
 
@@ -98,14 +100,13 @@ class Escapes:
         the running attempt whose code raised it, else logged naming whose it was."""
         context = raised_in(error)
         task = None if context is None else task_in(context)
-        code = self._attempt_of(task)
-        if task is not None and code is not None:
+        if task is not None and self._runs(task):
             logger.warning("task %r (id %s): code its attempt started (an asyncio task or a "
                            "loop callback) raised %s out of the asyncio pool's event loop: "
                            "the attempt fails with it; the loop runs on", task.name,
                            shown_id(task.id), type(error).__name__,
                            extra={"task_id": task.id, "task_name": task.name})
-            self._fail(task, code, error)
+            self._fail(task, error)
         elif task is not None:
             log_error(logger, logging.ERROR, "task %r (id %s): code its attempt left behind "
                       "(an asyncio task or a loop callback) raised %s out of the asyncio "
@@ -122,9 +123,8 @@ class Escapes:
         whose code called it (the loop, everyone's, runs on); else the loop stops, and
         runs again at once (``stopped_by`` says whose code stopped it)."""
         context = current_task()
-        code = self._attempt_of(context)
-        if context is not None and code is not None:
-            self._fail(context, code, RuntimeError(
+        if context is not None and self._runs(context):
+            self._fail(context, RuntimeError(
                 f"task {context.name!r}: its code stopped the event loop (loop.stop()) "
                 f"before its attempt ended; the asyncio pool's loop, which every attempt "
                 f"shares, runs on"))
