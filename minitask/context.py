@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import threading
-from contextvars import ContextVar
+from contextvars import Context, ContextVar
 from dataclasses import dataclass, field
 import math
 import re
@@ -145,6 +145,13 @@ def current_task() -> Optional[TaskContext]:
         The ``TaskContext`` of the attempt this thread (or asyncio task) runs.
     """
     return _current.get()
+
+
+def task_in(context: Context) -> Optional[TaskContext]:
+    """The attempt whose code runs in ``context`` (as ``current_task()`` there), or
+    None: for the asyncio pool, which finds whose code raised out of its event loop
+    by the context the raising callback ran in."""
+    return context.get(_current)
 
 
 class entered:

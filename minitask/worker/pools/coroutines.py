@@ -37,6 +37,7 @@ from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle, spawn
 from ..softlimit import call_with_posting
+from .escapes import Escapes
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
 from .watchdog import LoopWatch
@@ -128,6 +129,11 @@ class AsyncioPool(FixedSlots):
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
+        #: What a task's code raises out of the loop, or its ``loop.stop()``: its
+        #: attempt's failure (``escapes``); the pool stops the loop with its own stop.
+        self._stop_loop = self._loop.stop
+        self._escapes = Escapes(self._stop_loop)
+        self._loop.stop = self._escapes.stop  # type: ignore[method-assign]
         #: Runs plain functions: not the loop's default executor, which a task may shut down
         self._calls = ThreadPoolExecutor(max_workers=size,  # one a slot: -c of them at once
                                          thread_name_prefix="minitask-asyncio-call")
@@ -142,17 +148,24 @@ class AsyncioPool(FixedSlots):
             self._holders.values())], self._holders.get)
 
     def _serve(self) -> None:
-        """Run the loop until ``close``. A task's code may stop it (``loop.stop()``):
-        every attempt would then hang, the worker beating on; the loop runs again,
-        and its attempts go on where they were."""
+        """Run the loop until ``close``. A task's code may stop it (``loop.stop()``, once
+        its attempt has ended: a running one's fails instead, ``Escapes.stop``): every
+        attempt would then hang, the worker beating on; the loop runs again, and its
+        attempts go on where they were. What a task's code raises out of it is the
+        failure of the attempt whose code raised it (``Escapes.escaped``)."""
         said: Optional[float] = None
         while True:
+            raised = False
             try:
                 self._loop.run_forever()
             except BaseException as exc:  # asyncio lets a SystemExit or KeyboardInterrupt
                 # out of a callback: this thread must not end with every attempt's loop
-                log_error(logger, logging.ERROR, "the asyncio pool's event loop raised; it runs "
-                          "again", error=exc)
+                try:
+                    self._escapes.escaped(exc)
+                except BaseException as failed:  # a bug of ours: the loop must run on
+                    log_error(logger, logging.ERROR, "the asyncio pool's event loop raised; "
+                              "it runs again", error=failed)
+                raised = True  # not stopped: it runs again at once, nothing to say
             if self._closing:
                 # the loop has stopped for good: no step can come any more, and the
                 # ones handed so far run before the recording threads end
@@ -160,11 +173,11 @@ class AsyncioPool(FixedSlots):
                 self._calls.shutdown(wait=False)  # as loop.close() does its default one
                 return
             # said at most once a RESTART_SAID: a task may stop it again and again
-            if said is None or time.monotonic() - said > RESTART_SAID:
+            if not raised and (said is None or time.monotonic() - said > RESTART_SAID):
                 said = time.monotonic()
-                logger.error("the asyncio pool's event loop was stopped by a task's code "
-                             "(running: %s); it runs again", ", ".join(sorted(self._attempts))
-                             or "none")
+                logger.error("the asyncio pool's event loop was stopped (loop.stop()) by %s "
+                             "(running: %s); it runs again", self._escapes.said_stopped(),
+                             ", ".join(sorted(self._attempts)) or "none")
 
     def submit(self, job: Job) -> None:
         self._loop.call_soon_threadsafe(self._start, job)
@@ -220,7 +233,7 @@ class AsyncioPool(FixedSlots):
                 asyncio.run_coroutine_threadsafe(link.close(), self._loop).result(CLOSE_WAIT)
             except Exception as exc:
                 logger.debug("the asyncio pool's connections were not closed: %s", exc)
-        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._loop.call_soon_threadsafe(self._stop_loop)
         self._thread.join(timeout=CANCEL_WAIT)
         if self._thread.is_alive():
             logger.error("the asyncio pool's event loop did not stop within %s s (a task's "
@@ -340,6 +353,7 @@ class AsyncioPool(FixedSlots):
         if len(self._holders) == 1:  # the first attempt since the pool was idle
             self._watch.wake()
         inner: "Optional[asyncio.Future[Any]]" = None
+        watched: Optional[TaskContext] = None  # what escapes the loop from its code: its
         try:
             if cancel.is_set():  # asked to stop while it waited in this worker's buffer
                 await self._record(self._recorder.cancelled, job, message, 0.0)
@@ -352,6 +366,8 @@ class AsyncioPool(FixedSlots):
             with running(message, job.delivery.delivery, cancel,
                          observer.reporter(message)) as context:
                 observer.started(context, message)
+                self._escapes.enter(context, None)  # (its prerun hooks' code is its too)
+                watched = context
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
                 if is_async:
@@ -365,6 +381,7 @@ class AsyncioPool(FixedSlots):
                                              task.func, task.options.soft_timeout, task.name,
                                              *args, **kwargs)
                     inner = self._loop.run_in_executor(self._calls, call)
+                self._escapes.enter(context, inner)
             # the cancel watch (another thread) stops an attempt: cancelled on the loop
             if is_async and not board.set_stopper(job.task_id, functools.partial(
                     self._loop.call_soon_threadsafe, inner.cancel)):
@@ -383,6 +400,9 @@ class AsyncioPool(FixedSlots):
                 error = exc
             if isinstance(value, Raised):
                 value, error = None, value.error
+            escaped = self._escapes.leave(context)  # raised out of the loop by code it started
+            if escaped is not None:  # (its child task, its callback), or its loop.stop()
+                value, error = None, escaped
             duration = time.monotonic() - started
             quick = self._quick
             concluded: Tuple[str, Optional[BaseException], Optional[Job]]
@@ -401,6 +421,8 @@ class AsyncioPool(FixedSlots):
             return following
         finally:
             board.leave(job.task_id)
+            if watched is not None:
+                self._escapes.leave(watched)
             self._holders.pop(outer, None)
             if inner is not None:
                 self._holders.pop(inner, None)
