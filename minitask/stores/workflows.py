@@ -241,7 +241,7 @@ class WorkflowStore(WorkflowReads):
             return
         inner = joined(follow, path)
         reply = self._join(follow, "ok", pack_data(value, f"the result of group member "
-                                                          f"{follow['i']}"))
+                                                          f"{follow['i']}"), max_bytes)
         self._act_on(follow, reply, now_ms, max_bytes, inner, wid)
 
     def _act_on(self, join: Dict[str, Any], reply: List[Any], now_ms: int,
@@ -323,7 +323,7 @@ class WorkflowStore(WorkflowReads):
             follow = follow["next"]
         if follow is not None:
             inner = joined(follow, path)
-            reply = self._join(follow, "dead", failure.packed())
+            reply = self._join(follow, "dead", failure.packed(), max_bytes)
             self._act_on(follow, reply, now_ms, max_bytes, inner, wid)
         self._cancel(later, failure, now_ms, wid)
 
@@ -364,11 +364,15 @@ class WorkflowStore(WorkflowReads):
 
     # -- groups ------------------------------------------------------------------------
 
-    def _join(self, join: Dict[str, Any], how: str, payload: bytes) -> List[Any]:
+    def _join(self, join: Dict[str, Any], how: str, payload: bytes,
+              most_sent: int = 0) -> List[Any]:
+        """Record a member's end in its group; ``most_sent``: the sender's
+        max_message_bytes (the frame's), which may exceed this app's."""
         k = self.keys(join["q"])
         reply = self.transport.run(
             "group_join", (k.group(join["id"]), k.group_results(join["id"])),
-            (join["i"], how, payload, join["ttl"], max(self.bounds.message, self.bounds.outcome)),
+            (join["i"], how, payload, join["ttl"], max(self.bounds.message, self.bounds.outcome,
+                                                       most_sent)),
             f"record member {join['i']} of workflow group {join['id']}")
         return list(reply)
 

@@ -43,10 +43,19 @@ if read(4, 'ZSCORE', id) then return {'dead', false} end
 -- pending, not delayed, not leased, not dead: it sits in a ready list
 if read(5, 'HEXISTS', id) == 1 then return {'queued', false} end
 -- a list holds no length of its elements: MEMORY USAGE measures it (O(1) for the one
--- element minitask writes); an ACL without it (the docs' list before it) reads as before
+-- element minitask writes); an ACL without it (the docs' list before it) reads as before.
+-- It counts the allocator's block, rounded up to a size class (a quarter more at
+-- most) and the list's own overhead: past a quarter and 4 kB more than `most` the
+-- element is longer than minitask writes, unread; between, it is read here and its
+-- own length decides (a result of max_result_bytes measured 1.25 times that).
 local size = redis.pcall('MEMORY', 'USAGE', KEYS[6])
-if type(size) == 'number' and size > most then return {'too large', KEYS[6], size} end
+if type(size) == 'number' and size > most * 1.25 + 4096 then
+  return {'too large', KEYS[6], size}
+end
 local outcome = read(6, 'LINDEX', 0)
+if outcome and type(size) == 'number' and size > most and #outcome > most then
+  return {'too large', KEYS[6], #outcome}
+end
 if outcome then return {'finished', outcome} end
 if not odd then return {'unknown', false} end
 local held = redis.call('TYPE', KEYS[6])
