@@ -21,7 +21,7 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional
 
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from ..errors import BrokerError
 from ..printable import own_logger
@@ -97,14 +97,17 @@ class LoopLink:
         cancelled = False
         try:
             writer.write(packed)
+            read = self._reading(link)
             while True:
                 try:
-                    reply = await self._read(link)
+                    reply = await (self._read(link) if read is None else asyncio.shield(read))
                     break
                 except asyncio.CancelledError:
+                    if read is not None and read.cancelled():
+                        raise  # (the loop closing cancelled every task, this one too)
                     cancelled = True  # the reply still comes: read on
         except BaseException as exc:
-            writer.transport.abort()
+            writer.transport.abort()  # (a read still on ends: its connection closed)
             await self._drop(link)
             if cancelled:
                 raise Cancelled(None, exc) from exc
@@ -173,6 +176,19 @@ class LoopLink:
         except Exception as exc:  # closed already: nothing to keep
             logger.debug("could not close a connection of the asyncio pool: %s", exc)
 
+    def _reading(self, link: Any) -> "Optional[asyncio.Task[Any]]":
+        """Without hiredis, the read of the reply to come on ``link``, as an asyncio
+        task of its own, which a cancel of the round trip never reaches: redis-py's
+        ``read_response`` closes its connection on any exception thrown into it, a
+        cancel too, and the reply of a command that ran was lost. (hiredis reads from
+        the stream, which a cancel leaves as it was: no task, a round trip's CPU less.)
+        Made directly, not by the loop's task factory (``runner.spawn`` says why)."""
+        if link[3] is not None:
+            return None
+        read = asyncio.Task(self._read(link), loop=asyncio.get_running_loop())
+        read.add_done_callback(_seen)
+        return read
+
     async def _read(self, link: Any) -> Any:
         connection, _, stream, parser = link
         if parser is None:
@@ -204,6 +220,19 @@ class LoopLink:
         free, self._free = self._free, []
         for link in free:
             await self._drop(link)
+
+
+def _no_script(exc: BaseException) -> bool:
+    """Whether Redis did not have the script: hiredis gives the error reply whole,
+    redis-py's parser a ``NoScriptError`` with its "NOSCRIPT" prefix cut off."""
+    return isinstance(exc, NoScriptError) or str(exc).startswith("NOSCRIPT")
+
+
+def _seen(read: "asyncio.Task[Any]") -> None:
+    """Mark a read's failure as seen: one whose round trip ended on something else
+    meanwhile (its connection closed under it) is not for asyncio to log."""
+    if not read.cancelled():
+        read.exception()
 
 
 class Cancelled(Exception):
@@ -293,7 +322,7 @@ class LoopAcks:
         except (Exception, asyncio.CancelledError) as exc:  # an outage, a script not
             # loaded, a refusal, a cancel as it connected: the recording threads' to ride
             self._holdings.restore_acks(acks)
-            if not str(exc).startswith("NOSCRIPT"):  # (else loaded as the threads send it)
+            if not _no_script(exc):  # (else loaded as the threads send it: no rest)
                 self._resting_until = time.monotonic() + REST
             logger.debug("the asyncio pool's loop could not %s (%s): its recording "
                          "threads do", what, exc)

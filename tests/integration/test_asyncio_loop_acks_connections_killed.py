@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Any, Callable, List
 
+import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
+from minitask.worker import loop_acks
 from tests.support.servers import RedisServer
 
 DEADLINE = 120.0
@@ -19,8 +21,16 @@ TASKS = 600
 
 
 def test_connections_killed_mid_drain_lose_no_outcome(
-        start_redis: Callable[..., RedisServer]) -> None:
+        start_redis: Callable[..., RedisServer], monkeypatch: pytest.MonkeyPatch) -> None:
     server = start_redis()
+    exchange = loop_acks.LoopLink.exchange
+    round_trips: List[int] = []  # one a round trip the loop began (the path under test)
+
+    async def counted(self: loop_acks.LoopLink, packed: bytes) -> Any:
+        round_trips.append(1)
+        return await exchange(self, packed)
+
+    monkeypatch.setattr(loop_acks.LoopLink, "exchange", counted)
     app = Minitask("loopkills", broker=server.url)
 
     @app.task
@@ -48,6 +58,7 @@ def test_connections_killed_mid_drain_lose_no_outcome(
         app.close()
     assert not thread.is_alive()
     assert kills > 0, "the connections were meant to be killed while it drained"
+    assert round_trips, "no outcome went through the loop: the loop's path was not tested"
     assert results == [2 * index for index in range(TASKS)]
     assert killer.zcard(keys.leases) == 0
     killer.close()
