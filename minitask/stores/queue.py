@@ -13,8 +13,8 @@ from ..broker.durability import Durability
 from ..broker.keys import PRIORITIES
 from ..broker.packing import ScriptCall, bulk, command
 from ..broker.transport import Transport, text
-from ..errors import BrokerError, DurabilityError
-from ..printable import printable
+from ..errors import BrokerError, DecodeError, DurabilityError
+from ..printable import printable, shown_id
 from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
 from .foreign import ignored, raise_refusals
@@ -25,6 +25,9 @@ from .store import Store
 WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
+#: The longest message a fetch reads unless told less (``FetchTerms.max_bytes``): Redis's
+#: own limit for one string, the most an app's ``max_message_bytes`` may be.
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 
 _SCRIPTS = ("enqueue", "enqueue_now", "fetch", "release")
 #: The enqueue call's constant arguments, encoded once.
@@ -52,8 +55,25 @@ class Delivery:
     slots: bool = True
 
     def message(self) -> Message:
-        """The decoded message; raises DecodeError for a corrupt or unknown envelope."""
+        """The decoded message; raises DecodeError for a corrupt or unknown envelope,
+        or for one the fetch did not read, as longer than the worker's
+        ``max_message_bytes`` (``unread_size``)."""
+        if self.body[:1] == UNREAD_MARK:
+            raise DecodeError(f"cannot decode message {shown_id(self.task_id)!r}: it is "
+                              f"{unread_size(self.body):,} bytes, longer than this worker's "
+                              f"max_message_bytes, and was not read (minitask never "
+                              f"writes one that long; something else wrote it)")
         return decode_message(self.body)
+
+
+#: What a fetch leases in place of a message longer than it reads (fetch.lua's body_of):
+#: this byte (msgpack never starts with it), then the message's size in digits.
+UNREAD_MARK = b"\xc1"
+
+
+def unread_size(body: bytes) -> int:
+    """The size of a message a fetch did not read, from the mark in its place."""
+    return int(body[1:40] or b"0")
 
 
 @quick_init
@@ -75,6 +95,9 @@ class FetchTerms:
     lease_ms: int
     count: int
     max_deliveries: int
+    #: The longest message a fetch reads (the app's ``max_message_bytes``): a longer
+    #: one, which no minitask wrote, is leased unread, to be dead-lettered (fetch.lua)
+    max_bytes: int = MAX_MESSAGE_BYTES
 
 
 class QueueStore(Store):
@@ -285,10 +308,12 @@ class QueueStore(Store):
     # -- consuming ---------------------------------------------------------------
 
     def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
-              max_deliveries: int) -> FetchResult:
-        """Promote what is due, reclaim expired leases, and lease up to ``count`` tasks."""
+              max_deliveries: int, max_bytes: int = MAX_MESSAGE_BYTES) -> FetchResult:
+        """Promote what is due, reclaim expired leases, and lease up to ``count`` tasks
+        (a message longer than ``max_bytes`` unread: ``Delivery.message`` refuses it)."""
         reply = self.transport.run_calls(
-            [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries))],
+            [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries,
+                                                       max_bytes))],
             f"fetch from queue {queue!r}")[-1]
         return self.fetch_result(reply)
 
@@ -302,10 +327,10 @@ class QueueStore(Store):
         if now_ms is None:
             return ("fetch", queue, self._fetch_keys(queue),
                     ("server", terms.lease_ms, terms.count, terms.max_deliveries,
-                     BATCH_LIMIT), 0)
+                     BATCH_LIMIT, b"", terms.max_bytes), 0)
         return ("fetch", queue, self._fetch_keys(queue),
                 (b"%d" % now_ms, terms.lease_ms, terms.count, terms.max_deliveries,
-                 BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms)), 0)
+                 BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms), terms.max_bytes), 0)
 
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
