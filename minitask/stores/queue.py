@@ -13,11 +13,12 @@ from ..broker.durability import Durability
 from ..broker.keys import PRIORITIES
 from ..broker.packing import ScriptCall, bulk, command
 from ..broker.transport import Transport, text
-from ..errors import BrokerError, DecodeError, DurabilityError
-from ..printable import printable, shown_id
+from ..errors import BrokerError, DurabilityError
+from ..printable import printable
 from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
-from .foreign import ignored, raise_refusals
+from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, ignored, raise_refusals,
+                      unread_error)
 from .names import REGISTRY_READ, read_names
 from .store import Store
 
@@ -25,9 +26,6 @@ from .store import Store
 WAKE_CAP = 256
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
-#: The longest message a fetch reads unless told less (``FetchTerms.max_bytes``): Redis's
-#: own limit for one string, the most an app's ``max_message_bytes`` may be.
-MAX_MESSAGE_BYTES = 512 * 1024 * 1024
 
 _SCRIPTS = ("enqueue", "enqueue_now", "fetch", "release")
 #: The enqueue call's constant arguments, encoded once.
@@ -56,24 +54,10 @@ class Delivery:
 
     def message(self) -> Message:
         """The decoded message; raises DecodeError for a corrupt or unknown envelope,
-        or for one the fetch did not read, as longer than the worker's
-        ``max_message_bytes`` (``unread_size``)."""
+        or one the fetch left unread, too long (``foreign.unread_error``)."""
         if self.body[:1] == UNREAD_MARK:
-            raise DecodeError(f"cannot decode message {shown_id(self.task_id)!r}: it is "
-                              f"{unread_size(self.body):,} bytes, longer than this worker's "
-                              f"max_message_bytes, and was not read (minitask never "
-                              f"writes one that long; something else wrote it)")
+            raise unread_error(self.task_id, self.body)
         return decode_message(self.body)
-
-
-#: What a fetch leases in place of a message longer than it reads (fetch.lua's body_of):
-#: this byte (msgpack never starts with it), then the message's size in digits.
-UNREAD_MARK = b"\xc1"
-
-
-def unread_size(body: bytes) -> int:
-    """The size of a message a fetch did not read, from the mark in its place."""
-    return int(body[1:40] or b"0")
 
 
 @quick_init
@@ -95,8 +79,7 @@ class FetchTerms:
     lease_ms: int
     count: int
     max_deliveries: int
-    #: The longest message a fetch reads (the app's ``max_message_bytes``): a longer
-    #: one, which no minitask wrote, is leased unread, to be dead-lettered (fetch.lua)
+    #: The longest message a fetch reads (the app's ``max_message_bytes``; fetch.lua)
     max_bytes: int = MAX_MESSAGE_BYTES
 
 
@@ -430,7 +413,7 @@ class QueueStore(Store):
                 counted += (*k.ready, k.delayed, k.leases, k.dead, k.cancelled)
             counts = pipe.execute(raise_on_error=False)
             raise_refusals(counts)
-            replies = [_count(key, reply) for key, reply in zip(counted, counts)]
+            replies = [count_of(key, reply) for key, reply in zip(counted, counts)]
             per_queue = [replies[i * 14:(i + 1) * 14] for i in range(len(keys))]
             cancelled_in = [k for k, counts in zip(keys, per_queue) if counts[13]]
             pipe = self.transport.client.pipeline(transaction=False)
@@ -439,7 +422,7 @@ class QueueStore(Store):
                     pipe.zcount(k.cancelled, priority, priority)
             zcounts = pipe.execute(raise_on_error=False) if cancelled_in else []
             raise_refusals(zcounts)
-            cancelled = iter([_count(k.cancelled, reply) for k, reply in zip(
+            cancelled = iter([count_of(k.cancelled, reply) for k, reply in zip(
                 [k for k in cancelled_in for _ in PRIORITIES], zcounts)])
         found = {}
         for queue, counts in zip(queues, per_queue):
@@ -450,15 +433,6 @@ class QueueStore(Store):
                                                   if c},
                             "scheduled": counts[10], "running": counts[11], "dead": counts[12]}
         return found
-
-
-def _count(key: str, reply: Any) -> int:
-    """A count of ``key``; 0 when it holds another type (no minitask wrote it, said once):
-    one such key must not hide the counts of every other queue."""
-    if isinstance(reply, Exception):
-        ignored(key, f"it holds another type ({reply})")
-        return 0
-    return int(reply)
 
 
 def _partly(what: str, broker: str,

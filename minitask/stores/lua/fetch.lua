@@ -60,7 +60,8 @@
 -- flow_parked counts the entries, changed once per fetch that parks or takes any
 -- (gone at 0).
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
---   leases holding another type refuses the call (checked first). A lease score
+--   leases holding another type is moved aside whole (lib.lua's aside(): to
+--   `key`:foreign, said in Redis's log) and counts as empty. A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
 --   one dated further ahead than any worker takes a lease for (the year 2096, inf)
 --   is made due by a fetch that leases less than it asked for (next_event below),
@@ -68,7 +69,9 @@
 --   next_event_ms.
 --   A ready list, messages, dead, delayed, order or cancelled holding another
 --   type counts as empty (a ready list of another type that an expired lease or
---   a due task goes back to refuses the call, before any write).
+--   a due task goes back to is moved aside whole and made again: a refusal would
+--   stop every fetch of the queue). A message longer than ARGV[7] is not read
+--   (body_of).
 --   A ready-list entry that is no id (empty, not UTF-8) or has no message is
 --   dropped, as a cancelled one is. A delivery count that is no number starts
 --   afresh at 1; in a deliveries key of another type none is kept (1, never
@@ -103,7 +106,6 @@ end
 -- comparison (Lua compares short strings by address), any other read by tonumber()
 local want = ARGV[3] == '1' and 1 or tonumber(ARGV[3])
 local limit = ARGV[5] == '1000' and 1000 or tonumber(ARGV[5])
-local max_bytes = tonumber(ARGV[7])
 local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
 if flow_on then now = now or tonumber(ARGV[1]) end
 -- dead_any: dead may hold the popped ids (a ZSCORE each), unless one EXISTS found it
@@ -275,13 +277,17 @@ local function body_of(id)
     local dead = dead_any and redis.pcall('ZSCORE', KEYS[6], id)
     if type(dead) == 'table' then guards().foreign(dead) dead = false end  -- dead of another type
     if dead then return false, false, true end
-    -- measured before it is read: one longer than any minitask writes (planted, 200 MB)
-    -- would block Redis and swell the worker as it is copied; its lease answers a
-    -- mark in its place ('\193', a byte no msgpack starts with, and its size), for
-    -- the worker to dead-letter it unread (queue.py's Delivery.message)
+    -- measured before it is read (HSTRLEN, O(1)): one longer than ARGV[7], which no
+    -- minitask writes (planted: 200 MB), would block Redis and swell the worker as it
+    -- is copied; its lease answers a mark in its place ('\193', a byte no msgpack
+    -- starts with, then its size), for the worker to dead-letter it unread (queue.py's
+    -- Delivery.message). ARGV[7] is read (a strtod) only for one over 64 kB: a
+    -- shorter message is read whatever the limit. (One HSTRLEN a task, some 3,500
+    -- Redis instructions: no command measures several fields, and reading the leased
+    -- messages by one HMGET at the end cost more than it saved)
     local size = redis.pcall('HSTRLEN', KEYS[3], id)
     if type(size) == 'table' then guards().foreign(size) return false end  -- another type
-    if size > max_bytes then return '\193' .. size end
+    if size > 65536 and size > tonumber(ARGV[7]) then return '\193' .. size end
     body = redis.pcall('HGET', KEYS[3], id)
   end
   return body
