@@ -292,8 +292,7 @@ class QueueStore(Store):
 
     def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
               max_deliveries: int, max_bytes: int = MAX_MESSAGE_BYTES) -> FetchResult:
-        """Promote what is due, reclaim expired leases, and lease up to ``count`` tasks
-        (a message longer than ``max_bytes`` unread: ``Delivery.message`` refuses it)."""
+        """Promote what is due, reclaim expired leases, and lease up to ``count`` tasks."""
         reply = self.transport.run_calls(
             [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries,
                                                        max_bytes))],
@@ -386,10 +385,12 @@ class QueueStore(Store):
         return int(self.transport.run_calls([("release", queue, keys, args, 0)],
                                             f"give back tasks to queue {queue!r}")[0])
 
-    def message_body(self, queue: str, task_id: str) -> Optional[bytes]:
+    def message_body(self, queue: str, task_id: str, most: int = 0) -> Optional[bytes]:
+        """A task's message; None when missing, or longer than ``most`` (0: any; measured)."""
         with self.transport.errors(f"read message {task_id}"):
-            body = self.transport.client.hget(self.keys(queue).messages, task_id)
-        return body  # type: ignore[return-value]
+            key, client = self.keys(queue).messages, self.transport.client
+            fits = not most or client.hstrlen(key, task_id) <= most
+            return client.hget(key, task_id) if fits else None  # type: ignore[return-value]
 
     # -- monitoring --------------------------------------------------------------
 

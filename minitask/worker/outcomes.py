@@ -454,7 +454,7 @@ def bury_poisoned(host: Host, queue: str, task_id: str
                       message=str(error), reason="worker lost")
     try:
         message: Optional[Message] = decode_message(
-            host.broker.queues.message_body(queue, task_id) or b"")
+            host.broker.queues.message_body(queue, task_id, host.max_message_bytes) or b"")
     except DecodeError:
         message = None  # dead-lettered as it is; no workflow can be carried on
     WorkflowSteps(host).ended_dead(message, outcome)

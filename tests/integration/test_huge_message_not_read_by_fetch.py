@@ -85,3 +85,19 @@ def test_a_worker_dead_letters_it_unread_and_runs_the_next_task(
     assert letter.task_id == "huge"
     assert f"{SIZE:,} bytes" in letter.message, letter.message
     assert admin.hstrlen(OTHER.messages, "huge") == SIZE  # kept for inspection
+
+
+def test_a_poisoned_task_whose_message_is_too_long_is_dead_lettered_unread(
+        producer: Minitask, admin: "redis.Redis[bytes]") -> None:
+    """A lease expired max_deliveries times: the worker reads its message to
+    dead-letter it, measured first (``message_body``'s ``most``)."""
+    admin.hset(OTHER.messages, "huge", b"\x1b" * SIZE)
+    admin.zadd(OTHER.leases, {"huge": 4})  # expired long ago, at priority 5
+    admin.hset(OTHER.deliveries, "huge", 99)
+    queues = producer.broker.queues
+    assert queues.message_body("other", "huge", producer.max_message_bytes) is None
+    assert len(queues.message_body("other", "huge") or b"") == SIZE
+    worker = producer.worker(burst=True, queues=["other"])
+    worker.run_once()
+    (letter,) = producer.dead_letters("other")
+    assert letter.task_id == "huge" and letter.reason == "worker lost"
