@@ -22,7 +22,7 @@ from .scheduling import (PAGE_SIZE, SchedulePage, add_schedule, remove_schedule,
 from .subscriptions import subscribers, unsubscribe
 from .tasks import TaskInfo, inspect
 from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
-                      shutdown, stoppable_workers, worker_listing)
+                      shutdown, stalled_queues, stoppable_workers, worker_listing)
 
 __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "REQUEUED",
            "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "DeadRow", "DeadTask",
@@ -36,4 +36,4 @@ __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "
            "revive_dead", "running", "schedule_counts", "schedule_listing", "schedule_page",
            "schedule_pages", "scheduled", "schedules",
            "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",
-           "stoppable_workers", "worker_listing"]
+           "stalled_queues", "stoppable_workers", "worker_listing"]

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, List, Optional, Sequence
+import json
+from typing import Any, Dict, List, Optional, Sequence
 
 from ..broker.health import on_redis_time
 from ..errors import BrokerError, ConfigurationError
@@ -11,8 +12,8 @@ from ..stores.registry import SHOWN_WORKERS, SHUTDOWN, TRUSTED_AHEAD_MS, WorkerL
 from .operated import Operated
 
 __all__ = ["LIVE_MS", "NAMED_MOST", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "WorkerListing",
-           "live_workers", "named_workers", "shutdown", "stoppable_workers", "unknown_workers",
-           "worker_listing"]
+           "live_workers", "named_workers", "shutdown", "stalled_queues", "stoppable_workers",
+           "unknown_workers", "worker_listing"]
 
 #: A worker whose last heartbeat is older than this is not live.
 LIVE_MS = 60_000
@@ -48,9 +49,30 @@ def _shown(info: Dict[str, str]) -> Dict[str, str]:
     cut as ``shown_name`` cuts a name, its queues list at ``NAMES_SHOWN_MOST``. Its id
     (a member the registry checked: a name) and counts (checked whole numbers) are
     never cut; ``running_ids`` stays the JSON the pages read."""
-    return {field: value if field in ("id", "running_ids") else
+    return {field: value if field in ("id", "running_ids", "stalled") else
             shown_name(value, NAMES_SHOWN_MOST) if field == "queues" else shown_name(value)
             for field, value in info.items()}
+
+
+def stalled_queues(workers: Sequence[Dict[str, Any]]) -> Dict[str, str]:
+    """The queues live workers say Redis refuses every fetch of (their records'
+    ``stalled``: a key of the queue a fetch cannot recover from), each with why
+    (naming the key) and which worker says so: what ``minitask status`` and the
+    dashboard show beside the queue. A record's field that is no such JSON (planted)
+    says none; every text is escaped and bounded."""
+    found: Dict[str, str] = {}
+    for info in workers:
+        try:
+            said = json.loads(info.get("stalled") or "{}")
+        except ValueError:
+            continue
+        if not isinstance(said, dict):
+            continue
+        for queue, why in list(said.items())[:10]:
+            if isinstance(queue, str) and isinstance(why, str):
+                found.setdefault(shown_name(queue), f"{shown_name(why, 400)} (worker "
+                                                    f"{shown_name(str(info.get('name')))})")
+    return found
 
 
 def shutdown(app: Operated, names: Sequence[str] = (), *, every: bool = False,

@@ -6,7 +6,7 @@ import json
 from typing import Any, Dict, List, Optional
 
 from ..admin import (LIVE_MS, SHOWN_OTHERS, SHOWN_WORKERS, TRUSTED_AHEAD_MS,
-                     all_queue_counts, shown_queues, worker_listing)
+                     all_queue_counts, shown_queues, stalled_queues, worker_listing)
 from ..broker.health import connected_replicas, on_redis_time, replica_warning, skew_warning
 from ..printable import printable
 from .options import add_app_options, load
@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
             "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                               else int(info["clock_skew_ms"])),
         })
+    # queues whose every fetch Redis refuses, as the workers say (a key of the queue
+    # they cannot recover from): shown beside the queue, not only in a worker's log
+    report["stalled"] = stalled_queues(listed.live)
     report["warnings"] = _warnings(app, skew, report["workers"] + report["workers_ahead"])
     if args.json:
         print(json.dumps(report, indent=2, sort_keys=True))
@@ -153,6 +156,9 @@ def _status_text(report: Dict[str, Any]) -> str:
         lines.append(f"{printable(queue):<20} {counts['ready']:>7} {counts['scheduled']:>9} "
                      f"{counts['running']:>7} {counts['dead']:>6}  {by_priority or '-'}")
         lines += _held_lines(counts)
+        if queue in report.get("stalled", {}):
+            lines.append(f"  STALLED: Redis refuses every fetch of it: "
+                         f"{printable(report['stalled'][queue])}")
     if report.get("queues_left_out"):
         lines.append(f"... and {report['queues_left_out']} more queue(s) in the app's queue "
                      f"registry, not shown (only the queues the app declares and "

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional
 
 from ..admin import (PAGE_SIZE, TRUSTED_AHEAD_MS, all_queue_counts, dead_rows, inspect,
                      live_workers, schedule_counts, schedule_page, shown_queues,
-                     worker_listing)
+                     stalled_queues, worker_listing)
 from ..admin.activity import (MAX_LENGTH, PEEK_MOST, progress_of, recent, running,
                               scheduled)
 from ..admin.workflows import workflow_of
@@ -45,9 +45,14 @@ def queues(app: Minitask) -> Dict[str, Any]:
     # (20,000 planted names took 11 s)
     shown, left_out = shown_queues(app)
     counts = all_queue_counts(app, shown)  # parked tasks counted as ready
-    found = [{"queue": name, **counted} for name, counted in counts.items()]
+    live = live_workers(app)
+    # a queue whose every fetch Redis refuses (a key a worker cannot recover from), as
+    # the live workers say: shown beside it, with why
+    stalled = stalled_queues(live)
+    found = [{"queue": name, **counted, "stalled": stalled.get(name, "")}
+             for name, counted in counts.items()]
     return {"app": app.name, "queues": found, "queues_left_out": left_out,
-            "workers": len(live_workers(app))}
+            "workers": len(live)}
 
 
 def workers(app: Minitask) -> Dict[str, Any]:

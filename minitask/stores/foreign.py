@@ -21,7 +21,8 @@ from collections import OrderedDict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..broker.keys import check_name
-from ..printable import cut_text, own_logger, printable
+from ..errors import DecodeError
+from ..printable import cut_text, own_logger, printable, shown_id
 from ..wire.message import MAX_MS
 
 logger = own_logger(__name__)
@@ -192,6 +193,34 @@ def text_of(value: Any) -> Optional[str]:
         except UnicodeDecodeError:
             return None
     return str(value)
+
+
+#: The longest message a fetch reads unless told less (``FetchTerms.max_bytes``): Redis's
+#: own limit for one string, the most an app's ``max_message_bytes`` may be.
+MAX_MESSAGE_BYTES = 512 * 1024 * 1024
+#: What a fetch leases in place of a message longer than the worker's
+#: ``max_message_bytes`` (fetch.lua's body_of), which it does not read: this byte
+#: (msgpack never starts with it), then the message's size in digits.
+UNREAD_MARK = b"\xc1"
+
+
+def unread_error(task_id: str, mark: bytes) -> DecodeError:
+    """Why a message a fetch left unread (``UNREAD_MARK``) is dead-lettered, naming its
+    size: minitask never writes one longer than ``max_message_bytes``."""
+    size = whole(mark[1:40])
+    return DecodeError(f"cannot decode message {shown_id(task_id)!r}: it is "
+                       f"{'?' if size is None else f'{size:,}'} bytes, longer than this "
+                       f"worker's max_message_bytes, and was not read (minitask never writes "
+                       f"one that long: something else wrote it)")
+
+
+def count_of(key: str, reply: Any) -> int:
+    """A count of ``key``; 0 when it holds another type (no minitask wrote it, said once):
+    one such key must not hide the counts of every other queue."""
+    if isinstance(reply, Exception):
+        ignored(key, f"it holds another type ({reply})")
+        return 0
+    return int(reply)
 
 
 def foreign(exc: BaseException) -> bool:

@@ -18,7 +18,8 @@ from ..printable import printable
 from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
 from .bounds import message_of
-from .foreign import ignored, raise_refusals
+from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, ignored, raise_refusals,
+                      unread_error)
 from .names import REGISTRY_READ, read_names
 from .store import Store
 
@@ -53,7 +54,10 @@ class Delivery:
     slots: bool = True
 
     def message(self) -> Message:
-        """The decoded message; raises DecodeError for a corrupt or unknown envelope."""
+        """The decoded message; raises DecodeError for a corrupt or unknown envelope,
+        or one the fetch left unread, too long (``foreign.unread_error``)."""
+        if self.body[:1] == UNREAD_MARK:
+            raise unread_error(self.task_id, self.body)
         return decode_message(self.body)
 
 
@@ -76,6 +80,8 @@ class FetchTerms:
     lease_ms: int
     count: int
     max_deliveries: int
+    #: The longest message a fetch reads (the app's ``max_message_bytes``; fetch.lua)
+    max_bytes: int = MAX_MESSAGE_BYTES
 
 
 class QueueStore(Store):
@@ -286,10 +292,11 @@ class QueueStore(Store):
     # -- consuming ---------------------------------------------------------------
 
     def fetch(self, queue: str, *, now_ms: int, lease_ms: int, count: int,
-              max_deliveries: int) -> FetchResult:
+              max_deliveries: int, max_bytes: int = MAX_MESSAGE_BYTES) -> FetchResult:
         """Promote what is due, reclaim expired leases, and lease up to ``count`` tasks."""
         reply = self.transport.run_calls(
-            [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries))],
+            [self.fetch_call(queue, now_ms, FetchTerms(lease_ms, count, max_deliveries,
+                                                       max_bytes))],
             f"fetch from queue {queue!r}")[-1]
         return self.fetch_result(reply)
 
@@ -303,10 +310,10 @@ class QueueStore(Store):
         if now_ms is None:
             return ("fetch", queue, self._fetch_keys(queue),
                     ("server", terms.lease_ms, terms.count, terms.max_deliveries,
-                     BATCH_LIMIT), 0)
+                     BATCH_LIMIT, b"", terms.max_bytes), 0)
         return ("fetch", queue, self._fetch_keys(queue),
                 (b"%d" % now_ms, terms.lease_ms, terms.count, terms.max_deliveries,
-                 BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms)), 0)
+                 BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms), terms.max_bytes), 0)
 
     def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
         k = self.keys(queue)
@@ -405,7 +412,7 @@ class QueueStore(Store):
                 counted += (*k.ready, k.delayed, k.leases, k.dead, k.cancelled)
             counts = pipe.execute(raise_on_error=False)
             raise_refusals(counts)
-            replies = [_count(key, reply) for key, reply in zip(counted, counts)]
+            replies = [count_of(key, reply) for key, reply in zip(counted, counts)]
             per_queue = [replies[i * 14:(i + 1) * 14] for i in range(len(keys))]
             cancelled_in = [k for k, counts in zip(keys, per_queue) if counts[13]]
             pipe = self.transport.client.pipeline(transaction=False)
@@ -414,7 +421,7 @@ class QueueStore(Store):
                     pipe.zcount(k.cancelled, priority, priority)
             zcounts = pipe.execute(raise_on_error=False) if cancelled_in else []
             raise_refusals(zcounts)
-            cancelled = iter([_count(k.cancelled, reply) for k, reply in zip(
+            cancelled = iter([count_of(k.cancelled, reply) for k, reply in zip(
                 [k for k in cancelled_in for _ in PRIORITIES], zcounts)])
         found = {}
         for queue, counts in zip(queues, per_queue):
@@ -425,15 +432,6 @@ class QueueStore(Store):
                                                   if c},
                             "scheduled": counts[10], "running": counts[11], "dead": counts[12]}
         return found
-
-
-def _count(key: str, reply: Any) -> int:
-    """A count of ``key``; 0 when it holds another type (no minitask wrote it, said once):
-    one such key must not hide the counts of every other queue."""
-    if isinstance(reply, Exception):
-        ignored(key, f"it holds another type ({reply})")
-        return 0
-    return int(reply)
 
 
 def _partly(what: str, broker: str,

@@ -56,7 +56,7 @@ MAX_RUNNING_IDS = 65_536
 #: a worker's queues list, like its running ids, at most 64 kB.
 RECORD_FIELDS: Dict[str, int] = {
     "name": 4_096, "host": 4_096, "pool": 4_096, "queues": 65_536,
-    "running_ids": MAX_RUNNING_IDS,
+    "running_ids": MAX_RUNNING_IDS, "stalled": 8_192,
     **{field: 64 for field in ("pid", "concurrency", "started_ms", "processed", "failed",
                                "running", "recycled", "beat_ms", "clock_skew_ms")}}
 

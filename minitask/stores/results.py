@@ -21,7 +21,7 @@ from .store import Store
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget", "hash_fields")
 #: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
-FETCH_ARGS = 6
+FETCH_ARGS = 7
 
 #: One final outcome to record: (queue, task id, encoded outcome, result ttl in ms,
 #: its flow: 0 leased without flow control (``Delivery.flow`` False: no spec), 1 its
@@ -218,8 +218,8 @@ class ResultStore(Store):
         asyncio pool's loop), or None when the acks and the fetch do not make one (acks
         of other queues, a fetch on the server's clock): ``ack_then`` sends those."""
         groups = self._ack_groups(acks) if groups is None else groups
-        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and len(groups) == 1 \
-                and then[1] in groups:
+        if then[0] == "fetch" and len(then[3]) == FETCH_ARGS and then[3][0] != "server" \
+                and len(groups) == 1 and then[1] in groups:
             return self._ack_fetch_call(groups[then[1]], then)
         return None
 

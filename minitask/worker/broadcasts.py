@@ -150,7 +150,8 @@ class BroadcastSource:
         store = self._host.broker.broadcasts
         queues = self._host.broker.queues
         count = self._queues.prefetch
-        terms = FetchTerms(self._leases.lease_ms, count, self._host.max_deliveries)
+        terms = FetchTerms(self._leases.lease_ms, count, self._host.max_deliveries,
+                           self._host.max_message_bytes)
         calls: List[ScriptCall] = []
         for queue, own in self.lanes.items():
             calls += (store.pull_call(queue, self.subscriber, count, now_ms),

@@ -113,11 +113,13 @@ class Orders:
             self._unknown, self._said_at = 0, now
 
 
-def register(worker: Any, now_ms: int, running: int, started: List[str]) -> None:
+def register(worker: Any, now_ms: int, running: int, started: List[str],
+             stalled: str = "{}") -> None:
     """Say ``worker`` (a ``Worker``) is alive, with its counters and the ids of the
     tasks it runs, at most ``concurrency``: a pool's supervisor, not its children,
-    says theirs (``running_ids``, read from their shared memory). They are as fresh
-    as the last heartbeat; they cost no command (a field of the heartbeat's HSET)."""
+    says theirs (``running_ids``, read from their shared memory), and the queues
+    whose fetch Redis refuses (``stalled``: ``QueueRefusals.stalled``). They are as
+    fresh as the last heartbeat; they cost no command (a field of the heartbeat's HSET)."""
     if worker.running_ids is not None:
         running, started = len(worker.running_ids), worker.running_ids
     worker.broker.registry.heartbeat(worker.id, {
@@ -126,5 +128,6 @@ def register(worker: Any, now_ms: int, running: int, started: List[str]) -> None
         "concurrency": worker.concurrency, "started_ms": worker.started_ms,
         "processed": worker.processed, "failed": worker.failed, "running": running,
         "recycled": worker.recycled, "beat_ms": now_ms, "running_ids": json.dumps(started),
+        "stalled": stalled,
         **({} if worker.clock_skew_ms is None else {"clock_skew_ms": worker.clock_skew_ms}),
     }, now_ms, ttl_ms=to_ms(worker.heartbeat_period) * 4)

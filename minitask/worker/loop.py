@@ -464,8 +464,8 @@ class Worker:
         # each step on its own: a key one of them cannot use stops none of the others
         beat_step(lambda: self._broadcasts.beat(now_ms), self._beat_refusals)
         if self._registers:
-            beat_step(lambda: register(self, now_ms, running,
-                                       self._holdings.started(self.concurrency)),
+            beat_step(lambda: register(self, now_ms, running, self._holdings.started(
+                self.concurrency), self._queues.refusals.stalled()),
                       self._beat_refusals)
             # a limiter no minitask parked
             beat_step(lambda: self.broker.flow.unstick(self.queues, now_ms),

@@ -10,6 +10,7 @@ Redis refuses for one queue's data is no outage: that queue is set aside
 from __future__ import annotations
 
 import ctypes
+import json
 import multiprocessing
 import random
 import threading
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
 from ..errors import BrokerError, DurabilityError
-from ..printable import own_logger, printable
+from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign
 
 logger = own_logger(__name__)
@@ -32,6 +33,10 @@ MAX_ASIDE = MAX_BACKOFF
 #: Least time between two warnings about one refused queue (s): the refusals between
 #: them are counted, and the next warning says how many.
 SAY_AGAIN_AFTER = 60.0
+#: Refused queues a worker's record names at most, and the most characters of the
+#: refusal it says for each (``QueueRefusals.stalled``).
+STALLED_SAID = 10
+STALLED_REASON_MOST = 300
 #: How long a process pool's child rides an outage its supervisor does not see
 #: before it says so itself (s).
 ALONE_AFTER = 2 * MAX_BACKOFF
@@ -181,6 +186,7 @@ class _Refused:
     until: float = 0.0
     refusals: int = 0
     unsaid: int = 0
+    reason: str = ""  # Redis's last refusal, naming the key
 
 
 class QueueRefusals:
@@ -242,6 +248,7 @@ class QueueRefusals:
                 refused = self._queues[queue] = _Refused(since=now, said_at=now)
             refused.refusals += 1
             refused.unsaid += 1
+            refused.reason = cut_text(printable(str(exc)), STALLED_REASON_MOST)
             pause = min(MAX_ASIDE, 0.1 * 2 ** min(refused.refusals - 1, 16))
             refused.until = now + random.uniform(pause / 2, pause)
             again = not first and now - refused.said_at >= SAY_AGAIN_AFTER
@@ -257,6 +264,16 @@ class QueueRefusals:
             logger.warning("queue %r still set aside after %.0f s: Redis refused %d fetch(es) "
                            "from it since the last warning: %s", queue, lasted, unsaid,
                            printable(str(exc)))
+
+    def stalled(self) -> str:
+        """The queues refused now, as the worker's record says them (JSON: queue ->
+        Redis's refusal, naming the key), for ``minitask status`` and the dashboard to
+        say the queue is stalled and why, not only the log: at most ``STALLED_SAID``
+        queues, each reason at most ``STALLED_REASON_MOST`` characters; '{}' for none."""
+        with self._lock:
+            said = {queue: refused.reason for queue, refused
+                    in list(self._queues.items())[:STALLED_SAID]}
+        return json.dumps(said) if said else "{}"
 
     def served(self, queue: str, sent: float) -> None:
         """A fetch from ``queue`` sent at ``sent`` (monotonic) succeeded: if it was set

@@ -130,7 +130,8 @@ class QueueSource:
             try:
                 result = self._host.broker.queues.fetch(
                     queue, now_ms=now_ms, lease_ms=self._leases.lease_ms, count=self.prefetch,
-                    max_deliveries=self._host.max_deliveries)
+                    max_deliveries=self._host.max_deliveries,
+                    max_bytes=self._host.max_message_bytes)
             except BrokerError as exc:
                 if not refusals.refusal(exc):
                     raise  # an outage, or the whole server refusing: the caller backs off
@@ -249,7 +250,8 @@ class QueueSource:
                                  self._host.max_deliveries)
         if (terms is None or terms.lease_ms != lease_ms or terms.count != count
                 or terms.max_deliveries != most):
-            terms = self._fetch_terms = FetchTerms(lease_ms, count, most)
+            terms = self._fetch_terms = FetchTerms(lease_ms, count, most,
+                                                   self._host.max_message_bytes)
         return terms
 
     def fetches_behind(self) -> bool:
@@ -277,7 +279,8 @@ class QueueSource:
         """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
         return self._host.broker.queues.fetch_call(
             self.queues[0], now_ms,
-            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries))
+            FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries,
+                       self._host.max_message_bytes))
 
     def take_fetched(self, result: FetchResult, queue: Optional[str] = None) -> None:
         """Hold what a fetch behind other calls leased from ``queue`` (None: the queue
@@ -330,7 +333,8 @@ class QueueSource:
             return
         terms, behind = None, self.behind_wait
         if fetch_behind and isinstance(self._host.clock, SystemClock) and self.fetches_behind():
-            terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries)
+            terms = FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries,
+                               self._host.max_message_bytes)
         queues = self._host.broker.queues
         wakes = [queues.keys(queue).wake for queue in waking]
         refused: Optional[BrokerError] = None

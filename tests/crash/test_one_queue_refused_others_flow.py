@@ -1,5 +1,6 @@
-"""One queue of a worker whose keys hold data minitask did not write (its leases a
-string, so Redis refuses every fetch from it) is that queue's problem only: a real
+"""One queue of a worker whose every fetch Redis refuses (its script's own runtime
+error, tests/apps/refusing.py: no planted data is known to refuse one any more, a
+leases key of another type being moved aside) is that queue's problem only: a real
 worker on a real redis-server runs the tasks of its other queue, each once, says once
 which queue and which key Redis refuses (never "Redis is back", as after an outage),
 and serves the refused queue again by itself once the key is fixed.
@@ -24,7 +25,7 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 
-STUCK, BUSY = QueueKeys("basic", "stuck"), QueueKeys("basic", "busy")
+BUSY = QueueKeys("basic", "busy")
 #: Rounds of tasks sent to the busy queue, each once the last ran: the worker goes idle
 #: and fetches again between them, some hundreds of fetches in all.
 ROUNDS, PER_ROUND = 30, 8
@@ -48,13 +49,18 @@ def test_a_refused_queue_is_set_aside_and_the_other_flows(kit: Kit, pool: str,
                                                           queues: str) -> None:
     log = kit.logs / "worker-0.log"
     fetching = 2 if pool == "process" else 1  # each process pool child fetches
-    worker = kit.worker("--pool", pool, "-c", "2", "-Q", queues)
+    flag = kit.logs / "refuse"
+    worker = kit.worker("--pool", pool, "-c", "2", "-Q", queues, app="tests.apps.refusing",
+                        TEST_REFUSED_QUEUE="stuck", TEST_REFUSED_WHILE=str(flag))
     record = kit.tasks.record
     assert record.apply_async(("warm",), queue="busy").get(timeout=DEADLINE) == "warm"
     started = len(log.read_text(errors="replace"))  # the banner names the queues
 
-    kit.client.set(STUCK.leases, b"not a sorted set")  # someone else's data
+    flag.touch()  # Redis refuses every fetch of 'stuck' made from now on
     planted = time.monotonic()
+    # (a fetch made before, in flight behind an idle wait, is not refused)
+    wait_until(lambda: "'stuck' set aside" in log.read_text(errors="replace"),
+               timeout=DEADLINE, message="the first refused fetch of 'stuck'")
     waiting = record.apply_async(("stuck-task",), queue="stuck")
     for round_ in range(ROUNDS):
         sent = [record.apply_async((f"busy-{round_}-{i}",), queue="busy")
@@ -70,10 +76,10 @@ def test_a_refused_queue_is_set_aside_and_the_other_flows(kit: Kit, pool: str,
     most = most_lines(fetching, time.monotonic() - planted)
     assert 1 <= len(about) <= most, f"{len(about)} lines, at most {most}: " + \
         "\n".join(about[:20])
-    assert STUCK.leases in about[0] and "WARNING" in about[0], about[0]
+    assert "'stuck' set aside" in about[0] and "WARNING" in about[0], about[0]
     assert "is back" not in text and "Traceback" not in text, text[-3000:]
 
-    kit.client.delete(STUCK.leases)  # fixed: the queue is served again, by itself
+    flag.unlink()  # fixed: the queue is served again, by itself
     assert waiting.get(timeout=DEADLINE) == "stuck-task"
     assert len(kit.marks("done", "stuck-task")) == 1
 

@@ -89,10 +89,11 @@ class Kit:
         return env
 
     def worker(self, *args: str, visibility: Optional[float] = VISIBILITY,
-               max_deliveries: Optional[int] = None) -> "subprocess.Popen[bytes]":
+               max_deliveries: Optional[int] = None, app: str = APP_MODULE,
+               **more_env: str) -> "subprocess.Popen[bytes]":
         log = self.logs / f"worker-{len(self.workers)}.log"
-        env = self.env(visibility, max_deliveries)
-        process = self.processes.worker(APP_MODULE, *args, env=env, log=log)
+        env = {**self.env(visibility, max_deliveries), **more_env}
+        process = self.processes.worker(app, *args, env=env, log=log)
         self.workers.append(process)
         return process
 

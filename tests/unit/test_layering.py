@@ -309,7 +309,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.metrics": frozenset({"printable", "stores.foreign", "stores.store"}),
     "stores.progress": frozenset({"broker.keys", "printable", "stores.foreign", "stores.store",
                                   "wire.message", "wire.serializer"}),
-    "stores.foreign": frozenset({"broker.keys", "printable", "wire.message"}),
+    "stores.foreign": frozenset({"broker.keys", "errors", "printable", "wire.message"}),
     "stores.names": frozenset({"broker.keys", "broker.transport", "stores.foreign",
                                "stores.scripts"}),
     "stores.queue": frozenset({"broker.durability", "broker.keys", "broker.packing",

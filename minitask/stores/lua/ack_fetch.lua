@@ -5,7 +5,7 @@
 -- neither; each runs as it does alone, the ack first.
 -- KEYS: fetch.lua's 23, then retrying (HASH), recent (STREAM), then the result keys
 --   ack.lua is passed
--- ARGV: fetch.lua's 6, then '1' when ack.lua is passed the flow keys, '2' the flow
+-- ARGV: fetch.lua's 7, then '1' when ack.lua is passed the flow keys, '2' the flow
 --   hash alone (else '0'),
 --   then ack.lua's (the record's length, then four per task)
 -- Returns: fetch.lua's reply, with ack.lua's held flags after it as one element, a
@@ -16,17 +16,17 @@
 local ack_keys = {KEYS[2], KEYS[1], KEYS[3], KEYS[4], KEYS[24], KEYS[18], KEYS[25],
                   KEYS[26]}
 for i = 27, #KEYS do ack_keys[#ack_keys + 1] = KEYS[i] end
-if ARGV[7] == '1' then
+if ARGV[8] == '1' then
   -- ack.lua's order: flow, flow_due, the flow prefix, wake
   ack_keys[#ack_keys + 1] = KEYS[19]
   ack_keys[#ack_keys + 1] = KEYS[20]
   ack_keys[#ack_keys + 1] = KEYS[21]
   ack_keys[#ack_keys + 1] = KEYS[5]
-elseif ARGV[7] == '2' then
+elseif ARGV[8] == '2' then
   ack_keys[#ack_keys + 1] = KEYS[19]
 end
-local ack_argv = {ARGV[8], ARGV[9], ARGV[10], ARGV[11], ARGV[12]}
-for i = 13, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
+local ack_argv = {ARGV[9], ARGV[10], ARGV[11], ARGV[12], ARGV[13]}
+for i = 14, #ARGV do ack_argv[#ack_argv + 1] = ARGV[i] end
 local held = ack_base(ack_keys, ack_argv)
 local flags = ''  -- as text: a number would be formatted with snprintf
 for i = 1, #held do flags = flags .. (held[i] == 1 and '1' or '0') end

@@ -10,8 +10,9 @@
 -- Invariant: every id in a ready list or in delayed has its message in messages,
 -- unless it was cancelled (then fetch skips the stale entry); a result left by an
 -- earlier run of the same id is gone once the id is pending again.
--- Data minitask did not write (lib.lua): messages, a ready list or delayed holding
--- another type refuses the call before any write. Without a promotion, the first
+-- Data minitask did not write (lib.lua): messages, a ready list a message goes to or
+-- delayed holding another type refuses the call before any write (a ready list a
+-- promoted task goes to is moved aside: promote.lua). Without a promotion, the first
 -- message's own writes come first and fail with nothing changed (its push is taken
 -- back); every other key is checked before them. A sequence that is no number
 -- starts afresh; an order hash or a wake list of another type is left as it is

@@ -12,7 +12,9 @@
 -- ARGV[2] lease length (ms)   ARGV[3] how many to lease
 -- ARGV[4] max deliveries
 -- ARGV[5] batch limit for promotion, reclaim and stale entries dropped
--- ARGV[6] (optional, with a `now`) the lease deadline, now + ARGV[2], in decimal digits
+-- ARGV[6] with a `now`, the lease deadline, now + ARGV[2], in decimal digits (else '')
+-- ARGV[7] the longest message read (bytes: the app's max_message_bytes): a longer one
+--   is leased unread, a mark in its place (body_of below)
 -- Numbers sent to Redis go as text where the call has it (ARGV as it came, a
 -- literal): Redis formats a Lua number with snprintf, about 3,000 instructions each.
 -- Returns: {head, then id and message per leased task, then the poisoned ids, then
@@ -58,7 +60,8 @@
 -- flow_parked counts the entries, changed once per fetch that parks or takes any
 -- (gone at 0).
 -- Data minitask did not write (lib.lua), read so that a fetch goes on serving:
---   leases holding another type refuses the call (checked first). A lease score
+--   leases holding another type is moved aside whole (lib.lua's aside(): to
+--   `key`:foreign, said in Redis's log) and counts as empty. A lease score
 --   that is no whole number but has expired (1.5, -inf) goes back at priority 0;
 --   one dated further ahead than any worker takes a lease for (the year 2096, inf)
 --   is made due by a fetch that leases less than it asked for (next_event below),
@@ -66,7 +69,9 @@
 --   next_event_ms.
 --   A ready list, messages, dead, delayed, order or cancelled holding another
 --   type counts as empty (a ready list of another type that an expired lease or
---   a due task goes back to refuses the call, before any write).
+--   a due task goes back to is moved aside whole and made again: a refusal would
+--   stop every fetch of the queue). A message longer than ARGV[7] is not read
+--   (body_of).
 --   A ready-list entry that is no id (empty, not UTF-8) or has no message is
 --   dropped, as a cancelled one is. A delivery count that is no number starts
 --   afresh at 1; in a deliveries key of another type none is kept (1, never
@@ -140,7 +145,12 @@ end
 local poisoned, reclaimed
 local expired = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
                             ARGV[5])
-if expired.err then guards().must('zset', 'ZCARD', KEYS[2]) error(expired.err, 0) end  -- refuses
+if expired.err then
+  -- leases of another type hold none of ours: moved aside whole (lib.lua's aside()),
+  -- so the queue goes on (a refusal would stop every fetch of it until fixed)
+  guards().displaced(expired, KEYS[2], 'zset')
+  expired = {}
+end
 for i = 1, #expired, 2 do
   local id = expired[i]
   local delivered = tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
@@ -150,10 +160,8 @@ for i = 1, #expired, 2 do
     poisoned[#poisoned + 1] = id
   else
     -- its worker died or stalled: back to the head of its priority
-    local band = guards().band_of(expired[i + 1], 7)
-    guards().expect(KEYS[band], 'list')
     reclaimed = reclaimed or {}
-    reclaimed[#reclaimed + 1] = {id, band}
+    reclaimed[#reclaimed + 1] = {id, guards().band_of(expired[i + 1], 7)}
   end
 end
 -- the first delayed task, read first (one ZRANGE): with none, no popped id is looked
@@ -178,7 +186,12 @@ promote(KEYS[1], KEYS[18], batch)
 if reclaimed then
   for _, entry in ipairs(reclaimed) do
     redis.call('ZREM', KEYS[2], entry[1])
-    redis.call('LPUSH', KEYS[entry[2]], entry[1])
+    -- a ready list of another type is moved aside whole first (lib.lua's displaced())
+    local pushed = redis.pcall('LPUSH', KEYS[entry[2]], entry[1])
+    if type(pushed) == 'table' then
+      guards().displaced(pushed, KEYS[entry[2]], 'list')
+      redis.call('LPUSH', KEYS[entry[2]], entry[1])
+    end
   end
   if flow_on then
     -- a dead worker's max_running slots are freed with its leases
@@ -264,8 +277,18 @@ local function body_of(id)
     local dead = dead_any and redis.pcall('ZSCORE', KEYS[6], id)
     if type(dead) == 'table' then guards().foreign(dead) dead = false end  -- dead of another type
     if dead then return false, false, true end
+    -- measured before it is read (HSTRLEN, O(1)): one longer than ARGV[7], which no
+    -- minitask writes (planted: 200 MB), would block Redis and swell the worker as it
+    -- is copied; its lease answers a mark in its place ('\193', a byte no msgpack
+    -- starts with, then its size), for the worker to dead-letter it unread (queue.py's
+    -- Delivery.message). ARGV[7] is read (a strtod) only for one over 64 kB: a
+    -- shorter message is read whatever the limit. (One HSTRLEN a task, some 3,500
+    -- Redis instructions: no command measures several fields, and reading the leased
+    -- messages by one HMGET at the end cost more than it saved)
+    local size = redis.pcall('HSTRLEN', KEYS[3], id)
+    if type(size) == 'table' then guards().foreign(size) return false end  -- another type
+    if size > 65536 and size > tonumber(ARGV[7]) then return '\193' .. size end
     body = redis.pcall('HGET', KEYS[3], id)
-    if type(body) == 'table' then guards().foreign(body) body = false end  -- messages: another type
   end
   return body
 end
@@ -600,7 +623,7 @@ if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
   -- group's token put back into a list passed already is work: a worker is woken
   if flow_made and flow_made.fair_made and flow_made.fair_made.pushed then
-    redis.call('RPUSH', KEYS[5], '1')
+    flow_control().put('list', 'RPUSH', KEYS[5], '1')  -- (of another type: moved aside)
   else
     redis.call('DEL', KEYS[5])
   end

@@ -6,12 +6,11 @@
 -- is paid on the hot paths). Due tasks move to the tail of their ready lists, in
 -- the order in which they fell due (equal due times: the order in which they
 -- were scheduled).
--- due_batch(delayed, order, first_ready, now, limit) reads what is due and
--- checks the ready lists it goes to; it returns that batch (nil: nothing is
--- due), and false when the delayed set holds another type. promote(delayed,
--- order, batch) moves it, and must be the script's first write: the first
--- task's push is, so its ready list needs no check of its own (lib.lua).
--- The caller makes its own checks between the two, so all come before any write.
+-- due_batch(delayed, order, first_ready, now, limit) reads what is due; it returns
+-- that batch (nil: nothing is due), and false when the delayed set holds another
+-- type. promote(delayed, order, batch) moves it, and must be the script's first write
+-- (bar a key moved aside). The caller makes its own checks between the two, so all
+-- come before any write.
 --   delayed (ZSET) and order (HASH): key names, taken from the caller's KEYS
 --   first_ready: index in KEYS of the priority 9 ready list; priority p's list is
 --     KEYS[first_ready + 9 - p]
@@ -25,7 +24,9 @@
 -- message keeps its own. A score beyond the year 9999 (inf included) is never
 -- due. A sequence in order that is no number counts as 0. A delayed set or an
 -- order hash of another type counts as empty; a ready list of another type that
--- a due task goes to refuses the call.
+-- a due task goes to is moved aside whole (lib.lua's aside(): to `key`:foreign, said
+-- in Redis's log) and made again with the task: refusing the call would stop every
+-- fetch of the queue, and every send to it, until someone fixed the key.
 local function due_batch(delayed, order, first_ready, now, limit, horizon)
   horizon = horizon or string.format('%.0f', now * 10 + 9)
   local due = redis.pcall('ZRANGEBYSCORE', delayed, '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
@@ -53,20 +54,18 @@ local function due_batch(delayed, order, first_ready, now, limit, horizon)
     if a[2] ~= b[2] then return a[2] < b[2] end
     return a[3] < b[3]
   end)
-  for i = 2, #batch do
-    if batch[i][4] ~= batch[1][4] then guards().expect(KEYS[batch[i][4]], 'list') end
-  end
   return batch, true
 end
 
 local function promote(delayed, order, batch)
   if not batch then return 0 end
-  for i, task in ipairs(batch) do
+  for _, task in ipairs(batch) do
     local ready = KEYS[task[4]]
-    if i == 1 then
-      local pushed = redis.pcall('RPUSH', ready, task[1])
-      if type(pushed) == 'table' then guards().must('list', 'RPUSH', ready, task[1]) end  -- refuses
-    else
+    -- a ready list of another type is moved aside whole (lib.lua's displaced()), and
+    -- the push made again: a due task never stops its queue
+    local pushed = redis.pcall('RPUSH', ready, task[1])
+    if type(pushed) == 'table' then
+      guards().displaced(pushed, ready, 'list')
       redis.call('RPUSH', ready, task[1])
     end
     redis.call('ZREM', delayed, task[1])
