@@ -32,6 +32,8 @@ BOUNDED = [
     r"minitask:\{expiring:(default|other)\}:recent",   # capped (recent_outcomes)
     r"minitask:\{expiring:(default|other)\}:cancels",  # capped (about 1,000)
     r"minitask:\{expiring:(default|other)\}:sequence",  # one number
+    # the longest lease its workers take: one member, written as each starts
+    r"minitask:\{expiring:(default|other)\}:lease_longest",
 ]
 #: A key named after a task or a group.
 PER_TASK = re.compile(r":(result|progress|once|handle|group):([^:]+)")
