@@ -163,7 +163,9 @@ def _status_text(report: Dict[str, Any]) -> str:
         lines.append(f"... and {report['queues_left_out']} more queue(s) in the app's queue "
                      f"registry, not shown (only the queues the app declares and "
                      f"{SHOWN_OTHERS} others are)")
-    lines += ["", f"{len(report['workers'])} live worker(s)"
+    # (all of them: those past the listing's cap are live too)
+    live = len(report["workers"]) + report["workers_left_out_why"]["past_limit"]
+    lines += ["", f"{live} live worker(s)"
               + (" (processed: tasks that succeeded; failed: attempts that failed, retried "
                  "or dead)" if report["workers"] else "")]
     for worker in report["workers"]:

@@ -14,7 +14,7 @@ from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
                                     HistogramMetricFamily, Metric)
 from prometheus_client.registry import Collector
 
-from ..admin import all_queue_counts, live_workers
+from ..admin import all_queue_counts, worker_listing
 from ..app import Minitask
 from ..stores.foreign import summarised
 from ..stores.metrics import (BUCKETS, DURATION, DURATION_SUM, INF, OUTCOMES, PICKUP,
@@ -45,8 +45,10 @@ class AppCollector(Collector):
             groups.add_metric([queue], counts.get("groups", 0))
         yield queues
         yield groups
+        # every live worker, those past the listing's cap (SHOWN_WORKERS) included
+        listed = worker_listing(self.app)
         yield GaugeMetricFamily("minitask_workers", "Live workers of the app",
-                                value=len(live_workers(self.app)))
+                                value=len(listed.live) + listed.past_limit)
         # series only of the queues and tasks the app declares: a label is never text
         # that data in Redis alone chose, and only their fields are read (HMGET), so
         # a scrape costs the same beside 10 foreign fields or 100,000

@@ -101,8 +101,9 @@ class AdminStore(Store):
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
         """The message, delivery count, retry note, death record and times of a task,
-        in one round trip; a value longer than minitask writes there is measured and
-        not read (``TaskRecord.too_large`` says which)."""
+        in two round trips (the measured fields, then the times); a value longer than
+        minitask writes there is measured and not read (``TaskRecord.too_large`` says
+        which)."""
         k = self.keys(queue)
         bounds = self.bounds
         hashes = ((k.messages, bounds.message), (k.deliveries, 64),

@@ -202,6 +202,10 @@ class Holdings:
                 self._leases.pop(job.task_id, None)
 
 
+#: Heartbeats between two sayings of a worker's lease length (``Leases.say``).
+SAY_AGAIN = 15
+
+
 class Leases:
     """The Redis side of the leases in ``Holdings``: renewing and giving back."""
 
@@ -209,22 +213,30 @@ class Leases:
         self._host = host
         self._holdings = holdings
         self.lease_ms = lease_ms
-        self._said = False
+        self._said: Optional[List[str]] = None  # the queues said, once said
+        self._renewals = 0
 
     def say(self, queues: List[str]) -> None:
         """Say how long these leases last, for ``queues`` (and lanes), once, before the
         first fetch: each queue keeps the longest any worker said, so that no fetch
         takes a lease of a worker of a longer visibility timeout for one no worker
-        holds (``WorkerRegistry.announce_leases``, fetch.lua)."""
-        if not self._said:
+        holds (``WorkerRegistry.announce_leases``, fetch.lua). Said again every
+        ``SAY_AGAIN`` renewals (``renew``): a key deleted since heals."""
+        if self._said is None:
             self._host.broker.registry.announce_leases(queues, self.lease_ms)
-            self._said = True
+            self._said = list(queues)
 
     def renew(self, now_ms: int) -> int:
         """Renew the leases of running tasks; how many are held."""
         held = self._holdings.held()
         for queue, leases in _by_queue(held).items():
             self._host.broker.queues.renew(queue, leases, now_ms + self.lease_ms)
+        self._renewals += 1
+        if self._said and self._renewals % SAY_AGAIN == 0:
+            try:
+                self._host.broker.registry.announce_leases(self._said, self.lease_ms)
+            except BrokerError:  # (said at the next turn; the heartbeat says outages)
+                pass
         return len(held)
 
     def give_back(self, held: List[Lease]) -> None:
