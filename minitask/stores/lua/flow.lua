@@ -764,8 +764,12 @@ local function flow_control()
                 return alive(member, group)
               end, c.now)
               -- full still: an outcome frees a slot (flow.lua's finish); but with holders
-              -- freed, the group comes back at once, to check more of them
-              if held >= spec.group_most then out_at = freed and tonumber(c.now) or -1 end
+              -- freed, the group comes back at once, to check more of them, and with more
+              -- holders than it allows (ghosts left unsampled) in a second
+              if held >= spec.group_most then
+                out_at = freed and tonumber(c.now) or held > spec.group_most
+                         and tonumber(c.now) + 1000 or -1
+              end
             end
           end
           if not out_at and spec.group_count > 0 and not holds then
@@ -943,11 +947,14 @@ local function flow_control()
       -- then, and whether any was freed (the caller comes back at once for more; a
       -- full set of live holders waits for an outcome: no polling). Made at its first
       -- use: no call that meets no full set makes it.
-      local VACATE_PAGE, VACATE_ROUNDS = 16, 4
+      -- (a page of a sparse set can hold none: SSCAN walks a bounded run of empty
+      -- buckets; such pages count only towards VACATE_CALLS, or a sample of thin
+      -- pages found no ghost where 137 were left, and the limiter stopped for good)
+      local VACATE_PAGE, VACATE_ROUNDS, VACATE_CALLS = 16, 4, 32
       local function vacate(running, held, most, holds, seed)
-        local freed, first = 0, nil
+        local freed, first, rounds = 0, nil, 0
         local at = string.format('%d', (tonumber(seed) or 0) % 16777216)
-        for _ = 1, VACATE_ROUNDS do
+        for _ = 1, VACATE_CALLS do
           local page = tolerant(false, 'SSCAN', running, at, 'COUNT', VACATE_PAGE)
           if not page then break end
           local gone = {}
@@ -958,7 +965,8 @@ local function flow_control()
             tolerant(0, 'SREM', running, unpack(gone))
             freed, first = freed + #gone, first or gone[1]
           end
-          if #gone < #page[2] or held - freed < most then break end
+          if page[2][1] then rounds = rounds + 1 end
+          if #gone < #page[2] or held - freed < most or rounds >= VACATE_ROUNDS then break end
           at = page[1]
         end
         if freed == 0 then return held, false end
@@ -1005,7 +1013,11 @@ local function flow_control()
           held, freed = flow_made.vacate(running, held, spec.most, function(member)
             return tolerant(false, 'ZSCORE', leases, member)
           end, now)
-          if held >= spec.most then return false, freed and now or -1 end
+          -- (more holders than it allows: ghosts the sample missed, looked for again in
+          -- a second; a limiter held back by them silently stopped for good)
+          if held >= spec.most then
+            return false, freed and now or held > spec.most and now + 1000 or -1
+          end
         end
       end
       local rated = spec.count > 0 and spec.window > 0
