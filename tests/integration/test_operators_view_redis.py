@@ -18,7 +18,7 @@ from minitask.admin import activity, live_workers
 from minitask.broker.keys import queue_keys
 from minitask.cli import main
 from tests.support.processes import Processes, exit_code
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, module_app_on
 
 pytestmark = pytest.mark.integration
 
@@ -30,13 +30,8 @@ DEADLINE = 120.0
 
 @pytest.fixture
 def url(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    ops.app.close()  # connect again, to this server
-    yield redis_server.url
-    ops.app.close()
+    with module_app_on(redis_server, monkeypatch, ops.app) as served:
+        yield served
 
 
 def until(what: str, check: Callable[[], Any], deadline: float = DEADLINE) -> Any:

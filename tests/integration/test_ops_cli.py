@@ -21,7 +21,7 @@ from minitask.cli import dead as dead_command
 from minitask.stores.dead import DeadLetterStore
 from tests.support.draining import drain
 from tests.support.paths import ROOT
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, module_app_on
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +32,8 @@ DASHED = ["-Xk3abcdefghijklmnopq", "--Xk3abcdefghijklmnop", "-Aabc"]
 
 @pytest.fixture
 def url(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    basic.app.close()  # connect again, to this server
-    yield redis_server.url
-    basic.app.close()
+    with module_app_on(redis_server, monkeypatch, basic.app) as served:
+        yield served
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str, str]:

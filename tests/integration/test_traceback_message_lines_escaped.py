@@ -13,7 +13,7 @@ import tests.apps.ops as ops
 from minitask.cli import main
 from minitask.printable import printable
 from tests.support.processes import Processes, exit_code
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, module_app_on
 
 pytestmark = pytest.mark.integration
 
@@ -23,13 +23,8 @@ FORGED = "2026-11-29 12:00:00,000 ERROR forged line"
 
 @pytest.fixture
 def url(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    ops.app.close()  # connect again, to this server
-    yield redis_server.url
-    ops.app.close()
+    with module_app_on(redis_server, monkeypatch, ops.app) as served:
+        yield served
 
 
 def _cli(capsys: pytest.CaptureFixture[str], *argv: str) -> Tuple[int, str]:

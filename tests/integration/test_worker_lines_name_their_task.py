@@ -14,7 +14,7 @@ import pytest
 
 import tests.apps.ops as ops
 from tests.support.processes import Processes, exit_code, send
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, module_app_on
 
 pytestmark = pytest.mark.integration
 
@@ -24,13 +24,8 @@ DEADLINE = 60.0
 
 @pytest.fixture
 def url(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    ops.app.close()  # connect again, to this server
-    yield redis_server.url
-    ops.app.close()
+    with module_app_on(redis_server, monkeypatch, ops.app) as served:
+        yield served
 
 
 def _until(what: str, check: Callable[[], Any]) -> Any:

@@ -13,7 +13,7 @@ import pytest
 
 import tests.apps.stray_lines as stray_app
 from tests.support.processes import Processes, exit_code
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, module_app_on
 
 pytestmark = pytest.mark.integration
 
@@ -23,13 +23,8 @@ FORGED = stray_app.FORGED
 
 @pytest.fixture
 def url(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    client = redis_server.client()
-    client.flushall()
-    client.close()
-    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
-    stray_app.app.close()  # connect again, to this server
-    yield redis_server.url
-    stray_app.app.close()
+    with module_app_on(redis_server, monkeypatch, stray_app.app) as served:
+        yield served
 
 
 @pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])

@@ -1,13 +1,14 @@
 """A redis-server this test run starts on a free loopback port, and how to find one."""
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any, Iterator, List, Optional
 
 import redis
 
@@ -140,3 +141,19 @@ def _answer(process: "subprocess.Popen[bytes]", client: "redis.Redis[bytes]") ->
     except redis.RedisError:
         return None
     return "ours" if running == process.pid else "taken"
+
+
+@contextlib.contextmanager
+def module_app_on(server: RedisServer, monkeypatch: Any, app: Any) -> Iterator[str]:
+    """A test app module's ``app`` (its broker from MINITASK_BROKER_URL) on ``server``,
+    emptied first: the variable set, the app's connections closed before (it connects
+    again, to this server) and after. Yields the server's URL."""
+    client = server.client()
+    client.flushall()
+    client.close()
+    monkeypatch.setenv("MINITASK_BROKER_URL", server.url)
+    app.close()
+    try:
+        yield server.url
+    finally:
+        app.close()
