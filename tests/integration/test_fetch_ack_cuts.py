@@ -16,7 +16,7 @@ control in the queue: none of them can hold a spec or a max_running slot.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Tuple
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
@@ -31,13 +31,20 @@ def fetch(app: Minitask, clock: ManualClock, count: int = 1,
                                    count=count, max_deliveries=5)
 
 
-def test_a_full_fetch_says_look_again_and_a_short_one_still_reads_the_next_event(
-        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+def app_with_t(make_app: Callable[..., Minitask]) -> Tuple[Minitask, Any]:
+    """A fresh app with one task, ``t``, that returns its argument."""
     app = make_app()
 
     @app.task(name="t")
     def t(n: int) -> int:
         return n
+
+    return app, t
+
+
+def test_a_full_fetch_says_look_again_and_a_short_one_still_reads_the_next_event(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, t = app_with_t(make_app)
 
     t.delay_many([(1,), (2,)])
     later = t.apply_in(60, 3)
@@ -52,11 +59,7 @@ def test_a_full_fetch_says_look_again_and_a_short_one_still_reads_the_next_event
 def test_an_ack_keeping_no_result_writes_none_and_one_keeping_a_result_does(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     a, b = t.delay(1), t.delay(2)
     leased = fetch(app, clock, count=2).deliveries
@@ -75,11 +78,7 @@ def test_an_ack_keeping_no_result_writes_none_and_one_keeping_a_result_does(
 def test_an_ack_of_a_lost_lease_clears_the_retried_task_from_delayed_and_order(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     handle = t.delay(1)
     first = fetch(app, clock, lease_ms=1_000).deliveries[0]
@@ -105,11 +104,7 @@ def test_both_holders_of_a_redelivered_task_record_a_result_and_the_later_one_is
         redis_client: Any) -> None:
     """ack.lua pushes a kept result and trims to it when one was there already (the
     sixth pass, in place of a DEL first): the result key still holds one outcome."""
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     handle = t.delay(1)
     first = fetch(app, clock, lease_ms=1_000).deliveries[0]
@@ -131,11 +126,7 @@ def test_both_holders_of_a_redelivered_task_record_a_result_and_the_later_one_is
 def test_lease_scores_written_as_text_are_deadline_and_priority_on_either_clock(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     handles = {p: t.apply_async((p,), priority=p) for p in (0, 5, 9, 1)}
     late = t.apply_in(0.5, 7)  # due before the fetch below: promoted, then leased
@@ -167,11 +158,7 @@ def test_lease_scores_written_as_text_are_deadline_and_priority_on_either_clock(
 def test_stale_entries_of_a_held_retried_dead_or_cancelled_task_are_dropped(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     k = QueueKeys("test", "default")
     ready = k.ready[9 - 5]
@@ -199,11 +186,7 @@ def test_stale_entries_of_a_held_retried_dead_or_cancelled_task_are_dropped(
 def test_runs_of_empty_ready_lists_are_skipped_in_priority_order(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     k = QueueKeys("test", "default")
     for ps in ((0, 3, 7), (4,), (9, 2), (6,), (8, 5, 1)):
@@ -218,8 +201,8 @@ def test_runs_of_empty_ready_lists_are_skipped_in_priority_order(
     for ps in ((6, 5), (5, 4), (7, 5, 0)):
         for p in ps:
             t.apply_async((p,), priority=p)
-        got = fetch(app, clock, count=len(ps) + 1).deliveries
-        assert [d.priority for d in got] == sorted(ps)[::-1]
+        fetched = fetch(app, clock, count=len(ps) + 1).deliveries
+        assert [d.priority for d in fetched] == sorted(ps)[::-1]
     # a key of another type among the lists is passed over, as an empty one
     redis_client.set(k.ready[9 - 7], b"not a list")
     redis_client.set(k.ready[9 - 2], b"not a list")
@@ -231,11 +214,7 @@ def test_runs_of_empty_ready_lists_are_skipped_in_priority_order(
 def test_ids_that_are_text_are_leased_and_others_dropped(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     ids = ["order:17/a b", "t\u00e2che-\u4efb\u52a1", "~!@#$%^&*()", "x" * 200]
     for n, task_id in enumerate(ids):
@@ -329,11 +308,7 @@ def test_expired_leases_reclaimed_and_poisoned_in_one_fetch_and_a_mixed_ack(
         make_app: Callable[..., Minitask], clock: ManualClock,
         redis_client: Any) -> None:
     """The tables for reclaimed leases and lost acks are made only when needed."""
-    app = make_app()
-
-    @app.task(name="t")
-    def t(n: int) -> int:
-        return n
+    app, t = app_with_t(make_app)
 
     k = QueueKeys("test", "default")
     worn, fresh = t.delay(1), t.delay(2)
