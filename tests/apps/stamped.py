@@ -1,0 +1,43 @@
+"""tests.apps.basic (its app, its ``TEST_VISIBILITY`` lease length), with ``stamped``: a
+task that says on which delivery it started, in which process and when, by Redis's
+clock (``TIME``), so that a test can tell a re-delivery's start from the end of the
+lease it followed, both read on the one clock."""
+from __future__ import annotations
+
+import os
+import time
+from typing import Tuple, Union
+
+import redis
+
+from minitask import current_task
+from tests.apps.basic import _mark, app
+
+__all__ = ["app", "stamped", "parse_stamp"]
+
+
+@app.task
+def stamped(key: str, seconds: float, again: float) -> str:
+    """Push ``pid:delivery:redis_ms`` to ``stamps:<key>``, mark the start (as basic's
+    tasks do), sleep ``seconds`` on a first delivery and ``again`` on any later one,
+    mark the end."""
+    context = current_task()
+    assert context is not None
+    client = redis.Redis.from_url(os.environ["MINITASK_BROKER_URL"])
+    try:
+        seconds_now, micros = client.time()
+        client.rpush(f"stamps:{key}",
+                     f"{os.getpid()}:{context.delivery}:{seconds_now * 1000 + micros // 1000}")
+    finally:
+        client.close()
+    _mark("started", key)
+    time.sleep(seconds if context.delivery == 1 else again)
+    _mark("done", key)
+    return key
+
+
+def parse_stamp(raw: Union[bytes, str]) -> Tuple[int, int, int]:
+    """(pid, delivery, Redis time in ms) of one ``stamps:<key>`` entry."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    pid, delivery, at_ms = text.split(":")
+    return int(pid), int(delivery), int(at_ms)
