@@ -1,7 +1,8 @@
-"""tests.apps.basic (its app, its ``TEST_VISIBILITY`` lease length), with ``stamped``: a
-task that says on which delivery it started, in which process and when, by Redis's
-clock (``TIME``), so that a test can tell a re-delivery's start from the end of the
-lease it followed, both read on the one clock."""
+"""An app for subprocess workers in tests, of tests.apps.basic's name, lease length
+(``TEST_VISIBILITY``) and ``record`` task, with ``stamped``: a task that says on which
+delivery it started, in which process and when, by Redis's clock (``TIME``), so that a
+test can tell a re-delivery's start from the end of the lease it followed, both read on
+the one clock. An app of its own: importing it adds no task to tests.apps.basic's."""
 from __future__ import annotations
 
 import os
@@ -10,10 +11,15 @@ from typing import Tuple, Union
 
 import redis
 
-from minitask import current_task
-from tests.apps.basic import _mark, app
+from minitask import Minitask, current_task
+from tests.apps import basic
+from tests.apps.basic import _mark
 
-__all__ = ["app", "stamped", "parse_stamp"]
+__all__ = ["app", "record", "stamped", "parse_stamp"]
+
+app = Minitask(basic.app.name, visibility_timeout=basic.app.visibility_timeout,
+               max_deliveries=int(os.environ.get("TEST_MAX_DELIVERIES", "5")))
+record = app.task(name=basic.record.name)(basic.record.func)
 
 
 @app.task
