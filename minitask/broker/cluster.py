@@ -27,6 +27,8 @@ import redis
 from redis.crc import key_slot
 from redis.exceptions import AskError, MovedError, TryAgainError
 
+from .wake_tokens import taken
+
 #: Pause after an ASK or TRYAGAIN reply (a slot being migrated) before the
 #: worker fetches again: the migration is short, a hot loop would not be.
 MIGRATION_PAUSE = 0.05
@@ -168,7 +170,9 @@ class ClusterWaiter:
         woken = False
         for blocked in ready:
             blocked.outstanding = False
-            woken = blocked.connection.read_response() is not None or woken
+            reply = blocked.connection.read_response()
+            taken(reply)  # an element no minitask pushed is said (once a minute a key)
+            woken = reply is not None or woken
         return woken
 
 

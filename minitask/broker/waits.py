@@ -16,6 +16,7 @@ import redis
 from ..printable import own_logger
 from .connections import Connections, Waiter, connected, load_and_run, readable
 from .packing import PackedScript, ScriptCall, command
+from .wake_tokens import taken
 
 logger = own_logger(__name__)
 
@@ -91,7 +92,7 @@ class Waits:
                 waiter.keys = keys
             if readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS), interrupt):
                 waiter.keys = None
-                connection.read_response()
+                taken(connection.read_response())
         except BaseException:
             waiter.keys = None
             connection.disconnect()  # the reply of the blocked call must not linger
@@ -130,7 +131,7 @@ class Waits:
                 self._unblock(client_id, connection)
             refused: Optional[redis.exceptions.ResponseError] = None
             try:
-                connection.read_response()  # the wake token, or None
+                taken(connection.read_response())  # the wake token, or None
             except redis.exceptions.ResponseError as exc:  # a wake list of another type:
                 refused = exc  # the calls behind ran all the same, their replies are read
             replies: List[Any] = []

@@ -11,7 +11,9 @@ of the watch (said once, naming the key; looked at again every few seconds) and
 refuses requests naming it; an entry whose id is past any time minitask writes
 (the last id there is stops every later XADD) has its stream set aside to
 ``cancels_aside`` by ``request_cancel.lua``, by the request or the watch that
-meets it first, and both carry on with a new stream.
+meets it first, and both carry on with a new stream. No request and no starting
+watch reads an entry's fields (a planted one may be 100 MB); an entry a watch
+reads that no minitask wrote is deleted (``cancel_entries``).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ..broker.waits import MAX_BLOCK_SECONDS
 from ..errors import BrokerError
 from ..wire.message import MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
+from .cancel_entries import drop_foreign, request_of
 from .foreign import foreign, ignored, raise_refusals
 from .store import Store
 
@@ -40,6 +43,17 @@ Request = Tuple[str, str, str]
 
 #: request_cancel.lua's reply when it set the stream aside first.
 _SET_ASIDE = 2
+
+#: The entry that ends watches (``wake``) and finds where a stream ends
+#: (``positions``): every watch skips it.
+_WAKE: Dict[Any, Any] = {"wake": "1"}
+_WAKE_READ = {b"wake": b"1"}
+
+
+def _exhausted(reply: Any) -> bool:
+    """Whether an XADD's ``reply`` is Redis's refusal of a stream whose last id there
+    is was taken (by an entry deleted since): no minitask entry can follow it."""
+    return isinstance(reply, redis.ResponseError) and "last possible ID" in str(reply)
 
 
 def _planted(entry_id: Any) -> bool:
@@ -119,7 +133,9 @@ class CancelStore(Store):
 
     def positions(self, queues: Sequence[str],
                   seen: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-        """Where each queue's stream ends now: requests after these are new; or, for a
+        """Where each queue's stream ends now (the id of a wake-up entry added to it, not
+        its last entry read: that may be a huge one planted): requests after these are
+        new; or, for a
         queue in ``seen`` (watched before it was left out), where the watch had read
         to, so that requests posted while it was left out are heard. A queue whose
         stream key holds another type (no minitask wrote it) is left out, said once:
@@ -127,24 +143,27 @@ class CancelStore(Store):
         found: Dict[str, str] = {}
         with self.transport.errors("read the cancel requests"):
             pipe = self.transport.client.pipeline(transaction=False)
-            for queue in queues:
-                pipe.xrevrange(self.keys(queue).cancels, "+", "-", count=1)
+            for queue in queues:  # where it ends, without reading an entry (_WAKE)
+                pipe.xadd(self.keys(queue).cancels, _WAKE, maxlen=STREAM_LENGTH,
+                          approximate=True, nomkstream=True)
             replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
+            raise_refusals(reply for reply in replies if not _exhausted(reply))
         for queue, last in zip(queues, replies):
-            if isinstance(last, Exception):
+            if _exhausted(last):  # an id deleted since took the last one: the next
+                found[queue] = "0-0"  # request sets it aside, and starts a new stream
+            elif isinstance(last, Exception):
                 ignored(self.keys(queue).cancels, f"it holds another type ({last}); running "
                                                   f"tasks of queue {queue!r} cannot be "
                                                   f"stopped on request until it is fixed")
                 continue
-            if last and _planted(last[0][0]):
+            elif last and _planted(last):
                 if not self.set_aside(queue):
                     continue
                 found[queue] = "0-0"  # a new stream
             elif seen and queue in seen:
                 found[queue] = seen[queue]
             else:
-                found[queue] = text(last[0][0]) if last else "0-0"
+                found[queue] = text(last) if last else "0-0"
         return found
 
     def wake(self, queues: Sequence[str]) -> None:
@@ -152,7 +171,7 @@ class CancelStore(Store):
         an entry without an id, which every watch reads and skips."""
         with self.transport.errors("wake the cancel watch"):
             for queue in queues:
-                self.transport.client.xadd(self.keys(queue).cancels, {"wake": "1"},
+                self.transport.client.xadd(self.keys(queue).cancels, _WAKE,
                                            maxlen=STREAM_LENGTH, approximate=True)
 
     def watch(self, positions: Dict[str, str],
@@ -175,7 +194,9 @@ class CancelStore(Store):
                         del positions[queue]
                     break
                 positions[queue] = text(entry_id)
-                task_id = fields.get(b"id") if isinstance(fields, dict) else None
+                task_id = request_of(fields)
                 if task_id is not None:
-                    found.append((queue, text(entry_id), text(task_id)))
+                    found.append((queue, text(entry_id), task_id))
+                elif fields != _WAKE_READ:
+                    drop_foreign(self.transport, text(key), entry_id, fields)
         return found

@@ -35,6 +35,9 @@ ORDERS_READ = 100
 #: those ignored since the last and shows one of them (50,000 planted orders made
 #: 50,000 lines).
 UNKNOWN_SAID_EVERY = 60.0
+#: Characters of an unknown order a line shows at most; a longer one (a 100 MB element
+#: planted on the list: read once, by the pop that takes it off) is said by its length.
+ORDER_SHOWN_MOST = 64
 
 
 class Orders:
@@ -99,7 +102,8 @@ class Orders:
         if not unknown:
             return
         if not self._unknown:
-            self._sample = shown_value(unknown[0])
+            self._sample = (shown_value(unknown[0]) if len(unknown[0]) <= ORDER_SHOWN_MOST
+                            else f"of {len(unknown[0]):,} characters (not shown)")
         self._unknown += len(unknown)
         now = time.monotonic()
         if self._said_at is None or now - self._said_at >= UNKNOWN_SAID_EVERY:
@@ -107,9 +111,10 @@ class Orders:
 
     def _say_unknown(self, now: float) -> None:
         if self._unknown:
-            logger.warning("worker %s ignores the unknown order %s%s", self._worker,
-                           self._sample, "" if self._unknown == 1 else
-                           f" and {self._unknown - 1} more (said at most once a minute)")
+            logger.warning("worker %s ignores the unknown order %s%s, taken off %s",
+                           self._worker, self._sample, "" if self._unknown == 1 else
+                           f" and {self._unknown - 1} more (said at most once a minute)",
+                           self._registry.app_keys.control(self._worker))
             self._unknown, self._said_at = 0, now
 
 
