@@ -37,8 +37,9 @@ for n = 1, count do
     specs[#specs + 1] = spec
   end
 end
-guards().expect(KEYS[1], 'hash')
-guards().expect(flow_key, 'hash')
+-- messages must be a hash (one HEXISTS: lib.lua's guards, made only for an error, then
+-- refuse the call); flow is checked by enqueue_flow_base() before its first write
+if type(redis.pcall('HEXISTS', KEYS[1], '')) == 'table' then guards().expect(KEYS[1], 'hash') end
 -- the keys a grouped message is written to, checked before any write: its group's
 -- ready set and turn, and the ready list its group's token goes to (one check a key
 -- a call); one of another type refuses the call naming the task, the key and its group
@@ -56,15 +57,28 @@ local function writable(key, kind, entry, group)
   checked[key] = true
   return reply == 0
 end
+-- A plain grouped spec (no limits, no expiry, no debounce, no group limits: PLAIN,
+-- then the group) is read by one comparison, and its task, joining a group that has
+-- neither a ready set nor a turn, is joined below without flow.lua's library (made,
+-- it costs this call some 150,000 Redis instructions): entry[8] is its group. Any
+-- other is read by flow.lua's flow_spec (entry[6]).
+local PLAIN = '\n0\n0\n0\n0\n0\n0\n0\n0\n'
 for _, entry in ipairs(grouped) do
-  local spec = flow_control().spec(entry[4])
-  entry[6] = spec
-  if spec and spec.group then
-    local base = prefix .. 'g:' .. spec.group
+  local group
+  if #entry[4] > 17 and string.sub(entry[4], 1, 17) == PLAIN then
+    group = string.sub(entry[4], 18)
+    entry[8] = group
+  else
+    local spec = flow_control().spec(entry[4])
+    entry[6] = spec
+    group = spec and spec.group
+  end
+  if group then
+    local base = prefix .. 'g:' .. group
     -- a group with neither (its first task this call): joined without reading them
-    local no_ready = writable(base .. ':ready', 'zset', entry, spec.group)
-    entry[7] = writable(base .. ':turn', 'hash', entry, spec.group) and no_ready
-    writable(KEYS[13 - entry[3]], 'list', entry, spec.group)
+    local no_ready = writable(base .. ':ready', 'zset', entry, group)
+    entry[7] = writable(base .. ':turn', 'hash', entry, group) and no_ready
+    writable(KEYS[13 - entry[3]], 'list', entry, group)
   end
 end
 -- what enqueue_flow_base() reads: the other messages, their specs and count, flow last
@@ -77,16 +91,54 @@ for i = #KEYS, 1, -1 do KEYS[i] = keys[i] end
 
 local added = enqueue_flow_base()
 
-local fair = flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                  cancelled = cancelled})
+-- fair: flow.lua's fair queues, made at the first task that is not joined inline
+-- below; any_paused: whether any group is paused (one EXISTS, read at the first
+-- inline join); solo: the tasks joined inline, counted in groups_ready by one INCRBY
+local fair, any_paused, solo = nil, nil, 0
 local wake = false
 for _, entry in ipairs(grouped) do
   if redis.call('HSETNX', KEYS[1], entry[1], entry[2]) == 1 then
     added = added + 1
     redis.call('DEL', entry[5])
     redis.call('HSET', flow_key, entry[1], entry[4])
-    if fair.join(entry[1], entry[6], entry[3], entry[7]) then wake = true end
+    local group = entry[8]
+    if group and entry[7] and any_paused == nil then
+      any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused')
+    end
+    if group and entry[7] and any_paused == 0 then
+      -- a plain task joining a group with neither a ready set nor a turn, none paused:
+      -- what flow.lua's join() does for it (a solo group: its task held in its token,
+      -- at the tail of its priority's list; the turn's first generation, 1, written
+      -- with the claim in one HSET), inline. Its keys' types were checked above
+      -- (writable()): a write to the turn or the list meets no other type
+      local digit = string.sub('0123456789', entry[3] + 1, entry[3] + 1)
+      local gen = ARGV[1] .. '.1/' .. digit .. entry[1]
+      local token = '\255' .. gen .. '\255' .. group
+      redis.call('HSET', prefix .. 'g:' .. group .. ':turn', 'gen', '1', 'tok', gen,
+                 'band', digit)
+      redis.call('RPUSH', KEYS[13 - entry[3]], token)
+      -- counted out of the ready lists' lengths as a cancelled entry is (no task)
+      local counted = redis.pcall('ZADD', cancelled, digit, token)
+      if type(counted) == 'table' then
+        flow_control().put('zset', 'ZADD', cancelled, digit, token)  -- another type: aside
+      end
+      tolerant(0, 'ZINCRBY', prefix .. 'groups', '1', group)
+      solo = solo + 1
+      wake = true
+    else
+      fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
+                                          cancelled = cancelled})
+      local spec = entry[6] or (group and flow_control().spec(entry[4]))
+      if fair.join(entry[1], spec, entry[3], entry[7]) then wake = true end
+    end
   end
+end
+if solo > 0 then
+  -- (a count that is no integer starts afresh: lib.lua's recount)
+  local total, key = prefix .. 'groups_ready', nil
+  key, total = total, redis.pcall('INCRBY', total, solo == 1 and '1' or solo)
+  if type(total) == 'table' then total = guards().recount(total, key, solo) end
+  if total and total <= 0 then redis.call('DEL', key) end
 end
 if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end
 return added
