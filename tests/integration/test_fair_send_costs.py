@@ -94,7 +94,10 @@ def test_the_inline_join_writes_what_the_librarys_join_writes(
     # a paused group anywhere in the queue sends every join through flow.lua's library;
     # with none, a plain task to a new group is joined inline: the same keys, values,
     # tokens and counts (a group's second task, and a priority, included)
-    sends = [("a", 1, 0), ("b", 2, 7), ("a", 3, 0), ("c", 4, 9)]
+    # (a's third task joins a set whose token stays; its fourth outranks the token's
+    # band, and a new token is pushed; its fifth, below that band, joins)
+    sends = [("a", 1, 0), ("b", 2, 7), ("a", 3, 0), ("c", 4, 9), ("a", 5, 0), ("a", 6, 5),
+             ("a", 7, 3), ("b", 8, 7), ("b", 9, 7)]
     states = []
     for paused in (True, False):
         app, job, client = fresh()

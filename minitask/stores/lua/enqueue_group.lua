@@ -93,19 +93,61 @@ local added = enqueue_flow_base()
 
 -- fair: flow.lua's fair queues, made at the first task that is not joined inline
 -- below; any_paused: whether any group is paused (one EXISTS, read at the first
--- inline join); solo: the tasks joined inline, counted in groups_ready by one INCRBY
+-- plain task); solo: the tasks joined inline, counted in groups_ready by one INCRBY
 local fair, any_paused, solo = nil, nil, 0
 local wake = false
+local RANK = 100000000000000  -- flow.lua's: orders below it, priorities above
+
+-- A plain task joining a group in its set form (a ready set, and a turn claiming a
+-- live token of that form: '+' first, or no task in it): flow.lua's join() and arm()
+-- inline, the same reads and writes. The claim is read first: for any other (a solo
+-- group's, which the join turns into a set; one that is no claim minitask writes; a
+-- gen that is no count), false, and nothing written (the library's join then).
+-- 'arm' when the task is in its set but its group's token may not stay (a band
+-- below its first task's, one task in the set): the library's arm() decides.
+local function join_set(entry, group)
+  local turn, ready = prefix .. 'g:' .. group .. ':turn', prefix .. 'g:' .. group .. ':ready'
+  local live = redis.call('HMGET', turn, 'tok', 'band')  -- (a hash: checked above)
+  local tok, band = live[1], live[2]
+  if type(tok) ~= 'string' or type(band) ~= 'string' or not string.find(band, '^%d$') then
+    return false
+  end
+  local plus = string.byte(tok) == 43  -- '+'
+  local after = string.match(plus and string.sub(tok, 2) or tok, '^%-?%d+%.%-?%d+(.?)')
+  if not (after == '' or (plus and after == '/')) then return false end
+  local order = redis.pcall('HINCRBY', turn, 'gen', '1')
+  if type(order) ~= 'number' then return false end
+  local priority = entry[3]
+  local member = string.sub('0123456789', priority + 1, priority + 1) .. entry[1]
+  if redis.call('ZADD', ready, (9 - priority) * RANK + order, member) == 1 then
+    solo = solo + 1
+    tolerant(0, 'ZINCRBY', prefix .. 'groups', '1', group)
+  end
+  local head = redis.call('ZRANGE', ready, '0', '1')
+  local first = head[1] and string.byte(head[1])
+  if head[2] and first and first >= 48 and first <= 57 and tonumber(band) >= first - 48 then
+    return true  -- its group's live token stays: nothing pushed, none to wake
+  end
+  return 'arm'
+end
+
 for _, entry in ipairs(grouped) do
   if redis.call('HSETNX', KEYS[1], entry[1], entry[2]) == 1 then
     added = added + 1
     redis.call('DEL', entry[5])
     redis.call('HSET', flow_key, entry[1], entry[4])
     local group = entry[8]
-    if group and entry[7] and any_paused == nil then
+    if group and any_paused == nil then
       any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused')
     end
-    if group and entry[7] and any_paused == 0 then
+    local joined = group and any_paused == 0 and not entry[7] and join_set(entry, group)
+    if joined then
+      if joined == 'arm' then
+        fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
+                                            cancelled = cancelled})
+        if fair.arm(group, false, false) then wake = true end
+      end
+    elseif group and entry[7] and any_paused == 0 then
       -- a plain task joining a group with neither a ready set nor a turn, none paused:
       -- what flow.lua's join() does for it (a solo group: its task held in its token,
       -- at the tail of its priority's list; the turn's first generation, 1, written
@@ -134,7 +176,8 @@ for _, entry in ipairs(grouped) do
   end
 end
 if solo > 0 then
-  -- (a count that is no integer starts afresh: lib.lua's recount)
+  -- the tasks joined inline, in groups_ready (a count that is no integer starts afresh:
+  -- lib.lua's recount)
   local total, key = prefix .. 'groups_ready', nil
   key, total = total, redis.pcall('INCRBY', total, solo == 1 and '1' or solo)
   if type(total) == 'table' then total = guards().recount(total, key, solo) end
