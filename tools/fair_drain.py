@@ -15,6 +15,8 @@ user and system, the polling included) and that of the worker process and its
 pool's children (``/proc``, Linux) are read before and after: counts and CPU
 time a task, which the machine's load does not change as it changes rates (on
 a machine of two cores, Redis's CPU and the worker's share them).
+The sends' Redis CPU a task (``INFO cpu`` around the queue's filling, by
+``delay_many`` calls of 1,000) is printed beside each drain's.
 Prints each drain (a grouped one with its rate as a share of the same round's
 first mode's), then the medians, each grouped median as a share of the ungrouped
 one, and the median of the rounds' own ratios (a round's drains run back to back,
@@ -105,7 +107,9 @@ def drain(server: RedisServer, mode: str, tasks: int,
           worker_options: List[str]) -> Dict[str, float]:
     client = server.client()
     client.flushall()
+    sent_before = redis_cpu(client)
     fill(server.url, mode, tasks)
+    send_cpu = (redis_cpu(client) - sent_before) * 1e6 / tasks
     messages = queue_keys("fair", "default").messages
     assert client.hlen(messages) == tasks, (mode, client.hlen(messages))
     env = dict(os.environ, MINITASK_BROKER_URL=server.url, PYTHONPATH=str(ROOT))
@@ -147,6 +151,7 @@ def drain(server: RedisServer, mode: str, tasks: int,
             "redis_calls_per_task": (redis_after[1] - redis_before[1]) / tasks,
             "redis_cpu_us_per_task": (cpu_after - cpu_before) * 1e6 / tasks,
             "worker_cpu_us_per_task": (worker_after - worker_before) * 1e6 / tasks,
+            "send_cpu_us_per_task": send_cpu,
             "group_keys_left": float(len(left))}
 
 
@@ -182,7 +187,8 @@ def main() -> None:
                           f"{result['redis_us_per_task']:.1f} us/task in "
                           f"{result['redis_calls_per_task']:.2f} calls, CPU "
                           f"{result['redis_cpu_us_per_task']:.1f} us/task, worker CPU "
-                          f"{result['worker_cpu_us_per_task']:.1f} us/task, group keys left "
+                          f"{result['worker_cpu_us_per_task']:.1f} us/task, sends' Redis CPU "
+                          f"{result['send_cpu_us_per_task']:.1f} us/task, group keys left "
                           f"{result['group_keys_left']:.0f}, load {os.getloadavg()[0]:.2f}"
                           + (f", {result['rate'] / results[modes[0]][-1]['rate']:.2f} x "
                              f"this round's {modes[0]}" if mode != modes[0] else ""),
@@ -192,12 +198,14 @@ def main() -> None:
     base = statistics.median(r["rate"] for r in results[modes[0]])
     cpu_base = statistics.median(r["redis_cpu_us_per_task"] for r in results[modes[0]])
     worker_base = statistics.median(r["worker_cpu_us_per_task"] for r in results[modes[0]])
+    send_base = statistics.median(r["send_cpu_us_per_task"] for r in results[modes[0]])
     for mode in modes:
         rate = statistics.median(r["rate"] for r in results[mode])
         script = statistics.median(r["redis_us_per_task"] for r in results[mode])
         calls = statistics.median(r["redis_calls_per_task"] for r in results[mode])
         cpu = statistics.median(r["redis_cpu_us_per_task"] for r in results[mode])
         worker = statistics.median(r["worker_cpu_us_per_task"] for r in results[mode])
+        send = statistics.median(r["send_cpu_us_per_task"] for r in results[mode])
         # each round's drains run back to back: the median of the rounds' own ratios
         # is less moved by a load that changes from round to round
         paired = statistics.median(r["rate"] / b["rate"]
@@ -206,7 +214,8 @@ def main() -> None:
               f"(rounds' ratios: median {paired:.2f}); "
               f"Redis {script:.1f} us/task in {calls:.2f} calls, CPU {cpu:.1f} us/task "
               f"= {cpu / cpu_base:.2f} x {modes[0]}; worker CPU {worker:.1f} us/task"
-              + (f" = {worker / worker_base:.2f} x {modes[0]}" if worker_base else ""))
+              + (f" = {worker / worker_base:.2f} x {modes[0]}" if worker_base else "")
+              + f"; sends' Redis CPU {send:.1f} us/task = {send / send_base:.2f} x {modes[0]}")
 
 
 if __name__ == "__main__":

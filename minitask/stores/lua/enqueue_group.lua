@@ -37,8 +37,9 @@ for n = 1, count do
     specs[#specs + 1] = spec
   end
 end
-guards().expect(KEYS[1], 'hash')
-guards().expect(flow_key, 'hash')
+-- messages must be a hash (one HEXISTS: lib.lua's guards, made only for an error, then
+-- refuse the call); flow is checked by enqueue_flow_base() before its first write
+if type(redis.pcall('HEXISTS', KEYS[1], '')) == 'table' then guards().expect(KEYS[1], 'hash') end
 -- the keys a grouped message is written to, checked before any write: its group's
 -- ready set and turn, and the ready list its group's token goes to (one check a key
 -- a call); one of another type refuses the call naming the task, the key and its group
@@ -56,15 +57,28 @@ local function writable(key, kind, entry, group)
   checked[key] = true
   return reply == 0
 end
+-- A plain grouped spec (no limits, no expiry, no debounce, no group limits: PLAIN,
+-- then the group) is read by one comparison, and its task, joining a group that has
+-- neither a ready set nor a turn, is joined below without flow.lua's library (made,
+-- it costs this call some 150,000 Redis instructions): entry[8] is its group. Any
+-- other is read by flow.lua's flow_spec (entry[6]).
+local PLAIN = '\n0\n0\n0\n0\n0\n0\n0\n0\n'
 for _, entry in ipairs(grouped) do
-  local spec = flow_control().spec(entry[4])
-  entry[6] = spec
-  if spec and spec.group then
-    local base = prefix .. 'g:' .. spec.group
+  local group
+  if #entry[4] > 17 and string.sub(entry[4], 1, 17) == PLAIN then
+    group = string.sub(entry[4], 18)
+    entry[8] = group
+  else
+    local spec = flow_control().spec(entry[4])
+    entry[6] = spec
+    group = spec and spec.group
+  end
+  if group then
+    local base = prefix .. 'g:' .. group
     -- a group with neither (its first task this call): joined without reading them
-    local no_ready = writable(base .. ':ready', 'zset', entry, spec.group)
-    entry[7] = writable(base .. ':turn', 'hash', entry, spec.group) and no_ready
-    writable(KEYS[13 - entry[3]], 'list', entry, spec.group)
+    local no_ready = writable(base .. ':ready', 'zset', entry, group)
+    entry[7] = writable(base .. ':turn', 'hash', entry, group) and no_ready
+    writable(KEYS[13 - entry[3]], 'list', entry, group)
   end
 end
 -- what enqueue_flow_base() reads: the other messages, their specs and count, flow last
@@ -77,16 +91,97 @@ for i = #KEYS, 1, -1 do KEYS[i] = keys[i] end
 
 local added = enqueue_flow_base()
 
-local fair = flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                  cancelled = cancelled})
+-- fair: flow.lua's fair queues, made at the first task that is not joined inline
+-- below; any_paused: whether any group is paused (one EXISTS, read at the first
+-- plain task); solo: the tasks joined inline, counted in groups_ready by one INCRBY
+local fair, any_paused, solo = nil, nil, 0
 local wake = false
+local RANK = 100000000000000  -- flow.lua's: orders below it, priorities above
+
+-- A plain task joining a group in its set form (a ready set, and a turn claiming a
+-- live token of that form: '+' first, or no task in it): flow.lua's join() and arm()
+-- inline, the same reads and writes. The claim is read first: for any other (a solo
+-- group's, which the join turns into a set; one that is no claim minitask writes; a
+-- gen that is no count), false, and nothing written (the library's join then).
+-- 'arm' when the task is in its set but its group's token may not stay (a band
+-- below its first task's, one task in the set): the library's arm() decides.
+local function join_set(entry, group)
+  local turn, ready = prefix .. 'g:' .. group .. ':turn', prefix .. 'g:' .. group .. ':ready'
+  local live = redis.call('HMGET', turn, 'tok', 'band')  -- (a hash: checked above)
+  local tok, band = live[1], live[2]
+  if type(tok) ~= 'string' or type(band) ~= 'string' or not string.find(band, '^%d$') then
+    return false
+  end
+  local plus = string.byte(tok) == 43  -- '+'
+  local after = string.match(plus and string.sub(tok, 2) or tok, '^%-?%d+%.%-?%d+(.?)')
+  if not (after == '' or (plus and after == '/')) then return false end
+  local order = redis.pcall('HINCRBY', turn, 'gen', '1')
+  if type(order) ~= 'number' then return false end
+  local priority = entry[3]
+  local member = string.sub('0123456789', priority + 1, priority + 1) .. entry[1]
+  if redis.call('ZADD', ready, (9 - priority) * RANK + order, member) == 1 then
+    solo = solo + 1
+    tolerant(0, 'ZINCRBY', prefix .. 'groups', '1', group)
+  end
+  local head = redis.call('ZRANGE', ready, '0', '1')
+  local first = head[1] and string.byte(head[1])
+  if head[2] and first and first >= 48 and first <= 57 and tonumber(band) >= first - 48 then
+    return true  -- its group's live token stays: nothing pushed, none to wake
+  end
+  return 'arm'
+end
+
 for _, entry in ipairs(grouped) do
   if redis.call('HSETNX', KEYS[1], entry[1], entry[2]) == 1 then
     added = added + 1
     redis.call('DEL', entry[5])
     redis.call('HSET', flow_key, entry[1], entry[4])
-    if fair.join(entry[1], entry[6], entry[3], entry[7]) then wake = true end
+    local group = entry[8]
+    if group and any_paused == nil then
+      any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused')
+    end
+    local joined = group and any_paused == 0 and not entry[7] and join_set(entry, group)
+    if joined then
+      if joined == 'arm' then
+        fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
+                                            cancelled = cancelled})
+        if fair.arm(group, false, false) then wake = true end
+      end
+    elseif group and entry[7] and any_paused == 0 then
+      -- a plain task joining a group with neither a ready set nor a turn, none paused:
+      -- what flow.lua's join() does for it (a solo group: its task held in its token,
+      -- at the tail of its priority's list; the turn's first generation, 1, written
+      -- with the claim in one HSET), inline. Its keys' types were checked above
+      -- (writable()): a write to the turn or the list meets no other type
+      local digit = string.sub('0123456789', entry[3] + 1, entry[3] + 1)
+      local gen = ARGV[1] .. '.1/' .. digit .. entry[1]
+      local token = '\255' .. gen .. '\255' .. group
+      redis.call('HSET', prefix .. 'g:' .. group .. ':turn', 'gen', '1', 'tok', gen,
+                 'band', digit)
+      redis.call('RPUSH', KEYS[13 - entry[3]], token)
+      -- counted out of the ready lists' lengths as a cancelled entry is (no task)
+      local counted = redis.pcall('ZADD', cancelled, digit, token)
+      if type(counted) == 'table' then
+        flow_control().put('zset', 'ZADD', cancelled, digit, token)  -- another type: aside
+      end
+      tolerant(0, 'ZINCRBY', prefix .. 'groups', '1', group)
+      solo = solo + 1
+      wake = true
+    else
+      fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
+                                          cancelled = cancelled})
+      local spec = entry[6] or (group and flow_control().spec(entry[4]))
+      if fair.join(entry[1], spec, entry[3], entry[7]) then wake = true end
+    end
   end
+end
+if solo > 0 then
+  -- the tasks joined inline, in groups_ready (a count that is no integer starts afresh:
+  -- lib.lua's recount)
+  local total, key = prefix .. 'groups_ready', nil
+  key, total = total, redis.pcall('INCRBY', total, solo == 1 and '1' or solo)
+  if type(total) == 'table' then total = guards().recount(total, key, solo) end
+  if total and total <= 0 then redis.call('DEL', key) end
 end
 if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end
 return added

@@ -523,7 +523,11 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         end
         taken, taken_body, taken_priority = task, task_body, digit - 48
         if not solo_seen then
-          solo_seen, solo_turns, solo_names, solo_tokens = {}, {}, {}, {}
+          -- (lists made at a worker's default prefetch, 10: a table's growth is a rehash)
+          solo_seen = {}
+          solo_turns = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+          solo_names = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+          solo_tokens = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
           solo_flush = solo_flush or function()
             -- (a count that is no integer starts afresh: lib.lua's recount)
             local total = prefix .. 'groups_ready'
