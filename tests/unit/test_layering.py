@@ -362,7 +362,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "broker.waits", "errors", "printable"}),
     "broker.waits": frozenset({"broker.connections", "broker.packing", "printable"}),
     # -- definitions -----------------------------------------------------------
-    "context": frozenset({"errors", "wire.message"}),
+    "context": frozenset({"errors", "printable", "wire.message"}),
     "hooks": frozenset({"errors", "printable"}),
     "limits": frozenset({"errors", "wire.message"}),
     "periodic": frozenset({"errors", "wire.message", "wire.serializer", "wire.types"}),
