@@ -186,7 +186,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "printable", "sending", "stores.broker", "stores.names",
                             "stores.results", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
-                         "stores.workflows", "wire.serializer"}),
+                         "stores.step_ids", "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
@@ -335,6 +335,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.foreign"}),
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"broker.keys", "errors", "wire.message"}),
+    "stores.step_ids": frozenset({"broker.keys", "broker.transport", "errors", "printable"}),
     "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.bounds",
                                         "stores.foreign", "stores.plans", "stores.store",
                                         "wire.message", "wire.serializer"}),
