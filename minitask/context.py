@@ -142,10 +142,11 @@ class TaskContext:
     def cancel_requested(self) -> bool:
         """True once ``handle.cancel(running=True)`` asked this attempt to stop.
 
-        The thread pool cannot stop a thread: a long task checks this now and
-        then and returns early. Whatever it then returns or raises, the task
+        The thread pool cannot stop a thread: a long plain task checks this now
+        and then and returns early. Whatever it then returns or raises, the task
         ends ``cancelled`` (not retried). The process and asyncio pools stop the
-        attempt themselves.
+        attempt themselves, and the thread pool cancels an ``async def`` task's
+        coroutine.
         """
         return self.cancel_event is not None and self.cancel_event.is_set()
 
