@@ -394,7 +394,7 @@ class _Compiler:
                                      f"{', '.join(taken)} belong to tasks still in Redis; "
                                      f"such a step would never be sent: choose other ids")
         refuse_taken_by_steps(self.broker.transport, self.broker.results.app_name, unique,
-                              f"workflow {workflow!r}")
+                              workflow)
 
     def compile(self, item: Workflow, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
                 kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:

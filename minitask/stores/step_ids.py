@@ -39,9 +39,10 @@ def taken_by_steps(transport: Transport, app_name: str,
 
 
 def refuse_taken_by_steps(transport: Transport, app_name: str,
-                          tasks: Sequence[Tuple[str, str]], what: str) -> None:
-    """Refuse the explicit ids ``tasks`` of ``what`` (a workflow, as its error names
-    it) that a workflow step took already (``taken_by_steps``).
+                          tasks: Sequence[Tuple[str, str]], workflow: object) -> None:
+    """Refuse the explicit ids ``tasks`` of ``workflow`` (its repr names it in the
+    error, made only then: a deep one's is costly) that a workflow step took already
+    (``taken_by_steps``).
 
     Raises:
         ConfigurationError: naming the ids; nothing was sent.
@@ -50,7 +51,7 @@ def refuse_taken_by_steps(transport: Transport, app_name: str,
     taken = taken_by_steps(transport, app_name, tasks)
     if taken:  # its group would never fill, what waits for it never run
         raise ConfigurationError(
-            f"{what}: the task id(s) {', '.join(repr(task_id) for _, task_id in taken)} "
+            f"workflow {workflow!r}: the task id(s) {', '.join(repr(task_id) for _, task_id in taken)} "
             f"were taken by a step of an earlier workflow (its marker lives as long as its "
             f"result): such a step would never be sent, and what waits for it would stay "
             f"pending for ever: choose other ids")
