@@ -50,8 +50,9 @@ def refuse_taken_by_steps(transport: Transport, app_name: str,
     """
     taken = taken_by_steps(transport, app_name, tasks)
     if taken:  # its group would never fill, what waits for it never run
+        named = ", ".join(repr(task_id) for _, task_id in taken)
         raise ConfigurationError(
-            f"workflow {workflow!r}: the task id(s) {', '.join(repr(task_id) for _, task_id in taken)} "
-            f"were taken by a step of an earlier workflow (its marker lives as long as its "
-            f"result): such a step would never be sent, and what waits for it would stay "
-            f"pending for ever: choose other ids")
+            f"workflow {workflow!r}: the task id(s) {named} were taken by a step of an "
+            f"earlier workflow (its marker lives as long as its result): such a step would "
+            f"never be sent, and what waits for it would stay pending for ever: choose "
+            f"other ids")
