@@ -22,6 +22,7 @@ from .handle import StepHandle, TaskHandle
 from .options import MAX_TASK_ID_BYTES, new_task_id
 from .sending import Sender
 from .stores.plans import task_nodes
+from .stores.step_ids import refuse_taken_by_steps
 from .stores.workflows import Node
 from .wire.serializer import check_arguments
 
@@ -392,6 +393,8 @@ class _Compiler:
             raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
                                      f"{', '.join(taken)} belong to tasks still in Redis; "
                                      f"such a step would never be sent: choose other ids")
+        refuse_taken_by_steps(self.broker.transport, self.broker.results.app_name, unique,
+                              workflow)
 
     def compile(self, item: Workflow, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
                 kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:

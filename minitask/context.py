@@ -10,7 +10,10 @@ import re
 from typing import Callable, Optional
 
 from .errors import ConfigurationError
+from .printable import own_logger, printable, shown_id
 from .wire.message import Message, quick_init
+
+logger = own_logger(__name__)
 
 #: Takes a progress report: (current, total, message); the worker coalesces writes.
 Report = Callable[[float, Optional[float], Optional[str]], None]
@@ -74,12 +77,21 @@ class TaskContext:
                 kept (a longer one ends with "... [truncated]"), and a lone
                 surrogate, which UTF-8 cannot carry, becomes U+FFFD.
 
+        A float that is not finite (NaN, an infinity), as a computation may make,
+        is no error of the task's: that report is ignored, said by one WARNING per
+        attempt, and the task goes on (a bad progress value never changes its
+        outcome).
+
         Raises:
-            ConfigurationError: a value that is not a finite number (or a str message).
+            ConfigurationError: a value that is not a number, or an int no float can
+                hold (or a message that is not a str).
         """
         current = self._progress_number("current", current)
         if total is not None:
             total = self._progress_number("total", total)
+        if not (math.isfinite(current) and (total is None or math.isfinite(total))):
+            self._ignored(current, total)
+            return
         if message is not None:
             if not isinstance(message, str):
                 raise ConfigurationError(f"task {self.name!r}: set_progress message must be "
@@ -102,7 +114,7 @@ class TaskContext:
                 except OverflowError:
                     number = math.inf  # refused below
         elif isinstance(value, float):
-            number = value
+            return value  # NaN or an infinity: ignored, with a warning (set_progress)
         else:
             number = math.nan
         if not math.isfinite(number):
@@ -114,14 +126,27 @@ class TaskContext:
                                      f"finite number, got {shown}")
         return number
 
+    def _ignored(self, current: float, total: Optional[float]) -> None:
+        """Say once per attempt that a report of a number that is not finite was
+        ignored (a tight loop of them must not flood the log)."""
+        if self.__dict__.get("_said_not_finite"):
+            return
+        # the record is frozen, and compares by its fields: a note beside them
+        self.__dict__["_said_not_finite"] = True
+        logger.warning("task %r (id %s): set_progress(%r, %r) ignored: progress numbers "
+                       "must be finite; the task goes on (said once per attempt)",
+                       printable(self.name), shown_id(self.id), current, total,
+                       extra={"task_id": self.id, "task_name": self.name})
+
     @property
     def cancel_requested(self) -> bool:
         """True once ``handle.cancel(running=True)`` asked this attempt to stop.
 
-        The thread pool cannot stop a thread: a long task checks this now and
-        then and returns early. Whatever it then returns or raises, the task
+        The thread pool cannot stop a thread: a long plain task checks this now
+        and then and returns early. Whatever it then returns or raises, the task
         ends ``cancelled`` (not retried). The process and asyncio pools stop the
-        attempt themselves.
+        attempt themselves, and the thread pool cancels an ``async def`` task's
+        coroutine.
         """
         return self.cancel_event is not None and self.cancel_event.is_set()
 

@@ -17,10 +17,11 @@ executor thread, which nothing can stop, runs on until its call returns.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 import time
-from typing import Any, Coroutine, List, Optional, Set
+from typing import Any, Callable, Coroutine, List, Optional, Set
 
 from ..printable import log_error, own_logger
 
@@ -43,9 +44,15 @@ NAMED = 5
 OURS = "minitask-unwind"
 
 
-def run_coroutine(main: Coroutine[Any, Any, Any], name: str, limit: Optional[float]) -> Any:
+def run_coroutine(main: Coroutine[Any, Any, Any], name: str, limit: Optional[float],
+                  stoppable: Optional[Callable[[Callable[[], object]], bool]] = None) -> Any:
     """Run ``main`` (task ``name``'s attempt) on a new event loop until it ends, and
     return its value or raise its exception; then end the loop (``end_loop``).
+
+    ``stoppable`` (the thread pool's ``CancelBoard.set_stopper`` for the attempt)
+    is given how to cancel the attempt's asyncio task from another thread, for
+    ``cancel(running=True)``: as the asyncio pool does, not only
+    ``cancel_requested`` (issue 29). False back: the stop was asked already.
 
     Not ``asyncio.run``, whose end waits without limit (see the module's doc).
     """
@@ -53,11 +60,23 @@ def run_coroutine(main: Coroutine[Any, Any, Any], name: str, limit: Optional[flo
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)  # as asyncio.run: get_event_loop() in the task finds it
     try:  # the attempt's task made directly, not by a factory (see runner.spawn)
-        return loop.run_until_complete(asyncio.Task(main, loop=loop))
+        attempt = asyncio.Task(main, loop=loop)
+        if stoppable is not None and not stoppable(functools.partial(_cancel, loop, attempt)):
+            attempt.cancel()  # the request came in as it started
+        return loop.run_until_complete(attempt)
     finally:
         asyncio.set_event_loop(None)
         until = started + limit - LIMIT_MARGIN if limit is not None else float("inf")
         end_loop(loop, name, min(until, time.monotonic() + LEFTOVER_WAIT))
+
+
+def _cancel(loop: asyncio.AbstractEventLoop, attempt: "asyncio.Task[Any]") -> None:
+    """Cancel ``attempt`` on ``loop`` from another thread (the cancel watch's); a loop
+    closed meanwhile had ended the attempt already."""
+    try:
+        loop.call_soon_threadsafe(attempt.cancel)
+    except RuntimeError:
+        pass
 
 
 def end_loop(loop: asyncio.AbstractEventLoop, name: str, until: float) -> None:

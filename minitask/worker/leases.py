@@ -50,6 +50,18 @@ class Deferred(NamedTuple):
     since: float     # monotonic time the oldest waiting outcome was put aside
 
 
+#: In a process pool child only (``count_holdings``): told how many leases the process
+#: holds each time that changes, for its supervisor to say how many tasks a child that
+#: ended unannounced took with it (they come back once their leases expire).
+_counted: Optional[Callable[[int], None]] = None
+
+
+def count_holdings(counted: Optional[Callable[[int], None]]) -> None:
+    """Have ``counted`` told the number of leases held, each time it changes."""
+    global _counted
+    _counted = counted
+
+
 class Holdings:
     """The leases this worker holds, and what it holds them for."""
 
@@ -91,6 +103,8 @@ class Holdings:
                 self._claimed[threading.get_ident()] = jobs[0]
                 jobs = jobs[1:]
             self._buffer.extend(jobs)
+            if _counted is not None:
+                _counted(len(self._leases))
             return True
 
     def hold_first(self, queue: str, jobs: List[Job]) -> Tuple[bool, Optional[Job]]:
@@ -103,6 +117,8 @@ class Holdings:
             for job in jobs:
                 self._leases[job.task_id] = (queue, job.delivery.priority)
             self._buffer.extend(jobs[1:])
+            if _counted is not None:
+                _counted(len(self._leases))
             return True, jobs[0] if jobs else None
 
     def next_buffered(self, stop: threading.Event) -> Optional[Job]:
@@ -131,6 +147,8 @@ class Holdings:
             self._buffer.clear()
             for job in waiting:
                 self._leases.pop(job.task_id, None)
+            if _counted is not None:
+                _counted(len(self._leases))
         return waiting
 
     def take_unfinished(self) -> List[Lease]:
@@ -143,12 +161,16 @@ class Holdings:
             held = [lease for lease in self._leases.items() if lease[0] not in finished]
             for task_id, _ in held:
                 del self._leases[task_id]
+            if _counted is not None:
+                _counted(len(self._leases))
         return held
 
     def drop(self, task_id: str) -> None:
         """The task's outcome is recorded: its lease is Redis's business no more."""
         with self._lock:
             self._leases.pop(task_id, None)
+            if _counted is not None:
+                _counted(len(self._leases))
 
     def held(self) -> List[Lease]:
         with self._lock:
@@ -200,6 +222,8 @@ class Holdings:
         with self._lock:
             for job in jobs:
                 self._leases.pop(job.task_id, None)
+            if _counted is not None:
+                _counted(len(self._leases))
 
 
 #: Heartbeats between two sayings of a worker's lease length (``Leases.say``).

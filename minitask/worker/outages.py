@@ -40,6 +40,12 @@ STALLED_REASON_MOST = 300
 #: How long a process pool's child rides an outage its supervisor does not see
 #: before it says so itself (s).
 ALONE_AFTER = 2 * MAX_BACKOFF
+#: The ``BrokerError.reason`` of a client's own connection pool that stayed full for
+#: its whole wait (``broker.pools.PoolExhausted``): no refusal of Redis's, and, as a
+#: lost connection, ridden out with backoff, never given up on.
+POOL_EXHAUSTED = "pool exhausted"
+#: The reasons a step rides out as an outage: it is retried, never set aside.
+RIDDEN_OUT = ("unreachable", POOL_EXHAUSTED)
 
 
 class _Outage:
@@ -147,12 +153,19 @@ class Backoff:
         self.what = what
         self.failures = 0
         self._unreachable = False
+        self._exhausted = False  # the client's pool, not Redis: said as such once back
 
     def failed(self, exc: BaseException) -> float:
         if self.failures == 0:
-            if getattr(exc, "reason", "unreachable") == "unreachable":
+            reason = getattr(exc, "reason", "unreachable")
+            self._exhausted = reason == POOL_EXHAUSTED
+            if reason == "unreachable":
                 self._unreachable = True
                 _OUTAGE.lost(self.what, exc)
+            elif reason == POOL_EXHAUSTED:  # the client's limit: Redis refused nothing
+                logger.error("the Redis client's connection pool is exhausted (every "
+                             "connection in use, max_connections reached) while trying to "
+                             "%s: %s; retrying with backoff", self.what, exc)
             else:  # Redis answered, with a refusal: say what it is, not "lost Redis"
                 logger.error("Redis refused to %s: %s; retrying with backoff", self.what, exc)
         elif self._unreachable:
@@ -163,6 +176,9 @@ class Backoff:
     def succeeded(self) -> None:
         if self._unreachable:
             _OUTAGE.back(self.what, self.failures)
+        elif self._exhausted:
+            logger.warning("the Redis client's connection pool has a free connection again "
+                           "(%s) after %d failed tries", self.what, self.failures)
         elif self.failures:
             logger.warning("Redis is back (%s) after %d failed tries", self.what, self.failures)
         self.failures = 0
@@ -295,7 +311,7 @@ def beat_step(step: Callable[[], Any], refusals: Set[str]) -> None:
     try:
         step()
     except BrokerError as exc:
-        if exc.reason == "unreachable":
+        if exc.reason in RIDDEN_OUT:
             raise
         if str(exc) not in refusals:
             refusals.add(str(exc))

@@ -22,7 +22,7 @@ from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
-from .outages import Refused, persist, unconfirmed, unless_refused
+from .outages import RIDDEN_OUT, Refused, persist, unconfirmed, unless_refused
 from .workflows import WorkflowSteps
 
 logger = own_logger(__name__)
@@ -328,8 +328,8 @@ class Recorder:
                 job.delivery.task_id for job in jobs), exc)
             return
         except BrokerError as exc:
-            if exc.reason == "unreachable" or (len(acks) < 2
-                                               and exc.reason not in UNRECORDABLE):
+            if exc.reason in RIDDEN_OUT or (len(acks) < 2
+                                            and exc.reason not in UNRECORDABLE):
                 self._holdings.restore_acks(acks)
                 raise
             # Redis refused the batch, not an outage: one outcome it cannot record (a
@@ -367,7 +367,7 @@ class Recorder:
                     self._unrecordable(job, message, refused, len(ack[2]), None, told=True)
                     continue
                 first = first or refused
-                if refused.reason == "unreachable":  # an outage now: the rest wait too
+                if refused.reason in RIDDEN_OUT:  # an outage now: the rest wait too
                     failed += acks[index:]
                     break
                 failed.append((job, ack))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import functools
 import inspect
 import threading
 import time
@@ -17,7 +18,7 @@ from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskE
 from ..printable import own_logger, shown_id
 from ..tracing import attempt_span
 from ..wire.message import Message
-from .cancels import CancelBoard
+from .cancels import CancelBoard, Stopper
 from .coroutine_runs import run_coroutine
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
@@ -98,9 +99,11 @@ Arguments = Tuple[List[Any], Dict[str, Any]]
 
 
 def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float],
-                   by_signal: bool = False) -> Any:
+                   by_signal: bool = False,
+                   stoppable: Optional[Callable[[Stopper], bool]] = None) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
-    limit) on an event loop of its own, whose end is bounded (``run_coroutine``).
+    limit, or its cancel through ``stoppable``) on an event loop of its own, whose
+    end is bounded (``run_coroutine``).
 
     A plain function's soft limit comes by ``SIGALRM`` when ``by_signal`` (a
     process pool child, whose main thread runs it), else as an asynchronous
@@ -115,7 +118,8 @@ def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float
     else:
         value = call_with_posting(task.func, args, kwargs, soft, task.name)
     if inspect.iscoroutine(value):
-        value = run_coroutine(limited(value, limit, task.name, soft), task.name, limit)
+        value = run_coroutine(limited(value, limit, task.name, soft), task.name, limit,
+                              stoppable)
     return value
 
 
@@ -247,7 +251,12 @@ class Runner:
                 self.observer.prerun(context)
                 try:
                     # in a process pool child (on_start is set) the main thread runs it
-                    value = call_in_thread(task, arguments, limit, self.on_start is not None)
+                    # a thread pool cancels a coroutine on its loop, as the asyncio
+                    # pool does (a process pool child's supervisor kills it instead)
+                    value = call_in_thread(task, arguments, limit, self.on_start is not None,
+                                           None if self.on_cancel is not None else
+                                           functools.partial(self.cancels.set_stopper,
+                                                             job.task_id))
                 except BaseException as exc:  # KeyboardInterrupt and the like too: the
                     error = exc  # worker's own stop comes through its signal relay
                     span.failed(exc)

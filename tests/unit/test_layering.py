@@ -186,7 +186,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "printable", "sending", "stores.broker", "stores.names",
                             "stores.results", "wire.message", "wire.serializer"}),
     "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
-                         "stores.workflows", "wire.serializer"}),
+                         "stores.step_ids", "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
@@ -256,7 +256,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.pools.job": frozenset(),
     "worker.pools.slots": frozenset(),
     "worker.pools.processes": frozenset({"errors", "hooks", "printable", "wire.message",
-                                         "worker.leftovers", "worker.pools.job",
+                                         "worker.leases", "worker.leftovers",
+                                         "worker.pools.job",
                                          "worker.pools.recycling", "worker.signals"}),
     "worker.pools.recording": frozenset({"printable"}),
     "worker.pools.recycling": frozenset({"errors"}),
@@ -336,6 +337,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.foreign"}),
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"broker.keys", "errors", "wire.message"}),
+    "stores.step_ids": frozenset({"broker.keys", "broker.transport", "errors", "printable"}),
     "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.bounds",
                                         "stores.foreign", "stores.plans", "stores.store",
                                         "wire.message", "wire.serializer"}),
@@ -366,7 +368,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                "printable"}),
     "broker.wake_tokens": frozenset({"printable"}),
     # -- definitions -----------------------------------------------------------
-    "context": frozenset({"errors", "wire.message"}),
+    "context": frozenset({"errors", "printable", "wire.message"}),
     "hooks": frozenset({"errors", "printable"}),
     "limits": frozenset({"errors", "wire.message"}),
     "periodic": frozenset({"errors", "wire.message", "wire.serializer", "wire.types"}),

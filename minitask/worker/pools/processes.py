@@ -16,6 +16,7 @@ read only when a child dies, to name the task in the log.
 from __future__ import annotations
 
 import ctypes
+import functools
 import multiprocessing
 import os
 import signal
@@ -30,6 +31,7 @@ from ...errors import BrokerError, MinitaskError
 from ...hooks import Hooks
 from ...printable import own_logger
 from ...wire.message import Message
+from ..leases import count_holdings
 from ..leftovers import exit_past_leftovers
 from ..signals import SignalRelay
 from .job import J
@@ -95,7 +97,7 @@ class _Child(Generic[J]):
 
     process: Any
     conn: Connection
-    counts: Any  # shared int64 [processed, failed], written by the child
+    counts: Any  # shared int64 [processed, failed, leases held], written by the child
     current: Any  # shared char buffer: the id of the task the child runs, or empty
     job: Optional[J] = None
     message: Optional[Message] = None
@@ -198,7 +200,7 @@ class ProcessPool(Generic[J]):
 
     def _spawn(self) -> None:
         parent_end, child_end = self._context.Pipe(duplex=False)
-        counts = self._context.RawArray(ctypes.c_int64, 2)
+        counts = self._context.RawArray(ctypes.c_int64, 3)
         current = self._context.RawArray(ctypes.c_char, _ID_BYTES + 1)
         process = self._context.Process(target=_child_main,
                                         args=(self.worker, child_end, os.getpid(), counts,
@@ -320,8 +322,16 @@ class ProcessPool(Generic[J]):
         elif child.killed or code == 0 and not running:
             # A child that exits 0 between tasks has recorded or given back all it held
             # (it logs itself when it could not); one killed on purpose was logged when
-            # killed. One that exits 0 mid-task (``os._exit(0)`` in the task) died.
-            pass
+            # killed. One that exits 0 mid-task (``os._exit(0)`` in the task) died. One
+            # that exits 0 unannounced (``os._exit(0)`` in a thread its task left, say)
+            # holding leases took tasks with it: say so, or nothing says why they wait.
+            held = int(child.counts[2])
+            if held and not child.killed:
+                logger.warning("child %d exited with code 0 between tasks, holding %d "
+                               "leased task(s) it had not finished (prefetched, or their "
+                               "outcomes not yet recorded); they will be delivered again "
+                               "after their leases expire%s", pid, held,
+                               "" if self._stop.is_set() else "; replacing the child")
         elif running:
             logger.error("child %d died (exit code %s) while running task %s; it will be "
                          "delivered again after its lease expires%s", pid, code, running,
@@ -412,6 +422,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
         conn.close()
         sys.exit(_INIT_FAILED)
     conn.send(("ready",))
+    count_holdings(functools.partial(counts.__setitem__, 2))  # for the supervisor to say
     recycling = parent.recycling
     handled = [0]
     # The heartbeat thread reports the running task once a stop is asked, while the
