@@ -145,9 +145,15 @@ class BroadcastReads(Store):
                 if not names or len(names) < count:
                     break
             with self.transport.errors(f"count the subscribers of queue {queue!r}"):
-                held = self.transport.client.hlen(k.broadcast("cursors"))
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.hlen(k.broadcast("cursors"))
+                held = pipe.execute(raise_on_error=False)
+                raise_refusals(held)
+        if isinstance(held[0], Exception):
+            ignored(k.broadcast("cursors"), f"it holds another type than a hash ({held[0]})")
         rows = self.of(queue, raws)
-        return sorted(rows, key=lambda c: (-c.lag, c.name)), int(held or 0)
+        return (sorted(rows, key=lambda c: (-c.lag, c.name)),
+                0 if isinstance(held[0], Exception) else int(held[0] or 0))
 
     def of(self, queue: str, raws: Sequence[Any]) -> List[Cursor]:
         """The subscribers among ``raws`` (names as read or given) that subscribe: their
