@@ -251,3 +251,20 @@ def test_the_cursors_hash_is_read_a_page_at_a_time(
         assert stats["cmdstat_hscan"]["calls"] >= 20_000 // 1_000  # pages
     finally:
         app.close()
+
+
+def test_a_huge_since_member_is_never_sent_to_a_sender_or_a_puller(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+    """A member of bcast:since longer than any subscriber name, subscribed last (the
+    first a send wakes): no send or pull reply carries it, every time."""
+    app, tick, k = _subscribed(redis_server, "hugesince")
+    try:
+        admin.zadd(k.broadcast("since"), {HUGE: 0})
+        admin.zadd(k.broadcast("alive"), {HUGE: _now_ms()})
+        for n in range(2):
+            _bounded(admin, lambda: tick.delay(n))
+            assert _bounded(admin, lambda: _pull(app, "sub1")).pulled == 1
+        assert sorted(s.name for s in _bounded(admin, lambda: app.subscribers(QUEUE))) == [
+            "sub1", "sub2"]
+    finally:
+        app.close()
