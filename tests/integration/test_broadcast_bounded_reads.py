@@ -11,8 +11,11 @@
   ``join``: what Redis sends to clients (INFO's total_net_output_bytes, a count of
   bytes: no timing) stays far below the planted size, call after call.
 * The cursors hash is read a page at a time (no HGETALL, whatever its size).
+* A ``bcast:since`` member longer than any name is never in a send's or a pull's
+  reply (the lanes it wakes).
 
-Each failed before the fix: the pull copied the body into the lane, and the reads
+Each failed before the fix (but ``test_a_huge_seen_value_says_never_seen``, which
+pins what a listing shows): the pull copied the body into the lane, and the reads
 took the values (HGETALL, HGET, HMGET) whole each time.
 """
 from __future__ import annotations
@@ -266,5 +269,26 @@ def test_a_huge_since_member_is_never_sent_to_a_sender_or_a_puller(
             assert _bounded(admin, lambda: _pull(app, "sub1")).pulled == 1
         assert sorted(s.name for s in _bounded(admin, lambda: app.subscribers(QUEUE))) == [
             "sub1", "sub2"]
+    finally:
+        app.close()
+
+
+def test_minitask_status_and_the_dashboard_never_send_a_huge_seen_value(
+        redis_server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from minitask.cli import status as status_command
+    from minitask.dashboard.subscribers import subscriber_rows
+    from tests.support.cli import operate_with, run
+
+    app, tick, k = _subscribed(redis_server, "hugestatus")
+    try:
+        tick.delay(1)
+        admin.hset(k.broadcast("seen"), "sub2", HUGE)
+        operate_with(app, monkeypatch, status_command)
+        for _ in range(2):
+            code, text = _bounded(admin, lambda: run(capsys, "status", "-A", "x"))
+            assert code == 0 and "sub2" in text and "Traceback" not in text, text[-2000:]
+            rows = _bounded(admin, lambda: subscriber_rows(app))
+            assert "sub2" in repr(rows)
     finally:
         app.close()
