@@ -77,12 +77,15 @@ def _bounded(admin: "redis.Redis[bytes]", read: Callable[[], Any]) -> Any:
 
 
 def _plant_call(admin: "redis.Redis[bytes]", k: QueueKeys, call_id: str, body: bytes) -> None:
-    """A call in the queue's log as a send writes it, with ``body``."""
+    """A call in the queue's log as a send writes it, with ``body``: at once (MULTI),
+    so that a worker's pull never meets it half-written."""
     seq = admin.hincrby(k.broadcast("state"), "seq", 1)
-    admin.zadd(k.broadcast("log"), {call_id: seq})
-    admin.zadd(k.broadcast("joins"), {call_id: seq})
-    admin.hset(k.broadcast("bodies"), call_id, body)
-    admin.hset(k.broadcast("sent"), call_id, _now_ms())
+    with admin.pipeline(transaction=True) as pipe:
+        pipe.hset(k.broadcast("bodies"), call_id, body)
+        pipe.hset(k.broadcast("sent"), call_id, _now_ms())
+        pipe.zadd(k.broadcast("joins"), {call_id: seq})
+        pipe.zadd(k.broadcast("log"), {call_id: seq})
+        pipe.execute()
 
 
 def _pull(app: Minitask, name: str) -> Pulled:
