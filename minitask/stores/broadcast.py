@@ -21,9 +21,10 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger, printable
+from .bounds import DEFAULT_MESSAGE_BYTES
+from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads, refuse_foreign
 from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
-from .store import Store
 
 logger = own_logger(__name__)
 
@@ -38,15 +39,6 @@ JOINED_MOST = 1_000
 #: Subscribers a call went to that join() names at most when refusing a name it never
 #: went to.
 _OTHERS_SHOWN = 20
-
-
-@dataclass(frozen=True)
-class Cursor:
-    """Where one subscriber is in a queue's broadcast log."""
-
-    name: str
-    lag: int
-    last_seen_ms: Optional[int]
 
 
 #: The highest call sequence a queue's log can hold (lib.lua's MAX_SCORE).
@@ -68,7 +60,7 @@ class Pulled:
     missed: Tuple[str, ...] = ()
 
 
-class BroadcastStore(Store):
+class BroadcastStore(BroadcastReads):
     """The broadcast calls of one app's queues."""
 
     scripts = _SCRIPTS
@@ -124,18 +116,22 @@ class BroadcastStore(Store):
                                "pulls at its next wait's end, within 5 s", len(missed),
                                queue, exc)
 
-    def pull_call(self, queue: str, subscriber: str, count: int,
-                  now_ms: Optional[int]) -> ScriptCall:
+    def pull_call(self, queue: str, subscriber: str, count: int, now_ms: Optional[int],
+                  max_bytes: int = DEFAULT_MESSAGE_BYTES) -> ScriptCall:
         """A pull of up to ``count`` calls into the subscriber's lane (0: only re-arm
         the lane's wake when calls wait), to send with the lane's fetch; ``now_ms``
-        None reads the server's clock (a pull sent behind a wait)."""
+        None reads the server's clock (a pull sent behind a wait). A call whose body
+        is longer than ``max_bytes`` (the worker's ``max_message_bytes``: no minitask
+        wrote it) is measured, never read nor copied: the subscriber passes it by, and
+        the pull's note says so, naming the key and the call."""
         own = self.keys(lane(queue, subscriber))
         now: Any = "server" if now_ms is None else now_ms
         expected = self._wakes.get((queue, subscriber), ()) if count > 0 else ()
         wakes = self._wake_keys(queue, expected)
         return ("broadcast_pull", lane(queue, subscriber),
                 (*self._common(queue), own.messages, own.ready[0], own.wake),
-                (*wakes, subscriber, count, now, WAKE_CAP, BATCH_LIMIT, *expected), len(wakes))
+                (*wakes, subscriber, count, now, WAKE_CAP, BATCH_LIMIT, max_bytes, *expected),
+                len(wakes))
 
     @staticmethod
     def pulled(reply: Any) -> Pulled:
@@ -180,112 +176,37 @@ class BroadcastStore(Store):
             "broadcast_unsubscribe", self._common(queue),
             (subscriber, BATCH_LIMIT), f"unsubscribe {subscriber!r} from queue {queue!r}"))
 
-    def cursors(self, queue: str) -> List[Cursor]:
-        """The queue's subscribers with how many calls each has not pulled, by name
-        (all of them: ``few`` reads a bounded number)."""
-        k = self.keys(queue)
-        keys = [k.broadcast("state"), k.broadcast("cursors"), k.broadcast("seen")]
-        with self.transport.errors(f"list the subscribers of queue {queue!r}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(keys[0], "seq")
-            pipe.hgetall(keys[1])
-            pipe.hgetall(keys[2])
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)  # an ACL's refusal is no data of another type
-        for key, reply in zip(keys, replies):
-            if isinstance(reply, Exception):
-                ignored(key, f"it holds another type than a hash ({reply})")
-        seq, cursors, seen = [{} if isinstance(reply, Exception) else reply
-                              for reply in replies]
-        return self._rows(keys[1], seq, list(cursors.items()), seen)
-
-    def few(self, queue: str, most: int) -> Tuple[List[Cursor], int]:
-        """At most ``most`` of the queue's subscribers, the furthest behind first (by
-        the index of cursors), and how many subscribe in all: bounded reads."""
-        k = self.keys(queue)
-        keys = [k.broadcast("state"), k.broadcast("places"), k.broadcast("cursors")]
-        with self.transport.errors(f"list the subscribers of queue {queue!r}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(keys[0], "seq")
-            pipe.zrange(keys[1], 0, most - 1)
-            pipe.hlen(keys[2])
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        for key, reply in zip(keys, replies):
-            if isinstance(reply, Exception):
-                ignored(key, f"it holds another type than minitask keeps there ({reply})")
-        seq, raws, count = [None if isinstance(reply, Exception) else reply
-                            for reply in replies]
-        rows = self.of(queue, list(raws or []), seq)
-        return sorted(rows, key=lambda c: (-c.lag, c.name)), int(count or 0)
-
-    def of(self, queue: str, raws: Sequence[Any], seq: Any = None) -> List[Cursor]:
-        """The subscribers among ``raws`` (names as read or given) that subscribe."""
-        if not raws:
-            return []
-        k = self.keys(queue)
-        with self.transport.errors(f"read subscribers of queue {queue!r}"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(k.broadcast("state"), "seq")
-            pipe.hmget(k.broadcast("cursors"), list(raws))
-            pipe.hmget(k.broadcast("seen"), list(raws))
-            held, cursors, seen = pipe.execute(raise_on_error=False)
-            raise_refusals([held, cursors, seen])
-        if isinstance(cursors, Exception):
-            ignored(k.broadcast("cursors"), f"it holds another type than a hash ({cursors})")
-            return []
-        seen = {} if isinstance(seen, Exception) else dict(zip(raws, seen))
-        pairs = [(raw, cursor) for raw, cursor in zip(raws, cursors) if cursor is not None]
-        return self._rows(k.broadcast("cursors"), held if seq is None else seq, pairs, seen)
-
-    @staticmethod
-    def _rows(key: str, seq: Any, pairs: Sequence[Tuple[Any, Any]],
-              seen: Dict[Any, Any]) -> List[Cursor]:
-        last = whole(seq, 0, _MAX_SEQ) or 0
-        found = []
-        for raw, cursor in pairs:
-            name = name_of(raw, "subscriber")
-            if name is None:
-                ignored(key, f"{shown_member(raw)} is no subscriber name")
-                continue
-            at = whole(cursor, 0, last)
-            if at is None:
-                ignored(key, f"the cursor {printable(cursor)!r} of {name!r} is no call "
-                             f"sequence up to {last}")
-            found.append(Cursor(name, max(0, last - (at or 0)), whole(seen.get(raw), 0)))
-        return sorted(found, key=lambda cursor: cursor.name)
-
     def names(self, queue: str, call_id: str) -> Optional[List[str]]:
         """The subscribers a call was sent to (those subscribed before it and still
         subscribed; for a call an older minitask sent, the names it kept); None once
         that is no longer kept. A name minitask would not write is left out (logged)."""
         k = self.keys(queue)
         what = f"read the subscribers of broadcast {call_id}"
+        joined = self._joined(queue, call_id, what)
+        seq = self.score(k.broadcast("joins"), call_id, what)
         with self.transport.errors(what):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(k.broadcast("names"), call_id)
-            pipe.zscore(k.broadcast("joins"), call_id)
-            joined, seq = pipe.execute(raise_on_error=False)
-            if isinstance(joined, (bytes, str)):
-                joined = joined.encode() if isinstance(joined, str) else joined
+            if isinstance(joined, bytes):
                 raws: List[Any] = [raw for raw in joined.split(b"\n") if raw]
             elif isinstance(seq, Exception) or _number(seq) is None:
                 return None
             else:
                 # one reading (join holds every name anyway): pages by offset would
-                # skip names moved down by a prune or unsubscribe between two pages
+                # skip names moved down by a prune or unsubscribe between two pages;
+                # names longer than a subscriber's are counted, not sent
                 keys = [k.broadcast(part) for part in ("since", "state", "cursors")]
+                _, scored = self.page(keys[0], "scored", 0, 0)
+                if scored is None:
+                    refuse_foreign(keys[:1], [TypeError("WRONGTYPE")], what)
                 pipe = self.transport.client.pipeline(transaction=False)
-                pipe.zrange(keys[0], 0, -1, withscores=True)
-                pipe.hget(keys[1], "indexed")
+                pipe.hexists(keys[1], "indexed")
                 pipe.hlen(keys[2])
                 replies = pipe.execute(raise_on_error=False)
-                _refuse_foreign(keys[:1], replies[:1], what)
-                index = [raw for raw, _ in replies[0]]
-                raws = [raw for raw, since in replies[0] if since < _number(seq)]
-                if isinstance(replies[2], Exception):
-                    ignored(keys[2], f"it holds another type than a hash ({replies[2]})")
-                elif not self._indexed(keys[2], replies[1], replies[2], index):
+                index = scored[0::2]
+                raws = [raw for raw, since in zip(index, scored[1::2])
+                        if float(since) < (_number(seq) or 0)]
+                if isinstance(replies[1], Exception):
+                    ignored(keys[2], f"it holds another type than a hash ({replies[1]})")
+                elif not self._indexed(keys[2], replies[0], replies[1], index):
                     # cursors of an older minitask not all indexed yet: subscribed
                     # before every call sent since, as the index will say once it has them
                     raws = list({*raws, *self._fields(keys[2])})
@@ -299,6 +220,13 @@ class BroadcastStore(Store):
                 found.append(name)
         return sorted(found)
 
+    def _joined(self, queue: str, call_id: str, what: str) -> Any:
+        """The names an older minitask kept for a call (``bcast:names``), measured first:
+        None when there are none, or they are longer than NAMES_BYTES (not read, said)."""
+        found = self.measured([(self.keys(queue).broadcast("names"), call_id, NAMES_BYTES)],
+                              what)[0]
+        return found if isinstance(found, bytes) else None
+
     def names_page(self, queue: str, call_id: str, most: int
                    ) -> Tuple[Optional[List[str]], int]:
         """At most ``most`` of the subscribers a call was sent to (as ``names``), the
@@ -311,21 +239,20 @@ class BroadcastStore(Store):
         with self.transport.errors(f"read the subscribers of broadcast {call_id}"):
             pipe = self.transport.client.pipeline(transaction=False)
             for command, key, *args in (("hexists", keys[0], call_id), ("zscore", keys[1], call_id),
-                                        ("hget", keys[2], "indexed"), ("hlen", keys[3]),
+                                        ("hexists", keys[2], "indexed"), ("hlen", keys[3]),
                                         ("zcard", keys[4])):
                 getattr(pipe, command)(key, *args)
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
             joined, seq, flag, cursors, indexed = replies
             below = f"({_number(seq)}"
-            if joined or _number(seq) is None or flag is None \
+            if joined or _number(seq) is None or not flag \
                     or any(isinstance(r, Exception) for r in replies) or cursors > indexed:
                 found = self.names(queue, call_id)  # an older minitask's data, as ever
                 return (None, 0) if found is None else (found[:most], max(0, len(found) - most))
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.zcount(keys[4], "-inf", below)
-            pipe.zrangebyscore(keys[4], "-inf", below, start=0, num=most)
-            count, raws = pipe.execute()
+            count = self.transport.client.zcount(keys[4], "-inf", below)
+        _, raws = self.page(keys[4], "below", _number(seq), most)
+        raws = raws or []
         names = [name_of(raw, "subscriber") for raw in raws]
         for raw in (raw for raw, name in zip(raws, names) if name is None):
             ignored(keys[4], f"{shown_member(raw)} is no subscriber name")
@@ -356,18 +283,21 @@ class BroadcastStore(Store):
         keys = [k.broadcast("names"), k.broadcast("joins"), k.broadcast("since"),
                 k.broadcast("cursors")]
         what = f"read the subscribers of broadcast {call_id}"
+        joined = self._joined(queue, call_id, what)
         with self.transport.errors(what):
             pipe = self.transport.client.pipeline(transaction=False)
-            pipe.hget(keys[0], call_id)
             pipe.zscore(keys[1], call_id)
             for name in asked:
                 pipe.zscore(keys[2], name)
-            pipe.hmget(keys[3], asked)
-            joined, seq, *since, cursors = pipe.execute(raise_on_error=False)
+            for name in asked:  # whether it has one: a cursor is not read (it may be huge)
+                pipe.hexists(keys[3], name)
+            seq, *replies = pipe.execute(raise_on_error=False)
+        since, held = replies[:len(asked)], replies[len(asked):]
+        cursors: Any = next((r for r in held if isinstance(r, Exception)), None) or [
+            True if r else None for r in held]
         others: List[Any]
-        if isinstance(joined, (bytes, str)):  # a call an older minitask sent
-            text = joined.encode() if isinstance(joined, str) else joined
-            kept: List[Any] = [raw for raw in text.split(b"\n") if raw]
+        if joined is not None:  # a call an older minitask sent
+            kept: List[Any] = [raw for raw in joined.split(b"\n") if raw]
             found = [name for name in asked if name.encode() in set(kept)]
             others = kept[:_OTHERS_SHOWN]
         elif isinstance(seq, Exception) or _number(seq) is None:  # its record is gone
@@ -375,8 +305,8 @@ class BroadcastStore(Store):
             others = [] if len(found) == len(asked) else [
                 cursor.name for cursor in self.few(queue, _OTHERS_SHOWN)[0]]
         else:
-            _refuse_foreign(keys[2:3], [next((s for s in since if isinstance(s, Exception)),
-                                             None)], what)
+            refuse_foreign(keys[2:3], [next((s for s in since if isinstance(s, Exception)),
+                                            None)], what)
             if isinstance(cursors, Exception):
                 ignored(keys[3], f"it holds another type than a hash ({cursors})")
                 cursors = [None] * len(asked)
@@ -395,9 +325,7 @@ class BroadcastStore(Store):
 
     def _some_sent(self, since: str, seq: Any) -> List[Any]:
         """A few of the subscribers a call of sequence ``seq`` went to (a bounded read)."""
-        with self.transport.errors(f"read subscribers in {since}"):
-            return list(self.transport.client.zrangebyscore(
-                since, "-inf", f"({_number(seq)}", start=0, num=_OTHERS_SHOWN))
+        return self.page(since, "below", _number(seq), _OTHERS_SHOWN)[1] or []
 
     def _check_joinable(self, queue: str, call_id: str) -> None:
         """ConfigurationError when the queue has more subscribers than JOINED_MOST."""
@@ -421,43 +349,27 @@ class BroadcastStore(Store):
         (nor can the flag): an index entry the hash lacks (an older minitask's
         unsubscribe) hides a cursor the index lacks, and that subscriber is never
         left out."""
-        if isinstance(flag, Exception) or flag is None or int(count or 0) > len(index):
+        if isinstance(flag, Exception) or not flag or int(count or 0) > len(index):
             return False
         present = 0
         with self.transport.errors(f"read the cursors hash {key}"):
-            for first in range(0, len(index), _PAGE):
-                cursors = self.transport.client.hmget(key, list(index[first:first + _PAGE]))
-                present += sum(cursor is not None for cursor in cursors)
+            for first in range(0, len(index), _PAGE):  # (HEXISTS: a cursor may be huge)
+                pipe = self.transport.client.pipeline(transaction=False)
+                for name in index[first:first + _PAGE]:
+                    pipe.hexists(key, name)
+                present += sum(bool(held) for held in pipe.execute())
         return present >= int(count or 0)
 
     def _fields(self, key: str) -> List[Any]:
-        """Every field of hash ``key``, a page at a time (HSCAN)."""
+        """Every field of hash ``key`` no longer than a name, a page at a time (HSCAN in
+        broadcast_page.lua: values are not sent)."""
         fields: List[Any] = []
-        at = 0
+        at: Any = 0
         while True:
-            at, page = self.transport.client.hscan(key, at, count=_PAGE)
-            fields += page
-            if not at:
+            at, page = self.page(key, "fields", at, PAGE)
+            fields += page or []
+            if page is None or int(at) == 0:
                 return fields
-
-    def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
-        """Those of ``names`` that will not pull the call any more: their cursor is
-        past it, or it left the log unpulled (all of them once it is forgotten)."""
-        if not names:
-            return []
-        k = self.keys(queue)
-        with self.transport.errors(f"read where the subscribers of broadcast {call_id} are"):
-            keys = [k.broadcast(part) for part in ("joins", "state", "cursors")]
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.zscore(keys[0], call_id)
-            pipe.hget(keys[1], "dropped")
-            pipe.hmget(keys[2], list(names))
-            replies = pipe.execute(raise_on_error=False)
-        _refuse_foreign(keys, replies, f"read where the subscribers of broadcast {call_id} are")
-        seq, dropped, cursors = replies
-        if seq is None or seq <= (_number(dropped) or 0):
-            return list(names)
-        return [name for name, cursor in zip(names, cursors) if (_number(cursor) or 0) >= seq]
 
     def log_size(self, queue: str) -> int:
         """Calls in the queue's log: some subscriber has not pulled them."""
@@ -470,17 +382,6 @@ def _names(replies: Any) -> Tuple[str, ...]:
     name no subscriber (another's data: no worker has its lane to wake)."""
     names = (name_of(raw, "subscriber") for raw in replies or ())
     return tuple(name for name in names if name is not None)
-
-
-def _refuse_foreign(keys: Sequence[str], replies: Sequence[Any], what: str) -> None:
-    """BrokerError naming the first of ``keys`` whose reply is Redis's error (a key
-    holding another type than minitask keeps there)."""
-    for key, reply in zip(keys, replies):
-        if isinstance(reply, Exception):
-            raise BrokerError(f"could not {what}: key {printable(key)} refused the read "
-                              f"({printable(reply)}): it holds data minitask did not write; "
-                              f"inspect it with redis-cli, then rename or delete it",
-                              reason="wrong type")
 
 
 def _number(value: Any) -> Optional[int]:

@@ -154,7 +154,7 @@ class BroadcastSource:
                            self._host.max_message_bytes)
         calls: List[ScriptCall] = []
         for queue, own in self.lanes.items():
-            calls += (store.pull_call(queue, self.subscriber, count, now_ms),
+            calls += (store.pull_call(queue, self.subscriber, count, now_ms, terms.max_bytes),
                       queues.fetch_call(own, now_ms, terms),
                       store.pull_call(queue, self.subscriber, 0, now_ms))
         return calls

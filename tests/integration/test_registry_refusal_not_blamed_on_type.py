@@ -75,7 +75,8 @@ def test_the_broadcast_subscribers_read_tells_a_refusal_from_another_type(
         admin: "redis.Redis[bytes]", redis_server: RedisServer,
         caplog: pytest.LogCaptureFixture) -> None:
     """The same for the readers of a queue's subscribers (``minitask status``'s)."""
-    rules = [rule for rule in documented_acl() if rule not in ("+hgetall", "+hmget")]
+    # (the reads measure each value first, HSTRLEN, and page the cursors by HSCAN)
+    rules = [rule for rule in documented_acl() if rule not in ("+hstrlen", "+hscan")]
     app = _limited(admin, redis_server, rules)
     try:
         for read in (lambda: app.broker.broadcasts.cursors("fan"),

@@ -365,9 +365,15 @@ end
 -- reply's). Returns who was to be woken and who of them was not (their lists
 -- were not declared): the caller wakes those (broadcast_wake.lua) and declares
 -- them next time.
+-- A member of since longer than any subscriber name (NAME_MOST bytes; planted: 50 MB)
+-- is left out: no lane is its, and the reply would carry it to every sender.
+local NAME_MOST = 1200
 local function wake_from(first, tokens, cap, keys_at, names_at)
   if tokens <= 0 then return {}, {} end
-  local names = tolerant({}, 'ZREVRANGE', KEYS[8], first, first + WAKE_FANOUT - 1)
+  local names = {}
+  for _, name in ipairs(tolerant({}, 'ZREVRANGE', KEYS[8], first, first + WAKE_FANOUT - 1)) do
+    if #name <= NAME_MOST then names[#names + 1] = name end
+  end
   local base = string.sub(KEYS[1], 1, #KEYS[1] - #'bcast:state')
   local declared = {}
   for i = keys_at, #KEYS do

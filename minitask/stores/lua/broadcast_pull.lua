@@ -6,10 +6,12 @@
 -- KEYS[1..9] as broadcast_lib.lua
 -- KEYS[10] the lane's messages (HASH)   KEYS[11] the lane's priority 9 ready list
 -- KEYS[12] the lane's wake list   KEYS[13..] the wake lists of the lanes of the
---   subscribers in ARGV[6..], the children the caller expects this one to wake
+--   subscribers in ARGV[7..], the children the caller expects this one to wake
 -- ARGV[1] subscriber   ARGV[2] calls to pull at most
 -- ARGV[3] now (ms), or 'server': the server's clock (a pull sent behind a wait)
--- ARGV[4] wake cap   ARGV[5] batch limit for drops   ARGV[6..] subscribers (KEYS[13..])
+-- ARGV[4] wake cap   ARGV[5] batch limit for drops
+-- ARGV[6] the longest body copied (the worker's max_message_bytes)
+-- ARGV[7..] subscribers (KEYS[13..])
 -- Returns: {pulled, skipped, more, note, woken, missed}: skipped counts calls dropped
 -- (over maxlen or ttl) before this subscriber pulled them; more is 1 when calls wait
 -- in the log or the lane (a token is then left on the lane's wake list for another
@@ -30,7 +32,11 @@
 -- oldest call still logged (at least once: a call may run twice); seen or wake
 -- of another type is left as it is; state's maxlen or ttl that is no whole number
 -- from 1 up (nan, inf, -5, 0, 1.5) is read as missing: nothing is dropped over them
--- until a send writes them again.
+-- until a send writes them again. A body longer than ARGV[6] (and 64 kB), which no
+-- minitask writes (planted: 50 MB), is measured (HSTRLEN, O(1)) and never read nor
+-- copied into the lane: this subscriber passes the call by (its cursor moves on; the
+-- call stays for the others, each passing it by as it meets it) and the note names
+-- the key, the call and its length (said once by the worker, and in Redis's log).
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
 if now == 'server' then now = string.format('%.0f', server_ms()) end
@@ -91,12 +97,23 @@ if cursor < dropped then
   cursor = dropped
 end
 local pulled = 0
+local most = tonumber(ARGV[6])
+local passed, passed_first, passed_length = 0, nil, 0
 if want > 0 then
   local calls = tolerant({}, 'ZRANGEBYSCORE', KEYS[2], string.format('(%.0f', cursor), '+inf',
                          'WITHSCORES', 'LIMIT', 0, want)
   for i = 1, #calls, 2 do
     local id = calls[i]
-    local body = tolerant(false, 'HGET', KEYS[3], id)
+    -- measured before it is read (as fetch.lua measures a message): one longer than
+    -- the worker's max_message_bytes is passed by unread, never copied into the lane
+    local size = tolerant(0, 'HSTRLEN', KEYS[3], id)
+    local body = false
+    if size > 65536 and size > most then
+      passed = passed + 1
+      if not passed_first then passed_first, passed_length = id, size end
+    elseif size > 0 then
+      body = tolerant(false, 'HGET', KEYS[3], id)
+    end
     -- an id its lane still holds (a re-sent id whose last run is dead) is not doubled
     if body and redis.call('HSETNX', KEYS[10], id, body) == 1 then
       redis.call('RPUSH', KEYS[11], id)
@@ -104,6 +121,15 @@ if want > 0 then
     end
     cursor = guards().whole(calls[i + 1], cursor, MAX_SCORE) or cursor
   end
+end
+if passed > 0 then
+  local said = 'call ' .. string.format('%q', string.sub(passed_first, 1, 64)) .. ' of ' ..
+    KEYS[3] .. ' is ' .. passed_length .. ' bytes long, more than max_message_bytes (' ..
+    most .. '): passed by unread, not copied into the lane'
+  if passed > 1 then said = said .. ' (and ' .. (passed - 1) .. ' more call(s) so long)' end
+  redis.log(redis.LOG_WARNING, (string.gsub('minitask: subscriber ' .. string.sub(name, 1, 64)
+    .. ': ' .. said, '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
+  note = note == '' and said or note .. '; ' .. said
 end
 if want > 0 or skipped > 0 then
   set_cursor(name, cursor)
@@ -113,7 +139,7 @@ local woken, missed = {}, {}
 if pulled > 0 then
   -- the wake-up spreads: this subscriber's children, the newest subscribed first
   local rank = tolerant(false, 'ZREVRANK', KEYS[8], name)
-  if rank then woken, missed = wake_from(WAKE_FANOUT * (rank + 1), pulled, cap, 13, 6) end
+  if rank then woken, missed = wake_from(WAKE_FANOUT * (rank + 1), pulled, cap, 13, 7) end
 end
 local more = redis.call('LLEN', KEYS[11]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],
   string.format('(%.0f', cursor), '+inf', 'LIMIT', 0, 1) > 0

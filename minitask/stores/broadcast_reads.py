@@ -1,0 +1,225 @@
+"""Bounded reads of a broadcast queue's subscribers: how many names a read takes
+(pages), and how long a value it takes (measured first).
+
+Anyone with Redis access can plant data in a queue's broadcast keys: a cursors hash
+of a million fields, a 50 MB value in ``bcast:seen``, ``bcast:cursors``,
+``bcast:state`` or ``bcast:names``. Each was read whole by every ``minitask
+status``, dashboard page, ``app.subscribers()`` and handle lookup. Here every value
+is measured before it is read (hash_fields.lua: HSTRLEN, O(1)): one longer than
+minitask writes there is never sent, said once in the log; and names are read a
+page at a time (broadcast_page.lua), a name longer than any subscriber's counted,
+never sent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from ..broker.keys import MAX_NAME
+from ..broker.transport import Transport
+from ..errors import BrokerError
+from ..printable import own_logger, printable
+from .bounds import Ask, TooLarge, read_fields, too_large
+from .foreign import ignored, name_of, raise_refusals, shown_member, summarised, whole
+from .scripts import source
+from .store import Store
+
+logger = own_logger(__name__)
+
+#: The longest value minitask writes in a field of state, cursors or seen: a whole
+#: number below 2^53 (broadcast_lib.lua's FIELD_MOST).
+FIELD_BYTES = 32
+#: The longest list of names an older minitask kept for a call (``bcast:names``) that
+#: a read reads: some 3,000 names of the longest kind, 50,000 host names.
+NAMES_BYTES = 1_048_576
+#: The most bytes of a subscriber name (a name's characters in UTF-8).
+NAME_BYTES = 4 * MAX_NAME
+#: Names read per round trip, and values measured per script.
+PAGE = 500
+#: Subscribers ``cursors`` lists at most (``app.subscribers``), said when cut.
+LISTED_MOST = 100_000
+#: The highest call sequence a queue's log can hold (lib.lua's MAX_SCORE).
+MAX_SEQ = 2534023007999999
+
+
+class _Long:
+    """A value measured longer than minitask writes there, and not read (said once)."""
+
+    def __repr__(self) -> str:
+        return "LONG"
+
+
+#: What ``measured`` answers for a value longer than its bound.
+LONG: Any = _Long()
+
+
+@dataclass(frozen=True)
+class Cursor:
+    """Where one subscriber is in a queue's broadcast log."""
+
+    name: str
+    lag: int
+    last_seen_ms: Optional[int]
+
+
+class BroadcastReads(Store):
+    """The listings of a queue's subscribers (``BroadcastStore``'s reads)."""
+
+    def __init__(self, transport: Transport, app_name: str) -> None:
+        super().__init__(transport, app_name)
+        transport.register("hash_fields", source("hash_fields"))
+        transport.register("broadcast_page", source("broadcast_page"))
+
+    def measured(self, asks: Sequence[Ask], what: str) -> List[Any]:
+        """Each asked field (key, field, most bytes): None when missing, LONG when longer
+        than its bound (not read; said once: ``too_large``), an Exception for a key of
+        another type; PAGE fields a script."""
+        found: List[Any] = []
+        for first in range(0, len(asks), PAGE):
+            page = asks[first:first + PAGE]
+            for (key, field, most), value in zip(page, read_fields(self.transport, page, what)):
+                if isinstance(value, TooLarge):
+                    too_large(key, field, value.length, most)
+                    value = LONG
+                found.append(value)
+        return found
+
+    def score(self, key: str, member: Any, what: str) -> Any:
+        """ZSCORE of ``member`` in ``key``: its score, None, or Redis's refusal (an
+        Exception: the key holds another type)."""
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.zscore(key, member)
+            reply = pipe.execute(raise_on_error=False)
+            raise_refusals(reply)
+        return reply[0]
+
+    def page(self, key: str, mode: str, start: Any, count: int) -> Tuple[Any, List[Any]]:
+        """One page of names of ``key`` (broadcast_page.lua: ``mode`` 'fields' from
+        HSCAN cursor ``start``, 'rank' from rank ``start``, 'below' under score
+        ``start``): the next HSCAN cursor ('0': the end) and the names; None for a key of
+        another type (said once)."""
+        stop = start + count - 1 if mode == "rank" else count
+        reply = self.transport.run("broadcast_page", (key,),
+                                   (mode, start, stop, NAME_BYTES, FIELD_BYTES),
+                                   f"read subscribers in {printable(key)}")
+        if reply[0] in (b"foreign", "foreign"):
+            ignored(key, f"it holds another type than minitask keeps there ({reply[1]!r})")
+            return 0, None  # type: ignore[return-value]
+        if int(reply[2]):
+            ignored(key, f"{int(reply[2])} name(s) longer than {NAME_BYTES} bytes are no "
+                         f"subscriber name (not read)")
+        return reply[0], list(reply[1])
+
+    def cursors(self, queue: str) -> List[Cursor]:
+        """The queue's subscribers with how many calls each has not pulled, by name: the
+        cursors hash a page at a time (HSCAN in broadcast_page.lua), each value measured;
+        at most LISTED_MOST of them (a WARNING says how many more there are)."""
+        key = self.keys(queue).broadcast("cursors")
+        rows: Dict[str, Cursor] = {}
+        at: Any = 0
+        with summarised():
+            while True:
+                at, names = self.page(key, "fields", at, PAGE)
+                for row in self.of(queue, names or []):
+                    rows[row.name] = row
+                if names is None or int(at) == 0:
+                    break
+                if len(rows) >= LISTED_MOST:
+                    logger.warning("queue %s: listed %d subscriber(s) of %s and not the "
+                                   "others (%d at most)", printable(queue), len(rows), key,
+                                   LISTED_MOST)
+                    break
+        return sorted(rows.values(), key=lambda cursor: cursor.name)
+
+    def few(self, queue: str, most: int) -> Tuple[List[Cursor], int]:
+        """At most ``most`` of the queue's subscribers, the furthest behind first (by
+        the index of cursors), and how many subscribe in all: bounded reads."""
+        k = self.keys(queue)
+        raws: List[Any] = []
+        with summarised():
+            while len(raws) < most:
+                count = min(PAGE, most - len(raws))
+                _, names = self.page(k.broadcast("places"), "rank", len(raws), count)
+                raws += names or []
+                if not names or len(names) < count:
+                    break
+            with self.transport.errors(f"count the subscribers of queue {queue!r}"):
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.hlen(k.broadcast("cursors"))
+                held = pipe.execute(raise_on_error=False)
+                raise_refusals(held)
+        if isinstance(held[0], Exception):
+            ignored(k.broadcast("cursors"), f"it holds another type than a hash ({held[0]})")
+        rows = self.of(queue, raws)
+        return (sorted(rows, key=lambda c: (-c.lag, c.name)),
+                0 if isinstance(held[0], Exception) else int(held[0] or 0))
+
+    def of(self, queue: str, raws: Sequence[Any]) -> List[Cursor]:
+        """The subscribers among ``raws`` (names as read or given) that subscribe: their
+        cursors and seen times measured first (hash_fields.lua), PAGE names a script."""
+        k = self.keys(queue)
+        state, cursors, seen = (k.broadcast(part) for part in ("state", "cursors", "seen"))
+        rows: List[Cursor] = []
+        for first in range(0, len(raws), PAGE):
+            names = list(raws[first:first + PAGE])
+            asks = [(state, "seq", FIELD_BYTES), *((cursors, raw, FIELD_BYTES) for raw in names),
+                    *((seen, raw, FIELD_BYTES) for raw in names)]
+            found = self.measured(asks, f"read subscribers of queue {queue!r}")
+            held, marks, times = found[0], found[1:1 + len(names)], found[1 + len(names):]
+            if any(isinstance(mark, Exception) for mark in marks):
+                ignored(cursors, "it holds another type than a hash")
+                return []
+            stamps = {raw: None if isinstance(at, Exception) else at
+                      for raw, at in zip(names, times)}
+            # a cursor measured too long (LONG) is none: its subscriber is listed, from 0
+            pairs = [(raw, mark) for raw, mark in zip(names, marks) if mark is not None]
+            rows += _rows(cursors, None if isinstance(held, Exception) else held, pairs, stamps)
+        return sorted(rows, key=lambda cursor: cursor.name)
+
+    def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
+        """Those of ``names`` that will not pull the call any more: their cursor is
+        past it, or it left the log unpulled (all of them once it is forgotten)."""
+        if not names:
+            return []
+        k = self.keys(queue)
+        what = f"read where the subscribers of broadcast {call_id} are"
+        keys = [k.broadcast(part) for part in ("joins", "state", "cursors")]
+        seq = self.score(keys[0], call_id, what)
+        asks = [(keys[1], "dropped", FIELD_BYTES),
+                *((keys[2], name, FIELD_BYTES) for name in names)]
+        dropped, *cursors = self.measured(asks, what)
+        refused = next((cursor for cursor in cursors if isinstance(cursor, Exception)), None)
+        refuse_foreign(keys, [seq, dropped, refused], what)
+        if seq is None or seq <= (whole(dropped, 0, MAX_SEQ) or 0):
+            return list(names)
+        return [name for name, cursor in zip(names, cursors)
+                if (whole(cursor, 0, MAX_SEQ) or 0) >= seq]
+
+
+def _rows(key: str, seq: Any, pairs: Sequence[Tuple[Any, Any]],
+          seen: Dict[Any, Any]) -> List[Cursor]:
+    last = whole(seq, 0, MAX_SEQ) or 0
+    found = []
+    for raw, cursor in pairs:
+        name = name_of(raw, "subscriber")
+        if name is None:
+            ignored(key, f"{shown_member(raw)} is no subscriber name")
+            continue
+        at = whole(cursor, 0, last)
+        if at is None and cursor is not LONG:  # (LONG: said as measured)
+            ignored(key, f"the cursor {printable(cursor)!r} of {name!r} is no call "
+                         f"sequence up to {last}")
+        found.append(Cursor(name, max(0, last - (at or 0)), whole(seen.get(raw), 0)))
+    return found
+
+
+def refuse_foreign(keys: Sequence[str], replies: Sequence[Any], what: str) -> None:
+    """BrokerError naming the first of ``keys`` whose reply is Redis's error (a key
+    holding another type than minitask keeps there)."""
+    for key, reply in zip(keys, replies):
+        if isinstance(reply, Exception):
+            raise BrokerError(f"could not {what}: key {printable(key)} refused the read "
+                              f"({printable(reply)}): it holds data minitask did not write; "
+                              f"inspect it with redis-cli, then rename or delete it",
+                              reason="wrong type")
