@@ -194,7 +194,7 @@ class BroadcastStore(BroadcastReads):
                 # skip names moved down by a prune or unsubscribe between two pages;
                 # names longer than a subscriber's are counted, not sent
                 keys = [k.broadcast(part) for part in ("since", "state", "cursors")]
-                _, scored = self.page(keys[0], "scored", 0, 0)
+                _, scored = self.page(keys[0], "scored", 0, -1)
                 if scored is None:
                     refuse_foreign(keys[:1], [TypeError("WRONGTYPE")], what)
                 pipe = self.transport.client.pipeline(transaction=False)

@@ -16,6 +16,7 @@ from ..broker.keys import queue_keys
 from ..broker.transport import Transport
 from ..errors import ConfigurationError
 from ..printable import own_logger
+from .foreign import raise_refusals
 
 logger = own_logger(__name__)
 
@@ -23,7 +24,8 @@ logger = own_logger(__name__)
 def taken_by_steps(transport: Transport, app_name: str,
                    tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, str]]:
     """The ``(queue, task id)`` of ``tasks`` that a workflow step took already (its
-    marker exists), in one round trip.
+    marker exists), in one round trip. A marker key of another type is none of
+    minitask's: left to the workflow's script, which refuses it naming the key.
 
     Raises:
         BrokerError: Redis could not be reached, or refused the read.
@@ -33,9 +35,10 @@ def taken_by_steps(transport: Transport, app_name: str,
     with transport.errors(f"read the workflow step markers of {len(tasks)} task id(s)"):
         pipe = transport.client.pipeline(transaction=False)
         for queue, task_id in tasks:
-            pipe.exists(queue_keys(app_name, queue).once(task_id))
-        found = pipe.execute()
-    return [task for task, marked in zip(tasks, found) if marked]
+            pipe.hexists(queue_keys(app_name, queue).once(task_id), "state")
+        found = pipe.execute(raise_on_error=False)
+        raise_refusals(found)
+    return [task for task, marked in zip(tasks, found) if marked is True]
 
 
 def refuse_taken_by_steps(transport: Transport, app_name: str,

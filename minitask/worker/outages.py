@@ -182,14 +182,14 @@ class Backoff:
         elif self.failures:
             logger.warning("Redis is back (%s) after %d failed tries", self.what, self.failures)
         self.failures = 0
-        self._unreachable = False
+        self._unreachable = self._exhausted = False
 
     def gave_up(self) -> None:
         """The step stops waiting without Redis coming back (its worker stops)."""
         if self._unreachable:
             _OUTAGE.left()
         self.failures = 0
-        self._unreachable = False
+        self._unreachable = self._exhausted = False
 
 
 @dataclass

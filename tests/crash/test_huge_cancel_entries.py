@@ -39,8 +39,11 @@ def start_worker(processes: Processes, server: RedisServer, pool: str, log: Path
 
 
 def watching(client: "redis.Redis[bytes]", count: int) -> bool:
-    """Whether ``count`` clients are blocked in an XREAD (the workers' cancel watches)."""
-    return sum(1 for entry in client.client_list() if entry.get("cmd") == "xread") >= count
+    """Whether ``count`` clients are blocked in an XREAD (the workers' cancel watches):
+    blocked (flag b), so that the reply of the XREAD before (a huge entry) has been
+    read whole, not still on its way (Redis counts its bytes sent as they go)."""
+    return sum(1 for entry in client.client_list()
+               if entry.get("cmd") == "xread" and "b" in entry.get("flags", "")) >= count
 
 
 def stop_a_long_task(client: "redis.Redis[bytes]", nap: Any, key: str, *logs: Path) -> None:

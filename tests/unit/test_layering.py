@@ -341,7 +341,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "stores.foreign"}),
     # what a handle reads of a workflow (handle records, steps' states)
     "stores.plans": frozenset({"broker.keys", "errors", "wire.message"}),
-    "stores.step_ids": frozenset({"broker.keys", "broker.transport", "errors", "printable"}),
+    "stores.step_ids": frozenset({"broker.keys", "broker.transport", "errors", "printable",
+                                  "stores.foreign"}),
     "stores.workflow_reads": frozenset({"broker.keys", "errors", "printable", "stores.bounds",
                                         "stores.foreign", "stores.plans", "stores.store",
                                         "wire.message", "wire.serializer"}),

@@ -41,3 +41,18 @@ def test_a_heartbeat_step_rides_an_exhausted_pool_out() -> None:
     with pytest.raises(BrokerError) as raised:
         beat_step(step, set())
     assert raised.value.reason == "pool exhausted"
+
+
+def test_the_end_of_an_exhausted_pool_is_said_once(caplog: pytest.LogCaptureFixture) -> None:
+    """A heartbeat's Backoff lives as long as its worker and succeeds at every beat:
+    the pool's end is said once, not at every later success."""
+    backoff = Backoff("renew the leases")
+    with caplog.at_level(logging.WARNING, logger="minitask"):
+        backoff.failed(_exhausted())
+        for _ in range(4):
+            backoff.succeeded()
+        backoff.failed(_exhausted())
+        backoff.gave_up()
+        backoff.succeeded()
+    ends = [r for r in caplog.records if "free connection again" in r.getMessage()]
+    assert len(ends) == 1 and "after 1 failed tries" in ends[0].getMessage()
