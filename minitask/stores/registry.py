@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import BrokerError
 from ..printable import printable
-from ..wire.message import MAX_MS
+from ..wire.message import MAX_MS, MAX_SECONDS
 from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .store import Store
 
@@ -109,15 +109,22 @@ class WorkerRegistry(Store):
         the longest any worker said, which its fetches read to tell a lease no
         worker holds (a planted one, dated far ahead) from another worker's longer
         one (fetch.lua). Said before the worker's first fetch, never taken back: a
-        longest outliving its worker only makes that check more lenient."""
+        longest outliving its worker only makes that check more lenient.
+
+        A score no worker can say (past ``MAX_SECONDS``, inf: planted) would make
+        ``GT`` keep it for ever, and with it the queue's planted leases: such a
+        score is taken out just before."""
         if not queues:
             return
         with self.transport.errors("announce the worker's leases"):
             pipe = self.transport.client.pipeline(transaction=False)
             for queue in queues:
-                pipe.zadd(self.keys(queue).lease_longest, {"ms": lease_ms}, gt=True)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
+                key = self.keys(queue).lease_longest
+                pipe.zremrangebyscore(key, f"({MAX_SECONDS * 1000}", "+inf")
+                pipe.zadd(key, {"ms": lease_ms}, gt=True)
+            both = pipe.execute(raise_on_error=False)
+            raise_refusals(both)
+            replies = both[1::2]
         for queue, reply in zip(queues, replies):
             if isinstance(reply, Exception):  # another type: its fetches take no lease
                 # for foreign (fetch.lua), so no other worker's is taken for one
