@@ -21,3 +21,9 @@ def test_the_fetch_bounds_are_the_longest_id_and_token_minitask_writes() -> None
     # a priority digit, the task's id, 255, the group (4 UTF-8 bytes a character)
     token = 1 + 20 + 1 + 20 + 1 + 1 + MAX_ID_BYTES + 1 + 4 * MAX_GROUP_LENGTH
     assert token <= lua_constant("promote", "ENTRY_MOST") < 2 * token
+
+
+def test_the_tick_bound_is_the_longest_schedule_name() -> None:
+    from minitask.periodic import MAX_NAME_BYTES
+    assert lua_constant("schedule_armed", "NAME_MOST") == MAX_NAME_BYTES
+    assert f"if #ticks[i] <= {MAX_NAME_BYTES} then" in _read("schedule_page")
