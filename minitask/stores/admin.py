@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from .bounds import read_fields, too_large, value_or_note
-from .foreign import ignored, raise_refusals, text_of, time_in, whole
+from ..wire.message import MAX_ID_BYTES
+from .foreign import ignored, raise_refusals, removed_members, text_of, time_in, whole
 from .store import Store
 
 _SCRIPTS = ("purge_ready", "peek", "hash_fields")
@@ -81,9 +82,11 @@ class AdminStore(Store):
         k = self.keys(queue)
         key = k.leases if which == "leases" else k.delayed
         most = self.bounds.message
-        total, listed, bodies, counts = self.transport.run(
+        total, listed, bodies, counts, *removed = self.transport.run(
             "peek", (key, k.messages, k.deliveries),
-            (max(1, min(count, PEEK_MOST)), most), f"list the {which} of queue {queue!r}")
+            (max(1, min(count, PEEK_MOST)), most, MAX_ID_BYTES),
+            f"list the {which} of queue {queue!r}")
+        removed_members(key, removed[0] if removed else ())
         found = []
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)

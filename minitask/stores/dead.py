@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
-from ..wire.message import MAX_MS
+from ..wire.message import MAX_ID_BYTES, MAX_MS
 from .bounds import read_fields, too_large, value_or_note
-from .foreign import ignored, raise_refusals, time_in
+from .foreign import ignored, raise_refusals, removed_members, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
@@ -125,10 +125,11 @@ class DeadLetterStore(Store):
         ``most`` bytes of each message and record, in one round trip (dead_heads.lua)."""
         k = self.keys(queue)
         bounds = self.bounds
-        listed, bodies, body_lengths, infos, info_lengths = self.transport.run(
+        listed, bodies, body_lengths, infos, info_lengths, *removed = self.transport.run(
             "dead_heads", (k.dead, k.messages, k.dead_info),
-            (max(1, limit), most, bounds.message, bounds.outcome),
+            (max(1, limit), most, bounds.message, bounds.outcome, MAX_ID_BYTES),
             f"list dead letters of queue {queue!r}")
+        removed_members(k.dead, removed[0] if removed else ())
         found = []
         for index, task_id in enumerate(listed[0::2]):
             score = float(listed[2 * index + 1])

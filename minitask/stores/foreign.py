@@ -249,3 +249,13 @@ def dropped_overlong(lines: Any) -> None:
         size = whole(length)
         ignored(key, f"an entry of {'?' if size is None else f'{size:,}'} bytes, longer "
                      f"than any minitask writes there, was removed (read once, not kept)")
+
+
+def removed_members(key: str, lengths: Any, what: str = "id") -> None:
+    """Say the members of ``key`` a listing script removed, unsent, as longer than any
+    ``what`` minitask writes there (lib.lua's bounded_members): one line each, naming
+    the key and the length, never the content."""
+    for length in lengths or ():
+        size = whole(length)
+        ignored(key, f"a member of {'?' if size is None else f'{size:,}'} bytes, longer than "
+                     f"any {what} minitask writes there, was removed (not listed)")
