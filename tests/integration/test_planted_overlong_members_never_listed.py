@@ -93,3 +93,34 @@ def test_the_dashboard_listings_never_send_an_overlong_member(
         status, body = get(dashboard, path)
         assert status == "200 OK" and good in body
         assert "cmdstat_zrem" not in admin.info("commandstats")
+
+
+FAIR = queue_keys("held", "fair")
+
+
+@pytest.mark.parametrize("where", ["status", "/section/groups", "/api/queues", "/metrics"])
+def test_a_group_name_longer_than_any_is_never_sent(
+        app: Minitask, admin: "redis.Redis[bytes]", capsys: pytest.CaptureFixture[str],
+        caplog: pytest.LogCaptureFixture, where: str) -> None:
+    admin.sadd(AppKeys("held").queues, "fair")
+    admin.zadd(FAIR.groups, {b"G" * SIZE: 3, b"tenant-good": 2})
+    admin.set(FAIR.groups_ready, 5)
+
+    def look() -> str:
+        if where == "status":
+            code, out = run(capsys, "status", "-A", APP)
+            assert code == 0, out[-2000:]
+            return out
+        status, body = get(Dashboard(app), where)
+        assert status == "200 OK", body[:2000]
+        return body
+
+    before = int(admin.info("stats")["total_net_output_bytes"])
+    out = look()
+    assert len(out) < MOST, len(out)
+    assert int(admin.info("stats")["total_net_output_bytes"]) - before < SIZE // 10
+    assert admin.zscore(FAIR.groups, b"G" * SIZE) is None
+    assert admin.zscore(FAIR.groups, b"tenant-good") == 2
+    admin.config_resetstat()
+    look()
+    assert "cmdstat_zrem" not in admin.info("commandstats")
