@@ -18,7 +18,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..errors import DecodeError
 from ..printable import ERROR_TEXT_MOST, ERROR_TRACE_MOST, printable
-from .foreign import ignored
+from .foreign import ignored, removed_members
 
 #: Bytes a value may hold beyond the limit its writer checks: the fields around it
 #: (a retried message's attempt, an outcome's times and names).
@@ -139,3 +139,17 @@ def message_from(ask: Ask, found: Field) -> Optional[bytes]:
         ignored(key, "it holds another type than a hash")
         return None
     return found if isinstance(found, bytes) else None
+
+
+def bounded_page(transport: Transport, key: str, start: int, stop: int, scores: bool,
+                 most: int, what: str) -> List[Any]:
+    """ZRANGE ``key`` ``start`` ``stop`` (``scores``: as (member, score) pairs), none of
+    its members longer than ``most`` bytes: members_page.lua removes a longer one unsent,
+    said once naming the key and its length. The store calling it registers
+    ``members_page``."""
+    flat, removed = transport.run("members_page", (key,),
+                                  (start, stop, "WITHSCORES" if scores else "", most), what)
+    removed_members(key, removed)
+    if not scores:
+        return list(flat)
+    return [(member, float(score)) for member, score in zip(flat[0::2], flat[1::2])]

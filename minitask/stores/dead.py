@@ -7,12 +7,12 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
 from ..wire.message import MAX_ID_BYTES, MAX_MS
-from .bounds import read_fields, too_large, value_or_note
+from .bounds import bounded_page, read_fields, too_large, value_or_note
 from .foreign import ignored, raise_refusals, removed_members, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
-_SCRIPTS = ("revive", "purge_dead", "dead_heads", "hash_fields")
+_SCRIPTS = ("revive", "purge_dead", "dead_heads", "hash_fields", "members_page")
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,15 @@ class DeadLetterStore(Store):
     def letters(self, queue: str, limit: int) -> List[DeadLetter]:
         """The oldest ``limit`` dead letters of ``queue``, with message and reason."""
         k = self.keys(queue)
-        client = self.transport.client
         # a key of another type (no minitask wrote it) is read as empty, never an
-        # error: one queue's foreign key hides no letter, nor another queue's
-        with self.transport.errors(f"list dead letters of queue {queue!r}"):
-            pipe = client.pipeline(transaction=False)
-            pipe.zrange(k.dead, 0, limit - 1, withscores=True)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-            entries: List[Tuple[bytes, float]] = (
-                [] if isinstance(replies[0], Exception) else replies[0])
-            if not entries:
-                return []
-            raw = [task_id for task_id, _ in entries]
+        # error: one queue's foreign key hides no letter, nor another queue's; a member
+        # longer than any id is removed unsent (members_page.lua)
+        entries: List[Tuple[bytes, float]] = bounded_page(
+            self.transport, k.dead, 0, limit - 1, True, MAX_ID_BYTES,
+            f"list dead letters of queue {queue!r}")
+        if not entries:
+            return []
+        raw = [task_id for task_id, _ in entries]
         bodies, _, large = self._values(k.messages, raw, self.bounds.message)
         infos, problem, large_infos = self._values(k.dead_info, raw, self.bounds.outcome, True)
         # an id that is not UTF-8 (no minitask wrote it) is shown escaped
@@ -172,11 +168,9 @@ class DeadLetterStore(Store):
         Redis holds them (one that is not UTF-8, which no minitask wrote, is purged all
         the same)."""
         key = self.keys(queue).dead
-        with self.transport.errors(f"list dead letters of queue {queue!r} (key "
-                                   f"{printable(key)})"):
-            raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
-                key, start, start + limit - 1)
-        return raw
+        # (a member longer than any id is removed unsent: members_page.lua)
+        return bounded_page(self.transport, key, start, start + limit - 1, False, MAX_ID_BYTES,
+                            f"list dead letters of queue {queue!r} (key {printable(key)})")
 
     def find(self, queues: Sequence[str],
              forms: Sequence[bytes]) -> Optional[Tuple[str, bytes]]:

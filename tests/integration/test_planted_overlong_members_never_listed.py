@@ -124,3 +124,13 @@ def test_a_group_name_longer_than_any_is_never_sent(
     admin.config_resetstat()
     look()
     assert "cmdstat_zrem" not in admin.info("commandstats")
+
+
+def test_dead_letters_and_the_next_due_time_never_read_an_overlong_member(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    before = int(admin.info("stats")["total_net_output_bytes"])
+    assert [letter.task_id for letter in app.dead_letters(limit=10)] == ["dead-good"]
+    assert app.broker.dead.ids("default", 10) == [b"dead-good"]
+    assert app.broker.admin.next_due_ms("default") is not None
+    assert int(admin.info("stats")["total_net_output_bytes"]) - before < SIZE // 10
+    assert planted(admin) == 1  # the dead and delayed ones removed; the lease left
