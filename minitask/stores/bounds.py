@@ -57,18 +57,20 @@ class TooLarge:
 
 
 def too_large(key: str, field: Any, length: int, most: Optional[int] = None, *,
-              length_last: bool = False) -> str:
+              length_last: bool = False, memory: bool = False) -> str:
     """Why a value of ``key`` (a hash's ``field``, or None) is not read, said once in
     the log; the text a listing or a record shows in its place (``length_last``: its
-    length at the end, as a dead letter's unreadable record says it)."""
+    length at the end, as a dead letter's unreadable record says it). ``memory``:
+    ``length`` is the key's memory use (MEMORY USAGE, a list's), not the value's length."""
     where = f"key {printable(key)}" + ("" if field is None else
                                        f" field {printable(field)[:200]!r}")
     bound = "any" if most is None else f"the {most:,} bytes"
-    ignored(key, f"a value of {length:,} bytes, longer than {bound} minitask writes "
-                 f"there, is not read")
+    size = f"{length:,} bytes of memory" if memory else f"{length:,} bytes"
+    ignored(key, f"a value {'using' if memory else 'of'} {size}, longer than {bound} "
+                 f"minitask writes there, is not read")
     if length_last:
-        return f"{where} is too large, not read ({length:,} bytes)"
-    return f"{where} is too large ({length:,} bytes, not read)"
+        return f"{where} is too large, not read ({size})"
+    return f"{where} is too large ({size}, not read)"
 
 
 #: One field to read: (hash key, field, the most bytes read).
