@@ -147,7 +147,7 @@ class AdminStore(Store):
         key = self.keys(queue).delayed
         # (a member longer than any id is removed unsent: members_page.lua)
         first = bounded_page(self.transport, key, 0, DUE_READ - 1, True, MAX_ID_BYTES,
-                             f"read the schedule of queue {queue!r}")
+                             f"read the schedule of queue {queue!r}", strict=True)
         for entry in first:
             score = entry[1] if isinstance(entry, (tuple, list)) else None
             due_ms, _ = time_in(key, score, _WHAT["delayed"], 10)

@@ -144,13 +144,14 @@ def message_from(ask: Ask, found: Field) -> Optional[bytes]:
 
 
 def bounded_page(transport: Transport, key: str, start: int, stop: int, scores: bool,
-                 most: int, what: str) -> List[Any]:
+                 most: int, what: str, strict: bool = False) -> List[Any]:
     """ZRANGE ``key`` ``start`` ``stop`` (``scores``: as (member, score) pairs), none of
     its members longer than ``most`` bytes: members_page.lua removes a longer one unsent,
-    said once naming the key and its length. The store calling it registers
-    ``members_page``."""
+    said once naming the key and its length. A key of another type reads as empty, or
+    (``strict``) raises BrokerError. The store calling it registers ``members_page``."""
     flat, removed = transport.run("members_page", (key,),
-                                  (start, stop, "WITHSCORES" if scores else "", most), what)
+                                  (start, stop, "WITHSCORES" if scores else "", most,
+                                   "strict" if strict else ""), what)
     removed_members(key, removed)
     if not scores:
         return list(flat)

@@ -170,7 +170,8 @@ class DeadLetterStore(Store):
         key = self.keys(queue).dead
         # (a member longer than any id is removed unsent: members_page.lua)
         return bounded_page(self.transport, key, start, start + limit - 1, False, MAX_ID_BYTES,
-                            f"list dead letters of queue {queue!r} (key {printable(key)})")
+                            f"list dead letters of queue {queue!r} (key {printable(key)})",
+                            strict=True)
 
     def find(self, queues: Sequence[str],
              forms: Sequence[bytes]) -> Optional[Tuple[str, bytes]]:

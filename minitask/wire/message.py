@@ -300,5 +300,5 @@ def undecodable(exc: BaseException) -> str:
     refusal with none (msgpack's StackError for data nested deeper than it reads), what
     it means."""
     detail = str(exc) or ("nested too deeply to read (no minitask writes data that deep)"
-                          if type(exc).__name__ == "StackError" else "no detail given")
+                          if type(exc).__name__ == "StackError" else "")
     return f"{type(exc).__name__}: {detail}"
