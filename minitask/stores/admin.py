@@ -9,11 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from .bounds import read_fields, too_large, value_or_note
-from .foreign import ignored, raise_refusals, text_of, time_in, whole
+from .bounds import bounded_page, read_fields, too_large, value_or_note
+from ..wire.message import MAX_ID_BYTES
+from .foreign import ignored, raise_refusals, removed_members, text_of, time_in, whole
 from .store import Store
 
-_SCRIPTS = ("purge_ready", "peek", "hash_fields")
+_SCRIPTS = ("purge_ready", "peek", "hash_fields", "members_page")
 
 #: Ready-list entries one purge script call takes at most, so Redis stays responsive.
 PURGE_BATCH = 1000
@@ -81,9 +82,11 @@ class AdminStore(Store):
         k = self.keys(queue)
         key = k.leases if which == "leases" else k.delayed
         most = self.bounds.message
-        total, listed, bodies, counts = self.transport.run(
+        total, listed, bodies, counts, *removed = self.transport.run(
             "peek", (key, k.messages, k.deliveries),
-            (max(1, min(count, PEEK_MOST)), most), f"list the {which} of queue {queue!r}")
+            (max(1, min(count, PEEK_MOST)), most, MAX_ID_BYTES),
+            f"list the {which} of queue {queue!r}")
+        removed_members(key, removed[0] if removed else ())
         found = []
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)
@@ -142,8 +145,9 @@ class AdminStore(Store):
         is no time minitask writes (read as ``time_in`` reads every stored time) is
         passed over: of the first ``DUE_READ`` entries, the first that is a time."""
         key = self.keys(queue).delayed
-        with self.transport.errors(f"read the schedule of queue {queue!r}"):
-            first = self.transport.client.zrange(key, 0, DUE_READ - 1, withscores=True)
+        # (a member longer than any id is removed unsent: members_page.lua)
+        first = bounded_page(self.transport, key, 0, DUE_READ - 1, True, MAX_ID_BYTES,
+                             f"read the schedule of queue {queue!r}", strict=True)
         for entry in first:
             score = entry[1] if isinstance(entry, (tuple, list)) else None
             due_ms, _ = time_in(key, score, _WHAT["delayed"], 10)

@@ -18,7 +18,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..errors import DecodeError
 from ..printable import ERROR_TEXT_MOST, ERROR_TRACE_MOST, printable
-from .foreign import ignored
+from .foreign import ignored, removed_members
 
 #: Bytes a value may hold beyond the limit its writer checks: the fields around it
 #: (a retried message's attempt, an outcome's times and names).
@@ -57,18 +57,20 @@ class TooLarge:
 
 
 def too_large(key: str, field: Any, length: int, most: Optional[int] = None, *,
-              length_last: bool = False) -> str:
+              length_last: bool = False, memory: bool = False) -> str:
     """Why a value of ``key`` (a hash's ``field``, or None) is not read, said once in
     the log; the text a listing or a record shows in its place (``length_last``: its
-    length at the end, as a dead letter's unreadable record says it)."""
+    length at the end, as a dead letter's unreadable record says it). ``memory``:
+    ``length`` is the key's memory use (MEMORY USAGE, a list's), not the value's length."""
     where = f"key {printable(key)}" + ("" if field is None else
                                        f" field {printable(field)[:200]!r}")
     bound = "any" if most is None else f"the {most:,} bytes"
-    ignored(key, f"a value of {length:,} bytes, longer than {bound} minitask writes "
-                 f"there, is not read")
+    size = f"{length:,} bytes of memory" if memory else f"{length:,} bytes"
+    ignored(key, f"a value {'using' if memory else 'of'} {size}, longer than {bound} "
+                 f"minitask writes there, is not read")
     if length_last:
-        return f"{where} is too large, not read ({length:,} bytes)"
-    return f"{where} is too large ({length:,} bytes, not read)"
+        return f"{where} is too large, not read ({size})"
+    return f"{where} is too large ({size}, not read)"
 
 
 #: One field to read: (hash key, field, the most bytes read).
@@ -139,3 +141,18 @@ def message_from(ask: Ask, found: Field) -> Optional[bytes]:
         ignored(key, "it holds another type than a hash")
         return None
     return found if isinstance(found, bytes) else None
+
+
+def bounded_page(transport: Transport, key: str, start: int, stop: int, scores: bool,
+                 most: int, what: str, strict: bool = False) -> List[Any]:
+    """ZRANGE ``key`` ``start`` ``stop`` (``scores``: as (member, score) pairs), none of
+    its members longer than ``most`` bytes: members_page.lua removes a longer one unsent,
+    said once naming the key and its length. A key of another type reads as empty, or
+    (``strict``) raises BrokerError. The store calling it registers ``members_page``."""
+    flat, removed = transport.run("members_page", (key,),
+                                  (start, stop, "WITHSCORES" if scores else "", most,
+                                   "strict" if strict else ""), what)
+    removed_members(key, removed)
+    if not scores:
+        return list(flat)
+    return [(member, float(score)) for member, score in zip(flat[0::2], flat[1::2])]

@@ -6,13 +6,13 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 from ..printable import printable
-from ..wire.message import MAX_MS
-from .bounds import read_fields, too_large, value_or_note
-from .foreign import ignored, raise_refusals, time_in
+from ..wire.message import MAX_ID_BYTES, MAX_MS
+from .bounds import bounded_page, read_fields, too_large, value_or_note
+from .foreign import ignored, raise_refusals, removed_members, time_in
 from .queue import BATCH_LIMIT
 from .store import Store
 
-_SCRIPTS = ("revive", "purge_dead", "dead_heads", "hash_fields")
+_SCRIPTS = ("revive", "purge_dead", "dead_heads", "hash_fields", "members_page")
 
 
 @dataclass(frozen=True)
@@ -83,19 +83,15 @@ class DeadLetterStore(Store):
     def letters(self, queue: str, limit: int) -> List[DeadLetter]:
         """The oldest ``limit`` dead letters of ``queue``, with message and reason."""
         k = self.keys(queue)
-        client = self.transport.client
         # a key of another type (no minitask wrote it) is read as empty, never an
-        # error: one queue's foreign key hides no letter, nor another queue's
-        with self.transport.errors(f"list dead letters of queue {queue!r}"):
-            pipe = client.pipeline(transaction=False)
-            pipe.zrange(k.dead, 0, limit - 1, withscores=True)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-            entries: List[Tuple[bytes, float]] = (
-                [] if isinstance(replies[0], Exception) else replies[0])
-            if not entries:
-                return []
-            raw = [task_id for task_id, _ in entries]
+        # error: one queue's foreign key hides no letter, nor another queue's; a member
+        # longer than any id is removed unsent (members_page.lua)
+        entries: List[Tuple[bytes, float]] = bounded_page(
+            self.transport, k.dead, 0, limit - 1, True, MAX_ID_BYTES,
+            f"list dead letters of queue {queue!r}")
+        if not entries:
+            return []
+        raw = [task_id for task_id, _ in entries]
         bodies, _, large = self._values(k.messages, raw, self.bounds.message)
         infos, problem, large_infos = self._values(k.dead_info, raw, self.bounds.outcome, True)
         # an id that is not UTF-8 (no minitask wrote it) is shown escaped
@@ -125,10 +121,11 @@ class DeadLetterStore(Store):
         ``most`` bytes of each message and record, in one round trip (dead_heads.lua)."""
         k = self.keys(queue)
         bounds = self.bounds
-        listed, bodies, body_lengths, infos, info_lengths = self.transport.run(
+        listed, bodies, body_lengths, infos, info_lengths, *removed = self.transport.run(
             "dead_heads", (k.dead, k.messages, k.dead_info),
-            (max(1, limit), most, bounds.message, bounds.outcome),
+            (max(1, limit), most, bounds.message, bounds.outcome, MAX_ID_BYTES),
             f"list dead letters of queue {queue!r}")
+        removed_members(k.dead, removed[0] if removed else ())
         found = []
         for index, task_id in enumerate(listed[0::2]):
             score = float(listed[2 * index + 1])
@@ -171,11 +168,10 @@ class DeadLetterStore(Store):
         Redis holds them (one that is not UTF-8, which no minitask wrote, is purged all
         the same)."""
         key = self.keys(queue).dead
-        with self.transport.errors(f"list dead letters of queue {queue!r} (key "
-                                   f"{printable(key)})"):
-            raw: List[bytes] = self.transport.client.zrange(  # type: ignore[assignment]
-                key, start, start + limit - 1)
-        return raw
+        # (a member longer than any id is removed unsent: members_page.lua)
+        return bounded_page(self.transport, key, start, start + limit - 1, False, MAX_ID_BYTES,
+                            f"list dead letters of queue {queue!r} (key {printable(key)})",
+                            strict=True)
 
     def find(self, queues: Sequence[str],
              forms: Sequence[bytes]) -> Optional[Tuple[str, bytes]]:

@@ -14,9 +14,10 @@ from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import BrokerError, DurabilityError
+from ..limits import MAX_GROUP_LENGTH
 from ..printable import printable, shown_name
 from .bounds import TooLarge, read_fields, too_large
-from .foreign import ignored, raise_refusals, shown_member, whole
+from .foreign import ignored, raise_refusals, removed_members, shown_member, whole
 from .queue import QueueStore
 from .store import Store
 
@@ -39,7 +40,7 @@ class FlowStore(Store):
     #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
     CHUNK = 1000
 
-    scripts = ("enqueue_flow", "enqueue_group", "hash_fields")
+    scripts = ("enqueue_flow", "enqueue_group", "hash_fields", "groups_top")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -251,23 +252,22 @@ class FlowStore(Store):
         or when it is gone (or not minitask's) the sum of the backlogs read: exact when
         every group was read (``largest`` or fewer), a lower bound otherwise."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
-        with self.transport.errors(f"count the groups of {len(keys)} queue(s)"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for k in keys:
-                pipe.get(k.groups_ready)
-                pipe.zcount(k.groups, 1, _MOST)
-                pipe.zrevrangebyscore(k.groups, _MOST, 1, start=0, num=largest,
-                                      withscores=True)
-            replies = pipe.execute(raise_on_error=False)
+        # (groups_top.lua: a name longer than any group's is removed, never sent)
+        replies = self.transport.run_calls(
+            [("groups_top", queue, (k.groups_ready, k.groups), (_MOST, largest, GROUP_BYTES), 0)
+             for queue, k in zip(queues, keys)],
+            f"count the groups of {len(keys)} queue(s)") if keys else []
         found: Dict[str, Any] = {}
         for index, queue in enumerate(queues):
-            ready, count, top = replies[3 * index:3 * index + 3]
-            if isinstance(count, Exception) or isinstance(top, Exception):
+            ready, count, flat, removed = replies[index]
+            removed_members(keys[index].groups, removed, "group name")
+            if count is None or flat is None:
                 continue  # another type (data minitask did not write): none shown
+            top = list(zip(flat[0::2], flat[1::2]))
             # a count that is no whole number (text, inf, nan, 1e300: no minitask wrote
             # it) is read as none, and a group whose score is none is left out (said once
             # in the log): one planted entry never hides the queue's other counts
-            counter = None if isinstance(ready, Exception) or ready is None else whole(
+            counter = None if not ready else whole(
                 ready, 0, _MOST)
             grouped = counter or 0
             largest_groups = []
@@ -341,6 +341,9 @@ def _group_shown(raw: bytes) -> str:
 
 #: The largest count read back as one (a ready-task count, a backlog): more is planted.
 _MOST = 2 ** 62
+#: The longest group name minitask writes, in bytes (characters of up to 4 UTF-8 bytes):
+#: a longer member of a queue's groups is removed unsent (groups_top.lua).
+GROUP_BYTES = 4 * MAX_GROUP_LENGTH
 
 
 def _paused_problem(key: str) -> str:

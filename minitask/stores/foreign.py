@@ -237,3 +237,25 @@ def raise_refusals(replies: Iterable[Any]) -> None:
     for reply in replies:
         if isinstance(reply, Exception) and not str(reply).startswith("WRONGTYPE"):
             raise reply
+
+
+def dropped_overlong(lines: Any) -> None:
+    """Say the entries a script dropped as longer than any minitask writes in their key
+    (fetch.lua's ``OVERLONG``: a 'key length' line each; a planted 50 MB id): one line
+    each, naming the key and the length, never the content. They are gone: each is
+    read, and said, once."""
+    for line in (text_of(lines) or "").split("\n") if lines else ():
+        key, _, length = line.rpartition(" ")
+        size = whole(length)
+        ignored(key, f"an entry of {'?' if size is None else f'{size:,}'} bytes, longer "
+                     f"than any minitask writes there, was removed (read once, not kept)")
+
+
+def removed_members(key: str, lengths: Any, what: str = "id") -> None:
+    """Say the members of ``key`` a listing script removed, unsent, as longer than any
+    ``what`` minitask writes there (lib.lua's bounded_members): one line each, naming
+    the key and the length, never the content."""
+    for length in lengths or ():
+        size = whole(length)
+        ignored(key, f"a member of {'?' if size is None else f'{size:,}'} bytes, longer than "
+                     f"any {what} minitask writes there, was removed (not listed)")

@@ -18,8 +18,8 @@ from ..printable import printable
 from ..wire.message import Message, quick_init
 from ..wire.serializer import decode_message
 from .bounds import message_of
-from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, ignored, raise_refusals,
-                      unread_error)
+from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, dropped_overlong, ignored,
+                      raise_refusals, unread_error)
 from .names import REGISTRY_READ, read_names
 from .store import Store
 
@@ -333,6 +333,8 @@ class QueueStore(Store):
             deliveries.append(Delivery(reply[1 + 2 * i].decode(), reply[2 + 2 * i],
                                        int(numbers[2 * i]), int(numbers[2 * i + 1]), flow, slots))
         at = 1 + 2 * leased
+        if len(reply) > at + poisoned + expired:  # overlong entries dropped (fetch.lua)
+            dropped_overlong(reply[-1])
         return FetchResult(deliveries,
                            [text(p) for p in reply[at:at + poisoned]] if poisoned else [],
                            next_ms if next_ms >= 0 else None,

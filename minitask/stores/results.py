@@ -400,7 +400,8 @@ class ResultStore(Store):
         state, outcome = reply[0], reply[1]  # an entry of 0 bytes is one: unreadable
         if text(state) == "too large":  # measured, not read: longer than minitask writes
             key, length = text(reply[1]), int(reply[2])
-            return "unreadable", too_large(key, None, length).encode("utf-8")
+            memory = len(reply) > 3  # MEMORY USAGE's figure, not the value's own length
+            return "unreadable", too_large(key, None, length, memory=memory).encode("utf-8")
         if text(state) == "unreadable":
             key, held, kept = (text(part) for part in reply[1:4])
             return "unreadable", (f"key {printable(key)} holds a {printable(held)}, not the "

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..errors import DecodeError
-from ..periodic import Schedule, from_record, with_times
+from ..periodic import MAX_NAME_BYTES, Schedule, from_record, with_times
 from ..printable import printable
 from ..wire.message import unprintable
 from .bounds import TooLarge, read_fields, too_large
@@ -168,9 +168,13 @@ class ScheduleStore(Store):
             if refused:
                 ignored(key, f"it holds another type than {kind} ({text_of(refused)})")
                 return []
+        dangling, *removed = str(text(dangling)).split()
         if int(dangling):
             ignored(k.ticks, f"{int(dangling):,} tick(s) name no schedule record "
                              f"(never fired)")
+        for length in removed:  # schedule_armed.lua removed them, read once
+            ignored(k.ticks, f"a tick whose name is {int(length):,} bytes, longer than any "
+                             f"schedule's ({MAX_NAME_BYTES}), was removed")
         entries = []
         for index in range(0, len(joined), 3):
             raw, record, score = joined[index:index + 3]

@@ -293,3 +293,12 @@ class Progress:
     total: Optional[float]
     message: Optional[str]
     at: _dt.datetime
+
+
+def undecodable(exc: BaseException) -> str:
+    """What msgpack's refusal of corrupt bytes says: its type and message, and for a
+    refusal with none (msgpack's StackError for data nested deeper than it reads), what
+    it means."""
+    detail = str(exc) or ("nested too deeply to read (no minitask writes data that deep)"
+                          if type(exc).__name__ == "StackError" else "")
+    return f"{type(exc).__name__}: {detail}"

@@ -23,7 +23,7 @@ import msgpack  # type: ignore[import-untyped]
 from ..errors import DecodeError, EncodeError
 from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_ID_BYTES, MAX_MS, MAX_NAME_BYTES,
                       Message, Outcome, Progress, describe_char, texts_repaired, to_seconds,
-                      unprintable)
+                      undecodable, unprintable)
 from .types import APP_CODES, pack_builtin, unknown_extension, unpack_builtin
 
 _INT_MIN = -(2 ** 63)
@@ -202,7 +202,7 @@ def _unpack(data: bytes, what: str) -> Dict[str, Any]:
         obj = msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False,
                               ext_hook=unpack_builtin)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
-        raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
+        raise DecodeError(f"cannot decode {what}: {undecodable(exc)}") from exc
     if not isinstance(obj, dict):
         raise DecodeError(f"cannot decode {what}: expected a map, got {type(obj).__name__}")
     version = obj.get("v")
@@ -469,7 +469,7 @@ def unpack_data(data: bytes, what: str) -> Any:
         return msgpack.unpackb(data, raw=False, timestamp=3, strict_map_key=False,
                                ext_hook=unpack_builtin)
     except Exception as exc:  # msgpack raises many unrelated types for corrupt input
-        raise DecodeError(f"cannot decode {what}: {type(exc).__name__}: {exc}") from exc
+        raise DecodeError(f"cannot decode {what}: {undecodable(exc)}") from exc
 
 
 # -- progress (set_progress) ------------------------------------------------------

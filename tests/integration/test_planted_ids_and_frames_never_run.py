@@ -3,8 +3,9 @@
 * An id of 2 MB (no producer sends one over ``MAX_ID_BYTES``, 200 bytes): it ran and
   succeeded, and its id filled a 2 MB worker log line, a 2 MB entry of the record of
   recent outcomes (``inspect recent`` printed it whole) and a 2 MB result key name.
-  Now decoding refuses it like any bad id field; what is shown of it is its head and
-  tail, and it keeps no result key.
+  Now the fetch that pops it drops it unread (fetch.lua: an entry longer than any id
+  minitask writes), said once in the worker's log naming its list and length: it never
+  runs, and is never written anywhere else (no dead letter, no result key).
 * A workflow frame (field ``wf``) minitask never writes (undecodable bytes, or a map
   of the right version lacking ``max``): the task RAN first, and was dead-lettered
   after (its side effect done, and done again by a requeue), the second as "internal
@@ -86,23 +87,24 @@ def test_an_overlong_id_or_a_broken_frame_is_dead_lettered_and_never_runs(
         app.tasks["mark"].delay(sound)
         wait_until(lambda: sound.encode() in admin.lrange("marks:other", 0, -1),
                    timeout=DEADLINE, message="the sound task, sent after the planted ones")
-        wait_until(lambda: admin.zcard(OTHER.dead) == len(planted), timeout=DEADLINE,
+        # the overlong id is dropped by the fetch that pops it, unread (fetch.lua: no id
+        # minitask writes is over MAX_ID_BYTES), said once naming its list and length
+        framed = {task_id: body for task_id, body in planted.items() if task_id != LONG_ID}
+        wait_until(lambda: admin.zcard(OTHER.dead) == len(framed), timeout=DEADLINE,
                    message="the planted messages dead-lettered")
         assert admin.lrange("marks:other", 0, -1) == [sound.encode()]  # none of them ran
         letters = {letter.task_id: letter for letter in app.dead_letters(limit=10)}
-        assert sorted(letters) == sorted(planted)
+        assert sorted(letters) == sorted(framed)
         for letter in letters.values():
             assert letter.reason == "the message cannot be decoded"
             assert letter.exc_type == "DecodeError"
             assert len(letter.message) < LINE_MOST
-        assert "field 'id'" in letters[LONG_ID].message
-        assert "500,000 bytes, over the 200" in letters[LONG_ID].message
         assert "field 'wf'" in letters["wf-junk"].message
         assert "field 'max' is missing" in letters["wf-nomax"].message
         assert "field 'next'" in letters["wf-next"].message
         assert not admin.exists(OTHER.result(LONG_ID))  # no 500 kB key name
         entries = admin.xrange(OTHER.recent)
-        assert len(entries) == len(planted) + 1
+        assert len(entries) == len(framed) + 1
         assert max(len(value) for _, fields in entries for value in fields.values()) < 2000
         shown: List[str] = []
         for words in (("inspect", "recent"), ("dead", "list")):
@@ -113,10 +115,12 @@ def test_an_overlong_id_or_a_broken_frame_is_dead_lettered_and_never_runs(
             assert done.returncode == 0, done.stderr[-2000:]
             shown.append(done.stdout.decode())
             assert longest_line(shown[-1]) < LINE_MOST, words
-        assert "[cut: 500,000 characters in all]" in shown[0]
+        assert "L" * 1000 not in shown[0] + shown[1]
         wait_until(lambda: "wf-next" in log.read_text(errors="replace"), timeout=DEADLINE,
                    message="the dead letters logged")
         assert longest_line(log.read_text(errors="replace")) < LINE_MOST
+        assert f"key {OTHER.ready[4]}: an entry of 500,000 bytes" in log.read_text(
+            errors="replace")
         assert "KeyError" not in log.read_text(errors="replace")
         worker.send_signal(signal.SIGTERM)
         assert exit_code(worker) == 0

@@ -151,7 +151,8 @@ def test_grouped_and_flow_calls_join_a_batch_and_go_with_it(
     real = transport.run_calls
 
     def counted(calls: Any, what: str, *rest: Any, **options: Any) -> Any:
-        writes.append(len(calls))
+        if any(call[0] != "groups_top" for call in calls):  # (_groups' read: no write)
+            writes.append(len(calls))
         return real(calls, what, *rest, **options)
 
     monkeypatch.setattr(transport, "run_calls", counted)

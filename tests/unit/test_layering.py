@@ -311,7 +311,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.dead": frozenset({"printable", "stores.bounds", "stores.foreign", "stores.queue",
                               "stores.store", "wire.message"}),
     "stores.flow": frozenset({"broker.durability", "broker.keys", "broker.packing",
-                              "broker.transport", "errors", "printable", "stores.bounds",
+                              "broker.transport", "errors", "limits", "printable", "stores.bounds",
                               "stores.foreign", "stores.queue", "stores.store"}),
     "stores.metrics": frozenset({"printable", "stores.foreign", "stores.store"}),
     "stores.progress": frozenset({"broker.keys", "printable", "stores.foreign", "stores.store",

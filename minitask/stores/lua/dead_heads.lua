@@ -10,11 +10,15 @@
 --   that is missing is '' of length -1; one longer than minitask writes (ARGV[3],
 --   ARGV[4]) is measured (HSTRLEN) and never read: false, of its length (20 planted
 --   values of 10 MB, read whole to be cut, took Redis 1.2 s a listing).
--- Invariant: reads only.
+-- ARGV[5] the longest id minitask writes: a longer member is removed, never sent
+--   (lib.lua's bounded_members); the lengths of those removed are the sixth element
+-- Invariant: reads only, but for the removal of such members.
 -- Data minitask did not write (lib.lua): a dead set of another type is read as
 -- empty; a messages or dead_info key of another type gives each value '' of length
 -- -2, so that a listing says the record cannot be read, not that there is none.
-local listed = tolerant({}, 'ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
+local removed = {}
+local listed = bounded_members(KEYS[1], tolerant({}, 'ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1,
+                                                  'WITHSCORES'), 2, tonumber(ARGV[5]), removed)
 local most = tonumber(ARGV[2])
 local longest = {tonumber(ARGV[3]), tonumber(ARGV[4])}
 local heads = {{}, {}, {}, {}}
@@ -34,4 +38,4 @@ for i = 1, #listed, 2 do
     heads[2 * which][n] = length
   end
 end
-return {listed, heads[1], heads[2], heads[3], heads[4]}
+return {listed, heads[1], heads[2], heads[3], heads[4], removed}

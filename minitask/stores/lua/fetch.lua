@@ -18,8 +18,10 @@
 -- Numbers sent to Redis go as text where the call has it (ARGV as it came, a
 -- literal): Redis formats a Lua number with snprintf, about 3,000 instructions each.
 -- Returns: {head, then id and message per leased task, then the poisoned ids, then
---   the expired ids}: few elements, as the worker's RESP parser pays per element (in
---   Python, about 20 us for the dozen of a nested reply). head is a line of numbers:
+--   the expired ids, then, only when the fetch dropped entries longer than any
+--   minitask writes (promote.lua's OVERLONG), one more: a 'key length' line each}:
+--   few elements, as the worker's RESP parser pays per element (in Python, about
+--   20 us for the dozen of a nested reply). head is a line of numbers:
 --   next_event_ms, flow, how many poisoned, how many expired, then the delivery
 --   number and priority of each leased task, then the priority of each expired one.
 --   next_event_ms: earliest delayed due time, lease deadline or time a limit
@@ -153,8 +155,15 @@ if expired.err then
 end
 for i = 1, #expired, 2 do
   local id = expired[i]
-  local delivered = tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
-  if delivered >= tonumber(ARGV[4])  -- max deliveries
+  if #id > ID_MOST then  -- no id of ours (promote.lua): removed once, before any use
+    redis.call('ZREM', KEYS[2], id)
+    overlong_dropped(KEYS[2], #id)
+    id = nil
+  end
+  local delivered = id and tonumber(tolerant(false, 'HGET', KEYS[4], id)) or 0  -- nan: never poisoned
+  if not id then
+    -- (dropped above)
+  elseif delivered >= tonumber(ARGV[4])  -- max deliveries
      and id ~= '' and (not string.find(id, '[\128-\255]') or guards().utf8(id)) then
     poisoned = poisoned or {}
     poisoned[#poisoned + 1] = id
@@ -175,6 +184,11 @@ local batch, delayed_any = nil, false
 if first_delayed.err then
   guards().foreign(first_delayed)
 else
+  if first_delayed[1] and #first_delayed[1] > ID_MOST then  -- no id of ours (promote.lua)
+    redis.call('ZREM', KEYS[1], first_delayed[1])
+    overlong_dropped(KEYS[1], #first_delayed[1])
+    first_delayed = redis.call('ZRANGE', KEYS[1], '0', '0', 'WITHSCORES')
+  end
   delayed_any = #first_delayed > 0
   local score = first_delayed[2]
   if score and (#score < #horizon or (#score == #horizon and score <= horizon)
@@ -358,6 +372,12 @@ if flow_on then
         flow_control().put('set', 'SREM', KEYS[22], limiter)
         break
       end
+      if #entry > ENTRY_MOST then  -- no entry of ours (promote.lua): dropped once
+        unpark(park, limiter, true)
+        overlong_dropped(park, #entry)
+        dropped = dropped + 1
+        break  -- (the next fetch goes on with this limiter)
+      end
       local id = string.sub(entry, 2)
       local priority = tonumber(string.sub(entry, 1, 1)) or 0
       local body, token, held = body_of(id)
@@ -473,7 +493,12 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       if type(id) == 'table' then guards().foreign(id) id = false end  -- of another type
     end
   end
-  if not id then
+  if id and #id > ENTRY_MOST then  -- no entry of ours (promote.lua): popped, dropped once
+    tolerant(0, 'ZREM', KEYS[17], id)  -- (and its cancelled mark, planted with it)
+    overlong_dropped(KEYS[band], #id)
+    dropped = dropped + 1
+    id = false
+  elseif not id then
     band = band + 1
     if band == 12
        and redis.call('EXISTS', KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]) == 0 then
@@ -651,7 +676,12 @@ else
   if score and score > -math.huge and score <= MAX_SCORE then
     at = math.max(0, math.floor(score / 10))
   end
-  score = tonumber(redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')[2])
+  local first_lease = redis.call('ZRANGE', KEYS[2], '0', '0', 'WITHSCORES')
+  if first_lease[1] and #first_lease[1] > ID_MOST then  -- no id of ours (promote.lua)
+    redis.call('ZREM', KEYS[2], first_lease[1])
+    overlong_dropped(KEYS[2], #first_lease[1])
+  end
+  score = tonumber(first_lease[2])
   if score and score > -math.huge and score <= MAX_SCORE then
     local lease_end = math.max(0, math.floor(score / 10))
     if at < 0 or lease_end < at then at = lease_end end
@@ -672,7 +702,13 @@ else
   -- them are made due long ago (their band kept: a score of 0 to 9), said in Redis's
   -- log, and the caller fetches again at once: that fetch reclaims them as it
   -- reclaims any expired lease.
-  local latest = tonumber(redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')[2])
+  local last_lease = redis.call('ZRANGE', KEYS[2], '-1', '-1', 'WITHSCORES')
+  if last_lease[1] and #last_lease[1] > ID_MOST then  -- no id of ours (promote.lua)
+    redis.call('ZREM', KEYS[2], last_lease[1])
+    overlong_dropped(KEYS[2], #last_lease[1])
+    last_lease = {}
+  end
+  local latest = tonumber(last_lease[2])
   local own = tonumber(ARGV[2])
   local bound = latest and (tonumber(deadline) + math.max(own, 3600000)) * 10 + 9
   if latest and latest > bound then
@@ -736,6 +772,9 @@ if expired then
   end
   expired_count = #expired / 2
 end
+-- entries dropped as longer than any minitask writes (promote.lua's OVERLONG), after
+-- all the reply's head counts: the worker says each in its log
+if OVERLONG then reply[#reply + 1] = table.concat(OVERLONG, '\n') end
 -- (one task's two numbers joined in the one concatenation: no table.concat)
 local flow_word = flow_on and (slots and ' 1 ' or ' 2 ') or ' 0 '
 if #numbers == 2 then

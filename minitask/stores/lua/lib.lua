@@ -280,3 +280,26 @@ local function step_marker(marker)
           '(its state is neither sent nor cancelled); nothing was changed', 0)
   end
 end
+
+-- A listing's ZRANGE reply `listed` of `key` (`step` 2: WITHSCORES, 1: without), kept
+-- to the members no longer than `most` (the longest minitask writes there: an id,
+-- wire.message.MAX_ID_BYTES; a group's name). A longer one (planted: a 50 MB id made
+-- the dashboard's dead letters page 262 MB) is never sent: it is removed (ZREM, a key
+-- minitask alone writes, so that it costs one call, not every listing), and its length
+-- added to `removed`, for the caller's log. Returns the members kept, in their order.
+local function bounded_members(key, listed, step, most, removed)
+  local kept = listed
+  for i = 1, #listed, step do
+    if #listed[i] > most then
+      if kept == listed then
+        kept = {}
+        for j = 1, i - 1 do kept[j] = listed[j] end
+      end
+      redis.pcall('ZREM', key, listed[i])  -- (refused, a replica: left, and still not sent)
+      removed[#removed + 1] = #listed[i]
+    elseif kept ~= listed then
+      for j = i, i + step - 1 do kept[#kept + 1] = listed[j] end
+    end
+  end
+  return kept
+end

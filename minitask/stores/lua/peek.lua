@@ -8,11 +8,15 @@
 --   their messages, their delivery counts} (a missing one is nil; a message longer
 --   than ARGV[2] is its length, never read: 20 planted messages of 10 MB made each
 --   listing read 200 MB and block Redis for 1.5 s)
--- Invariant: reads only.
+-- ARGV[3] the longest id minitask writes: a longer member is removed, never sent
+--   (lib.lua's bounded_members); the lengths of those removed are the fifth element
+-- Invariant: reads only, but for the removal of such members.
 -- Data minitask did not write (lib.lua): a key of another type is read as empty.
 local total = tolerant(0, 'ZCARD', KEYS[1])
-local listed = tolerant({}, 'ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1, 'WITHSCORES')
-if #listed == 0 then return {total, {}, {}, {}} end
+local removed = {}
+local listed = bounded_members(KEYS[1], tolerant({}, 'ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1,
+                                                  'WITHSCORES'), 2, tonumber(ARGV[3]), removed)
+if #listed == 0 then return {total, {}, {}, {}, removed} end
 local ids = {}
 for i = 1, #listed, 2 do ids[#ids + 1] = listed[i] end
 -- each message measured (HSTRLEN), then those no longer than ARGV[2] read in one HMGET
@@ -27,4 +31,4 @@ if #short > 0 then
   for n, i in ipairs(short) do asked[n] = ids[i] end
   for n, body in ipairs(redis.call('HMGET', KEYS[2], unpack(asked))) do bodies[short[n]] = body end
 end
-return {total, listed, bodies, tolerant({}, 'HMGET', KEYS[3], unpack(ids))}
+return {total, listed, bodies, tolerant({}, 'HMGET', KEYS[3], unpack(ids)), removed}

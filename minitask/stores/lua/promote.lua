@@ -27,6 +27,25 @@
 -- a due task goes to is moved aside whole (lib.lua's aside(): to `key`:foreign, said
 -- in Redis's log) and made again with the task: refusing the call would stop every
 -- fetch of the queue, and every send to it, until someone fixed the key.
+-- A member longer than any id minitask writes (ID_MOST: wire.message.MAX_ID_BYTES) is
+-- no task of ours: a planted one of 50 MB was pushed whole into a ready list, and read
+-- whole by every fetch after. It is measured as it is read and removed there, before
+-- any key is built from it or any other call is made with it (one ZREM), and told
+-- (overlong_dropped(): in Redis's log, and in OVERLONG: 'key length' lines a fetch
+-- returns for its worker's log), so that it costs once. Its content is never said.
+local ID_MOST = 200
+-- A ready list's (or park list's, or cancelled's) entry: an id, or a group's token
+-- ('\255' generation '/' digit id '\255' group: some 1,050 bytes at most, a group
+-- of 200 characters of 4 bytes each)
+local ENTRY_MOST = 1100
+local OVERLONG
+local function overlong_dropped(key, length)
+  OVERLONG = OVERLONG or {}
+  OVERLONG[#OVERLONG + 1] = key .. ' ' .. length
+  redis.log(redis.LOG_WARNING, 'minitask: dropped an entry of ' .. length .. ' bytes from '
+            .. key .. ', longer than any minitask writes there (not minitask\'s)')
+end
+
 local function due_batch(delayed, order, first_ready, now, limit, horizon)
   horizon = horizon or string.format('%.0f', now * 10 + 9)
   local due = redis.pcall('ZRANGEBYSCORE', delayed, '-inf', horizon, 'WITHSCORES', 'LIMIT', '0',
@@ -43,7 +62,10 @@ local function due_batch(delayed, order, first_ready, now, limit, horizon)
   -- at a time.
   local cut = #due == 2 * limit and due[2] ~= due[#due]
   for i = 1, #due, 2 do
-    if not (cut and due[i + 1] == due[#due]) then
+    if #due[i] > ID_MOST then
+      redis.call('ZREM', delayed, due[i])  -- no task of ours (above): once
+      overlong_dropped(delayed, #due[i])
+    elseif not (cut and due[i + 1] == due[#due]) then
       local sequence = tonumber(tolerant(false, 'HGET', order, due[i]))
       if not sequence or sequence ~= sequence then sequence = 0 end  -- text, nan
       batch[#batch + 1] = {due[i], tonumber(due[i + 1]), sequence,

@@ -1,33 +1,46 @@
 -- schedule_armed: armed schedules of a queue (a record and a tick each), for a worker's
--- copy (worker/ticks.py); writes nothing. Its cost is bounded whatever the queue holds:
+-- copy (worker/ticks.py); writes nothing but the removal of overlong ticks (below). Its cost is bounded whatever the queue holds:
 -- the earliest ARGV[1] ticks, ARGV[1] more from ARGV[3] on (a scan a refresh at a time,
 -- so that a schedule behind many earlier ticks is found in time), and the names asked
 -- (ARGV[4...]: the schedules the worker knows); a record is fetched only for those.
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)
 -- ARGV[1] batch   ARGV[2] longest record read (bytes)   ARGV[3] scan from (a rank)
 -- ARGV[4...] names to read whatever their rank
--- Returns {schedules' error or '', ticks' error or '', ticks read that name no record,
+-- Returns {schedules' error or '', ticks' error or '', ticks read that name no record
+-- (then, after a space each, the length of each tick removed as overlong, below),
 -- next scan rank, name, record, tick, name, record, tick...}: the tick as Redis writes
 -- the score; in place of a record longer than ARGV[2], its length (never read: one
 -- planted record of 50 MB would be read at every refresh). A record with no tick is
 -- never fired (its schedule has no more ticks) and is not looked at.
 -- Data minitask did not write (lib.lua): a key of another type holds no armed schedule;
--- its error is the first or second element.
+-- its error is the first or second element. A tick whose name is longer than any
+-- schedule's (NAME_MOST: periodic.MAX_NAME_BYTES) is removed (ZREM) as it is read, before
+-- any other call is made with it, and its length returned for the worker's log: a
+-- planted 50 MB name cost Redis a second at every refresh for as long as it stayed.
+-- Invariant: writes nothing else.
+local NAME_MOST = 175
 local records = redis.pcall('HLEN', KEYS[1])
 local held = redis.pcall('ZCARD', KEYS[2])
 local found = {'', '', 0, 0}
 if type(records) == 'table' then found[1] = records.err end
 if type(held) == 'table' then found[2] = held.err end
 if found[1] ~= '' or found[2] ~= '' then return found end
+local dangling = 0
+found[3] = ''
 local batch = tonumber(ARGV[1])
 local longest = tonumber(ARGV[2])
 local seen = {}
 local function add(name, tick)
+  if #name > NAME_MOST then
+    redis.call('ZREM', KEYS[2], name)
+    found[3] = found[3] .. ' ' .. #name
+    return
+  end
   if seen[name] then return end
   seen[name] = true
   local size = redis.call('HSTRLEN', KEYS[1], name)
   if size == 0 and redis.call('HEXISTS', KEYS[1], name) == 0 then
-    found[3] = found[3] + 1  -- a tick naming no record: nothing to fire
+    dangling = dangling + 1  -- a tick naming no record: nothing to fire
     return
   end
   found[#found + 1] = name
@@ -52,4 +65,5 @@ for i = 4, #ARGV do
   local tick = redis.call('ZSCORE', KEYS[2], ARGV[i])
   if tick then add(ARGV[i], tick) end
 end
+found[3] = dangling .. found[3]
 return found

@@ -50,7 +50,7 @@ if read(5, 'HEXISTS', id) == 1 then return {'queued', false} end
 -- own length decides (a result of max_result_bytes measured 1.25 times that).
 local size = redis.pcall('MEMORY', 'USAGE', KEYS[6])
 if type(size) == 'number' and size > most * 1.25 + 4096 then
-  return {'too large', KEYS[6], size}
+  return {'too large', KEYS[6], size, 'memory'}  -- (memory use, not the value's length)
 end
 local outcome = read(6, 'LINDEX', 0)
 if outcome and type(size) == 'number' and size > most and #outcome > most then

@@ -1,0 +1,19 @@
+-- groups_top: a fair queue's counts of grouped ready tasks, for status, the dashboard and
+-- /metrics: its counter, how many groups hold ready tasks, and its largest backlogs.
+-- KEYS[1] groups_ready (STRING)   KEYS[2] groups (ZSET)
+-- ARGV[1] the largest count read   ARGV[2] backlogs listed, at most
+-- ARGV[3] the longest group name minitask writes (bytes)
+-- Returns {the counter or false, the groups counted (ZCOUNT 1 to ARGV[1]) or false,
+--   the largest backlogs (name, score...) or false, the lengths of names removed}: false
+--   for a key of another type (data minitask did not write: none shown).
+-- A group name longer than ARGV[3] (planted: 50 MB, sent whole to every status call,
+-- page and scrape) is never sent: it is removed (lib.lua's bounded_members), its length
+-- returned for the caller's log. Invariant: writes nothing else.
+local removed = {}
+local top = redis.pcall('ZREVRANGEBYSCORE', KEYS[2], ARGV[1], '1', 'WITHSCORES', 'LIMIT', '0',
+                        ARGV[2])
+if top.err then return {false, false, false, removed} end
+top = bounded_members(KEYS[2], top, 2, tonumber(ARGV[3]), removed)
+local ready = redis.pcall('GET', KEYS[1])
+if type(ready) == 'table' then ready = false end
+return {ready, redis.call('ZCOUNT', KEYS[2], '1', ARGV[1]), top, removed}
