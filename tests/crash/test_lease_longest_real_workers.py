@@ -227,7 +227,6 @@ def test_a_worker_serves_its_queue_whatever_lease_longest_holds(
     if planted == "string":
         assert kit.client.get(key) == b"junk", "left as it is"
     else:
-        said = kit.client.zscore(key, "ms")
-        expected = {"infinite": float("inf"), "huge": 1e300}.get(planted, SHORT_S * 1000)
-        assert said == expected, f"ZADD GT: the longer kept: {said}"
+        # a score no worker can say (inf, 1e300) taken out, then ZADD GT: the worker's
+        assert kit.client.zscore(key, "ms") == SHORT_S * 1000
     kit.assert_nothing_left()
