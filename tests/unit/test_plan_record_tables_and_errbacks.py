@@ -222,7 +222,8 @@ _RECORD = st.fixed_dictionaries({
     "root": st.recursive(_TASK, _node, max_leaves=20)})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)  # pure CPU (300 once ran past
+# the 120 s test timeout on a heavily loaded machine, and its xdist worker hung)
 @given(record=_RECORD)
 def test_the_reader_reads_any_record_or_refuses_it(record: Dict[str, Any]) -> None:
     try:
