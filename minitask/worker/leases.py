@@ -103,8 +103,7 @@ class Holdings:
                 self._claimed[threading.get_ident()] = jobs[0]
                 jobs = jobs[1:]
             self._buffer.extend(jobs)
-            if _counted is not None:
-                _counted(len(self._leases))
+            self._tell_count()
             return True
 
     def hold_first(self, queue: str, jobs: List[Job]) -> Tuple[bool, Optional[Job]]:
@@ -117,8 +116,7 @@ class Holdings:
             for job in jobs:
                 self._leases[job.task_id] = (queue, job.delivery.priority)
             self._buffer.extend(jobs[1:])
-            if _counted is not None:
-                _counted(len(self._leases))
+            self._tell_count()
             return True, jobs[0] if jobs else None
 
     def next_buffered(self, stop: threading.Event) -> Optional[Job]:
@@ -147,8 +145,7 @@ class Holdings:
             self._buffer.clear()
             for job in waiting:
                 self._leases.pop(job.task_id, None)
-            if _counted is not None:
-                _counted(len(self._leases))
+            self._tell_count()
         return waiting
 
     def take_unfinished(self) -> List[Lease]:
@@ -161,16 +158,20 @@ class Holdings:
             held = [lease for lease in self._leases.items() if lease[0] not in finished]
             for task_id, _ in held:
                 del self._leases[task_id]
-            if _counted is not None:
-                _counted(len(self._leases))
+            self._tell_count()
         return held
 
     def drop(self, task_id: str) -> None:
         """The task's outcome is recorded: its lease is Redis's business no more."""
         with self._lock:
             self._leases.pop(task_id, None)
-            if _counted is not None:
-                _counted(len(self._leases))
+            self._tell_count()
+
+    def _tell_count(self) -> None:
+        """Tell a process pool child's count (``count_holdings``) of the leases held:
+        called, under the lock, by each method that changes them."""
+        if _counted is not None:
+            _counted(len(self._leases))
 
     def held(self) -> List[Lease]:
         with self._lock:
@@ -222,8 +223,7 @@ class Holdings:
         with self._lock:
             for job in jobs:
                 self._leases.pop(job.task_id, None)
-            if _counted is not None:
-                _counted(len(self._leases))
+            self._tell_count()
 
 
 #: Heartbeats between two sayings of a worker's lease length (``Leases.say``).
