@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..broker.packing import ScriptCall
-from ..broker.keys import QueueKeys
 from ..broker.transport import text
 from ..errors import DecodeError
 from ..periodic import MAX_NAME_BYTES, Schedule, from_record, with_times
@@ -325,9 +324,9 @@ class ScheduleStore(Store):
                      text_of(problem[0]) or "" if problem else "")
 
 
-def _removed(k: QueueKeys, removed: Any, most: int) -> Dict[bytes, str]:
-    """Say what schedule_page.lua took out (each once: it is gone, never read again);
-    returns, for each record set aside, what its listing says in its place."""
+def _removed(k: Any, removed: Any, most: int) -> Dict[bytes, str]:
+    """Say what schedule_page.lua took out of queue keys ``k`` (each once: it is gone,
+    never read again); returns, for each record set aside, what its listing says in its place."""
     aside: Dict[bytes, str] = {}
     for kind, length, *more in removed or ():
         kind, size = text(kind), f"{int(length):,}"

@@ -151,3 +151,26 @@ def test_a_huge_recent_entry_is_removed_by_the_listing_that_meets_it(
         assert status.startswith("200") and "good-late" in body, (path, status)
     after, xdel_after = sent_and_calls(admin, "xdel")
     assert xdel_after == xdel and after - before < MOST_SENT
+
+
+def test_the_armed_pages_go_on_past_removed_ticks(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    """A page of ticks all too long to be names read as the end of the armed
+    schedules (fewer entries than asked): the armed ones after it were never listed."""
+    from minitask.admin import schedule_counts, schedule_page
+    good = [f"good-{index}" for index in range(3)]
+    for name in good:
+        app.add_schedule(name, "mark", every=3600.0, args=("s",))
+    soon = int(time.time() * 1000) + 60_000  # before the good ones' ticks
+    admin.zadd(K.ticks, {bytes([65 + index]) * 1000: soon for index in range(3)})
+    counts = schedule_counts(app, ["other"])
+    listed: list = []
+    after = None
+    for _ in range(10):  # the pages, walked by their next (bounded: 4 at most here)
+        page = schedule_page(app, counts, after, 3)
+        listed += [schedule.name for schedule in page.schedules]
+        after = page.next
+        if after is None:
+            break
+    assert after is None and sorted(listed) == good, listed
+    assert admin.zcard(K.ticks) == 3
