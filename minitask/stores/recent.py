@@ -123,7 +123,8 @@ class RecentStore(Store):
              ) -> Tuple[Dict[str, List[RecentOutcome]], int]:
         """The newest ``count`` entries of each queue's record, newest first, in one
         round trip for them all (one script call each: an entry longer than ``ENTRY_BYTES``
-        is not sent), and how many entries were left out. A record of another type (no
+        is not sent, and is removed there, so that the next listing does not read it
+        again), and how many entries were left out. A record of another type (no
         minitask wrote it) is read as empty, said once; an entry that is not
         minitask's is left out, said in the log and counted: a listing with every
         entry left out says so, not that nothing ended."""
@@ -144,9 +145,10 @@ class RecentStore(Store):
             entries = []
             for _, body, *size in reply:
                 entry = unpack_entry(queue, body) if isinstance(body, bytes) else None
-                if size:
-                    ignored(key, f"an entry is {size[0]} bytes long, more than minitask "
-                                 f"writes ({ENTRY_BYTES}): not read")
+                if size:  # its length, and 1 when recent_page.lua removed it (said once)
+                    ignored(key, f"an entry is {int(size[0]):,} bytes long, more than "
+                                 f"minitask writes ({ENTRY_BYTES:,}): "
+                                 f"{'removed' if int(size[1]) else 'not read'}")
                 elif entry is None:
                     ignored(key, "an entry is not one minitask wrote")
                 else:

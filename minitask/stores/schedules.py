@@ -246,15 +246,18 @@ class ScheduleStore(Store):
         name, a record this minitask cannot read, a key of another type) are in the
         page's ``unreadable``; a tick or time that is no time is shown as none."""
         k = self.keys(queue)
+        most = self.longest_record()
         reply = self.transport.run(
-            "schedule_page", (k.schedules, k.ticks, k.fired),
-            (place.phase, count, place.at, place.name, self.longest_record()),
+            "schedule_page", (k.schedules, k.ticks, k.fired, k.schedules_aside),
+            (place.phase, count, place.at, place.name, most),
             f"list the schedules of queue {queue!r}")
-        status, following, *entries = reply
+        status, following, *rest = reply
         if text(status) == "foreign":
             problem = f"it holds another type than a hash ({text_of(following)})"
             ignored(k.schedules, problem)
             return Page([], [(k.schedules, "", problem)], 0, None)
+        removed, *entries = rest
+        aside = _removed(k, removed, most)
         found: List[Schedule] = []
         unreadable: List[Unreadable] = []
         fields = 0
@@ -267,7 +270,8 @@ class ScheduleStore(Store):
             if name is None:
                 continue
             if isinstance(record, int):  # its length: longer than minitask writes, not read
-                unreadable.append((k.schedules, name, too_large(k.schedules, name, record)))
+                unreadable.append((k.schedules, name, aside.get(raw) or too_large(
+                    k.schedules, name, record)))
                 continue
             try:
                 schedule = _read(record, name, queue)
@@ -277,8 +281,9 @@ class ScheduleStore(Store):
             found.append(with_times(schedule, whole(tick), whole(last)))
         nxt: Optional[Place]
         if place.phase == "armed":
-            nxt = (Place("unarmed", "0") if len(entries) < 4 * count else
-                   Place("armed", text(entries[-3]), entries[-4]))
+            read = whole(following) or 0  # ticks read, removed ones too
+            nxt = (Place("unarmed", "0") if read < count else
+                   Place("armed", text(entries[-3]), entries[-4]) if entries else place)
         else:
             cursor = text(following)
             nxt = None if cursor == "0" else Place("unarmed", cursor)
@@ -317,6 +322,31 @@ class ScheduleStore(Store):
         armed_ms = int(armed)
         return Fired(text(status), armed_ms if armed_ms >= 0 else None,
                      text_of(problem[0]) or "" if problem else "")
+
+
+def _removed(k: Any, removed: Any, most: int) -> Dict[bytes, str]:
+    """Say what schedule_page.lua took out of queue keys ``k`` (each once: it is gone,
+    never read again); returns, for each record set aside, what its listing says in its place."""
+    aside: Dict[bytes, str] = {}
+    for kind, length, *more in removed or ():
+        kind, size = text(kind), f"{int(length):,}"
+        if kind == "tick":
+            ignored(k.ticks, f"a tick whose name is {size} bytes, longer than any "
+                             f"schedule's ({MAX_NAME_BYTES}), was removed")
+        elif kind == "name":
+            ignored(k.schedules, f"a field of {size} bytes, longer than any schedule's name "
+                                 f"({MAX_NAME_BYTES}), was removed with its record (not listed)")
+        else:
+            raw, where = more
+            where = text(where)
+            shown = printable(text_of(raw) or raw)
+            moved = (f"set aside to key {where}" if where else
+                     f"deleted ({k.schedules_aside} holds another type)")
+            ignored(k.schedules, f"the record of field {shown!r} is {size} bytes, longer than "
+                                 f"any this app writes ({most:,}): {moved}, never read again")
+            aside[raw] = (f"key {k.schedules} field {shown[:200]!r} is too large ({size} "
+                          f"bytes, not read): {moved}")
+    return aside
 
 
 def _name(key: str, field: bytes,

@@ -29,6 +29,7 @@ from minitask import Minitask, discovery
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
+from minitask.periodic import MAX_NAME_BYTES
 from tests.apps.foreign import build
 
 pytestmark = pytest.mark.integration
@@ -188,6 +189,22 @@ def snapshot(client: "redis.Redis[bytes]", key: str) -> Tuple[bytes, Any]:
     return kind, sorted(client.hgetall(key).items()) if kind == b"hash" else client.dump(key)
 
 
+def overlong(app: Minitask, seen: Tuple[bytes, Any]) -> List[bytes]:
+    """The fields of a schedules snapshot a listing takes out: a name longer than any
+    schedule's, or a record longer than the app writes."""
+    if seen[0] != b"hash":
+        return []
+    most = app.broker.schedules.longest_record()
+    return [field for field, value in seen[1] if len(field) > MAX_NAME_BYTES or len(value) > most]
+
+
+def bounded(key: str, seen: Tuple[bytes, Any], out: List[bytes]) -> Tuple[bytes, Any]:
+    """A snapshot without the schedules fields ``out``."""
+    if key != TIMED.schedules or seen[0] != b"hash":
+        return seen
+    return seen[0], [(field, value) for field, value in seen[1] if field not in out]
+
+
 def planted_keys(kind: str, client: "redis.Redis[bytes]") -> List[str]:
     """The keys compared before and after: the metrics key only when it is the one
     planted and of another type than a hash (a hash, even one holding a planted
@@ -329,7 +346,11 @@ def check(kind: str, producer: Minitask, admin: "redis.Redis[bytes]", examples: 
             kept = [key for key, seen in before.items()
                     if seen[0] != b"none" and key != TIMED.ticks]
             after = {key: snapshot(admin, key) for key in kept}
-            assert after == {key: before[key] for key in kept}
+            # a schedule field or record longer than minitask writes is taken out by the
+            # listing that meets it (schedule_page.lua): exempt, the rest kept as it was
+            out = overlong(producer, before[TIMED.schedules])
+            assert ({key: bounded(key, seen, out) for key, seen in after.items()}
+                    == {key: bounded(key, before[key], out) for key in kept})
 
     planted_data_is_read_tolerantly()
 

@@ -1,23 +1,30 @@
 -- recent_page: the newest entries of a queue's record of recent outcomes (STREAM),
--- each sent only if its packed entry (field e) is no longer than a writer makes one:
--- a longer one (no minitask wrote it) is sent as its length (20 planted entries of
--- 10 MB made each /recent view and `minitask inspect recent` read 200 MB).
+-- each sent only if it is no longer than a writer makes one: a longer one (no
+-- minitask wrote it: its fields and values together over ARGV[2] bytes) is removed
+-- (XDEL) and sent as its length, so that it costs one listing, not every listing
+-- until the record is trimmed past it (20 planted entries of 10 MB made each /recent
+-- view and `minitask inspect recent` read 200 MB; then, kept, cost Redis 0.2-0.4 s a
+-- listing to read).
 -- KEYS[1] recent (STREAM)
 -- ARGV[1] entries at most   ARGV[2] the most bytes an entry sent may have
--- Returns: {1, entries newest first, each {ID, entry} or {ID, false, its length}
---   (false alone: no field e)}, or {0, Redis's refusal} for a key of another type
--- Invariant: reads only.
+-- Returns: {1, entries newest first, each {ID, field e} or {ID, false, its length,
+--   1 when it was removed} (false alone: no field e)}, or {0, Redis's refusal} for a
+--   key of another type
+-- Invariant: writes nothing but those removals. One Redis refuses (a replica, a full
+-- one) leaves the entry in place, still never sent.
 local reply = redis.pcall('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])
 if type(reply) == 'table' and reply.err then return {0, reply.err} end
 local most = tonumber(ARGV[2])
 local entries = {}
 for i, entry in ipairs(reply) do
-  local fields, body = entry[2], false
+  local fields, body, size = entry[2], false, 0
   for j = 1, #fields, 2 do
+    size = size + #fields[j] + #fields[j + 1]
     if fields[j] == 'e' then body = fields[j + 1] end
   end
-  if body and #body > most then
-    entries[i] = {entry[1], false, #body}
+  if size > most then
+    local gone = redis.pcall('XDEL', KEYS[1], entry[1])
+    entries[i] = {entry[1], false, size, (type(gone) == 'table' and gone.err) and 0 or 1}
   else
     entries[i] = {entry[1], body}
   end

@@ -1,5 +1,7 @@
--- schedule_page: one page of a queue's schedules, for the listings; writes nothing.
+-- schedule_page: one page of a queue's schedules, for the listings; writes nothing but
+-- the removals of entries no minitask wrote (below).
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
+-- KEYS[4] schedules_aside (HASH): where a record too long to be read is set aside
 -- ARGV[1] 'armed' or 'unarmed'   ARGV[2] entries at most (a page)
 -- armed: the schedules that have a tick, soonest first (the order of ticks: tick,
 --   then name byte by byte), after the entry ARGV[3] (its tick, as a score) and
@@ -12,21 +14,32 @@
 --   the scan is back to 0, or UNARMED_BUDGET fields were read (the armed records are
 --   read and passed over: no page in between is empty), and one ZSCORE for each field.
 -- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
--- Returns {'ok', next, name, tick or false, record or false, last tick or false, ...}:
--- next is the HSCAN cursor that follows (unarmed; '0': no more), '' for armed; a
--- tick of ticks without a record (a name minitask did not write) comes with record
--- false, so that the next page starts after it. {'foreign', the error} when
+-- Returns {'ok', next, removed, name, tick or false, record or false, last tick or
+-- false, ...}: next is the HSCAN cursor that follows (unarmed; '0': no more), or the
+-- number of ticks read (armed: fewer than ARGV[2], no more; removed ones count); a tick of ticks without a record (a name minitask did not write) comes with
+-- record false, so that the next page starts after it. {'foreign', the error} when
 -- schedules holds another type than a hash.
 -- Data minitask did not write (lib.lua): ticks or fired of another type count as
--- empty (every schedule is then unarmed, or never fired).
--- (HLEN, not TYPE: the commands of the docs' ACL list, guide/scaling.rst)
+-- empty (every schedule is then unarmed, or never fired). What no minitask writes
+-- costs one listing, not every one (a planted 50 MB field name was sent to each):
+-- removed lists each entry taken out, as {'name', length} (a field of schedules
+-- longer than NAME_MOST: HDEL, with its record), {'tick', length} (a member
+-- of ticks as long: ZREM) or {'aside', length, name, where} (a record longer than
+-- ARGV[5], read by an HSCAN or an HGET once: moved to KEYS[4] under its name, where
+-- '' when KEYS[4] holds another type and it was deleted); such a record is still in
+-- the page as its length, once. A removal Redis refuses (a replica) leaves the entry
+-- where it is, still never sent. None is ever sent: only its length.
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) == 'table' and size.err then
   guards().foreign(size)
   return {'foreign', size.err}
 end
 local count = tonumber(ARGV[2])
-local found = {'ok', ''}
+local removed = {}
+local found = {'ok', '', removed}
+-- The longest schedule name minitask writes (periodic.MAX_NAME_BYTES, as in
+-- schedule_armed.lua): a field or tick name longer is none.
+local NAME_MOST = 175
 
 -- Whether member `a` comes after `b` in a sorted set of equal scores (memcmp: Lua's
 -- own < follows the server's locale).
@@ -43,6 +56,28 @@ end
 -- tick longer than a number as none: a planted 20 MB record was sent to every listing.
 -- Each is measured (HSTRLEN), then those short enough read in one HMGET (done()).
 local most = tonumber(ARGV[5])
+
+-- Whether Redis made the removal (a replica, or a full one, refuses it).
+local function done_by(command, key, member)
+  local reply = redis.pcall(command, key, member)
+  return not (type(reply) == 'table' and reply.err)
+end
+
+-- Take `record` (its value, or nil: read it here) of field `name` out of schedules into
+-- KEYS[4], said in removed; a refused write (a replica, OOM) leaves it in place.
+local function set_aside(name, record)
+  record = record or redis.call('HGET', KEYS[1], name)
+  if not record then return end
+  local where = KEYS[4]
+  local put = redis.pcall('HSET', where, name, record)
+  if type(put) == 'table' and put.err then
+    if not string.find(tostring(put.err), 'WRONGTYPE', 1, true) then return end
+    where = ''
+  end
+  if not done_by('HDEL', KEYS[1], name) then return end
+  removed[#removed + 1] = {'aside', #record, name, where}
+end
+
 local function add(name, tick, record)
   if type(record) == 'string' and #record > most then record = #record end
   found[#found + 1] = name
@@ -56,7 +91,7 @@ end
 -- longer one is `long`(its length). A key of another type reads as none.
 local function measured(key, field_of, offset, longest, long)
   local places, fields = {}, {}
-  for i = 3, #found, 4 do
+  for i = 4, #found, 4 do
     local field = field_of(found[i])
     local length = tolerant(-1, 'HSTRLEN', key, field)
     if length < 0 then return end
@@ -90,15 +125,23 @@ if ARGV[1] == 'armed' then
     start = low
   end
   local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
-  -- a tick whose name is longer than any schedule's (periodic.MAX_NAME_BYTES: no
-  -- minitask wrote it) is left out: never sent, nor used to read a record (a worker's
-  -- schedule_armed.lua removes it)
+  found[2] = tostring(#ticks / 2)
+  -- a tick whose name is longer than any schedule's (NAME_MOST: no minitask wrote it)
+  -- is removed, never sent nor used to read a record (as schedule_armed.lua does)
   for i = 1, #ticks, 2 do
-    if #ticks[i] <= 175 then add(ticks[i], ticks[i + 1], false) end
+    if #ticks[i] <= NAME_MOST then
+      add(ticks[i], ticks[i + 1], false)
+    elseif done_by('ZREM', KEYS[2], ticks[i]) then
+      removed[#removed + 1] = {'tick', #ticks[i]}
+    end
   end
-  -- their records, measured: one longer than ARGV[5] is sent as its length
+  -- their records, measured: one longer than ARGV[5] is sent as its length, and set
+  -- aside (read once, here: so no later listing's HSCAN reads it)
   measured(KEYS[1], function(name) return name end, 2, most,
            function(length) return length end)
+  for i = 4, #found, 4 do
+    if type(found[i + 2]) == 'number' then set_aside(found[i], nil) end
+  end
   return done()
 end
 
@@ -113,8 +156,16 @@ repeat
   local fields = page[2]
   read = read + #fields / 2
   for i = 1, #fields, 2 do
-    if not tolerant(false, 'ZSCORE', KEYS[2], fields[i]) then add(fields[i], false, fields[i + 1]) end
+    local name, record = fields[i], fields[i + 1]
+    if #name > NAME_MOST then  -- no schedule's name: removed with its record, unsent
+      if done_by('HDEL', KEYS[1], name) then removed[#removed + 1] = {'name', #name} end
+    elseif not tolerant(false, 'ZSCORE', KEYS[2], name) then
+      if #record > most then set_aside(name, record) end
+      add(name, false, record)
+    elseif #record > most then
+      set_aside(name, record)  -- armed: listed (as its length) by the armed pages
+    end
   end
-until cursor == '0' or #found - 2 >= 4 * count or read >= UNARMED_BUDGET
+until cursor == '0' or #found - 3 >= 4 * count or read >= UNARMED_BUDGET
 found[2] = cursor
 return done()
