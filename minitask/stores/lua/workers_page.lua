@@ -12,9 +12,9 @@
 --   removed; the lengths of those above ARGV[2] removed}
 -- Invariant: writes nothing else. The caller has checked the key's type.
 local most = tonumber(ARGV[5])
-local live, ahead = {}, {}
-local listed = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[2], ARGV[1], 'LIMIT', 0, ARGV[3])
-listed = bounded_members(KEYS[1], listed, 1, most, live)
-local scored = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[2], '+inf', 'WITHSCORES',
-                          'LIMIT', 0, ARGV[4])
-return {listed, bounded_members(KEYS[1], scored, 2, most, ahead), live, ahead}
+local removed_live, removed_ahead = {}, {}
+local live = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[2], ARGV[1], 'LIMIT', 0, ARGV[3])
+local ahead = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. ARGV[2], '+inf', 'WITHSCORES',
+                         'LIMIT', 0, ARGV[4])
+return {bounded_members(KEYS[1], live, 1, most, removed_live),
+        bounded_members(KEYS[1], ahead, 2, most, removed_ahead), removed_live, removed_ahead}
