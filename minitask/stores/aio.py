@@ -32,7 +32,7 @@ from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DecodeError, DurabilityError
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
-from .foreign import ignored
+from .foreign import ignored, removed_members
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
 from .scripts import source
 
@@ -350,10 +350,10 @@ class AsyncBroker:
             for key in (store.app_keys.queues, store.app_keys.lanes):
                 found: List[Any] = []
                 cursor: Any = 0
-                longer = 0
+                removed: List[Any] = []
                 while len(found) < most - len(names):
-                    try:  # names_page.lua: members longer than a name are counted, not sent
-                        cursor, page, over = await self.run(
+                    try:  # names_page.lua: members longer than a name are removed, not sent
+                        cursor, page, lengths = await self.run(
                             ("names_page", "", (), (key, cursor, PAGE, MEMBER_BYTES), 1),
                             "list queues")
                     except BrokerError as exc:
@@ -364,12 +364,10 @@ class AsyncBroker:
                         ignored(key, f"it holds another type than a set ({cause})")
                         break
                     found += page
-                    longer += int(over)
+                    removed += lengths
                     if int(cursor) == 0:
                         break
-                if longer:
-                    ignored(key, f"{longer} member(s) longer than {MEMBER_BYTES} bytes are "
-                                 f"no queue name (left unread)")
+                removed_members(key, removed, "queue name")
                 read = sorted({text(name) for name in found})[:max(0, most - len(names))]
                 names += [name for name in read if name not in declared]
         return names

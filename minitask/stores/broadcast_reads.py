@@ -7,8 +7,8 @@ of a million fields, a 50 MB value in ``bcast:seen``, ``bcast:cursors``,
 status``, dashboard page, ``app.subscribers()`` and handle lookup. Here every value
 is measured before it is read (hash_fields.lua: HSTRLEN, O(1)): one longer than
 minitask writes there is never sent, said once in the log; and names are read a
-page at a time (broadcast_page.lua), a name longer than any subscriber's counted,
-never sent.
+page at a time (broadcast_page.lua), a name longer than any subscriber's removed
+there, never sent.
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from ..broker.transport import Transport
 from ..errors import BrokerError
 from ..printable import own_logger, printable
 from .bounds import Ask, TooLarge, read_fields, too_large
-from .foreign import ignored, name_of, raise_refusals, shown_member, summarised, whole
+from .foreign import (ignored, name_of, raise_refusals, removed_members, shown_member,
+                      summarised, whole)
 from .scripts import source
 from .store import Store
 
@@ -98,7 +99,8 @@ class BroadcastReads(Store):
         """One page of names of ``key`` (broadcast_page.lua: ``mode`` 'fields' from
         HSCAN cursor ``start``, 'rank' from rank ``start``, 'below' under score
         ``start``): the next HSCAN cursor ('0': the end) and the names; None for a key of
-        another type (said once)."""
+        another type (said once). A member or field longer than any subscriber name is
+        removed on the server, never sent, said once with its length."""
         stop = start + count - 1 if mode == "rank" else count
         reply = self.transport.run("broadcast_page", (key,),
                                    (mode, start, stop, NAME_BYTES, FIELD_BYTES),
@@ -106,9 +108,7 @@ class BroadcastReads(Store):
         if reply[0] in (b"foreign", "foreign"):
             ignored(key, f"it holds another type than minitask keeps there ({reply[1]!r})")
             return 0, None  # type: ignore[return-value]
-        if int(reply[2]):
-            ignored(key, f"{int(reply[2])} name(s) longer than {NAME_BYTES} bytes are no "
-                         f"subscriber name (not read)")
+        removed_members(key, reply[2], "subscriber name")
         return reply[0], list(reply[1])
 
     def cursors(self, queue: str) -> List[Cursor]:

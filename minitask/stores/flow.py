@@ -40,7 +40,7 @@ class FlowStore(Store):
     #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
     CHUNK = 1000
 
-    scripts = ("enqueue_flow", "enqueue_group", "hash_fields", "groups_top")
+    scripts = ("enqueue_flow", "enqueue_group", "hash_fields", "groups_top", "paused_page")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -295,38 +295,27 @@ class FlowStore(Store):
     def paused_many(self, queues: Sequence[str], shown: int = 10) -> Dict[str, Any]:
         """Per queue with paused groups (fair queues): ``paused_groups`` (how many) and
         ``paused_shown`` (at most ``shown`` of them, by name: those a scan's first step
-        finds, sorted), each with its ready tasks. Two round trips whatever the number
-        of queues or of paused groups (a SCARD and a bounded SSCAN, then a ZSCORE of
-        each name shown)."""
+        finds, sorted), each with its ready tasks. One round trip whatever the number of
+        queues or of paused groups (paused_page.lua: a SCARD, a bounded SSCAN, a ZSCORE
+        of each name read; a name longer than any group's is removed, never sent)."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
-        with self.transport.errors(f"read the paused groups of {len(keys)} queue(s)"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for k in keys:
-                pipe.scard(k.groups_paused)
-                pipe.sscan(k.groups_paused, 0, count=shown)
-            replies = pipe.execute(raise_on_error=False)
-            named: List[Tuple[str, int, List[bytes]]] = []
-            for index, queue in enumerate(queues):
-                count, scanned = replies[2 * index:2 * index + 2]
-                if isinstance(count, Exception) or isinstance(scanned, Exception):
-                    refusal = count if isinstance(count, Exception) else scanned
-                    ignored(keys[index].groups_paused, f"it holds another type ({refusal})")
-                    continue
-                if count:
-                    named.append((queue, int(count), sorted(scanned[1])[:shown]))
-            pipe = self.transport.client.pipeline(transaction=False)
-            for queue, _, names in named:
-                for name in names:
-                    pipe.zscore(queue_keys(self.app_name, queue).groups, name)
-            scores = iter(pipe.execute(raise_on_error=False) if named else [])
+        replies = self.transport.run_calls(
+            [("paused_page", queue, (k.groups_paused, k.groups), (shown, GROUP_BYTES), 0)
+             for queue, k in zip(queues, keys)],
+            f"read the paused groups of {len(keys)} queue(s)") if keys else []
         found: Dict[str, Any] = {}
-        for queue, count, names in named:
-            listed = []
-            for name in names:
-                score = next(scores)
-                backlog = None if isinstance(score, Exception) else whole(score, 0, _MOST)
-                listed.append((_group_shown(name), backlog or 0))
-            found[queue] = {"paused_groups": count, "paused_shown": listed}
+        for queue, k, (count, flat, *removed) in zip(queues, keys, replies):
+            if count is None:  # another type: data minitask did not write, none shown
+                ignored(k.groups_paused, f"it holds another type ({text(flat)})")
+                continue
+            removed_members(k.groups_paused, removed[0], "group name")
+            if not count:
+                continue
+            # (the scores of the names shown; one that is no count, or none: 0)
+            named = sorted(zip(flat[0::2], flat[1::2]), key=lambda pair: pair[0])[:shown]
+            found[queue] = {"paused_groups": int(count),
+                            "paused_shown": [(_group_shown(name), whole(score, 0, _MOST) or 0)
+                                             for name, score in named]}
         return found
 
 

@@ -11,18 +11,19 @@ from typing import Any, List, Sequence, Tuple
 
 from ..broker.keys import MAX_NAME
 from ..broker.transport import Transport
-from .foreign import ignored, name_of, raise_refusals, shown_member, summarised
+from .foreign import ignored, name_of, raise_refusals, removed_members, shown_member, summarised
 from .scripts import source
 
 #: Names a read of the registries takes by default (a lookup by id asks at most these).
 REGISTRY_READ = 1000
 #: Members one SSCAN page asks for.
 PAGE = 500
-#: The most bytes of a member a read takes (a name's characters in UTF-8): a longer
-#: member is no name minitask wrote, and the page script (names_page.lua) counts it
-#: on the server instead of sending it (4 planted members of 50 MB cost each
-#: ``minitask status`` 1.4 GB).
-MEMBER_BYTES = 4 * MAX_NAME
+#: The most bytes of a member a read takes: a lane's, ``queue:subscriber``, two names'
+#: characters in UTF-8 and the colon (an older minitask kept lanes in the queue
+#: registry too). A longer member is no name minitask wrote: the page script
+#: (names_page.lua) removes it on the server instead of sending it, said once with its
+#: length (4 planted members of 50 MB cost each ``minitask status`` 1.4 GB).
+MEMBER_BYTES = 2 * 4 * MAX_NAME + 1
 
 
 def read_names(transport: Transport, keys: Sequence[str], most: int = REGISTRY_READ,
@@ -75,18 +76,17 @@ def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bo
         members: List[Any] = []
         cursor: Any = 0
         whole = not total
-        longer = 0
+        removed: List[Any] = []
         if most and not whole:
             transport.register("names_page", source("names_page"))
         while most and len(members) < most and not whole:
-            cursor, page, over = transport.run("names_page", (key,),
-                                               (cursor, PAGE, MEMBER_BYTES), "list queues")
+            cursor, page, lengths = transport.run("names_page", (key,),
+                                                  (cursor, PAGE, MEMBER_BYTES), "list queues")
             members += page
-            longer += int(over)
+            removed += lengths
             whole = int(cursor) == 0
-    if longer:
-        ignored(key, f"{longer} member(s) longer than {MEMBER_BYTES} bytes are no queue "
-                     f"name (left unread)")
+    removed_members(key, removed, "queue name")
+    total = int(total) - len(removed)
     names = []
     for member in list(dict.fromkeys(members))[:most]:  # SSCAN may repeat one
         name = name_of(member)
@@ -95,4 +95,4 @@ def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bo
         else:
             names.append(name)
     unique = len(set(members))
-    return names, max(0, int(total) - len(names)), whole and unique <= most
+    return names, max(0, total - len(names)), whole and unique <= most

@@ -10,7 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import BrokerError
 from ..printable import printable
 from ..wire.message import MAX_MS, MAX_SECONDS
-from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
+from .foreign import (ignored, name_of, raise_refusals, removed_members, shown_member, text_of,
+                      whole)
 from .store import Store
 
 #: The order that stops a worker as SIGTERM does.
@@ -32,8 +33,8 @@ TRUSTED_AHEAD_MS = 15_000
 #: counted): planted +inf members are read last.
 SHOWN_AHEAD = 20
 #: The most bytes of a registry member a listing reads (a name's 300 characters in
-#: UTF-8): a longer member is cut to one byte more on the server (workers_page.lua),
-#: and left out as no worker's name.
+#: UTF-8): a longer member is no worker's id, removed on the server unsent
+#: (workers_page.lua) and said once with its length.
 NAME_BYTES = 1_200
 #: Workers' records read in one round trip.
 RECORD_BATCH = 250
@@ -167,13 +168,15 @@ class WorkerRegistry(Store):
                 ignored(key, f"it holds another type than a sorted set ({replies[1]})")
                 return WorkerListing([])
             _, live, ahead_count = replies
-        # the members, each cut to NAME_BYTES + 1 bytes on the server (a longer one
-        # names no worker: it is left out as such, never read whole); those ahead
-        # nearest first: members planted at +inf cannot push out a clock ahead
-        members, flat = self.transport.run(
+        # the members (one longer than NAME_BYTES names no worker: removed on the
+        # server, never read, said once); those ahead nearest first: members planted
+        # at +inf cannot push out a clock ahead
+        members, flat, removed, removed_ahead = self.transport.run(
             "workers_page", (key,),
             (lowest, trusted, -1 if limit is None else limit, SHOWN_AHEAD, NAME_BYTES),
             "list workers")
+        removed_members(key, [*removed, *removed_ahead], "worker id")
+        live, ahead_count = int(live) - len(removed), int(ahead_count) - len(removed_ahead)
         ahead = [(flat[i], float(flat[i + 1])) for i in range(0, len(flat), 2)]
         with self.transport.errors("list workers"):
             # the longest silent first, as a ZRANGE lists
@@ -185,9 +188,8 @@ class WorkerRegistry(Store):
             at = whole(scores[info["id"]], 0, MAX_MS)
             if at is not None:
                 info["ahead_ms"] = str(at - now_ms)
-        return WorkerListing(found, int(live) - len(found), scored,
-                             int(ahead_count) - len(scored),
-                             past_limit=int(live) - len(members), gone=gone)
+        return WorkerListing(found, live - len(found), scored, ahead_count - len(scored),
+                             past_limit=live - len(members), gone=gone)
 
     def _read(self, members: List[Any]) -> Tuple[List[Dict[str, str]], int]:
         """The records of registry ``members``; those that name no worker, or hold no

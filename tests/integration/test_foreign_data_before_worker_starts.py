@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, Phase, given, settings, strategies as st
 from minitask import Minitask
 from minitask.broker.keys import lane, queue_keys
 from minitask.dashboard.web import Dashboard
+from minitask.stores.names import MEMBER_BYTES
 from tests.apps.foreign import build
 from tests.integration.test_foreign_data_keeps_workers_running import (  # noqa: F401
     APP, NEWS, OTHER, PLANTS, REGISTRY, SCORES, SUBSCRIBER, TEXTS, TIMED, VALUES, WAITING,
@@ -267,6 +268,9 @@ def kept(client: "redis.Redis[bytes]", planted: Dict[str, Tuple[str, Any]]) -> N
             now, holds = contents(client, key)
             assert now == was, f"{key} was a {was}, now a {now}"
             if isinstance(held, set):
+                if key in (REGISTRY.queues, REGISTRY.lanes):  # a member longer than a
+                    # name is removed by the first listing, unsent (names_page.lua)
+                    held = {member for member in held if len(member) <= MEMBER_BYTES}
                 assert held <= holds, f"{key} lost {sorted(held - holds)[:5]!r}"
             else:
                 assert holds == held, f"{key} changed"

@@ -281,13 +281,15 @@ local function step_marker(marker)
   end
 end
 
--- A listing's ZRANGE reply `listed` of `key` (`step` 2: WITHSCORES, 1: without), kept
--- to the members no longer than `most` (the longest minitask writes there: an id,
--- wire.message.MAX_ID_BYTES; a group's name). A longer one (planted: a 50 MB id made
--- the dashboard's dead letters page 262 MB) is never sent: it is removed (ZREM, a key
--- minitask alone writes, so that it costs one call, not every listing), and its length
--- added to `removed`, for the caller's log. Returns the members kept, in their order.
-local function bounded_members(key, listed, step, most, removed)
+-- A listing's reply `listed` of `key` (`step` 2: member, score or field, value pairs;
+-- 1: members alone), kept to the members no longer than `most` (the longest minitask
+-- writes there: an id, wire.message.MAX_ID_BYTES; a group's name; a queue, worker or
+-- subscriber name). A longer one (planted: a 50 MB id made the dashboard's dead letters
+-- page 262 MB) is never sent: it is removed by `command` (ZREM when none is given; SREM
+-- for a set, HDEL for a hash: a key minitask alone writes, so that it costs one call,
+-- not every listing), and its length added to `removed`, for the caller's log. Returns
+-- the members kept, in their order.
+local function bounded_members(key, listed, step, most, removed, command)
   local kept = listed
   for i = 1, #listed, step do
     if #listed[i] > most then
@@ -295,7 +297,8 @@ local function bounded_members(key, listed, step, most, removed)
         kept = {}
         for j = 1, i - 1 do kept[j] = listed[j] end
       end
-      redis.pcall('ZREM', key, listed[i])  -- (refused, a replica: left, and still not sent)
+      -- (refused, a replica: left, and still not sent)
+      redis.pcall(command or 'ZREM', key, listed[i])
       removed[#removed + 1] = #listed[i]
     elseif kept ~= listed then
       for j = i, i + step - 1 do kept[#kept + 1] = listed[j] end
