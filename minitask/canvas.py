@@ -153,8 +153,9 @@ class Workflow(ABC):
         # what app.handle(id) / app.group_handle(id) rebuild the handle from elsewhere
         record = (handle.id, describe(handle), compiler.max_ttl)
         broker = sender.broker()
-        with ids_reserved(broker.step_ids, compiler.chosen_ids, self, handle.id,
-                          compiler.max_ttl):  # a step's explicit id is one workflow's
+        # a step's explicit id is one workflow's (a lone task's is checked, sent at once)
+        with ids_reserved(broker.step_ids, compiler.chosen_ids, self,
+                          handle.id if node["k"] != "t" else "", compiler.max_ttl):
             broker.workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
                                    record)
         return handle

@@ -108,7 +108,7 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
         BrokerError: Redis could not be reached.
     """
     unique = sorted(set(tasks))
-    if not unique:
+    if not unique:  # ('' for ``wid``: a lone task, whose ids are checked, not reserved)
         yield
         return
     taken = store.reserve(unique, wid, ttl_ms)
@@ -117,7 +117,8 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
     try:
         yield
     except BaseException:
-        store.release(unique, wid)
+        if wid:
+            store.release(unique, wid)
         raise
 
 

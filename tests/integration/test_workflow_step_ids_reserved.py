@@ -56,6 +56,11 @@ def test_a_pending_step_id_is_refused_to_a_second_workflow_and_the_first_runs(
     assert "'free'" not in said
     assert client.hlen(KEYS.messages) == messages  # nothing of the second was sent
     assert client.exists(OTHER.once("free")) == 0  # reserved in its queue, released
+    # a lone step is sent at once: its id is checked (refused here), never reserved
+    with pytest.raises(ConfigurationError, match="'shared'"):
+        add.si(1, 1).set(task_id="shared").delay()
+    lone = add.si(1, 1).set(task_id="lone").delay()
+    assert client.hgetall(KEYS.once("lone")) == {b"state": b"sent"}  # no workflow named
     # a workflow that fails to send releases its ids: they can be sent again
     with pytest.raises(MessageTooLarge):
         chain(add.si(1, 1).set(task_id="big"), add.s("x" * 2_000_000)).delay()
@@ -65,6 +70,7 @@ def test_a_pending_step_id_is_refused_to_a_second_workflow_and_the_first_runs(
                               "-Q", "default,other", env={"MINITASK_BROKER_URL": server.url},
                               log=log)
     assert first.get(timeout=DEADLINE) == 6  # its reserved step was sent over it
+    assert lone.get(timeout=DEADLINE) == 2
     assert chain(add.si(1, 1).set(task_id="big"), add.s(2)).delay().get(
         timeout=DEADLINE) == 4
     worker.send_signal(signal.SIGTERM)

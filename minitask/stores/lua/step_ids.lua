@@ -3,7 +3,8 @@
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] retrying (HASH)
 -- KEYS[4] dead (ZSET)     KEYS[5] messages (HASH)
 -- KEYS[5 + n] the marker (HASH, keys.py: once:<id>) of the n-th id
--- ARGV[1] 'reserve' or 'release'   ARGV[2] the workflow's id
+-- ARGV[1] 'reserve' or 'release'   ARGV[2] the workflow's id ('': a lone task, sent
+-- at once: its ids are checked, not reserved)
 -- ARGV[3] how long a reservation lives (ms: the workflow's longest result ttl)
 -- ARGV[4] the longest workflow id minitask writes (a longer one is not read)
 -- ARGV[4 + n] the n-th id
@@ -34,6 +35,7 @@ end
 
 if ARGV[1] == 'release' then
   local dropped = 0
+  if wid == '' then return 0 end
   for n = 5, #ARGV do
     local marker = KEYS[n + 1]
     if redis.call('TYPE', marker)['ok'] == 'hash' and redis.call('HEXISTS', marker, 'state') == 0
@@ -79,7 +81,7 @@ for n = 5, #ARGV do
     taken[#taken + 1] = other
   end
 end
-if #taken > 0 then return taken end
+if #taken > 0 or wid == '' then return taken end
 for _, marker in ipairs(free) do
   redis.call('HSET', marker, 'w', wid)
   redis.call('PEXPIRE', marker, ttl)
