@@ -22,7 +22,7 @@ from .handle import StepHandle, TaskHandle
 from .options import MAX_TASK_ID_BYTES, new_task_id
 from .sending import Sender
 from .stores.plans import task_nodes
-from .stores.step_ids import refuse_taken_by_steps
+from .stores.step_ids import ids_reserved
 from .stores.workflows import Node
 from .wire.serializer import check_arguments
 
@@ -152,8 +152,12 @@ class Workflow(ABC):
         sender.refuse_in_batch("start a workflow")
         # what app.handle(id) / app.group_handle(id) rebuild the handle from elsewhere
         record = (handle.id, describe(handle), compiler.max_ttl)
-        sender.broker().workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
-                                        record)
+        broker = sender.broker()
+        # a step's explicit id is one workflow's (a lone task's is checked, sent at once)
+        with ids_reserved(broker.step_ids, compiler.chosen_ids, self,
+                          handle.id if node["k"] != "t" else "", compiler.max_ttl):
+            broker.workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
+                                   record)
         return handle
 
     @abstractmethod
@@ -349,11 +353,6 @@ class chord(Workflow):  # noqa: N801
         return self.body.first_task()
 
 
-#: States of a task id that a workflow step cannot take, as they read.
-_TAKEN = {"queued": "queued", "scheduled": "scheduled", "running": "running",
-          "retrying": "retrying", "dead": "a dead letter"}
-
-
 class _Compiler:
     """Turns a workflow into a plan (see stores/workflows.py) and its handle."""
 
@@ -365,12 +364,12 @@ class _Compiler:
         self.chosen_ids: List[Tuple[str, str]] = []
 
     def check_ids(self, workflow: Workflow) -> None:
-        """Refuse ids chosen twice in the workflow, or already taken by a task still
-        pending (or dead): that step would never be sent, and what waits for it, never run.
+        """Refuse ids chosen twice in the workflow, or too long: that step would never
+        be sent, and what waits for it, never run (``stores.step_ids`` refuses those
+        taken in Redis as it reserves them).
 
         Raises:
             ConfigurationError: naming the ids; nothing was sent.
-            BrokerError: Redis could not be reached.
         """
         long = sorted({task_id for _, task_id in self.chosen_ids
                        if len(task_id.encode("utf-8", "surrogatepass")) > MAX_TASK_ID_BYTES})
@@ -385,16 +384,6 @@ class _Compiler:
             raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
                                      f"{', '.join(map(repr, twice))} are given to more than "
                                      f"one step; each step needs an id of its own")
-        unique = sorted(set(self.chosen_ids))
-        states = self.broker.results.states(unique) if unique else []
-        taken = [f"{task_id!r} ({_TAKEN[state]})" for (_, task_id), (state, _) in
-                 zip(unique, states) if state in _TAKEN]
-        if taken:
-            raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
-                                     f"{', '.join(taken)} belong to tasks still in Redis; "
-                                     f"such a step would never be sent: choose other ids")
-        refuse_taken_by_steps(self.broker.transport, self.broker.results.app_name, unique,
-                              workflow)
 
     def compile(self, item: Workflow, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
                 kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:

@@ -397,6 +397,7 @@ def log_error(log: logging.Logger, level: int, msg: str, *args: Any, error: Base
     record = log.makeRecord(log.name, level, filename, line, msg, args,
                             (type(error), error, error.__traceback__), function, extra, stack)
     record.exc_text = logged_trace(error)
+    record.trace_escaped = True  # ours: a text formatter prints it as it is
     log.handle(record)
 
 

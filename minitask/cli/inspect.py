@@ -161,7 +161,8 @@ def _list(args: argparse.Namespace, which: str) -> int:
                    "tasks": [item.as_dict() for item in listing.tasks]})
         return 0
     now = _dt.datetime.now(_dt.timezone.utc)
-    if which == "recent" and not listing.tasks and not app.recent_outcomes:
+    if which == "recent" and not listing.tasks and not listing.left_out \
+            and not app.recent_outcomes:
         print(f"no recent outcomes: app {app.name!r} keeps no record of them "
               f"(recent_outcomes=0)")
         return 0

@@ -25,7 +25,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(task_prefix)s%(message)s"
 
 #: Attributes every LogRecord has; anything else a caller passed in ``extra`` goes to JSON.
 _STANDARD = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) | {
-    "message", "asctime", "task_id", "task_name", "task_prefix"}
+    "message", "asctime", "task_id", "task_name", "task_prefix", "trace_escaped"}
 
 
 class TaskContextFilter(logging.Filter):
@@ -49,6 +49,15 @@ class TextFormatter(logging.Formatter):
     the terminal nor forge a log line of its own. The traceback keeps its lines, and
     each exception's own text in it (the line naming its type, of every exception of
     the chain) is escaped like the message."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """As logging formats it, but a traceback another handler's formatter cached on
+        the record (``exc_text``, raw: the app's own handler, say) is formatted again,
+        escaped; ``log_error``'s own (escaped, bounded) is kept."""
+        if record.exc_info and record.exc_info[1] is not None and record.exc_text \
+                and not getattr(record, "trace_escaped", False):
+            record.exc_text = None
+        return super().format(record)
 
     def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
         record.message = printable(record.message)

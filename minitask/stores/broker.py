@@ -25,6 +25,7 @@ from .recent import RecentStore
 from .registry import WorkerRegistry
 from .results import ResultStore
 from .schedules import ScheduleStore
+from .step_ids import StepIdStore
 from .workflows import WorkflowStore
 
 
@@ -51,6 +52,7 @@ class Broker:
         self.metrics = MetricsStore(self.transport, app_name)
         self.progress = ProgressStore(self.transport, app_name)
         self.recent = RecentStore(self.transport, app_name)
+        self.step_ids = StepIdStore(self.transport, app_name)
         if limits is not None:  # the app's max_message_bytes and max_result_bytes
             self.bound(*limits)
 

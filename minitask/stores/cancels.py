@@ -28,7 +28,7 @@ from ..errors import BrokerError
 from ..wire.message import MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
 from .cancel_entries import drop_foreign, request_of
-from .foreign import foreign, ignored, raise_refusals
+from .foreign import foreign, ignored
 from .store import Store
 
 _SCRIPTS = ("request_cancel", "end_cancelled")
@@ -44,8 +44,14 @@ Request = Tuple[str, str, str]
 #: request_cancel.lua's reply when it set the stream aside first.
 _SET_ASIDE = 2
 
-#: The entry that ends watches (``wake``) and finds where a stream ends
-#: (``positions``): every watch skips it.
+#: How far before the server's time a starting watch reads a stream from: Redis
+#: gives a new entry the id max(its clock, the last id + 1), so a clock stepped back
+#: a little (NTP) after the watch looked still gives ids past it. Requests of the
+#: last second are read again: a watch skips those of tasks its worker does not hold.
+START_MARGIN_MS = 1000
+
+#: The entry that ends watches (``wake``), and finds where a stream ends when
+#: Redis refuses TIME (``positions``): every watch skips it.
 _WAKE: Dict[Any, Any] = {"wake": "1"}
 _WAKE_READ = {b"wake": b"1"}
 
@@ -81,8 +87,8 @@ class CancelStore(Store):
             [self.request_call(queue, task_id)], f"ask to stop task {task_id}")[0])
 
     def posted(self, queue: str, reply: Any) -> bool:
-        """What request_cancel.lua's ``reply`` means (the async producer's too), said
-        once when it set a stream aside."""
+        """What request_cancel.lua's ``reply`` means (the async producer's too; the first
+        item of its reply to a look), said once when it set a stream aside."""
         if reply == _SET_ASIDE:
             self._said_set_aside(queue)
         return bool(reply)
@@ -96,18 +102,37 @@ class CancelStore(Store):
     def set_aside(self, queue: str) -> bool:
         """Set aside the queue's stream, which holds an entry minitask did not write (a
         watch read one); False, said once, when that is refused (the key named)."""
-        call = self.request_call(queue, "")
+        return not isinstance(self.look_all([queue])[0], BrokerError)
+
+    def look_all(self, queues: Sequence[str]) -> List[Any]:
+        """For each queue, in one round trip where the connection allows: the server's
+        time in ms as request_cancel.lua reads it (None: TIME refused), its stream set
+        aside first when it holds an id past any minitask writes (said once); or the
+        BrokerError, said once, of a stream key minitask cannot use (another type, or
+        one set aside before that nobody deleted)."""
+        calls = [self.request_call(queue, "") for queue in queues]
         try:
-            reply = self.transport.run_calls([call], "set aside the cancel requests")[0]
-        except BrokerError as exc:
-            if not foreign(exc):
+            replies = self.transport.run_calls(calls, "look at the cancel requests",
+                                               keep_refused=True)
+        except BrokerError as exc:  # a cluster's call is sent alone: refusals raise
+            if len(calls) != 1 or not foreign(exc):
                 raise
-            ignored(self.keys(queue).cancels, f"{exc}; running tasks of queue {queue!r} "
-                                              f"cannot be stopped on request until it is "
-                                              f"fixed")
-            return False
-        self.posted(queue, reply)
-        return True
+            replies = [exc]
+        looked: List[Any] = []
+        for queue, reply in zip(queues, replies):
+            if isinstance(reply, BrokerError):
+                if not foreign(reply):
+                    raise reply
+                said = (f"it holds another type ({reply})" if "WRONGTYPE" in str(reply)
+                        else str(reply))
+                ignored(self.keys(queue).cancels, f"{said}; running tasks of queue {queue!r} "
+                                                  f"cannot be stopped on request until it "
+                                                  f"is fixed")
+                looked.append(reply)
+                continue
+            self.posted(queue, reply[0])
+            looked.append(int(reply[1]) if reply[1] else None)
+        return looked
 
     # -- the worker side -----------------------------------------------------------
 
@@ -133,38 +158,41 @@ class CancelStore(Store):
 
     def positions(self, queues: Sequence[str],
                   seen: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-        """Where each queue's stream ends now (the id of a wake-up entry added to it, not
-        its last entry read: that may be a huge one planted): requests after these are
-        new; or, for a
-        queue in ``seen`` (watched before it was left out), where the watch had read
-        to, so that requests posted while it was left out are heard. A queue whose
-        stream key holds another type (no minitask wrote it) is left out, said once:
-        one such key must not stop the watch of every other queue."""
+        """Where to read each queue's stream from: a little before the server's time now
+        (``START_MARGIN_MS``; every later request's id is past it), so that neither an
+        entry is added (it woke every other watch, and failed on a full Redis) nor the
+        last entry read (a planted one may be 32 MB); or, for a queue in ``seen``
+        (watched before it was left out), where the watch had read to, so that requests
+        posted while it was left out are heard. A queue whose stream key minitask
+        cannot use (another type) is left out, said once: one such key must not stop
+        the watch of every other queue. With TIME refused (an ACL without it), a
+        wake-up entry is added and its id taken, as minitask did before."""
         found: Dict[str, str] = {}
-        with self.transport.errors("read the cancel requests"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            for queue in queues:  # where it ends, without reading an entry (_WAKE)
-                pipe.xadd(self.keys(queue).cancels, _WAKE, maxlen=STREAM_LENGTH,
-                          approximate=True, nomkstream=True)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(reply for reply in replies if not _exhausted(reply))
-        for queue, last in zip(queues, replies):
-            if _exhausted(last):  # an id deleted since took the last one: the next
-                found[queue] = "0-0"  # request sets it aside, and starts a new stream
-            elif isinstance(last, Exception):
-                ignored(self.keys(queue).cancels, f"it holds another type ({last}); running "
-                                                  f"tasks of queue {queue!r} cannot be "
-                                                  f"stopped on request until it is fixed")
+        for queue, now_ms in zip(queues, self.look_all(queues)):
+            if isinstance(now_ms, BrokerError):
                 continue
-            elif last and _planted(last):
-                if not self.set_aside(queue):
-                    continue
-                found[queue] = "0-0"  # a new stream
-            elif seen and queue in seen:
+            if seen and queue in seen:
                 found[queue] = seen[queue]
+            elif now_ms is None:
+                found[queue] = self._position_by_wake(queue)
             else:
-                found[queue] = text(last) if last else "0-0"
+                found[queue] = f"{max(0, now_ms - START_MARGIN_MS)}-0"
         return found
+
+    def _position_by_wake(self, queue: str) -> str:
+        """Where the stream ends, as the id of a wake-up entry added to it (with no
+        TIME to read): "0-0" when there is no stream (NOMKSTREAM) or its last id was
+        taken (the next request starts a new one)."""
+        with self.transport.errors("read the cancel requests"):
+            try:
+                last = self.transport.client.xadd(self.keys(queue).cancels, _WAKE,
+                                                  maxlen=STREAM_LENGTH, approximate=True,
+                                                  nomkstream=True)
+            except redis.ResponseError as exc:
+                if not _exhausted(exc):
+                    raise
+                return "0-0"
+        return text(last) if last else "0-0"
 
     def wake(self, queues: Sequence[str]) -> None:
         """End the watches blocked on these queues' streams (a stopping worker's own):

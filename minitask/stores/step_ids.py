@@ -1,61 +1,125 @@
-"""Task ids a new workflow may not give its steps: ids a workflow step took already.
+"""Task ids a new workflow may not give its steps, and their reservation.
 
 A workflow step is sent only if its marker (``once:<id>``, see ``stores.workflows``)
-does not exist, so that a step run twice never sends what follows it twice. The
-marker outlives the step's run, as long as its result. An explicit ``task_id``
-that a step of an earlier workflow took, while that marker lives, would never be
-sent in a new one: its group would never fill, and the chord body (or the group's
-next step) waiting for it would stay pending for ever. ``canvas`` refuses such ids
-at ``delay()``, naming them.
+holds no state yet, so that a step run twice never sends what follows it twice. The
+marker outlives the step's run, as long as its result. An explicit ``task_id`` that
+a task still in Redis holds, that a step of an earlier workflow took while its
+marker lives, or that a workflow sent before and still pending gives to a step it
+has not sent yet, would never be sent in a new one: its group would never fill, and
+the chord body (or the group's next step) waiting for it would stay pending for ever.
+
+So a workflow reserves its explicit ids as it is sent (``step_ids.lua``, one call per
+queue, in one round trip where the connection allows): each free id's marker gets the
+workflow's id (field ``w``, no state), for the workflow's longest result ttl; spawn.lua
+later sends the step over it. A taken id refuses the workflow at ``delay()``, naming
+it and why, with nothing written; the reservations made in other queues meanwhile,
+and all of them when sending fails, are released.
 """
 from __future__ import annotations
 
-from typing import List, Sequence, Tuple
+import contextlib
+from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
-from ..broker.keys import queue_keys
-from ..broker.transport import Transport
-from ..errors import ConfigurationError
-from ..printable import own_logger
-from .foreign import raise_refusals
+from ..broker.packing import ScriptCall
+from ..broker.transport import text
+from ..errors import BrokerError, ConfigurationError
+from ..printable import own_logger, printable, shown_name
+from ..wire.message import MAX_ID_BYTES
+from .store import Store
 
 logger = own_logger(__name__)
 
+#: A task state that holds an id, as the refusal says it.
+_STATES = {"queued": "queued", "scheduled": "scheduled", "running": "running",
+           "retrying": "retrying", "dead": "a dead letter"}
 
-def taken_by_steps(transport: Transport, app_name: str,
-                   tasks: Sequence[Tuple[str, str]]) -> List[Tuple[str, str]]:
-    """The ``(queue, task id)`` of ``tasks`` that a workflow step took already (its
-    marker exists), in one round trip. A marker key of another type is none of
-    minitask's: left to the workflow's script, which refuses it naming the key.
 
-    Raises:
-        BrokerError: Redis could not be reached, or refused the read.
-    """
-    if not tasks:
-        return []
-    with transport.errors(f"read the workflow step markers of {len(tasks)} task id(s)"):
-        pipe = transport.client.pipeline(transaction=False)
+class StepIdStore(Store):
+    """Reserving the explicit task ids of a workflow's steps as it is sent."""
+
+    scripts = ("step_ids",)
+
+    def _calls(self, mode: str, tasks: Sequence[Tuple[str, str]], wid: str,
+               ttl_ms: int) -> List[ScriptCall]:
+        by_queue: Dict[str, List[str]] = {}
         for queue, task_id in tasks:
-            pipe.hexists(queue_keys(app_name, queue).once(task_id), "state")
-        found = pipe.execute(raise_on_error=False)
-        raise_refusals(found)
-    return [task for task, marked in zip(tasks, found) if marked is True]
+            by_queue.setdefault(queue, []).append(task_id)
+        calls: List[ScriptCall] = []
+        for queue, ids in by_queue.items():
+            k = self.keys(queue)
+            calls.append(("step_ids", queue,
+                          (k.leases, k.delayed, k.retrying, k.dead, k.messages),
+                          [*(k.once(task_id) for task_id in ids), mode, wid, ttl_ms,
+                           MAX_ID_BYTES, *ids], len(ids)))
+        return calls
+
+    def reserve(self, tasks: Sequence[Tuple[str, str]], wid: str,
+                ttl_ms: int) -> List[Tuple[str, str, str]]:
+        """Reserve the ids of ``tasks`` (queue, id) for workflow ``wid``; the (id, why,
+        other workflow or '') of those taken, none reserved then (those reserved in
+        other queues meanwhile are released)."""
+        calls = self._calls("reserve", tasks, wid, ttl_ms)
+        replies = self.transport.run_calls(calls, f"reserve the task ids of {len(tasks)} "
+                                                  f"workflow step(s)")
+        taken = [(text(reply[i]), text(reply[i + 1]), text(reply[i + 2]))
+                 for reply in replies for i in range(0, len(reply), 3)]
+        if taken and len(calls) > 1:
+            self.release(tasks, wid)
+        return taken
+
+    def release(self, tasks: Sequence[Tuple[str, str]], wid: str) -> None:
+        """Drop what ``reserve`` left of workflow ``wid``'s reservations (steps not sent:
+        a sent or cancelled step's marker stays). A failure is logged, not raised: the
+        reservations then expire with the workflow's results."""
+        try:
+            self.transport.run_calls(self._calls("release", tasks, wid, 0),
+                                     f"release the task ids of {len(tasks)} workflow "
+                                     f"step(s)")
+        except BrokerError as exc:
+            logger.warning("could not release the task ids reserved by workflow %s (%s); "
+                           "they stay reserved until its results would expire", wid, exc)
 
 
-def refuse_taken_by_steps(transport: Transport, app_name: str,
-                          tasks: Sequence[Tuple[str, str]], workflow: object) -> None:
-    """Refuse the explicit ids ``tasks`` of ``workflow`` (its repr names it in the
-    error, made only then: a deep one's is costly) that a workflow step took already
-    (``taken_by_steps``).
-
-    Raises:
-        ConfigurationError: naming the ids; nothing was sent.
-        BrokerError: Redis could not be reached.
-    """
-    taken = taken_by_steps(transport, app_name, tasks)
-    if taken:  # its group would never fill, what waits for it never run
-        named = ", ".join(repr(task_id) for _, task_id in taken)
-        raise ConfigurationError(
-            f"workflow {workflow!r}: the task id(s) {named} were taken by a step of an "
-            f"earlier workflow (its marker lives as long as its result): such a step would "
+def _refusal(workflow: object, taken: Sequence[Tuple[str, str, str]]) -> str:
+    """The error naming each taken id, by what holds it."""
+    held = [f"{task_id!r} ({_STATES[why]})" for task_id, why, _ in taken if why in _STATES]
+    stepped = [repr(task_id) for task_id, why, _ in taken if why == "step"]
+    reserved = [f"{task_id!r} (workflow {printable(shown_name(other)) or '?'})"
+                for task_id, why, other in taken if why == "reserved"]
+    said = ([f"{', '.join(held)} belong to tasks still in Redis"] if held else []) + \
+        ([f"{', '.join(stepped)} were taken by a step of an earlier workflow (its marker "
+          f"lives as long as its result)"] if stepped else []) + \
+        ([f"{', '.join(reserved)} are given by a workflow still pending to a step it has "
+          f"not sent yet"] if reserved else [])
+    return (f"workflow {workflow!r}: the task id(s) {'; '.join(said)}: such a step would "
             f"never be sent, and what waits for it would stay pending for ever: choose "
             f"other ids")
+
+
+@contextlib.contextmanager
+def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow: object,
+                 wid: str, ttl_ms: int) -> Iterator[None]:
+    """Within: the explicit ids ``tasks`` (queue, id) of ``workflow`` (its repr names it
+    in the error, made only then: a deep one's is costly) are reserved for ``wid``;
+    released if the block raises (sending failed: its steps may be sent again).
+
+    Raises:
+        ConfigurationError: naming the ids taken, and why; nothing was written.
+        BrokerError: Redis could not be reached.
+    """
+    unique = sorted(set(tasks))
+    if not unique:  # ('' for ``wid``: a lone task, whose ids are checked, not reserved)
+        yield
+        return
+    taken = store.reserve(unique, wid, ttl_ms)
+    if taken:
+        raise ConfigurationError(_refusal(workflow, taken))
+    try:
+        yield
+    except BaseException:
+        if wid:
+            store.release(unique, wid)
+        raise
+
+
+__all__: List[Any] = ["StepIdStore", "ids_reserved"]

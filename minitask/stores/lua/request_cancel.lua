@@ -2,14 +2,19 @@
 -- KEYS[1] leases (ZSET)   KEYS[2] cancels (STREAM)
 -- KEYS[3] cancels_aside (STREAM): where a stream holding an entry minitask did not
 -- write is set aside, under the same hash tag
--- ARGV[1] id ('': post nothing, only set a stream aside as below: a worker's
--- cancel watch asks that when it reads such an entry)
+-- ARGV[1] id ('': post nothing, only set a stream aside as below and say the
+-- server's time: a worker's cancel watch asks that as it starts, and when it reads
+-- such an entry)
 -- ARGV[2] entries kept in the stream, about (MAXLEN ~)
 -- ARGV[3] the latest time (ms) an id of minitask's entries can hold (message.MAX_MS)
 -- Returns: 1 when the task is leased (running, or prefetched) and the request
 -- was posted, 0 when it is not (finished, queued, scheduled, dead or unknown:
 -- the caller cancels those with cancel.lua); 2 when it was posted after the
--- stream was set aside. With ARGV[1] '': 2 when set aside, 1 when not needed.
+-- stream was set aside. With ARGV[1] '': {2 when set aside, 1 when not needed, the
+-- server's time in ms (false: TIME refused by an ACL)}: the watch reads from a
+-- little before that time, so it learns where the stream ends without writing to
+-- it (an entry added there woke every other watch, and failed on a full Redis) and
+-- without reading its last entry (a 32 MB planted one).
 -- Every worker of the queue blocks on the stream (XREAD), so the one holding
 -- the lease hears of it at once; others ignore ids they do not hold.
 --
@@ -41,7 +46,14 @@ local function set_aside()
 end
 
 if planted then set_aside() end
-if id == '' then return planted and 2 or 1 end
+if id == '' then
+  local clock = redis.pcall('TIME')
+  local ms = false
+  if not clock.err then
+    ms = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
+  end
+  return {planted and 2 or 1, ms}
+end
 local reply = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', tonumber(ARGV[2]), '*', 'id', id)
 if type(reply) == 'table' and reply.err then
   -- the last id was taken by an entry deleted since: the stream can take no more
