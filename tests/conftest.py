@@ -6,6 +6,7 @@ import functools
 import gc
 import os
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional
 
@@ -14,6 +15,7 @@ import pytest
 import redis
 
 from minitask import Minitask
+from minitask.stores import foreign
 from tests.support.clock import ManualClock
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
@@ -23,6 +25,15 @@ from tests.support.servers import RedisServer, check_version, described, redis_s
 def pytest_report_header() -> str:
     binary = redis_server_binary()
     return f"redis-server: {binary}: {described(binary)}"
+
+
+@pytest.fixture(autouse=True)
+def foreign_data_said_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What this process said of foreign data is forgotten before each test: its say-once
+    memory (five lines a key a minute) would hold back a line a test looks for when an
+    earlier test in the same process planted in the same key."""
+    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
+    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict
 from typing import Any, Callable, List
 
 import pytest
@@ -24,7 +23,6 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, lane, queue_keys
 from minitask.dashboard.web import Dashboard
-from minitask.stores import foreign
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
 from tests.support.pages import get
@@ -37,13 +35,6 @@ NEWS = queue_keys("foreign", "news")
 SIZE = 5 << 20
 #: What one status, one page or one scrape here may make Redis send at most.
 MOST = 200_000
-
-
-@pytest.fixture(autouse=True)
-def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What this process said before (another test's plant) is not remembered here."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
 
 
 def sent(admin: Any) -> int:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from typing import Tuple
 
 import pytest
@@ -27,7 +26,6 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
 from minitask.dashboard.web import Dashboard
-from minitask.stores import foreign
 from minitask.stores.recent import pack_entry
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
@@ -42,14 +40,6 @@ SIZE = 5 << 20
 BIG = 3_000_000
 #: What the listings of one step may make Redis send, in all (one plant is 3-5 MB).
 MOST_SENT = 500_000
-
-
-@pytest.fixture(autouse=True)
-def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
-    """What this process said of foreign data forgotten: lines earlier tests of the same
-    keys said (five a key a minute at most) would hold these tests' lines back."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
 
 
 def sent_and_calls(admin: "redis.Redis[bytes]", *commands: str) -> Tuple[int, ...]:
