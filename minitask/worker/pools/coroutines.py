@@ -35,8 +35,8 @@ from ...printable import log_error, own_logger
 from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
-from ..runner import Runner, cancelled_by_code, decoded, limited, settle, spawn
-from .contained import Raised, contained, contained_call, swallowed
+from ..runner import Runner, cancelled_by_code, decoded, limited, settle
+from .contained import Raised, begun, contained, contained_call, shielded, swallowed
 from .escapes import Escapes
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
@@ -152,7 +152,7 @@ class AsyncioPool(FixedSlots):
         if again:
             logger.error("task %s: a task's code cancelled its attempt's asyncio task "
                          "before it began; it begins again", job.task_id)
-        begun: List[bool] = []  # not the loop's create_task: see spawn
+        begun: List[bool] = []  # not the loop's create_task: see runner.spawn
         attempt = asyncio.Task(self._run(job, begun), loop=self._loop)
         attempt.add_done_callback(lambda _: begun or (
             asyncio.Task(self._hand_back(job), loop=self._loop) if self._shutting_down
@@ -346,8 +346,8 @@ class AsyncioPool(FixedSlots):
                 if is_async:
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
-                    inner = spawn(coro if limit is None and soft is None else
-                                  limited(coro, limit, task.name, soft))
+                    inner = begun(coro if limit is None and soft is None else
+                                  limited(coro, limit, task.name, soft), self._loop)
                     self._holders[inner] = held
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
@@ -360,7 +360,7 @@ class AsyncioPool(FixedSlots):
                     self._loop.call_soon_threadsafe, inner.cancel)):
                 inner.cancel()  # the request came in as it started
             try:
-                value = await asyncio.shield(inner)
+                value = await shielded(inner)
             except asyncio.CancelledError:
                 if not inner.cancelled():  # this attempt's own task was cancelled
                     await settle(inner)  # the attempt goes too
