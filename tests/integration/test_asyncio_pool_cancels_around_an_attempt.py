@@ -77,8 +77,10 @@ def test_a_cancel_that_lands_on_the_next_attempt_is_its_failure(app: Minitask) -
     """A slot's attempts run one after the other in one asyncio task: a cancel that a
     hook of the first scheduled lands on the second, begun at once (each attempt had a
     task of its own, which began again if cancelled before its first step). It is that
-    attempt's failure, as any cancel of the pool's task by a task's code: nothing left
-    leased or running, the slot free (``_two_tasks`` checks)."""
+    attempt's failure, as any cancel of the pool's task by a task's code, or, where its
+    coroutine ended in its first step (Python 3.12+ starts it eagerly) and the cancel
+    came as its outcome was written, absorbed: its result. Nothing is left leased or
+    running, the slot free (``_two_tasks`` checks)."""
     def postrun(context: TaskContext, status: str, outcome: Any) -> None:
         if context.name == "first":  # runs as the first attempt ends
             asyncio.get_running_loop().call_soon(lambda: [
@@ -86,7 +88,8 @@ def test_a_cancel_that_lands_on_the_next_attempt_is_its_failure(app: Minitask) -
 
     first, second = _two_tasks(app, postrun)
     assert first == "first"
-    assert isinstance(second, TaskFailed) and "cancelled by code other than" in str(second)
+    assert second == "second" or (isinstance(second, TaskFailed)
+                                  and "cancelled by code other than" in str(second))
 
 
 def test_a_cancel_as_the_outcome_is_written_lets_the_attempt_end_its_way(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import sys
-from typing import Any, Callable, Coroutine, Dict, Optional
+from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
 
 from ...errors import SoftTimeLimitExceeded
 from ..softlimit import call_with_posting
@@ -87,8 +87,21 @@ def _wake(waiter: "asyncio.Future[None]", inner: "asyncio.Future[Any]") -> None:
         inner.exception()
 
 
-def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop
-          ) -> "asyncio.Task[Any]":
+def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
+          holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str]) -> "asyncio.Task[Any]":
     """An attempt's coroutine in an asyncio task of its own, begun at once where asyncio
-    can (``EAGER``); made directly, not by the loop's task factory (``runner.spawn``)."""
-    return asyncio.Task(coro, loop=loop, **EAGER)
+    can (``EAGER``), made directly, not by the loop's task factory (``runner.spawn``);
+    ``holders`` names it ``held`` from its first step on (for the loop's watch: a first
+    step that blocks the loop is named too)."""
+    holders[None] = held  # the task about to be: its first step, if eager
+    try:
+        task = asyncio.Task(coro, loop=loop, **EAGER)
+    finally:
+        holders.pop(None, None)
+    holders[task] = held
+    return task
+
+
+def holder(holders: Dict[Any, Tuple[str, str]], task: Any) -> Optional[Tuple[str, str]]:
+    """Which attempt ``task`` runs (name, id), or the one whose task begins now."""
+    return holders.get(task) or holders.get(None)

@@ -36,7 +36,8 @@ from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle
-from .contained import Raised, begun, contained, contained_call, shielded, swallowed
+from .contained import (Raised, begun, contained, contained_call, holder, shielded,
+                        swallowed)
 from .escapes import Escapes
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
@@ -106,9 +107,9 @@ class AsyncioPool(FixedSlots):
         self._thread.start()
         #: The attempt each running asyncio Task belongs to (task name, task id): its
         #: ``_run`` and, for a coroutine, the Task that awaits it. Read by the watch.
-        self._holders: Dict["asyncio.Future[Any]", Tuple[str, str]] = {}
+        self._holders: Dict[Optional["asyncio.Future[Any]"], Tuple[str, str]] = {}
         self._watch = LoopWatch(self._loop, lambda: [held[0] for held in list(
-            self._holders.values())], self._holders.get)
+            self._holders.values())], functools.partial(holder, self._holders))
 
     def _serve(self) -> None:
         """Run the loop until ``close``. A task's code may stop it (``loop.stop()``, once
@@ -347,8 +348,8 @@ class AsyncioPool(FixedSlots):
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
                     inner = begun(coro if limit is None and soft is None else
-                                  limited(coro, limit, task.name, soft), self._loop)
-                    self._holders[inner] = held
+                                  limited(coro, limit, task.name, soft), self._loop,
+                                  self._holders, held)
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
