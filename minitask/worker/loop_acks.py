@@ -76,6 +76,10 @@ class LoopLink:
         self._open = 0
         self._most = most
         self._waiting: Deque["asyncio.Future[Any]"] = deque()
+        #: When each round trip in flight times out, by its connection's writer, and
+        #: the one timer that aborts those past theirs (a timer a round trip cost more).
+        self._deadlines: Dict[Any, float] = {}
+        self._guard: Optional[asyncio.TimerHandle] = None
         try:
             import hiredis
         except ImportError:  # redis-py's own parser (its read_response) instead
@@ -90,10 +94,9 @@ class LoopLink:
         closes the connection (a reply left unread must not answer the next command).
         """
         link = self._free.pop() if self._free else await self._take()
-        loop = asyncio.get_running_loop()
         writer = link[1]
-        guard = (None if self._timeout is None else
-                 loop.call_later(self._timeout, writer.transport.abort))
+        if self._timeout is not None:
+            self._watch(writer, self._timeout)
         cancelled = False
         try:
             writer.write(packed)
@@ -113,8 +116,8 @@ class LoopLink:
                 raise Cancelled(None, exc) from exc
             raise
         finally:
-            if guard is not None:
-                guard.cancel()
+            if self._timeout is not None:
+                self._deadlines.pop(writer, None)
         self._give(link)  # a whole reply read, an error too: the connection is in step
         error = reply if isinstance(reply, Exception) else None
         if cancelled:
@@ -122,6 +125,25 @@ class LoopLink:
         if error is not None:
             raise error
         return reply
+
+    def _watch(self, writer: Any, timeout: float) -> None:
+        """Abort ``writer``'s connection once its round trip has run ``timeout`` s."""
+        loop = asyncio.get_running_loop()
+        deadline = self._deadlines[writer] = loop.time() + timeout
+        if self._guard is None:
+            self._guard = loop.call_at(deadline, self._check, loop)
+
+    def _check(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The guard's timer: abort the round trips past their deadline, and wait for
+        the next deadline of those still in flight (none: the timer ends)."""
+        self._guard = None
+        now = loop.time()
+        for writer, deadline in list(self._deadlines.items()):
+            if deadline <= now:
+                del self._deadlines[writer]
+                writer.transport.abort()
+        if self._deadlines:
+            self._guard = loop.call_at(min(self._deadlines.values()), self._check, loop)
 
     async def _take(self) -> Any:
         """A new connection, or once ``most`` are open, the next to come free (or the

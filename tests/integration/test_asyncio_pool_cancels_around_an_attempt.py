@@ -73,15 +73,23 @@ def test_a_cancel_in_task_postrun_leaves_the_next_job_leased_for_nobody(
     assert _two_tasks(app, postrun) == ["first", "second"]
 
 
-def test_an_attempt_cancelled_before_it_began_begins_again(app: Minitask) -> None:
-    """The second job's task, made as the first attempt ended, cancelled before its
-    first step: none of it ran, so nothing freed its slot or ended its lease."""
+def test_a_cancel_that_lands_on_the_next_attempt_is_its_failure(app: Minitask) -> None:
+    """A slot's attempts run one after the other in one asyncio task: a cancel that a
+    hook of the first scheduled lands on the second, begun at once (each attempt had a
+    task of its own, which began again if cancelled before its first step). It is that
+    attempt's failure, as any cancel of the pool's task by a task's code, or, where its
+    coroutine ended in its first step (Python 3.12+ starts it eagerly) and the cancel
+    came as its outcome was written, absorbed: its result. Nothing is left leased or
+    running, the slot free (``_two_tasks`` checks)."""
     def postrun(context: TaskContext, status: str, outcome: Any) -> None:
-        if context.name == "first":  # runs once the first attempt's task has ended
+        if context.name == "first":  # runs as the first attempt ends
             asyncio.get_running_loop().call_soon(lambda: [
                 task.cancel() for task in _attempt_tasks()])
 
-    assert _two_tasks(app, postrun) == ["first", "second"]
+    first, second = _two_tasks(app, postrun)
+    assert first == "first"
+    assert second == "second" or (isinstance(second, TaskFailed)
+                                  and "cancelled by code other than" in str(second))
 
 
 def test_a_cancel_as_the_outcome_is_written_lets_the_attempt_end_its_way(

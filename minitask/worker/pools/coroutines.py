@@ -29,14 +29,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Callable, Coroutine, Dict, List, Optional, Tuple
 
 from ...context import TaskContext, running
-from ...errors import SoftTimeLimitExceeded, TimeLimitExceeded
+from ...errors import TimeLimitExceeded
 from ...hooks import Hooks
 from ...printable import log_error, own_logger
 from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
-from ..runner import Runner, cancelled_by_code, decoded, limited, settle, spawn
-from ..softlimit import call_with_posting
+from ..runner import Runner, cancelled_by_code, decoded, limited, settle
+from .contained import (Raised, begun, contained, contained_call, holder, shielded,
+                        swallowed)
 from .escapes import Escapes
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
@@ -66,43 +67,6 @@ def confirming(pool: str, concurrency: int) -> Tuple[int, str]:
         threads = max(1, min(RECORDERS, concurrency))
         return threads, f"its asyncio pool confirms outcomes on {threads} recording thread(s)"
     return concurrency, "one per slot"
-
-
-class Raised:
-    """What the task's code raised, carried as a value past asyncio's machinery, which
-    re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event loop (ending
-    every attempt on it); a ``BaseException`` from a task is its attempt's failure."""
-
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
-
-
-async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
-    """Await an ``async def`` task's coroutine; what it raises comes back as ``Raised``
-    (cancellation stays cancellation). A CancelledError the task's code raises while
-    nothing cancelled its asyncio task (``cancelling()`` 0) is no cancellation: it is
-    that attempt's failure, recorded as CancelledError, as on the other pools."""
-    try:
-        return await coro
-    except asyncio.CancelledError as exc:
-        task = asyncio.current_task()
-        if isinstance(exc, SoftTimeLimitExceeded) or task is None or task.cancelling():
-            raise  # minitask's cancel, a time limit, the pool stopping, the soft limit
-        return Raised(exc)
-    except BaseException as exc:  # KeyboardInterrupt, SystemExit, any of the task's own
-        return Raised(exc)
-
-
-def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
-                   *args: Any, **kwargs: Any) -> Any:
-    """Call a plain task's function (in the pool's executor) as ``contained`` awaits,
-    with its soft limit (``soft`` seconds) raised in its thread."""
-    try:
-        if soft is not None:
-            return call_with_posting(func, args, kwargs, soft, name)
-        return func(*args, **kwargs)
-    except BaseException as exc:  # as in contained(): the attempt's failure
-        return Raised(exc)
 
 
 class AsyncioPool(FixedSlots):
@@ -143,9 +107,9 @@ class AsyncioPool(FixedSlots):
         self._thread.start()
         #: The attempt each running asyncio Task belongs to (task name, task id): its
         #: ``_run`` and, for a coroutine, the Task that awaits it. Read by the watch.
-        self._holders: Dict["asyncio.Future[Any]", Tuple[str, str]] = {}
+        self._holders: Dict[Optional["asyncio.Future[Any]"], Tuple[str, str]] = {}
         self._watch = LoopWatch(self._loop, lambda: [held[0] for held in list(
-            self._holders.values())], self._holders.get)
+            self._holders.values())], functools.partial(holder, self._holders))
 
     def _serve(self) -> None:
         """Run the loop until ``close``. A task's code may stop it (``loop.stop()``, once
@@ -189,7 +153,7 @@ class AsyncioPool(FixedSlots):
         if again:
             logger.error("task %s: a task's code cancelled its attempt's asyncio task "
                          "before it began; it begins again", job.task_id)
-        begun: List[bool] = []  # not the loop's create_task: see spawn
+        begun: List[bool] = []  # not the loop's create_task: see runner.spawn
         attempt = asyncio.Task(self._run(job, begun), loop=self._loop)
         attempt.add_done_callback(lambda _: begun or (
             asyncio.Task(self._hand_back(job), loop=self._loop) if self._shutting_down
@@ -245,33 +209,43 @@ class AsyncioPool(FixedSlots):
     # -- one attempt, on the loop ---------------------------------------------------
 
     async def _run(self, job: Job, begun: List[bool]) -> None:
+        """The slot's attempts, each leased as the last was recorded, in this one task."""
         begun.append(True)
-        started = time.monotonic()
         current = asyncio.current_task()
         assert current is not None  # always inside a task on the loop
-        self._attempts[job.task_id] = current
-        following: Optional[Job] = None
+        following: Optional[Job] = job
         try:  # nothing may leave its lease held, which the heartbeat would renew for ever
-            following = await self._execute(job)
+            while following is not None and not self._shutting_down:
+                if current.cancelling():  # one that came as the last attempt ended
+                    await swallowed(current)
+                    continue  # (the pool may be stopping: looked at again)
+                job, following = following, None
+                following = await self._attempt(job, current)
+        finally:
+            if following is not None:  # leased as the grace ran out: back at once
+                await self._return(following)
+            self.give_back_slot()
+
+    async def _attempt(self, job: Job, current: "asyncio.Task[None]") -> Optional[Job]:
+        """One attempt, its outcome recorded; the slot's next job (None: none)."""
+        started = time.monotonic()
+        self._attempts[job.task_id] = current
+        try:
+            return await self._execute(job)
         except asyncio.CancelledError:  # of minitask's, only the stop's gets here
             if not self._shutting_down:  # a task's code cancelled it: its failure
-                following = await self._fail(job, None, started)
+                return await self._fail(job, None, started)  # type: ignore[no-any-return]
+            return None
         except GeneratorExit:  # the loop closed with the attempt suspended
             raise
         except BaseException as exc:  # a bug of ours (or a BaseException from code we
             # call, a type's decode function): dead-lettered, as on the other pools
             log_error(logger, logging.ERROR, "internal error while running task %s",
                       job.task_id, error=exc)
-            following = await self._fail(job, exc, started)
+            return await self._fail(job, exc, started)  # type: ignore[no-any-return]
         finally:
             self._attempts.pop(job.task_id, None)
             self.ran_one()
-            if following is not None and not self._shutting_down:
-                self._start(following)  # its slot goes on with it
-            else:
-                if following is not None:  # leased as the grace ran out: back at once
-                    await self._return(following)
-                self.give_back_slot()
 
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
         """Run ``step`` in a recording thread; its result.
@@ -373,9 +347,9 @@ class AsyncioPool(FixedSlots):
                 if is_async:
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
-                    inner = spawn(coro if limit is None and soft is None else
-                                  limited(coro, limit, task.name, soft))
-                    self._holders[inner] = held
+                    inner = begun(coro if limit is None and soft is None else
+                                  limited(coro, limit, task.name, soft), self._loop,
+                                  self._holders, held)
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
@@ -387,7 +361,7 @@ class AsyncioPool(FixedSlots):
                     self._loop.call_soon_threadsafe, inner.cancel)):
                 inner.cancel()  # the request came in as it started
             try:
-                value = await asyncio.shield(inner)
+                value = await shielded(inner)
             except asyncio.CancelledError:
                 if not inner.cancelled():  # this attempt's own task was cancelled
                     await settle(inner)  # the attempt goes too

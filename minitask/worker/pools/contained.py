@@ -1,0 +1,107 @@
+"""What an asyncio pool attempt's code raises, carried past asyncio as a value.
+
+asyncio re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event loop
+(ending every attempt on it); a ``BaseException`` from a task is its attempt's
+failure, so the pool's awaits see it as ``Raised``, never raised.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
+
+from ...errors import SoftTimeLimitExceeded
+from ..softlimit import call_with_posting
+
+#: Python 3.12+ starts an asyncio task eagerly when asked: its first step runs at once,
+#: and a coroutine that ends without waiting (a no-op) costs no loop turn, twice (its
+#: step, then its end's callback).
+EAGER: Dict[str, Any] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
+
+
+class Raised:
+    """What the task's code raised, carried as a value past asyncio's machinery, which
+    re-raises ``KeyboardInterrupt`` and ``SystemExit`` out of the event loop (ending
+    every attempt on it); a ``BaseException`` from a task is its attempt's failure."""
+
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
+    """Await an ``async def`` task's coroutine; what it raises comes back as ``Raised``
+    (cancellation stays cancellation). A CancelledError the task's code raises while
+    nothing cancelled its asyncio task (``cancelling()`` 0) is no cancellation: it is
+    that attempt's failure, recorded as CancelledError, as on the other pools."""
+    try:
+        return await coro
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if isinstance(exc, SoftTimeLimitExceeded) or task is None or task.cancelling():
+            raise  # minitask's cancel, a time limit, the pool stopping, the soft limit
+        return Raised(exc)
+    except BaseException as exc:  # KeyboardInterrupt, SystemExit, any of the task's own
+        return Raised(exc)
+
+
+def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
+                   *args: Any, **kwargs: Any) -> Any:
+    """Call a plain task's function (in the pool's executor) as ``contained`` awaits,
+    with its soft limit (``soft`` seconds) raised in its thread."""
+    try:
+        if soft is not None:
+            return call_with_posting(func, args, kwargs, soft, name)
+        return func(*args, **kwargs)
+    except BaseException as exc:  # as in contained(): the attempt's failure
+        return Raised(exc)
+
+
+async def swallowed(task: "asyncio.Task[Any]") -> None:
+    """Take a cancel of the pool's ``task`` that came as its slot's attempt ended (a
+    task's code cancelled the pool's tasks): it ended that attempt's asyncio task when
+    each attempt had one, and is no failure of the slot's next attempt."""
+    try:
+        await asyncio.sleep(0)  # (raises it if it is still to come)
+    except asyncio.CancelledError:
+        pass
+    while task.uncancel() > 0:
+        pass
+
+
+async def shielded(inner: "asyncio.Future[Any]") -> Any:
+    """``await asyncio.shield(inner)`` for less: a cancel of the caller's task leaves
+    ``inner`` running; one future and one callback a task, not two of each and two
+    closures (an attempt's no-op coroutine cost less than its shield)."""
+    if not inner.done():
+        waiter = inner.get_loop().create_future()
+        inner.add_done_callback(functools.partial(_wake, waiter))
+        await waiter
+    return inner.result()
+
+
+def _wake(waiter: "asyncio.Future[None]", inner: "asyncio.Future[Any]") -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+    elif not inner.cancelled():  # its caller was cancelled: its end seen all the same
+        inner.exception()
+
+
+def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
+          holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str]) -> "asyncio.Task[Any]":
+    """An attempt's coroutine in an asyncio task of its own, begun at once where asyncio
+    can (``EAGER``), made directly, not by the loop's task factory (``runner.spawn``);
+    ``holders`` names it ``held`` from its first step on (for the loop's watch: a first
+    step that blocks the loop is named too)."""
+    holders[None] = held  # the task about to be: its first step, if eager
+    try:
+        task = asyncio.Task(coro, loop=loop, **EAGER)
+    finally:
+        holders.pop(None, None)
+    holders[task] = held
+    return task
+
+
+def holder(holders: Dict[Any, Tuple[str, str]], task: Any) -> Optional[Tuple[str, str]]:
+    """Which attempt ``task`` runs (name, id), or the one whose task begins now."""
+    return holders.get(task) or holders.get(None)
