@@ -522,12 +522,15 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     -- fast path would leave every token to serve()), where a plain id pays the match
     -- failing at its first byte. The captures: the token's generation, its task's
     -- priority digit and id (printable ASCII, as body_of() asks of an id), its group
-    local gen, digit, task, group
-    if flow_on and not (flow_made and flow_made.fair_made) then
-      gen, digit, task, group = string.match(id, '^\255([^\255/]*/([0-9])([ -~]*))\255(.+)$')
+    local body, token, held, gen, digit, task, group
+    if not flow_on then
+      body, token, held = body_of(id)
+    else
+      if not (flow_made and flow_made.fair_made) then
+        gen, digit, task, group = string.match(id, '^\255([^\255/]*/([0-9])([ -~]*))\255(.+)$')
+      end
+      if gen then body, token = false, true else body, token, held = body_of(id) end
     end
-    local body, token, held = false, true, nil
-    if not gen then body, token, held = body_of(id) end
     local priority = 16 - band
     local spec = flow_on and body
                  and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id, KEYS[19])
