@@ -118,14 +118,18 @@ local prefix = KEYS[21]
 -- the call runs (a busy machine), which would let starts crowd a window. A caller's
 -- clock far from the server's is a test's manual clock, and is kept. Read when a
 -- limit is first counted: a fetch that counts none reads no clock.
--- flow_clock() and unpark() (below) are made only while flow control is on: each
--- closure a call makes costs Redis about 1,000 instructions, used or not.
+-- flow_clock() and park_token() (below) are made only while flow control is on, and
+-- unpark() only when a limiter is due: each closure a call makes costs Redis about
+-- 1,000 instructions, used or not.
 local flow_now, flow_clock, unpark, park_token, fair
--- fair queues' fast path (the main loop below), once it served a task (else nil):
--- solo_seen, its groups (group -> true); solo_turns, solo_names, solo_tokens: their
--- turns, names and tokens, to remove (turn, groups entry, cancelled entry), and one
--- grouped ready task each less; solo_flush(): those removals, made once a fetch.
+-- fair queues' fast path (the main loop below): solo_n, the tokens it served this
+-- fetch, each to remove (its turn, groups entry and cancelled entry) and one grouped
+-- ready task less, by solo_flush() once a fetch; the first's turn, group and token in
+-- solo_turn, solo_group, solo_token (no table: a fetch of one, a process-pool
+-- child's, makes none), the others' in solo_turns, solo_names, solo_tokens, and their
+-- groups in solo_seen (group -> true), made at the second.
 -- any_paused: the EXISTS of the paused groups, read once
+local solo_n, solo_turn, solo_group, solo_token = 0, nil, nil, nil
 local solo_seen, solo_turns, solo_names, solo_tokens, any_paused, solo_flush
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
@@ -276,9 +280,10 @@ end
 -- elsewhere already (delayed, dead; leased: lease() tells it) or has no message
 -- (cancelled); then, for a group's token (a byte 255 first: no id holds it, not
 -- UTF-8), true: the one place a popped entry is told a token.
-local function body_of(id)
-  -- printable ASCII (any id minitask makes) is told by one anchored match
-  local ascii = string.find(id, '^[ -~]*$')
+local function body_of(id, ascii)
+  -- printable ASCII (any id minitask makes) is told by one anchored match (`ascii`:
+  -- true when the caller's own match told it already)
+  ascii = ascii or string.find(id, '^[ -~]*$')
   if not ascii and string.byte(id) == 255 then return false, true end
   local body = id ~= ''
                and (ascii or not string.find(id, '[\128-\255]') or guards().utf8(id))
@@ -326,13 +331,20 @@ end
 -- a group due ('g:<group>': a slot freed, its rate allows, resumed) is put back in
 -- the rotation
 if flow_on then
-  -- take the first parked entry (`token`: a group's, which flow_parked does not
-  -- count: no task); a limiter with none left is due no more
-  function unpark(park, limiter, token)
-    if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
-    if tolerant(0, 'LLEN', park) == 0 then
-      flow_control().put('zset', 'ZREM', KEYS[20], limiter)
-      flow_control().put('set', 'SREM', KEYS[22], limiter)
+  -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant() is a
+  -- vararg call; a flow_due of another type has none due)
+  local due = redis.pcall('ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
+  if due.err then guards().foreign(due) due = {} end
+  if due[1] then
+    -- take the first parked entry (`token`: a group's, which flow_parked does not
+    -- count: no task); a limiter with none left is due no more. Made only when a
+    -- limiter is due (a closure costs the call some 1,000 instructions)
+    function unpark(park, limiter, token)
+      if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
+      if tolerant(0, 'LLEN', park) == 0 then
+        flow_control().put('zset', 'ZREM', KEYS[20], limiter)
+        flow_control().put('set', 'SREM', KEYS[22], limiter)
+      end
     end
   end
   -- fair queues with flow control: park a group's token that its task's own limits
@@ -358,8 +370,8 @@ if flow_on then
       flow_control().put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
     end
   end
-  local due = tolerant({}, 'ZRANGEBYSCORE', KEYS[20], '-inf', now_text, 'LIMIT', '0', ARGV[5])
-  for _, limiter in ipairs(due) do
+  for i = 1, #due do  -- (no ipairs(): each of its steps is a C call)
+    local limiter = due[i]
     local park = prefix .. limiter .. ':park'
     if string.sub(limiter, 1, 2) == 'g:' then
       flow_control().put('zset', 'ZREM', KEYS[20], limiter)
@@ -505,7 +517,20 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       band = 17
     end
   else
-    local body, token, held = body_of(id)
+    -- a solo group's token (the fast path below) told by one match, body_of() not
+    -- asked: only under flow control (a grouped task has a spec; without any, the
+    -- fast path would leave every token to serve()), where a plain id pays the match
+    -- failing at its first byte. The captures: the token's generation, its task's
+    -- priority digit and id (printable ASCII, as body_of() asks of an id), its group
+    local body, token, held, gen, digit, task, group
+    if not flow_on then
+      body, token, held = body_of(id)
+    else
+      if not (flow_made and flow_made.fair_made) then
+        gen, digit, task, group = string.match(id, '^\255([^\255/]*/([0-9])([ -~]*))\255(.+)$')
+      end
+      if gen then body, token = false, true else body, token, held = body_of(id) end
+    end
     local priority = 16 - band
     local spec = flow_on and body
                  and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id, KEYS[19])
@@ -522,58 +547,69 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       -- Inline: a closure would cost every fetch
       local taken, taken_body, taken_priority
       repeat
-        -- '\255' .. generation .. '\255' .. group, the generation a solo group's:
-        -- '<now>.<count>/', a priority digit, the task's id (plain finds, no pattern;
-        -- the generation is compared in place, never cut out: a string fewer)
-        local cut = token and not (flow_made and flow_made.fair_made)
-                    and string.find(id, '\255', 2, true)
-        local slash = cut and cut < #id and string.find(id, '/', 2, true)
-        if not slash or slash > cut then break end
-        local digit = string.byte(id, slash + 1)
-        if not digit or digit < 48 or digit > 57 then break end
-        local group = string.sub(id, cut + 1)
-        if solo_seen and solo_seen[group] then break end
+        -- (gen: '\255' .. generation .. '\255' .. group matched above, the generation a
+        -- solo group's: '<now>.<count>/', a priority digit, the task's id; one match in
+        -- place of eight string calls, some 800 Redis instructions each. A token it does
+        -- not fit goes to serve())
+        if not gen or group == solo_group or (solo_seen and solo_seen[group]) then break end
         if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
         if any_paused ~= 0 then break end  -- (an error: not 0)
         local turn = prefix .. 'g:' .. group .. ':turn'
-        local tok = redis.pcall('HGET', turn, 'tok')
-        if type(tok) ~= 'string' or #tok ~= cut - 2 or string.find(id, tok, 2, true) ~= 2 then
-          break  -- (an error, or no claim of this token)
-        end
-        local task = string.sub(id, slash + 2, cut - 1)
-        local task_body = body_of(task)
+        -- the claim names this token (a string compared by address; an error, a table,
+        -- or none, false, never equal)
+        if redis.pcall('HGET', turn, 'tok') ~= gen then break end
+        local task_body = body_of(task, true)
         if not task_body or redis.pcall('HGET', KEYS[19], task)
                             ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
           break
         end
-        taken, taken_body, taken_priority = task, task_body, digit - 48
-        if not solo_seen then
-          -- (lists made at a worker's default prefetch, 10: a table's growth is a rehash)
-          solo_seen = {}
-          solo_turns = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-          solo_names = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
-          solo_tokens = {nil, nil, nil, nil, nil, nil, nil, nil, nil, nil}
+        taken, taken_body, taken_priority = task, task_body, string.byte(digit) - 48
+        solo_n = solo_n + 1
+        if solo_n == 1 then
+          solo_turn, solo_group, solo_token = turn, group, id
           solo_flush = solo_flush or function()
-            -- (a count that is no integer starts afresh: lib.lua's recount)
-            local total = prefix .. 'groups_ready'
-            local count = redis.pcall('INCRBY', total, -#solo_tokens)
-            if type(count) == 'table' then count = guards().recount(count, total, -#solo_tokens) end
+            -- (a count that is no integer starts afresh: lib.lua's recount; the counts of
+            -- a worker's prefetch 1 and 10 as literals: Redis formats a Lua number with
+            -- snprintf, some 3,000 instructions)
+            local total, less = prefix .. 'groups_ready', -solo_n
+            local count = redis.pcall('INCRBY', total,
+                                      less == -1 and '-1' or less == -10 and '-10' or less)
+            if type(count) == 'table' then count = guards().recount(count, total, less) end
             if count and count <= 0 then redis.call('DEL', total) end
             -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
             -- is a vararg call, some 1,000 instructions more)
-            local gone = redis.pcall('DEL', unpack(solo_turns))
+            local gone, groups = nil, prefix .. 'groups'
+            if solo_n == 1 then
+              gone = redis.pcall('DEL', solo_turn)
+              if type(gone) == 'table' then guards().foreign(gone) end
+              gone = redis.pcall('ZREM', groups, solo_group)
+              if type(gone) == 'table' then guards().foreign(gone) end
+              gone = redis.pcall('ZREM', KEYS[17], solo_token)
+            else
+              gone = redis.pcall('DEL', solo_turn, unpack(solo_turns))
+              if type(gone) == 'table' then guards().foreign(gone) end
+              gone = redis.pcall('ZREM', groups, solo_group, unpack(solo_names))
+              if type(gone) == 'table' then guards().foreign(gone) end
+              gone = redis.pcall('ZREM', KEYS[17], solo_token, unpack(solo_tokens))
+            end
             if type(gone) == 'table' then guards().foreign(gone) end
-            gone = redis.pcall('ZREM', prefix .. 'groups', unpack(solo_names))
-            if type(gone) == 'table' then guards().foreign(gone) end
-            gone = redis.pcall('ZREM', KEYS[17], unpack(solo_tokens))
-            if type(gone) == 'table' then guards().foreign(gone) end
+            solo_n, solo_turn, solo_group, solo_token = 0, nil, nil, nil
             solo_seen, solo_turns, solo_names, solo_tokens = nil, nil, nil, nil
           end
+        else
+          if solo_n == 2 then
+            -- (lists made at a worker's default prefetch, 10, less the first: a table's
+            -- growth is a rehash)
+            solo_seen = {}
+            solo_turns = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
+            solo_names = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
+            solo_tokens = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
+          end
+          solo_seen[group] = true
+          solo_turns[solo_n - 1] = turn
+          solo_names[solo_n - 1] = group
+          solo_tokens[solo_n - 1] = id
         end
-        solo_seen[group] = true
-        solo_turns[#solo_turns + 1] = turn
-        solo_names[#solo_names + 1] = group
-        solo_tokens[#solo_tokens + 1] = id
       until true
       if taken then
         lease(taken, taken_body, taken_priority, nil)
@@ -581,7 +617,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         -- a group's token (flow.lua's fair queues): its first task, as its limits allow
         -- (the ids popped ahead of their turn go back first where serve() writes to a
         -- ready list, but for the token's push to the tail: they stay before it)
-        if solo_seen then solo_flush() end  -- the fast path's removals first
+        if solo_n > 0 then solo_flush() end  -- the fast path's removals first
         -- again: serve() kept the token in hand (it would have been the next pop: back
         -- at the head of this list, or alone in it): served again in place of a pop,
         -- and released (pushed back) when the fetch has all it wants; the ids popped
@@ -613,7 +649,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       if spec.group then
         -- a grouped task on its way back (due, put back, re-delivered) joins its group
         if ahead then put_back() end  -- the ids popped ahead of their turn go back first
-        if solo_seen then solo_flush() end  -- the fast path's removals first
+        if solo_n > 0 then solo_flush() end  -- the fast path's removals first
         fair().join(id, spec, priority)
         dropped = dropped + 1
       else
@@ -647,7 +683,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
   end
 end
 if ahead then put_back() end  -- (never: each id popped ahead is served before the loop ends)
-if solo_seen then solo_flush() end  -- the fast path's removals
+if solo_n > 0 then solo_flush() end  -- the fast path's removals
 if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
   -- group's token put back into a list passed already is work: a worker is woken
