@@ -106,6 +106,11 @@ local NAME_MOST = 1200
 -- `command`: lib.lua's bounded_members), said once (it is gone) in Redis's log with its
 -- length, and never copied into another key.
 local function short_only(key, listed, step, command)
+  local long = false
+  for i = 1, #listed, step do
+    if #listed[i] > NAME_MOST then long = true break end
+  end
+  if not long then return listed end  -- (what nearly every call meets: nothing made)
   local removed = {}
   local kept = bounded_members(key, listed, step, NAME_MOST, removed, command)
   for _, length in ipairs(removed) do
@@ -120,13 +125,12 @@ end
 -- returns is a member longer than NAME_MOST (removed: short_only), PLACE_BATCH times at
 -- most: the member and score that stand there once such members are gone.
 local function short_read(command, key, ...)
-  local kept = {}
   for _ = 1, PLACE_BATCH do
     local read = tolerant({}, command, key, ...)
-    kept = short_only(key, read, 2)
-    if #kept == #read then break end
+    if not (read[1] and #read[1] > NAME_MOST) then return read end
+    short_only(key, read, 2)
   end
-  return kept
+  return {}
 end
 
 -- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
