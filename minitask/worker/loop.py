@@ -115,8 +115,7 @@ class Worker:
         #: When a process pool replaces its children (None: never, but when they die).
         self.recycling = recycling_of(pool, max_tasks_per_child, max_memory_per_child)
         app.hooks.check_pool(pool)
-        #: The app's hooks; the worker hooks are called with this worker.
-        self.hooks = app.hooks
+        self.hooks = app.hooks  # the app's: the worker hooks are called with this worker
         self.app = app
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -260,15 +259,7 @@ class Worker:
     def starting(self, stop: Optional[threading.Event] = None) -> None:
         """Announce this worker, register its queues, write its schedules (BUSY: waited out)."""
         log_banner(self)
-        through_busy(self._starting, "start", stop or self._stop.event)
-
-    def _starting(self) -> None:
-        check_redis(self)
-        self.broker.queues.register_queues(self.queues)
-        self._leases.say([*self.queues, *self._broadcasts.lanes.values()])
-        register(self, self.app.clock.now_ms(), 0, [])  # listed now, not a beat later
-        self._ticks.publish()
-        self._broadcasts.subscribe()
+        through_busy(lambda: start_steps(self), "start", stop or self._stop.event)
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Connections.forking``)."""
@@ -483,6 +474,15 @@ class Worker:
             self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
+
+
+def start_steps(worker: Worker) -> None:
+    check_redis(worker)
+    worker.broker.queues.register_queues(worker.queues)
+    worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])
+    register(worker, worker.app.clock.now_ms(), 0, [])  # listed now, not a beat later
+    worker._ticks.publish()
+    worker._broadcasts.subscribe()
 
 
 def check_redis(worker: Worker) -> None:
