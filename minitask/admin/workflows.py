@@ -32,8 +32,8 @@ STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", 
 _NOT_A_STATUS = {"unknown": "pending", "dead": "dead"}
 
 
-def workflow(app: Operated, workflow_id: str,
-             queues: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+def workflow(app: Operated, workflow_id: str, queues: Optional[Sequence[str]] = None,
+             say: bool = True) -> Optional[Dict[str, Any]]:
     """The workflow ``workflow_id`` (its handle's id, as each step's marker names it),
     JSON-ready: ``{"id", "kind", "started_at", "root", "counts", "tasks", "left_out",
     "steps", "errbacks"}``, ``root`` its tree (stores/plans.py) with a ``state`` on
@@ -43,7 +43,9 @@ def workflow(app: Operated, workflow_id: str,
     an older minitask wrote it), ``errbacks`` how many error callbacks are kept); or
     None when no queue of the app holds its plan (never sent, sent by an older
     minitask, or expired with its results). ``summary`` says its size in words.
-    ``queues``: those to look in, when the caller has read them (``lookup_queues``).
+    ``queues``: those to look in, when the caller has read them (``lookup_queues``);
+    ``say`` False: a plan record that cannot be read is not said in the log too (the
+    caller prints the error).
 
     Raises:
         DecodeError: the plan record is not one this minitask wrote (naming its key).
@@ -52,7 +54,7 @@ def workflow(app: Operated, workflow_id: str,
     broker = app.broker
     if queues is None:
         queues, _ = lookup_queues(app)
-    found = broker.workflows.plan(workflow_id, queues)
+    found = broker.workflows.plan(workflow_id, queues, say)
     if found is None:
         return None
     record = found[1]

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         asked, not_asked = lookup_queues(app)  # read once: the lookup and what it said
         info = inspect(app, task_id, asked)
         # no queue holds it: a workflow's step not sent yet (its handle's id names the plan)
-        found = workflow(app, task_id, asked) if info is None else None
+        found = workflow(app, task_id, asked, say=False) if info is None else None
     finally:
         app.close()
     if found is not None and waiting_step(found, task_id):
@@ -281,7 +281,7 @@ def _workflow(args: argparse.Namespace) -> int:
     workflow_id = _checked_id(args.words[1], "workflow id")
     app = load(args.app)
     try:
-        found = workflow(app, workflow_id)
+        found = workflow(app, workflow_id, say=False)  # (its error is printed, once)
     finally:
         app.close()
     if found is None:

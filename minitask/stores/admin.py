@@ -11,7 +11,8 @@ from typing import List, Optional, Tuple
 
 from .bounds import bounded_page, read_fields, too_large, value_or_note
 from ..wire.message import MAX_ID_BYTES
-from .foreign import ignored, raise_refusals, removed_members, text_of, time_in, whole
+from .foreign import (ignored, raise_refusals, removed_members, shown_member, text_of,
+                      time_in, whole)
 from .store import Store
 
 _SCRIPTS = ("purge_ready", "peek", "hash_fields", "members_page")
@@ -95,6 +96,11 @@ class AdminStore(Store):
                 continue
             body = bodies[index] if index < len(bodies) else None
             delivered = counts[index] if index < len(counts) else None
+            if isinstance(delivered, int):  # the length of one longer than a count
+                ignored(k.deliveries, f"the delivery count of task {shown_member(task_id)} is "
+                                      f"{delivered:,} bytes long, longer than any count "
+                                      f"minitask writes; read as 0")
+                delivered = None
             at_ms, unreadable = time_in(key, listed[2 * index + 1], _WHAT[which], 10)
             # an int: the length of a message longer than minitask writes (not read)
             large = too_large(k.messages, task_id, body, most) if isinstance(body, int) else ""

@@ -114,20 +114,32 @@ class FlowStore(Store):
     def parked(self, queue: str) -> int:
         """Tasks of ``queue`` parked by their limits: ready, though not handed out yet.
 
-        One GET of the count the fetches keep (``flow_parked``): the same cost with
+        One read of the count the fetches keep (``flow_parked``): the same cost with
         ten limiters or a million."""
         return self.parked_many([queue])[queue]
 
     def parked_many(self, queues: Sequence[str]) -> Dict[str, int]:
-        """``parked`` of each queue, in one round trip whatever their number."""
+        """``parked`` of each queue, in one round trip whatever their number.
+
+        Each count is measured (STRLEN) and only its first ``COUNT_BYTES`` read
+        (GETRANGE): a value longer than a count (planted: 50 MB, sent whole to every
+        status call, page and scrape) is read as none, said once with its length, and
+        left for the fetches: the next that parks or takes a task starts it afresh
+        (fetch.lua; a delete here could race a fetch's count)."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         with self.transport.errors(f"count the parked tasks of {len(keys)} queue(s)"):
             pipe = self.transport.client.pipeline(transaction=False)
             for k in keys:
-                pipe.get(k.flow_parked)
-            counts = pipe.execute(raise_on_error=False)
+                pipe.strlen(k.flow_parked)
+                pipe.getrange(k.flow_parked, 0, COUNT_BYTES - 1)
+            replies = pipe.execute(raise_on_error=False)
         found = {}
-        for queue, count in zip(queues, counts):
+        for index, (queue, k) in enumerate(zip(queues, keys)):
+            length, count = replies[2 * index:2 * index + 2]
+            if isinstance(length, int) and length > COUNT_BYTES:
+                ignored(k.flow_parked, f"it holds a value of {length:,} bytes, longer than "
+                                       f"any count minitask writes; read as no count")
+                count = None
             # a key of another type, or no count (data minitask did not write): none
             found[queue] = whole(count, 0, _MOST) or 0
         return found
@@ -254,13 +266,18 @@ class FlowStore(Store):
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         # (groups_top.lua: a name longer than any group's is removed, never sent)
         replies = self.transport.run_calls(
-            [("groups_top", queue, (k.groups_ready, k.groups), (_MOST, largest, GROUP_BYTES), 0)
+            [("groups_top", queue, (k.groups_ready, k.groups),
+              (_MOST, largest, GROUP_BYTES, COUNT_BYTES), 0)
              for queue, k in zip(queues, keys)],
             f"count the groups of {len(keys)} queue(s)") if keys else []
         found: Dict[str, Any] = {}
         for index, queue in enumerate(queues):
-            ready, count, flat, removed = replies[index]
+            ready, count, flat, removed, *longer = replies[index]
             removed_members(keys[index].groups, removed, "group name")
+            if longer and longer[0]:  # measured, never sent (groups_top.lua)
+                ignored(keys[index].groups_ready,
+                        f"it holds a value of {int(longer[0]):,} bytes, longer than any "
+                        f"count minitask writes; read as no count")
             if count is None or flat is None:
                 continue  # another type (data minitask did not write): none shown
             top = list(zip(flat[0::2], flat[1::2]))
@@ -327,6 +344,10 @@ def _group_shown(raw: bytes) -> str:
     as Redis holds it: the readers escape what they show (``printable``)."""
     return shown_name(raw.decode("utf-8", "backslashreplace"))
 
+
+#: The longest count minitask writes in a counter (a 64-bit integer, sign included):
+#: a longer value is measured and never read (``parked_many``, groups_top.lua).
+COUNT_BYTES = 20
 
 #: The largest count read back as one (a ready-task count, a backlog): more is planted.
 _MOST = 2 ** 62

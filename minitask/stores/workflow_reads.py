@@ -279,7 +279,8 @@ class WorkflowReads(Store):
         return self._first_record([self.keys(queue).handle(some_id) for queue in queues],
                                   f"read the handle record of {some_id}")
 
-    def plan(self, workflow_id: str, queues: Sequence[str]) -> Optional[Tuple[str, Any]]:
+    def plan(self, workflow_id: str, queues: Sequence[str],
+             say: bool = True) -> Optional[Tuple[str, Any]]:
         """The key and the plan record (plans.py) ``start`` wrote for ``workflow_id``
         under one of ``queues``, unpacked, or None, as ``handle_record`` reads it; at
         most ``PLAN_BYTES`` + 1 bytes of each key are read.
@@ -287,7 +288,8 @@ class WorkflowReads(Store):
         Raises:
             DecodeError: the record is larger than ``PLAN_BYTES``, is not msgpack (or
                 holds text that is not UTF-8), or the key holds another type than a
-                string: naming its key (said once in the log too).
+                string: naming its key (said once in the log too, unless not ``say``:
+                a caller that prints the error, as the CLI does, says it once).
         """
         keys = [self.keys(queue).workflow(workflow_id) for queue in queues]
         if not keys:
@@ -301,7 +303,8 @@ class WorkflowReads(Store):
         for key, data in zip(keys, replies):
             record, problem = _plan_of(data)
             if problem:
-                ignored(key, problem)
+                if say:
+                    ignored(key, problem)
                 raise DecodeError(f"{printable(key)}: {problem}")
             if isinstance(data, bytes) and data:  # a msgpack nil too: tree() refuses it
                 return key, record

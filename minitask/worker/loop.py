@@ -27,7 +27,7 @@ from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .loop_acks import LoopAcks
-from .outages import beat_step, guarded, ride_outages_quietly, share_outages
+from .outages import beat_step, guarded, ride_outages_quietly, share_outages, through_busy
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool, confirming
 from .pools.processes import ProcessPool
@@ -98,8 +98,7 @@ class Worker:
                  max_tasks_per_child: Optional[int] = None,
                  max_memory_per_child: Optional[int] = None) -> None:
         if pool not in POOLS:
-            raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', "
-                                     f"got {pool!r}")
+            raise ConfigurationError(f"pool must be 'thread', 'process' or 'asyncio', got {pool!r}")
         if (not isinstance(grace, (int, float)) or isinstance(grace, bool)
                 or not 0 <= grace < float("inf")):
             raise ConfigurationError(f"grace must be a finite number of seconds >= 0, "
@@ -116,8 +115,7 @@ class Worker:
         #: When a process pool replaces its children (None: never, but when they die).
         self.recycling = recycling_of(pool, max_tasks_per_child, max_memory_per_child)
         app.hooks.check_pool(pool)
-        #: The app's hooks; the worker hooks are called with this worker.
-        self.hooks = app.hooks
+        self.hooks = app.hooks  # the app's: the worker hooks are called with this worker
         self.app = app
         self.queues = list(queues)
         self.concurrency = concurrency
@@ -129,12 +127,11 @@ class Worker:
         # only shown, never in a key: printable text up to MAX_NAME characters (cli/worker.py)
         self.id = f"{socket.gethostname()}.{os.getpid()}.{random.randrange(16**6):06x}"
         self.name = shown_name(name) or self.id
-        self.processed = self.failed = 0
+        self.processed = self.failed = self.recycled = 0  # recycled: children replaced
         #: How far this worker's clock is ahead of Redis's (ms), measured as it starts
         #: and again since (``redis_time``): the app's clock reads Redis's time.
         self.clock_skew_ms: Optional[int] = None
         self.redis_time = RedisTime()
-        self.recycled = 0  # process pool children replaced after their share of work
         self.started_ms = app.clock.now_ms()
         # Whether it says it is alive: a process pool's supervisor speaks for its children.
         self._registers = True
@@ -259,15 +256,10 @@ class Worker:
             self.forget()
             self.hooks.call("worker_shutdown", self)
 
-    def starting(self) -> None:
-        """Announce this worker, make its queues known app-wide, write its schedules."""
+    def starting(self, stop: Optional[threading.Event] = None) -> None:
+        """Announce this worker, register its queues, write its schedules (BUSY: waited out)."""
         log_banner(self)
-        check_redis(self)
-        self.broker.queues.register_queues(self.queues)
-        self._leases.say([*self.queues, *self._broadcasts.lanes.values()])
-        register(self, self.app.clock.now_ms(), 0, [])  # listed now, not a beat later
-        self._ticks.publish()
-        self._broadcasts.subscribe()
+        through_busy(lambda: start_steps(self), "start", stop or self._stop.event)
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Connections.forking``)."""
@@ -482,6 +474,15 @@ class Worker:
             self.broker.registry.forget(self.id)
         except BrokerError as exc:
             logger.warning("could not unregister worker %s: %s", self.name, exc)
+
+
+def start_steps(worker: Worker) -> None:
+    check_redis(worker)
+    worker.broker.queues.register_queues(worker.queues)
+    worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])
+    register(worker, worker.app.clock.now_ms(), 0, [])  # listed now, not a beat later
+    worker._ticks.publish()
+    worker._broadcasts.subscribe()
 
 
 def check_redis(worker: Worker) -> None:

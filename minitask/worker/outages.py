@@ -338,6 +338,28 @@ def guarded(step: Callable[[], Any], what: str, stop: threading.Event) -> Any:
         return result
 
 
+def through_busy(step: Callable[[], Any], what: str, stop: threading.Event) -> None:
+    """Run a start-up step (idempotent), waiting out Redis's BUSY (a slow script holds
+    the server: it ends) with backoff, as a running worker's ``guarded`` steps do; any
+    other failure is raised: a worker that cannot start says why. Returns once the step
+    ran, or ``stop`` is set meanwhile."""
+    backoff: Optional[Backoff] = None
+    while True:
+        try:
+            step()
+        except BrokerError as exc:
+            if not str(exc.__cause__ or exc).startswith("BUSY"):
+                raise
+            backoff = backoff or Backoff(what)
+            if stop.wait(backoff.failed(exc)):
+                backoff.gave_up()
+                return
+            continue
+        if backoff is not None:
+            backoff.succeeded()
+        return
+
+
 def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> Any:
     """Run a step that writes an outcome until it succeeds, backing off while Redis is
     away; unlike ``guarded``, a stop does not end it. Returns the step's value, or

@@ -95,6 +95,44 @@ local function cursor_of(name, raw)
   return '0'
 end
 
+-- The longest subscriber name (300 characters of up to 4 bytes: broadcast_reads.py's
+-- NAME_BYTES) or call id (200 bytes) minitask writes in a subscriber index (places,
+-- since, alive), a field name of cursors, or a member of the log or joins.
+local NAME_MOST = 1200
+
+-- The reply `listed` of `key` (`step` 2: member, score or field, value pairs; 1:
+-- members), kept to the members no longer than NAME_MOST: a longer one (planted: a 50
+-- MB name made every send copy it, for ever) is removed where it is met (ZREM, or
+-- `command`: lib.lua's bounded_members), said once (it is gone) in Redis's log with its
+-- length, and never copied into another key.
+local function short_only(key, listed, step, command)
+  local long = false
+  for i = 1, #listed, step do
+    if #listed[i] > NAME_MOST then long = true break end
+  end
+  if not long then return listed end  -- (what nearly every call meets: nothing made)
+  local removed = {}
+  local kept = bounded_members(key, listed, step, NAME_MOST, removed, command)
+  for _, length in ipairs(removed) do
+    redis.log(redis.LOG_WARNING, 'minitask: removed a member of ' .. key .. ', ' .. length ..
+              ' bytes long: longer than any name minitask writes there (' .. NAME_MOST ..
+              ' bytes at most)')
+  end
+  return kept
+end
+
+-- `command key ...` (a read of one member and its score), read again while what it
+-- returns is a member longer than NAME_MOST (removed: short_only), PLACE_BATCH times at
+-- most: the member and score that stand there once such members are gone.
+local function short_read(command, key, ...)
+  for _ = 1, PLACE_BATCH do
+    local read = tolerant({}, command, key, ...)
+    if not (read[1] and #read[1] > NAME_MOST) then return read end
+    short_only(key, read, 2)
+  end
+  return {}
+end
+
 -- Run `command key id...` over `ids` a thousand at a time: Lua's unpack
 -- fails past about 8,000 values, and a send may drop more than that.
 local function per_thousand(command, key, ids)
@@ -116,14 +154,15 @@ end
 -- MAX_SCORE (a fraction counts as the sequence above it). What state's seq is read
 -- as when it is missing (deleted, evicted) or no sequence (1e400, nan, -1, 1.5), or
 -- is below it: no sequence at or below one a cursor or the log has seen is handed out.
+-- A member longer than NAME_MOST met there is removed (short_read), never read again.
 local function high_water(keys)
   local top = 0
   for _, key in ipairs(keys) do
-    local last = tolerant({}, 'ZRANGE', key, -1, -1, 'WITHSCORES')
+    local last = short_read('ZRANGE', key, -1, -1, 'WITHSCORES')
     local n = guards().whole(last[2], 0, MAX_SCORE)
     if last[2] and not n then
-      last = tolerant({}, 'ZREVRANGEBYSCORE', key, string.format('%.0f', MAX_SCORE), 0,
-                      'WITHSCORES', 'LIMIT', 0, 1)
+      last = short_read('ZREVRANGEBYSCORE', key, string.format('%.0f', MAX_SCORE), 0,
+                        'WITHSCORES', 'LIMIT', 0, 1)
       n = math.ceil(tonumber(last[2]) or 0)
     end
     top = math.max(top, n or 0)
@@ -182,7 +221,9 @@ local function indexed()
   local at = scan_cursor(state_of('scan')) or '0'
   local page = tolerant(false, 'HSCAN', KEYS[5], at, 'COUNT', INDEX_BATCH) or {'0', {}}
   local now = server_ms()
-  local fields = page[2]
+  -- a field name longer than any subscriber's is no subscriber: removed (HDEL), never
+  -- indexed (a 50 MB name copied into places, since and alive blocked Redis 6-14 s)
+  local fields = short_only(KEYS[5], page[2], 2, 'HDEL')
   for i = 1, #fields, 2 do
     local name = fields[i]
     tolerant(0, 'ZADD', KEYS[7], guards().whole(fields[i + 1], 0, MAX_SCORE) or 0, name)
@@ -365,15 +406,13 @@ end
 -- reply's). Returns who was to be woken and who of them was not (their lists
 -- were not declared): the caller wakes those (broadcast_wake.lua) and declares
 -- them next time.
--- A member of since longer than any subscriber name (NAME_MOST bytes; planted: 50 MB)
--- is left out: no lane is its, and the reply would carry it to every sender.
-local NAME_MOST = 1200
+-- A member of since longer than any subscriber name (short_only: planted, 50 MB) is
+-- removed, never woken nor sent: no lane is its, and the reply would carry it to
+-- every sender.
 local function wake_from(first, tokens, cap, keys_at, names_at)
   if tokens <= 0 then return {}, {} end
-  local names = {}
-  for _, name in ipairs(tolerant({}, 'ZREVRANGE', KEYS[8], first, first + WAKE_FANOUT - 1)) do
-    if #name <= NAME_MOST then names[#names + 1] = name end
-  end
+  local names = short_only(KEYS[8], tolerant({}, 'ZREVRANGE', KEYS[8], first,
+                                             first + WAKE_FANOUT - 1), 1)
   local base = string.sub(KEYS[1], 1, #KEYS[1] - #'bcast:state')
   local declared = {}
   for i = keys_at, #KEYS do

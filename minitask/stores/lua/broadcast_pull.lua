@@ -48,9 +48,14 @@ for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
   end
 end
 local seq = guards().whole(state_of('seq'), 0, MAX_SCORE)
-local raw = redis.call('HGET', KEYS[5], name)
--- (one longer than any minitask writes: no sequence; set_cursor rewrites it below)
-if raw and #raw > FIELD_MOST then raw = string.sub(raw, 1, 16) .. '... (' .. #raw .. ' bytes)' end
+-- the cursor measured before it is read: one longer than any minitask writes (planted:
+-- 50 MB, a 5 s stall read whole) is no sequence, never read; set_cursor rewrites it below
+local raw = redis.call('HSTRLEN', KEYS[5], name)
+if raw > FIELD_MOST then
+  raw = '(a value ' .. raw .. ' bytes long)'
+else
+  raw = redis.call('HGET', KEYS[5], name)
+end
 local cursor = raw and guards().whole(raw, 0, seq or MAX_SCORE)
 if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
   -- a seq set back below the cursor is read as the highest sequence the log and the

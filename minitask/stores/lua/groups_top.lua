@@ -3,17 +3,26 @@
 -- KEYS[1] groups_ready (STRING)   KEYS[2] groups (ZSET)
 -- ARGV[1] the largest count read   ARGV[2] backlogs listed, at most
 -- ARGV[3] the longest group name minitask writes (bytes)
+-- ARGV[4] the longest count minitask writes (bytes)
 -- Returns {the counter or false, the groups counted (ZCOUNT 1 to ARGV[1]) or false,
---   the largest backlogs (name, score...) or false, the lengths of names removed}: false
---   for a key of another type (data minitask did not write: none shown).
+--   the largest backlogs (name, score...) or false, the lengths of names removed, the
+--   length of a counter longer than ARGV[4] or 0}: false for a key of another type
+--   (data minitask did not write: none shown).
+-- A counter longer than ARGV[4] (planted: 50 MB, sent whole to every status call) is
+-- measured (STRLEN) and never read: false, its length the fifth element. It is left
+-- for the fetches, which start a count that is no number afresh.
 -- A group name longer than ARGV[3] (planted: 50 MB, sent whole to every status call,
 -- page and scrape) is never sent: it is removed (lib.lua's bounded_members), its length
 -- returned for the caller's log. Invariant: writes nothing else.
 local removed = {}
 local top = redis.pcall('ZREVRANGEBYSCORE', KEYS[2], ARGV[1], '1', 'WITHSCORES', 'LIMIT', '0',
                         ARGV[2])
-if top.err then return {false, false, false, removed} end
+if top.err then return {false, false, false, removed, 0} end
 top = bounded_members(KEYS[2], top, 2, tonumber(ARGV[3]), removed)
-local ready = redis.pcall('GET', KEYS[1])
-if type(ready) == 'table' then ready = false end
-return {ready, redis.call('ZCOUNT', KEYS[2], '1', ARGV[1]), top, removed}
+local ready, longer = false, redis.pcall('STRLEN', KEYS[1])
+if type(longer) == 'table' then
+  longer = 0  -- another type: no count
+elseif longer <= tonumber(ARGV[4]) then
+  ready, longer = redis.call('GET', KEYS[1]), 0
+end
+return {ready, redis.call('ZCOUNT', KEYS[2], '1', ARGV[1]), top, removed, longer}

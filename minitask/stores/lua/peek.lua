@@ -10,6 +10,9 @@
 --   listing read 200 MB and block Redis for 1.5 s)
 -- ARGV[3] the longest id minitask writes: a longer member is removed, never sent
 --   (lib.lua's bounded_members); the lengths of those removed are the fifth element
+-- A delivery count longer than COUNT_MOST (planted: 50 MB, sent to every listing) is
+--   measured (HSTRLEN) and never sent: its length, a number, stands in its place (the
+--   fetches start a count that is no number afresh at 1, as they would this one).
 -- Invariant: reads only, but for the removal of such members.
 -- Data minitask did not write (lib.lua): a key of another type is read as empty.
 local total = tolerant(0, 'ZCARD', KEYS[1])
@@ -31,4 +34,20 @@ if #short > 0 then
   for n, i in ipairs(short) do asked[n] = ids[i] end
   for n, body in ipairs(redis.call('HMGET', KEYS[2], unpack(asked))) do bodies[short[n]] = body end
 end
-return {total, listed, bodies, tolerant({}, 'HMGET', KEYS[3], unpack(ids)), removed}
+-- each delivery count measured too, then those no longer than a count read in one HMGET
+local COUNT_MOST, counts, asked, at = 64, {}, {}, {}
+for i, id in ipairs(ids) do
+  local length = tolerant(-1, 'HSTRLEN', KEYS[3], id)
+  if length < 0 then return {total, listed, bodies, {}, removed} end  -- another type
+  if length > COUNT_MOST then
+    counts[i] = length
+  else
+    at[#asked + 1] = i
+    asked[#asked + 1] = id
+  end
+end
+if #asked > 0 then
+  for n, count in ipairs(redis.call('HMGET', KEYS[3], unpack(asked))) do counts[at[n]] = count end
+end
+for i = 1, #ids do if counts[i] == nil then counts[i] = false end end
+return {total, listed, bodies, counts, removed}

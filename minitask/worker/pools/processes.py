@@ -67,7 +67,7 @@ class Supervised(Protocol[J]):
     @property
     def heartbeat_period(self) -> float: ...
 
-    def starting(self) -> None: ...
+    def starting(self, stop: Optional[threading.Event] = None) -> None: ...
 
     def listen_for_orders(self) -> None: ...
 
@@ -160,7 +160,7 @@ class ProcessPool(Generic[J]):
         restore = SignalRelay(lambda name: self.stop(name, tell_children=False),
                               at_once).install()
         try:
-            worker.starting()
+            worker.starting(self._stop)
             worker.listen_for_orders()
         except BaseException:
             restore()
