@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
@@ -39,7 +39,8 @@ def producer(server: RedisServer) -> Iterator[Minitask]:
 
 def runs(path: Path) -> List[Tuple[float, float]]:
     """Each run's (start, end), in start order."""
-    starts, ends = {}, {}
+    starts: Dict[str, float] = {}
+    ends: Dict[str, float] = {}
     for line in path.read_text().splitlines():
         kind, n, at = line.split()
         (starts if kind == "start" else ends)[n] = float(at)
