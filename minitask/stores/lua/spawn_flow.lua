@@ -40,8 +40,10 @@ for n = 1, count do
   else
     keys[#keys + 1], keys[#keys + 2] = result, marker
     for j = 0, 4 do argv[#argv + 1] = ARGV[i + j] end
-    -- spawn_base() sends it when neither its marker nor its message is there yet
-    if specs[n] ~= '' and redis.call('EXISTS', marker) == 0
+    -- spawn_base() sends it when its marker holds no state (none yet, or only the
+    -- reservation of a workflow's explicit id: step_ids.lua) and its message is not
+    -- there yet (a marker of another type refuses the call before any write)
+    if specs[n] ~= '' and tolerant(0, 'HEXISTS', marker, 'state') == 0
        and redis.call('HEXISTS', KEYS[1], ARGV[i]) == 0 then
       others[#others + 1] = {ARGV[i], specs[n]}
     end
