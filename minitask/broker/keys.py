@@ -24,8 +24,6 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:progress:<id>  STRING  the last set_progress() of a running task,
                                             packed; expires after the task's result_ttl
     minitask:{app:queue}:schedules    HASH  schedule name -> record (periodic.Schedule.record)
-    minitask:{app:queue}:schedules_aside  HASH  name -> a record set aside by a listing:
-                                            longer than the app's records (kept to inspect)
     minitask:{app:queue}:ticks        ZSET  schedule name -> its next tick (ms), the one armed
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
@@ -242,7 +240,7 @@ def _is_unprintable_or_space(char: str) -> bool:
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "lease_longest", "messages",
           "deliveries", "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside",
           "recent", "flow", "flow_due", "flow_dead", "flow_limiters", "flow_parked",
-          "schedules", "ticks", "fired", "schedules_aside")
+          "schedules", "ticks", "fired")
 
 
 @dataclass(frozen=True)
@@ -291,8 +289,6 @@ class QueueKeys:
     #: Fair queues: group -> weight, for each group whose weight is not 1.
     groups_weight: str = field(init=False)
     schedules: str = field(init=False)
-    #: Schedule records set aside by a listing: longer than any record the app writes.
-    schedules_aside: str = field(init=False)
     ticks: str = field(init=False)
     fired: str = field(init=False)
 

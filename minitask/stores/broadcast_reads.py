@@ -13,7 +13,7 @@ there, never sent.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..broker.keys import MAX_NAME
 from ..broker.transport import Transport
@@ -37,6 +37,9 @@ NAMES_BYTES = 1_048_576
 NAME_BYTES = 4 * MAX_NAME
 #: Names read per round trip, and values measured per script.
 PAGE = 500
+#: Pages of removed members alone (none sent) ``few`` reads at most: a replica refuses
+#: their removal, and the next page reads them again.
+EMPTY_PAGES = 4
 #: Subscribers ``cursors`` lists at most (``app.subscribers``), said when cut.
 LISTED_MOST = 100_000
 #: The highest call sequence a queue's log can hold (lib.lua's MAX_SCORE).
@@ -101,15 +104,21 @@ class BroadcastReads(Store):
         ``start``): the next HSCAN cursor ('0': the end) and the names; None for a key of
         another type (said once). A member or field longer than any subscriber name is
         removed on the server, never sent, said once with its length."""
+        at, names, _ = self._page(key, mode, start, count)
+        return at, names  # type: ignore[return-value]
+
+    def _page(self, key: str, mode: str, start: Any,
+              count: int) -> Tuple[Any, Optional[List[Any]], int]:
+        """``page``, and how many members it removed (or left, Redis refusing)."""
         stop = start + count - 1 if mode == "rank" else count
         reply = self.transport.run("broadcast_page", (key,),
                                    (mode, start, stop, NAME_BYTES, FIELD_BYTES),
                                    f"read subscribers in {printable(key)}")
         if reply[0] in (b"foreign", "foreign"):
             ignored(key, f"it holds another type than minitask keeps there ({reply[1]!r})")
-            return 0, None  # type: ignore[return-value]
+            return 0, None, 0
         removed_members(key, reply[2], "subscriber name")
-        return reply[0], list(reply[1])
+        return reply[0], list(reply[1]), len(reply[2] or ())
 
     def cursors(self, queue: str) -> List[Cursor]:
         """The queue's subscribers with how many calls each has not pulled, by name: the
@@ -134,15 +143,25 @@ class BroadcastReads(Store):
 
     def few(self, queue: str, most: int) -> Tuple[List[Cursor], int]:
         """At most ``most`` of the queue's subscribers, the furthest behind first (by
-        the index of cursors), and how many subscribe in all: bounded reads."""
+        the index of cursors), and how many subscribe in all: bounded reads. A page's
+        overlong members are removed there: the next page starts after the last name
+        sent (Redis refusing the removal, a replica, a name may be read again: listed
+        once), and at most EMPTY_PAGES pages of removed members alone are read."""
         k = self.keys(queue)
         raws: List[Any] = []
+        seen: Set[Any] = set()
+        start = empty = 0
         with summarised():
-            while len(raws) < most:
+            while len(raws) < most and empty < EMPTY_PAGES:
                 count = min(PAGE, most - len(raws))
-                _, names = self.page(k.broadcast("places"), "rank", len(raws), count)
-                raws += names or []
-                if not names or len(names) < count:
+                _, names, removed = self._page(k.broadcast("places"), "rank", start, count)
+                if names is None:
+                    break
+                start += len(names)
+                empty += 0 if names else 1
+                raws += [name for name in names if name not in seen]
+                seen.update(names)
+                if len(names) + removed < count:  # fewer than asked there: the last page
                     break
             with self.transport.errors(f"count the subscribers of queue {queue!r}"):
                 pipe = self.transport.client.pipeline(transaction=False)

@@ -246,10 +246,9 @@ class ScheduleStore(Store):
         name, a record this minitask cannot read, a key of another type) are in the
         page's ``unreadable``; a tick or time that is no time is shown as none."""
         k = self.keys(queue)
-        most = self.longest_record()
         reply = self.transport.run(
-            "schedule_page", (k.schedules, k.ticks, k.fired, k.schedules_aside),
-            (place.phase, count, place.at, place.name, most),
+            "schedule_page", (k.schedules, k.ticks, k.fired),
+            (place.phase, count, place.at, place.name, self.longest_record()),
             f"list the schedules of queue {queue!r}")
         status, following, *rest = reply
         if text(status) == "foreign":
@@ -257,7 +256,7 @@ class ScheduleStore(Store):
             ignored(k.schedules, problem)
             return Page([], [(k.schedules, "", problem)], 0, None)
         removed, *entries = rest
-        aside = _removed(k, removed, most)
+        _removed(k, removed)
         found: List[Schedule] = []
         unreadable: List[Unreadable] = []
         fields = 0
@@ -270,8 +269,7 @@ class ScheduleStore(Store):
             if name is None:
                 continue
             if isinstance(record, int):  # its length: longer than minitask writes, not read
-                unreadable.append((k.schedules, name, aside.get(raw) or too_large(
-                    k.schedules, name, record)))
+                unreadable.append((k.schedules, name, too_large(k.schedules, name, record)))
                 continue
             try:
                 schedule = _read(record, name, queue)
@@ -281,9 +279,10 @@ class ScheduleStore(Store):
             found.append(with_times(schedule, whole(tick), whole(last)))
         nxt: Optional[Place]
         if place.phase == "armed":
-            read = whole(following) or 0  # ticks read, removed ones too
-            nxt = (Place("unarmed", "0") if read < count else
-                   Place("armed", text(entries[-3]), entries[-4]) if entries else place)
+            # ticks read (removed ones too), and the last one's place, removed or not
+            read, at, last = following
+            nxt = (Place("unarmed", "0") if (whole(read) or 0) < count else
+                   Place("armed", text(at), last))
         else:
             cursor = text(following)
             nxt = None if cursor == "0" else Place("unarmed", cursor)
@@ -324,29 +323,17 @@ class ScheduleStore(Store):
                      text_of(problem[0]) or "" if problem else "")
 
 
-def _removed(k: Any, removed: Any, most: int) -> Dict[bytes, str]:
+def _removed(k: Any, removed: Any) -> None:
     """Say what schedule_page.lua took out of queue keys ``k`` (each once: it is gone,
-    never read again); returns, for each record set aside, what its listing says in its place."""
-    aside: Dict[bytes, str] = {}
-    for kind, length, *more in removed or ():
+    never read again)."""
+    for kind, length in removed or ():
         kind, size = text(kind), f"{int(length):,}"
         if kind == "tick":
             ignored(k.ticks, f"a tick whose name is {size} bytes, longer than any "
                              f"schedule's ({MAX_NAME_BYTES}), was removed")
-        elif kind == "name":
+        else:
             ignored(k.schedules, f"a field of {size} bytes, longer than any schedule's name "
                                  f"({MAX_NAME_BYTES}), was removed with its record (not listed)")
-        else:
-            raw, where = more
-            where = text(where)
-            shown = printable(text_of(raw) or raw)
-            moved = (f"set aside to key {where}" if where else
-                     f"deleted ({k.schedules_aside} holds another type)")
-            ignored(k.schedules, f"the record of field {shown!r} is {size} bytes, longer than "
-                                 f"any this app writes ({most:,}): {moved}, never read again")
-            aside[raw] = (f"key {k.schedules} field {shown[:200]!r} is too large ({size} "
-                          f"bytes, not read): {moved}")
-    return aside
 
 
 def _name(key: str, field: bytes,

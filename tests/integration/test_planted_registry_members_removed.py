@@ -23,9 +23,11 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, lane, queue_keys
 from minitask.dashboard.web import Dashboard
+from minitask.stores.broadcast_reads import EMPTY_PAGES
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
 from tests.support.pages import get
+from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
@@ -168,3 +170,47 @@ def test_an_overlong_subscriber_index_member_is_removed_once(
     stats = admin.info("commandstats")
     assert "cmdstat_zrem" not in stats and "cmdstat_hdel" not in stats
     assert key not in caplog.text
+
+
+def test_a_short_listing_goes_on_past_removed_places_members(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
+    """A page of ``bcast:places`` short only because overlong members were removed was
+    read as the last: a listing of two left out the subscribers after them (one page
+    of them alone listed none)."""
+    now_ms = int(time.time() * 1000)
+    for sub in ("sub1", "sub2"):
+        app.broker.broadcasts.subscribe("news", sub, now_ms)
+    places = NEWS.broadcast("places")
+    for planted in (1, 2):  # a page part removed, then a page of removed members alone
+        admin.zadd(places, {bytes([64 + n]) * 2000: -1 for n in range(planted)})
+        rows, count = app.broker.broadcasts.few("news", 2)
+        assert sorted(row.name for row in rows) == ["sub1", "sub2"] and count == 2, planted
+        assert admin.zcard(places) == 2
+
+
+def test_a_short_listing_ends_when_redis_refuses_the_removals(
+        app: Minitask, admin: "redis.Redis[bytes]", redis_server: RedisServer) -> None:
+    """Redis refusing the removal (a replica; here an ACL without ZREM), the members
+    are read again: each subscriber is listed once, and pages of refused members alone
+    end the listing (a bounded number of reads)."""
+    now_ms = int(time.time() * 1000)
+    for sub in ("sub1", "sub2"):
+        app.broker.broadcasts.subscribe("news", sub, now_ms)
+    places = NEWS.broadcast("places")
+    admin.zadd(places, {b"A" * 2000: -1})
+    admin.acl_setuser("nozrem-b", enabled=True, passwords=["+pw"], keys=["*"],
+                      channels=["*"], commands=["+@all", "-zrem"])
+    reader = build(f"redis://nozrem-b:pw@127.0.0.1:{redis_server.port}/0")
+    try:
+        rows, _ = reader.broker.broadcasts.few("news", 2)
+        assert sorted(row.name for row in rows) == ["sub1", "sub2"]
+        admin.zadd(places, {bytes([66 + n]) * 2000: -1 for n in range(3)})
+        admin.config_resetstat()
+        rows, _ = reader.broker.broadcasts.few("news", 2)
+        assert rows == []  # pages of refused members alone: none listed, and an end
+        calls = int(admin.info("commandstats")["cmdstat_evalsha"]["calls"])
+        assert calls <= EMPTY_PAGES + 2, calls
+    finally:
+        reader.close()
+        admin.acl_deluser("nozrem-b")
+    assert admin.zcard(places) == 6

@@ -1,11 +1,11 @@
 -- schedule_page: one page of a queue's schedules, for the listings; writes nothing but
 -- the removals of entries no minitask wrote (below).
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
--- KEYS[4] schedules_aside (HASH): where a record too long to be read is set aside
 -- ARGV[1] 'armed' or 'unarmed'   ARGV[2] entries at most (a page)
 -- armed: the schedules that have a tick, soonest first (the order of ticks: tick,
 --   then name byte by byte), after the entry ARGV[3] (its tick, as a score) and
---   ARGV[4] (its name); ARGV[3] '' from the first. Kept by position, not offset: a
+--   ARGV[4] (its name: one longer than NAME_MOST stands for every name it begins, a
+--   tick name no minitask wrote); ARGV[3] '' from the first. Kept by position, not offset: a
 --   schedule that fires moves to a later tick, so no entry not yet listed can move
 --   before the position and be missed. Finding the position is two ZCOUNT and, among
 --   entries of the same tick, a binary search by rank: O(log^2 N) whatever the page.
@@ -15,20 +15,22 @@
 --   read and passed over: no page in between is empty), and one ZSCORE for each field.
 -- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
 -- Returns {'ok', next, removed, name, tick or false, record or false, last tick or
--- false, ...}: next is the HSCAN cursor that follows (unarmed; '0': no more), or the
--- number of ticks read (armed: fewer than ARGV[2], no more; removed ones count); a tick of ticks without a record (a name minitask did not write) comes with
--- record false, so that the next page starts after it. {'foreign', the error} when
--- schedules holds another type than a hash.
+-- false, ...}: next is the HSCAN cursor that follows (unarmed; '0': no more), or
+-- (armed) {ticks read, the last one's score, its name}: fewer than ARGV[2] read, no
+-- more; removed ones count, and the next page starts after the last one read, removed
+-- or not (its name cut to NAME_MOST + 1 bytes then: the place of all it begins). A
+-- tick of ticks without a record (a name minitask did not write) comes with record
+-- false. {'foreign', the error} when schedules holds another type than a hash.
 -- Data minitask did not write (lib.lua): ticks or fired of another type count as
 -- empty (every schedule is then unarmed, or never fired). What no minitask writes
 -- costs one listing, not every one (a planted 50 MB field name was sent to each):
 -- removed lists each entry taken out, as {'name', length} (a field of schedules
--- longer than NAME_MOST: HDEL, with its record), {'tick', length} (a member
--- of ticks as long: ZREM) or {'aside', length, name, where} (a record longer than
--- ARGV[5], read by an HSCAN or an HGET once: moved to KEYS[4] under its name, where
--- '' when KEYS[4] holds another type and it was deleted); such a record is still in
--- the page as its length, once. A removal Redis refuses (a replica) leaves the entry
--- where it is, still never sent. None is ever sent: only its length.
+-- longer than NAME_MOST: HDEL, with its record) or {'tick', length} (a member of
+-- ticks as long: ZREM). A removal Redis refuses (a replica) leaves the entry where it
+-- is, still never sent. None is ever sent: only its length. A record longer than
+-- ARGV[5] is never taken out (an app allowing longer messages writes one, and its
+-- workers fire it): it is sent as its length, left in place; the HSCAN of the
+-- unarmed records copies it inside Redis at each such page (a known cost).
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) == 'table' and size.err then
   guards().foreign(size)
@@ -61,21 +63,6 @@ local most = tonumber(ARGV[5])
 local function done_by(command, key, member)
   local reply = redis.pcall(command, key, member)
   return not (type(reply) == 'table' and reply.err)
-end
-
--- Take `record` (its value, or nil: read it here) of field `name` out of schedules into
--- KEYS[4], said in removed; a refused write (a replica, OOM) leaves it in place.
-local function set_aside(name, record)
-  record = record or redis.call('HGET', KEYS[1], name)
-  if not record then return end
-  local where = KEYS[4]
-  local put = redis.pcall('HSET', where, name, record)
-  if type(put) == 'table' and put.err then
-    if not string.find(tostring(put.err), 'WRONGTYPE', 1, true) then return end
-    where = ''
-  end
-  if not done_by('HDEL', KEYS[1], name) then return end
-  removed[#removed + 1] = {'aside', #record, name, where}
 end
 
 local function add(name, tick, record)
@@ -114,18 +101,26 @@ end
 
 if ARGV[1] == 'armed' then
   local start = 0
+  local past = after
+  if #ARGV[4] > NAME_MOST then  -- past the removed tick's name and all it begins
+    past = function(a, b) return after(a, b) and string.sub(a, 1, #b) ~= b end
+  end
   if ARGV[3] ~= '' then
     local low = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', '(' .. ARGV[3])
     local high = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', ARGV[3])
     while low < high do
       local middle = math.floor((low + high) / 2)
       local member = redis.call('ZRANGE', KEYS[2], middle, middle)[1]
-      if after(member, ARGV[4]) then high = middle else low = middle + 1 end
+      if past(member, ARGV[4]) then high = middle else low = middle + 1 end
     end
     start = low
   end
   local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
-  found[2] = tostring(#ticks / 2)
+  if #ticks > 0 then
+    found[2] = {tostring(#ticks / 2), ticks[#ticks], string.sub(ticks[#ticks - 1], 1, NAME_MOST + 1)}
+  else
+    found[2] = {'0', '', ''}
+  end
   -- a tick whose name is longer than any schedule's (NAME_MOST: no minitask wrote it)
   -- is removed, never sent nor used to read a record (as schedule_armed.lua does)
   for i = 1, #ticks, 2 do
@@ -135,13 +130,9 @@ if ARGV[1] == 'armed' then
       removed[#removed + 1] = {'tick', #ticks[i]}
     end
   end
-  -- their records, measured: one longer than ARGV[5] is sent as its length, and set
-  -- aside (read once, here: so no later listing's HSCAN reads it)
+  -- their records, measured: one longer than ARGV[5] is sent as its length, unread
   measured(KEYS[1], function(name) return name end, 2, most,
            function(length) return length end)
-  for i = 4, #found, 4 do
-    if type(found[i + 2]) == 'number' then set_aside(found[i], nil) end
-  end
   return done()
 end
 
@@ -160,10 +151,7 @@ repeat
     if #name > NAME_MOST then  -- no schedule's name: removed with its record, unsent
       if done_by('HDEL', KEYS[1], name) then removed[#removed + 1] = {'name', #name} end
     elseif not tolerant(false, 'ZSCORE', KEYS[2], name) then
-      if #record > most then set_aside(name, record) end
-      add(name, false, record)
-    elseif #record > most then
-      set_aside(name, record)  -- armed: listed (as its length) by the armed pages
+      add(name, false, record)  -- a record longer than ARGV[5]: its length
     end
   end
 until cursor == '0' or #found - 3 >= 4 * count or read >= UNARMED_BUDGET
