@@ -25,7 +25,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import MAX_BLOCK_SECONDS
 from ..errors import BrokerError
-from ..wire.message import MAX_MS, Outcome
+from ..wire.message import MAX_ID_BYTES, MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
 from .cancel_entries import drop_foreign, request_of
 from .foreign import foreign, ignored
@@ -37,6 +37,12 @@ _SCRIPTS = ("request_cancel", "end_cancelled")
 #: within milliseconds, so only a worker cut off from Redis for longer than it
 #: takes to post this many could miss one.
 STREAM_LENGTH = 1000
+
+#: Most bytes (MEMORY USAGE) a stream of minitask's entries takes: twice its length
+#: (MAXLEN ~ trims whole nodes), each an id of MAX_ID_BYTES and its overhead, with
+#: room to spare. A bigger one holds entries minitask did not write: a starting watch
+#: does not read its last id (XINFO copies its first and last entries inside Redis).
+STREAM_BYTES = 2 * STREAM_LENGTH * (MAX_ID_BYTES + 300)
 
 #: One request as a worker reads it: (queue, stream entry id, task id).
 Request = Tuple[str, str, str]
@@ -80,7 +86,7 @@ class CancelStore(Store):
         """The request as a script call (the async producer sends the same one)."""
         k = self.keys(queue)
         return ("request_cancel", queue, (k.leases, k.cancels, k.cancels_aside),
-                (task_id, STREAM_LENGTH, MAX_MS), 0)
+                (task_id, STREAM_LENGTH, MAX_MS, STREAM_BYTES), 0)
 
     def request(self, queue: str, task_id: str) -> bool:
         """Ask the worker holding ``task_id`` to stop it; False when it is not leased."""
@@ -167,7 +173,8 @@ class CancelStore(Store):
         it was left out), where the watch had read to, so that requests posted while it
         was left out are heard. A queue whose stream key minitask cannot use (another
         type) is left out, said once: one such key must not stop the watch of every
-        other queue. With XINFO refused (an ACL without it), a little before the
+        other queue. With XINFO refused (an ACL without it), or a stream bigger than
+        minitask's (``STREAM_BYTES``), a little before the
         server's time (``START_MARGIN_MS``); with TIME refused too, a wake-up entry is
         added and its id taken."""
         found: Dict[str, str] = {}

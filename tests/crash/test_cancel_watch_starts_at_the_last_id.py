@@ -15,6 +15,8 @@ import redis
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
+from minitask.stores.cancels import STREAM_BYTES, STREAM_LENGTH
+from minitask.wire.message import MAX_ID_BYTES
 from tests.support.acl import documented_acl
 from tests.support.servers import RedisServer
 
@@ -88,16 +90,35 @@ def test_no_stream_is_read_from_its_start_and_none_is_made(
     assert [task_id for _, _, task_id in heard] == ["leased"]
 
 
-def test_a_huge_last_entry_stays_in_redis(server: RedisServer, app: Minitask) -> None:
-    """XINFO STREAM's reply holds the last entry: it is copied inside Redis, and only
-    the id leaves it (not its 32 MB)."""
+def test_a_stream_of_the_longest_ids_is_read_from_its_last_id(
+        server: RedisServer, app: Minitask) -> None:
+    """As many requests as it keeps and more, each naming an id of MAX_ID_BYTES: no
+    bigger than a stream of minitask's can be (``STREAM_BYTES``)."""
+    client = server.client()
+    pipe = client.pipeline(transaction=False)
+    for number in range(3 * STREAM_LENGTH):
+        pipe.xadd(KEYS.cancels, {b"id": f"{number:0{MAX_ID_BYTES}d}".encode()},
+                  maxlen=STREAM_LENGTH, approximate=True)
+    pipe.execute()
+    assert client.memory_usage(KEYS.cancels, samples=0) <= STREAM_BYTES
+    assert app.broker.cancels.positions(["default"]) == {"default": _last_id(client)}
+
+
+def test_a_huge_stream_is_not_looked_into(server: RedisServer, app: Minitask) -> None:
+    """A stream bigger than minitask's ever are (a 32 MB entry planted) is read from a
+    second before Redis's time: XINFO STREAM would copy that entry inside Redis
+    (twice, as its first and last: ~0.2 s of Redis each watch start); nothing sent."""
     client = server.client()
     client.xadd(KEYS.cancels, {b"id": b"x" * (32 << 20)})
-    last = _last_id(client)
+    client.config_resetstat()
     sent = client.info("stats")["total_net_output_bytes"]
+    before = _redis_ms(client)
     positions = app.broker.cancels.positions(["default"])
-    assert positions == {"default": last}
+    after = _redis_ms(client)
     assert client.info("stats")["total_net_output_bytes"] - sent < 1 << 20
+    assert not any(name.startswith("cmdstat_xinfo") for name in client.info("commandstats"))
+    ms, _, seq = positions["default"].partition("-")
+    assert before - 1000 <= int(ms) <= after - 1000 and seq == "0"
 
 
 def test_without_xinfo_a_watch_reads_from_a_second_before_redis_time(

@@ -7,12 +7,14 @@
 -- such an entry)
 -- ARGV[2] entries kept in the stream, about (MAXLEN ~)
 -- ARGV[3] the latest time (ms) an id of minitask's entries can hold (message.MAX_MS)
+-- ARGV[4] the most bytes (MEMORY USAGE) a stream of minitask's entries takes
 -- Returns: 1 when the task is leased (running, or prefetched) and the request
 -- was posted, 0 when it is not (finished, queued, scheduled, dead or unknown:
 -- the caller cancels those with cancel.lua); 2 when it was posted after the
 -- stream was set aside. With ARGV[1] '': {2 when set aside, 1 when not needed, the
 -- stream's last generated id ('0-0' when there is no stream: any entry comes after
--- it; false when an ACL refuses XINFO), and then the server's time in ms (false: TIME
+-- it; false when an ACL refuses XINFO, or the stream is bigger than ARGV[4]: it
+-- holds entries minitask did not write), and then the server's time in ms (false: TIME
 -- refused too)}. The watch reads from that id: every later entry's id is past it
 -- whatever Redis's clock says (a clock stepped back, a failover to a replica whose
 -- clock is behind), with nothing written (an entry added there woke every other
@@ -53,7 +55,11 @@ if planted then set_aside() end
 if id == '' then
   local last = '0-0'
   if redis.call('EXISTS', KEYS[2]) == 1 then
-    local info = redis.pcall('XINFO', 'STREAM', KEYS[2])
+    -- XINFO's reply copies the first and last entries inside Redis (a 32 MB one
+    -- blocked it ~0.2 s): not for a stream bigger than minitask's ever are
+    local size = redis.pcall('MEMORY', 'USAGE', KEYS[2], 'SAMPLES', 0)
+    local small = type(size) ~= 'number' or size <= tonumber(ARGV[4])
+    local info = small and redis.pcall('XINFO', 'STREAM', KEYS[2]) or {err = 'big'}
     last = false
     if not info.err then
       for i = 1, #info, 2 do
