@@ -37,7 +37,7 @@ from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle
 from .contained import (Raised, begun, contained, contained_call, holder, shielded,
-                        swallowed)
+                        swallowed, unbegun)
 from .escapes import Escapes
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
@@ -344,7 +344,9 @@ class AsyncioPool(FixedSlots):
                 watched = context
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
-                if is_async:
+                if cancel.is_set():  # asked to stop during its prerun hooks
+                    inner = unbegun(self._loop)
+                elif is_async:
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
                     inner = begun(coro if limit is None and soft is None else
