@@ -141,3 +141,21 @@ def test_without_xinfo_a_watch_reads_from_a_second_before_redis_time(
         assert admin.xlen(KEYS.cancels) == 1
     finally:
         app.close()
+
+
+def test_a_last_id_past_any_minitask_writes_is_set_aside_by_the_look(
+        server: RedisServer, app: Minitask) -> None:
+    """Its entry deleted (XDEL), the stream reads empty, yet its last id is the last
+    there is: a watch reading from it would hear nothing (every XADD is refused). The
+    look sets it aside and the watch reads the new stream from its start."""
+    client = server.client()
+    last = "18446744073709551615-18446744073709551615"
+    client.xadd(KEYS.cancels, {b"planted": b"1"}, id=last)
+    client.xdel(KEYS.cancels, last)
+    client.zadd(KEYS.leases, {"leased": 2 ** 50})
+    positions = app.broker.cancels.positions(["default"])
+    assert positions == {"default": "0-0"}
+    assert client.xinfo_stream(KEYS.cancels_aside)["last-generated-id"] == last.encode()
+    assert app.broker.cancels.request("default", "leased") is True
+    heard = app.broker.cancels.watch(positions, timeout=5.0)
+    assert [task_id for _, _, task_id in heard] == ["leased"]

@@ -66,6 +66,12 @@ if id == '' then
         if info[i] == 'last-generated-id' then last = info[i + 1] end
       end
     end
+    -- an id past any minitask writes, its entry deleted since (XDEL): nothing can
+    -- follow it, and a watch reading from there would hear nothing
+    if last and tonumber(string.match(last, '^%d+')) > tonumber(ARGV[3]) then
+      set_aside()
+      planted, last = true, '0-0'
+    end
   end
   local ms = false
   if not last then

@@ -184,11 +184,10 @@ class AsyncioPool(FixedSlots):
         self.wait_idle(CANCEL_WAIT)
 
     def close(self) -> None:
-        """Stop the loop, then the recording threads (after the worker's shutdown).
-
-        The loop's thread ends the recording threads once its loop has stopped: while
-        it runs (a task's code may block it past ``CANCEL_WAIT``) an attempt may still
-        hand them a step, which must not be left unrun with the attempt awaiting it."""
+        """Stop the loop, then the recording threads (after the worker's shutdown): the
+        loop's thread ends them once its loop has stopped, since while it runs (a task's
+        code may block it past ``CANCEL_WAIT``) an attempt may still hand them a step,
+        which must not be left unrun with the attempt awaiting it."""
         self._closing = True
         self._watch.stop()
         link = None if self._quick is None else self._quick.link
@@ -422,8 +421,7 @@ class AsyncioPool(FixedSlots):
             if following is None:
                 following = await self._record(self._next)
         elif not fetch:  # the worker stops, or tasks left: recorded with no fetch
-            following = await self._record(self._then_next, self._recorder.record_waiting,
-                                           False)
+            following = await self._record(self._then_next, self._recorder.record_waiting, False)
         else:
             answer = await quick.record()
             following = answer.job
