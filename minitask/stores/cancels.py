@@ -25,7 +25,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import MAX_BLOCK_SECONDS
 from ..errors import BrokerError
-from ..wire.message import MAX_MS, Outcome
+from ..wire.message import MAX_ID_BYTES, MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
 from .cancel_entries import drop_foreign, request_of
 from .foreign import foreign, ignored
@@ -38,20 +38,27 @@ _SCRIPTS = ("request_cancel", "end_cancelled")
 #: takes to post this many could miss one.
 STREAM_LENGTH = 1000
 
+#: Most bytes (MEMORY USAGE) a stream of minitask's entries takes: twice its length
+#: (MAXLEN ~ trims whole nodes), each an id of MAX_ID_BYTES and its overhead, with
+#: room to spare. A bigger one holds entries minitask did not write: a starting watch
+#: does not read its last id (XINFO copies its first and last entries inside Redis).
+STREAM_BYTES = 2 * STREAM_LENGTH * (MAX_ID_BYTES + 300)
+
 #: One request as a worker reads it: (queue, stream entry id, task id).
 Request = Tuple[str, str, str]
 
 #: request_cancel.lua's reply when it set the stream aside first.
 _SET_ASIDE = 2
 
-#: How far before the server's time a starting watch reads a stream from: Redis
-#: gives a new entry the id max(its clock, the last id + 1), so a clock stepped back
-#: a little (NTP) after the watch looked still gives ids past it. Requests of the
-#: last second are read again: a watch skips those of tasks its worker does not hold.
+#: How far before the server's time a starting watch reads a stream from when an ACL
+#: refuses XINFO (it reads from the stream's last id otherwise): Redis gives a new
+#: entry the id max(its clock, the last id + 1), so a clock stepped back a little
+#: (NTP) after the watch looked still gives ids past it. Requests of the last second
+#: are read again: a watch skips those of tasks its worker does not hold.
 START_MARGIN_MS = 1000
 
 #: The entry that ends watches (``wake``), and finds where a stream ends when
-#: Redis refuses TIME (``positions``): every watch skips it.
+#: Redis refuses XINFO and TIME (``positions``): every watch skips it.
 _WAKE: Dict[Any, Any] = {"wake": "1"}
 _WAKE_READ = {b"wake": b"1"}
 
@@ -79,7 +86,7 @@ class CancelStore(Store):
         """The request as a script call (the async producer sends the same one)."""
         k = self.keys(queue)
         return ("request_cancel", queue, (k.leases, k.cancels, k.cancels_aside),
-                (task_id, STREAM_LENGTH, MAX_MS), 0)
+                (task_id, STREAM_LENGTH, MAX_MS, STREAM_BYTES), 0)
 
     def request(self, queue: str, task_id: str) -> bool:
         """Ask the worker holding ``task_id`` to stop it; False when it is not leased."""
@@ -105,11 +112,12 @@ class CancelStore(Store):
         return not isinstance(self.look_all([queue])[0], BrokerError)
 
     def look_all(self, queues: Sequence[str]) -> List[Any]:
-        """For each queue, in one round trip where the connection allows: the server's
-        time in ms as request_cancel.lua reads it (None: TIME refused), its stream set
-        aside first when it holds an id past any minitask writes (said once); or the
-        BrokerError, said once, of a stream key minitask cannot use (another type, or
-        one set aside before that nobody deleted)."""
+        """For each queue, in one round trip where the connection allows: where its
+        stream ends as request_cancel.lua reads it, its stream set aside first when it
+        holds an id past any minitask writes (said once): the last id (a str; "0-0"
+        with no stream), or with XINFO refused the server's time in ms (an int; None:
+        TIME refused too); or the BrokerError, said once, of a stream key minitask
+        cannot use (another type, or one set aside before that nobody deleted)."""
         calls = [self.request_call(queue, "") for queue in queues]
         try:
             replies = self.transport.run_calls(calls, "look at the cancel requests",
@@ -131,7 +139,7 @@ class CancelStore(Store):
                 looked.append(reply)
                 continue
             self.posted(queue, reply[0])
-            looked.append(int(reply[1]) if reply[1] else None)
+            looked.append(text(reply[1]) if reply[1] else int(reply[2]) if reply[2] else None)
         return looked
 
     # -- the worker side -----------------------------------------------------------
@@ -158,30 +166,34 @@ class CancelStore(Store):
 
     def positions(self, queues: Sequence[str],
                   seen: Optional[Dict[str, str]] = None) -> Dict[str, str]:
-        """Where to read each queue's stream from: a little before the server's time now
-        (``START_MARGIN_MS``; every later request's id is past it), so that neither an
-        entry is added (it woke every other watch, and failed on a full Redis) nor the
-        last entry read (a planted one may be 32 MB); or, for a queue in ``seen``
-        (watched before it was left out), where the watch had read to, so that requests
-        posted while it was left out are heard. A queue whose stream key minitask
-        cannot use (another type) is left out, said once: one such key must not stop
-        the watch of every other queue. With TIME refused (an ACL without it), a
-        wake-up entry is added and its id taken, as minitask did before."""
+        """Where to read each queue's stream from: its last id now (every later
+        request's id is past it, whatever Redis's clock does), so that neither an entry
+        is added (it woke every other watch, and failed on a full Redis) nor an entry
+        sent (a planted one may be 32 MB); or, for a queue in ``seen`` (watched before
+        it was left out), where the watch had read to, so that requests posted while it
+        was left out are heard. A queue whose stream key minitask cannot use (another
+        type) is left out, said once: one such key must not stop the watch of every
+        other queue. With XINFO refused (an ACL without it), or a stream bigger than
+        minitask's (``STREAM_BYTES``), a little before the
+        server's time (``START_MARGIN_MS``); with TIME refused too, a wake-up entry is
+        added and its id taken."""
         found: Dict[str, str] = {}
-        for queue, now_ms in zip(queues, self.look_all(queues)):
-            if isinstance(now_ms, BrokerError):
+        for queue, end in zip(queues, self.look_all(queues)):
+            if isinstance(end, BrokerError):
                 continue
             if seen and queue in seen:
                 found[queue] = seen[queue]
-            elif now_ms is None:
+            elif isinstance(end, str):
+                found[queue] = end
+            elif end is None:
                 found[queue] = self._position_by_wake(queue)
             else:
-                found[queue] = f"{max(0, now_ms - START_MARGIN_MS)}-0"
+                found[queue] = f"{max(0, end - START_MARGIN_MS)}-0"
         return found
 
     def _position_by_wake(self, queue: str) -> str:
         """Where the stream ends, as the id of a wake-up entry added to it (with no
-        TIME to read): "0-0" when there is no stream (NOMKSTREAM) or its last id was
+        XINFO nor TIME to read): "0-0" when there is no stream (NOMKSTREAM) or its last id was
         taken (the next request starts a new one)."""
         with self.transport.errors("read the cancel requests"):
             try:

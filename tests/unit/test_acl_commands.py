@@ -31,8 +31,9 @@ METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": ""
 IMPLIED = {"evalsha", "script|load", "ping"}
 #: a command named in a Lua script: redis.call/pcall, or lib.lua's wrappers
 LUA_CALL = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
-#: a command with subcommands a script calls: the one subcommand it sends (state.lua)
-LUA_SUBCOMMANDS = {"memory": "memory|usage"}
+#: a command with subcommands a script calls: the one subcommand it sends (state.lua,
+#: request_cancel.lua)
+LUA_SUBCOMMANDS = {"memory": "memory|usage", "xinfo": "xinfo|stream"}
 
 
 def used_commands() -> Set[str]:

@@ -2,24 +2,30 @@
 -- KEYS[1] leases (ZSET)   KEYS[2] cancels (STREAM)
 -- KEYS[3] cancels_aside (STREAM): where a stream holding an entry minitask did not
 -- write is set aside, under the same hash tag
--- ARGV[1] id ('': post nothing, only set a stream aside as below and say the
--- server's time: a worker's cancel watch asks that as it starts, and when it reads
+-- ARGV[1] id ('': post nothing, only set a stream aside as below and say where
+-- the stream ends: a worker's cancel watch asks that as it starts, and when it reads
 -- such an entry)
 -- ARGV[2] entries kept in the stream, about (MAXLEN ~)
 -- ARGV[3] the latest time (ms) an id of minitask's entries can hold (message.MAX_MS)
+-- ARGV[4] the most bytes (MEMORY USAGE) a stream of minitask's entries takes
 -- Returns: 1 when the task is leased (running, or prefetched) and the request
 -- was posted, 0 when it is not (finished, queued, scheduled, dead or unknown:
 -- the caller cancels those with cancel.lua); 2 when it was posted after the
 -- stream was set aside. With ARGV[1] '': {2 when set aside, 1 when not needed, the
--- server's time in ms (false: TIME refused by an ACL)}: the watch reads from a
--- little before that time, so it learns where the stream ends without writing to
--- it (an entry added there woke every other watch, and failed on a full Redis) and
--- without reading its last entry (a 32 MB planted one).
+-- stream's last generated id ('0-0' when there is no stream: any entry comes after
+-- it; false when an ACL refuses XINFO, or the stream is bigger than ARGV[4]: it
+-- holds entries minitask did not write), and then the server's time in ms (false: TIME
+-- refused too)}. The watch reads from that id: every later entry's id is past it
+-- whatever Redis's clock says (a clock stepped back, a failover to a replica whose
+-- clock is behind), with nothing written (an entry added there woke every other
+-- watch, and failed on a full Redis) and nothing of an entry sent (XINFO's reply
+-- holds the first and last entries, a planted one may be 32 MB: they are copied
+-- inside Redis, once per watch start, and only the id is returned).
 -- Every worker of the queue blocks on the stream (XREAD), so the one holding
 -- the lease hears of it at once; others ignore ids they do not hold.
 --
 -- Data minitask did not write: minitask's entries take their ids from Redis's
--- clock, and no field of an entry is read here (a huge one costs nothing). One
+-- clock, and no field of an entry is sent or compared here. One
 -- past ARGV[3] was planted (an id of 18446744073709551615-18446744073709551615
 -- is the last there is: no XADD can follow it, and a watch waiting after it
 -- hears nothing), so the stream is renamed to KEYS[3], kept for inspection, and
@@ -47,12 +53,34 @@ end
 
 if planted then set_aside() end
 if id == '' then
-  local clock = redis.pcall('TIME')
-  local ms = false
-  if not clock.err then
-    ms = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
+  local last = '0-0'
+  if redis.call('EXISTS', KEYS[2]) == 1 then
+    -- XINFO's reply copies the first and last entries inside Redis (a 32 MB one
+    -- blocked it ~0.2 s): not for a stream bigger than minitask's ever are
+    local size = redis.pcall('MEMORY', 'USAGE', KEYS[2], 'SAMPLES', 0)
+    local small = type(size) ~= 'number' or size <= tonumber(ARGV[4])
+    local info = small and redis.pcall('XINFO', 'STREAM', KEYS[2]) or {err = 'big'}
+    last = false
+    if not info.err then
+      for i = 1, #info, 2 do
+        if info[i] == 'last-generated-id' then last = info[i + 1] end
+      end
+    end
+    -- an id past any minitask writes, its entry deleted since (XDEL): nothing can
+    -- follow it, and a watch reading from there would hear nothing
+    if last and tonumber(string.match(last, '^%d+')) > tonumber(ARGV[3]) then
+      set_aside()
+      planted, last = true, '0-0'
+    end
   end
-  return {planted and 2 or 1, ms}
+  local ms = false
+  if not last then
+    local clock = redis.pcall('TIME')
+    if not clock.err then
+      ms = string.format('%.0f', tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000))
+    end
+  end
+  return {planted and 2 or 1, last, ms}
 end
 local reply = redis.pcall('XADD', KEYS[2], 'MAXLEN', '~', tonumber(ARGV[2]), '*', 'id', id)
 if type(reply) == 'table' and reply.err then

@@ -102,6 +102,15 @@ def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
     return task
 
 
+def unbegun(loop: asyncio.AbstractEventLoop) -> "asyncio.Future[Any]":
+    """An attempt whose cancel came during its task_prerun hooks: its code never begins
+    (with ``EAGER`` its first step, or its whole body, ran before the cancel could reach
+    it), and it ends cancelled, as if cancelled before its first step."""
+    future = loop.create_future()
+    future.cancel()
+    return future
+
+
 def holder(holders: Dict[Any, Tuple[str, str]], task: Any) -> Optional[Tuple[str, str]]:
     """Which attempt ``task`` runs (name, id), or the one whose task begins now."""
     return holders.get(task) or holders.get(None)

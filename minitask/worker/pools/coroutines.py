@@ -37,7 +37,7 @@ from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle
 from .contained import (Raised, begun, contained, contained_call, holder, shielded,
-                        swallowed)
+                        swallowed, unbegun)
 from .escapes import Escapes
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
@@ -184,11 +184,10 @@ class AsyncioPool(FixedSlots):
         self.wait_idle(CANCEL_WAIT)
 
     def close(self) -> None:
-        """Stop the loop, then the recording threads (after the worker's shutdown).
-
-        The loop's thread ends the recording threads once its loop has stopped: while
-        it runs (a task's code may block it past ``CANCEL_WAIT``) an attempt may still
-        hand them a step, which must not be left unrun with the attempt awaiting it."""
+        """Stop the loop, then the recording threads (after the worker's shutdown): the
+        loop's thread ends them once its loop has stopped, since while it runs (a task's
+        code may block it past ``CANCEL_WAIT``) an attempt may still hand them a step,
+        which must not be left unrun with the attempt awaiting it."""
         self._closing = True
         self._watch.stop()
         link = None if self._quick is None else self._quick.link
@@ -344,7 +343,9 @@ class AsyncioPool(FixedSlots):
                 watched = context
                 if self._hooks.wants("task_prerun"):
                     await self._hooks.acall("task_prerun", context)
-                if is_async:
+                if cancel.is_set():  # asked to stop during its prerun hooks
+                    inner = unbegun(self._loop)
+                elif is_async:
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
                     inner = begun(coro if limit is None and soft is None else
@@ -420,8 +421,7 @@ class AsyncioPool(FixedSlots):
             if following is None:
                 following = await self._record(self._next)
         elif not fetch:  # the worker stops, or tasks left: recorded with no fetch
-            following = await self._record(self._then_next, self._recorder.record_waiting,
-                                           False)
+            following = await self._record(self._then_next, self._recorder.record_waiting, False)
         else:
             answer = await quick.record()
             following = answer.job
