@@ -173,10 +173,11 @@ class CancelStore(Store):
         it was left out), where the watch had read to, so that requests posted while it
         was left out are heard. A queue whose stream key minitask cannot use (another
         type) is left out, said once: one such key must not stop the watch of every
-        other queue. With XINFO refused (an ACL without it), or a stream bigger than
-        minitask's (``STREAM_BYTES``), a little before the
-        server's time (``START_MARGIN_MS``); with TIME refused too, a wake-up entry is
-        added and its id taken."""
+        other queue. For a stream bigger than minitask's (``STREAM_BYTES``: planted
+        entries), the id of a wake-up entry the script adds. With XINFO refused (an ACL
+        without it), or that entry refused (a full Redis), a little before the server's
+        time (``START_MARGIN_MS``); with TIME refused too, a wake-up entry is added and
+        its id taken."""
         found: Dict[str, str] = {}
         for queue, end in zip(queues, self.look_all(queues)):
             if isinstance(end, BrokerError):

@@ -13,9 +13,9 @@
 -- the caller cancels those with cancel.lua); 2 when it was posted after the
 -- stream was set aside. With ARGV[1] '': {2 when set aside, 1 when not needed, the
 -- stream's last generated id ('0-0' when there is no stream: any entry comes after
--- it; false when an ACL refuses XINFO, or the stream is bigger than ARGV[4]: it
--- holds entries minitask did not write), and then the server's time in ms (false: TIME
--- refused too)}. The watch reads from that id: every later entry's id is past it
+-- it; for a stream bigger than ARGV[4], which holds entries minitask did not write,
+-- the id of a small wake-up entry added to it; false when an ACL refuses XINFO, or
+-- Redis that entry), and then the server's time in ms (false: TIME refused too)}. The watch reads from that id: every later entry's id is past it
 -- whatever Redis's clock says (a clock stepped back, a failover to a replica whose
 -- clock is behind), with nothing written (an entry added there woke every other
 -- watch, and failed on a full Redis) and nothing of an entry sent (XINFO's reply
@@ -65,6 +65,14 @@ if id == '' then
       for i = 1, #info, 2 do
         if info[i] == 'last-generated-id' then last = info[i + 1] end
       end
+    elseif not small then
+      -- planted entries (no minitask stream is that big): a small entry added tells
+      -- where it ends, read by no one (its last entry may be 32 MB, and planted a
+      -- moment ago: a start from the clock would send it); refused (a full Redis), the
+      -- clock below
+      local added = redis.pcall('XADD', KEYS[2], 'NOMKSTREAM', 'MAXLEN', '~',
+                                tonumber(ARGV[2]), '*', 'wake', '1')
+      if type(added) == 'string' then last = added end
     end
     -- an id past any minitask writes, its entry deleted since (XDEL): nothing can
     -- follow it, and a watch reading from there would hear nothing
