@@ -79,7 +79,6 @@ def test_a_chord_whose_explicit_id_marker_is_foreign_sends_nothing(
     assert client.exists(MAIN.once("A")) == 0
 
 
-
 def test_one_queue_sent_in_several_calls_with_a_foreign_wake_key_sends_nothing(
         server: RedisServer, app: Minitask) -> None:
     """More than SPAWN_CHUNK steps in one queue are several script calls: the first
