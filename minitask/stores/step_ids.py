@@ -59,8 +59,13 @@ class StepIdStore(Store):
         other workflow or '') of those taken, none reserved then (those reserved in
         other queues meanwhile are released)."""
         calls = self._calls("reserve", tasks, wid, ttl_ms)
-        replies = self.transport.run_calls(calls, f"reserve the task ids of {len(tasks)} "
-                                                  f"workflow step(s)")
+        try:
+            replies = self.transport.run_calls(calls, f"reserve the task ids of {len(tasks)} "
+                                                      f"workflow step(s)")
+        except BrokerError:  # refused (a marker of another type) or failed: none is kept
+            if len(calls) > 1 and wid:
+                self.release(tasks, wid)
+            raise
         taken = [(text(reply[i]), text(reply[i + 1]), text(reply[i + 2]))
                  for reply in replies for i in range(0, len(reply), 3)]
         if taken and len(calls) > 1:
@@ -105,7 +110,7 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
 
     Raises:
         ConfigurationError: naming the ids taken, and why; nothing was written.
-        BrokerError: Redis could not be reached.
+        BrokerError: Redis could not be reached, or a marker holds another type (named).
     """
     unique = sorted(set(tasks))
     if not unique:  # ('' for ``wid``: a lone task, whose ids are checked, not reserved)

@@ -45,6 +45,7 @@ from ..wire.serializer import (check_arguments, encode_message, encode_outcome, 
                                unpack_data)
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
+from .workflow_checks import check_sends
 from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
                              joined)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
@@ -119,7 +120,7 @@ class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
     scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join",
-               "hash_fields")
+               "hash_fields", "spawn_check")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -141,7 +142,7 @@ class WorkflowStore(WorkflowReads):
         Raises:
             EncodeError, MessageTooLarge: a message cannot be sent, or groups and
                 chords nest more than ``JOIN_DEPTH`` deep; nothing was written.
-            BrokerError: Redis failed; the calls already made may have been applied.
+            BrokerError: Redis failed, or refused a foreign key (see workflow_checks).
         """
         check_nesting(node, record[0] if record else "")
         writes = _Writes()
@@ -448,9 +449,7 @@ class WorkflowStore(WorkflowReads):
              _step_flow(node, value)))
 
     def _write(self, writes: _Writes, now_ms: int, max_bytes: int, path: Path) -> None:
-        """Groups first (their members report to them), then the steps, in one round
-        trip where the connection allows; then what follows empty groups (``path``:
-        the groups this walk joined)."""
+        """Groups, then steps (checked first: workflow_checks), then what follows empties."""
         calls: List[ScriptCall] = []
         by_queue: Dict[str, List[Tuple[str, str, int, bytes, int]]] = {}
         for group in writes.groups:
@@ -493,6 +492,7 @@ class WorkflowStore(WorkflowReads):
                               (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
                               tail, keys))
         if calls:
+            check_sends(self.transport, self.keys, writes.steps, now_ms, calls)
             self._queues.register_queues(writes.steps)
             self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
                                             f"workflow step(s)")

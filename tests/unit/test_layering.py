@@ -353,8 +353,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                         "stores.workflow_reads", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
                                    "printable", "stores.plans", "stores.queue",
+                                   "stores.workflow_checks",
                                    "stores.workflow_links", "stores.workflow_reads",
                                    "wire.message", "wire.serializer"}),
+    # what a workflow's calls would refuse, looked at before any runs
+    "stores.workflow_checks": frozenset({"broker.keys", "broker.packing", "broker.transport",
+                                         "printable"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset({"broker.wake_tokens"}),

@@ -20,8 +20,8 @@
 -- then keeps the marker as long as the step's result; a second workflow naming the
 -- same id is refused at delay() instead of waiting for ever for a step never sent.
 -- Data minitask did not write: a queue key of another type holds no task (read as
--- empty); a marker of another type is neither refused nor reserved here (spawn.lua
--- refuses it, naming the key), and a workflow id longer than ARGV[4] is not read.
+-- empty); a marker of another type refuses the call, naming the key and its type,
+-- before any write; a workflow id longer than ARGV[4] is not read.
 local wid, ttl, most = ARGV[2], ARGV[3], tonumber(ARGV[4])
 
 local function holds(i, command, id)
@@ -64,6 +64,10 @@ for n = 5, #ARGV do
     local kind = redis.call('TYPE', marker)['ok']
     if kind == 'hash' and redis.call('HEXISTS', marker, 'state') == 1 then
       why = 'step'
+    elseif kind ~= 'hash' and kind ~= 'none' and ARGV[1] == 'reserve' then
+      error('WRONGTYPE minitask key ' .. marker .. ' holds a ' .. kind .. ', not the hash ' ..
+            'of a step marker minitask keeps there (data minitask did not write): ' ..
+            'nothing of the workflow was sent', 0)
     elseif kind == 'hash' then
       local length = redis.call('HSTRLEN', marker, 'w')
       if length > most then

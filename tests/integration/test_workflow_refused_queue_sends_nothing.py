@@ -1,0 +1,93 @@
+"""A workflow spanning two queues, one of whose keys holds data minitask did not write
+(a string where its messages hash or a step's marker belongs), was half-sent: its
+steps in the other queue were queued (and ran) before the refusal, so a caller who
+retried ran them twice. It is now refused, naming the key and its type, before
+anything is written. A test-owned redis-server; no worker (nothing is queued)."""
+from __future__ import annotations
+
+from typing import Iterator, List, Set
+
+import pytest
+
+from minitask import BrokerError, Minitask, chord, group
+from minitask.broker.keys import queue_keys
+from minitask.stores.workflows import SPAWN_CHUNK
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.integration
+
+MAIN = queue_keys("halfsent", "default")
+OTHER = queue_keys("halfsent", "other")
+
+
+@pytest.fixture
+def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
+    return start_redis()
+
+
+@pytest.fixture
+def app(server: RedisServer) -> Iterator[Minitask]:
+    app = Minitask("halfsent", broker=server.client())
+
+    @app.task(name="add")
+    def add(x: int, y: int) -> int:
+        return x + y
+
+    @app.task(name="ping", queue="other")
+    def ping(n: int) -> int:
+        return n
+
+    @app.task(name="total")
+    def total(values: List[int]) -> int:
+        return sum(values)
+
+    yield app
+    app.close()
+
+
+def _keys(server: RedisServer) -> Set[bytes]:
+    return set(server.client().keys("*"))
+
+
+@pytest.mark.parametrize("planted", [OTHER.messages, OTHER.wake])
+def test_a_group_over_two_queues_with_a_foreign_queue_key_sends_nothing(
+        server: RedisServer, app: Minitask, planted: str) -> None:
+    client = server.client()
+    client.set(planted, "x")
+    before = _keys(server)
+    add, ping = app.tasks["add"], app.tasks["ping"]
+    with pytest.raises(BrokerError) as refused:
+        group([add.si(1, 1), ping.si(2)]).delay()
+    assert _keys(server) == before, _keys(server) - before  # nothing of it written
+    said = str(refused.value)
+    assert planted in said and "string" in said and "nothing" in said, said
+    assert client.get(planted) == b"x"
+
+
+def test_a_chord_whose_explicit_id_marker_is_foreign_sends_nothing(
+        server: RedisServer, app: Minitask) -> None:
+    client = server.client()
+    client.set(OTHER.once("B"), "x")
+    before = _keys(server)
+    add, ping, total = app.tasks["add"], app.tasks["ping"], app.tasks["total"]
+    with pytest.raises(BrokerError) as refused:
+        chord([add.si(1, 1).set(task_id="A"), ping.si(2).set(task_id="B")],
+              total.s()).delay()
+    assert _keys(server) == before, _keys(server) - before  # A neither sent nor reserved
+    said = str(refused.value)
+    assert OTHER.once("B") in said and "string" in said and "nothing" in said, said
+    assert client.exists(MAIN.once("A")) == 0
+
+
+def test_one_queue_sent_in_several_calls_with_a_foreign_wake_key_sends_nothing(
+        server: RedisServer, app: Minitask) -> None:
+    """More than SPAWN_CHUNK steps in one queue are several script calls: the first
+    (wake refused after its writes) left its steps queued."""
+    client = server.client()
+    client.set(MAIN.wake, "x")
+    before = _keys(server)
+    add = app.tasks["add"]
+    with pytest.raises(BrokerError) as refused:
+        group([add.si(n, 1) for n in range(SPAWN_CHUNK + 1)]).delay()
+    assert _keys(server) == before, len(_keys(server) - before)
+    assert MAIN.wake in str(refused.value), str(refused.value)
