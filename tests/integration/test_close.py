@@ -27,15 +27,29 @@ def test_close_closes_the_connections_of_every_thread_and_the_pool(
         return n
 
     job.delay(0)  # this thread's packed-call connection
-    thread = threading.Thread(target=lambda: job.delay(1))
+    # The other thread stays alive until the end: a finished thread's connection goes
+    # with it whenever the garbage collector gets to it (it did, now and then, in a
+    # full run), and close() must reach a live thread's.
+    sent, released = threading.Event(), threading.Event()
+
+    def send_and_stay() -> None:
+        job.delay(1)
+        sent.set()
+        released.wait(30)
+
+    thread = threading.Thread(target=send_and_stay)
     thread.start()
-    thread.join()
-    app.broker.queues.counts("default")  # a pooled connection
-    assert len(connections_named(admin, "minitask-close-test")) >= 3
-    app.close()
-    # the server notices a closed socket on its own schedule: wait for it, briefly
-    wait_until(lambda: connections_named(admin, "minitask-close-test") == [], timeout=5,
-               message="the server to see every connection closed")
+    try:
+        assert sent.wait(30)
+        app.broker.queues.counts("default")  # a pooled connection
+        assert len(connections_named(admin, "minitask-close-test")) >= 3
+        app.close()
+        # the server notices a closed socket on its own schedule: wait for it, briefly
+        wait_until(lambda: connections_named(admin, "minitask-close-test") == [],
+                   timeout=5, message="the server to see every connection closed")
+    finally:
+        released.set()
+        thread.join(30)
     job.delay(2)  # the app connects again on next use
     assert app.broker.queues.counts("default")["ready"] == 3
     app.close()
