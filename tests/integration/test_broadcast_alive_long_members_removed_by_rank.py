@@ -6,14 +6,13 @@ it a new score (and kept it). Watched with MONITOR, which shows the commands scr
 no command carries the member; the subscribers beside it are pruned or aged as before."""
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, List, Tuple
+from typing import Callable, List
 
 import pytest
 import redis
 
-from minitask import Minitask
 from minitask.broker.keys import QueueKeys
+from tests.support.broadcasts import now_ms, tick_app
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -26,21 +25,7 @@ MARK = b"q" * 1000
 END = "end-of-test-commands"
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def _app(redis_server: RedisServer, name: str) -> Tuple[Minitask, Any]:
-    app = Minitask(name, broker=redis_server.client())
-
-    @app.task(broadcast=True, queue=QUEUE)
-    def tick(n: int) -> int:
-        return n
-
-    return app, tick
-
-
-def _carrying(redis_server: RedisServer, act: Callable[[], None]) -> List[bytes]:
+def _carrying(redis_server: RedisServer, act: Callable[[], object]) -> List[bytes]:
     """The commands (scripts' own included) that carry a LONG member while ``act`` runs:
     MONITOR's lines up to an ECHO sent after it."""
     watcher = redis_server.client(socket_timeout=60)
@@ -62,22 +47,27 @@ def _carrying(redis_server: RedisServer, act: Callable[[], None]) -> List[bytes]
         other.close()
 
 
+def _removed_beside(admin: "redis.Redis[bytes]", alive: str) -> None:
+    """Both LONG members are gone from ``alive``; the live subscriber stays."""
+    assert admin.zscore(alive, LONG[0]) is None and admin.zscore(alive, LONG[1]) is None
+    assert admin.zscore(alive, b"live") is not None
+
+
 def test_a_prune_removes_long_stale_members_by_rank(
         redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, tick = _app(redis_server, "alivelongprune")
+    app, tick = tick_app(redis_server, "alivelongprune", QUEUE)
     alive = QueueKeys(app.name, QUEUE).broadcast("alive")
     try:
-        app.broker.broadcasts.subscribe(QUEUE, "live", _now_ms())
+        app.broker.broadcasts.subscribe(QUEUE, "live", now_ms())
         tick.delay(0)
-        app.broker.broadcasts.subscribe(QUEUE, "gone", _now_ms())
+        app.broker.broadcasts.subscribe(QUEUE, "gone", now_ms())
         # long, stale members on either side of a stale subscriber: the ranks after a
         # removal must still be right
         admin.zadd(alive, {LONG[0]: 1, b"gone": 2, LONG[1]: 3})
         admin.hset(QueueKeys(app.name, QUEUE).broadcast("seen"), "gone", 2)
         assert _carrying(redis_server, lambda: tick.delay(1)) == []
-        assert admin.zscore(alive, LONG[0]) is None and admin.zscore(alive, LONG[1]) is None
+        _removed_beside(admin, alive)
         assert admin.zscore(alive, b"gone") is None  # pruned as before
-        assert admin.zscore(alive, b"live") is not None
         assert set(admin.hkeys(QueueKeys(app.name, QUEUE).broadcast("cursors"))) == {b"live"}
     finally:
         app.close()
@@ -85,16 +75,15 @@ def test_a_prune_removes_long_stale_members_by_rank(
 
 def test_a_heartbeat_removes_long_members_ahead_by_rank(
         redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, _ = _app(redis_server, "alivelongahead")
+    app, _ = tick_app(redis_server, "alivelongahead", QUEUE)
     alive = QueueKeys(app.name, QUEUE).broadcast("alive")
     try:
-        app.broker.broadcasts.subscribe(QUEUE, "live", _now_ms())
+        app.broker.broadcasts.subscribe(QUEUE, "live", now_ms())
         admin.zadd(alive, {LONG[0]: 1e300, b"ahead": 1e301, LONG[1]: float("inf")})
         assert _carrying(redis_server,
-                         lambda: app.broker.broadcasts.seen([QUEUE], "live", _now_ms())) == []
-        assert admin.zscore(alive, LONG[0]) is None and admin.zscore(alive, LONG[1]) is None
+                         lambda: app.broker.broadcasts.seen([QUEUE], "live", now_ms())) == []
+        _removed_beside(admin, alive)
         ahead = admin.zscore(alive, b"ahead")
-        assert ahead is not None and ahead <= _now_ms() + 60_000  # aged from now as before
-        assert admin.zscore(alive, b"live") is not None
+        assert ahead is not None and ahead <= now_ms() + 60_000  # aged from now as before
     finally:
         app.close()
