@@ -12,6 +12,7 @@ import pytest
 from minitask import BrokerError, Minitask, chord, group
 from minitask.broker.keys import queue_keys
 from minitask.stores.workflows import SPAWN_CHUNK
+from tests.support.reused_ids import server  # noqa: F401
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -21,12 +22,7 @@ OTHER = queue_keys("halfsent", "other")
 
 
 @pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def app(server: RedisServer) -> Iterator[Minitask]:
+def app(server: RedisServer) -> Iterator[Minitask]:  # noqa: F811 (imported)
     app = Minitask("halfsent", broker=server.client())
 
     @app.task(name="add")
@@ -45,13 +41,13 @@ def app(server: RedisServer) -> Iterator[Minitask]:
     app.close()
 
 
-def _keys(server: RedisServer) -> Set[bytes]:
-    return set(server.client().keys("*"))
+def _keys(redis_server: RedisServer) -> Set[bytes]:
+    return set(redis_server.client().keys("*"))
 
 
 @pytest.mark.parametrize("planted", [OTHER.messages, OTHER.wake])
 def test_a_group_over_two_queues_with_a_foreign_queue_key_sends_nothing(
-        server: RedisServer, app: Minitask, planted: str) -> None:
+        server: RedisServer, app: Minitask, planted: str) -> None:  # noqa: F811 (imported)
     client = server.client()
     client.set(planted, "x")
     before = _keys(server)
@@ -65,7 +61,7 @@ def test_a_group_over_two_queues_with_a_foreign_queue_key_sends_nothing(
 
 
 def test_a_chord_whose_explicit_id_marker_is_foreign_sends_nothing(
-        server: RedisServer, app: Minitask) -> None:
+        server: RedisServer, app: Minitask) -> None:  # noqa: F811 (imported)
     client = server.client()
     client.set(OTHER.once("B"), "x")
     before = _keys(server)
@@ -80,7 +76,7 @@ def test_a_chord_whose_explicit_id_marker_is_foreign_sends_nothing(
 
 
 def test_one_queue_sent_in_several_calls_with_a_foreign_wake_key_sends_nothing(
-        server: RedisServer, app: Minitask) -> None:
+        server: RedisServer, app: Minitask) -> None:  # noqa: F811 (imported)
     """More than SPAWN_CHUNK steps in one queue are several script calls: the first
     (wake refused after its writes) left its steps queued."""
     client = server.client()

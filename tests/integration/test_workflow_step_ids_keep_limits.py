@@ -5,36 +5,18 @@ so such a step was sent without it and ran past ``max_running=1`` (four at once 
 worker of ``-c 4``). A real worker process on a test-owned redis-server."""
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
 from minitask import Minitask, chain
-from minitask.broker.keys import queue_keys
 from tests.support.processes import Processes
+from tests.support.reused_ids import (  # noqa: F401
+    DEADLINE, KEYS, producer, reused_worker, server, stop_worker)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
-
-DEADLINE = 60.0
-KEYS = queue_keys("reused", "default")
-
-
-@pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.reused_ids as reused
-    app = Minitask("reused", broker=server.client())
-    for task in reused.app.tasks.values():
-        app.task(name=task.name, max_running=task.options.limits.max_running or None)(task.func)
-    yield app
-    app.close()
 
 
 def runs(path: Path) -> List[Tuple[float, float]]:
@@ -48,7 +30,7 @@ def runs(path: Path) -> List[Tuple[float, float]]:
 
 
 def test_explicit_step_ids_keep_the_steps_max_running(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     client = server.client()
     limited, add = producer.tasks["one_at_a_time"], producer.tasks["add"]
@@ -58,11 +40,9 @@ def test_explicit_step_ids_keep_the_steps_max_running(
     # each first step was sent with its spec, over its reservation
     assert sorted(client.hkeys(KEYS.flow)) == [f"ex-{n}".encode() for n in range(4)]
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.reused_ids", "--pool", "thread", "-c", "4",
-                              env={"MINITASK_BROKER_URL": server.url}, log=log)
+    worker = reused_worker(processes, server, log, "-c", "4")
     assert sorted(handle.get(timeout=DEADLINE) for handle in handles) == [0, 1, 2, 3]
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
+    stop_worker(worker, log)
     spans = runs(record)
     assert len(spans) == 4
     for (_, end), (start, _) in zip(spans, spans[1:]):

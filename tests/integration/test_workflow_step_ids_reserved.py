@@ -7,41 +7,20 @@ refused at ``delay()`` naming the id and the first workflow, with nothing writte
 A real worker process on a test-owned redis-server."""
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from typing import Iterator
-
 import pytest
 
 from minitask import ConfigurationError, MessageTooLarge, Minitask, chain, group
-from minitask.broker.keys import queue_keys
 from tests.support.processes import Processes
+from tests.support.reused_ids import (  # noqa: F401
+    DEADLINE, KEYS, OTHER, producer, reused_worker, server, stop_worker)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
-DEADLINE = 60.0
-KEYS = queue_keys("reused", "default")
-OTHER = queue_keys("reused", "other")
-
-
-@pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.reused_ids as reused
-    app = Minitask("reused", broker=server.client())
-    for task in reused.app.tasks.values():
-        app.task(name=task.name)(task.func)
-    yield app
-    app.close()
-
 
 def test_a_pending_step_id_is_refused_to_a_second_workflow_and_the_first_runs(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     client = server.client()
     add, total = producer.tasks["add"], producer.tasks["total"]
@@ -66,12 +45,9 @@ def test_a_pending_step_id_is_refused_to_a_second_workflow_and_the_first_runs(
         chain(add.si(1, 1).set(task_id="big"), add.s("x" * 2_000_000)).delay()
     assert client.exists(KEYS.once("big")) == 0
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.reused_ids", "--pool", "thread", "-c", "2",
-                              "-Q", "default,other", env={"MINITASK_BROKER_URL": server.url},
-                              log=log)
+    worker = reused_worker(processes, server, log, "-c", "2", "-Q", "default,other")
     assert first.get(timeout=DEADLINE) == 6  # its reserved step was sent over it
     assert lone.get(timeout=DEADLINE) == 2
     assert chain(add.si(1, 1).set(task_id="big"), add.s(2)).delay().get(
         timeout=DEADLINE) == 4
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
+    stop_worker(worker, log)

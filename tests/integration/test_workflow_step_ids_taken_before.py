@@ -5,34 +5,18 @@ body (or the group's next step) waiting for it would stay pending for ever. Ids 
 step took go through as ever. Real worker processes on a test-owned redis-server."""
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
 from minitask import ConfigurationError, Minitask, chain, chord, group
 from tests.support.processes import Processes
+from tests.support.reused_ids import (  # noqa: F401
+    DEADLINE, producer, reused_worker, server, stop_worker)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
-
-DEADLINE = 60.0
-
-
-@pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.reused_ids as reused
-    app = Minitask("reused", broker=server.client())
-    for task in reused.app.tasks.values():
-        app.task(name=task.name)(task.func)
-    yield app
-    app.close()
 
 
 def _chord(app: Minitask, member_id: str) -> Any:
@@ -49,11 +33,10 @@ def _two_groups(app: Minitask, member_id: str) -> Any:
 
 @pytest.mark.parametrize("shape", [_chord, _two_groups])
 def test_an_id_a_step_of_an_earlier_workflow_took_is_refused_at_delay(
-        processes: Processes, server: RedisServer, producer: Minitask, tmp_path: Path,
-        shape: Callable[[Minitask, str], Any]) -> None:
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
+        tmp_path: Path, shape: Callable[[Minitask, str], Any]) -> None:
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.reused_ids", "--pool", "thread", "-c", "2",
-                              env={"MINITASK_BROKER_URL": server.url}, log=log)
+    worker = reused_worker(processes, server, log, "-c", "2")
     first = shape(producer, "member-1").delay()
     assert first.get(timeout=DEADLINE) in (10, [10, 10])
     with pytest.raises(ConfigurationError) as refused:
@@ -62,5 +45,4 @@ def test_an_id_a_step_of_an_earlier_workflow_took_is_refused_at_delay(
     other = shape(producer, "member-2").delay()  # an id no step took: as ever
     assert other.get(timeout=DEADLINE) in (10, [10, 10])
     assert worker.poll() is None
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
+    stop_worker(worker, log)

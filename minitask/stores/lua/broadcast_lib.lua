@@ -121,6 +121,34 @@ local function short_only(key, listed, step, command)
   return kept
 end
 
+-- The members `read` (`step` 2: member, score pairs; 1: members) of ZSET `key`, read
+-- by rank from its lowest (`sign` 1: ZRANGEBYSCORE -inf .. LIMIT 0 n, the i-th at rank
+-- i - 1) or its highest (`sign` -1: ZREVRANGEBYSCORE +inf ..: at rank -i), kept to
+-- those no longer than NAME_MOST. A longer one (no subscriber: planted, 50 MB) is
+-- removed by its rank (ZREMRANGEBYRANK), said once with its length: never passed back
+-- to Redis (a prune that looked it up in seen and forgot it everywhere passed it six
+-- times: 2.6 s of Redis, against about a second to read it, which no command spares).
+-- The farthest from the end read from goes first, so that no removal moves a rank
+-- still to remove.
+local function by_rank_short(key, read, step, sign)
+  local kept = read
+  for i = #read - step + 1, 1, -step do
+    if #read[i] > NAME_MOST then
+      if kept == read then
+        kept = {}
+        for j = 1, #read do kept[j] = read[j] end
+      end
+      local rank = sign * ((i - 1) / step) + (sign < 0 and -1 or 0)
+      redis.pcall('ZREMRANGEBYRANK', key, rank, rank)
+      redis.log(redis.LOG_WARNING, 'minitask: removed a member of ' .. key .. ', ' .. #read[i]
+                .. ' bytes long: longer than any name minitask writes there (' .. NAME_MOST
+                .. ' bytes at most)')
+      for _ = 1, step do table.remove(kept, i) end
+    end
+  end
+  return kept
+end
+
 -- `command key ...` (a read of one member and its score), read again while what it
 -- returns is a member longer than NAME_MOST (removed: short_only), PLACE_BATCH times at
 -- most: the member and score that stand there once such members are gone.
@@ -353,8 +381,9 @@ local function prune(ttl)
   local keep = math.max(held or 0, tonumber(ttl) or 0, PRUNE_FLOOR)
   local now = server_ms()
   local before = now - keep - PRUNE_GRACE
-  local stale = tolerant({}, 'ZRANGEBYSCORE', KEYS[9], '-inf', string.format('(%.0f', before),
-                         'WITHSCORES', 'LIMIT', 0, PRUNE_BATCH)
+  local stale = by_rank_short(KEYS[9], tolerant({}, 'ZRANGEBYSCORE', KEYS[9], '-inf',
+                                                 string.format('(%.0f', before), 'WITHSCORES',
+                                                 'LIMIT', 0, PRUNE_BATCH), 2, 1)
   local gone = 0
   for i = 1, #stale, 2 do
     local name = stale[i]
@@ -383,8 +412,9 @@ end
 -- and a subscribe call it: no hot script pays the read).
 local function age_ahead(key)
   local now = server_ms()
-  local ahead = tolerant({}, 'ZRANGEBYSCORE', key, string.format('(%.0f', now + PRUNE_GRACE),
-                         '+inf', 'LIMIT', 0, PRUNE_BATCH)
+  local ahead = by_rank_short(key, tolerant({}, 'ZREVRANGEBYSCORE', key, '+inf',
+                                            string.format('(%.0f', now + PRUNE_GRACE), 'LIMIT',
+                                            0, PRUNE_BATCH), 1, -1)
   for _, name in ipairs(ahead) do
     tolerant(0, 'ZADD', key, string.format('%.0f', now), name)
   end
