@@ -94,8 +94,9 @@ def _refusal(workflow: object, taken: Sequence[Tuple[str, str, str]]) -> str:
     said = ([f"{', '.join(held)} belong to tasks still in Redis"] if held else []) + \
         ([f"{', '.join(stepped)} were taken by a step of an earlier workflow (its marker "
           f"lives as long as its result)"] if stepped else []) + \
-        ([f"{', '.join(reserved)} are given by a workflow still pending to a step it has "
-          f"not sent yet"] if reserved else [])
+        ([f"{', '.join(reserved)} are reserved by a workflow for a step it has not sent "
+          f"yet (or never will, if its producer stopped: the reservation ends with its "
+          f"result ttl)"] if reserved else [])
     return (f"workflow {workflow!r}: the task id(s) {'; '.join(said)}: such a step would "
             f"never be sent, and what waits for it would stay pending for ever: choose "
             f"other ids")
