@@ -23,6 +23,7 @@ from minitask.admin import schedule_counts, schedule_listing, schedule_page
 from minitask.broker.keys import queue_keys
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
+from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
 
@@ -117,3 +118,22 @@ def test_removing_a_schedule_removes_its_name(app: Minitask,
     assert admin.zscore(K.schedule_names, "short-lived") == 0
     assert app.remove_schedule("short-lived")
     assert admin.zcard(K.schedule_names) == 0
+
+
+def test_where_the_names_cannot_be_written_the_records_are_scanned(
+        app: Minitask, admin: "redis.Redis[bytes]", redis_server: RedisServer) -> None:
+    """A reader whose writes Redis refuses (here an ACL without ZADD, as a replica)
+    cannot name an older minitask's records: it lists them all the same, by HSCAN."""
+    idle = [f"idle-{index:02d}" for index in range(7)]
+    unarmed(app, admin, *idle)
+    admin.delete(K.schedule_names)
+    admin.acl_setuser("nozadd", enabled=True, passwords=["+pw"], keys=["*"],
+                      channels=["*"], commands=["+@all", "-zadd"])
+    reader = build(f"redis://nozadd:pw@127.0.0.1:{redis_server.port}/0")
+    try:
+        assert sorted(walk(reader, 3)) == idle
+    finally:
+        reader.close()
+        admin.acl_deluser("nozadd")
+    assert admin.zcard(K.schedule_names) == 0
+    assert sorted(walk(app, 3)) == idle and admin.zcard(K.schedule_names) == len(idle)
