@@ -194,12 +194,12 @@ def _place(cursor: str) -> Tuple[str, Place]:
                 and all(isinstance(part, str) for part in decoded)):
             raise ValueError("not four strings")
         queue, phase, at, name = decoded
-        # armed: a tick as Redis wrote it (ZCOUNT reads it back); unarmed: an HSCAN
-        # cursor, which Redis keeps below 2**64
+        # armed: a tick as Redis wrote it (ZCOUNT reads it back); unarmed: "n" (by
+        # name, after ``name``) or an HSCAN cursor, which Redis keeps below 2**64
         if phase == "armed" and at and not (_SCORE.fullmatch(at) or at in ("inf", "-inf")):
             raise ValueError(at)
-        unarmed_cursor = (phase == "unarmed" and re.fullmatch("[0-9]{1,20}", at) is not None
-                          and int(at) < 2 ** 64)
+        unarmed_cursor = phase == "unarmed" and (at == "n" or re.fullmatch(
+            "[0-9]{1,20}", at) is not None and int(at) < 2 ** 64)
         if not (phase == "armed" or unarmed_cursor):
             raise ValueError(phase)
         check_queue_name(queue)

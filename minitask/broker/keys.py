@@ -25,6 +25,8 @@ script and multi-key command touches a single Redis Cluster slot::
                                             packed; expires after the task's result_ttl
     minitask:{app:queue}:schedules    HASH  schedule name -> record (periodic.Schedule.record)
     minitask:{app:queue}:ticks        ZSET  schedule name -> its next tick (ms), the one armed
+    minitask:{app:queue}:schedule_names ZSET  the names of schedules, each of score 0 (listed
+                                            by name, their records measured before read)
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
 
@@ -240,7 +242,7 @@ def _is_unprintable_or_space(char: str) -> bool:
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "lease_longest", "messages",
           "deliveries", "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside",
           "recent", "flow", "flow_due", "flow_dead", "flow_limiters", "flow_parked",
-          "schedules", "ticks", "fired")
+          "schedules", "ticks", "fired", "schedule_names")
 
 
 @dataclass(frozen=True)
@@ -291,6 +293,8 @@ class QueueKeys:
     schedules: str = field(init=False)
     ticks: str = field(init=False)
     fired: str = field(init=False)
+    #: The names of the queue's schedules (score 0): listings page it, never the records.
+    schedule_names: str = field(init=False)
 
     def __post_init__(self) -> None:
         queue, lane, subscriber = self.queue.partition(":")

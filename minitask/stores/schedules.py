@@ -70,7 +70,8 @@ class Place:
 
     #: "armed": among the schedules with a tick, after the entry at tick ``at`` (a
     #: score, as Redis writes it; "" from the first) named ``name``; "unarmed": among
-    #: those with none, at HSCAN cursor ``at``
+    #: those with none, from the first when ``at`` is "0", by name after ``name`` when
+    #: it is "n", else at HSCAN cursor ``at`` (schedule_names could not be used)
     phase: str = "armed"
     at: str = ""
     name: bytes = b""
@@ -101,7 +102,7 @@ class ScheduleStore(Store):
         """
         k = self.keys(schedule.queue)
         written = self.transport.run(
-            "schedule_save", (k.schedules, k.ticks, k.wake),
+            "schedule_save", (k.schedules, k.ticks, k.wake, k.schedule_names),
             (schedule.name, schedule.record(), -1 if first_tick_ms is None else first_tick_ms,
              WAKE_CAP), f"save schedule {schedule.name!r}")
         return bool(written)
@@ -109,7 +110,8 @@ class ScheduleStore(Store):
     def remove(self, queue: str, name: str) -> bool:
         """Delete a schedule from ``queue``; False when it was not there."""
         k = self.keys(queue)
-        return bool(self.transport.run("schedule_remove", (k.schedules, k.ticks, k.fired),
+        return bool(self.transport.run("schedule_remove",
+                                       (k.schedules, k.ticks, k.fired, k.schedule_names),
                                        (name,), f"remove schedule {name!r}"))
 
     # -- reading -----------------------------------------------------------------
@@ -247,7 +249,7 @@ class ScheduleStore(Store):
         page's ``unreadable``; a tick or time that is no time is shown as none."""
         k = self.keys(queue)
         reply = self.transport.run(
-            "schedule_page", (k.schedules, k.ticks, k.fired),
+            "schedule_page", (k.schedules, k.ticks, k.fired, k.schedule_names),
             (place.phase, count, place.at, place.name, self.longest_record()),
             f"list the schedules of queue {queue!r}")
         status, following, *rest = reply
@@ -283,7 +285,9 @@ class ScheduleStore(Store):
             read, at, last = following
             nxt = (Place("unarmed", "0") if (whole(read) or 0) < count else
                    Place("armed", text(at), last))
-        else:
+        elif isinstance(following, list):  # by name: after the last one read
+            nxt = Place("unarmed", "n", following[1])
+        else:  # an HSCAN cursor (the names could not be used)
             cursor = text(following)
             nxt = None if cursor == "0" else Place("unarmed", cursor)
         return Page(found, unreadable, fields, nxt)
@@ -328,7 +332,10 @@ def _removed(k: Any, removed: Any) -> None:
     never read again)."""
     for kind, length in removed or ():
         kind, size = text(kind), f"{int(length):,}"
-        if kind == "tick":
+        if kind == "index":
+            ignored(k.schedule_names, f"a name of {size} bytes, longer than any schedule's "
+                                      f"({MAX_NAME_BYTES}), was removed")
+        elif kind == "tick":
             ignored(k.ticks, f"a tick whose name is {size} bytes, longer than any "
                              f"schedule's ({MAX_NAME_BYTES}), was removed")
         else:

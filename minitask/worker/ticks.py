@@ -221,8 +221,12 @@ class TickSource:
         #: queue -> its unreadable records: how many, and the first few (for the line
         #: that says so: 100,000 planted records cost no memory once read)
         unreadable: Dict[str, Tuple[int, List[Armed]]] = {}
+        mended = False
         for queue, entries in found.items():
             for entry in entries:
+                if entry.schedule is None and self._mend(queue, entry, now_ms):
+                    mended = True
+                    continue
                 if entry.schedule is None:
                     count, shown = unreadable.get(queue, (0, []))
                     if count < UNREADABLE_SHOWN:
@@ -240,9 +244,33 @@ class TickSource:
                     self._rearm.append(((queue, entry.name), entry))
         for queue in self._queues.queues:
             self._say_unreadable(queue, *unreadable.get(queue, (0, [])))
-        self._stale = False
+        self._stale = mended  # a record written again: read at once, then fired
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
+
+    def _mend(self, queue: str, entry: Armed, now_ms: int) -> bool:
+        """Write again the record of one of this app's own schedules (its code is the
+        truth for them) that this worker cannot read (a planted 50 MB one, or one
+        damaged), armed at its next tick, as a worker writes it when it starts; said
+        once. True when written: it fires again from the next read, with no restart."""
+        own = next((schedule for schedule in self._decorated
+                    if schedule.queue == queue and schedule.name == entry.name), None)
+        if own is None:
+            return False
+        following = own.next_after(now_ms)
+        try:
+            written = self._host.broker.schedules.save(own, following)
+        except BrokerError as exc:
+            if not foreign(exc):
+                raise
+            return False  # data minitask did not write in its keys: said by the read
+        if written:
+            logger.warning("schedule %s: its record in queue %r could not be read (%s); "
+                           "written again from the app's code, next run at %s",
+                           printable(entry.name), printable(queue),
+                           cut_text(printable(entry.problem or "unknown"), 200),
+                           _stamp(following))
+        return bool(written)
 
     def _say_unreadable(self, queue: str, count: int, shown: List[Armed]) -> None:
         """One line for the armed records of ``queue`` this worker cannot read: their

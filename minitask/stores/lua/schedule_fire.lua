@@ -40,7 +40,11 @@ for i = 1, 18 do
             'renamed or deleted'}
   end
 end
-if redis.call('HGET', KEYS[1], name) ~= ARGV[2] then return {'changed', -1} end
+-- (measured first: a record of another length is not copied to be compared)
+if redis.call('HSTRLEN', KEYS[1], name) ~= #ARGV[2]
+    or redis.call('HGET', KEYS[1], name) ~= ARGV[2] then
+  return {'changed', -1}
+end
 local armed = redis.call('ZSCORE', KEYS[2], name)
 if not armed or tonumber(armed) ~= tonumber(ARGV[3]) then
   -- (a tick that is no whole number of ms, such as inf, is none to report)

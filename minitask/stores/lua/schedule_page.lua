@@ -1,6 +1,7 @@
 -- schedule_page: one page of a queue's schedules, for the listings; writes nothing but
 -- the removals of entries no minitask wrote (below).
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
+-- KEYS[4] schedule_names (ZSET, score 0: written with each record, schedule_save.lua)
 -- ARGV[1] 'armed' or 'unarmed'   ARGV[2] entries at most (a page)
 -- armed: the schedules that have a tick, soonest first (the order of ticks: tick,
 --   then name byte by byte), after the entry ARGV[3] (its tick, as a score) and
@@ -9,10 +10,18 @@
 --   schedule that fires moves to a later tick, so no entry not yet listed can move
 --   before the position and be missed. Finding the position is two ZCOUNT and, among
 --   entries of the same tick, a binary search by rank: O(log^2 N) whatever the page.
--- unarmed: the schedules with no tick, in hash order: ARGV[3] an HSCAN cursor
---   ('0' from the first); HSCANs of COUNT ARGV[2] until ARGV[2] entries are found,
---   the scan is back to 0, or UNARMED_BUDGET fields were read (the armed records are
---   read and passed over: no page in between is empty), and one ZSCORE for each field.
+-- unarmed: the schedules with no tick, by name from schedule_names: ARGV[3] '0' from
+--   the first, 'n' after the name ARGV[4] (one longer than NAME_MOST: after every name
+--   it begins); ZRANGE BYLEX of ARGV[2] names until ARGV[2] entries are found, the
+--   names end, or UNARMED_BUDGET names were read (the armed ones are passed over, by
+--   ZSCORE: no page in between is empty). Only names are paged: each record is
+--   measured (HSTRLEN) and one longer than ARGV[5] never copied (an HSCAN of the
+--   records copied a planted 50 MB one inside Redis at every listing, 0.3 s each).
+--   The first page makes sure every record is named (ZCARD against HLEN): a hash an
+--   older minitask wrote (or one running beside, mid-upgrade) is named once, from HKEYS
+--   (names, never records); a name whose record is gone is removed as it is met. When
+--   schedule_names holds another type, or Redis refuses the names (a replica), the
+--   records are scanned as before: ARGV[3] an HSCAN cursor, HSCANs of COUNT ARGV[2].
 -- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
 -- Returns {'ok', next, removed, name, tick or false, record or false, last tick or
 -- false, ...}: next is the HSCAN cursor that follows (unarmed; '0': no more), or
@@ -29,8 +38,11 @@
 -- ticks as long: ZREM). A removal Redis refuses (a replica) leaves the entry where it
 -- is, still never sent. None is ever sent: only its length. A record longer than
 -- ARGV[5] is never taken out (an app allowing longer messages writes one, and its
--- workers fire it): it is sent as its length, left in place; the HSCAN of the
--- unarmed records copies it inside Redis at each such page (a known cost).
+-- workers fire it): it is sent as its length, left in place, never copied (but by
+-- the scan of the records, when schedule_names cannot be used, above).
+-- Returns, for the unarmed pages by name, next as {'n', the last name read (cut to
+-- NAME_MOST + 1 bytes)} or '0' (no more); removed may then hold {'index', length}:
+-- a member of schedule_names longer than NAME_MOST (ZREM).
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) == 'table' and size.err then
   guards().foreign(size)
@@ -59,9 +71,9 @@ end
 -- Each is measured (HSTRLEN), then those short enough read in one HMGET (done()).
 local most = tonumber(ARGV[5])
 
--- Whether Redis made the removal (a replica, or a full one, refuses it).
-local function done_by(command, key, member)
-  local reply = redis.pcall(command, key, member)
+-- Whether Redis made the write (a replica, or a full one, refuses it).
+local function done_by(command, key, ...)
+  local reply = redis.pcall(command, key, ...)
   return not (type(reply) == 'table' and reply.err)
 end
 
@@ -136,10 +148,74 @@ if ARGV[1] == 'armed' then
   return done()
 end
 
+-- The most names (unarmed: records) a call reads.
+local UNARMED_BUDGET = 5000
+
+-- The least ZRANGE BYLEX start past every name that begins with `prefix` (nil: none).
+local function beyond(prefix)
+  local i = #prefix
+  while i > 0 and string.byte(prefix, i) == 255 do i = i - 1 end
+  if i == 0 then return nil end
+  return '[' .. string.sub(prefix, 1, i - 1) .. string.char(string.byte(prefix, i) + 1)
+end
+
+-- Whether every record is named in schedule_names (or is now: HKEYS, once, when
+-- fewer names than records are kept); false when they cannot be (another type, or a
+-- write Redis refuses): the records are then scanned.
+local function named()
+  local kept = redis.pcall('ZCARD', KEYS[4])
+  if type(kept) == 'table' then return false end
+  if kept >= size then return true end
+  for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if #name > NAME_MOST then  -- no schedule's name: removed with its record, unsent
+      if done_by('HDEL', KEYS[1], name) then removed[#removed + 1] = {'name', #name} end
+    elseif not done_by('ZADD', KEYS[4], 0, name) then
+      return false
+    end
+  end
+  return true
+end
+
+-- One page of the unarmed schedules, by name (above).
+local function by_name()
+  local from = '-'
+  if ARGV[3] == 'n' then
+    from = '(' .. ARGV[4]
+    if #ARGV[4] > NAME_MOST then from = beyond(ARGV[4]) end
+    if from == nil then found[2] = '0'; return done() end
+  end
+  local read, last, names = 0, nil, {}
+  repeat
+    names = tolerant({}, 'ZRANGE', KEYS[4], from, '+', 'BYLEX', 'LIMIT', 0, count)
+    for _, name in ipairs(names) do
+      read, last = read + 1, name
+      if #name > NAME_MOST then  -- no name minitask keeps: removed, unsent
+        if done_by('ZREM', KEYS[4], name) then removed[#removed + 1] = {'index', #name} end
+      elseif tolerant(0, 'HEXISTS', KEYS[1], name) == 0 then
+        done_by('ZREM', KEYS[4], name)  -- its record is gone: so is the name
+      elseif not tolerant(false, 'ZSCORE', KEYS[2], name) then
+        add(name, false, false)
+        if #found - 3 >= 4 * count then break end
+      end
+    end
+    if last then from = '(' .. last end
+  until #names < count or #found - 3 >= 4 * count or read >= UNARMED_BUDGET
+  if #names < count and #found - 3 < 4 * count then
+    found[2] = '0'
+  else
+    found[2] = {'n', string.sub(last, 1, NAME_MOST + 1)}
+  end
+  -- their records, measured: one longer than ARGV[5] is sent as its length, unread
+  measured(KEYS[1], function(name) return name end, 2, most,
+           function(length) return length end)
+  return done()
+end
+
+if (ARGV[3] == '0' and named()) or ARGV[3] == 'n' then return by_name() end
+
 -- HSCAN on, past the armed records, until the page has `count` entries, the scan is
 -- back to 0, or UNARMED_BUDGET fields were read: a page that is empty once the armed
 -- ones are listed is (but past that budget a call) the end.
-local UNARMED_BUDGET = 5000
 local cursor, read = ARGV[3], 0
 repeat
   local page = redis.call('HSCAN', KEYS[1], cursor, 'COUNT', count)

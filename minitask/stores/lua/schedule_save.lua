@@ -1,5 +1,6 @@
 -- schedule_save: write a schedule and arm its first tick, unless it is unchanged.
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] wake (LIST)
+-- KEYS[4] schedule_names (ZSET, score 0: the names the listings page, never the records)
 -- ARGV[1] schedule name   ARGV[2] record (periodic.Schedule.record)
 -- ARGV[3] first tick (ms), or -1 when the schedule has none
 -- ARGV[4] wake tokens to push, so that idle workers read the schedules again
@@ -8,12 +9,18 @@
 -- moves nothing).
 -- Data minitask did not write (lib.lua): schedules or ticks of another type
 -- refuses the call (naming the key) before any write; a wake list of another
--- type gets no token.
--- Invariant: a schedule is in schedules; it is in ticks, at its next tick, while
--- it has one.
+-- type gets no token, a schedule_names of another type no name (the listings then
+-- scan the records, as before the names were kept).
+-- The record there is measured (HSTRLEN) before it is compared: a planted 50 MB one is
+-- replaced without being copied.
+-- Invariant: a schedule is in schedules and its name in schedule_names; it is in
+-- ticks, at its next tick, while it has one.
 local name = ARGV[1]
-if guards().must('hash', 'HGET', KEYS[1], name) == ARGV[2] then return 0 end
+local same = guards().must('hash', 'HSTRLEN', KEYS[1], name) == #ARGV[2]
+  and redis.call('HGET', KEYS[1], name) == ARGV[2]
 guards().expect(KEYS[2], 'zset')
+tolerant(0, 'ZADD', KEYS[4], 0, name)  -- (an older minitask's record: named here now)
+if same then return 0 end
 redis.call('HSET', KEYS[1], name, ARGV[2])
 if tonumber(ARGV[3]) >= 0 then
   redis.call('ZADD', KEYS[2], ARGV[3], name)
