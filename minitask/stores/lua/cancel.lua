@@ -56,8 +56,9 @@ local function withdraw(text)
   if removed > 0 then
     left = tolerant(0, 'ZCARD', ready)
   else
-    -- a solo group's claim: a generation, '/', then its task's member
-    local member = string.match(tolerant(false, 'HGET', turn, 'tok') or '', '^%-?%d+%.%d+/(.*)$')
+    -- a solo group's claim: a generation, '/' (or ':', flow.lua), then its task's member
+    local member = string.match(tolerant(false, 'HGET', turn, 'tok') or '',
+                                '^%-?%d+%.%d+[/:](.*)$')
     local digit = member and string.byte(member)
     if digit and digit >= 48 and digit <= 57 then member = string.sub(member, 2) end
     if member ~= id then return false end

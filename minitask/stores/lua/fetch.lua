@@ -520,14 +520,16 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     -- a solo group's token (the fast path below) told by one match, body_of() not
     -- asked: only under flow control (a grouped task has a spec; without any, the
     -- fast path would leave every token to serve()), where a plain id pays the match
-    -- failing at its first byte. The captures: the token's generation, its task's
-    -- priority digit and id (printable ASCII, as body_of() asks of an id), its group
-    local body, token, held, gen, digit, task, group
+    -- failing at its first byte. The captures: the token's generation, its separator
+    -- (':' when its task's spec is plain: below), its task's priority digit and id
+    -- (printable ASCII, as body_of() asks of an id), its group
+    local body, token, held, gen, sep, digit, task, group
     if not flow_on then
       body, token, held = body_of(id)
     else
       if not (flow_made and flow_made.fair_made) then
-        gen, digit, task, group = string.match(id, '^\255([^\255/]*/([0-9])([ -~]*))\255(.+)$')
+        gen, sep, digit, task, group =
+          string.match(id, '^\255([^\255/:]*([/:])([0-9])([ -~]*))\255(.+)$')
       end
       if gen then body, token = false, true else body, token, held = body_of(id) end
     end
@@ -539,8 +541,9 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       -- in the token) whose task has no limits, no expiry and no debounce (100,000
       -- groups of one task each), leased here without flow.lua's library (made, it
       -- costs a call some 40,000 Redis instructions): its claim read (one HGET), its
-      -- task's message and spec (the plain spec told by one comparison), as flow.lua's
-      -- serve() does, the removals made by solo_flush() once a fetch. Anything else (a
+      -- task's message, and its spec unless the claim says it is plain (':', below;
+      -- else the plain spec told by one comparison), as flow.lua's serve() does, the
+      -- removals made by solo_flush() once a fetch. Anything else (a
       -- claim that is not this token, a group paused, a task gone or of other terms, a
       -- group met twice) leaves it, having written nothing, to serve(), which serves
       -- every token once fair() is made in the call (their removals never cross).
@@ -548,7 +551,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
       local taken, taken_body, taken_priority
       repeat
         -- (gen: '\255' .. generation .. '\255' .. group matched above, the generation a
-        -- solo group's: '<now>.<count>/', a priority digit, the task's id; one match in
+        -- solo group's: '<now>.<count>/' (or ':'), a priority digit, the task's id; one match in
         -- place of eight string calls, some 800 Redis instructions each. A token it does
         -- not fit goes to serve())
         if not gen or group == solo_group or (solo_seen and solo_seen[group]) then break end
@@ -558,9 +561,15 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         -- the claim names this token (a string compared by address; an error, a table,
         -- or none, false, never equal)
         if redis.pcall('HGET', turn, 'tok') ~= gen then break end
+        -- its spec: plain for a claim of ':' (enqueue_group.lua and flow.lua's join()
+        -- write that claim only with a spec of no limit, expiry or group limit, in the
+        -- same step, and a waiting task's spec is not written again: a claim names its
+        -- one task, and a task sent anew after a cancel gets a claim of its own); a
+        -- claim of '/' (any other spec, or a queue written before ':' existed) has its
+        -- task's spec read and compared
         local task_body = body_of(task, true)
-        if not task_body or redis.pcall('HGET', KEYS[19], task)
-                            ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group then
+        if not task_body or (sep ~= ':' and redis.pcall('HGET', KEYS[19], task)
+                                            ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group) then
           break
         end
         taken, taken_body, taken_priority = task, task_body, string.byte(digit) - 48

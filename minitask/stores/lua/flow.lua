@@ -208,7 +208,9 @@ local function flow_control()
   -- queue's cancelled set while it is in a ready list, so counts leave it out.
   -- A solo group (a task sent to a group with neither a ready set nor a turn) keeps its
   -- one task in its token instead of a ready set: the generation is then
-  -- '<now>.<count>/' .. the task's member, and the claim the same. A fetch popping
+  -- '<now>.<count>/' .. the task's member, and the claim the same; ':' in place of '/'
+  -- when the task's spec holds no limit, expiry or group limit (its fetch reads no
+  -- spec: fetch.lua's fast path; a queue written before ':' existed holds '/' only). A fetch popping
   -- such a live token leases the task straight away, and the group is gone. A second
   -- task joining it, or the group leaving the rotation (paused, at its limits), first
   -- puts the task in the ready set (at the token's count: its order of joining) and
@@ -408,11 +410,12 @@ local function flow_control()
 
         -- A new live token of the group in the list of `priority`, at its head or tail;
         -- `served`: the turn's fetches so far, written in the same HSET; `member`: the
-        -- group's one task, held in the token (a solo group)
-        local function push(group, priority, at_head, served, member)
+        -- group's one task, held in the token (a solo group), after `sep` (':' when its
+        -- spec holds no limit, expiry or group limit: a fetch leases it unread; else '/')
+        local function push(group, priority, at_head, served, member, sep)
           local turn = base(group) .. ':turn'
           local gen = c.now .. '.' .. next_gen(turn, group)
-          if member then gen = gen .. '/' .. member end
+          if member then gen = gen .. sep .. member end
           local write = flow_made.write
           if served then
             write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
@@ -435,7 +438,8 @@ local function flow_control()
         local function claimed(group, tok, band, check)
           if tok and string.byte(tok) == 43 then tok = string.sub(tok, 2) end  -- '+'
           local after = tok and string.match(tok, '^%-?%d+%.%-?%d+(.?)')
-          if not (band and string.find(band, '^%d$') and (after == '' or after == '/')) then
+          if not (band and string.find(band, '^%d$')
+                  and (after == '' or after == '/' or after == ':')) then
             return false
           end
           return not check or tolerant(false, 'ZSCORE', c.cancelled,
@@ -447,7 +451,7 @@ local function flow_control()
         -- after it), and the claim marked '+': the same token, live, of a group in its set
         -- form. False, and nothing written, for any other claim.
         local function unsolo(group, tok)
-          local count, member = string.match(tok or '', '^%-?%d+%.(%d+)/(.*)$')
+          local count, member = string.match(tok or '', '^%-?%d+%.(%d+)[/:](.*)$')
           if not member then return false end
           local _, priority = task_of(member, group)
           local order = tonumber(count)
@@ -501,7 +505,10 @@ local function flow_control()
           local member = string.sub('0123456789', priority + 1, priority + 1) .. id
           if new and not is_paused(group) then
             tally(group, 1)
-            push(group, priority, holds, nil, member)
+            local plain = spec.limiter == '' and spec.count == 0 and spec.window == 0
+                          and spec.most == 0 and spec.expires == 0 and spec.group_most == 0
+                          and spec.group_count == 0 and spec.group_window == 0
+            push(group, priority, holds, nil, member, plain and ':' or '/')
             return true
           end
           local ready = base(group) .. ':ready'
@@ -658,7 +665,7 @@ local function flow_control()
         -- a solo group's task: taken from the token, no ready set read (its first pass)
         -- (its id is cut from the generation straight away: the member, whose one use is
         -- the ready set's, is no string made)
-        solo = tok == gen and string.find(gen, '/', 1, true)
+        solo = tok == gen and string.find(gen, '[/:]')
         set = not solo and fair_set()  -- (a solo group's task needs none of it)
         ready = set and set.base(group) .. ':ready'
       end

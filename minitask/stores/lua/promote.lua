@@ -35,7 +35,7 @@
 -- returns for its worker's log), so that it costs once. Its content is never said.
 local ID_MOST = 200
 -- A ready list's (or park list's, or cancelled's) entry: an id, or a group's token
--- ('\255' generation '/' digit id '\255' group: some 1,050 bytes at most, a group
+-- ('\255' generation '/' (or ':') digit id '\255' group: some 1,050 bytes at most, a group
 -- of 200 characters of 4 bytes each)
 local ENTRY_MOST = 1100
 local OVERLONG

@@ -97,11 +97,11 @@ if taken < limit then
       end
       if taken >= limit then break end
       taken = taken + 1
-      -- a solo group's one task is in its turn's claim (flow.lua): '<now>.<count>/',
-      -- its priority's digit and its id
+      -- a solo group's one task is in its turn's claim (flow.lua): '<now>.<count>/' (or
+      -- ':'), its priority's digit and its id
       local turn = prefix .. 'g:' .. group .. ':turn'
       local member = string.match(tolerant(false, 'HGET', turn, 'tok') or '',
-                                  '^%-?%d+%.%d+/(.*)$')
+                                  '^%-?%d+%.%d+[/:](.*)$')
       if member then
         popped = popped + 1
         purge(string.find(member, '^%d') and string.sub(member, 2) or member)
