@@ -37,13 +37,14 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
-from ..errors import ConfigurationError, DecodeError, EncodeError, MessageTooLarge
+from ..errors import BrokerError, ConfigurationError, DecodeError, EncodeError, MessageTooLarge
 from ..limits import group_name
 from ..printable import own_logger, printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
 from .plans import pack_plan, task_nodes, workflow_id_of
+from .foreign import foreign
 from .queue import QueueStore
 from .workflow_checks import send_steps, spawn_call
 from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
@@ -273,9 +274,12 @@ class WorkflowStore(WorkflowReads):
                 raise DecodeError(f"{why} (inspect the key, then delete it)") from exc
             try:
                 self._resume(follow, values, now_ms, max_bytes, path, wid)
-            except (EncodeError, MessageTooLarge) as exc:
-                # the results cannot travel on (a body message over the limit): what
-                # follows fails, as if a step had ended dead, instead of never running
+            except (EncodeError, MessageTooLarge, BrokerError) as exc:
+                # the results cannot travel on (a body message over the limit, a key of
+                # another type where it goes: refused, nothing sent): what follows
+                # fails, as if a step had ended dead, instead of never running
+                if isinstance(exc, BrokerError) and not foreign(exc):
+                    raise  # an outage: the whole step runs again
                 logger.error("workflow group %s: what follows it cannot be sent: %s",
                              join["id"], exc)
                 self._fail_from(follow, Failure(join["id"], "group", type(exc).__name__,

@@ -352,7 +352,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.workflow_links": frozenset({"errors", "printable", "stores.plans",
                                         "stores.workflow_reads", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
-                                   "printable", "stores.plans", "stores.queue",
+                                   "printable", "stores.foreign", "stores.plans", "stores.queue",
                                    "stores.workflow_checks",
                                    "stores.workflow_links", "stores.workflow_reads",
                                    "wire.message", "wire.serializer"}),
