@@ -276,12 +276,10 @@ end
 -- the keys it checked.
 local function unless_other(key, kind)
   local reply
-  if kind == 'list' then
-    reply = redis.pcall('LLEN', key)
-  elseif kind == 'zset' then
-    reply = redis.pcall('ZCARD', key)
-  else
+  if kind == 'hash' then
     reply = redis.pcall('HEXISTS', key, '')
+  else
+    reply = redis.pcall(kind == 'list' and 'LLEN' or 'ZCARD', key)
   end
   if type(reply) == 'table' then guards().expect(key, kind) end
   return true
