@@ -16,7 +16,8 @@ each queue is its own slot). So:
   retried ran them twice). ``group_create`` refuses nothing (a group's key that exists,
   of any type, is left as it is), so the spawn calls' checks are the calls' checks.
 
-Someone planting a key between the check and the sending is not covered.
+``spawn_call`` makes each spawn call (its layout is known here alone: ``with_groups``
+adds to it). Someone planting a key between the check and the sending is not covered.
 """
 from __future__ import annotations
 
