@@ -31,8 +31,8 @@ MODES = (None, "replicated", "fsync")
 #: state, broadcast calls and subscriptions. A lease (fetch) or a cancel lost in a
 #: failover only means a task runs again.
 CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", "ack_fetch",
-                               "retry", "bury", "revive", "spawn", "spawn_flow", "group_create",
-                               "group_join", "enqueue_group",
+                               "retry", "bury", "revive", "spawn", "spawn_flow", "spawn_group",
+                               "group_create", "group_join", "enqueue_group",
                                "schedule_fire", "schedule_save", "schedule_remove",
                                "broadcast_send", "broadcast_subscribe", "broadcast_unsubscribe"})
 

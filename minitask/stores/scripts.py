@@ -24,7 +24,8 @@ _COMPOSED = {"enqueue_flow": (("enqueue_base()", "enqueue"),),
              "enqueue_group": (("enqueue_base()", "enqueue"),
                                ("enqueue_flow_base()", "enqueue_flow")),
              "ack_fetch": (("ack_base(KEYS, ARGV)", "ack"), ("fetch_base()", "fetch")),
-             "spawn_flow": (("spawn_base()", "spawn"),)}
+             "spawn_flow": (("spawn_base()", "spawn"),),
+             "spawn_group": (("spawn_base()", "spawn"), ("spawn_flow_base()", "spawn_flow"))}
 
 #: A top-level definition of a library: ``local name =`` or ``local function name(``.
 _DEFINITION = re.compile(r"local (?:function )?(\w+)")

@@ -1,26 +1,69 @@
-"""What a workflow's script calls would refuse, looked at before any of them runs.
+"""Sending a workflow's script calls so that one refused leaves nothing of the others.
 
 A workflow is sent by one script call per queue it touches (and per ``SPAWN_CHUNK``
-steps): each is atomic, but not all of them together (on Redis Cluster each queue is
-its own slot). A call refused for data minitask did not write (a queue key, or a
-step's marker, of another type) left the others' steps queued, and run: a caller
-who retried ran them twice. So such a workflow first runs ``spawn_check.lua`` once
-per queue, in one round trip, which refuses, naming the key, with nothing written.
-Someone planting a key between the check and the sending is not covered.
+steps), with a ``group_create`` call per queue keeping the state of its groups (a
+chord's header). Each call is atomic, and each spawn call checks the keys it writes
+before its first write (``spawn.lua``: a key of another type refuses it, naming the
+key, with nothing written), but the calls together are not atomic (on Redis Cluster
+each queue is its own slot). So:
+
+* the groups kept in the queue of a workflow's one spawn call (a chord in one queue)
+  are created by that call (``spawn_group.lua``), after its checks: a refused chord
+  left its group's state behind, waiting for members never sent, until its ttl;
+* a workflow still sent in more than one call first runs ``spawn_check.lua`` once per
+  queue, in one round trip, which refuses, naming the key, with nothing written: a
+  call refused after another's steps were queued left those to run (a caller who
+  retried ran them twice). ``group_create`` refuses nothing (a group's key that exists,
+  of any type, is left as it is), so the spawn calls' checks are the calls' checks.
+
+``spawn_call`` makes each spawn call (its layout is known here alone: ``with_groups``
+adds to it). Someone planting a key between the check and the sending is not covered.
 """
 from __future__ import annotations
 
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..broker.keys import QueueKeys
+from ..errors import DurabilityError
 from ..printable import own_logger
+from .queue import BATCH_LIMIT, WAKE_CAP
 
 logger = own_logger(__name__)
 
 #: A step as stores.workflows gathers it: (id, body, priority, due ms, ttl, flow spec).
 Step = Tuple[str, bytes, int, int, int, Any]
+
+
+def spawn_call(k: QueueKeys, queue: str, chunk: Sequence[Step],
+               record: Optional[Tuple[str, bytes, int]], plan: bytes, wid: str,
+               now_ms: int) -> ScriptCall:
+    """The script call sending ``chunk``, steps of ``queue`` (``k``: its keys), with the
+    handle ``record`` (id, packed, ttl ms) and its ``plan`` record, if given; ``wid``: the
+    steps' workflow. Steps with limits or a group (fair queues) make it spawn_flow.lua's,
+    which adds their specs (and joins their groups) to spawn.lua's sending."""
+    tail: List[Any] = []
+    for task_id, _, _, _, _, _ in chunk:
+        tail += (k.result(task_id), k.once(task_id))
+    if record is not None:
+        tail.append(k.handle(record[0]))
+    if record is not None and plan:
+        tail.append(k.workflow(record[0]))
+    keys = 2 * len(chunk) + (record is not None) + bool(plan)
+    flowing = any(step[5] is not None for step in chunk)
+    if flowing:
+        tail += (k.flow, k.cancelled, k.flow_prefix)
+        keys += 3
+    tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1]) if record else (0, b"")),
+             plan, wid)
+    for task_id, body, priority, due_ms, ttl, _ in chunk:
+        tail += (task_id, body, priority, due_ms, ttl)
+    if flowing:
+        tail += [step[5] or "" for step in chunk]
+        tail.append(len(chunk))
+    return ("spawn_flow" if flowing else "spawn", queue,
+            (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence), tail, keys)
 
 
 def check_calls(keys: Any, steps: Dict[str, List[Step]], now_ms: int) -> List[ScriptCall]:
@@ -38,21 +81,46 @@ def check_calls(keys: Any, steps: Dict[str, List[Step]], now_ms: int) -> List[Sc
     return calls
 
 
-def check_sends(transport: Transport, keys: Any, steps: Dict[str, List[Step]],
-                now_ms: int, calls: Sequence[ScriptCall]) -> None:
-    """Refuse a workflow whose ``calls`` one would refuse, before any runs, when it
-    sends its steps in more than one call (not atomic together). A workflow sent by
-    one spawn call is not checked: its cost stays as it was (spawn.lua refuses a
-    foreign marker before its writes; a refused chord's group record is left, unfilled).
+def with_groups(calls: Sequence[ScriptCall]) -> List[ScriptCall]:
+    """``calls`` with the ``group_create`` call of the queue of the only spawn call, if
+    there are both, made part of that call (``spawn_group.lua``: its keys after the
+    spawn's, its arguments after the spawn's, then how many groups and whether the
+    spawn is ``spawn_flow``'s)."""
+    spawns = [call for call in calls if call[0] != "group_create"]
+    groups = [call for call in calls if call[0] == "group_create" and spawns
+              and call[1] == spawns[0][1]]
+    if len(spawns) != 1 or not groups:
+        return list(calls)
+    (name, queue, static, tail, dynamic), (_, _, _, created, count) = spawns[0], groups[0]
+    merged: ScriptCall = ("spawn_group", queue, static,
+                          [*tail[:dynamic], *created[:count], *tail[dynamic:],
+                           *created[count:], count, "1" if name == "spawn_flow" else "0"],
+                          dynamic + count)
+    return [call if call is not groups[0] else merged for call in calls
+            if call is not spawns[0]]
+
+
+def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], now_ms: int,
+               calls: Sequence[ScriptCall], register: Callable[[Iterable[str]], None]) -> None:
+    """Run a workflow's ``calls`` (``with_groups``), checked first (``spawn_check``)
+    when they are more than one (not atomic together), then ``register`` the queues of
+    ``steps``: a call refused wrote nothing, nor does the registry.
 
     Raises:
-        BrokerError: naming the key of another type; nothing was written.
+        BrokerError: Redis failed, or refused a key of another type, naming it; then
+            nothing was written.
     """
-    if sum(call[0] != "group_create" for call in calls) < 2:
-        return
-    transport.run_calls(check_calls(keys, steps, now_ms),
-                        f"check the queues of {sum(map(len, steps.values()))} workflow "
-                        f"step(s) before sending them")
+    calls = with_groups(calls)
+    what = f"{sum(map(len, steps.values()))} workflow step(s)"
+    if len(calls) > 1 and steps:
+        transport.run_calls(check_calls(keys, steps, now_ms),
+                            f"check the queues of {what} before sending them")
+    try:
+        transport.run_calls(calls, f"send {what}")
+    except DurabilityError:
+        register(steps)  # written, unconfirmed: findable by id all the same
+        raise
+    register(steps)
 
 
-__all__: List[Any] = ["check_sends"]
+__all__: List[Any] = ["send_steps", "spawn_call"]

@@ -37,15 +37,16 @@ from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
-from ..errors import ConfigurationError, DecodeError, EncodeError, MessageTooLarge
+from ..errors import BrokerError, ConfigurationError, DecodeError, EncodeError, MessageTooLarge
 from ..limits import group_name
 from ..printable import own_logger, printable
 from ..wire.message import Message, Outcome
 from ..wire.serializer import (check_arguments, encode_message, encode_outcome, pack_data,
                                unpack_data)
 from .plans import pack_plan, task_nodes, workflow_id_of
-from .queue import BATCH_LIMIT, WAKE_CAP, QueueStore
-from .workflow_checks import check_sends
+from .foreign import foreign
+from .queue import QueueStore
+from .workflow_checks import send_steps, spawn_call
 from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
                              joined)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
@@ -120,7 +121,7 @@ class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
     scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join",
-               "hash_fields", "spawn_check")
+               "hash_fields", "spawn_check", "spawn_group")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -273,9 +274,12 @@ class WorkflowStore(WorkflowReads):
                 raise DecodeError(f"{why} (inspect the key, then delete it)") from exc
             try:
                 self._resume(follow, values, now_ms, max_bytes, path, wid)
-            except (EncodeError, MessageTooLarge) as exc:
-                # the results cannot travel on (a body message over the limit): what
-                # follows fails, as if a step had ended dead, instead of never running
+            except (EncodeError, MessageTooLarge, BrokerError) as exc:
+                # the results cannot travel on (a body message over the limit, a key of
+                # another type where it goes: refused, nothing sent): what follows
+                # fails, as if a step had ended dead, instead of never running
+                if isinstance(exc, BrokerError) and not foreign(exc):
+                    raise  # an outage: the whole step runs again
                 logger.error("workflow group %s: what follows it cannot be sent: %s",
                              join["id"], exc)
                 self._fail_from(follow, Failure(join["id"], "group", type(exc).__name__,
@@ -463,38 +467,12 @@ class WorkflowStore(WorkflowReads):
         for queue, steps in writes.steps.items():
             k = self.keys(queue)
             for start in range(0, len(steps), SPAWN_CHUNK):
-                chunk = steps[start:start + SPAWN_CHUNK]
-                tail = []
-                for task_id, _, _, _, _, _ in chunk:
-                    tail += (k.result(task_id), k.once(task_id))
                 record, writes.record = writes.record, None  # with the first step only
-                plan = writes.plan if record is not None else b""
-                if record is not None:
-                    tail.append(k.handle(record[0]))
-                if record is not None and plan:
-                    tail.append(k.workflow(record[0]))
-                keys = 2 * len(chunk) + (record is not None) + bool(plan)
-                # steps with limits or a group (fair queues): spawn_flow.lua, which adds
-                # their specs (and joins their groups) to spawn.lua's sending
-                flowing = any(step[5] is not None for step in chunk)
-                if flowing:
-                    tail += (k.flow, k.cancelled, k.flow_prefix)
-                    keys += 3
-                tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1])
-                                                          if record else (0, b"")),
-                         plan, writes.wid)
-                for task_id, body, priority, due_ms, ttl, _ in chunk:
-                    tail += (task_id, body, priority, due_ms, ttl)
-                if flowing:
-                    tail += [step[5] or "" for step in chunk]
-                    tail.append(len(chunk))
-                calls.append(("spawn_flow" if flowing else "spawn", queue,
-                              (k.messages, k.delayed, k.wake, *k.ready, k.order, k.sequence),
-                              tail, keys))
-        if calls:
-            check_sends(self.transport, self.keys, writes.steps, now_ms, calls)
-            self._queues.register_queues(writes.steps)
-            self.transport.run_calls(calls, f"send {sum(map(len, writes.steps.values()))} "
-                                            f"workflow step(s)")
+                calls.append(spawn_call(k, queue, steps[start:start + SPAWN_CHUNK], record,
+                                        writes.plan if record is not None else b"",
+                                        writes.wid, now_ms))
+        if calls:  # checked first, groups with their steps (workflow_checks)
+            send_steps(self.transport, self.keys, writes.steps, now_ms, calls,
+                       self._queues.register_queues)
         for waiting in writes.empty:
             self._resume(waiting, [], now_ms, max_bytes, path, writes.wid, writes)

@@ -276,10 +276,13 @@ def _sending_to_one_group(driver: Driver, calls: int) -> None:
 
 
 def _chords(driver: Driver, calls: int) -> None:
-    """One chord of ``calls`` members, whose first tasks are leased."""
+    """One chord of ``calls`` members, whose first tasks are leased; and spawn.lua
+    loaded, which the last member's sending of the body runs (the chord's own sending
+    is spawn_group.lua's): a script's first use is its loading, not counted."""
     step, total = driver.tasks["step"], driver.tasks["total"]
     chord(group(step.s(i) for i in range(calls)), total.s()).delay()
     driver.lease(step.queue, calls)
+    chain(step.s(-1), step.s()).delay()  # left queued, never leased
 
 
 def _chains(driver: Driver, calls: int) -> None:

@@ -352,13 +352,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.workflow_links": frozenset({"errors", "printable", "stores.plans",
                                         "stores.workflow_reads", "wire.serializer"}),
     "stores.workflows": frozenset({"broker.packing", "broker.transport", "errors", "limits",
-                                   "printable", "stores.plans", "stores.queue",
+                                   "printable", "stores.foreign", "stores.plans", "stores.queue",
                                    "stores.workflow_checks",
                                    "stores.workflow_links", "stores.workflow_reads",
                                    "wire.message", "wire.serializer"}),
-    # what a workflow's calls would refuse, looked at before any runs
+    # a workflow's spawn calls, made, checked before any runs, and sent
     "stores.workflow_checks": frozenset({"broker.keys", "broker.packing", "broker.transport",
-                                         "printable"}),
+                                         "errors", "printable", "stores.queue"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset({"broker.wake_tokens"}),

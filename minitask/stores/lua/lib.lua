@@ -51,14 +51,16 @@ local function guards()
   end
 
   -- redis.call on `key`, which must be missing or hold a `kind` (list, zset,
-  -- hash): a WRONGTYPE error names the key. Called before any write, or as the
-  -- first write.
+  -- hash): a WRONGTYPE error names the key and the type it holds (TYPE, read only
+  -- then). Called before any write, or as the first write.
   local function must(kind, command, key, ...)
     local reply = redis.pcall(command, key, ...)
     if type(reply) == 'table' and reply.err then
       if string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then
+        local held = redis.call('TYPE', key)
         error('WRONGTYPE minitask key ' .. key .. ' holds another type than the ' .. kind ..
-              ' minitask keeps there; nothing was changed', 0)
+              ' minitask keeps there (a ' .. tostring(type(held) == 'table' and held.ok or held)
+              .. '); nothing was changed', 0)
       end
       error(reply.err, 0)
     end
@@ -268,13 +270,29 @@ local function remember(key, cap, entry)
   if type(added) == 'table' and added.err then guards().rerecord(added, key, cap, entry) end
 end
 
+-- Refuse the call unless `key` is missing or holds a `kind` (list, zset, hash), as
+-- guards().expect() does, with guards() made only to refuse (its closures cost a call
+-- of a hot script, spawn.lua's, more than the read): true, for the caller's record of
+-- the keys it checked.
+local function unless_other(key, kind)
+  local reply
+  if kind == 'hash' then
+    reply = redis.pcall('HEXISTS', key, '')
+  else
+    reply = redis.pcall(kind == 'list' and 'LLEN' or 'ZCARD', key)
+  end
+  if type(reply) == 'table' then guards().expect(key, kind) end
+  return true
+end
+
 -- A workflow step's marker (spawn.lua, spawn_flow.lua), checked before any write:
 -- one of another type, or with a state minitask does not write (sent, cancelled),
 -- is not minitask's and refuses the call (read as "sent", its step would never be
 -- sent, with not a word).
+-- (One HGET: a marker of another type fails it, and must() refuses, naming its type.)
 local function step_marker(marker)
-  guards().expect(marker, 'hash')
-  local state = redis.call('HGET', marker, 'state')
+  local state = redis.pcall('HGET', marker, 'state')
+  if type(state) == 'table' then state = guards().must('hash', 'HGET', marker, 'state') end
   if state and state ~= 'sent' and state ~= 'cancelled' then
     error('WRONGTYPE minitask key ' .. marker .. ' holds no step marker minitask wrote ' ..
           '(its state is neither sent nor cancelled); nothing was changed', 0)

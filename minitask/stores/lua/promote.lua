@@ -96,8 +96,9 @@ local function promote(delayed, order, batch)
   return #batch
 end
 
--- promote_due(delayed, order, first_ready, now, limit): both steps at once, for a
--- script whose first write this promotion is (a workflow's spawn, a schedule's fire).
+-- promote_due(delayed, order, first_ready, now, limit): both steps at once (a
+-- workflow's spawn, a schedule's fire), for a script that makes its checks before it:
+-- due_batch() may write too (an overlong entry's removal).
 local function promote_due(delayed, order, first_ready, now, limit)
   return promote(delayed, order, (due_batch(delayed, order, first_ready, now, limit)))
 end

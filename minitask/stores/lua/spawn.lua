@@ -18,10 +18,24 @@
 -- Invariant: a step is sent at most once while its marker lives (as long as its
 -- result would), however often the steps before it run. A handle record (and a
 -- plan record) is written with the steps, never without them.
+-- Data minitask did not write (lib.lua): a marker that is no step marker, messages,
+-- delayed (a step due later) or a ready list a step goes to of another type refuses
+-- the call before any write, naming the key and its type: a call refused half-way
+-- left markers written, so a retry never sent those steps. A ready list only a
+-- promoted task goes to is moved aside (promote.lua); a sequence that is no number
+-- starts afresh; an order hash or a wake list of another type is left as it is (no
+-- sequence kept, no token pushed), as enqueue.lua does.
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
--- a marker that is not minitask's refuses the call before any write (lib.lua)
 for n = 1, (#ARGV - 7) / 5 do step_marker(KEYS[15 + 2 * n]) end
+-- each key once a call, and guards() made only to refuse (lib.lua's unless_other)
+local checked = {[KEYS[1]] = unless_other(KEYS[1], 'hash')}
+for i = 11, #ARGV, 5 do
+  local key = KEYS[2]
+  if tonumber(ARGV[i]) <= now then key = KEYS[13 - tonumber(ARGV[i - 1])] end
+  if not checked[key] then checked[key] = unless_other(key, key == KEYS[2] and 'zset' or 'list') end
+end
+-- the first write (due_batch removes an entry no task of ours: promote.lua)
 promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
 local added, wake = 0, 0
 local workflow = ARGV[7]
@@ -62,7 +76,10 @@ if wake > 0 then
   if wake > cap then wake = cap end
   local tokens = {}
   for i = 1, wake do tokens[i] = '1' end
-  if redis.call('RPUSH', KEYS[3], unpack(tokens)) > cap then
+  local held = redis.pcall('RPUSH', KEYS[3], unpack(tokens))
+  if type(held) == 'table' then
+    guards().foreign(held)  -- a wake list of another type: no token (workers poll it)
+  elseif held > cap then
     redis.call('LTRIM', KEYS[3], 0, cap - 1)
   end
 end

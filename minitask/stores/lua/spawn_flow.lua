@@ -13,7 +13,12 @@
 -- grouped one due later joins its group when a fetch meets it in a ready list).
 -- Invariant: spawn.lua's; and a step with a spec is never in Redis without it.
 -- Data minitask did not write (lib.lua): messages or flow of another type, or a
--- marker that is no step marker, refuse the call before any write.
+-- marker that is no step marker, refuse the call before any write, and so do
+-- spawn.lua's checks (delayed, the ready lists of its steps), made in spawn_base()
+-- before its first write (this call writes nothing before it). A grouped step's
+-- fair-queue keys (its group's ready set, turn, running set, the groups, cancelled,
+-- groups_ready, a ready list its token goes to) are never refused: one of another
+-- type is moved aside or left as it is (flow.lua), so no write fails after another.
 local prefix = table.remove(KEYS)
 local cancelled = table.remove(KEYS)
 local flow = table.remove(KEYS)
