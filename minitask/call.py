@@ -68,7 +68,9 @@ class Calls:
     def message(self, args: Tuple[Any, ...], kwargs: Dict[str, Any], queue: str, priority: int,
                 eta_ms: Optional[int] = None, task_id: Optional[str] = None) -> Message:
         """The message of a call whose options are already checked."""
-        self.check(args, kwargs)
+        arity = self._arity
+        if kwargs or arity is None or not arity[0] <= len(args) <= arity[1]:
+            self.check(args, kwargs)  # (what fits the arity binds: ``check`` says so)
         now_ms = self._sender.clock.now_ms()
         if eta_ms is not None and eta_ms <= now_ms:
             eta_ms = None

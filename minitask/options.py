@@ -2,12 +2,12 @@
 runs (or a call is made), before anything is sent."""
 from __future__ import annotations
 
-import base64
 import inspect
 import math
 import os
 import reprlib
 import sys
+from binascii import b2a_base64
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
@@ -31,9 +31,16 @@ _SECONDS_OPTIONS = ("retry_backoff", "retry_backoff_max", "timeout", "soft_timeo
 _ABOVE_ZERO = ("timeout", "result_ttl")
 
 
+#: ``base64.urlsafe_b64encode``'s alphabet from the standard one.
+_URL_SAFE = bytes.maketrans(b"+/", b"-_")
+
+
 def new_task_id() -> str:
-    """22 url-safe characters of randomness: shorter than a hex uuid4, just as unique."""
-    return base64.urlsafe_b64encode(os.urandom(16))[:22].decode("ascii")
+    """22 url-safe characters of randomness: shorter than a hex uuid4, just as unique.
+
+    ``base64.urlsafe_b64encode(os.urandom(16))[:22]``, without its two Python calls
+    (every ``delay()`` makes an id)."""
+    return b2a_base64(os.urandom(16), newline=False)[:22].translate(_URL_SAFE).decode("ascii")
 
 
 def positional_arity(signature: inspect.Signature) -> Optional[Tuple[int, int]]:

@@ -70,28 +70,35 @@ class Sender:
         #: The app's registered argument types (``app.register_type``).
         self.types = TypeRegistry()
 
-    def send(self, messages: Sequence[Message], durability: CallSetting = APP,
-             fresh: bool = False) -> None:
+    def send_plain(self, message: Message, result_ttl_ms: int) -> Optional[TaskHandle[Any]]:
+        """A plain ``delay()``: written, and its handle; None (nothing sent, ``send``'s
+        to send) when it is not one: inside an ``app.batch()`` block, with an app
+        durability (replicas confirm it) or flow control.
+
+        Its id was made for this call, so it cannot be pending already: ready at once,
+        it goes without a script where the queue store can (``QueueStore.push``); else
+        by enqueue.lua. One path, every check of ``send`` kept (``entry``), the batch
+        looked up once: every ``delay()`` comes here.
+        """
+        if (self.durability.mode is not None or message.flow is not None
+                or open_batch(self) is not None):
+            return None
+        entry = self.entry(message)
+        broker = self._broker()
+        queues = broker.queues
+        # (its clock reading, made a moment ago, serves as now)
+        if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
+            queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
+        return TaskHandle(broker, message.queue, message.id, result_ttl_ms, self._async_broker)
+
+    def send(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """Encode and check every message, then write them, grouped by queue.
 
         Nothing is sent unless every message passes its checks. ``durability``
         (default: the app's) may ask replicas to confirm each write: when they
         do not, DurabilityError names the task. Inside an ``app.batch()`` block
-        the messages join the batch instead. ``fresh``: their ids were made for
-        this call, so none can be pending already (a plain ``delay()`` is then
-        written without a script: ``QueueStore.push``).
+        the messages join the batch instead. (A plain ``delay()``: ``send_plain``.)
         """
-        if (fresh and len(messages) == 1 and durability is APP and self.durability.mode is None
-                and messages[0].flow is None and open_batch(self) is None):
-            # one call with an id of its own, no replica to confirm it, no flow control:
-            # ready at once (a plain delay()), it goes without a script where the queue
-            # store can (QueueStore.push); else, and with an eta, by enqueue.lua
-            message = messages[0]  # (its clock reading, made a moment ago, serves as now)
-            entry = self.entry(message)
-            queues = self._broker().queues
-            if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
-                queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
-            return
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
         batch = open_batch(self)

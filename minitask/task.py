@@ -79,8 +79,7 @@ class Task(Generic[P, R]):
             MessageTooLarge: the message is over ``max_message_bytes``.
             BrokerError: Redis could not be reached; nothing was enqueued.
         """
-        return self._send([self._calls.message(args, kwargs, self.queue, self.priority)],
-                          fresh=True)[0]
+        return self._send_one(self._calls.message(args, kwargs, self.queue, self.priority))
 
     async def adelay(self, *args: P.args, **kwargs: P.kwargs) -> TaskHandle[R]:
         """Like ``delay()``, awaited: the write goes through ``redis.asyncio``.
@@ -216,7 +215,7 @@ class Task(Generic[P, R]):
             EncodeError, MessageTooLarge, BrokerError: as ``delay()``.
         """
         message, durability = self._calls.applied(args, kwargs, options)
-        return self._send([message], durability, options.get("task_id") is None)[0]
+        return self._send_one(message, durability, options.get("task_id") is None)
 
     async def aapply_async(self, args: Sequence[Any] = (),
                            kwargs: Optional[Dict[str, Any]] = None,
@@ -344,13 +343,23 @@ class Task(Generic[P, R]):
         result of the step before it (``Calls.step_flow``)."""
         return self._calls.step_flow(args, kwargs, group, receives)
 
-    def _send(self, messages: List[Message], durability: CallSetting = APP,
-              fresh: bool = False) -> List[TaskHandle[R]]:
+    def _send_one(self, message: Message, durability: CallSetting = APP,
+                  fresh: bool = True) -> TaskHandle[R]:
+        """Send one call; ``fresh``: its id was made for it, so that it cannot be pending
+        already, and a plain call (``Sender.send_plain``) goes the shortest way."""
+        if fresh and durability is APP and not self.options.broadcast:
+            handle = self._sender.send_plain(message, to_ms(self.options.result_ttl))
+            if handle is not None:
+                return handle
+        return self._send([message], durability)[0]
+
+    def _send(self, messages: List[Message],
+              durability: CallSetting = APP) -> List[TaskHandle[R]]:
         if self.options.broadcast:  # a BroadcastHandle per call (broadcast.py)
             handles = broadcast.send(self._sender, messages, to_ms(self.options.result_ttl),
                                      durability)
             return cast(List[TaskHandle[R]], handles)
-        self._sender.send(messages, durability, fresh)
+        self._sender.send(messages, durability)
         return self._sender.handles(messages, to_ms(self.options.result_ttl))
 
     async def _asend(self, messages: List[Message],

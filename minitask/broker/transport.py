@@ -11,6 +11,7 @@ modules that talk to redis-py; its errors leave here as BrokerError.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import redis
@@ -158,7 +159,7 @@ class Transport:
         caller sends its script instead."""
         if self.connections.pool is None:
             return None
-        with self.errors(what):
+        try:  # (as ``self.errors(what)``, without its object: a plain delay() comes here)
             connection = self.connections.own()
             try:
                 return _exchange(connection, packed, count)
@@ -167,6 +168,8 @@ class Transport:
                 if isinstance(exc, redis.ConnectionError) and len(packed) > LARGE_COMMAND:
                     raise self._large_command_failed(exc, what, len(packed)) from exc
                 raise
+        except _FAILURES as exc:
+            raise self._failure(exc, what, None) from exc
 
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
@@ -375,15 +378,68 @@ def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
     except redis.ConnectionError as exc:
         raise _WriteFailed(*exc.args) from exc
     replies: List[Any] = []
+    reader, short, push = _buffered(connection) if count > 1 else (None, None, None)
     for _ in range(count):
         try:
-            replies.append(connection.read_response())
+            reply = short if reader is None else reader.gets()
+            if reply is short:  # nothing parsed yet: read the socket, redis-py's way
+                reply = connection.read_response()
+            elif type(reply) not in _PLAIN:
+                reply = _checked(connection, reply, short, push)
+            replies.append(reply)
         except redis.ResponseError as exc:
             replies.append(exc)
             if closed_after(exc):  # no reply follows: the commands after it never ran
                 replies += [exc] * (count - len(replies))
                 break
     return replies
+
+
+#: The types of a reply that needs no look: redis-py's ``read_response`` returns them
+#: as hiredis parsed them.
+_PLAIN = frozenset({bytes, str, int, float, type(None)})
+#: The "not enough data" mark of each redis-py parser class's hiredis reader, by class.
+_SHORT: Dict[type, Any] = {}
+
+
+def _buffered(connection: Any) -> Tuple[Any, Any, Any]:
+    """The connection's hiredis reader, its "not enough data" mark and the type of a
+    RESP3 push message (None: none), or (None, None, None): read the usual way.
+
+    The replies of commands written together mostly arrive in one read: redis-py's
+    ``read_response`` (three calls, a description of the host formatted, per reply)
+    reads the first, the rest are taken from the reader's buffer as they are, checked
+    as ``read_response`` checks them (``_checked``). Only for a parser built on
+    hiredis's ``Reader`` whose mark no reply can be (redis-py 5+'s; 4.x's is False,
+    which a RESP3 reply can be).
+    """
+    parser = getattr(connection, "_parser", None)
+    reader = getattr(parser, "_reader", None)
+    if reader is None:
+        return None, None, None
+    kind = type(parser)
+    if kind not in _SHORT:
+        _SHORT[kind] = getattr(sys.modules.get(kind.__module__), "NOT_ENOUGH_DATA", False)
+    short = _SHORT[kind]
+    if short is False and getattr(connection, "protocol", 2) in (3, "3"):
+        return None, None, None
+    return reader, short, getattr(parser, "_hiredis_PushNotificationType", None)
+
+
+def _checked(connection: Any, reply: Any, short: Any, push: Any) -> Any:
+    """A reply taken from the reader's buffer, as redis-py's ``read_response`` would
+    give it: a RESP3 push message handed to redis-py (the reply is the next), an
+    error reply raised (a ConnectionError kind too, or first in an array)."""
+    while push is not None and isinstance(reply, push):
+        connection._parser.handle_push_response(reply)
+        reply = connection._parser._reader.gets()
+        if reply is short:
+            return connection.read_response()
+    if isinstance(reply, (redis.ConnectionError, redis.ResponseError)):
+        raise reply
+    if type(reply) is list and reply and isinstance(reply[0], redis.ConnectionError):
+        raise reply[0]
+    return reply
 
 
 class _WriteFailed(redis.ConnectionError):
@@ -395,6 +451,10 @@ def closed_after(reply: redis.ResponseError) -> bool:
     (a value longer than its ``proto-max-bulk-len``...) ends the connection, so the
     next command on it would meet a reset, not an outage."""
     return str(reply).startswith("Protocol error")
+
+
+#: What ``Transport.errors`` turns into a BrokerError.
+_FAILURES = (redis.RedisError, RedisClusterException, OSError)
 
 
 class _Errors:
@@ -410,5 +470,5 @@ class _Errors:
 
     def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
                  traceback: Any) -> None:
-        if isinstance(exc, (redis.RedisError, RedisClusterException, OSError)):
+        if isinstance(exc, _FAILURES):
             raise self.transport._failure(exc, self.what, self.script) from exc
