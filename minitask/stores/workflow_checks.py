@@ -21,13 +21,15 @@ adds to it). Someone planting a key between the check and the sending is not cov
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport
 from ..broker.keys import QueueKeys
-from ..errors import DurabilityError
+from ..errors import BrokerError
 from ..printable import own_logger
+from .foreign import foreign
 from .queue import BATCH_LIMIT, WAKE_CAP
 
 logger = own_logger(__name__)
@@ -117,8 +119,12 @@ def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], no
                             f"check the queues of {what} before sending them")
     try:
         transport.run_calls(calls, f"send {what}")
-    except DurabilityError:
-        register(steps)  # written, unconfirmed: findable by id all the same
+    except BrokerError as exc:
+        if not foreign(exc):
+            # written perhaps (unconfirmed, or the reply lost on the way): findable by id
+            # all the same; the outage is what the caller hears, not the registry's
+            with contextlib.suppress(BrokerError):
+                register(steps)
         raise
     register(steps)
 

@@ -358,7 +358,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "wire.message", "wire.serializer"}),
     # a workflow's spawn calls, made, checked before any runs, and sent
     "stores.workflow_checks": frozenset({"broker.keys", "broker.packing", "broker.transport",
-                                         "errors", "printable", "stores.queue"}),
+                                         "errors", "printable", "stores.foreign",
+                                         "stores.queue"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset({"broker.wake_tokens"}),
