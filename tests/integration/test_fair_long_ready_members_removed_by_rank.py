@@ -8,13 +8,14 @@ group's own tasks are served in their order, one fetch at a time or several at o
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, List, Tuple
+from typing import Any, List, Tuple
 
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
+from tests.support.monitored import carrying
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -23,30 +24,7 @@ pytestmark = pytest.mark.integration
 LONG = [b"planted%d-" % i + b"q" * 2_000_000 for i in range(3)]
 #: What MONITOR shows of a command that carries one of LONG.
 MARK = b"q" * 1000
-END = "end-of-test-commands"
 RANK = 100_000_000_000_000  # flow.lua's: orders below it, priorities above
-
-
-def _carrying(redis_server: RedisServer, act: Callable[[], Any]) -> Tuple[List[bytes], Any]:
-    """The commands (scripts' own included) that carry a LONG member while ``act`` runs
-    (MONITOR's lines up to an ECHO sent after it), and what ``act`` returned."""
-    watcher = redis_server.client(socket_timeout=60)
-    other = redis_server.client()
-    try:
-        with watcher.monitor() as monitor:
-            result = act()
-            other.echo(END)
-            seen: List[bytes] = []
-            while True:
-                line = monitor.connection.read_response()
-                line = line if isinstance(line, bytes) else str(line).encode()
-                if END.encode() in line:
-                    return seen, result
-                if MARK in line:
-                    seen.append(line[:80])
-    finally:
-        watcher.close()
-        other.close()
 
 
 def _planted(admin: "redis.Redis[bytes]", ready: str, index: int) -> bool:
@@ -87,12 +65,12 @@ def test_long_ready_members_are_removed_by_rank_and_the_group_goes_on(
         # long members ahead of the group's tasks, and (once they join) between them and
         # after them: the ranks after a removal must still be right
         admin.zadd(ready, {LONG[0]: 1})
-        carried, _ = _carrying(redis_server, lambda: [job.delay("G", n) for n in range(3)])
+        carried, _ = carrying(redis_server, MARK, lambda: [job.delay("G", n) for n in range(3)])
         assert carried == []
         assert not _planted(admin, ready, 0)  # removed by the send that met it
         scores = sorted(score for _, score in admin.zrange(ready, 0, -1, withscores=True))
         admin.zadd(ready, {LONG[1]: (scores[0] + scores[1]) / 2, LONG[2]: 10 * RANK})
-        carried, order = _carrying(redis_server, lambda: _served(app, count, 10))
+        carried, order = carrying(redis_server, MARK, lambda: _served(app, count, 10))
         assert carried == []
         assert order == [0, 1, 2]
         assert admin.exists(ready) == 0
