@@ -6,13 +6,12 @@ it a new score (and kept it). Watched with MONITOR, which shows the commands scr
 no command carries the member; the subscribers beside it are pruned or aged as before."""
 from __future__ import annotations
 
-from typing import Callable, List
-
 import pytest
 import redis
 
 from minitask.broker.keys import QueueKeys
 from tests.support.broadcasts import now_ms, tick_app
+from tests.support.monitored import carrying
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -22,29 +21,6 @@ QUEUE = "news"
 LONG = [b"planted%d-" % i + b"q" * 2_000_000 for i in range(2)]
 #: What MONITOR shows of a command that carries one of LONG.
 MARK = b"q" * 1000
-END = "end-of-test-commands"
-
-
-def _carrying(redis_server: RedisServer, act: Callable[[], object]) -> List[bytes]:
-    """The commands (scripts' own included) that carry a LONG member while ``act`` runs:
-    MONITOR's lines up to an ECHO sent after it."""
-    watcher = redis_server.client(socket_timeout=60)
-    other = redis_server.client()
-    try:
-        with watcher.monitor() as monitor:
-            act()
-            other.echo(END)
-            seen: List[bytes] = []
-            while True:
-                line = monitor.connection.read_response()
-                line = line if isinstance(line, bytes) else str(line).encode()
-                if END.encode() in line:
-                    return seen
-                if MARK in line:
-                    seen.append(line[:80])
-    finally:
-        watcher.close()
-        other.close()
 
 
 def _removed_beside(admin: "redis.Redis[bytes]", alive: str) -> None:
@@ -65,7 +41,7 @@ def test_a_prune_removes_long_stale_members_by_rank(
         # removal must still be right
         admin.zadd(alive, {LONG[0]: 1, b"gone": 2, LONG[1]: 3})
         admin.hset(QueueKeys(app.name, QUEUE).broadcast("seen"), "gone", 2)
-        assert _carrying(redis_server, lambda: tick.delay(1)) == []
+        assert carrying(redis_server, MARK, lambda: tick.delay(1))[0] == []
         _removed_beside(admin, alive)
         assert admin.zscore(alive, b"gone") is None  # pruned as before
         assert set(admin.hkeys(QueueKeys(app.name, QUEUE).broadcast("cursors"))) == {b"live"}
@@ -80,8 +56,9 @@ def test_a_heartbeat_removes_long_members_ahead_by_rank(
     try:
         app.broker.broadcasts.subscribe(QUEUE, "live", now_ms())
         admin.zadd(alive, {LONG[0]: 1e300, b"ahead": 1e301, LONG[1]: float("inf")})
-        assert _carrying(redis_server,
-                         lambda: app.broker.broadcasts.seen([QUEUE], "live", now_ms())) == []
+        carried, _ = carrying(redis_server, MARK,
+                              lambda: app.broker.broadcasts.seen([QUEUE], "live", now_ms()))
+        assert carried == []
         _removed_beside(admin, alive)
         ahead = admin.zscore(alive, b"ahead")
         assert ahead is not None and ahead <= now_ms() + 60_000  # aged from now as before

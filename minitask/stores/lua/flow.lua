@@ -39,8 +39,9 @@
 -- further out than a start ever sets it (a gap and a span past now) is ignored,
 -- with a line in Redis's log. Fair queues: a group's ready member that names no
 -- priority (no digit first) is taken as an id at priority 0 (said once a call in
--- Redis's log), so a token only ever goes to a ready list; a score that is no
--- order minitask writes only orders it; a turn's claim of a
+-- Redis's log), so a token only ever goes to a ready list; one longer than any
+-- minitask writes is removed by its rank where first read (flow_fair's shortened); a
+-- score that is no order minitask writes only orders it; a turn's claim of a
 -- live token that is no generation and priority minitask writes, or names a token in
 -- no ready list (checked where the group would otherwise stay out), is repaired by
 -- a new token; a gen, or groups_ready, that is no count starts afresh. A key a
@@ -227,6 +228,11 @@ local function flow_control()
     -- cancelled, now (ms as text), and for a fetch: body_of, leases, flow, flow_due,
     -- clock, messages, dead, delayed
     local RANK = 100000000000000  -- 1e14: orders below it, priorities above
+    -- A ready set's member is a priority's digit and an id (promote.lua's ID_MOST, 200
+    -- bytes at most): a longer one is no task of ours, removed where it is read
+    -- (shortened(): a planted 50 MB member was served as an id, copied into every
+    -- command and log line that named it, and blocked Redis for seconds)
+    local MEMBER_MOST = 201
     local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
                                     c.prefix .. 'groups'
 
@@ -319,8 +325,13 @@ local function flow_control()
         -- the first's member (score order: RANK above). `ready`: the set's key, when the
         -- caller has it (ranges as text: Redis formats a Lua number with snprintf)
         local function first(group, ready)
-          local head = tolerant({}, 'ZRANGE', ready or base(group) .. ':ready', '0', '1')
+          ready = ready or base(group) .. ':ready'
+          local head = tolerant({}, 'ZRANGE', ready, '0', '1')
           if not head[1] then return nil end
+          if #head[1] > MEMBER_MOST or (head[2] and #head[2] > MEMBER_MOST) then
+            head = flow_made.fair_made.shortened(ready, group, head, '1')
+            if not head[1] then return nil end
+          end
           local id, priority = task_of(head[1], group)
           local second_priority
           if head[2] then second_priority = select(2, task_of(head[2], group)) end
@@ -452,7 +463,7 @@ local function flow_control()
         -- form. False, and nothing written, for any other claim.
         local function unsolo(group, tok)
           local count, member = string.match(tok or '', '^%-?%d+%.(%d+)[/:](.*)$')
-          if not member then return false end
+          if not member or #member > MEMBER_MOST then return false end  -- (not ours)
           local _, priority = task_of(member, group)
           local order = tonumber(count)
           if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
@@ -556,8 +567,42 @@ local function flow_control()
           end
           return false
         end
+        -- The first members of a group's `ready` set, ranks 0 to `last` (text), as `read`
+        -- (one ZRANGE, just made: nothing written to the set since) holds them, without
+        -- those longer than MEMBER_MOST: each removed by its rank (ZREMRANGEBYRANK, the
+        -- highest first so that the others keep theirs: the member itself is never sent
+        -- back to Redis) and said once in Redis's log by its length, not its bytes; then
+        -- the range read again, so the group goes on with its next members. A planted
+        -- member was never counted in the group's tallies: none changes. At most
+        -- SHORT_ROUNDS reads a call: past them, the short members of the last read (the
+        -- group's next call goes on removing).
+        local SHORT_ROUNDS = 100
+        local function shortened(ready, group, read, last)
+          for _ = 1, SHORT_ROUNDS do
+            local long = false
+            for i = #read, 1, -1 do
+              local length = #read[i]
+              if length > MEMBER_MOST then
+                long = true
+                tolerant(0, 'ZREMRANGEBYRANK', ready, i - 1, i - 1)
+                redis.log(redis.LOG_WARNING, 'minitask: removed a member of ' .. ready .. ', '
+                          .. length .. ' bytes long: longer than any minitask writes there ('
+                          .. MEMBER_MOST .. ' bytes at most: a digit and an id); group '
+                          .. group .. ' goes on with its next task')
+              end
+            end
+            if not long then return read end
+            read = tolerant({}, 'ZRANGE', ready, '0', last)
+          end
+          local kept = {}
+          for i = 1, #read do
+            if #read[i] <= MEMBER_MOST then kept[#kept + 1] = read[i] end
+          end
+          return kept
+        end
         rare = {tally = tally, next_gen = next_gen, push = push, claimed = claimed,
-                unsolo = unsolo, arm = arm, join = join, alive = alive}
+                unsolo = unsolo, arm = arm, join = join, alive = alive,
+                shortened = shortened}
       end
       if name then return rare[name] end
       return rare
@@ -688,6 +733,13 @@ local function flow_control()
           if not (members and (members[at + 1] or whole)) then
             local n = (run and run > 0 and alone_in_list) and run + 1 or 1
             members, at = tolerant({}, 'ZRANGE', ready, '0', n == 1 and '1' or n), 1
+            for i = 1, #members do  -- (a length compared: no task's member is longer)
+              if #members[i] > MEMBER_MOST then
+                members = flow_made.fair_made.shortened(ready, group, members,
+                                                       n == 1 and '1' or n)
+                break
+              end
+            end
             whole = #members <= n
           end
           member = members[at]
