@@ -153,7 +153,8 @@ class Operations:
             written and it stays, for ``purge_dead``.
 
         Raises:
-            BrokerError: Redis could not be reached.
+            BrokerError: Redis could not be reached, or refused the call: a key of
+                the letter's queue holds another type (named; nothing is written).
         """
         return _dead.requeue_dead(self, task_id)
 
