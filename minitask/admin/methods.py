@@ -192,7 +192,8 @@ class Operations:
         Raises:
             ConfigurationError: a bad queue, group or weight, or a queue the app
                 has not (declares or has used) (a ValueError).
-            BrokerError: Redis could not be reached.
+            BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
+                key of the groups' weights holds another type (named; nothing changed).
         """
         _groups.set_group_weight(self, queue, group, weight)
 
