@@ -20,12 +20,13 @@ from .queues import all_queue_counts, purge_ready, queue_counts
 from .scheduling import (PAGE_SIZE, SchedulePage, add_schedule, remove_schedule, schedule_counts,
                          schedule_listing, schedule_page, schedule_pages, schedules)
 from .subscriptions import subscribers, unsubscribe
-from .tasks import TaskInfo, inspect
+from .tasks import UNREADABLE, TaskInfo, inspect
 from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
                       shutdown, stalled_queues, stoppable_workers, worker_listing)
 
 __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "REQUEUED",
-           "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "DeadRow", "DeadTask",
+           "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "UNREADABLE", "DeadRow",
+           "DeadTask",
            "ListedTask", "Listing", "Operated", "PAGE_SIZE", "SchedulePage", "TaskInfo",
            "WorkerListing", "add_schedule", "all_queue_counts", "app_queues",
            "dead_letter", "dead_letters", "dead_queue", "dead_rows", "find_dead",

@@ -6,8 +6,7 @@ import argparse
 import datetime as _dt
 from typing import Any, List, Optional
 
-from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
-from ..admin.tasks import UNREADABLE
+from ..admin import LOOKUP_OTHERS, UNREADABLE, TaskInfo, inspect, lookup_queues
 from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
 from ..admin.workflows import summary, waiting_step, workflow
 from ..errors import ConfigurationError
