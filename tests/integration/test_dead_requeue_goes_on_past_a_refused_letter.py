@@ -75,33 +75,24 @@ def letters(admin: "redis.Redis[bytes]", app: Minitask) -> None:
         plant(admin, app, task_id, priority)
 
 
+@pytest.mark.parametrize("planted, requeued, left", [
+    (3, ["a5", "b5"], ["c3"]),  # the last letter refused: those before it requeued
+    (5, ["c3"], ["a5", "b5"]),  # the first refused: none after it stopped
+])
 def test_requeue_all_goes_on_past_a_refused_letter_and_says_each(
-        operated: Minitask, admin: "redis.Redis[bytes]",
-        capsys: pytest.CaptureFixture[str]) -> None:
+        operated: Minitask, admin: "redis.Redis[bytes]", capsys: pytest.CaptureFixture[str],
+        planted: int, requeued: List[str], left: List[str]) -> None:
     letters(admin, operated)
-    admin.set(ready_key(operated, 3), "x")
-    code, text = run(capsys, "dead", "-A", "x", "requeue", "--all", "--yes")
-    assert code == 1, text
-    assert text.splitlines() == ["requeued 2 dead letter(s)", refused(operated, "c3", 3)]
-    no_script_noise(text)
-    assert ready(admin, operated) == [b"a5", b"b5"]
-    assert dead(admin, operated) == [b"c3"]
-    assert admin.get(ready_key(operated, 3)) == b"x"  # as it was
-
-
-def test_a_refused_first_letter_stops_none_of_the_others(
-        operated: Minitask, admin: "redis.Redis[bytes]",
-        capsys: pytest.CaptureFixture[str]) -> None:
-    letters(admin, operated)
-    admin.set(ready_key(operated, 5), "x")
+    admin.set(ready_key(operated, planted), "x")
     code, text = run(capsys, "dead", "-A", "x", "requeue", "--all", "--yes")
     assert code == 1, text
     lines = text.splitlines()
-    assert lines[0] == "requeued 1 dead letter(s)"
-    assert sorted(lines[1:]) == [refused(operated, "a5", 5), refused(operated, "b5", 5)]
+    assert lines[0] == f"requeued {len(requeued)} dead letter(s)", text
+    assert sorted(lines[1:]) == [refused(operated, task_id, planted) for task_id in left]
     no_script_noise(text)
-    assert ready(admin, operated) == [b"c3"]
-    assert dead(admin, operated) == [b"a5", b"b5"]
+    assert ready(admin, operated) == [task_id.encode() for task_id in requeued]
+    assert dead(admin, operated) == [task_id.encode() for task_id in left]
+    assert admin.get(ready_key(operated, planted)) == b"x"  # as it was
 
 
 def test_requeue_by_ids_and_json_go_on_past_a_refused_letter(
