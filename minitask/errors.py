@@ -231,6 +231,19 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
     return "error", ""
 
 
+#: What Redis adds to the error of a script, which tells a reader nothing (the hint names
+#: minitask's script): 7's " script: <sha>, on @user_script:<line>." and 6.2's
+#: "Error running script (call to f_<sha>): @user_script:<line>: " (probe 29h, M1).
+_SCRIPT_NOISE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_(?:script|function):\d+\.?"
+                           r"|Error running script \(call to f_[0-9a-f]{40}\): "
+                           r"@user_(?:script|function):\d+: ")
+
+
+def without_script_marks(text: str) -> str:
+    """Redis's error ``text`` without the script's sha and line it adds."""
+    return _SCRIPT_NOISE.sub("", text)
+
+
 def broker_error(exc: BaseException, what: str, broker: str, *,
                  script: Optional[str] = None, commands: Sequence[str] = (),
                  unreachable: str = "") -> BrokerError:
@@ -247,7 +260,7 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
     reason, hint = broker_reason(exc, script, commands)
     if reason == "unreachable" and unreachable:
         hint = f"{hint} {unreachable}"
-    message = f"could not {what} (broker {broker}): {exc}"
+    message = f"could not {what} (broker {broker}): {without_script_marks(str(exc))}"
     return BrokerError(f"{message}; {hint}" if hint else message, reason=reason)
 
 

@@ -129,7 +129,9 @@ class TaskHandle(Generic[R]):
         A task that raised but will be retried is not failed yet (``retrying``).
 
         Returns:
-            True when ``get()`` would raise ``TaskFailed`` at once.
+            True when ``get()`` would raise at once: ``TaskFailed``, or for a kept
+            result no minitask wrote (``status()`` reads ``failed``), ``DecodeError``
+            saying why.
 
         Raises:
             BrokerError: Redis could not be reached.

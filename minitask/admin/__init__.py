@@ -12,7 +12,7 @@ from __future__ import annotations
 from .activity import ListedTask, Listing, recent, running, scheduled
 from .dead import (HEAD_BYTES, NO_MESSAGE, NOT_DEAD, REQUEUED, DeadRow, DeadTask, dead_letter,
                    dead_letters, dead_queue, dead_rows, find_dead, purge_dead, requeue_dead,
-                   revive_dead)
+                   revive_dead, revive_or_refusal)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, known_queue,
                        lookup_queues, meant, shown_queues)
@@ -20,12 +20,13 @@ from .queues import all_queue_counts, purge_ready, queue_counts
 from .scheduling import (PAGE_SIZE, SchedulePage, add_schedule, remove_schedule, schedule_counts,
                          schedule_listing, schedule_page, schedule_pages, schedules)
 from .subscriptions import subscribers, unsubscribe
-from .tasks import TaskInfo, inspect
+from .tasks import UNREADABLE, TaskInfo, inspect
 from .workers import (LIVE_MS, SHOWN_WORKERS, TRUSTED_AHEAD_MS, WorkerListing, live_workers,
                       shutdown, stalled_queues, stoppable_workers, worker_listing)
 
 __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "REQUEUED",
-           "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "DeadRow", "DeadTask",
+           "SHOWN_OTHERS", "SHOWN_WORKERS", "TRUSTED_AHEAD_MS", "UNREADABLE", "DeadRow",
+           "DeadTask",
            "ListedTask", "Listing", "Operated", "PAGE_SIZE", "SchedulePage", "TaskInfo",
            "WorkerListing", "add_schedule", "all_queue_counts", "app_queues",
            "dead_letter", "dead_letters", "dead_queue", "dead_rows", "find_dead",
@@ -33,7 +34,8 @@ __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "
            "purge_dead",
            "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
-           "revive_dead", "running", "schedule_counts", "schedule_listing", "schedule_page",
+           "revive_dead", "revive_or_refusal", "running", "schedule_counts", "schedule_listing",
+           "schedule_page",
            "schedule_pages", "scheduled", "schedules",
            "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",
            "stalled_queues", "stoppable_workers", "worker_listing"]

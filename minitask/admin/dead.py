@@ -6,7 +6,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import DecodeError
+from ..errors import BrokerError, DecodeError, without_script_marks
 from ..printable import printable, shown_id, typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds
@@ -209,6 +209,28 @@ def revive_dead(app: Operated, queue: str, task_id: str) -> str:
             message, enqueued_at_ms=app.clock.now_ms(), eta_ms=None, attempt=1))
     done = broker.dead.revive(queue, task_id, body, priority, app.clock.now_ms())
     return REQUEUED if done == 1 else NO_MESSAGE if done == -1 else NOT_DEAD
+
+
+#: The reasons of a BrokerError that refuse one dead letter's call, not every call:
+#: a key of its queue holds another type, a script met data it cannot read. Another
+#: (Redis unreachable, an ACL, out of memory, a replica) would refuse the next letter
+#: too.
+LETTER_REFUSALS = ("script", "wrong type")
+
+
+def revive_or_refusal(app: Operated, queue: str, task_id: str) -> str:
+    """``revive_dead``, or, when Redis refused this letter's call (``LETTER_REFUSALS``:
+    the script checks before it writes, nothing was written), why, in words that name
+    the key: a requeue of many goes on past it (probe 29h, M1). Any other BrokerError
+    is raised."""
+    try:
+        return revive_dead(app, queue, task_id)
+    except BrokerError as exc:
+        if exc.reason not in LETTER_REFUSALS:
+            raise
+        said = printable(without_script_marks(str(exc.__cause__ or exc))).rstrip(". ")
+        return (f"Redis refused it: {said.replace('nothing was changed', 'nothing was written')}"
+                f"; inspect that key, then rename or delete it")
 
 
 def _raw(task_id: str) -> bytes:

@@ -153,7 +153,8 @@ class Operations:
             written and it stays, for ``purge_dead``.
 
         Raises:
-            BrokerError: Redis could not be reached.
+            BrokerError: Redis could not be reached, or refused the call: a key of
+                the letter's queue holds another type (named; nothing is written).
         """
         return _dead.requeue_dead(self, task_id)
 
@@ -191,7 +192,8 @@ class Operations:
         Raises:
             ConfigurationError: a bad queue, group or weight, or a queue the app
                 has not (declares or has used) (a ValueError).
-            BrokerError: Redis could not be reached.
+            BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
+                key of the groups' weights holds another type (named; nothing changed).
         """
         _groups.set_group_weight(self, queue, group, weight)
 

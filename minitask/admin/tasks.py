@@ -20,6 +20,11 @@ _STATUS = {"running": "running", "queued": "queued", "scheduled": "scheduled",
            "finished": "failed", "unreadable": "failed"}
 
 
+#: What ``minitask inspect`` and the dashboard's task page say beside ``failed`` for a
+#: task whose state or result cannot be read (``TaskInfo.unreadable``).
+UNREADABLE = "unreadable: no outcome minitask wrote can be read, see note"
+
+
 @dataclass(frozen=True)
 class TaskInfo:
     """Everything Redis holds about one task: ``minitask inspect``."""
@@ -52,6 +57,11 @@ class TaskInfo:
     args_hidden: bool = False
     #: A queued task that no worker takes yet, and why (its group is paused).
     held: str = ""
+    #: ``status`` is ``failed`` only as ``handle.status()`` reads what cannot be read:
+    #: a kept result no minitask wrote, or a key its state is read from of another
+    #: type (``note`` says which). No failure was recorded: the surfaces say
+    #: ``UNREADABLE`` beside the status (probe 29h, L4; SPEC.md allows no other name).
+    unreadable: bool = False
 
     def as_dict(self) -> Dict[str, Any]:
         """JSON-ready: datetimes as ISO 8601 strings."""
@@ -94,6 +104,7 @@ def inspect(app: Operated, task_id: str,
     for large in record.too_large:  # longer than minitask writes there: not read
         fields["note"] = _also(fields["note"], large)
     status = _STATUS.get(state, state)
+    unreadable = state in ("finished", "unreadable")  # until a kept outcome is read
     if record.body is not None:
         try:
             message = decode_message(record.body)
@@ -116,7 +127,7 @@ def inspect(app: Operated, task_id: str,
             fields["note"] = _also(fields["note"], f"the outcome cannot be decoded: {exc}")
         else:
             if state == "finished":
-                status = outcome.status
+                status, unreadable = outcome.status, False
                 fields["attempt"] = outcome.attempt or None
             finished = outcome.finished_at_ms
             if not 0 <= finished <= MAX_MS:  # no minitask wrote it: said, not raised
@@ -136,7 +147,8 @@ def inspect(app: Operated, task_id: str,
         group = broker.flow.paused_group_of(queue, task_id)
         if group is not None:
             fields["held"] = f"group {group!r} is paused"
-    return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead", **fields)
+    return TaskInfo(task_id=task_id, queue=queue, status=status, dead=state == "dead",
+                    unreadable=unreadable, **fields)
 
 
 def _unreadable(state: str, outcome: Optional[bytes], foreign: Sequence[str]) -> str:

@@ -6,9 +6,9 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, dead_letter,
-                     dead_letters, dead_rows, find_dead, lookup_queues, revive_dead)
+                     dead_letters, dead_rows, find_dead, lookup_queues, revive_or_refusal)
 from ..app import Minitask
-from ..errors import ConfigurationError
+from ..errors import BrokerError, ConfigurationError
 from ..printable import printable, shown_id, shown_trace
 from ..sending import BULK_CHUNK
 from .options import (add_app_options, add_yes, check_given, confirmed, emit_json, known,
@@ -172,19 +172,31 @@ def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[st
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
     missing: List[str] = []
     skipped: List[Tuple[str, str]] = []  # (id as shown, why it stays a dead letter)
-    requeued = 0
-    if args.all:
-        requeued = _requeue_every(app, args.queue, skipped)
-    else:
-        for shown, found in _named(app, ids, args.queue):
-            answer = NOT_DEAD if found is None else _revived(app, *found)
-            if answer == REQUEUED:
-                requeued += 1
-            elif answer == NOT_DEAD:
-                missing.append(shown)
-            else:
-                skipped.append((shown, answer))
-    if args.json:
+    done = [0]  # requeued so far: said, with those skipped, even when Redis fails midway
+    try:
+        if args.all:
+            _requeue_every(app, args.queue, skipped, done)
+        else:
+            for shown, found in _named(app, ids, args.queue):
+                answer = NOT_DEAD if found is None else _revived(app, *found)
+                if answer == REQUEUED:
+                    done[0] += 1
+                elif answer == NOT_DEAD:
+                    missing.append(shown)
+                else:
+                    skipped.append((shown, answer))
+    except BrokerError:  # Redis failed (a refusal of one letter is skipped): said below it
+        _said_requeued(done[0], missing, skipped, args.json)
+        raise
+    _said_requeued(done[0], missing, skipped, args.json)
+    return 1 if missing or skipped else 0
+
+
+def _said_requeued(requeued: int, missing: List[str], skipped: List[Tuple[str, str]],
+                   as_json: bool) -> None:
+    """Say how many dead letters were requeued, which were not and why, which ids no
+    dead letter has."""
+    if as_json:
         emit_json({"requeued": requeued, "not_found": missing,
                    "not_requeued": [{"task_id": shown, "reason": why}
                                     for shown, why in skipped]})
@@ -194,18 +206,18 @@ def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
             print(f"dead letter '{printable(shown)}' is not requeued: {why}")
         for task_id in missing:
             print(f"no dead letter has the id '{printable(task_id)}'")
-    return 1 if missing or skipped else 0
 
 
-def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str, str]]) -> int:
+def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str, str]],
+                   done: List[int]) -> None:
     """Requeue every dead letter of ``queue`` (None: of the queues a lookup asks), read
     ``BULK_CHUNK`` ids at a time and one body at a time: memory stays the same with ten
     letters or a million. A letter that cannot be requeued (its id is not UTF-8, its
-    message is gone) stays in the dead set, is added to ``skipped`` with why, and is
-    passed over by the next chunk; one gone meanwhile (requeued or purged by another)
-    is neither. At most as many letters as a queue held when it began are taken, so
-    that one dying again at once is not requeued twice."""
-    requeued = 0
+    message is gone, Redis refused its call: a key of its queue holds another type)
+    stays in the dead set, is added to ``skipped`` with why, and is passed over by the
+    next chunk; one gone meanwhile (requeued or purged by another) is neither. At most
+    as many letters as a queue held when it began are taken, so that one dying again
+    at once is not requeued twice. ``done[0]`` counts those requeued."""
     for name, held in app.broker.dead.sizes(_asked(app, queue)[0]).items():
         left, taken = 0, 0  # left: letters of the chunks so far still in the dead set
         while taken < held:
@@ -216,20 +228,20 @@ def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str,
                 taken += 1
                 answer = _revived(app, name, raw)
                 if answer == REQUEUED:
-                    requeued += 1
+                    done[0] += 1
                 elif answer != NOT_DEAD:
                     skipped.append((raw.decode("utf-8", "backslashreplace"), answer))
                     left += 1
-    return requeued
 
 
 def _revived(app: Minitask, queue: str, raw: bytes) -> str:
     """Requeue the dead letter ``raw`` of ``queue``: ``REQUEUED``, ``NOT_DEAD``, or why
-    it stays a dead letter (its id is not UTF-8; its message is gone)."""
+    it stays a dead letter (its id is not UTF-8; its message is gone; Redis refused its
+    call, naming the key)."""
     task_id = _utf8(raw)
     if task_id is None:
         return NOT_UTF8
-    return revive_dead(app, queue, task_id)
+    return revive_or_refusal(app, queue, task_id)
 
 
 #: Why a dead letter whose id is not UTF-8 is not requeued (``dead purge`` takes it).

@@ -6,7 +6,7 @@ import argparse
 import datetime as _dt
 from typing import Any, List, Optional
 
-from ..admin import LOOKUP_OTHERS, TaskInfo, inspect, lookup_queues
+from ..admin import LOOKUP_OTHERS, UNREADABLE, TaskInfo, inspect, lookup_queues
 from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
 from ..admin.workflows import summary, waiting_step, workflow
 from ..errors import ConfigurationError
@@ -242,7 +242,8 @@ def _cut(text: str, width: int) -> str:
 
 
 def describe(info: TaskInfo) -> List[str]:
-    status = f"{info.status} ({info.held})" if info.held else info.status
+    status = (f"{info.status} ({info.held})" if info.held else
+              f"{info.status} ({UNREADABLE})" if info.unreadable else info.status)
     lines = [f"task id      {printable(info.task_id)}", f"status       {printable(status)}",
              f"queue        {printable(info.queue)}"]
     shown = [("task", info.name), ("args", info.args), ("kwargs", info.kwargs),

@@ -59,6 +59,11 @@ def run(args: argparse.Namespace) -> int:
         "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                           else int(info["clock_skew_ms"]))} for info in listed.ahead]
     report["workers_ahead_left_out"] = listed.ahead_left_out
+    # members that far ahead that are no worker's (no name, no record): named, apart
+    report["workers_ahead_foreign"] = [{
+        "member": info["member"], "why": info["why"],
+        "ahead_s": None if info.get("ahead_ms") is None else int(info["ahead_ms"]) / 1000.0}
+        for info in listed.ahead_foreign]
     for info in listed.live:
         # the registry hands out only whole numbers in these fields, and leaves out one
         # that is not (said once in the log): None, shown as "?", never a made-up 0
@@ -219,9 +224,11 @@ def _ahead_text(report: Dict[str, Any]) -> List[str]:
     """The registry's records whose heartbeat lies ahead of this machine's clock, further
     than a live worker's can: each with how far, and what to do."""
     ahead, more = report["workers_ahead"], report["workers_ahead_left_out"]
-    if not ahead and not more:
+    foreign = report["workers_ahead_foreign"]
+    if not ahead and not more and not foreign:
         return []
-    lines = ["", f"{len(ahead) + more} worker record(s) with a heartbeat more than "
+    lines = ["", f"{len(ahead) + len(foreign) + more} worker record(s) with a heartbeat "
+                 f"more than "
                  f"{TRUSTED_AHEAD_MS // 1000} s ahead of this machine's clock, not counted "
                  f"live (a worker whose clock runs ahead: set it right, with NTP; or a "
                  f"record no worker renews: it stays until its heartbeat time passes)"]
@@ -234,6 +241,12 @@ def _ahead_text(report: Dict[str, Any]) -> List[str]:
                      f"{printable(worker['host']) or '?'}  pid "
                      f"{'?' if worker['pid'] is None else worker['pid']}  "
                      f"queues {printable(worker['queues'])}")
+    for member in foreign:  # (escaped already, as a log line names it)
+        far = ("unreadable (no time)" if member["ahead_s"] is None
+               else f"{member['ahead_s']:.1f} s ahead")
+        lines.append(f"  {member['member']}  heartbeat {far}  {member['why']}: no worker "
+                     f"wrote this member (it stays until its heartbeat time passes; "
+                     f"ZREM it from the registry to remove it now)")
     if more:
         lines.append(f"  ... and {more} more, not shown")
     return lines

@@ -20,7 +20,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
 from ..admin import (NOT_DEAD, REQUEUED, dead_queue, known_queue, purge_ready, queue_counts,
-                     revive_dead)
+                     revive_or_refusal)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import own_logger
@@ -131,7 +131,9 @@ def _no_dead_letter(task_id: str, what: str) -> str:
 def _requeue(app: Minitask, form: Form) -> str:
     task_id = _task_id(form)
     queue = dead_queue(app, task_id)
-    answer = NOT_DEAD if queue is None else revive_dead(app, queue, task_id)
+    # Redis refusing this letter's call (a key of another type) is a notice naming the
+    # key, as the CLI's, not a page that says the dashboard is unavailable
+    answer = NOT_DEAD if queue is None else revive_or_refusal(app, queue, task_id)
     if answer == REQUEUED:
         return f"requeued {task_id}"
     return f"{task_id} is no dead letter" if answer == NOT_DEAD else (

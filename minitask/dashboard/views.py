@@ -80,6 +80,10 @@ def workers(app: Minitask) -> Dict[str, Any]:
               "pid": _int(info.get("pid")), "queues": info.get("queues", ""),
               "ahead_s": None if info.get("ahead_ms") is None
               else round(int(info["ahead_ms"]) / 1000.0, 1)} for info in listed.ahead]
+    # members that far ahead that are no worker's (no name, no record): named too
+    ahead += [{"name": info["member"], "id": "", "foreign": info["why"],
+               "ahead_s": None if info.get("ahead_ms") is None
+               else round(int(info["ahead_ms"]) / 1000.0, 1)} for info in listed.ahead_foreign]
     return {"app": app.name, "workers": found, "workers_left_out": listed.left_out,
             "ahead": ahead, "ahead_left_out": listed.ahead_left_out,
             "trusted_ahead_s": TRUSTED_AHEAD_MS // 1000}

@@ -244,13 +244,27 @@ class FlowStore(Store):
         return _group_shown(parts[9])
 
     def set_group_weight(self, queue: str, group: str, weight: int) -> None:
-        """Give a group ``weight`` fetches a turn (1: the default, kept as no entry)."""
+        """Give a group ``weight`` fetches a turn (1: the default, kept as no entry).
+
+        Raises:
+            BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
+                hash of the groups' weights is a key of another type (named, as
+                ``pause_group`` names its set; nothing changed).
+        """
         k = queue_keys(self.app_name, queue)
-        with self.transport.errors(f"set the weight of group {group!r} of queue {queue!r}"):
+        what = f"set the weight of group {printable(group)!r} of queue {queue!r}"
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
             if weight == 1:
-                self.transport.client.hdel(k.groups_weight, group)
+                pipe.hdel(k.groups_weight, group)
             else:
-                self.transport.client.hset(k.groups_weight, group, weight)
+                pipe.hset(k.groups_weight, group, weight)
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        if isinstance(replies[0], Exception):
+            problem = _foreign_problem(k.groups_weight, "the groups' weights, a hash")
+            raise BrokerError(f"could not {what}: {problem} (nothing was changed)",
+                              reason="wrong type")
 
     def group_counts_many(self, queues: Sequence[str], largest: int = 5) -> Dict[str, Any]:
         """Per queue with grouped ready tasks: ``grouped`` (how many), ``groups`` (how
@@ -358,5 +372,11 @@ GROUP_BYTES = 4 * MAX_GROUP_LENGTH
 
 def _paused_problem(key: str) -> str:
     """What is wrong with a set of paused groups of another type, and what to do."""
-    return (f"minitask key {key} (the paused groups, a set) holds another type: data "
-            f"minitask did not write; inspect it with redis-cli, then delete it")
+    return _foreign_problem(key, "the paused groups, a set")
+
+
+def _foreign_problem(key: str, kept: str) -> str:
+    """What is wrong with ``key``, which minitask keeps as ``kept`` ("the paused groups,
+    a set") but holds another type, and what to do."""
+    return (f"minitask key {key} ({kept}) holds another type: data minitask did not "
+            f"write; inspect it with redis-cli, then delete it")

@@ -83,6 +83,20 @@ class WorkerListing:
     #: are no worker's (no worker name, a record minitask did not write).
     past_limit: int = 0
     gone: int = 0
+    #: Members scored that far ahead, read, that are no worker's to list: no worker
+    #: name, or no record a worker wrote (gone, or not minitask's). Each with
+    #: ``member`` (escaped, cut: ``_member_text``), ``why`` and
+    #: ``ahead_ms`` (missing when the score is no whole number of ms). Never sent an
+    #: order (``stoppable_workers`` reads ``ahead``): shown so that "N worker
+    #: record(s) ahead" names each one it counts (probe 29h, L3).
+    ahead_foreign: List[Dict[str, str]] = dataclasses.field(default_factory=list)
+
+
+def _member_text(raw: Any) -> str:
+    """A registry member as a listing shows it: escaped (``printable``: a control
+    character is ``\\x1b``), its first 80 characters and its length when longer."""
+    text = raw.decode("utf-8", "backslashreplace") if isinstance(raw, bytes) else str(raw)
+    return printable(text[:80]) + (f"... ({len(raw):,} long)" if len(text) > 80 else "")
 
 
 class WorkerRegistry(Store):
@@ -160,14 +174,21 @@ class WorkerRegistry(Store):
         with self.transport.errors("list workers"):
             pipe = client.pipeline(transaction=False)
             pipe.zremrangebyscore(key, "-inf", f"({lowest}")
+            # a score past the year 9999 (+inf, 1e300) is no heartbeat a worker
+            # writes, and would stay "ahead" for ever: pruned as a stale one is (a
+            # live worker's next beat adds it back at its time)
+            pipe.zremrangebyscore(key, f"({MAX_MS}", "+inf")
             pipe.zcount(key, lowest, trusted)
             pipe.zcount(key, f"({trusted}", "+inf")
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
-            if isinstance(replies[1], Exception):  # another type: no worker can be listed
-                ignored(key, f"it holds another type than a sorted set ({replies[1]})")
+            if isinstance(replies[2], Exception):  # another type: no worker can be listed
+                ignored(key, f"it holds another type than a sorted set ({replies[2]})")
                 return WorkerListing([])
-            _, live, ahead_count = replies
+            _, timeless, live, ahead_count = replies
+        if timeless:
+            ignored(key, f"{timeless} member(s) scored past the year 9999 (+inf: no "
+                         f"heartbeat a worker writes) removed")
         # the members (one longer than NAME_BYTES names no worker: removed on the
         # server, never read, said once); those ahead nearest first: members planted
         # at +inf cannot push out a clock ahead
@@ -188,8 +209,20 @@ class WorkerRegistry(Store):
             at = whole(scores[info["id"]], 0, MAX_MS)
             if at is not None:
                 info["ahead_ms"] = str(at - now_ms)
-        return WorkerListing(found, live - len(found), scored, ahead_count - len(scored),
-                             past_limit=live - len(members), gone=gone)
+        listed = {info["id"] for info in scored}
+        foreign = []
+        for member, score in ahead:  # read, not listed: each named, never just counted
+            name = name_of(member, "worker")
+            if name is not None and name in listed:
+                continue
+            entry = {"member": _member_text(member),
+                     "why": "no worker name" if name is None else "no worker record"}
+            at = whole(score, 0, MAX_MS)
+            if at is not None:
+                entry["ahead_ms"] = str(at - now_ms)
+            foreign.append(entry)
+        return WorkerListing(found, live - len(found), scored, ahead_count - len(ahead),
+                             past_limit=live - len(members), gone=gone, ahead_foreign=foreign)
 
     def _read(self, members: List[Any]) -> Tuple[List[Dict[str, str]], int]:
         """The records of registry ``members``; those that name no worker, or hold no

@@ -18,7 +18,7 @@ from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli.main import main
 from minitask.dashboard.web import Dashboard
-from minitask.stores.registry import SHOWN_WORKERS, TRUSTED_AHEAD_MS
+from minitask.stores.registry import SHOWN_AHEAD, SHOWN_WORKERS, TRUSTED_AHEAD_MS
 from tests.apps.foreign import build
 from tests.support.pages import get
 
@@ -70,8 +70,11 @@ def test_workers_planted_ahead_never_hide_the_live_ones(
     admin.hset(REGISTRY.worker("real"), mapping={"beat_ms": now_ms, "name": "real"})
     listed = app.broker.registry.listing(now_ms, 60_000)
     assert [worker["name"] for worker in listed.live] == ["real"] and listed.left_out == 0
-    # far ahead, and with no record: no live worker's, counted apart, not shown
-    assert listed.ahead == [] and listed.ahead_left_out == 2 * SHOWN_WORKERS
+    # far ahead, and with no record: no live worker's, listed apart (the first read
+    # named, the rest counted); those at +inf, no time a worker writes, pruned
+    assert listed.ahead == [] and len(listed.ahead_foreign) == SHOWN_AHEAD
+    assert listed.ahead_left_out == SHOWN_WORKERS - SHOWN_AHEAD
+    assert admin.zcard(REGISTRY.workers) == SHOWN_WORKERS + 1
     code, said = cli("status", "-A", APP, "--json")
     assert code == 0, said
     assert [worker["name"] for worker in json.loads(said)["workers"]] == ["real"]

@@ -125,8 +125,11 @@ def test_an_overlong_member_of_the_worker_registry_is_removed_once(
     assert sent(admin) - before < MOST
     assert set(admin.zrange(KEYS.workers, 0, -1)) == {b"goodworker", b"aheadworker"}
     said = lines(caplog, KEYS.workers)
-    # one line for both (a listing's summary), saying the true length, not a cut one
-    assert len(said) == 1 and f"{SIZE:,} bytes" in said[0], said
+    # the one scored +inf is removed by its score (no heartbeat a worker writes: probe
+    # 29h, L3), the other by its length: one line each, the true length, not a cut one
+    assert len(said) == 2, said
+    assert "1 member(s) scored past the year 9999" in said[0], said
+    assert f"{SIZE:,} bytes" in said[1], said
     assert "1201 long" not in caplog.text and "A" * 100 not in caplog.text
     caplog.clear()
     admin.config_resetstat()
