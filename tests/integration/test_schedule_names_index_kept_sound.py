@@ -83,8 +83,8 @@ def test_a_name_of_another_score_is_removed_and_every_schedule_listed(
     assert sorted(walk(app, 50)) == names  # named again, in order
 
 
-def test_a_negative_score_never_repeats_a_page(app: Minitask,
-                                                admin: "redis.Redis[bytes]") -> None:
+def test_a_negative_score_never_repeats_a_page(
+        app: Minitask, admin: "redis.Redis[bytes]") -> None:
     names = unarmed(app, admin, 60)
     admin.hset(K.schedules, "z", b"junk")
     admin.zadd(K.schedule_names, {"z": -1})
@@ -154,3 +154,30 @@ def test_where_names_cannot_be_written_no_listing_copies_them_all(
         reader.close()
         admin.acl_deluser("nozadd")
     assert calls(admin, "hkeys") == hkeys
+
+
+def test_a_listing_by_name_that_can_no_longer_use_the_names_goes_on_by_scan(
+        app: Minitask, admin: "redis.Redis[bytes]", redis_server: RedisServer) -> None:
+    """A score planted between two pages, for a reader that cannot remove it: the
+    rest is scanned, listing only the names after the last one listed."""
+    names = unarmed(app, admin, 30)
+    admin.acl_setuser("noremove", enabled=True, passwords=["+pw"], keys=["*"],
+                      channels=["*"], commands=["+@all", "-zremrangebyscore"])
+    reader = build(f"redis://noremove:pw@127.0.0.1:{redis_server.port}/0")
+    try:
+        counts = schedule_counts(reader, ["other"])
+        page = schedule_page(reader, counts, None, 7)
+        listed = [s.name for s in page.schedules]
+        admin.zadd(K.schedule_names, {"s0003": 4})
+        after = page.next
+        for _ in range(30):
+            page = schedule_page(reader, counts, after, 7)
+            listed += [s.name for s in page.schedules]
+            after = page.next
+            if after is None:
+                break
+    finally:
+        reader.close()
+        admin.acl_deluser("noremove")
+    assert after is None
+    assert sorted(listed) == names
