@@ -13,7 +13,7 @@ Costs are Redis's command counts, never wall time. A real redis-server.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 import pytest
 import redis
@@ -22,6 +22,7 @@ from minitask import Minitask
 from minitask.admin import schedule_counts, schedule_page
 from minitask.broker.keys import queue_keys
 from tests.apps.foreign import build
+from tests.support.schedule_walk import walk
 from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
@@ -42,21 +43,6 @@ def unarmed(app: Minitask, admin: "redis.Redis[bytes]", count: int) -> List[str]
     return names
 
 
-def walk(app: Minitask, limit: int) -> List[str]:
-    """Every schedule and unreadable field listed, walking the pages (at most 60)."""
-    counts = schedule_counts(app, ["other"])
-    listed: List[str] = []
-    after: Optional[object] = None
-    for _ in range(60):
-        page = schedule_page(app, counts, after, limit)
-        listed += [schedule.name for schedule in page.schedules]
-        listed += [row["field"] for row in page.unreadable]
-        after = page.next
-        if after is None:
-            return listed
-    raise AssertionError(f"no end of the pages: {len(listed)} listed")
-
-
 def test_a_name_of_another_score_is_removed_and_every_schedule_listed(
         app: Minitask, admin: "redis.Redis[bytes]") -> None:
     names = unarmed(app, admin, 300)
@@ -69,15 +55,8 @@ def test_a_name_of_another_score_is_removed_and_every_schedule_listed(
     first = schedule_page(app, counts, None, 100)
     assert first.next is not None
     listed = [s.name for s in first.schedules]
-    after = first.next
     admin.zadd(K.schedule_names, {"s0000": -3, "s0299": 9})
-    for _ in range(10):
-        page = schedule_page(app, counts, after, 100)
-        listed += [s.name for s in page.schedules]
-        after = page.next
-        if after is None:
-            break
-    assert after is None
+    listed += walk(app, 100, after=first.next, counts=counts)
     assert set(names) - set(listed) <= {"s0000", "s0299"}  # removed from the index after
     assert len(listed) == len(set(listed))
     assert sorted(walk(app, 50)) == names  # named again, in order
@@ -169,15 +148,8 @@ def test_a_listing_by_name_that_can_no_longer_use_the_names_goes_on_by_scan(
         page = schedule_page(reader, counts, None, 7)
         listed = [s.name for s in page.schedules]
         admin.zadd(K.schedule_names, {"s0003": 4})
-        after = page.next
-        for _ in range(30):
-            page = schedule_page(reader, counts, after, 7)
-            listed += [s.name for s in page.schedules]
-            after = page.next
-            if after is None:
-                break
+        listed += walk(reader, 7, after=page.next, counts=counts)
     finally:
         reader.close()
         admin.acl_deluser("noremove")
-    assert after is None
     assert sorted(listed) == names
