@@ -180,11 +180,18 @@ class Schedule:
                 + encode_message(template))
 
 
+class NewerRecord(DecodeError):
+    """A schedule record a newer minitask wrote (its record version is past
+    ``RECORD_VERSION``): this version cannot read it, and must not write over it (a
+    worker of the older version, mid-deploy, would undo the newer definition)."""
+
+
 def from_record(record: bytes, name: Optional[str] = None) -> Schedule:
     """The schedule a record holds; named ``name`` if given (the field it is stored
     under, which its errors then name), else as the record says.
 
     Raises:
+        NewerRecord: a newer minitask wrote it.
         DecodeError: the record is corrupt or of an unknown version.
     """
     head, _, body = record.partition(b"\n")
@@ -194,7 +201,7 @@ def from_record(record: bytes, name: Optional[str] = None) -> Schedule:
         raise DecodeError(f"cannot decode a schedule record: {exc}") from exc
     version = timing.get("v") if isinstance(timing, dict) else None
     if type(version) is int and version > RECORD_VERSION:
-        raise DecodeError(f"cannot decode a schedule record: written by a newer minitask "
+        raise NewerRecord(f"cannot decode a schedule record: written by a newer minitask "
                           f"(record version {version}; this minitask reads version "
                           f"{RECORD_VERSION})")
     if not isinstance(timing, dict) or version != RECORD_VERSION:

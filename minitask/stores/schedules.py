@@ -71,7 +71,8 @@ class Place:
     #: "armed": among the schedules with a tick, after the entry at tick ``at`` (a
     #: score, as Redis writes it; "" from the first) named ``name``; "unarmed": among
     #: those with none, from the first when ``at`` is "0", by name after ``name`` when
-    #: it is "n", else at HSCAN cursor ``at`` (schedule_names could not be used)
+    #: it is "n", else at HSCAN cursor ``at`` (schedule_names could not be used; only
+    #: the names after ``name``, when one, as a page by name fell back to the scan)
     phase: str = "armed"
     at: str = ""
     name: bytes = b""
@@ -287,9 +288,9 @@ class ScheduleStore(Store):
                    Place("armed", text(at), last))
         elif isinstance(following, list):  # by name: after the last one read
             nxt = Place("unarmed", "n", following[1])
-        else:  # an HSCAN cursor (the names could not be used)
+        else:  # an HSCAN cursor (the names could not be used), after the same name
             cursor = text(following)
-            nxt = None if cursor == "0" else Place("unarmed", cursor)
+            nxt = None if cursor == "0" else Place("unarmed", cursor, place.name)
         return Page(found, unreadable, fields, nxt)
 
     # -- firing ------------------------------------------------------------------
@@ -332,7 +333,14 @@ def _removed(k: Any, removed: Any) -> None:
     never read again)."""
     for kind, length in removed or ():
         kind, size = text(kind), f"{int(length):,}"
-        if kind == "index":
+        if kind == "score":
+            ignored(k.schedule_names, f"{size} name(s) of another score than 0 (none "
+                                      f"minitask writes: the names are paged by name) "
+                                      f"were removed")
+        elif kind == "order":
+            ignored(k.schedule_names, "its names came out of order (not paged by name): "
+                                      "the listing of the schedules with no tick ended there")
+        elif kind == "index":
             ignored(k.schedule_names, f"a name of {size} bytes, longer than any schedule's "
                                       f"({MAX_NAME_BYTES}), was removed")
         elif kind == "tick":

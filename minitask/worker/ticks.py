@@ -22,8 +22,8 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
-from ..errors import BrokerError
-from ..periodic import Schedule
+from ..errors import BrokerError, DecodeError
+from ..periodic import NewerRecord, Schedule, from_record
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign, ignored
 from ..stores.queue import FetchResult
@@ -252,10 +252,14 @@ class TickSource:
         """Write again the record of one of this app's own schedules (its code is the
         truth for them) that this worker cannot read (a planted 50 MB one, or one
         damaged), armed at its next tick, as a worker writes it when it starts; said
-        once. True when written: it fires again from the next read, with no restart."""
+        once. Never one a newer minitask wrote (a rolling deploy: its workers own the
+        definition now). True when the app's record is there now, written here or by
+        another worker mending it since this read (then said by that one, not here as
+        unreadable): read again, it fires again from then, with no restart (the record
+        is this code's own, so that read finds it readable: no loop)."""
         own = next((schedule for schedule in self._decorated
                     if schedule.queue == queue and schedule.name == entry.name), None)
-        if own is None:
+        if own is None or _newer(entry.record):
             return False
         following = own.next_after(now_ms)
         try:
@@ -270,7 +274,8 @@ class TickSource:
                            printable(entry.name), printable(queue),
                            cut_text(printable(entry.problem or "unknown"), 200),
                            _stamp(following))
-        return bool(written)
+        # not written: the same record was there already (another worker's mend)
+        return True
 
     def _say_unreadable(self, queue: str, count: int, shown: List[Armed]) -> None:
         """One line for the armed records of ``queue`` this worker cannot read: their
@@ -384,6 +389,17 @@ class TickSource:
         elif fired.status == "overlap":
             logger.info("schedule %s: tick %s skipped: the last run has not finished "
                         "(overlap=False)", name, _stamp(run_ms))
+
+
+def _newer(record: bytes) -> bool:
+    """Whether a newer minitask wrote ``record`` (periodic.NewerRecord)."""
+    try:
+        from_record(record)
+    except NewerRecord:
+        return True
+    except DecodeError:
+        pass
+    return False
 
 
 def _stamp(ms: Optional[int]) -> str:

@@ -13,16 +13,17 @@ A real redis-server, the app of tests.apps.foreign.
 """
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import List
 
 import pytest
 import redis
 
 from minitask import Minitask
-from minitask.admin import schedule_counts, schedule_listing, schedule_page
+from minitask.admin import schedule_listing
 from minitask.broker.keys import queue_keys
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
+from tests.support.schedule_walk import walk
 from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
@@ -43,21 +44,6 @@ def unarmed(app: Minitask, admin: "redis.Redis[bytes]", *names: str) -> None:
     for name in names:
         app.add_schedule(name, "mark", every=3600.0, args=("s",))
         admin.zrem(K.ticks, name)
-
-
-def walk(app: Minitask, limit: int) -> List[str]:
-    """Every schedule listed, and every unreadable field, walking the pages."""
-    counts = schedule_counts(app, ["other"])
-    listed: List[str] = []
-    after: Optional[str] = None
-    for _ in range(50):
-        page = schedule_page(app, counts, after, limit)
-        listed += [schedule.name for schedule in page.schedules]
-        listed += [row["field"] for row in page.unreadable]
-        after = page.next
-        if after is None:
-            return listed
-    raise AssertionError(f"no end of the pages: {listed}")
 
 
 def test_a_huge_unarmed_record_is_listed_without_being_copied(

@@ -17,11 +17,14 @@
 --   ZSCORE: no page in between is empty). Only names are paged: each record is
 --   measured (HSTRLEN) and one longer than ARGV[5] never copied (an HSCAN of the
 --   records copied a planted 50 MB one inside Redis at every listing, 0.3 s each).
---   The first page makes sure every record is named (ZCARD against HLEN): a hash an
---   older minitask wrote (or one running beside, mid-upgrade) is named once, from HKEYS
---   (names, never records); a name whose record is gone is removed as it is met. When
---   schedule_names holds another type, or Redis refuses the names (a replica), the
---   records are scanned as before: ARGV[3] an HSCAN cursor, HSCANs of COUNT ARGV[2].
+--   Every page makes sure the names hold one score (one_score()); the first that
+--   every record is named (named(): ZCARD against HLEN): a hash an older minitask
+--   wrote (or one running beside, mid-upgrade) is named once, a bounded work per call;
+--   a name whose record is gone is removed as it is met. When schedule_names holds
+--   another type, or Redis refuses the names (a replica), or a hash too large to name
+--   in one call is not named yet, the records are scanned as before: ARGV[3] an HSCAN
+--   cursor, HSCANs of COUNT ARGV[2], each page naming what it read where Redis takes
+--   it; ARGV[4] then the name the listed ones come after ('' from the first).
 -- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
 -- Returns {'ok', next, removed, name, tick or false, record or false, last tick or
 -- false, ...}: next is the HSCAN cursor that follows (unarmed; '0': no more), or
@@ -42,7 +45,9 @@
 -- the scan of the records, when schedule_names cannot be used, above).
 -- Returns, for the unarmed pages by name, next as {'n', the last name read (cut to
 -- NAME_MOST + 1 bytes)} or '0' (no more); removed may then hold {'index', length}:
--- a member of schedule_names longer than NAME_MOST (ZREM).
+-- a member of schedule_names longer than NAME_MOST (ZREM), {'score', how many}: the
+-- names of another score than 0 (ZREMRANGEBYSCORE), or {'order', 0}: a name that did
+-- not come after the one before (the listing then ends: next '0').
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) == 'table' and size.err then
   guards().foreign(size)
@@ -64,6 +69,13 @@ local function after(a, b)
     if x ~= y then return x > y end
   end
   return #a > #b
+end
+
+-- Whether `a` comes after the place `b` (a name; one longer than NAME_MOST stands for
+-- every name it begins: past them all).
+local function past(a, b)
+  if #b > NAME_MOST and string.sub(a, 1, #b) == b then return false end
+  return after(a, b)
 end
 
 -- a record longer than minitask writes (ARGV[5]) is sent as its length, a last
@@ -113,10 +125,6 @@ end
 
 if ARGV[1] == 'armed' then
   local start = 0
-  local past = after
-  if #ARGV[4] > NAME_MOST then  -- past the removed tick's name and all it begins
-    past = function(a, b) return after(a, b) and string.sub(a, 1, #b) ~= b end
-  end
   if ARGV[3] ~= '' then
     local low = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', '(' .. ARGV[3])
     local high = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', ARGV[3])
@@ -159,21 +167,72 @@ local function beyond(prefix)
   return '[' .. string.sub(prefix, 1, i - 1) .. string.char(string.byte(prefix, i) + 1)
 end
 
--- Whether every record is named in schedule_names (or is now: HKEYS, once, when
--- fewer names than records are kept); false when they cannot be (another type, or a
--- write Redis refuses): the records are then scanned.
-local function named()
-  local kept = redis.pcall('ZCARD', KEYS[4])
-  if type(kept) == 'table' then return false end
-  if kept >= size then return true end
-  for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
-    if #name > NAME_MOST then  -- no schedule's name: removed with its record, unsent
-      if done_by('HDEL', KEYS[1], name) then removed[#removed + 1] = {'name', #name} end
-    elseif not done_by('ZADD', KEYS[4], 0, name) then
-      return false
+-- Whether Redis takes the writes of names here: a write that changes nothing (ZADD XX
+-- adds no name; '' is none minitask writes), refused as every ZADD is where Redis
+-- refuses them (a replica, an ACL without ZADD, a full Redis): there the records are
+-- scanned at once, with no copy of every name first (a planted 50 MB field name was
+-- copied by HKEYS at every listing).
+local writable = nil
+local function can_write()
+  if writable == nil then writable = done_by('ZADD', KEYS[4], 'XX', 0, '') end
+  return writable
+end
+
+-- Name `names` in schedule_names (score 0), a ZADD of at most 500 names at a time;
+-- false when Redis refuses (or the key is of another type).
+local function name_all(names)
+  local args = {}
+  for i, name in ipairs(names) do
+    args[#args + 1] = 0
+    args[#args + 1] = name
+    if #args >= 1000 or i == #names then
+      if not done_by('ZADD', KEYS[4], unpack(args)) then return false end
+      args = {}
     end
   end
   return true
+end
+
+-- Whether the names all hold score 0, as minitask writes them: ZRANGE BYLEX is defined
+-- only then (one name of score 5 planted made the pages of 50 end after 50, one of -1
+-- repeat the same 50 for ever). Checked at every page (ZCOUNT against ZCARD); names of
+-- another score, no minitask's, are removed, said once ({'score', how many}); false
+-- when they cannot be (another type, or Redis refuses): the records are then scanned.
+local function one_score()
+  local kept = redis.pcall('ZCARD', KEYS[4])
+  if type(kept) == 'table' then return false end
+  if redis.call('ZCOUNT', KEYS[4], 0, 0) == kept then return true end
+  if not can_write() then return false end
+  local below = redis.pcall('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(0')
+  local above = redis.pcall('ZREMRANGEBYSCORE', KEYS[4], '(0', '+inf')
+  if type(below) == 'table' or type(above) == 'table' then return false end
+  removed[#removed + 1] = {'score', below + above}
+  return true
+end
+
+-- Whether every record is named in schedule_names (ZCARD against HLEN), or is now;
+-- false when they cannot be (another type, a write Redis refuses, or more records than
+-- UNARMED_BUDGET to name): the records are then scanned, and named a page at a time.
+-- Bounded per call: a hash of at most UNARMED_BUDGET records (an older minitask's, or
+-- one record planted unnamed) is named here from HKEYS (names, never records); a larger
+-- one is named by the pages of the scan, each naming what it read (an HKEYS of 300,000
+-- names and a ZADD each took 8.5 s in one call, past lua-time-limit, and again after
+-- each record planted unnamed). The price: until one listing has walked every page,
+-- the listings of such a hash scan the records, copying each (a planted 50 MB one
+-- too), as they did before the names were kept; once named, never again.
+local function named()
+  if not one_score() then return false end
+  if redis.call('ZCARD', KEYS[4]) >= size then return true end
+  if size > UNARMED_BUDGET or not can_write() then return false end
+  local names = {}
+  for _, name in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if #name > NAME_MOST then  -- no schedule's name: removed with its record, unsent
+      if done_by('HDEL', KEYS[1], name) then removed[#removed + 1] = {'name', #name} end
+    else
+      names[#names + 1] = name
+    end
+  end
+  return name_all(names)
 end
 
 -- One page of the unarmed schedules, by name (above).
@@ -184,10 +243,18 @@ local function by_name()
     if #ARGV[4] > NAME_MOST then from = beyond(ARGV[4]) end
     if from == nil then found[2] = '0'; return done() end
   end
-  local read, last, names = 0, nil, {}
+  local read, last, names, stuck = 0, nil, {}, false
   repeat
     names = tolerant({}, 'ZRANGE', KEYS[4], from, '+', 'BYLEX', 'LIMIT', 0, count)
     for _, name in ipairs(names) do
+      -- each name comes after the one before (the first after the place): one that
+      -- does not (the names out of order, one_score() notwithstanding) ends the
+      -- listing here, said, rather than list the same names for ever
+      if (last and not after(name, last)) or
+         (not last and ARGV[3] == 'n' and not past(name, ARGV[4])) then
+        stuck = true
+        break
+      end
       read, last = read + 1, name
       if #name > NAME_MOST then  -- no name minitask keeps: removed, unsent
         if done_by('ZREM', KEYS[4], name) then removed[#removed + 1] = {'index', #name} end
@@ -199,8 +266,11 @@ local function by_name()
       end
     end
     if last then from = '(' .. last end
-  until #names < count or #found - 3 >= 4 * count or read >= UNARMED_BUDGET
-  if #names < count and #found - 3 < 4 * count then
+  until stuck or #names < count or #found - 3 >= 4 * count or read >= UNARMED_BUDGET
+  if stuck then
+    removed[#removed + 1] = {'order', 0}
+    found[2] = '0'
+  elseif #names < count and #found - 3 < 4 * count then
     found[2] = '0'
   else
     found[2] = {'n', string.sub(last, 1, NAME_MOST + 1)}
@@ -211,25 +281,39 @@ local function by_name()
   return done()
 end
 
-if (ARGV[3] == '0' and named()) or ARGV[3] == 'n' then return by_name() end
+-- the HSCAN cursor, and the name every record listed must come after ('' none: from a
+-- page by name whose names could no longer be used, those before it were listed)
+local cursor, mark = ARGV[3], ARGV[4]
+if ARGV[3] == 'n' then
+  if one_score() then return by_name() end
+  cursor = '0'
+elseif ARGV[3] == '0' and named() then
+  return by_name()
+end
+local naming = can_write()
 
 -- HSCAN on, past the armed records, until the page has `count` entries, the scan is
 -- back to 0, or UNARMED_BUDGET fields were read: a page that is empty once the armed
 -- ones are listed is (but past that budget a call) the end.
-local cursor, read = ARGV[3], 0
+local read = 0
 repeat
   local page = redis.call('HSCAN', KEYS[1], cursor, 'COUNT', count)
   cursor = page[1]
-  local fields = page[2]
+  local fields, names = page[2], {}
   read = read + #fields / 2
   for i = 1, #fields, 2 do
     local name, record = fields[i], fields[i + 1]
     if #name > NAME_MOST then  -- no schedule's name: removed with its record, unsent
       if done_by('HDEL', KEYS[1], name) then removed[#removed + 1] = {'name', #name} end
-    elseif not tolerant(false, 'ZSCORE', KEYS[2], name) then
-      add(name, false, record)  -- a record longer than ARGV[5]: its length
+    else
+      names[#names + 1] = name
+      if (mark == '' or past(name, mark)) and not tolerant(false, 'ZSCORE', KEYS[2], name) then
+        add(name, false, record)  -- a record longer than ARGV[5]: its length
+      end
     end
   end
+  -- named as read: once a listing has walked every page, the next pages the names
+  if naming and #names > 0 then naming = name_all(names) end
 until cursor == '0' or #found - 3 >= 4 * count or read >= UNARMED_BUDGET
 found[2] = cursor
 return done()
