@@ -240,7 +240,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.observe": frozenset({"context", "errors", "printable", "stores.metrics",
                                  "wire.message", "worker.host", "worker.progress"}),
     "worker.outages": frozenset({"broker.durability", "errors", "printable",
-                                  "stores.foreign"}),
+                                 "stores.foreign"}),
     "worker.stray": frozenset({"printable"}),
     "worker.outcomes": frozenset({"errors", "printable", "stores.queue", "stores.results",
                                   "wire.message", "wire.serializer", "worker.host",
