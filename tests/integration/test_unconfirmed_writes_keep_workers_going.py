@@ -95,7 +95,8 @@ def test_an_unconfirmed_fire_holds_no_fetch_of_the_workers_queues(
         assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, serving
         with frozen(replica, STALL):
             # a tick (every second) fires, unconfirmed; then the worker must serve on
-            wait_until(lambda: "did not confirm" in log.read_text(errors="replace"),
+            # (said before the fix too, as a refused fetch; a late ack's is no fire's)
+            wait_until(lambda: "the write to fire schedule(s)" in log.read_text(errors="replace"),
                        timeout=DEADLINE, message="an unconfirmed fire")
             handles = [app.tasks["plain"].apply_async((n,), durability=None)
                        for n in range(1, 4)]
