@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import enum
 import inspect
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
@@ -35,6 +37,9 @@ CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", 
                                "group_create", "group_join", "enqueue_group",
                                "schedule_fire", "schedule_save", "schedule_remove",
                                "broadcast_send", "broadcast_subscribe", "broadcast_unsubscribe"})
+
+#: This thread's ``keep_unconfirmed`` list, while one is open.
+_KEPT = threading.local()
 
 #: Asks whether the server has WAITAOF (Redis 7.2+): nil when it does not.
 WAITAOF_PROBE = ("COMMAND", "INFO", "WAITAOF")
@@ -129,10 +134,32 @@ class Durability:
         else:
             verb = "fsynced" if self.mode == "fsync" else "confirmed"
             detail = f"only {confirmed} of {self.min_replicas} replica(s) {verb} it"
-        raise DurabilityError(
+        error = DurabilityError(
             f"Redis at {where} did not confirm the write to {what} within "
             f"{self.timeout} s (durability={self.mode!r}): {detail}; it may or may not "
             f"survive a failover", task_id=None, confirmed=confirmed)
+        kept: Optional[List[DurabilityError]] = getattr(_KEPT, "errors", None)
+        if kept is None:
+            raise error
+        kept.append(error)  # the scripts' replies go back to the caller all the same
+
+
+@contextmanager
+def keep_unconfirmed() -> Iterator[List[DurabilityError]]:
+    """Within: a write replicas did not confirm in time raises no DurabilityError on
+    this thread; its error is added to the list yielded and the scripts' replies go
+    back to their caller, who acts on them: Redis made the write. For a worker's
+    steps, whose replies say what to do next (a group complete: send its body; the
+    leases of a fetch sent behind): thrown away with the error, that work was lost."""
+    outer: Optional[List[DurabilityError]] = getattr(_KEPT, "errors", None)
+    kept: List[DurabilityError] = []
+    _KEPT.errors = kept
+    try:
+        yield kept
+    finally:
+        _KEPT.errors = outer
+        if outer is not None:
+            outer.extend(kept)
 
 
 def needs_confirmation(names: Sequence[str]) -> bool:

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Optional, Set, Tuple
 
+from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, DurabilityError
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign
@@ -26,7 +27,8 @@ logger = own_logger(__name__)
 
 #: Longest pause between reconnection attempts while Redis is away.
 MAX_BACKOFF = 5.0
-#: What ``persist`` returns for a write Redis made but replicas did not confirm.
+#: What ``persist`` returns for a write whose replies were lost with its confirmation
+#: (a socket timeout cut WAIT short): Redis made it, replicas did not confirm it.
 UNCONFIRMED = object()
 #: Longest a queue whose fetch Redis refuses is set aside before it is tried again (s).
 MAX_ASIDE = MAX_BACKOFF
@@ -166,6 +168,9 @@ class Backoff:
                 logger.error("the Redis client's connection pool is exhausted (every "
                              "connection in use, max_connections reached) while trying to "
                              "%s: %s; retrying with backoff", self.what, exc)
+            elif reason == "unconfirmed":  # written: only the replicas fell short
+                logger.error("Redis wrote but replicas did not confirm it in time, while "
+                             "trying to %s: %s; retrying with backoff", self.what, exc)
             else:  # Redis answered, with a refusal: say what it is, not "lost Redis"
                 logger.error("Redis refused to %s: %s; retrying with backoff", self.what, exc)
         elif self._unreachable:
@@ -362,14 +367,18 @@ def through_busy(step: Callable[[], Any], what: str, stop: threading.Event) -> N
 
 def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> Any:
     """Run a step that writes an outcome until it succeeds, backing off while Redis is
-    away; unlike ``guarded``, a stop does not end it. Returns the step's value, or
-    UNCONFIRMED (logged) when replicas did not confirm the write in time. A refusal
-    whose ``reason`` is one of ``final`` is raised: writing it again would not help."""
+    away; unlike ``guarded``, a stop does not end it. Returns the step's value. A write
+    replicas did not confirm in time is logged, never raised into the step
+    (``keep_unconfirmed``): Redis made it, and the step goes on with what its scripts
+    answered (a group complete: its body is sent); UNCONFIRMED when the socket timeout
+    cut the wait short, replies and all. A refusal whose ``reason`` is one
+    of ``final`` is raised: writing it again would not help."""
     backoff: Optional[Backoff] = None  # made at the first failure: most writes have none
     while True:
         try:
-            result = step()
-        except DurabilityError as exc:
+            with keep_unconfirmed() as unsure:
+                result = step()
+        except DurabilityError as exc:  # cut short: no reply to act on
             unconfirmed(what, exc)
             return UNCONFIRMED
         except BrokerError as exc:
@@ -383,6 +392,8 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
             continue
         if backoff is not None:
             backoff.succeeded()
+        if unsure:
+            unconfirmed(what, unsure[0])
         return result
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from ..broker.durability import keep_unconfirmed
 from ..broker.packing import ScriptCall
 from ..errors import BrokerError, DecodeError
 from ..periodic import NewerRecord, Schedule, from_record
@@ -129,8 +130,8 @@ class TickSource:
             if not self._queued:
                 return None  # the queues were looked at already
             return self._handed(self._queues.next_job())  # for the run fired just now
-        # a fetch behind fires that replicas must confirm would be lost with them when
-        # they fall short (its leases held by nobody): then the fetch goes on its own
+        # a fetch behind fires that replicas must confirm would wait for their WAIT
+        # (as a fetch behind acks would, outcomes.py): then the fetch goes on its own
         found = self._tend(now_ms, fetching=not self._host.broker.transport.confirms_writes())
         if found is not None and not found.deliveries and len(self._queues.queues) == 1:
             self._queues.next_event_ms = found.next_event_ms  # looked already: nothing
@@ -181,22 +182,28 @@ class TickSource:
         held for ``QueueSource.next_job``: a run this worker fired into that
         queue starts after a single round trip, and wakes nobody else.
         """
-        if self._stale or (self._busy and now_ms >= self._refresh_at):
-            self._read(now_ms)
-        if self._rearm:
-            self._repair(now_ms)
-        elif now_ms >= self._refresh_at:
-            self._refresh_at = now_ms + REFRESH_MS  # idle: nothing to hear of
-        found = None
-        self._queued = False
-        for attempt in range(2):
-            due = self._due(now_ms)
-            if due:
-                found = self._fire(due, now_ms, fetching)
-                fetching = False
-            if not self._stale or attempt:
-                break
-            self._read(now_ms)  # a fire found its schedule changed: read, fire again
+        with keep_unconfirmed() as unsure:  # Redis made the fires: they stand
+            if self._stale or (self._busy and now_ms >= self._refresh_at):
+                self._read(now_ms)
+            if self._rearm:
+                self._repair(now_ms)
+            elif now_ms >= self._refresh_at:
+                self._refresh_at = now_ms + REFRESH_MS  # idle: nothing to hear of
+            found = None
+            self._queued = False
+            for attempt in range(2):
+                due = self._due(now_ms)
+                if due:
+                    found = self._fire(due, now_ms, fetching)
+                    fetching = False
+                if not self._stale or attempt:
+                    break
+                self._read(now_ms)  # a fire found its schedule changed: read, fire again
+        if unsure:
+            logger.error("Redis wrote but replicas did not confirm it in time: the fires of "
+                         "schedule(s) (%s); they stand, and the worker goes on serving its "
+                         "queues; a failover may lose them, and their ticks then fire again",
+                         unsure[0])
         earliest = self.earliest_tick()
         self._check_at = self._refresh_at if earliest is None else min(earliest,
                                                                        self._refresh_at)
