@@ -63,7 +63,7 @@ def refused(app: Minitask, task_id: str, priority: int) -> str:
     """What ``dead requeue`` says of a letter whose ready list holds a string."""
     return (f"dead letter '{task_id}' is not requeued: Redis refused it: WRONGTYPE minitask "
             f"key {ready_key(app, priority)} holds another type than the list minitask keeps "
-            f"there; nothing was written; inspect that key, then rename or delete it")
+            f"there (a string); nothing was written; inspect that key, then rename or delete it")
 
 
 def no_script_noise(text: str) -> None:
