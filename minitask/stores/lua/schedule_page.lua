@@ -168,13 +168,14 @@ local function beyond(prefix)
 end
 
 -- Whether Redis takes the writes of names here: a write that changes nothing (ZADD XX
--- adds no name; '' is none minitask writes), refused as every ZADD is where Redis
+-- adds no name, GT -inf raises no score, not even of a '' someone planted), refused as
+-- every ZADD is where Redis
 -- refuses them (a replica, an ACL without ZADD, a full Redis): there the records are
 -- scanned at once, with no copy of every name first (a planted 50 MB field name was
 -- copied by HKEYS at every listing).
 local writable = nil
 local function can_write()
-  if writable == nil then writable = done_by('ZADD', KEYS[4], 'XX', 0, '') end
+  if writable == nil then writable = done_by('ZADD', KEYS[4], 'XX', 'GT', '-inf', '') end
   return writable
 end
 
