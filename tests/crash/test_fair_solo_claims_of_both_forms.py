@@ -104,9 +104,10 @@ def test_a_spec_planted_under_a_solo_task_is_read_by_a_slash_claim_only(
         make_app: Callable[..., Minitask], clock: ManualClock, form: str) -> None:
     # a '/' claim (what this release writes) has its task's spec read: one that cannot
     # be read sends the task out of its group, to the ready list, behind B's (its log
-    # line said); a ':' claim (planted: what the send writes once the switch is on) names a task whose spec was plain and is not written again while it
-    # waits, so a spec planted there is not read: the task runs on its group's turn,
-    # and the planted spec goes with its ack. Either way it runs once, and its group
+    # line said); a ':' claim (planted: what the send writes once the switch is on)
+    # names a task whose spec was plain and is not written again while it waits, so a
+    # spec planted there is not read: the task runs on its group's turn, and the
+    # planted spec goes with its ack. Either way it runs once, and its group
     # goes on (tests/integration/test_fair_unreadable_spec.py: the other cases)
     app, job = tenant_app(make_app)
     client = app.broker.transport.client
