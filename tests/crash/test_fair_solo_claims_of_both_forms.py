@@ -1,13 +1,15 @@
-"""Fair queues: a solo group's claim says whether its task's spec is plain
-(docs/reference/keys.rst). A plain grouped task sent to a group with no keys gets a
-claim of ``<now>.<count>:`` and its task, and a fetch leases it without reading its
-spec; any other solo claim (flow.lua's join(), or every one a queue holds that was
-written before the ``:`` form existed) says ``/``, and its task's spec is read.
+"""Fair queues: a solo group's claim may say its task's spec is plain
+(docs/reference/keys.rst): ``<now>.<count>:`` and its task, leased by a fetch without
+its spec read; any other solo claim says ``/``, and its task's spec is read.
 
-The upgrade path: a queue written in the ``/`` form (the new form's bytes with
-``/`` in place of ``:``, which is what the send wrote before) is drained by real
-worker processes of this version, a second task joining one of its solo groups and
-a cancel of another's task included, and leaves nothing of its groups behind.
+This release READS both forms but WRITES only ``/`` (lib.lua's PLAIN_SOLO_CLAIM:
+readers first, since a minitask before the ``:`` form strands a task under a ``:``
+claim; tests/integration/test_fair_solo_claims_written_readers_first.py). So the
+``:`` claims here are planted: the bytes the send writes once that switch is ``:``
+(the ``/`` claim it writes now, with ``:`` after ``<now>.<count>``), in the claim, the
+token in its ready list and its ``cancelled`` entry. Real worker processes of this
+version drain a queue of such claims, a second task joining one of its solo groups and
+a cancel of another's task included, and leave nothing of its groups behind.
 """
 from __future__ import annotations
 
@@ -40,24 +42,24 @@ def _claim(client: "redis.Redis[bytes]", group: str) -> bytes:
     return client.hget(KEYS.fair_group(group, "turn"), "tok") or b""
 
 
-def _as_written_before(client: "redis.Redis[bytes]", group: str,
-                       keys: QueueKeys = KEYS) -> None:
-    """Rewrite a solo group's claim and token from the ``:`` form to ``/``: the bytes
-    the send wrote before the ``:`` form existed."""
+def _as_plain_form(client: "redis.Redis[bytes]", group: str,
+                   keys: QueueKeys = KEYS) -> None:
+    """Rewrite a solo group's claim and token from the ``/`` form this release writes
+    to ``:``: the bytes the send writes once lib.lua's PLAIN_SOLO_CLAIM is ``:``."""
     turn = keys.fair_group(group, "turn")
-    new = client.hget(turn, "tok") or b""
-    assert b".1:" in new, new
-    old = new.replace(b".1:", b".1/", 1)
-    token, old_token = b"\xff" + new + b"\xff" + group.encode(), b"\xff" + old + b"\xff" + \
+    old = client.hget(turn, "tok") or b""
+    assert b".1/" in old, old
+    new = old.replace(b".1/", b".1:", 1)
+    token, new_token = b"\xff" + old + b"\xff" + group.encode(), b"\xff" + new + b"\xff" + \
         group.encode()
-    ready = keys.ready[9 - int(new.split(b":", 1)[1][:1])]
+    ready = keys.ready[9 - int(old.split(b"/", 1)[1][:1])]
     with client.pipeline() as pipe:
-        pipe.hset(turn, "tok", old)
-        pipe.lset(ready, client.lpos(ready, token), old_token)
-        pipe.zadd(keys.cancelled, {old_token: client.zscore(keys.cancelled, token)})
+        pipe.hset(turn, "tok", new)
+        pipe.lset(ready, client.lpos(ready, token), new_token)
+        pipe.zadd(keys.cancelled, {new_token: client.zscore(keys.cancelled, token)})
         pipe.zrem(keys.cancelled, token)
         pipe.execute()
-    assert client.hget(turn, "tok") == old
+    assert client.hget(turn, "tok") == new
 
 
 def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
@@ -66,7 +68,7 @@ def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
 
 
 @pytest.mark.integration
-def test_a_plain_solo_task_is_fetched_without_its_spec_read_and_an_old_claim_with_it(
+def test_a_plain_claims_task_is_fetched_without_its_spec_read_and_a_slash_claims_with_it(
         redis_server: RedisServer, clock: ManualClock) -> None:
     client = redis_server.client()
     client.flushall()
@@ -78,11 +80,11 @@ def test_a_plain_solo_task_is_fetched_without_its_spec_read_and_an_old_claim_wit
 
     try:
         per_form = {}
-        for form in ("new", "old"):
+        for form in ("plain", "slash"):
             job.delay_many([(f"{form}{n}", n) for n in range(10)])
-            if form == "old":
+            if form == "plain":
                 for n in range(10):
-                    _as_written_before(client, f"old{n}")
+                    _as_plain_form(client, f"plain{n}")
             before = _commands(client)
             got = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=60_000,
                                           count=10, max_deliveries=5)
@@ -90,37 +92,38 @@ def test_a_plain_solo_task_is_fetched_without_its_spec_read_and_an_old_claim_wit
             assert sorted(d.message().args[0] for d in got.deliveries) == sorted(
                 f"{form}{n}" for n in range(10))
             per_form[form] = after.get("hget", 0) - before.get("hget", 0)
-        # each task's message, its claim; and in the old form, its spec
-        assert per_form == {"new": 20, "old": 30}
+        # each task's message, its claim; and under a "/" claim, its spec
+        assert per_form == {"plain": 20, "slash": 30}
         assert _group_keys(client) == []
     finally:
         app.close()
 
 
-@pytest.mark.parametrize("form", ["new", "old"])
-def test_a_spec_planted_under_a_solo_task_is_read_by_an_old_claim_only(
+@pytest.mark.parametrize("form", ["plain", "slash"])
+def test_a_spec_planted_under_a_solo_task_is_read_by_a_slash_claim_only(
         make_app: Callable[..., Minitask], clock: ManualClock, form: str) -> None:
-    # an old claim ('/') has its task's spec read: one that cannot be read sends the
-    # task out of its group, to the ready list, behind B's (its log line said); a new
-    # claim (':') names a task whose spec was plain and is not written again while it
-    # waits, so a spec planted there is not read: the task runs on its group's turn,
-    # and the planted spec goes with its ack. Either way it runs once, and its group
+    # a '/' claim (what this release writes) has its task's spec read: one that cannot
+    # be read sends the task out of its group, to the ready list, behind B's (its log
+    # line said); a ':' claim (planted: what the send writes once the switch is on)
+    # names a task whose spec was plain and is not written again while it waits, so a
+    # spec planted there is not read: the task runs on its group's turn, and the
+    # planted spec goes with its ack. Either way it runs once, and its group
     # goes on (tests/integration/test_fair_unreadable_spec.py: the other cases)
     app, job = tenant_app(make_app)
     client = app.broker.transport.client
     handle = job.delay("A", 0)
     job.delay_many([("B", n) for n in range(2)])
-    if form == "old":
-        _as_written_before(client, "A", QueueKeys("test", "default"))
+    if form == "plain":
+        _as_plain_form(client, "A", QueueKeys("test", "default"))
     client.hset(QueueKeys("test", "default").flow, handle.id, "x")
     order = served(app, clock, 6)
     assert sorted(order) == ["A0", "B0", "B1"]
-    assert (order.index("A0") > order.index("B0")) == (form == "old")
+    assert (order.index("A0") > order.index("B0")) == (form == "slash")
 
 
 @pytest.fixture
-def old_queue(redis_server: RedisServer, admin: "redis.Redis[bytes]", processes: Processes,
-              tmp_path: Path) -> Iterator[Any]:
+def plain_queue(redis_server: RedisServer, admin: "redis.Redis[bytes]",
+                processes: Processes, tmp_path: Path) -> Iterator[Any]:
     app = Minitask("fair", broker=redis_server.client())
     app.task(name="tests.apps.fair.tenant_job", group_by="tenant")(fair.tenant_job.func)
 
@@ -140,17 +143,17 @@ def old_queue(redis_server: RedisServer, admin: "redis.Redis[bytes]", processes:
 
 @pytest.mark.integration
 @pytest.mark.crash
-def test_a_worker_drains_a_queue_whose_solo_groups_were_written_in_the_old_form(
-        old_queue: Any) -> None:
-    app, client, worker = old_queue
+def test_a_worker_drains_a_queue_whose_solo_groups_have_claims_of_the_plain_form(
+        plain_queue: Any) -> None:
+    app, client, worker = plain_queue
     job = app.tasks["tests.apps.fair.tenant_job"]
     job.delay_many([(f"S{n}", 0) for n in range(30)] + [("J", 0)])
     doomed = job.delay("C", 0)
     for group in [f"S{n}" for n in range(30)] + ["J", "C"]:
-        _as_written_before(client, group)
-    job.delay("J", 1)  # joins an old-form solo group: its task goes to the set first
+        _as_plain_form(client, group)
+    job.delay("J", 1)  # joins a ':' solo group: its task goes to the set first
     assert client.zcard(KEYS.fair_group("J", "ready")) == 2
-    assert doomed.cancel()  # an old-form claim's task taken out of its group
+    assert doomed.cancel()  # a ':' claim's task taken out of its group
     assert not client.exists(KEYS.fair_group("C", "turn"))
     worker()
 
@@ -158,7 +161,7 @@ def test_a_worker_drains_a_queue_whose_solo_groups_were_written_in_the_old_form(
         return [raw.decode() for raw in client.lrange("fair:starts", 0, -1)]
 
     wait_until(lambda: len(starts()) >= 32, timeout=DEADLINE,
-               message="the 32 tasks of the old-form groups to start")
+               message="the 32 tasks of the ':' groups to start")
     wait_until(lambda: _group_keys(client) == [] and not client.zcard(KEYS.leases),
                timeout=DEADLINE, message="the groups' keys to go")
     got = starts()

@@ -151,10 +151,12 @@ for _, entry in ipairs(grouped) do
       -- a plain task joining a group with neither a ready set nor a turn, none paused:
       -- what flow.lua's join() does for it (a solo group: its task held in its token,
       -- at the tail of its priority's list; the turn's first generation, 1, written
-      -- with the claim in one HSET; ':' before the task: its spec is plain), inline. Its keys' types were checked above
-      -- (writable()): a write to the turn or the list meets no other type
+      -- with the claim in one HSET; before the task lib.lua's PLAIN_SOLO_CLAIM, its spec
+      -- being plain: '/' until every supported worker reads ':'), inline. Its keys'
+      -- types were checked above (writable()): a write to the turn or the list meets
+      -- no other type
       local digit = string.sub('0123456789', entry[3] + 1, entry[3] + 1)
-      local gen = ARGV[1] .. '.1:' .. digit .. entry[1]
+      local gen = ARGV[1] .. '.1' .. PLAIN_SOLO_CLAIM .. digit .. entry[1]
       local token = '\255' .. gen .. '\255' .. group
       redis.call('HSET', prefix .. 'g:' .. group .. ':turn', 'gen', '1', 'tok', gen,
                  'band', digit)

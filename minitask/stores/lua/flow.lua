@@ -210,8 +210,9 @@ local function flow_control()
   -- A solo group (a task sent to a group with neither a ready set nor a turn) keeps its
   -- one task in its token instead of a ready set: the generation is then
   -- '<now>.<count>/' .. the task's member, and the claim the same; ':' in place of '/'
-  -- when the task's spec holds no limit, expiry or group limit (its fetch reads no
-  -- spec: fetch.lua's fast path; a queue written before ':' existed holds '/' only). A fetch popping
+  -- reads as a task whose spec holds no limit, expiry or group limit (its fetch reads
+  -- no spec: fetch.lua's fast path). Every reader takes both; the send writes ':' only
+  -- once lib.lua's PLAIN_SOLO_CLAIM says so (this release: '/', readers first). A fetch popping
   -- such a live token leases the task straight away, and the group is gone. A second
   -- task joining it, or the group leaving the rotation (paused, at its limits), first
   -- puts the task in the ready set (at the token's count: its order of joining) and
@@ -421,8 +422,8 @@ local function flow_control()
 
         -- A new live token of the group in the list of `priority`, at its head or tail;
         -- `served`: the turn's fetches so far, written in the same HSET; `member`: the
-        -- group's one task, held in the token (a solo group), after `sep` (':' when its
-        -- spec holds no limit, expiry or group limit: a fetch leases it unread; else '/')
+        -- group's one task, held in the token (a solo group), after `sep` (':' reads as a
+        -- spec of no limit, expiry or group limit, leased unread; '/' any: join())
         local function push(group, priority, at_head, served, member, sep)
           local turn = base(group) .. ':turn'
           local gen = c.now .. '.' .. next_gen(turn, group)
@@ -519,7 +520,8 @@ local function flow_control()
             local plain = spec.limiter == '' and spec.count == 0 and spec.window == 0
                           and spec.most == 0 and spec.expires == 0 and spec.group_most == 0
                           and spec.group_count == 0 and spec.group_window == 0
-            push(group, priority, holds, nil, member, plain and ':' or '/')
+            -- (lib.lua's PLAIN_SOLO_CLAIM: '/' until every supported worker reads ':')
+            push(group, priority, holds, nil, member, plain and PLAIN_SOLO_CLAIM or '/')
             return true
           end
           local ready = base(group) .. ':ready'

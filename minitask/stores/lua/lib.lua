@@ -26,6 +26,19 @@
 -- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
 local MAX_SCORE = 2534023007999999
 
+-- The switch of a solo group's claim for a task whose spec is plain (no limit,
+-- expiry or group limit): the separator the send writes between the claim's
+-- generation and its task (enqueue_group.lua's inline join, flow.lua's join()).
+-- ':' tells fetch.lua's fast path to lease the task without reading its spec; '/'
+-- has the spec read. Every reader of this version takes both forms (the fetch's
+-- fast path, flow.lua's claimed(), unsolo() and serve(), enqueue_group.lua's
+-- join_set, cancel.lua, purge_ready.lua), but a minitask before the ':' form reads
+-- '/' only: its fetch leaves a ':' token unserved and the task is stranded for ever
+-- (a rolling deploy of new senders before old workers, or a rollback). So this
+-- release writes '/' (readers first); turn it to ':' in a release after every
+-- supported worker reads ':' (this one on). tests/crash/test_fair_solo_claims_*.
+local PLAIN_SOLO_CLAIM = '/'
+
 -- The guards against data minitask did not write (foreign, must, expect, fits,
 -- whole, band_of, bump, recount, utf8, unrecorded) are made by guards() at its first
 -- call, as one table: every closure costs Redis about 1,000 instructions a call of a script, made and
