@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import enum
 import inspect
-import threading
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -38,8 +38,11 @@ CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", 
                                "schedule_fire", "schedule_save", "schedule_remove",
                                "broadcast_send", "broadcast_subscribe", "broadcast_unsubscribe"})
 
-#: This thread's ``keep_unconfirmed`` list, while one is open.
-_KEPT = threading.local()
+#: The ``keep_unconfirmed`` list open here, if any: a context variable, so that it is
+#: this thread's and, on an event loop, this asyncio task's alone (a block held across
+#: an ``await`` must not swallow another coroutine's DurabilityError).
+_KEPT: ContextVar[Optional[List[DurabilityError]]] = ContextVar("minitask_kept_unconfirmed",
+                                                                default=None)
 
 #: Asks whether the server has WAITAOF (Redis 7.2+): nil when it does not.
 WAITAOF_PROBE = ("COMMAND", "INFO", "WAITAOF")
@@ -138,7 +141,7 @@ class Durability:
             f"Redis at {where} did not confirm the write to {what} within "
             f"{self.timeout} s (durability={self.mode!r}): {detail}; it may or may not "
             f"survive a failover", task_id=None, confirmed=confirmed)
-        kept: Optional[List[DurabilityError]] = getattr(_KEPT, "errors", None)
+        kept = _KEPT.get()
         if kept is None:
             raise error
         kept.append(error)  # the scripts' replies go back to the caller all the same
@@ -151,13 +154,13 @@ def keep_unconfirmed() -> Iterator[List[DurabilityError]]:
     back to their caller, who acts on them: Redis made the write. For a worker's
     steps, whose replies say what to do next (a group complete: send its body; the
     leases of a fetch sent behind): thrown away with the error, that work was lost."""
-    outer: Optional[List[DurabilityError]] = getattr(_KEPT, "errors", None)
+    outer = _KEPT.get()
     kept: List[DurabilityError] = []
-    _KEPT.errors = kept
+    token = _KEPT.set(kept)
     try:
         yield kept
     finally:
-        _KEPT.errors = outer
+        _KEPT.reset(token)
         if outer is not None:
             outer.extend(kept)
 
