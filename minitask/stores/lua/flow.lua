@@ -324,14 +324,20 @@ local function flow_control()
         -- the first ready id of a group (in its ready set: a solo group's is in its claim)
         -- and its priority, or nil; then whether there is a second and its priority; then
         -- the first's member (score order: RANK above). `ready`: the set's key, when the
-        -- caller has it (ranges as text: Redis formats a Lua number with snprintf)
+        -- caller has it (ranges as text: Redis formats a Lua number with snprintf). While
+        -- long members may remain ahead of its tasks (shortened()'s cap): true, at
+        -- priority 0 (the group is armed: its next fetch goes on removing them).
         local function first(group, ready)
           ready = ready or base(group) .. ':ready'
           local head = tolerant({}, 'ZRANGE', ready, '0', '1')
           if not head[1] then return nil end
           if #head[1] > MEMBER_MOST or (head[2] and #head[2] > MEMBER_MOST) then
-            head = flow_made.fair_made.shortened(ready, group, head, '1')
-            if not head[1] then return nil end
+            local more
+            head, more = flow_made.fair_made.shortened(ready, group, head, '1')
+            if not head[1] then
+              if more then return true, 0 end
+              return nil
+            end
           end
           local id, priority = task_of(head[1], group)
           local second_priority
@@ -569,21 +575,26 @@ local function flow_control()
           end
           return false
         end
-        -- The first members of a group's `ready` set, ranks 0 to `last` (text), as `read`
-        -- (one ZRANGE, just made: nothing written to the set since) holds them, without
-        -- those longer than MEMBER_MOST: each removed by its rank (ZREMRANGEBYRANK, the
-        -- highest first so that the others keep theirs: the member itself is never sent
-        -- back to Redis) and said once in Redis's log by its length, not its bytes; then
-        -- the range read again, so the group goes on with its next members. A planted
-        -- member was never counted in the group's tallies: none changes. At most
-        -- SHORT_ROUNDS reads a call: past them, the short members of the last read (the
-        -- group's next call goes on removing).
-        local SHORT_ROUNDS = 100
+        -- The first members of a group's `ready` set, ranks 0 to `last` (text) at least, as
+        -- `read` (one ZRANGE, just made: nothing written to the set since) holds them,
+        -- without those longer than MEMBER_MOST: each removed by its rank (ZREMRANGEBYRANK,
+        -- the highest first so that the others keep theirs: the member itself is never
+        -- sent back to Redis) and said once in Redis's log by its length, not its bytes;
+        -- then the range read again, so the group goes on with its next members: ranks 0
+        -- to 31 while a read's members come to less than LONG_BYTES in all (many planted
+        -- members go some 32 a read), else to `last` (a few huge ones: no more of them held
+        -- at once). A planted member was never counted in the group's tallies: none
+        -- changes. At most SHORT_ROUNDS reads a call: past them, the short members of the
+        -- last read and true: long members may remain ahead of the group's tasks, so the
+        -- group stays armed and its next call goes on removing (the caller's onward()).
+        local SHORT_ROUNDS, LONG_BYTES = 100, 65536
         local function shortened(ready, group, read, last)
+          local wide = tonumber(last) < 31 and '31' or last
           for _ = 1, SHORT_ROUNDS do
-            local long = false
+            local long, bytes = false, 0
             for i = #read, 1, -1 do
               local length = #read[i]
+              bytes = bytes + length
               if length > MEMBER_MOST then
                 long = true
                 tolerant(0, 'ZREMRANGEBYRANK', ready, i - 1, i - 1)
@@ -593,18 +604,27 @@ local function flow_control()
                           .. group .. ' goes on with its next task')
               end
             end
-            if not long then return read end
-            read = tolerant({}, 'ZRANGE', ready, '0', last)
+            if not long then return read, false end
+            read = tolerant({}, 'ZRANGE', ready, '0', bytes < LONG_BYTES and wide or last)
           end
           local kept = {}
           for i = 1, #read do
             if #read[i] <= MEMBER_MOST then kept[#kept + 1] = read[i] end
           end
-          return kept
+          return kept, true
+        end
+        -- A group whose next members may be long ones still to remove (shortened()'s
+        -- cap): not emptied but armed afresh, its token at the tail (a new one: the
+        -- caller's leaves), so that its next fetch goes on removing them. False when
+        -- arm()'s read found the set empty at last (the caller forgets the group)
+        local function onward(group, turn, put_back)
+          tolerant(0, 'HDEL', turn, 'tok', 'band')
+          if put_back then put_back() end
+          return arm(group, false)
         end
         rare = {tally = tally, next_gen = next_gen, push = push, claimed = claimed,
                 unsolo = unsolo, arm = arm, join = join, alive = alive,
-                shortened = shortened}
+                shortened = shortened, onward = onward}
       end
       if name then return rare[name] end
       return rare
@@ -735,14 +755,17 @@ local function flow_control()
           if not (members and (members[at + 1] or whole)) then
             local n = (run and run > 0 and alone_in_list) and run + 1 or 1
             members, at = tolerant({}, 'ZRANGE', ready, '0', n == 1 and '1' or n), 1
+            local more = false
             for i = 1, #members do  -- (a length compared: no task's member is longer)
               if #members[i] > MEMBER_MOST then
-                members = flow_made.fair_made.shortened(ready, group, members,
-                                                       n == 1 and '1' or n)
+                members, more = flow_made.fair_made.shortened(ready, group, members,
+                                                             n == 1 and '1' or n)
                 break
               end
             end
-            whole = #members <= n
+            -- (long members may remain after those read: never whole, the group not
+            -- emptied, onward() below)
+            whole = #members <= n and not more
           end
           member = members[at]
           if member then
@@ -752,7 +775,9 @@ local function flow_control()
           end
         end
         if not id then
+          -- (whole is false here only past shortened()'s cap)
           left[#left + 1] = token
+          if whole == false and fair_rare().onward(group, turn, put_back) then return nil end
           forget(group, turn)
           return nil
         end
@@ -868,6 +893,10 @@ local function flow_control()
           end
           if not next_id then
             left[#left + 1] = token
+            -- (past shortened()'s cap: long members may remain)
+            if whole == false and fair_rare().onward(group, turn, put_back) then
+              return id, body, priority, spec
+            end
             forget(group, turn)  -- its groups entry goes, and the count it was owed
             return id, body, priority, spec
           end
