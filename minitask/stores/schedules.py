@@ -332,7 +332,13 @@ def _removed(k: Any, removed: Any) -> None:
     """Say what schedule_page.lua took out of queue keys ``k`` (each once: it is gone,
     never read again)."""
     for kind, length in removed or ():
-        kind, size = text(kind), f"{int(length):,}"
+        kind = text(kind)
+        if kind == "aside":  # length: the key it was moved to
+            ignored(k.schedule_names, f"it held another type than the sorted set minitask "
+                                      f"keeps there: moved aside to {text(length)} (kept), "
+                                      f"the names made again from the records")
+            continue
+        size = f"{int(length):,}"
         if kind == "score":
             ignored(k.schedule_names, f"{size} name(s) of another score than 0 (none "
                                       f"minitask writes: the names are paged by name) "

@@ -113,8 +113,9 @@ local function guards()
   -- Move `key` aside (quarantine it): renamed whole to `key`:foreign (or :foreign2, up
   -- to :foreign100, which a 101st replaces: a call never fails half-way), kept for its
   -- owner, with one WARNING in Redis's log naming both and `why` (the kind minitask
-  -- keeps there, by default). The scripts that record outcomes call it for a key of
-  -- another type they write to (settle(), displaced()), then write: the outcome is recorded.
+  -- keeps there, by default); returns the name it was moved to. The scripts that record
+  -- outcomes call it for a key of another type they write to (settle(), displaced()),
+  -- then write: the outcome is recorded.
   local function aside(key, why)
     local moved
     for n = 1, 100 do
@@ -123,6 +124,7 @@ local function guards()
     end
     redis.call('RENAME', key, moved)
     redis.log(redis.LOG_WARNING, 'minitask: moved ' .. key .. ' aside to ' .. moved .. ': ' .. why)
+    return moved
   end
 
   local function held_other(kind)

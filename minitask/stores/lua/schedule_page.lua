@@ -20,9 +20,10 @@
 --   Every page makes sure the names hold one score (one_score()); the first that
 --   every record is named (named(): ZCARD against HLEN): a hash an older minitask
 --   wrote (or one running beside, mid-upgrade) is named once, a bounded work per call;
---   a name whose record is gone is removed as it is met. When schedule_names holds
---   another type, or Redis refuses the names (a replica), or a hash too large to name
---   in one call is not named yet, the records are scanned as before: ARGV[3] an HSCAN
+--   a name whose record is gone is removed as it is met. A schedule_names of another
+--   type is moved aside (a_zset()) and the names made again. When it cannot be moved,
+--   or Redis refuses the names (a replica), or a hash too large to name in one call is
+--   not named yet, the records are scanned as before: ARGV[3] an HSCAN
 --   cursor, HSCANs of COUNT ARGV[2], each page naming what it read where Redis takes
 --   it; ARGV[4] then the name the listed ones come after ('' from the first).
 -- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
@@ -46,8 +47,9 @@
 -- Returns, for the unarmed pages by name, next as {'n', the last name read (cut to
 -- NAME_MOST + 1 bytes)} or '0' (no more); removed may then hold {'index', length}:
 -- a member of schedule_names longer than NAME_MOST (ZREM), {'score', how many}: the
--- names of another score than 0 (ZREMRANGEBYSCORE), or {'order', 0}: a name that did
--- not come after the one before (the listing then ends: next '0').
+-- names of another score than 0 (ZREMRANGEBYSCORE), {'order', 0}: a name that did
+-- not come after the one before (the listing then ends: next '0'), or {'aside', key}:
+-- schedule_names held another type, and was moved (RENAME) to that key.
 local size = redis.pcall('HLEN', KEYS[1])
 if type(size) == 'table' and size.err then
   guards().foreign(size)
@@ -194,14 +196,31 @@ local function name_all(names)
   return true
 end
 
+-- Whether schedule_names is a sorted set (or missing) now: one of another type is
+-- moved aside whole (lib.lua's guards().aside: to schedule_names:foreign, kept for its
+-- owner), said once ({'aside', the key it was moved to}), and the names made again
+-- from the records by named() (a string planted there had every listing scan the
+-- records for ever, copying a 50 MB one at each). False when the move is refused (a
+-- replica, an ACL without RENAME) or the key cannot be read: the records are scanned.
+local function a_zset(reply)
+  if not (type(reply) == 'table' and reply.err) then return true end
+  if not string.find(tostring(reply.err), 'WRONGTYPE', 1, true) then return false end
+  local moved, to = pcall(guards().aside, KEYS[4], guards().held_other('zset'))
+  if not moved then return false end
+  removed[#removed + 1] = {'aside', to}
+  return true
+end
+
 -- Whether the names all hold score 0, as minitask writes them: ZRANGE BYLEX is defined
 -- only then (one name of score 5 planted made the pages of 50 end after 50, one of -1
 -- repeat the same 50 for ever). Checked at every page (ZCOUNT against ZCARD); names of
 -- another score, no minitask's, are removed, said once ({'score', how many}); false
--- when they cannot be (another type, or Redis refuses): the records are then scanned.
+-- when they cannot be (another type not moved aside, or Redis refuses): the records
+-- are then scanned.
 local function one_score()
   local kept = redis.pcall('ZCARD', KEYS[4])
-  if type(kept) == 'table' then return false end
+  if not a_zset(kept) then return false end
+  if type(kept) == 'table' then kept = 0 end  -- moved aside: missing now
   if redis.call('ZCOUNT', KEYS[4], 0, 0) == kept then return true end
   if not can_write() then return false end
   local below = redis.pcall('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(0')

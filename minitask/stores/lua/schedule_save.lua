@@ -9,8 +9,8 @@
 -- moves nothing).
 -- Data minitask did not write (lib.lua): schedules or ticks of another type
 -- refuses the call (naming the key) before any write; a wake list of another
--- type gets no token, a schedule_names of another type no name (the listings then
--- scan the records, as before the names were kept).
+-- type gets no token, a schedule_names of another type no name (the next listing
+-- moves it aside and names the records again: schedule_page.lua).
 -- The record there is measured (HSTRLEN) before it is compared: a planted 50 MB one is
 -- replaced without being copied.
 -- Invariant: a schedule is in schedules and its name in schedule_names; it is in
