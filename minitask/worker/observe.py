@@ -50,20 +50,25 @@ class Observer:
             delta = self._delta
             delta.counts[PICKUP, queue, bucket] += 1
             delta.sums[PICKUP_SUM, queue] += waited
-        self._host.hooks.call("task_start", context)
+        hooks = self._host.hooks
+        if hooks.added:  # (none: no call a task to find that out)
+            hooks.call("task_start", context)
 
     def prerun(self, context: TaskContext) -> None:
         """Right before the task's function runs, in its thread: ``task_prerun``."""
-        self._host.hooks.call("task_prerun", context)
+        hooks = self._host.hooks
+        if hooks.added:
+            hooks.call("task_prerun", context)
 
     def postrun(self, context: TaskContext, status: str, value: Any,
                 error: Optional[BaseException]) -> None:
         """The attempt's outcome is recorded (``status`` as ``handle.status()`` names it):
         ``task_postrun``, with the task context current again."""
-        if not self._host.hooks.wants("task_postrun"):
+        hooks = self._host.hooks
+        if not hooks.added or not hooks.wants("task_postrun"):
             return
         with entered(context):
-            self._host.hooks.call("task_postrun", context, status,
+            hooks.call("task_postrun", context, status,
                                   value if error is None else error)
 
     async def apostrun(self, context: TaskContext, status: str, value: Any,
@@ -98,7 +103,7 @@ class Observer:
             delta.sums[DURATION_SUM, task] += duration
             delta.minutes[minute, queue] += 1
         hooks = self._host.hooks
-        if context is None or not hooks:
+        if context is None or not hooks.added:
             return
         if status == "succeeded":
             hooks.call("task_success", context, value)

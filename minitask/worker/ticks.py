@@ -111,7 +111,7 @@ class TickSource:
 
     def next_job(self) -> Optional[Job]:
         """Fire what is due, then lease work from the queues as ``QueueSource`` does."""
-        now_ms = self._now()
+        now_ms = self._host.clock.now_ms()  # (``_now``, asked at every fetch)
         if (now_ms < self._check_at and not self._stale) or self._stop.is_set() \
                 or self._holdings.closing:
             return self._handed(self._queues.next_job())  # nothing due, or stopping
