@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import List
+from typing import Dict, List
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -66,7 +66,7 @@ def worker_command(options: List[str]) -> List[str]:
 
 
 def run(server: RedisServer, task: str, tasks: int, prefix: List[str],
-        env: dict) -> None:
+        env: Dict[str, str]) -> None:
     client = server.client()
     fill(server, task, tasks)
     subprocess.run(prefix, cwd=ROOT, env=env, check=True, stderr=subprocess.DEVNULL,
