@@ -42,7 +42,9 @@ class Hooks:
 
     def __init__(self) -> None:
         self._hooks: Dict[str, List[Hook]] = {event: [] for event in EVENTS}
-        self._added = 0  # hooks of any event (none is ever removed)
+        #: hooks of any event (none is ever removed): read by a worker at each task,
+        #: where a call to ask (``bool(hooks)``) would cost more than the answer
+        self.added = 0
 
     def add(self, event: str, fn: Hook) -> None:
         if event not in self._hooks:
@@ -56,10 +58,10 @@ class Hooks:
                                      f"be (the asyncio pool awaits them): make it a plain "
                                      f"function")
         self._hooks[event].append(fn)
-        self._added += 1
+        self.added += 1
 
     def __bool__(self) -> bool:
-        return self._added > 0
+        return self.added > 0
 
     def wants(self, event: str) -> bool:
         """Whether ``event`` has a hook: without one, a caller skips what it would set

@@ -107,7 +107,7 @@ def attempt_span(message: Message) -> ContextManager[AttemptSpan]:
     """The current span while the attempt runs: a child of the producer's span, if
     the message carries one. Without a provider set, only a message's own trace
     context makes one (so that calls made by the task carry it on)."""
-    api = _otel()
+    api = _api if _looked else _otel()  # (at every attempt: no call once looked up)
     if api is None or not (message.trace or _provider_set(api[0])):
         return _NO_SPAN
     return _span(api, message)

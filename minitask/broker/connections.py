@@ -183,8 +183,11 @@ class Connections:
         pid = current_pid()
         if held is None or held[0] != pid:
             held = self._local.held = (pid, self._make())
-        connection = connected(held[1])
+        connection = held[1]
         sock = getattr(connection, "_sock", None)
+        if sock is None:  # (``connected``, called only then: one call less a round trip)
+            connection = connected(connection)
+            sock = getattr(connection, "_sock", None)
         if isinstance(sock, socket.socket) and has_input(sock):
             # Between calls there is nothing to read: the server closed this connection
             # (a restart, a failover, a timeout). Checked before the write, since after

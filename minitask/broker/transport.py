@@ -211,7 +211,7 @@ class Transport:
         ``confirm`` is the durability and its touch and WAIT, sent behind the calls.
         """
         policy, confirmation = confirm
-        with self.errors(what):
+        with _Errors(self, what, None):  # (``errors``: at every round trip, one call less)
             connection = self.connections.own()
             try:
                 replies = _exchange(connection, b"".join(commands) + confirmation, len(commands))

@@ -8,7 +8,7 @@ which the heartbeat calls, so metrics cost no round trip per task.
 from __future__ import annotations
 
 import threading
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from ..context import Report, TaskContext, entered, running
 from ..errors import BrokerError
@@ -33,10 +33,12 @@ class Observer:
         self._lock = threading.Lock()
         self._delta = Delta()
         self.progress = ProgressWriter(host)
+        #: each attempt's progress reporter; and ``ending(message)``: an attempt
+        #: returned, its last progress goes to Redis before its outcome does. The
+        #: writer's own methods, asked at every attempt (no call of ours around them)
+        self.reporter: Callable[[Message], Report] = self.progress.reporter
+        self.ending: Callable[[Message], None] = self.progress.ended
         self._failing = False
-
-    def reporter(self, message: Message) -> Report:
-        return self.progress.reporter(message)
 
     def started(self, context: TaskContext, message: Message) -> None:
         """An attempt starts: count how long it waited, call ``task_start`` hooks."""
@@ -50,21 +52,25 @@ class Observer:
             delta = self._delta
             delta.counts[PICKUP, queue, bucket] += 1
             delta.sums[PICKUP_SUM, queue] += waited
-        self._host.hooks.call("task_start", context)
+        hooks = self._host.hooks
+        if hooks.added:  # (none: no call a task to find that out)
+            hooks.call("task_start", context)
 
     def prerun(self, context: TaskContext) -> None:
         """Right before the task's function runs, in its thread: ``task_prerun``."""
-        self._host.hooks.call("task_prerun", context)
+        hooks = self._host.hooks
+        if hooks.added:
+            hooks.call("task_prerun", context)
 
     def postrun(self, context: TaskContext, status: str, value: Any,
                 error: Optional[BaseException]) -> None:
         """The attempt's outcome is recorded (``status`` as ``handle.status()`` names it):
         ``task_postrun``, with the task context current again."""
-        if not self._host.hooks.wants("task_postrun"):
+        hooks = self._host.hooks
+        if not hooks.added or not hooks.wants("task_postrun"):
             return
         with entered(context):
-            self._host.hooks.call("task_postrun", context, status,
-                                  value if error is None else error)
+            hooks.call("task_postrun", context, status, value if error is None else error)
 
     async def apostrun(self, context: TaskContext, status: str, value: Any,
                        error: Optional[BaseException]) -> None:
@@ -74,10 +80,6 @@ class Observer:
         with entered(context):
             await self._host.hooks.acall("task_postrun", context, status,
                                          value if error is None else error)
-
-    def ending(self, message: Message) -> None:
-        """An attempt returned: its last progress goes to Redis before its outcome does."""
-        self.progress.ended(message)
 
     def ended(self, context: Optional[TaskContext], message: Message, status: str, value: Any,
               error: Optional[BaseException], duration: float) -> None:
@@ -98,7 +100,7 @@ class Observer:
             delta.sums[DURATION_SUM, task] += duration
             delta.minutes[minute, queue] += 1
         hooks = self._host.hooks
-        if context is None or not hooks:
+        if context is None or not hooks.added:
             return
         if status == "succeeded":
             hooks.call("task_success", context, value)

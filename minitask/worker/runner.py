@@ -11,6 +11,7 @@ import functools
 import inspect
 import threading
 import time
+from types import CoroutineType
 from typing import Any, Callable, Coroutine, Dict, Iterable, List, Optional, Tuple
 
 from ..context import running
@@ -117,7 +118,7 @@ def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float
         value = call_with_alarm(task.func, args, kwargs, soft, task.name)
     else:
         value = call_with_posting(task.func, args, kwargs, soft, task.name)
-    if inspect.iscoroutine(value):
+    if isinstance(value, CoroutineType):  # (``inspect.iscoroutine``, without its call)
         value = run_coroutine(limited(value, limit, task.name, soft), task.name, limit,
                               stoppable)
     return value

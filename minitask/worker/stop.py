@@ -53,9 +53,9 @@ class Stop:
         self.reason = ""
         self._wakers: List[Callable[[], None]] = list(wakers)
         self._bell: Optional[Bell] = None
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
+        #: Whether a stop was asked: the event's own method, asked at every fetch (a
+        #: method of this class calling it would be one more Python call a task)
+        self.is_set: Callable[[], bool] = self.event.is_set
 
     def request(self) -> None:
         self.event.set()

@@ -111,10 +111,13 @@ class TickSource:
 
     def next_job(self) -> Optional[Job]:
         """Fire what is due, then lease work from the queues as ``QueueSource`` does."""
-        now_ms = self._now()
+        now_ms = self._host.clock.now_ms()  # (``_now``, asked at every fetch)
         if (now_ms < self._check_at and not self._stale) or self._stop.is_set() \
                 or self._holdings.closing:
-            return self._handed(self._queues.next_job())  # nothing due, or stopping
+            job = self._queues.next_job()  # nothing due, or stopping
+            if job is not None:  # (``_handed``, at every fetch: without its call)
+                self._busy = True
+            return job
         job = self._holdings.next_buffered(self._stop.event)
         looked, woken = False, self._stale
         if job is None and woken and not self._due(now_ms):

@@ -1,0 +1,127 @@
+"""A worker's Python function calls and system calls per task: load-free.
+
+Runs a burst worker (``--burst``: it ends once the queue is empty) twice, on
+``--few`` and on ``--many`` tasks of ``tests.apps.drain`` put in the queue
+beforehand, and divides the difference of the two totals by the difference in
+tasks: the start-up, the same in both runs, drops out. Every process of the
+worker is counted (a process pool's children too). Calls are the Python
+functions entered (``sys.setprofile``'s "call" events, every thread); system
+calls are strace's (``strace -f -c``), counted in a separate pair of runs so the
+profiler's work does not move them. Both are the same whatever the machine's
+load. The redis-server is started here.
+
+Usage: python tools/worker_calls.py [--task noop] [--few 200] [--many 2200]
+       [--no-strace] -- --pool thread -c 2 --prefetch 1
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from minitask.broker.keys import queue_keys  # noqa: E402
+from tests.support.servers import RedisServer, free_port  # noqa: E402
+from tools.pool_drain import fill  # noqa: E402
+
+#: Run as ``python -c`` ahead of the worker: counts the Python calls of every thread
+#: of this process and of the children it forks, each process's total written to
+#: ``$CALLS_DIR/<pid>`` as it exits (``os._exit`` included: a forked child's way out).
+COUNTING = r"""
+import atexit, os, sys, threading
+counted = [0]
+def profile(frame, event, arg):
+    if event == "call":
+        counted[0] += 1
+def dump():
+    with open(os.path.join(os.environ["CALLS_DIR"], str(os.getpid())), "w") as out:
+        out.write(str(counted[0]))
+def reset():
+    counted[0] = 0
+os.register_at_fork(after_in_child=reset)
+real_exit = os._exit
+def exiting(code):
+    dump()
+    real_exit(code)
+os._exit = exiting
+atexit.register(dump)
+threading.setprofile(profile)
+sys.setprofile(profile)
+from minitask.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def worker_command(options: List[str]) -> List[str]:
+    return ["worker", "-A", "tests.apps.drain", "--loglevel", "WARNING", "--burst",
+            *options]
+
+
+def run(server: RedisServer, task: str, tasks: int, prefix: List[str],
+        env: Dict[str, str]) -> None:
+    client = server.client()
+    fill(server, task, tasks)
+    subprocess.run(prefix, cwd=ROOT, env=env, check=True, stderr=subprocess.DEVNULL,
+                   timeout=3600)
+    if client.hlen(queue_keys("drain", "default").messages):
+        raise RuntimeError("the burst worker left tasks in the queue")
+
+
+def python_calls(server: RedisServer, task: str, tasks: int, options: List[str]) -> int:
+    directory = Path(tempfile.mkdtemp())
+    try:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), CALLS_DIR=str(directory),
+                   MINITASK_BROKER_URL=server.url)
+        run(server, task, tasks, [sys.executable, "-c", COUNTING,
+                                  *worker_command(options)], env)
+        return sum(int(path.read_text()) for path in directory.iterdir())
+    finally:
+        shutil.rmtree(directory)
+
+
+def system_calls(server: RedisServer, task: str, tasks: int, options: List[str]) -> int:
+    with tempfile.NamedTemporaryFile() as out:
+        env = dict(os.environ, PYTHONPATH=str(ROOT), MINITASK_BROKER_URL=server.url)
+        run(server, task, tasks, ["strace", "-f", "-c", "-o", out.name, sys.executable,
+                                  "-m", "minitask", *worker_command(options)], env)
+        text = Path(out.name).read_text()
+    total = re.search(r"^-+.*\n.*?\s(\d+)\s+(?:\d+\s+)?total\s*$", text, re.M)
+    if total is None:
+        raise RuntimeError(f"no total in strace's summary:\n{text}")
+    return int(total.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="noop", choices=("incr", "noop", "anoop"))
+    parser.add_argument("--few", type=int, default=200)
+    parser.add_argument("--many", type=int, default=2200)
+    parser.add_argument("--no-strace", action="store_true")
+    parser.add_argument("options", nargs="*", help="the worker's options, after --")
+    args = parser.parse_args()
+    spread = args.many - args.few
+    with tempfile.TemporaryDirectory() as directory:
+        server = RedisServer(free_port(), Path(directory))
+        server.start()
+        try:
+            few = python_calls(server, args.task, args.few, args.options)
+            many = python_calls(server, args.task, args.many, args.options)
+            print(f"python calls per task: {(many - few) / spread:.2f}", flush=True)
+            if not args.no_strace and shutil.which("strace"):
+                few = system_calls(server, args.task, args.few, args.options)
+                many = system_calls(server, args.task, args.many, args.options)
+                print(f"system calls per task: {(many - few) / spread:.2f}", flush=True)
+        finally:
+            server.stop()
+
+
+if __name__ == "__main__":
+    main()
