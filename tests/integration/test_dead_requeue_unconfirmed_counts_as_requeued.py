@@ -8,7 +8,6 @@ the same. A real primary and its replica stopped with SIGSTOP."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Iterator, List
 
 import pytest
@@ -19,23 +18,20 @@ from minitask.cli import dead as dead_command
 from minitask.dashboard.web import Dashboard
 from tests.integration.test_dead_requeue_goes_on_past_a_refused_letter import (dead, plant,
                                                                                ready)
-from tests.integration.test_durability_waits import frozen, started_pair
+from tests.integration.test_durability_waits import frozen
+from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.cli import operate_with, run
 from tests.support.servers import RedisServer
 from tests.unit.test_dashboard import call
 from tests.unit.test_dashboard_actions import confirm
 
+#: A primary and its replica, in sync (a test's own); waits as that file's
+pair = going.pair
+STALL = going.STALL
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-#: How long the replica stays stopped: longer than the commands run during it.
-STALL = 90.0
 NOTE = "unconfirmed by replicas: may not survive a failover"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
-    with started_pair(tmp_path / "servers") as servers:
-        yield servers
 
 
 @pytest.fixture

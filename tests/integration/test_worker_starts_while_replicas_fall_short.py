@@ -10,31 +10,27 @@ Real worker processes on a primary and its replica stopped with SIGSTOP.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
 from minitask import Minitask
-from tests.integration.test_durability_waits import frozen, started_pair
+from tests.integration.test_durability_waits import frozen
+from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.processes import Processes
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
+#: A primary and its replica, in sync (a test's own); waits as that file's
+pair = going.pair
+DEADLINE = going.DEADLINE
+STALL = going.STALL
+
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-#: Bound on a wait for work a worker does (s), on a loaded machine.
-DEADLINE = 60.0
-#: How long the replica stays stopped: longer than the waits asserted during it.
-STALL = 90.0
 #: The warning a start with unconfirmed writes logs, once.
 STARTS = "the worker starts all the same"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
-    with started_pair(tmp_path / "servers") as servers:
-        yield servers
 
 
 @pytest.mark.parametrize("module, queues, write", [
