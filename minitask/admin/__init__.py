@@ -10,9 +10,9 @@ function takes the app (anything shaped like ``Operated``) first.
 from __future__ import annotations
 
 from .activity import ListedTask, Listing, recent, running, scheduled
-from .dead import (HEAD_BYTES, NO_MESSAGE, NOT_DEAD, REQUEUED, DeadRow, DeadTask, dead_letter,
-                   dead_letters, dead_queue, dead_rows, find_dead, purge_dead, requeue_dead,
-                   revive_dead, revive_or_refusal)
+from .dead import (HEAD_BYTES, NO_MESSAGE, NOT_DEAD, REQUEUED, REQUEUED_UNCONFIRMED, DeadRow,
+                   DeadTask, dead_letter, dead_letters, dead_queue, dead_rows, find_dead,
+                   purge_dead, requeue_dead, revive_dead, revive_or_refusal)
 from .groups import group_counts, pause_group, resume_group, set_group_weight
 from .operated import (LOOKUP_OTHERS, SHOWN_OTHERS, Operated, app_queues, known_queue,
                        lookup_queues, meant, shown_queues)
@@ -34,7 +34,9 @@ __all__ = ["HEAD_BYTES", "LIVE_MS", "LOOKUP_OTHERS", "NOT_DEAD", "NO_MESSAGE", "
            "purge_dead",
            "purge_ready", "pause_group",
            "queue_counts", "recent", "remove_schedule", "requeue_dead", "resume_group",
-           "revive_dead", "revive_or_refusal", "running", "schedule_counts", "schedule_listing",
+           "revive_dead", "revive_or_refusal", "REQUEUED_UNCONFIRMED", "running",
+           "schedule_counts",
+           "schedule_listing",
            "schedule_page",
            "schedule_pages", "scheduled", "schedules",
            "set_group_weight", "shown_queues", "shutdown", "subscribers", "unsubscribe",

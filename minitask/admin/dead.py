@@ -6,6 +6,7 @@ import datetime as _dt
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, DecodeError, without_script_marks
 from ..printable import printable, shown_id, typed_back
 from ..sending import BULK_CHUNK
@@ -166,6 +167,9 @@ def dead_queue(app: Operated, task_id: str) -> Optional[str]:
 #: message, as a cancelled one, and the letter would vanish unrun; it stays, for purge).
 REQUEUED, NOT_DEAD, NO_MESSAGE = "requeued", "no dead letter has the id", (
     "its message is gone (nothing to run); purge it")
+#: What ``revive_or_refusal`` answers of a letter requeued on the primary whose write
+#: replicas did not confirm in time (durability): requeued, but a failover may lose it.
+REQUEUED_UNCONFIRMED = "requeued, unconfirmed by replicas: may not survive a failover"
 
 
 #: Why a dead letter whose message cannot be decoded is not requeued (probe 10, L3):
@@ -221,10 +225,13 @@ LETTER_REFUSALS = ("script", "wrong type")
 def revive_or_refusal(app: Operated, queue: str, task_id: str) -> str:
     """``revive_dead``, or, when Redis refused this letter's call (``LETTER_REFUSALS``:
     the script checks before it writes, nothing was written), why, in words that name
-    the key: a requeue of many goes on past it (probe 29h, M1). Any other BrokerError
-    is raised."""
+    the key: a requeue of many goes on past it (probe 29h, M1). ``REQUEUED_UNCONFIRMED``
+    when Redis requeued it but replicas did not confirm that in time (the app's durability):
+    it is requeued, and a requeue of many goes on. Any other BrokerError is raised."""
     try:
-        return revive_dead(app, queue, task_id)
+        with keep_unconfirmed() as unsure:
+            answer = revive_dead(app, queue, task_id)
+        return REQUEUED_UNCONFIRMED if unsure and answer == REQUEUED else answer
     except BrokerError as exc:
         if exc.reason not in LETTER_REFUSALS:
             raise

@@ -5,8 +5,9 @@ import argparse
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, DeadTask, dead_letter,
-                     dead_letters, dead_rows, find_dead, lookup_queues, revive_or_refusal)
+from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, REQUEUED_UNCONFIRMED,
+                     DeadTask, dead_letter, dead_letters, dead_rows, find_dead, lookup_queues,
+                     revive_or_refusal)
 from ..app import Minitask
 from ..errors import BrokerError, ConfigurationError
 from ..printable import printable, shown_id, shown_trace
@@ -172,36 +173,49 @@ def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[st
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
     missing: List[str] = []
     skipped: List[Tuple[str, str]] = []  # (id as shown, why it stays a dead letter)
-    done = [0]  # requeued so far: said, with those skipped, even when Redis fails midway
+    # requeued so far, and of those unconfirmed by replicas: said, with those skipped,
+    # even when Redis fails midway
+    done = [0, 0]
     try:
         if args.all:
             _requeue_every(app, args.queue, skipped, done)
         else:
             for shown, found in _named(app, ids, args.queue):
                 answer = NOT_DEAD if found is None else _revived(app, *found)
-                if answer == REQUEUED:
-                    done[0] += 1
-                elif answer == NOT_DEAD:
+                if answer == NOT_DEAD:
                     missing.append(shown)
-                else:
+                elif not _counted(answer, done):
                     skipped.append((shown, answer))
     except BrokerError:  # Redis failed (a refusal of one letter is skipped): said below it
-        _said_requeued(done[0], missing, skipped, args.json)
+        _said_requeued(done, missing, skipped, args.json)
         raise
-    _said_requeued(done[0], missing, skipped, args.json)
+    _said_requeued(done, missing, skipped, args.json)
     return 1 if missing or skipped else 0
 
 
-def _said_requeued(requeued: int, missing: List[str], skipped: List[Tuple[str, str]],
+def _counted(answer: str, done: List[int]) -> bool:
+    """Whether ``answer`` says the letter was requeued, counted in ``done`` (requeued,
+    of them unconfirmed by replicas: on the primary, so requeued all the same)."""
+    if answer not in (REQUEUED, REQUEUED_UNCONFIRMED):
+        return False
+    done[0] += 1
+    done[1] += answer == REQUEUED_UNCONFIRMED
+    return True
+
+
+def _said_requeued(done: List[int], missing: List[str], skipped: List[Tuple[str, str]],
                    as_json: bool) -> None:
-    """Say how many dead letters were requeued, which were not and why, which ids no
-    dead letter has."""
+    """Say how many dead letters were requeued (and, once, how many of them replicas
+    did not confirm in time), which were not and why, which ids no dead letter has."""
+    requeued, unconfirmed = done
     if as_json:
-        emit_json({"requeued": requeued, "not_found": missing,
+        emit_json({"requeued": requeued, "unconfirmed": unconfirmed, "not_found": missing,
                    "not_requeued": [{"task_id": shown, "reason": why}
                                     for shown, why in skipped]})
     else:
-        print(f"requeued {requeued} dead letter(s)")
+        note = (f" ({unconfirmed} of them unconfirmed by replicas: may not survive a "
+                f"failover)" if unconfirmed else "")
+        print(f"requeued {requeued} dead letter(s){note}")
         for shown, why in skipped:
             print(f"dead letter '{printable(shown)}' is not requeued: {why}")
         for task_id in missing:
@@ -217,7 +231,7 @@ def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str,
     stays in the dead set, is added to ``skipped`` with why, and is passed over by the
     next chunk; one gone meanwhile (requeued or purged by another) is neither. At most
     as many letters as a queue held when it began are taken, so that one dying again
-    at once is not requeued twice. ``done[0]`` counts those requeued."""
+    at once is not requeued twice. ``done`` counts those requeued (``_counted``)."""
     for name, held in app.broker.dead.sizes(_asked(app, queue)[0]).items():
         left, taken = 0, 0  # left: letters of the chunks so far still in the dead set
         while taken < held:
@@ -227,9 +241,7 @@ def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str,
             for raw in chunk:
                 taken += 1
                 answer = _revived(app, name, raw)
-                if answer == REQUEUED:
-                    done[0] += 1
-                elif answer != NOT_DEAD:
+                if not _counted(answer, done) and answer != NOT_DEAD:
                     skipped.append((raw.decode("utf-8", "backslashreplace"), answer))
                     left += 1
 

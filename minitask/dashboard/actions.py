@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlsplit
 
-from ..admin import (NOT_DEAD, REQUEUED, dead_queue, known_queue, purge_ready, queue_counts,
-                     revive_or_refusal)
+from ..admin import (NOT_DEAD, REQUEUED, REQUEUED_UNCONFIRMED, dead_queue, known_queue,
+                     purge_ready, queue_counts, revive_or_refusal)
 from ..app import Minitask
 from ..errors import ConfigurationError
 from ..printable import own_logger
@@ -134,8 +134,10 @@ def _requeue(app: Minitask, form: Form) -> str:
     # Redis refusing this letter's call (a key of another type) is a notice naming the
     # key, as the CLI's, not a page that says the dashboard is unavailable
     answer = NOT_DEAD if queue is None else revive_or_refusal(app, queue, task_id)
-    if answer == REQUEUED:
-        return f"requeued {task_id}"
+    if answer in (REQUEUED, REQUEUED_UNCONFIRMED):
+        unsure = " (unconfirmed by replicas: may not survive a failover)" * (
+            answer == REQUEUED_UNCONFIRMED)
+        return f"requeued {task_id}{unsure}"
     return f"{task_id} is no dead letter" if answer == NOT_DEAD else (
         f"dead letter {task_id} is not requeued: {answer}")
 

@@ -27,7 +27,8 @@ from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
 from .loop_acks import LoopAcks
-from .outages import beat_step, guarded, ride_outages_quietly, share_outages, through_busy
+from .outages import (beat_step, guarded, ride_outages_quietly, share_outages, through_busy,
+                      unconfirmed_at_start)
 from .outcomes import Recorder
 from .pools.coroutines import AsyncioPool, confirming
 from .pools.processes import ProcessPool
@@ -481,8 +482,7 @@ def start_steps(worker: Worker) -> None:
     worker.broker.queues.register_queues(worker.queues)
     worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])
     register(worker, worker.app.clock.now_ms(), 0, [])  # listed now, not a beat later
-    worker._ticks.publish()
-    worker._broadcasts.subscribe()
+    unconfirmed_at_start(worker._ticks.publish, worker._broadcasts.subscribe)
 
 
 def check_redis(worker: Worker) -> None:

@@ -397,6 +397,21 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
         return result
 
 
+def unconfirmed_at_start(*steps: Callable[[], Any]) -> None:
+    """Run a worker's start-up writes (its schedules, its broadcast subscriptions). One
+    replicas did not confirm in time stops no start (``keep_unconfirmed``): Redis made
+    it, and the worker serves its queues while a replica is down or behind, as the
+    warning of ``check_redis`` says it will; the shortfall is said once, a warning."""
+    with keep_unconfirmed() as unsure:
+        for step in steps:
+            step()
+    if unsure:
+        more = f" (and {len(unsure) - 1} other write(s))" if len(unsure) > 1 else ""
+        logger.warning("Redis wrote but replicas did not confirm it in time: %s%s; the worker "
+                       "starts all the same (a failover may lose these writes: a worker "
+                       "makes them again as it starts)", unsure[0], more)
+
+
 def unconfirmed(what: str, exc: BaseException) -> None:
     """Say that a worker's write is on the primary only (at least once still holds)."""
     logger.error("Redis wrote but replicas did not confirm it in time: %s (%s); a failover "

@@ -71,7 +71,8 @@ def test_requeue_of_an_undecodable_message_is_refused_with_why_and_writes_nothin
     assert admin.hget(keys.messages, "bad") == GARBAGE  # as it was
     code, text = run(capsys, "dead", "-A", "x", "requeue", "--json", "bad")
     assert code == 1 and json.loads(text) == {
-        "requeued": 0, "not_found": [], "not_requeued": [{"task_id": "bad", "reason": WHY}]}
+        "requeued": 0, "unconfirmed": 0, "not_found": [],
+        "not_requeued": [{"task_id": "bad", "reason": WHY}]}
     code, text = run(capsys, "dead", "-A", "x", "requeue", "--all", "--yes")
     assert (code, text) == (1, f"requeued 0 dead letter(s)\ndead letter 'bad' is not "
                                f"requeued: {WHY}\n")

@@ -163,7 +163,7 @@ def test_dead_list_show_requeue_and_purge(url: str, capsys: pytest.CaptureFixtur
     assert code == 1 and "no dead letter has the id '-nope'" in out
 
     assert cli_json(capsys, "dead", "-A", APP, "requeue", failed.id, "-nope") == {
-        "requeued": 1, "not_found": ["-nope"], "not_requeued": []}
+        "requeued": 1, "unconfirmed": 0, "not_found": ["-nope"], "not_requeued": []}
     assert failed.status() == "queued"
     assert cli_json(capsys, "dead", "-A", APP, "purge", "--dead-2") == {
         "purged": 1, "not_found": []}
@@ -179,7 +179,7 @@ def test_dead_requeue_all_puts_every_dead_letter_back(
     handles = [basic.fail.delay(str(n)) for n in range(3)]
     run_all()
     requeued = cli_json(capsys, "dead", "-A", APP, "requeue", "--all", "--yes")
-    assert requeued == {"requeued": 3, "not_found": [], "not_requeued": []}
+    assert requeued == {"requeued": 3, "unconfirmed": 0, "not_found": [], "not_requeued": []}
     assert [h.status() for h in handles] == ["queued"] * 3
 
 
@@ -207,7 +207,7 @@ def test_dead_requeue_all_reads_ids_in_chunks_and_no_listing(
     monkeypatch.setattr(DeadLetterStore, "ids", ids)
     monkeypatch.setattr(DeadLetterStore, "letters", whole)
     code, out, err = cli(capsys, "dead", "-A", APP, "requeue", "--all", "--yes", "--json")
-    assert json.loads(out) == {"requeued": 7, "not_found": [], "not_requeued": [
+    assert json.loads(out) == {"requeued": 7, "unconfirmed": 0, "not_found": [], "not_requeued": [
         {"task_id": "\\xff-planted", "reason": dead_command.NOT_UTF8}]} and code == 1
     assert [h.status() for h in handles] == ["queued"] * 7
     assert client.zrange(QUEUE.dead, 0, -1) == [b"\xff-planted"]

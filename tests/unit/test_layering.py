@@ -161,7 +161,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "admin.activity": frozenset({"admin.operated", "errors", "printable", "stores.admin",
                                  "stores.recent",
                                  "wire.message", "wire.serializer"}),
-    "admin.dead": frozenset({"admin.activity", "admin.operated", "errors", "printable",
+    "admin.dead": frozenset({"admin.activity", "admin.operated", "broker.durability",
+                             "errors", "printable",
                              "sending", "stores.dead", "wire.message", "wire.serializer",
                              "wire.types"}),
     # the app's operator methods (Minitask inherits them), doors into the functions
