@@ -16,7 +16,8 @@ from collections import Counter
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
-from .errors import ArgumentError, ConfigurationError
+from .broker.durability import name_workflow
+from .errors import ArgumentError, ConfigurationError, DurabilityError
 from .groups import GroupHandle, Handle, describe
 from .handle import StepHandle, TaskHandle
 from .options import MAX_TASK_ID_BYTES, new_task_id
@@ -156,8 +157,11 @@ class Workflow(ABC):
         # a step's explicit id is one workflow's (a lone task's is checked, sent at once)
         with ids_reserved(broker.step_ids, compiler.chosen_ids, self,
                           handle.id if node["k"] != "t" else "", compiler.max_ttl):
-            broker.workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
-                                   record)
+            try:
+                broker.workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
+                                       record)
+            except DurabilityError as exc:  # written whole: a resend would run it twice
+                raise name_workflow(exc, type(self).__name__.lower(), handle.id) from exc
         return handle
 
     @abstractmethod
