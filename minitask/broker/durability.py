@@ -232,12 +232,13 @@ def name_task(error: DurabilityError, task: str, task_id: str,
     """``error`` told about the enqueue of a task (the first of ``count`` written
     unconfirmed, ``task_ids`` when they are more than one): which, and how to check on
     it."""
-    more = (f" (and the {count - 1} other task(s) sent with it, every one written: their "
-            f"ids are the error's task_ids)") if count > 1 else ""
+    more = f" (and the {count - 1} other task(s) sent with it)" if count > 1 else ""
+    each = (" (each of them: their ids are the error's task_ids, every one sent)"
+            if count > 1 else "")
     return DurabilityError(
         f"task {task!r}: the enqueue of id {task_id!r}{more} was not confirmed: {error}. The "
-        f"task may or may not be in Redis: check with app.handle({task_id!r}).status() (or "
-        f"the handle's status()), or send it again with task_id={task_id!r}, which never "
+        f"task may or may not be in Redis{each}: check with app.handle({task_id!r}).status() "
+        f"(or the handle's status()), or send it again with task_id={task_id!r}, which never "
         f"enqueues it twice", task_id=task_id, confirmed=error.confirmed,
         task_ids=list(task_ids) if task_ids is not None else None)
 
