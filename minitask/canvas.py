@@ -114,6 +114,8 @@ class Workflow(ABC):
             ConfigurationError: tasks of different apps, or an empty chain.
             BrokerError: Redis failed; the first tasks may be partly sent.
                 Nothing is written unless every call passes its checks.
+            DurabilityError: replicas did not confirm the workflow in time; it was
+                written (do not send it again), ``task_id`` is its handle's id.
         """
         return self.apply_async(args, kwargs)
 
