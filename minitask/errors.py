@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 
 class MinitaskError(Exception):
@@ -118,15 +118,19 @@ class DurabilityError(BrokerError):
     """Replicas did not confirm a write in time (``durability``).
 
     The write may or may not be in Redis, and may or may not survive a
-    failover: ``task_id`` names the task (None for a write of no one task) and
-    ``confirmed`` says how many replicas confirmed it. See
-    :doc:`/guide/durability`.
+    failover: ``task_id`` names the task (None for a write of no one task; a
+    workflow's: the id of its handle), ``task_ids`` every task written unconfirmed
+    (``delay_many()``: all of them, in order; one task: its id) and ``confirmed``
+    says how many replicas confirmed it. See :doc:`/guide/durability`.
     """
 
-    def __init__(self, message: str, *, task_id: Optional[str], confirmed: int) -> None:
+    def __init__(self, message: str, *, task_id: Optional[str], confirmed: int,
+                 task_ids: Optional[List[str]] = None) -> None:
         super().__init__(message, reason="unconfirmed")
         self.task_id = task_id
         self.confirmed = confirmed
+        self.task_ids: List[str] = list(task_ids) if task_ids is not None else (
+            [task_id] if task_id is not None else [])
 
 
 _ACL_LIST = "the ACL list on the docs' Scaling out page (guide/scaling)"

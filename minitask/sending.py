@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
-from .broker.durability import APP, CallSetting, Durability, check_socket_timeout, name_task
+from .broker.durability import (APP, CallSetting, Durability, Shortfall, check_socket_timeout,
+                                name_task)
 from .broker.keys import check_name
 from .errors import ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
@@ -27,15 +28,15 @@ BULK_CHUNK = 1000
 
 
 @contextmanager
-def _naming(messages: Sequence[Message], chunk: Sequence[Entry]) -> Iterator[None]:
-    """A DurabilityError told which task's enqueue (the first of ``chunk``) replicas
-    did not confirm."""
+def _naming(messages: Sequence[Message]) -> Iterator[None]:
+    """A DurabilityError told which tasks' enqueues replicas did not confirm (its
+    ``task_ids``, a ``Shortfall``'s: the first named, every one carried)."""
     try:
         yield
     except DurabilityError as exc:
-        task_id = chunk[0][0]
-        task = next((m.task for m in messages if m.id == task_id), "?")
-        raise name_task(exc, task, task_id, len(chunk)) from exc
+        ids = exc.task_ids or [messages[0].id]
+        task = next((m.task for m in messages if m.id == ids[0]), "?")
+        raise name_task(exc, task, ids[0], len(ids), ids) from exc
 
 
 def check_queue_name(queue: Any) -> None:
@@ -96,8 +97,10 @@ class Sender:
 
         Nothing is sent unless every message passes its checks. ``durability``
         (default: the app's) may ask replicas to confirm each write: when they
-        do not, DurabilityError names the task. Inside an ``app.batch()`` block
-        the messages join the batch instead. (A plain ``delay()``: ``send_plain``.)
+        do not, the other chunks are sent all the same, then DurabilityError names the
+        first task and carries every id written unconfirmed (``task_ids``). Inside an
+        ``app.batch()`` block the messages join the batch instead. (A plain
+        ``delay()``: ``send_plain``.)
         """
         policy = self.durability_of(messages, durability)
         by_queue = self.prepare(messages)
@@ -107,17 +110,20 @@ class Sender:
             batch.add(by_queue, _specs(messages))
             return
         if any(m.flow is not None for m in messages):  # flow control: limits.py
-            with _naming(messages, [entry for entries in by_queue.values()
-                                    for entry in entries]):
+            with _naming(messages):
                 self._broker().flow.send(by_queue, _specs(messages), self.clock.now_ms(),
                                          policy)
             return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
+        shortfall = Shortfall()  # a chunk written unconfirmed: the others are sent too
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
-                with _naming(messages, entries[start:start + BULK_CHUNK]):
-                    queues.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms, policy)
+                chunk = entries[start:start + BULK_CHUNK]
+                with shortfall.kept([entry[0] for entry in chunk]):
+                    queues.enqueue(queue, chunk, now_ms, policy)
+        with _naming(messages):
+            shortfall.raise_any()
 
     async def asend(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """``send`` on the running event loop: the same checks, then awaited writes."""
@@ -131,15 +137,17 @@ class Sender:
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
         if any(m.flow is not None for m in messages):  # flow control: limits.py
-            with _naming(messages, [entry for entries in by_queue.values()
-                                    for entry in entries]):
+            with _naming(messages):
                 await broker.enqueue_flow(by_queue, _specs(messages), now_ms, policy)
             return
+        shortfall = Shortfall()  # as ``send``
         for queue, entries in by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
-                with _naming(messages, entries[start:start + BULK_CHUNK]):
-                    await broker.enqueue(queue, entries[start:start + BULK_CHUNK], now_ms,
-                                         policy)
+                chunk = entries[start:start + BULK_CHUNK]
+                with shortfall.kept([entry[0] for entry in chunk]):
+                    await broker.enqueue(queue, chunk, now_ms, policy)
+        with _naming(messages):
+            shortfall.raise_any()
 
     def durability_of(self, messages: Sequence[Message], durability: CallSetting) -> Durability:
         """The app's durability with a call's own mode; a bad one, or a timeout the

@@ -251,6 +251,9 @@ class Task(Generic[P, R]):
                 list, or does not fit the function (a TypeError).
             EncodeError, MessageTooLarge, BrokerError: as ``delay()``; every call
                 is checked before any is sent.
+            DurabilityError: replicas did not confirm some chunk (of 1,000 calls) in
+                time; every chunk was sent all the same, and ``task_ids`` holds the
+                ids of the calls written unconfirmed, in order.
         """
         return self._send(self._calls.many(calls))
 

@@ -240,15 +240,57 @@ def fsync_refused(exc: Any, where: str) -> ConfigurationError:
 
 
 def name_task(error: DurabilityError, task: str, task_id: str,
-              count: int = 1) -> DurabilityError:
+              count: int = 1, task_ids: Optional[Sequence[str]] = None) -> DurabilityError:
     """``error`` told about the enqueue of a task (the first of ``count`` written
-    together): which, and how to check on it."""
+    unconfirmed, ``task_ids`` when they are more than one): which, and how to check on
+    it."""
     more = f" (and the {count - 1} other task(s) sent with it)" if count > 1 else ""
+    each = (" (each of them: their ids are the error's task_ids, every one sent)"
+            if count > 1 else "")
     return DurabilityError(
         f"task {task!r}: the enqueue of id {task_id!r}{more} was not confirmed: {error}. The "
-        f"task may or may not be in Redis: check with app.handle({task_id!r}).status() (or "
-        f"the handle's status()), or send it again with task_id={task_id!r}, which never "
-        f"enqueues it twice", task_id=task_id, confirmed=error.confirmed)
+        f"task may or may not be in Redis{each}: check with app.handle({task_id!r}).status() "
+        f"(or the handle's status()), or send it again with task_id={task_id!r}, which never "
+        f"enqueues it twice", task_id=task_id, confirmed=error.confirmed,
+        task_ids=list(task_ids) if task_ids is not None else None)
+
+
+class Shortfall:
+    """The chunks of one bulk send written but not confirmed (``kept``): the send goes
+    on with the others (each was written: stopping would leave the rest unsent and
+    unsaid), then ``raise_any`` raises one DurabilityError carrying every such id."""
+
+    def __init__(self) -> None:
+        self.error: Optional[DurabilityError] = None
+        self.ids: List[str] = []
+
+    @contextmanager
+    def kept(self, ids: Sequence[str]) -> Iterator[None]:
+        """Run a chunk's write (``ids``: its tasks); its DurabilityError is kept."""
+        try:
+            yield
+        except DurabilityError as exc:
+            self.error = self.error or exc
+            self.ids += exc.task_ids if len(exc.task_ids) > 1 else ids
+
+    def raise_any(self) -> None:
+        if self.error is not None:
+            raise DurabilityError(str(self.error), task_id=self.ids[0],
+                                  confirmed=self.error.confirmed,
+                                  task_ids=self.ids) from self.error
+
+
+def name_workflow(error: DurabilityError, kind: str, handle_id: str) -> DurabilityError:
+    """``error`` told about the sending of a workflow (``kind``: "chain", "chord",
+    "group") whose handle has id ``handle_id``: it was written whole, only not confirmed,
+    so sending it again would run it twice."""
+    return DurabilityError(
+        f"{kind} {handle_id!r}: it was written to Redis and runs, but the write was not "
+        f"confirmed: {error}. It may not survive a failover: before sending it again, "
+        f"which would run it twice, check with `minitask inspect workflow {handle_id}` "
+        f"(or app.group_handle({handle_id!r}) for a group; the handle's status() reads "
+        f"'unknown' until its step is sent)", task_id=handle_id,
+        confirmed=error.confirmed)
 
 
 def socket_limit(client: Any) -> Optional[float]:

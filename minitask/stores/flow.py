@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
-from ..broker.durability import Durability
+from ..broker.durability import Durability, Shortfall
 from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
-from ..errors import BrokerError, DurabilityError
+from ..errors import BrokerError
 from ..limits import MAX_GROUP_LENGTH
 from ..printable import printable, shown_name
 from .bounds import TooLarge, read_fields, too_large
@@ -67,19 +67,20 @@ class FlowStore(Store):
              now_ms: int, durability: Optional[Durability] = None) -> int:
         """Enqueue checked entries by queue (``Sender.prepare``); how many were added.
 
-        ``durability`` (default: the app's) says how replicas confirm each write."""
-        added = 0
+        ``durability`` (default: the app's) says how replicas confirm each write: a
+        chunk written but not confirmed does not stop the others; then one
+        DurabilityError names every task of such chunks (``task_ids``)."""
+        added, shortfall = 0, Shortfall()
         for queue, entries in by_queue.items():
-            try:
-                for start in range(0, len(entries), self.CHUNK):
-                    call = self.enqueue_call(queue, entries[start:start + self.CHUNK], specs,
-                                             now_ms)
+            for start in range(0, len(entries), self.CHUNK):
+                chunk = entries[start:start + self.CHUNK]
+                # written, unconfirmed: the send goes on, and says every such id at the end
+                with shortfall.kept([entry[0] for entry in chunk]):
                     added += int(self.transport.run_calls(
-                        [call], f"enqueue into queue {queue!r}", durability)[-1])
-            except DurabilityError:
-                self.queues.register_queues([queue])  # written, unconfirmed: findable by id
-                raise
-            self.queues.register_queues([queue])
+                        [self.enqueue_call(queue, chunk, specs, now_ms)],
+                        f"enqueue into queue {queue!r}", durability)[-1])
+            self.queues.register_queues([queue])  # unconfirmed too: findable by id
+        shortfall.raise_any()
         return added
 
     def send_together(self, by_queue: Mapping[str, List[Entry]], specs: Mapping[str, str],

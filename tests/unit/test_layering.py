@@ -186,8 +186,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "printable", "sending", "stores.broker", "stores.names",
                             "stores.results", "wire.message", "wire.serializer"}),
-    "canvas": frozenset({"errors", "groups", "handle", "options", "sending", "stores.plans",
-                         "stores.step_ids", "stores.workflows", "wire.serializer"}),
+    "canvas": frozenset({"broker.durability", "errors", "groups", "handle", "options",
+                         "sending", "stores.plans", "stores.step_ids", "stores.workflows",
+                         "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
