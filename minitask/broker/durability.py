@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import enum
 import inspect
+from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from dataclasses import dataclass, replace
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
