@@ -7,7 +7,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
-from ..errors import ConfigurationError
+from ..broker.durability import keep_unconfirmed
+from ..errors import BrokerError, ConfigurationError, DurabilityError
 from ..options import check_priority
 from ..periodic import Schedule, build as build_schedule
 from ..printable import printable
@@ -40,11 +41,21 @@ def add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
                               types=app.broker.types,
                               group_options=registered.options.grouping.given())
     store = app.broker.schedules
-    for other in app_queues(app):
-        if other != target:
-            store.remove(other, name)
-    app.broker.queues.register_queues([target])
-    store.save(schedule, schedule.next_after(app.clock.now_ms()))
+    with keep_unconfirmed() as unconfirmed:
+        # Saved first, then given up by its other queues (not atomic together: other
+        # hash tags): a save Redis refuses leaves the schedule where it was, and a
+        # removal refused after it leaves it in two queues, said, never in none.
+        app.broker.queues.register_queues([target])
+        store.save(schedule, schedule.next_after(app.clock.now_ms()))
+        for other in app_queues(app):
+            if other != target:
+                try:
+                    store.remove(other, name)
+                except BrokerError as exc:
+                    raise BrokerError(f"schedule {name!r} was saved on queue {target!r}, "
+                                      f"but queue {other!r} still holds it: {exc}",
+                                      reason=exc.reason) from exc
+    said_unconfirmed(unconfirmed, f"schedule {name!r}")
     found = store.one(target, name)
     # None: removed (or replaced by one of a newer minitask) by another process meanwhile
     return schedule if found is None else found
@@ -54,9 +65,22 @@ def remove_schedule(app: Operated, name: str) -> bool:
     """``Minitask.remove_schedule``: False when no schedule has this name."""
     app.periodic_schedules.pop(name, None)
     removed = False
-    for queue in app_queues(app):
-        removed = app.broker.schedules.remove(queue, name) or removed
+    with keep_unconfirmed() as unconfirmed:  # every queue asked, even with a replica behind
+        for queue in app_queues(app):
+            removed = app.broker.schedules.remove(queue, name) or removed
+    said_unconfirmed(unconfirmed, f"schedule {name!r}")
     return removed
+
+
+def said_unconfirmed(unconfirmed: List[DurabilityError], what: str) -> None:
+    """Raise one DurabilityError for the writes of ``what`` (all made: Redis wrote each)
+    that replicas did not confirm in time, if any."""
+    if unconfirmed:
+        first = unconfirmed[0]
+        raise DurabilityError(
+            f"{what}: every write was made, but {len(unconfirmed)} of them were not "
+            f"confirmed by replicas in time (the first: {first})",
+            task_id=None, confirmed=first.confirmed) from first
 
 
 def schedules(app: Operated) -> List[Schedule]:

@@ -1,0 +1,74 @@
+"""A schedule moved to another queue (``add_schedule`` with a new ``queue``) is saved
+there first, then given up by its old queue: a save Redis refuses leaves it where it
+was (it was removed first, and lost), and while a replica lags (durability) every
+write of an add or a remove is made, then said once (the first unconfirmed removal
+stopped the add before its save, and a remove before the other queues). probe29j."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, List
+
+import pytest
+
+from minitask import BrokerError, DurabilityError, Minitask
+from minitask.broker.keys import queue_keys
+from tests.integration.test_durability_waits import frozen, started_pair
+from tests.support.servers import RedisServer
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+
+def _app(url: str, **durable: object) -> Minitask:
+    app = Minitask("moves", broker=url, **durable)  # type: ignore[arg-type]
+
+    @app.task(queue="a0")
+    def add(x: int) -> int:
+        return x + 1
+
+    return app
+
+
+def _add(app: Minitask, name: str, queue: str, x: int = 1) -> object:
+    task = next(iter(app.tasks.values()))
+    return app.add_schedule(name, task, every=60, args=(x,), queue=queue)
+
+
+def _where(app: Minitask, name: str) -> List[str]:
+    return [queue for queue in ("a0", "d1", "d2") if app.broker.schedules.one(queue, name)]
+
+
+def test_a_move_redis_refuses_leaves_the_schedule_where_it_was(
+        redis_server: RedisServer) -> None:
+    app = _app(redis_server.url)
+    _add(app, "mv", "a0")
+    redis_server.client().set(queue_keys("moves", "d1").schedules, "x")
+    with pytest.raises(BrokerError):
+        _add(app, "mv", "d1")
+    assert _where(app, "mv") == ["a0"]
+    app.close()
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
+    with started_pair(tmp_path / "servers") as servers:
+        yield servers
+
+
+def test_adds_and_removes_while_a_replica_lags_make_every_write(
+        pair: List[RedisServer]) -> None:
+    primary, replica = pair
+    app = _app(primary.url, durability="replicated", min_replicas=1,
+               durability_timeout=0.3)
+    _add(app, "mv", "a0")
+    _add(app, "gone", "d2", 2)
+    with frozen(replica, 60):
+        with pytest.raises(DurabilityError):
+            _add(app, "mv", "d1")
+        with pytest.raises(DurabilityError):
+            _add(app, "new", "d1", 3)
+        with pytest.raises(DurabilityError):
+            app.remove_schedule("gone")
+    assert _where(app, "mv") == ["d1"]
+    assert _where(app, "new") == ["d1"]
+    assert _where(app, "gone") == []
+    app.close()
