@@ -1,9 +1,10 @@
 """The subscribers of a queue's broadcast calls, and removing one gone for good."""
 from __future__ import annotations
 
-from typing import List
+from typing import List, Tuple
 
 from ..broadcast import Subscriber, subscriber_list
+from ..broker.durability import keep_unconfirmed
 from ..sending import check_key_part, check_queue_name
 from .operated import Operated
 
@@ -19,3 +20,12 @@ def unsubscribe(app: Operated, queue: str, name: str) -> bool:
     check_queue_name(queue)
     check_key_part("subscriber", name)
     return app.broker.broadcasts.unsubscribe(queue, name)
+
+
+def unsubscribed(app: Operated, queue: str, name: str) -> Tuple[bool, bool]:
+    """``unsubscribe``, and whether replicas left its write unconfirmed (durability):
+    made on the primary all the same, which ``minitask unsubscribe`` says rather than
+    fail."""
+    with keep_unconfirmed() as unconfirmed:
+        gone = unsubscribe(app, queue, name)
+    return gone, bool(unconfirmed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..admin.subscriptions import unsubscribed
 from .options import add_app_options, check_given, known, load
 
 
@@ -23,8 +24,10 @@ def run(args: argparse.Namespace) -> int:
     check_given("queue", args.queue)
     app = load(args.app)
     try:
-        if app.unsubscribe(args.queue, args.name):
-            print(f"unsubscribed {args.name} from the broadcasts of queue {args.queue}")
+        gone, unconfirmed = unsubscribed(app, args.queue, args.name)
+        if gone:
+            note = " (unconfirmed by replicas: may not survive a failover)" if unconfirmed else ""
+            print(f"unsubscribed {args.name} from the broadcasts of queue {args.queue}{note}")
             return 0
         if not known(app, args.queue):  # not "not a subscriber" of a queue that is none
             return 1

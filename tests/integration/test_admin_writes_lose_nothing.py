@@ -2,7 +2,8 @@
 there first, then given up by its old queue: a save Redis refuses leaves it where it
 was (it was removed first, and lost), and while a replica lags (durability) every
 write of an add or a remove is made, then said once (the first unconfirmed removal
-stopped the add before its save, and a remove before the other queues). probe29j."""
+stopped the add before its save, and a remove before the other queues); and so is
+``minitask unsubscribe``'s. probe29j."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
 from tests.integration.test_durability_waits import frozen, started_pair
+from tests.support.cli import operate_with, run
 from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -72,3 +74,26 @@ def test_adds_and_removes_while_a_replica_lags_make_every_write(
     assert _where(app, "new") == ["d1"]
     assert _where(app, "gone") == []
     app.close()
+
+
+def test_an_unsubscribe_replicas_leave_unconfirmed_is_said_done(
+        pair: List[RedisServer], monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``minitask unsubscribe`` while a replica lags: made on the primary, so said
+    done, with a note (it printed an error and exited 3, the subscriber gone)."""
+    import minitask.cli.unsubscribe as command
+    primary, replica = pair
+    app = Minitask("unsubs", broker=primary.url, durability="replicated",
+                   min_replicas=1, durability_timeout=0.3)
+
+    @app.task(queue="bc", broadcast=True)
+    def tidings(n: int) -> int:
+        return n
+
+    app.broker.broadcasts.subscribe("bc", "ghostw", 0)
+    operate_with(app, monkeypatch, command)
+    with frozen(replica, 60):
+        code, out = run(capsys, "unsubscribe", "-A", "unused:app", "bc", "ghostw")
+    assert code == 0, out
+    assert "unsubscribed ghostw from the broadcasts of queue bc (unconfirmed by replicas" in out
+    assert [s.name for s in app.subscribers("bc")] == []
