@@ -22,7 +22,7 @@ from typing import Any, Dict, Iterator, List, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
-from ..errors import BrokerError, ConfigurationError
+from ..errors import BrokerError, ConfigurationError, DurabilityError
 from ..printable import own_logger, printable, shown_name
 from ..wire.message import MAX_ID_BYTES
 from .store import Store
@@ -107,7 +107,8 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
                  wid: str, ttl_ms: int) -> Iterator[None]:
     """Within: the explicit ids ``tasks`` (queue, id) of ``workflow`` (its repr names it
     in the error, made only then: a deep one's is costly) are reserved for ``wid``;
-    released if the block raises (sending failed: its steps may be sent again).
+    released if the block raises (sending failed: its steps may be sent again), but for
+    a DurabilityError (sent, only not confirmed: sent again, they would run twice).
 
     Raises:
         ConfigurationError: naming the ids taken, and why; nothing was written.
@@ -122,6 +123,8 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
         raise ConfigurationError(_refusal(workflow, taken))
     try:
         yield
+    except DurabilityError:
+        raise  # written, only not confirmed: the steps went out, their ids stay theirs
     except BaseException:
         if wid:
             store.release(unique, wid)
