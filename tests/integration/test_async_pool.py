@@ -7,7 +7,7 @@ import gc
 import logging
 import threading
 import time
-from typing import Any, List
+from typing import Any, Iterator, List
 
 import pytest
 import redis
@@ -21,9 +21,25 @@ pytestmark = [pytest.mark.integration, pytest.mark.app("aiotest", on="server")]
 DEADLINE = 60.0
 
 
+#: The workers _run started in this test, stopped after it whatever its outcome.
+_STARTED: List[Any] = []
+
+
+@pytest.fixture(autouse=True)
+def _workers_stopped() -> Iterator[None]:
+    """A test that fails leaves no worker running: one left behind served the next
+    tests' tasks (the same app name), and failed them in turn."""
+    yield
+    while _STARTED:
+        worker, thread = _STARTED.pop()
+        worker.stop()
+        thread.join(timeout=DEADLINE)
+
+
 def _run(worker: Any) -> threading.Thread:
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
+    _STARTED.append((worker, thread))
     return thread
 
 
