@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from .broker.durability import APP, CallSetting, name_task
+from .broker.durability import APP, CallSetting, keep_unconfirmed, name_broadcast
 from .broker.keys import lane
 from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
 from .handle import TaskHandle, check_running, check_timeout, status_of
@@ -113,13 +113,17 @@ def send(sender: Sender, messages: Sequence[Message], result_ttl_ms: int,
     maxlen, ttl_ms = sender.broadcast_limits
     now_ms = sender.clock.now_ms()
     try:
-        for queue, entries in by_queue.items():
-            try:
-                broker.broadcasts.send(queue, [(task_id, body) for task_id, body, _, _ in entries],
-                                       now_ms, maxlen=maxlen, ttl_ms=ttl_ms, durability=policy)
-            except DurabilityError as exc:
-                task = next(m.task for m in messages if m.id == entries[0][0])
-                raise name_task(exc, task, entries[0][0], len(entries)) from exc
+        with keep_unconfirmed() as kept:  # a queue's calls unconfirmed: the others sent too
+            for queue, entries in by_queue.items():
+                with kept.writing([entry[0] for entry in entries]):
+                    broker.broadcasts.send(queue, [(i, body) for i, body, _, _ in entries],
+                                           now_ms, maxlen=maxlen, ttl_ms=ttl_ms,
+                                           durability=policy)
+        try:
+            kept.raise_any()
+        except DurabilityError as exc:  # every id written unconfirmed, the first named
+            first = next(m for m in messages if m.id == exc.task_ids[0])
+            raise name_broadcast(exc, first.task, first.queue, exc.task_ids) from exc
     finally:  # written (perhaps unconfirmed) or not: findable by id all the same
         broker.queues.register_queues(by_queue)
     return [BroadcastHandle(broker, m.queue, m.id, result_ttl_ms, sender.async_broker)

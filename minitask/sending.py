@@ -10,8 +10,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
-from .broker.durability import (APP, CallSetting, Durability, Shortfall, check_socket_timeout,
-                                name_task)
+from .broker.durability import (APP, CallSetting, Durability, check_socket_timeout,
+                                keep_unconfirmed, name_batch, name_task)
 from .broker.keys import check_name
 from .errors import ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
@@ -30,7 +30,7 @@ BULK_CHUNK = 1000
 @contextmanager
 def _naming(messages: Sequence[Message]) -> Iterator[None]:
     """A DurabilityError told which tasks' enqueues replicas did not confirm (its
-    ``task_ids``, a ``Shortfall``'s: the first named, every one carried)."""
+    ``task_ids``, a ``Kept``'s: the first named, every one carried)."""
     try:
         yield
     except DurabilityError as exc:
@@ -116,14 +116,14 @@ class Sender:
             return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
-        shortfall = Shortfall()  # a chunk written unconfirmed: the others are sent too
-        for queue, entries in by_queue.items():
-            for start in range(0, len(entries), BULK_CHUNK):
-                chunk = entries[start:start + BULK_CHUNK]
-                with shortfall.kept([entry[0] for entry in chunk]):
-                    queues.enqueue(queue, chunk, now_ms, policy)
+        with keep_unconfirmed() as kept:  # a chunk written unconfirmed: the others are sent too
+            for queue, entries in by_queue.items():
+                for start in range(0, len(entries), BULK_CHUNK):
+                    chunk = entries[start:start + BULK_CHUNK]
+                    with kept.writing([entry[0] for entry in chunk]):
+                        queues.enqueue(queue, chunk, now_ms, policy)
         with _naming(messages):
-            shortfall.raise_any()
+            kept.raise_any()
 
     async def asend(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
         """``send`` on the running event loop: the same checks, then awaited writes."""
@@ -140,14 +140,14 @@ class Sender:
             with _naming(messages):
                 await broker.enqueue_flow(by_queue, _specs(messages), now_ms, policy)
             return
-        shortfall = Shortfall()  # as ``send``
-        for queue, entries in by_queue.items():
-            for start in range(0, len(entries), BULK_CHUNK):
-                chunk = entries[start:start + BULK_CHUNK]
-                with shortfall.kept([entry[0] for entry in chunk]):
-                    await broker.enqueue(queue, chunk, now_ms, policy)
+        with keep_unconfirmed() as kept:  # as ``send`` (this asyncio task's block alone)
+            for queue, entries in by_queue.items():
+                for start in range(0, len(entries), BULK_CHUNK):
+                    chunk = entries[start:start + BULK_CHUNK]
+                    with kept.writing([entry[0] for entry in chunk]):
+                        await broker.enqueue(queue, chunk, now_ms, policy)
         with _naming(messages):
-            shortfall.raise_any()
+            kept.raise_any()
 
     def durability_of(self, messages: Sequence[Message], durability: CallSetting) -> Durability:
         """The app's durability with a call's own mode; a bad one, or a timeout the
@@ -229,6 +229,9 @@ class Sender:
             if batch.by_queue:
                 self._broker().flow.send_together(batch.by_queue, batch.specs,
                                                   self.clock.now_ms(), BULK_CHUNK)
+        except DurabilityError as exc:  # every call sent, those written stand: handles too
+            batch.close(SENT)
+            raise name_batch(exc, len(batch)) from exc
         except BaseException:
             batch.close(FAILED)
             raise

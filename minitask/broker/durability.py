@@ -38,11 +38,11 @@ CONFIRMED_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "ack", 
                                "schedule_fire", "schedule_save", "schedule_remove",
                                "broadcast_send", "broadcast_subscribe", "broadcast_unsubscribe"})
 
-#: The ``keep_unconfirmed`` list open here, if any: a context variable, so that it is
-#: this thread's and, on an event loop, this asyncio task's alone (a block held across
-#: an ``await`` must not swallow another coroutine's DurabilityError).
-_KEPT: ContextVar[Optional[List[DurabilityError]]] = ContextVar("minitask_kept_unconfirmed",
-                                                                default=None)
+#: The ``keep_unconfirmed`` block open here, if any (what it keeps): a context
+#: variable, so that it is this thread's and, on an event loop, this asyncio task's
+#: alone (a block held across an ``await`` must not swallow another coroutine's
+#: DurabilityError).
+_KEPT: ContextVar[Optional["Kept"]] = ContextVar("minitask_kept_unconfirmed", default=None)
 
 #: Asks whether the server has WAITAOF (Redis 7.2+): nil when it does not.
 WAITAOF_PROBE = ("COMMAND", "INFO", "WAITAOF")
@@ -147,6 +147,43 @@ class Durability:
         kept.append(error)  # the scripts' replies go back to the caller all the same
 
 
+class Kept(List[DurabilityError]):
+    """What one ``keep_unconfirmed`` block kept: the errors of the writes replicas did
+    not confirm in time, in order, and the ids of the tasks they wrote (``writing``).
+    No ``__init__`` of its own: a worker opens a block for every outcome it writes."""
+
+    #: The tasks written unconfirmed, as ``writing`` noted them, in order.
+    ids: Sequence[str] = ()
+    #: Whether the block around this one took these errors (``raise_any`` then
+    #: raises nothing: that block's holder says them).
+    passed_on = False
+
+    @contextmanager
+    def writing(self, ids: Sequence[str]) -> Iterator[None]:
+        """Make a write of the tasks ``ids`` in the block: when replicas did not confirm
+        it (kept; or cut short by the socket timeout, which raises even here, the
+        write made), its ids are noted and the caller goes on to its next write."""
+        before = len(self)
+        try:
+            yield
+        except DurabilityError as exc:
+            self.append(exc)
+        if len(self) > before:
+            self.ids = [*self.ids, *ids]
+
+    def raise_any(self) -> None:
+        """After the block: one DurabilityError for every write kept (the first's text,
+        ``task_ids`` every id noted, the first as ``task_id``), so that a send of
+        several writes makes them all, then says each one written unconfirmed."""
+        if not self or self.passed_on:
+            return
+        first = self[0]
+        if not self.ids:
+            raise first
+        raise DurabilityError(str(first), task_id=self.ids[0], confirmed=first.confirmed,
+                              task_ids=list(self.ids)) from first
+
+
 class _Keeping:
     """``keep_unconfirmed``'s block: a class with no ``__init__`` of its own, not a
     generator, as every outcome a worker writes is kept in one (2 Python calls a
@@ -154,27 +191,31 @@ class _Keeping:
 
     __slots__ = ("outer", "kept", "token")
 
-    def __enter__(self) -> List[DurabilityError]:
-        self.outer: Optional[List[DurabilityError]] = _KEPT.get()
-        kept: List[DurabilityError] = []
+    def __enter__(self) -> Kept:
+        self.outer: Optional[Kept] = _KEPT.get()
+        kept = Kept()
         self.kept = kept
-        self.token: Token[Optional[List[DurabilityError]]] = _KEPT.set(kept)
+        self.token: Token[Optional[Kept]] = _KEPT.set(kept)
         return kept
 
     def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
                  traceback: Any) -> None:
         _KEPT.reset(self.token)
         outer = self.outer
-        if outer is not None:
+        if outer is not None and self.kept:
             outer.extend(self.kept)
+            self.kept.passed_on = True
 
 
 #: Within: a write replicas did not confirm in time raises no DurabilityError here
-#: (this thread, or this asyncio task); its error is added to the list the block gives
-#: and the scripts' replies go back to their caller, who acts on them: Redis made the
-#: write. For a worker's steps, whose replies say what to do next (a group complete:
-#: send its body; the leases of a fetch sent behind): thrown away with the error, that
-#: work was lost.
+#: (this thread, or this asyncio task); its error is added to the ``Kept`` the block
+#: gives and the scripts' replies go back to their caller, who acts on them: Redis
+#: made the write. For a worker's steps, whose replies say what to do next (a group
+#: complete: send its body; the leases of a fetch sent behind): thrown away with the
+#: error, that work was lost. For a send of several writes (chunks, queues, a
+#: cluster's slots): each is made (``Kept.writing``), then one error names every
+#: task written unconfirmed (``Kept.raise_any``). A block inside another hands its
+#: errors to the outer one, whose holder says them.
 keep_unconfirmed = _Keeping
 
 
@@ -256,29 +297,38 @@ def name_task(error: DurabilityError, task: str, task_id: str,
         task_ids=list(task_ids) if task_ids is not None else None)
 
 
-class Shortfall:
-    """The chunks of one bulk send written but not confirmed (``kept``): the send goes
-    on with the others (each was written: stopping would leave the rest unsent and
-    unsaid), then ``raise_any`` raises one DurabilityError carrying every such id."""
+def name_broadcast(error: DurabilityError, task: str, queue: str,
+                   task_ids: Sequence[str]) -> DurabilityError:
+    """``error`` told about the send of broadcast calls (``task_ids``, the first to
+    ``queue``): which, and how to check on one. ``app.handle(id)`` cannot: it knows
+    no broadcast call and reads ``unknown``; the call's own handle can."""
+    call_id, count = task_ids[0], len(task_ids)
+    more = f" (and the {count - 1} other call(s) sent with it, the error's task_ids)" \
+        if count > 1 else ""
+    return DurabilityError(
+        f"broadcast task {task!r}: the send of call {call_id!r}{more} to queue {queue!r} "
+        f"was not confirmed: {error}. The call may or may not be in Redis: check with "
+        f"minitask.BroadcastHandle(app.broker, {queue!r}, {call_id!r}).status() or "
+        f".subscribers() (app.handle(id) knows no broadcast call: it reads 'unknown'), or "
+        f"send it again with task_id={call_id!r}, which never sends a call twice while "
+        f"its queue keeps it", task_id=call_id, confirmed=error.confirmed,
+        task_ids=list(task_ids))
 
-    def __init__(self) -> None:
-        self.error: Optional[DurabilityError] = None
-        self.ids: List[str] = []
 
-    @contextmanager
-    def kept(self, ids: Sequence[str]) -> Iterator[None]:
-        """Run a chunk's write (``ids``: its tasks); its DurabilityError is kept."""
-        try:
-            yield
-        except DurabilityError as exc:
-            self.error = self.error or exc
-            self.ids += exc.task_ids if len(exc.task_ids) > 1 else ids
-
-    def raise_any(self) -> None:
-        if self.error is not None:
-            raise DurabilityError(str(self.error), task_id=self.ids[0],
-                                  confirmed=self.error.confirmed,
-                                  task_ids=self.ids) from self.error
+def name_batch(error: DurabilityError, count: int) -> DurabilityError:
+    """``error`` told about the send of an ``app.batch()`` block of ``count`` tasks, every
+    call made: which tasks were written unconfirmed (its ``task_ids``), and that the
+    block's handles stand, since sending the block again would run them twice."""
+    ids = error.task_ids
+    first = f", the first {ids[0]!r}" if ids else ""
+    return DurabilityError(
+        f"app.batch() block of {count} task(s): every call was sent and {len(ids)} task(s) "
+        f"(their ids are the error's task_ids{first}) were written to Redis, but the "
+        f"write was not confirmed: {error}. They run, yet may not survive a failover: "
+        f"sending the block again would run them twice; check each with its handle's "
+        f"status() (the block's handles stay valid) or app.handle(id).status(), or send "
+        f"one again with its task_id=, which never enqueues it twice",
+        task_id=ids[0] if ids else None, confirmed=error.confirmed, task_ids=ids)
 
 
 def name_workflow(error: DurabilityError, kind: str, handle_id: str) -> DurabilityError:

@@ -22,7 +22,7 @@ from ..printable import own_logger
 from .cluster import run_on_primary
 from .connections import Connections, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
-                         needs_confirmation, read_confirmation)
+                         keep_unconfirmed, needs_confirmation, read_confirmation)
 from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .pools import ResultWaits
@@ -137,10 +137,13 @@ class Transport:
         # without a durability asked or set, nothing is confirmed: not even looked up
         policy = None if durability is None and self.durability.mode is None else \
             self._confirming([call[0] for call in calls], durability)
-        if self.connections.pool is None:
-            return [self.run(name, list(static_keys) + list(tail[:dynamic]), tail[dynamic:],
-                             what, policy or Durability())
-                    for name, _, static_keys, tail, dynamic in calls]
+        if self.connections.pool is None:  # Redis Cluster: a call at a time, each confirmed
+            with keep_unconfirmed() as kept:  # one unconfirmed: the others are made too
+                replies = [self.run(name, list(static_keys) + list(tail[:dynamic]),
+                                    tail[dynamic:], what, policy or Durability())
+                           for name, _, static_keys, tail, dynamic in calls]
+            kept.raise_any()  # as one write's WAIT: after every call
+            return replies
         scripts: List[PackedScript] = []
         commands: List[bytes] = []
         for name, slot, static_keys, tail, dynamic in calls:

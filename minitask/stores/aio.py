@@ -23,9 +23,9 @@ from redis.asyncio.cluster import PipelineCommand
 from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, MovedError,
                               RedisClusterException)
 
-from ..broker.durability import (WAITAOF_PROBE, Durability, Shortfall, check_socket_timeout,
-                                 cut_short, fsync_refused, has_waitaof, takes_command_name,
-                                 waitaof_in)
+from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout,
+                                 cut_short, fsync_refused, has_waitaof, keep_unconfirmed,
+                                 takes_command_name, waitaof_in)
 from ..broker.packing import ScriptCall
 from ..broker.pools import WaitingPool
 from ..broker.transport import text
@@ -323,16 +323,17 @@ class AsyncBroker:
                            specs: Mapping[str, str], now_ms: int,
                            durability: Optional[Durability] = None) -> int:
         """``FlowStore.send``, awaited: flow-controlled calls (limits.py), by queue."""
-        added, chunk, shortfall = 0, self.broker.flow.CHUNK, Shortfall()
-        for queue, entries in by_queue.items():
-            for start in range(0, len(entries), chunk):
-                call = self.broker.flow.enqueue_call(queue, entries[start:start + chunk], specs,
-                                                     now_ms)
-                with shortfall.kept([entry[0] for entry in entries[start:start + chunk]]):
-                    added += int(await self._run_as(call, f"enqueue into queue {queue!r}",
-                                                    durability))
-            await self._register(queue)  # unconfirmed too: findable by id
-        shortfall.raise_any()
+        added, chunk = 0, self.broker.flow.CHUNK
+        with keep_unconfirmed() as kept:  # (this asyncio task's block alone)
+            for queue, entries in by_queue.items():
+                for start in range(0, len(entries), chunk):
+                    part = entries[start:start + chunk]
+                    call = self.broker.flow.enqueue_call(queue, part, specs, now_ms)
+                    with kept.writing([entry[0] for entry in part]):
+                        added += int(await self._run_as(call, f"enqueue into queue {queue!r}",
+                                                        durability))
+                await self._register(queue)  # unconfirmed too: findable by id
+        kept.raise_any()
         return added
 
     # -- following -------------------------------------------------------------------

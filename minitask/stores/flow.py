@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
-from ..broker.durability import Durability, Shortfall
+from ..broker.durability import Durability, keep_unconfirmed
 from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
@@ -70,17 +70,18 @@ class FlowStore(Store):
         ``durability`` (default: the app's) says how replicas confirm each write: a
         chunk written but not confirmed does not stop the others; then one
         DurabilityError names every task of such chunks (``task_ids``)."""
-        added, shortfall = 0, Shortfall()
-        for queue, entries in by_queue.items():
-            for start in range(0, len(entries), self.CHUNK):
-                chunk = entries[start:start + self.CHUNK]
-                # written, unconfirmed: the send goes on, and says every such id at the end
-                with shortfall.kept([entry[0] for entry in chunk]):
-                    added += int(self.transport.run_calls(
-                        [self.enqueue_call(queue, chunk, specs, now_ms)],
-                        f"enqueue into queue {queue!r}", durability)[-1])
-            self.queues.register_queues([queue])  # unconfirmed too: findable by id
-        shortfall.raise_any()
+        added = 0
+        with keep_unconfirmed() as kept:
+            for queue, entries in by_queue.items():
+                for start in range(0, len(entries), self.CHUNK):
+                    chunk = entries[start:start + self.CHUNK]
+                    # written, unconfirmed: the send goes on, says every such id at the end
+                    with kept.writing([entry[0] for entry in chunk]):
+                        added += int(self.transport.run_calls(
+                            [self.enqueue_call(queue, chunk, specs, now_ms)],
+                            f"enqueue into queue {queue!r}", durability)[-1])
+                self.queues.register_queues([queue])  # unconfirmed too: findable by id
+        kept.raise_any()
         return added
 
     def send_together(self, by_queue: Mapping[str, List[Entry]], specs: Mapping[str, str],

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-from ..broker.durability import Durability
+from ..broker.durability import Durability, keep_unconfirmed
 from ..broker.keys import PRIORITIES
 from ..broker.packing import ScriptCall, bulk, command
 from ..broker.transport import Transport, text
@@ -131,7 +131,9 @@ class QueueStore(Store):
 
         Not all or nothing across queues (Redis Cluster keeps each queue in a slot of
         its own): a refused call does not stop the others, and the BrokerError says
-        which queues' calls (tasks and ids) were enqueued and which were not."""
+        which queues' calls (tasks and ids) were enqueued and which were not. A write
+        replicas did not confirm in time stops none: DurabilityError, after them all,
+        names every task written unconfirmed (``task_ids``)."""
         make = call or self.enqueue_call
         parts = [(queue, entries[start:start + chunk])
                  for queue, entries in by_queue.items()
@@ -142,28 +144,26 @@ class QueueStore(Store):
         # which queues: said below, per call (an outage leaves each unknown, a refusal
         # names its own queue and those written beside it)
         what = f"enqueue an app.batch() block into {len(by_queue)} queue(s)"
-        try:
+        added: List[Any] = [0] * len(calls)  # (a WAIT cut short: each made, no count read)
+        with keep_unconfirmed() as kept:  # unconfirmed: every call made, then one error
             if self.transport.connections.pool is not None:  # one write, refusals in place
-                added = self.transport.run_calls(calls, what, keep_refused=True)
+                with kept.writing([entry[0] for _, entries in parts for entry in entries]):
+                    added = self.transport.run_calls(calls, what, keep_refused=True)
             else:  # Redis Cluster: a call at a time, to say where one stopped
-                added = []
-                for index, one in enumerate(calls):
+                for index, (one, (_, entries)) in enumerate(zip(calls, parts)):
                     try:
-                        added += self.transport.run_calls([one], what)
-                    except DurabilityError:
-                        raise
+                        with kept.writing([entry[0] for entry in entries]):
+                            added[index] = self.transport.run_calls([one], what)[0]
                     except BrokerError as exc:
-                        added += [exc] + [None] * (len(calls) - index - 1)
+                        added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
-        except DurabilityError:
-            self.register_queues(by_queue)  # written, unconfirmed: findable by id all the same
-            raise
         self.register_queues({queue for (queue, _), reply in zip(parts, added)
                               if not isinstance(reply, Exception)})
         refused = [reply for reply in added if isinstance(reply, BrokerError)]
         if refused:
             raise BrokerError(_partly(what, self.transport.description, parts, added),
                               reason=refused[0].reason)
+        kept.raise_any()  # written, each of them: ``task_ids`` names them
         return sum(int(count) for count in added)
 
     def push(self, queue: str, entry: Tuple[str, bytes, int, int]) -> bool:

@@ -374,27 +374,30 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
     cut the wait short, replies and all. A refusal whose ``reason`` is one
     of ``final`` is raised: writing it again would not help."""
     backoff: Optional[Backoff] = None  # made at the first failure: most writes have none
-    while True:
-        try:
-            with keep_unconfirmed() as unsure:
+    with keep_unconfirmed() as unsure:  # over every attempt: a retry keeps what one kept
+        while True:
+            try:
                 result = step()
-        except DurabilityError as exc:  # cut short: no reply to act on
-            unconfirmed(what, exc)
-            return UNCONFIRMED
-        except BrokerError as exc:
-            if exc.reason in final:
-                if backoff is not None:
-                    backoff.gave_up()
-                raise
-            if backoff is None:
-                backoff = Backoff(what)
-            time.sleep(backoff.failed(exc))
-            continue
-        if backoff is not None:
-            backoff.succeeded()
-        if unsure:
-            unconfirmed(what, unsure[0])
-        return result
+            except DurabilityError as exc:  # cut short: no reply to act on
+                unconfirmed(what, unsure[0] if unsure else exc)
+                return UNCONFIRMED
+            except BrokerError as exc:
+                if exc.reason in final:
+                    if backoff is not None:
+                        backoff.gave_up()
+                    if unsure:  # an earlier attempt's write stands, unconfirmed
+                        unconfirmed(what, unsure[0])
+                    raise
+                if backoff is None:
+                    backoff = Backoff(what)
+                time.sleep(backoff.failed(exc))
+                continue
+            break
+    if backoff is not None:
+        backoff.succeeded()
+    if unsure:
+        unconfirmed(what, unsure[0])
+    return result
 
 
 def unconfirmed_at_start(*steps: Callable[[], Any]) -> None:
