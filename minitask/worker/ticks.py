@@ -19,7 +19,7 @@ schedules every ``REFRESH_MS``.
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..broker.durability import keep_unconfirmed
 from ..broker.packing import ScriptCall
@@ -75,6 +75,8 @@ class TickSource:
         self._queued = False     # the last look fired a run into a queue
         #: entries whose armed tick is no tick minitask wrote: re-armed at the next look
         self._rearm: List[Tuple[Tuple[str, str], Armed]] = []
+        #: (name, its queues) of schedules held by several of this worker's queues, said
+        self._doubled: Set[Tuple[str, Tuple[str, ...]]] = set()
 
     def _now(self) -> int:
         """Now by Redis's clock as far as this worker knows it (ticks are shared): the
@@ -254,6 +256,7 @@ class TickSource:
                     self._rearm.append(((queue, entry.name), entry))
         for queue in self._queues.queues:
             self._say_unreadable(queue, *unreadable.get(queue, (0, [])))
+        self._say_doubled()
         self._stale = mended  # a record written again: read at once, then fired
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
@@ -310,6 +313,25 @@ class TickSource:
                        "did not write; they are not fired from here): %r (%s)%s%s",
                        f"{count:,}", printable(queue), printable(first.name),
                        cut_text(printable(first.problem or "unknown"), 500), others, more)
+
+    def _say_doubled(self) -> None:
+        """A WARNING, once, for a schedule name that several of this worker's queues hold:
+        each fires it, so it runs once per queue at each tick. ``add_schedule`` moving a
+        schedule saves it in its new queue, then removes it from the old: a producer
+        killed in between leaves it in both, until an add_schedule or remove_schedule of
+        that name (each writes every queue of the app) repairs it."""
+        queues: Dict[str, List[str]] = {}
+        for queue, name in self._entries:
+            queues.setdefault(name, []).append(queue)
+        for name, held in queues.items():
+            said = (name, tuple(sorted(held)))
+            if len(held) > 1 and said not in self._doubled:
+                self._doubled.add(said)
+                logger.warning("schedule %r is held by queues %s: it runs once in each at "
+                               "every tick (an add_schedule moving it was stopped between "
+                               "its save and its removal?); add_schedule it again with the "
+                               "queue meant, or remove_schedule it, to keep one",
+                               printable(name), ", ".join(repr(printable(q)) for q in said[1]))
 
     def _repair(self, now_ms: int) -> None:
         """Re-arm the schedules whose armed tick is no tick minitask wrote (inf,

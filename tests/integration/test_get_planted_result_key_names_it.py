@@ -46,6 +46,7 @@ def test_get_and_aget_name_the_planted_result_key_the_task_and_the_problem(
     key = KEYS.result(handle.id)
     client.set(key, "planted")
     assert handle.status() == "queued"
+
     async def awaited() -> None:
         try:
             await handle.aget(timeout=DEADLINE)
