@@ -15,3 +15,14 @@ def add(x: int, y: int) -> int:
 @app.task(name="quiet_add", ignore_result=True)
 def quiet_add(x: int, y: int) -> int:
     return x + y
+
+
+@app.task(name="limited_add", max_running=5)
+def limited_add(x: int, y: int) -> int:
+    """A step with a flow spec: sent by spawn_flow.lua."""
+    return x + y
+
+
+@app.task(name="total")
+def total(values: list) -> int:  # type: ignore[type-arg]
+    return sum(values)

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from minitask import Minitask, TaskFailed, chain
+from minitask import Minitask, TaskFailed, chain, chord
 from minitask.broker.keys import queue_keys
 from minitask.stores.workflow_reads import frame_of
 from minitask.wire.message import wall_ms
@@ -36,8 +36,10 @@ def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
 def producer(server: RedisServer) -> Iterator[Minitask]:
     import tests.apps.lost_steps as lost
     app = Minitask("lost", broker=server.client())
-    for task in lost.app.tasks.values():
-        app.task(name=task.name, ignore_result=task.options.ignore_result)(task.func)
+    app.task(name="add")(lost.add.func)
+    app.task(name="total")(lost.total.func)
+    app.task(name="quiet_add", ignore_result=True)(lost.quiet_add.func)
+    app.task(name="limited_add", max_running=5)(lost.limited_add.func)
     yield app
     app.close()
 
@@ -98,6 +100,32 @@ def test_the_forged_step_last_in_its_chain_ends_cancelled_naming_it(
     with pytest.raises(TaskFailed, match=marker):
         handle.get(timeout=DEADLINE)
     assert handle.status() == "cancelled"
+    _stop(worker, log)
+
+
+@pytest.mark.parametrize("kind", ["flow spec", "chord member"])
+def test_a_forged_marker_on_a_limited_step_or_a_chord_member_ends_it_too(
+        kind: str, processes: Processes, server: RedisServer, producer: Minitask,
+        tmp_path: Path) -> None:
+    """The same through spawn_flow.lua (a step with limits) and spawn_group.lua (a chord
+    sent by the step before it): the chord's body ends cancelled, its group failed."""
+    client = server.client()
+    add, limited, total = (producer.tasks[name] for name in ("add", "limited_add", "total"))
+    if kind == "flow spec":
+        handle = chain(add.si(1, 1), limited.s(2).set(task_id="lost-f"), add.s(3)).delay()
+        lost = "lost-f"
+    else:
+        handle = chain(add.si(1, 1), chord([add.s(1).set(task_id="lost-m"), add.s(2)],
+                                           total.s())).delay()
+        lost = "lost-m"
+    marker = _forge(client, lost)
+    log = tmp_path / "worker.log"
+    worker = _worker(processes, server, log)
+    with pytest.raises(TaskFailed) as ended:
+        handle.get(timeout=DEADLINE)
+    assert marker in str(ended.value) and ended.value.task_id == lost, str(ended.value)
+    assert producer.handle(lost).status() == "cancelled"
+    assert client.hexists(KEYS.messages, lost) == 0
     _stop(worker, log)
 
 
