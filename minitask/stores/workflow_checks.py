@@ -169,7 +169,8 @@ def lost_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]],
                 argv += (task_id, outcome, ttl)
             calls.append(("lost_steps", queue, (k.messages,), tail + argv, len(tail)))
     replies = transport.run_calls(calls, f"look for {len(why)} workflow step(s) not sent")
-    return {text(task_id): why[text(task_id)] for reply in replies for task_id in reply}
+    found = [text(task_id) for reply in replies for task_id in reply]
+    return {task_id: why[task_id] for task_id in found if task_id in why}
 
 
 __all__: List[Any] = ["lost_steps", "send_steps", "spawn_call"]

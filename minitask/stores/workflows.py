@@ -380,7 +380,7 @@ class WorkflowStore(WorkflowReads):
         for task_id, why in lost.items():
             node, follow = writes.follows[task_id]
             logger.error("workflow step %s (%s): %s; it and what follows it end cancelled",
-                         task_id, printable(node["task"]), why)
+                         printable(task_id), printable(node["task"]), printable(why))
             self._fail_from(follow, Failure(task_id, node["task"], "Cancelled", why, ""),
                             now_ms, max_bytes, writes.wid, path)
 

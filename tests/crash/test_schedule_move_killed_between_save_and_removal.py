@@ -88,7 +88,9 @@ def test_a_move_killed_between_save_and_removal_runs_in_both_until_repaired(
         # one tick runs twice: once from each queue, under the same id
         wait_until(lambda: any(len(queues) == 2 for queues in _runs(client).values()),
                    timeout=DEADLINE, message="a tick run in both queues")
-        wait_until(lambda: "is held by queues 'new', 'old'" in log.read_text(),
+        warned = "several queues runs once in each at every tick"
+        wait_until(lambda: warned in log.read_text() and "'moving' in queues 'new', 'old'; "
+                   in log.read_text(),
                    timeout=DEADLINE, message="the worker's warning")
 
         producer.add_schedule("moving", "tick", every=1.0, queue="new")  # the repair
