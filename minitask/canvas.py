@@ -34,6 +34,9 @@ class TaskOptionsView(Protocol):
     @property
     def result_ttl(self) -> float: ...
 
+    @property
+    def ignore_result(self) -> bool: ...
+
 
 class SignedTask(Protocol):
     """What a signature needs of its task (``minitask.Task`` is one)."""
@@ -471,6 +474,8 @@ class _Compiler:
                 "args": list(args), "kwargs": keywords, "q": options["queue"],
                 "p": options["priority"], "delay": options["delay_ms"],
                 "eta": options["eta_ms"], "imm": sig.immutable, "ttl": ttl, "err": errs}
+        if task.options.ignore_result:  # keeps no result: one that ran leaves nothing
+            node["ir"] = True
         if flow is not None:  # absent from a step with neither: its plan is as it was
             node["fl"] = flow
             if from_result:

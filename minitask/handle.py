@@ -390,6 +390,7 @@ class TaskHandle(Generic[R]):
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
                 (NaN or -1, say).
+            DecodeError: as ``get()``'s.
         """
         check_timeout(timeout, f"aget() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout

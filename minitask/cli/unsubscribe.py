@@ -13,7 +13,10 @@ def register(commands: Any) -> None:
         "unsubscribe", help="remove a subscriber of a queue's broadcast calls",
         description="Remove a subscriber (a worker name) gone for good: broadcast calls "
         "stop waiting for it, and those only it had not pulled are deleted. A worker of "
-        "that name still running subscribes again at its next look.")
+        "that name still running subscribes again at its next look (within about 5 s "
+        "when idle), from the next call sent: a call sent in between is not run by that "
+        "name, and reaches nobody if it was the queue's only subscriber. Stop the "
+        "name's workers first (minitask shutdown), or accept the gap.")
     add_app_options(parser, level="WARNING")
     parser.add_argument("queue", help="the queue of the broadcast tasks")
     parser.add_argument("name", help="the subscriber, as minitask status lists it")

@@ -35,6 +35,7 @@ from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .foreign import ignored, removed_members
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
+from .results import unwaitable
 from .scripts import source
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
@@ -425,11 +426,25 @@ class AsyncBroker:
         return unread
 
     async def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
-        """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5)."""
+        """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5);
+        DecodeError, as the blocking twin's, when its result key holds another type."""
         key = self.broker.results.keys(queue).result(task_id)
         seconds = min(max(timeout, 0.002), block_cap(self.client))
         with self.errors(f"wait for the result of {task_id}"):
-            found = await self._waits.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
+            try:
+                found = await self._waits.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
+            except redis.ResponseError as exc:  # a key of another type: said as get() says it
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                held = await self.client.type(key)
+                ask = (self.broker.results.keys(queue).messages, task_id,
+                       self.broker.results.bounds.message)
+                try:
+                    body = message_from(ask, fields_of([ask], await self.run(
+                        fields_call([ask]), f"read message {task_id}"))[0])
+                except DecodeError:
+                    body = None
+                raise unwaitable(key, task_id, body, held) from None
         return found if isinstance(found, bytes) else None
 
     async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:

@@ -15,7 +15,7 @@ from ..printable import printable
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, decode_outcome, encode_message, encode_outcome
 from .bounds import message_of, too_large
-from .foreign import raise_refusals
+from .foreign import foreign, raise_refusals
 from .recent import pack_entry
 from .store import Store
 
@@ -71,6 +71,23 @@ def status_of(state: str, outcome: Optional[bytes], unreadable: str = "failed") 
     if state == "finished":
         return result_status(outcome) or unreadable
     return unreadable if state == "unreadable" else _STATE_TO_STATUS[state]
+
+
+def unwaitable(key: str, task_id: str, body: Optional[bytes], held: Any) -> DecodeError:
+    """Why ``get()`` cannot wait for a pending task: its result key ``key`` holds another
+    type (``held``, TYPE's reply) than the list minitask keeps there. Names the task by
+    its message ``body`` (None: unread) and id, the key, and what to do."""
+    task = f"{printable(task_id)!r}"
+    try:
+        task = f"{printable(decode_message(body).task)!r} (id {task})" if body else task
+    except DecodeError:
+        pass  # a message minitask did not write either: the id alone
+    return DecodeError(
+        f"cannot wait for the result of task {task}: key "
+        f"{printable(key)} holds a {printable(text(held))}, not the list minitask keeps a "
+        f"result in (data minitask did not write); the task is still pending, and its "
+        f"outcome replaces the key whole when it ends: delete the key to wait for it, or "
+        f"follow it with status()")
 
 
 def unreadable_why(state: str, why: Optional[bytes]) -> Optional[str]:
@@ -410,10 +427,27 @@ class ResultStore(Store):
         return text(state), outcome if isinstance(outcome, bytes) else None
 
     def wait_result(self, queue: str, task_id: str, timeout: float) -> Optional[bytes]:
-        """Block until the task's outcome exists (at most ``timeout`` seconds, capped)."""
+        """Block until the task's outcome exists (at most ``timeout`` seconds, capped).
+
+        Raises:
+            DecodeError: its result key holds another type (``unwaitable``).
+            BrokerError: Redis failed.
+        """
         key = self.keys(queue).result(task_id)
         seconds = min(max(timeout, 0.002), block_cap(self.transport.client))
-        return self.transport.wait_result(key, seconds, f"wait for the result of {task_id}")
+        try:
+            return self.transport.wait_result(key, seconds, f"wait for the result of {task_id}")
+        except BrokerError as exc:
+            if not foreign(exc):
+                raise
+        with self.transport.errors(f"read task {task_id}, whose result key is not minitask's"):
+            held = self.transport.client.type(key)
+        try:
+            body = message_of(self.transport, self.keys(queue).messages, task_id,
+                              self.bounds.message)
+        except DecodeError:  # too large to be minitask's: no name read from it
+            body = None
+        raise unwaitable(key, task_id, body, held) from None
 
     def find_queue(self, task_id: str, queues: Sequence[str]) -> Optional[str]:
         """The first queue among ``queues`` that knows ``task_id``, if any: the first

@@ -18,6 +18,9 @@ each queue is its own slot). So:
 
 ``spawn_call`` makes each spawn call (its layout is known here alone: ``with_groups``
 adds to it). Someone planting a key between the check and the sending is not covered.
+
+A step whose marker was there is not sent (it was, or it was cancelled): when a call
+sends fewer steps than it was given, ``lost_steps`` looks for those found nowhere.
 """
 from __future__ import annotations
 
@@ -25,10 +28,12 @@ import contextlib
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
-from ..broker.transport import Transport
+from ..broker.transport import Transport, text
 from ..broker.keys import QueueKeys
 from ..errors import BrokerError
 from ..printable import own_logger
+from ..wire.message import Outcome
+from ..wire.serializer import encode_outcome
 from .foreign import foreign
 from .queue import BATCH_LIMIT, WAKE_CAP
 
@@ -103,10 +108,11 @@ def with_groups(calls: Sequence[ScriptCall]) -> List[ScriptCall]:
 
 
 def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], now_ms: int,
-               calls: Sequence[ScriptCall], register: Callable[[Iterable[str]], None]) -> None:
+               calls: Sequence[ScriptCall], register: Callable[[Iterable[str]], None]) -> int:
     """Run a workflow's ``calls`` (``with_groups``), checked first (``spawn_check``)
     when they are more than one (not atomic together), then ``register`` the queues of
-    ``steps``: a call refused wrote nothing, nor does the registry.
+    ``steps``: a call refused wrote nothing, nor does the registry. Returns how many
+    steps the calls sent: fewer than ``steps`` when a step's marker was there.
 
     Raises:
         BrokerError: Redis failed, or refused a key of another type, naming it; then
@@ -118,7 +124,7 @@ def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], no
         transport.run_calls(check_calls(keys, steps, now_ms),
                             f"check the queues of {what} before sending them")
     try:
-        transport.run_calls(calls, f"send {what}")
+        replies = transport.run_calls(calls, f"send {what}")
     except BrokerError as exc:
         if not foreign(exc):
             # written perhaps (unconfirmed, or the reply lost on the way): findable by id
@@ -127,6 +133,44 @@ def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], no
                 register(steps)
         raise
     register(steps)
+    return sum(reply for call, reply in zip(calls, replies)
+               if call[0] != "group_create" and isinstance(reply, int))
 
 
-__all__: List[Any] = ["send_steps", "spawn_call"]
+def lost_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]],
+               keeps_none: Callable[[str], bool], now_ms: int, chunk: int) -> Dict[str, str]:
+    """Of ``steps``, those whose marker says "sent" while their queue holds neither
+    their message nor their result (``lost_steps.lua``): a marker minitask did not
+    write, or a step purged or whose result was forgotten. Each gets a cancelled outcome
+    naming its marker, unless ``keeps_none`` of its id (ignore_result: one that ran
+    leaves nothing, and says nothing); nothing is sent again. Returns, by id, why, for
+    the caller to cancel what follows each (it would wait for ever). ``chunk``: steps a
+    call at most.
+
+    Raises:
+        BrokerError: Redis failed.
+    """
+    calls: List[ScriptCall] = []
+    why: Dict[str, str] = {}
+    for queue, queued in steps.items():
+        k: QueueKeys = keys(queue)
+        for start in range(0, len(queued), chunk):
+            tail: List[Any] = []
+            argv: List[Any] = []
+            for task_id, _, _, _, ttl, _ in queued[start:start + chunk]:
+                why[task_id] = (f"its step marker {k.once(task_id)} says it was sent, but "
+                                f"queue {queue!r} holds neither its message nor its result: "
+                                f"a marker minitask did not write (or the step was purged, "
+                                f"or its result forgotten); it is not sent again")
+                outcome = b"" if keeps_none(task_id) else encode_outcome(Outcome(
+                    "cancelled", now_ms, exc_type="Cancelled", message=f"not run: "
+                    f"{why[task_id]}", reason="its step marker says sent, yet it is nowhere"))
+                tail += (k.once(task_id), k.result(task_id))
+                argv += (task_id, outcome, ttl)
+            calls.append(("lost_steps", queue, (k.messages,), tail + argv, len(tail)))
+    replies = transport.run_calls(calls, f"look for {len(why)} workflow step(s) not sent")
+    found = [text(task_id) for reply in replies for task_id in reply]
+    return {task_id: why[task_id] for task_id in found if task_id in why}
+
+
+__all__: List[Any] = ["lost_steps", "send_steps", "spawn_call"]

@@ -17,7 +17,8 @@ expires), runs again, and redoes every step; what was done already is a no-op.
 
 * A step is sent by ``spawn.lua`` only if its *marker* (``once:<id>``, in its
   queue's slot, expiring with its result) does not exist yet, so a task that
-  runs twice never sends its successor twice, even after that one finished. A
+  runs twice never sends its successor twice, even after that one finished (one
+  found nowhere, its marker not minitask's, ends cancelled: ``_end_lost``). A
   step with a flow spec (its task's limits, its group in a fair queue) is sent
   by ``spawn_flow.lua``, which adds the spec and joins the group in that step.
 * A group's member counts once (``HSETNX`` on its index, not ``INCR``); a group
@@ -46,7 +47,7 @@ from ..wire.serializer import (check_arguments, encode_message, encode_outcome, 
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .foreign import foreign
 from .queue import QueueStore
-from .workflow_checks import send_steps, spawn_call
+from .workflow_checks import lost_steps, send_steps, spawn_call
 from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
                              joined)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
@@ -85,6 +86,8 @@ class _Writes:
     plan: bytes = b""
     #: The id of the workflow the steps belong to (its frames and markers name it).
     wid: str = ""
+    #: By step id: its node and what follows it (to cancel, were the step found nowhere).
+    follows: Dict[str, Tuple[Node, Continuation]] = field(default_factory=dict)
 
 
 def _carry(carried: Optional[_Writes], wid: str) -> _Writes:
@@ -121,7 +124,7 @@ class WorkflowStore(WorkflowReads):
     """Sends workflow nodes and carries workflows on when their tasks end."""
 
     scripts = ("spawn", "spawn_flow", "cancel_steps", "group_create", "group_join",
-               "hash_fields", "spawn_check", "spawn_group")
+               "hash_fields", "spawn_check", "spawn_group", "lost_steps")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
@@ -367,6 +370,20 @@ class WorkflowStore(WorkflowReads):
         tail += [task["ttl"] for task in tasks]
         return ("cancel_steps", queue, (), tail, 2 * len(tasks))
 
+    def _end_lost(self, writes: _Writes, now_ms: int, max_bytes: int, path: Path) -> None:
+        """Steps not sent whose marker says "sent" while they are nowhere (not minitask's
+        marker, or purged): each ends cancelled, naming its marker, and so does what
+        follows it, instead of waiting for ever; a step that was sent is left alone."""
+        lost = lost_steps(self.transport, self.keys, writes.steps,
+                          lambda task_id: bool(writes.follows[task_id][0].get("ir")), now_ms,
+                          SPAWN_CHUNK)
+        for task_id, why in lost.items():
+            node, follow = writes.follows[task_id]
+            logger.error("workflow step %s (%s): %s; it and what follows it end cancelled",
+                         printable(task_id), printable(node["task"]), printable(why))
+            self._fail_from(follow, Failure(task_id, node["task"], "Cancelled", why, ""),
+                            now_ms, max_bytes, writes.wid, path)
+
     # -- groups ------------------------------------------------------------------------
 
     def _join(self, join: Dict[str, Any], how: str, payload: bytes,
@@ -451,6 +468,7 @@ class WorkflowStore(WorkflowReads):
         writes.steps.setdefault(message.queue, []).append(
             (message.id, body, message.priority, message.eta_ms or 0, node["ttl"],
              _step_flow(node, value)))
+        writes.follows[message.id] = (node, follow)
 
     def _write(self, writes: _Writes, now_ms: int, max_bytes: int, path: Path) -> None:
         """Groups, then steps (checked first: workflow_checks), then what follows empties."""
@@ -471,8 +489,8 @@ class WorkflowStore(WorkflowReads):
                 calls.append(spawn_call(k, queue, steps[start:start + SPAWN_CHUNK], record,
                                         writes.plan if record is not None else b"",
                                         writes.wid, now_ms))
-        if calls:  # checked first, groups with their steps (workflow_checks)
-            send_steps(self.transport, self.keys, writes.steps, now_ms, calls,
-                       self._queues.register_queues)
+        if calls and send_steps(self.transport, self.keys, writes.steps, now_ms, calls,
+                                self._queues.register_queues) < len(writes.follows):
+            self._end_lost(writes, now_ms, max_bytes, path)  # a step's marker was there
         for waiting in writes.empty:
             self._resume(waiting, [], now_ms, max_bytes, path, writes.wid, writes)

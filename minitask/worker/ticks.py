@@ -19,7 +19,7 @@ schedules every ``REFRESH_MS``.
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from ..broker.durability import keep_unconfirmed
 from ..broker.packing import ScriptCall
@@ -75,6 +75,9 @@ class TickSource:
         self._queued = False     # the last look fired a run into a queue
         #: entries whose armed tick is no tick minitask wrote: re-armed at the next look
         self._rearm: List[Tuple[Tuple[str, str], Armed]] = []
+        #: (name, its queues) of the schedules several of this worker's queues held at the
+        #: last read, each said once (as many as there are, not every one ever seen)
+        self._doubled: Set[Tuple[str, Tuple[str, ...]]] = set()
 
     def _now(self) -> int:
         """Now by Redis's clock as far as this worker knows it (ticks are shared): the
@@ -254,6 +257,7 @@ class TickSource:
                     self._rearm.append(((queue, entry.name), entry))
         for queue in self._queues.queues:
             self._say_unreadable(queue, *unreadable.get(queue, (0, [])))
+        self._say_doubled()
         self._stale = mended  # a record written again: read at once, then fired
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
@@ -310,6 +314,31 @@ class TickSource:
                        "did not write; they are not fired from here): %r (%s)%s%s",
                        f"{count:,}", printable(queue), printable(first.name),
                        cut_text(printable(first.problem or "unknown"), 500), others, more)
+
+    def _say_doubled(self) -> None:
+        """One WARNING for the schedule names several of this worker's queues hold, each
+        said once (the first few named, the rest counted): each queue fires it, so it
+        runs once in each at every tick. ``add_schedule`` moving a schedule saves it in
+        its new queue, then removes it from the old: a producer killed in between leaves
+        it in both, until an add_schedule or remove_schedule of the name (each writes
+        every queue of the app) repairs it."""
+        queues: Dict[str, List[str]] = {}
+        for queue, name in self._entries:
+            queues.setdefault(name, []).append(queue)
+        doubled = {(name, tuple(sorted(held))) for name, held in queues.items()
+                   if len(held) > 1}
+        said, self._doubled = self._doubled, doubled
+        new = sorted(doubled - said)
+        if not new:
+            return
+        shown = "; ".join(f"{printable(name)!r} in queues "
+                          f"{', '.join(repr(printable(q)) for q in held)}"
+                          for name, held in new[:UNREADABLE_SHOWN])
+        more = f" (and {len(new) - UNREADABLE_SHOWN:,} more)" if len(new) > UNREADABLE_SHOWN else ""
+        logger.warning("a schedule held by several queues runs once in each at every tick (an "
+                       "add_schedule moving it was stopped between its save and its "
+                       "removal?): %s%s; add_schedule it again with the queue meant, or "
+                       "remove_schedule it, to keep one", shown, more)
 
     def _repair(self, now_ms: int) -> None:
         """Re-arm the schedules whose armed tick is no tick minitask wrote (inf,

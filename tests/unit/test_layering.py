@@ -296,7 +296,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.pools",
                              "broker.transport", "broker.waits", "errors", "stores.bounds",
                              "stores.broker", "stores.foreign", "stores.names",
-                             "stores.scripts"}),
+                             "stores.results", "stores.scripts"}),
     "stores.broadcast": frozenset({"broker.durability", "broker.keys", "broker.packing",
                                    "broker.transport", "errors", "printable", "stores.bounds",
                                    "stores.broadcast_reads", "stores.foreign",
@@ -364,7 +364,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # a workflow's spawn calls, made, checked before any runs, and sent
     "stores.workflow_checks": frozenset({"broker.keys", "broker.packing", "broker.transport",
                                          "errors", "printable", "stores.foreign",
-                                         "stores.queue"}),
+                                         "stores.queue", "wire.message", "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset({"broker.wake_tokens"}),

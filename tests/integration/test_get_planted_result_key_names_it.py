@@ -1,0 +1,77 @@
+"""``get()`` on a queued task whose result key holds a string (data minitask did not
+write) raised a BrokerError naming a key pattern (``minitask:{app:queue}:*``), and
+``aget()`` one saying "check that the server is running": both now name the key, the
+task (name and id) and the problem, and say what to do. What they say is true: a real
+worker's outcome replaces the key whole, and the wait then returns the value."""
+from __future__ import annotations
+
+import asyncio
+import signal
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from minitask import DecodeError, Minitask
+from minitask.broker.keys import queue_keys
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+
+pytestmark = pytest.mark.integration
+
+DEADLINE = 60.0
+KEYS = queue_keys("lost", "default")
+
+
+@pytest.fixture
+def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
+    return start_redis()
+
+
+@pytest.fixture
+def producer(server: RedisServer) -> Iterator[Minitask]:
+    import tests.apps.lost_steps as lost
+    app = Minitask("lost", broker=server.client())
+    app.task(name="add")(lost.add.func)
+    yield app
+    app.close()
+
+
+def test_get_and_aget_name_the_planted_result_key_the_task_and_the_problem(
+        processes: Processes, server: RedisServer, producer: Minitask,
+        tmp_path: Path) -> None:
+    client = server.client()
+    handle = producer.tasks["add"].delay(2, 3)
+    key = KEYS.result(handle.id)
+    client.set(key, "planted")
+    assert handle.status() == "queued"
+
+    async def awaited() -> None:
+        try:
+            await handle.aget(timeout=DEADLINE)
+        finally:
+            await producer.aclose()
+
+    for wait in (lambda: handle.get(timeout=DEADLINE), lambda: asyncio.run(awaited())):
+        with pytest.raises(DecodeError) as refused:
+            wait()
+        said = str(refused.value)
+        for part in (key, "'add'", handle.id, "holds a string", "did not write",
+                     "delete the key"):
+            assert part in said, said
+        assert "minitask:{app:queue}" not in said and "server is running" not in said
+    assert client.get(key) == b"planted"  # left as it is
+    log = tmp_path / "worker.log"
+    worker = processes.worker("tests.apps.lost_steps", "--pool", "thread",
+                              env={"MINITASK_BROKER_URL": server.url}, log=log)
+    try:
+        # the outcome replaces the key whole, as the error says
+        deadline = time.monotonic() + DEADLINE
+        while client.type(key) == b"string":
+            assert time.monotonic() < deadline, log.read_text(errors="replace")
+            time.sleep(0.05)
+        assert handle.get(timeout=DEADLINE) == 5
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
