@@ -1,5 +1,5 @@
 -- schedule_page: one page of a queue's schedules, for the listings; writes nothing but
--- the removals of entries no minitask wrote (below).
+-- the removals of entries no minitask wrote and of ticks whose record is gone (below).
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
 -- KEYS[4] schedule_names (ZSET, score 0: written with each record, schedule_save.lua)
 -- ARGV[1] 'armed' or 'unarmed'   ARGV[2] entries at most (a page)
