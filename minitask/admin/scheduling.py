@@ -158,6 +158,7 @@ def schedule_page(app: Operated, counts: Dict[str, int], after: Optional[str] = 
         if name > queue:
             queue, place = name, Place()
         nxt: Optional[Place] = place
+        dangling = [0, 0]  # ticks naming no record passed over, of them left (not removed)
         while nxt is not None and len(found) + len(unreadable) < limit and calls < PAGE_CALLS:
             calls += 1
             page = store.page(name, nxt, limit - len(found) - len(unreadable))
@@ -165,20 +166,35 @@ def schedule_page(app: Operated, counts: Dict[str, int], after: Optional[str] = 
             unreadable += [{"key": key, "field": field, "problem": problem}
                            for key, field, problem in page.unreadable]
             fields += page.fields
+            dangling[0] += page.dangling
+            dangling[1] += page.dangling_kept
             nxt = page.next
+        store.said_dangling(name, *dangling)
         if nxt is not None:
             listed = len(found) + len(unreadable)
             return SchedulePage(found, unreadable, fields, _cursor(name, nxt),
-                                "" if listed >= limit else _stopped(name, counts[name], listed))
+                                "" if listed >= limit else
+                                _stopped(name, counts[name], listed, nxt.phase, dangling))
     return SchedulePage(found, unreadable, fields, None)
 
 
-def _stopped(queue: str, records: int, listed: int) -> str:
-    """What a page that ends short of its size though it is not the last says."""
-    return (f"this page stopped early, with {listed} schedule(s): a page makes at most "
-            f"{PAGE_CALLS} reads (past the schedules with a next run, those with none are "
-            f"looked for among all {records:,} records of queue {printable(queue)!r}, a "
-            f"bounded number a read); the next page goes on from where this one stopped")
+def _stopped(queue: str, records: int, listed: int, phase: str, dangling: List[int]) -> str:
+    """What a page that ends short of its size though it is not the last says: why,
+    as it happened (ticks naming no record passed over, or schedules with no next run
+    looked for among every record)."""
+    head = (f"this page stopped early, with {listed} schedule(s): a page makes at most "
+            f"{PAGE_CALLS} reads, a bounded number of entries each")
+    tail = "; the next page goes on from where this one stopped"
+    if phase == "armed":
+        passed, kept = dangling
+        what = (f"; it passed over {passed:,} tick(s) of queue {printable(queue)!r} that name "
+                f"no schedule record (left by a schedule deleted by hand, or planted)")
+        done = (f", and could not remove {kept:,} of them (Redis refused the write: "
+                f"each listing passes over them again)" if kept else
+                ", and removed them" if passed else "")
+        return head + what + done + tail
+    return (head + f" (past the schedules with a next run, those with none are looked for "
+            f"among all {records:,} records of queue {printable(queue)!r})" + tail)
 
 
 def schedule_pages(app: Operated, counts: Dict[str, int],

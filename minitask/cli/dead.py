@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, REQUEUED_UNCONFIRMED,
@@ -170,69 +171,117 @@ def _named(app: Minitask, ids: List[str], queue: Optional[str]) -> List[Tuple[st
     return [(shown, find_dead(app, shown, asked)) for shown in ids]
 
 
+#: Lines the text output of a requeue or purge gives at most to letters it did not
+#: act on and ids no dead letter has: past them, a count by reason (``--json`` lists
+#: each). 300,000 letters whose message was gone printed 300,000 lines.
+SHOWN_MOST = 20
+#: Reasons the text output counts apart at most (the rest counted together).
+REASONS_MOST = 10
+#: Seconds between two progress lines (stderr) of ``requeue --all``.
+PROGRESS_SECONDS = 2.0
+
+
+class Tally:
+    """What a requeue did: requeued, of them unconfirmed by replicas; those not
+    requeued (id as shown, why) and ids no dead letter has. Held whole for ``--json``
+    (its details); else the first SHOWN_MOST and counts: memory and output bounded."""
+
+    def __init__(self, whole: bool) -> None:
+        self.whole = whole
+        self.requeued = self.unconfirmed = self.not_requeued = self.not_found = 0
+        self.skipped: List[Tuple[str, str]] = []
+        self.missing: List[str] = []
+        self.reasons: Dict[str, int] = {}
+
+    def counted(self, answer: str) -> bool:
+        """Whether ``answer`` says the letter was requeued, counted (of them those
+        unconfirmed by replicas: on the primary, so requeued all the same)."""
+        if answer not in (REQUEUED, REQUEUED_UNCONFIRMED):
+            return False
+        self.requeued += 1
+        self.unconfirmed += answer == REQUEUED_UNCONFIRMED
+        return True
+
+    def skip(self, shown: str, why: str) -> None:
+        self.not_requeued += 1
+        if self.whole or len(self.skipped) + len(self.missing) < SHOWN_MOST:
+            self.skipped.append((shown, why))
+        if why in self.reasons or len(self.reasons) < REASONS_MOST:
+            self.reasons[why] = self.reasons.get(why, 0) + 1
+
+    def miss(self, shown: str) -> None:
+        self.not_found += 1
+        if self.whole or len(self.skipped) + len(self.missing) < SHOWN_MOST:
+            self.missing.append(shown)
+
+    def looked(self) -> int:
+        return self.requeued + self.not_requeued + self.not_found
+
+    def say(self) -> None:
+        """Say how many dead letters were requeued (and, once, how many of them
+        replicas did not confirm in time), which were not and why, which ids no dead
+        letter has: each (``--json``), or the first SHOWN_MOST and counts by reason."""
+        if self.whole:
+            emit_json({"requeued": self.requeued, "unconfirmed": self.unconfirmed,
+                       "not_found": self.missing,
+                       "not_requeued": [{"task_id": shown, "reason": why}
+                                        for shown, why in self.skipped]})
+            return
+        note = (f" ({self.unconfirmed} of them unconfirmed by replicas: may not survive a "
+                f"failover)" if self.unconfirmed else "")
+        print(f"requeued {self.requeued} dead letter(s){note}")
+        for shown, why in self.skipped:
+            print(f"dead letter '{printable(shown)}' is not requeued: {why}")
+        for task_id in self.missing:
+            print(f"no dead letter has the id '{printable(task_id)}'")
+        left = self.not_requeued - len(self.skipped)
+        if left:
+            print(f"... and {left:,} more dead letter(s) not requeued (--json lists each); "
+                  f"{self.not_requeued:,} in all:")
+            for why, count in sorted(self.reasons.items(), key=lambda item: -item[1]):
+                print(f"  {count:,}: {why}")
+            other = self.not_requeued - sum(self.reasons.values())
+            if other:
+                print(f"  {other:,}: other reasons")
+        if self.not_found - len(self.missing):
+            print(f"... and {self.not_found - len(self.missing):,} more id(s) no dead letter "
+                  f"has (--json lists each)")
+
+
 def _requeue(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
-    missing: List[str] = []
-    skipped: List[Tuple[str, str]] = []  # (id as shown, why it stays a dead letter)
-    # requeued so far, and of those unconfirmed by replicas: said, with those skipped,
-    # even when Redis fails midway
-    done = [0, 0]
+    # said, with those skipped, even when Redis fails midway
+    tally = Tally(args.json)
     try:
         if args.all:
-            _requeue_every(app, args.queue, skipped, done)
+            _requeue_every(app, args.queue, tally)
         else:
             for shown, found in _named(app, ids, args.queue):
                 answer = NOT_DEAD if found is None else _revived(app, *found)
                 if answer == NOT_DEAD:
-                    missing.append(shown)
-                elif not _counted(answer, done):
-                    skipped.append((shown, answer))
+                    tally.miss(shown)
+                elif not tally.counted(answer):
+                    tally.skip(shown, answer)
     except BrokerError:  # Redis failed (a refusal of one letter is skipped): said below it
-        _said_requeued(done, missing, skipped, args.json)
+        tally.say()
         raise
-    _said_requeued(done, missing, skipped, args.json)
-    return 1 if missing or skipped else 0
+    tally.say()
+    return 1 if tally.not_found or tally.not_requeued else 0
 
 
-def _counted(answer: str, done: List[int]) -> bool:
-    """Whether ``answer`` says the letter was requeued, counted in ``done`` (requeued,
-    of them unconfirmed by replicas: on the primary, so requeued all the same)."""
-    if answer not in (REQUEUED, REQUEUED_UNCONFIRMED):
-        return False
-    done[0] += 1
-    done[1] += answer == REQUEUED_UNCONFIRMED
-    return True
-
-
-def _said_requeued(done: List[int], missing: List[str], skipped: List[Tuple[str, str]],
-                   as_json: bool) -> None:
-    """Say how many dead letters were requeued (and, once, how many of them replicas
-    did not confirm in time), which were not and why, which ids no dead letter has."""
-    requeued, unconfirmed = done
-    if as_json:
-        emit_json({"requeued": requeued, "unconfirmed": unconfirmed, "not_found": missing,
-                   "not_requeued": [{"task_id": shown, "reason": why}
-                                    for shown, why in skipped]})
-    else:
-        note = (f" ({unconfirmed} of them unconfirmed by replicas: may not survive a "
-                f"failover)" if unconfirmed else "")
-        print(f"requeued {requeued} dead letter(s){note}")
-        for shown, why in skipped:
-            print(f"dead letter '{printable(shown)}' is not requeued: {why}")
-        for task_id in missing:
-            print(f"no dead letter has the id '{printable(task_id)}'")
-
-
-def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str, str]],
-                   done: List[int]) -> None:
+def _requeue_every(app: Minitask, queue: Optional[str], tally: Tally) -> None:
     """Requeue every dead letter of ``queue`` (None: of the queues a lookup asks), read
     ``BULK_CHUNK`` ids at a time and one body at a time: memory stays the same with ten
     letters or a million. A letter that cannot be requeued (its id is not UTF-8, its
     message is gone, Redis refused its call: a key of its queue holds another type)
-    stays in the dead set, is added to ``skipped`` with why, and is passed over by the
+    stays in the dead set, is counted in ``tally`` with why, and is passed over by the
     next chunk; one gone meanwhile (requeued or purged by another) is neither. At most
     as many letters as a queue held when it began are taken, so that one dying again
-    at once is not requeued twice. ``done`` counts those requeued (``_counted``)."""
-    for name, held in app.broker.dead.sizes(_asked(app, queue)[0]).items():
+    at once is not requeued twice. ``tally`` counts what it did. Every PROGRESS_SECONDS
+    a line on stderr says how far it is (300,000 letters take minutes)."""
+    sizes = app.broker.dead.sizes(_asked(app, queue)[0])
+    total = sum(sizes.values())
+    said = time.monotonic()
+    for name, held in sizes.items():
         left, taken = 0, 0  # left: letters of the chunks so far still in the dead set
         while taken < held:
             chunk = app.broker.dead.ids(name, min(BULK_CHUNK, held - taken), left)
@@ -241,9 +290,14 @@ def _requeue_every(app: Minitask, queue: Optional[str], skipped: List[Tuple[str,
             for raw in chunk:
                 taken += 1
                 answer = _revived(app, name, raw)
-                if not _counted(answer, done) and answer != NOT_DEAD:
-                    skipped.append((raw.decode("utf-8", "backslashreplace"), answer))
+                if not tally.counted(answer) and answer != NOT_DEAD:
+                    tally.skip(raw.decode("utf-8", "backslashreplace"), answer)
                     left += 1
+            if time.monotonic() - said >= PROGRESS_SECONDS:
+                said = time.monotonic()
+                print(f"dead requeue: {tally.looked():,} of {total:,} dead letter(s) looked "
+                      f"at, {tally.requeued:,} requeued, {tally.not_requeued:,} not",
+                      file=sys.stderr, flush=True)
 
 
 def _revived(app: Minitask, queue: str, raw: bytes) -> str:
@@ -282,8 +336,11 @@ def _purge(app: Minitask, ids: List[str], args: argparse.Namespace) -> int:
         emit_json({"purged": purged, "not_found": missing})
     else:
         print(f"purged {purged} dead letter(s)")
-        for task_id in missing:
+        for task_id in missing[:SHOWN_MOST]:
             print(f"no dead letter has the id '{printable(task_id)}'")
+        if len(missing) > SHOWN_MOST:
+            print(f"... and {len(missing) - SHOWN_MOST:,} more id(s) no dead letter has "
+                  f"(--json lists each)")
     return 1 if missing else 0
 
 

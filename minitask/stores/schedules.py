@@ -86,6 +86,10 @@ class Page:
     unreadable: List[Unreadable]
     fields: int               # records read: the schedules and unreadable ones
     next: Optional[Place]     # None: the queue has no more
+    #: ticks passed over that name no schedule record (removed), and of them those
+    #: Redis refused to remove (a replica): still there, passed over again next time
+    dangling: int = 0
+    dangling_kept: int = 0
 
 
 class ScheduleStore(Store):
@@ -173,8 +177,8 @@ class ScheduleStore(Store):
                 return []
         dangling, *removed = str(text(dangling)).split()
         if int(dangling):
-            ignored(k.ticks, f"{int(dangling):,} tick(s) name no schedule record "
-                             f"(never fired)")
+            ignored(k.ticks, f"{int(dangling):,} tick(s) naming no schedule record "
+                             f"were removed (never fired)")
         for length in removed:  # schedule_armed.lua removed them, read once
             ignored(k.ticks, f"a tick whose name is {int(length):,} bytes, longer than any "
                              f"schedule's ({MAX_NAME_BYTES}), was removed")
@@ -281,17 +285,29 @@ class ScheduleStore(Store):
                 continue
             found.append(with_times(schedule, whole(tick), whole(last)))
         nxt: Optional[Place]
+        dangling = kept = 0
         if place.phase == "armed":
-            # ticks read (removed ones too), and the last one's place, removed or not
-            read, at, last = following
-            nxt = (Place("unarmed", "0") if (whole(read) or 0) < count else
-                   Place("armed", text(at), last))
+            # more or not, and the last tick read's place, removed or not
+            more, at, last, dangling, kept = following
+            dangling, kept = int(dangling), int(kept)
+            nxt = (Place("armed", text(at), last) if text(more) == "1" else
+                   Place("unarmed", "0"))
         elif isinstance(following, list):  # by name: after the last one read
             nxt = Place("unarmed", "n", following[1])
         else:  # an HSCAN cursor (the names could not be used), after the same name
             cursor = text(following)
             nxt = None if cursor == "0" else Place("unarmed", cursor, place.name)
-        return Page(found, unreadable, fields, nxt)
+        return Page(found, unreadable, fields, nxt, dangling, kept)
+
+    def said_dangling(self, queue: str, passed: int, kept: int) -> None:
+        """Say, in one line for a listing's page, the ticks of ``queue`` naming no
+        schedule record its reads passed over (``Page.dangling``), and of them those
+        Redis refused to remove."""
+        if passed:
+            ignored(self.keys(queue).ticks, (
+                f"{passed:,} tick(s) naming no schedule record were passed over and " + (
+                    f"{passed - kept:,} removed ({kept:,} left: Redis refused their removal)"
+                    if kept else "removed")))
 
     # -- firing ------------------------------------------------------------------
 

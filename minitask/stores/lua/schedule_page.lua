@@ -1,5 +1,5 @@
 -- schedule_page: one page of a queue's schedules, for the listings; writes nothing but
--- the removals of entries no minitask wrote (below).
+-- the removals of entries no minitask wrote and of ticks whose record is gone (below).
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] fired (HASH)
 -- KEYS[4] schedule_names (ZSET, score 0: written with each record, schedule_save.lua)
 -- ARGV[1] 'armed' or 'unarmed'   ARGV[2] entries at most (a page)
@@ -29,11 +29,12 @@
 -- ARGV[5] the most bytes of a record sent (longer: its length is sent instead)
 -- Returns {'ok', next, removed, name, tick or false, record or false, last tick or
 -- false, ...}: next is the HSCAN cursor that follows (unarmed; '0': no more), or
--- (armed) {ticks read, the last one's score, its name}: fewer than ARGV[2] read, no
--- more; removed ones count, and the next page starts after the last one read, removed
--- or not (its name cut to NAME_MOST + 1 bytes then: the place of all it begins). A
--- tick of ticks without a record (a name minitask did not write) comes with record
--- false. {'foreign', the error} when schedules holds another type than a hash.
+-- (armed) {'1' more or '0' none, the last tick read's score, its name, ticks read
+-- that name no record, of them those Redis refused to remove}: the next page starts
+-- after the last one read, removed or not (its name cut to NAME_MOST + 1 bytes then:
+-- the place of all it begins). A tick naming no record is never sent: it is removed
+-- (below) and counted, and the call reads on, ARMED_BUDGET ticks at most.
+-- {'foreign', the error} when schedules holds another type than a hash.
 -- Data minitask did not write (lib.lua): ticks or fired of another type count as
 -- empty (every schedule is then unarmed, or never fired). What no minitask writes
 -- costs one listing, not every one (a planted 50 MB field name was sent to each):
@@ -125,41 +126,78 @@ local function done()
   return found
 end
 
+-- The most ticks (armed) or names (unarmed) a call reads: a page of ticks naming no
+-- record is passed over (and removed) a budget at a time, never read as the end.
+local ARMED_BUDGET = 5000
+
+-- The first rank of ticks after the entry at score `score` named `name` (above).
+local function rank_after(score, name)
+  local low = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', '(' .. score)
+  local high = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', score)
+  while low < high do
+    local middle = math.floor((low + high) / 2)
+    local member = redis.call('ZRANGE', KEYS[2], middle, middle)[1]
+    if past(member, name) then high = middle else low = middle + 1 end
+  end
+  return low
+end
+
 if ARGV[1] == 'armed' then
   local start = 0
-  if ARGV[3] ~= '' then
-    local low = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', '(' .. ARGV[3])
-    local high = tolerant(0, 'ZCOUNT', KEYS[2], '-inf', ARGV[3])
-    while low < high do
-      local middle = math.floor((low + high) / 2)
-      local member = redis.call('ZRANGE', KEYS[2], middle, middle)[1]
-      if past(member, ARGV[4]) then high = middle else low = middle + 1 end
+  if ARGV[3] ~= '' then start = rank_after(ARGV[3], ARGV[4]) end
+  -- Ticks are read `count` at a time until `count` schedules are found, the ticks end,
+  -- or ARMED_BUDGET were read. A tick whose name is longer than any schedule's
+  -- (NAME_MOST) or names no record (dangling: its record was deleted by hand, or it
+  -- was planted) is passed over and removed (as schedule_armed.lua does): 1,700 of
+  -- them before a schedule's tick hid it from every listing for good. Safe: a
+  -- script runs alone, and schedule_save.lua writes a record and its tick in one
+  -- script (schedule_fire.lua arms only a tick whose record it read, schedule_remove
+  -- deletes both), so a tick seen here with no record has none being written.
+  -- A removal Redis refuses (a replica) is passed over all the same, counted.
+  local read, listed, dangling, kept = 0, 0, 0, 0
+  local more, last_score, last_name = '0', '', ''
+  repeat
+    local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
+    local gone = 0
+    for i = 1, #ticks, 2 do
+      local name = ticks[i]
+      read, last_score, last_name = read + 1, ticks[i + 1], string.sub(name, 1, NAME_MOST + 1)
+      if #name > NAME_MOST then  -- no schedule's name: no record either
+        if done_by('ZREM', KEYS[2], name) then
+          removed[#removed + 1] = {'tick', #name}
+          gone = gone + 1
+        else
+          kept = kept + 1
+        end
+        dangling = dangling + 1
+      elseif tolerant(0, 'HEXISTS', KEYS[1], name) == 0 then
+        if done_by('ZREM', KEYS[2], name) then gone = gone + 1 else kept = kept + 1 end
+        dangling = dangling + 1
+      else
+        add(name, ticks[i + 1], false)
+        listed = listed + 1
+        if listed >= count then
+          -- more after this one: the next page starts after it
+          more = (i + 1 < #ticks or tolerant(0, 'ZCARD', KEYS[2]) > start + (i + 1) / 2 - gone)
+            and '1' or '0'
+          break
+        end
+      end
     end
-    start = low
-  end
-  local ticks = tolerant({}, 'ZRANGE', KEYS[2], start, start + count - 1, 'WITHSCORES')
-  if #ticks > 0 then
-    found[2] = {tostring(#ticks / 2), ticks[#ticks], string.sub(ticks[#ticks - 1], 1, NAME_MOST + 1)}
-  else
-    found[2] = {'0', '', ''}
-  end
-  -- a tick whose name is longer than any schedule's (NAME_MOST: no minitask wrote it)
-  -- is removed, never sent nor used to read a record (as schedule_armed.lua does)
-  for i = 1, #ticks, 2 do
-    if #ticks[i] <= NAME_MOST then
-      add(ticks[i], ticks[i + 1], false)
-    elseif done_by('ZREM', KEYS[2], ticks[i]) then
-      removed[#removed + 1] = {'tick', #ticks[i]}
+    start = start + #ticks / 2 - gone
+    if listed < count then
+      if #ticks / 2 < count then more = '0'
+      elseif read >= ARMED_BUDGET then more = '1' end
     end
-  end
+  until listed >= count or #ticks / 2 < count or read >= ARMED_BUDGET
+  found[2] = {more, last_score, last_name, dangling, kept}
   -- their records, measured: one longer than ARGV[5] is sent as its length, unread
   measured(KEYS[1], function(name) return name end, 2, most,
            function(length) return length end)
   return done()
 end
 
--- The most names (unarmed: records) a call reads.
-local UNARMED_BUDGET = 5000
+local UNARMED_BUDGET = ARMED_BUDGET
 
 -- The least ZRANGE BYLEX start past every name that begins with `prefix` (nil: none).
 local function beyond(prefix)
