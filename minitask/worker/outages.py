@@ -22,6 +22,7 @@ from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, DurabilityError
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign
+from .unconfirmed import WRITES
 
 logger = own_logger(__name__)
 
@@ -136,6 +137,7 @@ def share_outages() -> None:
     inherit, where it says it rides an outage (made once)."""
     if _OUTAGE.shared is None:
         _OUTAGE.shared = multiprocessing.RawValue(ctypes.c_int, 0)
+    WRITES.share()  # (its children's unconfirmed writes: said once for the worker)
 
 
 def ride_outages_quietly() -> None:
@@ -394,6 +396,8 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
             backoff.succeeded()
         if unsure:
             unconfirmed(what, unsure[0])
+        elif WRITES.pending:  # confirmed again: the outage of unconfirmed writes is over
+            WRITES.confirmed()
         return result
 
 
@@ -413,9 +417,9 @@ def unconfirmed_at_start(*steps: Callable[[], Any]) -> None:
 
 
 def unconfirmed(what: str, exc: BaseException) -> None:
-    """Say that a worker's write is on the primary only (at least once still holds)."""
-    logger.error("Redis wrote but replicas did not confirm it in time: %s (%s); a failover "
-                 "may lose it, and the task then runs again", what, exc)
+    """Say that a worker's write is on the primary only (at least once still holds):
+    once an outage, then counted (``unconfirmed.WRITES``)."""
+    WRITES.seen(what, exc)
 
 
 @dataclass
