@@ -24,3 +24,8 @@ async def stubborn(release: str) -> str:
 @app.task(name="quick")
 async def quick(n: int) -> int:
     return n
+
+
+@app.task(name="stubborn_long", timeout=120.0, retries=0)
+async def stubborn_long(release: str) -> str:
+    return await stubborn.func(release)  # (cancelled by cancel(running=True), not a limit)

@@ -103,3 +103,36 @@ def test_a_coroutine_left_running_holds_its_slot_and_is_counted(
         stop_worker(worker, log)
     finally:
         app.close()
+
+
+def test_a_cancelled_coroutine_left_running_is_counted_and_the_worker_still_stops(
+        redis_server: RedisServer, admin: Any, processes: Processes, tmp_path: Path) -> None:
+    """cancel(running=True) of a coroutine that takes it and goes on: the attempt ends
+    cancelled, the coroutine is counted and holds its slot, and a SIGTERM still stops
+    the worker (exit 0: the stop cancels the slot's wait, not the coroutine's end)."""
+    url = redis_server.url
+    import tests.apps.overrun as overrun_app
+    app = Minitask("overrun", broker=url, visibility_timeout=3.0)
+    for task in overrun_app.app.tasks.values():
+        app.task(name=task.name, timeout=task.options.timeout,
+                 retries=task.options.retries)(task.func)
+    log, cwd = tmp_path / "worker.log", processes.cwd
+    try:
+        worker = processes.worker("tests.apps.overrun", "--pool", "asyncio", "-c", "1",
+                                  "--grace", "1", env={"MINITASK_BROKER_URL": url}, log=log)
+        handle = app.tasks["stubborn_long"].delay(str(tmp_path / "never"))
+        wait_until(lambda: handle.status() == "running", timeout=DEADLINE,
+                   message="the stubborn task to start")
+        handle.cancel(running=True)
+        wait_until(lambda: handle.status() == "cancelled", timeout=DEADLINE,
+                   message="the attempt to end cancelled")
+        wait_until(lambda: overrun(url, cwd) == [1], timeout=DEADLINE,
+                   message="the heartbeat to count 1 coroutine left running")
+        text = log.read_text(errors="replace")
+        assert f"task stubborn_long {handle.id}: its coroutine did not end" in text, text
+        assert "(cancel(running=True))" in text, text
+        stop_worker(worker, log)  # exit 0, within the deadline (it hung, collecting it)
+        text = log.read_text(errors="replace")
+        assert "1 coroutine(s) of the asyncio pool left running past their cancel" in text
+    finally:
+        app.close()

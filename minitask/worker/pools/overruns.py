@@ -19,6 +19,7 @@ import time
 from typing import Any, Awaitable, Callable, Dict, NamedTuple, Optional
 
 from ...printable import own_logger
+from ..leftovers import KEPT
 from ..leases import Job
 from ..runner import UNWIND
 
@@ -42,18 +43,27 @@ class Overruns:
         self._size = size
         #: The slot's asyncio task (its ``_run``) -> what holds it.
         self.held: Dict["asyncio.Task[Any]", Overrun] = {}
+        #: The coroutines left running, until each ends (a stop ends the holds, not them).
+        self.running: Dict["asyncio.Future[Any]", Overrun] = {}
 
     @property
     def count(self) -> int:
         """Coroutines left running now (the heartbeat's ``overrun``)."""
-        return sum(1 for held in list(self.held.values()) if not held.future.done())
+        return len(self.running)
 
     def left(self, slot: "asyncio.Task[Any]", name: str, task_id: str,
              future: "asyncio.Future[Any]", asked: bool, limit: Optional[float]) -> None:
         """Say (once) that task ``name`` ``task_id``'s coroutine did not end ``UNWIND``
         seconds after its cancel (``asked``: cancel(running=True); else its time limit,
         ``limit`` seconds), and hold ``slot`` for it."""
-        self.held[slot] = Overrun(name, task_id, future, time.monotonic())
+        self.held[slot] = self.running[future] = Overrun(name, task_id, future,
+                                                         time.monotonic())
+        # kept from the collector until it ends: collecting a pending asyncio task closes
+        # its coroutine, and one that takes every exception (GeneratorExit too) then ran
+        # for ever in the collector once the pool stopped, and the stopped worker's
+        # process hung; its exit ends it instead (``leftovers.exit_past_leftovers``)
+        KEPT.add(future)
+        future.add_done_callback(self._ended)
         why = "cancel(running=True)" if asked else f"its timeout of {limit} s"
         held = len(self.held)
         logger.error("task %s %s: its coroutine did not end within %s s of its cancel (%s): "
@@ -65,6 +75,15 @@ class Overruns:
                          "running past its cancel: the worker takes no work until one ends; "
                          "restart it (minitask shutdown, then start it again) to end them",
                          self._size)
+
+    def _ended(self, future: "asyncio.Future[Any]") -> None:
+        KEPT.discard(future)
+        held = self.running.pop(future, None)
+        if held is not None:
+            logger.warning("task %s %s: its coroutine left running has ended, %.1f s later",
+                           held.name, held.task_id, time.monotonic() - held.since)
+        if not future.cancelled():
+            future.exception()  # retrieved: no "never retrieved" warning
 
     async def hold(self, slot: "asyncio.Task[Any]", following: Optional[Job],
                    give_back: Callable[[Job], Awaitable[None]],
@@ -85,11 +104,7 @@ class Overruns:
                         raise
                     while slot.uncancel() > 0:
                         pass
-            logger.warning("task %s %s: its coroutine left running has ended, %.1f s later; "
-                           "its slot takes work again", held.name, held.task_id,
-                           time.monotonic() - held.since)
-            if not held.future.cancelled():
-                held.future.exception()  # retrieved: no "never retrieved" warning
+            logger.info("task %s %s: its slot takes work again", held.name, held.task_id)
         finally:
             del self.held[slot]
         return None
