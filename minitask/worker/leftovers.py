@@ -29,9 +29,9 @@ logger = own_logger(__name__)
 #: Seconds the threads a task left running (not daemons) get to end once the worker
 #: has stopped, before the process ends without them.
 EXIT_WAIT = 1.0
-#: Coroutines the asyncio pool left running past their cancel, still running as it
-#: stopped (``pools.overruns``): kept from the collector, and the process ends without
-#: closing them.
+#: Coroutines tasks left running past their cancel: the asyncio pool's until they end
+#: (``pools.overruns``), those an attempt's own loop abandoned (``coroutine_runs``)
+#: for good. Kept from the collector, and the process ends without closing them.
 KEPT: Set[Any] = set()
 
 
@@ -58,9 +58,10 @@ def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
     if not alive and not KEPT:
         return
     if KEPT:
-        logger.warning("this process (pid %d) has stopped, but %d coroutine(s) of the asyncio "
-                       "pool left running past their cancel still run; it exits without "
-                       "closing them", os.getpid(), len(KEPT))
+        logger.warning("this process (pid %d) has stopped, but %d coroutine(s) its tasks left "
+                       "running past their cancel were never closed (closing one that takes "
+                       "every exception never ends); it exits without closing them",
+                       os.getpid(), len(KEPT))
     if alive:
         logger.warning("this process (pid %d) has stopped, but %d thread(s) that its exit would "
                        "wait for still run %s s later: %s (a call its tasks left in an executor, "

@@ -133,6 +133,6 @@ def test_a_cancelled_coroutine_left_running_is_counted_and_the_worker_still_stop
         assert "(cancel(running=True))" in text, text
         stop_worker(worker, log)  # exit 0, within the deadline (it hung, collecting it)
         text = log.read_text(errors="replace")
-        assert "1 coroutine(s) of the asyncio pool left running past their cancel" in text
+        assert "1 coroutine(s) its tasks left running past their cancel were never " in text
     finally:
         app.close()

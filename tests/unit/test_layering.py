@@ -218,7 +218,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
                                     "stores.queue", "worker.host", "worker.leases",
                                     "worker.sources", "worker.stop"}),
-    "worker.coroutine_runs": frozenset({"printable"}),
+    "worker.coroutine_runs": frozenset({"printable", "worker.leftovers"}),
     "worker.leftovers": frozenset({"printable"}),
     "worker.cancels": frozenset({"errors", "printable", "stores.foreign", "worker.host",
                                  "worker.leases", "worker.outages"}),
