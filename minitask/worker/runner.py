@@ -23,6 +23,7 @@ from .cancels import CancelBoard, Stopper
 from .coroutine_runs import run_coroutine
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
+from .leftovers import KEPT
 from .observe import Observer
 from .outcomes import Recorder, naming
 from .softlimit import call_with_alarm, call_with_posting, soft_limited
@@ -89,6 +90,12 @@ async def settle(future: "asyncio.Future[Any]") -> bool:
     future.cancel()
     await asyncio.wait({future}, timeout=UNWIND)
     if not future.done():
+        # kept from the collector until it ends: collecting a pending asyncio task closes
+        # its coroutine, and one that takes every exception (GeneratorExit too) then ran
+        # for ever in whichever thread collected it (a stopped worker's process hung);
+        # the exit ends it instead (``leftovers.exit_past_leftovers``)
+        KEPT.add(future)
+        future.add_done_callback(KEPT.discard)
         return False
     if not future.cancelled():
         future.exception()  # retrieved: no "never retrieved" warning

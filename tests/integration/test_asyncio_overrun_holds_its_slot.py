@@ -136,3 +136,28 @@ def test_a_cancelled_coroutine_left_running_is_counted_and_the_worker_still_stop
         assert "1 coroutine(s) its tasks left running past their cancel were never " in text
     finally:
         app.close()
+
+
+def test_a_coroutine_that_takes_the_stops_cancel_never_holds_the_exit(
+        redis_server: RedisServer, admin: Any, processes: Processes, tmp_path: Path) -> None:
+    """The grace over, the stop cancels a coroutine that takes it and goes on: the task
+    is given back, and the worker exits 0 (collecting that coroutine would never end)."""
+    url = redis_server.url
+    import tests.apps.overrun as overrun_app
+    app = Minitask("overrun", broker=url, visibility_timeout=3.0)
+    for task in overrun_app.app.tasks.values():
+        app.task(name=task.name, timeout=task.options.timeout,
+                 retries=task.options.retries)(task.func)
+    log = tmp_path / "worker.log"
+    try:
+        worker = processes.worker("tests.apps.overrun", "--pool", "asyncio", "-c", "1",
+                                  "--grace", "1", env={"MINITASK_BROKER_URL": url}, log=log)
+        handle = app.tasks["stubborn_long"].delay(str(tmp_path / "never"))
+        wait_until(lambda: handle.status() == "running", timeout=DEADLINE,
+                   message="the stubborn task to start")
+        stop_worker(worker, log)  # exit 0 within the deadline
+        assert handle.status() == "queued", handle.status()  # given back
+        text = log.read_text(errors="replace")
+        assert "1 coroutine(s) its tasks left running past their cancel were never " in text
+    finally:
+        app.close()

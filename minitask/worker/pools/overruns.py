@@ -19,7 +19,6 @@ import time
 from typing import Any, Awaitable, Callable, Dict, NamedTuple, Optional
 
 from ...printable import own_logger
-from ..leftovers import KEPT
 from ..leases import Job
 from ..runner import UNWIND
 
@@ -58,11 +57,6 @@ class Overruns:
         ``limit`` seconds), and hold ``slot`` for it."""
         self.held[slot] = self.running[future] = Overrun(name, task_id, future,
                                                          time.monotonic())
-        # kept from the collector until it ends: collecting a pending asyncio task closes
-        # its coroutine, and one that takes every exception (GeneratorExit too) then ran
-        # for ever in the collector once the pool stopped, and the stopped worker's
-        # process hung; its exit ends it instead (``leftovers.exit_past_leftovers``)
-        KEPT.add(future)
         future.add_done_callback(self._ended)
         why = "cancel(running=True)" if asked else f"its timeout of {limit} s"
         held = len(self.held)
@@ -77,7 +71,6 @@ class Overruns:
                          self._size)
 
     def _ended(self, future: "asyncio.Future[Any]") -> None:
-        KEPT.discard(future)
         held = self.running.pop(future, None)
         if held is not None:
             logger.warning("task %s %s: its coroutine left running has ended, %.1f s later",
