@@ -80,6 +80,22 @@ class UnconfirmedWrites:
                            "were left unconfirmed by them over the last %.0f s (a failover "
                            "then may have lost them; their tasks then run again)", count, span)
 
+    def stopped(self) -> None:
+        """The worker stops: the outage going on, if any, is summed up, and this
+        process's count starts afresh (a next worker in it has its own outages)."""
+        self.pending = False
+        now = time.monotonic()
+        with self._lock:
+            state = self._state
+            count, more, span = (int(state[_COUNT]), int(state[_COUNT] - state[_SAID]),
+                                 now - state[_FIRST])
+            for slot in range(5):
+                state[slot] = 0.0
+        if count:
+            logger.warning("the worker stops with %d outcome write(s) left unconfirmed by "
+                           "replicas over the last %.0f s (%d not said before): a failover "
+                           "may lose them, and their tasks then run again", count, span, more)
+
     def tick(self) -> None:
         """Say the writes left unconfirmed since last said, once ``SUMMARY_EVERY`` has
         passed (each such write, and each heartbeat, asks)."""

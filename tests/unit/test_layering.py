@@ -214,7 +214,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                           "wire.types"}),
     # -- worker ----------------------------------------------------------------
     "worker": frozenset({"worker.leases", "worker.loop", "worker.outages", "worker.outcomes"}),
-    "worker.banner": frozenset({"printable", "worker.host"}),
+    "worker.banner": frozenset({"printable", "worker.host", "worker.unconfirmed"}),
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
                                     "stores.queue", "worker.host", "worker.leases",
                                     "worker.sources", "worker.stop"}),

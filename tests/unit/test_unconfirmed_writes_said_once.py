@@ -51,3 +51,10 @@ def test_an_outage_is_said_once_then_summed_up(
     assert writes.heartbeat(9_000) == {"unconfirmed": 0, "unconfirmed_ms": 0}
     writes.seen("record the result of task u", RuntimeError("0 of 1"))  # a new outage
     assert len(said(caplog, logging.ERROR)) == 2
+    now[0] += 5.0
+    writes.seen("record the result of task v", RuntimeError("0 of 1"))
+    writes.stopped()  # the worker stops in it: summed up, and afresh for the next
+    end = said(caplog, logging.WARNING)[-1]
+    assert "stops with 2 outcome write(s)" in end and "(1 not said before)" in end, end
+    assert writes.heartbeat(9_000) == {"unconfirmed": 0, "unconfirmed_ms": 0}
+    assert not writes.pending
