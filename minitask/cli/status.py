@@ -68,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         # the registry hands out only whole numbers in these fields, and leaves out one
         # that is not (said once in the log): None, shown as "?", never a made-up 0
         count = {field: None if info.get(field) is None else int(info[field])
-                 for field in ("pid", "beat_ms", "processed", "failed", "running", "recycled")}
+                 for field in ("pid", "beat_ms", "processed", "failed", "running", "recycled",
+                               "overrun", "unconfirmed", "unconfirmed_ms")}
         report["workers"].append({
             "name": info["name"], "id": info.get("id", info["name"]),
             "host": info.get("host", ""), "pid": count["pid"],
@@ -79,6 +80,12 @@ def run(args: argparse.Namespace) -> int:
                 max(0, now_ms - count["beat_ms"]) / 1000.0, 3),
             "processed": count["processed"], "failed": count["failed"],
             "running": count["running"], "recycled": count["recycled"],
+            # asyncio pool: coroutines left running past their cancel, each holding a slot
+            "overrun": count["overrun"] or 0,
+            # outcome writes replicas left unconfirmed in the outage going on (durability)
+            "unconfirmed": count["unconfirmed"] or 0,
+            "unconfirmed_age_s": None if not count["unconfirmed_ms"] else round(
+                max(0, now_ms - count["unconfirmed_ms"]) / 1000.0, 3),
             # checked by the registry: a whole number of ms, at most MAX_MS either way
             "clock_skew_ms": (None if info.get("clock_skew_ms") is None
                               else int(info["clock_skew_ms"])),
@@ -185,6 +192,7 @@ def _status_text(report: Dict[str, Any]) -> str:
                      f"running {shown['running']}  "
                      + (f"recycled {shown['recycled']}  " if worker["pool"] == "process"
                         else "") + f"queues {printable(worker['queues'])}")
+        lines += _trouble_lines(worker)
     if report.get("workers_left_out"):
         lines.append(f"  ... and {report['workers_left_out']} more in the worker registry, "
                      f"not shown: {_left_out_why(report['workers_left_out_why'])}")
@@ -202,6 +210,23 @@ def _status_text(report: Dict[str, Any]) -> str:
                          f"{SHOWN_SUBSCRIBERS} furthest behind are read; app.subscribers() "
                          f"lists them all)")
     return "\n".join(lines)
+
+
+def _trouble_lines(worker: Dict[str, Any]) -> List[str]:
+    """What a worker's heartbeat says is going wrong: coroutines it left running past
+    their cancel (each holding a slot), writes replicas leave unconfirmed."""
+    lines = []
+    if worker.get("overrun"):
+        lines.append(f"    LEFT RUNNING: {worker['overrun']} task(s) whose coroutine went on "
+                     f"past its time limit or cancel, each holding a slot until it ends "
+                     f"(its log names them; restart the worker to end them)")
+    if worker.get("unconfirmed"):
+        age = worker.get("unconfirmed_age_s")
+        lines.append(f"    UNCONFIRMED: {worker['unconfirmed']} outcome write(s) not "
+                     f"confirmed by replicas in time"
+                     + ("" if age is None else f", the last {age:.1f} s ago")
+                     + " (a replica is down or behind: a failover may lose them)")
+    return lines
 
 
 def _left_out_why(why: Dict[str, int]) -> str:

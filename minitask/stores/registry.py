@@ -40,7 +40,7 @@ NAME_BYTES = 1_200
 RECORD_BATCH = 250
 #: The fields of a worker's record that hold whole numbers (a time in ms or a count).
 _COUNTS = frozenset({"beat_ms", "processed", "failed", "running", "pid", "started_ms",
-                     "recycled", "concurrency"})
+                     "recycled", "concurrency", "overrun", "unconfirmed", "unconfirmed_ms"})
 #: A whole number as a worker writes it (``str(int)``): decimal digits, a minus sign
 #: for a clock skew behind. "1e5", "12.0", "+7" or " 7" is no worker's.
 _DECIMAL = re.compile(r"-?[0-9]{1,19}")
@@ -59,7 +59,8 @@ RECORD_FIELDS: Dict[str, int] = {
     "name": 4_096, "host": 4_096, "pool": 4_096, "queues": 65_536,
     "running_ids": MAX_RUNNING_IDS, "stalled": 8_192,
     **{field: 64 for field in ("pid", "concurrency", "started_ms", "processed", "failed",
-                               "running", "recycled", "beat_ms", "clock_skew_ms")}}
+                               "running", "recycled", "beat_ms", "clock_skew_ms",
+                               "overrun", "unconfirmed", "unconfirmed_ms")}}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from typing import Any, List, Protocol
 
 from ..printable import own_logger
 from .host import Host
+from .unconfirmed import WRITES
 
 logger = own_logger("minitask.worker.loop")  # the lines a worker has always logged
 
@@ -50,6 +51,8 @@ def log_banner(worker: Worker) -> None:
 
 
 def log_stopped(worker: Worker, how: str) -> None:
-    """The worker's last log line: that it stopped, and what stopped it."""
+    """The worker's last log line: that it stopped, and what stopped it (after the
+    count of its writes replicas left unconfirmed, if an outage of them goes on)."""
+    WRITES.stopped()
     logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
                 "failed", worker.name, how, worker.processed, worker.failed)

@@ -21,6 +21,7 @@ from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
 from ..wire.message import to_ms
 from .outages import Backoff
+from .unconfirmed import WRITES
 
 logger = own_logger(__name__)
 
@@ -133,6 +134,8 @@ def register(worker: Any, now_ms: int, running: int, started: List[str],
         "concurrency": worker.concurrency, "started_ms": worker.started_ms,
         "processed": worker.processed, "failed": worker.failed, "running": running,
         "recycled": worker.recycled, "beat_ms": now_ms, "running_ids": json.dumps(started),
-        "stalled": stalled,
+        "stalled": stalled, **WRITES.heartbeat(now_ms),
+        # the asyncio pool's coroutines left running past their cancel (a time limit)
+        "overrun": 0 if worker.overruns is None else worker.overruns.count,
         **({} if worker.clock_skew_ms is None else {"clock_skew_ms": worker.clock_skew_ms}),
     }, now_ms, ttl_ms=to_ms(worker.heartbeat_period) * 4)

@@ -24,6 +24,7 @@ import time
 from typing import Any, Callable, Coroutine, List, Optional, Set
 
 from ..printable import log_error, own_logger
+from .leftovers import KEPT
 
 logger = own_logger(__name__)
 
@@ -142,6 +143,10 @@ def _unwind(loop: asyncio.AbstractEventLoop, tasks: Set["asyncio.Task[Any]"], un
                 raised.append(task.exception())  # type: ignore[arg-type]
         for task in asyncio.all_tasks(loop):  # abandoned: no "destroyed but it is pending"
             task._log_destroy_pending = False  # type: ignore[attr-defined]
+            # and never collected: collecting it closes its coroutine, and one that takes
+            # every exception (GeneratorExit too) then ran for ever in whichever thread
+            # collected it (the worker's exit hung); the exit ends it (``leftovers``)
+            KEPT.add(task)
         loop.close()
     except Exception as exc:
         log_error(logger, logging.ERROR, "unwinding what an attempt left on its event loop "

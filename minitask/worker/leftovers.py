@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from concurrent.futures import thread as _executor_threads
-from typing import List
+from typing import Any, List, Set
 
 from ..printable import own_logger
 
@@ -29,6 +29,10 @@ logger = own_logger(__name__)
 #: Seconds the threads a task left running (not daemons) get to end once the worker
 #: has stopped, before the process ends without them.
 EXIT_WAIT = 1.0
+#: Coroutines tasks left running past their cancel: the asyncio pool's until they end
+#: (``pools.overruns``), those an attempt's own loop abandoned (``coroutine_runs``)
+#: for good. Kept from the collector, and the process ends without closing them.
+KEPT: Set[Any] = set()
 
 
 def leftover_threads() -> List[threading.Thread]:
@@ -44,20 +48,27 @@ def leftover_threads() -> List[threading.Thread]:
 
 
 def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
-    """Return once no leftover thread is alive, within ``wait`` seconds; else log one
-    warning naming them and end the process at once with exit code ``code``."""
+    """Return once no leftover thread is alive, within ``wait`` seconds, and no coroutine
+    was left running (``KEPT``); else log one warning naming them and end the process
+    at once with exit code ``code``."""
     end = time.monotonic() + wait
     for thread in leftover_threads():
         thread.join(max(0.0, end - time.monotonic()))
     alive = leftover_threads()
-    if not alive:
+    if not alive and not KEPT:
         return
-    logger.warning("this process (pid %d) has stopped, but %d thread(s) that its exit would "
-                   "wait for still run %s s later: %s (a call its tasks left in an executor, "
-                   "as loop.run_in_executor(None, ...) and asyncio.to_thread make, a plain "
-                   "task of the asyncio pool still running after the grace, or a thread a "
-                   "task started that is not a daemon); it exits without waiting for them",
-                   os.getpid(), len(alive), wait, _named(alive))
+    if KEPT:
+        logger.warning("this process (pid %d) has stopped, but %d coroutine(s) its tasks left "
+                       "running past their cancel were never closed (closing one that takes "
+                       "every exception never ends); it exits without closing them",
+                       os.getpid(), len(KEPT))
+    if alive:
+        logger.warning("this process (pid %d) has stopped, but %d thread(s) that its exit would "
+                       "wait for still run %s s later: %s (a call its tasks left in an executor, "
+                       "as loop.run_in_executor(None, ...) and asyncio.to_thread make, a plain "
+                       "task of the asyncio pool still running after the grace, or a thread a "
+                       "task started that is not a daemon); it exits without waiting for them",
+                       os.getpid(), len(alive), wait, _named(alive))
     try:
         logging.shutdown()  # flushes every handler
     except Exception:  # noqa: S110 - a handler of the app's whose flush or close raises

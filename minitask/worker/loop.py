@@ -48,8 +48,7 @@ logger = own_logger(__name__)
 #: threads, and an event loop spends its time switching.
 MAX_CONCURRENCY = {"process": 256, "thread": 1000, "asyncio": 10_000}
 CONCURRENCY_WHY = "for more, start more workers (on more machines)"
-#: The pools a worker can run its tasks in.
-POOLS = ("thread", "process", "asyncio")
+POOLS = ("thread", "process", "asyncio")  # the pools a worker can run its tasks in
 
 
 class Slots(Protocol):
@@ -91,6 +90,8 @@ class Worker:
 
     #: The ids of the tasks a process pool's children run (its supervisor sets them).
     running_ids: Optional[List[str]] = None
+    #: The asyncio pool's coroutines left running past their cancel (``pools.overruns``).
+    overruns: Any = None
 
     def __init__(self, app: Host, queues: List[str], *, concurrency: int = 1,
                  pool: str = "thread", burst: bool = False, grace: float = 30.0,
@@ -134,8 +135,7 @@ class Worker:
         self.clock_skew_ms: Optional[int] = None
         self.redis_time = RedisTime()
         self.started_ms = app.clock.now_ms()
-        # Whether it says it is alive: a process pool's supervisor speaks for its children.
-        self._registers = True
+        self._registers = True  # says it is alive (a process pool's children: not)
         #: heartbeat refusals logged already (a key of another type may stay for long)
         self._beat_refusals: Set[str] = set()
         self._holdings = Holdings()
@@ -232,7 +232,7 @@ class Worker:
                                           self.hooks, on_free=self._queues.lease_up_to,
                                           follow_on=self.follow_on, give_back=self.give_back,
                                           quick=quick)
-                on_grace_over = aio.cancel_running
+                on_grace_over, self.overruns = aio.cancel_running, aio.overruns
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:
                 slots = threads = ThreadPool[Job](self.concurrency, self._runner.execute,

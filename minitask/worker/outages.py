@@ -16,12 +16,13 @@ import random
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, DurabilityError
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign
+from .unconfirmed import WRITES
 
 logger = own_logger(__name__)
 
@@ -136,6 +137,7 @@ def share_outages() -> None:
     inherit, where it says it rides an outage (made once)."""
     if _OUTAGE.shared is None:
         _OUTAGE.shared = multiprocessing.RawValue(ctypes.c_int, 0)
+    WRITES.share()  # (its children's unconfirmed writes: said once for the worker)
 
 
 def ride_outages_quietly() -> None:
@@ -374,30 +376,37 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
     cut the wait short, replies and all. A refusal whose ``reason`` is one
     of ``final`` is raised: writing it again would not help."""
     backoff: Optional[Backoff] = None  # made at the first failure: most writes have none
-    with keep_unconfirmed() as unsure:  # over every attempt: a retry keeps what one kept
-        while True:
-            try:
-                result = step()
-            except DurabilityError as exc:  # cut short: no reply to act on
-                unconfirmed(what, unsure[0] if unsure else exc)
-                return UNCONFIRMED
-            except BrokerError as exc:
-                if exc.reason in final:
-                    if backoff is not None:
-                        backoff.gave_up()
-                    if unsure:  # an earlier attempt's write stands, unconfirmed
-                        unconfirmed(what, unsure[0])
-                    raise
-                if backoff is None:
-                    backoff = Backoff(what)
-                time.sleep(backoff.failed(exc))
-                continue
-            break
-    if backoff is not None:
-        backoff.succeeded()
-    if unsure:
-        unconfirmed(what, unsure[0])
-    return result
+    unsure: List[DurabilityError] = []  # every attempt's: a retry keeps what one kept
+    while True:
+        try:
+            # the block covers the step alone: the worker's own log lines (a handler
+            # may send) are never written inside it
+            with keep_unconfirmed() as kept:
+                try:
+                    result = step()
+                finally:
+                    unsure += kept
+        except DurabilityError as exc:  # cut short: no reply to act on
+            unconfirmed(what, unsure[0] if unsure else exc)
+            return UNCONFIRMED
+        except BrokerError as exc:
+            if exc.reason in final:
+                if backoff is not None:
+                    backoff.gave_up()
+                if unsure:  # an earlier attempt's write stands, unconfirmed
+                    unconfirmed(what, unsure[0])
+                raise
+            if backoff is None:
+                backoff = Backoff(what)
+            time.sleep(backoff.failed(exc))
+            continue
+        if backoff is not None:
+            backoff.succeeded()
+        if unsure:
+            unconfirmed(what, unsure[0])
+        elif WRITES.pending:  # confirmed again: the outage of unconfirmed writes is over
+            WRITES.confirmed()
+        return result
 
 
 def unconfirmed_at_start(*steps: Callable[[], Any]) -> None:
@@ -416,9 +425,9 @@ def unconfirmed_at_start(*steps: Callable[[], Any]) -> None:
 
 
 def unconfirmed(what: str, exc: BaseException) -> None:
-    """Say that a worker's write is on the primary only (at least once still holds)."""
-    logger.error("Redis wrote but replicas did not confirm it in time: %s (%s); a failover "
-                 "may lose it, and the task then runs again", what, exc)
+    """Say that a worker's write is on the primary only (at least once still holds):
+    once an outage, then counted (``unconfirmed.WRITES``)."""
+    WRITES.seen(what, exc)
 
 
 @dataclass

@@ -23,6 +23,7 @@ from .cancels import CancelBoard, Stopper
 from .coroutine_runs import run_coroutine
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
+from .leftovers import KEPT
 from .observe import Observer
 from .outcomes import Recorder, naming
 from .softlimit import call_with_alarm, call_with_posting, soft_limited
@@ -51,9 +52,12 @@ def spawn(coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
 
 
 async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str,
-                  soft: Optional[float] = None) -> Any:
+                  soft: Optional[float] = None,
+                  left: "Optional[List[asyncio.Future[Any]]]" = None) -> Any:
     """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded);
-    at ``soft`` seconds SoftTimeLimitExceeded is thrown into it first.
+    at ``soft`` seconds SoftTimeLimitExceeded is thrown into it first. A coroutine
+    that does not end once cancelled goes in ``left`` (the asyncio pool's: its slot
+    is held for it, ``pools/overruns.py``).
 
     Not ``asyncio.wait_for``: a TimeoutError the task raises itself must stay
     the task's error, not become a time limit. If the caller is cancelled, so
@@ -67,24 +71,35 @@ async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: 
     try:
         done, _ = await asyncio.wait({inner}, timeout=limit)
     except asyncio.CancelledError:
-        await settle(inner)
+        if not await settle(inner) and left is not None:
+            left.append(inner)
         raise
     if inner in done:
         return inner.result()
-    await settle(inner)
+    if not await settle(inner) and left is not None:
+        left.append(inner)
     raise TimeLimitExceeded(f"task {name!r} ran past its timeout of {limit} s and was "
                             f"cancelled")
 
 
-async def settle(future: "asyncio.Future[Any]") -> None:
-    """Cancel ``future`` and give it ``UNWIND`` seconds to end; a coroutine that
-    ignores cancellation is left behind, logged."""
+async def settle(future: "asyncio.Future[Any]") -> bool:
+    """Cancel ``future`` and give it ``UNWIND`` seconds to end; False if it has not
+    (a coroutine that takes its cancellation and goes on): the caller says so, and
+    the asyncio pool holds its slot for it (``pools/overruns.py``); on the other
+    pools its loop ends with the attempt (``coroutine_runs``), which names it."""
     future.cancel()
     await asyncio.wait({future}, timeout=UNWIND)
     if not future.done():
-        logger.error("a cancelled coroutine did not end within %s s; left running", UNWIND)
-    elif not future.cancelled():
+        # kept from the collector until it ends: collecting a pending asyncio task closes
+        # its coroutine, and one that takes every exception (GeneratorExit too) then ran
+        # for ever in whichever thread collected it (a stopped worker's process hung);
+        # the exit ends it instead (``leftovers.exit_past_leftovers``)
+        KEPT.add(future)
+        future.add_done_callback(KEPT.discard)
+        return False
+    if not future.cancelled():
         future.exception()  # retrieved: no "never retrieved" warning
+    return True
 
 
 def cancelled_by_code(name: str) -> RuntimeError:

@@ -39,6 +39,7 @@ from ..runner import Runner, cancelled_by_code, decoded, limited, settle
 from .contained import (Raised, begun, contained, contained_call, holder, shielded,
                         swallowed, unbegun)
 from .escapes import Escapes
+from .overruns import Overruns
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
 from .watchdog import LoopWatch
@@ -87,6 +88,8 @@ class AsyncioPool(FixedSlots):
         self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
+        #: Slots held by coroutines left running past their cancel (a time limit).
+        self.overruns = Overruns(size)
         #: Whether each task function is an ``async def`` one, by the function itself
         #: (a task's function can be replaced while the worker runs: a test's patch).
         self._coroutine_functions: Dict[Callable[..., Any], bool] = {}
@@ -112,11 +115,10 @@ class AsyncioPool(FixedSlots):
             self._holders.values())], functools.partial(holder, self._holders))
 
     def _serve(self) -> None:
-        """Run the loop until ``close``. A task's code may stop it (``loop.stop()``, once
-        its attempt has ended: a running one's fails instead, ``Escapes.stop``): every
-        attempt would then hang, the worker beating on; the loop runs again, and its
-        attempts go on where they were. What a task's code raises out of it is the
-        failure of the attempt whose code raised it (``Escapes.escaped``)."""
+        """Run the loop until ``close``. A task's code may stop it (``loop.stop()`` once
+        its attempt has ended; a running one's fails, ``Escapes.stop``): it runs again,
+        its attempts going on. What a task's code raises out of it is the failure of
+        the attempt whose code raised it (``Escapes.escaped``)."""
         said: Optional[float] = None
         while True:
             raised = False
@@ -148,8 +150,7 @@ class AsyncioPool(FixedSlots):
 
     def _start(self, job: Job, again: bool = False) -> "asyncio.Task[None]":
         """On the loop: run ``job`` in a task of its own, in its slot; again if a task's
-        code cancels that task before its first step (none of ``_run`` ran then), or,
-        the grace over (its lease may be given back already), back to its queue."""
+        code cancels that task before its first step (or, the grace over, back)."""
         if again:
             logger.error("task %s: a task's code cancelled its attempt's asyncio task "
                          "before it began; it begins again", job.task_id)
@@ -166,8 +167,7 @@ class AsyncioPool(FixedSlots):
         finally:
             self.give_back_slot()
 
-    def on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """Run ``coro`` on the loop, before any task (the worker_process_init hooks)."""
+    def on_loop(self, coro: Coroutine[Any, Any, Any]) -> Any:  # worker_process_init's
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     # -- ending ---------------------------------------------------------------------
@@ -176,7 +176,7 @@ class AsyncioPool(FixedSlots):
         """The grace is over: cancel the coroutines still running and wait for them to
         unwind; they record nothing, and the worker gives their tasks back."""
         self._shutting_down = True
-        running = list(self._attempts.values())
+        running = list(self._attempts.values()) + list(self.overruns.held)
         if not running:
             return
         for attempt in running:
@@ -184,10 +184,9 @@ class AsyncioPool(FixedSlots):
         self.wait_idle(CANCEL_WAIT)
 
     def close(self) -> None:
-        """Stop the loop, then the recording threads (after the worker's shutdown): the
-        loop's thread ends them once its loop has stopped, since while it runs (a task's
-        code may block it past ``CANCEL_WAIT``) an attempt may still hand them a step,
-        which must not be left unrun with the attempt awaiting it."""
+        """Stop the loop, then (its thread, once it has stopped) the recording threads:
+        while it runs (a task's code may block it past ``CANCEL_WAIT``) an attempt may
+        still hand them a step, which must not be left unrun, awaited."""
         self._closing = True
         self._watch.stop()
         link = None if self._quick is None else self._quick.link
@@ -220,6 +219,9 @@ class AsyncioPool(FixedSlots):
                     continue  # (the pool may be stopping: looked at again)
                 job, following = following, None
                 following = await self._attempt(job, current)
+                if self.overruns.held and current in self.overruns.held:
+                    following = await self.overruns.hold(current, following, self._return,
+                                                         lambda: self._shutting_down)
         finally:
             if following is not None:  # leased as the grace ran out: back at once
                 await self._return(following)
@@ -247,13 +249,10 @@ class AsyncioPool(FixedSlots):
             self.ran_one()
 
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
-        """Run ``step`` in a recording thread; its result.
-
-        A cancel meanwhile does not abandon it: the step records the attempt's outcome
-        and runs on in its thread, so the attempt ends only once the step has. Else its
-        slot would be free, and the shutdown would give its lease back while its outcome
-        is being written. The stop's cancel (``cancel_running``) is then carried on as
-        ``CancelledError``; a task's code's is absorbed: the step's end stands."""
+        """Run ``step`` in a recording thread; its result. A cancel meanwhile does not
+        abandon it: the attempt ends only once the step (its outcome) has, or the stop
+        would give its lease back while its outcome is written. The stop's cancel
+        (``cancel_running``) is then carried on; a task's code's is absorbed."""
         handed = self._recording.hand(functools.partial(step, *args))
         try:
             return await handed.future
@@ -297,8 +296,7 @@ class AsyncioPool(FixedSlots):
             observer.ended(None, message, status, None, error, took)
         return self._next()
 
-    async def _return(self, job: Job) -> None:
-        """Give a leased job that will not run back to its queue, off the loop."""
+    async def _return(self, job: Job) -> None:  # a job leased that will not run: back
         await outlast(self._recording.hand(functools.partial(self._give_back, job)))
 
     async def _execute(self, job: Job) -> Optional[Job]:
@@ -326,6 +324,7 @@ class AsyncioPool(FixedSlots):
         if len(self._holders) == 1:  # the first attempt since the pool was idle
             self._watch.wake()
         inner: "Optional[asyncio.Future[Any]]" = None
+        left: "List[asyncio.Future[Any]]" = []  # a coroutine that outlived its cancel
         watched: Optional[TaskContext] = None  # what escapes the loop from its code: its
         try:
             if cancel.is_set():  # asked to stop while it waited in this worker's buffer
@@ -349,7 +348,7 @@ class AsyncioPool(FixedSlots):
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
                     inner = begun(coro if limit is None and soft is None else
-                                  limited(coro, limit, task.name, soft), self._loop,
+                                  limited(coro, limit, task.name, soft, left), self._loop,
                                   self._holders, held)
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
@@ -365,7 +364,8 @@ class AsyncioPool(FixedSlots):
                 value = await shielded(inner)
             except asyncio.CancelledError:
                 if not inner.cancelled():  # this attempt's own task was cancelled
-                    await settle(inner)  # the attempt goes too
+                    if not await settle(inner):  # the attempt goes too
+                        left.append(inner)
                     if self._shutting_down:
                         raise
                 self._absorb()
@@ -373,6 +373,8 @@ class AsyncioPool(FixedSlots):
                     error = cancelled_by_code(task.name)
             except Exception as exc:  # the time limit; the task's own come as Raised
                 error = exc
+            if left:  # said once; its slot is held for it once its outcome is recorded
+                self.overruns.left(outer, task.name, job.task_id, left[0], cancel.is_set(), limit)
             if isinstance(value, Raised):
                 value, error = None, value.error
             escaped = self._escapes.leave(context)  # raised out of the loop by code it started
@@ -441,8 +443,7 @@ class AsyncioPool(FixedSlots):
         return "succeeded", None, following
 
     def _then_next(self, step: Callable[..., Any], *args: Any) -> Optional[Job]:
-        """In a recording thread: ``step``, then the slot's next job."""
-        step(*args)
+        step(*args)  # (in a recording thread) then the slot's next job
         return self._next()
 
     def _conclude(self, job: Job, message: Message, context: TaskContext,

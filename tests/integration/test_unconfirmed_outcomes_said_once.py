@@ -1,0 +1,98 @@
+"""With ``durability="replicated"`` and the replica stopped, a worker says once that
+its outcome writes go unconfirmed, then counts them, and ``minitask status`` shows
+it from the worker's heartbeat (issue 29, probe29i's last LOW).
+
+It logged one ERROR per outcome (a flood for a busy worker) while ``minitask status``
+said nothing. Now: one ERROR at the first, the others counted (a WARNING at most once
+a minute while it lasts), a WARNING summing the outage up at the first write replicas
+confirm again; the heartbeat's ``unconfirmed`` count, shown by ``minitask status``
+(``UNCONFIRMED``), back to 0 then.
+
+Real worker processes of tests/apps/unconfirmed.py on a primary and its replica.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Dict, Iterator, List
+
+import pytest
+
+from tests.integration.test_durability_waits import frozen, started_pair
+from tests.integration.test_unconfirmed_writes_keep_workers_going import producer
+from tests.support.processes import Processes
+from tests.support.reused_ids import stop_worker
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+
+#: Bound on a wait for work a worker does (s), on a loaded machine.
+DEADLINE = 60.0
+#: How long the replica stays stopped at most: longer than the waits during it.
+STALL = 90.0
+#: Outcomes recorded while the replica is stopped.
+OUTCOMES = 6
+FIRST = "Redis wrote but replicas did not confirm it in time"
+
+
+@pytest.fixture
+def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
+    with started_pair(tmp_path / "servers") as servers:
+        yield servers
+
+
+def status(primary: RedisServer, cwd: Path, *more: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "minitask", "status", "-A",
+                           "tests.apps.unconfirmed", *more], cwd=cwd, capture_output=True,
+                          env={**os.environ, "MINITASK_BROKER_URL": primary.url},
+                          timeout=DEADLINE)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout.decode(errors="replace")
+
+
+def unconfirmed(primary: RedisServer, cwd: Path) -> List[Any]:
+    report: Dict[str, Any] = json.loads(status(primary, cwd, "--json"))
+    return [worker.get("unconfirmed") or 0 for worker in report["workers"]]
+
+
+@pytest.mark.parametrize("pool", ["thread", "process"])
+def test_unconfirmed_outcomes_are_said_once_and_shown_by_status(
+        pool: str, pair: List[RedisServer], processes: Processes, tmp_path: Path) -> None:
+    primary, replica = pair
+    app = producer(primary)
+    log, cwd = tmp_path / "worker.log", processes.cwd
+    try:
+        worker = processes.worker("tests.apps.unconfirmed", "--pool", pool, "-c", "2",
+                                  "-Q", "plain", env={"MINITASK_BROKER_URL": primary.url},
+                                  log=log)
+        assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
+        with frozen(replica, STALL):
+            handles = [app.tasks["plain"].apply_async((n,), durability=None)
+                       for n in range(1, OUTCOMES + 1)]
+            wait_until(lambda: all(h.status() == "succeeded" for h in handles),
+                       timeout=DEADLINE, message="the tasks to run, replica stopped")
+            # (the warm-up's outcome too, at times: its WAIT still ran as the replica
+            # stopped; outcomes recorded together are one write)
+            wait_until(lambda: (unconfirmed(primary, cwd) or [0])[0] >= OUTCOMES / 2,
+                       timeout=DEADLINE, interval=0.5,
+                       message="the heartbeat to count the unconfirmed outcomes")
+            shown = status(primary, cwd)
+            assert "UNCONFIRMED: " in shown and " outcome write(s) not confirmed" in shown, shown
+            text = log.read_text(errors="replace")
+            assert text.count(FIRST) == 1, text  # said once, not once an outcome
+        # the replica back: the next outcome is confirmed, and ends the outage
+        # (once the replica has caught up: until then, outcomes go unconfirmed still)
+        wait_until(lambda: app.tasks["plain"].apply_async((99,), durability=None).get(
+            timeout=DEADLINE) == 99 and "replicas confirm this worker's writes again"
+            in log.read_text(errors="replace"), timeout=DEADLINE, interval=0.5,
+            message="the outage's summary")
+        assert "outcome write(s) were left unconfirmed" in log.read_text(errors="replace")
+        wait_until(lambda: unconfirmed(primary, cwd) == [0], timeout=DEADLINE,
+                   message="the heartbeat to count none unconfirmed")
+        stop_worker(worker, log)  # (a replica catching up may start a new outage: said)
+    finally:
+        app.close()
