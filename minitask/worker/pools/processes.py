@@ -1,7 +1,8 @@
 """The process pool: child processes that each fetch and run one task at a time.
 
 The supervisor kills a child whose attempt runs past its time limit, replaces children
-that die or are recycled (``recycling``), and gives the stop grace to all of them. A
+that die or are recycled (``recycling``; after a growing delay while they keep dying as
+they start: ``starts``), and gives the stop grace to all of them. A
 child whose ``worker_process_init`` hook failed takes no work and is not replaced: a
 hook that fails once fails again, and forking for it in a loop would serve nothing.
 
