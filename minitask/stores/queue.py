@@ -214,8 +214,8 @@ class QueueStore(Store):
         replies = replies[-1] if isinstance(replies[-1], list) else [replies[-1]] * 4
         stored = not isinstance(replies[0], Exception)
         pushed = not isinstance(replies[1], Exception)
-        if pushed and stored:
-            return True  # (a wake list of another type keeps no token, as in enqueue.lua)
+        if pushed and stored and not isinstance(replies[2], Exception):
+            return True  # (a wake list of another type: taken back, enqueue.lua moves it aside)
         k = self.keys(queue)
         with self.transport.errors(what):
             pipe = self.transport.client.pipeline(transaction=False)

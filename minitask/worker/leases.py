@@ -254,6 +254,21 @@ class Leases:
             self._host.broker.registry.announce_leases(queues, self.lease_ms)
             self._said = list(queues)
 
+    def first_said(self, queues: List[str], fetch: Callable[[], Optional[Job]]
+                   ) -> Callable[[], Optional[Job]]:
+        """``fetch``, the leases said for ``queues`` (``say``) before the first one, in one
+        step that the caller rides outages through (``guarded``). A process pool child
+        says them as it starts: one started while Redis is away (in place of one that
+        died) must wait for Redis there, as its fetch does, not die of it (replaced at
+        once, its successor died too, hundreds of times a second, each with a traceback)."""
+        if self._said is not None:
+            return fetch
+
+        def step() -> Optional[Job]:
+            self.say(queues)
+            return fetch()
+        return step
+
     def renew(self, now_ms: int) -> int:
         """Renew the leases of running tasks; how many are held."""
         held = self._holdings.held()

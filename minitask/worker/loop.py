@@ -370,8 +370,8 @@ class Worker:
     def run_once(self) -> bool:
         """Fetch at most one task and run it in this thread: True if one ran, False
         if none was ready."""
-        self._leases.say([*self.queues, *self._broadcasts.lanes.values()])  # (once)
-        job = guarded(self.fetch, "fetch tasks", self._stop.event)
+        step = self._leases.first_said([*self.queues, *self._broadcasts.lanes.values()], self.fetch)
+        job = guarded(step, "fetch tasks", self._stop.event)  # (an outage at a child's start too)
         if job is None:
             return False
         self._runner.execute(job)

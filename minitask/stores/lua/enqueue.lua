@@ -15,8 +15,8 @@
 -- promoted task goes to is moved aside: promote.lua). Without a promotion, the first
 -- message's own writes come first and fail with nothing changed (its push is taken
 -- back); every other key is checked before them. A sequence that is no number
--- starts afresh; an order hash or a wake list of another type is left as it is
--- (no sequence kept, no token pushed).
+-- starts afresh; an order hash of another type is left as it is (no sequence kept);
+-- a wake list of another type is moved aside (lib.lua's aside), then gets the tokens.
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
 local batch, delayed_ok = due_batch(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
@@ -70,7 +70,9 @@ if wake > 0 then
   -- read the length first: when the tokens are at their cap (no worker has taken
   -- one since), nothing is written, rather than a push trimmed again at once
   local held = redis.pcall('LLEN', KEYS[3])
-  if type(held) == 'table' then guards().foreign(held) held = cap end  -- wake: another type
+  -- a wake list of another type is moved aside (one WARNING in Redis's log, naming
+  -- it): the tokens then wake the workers blocked on it at once
+  if type(held) == 'table' then guards().displaced(held, KEYS[3], 'list') held = 0 end
   if wake > cap - held then wake = cap - held end
   if wake > 0 then
     local tokens = {}

@@ -15,6 +15,9 @@
 -- or reads the key as empty where it may).
 local due = redis.pcall('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1] .. '9', 'LIMIT', '0', '1')
 if due.err or #due > 0 then return -1 end
+-- read first: a wake list of another type is enqueue.lua's to move aside
+local held = redis.pcall('LLEN', KEYS[3])
+if type(held) ~= 'number' then return -1 end
 -- pushed first, and taken back unless the message is new (enqueue.lua's order)
 if type(redis.pcall('RPUSH', KEYS[4], ARGV[3])) ~= 'number' then return -1 end
 local new = redis.pcall('HSETNX', KEYS[1], ARGV[3], ARGV[4])
@@ -24,6 +27,5 @@ if new ~= 1 then
   return -1
 end
 redis.call('DEL', KEYS[5])
-local held = redis.pcall('LLEN', KEYS[3])
-if type(held) == 'number' and held < tonumber(ARGV[2]) then redis.call('RPUSH', KEYS[3], '1') end
+if held < tonumber(ARGV[2]) then redis.call('RPUSH', KEYS[3], '1') end
 return 1

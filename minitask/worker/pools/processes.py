@@ -1,7 +1,8 @@
 """The process pool: child processes that each fetch and run one task at a time.
 
 The supervisor kills a child whose attempt runs past its time limit, replaces children
-that die or are recycled (``recycling``), and gives the stop grace to all of them. A
+that die or are recycled (``recycling``; after a growing delay while they keep dying as
+they start: ``starts``), and gives the stop grace to all of them. A
 child whose ``worker_process_init`` hook failed takes no work and is not replaced: a
 hook that fails once fails again, and forking for it in a loop would serve nothing.
 
@@ -36,6 +37,7 @@ from ..leftovers import exit_past_leftovers
 from ..signals import SignalRelay
 from .job import J
 from .recycling import Recycling
+from .starts import Respawns, die_with
 
 logger = own_logger(__name__)
 
@@ -43,8 +45,6 @@ logger = own_logger(__name__)
 KILL_SLACK = 0.2
 #: The signals that ask for a graceful stop.
 _STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
-#: prctl option from <linux/prctl.h>: the signal a process gets when its parent dies.
-_PR_SET_PDEATHSIG = 1
 #: Bytes of a running task's id kept in shared memory, to name it if its child dies.
 _ID_BYTES = 200
 #: Exit code of a child whose worker_process_init hook failed (EX_CONFIG).
@@ -139,6 +139,7 @@ class ProcessPool(Generic[J]):
         self.init_failure = ""
         self._ready = False
         self._starved = False
+        self._respawns = Respawns()  # (replacements of children that keep dying at start)
         self._context = multiprocessing.get_context("fork")
         self._stop = threading.Event()
         #: What asked the stop (a signal's name, ``minitask shutdown``...), once asked.
@@ -218,10 +219,13 @@ class ProcessPool(Generic[J]):
         child_end.close()
         assert process.pid is not None  # set by start()
         self.children[process.pid] = _Child[J](process, parent_end, counts, current)
+        self._respawns.started(process.pid)
 
     def _supervise(self) -> None:
         while not self._stop.is_set():
-            if not self.children:
+            for _ in range(self._respawns.due()):
+                self._spawn()
+            if not self.children and not self._respawns.owed:
                 # out of children for want of set-up, not done with a burst: say so
                 self._starved = bool(self.init_failure) and (
                     not self.worker.burst or not self._ready)
@@ -237,7 +241,7 @@ class ProcessPool(Generic[J]):
                     # recycled was, as it said so)
                     if not self._stop.is_set() and not child.init_failed and (
                             not self.worker.burst or code != 0) and not child.recycled:
-                        self._spawn()
+                        self._respawns.owe()  # at once, unless children die as they start
 
     def _read_events(self, timeout: float) -> None:
         """Wait up to ``timeout`` seconds for children's messages and take them in."""
@@ -312,6 +316,9 @@ class ProcessPool(Generic[J]):
         self.retired_failed += child.failed
         code = child.process.exitcode
         running = child.running_id
+        at_start = self._respawns.ended(pid, bool(
+            child.processed or child.failed or running or child.killed or child.recycled
+            or child.init_failed or code == 0 and self.worker.burst))
         if child.init_failed:
             logger.error("child %d takes no work and is not replaced (%d left): %s", pid,
                          len(self.children), child.init_failed)
@@ -319,7 +326,7 @@ class ProcessPool(Generic[J]):
             self.recycled += 1
             logger.info("child %d recycled: %s%s", pid, child.recycled,
                         "" if self._stop.is_set() else "; replacing it")
-        elif child.killed or code == 0 and not running:
+        elif child.killed or code == 0 and not running and not at_start:
             # A child that exits 0 between tasks has recorded or given back all it held
             # (it logs itself when it could not); one killed on purpose was logged when
             # killed. One that exits 0 mid-task (``os._exit(0)`` in the task) died. One
@@ -336,9 +343,8 @@ class ProcessPool(Generic[J]):
             logger.error("child %d died (exit code %s) while running task %s; it will be "
                          "delivered again after its lease expires%s", pid, code, running,
                          "" if self._stop.is_set() else "; replacing the child")
-        elif not self._stop.is_set():
-            logger.warning("child %d exited with code %s between tasks; replacing it", pid,
-                           code)
+        elif not self._stop.is_set():  # (a row of deaths at start is said once)
+            self._respawns.exited(pid, code)
         child.conn.close()
 
     def _shut_down(self) -> None:
@@ -387,21 +393,6 @@ class ProcessPool(Generic[J]):
                 return
 
 
-def _die_with(supervisor_pid: int) -> None:
-    """Have the kernel kill this child when its supervisor dies.
-
-    An orphan would go on fetching tasks that nobody can time-limit or stop;
-    dying instead lets its leases expire, and a live worker takes them over.
-    """
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            logger.warning("could not tie child %d to its supervisor: errno %d", os.getpid(),
-                           ctypes.get_errno())
-    if os.getppid() != supervisor_pid:  # it died before the call above took effect
-        os._exit(1)
-
-
 def _early_signals() -> None:
     """Until its worker installs its own handlers, a child ends on SIGTERM (it has
     fetched nothing yet) and leaves SIGINT to its supervisor, which stops it."""
@@ -415,7 +406,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
     """A child process: fetch and run one task at a time, telling the supervisor."""
     _early_signals()
     parent.forked()
-    _die_with(supervisor_pid)
+    die_with(supervisor_pid)
     failed = parent.hooks.init(parent)
     if failed is not None:
         conn.send(("init_failed", failed))
