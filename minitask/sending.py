@@ -68,6 +68,18 @@ def lost_reply(error: BrokerError, task: str, queue: str, ids: Sequence[str],
         reason=error.reason, sent=True, task_ids=list(ids))
 
 
+def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
+    """``error`` (``sent``) told about the write of an ``app.batch()`` block of ``ids``."""
+    first = ids[0]
+    return BrokerError(
+        f"app.batch() block of {len(ids)} task(s): its write may have been made: {error}. "
+        f"Its tasks (the error's task_ids) may be in Redis and run: sending the block "
+        f"again could run them twice; check each with its handle's status() (the block's "
+        f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
+        f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
+        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids)
+
+
 def check_queue_name(queue: Any) -> None:
     """Refuse a queue name that is not a str or would break the key layout."""
     check_key_part("queue", queue)
@@ -274,6 +286,13 @@ class Sender:
         except DurabilityError as exc:  # every call sent, those written stand: handles too
             batch.close(SENT)
             raise name_batch(exc, len(batch)) from exc
+        except BrokerError as exc:
+            if not exc.sent:
+                batch.close(FAILED)
+                raise
+            batch.close(SENT)  # its reply lost: written perhaps, the handles say
+            raise _lost_batch(exc, [entry[0] for entries in batch.by_queue.values()
+                                    for entry in entries]) from exc
         except BaseException:
             batch.close(FAILED)
             raise

@@ -10,6 +10,8 @@ from __future__ import annotations
 from time import monotonic
 from typing import Any, Callable, Dict, Optional, Tuple
 
+import redis
+
 from ..broker.keys import QueueKeys
 from ..broker.packing import bulk, command
 from ..broker.transport import Transport
@@ -173,7 +175,10 @@ class PlainPush:
     def _refused(self, refusal: Any) -> None:
         """MULTI or EXEC refused: off for good, said once; this connection dropped (an
         EXEC refused leaves it inside MULTI)."""
-        self.transport.connections.own().disconnect()
+        try:
+            self.transport.connections.own().disconnect()
+        except (redis.RedisError, OSError):  # (it could not connect: none to drop)
+            pass
         if self._usable is False:
             return
         self._usable = False

@@ -11,12 +11,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, List, Set, Tuple
+from typing import Any, Iterator, List, Set, Tuple
 
 import pytest
 import redis
 
-from minitask import Minitask
+from minitask import Minitask, TaskHandle
 from minitask.broker.keys import AppKeys, QueueKeys
 from minitask.errors import BrokerError
 from tests.support.acl import documented_acl
@@ -28,7 +28,7 @@ APP = "lostreg"
 #: stores/queue.py's REGISTER_AGAIN: a write registers its queue again this long after
 AGAIN = 1.0
 MODULE = f"""
-from minitask import Minitask
+from minitask import Minitask, TaskHandle
 app = Minitask({APP!r}, broker={{url!r}})
 
 @app.task(name="rec")
@@ -110,6 +110,7 @@ def test_a_lost_enqueue_reply_says_the_task_may_be_enqueued_and_names_it(
     try:
         rec.delay("warm")
         rec.delay("warm")  # the plain path from now on
+        handles: List[TaskHandle[Any]] = []
 
         def lost(send: object, marker: str) -> BrokerError:
             proxy.cut_reply_to(marker.encode())
@@ -123,6 +124,7 @@ def test_a_lost_enqueue_reply_says_the_task_may_be_enqueued_and_names_it(
             ("later", lost(lambda: rec.apply_async(("cut-z",), delay=30), "cut-z")),
             ("many", lost(lambda: rec.delay_many([("cut-m1",), ("cut-m2",)]), "cut-m2")),
             ("adelay", lost(lambda: asyncio.run(rec.adelay("cut-a")), "cut-a")),
+            ("batch", lost(lambda: _batch(app, rec, handles), "cut-b2")),
         ]
         assert proxy.cuts == len(cases)
         messages = QueueKeys(APP, "default").messages
@@ -139,13 +141,20 @@ def test_a_lost_enqueue_reply_says_the_task_may_be_enqueued_and_names_it(
             assert app.handle(error.task_id).status() in ("queued", "scheduled"), label
         assert dict(cases)["task_id"].task_id == "given-1"
         assert len(dict(cases)["many"].task_ids) == 2
+        assert dict(cases)["batch"].task_ids == [h.id for h in handles]
+        assert [h.status() for h in handles] == ["queued", "queued"]  # no BatchNotSent
         # sent again with its id: never enqueued twice
         again = rec.apply_async(("cut-x",), task_id=dict(cases)["delay"].task_id)
         assert again.id == dict(cases)["delay"].task_id
-        assert admin.hlen(messages) == 2 + 6  # the two warm-ups, the six cut: no more
+        assert admin.hlen(messages) == 2 + 8  # the two warm-ups, the eight cut: no more
     finally:
         app.close()
         proxy.close()
+
+
+def _batch(app: Minitask, rec: Any, handles: List[TaskHandle[Any]]) -> None:
+    with app.batch():
+        handles += [rec.delay("cut-b1"), rec.delay("cut-b2")]
 
 
 def test_a_failed_write_still_says_nothing_was_enqueued(admin: "redis.Redis[bytes]",

@@ -440,6 +440,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "periodic": frozenset({"cronsim"}),
     "pytest_plugin": frozenset({"pytest"}),
     "stores.aio": frozenset({"redis"}),
+    "stores.plain": frozenset({"redis"}),
     "stores.broker": frozenset({"redis"}),
     "worker.loop_acks": frozenset({"hiredis", "redis"}),
     "stores.cancel_entries": frozenset({"redis"}),
