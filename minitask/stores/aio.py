@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from time import monotonic
 from contextlib import contextmanager
+from time import monotonic
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import redis
@@ -201,8 +201,10 @@ class AsyncBroker:
         connection = await (pool.get_connection("EVALSHA") if self._named
                             else pool.get_connection())
         replies: List[Any] = []
+        written = False
         try:
             await connection.send_packed_command(connection.pack_commands(commands))
+            written = True
             for index in range(len(commands)):
                 try:
                     replies.append(await connection.read_response())
@@ -212,8 +214,10 @@ class AsyncBroker:
                     if index < len(commands) - 1:
                         raise
                     raise cut_short(durability, what, self.description, exc) from exc
-        except BaseException:
+        except BaseException as exc:
             await connection.disconnect()  # a reply left unread must not reach the next caller
+            if written and isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+                raise broker_error(exc, what, self.description, sent=True) from exc
             raise
         finally:
             await pool.release(connection)
@@ -277,9 +281,7 @@ class AsyncBroker:
 
         A connection that failed part way is closed before it goes back to the pool:
         a reply left unread would answer the next caller's command. Failed once the
-        command was written whole: a BrokerError that says Redis may have run it
-        (``sent``), as the blocking transport's.
-        """
+        command was written whole: a BrokerError saying Redis may have run it (``sent``)."""
         assert self._pool is not None
         pool = self._pool
         connection = await (pool.get_connection("EVALSHA") if self._named
@@ -326,7 +328,7 @@ class AsyncBroker:
 
     async def _register(self, queue: str) -> None:
         """List ``queue`` in the app's registry, again ``REGISTER_AGAIN`` s after the last
-        time: a registry lost lists it again at the next write (``QueueStore.enqueue``)."""
+        time (``QueueStore.enqueue``'s rule)."""
         now = monotonic()
         if now - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
             with self.errors("register queues"):

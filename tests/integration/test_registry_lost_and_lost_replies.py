@@ -125,6 +125,10 @@ def test_a_lost_enqueue_reply_says_the_task_may_be_enqueued_and_names_it(
             ("many", lost(lambda: rec.delay_many([("cut-m1",), ("cut-m2",)]), "cut-m2")),
             ("adelay", lost(lambda: asyncio.run(rec.adelay("cut-a")), "cut-a")),
             ("batch", lost(lambda: _batch(app, rec, handles), "cut-b2")),
+            ("durable", lost(lambda: rec.apply_async(("cut-d",), durability="replicated"),
+                             "cut-d")),
+            ("adurable", lost(lambda: asyncio.run(rec.aapply_async(
+                ("cut-e",), durability="replicated")), "cut-e")),
         ]
         assert proxy.cuts == len(cases)
         messages = QueueKeys(APP, "default").messages
@@ -146,7 +150,7 @@ def test_a_lost_enqueue_reply_says_the_task_may_be_enqueued_and_names_it(
         # sent again with its id: never enqueued twice
         again = rec.apply_async(("cut-x",), task_id=dict(cases)["delay"].task_id)
         assert again.id == dict(cases)["delay"].task_id
-        assert admin.hlen(messages) == 2 + 8  # the two warm-ups, the eight cut: no more
+        assert admin.hlen(messages) == 2 + 10  # the two warm-ups, the ten cut: no more
     finally:
         app.close()
         proxy.close()
