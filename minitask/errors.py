@@ -107,11 +107,22 @@ class BrokerError(MinitaskError):
     not read a command, as one over its ``proto-max-bulk-len``) or ``error``; or
     ``pool exhausted``: every connection of the client's pool stayed in use while
     the call waited for one (the client's limit, not the server's).
+
+    ``sent`` is True when the connection failed after the command was written
+    whole, before its reply came: Redis may have run it. An enqueue's error then
+    says that the task may have been enqueued, and ``task_id`` (the first) and
+    ``task_ids`` (every one of the call) name the tasks, to check on them or send
+    them again with ``task_id=``, which never enqueues one twice. False: the write
+    itself failed, or Redis answered (a refusal).
     """
 
-    def __init__(self, message: str, *, reason: str = "error") -> None:
+    def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
+                 task_ids: Optional[Sequence[str]] = None) -> None:
         super().__init__(message)
         self.reason = reason
+        self.sent = sent
+        self.task_ids: List[str] = list(task_ids or ())
+        self.task_id: Optional[str] = self.task_ids[0] if self.task_ids else None
 
 
 class DurabilityError(BrokerError):
@@ -126,10 +137,10 @@ class DurabilityError(BrokerError):
 
     def __init__(self, message: str, *, task_id: Optional[str], confirmed: int,
                  task_ids: Optional[List[str]] = None) -> None:
-        super().__init__(message, reason="unconfirmed")
+        super().__init__(message, reason="unconfirmed", sent=True)
         self.task_id = task_id
         self.confirmed = confirmed
-        self.task_ids: List[str] = list(task_ids) if task_ids is not None else (
+        self.task_ids = list(task_ids) if task_ids is not None else (
             [task_id] if task_id is not None else [])
 
 
@@ -250,7 +261,7 @@ def without_script_marks(text: str) -> str:
 
 def broker_error(exc: BaseException, what: str, broker: str, *,
                  script: Optional[str] = None, commands: Sequence[str] = (),
-                 unreachable: str = "") -> BrokerError:
+                 unreachable: str = "", sent: bool = False) -> BrokerError:
     """The :class:`BrokerError` for redis-py's ``exc``, raised while trying to ``what``.
 
     Args:
@@ -260,12 +271,19 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
         script: the minitask script the call ran, if any, and ``commands``, those
             it calls.
         unreachable: said after the hint when Redis could not be reached.
+        sent: the connection failed after the command was written whole, before
+            its reply came: Redis may have run it (said so; ``BrokerError.sent``).
     """
     reason, hint = broker_reason(exc, script, commands)
     if reason == "unreachable" and unreachable:
         hint = f"{hint} {unreachable}"
-    message = f"could not {what} (broker {broker}): {without_script_marks(str(exc))}"
-    return BrokerError(f"{message}; {hint}" if hint else message, reason=reason)
+    if sent:
+        message = (f"lost the reply to {what} (broker {broker}): "
+                   f"{without_script_marks(str(exc))}: the connection failed after the "
+                   f"command was written, so Redis may have run it")
+    else:
+        message = f"could not {what} (broker {broker}): {without_script_marks(str(exc))}"
+    return BrokerError(f"{message}; {hint}" if hint else message, reason=reason, sent=sent)
 
 
 class TaskFailed(MinitaskError):

@@ -13,7 +13,7 @@ from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
 from .broker.durability import (APP, CallSetting, Durability, check_socket_timeout,
                                 keep_unconfirmed, name_batch, name_task)
 from .broker.keys import check_name
-from .errors import ConfigurationError, DurabilityError, MessageTooLarge
+from .errors import BrokerError, ConfigurationError, DurabilityError, MessageTooLarge
 from .handle import TaskHandle
 from .stores.aio import AsyncBroker
 from .stores.broker import Broker
@@ -37,6 +37,47 @@ def _naming(messages: Sequence[Message]) -> Iterator[None]:
         ids = exc.task_ids or [messages[0].id]
         task = next((m.task for m in messages if m.id == ids[0]), "?")
         raise name_task(exc, task, ids[0], len(ids), ids) from exc
+
+
+@contextmanager
+def _lost(task: str, queue: str, ids: Sequence[str], before: int = 0) -> Iterator[None]:
+    """A BrokerError of a write whose reply was lost (``sent``: the connection failed
+    after the command was written whole) told that tasks ``ids`` (of ``task``, into
+    ``queue``) may have been enqueued: which, and how to check or send again safely;
+    ``before`` tasks of the same call were enqueued ahead of them."""
+    try:
+        yield
+    except BrokerError as exc:
+        if not exc.sent or isinstance(exc, DurabilityError) or not ids:
+            raise
+        raise lost_reply(exc, task, queue, ids, before) from exc
+
+
+def lost_reply(error: BrokerError, task: str, queue: str, ids: Sequence[str],
+               before: int = 0) -> BrokerError:
+    """``error`` (``sent``) told about the enqueue of tasks ``ids``, the first named."""
+    first, count = ids[0], len(ids)
+    more = (f" (and the {count - 1} other task(s) written with it: the error's task_ids)"
+            if count > 1 else "")
+    ahead = f" ({before} task(s) of the same call were enqueued before it)" if before else ""
+    return BrokerError(
+        f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have been "
+        f"made{ahead}: {error}. The task may be in Redis and run: sending it again as it was "
+        f"could run it twice; check with app.handle({first!r}).status(), or send it again "
+        f"with task_id={first!r}, which never enqueues it twice",
+        reason=error.reason, sent=True, task_ids=list(ids))
+
+
+def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
+    """``error`` (``sent``) told about the write of an ``app.batch()`` block of ``ids``."""
+    first = ids[0]
+    return BrokerError(
+        f"app.batch() block of {len(ids)} task(s): its write may have been made: {error}. "
+        f"Its tasks (the error's task_ids) may be in Redis and run: sending the block "
+        f"again could run them twice; check each with its handle's status() (the block's "
+        f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
+        f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
+        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids)
 
 
 def check_queue_name(queue: Any) -> None:
@@ -88,8 +129,13 @@ class Sender:
         broker = self._broker()
         queues = broker.queues
         # (its clock reading, made a moment ago, serves as now)
-        if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
-            queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
+        try:  # (not ``_lost``: a context manager costs every delay() a dozen Python calls)
+            if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
+                queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
+        except BrokerError as exc:
+            if not exc.sent or isinstance(exc, DurabilityError):
+                raise
+            raise lost_reply(exc, message.task, message.queue, [message.id]) from exc
         return TaskHandle(broker, message.queue, message.id, result_ttl_ms, self._async_broker)
 
     def send(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
@@ -110,18 +156,22 @@ class Sender:
             batch.add(by_queue, _specs(messages))
             return
         if any(m.flow is not None for m in messages):  # flow control: limits.py
-            with _naming(messages):
+            with _naming(messages), _lost(messages[0].task, messages[0].queue,
+                                          [m.id for m in messages]):
                 self._broker().flow.send(by_queue, _specs(messages), self.clock.now_ms(),
                                          policy)
             return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
+        before = 0
         with keep_unconfirmed() as kept:  # a chunk written unconfirmed: the others are sent too
             for queue, entries in by_queue.items():
                 for start in range(0, len(entries), BULK_CHUNK):
                     chunk = entries[start:start + BULK_CHUNK]
-                    with kept.writing([entry[0] for entry in chunk]):
+                    ids = [entry[0] for entry in chunk]
+                    with kept.writing(ids), _lost(messages[0].task, queue, ids, before):
                         queues.enqueue(queue, chunk, now_ms, policy)
+                    before += len(chunk)
         with _naming(messages):
             kept.raise_any()
 
@@ -137,15 +187,19 @@ class Sender:
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
         if any(m.flow is not None for m in messages):  # flow control: limits.py
-            with _naming(messages):
+            with _naming(messages), _lost(messages[0].task, messages[0].queue,
+                                          [m.id for m in messages]):
                 await broker.enqueue_flow(by_queue, _specs(messages), now_ms, policy)
             return
+        before = 0
         with keep_unconfirmed() as kept:  # as ``send`` (this asyncio task's block alone)
             for queue, entries in by_queue.items():
                 for start in range(0, len(entries), BULK_CHUNK):
                     chunk = entries[start:start + BULK_CHUNK]
-                    with kept.writing([entry[0] for entry in chunk]):
+                    ids = [entry[0] for entry in chunk]
+                    with kept.writing(ids), _lost(messages[0].task, queue, ids, before):
                         await broker.enqueue(queue, chunk, now_ms, policy)
+                    before += len(chunk)
         with _naming(messages):
             kept.raise_any()
 
@@ -232,6 +286,13 @@ class Sender:
         except DurabilityError as exc:  # every call sent, those written stand: handles too
             batch.close(SENT)
             raise name_batch(exc, len(batch)) from exc
+        except BrokerError as exc:
+            if not exc.sent:
+                batch.close(FAILED)
+                raise
+            batch.close(SENT)  # its reply lost: written perhaps, the handles say
+            raise _lost_batch(exc, [entry[0] for entries in batch.by_queue.values()
+                                    for entry in entries]) from exc
         except BaseException:
             batch.close(FAILED)
             raise

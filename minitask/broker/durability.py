@@ -337,8 +337,8 @@ def name_workflow(error: DurabilityError, kind: str, handle_id: str) -> Durabili
     so sending it again would run it twice."""
     return DurabilityError(
         f"{kind} {handle_id!r}: it was written to Redis and runs, but the write was not "
-        f"confirmed: {error}. It may not survive a failover: before sending it again, "
-        f"which would run it twice, check with `minitask inspect workflow {handle_id}` "
+        f"confirmed: {error}. Before sending it again, which would run it twice, "
+        f"check with `minitask inspect workflow {handle_id}` "
         f"(or app.group_handle({handle_id!r}) for a group; the handle's status() reads "
         f"'unknown' until its step is sent)", task_id=handle_id,
         confirmed=error.confirmed)

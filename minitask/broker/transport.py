@@ -87,12 +87,14 @@ class Transport:
         the script the block runs, if any."""
         return _Errors(self, what, script)
 
-    def _failure(self, exc: BaseException, what: str, script: Optional[str]) -> BrokerError:
+    def _failure(self, exc: BaseException, what: str, script: Optional[str],
+                 sent: bool = False) -> BrokerError:
         commands: List[str] = []
         if script is not None:  # an error path: the script's text is read only now
             commands = sorted({name.lower() for name in
                                _SCRIPT_COMMAND.findall(self._sources.get(script, ""))})
-        return broker_error(exc, what, self.description, script=script, commands=commands)
+        return broker_error(exc, what, self.description, script=script, commands=commands,
+                            sent=sent)
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str,
             durability: Optional[Durability] = None) -> Any:
@@ -170,6 +172,8 @@ class Transport:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 if isinstance(exc, redis.ConnectionError) and len(packed) > LARGE_COMMAND:
                     raise self._large_command_failed(exc, what, len(packed)) from exc
+                if reply_lost(exc):
+                    raise self._failure(exc, what, None, sent=True) from exc
                 raise
         except _FAILURES as exc:
             raise self._failure(exc, what, None) from exc
@@ -250,6 +254,8 @@ class Transport:
                 size = sum(map(len, commands))
                 if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
                     raise self._large_command_failed(exc, what, size) from exc
+                if reply_lost(exc):
+                    raise self._failure(exc, what, None, sent=True) from exc
                 raise
             if refused is not None and keep_refused:
                 replies = [self._failure(reply, what, script.name)
@@ -378,7 +384,7 @@ def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
     cut reached Redis, so the last command never ran."""
     try:
         connection.send_packed_command([data])
-    except redis.ConnectionError as exc:
+    except (redis.ConnectionError, redis.TimeoutError) as exc:  # (connecting, or writing)
         raise _WriteFailed(*exc.args) from exc
     replies: List[Any] = []
     reader, short, push = _buffered(connection) if count > 1 else (None, None, None)
@@ -447,6 +453,14 @@ def _checked(connection: Any, reply: Any, short: Any, push: Any) -> Any:
 
 class _WriteFailed(redis.ConnectionError):
     """The connection failed while the commands were being written."""
+
+
+def reply_lost(exc: BaseException) -> bool:
+    """Whether ``exc``, raised by ``_exchange`` or after it, means the connection failed
+    once the commands were written whole: Redis may have run them (a failed write is
+    ``_WriteFailed``: the last command never ran)."""
+    return (isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError))
+            and not isinstance(exc, _WriteFailed))
 
 
 def closed_after(reply: redis.ResponseError) -> bool:

@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from contextlib import contextmanager
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
+from time import monotonic
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import redis
 import redis.asyncio
@@ -30,11 +31,13 @@ from ..broker.packing import ScriptCall
 from ..broker.pools import WaitingPool
 from ..broker.transport import text
 from ..broker.waits import block_cap
-from ..errors import BrokerError, ConfigurationError, DecodeError, DurabilityError
+from ..errors import (BrokerError, ConfigurationError, DecodeError, DurabilityError,
+                      broker_error)
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .foreign import ignored, removed_members
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
+from .queue import REGISTER_AGAIN
 from .results import unwaitable
 from .scripts import source
 
@@ -115,7 +118,8 @@ class AsyncBroker:
         self.client = client
         self.description = broker.description
         self._shas: Dict[str, str] = {}
-        self._known_queues: Set[str] = set()
+        #: When (``monotonic``) each queue was last registered (``QueueStore``'s rule)
+        self._known_queues: Dict[str, float] = {}
         # A plain client's pool: script calls go out packed by the transport, as the
         # blocking ones do (redis-py would encode each of a call's 20 keys and arguments
         # again, and wrap the call in its retry and timeout machinery).
@@ -152,7 +156,7 @@ class AsyncBroker:
         with self.errors(what):
             try:
                 if self._pool is not None:
-                    return await self._send_packed(self.broker.transport.pack_call(call))
+                    return await self._send_packed(self.broker.transport.pack_call(call), what)
                 return await self.client.evalsha(sha, len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:
                 await self.client.script_load(source(name))
@@ -197,8 +201,10 @@ class AsyncBroker:
         connection = await (pool.get_connection("EVALSHA") if self._named
                             else pool.get_connection())
         replies: List[Any] = []
+        written = False
         try:
             await connection.send_packed_command(connection.pack_commands(commands))
+            written = True
             for index in range(len(commands)):
                 try:
                     replies.append(await connection.read_response())
@@ -208,8 +214,10 @@ class AsyncBroker:
                     if index < len(commands) - 1:
                         raise
                     raise cut_short(durability, what, self.description, exc) from exc
-        except BaseException:
+        except BaseException as exc:
             await connection.disconnect()  # a reply left unread must not reach the next caller
+            if written and isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+                raise broker_error(exc, what, self.description, sent=True) from exc
             raise
         finally:
             await pool.release(connection)
@@ -268,23 +276,27 @@ class AsyncBroker:
             raise fsync_refused("no such command", self.description)
         self._waitaof = True
 
-    async def _send_packed(self, command: bytes) -> Any:
+    async def _send_packed(self, command: bytes, what: str) -> Any:
         """Send one packed command on a connection of the pool and read its reply.
 
         A connection that failed part way is closed before it goes back to the pool:
-        a reply left unread would answer the next caller's command.
-        """
+        a reply left unread would answer the next caller's command. Failed once the
+        command was written whole: a BrokerError saying Redis may have run it (``sent``)."""
         assert self._pool is not None
         pool = self._pool
         connection = await (pool.get_connection("EVALSHA") if self._named
                             else pool.get_connection())
+        written = False
         try:
             await connection.send_packed_command(command)
+            written = True
             return await connection.read_response()
         except redis.ResponseError:
             raise  # a whole reply was read: the connection stays usable
-        except BaseException:
+        except BaseException as exc:
             await connection.disconnect()
+            if written and isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):
+                raise broker_error(exc, what, self.description, sent=True) from exc
             raise
         finally:
             await pool.release(connection)
@@ -315,10 +327,13 @@ class AsyncBroker:
         return await self.run_confirmed(call, what, durability)
 
     async def _register(self, queue: str) -> None:
-        if queue not in self._known_queues:
+        """List ``queue`` in the app's registry, again ``REGISTER_AGAIN`` s after the last
+        time (``QueueStore.enqueue``'s rule)."""
+        now = monotonic()
+        if now - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
             with self.errors("register queues"):
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
-            self._known_queues.add(queue)
+            self._known_queues[queue] = now
 
     async def enqueue_flow(self, by_queue: Mapping[str, Sequence[Tuple[str, bytes, int, int]]],
                            specs: Mapping[str, str], now_ms: int,

@@ -7,11 +7,12 @@ letter) are the results store's.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from time import monotonic
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..broker.durability import Durability, keep_unconfirmed
 from ..broker.keys import PRIORITIES
-from ..broker.packing import ScriptCall, bulk, command
+from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
 from ..errors import BrokerError, DurabilityError
 from ..printable import printable
@@ -21,10 +22,14 @@ from .bounds import message_of
 from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, dropped_overlong, ignored,
                       raise_refusals, unread_error)
 from .names import REGISTRY_READ, read_names
+from .plain import PlainPush
 from .store import Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
+#: Seconds after which a write into a queue adds it to the app's registry again (a
+#: SADD costs a plain ``delay()`` a fifth more in Redis: not with every write).
+REGISTER_AGAIN = 1.0
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
 
@@ -32,8 +37,6 @@ _SCRIPTS = ("enqueue", "enqueue_now", "fetch", "release", "hash_fields")
 #: The enqueue call's constant arguments, encoded once.
 _WAKE_CAP_ARG = b"%d" % WAKE_CAP
 _BATCH_LIMIT_ARG = b"%d" % BATCH_LIMIT
-_MULTI = command("MULTI")
-_EXEC = command("EXEC")
 
 
 @quick_init
@@ -91,11 +94,16 @@ class QueueStore(Store):
 
     def __init__(self, transport: Transport, app_name: str) -> None:
         super().__init__(transport, app_name)
-        self._known_queues: Set[str] = set()
-        #: push()'s packed commands by (queue, priority), less the id and message
-        self._pushes: Dict[Tuple[str, int], Tuple[bytes, bytes, bytes, bytes]] = {}
-        #: push()es made into each queue so far (every WAKE_CAP-th trims its wake list)
-        self._pushed: Dict[str, int] = {}
+        #: The queues (and lanes) this store registered, each with when (``monotonic``)
+        #: it last did: a write into a queue registers it again ``REGISTER_AGAIN`` s
+        #: later, so that a registry lost (a restart without persistence, a failover to
+        #: an empty replica, a deleted key) lists it again at once.
+        self._known_queues: Dict[str, float] = {}
+        #: A plain ``delay()``'s write, without a script (``plain.PlainPush.push``): a bound
+        #: method, so that the hot path makes no call more.
+        self.push: Callable[[str, Tuple[str, bytes, int, int]], bool] = PlainPush(
+            transport, self.keys, self.app_keys.queues, self._known_queues,
+            (WAKE_CAP, REGISTER_AGAIN)).push
         #: The queues the app declares (set by the app): a lookup by id asks them first.
         self.declared: Callable[[], List[str]] = list
 
@@ -115,10 +123,10 @@ class QueueStore(Store):
                 added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
                                                  what, durability)[-1]
         except DurabilityError:
-            self.register_queues([queue])  # written, unconfirmed: findable by id all the same
+            self.register_queues([queue], again=True)  # written, unconfirmed: findable
             raise
-        if queue not in self._known_queues:
-            self.register_queues([queue])
+        if monotonic() - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
+            self.register_queues([queue], again=True)
         return int(added)
 
     def enqueue_queues(self, by_queue: Dict[str, List[Tuple[str, bytes, int, int]]],
@@ -158,75 +166,13 @@ class QueueStore(Store):
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
         self.register_queues({queue for (queue, _), reply in zip(parts, added)
-                              if not isinstance(reply, Exception)})
+                              if not isinstance(reply, Exception)}, again=True)
         refused = [reply for reply in added if isinstance(reply, BrokerError)]
         if refused:
             raise BrokerError(_partly(what, self.transport.description, parts, added),
                               reason=refused[0].reason)
         kept.raise_any()  # written, each of them: ``task_ids`` names them
         return sum(int(count) for count in added)
-
-    def push(self, queue: str, entry: Tuple[str, bytes, int, int]) -> bool:
-        """A new id's message, ready at once, written without a script (a plain
-        ``delay()``: ``Sender.send`` says which calls are): its message stored, its id
-        pushed to the tail of its ready list, a worker woken, in one write of plain
-        commands in MULTI/EXEC (a third of a script call's Redis time). False when
-        it wrote nothing: a queue this store has not enqueued into yet (enqueue.lua
-        registers it), Redis Cluster, or data minitask did not write (what was written
-        is taken back; the caller's script then refuses the call, naming the key).
-
-        The write is one MULTI/EXEC: a connection cut part way leaves nothing (a
-        write can reach Redis in parts, however short), and no fetch meets the id
-        without its message.
-        Due delayed tasks are not promoted first: the next fetch does (the ordering
-        rules, docs/explanations/guarantees.rst). The wake list gets a token (the
-        scripts push none past ``WAKE_CAP``: this write cannot read the length first).
-        A fetch that finds the queue empty deletes them, but a queue whose workers are
-        always behind is never found empty, and would gain a token per task for ever;
-        so every ``WAKE_CAP``-th push of this store into a queue (its first included)
-        also trims the list to its last ``WAKE_CAP``: a list holds at most
-        ``WAKE_CAP`` tokens more than that per process sending plain calls to it. An
-        LTRIM with every push would cost Redis a quarter more per ``delay()``.
-        """
-        if queue not in self._known_queues:
-            return False
-        task_id, body, priority, _ = entry
-        parts = self._pushes.get((queue, priority))
-        if parts is None:
-            k = self.keys(queue)
-            parts = self._pushes[(queue, priority)] = (
-                b"*4\r\n" + bulk("HSET") + bulk(k.messages),
-                b"*3\r\n" + bulk("RPUSH") + bulk(k.ready[9 - priority]),
-                command("RPUSH", k.wake, "1"), command("LTRIM", k.wake, -WAKE_CAP, -1))
-        store, ready, wake, trim = parts
-        pushed_before = self._pushed.get(queue, 0)  # (threads may race: a trim more or less)
-        self._pushed[queue] = pushed_before + 1
-        if pushed_before % WAKE_CAP:
-            trim = b""
-        key = bulk(task_id)
-        what = f"enqueue into queue {queue!r}"
-        replies = self.transport.send_commands(
-            b"".join((_MULTI, store, key, bulk(body), ready, key, wake, trim, _EXEC)),
-            6 if trim else 5, what)
-        if replies is None:
-            return False
-        # EXEC's replies, or its refusal (nothing written)
-        replies = replies[-1] if isinstance(replies[-1], list) else [replies[-1]] * 4
-        stored = not isinstance(replies[0], Exception)
-        pushed = not isinstance(replies[1], Exception)
-        if pushed and stored and not isinstance(replies[2], Exception):
-            return True  # (a wake list of another type: taken back, enqueue.lua moves it aside)
-        k = self.keys(queue)
-        with self.transport.errors(what):
-            pipe = self.transport.client.pipeline(transaction=False)
-            if pushed:
-                pipe.lrem(k.ready[9 - priority], -1, task_id)
-            if stored:
-                pipe.hdel(k.messages, task_id)
-            if not isinstance(replies[2], Exception):
-                pipe.lpop(k.wake)  # a token: any one will do
-            pipe.execute(raise_on_error=False)
-        return False
 
     def enqueue_now_call(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                          now_ms: int) -> Optional[ScriptCall]:
@@ -251,10 +197,16 @@ class QueueStore(Store):
         return ("enqueue", queue, (k.messages, k.delayed, k.wake, *k.ready, k.order,
                                    k.sequence), tail, len(entries))
 
-    def register_queues(self, queues: Iterable[str], lanes: bool = False) -> None:
+    def register_queues(self, queues: Iterable[str], lanes: bool = False,
+                        again: bool = False) -> None:
         """Remember queue names app-wide so status and lookups by id can find them;
-        with ``lanes``, broadcast lanes, in a registry of their own (``names.py``)."""
-        names = [q for q in queues if q not in self._known_queues]
+        with ``lanes``, broadcast lanes, in a registry of their own (``names.py``).
+        Once each, or with ``again`` (a write into them), once each ``REGISTER_AGAIN``
+        seconds: a registry lost lists them again at the next write."""
+        now = monotonic()
+        known = self._known_queues
+        names = [q for q in queues if now - known.get(q, -REGISTER_AGAIN) >= REGISTER_AGAIN
+                 and (again or q not in known)]
         if names:
             key = self.app_keys.lanes if lanes else self.app_keys.queues
             with self.transport.errors("register queues"):
@@ -264,7 +216,7 @@ class QueueStore(Store):
                 raise_refusals([added])
             if isinstance(added, Exception):  # another type: the queues still run, unlisted
                 ignored(key, f"it holds another type than a set ({added})")
-            self._known_queues.update(names)
+            known.update(dict.fromkeys(names, now))
 
     def queue_names(self, most: int = REGISTRY_READ) -> List[str]:
         """At most ``most`` of the app's queues (then lanes), as ``queue_registry``."""

@@ -90,6 +90,7 @@ def test_a_short_plain_delay_is_one_transaction_too(redis_server: RedisServer) -
     job = app.task(name="short.noop")(lambda: None)
     try:
         job.delay()  # registers the queue (a script)
+        job.delay()  # asks once whether MULTI/EXEC may be used (plain.PlainPush._ask)
         before = admin.info("commandstats").get("cmdstat_multi", {}).get("calls", 0)
         job.delay()
         after = admin.info("commandstats").get("cmdstat_multi", {}).get("calls", 0)

@@ -78,7 +78,7 @@ class _ClusterQueues(QueueStore):
             connections=SimpleNamespace(pool=None), description="fake cluster",
             run_calls=self._run_calls)
         self.app_name = "app"
-        self._known_queues = {"q1", "q2", "q3", "q4"}
+        self._known_queues = dict.fromkeys(("q1", "q2", "q3", "q4"), float("inf"))
         self.sent: List[str] = []
         self.unconfirmed, self.refused = unconfirmed, refused
 

@@ -1,0 +1,81 @@
+"""A TCP proxy to a test's redis-server that can lose a reply: a command reaches Redis
+and runs, then the connection is closed before any byte of its reply comes back."""
+from __future__ import annotations
+
+import socket
+import threading
+from typing import List, Optional
+
+from tests.support.servers import RedisServer
+
+
+class CuttingProxy:
+    """Forwards every connection to ``server``; ``cut_reply_to(marker)`` arms it: the
+    reply to the first write holding ``marker`` is dropped and that connection closed
+    (a marker: the reply of a connection's set-up, say, is never the one cut)."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.upstream = ("127.0.0.1", server.port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._marker: Optional[bytes] = None
+        self.cuts = 0
+        self._sockets: List[socket.socket] = []
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def cut_reply_to(self, marker: bytes) -> None:
+        self._marker = marker
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.upstream, timeout=10)
+            upstream.settimeout(None)
+            self._sockets += [client, upstream]
+            cut = threading.Event()  # this connection's next reply is dropped
+            threading.Thread(target=self._pump, args=(client, upstream, cut, False),
+                             daemon=True).start()
+            threading.Thread(target=self._pump, args=(upstream, client, cut, True),
+                             daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, cut: threading.Event,
+              replies: bool) -> None:
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                marker = self._marker
+                if not replies and marker is not None and marker in data:
+                    self._marker = None
+                    cut.set()
+                if replies and cut.is_set():
+                    self.cuts += 1
+                    break  # the reply dropped: both ends closed below
+                target.sendall(data)
+        except OSError:
+            pass
+        _close(source, target)
+
+    def close(self) -> None:
+        self._closed = True
+        _close(self._listener, *self._sockets)
+
+
+def _close(*sockets: Optional[socket.socket]) -> None:
+    for one in sockets:
+        if one is None:
+            continue
+        try:
+            one.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        one.close()
