@@ -203,7 +203,8 @@ class FlowStore(Store):
 
     def resume_group(self, queue: str, group: str) -> bool:
         """Serve a paused group again; False when it was not paused. Its ready tasks
-        come back into the rotation at the next fetch (a waiting worker is woken).
+        come back into the rotation at the next fetch (a waiting worker is woken); a
+        flow_due of another type, which would take no entry, is moved aside first.
 
         Raises:
             BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
@@ -219,11 +220,37 @@ class FlowStore(Store):
             pipe.rpush(k.wake, b"1")
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
+            if isinstance(replies[1], Exception):
+                # a flow_due of another type took no entry: the group would never come
+                # back into the rotation. Moved aside whole, as the scripts do
+                self._due_aside(k.flow_due)
+                pipe = self.transport.client.pipeline(transaction=True)
+                pipe.zadd(k.flow_due, {f"g:{group}": 0})
+                pipe.rpush(k.wake, b"1")
+                raise_refusals(pipe.execute(raise_on_error=False))
         if isinstance(replies[0], Exception):
             raise BrokerError(f"could not {what}: {_paused_problem(k.groups_paused)}; "
                               f"until then it pauses no group: its tasks are served",
                               reason="wrong type")
         return bool(replies[0])
+
+    def _due_aside(self, key: str) -> None:
+        """Move ``key`` (a flow_due of another type) aside whole to ``key``:foreign (or
+        :foreign2, up to :foreign100, which a 101st replaces), as lib.lua's aside()
+        does, said once: the data stays for whoever wrote it."""
+        client = self.transport.client
+        moved = next((f"{key}:foreign{n if n > 1 else ''}" for n in range(1, 101)
+                      if not client.exists(f"{key}:foreign{n if n > 1 else ''}")),
+                     f"{key}:foreign100")
+        pipe = client.pipeline(transaction=False)
+        pipe.rename(key, moved)
+        reply = pipe.execute(raise_on_error=False)[0]
+        if isinstance(reply, Exception):
+            if "no such key" in str(reply).lower():  # gone meanwhile: another hand moved it
+                return
+            raise reply
+        ignored(key, f"it held another type than the sorted set minitask keeps there; "
+                     f"moved aside to {moved}")
 
     def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
         """The group of a grouped task (fair queues) when that group is paused, else

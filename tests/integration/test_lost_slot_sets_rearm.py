@@ -150,3 +150,22 @@ def test_a_running_set_deleted_under_a_killed_worker_leaves_no_task_waiting(
     for n, handle in enumerate(handles):
         if n != held:
             assert handle.get(timeout=DEADLINE) == f"t{n}"
+
+
+def test_a_group_resumed_over_a_flow_due_of_another_type_comes_back(slots: Slots) -> None:
+    # the resume's re-arm is its flow_due entry: a flow_due of another type took none,
+    # silently, and the group's tasks stayed queued for good
+    slots.worker("thread")
+    slots.admin.set("slots:go", "1")
+    slots.app.pause_group("default", "A")
+    handles, _ = slots.send("grouped")
+    turn = KEYS.fair_group("A", "turn")
+    wait_until(lambda: slots.admin.hget(turn, "tok") is None, timeout=DEADLINE,
+               message="the paused group to leave the rotation")
+    assert slots.log() == []
+    slots.admin.delete(KEYS.flow_due)
+    slots.admin.set(KEYS.flow_due, "someone else's")
+    assert slots.app.resume_group("default", "A") is True
+    for n, handle in enumerate(handles):
+        assert handle.get(timeout=DEADLINE) == f"t{n}"
+    assert slots.admin.get(KEYS.flow_due + ":foreign") == b"someone else's"
