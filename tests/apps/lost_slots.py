@@ -40,3 +40,8 @@ def limited(tag: str) -> str:
 @app.task(group_by="account", group_max_running=1)
 def grouped(account: str, tag: str) -> str:
     return _held(tag)
+
+
+@app.task(rate_limit="6/m")
+def paced(tag: str) -> str:
+    return _held(tag)

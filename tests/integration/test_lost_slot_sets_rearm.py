@@ -169,3 +169,24 @@ def test_a_group_resumed_over_a_flow_due_of_another_type_comes_back(slots: Slots
     for n, handle in enumerate(handles):
         assert handle.get(timeout=DEADLINE) == f"t{n}"
     assert slots.admin.get(KEYS.flow_due + ":foreign") == b"someone else's"
+
+
+def test_a_flow_due_of_another_type_under_parked_tasks_is_moved_aside_and_they_run(
+        slots: Slots) -> None:
+    # a rate-limited task parked until its turn (10 s at 6/m) has its due time in
+    # flow_due: replaced by another type, no fetch read it and no outcome re-armed
+    # the limiter, so the task stayed parked for good. The heartbeat moves it aside
+    # and makes every parked limiter due again
+    name = "tests.apps.lost_slots.paced"
+    paced = slots.app.task(name=name, rate_limit="6/m")(lost_slots.paced.func)
+    slots.worker("thread")
+    slots.admin.set("slots:go", "1")
+    first, second = paced.delay("t0"), paced.delay("t1")
+    assert first.get(timeout=DEADLINE) == "t0"
+    limiter = f"{len(name)}:{name}"
+    wait_until(lambda: slots.admin.zscore(KEYS.flow_due, limiter) is not None,
+               timeout=DEADLINE, message="the second task to be parked until its turn")
+    slots.admin.delete(KEYS.flow_due)
+    slots.admin.set(KEYS.flow_due, "someone else's")
+    assert second.get(timeout=DEADLINE) == "t1"
+    assert slots.admin.get(KEYS.flow_due + ":foreign") == b"someone else's"
