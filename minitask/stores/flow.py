@@ -258,12 +258,15 @@ class FlowStore(Store):
             limiters += [name for name in page if len(name) <= SPEC_BYTES]
             if not cursor:
                 break
-        pipe = client.pipeline(transaction=False)
-        pipe.zrange(k.groups, 0, REARM_MOST - 1)
-        groups = pipe.execute(raise_on_error=False)[0]
+        # the groups with ready tasks, read as status reads them (groups_top.lua: a name
+        # longer than any group's is removed, never sent)
+        _, _, flat, removed, *_ = self.transport.run_calls(
+            [("groups_top", queue, (k.groups_ready, k.groups),
+              (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
+            f"read the groups of queue {queue!r}")[0]
+        removed_members(k.groups, removed, "group name")
         due = {name: now_ms for name in limiters[:REARM_MOST]}
-        if not isinstance(groups, Exception):
-            due.update({b"g:" + name: now_ms for name in groups if len(name) <= GROUP_BYTES})
+        due.update({b"g:" + name: now_ms for name in (flat or [])[0::2]})
         if due:
             pipe = client.pipeline(transaction=True)
             pipe.zadd(k.flow_due, due)

@@ -45,3 +45,8 @@ def grouped(account: str, tag: str) -> str:
 @app.task(rate_limit="6/m")
 def paced(tag: str) -> str:
     return _held(tag)
+
+
+@app.task(group_by="account", group_rate_limit="6/m")
+def rated(account: str, tag: str) -> str:
+    return _held(tag)

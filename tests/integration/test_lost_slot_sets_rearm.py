@@ -171,19 +171,29 @@ def test_a_group_resumed_over_a_flow_due_of_another_type_comes_back(slots: Slots
     assert slots.admin.get(KEYS.flow_due + ":foreign") == b"someone else's"
 
 
+@pytest.mark.parametrize("kind", ["limiter", "group"])
 def test_a_flow_due_of_another_type_under_parked_tasks_is_moved_aside_and_they_run(
-        slots: Slots) -> None:
-    # a rate-limited task parked until its turn (10 s at 6/m) has its due time in
-    # flow_due: replaced by another type, no fetch read it and no outcome re-armed
-    # the limiter, so the task stayed parked for good. The heartbeat moves it aside
-    # and makes every parked limiter due again
-    name = "tests.apps.lost_slots.paced"
-    paced = slots.app.task(name=name, rate_limit="6/m")(lost_slots.paced.func)
+        slots: Slots, kind: str) -> None:
+    # a task held by a rate until its turn (10 s at 6/m: its limiter's or its group's)
+    # has its due time in flow_due: replaced by another type, no fetch read it and no
+    # outcome re-armed the limiter or group, so the task stayed queued for good. The
+    # heartbeat moves it aside and makes every waiting limiter and group due again
+    if kind == "limiter":
+        name = "tests.apps.lost_slots.paced"
+        paced = slots.app.task(name=name, rate_limit="6/m")(lost_slots.paced.func)
+        limiter = f"{len(name)}:{name}"
+        send: Callable[[str], Any] = paced.delay
+    else:
+        rated = slots.app.task(name="tests.apps.lost_slots.rated", group_by="account",
+                               group_rate_limit="6/m")(lost_slots.rated.func)
+        limiter = "g:R"
+
+        def send(tag: str) -> Any:
+            return rated.delay("R", tag)
     slots.worker("thread")
     slots.admin.set("slots:go", "1")
-    first, second = paced.delay("t0"), paced.delay("t1")
+    first, second = send("t0"), send("t1")
     assert first.get(timeout=DEADLINE) == "t0"
-    limiter = f"{len(name)}:{name}"
     wait_until(lambda: slots.admin.zscore(KEYS.flow_due, limiter) is not None,
                timeout=DEADLINE, message="the second task to be parked until its turn")
     slots.admin.delete(KEYS.flow_due)
