@@ -25,6 +25,9 @@ from .store import Store
 #: window is an hour at most, and a retry time is within one window.
 STUCK_AFTER_MS = 2 * 3_600_000
 
+#: The most limiters, and groups, a flow_due of another type moved aside re-arms at once.
+REARM_MOST = 100_000
+
 #: The longest flow spec a reader reads (``limits.pack``: a task name of up to 1,000
 #: bytes, a limit key and a group of up to 200 characters, and numbers), with room:
 #: a longer one is no spec minitask wrote, measured and never read.
@@ -150,7 +153,8 @@ class FlowStore(Store):
         """Make due now the limiters of ``queues`` whose due time is later than any
         limit sets (a rate window is an hour at most): no minitask wrote it, and it
         would park their tasks for years. Two round trips at most, one when none is;
-        returns how many were made due, each said once."""
+        returns how many were made due, each said once. A flow_due of another type is
+        moved aside and every waiting limiter and group made due (``_due_lost``)."""
         horizon = now_ms + STUCK_AFTER_MS
         dues = [queue_keys(self.app_name, queue).flow_due for queue in queues]
         with self.transport.errors("look for limiters due too late"):
@@ -163,9 +167,8 @@ class FlowStore(Store):
                      if not isinstance(limiters, Exception) for limiter in limiters]
         for queue, key, limiters in zip(queues, dues, found):
             if isinstance(limiters, Exception):  # no limiter of the queue comes due then
-                ignored(key, f"it holds another type ({limiters}); tasks of queue "
-                             f"{printable(queue)!r} held by a limit stay parked until it "
-                             f"is fixed")
+                with self.transport.errors(f"re-arm the limiters of queue {queue!r}"):
+                    self._due_lost(queue, now_ms)
         with self.transport.errors("make limiters due"):
             if stuck:
                 pipe = self.transport.client.pipeline(transaction=False)
@@ -203,7 +206,8 @@ class FlowStore(Store):
 
     def resume_group(self, queue: str, group: str) -> bool:
         """Serve a paused group again; False when it was not paused. Its ready tasks
-        come back into the rotation at the next fetch (a waiting worker is woken).
+        come back into the rotation at the next fetch (a waiting worker is woken); a
+        flow_due of another type, which would take no entry, is moved aside first.
 
         Raises:
             BrokerError: Redis could not be reached, or (``reason`` "wrong type") the
@@ -219,11 +223,73 @@ class FlowStore(Store):
             pipe.rpush(k.wake, b"1")
             replies = pipe.execute(raise_on_error=False)
             raise_refusals(replies)
+            if isinstance(replies[1], Exception):
+                # a flow_due of another type took no entry: the group would never come
+                # back into the rotation. Moved aside whole, as the scripts do
+                self._due_aside(k.flow_due)
+                pipe = self.transport.client.pipeline(transaction=True)
+                pipe.zadd(k.flow_due, {f"g:{group}": 0})
+                pipe.rpush(k.wake, b"1")
+                raise_refusals(pipe.execute(raise_on_error=False))
         if isinstance(replies[0], Exception):
             raise BrokerError(f"could not {what}: {_paused_problem(k.groups_paused)}; "
                               f"until then it pauses no group: its tasks are served",
                               reason="wrong type")
         return bool(replies[0])
+
+    def _due_lost(self, queue: str, now_ms: int) -> None:
+        """A flow_due of another type holds no limiter's nor group's due time: no fetch
+        reads one, so their tasks would wait for good. It is moved aside, and every
+        limiter with parked tasks and every group with ready tasks made due now (their
+        times were in it): a fetch tries each (one not free yet is timed again),
+        ``REARM_MOST`` of each at most (the others by their next task or outcome)."""
+        k = queue_keys(self.app_name, queue)
+        self._due_aside(k.flow_due)
+        client = self.transport.client
+        limiters: List[Any] = []
+        cursor = 0
+        while len(limiters) < REARM_MOST:
+            pipe = client.pipeline(transaction=False)
+            pipe.sscan(k.flow_limiters, cursor, count=1000)
+            scanned = pipe.execute(raise_on_error=False)[0]
+            if isinstance(scanned, Exception):
+                break
+            cursor, page = scanned
+            limiters += [name for name in page if len(name) <= SPEC_BYTES]
+            if not cursor:
+                break
+        # the groups with ready tasks, read as status reads them (groups_top.lua: a name
+        # longer than any group's is removed, never sent)
+        _, _, flat, removed, *_ = self.transport.run_calls(
+            [("groups_top", queue, (k.groups_ready, k.groups),
+              (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
+            f"read the groups of queue {queue!r}")[0]
+        removed_members(k.groups, removed, "group name")
+        due = {name: now_ms for name in limiters[:REARM_MOST]}
+        due.update({b"g:" + name: now_ms for name in (flat or [])[0::2]})
+        if due:
+            pipe = client.pipeline(transaction=True)
+            pipe.zadd(k.flow_due, due)
+            pipe.rpush(k.wake, b"1")
+            raise_refusals(pipe.execute(raise_on_error=False))
+
+    def _due_aside(self, key: str) -> None:
+        """Move ``key`` (a flow_due of another type) aside whole to ``key``:foreign (or
+        :foreign2, up to :foreign100, which a 101st replaces), as lib.lua's aside()
+        does, said once: the data stays for whoever wrote it."""
+        client = self.transport.client
+        moved = next((f"{key}:foreign{n if n > 1 else ''}" for n in range(1, 101)
+                      if not client.exists(f"{key}:foreign{n if n > 1 else ''}")),
+                     f"{key}:foreign100")
+        pipe = client.pipeline(transaction=False)
+        pipe.rename(key, moved)
+        reply = pipe.execute(raise_on_error=False)[0]
+        if isinstance(reply, Exception):
+            if "no such key" in str(reply).lower():  # gone meanwhile: another hand moved it
+                return
+            raise reply
+        ignored(key, f"it held another type than the sorted set minitask keeps there; "
+                     f"moved aside to {moved}")
 
     def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
         """The group of a grouped task (fair queues) when that group is paused, else

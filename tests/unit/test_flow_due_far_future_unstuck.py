@@ -39,11 +39,13 @@ def test_a_limiter_due_a_century_ahead_is_made_due_and_its_task_runs(
 def test_a_due_set_of_another_type_is_named_at_the_heartbeat(
         app: Minitask, fake_redis: "redis.Redis[bytes]",
         caplog: pytest.LogCaptureFixture) -> None:
-    """Its limited tasks cannot come due: the worker says why, naming the key."""
+    """Its limited tasks could not come due: the worker moves it aside (issue 29),
+    saying so and naming the key, and makes the parked limiters due again."""
     import logging
     due = queue_keys(app.name, "default").flow_due
     fake_redis.set(due, b"x")
     with caplog.at_level(logging.WARNING, logger="minitask.stores.foreign"):
         app.worker(burst=True).beat()
-    assert any(due in record.getMessage() and "stay parked until it is fixed"
+    assert any(due in record.getMessage() and f"moved aside to {due}:foreign"
                in record.getMessage() for record in caplog.records)
+    assert fake_redis.get(due + ":foreign") == b"x"

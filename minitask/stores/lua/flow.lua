@@ -135,9 +135,13 @@ local function flow_control()
 
   -- Free the max_running slot `id` holds under `limiter`, if any, and have the
   -- limiter's parked tasks tried at once (a wake token rouses a waiting worker).
+  -- Tried whether or not the set held `id`: a set moved aside (another type), deleted
+  -- or emptied by another hand no longer holds it, and a limiter waiting for a slot
+  -- has no other way back (no flow_due entry). The fetch's admission still counts
+  -- the slots (and frees those held by no lease), so a try too many costs one check.
   local function flow_free(prefix, due, wake, limiter, id)
-    if flow_put('set', 'SREM', prefix .. limiter .. ':running', id) == 1
-       and tolerant(0, 'LLEN', prefix .. limiter .. ':park') > 0 then
+    flow_put('set', 'SREM', prefix .. limiter .. ':running', id)
+    if tolerant(0, 'LLEN', prefix .. limiter .. ':park') > 0 then
       flow_put('zset', 'ZADD', due, 0, limiter)
       flow_put('list', 'RPUSH', wake, '1')
     end
@@ -161,13 +165,16 @@ local function flow_control()
         local limiter = string.match(specs[i], '^([^\n]+)\n%d+\n%d+\n[1-9]')
         if limiter then flow_free(prefix, due, wake, limiter, id) end
         -- a grouped task with a group_max_running: its group is tried again at once
-        -- (its ready tasks, if any, come back into the rotation: flow_fair's arm)
+        -- (its ready tasks, if any, come back into the rotation: flow_fair's arm),
+        -- whether or not its running set held `id` (as flow_free, above)
         local group = forget and string.match(
           specs[i], '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
-        if group and flow_put('set', 'SREM', prefix .. 'g:' .. group .. ':running', id) == 1
-           and tolerant(0, 'ZCARD', prefix .. 'g:' .. group .. ':ready') > 0 then
-          flow_put('zset', 'ZADD', due, 0, 'g:' .. group)
-          flow_put('list', 'RPUSH', wake, '1')
+        if group then
+          flow_put('set', 'SREM', prefix .. 'g:' .. group .. ':running', id)
+          if tolerant(0, 'ZCARD', prefix .. 'g:' .. group .. ':ready') > 0 then
+            flow_put('zset', 'ZADD', due, 0, 'g:' .. group)
+            flow_put('list', 'RPUSH', wake, '1')
+          end
         end
       end
     end
