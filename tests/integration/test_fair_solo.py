@@ -39,10 +39,9 @@ def test_a_groups_one_task_is_held_in_its_token_with_no_ready_set(
     client = app.broker.transport.client
     handle = job.delay("A", 0)
     assert not client.exists(KEYS.fair_group("A", "ready"))
-    # the claim: a generation, then '/' (this release writes no ':' claim, which a
-    # minitask before that form cannot read: lib.lua's PLAIN_SOLO_CLAIM), the task's
-    # priority's digit and its id
-    assert _claim(client, "A").endswith(f"/5{handle.id}")
+    # the claim: a generation, then ':' (its spec is plain: lib.lua's
+    # PLAIN_SOLO_CLAIM), the task's priority's digit and its id
+    assert _claim(client, "A").endswith(f":5{handle.id}")
     assert queue_counts(app, "default")["ready"] == 1
     assert served(app, clock, 2) == ["A0"]
     assert _group_keys(client) == []

@@ -151,8 +151,8 @@ for _, entry in ipairs(grouped) do
       -- a plain task joining a group with neither a ready set nor a turn, none paused:
       -- what flow.lua's join() does for it (a solo group: its task held in its token,
       -- at the tail of its priority's list; the turn's first generation, 1, written
-      -- with the claim in one HSET; before the task lib.lua's PLAIN_SOLO_CLAIM, its spec
-      -- being plain: '/' until every supported worker reads ':'), inline. Its keys'
+      -- with the claim in one HSET; before the task lib.lua's PLAIN_SOLO_CLAIM, ':',
+      -- its spec being plain), inline. Its keys'
       -- types were checked above (writable()): a write to the turn or the list meets
       -- no other type
       local digit = string.sub('0123456789', entry[3] + 1, entry[3] + 1)

@@ -565,9 +565,7 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         -- write that claim only with a spec of no limit, expiry or group limit, in the
         -- same step, and a waiting task's spec is not written again: a claim names its
         -- one task, and a task sent anew after a cancel gets a claim of its own); a
-        -- claim of '/' (any other spec, and every plain one while lib.lua's
-        -- PLAIN_SOLO_CLAIM is '/': this release, readers first) has its task's spec
-        -- read and compared
+        -- claim of '/' (any other spec) has its task's spec read and compared
         local task_body = body_of(task, true)
         if not task_body or (sep ~= ':' and redis.pcall('HGET', KEYS[19], task)
                                             ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group) then

@@ -211,8 +211,8 @@ local function flow_control()
   -- one task in its token instead of a ready set: the generation is then
   -- '<now>.<count>/' .. the task's member, and the claim the same; ':' in place of '/'
   -- reads as a task whose spec holds no limit, expiry or group limit (its fetch reads
-  -- no spec: fetch.lua's fast path). Every reader takes both; the send writes ':' only
-  -- once lib.lua's PLAIN_SOLO_CLAIM says so (this release: '/', readers first). A fetch popping
+  -- no spec: fetch.lua's fast path; the send writes it: lib.lua's PLAIN_SOLO_CLAIM).
+  -- Every reader takes both. A fetch popping
   -- such a live token leases the task straight away, and the group is gone. A second
   -- task joining it, or the group leaving the rotation (paused, at its limits), first
   -- puts the task in the ready set (at the token's count: its order of joining) and
@@ -526,7 +526,6 @@ local function flow_control()
             local plain = spec.limiter == '' and spec.count == 0 and spec.window == 0
                           and spec.most == 0 and spec.expires == 0 and spec.group_most == 0
                           and spec.group_count == 0 and spec.group_window == 0
-            -- (lib.lua's PLAIN_SOLO_CLAIM: '/' until every supported worker reads ':')
             push(group, priority, holds, nil, member, plain and PLAIN_SOLO_CLAIM or '/')
             return true
           end

@@ -1,12 +1,9 @@
-"""Fair queues: this release writes every solo group's claim in the ``/`` form, the one
-a minitask before the ``:`` form reads (readers first: lib.lua's PLAIN_SOLO_CLAIM).
-
-A ``:`` claim (a solo group's task whose spec is plain, leased without its spec read)
-is read by this release (tests/crash/test_fair_solo_claims_of_both_forms.py) but not
-by an older worker, whose fetch leaves its token unserved: the task would be stranded
-for ever during a rolling deploy (new senders, old workers) or after a rollback. So
-both senders of a solo group (enqueue_group.lua's inline join, and flow.lua's join(),
-taken while some group is paused) write ``/``, with a plain spec as with any other.
+"""Fair queues: both senders of a solo group (enqueue_group.lua's inline join, and
+flow.lua's join(), taken while some group is paused) write its claim in the ``:`` form
+for a task whose spec is plain (no limit, expiry or group limit: lib.lua's
+PLAIN_SOLO_CLAIM), which a fetch leases without reading its spec, and in the ``/`` form
+for any other spec, whose spec the fetch reads
+(tests/crash/test_fair_solo_claims_of_both_forms.py reads both).
 Each test runs on fakeredis and on the suite's own redis-server.
 """
 from __future__ import annotations
@@ -23,7 +20,8 @@ from tests.support.clock import ManualClock
 from tests.support.fair import served, tenant_app
 
 KEYS = QueueKeys("test", "default")
-#: a solo claim as a minitask before the ':' form reads it (its fetch.lua's match)
+#: a solo claim of a plain spec, and of any other (fetch.lua's match)
+PLAIN_CLAIM = re.compile(rb"^-?\d+\.\d+:[0-9][ -~]*$")
 SLASH_CLAIM = re.compile(rb"^-?\d+\.\d+/[0-9][ -~]*$")
 
 
@@ -36,7 +34,7 @@ def _tokens(client: "redis.Redis[bytes]") -> List[bytes]:
             if entry.startswith(b"\xff")]
 
 
-def test_every_solo_claim_this_release_writes_is_of_the_slash_form(
+def test_a_plain_specs_solo_claim_is_of_the_plain_form_and_any_others_of_the_slash_form(
         make_app: Callable[..., Minitask], clock: ManualClock) -> None:
     app, job = tenant_app(make_app)  # plain: no limit, expiry or group limit
     client = app.broker.transport.client
@@ -45,12 +43,14 @@ def test_every_solo_claim_this_release_writes_is_of_the_slash_form(
     job.apply_async(("P", 0), priority=9)
     pause_group(app, "default", "Z")  # a group paused: flow.lua's join() sends
     job.delay("F", 0)
-    groups = ["A", "M0", "M1", "M2", "P", "F"]
+    job.apply_async(("L", 0), expires=3600)  # a spec with an expiry
+    groups = ["A", "M0", "M1", "M2", "P", "F", "L"]
     claims = _solo_claims(client, groups)
-    assert all(SLASH_CLAIM.match(claim) for claim in claims), claims
+    assert all(PLAIN_CLAIM.match(claim) for claim in claims[:-1]), claims
+    assert SLASH_CLAIM.match(claims[-1]), claims
     tokens = _tokens(client)
     assert sorted(tokens) == sorted(b"\xff" + claim + b"\xff" + group.encode()
                                     for claim, group in zip(claims, groups)), tokens
-    # and this release serves them all, once each
-    assert sorted(served(app, clock, 8)) == sorted(f"{group}0" if group[0] != "M" else
+    # and the fetch serves them all, once each
+    assert sorted(served(app, clock, 9)) == sorted(f"{group}0" if group[0] != "M" else
                                                    f"{group}{group[1]}" for group in groups)
