@@ -33,8 +33,9 @@ def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str
             found[queue]["ready"] += parked
             found[queue]["parked"] = parked
     # fair queues: grouped ready tasks wait in their groups, not in the ready lists
+    # (but for solo groups' tasks, which their tokens count there: ``solo``)
     for queue, groups in app.broker.flow.group_counts_many(queues).items():
-        found[queue]["ready"] += groups["grouped"]
+        found[queue]["ready"] += groups["grouped"] - groups.pop("solo", 0)
         found[queue].update(groups)
     for queue, paused in app.broker.flow.paused_many(queues, PAUSED_SHOWN).items():
         found[queue].update(paused)

@@ -1,8 +1,9 @@
 """Fair queues: both senders of a solo group (enqueue_group.lua's inline join, and
 flow.lua's join(), taken while some group is paused) write its claim in the ``:`` form
 for a task whose spec is plain (no limit, expiry or group limit: lib.lua's
-PLAIN_SOLO_CLAIM), which a fetch leases without reading its spec, and in the ``/`` form
-for any other spec, whose spec the fetch reads
+PLAIN_SOLO_CLAIM), kept in the queue's ``groups_solo`` only, which a fetch leases
+without reading its spec, and in the ``/`` form in its turn for any other spec, whose
+spec the fetch reads
 (tests/crash/test_fair_solo_claims_of_both_forms.py reads both).
 Each test runs on fakeredis and on the suite's own redis-server.
 """
@@ -26,7 +27,9 @@ SLASH_CLAIM = re.compile(rb"^-?\d+\.\d+/[0-9][ -~]*$")
 
 
 def _solo_claims(client: "redis.Redis[bytes]", groups: List[str]) -> List[bytes]:
-    return [client.hget(KEYS.fair_group(group, "turn"), "tok") or b"" for group in groups]
+    """Each group's claim: in groups_solo (a plain task's, its one key), or its turn's."""
+    return [client.hget(KEYS.groups_solo, group)
+            or client.hget(KEYS.fair_group(group, "turn"), "tok") or b"" for group in groups]
 
 
 def _tokens(client: "redis.Redis[bytes]") -> List[bytes]:
@@ -48,6 +51,9 @@ def test_a_plain_specs_solo_claim_is_of_the_plain_form_and_any_others_of_the_sla
     claims = _solo_claims(client, groups)
     assert all(PLAIN_CLAIM.match(claim) for claim in claims[:-1]), claims
     assert SLASH_CLAIM.match(claims[-1]), claims
+    # a ':' claim is in groups_solo only: its group has no turn; a '/' claim is its turn's
+    assert sorted(client.hkeys(KEYS.groups_solo)) == sorted(g.encode() for g in groups[:-1])
+    assert [client.exists(KEYS.fair_group(g, "turn")) for g in groups] == [0] * 6 + [1]
     tokens = _tokens(client)
     assert sorted(tokens) == sorted(b"\xff" + claim + b"\xff" + group.encode()
                                     for claim, group in zip(claims, groups)), tokens
