@@ -13,8 +13,10 @@ def queue_counts(app: Operated, queue: str) -> Dict[str, Any]:
 
     ``parked`` says how many of ``ready`` those are, when some are; they are not in
     ``ready_by_priority``, which counts the ready lists. Grouped ready tasks (fair
-    queues) count in ``ready`` too, and then ``grouped`` says how many they are,
-    ``groups`` in how many groups, ``largest_groups`` the largest backlogs. A queue
+    queues) count in ``ready`` too (a solo group's task of no limits in
+    ``ready_by_priority`` too: its group's token counts it), and then ``grouped``
+    says how many they are, ``groups`` in how many groups, ``largest_groups`` the
+    largest backlogs. A queue
     with paused groups has ``paused_groups`` (how many) and ``paused_shown`` (at most
     ``PAUSED_SHOWN`` of them, as (group, ready tasks)): their tasks count as ready,
     held until ``resume_group``."""

@@ -572,8 +572,14 @@ local function flow_control()
             push(group, priority, holds, nil, member, plain and PLAIN_SOLO_CLAIM or '/')
             return true
           end
-          -- a solo group of groups_solo takes its set form first (its task ordered first)
+          -- a solo group takes its set form first (its task ordered first): one of
+          -- groups_solo here, one of its turn ('/') by arm() below, but for a paused
+          -- group, whose arm() reads nothing: here too (left in its claim, a cancel of
+          -- the task joining it deleted the turn holding it, and it never ran)
           lift(group)
+          if is_paused(group) then
+            unsolo(group, tolerant(false, 'HGET', base(group) .. ':turn', 'tok'))
+          end
           local ready = base(group) .. ':ready'
           local order = holds and 0 or next_gen(base(group) .. ':turn', group)
           if flow_made.write('zset', group, 'ZADD', ready, (9 - priority) * RANK + order,
