@@ -43,4 +43,7 @@ def resume_group(app: Operated, queue: str, group: Any) -> bool:
 def group_counts(app: Operated, queues: Sequence[str], largest: int = 5) -> Dict[str, Any]:
     """Per queue with grouped ready tasks: how many, in how many groups, and the
     largest backlogs by group (``FlowStore.group_counts_many``)."""
-    return app.broker.flow.group_counts_many(queues, largest)
+    found = app.broker.flow.group_counts_many(queues, largest)
+    for counts in found.values():
+        counts.pop("solo", None)  # (how many of them the ready lists count: internal)
+    return found

@@ -13,8 +13,10 @@ def queue_counts(app: Operated, queue: str) -> Dict[str, Any]:
 
     ``parked`` says how many of ``ready`` those are, when some are; they are not in
     ``ready_by_priority``, which counts the ready lists. Grouped ready tasks (fair
-    queues) count in ``ready`` too, and then ``grouped`` says how many they are,
-    ``groups`` in how many groups, ``largest_groups`` the largest backlogs. A queue
+    queues) count in ``ready`` too (a solo group's task of no limits in
+    ``ready_by_priority`` too: its group's token counts it), and then ``grouped``
+    says how many they are, ``groups`` in how many groups, ``largest_groups`` the
+    largest backlogs. A queue
     with paused groups has ``paused_groups`` (how many) and ``paused_shown`` (at most
     ``PAUSED_SHOWN`` of them, as (group, ready tasks)): their tasks count as ready,
     held until ``resume_group``."""
@@ -33,8 +35,9 @@ def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str
             found[queue]["ready"] += parked
             found[queue]["parked"] = parked
     # fair queues: grouped ready tasks wait in their groups, not in the ready lists
+    # (but for solo groups' tasks, which their tokens count there: ``solo``)
     for queue, groups in app.broker.flow.group_counts_many(queues).items():
-        found[queue]["ready"] += groups["grouped"]
+        found[queue]["ready"] += groups["grouped"] - groups.pop("solo", 0)
         found[queue].update(groups)
     for queue, paused in app.broker.flow.paused_many(queues, PAUSED_SHOWN).items():
         found[queue].update(paused)

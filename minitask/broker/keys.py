@@ -55,7 +55,12 @@ there: ``g:`` comes first, so no group's keys meet a limiter's)::
     minitask:{app:queue}:flow:groups            ZSET  group -> ready tasks, each group
                                                       that has any (status reads it)
     minitask:{app:queue}:flow:groups_ready      STRING  the grouped ready tasks of the queue
-                                                      (gone at 0)
+                                                      in ready sets (gone at 0)
+    minitask:{app:queue}:flow:groups_solo       HASH  group -> the claim of its one
+                                                      task, for each solo group of a
+                                                      plain task (no turn, no ready set,
+                                                      no groups entry: its token in a
+                                                      ready list counts it)
     minitask:{app:queue}:flow:groups_paused     SET   groups paused by an operator
     minitask:{app:queue}:flow:groups_weight     HASH  group -> weight, when not 1
     minitask:{app:queue}:flow:groups_weight_said  HASH  group -> when a weight that is
@@ -286,6 +291,8 @@ class QueueKeys:
     groups: str = field(init=False)
     #: Fair queues: how many grouped tasks are ready (status adds them to ready).
     groups_ready: str = field(init=False)
+    #: Fair queues: group -> its one task's claim, for each solo group of a plain task.
+    groups_solo: str = field(init=False)
     #: Fair queues: the paused groups.
     groups_paused: str = field(init=False)
     #: Fair queues: group -> weight, for each group whose weight is not 1.
@@ -305,6 +312,7 @@ class QueueKeys:
         names: Dict[str, object] = {word: base + word for word in _PLAIN}
         names.update(base=base, flow_prefix=base + "flow:", groups=base + "flow:groups",
                      groups_ready=base + "flow:groups_ready",
+                     groups_solo=base + "flow:groups_solo",
                      groups_paused=base + "flow:groups_paused",
                      groups_weight=base + "flow:groups_weight",
                      ready=tuple(f"{base}ready:{priority}" for priority in PRIORITIES))

@@ -344,21 +344,24 @@ class FlowStore(Store):
         of 0, negative, past it or not finite, are not counted; one of a fractional
         score is, as only a read of each could tell). ``grouped`` is the queue's counter,
         or when it is gone (or not minitask's) the sum of the backlogs read: exact when
-        every group was read (``largest`` or fewer), a lower bound otherwise."""
+        every group was read (``largest`` or fewer), a lower bound otherwise. Solo groups
+        of plain tasks (``groups_solo``: one ready task each) count in both, and fill
+        ``largest_groups`` when fewer other groups are read; ``solo`` says how many there
+        are (their tasks' tokens count them in the ready lists too)."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         # (groups_top.lua: a name longer than any group's is removed, never sent)
         replies = self.transport.run_calls(
-            [("groups_top", queue, (k.groups_ready, k.groups),
+            [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
               (_MOST, largest, GROUP_BYTES, COUNT_BYTES), 0)
              for queue, k in zip(queues, keys)],
             f"count the groups of {len(keys)} queue(s)") if keys else []
         found: Dict[str, Any] = {}
         for index, queue in enumerate(queues):
-            ready, count, flat, removed, *longer = replies[index]
+            ready, count, flat, removed, longer, solo, solo_names = replies[index]
             removed_members(keys[index].groups, removed, "group name")
-            if longer and longer[0]:  # measured, never sent (groups_top.lua)
+            if longer:  # measured, never sent (groups_top.lua)
                 ignored(keys[index].groups_ready,
-                        f"it holds a value of {int(longer[0]):,} bytes, longer than any "
+                        f"it holds a value of {int(longer):,} bytes, longer than any "
                         f"count minitask writes; read as no count")
             if count is None or flat is None:
                 continue  # another type (data minitask did not write): none shown
@@ -386,9 +389,13 @@ class FlowStore(Store):
                         f"it holds no count of grouped ready tasks; its groups "
                         f"{'hold' if int(count) <= largest else 'hold at least'} {read}")
                 grouped = read
-            if grouped or count:
-                found[queue] = {"grouped": grouped, "groups": int(count),
-                                "largest_groups": largest_groups}
+            # a solo group of a plain task (groups_solo) holds one ready task, counted by
+            # its token in a ready list (so in the queue's ready count already: ``solo``)
+            solo = int(solo)
+            largest_groups += [(_group_shown(name), 1) for name in solo_names]
+            if grouped or count or solo:
+                found[queue] = {"grouped": grouped + solo, "groups": int(count) + solo,
+                                "largest_groups": largest_groups, "solo": solo}
         return found
 
     def paused_many(self, queues: Sequence[str], shown: int = 10) -> Dict[str, Any]:
@@ -399,7 +406,8 @@ class FlowStore(Store):
         of each name read; a name longer than any group's is removed, never sent)."""
         keys = [queue_keys(self.app_name, queue) for queue in queues]
         replies = self.transport.run_calls(
-            [("paused_page", queue, (k.groups_paused, k.groups), (shown, GROUP_BYTES), 0)
+            [("paused_page", queue, (k.groups_paused, k.groups, k.groups_solo),
+              (shown, GROUP_BYTES), 0)
              for queue, k in zip(queues, keys)],
             f"read the paused groups of {len(keys)} queue(s)") if keys else []
         found: Dict[str, Any] = {}

@@ -1,15 +1,13 @@
-"""Fair queues: a solo group's claim may say its task's spec is plain
-(docs/reference/keys.rst): ``<now>.<count>:`` and its task, leased by a fetch without
-its spec read; any other solo claim says ``/``, and its task's spec is read.
+"""Fair queues: a solo group's claim says whether its task's spec is plain
+(docs/reference/keys.rst): ``<now>.1:`` and its task, kept in the queue's
+``groups_solo`` only and leased by a fetch without its spec read; any other solo claim
+says ``/`` (kept in the group's turn), and its task's spec is read.
 
-This release READS both forms but WRITES only ``/`` (lib.lua's PLAIN_SOLO_CLAIM:
-readers first, since a minitask before the ``:`` form strands a task under a ``:``
-claim; tests/integration/test_fair_solo_claims_written_readers_first.py). So the
-``:`` claims here are planted: the bytes the send writes once that switch is ``:``
-(the ``/`` claim it writes now, with ``:`` after ``<now>.<count>``), in the claim, the
-token in its ready list and its ``cancelled`` entry. Real worker processes of this
-version drain a queue of such claims, a second task joining one of its solo groups and
-a cancel of another's task included, and leave nothing of its groups behind.
+The send writes ``:`` for a plain spec (lib.lua's PLAIN_SOLO_CLAIM) and ``/`` for any
+other, here a task with an expiry
+(tests/integration/test_fair_solo_claims_written.py). Real worker processes drain a
+queue of claims of both forms, a second task joining one solo group of each form and a
+cancel of a task under each form included, and leave nothing of its groups behind.
 """
 from __future__ import annotations
 
@@ -38,28 +36,10 @@ def _commands(client: "redis.Redis[bytes]") -> Dict[str, int]:
             if name.startswith("cmdstat_")}
 
 
-def _claim(client: "redis.Redis[bytes]", group: str) -> bytes:
-    return client.hget(KEYS.fair_group(group, "turn"), "tok") or b""
-
-
-def _as_plain_form(client: "redis.Redis[bytes]", group: str,
-                   keys: QueueKeys = KEYS) -> None:
-    """Rewrite a solo group's claim and token from the ``/`` form this release writes
-    to ``:``: the bytes the send writes once lib.lua's PLAIN_SOLO_CLAIM is ``:``."""
-    turn = keys.fair_group(group, "turn")
-    old = client.hget(turn, "tok") or b""
-    assert b".1/" in old, old
-    new = old.replace(b".1/", b".1:", 1)
-    token, new_token = b"\xff" + old + b"\xff" + group.encode(), b"\xff" + new + b"\xff" + \
-        group.encode()
-    ready = keys.ready[9 - int(old.split(b"/", 1)[1][:1])]
-    with client.pipeline() as pipe:
-        pipe.hset(turn, "tok", new)
-        pipe.lset(ready, client.lpos(ready, token), new_token)
-        pipe.zadd(keys.cancelled, {new_token: client.zscore(keys.cancelled, token)})
-        pipe.zrem(keys.cancelled, token)
-        pipe.execute()
-    assert client.hget(turn, "tok") == new
+def _claim(client: "redis.Redis[bytes]", group: str, keys: QueueKeys = KEYS) -> bytes:
+    """A solo group's claim: in groups_solo (':'), or in its turn ('/')."""
+    return (client.hget(keys.groups_solo, group)
+            or client.hget(keys.fair_group(group, "turn"), "tok") or b"")
 
 
 def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
@@ -81,10 +61,13 @@ def test_a_plain_claims_task_is_fetched_without_its_spec_read_and_a_slash_claims
     try:
         per_form = {}
         for form in ("plain", "slash"):
-            job.delay_many([(f"{form}{n}", n) for n in range(10)])
             if form == "plain":
+                job.delay_many([(f"{form}{n}", n) for n in range(10)])
+            else:  # a spec with an expiry: a '/' claim
                 for n in range(10):
-                    _as_plain_form(client, f"plain{n}")
+                    job.apply_async((f"{form}{n}", n), expires=3600)
+            assert all((b":" if form == "plain" else b"/") in _claim(client, f"{form}{n}")
+                       for n in range(10))
             before = _commands(client)
             got = app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=60_000,
                                           count=10, max_deliveries=5)
@@ -93,7 +76,7 @@ def test_a_plain_claims_task_is_fetched_without_its_spec_read_and_a_slash_claims
                 f"{form}{n}" for n in range(10))
             per_form[form] = after.get("hget", 0) - before.get("hget", 0)
         # each task's message, its claim; and under a "/" claim, its spec
-        assert per_form == {"plain": 20, "slash": 30}
+        assert per_form["plain"] == 20 and per_form["slash"] >= 30, per_form
         assert _group_keys(client) == []
     finally:
         app.close()
@@ -102,19 +85,18 @@ def test_a_plain_claims_task_is_fetched_without_its_spec_read_and_a_slash_claims
 @pytest.mark.parametrize("form", ["plain", "slash"])
 def test_a_spec_planted_under_a_solo_task_is_read_by_a_slash_claim_only(
         make_app: Callable[..., Minitask], clock: ManualClock, form: str) -> None:
-    # a '/' claim (what this release writes) has its task's spec read: one that cannot
+    # a '/' claim (a spec with an expiry) has its task's spec read: one that cannot
     # be read sends the task out of its group, to the ready list, behind B's (its log
-    # line said); a ':' claim (planted: what the send writes once the switch is on)
+    # line said); a ':' claim (what the send writes for a plain spec)
     # names a task whose spec was plain and is not written again while it waits, so a
     # spec planted there is not read: the task runs on its group's turn, and the
     # planted spec goes with its ack. Either way it runs once, and its group
     # goes on (tests/integration/test_fair_unreadable_spec.py: the other cases)
     app, job = tenant_app(make_app)
     client = app.broker.transport.client
-    handle = job.delay("A", 0)
+    handle = job.delay("A", 0) if form == "plain" else job.apply_async(("A", 0), expires=3600)
     job.delay_many([("B", n) for n in range(2)])
-    if form == "plain":
-        _as_plain_form(client, "A", QueueKeys("test", "default"))
+    assert (b"/" if form == "slash" else b":") in _claim(client, "A", QueueKeys("test", "default"))
     client.hset(QueueKeys("test", "default").flow, handle.id, "x")
     order = served(app, clock, 6)
     assert sorted(order) == ["A0", "B0", "B1"]
@@ -143,27 +125,38 @@ def plain_queue(redis_server: RedisServer, admin: "redis.Redis[bytes]",
 
 @pytest.mark.integration
 @pytest.mark.crash
-def test_a_worker_drains_a_queue_whose_solo_groups_have_claims_of_the_plain_form(
+def test_a_worker_drains_a_queue_whose_solo_groups_have_claims_of_both_forms(
         plain_queue: Any) -> None:
     app, client, worker = plain_queue
     job = app.tasks["tests.apps.fair.tenant_job"]
-    job.delay_many([(f"S{n}", 0) for n in range(30)] + [("J", 0)])
-    doomed = job.delay("C", 0)
-    for group in [f"S{n}" for n in range(30)] + ["J", "C"]:
-        _as_plain_form(client, group)
+    for n in range(30):  # every other one with an expiry: a '/' claim
+        if n % 2:
+            job.delay(f"S{n}", 0)
+        else:
+            job.apply_async((f"S{n}", 0), expires=3600)
+    job.delay("J", 0)
+    job.apply_async(("K", 0), expires=3600)
+    doomed = [job.delay("C", 0), job.apply_async(("D", 0), expires=3600)]
+    assert all(b".1:" in _claim(client, group) for group in ("S1", "J", "C"))
+    assert all(b"/" in _claim(client, group) for group in ("S0", "K", "D"))
     job.delay("J", 1)  # joins a ':' solo group: its task goes to the set first
+    job.delay("K", 1)  # joins a '/' one
     assert client.zcard(KEYS.fair_group("J", "ready")) == 2
-    assert doomed.cancel()  # a ':' claim's task taken out of its group
-    assert not client.exists(KEYS.fair_group("C", "turn"))
+    assert client.zcard(KEYS.fair_group("K", "ready")) == 2
+    for handle, group in zip(doomed, "CD"):  # a claim's task taken out of its group
+        assert handle.cancel()
+        assert not _claim(client, group)
     worker()
 
     def starts() -> List[str]:
         return [raw.decode() for raw in client.lrange("fair:starts", 0, -1)]
 
-    wait_until(lambda: len(starts()) >= 32, timeout=DEADLINE,
-               message="the 32 tasks of the ':' groups to start")
+    wait_until(lambda: len(starts()) >= 34, timeout=DEADLINE,
+               message="the 34 tasks of the solo groups to start")
     wait_until(lambda: _group_keys(client) == [] and not client.zcard(KEYS.leases),
                timeout=DEADLINE, message="the groups' keys to go")
     got = starts()
-    assert sorted(got) == sorted([f"S{n}:0" for n in range(30)] + ["J:0", "J:1"])
-    assert got.index("J:0") < got.index("J:1")  # (one slot: they start as fetched)
+    assert sorted(got) == sorted([f"S{n}:0" for n in range(30)]
+                                 + ["J:0", "J:1", "K:0", "K:1"])
+    # (one slot: they start as fetched)
+    assert got.index("J:0") < got.index("J:1") and got.index("K:0") < got.index("K:1")

@@ -1,11 +1,12 @@
 """Fair queues: a solo group, whose one ready task is held in its token (guide/fair-queues).
 
 A task sent to a group with neither a ready set nor a turn is held in its group's
-token and turn claim, not in a ready set. These tests follow the form through its
-transitions (one task, two, one, none), a pause, the group's limits, a delay, a
-retry, a cancel and a purge: the group's order and place in the rotation are kept,
-and an empty group leaves nothing behind. Each test runs on fakeredis and on the
-suite's own redis-server.
+token and claim, not in a ready set (a plain task's claim in the queue's
+``groups_solo`` only: no turn, no ``groups`` entry, no ``cancelled`` entry). These
+tests follow the form through its transitions (one task, two, one, none), a pause,
+the group's limits, a delay, a retry, a cancel and a purge: the group's order and
+place in the rotation are kept, and an empty group leaves nothing behind. Each test
+runs on fakeredis and on the suite's own redis-server.
 """
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
 
 
 def _claim(client: "redis.Redis[bytes]", group: str) -> str:
-    return (client.hget(KEYS.fair_group(group, "turn"), "tok") or b"").decode()
+    """A solo group's claim (groups_solo: a plain task's), or its turn's."""
+    return (client.hget(KEYS.groups_solo, group)
+            or client.hget(KEYS.fair_group(group, "turn"), "tok") or b"").decode()
 
 
 def test_a_groups_one_task_is_held_in_its_token_with_no_ready_set(
@@ -39,10 +42,11 @@ def test_a_groups_one_task_is_held_in_its_token_with_no_ready_set(
     client = app.broker.transport.client
     handle = job.delay("A", 0)
     assert not client.exists(KEYS.fair_group("A", "ready"))
-    # the claim: a generation, then '/' (this release writes no ':' claim, which a
-    # minitask before that form cannot read: lib.lua's PLAIN_SOLO_CLAIM), the task's
-    # priority's digit and its id
-    assert _claim(client, "A").endswith(f"/5{handle.id}")
+    # its one key: no turn, no groups entry, no cancelled entry for its token
+    assert _group_keys(client) == [KEYS.groups_solo]
+    # the claim: a generation, then ':' (its spec is plain: lib.lua's
+    # PLAIN_SOLO_CLAIM), the task's priority's digit and its id
+    assert _claim(client, "A").endswith(f":5{handle.id}")
     assert queue_counts(app, "default")["ready"] == 1
     assert served(app, clock, 2) == ["A0"]
     assert _group_keys(client) == []

@@ -40,8 +40,11 @@ local id = ARGV[1]
 -- from its solo group's claim. The queue's and the group's counts go down by one; a
 -- group left with no ready task leaves its turn and its groups and flow_due entries
 -- (its token, if one is in a ready list, is stale then: the fetch that meets it drops
--- it, as after purge_ready.lua). Slots held by running tasks stay theirs. False when
--- it is in no group (ungrouped, on its way back in a ready list, or not found).
+-- it, as after purge_ready.lua). A solo group's claim in groups_solo (':', flow.lua)
+-- is its one key: it goes, and its token, which counted the task in its ready list,
+-- goes to cancelled, so that counts leave it out until that fetch. Slots held by
+-- running tasks stay theirs. False when it is in no group (ungrouped, on its way back
+-- in a ready list, or not found).
 local function withdraw(text)
   local group = text and string.match(
     text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n%d+\n%d+\n%d+\n(.+)$')
@@ -56,6 +59,15 @@ local function withdraw(text)
   if removed > 0 then
     left = tolerant(0, 'ZCARD', ready)
   else
+    local solos = prefix .. 'groups_solo'
+    local claim = tolerant(false, 'HGET', solos, group)
+    local digit, member = string.match(claim or '', '^%-?%d+%.%d+:([0-9])(.*)$')
+    if member == id then
+      tolerant(0, 'HDEL', solos, group)
+      tolerant(0, 'ZADD', KEYS[9], digit, '\255' .. claim .. '\255' .. group)
+      tolerant(0, 'ZREM', KEYS[12], 'g:' .. group)
+      return true
+    end
     -- a solo group's claim: a generation, '/' (or ':', flow.lua), then its task's member
     local member = string.match(tolerant(false, 'HGET', turn, 'tok') or '',
                                 '^%-?%d+%.%d+[/:](.*)$')

@@ -15,8 +15,9 @@
 -- set, never in a ready list, from the step that adds it.
 -- Data minitask did not write (lib.lua): messages or flow of another type refuse the
 -- call, before any write, and so does, for a grouped message due now, its group's
--- ready set or turn, or the ready list of its priority (its group's token goes
--- there), naming the task and its group: written past, the task would never run.
+-- ready set or turn, the queue's groups_solo, or the ready list of its priority (its
+-- group's token goes there), naming the task and its group: written past, the task
+-- would never run.
 local prefix = table.remove(KEYS)
 local cancelled = table.remove(KEYS)
 local count = tonumber(ARGV[#ARGV])
@@ -63,6 +64,7 @@ end
 -- it costs this call some 150,000 Redis instructions): entry[8] is its group. Any
 -- other is read by flow.lua's flow_spec (entry[6]).
 local PLAIN = '\n0\n0\n0\n0\n0\n0\n0\n0\n'
+local solos = prefix .. 'groups_solo'
 for _, entry in ipairs(grouped) do
   local group
   if #entry[4] > 17 and string.sub(entry[4], 1, 17) == PLAIN then
@@ -75,9 +77,19 @@ for _, entry in ipairs(grouped) do
   end
   if group then
     local base = prefix .. 'g:' .. group
-    -- a group with neither (its first task this call): joined without reading them
+    -- a group with neither, nor a claim in groups_solo (its first task this call):
+    -- joined without reading them
     local no_ready = writable(base .. ':ready', 'zset', entry, group)
     entry[7] = writable(base .. ':turn', 'hash', entry, group) and no_ready
+    if entry[7] then
+      -- (one HEXISTS: a groups_solo of another type refuses the call, as writable())
+      local held = redis.pcall('HEXISTS', solos, group)
+      if type(held) == 'table' then
+        checked[solos] = nil
+        writable(solos, 'hash', entry, group)  -- raises (guards().foreign: any other error)
+      end
+      if held == 1 then entry[7] = false end
+    end
     writable(KEYS[13 - entry[3]], 'list', entry, group)
   end
 end
@@ -93,7 +105,8 @@ local added = enqueue_flow_base()
 
 -- fair: flow.lua's fair queues, made at the first task that is not joined inline
 -- below; any_paused: whether any group is paused (one EXISTS, read at the first
--- plain task); solo: the tasks joined inline, counted in groups_ready by one INCRBY
+-- plain task); solo: the tasks joined to a set inline, counted in groups_ready by one
+-- INCRBY
 local fair, any_paused, solo = nil, nil, 0
 local wake = false
 local RANK = 100000000000000  -- flow.lua's: orders below it, priorities above
@@ -148,26 +161,17 @@ for _, entry in ipairs(grouped) do
         if fair.arm(group, false, false) then wake = true end
       end
     elseif group and entry[7] and any_paused == 0 then
-      -- a plain task joining a group with neither a ready set nor a turn, none paused:
-      -- what flow.lua's join() does for it (a solo group: its task held in its token,
-      -- at the tail of its priority's list; the turn's first generation, 1, written
-      -- with the claim in one HSET; before the task lib.lua's PLAIN_SOLO_CLAIM, its spec
-      -- being plain: '/' until every supported worker reads ':'), inline. Its keys'
-      -- types were checked above (writable()): a write to the turn or the list meets
-      -- no other type
+      -- a plain task joining a group with neither a ready set, a turn nor a claim in
+      -- groups_solo, none paused: what flow.lua's join() does for it (a solo group: its
+      -- task held in its token, at the tail of its priority's list; the claim, its
+      -- first generation, 1, then lib.lua's PLAIN_SOLO_CLAIM, ':', its spec being
+      -- plain, in groups_solo only; its token counts its task in the list), inline.
+      -- Its keys' types were checked above (writable()): a write to groups_solo or the
+      -- list meets no other type
       local digit = string.sub('0123456789', entry[3] + 1, entry[3] + 1)
       local gen = ARGV[1] .. '.1' .. PLAIN_SOLO_CLAIM .. digit .. entry[1]
-      local token = '\255' .. gen .. '\255' .. group
-      redis.call('HSET', prefix .. 'g:' .. group .. ':turn', 'gen', '1', 'tok', gen,
-                 'band', digit)
-      redis.call('RPUSH', KEYS[13 - entry[3]], token)
-      -- counted out of the ready lists' lengths as a cancelled entry is (no task)
-      local counted = redis.pcall('ZADD', cancelled, digit, token)
-      if type(counted) == 'table' then
-        flow_control().put('zset', 'ZADD', cancelled, digit, token)  -- another type: aside
-      end
-      tolerant(0, 'ZINCRBY', prefix .. 'groups', '1', group)
-      solo = solo + 1
+      redis.call('HSET', solos, group, gen)
+      redis.call('RPUSH', KEYS[13 - entry[3]], '\255' .. gen .. '\255' .. group)
       wake = true
     else
       fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],

@@ -123,14 +123,12 @@ local prefix = KEYS[21]
 -- 1,000 instructions, used or not.
 local flow_now, flow_clock, unpark, park_token, fair
 -- fair queues' fast path (the main loop below): solo_n, the tokens it served this
--- fetch, each to remove (its turn, groups entry and cancelled entry) and one grouped
--- ready task less, by solo_flush() once a fetch; the first's turn, group and token in
--- solo_turn, solo_group, solo_token (no table: a fetch of one, a process-pool
--- child's, makes none), the others' in solo_turns, solo_names, solo_tokens, and their
--- groups in solo_seen (group -> true), made at the second.
--- any_paused: the EXISTS of the paused groups, read once
-local solo_n, solo_turn, solo_group, solo_token = 0, nil, nil, nil
-local solo_seen, solo_turns, solo_names, solo_tokens, any_paused, solo_flush
+-- fetch, each to remove (its group's field of groups_solo: flow.lua), by solo_flush()
+-- once a fetch; the first's group in solo_group (no table: a fetch of one, a
+-- process-pool child's, makes none), the others' in solo_names, and their groups in
+-- solo_seen (group -> true), made at the second. any_paused: the EXISTS of the paused
+-- groups, read once
+local solo_n, solo_group, solo_seen, solo_names, any_paused, solo_flush = 0, nil, nil, nil
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
@@ -537,88 +535,58 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
     local spec = flow_on and body
                  and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id, KEYS[19])
     if not body then
-      -- Fair queues' fast path: the token of a solo group (flow.lua: its one task held
-      -- in the token) whose task has no limits, no expiry and no debounce (100,000
-      -- groups of one task each), leased here without flow.lua's library (made, it
-      -- costs a call some 40,000 Redis instructions): its claim read (one HGET), its
-      -- task's message, and its spec unless the claim says it is plain (':', below;
-      -- else the plain spec told by one comparison), as flow.lua's serve() does, the
-      -- removals made by solo_flush() once a fetch. Anything else (a
-      -- claim that is not this token, a group paused, a task gone or of other terms, a
-      -- group met twice) leaves it, having written nothing, to serve(), which serves
-      -- every token once fair() is made in the call (their removals never cross).
-      -- Inline: a closure would cost every fetch
+      -- Fair queues' fast path: the token of a solo group of a plain task (flow.lua: its
+      -- one task held in the token, its claim, ':', in groups_solo only; 100,000 groups
+      -- of one task each), leased here without flow.lua's library (made, it costs a
+      -- call some 40,000 Redis instructions): its claim read (one HGET), its task's
+      -- message (no spec: a ':' claim is written with a plain spec only, in the same
+      -- step, and a waiting task's spec is not written again), as flow.lua's serve()
+      -- does, its claim removed by solo_flush() once a fetch. Anything else (a claim
+      -- that is not this token, a '/' claim, a group paused, a task gone, a group met
+      -- twice) leaves it, having written nothing, to serve(), which serves every token
+      -- once fair() is made in the call (their removals never cross). Inline: a
+      -- closure would cost every fetch
       local taken, taken_body, taken_priority
       repeat
         -- (gen: '\255' .. generation .. '\255' .. group matched above, the generation a
-        -- solo group's: '<now>.<count>/' (or ':'), a priority digit, the task's id; one match in
-        -- place of eight string calls, some 800 Redis instructions each. A token it does
-        -- not fit goes to serve())
-        if not gen or group == solo_group or (solo_seen and solo_seen[group]) then break end
-        if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
-        if any_paused ~= 0 then break end  -- (an error: not 0)
-        local turn = prefix .. 'g:' .. group .. ':turn'
-        -- the claim names this token (a string compared by address; an error, a table,
-        -- or none, false, never equal)
-        if redis.pcall('HGET', turn, 'tok') ~= gen then break end
-        -- its spec: plain for a claim of ':' (enqueue_group.lua and flow.lua's join()
-        -- write that claim only with a spec of no limit, expiry or group limit, in the
-        -- same step, and a waiting task's spec is not written again: a claim names its
-        -- one task, and a task sent anew after a cancel gets a claim of its own); a
-        -- claim of '/' (any other spec, and every plain one while lib.lua's
-        -- PLAIN_SOLO_CLAIM is '/': this release, readers first) has its task's spec
-        -- read and compared
-        local task_body = body_of(task, true)
-        if not task_body or (sep ~= ':' and redis.pcall('HGET', KEYS[19], task)
-                                            ~= '\n0\n0\n0\n0\n0\n0\n0\n0\n' .. group) then
+        -- solo group's: '<now>.<count>:' (or '/'), a priority digit, the task's id; one
+        -- match in place of eight string calls, some 800 Redis instructions each. A
+        -- token it does not fit goes to serve())
+        if not gen or sep ~= ':' or group == solo_group or (solo_seen and solo_seen[group]) then
           break
         end
+        if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
+        if any_paused ~= 0 then break end  -- (an error: not 0)
+        -- the claim names this token (a string compared by address; an error, a table,
+        -- or none, false, never equal)
+        if redis.pcall('HGET', prefix .. 'groups_solo', group) ~= gen then break end
+        local task_body = body_of(task, true)
+        if not task_body then break end
         taken, taken_body, taken_priority = task, task_body, string.byte(digit) - 48
         solo_n = solo_n + 1
         if solo_n == 1 then
-          solo_turn, solo_group, solo_token = turn, group, id
+          solo_group = group
           solo_flush = solo_flush or function()
-            -- (a count that is no integer starts afresh: lib.lua's recount; the counts of
-            -- a worker's prefetch 1 and 10 as literals: Redis formats a Lua number with
-            -- snprintf, some 3,000 instructions)
-            local total, less = prefix .. 'groups_ready', -solo_n
-            local count = redis.pcall('INCRBY', total,
-                                      less == -1 and '-1' or less == -10 and '-10' or less)
-            if type(count) == 'table' then count = guards().recount(count, total, less) end
-            if count and count <= 0 then redis.call('DEL', total) end
             -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
             -- is a vararg call, some 1,000 instructions more)
-            local gone, groups = nil, prefix .. 'groups'
+            local gone
             if solo_n == 1 then
-              gone = redis.pcall('DEL', solo_turn)
-              if type(gone) == 'table' then guards().foreign(gone) end
-              gone = redis.pcall('ZREM', groups, solo_group)
-              if type(gone) == 'table' then guards().foreign(gone) end
-              gone = redis.pcall('ZREM', KEYS[17], solo_token)
+              gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group)
             else
-              gone = redis.pcall('DEL', solo_turn, unpack(solo_turns))
-              if type(gone) == 'table' then guards().foreign(gone) end
-              gone = redis.pcall('ZREM', groups, solo_group, unpack(solo_names))
-              if type(gone) == 'table' then guards().foreign(gone) end
-              gone = redis.pcall('ZREM', KEYS[17], solo_token, unpack(solo_tokens))
+              gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group, unpack(solo_names))
             end
             if type(gone) == 'table' then guards().foreign(gone) end
-            solo_n, solo_turn, solo_group, solo_token = 0, nil, nil, nil
-            solo_seen, solo_turns, solo_names, solo_tokens = nil, nil, nil, nil
+            solo_n, solo_group, solo_seen, solo_names = 0, nil, nil, nil
           end
         else
           if solo_n == 2 then
-            -- (lists made at a worker's default prefetch, 10, less the first: a table's
+            -- (a list made at a worker's default prefetch, 10, less the first: a table's
             -- growth is a rehash)
             solo_seen = {}
-            solo_turns = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
             solo_names = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
-            solo_tokens = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
           end
           solo_seen[group] = true
-          solo_turns[solo_n - 1] = turn
           solo_names[solo_n - 1] = group
-          solo_tokens[solo_n - 1] = id
         end
       until true
       if taken then

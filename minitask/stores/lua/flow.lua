@@ -196,7 +196,10 @@ local function flow_control()
   --   <prefix>g:<group>:running  SET   ids holding a group_max_running slot
   --   <prefix>g:<group>:starts / :pace  its rate (flow_admit's, limiter 'g:<group>')
   --   <prefix>groups         ZSET  group -> ready tasks, for each group with any
-  --   <prefix>groups_ready   STRING the grouped ready tasks of the queue (gone at 0)
+  --   <prefix>groups_ready   STRING the grouped ready tasks of the queue in ready sets or
+  --                                    '/' claims (gone at 0)
+  --   <prefix>groups_solo    HASH  group -> its ':' claim, for each solo group of a plain
+  --                                    task (below)
   --   <prefix>groups_paused  SET   paused groups     <prefix>groups_weight  HASH weights
   --   <prefix>groups_weight_said  HASH  group -> when a weight not minitask's was last
   --                                    said in Redis's log, and the calls since (weight_of)
@@ -214,17 +217,20 @@ local function flow_control()
   -- dropped) and comes back through flow_due when a slot frees, its rate allows or
   -- it is resumed: no polling, and it holds no other group back. A token is in the
   -- queue's cancelled set while it is in a ready list, so counts leave it out.
-  -- A solo group (a task sent to a group with neither a ready set nor a turn) keeps its
-  -- one task in its token instead of a ready set: the generation is then
-  -- '<now>.<count>/' .. the task's member, and the claim the same; ':' in place of '/'
-  -- reads as a task whose spec holds no limit, expiry or group limit (its fetch reads
-  -- no spec: fetch.lua's fast path). Every reader takes both; the send writes ':' only
-  -- once lib.lua's PLAIN_SOLO_CLAIM says so (this release: '/', readers first). A fetch popping
-  -- such a live token leases the task straight away, and the group is gone. A second
-  -- task joining it, or the group leaving the rotation (paused, at its limits), first
-  -- puts the task in the ready set (at the token's count: its order of joining) and
-  -- marks the claim '+' .. generation: the same token, still live, of a group in its
-  -- set form (its place in the rotation kept).
+  -- A solo group (a task sent to a group with neither a ready set nor a turn nor a
+  -- groups_solo entry) keeps its one task in its token instead of a ready set: the
+  -- generation is then '<now>.<count>/' .. the task's member, and the claim the same.
+  -- For a task whose spec holds no limit, expiry or group limit (lib.lua's
+  -- PLAIN_SOLO_CLAIM) it is '<now>.1:' .. the member, and the claim is kept in the
+  -- queue's groups_solo hash only: no turn, no groups entry, no cancelled entry, and
+  -- not in groups_ready (its token in its ready list counts it as a ready task), so
+  -- that a fetch of it (fetch.lua's fast path: no spec read) removes one hash field.
+  -- A fetch popping such a live token leases the task straight away, and the group is
+  -- gone. A second task joining it, or the group leaving the rotation (paused, at its
+  -- limits), first puts the task in the ready set (at the token's count: its order of
+  -- joining) and marks the claim '+' .. generation in the turn (a ':' claim leaves
+  -- groups_solo for the turn, and its task and token are counted as a set's: lift()):
+  -- the same token, still live, of a group in its set form (its place kept).
   -- Invariant: a grouped ready task is in its group's ready set only (not in a ready
   -- list), or its solo group's live claim, or in a ready list on its way back
   -- (promoted when due, put back, its lease expired), which it leaves for its group's
@@ -243,6 +249,7 @@ local function flow_control()
     local MEMBER_MOST = 201
     local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
                                     c.prefix .. 'groups'
+    local solos = c.prefix .. 'groups_solo'
 
     -- forget()'s removals are made by flush() too, one command each for all the groups
     -- a fetch empties: forgotten (group -> its turn's key) for their turns and groups entries,
@@ -438,10 +445,20 @@ local function flow_control()
         -- group's one task, held in the token (a solo group), after `sep` (':' reads as a
         -- spec of no limit, expiry or group limit, leased unread; '/' any: join())
         local function push(group, priority, at_head, served, member, sep)
+          local write = flow_made.write
+          if sep == ':' then
+            -- a plain task's solo group: its claim in groups_solo only, its token counted
+            -- as its task in its ready list (no cancelled entry)
+            local gen = c.now .. '.1:' .. member
+            write('hash', group, 'HSET', solos, group, gen)
+            write('list', group, at_head and 'LPUSH' or 'RPUSH',
+                  KEYS[c.first_ready + 9 - priority], '\255' .. gen .. '\255' .. group)
+            flow_made.fair_made.pushed = true
+            return
+          end
           local turn = base(group) .. ':turn'
           local gen = c.now .. '.' .. next_gen(turn, group)
           if member then gen = gen .. sep .. member end
-          local write = flow_made.write
           if served then
             write('hash', group, 'HSET', turn, 'tok', gen, 'band', priority, 'served', served)
           else
@@ -487,6 +504,32 @@ local function flow_control()
           return true
         end
 
+        -- A solo group of groups_solo (a ':' claim) put in its set form, as unsolo() does
+        -- a turn's: its task in its ready set at the claim's count, the claim '+' ..
+        -- generation in its turn (its band, and gen at that count: later joins order
+        -- after it), its field gone from groups_solo; its task counted in groups_ready
+        -- and groups, its token (live still, in its list) in cancelled. True when the
+        -- group had such a claim; a field minitask did not write is removed (it names
+        -- no task), false.
+        local function lift(group)
+          settle(group)
+          local tok = tolerant(false, 'HGET', solos, group)
+          if not tok then return false end
+          local count, member = string.match(tok, '^%-?%d+%.(%d+):([0-9][ -~]*)$')
+          tolerant(0, 'HDEL', solos, group)
+          if not member or #member > MEMBER_MOST then return false end
+          local order = tonumber(count)
+          if not (order < RANK) then order = 0 end
+          local priority = string.byte(member) - 48
+          flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
+                          (9 - priority) * RANK + order, member)
+          flow_made.write('hash', group, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok,
+                          'band', priority, 'gen', count)
+          tally(group, 1)
+          flow_put('zset', 'ZADD', c.cancelled, priority, '\255' .. tok .. '\255' .. group)
+          return true
+        end
+
         -- Put the group in the rotation if it has ready tasks, is not paused and has no
         -- live token at its highest priority (or above). at_head: at the head of its list
         -- (its own task comes back to its place), else at the tail. A turn's claim of a
@@ -529,13 +572,20 @@ local function flow_control()
                         and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1
           local member = string.sub('0123456789', priority + 1, priority + 1) .. id
           if new and not is_paused(group) then
-            tally(group, 1)
             local plain = spec.limiter == '' and spec.count == 0 and spec.window == 0
                           and spec.most == 0 and spec.expires == 0 and spec.group_most == 0
                           and spec.group_count == 0 and spec.group_window == 0
-            -- (lib.lua's PLAIN_SOLO_CLAIM: '/' until every supported worker reads ':')
+            if not plain then tally(group, 1) end  -- (a ':' claim's token counts its task)
             push(group, priority, holds, nil, member, plain and PLAIN_SOLO_CLAIM or '/')
             return true
+          end
+          -- a solo group takes its set form first (its task ordered first): one of
+          -- groups_solo here, one of its turn ('/') by arm() below, but for a paused
+          -- group, whose arm() reads nothing: here too (left in its claim, a cancel of
+          -- the task joining it deleted the turn holding it, and it never ran)
+          lift(group)
+          if is_paused(group) then
+            unsolo(group, tolerant(false, 'HGET', base(group) .. ':turn', 'tok'))
           end
           local ready = base(group) .. ':ready'
           local order = holds and 0 or next_gen(base(group) .. ':turn', group)
@@ -630,7 +680,7 @@ local function flow_control()
           return arm(group, false)
         end
         rare = {tally = tally, next_gen = next_gen, push = push, claimed = claimed,
-                unsolo = unsolo, arm = arm, join = join, alive = alive,
+                unsolo = unsolo, lift = lift, arm = arm, join = join, alive = alive,
                 shortened = shortened, onward = onward}
       end
       if name then return rare[name] end
@@ -683,7 +733,8 @@ local function flow_control()
       -- h: the held token's state, when this is it (the caller's token)
       -- members, at, whole: the group's first tasks read (the set's first members), the
       -- index of the next, and whether they are all of them
-      local gen, group, turn, tok, solo, set, ready, h, members, at, whole
+      -- indexed: the token is a solo group's of groups_solo (its claim live there)
+      local gen, group, turn, tok, solo, set, ready, h, members, at, whole, indexed
       if token == false then  -- the held token released
         h, holding, held = held, false, nil
         flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
@@ -704,6 +755,28 @@ local function flow_control()
         end
         turn = gen and c.prefix .. 'g:' .. group .. ':turn'
         tok = gen and redis.pcall('HGET', turn, 'tok')
+        -- a ':' token whose turn holds no claim: its claim is looked for in groups_solo
+        -- (its one place while solo; a group in its set form since has its claim, '+',
+        -- in its turn, read first: its every serve reads one key)
+        local sep = not tok and gen and string.find(gen, '[/:]')
+        if sep and string.byte(gen, sep) == 58 then
+          local claim = redis.pcall('HGET', solos, group)
+          if type(claim) == 'table' then
+            -- groups_solo of another type (data minitask did not write): no claim can be
+            -- read, so the token is taken as live, paused or not: its task, if its
+            -- message is still there, runs once (the token is popped), never stranded
+            guards().foreign(claim)
+            indexed, tok = true, gen
+          elseif claim == gen then
+            if is_paused(group) then
+              -- a paused group leaves the rotation, its task kept in its set (below)
+              fair_rare().lift(group)
+              tok = redis.pcall('HGET', turn, 'tok')
+            else
+              indexed, tok = true, gen
+            end
+          end
+        end
         if type(tok) == 'table' then
           -- a turn of another type: no token of the group could be told live. The token
           -- is dropped; a group with ready tasks has its turn quarantined and is armed
@@ -739,7 +812,7 @@ local function flow_control()
         -- a solo group's task: taken from the token, no ready set read (its first pass)
         -- (its id is cut from the generation straight away: the member, whose one use is
         -- the ready set's, is no string made)
-        solo = tok == gen and string.find(gen, '[/:]')
+        solo = tok == gen and (sep or string.find(gen, '[/:]'))
         set = not solo and fair_set()  -- (a solo group's task needs none of it)
         ready = set and set.base(group) .. ':ready'
       end
@@ -799,6 +872,10 @@ local function flow_control()
         if plain and alone then
           -- a solo group's task of no limits (100,000 groups of one task each): no
           -- limit to count, no spec to make; the group is gone (its groups entry with it)
+          if indexed then
+            tolerant(0, 'HDEL', solos, group)  -- (its one key: nothing else to remove)
+            return id, body, priority, nil
+          end
           owed = owed - 1
           left[#left + 1] = token
           forget(group, turn)
@@ -816,7 +893,11 @@ local function flow_control()
           -- a spec it could not read; dead, delayed), or a task whose spec names no
           -- group here: it leaves the group either way
           if not alone then at = at + 1 end
-          if alone or tolerant(0, 'ZREM', ready, member) == 1 then fair_rare().tally(group, -1) end
+          if indexed then
+            tolerant(0, 'HDEL', solos, group)  -- (never counted in groups_ready)
+          elseif alone or tolerant(0, 'ZREM', ready, member) == 1 then
+            fair_rare().tally(group, -1)
+          end
           if body then
             -- its spec names another group, none, or none that parses (data minitask did
             -- not write): never dropped, it goes to the ready list of its priority, from
@@ -838,6 +919,7 @@ local function flow_control()
             tolerant(0, 'ZREM', c.cancelled, id)
           end
           budget = budget - 1
+          if indexed then return nil end  -- (its one key gone above)
           if alone then  -- a solo group's task: the group is empty
             left[#left + 1] = token
             forget(group, turn)
@@ -874,13 +956,20 @@ local function flow_control()
           if not out_at and spec.limiter ~= '' then  -- (no limiter: held by none)
             local held = flow_made.held_by_task(c, spec, id)
             if held then
+              -- (parked, the token is in no ready list: a ':' claim's task counted in its
+              -- set form, as any parked token's)
+              if indexed then fair_rare().lift(group) end
               tolerant(0, 'ZREM', c.cancelled, token)
               return nil, held
             end
           end
           if out_at then
             left[#left + 1] = token
-            if alone then fair_rare().unsolo(group, tok) end  -- its task waits in its set
+            if indexed then
+              fair_rare().lift(group)  -- its task waits in its set
+            elseif alone then
+              fair_rare().unsolo(group, tok)  -- its task waits in its set
+            end
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then flow_put('zset', 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
@@ -888,7 +977,9 @@ local function flow_control()
           if spec.group_most > 0 and not holds then
             flow_made.write('set', group, 'SADD', running, id)
           end
-          if alone then
+          if indexed then
+            tolerant(0, 'HDEL', solos, group)  -- the group is gone: its one key
+          elseif alone then
             owed = owed - 1  -- the group is gone (below): its groups entry with it
           else
             at = at + 1
@@ -898,6 +989,7 @@ local function flow_control()
               owed_by[group] = (owed_by[group] or 0) - 1
             end
           end
+          if indexed then return id, body, priority, spec end
           if not next_id then
             left[#left + 1] = token
             -- (past shortened()'s cap: long members may remain)

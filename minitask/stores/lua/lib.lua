@@ -26,18 +26,17 @@
 -- The highest score minitask writes: 10 * MAX_MS + 9 (message.py), below 2^53.
 local MAX_SCORE = 2534023007999999
 
--- The switch of a solo group's claim for a task whose spec is plain (no limit,
--- expiry or group limit): the separator the send writes between the claim's
--- generation and its task (enqueue_group.lua's inline join, flow.lua's join()).
--- ':' tells fetch.lua's fast path to lease the task without reading its spec; '/'
--- has the spec read. Every reader of this version takes both forms (the fetch's
--- fast path, flow.lua's claimed(), unsolo() and serve(), enqueue_group.lua's
--- join_set, cancel.lua, purge_ready.lua), but a minitask before the ':' form reads
--- '/' only: its fetch leaves a ':' token unserved and the task is stranded for ever
--- (a rolling deploy of new senders before old workers, or a rollback). So this
--- release writes '/' (readers first); turn it to ':' in a release after every
--- supported worker reads ':' (this one on). tests/crash/test_fair_solo_claims_*.
-local PLAIN_SOLO_CLAIM = '/'
+-- The separator the send writes between a solo group's claim's generation and its
+-- task (enqueue_group.lua's inline join, flow.lua's join()) for a task whose spec is
+-- plain (no limit, expiry or group limit): ':' tells fetch.lua's fast path to lease
+-- the task without reading its spec; any other spec gets '/', and its spec is read.
+-- Every reader takes both forms (the fetch's fast path, flow.lua's claimed(),
+-- unsolo() and serve(), enqueue_group.lua's join_set, cancel.lua, purge_ready.lua).
+-- Written ':' from the first release (0.1.0) on: no release ever wrote '/' for a
+-- plain spec. A later change of this format is made readers first (CHANGELOG.rst's
+-- versioning policy): one release reads the new form, the next writes it.
+-- tests/crash/test_fair_solo_claims_of_both_forms.py.
+local PLAIN_SOLO_CLAIM = ':'
 
 -- The guards against data minitask did not write (foreign, must, expect, fits,
 -- whole, band_of, bump, recount, utf8, unrecorded) are made by guards() at its first

@@ -19,7 +19,9 @@
 -- emptied too (a solo group's task, held in its turn's claim, with them), and each
 -- emptied group's turn and entry go (a token left in a ready
 -- list is stale then, and dropped by the fetch that meets it); the grouped ready
--- count goes down by as many. Slots held by running tasks stay theirs.
+-- count goes down by as many. A token popped from a ready or park list whose claim is
+-- live in groups_solo (':', a solo group of a plain task) takes its task and claim
+-- with it. Slots held by running tasks stay theirs.
 -- Data minitask did not write (lib.lua): flow keys of another type count as empty;
 -- any of KEYS[1..18] of another type refuses the call (WRONGTYPE, naming it) before
 -- any write: nothing is deleted.
@@ -29,7 +31,21 @@ for i = 1, 18 do
   guards().expect(KEYS[i], (i <= 3 or i == 7) and 'zset' or (i <= 8 and 'hash' or 'list'))
 end
 
-local function purge(id)
+local solos = KEYS[22] .. 'groups_solo'
+local purge
+
+-- a solo group's token whose claim is live in groups_solo: its task purged, its claim
+-- gone (flow.lua; its token counted the task, which groups_ready does not)
+local function purge_solo(token)
+  local gen, member, group = string.match(token, '^\255([^\255/:]*:[0-9]([ -~]*))\255(.+)$')
+  if gen and tolerant(false, 'HGET', solos, group) == gen then
+    tolerant(0, 'HDEL', solos, group)
+    purge(member)
+  end
+end
+
+function purge(id)
+  if string.byte(id) == 255 then purge_solo(id) end
   taken = taken + 1
   redis.call('ZREM', KEYS[7], id)
   if not (redis.call('ZSCORE', KEYS[1], id) or redis.call('ZSCORE', KEYS[2], id)
