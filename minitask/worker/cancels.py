@@ -26,6 +26,9 @@ logger = own_logger(__name__)
 
 #: Longest the end of the watch waits for its threads (one XREAD at most).
 MAX_WAIT = 6.0
+#: Longest ``CancelWatch.start`` waits for its threads' first look at where the streams
+#: end (one round trip; an outage does not hold the start: the look fails at once).
+FIRST_LOOK_WAIT = MAX_WAIT
 
 #: How a pool stops an attempt it runs, called from the watch's thread.
 Stopper = Callable[[], object]
@@ -144,12 +147,24 @@ class CancelWatch:
 
     def start(self) -> None:
         """One daemon thread per group of streams one XREAD can wait on; ``end``
-        stops them."""
+        stops them. Returns once each has read where its streams end (bounded by
+        FIRST_LOOK_WAIT): a request is heard only if posted after that look, and the
+        worker leases its first task after this returns. Started in the background
+        alone, a watch starved on a loaded machine looked after a task had started and
+        been asked to stop: that request was behind it, and never heard."""
+        looked: List[threading.Event] = []
         for index, group in enumerate(self._host.broker.cancels.groups(self._queues)):
-            thread = threading.Thread(target=self._loop, args=(group,), daemon=True,
-                                      name=f"minitask-cancel-watch-{index}")
+            looked.append(threading.Event())
+            thread = threading.Thread(target=self._loop, args=(group, looked[-1]),
+                                      daemon=True, name=f"minitask-cancel-watch-{index}")
             thread.start()
             self._threads.append(thread)
+        deadline = time.monotonic() + FIRST_LOOK_WAIT
+        for event in looked:
+            if not event.wait(max(0.0, deadline - time.monotonic())):
+                logger.debug("the cancel watch has not read where its streams end within "
+                             "%s s; the worker starts all the same", FIRST_LOOK_WAIT)
+                break
 
     def end(self) -> None:
         """Once the worker has stopped: wake the threads (blocked in XREAD) and wait
@@ -165,7 +180,10 @@ class CancelWatch:
             thread.join(timeout=MAX_WAIT)
         self._threads.clear()
 
-    def _loop(self, queues: List[str]) -> None:
+    def _loop(self, queues: List[str], looked: threading.Event) -> None:
+        """Watch ``queues``' streams until the worker stops; ``looked`` is set once the
+        first look at where they end is over (read, or failed: an outage's backoff
+        must not hold the worker's start)."""
         backoff = Backoff("wait for cancel requests")
         store = self._host.broker.cancels
         positions: Dict[str, str] = {}
@@ -177,10 +195,14 @@ class CancelWatch:
                     if len(positions) < len(queues) and time.monotonic() >= look_again:
                         # a stream of another type is left out (said once, naming it),
                         # looked at again every MAX_WAIT s: fixed, it is watched again
-                        positions.update(store.positions(
-                            [queue for queue in queues if queue not in positions], seen))
+                        try:
+                            positions.update(store.positions(
+                                [queue for queue in queues if queue not in positions], seen))
+                        finally:
+                            looked.set()
                         look_again = time.monotonic() + MAX_WAIT
                     if not positions:  # every stream holds another type: look again later
+                        looked.set()
                         self._stop.wait(MAX_WAIT)
                         continue
                     requests = store.watch(positions, timeout=_watch_timeout(
@@ -209,6 +231,7 @@ class CancelWatch:
                                         task_id, extra={"task_id": task_id, "task_name": ""})
                     self._board.forget_early(held)
         finally:
+            looked.set()  # (stopped before its first look)
             backoff.gave_up()  # it no longer rides an outage
 
 

@@ -137,6 +137,16 @@ class Holdings:
             self._running = job
         return job
 
+    def put_back(self, job: Job) -> None:
+        """A job ``next_buffered`` handed out that will not run now (the fetch failed
+        after taking it): first in the buffer again, its lease still held. Dropped,
+        its lease was renewed by the heartbeat for as long as the worker lived."""
+        with self._lock:
+            if self._running is job:
+                self._running = None
+            if job.task_id in self._leases:
+                self._buffer.appendleft(job)
+
     def clear_running(self) -> None:
         with self._lock:
             self._running = None

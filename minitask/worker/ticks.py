@@ -129,7 +129,12 @@ class TickSource:
         if job is not None:
             self._stale = False  # the wait was ended by work, not by a schedule change
             if not woken or self._due(now_ms):
-                self._tend(now_ms, fetching=False)  # (a woken worker starts its task first)
+                try:
+                    self._tend(now_ms, fetching=False)  # (a woken worker starts its task first)
+                except BaseException:  # (an outage): the job taken goes back, not lost
+                    self._stale = woken
+                    self._holdings.put_back(job)
+                    raise
             return self._handed(job)
         if looked:
             self._tend(now_ms, fetching=False)

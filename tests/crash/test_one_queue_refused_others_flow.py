@@ -58,9 +58,13 @@ def test_a_refused_queue_is_set_aside_and_the_other_flows(kit: Kit, pool: str,
 
     flag.touch()  # Redis refuses every fetch of 'stuck' made from now on
     planted = time.monotonic()
-    # (a fetch made before, in flight behind an idle wait, is not refused)
-    wait_until(lambda: "'stuck' set aside" in log.read_text(errors="replace"),
-               timeout=DEADLINE, message="the first refused fetch of 'stuck'")
+    # (a fetch made before, in flight behind an idle wait, is not refused: every
+    # process that fetches has its own, and one still in flight would lease the task
+    # sent to 'stuck' below; so each of them says its first refusal before it is sent)
+    wait_until(lambda: log.read_text(errors="replace")[started:].count(
+        "'stuck' set aside") >= fetching, timeout=DEADLINE,
+        message=f"the first refused fetch of 'stuck' of each of the {fetching} "
+                f"process(es) that fetch")
     waiting = record.apply_async(("stuck-task",), queue="stuck")
     for round_ in range(ROUNDS):
         sent = [record.apply_async((f"busy-{round_}-{i}",), queue="busy")

@@ -26,9 +26,11 @@ _STARTED: List[Any] = []
 
 
 @pytest.fixture(autouse=True)
-def _workers_stopped() -> Iterator[None]:
+def _workers_stopped(app: Minitask) -> Iterator[None]:
     """A test that fails leaves no worker running: one left behind served the next
-    tests' tasks (the same app name), and failed them in turn."""
+    tests' tasks (the same app name), and failed them in turn. On ``app``, so that
+    they stop before it closes: closed under a running worker, its connections failed
+    with "Connection closed by server", logged as an outage the test never had."""
     yield
     while _STARTED:
         worker, thread = _STARTED.pop()

@@ -16,7 +16,10 @@ from minitask.broker.keys import queue_keys
 from minitask.worker import loop_acks
 from tests.support.servers import RedisServer
 
-DEADLINE = 240.0
+#: Longest the test waits for the worker to serve every task, kills and all; and for
+#: it to stop: within the test's timeout, so that a failure says what it waited for.
+DEADLINE = 200.0
+STOP_WAIT = 60.0
 TASKS = 300
 
 
@@ -38,6 +41,8 @@ def test_connections_killed_mid_drain_lose_no_outcome(
     async def double(index: int) -> int:
         return 2 * index
 
+    serving = threading.Event()
+    app.on("worker_ready", lambda worker: serving.set())
     handles = [double.delay(index) for index in range(TASKS)]
     killer = redis.Redis.from_url(server.url)
     worker = app.worker(pool="asyncio", concurrency=4)
@@ -46,16 +51,23 @@ def test_connections_killed_mid_drain_lose_no_outcome(
     thread.start()
     try:
         deadline = time.monotonic() + DEADLINE
+        # killed from when it serves: one killed as it starts stops it (a worker that
+        # cannot reach Redis at start exits, code 3), and the drain, served by nobody,
+        # was waited for until the test's timeout
+        while not serving.wait(0.1):
+            assert thread.is_alive() and time.monotonic() < deadline, "the worker never served"
         keys = queue_keys("loopkills", "default")
-        while time.monotonic() < deadline and (
-                sum(killer.llen(ready) for ready in keys.ready) or killer.zcard(keys.leases)):
+        while sum(killer.llen(ready) for ready in keys.ready) or killer.zcard(keys.leases):
+            assert thread.is_alive(), "the worker stopped while it drained"
+            assert time.monotonic() < deadline, "the tasks were not all served in time"
             if kills < 40:
                 kills += int(killer.client_kill_filter(_type="normal", skipme=True) or 0) > 0
             time.sleep(0.02)
-        results = [handle.get(timeout=DEADLINE) for handle in handles]
+        results = [handle.get(timeout=max(0.1, deadline - time.monotonic()))
+                   for handle in handles]
     finally:
         worker.stop()
-        thread.join(timeout=DEADLINE)
+        thread.join(timeout=STOP_WAIT)
         app.close()
     assert not thread.is_alive()
     assert kills > 0, "the connections were meant to be killed while it drained"

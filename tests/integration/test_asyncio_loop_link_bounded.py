@@ -45,6 +45,21 @@ def test_many_round_trips_at_once_share_a_few_connections(
     watcher.close()
 
 
+async def served_on(link: LoopLink) -> object:
+    """A PING's reply once the link served a test's round trips. The reply to a QUIT
+    is read whole, so its connection is kept, though Redis closes it: the next round
+    trip on it fails (and drops it). Which connections a QUIT closed, and which is
+    used next, depends on the order the loop ran the round trips in: one round trip
+    more than ``most`` (2 here) meets a live one."""
+    failed: List[BaseException] = []
+    for _ in range(3):
+        try:
+            return await asyncio.wait_for(link.exchange(PING), 10)
+        except (ConnectionError, OSError, redis.ConnectionError) as exc:
+            failed.append(exc)
+    raise AssertionError(f"the link served no PING after the round trips: {failed}")
+
+
 def test_round_trips_waiting_for_a_connection_are_served_when_others_fail(
         start_redis: Callable[..., RedisServer]) -> None:
     """Error replies keep their connection; a connection that fails (Redis closed it:
@@ -62,9 +77,7 @@ def test_round_trips_waiting_for_a_connection_are_served_when_others_fail(
             replies = list(await asyncio.wait_for(asyncio.gather(
                 *(link.exchange(command) for command in commands), return_exceptions=True),
                 60))
-            # the link serves on after them all (which of the 60 PINGs met a connection
-            # a QUIT had closed depends on the order the loop ran them in)
-            return replies + [await asyncio.wait_for(link.exchange(PING), 10)]
+            return replies + [await served_on(link)]
         finally:
             await link.close()
 
