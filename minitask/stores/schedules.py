@@ -175,10 +175,15 @@ class ScheduleStore(Store):
             if refused:
                 ignored(key, f"it holds another type than {kind} ({text_of(refused)})")
                 return []
-        dangling, *removed = str(text(dangling)).split()
-        if int(dangling):
-            ignored(k.ticks, f"{int(dangling):,} tick(s) naming no schedule record "
+        counts, *removed = str(text(dangling)).split()
+        gone, _, kept = counts.partition(",")
+        if int(gone):
+            ignored(k.ticks, f"{int(gone):,} tick(s) naming no schedule record "
                              f"were removed (never fired)")
+        if int(kept or 0):
+            ignored(k.ticks, f"{int(kept):,} tick(s) naming no schedule record could not "
+                             f"be removed (Redis refused the write); never fired, and "
+                             f"tried again at the next look")
         for length in removed:  # schedule_armed.lua removed them, read once
             ignored(k.ticks, f"a tick whose name is {int(length):,} bytes, longer than any "
                              f"schedule's ({MAX_NAME_BYTES}), was removed")

@@ -25,7 +25,7 @@ sends fewer steps than it was given, ``lost_steps`` looks for those found nowher
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
@@ -108,11 +108,12 @@ def with_groups(calls: Sequence[ScriptCall]) -> List[ScriptCall]:
 
 
 def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], now_ms: int,
-               calls: Sequence[ScriptCall], register: Callable[[Iterable[str]], None]) -> int:
+               calls: Sequence[ScriptCall],
+               register: Callable[[Iterable[str]], None]) -> List[str]:
     """Run a workflow's ``calls`` (``with_groups``), checked first (``spawn_check``)
     when they are more than one (not atomic together), then ``register`` the queues of
-    ``steps``: a call refused wrote nothing, nor does the registry. Returns how many
-    steps the calls sent: fewer than ``steps`` when a step's marker was there.
+    ``steps``: a call refused wrote nothing, nor does the registry. Returns the ids of
+    the steps not sent because their marker was there (the spawn scripts say which).
 
     Raises:
         BrokerError: Redis failed, or refused a key of another type, naming it; then
@@ -133,44 +134,148 @@ def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], no
                 register(steps)
         raise
     register(steps)
-    return sum(reply for call, reply in zip(calls, replies)
-               if call[0] != "group_create" and isinstance(reply, int))
+    return [str(text(task_id)) for call, reply in zip(calls, replies)
+            if call[0] != "group_create" and isinstance(reply, list) for task_id in reply[1:]]
+
+
+#: What a step that ran left of what follows it: ("marker", queue, id) of a step it
+#: sent (its marker's state), or ("join", queue, group id, index) of the group it joined.
+Trace = Tuple[Any, ...]
+
+
+def traces_of(follow: Optional[Dict[str, Any]]) -> Optional[List[Trace]]:
+    """Where a step followed by ``follow`` (a frame's continuation) left a trace of
+    having run: it sends what follows it (or joins its group) before its ack, so before
+    its message goes. [] for a last step (nothing follows it); None when it cannot be
+    told (an empty group follows): such a step is never taken for lost."""
+    if follow is None:
+        return []
+    if follow["k"] == "join":
+        return [("join", follow["q"], follow["id"], follow["i"])]
+    return _firsts(follow["node"]) or None
+
+
+def step_traces(skipped: Iterable[str],
+                follows: Dict[str, Tuple[Dict[str, Any], Optional[Dict[str, Any]]]]
+                ) -> Dict[str, List[Trace]]:
+    """By id, the traces (``traces_of``) of the ``skipped`` steps that can be told lost
+    (``follows``: by id, a step's node and what follows it): not one whose trace cannot
+    be told, nor a last ``ignore_result`` step (one that ran leaves nothing at all)."""
+    traces: Dict[str, List[Trace]] = {}
+    for task_id in skipped:
+        node, follow = follows[task_id]
+        found = traces_of(follow)
+        if found is not None and (found or not node.get("ir")):
+            traces[task_id] = found
+    return traces
+
+
+def _firsts(node: Dict[str, Any]) -> List[Trace]:
+    """The markers of the first steps ``node`` sends (each member's, for a group)."""
+    kind = node["k"]
+    if kind == "t":
+        return [("marker", node["q"], node["id"])]
+    if kind == "c":
+        return _firsts(node["steps"][0]) if node["steps"] else []
+    members = node.get("members" if kind == "g" else "header") or []
+    return [trace for member in members for trace in _firsts(member)]
+
+
+def _ran(transport: Transport, keys: Any, traces: Dict[str, List[Trace]]) -> Set[str]:
+    """Of ``traces`` (by step id), the steps that left one: a marker with a state (sent
+    or cancelled; delay()'s reservation has none), or a group that is gone, fired,
+    failed or holds the step's result. A key of another type counts as a trace (it
+    cannot be told: the step is left alone)."""
+    asked: List[Tuple[str, int]] = []
+    with transport.errors(f"read what follows {len(traces)} workflow step(s)"):
+        pipe = transport.client.pipeline(transaction=False)
+        for task_id, found in traces.items():
+            for trace in found:
+                k: QueueKeys = keys(trace[1])
+                if trace[0] == "marker":
+                    pipe.hexists(k.once(trace[2]), "state")
+                    asked.append((task_id, 1))
+                else:
+                    state = k.group(trace[2])
+                    pipe.exists(state)
+                    pipe.hexists(state, "fired")
+                    pipe.hexists(state, "failed_index")
+                    pipe.hexists(k.group_results(trace[2]), str(trace[3]))
+                    asked.append((task_id, 4))
+        replies = pipe.execute(raise_on_error=False) if asked else []
+    ran: Set[str] = set()
+    at = 0
+    for task_id, count in asked:
+        got = replies[at:at + count]
+        at += count
+        if any(isinstance(reply, Exception) for reply in got):
+            ran.add(task_id)
+        elif count == 1 and got[0]:
+            ran.add(task_id)
+        elif count == 4 and (not got[0] or any(got[1:])):
+            ran.add(task_id)
+    return ran
 
 
 def lost_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]],
-               keeps_none: Callable[[str], bool], now_ms: int, chunk: int) -> Dict[str, str]:
-    """Of ``steps``, those whose marker says "sent" while their queue holds neither
-    their message nor their result (``lost_steps.lua``): a marker minitask did not
-    write, or a step purged or whose result was forgotten. Each gets a cancelled outcome
-    naming its marker, unless ``keeps_none`` of its id (ignore_result: one that ran
-    leaves nothing, and says nothing); nothing is sent again. Returns, by id, why, for
-    the caller to cancel what follows each (it would wait for ever). ``chunk``: steps a
-    call at most.
+               traces: Dict[str, List[Trace]], keeps_none: Callable[[str], bool],
+               now_ms: int, chunk: int) -> Dict[str, str]:
+    """Of ``steps`` (steps a spawn call did not send, their marker there), those lost:
+    their marker says "sent" while their queue holds neither their message nor their
+    result (``lost_steps.lua``), and nothing that follows them was sent (``traces``, by
+    id: ``traces_of``; a step absent from it is not looked at). A step that ran sent
+    what follows it before its ack, so one nowhere whose successors were sent ran (kept
+    no result, or its result expired or was forgotten) and is left as it is; one whose
+    successors were not sent never ran (a marker minitask did not write, or a step
+    purged before it ran). Each lost step gets a cancelled outcome naming its marker,
+    unless ``keeps_none`` of its id (ignore_result); nothing is sent again. Returns, by
+    id, why, for the caller to cancel what follows each (it would wait for ever).
+    ``chunk``: steps a call at most.
 
     Raises:
         BrokerError: Redis failed.
     """
-    calls: List[ScriptCall] = []
     why: Dict[str, str] = {}
+    asked: Dict[str, List[Tuple[str, bytes, int]]] = {}
     for queue, queued in steps.items():
         k: QueueKeys = keys(queue)
-        for start in range(0, len(queued), chunk):
-            tail: List[Any] = []
-            argv: List[Any] = []
-            for task_id, _, _, _, ttl, _ in queued[start:start + chunk]:
-                why[task_id] = (f"its step marker {k.once(task_id)} says it was sent, but "
-                                f"queue {queue!r} holds neither its message nor its result: "
-                                f"a marker minitask did not write (or the step was purged, "
-                                f"or its result forgotten); it is not sent again")
-                outcome = b"" if keeps_none(task_id) else encode_outcome(Outcome(
-                    "cancelled", now_ms, exc_type="Cancelled", message=f"not run: "
-                    f"{why[task_id]}", reason="its step marker says sent, yet it is nowhere"))
-                tail += (k.once(task_id), k.result(task_id))
-                argv += (task_id, outcome, ttl)
-            calls.append(("lost_steps", queue, (k.messages,), tail + argv, len(tail)))
-    replies = transport.run_calls(calls, f"look for {len(why)} workflow step(s) not sent")
-    found = [text(task_id) for reply in replies for task_id in reply]
-    return {task_id: why[task_id] for task_id in found if task_id in why}
+        for task_id, _, _, _, ttl, _ in queued:
+            if task_id not in traces:
+                continue
+            why[task_id] = (f"its step marker {k.once(task_id)} says it was sent, but queue "
+                            f"{queue!r} holds neither its message nor its result, and "
+                            f"nothing that follows it was sent: a marker minitask did not "
+                            f"write (or the step was purged); it is not sent again")
+            outcome = b"" if keeps_none(task_id) else encode_outcome(Outcome(
+                "cancelled", now_ms, exc_type="Cancelled", message=f"not run: "
+                f"{why[task_id]}", reason="its step marker says sent, yet it is nowhere"))
+            asked.setdefault(queue, []).append((task_id, outcome, ttl))
+
+    def look(write: str, among: Set[str]) -> Set[str]:
+        calls: List[ScriptCall] = []
+        for queue, found in asked.items():
+            k: QueueKeys = keys(queue)
+            found = [step for step in found if step[0] in among]
+            for start in range(0, len(found), chunk):
+                tail: List[Any] = []
+                argv: List[Any] = []
+                for task_id, outcome, ttl in found[start:start + chunk]:
+                    tail += (k.once(task_id), k.result(task_id))
+                    argv += (task_id, outcome, ttl)
+                calls.append(("lost_steps", queue, (k.messages,), [*tail, write, *argv],
+                              len(tail)))
+        if not calls:
+            return set()
+        replies = transport.run_calls(calls, f"look for {len(among)} workflow step(s) "
+                                             f"not sent")
+        return {str(text(task_id)) for reply in replies for task_id in reply}
+
+    # the look first: a step that ran sent what follows it before its message went, so
+    # what follows a step found nowhere is read after (then the look again, writing)
+    found = look("0", set(why))
+    lost = look("1", found - _ran(transport, keys, {i: traces[i] for i in found})) \
+        if found else set()
+    return {task_id: why[task_id] for task_id in lost}
 
 
-__all__: List[Any] = ["lost_steps", "send_steps", "spawn_call"]
+__all__: List[Any] = ["lost_steps", "send_steps", "spawn_call", "step_traces", "traces_of"]

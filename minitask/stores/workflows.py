@@ -47,7 +47,7 @@ from ..wire.serializer import (check_arguments, encode_message, encode_outcome, 
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .foreign import foreign
 from .queue import QueueStore
-from .workflow_checks import lost_steps, send_steps, spawn_call
+from .workflow_checks import lost_steps, send_steps, spawn_call, step_traces
 from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
                              joined)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
@@ -370,11 +370,13 @@ class WorkflowStore(WorkflowReads):
         tail += [task["ttl"] for task in tasks]
         return ("cancel_steps", queue, (), tail, 2 * len(tasks))
 
-    def _end_lost(self, writes: _Writes, now_ms: int, max_bytes: int, path: Path) -> None:
-        """Steps not sent whose marker says "sent" while they are nowhere (not minitask's
-        marker, or purged): each ends cancelled, naming its marker, and so does what
-        follows it, instead of waiting for ever; a step that was sent is left alone."""
+    def _end_lost(self, writes: _Writes, skipped: List[str], now_ms: int, max_bytes: int,
+                  path: Path) -> None:
+        """Steps ``skipped`` (their marker was there) that never ran (``lost_steps``: not
+        minitask's marker, or purged) end cancelled, naming it, and so does what follows
+        each, instead of waiting for ever; a step that ran is left alone."""
         lost = lost_steps(self.transport, self.keys, writes.steps,
+                          step_traces(skipped, writes.follows),
                           lambda task_id: bool(writes.follows[task_id][0].get("ir")), now_ms,
                           SPAWN_CHUNK)
         for task_id, why in lost.items():
@@ -489,8 +491,9 @@ class WorkflowStore(WorkflowReads):
                 calls.append(spawn_call(k, queue, steps[start:start + SPAWN_CHUNK], record,
                                         writes.plan if record is not None else b"",
                                         writes.wid, now_ms))
-        if calls and send_steps(self.transport, self.keys, writes.steps, now_ms, calls,
-                                self._queues.register_queues) < len(writes.follows):
-            self._end_lost(writes, now_ms, max_bytes, path)  # a step's marker was there
+        skipped = send_steps(self.transport, self.keys, writes.steps, now_ms, calls,
+                             self._queues.register_queues) if calls else []
+        if skipped:  # a step's marker was there: sent before, or lost
+            self._end_lost(writes, skipped, now_ms, max_bytes, path)
         for waiting in writes.empty:
             self._resume(waiting, [], now_ms, max_bytes, path, writes.wid, writes)

@@ -8,8 +8,10 @@
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)
 -- ARGV[1] batch   ARGV[2] longest record read (bytes)   ARGV[3] scan from (a rank)
 -- ARGV[4...] names to read whatever their rank
--- Returns {schedules' error or '', ticks' error or '', ticks read that name no record,
--- removed (then, after a space each, the length of each tick removed as overlong, below),
+-- Returns {schedules' error or '', ticks' error or '', the ticks read that name no
+-- record: 'removed,kept' (kept: Redis refused their removal, a replica or a write
+-- refused, so they are read again at the next look; then, after a space each, the
+-- length of each tick removed as overlong, below),
 -- next scan rank, name, record, tick, name, record, tick...}: the tick as Redis writes
 -- the score; in place of a record longer than ARGV[2], its length (never read: one
 -- planted record of 50 MB would be read at every refresh). A record with no tick is
@@ -27,7 +29,7 @@ local found = {'', '', 0, 0}
 if type(records) == 'table' then found[1] = records.err end
 if type(held) == 'table' then found[2] = held.err end
 if found[1] ~= '' or found[2] ~= '' then return found end
-local dangling = 0
+local dangling, kept = 0, 0
 found[3] = ''
 local batch = tonumber(ARGV[1])
 local longest = tonumber(ARGV[2])
@@ -46,9 +48,13 @@ local function add(name, tick)
   if size == 0 and redis.call('HEXISTS', KEYS[1], name) == 0 then
     -- a tick naming no record: nothing to fire, removed (a script runs alone, and
     -- schedule_save.lua writes a record and its tick in one: none is being saved)
-    dangling = dangling + 1
     local reply = redis.pcall('ZREM', KEYS[2], name)
-    if reply == 1 then gone = gone + 1 end
+    if reply == 1 then
+      gone = gone + 1
+      dangling = dangling + 1
+    elseif type(reply) == 'table' then
+      kept = kept + 1  -- refused (its error): said as kept, never as removed
+    end
     return
   end
   found[#found + 1] = name
@@ -75,5 +81,5 @@ for i = 4, #ARGV do
   local tick = redis.call('ZSCORE', KEYS[2], ARGV[i])
   if tick then add(ARGV[i], tick) end
 end
-found[3] = dangling .. found[3]
+found[3] = dangling .. ',' .. kept .. found[3]
 return found

@@ -14,7 +14,9 @@
 -- ARGV[7] the id of the steps' workflow ('': none), kept in each marker's field w
 -- then per step five ARGVs: id, encoded message, priority (0..9),
 --   due (ms; <= now: ready), marker ttl (ms: the step's result ttl)
--- Returns: how many steps were sent by this call.
+-- Returns: how many steps were sent by this call; when a step's marker was there (the
+--   step not sent), {that count, the id of each such step...} (stores/workflow_checks.py
+--   looks whether those were lost, and only those: one sent now may already be done)
 -- Invariant: a step is sent at most once while its marker lives (as long as its
 -- result would), however often the steps before it run. A handle record (and a
 -- plan record) is written with the steps, never without them.
@@ -38,6 +40,7 @@ end
 -- the first write (due_batch removes an entry no task of ours: promote.lua)
 promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
 local added, wake = 0, 0
+local skipped  -- ids of the steps whose marker was there: none mostly, so no table
 local workflow = ARGV[7]
 for i = 8, #ARGV, 5 do
   local n = (i - 8) / 5 + 1
@@ -49,6 +52,9 @@ for i = 8, #ARGV, 5 do
   if first then
     if workflow ~= '' then redis.call('HSET', marker, 'w', workflow) end
     redis.call('PEXPIRE', marker, ARGV[i + 4])
+  else
+    skipped = skipped or {0}
+    skipped[#skipped + 1] = id
   end
   if first and redis.call('HSETNX', KEYS[1], id, body) == 1 then
     added = added + 1
@@ -82,5 +88,9 @@ if wake > 0 then
   elseif held > cap then
     redis.call('LTRIM', KEYS[3], 0, cap - 1)
   end
+end
+if skipped then
+  skipped[1] = added
+  return skipped
 end
 return added

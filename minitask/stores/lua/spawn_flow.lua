@@ -5,7 +5,7 @@
 -- KEYS: spawn.lua's (its handle and plan records last, when there are), then flow (HASH),
 --   cancelled (ZSET: a group's token is counted there) and the flow prefix, last.
 -- ARGV: spawn.lua's, then one flow spec per step ('' for none), then how many steps.
--- Returns: spawn.lua's count of steps sent.
+-- Returns: as spawn.lua (a count of steps sent, or {it, ids of steps not sent...}).
 -- A step this call sends gets its spec in the flow hash in the same step. A grouped
 -- step due now goes to its group's ready set (flow.lua's flow_fair, as
 -- enqueue_group.lua puts a grouped call) and puts its group in the rotation, at most
@@ -63,6 +63,8 @@ for i = #ARGV, 1, -1 do ARGV[i] = argv[i] end
 for i = #KEYS, 1, -1 do KEYS[i] = keys[i] end
 
 local added = spawn_base()
+local skipped  -- spawn.lua's reply: a count, or {count, ids of steps not sent...}
+if type(added) == 'table' then skipped, added = added, added[1] end
 
 for _, step in ipairs(others) do redis.call('HSET', flow, step[1], step[2]) end
 local fair, wake = nil, false
@@ -71,6 +73,9 @@ for _, step in ipairs(grouped) do
   if first then
     if ARGV[7] ~= '' then redis.call('HSET', step.marker, 'w', ARGV[7]) end
     redis.call('PEXPIRE', step.marker, step.ttl)
+  else
+    skipped = skipped or {0}
+    skipped[#skipped + 1] = step.id
   end
   if first and redis.call('HSETNX', KEYS[1], step.id, step.body) == 1 then
     added = added + 1
@@ -82,4 +87,8 @@ for _, step in ipairs(grouped) do
   end
 end
 if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end
+if skipped then
+  skipped[1] = added
+  return skipped
+end
 return added

@@ -9,7 +9,7 @@
 -- KEYS: spawn.lua's or spawn_flow.lua's, then the state (HASH) of each group
 -- ARGV: theirs, then group_create.lua's (three per group: size, packed continuation,
 --   ttl), then how many groups, then '1' when the steps are spawn_flow.lua's, else '0'
--- Returns: the count of steps sent (spawn.lua's).
+-- Returns: spawn.lua's reply (a count of steps sent, or {it, ids of steps not sent...}).
 -- Invariant: spawn.lua's and group_create.lua's (a group that exists, of any type, is
 -- left as it is: the step that sends it may run again after a crash).
 local flowing = table.remove(ARGV) == '1'
