@@ -74,8 +74,8 @@ class PlainPush:
         LTRIM with every push would cost Redis a quarter more per ``delay()``.
         """
         registered = self.known.get(queue)
-        if registered is None or not (self._usable or self._ask()):
-            return False
+        if registered is None or self._usable is False or not (self._usable or self._ask()):
+            return False  # (refused once: never asked again)
         task_id, body, priority, _ = entry
         parts = self._parts.get((queue, priority))
         if parts is None:
@@ -106,7 +106,9 @@ class PlainPush:
         elif isinstance(replies[-1], list):  # EXEC's replies
             replies = replies[-1]
         else:  # EXEC's refusal: nothing written
-            if "EXECABORT" not in str(replies[-1]):  # EXEC itself refused: still in MULTI
+            # (redis-py drops the EXECABORT code from its text: told by its class)
+            if not isinstance(replies[-1], redis.exceptions.ExecAbortError):
+                # EXEC itself refused: still in MULTI
                 self._refused(replies[-1])
             replies = [replies[-1]] * 4
         stored = not isinstance(replies[0], Exception)
