@@ -198,13 +198,14 @@ class AsyncBroker:
         WAIT's reply alone means the write was made, and is said so (DurabilityError)."""
         assert self._pool is not None
         pool = self._pool
-        connection = await (pool.get_connection("EVALSHA") if self._named
-                            else pool.get_connection())
+        connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
         replies: List[Any] = []
         written = False
         try:
+            if not getattr(connection, "is_connected", False):
+                await connection.connect()  # (its failure: nothing written)
+            written = True  # a cut from here may follow the script call: it may have run
             await connection.send_packed_command(connection.pack_commands(commands))
-            written = True
             for index in range(len(commands)):
                 try:
                     replies.append(await connection.read_response())
@@ -284,8 +285,7 @@ class AsyncBroker:
         command was written whole: a BrokerError saying Redis may have run it (``sent``)."""
         assert self._pool is not None
         pool = self._pool
-        connection = await (pool.get_connection("EVALSHA") if self._named
-                            else pool.get_connection())
+        connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
         written = False
         try:
             await connection.send_packed_command(command)

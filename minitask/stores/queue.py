@@ -156,7 +156,12 @@ class QueueStore(Store):
         with keep_unconfirmed() as kept:  # unconfirmed: every call made, then one error
             if self.transport.connections.pool is not None:  # one write, refusals in place
                 with kept.writing([entry[0] for _, entries in parts for entry in entries]):
-                    added = self.transport.run_calls(calls, what, keep_refused=True)
+                    try:
+                        added = self.transport.run_calls(calls, what, keep_refused=True)
+                    except BrokerError as exc:
+                        if not exc.sent or exc.sent_calls is None:
+                            raise
+                        raise _cut(exc, parts, exc.sent_calls) from exc
             else:  # Redis Cluster: a call at a time, to say where one stopped
                 for index, (one, (_, entries)) in enumerate(zip(calls, parts)):
                     try:
@@ -418,6 +423,21 @@ def _partly(what: str, broker: str,
         said.append("nothing of the block was written: fix what the refusal names, then "
                     "send the block again")
     return "; ".join(said)
+
+
+def _cut(error: BrokerError,
+         parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+         whole: int) -> BrokerError:
+    """``error`` of a batch's write cut after ``whole`` of its calls: those may have
+    been enqueued (``task_ids``), the others never reached Redis."""
+    said = f"{error}; the write was cut after {whole} of its {len(parts)} script call(s)"
+    if whole < len(parts):
+        said += f": not enqueued (never reached Redis): {_calls(parts[whole:])}"
+    cut = BrokerError(f"{said}; may have been enqueued: {_calls(parts[:whole])}",
+                      reason=error.reason, sent=True,
+                      task_ids=[entry[0] for _, entries in parts[:whole] for entry in entries])
+    cut.sent_calls = whole
+    return cut
 
 
 def _refusal(message: str, head: str) -> str:
