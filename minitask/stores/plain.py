@@ -53,7 +53,8 @@ class PlainPush:
         """Write a new id's message ready at once; False when it wrote nothing: a queue
         this store has not enqueued into yet (``enqueue`` registers it first), Redis
         Cluster, an ACL without MULTI/EXEC, or data minitask did not write (what was
-        written is taken back; the caller's script then refuses the call, naming the key).
+        written is taken back; the caller's script then refuses the call, naming the key);
+        True when only its wake list is of another type: the task is written, and stays.
 
         The write is one MULTI/EXEC: a connection cut part way leaves nothing (a
         write can reach Redis in parts, however short), and no fetch meets the id
@@ -113,14 +114,21 @@ class PlainPush:
             replies = [replies[-1]] * 4
         stored = not isinstance(replies[0], Exception)
         pushed = not isinstance(replies[1], Exception)
-        if pushed and stored and not isinstance(replies[2], Exception):
+        if pushed and stored and isinstance(replies[2], Exception):
+            # only the wake push refused (a wake list of another type): the task stands,
+            # and may be running (a polling worker), so nothing is taken back; the next
+            # write goes by enqueue.lua (the queue unknown), which moves the list aside
+            self.known.pop(queue, None)
+            return True
+        if pushed and stored:
             if register:  # (of another type: the queue runs, unlisted, said once)
                 self.known[queue] = now
                 self._registered(replies[3])
             elif replies[1] == 1 and now - self._emptied.get(queue, -self.again) >= self.again:
                 self._register_emptied(queue, now)
             return True
-        # (a wake list of another type: taken back, enqueue.lua moves it aside)
+        # (no worker can hold what is taken back: an id without its message, a message
+        # no ready list names; the caller's script then refuses, naming the key)
         self._take_back(queue, task_id, priority, stored, pushed,
                         not isinstance(replies[2], Exception), what)
         return False

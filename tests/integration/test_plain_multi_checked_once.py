@@ -6,13 +6,15 @@ redis-server."""
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Any, Iterator, List
 
 import pytest
 import redis
 
 from minitask import Minitask
+from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
+from minitask.stores.plain import PlainPush
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -80,5 +82,45 @@ def test_a_refusal_queued_inside_multi_keeps_the_plain_path_and_warns_nothing(
                 t.delay(2)
         assert "MULTI/EXEC" not in caplog.text
         assert plain._usable is True
+    finally:
+        app.close()
+
+
+def test_a_wake_list_of_another_type_keeps_the_plain_write_and_is_moved_aside_next(
+        admin: "redis.Redis[bytes]", redis_server: RedisServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """EXEC ran the HSET and the RPUSH of the id: a polling worker may hold the task
+    already, so nothing of it is taken back (it was HDELed, and enqueue.lua wrote it
+    again: run twice); the next write goes by enqueue.lua, which moves the list aside."""
+    app = Minitask("wakeplain", broker=redis_server.url)
+
+    @app.task(name="t")
+    def t(value: int) -> int:
+        return value
+
+    k = QueueKeys("wakeplain", "default")
+    try:
+        t.delay(0)
+        t.delay(1)  # the plain path from now on
+        admin.delete(k.wake, k.ready[4])  # (the tasks before: run, say)
+        admin.set(k.wake, "planted")
+        taken: List[bytes] = []
+        take_back = PlainPush._take_back
+
+        def fetched_first(self: PlainPush, *args: Any) -> None:
+            taken.append(admin.lpop(k.ready[4]) or b"")  # a polling worker's, in between
+            take_back(self, *args)
+
+        monkeypatch.setattr(PlainPush, "_take_back", fetched_first)
+        handle = t.delay(2)  # the write stands: no error, its task once, with its message
+        monkeypatch.undo()
+        held = taken + admin.lrange(k.ready[4], 0, -1)
+        assert held.count(handle.id.encode()) == 1  # handed out once, never twice
+        assert admin.hexists(k.messages, handle.id)
+        after = t.delay(3)  # by enqueue.lua: the foreign list moved aside, a token pushed
+        assert admin.get(k.wake + ":foreign") == b"planted"
+        assert admin.type(k.wake) == b"list"
+        assert [h.status() for h in (handle, after)] == ["queued", "queued"]
+        assert len(taken) + admin.llen(k.ready[4]) == 2
     finally:
         app.close()
