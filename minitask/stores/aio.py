@@ -37,7 +37,7 @@ from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .foreign import ignored, removed_members
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
-from .queue import REGISTER_AGAIN
+from .queue import REGISTER_AGAIN, after_write
 from .results import unwaitable
 from .scripts import source
 
@@ -331,7 +331,7 @@ class AsyncBroker:
         time (``QueueStore.enqueue``'s rule)."""
         now = monotonic()
         if now - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
-            with self.errors("register queues"):
+            with after_write(), self.errors("register queues"):
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues[queue] = now
 

@@ -6,9 +6,10 @@ letter) are the results store's.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from time import monotonic
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..broker.durability import Durability, keep_unconfirmed
 from ..broker.keys import PRIORITIES
@@ -123,10 +124,12 @@ class QueueStore(Store):
                 added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
                                                  what, durability)[-1]
         except DurabilityError:
-            self.register_queues([queue], again=True)  # written, unconfirmed: findable
+            with after_write():
+                self.register_queues([queue], again=True)  # written, unconfirmed: findable
             raise
         if monotonic() - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
-            self.register_queues([queue], again=True)
+            with after_write():
+                self.register_queues([queue], again=True)
         return int(added)
 
     def enqueue_queues(self, by_queue: Dict[str, List[Tuple[str, bytes, int, int]]],
@@ -170,8 +173,9 @@ class QueueStore(Store):
                     except BrokerError as exc:
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
-        self.register_queues({queue for (queue, _), reply in zip(parts, added)
-                              if not isinstance(reply, Exception)}, again=True)
+        with after_write():
+            self.register_queues({queue for (queue, _), reply in zip(parts, added)
+                                  if not isinstance(reply, Exception)}, again=True)
         refused = [reply for reply in added if isinstance(reply, BrokerError)]
         if refused:
             raise BrokerError(_partly(what, self.transport.description, parts, added),
@@ -423,6 +427,19 @@ def _partly(what: str, broker: str,
         said.append("nothing of the block was written: fix what the refusal names, then "
                     "send the block again")
     return "; ".join(said)
+
+
+@contextmanager
+def after_write() -> Iterator[None]:
+    """The registry written after the tasks: its failure said ``sent`` (they are in
+    Redis, enqueued: sending them again would run them twice), never "could not"."""
+    try:
+        yield
+    except BrokerError as exc:
+        if exc.sent:
+            raise
+        raise BrokerError(f"{exc} (after the tasks were written: they are enqueued)",
+                          reason=exc.reason, sent=True) from exc
 
 
 def _cut(error: BrokerError,

@@ -78,9 +78,15 @@ def test_a_refusal_queued_inside_multi_keeps_the_plain_path_and_warns_nothing(
             admin.execute_command("ACL", "SETUSER", user, "-sadd")
             plain.known["default"] = -1e9  # the write registers its queue again: SADD
         with caplog.at_level(logging.WARNING):
-            with pytest.raises(BrokerError):
+            with pytest.raises(BrokerError) as refused:
                 t.delay(2)
         assert "MULTI/EXEC" not in caplog.text
+        ready = admin.lrange("minitask:{execabort:default}:ready:5", 0, -1)
+        if refusal == "-sadd":  # the script enqueued it, then SADD was refused: said sent
+            assert refused.value.sent and refused.value.task_id is not None, str(refused.value)
+            assert refused.value.task_id.encode() in ready
+        else:
+            assert not refused.value.sent and len(ready) == 2
         assert plain._usable is True
     finally:
         app.close()
