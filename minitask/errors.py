@@ -112,9 +112,15 @@ class BrokerError(MinitaskError):
     whole, before its reply came: Redis may have run it. An enqueue's error then
     says that the task may have been enqueued, and ``task_id`` (the first) and
     ``task_ids`` (every one of the call) name the tasks, to check on them or send
-    them again with ``task_id=``, which never enqueues one twice. False: the write
-    itself failed, or Redis answered (a refusal).
+    them again with ``task_id=``, which never enqueues one twice; also when a write
+    of several calls (an ``app.batch()`` block, a call and its WAIT) was cut after
+    one of them had been written whole. False: Redis cannot have run it: the
+    write failed before the end of its first call, or Redis answered (a refusal).
     """
+
+    #: Of a write of several calls cut part way (``sent``), how many of them went
+    #: whole, in order (those may have run; the rest never did); None: every one.
+    sent_calls: Optional[int] = None
 
     def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
                  task_ids: Optional[Sequence[str]] = None) -> None:

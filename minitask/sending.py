@@ -53,6 +53,25 @@ def _lost(task: str, queue: str, ids: Sequence[str], before: int = 0) -> Iterato
         raise lost_reply(exc, task, queue, ids, before) from exc
 
 
+@contextmanager
+def _after_chunks(task: str, ids: Sequence[str], before: int) -> Iterator[None]:
+    """A refusal of a send's later chunk (``before`` of its tasks ``ids`` enqueued by
+    the chunks ahead, in order) told that those were enqueued: ``sent``, they are
+    the error's ``task_ids``, and the rest were not (send again only those)."""
+    try:
+        yield
+    except BrokerError as exc:
+        if exc.sent or isinstance(exc, DurabilityError) or not before:
+            raise
+        done, rest = ids[:before], ids[before:]
+        raise BrokerError(
+            f"task {task!r}: partly enqueued: the first {before} of the call's {len(ids)} "
+            f"task(s) were enqueued (ids {done[0]!r} to {done[-1]!r}, the error's task_ids: "
+            f"do not send them again), the {len(rest)} from id {rest[0]!r} on were not: "
+            f"{exc}. Send again only the calls not enqueued", reason=exc.reason, sent=True,
+            task_ids=done) from exc
+
+
 def lost_reply(error: BrokerError, task: str, queue: str, ids: Sequence[str],
                before: int = 0) -> BrokerError:
     """``error`` (``sent``) told about the enqueue of tasks ``ids``, the first named."""
@@ -163,13 +182,14 @@ class Sender:
             return
         queues = self._broker().queues
         now_ms = self.clock.now_ms()
-        before = 0
+        before, every = 0, [entry[0] for entries in by_queue.values() for entry in entries]
         with keep_unconfirmed() as kept:  # a chunk written unconfirmed: the others are sent too
             for queue, entries in by_queue.items():
                 for start in range(0, len(entries), BULK_CHUNK):
                     chunk = entries[start:start + BULK_CHUNK]
                     ids = [entry[0] for entry in chunk]
-                    with kept.writing(ids), _lost(messages[0].task, queue, ids, before):
+                    with _after_chunks(messages[0].task, every, before), \
+                            kept.writing(ids), _lost(messages[0].task, queue, ids, before):
                         queues.enqueue(queue, chunk, now_ms, policy)
                     before += len(chunk)
         with _naming(messages):
@@ -191,13 +211,14 @@ class Sender:
                                           [m.id for m in messages]):
                 await broker.enqueue_flow(by_queue, _specs(messages), now_ms, policy)
             return
-        before = 0
+        before, every = 0, [entry[0] for entries in by_queue.values() for entry in entries]
         with keep_unconfirmed() as kept:  # as ``send`` (this asyncio task's block alone)
             for queue, entries in by_queue.items():
                 for start in range(0, len(entries), BULK_CHUNK):
                     chunk = entries[start:start + BULK_CHUNK]
                     ids = [entry[0] for entry in chunk]
-                    with kept.writing(ids), _lost(messages[0].task, queue, ids, before):
+                    with _after_chunks(messages[0].task, every, before), \
+                            kept.writing(ids), _lost(messages[0].task, queue, ids, before):
                         await broker.enqueue(queue, chunk, now_ms, policy)
                     before += len(chunk)
         with _naming(messages):
@@ -291,8 +312,8 @@ class Sender:
                 batch.close(FAILED)
                 raise
             batch.close(SENT)  # its reply lost: written perhaps, the handles say
-            raise _lost_batch(exc, [entry[0] for entries in batch.by_queue.values()
-                                    for entry in entries]) from exc
+            raise _lost_batch(exc, exc.task_ids or [  # (a cut write: those it names)
+                entry[0] for entries in batch.by_queue.values() for entry in entries]) from exc
         except BaseException:
             batch.close(FAILED)
             raise

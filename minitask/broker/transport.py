@@ -27,6 +27,7 @@ from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .pools import ResultWaits
 from .waits import Blocked, Waits
+from .writes import WriteFailed, call_ends, closed_after, reply_lost, write_counted
 
 logger = own_logger(__name__)
 
@@ -170,10 +171,10 @@ class Transport:
                 return _exchange(connection, packed, count)
             except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
+                if reply_lost(exc):  # first: a large write may have run too
+                    raise self._failure(exc, what, None, sent=True) from exc
                 if isinstance(exc, redis.ConnectionError) and len(packed) > LARGE_COMMAND:
                     raise self._large_command_failed(exc, what, len(packed)) from exc
-                if reply_lost(exc):
-                    raise self._failure(exc, what, None, sent=True) from exc
                 raise
         except _FAILURES as exc:
             raise self._failure(exc, what, None) from exc
@@ -221,7 +222,8 @@ class Transport:
         with _Errors(self, what, None):  # (``errors``: at every round trip, one call less)
             connection = self.connections.own()
             try:
-                replies = _exchange(connection, b"".join(commands) + confirmation, len(commands))
+                replies = _exchange(connection, b"".join(commands) + confirmation,
+                                    len(commands), call_ends(commands, confirmation))
                 missing = []
                 refused: Optional[Tuple[int, redis.ResponseError]] = None
                 for index, reply in enumerate(replies):
@@ -251,11 +253,14 @@ class Transport:
                     waited = self._confirmation(connection, policy, what)
             except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
+                whole = exc.whole if isinstance(exc, WriteFailed) else None
+                if reply_lost(exc) or whole:  # first: a large write may have run too
+                    lost = self._failure(exc, what, None, sent=True)
+                    lost.sent_calls = whole  # a cut write: only those calls may have run
+                    raise lost from exc
                 size = sum(map(len, commands))
                 if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
                     raise self._large_command_failed(exc, what, size) from exc
-                if reply_lost(exc):
-                    raise self._failure(exc, what, None, sent=True) from exc
                 raise
             if refused is not None and keep_refused:
                 replies = [self._failure(reply, what, script.name)
@@ -289,7 +294,7 @@ class Transport:
         outage ('unreachable'), written again. A server that does not say its limit
         (CONFIG refused) is taken at its word that it is up: else a command it can
         never read would be written again for ever."""
-        if isinstance(exc, _WriteFailed) and self._answers():
+        if isinstance(exc, WriteFailed) and self._answers():
             limit = asked_bulk_limit(self.client)
             if limit is None or size > limit:
                 stated = "" if limit is None else f", over its proto-max-bulk-len of {limit:,}"
@@ -375,17 +380,24 @@ class Transport:
 LARGE_COMMAND = 1024 * 1024
 
 
-def _exchange(connection: Any, data: bytes, count: int) -> List[Any]:
+def _exchange(connection: Any, data: bytes, count: int,
+              ends: Optional[List[int]] = None) -> List[Any]:
     """Write ``data`` (``count`` packed commands) in one write and read their
     ``count`` replies, in order; a command Redis refused has its ResponseError in
     its place, and the replies after it are read all the same (the connection
     stays in step). Any other failure leaves the connection half read: the
-    caller disconnects it; a failed write raises ``_WriteFailed``: nothing after the
-    cut reached Redis, so the last command never ran."""
+    caller disconnects it; a failed write raises ``WriteFailed``: nothing after the
+    cut reached Redis, so the last command never ran; those before it may have
+    (``ends``, the offset where each command ends: counted in ``whole``)."""
     try:
-        connection.send_packed_command([data])
+        if ends is None:
+            connection.send_packed_command([data])
+        else:
+            write_counted(connection, data, ends)
+    except WriteFailed:
+        raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:  # (connecting, or writing)
-        raise _WriteFailed(*exc.args) from exc
+        raise WriteFailed(*exc.args) from exc
     replies: List[Any] = []
     reader, short, push = _buffered(connection) if count > 1 else (None, None, None)
     for _ in range(count):
@@ -449,25 +461,6 @@ def _checked(connection: Any, reply: Any, short: Any, push: Any) -> Any:
     if type(reply) is list and reply and isinstance(reply[0], redis.ConnectionError):
         raise reply[0]
     return reply
-
-
-class _WriteFailed(redis.ConnectionError):
-    """The connection failed while the commands were being written."""
-
-
-def reply_lost(exc: BaseException) -> bool:
-    """Whether ``exc``, raised by ``_exchange`` or after it, means the connection failed
-    once the commands were written whole: Redis may have run them (a failed write is
-    ``_WriteFailed``: the last command never ran)."""
-    return (isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError))
-            and not isinstance(exc, _WriteFailed))
-
-
-def closed_after(reply: redis.ResponseError) -> bool:
-    """Whether Redis closes the connection after this error reply: a protocol error
-    (a value longer than its ``proto-max-bulk-len``...) ends the connection, so the
-    next command on it would meet a reset, not an outage."""
-    return str(reply).startswith("Protocol error")
 
 
 #: What ``Transport.errors`` turns into a BrokerError.

@@ -37,7 +37,7 @@ from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .foreign import ignored, removed_members
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
-from .queue import REGISTER_AGAIN
+from .queue import REGISTER_AGAIN, after_write
 from .results import unwaitable
 from .scripts import source
 
@@ -198,13 +198,14 @@ class AsyncBroker:
         WAIT's reply alone means the write was made, and is said so (DurabilityError)."""
         assert self._pool is not None
         pool = self._pool
-        connection = await (pool.get_connection("EVALSHA") if self._named
-                            else pool.get_connection())
+        connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
         replies: List[Any] = []
         written = False
         try:
+            if not getattr(connection, "is_connected", False):
+                await connection.connect()  # (its failure: nothing written)
+            written = True  # a cut from here may follow the script call: it may have run
             await connection.send_packed_command(connection.pack_commands(commands))
-            written = True
             for index in range(len(commands)):
                 try:
                     replies.append(await connection.read_response())
@@ -284,8 +285,7 @@ class AsyncBroker:
         command was written whole: a BrokerError saying Redis may have run it (``sent``)."""
         assert self._pool is not None
         pool = self._pool
-        connection = await (pool.get_connection("EVALSHA") if self._named
-                            else pool.get_connection())
+        connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
         written = False
         try:
             await connection.send_packed_command(command)
@@ -331,7 +331,7 @@ class AsyncBroker:
         time (``QueueStore.enqueue``'s rule)."""
         now = monotonic()
         if now - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
-            with self.errors("register queues"):
+            with after_write(), self.errors("register queues"):
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues[queue] = now
 

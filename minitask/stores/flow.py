@@ -18,7 +18,7 @@ from ..limits import MAX_GROUP_LENGTH
 from ..printable import printable, shown_name
 from .bounds import TooLarge, read_fields, too_large
 from .foreign import ignored, raise_refusals, removed_members, shown_member, whole
-from .queue import QueueStore
+from .queue import QueueStore, after_write
 from .store import Store
 
 #: A limiter due later than this from now was not made due by minitask: a rate
@@ -83,7 +83,8 @@ class FlowStore(Store):
                         added += int(self.transport.run_calls(
                             [self.enqueue_call(queue, chunk, specs, now_ms)],
                             f"enqueue into queue {queue!r}", durability)[-1])
-                self.queues.register_queues([queue])  # unconfirmed too: findable by id
+                with after_write():  # unconfirmed too: findable by id
+                    self.queues.register_queues([queue])
         kept.raise_any()
         return added
 

@@ -53,7 +53,8 @@ class PlainPush:
         """Write a new id's message ready at once; False when it wrote nothing: a queue
         this store has not enqueued into yet (``enqueue`` registers it first), Redis
         Cluster, an ACL without MULTI/EXEC, or data minitask did not write (what was
-        written is taken back; the caller's script then refuses the call, naming the key).
+        written is taken back; the caller's script then refuses the call, naming the key);
+        True when only its wake list is of another type: the task is written, and stays.
 
         The write is one MULTI/EXEC: a connection cut part way leaves nothing (a
         write can reach Redis in parts, however short), and no fetch meets the id
@@ -74,8 +75,8 @@ class PlainPush:
         LTRIM with every push would cost Redis a quarter more per ``delay()``.
         """
         registered = self.known.get(queue)
-        if registered is None or not (self._usable or self._ask()):
-            return False
+        if registered is None or self._usable is False or not (self._usable or self._ask()):
+            return False  # (refused once: never asked again)
         task_id, body, priority, _ = entry
         parts = self._parts.get((queue, priority))
         if parts is None:
@@ -106,19 +107,28 @@ class PlainPush:
         elif isinstance(replies[-1], list):  # EXEC's replies
             replies = replies[-1]
         else:  # EXEC's refusal: nothing written
-            if "EXECABORT" not in str(replies[-1]):  # EXEC itself refused: still in MULTI
+            # (redis-py drops the EXECABORT code from its text: told by its class)
+            if not isinstance(replies[-1], redis.exceptions.ExecAbortError):
+                # EXEC itself refused: still in MULTI
                 self._refused(replies[-1])
             replies = [replies[-1]] * 4
         stored = not isinstance(replies[0], Exception)
         pushed = not isinstance(replies[1], Exception)
-        if pushed and stored and not isinstance(replies[2], Exception):
+        if pushed and stored and isinstance(replies[2], Exception):
+            # only the wake push refused (a wake list of another type): the task stands,
+            # and may be running (a polling worker), so nothing is taken back; the next
+            # write goes by enqueue.lua (the queue unknown), which moves the list aside
+            self.known.pop(queue, None)
+            return True
+        if pushed and stored:
             if register:  # (of another type: the queue runs, unlisted, said once)
                 self.known[queue] = now
                 self._registered(replies[3])
             elif replies[1] == 1 and now - self._emptied.get(queue, -self.again) >= self.again:
                 self._register_emptied(queue, now)
             return True
-        # (a wake list of another type: taken back, enqueue.lua moves it aside)
+        # (no worker can hold what is taken back: an id without its message, a message
+        # no ready list names; the caller's script then refuses, naming the key)
         self._take_back(queue, task_id, priority, stored, pushed,
                         not isinstance(replies[2], Exception), what)
         return False

@@ -6,9 +6,10 @@ letter) are the results store's.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from time import monotonic
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from ..broker.durability import Durability, keep_unconfirmed
 from ..broker.keys import PRIORITIES
@@ -123,10 +124,12 @@ class QueueStore(Store):
                 added = self.transport.run_calls([self.enqueue_call(queue, entries, now_ms)],
                                                  what, durability)[-1]
         except DurabilityError:
-            self.register_queues([queue], again=True)  # written, unconfirmed: findable
+            with after_write():
+                self.register_queues([queue], again=True)  # written, unconfirmed: findable
             raise
         if monotonic() - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
-            self.register_queues([queue], again=True)
+            with after_write():
+                self.register_queues([queue], again=True)
         return int(added)
 
     def enqueue_queues(self, by_queue: Dict[str, List[Tuple[str, bytes, int, int]]],
@@ -156,7 +159,12 @@ class QueueStore(Store):
         with keep_unconfirmed() as kept:  # unconfirmed: every call made, then one error
             if self.transport.connections.pool is not None:  # one write, refusals in place
                 with kept.writing([entry[0] for _, entries in parts for entry in entries]):
-                    added = self.transport.run_calls(calls, what, keep_refused=True)
+                    try:
+                        added = self.transport.run_calls(calls, what, keep_refused=True)
+                    except BrokerError as exc:
+                        if not exc.sent or exc.sent_calls is None:
+                            raise
+                        raise _cut(exc, parts, exc.sent_calls) from exc
             else:  # Redis Cluster: a call at a time, to say where one stopped
                 for index, (one, (_, entries)) in enumerate(zip(calls, parts)):
                     try:
@@ -165,8 +173,9 @@ class QueueStore(Store):
                     except BrokerError as exc:
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
-        self.register_queues({queue for (queue, _), reply in zip(parts, added)
-                              if not isinstance(reply, Exception)}, again=True)
+        with after_write():
+            self.register_queues({queue for (queue, _), reply in zip(parts, added)
+                                  if not isinstance(reply, Exception)}, again=True)
         refused = [reply for reply in added if isinstance(reply, BrokerError)]
         if refused:
             raise BrokerError(_partly(what, self.transport.description, parts, added),
@@ -418,6 +427,34 @@ def _partly(what: str, broker: str,
         said.append("nothing of the block was written: fix what the refusal names, then "
                     "send the block again")
     return "; ".join(said)
+
+
+@contextmanager
+def after_write() -> Iterator[None]:
+    """The registry written after the tasks: its failure said ``sent`` (they are in
+    Redis, enqueued: sending them again would run them twice), never "could not"."""
+    try:
+        yield
+    except BrokerError as exc:
+        if exc.sent:
+            raise
+        raise BrokerError(f"{exc} (after the tasks were written: they are enqueued)",
+                          reason=exc.reason, sent=True) from exc
+
+
+def _cut(error: BrokerError,
+         parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+         whole: int) -> BrokerError:
+    """``error`` of a batch's write cut after ``whole`` of its calls: those may have
+    been enqueued (``task_ids``), the others never reached Redis."""
+    said = f"{error}; the write was cut after {whole} of its {len(parts)} script call(s)"
+    if whole < len(parts):
+        said += f": not enqueued (never reached Redis): {_calls(parts[whole:])}"
+    cut = BrokerError(f"{said}; may have been enqueued: {_calls(parts[:whole])}",
+                      reason=error.reason, sent=True,
+                      task_ids=[entry[0] for _, entries in parts[:whole] for entry in entries])
+    cut.sent_calls = whole
+    return cut
 
 
 def _refusal(message: str, head: str) -> str:

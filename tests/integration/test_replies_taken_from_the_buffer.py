@@ -44,6 +44,7 @@ def test_a_plain_delay_reads_its_replies_with_one_read_response(app: Minitask) -
         return n
 
     job.delay(0)  # connects, registers the queue
+    job.delay(0)  # asks whether MULTI/EXEC may be used (once)
     connection = app.broker.transport.connections.own()
     counted = _counting(connection)
     try:
