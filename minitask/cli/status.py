@@ -81,9 +81,9 @@ def run(args: argparse.Namespace) -> int:
             "processed": count["processed"], "failed": count["failed"],
             "running": count["running"], "recycled": count["recycled"],
             # asyncio pool: coroutines left running past their cancel, each holding a slot
-            "overrun": count["overrun"] or 0,
+            "overrun": count["overrun"],
             # outcome writes replicas left unconfirmed in the outage going on (durability)
-            "unconfirmed": count["unconfirmed"] or 0,
+            "unconfirmed": count["unconfirmed"],
             "unconfirmed_age_s": None if not count["unconfirmed_ms"] else round(
                 max(0, now_ms - count["unconfirmed_ms"]) / 1000.0, 3),
             # checked by the registry: a whole number of ms, at most MAX_MS either way
@@ -216,6 +216,10 @@ def _trouble_lines(worker: Dict[str, Any]) -> List[str]:
     """What a worker's heartbeat says is going wrong: coroutines it left running past
     their cancel (each holding a slot), writes replicas leave unconfirmed."""
     lines = []
+    for key, said in (("overrun", "LEFT RUNNING"), ("unconfirmed", "UNCONFIRMED")):
+        if worker.get(key, 0) is None:  # no whole number: unreadable, never a made-up 0
+            lines.append(f"    {said}: unreadable (the heartbeat's {key} field is no whole "
+                         f"number)")
     if worker.get("overrun"):
         lines.append(f"    LEFT RUNNING: {worker['overrun']} task(s) whose coroutine went on "
                      f"past its time limit or cancel, each holding a slot until it ends "

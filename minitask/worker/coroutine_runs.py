@@ -24,7 +24,7 @@ import time
 from typing import Any, Callable, Coroutine, List, Optional, Set
 
 from ..printable import log_error, own_logger
-from .leftovers import KEPT
+from .leftovers import KEPT, kept_too_many
 
 logger = own_logger(__name__)
 
@@ -147,6 +147,7 @@ def _unwind(loop: asyncio.AbstractEventLoop, tasks: Set["asyncio.Task[Any]"], un
             # every exception (GeneratorExit too) then ran for ever in whichever thread
             # collected it (the worker's exit hung); the exit ends it (``leftovers``)
             KEPT.add(task)
+        kept_too_many(say=True)  # (a process pool's child is replaced, between tasks)
         loop.close()
     except Exception as exc:
         log_error(logger, logging.ERROR, "unwinding what an attempt left on its event loop "

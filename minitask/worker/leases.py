@@ -175,11 +175,13 @@ class Holdings:
             self._tell_count()
         return held
 
-    def drop(self, task_id: str) -> None:
-        """The task's outcome is recorded: its lease is Redis's business no more."""
+    def drop(self, task_id: str) -> bool:
+        """The task's outcome is recorded (or it is given back): its lease is Redis's
+        business no more. Whether it was held."""
         with self._lock:
-            self._leases.pop(task_id, None)
+            held = self._leases.pop(task_id, None) is not None
             self._tell_count()
+        return held
 
     def _tell_count(self) -> None:
         """Tell a process pool child's count (``count_holdings``) of the leases held:
@@ -301,6 +303,16 @@ class Leases:
             except BrokerError as exc:
                 logger.error("could not give back tasks to queue %r (%s); they will be "
                              "delivered again when their lease expires", queue, exc)
+
+    def give_back_held(self, job: Job) -> None:
+        """Give back a job of this process's holdings that will not run, unless it is
+        given back already: held no more, its task may run in another worker by now,
+        and a second release would take that worker's lease (release.lua knows no
+        owner) and queue the task again: two runs at once. Not renewed after."""
+        if self._holdings.drop(job.task_id):
+            self.give_back([lease_of(job)])
+        else:
+            logger.debug("task %s was given back already: not again", job.task_id)
 
     def give_back_buffer(self) -> None:
         """Return the prefetched tasks not started yet, uncounted, to their queues."""

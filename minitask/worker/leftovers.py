@@ -20,7 +20,7 @@ import sys
 import threading
 import time
 from concurrent.futures import thread as _executor_threads
-from typing import Any, List, Set
+from typing import Any, List, Optional, Set
 
 from ..printable import own_logger
 
@@ -33,6 +33,28 @@ EXIT_WAIT = 1.0
 #: (``pools.overruns``), those an attempt's own loop abandoned (``coroutine_runs``)
 #: for good. Kept from the collector, and the process ends without closing them.
 KEPT: Set[Any] = set()
+#: Coroutines kept (``KEPT``) past which a process says so (``kept_too_many``): those an
+#: attempt's loop abandoned never end (the loop is closed), and each holds its memory
+#: until the process ends, since collecting one could spin for ever. A process pool's
+#: child then ends between tasks and another replaces it; a thread pool's worker says it
+#: once (restart it).
+KEPT_MOST = 100
+_kept_said = [False]
+
+
+def kept_too_many(say: bool = False) -> Optional[str]:
+    """Why this process should end, or None: it keeps ``KEPT_MOST`` coroutines or more.
+    With ``say``, one ERROR says so (once a process): a worker that cannot end it."""
+    if len(KEPT) < KEPT_MOST:
+        return None
+    why = (f"it keeps {len(KEPT)} coroutine(s) its tasks left running past their cancel "
+           f"(at most {KEPT_MOST}: each holds its memory until the process ends)")
+    if say and not _kept_said[0]:
+        _kept_said[0] = True
+        logger.error("this worker's process (pid %d): %s; a task that ignores its cancel "
+                     "keeps doing so: fix it, and restart the worker (the process pool "
+                     "replaces such a child itself)", os.getpid(), why)
+    return why
 
 
 def leftover_threads() -> List[threading.Thread]:
@@ -81,7 +103,7 @@ def exit_past_leftovers(code: int, wait: float = EXIT_WAIT) -> None:
     os._exit(code)
 
 
-__all__ = ["EXIT_WAIT", "exit_past_leftovers", "leftover_threads"]
+__all__ = ["EXIT_WAIT", "KEPT_MOST", "exit_past_leftovers", "kept_too_many", "leftover_threads"]
 
 
 #: Threads a leftover warning names; the rest are counted (a task starting a thread at

@@ -230,8 +230,8 @@ class Worker:
                                  self._stop.event)
                 slots = aio = AsyncioPool(self.concurrency, self._runner, self._outcomes,
                                           self.hooks, on_free=self._queues.lease_up_to,
-                                          follow_on=self.follow_on, give_back=self.give_back,
-                                          quick=quick)
+                                          follow_on=self.follow_on, quick=quick,
+                                          give_back=self._leases.give_back_held)
                 on_grace_over, self.overruns = aio.cancel_running, aio.overruns
                 failed = aio.on_loop(self.hooks.ainit(self))
             else:

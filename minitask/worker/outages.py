@@ -404,7 +404,7 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
             backoff.succeeded()
         if unsure:
             unconfirmed(what, unsure[0])
-        elif WRITES.pending:  # confirmed again: the outage of unconfirmed writes is over
+        elif WRITES.state[0]:  # confirmed again (by any process): the outage is over
             WRITES.confirmed()
         return result
 

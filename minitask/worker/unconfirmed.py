@@ -8,15 +8,22 @@ counted, and said in one WARNING at most every ``SUMMARY_EVERY`` seconds ("N mor
 WARNING summing it up. The outage's count, and when its last write was left
 unconfirmed, go with the worker's heartbeat (``control.register``) for ``minitask
 status``. A process pool's children count in memory their supervisor shares
-(``share``): one ERROR for the worker, its heartbeat the sum of theirs.
+(``share``): one ERROR for the worker, its heartbeat the sum of theirs, and any
+process's confirmed write ends the outage (the child that saw it may be gone).
+
+No lock guards the count: a child is killed at any instruction (its time limit, a
+cancel, the grace over, the OOM killer), and one killed holding a lock shared with
+its supervisor left it held for ever (the heartbeat and the stop then blocked on it).
+Each slot is one aligned double, written whole; two processes writing at once may
+lose a count, or both say an outage's first write: an approximate count is enough
+for a log summary and ``minitask status``.
 """
 from __future__ import annotations
 
 import ctypes
 import multiprocessing
-import threading
 import time
-from typing import Any, Dict
+from typing import Any, Dict, Tuple
 
 from ..printable import own_logger
 
@@ -33,31 +40,32 @@ class UnconfirmedWrites:
     """This worker's writes left unconfirmed by replicas, by outage."""
 
     def __init__(self) -> None:
-        self._state: Any = [0.0] * 5
-        self._lock: Any = threading.Lock()
-        #: This process saw a write left unconfirmed and no confirmed one since: read
-        #: (an attribute, no call) by each outcome write that replicas confirmed.
-        self.pending = False
+        #: The outage's slots (``_COUNT``...): a list, or a process pool's shared
+        #: array (``share``). ``state[0]``, the count, is read (an index, no call) by
+        #: each outcome write that replicas confirmed: above 0, it ends the outage.
+        self.state: Any = [0.0] * 5
+
+    @property
+    def pending(self) -> bool:
+        """An outage of unconfirmed writes goes on (in any process of the worker)."""
+        return bool(self.state[_COUNT])
 
     def share(self) -> None:
         """In a process pool's supervisor, before it forks: its children count in memory
-        they inherit (made once), so that the worker says each outage once."""
-        if isinstance(self._state, list):
-            shared = multiprocessing.Array(ctypes.c_double, 5)
-            self._state, self._lock = shared, shared.get_lock()
+        they inherit (made once, with no lock: see the module's docstring), so that the
+        worker says each outage once, and any of them ends it."""
+        if isinstance(self.state, list):
+            self.state = multiprocessing.RawArray(ctypes.c_double, 5)
 
     def seen(self, what: str, exc: BaseException) -> None:
         """Write ``what`` was made on the primary, not confirmed in time (``exc``)."""
-        now = time.monotonic()
-        self.pending = True
-        with self._lock:
-            state = self._state
-            first = state[_COUNT] == 0
-            state[_COUNT] += 1
-            state[_LAST] = now
-            if first:
-                state[_FIRST] = state[_SAID_AT] = now
-                state[_SAID] = 1
+        now, state = time.monotonic(), self.state
+        first = state[_COUNT] == 0
+        if first:  # its start first: a heartbeat reading the count then reads them too
+            state[_FIRST] = state[_SAID_AT] = now
+            state[_SAID] = 1
+        state[_LAST] = now
+        state[_COUNT] += 1
         if first:
             logger.error("Redis wrote but replicas did not confirm it in time: %s (%s); a "
                          "failover may lose it, and the task then runs again. Further writes "
@@ -66,15 +74,17 @@ class UnconfirmedWrites:
         else:
             self.tick()
 
+    def _ended(self) -> Tuple[int, int, float]:
+        """The outage's count, of them not said, and its length (s); then none (the
+        count alone set: an outage's first write sets the other slots)."""
+        state = self.state
+        count, said, first = int(state[_COUNT]), int(state[_SAID]), state[_FIRST]
+        state[_COUNT] = 0.0
+        return count, count - said, time.monotonic() - first
+
     def confirmed(self) -> None:
-        """A write of this process was confirmed: the outage, if any, is over (said)."""
-        self.pending = False
-        now = time.monotonic()
-        with self._lock:
-            state = self._state
-            count, span = int(state[_COUNT]), now - state[_FIRST]
-            for slot in range(5):
-                state[slot] = 0.0
+        """A write of the worker was confirmed: the outage, if any, is over (said)."""
+        count, _, span = self._ended()
         if count:
             logger.warning("replicas confirm this worker's writes again: %d outcome write(s) "
                            "were left unconfirmed by them over the last %.0f s (a failover "
@@ -83,14 +93,7 @@ class UnconfirmedWrites:
     def stopped(self) -> None:
         """The worker stops: the outage going on, if any, is summed up, and this
         process's count starts afresh (a next worker in it has its own outages)."""
-        self.pending = False
-        now = time.monotonic()
-        with self._lock:
-            state = self._state
-            count, more, span = (int(state[_COUNT]), int(state[_COUNT] - state[_SAID]),
-                                 now - state[_FIRST])
-            for slot in range(5):
-                state[slot] = 0.0
+        count, more, span = self._ended()
         if count:
             logger.warning("the worker stops with %d outcome write(s) left unconfirmed by "
                            "replicas over the last %.0f s (%d not said before): a failover "
@@ -99,27 +102,23 @@ class UnconfirmedWrites:
     def tick(self) -> None:
         """Say the writes left unconfirmed since last said, once ``SUMMARY_EVERY`` has
         passed (each such write, and each heartbeat, asks)."""
-        now = time.monotonic()
-        with self._lock:
-            state = self._state
-            more, since = int(state[_COUNT] - state[_SAID]), now - state[_SAID_AT]
-            due = state[_COUNT] > 0 and more > 0 and since >= SUMMARY_EVERY
-            if due:
-                state[_SAID], state[_SAID_AT] = state[_COUNT], now
-            total, outage = int(state[_COUNT]), now - state[_FIRST]
-        if due:
-            logger.warning("%d more outcome write(s) left unconfirmed by replicas in the last "
-                           "%.0f s (%d since this began %.0f s ago): a replica is down or "
-                           "behind; a failover may lose them, and their tasks then run again",
-                           more, since, total, outage)
+        now, state = time.monotonic(), self.state
+        count = state[_COUNT]
+        more, since = int(count - state[_SAID]), now - state[_SAID_AT]
+        if not (count > 0 and more > 0 and since >= SUMMARY_EVERY):
+            return
+        state[_SAID], state[_SAID_AT] = count, now
+        logger.warning("%d more outcome write(s) left unconfirmed by replicas in the last "
+                       "%.0f s (%d since this began %.0f s ago): a replica is down or "
+                       "behind; a failover may lose them, and their tasks then run again",
+                       more, since, int(count), now - state[_FIRST])
 
     def heartbeat(self, now_ms: int) -> Dict[str, int]:
         """The heartbeat's fields: the outage's count of writes, and when its last one
         was left unconfirmed (ms, the worker's clock); 0 and 0 outside an outage (the
         record's fields are overwritten, never removed)."""
         self.tick()
-        with self._lock:
-            count, last = int(self._state[_COUNT]), self._state[_LAST]
+        count, last = int(self.state[_COUNT]), self.state[_LAST]
         return {"unconfirmed": count, "unconfirmed_ms": now_ms - int(
             (time.monotonic() - last) * 1000) if count else 0}
 

@@ -88,8 +88,7 @@ class AsyncioPool(FixedSlots):
         self._hooks = hooks
         self._recorder = recorder
         self._attempts: Dict[str, "asyncio.Task[None]"] = {}
-        #: Slots held by coroutines left running past their cancel (a time limit).
-        self.overruns = Overruns(size)
+        self.overruns = Overruns(size)  # slots held by coroutines left past their cancel
         #: Whether each task function is an ``async def`` one, by the function itself
         #: (a task's function can be replaced while the worker runs: a test's patch).
         self._coroutine_functions: Dict[Callable[..., Any], bool] = {}
@@ -220,8 +219,9 @@ class AsyncioPool(FixedSlots):
                 job, following = following, None
                 following = await self._attempt(job, current)
                 if self.overruns.held and current in self.overruns.held:
-                    following = await self.overruns.hold(current, following, self._return,
-                                                         lambda: self._shutting_down)
+                    back, following = following, None  # given back once (hold())
+                    await self.overruns.hold(current, back, self._return,
+                                             lambda: self._shutting_down)
         finally:
             if following is not None:  # leased as the grace ran out: back at once
                 await self._return(following)

@@ -80,11 +80,14 @@ class Overruns:
 
     async def hold(self, slot: "asyncio.Task[Any]", following: Optional[Job],
                    give_back: Callable[[Job], Awaitable[None]],
-                   stopping: Callable[[], bool]) -> Optional[Job]:
+                   stopping: Callable[[], bool]) -> None:
         """Hold ``slot`` until its coroutine left running ends, or the pool stops (the
         stop's cancel goes on; another's, a task's code cancelling the pool's tasks, is
-        no end of it); ``following``, leased with the outcome, goes back first. Returns
-        the slot's next job: None, the slot ends (the dispatcher fetches again)."""
+        no end of it); ``following``, leased with the outcome, goes back first, and is
+        the slot's no more: the caller forgets it before the call. (It kept it: a stop's
+        cancel during the hold gave it back again, when another worker may run it by
+        then, and release.lua, which knows no owner, took that worker's lease and queued
+        the task again: two runs at once.)"""
         held = self.held[slot]
         try:
             if following is not None:
@@ -100,4 +103,3 @@ class Overruns:
             logger.info("task %s %s: its slot takes work again", held.name, held.task_id)
         finally:
             del self.held[slot]
-        return None

@@ -33,7 +33,7 @@ from ...hooks import Hooks
 from ...printable import own_logger
 from ...wire.message import Message
 from ..leases import count_holdings
-from ..leftovers import exit_past_leftovers
+from ..leftovers import KEPT, exit_past_leftovers, kept_too_many
 from ..signals import SignalRelay
 from .job import J
 from .recycling import Recycling
@@ -452,7 +452,8 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
                 reported[0] = None
                 conn.send(("done",))  # its outcome is recorded: nothing to give back
         handled[0] += 1
-        why = None if recycling is None else recycling.due(handled[0])
+        why = (None if recycling is None else recycling.due(handled[0])) or (
+            kept_too_many() if KEPT else None)  # (no call a task: KEPT is mostly empty)
         if why is not None:  # it ends as on a stop, between tasks: nothing is lost
             send(("recycle", why))
         return why is not None

@@ -1,0 +1,35 @@
+"""Async tasks for a stop during an overrun's hold (review29e F1): ``stubborn`` takes
+the cancel of its time limit and goes on (its slot is held), ``mark`` says in the
+Redis list ``runs`` each time it starts, then runs for a while. The broker comes from
+MINITASK_BROKER_URL."""
+from __future__ import annotations
+
+import asyncio
+import os
+
+import redis
+
+from minitask import Minitask
+
+app = Minitask("overrun_follow", visibility_timeout=3.0)  # a heartbeat a second
+
+
+@app.task(name="stubborn", timeout=0.5, retries=0)
+async def stubborn(release: str) -> str:
+    while not os.path.exists(release):
+        try:
+            await asyncio.sleep(0.05)
+        except BaseException:  # noqa: B902 - the point: it swallows CancelledError
+            pass
+    return "released"
+
+
+@app.task(name="mark", retries=0)
+async def mark(seconds: float) -> int:
+    client = redis.Redis.from_url(os.environ["MINITASK_BROKER_URL"])
+    try:
+        client.rpush("runs", str(os.getpid()))
+    finally:
+        client.close()
+    await asyncio.sleep(seconds)
+    return os.getpid()
