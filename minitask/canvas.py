@@ -16,8 +16,8 @@ from collections import Counter
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
-from .broker.durability import name_workflow
-from .errors import ArgumentError, ConfigurationError, DurabilityError
+from .broker.durability import naming_workflow
+from .errors import ArgumentError, ConfigurationError
 from .groups import GroupHandle, Handle, describe
 from .handle import StepHandle, TaskHandle
 from .options import MAX_TASK_ID_BYTES, new_task_id
@@ -118,7 +118,8 @@ class Workflow(ABC):
             BrokerError: Redis failed; the first tasks may be partly sent.
                 Nothing is written unless every call passes its checks.
             DurabilityError: replicas did not confirm the workflow in time; it was
-                written (do not send it again), ``task_id`` is its handle's id.
+                written (do not send it again), ``task_id`` is its handle's id; so too
+                a BrokerError with ``sent`` (reply lost), ``task_ids`` its steps'.
         """
         return self.apply_async(args, kwargs)
 
@@ -162,11 +163,10 @@ class Workflow(ABC):
         # a step's explicit id is one workflow's (a lone task's is checked, sent at once)
         with ids_reserved(broker.step_ids, compiler.chosen_ids, self,
                           handle.id if node["k"] != "t" else "", compiler.max_ttl):
-            try:
+            with naming_workflow(type(self).__name__.lower(), handle.id,
+                                 [step["id"] for step in task_nodes(node)]):
                 broker.workflows.start(node, sender.max_message_bytes, sender.clock.now_ms(),
                                        record)
-            except DurabilityError as exc:  # written whole: a resend would run it twice
-                raise name_workflow(exc, type(self).__name__.lower(), handle.id) from exc
         return handle
 
     @abstractmethod

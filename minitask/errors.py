@@ -116,6 +116,12 @@ class BrokerError(MinitaskError):
     of several calls (an ``app.batch()`` block, a call and its WAIT) was cut after
     one of them had been written whole. False: Redis cannot have run it: the
     write failed before the end of its first call, or Redis answered (a refusal).
+
+    A ``delay_many()`` of several chunks (1,000 tasks each) that stops at a later
+    chunk splits its tasks: ``enqueued_ids``, those the chunks ahead enqueued (Redis
+    answered: do not send them again), ``task_ids``, every task that may be in Redis
+    (those, then the chunk whose reply was lost, if one was: check those with
+    ``status()``), and ``unsent_ids``, those never sent (send them again as they are).
     """
 
     #: Of a write of several calls cut part way (``sent``), how many of them went
@@ -123,12 +129,18 @@ class BrokerError(MinitaskError):
     sent_calls: Optional[int] = None
 
     def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
-                 task_ids: Optional[Sequence[str]] = None) -> None:
+                 task_ids: Optional[Sequence[str]] = None,
+                 enqueued_ids: Optional[Sequence[str]] = None,
+                 unsent_ids: Optional[Sequence[str]] = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.sent = sent
         self.task_ids: List[str] = list(task_ids or ())
         self.task_id: Optional[str] = self.task_ids[0] if self.task_ids else None
+        #: Of ``task_ids``, those Redis said were enqueued (a call's chunks ahead).
+        self.enqueued_ids: List[str] = list(enqueued_ids or ())
+        #: Tasks of the call never sent (the chunks after the one that failed).
+        self.unsent_ids: List[str] = list(unsent_ids or ())
 
 
 class DurabilityError(BrokerError):

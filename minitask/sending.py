@@ -40,24 +40,26 @@ def _naming(messages: Sequence[Message]) -> Iterator[None]:
 
 
 @contextmanager
-def _lost(task: str, queue: str, ids: Sequence[str], before: int = 0) -> Iterator[None]:
+def _lost(task: str, queue: str, ids: Sequence[str], before: int = 0,
+          every: Sequence[str] = ()) -> Iterator[None]:
     """A BrokerError of a write whose reply was lost (``sent``: the connection failed
     after the command was written whole) told that tasks ``ids`` (of ``task``, into
     ``queue``) may have been enqueued: which, and how to check or send again safely;
-    ``before`` tasks of the same call were enqueued ahead of them."""
+    of the call's tasks ``every`` (in order), the ``before`` ahead of them were enqueued."""
     try:
         yield
     except BrokerError as exc:
         if not exc.sent or isinstance(exc, DurabilityError) or not ids:
             raise
-        raise lost_reply(exc, task, queue, ids, before) from exc
+        raise lost_reply(exc, task, queue, ids, before, every) from exc
 
 
 @contextmanager
 def _after_chunks(task: str, ids: Sequence[str], before: int) -> Iterator[None]:
     """A refusal of a send's later chunk (``before`` of its tasks ``ids`` enqueued by
     the chunks ahead, in order) told that those were enqueued: ``sent``, they are
-    the error's ``task_ids``, and the rest were not (send again only those)."""
+    the error's ``task_ids`` (and ``enqueued_ids``), and the rest were not (its
+    ``unsent_ids``: send again only those)."""
     try:
         yield
     except BrokerError as exc:
@@ -67,24 +69,35 @@ def _after_chunks(task: str, ids: Sequence[str], before: int) -> Iterator[None]:
         raise BrokerError(
             f"task {task!r}: partly enqueued: the first {before} of the call's {len(ids)} "
             f"task(s) were enqueued (ids {done[0]!r} to {done[-1]!r}, the error's task_ids: "
-            f"do not send them again), the {len(rest)} from id {rest[0]!r} on were not: "
-            f"{exc}. Send again only the calls not enqueued", reason=exc.reason, sent=True,
-            task_ids=done) from exc
+            f"do not send them again), the {len(rest)} from id {rest[0]!r} on were not "
+            f"(the error's unsent_ids): {exc}. Send again only the calls not enqueued",
+            reason=exc.reason, sent=True, task_ids=done, enqueued_ids=done,
+            unsent_ids=rest) from exc
 
 
 def lost_reply(error: BrokerError, task: str, queue: str, ids: Sequence[str],
-               before: int = 0) -> BrokerError:
-    """``error`` (``sent``) told about the enqueue of tasks ``ids``, the first named."""
+               before: int = 0, every: Sequence[str] = ()) -> BrokerError:
+    """``error`` (``sent``) told about the enqueue of tasks ``ids``, the first named;
+    ``every``: the call's tasks, when it was sent in chunks (``before`` of them ahead,
+    enqueued; those after ``ids``, never sent)."""
     first, count = ids[0], len(ids)
-    more = (f" (and the {count - 1} other task(s) written with it: the error's task_ids)"
-            if count > 1 else "")
-    ahead = f" ({before} task(s) of the same call were enqueued before it)" if before else ""
+    more = (f" (and the {count - 1} other task(s) written with it)" if count > 1 else "")
+    done, rest = list(every[:before]), list(every[before + count:])
+    split = ""
+    if done:
+        split += (f"; the {before} task(s) of the same call ahead of it were enqueued (ids "
+                  f"{done[0]!r} to {done[-1]!r}, the error's enqueued_ids: do not send them "
+                  f"again)")
+    if rest:
+        split += (f"; the {len(rest)} after it (ids {rest[0]!r} to {rest[-1]!r}, the "
+                  f"error's unsent_ids) were never sent: send those again as they are")
     return BrokerError(
         f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have been "
-        f"made{ahead}: {error}. The task may be in Redis and run: sending it again as it was "
-        f"could run it twice; check with app.handle({first!r}).status(), or send it again "
-        f"with task_id={first!r}, which never enqueues it twice",
-        reason=error.reason, sent=True, task_ids=list(ids))
+        f"made: {error}{split}. The task(s) that may be in Redis (the error's task_ids) may "
+        f"run: sending them again as they were could run them twice; check with "
+        f"app.handle({first!r}).status(), or send again with task_id={first!r}, which never "
+        f"enqueues it twice", reason=error.reason, sent=True, task_ids=done + list(ids),
+        enqueued_ids=done, unsent_ids=rest)
 
 
 def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
@@ -188,8 +201,8 @@ class Sender:
                 for start in range(0, len(entries), BULK_CHUNK):
                     chunk = entries[start:start + BULK_CHUNK]
                     ids = [entry[0] for entry in chunk]
-                    with _after_chunks(messages[0].task, every, before), \
-                            kept.writing(ids), _lost(messages[0].task, queue, ids, before):
+                    with _after_chunks(messages[0].task, every, before), kept.writing(ids), \
+                            _lost(messages[0].task, queue, ids, before, every):
                         queues.enqueue(queue, chunk, now_ms, policy)
                     before += len(chunk)
         with _naming(messages):
@@ -217,8 +230,8 @@ class Sender:
                 for start in range(0, len(entries), BULK_CHUNK):
                     chunk = entries[start:start + BULK_CHUNK]
                     ids = [entry[0] for entry in chunk]
-                    with _after_chunks(messages[0].task, every, before), \
-                            kept.writing(ids), _lost(messages[0].task, queue, ids, before):
+                    with _after_chunks(messages[0].task, every, before), kept.writing(ids), \
+                            _lost(messages[0].task, queue, ids, before, every):
                         await broker.enqueue(queue, chunk, now_ms, policy)
                     before += len(chunk)
         with _naming(messages):

@@ -23,7 +23,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
-from ..errors import ConfigurationError, DurabilityError
+from ..errors import BrokerError, ConfigurationError, DurabilityError
 from .keys import confirm_key
 
 #: The durability settings, ``None`` first: the primary's word alone.
@@ -342,6 +342,30 @@ def name_workflow(error: DurabilityError, kind: str, handle_id: str) -> Durabili
         f"(or app.group_handle({handle_id!r}) for a group; the handle's status() reads "
         f"'unknown' until its step is sent)", task_id=handle_id,
         confirmed=error.confirmed)
+
+
+@contextmanager
+def naming_workflow(kind: str, handle_id: str, step_ids: Sequence[str]) -> Iterator[None]:
+    """The error of a workflow's start that Redis may have run told which workflow: a
+    DurabilityError (written, unconfirmed: ``name_workflow``), or a lost reply
+    (``sent``): the handle's id, then its steps' ids (``task_ids``), and how to check."""
+    try:
+        yield
+    except DurabilityError as exc:  # written whole: a resend would run it twice
+        raise name_workflow(exc, kind, handle_id) from exc
+    except BrokerError as exc:
+        if not exc.sent:
+            raise
+        lost = BrokerError(
+            f"{kind} {handle_id!r}: its start (the {len(step_ids)} step(s) of the error's "
+            f"task_ids) may have been written to Redis and run: {exc}. Sending it again "
+            f"could run it twice: check first with `minitask inspect workflow {handle_id}` "
+            f"(or app.group_handle({handle_id!r}) for a group; a step's "
+            f"app.handle(id).status(), as app.handle({step_ids[0]!r}).status() for the "
+            f"first; 'unknown' until that step is sent)", reason=exc.reason, sent=True,
+            task_ids=step_ids)
+        lost.task_id = handle_id  # (a workflow's: the id of its handle, as DurabilityError's)
+        raise lost from exc
 
 
 def socket_limit(client: Any) -> Optional[float]:

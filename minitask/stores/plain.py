@@ -96,9 +96,14 @@ class PlainPush:
             register = b""
         key = bulk(task_id)
         what = f"enqueue into queue {queue!r}"
-        replies = self.transport.send_commands(
-            b"".join((_MULTI, store, key, bulk(body), ready, key, wake, register, trim, _EXEC)),
-            5 + bool(trim) + bool(register), what)
+        try:
+            replies = self.transport.send_commands(
+                b"".join((_MULTI, store, key, bulk(body), ready, key, wake, register, trim,
+                          _EXEC)), 5 + bool(trim) + bool(register), what)
+        except BrokerError as exc:
+            if exc.sent and self._orphaned(queue, task_id, priority, what):
+                return False  # taken back: the caller's script refuses, naming the key
+            raise
         if replies is None:
             return False
         if isinstance(replies[0], Exception):  # MULTI refused: each command ran on its own
@@ -150,6 +155,26 @@ class PlainPush:
     def _registered(self, reply: Any) -> None:
         if isinstance(reply, Exception):
             ignored(self.registry, f"it holds another type than a set ({reply})")
+
+    def _orphaned(self, queue: str, task_id: str, priority: int, what: str) -> bool:
+        """Whether a write whose reply was lost stored the message while its ready list
+        (of another type) refused the push: then, its EXEC having run, the message is
+        taken back (no fetch could ever reach it, yet status() would say queued).
+        Anything else (the list one of ours or none, no message yet, Redis unreachable):
+        False, and the caller hears the write may have been made."""
+        k = self.keys(queue)
+        try:
+            with self.transport.errors(f"look at what the lost {what} wrote"):
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.type(k.ready[9 - priority])
+                pipe.hexists(k.messages, task_id)
+                kind, stored = pipe.execute()
+        except BrokerError:
+            return False
+        if kind in (b"list", b"none", "list", "none") or not stored:
+            return False
+        self._take_back(queue, task_id, priority, True, False, True, what)
+        return True
 
     def _take_back(self, queue: str, task_id: str, priority: int, stored: bool, pushed: bool,
                    woke: bool, what: str) -> None:

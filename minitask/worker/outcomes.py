@@ -445,9 +445,8 @@ class Recorder:
 
 def bury_poisoned(host: Host, queue: str, task_id: str
                   ) -> Tuple[Optional[Message], BaseException]:
-    """Dead-letter a task that killed its worker ``max_deliveries`` times (a fetch
-    reports it instead of handing it out); its message (None when it cannot be
-    decoded) and the error it died of, for the metrics and the ``task_dead`` hooks."""
+    """Dead-letter a task that killed its worker ``max_deliveries`` times (a fetch reports
+    it); its message (None: undecodable, or another fetch buried it) and what it died of."""
     error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
                          f"times (max_deliveries={host.max_deliveries})")
     outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
@@ -458,11 +457,12 @@ def bury_poisoned(host: Host, queue: str, task_id: str
     except DecodeError:
         message = None  # dead-lettered as it is; no workflow can be carried on
     WorkflowSteps(host).ended_dead(message, outcome)
-    results = host.broker.results
-    results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
-                 entry=results.entry(task_id, message.task if message else "?", "dead",
-                                     outcome.finished_at_ms, message.attempt if message else 0,
-                                     None, "", short_error(error)))
+    results, name = host.broker.results, message.task if message else "?"
+    if not results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
+                        entry=results.entry(task_id, name, "dead", outcome.finished_at_ms,
+                                            message.attempt if message else 0, None, "",
+                                            short_error(error))):
+        return None, error  # no longer leased: another fetch (its expired lease) buried it
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
     return message, error
 
