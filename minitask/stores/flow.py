@@ -262,7 +262,7 @@ class FlowStore(Store):
         # the groups with ready tasks, read as status reads them (groups_top.lua: a name
         # longer than any group's is removed, never sent)
         _, _, flat, removed, *_ = self.transport.run_calls(
-            [("groups_top", queue, (k.groups_ready, k.groups),
+            [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
               (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
             f"read the groups of queue {queue!r}")[0]
         removed_members(k.groups, removed, "group name")

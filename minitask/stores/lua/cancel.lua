@@ -114,6 +114,7 @@ local function unpark(text)
   return true
 end
 
+local spec  -- a ready task's flow spec, if any (read below)
 local scheduled = tolerant(0, 'ZREM', KEYS[1], id) == 1
 if scheduled then
   tolerant(0, 'HDEL', KEYS[8], id)
@@ -124,7 +125,7 @@ else
   if tolerant(0, 'HEXISTS', KEYS[4], id) == 0 then return 0 end
   -- a ready-list entry waits in cancelled until a fetch drops it; a grouped task
   -- leaves its group at once, a parked one its park list
-  local spec = tolerant(false, 'HGET', KEYS[10], id)
+  spec = tolerant(false, 'HGET', KEYS[10], id)
   if not withdraw(spec) and not unpark(spec) then
     tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
   end
@@ -133,6 +134,10 @@ tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)
 tolerant(0, 'HDEL', KEYS[7], id)
 if scheduled then
+  flow_control().finish(KEYS[10], KEYS[11], KEYS[12], KEYS[13], {id}, true)
+elseif spec and string.find(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]') then
+  -- a ready task of a group_max_running may hold its slot (given back, its lease
+  -- expired: waiting to run again): it frees it, as a scheduled one does
   flow_control().finish(KEYS[10], KEYS[11], KEYS[12], KEYS[13], {id}, true)
 else
   tolerant(0, 'HDEL', KEYS[10], id)

@@ -187,6 +187,8 @@ local function flow_control()
   -- from the flow prefix (keys.py), under the queue's hash tag:
   --   <prefix>g:<group>:ready    ZSET  its ready tasks, each its priority's digit and its
   --                                    id ('5' .. id) -> (9 - priority) * RANK + order
+  --                                    (a group_max_running slot holder: (9 - priority)
+  --                                    - 10, before them all)
   --                                    (read without scores: a score costs Redis a
   --                                    number formatted, a tonumber() to read)
   --   <prefix>g:<group>:turn     HASH  tok: the generation of its live token (its claim),
@@ -562,7 +564,8 @@ local function flow_control()
         end
 
         -- A ready grouped task joins its group: new tasks at the tail of their priority,
-        -- one holding a slot (retried, put back, re-delivered) at its head. `new`: the
+        -- one holding a slot (retried, put back, re-delivered) at its head, before
+        -- every priority (below). `new`: the
         -- caller found the group's ready set and turn empty before its first write: the
         -- group is solo, its task held in its token (unless it is paused).
         local function join(id, spec, priority, new)
@@ -588,9 +591,12 @@ local function flow_control()
             unsolo(group, tolerant(false, 'HGET', base(group) .. ':turn', 'tok'))
           end
           local ready = base(group) .. ':ready'
-          local order = holds and 0 or next_gen(base(group) .. ':turn', group)
-          if flow_made.write('zset', group, 'ZADD', ready, (9 - priority) * RANK + order,
-                             member) == 1 then
+          -- a holder goes before every waiting task of its group, whatever their
+          -- priorities (its slot blocks them: behind one of a higher priority, the
+          -- group would wait for a slot only it can free), holders by priority
+          local score = holds and (9 - priority) - 10
+                        or (9 - priority) * RANK + next_gen(base(group) .. ':turn', group)
+          if flow_made.write('zset', group, 'ZADD', ready, score, member) == 1 then
             tally(group, 1)
           end
           return arm(group, holds, false, new and priority)
@@ -933,7 +939,10 @@ local function flow_control()
             local held = tolerant(0, 'SCARD', running)
             if held >= spec.group_most then
               -- a sample of the holders checked (flow_made.vacate): those that hold no
-              -- slot any more free theirs
+              -- slot any more free theirs. The ids this fetch popped ahead go back to
+              -- their list first: a holder among them (promoted, reclaimed, behind
+              -- this token) is in no list while held here, and alive() looks there
+              if put_back then put_back() put_back = nil alone_in_list = false end
               local alive, freed = fair_rare().alive, false
               held, freed = flow_made.vacate(running, held, spec.group_most, function(member)
                 return alive(member, group)
