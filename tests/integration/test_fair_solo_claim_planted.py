@@ -81,6 +81,11 @@ def test_a_planted_solo_claim_strands_neither_its_group_nor_its_task(
         assert sorted(counted) == sorted(expected)
         assert set(counted.values()) == {1}, counted  # none ran twice
         assert not client.keys("*:g:*")
+        if plant in ("garbage", "20 MB"):  # said once, by its length
+            text = (tmp_path / "redis.log").read_text(errors="replace")
+            said = f"minitask: removed the field A of {FAIR.groups_solo}: "
+            assert text.count(said) == 1, text[-3000:]
+            assert f"{said}{len(PLANTS[plant](claim))} bytes" in text
     finally:
         if did_fail(request):
             print(log.read_text(errors="replace")[-6000:])
