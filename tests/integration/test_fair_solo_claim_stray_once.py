@@ -41,3 +41,13 @@ def test_a_claim_of_another_generation_lifted_serves_its_task_once(
     job.delay_many([("A", 1), ("A", 2)])  # the group takes its set form
     assert sorted(served(app, clock, 6)) == ["A0", "A1", "A2"]
     assert not client.keys("*:g:*") and not client.exists(KEYS.groups_solo)
+
+
+def test_a_claim_planted_for_a_group_with_no_token_strands_no_task_joining_it(
+        make_app: Callable[..., Minitask], clock: ManualClock) -> None:
+    app, job = tenant_app(make_app)
+    client = app.broker.transport.client
+    client.hset(KEYS.groups_solo, "A", "1700000000000.1:5ghost")  # no token anywhere
+    job.delay_many([("A", 0), ("A", 1)])
+    assert sorted(served(app, clock, 6)) == ["A0", "A1"]
+    assert not client.keys("*:g:*") and not client.exists(KEYS.groups_solo)

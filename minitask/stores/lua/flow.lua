@@ -239,8 +239,8 @@ local function flow_control()
   local function flow_fair(c)
     if flow_made.fair_made then return flow_made.fair_made end
     -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
-    -- cancelled, now (ms as text), and for a fetch: body_of, leases, flow, flow_due,
-    -- clock, messages, dead, delayed
+    -- cancelled, now (ms as text), messages (a send's too: lift() checks a claim's
+    -- task), and for a fetch: body_of, leases, flow, flow_due, clock, dead, delayed
     local RANK = 100000000000000  -- 1e14: orders below it, priorities above
     -- A ready set's member is a priority's digit and an id (promote.lua's ID_MOST, 200
     -- bytes at most): a longer one is no task of ours, removed where it is read
@@ -534,6 +534,15 @@ local function flow_control()
           end
           if not member or #member > MEMBER_MOST then
             disowned(group, tok)
+            return false
+          end
+          if c.messages and tolerant(0, 'HEXISTS', c.messages, string.sub(member, 2)) ~= 1 then
+            -- it names no task that is waiting (none that exists): no token of it is
+            -- live, and the group is armed afresh by the caller (its task, if any, has
+            -- its own token)
+            redis.log(redis.LOG_WARNING, 'minitask: removed the field ' .. group .. ' of '
+                      .. solos .. ': its claim names task ' .. string.sub(member, 2)
+                      .. ', which does not exist')
             return false
           end
           local order = tonumber(count)
