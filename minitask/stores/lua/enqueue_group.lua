@@ -157,7 +157,7 @@ for _, entry in ipairs(grouped) do
     if joined then
       if joined == 'arm' then
         fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                            cancelled = cancelled})
+                                            cancelled = cancelled, messages = KEYS[1]})
         if fair.arm(group, false, false) then wake = true end
       end
     elseif group and entry[7] and any_paused == 0 then
@@ -175,7 +175,7 @@ for _, entry in ipairs(grouped) do
       wake = true
     else
       fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                          cancelled = cancelled})
+                                          cancelled = cancelled, messages = KEYS[1]})
       local spec = entry[6] or (group and flow_control().spec(entry[4]))
       if fair.join(entry[1], spec, entry[3], entry[7]) then wake = true end
     end

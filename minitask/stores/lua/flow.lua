@@ -241,14 +241,16 @@ local function flow_control()
   local function flow_fair(c)
     if flow_made.fair_made then return flow_made.fair_made end
     -- c: prefix (the flow prefix), first_ready (KEYS index of the priority 9 list),
-    -- cancelled, now (ms as text), and for a fetch: body_of, leases, flow, flow_due,
-    -- clock, messages, dead, delayed
+    -- cancelled, now (ms as text), messages (a send's too: lift() checks a claim's
+    -- task), and for a fetch: body_of, leases, flow, flow_due, clock, dead, delayed
     local RANK = 100000000000000  -- 1e14: orders below it, priorities above
     -- A ready set's member is a priority's digit and an id (promote.lua's ID_MOST, 200
     -- bytes at most): a longer one is no task of ours, removed where it is read
     -- (shortened(): a planted 50 MB member was served as an id, copied into every
     -- command and log line that named it, and blocked Redis for seconds)
     local MEMBER_MOST = 201
+    -- a ':' claim's length at most: a generation (two numbers) then ':' and a member
+    local CLAIM_MOST = MEMBER_MOST + 64
     local paused, weights, groups = c.prefix .. 'groups_paused', c.prefix .. 'groups_weight',
                                     c.prefix .. 'groups'
     local solos = c.prefix .. 'groups_solo'
@@ -506,6 +508,16 @@ local function flow_control()
           return true
         end
 
+        -- A field of groups_solo that is no claim minitask writes (`claim`: too long, or
+        -- of another shape), removed by the caller: said once in Redis's log, by its
+        -- length (a planted 20 MB value is never copied into a log line)
+        local function disowned(group, claim)
+          redis.log(redis.LOG_WARNING, 'minitask: removed the field ' .. group .. ' of '
+                    .. solos .. ': ' .. #claim .. ' bytes, no claim minitask writes (a'
+                    .. ' generation, then \':\' and a task, ' .. CLAIM_MOST .. ' bytes at most);'
+                    .. ' the group goes on, its task served from the token it holds')
+        end
+
         -- A solo group of groups_solo (a ':' claim) put in its set form, as unsolo() does
         -- a turn's: its task in its ready set at the claim's count, the claim '+' ..
         -- generation in its turn (its band, and gen at that count: later joins order
@@ -517,9 +529,24 @@ local function flow_control()
           settle(group)
           local tok = tolerant(false, 'HGET', solos, group)
           if not tok then return false end
-          local count, member = string.match(tok, '^%-?%d+%.(%d+):([0-9][ -~]*)$')
           tolerant(0, 'HDEL', solos, group)
-          if not member or #member > MEMBER_MOST then return false end
+          local count, member
+          if #tok <= CLAIM_MOST then
+            count, member = string.match(tok, '^%-?%d+%.(%d+):([0-9][ -~]*)$')
+          end
+          if not member or #member > MEMBER_MOST then
+            disowned(group, tok)
+            return false
+          end
+          if c.messages and tolerant(0, 'HEXISTS', c.messages, string.sub(member, 2)) ~= 1 then
+            -- it names no task that is waiting (none that exists): no token of it is
+            -- live, and the group is armed afresh by the caller (its task, if any, has
+            -- its own token)
+            redis.log(redis.LOG_WARNING, 'minitask: removed the field ' .. group .. ' of '
+                      .. solos .. ': its claim names task ' .. string.sub(member, 2)
+                      .. ', which does not exist')
+            return false
+          end
           local order = tonumber(count)
           if not (order < RANK) then order = 0 end
           local priority = string.byte(member) - 48
@@ -685,9 +712,50 @@ local function flow_control()
           if put_back then put_back() end
           return arm(group, false)
         end
+        -- A plain solo group's token (`gen`: a generation, ':', its task) popped stale:
+        -- its claim, in groups_solo or the turn (`tok`), names another token (a claim
+        -- changed or planted: data minitask did not write). Its task is stranded when it
+        -- is nowhere else (no lease, its message kept, not dead, not delayed, in no ready
+        -- set or list): it joins its group's set. When it was, or when the turn's claim
+        -- names this same task in another generation (a task has one token: this one),
+        -- the turn's claim is no live token: it is dropped (its cancelled entry with it)
+        -- and the group armed afresh. A task found elsewhere is left there: never run
+        -- twice. True when the group was armed here (put_back called first).
+        local function strayed(group, gen, turn, tok, put_back)
+          local member = string.match(gen, '^%-?%d+%.%d+:([0-9].*)$')
+          if not member or #member > MEMBER_MOST then return false end
+          local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
+                         and string.match(tok, '^%+%-?%d+%.%d+:([0-9].*)$') == member
+          local id = string.sub(member, 2)
+          local lost = not forged and not alive(id, group)
+                       and tolerant(0, 'HEXISTS', c.messages, id) == 1
+                       and not tolerant(false, 'ZSCORE', c.dead, id)
+          if not (forged or lost) then return false end
+          if lost then
+            lift(group)  -- a claim still in groups_solo takes its set form first
+            local priority = string.byte(member) - 48
+            if flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
+                               (9 - priority) * RANK + next_gen(turn, group), member) == 1 then
+              tally(group, 1)
+            end
+            redis.log(redis.LOG_WARNING, 'minitask: task ' .. id .. ' of group ' .. group
+                      .. ' was held by a token its claim (in ' .. solos .. ' or ' .. turn
+                      .. ') no longer named: it joined its group again, which gets a new token')
+          end
+          local claim = tolerant(false, 'HGET', turn, 'tok')
+          if type(claim) == 'string' and #claim <= CLAIM_MOST + 1 then
+            if string.byte(claim) == 43 then claim = string.sub(claim, 2) end
+            tolerant(0, 'ZREM', c.cancelled, '\255' .. claim .. '\255' .. group)
+          end
+          tolerant(0, 'HDEL', turn, 'tok', 'band')
+          if put_back then put_back() end
+          arm(group, false, true)
+          return true
+        end
         rare = {tally = tally, next_gen = next_gen, push = push, claimed = claimed,
                 unsolo = unsolo, lift = lift, arm = arm, join = join, alive = alive,
-                shortened = shortened, onward = onward}
+                shortened = shortened, onward = onward, strayed = strayed,
+                disowned = disowned}
       end
       if name then return rare[name] end
       return rare
@@ -773,6 +841,12 @@ local function flow_control()
             -- message is still there, runs once (the token is popped), never stranded
             guards().foreign(claim)
             indexed, tok = true, gen
+          elseif type(claim) == 'string' and claim ~= gen
+                 and (#claim > CLAIM_MOST or not string.find(claim, '^%-?%d+%.%d+:[0-9]')) then
+            -- no claim minitask writes (garbage, a huge value): removed, read once here;
+            -- this token's task is then served as a stray (below)
+            tolerant(0, 'HDEL', solos, group)
+            fair_rare().disowned(group, claim)
           elseif claim == gen then
             if is_paused(group) then
               -- a paused group leaves the rotation, its task kept in its set (below)
@@ -807,6 +881,9 @@ local function flow_control()
           if live then
             fair_rare().unsolo(group, tok)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
+          elseif gen and string.find(gen, '^%-?%d+%.%d+:')
+                 and fair_rare().strayed(group, gen, turn, tok, put_back) then
+            return nil  -- (a plain solo group's token its claim no longer names)
           elseif gen and tok and not fair_rare().claimed(
                    group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
             tolerant(0, 'HDEL', turn, 'tok', 'band')

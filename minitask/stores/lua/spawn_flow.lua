@@ -82,7 +82,7 @@ for _, step in ipairs(grouped) do
     redis.call('DEL', step.result)
     redis.call('HSET', flow, step.id, step.text)
     fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                        cancelled = cancelled})
+                                        cancelled = cancelled, messages = KEYS[1]})
     if fair.join(step.id, step.spec, step.priority) then wake = true end
   end
 end
