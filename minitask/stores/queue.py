@@ -6,7 +6,7 @@ letter) are the results store's.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from time import monotonic
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -164,6 +164,7 @@ class QueueStore(Store):
                     except BrokerError as exc:
                         if not exc.sent or exc.sent_calls is None:
                             raise
+                        self._listed_all_the_same(parts[:exc.sent_calls])
                         raise _cut(exc, parts, exc.sent_calls) from exc
             else:  # Redis Cluster: a call at a time, to say where one stopped
                 for index, (one, (_, entries)) in enumerate(zip(calls, parts)):
@@ -171,6 +172,9 @@ class QueueStore(Store):
                         with kept.writing([entry[0] for entry in entries]):
                             added[index] = self.transport.run_calls([one], what)[0]
                     except BrokerError as exc:
+                        if exc.sent:  # its reply lost: perhaps written, never "refused"
+                            self._listed_all_the_same(parts[:index + 1])
+                            raise _cut(exc, parts, index + 1) from exc
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
         with after_write():
@@ -182,6 +186,12 @@ class QueueStore(Store):
                               reason=refused[0].reason)
         kept.raise_any()  # written, each of them: ``task_ids`` names them
         return sum(int(count) for count in added)
+
+    def _listed_all_the_same(self, parts: Sequence[Tuple[str, Any]]) -> None:
+        """List the queues of calls written, or perhaps written (a lost reply), as a
+        write that failed after them is told: their tasks stay findable by id."""
+        with suppress(BrokerError):  # (the connection that lost the reply: its error says)
+            self.register_queues({queue for queue, _ in parts}, again=True)
 
     def enqueue_now_call(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                          now_ms: int) -> Optional[ScriptCall]:
