@@ -109,7 +109,8 @@ def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
         f"again could run them twice; check each with its handle's status() (the block's "
         f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
         f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
-        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids)
+        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids,
+        enqueued_ids=error.enqueued_ids)  # (a call at a time: those Redis answered for)
 
 
 def check_queue_name(queue: Any) -> None:

@@ -177,6 +177,7 @@ def test_a_batch_call_at_a_time_whose_reply_is_lost_is_never_said_refused(
         assert error.sent, str(error)  # never "not enqueued": the handles stand
         assert "refused by Redis" not in str(error)
         assert error.task_ids == [handles[0].id, handles[1].id]
+        assert error.enqueued_ids == [handles[0].id]  # Redis answered for the first
         assert "never reached Redis" in str(error) and handles[2].id in str(error)
         assert {b"q1", b"q2"} <= _registered(admin, app)  # findable by id
         monkeypatch.undo()
