@@ -109,7 +109,8 @@ def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
         f"again could run them twice; check each with its handle's status() (the block's "
         f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
         f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
-        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids)
+        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids,
+        enqueued_ids=error.enqueued_ids)  # (a call at a time: those Redis answered for)
 
 
 def check_queue_name(queue: Any) -> None:
@@ -187,14 +188,9 @@ class Sender:
             _check_batchable(messages, durability)
             batch.add(by_queue, _specs(messages))
             return
-        if any(m.flow is not None for m in messages):  # flow control: limits.py
-            with _naming(messages), _lost(messages[0].task, messages[0].queue,
-                                          [m.id for m in messages]):
-                self._broker().flow.send(by_queue, _specs(messages), self.clock.now_ms(),
-                                         policy)
-            return
-        queues = self._broker().queues
+        broker = self._broker()
         now_ms = self.clock.now_ms()
+        specs = _specs(messages)  # flow control (limits.py): through the flow enqueue
         before, every = 0, [entry[0] for entries in by_queue.values() for entry in entries]
         with keep_unconfirmed() as kept:  # a chunk written unconfirmed: the others are sent too
             for queue, entries in by_queue.items():
@@ -203,7 +199,10 @@ class Sender:
                     ids = [entry[0] for entry in chunk]
                     with _after_chunks(messages[0].task, every, before), kept.writing(ids), \
                             _lost(messages[0].task, queue, ids, before, every):
-                        queues.enqueue(queue, chunk, now_ms, policy)
+                        if specs:
+                            broker.flow.enqueue(queue, chunk, specs, now_ms, policy)
+                        else:
+                            broker.queues.enqueue(queue, chunk, now_ms, policy)
                     before += len(chunk)
         with _naming(messages):
             kept.raise_any()
@@ -219,11 +218,7 @@ class Sender:
             return
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
-        if any(m.flow is not None for m in messages):  # flow control: limits.py
-            with _naming(messages), _lost(messages[0].task, messages[0].queue,
-                                          [m.id for m in messages]):
-                await broker.enqueue_flow(by_queue, _specs(messages), now_ms, policy)
-            return
+        specs = _specs(messages)  # flow control (limits.py): through the flow enqueue
         before, every = 0, [entry[0] for entries in by_queue.values() for entry in entries]
         with keep_unconfirmed() as kept:  # as ``send`` (this asyncio task's block alone)
             for queue, entries in by_queue.items():
@@ -232,7 +227,10 @@ class Sender:
                     ids = [entry[0] for entry in chunk]
                     with _after_chunks(messages[0].task, every, before), kept.writing(ids), \
                             _lost(messages[0].task, queue, ids, before, every):
-                        await broker.enqueue(queue, chunk, now_ms, policy)
+                        if specs:
+                            await broker.enqueue_flow(queue, chunk, specs, now_ms, policy)
+                        else:
+                            await broker.enqueue(queue, chunk, now_ms, policy)
                     before += len(chunk)
         with _naming(messages):
             kept.raise_any()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from time import monotonic
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
@@ -25,7 +25,7 @@ from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, M
                               RedisClusterException)
 
 from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout,
-                                 cut_short, fsync_refused, has_waitaof, keep_unconfirmed,
+                                 cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
 from ..broker.packing import ScriptCall
 from ..broker.pools import WaitingPool
@@ -335,22 +335,21 @@ class AsyncBroker:
                 await self.client.sadd(self.broker.queues.app_keys.queues, queue)
             self._known_queues[queue] = now
 
-    async def enqueue_flow(self, by_queue: Mapping[str, Sequence[Tuple[str, bytes, int, int]]],
+    async def enqueue_flow(self, queue: str, part: Sequence[Tuple[str, bytes, int, int]],
                            specs: Mapping[str, str], now_ms: int,
                            durability: Optional[Durability] = None) -> int:
-        """``FlowStore.send``, awaited: flow-controlled calls (limits.py), by queue."""
-        added, chunk = 0, self.broker.flow.CHUNK
-        with keep_unconfirmed() as kept:  # (this asyncio task's block alone)
-            for queue, entries in by_queue.items():
-                for start in range(0, len(entries), chunk):
-                    part = entries[start:start + chunk]
-                    call = self.broker.flow.enqueue_call(queue, part, specs, now_ms)
-                    with kept.writing([entry[0] for entry in part]):
-                        added += int(await self._run_as(call, f"enqueue into queue {queue!r}",
-                                                        durability))
-                await self._register(queue)  # unconfirmed too: findable by id
-        kept.raise_any()
-        return added
+        """``FlowStore.enqueue``, awaited: one chunk of flow-controlled calls (limits.py),
+        its queue listed once it is written (or may be: a lost reply)."""
+        call = self.broker.flow.enqueue_call(queue, part, specs, now_ms)
+        try:
+            added = await self._run_as(call, f"enqueue into queue {queue!r}", durability)
+        except BrokerError as exc:
+            if exc.sent:  # written, unconfirmed or perhaps: findable by id all the same
+                with suppress(BrokerError):  # (the connection that lost the reply: said)
+                    await self._register(queue)
+            raise
+        await self._register(queue)
+        return int(added)
 
     # -- following -------------------------------------------------------------------
 

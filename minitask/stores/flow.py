@@ -7,9 +7,10 @@ same step.
 """
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, cast
 
-from ..broker.durability import Durability, keep_unconfirmed
+from ..broker.durability import Durability
 from ..broker.keys import queue_keys
 from ..broker.packing import ScriptCall
 from ..broker.transport import Transport, text
@@ -66,27 +67,24 @@ class FlowStore(Store):
         return ("enqueue_group" if grouped else "enqueue_flow", slot, static_keys, args,
                 dynamic + (3 if grouped else 1))
 
-    def send(self, by_queue: Mapping[str, Sequence[Entry]], specs: Mapping[str, str],
-             now_ms: int, durability: Optional[Durability] = None) -> int:
-        """Enqueue checked entries by queue (``Sender.prepare``); how many were added.
-
-        ``durability`` (default: the app's) says how replicas confirm each write: a
-        chunk written but not confirmed does not stop the others; then one
-        DurabilityError names every task of such chunks (``task_ids``)."""
-        added = 0
-        with keep_unconfirmed() as kept:
-            for queue, entries in by_queue.items():
-                for start in range(0, len(entries), self.CHUNK):
-                    chunk = entries[start:start + self.CHUNK]
-                    # written, unconfirmed: the send goes on, says every such id at the end
-                    with kept.writing([entry[0] for entry in chunk]):
-                        added += int(self.transport.run_calls(
-                            [self.enqueue_call(queue, chunk, specs, now_ms)],
-                            f"enqueue into queue {queue!r}", durability)[-1])
-                with after_write():  # unconfirmed too: findable by id
-                    self.queues.register_queues([queue])
-        kept.raise_any()
-        return added
+    def enqueue(self, queue: str, chunk: Sequence[Entry], specs: Mapping[str, str],
+                now_ms: int, durability: Optional[Durability] = None) -> int:
+        """Enqueue one chunk of checked entries (``Sender.send`` cuts a call in chunks
+        and says which were enqueued); how many were new. ``durability`` (default: the
+        app's) says how replicas confirm the write. The queue is listed as soon as the
+        chunk is written (or may be: unconfirmed, or its reply lost), so its tasks are
+        findable by id whatever a later chunk meets."""
+        try:
+            added = self.transport.run_calls([self.enqueue_call(queue, chunk, specs, now_ms)],
+                                             f"enqueue into queue {queue!r}", durability)[-1]
+        except BrokerError as exc:
+            if exc.sent:
+                with suppress(BrokerError):  # (the connection that lost the reply: said)
+                    self.queues.register_queues([queue], again=True)
+            raise
+        with after_write():
+            self.queues.register_queues([queue], again=True)
+        return int(added)
 
     def send_together(self, by_queue: Mapping[str, List[Entry]], specs: Mapping[str, str],
                       now_ms: int, chunk: int) -> int:

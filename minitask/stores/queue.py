@@ -6,7 +6,7 @@ letter) are the results store's.
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from time import monotonic
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -146,14 +146,12 @@ class QueueStore(Store):
         replicas did not confirm in time stops none: DurabilityError, after them all,
         names every task written unconfirmed (``task_ids``)."""
         make = call or self.enqueue_call
-        parts = [(queue, entries[start:start + chunk])
-                 for queue, entries in by_queue.items()
+        parts = [(queue, entries[start:start + chunk]) for queue, entries in by_queue.items()
                  for start in range(0, len(entries), chunk)]
         if not parts:
             return 0
         calls = [make(queue, entries, now_ms) for queue, entries in parts]
-        # which queues: said below, per call (an outage leaves each unknown, a refusal
-        # names its own queue and those written beside it)
+        # which queues: said below, per call (a refusal: its own, and those beside it)
         what = f"enqueue an app.batch() block into {len(by_queue)} queue(s)"
         added: List[Any] = [0] * len(calls)  # (a WAIT cut short: each made, no count read)
         with keep_unconfirmed() as kept:  # unconfirmed: every call made, then one error
@@ -164,6 +162,7 @@ class QueueStore(Store):
                     except BrokerError as exc:
                         if not exc.sent or exc.sent_calls is None:
                             raise
+                        self._listed_all_the_same(parts[:exc.sent_calls])
                         raise _cut(exc, parts, exc.sent_calls) from exc
             else:  # Redis Cluster: a call at a time, to say where one stopped
                 for index, (one, (_, entries)) in enumerate(zip(calls, parts)):
@@ -171,6 +170,9 @@ class QueueStore(Store):
                         with kept.writing([entry[0] for entry in entries]):
                             added[index] = self.transport.run_calls([one], what)[0]
                     except BrokerError as exc:
+                        if exc.sent:  # its reply lost: perhaps written, never "refused"
+                            self._listed_all_the_same(parts[:index + 1])
+                            raise _cut(exc, parts, index + 1, index) from exc
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
         with after_write():
@@ -182,6 +184,11 @@ class QueueStore(Store):
                               reason=refused[0].reason)
         kept.raise_any()  # written, each of them: ``task_ids`` names them
         return sum(int(count) for count in added)
+
+    def _listed_all_the_same(self, parts: Sequence[Tuple[str, Any]]) -> None:
+        """List the queues of calls written, or perhaps (a lost reply): findable by id."""
+        with suppress(BrokerError):  # (the connection that lost the reply: its error says)
+            self.register_queues({queue for queue, _ in parts}, again=True)
 
     def enqueue_now_call(self, queue: str, entries: Sequence[Tuple[str, bytes, int, int]],
                          now_ms: int) -> Optional[ScriptCall]:
@@ -444,15 +451,19 @@ def after_write() -> Iterator[None]:
 
 def _cut(error: BrokerError,
          parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
-         whole: int) -> BrokerError:
-    """``error`` of a batch's write cut after ``whole`` of its calls: those may have
-    been enqueued (``task_ids``), the others never reached Redis."""
+         whole: int, answered: int = 0) -> BrokerError:
+    """``error`` of a batch's write cut after ``whole`` of its calls: those may have been
+    enqueued (``task_ids``; the first ``answered`` were, Redis said: ``enqueued_ids``),
+    the others never reached Redis."""
     said = f"{error}; the write was cut after {whole} of its {len(parts)} script call(s)"
     if whole < len(parts):
         said += f": not enqueued (never reached Redis): {_calls(parts[whole:])}"
-    cut = BrokerError(f"{said}; may have been enqueued: {_calls(parts[:whole])}",
-                      reason=error.reason, sent=True,
-                      task_ids=[entry[0] for _, entries in parts[:whole] for entry in entries])
+    if answered:
+        said += f"; enqueued (do not send them again): {_calls(parts[:answered])}"
+    ids = [entry[0] for _, entries in parts[:whole] for entry in entries]
+    done = sum(len(entries) for _, entries in parts[:answered])
+    cut = BrokerError(f"{said}; may have been enqueued: {_calls(parts[answered:whole])}",
+                      reason=error.reason, sent=True, task_ids=ids, enqueued_ids=ids[:done])
     cut.sent_calls = whole
     return cut
 
