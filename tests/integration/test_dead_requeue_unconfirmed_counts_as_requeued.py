@@ -18,7 +18,7 @@ from minitask.cli import dead as dead_command
 from minitask.dashboard.web import Dashboard
 from tests.integration.test_dead_requeue_goes_on_past_a_refused_letter import (dead, plant,
                                                                                ready)
-from tests.integration.test_durability_waits import frozen
+from tests.support.replicas import frozen
 from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.cli import operate_with, run
 from tests.support.servers import RedisServer

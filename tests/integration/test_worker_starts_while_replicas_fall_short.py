@@ -15,7 +15,7 @@ from typing import List
 import pytest
 
 from minitask import Minitask
-from tests.integration.test_durability_waits import frozen
+from tests.support.replicas import frozen
 from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.processes import Processes
 from tests.support.reused_ids import stop_worker
