@@ -12,8 +12,8 @@ import pytest
 
 from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
-from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.cli import operate_with, run
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

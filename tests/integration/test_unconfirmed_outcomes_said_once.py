@@ -21,9 +21,9 @@ from typing import Any, Dict, List
 
 import pytest
 
-from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.integration.test_unconfirmed_writes_keep_workers_going import producer
 from tests.support.processes import Processes
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until

@@ -21,8 +21,8 @@ from typing import List
 import pytest
 
 from minitask import Minitask, chord
-from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.processes import Processes
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
