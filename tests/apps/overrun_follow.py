@@ -1,7 +1,7 @@
-"""Async tasks for a stop during an overrun's hold (review29e F1): ``stubborn`` takes
-the cancel of its time limit and goes on (its slot is held), ``mark`` says in the
-Redis list ``runs`` each time it starts, then runs for a while. The broker comes from
-MINITASK_BROKER_URL."""
+"""Async tasks for a stop during an overrun's hold (review29e F1): ``stubborn``
+(tests.apps.overrun's) takes the cancel of its time limit and goes on (its slot is
+held), ``mark`` says in the Redis list ``runs`` each time it starts, then runs for a
+while. The broker comes from MINITASK_BROKER_URL."""
 from __future__ import annotations
 
 import asyncio
@@ -10,18 +10,12 @@ import os
 import redis
 
 from minitask import Minitask
+from tests.apps import overrun
 
 app = Minitask("overrun_follow", visibility_timeout=3.0)  # a heartbeat a second
 
-
-@app.task(name="stubborn", timeout=0.5, retries=0)
-async def stubborn(release: str) -> str:
-    while not os.path.exists(release):
-        try:
-            await asyncio.sleep(0.05)
-        except BaseException:  # noqa: B902 - the point: it swallows CancelledError
-            pass
-    return "released"
+#: tests.apps.overrun's ``stubborn``, with its limits
+stubborn = app.task(name="stubborn", timeout=0.5, retries=0)(overrun.stubborn.func)
 
 
 @app.task(name="mark", retries=0)

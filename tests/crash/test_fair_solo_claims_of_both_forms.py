@@ -21,13 +21,15 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from tests.apps import fair
 from tests.support.clock import ManualClock
-from tests.support.fair import served, tenant_app
+from tests.support.fair import group_keys, served, tenant_app
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
 DEADLINE = 120.0
 KEYS = QueueKeys("fair", "default")
+#: the pattern of this queue's keys
+OWN = "*{fair:default}*"
 
 
 def _commands(client: "redis.Redis[bytes]") -> Dict[str, int]:
@@ -40,11 +42,6 @@ def _claim(client: "redis.Redis[bytes]", group: str, keys: QueueKeys = KEYS) -> 
     """A solo group's claim: in groups_solo (':'), or in its turn ('/')."""
     return (client.hget(keys.groups_solo, group)
             or client.hget(keys.fair_group(group, "turn"), "tok") or b"")
-
-
-def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
-    return sorted(key.decode() for key in client.keys("*{fair:default}*")
-                  if b":g:" in key or b"groups" in key or key.endswith(b":cancelled"))
 
 
 @pytest.mark.integration
@@ -77,7 +74,7 @@ def test_a_plain_claims_task_is_fetched_without_its_spec_read_and_a_slash_claims
             per_form[form] = after.get("hget", 0) - before.get("hget", 0)
         # each task's message, its claim; and under a "/" claim, its spec
         assert per_form["plain"] == 20 and per_form["slash"] >= 30, per_form
-        assert _group_keys(client) == []
+        assert group_keys(client, OWN) == []
     finally:
         app.close()
 
@@ -153,7 +150,7 @@ def test_a_worker_drains_a_queue_whose_solo_groups_have_claims_of_both_forms(
 
     wait_until(lambda: len(starts()) >= 34, timeout=DEADLINE,
                message="the 34 tasks of the solo groups to start")
-    wait_until(lambda: _group_keys(client) == [] and not client.zcard(KEYS.leases),
+    wait_until(lambda: group_keys(client, OWN) == [] and not client.zcard(KEYS.leases),
                timeout=DEADLINE, message="the groups' keys to go")
     got = starts()
     assert sorted(got) == sorted([f"S{n}:0" for n in range(30)]

@@ -6,15 +6,14 @@ stopped the add before its save, and a remove before the other queues); and so i
 ``minitask unsubscribe``'s. probe29j."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
 from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
-from tests.integration.test_durability_waits import frozen, started_pair
 from tests.support.cli import operate_with, run
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -48,12 +47,6 @@ def test_a_move_redis_refuses_leaves_the_schedule_where_it_was(
         _add(app, "mv", "d1")
     assert _where(app, "mv") == ["a0"]
     app.close()
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
-    with started_pair(tmp_path / "servers") as servers:
-        yield servers
 
 
 def test_adds_and_removes_while_a_replica_lags_make_every_write(

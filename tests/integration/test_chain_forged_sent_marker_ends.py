@@ -7,70 +7,33 @@ once), whether it is queued, finished, or ran keeping no result. A real worker p
 and a test-owned redis-server."""
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from minitask import Minitask, TaskFailed, chain, chord
-from minitask.broker.keys import queue_keys
 from minitask.stores.workflow_reads import frame_of
 from minitask.wire.message import wall_ms
 from minitask.wire.serializer import decode_message
+from tests.support.lost_steps import (  # noqa: F401 (producer, server: fixtures)
+    DEADLINE, KEYS, forge_sent, lost_worker, producer, server)
 from tests.support.processes import Processes
+from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
-DEADLINE = 60.0
-KEYS = queue_keys("lost", "default")
-
-
-@pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.lost_steps as lost
-    app = Minitask("lost", broker=server.client())
-    app.task(name="add")(lost.add.func)
-    app.task(name="total")(lost.total.func)
-    app.task(name="quiet_add", ignore_result=True)(lost.quiet_add.func)
-    app.task(name="limited_add", max_running=5)(lost.limited_add.func)
-    yield app
-    app.close()
-
-
-def _worker(processes: Processes, server: RedisServer, log: Path) -> Any:
-    return processes.worker("tests.apps.lost_steps", "--pool", "thread", "-c", "2",
-                            env={"MINITASK_BROKER_URL": server.url}, log=log)
-
-
-def _stop(worker: Any, log: Path) -> None:
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
-
-
-def _forge(client: Any, task_id: str) -> str:
-    """{state: sent} over the reservation delay() made for the step's explicit id."""
-    marker = KEYS.once(task_id)
-    assert client.hget(marker, "state") is None  # reserved, not sent
-    client.hset(marker, "state", "sent")
-    return marker
-
 
 def test_a_forged_sent_marker_ends_the_step_and_the_chain_cancelled_naming_it(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     client = server.client()
     add = producer.tasks["add"]
     handle = chain(add.si(1, 1), add.s(2).set(task_id="lost-2"), add.s(3)).delay()
-    marker = _forge(client, "lost-2")
+    marker = forge_sent(client, "lost-2")
     log = tmp_path / "worker.log"
-    worker = _worker(processes, server, log)
+    worker = lost_worker(processes, server, log)
     with pytest.raises(TaskFailed) as ended:
         handle.get(timeout=DEADLINE)
     said = str(ended.value)
@@ -84,28 +47,28 @@ def test_a_forged_sent_marker_ends_the_step_and_the_chain_cancelled_naming_it(
     # never sent: no message, and the marker left as it was
     assert client.hexists(KEYS.messages, "lost-2") == 0
     assert client.hget(marker, "state") == b"sent"
-    _stop(worker, log)
+    stop_worker(worker, log)
     assert marker in log.read_text(errors="replace")
 
 
 def test_the_forged_step_last_in_its_chain_ends_cancelled_naming_it(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     client = server.client()
     add = producer.tasks["add"]
     handle = chain(add.si(1, 1), add.s(2).set(task_id="lost-last")).delay()
-    marker = _forge(client, "lost-last")
+    marker = forge_sent(client, "lost-last")
     log = tmp_path / "worker.log"
-    worker = _worker(processes, server, log)
+    worker = lost_worker(processes, server, log)
     with pytest.raises(TaskFailed, match=marker):
         handle.get(timeout=DEADLINE)
     assert handle.status() == "cancelled"
-    _stop(worker, log)
+    stop_worker(worker, log)
 
 
 @pytest.mark.parametrize("kind", ["flow spec", "chord member"])
 def test_a_forged_marker_on_a_limited_step_or_a_chord_member_ends_it_too(
-        kind: str, processes: Processes, server: RedisServer, producer: Minitask,
+        kind: str, processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811
         tmp_path: Path) -> None:
     """The same through spawn_flow.lua (a step with limits) and spawn_group.lua (a chord
     sent by the step before it): the chord's body ends cancelled, its group failed."""
@@ -118,15 +81,15 @@ def test_a_forged_marker_on_a_limited_step_or_a_chord_member_ends_it_too(
         handle = chain(add.si(1, 1), chord([add.s(1).set(task_id="lost-m"), add.s(2)],
                                            total.s())).delay()
         lost = "lost-m"
-    marker = _forge(client, lost)
+    marker = forge_sent(client, lost)
     log = tmp_path / "worker.log"
-    worker = _worker(processes, server, log)
+    worker = lost_worker(processes, server, log)
     with pytest.raises(TaskFailed) as ended:
         handle.get(timeout=DEADLINE)
     assert marker in str(ended.value) and ended.value.task_id == lost, str(ended.value)
     assert producer.handle(lost).status() == "cancelled"
     assert client.hexists(KEYS.messages, lost) == 0
-    _stop(worker, log)
+    stop_worker(worker, log)
 
 
 def _first_frame(client: Any, task_id: str) -> Any:
@@ -136,7 +99,7 @@ def _first_frame(client: Any, task_id: str) -> Any:
 
 
 def test_a_real_sent_step_is_never_sent_again_nor_cancelled(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     """The step before a sent step runs again (delivered again after a crash): the sent
     step is left as it is, queued, finished, or finished keeping no result."""
@@ -161,11 +124,11 @@ def test_a_real_sent_step_is_never_sent_again_nor_cancelled(
                         add.s(3).set(task_id="i-3")).delay()
     frames = {"d-1": _first_frame(client, "d-1"), "i-1": _first_frame(client, "i-1")}
     log = tmp_path / "worker.log"
-    worker = _worker(processes, server, log)
+    worker = lost_worker(processes, server, log)
     assert queued.get(timeout=DEADLINE) == 7
     assert done.get(timeout=DEADLINE) == 7
     assert quiet_chain.get(timeout=DEADLINE) == 7
-    _stop(worker, log)
+    stop_worker(worker, log)
     assert client.exists(KEYS.result("i-2")) == 0  # ran, keeping no result: nowhere
     before = {i: client.lrange(KEYS.result(i), 0, -1) for i in ("d-2", "d-3", "i-3")}
     workflows.advance(frames["d-1"], 2, wall_ms())  # delivered again after the chain ended

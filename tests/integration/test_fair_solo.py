@@ -19,15 +19,9 @@ from minitask.admin import purge_ready, queue_counts
 from minitask.broker.keys import QueueKeys
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
-from tests.support.fair import served, tenant_app
+from tests.support.fair import group_keys, served, tenant_app
 
 KEYS = QueueKeys("test", "default")
-
-
-def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
-    """The keys of the queue's groups and their bookkeeping that exist."""
-    return sorted(key.decode() for key in client.keys("*")
-                  if b":g:" in key or b"groups" in key or key.endswith(b":cancelled"))
 
 
 def _claim(client: "redis.Redis[bytes]", group: str) -> str:
@@ -43,13 +37,13 @@ def test_a_groups_one_task_is_held_in_its_token_with_no_ready_set(
     handle = job.delay("A", 0)
     assert not client.exists(KEYS.fair_group("A", "ready"))
     # its one key: no turn, no groups entry, no cancelled entry for its token
-    assert _group_keys(client) == [KEYS.groups_solo]
+    assert group_keys(client) == [KEYS.groups_solo]
     # the claim: a generation, then ':' (its spec is plain: lib.lua's
     # PLAIN_SOLO_CLAIM), the task's priority's digit and its id
     assert _claim(client, "A").endswith(f":5{handle.id}")
     assert queue_counts(app, "default")["ready"] == 1
     assert served(app, clock, 2) == ["A0"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_one_task_then_two_then_one_then_none(
@@ -64,11 +58,11 @@ def test_one_task_then_two_then_one_then_none(
     assert client.zcard(KEYS.fair_group("A", "ready")) == 1
     assert queue_counts(app, "default")["ready"] == 1
     assert served(app, clock, 1) == ["A1"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
     job.delay("A", 2)  # the group starts afresh, solo again
     assert not client.exists(KEYS.fair_group("A", "ready"))
     assert served(app, clock, 2) == ["A2"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_solo_group_keeps_its_place_in_the_rotation_when_a_second_task_joins(
@@ -102,7 +96,7 @@ def test_a_solo_group_paused_keeps_its_task_until_resumed(
     assert served(app, clock, 2) == []
     app.resume_group("default", "A")
     assert served(app, clock, 3) == ["A0", "A1"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_solo_group_resumed_before_its_token_is_met_is_served_once(
@@ -113,7 +107,7 @@ def test_a_solo_group_resumed_before_its_token_is_met_is_served_once(
     app.pause_group("default", "A")
     app.resume_group("default", "A")
     assert served(app, clock, 3) == ["A0"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_solo_task_at_its_groups_limit_waits_and_comes_back_when_a_slot_frees(
@@ -152,7 +146,7 @@ def test_a_delayed_task_of_an_empty_group_joins_it_when_due(
     assert served(app, clock, 1) == []
     clock.advance(5)
     assert served(app, clock, 2) == ["A0"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_solo_task_retried_runs_again_and_leaves_nothing_behind(
@@ -175,7 +169,7 @@ def test_a_solo_task_retried_runs_again_and_leaves_nothing_behind(
         clock.advance(1100)
     assert ran == [0, 0]
     assert handle.get(timeout=0) == 0
-    assert _group_keys(app.broker.transport.client) == []
+    assert group_keys(app.broker.transport.client) == []
 
 
 def test_a_cancelled_solo_task_never_runs_and_its_group_goes(
@@ -192,7 +186,7 @@ def test_a_cancelled_solo_task_never_runs_and_its_group_goes(
         assert failed.exc_type == "Cancelled"
     else:
         raise AssertionError("a cancelled task has a result")
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
     assert queue_counts(app, "default")["ready"] == 0
 
 
@@ -204,7 +198,7 @@ def test_purge_deletes_a_solo_groups_task(
     job.delay_many([("B", n) for n in range(2)])
     assert purge_ready(app, "default") == 3
     assert queue_counts(app, "default")["ready"] == 0
-    assert [k for k in _group_keys(client) if not k.endswith(":cancelled")] == []
+    assert [k for k in group_keys(client) if not k.endswith(":cancelled")] == []
     job.delay("A", 9)
     assert served(app, clock, 2) == ["A9"]
 

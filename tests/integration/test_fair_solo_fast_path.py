@@ -10,23 +10,15 @@ own redis-server.
 """
 from __future__ import annotations
 
-from typing import Callable, List
-
-import redis
+from typing import Callable
 
 from minitask import Minitask
 from minitask.admin import queue_counts
 from minitask.broker.keys import QueueKeys
 from tests.support.clock import ManualClock
-from tests.support.fair import served, tenant_app
+from tests.support.fair import group_keys, served, tenant_app
 
 KEYS = QueueKeys("test", "default")
-
-
-def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
-    """The keys of the queue's groups and their bookkeeping that exist."""
-    return sorted(key.decode() for key in client.keys("*")
-                  if b":g:" in key or b"groups" in key or key.endswith(b":cancelled"))
 
 
 def test_one_fetch_serves_solo_groups_then_a_set_form_group_then_solo_ones_again(
@@ -41,11 +33,11 @@ def test_one_fetch_serves_solo_groups_then_a_set_form_group_then_solo_ones_again
     assert queue_counts(app, "default")["ready"] == 5
     assert served(app, clock, 1, count=10) == ["S10", "S20", "B0", "S30", "B1"]
     assert queue_counts(app, "default")["ready"] == 0
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
     job.delay("S1", 1)  # each group starts afresh, solo again
     job.delay("S2", 1)
     assert served(app, clock, 1, count=10) == ["S11", "S21"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_paused_group_sends_a_fetch_of_solo_groups_to_serve_and_is_skipped(
@@ -59,7 +51,7 @@ def test_a_paused_group_sends_a_fetch_of_solo_groups_to_serve_and_is_skipped(
     assert queue_counts(app, "default")["ready"] == 1  # P0 waits in its group's set
     app.resume_group("default", "P")
     assert served(app, clock, 1, count=10) == ["P0"]
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_solo_group_whose_task_expires_is_served_by_serve_after_fast_ones(
@@ -71,4 +63,4 @@ def test_a_solo_group_whose_task_expires_is_served_by_serve_after_fast_ones(
     job.delay("S2", 0)
     assert served(app, clock, 1, count=10) == ["S10", "L0", "S20"]
     assert queue_counts(app, "default")["ready"] == 0
-    assert _group_keys(client) == []
+    assert group_keys(client) == []

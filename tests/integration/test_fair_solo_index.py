@@ -7,24 +7,17 @@ its transitions. Each test runs on fakeredis and on the suite's own redis-server
 """
 from __future__ import annotations
 
-from typing import Callable, List
+from typing import Callable
 
 import pytest
-import redis
 
 from minitask import Minitask
 from minitask.admin import group_counts, pause_group, purge_ready, queue_counts, resume_group
 from minitask.broker.keys import QueueKeys
 from tests.support.clock import ManualClock
-from tests.support.fair import served, tenant_app
+from tests.support.fair import group_keys, served, tenant_app
 
 KEYS = QueueKeys("test", "default")
-
-
-def _group_keys(client: "redis.Redis[bytes]") -> List[str]:
-    """The keys of the queue's groups and their bookkeeping that exist."""
-    return sorted(key.decode() for key in client.keys("*")
-                  if b":g:" in key or b"groups" in key or key.endswith(b":cancelled"))
 
 
 def test_a_plain_solo_group_is_one_field_of_groups_solo_and_its_fetch_removes_it(
@@ -32,14 +25,14 @@ def test_a_plain_solo_group_is_one_field_of_groups_solo_and_its_fetch_removes_it
     app, job = tenant_app(make_app)
     client = app.broker.transport.client
     job.delay_many([(f"T{n}", n) for n in range(10)])
-    assert _group_keys(client) == [KEYS.groups_solo]
+    assert group_keys(client) == [KEYS.groups_solo]
     assert client.hlen(KEYS.groups_solo) == 10
     counts = queue_counts(app, "default")
     assert (counts["ready"], counts["grouped"], counts["groups"]) == (10, 10, 10)
     assert counts["ready_by_priority"] == {"5": 10}  # their tokens, in their list
     assert [backlog for _, backlog in counts["largest_groups"]] == [1] * 5
     assert sorted(served(app, clock, 10)) == sorted(f"T{n}{n}" for n in range(10))
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
     assert queue_counts(app, "default")["ready"] == 0
 
 
@@ -63,7 +56,7 @@ def test_counts_stay_exact_as_a_solo_group_takes_its_set_form_and_back(
     assert shown() == (2, 2, 2)
     assert served(app, clock, 4) == ["A1", "B0"]
     assert shown() == (0, 0, 0)
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_cancelled_solo_task_is_counted_out_at_once(
@@ -75,7 +68,7 @@ def test_a_cancelled_solo_task_is_counted_out_at_once(
     assert queue_counts(app, "default")["ready"] == 0  # its token counted out
     assert client.hlen(KEYS.groups_solo) == 0
     assert served(app, clock, 2) == []
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
 
 
 def test_a_paused_solo_group_shows_its_task_and_holds_it_until_resumed(
@@ -92,7 +85,7 @@ def test_a_paused_solo_group_shows_its_task_and_holds_it_until_resumed(
     assert counts["paused_shown"] == [("A", 1)] and counts["ready"] == 1
     resume_group(app, "default", "A")
     assert served(app, clock, 2) == ["A0"]
-    assert [k for k in _group_keys(client) if not k.endswith("groups_paused")] == []
+    assert [k for k in group_keys(client) if not k.endswith("groups_paused")] == []
 
 
 def test_purge_deletes_solo_groups_tasks_and_claims(
@@ -101,7 +94,7 @@ def test_purge_deletes_solo_groups_tasks_and_claims(
     client = app.broker.transport.client
     job.delay_many([(f"T{n}", 0) for n in range(5)])
     assert purge_ready(app, "default") == 5
-    assert _group_keys(client) == []
+    assert group_keys(client) == []
     assert queue_counts(app, "default")["ready"] == 0
     job.delay("T0", 7)  # a group purged takes a new task as any new group
     assert served(app, clock, 2) == ["T07"]

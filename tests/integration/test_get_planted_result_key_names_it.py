@@ -6,40 +6,23 @@ worker's outcome replaces the key whole, and the wait then returns the value."""
 from __future__ import annotations
 
 import asyncio
-import signal
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from minitask import DecodeError, Minitask
-from minitask.broker.keys import queue_keys
+from tests.support.lost_steps import (  # noqa: F401 (producer, server: fixtures)
+    DEADLINE, KEYS, producer, server)
 from tests.support.processes import Processes
+from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
-DEADLINE = 60.0
-KEYS = queue_keys("lost", "default")
-
-
-@pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.lost_steps as lost
-    app = Minitask("lost", broker=server.client())
-    app.task(name="add")(lost.add.func)
-    yield app
-    app.close()
-
 
 def test_get_and_aget_name_the_planted_result_key_the_task_and_the_problem(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     client = server.client()
     handle = producer.tasks["add"].delay(2, 3)
@@ -73,5 +56,4 @@ def test_get_and_aget_name_the_planted_result_key_the_task_and_the_problem(
             time.sleep(0.05)
         assert handle.get(timeout=DEADLINE) == 5
     finally:
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
+        stop_worker(worker, log)

@@ -12,40 +12,22 @@ what was written (probe29j N3 and a LOW):
 from __future__ import annotations
 
 import time
-from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
 from minitask import BatchNotSent, BroadcastHandle, BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
-from tests.integration.test_durability_waits import NO_HANG, frozen, started_pair
+from tests.support import replicas
+from tests.support.replicas import NO_HANG, frozen, pair_per_module  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[List[RedisServer]]:
-    with started_pair(Path(tmp_path_factory.mktemp("unconfirmed-batch"))) as servers:
-        yield servers
-
-
 def durable_app(primary: RedisServer, name: str) -> Minitask:
-    app = Minitask(name, broker=primary.url, durability="replicated",
-                   durability_timeout=0.2)
-
-    @app.task(name="add", queue="one")
-    def add(a: int, b: int = 0) -> int:
-        return a + b
-
-    @app.task(name="add2", queue="two")
-    def add2(a: int, b: int = 0) -> int:
-        return a + b
-
-    @app.task(name="lim", queue="one", rate_limit="50/s", max_running=1)
-    def lim(n: int) -> int:
-        return n
+    """replicas.durable_app() and a broadcast task, ``announce``."""
+    app = replicas.durable_app(primary, name)
 
     @app.task(name="announce", queue="news", broadcast=True)
     def announce(n: int) -> int:

@@ -21,13 +21,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
 from minitask import Minitask
-from tests.integration.test_durability_waits import _in_sync, frozen, started_pair
 from tests.support.processes import Processes
+from tests.support.replicas import frozen, in_sync, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -39,12 +39,6 @@ DEADLINE = 60.0
 #: How long the replica stays stopped at most.
 STALL = 90.0
 APP = "tests.apps.unconfirmed_children"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
-    with started_pair(tmp_path / "servers") as servers:
-        yield servers
 
 
 def producer(primary: RedisServer) -> Minitask:
@@ -100,7 +94,7 @@ def test_any_childs_confirmed_write_ends_the_outage(
             # (the warm-up's too, at times: its WAIT still ran as the replica stopped)
             wait_until(lambda: [bool(w["unconfirmed"]) for w in workers(primary, cwd)] == [
                 True], timeout=DEADLINE, message="the heartbeat to count the write")
-        wait_until(lambda: _in_sync(primary, replica), timeout=DEADLINE,
+        wait_until(lambda: in_sync(primary, replica), timeout=DEADLINE,
                    message="the replica to catch up")
         os.kill(seen, signal.SIGKILL)  # the child that saw the outage, gone
         # the others' writes are confirmed: the first ends the outage

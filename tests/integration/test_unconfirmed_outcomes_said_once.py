@@ -17,13 +17,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 
-from tests.integration.test_durability_waits import frozen, started_pair
 from tests.integration.test_unconfirmed_writes_keep_workers_going import producer
 from tests.support.processes import Processes
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -37,12 +37,6 @@ STALL = 90.0
 #: Outcomes recorded while the replica is stopped.
 OUTCOMES = 6
 FIRST = "Redis wrote but replicas did not confirm it in time"
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
-    with started_pair(tmp_path / "servers") as servers:
-        yield servers
 
 
 def status(primary: RedisServer, cwd: Path, *more: str) -> str:

@@ -12,40 +12,15 @@ A real primary and replica; the replica stopped with SIGSTOP.
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
-from minitask import DurabilityError, Minitask, chain, chord, group
+from minitask import DurabilityError, chain, chord, group
 from minitask.admin.workflows import workflow
 from minitask.broker.keys import queue_keys
-from tests.integration.test_durability_waits import NO_HANG, frozen, started_pair
+from tests.support.replicas import NO_HANG, durable_app, frozen, pair_per_module  # noqa: F401
 from tests.support.servers import RedisServer
-
-
-@pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[List[RedisServer]]:
-    with started_pair(Path(tmp_path_factory.mktemp("unconfirmed-sends"))) as servers:
-        yield servers
-
-
-def durable_app(primary: RedisServer, name: str) -> Minitask:
-    app = Minitask(name, broker=primary.url, durability="replicated",
-                   durability_timeout=0.2)
-
-    @app.task(name="add", queue="one")
-    def add(a: int, b: int = 0) -> int:
-        return a + b
-
-    @app.task(name="add2", queue="two")
-    def add2(a: int, b: int = 0) -> int:
-        return a + b
-
-    @app.task(name="lim", queue="one", rate_limit="50/s", max_running=1)
-    def lim(n: int) -> int:
-        return n
-    return app
 
 
 def test_a_workflow_unconfirmed_names_its_handle_and_says_it_was_written(

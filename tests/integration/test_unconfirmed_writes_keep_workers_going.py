@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
-from typing import Iterator, List
+from typing import List
 
 import pytest
 
 from minitask import Minitask, chord
-from tests.integration.test_durability_waits import frozen, started_pair
 from tests.support.processes import Processes
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -33,12 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 DEADLINE = 60.0
 #: How long the replica stays stopped: longer than the waits asserted during it.
 STALL = 90.0
-
-
-@pytest.fixture
-def pair(tmp_path: Path) -> Iterator[List[RedisServer]]:
-    with started_pair(tmp_path / "servers") as servers:
-        yield servers
 
 
 def producer(primary: RedisServer) -> Minitask:

@@ -15,15 +15,15 @@ from typing import List
 import pytest
 
 from minitask import Minitask
-from tests.integration.test_durability_waits import frozen
 from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.processes import Processes
+from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
-#: A primary and its replica, in sync (a test's own); waits as that file's
-pair = going.pair
+#: Waits as tests/integration/test_unconfirmed_writes_keep_workers_going.py's (its
+#: ``pair``, a primary and its replica of the test's own: tests.support.replicas)
 DEADLINE = going.DEADLINE
 STALL = going.STALL
 

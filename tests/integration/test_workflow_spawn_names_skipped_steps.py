@@ -6,54 +6,28 @@ after it was sent); on one ending its chain it cannot be told from one that ran,
 left as it is. A test-owned redis-server and, for the ends, a real worker process."""
 from __future__ import annotations
 
-import signal
 from pathlib import Path
-from typing import Any, Iterator, List
+from typing import Any, List
 
 import pytest
 
 from minitask import Minitask, TaskFailed, chain, chord, group
-from minitask.broker.keys import queue_keys
 from minitask.stores import workflows as workflows_module
 from minitask.stores.workflow_reads import frame_of
 from minitask.wire.message import wall_ms
 from minitask.wire.serializer import decode_message
+from tests.support.lost_steps import (  # noqa: F401 (producer, server: fixtures)
+    DEADLINE, KEYS, forge_sent, lost_worker, producer, server)
 from tests.support.processes import Processes
+from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
-DEADLINE = 60.0
-KEYS = queue_keys("lost", "default")
-
-
-@pytest.fixture
-def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
-    return start_redis()
-
-
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.lost_steps as lost
-    app = Minitask("lost", broker=server.client())
-    app.task(name="add")(lost.add.func)
-    app.task(name="total")(lost.total.func)
-    app.task(name="quiet_add", ignore_result=True)(lost.quiet_add.func)
-    app.task(name="limited_add", max_running=5)(lost.limited_add.func)
-    yield app
-    app.close()
-
-
-def _forge(client: Any, task_id: str) -> str:
-    marker = KEYS.once(task_id)
-    assert client.hget(marker, "state") is None  # reserved by delay(), not sent
-    client.hset(marker, "state", "sent")
-    return marker
-
 
 @pytest.mark.parametrize("how", ["spawn", "spawn_flow", "spawn_group"])
 def test_the_spawn_call_names_exactly_the_steps_it_skipped(
-        how: str, server: RedisServer, producer: Minitask,
+        how: str, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         monkeypatch: pytest.MonkeyPatch) -> None:
     client = server.client()
     add, total = producer.tasks["add"], producer.tasks["total"]
@@ -61,7 +35,7 @@ def test_the_spawn_call_names_exactly_the_steps_it_skipped(
     members = [member.s(i).set(task_id=f"m-{i}") for i in range(3)]
     then = chord(members, total.s()) if how == "spawn_group" else group(members)
     chain(add.si(1, 1).set(task_id="s-1"), then).delay()
-    _forge(client, "m-1")
+    forge_sent(client, "m-1")
     said: List[List[str]] = []
     sent = workflows_module.send_steps
 
@@ -79,44 +53,37 @@ def test_the_spawn_call_names_exactly_the_steps_it_skipped(
     assert said[1] == ["m-0", "m-1", "m-2"]  # all sent before: each named, none sent again
 
 
-def _worker(processes: Processes, server: RedisServer, log: Path) -> Any:
-    return processes.worker("tests.apps.lost_steps", "--pool", "thread", "-c", "2",
-                            env={"MINITASK_BROKER_URL": server.url}, log=log)
-
-
 def test_a_forged_ignore_result_step_in_the_middle_ends_its_chain(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     client = server.client()
     add, quiet = producer.tasks["add"], producer.tasks["quiet_add"]
     handle = chain(add.si(1, 1), quiet.s(2).set(task_id="q-mid"),
                    add.s(3).set(task_id="q-after")).delay()
-    marker = _forge(client, "q-mid")
+    marker = forge_sent(client, "q-mid")
     log = tmp_path / "worker.log"
-    worker = _worker(processes, server, log)
+    worker = lost_worker(processes, server, log)
     with pytest.raises(TaskFailed) as ended:
         handle.get(timeout=DEADLINE)
     assert marker in str(ended.value), str(ended.value)
     assert producer.handle("q-after").status() == "cancelled"
     assert client.exists(KEYS.result("q-mid")) == 0  # keeps no result: none written
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
+    stop_worker(worker, log)
 
 
 def test_a_forged_ignore_result_step_ending_its_chain_is_left_as_it_is(
-        processes: Processes, server: RedisServer, producer: Minitask,
+        processes: Processes, server: RedisServer, producer: Minitask,  # noqa: F811 (imported)
         tmp_path: Path) -> None:
     """One that ran leaves nothing at all, so a forged one cannot be told from it."""
     client = server.client()
     add, quiet = producer.tasks["add"], producer.tasks["quiet_add"]
     chain(add.si(1, 1).set(task_id="e-1"), quiet.s(2).set(task_id="e-last")).delay()
-    _forge(client, "e-last")
+    forge_sent(client, "e-last")
     log = tmp_path / "worker.log"
-    worker = _worker(processes, server, log)
+    worker = lost_worker(processes, server, log)
     first = producer.handle("e-1")
     assert first.get(timeout=DEADLINE) == 2
-    worker.send_signal(signal.SIGTERM)
-    assert worker.wait(timeout=DEADLINE) == 0, log.read_text(errors="replace")
+    stop_worker(worker, log)
     assert client.exists(KEYS.result("e-last")) == 0
     assert client.hget(KEYS.once("e-last"), "state") == b"sent"
     assert "e-last" not in log.read_text(errors="replace")

@@ -10,12 +10,13 @@ grouped step's fair-queue keys of another type are moved aside, never refusing a
 half-way. A test-owned redis-server; no worker (nothing runs)."""
 from __future__ import annotations
 
-from typing import Callable, Iterator, List, Set
+from typing import Callable, Iterator
 
 import pytest
 
 from minitask import BrokerError, Minitask, chain, chord, group
 from minitask.broker.keys import queue_keys
+from tests.support.refused_workflows import key_set, two_queue_app
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -33,11 +34,7 @@ def server(start_redis) -> RedisServer:  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def app(server: RedisServer) -> Iterator[Minitask]:
-    app = Minitask("spawned", broker=server.client())
-
-    @app.task(name="add")
-    def add(x: int, y: int = 0) -> int:
-        return x + y
+    app = two_queue_app("spawned", server.client())
 
     @app.task(name="limited", max_running=1)
     def limited(x: int) -> int:
@@ -47,20 +44,8 @@ def app(server: RedisServer) -> Iterator[Minitask]:
     def fair(x: int, tenant: str = "a") -> int:
         return x
 
-    @app.task(name="ping", queue="other")
-    def ping(n: int) -> int:
-        return n
-
-    @app.task(name="total")
-    def total(values: List[int]) -> int:
-        return sum(values)
-
     yield app
     app.close()
-
-
-def _keys(server: RedisServer) -> Set[bytes]:
-    return set(server.client().keys("*"))
 
 
 def _chain(app: Minitask) -> None:
@@ -109,10 +94,10 @@ def test_a_one_call_workflow_refused_for_a_foreign_key_writes_nothing(
     key = {"messages": MAIN.messages, "delayed": MAIN.delayed, "ready": READY}[planted]
     client = server.client()
     client.set(key, "planted")
-    before = _keys(server)
+    before = key_set(server)
     with pytest.raises(BrokerError) as refused:
         SENDS[send](app)
-    assert _keys(server) == before, _keys(server) ^ before  # no marker, group, registry
+    assert key_set(server) == before, key_set(server) ^ before  # no marker, group, registry
     said = str(refused.value)
     assert key in said and "string" in said and "nothing was changed" in said, said
     assert client.get(key) == b"planted"
@@ -127,10 +112,10 @@ def test_a_chord_whose_group_is_kept_in_another_queue_writes_nothing(
     checked before either runs."""
     client = server.client()
     client.set(OTHER.messages, "planted")
-    before = _keys(server)
+    before = key_set(server)
     with pytest.raises(BrokerError) as refused:
         _chord_elsewhere(app)
-    assert _keys(server) == before, _keys(server) ^ before
+    assert key_set(server) == before, key_set(server) ^ before
     assert OTHER.messages in str(refused.value)
 
 
@@ -172,7 +157,7 @@ def test_a_group_over_two_queues_is_still_checked_first(
     (kept: each call checks only its own queue)."""
     client = server.client()
     client.set(OTHER.messages, "planted")
-    before = _keys(server)
+    before = key_set(server)
     with pytest.raises(BrokerError):
         group([app.tasks["add"].si(1, 1), app.tasks["ping"].si(2)]).delay()
-    assert _keys(server) == before, _keys(server) ^ before
+    assert key_set(server) == before, key_set(server) ^ before

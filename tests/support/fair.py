@@ -1,7 +1,10 @@
-"""Fair-queue test helpers: an app with one grouped task, and the order fetches serve."""
+"""Fair-queue test helpers: an app with one grouped task, the order fetches serve, and
+the keys of a queue's groups."""
 from __future__ import annotations
 
 from typing import Any, Callable, List
+
+import redis
 
 from minitask import Minitask
 from minitask.stores.queue import FetchResult
@@ -33,3 +36,10 @@ def tenant_app(make_app: Callable[..., Minitask], **options: Any) -> Any:
         return n
 
     return app, job
+
+
+def group_keys(client: "redis.Redis[bytes]", pattern: str = "*") -> List[str]:
+    """The keys of the queue's groups and their bookkeeping that exist (among the keys
+    ``pattern`` matches)."""
+    return sorted(key.decode() for key in client.keys(pattern)
+                  if b":g:" in key or b"groups" in key or key.endswith(b":cancelled"))
