@@ -492,14 +492,90 @@ local function flow_control()
                                        '\255' .. tok .. '\255' .. group) ~= false
         end
 
+        -- A line for Redis's log, every byte that is not printable ASCII escaped (it
+        -- names data minitask did not write)
+        local function printable(text)
+          return (string.gsub(text, '[^ -~]', function(byte)
+            return string.format('\\x%02x', string.byte(byte))
+          end))
+        end
+
+        -- Whether the task `id` waits where a ready task of `group` can (its message kept,
+        -- not dead): due later in delayed, in its group's ready set (at any priority), or on
+        -- its way there in a ready list (promoted for its retry, put back, its lease
+        -- expired: looked for HOLDER_SCAN entries from either end of each)
+        local HOLDER_SCAN = 128
+        local filled  -- the ready lists that hold entries (read once a call)
+        local function elsewhere(id, group)
+          if c.delayed and tolerant(false, 'ZSCORE', c.delayed, id) then return true end
+          local members = {}
+          for digit = 0, 9 do members[digit + 1] = digit .. id end
+          local scores = tolerant({}, 'ZMSCORE', base(group) .. ':ready', unpack(members))
+          for i = 1, 10 do
+            if scores[i] then return true end
+          end
+          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
+            filled = {}
+            for i = c.first_ready, c.first_ready + 9 do
+              if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
+            end
+          end
+          for _, list in ipairs(filled) do
+            if tolerant(false, 'LPOS', list, id, 'MAXLEN', HOLDER_SCAN)
+               or tolerant(false, 'LPOS', list, id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
+              return true
+            end
+          end
+          return false
+        end
+
+        -- Why the task `id`, named by a solo claim read from Redis (groups_solo's, a
+        -- turn's), is not `group`'s to take into its ready set, or nil when it is: its
+        -- message kept, its flow spec naming this group, not dead, not leased, nowhere a
+        -- task waits (elsewhere()). A claim minitask wrote names such a task alone: its
+        -- token holds it, and nothing else does. Any other (a planted claim naming
+        -- another group's task, or one of this group already waiting) taken in would
+        -- strand the group behind a token that does not exist, or run the task twice.
+        -- A few reads: called where a claim is lifted (fair_rare), never on a hot path.
+        local function owned(id, group)
+          if tolerant(0, 'HEXISTS', c.messages, id) ~= 1 then return 'which does not exist' end
+          local spec = flow_spec(tolerant(false, 'HGET', c.flow, id))
+          if not (spec and spec.group == group) then
+            if spec and spec.group then
+              return 'whose flow spec names group ' .. string.sub(spec.group, 1, 64)
+            end
+            return 'whose flow spec names no group'
+          end
+          if tolerant(false, 'ZSCORE', c.dead, id) then return 'which is a dead letter' end
+          if tolerant(false, 'ZSCORE', c.leases, id) or elsewhere(id, group) then
+            return 'which is waiting elsewhere (leased, delayed, in its group\'s ready set'
+                   .. ' or in a ready list)'
+          end
+          return nil
+        end
+
         -- A solo group's task (its claim `tok`: a generation holding it) put in its ready
         -- set, at the token's count (its order of joining: before any task joining
         -- after it), and the claim marked '+': the same token, live, of a group in its set
-        -- form. False, and nothing written, for any other claim.
-        local function unsolo(group, tok)
+        -- form. False, and nothing written, for any other claim. `live`: the claim names
+        -- the token just popped (serve()); else the claim was read from the turn, and its
+        -- task is taken only if it is the group's (owned()): for one that is not, the
+        -- claim is removed from the turn (its cancelled entry with it), said in Redis's
+        -- log, and false, true (the caller arms the group afresh).
+        local function unsolo(group, tok, live)
           local count, member = string.match(tok or '', '^%-?%d+%.(%d+)[/:](.*)$')
           if not member or #member > MEMBER_MOST then return false end  -- (not ours)
-          local _, priority = task_of(member, group)
+          local id, priority = task_of(member, group)
+          local problem = not live and owned(id, group)
+          if problem then
+            local turn = base(group) .. ':turn'
+            redis.log(redis.LOG_WARNING, printable(
+              'minitask: removed the claim of ' .. turn .. ': it names task ' .. id .. ', '
+              .. problem .. ' (not a claim minitask wrote); the group is armed afresh'))
+            tolerant(0, 'HDEL', turn, 'tok', 'band')
+            tolerant(0, 'ZREM', c.cancelled, '\255' .. tok .. '\255' .. group)
+            return false, true
+          end
           local order = tonumber(count)
           if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
           flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
@@ -523,8 +599,11 @@ local function flow_control()
         -- generation in its turn (its band, and gen at that count: later joins order
         -- after it), its field gone from groups_solo; its task counted in groups_ready
         -- and groups, its token (live still, in its list) in cancelled. True when the
-        -- group had such a claim; a field minitask did not write is removed (it names
-        -- no task), false.
+        -- group had such a claim; a field minitask did not write is removed, false: one
+        -- of another shape, or naming a task that is not the group's to take (owned():
+        -- gone, of another group, waiting elsewhere), said in Redis's log. Nothing is
+        -- written before the claim is checked; the caller arms the group afresh (its
+        -- task, if any, has its own token).
         local function lift(group)
           settle(group)
           local tok = tolerant(false, 'HGET', solos, group)
@@ -538,13 +617,13 @@ local function flow_control()
             disowned(group, tok)
             return false
           end
-          if c.messages and tolerant(0, 'HEXISTS', c.messages, string.sub(member, 2)) ~= 1 then
-            -- it names no task that is waiting (none that exists): no token of it is
-            -- live, and the group is armed afresh by the caller (its task, if any, has
-            -- its own token)
-            redis.log(redis.LOG_WARNING, 'minitask: removed the field ' .. group .. ' of '
-                      .. solos .. ': its claim names task ' .. string.sub(member, 2)
-                      .. ', which does not exist')
+          local id = string.sub(member, 2)
+          local problem = owned(id, group)
+          if problem then
+            redis.log(redis.LOG_WARNING, printable(
+              'minitask: removed the field ' .. group .. ' of ' .. solos .. ': its claim'
+              .. ' names task ' .. id .. ', ' .. problem .. ' (not a claim minitask wrote);'
+              .. ' the group is armed afresh'))
             return false
           end
           local order = tonumber(count)
@@ -574,12 +653,16 @@ local function flow_control()
           if not alone then id, priority, second = first(group) end
           if not id or is_paused(group) then return false end
           local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
-          if live and unsolo(group, live[1]) then
+          local lifted, dropped
+          if live then lifted, dropped = unsolo(group, live[1]) end
+          if lifted then
             -- a task joined a solo group: the group's task, in the set now, may be first;
             -- and its token is looked for (a claim planted in that form names none)
             live[1] = '+' .. live[1]
             id, priority, second = first(group)
             check = true
+          elseif dropped then
+            live[1] = nil  -- (a claim naming a task not the group's: removed, none now)
           end
           if live and live[1] and claimed(group, live[1], live[2], false)
              and tonumber(live[2]) >= priority
@@ -632,38 +715,16 @@ local function flow_control()
         -- Whether a group_max_running slot holder of `group` still holds its slot: its
         -- task is leased, or (its message kept, not dead) waiting for its retry in
         -- delayed, back in its group's ready set (where a holder rejoins, at the head of
-        -- its priority) or on its way there in a ready list (promoted for its retry, put
-        -- back, its lease expired: looked for HOLDER_SCAN entries from either end of
-        -- each). Anything else (a cancelled or dead task, an id planted with a message
-        -- or without) holds none, and its slot is freed (flow_made.vacate).
-        local HOLDER_SCAN = 128
-        local filled  -- the ready lists that hold entries (alive() reads them once a call)
+        -- its priority) or on its way there in a ready list (elsewhere()). Anything else
+        -- (a cancelled or dead task, an id planted with a message or without) holds
+        -- none, and its slot is freed (flow_made.vacate).
         local function alive(id, group)
           if tolerant(false, 'ZSCORE', c.leases, id) then return true end
           if tolerant(0, 'HEXISTS', c.messages, id) ~= 1
              or tolerant(false, 'ZSCORE', c.dead, id) then
             return false
           end
-          if c.delayed and tolerant(false, 'ZSCORE', c.delayed, id) then return true end
-          local members = {}
-          for digit = 0, 9 do members[digit + 1] = digit .. id end
-          local scores = tolerant({}, 'ZMSCORE', base(group) .. ':ready', unpack(members))
-          for i = 1, 10 do
-            if scores[i] then return true end
-          end
-          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
-            filled = {}
-            for i = c.first_ready, c.first_ready + 9 do
-              if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
-            end
-          end
-          for _, list in ipairs(filled) do
-            if tolerant(false, 'LPOS', list, id, 'MAXLEN', HOLDER_SCAN)
-               or tolerant(false, 'LPOS', list, id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
-              return true
-            end
-          end
-          return false
+          return elsewhere(id, group)
         end
         -- The first members of a group's `ready` set, ranks 0 to `last` (text) at least, as
         -- `read` (one ZRANGE, just made: nothing written to the set since) holds them,
@@ -727,9 +788,8 @@ local function flow_control()
           local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
                          and string.match(tok, '^%+%-?%d+%.%d+:([0-9].*)$') == member
           local id = string.sub(member, 2)
-          local lost = not forged and not alive(id, group)
-                       and tolerant(0, 'HEXISTS', c.messages, id) == 1
-                       and not tolerant(false, 'ZSCORE', c.dead, id)
+          -- (owned(): its message kept, its spec naming this group, nowhere else)
+          local lost = not forged and not owned(id, group)
           if not (forged or lost) then return false end
           if lost then
             lift(group)  -- a claim still in groups_solo takes its set form first
@@ -879,7 +939,7 @@ local function flow_control()
           -- stale token is dropped, and the group put back in the rotation if the turn
           -- claims a token that is not there (a claim minitask did not write)
           if live then
-            fair_rare().unsolo(group, tok)
+            fair_rare().unsolo(group, tok, true)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
           elseif gen and string.find(gen, '^%-?%d+%.%d+:')
                  and fair_rare().strayed(group, gen, turn, tok, put_back) then
@@ -1054,7 +1114,7 @@ local function flow_control()
             if indexed then
               fair_rare().lift(group)  -- its task waits in its set
             elseif alone then
-              fair_rare().unsolo(group, tok)  -- its task waits in its set
+              fair_rare().unsolo(group, tok, true)  -- its task waits in its set
             end
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then flow_put('zset', 'ZADD', c.flow_due, out_at, 'g:' .. group) end
