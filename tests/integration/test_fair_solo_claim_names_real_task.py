@@ -185,3 +185,37 @@ def test_a_solo_claim_naming_a_running_task_of_its_group_never_runs_it_again(
         processes.kill_all()
         app.close()
         client.close()
+
+
+@pytest.mark.parametrize("pool", POOLS)
+def test_a_turn_claim_naming_a_running_task_of_its_group_never_runs_it_again(
+        logged_server: RedisServer, processes: Processes, tmp_path: Path,
+        request: pytest.FixtureRequest, pool: str) -> None:
+    """The same through a group's turn (a solo group's '/' claim, flow.lua's
+    unsolo()): before, the running task was put in its group's set and ran twice."""
+    client = logged_server.client()
+    app = _app(logged_server)
+    log = tmp_path / "worker.log"
+    try:
+        _run(logged_server, processes, log, pool)
+        running = app.tasks[fair_claims.gated.name].delay("G", 0)
+        wait_until(lambda: "G:0" in _starts(client), timeout=DEADLINE,
+                   message="the gated task to start")
+        client.hset(KEYS.fair_group("G", "turn"),
+                    mapping={"tok": f"7.7/5{running.id}", "band": "5"})
+        app.tasks[fair_claims.job.name].delay("G", 1)
+        wait_until(lambda: "G:1" in _starts(client), timeout=DEADLINE,
+                   message="group G's next task to start")
+        client.set("claims:open", 1)
+        wait_until(lambda: _drained(client) and not client.keys("*:g:*"),
+                   timeout=DEADLINE, message="every task to end and its group to go")
+        assert collections.Counter(_starts(client)) == {"G:0": 1, "G:1": 1}
+        text = (tmp_path / "redis.log").read_text(errors="replace")
+        said = f"removed the claim of {KEYS.fair_group('G', 'turn')}: it names task {running.id}"
+        assert said in text and "waiting elsewhere" in text, text[-3000:]
+    finally:
+        if did_fail(request):
+            print(log.read_text(errors="replace")[-6000:])
+        processes.kill_all()
+        app.close()
+        client.close()
