@@ -529,13 +529,13 @@ local function flow_control()
           return false
         end
 
-        -- Why the task `id`, named by a solo claim read from Redis (groups_solo's, a
-        -- turn's), is not `group`'s to take into its ready set, or nil when it is: its
+        -- Why the task `id`, named by a solo claim read from groups_solo (lift()), is
+        -- not `group`'s to take into its ready set, or nil when it is: its
         -- message kept, its flow spec naming this group, not dead, not leased, nowhere a
         -- task waits (elsewhere()). A claim minitask wrote names such a task alone: its
         -- token holds it, and nothing else does. Any other (a planted claim naming
         -- another group's task, or one of this group already waiting) taken in would
-        -- strand the group behind a token that does not exist, or run the task twice.
+        -- strand the group behind a token that does not exist (its turn claiming it).
         -- A few reads: called where a claim is lifted (fair_rare), never on a hot path.
         local function owned(id, group)
           if tolerant(0, 'HEXISTS', c.messages, id) ~= 1 then return 'which does not exist' end
@@ -557,25 +557,15 @@ local function flow_control()
         -- A solo group's task (its claim `tok`: a generation holding it) put in its ready
         -- set, at the token's count (its order of joining: before any task joining
         -- after it), and the claim marked '+': the same token, live, of a group in its set
-        -- form. False, and nothing written, for any other claim. `live`: the claim names
-        -- the token just popped (serve()); else the claim was read from the turn, and its
-        -- task is taken only if it is the group's (owned()): for one that is not, the
-        -- claim is removed from the turn (its cancelled entry with it), said in Redis's
-        -- log, and false, true (the caller arms the group afresh).
-        local function unsolo(group, tok, live)
+        -- form. False, and nothing written, for any other claim. (A turn's claim naming
+        -- a task that is not the group's, planted, is taken all the same: arm() then
+        -- looks for its token and pushes a new one, and the fetch never leases a task
+        -- that is delayed, dead or leased already; one of another group leaves the set
+        -- for its own: serve())
+        local function unsolo(group, tok)
           local count, member = string.match(tok or '', '^%-?%d+%.(%d+)[/:](.*)$')
           if not member or #member > MEMBER_MOST then return false end  -- (not ours)
-          local id, priority = task_of(member, group)
-          local problem = not live and owned(id, group)
-          if problem then
-            local turn = base(group) .. ':turn'
-            redis.log(redis.LOG_WARNING, printable(
-              'minitask: removed the claim of ' .. turn .. ': it names task ' .. id .. ', '
-              .. problem .. ' (not a claim minitask wrote); the group is armed afresh'))
-            tolerant(0, 'HDEL', turn, 'tok', 'band')
-            tolerant(0, 'ZREM', c.cancelled, '\255' .. tok .. '\255' .. group)
-            return false, true
-          end
+          local _, priority = task_of(member, group)
           local order = tonumber(count)
           if not (order < RANK) then order = 0 end  -- no count minitask wrote: first
           flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
@@ -653,16 +643,12 @@ local function flow_control()
           if not alone then id, priority, second = first(group) end
           if not id or is_paused(group) then return false end
           local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
-          local lifted, dropped
-          if live then lifted, dropped = unsolo(group, live[1]) end
-          if lifted then
+          if live and unsolo(group, live[1]) then
             -- a task joined a solo group: the group's task, in the set now, may be first;
             -- and its token is looked for (a claim planted in that form names none)
             live[1] = '+' .. live[1]
             id, priority, second = first(group)
             check = true
-          elseif dropped then
-            live[1] = nil  -- (a claim naming a task not the group's: removed, none now)
           end
           if live and live[1] and claimed(group, live[1], live[2], false)
              and tonumber(live[2]) >= priority
@@ -788,8 +774,11 @@ local function flow_control()
           local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
                          and string.match(tok, '^%+%-?%d+%.%d+:([0-9].*)$') == member
           local id = string.sub(member, 2)
-          -- (owned(): its message kept, its spec naming this group, nowhere else)
-          local lost = not forged and not owned(id, group)
+          -- (its spec is not read: one naming another group, or none, leaves the group's
+          -- set for the ready list as it is served, and its own group takes it back)
+          local lost = not forged and not alive(id, group)
+                       and tolerant(0, 'HEXISTS', c.messages, id) == 1
+                       and not tolerant(false, 'ZSCORE', c.dead, id)
           if not (forged or lost) then return false end
           if lost then
             lift(group)  -- a claim still in groups_solo takes its set form first
@@ -939,7 +928,7 @@ local function flow_control()
           -- stale token is dropped, and the group put back in the rotation if the turn
           -- claims a token that is not there (a claim minitask did not write)
           if live then
-            fair_rare().unsolo(group, tok, true)
+            fair_rare().unsolo(group, tok)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
           elseif gen and string.find(gen, '^%-?%d+%.%d+:')
                  and fair_rare().strayed(group, gen, turn, tok, put_back) then
@@ -1114,7 +1103,7 @@ local function flow_control()
             if indexed then
               fair_rare().lift(group)  -- its task waits in its set
             elseif alone then
-              fair_rare().unsolo(group, tok, true)  -- its task waits in its set
+              fair_rare().unsolo(group, tok)  -- its task waits in its set
             end
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then flow_put('zset', 'ZADD', c.flow_due, out_at, 'g:' .. group) end
