@@ -61,11 +61,13 @@ class FlowStore(Store):
         # a grouped spec goes on past its sixth line (limits.pack): such a send joins
         # groups in a script of its own, and any other costs what it did
         grouped = any(spec.count("\n") > 5 for spec in specs_sent)
-        args[dynamic:dynamic] = [k.flow, k.cancelled, k.flow_prefix] if grouped else [k.flow]
+        # (leases and dead: read only to check a solo claim, flow.lua's owned())
+        args[dynamic:dynamic] = ([k.flow, k.leases, k.dead, k.cancelled, k.flow_prefix]
+                                 if grouped else [k.flow])
         args += specs_sent
         args.append(len(entries))
         return ("enqueue_group" if grouped else "enqueue_flow", slot, static_keys, args,
-                dynamic + (3 if grouped else 1))
+                dynamic + (5 if grouped else 1))
 
     def enqueue(self, queue: str, chunk: Sequence[Entry], specs: Mapping[str, str],
                 now_ms: int, durability: Optional[Durability] = None) -> int:

@@ -60,8 +60,8 @@ def spawn_call(k: QueueKeys, queue: str, chunk: Sequence[Step],
     keys = 2 * len(chunk) + (record is not None) + bool(plan)
     flowing = any(step[5] is not None for step in chunk)
     if flowing:
-        tail += (k.flow, k.cancelled, k.flow_prefix)
-        keys += 3
+        tail += (k.flow, k.leases, k.dead, k.cancelled, k.flow_prefix)
+        keys += 5
     tail += (now_ms, WAKE_CAP, BATCH_LIMIT, *((record[2], record[1]) if record else (0, b"")),
              plan, wid)
     for task_id, body, priority, due_ms, ttl, _ in chunk:

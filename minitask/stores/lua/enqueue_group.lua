@@ -2,8 +2,9 @@
 -- docs/guide/fair-queues.rst). stores/scripts.py puts enqueue.lua and enqueue_flow.lua
 -- in front as enqueue_base() and enqueue_flow_base(): this adds to them and copies
 -- neither, and a send without a group never pays for it.
--- KEYS: enqueue_flow.lua's (enqueue.lua's, then flow), then cancelled (ZSET: a token
---   is counted there while in a ready list), then the flow prefix last.
+-- KEYS: enqueue_flow.lua's (enqueue.lua's, then flow), then leases (ZSET) and dead
+--   (ZSET), read only to check a solo claim (flow.lua's owned()), then cancelled (ZSET:
+--   a token is counted there while in a ready list), then the flow prefix last.
 -- ARGV: enqueue_flow.lua's.
 -- Returns: enqueue_flow.lua's count, plus the grouped messages added.
 -- A grouped message due now (its spec names a group: flow.lua's flow_fair) goes to
@@ -20,6 +21,8 @@
 -- would never run.
 local prefix = table.remove(KEYS)
 local cancelled = table.remove(KEYS)
+local dead = table.remove(KEYS)
+local leases = table.remove(KEYS)
 local count = tonumber(ARGV[#ARGV])
 local first_spec = #ARGV - count - 1  -- ARGV[first_spec + n] is the n-th message's spec
 local now = tonumber(ARGV[1])
@@ -157,7 +160,9 @@ for _, entry in ipairs(grouped) do
     if joined then
       if joined == 'arm' then
         fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                            cancelled = cancelled, messages = KEYS[1]})
+                                            cancelled = cancelled, messages = KEYS[1],
+                                            flow = flow_key, leases = leases, dead = dead,
+                                            delayed = KEYS[2]})
         if fair.arm(group, false, false) then wake = true end
       end
     elseif group and entry[7] and any_paused == 0 then
@@ -175,7 +180,9 @@ for _, entry in ipairs(grouped) do
       wake = true
     else
       fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                          cancelled = cancelled, messages = KEYS[1]})
+                                          cancelled = cancelled, messages = KEYS[1],
+                                          flow = flow_key, leases = leases, dead = dead,
+                                          delayed = KEYS[2]})
       local spec = entry[6] or (group and flow_control().spec(entry[4]))
       if fair.join(entry[1], spec, entry[3], entry[7]) then wake = true end
     end

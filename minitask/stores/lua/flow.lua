@@ -492,10 +492,76 @@ local function flow_control()
                                        '\255' .. tok .. '\255' .. group) ~= false
         end
 
+        -- A line for Redis's log, every byte that is not printable ASCII escaped (it
+        -- names data minitask did not write)
+        local function printable(text)
+          return (string.gsub(text, '[^ -~]', function(byte)
+            return string.format('\\x%02x', string.byte(byte))
+          end))
+        end
+
+        -- Whether the task `id` waits where a ready task of `group` can (its message kept,
+        -- not dead): due later in delayed, in its group's ready set (at any priority), or on
+        -- its way there in a ready list (promoted for its retry, put back, its lease
+        -- expired: looked for HOLDER_SCAN entries from either end of each)
+        local HOLDER_SCAN = 128
+        local filled  -- the ready lists that hold entries (read once a call)
+        local function elsewhere(id, group)
+          if c.delayed and tolerant(false, 'ZSCORE', c.delayed, id) then return true end
+          local members = {}
+          for digit = 0, 9 do members[digit + 1] = digit .. id end
+          local scores = tolerant({}, 'ZMSCORE', base(group) .. ':ready', unpack(members))
+          for i = 1, 10 do
+            if scores[i] then return true end
+          end
+          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
+            filled = {}
+            for i = c.first_ready, c.first_ready + 9 do
+              if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
+            end
+          end
+          for _, list in ipairs(filled) do
+            if tolerant(false, 'LPOS', list, id, 'MAXLEN', HOLDER_SCAN)
+               or tolerant(false, 'LPOS', list, id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
+              return true
+            end
+          end
+          return false
+        end
+
+        -- Why the task `id`, named by a solo claim read from groups_solo (lift()), is
+        -- not `group`'s to take into its ready set, or nil when it is: its
+        -- message kept, its flow spec naming this group, not dead, not leased, nowhere a
+        -- task waits (elsewhere()). A claim minitask wrote names such a task alone: its
+        -- token holds it, and nothing else does. Any other (a planted claim naming
+        -- another group's task, or one of this group already waiting) taken in would
+        -- strand the group behind a token that does not exist (its turn claiming it).
+        -- A few reads: called where a claim is lifted (fair_rare), never on a hot path.
+        local function owned(id, group)
+          if tolerant(0, 'HEXISTS', c.messages, id) ~= 1 then return 'which does not exist' end
+          local spec = flow_spec(tolerant(false, 'HGET', c.flow, id))
+          if not (spec and spec.group == group) then
+            if spec and spec.group then
+              return 'whose flow spec names group ' .. string.sub(spec.group, 1, 64)
+            end
+            return 'whose flow spec names no group'
+          end
+          if tolerant(false, 'ZSCORE', c.dead, id) then return 'which is a dead letter' end
+          if tolerant(false, 'ZSCORE', c.leases, id) or elsewhere(id, group) then
+            return 'which is waiting elsewhere (leased, delayed, in its group\'s ready set'
+                   .. ' or in a ready list)'
+          end
+          return nil
+        end
+
         -- A solo group's task (its claim `tok`: a generation holding it) put in its ready
         -- set, at the token's count (its order of joining: before any task joining
         -- after it), and the claim marked '+': the same token, live, of a group in its set
-        -- form. False, and nothing written, for any other claim.
+        -- form. False, and nothing written, for any other claim. (A turn's claim naming
+        -- a task that is not the group's, planted, is taken all the same: arm() then
+        -- looks for its token and pushes a new one, and the fetch never leases a task
+        -- that is delayed, dead or leased already; one of another group leaves the set
+        -- for its own: serve())
         local function unsolo(group, tok)
           local count, member = string.match(tok or '', '^%-?%d+%.(%d+)[/:](.*)$')
           if not member or #member > MEMBER_MOST then return false end  -- (not ours)
@@ -523,8 +589,11 @@ local function flow_control()
         -- generation in its turn (its band, and gen at that count: later joins order
         -- after it), its field gone from groups_solo; its task counted in groups_ready
         -- and groups, its token (live still, in its list) in cancelled. True when the
-        -- group had such a claim; a field minitask did not write is removed (it names
-        -- no task), false.
+        -- group had such a claim; a field minitask did not write is removed, false: one
+        -- of another shape, or naming a task that is not the group's to take (owned():
+        -- gone, of another group, waiting elsewhere), said in Redis's log. Nothing is
+        -- written before the claim is checked; the caller arms the group afresh (its
+        -- task, if any, has its own token).
         local function lift(group)
           settle(group)
           local tok = tolerant(false, 'HGET', solos, group)
@@ -538,13 +607,13 @@ local function flow_control()
             disowned(group, tok)
             return false
           end
-          if c.messages and tolerant(0, 'HEXISTS', c.messages, string.sub(member, 2)) ~= 1 then
-            -- it names no task that is waiting (none that exists): no token of it is
-            -- live, and the group is armed afresh by the caller (its task, if any, has
-            -- its own token)
-            redis.log(redis.LOG_WARNING, 'minitask: removed the field ' .. group .. ' of '
-                      .. solos .. ': its claim names task ' .. string.sub(member, 2)
-                      .. ', which does not exist')
+          local id = string.sub(member, 2)
+          local problem = owned(id, group)
+          if problem then
+            redis.log(redis.LOG_WARNING, printable(
+              'minitask: removed the field ' .. group .. ' of ' .. solos .. ': its claim'
+              .. ' names task ' .. id .. ', ' .. problem .. ' (not a claim minitask wrote);'
+              .. ' the group is armed afresh'))
             return false
           end
           local order = tonumber(count)
@@ -632,38 +701,16 @@ local function flow_control()
         -- Whether a group_max_running slot holder of `group` still holds its slot: its
         -- task is leased, or (its message kept, not dead) waiting for its retry in
         -- delayed, back in its group's ready set (where a holder rejoins, at the head of
-        -- its priority) or on its way there in a ready list (promoted for its retry, put
-        -- back, its lease expired: looked for HOLDER_SCAN entries from either end of
-        -- each). Anything else (a cancelled or dead task, an id planted with a message
-        -- or without) holds none, and its slot is freed (flow_made.vacate).
-        local HOLDER_SCAN = 128
-        local filled  -- the ready lists that hold entries (alive() reads them once a call)
+        -- its priority) or on its way there in a ready list (elsewhere()). Anything else
+        -- (a cancelled or dead task, an id planted with a message or without) holds
+        -- none, and its slot is freed (flow_made.vacate).
         local function alive(id, group)
           if tolerant(false, 'ZSCORE', c.leases, id) then return true end
           if tolerant(0, 'HEXISTS', c.messages, id) ~= 1
              or tolerant(false, 'ZSCORE', c.dead, id) then
             return false
           end
-          if c.delayed and tolerant(false, 'ZSCORE', c.delayed, id) then return true end
-          local members = {}
-          for digit = 0, 9 do members[digit + 1] = digit .. id end
-          local scores = tolerant({}, 'ZMSCORE', base(group) .. ':ready', unpack(members))
-          for i = 1, 10 do
-            if scores[i] then return true end
-          end
-          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
-            filled = {}
-            for i = c.first_ready, c.first_ready + 9 do
-              if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
-            end
-          end
-          for _, list in ipairs(filled) do
-            if tolerant(false, 'LPOS', list, id, 'MAXLEN', HOLDER_SCAN)
-               or tolerant(false, 'LPOS', list, id, 'RANK', -1, 'MAXLEN', HOLDER_SCAN) then
-              return true
-            end
-          end
-          return false
+          return elsewhere(id, group)
         end
         -- The first members of a group's `ready` set, ranks 0 to `last` (text) at least, as
         -- `read` (one ZRANGE, just made: nothing written to the set since) holds them,
@@ -727,6 +774,8 @@ local function flow_control()
           local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
                          and string.match(tok, '^%+%-?%d+%.%d+:([0-9].*)$') == member
           local id = string.sub(member, 2)
+          -- (its spec is not read: one naming another group, or none, leaves the group's
+          -- set for the ready list as it is served, and its own group takes it back)
           local lost = not forged and not alive(id, group)
                        and tolerant(0, 'HEXISTS', c.messages, id) == 1
                        and not tolerant(false, 'ZSCORE', c.dead, id)

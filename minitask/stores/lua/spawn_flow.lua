@@ -3,6 +3,7 @@
 -- stores/scripts.py puts spawn.lua in front as spawn_base(): this adds to it and
 -- copies none of it, and a workflow without such steps never pays for it.
 -- KEYS: spawn.lua's (its handle and plan records last, when there are), then flow (HASH),
+--   leases (ZSET) and dead (ZSET), read only to check a solo claim (flow.lua's owned()),
 --   cancelled (ZSET: a group's token is counted there) and the flow prefix, last.
 -- ARGV: spawn.lua's, then one flow spec per step ('' for none), then how many steps.
 -- Returns: as spawn.lua (a count of steps sent, or {it, ids of steps not sent...}).
@@ -21,6 +22,8 @@
 -- type is moved aside or left as it is (flow.lua), so no write fails after another.
 local prefix = table.remove(KEYS)
 local cancelled = table.remove(KEYS)
+local dead = table.remove(KEYS)
+local leases = table.remove(KEYS)
 local flow = table.remove(KEYS)
 local count = tonumber(table.remove(ARGV))
 local specs = {}
@@ -82,7 +85,9 @@ for _, step in ipairs(grouped) do
     redis.call('DEL', step.result)
     redis.call('HSET', flow, step.id, step.text)
     fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
-                                        cancelled = cancelled, messages = KEYS[1]})
+                                        cancelled = cancelled, messages = KEYS[1],
+                                        flow = flow, leases = leases, dead = dead,
+                                        delayed = KEYS[2]})
     if fair.join(step.id, step.spec, step.priority) then wake = true end
   end
 end
