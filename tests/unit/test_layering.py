@@ -218,6 +218,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
                                     "stores.queue", "worker.host", "worker.leases",
                                     "worker.sources", "worker.stop"}),
+    # a process pool child's loop: one task at a time, the supervisor told of each
+    "worker.child_loop": frozenset({"errors", "printable", "wire.message", "worker.leases"}),
     "worker.coroutine_runs": frozenset({"printable", "worker.leftovers"}),
     "worker.leftovers": frozenset({"printable"}),
     "worker.cancels": frozenset({"errors", "printable", "stores.foreign", "worker.host",
@@ -231,7 +233,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "wire.message", "worker.host", "worker.outages"}),
     "worker.loop": frozenset({"broker.health", "broker.keys", "errors", "periodic",
                               "printable", "stores.broker", "wire.message", "worker.banner",
-                              "worker.broadcasts", "worker.cancels", "worker.control",
+                              "worker.broadcasts", "worker.cancels", "worker.child_loop",
+                              "worker.control",
                               "worker.host", "worker.leases", "worker.loop_acks",
                               "worker.outages", "worker.outcomes", "worker.pools.coroutines",
                               "worker.pools.processes", "worker.pools.recycling",
@@ -419,6 +422,7 @@ TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     # a group handle reads through its sender; rebuilt members wait on the async twin;
     # the app's handle lookups (a mixin) name the broker it reads
     "groups": frozenset({"sending", "stores.aio", "stores.broker"}),
+    "worker.child_loop": frozenset({"worker.loop"}),  # the worker it makes a child's
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {
