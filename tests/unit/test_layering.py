@@ -188,9 +188,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "printable", "sending", "stores.broker", "stores.names",
                             "stores.results", "wire.message", "wire.serializer"}),
-    "canvas": frozenset({"broker.durability", "errors", "groups", "handle", "options",
-                         "sending", "stores.plans", "stores.step_ids", "stores.workflows",
-                         "wire.serializer"}),
+    # the public names of workflows (a package: the compiler beside them)
+    "canvas": frozenset({"canvas.workflows"}),
+    "canvas.workflows": frozenset({"broker.durability", "canvas.compiler", "errors", "groups",
+                                   "handle", "sending", "stores.plans", "stores.step_ids"}),
+    # a workflow turned into its plan and its handle, at delay()
+    "canvas.compiler": frozenset({"canvas.workflows", "errors", "groups", "handle", "options",
+                                  "stores.plans", "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
