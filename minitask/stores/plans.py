@@ -114,8 +114,8 @@ def _kept_name(name: str) -> str:
 
 
 def _common_errbacks(node: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """The error callbacks every task under ``node`` carries (as canvas.py compiles
-    them, each task lists those of every part it is in), in their order."""
+    """The error callbacks every task under ``node`` carries (as canvas/compiler.py
+    compiles them, each task lists those of every part it is in), in their order."""
     first: List[Dict[str, Any]] = []
     shared: Optional[Set[str]] = None
     for task in _walk(node):  # lazily: a workflow without error callbacks stops at once

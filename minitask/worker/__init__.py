@@ -11,7 +11,7 @@ from __future__ import annotations
 from .leases import Job
 from .loop import MAX_PREFETCH, Worker, check_prefetch
 from .outages import MAX_BACKOFF, Backoff
-from .outcomes import ACK_WINDOW
+from .outcome_batches import ACK_WINDOW
 
 __all__ = ["ACK_WINDOW", "MAX_BACKOFF", "MAX_PREFETCH", "Backoff", "Job", "Worker",
            "check_prefetch"]

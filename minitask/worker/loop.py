@@ -3,7 +3,8 @@
 Work comes from a source (``sources``), runs in a pool (``runner`` is what a
 pool calls), its outcome is recorded (``outcomes``), its lease is kept alive
 meanwhile (``leases``), and a stop ends it all in order (``stop``). The loop
-only asks for a job, hands it to the pool, and waits when there is none.
+only asks for a job, hands it to the pool, and waits when there is none; a
+process pool's child runs a loop of its own (``child_loop``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from ..wire.message import Message, Outcome, to_ms
 from .banner import log_banner, log_stopped
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
+from .child_loop import serve
 from .control import Orders, register
 from .host import Host
 from .leases import Heartbeat, Holdings, Job, Leases, lease_of
@@ -293,69 +295,7 @@ class Worker:
         child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
                        prefetch=self.prefetch, subscriber=self.subscriber)
-
-        child.redis_time = self.redis_time  # the supervisor's (each process measures again)
-        child._outcomes.follow(self._outcomes)  # its name and the cap read at start
-        if on_cancel is not None:
-            child._runner.on_cancel = child._before_kill(on_cancel)
-        child.run_child(on_start, on_end, lambda: on_done(child.processed, child.failed),
-                        on_stopping)
-
-    def _before_kill(self, on_cancel: Callable[[Job, Message], None]
-                     ) -> Callable[[Job, Message], None]:
-        """Before the supervisor kills this child for a stop request: record what is
-        done and give back what has not started, so neither waits for its lease."""
-        def stop(job: Job, message: Message) -> None:
-            try:
-                if self._outcomes.waiting():
-                    self._outcomes.flush(fetch=False)
-                self._leases.give_back_buffer()
-            except BrokerError as exc:
-                logger.warning("before stopping task %s: %s", job.task_id, exc)
-            on_cancel(job, message)
-        return stop
-
-    def run_child(self, on_start: Callable[[Job, Message, Optional[float]], None],
-                  on_end: Callable[[], None], on_done: Callable[[], bool],
-                  on_stopping: Callable[[Optional[Job]], None]) -> None:
-        """Serve tasks one at a time in this process (a process pool child).
-
-        ``on_start`` hears of each task before it runs, with its time limit, ``on_end``
-        when its function returns, ``on_done`` once its outcome is recorded (True: end
-        now, between tasks, as on a stop); ``on_stopping``, once a stop is asked, of
-        the task still running."""
-        self._runner.on_start = on_start
-        self._runner.on_end = on_end
-        self._shutdown.on_stopping = on_stopping
-        self._registers = False  # the supervisor speaks for its children
-        self._outcomes.batched = True
-        self._stop.open_bell()
-        restore = self._stop.install_signals()
-        self._heartbeat.start(self.heartbeat_period, self.beat, self._outcomes,
-                              self._stop.event, self._shutdown.stopping)
-        self._cancel_watch.start()
-        try:
-            while not self._stop.is_set():
-                if self.run_once():
-                    self._holdings.clear_running()
-                    if on_done():
-                        break
-                elif self.burst and not self._source.more_due_now():
-                    break
-                else:
-                    self._source.wait()
-        finally:
-            # No task runs any more: the heartbeat ends first (its flush races none below)
-            self._stop.request()
-            self._heartbeat.end()
-            self._outcomes.flush_last()
-            self._leases.release_all()
-            self._cancel_watch.end()
-            restore()
-            self._stop.silence()
-            self._runner.observer.flush_quietly()
-            if self._stop.reason:
-                logger.debug("child stopped on %s", self._stop.reason)
+        serve(self, child, on_start, on_end, on_done, on_stopping, on_cancel)
 
     def stop(self) -> None:
         """Ask the worker to stop fetching; running tasks finish within the grace."""

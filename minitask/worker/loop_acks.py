@@ -31,7 +31,8 @@ from ..wire.message import Message
 from .broadcasts import BroadcastSource
 from .host import Host
 from .leases import Holdings, Job
-from .outcomes import Recorder, warn_lost_lease
+from .outcome_batches import warn_lost_lease
+from .outcomes import Recorder
 from .progress import ProgressWriter
 from .sources import NOTHING, QueueSource
 from .ticks import TickSource

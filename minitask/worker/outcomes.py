@@ -1,4 +1,5 @@
-"""Recording outcomes: ack, retry or dead letter, one at a time or in batches.
+"""Recording outcomes: ack, retry or dead letter, one at a time or in batches
+(``outcome_batches``).
 
 An outcome, once the attempt has ended, must not be lost: each write goes on
 through Redis outages until it succeeds. Listeners hear of each outcome once
@@ -10,30 +11,21 @@ import dataclasses
 import logging
 import random
 import threading
-import time
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import (BrokerError, DecodeError, DurabilityError, EncodeError, ResultTooLarge,
-                      Retry)
+from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry
 from ..printable import error_text, error_trace, log_error, own_logger, shown_id
-from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
-from .outages import RIDDEN_OUT, Refused, persist, unconfirmed, unless_refused
+from .outages import Refused, persist, unless_refused
+from .outcome_batches import (UNRECORDABLE, FetchBehindAcks, OutcomeBatches,
+                              warn_lost_lease)
 from .workflows import WorkflowSteps
 
 logger = own_logger(__name__)
-
-#: Longest a finished task's outcome waits, in a process pool child with
-#: prefetch > 1, to be recorded together with the next ones in one round trip.
-ACK_WINDOW = 0.002
-
-#: The refusals of an outcome write that writing it again cannot end: Redis could not
-#: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
-UNRECORDABLE = ("protocol",)
 
 #: Room left below the server's ``proto-max-bulk-len`` when results are capped by it
 #: (bytes): an encoded result is sent as one argument, with its keys and record beside.
@@ -44,16 +36,7 @@ BULK_MARGIN = 4096
 Listener = Callable[[Job, Outcome], None]
 
 
-class FetchBehindAcks(Protocol):
-    """A source that leases the next tasks in the round trip that records outcomes
-    (``QueueSource``)."""
-
-    def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]: ...
-
-    def take_fetched(self, result: FetchResult) -> None: ...
-
-
-class Recorder:
+class Recorder(OutcomeBatches):
     """Records attempts' outcomes and tells the listeners."""
 
     def __init__(self, host: Host, holdings: Holdings, fetcher: FetchBehindAcks,
@@ -290,122 +273,6 @@ class Recorder:
             logger.info("task %s %s cancelled while running, after %.3f s", message.id,
                         message.task, duration, extra=naming(message.id, message.task))
 
-    # -- batches -------------------------------------------------------------
-
-    def waiting(self) -> int:
-        """Outcomes put aside, not recorded yet."""
-        return self._holdings.waiting_acks()
-
-    def record_waiting(self, fetch: bool = False) -> None:
-        """Record the waiting outcomes, retrying through outages: they must not be lost."""
-        persist(lambda: self.flush(fetch), "record results")
-
-    def flush(self, fetch: bool) -> None:
-        """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
-        tasks of the first queue in the same round trip."""
-        acks = self._holdings.take_acks()
-        # a fetch behind acks that replicas must confirm would be lost with them when
-        # they fall short (its leases held by nobody): then the worker fetches on its own
-        fetch = fetch and not self._host.broker.transport.confirms_writes()
-        if not acks and not fetch:
-            return
-        jobs: List[Job] = []
-        entries: List[Ack] = []
-        for job, ack in acks:
-            jobs.append(job)
-            entries.append(ack)
-        result: Optional[FetchResult] = None
-        try:
-            if fetch:
-                held, result = self._fetcher.ack_and_fetch(entries)
-            else:
-                held = self._host.broker.results.ack_many(entries)
-        except DurabilityError as exc:
-            # written, not confirmed: not written again (a replica that stays down would
-            # hold the worker for ever), and no lease is known lost
-            self._holdings.settle(jobs)
-            unconfirmed("record the results of task(s) " + ", ".join(
-                job.delivery.task_id for job in jobs), exc)
-            return
-        except BrokerError as exc:
-            if exc.reason in RIDDEN_OUT or (len(acks) < 2
-                                            and exc.reason not in UNRECORDABLE):
-                self._holdings.restore_acks(acks)
-                raise
-            # Redis refused the batch, not an outage: one outcome it cannot record (a
-            # result over its proto-max-bulk-len...) must not hold the others, nor itself
-            self._one_by_one(acks, exc)
-            return
-        self._holdings.settle(jobs)
-        for job, still_held in zip(jobs, held):
-            if not still_held:
-                warn_lost_lease(job)
-        if result is not None:
-            self._fetcher.take_fetched(result)
-
-    def _one_by_one(self, acks: List[Tuple[Job, Ack]], exc: BrokerError) -> None:
-        """Record a batch Redis refused as a whole one outcome at a time, so that one it
-        cannot record (a result over its proto-max-bulk-len...) holds no other: those
-        refused again wait for the next try (the caller's backoff), the others are
-        recorded. One a script of the batch wrote before the refusal reads as a lost
-        lease now, so none is warned of here (each lease is dropped all the same)."""
-        logger.warning("Redis refused to record %d outcome(s) together (%s); recording "
-                       "them one by one", len(acks), exc)
-        failed: List[Tuple[Job, Ack]] = []
-        first: Optional[BrokerError] = None
-        for index, (job, ack) in enumerate(acks):
-            try:
-                self._host.broker.results.ack_many([ack])
-            except DurabilityError as unsure:
-                unconfirmed(f"record the result of task {job.delivery.task_id}", unsure)
-            except BrokerError as refused:
-                if refused.reason in UNRECORDABLE:  # this one never will be: dead instead
-                    try:
-                        message: Optional[Message] = job.delivery.message()
-                    except DecodeError:
-                        message = None
-                    self._unrecordable(job, message, refused, len(ack[2]), None, told=True)
-                    continue
-                first = first or refused
-                if refused.reason in RIDDEN_OUT:  # an outage now: the rest wait too
-                    failed += acks[index:]
-                    break
-                failed.append((job, ack))
-                continue
-            self._holdings.settle([job])
-        if first is not None:
-            self._holdings.restore_acks(failed)
-            raise first
-
-    def flush_last(self) -> None:
-        """As a worker ends (no task runs, its heartbeat has ended): record the outcomes
-        put aside; if Redis fails, their tasks come back when their leases expire."""
-        try:
-            self.flush(fetch=False)
-        except BrokerError as exc:
-            logger.error("could not record %d result(s) (%s); their tasks will be "
-                         "delivered again when their lease expires", self.waiting(), exc)
-
-    def flush_due_at(self) -> Optional[float]:
-        """Monotonic time by which the waiting outcomes are to be recorded, if any wait."""
-        since = self._holdings.acks_since()
-        return None if since is None else since + ACK_WINDOW
-
-    def flush_if_overdue(self) -> None:
-        since = self._holdings.acks_since()
-        if since is not None and time.monotonic() - since >= ACK_WINDOW:
-            self.flush(fetch=False)
-
-    def _defer_ack(self, job: Job, ack: Ack) -> Optional[bool]:
-        """Put an outcome aside; None while the buffer holds more tasks, for up to
-        ``ACK_WINDOW``; else record them now: with the next fetch (True), or not."""
-        deferred = self._holdings.defer_ack(job, ack)
-        if deferred.more and time.monotonic() - deferred.since < ACK_WINDOW:
-            if deferred.first:
-                self._wake()  # the heartbeat records them if the next task runs long
-            return None
-        return not deferred.more and not self._stop.is_set()
-
     def _unrecordable(self, job: Job, message: Optional[Message], refused: BrokerError,
                       size: int, duration: Optional[float], told: bool) -> str:
         """Redis refused a success's result as no command it can read (over its
@@ -487,11 +354,6 @@ def is_retried(error: BaseException, retry_on: Tuple[type, ...]) -> bool:
         return isinstance(error, Retry) or isinstance(error, retry_on)
     except BaseException:  # the app's code, whatever it raises: a check that fails
         return False
-
-
-def warn_lost_lease(job: Job) -> None:
-    logger.warning("task %s: its lease had expired and it may have been delivered again; "
-                   "raise visibility_timeout if tasks stall this long", job.task_id)
 
 
 def naming(task_id: str, task_name: str) -> Dict[str, str]:

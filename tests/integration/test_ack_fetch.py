@@ -15,6 +15,7 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.wire.message import Outcome
 from minitask.stores.queue import FetchTerms
+from minitask.worker.child_loop import run_child
 from tests.support.clock import ManualClock
 from tests.support.scripts import record_script_calls, script_names
 
@@ -144,8 +145,8 @@ def test_a_drain_sends_each_outcome_with_the_next_fetch_as_one_call(
     handles = t.delay_many([(n,) for n in range(6)])
     made = record_script_calls(app)
     # the loop of a process pool's child, here in this process: it batches its outcomes
-    app.worker(burst=True, prefetch=1).run_child(lambda job, message, timeout: None,
-                                                 lambda: None, lambda: None, lambda job: None)
+    run_child(app.worker(burst=True, prefetch=1), lambda job, message, timeout: None,
+              lambda: None, lambda: None, lambda job: None)
     assert sorted(ran) == list(range(6))
     assert all(h.status() == "succeeded" for h in handles)
     # the first fetch, then each outcome with the next fetch (the last one finds none);

@@ -1,8 +1,8 @@
 """assert_type checks for workflows: signatures, chain, group, chord (mypy checks this
 file; pytest ignores it).
 
-The types are the ones minitask/canvas.py declares: a signature's ``delay()`` gives a
-``TaskHandle[Any]`` (a step's result type is not tracked), a group's a ``GroupHandle``,
+The types are the ones minitask/canvas/workflows.py declares: a signature's ``delay()``
+gives a ``TaskHandle[Any]`` (a step's result type is not tracked), a group's a ``GroupHandle``,
 and a chain's or a chord's ``Any`` (the handle of its last step: a ``TaskHandle`` or,
 when it ends with a group, a ``GroupHandle``). An ``# type: ignore[...]`` marks a line
 mypy must refuse: with ``warn_unused_ignores`` (strict) an unneeded ignore fails.

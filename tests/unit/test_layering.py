@@ -188,9 +188,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broadcast": frozenset({"broker.durability", "broker.keys", "errors", "handle", "options",
                             "printable", "sending", "stores.broker", "stores.names",
                             "stores.results", "wire.message", "wire.serializer"}),
-    "canvas": frozenset({"broker.durability", "errors", "groups", "handle", "options",
-                         "sending", "stores.plans", "stores.step_ids", "stores.workflows",
-                         "wire.serializer"}),
+    # the public names of workflows (a package: the compiler beside them)
+    "canvas": frozenset({"canvas.workflows"}),
+    "canvas.workflows": frozenset({"broker.durability", "canvas.compiler", "errors", "groups",
+                                   "handle", "sending", "stores.plans", "stores.step_ids"}),
+    # a workflow turned into its plan and its handle, at delay()
+    "canvas.compiler": frozenset({"canvas.workflows", "errors", "groups", "handle", "options",
+                                  "stores.plans", "stores.workflows", "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
@@ -213,11 +217,14 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer",
                           "wire.types"}),
     # -- worker ----------------------------------------------------------------
-    "worker": frozenset({"worker.leases", "worker.loop", "worker.outages", "worker.outcomes"}),
+    "worker": frozenset({"worker.leases", "worker.loop", "worker.outages",
+                         "worker.outcome_batches"}),
     "worker.banner": frozenset({"printable", "worker.host", "worker.unconfirmed"}),
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
                                     "stores.queue", "worker.host", "worker.leases",
                                     "worker.sources", "worker.stop"}),
+    # a process pool child's loop: one task at a time, the supervisor told of each
+    "worker.child_loop": frozenset({"errors", "printable", "wire.message", "worker.leases"}),
     "worker.coroutine_runs": frozenset({"printable", "worker.leftovers"}),
     "worker.leftovers": frozenset({"printable"}),
     "worker.cancels": frozenset({"errors", "printable", "stores.foreign", "worker.host",
@@ -231,7 +238,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "wire.message", "worker.host", "worker.outages"}),
     "worker.loop": frozenset({"broker.health", "broker.keys", "errors", "periodic",
                               "printable", "stores.broker", "wire.message", "worker.banner",
-                              "worker.broadcasts", "worker.cancels", "worker.control",
+                              "worker.broadcasts", "worker.cancels", "worker.child_loop",
+                              "worker.control",
                               "worker.host", "worker.leases", "worker.loop_acks",
                               "worker.outages", "worker.outcomes", "worker.pools.coroutines",
                               "worker.pools.processes", "worker.pools.recycling",
@@ -239,7 +247,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                               "worker.sources", "worker.stop", "worker.ticks"}),
     "worker.loop_acks": frozenset({"errors", "printable", "stores.aio", "stores.queue",
                                    "wire.message", "worker.broadcasts", "worker.host",
-                                   "worker.leases", "worker.outcomes", "worker.progress",
+                                   "worker.leases", "worker.outcome_batches",
+                                   "worker.outcomes", "worker.progress",
                                    "worker.sources", "worker.ticks"}),
     "worker.observe": frozenset({"context", "errors", "printable", "stores.metrics",
                                  "wire.message", "worker.host", "worker.progress"}),
@@ -247,9 +256,14 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "stores.foreign", "worker.unconfirmed"}),
     "worker.unconfirmed": frozenset({"printable"}),
     "worker.stray": frozenset({"printable"}),
-    "worker.outcomes": frozenset({"errors", "printable", "stores.queue", "stores.results",
+    "worker.outcomes": frozenset({"errors", "printable", "stores.results",
                                   "wire.message", "wire.serializer", "worker.host",
-                                  "worker.leases", "worker.outages", "worker.workflows"}),
+                                  "worker.leases", "worker.outages", "worker.outcome_batches",
+                                  "worker.workflows"}),
+    # outcomes put aside and recorded together, with the next fetch (Recorder's base)
+    "worker.outcome_batches": frozenset({"errors", "printable", "stores.queue",
+                                         "stores.results", "wire.message", "worker.host",
+                                         "worker.leases", "worker.outages"}),
     "worker.pools": frozenset(),
     "worker.pools.coroutines": frozenset({"context", "errors", "hooks", "printable",
                                           "wire.message",
@@ -333,9 +347,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.names": frozenset({"broker.keys", "broker.transport", "stores.foreign",
                                "stores.scripts"}),
     "stores.queue": frozenset({"broker.durability", "broker.keys", "broker.packing",
-                               "broker.transport", "errors", "printable", "stores.bounds",
-                               "stores.foreign", "stores.names", "stores.plain", "stores.store",
-                               "wire.message", "wire.serializer"}),
+                               "broker.transport", "errors", "stores.bounds",
+                               "stores.foreign", "stores.names", "stores.partial_batches",
+                               "stores.plain", "stores.store", "wire.message",
+                               "wire.serializer"}),
+    # what a batch's error says when its write was refused or cut in part
+    "stores.partial_batches": frozenset({"errors", "printable", "wire.serializer"}),
     "stores.plain": frozenset({"broker.keys", "broker.packing", "broker.transport", "errors",
                                "printable", "stores.foreign"}),
     "stores.registry": frozenset({"broker.transport", "errors", "printable",
@@ -416,6 +433,7 @@ TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
     # a group handle reads through its sender; rebuilt members wait on the async twin;
     # the app's handle lookups (a mixin) name the broker it reads
     "groups": frozenset({"sending", "stores.aio", "stores.broker"}),
+    "worker.child_loop": frozenset({"worker.loop"}),  # the worker it makes a child's
 }
 #: module -> third-party distributions it may import (top-level import names)
 THIRD_PARTY: Dict[str, FrozenSet[str]] = {

@@ -123,7 +123,7 @@ def errback(task_id: str, name: str = "shop.alert") -> Dict[str, Any]:
 
 def test_error_callbacks_are_kept_where_declared_and_drawn_dashed_under_it() -> None:
     on_chain, on_member = errback("e1"), errback("e2", "shop.undo")
-    # canvas.py gives each task the error callbacks of every part it is in
+    # canvas/compiler.py gives each task the error callbacks of every part it is in
     node = {"k": "c", "steps": [
         {**task("a"), "err": [on_chain]},
         group_of("g", [{**task("m1"), "err": [on_chain, on_member]},

@@ -1,31 +1,26 @@
 """Workflows: signatures, chain, group and chord, and the handles they return.
 
 A workflow is built from signatures (``add.s(2, 3)``), compiled once at
-``delay()`` into a plan (every task id assigned, every call checked as
-``delay()`` checks it) and handed to ``stores/workflows.py``, which sends its
-first tasks. From then on the plan lives in Redis, in the messages of the
+``delay()`` into a plan (``compiler.py``: every task id assigned, every call
+checked as ``delay()`` checks it) and handed to ``stores/workflows.py``, which
+sends its first tasks. From then on the plan lives in Redis, in the messages of the
 tasks that carry it on and in the state of the groups being awaited; the
 workers carry it on as tasks end (``worker/workflows.py``). Nothing is kept in
 a process's memory, nothing polls.
 """
 from __future__ import annotations
 
-import math
 import reprlib
-from collections import Counter
 from abc import ABC, abstractmethod
 from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar
 
-from .broker.durability import naming_workflow
-from .errors import ArgumentError, ConfigurationError
-from .groups import GroupHandle, Handle, describe
-from .handle import StepHandle, TaskHandle
-from .options import MAX_TASK_ID_BYTES, new_task_id
-from .sending import Sender
-from .stores.plans import task_nodes
-from .stores.step_ids import ids_reserved
-from .stores.workflows import Node
-from .wire.serializer import check_arguments
+from ..broker.durability import naming_workflow
+from ..errors import ArgumentError, ConfigurationError
+from ..groups import GroupHandle, describe
+from ..handle import TaskHandle
+from ..sending import Sender
+from ..stores.plans import task_nodes
+from ..stores.step_ids import ids_reserved
 
 W = TypeVar("W", bound="Workflow")
 
@@ -151,7 +146,8 @@ class Workflow(ABC):
         if kwargs is not None and not isinstance(kwargs, dict):
             raise ArgumentError(f"apply_async kwargs must be a dict, got "
                                 f"{reprlib.repr(kwargs)}", task_name="?")
-        compiler = _Compiler(self.first_task())
+        from .compiler import Compiler  # (it reads these classes: imported where it runs)
+        compiler = Compiler(self.first_task())
         node, handle = compiler.compile(self, [], tuple(args), dict(kwargs or {}))
         compiler.finish(node)
         compiler.check_ids(self)
@@ -360,140 +356,3 @@ class chord(Workflow):  # noqa: N801
         for member in self.header.members:
             return member.first_task()
         return self.body.first_task()
-
-
-class _Compiler:
-    """Turns a workflow into a plan (see stores/workflows.py) and its handle."""
-
-    def __init__(self, first: SignedTask) -> None:
-        self.sender = first.sender
-        self.broker = self.sender.broker()
-        self.max_ttl = 0
-        #: (queue, id) of every step given its own ``task_id``.
-        self.chosen_ids: List[Tuple[str, str]] = []
-
-    def check_ids(self, workflow: Workflow) -> None:
-        """Refuse ids chosen twice in the workflow, or too long: that step would never
-        be sent, and what waits for it, never run (``stores.step_ids`` refuses those
-        taken in Redis as it reserves them).
-
-        Raises:
-            ConfigurationError: naming the ids; nothing was sent.
-        """
-        long = sorted({task_id for _, task_id in self.chosen_ids
-                       if len(task_id.encode("utf-8", "surrogatepass")) > MAX_TASK_ID_BYTES})
-        if long:  # its plan record could not be read back (stores/plans.py)
-            raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
-                                     f"{', '.join(repr(task_id[:40]) + '...' for task_id in long)}"
-                                     f" are longer than a workflow step's may be (at most "
-                                     f"{MAX_TASK_ID_BYTES} bytes): choose shorter ids")
-        counts = Counter(task_id for _, task_id in self.chosen_ids)
-        twice = sorted(task_id for task_id, count in counts.items() if count > 1)
-        if twice:
-            raise ConfigurationError(f"workflow {workflow!r}: the task id(s) "
-                                     f"{', '.join(map(repr, twice))} are given to more than "
-                                     f"one step; each step needs an id of its own")
-
-    def compile(self, item: Workflow, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
-                kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
-        """``prefix`` is None for a step that receives a result when it runs, else the
-        arguments (maybe none) the caller gives its first tasks now, with ``kwargs``."""
-        errs = errs + [self.errback(sig) for sig in item.errbacks]
-        if isinstance(item, Signature):
-            return self.task(item, errs, prefix, kwargs)
-        if isinstance(item, chain):
-            nodes = []
-            handle: Handle
-            for index, step in enumerate(item.steps):
-                node, handle = self.compile(step, errs, prefix if index == 0 else None,
-                                            kwargs if index == 0 else {})
-                nodes.append(node)
-            return {"k": "c", "steps": nodes}, handle
-        if isinstance(item, group):
-            return self.group(item, errs, prefix, kwargs)
-        assert isinstance(item, chord)
-        header, _ = self.compile(item.header, errs, prefix, kwargs)
-        body, handle = self.compile(item.body, errs, None, {})
-        # the chord's state sits beside its body (or its header, for an empty body)
-        home = next((task["q"] for task in task_nodes(body)), header["q"])
-        return {"k": "h", "id": header["id"], "q": home, "ttl": 0,
-                "header": header["members"], "body": body}, handle
-
-    def group(self, item: group, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
-              kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
-        members, handles, entries, finals = [], [], [], []
-        for member in item.members:
-            node, handle = self.compile(member, errs, prefix, kwargs)
-            members.append(node)
-            handles.append(handle)
-            tasks = task_nodes(node)
-            entries.append((tasks[0]["q"], tasks[0]["id"]) if tasks else None)
-            finals.append(None if isinstance(handle, GroupHandle) else
-                          (tasks[-1]["q"], tasks[-1]["id"]))
-        group_id = new_task_id()
-        home = next((task["q"] for member in members for task in task_nodes(member)), None)
-        return ({"k": "g", "id": group_id, "q": home, "ttl": 0, "members": members},
-                GroupHandle(group_id, handles, entries, finals, self.sender))
-
-    def task(self, sig: Signature, errs: List[Node], prefix: Optional[Tuple[Any, ...]],
-             kwargs: Dict[str, Any]) -> Tuple[Node, Handle]:
-        task = sig.task
-        if task.sender is not self.sender:
-            raise ConfigurationError(f"task {task.name!r} belongs to another app than the "
-                                     f"workflow's first task: a workflow runs in one app")
-        args = sig.args
-        keywords = sig.kwargs
-        if prefix is None:
-            checked = args if sig.immutable else (None, *args)  # None stands for the result
-        else:
-            if not sig.immutable:
-                args = prefix + args
-                keywords = {**keywords, **kwargs}
-            checked = args
-        try:
-            task.check_call(checked, keywords)
-        except ArgumentError as exc:
-            if prefix is not None or sig.immutable:
-                raise
-            raise ArgumentError(f"workflow step {sig!r}: {exc}; a step after another gets "
-                                f"that step's result as its first argument, before its own "
-                                f"({task.name}.si(...) makes a step that takes none)",
-                                task_name=task.name) from None
-        options = sig._resolved
-        # its limits and group (fair queues); a group_by argument that receives the
-        # step before's result is known only when the step is sent (stores/workflows.py)
-        flow, from_result = task.step_flow(args, keywords, options["group"],
-                                           prefix is None and not sig.immutable)
-        args, keywords = task.sender.types.arguments_to_wire(task.name, args, keywords)
-        check_arguments(task.name, args, keywords)
-        ttl = max(1, math.ceil(task.options.result_ttl * 1000))
-        self.max_ttl = max(self.max_ttl, ttl)
-        if options["task_id"]:
-            self.chosen_ids.append((options["queue"], options["task_id"]))
-        node = {"k": "t", "id": options["task_id"] or new_task_id(), "task": task.name,
-                "args": list(args), "kwargs": keywords, "q": options["queue"],
-                "p": options["priority"], "delay": options["delay_ms"],
-                "eta": options["eta_ms"], "imm": sig.immutable, "ttl": ttl, "err": errs}
-        if task.options.ignore_result:  # keeps no result: one that ran leaves nothing
-            node["ir"] = True
-        if flow is not None:  # absent from a step with neither: its plan is as it was
-            node["fl"] = flow
-            if from_result:
-                node["fr"] = True
-        return node, StepHandle(self.broker, node["q"], node["id"], ttl,
-                                self.sender.async_broker)
-
-    def errback(self, sig: Signature) -> Node:
-        node, _ = self.task(sig, [], None, {})
-        return node
-
-    def finish(self, node: Node) -> None:
-        """Give every group the longest result ttl of the workflow: its state must
-        last as long as any of its tasks' outcomes."""
-        kind = node["k"]
-        if kind in ("g", "h"):
-            node["ttl"] = self.max_ttl
-        parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
-                 else node["header"] + [node["body"]] if kind == "h" else [])
-        for part in parts:
-            self.finish(part)

@@ -1,0 +1,98 @@
+"""What a batch's error says when its write was refused or cut in part.
+
+``QueueStore.enqueue_queues`` writes an ``app.batch()`` block as one script call per
+queue (and chunk), each all or nothing, not all or nothing across them: a refused
+call, or a write cut short, leaves some calls enqueued and others not. These name
+each queue's calls (tasks and ids) on the side they fell, so that the caller sends
+again only what was not enqueued.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence, Tuple
+
+from ..errors import BrokerError
+from ..printable import printable
+from ..wire.serializer import decode_message
+
+
+def partly_enqueued(what: str, broker: str,
+                    parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+                    replies: Sequence[Any]) -> str:
+    """What a batch whose calls were refused in part did, in that order: how many of its
+    calls were enqueued and how many not; each refused queue's calls with its refusal
+    (less the "could not ``what`` (broker ...)" every refusal starts with); those never
+    sent after a refusal; those enqueued all the same (sending them again
+    would run them twice); and what to do."""
+    head = f"could not {what} (broker {broker}): "
+    counted = list(zip(parts, replies))
+    sent = [part for part, reply in counted
+            if reply is not None and not isinstance(reply, Exception)]
+    total, enqueued = sum(len(part[1]) for part in parts), sum(len(part[1]) for part in sent)
+    said = [f"app.batch() block {'partly enqueued' if sent else 'not enqueued'} (broker "
+            f"{broker}): "
+            f"{enqueued} of its {total} call(s) enqueued, {total - enqueued} not"]
+    for part, reply in counted:
+        if isinstance(reply, Exception):
+            said.append(f"not enqueued: {_calls([part])}, refused by Redis: "
+                        f"{_refusal(str(reply), head)}")
+    unsent = [part for part, reply in counted if reply is None]
+    if unsent:
+        said.append(f"not enqueued (not sent after the refusal): {_calls(unsent)}")
+    if sent:
+        said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
+        said.append("fix what the refusal names, then send again only the calls not enqueued")
+    else:
+        said.append("nothing of the block was written: fix what the refusal names, then "
+                    "send the block again")
+    return "; ".join(said)
+
+
+def cut_write(error: BrokerError,
+              parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+              whole: int, answered: int = 0) -> BrokerError:
+    """``error`` of a batch's write cut after ``whole`` of its calls: those may have been
+    enqueued (``task_ids``; the first ``answered`` were, Redis said: ``enqueued_ids``),
+    the others never reached Redis."""
+    said = f"{error}; the write was cut after {whole} of its {len(parts)} script call(s)"
+    if whole < len(parts):
+        said += f": not enqueued (never reached Redis): {_calls(parts[whole:])}"
+    if answered:
+        said += f"; enqueued (do not send them again): {_calls(parts[:answered])}"
+    ids = [entry[0] for _, entries in parts[:whole] for entry in entries]
+    done = sum(len(entries) for _, entries in parts[:answered])
+    cut = BrokerError(f"{said}; may have been enqueued: {_calls(parts[answered:whole])}",
+                      reason=error.reason, sent=True, task_ids=ids, enqueued_ids=ids[:done])
+    cut.sent_calls = whole
+    return cut
+
+
+def _refusal(message: str, head: str) -> str:
+    """A refused call's BrokerError as ``partly_enqueued`` quotes it: without the
+    ``head`` it shares with the others, and its script's "nothing was changed" said of
+    its queue (the others' calls may have been enqueued)."""
+    if message.startswith(head):
+        message = message[len(head):]
+    return message.replace("nothing was changed", "none of this queue's calls was written")
+
+
+def _calls(parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]]) -> str:
+    """Queues' calls as an error names them: queue, task names, ids (the first few)."""
+    shown = []
+    for queue, entries in parts:
+        names = []
+        for _, body, _, _ in entries:
+            try:
+                name = decode_message(body).task
+            except Exception:  # noqa: BLE001 - a name is only said, never needed
+                name = "?"
+            if name not in names:
+                names.append(name)
+        ids = ", ".join(printable(entry[0]) for entry in entries[:_IDS_SHOWN])
+        more = f" and {len(entries) - _IDS_SHOWN} more" if len(entries) > _IDS_SHOWN else ""
+        shown.append(f"queue {printable(queue)!r}: {len(entries)} call(s) of task(s) "
+                     f"{', '.join(map(printable, names))} (id(s) {ids}{more})")
+    return "; ".join(shown)
+
+
+#: Task ids an error of a batch names per queue's call (the rest are counted).
+_IDS_SHOWN = 5

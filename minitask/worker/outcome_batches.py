@@ -1,0 +1,172 @@
+"""Outcomes recorded in batches: put aside, then recorded together, with the next fetch.
+
+A recorder that batches (``Recorder.batched``) puts a success aside while this
+worker's buffer holds more tasks, for up to ``ACK_WINDOW``, and records the
+outcomes put aside in one round trip, leasing the next tasks in the same one. A
+batch Redis refuses as a whole is recorded one outcome at a time, so that one it
+can never record holds no other. ``Recorder`` (``outcomes.py``) is built on these.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable, List, Optional, Protocol, Sequence, Tuple
+
+from ..errors import BrokerError, DecodeError, DurabilityError
+from ..printable import own_logger
+from ..stores.queue import FetchResult
+from ..stores.results import Ack
+from ..wire.message import Message
+from .host import Host
+from .leases import Holdings, Job
+from .outages import RIDDEN_OUT, persist, unconfirmed
+
+logger = own_logger("minitask.worker.outcomes")  # the lines a worker has always logged
+
+#: Longest a finished task's outcome waits, in a process pool child with
+#: prefetch > 1, to be recorded together with the next ones in one round trip.
+ACK_WINDOW = 0.002
+
+#: The refusals of an outcome write that writing it again cannot end: Redis could not
+#: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
+UNRECORDABLE = ("protocol",)
+
+
+class FetchBehindAcks(Protocol):
+    """A source that leases the next tasks in the round trip that records outcomes
+    (``QueueSource``)."""
+
+    def ack_and_fetch(self, acks: Sequence[Ack]) -> Tuple[List[bool], FetchResult]: ...
+
+    def take_fetched(self, result: FetchResult) -> None: ...
+
+
+class OutcomeBatches:
+    """The batches of a ``Recorder`` (its base class): what waits, and its flush."""
+
+    _host: Host
+    _holdings: Holdings
+    _fetcher: FetchBehindAcks
+    _stop: threading.Event
+    _wake: Callable[[], None]
+    #: Dead-letters a success whose result Redis can never take (``Recorder``'s).
+    _unrecordable: Callable[..., str]
+
+    def waiting(self) -> int:
+        """Outcomes put aside, not recorded yet."""
+        return self._holdings.waiting_acks()
+
+    def record_waiting(self, fetch: bool = False) -> None:
+        """Record the waiting outcomes, retrying through outages: they must not be lost."""
+        persist(lambda: self.flush(fetch), "record results")
+
+    def flush(self, fetch: bool) -> None:
+        """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
+        tasks of the first queue in the same round trip."""
+        acks = self._holdings.take_acks()
+        # a fetch behind acks that replicas must confirm would be lost with them when
+        # they fall short (its leases held by nobody): then the worker fetches on its own
+        fetch = fetch and not self._host.broker.transport.confirms_writes()
+        if not acks and not fetch:
+            return
+        jobs: List[Job] = []
+        entries: List[Ack] = []
+        for job, ack in acks:
+            jobs.append(job)
+            entries.append(ack)
+        result: Optional[FetchResult] = None
+        try:
+            if fetch:
+                held, result = self._fetcher.ack_and_fetch(entries)
+            else:
+                held = self._host.broker.results.ack_many(entries)
+        except DurabilityError as exc:
+            # written, not confirmed: not written again (a replica that stays down would
+            # hold the worker for ever), and no lease is known lost
+            self._holdings.settle(jobs)
+            unconfirmed("record the results of task(s) " + ", ".join(
+                job.delivery.task_id for job in jobs), exc)
+            return
+        except BrokerError as exc:
+            if exc.reason in RIDDEN_OUT or (len(acks) < 2
+                                            and exc.reason not in UNRECORDABLE):
+                self._holdings.restore_acks(acks)
+                raise
+            # Redis refused the batch, not an outage: one outcome it cannot record (a
+            # result over its proto-max-bulk-len...) must not hold the others, nor itself
+            self._one_by_one(acks, exc)
+            return
+        self._holdings.settle(jobs)
+        for job, still_held in zip(jobs, held):
+            if not still_held:
+                warn_lost_lease(job)
+        if result is not None:
+            self._fetcher.take_fetched(result)
+
+    def _one_by_one(self, acks: List[Tuple[Job, Ack]], exc: BrokerError) -> None:
+        """Record a batch Redis refused as a whole one outcome at a time, so that one it
+        cannot record (a result over its proto-max-bulk-len...) holds no other: those
+        refused again wait for the next try (the caller's backoff), the others are
+        recorded. One a script of the batch wrote before the refusal reads as a lost
+        lease now, so none is warned of here (each lease is dropped all the same)."""
+        logger.warning("Redis refused to record %d outcome(s) together (%s); recording "
+                       "them one by one", len(acks), exc)
+        failed: List[Tuple[Job, Ack]] = []
+        first: Optional[BrokerError] = None
+        for index, (job, ack) in enumerate(acks):
+            try:
+                self._host.broker.results.ack_many([ack])
+            except DurabilityError as unsure:
+                unconfirmed(f"record the result of task {job.delivery.task_id}", unsure)
+            except BrokerError as refused:
+                if refused.reason in UNRECORDABLE:  # this one never will be: dead instead
+                    try:
+                        message: Optional[Message] = job.delivery.message()
+                    except DecodeError:
+                        message = None
+                    self._unrecordable(job, message, refused, len(ack[2]), None, told=True)
+                    continue
+                first = first or refused
+                if refused.reason in RIDDEN_OUT:  # an outage now: the rest wait too
+                    failed += acks[index:]
+                    break
+                failed.append((job, ack))
+                continue
+            self._holdings.settle([job])
+        if first is not None:
+            self._holdings.restore_acks(failed)
+            raise first
+
+    def flush_last(self) -> None:
+        """As a worker ends (no task runs, its heartbeat has ended): record the outcomes
+        put aside; if Redis fails, their tasks come back when their leases expire."""
+        try:
+            self.flush(fetch=False)
+        except BrokerError as exc:
+            logger.error("could not record %d result(s) (%s); their tasks will be "
+                         "delivered again when their lease expires", self.waiting(), exc)
+
+    def flush_due_at(self) -> Optional[float]:
+        """Monotonic time by which the waiting outcomes are to be recorded, if any wait."""
+        since = self._holdings.acks_since()
+        return None if since is None else since + ACK_WINDOW
+
+    def flush_if_overdue(self) -> None:
+        since = self._holdings.acks_since()
+        if since is not None and time.monotonic() - since >= ACK_WINDOW:
+            self.flush(fetch=False)
+
+    def _defer_ack(self, job: Job, ack: Ack) -> Optional[bool]:
+        """Put an outcome aside; None while the buffer holds more tasks, for up to
+        ``ACK_WINDOW``; else record them now: with the next fetch (True), or not."""
+        deferred = self._holdings.defer_ack(job, ack)
+        if deferred.more and time.monotonic() - deferred.since < ACK_WINDOW:
+            if deferred.first:
+                self._wake()  # the heartbeat records them if the next task runs long
+            return None
+        return not deferred.more and not self._stop.is_set()
+
+
+def warn_lost_lease(job: Job) -> None:
+    logger.warning("task %s: its lease had expired and it may have been delivered again; "
+                   "raise visibility_timeout if tasks stall this long", job.task_id)
