@@ -7,9 +7,12 @@ failure, so the pool's awaits see it as ``Raised``, never raised.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import sys
 from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
+
+from asyncio.tasks import _enter_task, _leave_task
 
 from ...errors import SoftTimeLimitExceeded
 from ..softlimit import call_with_posting
@@ -95,10 +98,42 @@ def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
     step that blocks the loop is named too)."""
     holders[None] = held  # the task about to be: its first step, if eager
     try:
-        task = asyncio.Task(coro, loop=loop, **EAGER)
+        if EAGER:
+            task = asyncio.Task(coro, loop=loop, **EAGER)
+        else:
+            task = _begun_now(coro, loop)
     finally:
         holders.pop(None, None)
     holders[task] = held
+    return task
+
+
+def _begun_now(coro: Coroutine[Any, Any, Any],
+               loop: asyncio.AbstractEventLoop) -> "asyncio.Task[Any]":
+    """Python 3.11's form of ``eager_start``: the task's first step, which asyncio has
+    just put on the loop's ready queue, taken off it and run at once, as its task (the
+    caller's task left meanwhile, as 3.12 does). A coroutine that ends without waiting
+    costs no loop turn, nor its end's callback one more. On a loop other than asyncio's
+    own (no ready queue to find the step in), the step waits its turn as before."""
+    context = contextvars.copy_context()
+    task = asyncio.Task(coro, loop=loop, context=context)
+    ready = getattr(loop, "_ready", None)
+    caller = asyncio.current_task(loop)
+    if ready is None or caller is None:
+        return task
+    # the step just queued, by its context (another thread may queue a call meanwhile)
+    for index in range(len(ready) - 1, -1, -1):
+        step = ready[index]
+        if getattr(step, "_context", None) is context:
+            break
+    else:
+        return task
+    del ready[index]
+    _leave_task(loop, caller)
+    try:
+        step._run()
+    finally:
+        _enter_task(loop, caller)
     return task
 
 
