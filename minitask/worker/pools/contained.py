@@ -19,7 +19,7 @@ from ..softlimit import call_with_posting
 
 #: Python 3.12+ starts an asyncio task eagerly when asked: its first step runs at once,
 #: and a coroutine that ends without waiting (a no-op) costs no loop turn, twice (its
-#: step, then its end's callback).
+#: step, then its end's callback). On 3.11 ``begun`` does the same by hand.
 EAGER: Dict[str, Any] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
 
 
@@ -92,8 +92,8 @@ def _wake(waiter: "asyncio.Future[None]", inner: "asyncio.Future[Any]") -> None:
 
 def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
           holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str]) -> "asyncio.Task[Any]":
-    """An attempt's coroutine in an asyncio task of its own, begun at once where asyncio
-    can (``EAGER``), made directly, not by the loop's task factory (``runner.spawn``);
+    """An attempt's coroutine in an asyncio task of its own, begun at once (``EAGER``;
+    on 3.11 ``_begun_now``), made directly, not by the loop's task factory (``runner.spawn``);
     ``holders`` names it ``held`` from its first step on (for the loop's watch: a first
     step that blocks the loop is named too)."""
     holders[None] = held  # the task about to be: its first step, if eager
