@@ -7,16 +7,19 @@ failure, so the pool's awaits see it as ``Raised``, never raised.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import sys
 from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
+
+from asyncio.tasks import _enter_task, _leave_task
 
 from ...errors import SoftTimeLimitExceeded
 from ..softlimit import call_with_posting
 
 #: Python 3.12+ starts an asyncio task eagerly when asked: its first step runs at once,
 #: and a coroutine that ends without waiting (a no-op) costs no loop turn, twice (its
-#: step, then its end's callback).
+#: step, then its end's callback). On 3.11 ``begun`` does the same by hand.
 EAGER: Dict[str, Any] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
 
 
@@ -89,16 +92,48 @@ def _wake(waiter: "asyncio.Future[None]", inner: "asyncio.Future[Any]") -> None:
 
 def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
           holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str]) -> "asyncio.Task[Any]":
-    """An attempt's coroutine in an asyncio task of its own, begun at once where asyncio
-    can (``EAGER``), made directly, not by the loop's task factory (``runner.spawn``);
+    """An attempt's coroutine in an asyncio task of its own, begun at once (``EAGER``;
+    on 3.11 ``_begun_now``), made directly, not by the loop's task factory (``runner.spawn``);
     ``holders`` names it ``held`` from its first step on (for the loop's watch: a first
     step that blocks the loop is named too)."""
     holders[None] = held  # the task about to be: its first step, if eager
     try:
-        task = asyncio.Task(coro, loop=loop, **EAGER)
+        if EAGER:
+            task = asyncio.Task(coro, loop=loop, **EAGER)
+        else:
+            task = _begun_now(coro, loop)
     finally:
         holders.pop(None, None)
     holders[task] = held
+    return task
+
+
+def _begun_now(coro: Coroutine[Any, Any, Any],
+               loop: asyncio.AbstractEventLoop) -> "asyncio.Task[Any]":
+    """Python 3.11's form of ``eager_start``: the task's first step, which asyncio has
+    just put on the loop's ready queue, taken off it and run at once, as its task (the
+    caller's task left meanwhile, as 3.12 does). A coroutine that ends without waiting
+    costs no loop turn, nor its end's callback one more. On a loop other than asyncio's
+    own (no ready queue to find the step in), the step waits its turn as before."""
+    context = contextvars.copy_context()
+    task = asyncio.Task(coro, loop=loop, context=context)
+    ready = getattr(loop, "_ready", None)
+    caller = asyncio.current_task(loop)
+    if ready is None or caller is None:
+        return task
+    # the step just queued, by its context (another thread may queue a call meanwhile)
+    for index in range(len(ready) - 1, -1, -1):
+        step = ready[index]
+        if getattr(step, "_context", None) is context:
+            break
+    else:
+        return task
+    del ready[index]
+    _leave_task(loop, caller)
+    try:
+        step._run()
+    finally:
+        _enter_task(loop, caller)
     return task
 
 
