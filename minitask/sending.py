@@ -46,10 +46,11 @@ class _Chunks:
     lists built in one place (``error``). A class, not three context managers a chunk:
     each re-wrapped the last one's error, and none said the writes kept unconfirmed."""
 
-    __slots__ = ("task", "by_queue", "every", "kept", "before")
+    __slots__ = ("messages", "by_queue", "every", "kept", "before")
 
-    def __init__(self, task: str, by_queue: Dict[str, List[Entry]], kept: Kept) -> None:
-        self.task, self.by_queue, self.kept = task, by_queue, kept
+    def __init__(self, messages: Sequence[Message], by_queue: Dict[str, List[Entry]],
+                 kept: Kept) -> None:
+        self.messages, self.by_queue, self.kept = messages, by_queue, kept
         #: Every task of the call, in the order sent; ``before`` of them in chunks done.
         self.every = [entry[0] for entries in by_queue.values() for entry in entries]
         self.before = 0
@@ -82,14 +83,14 @@ class _Chunks:
         chunk's maybe, the rest never sent; a refusal after chunks were enqueued: those
         enqueued, the rest not; a refusal of the first: ``exc`` as it is. Writes kept
         unconfirmed ahead of it are said too (``unconfirmed_ids``)."""
-        before, every = self.before, self.every
+        before, every, task = self.before, self.every, self.messages[0].task
         done = every[:before]
         if exc.sent:
             maybe, rest = ids, every[before + len(ids):]
-            text = _lost_text(exc, self.task, queue, ids, done, rest)
+            text = _lost_text(exc, task, queue, ids, done, rest)
         elif before:
             maybe, rest = [], every[before:]
-            text = (f"task {self.task!r}: partly enqueued: the first {before} of the call's "
+            text = (f"task {task!r}: partly enqueued: the first {before} of the call's "
                     f"{len(every)} task(s) were enqueued (ids {done[0]!r} to {done[-1]!r}, "
                     f"the error's task_ids: do not send them again), the {len(rest)} from "
                     f"id {rest[0]!r} on were not (the error's unsent_ids): {exc}. Send "
@@ -221,7 +222,7 @@ class Sender:
         now_ms = self.clock.now_ms()
         specs = _specs(messages)  # flow control (limits.py): through the flow enqueue
         with keep_unconfirmed() as kept:  # a chunk written unconfirmed: the others are sent too
-            chunks = _Chunks(messages[0].task, by_queue, kept)
+            chunks = _Chunks(messages, by_queue, kept)
             for queue, chunk in chunks:
                 try:
                     if specs:
@@ -246,7 +247,7 @@ class Sender:
         now_ms = self.clock.now_ms()
         specs = _specs(messages)  # flow control (limits.py): through the flow enqueue
         with keep_unconfirmed() as kept:  # as ``send`` (this asyncio task's block alone)
-            chunks = _Chunks(messages[0].task, by_queue, kept)
+            chunks = _Chunks(messages, by_queue, kept)
             for queue, chunk in chunks:
                 try:
                     if specs:
