@@ -122,6 +122,11 @@ class BrokerError(MinitaskError):
     answered: do not send them again), ``task_ids``, every task that may be in Redis
     (those, then the chunk whose reply was lost, if one was: check those with
     ``status()``), and ``unsent_ids``, those never sent (send them again as they are).
+    When writes ahead of the failure were made but replicas did not confirm them in
+    time (``durability``), ``unconfirmed_ids`` names their tasks, and the message
+    says so after the failure: they run, yet may not survive a failover (what a
+    DurabilityError would have named had the send gone on; a DurabilityError's own
+    are its ``task_ids``).
     """
 
     #: Of a write of several calls cut part way (``sent``), how many of them went
@@ -131,7 +136,8 @@ class BrokerError(MinitaskError):
     def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
                  task_ids: Optional[Sequence[str]] = None,
                  enqueued_ids: Optional[Sequence[str]] = None,
-                 unsent_ids: Optional[Sequence[str]] = None) -> None:
+                 unsent_ids: Optional[Sequence[str]] = None,
+                 unconfirmed_ids: Optional[Sequence[str]] = None) -> None:
         super().__init__(message)
         self.reason = reason
         self.sent = sent
@@ -141,6 +147,8 @@ class BrokerError(MinitaskError):
         self.enqueued_ids: List[str] = list(enqueued_ids or ())
         #: Tasks of the call never sent (the chunks after the one that failed).
         self.unsent_ids: List[str] = list(unsent_ids or ())
+        #: Tasks written ahead of the failure whose writes replicas did not confirm.
+        self.unconfirmed_ids: List[str] = list(unconfirmed_ids or ())
 
 
 class DurabilityError(BrokerError):

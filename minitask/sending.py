@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
-from .broker.durability import (APP, CallSetting, Durability, check_socket_timeout,
+from .broker.durability import (APP, CallSetting, Durability, Kept, check_socket_timeout,
                                 keep_unconfirmed, name_batch, name_task)
 from .broker.keys import check_name
 from .errors import BrokerError, ConfigurationError, DurabilityError, MessageTooLarge
@@ -39,65 +39,95 @@ def _naming(messages: Sequence[Message]) -> Iterator[None]:
         raise name_task(exc, task, ids[0], len(ids), ids) from exc
 
 
-@contextmanager
-def _lost(task: str, queue: str, ids: Sequence[str], before: int = 0,
-          every: Sequence[str] = ()) -> Iterator[None]:
-    """A BrokerError of a write whose reply was lost (``sent``: the connection failed
-    after the command was written whole) told that tasks ``ids`` (of ``task``, into
-    ``queue``) may have been enqueued: which, and how to check or send again safely;
-    of the call's tasks ``every`` (in order), the ``before`` ahead of them were enqueued."""
-    try:
-        yield
-    except BrokerError as exc:
-        if not exc.sent or isinstance(exc, DurabilityError) or not ids:
-            raise
-        raise lost_reply(exc, task, queue, ids, before, every) from exc
+class _Chunks:
+    """The chunks of one send (each queue's entries, ``BULK_CHUNK`` at a time, in order),
+    iterated inside its ``keep_unconfirmed`` block, and what a chunk's failure says:
+    classified once (refused, its reply lost, written unconfirmed), the error's id
+    lists built in one place (``error``). A class, not three context managers a chunk:
+    each re-wrapped the last one's error, and none said the writes kept unconfirmed."""
+
+    __slots__ = ("messages", "by_queue", "every", "kept", "before")
+
+    def __init__(self, messages: Sequence[Message], by_queue: Dict[str, List[Entry]],
+                 kept: Kept) -> None:
+        self.messages, self.by_queue, self.kept = messages, by_queue, kept
+        #: Every task of the call, in the order sent; ``before`` of them in chunks done.
+        self.every = [entry[0] for entries in by_queue.values() for entry in entries]
+        self.before = 0
+
+    def __iter__(self) -> Iterator[Tuple[str, List[Entry]]]:
+        """(queue, chunk) to write, each noted once written (unconfirmed: kept)."""
+        kept = self.kept
+        for queue, entries in self.by_queue.items():
+            for start in range(0, len(entries), BULK_CHUNK):
+                chunk = entries[start:start + BULK_CHUNK]
+                mark = len(kept)
+                yield queue, chunk
+                kept.note([entry[0] for entry in chunk], mark)
+                self.before += len(chunk)
+
+    def failed(self, exc: BrokerError, queue: str, chunk: Sequence[Entry]) -> None:
+        """A chunk's write failed with ``exc``: written unconfirmed (DurabilityError), kept
+        and the next chunk goes on; else raised, as ``error`` tells it."""
+        if isinstance(exc, DurabilityError):  # (raised though kept: a WAIT cut short)
+            self.kept.append(exc)
+            return
+        error = self.error(exc, queue, [entry[0] for entry in chunk])
+        if error is exc:
+            raise exc
+        raise error from exc
+
+    def error(self, exc: BrokerError, queue: str, ids: List[str]) -> BrokerError:
+        """``exc`` of the chunk of tasks ``ids`` (into ``queue``) told what the call's
+        tasks are: a lost reply (``sent``): those of the chunks ahead enqueued, the
+        chunk's maybe, the rest never sent; a refusal after chunks were enqueued: those
+        enqueued, the rest not; a refusal of the first: ``exc`` as it is. Writes kept
+        unconfirmed ahead of it are said too (``unconfirmed_ids``)."""
+        before, every, task = self.before, self.every, self.messages[0].task
+        done = every[:before]
+        if exc.sent:
+            maybe, rest = ids, every[before + len(ids):]
+            text = _lost_text(exc, task, queue, ids, done, rest)
+        elif before:
+            maybe, rest = [], every[before:]
+            text = (f"task {task!r}: partly enqueued: the first {before} of the call's "
+                    f"{len(every)} task(s) were enqueued (ids {done[0]!r} to {done[-1]!r}, "
+                    f"the error's task_ids: do not send them again), the {len(rest)} from "
+                    f"id {rest[0]!r} on were not (the error's unsent_ids): {exc}. Send "
+                    f"again only the calls not enqueued")
+        else:
+            return exc  # nothing of the call written (nor kept: no chunk came before)
+        return BrokerError(text + self.kept.said(), reason=exc.reason, sent=True,
+                           task_ids=done + maybe, enqueued_ids=done, unsent_ids=rest,
+                           unconfirmed_ids=self.kept.ids)
 
 
-@contextmanager
-def _after_chunks(task: str, ids: Sequence[str], before: int) -> Iterator[None]:
-    """A refusal of a send's later chunk (``before`` of its tasks ``ids`` enqueued by
-    the chunks ahead, in order) told that those were enqueued: ``sent``, they are
-    the error's ``task_ids`` (and ``enqueued_ids``), and the rest were not (its
-    ``unsent_ids``: send again only those)."""
-    try:
-        yield
-    except BrokerError as exc:
-        if exc.sent or isinstance(exc, DurabilityError) or not before:
-            raise
-        done, rest = ids[:before], ids[before:]
-        raise BrokerError(
-            f"task {task!r}: partly enqueued: the first {before} of the call's {len(ids)} "
-            f"task(s) were enqueued (ids {done[0]!r} to {done[-1]!r}, the error's task_ids: "
-            f"do not send them again), the {len(rest)} from id {rest[0]!r} on were not "
-            f"(the error's unsent_ids): {exc}. Send again only the calls not enqueued",
-            reason=exc.reason, sent=True, task_ids=done, enqueued_ids=done,
-            unsent_ids=rest) from exc
+def lost_reply(error: BrokerError, task: str, queue: str, task_id: str) -> BrokerError:
+    """``error`` (``sent``) told about the enqueue of task ``task_id`` (a plain ``delay()``)."""
+    return BrokerError(_lost_text(error, task, queue, [task_id], [], []), reason=error.reason,
+                       sent=True, task_ids=[task_id])
 
 
-def lost_reply(error: BrokerError, task: str, queue: str, ids: Sequence[str],
-               before: int = 0, every: Sequence[str] = ()) -> BrokerError:
-    """``error`` (``sent``) told about the enqueue of tasks ``ids``, the first named;
-    ``every``: the call's tasks, when it was sent in chunks (``before`` of them ahead,
-    enqueued; those after ``ids``, never sent)."""
+def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
+               done: Sequence[str], rest: Sequence[str]) -> str:
+    """What ``error`` (``sent``) says of the enqueue of tasks ``ids``, the first named:
+    ``done`` the call's tasks ahead of them, enqueued; ``rest``, after them, never sent
+    (a call sent in chunks)."""
     first, count = ids[0], len(ids)
     more = (f" (and the {count - 1} other task(s) written with it)" if count > 1 else "")
-    done, rest = list(every[:before]), list(every[before + count:])
     split = ""
     if done:
-        split += (f"; the {before} task(s) of the same call ahead of it were enqueued (ids "
-                  f"{done[0]!r} to {done[-1]!r}, the error's enqueued_ids: do not send them "
-                  f"again)")
+        split += (f"; the {len(done)} task(s) of the same call ahead of it were enqueued "
+                  f"(ids {done[0]!r} to {done[-1]!r}, the error's enqueued_ids: do not send "
+                  f"them again)")
     if rest:
         split += (f"; the {len(rest)} after it (ids {rest[0]!r} to {rest[-1]!r}, the "
                   f"error's unsent_ids) were never sent: send those again as they are")
-    return BrokerError(
-        f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have been "
-        f"made: {error}{split}. The task(s) that may be in Redis (the error's task_ids) may "
-        f"run: sending them again as they were could run them twice; check with "
-        f"app.handle({first!r}).status(), or send again with task_id={first!r}, which never "
-        f"enqueues it twice", reason=error.reason, sent=True, task_ids=done + list(ids),
-        enqueued_ids=done, unsent_ids=rest)
+    return (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have "
+            f"been made: {error}{split}. The task(s) that may be in Redis (the error's "
+            f"task_ids) may run: sending them again as they were could run them twice; check "
+            f"with app.handle({first!r}).status(), or send again with task_id={first!r}, "
+            f"which never enqueues it twice")
 
 
 def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
@@ -162,13 +192,13 @@ class Sender:
         broker = self._broker()
         queues = broker.queues
         # (its clock reading, made a moment ago, serves as now)
-        try:  # (not ``_lost``: a context manager costs every delay() a dozen Python calls)
+        try:  # (no context manager: one costs every delay() a dozen Python calls)
             if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
                 queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
         except BrokerError as exc:
             if not exc.sent or isinstance(exc, DurabilityError):
                 raise
-            raise lost_reply(exc, message.task, message.queue, [message.id]) from exc
+            raise lost_reply(exc, message.task, message.queue, message.id) from exc
         return TaskHandle(broker, message.queue, message.id, result_ttl_ms, self._async_broker)
 
     def send(self, messages: Sequence[Message], durability: CallSetting = APP) -> None:
@@ -191,19 +221,16 @@ class Sender:
         broker = self._broker()
         now_ms = self.clock.now_ms()
         specs = _specs(messages)  # flow control (limits.py): through the flow enqueue
-        before, every = 0, [entry[0] for entries in by_queue.values() for entry in entries]
         with keep_unconfirmed() as kept:  # a chunk written unconfirmed: the others are sent too
-            for queue, entries in by_queue.items():
-                for start in range(0, len(entries), BULK_CHUNK):
-                    chunk = entries[start:start + BULK_CHUNK]
-                    ids = [entry[0] for entry in chunk]
-                    with _after_chunks(messages[0].task, every, before), kept.writing(ids), \
-                            _lost(messages[0].task, queue, ids, before, every):
-                        if specs:
-                            broker.flow.enqueue(queue, chunk, specs, now_ms, policy)
-                        else:
-                            broker.queues.enqueue(queue, chunk, now_ms, policy)
-                    before += len(chunk)
+            chunks = _Chunks(messages, by_queue, kept)
+            for queue, chunk in chunks:
+                try:
+                    if specs:
+                        broker.flow.enqueue(queue, chunk, specs, now_ms, policy)
+                    else:
+                        broker.queues.enqueue(queue, chunk, now_ms, policy)
+                except BrokerError as exc:
+                    chunks.failed(exc, queue, chunk)
         with _naming(messages):
             kept.raise_any()
 
@@ -219,19 +246,16 @@ class Sender:
         broker = self.async_broker()
         now_ms = self.clock.now_ms()
         specs = _specs(messages)  # flow control (limits.py): through the flow enqueue
-        before, every = 0, [entry[0] for entries in by_queue.values() for entry in entries]
         with keep_unconfirmed() as kept:  # as ``send`` (this asyncio task's block alone)
-            for queue, entries in by_queue.items():
-                for start in range(0, len(entries), BULK_CHUNK):
-                    chunk = entries[start:start + BULK_CHUNK]
-                    ids = [entry[0] for entry in chunk]
-                    with _after_chunks(messages[0].task, every, before), kept.writing(ids), \
-                            _lost(messages[0].task, queue, ids, before, every):
-                        if specs:
-                            await broker.enqueue_flow(queue, chunk, specs, now_ms, policy)
-                        else:
-                            await broker.enqueue(queue, chunk, now_ms, policy)
-                    before += len(chunk)
+            chunks = _Chunks(messages, by_queue, kept)
+            for queue, chunk in chunks:
+                try:
+                    if specs:
+                        await broker.enqueue_flow(queue, chunk, specs, now_ms, policy)
+                    else:
+                        await broker.enqueue(queue, chunk, now_ms, policy)
+                except BrokerError as exc:
+                    chunks.failed(exc, queue, chunk)
         with _naming(messages):
             kept.raise_any()
 
@@ -312,19 +336,26 @@ class Sender:
             batch.merge_into(outer)
             return
         try:
-            if batch.by_queue:
-                self._broker().flow.send_together(batch.by_queue, batch.specs,
-                                                  self.clock.now_ms(), BULK_CHUNK)
+            # the writes replicas did not confirm come here (the block of enqueue_queues
+            # hands them on): said with a refusal or a lost reply after them, as well
+            with keep_unconfirmed() as kept:
+                if batch.by_queue:
+                    self._broker().flow.send_together(batch.by_queue, batch.specs,
+                                                      self.clock.now_ms(), BULK_CHUNK)
+            kept.raise_any()
         except DurabilityError as exc:  # every call sent, those written stand: handles too
             batch.close(SENT)
             raise name_batch(exc, len(batch)) from exc
         except BrokerError as exc:
             if not exc.sent:
                 batch.close(FAILED)
-                raise
+                error = kept.told(exc)
+                if error is exc:
+                    raise
+                raise error from exc
             batch.close(SENT)  # its reply lost: written perhaps, the handles say
-            raise _lost_batch(exc, exc.task_ids or [  # (a cut write: those it names)
-                entry[0] for entries in batch.by_queue.values() for entry in entries]) from exc
+            raise kept.told(_lost_batch(exc, exc.task_ids or [  # (a cut write: those it names)
+                entry[0] for entries in batch.by_queue.values() for entry in entries])) from exc
         except BaseException:
             batch.close(FAILED)
             raise

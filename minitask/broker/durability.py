@@ -168,8 +168,43 @@ class Kept(List[DurabilityError]):
             yield
         except DurabilityError as exc:
             self.append(exc)
+        self.note(ids, before)
+
+    def note(self, ids: Sequence[str], before: int) -> None:
+        """After a write of the tasks ``ids`` made with ``before`` errors kept: its ids
+        noted when replicas did not confirm it (an error kept since, or raised and
+        appended by the caller)."""
         if len(self) > before:
             self.ids = [*self.ids, *ids]
+
+    def said(self) -> str:
+        """What an error that stopped a send adds when writes of it were kept here (made,
+        replicas not confirming them): which tasks they carried, and what that means; ""
+        when none was. Their ids go with it as the error's ``unconfirmed_ids``. (A write
+        of several calls, one refused, is noted whole: those the error says refused
+        were not written.)"""
+        if not self:
+            return ""
+        ids = self.ids
+        which = (f" of {len(ids)} task(s) (ids {ids[0]!r} to {ids[-1]!r}, the error's "
+                 f"unconfirmed_ids)" if ids else "")
+        return (f"; besides, the write(s){which} were not confirmed by "
+                f"replicas: {self[0]}. Those of the tasks Redis wrote run, yet may not "
+                f"survive a failover: after one, check them with app.handle(id).status(), or "
+                f"send one again with its task_id=, which never enqueues it twice")
+
+    def told(self, error: BrokerError) -> BrokerError:
+        """``error``, of a send that stopped after writes kept here were made, told that
+        too (``said``): its ``unconfirmed_ids`` name their tasks; its other fields as
+        they were. ``error`` itself when none was kept."""
+        if not self:
+            return error
+        told = BrokerError(
+            f"{error}{self.said()}", reason=error.reason, sent=error.sent,
+            task_ids=error.task_ids, enqueued_ids=error.enqueued_ids,
+            unsent_ids=error.unsent_ids, unconfirmed_ids=self.ids)
+        told.task_id, told.sent_calls = error.task_id, error.sent_calls
+        return told
 
     def raise_any(self) -> None:
         """After the block: one DurabilityError for every write kept (the first's text,
@@ -204,6 +239,7 @@ class _Keeping:
         outer = self.outer
         if outer is not None and self.kept:
             outer.extend(self.kept)
+            outer.ids = [*outer.ids, *self.kept.ids]
             self.kept.passed_on = True
 
 

@@ -88,8 +88,8 @@ class Transport:
         the script the block runs, if any."""
         return _Errors(self, what, script)
 
-    def _failure(self, exc: BaseException, what: str, script: Optional[str],
-                 sent: bool = False) -> BrokerError:
+    def failure(self, exc: BaseException, what: str, script: Optional[str],
+                sent: bool = False) -> BrokerError:
         commands: List[str] = []
         if script is not None:  # an error path: the script's text is read only now
             commands = sorted({name.lower() for name in
@@ -172,12 +172,12 @@ class Transport:
             except BaseException as exc:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 if reply_lost(exc):  # first: a large write may have run too
-                    raise self._failure(exc, what, None, sent=True) from exc
+                    raise self.failure(exc, what, None, sent=True) from exc
                 if isinstance(exc, redis.ConnectionError) and len(packed) > LARGE_COMMAND:
                     raise self._large_command_failed(exc, what, len(packed)) from exc
                 raise
         except _FAILURES as exc:
-            raise self._failure(exc, what, None) from exc
+            raise self.failure(exc, what, None) from exc
 
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
@@ -236,7 +236,7 @@ class Transport:
                         refused = (index, reply)
                 if refused is not None and closed_after(refused[1]):
                     connection.disconnect()  # Redis closed it: nothing after ran
-                    raise self._failure(refused[1], what, scripts[refused[0]].name) \
+                    raise self.failure(refused[1], what, scripts[refused[0]].name) \
                         from refused[1]
                 waited = (None if policy is None else
                           self._confirmation(connection, policy, what))
@@ -255,7 +255,7 @@ class Transport:
                 connection.disconnect()  # a half-read reply must not reach the next caller
                 whole = exc.whole if isinstance(exc, WriteFailed) else None
                 if reply_lost(exc) or whole:  # first: a large write may have run too
-                    lost = self._failure(exc, what, None, sent=True)
+                    lost = self.failure(exc, what, None, sent=True)
                     lost.sent_calls = whole  # a cut write: only those calls may have run
                     raise lost from exc
                 size = sum(map(len, commands))
@@ -263,12 +263,12 @@ class Transport:
                     raise self._large_command_failed(exc, what, size) from exc
                 raise
             if refused is not None and keep_refused:
-                replies = [self._failure(reply, what, script.name)
+                replies = [self.failure(reply, what, script.name)
                            if isinstance(reply, redis.ResponseError) else reply
                            for script, reply in zip(scripts, replies)]
             elif refused is not None:
                 index, error = refused
-                raise self._failure(error, what, scripts[index].name) from error
+                raise self.failure(error, what, scripts[index].name) from error
             if policy is not None:
                 policy.check(waited, what, self.description)
         return replies
@@ -298,10 +298,10 @@ class Transport:
             limit = asked_bulk_limit(self.client)
             if limit is None or size > limit:
                 stated = "" if limit is None else f", over its proto-max-bulk-len of {limit:,}"
-                return self._failure(redis.ResponseError(
+                return self.failure(redis.ResponseError(
                     f"Protocol error: Redis closed the connection as it read a command of "
                     f"{size:,} bytes{stated}, and answers on a new one"), what, None)
-        return BrokerError(f"{self._failure(exc, what, None)} (the command was {size:,} "
+        return BrokerError(f"{self.failure(exc, what, None)} (the command was {size:,} "
                            f"bytes: Redis also closes the connection as it reads a value "
                            f"over its proto-max-bulk-len)", reason="unreachable")
 
@@ -359,7 +359,7 @@ class Transport:
             try:
                 replies = self._waits.wait(keys, timeout, interrupt, then, before)
             except Blocked as blocked:
-                raise WaitRefused(self._failure(blocked.error, what, None),
+                raise WaitRefused(self.failure(blocked.error, what, None),
                                   self._refusals_in(blocked.replies, calls, what)) \
                     from blocked.error
         return None if replies is None else self._refusals_in(replies, calls, what)
@@ -367,7 +367,7 @@ class Transport:
     def _refusals_in(self, replies: List[Any], calls: Sequence[ScriptCall],
                      what: str) -> List[Any]:
         """``replies`` with a BrokerError in place of each refusal of its call."""
-        return [self._failure(reply, what, call[0]) if isinstance(reply, redis.ResponseError)
+        return [self.failure(reply, what, call[0]) if isinstance(reply, redis.ResponseError)
                 else reply for call, reply in zip(calls, replies)]
 
     def stop_waiting(self) -> None:
@@ -481,4 +481,4 @@ class _Errors:
     def __exit__(self, kind: Optional[type], exc: Optional[BaseException],
                  traceback: Any) -> None:
         if isinstance(exc, _FAILURES):
-            raise self.transport._failure(exc, self.what, self.script) from exc
+            raise self.transport.failure(exc, self.what, self.script) from exc

@@ -130,8 +130,9 @@ class AsyncBroker:
         self._waits = waits_client_for(client)
 
     @contextmanager
-    def errors(self, what: str) -> Iterator[None]:
-        """Turn redis-py's errors into BrokerError saying what failed."""
+    def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
+        """Turn redis-py's errors into BrokerError saying what failed, worded as the
+        blocking path's (``Transport.failure``: a refusal named, not an outage)."""
         try:
             yield
         except MaxConnectionsError as exc:
@@ -142,8 +143,7 @@ class AsyncBroker:
                               f"which waits for one, or a larger max_connections",
                               reason="pool exhausted") from exc
         except (redis.RedisError, OSError) as exc:
-            raise BrokerError(f"Redis failed to {what} on {self.description}: {exc}; check "
-                              f"that the server is running and reachable") from exc
+            raise self.broker.transport.failure(exc, what, script) from exc
 
     async def run(self, call: ScriptCall, what: str) -> Any:
         """Run one script call as the stores built it (EVALSHA; loaded on NOSCRIPT)."""
@@ -153,7 +153,7 @@ class AsyncBroker:
         sha = self._shas.get(name)
         if sha is None:
             sha = self._shas[name] = hashlib.sha1(source(name).encode()).hexdigest()
-        with self.errors(what):
+        with self.errors(what, name):
             try:
                 if self._pool is not None:
                     return await self._send_packed(self.broker.transport.pack_call(call), what)
@@ -172,7 +172,7 @@ class AsyncBroker:
         sha = hashlib.sha1(source(name).encode()).hexdigest()
         commands = [("EVALSHA", sha, len(keys), *keys, *tail[dynamic:]),
                     *durability.commands(keys[0])]
-        with self.errors(what):
+        with self.errors(what, name):
             for _ in range(2):
                 if self._pool is not None:
                     replies = await self._send_confirmed(commands, durability, what)

@@ -95,7 +95,7 @@ def test_an_awaited_flow_send_whose_later_chunk_is_refused_names_those_enqueued(
     try:
         error = asyncio.run(send())
         admin.config_set("maxmemory", 0)
-        _check_refused(admin, app, error, reason="error")  # (asyncio: not classified)
+        _check_refused(admin, app, error)  # (asyncio: classified as the blocking path)
     finally:
         admin.config_set("maxmemory", 0)
         app.close()
