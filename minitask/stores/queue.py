@@ -127,6 +127,10 @@ class QueueStore(Store):
             with after_write():
                 self.register_queues([queue], again=True)  # written, unconfirmed: findable
             raise
+        except BrokerError as exc:
+            if exc.sent:  # its reply lost: perhaps written, findable by id all the same
+                self._listed_all_the_same([(queue, entries)])
+            raise
         if monotonic() - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
             with after_write():
                 self.register_queues([queue], again=True)
