@@ -180,11 +180,13 @@ class QueueStore(Store):
                             raise cut_write(exc, parts, index + 1, index) from exc
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
-        with after_write():
-            self.register_queues({queue for (queue, _), reply in zip(parts, added)
-                                  if not isinstance(reply, Exception)}, again=True)
+        written = [part for part, reply in zip(parts, added)
+                   if reply is not None and not isinstance(reply, Exception)]
         if any(isinstance(reply, BrokerError) for reply in added):  # sent: some enqueued
+            self._listed_all_the_same(written)  # (a registry refused too: the refusal says)
             raise refused_in_part(what, self.transport.description, parts, added)
+        with after_write():
+            self.register_queues({queue for queue, _ in written}, again=True)
         kept.raise_any()  # written, each of them: ``task_ids`` names them
         return sum(int(count) for count in added)
 

@@ -76,6 +76,9 @@ def test_a_batch_refused_in_part_is_told_sent_with_its_ids_split(
         assert error.enqueued_ids == enqueued and error.task_ids == enqueued
         assert error.unsent_ids == [i for i in ids if i not in enqueued]
         assert "refused by Redis" in str(error)
+        listed = admin.smembers(app.broker.queues.app_keys.queues)
+        assert b"qa" in listed and b"qb" not in listed
+        assert (b"qc" in listed) == one_write  # a queue of no call written: unlisted
         monkeypatch.undo()
         for handle in handles:
             if handle.id in enqueued:
