@@ -182,7 +182,7 @@ class QueueStore(Store):
                         break
         written = [part for part, reply in zip(parts, added)
                    if reply is not None and not isinstance(reply, Exception)]
-        if any(isinstance(reply, BrokerError) for reply in added):  # sent: some enqueued
+        if any(isinstance(reply, BrokerError) for reply in added):  # (sent if any enqueued)
             self._listed_all_the_same(written)  # (a registry refused too: the refusal says)
             raise refused_in_part(what, self.transport.description, parts, added)
         with after_write():
