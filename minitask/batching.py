@@ -9,7 +9,7 @@ outermost sends, in one write.
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import Any, Dict, Generic, List, Optional, Tuple, TypeVar
+from typing import Any, Dict, FrozenSet, Generic, Iterable, List, Optional, Tuple, TypeVar
 
 from .errors import BatchNotSent
 from .handle import TaskHandle
@@ -39,6 +39,8 @@ class Batch:
         #: The flow specs of its flow-controlled (or grouped) calls, by id (limits.py).
         self.specs: Dict[str, str] = {}
         self._state = OPEN
+        #: Of a block sent in part, the calls not enqueued (refused, or never sent)
+        self._unsent: FrozenSet[str] = frozenset()
         #: The outer block this one's calls went to when it ended.
         self._merged: Optional[Batch] = None
         self._token: Any = None
@@ -49,10 +51,17 @@ class Batch:
     @property
     def state(self) -> str:
         """open, sent, discarded or failed: the outermost block's, once merged."""
+        return self._outermost()._state
+
+    def unsent(self, task_id: str) -> bool:
+        """Whether the call ``task_id`` of a block sent in part was not enqueued."""
+        return task_id in self._outermost()._unsent
+
+    def _outermost(self) -> "Batch":
         batch = self
         while batch._merged is not None:
             batch = batch._merged
-        return batch._state
+        return batch
 
     def add(self, by_queue: Dict[str, List[Entry]], specs: Dict[str, str]) -> None:
         for queue, entries in by_queue.items():
@@ -63,10 +72,12 @@ class Batch:
         """The block starts: calls of this context go to this batch from now on."""
         self._token = _innermost.set(self)
 
-    def close(self, state: str) -> None:
-        """The block ended: sent, discarded (an exception) or failed (the write)."""
+    def close(self, state: str, unsent: Iterable[str] = ()) -> None:
+        """The block ended: sent (but for the calls ``unsent``: refused, or never sent
+        after a refusal or a cut write), discarded (an exception) or failed (the write)."""
         _innermost.reset(self._token)
         self._state = state
+        self._unsent = frozenset(unsent)
 
     def merge_into(self, outer: "Batch") -> None:
         """The block ended inside another of the same app: its calls go with that one's."""
@@ -97,8 +108,13 @@ class PendingHandle(TaskHandle[R], Generic[R]):
 
     def _check_sent(self) -> None:
         state = self._batch.state
-        if state == SENT:
+        if state == SENT and not self._batch.unsent(self.id):
             return
+        if state == SENT:
+            raise BatchNotSent(f"task {self.id}: its app.batch() block was sent in part, not "
+                               f"this call (refused by Redis, or never sent after a refusal "
+                               f"or a cut write: the block's BrokerError names it in its "
+                               f"unsent_ids), so it is not enqueued: send it again as it is")
         if state == OPEN:
             why = ("its app.batch() block has not ended yet, so it is not sent: ask after "
                    "the block")

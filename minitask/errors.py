@@ -114,8 +114,10 @@ class BrokerError(MinitaskError):
     ``task_ids`` (every one of the call) name the tasks, to check on them or send
     them again with ``task_id=``, which never enqueues one twice; also when a write
     of several calls (an ``app.batch()`` block, a call and its WAIT) was cut after
-    one of them had been written whole. False: Redis cannot have run it: the
-    write failed before the end of its first call, or Redis answered (a refusal).
+    one of them had been written whole, and when Redis refused an ``app.batch()``
+    block in part (``enqueued_ids`` the calls it enqueued, ``unsent_ids`` the others).
+    False: Redis cannot have run it: the write failed before the end of its first
+    call, or Redis answered (a refusal) for every call.
 
     A ``delay_many()`` of several chunks (1,000 tasks each) that stops at a later
     chunk splits its tasks: ``enqueued_ids``, those the chunks ahead enqueued (Redis
@@ -145,7 +147,8 @@ class BrokerError(MinitaskError):
         self.task_id: Optional[str] = self.task_ids[0] if self.task_ids else None
         #: Of ``task_ids``, those Redis said were enqueued (a call's chunks ahead).
         self.enqueued_ids: List[str] = list(enqueued_ids or ())
-        #: Tasks of the call never sent (the chunks after the one that failed).
+        #: Tasks of the call not enqueued: never sent (the chunks after the one that
+        #: failed; an ``app.batch()`` block's calls after a cut), or refused (a block's).
         self.unsent_ids: List[str] = list(unsent_ids or ())
         #: Tasks written ahead of the failure whose writes replicas did not confirm.
         self.unconfirmed_ids: List[str] = list(unconfirmed_ids or ())

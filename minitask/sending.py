@@ -130,17 +130,23 @@ def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
             f"which never enqueues it twice")
 
 
-def _lost_batch(error: BrokerError, ids: List[str]) -> BrokerError:
-    """``error`` (``sent``) told about the write of an ``app.batch()`` block of ``ids``."""
+def _lost_batch(error: BrokerError, ids: List[str], size: int) -> BrokerError:
+    """``error`` (``sent``) told about the write of an ``app.batch()`` block of ``size``
+    calls, of which ``ids`` may have been enqueued (a cut write: the rest never sent,
+    ``error``'s ``unsent_ids``)."""
     first = ids[0]
+    unsent = (f"; its {len(error.unsent_ids)} call(s) after the cut (the error's unsent_ids) "
+              f"never reached Redis: their handles raise BatchNotSent, send those again as "
+              f"they are" if error.unsent_ids else "")
     return BrokerError(
-        f"app.batch() block of {len(ids)} task(s): its write may have been made: {error}. "
-        f"Its tasks (the error's task_ids) may be in Redis and run: sending the block "
-        f"again could run them twice; check each with its handle's status() (the block's "
+        f"app.batch() block of {size} task(s): its write may have been made: {error}. "
+        f"Its tasks that may be in Redis (the error's task_ids) may run: sending the block "
+        f"again could run them twice; check each with its handle's status() (their "
         f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
         f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
-        f"never enqueues it twice", reason=error.reason, sent=True, task_ids=ids,
-        enqueued_ids=error.enqueued_ids)  # (a call at a time: those Redis answered for)
+        f"never enqueues it twice{unsent}", reason=error.reason, sent=True, task_ids=ids,
+        enqueued_ids=error.enqueued_ids,  # (a call at a time: those Redis answered for)
+        unsent_ids=error.unsent_ids)
 
 
 def check_queue_name(queue: Any) -> None:
@@ -349,13 +355,20 @@ class Sender:
         except BrokerError as exc:
             if not exc.sent:
                 batch.close(FAILED)
-                error = kept.told(exc)
-                if error is exc:
-                    raise
-                raise error from exc
-            batch.close(SENT)  # its reply lost: written perhaps, the handles say
-            raise kept.told(_lost_batch(exc, exc.task_ids or [  # (a cut write: those it names)
-                entry[0] for entries in batch.by_queue.values() for entry in entries])) from exc
+                error = exc
+            else:
+                # enqueued in part, or its reply lost (written perhaps): the handles say;
+                # those of the calls not enqueued (refused, or never sent) raise
+                batch.close(SENT, exc.unsent_ids)
+                refused_in_part = exc.task_ids and exc.task_ids == exc.enqueued_ids
+                error = exc if refused_in_part else _lost_batch(exc, exc.task_ids or [
+                    # (a cut write: those it names)
+                    entry[0] for entries in batch.by_queue.values() for entry in entries],
+                    len(batch))
+            told = kept.told(error)
+            if told is exc:
+                raise
+            raise told from exc
         except BaseException:
             batch.close(FAILED)
             raise

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from contextlib import contextmanager, suppress
+from contextlib import asynccontextmanager, contextmanager, suppress
 from time import monotonic
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, AsyncIterator, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import redis
 import redis.asyncio
@@ -28,11 +28,11 @@ from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout
                                  cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
 from ..broker.packing import ScriptCall
-from ..broker.pools import WaitingPool
 from ..broker.transport import text
 from ..broker.waits import block_cap
-from ..errors import (BrokerError, ConfigurationError, DecodeError, DurabilityError,
-                      broker_error)
+from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
+from .aio_clients import AsyncClient, waits_client_for
+from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .foreign import ignored, removed_members
@@ -40,68 +40,6 @@ from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
 from .queue import REGISTER_AGAIN, after_write
 from .results import unwaitable
 from .scripts import source
-
-#: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
-AsyncClient = Any
-
-#: The blocking connection classes of redis-py and their asyncio twins, by name.
-_TWINS = {"Connection": redis.asyncio.Connection,
-          "SSLConnection": redis.asyncio.SSLConnection,
-          "UnixDomainSocketConnection": redis.asyncio.UnixDomainSocketConnection}
-
-
-def async_client_for(client: Any, description: str) -> AsyncClient:
-    """A ``redis.asyncio`` client for the server a blocking client talks to: same
-    address, credentials, TLS settings and database, its own connections.
-
-    Raises:
-        ConfigurationError: the client is a Redis Cluster or Sentinel client, or
-            one whose connections minitask cannot mirror; pass ``async_broker=``.
-    """
-    mirrored = twin_of(client)
-    if mirrored is None:
-        raise ConfigurationError(
-            f"async producers cannot mirror the broker client of {description} (a Redis "
-            f"Cluster, Sentinel or custom client): pass a redis.asyncio client as "
-            f"Minitask(..., async_broker=...)")
-    twin, kwargs = mirrored
-    return _client_of(twin, client.connection_pool.max_connections, kwargs)
-
-
-def twin_of(client: Any) -> Optional[Tuple[Any, Dict[str, Any]]]:
-    """The ``redis.asyncio`` connection class and arguments that mirror a plain blocking
-    client's connections; None for any other client (a cluster, Sentinel, custom)."""
-    pool = getattr(client, "connection_pool", None)
-    twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
-    if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
-            pool) not in (redis.ConnectionPool, WaitingPool):
-        return None
-    kwargs = dict(pool.connection_kwargs)
-    for blocking_only in ("retry", "redis_connect_func", "credential_provider"):
-        kwargs.pop(blocking_only, None)
-    return twin, kwargs
-
-
-def _client_of(connection_class: Any, max_connections: int, kwargs: Dict[str, Any]) -> Any:
-    """A client whose pool, when all its connections are in use, waits for one to
-    come back (redis-py's plain pool refuses the call: "Too many connections")."""
-    return redis.asyncio.Redis(connection_pool=redis.asyncio.BlockingConnectionPool(
-        connection_class=connection_class, max_connections=max_connections, timeout=None,
-        **kwargs))
-
-
-def waits_client_for(client: AsyncClient) -> AsyncClient:
-    """The client ``aget()``'s blocking waits use: a pool of their own beside
-    ``client``'s, so that calls waiting for results (each holds its connection for
-    up to 5 s) never take the connections enqueues need. A client minitask cannot
-    mirror (a cluster, a test double, a custom class) serves waits itself."""
-    pool: Any = getattr(client, "connection_pool", None)
-    if (type(client) is not redis.asyncio.Redis or getattr(client, "connection", None)
-            is not None or type(pool) not in (redis.asyncio.ConnectionPool,
-                                              redis.asyncio.BlockingConnectionPool)):
-        return client
-    return _client_of(pool.connection_class, pool.max_connections,
-                      dict(pool.connection_kwargs))
 
 
 class AsyncBroker:
@@ -307,16 +245,12 @@ class AsyncBroker:
                       now_ms: int, durability: Optional[Durability] = None) -> int:
         queues = self.broker.queues
         what = f"enqueue into queue {queue!r}"
-        try:
+        async with self._listing(queue):
             call = queues.enqueue_now_call(queue, entries, now_ms)
             added = -1 if call is None else await self._run_as(call, what, durability)
             if added == -1:  # enqueue_now wrote nothing: the full enqueue will
                 added = await self._run_as(queues.enqueue_call(queue, entries, now_ms), what,
                                            durability)
-        except DurabilityError:
-            await self._register(queue)  # written, unconfirmed: findable by id all the same
-            raise
-        await self._register(queue)
         return int(added)
 
     async def _run_as(self, call: ScriptCall, what: str,
@@ -341,15 +275,22 @@ class AsyncBroker:
         """``FlowStore.enqueue``, awaited: one chunk of flow-controlled calls (limits.py),
         its queue listed once it is written (or may be: a lost reply)."""
         call = self.broker.flow.enqueue_call(queue, part, specs, now_ms)
-        try:
+        async with self._listing(queue):
             added = await self._run_as(call, f"enqueue into queue {queue!r}", durability)
+        return int(added)
+
+    @asynccontextmanager
+    async def _listing(self, queue: str) -> AsyncIterator[None]:
+        """An enqueue's queue listed once it is written, or may be (unconfirmed, or its
+        reply lost: a plain send's as a flow-controlled one's): findable by id."""
+        try:
+            yield
         except BrokerError as exc:
-            if exc.sent:  # written, unconfirmed or perhaps: findable by id all the same
+            if exc.sent:
                 with suppress(BrokerError):  # (the connection that lost the reply: said)
                     await self._register(queue)
             raise
         await self._register(queue)
-        return int(added)
 
     # -- following -------------------------------------------------------------------
 

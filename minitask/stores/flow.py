@@ -41,9 +41,6 @@ Entry = Tuple[str, bytes, int, int]
 class FlowStore(Store):
     """Flow-controlled enqueues of one app, through the queue store's enqueue call."""
 
-    #: Messages per enqueue script call: keeps each script short so Redis stays responsive.
-    CHUNK = 1000
-
     scripts = ("enqueue_flow", "enqueue_group", "hash_fields", "groups_top", "paused_page")
 
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:

@@ -8,11 +8,29 @@ again only what was not enqueued.
 """
 from __future__ import annotations
 
-from typing import Any, Sequence, Tuple
+from typing import Any, List, Sequence, Tuple
 
 from ..errors import BrokerError
 from ..printable import printable
 from ..wire.serializer import decode_message
+
+
+def refused_in_part(what: str, broker: str,
+                    parts: Sequence[Tuple[str, Sequence[Tuple[str, bytes, int, int]]]],
+                    replies: Sequence[Any]) -> BrokerError:
+    """The error of a batch whose calls Redis refused in part (``replies``: each call's
+    reply, its refusal, or None: never sent after one): ``sent`` when some calls were
+    enqueued, these its ``task_ids`` and ``enqueued_ids`` (Redis answered for them:
+    nothing is "maybe"); the refused and the never sent, its ``unsent_ids``."""
+    enqueued: List[str] = []
+    unsent: List[str] = []
+    for (_, entries), reply in zip(parts, replies):
+        done = reply is not None and not isinstance(reply, Exception)
+        (enqueued if done else unsent).extend(entry[0] for entry in entries)
+    refusal = next(reply for reply in replies if isinstance(reply, BrokerError))
+    return BrokerError(partly_enqueued(what, broker, parts, replies), reason=refusal.reason,
+                       sent=bool(enqueued), task_ids=enqueued, enqueued_ids=enqueued,
+                       unsent_ids=unsent)
 
 
 def partly_enqueued(what: str, broker: str,
@@ -40,6 +58,8 @@ def partly_enqueued(what: str, broker: str,
         said.append(f"not enqueued (not sent after the refusal): {_calls(unsent)}")
     if sent:
         said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
+        said.append("the error's enqueued_ids name those (their handles answer), its "
+                    "unsent_ids the calls not enqueued (their handles raise BatchNotSent)")
         said.append("fix what the refusal names, then send again only the calls not enqueued")
     else:
         said.append("nothing of the block was written: fix what the refusal names, then "
@@ -52,7 +72,7 @@ def cut_write(error: BrokerError,
               whole: int, answered: int = 0) -> BrokerError:
     """``error`` of a batch's write cut after ``whole`` of its calls: those may have been
     enqueued (``task_ids``; the first ``answered`` were, Redis said: ``enqueued_ids``),
-    the others never reached Redis."""
+    the others never reached Redis (``unsent_ids``)."""
     said = f"{error}; the write was cut after {whole} of its {len(parts)} script call(s)"
     if whole < len(parts):
         said += f": not enqueued (never reached Redis): {_calls(parts[whole:])}"
@@ -61,7 +81,8 @@ def cut_write(error: BrokerError,
     ids = [entry[0] for _, entries in parts[:whole] for entry in entries]
     done = sum(len(entries) for _, entries in parts[:answered])
     cut = BrokerError(f"{said}; may have been enqueued: {_calls(parts[answered:whole])}",
-                      reason=error.reason, sent=True, task_ids=ids, enqueued_ids=ids[:done])
+                      reason=error.reason, sent=True, task_ids=ids, enqueued_ids=ids[:done],
+                      unsent_ids=[entry[0] for _, entries in parts[whole:] for entry in entries])
     cut.sent_calls = whole
     return cut
 

@@ -161,7 +161,9 @@ class PlainPush:
         (of another type) refused the push: then, its EXEC having run, the message is
         taken back (no fetch could ever reach it, yet status() would say queued).
         Anything else (the list one of ours or none, no message yet, Redis unreachable):
-        False, and the caller hears the write may have been made."""
+        False, and the caller hears the write may have been made; so too when a fetch or
+        a script moved the foreign list aside between the write and this look (a window
+        docs/explanations/guarantees.rst names: the refused push cannot be told)."""
         k = self.keys(queue)
         try:
             with self.transport.errors(f"look at what the lost {what} wrote"):

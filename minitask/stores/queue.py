@@ -22,7 +22,7 @@ from .bounds import message_of
 from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, dropped_overlong, ignored,
                       raise_refusals, unread_error)
 from .names import REGISTRY_READ, read_names
-from .partial_batches import cut_write, partly_enqueued
+from .partial_batches import cut_write, refused_in_part
 from .plain import PlainPush
 from .store import Store
 
@@ -127,6 +127,10 @@ class QueueStore(Store):
             with after_write():
                 self.register_queues([queue], again=True)  # written, unconfirmed: findable
             raise
+        except BrokerError as exc:
+            if exc.sent:  # its reply lost: perhaps written, findable by id all the same
+                self._listed_all_the_same([(queue, entries)])
+            raise
         if monotonic() - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
             with after_write():
                 self.register_queues([queue], again=True)
@@ -142,7 +146,8 @@ class QueueStore(Store):
 
         Not all or nothing across queues (Redis Cluster keeps each queue in a slot of
         its own): a refused call does not stop the others, and the BrokerError says
-        which queues' calls (tasks and ids) were enqueued and which were not. A write
+        which queues' calls (tasks and ids) were enqueued (``sent`` when any was; its
+        ``enqueued_ids``) and which were not (``unsent_ids``). A write
         replicas did not confirm in time stops none: DurabilityError, after them all,
         names every task written unconfirmed (``task_ids``)."""
         make = call or self.enqueue_call
@@ -175,13 +180,13 @@ class QueueStore(Store):
                             raise cut_write(exc, parts, index + 1, index) from exc
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
+        written = [part for part, reply in zip(parts, added)
+                   if reply is not None and not isinstance(reply, Exception)]
+        if any(isinstance(reply, BrokerError) for reply in added):  # (sent if any enqueued)
+            self._listed_all_the_same(written)  # (a registry refused too: the refusal says)
+            raise refused_in_part(what, self.transport.description, parts, added)
         with after_write():
-            self.register_queues({queue for (queue, _), reply in zip(parts, added)
-                                  if not isinstance(reply, Exception)}, again=True)
-        refused = [reply for reply in added if isinstance(reply, BrokerError)]
-        if refused:
-            raise BrokerError(partly_enqueued(what, self.transport.description, parts, added),
-                              reason=refused[0].reason)
+            self.register_queues({queue for queue, _ in written}, again=True)
         kept.raise_any()  # written, each of them: ``task_ids`` names them
         return sum(int(count) for count in added)
 

@@ -65,8 +65,9 @@ def test_an_unconfirmed_batch_names_every_task_and_keeps_its_handles(
 
 
 def test_a_batch_redis_refused_in_part_stays_not_sent(pair: List[RedisServer]) -> None:
-    """A refusal (a key of another type) is a real failure: all or nothing as before,
-    replica confirming or not."""
+    """A refusal (a key of another type) is a real failure, replica confirming or not:
+    the refused call is not enqueued (its handle raises), the other stands, told
+    enqueued (review 29h H2: no longer "sent False", every handle raising)."""
     primary, replica = pair
     app = durable_app(primary, "batch-refused")
     add, add2 = app.tasks["add"], app.tasks["add2"]
@@ -79,8 +80,10 @@ def test_a_batch_redis_refused_in_part_stays_not_sent(pair: List[RedisServer]) -
                     held = [add.delay(1), add2.delay(2)]
         assert not isinstance(caught.value, DurabilityError), caught.value
         assert "refused" in str(caught.value)
+        assert caught.value.sent and caught.value.enqueued_ids == [held[0].id]
+        assert held[0].status() == "queued"
         with pytest.raises(BatchNotSent):
-            held[0].status()
+            held[1].status()
     finally:
         app.close()
 
