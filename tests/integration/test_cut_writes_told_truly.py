@@ -17,6 +17,7 @@ from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
 from tests.support.cutting import CuttingProxy
+from tests.support.full_redis import full_after_first_chunk
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -170,11 +171,8 @@ def test_a_later_chunk_refused_names_the_tasks_the_chunks_before_enqueued(
 
     try:
         t.delay("warm")
-        admin.config_set("maxmemory-policy", "noeviction")
-        admin.config_set("maxmemory", admin.info("memory")["used_memory"] + 3_000_000)
-        with pytest.raises(BrokerError) as refused:  # 5 MB: the first 2 MB chunk fits
+        with full_after_first_chunk(admin), pytest.raises(BrokerError) as refused:
             t.delay_many([("p" * 2000,) for _ in range(2500)])
-        admin.config_set("maxmemory", 0)
         ready = _ready(admin, "chunkcut", "default")[1:]
         assert len(ready) == 1000
         assert refused.value.reason == "out of memory"

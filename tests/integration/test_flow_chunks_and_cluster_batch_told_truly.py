@@ -17,6 +17,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
+from tests.support.full_redis import full_after_first_chunk
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -41,11 +42,6 @@ def _limited_app(redis_server: RedisServer, name: str) -> Any:
     return app, t
 
 
-def _out_of_memory_after(admin: "redis.Redis[bytes]", room: int) -> None:
-    admin.config_set("maxmemory-policy", "noeviction")
-    admin.config_set("maxmemory", admin.info("memory")["used_memory"] + room)
-
-
 def _check_refused(admin: "redis.Redis[bytes]", app: Minitask, error: BrokerError,
                    reason: str = "out of memory") -> None:
     messages = admin.hkeys(QueueKeys(app.name, "default").messages)
@@ -63,10 +59,8 @@ def test_a_flow_send_whose_later_chunk_is_refused_names_those_enqueued(
         admin: "redis.Redis[bytes]", redis_server: RedisServer) -> None:
     app, t = _limited_app(redis_server, "flowcut")
     try:
-        _out_of_memory_after(admin, 3_000_000)
-        with pytest.raises(BrokerError) as refused:  # 5 MB: the first 2 MB chunk fits
+        with full_after_first_chunk(admin), pytest.raises(BrokerError) as refused:
             t.delay_many([("p" * 2000,) for _ in range(2500)])
-        admin.config_set("maxmemory", 0)
         _check_refused(admin, app, refused.value)
     finally:
         admin.config_set("maxmemory", 0)
@@ -83,9 +77,9 @@ def test_an_awaited_flow_send_whose_later_chunk_is_refused_names_those_enqueued(
                    *admin.hkeys(QueueKeys(app.name, "default").messages))
         admin.delete(app.broker.queues.app_keys.queues)
         app.async_broker()._known_queues.clear()
-        _out_of_memory_after(admin, 3_000_000)
         try:
-            await t.adelay_many([("p" * 2000,) for _ in range(2500)])
+            with full_after_first_chunk(admin):
+                await t.adelay_many([("p" * 2000,) for _ in range(2500)])
         except BrokerError as exc:
             return exc
         finally:
