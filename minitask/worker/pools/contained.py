@@ -12,8 +12,6 @@ import functools
 import sys
 from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
 
-from asyncio.tasks import _enter_task, _leave_task
-
 from ...errors import SoftTimeLimitExceeded
 from ..softlimit import call_with_posting
 
@@ -21,6 +19,8 @@ from ..softlimit import call_with_posting
 #: and a coroutine that ends without waiting (a no-op) costs no loop turn, twice (its
 #: step, then its end's callback). On 3.11 ``begun`` does the same by hand.
 EAGER: Dict[str, Any] = {"eager_start": True} if sys.version_info >= (3, 12) else {}
+if not EAGER:  # asyncio's own, private: only 3.11's begun() by hand needs them
+    from asyncio.tasks import _enter_task, _leave_task
 
 
 class Raised:
