@@ -514,7 +514,10 @@ local function flow_control()
           for i = 1, 10 do
             if scores[i] then return true end
           end
-          if not filled then  -- (read once a call: a fetch adds to no list a holder waits in)
+          -- (read once a call, at its first look: the caller puts back first the entries
+          -- a fetch popped ahead (serve()'s put_back), so the lists are whole then; and a
+          -- fetch adds to no list a holder waits in)
+          if not filled then
             filled = {}
             for i = c.first_ready, c.first_ready + 9 do
               if tolerant(0, 'LLEN', KEYS[i]) > 0 then filled[#filled + 1] = KEYS[i] end
@@ -767,13 +770,17 @@ local function flow_control()
         -- names this same task in another generation (a task has one token: this one),
         -- the turn's claim is no live token: it is dropped (its cancelled entry with it)
         -- and the group armed afresh. A task found elsewhere is left there: never run
-        -- twice. True when the group was armed here (put_back called first).
+        -- twice. True when the group was armed here. put_back: called first.
         local function strayed(group, gen, turn, tok, put_back)
           local member = string.match(gen, '^%-?%d+%.%d+:([0-9].*)$')
           if not member or #member > MEMBER_MOST then return false end
           local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
                          and string.match(tok, '^%+%-?%d+%.%d+:([0-9].*)$') == member
           local id = string.sub(member, 2)
+          -- the entries popped after this token go back first: its task may be one of
+          -- them, and alive() looks in the ready lists (elsewhere(): which hold entries
+          -- read once a call)
+          if put_back then put_back() end
           -- (its spec is not read: one naming another group, or none, leaves the group's
           -- set for the ready list as it is served, and its own group takes it back)
           local lost = not forged and not alive(id, group)
@@ -797,7 +804,6 @@ local function flow_control()
             tolerant(0, 'ZREM', c.cancelled, '\255' .. claim .. '\255' .. group)
           end
           tolerant(0, 'HDEL', turn, 'tok', 'band')
-          if put_back then put_back() end
           arm(group, false, true)
           return true
         end
@@ -850,8 +856,11 @@ local function flow_control()
     -- of its own: each costs every call that makes the library). `put_back`: the
     -- caller's entries popped after this token from its list, not served yet, put back
     -- at its head (a function), called before any write to a ready list but the
-    -- token's own push to the tail of its list (or to another list): the entries were
-    -- before it, and are still, without the pushes and pops back and forth.
+    -- token's own push to the tail of its list (or to another list), and before
+    -- elsewhere() looks in the ready lists (a stray's task, a paused group's claim's, the
+    -- slot holders': one popped ahead is in none, and the lists it reads are kept for
+    -- the call): the entries were before it, and are still, without the pushes and pops
+    -- back and forth.
     local function serve(token, budget, band, run, alone_in_list, put_back)
       -- h: the held token's state, when this is it (the caller's token)
       -- members, at, whole: the group's first tasks read (the set's first members), the
@@ -898,7 +907,10 @@ local function flow_control()
             fair_rare().disowned(group, claim)
           elseif claim == gen then
             if is_paused(group) then
-              -- a paused group leaves the rotation, its task kept in its set (below)
+              -- a paused group leaves the rotation, its task kept in its set (below);
+              -- the entries popped after this token go back first (lift() looks in the
+              -- ready lists for its task)
+              if put_back then put_back() end
               fair_rare().lift(group)
               tok = redis.pcall('HGET', turn, 'tok')
             else
