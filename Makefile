@@ -119,8 +119,7 @@ PYTHON_TESTS := tests/integration/test_async_packed.py tests/integration/test_as
 	tests/crash/test_base_exceptions_on_every_pool.py tests/crash/test_lifecycle_hooks.py \
 	tests/crash/test_process_pool_cancel_log.py tests/crash/test_base_exceptions_while_recording.py \
 	tests/crash/test_coroutine_leftovers_end.py tests/crash/test_stop_past_leftover_threads.py \
-	tests/crash/test_async_tasks_cancelled_by_task_code.py \
-	tests/unit/test_asyncio_attempt_begins_at_once.py
+	tests/crash/test_async_tasks_cancelled_by_task_code.py
 
 .venv-%/.installed: setup.cfg setup.py pyproject.toml
 	@found="$$(ls -d "$$(pyenv root 2>/dev/null)"/versions/$**/bin/python 2>/dev/null \
