@@ -314,9 +314,11 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores": frozenset(),
     "stores.admin": frozenset({"stores.bounds", "stores.foreign", "stores.store", "wire.message"}),
     "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.pools",
-                             "broker.transport", "broker.waits", "errors", "stores.bounds",
-                             "stores.broker", "stores.foreign", "stores.names", "stores.queue",
-                             "stores.results", "stores.scripts"}),
+                             "broker.transport", "broker.waits", "errors", "stores.aio_registry",
+                             "stores.bounds", "stores.broker", "stores.foreign", "stores.names",
+                             "stores.queue", "stores.results", "stores.scripts"}),
+    # the asyncio producer's listing of a queue, a registry of another type tolerated
+    "stores.aio_registry": frozenset({"stores.foreign", "stores.queue"}),
     "stores.broadcast": frozenset({"broker.durability", "broker.keys", "broker.packing",
                                    "broker.transport", "errors", "printable", "stores.bounds",
                                    "stores.broadcast_reads", "stores.foreign",
@@ -389,7 +391,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # a workflow's spawn calls, made, checked before any runs, and sent
     "stores.workflow_checks": frozenset({"broker.keys", "broker.packing", "broker.transport",
                                          "errors", "printable", "stores.foreign",
-                                         "stores.queue", "wire.message", "wire.serializer"}),
+                                         "stores.queue", "stores.step_ids", "wire.message",
+                                         "wire.serializer"}),
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset({"broker.wake_tokens"}),
@@ -466,6 +469,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "periodic": frozenset({"cronsim"}),
     "pytest_plugin": frozenset({"pytest"}),
     "stores.aio": frozenset({"redis"}),
+    "stores.aio_registry": frozenset({"redis"}),
     "stores.plain": frozenset({"redis"}),
     "stores.broker": frozenset({"redis"}),
     "worker.loop_acks": frozenset({"hiredis", "redis"}),
