@@ -134,6 +134,9 @@ class BrokerError(MinitaskError):
     #: Of a write of several calls cut part way (``sent``), how many of them went
     #: whole, in order (those may have run; the rest never did); None: every one.
     sent_calls: Optional[int] = None
+    #: Of a ``sent`` error: the write was made for certain (a step after it failed, as
+    #: the listing of its queue), so its tasks are enqueued, not "maybe".
+    written: bool = False
 
     def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
                  task_ids: Optional[Sequence[str]] = None,
@@ -283,6 +286,18 @@ _SCRIPT_NOISE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_(?:script|functio
                            r"@user_(?:script|function):\d+: ")
 
 
+#: How Redis says that an ACL refused a command a script called, part way through the
+#: script (6.2 and 7.0; 7.2 and later): Redis checks the ACL at each command, so what
+#: the script wrote before it stands.
+_REFUSED_IN_SCRIPT = ("user executing the script", "ACL failure in script")
+
+
+def refused_in_script(exc: BaseException) -> bool:
+    """Whether ``exc`` is a command refused inside a script (an ACL): the script may have
+    written before it (``enqueue_now.lua`` writes the message, then trims the wake list)."""
+    return any(mark in str(exc) for mark in _REFUSED_IN_SCRIPT)
+
+
 def without_script_marks(text: str) -> str:
     """Redis's error ``text`` without the script's sha and line it adds."""
     return _SCRIPT_NOISE.sub("", text)
@@ -301,12 +316,19 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
             it calls.
         unreachable: said after the hint when Redis could not be reached.
         sent: the connection failed after the command was written whole, before
-            its reply came: Redis may have run it (said so; ``BrokerError.sent``).
+            its reply came: Redis may have run it (said so; ``BrokerError.sent``); or
+            (``refused_in_script``) Redis refused a command inside a script that
+            writes, which may have written before it.
     """
     reason, hint = broker_reason(exc, script, commands)
     if reason == "unreachable" and unreachable:
         hint = f"{hint} {unreachable}"
-    if sent:
+    if sent and refused_in_script(exc):
+        message = (f"Redis refused a command part way through the script to {what} (broker "
+                   f"{broker}): {without_script_marks(str(exc))}: what the script wrote "
+                   f"before that command stands, so its write may have been made, in part "
+                   f"or whole")
+    elif sent:
         message = (f"lost the reply to {what} (broker {broker}): "
                    f"{without_script_marks(str(exc))}: the connection failed after the "
                    f"command was written, so Redis may have run it")

@@ -88,6 +88,8 @@ class _Chunks:
         if exc.sent:
             maybe, rest = ids, every[before + len(ids):]
             text = _lost_text(exc, task, queue, ids, done, rest)
+            if exc.written:  # written for certain (its queue's listing failed after)
+                done, maybe = done + ids, []
         elif before:
             maybe, rest = [], every[before:]
             text = (f"task {task!r}: partly enqueued: the first {before} of the call's "
@@ -103,9 +105,11 @@ class _Chunks:
 
 
 def lost_reply(error: BrokerError, task: str, queue: str, task_id: str) -> BrokerError:
-    """``error`` (``sent``) told about the enqueue of task ``task_id`` (a plain ``delay()``)."""
+    """``error`` (``sent``) told about the enqueue of task ``task_id`` (a plain ``delay()``);
+    ``written`` (its queue's listing failed after it): ``enqueued_ids`` names it."""
     return BrokerError(_lost_text(error, task, queue, [task_id], [], []), reason=error.reason,
-                       sent=True, task_ids=[task_id])
+                       sent=True, task_ids=[task_id],
+                       enqueued_ids=[task_id] if error.written else [])
 
 
 def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
@@ -115,6 +119,21 @@ def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
     (a call sent in chunks)."""
     first, count = ids[0], len(ids)
     more = (f" (and the {count - 1} other task(s) written with it)" if count > 1 else "")
+    if error.written:  # certain: only what followed the write failed
+        return (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} was "
+                f"made (the error's enqueued_ids: do not send them again), then: {error}"
+                f"{_split(done, rest)}")
+    split = _split(done, rest)
+    return (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have "
+            f"been made: {error}{split}. The task(s) that may be in Redis (the error's "
+            f"task_ids) may run: sending them again as they were could run them twice; check "
+            f"with app.handle({first!r}).status(), or send again with task_id={first!r}, "
+            f"which never enqueues it twice")
+
+
+def _split(done: Sequence[str], rest: Sequence[str]) -> str:
+    """What a chunked call's error adds: ``done``, its tasks enqueued ahead of the chunk
+    that failed; ``rest``, those after, never sent."""
     split = ""
     if done:
         split += (f"; the {len(done)} task(s) of the same call ahead of it were enqueued "
@@ -123,11 +142,7 @@ def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
     if rest:
         split += (f"; the {len(rest)} after it (ids {rest[0]!r} to {rest[-1]!r}, the "
                   f"error's unsent_ids) were never sent: send those again as they are")
-    return (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have "
-            f"been made: {error}{split}. The task(s) that may be in Redis (the error's "
-            f"task_ids) may run: sending them again as they were could run them twice; check "
-            f"with app.handle({first!r}).status(), or send again with task_id={first!r}, "
-            f"which never enqueues it twice")
+    return split
 
 
 def _lost_batch(error: BrokerError, ids: List[str], size: int) -> BrokerError:

@@ -23,7 +23,7 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
-from ..errors import BrokerError, ConfigurationError, DurabilityError
+from ..errors import BrokerError, ConfigurationError, DurabilityError, broker_reason
 from .keys import confirm_key
 
 #: The durability settings, ``None`` first: the primary's word alone.
@@ -121,15 +121,39 @@ class Durability:
         return int(reply), int(reply) >= self.min_replicas
 
     def check(self, reply: Any, what: str, where: str) -> None:
-        """Raise DurabilityError when WAIT's (or WAITAOF's) reply falls short; a
-        refusal is raised as it is, WAITAOF unknown as the clear "fsync" error."""
+        """Raise DurabilityError when WAIT's (or WAITAOF's) reply falls short, or was a
+        refusal (``refused``: the write was made all the same); inside a
+        ``keep_unconfirmed`` block, keep it instead."""
         if isinstance(reply, BaseException):
-            if "unknown command" in str(reply).lower() and "waitaof" in str(reply).lower():
-                raise fsync_refused(reply, where) from reply
-            raise reply
-        confirmed, enough = self.confirmed(reply)
-        if enough:
-            return
+            error = self.refused(reply, what, where)
+        else:
+            confirmed, enough = self.confirmed(reply)
+            if enough:
+                return
+            error = self.short(reply, confirmed, what, where)
+        kept = _KEPT.get()
+        if kept is None:
+            raise error
+        kept.append(error)  # the scripts' replies go back to the caller all the same
+
+    def refused(self, reply: BaseException, what: str, where: str) -> DurabilityError:
+        """The error of a touch or WAIT (WAITAOF) Redis refused (an ACL without it, an
+        unknown WAITAOF): sent behind the write, they came after it, so the write was
+        made, its confirmation not asked: ``sent``, never "could not"."""
+        command = "WAITAOF" if self.mode == "fsync" else "WAIT"
+        if "unknown command" in str(reply).lower() and "waitaof" in str(reply).lower():
+            hint = str(fsync_refused(reply, where))
+        else:
+            hint = broker_reason(reply)[1] or "allow it to the ACL user"
+        return DurabilityError(
+            f"Redis at {where} made the write to {what}, then refused the {command} (or the "
+            f"touch of a key sent before it) that asks replicas to confirm it "
+            f"(durability={self.mode!r}): {reply}; whether replicas have the write could "
+            f"not be checked: it runs, yet may not survive a failover; {hint}",
+            task_id=None, confirmed=0)
+
+    def short(self, reply: Any, confirmed: int, what: str, where: str) -> DurabilityError:
+        """The error of a WAIT (WAITAOF) whose replicas fell short of ``min_replicas``."""
         if self.mode == "fsync" and int(reply[0]) < 1:
             detail = (f"the primary did not fsync its append-only file in time (is appendonly "
                       f"on? with appendfsync everysec it takes up to 1 s) and {confirmed} of "
@@ -137,14 +161,10 @@ class Durability:
         else:
             verb = "fsynced" if self.mode == "fsync" else "confirmed"
             detail = f"only {confirmed} of {self.min_replicas} replica(s) {verb} it"
-        error = DurabilityError(
+        return DurabilityError(
             f"Redis at {where} did not confirm the write to {what} within "
             f"{self.timeout} s (durability={self.mode!r}): {detail}; it may or may not "
             f"survive a failover", task_id=None, confirmed=confirmed)
-        kept = _KEPT.get()
-        if kept is None:
-            raise error
-        kept.append(error)  # the scripts' replies go back to the caller all the same
 
 
 class Kept(List[DurabilityError]):
@@ -383,8 +403,9 @@ def name_workflow(error: DurabilityError, kind: str, handle_id: str) -> Durabili
 @contextmanager
 def naming_workflow(kind: str, handle_id: str, step_ids: Sequence[str]) -> Iterator[None]:
     """The error of a workflow's start that Redis may have run told which workflow: a
-    DurabilityError (written, unconfirmed: ``name_workflow``), or a lost reply
-    (``sent``): the handle's id, then its steps' ids (``task_ids``), and how to check."""
+    DurabilityError (written, unconfirmed: ``name_workflow``), or a lost reply or a
+    refusal inside a spawn script (``sent``; ``written``: the registry refused after the
+    write): the handle's id, then its steps' ids (``task_ids``), and how to check."""
     try:
         yield
     except DurabilityError as exc:  # written whole: a resend would run it twice
@@ -392,15 +413,18 @@ def naming_workflow(kind: str, handle_id: str, step_ids: Sequence[str]) -> Itera
     except BrokerError as exc:
         if not exc.sent:
             raise
+        made = "was written to Redis and runs" if exc.written else \
+            "may have been written to Redis and run"
         lost = BrokerError(
             f"{kind} {handle_id!r}: its start (the {len(step_ids)} step(s) of the error's "
-            f"task_ids) may have been written to Redis and run: {exc}. Sending it again "
+            f"task_ids) {made}: {exc}. Sending it again "
             f"could run it twice: check first with `minitask inspect workflow {handle_id}` "
             f"(or app.group_handle({handle_id!r}) for a group; a step's "
             f"app.handle(id).status(), as app.handle({step_ids[0]!r}).status() for the "
             f"first; 'unknown' until that step is sent)", reason=exc.reason, sent=True,
             task_ids=step_ids)
         lost.task_id = handle_id  # (a workflow's: the id of its handle, as DurabilityError's)
+        lost.written = exc.written
         raise lost from exc
 
 

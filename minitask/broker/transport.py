@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from ..errors import BrokerError, ConfigurationError, broker_error
+from ..errors import BrokerError, ConfigurationError, broker_error, refused_in_script
 from ..printable import own_logger
 from .cluster import run_on_primary
 from .connections import Connections, load_and_run
@@ -36,6 +36,13 @@ __all__ = ["Transport", "text"]
 #: A command a script calls: redis.call('X', or redis.pcall('X', ... and lib.lua's
 #: wrappers must(kind, 'X', ... and tolerant(instead, 'X', ...
 _SCRIPT_COMMAND = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
+
+
+#: The scripts that write tasks (enqueue, a workflow's steps and groups, a broadcast
+#: call): one refused part way through (``errors.refused_in_script``) may have written.
+SENDING_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "enqueue_group",
+                             "spawn", "spawn_flow", "spawn_group", "group_create",
+                             "broadcast_send"})
 
 
 def text(value: Any) -> str:
@@ -94,6 +101,10 @@ class Transport:
         if script is not None:  # an error path: the script's text is read only now
             commands = sorted({name.lower() for name in
                                _SCRIPT_COMMAND.findall(self._sources.get(script, ""))})
+            # a command refused inside a script that sends tasks: what the script wrote
+            # before it stands (Redis checks the ACL at each command), so "maybe", as a
+            # lost reply, never "could not"
+            sent = sent or (script in SENDING_SCRIPTS and refused_in_script(exc))
         return broker_error(exc, what, self.description, script=script, commands=commands,
                             sent=sent)
 
@@ -114,10 +125,10 @@ class Transport:
             assert isinstance(self.client, redis.RedisCluster)
             replies = run_on_primary(self.client, self._scripts[name].sha, self._sources[name],
                                      keys, args, policy.commands(keys[0]))
-            for reply in replies[:-1]:  # the script's, the touch's
-                if isinstance(reply, Exception):
-                    raise reply
-            policy.check(replies[-1], what, self.description)
+            if isinstance(replies[0], Exception):  # the script's refusal: as it says
+                raise replies[0]
+            policy.check(replies[1] if isinstance(replies[1], Exception) else replies[-1],
+                         what, self.description)  # (a refused touch: after the write)
             return replies[0]
 
     def confirms_writes(self) -> bool:

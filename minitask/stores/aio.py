@@ -35,9 +35,10 @@ from .aio_clients import AsyncClient, waits_client_for
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
+from .aio_registry import list_queue
 from .foreign import ignored, removed_members
 from .names import MEMBER_BYTES, PAGE, REGISTRY_READ
-from .queue import REGISTER_AGAIN, after_write
+from .queue import REGISTER_AGAIN
 from .results import unwaitable
 from .scripts import source
 
@@ -123,10 +124,10 @@ class AsyncBroker:
                 if not isinstance(replies[0], redis.exceptions.NoScriptError):
                     break
                 await self.client.script_load(source(name))
-            for reply in replies[:-1]:
-                if isinstance(reply, Exception):
-                    raise reply
-            durability.check(replies[-1], what, self.description)
+            if isinstance(replies[0], Exception):  # the script's refusal: as it says
+                raise replies[0]
+            durability.check(replies[1] if isinstance(replies[1], Exception) else replies[-1],
+                             what, self.description)  # (a refused touch: after the write)
         return replies[0]
 
     async def _send_confirmed(self, commands: Sequence[Sequence[Any]], durability: Durability,
@@ -265,8 +266,8 @@ class AsyncBroker:
         time (``QueueStore.enqueue``'s rule)."""
         now = monotonic()
         if now - self._known_queues.get(queue, -REGISTER_AGAIN) >= REGISTER_AGAIN:
-            with after_write(), self.errors("register queues"):
-                await self.client.sadd(self.broker.queues.app_keys.queues, queue)
+            await list_queue(self.client, self.broker.queues.app_keys.queues, queue,
+                             self.errors)  # (another type: said once, as the sync path)
             self._known_queues[queue] = now
 
     async def enqueue_flow(self, queue: str, part: Sequence[Tuple[str, bytes, int, int]],

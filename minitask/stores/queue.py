@@ -417,6 +417,9 @@ def after_write() -> Iterator[None]:
         yield
     except BrokerError as exc:
         if exc.sent:
+            exc.written = True
             raise
-        raise BrokerError(f"{exc} (after the tasks were written: they are enqueued)",
-                          reason=exc.reason, sent=True) from exc
+        error = BrokerError(f"{exc} (after the tasks were written: they are enqueued)",
+                            reason=exc.reason, sent=True)
+        error.written = True
+        raise error from exc

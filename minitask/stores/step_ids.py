@@ -62,10 +62,13 @@ class StepIdStore(Store):
         try:
             replies = self.transport.run_calls(calls, f"reserve the task ids of {len(tasks)} "
                                                       f"workflow step(s)")
-        except BrokerError:  # refused (a marker of another type) or failed: none is kept
-            if len(calls) > 1 and wid:
+        except BrokerError as exc:  # refused (a marker of another type) or failed: none
+            # is kept; a lost reply may have reserved them all: a workflow sent again
+            # (another id) would find them taken
+            if (len(calls) > 1 or exc.sent) and wid:
                 self.release(tasks, wid)
-            raise
+            with nothing_sent():
+                raise
         taken = [(text(reply[i]), text(reply[i + 1]), text(reply[i + 2]))
                  for reply in replies for i in range(0, len(reply), 3)]
         if taken and len(calls) > 1:
@@ -83,6 +86,19 @@ class StepIdStore(Store):
         except BrokerError as exc:
             logger.warning("could not release the task ids reserved by workflow %s (%s); "
                            "they stay reserved until its results would expire", wid, exc)
+
+
+@contextlib.contextmanager
+def nothing_sent() -> Iterator[None]:
+    """Within: calls that write nothing (a workflow's checks, its step-id reservations):
+    the lost reply of one is told ``sent`` False, nothing of the workflow written."""
+    try:
+        yield
+    except BrokerError as exc:
+        if not exc.sent or isinstance(exc, DurabilityError):
+            raise
+        raise BrokerError(f"{exc}; nothing of the workflow was written (its steps were not "
+                          f"sent): sending it again is safe", reason=exc.reason) from exc
 
 
 def _refusal(workflow: object, taken: Sequence[Tuple[str, str, str]]) -> str:
@@ -108,11 +124,13 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
     """Within: the explicit ids ``tasks`` (queue, id) of ``workflow`` (its repr names it
     in the error, made only then: a deep one's is costly) are reserved for ``wid``;
     released if the block raises (sending failed: its steps may be sent again), but for
-    a DurabilityError (sent, only not confirmed: sent again, they would run twice).
+    a BrokerError ``sent`` (a DurabilityError, a lost reply, a registry refused after
+    the write: its steps are, or may be, in Redis: sent again, they would run twice).
 
     Raises:
         ConfigurationError: naming the ids taken, and why; nothing was written.
-        BrokerError: Redis could not be reached, or a marker holds another type (named).
+        BrokerError: Redis could not be reached, or a marker holds another type (named);
+            nothing of the workflow was written (``sent`` False, its reply lost too).
     """
     unique = sorted(set(tasks))
     if not unique:  # ('' for ``wid``: a lone task, whose ids are checked, not reserved)
@@ -123,8 +141,12 @@ def ids_reserved(store: StepIdStore, tasks: Sequence[Tuple[str, str]], workflow:
         raise ConfigurationError(_refusal(workflow, taken))
     try:
         yield
-    except DurabilityError:
-        raise  # written, only not confirmed: the steps went out, their ids stay theirs
+    except BrokerError as exc:
+        if exc.sent:  # written, or perhaps (a lost reply), or only not confirmed
+            raise  # (DurabilityError): the steps may be in Redis, their ids stay theirs
+        if wid:
+            store.release(unique, wid)
+        raise
     except BaseException:
         if wid:
             store.release(unique, wid)

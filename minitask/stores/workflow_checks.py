@@ -35,7 +35,8 @@ from ..printable import own_logger
 from ..wire.message import Outcome
 from ..wire.serializer import encode_outcome
 from .foreign import foreign
-from .queue import BATCH_LIMIT, WAKE_CAP
+from .queue import BATCH_LIMIT, WAKE_CAP, after_write
+from .step_ids import nothing_sent
 
 logger = own_logger(__name__)
 
@@ -117,13 +118,17 @@ def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], no
 
     Raises:
         BrokerError: Redis failed, or refused a key of another type, naming it; then
-            nothing was written.
+            nothing was written (``sent`` False: a lost reply of the checks, which write
+            nothing, too). ``sent``: the steps may have been written (a lost reply, a
+            command refused inside a spawn script), or were (``written``: the registry
+            failed after them).
     """
     calls = with_groups(calls)
     what = f"{sum(map(len, steps.values()))} workflow step(s)"
     if len(calls) > 1 and steps:
-        transport.run_calls(check_calls(keys, steps, now_ms),
-                            f"check the queues of {what} before sending them")
+        with nothing_sent():  # the checks write nothing: their lost reply is no "maybe"
+            transport.run_calls(check_calls(keys, steps, now_ms),
+                                f"check the queues of {what} before sending them")
     try:
         replies = transport.run_calls(calls, f"send {what}")
     except BrokerError as exc:
@@ -133,7 +138,8 @@ def send_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]], no
             with contextlib.suppress(BrokerError):
                 register(steps)
         raise
-    register(steps)
+    with after_write():  # the steps are written: a registry refused is no "could not"
+        register(steps)
     return [str(text(task_id)) for call, reply in zip(calls, replies)
             if call[0] != "group_create" and isinstance(reply, list) for task_id in reply[1:]]
 
