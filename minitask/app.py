@@ -227,10 +227,12 @@ class Minitask(Operations, SendByName, HandleLookups):
             options, a decorator that returns it.
 
         Raises:
-            ConfigurationError: an unknown or invalid option (a ValueError).
+            ConfigurationError: an unknown or invalid option, or ``func`` is
+                already a ``Task`` (a stacked decorator) (a ValueError).
             DuplicateTaskError: another function already has this name.
         """
         def register(function: Callable[P, R]) -> Task[P, R]:
+            _refuse_a_task(function, "@app.task")
             resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options,
                                          self.routes.match)
             check_name_size(resolved.name)
@@ -285,7 +287,9 @@ class Minitask(Operations, SendByName, HandleLookups):
             ConfigurationError: both or neither of ``cron`` and ``every``, a bad
                 cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, a bad
                 task option, or a group option (``group_by``...: a tick is sent
-                without a group) (a ValueError naming the schedule).
+                without a group) (a ValueError naming the schedule), or the
+                decorated object is already a ``Task`` (``@app.periodic``
+                stacked on ``@app.task``: it registers the task itself).
             ArgumentError: ``args``/``kwargs`` do not fit the function (a TypeError).
             EncodeError: an argument msgpack cannot carry (a TypeError).
         """
@@ -293,6 +297,7 @@ class Minitask(Operations, SendByName, HandleLookups):
             task_options["name"] = name
 
         def register(function: Callable[P, R]) -> Task[P, R]:
+            _refuse_a_task(function, "@app.periodic")
             probe = TaskOptions.build(function, self.default_queue, self.result_ttl,
                                       task_options, self.routes.match)
             schedule = build_schedule(probe.name, probe.name, function, cron=cron, every=every,
@@ -455,3 +460,13 @@ def _check_count(value: Any, what: str, where: str, most: int) -> None:
 def _code_of(func: Callable[..., Any]) -> Any:
     """Re-importing a module re-registers the same code: that is not a duplicate."""
     return getattr(func, "__code__", func)
+
+
+def _refuse_a_task(function: Any, decorator: str) -> None:
+    """A decorator stacked on another gets a Task, not a function: say how to write it."""
+    if isinstance(function, Task):
+        raise ConfigurationError(
+            f"{decorator} was applied to the task {function.name!r}, not to a function: "
+            f"use one decorator on the function, @app.task(...) or @app.periodic(every=..., "
+            f"<task options>) (which registers the task itself), or schedule a registered "
+            f"task with app.add_schedule(name, task, every=...)")
