@@ -87,3 +87,21 @@ def test_a_groups_own_ready_set_of_another_type_refuses_only_its_sends(
         plain.delay("a", 1)  # its group's own key: refused, naming it, nothing written
     assert [plain.delay(g, n).get(timeout=DEADLINE) for g, n in (("b", 2), ("c", 3))] == [2, 3]
     assert admin.get(key) == PLANTED
+
+
+def test_a_refused_grouped_send_moves_nothing_aside(served: Tuple[Minitask, Path]) -> None:
+    """The shared key is moved only once the call's checks pass: a send refused for its
+    ready list (of another type too) changes nothing, the planted flow hash included."""
+    app, _ = served
+    admin: "redis.Redis[bytes]" = app.broker.transport.client
+    ready = KEYS.ready[9 - 5]  # the default priority's
+    admin.set(KEYS.flow, PLANTED)
+    admin.set(ready, PLANTED)
+    for sent in (lambda: app.tasks["fa.plain"].delay("e", 1),
+                 lambda: app.tasks["fa.limited"].delay("f", 2)):
+        with pytest.raises(Exception, match="ready"):
+            sent()
+    assert admin.get(KEYS.flow) == PLANTED and admin.exists(f"{KEYS.flow}:foreign") == 0
+    admin.delete(ready)
+    assert app.tasks["fa.plain"].delay("e", 3).get(timeout=DEADLINE) == 3
+    assert admin.get(f"{KEYS.flow}:foreign") == PLANTED
