@@ -227,12 +227,12 @@ class Minitask(Operations, SendByName, HandleLookups):
             options, a decorator that returns it.
 
         Raises:
-            ConfigurationError: an unknown or invalid option (a ValueError).
+            ConfigurationError: a bad option, or ``func`` is a ``Task`` (a ValueError).
             DuplicateTaskError: another function already has this name.
         """
         def register(function: Callable[P, R]) -> Task[P, R]:
-            resolved = TaskOptions.build(function, self.default_queue, self.result_ttl, options,
-                                         self.routes.match)
+            resolved = TaskOptions.build(_a_function(function, "@app.task"), self.default_queue,
+                                         self.result_ttl, options, self.routes.match)
             check_name_size(resolved.name)
             check_queue_name(resolved.queue)
             existing = self.tasks.get(resolved.name)
@@ -284,8 +284,8 @@ class Minitask(Operations, SendByName, HandleLookups):
         Raises:
             ConfigurationError: both or neither of ``cron`` and ``every``, a bad
                 cron, ``every <= 0``, an unknown ``tz`` or ``catch_up``, a bad
-                task option, or a group option (``group_by``...: a tick is sent
-                without a group) (a ValueError naming the schedule).
+                task option, a group option (``group_by``...: a tick is sent without
+                a group) or a ``Task`` given (a ValueError naming the schedule).
             ArgumentError: ``args``/``kwargs`` do not fit the function (a TypeError).
             EncodeError: an argument msgpack cannot carry (a TypeError).
         """
@@ -293,8 +293,8 @@ class Minitask(Operations, SendByName, HandleLookups):
             task_options["name"] = name
 
         def register(function: Callable[P, R]) -> Task[P, R]:
-            probe = TaskOptions.build(function, self.default_queue, self.result_ttl,
-                                      task_options, self.routes.match)
+            probe = TaskOptions.build(_a_function(function, "@app.periodic"), self.default_queue,
+                                      self.result_ttl, task_options, self.routes.match)
             schedule = build_schedule(probe.name, probe.name, function, cron=cron, every=every,
                                       tz=tz, args=args, kwargs=kwargs, catch_up=catch_up,
                                       overlap=overlap, queue=probe.queue,
@@ -455,3 +455,15 @@ def _check_count(value: Any, what: str, where: str, most: int) -> None:
 def _code_of(func: Callable[..., Any]) -> Any:
     """Re-importing a module re-registers the same code: that is not a duplicate."""
     return getattr(func, "__code__", func)
+
+
+def _a_function(function: Callable[P, R], decorator: str) -> Callable[P, R]:
+    """``function``, or for a Task (a decorator stacked on another) an error saying how
+    to write it."""
+    if isinstance(function, Task):
+        raise ConfigurationError(
+            f"{decorator} was applied to the task {function.name!r}, not to a function: "
+            f"use one decorator on the function, @app.task(...) or @app.periodic(every=..., "
+            f"<task options>) (which registers the task itself), or schedule a registered "
+            f"task with app.add_schedule(name, task, every=...)")
+    return function

@@ -12,18 +12,23 @@
 -- group); an id queued or running already is left as it is.
 -- Invariant: a flow-controlled message is never in Redis without its spec. (Its
 -- limiter is named in flow_limiters only while a fetch has tasks of it parked.)
--- Data minitask did not write (lib.lua): a flow hash of another type refuses the
--- call (checked before any write); a delayed set of another type is no schedule.
+-- Data minitask did not write (lib.lua): a flow hash of another type holds no spec
+-- minitask wrote: it is moved aside (lib.lua's aside(): renamed to flow:foreign, one
+-- WARNING in Redis's log) once enqueue_base() has made its checks, and the call goes
+-- on; a delayed set of another type is no schedule.
 local count = tonumber(table.remove(ARGV))
 local specs = {}
 for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
 local flow = table.remove(KEYS)
--- (one HEXISTS: lib.lua's guards, made only for an error, then refuse the call)
-if type(redis.pcall('HEXISTS', flow, '')) == 'table' then guards().expect(flow, 'hash') end
+-- (one HEXISTS: lib.lua's guards, made only for an error: any but WRONGTYPE raises)
+local flow_other = redis.pcall('HEXISTS', flow, '')
+flow_other = type(flow_other) == 'table' and guards().foreign(flow_other)
 local pending = {}
 for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) == 1 end
 
 local added = enqueue_base()
+-- (enqueue_base() has made its checks: a refused call changed nothing)
+if flow_other then guards().aside(flow, guards().held_other('hash')) end
 
 local wake = false
 for n = 1, count do

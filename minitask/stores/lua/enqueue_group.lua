@@ -14,11 +14,14 @@
 -- it is.
 -- Invariant: enqueue_flow.lua's, and a grouped ready message is in its group's ready
 -- set, never in a ready list, from the step that adds it.
--- Data minitask did not write (lib.lua): messages or flow of another type refuse the
--- call, before any write, and so does, for a grouped message due now, its group's
--- ready set or turn, the queue's groups_solo, or the ready list of its priority (its
--- group's token goes there), naming the task and its group: written past, the task
--- would never run.
+-- Data minitask did not write (lib.lua): messages of another type refuse the call,
+-- before any write, and so does, for a grouped message due now, its group's ready set
+-- or turn, or the ready list of its priority (its group's token goes there), naming
+-- the task and its group: written past, the task would never run (a group's own keys
+-- stop only that group's sends). Queue-wide keys every group shares are moved aside
+-- instead (lib.lua's aside(): renamed to `key`:foreign, one WARNING in Redis's log),
+-- once the call's checks have passed: flow (enqueue_flow.lua) and groups_solo, so one
+-- planted key never stops the sends of every group.
 local prefix = table.remove(KEYS)
 local cancelled = table.remove(KEYS)
 local dead = table.remove(KEYS)
@@ -67,7 +70,7 @@ end
 -- it costs this call some 150,000 Redis instructions): entry[8] is its group. Any
 -- other is read by flow.lua's flow_spec (entry[6]).
 local PLAIN = '\n0\n0\n0\n0\n0\n0\n0\n0\n'
-local solos = prefix .. 'groups_solo'
+local solos, solos_other = prefix .. 'groups_solo', false
 for _, entry in ipairs(grouped) do
   local group
   if #entry[4] > 17 and string.sub(entry[4], 1, 17) == PLAIN then
@@ -85,11 +88,12 @@ for _, entry in ipairs(grouped) do
     local no_ready = writable(base .. ':ready', 'zset', entry, group)
     entry[7] = writable(base .. ':turn', 'hash', entry, group) and no_ready
     if entry[7] then
-      -- (one HEXISTS: a groups_solo of another type refuses the call, as writable())
+      -- (one HEXISTS: a groups_solo of another type is moved aside once the checks have
+      -- passed, below, and holds no claim; guards().foreign raises any other error)
       local held = redis.pcall('HEXISTS', solos, group)
       if type(held) == 'table' then
-        checked[solos] = nil
-        writable(solos, 'hash', entry, group)  -- raises (guards().foreign: any other error)
+        guards().foreign(held)
+        solos_other = true
       end
       if held == 1 then entry[7] = false end
     end
@@ -105,6 +109,8 @@ for i = #ARGV, 1, -1 do ARGV[i] = argv[i] end
 for i = #KEYS, 1, -1 do KEYS[i] = keys[i] end
 
 local added = enqueue_flow_base()
+-- (every check has passed: a groups_solo of another type is moved aside before a write)
+if solos_other then guards().aside(solos, guards().held_other('hash')) end
 
 -- fair: flow.lua's fair queues, made at the first task that is not joined inline
 -- below; any_paused: whether any group is paused (one EXISTS, read at the first
