@@ -62,6 +62,7 @@ TASKS = (("plain", plain, {"queue": "plain"}),
          ("tenants", tenant_job, {"queue": "tenants", "group_by": "tenant"}),
          ("tenant", tenant_job, {"queue": "tenant", "group_by": "tenant"}),
          ("turns", tenant_job, {"queue": "turns", "group_by": "tenant"}),
+         ("pairs", tenant_job, {"queue": "pairs", "group_by": "tenant"}),
          ("backlog", tenant_job, {"queue": "backlog", "group_by": "tenant"}))
 
 #: Tasks a grouped fetch takes a call: a worker's default prefetch.
@@ -78,6 +79,7 @@ class Driver:
         self.broker = self.app.broker
         self.leased: List[Tuple[str, Delivery]] = []
         self.sent = 0  # grouped sends so far: each names a new group
+        self.paired = 0  # solo groups joined so far (their second task sent)
         #: Ids handed out by the calls that name theirs, so far.
         self.named = 0
 
@@ -267,6 +269,24 @@ def _sending_grouped(driver: Driver, calls: int) -> None:
         task.delay(f"t{driver.sent:06d}", driver.sent)
 
 
+def _solo_groups(driver: Driver, calls: int) -> None:
+    """A group of one task (a solo group: its claim in groups_solo, its token holding
+    the task in a ready list) for each call to come."""
+    task = driver.tasks["pairs"]
+    for start in range(0, calls, 200):  # a few hundred a call: see _drain_prepare
+        task.delay_many([(f"p{i:06d}", i) for i in range(start, min(calls, start + 200))])
+    driver.paired = 0
+
+
+def _joining_solo_groups(driver: Driver, calls: int) -> None:
+    """``calls`` delay() calls of a grouped task, each the second task of a solo group
+    (groups of two): its claim lifted into the group's ready set (flow.lua's lift())."""
+    task = driver.tasks["pairs"]
+    for _ in range(calls):
+        task.delay(f"p{driver.paired:06d}", -1)
+        driver.paired += 1
+
+
 def _sending_to_one_group(driver: Driver, calls: int) -> None:
     """``calls`` delay() calls of a grouped task, all of one group (in the rotation
     from the warm-up's first call on)."""
@@ -378,6 +398,10 @@ def operations() -> List[Operation]:
                                  "(enqueue_group.lua)", _nothing, _sending_grouped),
         Operation("delay_group_one", "delay() of a grouped task, all of one group "
                                      "(enqueue_group.lua)", _nothing, _sending_to_one_group),
+        Operation("delay_group_join", "delay() of a grouped task joining a solo group, "
+                                      "its second task (groups of two: enqueue_group.lua, "
+                                      "flow.lua's lift() of the group's claim)",
+                  _solo_groups, _joining_solo_groups),
         Operation("fetch_groups", f"a fetch of {GROUP_FETCH} grouped tasks, each its own "
                                   "group, per task (fetch.lua, flow.lua's fair queues)",
                   _tenants("tenants", GROUP_FETCH, False), _fetching("tenants", GROUP_FETCH),

@@ -532,16 +532,26 @@ local function flow_control()
           return false
         end
 
-        -- Why the task `id`, named by a solo claim read from groups_solo (lift()), is
-        -- not `group`'s to take into its ready set, or nil when it is: its
-        -- message kept, its flow spec naming this group, not dead, not leased, nowhere a
-        -- task waits (elsewhere()). A claim minitask wrote names such a task alone: its
-        -- token holds it, and nothing else does. Any other (a planted claim naming
-        -- another group's task, or one of this group already waiting) taken in would
-        -- strand the group behind a token that does not exist (its turn claiming it).
-        -- A few reads: called where a claim is lifted (fair_rare), never on a hot path.
-        local function owned(id, group)
+        -- Why the task `id`, named by a solo claim `tok` (of `priority`) read from
+        -- groups_solo (lift()), is not `group`'s to take into its ready set, or nil when
+        -- it is: its message kept, and either the claim's token in the ready list of its
+        -- priority (a claim minitask wrote: its token holds its task, and nothing else
+        -- does), or its flow spec naming this group, not dead, not leased, nowhere a task
+        -- waits (elsewhere()). Any other (a planted claim naming another group's task,
+        -- one of this group already waiting, a dead or leased one) taken in would strand
+        -- the group behind a token that does not exist (its turn claiming it), or run
+        -- the task twice. Cheapest first, the first problem said: a claim's token is
+        -- pushed to the tail of its list as its group's first task is sent, so a second
+        -- task sent soon after finds it among the last TOKEN_SCAN entries (one LPOS);
+        -- one not found there (popped by the fetch calling, or far from the tail: a
+        -- backlog sent since) is checked in full.
+        local TOKEN_SCAN = 128
+        local function owned(id, group, tok, priority)
           if tolerant(0, 'HEXISTS', c.messages, id) ~= 1 then return 'which does not exist' end
+          if tolerant(false, 'LPOS', KEYS[c.first_ready + 9 - priority],
+                      '\255' .. tok .. '\255' .. group, 'RANK', -1, 'MAXLEN', TOKEN_SCAN) then
+            return nil
+          end
           local spec = flow_spec(tolerant(false, 'HGET', c.flow, id))
           if not (spec and spec.group == group) then
             if spec and spec.group then
@@ -594,9 +604,11 @@ local function flow_control()
         -- and groups, its token (live still, in its list) in cancelled. True when the
         -- group had such a claim; a field minitask did not write is removed, false: one
         -- of another shape, or naming a task that is not the group's to take (owned():
-        -- gone, of another group, waiting elsewhere), said in Redis's log. Nothing is
-        -- written before the claim is checked; the caller arms the group afresh (its
-        -- task, if any, has its own token).
+        -- gone, of another group, waiting elsewhere), said in Redis's log. Before the
+        -- claim is checked, the group's removals owed by forget() are made (settle())
+        -- and its field is removed from groups_solo (taken or not, it is read once);
+        -- for a claim not taken nothing else is written, and the caller arms the group
+        -- afresh (its task, if any, has its own token).
         local function lift(group)
           settle(group)
           local tok = tolerant(false, 'HGET', solos, group)
@@ -610,8 +622,8 @@ local function flow_control()
             disowned(group, tok)
             return false
           end
-          local id = string.sub(member, 2)
-          local problem = owned(id, group)
+          local id, priority = string.sub(member, 2), string.byte(member) - 48
+          local problem = owned(id, group, tok, priority)
           if problem then
             redis.log(redis.LOG_WARNING, printable(
               'minitask: removed the field ' .. group .. ' of ' .. solos .. ': its claim'
@@ -621,7 +633,6 @@ local function flow_control()
           end
           local order = tonumber(count)
           if not (order < RANK) then order = 0 end
-          local priority = string.byte(member) - 48
           flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
                           (9 - priority) * RANK + order, member)
           flow_made.write('hash', group, 'HSET', base(group) .. ':turn', 'tok', '+' .. tok,
