@@ -26,7 +26,7 @@
 from __future__ import annotations
 
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 
 class MinitaskError(Exception):
@@ -137,6 +137,9 @@ class BrokerError(MinitaskError):
     #: Of a ``sent`` error: the write was made for certain (a step after it failed, as
     #: the listing of its queue), so its tasks are enqueued, not "maybe".
     written: bool = False
+    #: Of an ``app.batch()`` block's error: the store told each call's fate already
+    #: (refused in part): passed on as it is, never retold as a lost reply.
+    batch_told: bool = False
 
     def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
                  task_ids: Optional[Sequence[str]] = None,
@@ -155,6 +158,21 @@ class BrokerError(MinitaskError):
         self.unsent_ids: List[str] = list(unsent_ids or ())
         #: Tasks written ahead of the failure whose writes replicas did not confirm.
         self.unconfirmed_ids: List[str] = list(unconfirmed_ids or ())
+
+
+def retold(error: BrokerError, message: str, **fields: Any) -> BrokerError:
+    """A BrokerError saying ``message``, with every attribute of ``error`` (``reason``,
+    ``sent``, its id lists, ``task_id``, ``written``, ``sent_calls`` ...) but those
+    ``fields`` give (``task_ids`` also sets ``task_id``, its first, unless given)."""
+    told = BrokerError(message)
+    told.__dict__.update(error.__dict__)
+    if "task_ids" in fields and "task_id" not in fields:
+        fields["task_id"] = fields["task_ids"][0] if fields["task_ids"] else None
+    for name in ("task_ids", "enqueued_ids", "unsent_ids", "unconfirmed_ids"):
+        if name in fields:
+            fields[name] = list(fields[name])
+    told.__dict__.update(fields)
+    return told
 
 
 class DurabilityError(BrokerError):

@@ -13,7 +13,8 @@ from .batching import DISCARDED, FAILED, SENT, Batch, PendingHandle, open_batch
 from .broker.durability import (APP, CallSetting, Durability, Kept, check_socket_timeout,
                                 keep_unconfirmed, name_batch, name_task)
 from .broker.keys import check_name
-from .errors import BrokerError, ConfigurationError, DurabilityError, MessageTooLarge
+from .errors import (BrokerError, ConfigurationError, DurabilityError, MessageTooLarge,
+                     retold)
 from .handle import TaskHandle
 from .stores.aio import AsyncBroker
 from .stores.broker import Broker
@@ -46,7 +47,7 @@ class _Chunks:
     lists built in one place (``error``). A class, not three context managers a chunk:
     each re-wrapped the last one's error, and none said the writes kept unconfirmed."""
 
-    __slots__ = ("messages", "by_queue", "every", "kept", "before")
+    __slots__ = ("messages", "by_queue", "every", "kept", "before", "mark")
 
     def __init__(self, messages: Sequence[Message], by_queue: Dict[str, List[Entry]],
                  kept: Kept) -> None:
@@ -54,6 +55,8 @@ class _Chunks:
         #: Every task of the call, in the order sent; ``before`` of them in chunks done.
         self.every = [entry[0] for entries in by_queue.values() for entry in entries]
         self.before = 0
+        #: The errors kept before the chunk in hand was written.
+        self.mark = 0
 
     def __iter__(self) -> Iterator[Tuple[str, List[Entry]]]:
         """(queue, chunk) to write, each noted once written (unconfirmed: kept)."""
@@ -61,9 +64,9 @@ class _Chunks:
         for queue, entries in self.by_queue.items():
             for start in range(0, len(entries), BULK_CHUNK):
                 chunk = entries[start:start + BULK_CHUNK]
-                mark = len(kept)
+                self.mark = len(kept)
                 yield queue, chunk
-                kept.note([entry[0] for entry in chunk], mark)
+                kept.note([entry[0] for entry in chunk], self.mark)
                 self.before += len(chunk)
 
     def failed(self, exc: BrokerError, queue: str, chunk: Sequence[Entry]) -> None:
@@ -85,7 +88,8 @@ class _Chunks:
         unconfirmed ahead of it are said too (``unconfirmed_ids``)."""
         before, every, task = self.before, self.every, self.messages[0].task
         done = every[:before]
-        if exc.sent:
+        if exc.sent:  # (written unconfirmed, then its registry refused: noted too)
+            self.kept.note(ids, self.mark)
             maybe, rest = ids, every[before + len(ids):]
             text = _lost_text(exc, task, queue, ids, done, rest)
             if exc.written:  # written for certain (its queue's listing failed after)
@@ -99,17 +103,15 @@ class _Chunks:
                     f"again only the calls not enqueued")
         else:
             return exc  # nothing of the call written (nor kept: no chunk came before)
-        return BrokerError(text + self.kept.said(), reason=exc.reason, sent=True,
-                           task_ids=done + maybe, enqueued_ids=done, unsent_ids=rest,
-                           unconfirmed_ids=self.kept.ids)
+        return retold(exc, text + self.kept.said(), sent=True, task_ids=done + maybe,
+                      enqueued_ids=done, unsent_ids=rest, unconfirmed_ids=self.kept.ids)
 
 
 def lost_reply(error: BrokerError, task: str, queue: str, task_id: str) -> BrokerError:
     """``error`` (``sent``) told about the enqueue of task ``task_id`` (a plain ``delay()``);
     ``written`` (its queue's listing failed after it): ``enqueued_ids`` names it."""
-    return BrokerError(_lost_text(error, task, queue, [task_id], [], []), reason=error.reason,
-                       sent=True, task_ids=[task_id],
-                       enqueued_ids=[task_id] if error.written else [])
+    return retold(error, _lost_text(error, task, queue, [task_id], [], []), sent=True,
+                  task_ids=[task_id], enqueued_ids=[task_id] if error.written else [])
 
 
 def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
@@ -148,18 +150,26 @@ def _split(done: Sequence[str], rest: Sequence[str]) -> str:
 def _lost_batch(error: BrokerError, ids: List[str], size: int) -> BrokerError:
     """``error`` (``sent``) told about the write of an ``app.batch()`` block of ``size``
     calls, of which ``ids`` may have been enqueued (a cut write: the rest never sent,
-    ``error``'s ``unsent_ids``)."""
+    ``error``'s ``unsent_ids``); ``written`` (the registry refused after the write):
+    were, every one of them (``enqueued_ids``)."""
     first = ids[0]
     unsent = (f"; its {len(error.unsent_ids)} call(s) after the cut (the error's unsent_ids) "
               f"never reached Redis: their handles raise BatchNotSent, send those again as "
               f"they are" if error.unsent_ids else "")
-    return BrokerError(
+    if error.written:  # certain: only what followed the write failed
+        return retold(
+            error, f"app.batch() block of {size} task(s): its write was made (its tasks "
+            f"are enqueued and run: the error's enqueued_ids; their handles stay valid; "
+            f"do not send the block again), then: {error}{unsent}", sent=True, task_ids=ids,
+            enqueued_ids=ids, unsent_ids=error.unsent_ids)
+    return retold(
+        error,
         f"app.batch() block of {size} task(s): its write may have been made: {error}. "
         f"Its tasks that may be in Redis (the error's task_ids) may run: sending the block "
         f"again could run them twice; check each with its handle's status() (their "
         f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
         f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
-        f"never enqueues it twice{unsent}", reason=error.reason, sent=True, task_ids=ids,
+        f"never enqueues it twice{unsent}", sent=True, task_ids=ids,
         enqueued_ids=error.enqueued_ids,  # (a call at a time: those Redis answered for)
         unsent_ids=error.unsent_ids)
 
@@ -375,9 +385,9 @@ class Sender:
                 # enqueued in part, or its reply lost (written perhaps): the handles say;
                 # those of the calls not enqueued (refused, or never sent) raise
                 batch.close(SENT, exc.unsent_ids)
-                refused_in_part = exc.task_ids and exc.task_ids == exc.enqueued_ids
-                error = exc if refused_in_part else _lost_batch(exc, exc.task_ids or [
-                    # (a cut write: those it names)
+                # the store's own (refused in part: each call's fate told) as it is; a
+                # lost reply (a cut write: those it names), or a refusal after the write
+                error = exc if exc.batch_told else _lost_batch(exc, exc.task_ids or [
                     entry[0] for entries in batch.by_queue.values() for entry in entries],
                     len(batch))
             told = kept.told(error)

@@ -23,7 +23,8 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
-from ..errors import BrokerError, ConfigurationError, DurabilityError, broker_reason
+from ..errors import (BrokerError, ConfigurationError, DurabilityError, broker_reason,
+                      retold)
 from .keys import confirm_key
 
 #: The durability settings, ``None`` first: the primary's word alone.
@@ -200,15 +201,15 @@ class Kept(List[DurabilityError]):
     def said(self) -> str:
         """What an error that stopped a send adds when writes of it were kept here (made,
         replicas not confirming them): which tasks they carried, and what that means; ""
-        when none was. Their ids go with it as the error's ``unconfirmed_ids``. (A write
-        of several calls, one refused, is noted whole: those the error says refused
-        were not written.)"""
-        if not self:
+        when none was (or none of their tasks is left: an ``app.batch()`` block's calls
+        refused, the others not written). Their ids go with it as the error's
+        ``unconfirmed_ids``: of a write of several calls, those written (or perhaps),
+        never those Redis refused."""
+        if not self or not self.ids:
             return ""
         ids = self.ids
-        which = (f" of {len(ids)} task(s) (ids {ids[0]!r} to {ids[-1]!r}, the error's "
-                 f"unconfirmed_ids)" if ids else "")
-        return (f"; besides, the write(s){which} were not confirmed by "
+        return (f"; besides, the write(s) of {len(ids)} task(s) (ids {ids[0]!r} to "
+                f"{ids[-1]!r}, the error's unconfirmed_ids) were not confirmed by "
                 f"replicas: {self[0]}. Those of the tasks Redis wrote run, yet may not "
                 f"survive a failover: after one, check them with app.handle(id).status(), or "
                 f"send one again with its task_id=, which never enqueues it twice")
@@ -216,15 +217,10 @@ class Kept(List[DurabilityError]):
     def told(self, error: BrokerError) -> BrokerError:
         """``error``, of a send that stopped after writes kept here were made, told that
         too (``said``): its ``unconfirmed_ids`` name their tasks; its other fields as
-        they were. ``error`` itself when none was kept."""
-        if not self:
+        they were. ``error`` itself when none was kept (or none of their tasks is left)."""
+        if not self or not self.ids:
             return error
-        told = BrokerError(
-            f"{error}{self.said()}", reason=error.reason, sent=error.sent,
-            task_ids=error.task_ids, enqueued_ids=error.enqueued_ids,
-            unsent_ids=error.unsent_ids, unconfirmed_ids=self.ids)
-        told.task_id, told.sent_calls = error.task_id, error.sent_calls
-        return told
+        return retold(error, f"{error}{self.said()}", unconfirmed_ids=self.ids)
 
     def raise_any(self) -> None:
         """After the block: one DurabilityError for every write kept (the first's text,
@@ -415,17 +411,14 @@ def naming_workflow(kind: str, handle_id: str, step_ids: Sequence[str]) -> Itera
             raise
         made = "was written to Redis and runs" if exc.written else \
             "may have been written to Redis and run"
-        lost = BrokerError(
-            f"{kind} {handle_id!r}: its start (the {len(step_ids)} step(s) of the error's "
+        raise retold(
+            exc, f"{kind} {handle_id!r}: its start (the {len(step_ids)} step(s) of the error's "
             f"task_ids) {made}: {exc}. Sending it again "
             f"could run it twice: check first with `minitask inspect workflow {handle_id}` "
             f"(or app.group_handle({handle_id!r}) for a group; a step's "
             f"app.handle(id).status(), as app.handle({step_ids[0]!r}).status() for the "
-            f"first; 'unknown' until that step is sent)", reason=exc.reason, sent=True,
-            task_ids=step_ids)
-        lost.task_id = handle_id  # (a workflow's: the id of its handle, as DurabilityError's)
-        lost.written = exc.written
-        raise lost from exc
+            f"first; 'unknown' until that step is sent)", sent=True, task_ids=step_ids,
+            task_id=handle_id) from exc  # (a workflow's: its handle's, as DurabilityError's)
 
 
 def socket_limit(client: Any) -> Optional[float]:

@@ -20,17 +20,37 @@ def refused_in_part(what: str, broker: str,
                     replies: Sequence[Any]) -> BrokerError:
     """The error of a batch whose calls Redis refused in part (``replies``: each call's
     reply, its refusal, or None: never sent after one): ``sent`` when some calls were
-    enqueued, these its ``task_ids`` and ``enqueued_ids`` (Redis answered for them:
-    nothing is "maybe"); the refused and the never sent, its ``unsent_ids``."""
+    enqueued, or may have been (a refusal inside a script, after its writes: ``sent``);
+    ``enqueued_ids`` those Redis enqueued, ``task_ids`` those and the maybe; the refused
+    and the never sent, its ``unsent_ids``. Marked ``batch_told``: the block's error as
+    it is (``Sender.batch`` passes it on)."""
     enqueued: List[str] = []
+    maybe: List[str] = []
     unsent: List[str] = []
     for (_, entries), reply in zip(parts, replies):
-        done = reply is not None and not isinstance(reply, Exception)
-        (enqueued if done else unsent).extend(entry[0] for entry in entries)
+        (enqueued if _done(reply) else maybe if _maybe(reply) else unsent).extend(
+            entry[0] for entry in entries)
     refusal = next(reply for reply in replies if isinstance(reply, BrokerError))
-    return BrokerError(partly_enqueued(what, broker, parts, replies), reason=refusal.reason,
-                       sent=bool(enqueued), task_ids=enqueued, enqueued_ids=enqueued,
-                       unsent_ids=unsent)
+    error = BrokerError(partly_enqueued(what, broker, parts, replies), reason=refusal.reason,
+                        sent=bool(enqueued or maybe), task_ids=enqueued + maybe,
+                        enqueued_ids=enqueued, unsent_ids=unsent)
+    error.batch_told = True
+    return error
+
+
+def written_or_maybe(parts: Sequence[Tuple[str, Any]], replies: Sequence[Any]) -> List[Any]:
+    """The parts whose calls were enqueued or may have been (their queues listed)."""
+    return [part for part, reply in zip(parts, replies) if _done(reply) or _maybe(reply)]
+
+
+def _done(reply: Any) -> bool:
+    """A call's reply: enqueued (Redis answered it)."""
+    return reply is not None and not isinstance(reply, Exception)
+
+
+def _maybe(reply: Any) -> bool:
+    """A call's reply: refused part way through its script, after writing (``sent``)."""
+    return isinstance(reply, BrokerError) and reply.sent
 
 
 def partly_enqueued(what: str, broker: str,
@@ -43,14 +63,19 @@ def partly_enqueued(what: str, broker: str,
     would run them twice); and what to do."""
     head = f"could not {what} (broker {broker}): "
     counted = list(zip(parts, replies))
-    sent = [part for part, reply in counted
-            if reply is not None and not isinstance(reply, Exception)]
+    sent = [part for part, reply in counted if _done(reply)]
+    maybe = [part for part, reply in counted if _maybe(reply)]
     total, enqueued = sum(len(part[1]) for part in parts), sum(len(part[1]) for part in sent)
-    said = [f"app.batch() block {'partly enqueued' if sent else 'not enqueued'} (broker "
-            f"{broker}): "
-            f"{enqueued} of its {total} call(s) enqueued, {total - enqueued} not"]
+    perhaps = sum(len(part[1]) for part in maybe)
+    state = "partly enqueued" if sent else "perhaps partly enqueued" if maybe else "not enqueued"
+    said = [f"app.batch() block {state} (broker {broker}): {enqueued} of its {total} call(s) "
+            f"enqueued, " + (f"{perhaps} perhaps, " if perhaps else "")
+            + f"{total - enqueued - perhaps} not"]
     for part, reply in counted:
-        if isinstance(reply, Exception):
+        if _maybe(reply):
+            said.append(f"may have been enqueued (refused part way through its script, "
+                        f"after writing): {_calls([part])}: {_refusal(str(reply), head)}")
+        elif isinstance(reply, Exception):
             said.append(f"not enqueued: {_calls([part])}, refused by Redis: "
                         f"{_refusal(str(reply), head)}")
     unsent = [part for part, reply in counted if reply is None]
@@ -58,8 +83,12 @@ def partly_enqueued(what: str, broker: str,
         said.append(f"not enqueued (not sent after the refusal): {_calls(unsent)}")
     if sent:
         said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
-        said.append("the error's enqueued_ids name those (their handles answer), its "
-                    "unsent_ids the calls not enqueued (their handles raise BatchNotSent)")
+    if sent or maybe:
+        said.append("the error's enqueued_ids name those enqueued, its task_ids those and "
+                    "the calls that may have been (check those with their handle's "
+                    "status(): do not send them again as they were, which could run them "
+                    "twice; with their own task_id= they never run twice), its unsent_ids "
+                    "the calls not enqueued (their handles raise BatchNotSent)")
         said.append("fix what the refusal names, then send again only the calls not enqueued")
     else:
         said.append("nothing of the block was written: fix what the refusal names, then "

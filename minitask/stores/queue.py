@@ -22,7 +22,7 @@ from .bounds import message_of
 from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, dropped_overlong, ignored,
                       raise_refusals, unread_error)
 from .names import REGISTRY_READ, read_names
-from .partial_batches import cut_write, refused_in_part
+from .partial_batches import cut_write, refused_in_part, written_or_maybe
 from .plain import PlainPush
 from .store import Store
 
@@ -161,14 +161,19 @@ class QueueStore(Store):
         added: List[Any] = [0] * len(calls)  # (a WAIT cut short: each made, no count read)
         with keep_unconfirmed() as kept:  # unconfirmed: every call made, then one error
             if self.transport.connections.pool is not None:  # one write, refusals in place
-                with kept.writing([entry[0] for _, entries in parts for entry in entries]):
-                    try:
-                        added = self.transport.run_calls(calls, what, keep_refused=True)
-                    except BrokerError as exc:
-                        if not exc.sent or exc.sent_calls is None:
-                            raise
-                        self._listed_all_the_same(parts[:exc.sent_calls])
-                        raise cut_write(exc, parts, exc.sent_calls) from exc
+                mark = len(kept)
+                try:
+                    added = self.transport.run_calls(calls, what, keep_refused=True)
+                except DurabilityError as exc:  # (a WAIT cut short: every call made)
+                    kept.append(exc)
+                except BrokerError as exc:
+                    if not exc.sent or exc.sent_calls is None:
+                        raise
+                    self._listed_all_the_same(parts[:exc.sent_calls])
+                    raise cut_write(exc, parts, exc.sent_calls) from exc
+                # unconfirmed: those written (or perhaps), never those Redis refused
+                kept.note([entry[0] for _, entries in written_or_maybe(parts, added)
+                           for entry in entries], mark)
             else:  # Redis Cluster: a call at a time, to say where one stopped
                 for index, (one, (_, entries)) in enumerate(zip(calls, parts)):
                     try:
@@ -180,8 +185,7 @@ class QueueStore(Store):
                             raise cut_write(exc, parts, index + 1, index) from exc
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
-        written = [part for part, reply in zip(parts, added)
-                   if reply is not None and not isinstance(reply, Exception)]
+        written = written_or_maybe(parts, added)  # (a refusal part way: perhaps written)
         if any(isinstance(reply, BrokerError) for reply in added):  # (sent if any enqueued)
             self._listed_all_the_same(written)  # (a registry refused too: the refusal says)
             raise refused_in_part(what, self.transport.description, parts, added)
