@@ -80,12 +80,10 @@ def check_calls(keys: Any, steps: Dict[str, List[Step]], now_ms: int) -> List[Sc
     for queue, queued in steps.items():
         k: QueueKeys = keys(queue)
         later = any(step[3] > now_ms for step in queued)
-        flowing = any(step[5] is not None for step in queued)
         priorities = sorted({step[2] for step in queued if step[3] <= now_ms})
-        calls.append(("spawn_check", queue,
-                      (k.messages, k.delayed, k.wake, *k.ready, k.flow),
+        calls.append(("spawn_check", queue, (k.messages, k.delayed, k.wake, *k.ready),
                       [*(k.once(step[0]) for step in queued), "1" if later else "0",
-                       "1" if flowing else "0", *priorities], len(queued)))
+                       *priorities], len(queued)))
     return calls
 
 

@@ -53,11 +53,14 @@ def spawn(coro: Coroutine[Any, Any, Any]) -> "asyncio.Task[Any]":
 
 async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: str,
                   soft: Optional[float] = None,
-                  left: "Optional[List[asyncio.Future[Any]]]" = None) -> Any:
+                  left: "Optional[List[asyncio.Future[Any]]]" = None,
+                  named: "Optional[Callable[[asyncio.Task[Any]], None]]" = None) -> Any:
     """Await ``coro``, cancelling it at ``limit`` seconds (TimeLimitExceeded);
     at ``soft`` seconds SoftTimeLimitExceeded is thrown into it first. A coroutine
     that does not end once cancelled goes in ``left`` (the asyncio pool's: its slot
-    is held for it, ``pools/overruns.py``).
+    is held for it, ``pools/overruns.py``). ``named`` is told of the asyncio task
+    ``coro`` runs in, before its first step (the asyncio pool's loop watch names the
+    attempt whose code blocks the loop from it).
 
     Not ``asyncio.wait_for``: a TimeoutError the task raises itself must stay
     the task's error, not become a time limit. If the caller is cancelled, so
@@ -68,6 +71,8 @@ async def limited(coro: Coroutine[Any, Any, Any], limit: Optional[float], name: 
     if limit is None:
         return await coro
     inner = spawn(coro)
+    if named is not None:
+        named(inner)
     try:
         done, _ = await asyncio.wait({inner}, timeout=limit)
     except asyncio.CancelledError:

@@ -146,6 +146,19 @@ def unbegun(loop: asyncio.AbstractEventLoop) -> "asyncio.Future[Any]":
     return future
 
 
+def hold(holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str],
+         task: "asyncio.Task[Any]") -> None:
+    """``task``, the asyncio task ``runner.limited`` runs an attempt's code in, is that
+    attempt's (``held``), for the loop's watch: its code blocking the loop is named, as
+    without a time limit, until it ends (one left running past its limit, too)."""
+    holders[task] = held
+    task.add_done_callback(functools.partial(_unhold, holders))
+
+
+def _unhold(holders: Dict[Any, Tuple[str, str]], task: "asyncio.Task[Any]") -> None:
+    holders.pop(task, None)
+
+
 def holder(holders: Dict[Any, Tuple[str, str]], task: Any) -> Optional[Tuple[str, str]]:
     """Which attempt ``task`` runs (name, id), or the one whose task begins now."""
     return holders.get(task) or holders.get(None)

@@ -36,7 +36,7 @@ from ...wire.message import Message
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle
-from .contained import (Raised, begun, contained, contained_call, holder, shielded,
+from .contained import (Raised, begun, contained, contained_call, hold, holder, shielded,
                         swallowed, unbegun)
 from .escapes import Escapes
 from .overruns import Overruns
@@ -348,8 +348,8 @@ class AsyncioPool(FixedSlots):
                     soft = task.options.soft_timeout
                     coro = contained(task.func(*args, **kwargs))
                     inner = begun(coro if limit is None and soft is None else
-                                  limited(coro, limit, task.name, soft, left), self._loop,
-                                  self._holders, held)
+                                  limited(coro, limit, task.name, soft, left, functools.partial(
+                                      hold, self._holders, held)), self._loop, self._holders, held)
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
