@@ -5,8 +5,11 @@ thread that is not a daemon; the broker comes from MINITASK_BROKER_URL."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from typing import Any
+
+import redis
 
 from minitask import Minitask
 
@@ -70,6 +73,13 @@ def plain_double(x: int) -> int:
     return 2 * x
 
 
+#: Set by ``blocks`` once it runs: its thread exists from then on.
+BLOCKS_STARTED = "leftovers:blocks:started"
+
+
 @app.task(retries=0, name="blocks")
 def blocks() -> None:
+    client = redis.Redis.from_url(os.environ["MINITASK_BROKER_URL"])
+    client.set(BLOCKS_STARTED, 1)
+    client.close()
     NEVER.wait(600)  # a plain function nothing can stop

@@ -75,7 +75,12 @@ def test_a_plain_task_of_the_asyncio_pool_running_past_the_grace_does_not_keep_i
                               "--grace", str(grace), env={"MINITASK_BROKER_URL": server.url},
                               log=log)
     handle = producer.tasks["blocks"].delay()
-    wait_until(lambda: handle.status() == "running", timeout=DEADLINE, message="running")
+    client = server.client()
+    try:  # running in its thread (a lease alone comes before the thread is made)
+        wait_until(lambda: client.exists(leftovers.BLOCKS_STARTED), timeout=DEADLINE,
+                   message="running")
+    finally:
+        client.close()
 
     asked = time.monotonic()
     send(worker, signal.SIGTERM)
