@@ -3,8 +3,10 @@ its turn claiming the same token, '+'), planted again in groups_solo: a copy of 
 value minitask wrote (probe29o MEDIUM-1). The fetch's fast path for a solo group's token
 (fetch.lua) took the claim as the group's and leased its first task while its ready set
 and turn kept it: the finished task stayed at the head of the set, the token gone, and
-the group's later tasks were never served. Real worker processes on a real
-redis-server: every task runs once, and a task sent to the group afterwards runs too.
+the group's later tasks were never served. And the replayed claim lifted again by a
+task joining its group (flow.lua's lift(): its token found) counted its task twice.
+Real worker processes on a real redis-server: every task runs once, is counted once,
+and a task sent to the group afterwards runs too.
 """
 from __future__ import annotations
 
@@ -82,6 +84,47 @@ def test_a_replayed_solo_claim_strands_no_group(
                                              KEYS.groups_solo),
                    timeout=DEADLINE, message="the later task to end, no claim left")
         assert collections.Counter(_starts(client)) == {**expected, "G:9": 1}
+    finally:
+        if did_fail(request):
+            print(log.read_text(errors="replace")[-6000:])
+        processes.kill_all()
+        app.close()
+        client.close()
+
+
+def test_a_replayed_solo_claim_lifted_again_is_counted_once(
+        start_redis: Callable[..., RedisServer], processes: Processes,
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The replayed claim lifted by a task joining its group (flow.lua's lift(), here
+    for a paused group's send): its task, in the set already, is counted once."""
+    server = start_redis()
+    client = server.client()
+    app = _app(server)
+    log = tmp_path / "worker.log"
+    job = app.tasks[fair_claims.job.name]
+    try:
+        job.delay("G", 1)
+        claim = client.hget(KEYS.groups_solo, "G")
+        assert claim is not None
+        job.delay("G", 2)
+        client.hset(KEYS.groups_solo, "G", claim)  # the replay
+        app.pause_group("default", "G")
+        job.delay("G", 3)  # joins: lift() reads the replayed claim
+        ready, groups = KEYS.groups_ready, KEYS.groups
+        assert int(client.get(ready) or 0) == 3
+        assert client.zscore(groups, "G") == 3
+        assert app.resume_group("default", "G")
+        processes.worker("tests.apps.fair_claims", "--pool", "thread", "-c", "2",
+                         "--loglevel", "WARNING", env={"MINITASK_BROKER_URL": server.url},
+                         log=log)
+        wait_until(lambda: {"G:1", "G:2", "G:3"} <= set(_starts(client)), timeout=DEADLINE,
+                   message="the group's tasks to start")
+        wait_until(lambda: not client.exists(KEYS.messages, KEYS.leases, KEYS.flow),
+                   timeout=DEADLINE, message="every task to end")
+        assert collections.Counter(_starts(client)) == {"G:1": 1, "G:2": 1, "G:3": 1}
+        assert not client.keys("*:g:*")
+        assert int(client.get(ready) or 0) == 0
+        assert client.zscore(groups, "G") is None
     finally:
         if did_fail(request):
             print(log.read_text(errors="replace")[-6000:])
