@@ -131,3 +131,31 @@ def test_a_replayed_solo_claim_lifted_again_is_counted_once(
         processes.kill_all()
         app.close()
         client.close()
+
+
+def test_a_solo_groups_task_runs_past_a_turn_of_another_type(
+        start_redis: Callable[..., RedisServer], processes: Processes,
+        request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    """The fast path's look at the group's turn (above) reads an error from a turn of
+    another type (planted): the solo group's task is served all the same, once."""
+    server = start_redis()
+    client = server.client()
+    app = _app(server)
+    log = tmp_path / "worker.log"
+    try:
+        app.tasks[fair_claims.job.name].delay("G", 1)
+        client.set(KEYS.groups_solo.replace("groups_solo", "g:G:turn"), "planted")
+        processes.worker("tests.apps.fair_claims", "--pool", "thread", "-c", "2",
+                         "--loglevel", "WARNING", env={"MINITASK_BROKER_URL": server.url},
+                         log=log)
+        wait_until(lambda: "G:1" in _starts(client), timeout=DEADLINE,
+                   message="the solo group's task to start")
+        wait_until(lambda: not client.exists(KEYS.messages, KEYS.leases, KEYS.flow),
+                   timeout=DEADLINE, message="the task to end")
+        assert _starts(client) == ["G:1"]
+    finally:
+        if did_fail(request):
+            print(log.read_text(errors="replace")[-6000:])
+        processes.kill_all()
+        app.close()
+        client.close()
