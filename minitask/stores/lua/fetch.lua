@@ -560,6 +560,13 @@ while #numbers < want * 2 and band <= 16 and dropped < limit do
         -- the claim names this token (a string compared by address; an error, a table,
         -- or none, false, never equal)
         if redis.pcall('HGET', prefix .. 'groups_solo', group) ~= gen then break end
+        -- and the group has no turn (a solo group has none: a claim left in groups_solo
+        -- of a group in its set form, planted again after it was lifted, would lease
+        -- its first task here while its set and turn keep it, stranding the group):
+        -- serve() reads the turn first. One HLEN: a turn of another type (an error
+        -- reply), which serve() cannot read, leaves the task served here
+        local fields = redis.pcall('HLEN', prefix .. 'g:' .. group .. ':turn')
+        if fields ~= 0 and type(fields) == 'number' then break end
         local task_body = body_of(task, true)
         if not task_body then break end
         taken, taken_body, taken_priority = task, task_body, string.byte(digit) - 48

@@ -548,6 +548,11 @@ local function flow_control()
         local TOKEN_SCAN = 128
         local function owned(id, group, tok, priority)
           if tolerant(0, 'HEXISTS', c.messages, id) ~= 1 then return 'which does not exist' end
+          -- (a copy of a claim lifted already, planted again: its group's turn claims its
+          -- token, '+', and its task is in its set; taken again, it would be counted twice)
+          if tolerant(false, 'HGET', base(group) .. ':turn', 'tok') == '+' .. tok then
+            return 'which its group has taken in already (its turn claims its token)'
+          end
           if tolerant(false, 'LPOS', KEYS[c.first_ready + 9 - priority],
                       '\255' .. tok .. '\255' .. group, 'RANK', -1, 'MAXLEN', TOKEN_SCAN) then
             return nil
