@@ -114,10 +114,13 @@ class BrokerError(MinitaskError):
     ``task_ids`` (every one of the call) name the tasks, to check on them or send
     them again with ``task_id=``, which never enqueues one twice; also when a write
     of several calls (an ``app.batch()`` block, a call and its WAIT) was cut after
-    one of them had been written whole, and when Redis refused an ``app.batch()``
-    block in part (``enqueued_ids`` the calls it enqueued, ``unsent_ids`` the others).
-    False: Redis cannot have run it: the write failed before the end of its first
-    call, or Redis answered (a refusal) for every call.
+    one of them had been written whole, when Redis refused an ``app.batch()`` block
+    in part (``enqueued_ids`` the calls it enqueued; ``task_ids`` those and the calls
+    refused part way through their script, which may have written them; ``unsent_ids``
+    the calls refused before any write, or never sent), and when a command after the
+    write was refused (a ``WAIT``, an ACL refusal inside a sending script). False:
+    Redis cannot have run it: the write failed before the end of its first call, or
+    Redis refused every call before it wrote anything.
 
     A ``delay_many()`` of several chunks (1,000 tasks each) that stops at a later
     chunk splits its tasks: ``enqueued_ids``, those the chunks ahead enqueued (Redis
