@@ -108,7 +108,10 @@ def test_a_large_unnamed_hash_is_named_a_page_at_a_time(
     hkeys = calls(admin, "hkeys")
     counts = schedule_counts(app, ["other"])
     first = schedule_page(app, counts, None, 50)
-    assert len(first.schedules) + len(first.unreadable) == 50
+    # HSCAN's COUNT is a hint (a bucket's more while the new hash is being rehashed): a
+    # page names what it read, about 50, never the 12,000
+    read = len(first.schedules) + len(first.unreadable)
+    assert 50 <= read <= 100 and read == first.fields
     assert calls(admin, "hkeys") == hkeys
     assert 0 < admin.zcard(K.schedule_names) <= 5000 + 50
     assert len(app.schedules()) == total  # a whole walk (every page) names them all
