@@ -72,7 +72,7 @@ class _Chunks:
     def failed(self, exc: BrokerError, queue: str, chunk: Sequence[Entry]) -> None:
         """A chunk's write failed with ``exc``: written unconfirmed (DurabilityError), kept
         and the next chunk goes on; else raised, as ``error`` tells it."""
-        if isinstance(exc, DurabilityError):  # (raised though kept: a WAIT cut short)
+        if isinstance(exc, DurabilityError):  # (raised though kept: an async pipeline's cut)
             self.kept.append(exc)
             return
         error = self.error(exc, queue, [entry[0] for entry in chunk])
