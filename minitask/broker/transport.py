@@ -267,7 +267,8 @@ class Transport:
                 whole = exc.whole if isinstance(exc, WriteFailed) else None
                 if reply_lost(exc) or whole:  # first: a large write may have run too
                     lost = self.failure(exc, what, None, sent=True)
-                    lost.sent_calls = whole  # a cut write: only those calls may have run
+                    if len(commands) > 1:  # a cut write of several: only those may have run
+                        lost.sent_calls = whole
                     raise lost from exc
                 size = sum(map(len, commands))
                 if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
