@@ -16,7 +16,7 @@ from typing import Any, Callable, List
 import pytest
 import redis
 
-from minitask import Minitask
+from minitask import Minitask, chain
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BatchNotSent, BrokerError, DurabilityError
 from tests.support.cut_waits import wait_cut_app
@@ -106,5 +106,20 @@ def test_a_durable_send_that_met_noscript_and_a_cut_wait_is_written(
             (_sync(t) if twin == "sync" else _async(app, t))()
         assert app.handle(unconfirmed.value.task_id).status() == "queued"  # (was: unknown)
         assert "made the write" in str(unconfirmed.value)
+    finally:
+        app.close()
+
+
+def test_a_workflow_started_after_noscript_and_a_cut_wait_is_written(
+        admin: "redis.Redis[bytes]", redis_server: RedisServer,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    app, t = wait_cut_app(redis_server, "cutflow", monkeypatch)
+    admin.script_flush()  # its start meets NOSCRIPT: told "written and runs" unrun before
+    try:
+        with pytest.raises(DurabilityError) as unconfirmed:
+            chain(t.si("a"), t.si("b")).delay()
+        assert "was written to Redis and runs" in str(unconfirmed.value)
+        # its first step queued (was: nothing written)
+        assert admin.hlen(QueueKeys(app.name, "default").messages) == 1
     finally:
         app.close()
