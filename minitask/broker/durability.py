@@ -126,10 +126,9 @@ class Durability:
         refusal (``refused``: the write was made all the same); inside a
         ``keep_unconfirmed`` block, keep it instead; a DurabilityError (a WAIT
         the socket timeout cut short: ``cut_short``) as it is."""
-        if isinstance(reply, DurabilityError):
-            error = reply
-        elif isinstance(reply, BaseException):
-            error = self.refused(reply, what, where)
+        if isinstance(reply, BaseException):
+            error = reply if isinstance(reply, DurabilityError) else \
+                self.refused(reply, what, where)
         else:
             confirmed, enough = self.confirmed(reply)
             if enough:
