@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 
 from .broker.durability import APP, CallSetting, keep_unconfirmed, name_broadcast
 from .broker.keys import lane
-from .errors import ConfigurationError, DurabilityError, ResultTimeout, TaskFailed
+from .errors import (BrokerError, ConfigurationError, DurabilityError, ResultTimeout,
+                     TaskFailed)
 from .handle import TaskHandle, check_running, check_timeout, status_of
 from .options import check_positive_seconds
 from .printable import own_logger, printable
-from .sending import Sender, check_key_part
+from .sending import Sender, broadcast_failed, check_key_part
 from .stores.broker import Broker
 from .stores.names import read_names
 from .stores.results import decode_result, readable_state
@@ -112,13 +113,21 @@ def send(sender: Sender, messages: Sequence[Message], result_ttl_ms: int,
     broker = sender.broker()
     maxlen, ttl_ms = sender.broadcast_limits
     now_ms = sender.clock.now_ms()
+    every = [entry[0] for entries in by_queue.values() for entry in entries]
     try:
         with keep_unconfirmed() as kept:  # a queue's calls unconfirmed: the others sent too
+            done: List[str] = []
             for queue, entries in by_queue.items():
-                with kept.writing([entry[0] for entry in entries]):
-                    broker.broadcasts.send(queue, [(i, body) for i, body, _, _ in entries],
-                                           now_ms, maxlen=maxlen, ttl_ms=ttl_ms,
-                                           durability=policy)
+                ids = [entry[0] for entry in entries]
+                try:
+                    with kept.writing(ids):
+                        broker.broadcasts.send(queue, [(i, body) for i, body, _, _ in entries],
+                                               now_ms, maxlen=maxlen, ttl_ms=ttl_ms,
+                                               durability=policy)
+                except BrokerError as exc:  # told what Redis holds: the call(s) it names
+                    raise broadcast_failed(exc, messages[0].task, queue, ids, done,
+                                           every[len(done) + len(ids):], kept) from exc
+                done += ids
         try:
             kept.raise_any()
         except DurabilityError as exc:  # every id written unconfirmed, the first named

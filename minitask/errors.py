@@ -134,8 +134,10 @@ class BrokerError(MinitaskError):
     are its ``task_ids``).
     """
 
-    #: Of a write of several calls cut part way (``sent``), how many of them went
-    #: whole, in order (those may have run; the rest never did); None: every one.
+    #: Of a write of several script calls cut part way (``sent``: an ``app.batch()``
+    #: block's), how many of them went whole, in order (those may have run; the rest
+    #: never did); None: every one, or a write of one call (a ``delay()``, a workflow's
+    #: start: the WAIT behind it is no call of its own).
     sent_calls: Optional[int] = None
     #: Of a ``sent`` error: the write was made for certain (a step after it failed, as
     #: the listing of its queue), so its tasks are enqueued, not "maybe".

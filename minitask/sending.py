@@ -72,7 +72,7 @@ class _Chunks:
     def failed(self, exc: BrokerError, queue: str, chunk: Sequence[Entry]) -> None:
         """A chunk's write failed with ``exc``: written unconfirmed (DurabilityError), kept
         and the next chunk goes on; else raised, as ``error`` tells it."""
-        if isinstance(exc, DurabilityError):  # (raised though kept: a WAIT cut short)
+        if isinstance(exc, DurabilityError):  # (raised though kept: an async pipeline's cut)
             self.kept.append(exc)
             return
         error = self.error(exc, queue, [entry[0] for entry in chunk])
@@ -131,6 +131,27 @@ def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
             f"task_ids) may run: sending them again as they were could run them twice; check "
             f"with app.handle({first!r}).status(), or send again with task_id={first!r}, "
             f"which never enqueues it twice")
+
+
+def broadcast_failed(error: BrokerError, task: str, queue: str, ids: List[str],
+                     done: List[str], rest: List[str], kept: Kept) -> BrokerError:
+    """``error`` of the send of broadcast calls ``ids`` to ``queue`` told what Redis
+    holds: those of the queues sent before (``done``) written, ``ids`` perhaps (a lost
+    reply, a refusal part way through broadcast_send: ``sent``), ``rest`` never sent;
+    ``error`` itself when nothing was written. A broadcast call is checked on with its
+    own handle: ``app.handle(id)`` knows none."""
+    if not error.sent and not done:
+        return error
+    maybe = ids if error.sent else []
+    head = (f"broadcast task {task!r}: the send of {len(ids)} call(s) to queue {queue!r} "
+            f"(the first {ids[0]!r}) " + ("may have been made" if maybe else "was refused"))
+    text = (f"{head}: {error}{_split(done, rest)}. A call that may be in Redis (the "
+            f"error's task_ids) may run: check with minitask.BroadcastHandle(app.broker, "
+            f"{queue!r}, {ids[0]!r}).status(), or send it again with task_id={ids[0]!r}, "
+            f"which never sends a call twice while its queue keeps it")
+    return retold(error, text + kept.said(), sent=True, task_ids=done + maybe,
+                  enqueued_ids=done, unsent_ids=([] if maybe else ids) + rest,
+                  unconfirmed_ids=kept.ids)
 
 
 def _split(done: Sequence[str], rest: Sequence[str]) -> str:

@@ -124,9 +124,11 @@ class Durability:
     def check(self, reply: Any, what: str, where: str) -> None:
         """Raise DurabilityError when WAIT's (or WAITAOF's) reply falls short, or was a
         refusal (``refused``: the write was made all the same); inside a
-        ``keep_unconfirmed`` block, keep it instead."""
+        ``keep_unconfirmed`` block, keep it instead; a DurabilityError (a WAIT
+        the socket timeout cut short: ``cut_short``) as it is."""
         if isinstance(reply, BaseException):
-            error = self.refused(reply, what, where)
+            error = reply if isinstance(reply, DurabilityError) else \
+                self.refused(reply, what, where)
         else:
             confirmed, enough = self.confirmed(reply)
             if enough:
@@ -182,8 +184,9 @@ class Kept(List[DurabilityError]):
     @contextmanager
     def writing(self, ids: Sequence[str]) -> Iterator[None]:
         """Make a write of the tasks ``ids`` in the block: when replicas did not confirm
-        it (kept; or cut short by the socket timeout, which raises even here, the
-        write made), its ids are noted and the caller goes on to its next write."""
+        it (kept: a WAIT cut short by the socket timeout too; one raised all the same,
+        by a path that cannot keep it, is taken here), its ids are noted and the
+        caller goes on to its next write."""
         before = len(self)
         try:
             yield

@@ -20,7 +20,7 @@ from redis.exceptions import RedisClusterException
 from ..errors import BrokerError, ConfigurationError, broker_error, refused_in_script
 from ..printable import own_logger
 from .cluster import run_on_primary
-from .connections import Connections, load_and_run
+from .connections import Connections, connected, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
                          keep_unconfirmed, needs_confirmation, read_confirmation)
 from .health import asked_bulk_limit
@@ -249,11 +249,11 @@ class Transport:
                     connection.disconnect()  # Redis closed it: nothing after ran
                     raise self.failure(refused[1], what, scripts[refused[0]].name) \
                         from refused[1]
-                waited = (None if policy is None else
+                waited = (None if policy is None else  # (a cut: its error, checked below)
                           self._confirmation(connection, policy, what))
                 for index in missing:  # a script that ran is never sent twice
                     try:
-                        replies[index] = load_and_run(connection, scripts[index],
+                        replies[index] = load_and_run(connected(connection), scripts[index],
                                                       commands[index])
                     except redis.ResponseError as exc:
                         replies[index] = exc
@@ -267,7 +267,8 @@ class Transport:
                 whole = exc.whole if isinstance(exc, WriteFailed) else None
                 if reply_lost(exc) or whole:  # first: a large write may have run too
                     lost = self.failure(exc, what, None, sent=True)
-                    lost.sent_calls = whole  # a cut write: only those calls may have run
+                    if len(commands) > 1:  # a cut write of several: only those may have run
+                        lost.sent_calls = whole
                     raise lost from exc
                 size = sum(map(len, commands))
                 if isinstance(exc, redis.ConnectionError) and size > LARGE_COMMAND:
@@ -286,13 +287,17 @@ class Transport:
 
     def _confirmation(self, connection: Any, policy: Durability, what: str) -> Any:
         """``read_confirmation``, the scripts' replies read already: a socket timeout
-        now cut a WAIT short, on a write that was made (DurabilityError, not the
-        "is Redis running" of a dead link)."""
+        now cut a WAIT short, on a write that was made: its DurabilityError (not the
+        "is Redis running" of a dead link) in WAIT's place, for ``Durability.check``
+        to raise or keep once the calls' refusals are in place and those Redis did
+        not know (NOSCRIPT) have run: raised here, it counted them written."""
         try:
             return read_confirmation(connection, policy)
         except redis.TimeoutError as exc:
             connection.disconnect()  # WAIT's reply may still come: not for the next caller
-            raise cut_short(policy, what, self.description, exc) from exc
+            cut = cut_short(policy, what, self.description, exc)
+            cut.__cause__ = exc
+            return cut
 
     def _large_command_failed(self, exc: redis.ConnectionError, what: str,
                               size: int) -> BrokerError:

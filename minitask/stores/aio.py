@@ -134,7 +134,9 @@ class AsyncBroker:
                               what: str) -> List[Any]:
         """A script call, its touch and WAIT in one write on a connection of the pool,
         every reply read in turn (a refusal as an exception): a socket timeout on
-        WAIT's reply alone means the write was made, and is said so (DurabilityError)."""
+        WAIT's reply alone means the call ran: its DurabilityError in WAIT's place
+        (``run_confirmed`` raises the call's own refusal, or sends it again after
+        NOSCRIPT, before it says the write was made)."""
         assert self._pool is not None
         pool = self._pool
         connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
@@ -153,7 +155,10 @@ class AsyncBroker:
                 except redis.TimeoutError as exc:
                     if index < len(commands) - 1:
                         raise
-                    raise cut_short(durability, what, self.description, exc) from exc
+                    await connection.disconnect()  # WAIT's reply may still come
+                    cut = cut_short(durability, what, self.description, exc)
+                    cut.__cause__ = exc  # in WAIT's place: the script's refusal goes first
+                    replies.append(cut)
         except BaseException as exc:
             await connection.disconnect()  # a reply left unread must not reach the next caller
             if written and isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError)):

@@ -158,19 +158,20 @@ class QueueStore(Store):
         calls = [make(queue, entries, now_ms) for queue, entries in parts]
         # which queues: said below, per call (a refusal: its own, and those beside it)
         what = f"enqueue an app.batch() block into {len(by_queue)} queue(s)"
-        added: List[Any] = [0] * len(calls)  # (a WAIT cut short: each made, no count read)
+        added: List[Any] = [0] * len(calls)
         with keep_unconfirmed() as kept:  # unconfirmed: every call made, then one error
             if self.transport.connections.pool is not None:  # one write, refusals in place
                 mark = len(kept)
                 try:
                     added = self.transport.run_calls(calls, what, keep_refused=True)
-                except DurabilityError as exc:  # (a WAIT cut short: every call made)
-                    kept.append(exc)
-                except BrokerError as exc:
-                    if not exc.sent or exc.sent_calls is None:
+                except BrokerError as exc:  # (a WAIT cut short is kept: refusals in place)
+                    if not exc.sent:
                         raise
-                    self._listed_all_the_same(parts[:exc.sent_calls])
-                    raise cut_write(exc, parts, exc.sent_calls) from exc
+                    whole = len(parts) if exc.sent_calls is None else exc.sent_calls
+                    self._listed_all_the_same(parts[:whole])  # findable by id all the same
+                    if exc.sent_calls is None:
+                        raise  # its reply lost: every call may have run (Sender.batch says)
+                    raise cut_write(exc, parts, whole) from exc
                 # unconfirmed: those written (or perhaps), never those Redis refused
                 kept.note([entry[0] for _, entries in written_or_maybe(parts, added)
                            for entry in entries], mark)

@@ -372,8 +372,9 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
     away; unlike ``guarded``, a stop does not end it. Returns the step's value. A write
     replicas did not confirm in time is logged, never raised into the step
     (``keep_unconfirmed``): Redis made it, and the step goes on with what its scripts
-    answered (a group complete: its body is sent); UNCONFIRMED when the socket timeout
-    cut the wait short, replies and all. A refusal whose ``reason`` is one
+    answered (a group complete: its body is sent), a WAIT the socket timeout cut
+    short as well (kept, replies and all); UNCONFIRMED when a write's confirmation
+    was raised all the same, without its replies. A refusal whose ``reason`` is one
     of ``final`` is raised: writing it again would not help."""
     backoff: Optional[Backoff] = None  # made at the first failure: most writes have none
     unsure: List[DurabilityError] = []  # every attempt's: a retry keeps what one kept
@@ -386,7 +387,7 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
                     result = step()
                 finally:
                     unsure += kept
-        except DurabilityError as exc:  # cut short: no reply to act on
+        except DurabilityError as exc:  # raised, not kept: no reply to act on
             unconfirmed(what, unsure[0] if unsure else exc)
             return UNCONFIRMED
         except BrokerError as exc:
