@@ -76,7 +76,7 @@ def refused_before_writing(missing: Sequence[str], key: str, what: str,
         f"{', '.join(name.upper() for name in missing)} (on key {key!r}), which minitask's "
         f"scripts that send tasks call; Redis checks a script's commands only as it comes "
         f"to each, and one refused after the script's first write would leave a task "
-        f"stored but in no queue, so nothing was sent or written; add {rules} (and keys "
+        f"stored but in no queue, so no task was written; add {rules} (and keys "
         f"~minitask:*); minitask needs every command of the ACL list on the docs' Scaling "
         f"out page (guide/scaling)", reason="permission", sent=False)
 
