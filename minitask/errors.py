@@ -118,7 +118,8 @@ class BrokerError(MinitaskError):
     in part (``enqueued_ids`` the calls it enqueued; ``task_ids`` those and the calls
     refused part way through their script, which may have written them; ``unsent_ids``
     the calls refused before any write, or never sent), and when a command after the
-    write was refused (a ``WAIT``, an ACL refusal inside a sending script). False:
+    write was refused (a ``WAIT``, an ACL refusal inside a sending script: then
+    ``part_way``, and a resend with ``task_id=`` does not mend a task it stored in part). False:
     Redis cannot have run it: the write failed before the end of its first call, or
     Redis refused every call before it wrote anything.
 

@@ -27,6 +27,11 @@ SENDING_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "enqueue_
                              "spawn", "spawn_flow", "spawn_group", "group_create",
                              "broadcast_send"})
 
+#: The scripts before whose first call the check runs, and whose commands it asks
+#: about: those that send tasks, and a workflow's step id reservations (ahead of its
+#: steps; a failed send releases them with DEL, which a user without it could not).
+CHECKED = SENDING_SCRIPTS | {"step_ids"}
+
 #: A command a script calls: redis.call('X', or redis.pcall('X', ... and lib.lua's
 #: wrappers must(kind, 'X', ... and tolerant(instead, 'X', ...
 SCRIPT_COMMAND = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
@@ -82,19 +87,19 @@ def refused_before_writing(missing: Sequence[str], key: str, what: str,
 
 
 def sending_key(calls: Sequence[Any]) -> Optional[str]:
-    """The first key of the first of ``calls`` (``ScriptCall``s) that sends tasks, where
-    the check goes (its node on Redis Cluster); None: none of them sends tasks."""
+    """The first key of the first of ``calls`` (``ScriptCall``s) that is ``CHECKED``,
+    where the check goes (its node on Redis Cluster); None: none of them is."""
     for name, _, static_keys, tail, dynamic in calls:
-        if name in SENDING_SCRIPTS:
+        if name in CHECKED:
             keys = [*static_keys, *tail[:dynamic]]
             return str(keys[0]) if keys else "minitask"
     return None
 
 
 def check_args(sources: Dict[str, str], key: str) -> List[Any]:
-    """EVALSHA's arguments after the sha: one key, then every command of the sending
+    """EVALSHA's arguments after the sha: one key, then every command of the ``CHECKED``
     scripts among ``sources`` (each script's text as it runs, by name)."""
-    commands = commands_of(text for name, text in sources.items() if name in SENDING_SCRIPTS)
+    commands = commands_of(text for name, text in sources.items() if name in CHECKED)
     return [1, key, *(name for name in commands if name not in OPTIONAL)]
 
 

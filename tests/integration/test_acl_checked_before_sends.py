@@ -104,6 +104,10 @@ def _sends(app: Minitask, add: Any, other: Any, tick: Any) -> Dict[str, Callable
         "delay_many": lambda: add.delay_many([(1,), (2,)]),
         "batch": batch,
         "chain": lambda: chain(add.s(1, 2), add.s(3)).delay(),
+        "chain with a later step's id": lambda: chain(
+            add.s(1, 2), add.s(3).set(task_id="later-1")).delay(),
+        "chord with its body's id": lambda: chord(
+            [add.s(1, 2)], other.s().set(task_id="body-1")).delay(),
         "group": lambda: group(add.s(1, 2), other.s(3)).delay(),
         "chord": lambda: chord([add.s(1, 2), add.s(3)], other.s()).delay(),
         "broadcast": lambda: tick.delay(1),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from minitask.broker.acl_check import OPTIONAL, SENDING_SCRIPTS, check_args, sending_key
+from minitask.broker.acl_check import CHECKED, OPTIONAL, check_args, sending_key
 from minitask import Minitask
 from minitask.stores.scripts import source
 from tests.support.acl import documented_commands
@@ -14,7 +14,7 @@ from tests.support.acl import documented_commands
 
 def _sources() -> Dict[str, str]:
     shared = {"broadcast_send": "broadcast_lib"}
-    return {name: source(name, shared=shared.get(name, "")) for name in SENDING_SCRIPTS}
+    return {name: source(name, shared=shared.get(name, "")) for name in CHECKED}
 
 
 def test_every_command_asked_is_documented_and_none_optional() -> None:
@@ -35,12 +35,12 @@ def test_the_check_goes_where_the_first_sending_call_goes() -> None:
 
 
 def test_an_apps_transport_holds_every_sending_script_to_ask_about() -> None:
-    """The check reads the transport's scripts: every sending script is among them, as
+    """The check reads the transport's scripts: every script it asks about is among them, as
     it runs (a broadcast's with its shared library)."""
     app = Minitask("aclcheck", broker="redis://127.0.0.1:1/0")  # (never connects)
     try:
         sources = app.broker.transport.sources
-        assert set(SENDING_SCRIPTS) <= set(sources)
+        assert set(CHECKED) <= set(sources)
         assert check_args(sources, "k") == check_args(_sources(), "k")
     finally:
         app.close()
