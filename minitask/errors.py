@@ -118,7 +118,8 @@ class BrokerError(MinitaskError):
     in part (``enqueued_ids`` the calls it enqueued; ``task_ids`` those and the calls
     refused part way through their script, which may have written them; ``unsent_ids``
     the calls refused before any write, or never sent), and when a command after the
-    write was refused (a ``WAIT``, an ACL refusal inside a sending script). False:
+    write was refused (a ``WAIT``, an ACL refusal inside a sending script: then
+    ``part_way``, and a resend with ``task_id=`` does not mend a task it stored in part). False:
     Redis cannot have run it: the write failed before the end of its first call, or
     Redis refused every call before it wrote anything.
 
@@ -142,6 +143,12 @@ class BrokerError(MinitaskError):
     #: Of a ``sent`` error: the write was made for certain (a step after it failed, as
     #: the listing of its queue), so its tasks are enqueued, not "maybe".
     written: bool = False
+    #: Of a ``sent`` error: Redis's ACL refused a command part way through a script that
+    #: sends tasks, after it may have written: a task may be stored yet in no queue, and a
+    #: resend with its ``task_id=`` finds it stored and queues nothing. minitask checks
+    #: the ACL user before a client's first send and refuses it whole, so this is met
+    #: only on Redis 6.2 (which cannot be asked) or after the ACL changed since.
+    part_way: bool = False
     #: Of an ``app.batch()`` block's error: the store told each call's fate already
     #: (refused in part): passed on as it is, never retold as a lost reply.
     batch_told: bool = False
@@ -315,6 +322,15 @@ _SCRIPT_NOISE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_(?:script|functio
 _REFUSED_IN_SCRIPT = ("user executing the script", "ACL failure in script")
 
 
+#: What a send refused part way through its script left, and what mends it.
+PART_WAY = ("a task written in part may be stored yet in no queue: its status() says "
+            "'queued' and it never runs, and sending it again with its task_id= finds it "
+            "stored and queues nothing; once the ACL user may run every command of the "
+            "list, check the error's task_ids with app.handle(id).status() after their due "
+            "time: one still 'queued' well past it, with workers serving its queue, was "
+            "stored in part: send it again under a new task id")
+
+
 def refused_in_script(exc: BaseException) -> bool:
     """Whether ``exc`` is a command refused inside a script (an ACL): the script may have
     written before it (``enqueue_now.lua`` writes the message, then trims the wake list)."""
@@ -350,14 +366,16 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
         message = (f"Redis refused a command part way through the script to {what} (broker "
                    f"{broker}): {without_script_marks(str(exc))}: what the script wrote "
                    f"before that command stands, so its write may have been made, in part "
-                   f"or whole")
+                   f"or whole: {PART_WAY}")
     elif sent:
         message = (f"lost the reply to {what} (broker {broker}): "
                    f"{without_script_marks(str(exc))}: the connection failed after the "
                    f"command was written, so Redis may have run it")
     else:
         message = f"could not {what} (broker {broker}): {without_script_marks(str(exc))}"
-    return BrokerError(f"{message}; {hint}" if hint else message, reason=reason, sent=sent)
+    error = BrokerError(f"{message}; {hint}" if hint else message, reason=reason, sent=sent)
+    error.part_way = sent and refused_in_script(exc)
+    return error
 
 
 class TaskFailed(MinitaskError):

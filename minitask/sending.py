@@ -126,11 +126,13 @@ def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
                 f"made (the error's enqueued_ids: do not send them again), then: {error}"
                 f"{_split(done, rest)}")
     split = _split(done, rest)
-    return (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have "
+    said = (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have "
             f"been made: {error}{split}. The task(s) that may be in Redis (the error's "
-            f"task_ids) may run: sending them again as they were could run them twice; check "
-            f"with app.handle({first!r}).status(), or send again with task_id={first!r}, "
-            f"which never enqueues it twice")
+            f"task_ids) may run: sending them again as they were could run them twice")
+    if error.part_way:  # stored in part perhaps: a resend with its id would not mend it
+        return f"{said} (the refusal above says what to do)"
+    return (f"{said}; check with app.handle({first!r}).status(), or send again with "
+            f"task_id={first!r}, which never enqueues it twice")
 
 
 def broadcast_failed(error: BrokerError, task: str, queue: str, ids: List[str],
@@ -183,14 +185,15 @@ def _lost_batch(error: BrokerError, ids: List[str], size: int) -> BrokerError:
             f"are enqueued and run: the error's enqueued_ids; their handles stay valid; "
             f"do not send the block again), then: {error}{unsent}", sent=True, task_ids=ids,
             enqueued_ids=ids, unsent_ids=error.unsent_ids)
+    resend = ("" if error.part_way else f", or send one again with its own task_id=, as "
+              f"task_id={first!r}, which never enqueues it twice")  # (part way: not mended)
     return retold(
         error,
         f"app.batch() block of {size} task(s): its write may have been made: {error}. "
         f"Its tasks that may be in Redis (the error's task_ids) may run: sending the block "
         f"again could run them twice; check each with its handle's status() (their "
         f"handles stay valid) or app.handle(id).status(), as app.handle({first!r})."
-        f"status(), or send one again with its own task_id=, as task_id={first!r}, which "
-        f"never enqueues it twice{unsent}", sent=True, task_ids=ids,
+        f"status(){resend}{unsent}", sent=True, task_ids=ids,
         enqueued_ids=error.enqueued_ids,  # (a call at a time: those Redis answered for)
         unsent_ids=error.unsent_ids)
 

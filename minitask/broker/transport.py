@@ -10,7 +10,6 @@ modules that talk to redis-py; its errors leave here as BrokerError.
 """
 from __future__ import annotations
 
-import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -19,6 +18,7 @@ from redis.exceptions import RedisClusterException
 
 from ..errors import BrokerError, ConfigurationError, broker_error, refused_in_script
 from ..printable import own_logger
+from .acl_check import SENDING_SCRIPTS, check_sender, commands_of
 from .cluster import run_on_primary
 from .connections import Connections, connected, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
@@ -32,17 +32,6 @@ from .writes import WriteFailed, call_ends, closed_after, reply_lost, write_coun
 logger = own_logger(__name__)
 
 __all__ = ["Transport", "text"]
-
-#: A command a script calls: redis.call('X', or redis.pcall('X', ... and lib.lua's
-#: wrappers must(kind, 'X', ... and tolerant(instead, 'X', ...
-_SCRIPT_COMMAND = re.compile(r"(?:redis\.p?call\(|(?:must|tolerant)\([^,()]+, )'(\w+)'")
-
-
-#: The scripts that write tasks (enqueue, a workflow's steps and groups, a broadcast
-#: call): one refused part way through (``errors.refused_in_script``) may have written.
-SENDING_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "enqueue_group",
-                             "spawn", "spawn_flow", "spawn_group", "group_create",
-                             "broadcast_send"})
 
 
 def text(value: Any) -> str:
@@ -76,11 +65,14 @@ class Transport:
         #: the blocking reads of results, on connections apart from those that send
         self.result_waits = ResultWaits(client)
         self._sources: Dict[str, str] = {}
+        self.sources = self._sources  # (read only: acl_check.py's)
         self._scripts: Dict[str, Any] = {}
         self._packed: Dict[Tuple[str, str], PackedScript] = {}
         #: How the writes of durability.CONFIRMED_SCRIPTS are confirmed (the app's setting).
         self.durability = Durability()
         self._waitaof = False  # known to have WAITAOF
+        #: Until a send's check of the ACL user passed (acl_check.py): True
+        self.acl_unchecked = True
 
     # -- scripts -------------------------------------------------------------------
 
@@ -99,14 +91,15 @@ class Transport:
                 sent: bool = False) -> BrokerError:
         commands: List[str] = []
         if script is not None:  # an error path: the script's text is read only now
-            commands = sorted({name.lower() for name in
-                               _SCRIPT_COMMAND.findall(self._sources.get(script, ""))})
+            commands = commands_of([self._sources.get(script, "")])
             # a command refused inside a script that sends tasks: what the script wrote
             # before it stands (Redis checks the ACL at each command), so "maybe", as a
             # lost reply, never "could not"
             sent = sent or (script in SENDING_SCRIPTS and refused_in_script(exc))
-        return broker_error(exc, what, self.description, script=script, commands=commands,
-                            sent=sent)
+        error = broker_error(exc, what, self.description, script=script, commands=commands,
+                             sent=sent)
+        self.acl_unchecked = self.acl_unchecked or error.part_way  # the ACL changed: again
+        return error
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str,
             durability: Optional[Durability] = None) -> Any:
@@ -115,6 +108,8 @@ class Transport:
         ``durability`` (default: the app's, for the scripts it covers) may add
         a confirmation by replicas; see ``run_calls``.
         """
+        if self.acl_unchecked:
+            check_sender(self, [(name, "", keys, (), 0)], what)
         policy = self._confirming([name], durability)
         if policy is not None and self.connections.pool is not None:
             # every key dynamic: packed scripts are kept by (name, slot) with their static keys
@@ -148,6 +143,8 @@ class Transport:
         BrokerError in its place instead of raising, so that what the others did
         (tasks they leased) is not lost with it.
         """
+        if self.acl_unchecked:
+            check_sender(self, calls, what)
         # without a durability asked or set, nothing is confirmed: not even looked up
         policy = None if durability is None and self.durability.mode is None else \
             self._confirming([call[0] for call in calls], durability)

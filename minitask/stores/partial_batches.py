@@ -35,6 +35,7 @@ def refused_in_part(what: str, broker: str,
                         sent=bool(enqueued or maybe), task_ids=enqueued + maybe,
                         enqueued_ids=enqueued, unsent_ids=unsent)
     error.batch_told = True
+    error.part_way = any(_maybe(reply) and reply.part_way for reply in replies)
     return error
 
 
@@ -84,11 +85,17 @@ def partly_enqueued(what: str, broker: str,
     if sent:
         said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
     if sent or maybe:
-        said.append("the error's enqueued_ids name those enqueued, its task_ids those and "
-                    "the calls that may have been (check those with their handle's "
-                    "status(): do not send them again as they were, which could run them "
-                    "twice; with their own task_id= they never run twice), its unsent_ids "
-                    "the calls not enqueued (their handles raise BatchNotSent)")
+        # refused part way through its script: one may be stored in no queue, which a
+        # resend with its task_id= does not mend (errors.PART_WAY: its refusal says)
+        part_way = any(_maybe(reply) and reply.part_way for reply in replies)
+        resend = ("one may be stored in no queue, which its task_id= does not mend: see "
+                  "the refusal" if part_way else "with their own task_id= they never run "
+                  "twice")
+        said.append(f"the error's enqueued_ids name those enqueued, its task_ids those and "
+                    f"the calls that may have been (check those with their handle's "
+                    f"status(): do not send them again as they were, which could run them "
+                    f"twice; {resend}), its unsent_ids the calls not enqueued (their "
+                    f"handles raise BatchNotSent)")
         said.append("fix what the refusal names, then send again only the calls not enqueued")
     else:
         said.append("nothing of the block was written: fix what the refusal names, then "

@@ -60,9 +60,10 @@ def _app(url: str, **options: Any) -> Tuple[Minitask, Any, Any]:
 
 
 def _user_without(admin: "redis.Redis[bytes]", server: RedisServer, command: str) -> str:
-    """The URL of an ACL user who may run every command but ``command``."""
+    """The URL of an ACL user who may run every command but ``command`` (``nothing``:
+    every command, to take one away later)."""
     admin.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "&*",
-                          "+@all", f"-{command}")
+                          "+@all", *([f"-{command}"] if command != "nothing" else []))
     return f"redis://limited:pw@127.0.0.1:{server.port}/0"
 
 
@@ -174,16 +175,31 @@ def test_a_wait_refused_after_the_write_says_it_was_made_unconfirmed(
                                           ("del", "many"), ("set", "chain")])
 def test_a_command_refused_inside_a_writing_script_says_it_may_be_written(
         server: RedisServer, admin: "redis.Redis[bytes]", command: str, kind: str) -> None:
-    app, add, _ = _app(_user_without(admin, server, command))
-    sends = {"delay": lambda: add.delay(1), "adelay": lambda: _arun(app, lambda: add.adelay(1)),
+    # the ACL check of the first send passes; the command is taken away after it (an ACL
+    # changed at run time: the check before a send refuses a user without it from the start)
+    app, add, other = _app(_user_without(admin, server, "nothing"))
+
+    def revoke() -> None:
+        admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
+
+    async def twice() -> Any:
+        await other.adelay(0)  # (another queue: a plain delay() into one known goes by MULTI)
+        revoke()
+        return await add.adelay(1)
+    sends = {"delay": lambda: add.delay(1), "adelay": lambda: _arun(app, twice),
              "many": lambda: add.delay_many([(1,), (2,)]),
              "chain": lambda: chain(add.s(1), add.s()).delay()}
     try:
+        if kind != "adelay":
+            other.delay(0)
+            revoke()
         with pytest.raises(BrokerError) as caught:
             sends[kind]()
         error, text = caught.value, str(caught.value)
         assert error.sent and error.reason == "permission" and error.task_ids, text
         assert "may have been" in text and "part way through the script" in text, text
+        assert error.part_way and "finds it stored and queues nothing" in text, text
+        assert "which never enqueues it twice" not in text, text  # no resend that mends
         assert error.task_ids[0].encode() in _messages(admin), text  # written before it
     finally:
         app.close()

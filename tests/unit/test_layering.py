@@ -313,7 +313,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- stores ----------------------------------------------------------------
     "stores": frozenset(),
     "stores.admin": frozenset({"stores.bounds", "stores.foreign", "stores.store", "wire.message"}),
-    "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.pools",
+    "stores.aio": frozenset({"broker.acl_check", "broker.durability", "broker.packing",
+                             "broker.pools",
                              "broker.transport", "broker.waits", "errors", "stores.aio_clients",
                              "stores.aio_registry", "stores.bounds", "stores.broker",
                              "stores.foreign", "stores.names", "stores.queue", "stores.results",
@@ -408,7 +409,10 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.packing": frozenset(),
     # pools that wait when full, and result waits beside the pool that sends
     "broker.pools": frozenset({"broker.connections"}),
-    "broker.transport": frozenset({"broker.cluster", "broker.connections", "broker.durability",
+    # before a client's first send: may its ACL user run every command of the scripts
+    "broker.acl_check": frozenset({"errors"}),
+    "broker.transport": frozenset({"broker.acl_check", "broker.cluster", "broker.connections",
+                                   "broker.durability",
                                    "broker.health", "broker.packing", "broker.pools",
                                    "broker.waits", "broker.writes", "errors", "printable"}),
     "broker.waits": frozenset({"broker.connections", "broker.packing", "broker.wake_tokens",
@@ -456,6 +460,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench.servers": frozenset({"redis"}),
     "bench.session": frozenset({"redis"}),
     "bench.workers": frozenset({"redis"}),
+    "broker.acl_check": frozenset({"redis"}),
     "broker.cluster": frozenset({"redis"}),
     "broker.connections": frozenset({"redis"}),
     "broker.connection": frozenset({"redis"}),

@@ -33,6 +33,7 @@ def _cluster_transport(unconfirmed: Set[int], ran: List[Any]) -> Transport:
     transport.durability = DURABLE
     transport.connections = SimpleNamespace(pool=None)  # type: ignore[assignment]
     transport.description = "fake cluster"
+    transport.acl_unchecked = False  # (its ACL check before a first send: passed)
 
     def run(name: str, keys: Sequence[str], args: Sequence[Any], what: str,
             durability: Any = None) -> Any:
