@@ -302,8 +302,10 @@ class LoopAcks:
 
     def takes(self, message: Message) -> bool:
         """Whether this success's outcome may be recorded from the loop."""
+        hooks = self._host.hooks
         return (self.link is not None and message.workflow is None
-                and not self._progress.reported and not self._host.hooks.wants("task_success")
+                and not self._progress.reported
+                and not (hooks.added and hooks.wants("task_success"))
                 and not self._queues.refusals and not self._broadcasts.lanes
                 and (not self._resting_until or self._rested()))
 
