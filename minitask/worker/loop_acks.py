@@ -429,4 +429,5 @@ class LoopAcks:
         held, first = self._holdings.hold_first(queue, jobs)
         if not held:  # closing: given back by a recording thread
             return Answer("take", result=result, cancelled=cancelled)
-        return Answer("run", first, cancelled=cancelled)
+        # (made as a tuple: a NamedTuple's keywords cost a call of Python every task)
+        return tuple.__new__(Answer, ("run", first, NOTHING, cancelled))

@@ -206,7 +206,9 @@ class AsyncioPool(FixedSlots):
     # -- one attempt, on the loop ---------------------------------------------------
 
     async def _run(self, job: Job, begun: List[bool]) -> None:
-        """The slot's attempts, each leased as the last was recorded, in this one task."""
+        """The slot's attempts, each leased as the last was recorded, in this one task:
+        each its outcome recorded (``_execute``), and the slot's next job with it. (Not
+        a coroutine an attempt: each awaited level costs every attempt twice more.)"""
         begun.append(True)
         current = asyncio.current_task()
         assert current is not None  # always inside a task on the loop
@@ -217,7 +219,24 @@ class AsyncioPool(FixedSlots):
                     await swallowed(current)
                     continue  # (the pool may be stopping: looked at again)
                 job, following = following, None
-                following = await self._attempt(job, current)
+                started = time.monotonic()
+                self._attempts[job.task_id] = current
+                try:
+                    following = await self._execute(job, current)
+                except asyncio.CancelledError:  # of minitask's, only the stop's gets here
+                    if not self._shutting_down:  # a task's code cancelled it: its failure
+                        following = await self._fail(job, None, started)
+                except GeneratorExit:  # the loop closed with the attempt suspended
+                    raise
+                except BaseException as exc:  # a bug of ours (or a BaseException from
+                    # code we call, a type's decode function): dead-lettered, as on the
+                    # other pools
+                    log_error(logger, logging.ERROR, "internal error while running task %s",
+                              job.task_id, error=exc)
+                    following = await self._fail(job, exc, started)
+                finally:
+                    self._attempts.pop(job.task_id, None)
+                    self.ran_one()
                 if self.overruns.held and current in self.overruns.held:
                     back, following = following, None  # given back once (hold())
                     await self.overruns.hold(current, back, self._return,
@@ -226,27 +245,6 @@ class AsyncioPool(FixedSlots):
             if following is not None:  # leased as the grace ran out: back at once
                 await self._return(following)
             self.give_back_slot()
-
-    async def _attempt(self, job: Job, current: "asyncio.Task[None]") -> Optional[Job]:
-        """One attempt, its outcome recorded; the slot's next job (None: none)."""
-        started = time.monotonic()
-        self._attempts[job.task_id] = current
-        try:
-            return await self._execute(job, current)
-        except asyncio.CancelledError:  # of minitask's, only the stop's gets here
-            if not self._shutting_down:  # a task's code cancelled it: its failure
-                return await self._fail(job, None, started)  # type: ignore[no-any-return]
-            return None
-        except GeneratorExit:  # the loop closed with the attempt suspended
-            raise
-        except BaseException as exc:  # a bug of ours (or a BaseException from code we
-            # call, a type's decode function): dead-lettered, as on the other pools
-            log_error(logger, logging.ERROR, "internal error while running task %s",
-                      job.task_id, error=exc)
-            return await self._fail(job, exc, started)  # type: ignore[no-any-return]
-        finally:
-            self._attempts.pop(job.task_id, None)
-            self.ran_one()
 
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
         """Run ``step`` in a recording thread; its result. A cancel meanwhile does not
