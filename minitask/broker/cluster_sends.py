@@ -11,16 +11,18 @@ fails once the call was written raises ``ReplyLost``: Redis may have run it.
 """
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, List, Optional, Sequence
 
 import redis
-from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+from redis.exceptions import (AskError, ClusterDownError, MovedError, RedisClusterException,
+                              TryAgainError)
 
 from .durability import Durability, cut_short, takes_command_name
 from .writes import WriteFailed, write_counted
 
-__all__ = ["ReplyLost", "confirm", "send_once"]
+__all__ = ["ReplyLost", "asend_once", "confirm", "send_once"]
 
 #: Redirects (a slot moved or moving, a failover) followed before the last is raised.
 REDIRECTS = 5
@@ -117,6 +119,76 @@ def _read(connection: Any, count: int, call: int) -> List[Any]:
             replies += [exc] * (count - index)
             break
     return replies
+
+
+async def asend_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
+                     args: Sequence[Any], then: Sequence[Sequence[Any]] = ()) -> List[Any]:
+    """``send_once`` on a ``redis.asyncio.RedisCluster``. A write it cannot count: a
+    failure once connected (the write begun) may follow the call: ``ReplyLost``."""
+    call = ("EVALSHA", sha, len(keys), *keys, *args)
+    asked: Optional[Any] = None
+    replies: List[Any] = []
+    await cluster.initialize()  # a no-op once the slots are known
+    for _ in range(REDIRECTS):
+        node = asked or cluster.get_node_from_key(keys[0])
+        try:
+            replies = await _aexchange(node, [call, *then], asking=asked is not None)
+        except (redis.ConnectionError, redis.TimeoutError, OSError):
+            await _arelearn(cluster)
+            raise
+        first, asked = replies[0], None
+        if isinstance(first, redis.exceptions.NoScriptError):
+            await cluster.script_load(source)  # (on every primary)
+        elif isinstance(first, AskError):
+            asked = cluster.get_node(host=first.host, port=first.port)
+            if asked is None:
+                await _arelearn(cluster)
+        elif isinstance(first, (MovedError, ClusterDownError)):
+            await _arelearn(cluster)
+        elif isinstance(first, TryAgainError):
+            await asyncio.sleep(_TRY_AGAIN_PAUSE)
+        else:
+            return replies
+    return replies
+
+
+async def _aexchange(node: Any, commands: Sequence[Sequence[Any]], asking: bool) -> List[Any]:
+    """``_exchange`` on a node of an asyncio cluster client."""
+    connection = node.acquire_connection()
+    sent = [part for one in commands for part in ((("ASKING",), one) if asking else (one,))]
+    step = 2 if asking else 1
+    replies: List[Any] = []
+    try:
+        if not getattr(connection, "is_connected", False):
+            await connection.connect()  # (its failure: nothing written)
+        try:
+            await connection.send_packed_command(connection.pack_commands(sent))
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+            raise ReplyLost(f"{exc} (writing the script call)") from exc
+        for index in range(len(sent)):
+            try:
+                replies.append(await connection.read_response())
+            except redis.ResponseError as exc:
+                replies.append(exc)
+            except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+                if index < step:
+                    raise ReplyLost(str(exc)) from exc
+                await connection.disconnect()
+                replies += [exc] * (len(sent) - index)
+                break
+    except BaseException:
+        await connection.disconnect()  # a reply left unread must not reach the next caller
+        raise
+    finally:
+        node.release(connection)
+    return replies[step - 1::step]
+
+
+async def _arelearn(cluster: Any) -> None:
+    try:
+        await cluster.nodes_manager.initialize()
+    except (redis.RedisError, RedisClusterException, OSError):
+        pass  # the caller's own error says what failed; the next call tries again
 
 
 def _relearn(cluster: redis.RedisCluster) -> None:

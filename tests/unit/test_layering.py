@@ -313,8 +313,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- stores ----------------------------------------------------------------
     "stores": frozenset(),
     "stores.admin": frozenset({"stores.bounds", "stores.foreign", "stores.store", "wire.message"}),
-    "stores.aio": frozenset({"broker.durability", "broker.packing", "broker.pools",
-                             "broker.transport", "broker.waits", "errors", "stores.aio_clients",
+    "stores.aio": frozenset({"broker.cluster_sends", "broker.durability", "broker.packing",
+                             "broker.pools", "broker.transport", "broker.waits", "errors",
+                             "stores.aio_clients",
                              "stores.aio_registry", "stores.bounds", "stores.broker",
                              "stores.foreign", "stores.names", "stores.queue", "stores.results",
                              "stores.scripts"}),
