@@ -121,7 +121,7 @@ class Transport:
             # every key dynamic: packed scripts are kept by (name, slot) with their static keys
             return self.run_calls([(name, "", (), [*keys, *args], len(keys))], what, policy)[0]
         with self.errors(what, name):
-            if policy is None and (self.connections.pool or name not in SENDING_SCRIPTS):
+            if policy is None and not (name in SENDING_SCRIPTS and self.connections.pool is None):
                 return self._scripts[name](keys=keys, args=args)
             replies = send_once(self.client, self._scripts[name].sha, self._sources[name],
                                 keys, args, () if policy is None else policy.commands(keys[0]))
