@@ -6,8 +6,9 @@ written and ran: a script that sends tasks could run twice, the second time
 after a worker took and finished the task the first one wrote. So minitask
 writes such a call (and the touch and WAIT that confirm it) itself, on a
 connection of the primary of its slot. It is sent again only where Redis said
-it did not run it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, NOSCRIPT); a connection that
-fails once the call was written raises ``ReplyLost``: Redis may have run it.
+it did not run it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, NOSCRIPT) or it was never
+written whole (a connection refused); a connection that fails once the call was
+written raises ``ReplyLost``: Redis may have run it.
 """
 from __future__ import annotations
 
@@ -28,6 +29,9 @@ __all__ = ["ReplyLost", "asend_once", "confirm", "send_once"]
 REDIRECTS = 5
 #: Pause before a call Redis asked to try again (a slot being migrated).
 _TRY_AGAIN_PAUSE = 0.05
+#: Pause before a call is sent again that a failed connection left unwritten (a
+#: failover under way: the cluster's layout is read again first).
+_DOWN_PAUSE = 0.25
 
 
 class ReplyLost(redis.ConnectionError):
@@ -51,14 +55,17 @@ def send_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
     call = ("EVALSHA", sha, len(keys), *keys, *args)
     asked: Optional[Any] = None  # the node an ASK named: the next write goes there
     replies: List[Any] = []
-    for _ in range(REDIRECTS):
+    for attempt in range(REDIRECTS):
         node = asked or cluster.get_node_from_key(keys[0])
         client = cluster.get_redis_connection(node)
         try:
             replies = _exchange(client.connection_pool, [call, *then], asking=asked is not None)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             _relearn(cluster)  # after a failover: the next try goes to the new primary
-            raise
+            if not _unwritten(exc) or attempt == REDIRECTS - 1:
+                raise
+            time.sleep(_DOWN_PAUSE)
+            continue
         first, asked = replies[0], None
         if isinstance(first, redis.exceptions.NoScriptError):
             client.script_load(source)  # the script did not run: load it, send all again
@@ -129,13 +136,16 @@ async def asend_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
     asked: Optional[Any] = None
     replies: List[Any] = []
     await cluster.initialize()  # a no-op once the slots are known
-    for _ in range(REDIRECTS):
+    for attempt in range(REDIRECTS):
         node = asked or cluster.get_node_from_key(keys[0])
         try:
             replies = await _aexchange(node, [call, *then], asking=asked is not None)
-        except (redis.ConnectionError, redis.TimeoutError, OSError):
+        except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             await _arelearn(cluster)
-            raise
+            if not _unwritten(exc) or attempt == REDIRECTS - 1:
+                raise
+            await asyncio.sleep(_DOWN_PAUSE)
+            continue
         first, asked = replies[0], None
         if isinstance(first, redis.exceptions.NoScriptError):
             await cluster.script_load(source)  # (on every primary)
@@ -160,9 +170,12 @@ async def _aexchange(node: Any, commands: Sequence[Sequence[Any]], asking: bool)
     replies: List[Any] = []
     try:
         if not getattr(connection, "is_connected", False):
-            await connection.connect()  # (its failure: nothing written)
+            await connection.connect()  # (its failure, or the health check's: nothing written)
+        else:
+            await connection.check_health()
         try:
-            await connection.send_packed_command(connection.pack_commands(sent))
+            await connection.send_packed_command(connection.pack_commands(sent),
+                                                 check_health=False)
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             raise ReplyLost(f"{exc} (writing the script call)") from exc
         for index in range(len(sent)):
@@ -189,6 +202,12 @@ async def _arelearn(cluster: Any) -> None:
         await cluster.nodes_manager.initialize()
     except (redis.RedisError, RedisClusterException, OSError):
         pass  # the caller's own error says what failed; the next call tries again
+
+
+def _unwritten(exc: BaseException) -> bool:
+    """Whether a failure left the script call unwritten (a connection refused, a write
+    cut before the call went whole), so that sending it again is harmless."""
+    return isinstance(exc, redis.ConnectionError) and not isinstance(exc, ReplyLost)
 
 
 def _relearn(cluster: redis.RedisCluster) -> None:
