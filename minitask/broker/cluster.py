@@ -11,8 +11,7 @@ wake-up the worker fetches from every queue in order, so no queue is starved
 by another's tokens.
 
 ``wait_readable`` is the one way minitask waits on a socket, here and in the
-transport. ``run_on_primary`` sends a write that replicas must confirm to the
-primary of its slot, its WAIT behind it on the same connection.
+transport.
 """
 from __future__ import annotations
 
@@ -174,42 +173,3 @@ class ClusterWaiter:
             taken(reply)  # an element no minitask pushed is said (once a minute a key)
             woken = reply is not None or woken
         return woken
-
-
-def run_on_primary(cluster: redis.RedisCluster, sha: str, source: str, keys: Sequence[str],
-                   args: Sequence[Any], then: Sequence[Sequence[Any]]) -> List[Any]:
-    """EVALSHA and the commands ``then`` (a touch and WAIT) in one pipeline to the
-    primary of the slot of ``keys``; every reply, a refusal as an exception.
-
-    One connection of that node carries them all, so WAIT asks the shard's own
-    replicas about the connection that wrote. A moved slot or a lost node makes
-    the client read the cluster's layout again, so a retry by the caller goes to
-    the primary that took over.
-    """
-    primary = cluster.get_node_from_key(keys[0])  # type: ignore[no-untyped-call]
-    node = cluster.get_redis_connection(primary)
-    try:
-        for _ in range(2):
-            batch = node.pipeline(transaction=False)
-            batch.evalsha(sha, len(keys), *keys, *args)
-            for command in then:
-                batch.execute_command(*command)  # type: ignore[no-untyped-call]
-            replies: List[Any] = batch.execute(raise_on_error=False)
-            if not isinstance(replies[0], redis.exceptions.NoScriptError):
-                break
-            node.script_load(source)  # the script did not run: load it, send all again
-    except (redis.ConnectionError, redis.TimeoutError):
-        _relearn(cluster)
-        raise
-    if any(isinstance(reply, (MovedError, AskError, redis.exceptions.ClusterDownError))
-           for reply in replies):
-        _relearn(cluster)
-    return replies
-
-
-def _relearn(cluster: redis.RedisCluster) -> None:
-    """Read the cluster's slots again (after a failover); quietly, if it is not back yet."""
-    try:
-        cluster.nodes_manager.initialize()
-    except (redis.RedisError, OSError):
-        pass  # the caller's own error says what failed; the next call tries again

@@ -453,16 +453,15 @@ def check_socket_timeout(durability: Durability, client: Any, where: str) -> Non
             f"(socket_timeout= in the broker URL)")
 
 
-def cut_short(durability: Durability, what: str, where: str, exc: BaseException,
-              written: bool = True) -> DurabilityError:
+def cut_short(durability: Durability, what: str, where: str,
+              exc: BaseException) -> DurabilityError:
     """The DurabilityError of a WAIT (or WAITAOF) whose reply the socket timeout cut
-    off (a client whose timeout could not be read when it was checked): the write
-    was made (``written``) or may have been; Redis is not down, it was waiting."""
-    state = ("Redis made the write" if written else
-             "the write was sent and may or may not have been made")
+    off (a client whose timeout could not be read when it was checked), the write's
+    own reply read: it was made; Redis is not down, it was waiting."""
     return DurabilityError(
         f"Redis at {where} did not confirm the write to {what} (durability="
-        f"{durability.mode!r}, durability_timeout {durability.timeout:g} s): {state}, but "
+        f"{durability.mode!r}, durability_timeout {durability.timeout:g} s): Redis made the "
+        f"write, but "
         f"the connection's socket timeout ended the wait for replicas first; it "
         f"is not confirmed on any replica and may or may not survive a failover; keep "
         f"durability_timeout below the socket timeout", task_id=None, confirmed=0)

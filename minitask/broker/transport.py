@@ -19,7 +19,7 @@ from redis.exceptions import RedisClusterException
 from ..errors import BrokerError, ConfigurationError, broker_error, refused_in_script
 from ..printable import own_logger
 from .acl_check import SENDING_SCRIPTS, check_sender, commands_of
-from .cluster import run_on_primary
+from .cluster_sends import ReplyLost, confirm, send_once
 from .connections import Connections, connected, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
                          keep_unconfirmed, needs_confirmation, read_confirmation)
@@ -90,6 +90,7 @@ class Transport:
     def failure(self, exc: BaseException, what: str, script: Optional[str],
                 sent: bool = False) -> BrokerError:
         commands: List[str] = []
+        sent = sent or isinstance(exc, ReplyLost)  # written whole on a cluster: it may have run
         if script is not None:  # an error path: the script's text is read only now
             commands = commands_of([self._sources.get(script, "")])
             # a command refused inside a script that sends tasks: what the script wrote
@@ -103,10 +104,10 @@ class Transport:
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str,
             durability: Optional[Durability] = None) -> Any:
-        """Run one script through redis-py (any client, Redis Cluster included).
+        """Run one script through redis-py; on Redis Cluster, one that sends tasks or is
+        confirmed is written once by ``cluster_sends`` (redis-py would write it again).
 
-        ``durability`` (default: the app's, for the scripts it covers) may add
-        a confirmation by replicas; see ``run_calls``.
+        ``durability`` (default: the app's, for the scripts it covers): see ``run_calls``.
         """
         if self.acl_unchecked:
             check_sender(self, [(name, "", keys, (), 0)], what)
@@ -115,15 +116,14 @@ class Transport:
             # every key dynamic: packed scripts are kept by (name, slot) with their static keys
             return self.run_calls([(name, "", (), [*keys, *args], len(keys))], what, policy)[0]
         with self.errors(what, name):
-            if policy is None:
+            if policy is None and not (name in SENDING_SCRIPTS and self.connections.pool is None):
                 return self._scripts[name](keys=keys, args=args)
-            assert isinstance(self.client, redis.RedisCluster)
-            replies = run_on_primary(self.client, self._scripts[name].sha, self._sources[name],
-                                     keys, args, policy.commands(keys[0]))
+            replies = send_once(self.client, self._scripts[name].sha, self._sources[name],
+                                keys, args, () if policy is None else policy.commands(keys[0]))
             if isinstance(replies[0], Exception):  # the script's refusal: as it says
                 raise replies[0]
-            policy.check(replies[1] if isinstance(replies[1], Exception) else replies[-1],
-                         what, self.description)  # (a refused touch: after the write)
+            if policy is not None:  # (a refused touch or a cut WAIT: after the write)
+                confirm(replies, policy, what, self.description)
             return replies[0]
 
     def confirms_writes(self) -> bool:

@@ -20,14 +20,13 @@ from typing import Any, AsyncIterator, Dict, Iterator, List, Mapping, Optional, 
 
 import redis
 import redis.asyncio
-from redis.asyncio.cluster import PipelineCommand
-from redis.exceptions import (AskError, ClusterDownError, MaxConnectionsError, MovedError,
-                              RedisClusterException)
+from redis.exceptions import MaxConnectionsError
 
 from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout,
                                  cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
-from ..broker.acl_check import arequire_commands, sending_key
+from ..broker.acl_check import SENDING_SCRIPTS, arequire_commands, sending_key
+from ..broker.cluster_sends import asend_once, confirm
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
@@ -65,7 +64,11 @@ class AsyncBroker:
         # again, and wrap the call in its retry and timeout machinery).
         plain = type(client) is redis.asyncio.Redis and getattr(client, "connection", None) is None
         self._pool: Any = client.connection_pool if plain else None
-        self._named = self._pool is not None and takes_command_name(self._pool)
+        self._cluster = isinstance(client, redis.asyncio.RedisCluster)
+        # Any other client's pool too for the calls that send tasks, so that redis-py's
+        # retry never sends one again after its reply was lost (a cluster's: cluster_sends)
+        self._sends: Any = None if self._cluster else client.connection_pool
+        self._named = self._sends is not None and takes_command_name(self._sends)
         self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
         self._acl_unchecked = True  # until a send's check of the ACL user passed
         self._waits = waits_client_for(client)
@@ -96,14 +99,23 @@ class AsyncBroker:
         sha = self._shas.get(name)
         if sha is None:
             sha = self._shas[name] = hashlib.sha1(source(name).encode()).hexdigest()
+        pool = self._pool or (self._sends if name in SENDING_SCRIPTS else None)
         with self.errors(what, name):
-            try:
-                if self._pool is not None:
-                    return await self._send_packed(self.broker.transport.pack_call(call), what)
-                return await self.client.evalsha(sha, len(keys), *keys, *args)
-            except redis.exceptions.NoScriptError:
-                await self.client.script_load(source(name))
-                return await self.client.evalsha(sha, len(keys), *keys, *args)
+            if self._cluster and name in SENDING_SCRIPTS:  # never by redis-py's retry
+                reply = (await asend_once(self.client, sha, source(name), keys, args))[0]
+                if isinstance(reply, Exception):
+                    raise reply
+                return reply
+            for attempt in range(2):  # NOSCRIPT: loaded, then sent again the same way
+                try:
+                    if pool is not None:
+                        return await self._send_packed(self.broker.transport.pack_call(call),
+                                                       what, pool)
+                    return await self.client.evalsha(sha, len(keys), *keys, *args)
+                except redis.exceptions.NoScriptError:
+                    if attempt:
+                        raise
+                    await self.client.script_load(source(name))
 
     async def run_confirmed(self, call: ScriptCall, what: str, durability: Durability) -> Any:
         """``run``, then a touch and WAIT (or WAITAOF) on the same connection, in one
@@ -116,15 +128,15 @@ class AsyncBroker:
         commands = [("EVALSHA", sha, len(keys), *keys, *tail[dynamic:]),
                     *durability.commands(keys[0])]
         with self.errors(what, name):
+            if self._cluster:  # written once, to the slot's primary (NOSCRIPT: loaded)
+                replies = await asend_once(self.client, sha, source(name), keys,
+                                           tail[dynamic:], durability.commands(keys[0]))
+                if isinstance(replies[0], Exception):
+                    raise replies[0]
+                confirm(replies, durability, what, self.description)
+                return replies[0]
             for _ in range(2):
-                if self._pool is not None:
-                    replies = await self._send_confirmed(commands, durability, what)
-                else:
-                    try:
-                        replies = await self._pipelined(commands, keys[0])
-                    except redis.TimeoutError as exc:  # a client whose timeout was not known
-                        raise cut_short(durability, what, self.description, exc,
-                                        written=False) from exc
+                replies = await self._send_confirmed(commands, durability, what)
                 if not isinstance(replies[0], redis.exceptions.NoScriptError):
                     break
                 await self.client.script_load(source(name))
@@ -141,8 +153,7 @@ class AsyncBroker:
         WAIT's reply alone means the call ran: its DurabilityError in WAIT's place
         (``run_confirmed`` raises the call's own refusal, or sends it again after
         NOSCRIPT, before it says the write was made)."""
-        assert self._pool is not None
-        pool = self._pool
+        pool = self._sends
         connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
         replies: List[Any] = []
         written = False
@@ -172,38 +183,6 @@ class AsyncBroker:
             await pool.release(connection)
         return replies
 
-    async def _pipelined(self, commands: Sequence[Sequence[Any]], key: str) -> List[Any]:
-        """``commands`` on one connection, in order; every reply, a refusal as an exception.
-
-        On a cluster, redis-py's pipeline refuses EVALSHA and would send WAIT to
-        every node: the commands go to the primary of ``key``'s slot instead, so
-        that WAIT asks that shard's replicas about the connection that wrote.
-        """
-        if not isinstance(self.client, redis.asyncio.RedisCluster):
-            batch = self.client.pipeline(transaction=False)
-            for command in commands:
-                batch.execute_command(*command)
-            return list(await batch.execute(raise_on_error=False))
-        await self.client.initialize()  # a no-op once the slots are known
-        stack = [PipelineCommand(index, *command) for index, command in enumerate(commands)]
-        node = self.client.get_node_from_key(key)
-        assert node is not None  # a primary, not a replica: never None
-        try:
-            await node.execute_pipeline(stack)
-        except (redis.ConnectionError, redis.TimeoutError):
-            await self._relearn()  # after a failover: the next try goes to the new primary
-            raise
-        replies = [command.result for command in stack]
-        if any(isinstance(reply, (MovedError, AskError, ClusterDownError)) for reply in replies):
-            await self._relearn()
-        return replies
-
-    async def _relearn(self) -> None:
-        try:
-            await self.client.nodes_manager.initialize()
-        except (redis.RedisError, RedisClusterException, OSError):
-            pass  # the caller's own error says what failed; the next call tries again
-
     async def _ask_waitaof(self) -> None:
         """Refuse "fsync" before writing when the server has no WAITAOF (asked once:
         a server does not lose the command)."""
@@ -225,14 +204,12 @@ class AsyncBroker:
             raise fsync_refused("no such command", self.description)
         self._waitaof = True
 
-    async def _send_packed(self, command: bytes, what: str) -> Any:
+    async def _send_packed(self, command: bytes, what: str, pool: Any) -> Any:
         """Send one packed command on a connection of the pool and read its reply.
 
         A connection that failed part way is closed before it goes back to the pool:
         a reply left unread would answer the next caller's command. Failed once the
         command was written whole: a BrokerError saying Redis may have run it (``sent``)."""
-        assert self._pool is not None
-        pool = self._pool
         connection = await pool.get_connection(*("EVALSHA",) * self._named)  # (redis-py < 5.1)
         written = False
         try:

@@ -17,8 +17,8 @@ from tests.support.acl import documented_commands
 
 PACKAGE = Path(minitask.__file__).resolve().parent
 MODULES = ("broker/transport.py", "broker/connections.py", "broker/waits.py", "broker/health.py",
-           "broker/cluster.py", "broker/pools.py", "stores/aio.py", "handle.py", "app.py",
-           "sending.py", "worker/pools/*.py",
+           "broker/cluster.py", "broker/cluster_sends.py", "broker/pools.py", "stores/aio.py",
+           "handle.py", "app.py", "sending.py", "worker/pools/*.py",
            "worker/*.py", "cli/*.py", "stores/*.py")
 #: redis-py method -> the command it sends, where the names differ
 METHODS = {"delete": "del", "execute": "", "pipeline": "", "register_script": "",

@@ -313,9 +313,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- stores ----------------------------------------------------------------
     "stores": frozenset(),
     "stores.admin": frozenset({"stores.bounds", "stores.foreign", "stores.store", "wire.message"}),
-    "stores.aio": frozenset({"broker.acl_check", "broker.durability", "broker.packing",
-                             "broker.pools",
-                             "broker.transport", "broker.waits", "errors", "stores.aio_clients",
+    "stores.aio": frozenset({"broker.acl_check", "broker.cluster_sends", "broker.durability",
+                             "broker.packing", "broker.pools", "broker.transport", "broker.waits",
+                             "errors", "stores.aio_clients",
                              "stores.aio_registry", "stores.bounds", "stores.broker",
                              "stores.foreign", "stores.names", "stores.queue", "stores.results",
                              "stores.scripts"}),
@@ -399,6 +399,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- broker ----------------------------------------------------------------
     "broker": frozenset(),
     "broker.cluster": frozenset({"broker.wake_tokens"}),
+    # a cluster's sending script calls: written once, never by redis-py's retry
+    "broker.cluster_sends": frozenset({"broker.durability", "broker.writes"}),
     "broker.connections": frozenset({"broker.cluster", "broker.packing"}),
     "broker.connection": frozenset({"broker.embedded", "broker.pools", "errors"}),
     "broker.durability": frozenset({"broker.keys", "errors"}),
@@ -411,7 +413,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.pools": frozenset({"broker.connections"}),
     # before a client's first send: may its ACL user run every command of the scripts
     "broker.acl_check": frozenset({"errors"}),
-    "broker.transport": frozenset({"broker.acl_check", "broker.cluster", "broker.connections",
+    "broker.transport": frozenset({"broker.acl_check", "broker.cluster_sends", "broker.connections",
                                    "broker.durability",
                                    "broker.health", "broker.packing", "broker.pools",
                                    "broker.waits", "broker.writes", "errors", "printable"}),
@@ -462,6 +464,7 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "bench.workers": frozenset({"redis"}),
     "broker.acl_check": frozenset({"redis"}),
     "broker.cluster": frozenset({"redis"}),
+    "broker.cluster_sends": frozenset({"redis"}),
     "broker.connections": frozenset({"redis"}),
     "broker.connection": frozenset({"redis"}),
     "broker.durability": frozenset({"redis"}),
