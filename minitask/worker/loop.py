@@ -191,6 +191,8 @@ class Worker:
 
         Raises:
             BrokerError: Redis could not be reached at start.
+            ConfigurationError: at start, before anything is leased, the Redis ACL user
+                may not run a command the worker needs (Redis 7.0 and later; named).
         """
         how = "nothing left to do (burst)" if self.burst else "stop()"
         try:
