@@ -188,26 +188,43 @@ def worker_commands(sources: Dict[str, str]) -> Dict[str, Tuple[str, ...]]:
     """Every command a worker cannot go without, with the arguments it is asked with:
     those of every script of ``sources`` (a worker sends tasks too, and runs them all
     but the ops CLI's; the key in every place), and ``WORKER_DIRECT``."""
-    asked: Dict[str, Tuple[str, ...]] = {name: ("",) * 6 for name in commands_of(sources.values())}
+    asked: Dict[str, Tuple[str, ...]] = {name: ("",) * 6
+                                         for name in commands_of(sources.values())}
     asked.update(WORKER_DIRECT)
     return {name: words for name, words in sorted(asked.items())
             if name not in WORKER_OPTIONAL}
 
 
-def worker_check_args(sources: Dict[str, str], key: str) -> Tuple[List[str], List[Any]]:
-    """The commands asked about, in order, and EVALSHA's arguments after the sha."""
-    asked = worker_commands(sources)
+def missing_for_worker(client: Any, sources: Dict[str, str], key: str) -> Optional[List[str]]:
+    """Which commands a worker needs the ACL user of ``client`` may not run (on
+    ``key``'s node and key patterns); None: Redis cannot be asked (before 7.0)."""
+    return missing_of(client, worker_commands(sources), key)
+
+
+def missing_for_scripts(client: Any, sources: Dict[str, str], scripts: Iterable[str],
+                        key: str) -> Optional[List[str]]:
+    """``missing_for_worker`` for the commands of ``scripts`` alone (an ops command's)."""
+    asked: Dict[str, Tuple[str, ...]] = {
+        name: ("",) * 6 for name in commands_of(sources[script] for script in scripts)
+        if name not in WORKER_OPTIONAL}
+    return missing_of(client, asked, key)
+
+
+def asked_args(asked: Dict[str, Tuple[str, ...]], key: str) -> List[Any]:
+    """EVALSHA's arguments after the sha: the key, then each command of ``asked`` as
+    the count of its words and the words (a subcommand its own word)."""
     args: List[Any] = [1, key]
     for name, words in asked.items():
         command = [*name.split("|"), *words]
         args += [len(command), *command]
-    return list(asked), args
+    return args
 
 
-def missing_for_worker(client: Any, sources: Dict[str, str], key: str) -> Optional[List[str]]:
-    """Which commands a worker needs the ACL user of ``client`` may not run (on
-    ``key``'s node and key patterns); None: Redis cannot be asked (before 7.0)."""
-    names, args = worker_check_args(sources, key)
+def missing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
+               key: str) -> Optional[List[str]]:
+    """Which commands of ``asked`` (with their words) the user may not run; None:
+    Redis cannot be asked."""
+    names, args = list(asked), asked_args(asked, key)
     try:
         reply = client.evalsha(WORKER_CHECK_SHA, *args)
     except redis.exceptions.NoScriptError:
@@ -229,3 +246,15 @@ def worker_refused(missing: Sequence[str], key: str, worker: str, broker: str) -
             f"but the next not sent), so the worker leased nothing; add {rules} (and keys "
             f"~minitask:*): a worker needs every command of the ACL list on the docs' "
             f"Scaling out page (guide/scaling)")
+
+
+def ops_refused(missing: Sequence[str], key: str, what: str, broker: str) -> str:
+    """Why an ops command (``minitask cancel``, ``purge``, ``dead requeue``...) whose
+    ACL user lacks ``missing`` wrote nothing, and what to add."""
+    rules = " ".join(f"+{name}" for name in missing)
+    return (f"could not {what} (broker {broker}): the Redis ACL user may not run "
+            f"{', '.join(name.upper() for name in missing)} (on key {key!r}), which its "
+            f"scripts call; Redis checks a script's commands only as it comes to each, and "
+            f"one refused after a first write would leave it half done, so nothing was "
+            f"written; add {rules} (and keys ~minitask:*), as the ACL list on the docs' "
+            f"Scaling out page (guide/scaling) says")

@@ -11,7 +11,7 @@ from typing import Any, List, Optional
 import pytest
 
 from minitask import Minitask
-from minitask.broker.acl_check import WORKER_OPTIONAL, worker_check_args, worker_commands
+from minitask.broker.acl_check import WORKER_OPTIONAL, asked_args, worker_commands
 from minitask.errors import ConfigurationError
 from minitask.worker.acl_start import require_worker_acl
 from tests.support.acl import documented_commands
@@ -37,7 +37,8 @@ def test_the_worker_check_asks_about_the_documented_list_but_its_optional_comman
 
 
 def test_each_command_is_asked_with_its_words_counted(app: Minitask) -> None:
-    names, args = worker_check_args(app.broker.transport.sources, "k")
+    asked = worker_commands(app.broker.transport.sources)
+    names, args = list(asked), asked_args(asked, "k")
     assert args[:2] == [1, "k"]
     words, index = [], 2
     while index < len(args):
@@ -83,7 +84,7 @@ def test_a_redis_that_cannot_be_asked_is_said_once_and_the_worker_starts(
 
 
 def test_a_missing_command_is_a_configuration_error_naming_its_rule(app: Minitask) -> None:
-    names, _ = worker_check_args(_Transport(None).sources, "k")
+    names = list(worker_commands(_Transport(None).sources))
     with pytest.raises(ConfigurationError) as refused:
         require_worker_acl(_Worker(app, [names.index("hset") + 1]))
     said = str(refused.value)
