@@ -7,7 +7,8 @@ finished, the next never sent), or refused over and over (issue 29). So a worker
 Redis once as it starts (7.0 and later: ``redis.acl_check_cmd``) about every command
 of its scripts and those it sends itself (``broker.acl_check.worker_commands``), and
 one whose user lacks any does not start: a configuration error naming them and the
-``+rules`` to add. Redis 6.2 cannot be asked: the worker says so once, and starts.
+``+rules`` to add. Redis 6.2 cannot be asked: a worker logging in as an ACL user says
+so once, and starts (one on the default user, as the embedded broker's, says nothing).
 """
 from __future__ import annotations
 
@@ -40,8 +41,17 @@ def require_worker_acl(worker: Any) -> None:
         if error.reason != "permission":
             raise  # (unreachable, ...: as any error at start)
         raise ConfigurationError(f"worker {worker.name} cannot start: {error}") from None
-    if missing is None:
+    if missing is None and logs_in_as_a_user(transport.client):
         logger.warning(UNCHECKED, worker.name)
     elif missing:
         raise ConfigurationError(worker_refused(missing, key, worker.name,
                                                 transport.description))
+
+
+def logs_in_as_a_user(client: Any) -> bool:
+    """Whether ``client`` logs in as a named ACL user (a URL's ``user:password@``),
+    not as Redis's default user."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if kwargs is None:  # Redis Cluster: its nodes'
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", {})
+    return bool(kwargs.get("username"))

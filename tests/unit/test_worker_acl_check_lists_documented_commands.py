@@ -54,10 +54,11 @@ def test_each_command_is_asked_with_its_words_counted(app: Minitask) -> None:
 class _Transport:
     description = "redis://u:***@h:1/0"
 
-    def __init__(self, reply: Optional[List[int]]) -> None:
+    def __init__(self, reply: Optional[List[int]], username: str = "u") -> None:
         self.reply = reply
         self.sources = {"ack": "redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[1])"}
         self.client = self
+        self.connection_pool = type("Pool", (), {"connection_kwargs": {"username": username}})
 
     def evalsha(self, *args: Any) -> Optional[List[int]]:
         return self.reply
@@ -70,8 +71,8 @@ class _Worker:
     name = "w1"
     queues = ["default"]
 
-    def __init__(self, app: Minitask, reply: Optional[List[int]]) -> None:
-        self.broker = type("B", (), {"transport": _Transport(reply),
+    def __init__(self, app: Minitask, reply: Optional[List[int]], username: str = "u") -> None:
+        self.broker = type("B", (), {"transport": _Transport(reply, username),
                                      "queues": app.broker.queues})()
 
 
@@ -81,6 +82,10 @@ def test_a_redis_that_cannot_be_asked_is_said_once_and_the_worker_starts(
         require_worker_acl(_Worker(app, None))
     said = [record.getMessage() for record in caplog.records]
     assert len(said) == 1 and "could not check" in said[0] and "before 7.0" in said[0], said
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # the default user (no ACL set up): nothing said
+        require_worker_acl(_Worker(app, None, username=""))
+    assert not caplog.records
 
 
 def test_a_missing_command_is_a_configuration_error_naming_its_rule(app: Minitask) -> None:
