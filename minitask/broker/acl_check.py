@@ -10,6 +10,11 @@ client asks Redis (7.0 and later: ``redis.acl_check_cmd``) about all of them at 
 and a user missing any is refused before anything is written. Once the check passed, it
 is not asked again: the hot path pays one attribute read. Redis 6.2 has no way to ask;
 there a refusal part way is still told as such (``BrokerError.part_way``).
+
+A worker asks the same once as it starts, before it leases anything, about every
+command of all its scripts and of those it sends itself (``worker_commands``:
+worker/acl_start.py), and the ops commands that write about their scripts'
+(cli/options.py ``require_acl``), each command with the arguments it is asked with.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from minitask.broker.acl_check import WORKER_OPTIONAL, asked_args, worker_comman
 from minitask.errors import ConfigurationError
 from minitask.worker.acl_start import require_worker_acl
 from tests.support.acl import documented_commands
+from tests.unit.test_acl_check_asks_documented_commands import _KEYS_BY_COUNT
 
 
 @pytest.fixture
@@ -95,3 +96,11 @@ def test_a_missing_command_is_a_configuration_error_naming_its_rule(app: Minitas
     said = str(refused.value)
     assert "worker w1 cannot start" in said and "HSET" in said and "+hset" in said, said
     assert "leased nothing" in said, said
+
+
+def test_no_command_asked_with_the_key_everywhere_finds_its_keys_by_a_count(
+        app: Minitask) -> None:
+    """(Asked so, Redis 7.0.15 could read its keys wrong, or past its arguments.)"""
+    asked = worker_commands(app.broker.transport.sources)
+    everywhere = {name for name, words in asked.items() if words == ("",) * 6}
+    assert not everywhere & _KEYS_BY_COUNT
