@@ -10,12 +10,17 @@ client asks Redis (7.0 and later: ``redis.acl_check_cmd``) about all of them at 
 and a user missing any is refused before anything is written. Once the check passed, it
 is not asked again: the hot path pays one attribute read. Redis 6.2 has no way to ask;
 there a refusal part way is still told as such (``BrokerError.part_way``).
+
+A worker asks the same once as it starts, before it leases anything, about every
+command of all its scripts and of those it sends itself (``worker_commands``:
+worker/acl_start.py), and the ops commands that write about their scripts'
+(cli/options.py ``require_acl``), each command with the arguments it is asked with.
 """
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import redis
 
@@ -141,3 +146,120 @@ def check_sender(transport: Any, calls: Sequence[Any], what: str) -> None:
             require_commands(transport.client, transport.sources, key, what,
                              transport.description)
         transport.acl_unchecked = False
+
+
+# -- a worker's check, at its start ------------------------------------------------
+
+#: Commands a worker sends itself (outside its scripts) and cannot go without, each
+#: with the arguments it is asked with: '' where the key goes. Not the key in every
+#: place here: EVALSHA and XREAD find their keys by a count or a keyword.
+WORKER_DIRECT: Dict[str, Tuple[str, ...]] = {
+    "evalsha": ("0" * 40, "1", ""), "script|load": ("return 1",), "ping": (),
+    "blpop": ("", "1"), "blmove": ("", "", "RIGHT", "LEFT", "1"),
+    "xread": ("STREAMS", "", "0"), "sadd": ("", ""), "getrange": ("", "0", "1"),
+    "hgetall": ("",), "hincrbyfloat": ("", "f", "1"), "pexpireat": ("", "1")}
+
+#: Commands the docs let a worker go without (guide/scaling: it runs, slower or with a
+#: warning less), not asked about; XINFO and MEMORY are its scripts' XINFO STREAM and
+#: MEMORY USAGE (called by pcall, their refusal tolerated).
+WORKER_OPTIONAL = OPTIONAL | frozenset({
+    "client|id", "client|unblock", "config|get", "info", "memory|usage", "xinfo|stream",
+    "multi", "exec", "memory", "xinfo"})
+
+#: ARGV: for each command, the count of its words, then the words (a subcommand its own
+#: word; '' the key KEYS[1]). The reply: the positions (from 1) of those the user may
+#: not run; false where Redis cannot say (6.2).
+WORKER_CHECK_SOURCE = """\
+if not redis.acl_check_cmd then return false end
+local missing = {}
+local k = KEYS[1]
+local i, n = 1, 0
+while i <= #ARGV do
+  local words = {}
+  for j = 1, tonumber(ARGV[i]) do
+    local word = ARGV[i + j]
+    words[j] = word == '' and k or word
+  end
+  n = n + 1
+  if not redis.acl_check_cmd(unpack(words)) then missing[#missing + 1] = n end
+  i = i + #words + 1
+end
+return missing
+"""
+WORKER_CHECK_SHA = hashlib.sha1(WORKER_CHECK_SOURCE.encode()).hexdigest()
+
+
+def worker_commands(sources: Dict[str, str]) -> Dict[str, Tuple[str, ...]]:
+    """Every command a worker cannot go without, with the arguments it is asked with:
+    those of every script of ``sources`` (a worker sends tasks too, and runs them all
+    but the ops CLI's; the key in every place), and ``WORKER_DIRECT``."""
+    asked: Dict[str, Tuple[str, ...]] = {name: ("",) * 6
+                                         for name in commands_of(sources.values())}
+    asked.update(WORKER_DIRECT)
+    return {name: words for name, words in sorted(asked.items())
+            if name not in WORKER_OPTIONAL}
+
+
+def missing_for_worker(client: Any, sources: Dict[str, str], key: str) -> Optional[List[str]]:
+    """Which commands a worker needs the ACL user of ``client`` may not run (on
+    ``key``'s node and key patterns); None: Redis cannot be asked (before 7.0)."""
+    return missing_of(client, worker_commands(sources), key)
+
+
+def missing_for_scripts(client: Any, sources: Dict[str, str], scripts: Iterable[str],
+                        key: str) -> Optional[List[str]]:
+    """``missing_for_worker`` for the commands of ``scripts`` alone (an ops command's)."""
+    asked: Dict[str, Tuple[str, ...]] = {
+        name: ("",) * 6 for name in commands_of(sources[script] for script in scripts)
+        if name not in WORKER_OPTIONAL}
+    return missing_of(client, asked, key)
+
+
+def asked_args(asked: Dict[str, Tuple[str, ...]], key: str) -> List[Any]:
+    """EVALSHA's arguments after the sha: the key, then each command of ``asked`` as
+    the count of its words and the words (a subcommand its own word)."""
+    args: List[Any] = [1, key]
+    for name, words in asked.items():
+        command = [*name.split("|"), *words]
+        args += [len(command), *command]
+    return args
+
+
+def missing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
+               key: str) -> Optional[List[str]]:
+    """Which commands of ``asked`` (with their words) the user may not run; None:
+    Redis cannot be asked."""
+    names, args = list(asked), asked_args(asked, key)
+    try:
+        reply = client.evalsha(WORKER_CHECK_SHA, *args)
+    except redis.exceptions.NoScriptError:
+        client.script_load(WORKER_CHECK_SOURCE)
+        reply = client.evalsha(WORKER_CHECK_SHA, *args)
+    if reply is None:
+        return None
+    return [names[int(position) - 1] for position in reply]
+
+
+def worker_refused(missing: Sequence[str], key: str, worker: str, broker: str) -> str:
+    """Why a worker whose ACL user lacks ``missing`` does not start, and what to add."""
+    rules = " ".join(f"+{name}" for name in missing)
+    return (f"worker {worker} cannot start: the Redis ACL user (broker {broker}) may not "
+            f"run {', '.join(name.upper() for name in missing)} (on key {key!r}), which "
+            f"the worker's scripts and commands call; Redis checks a script's commands "
+            f"only as it comes to each, and one refused after a first write would leave a "
+            f"task half done (acked but its result not stored, a workflow's step finished "
+            f"but the next not sent), so the worker leased nothing; add {rules} (and keys "
+            f"~minitask:*): a worker needs every command of the ACL list on the docs' "
+            f"Scaling out page (guide/scaling)")
+
+
+def ops_refused(missing: Sequence[str], key: str, what: str, broker: str) -> str:
+    """Why an ops command (``minitask cancel``, ``purge``, ``dead requeue``...) whose
+    ACL user lacks ``missing`` wrote nothing, and what to add."""
+    rules = " ".join(f"+{name}" for name in missing)
+    return (f"could not {what} (broker {broker}): the Redis ACL user may not run "
+            f"{', '.join(name.upper() for name in missing)} (on key {key!r}), which its "
+            f"scripts call; Redis checks a script's commands only as it comes to each, and "
+            f"one refused after a first write would leave it half done, so nothing was "
+            f"written; add {rules} (and keys ~minitask:*), as the ACL list on the docs' "
+            f"Scaling out page (guide/scaling) says")

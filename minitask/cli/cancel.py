@@ -6,7 +6,7 @@ import argparse
 from typing import Any, Dict
 
 from ..errors import ConfigurationError
-from .options import add_app_options, emit_json, load, takes_words
+from .options import add_app_options, emit_json, load, require_acl, takes_words
 
 USAGE = "minitask cancel -A APP ID... [--running] [--json]"
 
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     outcome: Dict[str, str] = {}
     try:
+        require_acl(app, ["cancel", "cancel_steps", "request_cancel"], None, "cancel tasks")
         for task_id in args.words:
             handle = app.handle(task_id)
             asked = handle.cancel(running=args.running)

@@ -14,7 +14,7 @@ from ..errors import BrokerError, ConfigurationError
 from ..printable import printable, shown_id, shown_trace
 from ..sending import BULK_CHUNK
 from .options import (add_app_options, add_yes, check_given, confirmed, emit_json, known,
-                      load, takes_words, unknown_word)
+                      load, require_acl, takes_words, unknown_word)
 
 ACTIONS = ("list", "show", "requeue", "purge")
 USAGE = ("minitask dead -A APP {list | show ID | requeue (ID... | --all --yes) | purge (ID... "
@@ -57,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
             return _show(app, ids[0], args.queue, args.json)
         if bool(ids) == bool(args.all):
             raise ConfigurationError(f"{action} takes task ids, or --all (not both)")
+        require_acl(app, ["revive"] if action == "requeue" else ["purge_dead"], args.queue,
+                    f"{action} dead letters")
         if args.all:
             where = f"queue {args.queue!r}" if args.queue else "every queue"
             # counted, not read: a letter's body is read only when it is requeued

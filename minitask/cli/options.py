@@ -12,6 +12,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..admin import known_queue, meant
 from ..app import Minitask
+from ..broker.acl_check import missing_for_scripts, ops_refused
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
 from ..printable import json_safe, own_logger, printable
@@ -175,6 +176,19 @@ def load(spec: str) -> Minitask:
     for module in load_task_plugins(app):
         logger.debug("imported task plugin %s", module)
     return app
+
+
+def require_acl(app: Minitask, scripts: Sequence[str], queue: Optional[str],
+                what: str) -> None:
+    """Before an ops command writes: refuse (ConfigurationError, exit 2) when the ACL
+    user lacks a command of the ``scripts`` it runs, which Redis would refuse only part
+    way through one (Redis 7.0 and later; 6.2 cannot be asked: it goes on)."""
+    transport = app.broker.transport
+    key = app.broker.queues.keys(queue or app.default_queue).messages
+    with transport.errors(f"ask Redis whether the ACL user may {what}"):
+        missing = missing_for_scripts(transport.client, transport.sources, scripts, key)
+    if missing:
+        raise ConfigurationError(ops_refused(missing, key, what, transport.description))
 
 
 def known(app: Minitask, queue: str) -> bool:

@@ -6,7 +6,8 @@ from typing import Any
 
 from ..admin import purge_ready, queue_counts
 from ..errors import ConfigurationError
-from .options import add_app_options, add_yes, confirmed, known, load, takes_words
+from .options import (add_app_options, add_yes, confirmed, known, load, require_acl,
+                      takes_words)
 
 USAGE = "minitask purge -A APP QUEUE --yes"
 
@@ -31,6 +32,7 @@ def run(args: argparse.Namespace) -> int:
         app.check_queue_name(queue)
         if not known(app, queue):  # something named was not found: exit 1, nothing deleted
             return 1
+        require_acl(app, ["purge_ready"], queue, f"purge queue {queue!r}")
         if not args.yes:
             ready = queue_counts(app, queue)["ready"]
             confirmed(args, f"deletes the {ready} ready task(s) of queue {queue!r} for good")

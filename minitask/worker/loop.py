@@ -21,6 +21,7 @@ from ..periodic import Schedule
 from ..printable import own_logger
 from ..stores.broker import Broker
 from ..wire.message import Message, Outcome, to_ms
+from .acl_start import require_worker_acl
 from .banner import log_banner, log_stopped
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
@@ -190,6 +191,8 @@ class Worker:
 
         Raises:
             BrokerError: Redis could not be reached at start.
+            ConfigurationError: at start, before anything is leased, the Redis ACL user
+                may not run a command the worker needs (Redis 7.0 and later; named).
         """
         how = "nothing left to do (burst)" if self.burst else "stop()"
         try:
@@ -418,6 +421,7 @@ class Worker:
 
 
 def start_steps(worker: Worker) -> None:
+    require_worker_acl(worker)  # first: nothing leased, listed or written before it
     check_redis(worker)
     worker.broker.queues.register_queues(worker.queues)
     worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])

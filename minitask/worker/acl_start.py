@@ -1,0 +1,57 @@
+"""Before a worker leases anything: may its Redis ACL user run every command it needs?
+
+Redis checks a script's commands one at a time, as the script comes to each: a user
+without one that an ack, a retry or a workflow's next step calls after its first write
+had the worker leave tasks half done (acked, their results not stored; a step
+finished, the next never sent), or refused over and over (issue 29). So a worker asks
+Redis once as it starts (7.0 and later: ``redis.acl_check_cmd``) about every command
+of its scripts and those it sends itself (``broker.acl_check.worker_commands``), and
+one whose user lacks any does not start: a configuration error naming them and the
+``+rules`` to add. Redis 6.2 cannot be asked: a worker logging in as an ACL user says
+so once, and starts (one on the default user, as the embedded broker's, says nothing).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..broker.acl_check import missing_for_worker, worker_refused
+from ..errors import BrokerError, ConfigurationError
+from ..printable import own_logger
+
+logger = own_logger(__name__)
+
+#: What a worker on a Redis that cannot be asked logs, once, as it starts.
+UNCHECKED = ("worker %s could not check that its Redis ACL user may run every command "
+             "it needs: Redis before 7.0 has no redis.acl_check_cmd; starting anyway. A "
+             "user missing one of the ACL list of the docs' Scaling out page "
+             "(guide/scaling) has a worker's script refused as it comes to that command, "
+             "which can leave a task half done: check the user against that list")
+
+
+def require_worker_acl(worker: Any) -> None:
+    """Refuse to start (ConfigurationError) when the ACL user lacks a command the worker
+    needs; log UNCHECKED where Redis cannot say."""
+    transport = worker.broker.transport
+    key = worker.broker.queues.keys(worker.queues[0]).messages
+    try:
+        with transport.errors(f"ask Redis which commands worker {worker.name}'s ACL user "
+                              f"may run"):
+            missing = missing_for_worker(transport.client, transport.sources, key)
+    except BrokerError as error:
+        if error.reason != "permission":
+            raise  # (unreachable, ...: as any error at start)
+        raise ConfigurationError(f"worker {worker.name} cannot start: {error}") from None
+    if missing is None and logs_in_as_a_user(transport.client):
+        logger.warning(UNCHECKED, worker.name)
+    elif missing:
+        raise ConfigurationError(worker_refused(missing, key, worker.name,
+                                                transport.description))
+
+
+def logs_in_as_a_user(client: Any) -> bool:
+    """Whether ``client`` logs in as a named ACL user (a URL's ``user:password@``),
+    not as Redis's default user."""
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", None)
+    if kwargs is None:  # Redis Cluster: its nodes'
+        kwargs = getattr(getattr(client, "nodes_manager", None), "connection_kwargs", {})
+    return bool(kwargs.get("username"))
