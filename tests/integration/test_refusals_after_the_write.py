@@ -24,6 +24,7 @@ import redis
 from minitask import BrokerError, ConfigurationError, DurabilityError, Minitask, chain, chord, group
 from minitask.broker.keys import AppKeys, QueueKeys
 from minitask.stores.scripts import source
+from tests.support.acl import allowed_only_for_the_check
 from tests.support.cutting import CuttingProxy
 from tests.support.servers import RedisServer
 
@@ -102,7 +103,9 @@ def _workflow(kind: str, add: Any, other: Any) -> Any:
 
 @pytest.mark.parametrize("kind", ["chain", "group", "chord"])
 def test_a_workflow_whose_registry_is_refused_after_the_write_says_it_was_written(
-        server: RedisServer, admin: "redis.Redis[bytes]", kind: str) -> None:
+        server: RedisServer, admin: "redis.Redis[bytes]", kind: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
     app, add, other = _app(_user_without(admin, server, "sadd"))
     try:
         with pytest.raises(BrokerError) as caught:
@@ -123,7 +126,9 @@ def test_a_workflow_whose_registry_is_refused_after_the_write_says_it_was_writte
 
 
 def test_an_enqueue_whose_registry_is_refused_after_the_write_names_it_enqueued(
-        server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+        server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
     app, add, _ = _app(_user_without(admin, server, "sadd"))
     try:
         errors: List[BrokerError] = []

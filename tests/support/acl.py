@@ -1,7 +1,7 @@
 """The ACL rules the docs give for minitask's Redis user."""
 from __future__ import annotations
 
-from typing import List
+from typing import Any, List
 
 from tests.support.paths import ROOT
 
@@ -17,3 +17,33 @@ def documented_acl() -> List[str]:
 
 def documented_commands() -> List[str]:
     return [rule[1:] for rule in documented_acl() if rule.startswith("+")]
+
+
+def allowed_only_for_the_check(monkeypatch: Any, admin: Any, user: str, command: str) -> None:
+    """Let ``user`` run ``command`` during each ACL check before a send (acl_check.py,
+    blocking and asyncio), never after: a refusal of it then comes after the check passed,
+    as after an ACL changed since (a registry's SADD refused after the block's write;
+    the check asks about SADD, which flow.lua calls)."""
+    from minitask.broker import acl_check
+    from minitask.stores import aio
+
+    blocking, asynchronous = acl_check.require_commands, aio.arequire_commands
+
+    def allow(sign: str) -> None:
+        admin.execute_command("ACL", "SETUSER", user, f"{sign}{command}")
+
+    def checked(*args: Any) -> None:
+        allow("+")
+        try:
+            blocking(*args)
+        finally:
+            allow("-")
+
+    async def achecked(*args: Any) -> None:
+        allow("+")
+        try:
+            await asynchronous(*args)
+        finally:
+            allow("-")
+    monkeypatch.setattr(acl_check, "require_commands", checked)
+    monkeypatch.setattr(aio, "arequire_commands", achecked)
