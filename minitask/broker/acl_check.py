@@ -167,11 +167,12 @@ class SenderChecks:
         self.lock = threading.Lock()
 
 
-def node_of(transport: Any, key: str) -> str:
-    """The node the check for ``key`` goes to: "" but on Redis Cluster."""
-    if not transport.acl_checks.cluster:
+def node_of(owner: Any, key: str) -> str:
+    """The node (``host:port``) the check for ``key`` goes to: "" but on Redis Cluster
+    (``owner``: a transport, or an asyncio store)."""
+    if not owner.acl_checks.cluster:
         return ""
-    return str(transport.client.get_node_from_key(key).name)
+    return str(owner.client.get_node_from_key(key).name)
 
 
 def check_sender(transport: Any, calls: Sequence[Any], what: str) -> None:
@@ -186,22 +187,48 @@ def check_sender(transport: Any, calls: Sequence[Any], what: str) -> None:
         with transport.errors(what):
             require_commands(transport.client, transport.sources, key, what,
                              transport.description)
-        with checks.lock:
-            if checks.generation != generation:
-                return  # a refusal part way meanwhile: the ACL changed, ask again next time
-            checks.nodes.add(node)
-            # on Redis Cluster each send asks whether its node was checked
-            transport.acl_unchecked = checks.cluster
+        if not _passed(transport, generation, node):
+            return
 
 
-def check_again(transport: Any, error: BrokerError) -> None:
+async def acheck_sender(store: Any, calls: Sequence[Any], what: str) -> None:
+    """``check_sender`` of an asyncio store (stores/aio.py: ``acl_checks`` its own)."""
+    checks: SenderChecks = store.acl_checks
+    generation = checks.generation
+    for key in sending_keys(calls)[:None if checks.cluster else 1]:
+        with store.errors(what):
+            if checks.cluster:
+                await store.client.initialize()  # its slots read (a no-op once done)
+            node = node_of(store, key)
+            if node in checks.nodes:
+                continue
+            await arequire_commands(store.client, store.broker.transport.sources, key, what,
+                                    store.description)
+        if not _passed(store, generation, node):
+            return
+
+
+def _passed(owner: Any, generation: int, node: str) -> bool:
+    """Note the check of ``node`` passed, unless a refusal part way came since it began
+    (``generation``: the ACL changed, ask again next time): whether it was noted."""
+    checks: SenderChecks = owner.acl_checks
+    with checks.lock:
+        if checks.generation != generation:
+            return False
+        checks.nodes.add(node)
+        # on Redis Cluster each send asks whether its node was checked
+        owner.acl_unchecked = checks.cluster
+        return True
+
+
+def check_again(owner: Any, error: BrokerError) -> None:
     """After ``error``, if a refusal part way through a sending script: the ACL changed
     since the check (or Redis 6.2 could not be asked), so the next send is checked
     again."""
     if not error.part_way:
         return
-    checks: SenderChecks = transport.acl_checks
+    checks: SenderChecks = owner.acl_checks
     with checks.lock:
         checks.generation += 1
         checks.nodes.clear()
-        transport.acl_unchecked = True
+        owner.acl_unchecked = True

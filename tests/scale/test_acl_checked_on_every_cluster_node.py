@@ -10,9 +10,12 @@ resend by ``task_id=`` that does nothing.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any, Tuple
 
 import pytest
+import redis
+import redis.asyncio
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
@@ -94,6 +97,33 @@ def test_a_batch_refused_part_way_on_a_cluster_says_part_way(cluster: Cluster) -
         with pytest.raises(BrokerError) as again:  # checked again: refused before writing
             add.apply_async((3,), queue=second, delay=60, task_id="cb-3")
         assert not again.value.sent and "+del" in str(again.value), str(again.value)
+    finally:
+        _acl(node, "+del")
+        app.close()
+
+
+def test_an_async_send_checks_its_own_node_too(cluster: Cluster) -> None:
+    name = "aclasyncnodes"
+    first, second, node = _queues(cluster, name)
+    url = _user_everywhere(cluster)
+    _acl(node, "-del")
+    app = Minitask(name, broker=url, async_broker=redis.asyncio.RedisCluster(
+        host="127.0.0.1", port=cluster.nodes[0].port, username=USER, password="pw"))
+    add = app.task(name="add")(lambda a: a)
+
+    async def sends() -> BrokerError:
+        try:
+            await add.aapply_async((0,), queue=first)  # its node's check passes
+            with pytest.raises(BrokerError) as refused:
+                await add.aapply_async((1,), queue=second, delay=60, task_id="ca-1")
+            return refused.value
+        finally:
+            await app.aclose()
+    try:
+        error = asyncio.run(sends())
+        assert not error.sent and not error.part_way and "+del" in str(error), str(error)
+        with node.client() as client:
+            assert not client.hexists(QueueKeys(name, second).messages, "ca-1")
     finally:
         _acl(node, "+del")
         app.close()

@@ -25,9 +25,8 @@ def allowed_only_for_the_check(monkeypatch: Any, admin: Any, user: str, command:
     as after an ACL changed since (a registry's SADD refused after the block's write;
     the check asks about SADD, which flow.lua calls)."""
     from minitask.broker import acl_check
-    from minitask.stores import aio
 
-    blocking, asynchronous = acl_check.require_commands, aio.arequire_commands
+    blocking, asynchronous = acl_check.require_commands, acl_check.arequire_commands
 
     def allow(sign: str) -> None:
         admin.execute_command("ACL", "SETUSER", user, f"{sign}{command}")
@@ -46,4 +45,4 @@ def allowed_only_for_the_check(monkeypatch: Any, admin: Any, user: str, command:
         finally:
             allow("-")
     monkeypatch.setattr(acl_check, "require_commands", checked)
-    monkeypatch.setattr(aio, "arequire_commands", achecked)
+    monkeypatch.setattr(acl_check, "arequire_commands", achecked)
