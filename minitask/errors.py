@@ -146,8 +146,9 @@ class BrokerError(MinitaskError):
     #: Of a ``sent`` error: Redis's ACL refused a command part way through a script that
     #: sends tasks, after it may have written: a task may be stored yet in no queue, and a
     #: resend with its ``task_id=`` finds it stored and queues nothing. minitask checks
-    #: the ACL user before a client's first send and refuses it whole, so this is met
-    #: only on Redis 6.2 (which cannot be asked) or after the ACL changed since.
+    #: the ACL user before a client's first send (on Redis Cluster, before its first to
+    #: each node) and refuses it whole, so this is met only on Redis 6.2 (which cannot
+    #: be asked) or after the ACL changed since.
     part_way: bool = False
     #: Of an ``app.batch()`` block's error: the store told each call's fate already
     #: (refused in part): passed on as it is, never retold as a lost reply.
