@@ -10,12 +10,16 @@ calls are strace's (``strace -f -c``), counted in a separate pair of runs so the
 profiler's work does not move them. Both are the same whatever the machine's
 load. The redis-server is started here.
 
+``--by-function N`` also prints the N functions called most per task (by file,
+line and name), from the same two runs: where a task's calls go.
+
 Usage: python tools/worker_calls.py [--task noop] [--few 200] [--many 2200]
-       [--no-strace] -- --pool thread -c 2 --prefetch 1
+       [--no-strace] [--by-function 40] -- --pool thread -c 2 --prefetch 1
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -23,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Counter, Dict, List, Tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -36,16 +40,30 @@ from tools.pool_drain import fill  # noqa: E402
 #: of this process and of the children it forks, each process's total written to
 #: ``$CALLS_DIR/<pid>`` as it exits (``os._exit`` included: a forked child's way out).
 COUNTING = r"""
-import atexit, os, sys, threading
+import atexit, collections, json, os, sys, threading
 counted = [0]
-def profile(frame, event, arg):
-    if event == "call":
-        counted[0] += 1
+by_code = collections.Counter()
+if os.environ.get("CALLS_BY_FUNCTION"):
+    def profile(frame, event, arg):
+        if event == "call":
+            counted[0] += 1
+            by_code[frame.f_code] += 1
+else:
+    def profile(frame, event, arg):
+        if event == "call":
+            counted[0] += 1
 def dump():
+    sys.setprofile(None)
+    threading.setprofile(None)
+    named = collections.Counter()
+    for code, n in list(by_code.items()):
+        named[f"{code.co_filename}:{code.co_firstlineno}:{code.co_name}"] += n
+    text = json.dumps({"total": counted[0], "by": named})
     with open(os.path.join(os.environ["CALLS_DIR"], str(os.getpid())), "w") as out:
-        out.write(str(counted[0]))
+        out.write(text)
 def reset():
     counted[0] = 0
+    by_code.clear()
 os.register_at_fork(after_in_child=reset)
 real_exit = os._exit
 def exiting(code):
@@ -69,22 +87,41 @@ def run(server: RedisServer, task: str, tasks: int, prefix: List[str],
         env: Dict[str, str]) -> None:
     client = server.client()
     fill(server, task, tasks)
-    subprocess.run(prefix, cwd=ROOT, env=env, check=True, stderr=subprocess.DEVNULL,
-                   timeout=3600)
+    shown = os.environ.get("CALLS_STDERR")  # set: the worker's errors shown
+    subprocess.run(prefix, cwd=ROOT, env=env, check=True,
+                   stderr=None if shown else subprocess.DEVNULL, timeout=3600)
     if client.hlen(queue_keys("drain", "default").messages):
         raise RuntimeError("the burst worker left tasks in the queue")
 
 
-def python_calls(server: RedisServer, task: str, tasks: int, options: List[str]) -> int:
+def python_calls(server: RedisServer, task: str, tasks: int, options: List[str],
+                 by_function: bool = False) -> Tuple[int, Counter[str]]:
+    """The Python calls of a burst drain of ``tasks``, and (``by_function``) by function."""
     directory = Path(tempfile.mkdtemp())
     try:
         env = dict(os.environ, PYTHONPATH=str(ROOT), CALLS_DIR=str(directory),
                    MINITASK_BROKER_URL=server.url)
+        if by_function:
+            env["CALLS_BY_FUNCTION"] = "1"
         run(server, task, tasks, [sys.executable, "-c", COUNTING,
                                   *worker_command(options)], env)
-        return sum(int(path.read_text()) for path in directory.iterdir())
+        total, by = 0, Counter()  # type: Tuple[int, Counter[str]]
+        for path in directory.iterdir():
+            counts = json.loads(path.read_text())
+            total += counts["total"]
+            by.update(counts["by"])
+        return total, by
     finally:
         shutil.rmtree(directory)
+
+
+def short(where: str) -> str:
+    """A function's file shortened to what names it: inside the repository, or the
+    standard library's or a package's own path."""
+    for root in (str(ROOT) + "/", "site-packages/", "lib/python"):
+        if root in where:
+            return where.split(root, 1)[1]
+    return where
 
 
 def system_calls(server: RedisServer, task: str, tasks: int, options: List[str]) -> int:
@@ -105,6 +142,8 @@ def main() -> None:
     parser.add_argument("--few", type=int, default=200)
     parser.add_argument("--many", type=int, default=2200)
     parser.add_argument("--no-strace", action="store_true")
+    parser.add_argument("--by-function", type=int, default=0, metavar="N",
+                        help="also print the N functions called most per task")
     parser.add_argument("options", nargs="*", help="the worker's options, after --")
     args = parser.parse_args()
     spread = args.many - args.few
@@ -112,9 +151,16 @@ def main() -> None:
         server = RedisServer(free_port(), Path(directory))
         server.start()
         try:
-            few = python_calls(server, args.task, args.few, args.options)
-            many = python_calls(server, args.task, args.many, args.options)
+            by_function = bool(args.by_function)
+            few, few_by = python_calls(server, args.task, args.few, args.options,
+                                       by_function)
+            many, many_by = python_calls(server, args.task, args.many, args.options,
+                                         by_function)
             print(f"python calls per task: {(many - few) / spread:.2f}", flush=True)
+            if by_function:
+                many_by.subtract(few_by)
+                for where, count in many_by.most_common(args.by_function):
+                    print(f"  {count / spread:7.2f}  {short(where)}")
             if not args.no_strace and shutil.which("strace"):
                 few = system_calls(server, args.task, args.few, args.options)
                 many = system_calls(server, args.task, args.many, args.options)

@@ -213,7 +213,8 @@ class Holdings:
             self._acks.append((job, ack))
             first = len(self._acks) == 1
             more = bool(self._buffer) and not self._closing
-        return Deferred(first, more, self._acks_since)
+        # (made as a tuple: a NamedTuple's own __new__ is a call of Python every task)
+        return tuple.__new__(Deferred, (first, more, self._acks_since))
 
     def acks_since(self) -> Optional[float]:
         """Monotonic time the oldest waiting outcome was put aside; None if none waits."""

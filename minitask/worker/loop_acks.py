@@ -46,8 +46,6 @@ REST = 1.0
 #: the recording threads would have had twice over (a pool of 10,000 slots whose
 #: attempts all end at once must not open 10,000).
 MOST_LINKS = 8
-#: Most bytes read from the connection at once.
-READ_SIZE = 65536
 
 
 class Answer(NamedTuple):
@@ -95,21 +93,35 @@ class LoopLink:
         closes the connection (a reply left unread must not answer the next command).
         """
         link = self._free.pop() if self._free else await self._take()
-        writer = link[1]
+        writer, replies = link[1], link[3]
         if self._timeout is not None:
             self._watch(writer, self._timeout)
         cancelled = False
         try:
-            writer.write(packed)
-            read = self._reading(link)
-            while True:
-                try:
-                    reply = await (self._read(link) if read is None else asyncio.shield(read))
-                    break
-                except asyncio.CancelledError:
-                    if read is not None and read.cancelled():
-                        raise  # (the loop closing cancelled every task, this one too)
-                    cancelled = True  # the reply still comes: read on
+            if replies is not None:  # hiredis: its bytes parsed as they come (``Replies``)
+                replies.transport.write(packed)
+                parser = replies.parser
+                reply = parser.gets()
+                while reply is False:
+                    if replies.lost is not None:
+                        raise replies.lost
+                    replies.waiter = waiter = replies.loop.create_future()
+                    try:
+                        await waiter
+                    except asyncio.CancelledError:
+                        cancelled = True  # the reply still comes: read on
+                    reply = parser.gets()
+            else:
+                writer.write(packed)
+                read = self._reading(link)
+                while True:
+                    try:
+                        reply = await asyncio.shield(read)
+                        break
+                    except asyncio.CancelledError:
+                        if read.cancelled():
+                            raise  # (the loop closing cancelled every task, this one too)
+                        cancelled = True  # the reply still comes: read on
         except BaseException as exc:
             writer.transport.abort()  # (a read still on ends: its connection closed)
             await self._drop(link)
@@ -199,34 +211,23 @@ class LoopLink:
         except Exception as exc:  # closed already: nothing to keep
             logger.debug("could not close a connection of the asyncio pool: %s", exc)
 
-    def _reading(self, link: Any) -> "Optional[asyncio.Task[Any]]":
+    def _reading(self, link: Any) -> "asyncio.Task[Any]":
         """Without hiredis, the read of the reply to come on ``link``, as an asyncio
         task of its own, which a cancel of the round trip never reaches: redis-py's
         ``read_response`` closes its connection on any exception thrown into it, a
-        cancel too, and the reply of a command that ran was lost. (hiredis reads from
-        the stream, which a cancel leaves as it was: no task, a round trip's CPU less.)
+        cancel too, and the reply of a command that ran was lost. (With hiredis the
+        replies are parsed as their bytes come, ``Replies``: a cancel loses none.)
         Made directly, not by the loop's task factory (``runner.spawn`` says why)."""
-        if link[3] is not None:
-            return None
-        read = asyncio.Task(self._read(link), loop=asyncio.get_running_loop())
+        read = asyncio.Task(self._read(link[0]), loop=asyncio.get_running_loop())
         read.add_done_callback(_seen)
         return read
 
-    async def _read(self, link: Any) -> Any:
-        connection, _, stream, parser = link
-        if parser is None:
-            try:
-                return await connection.read_response()
-            except ResponseError as exc:  # an error reply, read whole: returned, as hiredis does
-                return exc
-        reply = parser.gets()
-        while reply is False:
-            data = await stream.read(READ_SIZE)
-            if not data:
-                raise ConnectionError("Redis closed the connection")
-            parser.feed(data)
-            reply = parser.gets()
-        return reply
+    @staticmethod
+    async def _read(connection: Any) -> Any:
+        try:
+            return await connection.read_response()
+        except ResponseError as exc:  # an error reply, read whole: returned, as hiredis does
+            return exc
 
     async def _connect(self) -> Any:
         connection = self._make()
@@ -235,14 +236,53 @@ class LoopLink:
         if writer is None:
             await connection.disconnect()
             raise ConnectionError("this redis-py's asyncio connection has no stream writer")
-        parser = None if self._reader_class is None or stream is None else self._reader_class()
-        return connection, writer, stream, parser
+        replies = None
+        if self._reader_class is not None and stream is not None:
+            # redis-py has read the replies of its handshake: nothing waits in ``stream``
+            replies = Replies(self._reader_class(), writer.transport,
+                              asyncio.get_running_loop())
+            writer.transport.set_protocol(replies)
+        return connection, writer, stream, replies
 
     async def close(self) -> None:
         """Close the connections not in use (on the loop, before it stops)."""
         free, self._free = self._free, []
         for link in free:
             await self._drop(link)
+
+
+class Replies(asyncio.Protocol):
+    """The replies of one of the loop's connections, parsed by hiredis as their bytes
+    come (in place of the stream redis-py's connect made): no buffer copied, no read
+    coroutine nor waiter of the stream's own a round trip. ``waiter``, set by the
+    round trip that waits for a reply, is woken by any bytes that came, or the
+    connection's end (``lost``); a cancelled round trip's reply stays in the parser."""
+
+    def __init__(self, parser: Any, transport: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self.parser = parser
+        self.transport = transport
+        self.loop = loop
+        self.waiter: "Optional[asyncio.Future[None]]" = None
+        #: Why the connection ended (None: open).
+        self.lost: Optional[BaseException] = None
+
+    def data_received(self, data: bytes) -> None:
+        self.parser.feed(data)
+        self._wake()
+
+    def eof_received(self) -> None:  # (the transport then closes: connection_lost)
+        self.lost = ConnectionError("Redis closed the connection")
+
+    def connection_lost(self, exc: Optional[BaseException]) -> None:
+        if self.lost is None:
+            self.lost = exc if exc is not None else ConnectionError(
+                "the connection to Redis was closed")
+        self._wake()
+
+    def _wake(self) -> None:
+        waiter, self.waiter = self.waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
 
 def _no_script(exc: BaseException) -> bool:
@@ -302,8 +342,10 @@ class LoopAcks:
 
     def takes(self, message: Message) -> bool:
         """Whether this success's outcome may be recorded from the loop."""
+        hooks = self._host.hooks
         return (self.link is not None and message.workflow is None
-                and not self._progress.reported and not self._host.hooks.wants("task_success")
+                and not self._progress.reported
+                and not (hooks.added and hooks.wants("task_success"))
                 and not self._queues.refusals and not self._broadcasts.lanes
                 and (not self._resting_until or self._rested()))
 
@@ -387,4 +429,5 @@ class LoopAcks:
         held, first = self._holdings.hold_first(queue, jobs)
         if not held:  # closing: given back by a recording thread
             return Answer("take", result=result, cancelled=cancelled)
-        return Answer("run", first, cancelled=cancelled)
+        # (made as a tuple: a NamedTuple's keywords cost a call of Python every task)
+        return tuple.__new__(Answer, ("run", first, NOTHING, cancelled))

@@ -75,11 +75,12 @@ class Observer:
     async def apostrun(self, context: TaskContext, status: str, value: Any,
                        error: Optional[BaseException]) -> None:
         """``postrun`` on the asyncio pool's loop, awaiting ``async def`` hooks."""
-        if not self._host.hooks.wants("task_postrun"):
+        hooks = self._host.hooks
+        if not hooks.added or not hooks.wants("task_postrun"):
             return
         with entered(context):
-            await self._host.hooks.acall("task_postrun", context, status,
-                                         value if error is None else error)
+            await hooks.acall("task_postrun", context, status,
+                              value if error is None else error)
 
     def ended(self, context: Optional[TaskContext], message: Message, status: str, value: Any,
               error: Optional[BaseException], duration: float) -> None:

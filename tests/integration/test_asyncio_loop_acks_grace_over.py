@@ -4,9 +4,8 @@ before its outcome is written, nor give its lease back meanwhile; and the task t
 round trip leased goes back to its queue, leased to nobody never."""
 from __future__ import annotations
 
-import asyncio
 import threading
-from typing import Any, List
+from typing import List, Tuple
 
 import pytest
 
@@ -31,16 +30,24 @@ def test_the_grace_over_during_the_loops_round_trip_waits_for_the_outcome(
 
     worker = app.worker(pool="asyncio", concurrency=2, grace=0.0)
     sending, written = threading.Event(), threading.Event()
-    read = loop_acks.LoopLink._read
+    received = loop_acks.Replies.data_received
+    held: List[Tuple[loop_acks.Replies, bytes]] = []
 
-    async def slow_read(self: loop_acks.LoopLink, link: Any) -> Any:
-        # the reply held up for a second, the command written: the grace runs out (a
-        # cancel) while it is on its way, and the outcome may be written already
-        sending.set()
-        await asyncio.sleep(1.0)
-        reply = await read(self, link)
+    def slow_data(self: loop_acks.Replies, data: bytes) -> None:
+        # the first reply's bytes held up for a second, its command run: the grace runs
+        # out (a cancel) while they are on their way, and the outcome is written already
+        if written.is_set():
+            received(self, data)
+            return
+        held.append((self, data))
+        if len(held) == 1:
+            sending.set()
+            self.loop.call_later(1.0, release)
+
+    def release() -> None:
+        for replies, data in held:  # in the order they came, each to its connection
+            received(replies, data)
         written.set()
-        return reply
 
     given_back: List[bool] = []  # per release_all: whether the outcome was written by then
     release_all = worker._leases.release_all
@@ -49,7 +56,7 @@ def test_the_grace_over_during_the_loops_round_trip_waits_for_the_outcome(
         given_back.append(written.is_set())
         release_all()
 
-    monkeypatch.setattr(loop_acks.LoopLink, "_read", slow_read)
+    monkeypatch.setattr(loop_acks.Replies, "data_received", slow_data)
     monkeypatch.setattr(worker._leases, "release_all", watched_release_all)
     app.broker.client.script_load(source("ack_fetch"))  # (else the threads load it: theirs)
     handles = [quick.delay(index) for index in range(2)]

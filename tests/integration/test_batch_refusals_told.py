@@ -10,14 +10,15 @@ On test-owned redis-servers: ACL users, planted keys, no replica (a WAIT falls s
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, List
 
 import pytest
 import redis
 
-from minitask import BatchNotSent, BrokerError, DurabilityError, Minitask
+from minitask import BatchNotSent, BrokerError, DurabilityError
 from minitask.broker.keys import AppKeys, QueueKeys
-from tests.support.acl import allowed_only_for_the_check
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import allowed_only_for_the_check, refused_app, user_without
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -25,44 +26,9 @@ pytestmark = pytest.mark.integration
 APP = "batchtold"
 
 
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: ACL users, planted keys
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _app(url: str, **options: Any) -> Tuple[Minitask, Any, Any]:
-    app = Minitask(APP, broker=url, **options)
-
-    @app.task(name="add")
-    def add(x: int, y: int = 0) -> int:
-        return x + y
-
-    @app.task(name="other", queue="other")
-    def other(x: Any) -> Any:
-        return x
-    return app, add, other
-
-
-def _user_without(admin: "redis.Redis[bytes]", server: RedisServer, command: str) -> str:
-    """The URL of an ACL user who may run every command but ``command`` (``nothing``:
-    every command, to take one away later)."""
-    admin.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "&*",
-                          "+@all", *([f"-{command}"] if command != "nothing" else []))
-    return f"redis://limited:pw@127.0.0.1:{server.port}/0"
-
-
 def test_a_refusal_inside_the_script_after_its_write_is_maybe_not_unsent(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, add, other = _app(_user_without(admin, server, "nothing"))
+    app, add, other = refused_app(APP, user_without(admin, server, "nothing"))
     handles: List[Any] = []
     try:
         add.delay(0)  # the ACL check of the first send passes: DEL is refused only after it
@@ -95,7 +61,7 @@ def test_a_registry_refused_after_the_block_was_written_says_it_was_made(
         server: RedisServer, admin: "redis.Redis[bytes]",
         monkeypatch: pytest.MonkeyPatch) -> None:
     allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
-    app, add, _ = _app(_user_without(admin, server, "sadd"))
+    app, add, _ = refused_app(APP, user_without(admin, server, "sadd"))
     handles: List[Any] = []
     try:
         with pytest.raises(BrokerError) as refused:
@@ -113,7 +79,8 @@ def test_a_registry_refused_after_the_block_was_written_says_it_was_made(
 
 def test_a_block_refused_in_part_names_unconfirmed_only_what_was_written(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, add, other = _app(server.url, durability="replicated", durability_timeout=0.2)
+    app, add, other = refused_app(APP, server.url, durability="replicated",
+                                  durability_timeout=0.2)
     admin.set(QueueKeys(APP, "other").messages, "planted")
     handles: List[Any] = []
     try:
@@ -134,7 +101,8 @@ def test_a_block_refused_in_part_names_unconfirmed_only_what_was_written(
 
 def test_a_block_refused_whole_says_nothing_unconfirmed(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, add, _ = _app(server.url, durability="replicated", durability_timeout=0.2)
+    app, add, _ = refused_app(APP, server.url, durability="replicated",
+                              durability_timeout=0.2)
     admin.set(QueueKeys(APP, "default").messages, "planted")
     handles: List[Any] = []
     try:
@@ -153,8 +121,8 @@ def test_a_chunk_written_unconfirmed_then_its_registry_refused_is_named_unconfir
         server: RedisServer, admin: "redis.Redis[bytes]",
         monkeypatch: pytest.MonkeyPatch) -> None:
     allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
-    app, add, _ = _app(_user_without(admin, server, "sadd"), durability="replicated",
-                       durability_timeout=0.2)
+    app, add, _ = refused_app(APP, user_without(admin, server, "sadd"),
+                              durability="replicated", durability_timeout=0.2)
     try:
         with pytest.raises(BrokerError) as refused:
             add.delay_many([((i,), {}) for i in range(3)])

@@ -20,6 +20,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BatchNotSent, BrokerError
+from tests.support.cutting import batch_call, lose_replies
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -128,18 +129,8 @@ def test_a_batch_cut_by_a_lost_reply_names_the_calls_never_sent(
     app, t = _app(redis_server, "cutsent")
     _call_at_a_time(app, monkeypatch)
     transport = app.broker.queues.transport
-    real, sent = transport.run_calls, [0]
-
-    def run_calls(calls: Any, what: str, *args: Any, **kwargs: Any) -> Any:
-        replies = real(calls, what, *args, **kwargs)
-        if what.startswith("enqueue an app.batch()"):
-            sent[0] += 1
-            if sent[0] == 2:  # the second call written whole, its reply lost
-                raise BrokerError(f"could not {what}: Connection reset (reply lost)",
-                                  sent=True)
-        return replies
-
-    monkeypatch.setattr(transport, "run_calls", run_calls)
+    # the second call written whole, its reply lost
+    lose_replies(transport, monkeypatch, batch_call, only=2)
     try:
         error, handles = _send(app, t, ["q1", "q2", "q3"])
         assert error.sent

@@ -25,18 +25,13 @@ from minitask.broker.keys import QueueKeys
 from minitask.stores.queue import Delivery
 from minitask.wire.message import Outcome
 from tests.support.clock import ManualClock
+from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 K = QueueKeys("test", "default")
 READY_5 = K.ready[9 - 5]
-
-
-@pytest.fixture
-def logged_server(start_redis: Callable[..., RedisServer],
-                  tmp_path: Path) -> Iterator[RedisServer]:
-    yield start_redis("--logfile", str(tmp_path / "redis.log"), "--loglevel", "warning")
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ key): the other groups go on.
 """
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Iterator, Tuple
 
@@ -18,9 +17,8 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
 from tests.apps.fair_aside import producer
+from tests.support.moved_aside import served_aside
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
-from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -33,26 +31,11 @@ PLANTED = b"someone else's"
 def served(processes: Processes, tmp_path: Path,
            request: pytest.FixtureRequest) -> Iterator[Tuple[Minitask, Path]]:
     """A redis-server logging to a file, a worker process serving ``fa``, the app."""
-    server_log = tmp_path / "redis.log"
-    server = RedisServer(0, tmp_path / "redis", extra=["--logfile", str(server_log)])
-    server.start()
-    worker_log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.fair_aside", "--pool", "thread", "-c", "2",
-                              "-Q", "fa", env={"MINITASK_BROKER_URL": server.url},
-                              log=worker_log)
-    app = producer(server.client())
-    try:
+    with served_aside(processes, tmp_path, request, "tests.apps.fair_aside", "fa",
+                      producer) as (app, server_log):
         # steady state first: the worker serves grouped tasks
         assert app.tasks["fa.plain"].delay("warm", 0).get(timeout=DEADLINE) == 0
         yield app, server_log
-        assert worker.poll() is None, worker_log.read_text(errors="replace")[-3000:]
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=DEADLINE) == 0
-    finally:
-        app.close()
-        if did_fail(request):
-            print(worker_log.read_text(errors="replace")[-6000:])
-        server.stop()
 
 
 @pytest.mark.parametrize("planted", ["flow", "groups_solo"])

@@ -14,47 +14,29 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict
 
 import pytest
 import redis
 
 from minitask import Minitask
-from minitask.broker.keys import QueueKeys
 from tests.apps import fair_claims
+from tests.support.fair import (CLAIMS, CLAIMS_DEADLINE, claims_drained, claims_run,
+                                group_goes_on, run_to_the_end, serve_claims, starts)
+from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-KEYS = QueueKeys("claims", "default")
-DEADLINE = 60.0
 POOLS = ["process", "thread", "asyncio"]
-
-
-@pytest.fixture
-def logged_server(start_redis: Callable[..., RedisServer],
-                  tmp_path: Path) -> Iterator[RedisServer]:
-    yield start_redis("--logfile", str(tmp_path / "redis.log"), "--loglevel", "warning")
-
-
-def _starts(client: "redis.Redis[bytes]") -> List[str]:
-    return [raw.decode() for raw in client.lrange("claims:starts", 0, -1)]
 
 
 def _plant(client: "redis.Redis[bytes]", group: str, task_id: str) -> None:
     """A claim of the shape minitask writes (a generation, ':', a priority digit and
     an id), naming ``task_id``: task ids are sent at the default priority, 5."""
-    client.hset(KEYS.groups_solo, group, f"7.7:5{task_id}")
-
-
-def _app(server: RedisServer) -> Minitask:
-    app = Minitask("claims", broker=server.client())
-    for task in (fair_claims.job, fair_claims.gated):
-        app.task(name=task.name, group_by="tenant")(task.func)
-    return app
+    client.hset(CLAIMS.groups_solo, group, f"7.7:5{task_id}")
 
 
 def _other_group(app: Minitask, client: "redis.Redis[bytes]") -> Dict[str, str]:
@@ -94,7 +76,7 @@ def _stray_token(app: Minitask, client: "redis.Redis[bytes]") -> Dict[str, str]:
     job = app.tasks[fair_claims.job.name]
     other = job.delay("H", 0)
     # a plain solo group's token for G, holding H's task, at the head of its list
-    client.lpush(KEYS.ready[9 - 5], b"\xff7.7:5" + other.id.encode() + b"\xffG")
+    client.lpush(CLAIMS.ready[9 - 5], b"\xff7.7:5" + other.id.encode() + b"\xffG")
     job.delay("G", 1)
     return {"H:0": "", "G:1": ""}
 
@@ -108,14 +90,18 @@ CASES: Dict[str, Callable[[Minitask, "redis.Redis[bytes]"], Dict[str, str]]] = {
 }
 
 
-def _run(server: RedisServer, processes: Processes, log: Path, pool: str) -> None:
-    processes.worker("tests.apps.fair_claims", "--pool", pool, "-c", "2", "--loglevel",
-                     "WARNING", env={"MINITASK_BROKER_URL": server.url}, log=log)
-
-
-def _drained(client: "redis.Redis[bytes]") -> bool:
-    return not client.exists(KEYS.messages, KEYS.delayed, KEYS.leases, KEYS.groups_solo,
-                             KEYS.flow)
+def _next_beside_the_running(app: Minitask, client: "redis.Redis[bytes]",
+                             plant: Callable[[str], None]) -> None:
+    """Group G's gated task started (leased), ``plant`` given its id: group G's next
+    task starts while the claimed one still runs; then the gated one may end."""
+    running = app.tasks[fair_claims.gated.name].delay("G", 0)
+    wait_until(lambda: "G:0" in starts(client), timeout=CLAIMS_DEADLINE,
+               message="the gated task to start")
+    plant(running.id)
+    app.tasks[fair_claims.job.name].delay("G", 1)
+    wait_until(lambda: "G:1" in starts(client), timeout=CLAIMS_DEADLINE,
+               message="group G's next task to start")
+    client.set("claims:open", 1)
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -123,68 +109,40 @@ def _drained(client: "redis.Redis[bytes]") -> bool:
 def test_a_solo_claim_naming_a_real_task_strands_no_group_and_runs_it_once(
         logged_server: RedisServer, processes: Processes, tmp_path: Path,
         request: pytest.FixtureRequest, case: str, pool: str) -> None:
-    client = logged_server.client()
-    app = _app(logged_server)
     log = tmp_path / "worker.log"
-    try:
+    with claims_run(logged_server, processes, request, log, fair_claims.job,
+                    fair_claims.gated) as (app, client):
         expected = CASES[case](app, client)
-        _run(logged_server, processes, log, pool)
-        wait_until(lambda: set(expected) <= set(_starts(client)), timeout=DEADLINE,
-                   message=f"tasks {sorted(expected)} to start")
-        wait_until(lambda: _drained(client), timeout=DEADLINE,
-                   message="every task to end and its claim and spec to go")
-        counted = collections.Counter(_starts(client))
+        serve_claims(logged_server, processes, log, pool)
+        run_to_the_end(client, expected, started=f"tasks {sorted(expected)}")
+        counted = collections.Counter(starts(client))
         assert sorted(counted) == sorted(expected)
         assert set(counted.values()) == {1}, counted  # none ran twice
         assert not client.keys("*:g:*")
-        # the group goes on: a task sent to it afterwards runs too
-        app.tasks[fair_claims.job.name].delay("G", 9)
-        wait_until(lambda: "G:9" in _starts(client), timeout=DEADLINE,
-                   message="a later task of group G to start")
+        group_goes_on(app, client)  # a task sent to it afterwards runs too
         text = (tmp_path / "redis.log").read_text(errors="replace")
         for problem in filter(None, expected.values()):
-            said = f"minitask: removed the field G of {KEYS.groups_solo}: its claim names task"
+            said = f"minitask: removed the field G of {CLAIMS.groups_solo}: its claim names task"
             assert said in text and problem in text, text[-3000:]
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()
 
 
 @pytest.mark.parametrize("pool", POOLS)
 def test_a_solo_claim_naming_a_running_task_of_its_group_never_runs_it_again(
         logged_server: RedisServer, processes: Processes, tmp_path: Path,
         request: pytest.FixtureRequest, pool: str) -> None:
-    client = logged_server.client()
-    app = _app(logged_server)
     log = tmp_path / "worker.log"
-    try:
-        _run(logged_server, processes, log, pool)
-        running = app.tasks[fair_claims.gated.name].delay("G", 0)
-        wait_until(lambda: "G:0" in _starts(client), timeout=DEADLINE,
-                   message="the gated task to start")
-        _plant(client, "G", running.id)
-        app.tasks[fair_claims.job.name].delay("G", 1)
-        # the group's next task runs while the claimed one still runs (leased)
-        wait_until(lambda: "G:1" in _starts(client), timeout=DEADLINE,
-                   message="group G's next task to start")
-        client.set("claims:open", 1)
-        wait_until(lambda: _drained(client), timeout=DEADLINE,
+    with claims_run(logged_server, processes, request, log, fair_claims.job,
+                    fair_claims.gated) as (app, client):
+        serve_claims(logged_server, processes, log, pool)
+        _next_beside_the_running(app, client, lambda task_id: _plant(client, "G", task_id))
+        wait_until(lambda: claims_drained(client), timeout=CLAIMS_DEADLINE,
                    message="every task to end and its claim and spec to go")
-        counted = collections.Counter(_starts(client))
+        counted = collections.Counter(starts(client))
         assert counted == {"G:0": 1, "G:1": 1}, counted
         assert not client.keys("*:g:*")
         text = (tmp_path / "redis.log").read_text(errors="replace")
-        assert f"removed the field G of {KEYS.groups_solo}: its claim names task" in text
+        assert f"removed the field G of {CLAIMS.groups_solo}: its claim names task" in text
         assert "waiting elsewhere" in text, text[-3000:]
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()
 
 
 @pytest.mark.parametrize("pool", POOLS)
@@ -195,26 +153,12 @@ def test_a_turn_claim_naming_a_running_task_of_its_group_never_runs_it_again(
     unsolo()): the claim is taken, but arm() looks for its token and pushes a new
     one, and the fetch never leases a leased task again (a guard: this passed
     before the fix too)."""
-    client = logged_server.client()
-    app = _app(logged_server)
     log = tmp_path / "worker.log"
-    try:
-        _run(logged_server, processes, log, pool)
-        running = app.tasks[fair_claims.gated.name].delay("G", 0)
-        wait_until(lambda: "G:0" in _starts(client), timeout=DEADLINE,
-                   message="the gated task to start")
-        client.hset(KEYS.fair_group("G", "turn"),
-                    mapping={"tok": f"7.7/5{running.id}", "band": "5"})
-        app.tasks[fair_claims.job.name].delay("G", 1)
-        wait_until(lambda: "G:1" in _starts(client), timeout=DEADLINE,
-                   message="group G's next task to start")
-        client.set("claims:open", 1)
-        wait_until(lambda: _drained(client) and not client.keys("*:g:*"),
-                   timeout=DEADLINE, message="every task to end and its group to go")
-        assert collections.Counter(_starts(client)) == {"G:0": 1, "G:1": 1}
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()
+    with claims_run(logged_server, processes, request, log, fair_claims.job,
+                    fair_claims.gated) as (app, client):
+        serve_claims(logged_server, processes, log, pool)
+        _next_beside_the_running(app, client, lambda task_id: client.hset(
+            CLAIMS.fair_group("G", "turn"), mapping={"tok": f"7.7/5{task_id}", "band": "5"}))
+        wait_until(lambda: claims_drained(client) and not client.keys("*:g:*"),
+                   timeout=CLAIMS_DEADLINE, message="every task to end and its group to go")
+        assert collections.Counter(starts(client)) == {"G:0": 1, "G:1": 1}

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict
 
 import pytest
-import redis
 
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from tests.apps import fair
+from tests.support.fair import starts
+from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
 from tests.support.processes import Processes
 from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
@@ -35,16 +36,6 @@ PLANTS: Dict[str, Callable[[bytes], bytes]] = {
     "20 MB": lambda claim: b"9" * (20 << 20),
     "other generation": lambda claim: claim.replace(b".1:", b".7:", 1),
 }
-
-
-@pytest.fixture
-def logged_server(start_redis: Callable[..., RedisServer],
-                  tmp_path: Path) -> Iterator[RedisServer]:
-    yield start_redis("--logfile", str(tmp_path / "redis.log"), "--loglevel", "warning")
-
-
-def _starts(client: "redis.Redis[bytes]") -> List[str]:
-    return [raw.decode() for raw in client.lrange("fair:starts", 0, -1)]
 
 
 @pytest.mark.parametrize("joined", [True, False], ids=["joined", "alone"])
@@ -68,16 +59,16 @@ def test_a_planted_solo_claim_strands_neither_its_group_nor_its_task(
     processes.worker("tests.apps.fair", "--pool", "thread", "-c", "2", "--loglevel",
                      "WARNING", env={"MINITASK_BROKER_URL": logged_server.url}, log=log)
     try:
-        wait_until(lambda: len(_starts(client)) >= len(expected), timeout=DEADLINE,
+        wait_until(lambda: len(starts(client, "fair")) >= len(expected), timeout=DEADLINE,
                    message=f"the {len(expected)} tasks to start")
         # the group goes on: a task sent to it afterwards runs too
         job.delay("A", 9)
         expected.append("A:9")
-        wait_until(lambda: "A:9" in _starts(client), timeout=DEADLINE,
+        wait_until(lambda: "A:9" in starts(client, "fair"), timeout=DEADLINE,
                    message="a later task of group A to start")
         wait_until(lambda: not client.exists(FAIR.groups_solo, FAIR.flow),
                    timeout=DEADLINE, message="the groups' claims and specs to go")
-        counted = collections.Counter(_starts(client))
+        counted = collections.Counter(starts(client, "fair"))
         assert sorted(counted) == sorted(expected)
         assert set(counted.values()) == {1}, counted  # none ran twice
         assert not client.keys("*:g:*")

@@ -12,43 +12,30 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, Dict
 
 import pytest
 import redis
 
 from minitask import Minitask
-from minitask.broker.keys import QueueKeys
 from tests.apps import fair_claims
+from tests.support.fair import CLAIMS, CLAIMS_DEADLINE, claims_run, group_goes_on, serve_claims
+from tests.support.fair import starts
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-KEYS = QueueKeys("claims", "default")
-DEADLINE = 60.0
-
-
-def _starts(client: "redis.Redis[bytes]") -> List[str]:
-    return [raw.decode() for raw in client.lrange("claims:starts", 0, -1)]
-
-
-def _app(server: RedisServer) -> Minitask:
-    app = Minitask("claims", broker=server.client())
-    app.task(name=fair_claims.job.name, group_by="tenant")(fair_claims.job.func)
-    return app
-
 
 def _replayed(app: Minitask, client: "redis.Redis[bytes]", then_send: bool) -> Dict[str, int]:
     job = app.tasks[fair_claims.job.name]
     job.delay("G", 1)
-    claim = client.hget(KEYS.groups_solo, "G")
+    claim = client.hget(CLAIMS.groups_solo, "G")
     assert claim is not None
     job.delay("G", 2)  # the claim is lifted: the group in its set form
-    assert client.hget(KEYS.groups_solo, "G") is None
-    client.hset(KEYS.groups_solo, "G", claim)  # the replay
+    assert client.hget(CLAIMS.groups_solo, "G") is None
+    client.hset(CLAIMS.groups_solo, "G", claim)  # the replay
     expected = {"G:1": 1, "G:2": 1, "H:1": 1}
     if then_send:
         job.delay("G", 3)
@@ -63,33 +50,21 @@ def test_a_replayed_solo_claim_strands_no_group(
         start_redis: Callable[..., RedisServer], processes: Processes, tmp_path: Path,
         request: pytest.FixtureRequest, then_send: bool, pool: str) -> None:
     server = start_redis()
-    client = server.client()
-    app = _app(server)
     log = tmp_path / "worker.log"
-    try:
+    with claims_run(server, processes, request, log, fair_claims.job) as (app, client):
         expected = _replayed(app, client, then_send)
-        processes.worker("tests.apps.fair_claims", "--pool", pool, "-c", "2", "--loglevel",
-                         "WARNING", env={"MINITASK_BROKER_URL": server.url}, log=log)
-        wait_until(lambda: set(expected) <= set(_starts(client)), timeout=DEADLINE,
+        serve_claims(server, processes, log, pool)
+        wait_until(lambda: set(expected) <= set(starts(client)), timeout=CLAIMS_DEADLINE,
                    message=f"the group's tasks {sorted(expected)} to start")
-        wait_until(lambda: not client.exists(KEYS.messages, KEYS.leases, KEYS.flow),
-                   timeout=DEADLINE, message="every task to end")
-        assert collections.Counter(_starts(client)) == expected  # each once
+        wait_until(lambda: not client.exists(CLAIMS.messages, CLAIMS.leases, CLAIMS.flow),
+                   timeout=CLAIMS_DEADLINE, message="every task to end")
+        assert collections.Counter(starts(client)) == expected  # each once
         assert not client.keys("*:g:*")  # no ready set or turn left behind
-        # the group goes on: a task sent to it afterwards runs too
-        app.tasks[fair_claims.job.name].delay("G", 9)
-        wait_until(lambda: "G:9" in _starts(client), timeout=DEADLINE,
-                   message="a later task of group G to start")
-        wait_until(lambda: not client.exists(KEYS.messages, KEYS.leases, KEYS.flow,
-                                             KEYS.groups_solo),
-                   timeout=DEADLINE, message="the later task to end, no claim left")
-        assert collections.Counter(_starts(client)) == {**expected, "G:9": 1}
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()
+        group_goes_on(app, client)  # a task sent to it afterwards runs too
+        wait_until(lambda: not client.exists(CLAIMS.messages, CLAIMS.leases, CLAIMS.flow,
+                                             CLAIMS.groups_solo),
+                   timeout=CLAIMS_DEADLINE, message="the later task to end, no claim left")
+        assert collections.Counter(starts(client)) == {**expected, "G:9": 1}
 
 
 def test_a_replayed_solo_claim_lifted_again_is_counted_once(
@@ -98,39 +73,29 @@ def test_a_replayed_solo_claim_lifted_again_is_counted_once(
     """The replayed claim lifted by a task joining its group (flow.lua's lift(), here
     for a paused group's send): its task, in the set already, is counted once."""
     server = start_redis()
-    client = server.client()
-    app = _app(server)
     log = tmp_path / "worker.log"
-    job = app.tasks[fair_claims.job.name]
-    try:
+    with claims_run(server, processes, request, log, fair_claims.job) as (app, client):
+        job = app.tasks[fair_claims.job.name]
         job.delay("G", 1)
-        claim = client.hget(KEYS.groups_solo, "G")
+        claim = client.hget(CLAIMS.groups_solo, "G")
         assert claim is not None
         job.delay("G", 2)
-        client.hset(KEYS.groups_solo, "G", claim)  # the replay
+        client.hset(CLAIMS.groups_solo, "G", claim)  # the replay
         app.pause_group("default", "G")
         job.delay("G", 3)  # joins: lift() reads the replayed claim
-        ready, groups = KEYS.groups_ready, KEYS.groups
+        ready, groups = CLAIMS.groups_ready, CLAIMS.groups
         assert int(client.get(ready) or 0) == 3
         assert client.zscore(groups, "G") == 3
         assert app.resume_group("default", "G")
-        processes.worker("tests.apps.fair_claims", "--pool", "thread", "-c", "2",
-                         "--loglevel", "WARNING", env={"MINITASK_BROKER_URL": server.url},
-                         log=log)
-        wait_until(lambda: {"G:1", "G:2", "G:3"} <= set(_starts(client)), timeout=DEADLINE,
+        serve_claims(server, processes, log, "thread")
+        wait_until(lambda: {"G:1", "G:2", "G:3"} <= set(starts(client)), timeout=CLAIMS_DEADLINE,
                    message="the group's tasks to start")
-        wait_until(lambda: not client.exists(KEYS.messages, KEYS.leases, KEYS.flow),
-                   timeout=DEADLINE, message="every task to end")
-        assert collections.Counter(_starts(client)) == {"G:1": 1, "G:2": 1, "G:3": 1}
+        wait_until(lambda: not client.exists(CLAIMS.messages, CLAIMS.leases, CLAIMS.flow),
+                   timeout=CLAIMS_DEADLINE, message="every task to end")
+        assert collections.Counter(starts(client)) == {"G:1": 1, "G:2": 1, "G:3": 1}
         assert not client.keys("*:g:*")
         assert int(client.get(ready) or 0) == 0
         assert client.zscore(groups, "G") is None
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()
 
 
 def test_a_solo_groups_task_runs_past_a_turn_of_another_type(
@@ -139,23 +104,13 @@ def test_a_solo_groups_task_runs_past_a_turn_of_another_type(
     """The fast path's look at the group's turn (above) reads an error from a turn of
     another type (planted): the solo group's task is served all the same, once."""
     server = start_redis()
-    client = server.client()
-    app = _app(server)
     log = tmp_path / "worker.log"
-    try:
+    with claims_run(server, processes, request, log, fair_claims.job) as (app, client):
         app.tasks[fair_claims.job.name].delay("G", 1)
-        client.set(KEYS.groups_solo.replace("groups_solo", "g:G:turn"), "planted")
-        processes.worker("tests.apps.fair_claims", "--pool", "thread", "-c", "2",
-                         "--loglevel", "WARNING", env={"MINITASK_BROKER_URL": server.url},
-                         log=log)
-        wait_until(lambda: "G:1" in _starts(client), timeout=DEADLINE,
+        client.set(CLAIMS.groups_solo.replace("groups_solo", "g:G:turn"), "planted")
+        serve_claims(server, processes, log, "thread")
+        wait_until(lambda: "G:1" in starts(client), timeout=CLAIMS_DEADLINE,
                    message="the solo group's task to start")
-        wait_until(lambda: not client.exists(KEYS.messages, KEYS.leases, KEYS.flow),
-                   timeout=DEADLINE, message="the task to end")
-        assert _starts(client) == ["G:1"]
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()
+        wait_until(lambda: not client.exists(CLAIMS.messages, CLAIMS.leases, CLAIMS.flow),
+                   timeout=CLAIMS_DEADLINE, message="the task to end")
+        assert starts(client) == ["G:1"]

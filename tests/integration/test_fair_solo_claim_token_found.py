@@ -11,48 +11,30 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List
+from typing import Callable, Dict
 
 import pytest
 import redis
 
 from minitask import Minitask
-from minitask.broker.keys import QueueKeys
 from tests.apps import fair_claims
+from tests.support.fair import CLAIMS, claims_run, group_goes_on, run_to_the_end, serve_claims
+from tests.support.fair import starts
+from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
-KEYS = QueueKeys("claims", "default")
-DEADLINE = 60.0
 POOLS = ["process", "thread", "asyncio"]
-REMOVED = f"removed the field G of {KEYS.groups_solo}"
-
-
-@pytest.fixture
-def logged_server(start_redis: Callable[..., RedisServer],
-                  tmp_path: Path) -> Iterator[RedisServer]:
-    yield start_redis("--logfile", str(tmp_path / "redis.log"), "--loglevel", "warning")
-
-
-def _starts(client: "redis.Redis[bytes]") -> List[str]:
-    return [raw.decode() for raw in client.lrange("claims:starts", 0, -1)]
-
-
-def _app(server: RedisServer) -> Minitask:
-    app = Minitask("claims", broker=server.client())
-    app.task(name=fair_claims.job.name, group_by="tenant")(fair_claims.job.func)
-    return app
+REMOVED = f"removed the field G of {CLAIMS.groups_solo}"
 
 
 def _plant_with_token(client: "redis.Redis[bytes]", task_id: str) -> None:
     """A claim for group G of the shape minitask writes naming ``task_id`` (default
     priority, 5), and its token at the tail of that priority's ready list."""
-    client.hset(KEYS.groups_solo, "G", f"7.7:5{task_id}")
-    client.rpush(KEYS.ready[9 - 5], b"\xff7.7:5" + task_id.encode() + b"\xffG")
+    client.hset(CLAIMS.groups_solo, "G", f"7.7:5{task_id}")
+    client.rpush(CLAIMS.ready[9 - 5], b"\xff7.7:5" + task_id.encode() + b"\xffG")
 
 
 def _pairs(app: Minitask, client: "redis.Redis[bytes]") -> Dict[str, int]:
@@ -100,38 +82,18 @@ CASES: Dict[str, Callable[[Minitask, "redis.Redis[bytes]"], Dict[str, int]]] = {
 LEGIT = {"groups of two", "a token far from the tail"}
 
 
-def _drained(client: "redis.Redis[bytes]") -> bool:
-    return not client.exists(KEYS.messages, KEYS.delayed, KEYS.leases, KEYS.groups_solo,
-                             KEYS.flow)
-
-
 @pytest.mark.parametrize("pool", POOLS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_lifted_solo_claim_strands_no_group_and_runs_each_task_once(
         logged_server: RedisServer, processes: Processes, tmp_path: Path,
         request: pytest.FixtureRequest, case: str, pool: str) -> None:
-    client = logged_server.client()
-    app = _app(logged_server)
     log = tmp_path / "worker.log"
-    try:
+    with claims_run(logged_server, processes, request, log, fair_claims.job) as (app, client):
         expected = CASES[case](app, client)
-        processes.worker("tests.apps.fair_claims", "--pool", pool, "-c", "2", "--loglevel",
-                         "WARNING", env={"MINITASK_BROKER_URL": logged_server.url}, log=log)
-        wait_until(lambda: set(expected) <= set(_starts(client)), timeout=DEADLINE,
-                   message=f"{len(expected)} tasks to start")
-        wait_until(lambda: _drained(client), timeout=DEADLINE,
-                   message="every task to end and its claim and spec to go")
-        assert collections.Counter(_starts(client)) == expected  # each once
+        serve_claims(logged_server, processes, log, pool)
+        run_to_the_end(client, expected, started=f"{len(expected)} tasks")
+        assert collections.Counter(starts(client)) == expected  # each once
         assert not client.keys("*:g:*")
-        # the group goes on: a task sent to it afterwards runs too
-        app.tasks[fair_claims.job.name].delay("G", 9)
-        wait_until(lambda: "G:9" in _starts(client), timeout=DEADLINE,
-                   message="a later task of group G to start")
+        group_goes_on(app, client)  # a task sent to it afterwards runs too
         if case in LEGIT:  # a claim minitask wrote is never removed
             assert REMOVED not in (tmp_path / "redis.log").read_text(errors="replace")
-    finally:
-        if did_fail(request):
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        app.close()
-        client.close()

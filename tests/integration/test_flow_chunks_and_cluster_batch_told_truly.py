@@ -17,6 +17,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
+from tests.support.cutting import batch_call, lose_replies
 from tests.support.full_redis import full_after_first_chunk
 from tests.support.servers import RedisServer
 
@@ -100,18 +101,9 @@ def test_a_flow_send_whose_later_chunk_reply_is_lost_splits_its_ids(
         monkeypatch: pytest.MonkeyPatch) -> None:
     app, t = _limited_app(redis_server, "flowlost")
     transport = app.broker.queues.transport
-    real, chunks = transport.run_calls, [0]
-
-    def run_calls(calls: Any, what: str, *args: Any, **kwargs: Any) -> Any:
-        replies = real(calls, what, *args, **kwargs)
-        if calls and calls[0][0] == "enqueue_flow":
-            chunks[0] += 1
-            if chunks[0] == 2:  # written whole, then the reply lost
-                raise BrokerError(f"could not {what}: Connection reset (reply lost)",
-                                  sent=True)
-        return replies
-
-    monkeypatch.setattr(transport, "run_calls", run_calls)
+    # the second chunk written whole, then the reply lost
+    lose_replies(transport, monkeypatch,
+                 lambda calls, what: bool(calls) and calls[0][0] == "enqueue_flow", only=2)
     try:
         with pytest.raises(BrokerError) as lost:
             t.delay_many([(str(i),) for i in range(2500)])
@@ -147,19 +139,9 @@ def test_a_batch_call_at_a_time_whose_reply_is_lost_is_never_said_refused(
         def __getattr__(self, name: str) -> Any:
             return getattr(connections, name)
 
-    real, sent = transport.run_calls, [0]
-
-    def run_calls(calls: Any, what: str, *args: Any, **kwargs: Any) -> Any:
-        replies = real(calls, what, *args, **kwargs)
-        if what.startswith("enqueue an app.batch()"):
-            sent[0] += 1
-            if sent[0] == 2:  # the second call written whole, its reply lost
-                raise BrokerError(f"could not {what}: Connection reset (reply lost)",
-                                  sent=True)
-        return replies
-
     monkeypatch.setattr(transport, "connections", NoPool())
-    monkeypatch.setattr(transport, "run_calls", run_calls)
+    # the second call written whole, its reply lost
+    lose_replies(transport, monkeypatch, batch_call, only=2)
     handles: List[Any] = []
     try:
         with pytest.raises(BrokerError) as lost:

@@ -14,7 +14,7 @@ on serving the tasks after it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator, List
+from typing import List
 
 import pytest
 import redis
@@ -22,6 +22,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from tests.apps import spec_range
+from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
 from tests.support.processes import Processes
 from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
@@ -32,12 +33,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 K = QueueKeys("specrange", "default")
 DEADLINE = 30.0
 HUGE = b"99999999999999999999"
-
-
-@pytest.fixture
-def logged_server(start_redis: Callable[..., RedisServer],
-                  tmp_path: Path) -> Iterator[RedisServer]:
-    yield start_redis("--logfile", str(tmp_path / "redis.log"), "--loglevel", "warning")
 
 
 def _edit(client: "redis.Redis[bytes]", task_id: str, line: int, value: bytes) -> None:

@@ -17,6 +17,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
+from tests.support.cutting import lose_replies
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -35,15 +36,8 @@ def _app(redis_server: RedisServer, name: str) -> Any:
 
 def _losing(transport: Any, queue: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every enqueue into ``queue`` runs, then its reply is lost."""
-    real = transport.run_calls
-
-    def run_calls(calls: Any, what: str, *args: Any, **kwargs: Any) -> Any:
-        replies = real(calls, what, *args, **kwargs)
-        if what == f"enqueue into queue {queue!r}":
-            raise BrokerError(f"could not {what}: Connection reset (reply lost)", sent=True)
-        return replies
-
-    monkeypatch.setattr(transport, "run_calls", run_calls)
+    lose_replies(transport, monkeypatch,
+                 lambda calls, what: what == f"enqueue into queue {queue!r}")
 
 
 def _listed(admin: "redis.Redis[bytes]", app: Minitask) -> set:

@@ -24,48 +24,14 @@ import redis
 from minitask import BrokerError, ConfigurationError, DurabilityError, Minitask, chain, chord, group
 from minitask.broker.keys import AppKeys, QueueKeys
 from minitask.stores.scripts import source
-from tests.support.acl import allowed_only_for_the_check
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import allowed_only_for_the_check, refused_app, user_without
 from tests.support.cutting import CuttingProxy
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 APP = "afterw"
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: ACL users, planted keys
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _app(url: str, **options: Any) -> Tuple[Minitask, Any, Any]:
-    app = Minitask(APP, broker=url, **options)
-
-    @app.task(name="add")
-    def add(x: int, y: int = 0) -> int:
-        return x + y
-
-    @app.task(name="other", queue="other")
-    def other(x: Any) -> Any:
-        return x
-    return app, add, other
-
-
-def _user_without(admin: "redis.Redis[bytes]", server: RedisServer, command: str) -> str:
-    """The URL of an ACL user who may run every command but ``command`` (``nothing``:
-    every command, to take one away later)."""
-    admin.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "&*",
-                          "+@all", *([f"-{command}"] if command != "nothing" else []))
-    return f"redis://limited:pw@127.0.0.1:{server.port}/0"
 
 
 def _arun(app: Minitask, send: Callable[[], Awaitable[Any]]) -> Any:
@@ -106,7 +72,7 @@ def test_a_workflow_whose_registry_is_refused_after_the_write_says_it_was_writte
         server: RedisServer, admin: "redis.Redis[bytes]", kind: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
-    app, add, other = _app(_user_without(admin, server, "sadd"))
+    app, add, other = refused_app(APP, user_without(admin, server, "sadd"))
     try:
         with pytest.raises(BrokerError) as caught:
             _workflow(kind, add, other).delay()
@@ -129,7 +95,7 @@ def test_an_enqueue_whose_registry_is_refused_after_the_write_names_it_enqueued(
         server: RedisServer, admin: "redis.Redis[bytes]",
         monkeypatch: pytest.MonkeyPatch) -> None:
     allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
-    app, add, _ = _app(_user_without(admin, server, "sadd"))
+    app, add, _ = refused_app(APP, user_without(admin, server, "sadd"))
     try:
         errors: List[BrokerError] = []
         for send in (lambda: add.delay(1), lambda: add.delay_many([(1,), (2,), (3,)]),
@@ -154,8 +120,8 @@ def test_an_enqueue_whose_registry_is_refused_after_the_write_names_it_enqueued(
 
 def test_a_wait_refused_after_the_write_says_it_was_made_unconfirmed(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, add, _ = _app(_user_without(admin, server, "wait"), durability="replicated",
-                       durability_timeout=0.2)
+    app, add, _ = refused_app(APP, user_without(admin, server, "wait"),
+                              durability="replicated", durability_timeout=0.2)
     try:
         errors: List[BrokerError] = []
         for send in (lambda: add.delay(1), lambda: add.delay_many([(1,), (2,)]),
@@ -182,7 +148,7 @@ def test_a_command_refused_inside_a_writing_script_says_it_may_be_written(
         server: RedisServer, admin: "redis.Redis[bytes]", command: str, kind: str) -> None:
     # the ACL check of the first send passes; the command is taken away after it (an ACL
     # changed at run time: the check before a send refuses a user without it from the start)
-    app, add, other = _app(_user_without(admin, server, "nothing"))
+    app, add, other = refused_app(APP, user_without(admin, server, "nothing"))
 
     def revoke() -> None:
         admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
@@ -216,7 +182,7 @@ def test_a_command_refused_inside_a_writing_script_says_it_may_be_written(
 def test_async_sends_tolerate_a_registry_of_another_type(
         server: RedisServer, admin: "redis.Redis[bytes]",
         caplog: pytest.LogCaptureFixture) -> None:
-    app, add, _ = _app(server.url)
+    app, add, _ = refused_app(APP, server.url)
     registry = AppKeys(APP).queues
     admin.set(registry, "planted")
     try:
@@ -241,7 +207,7 @@ def test_async_sends_tolerate_a_registry_of_another_type(
 @pytest.fixture
 def proxied(server: RedisServer) -> Iterator[Tuple[CuttingProxy, Minitask, Any, Any]]:
     proxy = CuttingProxy(server)
-    app, add, other = _app(proxy.url)
+    app, add, other = refused_app(APP, proxy.url)
     try:
         yield proxy, app, add, other
     finally:

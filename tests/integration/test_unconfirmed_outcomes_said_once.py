@@ -36,6 +36,10 @@ DEADLINE = 60.0
 STALL = 90.0
 #: Outcomes recorded while the replica is stopped.
 OUTCOMES = 6
+#: The worker's slots (``-c``): its threads, or its process pool's children. Children
+#: count without a lock, so two whose writes time out together may both say an
+#: outage's first (durability.rst): at most once each.
+SLOTS = 2
 FIRST = "Redis wrote but replicas did not confirm it in time"
 
 
@@ -60,7 +64,7 @@ def test_unconfirmed_outcomes_are_said_once_and_shown_by_status(
     app = producer(primary)
     log, cwd = tmp_path / "worker.log", processes.cwd
     try:
-        worker = processes.worker("tests.apps.unconfirmed", "--pool", pool, "-c", "2",
+        worker = processes.worker("tests.apps.unconfirmed", "--pool", pool, "-c", str(SLOTS),
                                   "-Q", "plain", env={"MINITASK_BROKER_URL": primary.url},
                                   log=log)
         assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
@@ -77,7 +81,11 @@ def test_unconfirmed_outcomes_are_said_once_and_shown_by_status(
             shown = status(primary, cwd)
             assert "UNCONFIRMED: " in shown and " outcome write(s) not confirmed" in shown, shown
             text = log.read_text(errors="replace")
-            assert text.count(FIRST) == 1, text  # said once, not once an outcome
+            # said once, not once an outcome (of the OUTCOMES / 2 > SLOTS counted)
+            if pool == "thread":
+                assert text.count(FIRST) == 1, text
+            else:  # (Redis times out WAITs of one moment together: children wake at once)
+                assert 1 <= text.count(FIRST) <= SLOTS, text
         # the replica back: the next outcome is confirmed, and ends the outage
         # (once the replica has caught up: until then, outcomes go unconfirmed still)
         wait_until(lambda: app.tasks["plain"].apply_async((99,), durability=None).get(

@@ -9,7 +9,6 @@ key too.
 """
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 from typing import Any, Callable, Iterator, Tuple
 
@@ -19,9 +18,8 @@ import redis
 from minitask import Minitask, chain, group
 from minitask.broker.keys import queue_keys
 from tests.apps.spawn_aside import producer
+from tests.support.moved_aside import served_aside
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
-from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
@@ -34,25 +32,10 @@ PLANTED = b"someone else's"
 def served(processes: Processes, tmp_path: Path,
            request: pytest.FixtureRequest) -> Iterator[Tuple[Minitask, Path]]:
     """A redis-server logging to a file, a worker process serving ``sa``, the app."""
-    server_log = tmp_path / "redis.log"
-    server = RedisServer(0, tmp_path / "redis", extra=["--logfile", str(server_log)])
-    server.start()
-    worker_log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.spawn_aside", "--pool", "thread", "-c", "2",
-                              "-Q", "sa,sb", env={"MINITASK_BROKER_URL": server.url},
-                              log=worker_log)
-    app = producer(server.client())
-    try:
+    with served_aside(processes, tmp_path, request, "tests.apps.spawn_aside", "sa,sb",
+                      producer) as (app, server_log):
         assert app.tasks["sa.grouped"].delay("warm", 0).get(timeout=DEADLINE) == 0  # serving
         yield app, server_log
-        assert worker.poll() is None, worker_log.read_text(errors="replace")[-3000:]
-        worker.send_signal(signal.SIGTERM)
-        assert worker.wait(timeout=DEADLINE) == 0
-    finally:
-        app.close()
-        if did_fail(request):
-            print(worker_log.read_text(errors="replace")[-6000:])
-        server.stop()
 
 
 def steps(app: Minitask, kind: str, n: int) -> Any:

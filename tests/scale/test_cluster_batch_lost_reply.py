@@ -13,43 +13,23 @@ import pytest
 
 from minitask import Minitask
 from minitask.errors import BrokerError
-from tests.support.topologies import Cluster, slot_of
+from tests.support.cutting import batch_call, lose_replies
+from tests.support.topologies import Cluster
 
 pytestmark = [pytest.mark.scale, pytest.mark.timeout(300)]
 
 APP = "lost-batch-slots"
 
 
-def _queues(cluster: Cluster) -> List[str]:
-    """Three queue names of ``APP``, one on each primary."""
-    found: dict = {}
-    for n in range(1000):
-        found.setdefault(cluster.owner_of_slot(slot_of(APP, f"q{n}")).port, f"q{n}")
-        if len(found) == 3:
-            break
-    return list(found.values())
-
-
 def test_a_batch_call_whose_reply_is_lost_on_a_cluster_is_told_sent(
         cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
-    queues = _queues(cluster)
+    queues = cluster.queues_on_distinct_shards(APP, 3)  # one on each primary
     app = Minitask(APP, broker=cluster.url)
     task = app.task(name="add")(lambda a: a)
     task.delay(0)  # connected, scripts loaded
     transport = app.broker.queues.transport
     assert transport.connections.pool is None  # the Cluster path: a call at a time
-    real, calls = transport.run_calls, [0]
-
-    def run_calls(sent: Any, what: str, *args: Any, **kwargs: Any) -> Any:
-        replies = real(sent, what, *args, **kwargs)
-        if what.startswith("enqueue an app.batch()"):
-            calls[0] += 1
-            if calls[0] == 2:  # run by Redis, its reply lost
-                raise BrokerError(f"could not {what}: Connection reset (reply lost)",
-                                  sent=True)
-        return replies
-
-    monkeypatch.setattr(transport, "run_calls", run_calls)
+    lose_replies(transport, monkeypatch, batch_call, only=2)  # run by Redis, its reply lost
     handles: List[Any] = []
     try:
         with pytest.raises(BrokerError) as lost:

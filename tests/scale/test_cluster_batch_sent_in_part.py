@@ -16,19 +16,10 @@ import pytest
 
 from minitask import Minitask
 from minitask.errors import BatchNotSent, BrokerError
+from tests.support.cutting import batch_call, lose_replies
 from tests.support.topologies import Cluster, slot_of
 
 pytestmark = [pytest.mark.scale, pytest.mark.timeout(300)]
-
-
-def _queues(cluster: Cluster, app: str) -> List[str]:
-    """Three queue names of ``app``, one on each primary."""
-    found: dict = {}
-    for n in range(1000):
-        found.setdefault(cluster.owner_of_slot(slot_of(app, f"q{n}")).port, f"q{n}")
-        if len(found) == 3:
-            break
-    return list(found.values())
 
 
 def _send(app: Minitask, task: Any, queues: List[str]) -> Any:
@@ -43,7 +34,7 @@ def _send(app: Minitask, task: Any, queues: List[str]) -> Any:
 def test_a_batch_refused_by_one_node_at_maxmemory_is_told_sent_in_part(
         cluster: Cluster) -> None:
     name = "part-oom-slots"
-    queues = _queues(cluster, name)
+    queues = cluster.queues_on_distinct_shards(name, 3)  # one on each primary
     app = Minitask(name, broker=cluster.url)
     task = app.task(name="add")(lambda a: a)
     task.delay(0)  # connected, scripts loaded
@@ -73,24 +64,13 @@ def test_a_batch_refused_by_one_node_at_maxmemory_is_told_sent_in_part(
 def test_a_batch_cut_by_a_lost_reply_on_a_cluster_names_the_calls_never_sent(
         cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
     name = "cut-unsent-slots"
-    queues = _queues(cluster, name)
+    queues = cluster.queues_on_distinct_shards(name, 3)  # one on each primary
     app = Minitask(name, broker=cluster.url)
     task = app.task(name="add")(lambda a: a)
     task.delay(0)
     transport = app.broker.queues.transport
     assert transport.connections.pool is None
-    real, calls = transport.run_calls, [0]
-
-    def run_calls(sent: Any, what: str, *args: Any, **kwargs: Any) -> Any:
-        replies = real(sent, what, *args, **kwargs)
-        if what.startswith("enqueue an app.batch()"):
-            calls[0] += 1
-            if calls[0] == 2:  # run by Redis, its reply lost
-                raise BrokerError(f"could not {what}: Connection reset (reply lost)",
-                                  sent=True)
-        return replies
-
-    monkeypatch.setattr(transport, "run_calls", run_calls)
+    lose_replies(transport, monkeypatch, batch_call, only=2)  # run by Redis, its reply lost
     try:
         error, handles = _send(app, task, queues)
         assert error.sent

@@ -1,10 +1,17 @@
 """A TCP proxy to a test's redis-server that can lose a reply: a command reaches Redis
-and runs, then the connection is closed before any byte of its reply comes back."""
+and runs, then the connection is closed before any byte of its reply comes back; and a
+stand-in for a transport's round trips that loses chosen replies the same way
+(``lose_replies``: where no proxy can pick the call, such as one call of a block sent a
+call at a time)."""
 from __future__ import annotations
 
 import socket
 import threading
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
+
+import pytest
+
+from minitask.errors import BrokerError
 
 from tests.support.servers import RedisServer
 
@@ -79,3 +86,27 @@ def _close(*sockets: Optional[socket.socket]) -> None:
         except OSError:
             pass
         one.close()
+
+
+def batch_call(calls: Any, what: str) -> bool:
+    """A call of an ``app.batch()`` block (``lose_replies``)."""
+    return what.startswith("enqueue an app.batch()")
+
+
+def lose_replies(transport: Any, monkeypatch: pytest.MonkeyPatch,
+                 picked: Callable[[Any, str], bool], only: Optional[int] = None) -> None:
+    """``transport.run_calls`` runs each call in Redis, then raises as a reset connection
+    does, the reply lost (``sent=True``), for the calls ``picked(calls, what)`` chooses:
+    all of them, or ``only`` the one of that rank among them (1 the first)."""
+    real, seen = transport.run_calls, [0]
+
+    def run_calls(calls: Any, what: str, *args: Any, **kwargs: Any) -> Any:
+        replies = real(calls, what, *args, **kwargs)
+        if picked(calls, what):
+            seen[0] += 1
+            if only is None or seen[0] == only:
+                raise BrokerError(f"could not {what}: Connection reset (reply lost)",
+                                  sent=True)
+        return replies
+
+    monkeypatch.setattr(transport, "run_calls", run_calls)

@@ -91,25 +91,27 @@ def _wake(waiter: "asyncio.Future[None]", inner: "asyncio.Future[Any]") -> None:
 
 
 def begun(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
-          holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str]) -> "asyncio.Task[Any]":
+          holders: Dict[Any, Tuple[str, str]], held: Tuple[str, str],
+          caller: "Optional[asyncio.Task[Any]]" = None) -> "asyncio.Task[Any]":
     """An attempt's coroutine in an asyncio task of its own, begun at once (``EAGER``;
     on 3.11 ``_begun_now``), made directly, not by the loop's task factory (``runner.spawn``);
     ``holders`` names it ``held`` from its first step on (for the loop's watch: a first
-    step that blocks the loop is named too)."""
+    step that blocks the loop is named too); ``caller``: the task running now, if
+    the caller knows it (one look-up less)."""
     holders[None] = held  # the task about to be: its first step, if eager
     try:
         if EAGER:
             task = asyncio.Task(coro, loop=loop, **EAGER)
         else:
-            task = _begun_now(coro, loop)
+            task = _begun_now(coro, loop, caller)
     finally:
         holders.pop(None, None)
     holders[task] = held
     return task
 
 
-def _begun_now(coro: Coroutine[Any, Any, Any],
-               loop: asyncio.AbstractEventLoop) -> "asyncio.Task[Any]":
+def _begun_now(coro: Coroutine[Any, Any, Any], loop: asyncio.AbstractEventLoop,
+               caller: "Optional[asyncio.Task[Any]]" = None) -> "asyncio.Task[Any]":
     """Python 3.11's form of ``eager_start``: the task's first step, which asyncio has
     just put on the loop's ready queue, taken off it and run at once, as its task (the
     caller's task left meanwhile, as 3.12 does). A coroutine that ends without waiting
@@ -118,7 +120,8 @@ def _begun_now(coro: Coroutine[Any, Any, Any],
     context = contextvars.copy_context()
     task = asyncio.Task(coro, loop=loop, context=context)
     ready = getattr(loop, "_ready", None)
-    caller = asyncio.current_task(loop)
+    if caller is None:
+        caller = asyncio.current_task(loop)
     if ready is None or caller is None:
         return task
     # the step just queued, by its context (another thread may queue a call meanwhile)

@@ -206,7 +206,9 @@ class AsyncioPool(FixedSlots):
     # -- one attempt, on the loop ---------------------------------------------------
 
     async def _run(self, job: Job, begun: List[bool]) -> None:
-        """The slot's attempts, each leased as the last was recorded, in this one task."""
+        """The slot's attempts, each leased as the last was recorded, in this one task:
+        each its outcome recorded (``_execute``), and the slot's next job with it. (Not
+        a coroutine an attempt: each awaited level costs every attempt twice more.)"""
         begun.append(True)
         current = asyncio.current_task()
         assert current is not None  # always inside a task on the loop
@@ -217,7 +219,24 @@ class AsyncioPool(FixedSlots):
                     await swallowed(current)
                     continue  # (the pool may be stopping: looked at again)
                 job, following = following, None
-                following = await self._attempt(job, current)
+                started = time.monotonic()
+                self._attempts[job.task_id] = current
+                try:
+                    following = await self._execute(job, current)
+                except asyncio.CancelledError:  # of minitask's, only the stop's gets here
+                    if not self._shutting_down:  # a task's code cancelled it: its failure
+                        following = await self._fail(job, None, started)
+                except GeneratorExit:  # the loop closed with the attempt suspended
+                    raise
+                except BaseException as exc:  # a bug of ours (or a BaseException from
+                    # code we call, a type's decode function): dead-lettered, as on the
+                    # other pools
+                    log_error(logger, logging.ERROR, "internal error while running task %s",
+                              job.task_id, error=exc)
+                    following = await self._fail(job, exc, started)
+                finally:
+                    self._attempts.pop(job.task_id, None)
+                    self.ran_one()
                 if self.overruns.held and current in self.overruns.held:
                     back, following = following, None  # given back once (hold())
                     await self.overruns.hold(current, back, self._return,
@@ -226,27 +245,6 @@ class AsyncioPool(FixedSlots):
             if following is not None:  # leased as the grace ran out: back at once
                 await self._return(following)
             self.give_back_slot()
-
-    async def _attempt(self, job: Job, current: "asyncio.Task[None]") -> Optional[Job]:
-        """One attempt, its outcome recorded; the slot's next job (None: none)."""
-        started = time.monotonic()
-        self._attempts[job.task_id] = current
-        try:
-            return await self._execute(job)
-        except asyncio.CancelledError:  # of minitask's, only the stop's gets here
-            if not self._shutting_down:  # a task's code cancelled it: its failure
-                return await self._fail(job, None, started)  # type: ignore[no-any-return]
-            return None
-        except GeneratorExit:  # the loop closed with the attempt suspended
-            raise
-        except BaseException as exc:  # a bug of ours (or a BaseException from code we
-            # call, a type's decode function): dead-lettered, as on the other pools
-            log_error(logger, logging.ERROR, "internal error while running task %s",
-                      job.task_id, error=exc)
-            return await self._fail(job, exc, started)  # type: ignore[no-any-return]
-        finally:
-            self._attempts.pop(job.task_id, None)
-            self.ran_one()
 
     async def _record(self, step: Callable[..., Any], *args: Any) -> Any:
         """Run ``step`` in a recording thread; its result. A cancel meanwhile does not
@@ -299,9 +297,10 @@ class AsyncioPool(FixedSlots):
     async def _return(self, job: Job) -> None:  # a job leased that will not run: back
         await outlast(self._recording.hand(functools.partial(self._give_back, job)))
 
-    async def _execute(self, job: Job) -> Optional[Job]:
-        """Run one attempt and record its outcome; the next job, leased as it was
-        recorded, to run in its slot (None: the slot goes back)."""
+    async def _execute(self, job: Job, outer: "asyncio.Task[None]") -> Optional[Job]:
+        """Run one attempt (in ``outer``, the slot's asyncio task) and record its
+        outcome; the next job, leased as it was recorded, to run in its slot (None:
+        the slot goes back)."""
         found = self._runner.resolve(job, bury=False)
         if found is None:  # dead-lettered, off the loop
             await self._record(self._runner.resolve, job)
@@ -318,8 +317,6 @@ class AsyncioPool(FixedSlots):
         if is_async is None:  # (inspect's look-up costs more than the dict's)
             is_async = self._coroutine_functions[func] = inspect.iscoroutinefunction(func)
         cancel = board.enter(job.task_id)
-        outer = asyncio.current_task()
-        assert outer is not None  # always inside a task on the loop
         held = self._holders[outer] = (task.name, job.task_id)
         if len(self._holders) == 1:  # the first attempt since the pool was idle
             self._watch.wake()
@@ -340,8 +337,9 @@ class AsyncioPool(FixedSlots):
                 observer.started(context, message)
                 self._escapes.enter(context, None)  # (its prerun hooks' code is its too)
                 watched = context
-                if self._hooks.wants("task_prerun"):
-                    await self._hooks.acall("task_prerun", context)
+                hooks = self._hooks  # (``added`` first: no call a task without hooks)
+                if hooks.added and hooks.wants("task_prerun"):
+                    await hooks.acall("task_prerun", context)
                 if cancel.is_set():  # asked to stop during its prerun hooks
                     inner = unbegun(self._loop)
                 elif is_async:
@@ -349,7 +347,8 @@ class AsyncioPool(FixedSlots):
                     coro = contained(task.func(*args, **kwargs))
                     inner = begun(coro if limit is None and soft is None else
                                   limited(coro, limit, task.name, soft, left, functools.partial(
-                                      hold, self._holders, held)), self._loop, self._holders, held)
+                                      hold, self._holders, held)), self._loop, self._holders,
+                                  held, outer)
                 else:  # the context goes along, for current_task()
                     call = functools.partial(contextvars.copy_context().run, contained_call,
                                              task.func, task.options.soft_timeout, task.name,
@@ -378,6 +377,7 @@ class AsyncioPool(FixedSlots):
             if isinstance(value, Raised):
                 value, error = None, value.error
             escaped = self._escapes.leave(context)  # raised out of the loop by code it started
+            watched = None  # (left: nothing is kept for it from now on)
             if escaped is not None:  # (its child task, its callback), or its loop.stop()
                 value, error = None, escaped
             duration = time.monotonic() - started
