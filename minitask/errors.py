@@ -146,8 +146,9 @@ class BrokerError(MinitaskError):
     #: Of a ``sent`` error: Redis's ACL refused a command part way through a script that
     #: sends tasks, after it may have written: a task may be stored yet in no queue, and a
     #: resend with its ``task_id=`` finds it stored and queues nothing. minitask checks
-    #: the ACL user before a client's first send and refuses it whole, so this is met
-    #: only on Redis 6.2 (which cannot be asked) or after the ACL changed since.
+    #: the ACL user before a client's first send (on Redis Cluster, before its first to
+    #: each node) and refuses it whole, so this is met only on Redis 6.2 (which cannot
+    #: be asked) or after the ACL changed since.
     part_way: bool = False
     #: Of an ``app.batch()`` block's error: the store told each call's fate already
     #: (refused in part): passed on as it is, never retold as a lost reply.
@@ -329,6 +330,14 @@ PART_WAY = ("a task written in part may be stored yet in no queue: its status() 
             "list, check the error's task_ids with app.handle(id).status() after their due "
             "time: one still 'queued' well past it, with workers serving its queue, was "
             "stored in part: send it again under a new task id")
+#: The same of a broadcast call (broadcast_send.lua), whose handle is its own.
+PART_WAY_BROADCAST = (
+    "a broadcast call written in part may be logged yet reach no subscriber, and sending "
+    "it again with its task_id= finds it logged and sends nothing; once the ACL user may "
+    "run every command of the list, check the error's task_ids with "
+    "minitask.BroadcastHandle(app.broker, queue, id).status() (app.handle(id) knows no "
+    "broadcast call): one its subscribers' workers never ran was written in part: send "
+    "it again under a new task id")
 
 
 def refused_in_script(exc: BaseException) -> bool:
@@ -366,7 +375,8 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
         message = (f"Redis refused a command part way through the script to {what} (broker "
                    f"{broker}): {without_script_marks(str(exc))}: what the script wrote "
                    f"before that command stands, so its write may have been made, in part "
-                   f"or whole: {PART_WAY}")
+                   f"or whole: "
+                   f"{PART_WAY_BROADCAST if script == 'broadcast_send' else PART_WAY}")
     elif sent:
         message = (f"lost the reply to {what} (broker {broker}): "
                    f"{without_script_marks(str(exc))}: the connection failed after the "

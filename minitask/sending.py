@@ -147,10 +147,13 @@ def broadcast_failed(error: BrokerError, task: str, queue: str, ids: List[str],
     maybe = ids if error.sent else []
     head = (f"broadcast task {task!r}: the send of {len(ids)} call(s) to queue {queue!r} "
             f"(the first {ids[0]!r}) " + ("may have been made" if maybe else "was refused"))
-    text = (f"{head}: {error}{_split(done, rest)}. A call that may be in Redis (the "
-            f"error's task_ids) may run: check with minitask.BroadcastHandle(app.broker, "
-            f"{queue!r}, {ids[0]!r}).status(), or send it again with task_id={ids[0]!r}, "
-            f"which never sends a call twice while its queue keeps it")
+    check = (f"{head}: {error}{_split(done, rest)}. A call that may be in Redis (the "
+             f"error's task_ids) may run: check with minitask.BroadcastHandle(app.broker, "
+             f"{queue!r}, {ids[0]!r}).status()")
+    text = (f"{check}; one written in part never runs, and its task_id= does not mend it: "
+            f"send it again under a new id" if error.part_way else  # (its refusal says)
+            f"{check}, or send it again with task_id={ids[0]!r}, which never sends a call "
+            f"twice while its queue keeps it")
     return retold(error, text + kept.said(), sent=True, task_ids=done + maybe,
                   enqueued_ids=done, unsent_ids=([] if maybe else ids) + rest,
                   unconfirmed_ids=kept.ids)

@@ -18,7 +18,8 @@ from redis.exceptions import RedisClusterException
 
 from ..errors import BrokerError, ConfigurationError, broker_error, refused_in_script
 from ..printable import own_logger
-from .acl_check import SENDING_SCRIPTS, check_sender, commands_of
+from .acl_check import CHECKED, SENDING_SCRIPTS, SenderChecks, check_again, check_sender, \
+    commands_of
 from .cluster_sends import ReplyLost, confirm, send_once
 from .connections import Connections, connected, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
@@ -71,8 +72,9 @@ class Transport:
         #: How the writes of durability.CONFIRMED_SCRIPTS are confirmed (the app's setting).
         self.durability = Durability()
         self._waitaof = False  # known to have WAITAOF
-        #: Until a send's check of the ACL user passed (acl_check.py): True
+        #: Until a send's check of the ACL user passed (acl_check.py); on Cluster: always
         self.acl_unchecked = True
+        self.acl_checks = SenderChecks(isinstance(client, redis.RedisCluster))
 
     # -- scripts -------------------------------------------------------------------
 
@@ -99,7 +101,7 @@ class Transport:
             sent = sent or (script in SENDING_SCRIPTS and refused_in_script(exc))
         error = broker_error(exc, what, self.description, script=script, commands=commands,
                              sent=sent)
-        self.acl_unchecked = self.acl_unchecked or error.part_way  # the ACL changed: again
+        check_again(self, error)  # refused part way: the ACL changed, checked again
         return error
 
     def run(self, name: str, keys: Sequence[str], args: Sequence[Any], what: str,
@@ -109,7 +111,7 @@ class Transport:
 
         ``durability`` (default: the app's, for the scripts it covers): see ``run_calls``.
         """
-        if self.acl_unchecked:
+        if self.acl_unchecked and name in CHECKED:  # (a script that sends no task: no more)
             check_sender(self, [(name, "", keys, (), 0)], what)
         policy = self._confirming([name], durability)
         if policy is not None and self.connections.pool is not None:
@@ -143,7 +145,7 @@ class Transport:
         BrokerError in its place instead of raising, so that what the others did
         (tasks they leased) is not lost with it.
         """
-        if self.acl_unchecked:
+        if self.acl_unchecked and not CHECKED.isdisjoint([call[0] for call in calls]):
             check_sender(self, calls, what)
         # without a durability asked or set, nothing is confirmed: not even looked up
         policy = None if durability is None and self.durability.mode is None else \

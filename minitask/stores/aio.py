@@ -25,7 +25,7 @@ from redis.exceptions import MaxConnectionsError
 from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout,
                                  cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
-from ..broker.acl_check import SENDING_SCRIPTS, arequire_commands, sending_key
+from ..broker.acl_check import SENDING_SCRIPTS, SenderChecks, acheck_sender, check_again
 from ..broker.cluster_sends import asend_once, confirm
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
@@ -70,7 +70,8 @@ class AsyncBroker:
         self._sends: Any = None if self._cluster else client.connection_pool
         self._named = self._sends is not None and takes_command_name(self._sends)
         self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
-        self._acl_unchecked = True  # until a send's check of the ACL user passed
+        self.acl_unchecked = True  # until a send's check of the ACL user passed (Cluster: ever)
+        self.acl_checks = SenderChecks(isinstance(client, redis.asyncio.RedisCluster))
         self._waits = waits_client_for(client)
 
     @contextmanager
@@ -88,7 +89,7 @@ class AsyncBroker:
                               reason="pool exhausted") from exc
         except (redis.RedisError, OSError) as exc:
             error = self.broker.transport.failure(exc, what, script)
-            self._acl_unchecked = self._acl_unchecked or error.part_way  # changed: again
+            check_again(self, error)  # refused part way: the ACL changed, checked again
             raise error from exc
 
     async def run(self, call: ScriptCall, what: str) -> Any:
@@ -244,12 +245,8 @@ class AsyncBroker:
                       durability: Optional[Durability]) -> Any:
         """``run`` the call, confirmed by replicas when ``durability`` asks it; the
         first one checked against the ACL user's commands first (acl_check.py)."""
-        if self._acl_unchecked:
-            with self.errors(what):
-                await arequire_commands(self.client, self.broker.transport.sources,
-                                        sending_key([call]) or "minitask", what,
-                                        self.description)
-            self._acl_unchecked = False
+        if self.acl_unchecked:
+            await acheck_sender(self, [call], what)
         if durability is None or durability.mode is None:
             return await self.run(call, what)
         return await self.run_confirmed(call, what, durability)

@@ -120,6 +120,7 @@ def cut_write(error: BrokerError,
                       reason=error.reason, sent=True, task_ids=ids, enqueued_ids=ids[:done],
                       unsent_ids=[entry[0] for _, entries in parts[whole:] for entry in entries])
     cut.sent_calls = whole
+    cut.part_way = error.part_way  # (its text says what a resend by task_id= does not mend)
     return cut
 
 

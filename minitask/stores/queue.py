@@ -181,9 +181,10 @@ class QueueStore(Store):
                         with kept.writing([entry[0] for entry in entries]):
                             added[index] = self.transport.run_calls([one], what)[0]
                     except BrokerError as exc:
-                        if exc.sent:  # its reply lost: perhaps written, never "refused"
-                            self._listed_all_the_same(parts[:index + 1])
+                        if exc.sent and not exc.part_way:  # its reply lost: perhaps
+                            self._listed_all_the_same(parts[:index + 1])  # written
                             raise cut_write(exc, parts, index + 1, index) from exc
+                        # refused (part way: perhaps written, as refused_in_part says)
                         added[index:] = [exc] + [None] * (len(calls) - index - 1)
                         break
         written = written_or_maybe(parts, added)  # (a refusal part way: perhaps written)

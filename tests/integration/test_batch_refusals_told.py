@@ -18,7 +18,7 @@ import redis
 from minitask import BatchNotSent, BrokerError, DurabilityError
 from minitask.broker.keys import AppKeys, QueueKeys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
-from tests.support.acl import refused_app, user_without
+from tests.support.acl import allowed_only_for_the_check, refused_app, user_without
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -58,7 +58,9 @@ def test_a_refusal_inside_the_script_after_its_write_is_maybe_not_unsent(
 
 
 def test_a_registry_refused_after_the_block_was_written_says_it_was_made(
-        server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+        server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
     app, add, _ = refused_app(APP, user_without(admin, server, "sadd"))
     handles: List[Any] = []
     try:
@@ -116,7 +118,9 @@ def test_a_block_refused_whole_says_nothing_unconfirmed(
 
 
 def test_a_chunk_written_unconfirmed_then_its_registry_refused_is_named_unconfirmed(
-        server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+        server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
     app, add, _ = refused_app(APP, user_without(admin, server, "sadd"),
                               durability="replicated", durability_timeout=0.2)
     try:

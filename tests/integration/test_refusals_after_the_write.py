@@ -25,7 +25,7 @@ from minitask import BrokerError, ConfigurationError, DurabilityError, Minitask,
 from minitask.broker.keys import AppKeys, QueueKeys
 from minitask.stores.scripts import source
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
-from tests.support.acl import refused_app, user_without
+from tests.support.acl import allowed_only_for_the_check, refused_app, user_without
 from tests.support.cutting import CuttingProxy
 from tests.support.servers import RedisServer
 
@@ -69,7 +69,9 @@ def _workflow(kind: str, add: Any, other: Any) -> Any:
 
 @pytest.mark.parametrize("kind", ["chain", "group", "chord"])
 def test_a_workflow_whose_registry_is_refused_after_the_write_says_it_was_written(
-        server: RedisServer, admin: "redis.Redis[bytes]", kind: str) -> None:
+        server: RedisServer, admin: "redis.Redis[bytes]", kind: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
     app, add, other = refused_app(APP, user_without(admin, server, "sadd"))
     try:
         with pytest.raises(BrokerError) as caught:
@@ -90,7 +92,9 @@ def test_a_workflow_whose_registry_is_refused_after_the_write_says_it_was_writte
 
 
 def test_an_enqueue_whose_registry_is_refused_after_the_write_names_it_enqueued(
-        server: RedisServer, admin: "redis.Redis[bytes]") -> None:
+        server: RedisServer, admin: "redis.Redis[bytes]",
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    allowed_only_for_the_check(monkeypatch, admin, "limited", "sadd")
     app, add, _ = refused_app(APP, user_without(admin, server, "sadd"))
     try:
         errors: List[BrokerError] = []

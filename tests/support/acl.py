@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from minitask import Minitask
+from minitask.broker import acl_check
 from tests.support.paths import ROOT
 from tests.support.servers import RedisServer
 
@@ -60,3 +61,30 @@ def user_without(admin: "redis.Redis[bytes]", server: RedisServer, command: str)
     admin.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "&*",
                           "+@all", *([f"-{command}"] if command != "nothing" else []))
     return f"redis://limited:pw@127.0.0.1:{server.port}/0"
+
+
+def allowed_only_for_the_check(monkeypatch: Any, admin: Any, user: str, command: str) -> None:
+    """Let ``user`` run ``command`` during each ACL check before a send (acl_check.py,
+    blocking and asyncio), never after: a refusal of it then comes after the check passed,
+    as after an ACL changed since (a registry's SADD refused after the block's write;
+    the check asks about SADD, which flow.lua calls)."""
+    blocking, asynchronous = acl_check.require_commands, acl_check.arequire_commands
+
+    def allow(sign: str) -> None:
+        admin.execute_command("ACL", "SETUSER", user, f"{sign}{command}")
+
+    def checked(*args: Any) -> None:
+        allow("+")
+        try:
+            blocking(*args)
+        finally:
+            allow("-")
+
+    async def achecked(*args: Any) -> None:
+        allow("+")
+        try:
+            await asynchronous(*args)
+        finally:
+            allow("-")
+    monkeypatch.setattr(acl_check, "require_commands", checked)
+    monkeypatch.setattr(acl_check, "arequire_commands", achecked)
