@@ -268,14 +268,15 @@ end
 -- (state's indexed; HSCAN returns every field held from its first call to its
 -- last), and the hash has no more fields than the index (more: an older worker
 -- subscribed since, and a scan starts again). Counting alone cannot tell it
--- whole: an index entry the hash no longer has hides a cursor it lacks. With a
+-- whole: an index entry the hash no longer has hides a cursor it lacks. A second
+-- value true says it was whole already (this call indexed nothing). With a
 -- places or state of another type nothing is indexed (every call is kept). A cursor
 -- past the last sequence handed out (no pull wrote it: planted) is set back as it is
 -- indexed (set_back_ahead), so that the next send does not start again above it.
 local function indexed()
   local count = tolerant(0, 'HLEN', KEYS[5])
   if state_of('indexed') then
-    if tolerant(0, 'ZCARD', KEYS[7]) >= count then return true end
+    if tolerant(0, 'ZCARD', KEYS[7]) >= count then return true, true end
     tolerant(0, 'HDEL', KEYS[1], 'indexed')
   end
   if not (guards().fits(KEYS[7], 'zset') and guards().fits(KEYS[1], 'hash')) then
@@ -353,11 +354,14 @@ end
 -- lower cursor behind the least (inf, 1e300, or one in range) is found by
 -- drop_pulled's checks (check_places()) before a call is deleted. `ahead_of` (a
 -- send's last sequence before its calls; nil: none checked): a cursor past it is set
--- back (set_back_ahead), never taken as the least.
-local function least_cursor(ahead_of)
-  if not indexed() then
+-- back (set_back_ahead), never taken as the least. `known`: the least place, read
+-- and found to agree with its cursor by this script (set_back_cursors_ahead).
+local function least_cursor(ahead_of, known)
+  local whole, settled = indexed()
+  if not whole then
     return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
+  if known and settled then return known end  -- (nothing indexed since it was read)
   for _ = 1, PLACE_BATCH do
     local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
     if #first == 0 then
@@ -413,6 +417,37 @@ local function check_places(last, ahead_of)
     end
   end
   return changed, sure
+end
+
+-- Before a send's calls take their sequences: the cursors of the PLACE_BATCH least
+-- places (every subscriber of a queue of PLACE_BATCH or fewer) read, and one past
+-- `last` (the last sequence handed out, at least every place: no place is past it)
+-- set back (set_back_ahead). Every send pays it: it returns the least cursor when
+-- the least place agrees with it and none was set back (drop_pulled's `least`, which
+-- then reads neither again), else nil. In a larger queue check_places() finds the
+-- others as its audit goes on.
+local function set_back_cursors_ahead(last)
+  local page = tolerant({}, 'ZRANGE', KEYS[7], 0, PLACE_BATCH - 1, 'WITHSCORES')
+  if #page == 0 then return nil end
+  local names = {}
+  for i = 1, #page, 2 do names[#names + 1] = page[i] end
+  local cursors = tolerant(REFUSED, 'HMGET', KEYS[5], unpack(names))
+  if cursors == REFUSED then return nil end
+  local least = cursors[1] and #cursors[1] <= FIELD_MOST and guards().whole(cursors[1], 0, last)
+  if least ~= tonumber(page[2]) then least = nil end
+  for i, name in ipairs(names) do
+    local value = cursors[i]
+    -- (one longer than minitask writes is cursor_of's, a number that is no
+    -- sequence, inf or 1e300, place_of's: each is read as no sequence)
+    if value and #value <= FIELD_MOST and (tonumber(value) or 0) > last then
+      local cursor = guards().whole(value, 0, MAX_SCORE)
+      if cursor then
+        set_back_ahead(name, cursor, page[2 * i], last)
+        least = nil
+      end
+    end
+  end
+  return least or nil
 end
 
 -- Forget at most PRUNE_BATCH subscribers not seen for longer than `ttl` (ms; at
@@ -514,10 +549,10 @@ end
 -- subscribes), at most `limit` per call: each lane holds its own copy. `last`: the
 -- last sequence handed out (nil: state's seq). Before any is deleted the places
 -- are checked (check_places()): a call is kept while a subscriber that has not pulled
--- it may exist. A script that deletes none reads the least place only. `ahead_of`:
--- as least_cursor's.
-local function drop_pulled(limit, last, ahead_of)
-  local least = least_cursor(ahead_of)
+-- it may exist. A script that deletes none reads the least place only. `ahead_of`,
+-- `known`: as least_cursor's.
+local function drop_pulled(limit, last, ahead_of, known)
+  local least = least_cursor(ahead_of, known)
   for pass = 1, 2 do
     local upto = least and string.format('%.0f', least) or '+inf'
     local ids = tolerant({}, 'ZRANGEBYSCORE', KEYS[2], '-inf', upto, 'LIMIT', 0, limit)

@@ -52,10 +52,10 @@ if (seq_now and not held) or last < top then
 end
 -- before any call takes a sequence: a cursor past the last one handed out (planted;
 -- its place in the index is not) is set back, so that it takes no call for one it
--- pulled (the least place, those past `last`, and PLACE_BATCH more a send: every
--- subscriber of a queue of PLACE_BATCH or fewer)
+-- pulled (PLACE_BATCH a send: every subscriber of a queue of PLACE_BATCH or fewer;
+-- drop_pulled's checks below, the least and any a check finds)
 local before = last
-if subscribed then check_places(last, before) end
+local least = subscribed and set_back_cursors_ahead(last) or nil
 local added = 0
 for i = 7 + n, #ARGV, 2 do
   local id = ARGV[i]
@@ -81,7 +81,7 @@ end
 -- a send drops as many calls as it added, and a batch more: however many calls
 -- one send carries, the log is back within maxlen when it returns
 drop_over(now, maxlen, ttl, limit + added)
-drop_pulled(limit, last, before)
+drop_pulled(limit, last, before, least)
 -- join() reads the subscribers of the last maxlen calls at most
 local extra = tonumber(redis.call('ZCARD', KEYS[11])) - maxlen
 if extra > 0 then
