@@ -209,6 +209,7 @@ end
 local function forget_subscriber(name)
   local removed = tolerant(0, 'HDEL', KEYS[5], name)
   tolerant(0, 'HDEL', KEYS[6], name)
+  tolerant(0, 'HDEL', KEYS[1], 'ahead:' .. name)  -- (set_back_ahead's, unsaid)
   for i = 7, 9 do tolerant(0, 'ZREM', KEYS[i], name) end
   return removed
 end
