@@ -209,6 +209,7 @@ end
 local function forget_subscriber(name)
   local removed = tolerant(0, 'HDEL', KEYS[5], name)
   tolerant(0, 'HDEL', KEYS[6], name)
+  tolerant(0, 'HDEL', KEYS[1], 'ahead:' .. name)  -- (set_back_ahead's, unsaid)
   for i = 7, 9 do tolerant(0, 'ZREM', KEYS[i], name) end
   return removed
 end
@@ -218,6 +219,39 @@ end
 local function seen_at(name, now)
   tolerant(0, 'HSET', KEYS[6], name, now)
   tolerant(0, 'ZADD', KEYS[9], 'GT', string.format('%.0f', server_ms()), name)
+end
+
+-- The field of state where a cursor set back as ahead (set_back_ahead) waits for its
+-- subscriber's pull, which says so in the worker's log and deletes it.
+local function ahead_field(name)
+  return 'ahead:' .. name
+end
+
+-- `name`'s cursor `cursor` is past `last`, the last call sequence handed out before
+-- this script: no pull wrote it (data minitask did not write; planted). Kept, it
+-- would take the next calls for pulled ones (they never run for that subscriber, and
+-- a send would delete them as pulled). It is set back to its place in the index
+-- (`place`, as read: what minitask last wrote for it), or, when that is no sequence
+-- up to `last`, to just before the oldest call still logged (at least once); said
+-- once in Redis's log, and kept in state (ahead_field) for that subscriber's pull to
+-- say in the worker's log. Returns the cursor set.
+local function set_back_ahead(name, cursor, place, last)
+  local back = guards().whole(place, 0, last)
+  if not back then
+    local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
+    oldest = oldest and guards().whole(oldest, 1, last)
+    back = oldest and oldest - 1 or last
+  end
+  set_cursor(name, back)
+  local said = string.format('%.0f', cursor) .. ' ' .. string.format('%.0f', back)
+  tolerant(0, 'HSET', KEYS[1], ahead_field(name), said)
+  redis.log(redis.LOG_WARNING, (string.gsub(
+    'minitask: the cursor of ' .. string.sub(name, 1, 64) .. ' in ' .. KEYS[5] .. ' was ' ..
+    string.format('%.0f', cursor) .. ', past the last call sequence ' ..
+    string.format('%.0f', last) .. ' (no pull wrote it); set back to ' ..
+    string.format('%.0f', back) .. ', so that it takes no later call for a pulled one',
+    '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
+  return back
 end
 
 -- A scan cursor read back from state: the decimal digits HSCAN returns, else
@@ -235,12 +269,15 @@ end
 -- (state's indexed; HSCAN returns every field held from its first call to its
 -- last), and the hash has no more fields than the index (more: an older worker
 -- subscribed since, and a scan starts again). Counting alone cannot tell it
--- whole: an index entry the hash no longer has hides a cursor it lacks. With a
--- places or state of another type nothing is indexed (every call is kept).
+-- whole: an index entry the hash no longer has hides a cursor it lacks. A second
+-- value true says it was whole already (this call indexed nothing). With a
+-- places or state of another type nothing is indexed (every call is kept). A cursor
+-- past the last sequence handed out (no pull wrote it: planted) is set back as it is
+-- indexed (set_back_ahead), so that the next send does not start again above it.
 local function indexed()
   local count = tolerant(0, 'HLEN', KEYS[5])
   if state_of('indexed') then
-    if tolerant(0, 'ZCARD', KEYS[7]) >= count then return true end
+    if tolerant(0, 'ZCARD', KEYS[7]) >= count then return true, true end
     tolerant(0, 'HDEL', KEYS[1], 'indexed')
   end
   if not (guards().fits(KEYS[7], 'zset') and guards().fits(KEYS[1], 'hash')) then
@@ -252,9 +289,19 @@ local function indexed()
   -- a field name longer than any subscriber's is no subscriber: removed (HDEL), never
   -- indexed (a 50 MB name copied into places, since and alive blocked Redis 6-14 s)
   local fields = short_only(KEYS[5], page[2], 2, 'HDEL')
+  local ceiling  -- the last sequence handed out, read once (when a cursor is above 0)
   for i = 1, #fields, 2 do
     local name = fields[i]
-    tolerant(0, 'ZADD', KEYS[7], guards().whole(fields[i + 1], 0, MAX_SCORE) or 0, name)
+    local cursor = guards().whole(fields[i + 1], 0, MAX_SCORE) or 0
+    if cursor > 0 and ceiling == nil then
+      local seq = guards().whole(state_of('seq'), 0, MAX_SCORE)
+      ceiling = seq and math.max(seq, high_water({KEYS[2], KEYS[7], KEYS[8]})) or false
+    end
+    -- one past it no pull wrote (planted): set back, never indexed as where the log is
+    if ceiling and cursor > ceiling then
+      cursor = set_back_ahead(name, cursor, false, ceiling)
+    end
+    tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor), name)
     -- subscribed before every call sent since (the calls before have their names)
     tolerant(0, 'ZADD', KEYS[8], 'NX', 0, name)
     tolerant(0, 'ZADD', KEYS[9], 'NX', now, name)
@@ -278,7 +325,7 @@ local REFUSED = {}
 -- trusting the index, as that entry may have hidden a cursor the index lacks), or
 -- one that is no call sequence (the entry goes to 0, keeping every call until that
 -- subscriber's pull restarts it), or the hash is of another type (nothing written).
-local function place_of(name, score)
+local function place_of(name, score, ahead_of)
   local raw = tolerant(REFUSED, 'HGET', KEYS[5], name)
   if raw ~= REFUSED then raw = cursor_of(name, raw) end
   if raw == REFUSED then return nil end
@@ -288,6 +335,9 @@ local function place_of(name, score)
     return nil
   end
   local cursor = guards().whole(raw, 0, MAX_SCORE)
+  if cursor and ahead_of and cursor > ahead_of then
+    return set_back_ahead(name, cursor, score, ahead_of)
+  end
   if cursor ~= tonumber(score) then
     tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor or 0), name)
     redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[7] .. ' placed a subscriber at ' ..
@@ -303,17 +353,22 @@ end
 -- hash (the truth) and set back to its cursor, until it agrees: a place below 0
 -- or a fraction (-inf, -5, 1.5: another's data) comes first. A place that hides a
 -- lower cursor behind the least (inf, 1e300, or one in range) is found by
--- drop_pulled's checks (check_places()) before a call is deleted.
-local function least_cursor()
-  if not indexed() then
+-- drop_pulled's checks (check_places()) before a call is deleted. `ahead_of` (a
+-- send's last sequence before its calls; nil: none checked): a cursor past it is set
+-- back (set_back_ahead), never taken as the least. `known`: the least place, read
+-- and found to agree with its cursor by this script (set_back_cursors_ahead).
+local function least_cursor(ahead_of, known)
+  local whole, settled = indexed()
+  if not whole then
     return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
   end
+  if known and settled then return known end  -- (nothing indexed since it was read)
   for _ = 1, PLACE_BATCH do
     local first = tolerant({}, 'ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
     if #first == 0 then
       return tolerant(0, 'HLEN', KEYS[5]) > 0 and 0 or nil
     end
-    local cursor = place_of(first[1], first[2])
+    local cursor = place_of(first[1], first[2], ahead_of)
     if not cursor then return 0 end
     if cursor == tonumber(first[2]) then return cursor end
   end
@@ -331,8 +386,9 @@ end
 -- subscriber's next pull writes its place again).
 -- Returns whether one was (the least is read again), and whether the least can
 -- be trusted at all (false: more places past `last` than checked, or one whose
--- cursor cannot be told: every call is kept).
-local function check_places(last)
+-- cursor cannot be told: every call is kept). A cursor found past `ahead_of` (as
+-- least_cursor's) is set back (set_back_ahead).
+local function check_places(last, ahead_of)
   last = last or guards().whole(state_of('seq'), 0, MAX_SCORE)
     or MAX_SCORE
   local past = tolerant({}, 'ZRANGEBYSCORE', KEYS[7], string.format('(%.0f', last), '+inf',
@@ -341,7 +397,7 @@ local function check_places(last)
   local changed = false
   for i = 1, #past, 2 do
     -- a cursor past a seq set back by hand is its own: left as it is
-    local cursor = place_of(past[i], past[i + 1])
+    local cursor = place_of(past[i], past[i + 1], ahead_of)
     if not cursor then sure = false end
     changed = changed or cursor ~= tonumber(past[i + 1])
   end
@@ -357,11 +413,42 @@ local function check_places(last)
   for i, name in ipairs(names) do
     local score = page[2 * i]
     if guards().whole(cursor_of(name, cursors[i]), 0, MAX_SCORE) ~= tonumber(score) then
-      if not place_of(name, score) then sure = false end
+      if not place_of(name, score, ahead_of) then sure = false end
       changed = true
     end
   end
   return changed, sure
+end
+
+-- Before a send's calls take their sequences: the cursors of the PLACE_BATCH least
+-- places (every subscriber of a queue of PLACE_BATCH or fewer) read, and one past
+-- `last` (the last sequence handed out, at least every place: no place is past it)
+-- set back (set_back_ahead). Every send pays it: it returns the least cursor when
+-- the least place agrees with it and none was set back (drop_pulled's `least`, which
+-- then reads neither again), else nil. In a larger queue check_places() finds the
+-- others as its audit goes on.
+local function set_back_cursors_ahead(last)
+  local page = tolerant({}, 'ZRANGE', KEYS[7], 0, PLACE_BATCH - 1, 'WITHSCORES')
+  if #page == 0 then return nil end
+  local names = {}
+  for i = 1, #page, 2 do names[#names + 1] = page[i] end
+  local cursors = tolerant(REFUSED, 'HMGET', KEYS[5], unpack(names))
+  if cursors == REFUSED then return nil end
+  local least = cursors[1] and #cursors[1] <= FIELD_MOST and guards().whole(cursors[1], 0, last)
+  if least ~= tonumber(page[2]) then least = nil end
+  for i, name in ipairs(names) do
+    local value = cursors[i]
+    -- (one longer than minitask writes is cursor_of's, a number that is no
+    -- sequence, inf or 1e300, place_of's: each is read as no sequence)
+    if value and #value <= FIELD_MOST and (tonumber(value) or 0) > last then
+      local cursor = guards().whole(value, 0, MAX_SCORE)
+      if cursor then
+        set_back_ahead(name, cursor, page[2 * i], last)
+        least = nil
+      end
+    end
+  end
+  return least or nil
 end
 
 -- Forget at most PRUNE_BATCH subscribers not seen for longer than `ttl` (ms; at
@@ -463,17 +550,18 @@ end
 -- subscribes), at most `limit` per call: each lane holds its own copy. `last`: the
 -- last sequence handed out (nil: state's seq). Before any is deleted the places
 -- are checked (check_places()): a call is kept while a subscriber that has not pulled
--- it may exist. A script that deletes none reads the least place only.
-local function drop_pulled(limit, last)
-  local least = least_cursor()
+-- it may exist. A script that deletes none reads the least place only. `ahead_of`,
+-- `known`: as least_cursor's.
+local function drop_pulled(limit, last, ahead_of, known)
+  local least = least_cursor(ahead_of, known)
   for pass = 1, 2 do
     local upto = least and string.format('%.0f', least) or '+inf'
     local ids = tolerant({}, 'ZRANGEBYSCORE', KEYS[2], '-inf', upto, 'LIMIT', 0, limit)
     if pass == 2 or not least or #ids == 0 then return forget_calls(ids) end
-    local changed, sure = check_places(last)
+    local changed, sure = check_places(last, ahead_of)
     if not sure then return end
     if not changed then return forget_calls(ids) end
-    least = least_cursor()  -- a place was set back to its cursor: read again
+    least = least_cursor(ahead_of)  -- a place was set back to its cursor: read again
   end
 end
 

@@ -29,7 +29,10 @@
 -- ready list of another type makes the call pull nothing and write nothing (the
 -- note says which key: the worker serves its other queues); a cursor that is no
 -- whole number up to the last sequence (nan, inf, 1.5, 1e300) restarts from the
--- oldest call still logged (at least once: a call may run twice); seen or wake
+-- oldest call still logged (at least once: a call may run twice), except one past
+-- the last sequence handed out (no pull wrote it: planted), set back to its place in
+-- the index (set_back_ahead: what minitask last wrote for it; the note says so, as it
+-- does for one a send set back); seen or wake
 -- of another type is left as it is; state's maxlen or ttl that is no whole number
 -- from 1 up (nan, inf, -5, 0, 1.5) is read as missing: nothing is dropped over them
 -- until a send writes them again. A body longer than ARGV[6] (and 64 kB), which no
@@ -64,6 +67,24 @@ if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
   cursor = guards().whole(raw, 0, seq)
 end
 local note = ''
+local ahead = raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE)
+if ahead then
+  -- past every sequence handed out: no pull wrote it (planted), it is set back (to
+  -- its place: what minitask last wrote for it), never a restart of every call
+  cursor = set_back_ahead(name, ahead, tolerant(false, 'ZSCORE', KEYS[7], name), seq)
+end
+-- a cursor set back as ahead (here, or by a send before its calls took their
+-- sequences): said in the worker's log (its note), once
+local set_back = tolerant(false, 'HGET', KEYS[1], ahead_field(name))
+if set_back then
+  tolerant(0, 'HDEL', KEYS[1], ahead_field(name))
+  local was, back = string.match(set_back, '^(%d+) (%d+)$')
+  if was then
+    note = 'cursor ' .. was .. ' of ' .. KEYS[5] .. ' was past the last call sequence ' ..
+           '(data minitask did not write): set back to ' .. back .. ', so that it takes ' ..
+           'no later call for a pulled one (calls after ' .. back .. ' run)'
+  end
+end
 if not cursor then
   -- no cursor: subscribe from the last call sent, as a new subscriber does; one
   -- that is no sequence (nan, inf, 1.5, past the last call): at least once, from

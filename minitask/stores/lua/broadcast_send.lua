@@ -22,7 +22,9 @@
 -- of another type refuses the call before any write; a sequence that is missing, no
 -- number, or below a cursor or a logged call, starts again above every cursor and
 -- logged call (so no subscriber takes the next call for one it pulled already); a
--- wake list of another type gets no token.
+-- cursor past the sequence, which no pull wrote (its place is not), is set back
+-- before the calls take theirs (set_back_ahead); a wake list of another type gets no
+-- token.
 local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 guards().expect(KEYS[5], 'hash')
@@ -48,6 +50,12 @@ if (seq_now and not held) or last < top then
   redis.log(redis.LOG_WARNING, 'minitask: ' .. KEYS[1] .. ' seq held no call sequence ' ..
             'above every cursor and logged call; started again at ' .. top)
 end
+-- before any call takes a sequence: a cursor past the last one handed out (planted;
+-- its place in the index is not) is set back, so that it takes no call for one it
+-- pulled (PLACE_BATCH a send: every subscriber of a queue of PLACE_BATCH or fewer;
+-- drop_pulled's checks below, the least and any a check finds)
+local before = last
+local least = subscribed and set_back_cursors_ahead(last) or nil
 local added = 0
 for i = 7 + n, #ARGV, 2 do
   local id = ARGV[i]
@@ -73,7 +81,7 @@ end
 -- a send drops as many calls as it added, and a batch more: however many calls
 -- one send carries, the log is back within maxlen when it returns
 drop_over(now, maxlen, ttl, limit + added)
-drop_pulled(limit, last)
+drop_pulled(limit, last, before, least)
 -- join() reads the subscribers of the last maxlen calls at most
 local extra = tonumber(redis.call('ZCARD', KEYS[11])) - maxlen
 if extra > 0 then
