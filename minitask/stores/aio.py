@@ -439,7 +439,7 @@ class AsyncBroker:
 
     async def close(self) -> None:
         with self.errors("close the async connections"):
-            for client in {id(c): c for c in (self.client, self._waits.waits)}.values():
+            for client in {id(c): c for c in (self.client, self._waits.stopped())}.values():
                 await client.aclose()
                 pool = getattr(client, "connection_pool", None)
                 if pool is not None:  # a pool handed to the client is not closed with it

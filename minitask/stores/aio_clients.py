@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from time import monotonic
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import redis
 import redis.asyncio
@@ -81,11 +81,15 @@ def waits_client_for(client: AsyncClient) -> AsyncClient:
 class AsyncResultWaits:
     """``aget()``'s blocking reads, each within its own deadline: the time spent
     queued for a waiting connection counts, as in ``ResultWaits`` (the blocking
-    twin's). At most as many block at once as the waits' pool holds; a waiter
-    beyond them glances at its result on the sending client every
-    ``GLANCE_EVERY`` s until one comes free, and past its deadline returns
-    without ever taking one. (A wait used to take a connection whenever one came
-    free, then block for its whole timeout: 300 waits of 2 s ended after 6 s.)
+    twin's). At most as many block at once as the waits' pool holds; the waits
+    beyond them queue for one and, meanwhile, share one glance: every
+    ``GLANCE_EVERY`` s, one pipeline on the sending client reads the results of
+    all of them, so a result already there is not waited for behind other
+    tasks' waits, and a thousand queued waits cost one round trip, not a
+    thousand. A wait whose deadline passes while queued returns then, without
+    taking a connection (after a look of its own if no glance saw its key). A
+    wait used to take one whenever one came free, then block for its whole
+    timeout: 300 waits of 2 s took 6 s.
     """
 
     def __init__(self, client: AsyncClient) -> None:
@@ -97,27 +101,95 @@ class AsyncResultWaits:
         # waits served by the sending client take at most half its connections
         size = most if self.waits is not client else min(SHARED_WAITS, most // 2)
         self._gate = asyncio.Semaphore(max(1, size))
+        #: The waits queued for a connection, by the key they wait on: what they saw
+        self._queued: Dict[str, List[asyncio.Future[Any]]] = {}
+        self._glancer: Optional[asyncio.Task[None]] = None
+        #: Glances begun, and the last one whose findings were handed out
+        self._glancing = self._glanced = 0
 
     async def read(self, key: str, seconds: float) -> Any:
         """The last element of list ``key`` once there is one, read without taking it
         (BLMOVE onto the same list); None when ``seconds`` pass first."""
         deadline = monotonic() + seconds
-        held = not self._gate.locked() and await self._gate.acquire()
-        while not held:  # every waiting connection is taken: glance, and queue for one
-            found = await self._client.lindex(key, -1)
-            left = deadline - monotonic()
-            if found is not None or left <= 0:
-                return found
-            held = await self._acquire_within(min(left, GLANCE_EVERY))
+        if self._gate.locked():  # every waiting connection is taken: queue for one
+            seen = asyncio.get_running_loop().create_future()
+            acquiring = asyncio.ensure_future(self._gate.acquire())
+            self._queued.setdefault(key, []).append(seen)
+            joined = self._glancing
+            if self._glancer is None:
+                self._glancer = asyncio.ensure_future(self._glance())
+            try:
+                await asyncio.wait((seen, acquiring), timeout=max(deadline - monotonic(), 0),
+                                   return_when=asyncio.FIRST_COMPLETED)
+            except BaseException:  # cancelled: neither the turn nor a glance is its
+                self._drop(acquiring)
+                if seen.done() and not seen.cancelled():
+                    seen.exception()  # read, so that asyncio does not report it
+                raise
+            finally:
+                self._unqueue(key, seen)
+            if seen.done() or not acquiring.done():
+                self._drop(acquiring)
+                if seen.done():
+                    return seen.result()
+                # looked at by a glance since it queued, or once now (timeout=0, say)
+                return None if self._glanced > joined else await self._client.lindex(key, -1)
+        else:
+            await self._gate.acquire()
         try:
             left = max(deadline - monotonic(), 0.002)  # BLMOVE's 0 waits for ever
             return await self.waits.blmove(key, key, round(left, 3), "RIGHT", "LEFT")
         finally:
             self._gate.release()
 
-    async def _acquire_within(self, seconds: float) -> bool:
-        """Whether a waiting connection came free within ``seconds``."""
+    def _drop(self, acquiring: asyncio.Future[Any]) -> None:
+        """Give up a queued wait's turn: the connection back if it was had meanwhile."""
+        if not acquiring.done():
+            acquiring.cancel()  # a turn granted meanwhile goes to the next in line
+        elif not acquiring.cancelled() and acquiring.exception() is None:
+            self._gate.release()
+
+    def _unqueue(self, key: str, seen: asyncio.Future[Any]) -> None:
+        waiting = self._queued.get(key, [])
+        if seen in waiting:
+            waiting.remove(seen)
+        if not waiting:
+            self._queued.pop(key, None)
+
+    async def _glance(self) -> None:
+        """Read every queued wait's result in one pipeline, each ``GLANCE_EVERY`` s, as
+        long as any wait is queued; a wait whose result is there (or whose key
+        refused the read, or the read failed) is told."""
         try:
-            return await asyncio.wait_for(self._gate.acquire(), seconds)
-        except asyncio.TimeoutError:
-            return False
+            while self._queued:
+                keys = list(self._queued)
+                self._glancing += 1
+                glance = self._glancing
+                try:
+                    async with self._client.pipeline(transaction=False) as pipe:
+                        for key in keys:
+                            pipe.lindex(key, -1)
+                        replies = list(await pipe.execute(raise_on_error=False))
+                except Exception as exc:  # noqa: BLE001 - each queued wait raises it
+                    replies = [exc] * len(keys)
+                for key, reply in zip(keys, replies):
+                    for seen in self._queued.get(key, []):
+                        if reply is None or seen.done():
+                            continue
+                        if isinstance(reply, BaseException):
+                            seen.set_exception(reply)
+                        else:
+                            seen.set_result(reply)
+                self._glanced = glance
+                await asyncio.sleep(GLANCE_EVERY)
+        finally:
+            if self._glancer is asyncio.current_task():
+                self._glancer = None
+
+    def stopped(self) -> AsyncClient:
+        """Stop glancing (the queued waits' own timers still end them); the waits'
+        client, for the owner of this to close."""
+        glancer, self._glancer = self._glancer, None
+        if glancer is not None:
+            glancer.cancel()
+        return self.waits

@@ -136,3 +136,49 @@ def test_every_get_in_threads_raises_at_its_own_deadline(app: Minitask) -> None:
     assert all(isinstance(outcome, ResultTimeout) for _, outcome in ended), ended
     latest = max(seconds for seconds, _ in ended)
     assert latest < T + MARGIN, f"the last of {WAITS} waits of {T} s raised after {latest:.2f} s"
+
+
+def test_an_aget_of_timeout_0_looks_once_though_every_connection_is_taken(
+        app: Minitask) -> None:
+    blocked, finished = _never_run(app, POOL), _done(app, 1)
+
+    async def scenario() -> Tuple[Tuple[float, Any], List[Tuple[float, Any]]]:
+        start = time.monotonic()
+        blocking = [asyncio.ensure_future(_timed_aget(h, 4.0, start)) for h in blocked]
+        await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
+        looked = await _timed_aget(finished[0], 0, time.monotonic())
+        ran_out = await asyncio.gather(*blocking)
+        await app.aclose()
+        return looked, list(ran_out)
+
+    (seconds, value), ran_out = asyncio.run(asyncio.wait_for(scenario(), DEADLINE))
+    assert value == 0
+    assert seconds < 2.0, f"timeout=0 returned after {seconds:.2f} s"
+    assert all(isinstance(outcome, ResultTimeout) for _, outcome in ran_out)
+
+
+def test_aget_calls_cancelled_while_queued_give_back_every_connection(
+        app: Minitask) -> None:
+    """Waits cancelled while queued (asyncio.wait_for around them) leave the waits'
+    pool whole: later waits, twice as many as it holds, all read their results."""
+    blocked, never, finished = _never_run(app, POOL), _never_run(app, 3 * POOL), \
+        _done(app, 2 * POOL)
+
+    async def scenario() -> Tuple[List[Any], List[Tuple[float, Any]], int]:
+        start = time.monotonic()
+        blocking = [asyncio.ensure_future(_timed_aget(h, 1.5, start)) for h in blocked]
+        await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
+        cancelled = await asyncio.gather(
+            *(asyncio.wait_for(h.aget(timeout=30), 0.2 + 0.01 * n)
+              for n, h in enumerate(never)), return_exceptions=True)
+        await asyncio.gather(*blocking)
+        start = time.monotonic()
+        read = await asyncio.gather(*(_timed_aget(h, 10.0, start) for h in finished))
+        free = app.async_broker()._waits._gate._value
+        await app.aclose()
+        return list(cancelled), list(read), free
+
+    cancelled, read, free = asyncio.run(asyncio.wait_for(scenario(), DEADLINE))
+    assert all(isinstance(outcome, asyncio.TimeoutError) for outcome in cancelled)
+    assert [value for _, value in read] == list(range(2 * POOL))
+    assert free == POOL
