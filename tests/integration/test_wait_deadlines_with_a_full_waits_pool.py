@@ -15,7 +15,7 @@ from typing import Any, Iterator, List, Tuple
 
 import pytest
 
-from minitask import Minitask, ResultTimeout
+from minitask import DecodeError, Minitask, ResultTimeout
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -182,3 +182,29 @@ def test_aget_calls_cancelled_while_queued_give_back_every_connection(
     assert all(isinstance(outcome, asyncio.TimeoutError) for outcome in cancelled)
     assert [value for _, value in read] == list(range(2 * POOL))
     assert free == POOL
+
+
+def test_a_queued_aget_on_a_planted_result_key_names_it_at_once(
+        app: Minitask, redis_server: RedisServer) -> None:
+    """The shared glance's refusal (a key of another type) reaches the wait it is
+    for, worded as an unqueued wait's."""
+    blocked, planted = _never_run(app, POOL), _never_run(app, 1)[0]
+    key = app.broker.results.keys("unserved").result(planted.id)
+    client = redis_server.client()
+    client.set(key, "planted")
+    client.close()
+
+    async def scenario() -> Tuple[Tuple[float, Any], List[Tuple[float, Any]]]:
+        start = time.monotonic()
+        blocking = [asyncio.ensure_future(_timed_aget(h, 4.0, start)) for h in blocked]
+        await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
+        refused = await _timed_aget(planted, 10.0, time.monotonic())
+        ran_out = await asyncio.gather(*blocking)
+        await app.aclose()
+        return refused, list(ran_out)
+
+    (seconds, refused), ran_out = asyncio.run(asyncio.wait_for(scenario(), DEADLINE))
+    assert isinstance(refused, DecodeError), refused
+    assert key in str(refused) and "holds a string" in str(refused), str(refused)
+    assert seconds < 2.0, f"the refusal came after {seconds:.2f} s"
+    assert all(isinstance(outcome, ResultTimeout) for _, outcome in ran_out)
