@@ -31,7 +31,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
-from .aio_clients import AsyncClient, waits_client_for
+from .aio_clients import AsyncClient, AsyncResultWaits
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
@@ -72,7 +72,7 @@ class AsyncBroker:
         self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
         self.acl_unchecked = True  # until a send's check of the ACL user passed (Cluster: ever)
         self.acl_checks = SenderChecks(isinstance(client, redis.asyncio.RedisCluster))
-        self._waits = waits_client_for(client)
+        self._waits = AsyncResultWaits(client)
 
     @contextmanager
     def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
@@ -378,7 +378,7 @@ class AsyncBroker:
         seconds = min(max(timeout, 0.002), block_cap(self.client))
         with self.errors(f"wait for the result of {task_id}"):
             try:
-                found = await self._waits.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
+                found = await self._waits.read(key, seconds)
             except redis.ResponseError as exc:  # a key of another type: said as get() says it
                 if not str(exc).startswith("WRONGTYPE"):
                     raise
@@ -413,7 +413,7 @@ class AsyncBroker:
 
     async def close(self) -> None:
         with self.errors("close the async connections"):
-            for client in {id(c): c for c in (self.client, self._waits)}.values():
+            for client in {id(c): c for c in (self.client, self._waits.stopped())}.values():
                 await client.aclose()
                 pool = getattr(client, "connection_pool", None)
                 if pool is not None:  # a pool handed to the client is not closed with it
