@@ -422,7 +422,9 @@ class TickSource:
             return
         if fired.status == "foreign":
             # nothing was changed; fired again after the next read, if fixed
-            ignored(self._host.broker.schedules.keys(key[0]).schedules, fired.problem)
+            # (said of the key that holds it: a fired key of another type, say)
+            ignored(fired.key or self._host.broker.schedules.keys(key[0]).schedules,
+                    fired.problem)
             self._entries.pop(key, None)
             return
         self._entries[key] = Armed(entry.name, entry.record, entry.schedule, fired.armed_ms)
