@@ -26,6 +26,7 @@ from .app import Minitask
 from .broker.durability import Durability
 from .errors import ConfigurationError
 from .printable import own_logger
+from .stores.schedules import Armed
 from .wire.message import MAX_SECONDS, to_ms, wall_ms
 
 logger = own_logger(__name__)
@@ -211,9 +212,17 @@ def _publish(app: Minitask) -> None:
 
 def _armed_ticks(app: Minitask, queues: List[str]) -> Dict[str, int]:
     """Schedule name -> its armed tick (ms), of the schedules of ``queues``."""
-    return {entry.name: entry.tick_ms
-            for entries in app.broker.schedules.armed(queues).values() for entry in entries
+    return {entry.name: entry.tick_ms for entry in _armed(app, queues)
             if entry.schedule is not None and entry.tick_ms is not None}
+
+
+def _armed(app: Minitask, queues: List[str]) -> List[Armed]:
+    """The armed schedules of ``queues``, read only from the queues that hold any (a
+    count each, in one round trip: a drain of an app with none runs no script for it)."""
+    store = app.broker.schedules
+    holding = [queue for queue, count in store.counts(queues).items() if count]
+    return [entry for entries in (store.armed(holding).values() if holding else ())
+            for entry in entries]
 
 
 def _check_ticks(app: Minitask, queues: List[str], target_ms: int, advance: float) -> None:
@@ -225,14 +234,13 @@ def _check_ticks(app: Minitask, queues: List[str], target_ms: int, advance: floa
     """
     counts: Dict[str, int] = {}
     total = 0
-    for entries in app.broker.schedules.armed(queues).values():
-        for entry in entries:
-            tick, schedule = entry.tick_ms, entry.schedule
-            while (schedule is not None and tick is not None and tick <= target_ms
-                   and total <= DRAIN_TICKS):
-                counts[entry.name] = counts.get(entry.name, 0) + 1
-                total += 1
-                tick = schedule.next_after(tick)
+    for entry in _armed(app, queues):
+        tick, schedule = entry.tick_ms, entry.schedule
+        while (schedule is not None and tick is not None and tick <= target_ms
+               and total <= DRAIN_TICKS):
+            counts[entry.name] = counts.get(entry.name, 0) + 1
+            total += 1
+            tick = schedule.next_after(tick)
     if total > DRAIN_TICKS:
         busiest = sorted(counts.items(), key=lambda item: -item[1])[:3]
         shown = ", ".join(f"{name!r} ({count:,} or more)" for name, count in busiest)
