@@ -234,7 +234,7 @@ class Minitask(Operations, SendByName, HandleLookups):
             resolved = TaskOptions.build(_a_function(function, "@app.task"), self.default_queue,
                                          self.result_ttl, options, self.routes.match)
             check_name_size(resolved.name)
-            check_queue_name(resolved.queue)
+            check_queue_name(resolved.queue, f"task {resolved.name!r}")
             existing = self.tasks.get(resolved.name)
             if existing is not None and _code_of(existing.func) != _code_of(function):
                 raise DuplicateTaskError(f"task name {resolved.name!r} is already registered "

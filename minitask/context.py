@@ -77,10 +77,11 @@ class TaskContext:
                 kept (a longer one ends with "... [truncated]"), and a lone
                 surrogate, which UTF-8 cannot carry, becomes U+FFFD.
 
-        A float that is not finite (NaN, an infinity), as a computation may make,
-        is no error of the task's: that report is ignored, said by one WARNING per
-        attempt, and the task goes on (a bad progress value never changes its
-        outcome).
+        A float that is not finite (NaN, an infinity) or a number below 0, as a
+        computation may make, is no error of the task's: that report is ignored,
+        said by one WARNING per attempt, and the task goes on (a bad progress value
+        never changes its outcome). A ``total`` below ``current`` is kept as given
+        (a total may be an estimate the work outgrows).
 
         Raises:
             ConfigurationError: a value that is not a number, or an int no float can
@@ -89,8 +90,8 @@ class TaskContext:
         current = self._progress_number("current", current)
         if total is not None:
             total = self._progress_number("total", total)
-        if not (math.isfinite(current) and (total is None or math.isfinite(total))):
-            self._ignored(current, total)
+        if not (0 <= current < math.inf and (total is None or 0 <= total < math.inf)):
+            self._ignored(current, total)  # nan, an infinity or below 0: no count
             return
         if message is not None:
             if not isinstance(message, str):
@@ -127,14 +128,15 @@ class TaskContext:
         return number
 
     def _ignored(self, current: float, total: Optional[float]) -> None:
-        """Say once per attempt that a report of a number that is not finite was
-        ignored (a tight loop of them must not flood the log)."""
+        """Say once per attempt that a report of a number that is not finite, or below
+        0, was ignored (a tight loop of them must not flood the log)."""
         if self.__dict__.get("_said_not_finite"):
             return
         # the record is frozen, and compares by its fields: a note beside them
         self.__dict__["_said_not_finite"] = True
         logger.warning("task %r (id %s): set_progress(%r, %r) ignored: progress numbers "
-                       "must be finite; the task goes on (said once per attempt)",
+                       "must be finite and 0 or more; the task goes on (said once per "
+                       "attempt)",
                        printable(self.name), shown_id(self.id), current, total,
                        extra={"task_id": self.id, "task_name": self.name})
 

@@ -22,11 +22,13 @@ import inspect
 import json
 import math
 import reprlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from .errors import ArgumentError, ConfigurationError, DecodeError, MessageTooLarge
+from .errors import (ArgumentError, ConfigurationError, DecodeError, MessageTooLarge,
+                     MinitaskError)
 from .wire.message import (MAX_ID_BYTES, MAX_MS, MAX_SECONDS, Message, describe_char,
                            unprintable)
 from .wire.serializer import check_arguments, decode_message, encode_message
@@ -281,7 +283,8 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
     if isinstance(every, (int, float)) and not isinstance(every, bool):
         every = float(every)
     if types:
-        args, kwargs = types.arguments_to_wire(task, args, kwargs)
+        with schedule_named(name):
+            args, kwargs = types.arguments_to_wire(task, args, kwargs)
     schedule = check_timing(Schedule(name=name, task=task, cron=cron, every=every, tz=tz,
                                      args=tuple(args), kwargs=dict(kwargs), catch_up=catch_up,
                                      overlap=overlap, queue=queue, priority=priority))
@@ -292,7 +295,8 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
                             task_name=task) from None
     except ValueError:
         pass  # a callable without a signature: the worker's call is the check
-    check_arguments(task, schedule.args, schedule.kwargs)
+    with schedule_named(name):
+        check_arguments(task, schedule.args, schedule.kwargs)
     size = len(encode_message(schedule.run_message(MAX_MS, MAX_MS)))
     if size > max_message_bytes:
         raise MessageTooLarge(f"{where}: a run's message of {size} bytes is over "
@@ -300,6 +304,20 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
                               f"instead of the data", task_name=task, size=size,
                               limit=max_message_bytes)
     return schedule
+
+
+@contextmanager
+def schedule_named(name: Any) -> Iterator[None]:
+    """An error of minitask's raised inside names the schedule ``name`` (a str): its
+    text is prefixed with it, unless it names it already; the same error, type and
+    attributes, goes on (an argument ``delay()`` would refuse naming only the task)."""
+    try:
+        yield
+    except MinitaskError as exc:
+        if (isinstance(name, str) and exc.args and isinstance(exc.args[0], str)
+                and f"schedule {name!r}" not in exc.args[0]):
+            exc.args = (f"schedule {name!r}: {exc.args[0]}", *exc.args[1:])
+        raise
 
 
 def check_timing(schedule: Schedule) -> Schedule:

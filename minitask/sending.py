@@ -201,18 +201,20 @@ def _lost_batch(error: BrokerError, ids: List[str], size: int) -> BrokerError:
         unsent_ids=error.unsent_ids)
 
 
-def check_queue_name(queue: Any) -> None:
-    """Refuse a queue name that is not a str or would break the key layout."""
-    check_key_part("queue", queue)
+def check_queue_name(queue: Any, where: str = "") -> None:
+    """Refuse a queue name that is not a str or would break the key layout; the error
+    starts with ``where`` (what was given it: ``task 'x'``, ``schedule 'y'``), if any."""
+    check_key_part("queue", queue, where)
 
 
-def check_key_part(kind: str, name: Any) -> None:
+def check_key_part(kind: str, name: Any, where: str = "") -> None:
+    head = f"{where}: " if where else ""
     if not isinstance(name, str):
-        raise ConfigurationError(f"{kind} name must be a str, got {name!r}")
+        raise ConfigurationError(f"{head}{kind} name must be a str, got {name!r}")
     try:
         check_name(kind, name)
     except ValueError as exc:
-        raise ConfigurationError(str(exc)) from None
+        raise ConfigurationError(f"{head}{exc}") from None
 
 
 class Sender:

@@ -17,21 +17,27 @@ Needs ``pip install "minitask[testing]"``.
 """
 from __future__ import annotations
 
+import reprlib
 import warnings
 from contextlib import contextmanager
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 from .app import Minitask
 from .broker.durability import Durability
 from .errors import ConfigurationError
 from .printable import own_logger
-from .wire.message import to_ms, wall_ms
+from .stores.schedules import Armed
+from .wire.message import MAX_SECONDS, to_ms, wall_ms
 
 logger = own_logger(__name__)
 
 #: ``drain`` gives up after running this many tasks: a task that keeps enqueueing
 #: work due at once would otherwise never let it return.
 DRAIN_LIMIT = 100_000
+#: ``drain`` refuses, before it runs anything, a window in which the app's schedules
+#: would fire more ticks than this: each runs, as with a worker up all along, and
+#: 86,400 runs of an every-second schedule over a day would take the test many minutes.
+DRAIN_TICKS = 1_000
 #: The subscriber ``drain`` runs broadcast calls as: ``isolated`` subscribes it to
 #: every broadcast queue of the app, so each broadcast call runs once, in-process.
 SUBSCRIBER = "testing"
@@ -50,10 +56,31 @@ class TestClock:
         return self.ms
 
     def advance(self, seconds: float) -> None:
-        """Move time forward; moving it back is refused (leases and due times would lie)."""
-        if seconds < 0:
-            raise ConfigurationError(f"time only moves forward, got {seconds!r} s")
-        self.ms += to_ms(seconds)
+        """Move time forward; moving it back is refused (leases and due times would lie).
+
+        Raises:
+            ConfigurationError: ``seconds`` is no finite number from 0 to 100 years.
+        """
+        self.ms += to_ms(_seconds(seconds, "TestClock.advance(seconds)"))
+
+
+def _seconds(value: object, what: str) -> float:
+    """A span of time to move forward: a finite number of seconds, 0 or more (100
+    years at most: a later time is past what Redis and the scripts store).
+
+    Raises:
+        ConfigurationError: anything else (nan, inf, negative, a str, a bool), naming
+            ``what`` it was given to.
+    """
+    # (compared, never converted: nan fails both bounds, an int of any size is compared)
+    if (not isinstance(value, (int, float)) or isinstance(value, bool)
+            or not 0 <= value <= MAX_SECONDS):
+        shown = (f"an int of {value.bit_length()} bits" if isinstance(value, int)
+                 and not isinstance(value, bool) and value.bit_length() > 64
+                 else reprlib.repr(value))
+        raise ConfigurationError(f"{what} takes a finite number of seconds, 0 or more (at "
+                                 f"most {MAX_SECONDS:,}: 100 years), got {shown}")
+    return float(value)
 
 
 def _fake_client() -> object:
@@ -88,6 +115,8 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
     # An in-memory server has no replicas: the app's durability is set aside too.
     saved = (app._broker_setting, app._broker, app.clock, app._sender.clock, app.durability,
              app._sender.durability)
+    # a test may remove a decorated schedule (to keep its ticks out of a drain): put back
+    decorated = dict(app.periodic_schedules)
     app._broker_setting, app._broker = client, None  # type: ignore[assignment]
     app.clock = app._sender.clock = clock
     app.durability = app._sender.durability = Durability()
@@ -100,6 +129,8 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
         finally:
             (app._broker_setting, app._broker, app.clock, app._sender.clock, app.durability,
              app._sender.durability) = saved
+            for name, schedule in decorated.items():
+                app.periodic_schedules.setdefault(name, schedule)
 
 
 def drain(app: Minitask, *, advance: float = 0.0) -> int:
@@ -108,22 +139,27 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
     many attempts ran (a retried task counts each attempt).
 
     Time moves to each due time in turn, then to ``advance`` seconds after the
-    start, so a retry backoff or an ``apply_in`` within the window runs, in the
-    order it falls due. Failures end as they would on a worker (retry, dead
-    letter): look at them through handles or ``app.dead_letters()``.
+    start, so a retry backoff, an ``apply_in`` or a periodic tick within the
+    window runs, in the order it falls due. Inside ``isolated`` the app's
+    schedules fire as a worker up all along would fire them: the decorated ones
+    are written (armed at their next tick) as a worker writes them when it
+    starts, and every tick in the window runs once. Failures end as they would
+    on a worker (retry, dead letter): look at them through handles or
+    ``app.dead_letters()``.
 
     Args:
         app: the app; inside ``isolated(app)`` when ``advance`` is above 0.
-        advance: seconds to move time forward, 0 or more.
+        advance: seconds to move time forward: a finite number from 0 to 100 years.
 
     Raises:
-        ConfigurationError: ``advance`` is negative, or above 0 outside ``isolated``.
+        ConfigurationError: ``advance`` is no such number (nan, inf, negative, not a
+            number), or above 0 outside ``isolated``, or the window holds more than
+            ``DRAIN_TICKS`` ticks of the app's schedules (nothing ran).
         RuntimeError: more than ``DRAIN_LIMIT`` attempts ran (a task that keeps
             enqueueing work due at once).
         BrokerError: Redis could not be reached (outside ``isolated``).
     """
-    if not isinstance(advance, (int, float)) or advance < 0:
-        raise ConfigurationError(f"drain(advance=...) takes 0 or more seconds, got {advance!r}")
+    advance = _seconds(advance, "drain(advance=...)")
     clock = app.clock
     if advance and not isinstance(clock, TestClock):
         raise ConfigurationError("drain(advance=...) moves time, which only an isolated app "
@@ -131,9 +167,13 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
     target_ms = clock.now_ms() + to_ms(advance)
     ran = 0
     _subscribe(app)
+    if isinstance(clock, TestClock):
+        _publish(app)
+        _check_ticks(app, _queues(app), target_ms, advance)
     while True:
         queues = _queues(app)
         worker = app.worker(queues=queues, burst=True, subscriber=SUBSCRIBER)
+        before = ran
         while worker.run_once():
             ran += 1
             if ran > DRAIN_LIMIT:
@@ -144,9 +184,9 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
         if not isinstance(clock, TestClock):
             return ran
         due = [ms for ms in (app.broker.admin.next_due_ms(q) for q in queues)
-               if ms is not None]
-        if not due or min(due) > target_ms:
-            break
+               if ms is not None] + list(_armed_ticks(app, queues).values())
+        if not due or min(due) > target_ms or (min(due) <= clock.ms and ran == before):
+            break  # (due already, yet nothing ran: it never will, in this window)
         clock.ms = max(clock.ms, min(due))
     clock.ms = max(clock.ms, target_ms)
     return ran
@@ -157,6 +197,59 @@ def _queues(app: Minitask) -> List[str]:
     subscribers' lanes: a worker serves those of its broadcast queues itself)."""
     known = {queue for queue in app.broker.queues.queue_names() if ":" not in queue}
     return sorted(known | set(app.worker_queues()))
+
+
+def _publish(app: Minitask) -> None:
+    """Write the app's decorated schedules, as a worker does when it starts: each is
+    armed at its next tick (an unchanged one keeps the tick it has)."""
+    decorated = list(app.periodic_schedules.values())
+    now_ms = app.clock.now_ms()
+    for schedule in decorated:
+        app.broker.schedules.save(schedule, schedule.next_after(now_ms))
+    if decorated:
+        app.broker.queues.register_queues(sorted({s.queue for s in decorated}))
+
+
+def _armed_ticks(app: Minitask, queues: List[str]) -> Dict[str, int]:
+    """Schedule name -> its armed tick (ms), of the schedules of ``queues``."""
+    return {entry.name: entry.tick_ms for entry in _armed(app, queues)
+            if entry.schedule is not None and entry.tick_ms is not None}
+
+
+def _armed(app: Minitask, queues: List[str]) -> List[Armed]:
+    """The armed schedules of ``queues``, read only from the queues that hold any (a
+    count each, in one round trip: a drain of an app with none runs no script for it)."""
+    store = app.broker.schedules
+    holding = [queue for queue, count in store.counts(queues).items() if count]
+    return [entry for entries in (store.armed(holding).values() if holding else ())
+            for entry in entries]
+
+
+def _check_ticks(app: Minitask, queues: List[str], target_ms: int, advance: float) -> None:
+    """Refuse a window in which the schedules would fire more than ``DRAIN_TICKS`` ticks
+    (counted up to that bound, before anything runs).
+
+    Raises:
+        ConfigurationError: naming the schedules that fire most and what to do.
+    """
+    counts: Dict[str, int] = {}
+    total = 0
+    for entry in _armed(app, queues):
+        tick, schedule = entry.tick_ms, entry.schedule
+        while (schedule is not None and tick is not None and tick <= target_ms
+               and total <= DRAIN_TICKS):
+            counts[entry.name] = counts.get(entry.name, 0) + 1
+            total += 1
+            tick = schedule.next_after(tick)
+    if total > DRAIN_TICKS:
+        busiest = sorted(counts.items(), key=lambda item: -item[1])[:3]
+        shown = ", ".join(f"{name!r} ({count:,} or more)" for name, count in busiest)
+        raise ConfigurationError(
+            f"drain: advance={advance:g} would fire "
+            f"more than DRAIN_TICKS={DRAIN_TICKS:,} ticks of the app's schedules, each run "
+            f"in turn as a worker up all along would: {shown}; drain a shorter window, or "
+            f"remove the schedule for this test (app.remove_schedule(name): isolated(app) "
+            f"puts it back on exit)")
 
 
 def _subscribe(app: Minitask) -> None:

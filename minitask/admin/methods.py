@@ -50,11 +50,13 @@ class Operations:
             The schedule as stored, with ``next_at``.
 
         Raises:
-            ConfigurationError: a bad option, or a task name this app does not know
-                (a ValueError naming the schedule).
+            ConfigurationError: a bad option or queue, or a task name this app does
+                not know (a ValueError).
             ArgumentError: ``args``/``kwargs`` do not fit the task (a TypeError).
             EncodeError: an argument msgpack cannot carry (a TypeError).
             BrokerError: Redis could not be reached.
+
+            Each starts with the schedule's name: ``schedule 'nightly-42': ...``.
         """
         return _scheduling.add_schedule(self, name, task, cron=cron, every=every, tz=tz,
                                         args=args, kwargs=kwargs, catch_up=catch_up,

@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, ConfigurationError, DurabilityError
 from ..options import check_priority
-from ..periodic import Schedule, build as build_schedule
+from ..periodic import Schedule, build as build_schedule, schedule_named
 from ..printable import printable
 from ..sending import check_queue_name
 from ..stores.schedules import Place
@@ -25,13 +25,23 @@ def add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
                  overlap: bool = True, queue: Optional[str] = None,
                  priority: Optional[int] = None) -> Schedule:
     """``Minitask.add_schedule``: add or replace a schedule; returns it as stored."""
+    with schedule_named(name):  # every error says which schedule it is about
+        return _add_schedule(app, name, task, cron=cron, every=every, tz=tz, args=args,
+                             kwargs=kwargs, catch_up=catch_up, overlap=overlap, queue=queue,
+                             priority=priority)
+
+
+def _add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
+                  cron: Optional[str], every: Optional[float], tz: str, args: Sequence[Any],
+                  kwargs: Optional[Dict[str, Any]], catch_up: str, overlap: bool,
+                  queue: Optional[str], priority: Optional[int]) -> Schedule:
     registered = app.tasks.get(task) if isinstance(task, str) else task
     if not isinstance(registered, Task):
         raise ConfigurationError(f"schedule {name!r}: task must be a task of this app or "
                                  f"its name, got {task!r}; known: "
                                  f"{', '.join(sorted(app.tasks)) or '(none)'}")
     target = registered.queue if queue is None else queue
-    check_queue_name(target)
+    check_queue_name(target, f"schedule {name!r}")
     level = registered.priority if priority is None else check_priority(
         priority, f"schedule {name!r}")
     schedule = build_schedule(name, registered.name, registered.func, cron=cron,

@@ -216,9 +216,9 @@ def mistyped_option(command: str, parser: argparse.ArgumentParser, argv: Sequenc
                     elsewhere: Iterable[str]) -> Optional[str]:
     """What is wrong with a word of ``argv`` (after the command) that looks like a
     mistyped option rather than an id: one edit away from an option of ``command``
-    (``--jsn``), or an option of another command (``cancel --all``); None when no
-    word does. Ids that start with '-' still work, and after ``--`` nothing is
-    checked."""
+    (``--jsn``), an option of another command (``cancel --all``) or one edit away
+    from one (``cancel --al``); None when no word does. Ids that start with '-'
+    still work, and after ``--`` nothing is checked."""
     takes_value = {option: action.nargs != 0 for action in parser._actions
                    for option in action.option_strings}
     own = sorted(option for option in takes_value if option.startswith("--"))
@@ -242,6 +242,12 @@ def mistyped_option(command: str, parser: argparse.ArgumentParser, argv: Sequenc
             return (f"{name} is an option of another command, not of minitask {command} "
                     f"(its options: {', '.join(own)}); an id that starts with '-' goes "
                     f"after --")
+        near = sorted(option for option in others
+                      if option.startswith("--") and _one_edit_apart(name, option))
+        if near:  # ``cancel --al``: a typo of another command's option
+            return (f"no option {name}; did you mean {' or '.join(near)}? That is an option "
+                    f"of another command, not of minitask {command} (its options: "
+                    f"{', '.join(own)}); an id that starts with '-' goes after --")
     return None
 
 

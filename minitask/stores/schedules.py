@@ -60,8 +60,10 @@ class Fired:
 
     status: str
     armed_ms: Optional[int]
-    #: status 'foreign': which key holds what minitask did not write (nothing changed)
+    #: status 'foreign': what the key ``key`` holds that minitask did not write (nothing
+    #: was changed)
     problem: str = ""
+    key: str = ""
 
 
 @dataclass(frozen=True)
@@ -346,7 +348,8 @@ class ScheduleStore(Store):
         status, armed, *problem = reply
         armed_ms = int(armed)
         return Fired(text(status), armed_ms if armed_ms >= 0 else None,
-                     text_of(problem[0]) or "" if problem else "")
+                     text_of(problem[0]) or "" if problem else "",
+                     text_of(problem[1]) or "" if len(problem) > 1 else "")
 
 
 def _removed(k: Any, removed: Any) -> None:

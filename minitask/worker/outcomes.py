@@ -203,9 +203,10 @@ class Recorder(OutcomeBatches):
                                                       entry), job, "schedule a retry of task"):
                 return "retrying"  # not scheduled: it runs again when its lease expires
             self._tell(job, note)
-            logger.warning("task %s %s failed on attempt %d (%s: %s%s) in %.3f s; attempt %d "
+            logger.warning("task %s %s failed on attempt %d (%s%s) in %.3f s; attempt %d "
                            "in %.3f s", message.id, task.name, message.attempt,
-                           type(error).__name__, note.message, f"; {why}" if why else "",
+                           error_said(type(error).__name__, note.message),
+                           f"; {why}" if why else "",
                            duration, message.attempt + 1, delay,
                            extra=naming(message.id, task.name))
             return "retrying"
@@ -230,10 +231,10 @@ class Recorder(OutcomeBatches):
         # what is shown of the id is bounded: a planted one (no producer sends one over
         # MAX_ID_BYTES) may be megabytes; it keeps no result, which no handle waits for
         shown, overlong = shown_id(job.delivery.task_id), len(job.delivery.task_id) > MAX_ID_BYTES
-        said = ("task %s %s is dead (%s%s, in queue %r): %s: %s; see minitask dead show "
-                "-A APP %s")
-        args = (shown, name, reason, took, job.queue, type(error).__name__, outcome.message,
-                shown)
+        said = "task %s %s is dead (%s%s, in queue %r): %s; see minitask dead show -A APP %s"
+        # (worded as TaskFailed words it: an empty message reads as the reason)
+        args = (shown, name, reason, took, job.queue,
+                error_said(type(error).__name__, outcome.message, reason), shown)
         # the traceback goes with the record, bounded like the outcome's (``log_error``:
         # formatted once, guarded, whatever the app's exception does as it is read)
         log_error(logger, logging.ERROR, said, *args, error=error,
@@ -336,7 +337,15 @@ def bury_poisoned(host: Host, queue: str, task_id: str
 
 def short_error(error: BaseException) -> str:
     """An error as the record of recent outcomes keeps it: type and message."""
-    return f"{type(error).__name__}: {error_text(error)}"
+    return error_said(type(error).__name__, error_text(error))
+
+
+def error_said(exc_type: str, message: str, instead: str = "") -> str:
+    """``Type: message`` as a log line says an error; an exception with no message
+    (``raise GeneratorExit()``) reads ``Type: instead`` (the reason, as ``TaskFailed``
+    words it) or ``Type``, never ``Type: ;``."""
+    text = message or instead
+    return f"{exc_type}: {text}" if text else exc_type
 
 
 def failure(error: BaseException, status: str, now_ms: int, attempt: int,

@@ -78,6 +78,8 @@ class TickSource:
         #: (name, its queues) of the schedules several of this worker's queues held at the
         #: last read, each said once (as many as there are, not every one ever seen)
         self._doubled: Set[Tuple[str, Tuple[str, ...]]] = set()
+        #: ms: since when this worker fires ticks (missed ticks after it were late here)
+        self._up_ms: Optional[int] = None
 
     def _now(self) -> int:
         """Now by Redis's clock as far as this worker knows it (ticks are shared): the
@@ -94,6 +96,7 @@ class TickSource:
         """
         store = self._host.broker.schedules
         now_ms = self._now()
+        self._up_ms = now_ms
         for schedule in self._decorated:
             try:
                 written = store.save(schedule, schedule.next_after(now_ms))
@@ -234,6 +237,8 @@ class TickSource:
         # a record of this app's largest message and its timing is read, no longer one
         longest = max(MAX_RECORD_BYTES, self._host.max_message_bytes + 65_536)
         found = self._host.broker.schedules.armed(self._queues.queues, own, longest)
+        if self._up_ms is None:
+            self._up_ms = now_ms
         self._rearm = []
         self._entries = {}
         #: queue -> its unreadable records: how many, and the first few (for the line
@@ -417,22 +422,34 @@ class TickSource:
             return
         if fired.status == "foreign":
             # nothing was changed; fired again after the next read, if fixed
-            ignored(self._host.broker.schedules.keys(key[0]).schedules, fired.problem)
+            # (said of the key that holds it: a fired key of another type, say)
+            ignored(fired.key or self._host.broker.schedules.keys(key[0]).schedules,
+                    fired.problem)
             self._entries.pop(key, None)
             return
         self._entries[key] = Armed(entry.name, entry.record, entry.schedule, fired.armed_ms)
         name = entry.name
         if fired.status == "fired" and run_ms != armed_ms:
-            logger.info("schedule %s: ticks from %s missed (no worker was up); ran the "
-                        "latest, %s", name, _stamp(armed_ms), _stamp(run_ms))
+            logger.info("schedule %s: ticks from %s missed (%s); ran the latest, %s", name,
+                        _stamp(armed_ms), self._why_missed(armed_ms), _stamp(run_ms))
         elif fired.status == "fired":
             logger.debug("schedule %s: fired tick %s", name, _stamp(armed_ms))
         elif fired.status == "skipped":
-            logger.info("schedule %s: ticks from %s missed (no worker was up); catch_up='skip' "
-                        "runs none", name, _stamp(armed_ms))
+            logger.info("schedule %s: ticks from %s missed (%s); catch_up='skip' runs none",
+                        name, _stamp(armed_ms), self._why_missed(armed_ms))
         elif fired.status == "overlap":
             logger.info("schedule %s: tick %s skipped: the last run has not finished "
                         "(overlap=False)", name, _stamp(run_ms))
+
+    def _why_missed(self, armed_ms: int) -> str:
+        """Why ticks from ``armed_ms`` were missed, as far as this worker knows: it was
+        up then, so it looked late (a task held its event loop, or every slot was busy,
+        and no other worker of the queue fired them); or no worker was up."""
+        if self._up_ms is not None and armed_ms >= self._up_ms:
+            late = (self._now() - armed_ms) / 1000
+            return (f"this worker was up, but looked {late:.1f} s late: a task blocked its "
+                    f"event loop, or all its slots were busy")
+        return "no worker was up"
 
 
 def _newer(record: bytes) -> bool:

@@ -149,7 +149,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- tools -----------------------------------------------------------------
     "discovery": frozenset({"_compat", "app", "errors"}),
     "pytest_plugin": frozenset({"app", "discovery", "errors", "testing"}),
-    "testing": frozenset({"app", "broker.durability", "errors", "printable", "wire.message"}),
+    "testing": frozenset({"app", "broker.durability", "errors", "printable",
+                          "stores.schedules", "wire.message"}),
     # -- app -------------------------------------------------------------------
     "app": frozenset({"admin.methods", "batching", "broadcast", "broker.connection",
                       "broker.durability", "errors", "groups", "handle", "hooks", "options",

@@ -19,8 +19,8 @@
 -- ARGV[3] may be a score that is no tick (inf, 1e300, 1.5: not minitask's): the
 --   worker re-arms it, with ARGV[5] -1 (no run)
 -- Returns: {status, armed tick (ms) or -1}; status is
---   'foreign': a key holds another type (the third element names it); nothing
---             was changed
+--   'foreign': a key holds another type (the third element says so, the fourth
+--             is the key); nothing was changed
 --   'changed': the record differs or is gone: the worker must read it again
 --   'moved':   another worker fired this tick; armed is the schedule's next tick
 --   'fired', 'skipped' (catch-up), 'overlap' (the last run is still queued or
@@ -35,9 +35,9 @@ local kinds = {'hash', 'zset', 'hash', 'hash', 'zset', 'zset', 'hash'}
 for i = 1, 18 do
   local kind = kinds[i] or (i > 8 and 'list')
   if kind and not guards().fits(KEYS[i], kind) then
-    return {'foreign', -1, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..
-            ' minitask keeps there; the schedule ' .. name .. ' is not fired until it is ' ..
-            'renamed or deleted'}
+    return {'foreign', -1, 'it holds another type than the ' .. kind .. ' minitask keeps ' ..
+            'there; the schedule ' .. name .. ' is not fired until it is renamed or deleted',
+            KEYS[i]}
   end
 end
 -- (measured first: a record of another length is not copied to be compared)
