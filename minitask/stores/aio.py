@@ -26,7 +26,7 @@ from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout
                                  cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
 from ..broker.acl_check import SENDING_SCRIPTS, arequire_commands, sending_key
-from ..broker.cluster_sends import asend_once, confirm
+from ..broker.cluster_sends import aslots_read, asend_once, confirm
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
@@ -101,6 +101,8 @@ class AsyncBroker:
             sha = self._shas[name] = hashlib.sha1(source(name).encode()).hexdigest()
         pool = self._pool or (self._sends if name in SENDING_SCRIPTS else None)
         with self.errors(what, name):
+            if self._cluster:  # (its slots read first: cluster_sends.aslots_read)
+                await aslots_read(self.client)
             if self._cluster and name in SENDING_SCRIPTS:  # never by redis-py's retry
                 reply = (await asend_once(self.client, sha, source(name), keys, args))[0]
                 if isinstance(reply, Exception):
@@ -246,6 +248,8 @@ class AsyncBroker:
         first one checked against the ACL user's commands first (acl_check.py)."""
         if self._acl_unchecked:
             with self.errors(what):
+                if self._cluster:
+                    await aslots_read(self.client)
                 await arequire_commands(self.client, self.broker.transport.sources,
                                         sending_key([call]) or "minitask", what,
                                         self.description)
@@ -333,6 +337,8 @@ class AsyncBroker:
         to name (``workflow_reads.first_record``)."""
         found: List[Any] = []
         with self.errors(what):
+            if self._cluster:
+                await aslots_read(self.client)
             for key in keys:
                 try:
                     found.append(await self.client.getrange(key, 0, most))
@@ -347,6 +353,8 @@ class AsyncBroker:
         another type, which no minitask wrote (said once); with ``most``, at most its
         first ``most`` + 1 bytes (b"" for no key)."""
         with self.errors(what):
+            if self._cluster:
+                await aslots_read(self.client)
             try:
                 data: Optional[bytes] = await (self.client.get(key) if most is None else
                                                self.client.getrange(key, 0, most))
@@ -380,6 +388,8 @@ class AsyncBroker:
         key = self.broker.results.keys(queue).result(task_id)
         seconds = min(max(timeout, 0.002), block_cap(self.client))
         with self.errors(f"wait for the result of {task_id}"):
+            if self._cluster:
+                await aslots_read(self.client)
             try:
                 found = await self._waits.blmove(key, key, round(seconds, 3), "RIGHT", "LEFT")
             except redis.ResponseError as exc:  # a key of another type: said as get() says it
