@@ -3,10 +3,10 @@
 Each node of a test's ``Cluster`` gets a ``CuttingProxy``; a client that starts on
 the first node's proxy and whose ``address_remap`` sends every other connection
 through them (the cluster still names its nodes by their own ports): no call
-reaches a node but through its proxy, as behind a NAT. ``cut_reply_to(marker)`` arms every proxy: the
-first write holding ``marker`` reaches Redis and runs, its reply is dropped and
-that connection closed. ``evalsha_calls`` counts the scripts a node ran, to tell
-a call that ran once from one that a retry sent again.
+reaches a node but through its proxy, as behind a NAT. ``cut_reply_to(marker)``
+arms every proxy: the first write holding ``marker`` reaches Redis and runs, its
+reply is dropped and that connection closed. ``evalsha_calls`` counts the scripts
+a node ran, to tell a call that ran once from one that a retry sent again.
 """
 from __future__ import annotations
 
