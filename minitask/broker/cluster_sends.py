@@ -23,7 +23,7 @@ from redis.exceptions import (AskError, ClusterDownError, MovedError, RedisClust
 from .durability import Durability, cut_short, takes_command_name
 from .writes import WriteFailed, write_counted
 
-__all__ = ["ReplyLost", "asend_once", "confirm", "send_once"]
+__all__ = ["ReplyLost", "aslots_read", "asend_once", "confirm", "send_once"]
 
 #: Redirects (a slot moved or moving, a failover) followed before the last is raised.
 REDIRECTS = 5
@@ -135,7 +135,7 @@ async def asend_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
     call = ("EVALSHA", sha, len(keys), *keys, *args)
     asked: Optional[Any] = None
     replies: List[Any] = []
-    await cluster.initialize()  # a no-op once the slots are known
+    await cluster.initialize()  # a no-op once the slots are known (and not lost)
     for attempt in range(REDIRECTS):
         node = asked or cluster.get_node_from_key(keys[0])
         try:
@@ -160,6 +160,17 @@ async def asend_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
         else:
             return replies
     return replies
+
+
+async def aslots_read(cluster: Any) -> None:
+    """Before a command redis-py routes: have a ``redis.asyncio.RedisCluster`` read
+    the cluster's slots if it has not (its first command; after a CLUSTERDOWN closed
+    it). redis-py picks a command's node before it reads them, so a first keyed call
+    went to a random primary, and the MOVED that answered it was kept under the
+    address Redis gave, never passed through ``address_remap``: that slot's calls
+    then went around the user's NAT or proxy. Once read: one attribute read."""
+    if cluster.get_default_node() is None:
+        await cluster.initialize()
 
 
 async def _aexchange(node: Any, commands: Sequence[Sequence[Any]], asking: bool) -> List[Any]:

@@ -26,7 +26,7 @@ from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout
                                  cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
 from ..broker.acl_check import SENDING_SCRIPTS, SenderChecks, acheck_sender, check_again
-from ..broker.cluster_sends import asend_once, confirm
+from ..broker.cluster_sends import aslots_read, asend_once, confirm
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
@@ -102,6 +102,8 @@ class AsyncBroker:
             sha = self._shas[name] = hashlib.sha1(source(name).encode()).hexdigest()
         pool = self._pool or (self._sends if name in SENDING_SCRIPTS else None)
         with self.errors(what, name):
+            if self._cluster:  # (its slots read first: cluster_sends.aslots_read)
+                await aslots_read(self.client)
             if self._cluster and name in SENDING_SCRIPTS:  # never by redis-py's retry
                 reply = (await asend_once(self.client, sha, source(name), keys, args))[0]
                 if isinstance(reply, Exception):
@@ -330,6 +332,8 @@ class AsyncBroker:
         to name (``workflow_reads.first_record``)."""
         found: List[Any] = []
         with self.errors(what):
+            if self._cluster:
+                await aslots_read(self.client)
             for key in keys:
                 try:
                     found.append(await self.client.getrange(key, 0, most))
@@ -344,6 +348,8 @@ class AsyncBroker:
         another type, which no minitask wrote (said once); with ``most``, at most its
         first ``most`` + 1 bytes (b"" for no key)."""
         with self.errors(what):
+            if self._cluster:
+                await aslots_read(self.client)
             try:
                 data: Optional[bytes] = await (self.client.get(key) if most is None else
                                                self.client.getrange(key, 0, most))
@@ -377,6 +383,8 @@ class AsyncBroker:
         key = self.broker.results.keys(queue).result(task_id)
         seconds = min(max(timeout, 0.002), block_cap(self.client))
         with self.errors(f"wait for the result of {task_id}"):
+            if self._cluster:
+                await aslots_read(self.client)
             try:
                 found = await self._waits.read(key, seconds)
             except redis.ResponseError as exc:  # a key of another type: said as get() says it

@@ -1,11 +1,12 @@
 """A Redis Cluster reached through cutting proxies: a reply to a script call is lost.
 
-Each node of a test's ``Cluster`` gets a ``CuttingProxy``; a client whose
-``address_remap`` sends every connection through them (the cluster still names
-its nodes by their own ports). ``cut_reply_to(marker)`` arms every proxy: the
-first write holding ``marker`` reaches Redis and runs, its reply is dropped and
-that connection closed. ``evalsha_calls`` counts the scripts a node ran, to tell
-a call that ran once from one that a retry sent again.
+Each node of a test's ``Cluster`` gets a ``CuttingProxy``; a client that starts on
+the first node's proxy and whose ``address_remap`` sends every other connection
+through them (the cluster still names its nodes by their own ports): no call
+reaches a node but through its proxy, as behind a NAT. ``cut_reply_to(marker)``
+arms every proxy: the first write holding ``marker`` reaches Redis and runs, its
+reply is dropped and that connection closed. ``evalsha_calls`` counts the scripts
+a node ran, to tell a call that ran once from one that a retry sent again.
 """
 from __future__ import annotations
 
@@ -32,12 +33,12 @@ class CutCluster:
         return ("127.0.0.1", proxy.port) if proxy is not None else (host, port)
 
     def client(self) -> "redis.RedisCluster":
-        first = self.cluster.nodes[0]
+        first = self.proxies[self.cluster.nodes[0].port]
         return redis.RedisCluster(host="127.0.0.1", port=first.port, socket_timeout=10,
                                   address_remap=self._remap)
 
     def async_client(self) -> "redis.asyncio.RedisCluster":
-        first = self.cluster.nodes[0]
+        first = self.proxies[self.cluster.nodes[0].port]
         return redis.asyncio.RedisCluster(host="127.0.0.1", port=first.port, socket_timeout=10,
                                           address_remap=self._remap)
 

@@ -18,8 +18,9 @@ from tests.support.servers import RedisServer
 
 class CuttingProxy:
     """Forwards every connection to ``server``; ``cut_reply_to(marker)`` arms it: the
-    reply to the first write holding ``marker`` is dropped and that connection closed
-    (a marker: the reply of a connection's set-up, say, is never the one cut)."""
+    reply to the first write holding ``marker`` (also split across two reads) is
+    dropped and that connection closed (a marker: the reply of a connection's set-up,
+    say, is never the one cut)."""
 
     def __init__(self, server: RedisServer) -> None:
         self.upstream = ("127.0.0.1", server.port)
@@ -55,15 +56,18 @@ class CuttingProxy:
 
     def _pump(self, source: socket.socket, target: socket.socket, cut: threading.Event,
               replies: bool) -> None:
+        tail = b""  # the end of the last read: a marker may be split across two
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
                 marker = self._marker
-                if not replies and marker is not None and marker in data:
+                if not replies and marker is not None and _holds(tail, data, marker):
                     self._marker = None
                     cut.set()
+                if not replies:
+                    tail = (tail + data[-_TAIL:])[-_TAIL:]
                 if replies and cut.is_set():
                     self.cuts += 1
                     break  # the reply dropped: both ends closed below
@@ -75,6 +79,18 @@ class CuttingProxy:
     def close(self) -> None:
         self._closed = True
         _close(self._listener, *self._sockets)
+
+
+#: Bytes of a connection's last writes kept to find a marker split across reads
+#: (longer than any marker a test arms).
+_TAIL = 1024
+
+
+def _holds(tail: bytes, data: bytes, marker: bytes) -> bool:
+    """Whether ``marker`` ends in ``data``, the read after ``tail``: one that lies wholly
+    in ``tail`` was there before it was armed (or was found then)."""
+    kept = tail[max(0, len(tail) - len(marker) + 1):]
+    return marker in kept + data
 
 
 def _close(*sockets: Optional[socket.socket]) -> None:
