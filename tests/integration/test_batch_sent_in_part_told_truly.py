@@ -20,7 +20,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BatchNotSent, BrokerError
-from tests.support.cutting import batch_call, lose_replies
+from tests.support.cutting import batch_call, call_at_a_time, lose_replies
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -35,19 +35,6 @@ def _app(redis_server: RedisServer, name: str) -> Tuple[Minitask, Any]:
 
     t.delay("warm")  # connected, scripts loaded
     return app, t
-
-
-def _call_at_a_time(app: Minitask, monkeypatch: pytest.MonkeyPatch) -> None:
-    transport = app.broker.queues.transport
-    connections = transport.connections
-
-    class NoPool:  # as on Redis Cluster: enqueue_queues sends a call at a time
-        pool = None
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(connections, name)
-
-    monkeypatch.setattr(transport, "connections", NoPool())
 
 
 def _send(app: Minitask, t: Any, queues: List[str]) -> Tuple[BrokerError, List[Any]]:
@@ -65,7 +52,7 @@ def test_a_batch_refused_in_part_is_told_sent_with_its_ids_split(
         monkeypatch: pytest.MonkeyPatch, one_write: bool) -> None:
     app, t = _app(redis_server, f"part{int(one_write)}")
     if not one_write:
-        _call_at_a_time(app, monkeypatch)
+        call_at_a_time(app.broker.queues.transport, monkeypatch)
     admin.set(QueueKeys(app.name, "qb").messages, "planted")
     try:
         error, handles = _send(app, t, ["qa", "qb", "qc"])
@@ -127,7 +114,7 @@ def test_a_batch_refused_whole_is_told_not_sent(
 def test_a_batch_cut_by_a_lost_reply_names_the_calls_never_sent(
         redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> None:
     app, t = _app(redis_server, "cutsent")
-    _call_at_a_time(app, monkeypatch)
+    call_at_a_time(app.broker.queues.transport, monkeypatch)
     transport = app.broker.queues.transport
     # the second call written whole, its reply lost
     lose_replies(transport, monkeypatch, batch_call, only=2)

@@ -17,7 +17,7 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.errors import BrokerError
-from tests.support.cutting import batch_call, lose_replies
+from tests.support.cutting import batch_call, call_at_a_time, lose_replies
 from tests.support.full_redis import full_after_first_chunk
 from tests.support.servers import RedisServer
 
@@ -131,15 +131,7 @@ def test_a_batch_call_at_a_time_whose_reply_is_lost_is_never_said_refused(
 
     t.delay("warm")
     transport = app.broker.queues.transport
-    connections = transport.connections
-
-    class NoPool:  # as on Redis Cluster: enqueue_queues sends a call at a time
-        pool = None
-
-        def __getattr__(self, name: str) -> Any:
-            return getattr(connections, name)
-
-    monkeypatch.setattr(transport, "connections", NoPool())
+    call_at_a_time(transport, monkeypatch)
     # the second call written whole, its reply lost
     lose_replies(transport, monkeypatch, batch_call, only=2)
     handles: List[Any] = []

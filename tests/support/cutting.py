@@ -10,6 +10,7 @@ import threading
 from typing import Any, Callable, List, Optional
 
 import pytest
+import redis
 
 from minitask.errors import BrokerError
 
@@ -126,3 +127,27 @@ def lose_replies(transport: Any, monkeypatch: pytest.MonkeyPatch,
         return replies
 
     monkeypatch.setattr(transport, "run_calls", run_calls)
+
+
+def call_at_a_time(transport: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plain Redis seen by ``transport`` as Redis Cluster is: no pool (a batch sent a
+    call at a time), a sending script written by ``cluster_sends.send_once`` — stood in
+    for by one EVALSHA on the plain client, its refusal in its place."""
+    connections = transport.connections
+
+    class NoPool:
+        pool = None
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(connections, name)
+
+    def send_once(client: Any, sha: str, source: str, keys: Any, args: Any,
+                  then: Any = ()) -> List[Any]:
+        assert not then, "a stand-in for unconfirmed sends only"
+        try:
+            return [client.evalsha(sha, len(keys), *keys, *args)]
+        except redis.ResponseError as exc:
+            return [exc]
+
+    monkeypatch.setattr(transport, "connections", NoPool())
+    monkeypatch.setattr("minitask.broker.transport.send_once", send_once)
