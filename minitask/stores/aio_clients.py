@@ -14,6 +14,9 @@ import redis.asyncio
 
 from ..broker.pools import GLANCE_EVERY, SHARED_WAITS, WaitingPool
 from ..errors import ConfigurationError
+from ..printable import own_logger
+
+logger = own_logger(__name__)
 
 #: An async client: made by minitask from the app's broker, or given as ``async_broker=``.
 AsyncClient = Any
@@ -78,18 +81,27 @@ def waits_client_for(client: AsyncClient) -> AsyncClient:
                       dict(pool.connection_kwargs))
 
 
+#: At most this many queued waits' keys are read by one glance, taken in turn: 1,000
+#: queued waits cost 1,000 LINDEX a second, not 10,000, and each key is read at least
+#: every ``ceil(queued / GLANCE_KEYS) * GLANCE_EVERY`` s.
+GLANCE_KEYS = 100
+
+
 class AsyncResultWaits:
     """``aget()``'s blocking reads, each within its own deadline: the time spent
     queued for a waiting connection counts, as in ``ResultWaits`` (the blocking
     twin's). At most as many block at once as the waits' pool holds; the waits
     beyond them queue for one and, meanwhile, share one glance: every
     ``GLANCE_EVERY`` s, one pipeline on the sending client reads the results of
-    all of them, so a result already there is not waited for behind other
-    tasks' waits, and a thousand queued waits cost one round trip, not a
-    thousand. A wait whose deadline passes while queued returns then, without
-    taking a connection (after a look of its own if no glance saw its key). A
-    wait used to take one whenever one came free, then block for its whole
-    timeout: 300 waits of 2 s took 6 s.
+    up to ``GLANCE_KEYS`` of them, the keys looked at longest ago first, so a
+    result already there is not waited for behind other tasks' waits, and a
+    thousand queued waits cost one round trip a glance, not a thousand. A wait
+    whose deadline passes while queued returns then, without taking a connection
+    (after a look of its own if no glance read its key since it queued). A glance
+    that fails as a whole (the sending pool full, a connection lost) is logged
+    once and tells no wait anything: each keeps its own read and deadline. Once
+    ``stopped()`` (``aclose()``), queued and later waits raise at once and
+    nothing opens a connection again.
     """
 
     def __init__(self, client: AsyncClient) -> None:
@@ -101,16 +113,22 @@ class AsyncResultWaits:
         # waits served by the sending client take at most half its connections
         size = most if self.waits is not client else min(SHARED_WAITS, most // 2)
         self._gate = asyncio.Semaphore(max(1, size))
-        #: The waits queued for a connection, by the key they wait on: what they saw
+        #: The waits queued for a connection, by the key they wait on (the key looked
+        #: at longest ago first): what they saw
         self._queued: Dict[str, List[asyncio.Future[Any]]] = {}
+        #: The last glance that read each queued key
+        self._looked: Dict[str, int] = {}
         self._glancer: Optional[asyncio.Task[None]] = None
-        #: Glances begun, and the last one whose findings were handed out
-        self._glancing = self._glanced = 0
+        #: Glances begun
+        self._glancing = 0
+        self._failing = False  # the last glance failed (said once in the log)
+        self._closed = False
 
     async def read(self, key: str, seconds: float) -> Any:
         """The last element of list ``key`` once there is one, read without taking it
         (BLMOVE onto the same list); None when ``seconds`` pass first."""
         deadline = monotonic() + seconds
+        self._check_open()
         if self._gate.locked():  # every waiting connection is taken: queue for one
             seen = asyncio.get_running_loop().create_future()
             acquiring = asyncio.ensure_future(self._gate.acquire())
@@ -127,20 +145,27 @@ class AsyncResultWaits:
                     seen.exception()  # read, so that asyncio does not report it
                 raise
             finally:
+                looked = self._looked.get(key, -1) > joined
                 self._unqueue(key, seen)
-            if seen.done() or not acquiring.done():
+            if seen.done() or not acquiring.done() or self._closed:
                 self._drop(acquiring)
                 if seen.done():
                     return seen.result()
-                # looked at by a glance since it queued, or once now (timeout=0, say)
-                return None if self._glanced > joined else await self._client.lindex(key, -1)
+                self._check_open()
+                # its key read by a glance since it queued, or once now (timeout=0, say)
+                return None if looked else await self._client.lindex(key, -1)
         else:
             await self._gate.acquire()
         try:
+            self._check_open()
             left = max(deadline - monotonic(), 0.002)  # BLMOVE's 0 waits for ever
             return await self.waits.blmove(key, key, round(left, 3), "RIGHT", "LEFT")
         finally:
             self._gate.release()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise _closed()
 
     def _drop(self, acquiring: asyncio.Future[Any]) -> None:
         """Give up a queued wait's turn: the connection back if it was had meanwhile."""
@@ -155,14 +180,15 @@ class AsyncResultWaits:
             waiting.remove(seen)
         if not waiting:
             self._queued.pop(key, None)
+            self._looked.pop(key, None)
 
     async def _glance(self) -> None:
-        """Read every queued wait's result in one pipeline, each ``GLANCE_EVERY`` s, as
-        long as any wait is queued; a wait whose result is there (or whose key
-        refused the read, or the read failed) is told."""
+        """Read up to ``GLANCE_KEYS`` queued waits' results in one pipeline, each
+        ``GLANCE_EVERY`` s, as long as any wait is queued; a wait whose result is
+        there (or whose key refused the read) is told."""
         try:
             while self._queued:
-                keys = list(self._queued)
+                keys = list(self._queued)[:GLANCE_KEYS]
                 self._glancing += 1
                 glance = self._glancing
                 try:
@@ -170,26 +196,59 @@ class AsyncResultWaits:
                         for key in keys:
                             pipe.lindex(key, -1)
                         replies = list(await pipe.execute(raise_on_error=False))
-                except Exception as exc:  # noqa: BLE001 - each queued wait raises it
-                    replies = [exc] * len(keys)
-                for key, reply in zip(keys, replies):
-                    for seen in self._queued.get(key, []):
-                        if reply is None or seen.done():
-                            continue
-                        if isinstance(reply, BaseException):
-                            seen.set_exception(reply)
-                        else:
-                            seen.set_result(reply)
-                self._glanced = glance
+                except Exception as exc:  # noqa: BLE001 - no wait is told: each reads itself
+                    self._failed(exc)
+                else:
+                    self._failing = False
+                    self._tell(keys, replies, glance)
                 await asyncio.sleep(GLANCE_EVERY)
         finally:
             if self._glancer is asyncio.current_task():
                 self._glancer = None
 
+    def _tell(self, keys: List[str], replies: List[Any], glance: int) -> None:
+        """Hand a glance's replies to the waits queued on each key; the keys read go
+        to the back of the line."""
+        for key, reply in zip(keys, replies):
+            waiting = self._queued.pop(key, None)
+            if waiting is None:
+                continue
+            self._queued[key] = waiting
+            self._looked[key] = glance
+            for seen in waiting:
+                if reply is None or seen.done():
+                    continue
+                if isinstance(reply, BaseException):
+                    seen.set_exception(reply)
+                else:
+                    seen.set_result(reply)
+
+    def _failed(self, exc: Exception) -> None:
+        if not self._failing:
+            logger.warning("the shared look at the results of %d queued aget() waits failed "
+                           "(%s: %s); each wait reads its own result at its deadline or "
+                           "turn (said once until a look works again)",
+                           sum(len(w) for w in self._queued.values()),
+                           type(exc).__name__, exc)
+        self._failing = True
+
     def stopped(self) -> AsyncClient:
-        """Stop glancing (the queued waits' own timers still end them); the waits'
-        client, for the owner of this to close."""
+        """Stop glancing and end the queued waits (each raises, naming ``aclose()``);
+        the waits' client, for the owner of this to close."""
+        self._closed = True
         glancer, self._glancer = self._glancer, None
         if glancer is not None:
             glancer.cancel()
+        for waiting in self._queued.values():
+            for seen in waiting:
+                if not seen.done():
+                    seen.set_exception(_closed())
         return self.waits
+
+
+def _closed() -> redis.ConnectionError:
+    """What a wait raises once its loop's async connections were closed (the
+    caller's ``errors()`` names the task)."""
+    return redis.ConnectionError("the async connections of this event loop were closed "
+                                 "(app.aclose()) while the wait was under way; nothing was "
+                                 "read")

@@ -322,7 +322,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                              "stores.aio_registry", "stores.bounds", "stores.broker",
                              "stores.foreign", "stores.names", "stores.queue", "stores.results",
                              "stores.scripts"}),
-    "stores.aio_clients": frozenset({"broker.pools", "errors"}),
+    "stores.aio_clients": frozenset({"broker.pools", "errors", "printable"}),
     # the asyncio producer's listing of a queue, a registry of another type tolerated
     "stores.aio_registry": frozenset({"stores.foreign", "stores.queue"}),
     "stores.broadcast": frozenset({"broker.durability", "broker.keys", "broker.packing",
