@@ -17,8 +17,9 @@ command of all its scripts and of those it sends itself (``worker_commands``:
 worker/acl_start.py), and the ops commands that write about their scripts'
 (cli/options.py ``require_acl``), each command with the arguments it is asked with.
 All three ask with one script (``CHECK_SOURCE``), each command with as many arguments
-as Redis takes of it (acl_arguments.py): one asked with more or fewer is refused, or
-crashes Redis 7.0.15.
+as Redis takes of it (acl_arguments.py): one asked with more or fewer fails the whole
+check on a Redis that checks the arity first (redis/redis#14847), one with fewer
+crashed Redis 7.0.15.
 """
 from __future__ import annotations
 
