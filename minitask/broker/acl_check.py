@@ -16,6 +16,10 @@ A worker asks the same once as it starts, before it leases anything, about every
 command of all its scripts and of those it sends itself (``worker_commands``:
 worker/acl_start.py), and the ops commands that write about their scripts'
 (cli/options.py ``require_acl``), each command with the arguments it is asked with.
+All three ask with one script (``CHECK_SOURCE``), each command with as many arguments
+as Redis takes of it (acl_arguments.py): one asked with more or fewer fails the whole
+check on a Redis that checks the arity first (redis/redis#14847), one with fewer
+crashed Redis 7.0.15.
 """
 from __future__ import annotations
 
@@ -27,6 +31,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 import redis
 
 from ..errors import BrokerError
+from .acl_arguments import with_the_key
 
 #: The scripts that write tasks (enqueue, a workflow's steps and groups, a broadcast
 #: call): one refused part way through (``errors.refused_in_script``) may have written.
@@ -57,20 +62,25 @@ NOT_COMMANDS = frozenset({"bylex", "count", "gt", "limit", "lt", "maxlen", "nomk
 #: called by broadcast_send.lua (its prune, before any write) and by the worker's fetch.
 OPTIONAL = frozenset({"time"})
 
-#: Which of ARGV the user may not run on key KEYS[1] (the send's own: its node on
-#: Redis Cluster, its key patterns checked too); false where Redis cannot say (6.2).
-#: Each command is asked with that key in every argument place: Redis reads a command's
-#: keys from its arguments, and a command asked alone made Redis 7.0.15 read past them
-#: and crash (a user with key patterns). Every command asked takes its keys at fixed
-#: places or from a place to the end: each is that key.
+#: Which commands the user may not run on key KEYS[1] (the one a send or a worker uses
+#: first: its node on Redis Cluster, its key patterns checked too). ARGV: for each
+#: command, the count of its words, then the words (a subcommand its own word; '' the
+#: key). The reply: the positions (from 1) of those the user may not run; false where
+#: Redis cannot say (6.2).
 CHECK_SOURCE = """\
 if not redis.acl_check_cmd then return false end
 local missing = {}
 local k = KEYS[1]
-for i = 1, #ARGV do
-  if not redis.acl_check_cmd(ARGV[i], k, k, k, k, k, k) then
-    missing[#missing + 1] = ARGV[i]
+local i, n = 1, 0
+while i <= #ARGV do
+  local words = {}
+  for j = 1, tonumber(ARGV[i]) do
+    local word = ARGV[i + j]
+    words[j] = word == '' and k or word
   end
+  n = n + 1
+  if not redis.acl_check_cmd(unpack(words)) then missing[#missing + 1] = n end
+  i = i + #words + 1
 end
 return missing
 """
@@ -83,11 +93,35 @@ def commands_of(sources: Iterable[str]) -> List[str]:
                   - NOT_COMMANDS)
 
 
-def missing_commands(reply: Optional[Sequence[bytes]]) -> Optional[List[str]]:
-    """The check's reply as the commands the user lacks; None: Redis could not say."""
+def missing_named(names: Sequence[str], reply: Optional[Sequence[int]]) -> Optional[List[str]]:
+    """The check's reply (positions in ``names``, the commands asked, from 1) as the
+    commands the user lacks; None: Redis could not say."""
     if reply is None:
         return None
-    return [name.decode() if isinstance(name, bytes) else str(name) for name in reply]
+    return [names[int(position) - 1] for position in reply]
+
+
+def asked_args(asked: Dict[str, Tuple[str, ...]], key: str) -> List[Any]:
+    """EVALSHA's arguments after the sha: the key, then each command of ``asked`` as
+    the count of its words and the words (a subcommand its own word)."""
+    args: List[Any] = [1, key]
+    for name, words in asked.items():
+        command = [*name.split("|"), *words]
+        args += [len(command), *command]
+    return args
+
+
+def missing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
+               key: str) -> Optional[List[str]]:
+    """Which commands of ``asked`` (with their words) the user may not run; None:
+    Redis cannot be asked."""
+    args = asked_args(asked, key)
+    try:
+        reply = client.evalsha(CHECK_SHA, *args)
+    except redis.exceptions.NoScriptError:
+        client.script_load(CHECK_SOURCE)
+        reply = client.evalsha(CHECK_SHA, *args)
+    return missing_named(list(asked), reply)
 
 
 def refused_before_writing(missing: Sequence[str], key: str, what: str,
@@ -121,11 +155,16 @@ def sending_keys(calls: Sequence[Any]) -> List[str]:
     return keys
 
 
-def check_args(sources: Dict[str, str], key: str) -> List[Any]:
-    """EVALSHA's arguments after the sha: one key, then every command of the ``CHECKED``
-    scripts among ``sources`` (each script's text as it runs, by name)."""
+def sender_commands(sources: Dict[str, str]) -> Dict[str, Tuple[str, ...]]:
+    """Every command of the ``CHECKED`` scripts among ``sources`` (each script's text as
+    it runs, by name) but the ``OPTIONAL``, with the arguments it is asked with."""
     commands = commands_of(text for name, text in sources.items() if name in CHECKED)
-    return [1, key, *(name for name in commands if name not in OPTIONAL)]
+    return {name: with_the_key(name) for name in commands if name not in OPTIONAL}
+
+
+def check_args(sources: Dict[str, str], key: str) -> List[Any]:
+    """EVALSHA's arguments after the sha for the sending scripts among ``sources``."""
+    return asked_args(sender_commands(sources), key)
 
 
 def require_commands(client: Any, sources: Dict[str, str], key: str, what: str,
@@ -133,13 +172,7 @@ def require_commands(client: Any, sources: Dict[str, str], key: str, what: str,
     """Ask Redis (``client``, blocking) which commands of the sending scripts the user
     lacks; raise ``refused_before_writing`` naming them, if any. Redis's own errors go
     up as they are (the caller words them: nothing was written)."""
-    args = check_args(sources, key)
-    try:
-        reply = client.evalsha(CHECK_SHA, *args)
-    except redis.exceptions.NoScriptError:
-        client.script_load(CHECK_SOURCE)
-        reply = client.evalsha(CHECK_SHA, *args)
-    missing = missing_commands(reply)
+    missing = missing_of(client, sender_commands(sources), key)
     if missing:
         raise refused_before_writing(missing, key, what, broker)
 
@@ -147,13 +180,14 @@ def require_commands(client: Any, sources: Dict[str, str], key: str, what: str,
 async def arequire_commands(client: Any, sources: Dict[str, str], key: str, what: str,
                             broker: str) -> None:
     """``require_commands`` on an asyncio client."""
-    args = check_args(sources, key)
+    asked = sender_commands(sources)
+    args = asked_args(asked, key)
     try:
         reply = await client.evalsha(CHECK_SHA, *args)
     except redis.exceptions.NoScriptError:
         await client.script_load(CHECK_SOURCE)
         reply = await client.evalsha(CHECK_SHA, *args)
-    missing = missing_commands(reply)
+    missing = missing_named(list(asked), reply)
     if missing:
         raise refused_before_writing(missing, key, what, broker)
 
@@ -242,8 +276,9 @@ def check_again(owner: Any, error: BrokerError) -> None:
 # -- a worker's check, at its start ------------------------------------------------
 
 #: Commands a worker sends itself (outside its scripts) and cannot go without, each
-#: with the arguments it is asked with: '' where the key goes. Not the key in every
-#: place here: EVALSHA and XREAD find their keys by a count or a keyword.
+#: with the arguments it is asked with (as many as Redis takes, or more where it takes
+#: any number): '' where the key goes. Not the key as each argument here: EVALSHA and
+#: XREAD find their keys by a count or a keyword.
 WORKER_DIRECT: Dict[str, Tuple[str, ...]] = {
     "evalsha": ("0" * 40, "1", ""), "script|load": ("return 1",), "ping": (),
     "blpop": ("", "1"), "blmove": ("", "", "RIGHT", "LEFT", "1"),
@@ -257,35 +292,13 @@ WORKER_OPTIONAL = OPTIONAL | frozenset({
     "client|id", "client|unblock", "config|get", "info", "memory|usage", "xinfo|stream",
     "multi", "exec", "memory", "xinfo"})
 
-#: ARGV: for each command, the count of its words, then the words (a subcommand its own
-#: word; '' the key KEYS[1]). The reply: the positions (from 1) of those the user may
-#: not run; false where Redis cannot say (6.2).
-WORKER_CHECK_SOURCE = """\
-if not redis.acl_check_cmd then return false end
-local missing = {}
-local k = KEYS[1]
-local i, n = 1, 0
-while i <= #ARGV do
-  local words = {}
-  for j = 1, tonumber(ARGV[i]) do
-    local word = ARGV[i + j]
-    words[j] = word == '' and k or word
-  end
-  n = n + 1
-  if not redis.acl_check_cmd(unpack(words)) then missing[#missing + 1] = n end
-  i = i + #words + 1
-end
-return missing
-"""
-WORKER_CHECK_SHA = hashlib.sha1(WORKER_CHECK_SOURCE.encode()).hexdigest()
-
 
 def worker_commands(sources: Dict[str, str]) -> Dict[str, Tuple[str, ...]]:
     """Every command a worker cannot go without, with the arguments it is asked with:
     those of every script of ``sources`` (a worker sends tasks too, and runs them all
-    but the ops CLI's; the key in every place), and ``WORKER_DIRECT``."""
-    asked: Dict[str, Tuple[str, ...]] = {name: ("",) * 6
-                                         for name in commands_of(sources.values())}
+    but the ops CLI's; the key as each argument), and ``WORKER_DIRECT``."""
+    asked = {name: with_the_key(name) for name in commands_of(sources.values())
+             if name not in WORKER_OPTIONAL}
     asked.update(WORKER_DIRECT)
     return {name: words for name, words in sorted(asked.items())
             if name not in WORKER_OPTIONAL}
@@ -300,35 +313,10 @@ def missing_for_worker(client: Any, sources: Dict[str, str], key: str) -> Option
 def missing_for_scripts(client: Any, sources: Dict[str, str], scripts: Iterable[str],
                         key: str) -> Optional[List[str]]:
     """``missing_for_worker`` for the commands of ``scripts`` alone (an ops command's)."""
-    asked: Dict[str, Tuple[str, ...]] = {
-        name: ("",) * 6 for name in commands_of(sources[script] for script in scripts)
-        if name not in WORKER_OPTIONAL}
+    asked = {name: with_the_key(name)
+             for name in commands_of(sources[script] for script in scripts)
+             if name not in WORKER_OPTIONAL}
     return missing_of(client, asked, key)
-
-
-def asked_args(asked: Dict[str, Tuple[str, ...]], key: str) -> List[Any]:
-    """EVALSHA's arguments after the sha: the key, then each command of ``asked`` as
-    the count of its words and the words (a subcommand its own word)."""
-    args: List[Any] = [1, key]
-    for name, words in asked.items():
-        command = [*name.split("|"), *words]
-        args += [len(command), *command]
-    return args
-
-
-def missing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
-               key: str) -> Optional[List[str]]:
-    """Which commands of ``asked`` (with their words) the user may not run; None:
-    Redis cannot be asked."""
-    names, args = list(asked), asked_args(asked, key)
-    try:
-        reply = client.evalsha(WORKER_CHECK_SHA, *args)
-    except redis.exceptions.NoScriptError:
-        client.script_load(WORKER_CHECK_SOURCE)
-        reply = client.evalsha(WORKER_CHECK_SHA, *args)
-    if reply is None:
-        return None
-    return [names[int(position) - 1] for position in reply]
 
 
 def worker_refused(missing: Sequence[str], key: str, worker: str, broker: str) -> str:

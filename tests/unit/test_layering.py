@@ -415,7 +415,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # pools that wait when full, and result waits beside the pool that sends
     "broker.pools": frozenset({"broker.connections"}),
     # before a client's first send: may its ACL user run every command of the scripts
-    "broker.acl_check": frozenset({"errors"}),
+    "broker.acl_check": frozenset({"broker.acl_arguments", "errors"}),
+    # how many arguments the ACL checks ask each command with (its arity)
+    "broker.acl_arguments": frozenset(),
     "broker.transport": frozenset({"broker.acl_check", "broker.cluster_sends", "broker.connections",
                                    "broker.durability",
                                    "broker.health", "broker.packing", "broker.pools",
