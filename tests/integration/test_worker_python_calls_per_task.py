@@ -31,7 +31,7 @@ def test_python_calls_per_task_stay_pinned(redis_server: RedisServer,
                                            options: List[str], most: int) -> None:
     monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
     options = [*options, "--prefetch", "1"]
-    few = python_calls(redis_server, "noop", FEW, options)
-    many = python_calls(redis_server, "noop", MANY, options)
+    few, _ = python_calls(redis_server, "noop", FEW, options)
+    many, _ = python_calls(redis_server, "noop", MANY, options)
     per_task = (many - few) / (MANY - FEW)
     assert 50 < per_task <= most, f"{per_task:.1f} Python calls a task ({options})"
