@@ -31,7 +31,7 @@ from ..broker.packing import ScriptCall
 from ..broker.transport import text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
-from .aio_clients import AsyncClient, AsyncResultWaits
+from .aio_clients import AsyncClient, AsyncResultWaits, cancels_asked, keep_cancel
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
@@ -381,7 +381,7 @@ class AsyncBroker:
         """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5);
         DecodeError, as the blocking twin's, when its result key holds another type."""
         key = self.broker.results.keys(queue).result(task_id)
-        seconds = min(max(timeout, 0.002), block_cap(self.client))
+        seconds, before = min(max(timeout, 0.002), block_cap(self.client)), cancels_asked()
         with self.errors(f"wait for the result of {task_id}"):
             if self._cluster:
                 await aslots_read(self.client)
@@ -399,6 +399,7 @@ class AsyncBroker:
                 except DecodeError:
                     body = None
                 raise unwaitable(key, task_id, body, held) from None
+        keep_cancel(before)  # a cancel redis-py swallowed (Python 3.11) is not lost
         return found if isinstance(found, bytes) else None
 
     async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
