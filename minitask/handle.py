@@ -415,7 +415,7 @@ class TaskHandle(Generic[R]):
             if body is not None:
                 return self._value_of(body, queue)
             if deadline is not None and time.monotonic() >= deadline:
-                message = await atimeout_message(self, queue, timeout)
+                message = await atimeout_message(self, queue, timeout, deadline)
                 keep_cancel(before)
                 raise ResultTimeout(message)
 
@@ -472,7 +472,10 @@ async def _aunknown(handle: TaskHandle[Any], broker: "AsyncBroker", queue: str,
     """Whether the task's state says this broker does not know it, read before the
     deadline; a state not read by then is not "unknown": the wait runs out at once
     and its message reads where the task is if there is time."""
-    bound = asyncio.timeout(None if deadline is None else max(deadline - time.monotonic(), 0))
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        return False
+    bound = asyncio.timeout(left)
     try:
         async with bound:
             return readable_state(await broker.state(queue, handle.id), handle.id) == "unknown"

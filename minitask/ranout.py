@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import time
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
@@ -57,16 +58,21 @@ LOOK_GRACE = 0.1
 
 
 def unlooked_message(task_id: str, timeout: Optional[float], grace: float) -> str:
-    return (f"{_head(task_id, timeout)} (where it is was not read: the reads took more "
-            f"than {grace} s, as when many waits run out together)")
+    return (f"{_head(task_id, timeout)} (where it is was not read: no time was left to "
+            f"read it within {grace} s of the deadline, as when many waits run out "
+            f"together)")
 
 
-async def atimeout_message(handle: Any, queue: str, timeout: Optional[float]) -> str:
-    """Why ``aget()``'s wait ran out, worded as ``get()``'s, read within
-    ``LOOK_GRACE`` s (a thousand waits running out together would otherwise queue
-    their reads for seconds past their deadline): the status awaited, the workers
-    and due time read on a thread (they have no async twin), not on the loop."""
-    bound = asyncio.timeout(LOOK_GRACE)
+async def atimeout_message(handle: Any, queue: str, timeout: Optional[float],
+                           deadline: float) -> str:
+    """Why ``aget()``'s wait ran out, worded as ``get()``'s, read by ``LOOK_GRACE``
+    s past the deadline (a thousand waits running out together would otherwise
+    queue their reads for seconds past it): the status awaited, the workers and
+    due time read on a thread (they have no async twin), not on the loop."""
+    left = deadline + LOOK_GRACE - time.monotonic()
+    if left <= 0:
+        return unlooked_message(handle.id, timeout, LOOK_GRACE)
+    bound = asyncio.timeout(left)
     try:
         async with bound:
             place = await _alook(handle, queue)

@@ -176,7 +176,7 @@ class AsyncResultWaits:
                 # its key read by a glance since it queued, or once now (timeout=0, say)
                 if looked:
                     return None
-                found = await self._late_look(key)
+                found = await self._late_look(key, deadline)
                 keep_cancel(before)
                 return found
         else:
@@ -191,11 +191,14 @@ class AsyncResultWaits:
         finally:
             self._gate.release()
 
-    async def _late_look(self, key: str) -> Any:
-        """A queued wait's own read of its key at its deadline, within ``LATE_LOOK`` s:
-        a thousand waits running out together queue these reads for the sending
-        connections; one not done by then reads as no result (the wait ran out)."""
-        bound = asyncio.timeout(LATE_LOOK)
+    async def _late_look(self, key: str, deadline: float) -> Any:
+        """A queued wait's own read of its key at its deadline, done by ``LATE_LOOK``
+        s past it: a thousand waits running out together queue these reads for the
+        sending connections; one not done by then reads as no result (ran out)."""
+        left = deadline + LATE_LOOK - monotonic()
+        if left <= 0:
+            return None
+        bound = asyncio.timeout(left)
         try:
             async with bound:
                 return await self._client.lindex(key, -1)
