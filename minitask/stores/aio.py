@@ -73,6 +73,11 @@ class AsyncBroker:
         self.acl_unchecked = True  # until a send's check of the ACL user passed (Cluster: ever)
         self.acl_checks = SenderChecks(isinstance(client, redis.asyncio.RedisCluster))
         self._waits = AsyncResultWaits(client)
+        most = getattr(getattr(client, "connection_pool", None), "max_connections", None)
+        #: State reads in flight: a thousand aget() starting together queue here, where
+        #: one that runs out of time leaves at once, not in the pool's queue
+        self._state_reads = asyncio.Semaphore(max(1, most // 2) if isinstance(
+            most, int) and not isinstance(most, bool) else 8)
 
     @contextmanager
     def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
@@ -323,8 +328,9 @@ class AsyncBroker:
 
     async def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         results = self.broker.results
-        return results.state_of(await self.run(results.state_call(queue, task_id),
-                                               f"read the state of {task_id}"))
+        async with self._state_reads:
+            return results.state_of(await self.run(results.state_call(queue, task_id),
+                                                   f"read the state of {task_id}"))
 
     async def ranges(self, keys: Sequence[str], most: int, what: str) -> List[Any]:
         """At most the first ``most`` + 1 bytes of each string key (b"" for no key), or
