@@ -21,12 +21,11 @@ import time
 from collections import deque
 from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Set
 
-from redis.exceptions import NoScriptError, ResponseError, TimeoutError as RedisTimeout
+from redis.exceptions import NoScriptError, ResponseError
 
 from ..errors import BrokerError
 from ..printable import own_logger
-from ..stores.aio import twin_of
-from ..stores.aio_clients import Unmirrored
+from ..stores.aio import Unmirrored, twin_of
 from ..stores.queue import FetchResult
 from ..wire.message import Message
 from .broadcasts import BroadcastSource
@@ -138,7 +137,7 @@ class LoopLink:
             await self._drop(link)
             failure = exc
             if writer in self._expired and isinstance(exc, Exception):  # the guard's abort
-                failure = RedisTimeout(f"no reply from Redis within {self._timeout} s (the "
+                failure = TimeoutError(f"no reply from Redis within {self._timeout} s (the "
                                        f"broker client's socket_timeout)")
             self._expired.discard(writer)
             if cancelled:
