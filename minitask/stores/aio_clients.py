@@ -87,6 +87,17 @@ def twin_of(client: Any, description: str = "this app") -> Optional[Tuple[Any, D
     return twin, {name: value for name, value in kwargs.items() if name in taken}
 
 
+def in_resp2(connection_class: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """``kwargs`` for connections that speak RESP2 whatever the client speaks (redis-py
+    8 speaks RESP3 by default): no push message comes between a command and its
+    reply on them, nor maintenance notifications (RESP3's)."""
+    options = dict(kwargs)
+    if "protocol" in _parameters(connection_class):  # (redis-py 4.5's speak RESP2 alone)
+        options["protocol"] = 2
+        options.pop("maint_notifications_config", None)
+    return options
+
+
 def _unset(value: Any, default: Any) -> bool:
     try:
         return value is default or bool(value == default)

@@ -25,7 +25,7 @@ from redis.exceptions import NoScriptError, ResponseError
 
 from ..errors import BrokerError
 from ..printable import own_logger
-from ..stores.aio import Unmirrored, twin_of
+from ..stores.aio import Unmirrored, in_resp2, twin_of
 from ..stores.queue import FetchResult
 from ..wire.message import Message
 from .broadcasts import BroadcastSource
@@ -349,12 +349,7 @@ def link_for(host: Host) -> Optional[LoopLink]:
     if mirrored is None:
         return None
     twin, kwargs = mirrored
-    options: Dict[str, Any] = dict(kwargs)
-    if "protocol" in options:
-        # RESP2: no push message (RESP3's, which redis-py 8 speaks by default) can come
-        # between a command and its reply; nor maintenance notifications, RESP3's
-        options["protocol"] = 2
-        options.pop("maint_notifications_config", None)
+    options = in_resp2(twin, kwargs)
     return LoopLink(lambda: twin(**options), options.get("socket_timeout"))
 
 

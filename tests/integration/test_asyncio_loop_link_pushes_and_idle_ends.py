@@ -38,20 +38,25 @@ async def _invalidated(link: LoopLink, admin: "redis.Redis[bytes]") -> List[Any]
     await asyncio.sleep(0.2)  # the push is there before the next command
     replies = [await link.exchange(pack(b"PING", b"one")),
                await link.exchange(pack(b"PING", b"two"))]
+    info = await link.exchange(pack(b"CLIENT", b"INFO"))
     await link.close()
-    return replies
+    return replies + [b" resp=" + info.split(b" resp=")[1].split()[0]]
 
 
+@pytest.mark.parametrize("given", ["client", "url"])
 @pytest.mark.parametrize("parser", PARSERS)
 def test_the_loops_connections_pair_each_command_with_its_reply_though_pushes_come(
-        redis_server: RedisServer, admin: "redis.Redis[bytes]", parser: str,
+        redis_server: RedisServer, admin: "redis.Redis[bytes]", parser: str, given: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     use_parser(monkeypatch, parser)
-    app = Minitask("pushes", broker=redis.Redis(host="127.0.0.1", port=redis_server.port))
+    # (a URL's client has no ``protocol`` among its connections' arguments)
+    broker: Any = redis_server.url if given == "url" else redis.Redis(
+        host="127.0.0.1", port=redis_server.port)
+    app = Minitask("pushes", broker=broker)
     try:
         link = link_for(SimpleNamespace(broker=app.broker))  # type: ignore[arg-type]
         assert link is not None
-        assert asyncio.run(_invalidated(link, admin)) == [b"one", b"two"]
+        assert asyncio.run(_invalidated(link, admin)) == [b"one", b"two", b" resp=2"]
     finally:
         app.close()
 
@@ -63,7 +68,7 @@ def test_a_push_on_a_resp3_connection_answers_no_command(
         pytest.skip("hiredis before 3 gives a push as a list: RESP2 alone keeps it away")
     link = LoopLink(lambda: redis.asyncio.Connection(
         host="127.0.0.1", port=redis_server.port, protocol=3), 10.0)
-    assert asyncio.run(_invalidated(link, admin)) == [b"one", b"two"]
+    assert asyncio.run(_invalidated(link, admin)) == [b"one", b"two", b" resp=3"]
 
 
 @pytest.mark.parametrize("parser", PARSERS)
