@@ -38,6 +38,8 @@ REDIRECTS = 5
 #: loading, a failover under way), doubled at each pause up to ``_MAX_PAUSE``.
 _FIRST_PAUSE = 0.05
 _MAX_PAUSE = 0.5
+#: redis-py's major version.
+_REDIS_PY = int(redis.__version__.split(".")[0])
 
 
 class ReplyLost(redis.ConnectionError):
@@ -208,6 +210,10 @@ def _check_read(exc: BaseException, index: int, call: int) -> None:
     fate unknown: at or before the call, but for its own LOADING (refused: redis-py
     raises it as a ConnectionError and drops the connection)."""
     if index < call or (index == call and not isinstance(exc, BusyLoadingError)):
+        if isinstance(exc, redis.exceptions.InvalidResponse):  # (its words: "Protocol
+            # error", which would read as Redis's refusal of a command it could not read)
+            raise ReplyLost("a reply Redis sent was unreadable (InvalidResponse); the "
+                            "connection is closed") from exc
         raise ReplyLost(str(exc)) from exc
 
 
@@ -258,6 +264,8 @@ async def _aexchange(node: Any, commands: Sequence[Sequence[Any]], asking: bool)
     step = 2 if asking else 1
     replies: List[Any] = []
     try:
+        if getattr(connection, "is_connected", False) and await _stale(connection):
+            await connection.disconnect()  # closed by Redis while idle (a restart): anew
         if not getattr(connection, "is_connected", False):
             await connection.connect()  # (its failure, or the health check's: nothing written)
         else:
@@ -283,6 +291,17 @@ async def _aexchange(node: Any, commands: Sequence[Sequence[Any]], asking: bool)
     finally:
         node.release(connection)
     return replies[step - 1::step]
+
+
+async def _stale(connection: Any) -> bool:
+    """Whether an idle connection has something to read (Redis closed it: a node
+    restarted), as redis-py's own pools ask before they hand one out."""
+    # (redis-py 8 named it back ``can_read``; before, ``can_read`` read what it found)
+    name = "can_read" if _REDIS_PY >= 8 else "can_read_destructive"
+    try:
+        return bool(await getattr(connection, name)())
+    except (redis.RedisError, OSError):
+        return True
 
 
 async def _arelearn(cluster: Any) -> None:
