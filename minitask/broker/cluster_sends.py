@@ -313,9 +313,10 @@ async def _arelearn(cluster: Any) -> None:
 
 def _unwritten(exc: BaseException) -> bool:
     """Whether a failure left the script call unwritten (a connection refused, a write
-    cut before the call went whole), so that sending it again is harmless."""
+    cut before the call went whole), so that sending it again is harmless (a full pool
+    or refused credentials: unwritten, but no wait helps)."""
     return (isinstance(exc, (redis.ConnectionError, redis.TimeoutError, OSError))
-            and not isinstance(exc, (ReplyLost, MaxConnectionsError)))
+            and not isinstance(exc, (ReplyLost, MaxConnectionsError, redis.AuthenticationError)))
 
 
 def _relearn(cluster: redis.RedisCluster) -> None:
