@@ -15,7 +15,7 @@ from typing import Iterator, List
 
 import pytest
 
-from minitask import Minitask
+from minitask import ConfigurationError, Minitask
 from minitask.broker.keys import QueueKeys
 from minitask.cli import cancel as cancel_command
 from tests.support.cli import operate_with, run
@@ -121,5 +121,16 @@ def test_cancel_asks_the_node_of_the_tasks_queue_before_writing(
             client.execute_command("ACL", "SETUSER", USER, "+rpush")
         code, said = run(capsys, "cancel", "-A", APP, handle.id)
         assert code == 0 and handle.status() == "cancelled", said
+    finally:
+        app.close()
+
+
+def test_a_resp3_cluster_url_is_refused_before_sending(cluster: Cluster) -> None:
+    url = "redis+cluster://" + ",".join(f"127.0.0.1:{node.port}" for node in cluster.nodes)
+    app = Minitask("resp3cl", broker=f"{url}/0?protocol=3")
+    add = app.task(name="add")(lambda x: x)
+    try:
+        with pytest.raises(ConfigurationError, match=r"protocol=3 \(RESP3\)"):
+            add.delay(1)
     finally:
         app.close()
