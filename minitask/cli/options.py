@@ -184,10 +184,11 @@ def require_acl(app: Minitask, scripts: Sequence[str], queue: Optional[str],
     user lacks a command of the ``scripts`` it runs, which Redis would refuse only part
     way through one (Redis 7.0 and later; 6.2 cannot be asked: it goes on). On Redis
     Cluster each primary node it may write to is asked (ACLs are each node's own):
-    ``queue``'s, or with None those of every queue a lookup by id asks."""
+    ``queue``'s, or with None those of every queue a lookup by id asks (a handle's,
+    as ``cancel`` finds a task's queue, and the ops commands')."""
     transport = app.broker.transport
-    queues = [queue] if queue is not None else [app.default_queue,
-                                                *lookup_queues(app)[0]]
+    queues = [queue] if queue is not None else [
+        app.default_queue, *app.broker.queues.lookup_names()[0], *lookup_queues(app)[0]]
     keys = [app.broker.queues.keys(name).messages for name in queues]
     for key in one_key_per_node(transport, keys):
         node = node_of(transport, key)
