@@ -228,14 +228,16 @@ local function ahead_field(name)
 end
 
 -- `name`'s cursor `cursor` is past `last`, the last call sequence handed out before
--- this script: no pull wrote it (data minitask did not write; planted). Kept, it
--- would take the next calls for pulled ones (they never run for that subscriber, and
--- a send would delete them as pulled). It is set back to its place in the index
--- (`place`, as read: what minitask last wrote for it), or, when that is no sequence
--- up to `last`, to just before the oldest call still logged (at least once); said
--- once in Redis's log, and kept in state (ahead_field) for that subscriber's pull to
--- say in the worker's log. Returns the cursor set.
-local function set_back_ahead(name, cursor, place, last)
+-- this script, or (`place` true: `place_past`) past its place in the index, which
+-- set_cursor writes with it: no pull wrote it (data minitask did not write; planted).
+-- Kept, it would take the next calls for pulled ones (they never run for that
+-- subscriber, and a send would delete them as pulled). It is set back to its place in
+-- the index (`place`, as read: what minitask last wrote for it), or, when that is no
+-- sequence up to `last`, to just before the oldest call still logged (at least once:
+-- a call it ran may run again, none is lost); said once in Redis's log, and kept in
+-- state (ahead_field: was, back, and 'place' when it was past its place) for that
+-- subscriber's pull to say in the worker's log. Returns the cursor set.
+local function set_back_ahead(name, cursor, place, last, place_past)
   local back = guards().whole(place, 0, last)
   if not back then
     local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
@@ -244,11 +246,13 @@ local function set_back_ahead(name, cursor, place, last)
   end
   set_cursor(name, back)
   local said = string.format('%.0f', cursor) .. ' ' .. string.format('%.0f', back)
-  tolerant(0, 'HSET', KEYS[1], ahead_field(name), said)
+  tolerant(0, 'HSET', KEYS[1], ahead_field(name), said .. (place_past and ' place' or ''))
+  local past = place_past and ('past its place ' .. string.format('%.0f', back) .. ' in ' ..
+                               KEYS[7] .. ', which minitask writes with it')
+    or ('past the last call sequence ' .. string.format('%.0f', last))
   redis.log(redis.LOG_WARNING, (string.gsub(
     'minitask: the cursor of ' .. string.sub(name, 1, 64) .. ' in ' .. KEYS[5] .. ' was ' ..
-    string.format('%.0f', cursor) .. ', past the last call sequence ' ..
-    string.format('%.0f', last) .. ' (no pull wrote it); set back to ' ..
+    string.format('%.0f', cursor) .. ', ' .. past .. ' (no pull wrote it); set back to ' ..
     string.format('%.0f', back) .. ', so that it takes no later call for a pulled one',
     '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
   return back
@@ -301,7 +305,9 @@ local function indexed()
     if ceiling and cursor > ceiling then
       cursor = set_back_ahead(name, cursor, false, ceiling)
     end
-    tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor), name)
+    -- LT: a place is never raised to the hash's cursor (one above it no pull wrote:
+    -- the subscriber's pull sets it back to the place); a new one is added
+    tolerant(0, 'ZADD', KEYS[7], 'LT', string.format('%.0f', cursor), name)
     -- subscribed before every call sent since (the calls before have their names)
     tolerant(0, 'ZADD', KEYS[8], 'NX', 0, name)
     tolerant(0, 'ZADD', KEYS[9], 'NX', now, name)
@@ -337,6 +343,12 @@ local function place_of(name, score, ahead_of)
   local cursor = guards().whole(raw, 0, MAX_SCORE)
   if cursor and ahead_of and cursor > ahead_of then
     return set_back_ahead(name, cursor, score, ahead_of)
+  end
+  -- above its place (set_cursor writes both: no pull wrote it), set back to it, never
+  -- the place raised to it (the calls between would be deleted as pulled)
+  local at = guards().whole(score, 0, MAX_SCORE)
+  if cursor and at and cursor > at then
+    return set_back_ahead(name, cursor, at, MAX_SCORE, true)
   end
   if cursor ~= tonumber(score) then
     tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor or 0), name)

@@ -68,19 +68,29 @@ if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
 end
 local note = ''
 local ahead = raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE)
+-- its place in the index: set_cursor writes it with the cursor, so a cursor above it
+-- no pull wrote (planted: it would skip the calls between); none (a subscriber of an
+-- older layout, the hash only) tells nothing, and the cursor is kept
+local place = raw and tolerant(false, 'ZSCORE', KEYS[7], name)
 if ahead then
   -- past every sequence handed out: no pull wrote it (planted), it is set back (to
   -- its place: what minitask last wrote for it), never a restart of every call
-  cursor = set_back_ahead(name, ahead, tolerant(false, 'ZSCORE', KEYS[7], name), seq)
+  cursor = set_back_ahead(name, ahead, place, seq)
+elseif cursor then
+  local at = guards().whole(place, 0, MAX_SCORE)
+  if at and cursor > at then cursor = set_back_ahead(name, cursor, at, MAX_SCORE, true) end
 end
 -- a cursor set back as ahead (here, or by a send before its calls took their
 -- sequences): said in the worker's log (its note), once
 local set_back = tolerant(false, 'HGET', KEYS[1], ahead_field(name))
 if set_back then
   tolerant(0, 'HDEL', KEYS[1], ahead_field(name))
-  local was, back = string.match(set_back, '^(%d+) (%d+)$')
+  local was, back, kind = string.match(set_back, '^(%d+) (%d+)( ?%a*)$')
   if was then
-    note = 'cursor ' .. was .. ' of ' .. KEYS[5] .. ' was past the last call sequence ' ..
+    note = 'cursor ' .. was .. ' of ' .. KEYS[5] .. ' was ' ..
+           (kind == ' place' and ('past its place ' .. back .. ' in ' .. KEYS[7] ..
+                                  ', which minitask writes with it ')
+                             or 'past the last call sequence ') ..
            '(data minitask did not write): set back to ' .. back .. ', so that it takes ' ..
            'no later call for a pulled one (calls after ' .. back .. ' run)'
   end
