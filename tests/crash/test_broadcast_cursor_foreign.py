@@ -72,12 +72,12 @@ def test_a_cursor_planted_on_a_subscriber_past_the_16_least(
         client.close()
 
 
-def _first_runs(client: "redis.Redis[bytes]", name: str) -> Counter:
+def _first_runs(client: "redis.Redis[bytes]", name: str) -> "Counter[str]":
     """How often each call ran on `name` as a first delivery (a redelivery after a
     SIGKILL is at-least-once, not a set-back)."""
-    runs: Counter = Counter()
+    runs: "Counter[str]" = Counter()
     for entry in client.lrange(f"marks:note:{name}", 0, -1):
-        n, _, _, delivery = entry.decode().split(":")
+        n, _, _, delivery = bytes(entry).decode().split(":")
         if delivery == "1":
             runs[n] += 1
     return runs
