@@ -22,7 +22,9 @@
 -- range (nan, inf, 1.5; a maxlen or ttl below 1) is read as missing (a call with no
 -- send time is past the ttl), a cursor as 0 when dropping pulled calls (none is lost); a
 -- place that is not its subscriber's cursor (inf, -inf, 1e300, 1.5, -5) is set back
--- to it before calls are deleted (least_cursor, check_places); an alive that is
+-- to it before calls are deleted (least_cursor, check_places), but a cursor above a
+-- place that is a sequence (set_cursor writes both: no pull wrote it) is set back to
+-- the place, never the place raised (set_back_ahead; the pull checks its own); an alive that is
 -- no time is aged from the server's now (prune, age_ahead). A value of state or
 -- cursors longer than any minitask writes is read whole once, then deleted (state)
 -- or set to 0 (a cursor: state_of, cursor_of).
@@ -325,7 +327,8 @@ end
 local REFUSED = {}
 
 -- `name`'s cursor as the hash (the truth) says, its index entry (`score`, as read)
--- set back to it when they differ; nil when it cannot be told, and the caller then
+-- set back to it when they differ (a cursor above an entry that is a sequence is
+-- set back to the entry instead: no pull wrote it); nil when it cannot be told, and the caller then
 -- keeps every call: the hash has no cursor for it (an entry an older minitask's
 -- unsubscribe left: dropped, and the next script scans the hash again before
 -- trusting the index, as that entry may have hidden a cursor the index lacks), or

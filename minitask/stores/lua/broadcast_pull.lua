@@ -30,8 +30,9 @@
 -- note says which key: the worker serves its other queues); a cursor that is no
 -- whole number up to the last sequence (nan, inf, 1.5, 1e300) restarts from the
 -- oldest call still logged (at least once: a call may run twice), except one past
--- the last sequence handed out (no pull wrote it: planted), set back to its place in
--- the index (set_back_ahead: what minitask last wrote for it; the note says so, as it
+-- the last sequence handed out (no pull wrote it: planted), or one above its place in
+-- the index (set_cursor writes both: planted), set back to its place
+-- (set_back_ahead: what minitask last wrote for it; the note says so, as it
 -- does for one a send set back); seen or wake
 -- of another type is left as it is; state's maxlen or ttl that is no whole number
 -- from 1 up (nan, inf, -5, 0, 1.5) is read as missing: nothing is dropped over them
