@@ -6,7 +6,9 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
 
 from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
-from .ranout import place_of, timeout_message, unknown_message, unread_message
+from .ranout import (atimeout_message, place_of, timeout_message, unknown_message,
+                     unread_message)
+from .stores.aio_clients import cancels_asked, keep_cancel
 from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, readable_state
@@ -394,23 +396,28 @@ class TaskHandle(Generic[R]):
         """
         check_timeout(timeout, f"aget() on task {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
+        before = cancels_asked()  # each await below is checked: see keep_cancel
         queue = await self._afind_queue()
         broker = self._aio()
         if queue is None or (not self._sent_later
-                             and readable_state(await broker.state(queue, self.id),
-                                                self.id) == "unknown"):
+                             and await _aunknown(self, broker, queue, deadline)):
             promised = self._promise(await _arecord(self, broker))
+            keep_cancel(before)
             if promised is None:
                 raise ResultTimeout(_unknown_message(self, queue))
             queue = promised
         while True:
+            keep_cancel(before)
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
             body = await broker.wait_result(queue, self.id, min(remaining, 5.0)
                                             if remaining > 0 else 0.002)
+            keep_cancel(before)
             if body is not None:
                 return self._value_of(body, queue)
             if deadline is not None and time.monotonic() >= deadline:
-                raise ResultTimeout(await _atimeout_message(self, queue, timeout))
+                message = await atimeout_message(self, queue, timeout, deadline)
+                keep_cancel(before)
+                raise ResultTimeout(message)
 
     async def acancel(self, running: bool = False) -> bool:
         """Like ``cancel()``, awaited.
@@ -460,18 +467,22 @@ def _timeout_message(handle: TaskHandle[Any], queue: str, timeout: Optional[floa
                            handle._sent_later, place)
 
 
-async def _atimeout_message(handle: TaskHandle[Any], queue: str,
-                            timeout: Optional[float]) -> str:
-    """Why ``aget()``'s wait ran out, worded as ``get()``'s: the status awaited, the
-    workers and due time read on a thread (they have no async twin), not on the loop."""
+async def _aunknown(handle: TaskHandle[Any], broker: "AsyncBroker", queue: str,
+                    deadline: Optional[float]) -> bool:
+    """Whether the task's state says this broker does not know it, read before the
+    deadline; a state not read by then is not "unknown": the wait runs out at once
+    and its message reads where the task is if there is time."""
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        return False
+    bound = asyncio.timeout(left)
     try:
-        status = await handle.astatus()
-        place = await asyncio.get_running_loop().run_in_executor(
-            None, place_of, handle._broker, queue, handle.id, status)
-    except BrokerError as exc:
-        return unread_message(handle.id, timeout, exc)
-    return timeout_message(handle.id, timeout, queue, handle._broker.description,
-                           handle._sent_later, place)
+        async with bound:
+            return readable_state(await broker.state(queue, handle.id), handle.id) == "unknown"
+    except TimeoutError:
+        if not bound.expired():
+            raise
+        return False
 
 
 async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:

@@ -7,11 +7,14 @@ hands it to the one function that words it.
 """
 from __future__ import annotations
 
+import asyncio
 import datetime as _dt
+import time
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from .broker.health import on_redis_time
+from .errors import BrokerError
 from .printable import printable, shown_name
 from .stores.broker import Broker
 from .wire.message import SystemClock
@@ -48,6 +51,45 @@ def place_of(broker: Broker, queue: str, task_id: str, status: str) -> Place:
     """The rest of the reading once the status is known (blocking reads)."""
     due = "" if status in _DUE_SAID else _due_text(broker, queue, task_id)
     return Place(status, _live_workers(broker, queue), due)
+
+
+#: How long past its deadline ``aget()`` may read where the task is, for its message.
+LOOK_GRACE = 0.1
+
+
+def unlooked_message(task_id: str, timeout: Optional[float], grace: float) -> str:
+    return (f"{_head(task_id, timeout)} (where it is was not read: no time was left to "
+            f"read it within {grace} s of the deadline, as when many waits run out "
+            f"together)")
+
+
+async def atimeout_message(handle: Any, queue: str, timeout: Optional[float],
+                           deadline: float) -> str:
+    """Why ``aget()``'s wait ran out, worded as ``get()``'s, read by ``LOOK_GRACE``
+    s past the deadline (a thousand waits running out together would otherwise
+    queue their reads for seconds past it): the status awaited, the workers and
+    due time read on a thread (they have no async twin), not on the loop."""
+    left = deadline + LOOK_GRACE - time.monotonic()
+    if left <= 0:
+        return unlooked_message(handle.id, timeout, LOOK_GRACE)
+    bound = asyncio.timeout(left)
+    try:
+        async with bound:
+            place = await _alook(handle, queue)
+    except TimeoutError:
+        if not bound.expired():
+            raise
+        return unlooked_message(handle.id, timeout, LOOK_GRACE)  # less, rather than late
+    except BrokerError as exc:
+        return unread_message(handle.id, timeout, exc)
+    return timeout_message(handle.id, timeout, queue, handle._broker.description,
+                           handle._sent_later, place)
+
+
+async def _alook(handle: Any, queue: str) -> Place:
+    status = await handle.astatus()
+    return await asyncio.get_running_loop().run_in_executor(
+        None, place_of, handle._broker, queue, handle.id, status)
 
 
 def unread_message(task_id: str, timeout: Optional[float], exc: Exception) -> str:

@@ -32,7 +32,7 @@ from ..broker.replies import require_readable_replies
 from ..broker.transport import text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
-from .aio_clients import AsyncClient, AsyncResultWaits
+from .aio_clients import AsyncClient, AsyncResultWaits, cancels_asked, keep_cancel
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
 from .aio_clients import Unmirrored as Unmirrored, in_resp2 as in_resp2  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
@@ -72,6 +72,11 @@ class AsyncBroker:
         self.acl_unchecked = True  # until a send's check of the ACL user passed (Cluster: ever)
         self.acl_checks = SenderChecks(isinstance(client, redis.asyncio.RedisCluster))
         self._waits = AsyncResultWaits(client)
+        most = getattr(getattr(client, "connection_pool", None), "max_connections", None)
+        #: State reads in flight: a thousand aget() starting together queue here, where
+        #: one that runs out of time leaves at once, not in the pool's queue
+        self._state_reads = asyncio.Semaphore(max(1, most // 2) if isinstance(
+            most, int) and not isinstance(most, bool) else 8)
 
     @contextmanager
     def errors(self, what: str, script: Optional[str] = None) -> Iterator[None]:
@@ -322,8 +327,9 @@ class AsyncBroker:
 
     async def state(self, queue: str, task_id: str) -> Tuple[str, Optional[bytes]]:
         results = self.broker.results
-        return results.state_of(await self.run(results.state_call(queue, task_id),
-                                               f"read the state of {task_id}"))
+        async with self._state_reads:
+            return results.state_of(await self.run(results.state_call(queue, task_id),
+                                                   f"read the state of {task_id}"))
 
     async def ranges(self, keys: Sequence[str], most: int, what: str) -> List[Any]:
         """At most the first ``most`` + 1 bytes of each string key (b"" for no key), or
@@ -380,7 +386,7 @@ class AsyncBroker:
         """Wait until the task's outcome exists (at most ``timeout`` s, capped at 5);
         DecodeError, as the blocking twin's, when its result key holds another type."""
         key = self.broker.results.keys(queue).result(task_id)
-        seconds = min(max(timeout, 0.002), block_cap(self.client))
+        seconds, before = min(max(timeout, 0.002), block_cap(self.client)), cancels_asked()
         with self.errors(f"wait for the result of {task_id}"):
             if self._cluster:
                 await aslots_read(self.client)
@@ -398,6 +404,7 @@ class AsyncBroker:
                 except DecodeError:
                     body = None
                 raise unwaitable(key, task_id, body, held) from None
+        keep_cancel(before)  # a cancel redis-py swallowed (Python 3.11) is not lost
         return found if isinstance(found, bytes) else None
 
     async def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:

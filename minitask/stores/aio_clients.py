@@ -160,10 +160,30 @@ def waits_client_for(client: AsyncClient) -> AsyncClient:
                       dict(pool.connection_kwargs))
 
 
+def cancels_asked() -> int:
+    """How many cancels the running task has been asked and not yet taken back."""
+    task = asyncio.current_task()
+    return task.cancelling() if task is not None else 0
+
+
+def keep_cancel(before: int) -> None:
+    """Raise ``CancelledError`` when the running task was cancelled since it counted
+    ``before`` cancels, although the await it made returned: on Python 3.11,
+    redis-py's ``asyncio.wait_for`` swallows a cancel that lands as the command
+    completes, which would let a wait run on past ``task.cancel()`` or
+    ``asyncio.timeout()``."""
+    if cancels_asked() > before:
+        raise asyncio.CancelledError()
+
+
 #: At most this many queued waits' keys are read by one glance, taken in turn: 1,000
 #: queued waits cost 1,000 LINDEX a second, not 10,000, and each key is read at least
 #: every ``ceil(queued / GLANCE_KEYS) * GLANCE_EVERY`` s.
 GLANCE_KEYS = 100
+
+
+#: How long past its deadline a queued wait may take to read its own key.
+LATE_LOOK = 0.1
 
 
 class AsyncResultWaits:
@@ -206,7 +226,7 @@ class AsyncResultWaits:
     async def read(self, key: str, seconds: float) -> Any:
         """The last element of list ``key`` once there is one, read without taking it
         (BLMOVE onto the same list); None when ``seconds`` pass first."""
-        deadline = monotonic() + seconds
+        deadline, before = monotonic() + seconds, cancels_asked()
         self._check_open()
         if self._gate.locked():  # every waiting connection is taken: queue for one
             seen = asyncio.get_running_loop().create_future()
@@ -218,6 +238,7 @@ class AsyncResultWaits:
             try:
                 await asyncio.wait((seen, acquiring), timeout=max(deadline - monotonic(), 0),
                                    return_when=asyncio.FIRST_COMPLETED)
+                keep_cancel(before)
             except BaseException:  # cancelled: neither the turn nor a glance is its
                 self._drop(acquiring)
                 if seen.done() and not seen.cancelled():
@@ -232,15 +253,38 @@ class AsyncResultWaits:
                     return seen.result()
                 self._check_open()
                 # its key read by a glance since it queued, or once now (timeout=0, say)
-                return None if looked else await self._client.lindex(key, -1)
+                if looked:
+                    return None
+                found = await self._late_look(key, deadline)
+                keep_cancel(before)
+                return found
         else:
             await self._gate.acquire()
         try:
+            keep_cancel(before)
             self._check_open()
             left = max(deadline - monotonic(), 0.002)  # BLMOVE's 0 waits for ever
-            return await self.waits.blmove(key, key, round(left, 3), "RIGHT", "LEFT")
+            found = await self.waits.blmove(key, key, round(left, 3), "RIGHT", "LEFT")
+            keep_cancel(before)
+            return found
         finally:
             self._gate.release()
+
+    async def _late_look(self, key: str, deadline: float) -> Any:
+        """A queued wait's own read of its key at its deadline, done by ``LATE_LOOK``
+        s past it: a thousand waits running out together queue these reads for the
+        sending connections; one not done by then reads as no result (ran out)."""
+        left = deadline + LATE_LOOK - monotonic()
+        if left <= 0:
+            return None
+        bound = asyncio.timeout(left)
+        try:
+            async with bound:
+                return await self._client.lindex(key, -1)
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            return None
 
     def _check_open(self) -> None:
         if self._closed:
