@@ -25,7 +25,8 @@ demo: $(STAMP)
 # clusters, Sentinel and TLS servers (tests/scale: many servers each, and a 3 s bound on
 # a cluster's wake-up), and the tests that assert times: a wait's promptness
 # (test_wait.py), rates and tick spacing (test_flow_workers.py, crash/test_periodic.py),
-# a restart within a lease (test_redis_outage.py), a countdown read to the second. Each
+# a restart within a lease (test_redis_outage.py), a countdown read to the second, aget()
+# deadlines with thousands of waits (test_aget_cancels..., the waits-pool tests). Each
 # of those failed now and then in parallel runs on a loaded machine.
 # TEST_PROCESSES is 0 (one process, as before) until a parallel run has passed the
 # whole suite; `make test TEST_PROCESSES=3` runs it spread. The first whole run at 3 hung
@@ -53,7 +54,9 @@ TEST_PROCESSES ?= 0
 PARALLEL := -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 SERIAL_TESTS := tests/scale/ tests/crash/test_soak.py tests/integration/test_wait.py \
 	tests/integration/test_flow_workers.py tests/crash/test_periodic.py \
-	tests/crash/test_redis_outage.py \
+	tests/crash/test_redis_outage.py tests/integration/test_aget_cancels_and_deadlines_under_load.py \
+	tests/integration/test_wait_deadlines_with_a_full_waits_pool.py \
+	tests/integration/test_queued_waits_glance.py \
 	tests/integration/test_operators_view_redis.py::test_an_id_that_is_a_listing_word_is_inspected_with_id
 
 test: lint typecheck docs
