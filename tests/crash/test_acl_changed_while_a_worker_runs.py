@@ -62,3 +62,71 @@ def test_an_ack_refused_part_way_loses_no_task(processes: Processes, server: Red
     finally:
         app.close()
         admin.close()
+
+
+def test_a_refusal_ended_in_time_is_recorded_with_no_lost_lease_said(
+        processes: Processes, server: RedisServer, tmp_path: Path) -> None:
+    """The probe's first half: the worker lives on and the ACL comes back well within the
+    lease. Its outcome is recorded on a later try, and no "lease had expired" is said: the
+    refused ack removed no lease (it said so after 3 s of a 30 s visibility_timeout)."""
+    admin: "redis.Redis[bytes]" = server.client()
+    url = user_without(admin, server, "nothing")
+    app = Minitask("aclack", broker=server.client())
+    try:
+        counted = app.task(name="counted")(lambda key, seconds: key)
+        log = tmp_path / "worker.log"
+        processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1", log=log,
+                         env={"MINITASK_BROKER_URL": url, "TEST_VISIBILITY": "30"})
+        handle = counted.delay("k", 0.5)
+        wait_until(lambda: admin.get("runs:k") == b"1", timeout=DEADLINE,
+                   message="the task's run")
+        admin.execute_command("ACL", "SETUSER", "limited", "-rpush")
+        wait_until(lambda: "NOPERM" in log.read_text() or "rpush" in log.read_text().lower(),
+                   timeout=DEADLINE, message="the ack refused")
+        admin.execute_command("ACL", "SETUSER", "limited", "+rpush")
+        assert handle.get(timeout=DEADLINE) == "k"
+        wait_until(lambda: "succeeded" in log.read_text(), timeout=DEADLINE,
+                   message="the success logged")
+        assert "lease had expired" not in log.read_text()
+        assert admin.get("runs:k") == b"1"
+    finally:
+        app.close()
+        admin.close()
+
+
+def test_a_lease_lost_while_refused_is_told_with_the_refusal(
+        processes: Processes, server: RedisServer, tmp_path: Path) -> None:
+    """Refused past its lease, the task runs again on another worker; when the first
+    worker's outcome is recorded at last, it says that Redis refused it for the ACL, not
+    that the task stalled (raise visibility_timeout)."""
+    admin: "redis.Redis[bytes]" = server.client()
+    url = user_without(admin, server, "nothing")
+    app = Minitask("aclack", broker=server.client())
+    try:
+        counted = app.task(name="counted")(lambda key, seconds: key)
+        first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
+        processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1", log=first_log,
+                         env={"MINITASK_BROKER_URL": url, "TEST_VISIBILITY": "3"})
+        counted.delay("k", 0.5)
+        wait_until(lambda: admin.get("runs:k") == b"1", timeout=DEADLINE,
+                   message="the task's first run")
+        admin.execute_command("ACL", "SETUSER", "limited", "-rpush")
+        wait_until(lambda: "NOPERM" in first_log.read_text()
+                   or "rpush" in first_log.read_text().lower(), timeout=DEADLINE,
+                   message="the ack refused")
+        # another user's worker takes the task once the lease expires
+        processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1",
+                         log=second_log,
+                         env={"MINITASK_BROKER_URL": server.url, "TEST_VISIBILITY": "3"})
+        wait_until(lambda: admin.get("runs:k") == b"2", timeout=DEADLINE,
+                   message="the task run again")
+        wait_until(lambda: "succeeded" in second_log.read_text(), timeout=DEADLINE,
+                   message="the second run recorded")
+        admin.execute_command("ACL", "SETUSER", "limited", "+rpush")
+        wait_until(lambda: "refused to record its outcome for the ACL"
+                   in first_log.read_text(), timeout=DEADLINE,
+                   message="the lost lease told with the refusal")
+        assert "raise visibility_timeout" not in first_log.read_text()
+    finally:
+        app.close()
+        admin.close()

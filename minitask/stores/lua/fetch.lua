@@ -256,17 +256,17 @@ local function lease(id, body, priority, spec)
   -- counted already: the start it did not make counts against them (on the safe side,
   -- and only for a stale entry)
   local leased = redis.pcall('ZADD', KEYS[2], 'NX', score, id)
-  if type(leased) == 'table' then
+  if leased ~= 1 then  -- (compared as a number: no type() call on the hot path)
+    if leased == 0 then
+      drop(id, true)
+      return
+    end
     -- refused after its pop (an ACL changed while the worker runs: NOPERM; leases of
     -- another type were moved aside above): put back at the head of its priority's
     -- list before the error, so that it is not lost (pcall: a refusal of that too
     -- must not hide the first)
     redis.pcall('LPUSH', KEYS[16 - priority], id)
     error(leased.err, 0)
-  end
-  if leased == 0 then
-    drop(id, true)
-    return
   end
   if spec and (spec.most > 0 or (spec.group_most or 0) > 0) then slots = true end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
