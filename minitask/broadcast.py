@@ -288,9 +288,9 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
             raise ResultTimeout(
                 f"broadcast {self.id} of queue {self.queue!r} will never have an outcome on "
                 f"subscriber(s) {', '.join(never)}: each is past the call and keeps none (it "
-                f"was dropped over broadcast_maxlen or broadcast_ttl before they pulled it, "
-                f"the task is ignore_result, or its result expired after result_ttl); join "
-                f"the others with subscribers=[...]")
+                f"was dropped over broadcast_maxlen or broadcast_ttl before they pulled it, the "
+                f"task is ignore_result, its result expired after result_ttl, or another's data "
+                f"moved their cursor past it); join the others with subscribers=[...]")
         return found
 
     def _timed_out(self, names: List[str], index: int,

@@ -310,6 +310,16 @@ def missing_for_worker(client: Any, sources: Dict[str, str], key: str) -> Option
     return missing_of(client, worker_commands(sources), key)
 
 
+def one_key_per_node(owner: Any, keys: Iterable[str]) -> List[str]:
+    """Of ``keys``, the first of each node (``node_of``: each primary on Redis Cluster,
+    whose ACL is its own; the first key alone elsewhere), in order: where a check that
+    covers them all asks."""
+    chosen: Dict[str, str] = {}
+    for key in keys:
+        chosen.setdefault(node_of(owner, key), key)
+    return list(chosen.values())
+
+
 def missing_for_scripts(client: Any, sources: Dict[str, str], scripts: Iterable[str],
                         key: str) -> Optional[List[str]]:
     """``missing_for_worker`` for the commands of ``scripts`` alone (an ops command's)."""
@@ -319,11 +329,13 @@ def missing_for_scripts(client: Any, sources: Dict[str, str], scripts: Iterable[
     return missing_of(client, asked, key)
 
 
-def worker_refused(missing: Sequence[str], key: str, worker: str, broker: str) -> str:
+def worker_refused(missing: Sequence[str], key: str, worker: str, broker: str,
+                   node: str = "") -> str:
     """Why a worker whose ACL user lacks ``missing`` does not start, and what to add."""
     rules = " ".join(f"+{name}" for name in missing)
+    where = f"on key {key!r}, node {node}" if node else f"on key {key!r}"
     return (f"worker {worker} cannot start: the Redis ACL user (broker {broker}) may not "
-            f"run {', '.join(name.upper() for name in missing)} (on key {key!r}), which "
+            f"run {', '.join(name.upper() for name in missing)} ({where}), which "
             f"the worker's scripts and commands call; Redis checks a script's commands "
             f"only as it comes to each, and one refused after a first write would leave a "
             f"task half done (acked but its result not stored, a workflow's step finished "
@@ -332,12 +344,14 @@ def worker_refused(missing: Sequence[str], key: str, worker: str, broker: str) -
             f"Scaling out page (guide/scaling)")
 
 
-def ops_refused(missing: Sequence[str], key: str, what: str, broker: str) -> str:
+def ops_refused(missing: Sequence[str], key: str, what: str, broker: str,
+                node: str = "") -> str:
     """Why an ops command (``minitask cancel``, ``purge``, ``dead requeue``...) whose
     ACL user lacks ``missing`` wrote nothing, and what to add."""
     rules = " ".join(f"+{name}" for name in missing)
+    where = f"on key {key!r}, node {node}" if node else f"on key {key!r}"
     return (f"could not {what} (broker {broker}): the Redis ACL user may not run "
-            f"{', '.join(name.upper() for name in missing)} (on key {key!r}), which its "
+            f"{', '.join(name.upper() for name in missing)} ({where}), which its "
             f"scripts call; Redis checks a script's commands only as it comes to each, and "
             f"one refused after a first write would leave it half done, so nothing was "
             f"written; add {rules} (and keys ~minitask:*), as the ACL list on the docs' "

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from ..errors import BrokerError, ConfigurationError, broker_error, refused_in_script
+from ..errors import BrokerError, broker_error, refused_in_script
 from ..printable import own_logger
 from .acl_check import CHECKED, SENDING_SCRIPTS, SenderChecks, check_again, check_sender, \
     commands_of
@@ -27,6 +27,7 @@ from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
 from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .pools import ResultWaits
+from .replies import require_readable_replies
 from .waits import Blocked, Waits
 from .writes import WriteFailed, call_ends, closed_after, reply_lost, write_counted
 
@@ -55,10 +56,7 @@ class Transport:
     """One client's scripts, connections and blocking waits."""
 
     def __init__(self, client: "redis.Redis | redis.RedisCluster", description: str = "") -> None:
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-        if kwargs.get("decode_responses"):
-            raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
-                                     "it without decode_responses=True")
+        require_readable_replies(client, "it")
         self.client = client
         self.description = description or repr(client)
         self.connections = Connections(client)

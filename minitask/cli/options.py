@@ -10,9 +10,9 @@ import re
 import sys
 from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
-from ..admin import known_queue, meant
+from ..admin import known_queue, lookup_queues, meant
 from ..app import Minitask
-from ..broker.acl_check import missing_for_scripts, ops_refused
+from ..broker.acl_check import missing_for_scripts, node_of, one_key_per_node, ops_refused
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
 from ..printable import json_safe, own_logger, printable
@@ -182,13 +182,23 @@ def require_acl(app: Minitask, scripts: Sequence[str], queue: Optional[str],
                 what: str) -> None:
     """Before an ops command writes: refuse (ConfigurationError, exit 2) when the ACL
     user lacks a command of the ``scripts`` it runs, which Redis would refuse only part
-    way through one (Redis 7.0 and later; 6.2 cannot be asked: it goes on)."""
+    way through one (Redis 7.0 and later; 6.2 cannot be asked: it goes on). On Redis
+    Cluster each primary node it may write to is asked (ACLs are each node's own):
+    ``queue``'s, or with None those of every queue a lookup by id asks (a handle's,
+    as ``cancel`` finds a task's queue, and the ops commands')."""
     transport = app.broker.transport
-    key = app.broker.queues.keys(queue or app.default_queue).messages
-    with transport.errors(f"ask Redis whether the ACL user may {what}"):
-        missing = missing_for_scripts(transport.client, transport.sources, scripts, key)
-    if missing:
-        raise ConfigurationError(ops_refused(missing, key, what, transport.description))
+    queues = [queue] if queue is not None else [
+        app.default_queue, *app.broker.queues.lookup_names()[0], *lookup_queues(app)[0]]
+    keys = [app.broker.queues.keys(name).messages for name in queues]
+    for key in one_key_per_node(transport, keys):
+        node = node_of(transport, key)
+        with transport.errors(f"ask Redis whether the ACL user may {what} (key {key!r}"
+                              f"{f', node {node}' if node else ''})"):
+            missing = missing_for_scripts(transport.client, transport.sources, scripts,
+                                          key)
+        if missing:
+            raise ConfigurationError(ops_refused(missing, key, what,
+                                                 transport.description, node))
 
 
 def known(app: Minitask, queue: str) -> bool:

@@ -28,11 +28,13 @@ from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout
 from ..broker.acl_check import SENDING_SCRIPTS, SenderChecks, acheck_sender, check_again
 from ..broker.cluster_sends import aslots_read, asend_once, confirm
 from ..broker.packing import ScriptCall
+from ..broker.replies import require_readable_replies
 from ..broker.transport import text
 from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
 from .aio_clients import AsyncClient, AsyncResultWaits
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
+from .aio_clients import Unmirrored as Unmirrored, in_resp2 as in_resp2  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker
 from .aio_registry import list_queue
@@ -47,10 +49,7 @@ class AsyncBroker:
     """One app's Redis seen from one event loop: the stores' calls, awaited."""
 
     def __init__(self, broker: Broker, client: AsyncClient) -> None:
-        kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
-        if kwargs.get("decode_responses"):
-            raise ConfigurationError("minitask needs a Redis client that returns bytes: create "
-                                     "the async_broker without decode_responses=True")
+        require_readable_replies(client, "the async_broker")
         # a client of its own (async_broker=) has a socket timeout of its own
         check_socket_timeout(broker.transport.durability, client, f"app {broker.app_name!r}")
         self.broker = broker

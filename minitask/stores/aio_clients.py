@@ -6,8 +6,10 @@ however many queue for that pool (``AsyncResultWaits``).
 from __future__ import annotations
 
 import asyncio
+import inspect
+from functools import lru_cache
 from time import monotonic
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 import redis
 import redis.asyncio
@@ -35,7 +37,7 @@ def async_client_for(client: Any, description: str) -> AsyncClient:
         ConfigurationError: the client is a Redis Cluster or Sentinel client, or
             one whose connections minitask cannot mirror; pass ``async_broker=``.
     """
-    mirrored = twin_of(client)
+    mirrored = twin_of(client, description)
     if mirrored is None:
         raise ConfigurationError(
             f"async producers cannot mirror the broker client of {description} (a Redis "
@@ -45,18 +47,95 @@ def async_client_for(client: Any, description: str) -> AsyncClient:
     return _client_of(twin, client.connection_pool.max_connections, kwargs)
 
 
-def twin_of(client: Any) -> Optional[Tuple[Any, Dict[str, Any]]]:
+class Unmirrored(ConfigurationError):
+    """A setting of the blocking client that redis-py's asyncio connections lack (OCSP
+    validation, a key file's password): a twin without it would connect with weaker
+    checks than the user asked for, so none is made."""
+
+    def __init__(self, description: str, settings: List[str]) -> None:
+        super().__init__(
+            f"async producers cannot mirror the broker client of {description}: this "
+            f"redis-py's asyncio connections have no {', '.join(settings)} (set on it), "
+            f"and connecting without would weaken what it checks: pass a redis.asyncio "
+            f"client as Minitask(..., async_broker=...)")
+        self.settings = settings
+
+
+def twin_of(client: Any, description: str = "this app") -> Optional[Tuple[Any, Dict[str, Any]]]:
     """The ``redis.asyncio`` connection class and arguments that mirror a plain blocking
-    client's connections; None for any other client (a cluster, Sentinel, custom)."""
+    client's connections; None for any other client (a cluster, Sentinel, custom).
+    Only the arguments the asyncio class takes are passed (redis-py's blocking ones
+    have more: OCSP's, say, which its asyncio ones refuse with a TypeError).
+
+    Raises:
+        Unmirrored: the client sets one of those others to other than its default.
+    """
     pool = getattr(client, "connection_pool", None)
-    twin = _TWINS.get(getattr(getattr(pool, "connection_class", None), "__name__", ""))
+    blocking = getattr(pool, "connection_class", None)
+    twin = _TWINS.get(getattr(blocking, "__name__", ""))
     if not isinstance(client, redis.Redis) or pool is None or twin is None or type(
             pool) not in (redis.ConnectionPool, WaitingPool):
         return None
     kwargs = dict(pool.connection_kwargs)
-    for blocking_only in ("retry", "redis_connect_func", "credential_provider"):
+    # objects of the blocking pool's own (its asyncio pool makes its own handler)
+    for blocking_only in ("retry", "redis_connect_func", "credential_provider",
+                          "maint_notifications_pool_handler"):
         kwargs.pop(blocking_only, None)
-    return twin, kwargs
+    taken = _parameters(twin)
+    defaults = _defaults(blocking)
+    unmirrored = sorted(name for name, value in kwargs.items() if name not in taken
+                        and not _unset(value, defaults.get(name, None)))
+    if unmirrored:
+        raise Unmirrored(description, unmirrored)
+    return twin, {name: value for name, value in kwargs.items() if name in taken}
+
+
+def in_resp2(connection_class: Any, kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    """``kwargs`` for connections that speak RESP2 whatever the client speaks (redis-py
+    8 speaks RESP3 by default): no push message comes between a command and its
+    reply on them, nor maintenance notifications (RESP3's)."""
+    options = dict(kwargs)
+    if "protocol" in _parameters(connection_class):  # (redis-py 4.5's speak RESP2 alone)
+        options["protocol"] = 2
+        options.pop("maint_notifications_config", None)
+    return options
+
+
+def _unset(value: Any, default: Any) -> bool:
+    try:
+        return value is default or bool(value == default)
+    except Exception:  # noqa: BLE001 - a value that cannot be compared is a setting
+        return False
+
+
+@lru_cache(maxsize=None)
+def _parameters(connection_class: Any) -> FrozenSet[str]:
+    """The keyword arguments ``connection_class`` takes: those its ``__init__`` names,
+    and its bases' while each passes ``**kwargs`` on."""
+    return frozenset(_signature(connection_class))
+
+
+@lru_cache(maxsize=None)
+def _defaults(connection_class: Any) -> Dict[str, Any]:
+    return {name: parameter.default for name, parameter in _signature(connection_class).items()
+            if parameter.default is not inspect.Parameter.empty}
+
+
+def _signature(connection_class: Any) -> Dict[str, inspect.Parameter]:
+    named: Dict[str, inspect.Parameter] = {}
+    for base in getattr(connection_class, "__mro__", ()):
+        init = vars(base).get("__init__")
+        if init is None:
+            continue
+        passes_on = False
+        for name, parameter in inspect.signature(init).parameters.items():
+            if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                passes_on = True
+            elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL and name != "self":
+                named.setdefault(name, parameter)
+        if not passes_on:
+            break
+    return named
 
 
 def _client_of(connection_class: Any, max_connections: int, kwargs: Dict[str, Any]) -> Any:

@@ -212,8 +212,29 @@ class BroadcastReads(Store):
         refuse_foreign(keys, [seq, dropped, refused], what)
         if seq is None or seq <= (whole(dropped, 0, MAX_SEQ) or 0):
             return list(names)
-        return [name for name, cursor in zip(names, cursors)
+        past = [name for name, cursor in zip(names, cursors)
                 if (whole(cursor, 0, MAX_SEQ) or 0) >= seq]
+        return self._placed_past(k.broadcast("places"), past, seq, what)
+
+    def _placed_past(self, key: str, names: List[str], seq: int, what: str) -> List[str]:
+        """Those of ``names`` (a cursor past call ``seq``) whose place in the index is
+        not below it: set_cursor writes both, so a cursor past its place no pull wrote
+        (planted), and the subscriber's next pull sets it back to its place and pulls
+        the call. No place, or one that is no sequence (an older layout, another's
+        data, a key of another type): the cursor is believed, as before."""
+        if not names:
+            return names
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for name in names:
+                pipe.zscore(key, name)
+            places = pipe.execute(raise_on_error=False)
+        kept = []
+        for name, place in zip(names, places):
+            at = None if isinstance(place, Exception) else whole(place, 0, MAX_SEQ)
+            if at is None or at >= seq:
+                kept.append(name)
+        return kept
 
 
 def _rows(key: str, seq: Any, pairs: Sequence[Tuple[Any, Any]],

@@ -12,9 +12,11 @@ so once, and starts (one on the default user, as the embedded broker's, says not
 """
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
-from ..broker.acl_check import missing_for_worker, worker_refused
+from ..broker.acl_check import (missing_for_worker, node_of, one_key_per_node,
+                                worker_refused)
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger
 
@@ -30,22 +32,50 @@ UNCHECKED = ("worker %s could not check that its Redis ACL user may run every co
 
 def require_worker_acl(worker: Any) -> None:
     """Refuse to start (ConfigurationError) when the ACL user lacks a command the worker
-    needs; log UNCHECKED where Redis cannot say."""
+    needs; log UNCHECKED where Redis cannot say. On Redis Cluster every primary node
+    the worker writes to is asked (ACLs are each node's own): those of its queues (a
+    queue's keys share its hash tag) and that of the app-wide keys (its heartbeat, the
+    queue registry, the metrics)."""
     transport = worker.broker.transport
-    key = worker.broker.queues.keys(worker.queues[0]).messages
-    try:
-        with transport.errors(f"ask Redis which commands worker {worker.name}'s ACL user "
-                              f"may run"):
-            missing = missing_for_worker(transport.client, transport.sources, key)
-    except BrokerError as error:
-        if error.reason != "permission":
-            raise  # (unreachable, ...: as any error at start)
-        raise ConfigurationError(f"worker {worker.name} cannot start: {error}") from None
-    if missing is None and logs_in_as_a_user(transport.client):
-        logger.warning(UNCHECKED, worker.name)
-    elif missing:
-        raise ConfigurationError(worker_refused(missing, key, worker.name,
-                                                transport.description))
+    queues = worker.broker.queues
+    keys = [queues.keys(queue).messages for queue in worker.queues]
+    for key in one_key_per_node(transport, [*keys, queues.app_keys.workers]):
+        node = node_of(transport, key)
+        try:
+            with transport.errors(f"ask Redis which commands worker {worker.name}'s ACL "
+                                  f"user may run (key {key!r}"
+                                  f"{f', node {node}' if node else ''})"):
+                missing = missing_for_worker(transport.client, transport.sources, key)
+        except BrokerError as error:
+            if error.reason == "unreachable":
+                raise connection_failed(error, worker.name, transport.description,
+                                        node) from error.__cause__
+            if error.reason != "permission":
+                raise  # (...: as any error at start)
+            raise ConfigurationError(f"worker {worker.name} cannot start: {error}") from None
+        if missing is None:
+            if logs_in_as_a_user(transport.client):
+                logger.warning(UNCHECKED, worker.name)
+            return  # Redis before 7.0: no node can say
+        if missing:
+            raise ConfigurationError(worker_refused(missing, key, worker.name,
+                                                    transport.description, node))
+
+
+def connection_failed(error: BrokerError, worker: str, broker: str,
+                      node: str) -> BrokerError:
+    """The error of a worker whose first call to Redis (its ACL check) could not connect:
+    the connection failed (a TLS handshake, a certificate), said first, not the check."""
+    cause = error.__cause__ or error
+    tls = isinstance(cause, ssl.SSLError) or any(
+        word in str(cause) for word in ("SSL", "certificate", "TLS"))
+    where = f"broker {broker}, node {node}" if node else f"broker {broker}"
+    check = ("check the TLS settings: the CA certificate (ssl_ca_certs), the client "
+             "certificate and key, the host name the server's certificate names"
+             if tls else "is Redis running and reachable?")
+    return BrokerError(f"worker {worker} cannot start: the {'TLS ' if tls else ''}"
+                       f"connection to Redis failed ({where}): {cause}; {check}",
+                       reason="unreachable")
 
 
 def logs_in_as_a_user(client: Any) -> bool:

@@ -19,13 +19,13 @@ import asyncio
 import threading
 import time
 from collections import deque
-from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional
+from typing import Any, Callable, Deque, Dict, List, NamedTuple, Optional, Set
 
 from redis.exceptions import NoScriptError, ResponseError
 
 from ..errors import BrokerError
 from ..printable import own_logger
-from ..stores.aio import twin_of
+from ..stores.aio import Unmirrored, in_resp2, twin_of
 from ..stores.queue import FetchResult
 from ..wire.message import Message
 from .broadcasts import BroadcastSource
@@ -79,12 +79,18 @@ class LoopLink:
         #: the one timer that aborts those past theirs (a timer a round trip cost more).
         self._deadlines: Dict[Any, float] = {}
         self._guard: Optional[asyncio.TimerHandle] = None
+        #: The writers whose round trip the guard aborted, for their error to say why
+        self._expired: Set[Any] = set()
+        #: hiredis 3's type of a RESP3 push message, which answers no command (none
+        #: should come: the loop's connections speak RESP2, ``link_for``)
+        self._push: Any = ()
         try:
             import hiredis
         except ImportError:  # redis-py's own parser (its read_response) instead
             self._reader_class: Optional[Callable[[], Any]] = None
         else:
             self._reader_class = lambda: hiredis.Reader(replyError=ResponseError)
+            self._push = getattr(hiredis, "PushNotification", ())
 
     async def exchange(self, packed: bytes) -> Any:
         """Write ``packed`` (one command) and read its reply; a cancel of the caller's
@@ -93,6 +99,9 @@ class LoopLink:
         closes the connection (a reply left unread must not answer the next command).
         """
         link = self._free.pop() if self._free else await self._take()
+        while _ended(link):  # closed by Redis while idle (CLIENT KILL, its `timeout`)
+            await self._drop(link)  # nothing sent on it yet: another one serves
+            link = self._free.pop() if self._free else await self._take()
         writer, replies = link[1], link[3]
         if self._timeout is not None:
             self._watch(writer, self._timeout)
@@ -102,14 +111,15 @@ class LoopLink:
                 replies.transport.write(packed)
                 parser = replies.parser
                 reply = parser.gets()
-                while reply is False:
-                    if replies.lost is not None:
+                while reply is False or isinstance(reply, self._push):
+                    if reply is False and replies.lost is not None:
                         raise replies.lost
-                    replies.waiter = waiter = replies.loop.create_future()
-                    try:
-                        await waiter
-                    except asyncio.CancelledError:
-                        cancelled = True  # the reply still comes: read on
+                    if reply is False:
+                        replies.waiter = waiter = replies.loop.create_future()
+                        try:
+                            await waiter
+                        except asyncio.CancelledError:
+                            cancelled = True  # the reply still comes: read on
                     reply = parser.gets()
             else:
                 writer.write(packed)
@@ -125,8 +135,15 @@ class LoopLink:
         except BaseException as exc:
             writer.transport.abort()  # (a read still on ends: its connection closed)
             await self._drop(link)
+            failure = exc
+            if writer in self._expired and isinstance(exc, Exception):  # the guard's abort
+                failure = TimeoutError(f"no reply from Redis within {self._timeout} s (the "
+                                       f"broker client's socket_timeout)")
+            self._expired.discard(writer)
             if cancelled:
-                raise Cancelled(None, exc) from exc
+                raise Cancelled(None, failure) from exc
+            if failure is not exc:
+                raise failure from exc
             raise
         finally:
             if self._timeout is not None:
@@ -154,6 +171,7 @@ class LoopLink:
         for writer, deadline in list(self._deadlines.items()):
             if deadline <= now:
                 del self._deadlines[writer]
+                self._expired.add(writer)
                 writer.transport.abort()
         if self._deadlines:
             self._guard = loop.call_at(min(self._deadlines.values()), self._check, loop)
@@ -242,6 +260,7 @@ class LoopLink:
             replies = Replies(self._reader_class(), writer.transport,
                               asyncio.get_running_loop())
             writer.transport.set_protocol(replies)
+            writer.transport.resume_reading()  # (were it paused, no bytes would come)
         return connection, writer, stream, replies
 
     async def close(self) -> None:
@@ -291,6 +310,15 @@ def _no_script(exc: BaseException) -> bool:
     return isinstance(exc, NoScriptError) or str(exc).startswith("NOSCRIPT")
 
 
+def _ended(link: Any) -> bool:
+    """Whether a free connection was closed meanwhile: hiredis's ``Replies`` saw it
+    end, or (redis-py's parser) its stream read to its end or its transport closed."""
+    replies = link[3]
+    if replies is not None:
+        return replies.lost is not None
+    return link[1].transport.is_closing() or (link[2] is not None and link[2].at_eof())
+
+
 def _seen(read: "asyncio.Task[Any]") -> None:
     """Mark a read's failure as seen: one whose round trip ended on something else
     meanwhile (its connection closed under it) is not for asyncio to log."""
@@ -311,11 +339,17 @@ class Cancelled(Exception):
 def link_for(host: Host) -> Optional[LoopLink]:
     """A ``LoopLink`` mirroring the broker client's connections; None for a client
     minitask cannot mirror (a cluster, Sentinel, a custom one)."""
-    mirrored = twin_of(host.broker.transport.client)
+    try:
+        mirrored = twin_of(host.broker.transport.client)
+    except Unmirrored as exc:  # the recording threads, on the client as it was set
+        logger.warning("the asyncio pool records every outcome on its threads: this "
+                       "redis-py's asyncio connections have no %s, which the broker "
+                       "client sets", ", ".join(exc.settings))
+        return None
     if mirrored is None:
         return None
     twin, kwargs = mirrored
-    options: Dict[str, Any] = dict(kwargs)
+    options = in_resp2(twin, kwargs)
     return LoopLink(lambda: twin(**options), options.get("socket_timeout"))
 
 

@@ -329,12 +329,19 @@ def make_certificates(directory: Path) -> Certificates:
         subprocess.run(["openssl", *args], cwd=directory, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=60)
 
+    # the extensions Python 3.13's strict X.509 checks (VERIFY_X509_STRICT) want: a CA
+    # whose key usage says it signs certificates, a critical basicConstraints, key ids
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
-            "ca.crt", "-days", "2", "-subj", "/CN=minitask test CA")
+            "ca.crt", "-days", "2", "-subj", "/CN=minitask test CA",
+            "-addext", "basicConstraints=critical,CA:TRUE",
+            "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+            "-addext", "subjectKeyIdentifier=hash")
     for name in ("server", "client"):
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out",
                 f"{name}.csr", "-subj", "/CN=127.0.0.1")
-        (directory / f"{name}.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        (directory / f"{name}.ext").write_text(
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\n"
+            "authorityKeyIdentifier=keyid,issuer\nsubjectKeyIdentifier=hash\n")
         openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
                 "-CAcreateserial", "-out", f"{name}.crt", "-days", "2", "-extfile",
                 f"{name}.ext")

@@ -11,7 +11,8 @@ from typing import Any, List, Optional
 import pytest
 
 from minitask import Minitask
-from minitask.broker.acl_check import WORKER_OPTIONAL, asked_args, worker_commands
+from minitask.broker.acl_check import (WORKER_OPTIONAL, SenderChecks, asked_args,
+                                       worker_commands)
 from minitask.errors import ConfigurationError
 from minitask.worker.acl_start import require_worker_acl
 from tests.support.acl import documented_commands
@@ -59,6 +60,7 @@ class _Transport:
         self.reply = reply
         self.sources = {"ack": "redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[1])"}
         self.client = self
+        self.acl_checks = SenderChecks(cluster=False)  # a plain server: one node
         self.connection_pool = type("Pool", (), {"connection_kwargs": {"username": username}})
 
     def evalsha(self, *args: Any) -> Optional[List[int]]:

@@ -22,7 +22,9 @@
 -- range (nan, inf, 1.5; a maxlen or ttl below 1) is read as missing (a call with no
 -- send time is past the ttl), a cursor as 0 when dropping pulled calls (none is lost); a
 -- place that is not its subscriber's cursor (inf, -inf, 1e300, 1.5, -5) is set back
--- to it before calls are deleted (least_cursor, check_places); an alive that is
+-- to it before calls are deleted (least_cursor, check_places), but a cursor above a
+-- place that is a sequence (set_cursor writes both: no pull wrote it) is set back to
+-- the place, never the place raised (set_back_ahead; the pull checks its own); an alive that is
 -- no time is aged from the server's now (prune, age_ahead). A value of state or
 -- cursors longer than any minitask writes is read whole once, then deleted (state)
 -- or set to 0 (a cursor: state_of, cursor_of).
@@ -228,14 +230,16 @@ local function ahead_field(name)
 end
 
 -- `name`'s cursor `cursor` is past `last`, the last call sequence handed out before
--- this script: no pull wrote it (data minitask did not write; planted). Kept, it
--- would take the next calls for pulled ones (they never run for that subscriber, and
--- a send would delete them as pulled). It is set back to its place in the index
--- (`place`, as read: what minitask last wrote for it), or, when that is no sequence
--- up to `last`, to just before the oldest call still logged (at least once); said
--- once in Redis's log, and kept in state (ahead_field) for that subscriber's pull to
--- say in the worker's log. Returns the cursor set.
-local function set_back_ahead(name, cursor, place, last)
+-- this script, or (`place` true: `place_past`) past its place in the index, which
+-- set_cursor writes with it: no pull wrote it (data minitask did not write; planted).
+-- Kept, it would take the next calls for pulled ones (they never run for that
+-- subscriber, and a send would delete them as pulled). It is set back to its place in
+-- the index (`place`, as read: what minitask last wrote for it), or, when that is no
+-- sequence up to `last`, to just before the oldest call still logged (at least once:
+-- a call it ran may run again, none is lost); said once in Redis's log, and kept in
+-- state (ahead_field: was, back, and 'place' when it was past its place) for that
+-- subscriber's pull to say in the worker's log. Returns the cursor set.
+local function set_back_ahead(name, cursor, place, last, place_past)
   local back = guards().whole(place, 0, last)
   if not back then
     local oldest = tolerant({}, 'ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')[2]
@@ -244,11 +248,13 @@ local function set_back_ahead(name, cursor, place, last)
   end
   set_cursor(name, back)
   local said = string.format('%.0f', cursor) .. ' ' .. string.format('%.0f', back)
-  tolerant(0, 'HSET', KEYS[1], ahead_field(name), said)
+  tolerant(0, 'HSET', KEYS[1], ahead_field(name), said .. (place_past and ' place' or ''))
+  local past = place_past and ('past its place ' .. string.format('%.0f', back) .. ' in ' ..
+                               KEYS[7] .. ', which minitask writes with it')
+    or ('past the last call sequence ' .. string.format('%.0f', last))
   redis.log(redis.LOG_WARNING, (string.gsub(
     'minitask: the cursor of ' .. string.sub(name, 1, 64) .. ' in ' .. KEYS[5] .. ' was ' ..
-    string.format('%.0f', cursor) .. ', past the last call sequence ' ..
-    string.format('%.0f', last) .. ' (no pull wrote it); set back to ' ..
+    string.format('%.0f', cursor) .. ', ' .. past .. ' (no pull wrote it); set back to ' ..
     string.format('%.0f', back) .. ', so that it takes no later call for a pulled one',
     '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
   return back
@@ -301,7 +307,9 @@ local function indexed()
     if ceiling and cursor > ceiling then
       cursor = set_back_ahead(name, cursor, false, ceiling)
     end
-    tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor), name)
+    -- LT: a place is never raised to the hash's cursor (one above it no pull wrote:
+    -- the subscriber's pull sets it back to the place); a new one is added
+    tolerant(0, 'ZADD', KEYS[7], 'LT', string.format('%.0f', cursor), name)
     -- subscribed before every call sent since (the calls before have their names)
     tolerant(0, 'ZADD', KEYS[8], 'NX', 0, name)
     tolerant(0, 'ZADD', KEYS[9], 'NX', now, name)
@@ -319,7 +327,8 @@ end
 local REFUSED = {}
 
 -- `name`'s cursor as the hash (the truth) says, its index entry (`score`, as read)
--- set back to it when they differ; nil when it cannot be told, and the caller then
+-- set back to it when they differ (a cursor above an entry that is a sequence is
+-- set back to the entry instead: no pull wrote it); nil when it cannot be told, and the caller then
 -- keeps every call: the hash has no cursor for it (an entry an older minitask's
 -- unsubscribe left: dropped, and the next script scans the hash again before
 -- trusting the index, as that entry may have hidden a cursor the index lacks), or
@@ -337,6 +346,12 @@ local function place_of(name, score, ahead_of)
   local cursor = guards().whole(raw, 0, MAX_SCORE)
   if cursor and ahead_of and cursor > ahead_of then
     return set_back_ahead(name, cursor, score, ahead_of)
+  end
+  -- above its place (set_cursor writes both: no pull wrote it), set back to it, never
+  -- the place raised to it (the calls between would be deleted as pulled)
+  local at = guards().whole(score, 0, MAX_SCORE)
+  if cursor and at and cursor > at then
+    return set_back_ahead(name, cursor, at, MAX_SCORE, true)
   end
   if cursor ~= tonumber(score) then
     tolerant(0, 'ZADD', KEYS[7], string.format('%.0f', cursor or 0), name)

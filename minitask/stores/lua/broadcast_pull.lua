@@ -30,8 +30,9 @@
 -- note says which key: the worker serves its other queues); a cursor that is no
 -- whole number up to the last sequence (nan, inf, 1.5, 1e300) restarts from the
 -- oldest call still logged (at least once: a call may run twice), except one past
--- the last sequence handed out (no pull wrote it: planted), set back to its place in
--- the index (set_back_ahead: what minitask last wrote for it; the note says so, as it
+-- the last sequence handed out (no pull wrote it: planted), or one above its place in
+-- the index (set_cursor writes both: planted), set back to its place
+-- (set_back_ahead: what minitask last wrote for it; the note says so, as it
 -- does for one a send set back); seen or wake
 -- of another type is left as it is; state's maxlen or ttl that is no whole number
 -- from 1 up (nan, inf, -5, 0, 1.5) is read as missing: nothing is dropped over them
@@ -50,7 +51,12 @@ for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
             {}, {}}
   end
 end
-local seq = guards().whole(state_of('seq'), 0, MAX_SCORE)
+-- seq, and a set-back a send or a check left for this pull to say (ahead_field),
+-- read together (one value longer than minitask writes: state_of's)
+local held = tolerant(false, 'HMGET', KEYS[1], 'seq', ahead_field(name))
+local seq_raw, pending = held and held[1], held and held[2]
+if seq_raw and #seq_raw > FIELD_MOST then seq_raw = state_of('seq') end
+local seq = guards().whole(seq_raw, 0, MAX_SCORE)
 -- the cursor measured before it is read: one longer than any minitask writes (planted:
 -- 50 MB, a 5 s stall read whole) is no sequence, never read; set_cursor rewrites it below
 local raw = redis.call('HSTRLEN', KEYS[5], name)
@@ -68,19 +74,33 @@ if raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE) then
 end
 local note = ''
 local ahead = raw and not cursor and seq and guards().whole(raw, 0, MAX_SCORE)
+-- its place in the index: set_cursor writes it with the cursor, so a cursor above it
+-- no pull wrote (planted: it would skip the calls between); none (a subscriber of an
+-- older layout, the hash only) tells nothing, and the cursor is kept
+local place = raw and tolerant(false, 'ZSCORE', KEYS[7], name)
+local set_back = pending
 if ahead then
   -- past every sequence handed out: no pull wrote it (planted), it is set back (to
   -- its place: what minitask last wrote for it), never a restart of every call
-  cursor = set_back_ahead(name, ahead, tolerant(false, 'ZSCORE', KEYS[7], name), seq)
+  cursor = set_back_ahead(name, ahead, place, seq)
+  set_back = tolerant(false, 'HGET', KEYS[1], ahead_field(name))
+elseif cursor then
+  local at = guards().whole(place, 0, MAX_SCORE)
+  if at and cursor > at then
+    cursor = set_back_ahead(name, cursor, at, MAX_SCORE, true)
+    set_back = tolerant(false, 'HGET', KEYS[1], ahead_field(name))
+  end
 end
 -- a cursor set back as ahead (here, or by a send before its calls took their
 -- sequences): said in the worker's log (its note), once
-local set_back = tolerant(false, 'HGET', KEYS[1], ahead_field(name))
 if set_back then
   tolerant(0, 'HDEL', KEYS[1], ahead_field(name))
-  local was, back = string.match(set_back, '^(%d+) (%d+)$')
+  local was, back, kind = string.match(set_back, '^(%d+) (%d+)( ?%a*)$')
   if was then
-    note = 'cursor ' .. was .. ' of ' .. KEYS[5] .. ' was past the last call sequence ' ..
+    note = 'cursor ' .. was .. ' of ' .. KEYS[5] .. ' was ' ..
+           (kind == ' place' and ('past its place ' .. back .. ' in ' .. KEYS[7] ..
+                                  ', which minitask writes with it ')
+                             or 'past the last call sequence ') ..
            '(data minitask did not write): set back to ' .. back .. ', so that it takes ' ..
            'no later call for a pulled one (calls after ' .. back .. ' run)'
   end

@@ -23,8 +23,9 @@
 -- number, or below a cursor or a logged call, starts again above every cursor and
 -- logged call (so no subscriber takes the next call for one it pulled already); a
 -- cursor past the sequence, which no pull wrote (its place is not), is set back
--- before the calls take theirs (set_back_ahead); a wake list of another type gets no
--- token.
+-- before the calls take theirs (set_back_ahead: the 16 least places; one within the
+-- sequences above its place is set back by its own pull); a wake list of another
+-- type gets no token.
 local now, maxlen, ttl = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cap, limit, n = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
 guards().expect(KEYS[5], 'hash')
