@@ -26,20 +26,21 @@ DEADLINE = 60.0
 KEYS = queue_keys("aclack", "default")
 
 
-def start_worker(processes: Processes, url: str, log: Path) -> Any:
-    return processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1", log=log,
+def start_worker(processes: Processes, url: str, log: Path, pool: str = "thread") -> Any:
+    return processes.worker("tests.apps.acl_ack", "--pool", pool, "-c", "1", log=log,
                             env={"MINITASK_BROKER_URL": url, "TEST_VISIBILITY": "3"})
 
 
+@pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
 def test_an_ack_refused_part_way_loses_no_task(processes: Processes, server: RedisServer,
-                                               tmp_path: Path) -> None:
+                                               tmp_path: Path, pool: str) -> None:
     admin: "redis.Redis[bytes]" = server.client()
     url = user_without(admin, server, "nothing")
     app = Minitask("aclack", broker=server.client())
     try:
         counted = app.task(name="counted")(lambda key, seconds: key)
         first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-        worker = start_worker(processes, url, first_log)
+        worker = start_worker(processes, url, first_log, pool)
         handle = counted.delay("k", 1.0)
         wait_until(lambda: admin.get("runs:k") == b"1", timeout=DEADLINE,
                    message="the task's first run")
@@ -94,8 +95,9 @@ def test_a_refusal_ended_in_time_is_recorded_with_no_lost_lease_said(
         admin.close()
 
 
+@pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
 def test_a_lease_lost_while_refused_is_told_with_the_refusal(
-        processes: Processes, server: RedisServer, tmp_path: Path) -> None:
+        processes: Processes, server: RedisServer, tmp_path: Path, pool: str) -> None:
     """Refused past its lease, the task runs again on another worker; when the first
     worker's outcome is recorded at last, it says that Redis refused it for the ACL, not
     that the task stalled (raise visibility_timeout)."""
@@ -105,8 +107,7 @@ def test_a_lease_lost_while_refused_is_told_with_the_refusal(
     try:
         counted = app.task(name="counted")(lambda key, seconds: key)
         first_log, second_log = tmp_path / "first.log", tmp_path / "second.log"
-        processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1", log=first_log,
-                         env={"MINITASK_BROKER_URL": url, "TEST_VISIBILITY": "3"})
+        start_worker(processes, url, first_log, pool)
         counted.delay("k", 0.5)
         wait_until(lambda: admin.get("runs:k") == b"1", timeout=DEADLINE,
                    message="the task's first run")
