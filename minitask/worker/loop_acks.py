@@ -31,7 +31,7 @@ from ..wire.message import Message
 from .broadcasts import BroadcastSource
 from .host import Host
 from .leases import Holdings, Job
-from .outcome_batches import warn_lost_lease
+from .outcome_batches import note_refused, recorded
 from .outcomes import Recorder
 from .progress import ProgressWriter
 from .sources import NOTHING, QueueSource
@@ -420,6 +420,8 @@ class LoopAcks:
                     raise ended.error
         except (Exception, asyncio.CancelledError) as exc:  # an outage, a script not
             # loaded, a refusal, a cancel as it connected: the recording threads' to ride
+            if isinstance(exc, BrokerError):
+                note_refused([job for job, _ in acks], exc)
             self._holdings.restore_acks(acks)
             if not _no_script(exc):  # (else loaded as the threads send it: no rest)
                 self._resting_until = time.monotonic() + REST
@@ -430,8 +432,7 @@ class LoopAcks:
         held, fetched = results.ack_fetch_reply(reply, len(acks), what)
         self._holdings.settle([job for job, _ in acks])
         for (job, _), still_held in zip(acks, held):
-            if not still_held:
-                warn_lost_lease(job)
+            recorded(job, still_held)
         return self._next(fetched, sent, cancelled)
 
     def take(self, result: FetchResult) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Callable, Iterable, List, Optional, Protocol, Sequence, Set, Tuple
 
 from ..errors import BrokerError, DecodeError, DurabilityError
 from ..printable import own_logger
@@ -30,6 +30,13 @@ ACK_WINDOW = 0.002
 #: The refusals of an outcome write that writing it again cannot end: Redis could not
 #: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
 UNRECORDABLE = ("protocol",)
+
+#: Tasks whose outcome Redis refused to record for the ACL (an ACL changed while the
+#: worker runs), until it is recorded: a lease lost meanwhile is told with that cause.
+#: The outcome scripts remove a lease last (ack.lua), so a refusal itself never drops it.
+_refused: Set[str] = set()
+#: Most ids kept there (a bound, should outcomes never be recorded).
+_REFUSED_MOST = 10_000
 
 
 class FetchBehindAcks(Protocol):
@@ -88,6 +95,7 @@ class OutcomeBatches:
                 job.delivery.task_id for job in jobs), exc)
             return
         except BrokerError as exc:
+            note_refused(jobs, exc)
             if exc.reason in RIDDEN_OUT or (len(acks) < 2
                                             and exc.reason not in UNRECORDABLE):
                 self._holdings.restore_acks(acks)
@@ -98,8 +106,7 @@ class OutcomeBatches:
             return
         self._holdings.settle(jobs)
         for job, still_held in zip(jobs, held):
-            if not still_held:
-                warn_lost_lease(job)
+            recorded(job, still_held)
         if result is not None:
             self._fetcher.take_fetched(result)
 
@@ -119,6 +126,7 @@ class OutcomeBatches:
             except DurabilityError as unsure:
                 unconfirmed(f"record the result of task {job.delivery.task_id}", unsure)
             except BrokerError as refused:
+                note_refused([job], refused)
                 if refused.reason in UNRECORDABLE:  # this one never will be: dead instead
                     try:
                         message: Optional[Message] = job.delivery.message()
@@ -167,6 +175,29 @@ class OutcomeBatches:
         return not deferred.more and not self._stop.is_set()
 
 
+def note_refused(jobs: Iterable[Job], exc: BrokerError) -> None:
+    """Remember tasks whose outcome Redis refused for the ACL (``permission``)."""
+    if exc.reason == "permission":
+        if len(_refused) > _REFUSED_MOST:
+            _refused.clear()
+        _refused.update(job.task_id for job in jobs)
+
+
+def recorded(job: Job, still_held: bool) -> None:
+    """An outcome recorded: warn if its lease was lost meanwhile."""
+    if still_held:
+        _refused.discard(job.task_id)
+    else:
+        warn_lost_lease(job)
+
+
 def warn_lost_lease(job: Job) -> None:
+    if job.task_id in _refused:
+        _refused.discard(job.task_id)
+        logger.warning("task %s: Redis refused to record its outcome for the ACL (see the "
+                       "error above: an ACL changed while the worker ran) until its lease "
+                       "had expired, and it may have been delivered again; give the user "
+                       "every command of the docs' ACL list", job.task_id)
+        return
     logger.warning("task %s: its lease had expired and it may have been delivered again; "
                    "raise visibility_timeout if tasks stall this long", job.task_id)

@@ -22,7 +22,7 @@ from .host import Host
 from .leases import Holdings, Job
 from .outages import Refused, persist, unless_refused
 from .outcome_batches import (UNRECORDABLE, FetchBehindAcks, OutcomeBatches,
-                              warn_lost_lease)
+                              note_refused, recorded)
 from .workflows import WorkflowSteps
 
 logger = own_logger(__name__)
@@ -297,13 +297,19 @@ class Recorder(OutcomeBatches):
         said, and nobody is told of it (its lease expires, it runs again); one of a
         reason in ``final`` is raised (see ``persist``)."""
         what = f"{what} {shown_id(job.delivery.task_id)}"
-        held = persist(unless_refused(step), what, final)
+
+        def noted() -> Any:
+            try:
+                return step()
+            except BrokerError as exc:
+                note_refused([job], exc)
+                raise
+        held = persist(unless_refused(noted), what, final)
         self._holdings.drop(job.delivery.task_id)
         if isinstance(held, Refused):
             held.say(what)
             return False
-        if held is False:
-            warn_lost_lease(job)
+        recorded(job, held is not False)
         return True
 
     def _tell(self, job: Job, outcome: Outcome) -> None:

@@ -18,6 +18,11 @@
 -- same, and a ready-list entry left behind is skipped by fetch, its message
 -- being gone).
 -- Invariant: a message leaves Redis in the same step that records its outcome.
+-- A call Redis refuses part way (an ACL changed while a worker runs: NOPERM) keeps
+-- the writes made before it (no rollback), so the lease, which makes a task be
+-- delivered again, is removed last, after every other write: a refusal leaves it,
+-- and the task comes back when it expires (at least once), never lost. (Written
+-- first, a refused RPUSH left a message with no lease and no result: lost.)
 -- Data minitask did not write (lib.lua): an ack never fails on it. A key of
 -- another type among the first seven, or in the flow control's keys it writes, is
 -- moved aside (lib.lua's aside(): to `key`:foreign) and counts as empty (its leases
@@ -28,19 +33,11 @@
 local held, ids, lost = {nil}, {nil}, nil
 local results = 7
 for i = 2, #ARGV, 4 do
-  local id = ARGV[i]
-  ids[#ids + 1] = id
-  local removed = redis.pcall('ZREM', KEYS[1], id)
-  if type(removed) == 'table' then guards().displaced(removed, KEYS[1], 'zset') removed = 0 end
-  held[#held + 1] = removed
-  if removed == 0 then
-    lost = lost or {}
-    lost[#lost + 1] = id
-  end
+  ids[#ids + 1] = ARGV[i]
   if ARGV[i + 2] ~= '0' then  -- a ttl: read as text, as tonumber() costs Redis a strtod
     results = results + 1
     -- replaced whole: pushed, and what an earlier ack left trimmed (a lost lease's second
-    -- outcome), or a key of another type deleted first
+    -- outcome, or a refused ack's first try), or a key of another type deleted first
     local length = redis.pcall('RPUSH', KEYS[results], ARGV[i + 1])
     if type(length) == 'table' then
       guards().foreign(length)
@@ -56,9 +53,37 @@ for i = 2, #ARGV, 4 do
     if type(added) == 'table' then guards().rerecord(added, KEYS[7], ARGV[1], ARGV[i + 3]) end
   end
 end
+-- flow control: max_running slots freed, specs dropped (one HMGET when none has one).
+-- Before the leases: a refusal after it leaves the lease, whose expiry frees the slots
+-- again (fetch.lua's reclaim; freeing is idempotent)
+if #KEYS == results + 1 then
+  local removed = redis.pcall('HDEL', KEYS[results + 1], unpack(ids))
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[results + 1], 'hash') end
+elseif #KEYS > results then
+  flow_control().finish(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2],
+                        KEYS[results + 4], ids, true)
+end
+-- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids); a
+-- lease left by a refusal after this is reclaimed to a ready list, whose entry fetch
+-- drops, its message being gone: the outcome is recorded
+for key = 5, 3, -1 do
+  local removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[key], 'hash') end
+end
+-- the leases, last
+for i = 1, #ids do
+  local removed = redis.pcall('ZREM', KEYS[1], ids[i])
+  if type(removed) == 'table' then guards().displaced(removed, KEYS[1], 'zset') removed = 0 end
+  held[i] = removed
+  if removed == 0 then
+    lost = lost or {}
+    lost[#lost + 1] = ids[i]
+  end
+end
 -- a task whose lease was held was in leases only (fetch.lua's invariant): not in
 -- delayed, and promotion dropped its order entry. Only a lost lease (re-delivered,
--- and maybe retried into delayed meanwhile) is looked for there.
+-- and maybe retried into delayed meanwhile) is looked for there; a refusal here
+-- leaves a delayed entry with no message, promoted, then dropped by a fetch.
 if lost then
   local removed = redis.pcall('ZREM', KEYS[2], unpack(lost))
   if type(removed) == 'table' then guards().displaced(removed, KEYS[2], 'zset') removed = 0 end
@@ -67,18 +92,5 @@ if lost then
     local dropped = redis.pcall('HDEL', KEYS[6], unpack(lost))
     if type(dropped) == 'table' then guards().displaced(dropped, KEYS[6], 'hash') end
   end
-end
--- one call per key for the whole batch (batches are capped at MAX_PREFETCH ids)
-for key = 3, 5 do
-  local removed = redis.pcall('HDEL', KEYS[key], unpack(ids))
-  if type(removed) == 'table' then guards().displaced(removed, KEYS[key], 'hash') end
-end
--- flow control: max_running slots freed, specs dropped (one HMGET when none has one)
-if #KEYS == results + 1 then
-  local removed = redis.pcall('HDEL', KEYS[results + 1], unpack(ids))
-  if type(removed) == 'table' then guards().displaced(removed, KEYS[results + 1], 'hash') end
-elseif #KEYS > results then
-  flow_control().finish(KEYS[results + 1], KEYS[results + 3], KEYS[results + 2],
-                        KEYS[results + 4], ids, true)
 end
 return held

@@ -15,11 +15,16 @@
 -- that holds another type is moved aside to `key`:foreign first (lib.lua's aside()),
 -- so the dead letter is always recorded: leases or delayed of another type count as
 -- empty then. A result key is replaced whole.
+-- The lease (or delayed entry) is removed last, after every other write: Redis keeps
+-- the writes a script made before a refusal (an ACL changed while the worker runs:
+-- NOPERM), and what is left brings the task back (at least once); removed first, a
+-- refusal after it lost the task.
 local id = ARGV[1]
 guards().settle(KEYS[1], 'zset')
 guards().settle(KEYS[2], 'zset')
-local delayed = redis.call('ZREM', KEYS[2], id)
-if redis.call('ZREM', KEYS[1], id) + delayed == 0 then return 0 end
+local leased = redis.call('ZSCORE', KEYS[1], id)
+local delayed = redis.call('ZSCORE', KEYS[2], id) and 1 or 0
+if not leased and delayed == 0 then return 0 end
 for i, kind in pairs({[4] = 'hash', [5] = 'hash', [6] = 'zset', [7] = 'hash', [9] = 'hash',
                       [14] = 'hash'}) do
   guards().settle(KEYS[i], kind)
@@ -40,4 +45,6 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[8], ttl)
 end
 remember(KEYS[15], ARGV[5], ARGV[6])
+if delayed == 1 then redis.call('ZREM', KEYS[2], id) end
+if leased then redis.call('ZREM', KEYS[1], id) end
 return 1

@@ -18,19 +18,23 @@
 -- type is moved aside to `key`:foreign first (lib.lua's aside()), so the cancellation
 -- is always recorded: leases of another type count as empty then (the lease as
 -- lost). A result key is replaced whole.
+-- The lease is removed last, after every other write (as ack.lua): a refusal part way
+-- (an ACL changed while the worker runs: NOPERM) leaves it, and the task comes back
+-- when it expires, never lost.
 local id = ARGV[1]
 guards().settle(KEYS[1], 'zset')
-if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
 for i, kind in pairs({[2] = 'zset', [3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'hash'}) do
   guards().settle(KEYS[i], kind)
 end
-if redis.call('ZREM', KEYS[2], id) > 0 then redis.call('HDEL', KEYS[6], id) end
-redis.call('HDEL', KEYS[3], id)
-redis.call('HDEL', KEYS[4], id)
-redis.call('HDEL', KEYS[5], id)
 redis.call('DEL', KEYS[7])
 redis.call('RPUSH', KEYS[7], ARGV[2])
 redis.call('PEXPIRE', KEYS[7], tonumber(ARGV[3]))
-flow_control().finish(KEYS[8], KEYS[10], KEYS[9], KEYS[11], {id}, true)
 remember(KEYS[12], ARGV[4], ARGV[5])
+flow_control().finish(KEYS[8], KEYS[10], KEYS[9], KEYS[11], {id}, true)
+if redis.call('ZREM', KEYS[2], id) > 0 then redis.call('HDEL', KEYS[6], id) end
+redis.call('HDEL', KEYS[5], id)
+redis.call('HDEL', KEYS[4], id)
+redis.call('HDEL', KEYS[3], id)
+redis.call('ZREM', KEYS[1], id)
 return 1

@@ -201,13 +201,15 @@ end
 promote(KEYS[1], KEYS[18], batch)
 if reclaimed then
   for _, entry in ipairs(reclaimed) do
-    redis.call('ZREM', KEYS[2], entry[1])
     -- a ready list of another type is moved aside whole first (lib.lua's displaced())
     local pushed = redis.pcall('LPUSH', KEYS[entry[2]], entry[1])
     if type(pushed) == 'table' then
       guards().displaced(pushed, KEYS[entry[2]], 'list')
       redis.call('LPUSH', KEYS[entry[2]], entry[1])
     end
+    -- the lease last: a refusal (an ACL changed while the worker runs) leaves it, and
+    -- the task in its ready list too (its lease's NX drops that entry): never lost
+    redis.call('ZREM', KEYS[2], entry[1])
   end
   if flow_on then
     -- a dead worker's max_running slots are freed with its leases
@@ -253,9 +255,18 @@ local function lease(id, body, priority, spec)
   -- dropped), in place of a ZSCORE in body_of(). With flow control its limits were
   -- counted already: the start it did not make counts against them (on the safe side,
   -- and only for a stale entry)
-  if redis.call('ZADD', KEYS[2], 'NX', score, id) == 0 then
-    drop(id, true)
-    return
+  local leased = redis.pcall('ZADD', KEYS[2], 'NX', score, id)
+  if leased ~= 1 then  -- (compared as a number: no type() call on the hot path)
+    if leased == 0 then
+      drop(id, true)
+      return
+    end
+    -- refused after its pop (an ACL changed while the worker runs: NOPERM; leases of
+    -- another type were moved aside above): put back at the head of its priority's
+    -- list before the error, so that it is not lost (pcall: a refusal of that too
+    -- must not hide the first)
+    redis.pcall('LPUSH', KEYS[16 - priority], id)
+    error(leased.err, 0)
   end
   if spec and (spec.most > 0 or (spec.group_most or 0) > 0) then slots = true end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')

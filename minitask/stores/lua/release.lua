@@ -18,9 +18,12 @@ local released, ids = 0, {}
 for i = #ARGV - 1, 1, -2 do
   -- walking backwards keeps the given order once every id is pushed to the head
   local id, priority = ARGV[i], tonumber(ARGV[i + 1])
-  if redis.call('ZREM', KEYS[1], id) == 1 then
+  -- the lease removed last: a refusal part way (an ACL changed while the worker
+  -- runs) leaves it, and the task comes back when it expires, never lost
+  if redis.call('ZSCORE', KEYS[1], id) then
     if guards().bump(KEYS[2], id, -1) <= 0 then redis.call('HDEL', KEYS[2], id) end
     redis.call('LPUSH', KEYS[13 - priority], id)
+    redis.call('ZREM', KEYS[1], id)
     released = released + 1
     ids[released] = id
   end

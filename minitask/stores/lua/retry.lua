@@ -14,9 +14,13 @@
 -- holds another type is moved aside to `key`:foreign first (lib.lua's aside()), so the
 -- retry is always scheduled: leases of another type count as empty then (the lease as
 -- lost). A sequence that is no number starts afresh.
+-- The lease is removed last, after every other write: Redis keeps the writes a
+-- script made before a refusal (an ACL changed while the worker runs: NOPERM), and a
+-- lease left makes the task come back when it expires (at least once); removed
+-- first, a refusal after it lost the task.
 local id = ARGV[1]
 guards().settle(KEYS[1], 'zset')
-if redis.call('ZREM', KEYS[1], id) == 0 then return 0 end
+if not redis.call('ZSCORE', KEYS[1], id) then return 0 end
 for i, kind in pairs({[2] = 'zset', [3] = 'hash', [4] = 'hash', [5] = 'hash', [6] = 'list',
                       [7] = 'hash', [8] = 'string'}) do
   guards().settle(KEYS[i], kind)
@@ -33,4 +37,5 @@ if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then
   redis.call('RPUSH', KEYS[6], '1')
 end
 remember(KEYS[12], ARGV[6], ARGV[7])
+redis.call('ZREM', KEYS[1], id)
 return 1
