@@ -187,8 +187,9 @@ def require_acl(app: Minitask, scripts: Sequence[str], queue: Optional[str],
     ``queue``'s, or with None those of every queue a lookup by id asks (a handle's,
     as ``cancel`` finds a task's queue, and the ops commands')."""
     transport = app.broker.transport
-    queues = [queue] if queue is not None else [
-        app.default_queue, *app.broker.queues.lookup_names()[0], *lookup_queues(app)[0]]
+    queues = [app.default_queue if queue is None else queue]
+    if queue is None and transport.connections.pool is None:  # Redis Cluster: every node
+        queues += [*app.broker.queues.lookup_names()[0], *lookup_queues(app)[0]]
     keys = [app.broker.queues.keys(name).messages for name in queues]
     for key in one_key_per_node(transport, keys):
         node = node_of(transport, key)

@@ -101,7 +101,8 @@ def test_a_deleted_registry_lists_a_queue_holding_tasks_again_a_second_on(
     assert app.handle(handle.id).status() == "queued"
 
 
-@pytest.mark.parametrize("protocol", [2, 3])
+# (RESP3 is refused at the first send now: test_worker_start_refuses_resp3_and_says_tls_failed)
+@pytest.mark.parametrize("protocol", [2])
 def test_a_lost_enqueue_reply_says_the_task_may_be_enqueued_and_names_it(
         redis_server: RedisServer, admin: "redis.Redis[bytes]", protocol: int) -> None:
     proxy = CuttingProxy(redis_server)
