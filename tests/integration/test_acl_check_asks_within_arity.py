@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import Callable, Dict, Iterator, List
+from typing import Dict, List
 
 import pytest
 import redis
@@ -24,30 +24,13 @@ import minitask.broker.acl_check as acl_check
 from minitask import BrokerError, Minitask
 from minitask.broker.acl_arguments import ARGUMENT_COUNTS
 from minitask.broker.keys import queue_keys
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import acl_user, has_acl_check
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 USER = "arity"
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: an ACL user with key patterns
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _major(admin: "redis.Redis[bytes]") -> int:
-    info = admin.info("server")
-    return int(str(info.get("valkey_version") or info["redis_version"]).split(".")[0])
 
 
 def _arity(admin: "redis.Redis[bytes]", words: List[str]) -> int:
@@ -132,16 +115,15 @@ def _arity_first(monkeypatch: pytest.MonkeyPatch, admin: "redis.Redis[bytes]") -
 def _app(admin: "redis.Redis[bytes]", server: RedisServer, *rules: str) -> Minitask:
     """An app whose ACL user may run every command (but ``rules`` take some away) on
     minitask's keys alone: its key patterns are checked."""
-    admin.execute_command("ACL", "SETUSER", USER, "reset", "on", ">pw", "~minitask:*",
-                          "&*", "+@all", *rules)
-    app = Minitask("arity", broker=f"redis://{USER}:pw@127.0.0.1:{server.port}/0")
+    app = Minitask("arity", broker=acl_user(admin, server, USER, "~minitask:*", "&*",
+                                            "+@all", *rules))
     app.task(name="add")(lambda x: x)
     return app
 
 
 @pytest.fixture
 def arity_first(monkeypatch: pytest.MonkeyPatch, admin: "redis.Redis[bytes]") -> None:
-    if _major(admin) < 7:
+    if not has_acl_check(admin):
         pytest.skip("Redis 6.2 cannot be asked (redis.acl_check_cmd)")
     _arity_first(monkeypatch, admin)
 

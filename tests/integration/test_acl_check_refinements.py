@@ -12,7 +12,7 @@ On test-owned redis-servers with ACL users.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterator, List
+from typing import Any, List
 
 import pytest
 import redis
@@ -20,6 +20,8 @@ import redis
 import minitask.broker.acl_check as acl_check
 import minitask.broker.transport as transport_module
 from minitask import BrokerError, Minitask
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import has_acl_check, user_without
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -27,33 +29,9 @@ pytestmark = pytest.mark.integration
 USER = "refsender"
 
 
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: ACL users
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _url(admin: "redis.Redis[bytes]", server: RedisServer) -> str:
-    admin.execute_command("ACL", "SETUSER", USER, "reset", "on", ">pw", "~*", "&*", "+@all")
-    return f"redis://{USER}:pw@127.0.0.1:{server.port}/0"
-
-
-def _has_acl_check(admin: "redis.Redis[bytes]") -> bool:
-    info = admin.info("server")
-    return int(str(info.get("valkey_version") or info["redis_version"]).split(".")[0]) >= 7
-
-
 def test_a_broadcast_refused_part_way_names_its_handle_and_a_new_id(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app = Minitask("aclbcast", broker=_url(admin, server))
+    app = Minitask("aclbcast", broker=user_without(admin, server, user=USER))
 
     @app.task(name="tick", broadcast=True, queue="news")
     def tick(n: int) -> int:
@@ -83,7 +61,7 @@ def test_a_process_that_never_sends_never_calls_the_check(
     called: List[Any] = []
     monkeypatch.setattr(transport_module, "check_sender",
                         lambda *args: called.append(args))
-    app = Minitask("aclnosend", broker=_url(admin, server))
+    app = Minitask("aclnosend", broker=user_without(admin, server, user=USER))
     try:
         app.broker.broadcasts.subscribe("news", "w1", int(time.time() * 1000))  # run()
         assert app.handle("nope-1").cancel() is False  # run_calls()
@@ -96,9 +74,9 @@ def test_a_process_that_never_sends_never_calls_the_check(
 def test_a_check_passing_while_another_thread_is_refused_part_way_is_asked_again(
         server: RedisServer, admin: "redis.Redis[bytes]",
         monkeypatch: pytest.MonkeyPatch) -> None:
-    if not _has_acl_check(admin):
+    if not has_acl_check(admin):
         pytest.skip("Redis 6.2 cannot be asked (redis.acl_check_cmd)")
-    app = Minitask("aclrace", broker=_url(admin, server))
+    app = Minitask("aclrace", broker=user_without(admin, server, user=USER))
     add = app.task(name="add")(lambda x: x)
     transport = app.broker.transport
     asked = acl_check.require_commands

@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from typing import Any, Callable, Dict, Iterator, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import pytest
 import redis
 
 from minitask import BrokerError, Minitask, chain, chord, group
 from minitask.broker.keys import AppKeys, QueueKeys
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import has_acl_check, user_without
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 
@@ -29,34 +31,6 @@ pytestmark = pytest.mark.integration
 
 APP = "aclsends"  # tests/apps/acl_sends.py: the worker's
 USER = "sender"
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: ACL users
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _has_acl_check(admin: "redis.Redis[bytes]") -> bool:
-    """Whether the server can be asked (redis.acl_check_cmd: Redis 7.0 and later)."""
-    info = admin.info("server")
-    version = str(info.get("valkey_version") or info["redis_version"])
-    return int(version.split(".")[0]) >= 7
-
-
-def _sender(admin: "redis.Redis[bytes]", server: RedisServer, *without: str) -> str:
-    """The URL of an ACL user who may run every command but those ``without``."""
-    admin.execute_command("ACL", "SETUSER", USER, "reset", "on", ">pw", "~*", "&*", "+@all",
-                          *(f"-{name}" for name in without))
-    return f"redis://{USER}:pw@127.0.0.1:{server.port}/0"
 
 
 def _app(url: str) -> Tuple[Minitask, Any, Any, Any]:
@@ -132,9 +106,9 @@ PATHS = list(_sends(*_app("redis://127.0.0.1:1/0")).keys())
 @pytest.mark.parametrize("path", PATHS)
 def test_a_send_by_a_user_missing_a_command_is_refused_before_any_write(
         server: RedisServer, admin: "redis.Redis[bytes]", path: str, missing: str) -> None:
-    app, add, other, tick = _app(_sender(admin, server, missing))
+    app, add, other, tick = _app(user_without(admin, server, missing, user=USER))
     try:
-        if not _has_acl_check(admin):  # 6.2 cannot be asked: a refusal part way, told so
+        if not has_acl_check(admin):  # 6.2 cannot be asked: a refusal part way, told so
             try:
                 _sends(app, add, other, tick)[path]()  # (a path without the command: sent)
             except BrokerError as error:
@@ -163,20 +137,20 @@ def test_a_delayed_task_refused_for_want_of_del_runs_once_the_acl_allows_it(
         server: RedisServer, admin: "redis.Redis[bytes]", processes: Processes) -> None:
     """The issue's case end to end: before, the task was stored in no queue and the
     resend with its task_id= found it stored, so it never ran."""
-    app, add, _, _ = _app(_sender(admin, server, "del"))
+    app, add, _, _ = _app(user_without(admin, server, "del", user=USER))
     worker = processes.worker("tests.apps.acl_sends", "--pool", "thread", "-c", "1",
                               env={"MINITASK_BROKER_URL": server.url})
     try:
         with pytest.raises(BrokerError) as refused:
             add.apply_async((2, 3), task_id="late-1", delay=1)
         said = str(refused.value)
-        if _has_acl_check(admin):
+        if has_acl_check(admin):
             assert not refused.value.sent and "+del" in said, said
         else:  # 6.2: stored in part, and said so
             assert refused.value.part_way and "queues nothing" in said, said
         admin.execute_command("ACL", "SETUSER", USER, "+del")
         handle = add.apply_async((2, 3), task_id="late-1", delay=1)  # as the error says
-        if _has_acl_check(admin):
+        if has_acl_check(admin):
             assert handle.get(timeout=30) == 5
         else:  # 6.2: the same id stays stored in part; a new one runs
             assert add.apply_async((2, 3), delay=1).get(timeout=30) == 5
@@ -194,7 +168,7 @@ def test_an_acl_changed_after_the_check_is_told_true_and_checked_again(
     """DEL taken away after the first send passed the check (or on 6.2, which cannot
     be asked): the delayed task is stored in part, and the error says just that, with no
     resend by task_id= as its mend; the next send is checked again and refused whole."""
-    app, add, _, _ = _app(_sender(admin, server))
+    app, add, _, _ = _app(user_without(admin, server, user=USER))
     try:
         add.apply_async((0,), task_id="warm-1", delay=60)
         assert _delayed(admin, "warm-1")
@@ -210,7 +184,7 @@ def test_an_acl_changed_after_the_check_is_told_true_and_checked_again(
         assert admin.hexists(QueueKeys(APP, "default").messages, "part-1")
         assert not _delayed(admin, "part-1")
         assert app.handle("part-1").status() == "queued"
-        if not _has_acl_check(admin):
+        if not has_acl_check(admin):
             return  # 6.2: nothing to check again with
         before = _snapshot(admin)
         with pytest.raises(BrokerError) as again:
@@ -226,7 +200,7 @@ def test_an_acl_changed_after_the_check_is_told_true_and_checked_again(
 
 def test_a_batch_refused_part_way_after_the_check_gives_no_resend_by_id(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
-    app, add, other, _ = _app(_sender(admin, server))
+    app, add, other, _ = _app(user_without(admin, server, user=USER))
     try:
         other.delay(0)  # the check passes
         admin.execute_command("ACL", "SETUSER", USER, "-del")

@@ -6,7 +6,6 @@ confirmed send (durability) was sent again by its pipeline's retry, and a timeou
 said the write "may or may not have been made" with no id but the first."""
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any, Optional
 
@@ -16,7 +15,7 @@ import redis.asyncio
 
 from minitask import Minitask
 from minitask.errors import BrokerError
-from tests.support.cutting import CuttingProxy
+from tests.support.cutting import CuttingProxy, run_closing, said_lost
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -54,21 +53,11 @@ def test_an_async_send_on_a_client_of_ones_own_whose_reply_is_lost_runs_once(
         with pytest.raises(BrokerError) as lost:
             await task.aapply_async((1,), task_id=task_id)
         assert proxy.cuts == 1
-        error = lost.value
-        assert error.sent, str(error)
-        assert "could not" not in str(error) and "lost the reply" in str(error), str(error)
-        assert task_id in (error.task_ids or [error.task_id]), str(error)
+        said_lost(lost.value, task_id)
         assert _evalsha_calls(admin) - before == 1, "the script ran more than once"
         assert await app.handle(task_id).astatus() == "queued"
 
-    async def main() -> None:
-        try:
-            await checks()
-        finally:
-            await app.aclose()  # (the async client's connections closed on its loop)
-
     try:
-        asyncio.run(main())
+        run_closing(app, checks)
     finally:
-        app.close()
         proxy.close()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Dict, Iterator, Tuple
+from typing import Any, Dict, Tuple
 
 import pytest
 import redis
@@ -19,16 +19,6 @@ from tests.support.servers import RedisServer
 pytestmark = pytest.mark.integration
 
 QUEUE = "fanned"
-
-
-@pytest.fixture
-def admin(redis_server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = redis_server.client()
-    client.flushall()
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def _app(redis_server: RedisServer, name: str) -> Tuple[Minitask, Any]:

@@ -12,7 +12,6 @@ import base64
 import dataclasses
 import os
 import shutil
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,7 +23,7 @@ import redis
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
-from minitask.dashboard.server import make
+from tests.support.dashboards import serving
 from minitask.printable import printable
 from minitask.wire.serializer import decode_message, encode_message
 from tests.support.paths import ROOT
@@ -112,14 +111,8 @@ def seeded(redis_server: RedisServer, admin: "redis.Redis[bytes]"
 @pytest.fixture
 def site(seeded: Tuple[Minitask, Dict[str, str]]) -> Iterator[str]:
     app, _ = seeded
-    server = make(app, "127.0.0.1", 0, auth=AUTH)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(app, auth=AUTH) as server:
         yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture
@@ -140,14 +133,10 @@ def ops_site(redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch) -> Iter
     client.close()
     monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
     ops.app.close()  # connect again, to this server
-    server = make(ops.app, "127.0.0.1", 0, auth=AUTH)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}"
+        with serving(ops.app, auth=AUTH) as server:
+            yield f"http://127.0.0.1:{server.server_port}"
     finally:
-        server.shutdown()
-        server.server_close()
         ops.app.close()
 
 

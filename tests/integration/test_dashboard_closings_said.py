@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import threading
 import time
 from typing import Any, Iterator, List
 
@@ -15,7 +14,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.dashboard import server as dashboard_server
-from minitask.dashboard.server import make
+from tests.support.dashboards import closed_by_peer, serving
 
 pytestmark = pytest.mark.integration
 
@@ -25,27 +24,12 @@ DEADLINE = 30.0
 @pytest.fixture
 def served(redis_server: Any) -> Iterator[Any]:
     app = Minitask("dash", broker=redis_server.url)
-    server = make(app, "127.0.0.1", 0, max_connections=3, idle_timeout=0.3,
-                  request_timeout=0.6)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield server
+        with serving(app, max_connections=3, idle_timeout=0.3,
+                     request_timeout=0.6) as server:
+            yield server
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(DEADLINE)
         app.close()
-
-
-def _closed_by_peer(sock: socket.socket) -> bool:
-    sock.settimeout(DEADLINE)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
 
 
 def _said(caplog: pytest.LogCaptureFixture) -> List[logging.LogRecord]:
@@ -72,7 +56,7 @@ def test_closed_slow_connections_are_said_at_warning_once_per_period_with_a_coun
             if n % 2:
                 sock.sendall(b"GET / HT")  # a request never finished
             silent.append(sock)
-        assert all(_closed_by_peer(sock) for sock in silent)
+        assert all(closed_by_peer(sock) for sock in silent)
         _wait_said(caplog, 1)
         time.sleep(0.5)  # the others' threads let go too
         first = _said(caplog)
@@ -83,7 +67,7 @@ def test_closed_slow_connections_are_said_at_warning_once_per_period_with_a_coun
         monkeypatch.setattr(dashboard_server, "CLOSED_SAID_EVERY", 0.0)
         last = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
         silent.append(last)
-        assert _closed_by_peer(last)
+        assert closed_by_peer(last)
         _wait_said(caplog, 2)
         second = _said(caplog)[1]
     finally:

@@ -11,7 +11,7 @@ from typing import Any, Iterator, List
 import pytest
 
 from minitask import Minitask
-from minitask.dashboard.server import make
+from tests.support.dashboards import closed_by_peer, serving
 
 pytestmark = pytest.mark.integration
 
@@ -22,27 +22,11 @@ DEADLINE = 30.0
 def served(redis_server: Any) -> Iterator[Any]:
     redis_server.client().flushall()
     app = Minitask("dash", broker=redis_server.url)
-    server = make(app, "127.0.0.1", 0, max_connections=20, idle_timeout=0.5)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield server
+        with serving(app, max_connections=20, idle_timeout=0.5) as server:
+            yield server
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(DEADLINE)
         app.close()
-
-
-def _closed_by_peer(sock: socket.socket) -> bool:
-    """Whether the server closed this connection (EOF or reset), waiting at most DEADLINE."""
-    sock.settimeout(DEADLINE)
-    try:
-        return sock.recv(1) == b""
-    except ConnectionResetError:
-        return True
-    except socket.timeout:
-        return False
 
 
 def _get(port: int, path: str = "/") -> int:
@@ -63,7 +47,7 @@ def test_half_open_connections_are_closed_after_the_idle_bound_and_it_answers_on
             silent.append(sock)
         # at most max_connections threads at any time, whatever the clients hold
         assert threading.active_count() - before <= 20
-        assert all(_closed_by_peer(sock) for sock in silent)
+        assert all(closed_by_peer(sock) for sock in silent)
     finally:
         for sock in silent:
             sock.close()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from pathlib import Path
 from typing import Any, Iterator, List
 from urllib.parse import quote
@@ -17,7 +16,7 @@ import pytest
 import redis
 
 from minitask import Minitask, chord
-from minitask.dashboard.server import make
+from tests.support.dashboards import serving
 # the browser fixture: headless Chromium, skipped when it is not installed
 from tests.integration.test_dashboard_browser import AUTH, SCRIPT, browser  # noqa: F401
 from tests.support.paths import ROOT
@@ -38,14 +37,8 @@ def shop(redis_server: RedisServer, admin: "redis.Redis[bytes]") -> Iterator[Min
 
 @pytest.fixture
 def site(shop: Minitask) -> Iterator[str]:
-    server = make(shop, "127.0.0.1", 0, auth=AUTH)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
+    with serving(shop, auth=AUTH) as server:
         yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_a_chord_s_page_draws_every_member_and_the_body_with_their_states(

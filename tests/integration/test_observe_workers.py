@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import signal
 import subprocess
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -20,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import tests.apps.observe as observe
 from minitask import Minitask, Task, current_task
 from minitask.admin import live_workers
-from minitask.dashboard.server import make
+from tests.support.dashboards import serving
 from tests.support.processes import Processes
 from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
@@ -49,14 +48,10 @@ def served(redis_server: RedisServer, admin: "redis.Redis[bytes]"
            ) -> Iterator[Tuple[Minitask, Dict[str, "Task[Any, Any]"], str]]:
     """The producer app and its dashboard, served on a free port in this process."""
     app, tasks = client_app(redis_server.url)
-    server = make(app, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
     try:
-        yield app, tasks, f"http://127.0.0.1:{server.server_port}"
+        with serving(app) as server:
+            yield app, tasks, f"http://127.0.0.1:{server.server_port}"
     finally:
-        server.shutdown()
-        server.server_close()
         app.close()
 
 

@@ -7,7 +7,7 @@ and later: 6.2 cannot be asked, and the command goes on as before).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Dict, List
 
 import pytest
 import redis
@@ -20,6 +20,8 @@ from minitask.cli import purge as purge_command
 from minitask.wire.message import Message
 from minitask.wire.serializer import encode_message
 from tests.support.cli import operate_with, run
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import user_without
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -27,20 +29,6 @@ pytestmark = pytest.mark.integration
 APP = "aclops"
 USER = "operator"
 DIED_MS = 1_700_000_000_000
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: ACL users
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def _app(url: str) -> Minitask:
@@ -84,9 +72,7 @@ def test_an_ops_command_whose_user_lacks_a_command_writes_nothing_and_says_so(
     admin.zadd(keys.dead, {"d-1": DIED_MS})
     admin.hset(keys.messages, "d-1", encode_message(
         Message("d-1", "add", [1, 2], {}, "default", 0, DIED_MS)))
-    admin.execute_command("ACL", "SETUSER", USER, "reset", "on", ">pw", "~*", "&*", "+@all",
-                          "-xadd")
-    app = _app(f"redis://{USER}:pw@127.0.0.1:{server.port}/0")
+    app = _app(user_without(admin, server, "xadd", user=USER))
     argv, done = COMMANDS[name]
     try:
         operate_with(app, monkeypatch, purge_command, dead_command, cancel_command)

@@ -5,13 +5,13 @@ server is running and reachable"."""
 from __future__ import annotations
 
 import socket
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
-import redis
 
 import tests.support.servers as servers
 from minitask import BrokerError, Minitask
+from tests.support.acl import own_admin  # noqa: F401 (a fixture)
 from tests.support.acl import documented_commands
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -44,15 +44,6 @@ def app_on(url: str) -> Minitask:
     app = Minitask("refusals", broker=url)
     app.task(name="job")(lambda n: n)
     return app
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
 
 
 def failure(call: Callable[[], Any]) -> BrokerError:

@@ -6,14 +6,15 @@ naming the command, the key and the permission to grant (issue 29, a low finding
 from __future__ import annotations
 
 import logging
-from typing import Iterator, List
+from typing import List
 
 import pytest
 import redis
 
 from minitask import BrokerError, Minitask
 from minitask.broker.keys import AppKeys
-from tests.support.acl import documented_acl
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import acl_user, documented_acl
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -21,21 +22,8 @@ pytestmark = pytest.mark.integration
 APP = "aclreg"
 
 
-@pytest.fixture
-def admin(redis_server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = redis_server.client()
-    client.flushall()
-    try:
-        yield client
-    finally:
-        client.acl_deluser("limited")
-        client.close()
-
-
 def _limited(admin: "redis.Redis[bytes]", server: RedisServer, rules: List[str]) -> Minitask:
-    admin.acl_setuser("limited", reset=True, passwords=["+pw"], **{"enabled": True})
-    admin.execute_command("ACL", "SETUSER", "limited", *rules)
-    return Minitask(APP, broker=f"redis://limited:pw@127.0.0.1:{server.port}/0")
+    return Minitask(APP, broker=acl_user(admin, server, "limited", *rules))
 
 
 def _plant_worker(server: RedisServer, now_ms: int) -> None:
@@ -49,15 +37,15 @@ def _plant_worker(server: RedisServer, now_ms: int) -> None:
 
 @pytest.mark.parametrize("case", ["no HSTRLEN", "no worker keys"])
 def test_an_acl_refusal_is_a_permission_error_naming_command_and_key(
-        admin: "redis.Redis[bytes]", redis_server: RedisServer, case: str,
+        admin: "redis.Redis[bytes]", server: RedisServer, case: str,
         caplog: pytest.LogCaptureFixture) -> None:
     rules = [rule for rule in documented_acl() if rule != "+hstrlen"]
     if case == "no worker keys":  # every key but the workers' records
         rules = [*(rule for rule in documented_acl() if rule != "~minitask:*"),
                  f"~{AppKeys(APP).workers}", f"~minitask:{{{APP}}}:q*"]
     now_ms = int(admin.time()[0]) * 1000
-    _plant_worker(redis_server, now_ms)
-    app = _limited(admin, redis_server, rules)
+    _plant_worker(server, now_ms)
+    app = _limited(admin, server, rules)
     try:
         with caplog.at_level(logging.INFO), pytest.raises(BrokerError) as caught:
             app.broker.registry.listing(now_ms, 60_000)
@@ -72,12 +60,12 @@ def test_an_acl_refusal_is_a_permission_error_naming_command_and_key(
 
 
 def test_the_broadcast_subscribers_read_tells_a_refusal_from_another_type(
-        admin: "redis.Redis[bytes]", redis_server: RedisServer,
+        admin: "redis.Redis[bytes]", server: RedisServer,
         caplog: pytest.LogCaptureFixture) -> None:
     """The same for the readers of a queue's subscribers (``minitask status``'s)."""
     # (the reads measure each value first, HSTRLEN, and page the cursors by HSCAN)
     rules = [rule for rule in documented_acl() if rule not in ("+hstrlen", "+hscan")]
-    app = _limited(admin, redis_server, rules)
+    app = _limited(admin, server, rules)
     try:
         for read in (lambda: app.broker.broadcasts.cursors("fan"),
                      lambda: app.broker.broadcasts.of("fan", [b"s1"])):

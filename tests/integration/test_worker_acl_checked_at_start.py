@@ -11,14 +11,15 @@ docs agree. On test-owned redis-servers with ACL users; real worker processes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator
+from typing import Any, Callable, Dict
 
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.acl_check import missing_for_worker
-from tests.support.acl import documented_acl
+from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
+from tests.support.acl import acl_user, documented_acl, has_acl_check, user_without
 from tests.support.processes import Processes, exit_code
 from tests.support.servers import RedisServer
 
@@ -26,31 +27,6 @@ pytestmark = pytest.mark.integration
 
 APP = "aclsends"  # tests/apps/acl_sends.py: the worker's
 USER = "workeruser"
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()  # this test's own: ACL users
-
-
-@pytest.fixture
-def admin(server: RedisServer) -> Iterator["redis.Redis[bytes]"]:
-    client = server.client()
-    try:
-        yield client
-    finally:
-        client.close()
-
-
-def _has_acl_check(admin: "redis.Redis[bytes]") -> bool:
-    info = admin.info("server")
-    version = str(info.get("valkey_version") or info["redis_version"])
-    return int(version.split(".")[0]) >= 7
-
-
-def _user(admin: "redis.Redis[bytes]", server: RedisServer, *rules: str) -> str:
-    admin.execute_command("ACL", "SETUSER", USER, "reset", "on", ">pw", *rules)
-    return f"redis://{USER}:pw@127.0.0.1:{server.port}/0"
 
 
 def _producer(url: str) -> Minitask:
@@ -78,12 +54,12 @@ def _worker(processes: Processes, url: str, pool: str, log: Path) -> int:
 def test_a_worker_whose_user_lacks_a_command_does_not_start_and_runs_once_fixed(
         server: RedisServer, admin: "redis.Redis[bytes]", processes: Processes,
         tmp_path: Path, pool: str, missing: str) -> None:
-    if not _has_acl_check(admin):
+    if not has_acl_check(admin):
         pytest.skip("Redis 6.2 cannot be asked (redis.acl_check_cmd): see the unit test")
     producer = _producer(server.url)
     try:
         handles = [producer.tasks["add"].delay(n, 1) for n in range(3)]
-        url = _user(admin, server, "~*", "&*", "+@all", f"-{missing}")
+        url = user_without(admin, server, missing, user=USER)
         before = _snapshot(admin)
         log = tmp_path / "worker.log"
         assert _worker(processes, url, pool, log) == 2, log.read_text()
@@ -104,7 +80,7 @@ def test_a_worker_whose_user_lacks_a_command_does_not_start_and_runs_once_fixed(
 def test_a_worker_whose_user_may_not_run_evalsha_says_so(
         server: RedisServer, admin: "redis.Redis[bytes]", processes: Processes,
         tmp_path: Path) -> None:
-    url = _user(admin, server, "~*", "&*", "+@all", "-evalsha")
+    url = user_without(admin, server, "evalsha", user=USER)
     log = tmp_path / "worker.log"
     assert _worker(processes, url, "thread", log) == 2, log.read_text()
     said = log.read_text()
@@ -114,13 +90,13 @@ def test_a_worker_whose_user_may_not_run_evalsha_says_so(
 def test_the_documented_acl_passes_the_workers_check(
         server: RedisServer, admin: "redis.Redis[bytes]", processes: Processes,
         tmp_path: Path) -> None:
-    url = _user(admin, server, *documented_acl())
+    url = acl_user(admin, server, USER, *documented_acl())
     app = _producer(url)
     try:
         transport = app.broker.transport
         key = app.broker.queues.keys("default").messages
         missing = missing_for_worker(transport.client, transport.sources, key)
-        assert missing == ([] if _has_acl_check(admin) else None)
+        assert missing == ([] if has_acl_check(admin) else None)
         handle = app.tasks["add"].delay(2, 3)
         log = tmp_path / "worker.log"
         assert _worker(processes, url, "thread", log) == 0, log.read_text()
@@ -142,8 +118,8 @@ def test_on_redis_6_2_the_worker_says_once_it_could_not_check_and_runs(
     old = start_redis()
     client = old.client()
     try:
-        assert not _has_acl_check(client)
-        url = _user(client, old, *documented_acl())
+        assert not has_acl_check(client)
+        url = acl_user(client, old, USER, *documented_acl())
     finally:
         client.close()
     app = _producer(url)

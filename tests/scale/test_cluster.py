@@ -52,10 +52,12 @@ def test_every_operation_works_with_a_cluster_client_and_queues_on_three_shards(
     queues = spread_queues(cluster, kit)
     app = kit.app
     ran: List[Tuple[str, int]] = []
+    ran_at: Dict[Tuple[str, int], float] = {}
 
     @app.task(name="order")
     def order(queue: str, n: int) -> int:
         ran.append((queue, n))
+        ran_at[queue, n] = time.time()
         return n
 
     @app.task(name="fail_once", retries=1, retry_backoff=0.01)
@@ -68,11 +70,17 @@ def test_every_operation_works_with_a_cluster_client_and_queues_on_three_shards(
     def fails() -> None:
         raise KeyError("broken")
 
+    # the delayed task has the lowest priority: on a loaded machine it may be due before
+    # the worker takes the others (it then joins at its priority, below them all), and
+    # with the default priority 5 it ran before priority 1's task (failed once so)
     handles: Dict[str, List[Any]] = {}
+    sent_at: Dict[str, float] = {}
     for queue in queues:
         handles[queue] = [order.apply_async((queue, n), queue=queue, priority=p)
                           for n, p in ((0, 1), (1, 9), (2, 5), (3, 9))]
-        handles[queue].append(order.apply_async((queue, 100), queue=queue, delay=0.3))
+        sent_at[queue] = time.time()
+        handles[queue].append(order.apply_async((queue, 100), queue=queue, delay=0.3,
+                                                priority=0))
     cancelled = order.apply_async((queues[0], 999), queue=queues[0])
     retried = fail_once.apply_async(queue=queues[1])
     dead = fails.apply_async(queue=queues[2])
@@ -99,6 +107,8 @@ def test_every_operation_works_with_a_cluster_client_and_queues_on_three_shards(
 
         for queue in queues:
             assert [n for q, n in ran if q == queue] == [1, 3, 2, 0, 100], f"order in {queue}"
+            # held until due (less a millisecond's rounding), however late it then ran
+            assert ran_at[queue, 100] >= sent_at[queue] + 0.3 - 0.002, f"early in {queue}"
         assert app.handle(retried.id).status() == "succeeded"  # its queue found by id alone
         assert app.handle(cancelled.id).status() == "cancelled"
 

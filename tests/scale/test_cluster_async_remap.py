@@ -8,7 +8,6 @@ proxy (on a NAT, to an address the client cannot reach).
 """
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any, Callable, Coroutine, Set
 
@@ -16,6 +15,7 @@ import pytest
 
 from minitask import Minitask
 from tests.support.cluster_cuts import CutCluster, cut_cluster  # noqa: F401 (a fixture)
+from tests.support.cutting import run_closing
 
 pytestmark = [pytest.mark.scale, pytest.mark.timeout(300)]
 
@@ -41,17 +41,11 @@ def _each_fresh_client(cut: CutCluster,
                        async_broker=client)
         task = app.task(name="add")(lambda a: a)
 
-        async def main() -> None:
-            try:
-                await first(app, task)
-                assert _addresses(client) <= proxies, (
-                    f"nodes reached around address_remap: {_addresses(client) - proxies}")
-            finally:
-                await app.aclose()
-        try:
-            asyncio.run(main())
-        finally:
-            app.close()
+        async def checks() -> None:
+            await first(app, task)
+            assert _addresses(client) <= proxies, (
+                f"nodes reached around address_remap: {_addresses(client) - proxies}")
+        run_closing(app, checks)
 
 
 def test_the_first_async_send_reaches_nodes_by_their_remapped_address(

@@ -7,7 +7,6 @@ reply (the script ran twice, nothing said); a confirmed call (durability) said
 """
 from __future__ import annotations
 
-import asyncio
 import uuid
 from typing import Any, Optional
 
@@ -16,6 +15,7 @@ import pytest
 from minitask import Minitask
 from minitask.errors import BrokerError
 from tests.support.cluster_cuts import CutCluster, cut_cluster  # noqa: F401 (a fixture)
+from tests.support.cutting import run_closing, said_lost
 
 pytestmark = [pytest.mark.scale, pytest.mark.timeout(300)]
 
@@ -26,14 +26,6 @@ def _app(cut: CutCluster, durability: Optional[str] = None, aio: bool = False) -
     if aio:
         options["async_broker"] = cut.async_client()
     return Minitask(f"once-{uuid.uuid4().hex[:8]}", broker=cut.client(), **options)
-
-
-def _lost(error: BrokerError, task_id: str) -> None:
-    """The error of a send whose reply was lost: maybe made, the id listed."""
-    assert error.sent, str(error)
-    assert "could not" not in str(error), str(error)
-    assert "lost the reply" in str(error), str(error)
-    assert task_id in (error.task_ids or [error.task_id]), (error.task_ids, str(error))
 
 
 @pytest.mark.parametrize("durability", [None, "replicated"])
@@ -52,7 +44,7 @@ def test_a_send_whose_reply_is_lost_is_told_sent_and_runs_once(
         with pytest.raises(BrokerError) as lost:
             task.apply_async((1,), task_id=task_id)
         assert cut_cluster.cuts() == 1
-        _lost(lost.value, task_id)
+        said_lost(lost.value, task_id)
         assert cut_cluster.evalsha_calls() - before == 1, "the script ran more than once"
         assert app.handle(task_id).status() == "queued"
     finally:
@@ -76,17 +68,8 @@ def test_an_async_send_whose_reply_is_lost_is_told_sent_and_runs_once(
         with pytest.raises(BrokerError) as lost:
             await task.aapply_async((1,), task_id=task_id)
         assert cut_cluster.cuts() == 1
-        _lost(lost.value, task_id)
+        said_lost(lost.value, task_id)
         assert cut_cluster.evalsha_calls() - before == 1, "the script ran more than once"
         assert await app.handle(task_id).astatus() == "queued"
 
-    async def main() -> None:
-        try:
-            await checks()
-        finally:
-            await app.aclose()  # (the async client's connections closed on its loop)
-
-    try:
-        asyncio.run(main())
-    finally:
-        app.close()
+    run_closing(app, checks)

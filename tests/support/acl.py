@@ -1,6 +1,8 @@
-"""The ACL rules the docs give for minitask's Redis user; ACL users that may run every
-command but one, on a test's own redis-server (``server``, ``admin``), and the app the
-refusal tests send with (``refused_app``)."""
+"""The ACL rules the docs give for minitask's Redis user; ACL users (``acl_user``, and
+``user_without``: every command but those named) on a test's own redis-server
+(``server``, ``admin``: import ``own_server``, ``own_admin``), whether it can be asked
+about them (``has_acl_check``), and the app the refusal tests send with
+(``refused_app``)."""
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator, List, Tuple
@@ -55,12 +57,29 @@ def refused_app(name: str, url: str, **options: Any) -> Tuple[Minitask, Any, Any
     return app, add, other
 
 
-def user_without(admin: "redis.Redis[bytes]", server: RedisServer, command: str) -> str:
-    """The URL of an ACL user who may run every command but ``command`` (``nothing``:
-    every command, to take one away later)."""
-    admin.execute_command("ACL", "SETUSER", "limited", "reset", "on", ">pw", "~*", "&*",
-                          "+@all", *([f"-{command}"] if command != "nothing" else []))
-    return f"redis://limited:pw@127.0.0.1:{server.port}/0"
+def redis_major(admin: "redis.Redis[bytes]") -> int:
+    """The major version of the server ``admin`` is a client of (Valkey's own)."""
+    info = admin.info("server")
+    return int(str(info.get("valkey_version") or info["redis_version"]).split(".")[0])
+
+
+def has_acl_check(admin: "redis.Redis[bytes]") -> bool:
+    """Whether the server can be asked (redis.acl_check_cmd: Redis 7.0 and later)."""
+    return redis_major(admin) >= 7
+
+
+def acl_user(admin: "redis.Redis[bytes]", server: RedisServer, user: str, *rules: str) -> str:
+    """The URL of ACL user ``user`` (password "pw"), set afresh with ``rules``."""
+    admin.execute_command("ACL", "SETUSER", user, "reset", "on", ">pw", *rules)
+    return f"redis://{user}:pw@127.0.0.1:{server.port}/0"
+
+
+def user_without(admin: "redis.Redis[bytes]", server: RedisServer, *commands: str,
+                 user: str = "limited") -> str:
+    """The URL of an ACL user who may run every command but ``commands`` (``nothing``,
+    or none: every command, to take one away later)."""
+    return acl_user(admin, server, user, "~*", "&*", "+@all",
+                    *(f"-{command}" for command in commands if command != "nothing"))
 
 
 def allowed_only_for_the_check(monkeypatch: Any, admin: Any, user: str, command: str) -> None:

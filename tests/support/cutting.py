@@ -2,12 +2,14 @@
 and runs, then the connection is closed before any byte of its reply comes back; and a
 stand-in for a transport's round trips that loses chosen replies the same way
 (``lose_replies``: where no proxy can pick the call, such as one call of a block sent a
-call at a time)."""
+call at a time); what a send whose reply was lost must say (``said_lost``), and async
+checks run with the app closed after (``run_closing``)."""
 from __future__ import annotations
 
+import asyncio
 import socket
 import threading
-from typing import Any, Callable, List, Optional
+from typing import Any, Awaitable, Callable, List, Optional
 
 import pytest
 import redis
@@ -155,3 +157,26 @@ def call_at_a_time(transport: Any, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(transport, "connections", NoPool())
     monkeypatch.setattr("minitask.broker.transport.send_once", send_once)
+
+
+def said_lost(error: BrokerError, task_id: str) -> None:
+    """The error of a send whose reply was lost: maybe made, the id listed."""
+    assert error.sent, str(error)
+    assert "could not" not in str(error), str(error)
+    assert "lost the reply" in str(error), str(error)
+    assert task_id in (error.task_ids or [error.task_id]), (error.task_ids, str(error))
+
+
+def run_closing(app: Any, checks: Callable[[], Awaitable[None]]) -> None:
+    """Run ``checks`` on a loop of their own, the app's async client closed on that loop
+    (its connections are that loop's), then the app."""
+    async def main() -> None:
+        try:
+            await checks()
+        finally:
+            await app.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        app.close()
