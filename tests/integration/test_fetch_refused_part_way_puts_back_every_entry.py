@@ -103,3 +103,39 @@ def test_a_fetch_refused_part_way_puts_back_every_popped_entry(
         assert admin.llen(READY) == 0
     finally:
         app.close()
+
+
+@pytest.mark.parametrize("command", ["zadd", "hincrby"])
+def test_a_group_s_token_kept_in_hand_goes_back(
+        server: RedisServer, admin: "redis.Redis[bytes]", command: str) -> None:
+    """One group's backlog: its token, alone in its list, is served again and again in
+    place of a pop (flow.lua's serve() keeps it in hand), and a refusal then lost it
+    with the group's every task; now it goes back as serve(false) puts it, and each task
+    is delivered (its first, leased before HINCRBY was refused, once its lease expired)."""
+    url = user_without(admin, server, "nothing")
+    app, _, grouped = _app(url)
+    try:
+        ids = [grouped.delay("t", n).id for n in range(6)]  # (in its set form)
+        assert admin.llen(READY) == 1
+        admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
+        with pytest.raises(BrokerError):
+            _fetch(app, NOW, lease_ms=1_000)
+        ready = admin.lrange(READY, 0, -1)
+        # the group's token back; a task taken from its group's set whose lease was
+        # refused goes to its ready list as its id (it joins its group again when popped)
+        assert [entry for entry in ready if entry.startswith(b"\xff")] != []
+        assert [entry for entry in ready if not entry.startswith(b"\xff")] == (
+            [ids[0].encode()] if command == "zadd" else [])
+
+        admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
+        delivered: List[str] = []
+        now = NOW + 2_000  # every lease taken so far has expired
+        for _ in range(20):
+            got = _fetch(app, now)
+            delivered += got
+            now += 1
+            if not got and admin.llen(READY) == 0:
+                break
+        assert sorted(delivered) == sorted(ids)  # none stranded, each once
+    finally:
+        app.close()
