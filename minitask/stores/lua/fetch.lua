@@ -55,6 +55,9 @@
 -- not write) is moved aside whole (flow.lua's flow_quarantine): nothing is lost.
 -- Invariant: a live task is in exactly one of: a ready list, delayed, leases, dead,
 -- (flow control) its limiter's park list, or (fair queues) its group's ready set.
+-- A refusal part way (an ACL changed while a worker runs: Redis keeps what the call
+-- wrote before it) keeps it: every entry popped from a ready list and not yet leased,
+-- parked or served goes back to the head of its list in its order (serve_lists below).
 -- A group with eligible ready tasks has one live token in a ready list (or is due in
 -- flow_due); tokens are no tasks and leave no trace when their group empties. A
 -- limiter is in flow_limiters while its park list holds entries (added as the first
@@ -122,13 +125,6 @@ local prefix = KEYS[21]
 -- unpark() only when a limiter is due: each closure a call makes costs Redis about
 -- 1,000 instructions, used or not.
 local flow_now, flow_clock, unpark, park_token, fair
--- fair queues' fast path (the main loop below): solo_n, the tokens it served this
--- fetch, each to remove (its group's field of groups_solo: flow.lua), by solo_flush()
--- once a fetch; the first's group in solo_group (no table: a fetch of one, a
--- process-pool child's, makes none), the others' in solo_names, and their groups in
--- solo_seen (group -> true), made at the second. any_paused: the EXISTS of the paused
--- groups, read once
-local solo_n, solo_group, solo_seen, solo_names, any_paused, solo_flush = 0, nil, nil, nil
 local parked_change = 0  -- entries this fetch added to park lists, less those it took
 if flow_on then
   function flow_clock()
@@ -232,6 +228,11 @@ local band = 7
 local dropped = 0
 local slots = false  -- a task leased with a spec whose lease holds a slot (`flow` above)
 local fair_served  -- flow.lua's fair queues, once a group's token is served: flush() at the end
+-- hand: the entry the main loop below popped from KEYS[band] and has not yet leased,
+-- parked, or handed to the fair library (which puts its token somewhere); kept: a token
+-- that flow.lua's serve() keeps in hand, not in any list until serve(false). What a
+-- refusal part way puts back (below the loop)
+local hand, kept = nil, false
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
 -- a cancelled id no longer needs leaving out of the counts. `held`: the id is
@@ -262,12 +263,16 @@ local function lease(id, body, priority, spec)
       return
     end
     -- refused after its pop (an ACL changed while the worker runs: NOPERM; leases of
-    -- another type were moved aside above): put back at the head of its priority's
-    -- list before the error, so that it is not lost (pcall: a refusal of that too
-    -- must not hide the first)
-    redis.pcall('LPUSH', KEYS[16 - priority], id)
+    -- another type were moved aside above). The entry in hand from a ready list (the
+    -- id, or the solo group's token that holds it) goes back with those popped ahead
+    -- of their turn, as the main loop's refusal puts them (below); a task taken from
+    -- elsewhere (a park list, its group's set: nothing in hand) goes back to the head
+    -- of its priority's list before the error, so that it is not lost (pcall: a
+    -- refusal of that too must not hide the first)
+    if not hand then redis.pcall('LPUSH', KEYS[16 - priority], id) end
     error(leased.err, 0)
   end
+  if id == hand then hand = nil end  -- leased: no longer in hand (a refusal after)
   if spec and (spec.most > 0 or (spec.group_most or 0) > 0) then slots = true end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
   if type(delivered) == 'table' then delivered = guards().bump(KEYS[4], id, 1) end  -- not a count
@@ -468,218 +473,277 @@ end
 -- instructions)
 -- alone: the last pop took the one entry its list held (an LPOP with a count that
 -- found no other)
-local ahead, ahead_at, put_back = nil, 0, nil
-local alone = false
-while #numbers < want * 2 and band <= 16 and dropped < limit do
-  local id
-  if ahead then
-    ahead_at = ahead_at + 1  -- (alone: false since that pop)
-    id = ahead[ahead_at]
-    if ahead_at == #ahead then ahead = nil end
-  else
-    -- the count as ARGV carries it when it is all that is wanted (Redis formats a
-    -- number with snprintf)
-    local count = want - #numbers / 2
-    if count > limit - dropped then count = limit - dropped end
-    if count < 2 then
-      count = nil
-    elseif count == want then
-      count = ARGV[3]
-    elseif count < 3 then
-      count = nil  -- a number formatted costs what an LPOP more does
-    end
-    if count then
-      id = redis.pcall('LPOP', KEYS[band], count)
-      if type(id) == 'table' then
-        if id.err then
-          guards().foreign(id)  -- a ready list of another type
-          id = false
-        else
-          alone = #id == 1
-          if not alone then
-            ahead, ahead_at = id, 1
-            put_back = put_back or function()
-              if not ahead then return end
-              local rest = {}
-              for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
-              redis.call('LPUSH', KEYS[band], unpack(rest))
-              ahead = nil
+local ahead, ahead_at = nil, 0
+-- The ready lists served, under pcall: Redis keeps what a script wrote before an
+-- error (no rollback), so a refusal part way (an ACL changed while the worker runs:
+-- NOPERM, from any command after the pops) puts back what the loop popped and had not
+-- handled, below. What the loop only reads comes as arguments, and what it changes
+-- that the call reads after it (parked_change, fair_served) goes back as its results:
+-- each upvalue a closure takes costs a call some 400 Redis instructions (this one,
+-- with them all, cost a fetch 14,000 more). Its upvalues: what the refusal puts back
+-- (hand, kept, ahead, ahead_at, band) and what other closures change (dropped,
+-- flow_made)
+local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_control,
+                           want, limit, flow_on, prefix, flow_clock, park_token, fair, drop,
+                           lease, body_of, numbers, now, parked_change, fair_served)
+  local put_back, alone = nil, false
+  -- fair queues' fast path (the main loop below): solo_n, the tokens it served this
+  -- fetch, each to remove (its group's field of groups_solo: flow.lua), by solo_flush()
+  -- once a fetch; the first's group in solo_group (no table: a fetch of one, a
+  -- process-pool child's, makes none), the others' in solo_names, and their groups in
+  -- solo_seen (group -> true), made at the second. any_paused: the EXISTS of the paused
+  -- groups, read once
+  local solo_n, solo_group, solo_seen, solo_names, any_paused, solo_flush = 0, nil, nil, nil
+  while #numbers < want * 2 and band <= 16 and dropped < limit do
+    hand = nil  -- (the last entry is handled: nothing in hand before this pop)
+    local id
+    if ahead then
+      ahead_at = ahead_at + 1  -- (alone: false since that pop)
+      id = ahead[ahead_at]
+      if ahead_at == #ahead then ahead = nil end
+    else
+      -- the count as ARGV carries it when it is all that is wanted (Redis formats a
+      -- number with snprintf)
+      local count = want - #numbers / 2
+      if count > limit - dropped then count = limit - dropped end
+      if count < 2 then
+        count = nil
+      elseif count == want then
+        count = ARGV[3]
+      elseif count < 3 then
+        count = nil  -- a number formatted costs what an LPOP more does
+      end
+      if count then
+        id = redis.pcall('LPOP', KEYS[band], count)
+        if type(id) == 'table' then
+          if id.err then
+            guards().foreign(id)  -- a ready list of another type
+            id = false
+          else
+            alone = #id == 1
+            if not alone then
+              ahead, ahead_at = id, 1
+              put_back = put_back or function()
+                if not ahead then return end
+                local rest = {}
+                for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
+                redis.call('LPUSH', KEYS[band], unpack(rest))
+                ahead = nil
+              end
             end
+            id = id[1]
           end
-          id = id[1]
         end
+      else
+        id, alone = redis.pcall('LPOP', KEYS[band]), false
+        if type(id) == 'table' then guards().foreign(id) id = false end  -- of another type
+      end
+    end
+    hand = id  -- (false: none; popped ahead or now, it is in hand until handled)
+    if id and #id > ENTRY_MOST then  -- no entry of ours (promote.lua): popped, dropped once
+      tolerant(0, 'ZREM', KEYS[17], id)  -- (and its cancelled mark, planted with it)
+      overlong_dropped(KEYS[band], #id)
+      dropped = dropped + 1
+      id = false
+    elseif not id then
+      band = band + 1
+      if band == 12
+         and redis.call('EXISTS', KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]) == 0 then
+        band = 17
       end
     else
-      id, alone = redis.pcall('LPOP', KEYS[band]), false
-      if type(id) == 'table' then guards().foreign(id) id = false end  -- of another type
-    end
-  end
-  if id and #id > ENTRY_MOST then  -- no entry of ours (promote.lua): popped, dropped once
-    tolerant(0, 'ZREM', KEYS[17], id)  -- (and its cancelled mark, planted with it)
-    overlong_dropped(KEYS[band], #id)
-    dropped = dropped + 1
-    id = false
-  elseif not id then
-    band = band + 1
-    if band == 12
-       and redis.call('EXISTS', KEYS[12], KEYS[13], KEYS[14], KEYS[15], KEYS[16]) == 0 then
-      band = 17
-    end
-  else
-    -- a solo group's token (the fast path below) told by one match, body_of() not
-    -- asked: only under flow control (a grouped task has a spec; without any, the
-    -- fast path would leave every token to serve()), where a plain id pays the match
-    -- failing at its first byte. The captures: the token's generation, its separator
-    -- (':' when its task's spec is plain: below), its task's priority digit and id
-    -- (printable ASCII, as body_of() asks of an id), its group
-    local body, token, held, gen, sep, digit, task, group
-    if not flow_on then
-      body, token, held = body_of(id)
-    else
-      if not (flow_made and flow_made.fair_made) then
-        gen, sep, digit, task, group =
-          string.match(id, '^\255([^\255/:]*([/:])([0-9])([ -~]*))\255(.+)$')
+      -- a solo group's token (the fast path below) told by one match, body_of() not
+      -- asked: only under flow control (a grouped task has a spec; without any, the
+      -- fast path would leave every token to serve()), where a plain id pays the match
+      -- failing at its first byte. The captures: the token's generation, its separator
+      -- (':' when its task's spec is plain: below), its task's priority digit and id
+      -- (printable ASCII, as body_of() asks of an id), its group
+      local body, token, held, gen, sep, digit, task, group
+      if not flow_on then
+        body, token, held = body_of(id)
+      else
+        if not (flow_made and flow_made.fair_made) then
+          gen, sep, digit, task, group =
+            string.match(id, '^\255([^\255/:]*([/:])([0-9])([ -~]*))\255(.+)$')
+        end
+        if gen then body, token = false, true else body, token, held = body_of(id) end
       end
-      if gen then body, token = false, true else body, token, held = body_of(id) end
-    end
-    local priority = 16 - band
-    local spec = flow_on and body
-                 and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id, KEYS[19])
-    if not body then
-      -- Fair queues' fast path: the token of a solo group of a plain task (flow.lua: its
-      -- one task held in the token, its claim, ':', in groups_solo only; 100,000 groups
-      -- of one task each), leased here without flow.lua's library (made, it costs a
-      -- call some 40,000 Redis instructions): its claim read (one HGET), its task's
-      -- message (no spec: a ':' claim is written with a plain spec only, in the same
-      -- step, and a waiting task's spec is not written again), as flow.lua's serve()
-      -- does, its claim removed by solo_flush() once a fetch. Anything else (a claim
-      -- that is not this token, a '/' claim, a group paused, a task gone, a group met
-      -- twice) leaves it, having written nothing, to serve(), which serves every token
-      -- once fair() is made in the call (their removals never cross). Inline: a
-      -- closure would cost every fetch
-      local taken, taken_body, taken_priority
-      repeat
-        -- (gen: '\255' .. generation .. '\255' .. group matched above, the generation a
-        -- solo group's: '<now>.<count>:' (or '/'), a priority digit, the task's id; one
-        -- match in place of eight string calls, some 800 Redis instructions each. A
-        -- token it does not fit goes to serve())
-        if not gen or sep ~= ':' or group == solo_group or (solo_seen and solo_seen[group]) then
-          break
-        end
-        if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
-        if any_paused ~= 0 then break end  -- (an error: not 0)
-        -- the claim names this token (a string compared by address; an error, a table,
-        -- or none, false, never equal)
-        if redis.pcall('HGET', prefix .. 'groups_solo', group) ~= gen then break end
-        -- and the group has no turn (a solo group has none: a claim left in groups_solo
-        -- of a group in its set form, planted again after it was lifted, would lease
-        -- its first task here while its set and turn keep it, stranding the group):
-        -- serve() reads the turn first. One HLEN: a turn of another type (an error
-        -- reply), which serve() cannot read, leaves the task served here
-        local fields = redis.pcall('HLEN', prefix .. 'g:' .. group .. ':turn')
-        if fields ~= 0 and type(fields) == 'number' then break end
-        local task_body = body_of(task, true)
-        if not task_body then break end
-        taken, taken_body, taken_priority = task, task_body, string.byte(digit) - 48
-        solo_n = solo_n + 1
-        if solo_n == 1 then
-          solo_group = group
-          solo_flush = solo_flush or function()
-            -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
-            -- is a vararg call, some 1,000 instructions more)
-            local gone
-            if solo_n == 1 then
-              gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group)
-            else
-              gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group, unpack(solo_names))
-            end
-            if type(gone) == 'table' then guards().foreign(gone) end
-            solo_n, solo_group, solo_seen, solo_names = 0, nil, nil, nil
-          end
-        else
-          if solo_n == 2 then
-            -- (a list made at a worker's default prefetch, 10, less the first: a table's
-            -- growth is a rehash)
-            solo_seen = {}
-            solo_names = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
-          end
-          solo_seen[group] = true
-          solo_names[solo_n - 1] = group
-        end
-      until true
-      if taken then
-        lease(taken, taken_body, taken_priority, nil)
-      elseif token then
-        -- a group's token (flow.lua's fair queues): its first task, as its limits allow
-        -- (the ids popped ahead of their turn go back first where serve() writes to a
-        -- ready list, but for the token's push to the tail: they stay before it)
-        if solo_n > 0 then solo_flush() end  -- the fast path's removals first
-        -- again: serve() kept the token in hand (it would have been the next pop: back
-        -- at the head of this list, or alone in it): served again in place of a pop,
-        -- and released (pushed back) when the fetch has all it wants; the ids popped
-        -- ahead go back before it (it goes to the head for its turn's next fetch)
-        fair_served = fair()
-        local taken_spec, again
+      local priority = 16 - band
+      local spec = flow_on and body
+                   and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id, KEYS[19])
+      if not body then
+        -- Fair queues' fast path: the token of a solo group of a plain task (flow.lua: its
+        -- one task held in the token, its claim, ':', in groups_solo only; 100,000 groups
+        -- of one task each), leased here without flow.lua's library (made, it costs a
+        -- call some 40,000 Redis instructions): its claim read (one HGET), its task's
+        -- message (no spec: a ':' claim is written with a plain spec only, in the same
+        -- step, and a waiting task's spec is not written again), as flow.lua's serve()
+        -- does, its claim removed by solo_flush() once a fetch. Anything else (a claim
+        -- that is not this token, a '/' claim, a group paused, a task gone, a group met
+        -- twice) leaves it, having written nothing, to serve(), which serves every token
+        -- once fair() is made in the call (their removals never cross). Inline: a
+        -- closure would cost every fetch
+        local taken, taken_body, taken_priority
         repeat
-          taken, taken_body, taken_priority, taken_spec, again =
-            fair_served.serve(id, limit - dropped, priority, want - #numbers / 2 - 1, alone,
-                              ahead and put_back)
-          if taken then
-            lease(taken, taken_body, taken_priority, taken_spec)
-          else
-            dropped = dropped + 1
-            -- held by its task's own limits: it waits in their park list
-            if taken_body then park_token(id, priority, taken_body, false) end
+          -- (gen: '\255' .. generation .. '\255' .. group matched above, the generation a
+          -- solo group's: '<now>.<count>:' (or '/'), a priority digit, the task's id; one
+          -- match in place of eight string calls, some 800 Redis instructions each. A
+          -- token it does not fit goes to serve())
+          if not gen or sep ~= ':' or group == solo_group or (solo_seen and solo_seen[group]) then
+            break
           end
-        until not again or #numbers >= want * 2 or dropped >= limit
-        if again then
-          if ahead then put_back() end
-          fair_served.serve(false)  -- the token kept in hand goes back
-        end
-      else
-        drop(id, held)
-      end
-    elseif spec and (spec.group or spec.limiter ~= '')
-           and not (spec.expires > 0 and now >= spec.expires) then
-      -- (one branch: a task without a spec is tested once, as before)
-      if spec.group then
-        -- a grouped task on its way back (due, put back, re-delivered) joins its group
-        if ahead then put_back() end  -- the ids popped ahead of their turn go back first
-        if solo_n > 0 then solo_flush() end  -- the fast path's removals first
-        fair().join(id, spec, priority)
-        dropped = dropped + 1
-      else
-        -- behind tasks parked already (their order kept), or over its limit: parked
-        local park = prefix .. spec.limiter .. ':park'
-        local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
-        if free then
-          free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
-        end
-        local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
-        if free then
-          lease(id, body, priority, spec)
-        elseif type(held) ~= 'number' then
-          lease(id, body, priority, spec)  -- a park list of another type: no limit kept
+          if any_paused == nil then any_paused = redis.pcall('EXISTS', prefix .. 'groups_paused') end
+          if any_paused ~= 0 then break end  -- (an error: not 0)
+          -- the claim names this token (a string compared by address; an error, a table,
+          -- or none, false, never equal)
+          if redis.pcall('HGET', prefix .. 'groups_solo', group) ~= gen then break end
+          -- and the group has no turn (a solo group has none: a claim left in groups_solo
+          -- of a group in its set form, planted again after it was lifted, would lease
+          -- its first task here while its set and turn keep it, stranding the group):
+          -- serve() reads the turn first. One HLEN: a turn of another type (an error
+          -- reply), which serve() cannot read, leaves the task served here
+          local fields = redis.pcall('HLEN', prefix .. 'g:' .. group .. ':turn')
+          if fields ~= 0 and type(fields) == 'number' then break end
+          local task_body = body_of(task, true)
+          if not task_body then break end
+          taken, taken_body, taken_priority = task, task_body, string.byte(digit) - 48
+          solo_n = solo_n + 1
+          if solo_n == 1 then
+            solo_group = group
+            solo_flush = solo_flush or function()
+              -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
+              -- is a vararg call, some 1,000 instructions more)
+              local gone
+              if solo_n == 1 then
+                gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group)
+              else
+                gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group, unpack(solo_names))
+              end
+              if type(gone) == 'table' then guards().foreign(gone) end
+              solo_n, solo_group, solo_seen, solo_names = 0, nil, nil, nil
+            end
+          else
+            if solo_n == 2 then
+              -- (a list made at a worker's default prefetch, 10, less the first: a table's
+              -- growth is a rehash)
+              solo_seen = {}
+              solo_names = {nil, nil, nil, nil, nil, nil, nil, nil, nil}
+            end
+            solo_seen[group] = true
+            solo_names[solo_n - 1] = group
+          end
+        until true
+        if taken then
+          lease(taken, taken_body, taken_priority, nil)
+        elseif token then
+          -- a group's token (flow.lua's fair queues): its first task, as its limits allow
+          -- (the ids popped ahead of their turn go back first where serve() writes to a
+          -- ready list, but for the token's push to the tail: they stay before it)
+          if solo_n > 0 then solo_flush() end  -- the fast path's removals first
+          -- again: serve() kept the token in hand (it would have been the next pop: back
+          -- at the head of this list, or alone in it): served again in place of a pop,
+          -- and released (pushed back) when the fetch has all it wants; the ids popped
+          -- ahead go back before it (it goes to the head for its turn's next fetch)
+          fair_served = fair()
+          local taken_spec, again
+          -- (the token is in hand until serve() has put it somewhere: pushed back, kept,
+          -- its group gone; one its limits hold, until it is parked)
+          repeat
+            hand, kept = id, false
+            taken, taken_body, taken_priority, taken_spec, again =
+              fair_served.serve(id, limit - dropped, priority, want - #numbers / 2 - 1, alone,
+                                ahead and put_back)
+            hand, kept = nil, again
+            if taken then
+              lease(taken, taken_body, taken_priority, taken_spec)
+            else
+              dropped = dropped + 1
+              -- held by its task's own limits: it waits in their park list
+              if taken_body then
+                hand = id
+                park_token(id, priority, taken_body, false)
+                hand = nil
+              end
+            end
+          until not again or #numbers >= want * 2 or dropped >= limit
+          if again then
+            if ahead then put_back() end
+            fair_served.serve(false)  -- the token kept in hand goes back
+            kept = false
+          end
         else
-          parked_change = parked_change + 1
-          if held == 1 then flow_control().put('set', 'SADD', KEYS[22], spec.limiter) end
-          if retry_at >= 0 then
-            flow_control().put('zset', 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
-          else
-            -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
-            -- (its holders gone) is looked at by the next fetch
-            flow_control().put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
-          end
-          dropped = dropped + 1
+          drop(id, held)
         end
+      elseif spec and (spec.group or spec.limiter ~= '')
+             and not (spec.expires > 0 and now >= spec.expires) then
+        -- (one branch: a task without a spec is tested once, as before)
+        if spec.group then
+          -- a grouped task on its way back (due, put back, re-delivered) joins its group
+          if ahead then put_back() end  -- the ids popped ahead of their turn go back first
+          if solo_n > 0 then solo_flush() end  -- the fast path's removals first
+          fair().join(id, spec, priority)
+          hand = nil  -- (in its group's set)
+          dropped = dropped + 1
+        else
+          -- behind tasks parked already (their order kept), or over its limit: parked
+          local park = prefix .. spec.limiter .. ':park'
+          local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
+          if free then
+            free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
+          end
+          local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
+          if free then
+            lease(id, body, priority, spec)
+          elseif type(held) ~= 'number' then
+            lease(id, body, priority, spec)  -- a park list of another type: no limit kept
+          else
+            hand = nil  -- (in its limiter's park list)
+            parked_change = parked_change + 1
+            if held == 1 then flow_control().put('set', 'SADD', KEYS[22], spec.limiter) end
+            if retry_at >= 0 then
+              flow_control().put('zset', 'ZADD', KEYS[20], 'LT', retry_at, spec.limiter)
+            else
+              -- parked behind others, or for a slot: a limiter no outcome is due to re-arm
+              -- (its holders gone) is looked at by the next fetch
+              flow_control().put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), spec.limiter)
+            end
+            dropped = dropped + 1
+          end
+        end
+      else
+        lease(id, body, priority, spec)
       end
-    else
-      lease(id, body, priority, spec)
     end
   end
+  hand = nil  -- (the last entry is handled)
+  if ahead then put_back() end  -- (never: each id popped ahead is served before the loop ends)
+  if solo_n > 0 then solo_flush() end  -- the fast path's removals
+  return parked_change, fair_served
 end
-if ahead then put_back() end  -- (never: each id popped ahead is served before the loop ends)
-if solo_n > 0 then solo_flush() end  -- the fast path's removals
+local served, failure, served_fair = pcall(
+  serve_lists, guards, tolerant, ENTRY_MOST, overlong_dropped, flow_control, want, limit,
+  flow_on, prefix, flow_clock, park_token, fair, drop, lease, body_of, numbers, now,
+  parked_change, fair_served)
+if served then
+  parked_change, fair_served = failure, served_fair
+else
+  -- Every entry popped and not yet leased, parked or served goes back where it was,
+  -- in its order: the entry in hand (an id, or a solo group's token whose task's
+  -- lease was refused: the token, which holds the task and its group's claim), then
+  -- the ids popped ahead of their turn, at the head of their list; a token serve()
+  -- kept in hand goes back as serve(false) puts it, after them (as at the end of its
+  -- run). One popped and leased stays leased: its lease expires, and it is delivered
+  -- again. (pcall: a refusal of these too must not hide the first)
+  local back = {}
+  if ahead then
+    for i = #ahead, ahead_at + 1, -1 do back[#back + 1] = ahead[i] end
+    ahead = nil
+  end
+  if hand then back[#back + 1] = hand end
+  if back[1] then redis.pcall('LPUSH', KEYS[band], unpack(back)) end
+  if kept then pcall(flow_made.fair_made.serve, false) end  -- (its fair_served)
+  error(failure, 0)
+end
 if band > 16 then
   -- every ready list is empty: stale wake tokens would only cost empty fetches. A
   -- group's token put back into a list passed already is work: a worker is woken
