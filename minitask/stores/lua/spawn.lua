@@ -100,6 +100,8 @@ for i = 8, #ARGV, 5 do
     -- "sent" last
     redis.call('HSET', KEYS[1], id, body)
     redis.call('HSET', marker, 'state', 'sent')
+    -- a step of no workflow keeps no w ('' above made the marker, before its push)
+    if workflow == '' then redis.call('HDEL', marker, 'w') end
   end
 end
 if tonumber(ARGV[4]) > 0 then

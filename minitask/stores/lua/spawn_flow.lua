@@ -110,6 +110,7 @@ for _, step in ipairs(grouped) do
     if fair.join(step.id, step.spec, step.priority) then wake = true end
     redis.call('HSET', KEYS[1], step.id, step.body)
     redis.call('HSET', step.marker, 'state', 'sent')
+    if ARGV[7] == '' then redis.call('HDEL', step.marker, 'w') end  -- (as spawn.lua)
     added = added + 1
   end
 end
