@@ -52,11 +52,11 @@ SCRIPT_COMMAND = re.compile(r"'([A-Z][A-Z]+)'")
 
 #: The quoted upper-case words of the scripts that are no command: a command's
 #: arguments (ZRANGE's WITHSCORES), subcommands (XINFO STREAM, MEMORY USAGE) and
-#: Redis's error code (tests/unit: every other word of every script is a command of the
+#: Redis's error codes (tests/unit: every other word of every script is a command of the
 #: documented ACL list).
 NOT_COMMANDS = frozenset({"bylex", "count", "gt", "limit", "lt", "maxlen", "nomkstream",
-                          "nx", "px", "rank", "samples", "stream", "usage", "withscores",
-                          "wrongtype", "xx"})
+                          "noperm", "nx", "px", "rank", "samples", "stream", "usage",
+                          "withscores", "wrongtype", "xx"})
 
 #: Commands the docs let a user go without (guide/scaling): not asked about. TIME is
 #: called by broadcast_send.lua (its prune, before any write) and by the worker's fetch.

@@ -302,7 +302,7 @@ end
 -- A workflow step's marker (spawn.lua, spawn_flow.lua), checked before any write:
 -- one of another type, or with a state minitask does not write (sent, cancelled),
 -- is not minitask's and refuses the call (read as "sent", its step would never be
--- sent, with not a word).
+-- sent, with not a word). Returns the state (sent, cancelled) or false (none).
 -- (One HGET: a marker of another type fails it, and must() refuses, naming its type.)
 local function step_marker(marker)
   local state = redis.pcall('HGET', marker, 'state')
@@ -311,6 +311,7 @@ local function step_marker(marker)
     error('WRONGTYPE minitask key ' .. marker .. ' holds no step marker minitask wrote ' ..
           '(its state is neither sent nor cancelled); nothing was changed', 0)
   end
+  return state  -- sent or cancelled: the step is not sent (again); false: it may be
 end
 
 -- A listing's reply `listed` of `key` (`step` 2: member, score or field, value pairs;

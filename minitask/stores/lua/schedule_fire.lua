@@ -26,7 +26,8 @@
 --   'fired', 'skipped' (catch-up), 'overlap' (the last run is still queued or
 --   running): this call advanced the schedule; armed is the tick it armed.
 -- Invariant: a tick is fired once: the armed tick only moves forward, here, and
--- only from the value the caller read; a run's id is derived from its tick.
+-- only from the value the caller read; a run's id is derived from its tick. The
+-- tick moves on last, after its run is queued and recorded in fired (below).
 local name = ARGV[1]
 -- every key this call may write to is checked first: a key of another type
 -- makes it change nothing and say which ('foreign'), so the worker fires the
@@ -51,29 +52,53 @@ if not armed or tonumber(armed) ~= tonumber(ARGV[3]) then
   return {'moved', armed and guards().whole(armed, 0, MAX_SCORE) or -1}
 end
 local following = tonumber(ARGV[4])
-if following >= 0 then
-  redis.call('ZADD', KEYS[2], ARGV[4], name)
-else
-  redis.call('ZREM', KEYS[2], name)
+-- the tick moves on (ZADD, or ZREM for a schedule with no next tick)
+local function advance()
+  if following >= 0 then
+    redis.call('ZADD', KEYS[2], ARGV[4], name)
+  else
+    redis.call('ZREM', KEYS[2], name)
+  end
 end
-if tonumber(ARGV[5]) < 0 then return {'skipped', following} end
-if ARGV[10] == '0' then
-  local previous = redis.call('HGET', KEYS[3], 'id:' .. name)
-  if previous and redis.call('HEXISTS', KEYS[4], previous) == 1
+if tonumber(ARGV[5]) < 0 then
+  advance()
+  return {'skipped', following}
+end
+local id = ARGV[6]
+-- fired names the run of the tick being fired when a call fired it and was refused
+-- before the tick moved on: it is not written again (it may have run since)
+local previous = redis.call('HGET', KEYS[3], 'id:' .. name)
+if previous ~= id then
+  if ARGV[10] == '0' and previous and redis.call('HEXISTS', KEYS[4], previous) == 1
       and not redis.call('ZSCORE', KEYS[5], previous) then
+    advance()
     return {'overlap', following}
   end
-end
-local now = tonumber(ARGV[9])
-promote_due(KEYS[6], KEYS[7], 9, now, tonumber(ARGV[12]))
-local id = ARGV[6]
-if redis.call('HSETNX', KEYS[4], id, ARGV[7]) == 1 then
+  local now = tonumber(ARGV[9])
+  promote_due(KEYS[6], KEYS[7], 9, now, tonumber(ARGV[12]))
+  -- A refusal part way (an ACL changed while a worker runs: Redis refuses a command
+  -- as the script comes to it and keeps the writes before) must neither lose this
+  -- tick's run nor write it twice. So the run's message, and a ZADD (or ZREM) that
+  -- changes nothing, come before its push, which is followed only by commands run
+  -- already (HSET, then ZADD or ZREM): a call refused before the push leaves the tick
+  -- armed and the run unqueued (its message, rewritten by the next call), and one
+  -- that pushed records it in fired and moves the tick on. (The tick moved on first:
+  -- a refused push lost the tick's run.)
+  redis.call('HSET', KEYS[4], id, ARGV[7])
   redis.call('DEL', KEYS[19])
+  if following >= 0 then
+    redis.call('ZADD', KEYS[2], 'XX', ARGV[3], name)  -- (the armed tick as it is)
+  else
+    redis.call('ZREM', KEYS[2], '')  -- (no schedule is named '')
+  end
   redis.call('RPUSH', KEYS[18 - tonumber(ARGV[8])], id)
+  redis.call('HSET', KEYS[3], 'at:' .. name, ARGV[5], 'id:' .. name, id)
   if ARGV[13] == '1' then
+    -- a wake token is a hint (workers poll too): one refused is left out
     local cap = tonumber(ARGV[11])
-    if redis.call('RPUSH', KEYS[8], '1') > cap then redis.call('LTRIM', KEYS[8], 0, cap - 1) end
+    local held = redis.pcall('RPUSH', KEYS[8], '1')
+    if type(held) == 'number' and held > cap then redis.pcall('LTRIM', KEYS[8], 0, cap - 1) end
   end
 end
-redis.call('HSET', KEYS[3], 'at:' .. name, ARGV[5], 'id:' .. name, id)
+advance()
 return {'fired', following}

@@ -20,6 +20,14 @@
 -- Invariant: a step is sent at most once while its marker lives (as long as its
 -- result would), however often the steps before it run. A handle record (and a
 -- plan record) is written with the steps, never without them.
+-- A refusal part way (an ACL changed while a worker runs: Redis refuses a command
+-- when the script comes to it and keeps the writes before): a step's marker says
+-- "sent" last, after its push and its message, and every command after its push
+-- (HSET, PEXPIRE) has run in that step before it, so none is refused there. A call
+-- refused part way leaves the step it was at unsent (its marker without a state, as
+-- a reservation; at most its id in delayed, which ZADD rewrites), and the call run
+-- again sends it once: a marker written first had the retry skip a step never
+-- queued, and the workflow stopped (issue 29).
 -- Data minitask did not write (lib.lua): a marker that is no step marker, messages,
 -- delayed (a step due later) or a ready list a step goes to of another type refuses
 -- the call before any write, naming the key and its type: a call refused half-way
@@ -29,7 +37,15 @@
 -- sequence kept, no token pushed), as enqueue.lua does.
 local now = tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
-for n = 1, (#ARGV - 7) / 5 do step_marker(KEYS[15 + 2 * n]) end
+-- marked[n]: the n-th step's marker holds a state (sent, cancelled), made only when
+-- one does (a table costs Redis about 1,200 instructions)
+local marked
+for n = 1, (#ARGV - 7) / 5 do
+  if step_marker(KEYS[15 + 2 * n]) then
+    marked = marked or {}
+    marked[n] = true
+  end
+end
 -- each key once a call, and guards() made only to refuse (lib.lua's unless_other)
 local checked = {[KEYS[1]] = unless_other(KEYS[1], 'hash')}
 for i = 11, #ARGV, 5 do
@@ -47,31 +63,45 @@ for i = 8, #ARGV, 5 do
   local id, body = ARGV[i], ARGV[i + 1]
   local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])
   local marker = KEYS[15 + 2 * n]
-  -- HSETNX and PEXPIRE rather than SET NX PX: no command beyond the docs' ACL list (guide/scaling.rst)
-  local first = redis.call('HSETNX', marker, 'state', 'sent') == 1
-  if first then
-    if workflow ~= '' then redis.call('HSET', marker, 'w', workflow) end
-    redis.call('PEXPIRE', marker, ARGV[i + 4])
-  else
+  -- HSET and PEXPIRE rather than SET NX PX: no command beyond the docs' ACL list (guide/scaling.rst)
+  if marked and marked[n] then
     skipped = skipped or {0}
     skipped[#skipped + 1] = id
-  end
-  if first and redis.call('HSETNX', KEYS[1], id, body) == 1 then
-    added = added + 1
+  elseif redis.call('HEXISTS', KEYS[1], id) == 1 then
+    -- its id holds a task already: marked sent, nothing sent (the marker expired
+    -- while the step waited, or a task of the same id)
+    if workflow ~= '' then
+      redis.call('HSET', marker, 'state', 'sent', 'w', workflow)
+    else
+      redis.call('HSET', marker, 'state', 'sent')
+    end
+    redis.call('PEXPIRE', marker, ARGV[i + 4])
+  else
+    -- the marker's commands first, with no state (unsent, as a reservation is): each
+    -- command after the push below has run in this step, and no refusal comes there
+    redis.call('HSET', marker, 'w', workflow)
+    redis.call('PEXPIRE', marker, ARGV[i + 4])
     redis.call('DEL', KEYS[14 + 2 * n])
+    added = added + 1
     if due > now then
-      redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
       -- the scheduling sequence, as enqueue.lua takes it: one that is no count (text,
-      -- past 2^63: data minitask did not write) starts afresh (lib.lua's bump), never
-      -- failing the call after the writes above
+      -- past 2^63: data minitask did not write) starts afresh (lib.lua's bump);
+      -- taken before the ZADD, which a call run again rewrites (no second entry)
       local sequence = redis.pcall('INCR', KEYS[15])
       if type(sequence) == 'table' then sequence = guards().bump(KEYS[15]) end
+      redis.call('ZADD', KEYS[2], string.format('%.0f', due * 10 + 9 - priority), id)
       tolerant(0, 'HSET', KEYS[14], id, sequence)
       if redis.call('ZRANGE', KEYS[2], 0, 0)[1] == id then wake = wake + 1 end
     else
       redis.call('RPUSH', KEYS[13 - priority], id)
       wake = wake + 1
     end
+    -- its message after its push (an id without one is dropped by a fetch), and
+    -- "sent" last
+    redis.call('HSET', KEYS[1], id, body)
+    redis.call('HSET', marker, 'state', 'sent')
+    -- a step of no workflow keeps no w ('' above made the marker, before its push)
+    if workflow == '' then redis.call('HDEL', marker, 'w') end
   end
 end
 if tonumber(ARGV[4]) > 0 then
@@ -82,11 +112,14 @@ if wake > 0 then
   if wake > cap then wake = cap end
   local tokens = {}
   for i = 1, wake do tokens[i] = '1' end
+  -- a wake list of another type: no token (workers poll it); nor when Redis refuses
+  -- the push or its trim (NOPERM: an ACL changed while a worker runs): the steps are
+  -- sent, and spawn_group.lua creates its groups after this
   local held = redis.pcall('RPUSH', KEYS[3], unpack(tokens))
   if type(held) == 'table' then
-    guards().foreign(held)  -- a wake list of another type: no token (workers poll it)
+    if not string.find(tostring(held.err), 'NOPERM', 1, true) then guards().foreign(held) end
   elseif held > cap then
-    redis.call('LTRIM', KEYS[3], 0, cap - 1)
+    redis.pcall('LTRIM', KEYS[3], 0, cap - 1)
   end
 end
 if skipped then

@@ -13,6 +13,8 @@
 -- once as spawn.lua sends a step (its marker); every other step is spawn.lua's (a
 -- grouped one due later joins its group when a fetch meets it in a ready list).
 -- Invariant: spawn.lua's; and a step with a spec is never in Redis without it.
+-- A refusal part way (an ACL changed while a worker runs): as spawn.lua, a step's
+-- marker says "sent" last, and a call run again sends the step it stopped at.
 -- Data minitask did not write (lib.lua): messages of another type, or a
 -- marker that is no step marker, refuse the call before any write, and so do
 -- spawn.lua's checks (delayed, the ready lists of its steps), made in spawn_base()
@@ -46,8 +48,10 @@ for n = 1, count do
   local result, marker = KEYS[14 + 2 * n], KEYS[15 + 2 * n]
   local spec = specs[n] ~= '' and flow_control().spec(specs[n])
   if spec and spec.group and tonumber(ARGV[i + 3]) <= now then
-    step_marker(marker)  -- checked as spawn.lua checks its own steps', before any write
-    grouped[#grouped + 1] = {id = ARGV[i], body = ARGV[i + 1], priority = tonumber(ARGV[i + 2]),
+    -- checked as spawn.lua checks its own steps', before any write
+    local state = step_marker(marker)
+    grouped[#grouped + 1] = {state = state, id = ARGV[i], body = ARGV[i + 1],
+                             priority = tonumber(ARGV[i + 2]),
                              ttl = ARGV[i + 4], result = result, marker = marker,
                              text = specs[n], spec = spec}
   else
@@ -79,16 +83,24 @@ if type(added) == 'table' then skipped, added = added, added[1] end
 for _, step in ipairs(others) do redis.call('HSET', flow, step[1], step[2]) end
 local fair, wake = nil, false
 for _, step in ipairs(grouped) do
-  local first = redis.call('HSETNX', step.marker, 'state', 'sent') == 1
-  if first then
-    if ARGV[7] ~= '' then redis.call('HSET', step.marker, 'w', ARGV[7]) end
-    redis.call('PEXPIRE', step.marker, step.ttl)
-  else
+  if step.state then
     skipped = skipped or {0}
     skipped[#skipped + 1] = step.id
-  end
-  if first and redis.call('HSETNX', KEYS[1], step.id, step.body) == 1 then
-    added = added + 1
+  elseif redis.call('HEXISTS', KEYS[1], step.id) == 1 then
+    -- its id holds a task already: marked sent, nothing sent (as spawn.lua)
+    if ARGV[7] ~= '' then
+      redis.call('HSET', step.marker, 'state', 'sent', 'w', ARGV[7])
+    else
+      redis.call('HSET', step.marker, 'state', 'sent')
+    end
+    redis.call('PEXPIRE', step.marker, step.ttl)
+  else
+    -- as spawn.lua sends a step: the marker's commands first (no state), its message
+    -- after it joined its group, "sent" last; a call refused in the join (an ACL
+    -- changed while a worker runs) leaves the step unsent, and joins it again when
+    -- run again (its group's ready set is a set: one entry)
+    redis.call('HSET', step.marker, 'w', ARGV[7])
+    redis.call('PEXPIRE', step.marker, step.ttl)
     redis.call('DEL', step.result)
     redis.call('HSET', flow, step.id, step.text)
     fair = fair or flow_control().fair({prefix = prefix, first_ready = 4, now = ARGV[1],
@@ -96,6 +108,10 @@ for _, step in ipairs(grouped) do
                                         flow = flow, leases = leases, dead = dead,
                                         delayed = KEYS[2]})
     if fair.join(step.id, step.spec, step.priority) then wake = true end
+    redis.call('HSET', KEYS[1], step.id, step.body)
+    redis.call('HSET', step.marker, 'state', 'sent')
+    if ARGV[7] == '' then redis.call('HDEL', step.marker, 'w') end  -- (as spawn.lua)
+    added = added + 1
   end
 end
 if wake then tolerant(0, 'RPUSH', KEYS[3], '1') end

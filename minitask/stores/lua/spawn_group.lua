@@ -19,10 +19,16 @@ for n = count, 1, -1 do
   local ttl, follow, size = table.remove(ARGV), table.remove(ARGV), table.remove(ARGV)
   groups[n] = {table.remove(KEYS), size, follow, ttl}
 end
+-- which groups exist, read before the steps are sent: after them, the call writes
+-- only with HSET and PEXPIRE, which sending a step runs (spawn.lua), so a refusal part
+-- way (an ACL changed while a worker runs) never leaves steps sent whose group was
+-- never created (a call refused at that EXISTS left them, their body never to run)
+local missing = {}
+for n, group in ipairs(groups) do missing[n] = redis.call('EXISTS', group[1]) == 0 end
 local added
 if flowing then added = spawn_flow_base() else added = spawn_base() end
-for _, group in ipairs(groups) do
-  if redis.call('EXISTS', group[1]) == 0 then
+for n, group in ipairs(groups) do
+  if missing[n] then
     redis.call('HSET', group[1], 'size', group[2], 'next', group[3])
     redis.call('PEXPIRE', group[1], group[4])
   end

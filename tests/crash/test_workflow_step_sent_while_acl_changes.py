@@ -1,0 +1,51 @@
+"""An ACL changed while a real worker carries a chain on (issue 29): RPUSH taken away as
+the chain's first step runs, so the spawn of the next step is refused part way (Redis
+keeps the writes made before a refused command). spawn.lua wrote the step's "sent"
+marker first: the worker's retry, the ACL back, skipped a step never queued, and the
+chain never ended. The marker is written last now: the retry sends the step once. A
+real redis-server and a real worker process (thread pool)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import redis
+
+from minitask import Minitask, chain
+from tests.support.acl import user_without
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.crash
+
+DEADLINE = 60.0
+
+
+def test_a_chain_step_refused_part_way_runs_once_when_the_acl_is_back(
+        processes: Processes, server: RedisServer, tmp_path: Path) -> None:
+    admin: "redis.Redis[bytes]" = server.client()
+    url = user_without(admin, server, "nothing")
+    app = Minitask("aclack", broker=server.client())
+    try:
+        counted = app.task(name="counted")(lambda key, seconds: key)
+        log = tmp_path / "worker.log"
+        processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1", log=log,
+                         env={"MINITASK_BROKER_URL": url, "TEST_VISIBILITY": "30"})
+        # a chain first: the worker's sending ACL check, asked at its first send, passed
+        warm = chain(counted.si("warm", 0.0), counted.si("warmed", 0.0)).delay()
+        assert warm.get(timeout=DEADLINE) == "warmed"
+        handle = chain(counted.si("first", 1.0), counted.si("second", 0.0)).delay()
+        wait_until(lambda: admin.get("runs:first") == b"1", timeout=DEADLINE,
+                   message="the first step's run")
+        # taken away while it runs: the next step's push (RPUSH) is refused
+        admin.execute_command("ACL", "SETUSER", "limited", "-rpush")
+        wait_until(lambda: "refused" in log.read_text(), timeout=DEADLINE,
+                   message="the next step's sending refused")
+        admin.execute_command("ACL", "SETUSER", "limited", "+rpush")
+        assert handle.get(timeout=DEADLINE) == "second"
+        assert admin.get("runs:second") == b"1"
+        assert admin.get("runs:first") == b"1"
+    finally:
+        app.close()
+        admin.close()
