@@ -414,7 +414,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.keys": frozenset(),
     "broker.packing": frozenset(),
     # pools that wait when full, and result waits beside the pool that sends
-    "broker.pools": frozenset({"broker.connections"}),
+    "broker.pools": frozenset({"broker.connections", "printable"}),
     # before a client's first send: may its ACL user run every command of the scripts
     "broker.acl_check": frozenset({"broker.acl_arguments", "errors"}),
     # how many arguments the ACL checks ask each command with (its arity)
