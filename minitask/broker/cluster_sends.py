@@ -8,8 +8,10 @@ writes such a call (and the touch and WAIT that confirm it) itself, on a
 connection of the primary of its slot. It is sent again only where Redis said
 it did not run it (MOVED, ASK, TRYAGAIN, CLUSTERDOWN, LOADING, NOSCRIPT) or it was
 never written whole (a connection refused), for as long as the client may take
-to connect (``budget_of``); a connection that fails, or a reply that cannot be
-read, once the call was written raises ``ReplyLost``: Redis may have run it.
+to connect (``budget_of``); a call still refused when that runs out fails as
+``RanOut`` (``RanOutUnreachable`` where no node could be reached), which says so
+plainly, the last refusal its cause. A connection that fails, or a reply that
+cannot be read, once the call was written raises ``ReplyLost``: Redis may have run it.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ from redis.exceptions import (AskError, BusyLoadingError, ClusterDownError, MaxC
 from .durability import Durability, cut_short, takes_command_name
 from .writes import WriteFailed, write_counted
 
-__all__ = ["ReplyLost", "aslots_read", "asend_once", "budget_of", "confirm", "send_once"]
+__all__ = ["RanOut", "RanOutUnreachable", "ReplyLost", "aslots_read", "asend_once",
+           "budget_of", "confirm", "send_once"]
 
 #: How long a call is sent again (seconds) where the client sets no
 #: ``socket_connect_timeout``: minitask's own default for it.
@@ -46,6 +49,30 @@ class ReplyLost(redis.ConnectionError):
     """The connection failed after the script call was written whole: it may have run."""
 
 
+class RanOut(redis.ResponseError):
+    """Redis Cluster refused a script call each time it was sent (a slot moving, the
+    cluster down) for the whole of its budget: it did not run. Its ``__cause__`` is
+    the last refusal, whose words alone (TRYAGAIN's "Multiple keys request during
+    rehashing of slot") did not say that a budget ran out."""
+
+
+class RanOutUnreachable(redis.ConnectionError):
+    """As ``RanOut``, where the last try found no node to take the call (a connection
+    refused, a node loading its data): an outage to ride out, as its cause is."""
+
+
+#: What each refusal (``_refusal``) says of the cluster, for ``RanOut``'s message.
+_WHY = {"wait": "the slot's keys were split between two nodes by a migration under way "
+                "(TRYAGAIN)",
+        "moved": "the slot kept moving between nodes (MOVED, ASK)",
+        "ask": "the slot kept moving between nodes (MOVED, ASK)",
+        "down": "the cluster was down (CLUSTERDOWN: a failover under way, or slots "
+                "served by no node)",
+        "load": "Redis kept answering that it did not know the script (NOSCRIPT)",
+        "loading": "the slot's node was loading its data (LOADING)",
+        "lost": "no node of the slot could be reached"}
+
+
 def budget_of(cluster: Any) -> float:
     """How long a call Redis refused (or never got) is sent again: the client's
     ``socket_connect_timeout``, the time the app already gives a node to answer
@@ -61,7 +88,9 @@ class _Tries:
     """Where a call goes next and how long it waits first, until its budget is spent."""
 
     def __init__(self, budget: float) -> None:
+        self.budget = budget
         self.deadline = time.monotonic() + budget
+        self.sent = 0  # writes of the call made
         self.target: Optional[Any] = None  # a node an ASK or MOVED named: the next write's
         self.asking = False  # the target is importing the slot: ASKING before each command
         self.next_pause = _FIRST_PAUSE
@@ -76,6 +105,7 @@ class _Tries:
         """The pause before the next write; None once the budget is spent (the last
         refusal or failure stands). A redirect is followed at once (``REDIRECTS`` in a
         row), and so is the write after the first NOSCRIPT (the script just loaded)."""
+        self.sent += 1
         left = self.deadline - time.monotonic()
         if left <= 0:
             return None
@@ -87,6 +117,21 @@ class _Tries:
         pause = min(self.next_pause, left)
         self.next_pause = min(self.next_pause * 2, _MAX_PAUSE)
         return pause
+
+    def ran_out(self, refusal: str, last: BaseException, key: str) -> BaseException:
+        """The error of a call whose budget ran out, ``last`` the last refusal (or
+        failure) of it, its cause: what happened, said plainly."""
+        if isinstance(last, BusyLoadingError):
+            refusal = "loading"
+        kind = (RanOutUnreachable if isinstance(last, (redis.ConnectionError,
+                                                       redis.TimeoutError, OSError))
+                else RanOut)
+        error = kind(f"Redis Cluster did not run the call (key {key!r}) within its budget of "
+                     f"{self.budget:g} s (the client's socket_connect_timeout), sent "
+                     f"{self.sent} time(s): {_WHY.get(refusal, 'it refused it')}; it did not "
+                     f"run, so sending it again is safe (Redis's last refusal: {last})")
+        error.__cause__ = last
+        return error
 
 
 def _refusal(reply: Any) -> str:
@@ -133,9 +178,11 @@ def send_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             _relearn(cluster)  # after a failover: the next try goes to the new primary
             tries.send_to(None)
-            pause = tries.pause("lost") if _unwritten(exc) else None
-            if pause is None:
+            if not _unwritten(exc):
                 raise
+            pause = tries.pause("lost")
+            if pause is None:
+                raise tries.ran_out("lost", exc, keys[0]) from exc
             time.sleep(pause)
             continue
         first = replies[0]
@@ -154,8 +201,8 @@ def send_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
             _relearn(cluster)
             tries.send_to(None)
         pause = tries.pause(refusal)  # ("wait": to the same node, ASKING as before)
-        if pause is None:
-            return replies  # the last refusal: the caller raises it (the call did not run)
+        if pause is None:  # the caller raises it (the call did not run)
+            return [tries.ran_out(refusal, first, keys[0]), *replies[1:]]
         time.sleep(pause)
 
 
@@ -231,9 +278,11 @@ async def asend_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
         except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
             await _arelearn(cluster)
             tries.send_to(None)
-            pause = tries.pause("lost") if _unwritten(exc) else None
-            if pause is None:
+            if not _unwritten(exc):
                 raise
+            pause = tries.pause("lost")
+            if pause is None:
+                raise tries.ran_out("lost", exc, keys[0]) from exc
             await asyncio.sleep(pause)
             continue
         first = replies[0]
@@ -253,7 +302,7 @@ async def asend_once(cluster: Any, sha: str, source: str, keys: Sequence[str],
             tries.send_to(None)
         pause = tries.pause(refusal)
         if pause is None:
-            return replies
+            return [tries.ran_out(refusal, first, keys[0]), *replies[1:]]
         await asyncio.sleep(pause)
 
 

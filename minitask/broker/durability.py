@@ -294,6 +294,29 @@ def read_confirmation(connection: Any, policy: Optional[Durability]) -> Any:
         return exc
 
 
+def caught_up(client: Any, policy: Durability, slot_keys: Sequence[str]) -> bool:
+    """Whether replicas have every write made before this call, as ``policy`` counts
+    them (within its timeout): a touch and WAIT (WAITAOF) in the slot of each of
+    ``slot_keys`` (one on a single primary). Replication keeps the primary's order,
+    so replicas that confirm the touch have every earlier write of it too, from any
+    connection or process. False when they fall short or Redis cannot be asked."""
+    if policy.mode is None or not slot_keys:
+        return False
+    cluster = isinstance(client, redis.RedisCluster)
+    try:
+        for key in slot_keys if cluster else slot_keys[:1]:
+            node = client.get_node_from_key(key).redis_connection if cluster else client
+            with node.pipeline(transaction=False) as pipe:
+                for part in policy.commands(key):
+                    pipe.execute_command(*part)
+                replies = pipe.execute()
+            if not policy.confirmed(replies[-1])[1]:
+                return False
+    except (redis.RedisError, OSError, AttributeError, IndexError, TypeError, ValueError):
+        return False  # not asked: as they were
+    return True
+
+
 def has_waitaof(client: Any) -> bool:
     """Whether the server knows WAITAOF (Redis 7.2 and later); on a cluster, its
     default node. Asked on a raw connection: redis-py's parser of COMMAND INFO

@@ -14,7 +14,7 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 import redis
 import redis.asyncio
 
-from ..broker.pools import GLANCE_EVERY, SHARED_WAITS, WaitingPool
+from ..broker.pools import GLANCE_EVERY, GLANCE_KEYS, SHARED_WAITS, WaitingPool
 from ..errors import ConfigurationError
 from ..printable import own_logger
 
@@ -176,11 +176,9 @@ def keep_cancel(before: int) -> None:
         raise asyncio.CancelledError()
 
 
-#: At most this many queued waits' keys are read by one glance, taken in turn: 1,000
-#: queued waits cost 1,000 LINDEX a second, not 10,000, and each key is read at least
-#: every ``ceil(queued / GLANCE_KEYS) * GLANCE_EVERY`` s.
-GLANCE_KEYS = 100
-
+# At most GLANCE_KEYS queued waits' keys are read by one glance, taken in turn (as
+# get()'s): 1,000 queued waits cost 1,000 LINDEX a second, not 10,000, and each key
+# is read at least every ``ceil(queued / GLANCE_KEYS) * GLANCE_EVERY`` s.
 
 #: How long past its deadline a queued wait may take to read its own key.
 LATE_LOOK = 0.1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, List, Protocol
 
+from ..broker.durability import caught_up
 from ..printable import own_logger
 from .host import Host
 from .unconfirmed import WRITES
@@ -52,7 +53,10 @@ def log_banner(worker: Worker) -> None:
 
 def log_stopped(worker: Worker, how: str) -> None:
     """The worker's last log line: that it stopped, and what stopped it (after the
-    count of its writes replicas left unconfirmed, if an outage of them goes on)."""
-    WRITES.stopped()
+    count of its writes replicas left unconfirmed, if an outage of them goes on: those
+    replicas have by now are not counted)."""
+    transport, queues = worker.broker.transport, worker.broker.queues
+    WRITES.stopped(lambda: caught_up(transport.client, transport.durability,
+                                     [queues.keys(queue).base for queue in worker.queues]))
     logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
                 "failed", worker.name, how, worker.processed, worker.failed)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import ctypes
 import multiprocessing
 import time
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 from ..printable import own_logger
 
@@ -90,9 +90,16 @@ class UnconfirmedWrites:
                            "were left unconfirmed by them over the last %.0f s (a failover "
                            "then may have lost them; their tasks then run again)", count, span)
 
-    def stopped(self) -> None:
+    def stopped(self, caught_up: Callable[[], bool] = lambda: False) -> None:
         """The worker stops: the outage going on, if any, is summed up, and this
-        process's count starts afresh (a next worker in it has its own outages)."""
+        process's count starts afresh (a next worker in it has its own outages).
+        Replicas are asked first (``caught_up``) whether they have every write now:
+        a replica back since the outage's last write has them all, though no write
+        of the worker was confirmed since to end it; then the outage is said ended
+        (``confirmed``), not left unconfirmed."""
+        if self.state[_COUNT] and caught_up():
+            self.confirmed()
+            return
         count, more, span = self._ended()
         if count:
             logger.warning("the worker stops with %d outcome write(s) left unconfirmed by "

@@ -223,7 +223,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker": frozenset({"worker.leases", "worker.loop", "worker.outages",
                          "worker.outcome_batches"}),
     "worker.acl_start": frozenset({"broker.acl_check", "errors", "printable"}),
-    "worker.banner": frozenset({"printable", "worker.host", "worker.unconfirmed"}),
+    "worker.banner": frozenset({"broker.durability", "printable", "worker.host",
+                                "worker.unconfirmed"}),
     "worker.broadcasts": frozenset({"broker.keys", "broker.packing", "errors", "printable",
                                     "stores.queue", "worker.host", "worker.leases",
                                     "worker.sources", "worker.stop"}),
@@ -414,7 +415,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.keys": frozenset(),
     "broker.packing": frozenset(),
     # pools that wait when full, and result waits beside the pool that sends
-    "broker.pools": frozenset({"broker.connections"}),
+    "broker.pools": frozenset({"broker.connections", "printable"}),
     # before a client's first send: may its ACL user run every command of the scripts
     "broker.acl_check": frozenset({"broker.acl_arguments", "errors"}),
     # how many arguments the ACL checks ask each command with (its arity)

@@ -44,8 +44,11 @@ local PRUNE_FLOOR = 600000
 -- subscriber that pulled calls wakes its WAKE_FANOUT children). Newest first: the
 -- subscribers gone for good (old pod names, until pruned) are the oldest, at the
 -- leaves, where they hold up nobody; one whose parent is down pulls at its next
--- wait's end anyway (at most 5 s).
+-- wait's end anyway (at most 5 s). A parent busy or gone (its wake list held tokens
+-- already: no worker of it waits there) does not hold its children up: the script
+-- that wakes it wakes them too, for the first BUSY_RELAYS such parents.
 local WAKE_FANOUT = 16
+local BUSY_RELAYS = 4
 
 -- The server's clock (ms), read once a script: a prune ages subscribers by it,
 -- not by a caller's clock that may run hours ahead.
@@ -523,28 +526,46 @@ local function age_ahead(key)
 end
 
 -- Push `tokens` tokens on wake list `key`, kept under `cap` (one of another type
--- gets none).
+-- gets none). Returns whether the list held tokens already: each idle worker of its
+-- subscriber blocks on it and takes a token at once, so none waits there (busy, or
+-- gone) and none will pull soon to wake the subscriber's children.
 local function push_wake(key, tokens, cap)
   local pushed = {}
   for i = 1, math.min(tokens, cap) do pushed[i] = '1' end
   local kept = tolerant(0, 'RPUSH', key, unpack(pushed))
   if kept > cap then tolerant(0, 'LTRIM', key, 0, cap - 1) end
+  return kept > #pushed
+end
+
+-- Wake the lanes of the subscribers ranked `from` to `from + WAKE_FANOUT - 1`
+-- (wake_from's): each added to `woken`, or to `missed` where its wake list was not
+-- declared; with `busy`, the ranks of those whose list held tokens already. Returns
+-- how many there were.
+local function wake_range(from, tokens, cap, declared, woken, missed, busy)
+  local names = short_only(KEYS[8], tolerant({}, 'ZREVRANGE', KEYS[8], from,
+                                             from + WAKE_FANOUT - 1), 1)
+  for i, name in ipairs(names) do
+    woken[#woken + 1] = name
+    if not declared[name] then missed[#missed + 1] = name
+    elseif push_wake(declared[name], tokens, cap) and busy then busy[#busy + 1] = from + i - 1 end
+  end
+  return #names
 end
 
 -- Wake the lanes of the subscribers ranked `first` to `first + WAKE_FANOUT - 1`,
 -- the newest subscribed first, with `tokens` tokens each. Only a lane whose wake
 -- list the caller declared is woken: KEYS[keys_at..] are wake lists, ARGV[names_at..]
 -- the subscribers they are of (the caller's guess of who is woken: the last
--- reply's). Returns who was to be woken and who of them was not (their lists
--- were not declared): the caller wakes those (broadcast_wake.lua) and declares
--- them next time.
+-- reply's). A woken lane whose list held tokens already (push_wake: no worker of
+-- it waits) has its children woken here too, for the first BUSY_RELAYS such lanes:
+-- a busy subscriber would wake them only once a slot of it frees. Returns who was
+-- to be woken and who of them was not (their lists were not declared): the caller
+-- wakes those (broadcast_wake.lua) and declares them next time.
 -- A member of since longer than any subscriber name (short_only: planted, 50 MB) is
 -- removed, never woken nor sent: no lane is its, and the reply would carry it to
 -- every sender.
 local function wake_from(first, tokens, cap, keys_at, names_at)
   if tokens <= 0 then return {}, {} end
-  local names = short_only(KEYS[8], tolerant({}, 'ZREVRANGE', KEYS[8], first,
-                                             first + WAKE_FANOUT - 1), 1)
   local base = string.sub(KEYS[1], 1, #KEYS[1] - #'bcast:state')
   local declared = {}
   for i = keys_at, #KEYS do
@@ -553,12 +574,15 @@ local function wake_from(first, tokens, cap, keys_at, names_at)
     -- otherwise: no script touches a key it was not given)
     if name and KEYS[i] == base .. 'lane:' .. name .. ':wake' then declared[name] = KEYS[i] end
   end
-  local missed = {}
-  for _, name in ipairs(names) do
-    if declared[name] then push_wake(declared[name], tokens, cap)
-    else missed[#missed + 1] = name end
+  local woken, missed, busy = {}, {}, {}
+  -- fewer than WAKE_FANOUT: no subscriber ranks after them, so none has children
+  if wake_range(first, tokens, cap, declared, woken, missed, busy) == WAKE_FANOUT then
+    for i = 1, math.min(#busy, BUSY_RELAYS) do
+      if wake_range(WAKE_FANOUT * (busy[i] + 1), tokens, cap, declared, woken, missed) <
+         WAKE_FANOUT then break end
+    end
   end
-  return names, missed
+  return woken, missed
 end
 
 -- Delete the calls every subscriber has pulled (all of them when none
