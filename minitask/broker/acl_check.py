@@ -16,7 +16,8 @@ A worker asks the same once as it starts, before it leases anything, about every
 command of all its scripts and of those it sends itself (``worker_commands``:
 worker/acl_start.py), and the ops commands that write about their scripts'
 (cli/options.py ``require_acl``), each command with the arguments it is asked with.
-All three ask with one script (``CHECK_SOURCE``), each command with as many arguments
+All three ask node by node (``check_nodes``) with one script (``CHECK_SOURCE``, run as
+the transport's scripts are: loaded again on NOSCRIPT), each command with as many arguments
 as Redis takes of it (acl_arguments.py): one asked with more or fewer fails the whole
 check on a Redis that checks the arity first (redis/redis#14847), one with fewer
 crashed Redis 7.0.15.
@@ -26,9 +27,10 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import (Any, Callable, ContextManager, Dict, Iterable, List, Optional,
+                    Sequence, Set, Tuple)
 
-import redis
+from redis.commands.core import AsyncScript, Script
 
 from ..errors import BrokerError
 from .acl_arguments import with_the_key
@@ -84,6 +86,7 @@ while i <= #ARGV do
 end
 return missing
 """
+#: Its SHA1, as EVALSHA and SCRIPT EXISTS name it.
 CHECK_SHA = hashlib.sha1(CHECK_SOURCE.encode()).hexdigest()
 
 
@@ -114,13 +117,18 @@ def asked_args(asked: Dict[str, Tuple[str, ...]], key: str) -> List[Any]:
 def missing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
                key: str) -> Optional[List[str]]:
     """Which commands of ``asked`` (with their words) the user may not run; None:
-    Redis cannot be asked."""
+    Redis cannot be asked. The check runs as the transport's scripts do (redis-py's
+    script object: loaded again on NOSCRIPT)."""
     args = asked_args(asked, key)
-    try:
-        reply = client.evalsha(CHECK_SHA, *args)
-    except redis.exceptions.NoScriptError:
-        client.script_load(CHECK_SOURCE)
-        reply = client.evalsha(CHECK_SHA, *args)
+    reply = Script(client, CHECK_SOURCE.encode())(keys=args[1:2], args=args[2:])
+    return missing_named(list(asked), reply)
+
+
+async def amissing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
+                      key: str) -> Optional[List[str]]:
+    """``missing_of`` on an asyncio client."""
+    args = asked_args(asked, key)
+    reply = await AsyncScript(client, CHECK_SOURCE.encode())(keys=args[1:2], args=args[2:])
     return missing_named(list(asked), reply)
 
 
@@ -162,34 +170,48 @@ def sender_commands(sources: Dict[str, str]) -> Dict[str, Tuple[str, ...]]:
     return {name: with_the_key(name) for name in commands if name not in OPTIONAL}
 
 
-def check_args(sources: Dict[str, str], key: str) -> List[Any]:
-    """EVALSHA's arguments after the sha for the sending scripts among ``sources``."""
-    return asked_args(sender_commands(sources), key)
+def check_nodes(owner: Any, keys: Iterable[str],
+                ask: Callable[[str], Optional[List[str]]],
+                refuse: Callable[[Sequence[str], str, str], Exception],
+                errors: Callable[[str, str], ContextManager[Any]]) -> bool:
+    """The check each caller makes (a send's, a worker's at its start, an ops
+    command's): for the first of ``keys`` on each node (``one_key_per_node``),
+    ``ask(key)`` which commands the ACL user lacks there, within ``errors(key, node)``
+    (Redis's own errors worded by the caller); raise ``refuse(missing, key, node)`` at
+    the first node that lacks any. Whether Redis could be asked (False: before 7.0)."""
+    for key in one_key_per_node(owner, keys):
+        node = node_of(owner, key)
+        with errors(key, node):
+            missing = ask(key)
+        if missing is None:
+            return False
+        if missing:
+            raise refuse(missing, key, node)
+    return True
 
 
-def require_commands(client: Any, sources: Dict[str, str], key: str, what: str,
-                     broker: str) -> None:
-    """Ask Redis (``client``, blocking) which commands of the sending scripts the user
-    lacks; raise ``refused_before_writing`` naming them, if any. Redis's own errors go
-    up as they are (the caller words them: nothing was written)."""
-    missing = missing_of(client, sender_commands(sources), key)
-    if missing:
-        raise refused_before_writing(missing, key, what, broker)
+def require_commands(transport: Any, keys: Sequence[str], what: str) -> None:
+    """Ask Redis (``transport``'s, blocking) on the node of each of ``keys`` which commands
+    of the sending scripts the user lacks; raise ``refused_before_writing`` naming them,
+    if any. Redis's own errors as ``transport.errors(what)`` words them."""
+    asked = sender_commands(transport.sources)
+    check_nodes(transport, keys,
+                lambda key: missing_of(transport.client, asked, key),
+                lambda missing, key, _: refused_before_writing(missing, key, what,
+                                                               transport.description),
+                lambda *_: transport.errors(what))
 
 
-async def arequire_commands(client: Any, sources: Dict[str, str], key: str, what: str,
-                            broker: str) -> None:
-    """``require_commands`` on an asyncio client."""
-    asked = sender_commands(sources)
-    args = asked_args(asked, key)
-    try:
-        reply = await client.evalsha(CHECK_SHA, *args)
-    except redis.exceptions.NoScriptError:
-        await client.script_load(CHECK_SOURCE)
-        reply = await client.evalsha(CHECK_SHA, *args)
-    missing = missing_named(list(asked), reply)
-    if missing:
-        raise refused_before_writing(missing, key, what, broker)
+async def arequire_commands(store: Any, keys: Sequence[str], what: str) -> None:
+    """``require_commands`` of an asyncio store (stores/aio.py)."""
+    asked = sender_commands(store.broker.transport.sources)
+    for key in one_key_per_node(store, keys):
+        with store.errors(what):
+            missing = await amissing_of(store.client, asked, key)
+        if missing is None:
+            return
+        if missing:
+            raise refused_before_writing(missing, key, what, store.description)
 
 
 class SenderChecks:
@@ -214,50 +236,47 @@ def node_of(owner: Any, key: str) -> str:
     return str(owner.client.get_node_from_key(key).name)
 
 
+def _unchecked_keys(owner: Any, calls: Sequence[Any]) -> List[str]:
+    """The first keys of ``calls``' sending scripts whose node was not checked yet."""
+    checked = owner.acl_checks.nodes
+    return [key for key in sending_keys(calls) if node_of(owner, key) not in checked]
+
+
 def check_sender(transport: Any, calls: Sequence[Any], what: str) -> None:
     """Before a transport's first call of a script that sends tasks (on Redis Cluster:
     the first to each node), every node ``calls`` send to checked before any is run."""
-    checks: SenderChecks = transport.acl_checks
-    generation = checks.generation
-    for key in sending_keys(calls)[:None if checks.cluster else 1]:
-        node = node_of(transport, key)
-        if node in checks.nodes:
-            continue
-        with transport.errors(what):
-            require_commands(transport.client, transport.sources, key, what,
-                             transport.description)
-        if not _passed(transport, generation, node):
-            return
+    generation = transport.acl_checks.generation
+    keys = _unchecked_keys(transport, calls)
+    if keys:
+        require_commands(transport, keys, what)
+        _passed(transport, generation, keys)
 
 
 async def acheck_sender(store: Any, calls: Sequence[Any], what: str) -> None:
     """``check_sender`` of an asyncio store (stores/aio.py: ``acl_checks`` its own)."""
-    checks: SenderChecks = store.acl_checks
-    generation = checks.generation
-    for key in sending_keys(calls)[:None if checks.cluster else 1]:
-        with store.errors(what):
-            if checks.cluster:
-                await store.client.initialize()  # its slots read (a no-op once done)
-            node = node_of(store, key)
-            if node in checks.nodes:
-                continue
-            await arequire_commands(store.client, store.broker.transport.sources, key, what,
-                                    store.description)
-        if not _passed(store, generation, node):
-            return
+    generation = store.acl_checks.generation
+    if not sending_keys(calls):
+        return
+    with store.errors(what):
+        if store.acl_checks.cluster:
+            await store.client.initialize()  # its slots read (a no-op once done)
+        keys = _unchecked_keys(store, calls)
+    if keys:
+        await arequire_commands(store, keys, what)
+        _passed(store, generation, keys)
 
 
-def _passed(owner: Any, generation: int, node: str) -> bool:
-    """Note the check of ``node`` passed, unless a refusal part way came since it began
-    (``generation``: the ACL changed, ask again next time): whether it was noted."""
+def _passed(owner: Any, generation: int, keys: Sequence[str]) -> None:
+    """Note the check of the nodes of ``keys`` passed, unless a refusal part way came
+    since it began (``generation``: the ACL changed, ask again next time)."""
     checks: SenderChecks = owner.acl_checks
+    nodes = {node_of(owner, key) for key in keys}
     with checks.lock:
         if checks.generation != generation:
-            return False
-        checks.nodes.add(node)
+            return
+        checks.nodes |= nodes
         # on Redis Cluster each send asks whether its node was checked
         owner.acl_unchecked = checks.cluster
-        return True
 
 
 def check_again(owner: Any, error: BrokerError) -> None:
