@@ -9,7 +9,9 @@ sat in no queue, never to run, its ``status()`` "queued", and a resend with its
 client asks Redis (7.0 and later: ``redis.acl_check_cmd``) about all of them at once,
 and a user missing any is refused before anything is written. Once the check passed, it
 is not asked again: the hot path pays one attribute read. On Redis Cluster each primary
-node is asked before the first send to it (ACLs are each node's own). Redis 6.2 has no
+node is asked before the first send to it (ACLs are each node's own), and once every
+primary passed, a send asks nothing more (a replica a failover made primary since is
+not asked: a refusal part way there asks them all again). Redis 6.2 has no
 way to ask; there a refusal part way is still told as such (``BrokerError.part_way``).
 
 A worker asks the same once as it starts, before it leases anything, about every
@@ -268,15 +270,17 @@ async def acheck_sender(store: Any, calls: Sequence[Any], what: str) -> None:
 
 def _passed(owner: Any, generation: int, keys: Sequence[str]) -> None:
     """Note the check of the nodes of ``keys`` passed, unless a refusal part way came
-    since it began (``generation``: the ACL changed, ask again next time)."""
+    since it began (``generation``: the ACL changed, ask again next time). Once every
+    primary node passed (one node but on Redis Cluster), a send asks nothing more: the
+    hot path pays one attribute read (a refusal part way, ``check_again``, asks again)."""
     checks: SenderChecks = owner.acl_checks
     nodes = {node_of(owner, key) for key in keys}
     with checks.lock:
         if checks.generation != generation:
             return
         checks.nodes |= nodes
-        # on Redis Cluster each send asks whether its node was checked
-        owner.acl_unchecked = checks.cluster
+        owner.acl_unchecked = checks.cluster and not all(
+            primary.name in checks.nodes for primary in owner.client.get_primaries())
 
 
 def check_again(owner: Any, error: BrokerError) -> None:
