@@ -10,8 +10,8 @@ client asks Redis (7.0 and later: ``redis.acl_check_cmd``) about all of them at 
 and a user missing any is refused before anything is written. Once the check passed, it
 is not asked again: the hot path pays one attribute read. On Redis Cluster each primary
 node is asked before the first send to it (ACLs are each node's own), and once every
-primary passed, a send asks nothing more (a replica a failover made primary since is
-not asked: a refusal part way there asks them all again). Redis 6.2 has no
+primary passed, a send asks nothing more (a node made primary since, by a failover or
+added, is not asked: a refusal part way there asks them all again). Redis 6.2 has no
 way to ask; there a refusal part way is still told as such (``BrokerError.part_way``).
 
 A worker asks the same once as it starts, before it leases anything, about every
@@ -33,6 +33,7 @@ from typing import (Any, Callable, ContextManager, Dict, Iterable, List, Optiona
                     Sequence, Set, Tuple)
 
 from redis.commands.core import AsyncScript, Script
+from redis.crc import key_slot
 
 from ..errors import BrokerError
 from .acl_arguments import with_the_key
@@ -226,6 +227,9 @@ class SenderChecks:
     def __init__(self, cluster: bool) -> None:
         self.cluster = cluster
         self.nodes: Set[str] = set()
+        #: The hash slots of the keys whose check passed: a send to one of them asks
+        #: nothing more (not even its node), until a refusal part way
+        self.slots: Set[int] = set()
         self.generation = 0
         self.lock = threading.Lock()
 
@@ -238,47 +242,60 @@ def node_of(owner: Any, key: str) -> str:
     return str(owner.client.get_node_from_key(key).name)
 
 
-def _unchecked_keys(owner: Any, calls: Sequence[Any]) -> List[str]:
-    """The first keys of ``calls``' sending scripts whose node was not checked yet."""
-    checked = owner.acl_checks.nodes
-    return [key for key in sending_keys(calls) if node_of(owner, key) not in checked]
+def _unseen_keys(owner: Any, calls: Sequence[Any]) -> List[str]:
+    """The first keys of ``calls``' sending scripts in a hash slot not checked yet (on
+    Redis Cluster, until every primary passed: a queue's sends to one node only)."""
+    slots = owner.acl_checks.slots
+    return [key for key in sending_keys(calls) if key_slot(key.encode()) not in slots]
+
+
+def _unchecked_nodes(owner: Any, keys: Sequence[str]) -> List[str]:
+    """Of ``keys``, those whose node was not checked yet."""
+    nodes = owner.acl_checks.nodes
+    return [key for key in keys if node_of(owner, key) not in nodes]
 
 
 def check_sender(transport: Any, calls: Sequence[Any], what: str) -> None:
     """Before a transport's first call of a script that sends tasks (on Redis Cluster:
     the first to each node), every node ``calls`` send to checked before any is run."""
     generation = transport.acl_checks.generation
-    keys = _unchecked_keys(transport, calls)
+    keys = _unseen_keys(transport, calls)
     if keys:
-        require_commands(transport, keys, what)
+        unchecked = _unchecked_nodes(transport, keys)
+        if unchecked:
+            require_commands(transport, unchecked, what)
         _passed(transport, generation, keys)
 
 
 async def acheck_sender(store: Any, calls: Sequence[Any], what: str) -> None:
     """``check_sender`` of an asyncio store (stores/aio.py: ``acl_checks`` its own)."""
     generation = store.acl_checks.generation
-    if not sending_keys(calls):
+    keys = _unseen_keys(store, calls)
+    if not keys:
         return
     with store.errors(what):
         if store.acl_checks.cluster:
             await store.client.initialize()  # its slots read (a no-op once done)
-        keys = _unchecked_keys(store, calls)
-    if keys:
-        await arequire_commands(store, keys, what)
-        _passed(store, generation, keys)
+        unchecked = _unchecked_nodes(store, keys)
+    if unchecked:
+        await arequire_commands(store, unchecked, what)
+    _passed(store, generation, keys)
 
 
 def _passed(owner: Any, generation: int, keys: Sequence[str]) -> None:
-    """Note the check of the nodes of ``keys`` passed, unless a refusal part way came
-    since it began (``generation``: the ACL changed, ask again next time). Once every
-    primary node passed (one node but on Redis Cluster), a send asks nothing more: the
-    hot path pays one attribute read (a refusal part way, ``check_again``, asks again)."""
+    """Note the check of the nodes (and hash slots) of ``keys`` passed, unless a
+    refusal part way came since it began (``generation``: the ACL changed, ask again
+    next time). Once every primary node passed (one node but on Redis Cluster), a send
+    asks nothing more: the hot path pays one attribute read (a refusal part way,
+    ``check_again``, asks again); until then, a send to a slot that passed pays a set
+    lookup."""
     checks: SenderChecks = owner.acl_checks
     nodes = {node_of(owner, key) for key in keys}
     with checks.lock:
         if checks.generation != generation:
             return
         checks.nodes |= nodes
+        checks.slots.update(key_slot(key.encode()) for key in keys)
         owner.acl_unchecked = checks.cluster and not all(
             primary.name in checks.nodes for primary in owner.client.get_primaries())
 
@@ -293,6 +310,7 @@ def check_again(owner: Any, error: BrokerError) -> None:
     with checks.lock:
         checks.generation += 1
         checks.nodes.clear()
+        checks.slots.clear()
         owner.acl_unchecked = True
 
 

@@ -1,7 +1,8 @@
 """On Redis Cluster, once a client's ACL check passed on every primary node, a send
 asks nothing more (refacl29): before, ``acl_unchecked`` stayed True for ever there,
 and every send looked up the node of each of its keys (``sending_keys`` and
-``node_of``) to find it checked already."""
+``node_of``) to find it checked already. Before every primary passed (an app sending
+to one queue: one node), a send to a hash slot that passed looks up no node either."""
 from __future__ import annotations
 
 import asyncio
@@ -43,6 +44,22 @@ def test_a_send_after_every_primary_passed_asks_no_node(
             add.apply_async((number,), queue=queues[number % 3])
         assert asked == [], len(asked)
         assert not app.broker.transport.acl_unchecked
+    finally:
+        app.close()
+
+
+def test_sends_to_one_queue_ask_no_node_after_the_first(
+        cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    name = "aclonequeue"
+    app = Minitask(name, broker=cluster.url)
+    add = app.task(name="add")(lambda a: a)
+    try:
+        add.apply_async((0,), queue="only")  # its node checked: the others never sent to
+        asked = _counting(monkeypatch)
+        for number in range(100):
+            add.apply_async((number,), queue="only")
+        assert asked == [], len(asked)
+        assert app.broker.transport.acl_unchecked  # (not every primary checked)
     finally:
         app.close()
 
