@@ -9,14 +9,17 @@ sat in no queue, never to run, its ``status()`` "queued", and a resend with its
 client asks Redis (7.0 and later: ``redis.acl_check_cmd``) about all of them at once,
 and a user missing any is refused before anything is written. Once the check passed, it
 is not asked again: the hot path pays one attribute read. On Redis Cluster each primary
-node is asked before the first send to it (ACLs are each node's own). Redis 6.2 has no
+node is asked before the first send to it (ACLs are each node's own), and once every
+primary passed, a send asks nothing more (a node made primary since, by a failover or
+added, is not asked: a refusal part way there asks them all again). Redis 6.2 has no
 way to ask; there a refusal part way is still told as such (``BrokerError.part_way``).
 
 A worker asks the same once as it starts, before it leases anything, about every
 command of all its scripts and of those it sends itself (``worker_commands``:
 worker/acl_start.py), and the ops commands that write about their scripts'
 (cli/options.py ``require_acl``), each command with the arguments it is asked with.
-All three ask with one script (``CHECK_SOURCE``), each command with as many arguments
+All three ask node by node (``check_nodes``) with one script (``CHECK_SOURCE``, run as
+the transport's scripts are: loaded again on NOSCRIPT), each command with as many arguments
 as Redis takes of it (acl_arguments.py): one asked with more or fewer fails the whole
 check on a Redis that checks the arity first (redis/redis#14847), one with fewer
 crashed Redis 7.0.15.
@@ -26,9 +29,11 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import (Any, Callable, ContextManager, Dict, Iterable, List, Optional,
+                    Sequence, Set, Tuple)
 
-import redis
+from redis.commands.core import AsyncScript, Script
+from redis.crc import key_slot
 
 from ..errors import BrokerError
 from .acl_arguments import with_the_key
@@ -84,6 +89,7 @@ while i <= #ARGV do
 end
 return missing
 """
+#: Its SHA1, as EVALSHA and SCRIPT EXISTS name it.
 CHECK_SHA = hashlib.sha1(CHECK_SOURCE.encode()).hexdigest()
 
 
@@ -114,13 +120,18 @@ def asked_args(asked: Dict[str, Tuple[str, ...]], key: str) -> List[Any]:
 def missing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
                key: str) -> Optional[List[str]]:
     """Which commands of ``asked`` (with their words) the user may not run; None:
-    Redis cannot be asked."""
+    Redis cannot be asked. The check runs as the transport's scripts do (redis-py's
+    script object: loaded again on NOSCRIPT)."""
     args = asked_args(asked, key)
-    try:
-        reply = client.evalsha(CHECK_SHA, *args)
-    except redis.exceptions.NoScriptError:
-        client.script_load(CHECK_SOURCE)
-        reply = client.evalsha(CHECK_SHA, *args)
+    reply = Script(client, CHECK_SOURCE.encode())(keys=args[1:2], args=args[2:])
+    return missing_named(list(asked), reply)
+
+
+async def amissing_of(client: Any, asked: Dict[str, Tuple[str, ...]],
+                      key: str) -> Optional[List[str]]:
+    """``missing_of`` on an asyncio client."""
+    args = asked_args(asked, key)
+    reply = await AsyncScript(client, CHECK_SOURCE.encode())(keys=args[1:2], args=args[2:])
     return missing_named(list(asked), reply)
 
 
@@ -162,34 +173,48 @@ def sender_commands(sources: Dict[str, str]) -> Dict[str, Tuple[str, ...]]:
     return {name: with_the_key(name) for name in commands if name not in OPTIONAL}
 
 
-def check_args(sources: Dict[str, str], key: str) -> List[Any]:
-    """EVALSHA's arguments after the sha for the sending scripts among ``sources``."""
-    return asked_args(sender_commands(sources), key)
+def check_nodes(owner: Any, keys: Iterable[str],
+                ask: Callable[[str], Optional[List[str]]],
+                refuse: Callable[[Sequence[str], str, str], Exception],
+                errors: Callable[[str, str], ContextManager[Any]]) -> bool:
+    """The check each caller makes (a send's, a worker's at its start, an ops
+    command's): for the first of ``keys`` on each node (``one_key_per_node``),
+    ``ask(key)`` which commands the ACL user lacks there, within ``errors(key, node)``
+    (Redis's own errors worded by the caller); raise ``refuse(missing, key, node)`` at
+    the first node that lacks any. Whether Redis could be asked (False: before 7.0)."""
+    for key in one_key_per_node(owner, keys):
+        node = node_of(owner, key)
+        with errors(key, node):
+            missing = ask(key)
+        if missing is None:
+            return False
+        if missing:
+            raise refuse(missing, key, node)
+    return True
 
 
-def require_commands(client: Any, sources: Dict[str, str], key: str, what: str,
-                     broker: str) -> None:
-    """Ask Redis (``client``, blocking) which commands of the sending scripts the user
-    lacks; raise ``refused_before_writing`` naming them, if any. Redis's own errors go
-    up as they are (the caller words them: nothing was written)."""
-    missing = missing_of(client, sender_commands(sources), key)
-    if missing:
-        raise refused_before_writing(missing, key, what, broker)
+def require_commands(transport: Any, keys: Sequence[str], what: str) -> None:
+    """Ask Redis (``transport``'s, blocking) on the node of each of ``keys`` which commands
+    of the sending scripts the user lacks; raise ``refused_before_writing`` naming them,
+    if any. Redis's own errors as ``transport.errors(what)`` words them."""
+    asked = sender_commands(transport.sources)
+    check_nodes(transport, keys,
+                lambda key: missing_of(transport.client, asked, key),
+                lambda missing, key, _: refused_before_writing(missing, key, what,
+                                                               transport.description),
+                lambda *_: transport.errors(what))
 
 
-async def arequire_commands(client: Any, sources: Dict[str, str], key: str, what: str,
-                            broker: str) -> None:
-    """``require_commands`` on an asyncio client."""
-    asked = sender_commands(sources)
-    args = asked_args(asked, key)
-    try:
-        reply = await client.evalsha(CHECK_SHA, *args)
-    except redis.exceptions.NoScriptError:
-        await client.script_load(CHECK_SOURCE)
-        reply = await client.evalsha(CHECK_SHA, *args)
-    missing = missing_named(list(asked), reply)
-    if missing:
-        raise refused_before_writing(missing, key, what, broker)
+async def arequire_commands(store: Any, keys: Sequence[str], what: str) -> None:
+    """``require_commands`` of an asyncio store (stores/aio.py)."""
+    asked = sender_commands(store.broker.transport.sources)
+    for key in one_key_per_node(store, keys):
+        with store.errors(what):
+            missing = await amissing_of(store.client, asked, key)
+        if missing is None:
+            return
+        if missing:
+            raise refused_before_writing(missing, key, what, store.description)
 
 
 class SenderChecks:
@@ -202,6 +227,9 @@ class SenderChecks:
     def __init__(self, cluster: bool) -> None:
         self.cluster = cluster
         self.nodes: Set[str] = set()
+        #: The hash slots of the keys whose check passed: a send to one of them asks
+        #: nothing more (not even its node), until a refusal part way
+        self.slots: Set[int] = set()
         self.generation = 0
         self.lock = threading.Lock()
 
@@ -214,50 +242,62 @@ def node_of(owner: Any, key: str) -> str:
     return str(owner.client.get_node_from_key(key).name)
 
 
+def _unseen_keys(owner: Any, calls: Sequence[Any]) -> List[str]:
+    """The first keys of ``calls``' sending scripts in a hash slot not checked yet (on
+    Redis Cluster, until every primary passed: a queue's sends to one node only)."""
+    slots = owner.acl_checks.slots
+    return [key for key in sending_keys(calls) if key_slot(key.encode()) not in slots]
+
+
+def _unchecked_nodes(owner: Any, keys: Sequence[str]) -> List[str]:
+    """Of ``keys``, those whose node was not checked yet."""
+    nodes = owner.acl_checks.nodes
+    return [key for key in keys if node_of(owner, key) not in nodes]
+
+
 def check_sender(transport: Any, calls: Sequence[Any], what: str) -> None:
     """Before a transport's first call of a script that sends tasks (on Redis Cluster:
     the first to each node), every node ``calls`` send to checked before any is run."""
-    checks: SenderChecks = transport.acl_checks
-    generation = checks.generation
-    for key in sending_keys(calls)[:None if checks.cluster else 1]:
-        node = node_of(transport, key)
-        if node in checks.nodes:
-            continue
-        with transport.errors(what):
-            require_commands(transport.client, transport.sources, key, what,
-                             transport.description)
-        if not _passed(transport, generation, node):
-            return
+    generation = transport.acl_checks.generation
+    keys = _unseen_keys(transport, calls)
+    if keys:
+        unchecked = _unchecked_nodes(transport, keys)
+        if unchecked:
+            require_commands(transport, unchecked, what)
+        _passed(transport, generation, keys)
 
 
 async def acheck_sender(store: Any, calls: Sequence[Any], what: str) -> None:
     """``check_sender`` of an asyncio store (stores/aio.py: ``acl_checks`` its own)."""
-    checks: SenderChecks = store.acl_checks
-    generation = checks.generation
-    for key in sending_keys(calls)[:None if checks.cluster else 1]:
-        with store.errors(what):
-            if checks.cluster:
-                await store.client.initialize()  # its slots read (a no-op once done)
-            node = node_of(store, key)
-            if node in checks.nodes:
-                continue
-            await arequire_commands(store.client, store.broker.transport.sources, key, what,
-                                    store.description)
-        if not _passed(store, generation, node):
-            return
+    generation = store.acl_checks.generation
+    keys = _unseen_keys(store, calls)
+    if not keys:
+        return
+    with store.errors(what):
+        if store.acl_checks.cluster:
+            await store.client.initialize()  # its slots read (a no-op once done)
+        unchecked = _unchecked_nodes(store, keys)
+    if unchecked:
+        await arequire_commands(store, unchecked, what)
+    _passed(store, generation, keys)
 
 
-def _passed(owner: Any, generation: int, node: str) -> bool:
-    """Note the check of ``node`` passed, unless a refusal part way came since it began
-    (``generation``: the ACL changed, ask again next time): whether it was noted."""
+def _passed(owner: Any, generation: int, keys: Sequence[str]) -> None:
+    """Note the check of the nodes (and hash slots) of ``keys`` passed, unless a
+    refusal part way came since it began (``generation``: the ACL changed, ask again
+    next time). Once every primary node passed (one node but on Redis Cluster), a send
+    asks nothing more: the hot path pays one attribute read (a refusal part way,
+    ``check_again``, asks again); until then, a send to a slot that passed pays a set
+    lookup."""
     checks: SenderChecks = owner.acl_checks
+    nodes = {node_of(owner, key) for key in keys}
     with checks.lock:
         if checks.generation != generation:
-            return False
-        checks.nodes.add(node)
-        # on Redis Cluster each send asks whether its node was checked
-        owner.acl_unchecked = checks.cluster
-        return True
+            return
+        checks.nodes |= nodes
+        checks.slots.update(key_slot(key.encode()) for key in keys)
+        owner.acl_unchecked = checks.cluster and not all(
+            primary.name in checks.nodes for primary in owner.client.get_primaries())
 
 
 def check_again(owner: Any, error: BrokerError) -> None:
@@ -270,6 +310,7 @@ def check_again(owner: Any, error: BrokerError) -> None:
     with checks.lock:
         checks.generation += 1
         checks.nodes.clear()
+        checks.slots.clear()
         owner.acl_unchecked = True
 
 

@@ -70,7 +70,7 @@ class Transport:
         #: How the writes of durability.CONFIRMED_SCRIPTS are confirmed (the app's setting).
         self.durability = Durability()
         self._waitaof = False  # known to have WAITAOF
-        #: Until a send's check of the ACL user passed (acl_check.py); on Cluster: always
+        #: Until a send's check of the ACL user passed (acl_check.py; on every primary)
         self.acl_unchecked = True
         self.acl_checks = SenderChecks(isinstance(client, redis.RedisCluster))
 

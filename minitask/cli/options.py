@@ -12,7 +12,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Tuple
 
 from ..admin import known_queue, lookup_queues, meant
 from ..app import Minitask
-from ..broker.acl_check import missing_for_scripts, node_of, one_key_per_node, ops_refused
+from ..broker.acl_check import check_nodes, missing_for_scripts, ops_refused
 from ..discovery import load_app, load_task_plugins
 from ..errors import ConfigurationError
 from ..printable import json_safe, own_logger, printable
@@ -191,15 +191,13 @@ def require_acl(app: Minitask, scripts: Sequence[str], queue: Optional[str],
     if queue is None and transport.connections.pool is None:  # Redis Cluster: every node
         queues += [*app.broker.queues.lookup_names()[0], *lookup_queues(app)[0]]
     keys = [app.broker.queues.keys(name).messages for name in queues]
-    for key in one_key_per_node(transport, keys):
-        node = node_of(transport, key)
-        with transport.errors(f"ask Redis whether the ACL user may {what} (key {key!r}"
-                              f"{f', node {node}' if node else ''})"):
-            missing = missing_for_scripts(transport.client, transport.sources, scripts,
-                                          key)
-        if missing:
-            raise ConfigurationError(ops_refused(missing, key, what,
-                                                 transport.description, node))
+    check_nodes(
+        transport, keys,
+        lambda key: missing_for_scripts(transport.client, transport.sources, scripts, key),
+        lambda missing, key, node: ConfigurationError(ops_refused(
+            missing, key, what, transport.description, node)),
+        lambda key, node: transport.errors(f"ask Redis whether the ACL user may {what} "
+                                           f"(key {key!r}{f', node {node}' if node else ''})"))
 
 
 def known(app: Minitask, queue: str) -> bool:

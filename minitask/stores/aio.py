@@ -69,7 +69,7 @@ class AsyncBroker:
         self._sends: Any = None if self._cluster else client.connection_pool
         self._named = self._sends is not None and takes_command_name(self._sends)
         self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
-        self.acl_unchecked = True  # until a send's check of the ACL user passed (Cluster: ever)
+        self.acl_unchecked = True  # until a send's check of the ACL user passed (every primary)
         self.acl_checks = SenderChecks(isinstance(client, redis.asyncio.RedisCluster))
         self._waits = AsyncResultWaits(client)
         most = getattr(getattr(client, "connection_pool", None), "max_connections", None)

@@ -13,10 +13,10 @@ so once, and starts (one on the default user, as the embedded broker's, says not
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator, Sequence
 
-from ..broker.acl_check import (missing_for_worker, node_of, one_key_per_node,
-                                worker_refused)
+from ..broker.acl_check import check_nodes, missing_for_worker, worker_refused
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger
 
@@ -39,13 +39,14 @@ def require_worker_acl(worker: Any) -> None:
     transport = worker.broker.transport
     queues = worker.broker.queues
     keys = [queues.keys(queue).messages for queue in worker.queues]
-    for key in one_key_per_node(transport, [*keys, queues.app_keys.workers]):
-        node = node_of(transport, key)
+
+    @contextmanager
+    def errors(key: str, node: str) -> Iterator[None]:
         try:
             with transport.errors(f"ask Redis which commands worker {worker.name}'s ACL "
                                   f"user may run (key {key!r}"
                                   f"{f', node {node}' if node else ''})"):
-                missing = missing_for_worker(transport.client, transport.sources, key)
+                yield
         except BrokerError as error:
             if error.reason == "unreachable":
                 raise connection_failed(error, worker.name, transport.description,
@@ -53,13 +54,15 @@ def require_worker_acl(worker: Any) -> None:
             if error.reason != "permission":
                 raise  # (...: as any error at start)
             raise ConfigurationError(f"worker {worker.name} cannot start: {error}") from None
-        if missing is None:
-            if logs_in_as_a_user(transport.client):
-                logger.warning(UNCHECKED, worker.name)
-            return  # Redis before 7.0: no node can say
-        if missing:
-            raise ConfigurationError(worker_refused(missing, key, worker.name,
-                                                    transport.description, node))
+
+    def refuse(missing: Sequence[str], key: str, node: str) -> Exception:
+        return ConfigurationError(worker_refused(missing, key, worker.name,
+                                                 transport.description, node))
+    asked = check_nodes(transport, [*keys, queues.app_keys.workers],
+                        lambda key: missing_for_worker(transport.client, transport.sources,
+                                                       key), refuse, errors)
+    if not asked and logs_in_as_a_user(transport.client):
+        logger.warning(UNCHECKED, worker.name)  # Redis before 7.0: no node can say
 
 
 def connection_failed(error: BrokerError, worker: str, broker: str,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Dict
 
-from minitask.broker.acl_check import (CHECKED, OPTIONAL, check_args, sender_commands,
+from minitask.broker.acl_check import (CHECKED, OPTIONAL, asked_args, sender_commands,
                                        sending_key)
 from minitask import Minitask
 from minitask.stores.scripts import source
@@ -19,7 +19,7 @@ def _sources() -> Dict[str, str]:
 
 
 def test_every_command_asked_is_documented_and_none_optional() -> None:
-    asked = check_args(_sources(), "minitask:{a:q}:messages")
+    asked = asked_args(sender_commands(_sources()), "minitask:{a:q}:messages")
     assert asked[:2] == [1, "minitask:{a:q}:messages"]
     commands = list(sender_commands(_sources()))
     assert {"del", "zadd", "hsetnx", "rpush", "xadd"} <= set(commands)
@@ -42,7 +42,8 @@ def test_an_apps_transport_holds_every_sending_script_to_ask_about() -> None:
     try:
         sources = app.broker.transport.sources
         assert set(CHECKED) <= set(sources)
-        assert check_args(sources, "k") == check_args(_sources(), "k")
+        assert asked_args(sender_commands(sources), "k") == \
+            asked_args(sender_commands(_sources()), "k")
     finally:
         app.close()
 
