@@ -12,8 +12,14 @@ event loop, the network or the timers, whose share depends on time), and a dump 
 the counts at each ``LASTSAVE`` (``--dump-before=lastsaveCommand``). The guard sends
 a ``LASTSAVE`` before and after each operation's counted calls, so each dump holds
 one operation's instructions, with the markers' own (measured by an empty pair and
-taken off). Redis exports those function names (it is linked with ``-rdynamic`` for
-its crash reports), so Debian's stripped redis-server will do.
+taken off). Lua's garbage collection is counted work too, so each operation runs on
+a new Lua VM (SCRIPT FLUSH) and its counted calls start with the collector at the
+same place (``CountingServer.settle``): where it stood used to depend on every
+script call before, and moved an operation's count by up to 4 % from run to run of
+unchanged scripts (the rest, Redis's random hash seed and skiplist levels and the
+tasks' random ids, moves none by more than half a percent). Redis exports those
+function names (it is linked with ``-rdynamic`` for its crash reports), so Debian's
+stripped redis-server will do.
 """
 from __future__ import annotations
 
@@ -29,9 +35,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
 
 import redis
+
+if TYPE_CHECKING:  # the app, imported only when measuring
+    from . import operations as ops
 
 RECORD = Path(__file__).with_name("instructions.json")
 #: A count more than this many percent over its recorded one fails the guard.
@@ -40,6 +49,9 @@ TOLERANCE = TOLERANCE_PERCENT / 100
 #: The functions the counting hangs on; a redis-server whose symbols lack them cannot
 #: be measured this way.
 SYMBOLS = (b"processCommand", b"lastsaveCommand")
+#: Redis runs a step of Lua's garbage collector after every this many script calls
+#: (LUA_GC_CYCLE_PERIOD, counting from the server's start).
+LUA_GC_PERIOD = 50
 HOW_TO_GET = ("on Debian or Ubuntu: apt-get install valgrind redis-server "
               "(.ci/run installs them when missing)")
 
@@ -238,7 +250,28 @@ class CountingServer:
         return self._mark() - self.overhead
 
     def flush(self) -> None:
+        """Empty the data and Lua: a new Lua VM each operation (SCRIPT FLUSH), so that
+        its heap, and where its garbage collector stands, owe nothing to the
+        operations measured before (they moved a count by up to 4 %)."""
         self.client.flushall()
+        self.client.script_flush()
+
+    def settle(self) -> None:
+        """Put Lua's garbage collection at the same place before each counted segment:
+        the collector's cycle just ended (a full collection), and Redis's own step of
+        it, after every ``LUA_GC_PERIOD``-th script call, as many calls away. Both are
+        counted work, and where a segment met them depended on every call before."""
+        stats = self.client.info("commandstats")
+        runs = sum(int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+                   for name in ("eval", "evalsha", "eval_ro", "evalsha_ro"))
+        # an EVALSHA refused NOSCRIPT ran no script
+        runs -= int(self.client.info("errorstats").get("errorstat_NOSCRIPT", {})
+                    .get("count", 0))
+        pipe = self.client.pipeline(transaction=False)
+        for _ in range(-runs % LUA_GC_PERIOD):
+            pipe.eval("return 0", 0)
+        pipe.eval("collectgarbage('collect') return 0", 0)  # the first of a period
+        pipe.execute()
 
     def stop(self) -> None:
         try:
@@ -252,6 +285,18 @@ class CountingServer:
             self.process.wait()
         self.log.close()
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def measure_one(server: CountingServer, driver: ops.Driver, operation: ops.Operation) -> int:
+    """One operation's Redis instructions per task, rounded: on emptied data and a new
+    Lua VM, prepared, warmed up, Lua's garbage collection settled, then counted."""
+    from . import operations as ops
+    server.flush()
+    operation.prepare(driver, ops.WARM_UP + ops.CALLS)
+    operation.call(driver, ops.WARM_UP)
+    server.settle()
+    spent = server.segment(lambda: operation.call(driver, ops.CALLS))
+    return round(spent / (ops.CALLS * operation.per_call))
 
 
 def measure(names: Optional[Sequence[str]] = None,
@@ -269,11 +314,7 @@ def measure(names: Optional[Sequence[str]] = None,
             if names and operation.name not in names:
                 continue
             progress(f"measuring {operation.name}")
-            server.flush()
-            operation.prepare(driver, ops.WARM_UP + ops.CALLS)
-            operation.call(driver, ops.WARM_UP)
-            spent = server.segment(lambda: operation.call(driver, ops.CALLS))
-            counts[operation.name] = round(spent / (ops.CALLS * operation.per_call))
+            counts[operation.name] = measure_one(server, driver, operation)
             what[operation.name] = operation.what
     finally:
         if driver is not None:
