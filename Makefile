@@ -75,12 +75,13 @@ fast: $(STAMP)
 
 # Redis instructions per operation (callgrind: load-independent) against the counts in
 # tests/perf/instructions.json: fails on any more than 5 % over; perf-record rewrites
-# them. Needs valgrind and Debian's redis-server (tests/perf/guard.py says why).
+# them (OPS="name ...": those operations only). Needs valgrind and Debian's
+# redis-server (tests/perf/guard.py says why).
 perf-guard: $(STAMP)
-	$(BIN)/python -m tests.perf.guard
+	$(BIN)/python -m tests.perf.guard $(OPS)
 
 perf-record: $(STAMP)
-	$(BIN)/python -m tests.perf.guard --record
+	$(BIN)/python -m tests.perf.guard --record $(OPS)
 
 # The docs site: docs/_build/html; every warning is an error.
 DOCS_STAMP := $(VENV)/.docs-installed

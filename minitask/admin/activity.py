@@ -167,6 +167,7 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
     names = _queues(app, queues, limit)
     filtered = task is not None or state is not None
     # with a filter, the whole record: its length is the writers' setting, not this app's
+    # (the read shows its newest entries up to that setting: Redis may hold more)
     count = MAX_LENGTH if filtered else limit
     entries: List[RecentOutcome] = []
     by_queue, left_out = app.broker.recent.read(names, count)

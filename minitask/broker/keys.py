@@ -18,8 +18,9 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
     minitask:{app:queue}:cancels_aside  STREAM  a cancels stream set aside, which held an
                                             entry minitask did not write (kept to inspect)
-    minitask:{app:queue}:recent       STREAM  the last outcomes (field ``e``: a packed entry),
-                                            trimmed to ``recent_outcomes`` as written
+    minitask:{app:queue}:recent       STREAM  the last outcomes (field ``e``: a packed entry;
+                                            ``n``: the writer's ``recent_outcomes``), trimmed
+                                            as written to it and one stream node more at most
     minitask:{app:queue}:result:<id>  LIST  one encoded Outcome, expires after result_ttl
     minitask:{app:queue}:progress:<id>  STRING  the last set_progress() of a running task,
                                             packed; expires after the task's result_ttl

@@ -1,10 +1,14 @@
 """RecentStore: each queue's record of its last outcomes, and reading it back.
 
 The scripts that end an attempt (ack, retry, bury, end_cancelled, cancel) add
-one entry each to the queue's ``recent`` stream, trimmed to the app's
-``recent_outcomes`` entries in the same command (lib.lua's ``remember``): the
-record never grows past its cap and nothing prunes it later. An app with
-``recent_outcomes=0`` passes no entry, and no script writes one.
+one entry each to the queue's ``recent`` stream, trimmed to about the app's
+``recent_outcomes`` entries in the same command (lib.lua's ``remember``: ``MAXLEN
+~``, whole stream nodes, a third of an exact trim's cost), so Redis holds at most
+one stream node more (``stream-node-max-entries``, 100 by default) and nothing
+prunes it later. Each entry carries that cap (field ``n``), and a read shows the
+newest that many only (recent_page.lua): a listing is the last ``recent_outcomes``
+outcomes exactly, as the writers set it. An app with ``recent_outcomes=0`` passes
+no entry, and no script writes one.
 
 An entry is small and packed (``pack_data``): what ran, how it ended, when,
 where and for how long, and the start of the error; never the arguments.
@@ -22,7 +26,7 @@ from ..wire.serializer import pack_data, unpack_data
 from .foreign import ignored
 from .store import Store
 
-#: Entries kept per queue unless the app says otherwise (``recent_outcomes``).
+#: Entries shown per queue unless the app says otherwise (``recent_outcomes``).
 DEFAULT_LENGTH = 2000
 #: The most an app may keep per queue: the record is read whole to be searched.
 MAX_LENGTH = 100_000
@@ -121,8 +125,9 @@ class RecentStore(Store):
 
     def read(self, queues: List[str], count: int
              ) -> Tuple[Dict[str, List[RecentOutcome]], int]:
-        """The newest ``count`` entries of each queue's record, newest first, in one
-        round trip for them all (one script call each: an entry longer than ``ENTRY_BYTES``
+        """The newest ``count`` entries of each queue's record, newest first, and no
+        more than its writers' ``recent_outcomes`` (the newest entry's, recent_page.lua),
+        in one round trip for them all (one script call each: an entry longer than ``ENTRY_BYTES``
         is not sent, and is removed there, so that the next listing does not read it
         again), and how many entries were left out. A record of another type (no
         minitask wrote it) is read as empty, said once; an entry that is not

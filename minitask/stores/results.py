@@ -139,8 +139,9 @@ class ResultStore(Store):
     """What became of the tasks of one app, and the steps that decide it."""
 
     scripts = _SCRIPTS
-    #: Entries each queue's record of recent outcomes keeps (the app's
-    #: ``recent_outcomes``); 0: no record, and no script writes one.
+    #: Entries each queue's record of recent outcomes shows (the app's
+    #: ``recent_outcomes``; Redis keeps up to a stream node more); 0: no record, and
+    #: no script writes one.
     recent_length = 0
 
     def __init__(self, transport: Transport, app_name: str) -> None:

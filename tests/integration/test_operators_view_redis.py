@@ -1,5 +1,6 @@
 """The operators' view with real worker processes on the suite's redis-server: the
-record of recent outcomes keeps exactly its cap under 10,000 real outcomes and nothing
+record of recent outcomes shows exactly its cap under 10,000 real outcomes (Redis
+holds at most a stream node more) and nothing
 when it is off; running tasks of several workers are listed, one script call per
 queue; ``cancel --running`` stops a running task on each pool; ``shutdown`` finds
 workers by their --name; hide_args keeps a secret out of logs and CLI output."""
@@ -56,7 +57,7 @@ def started(key: str) -> int:
     return int(ops.app.broker.client.llen(f"marks:started:{key}"))
 
 
-def test_ten_thousand_real_outcomes_leave_exactly_the_cap(
+def test_ten_thousand_real_outcomes_show_exactly_the_cap(
         url: str, processes: Processes) -> None:
     ops.add.delay_many([(i, i) for i in range(10_000)])
     env = {"MINITASK_BROKER_URL": url, "TEST_RECENT": "2000"}
@@ -67,9 +68,10 @@ def test_ten_thousand_real_outcomes_leave_exactly_the_cap(
     counts = ops.app.broker.queues.counts("default")
     assert (counts["ready"], counts["running"], counts["dead"]) == (0, 0, 0)
     client = ops.app.broker.client
-    assert client.xlen(RECENT) == 2000
+    # trimmed about (MAXLEN ~): one stream node (100 entries by default) more at most
+    assert 2000 <= client.xlen(RECENT) <= 2000 + 100
     entries = client.xrange(RECENT)
-    assert len(entries) == 2000 and all(fields.keys() == {b"e"} for _, fields in entries)
+    assert all(fields == {b"e": fields[b"e"], b"n": b"2000"} for _, fields in entries)
     listing = activity.recent(ops.app, state="succeeded", limit=5000)
     assert listing.total == 2000 and len(listing.tasks) == 2000
 

@@ -3,8 +3,9 @@ callgrind, against the counts recorded in ``tests/perf/instructions.json``.
 
 ``python -m tests.perf.guard`` (``make perf-guard``) fails when any operation costs
 Redis more than 5 % over its recorded count; ``--record`` (``make perf-record``)
-writes the file anew. An instruction count does not depend on the machine's load,
-so the guard is exact on a shared machine.
+writes the file anew (``--record NAME...``: those operations' counts only). An
+instruction count does not depend on the machine's load, so the guard is exact on a
+shared machine.
 
 How it counts: a throwaway redis-server runs under ``valgrind --tool=callgrind``
 with collection on only inside ``processCommand`` (a command's execution: not the
@@ -335,6 +336,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"perf-guard: cannot measure: {exc}", file=sys.stderr)
         return 2
     if args.record:
+        if args.names:  # those operations' counts only: the others stay as recorded
+            kept = read_record()
+            if kept.redis_version != found.redis_version:
+                print(f"perf-record: the record's counts are of Redis {kept.redis_version}, "
+                      f"this is {found.redis_version}: record them all", file=sys.stderr)
+                return 2
+            found = Measured(found.redis_version, {**kept.counts, **found.counts},
+                             {**kept.what, **found.what})
         write_record(found)
         print(table(compare(found.counts, found.counts), found.what))
         print(f"\nperf-record: wrote {RECORD} (Redis {found.redis_version})")

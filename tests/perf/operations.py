@@ -30,6 +30,9 @@ MAX_DELIVERIES = 5
 RESULT_TTL_MS = 86_400_000
 #: The broadcast queue's subscribers.
 SUBSCRIBERS = ("s0", "s1")
+#: The queue whose acks write their entry in its record of recent outcomes, as a
+#: worker's do in the default configuration (``recent_outcomes``, 2,000).
+RECORDED = "recorded"
 
 
 def plain(index: int) -> int:
@@ -55,6 +58,7 @@ TASKS = (("plain", plain, {"queue": "plain"}),
          # the machine's speed, so it is not measured.)
          ("capped", plain, {"queue": "capped", "rate_limit": "1000000/s",
                             "max_running": 100000}),
+         ("recorded", plain, {"queue": RECORDED}),
          ("step", plain, {"queue": "flows"}),  # a chord's member, a chain's step
          ("fanout", plain, {"queue": "fanout", "broadcast": True}),
          ("total", total, {"queue": "flows"}),
@@ -103,10 +107,15 @@ class Driver:
         return taken
 
     def ack(self, queue: str, delivery: Delivery, ttl_ms: int) -> Ack:
-        outcome = Outcome("succeeded", wall_ms(), value=7, attempt=1)
-        return self.broker.results.prepare_ack(queue, delivery.task_id, outcome, ttl_ms,
-                                               task_name="perf", flow=delivery.flow,
-                                               slots=delivery.slots)
+        """The task's ack; with its entry in the record of recent outcomes on the
+        RECORDED queue only (of one size: a fixed name, worker and duration)."""
+        now_ms = wall_ms()
+        outcome = Outcome("succeeded", now_ms, value=7, attempt=1)
+        results = self.broker.results
+        entry = (results.entry(delivery.task_id, "perf", "succeeded", now_ms, 1, 0.001,
+                               "perf-worker") if queue == RECORDED else b"")
+        return results.prepare_ack(queue, delivery.task_id, outcome, ttl_ms, task_name="perf",
+                                   flow=delivery.flow, slots=delivery.slots, entry=entry)
 
 
 #: Given the driver and a number of calls: prepares for them, or makes them.
@@ -205,6 +214,18 @@ def _ack_fetch(driver: Driver, calls: int) -> None:
         if not held[0] or len(fetched) != 1:
             raise RuntimeError("ack_fetch found its lease lost, or fetched nothing")
         driver.leased = [(queue, fetched[0])]
+
+
+def _recorded_prepare(driver: Driver, calls: int) -> None:
+    """The RECORDED queue's record filled past its cap first (acks of 100 tasks a
+    call), so that each counted ack's XADD trims it as a worker's does for good; then
+    ack_fetch's tasks, the first leased."""
+    task, full = driver.tasks["recorded"], driver.app.recent_outcomes + 200
+    for start in range(0, full + calls + 1, 200):  # a few hundred a call: see _drain_prepare
+        task.delay_many([(i,) for i in range(start, min(full + calls + 1, start + 200))])
+    driver.lease(RECORDED, full)
+    _acking(RESULT_TTL_MS, 100)(driver, full // 100)
+    driver.lease(RECORDED, 1)
 
 
 def _drain_prepare(name: str, grouped: bool, prefetch: int = GROUP_FETCH) -> Step:
@@ -384,6 +405,11 @@ def operations() -> List[Operation]:
         Operation("ack_fetch", "a task drained at prefetch 1: its ack and the next fetch "
                                "(ack_fetch.lua): ack_fetch_groups' baseline", _ack_fetch_prepare,
                   _ack_fetch),
+        Operation("ack_fetch_record", "ack_fetch with the task's entry in the record of "
+                                      "recent outcomes at its cap (2,000): a process-pool "
+                                      "child's drain at prefetch 1 in the default "
+                                      "configuration (ack_fetch.lua's XADD)",
+                  _recorded_prepare, _ack_fetch),
         Operation("drain_10", f"a worker's drain call at prefetch {GROUP_FETCH}: the acks of "
                               f"{GROUP_FETCH} tasks and the next fetch of {GROUP_FETCH}, per "
                               "task (ack_fetch.lua): drain_groups' baseline",

@@ -2,14 +2,15 @@
 -- every trace of them from the queue.
 -- KEYS[1] leases (ZSET)   KEYS[2] delayed (ZSET)   KEYS[3] messages (HASH)
 -- KEYS[4] deliveries (HASH)   KEYS[5] retrying (HASH)   KEYS[6] order (HASH)
--- KEYS[7] recent (STREAM): the queue's record of recent outcomes (trimmed as written)
+-- KEYS[7] recent (STREAM): the queue's record of recent outcomes (trimmed as written,
+--   about: MAXLEN ~, see lib.lua)
 -- KEYS[7 + j] result (LIST) of the j-th task that keeps a result (ttl > 0)
 -- then, unless every task's fetch found no flow control in the queue (fetch.lua's
 -- `flow` answer: none of them has a spec, so flow.lua's finish would find nothing to do):
 --   flow (HASH), flow_due (ZSET), the flow prefix (flow.lua), wake (LIST); or flow
 --   alone when no task's lease holds a slot (fetch.lua's `flow` answer 2): the
 --   tasks' specs are dropped unread
--- ARGV[1] the record's length (entries kept)
+-- ARGV[1] the record's length (entries shown; Redis keeps up to a stream node more)
 -- then per task four: id, encoded outcome, result ttl (ms; 0: keep no result,
 --   and no result key is passed: nothing is written, so none is deleted), the
 --   task's entry in the record ('': none, the record is off)
@@ -49,7 +50,8 @@ for i = 2, #ARGV, 4 do
     redis.call('PEXPIRE', KEYS[results], ARGV[i + 2])  -- as text: Redis formats no number
   end
   if ARGV[i + 3] ~= '' then  -- as lib.lua's function does, inline: no closure per call
-    local added = redis.pcall('XADD', KEYS[7], 'MAXLEN', ARGV[1], '*', 'e', ARGV[i + 3])
+    local added = redis.pcall('XADD', KEYS[7], 'MAXLEN', '~', ARGV[1], '*', 'e', ARGV[i + 3],
+                              'n', ARGV[1])
     if type(added) == 'table' then guards().rerecord(added, KEYS[7], ARGV[1], ARGV[i + 3]) end
   end
 end

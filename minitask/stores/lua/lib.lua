@@ -241,7 +241,7 @@ local function guards()
   end
 
   -- After the error reply of an XADD of `entry` to a queue's record of recent outcomes
-  -- (`key`, trimmed to `cap` entries): a record no minitask wrote is moved aside
+  -- (`key`, trimmed to about `cap` entries): a record no minitask wrote is moved aside
   -- (aside()) and the entry added to a new one, so that an outcome is never refused
   -- nor left out for it: one of another type, or a stream whose last ID is the last
   -- possible one (minitask's IDs are the server's time: planted). Any other error is
@@ -252,7 +252,7 @@ local function guards()
     else
       displaced(reply, key, 'stream')
     end
-    redis.call('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
+    redis.call('XADD', key, 'MAXLEN', '~', cap, '*', 'e', entry, 'n', cap)
   end
 
   guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
@@ -274,13 +274,16 @@ local function tolerant(instead, command, key, ...)
 end
 
 -- Add `entry` to a queue's record of recent outcomes (`key`, a STREAM), trimmed
--- to its newest `cap` entries as it is written (MAXLEN, exact): one command. An
--- empty entry (the record is off, or the outcome is not one kept) writes
+-- as it is written to its newest `cap` entries and at most one stream node more
+-- (MAXLEN ~: whole nodes dropped, a third of the instructions of an exact trim at a
+-- cap of 2,000, which walks the first node's deleted entries), with the cap as field
+-- n, by which a listing (recent_page.lua) shows the newest `cap` only: one command.
+-- An empty entry (the record is off, or the outcome is not one kept) writes
 -- nothing. A record of another type, or one whose last ID is the last possible one,
 -- is moved aside first (guards().rerecord).
 local function remember(key, cap, entry)
   if entry == '' then return end
-  local added = redis.pcall('XADD', key, 'MAXLEN', cap, '*', 'e', entry)
+  local added = redis.pcall('XADD', key, 'MAXLEN', '~', cap, '*', 'e', entry, 'n', cap)
   if type(added) == 'table' and added.err then guards().rerecord(added, key, cap, entry) end
 end
 
