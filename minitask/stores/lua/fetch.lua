@@ -57,7 +57,10 @@
 -- (flow control) its limiter's park list, or (fair queues) its group's ready set.
 -- A refusal part way (an ACL changed while a worker runs: Redis keeps what the call
 -- wrote before it) keeps it: every entry popped from a ready list and not yet leased,
--- parked or served goes back to the head of its list in its order (serve_lists below).
+-- parked or served goes back to the head of its list in its order (serve_lists below),
+-- one taken from a park list to the head of that list (the due loop), exactly once (a
+-- token flow.lua's serve() put back already is `placed`); a refused read is raised,
+-- never taken for what it read.
 -- A group with eligible ready tasks has one live token in a ready list (or is due in
 -- flow_due); tokens are no tasks and leave no trace when their group empties. A
 -- limiter is in flow_limiters while its park list holds entries (added as the first
@@ -231,7 +234,8 @@ local fair_served  -- flow.lua's fair queues, once a group's token is served: fl
 -- hand: the entry the main loop below popped from KEYS[band] and has not yet leased,
 -- parked, or handed to the fair library (which puts its token somewhere); kept: a token
 -- that flow.lua's serve() keeps in hand, not in any list until serve(false). What a
--- refusal part way puts back (below the loop)
+-- refusal part way puts back (below the loop). The due loop's entry taken from a park
+-- list is in hand the same way, until leased or served (put back by the due loop's)
 local hand, kept = nil, false
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
@@ -265,10 +269,11 @@ local function lease(id, body, priority, spec)
     -- refused after its pop (an ACL changed while the worker runs: NOPERM; leases of
     -- another type were moved aside above). The entry in hand from a ready list (the
     -- id, or the solo group's token that holds it) goes back with those popped ahead
-    -- of their turn, as the main loop's refusal puts them (below); a task taken from
-    -- elsewhere (a park list, its group's set: nothing in hand) goes back to the head
-    -- of its priority's list before the error, so that it is not lost (pcall: a
-    -- refusal of that too must not hide the first)
+    -- of their turn, as the main loop's refusal puts them (below), and one taken from
+    -- a park list to its head, as the due loop's does; a task taken from its group's
+    -- set (nothing in hand) goes back to the head of its priority's list before the
+    -- error, so that it is not lost (pcall: a refusal of that too must not hide the
+    -- first)
     if not hand then redis.pcall('LPUSH', KEYS[16 - priority], id) end
     error(leased.err, 0)
   end
@@ -321,7 +326,9 @@ local function body_of(id, ascii)
     local size = redis.pcall('HSTRLEN', KEYS[3], id)
     if type(size) == 'table' then guards().foreign(size) return false end  -- another type
     if size > 65536 and size > tonumber(ARGV[7]) then return '\193' .. size end
-    body = redis.pcall('HGET', KEYS[3], id)
+    -- (redis.call: the HSTRLEN found no other type, so an error is a refusal, an ACL
+    -- changed while the worker runs: raised, never taken for the task's message)
+    body = redis.call('HGET', KEYS[3], id)
   end
   return body
 end
@@ -351,11 +358,14 @@ if flow_on then
   if due.err then guards().foreign(due) due = {} end
   if due[1] then
     -- take the first parked entry (`token`: a group's, which flow_parked does not
-    -- count: no task); a limiter with none left is due no more. Made only when a
-    -- limiter is due (a closure costs the call some 1,000 instructions)
-    function unpark(park, limiter, token)
-      if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
-      if tolerant(0, 'LLEN', park) == 0 then
+    -- count: no task); then, the entry leased, served or dropped, a limiter with none
+    -- left is due no more (`emptied`, after: an entry put back on a refusal finds its
+    -- limiter due still). Made only when a limiter is due (a closure costs the call
+    -- some 1,000 instructions)
+    function unpark(park, limiter, token, emptied)
+      if not emptied then
+        if tolerant(false, 'LPOP', park) and not token then parked_change = parked_change - 1 end
+      elseif tolerant(0, 'LLEN', park) == 0 then
         flow_control().put('zset', 'ZREM', KEYS[20], limiter)
         flow_control().put('set', 'SREM', KEYS[22], limiter)
       end
@@ -372,6 +382,7 @@ if flow_on then
     local parked = flow_control().write(
       'list', string.match(token, '^\255[^\255]*\255(.*)$') or '',
       tried and 'LPUSH' or 'RPUSH', prefix .. limiter .. ':park', priority .. token)
+    flow_control().fair_made.placed = token  -- (parked: a refusal after puts it nowhere else)
     if parked == 1 then flow_control().put('set', 'SADD', KEYS[22], limiter) end
     if retry_at >= 0 and tried then
       flow_control().put('zset', 'ZADD', KEYS[20], retry_at, limiter)  -- it was due: due later now
@@ -384,66 +395,102 @@ if flow_on then
       flow_control().put('zset', 'ZADD', KEYS[20], 'NX', flow_clock(), limiter)
     end
   end
-  for i = 1, #due do  -- (no ipairs(): each of its steps is a C call)
-    local limiter = due[i]
-    local park = prefix .. limiter .. ':park'
-    if string.sub(limiter, 1, 2) == 'g:' then
-      flow_control().put('zset', 'ZREM', KEYS[20], limiter)
-      fair().arm(string.sub(limiter, 3), false, true)  -- its turn's claim checked
-    end
-    while string.sub(limiter, 1, 2) ~= 'g:' and #numbers < want * 2 and dropped < limit do
-      local entry = tolerant(false, 'LINDEX', park, 0)
-      if not entry then
-        flow_control().put('zset', 'ZREM', KEYS[20], limiter)
-        flow_control().put('set', 'SREM', KEYS[22], limiter)
-        break
-      end
-      if #entry > ENTRY_MOST then  -- no entry of ours (promote.lua): dropped once
-        unpark(park, limiter, true)
-        overlong_dropped(park, #entry)
-        dropped = dropped + 1
-        break  -- (the next fetch goes on with this limiter)
-      end
-      local id = string.sub(entry, 2)
-      local priority = tonumber(string.sub(entry, 1, 1)) or 0
-      local body, token, held = body_of(id)
-      local spec = body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id,
-                                                KEYS[19])
-      if token then
-        -- a group's token its task's limits held: served as the group's turn, as if
-        -- popped from the ready list it came from (where cancelled counts it)
-        unpark(park, limiter, true)
-        flow_control().put('zset', 'ZADD', KEYS[17], priority, id)
-        fair_served = fair()
-        local taken, taken_body, taken_priority, taken_spec = fair_served.serve(id, limit - dropped)
-        if taken then
-          lease(taken, taken_body, taken_priority, taken_spec)
-        else
-          dropped = dropped + 1
-          if taken_body then  -- held again: back at the head, and this limiter is done
-            park_token(id, priority, taken_body, true)
+  -- The due limiters served, under pcall when any is due: a refusal part way (an ACL
+  -- changed while the worker runs: Redis keeps what the call wrote before it) puts the
+  -- entry in hand (`hand`: taken from its park list, not yet leased nor served; a
+  -- group's token that serve() or park_token() put in a list is `placed` there) back
+  -- at the head of its park list (`back`: that list and the entry), where its limiter
+  -- finds it due still (unpark's emptied step comes after). Made only when a limiter
+  -- is due (a closure costs the call some 1,000 instructions, and 400 an upvalue)
+  if due[1] then
+    local back, back_entry
+    local function serve_due()
+      for i = 1, #due do  -- (no ipairs(): each of its steps is a C call)
+        local limiter = due[i]
+        local park = prefix .. limiter .. ':park'
+        if string.sub(limiter, 1, 2) == 'g:' then
+          flow_control().put('zset', 'ZREM', KEYS[20], limiter)
+          fair().arm(string.sub(limiter, 3), false, true)  -- its turn's claim checked
+        end
+        while string.sub(limiter, 1, 2) ~= 'g:' and #numbers < want * 2 and dropped < limit do
+          local entry = tolerant(false, 'LINDEX', park, 0)
+          if not entry then
+            flow_control().put('zset', 'ZREM', KEYS[20], limiter)
+            flow_control().put('set', 'SREM', KEYS[22], limiter)
             break
           end
-        end
-      elseif not body then
-        unpark(park, limiter)
-        drop(id, held)
-      else
-        local free, retry_at = true, -1
-        if spec and spec.limiter == limiter and not (spec.expires > 0 and now >= spec.expires) then
-          free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
-        end
-        if not free then
-          if retry_at >= 0 then
-            flow_control().put('zset', 'ZADD', KEYS[20], retry_at, limiter)
-          else
-            flow_control().put('zset', 'ZREM', KEYS[20], limiter)  -- the outcome that frees a slot re-arms it
+          if #entry > ENTRY_MOST then  -- no entry of ours (promote.lua): dropped once
+            unpark(park, limiter, true)
+            unpark(park, limiter, true, 'emptied')
+            overlong_dropped(park, #entry)
+            dropped = dropped + 1
+            break  -- (the next fetch goes on with this limiter)
           end
-          break
+          local id = string.sub(entry, 2)
+          local priority = tonumber(string.sub(entry, 1, 1)) or 0
+          local body, token, held = body_of(id)
+          local spec = body and flow_control().spec(tolerant(false, 'HGET', KEYS[19], id), id,
+                                                    KEYS[19])
+          if token then
+            -- a group's token its task's limits held: served as the group's turn, as if
+            -- popped from the ready list it came from (where cancelled counts it)
+            fair_served = fair()
+            fair_served.placed = false
+            back, back_entry, hand = park, entry, id
+            unpark(park, limiter, true)
+            flow_control().put('zset', 'ZADD', KEYS[17], priority, id)
+            local taken, taken_body, taken_priority, taken_spec =
+              fair_served.serve(id, limit - dropped)
+            if taken_body and not taken then  -- held again: back at the head, this limiter done
+              park_token(id, priority, taken_body, true)
+              hand = nil
+              dropped = dropped + 1
+              break
+            end
+            hand = nil  -- (served: its token back in its list, kept by its group or gone)
+            unpark(park, limiter, true, 'emptied')
+            if taken then
+              lease(taken, taken_body, taken_priority, taken_spec)
+            else
+              dropped = dropped + 1
+            end
+          elseif not body then
+            unpark(park, limiter)
+            unpark(park, limiter, false, 'emptied')
+            drop(id, held)
+          else
+            local free, retry_at = true, -1
+            if spec and spec.limiter == limiter
+               and not (spec.expires > 0 and now >= spec.expires) then
+              free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
+            end
+            if not free then
+              if retry_at >= 0 then
+                flow_control().put('zset', 'ZADD', KEYS[20], retry_at, limiter)
+              else
+                -- the outcome that frees a slot re-arms it
+                flow_control().put('zset', 'ZREM', KEYS[20], limiter)
+              end
+              break
+            end
+            back, back_entry, hand = park, entry, id
+            unpark(park, limiter)
+            lease(id, body, priority, spec)
+            hand = nil  -- (leased, or dropped as held already)
+            unpark(park, limiter, false, 'emptied')
+          end
         end
-        unpark(park, limiter)
-        lease(id, body, priority, spec)
       end
+    end
+    local served, failure = pcall(serve_due)
+    if not served then
+      local made = flow_made and flow_made.fair_made
+      if hand and not (made and made.placed == hand) then
+        redis.pcall('LPUSH', back, back_entry)
+        -- (a token: its mark in cancelled, made as it was taken, goes with it)
+        if string.byte(hand) == 255 then redis.pcall('ZREM', KEYS[17], hand) end
+      end
+      error(failure, 0)
     end
   end
 end
@@ -639,6 +686,8 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
           -- a group's token (flow.lua's fair queues): its first task, as its limits allow
           -- (the ids popped ahead of their turn go back first where serve() writes to a
           -- ready list, but for the token's push to the tail: they stay before it)
+          -- (in hand, none placed yet: a refusal puts it back, once)
+          if flow_made and flow_made.fair_made then flow_made.fair_made.placed = false end
           if solo_n > 0 then solo_flush() end  -- the fast path's removals first
           -- again: serve() kept the token in hand (it would have been the next pop: back
           -- at the head of this list, or alone in it): served again in place of a pop,
@@ -739,7 +788,9 @@ else
     for i = #ahead, ahead_at + 1, -1 do back[#back + 1] = ahead[i] end
     ahead = nil
   end
-  if hand then back[#back + 1] = hand end
+  -- (a token serve() or park_token() put in a list already is not put back again)
+  local made = flow_made and flow_made.fair_made
+  if hand and not (made and made.placed == hand) then back[#back + 1] = hand end
   if back[1] then redis.pcall('LPUSH', KEYS[band], unpack(back)) end
   if kept then pcall(flow_made.fair_made.serve, false) end  -- (its fair_served)
   error(failure, 0)

@@ -838,6 +838,15 @@ local function flow_control()
       if owed_by then owed_by[group] = nil end
     end
 
+    -- The task of `member` served from its group's ready set leaves it, counted
+    local function take(group, ready, member)
+      if tolerant(0, 'ZREM', ready, member) == 1 then
+        owed = owed - 1
+        owed_by = owed_by or {}
+        owed_by[group] = (owed_by[group] or 0) - 1
+      end
+    end
+
     -- the spec of a grouped task of no limits, no expiry and no debounce, its group
     -- set by serve() (made once, at the first such task of a group in its set form: a
     -- table costs Redis about 4,000 instructions; a solo group's task needs none)
@@ -884,10 +893,12 @@ local function flow_control()
       -- indexed: the token is a solo group's of groups_solo (its claim live there)
       local gen, group, turn, tok, solo, set, ready, h, members, at, whole, indexed
       if token == false then  -- the held token released
-        h, holding, held = held, false, nil
+        -- (held until its push is made: a refusal of it leaves it to be released again)
+        h = held
         flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
                         KEYS[c.first_ready + 9 - h.band], h.token)
-        flow_made.fair_made.pushed = true
+        holding, held = false, nil
+        flow_made.fair_made.pushed, flow_made.fair_made.placed = true, h.token
         return nil
       elseif holding then
         holding, h, held = false, held, nil
@@ -1146,14 +1157,14 @@ local function flow_control()
             owed = owed - 1  -- the group is gone (below): its groups entry with it
           else
             at = at + 1
-            if tolerant(0, 'ZREM', ready, member) == 1 then
-              owed = owed - 1
-              owed_by = owed_by or {}
-              owed_by[group] = (owed_by[group] or 0) - 1
-            end
           end
           if indexed then return id, body, priority, spec end
+          -- taken: the task leaves its group's set, its last write (below) where the
+          -- token goes back or is kept in hand: a refusal before (an ACL changed while
+          -- the worker runs) leaves it there, and the token in the fetch's hand
+          local taken = not alone and member
           if not next_id then
+            if taken then take(group, ready, member) end
             left[#left + 1] = token
             -- (past shortened()'s cap: long members may remain)
             if whole == false and fair_rare().onward(group, turn, put_back) then
@@ -1197,6 +1208,7 @@ local function flow_control()
             end
             h.served, h.at_head, h.members, h.at, h.whole = served, at_head, members, at, whole
             h.alone = alone_in_list
+            if taken then take(group, ready, member) end
             holding, held = true, h
             return id, body, priority, spec, true
           end
@@ -1208,8 +1220,9 @@ local function flow_control()
           if at_head and band == next_priority and put_back then put_back() end
           flow_made.write('list', group, at_head and 'LPUSH' or 'RPUSH',
                           KEYS[c.first_ready + 9 - next_priority], token)
+          flow_made.fair_made.pushed, flow_made.fair_made.placed = true, token
           if band ~= next_priority then flow_put('zset', 'ZADD', c.cancelled, next_priority, token) end
-          flow_made.fair_made.pushed = true
+          if taken then take(group, ready, member) end
           return id, body, priority, spec
         end
       end
@@ -1222,8 +1235,11 @@ local function flow_control()
     end
 
     -- pushed, told: false, so that reading them calls no __index
+    -- placed: the token the last serve() (or fetch.lua's park_token()) put in a list,
+    -- for a refusal after it (an ACL changed while the worker runs) not to put it back
+    -- twice (fetch.lua resets it as it takes a token in hand)
     flow_made.fair_made = setmetatable({serve = serve, flush = flush, pushed = false,
-                                        told = false}, {__index = fair_rare})
+                                        told = false, placed = false}, {__index = fair_rare})
     return flow_made.fair_made
   end
 
