@@ -22,7 +22,7 @@ from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger, printable
 from .bounds import DEFAULT_MESSAGE_BYTES
-from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads, refuse_foreign
+from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads
 from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 
@@ -194,9 +194,10 @@ class BroadcastStore(BroadcastReads):
                 # skip names moved down by a prune or unsubscribe between two pages;
                 # names longer than a subscriber's are counted, not sent
                 keys = [k.broadcast(part) for part in ("since", "state", "cursors")]
-                _, scored = self.page(keys[0], "scored", 0, -1)
-                if scored is None:
-                    refuse_foreign(keys[:1], [TypeError("WRONGTYPE")], what)
+                # since of another type (said once by page): an empty index, so
+                # every cursor counts as subscribed before the call, as for cursors
+                # an older minitask wrote (_indexed)
+                scored = self.page(keys[0], "scored", 0, -1)[1] or []
                 pipe = self.transport.client.pipeline(transaction=False)
                 pipe.hexists(keys[1], "indexed")
                 pipe.hlen(keys[2])
@@ -305,8 +306,10 @@ class BroadcastStore(BroadcastReads):
             others = [] if len(found) == len(asked) else [
                 cursor.name for cursor in self.few(queue, _OTHERS_SHOWN)[0]]
         else:
-            refuse_foreign(keys[2:3], [next((s for s in since if isinstance(s, Exception)),
-                                            None)], what)
+            refused = next((at for at in since if isinstance(at, Exception)), None)
+            if refused is not None:  # read as names() reads it: every cursor counts
+                ignored(keys[2], f"it holds another type than a sorted set ({printable(refused)})")
+                since = [None] * len(asked)
             if isinstance(cursors, Exception):
                 ignored(keys[3], f"it holds another type than a hash ({cursors})")
                 cursors = [None] * len(asked)

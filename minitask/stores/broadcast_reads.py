@@ -115,7 +115,8 @@ class BroadcastReads(Store):
                                    (mode, start, stop, NAME_BYTES, FIELD_BYTES),
                                    f"read subscribers in {printable(key)}")
         if reply[0] in (b"foreign", "foreign"):
-            ignored(key, f"it holds another type than minitask keeps there ({reply[1]!r})")
+            ignored(key, f"it holds another type than minitask keeps there "
+                         f"({printable(reply[1])})")
             return 0, None, 0
         removed_members(key, reply[2], "subscriber name")
         return reply[0], list(reply[1]), len(reply[2] or ())
@@ -199,8 +200,21 @@ class BroadcastReads(Store):
     def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
         """Those of ``names`` that will not pull the call any more: their cursor is
         past it, or it left the log unpulled (all of them once it is forgotten)."""
+        past, seq = self.cursor_past(queue, call_id, names)
+        if past is None:  # forgotten: none will pull it
+            return list(names)
+        return self._placed_past(self.keys(queue).broadcast("places"), past, seq,
+                                 f"read where the subscribers of broadcast {call_id} are")
+
+    def cursor_past(self, queue: str, call_id: str,
+                    names: Sequence[str]) -> Tuple[Optional[List[str]], Any]:
+        """Those of ``names`` whose cursor is at or past the call, and its sequence (None,
+        0: it left the log unpulled, or is forgotten). A key of another type among joins,
+        state and cursors (data minitask did not write) is ignored, said once: where
+        the subscribers are cannot be told, and none is taken as past the call (join()
+        waits for each, as long as its timeout)."""
         if not names:
-            return []
+            return [], 0
         k = self.keys(queue)
         what = f"read where the subscribers of broadcast {call_id} are"
         keys = [k.broadcast(part) for part in ("joins", "state", "cursors")]
@@ -209,12 +223,16 @@ class BroadcastReads(Store):
                 *((keys[2], name, FIELD_BYTES) for name in names)]
         dropped, *cursors = self.measured(asks, what)
         refused = next((cursor for cursor in cursors if isinstance(cursor, Exception)), None)
-        refuse_foreign(keys, [seq, dropped, refused], what)
+        for key, reply in zip(keys, [seq, dropped, refused]):
+            if isinstance(reply, Exception):
+                ignored(key, f"it holds another type than minitask keeps there "
+                             f"({printable(reply)})")
+        if isinstance(seq, Exception) or refused is not None:
+            return [], 0
         if seq is None or seq <= (whole(dropped, 0, MAX_SEQ) or 0):
-            return list(names)
-        past = [name for name, cursor in zip(names, cursors)
-                if (whole(cursor, 0, MAX_SEQ) or 0) >= seq]
-        return self._placed_past(k.broadcast("places"), past, seq, what)
+            return None, 0
+        return [name for name, cursor in zip(names, cursors)
+                if (whole(cursor, 0, MAX_SEQ) or 0) >= seq], seq
 
     def _placed_past(self, key: str, names: List[str], seq: int, what: str) -> List[str]:
         """Those of ``names`` (a cursor past call ``seq``) whose place in the index is
