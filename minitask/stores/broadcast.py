@@ -22,7 +22,7 @@ from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger, printable
 from .bounds import DEFAULT_MESSAGE_BYTES
-from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads
+from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads, other_type
 from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 
@@ -206,7 +206,7 @@ class BroadcastStore(BroadcastReads):
                 raws = [raw for raw, since in zip(index, scored[1::2])
                         if float(since) < (_number(seq) or 0)]
                 if isinstance(replies[1], Exception):
-                    ignored(keys[2], f"it holds another type than a hash ({replies[1]})")
+                    other_type(keys[2])
                 elif not self._indexed(keys[2], replies[0], replies[1], index):
                     # cursors of an older minitask not all indexed yet: subscribed
                     # before every call sent since, as the index will say once it has them
@@ -308,10 +308,10 @@ class BroadcastStore(BroadcastReads):
         else:
             refused = next((at for at in since if isinstance(at, Exception)), None)
             if refused is not None:  # read as names() reads it: every cursor counts
-                ignored(keys[2], f"it holds another type than a sorted set ({printable(refused)})")
+                other_type(keys[2])
                 since = [None] * len(asked)
             if isinstance(cursors, Exception):
-                ignored(keys[3], f"it holds another type than a hash ({cursors})")
+                other_type(keys[3])
                 cursors = [None] * len(asked)
             # subscribed before the call; or a cursor the index lacks (an older
             # minitask's, not indexed yet): subscribed before every call sent since, as
