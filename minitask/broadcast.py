@@ -477,24 +477,21 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
     def _late(self, pending: Sequence[str], timeout: Optional[float]) -> str:
         """Who has not finished, and when each was last seen."""
         seen = {c.name: c for c in self._broker.broadcasts.of(self.queue, list(pending))}
+        # a cursor past the call whose lane has no run of it: no pull wrote it (planted)
+        ahead = self._broker.broadcasts.cursor_past(self.queue, self.id, pending)[0] or ()
         parts = []
         for name in pending:
             cursor = seen.get(name)
             if cursor is None:
                 parts.append(f"{name} (not subscribed any more)")
-            elif cursor.last_seen_ms is None:
-                parts.append(f"{name} (never seen)")
-            else:
-                ago = max(0.0, time.time() - to_seconds(cursor.last_seen_ms))
-                parts.append(f"{name} (last seen {ago:.1f} s ago, {cursor.lag} call(s) "
-                             f"behind)")
+                continue
+            where = f"{cursor.lag} call(s) behind"
+            if name in ahead and self._state(name) == "unknown":
+                where = ("it has not run this call: its cursor was set past it, not by a "
+                         "pull; its next pull sets it back")
+            ago = None if cursor.last_seen_ms is None else time.time() - to_seconds(
+                cursor.last_seen_ms)
+            parts.append(f"{name} (never seen, {where})" if ago is None else
+                         f"{name} (last seen {max(0.0, ago):.1f} s ago, {where})")
         return (f"broadcast {self.id} of queue {self.queue!r} did not finish within "
                 f"{timeout} s on {len(pending)} subscriber(s): {', '.join(parts)}")
-
-
-def subscriber_list(broker: Broker, queue: str) -> List[Subscriber]:
-    """The queue's subscribers, by name (``app.subscribers``)."""
-    return [Subscriber(c.name, c.lag, None if c.last_seen_ms is None else
-                       _dt.datetime.fromtimestamp(to_seconds(c.last_seen_ms),
-                                                  tz=_dt.timezone.utc))
-            for c in broker.broadcasts.cursors(queue)]

@@ -1,18 +1,23 @@
 """The subscribers of a queue's broadcast calls, and removing one gone for good."""
 from __future__ import annotations
 
+import datetime as _dt
 from typing import List, Tuple
 
-from ..broadcast import Subscriber, subscriber_list
+from ..broadcast import Subscriber
 from ..broker.durability import keep_unconfirmed
 from ..sending import check_key_part, check_queue_name
+from ..wire.message import to_seconds
 from .operated import Operated
 
 
 def subscribers(app: Operated, queue: str) -> List[Subscriber]:
     """``Minitask.subscribers``: by name, with their lag."""
     check_queue_name(queue)
-    return subscriber_list(app.broker, queue)
+    return [Subscriber(c.name, c.lag, None if c.last_seen_ms is None else
+                       _dt.datetime.fromtimestamp(to_seconds(c.last_seen_ms),
+                                                  tz=_dt.timezone.utc))
+            for c in app.broker.broadcasts.cursors(queue)]
 
 
 def unsubscribe(app: Operated, queue: str, name: str) -> bool:

@@ -22,7 +22,7 @@ from ..broker.transport import Transport
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger, printable
 from .bounds import DEFAULT_MESSAGE_BYTES
-from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads, refuse_foreign
+from .broadcast_reads import NAMES_BYTES, PAGE, BroadcastReads, other_type
 from .foreign import ignored, name_of, raise_refusals, shown_member, text_of, whole
 from .queue import BATCH_LIMIT, WAKE_CAP
 
@@ -194,9 +194,10 @@ class BroadcastStore(BroadcastReads):
                 # skip names moved down by a prune or unsubscribe between two pages;
                 # names longer than a subscriber's are counted, not sent
                 keys = [k.broadcast(part) for part in ("since", "state", "cursors")]
-                _, scored = self.page(keys[0], "scored", 0, -1)
-                if scored is None:
-                    refuse_foreign(keys[:1], [TypeError("WRONGTYPE")], what)
+                # since of another type (said once by page): an empty index, so
+                # every cursor counts as subscribed before the call, as for cursors
+                # an older minitask wrote (_indexed)
+                scored = self.page(keys[0], "scored", 0, -1)[1] or []
                 pipe = self.transport.client.pipeline(transaction=False)
                 pipe.hexists(keys[1], "indexed")
                 pipe.hlen(keys[2])
@@ -205,7 +206,7 @@ class BroadcastStore(BroadcastReads):
                 raws = [raw for raw, since in zip(index, scored[1::2])
                         if float(since) < (_number(seq) or 0)]
                 if isinstance(replies[1], Exception):
-                    ignored(keys[2], f"it holds another type than a hash ({replies[1]})")
+                    other_type(keys[2])
                 elif not self._indexed(keys[2], replies[0], replies[1], index):
                     # cursors of an older minitask not all indexed yet: subscribed
                     # before every call sent since, as the index will say once it has them
@@ -305,10 +306,12 @@ class BroadcastStore(BroadcastReads):
             others = [] if len(found) == len(asked) else [
                 cursor.name for cursor in self.few(queue, _OTHERS_SHOWN)[0]]
         else:
-            refuse_foreign(keys[2:3], [next((s for s in since if isinstance(s, Exception)),
-                                            None)], what)
+            refused = next((at for at in since if isinstance(at, Exception)), None)
+            if refused is not None:  # read as names() reads it: every cursor counts
+                other_type(keys[2])
+                since = [None] * len(asked)
             if isinstance(cursors, Exception):
-                ignored(keys[3], f"it holds another type than a hash ({cursors})")
+                other_type(keys[3])
                 cursors = [None] * len(asked)
             # subscribed before the call; or a cursor the index lacks (an older
             # minitask's, not indexed yet): subscribed before every call sent since, as

@@ -17,7 +17,6 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from ..broker.keys import MAX_NAME
 from ..broker.transport import Transport
-from ..errors import BrokerError
 from ..printable import own_logger, printable
 from .bounds import Ask, TooLarge, read_fields, too_large
 from .foreign import (ignored, name_of, raise_refusals, removed_members, shown_member,
@@ -115,7 +114,7 @@ class BroadcastReads(Store):
                                    (mode, start, stop, NAME_BYTES, FIELD_BYTES),
                                    f"read subscribers in {printable(key)}")
         if reply[0] in (b"foreign", "foreign"):
-            ignored(key, f"it holds another type than minitask keeps there ({reply[1]!r})")
+            other_type(key)
             return 0, None, 0
         removed_members(key, reply[2], "subscriber name")
         return reply[0], list(reply[1]), len(reply[2] or ())
@@ -169,7 +168,7 @@ class BroadcastReads(Store):
                 held = pipe.execute(raise_on_error=False)
                 raise_refusals(held)
         if isinstance(held[0], Exception):
-            ignored(k.broadcast("cursors"), f"it holds another type than a hash ({held[0]})")
+            other_type(k.broadcast("cursors"))
         rows = self.of(queue, raws)
         return (sorted(rows, key=lambda c: (-c.lag, c.name)),
                 0 if isinstance(held[0], Exception) else int(held[0] or 0))
@@ -187,20 +186,36 @@ class BroadcastReads(Store):
             found = self.measured(asks, f"read subscribers of queue {queue!r}")
             held, marks, times = found[0], found[1:1 + len(names)], found[1 + len(names):]
             if any(isinstance(mark, Exception) for mark in marks):
-                ignored(cursors, "it holds another type than a hash")
+                other_type(cursors)
                 return []
             stamps = {raw: None if isinstance(at, Exception) else at
                       for raw, at in zip(names, times)}
             # a cursor measured too long (LONG) is none: its subscriber is listed, from 0
             pairs = [(raw, mark) for raw, mark in zip(names, marks) if mark is not None]
-            rows += _rows(cursors, None if isinstance(held, Exception) else held, pairs, stamps)
+            if isinstance(held, Exception):
+                other_type(state)  # the last sequence unknown: no cursor judged by it
+            rows += _rows(cursors, None if isinstance(held, Exception) else held, pairs, stamps,
+                          not isinstance(held, Exception))
         return sorted(rows, key=lambda cursor: cursor.name)
 
     def passed(self, queue: str, call_id: str, names: Sequence[str]) -> List[str]:
         """Those of ``names`` that will not pull the call any more: their cursor is
         past it, or it left the log unpulled (all of them once it is forgotten)."""
+        past, seq = self.cursor_past(queue, call_id, names)
+        if past is None:  # forgotten: none will pull it
+            return list(names)
+        return self._placed_past(self.keys(queue).broadcast("places"), past, seq,
+                                 f"read where the subscribers of broadcast {call_id} are")
+
+    def cursor_past(self, queue: str, call_id: str,
+                    names: Sequence[str]) -> Tuple[Optional[List[str]], Any]:
+        """Those of ``names`` whose cursor is at or past the call, and its sequence (None,
+        0: it left the log unpulled, or is forgotten). A key of another type among joins,
+        state and cursors (data minitask did not write) is ignored, said once: where
+        the subscribers are cannot be told, and none is taken as past the call (join()
+        waits for each, as long as its timeout)."""
         if not names:
-            return []
+            return [], 0
         k = self.keys(queue)
         what = f"read where the subscribers of broadcast {call_id} are"
         keys = [k.broadcast(part) for part in ("joins", "state", "cursors")]
@@ -209,12 +224,15 @@ class BroadcastReads(Store):
                 *((keys[2], name, FIELD_BYTES) for name in names)]
         dropped, *cursors = self.measured(asks, what)
         refused = next((cursor for cursor in cursors if isinstance(cursor, Exception)), None)
-        refuse_foreign(keys, [seq, dropped, refused], what)
+        for key, reply in zip(keys, [seq, dropped, refused]):
+            if isinstance(reply, Exception):
+                other_type(key)
+        if isinstance(seq, Exception) or refused is not None:
+            return [], 0
         if seq is None or seq <= (whole(dropped, 0, MAX_SEQ) or 0):
-            return list(names)
-        past = [name for name, cursor in zip(names, cursors)
-                if (whole(cursor, 0, MAX_SEQ) or 0) >= seq]
-        return self._placed_past(k.broadcast("places"), past, seq, what)
+            return None, 0
+        return [name for name, cursor in zip(names, cursors)
+                if (whole(cursor, 0, MAX_SEQ) or 0) >= seq], seq
 
     def _placed_past(self, key: str, names: List[str], seq: int, what: str) -> List[str]:
         """Those of ``names`` (a cursor past call ``seq``) whose place in the index is
@@ -238,8 +256,10 @@ class BroadcastReads(Store):
 
 
 def _rows(key: str, seq: Any, pairs: Sequence[Tuple[Any, Any]],
-          seen: Dict[Any, Any]) -> List[Cursor]:
-    last = whole(seq, 0, MAX_SEQ) or 0
+          seen: Dict[Any, Any], known: bool = True) -> List[Cursor]:
+    """Cursor rows; ``known`` False: the last sequence could not be read (state of
+    another type), and a cursor is judged only as a sequence, its lag 0."""
+    last = (whole(seq, 0, MAX_SEQ) or 0) if known else MAX_SEQ
     found = []
     for raw, cursor in pairs:
         name = name_of(raw, "subscriber")
@@ -250,16 +270,12 @@ def _rows(key: str, seq: Any, pairs: Sequence[Tuple[Any, Any]],
         if at is None and cursor is not LONG:  # (LONG: said as measured)
             ignored(key, f"the cursor {printable(cursor)!r} of {name!r} is no call "
                          f"sequence up to {last}")
-        found.append(Cursor(name, max(0, last - (at or 0)), whole(seen.get(raw), 0)))
+        lag = max(0, last - (at or 0)) if known else 0
+        found.append(Cursor(name, lag, whole(seen.get(raw), 0)))
     return found
 
 
-def refuse_foreign(keys: Sequence[str], replies: Sequence[Any], what: str) -> None:
-    """BrokerError naming the first of ``keys`` whose reply is Redis's error (a key
-    holding another type than minitask keeps there)."""
-    for key, reply in zip(keys, replies):
-        if isinstance(reply, Exception):
-            raise BrokerError(f"could not {what}: key {printable(key)} refused the read "
-                              f"({printable(reply)}): it holds data minitask did not write; "
-                              f"inspect it with redis-cli, then rename or delete it",
-                              reason="wrong type")
+def other_type(key: str) -> None:
+    """Say once that ``key`` holds another type than minitask keeps there, and is read
+    as empty (one line a key, whichever reader meets it first)."""
+    ignored(key, "it holds another type than minitask keeps there; read as empty")

@@ -10,8 +10,10 @@ queue must run within a second, the worker must be alive (on the thread pool, an
 on the process and asyncio pools), ``minitask status``, ``schedules`` (which lists
 a schedule record it cannot read, never hides it), ``inspect`` (a task, and the
 running, scheduled and recent listings) and ``dead list`` must answer (exit 0, no
-raw escape character) and every dashboard page must answer 200 with no raw escape
-character. The planted data is left as it was: nothing deletes or renames it.
+raw escape character), every dashboard page must answer 200 with no raw escape
+character, and a broadcast call the worker ran before must still be joined and
+its status read (``join``, ``join(subscribers=...)``, ``status``, ``subscribers``).
+The planted data is left as it was: nothing deletes or renames it.
 """
 from __future__ import annotations
 
@@ -44,6 +46,8 @@ REGISTRY = AppKeys("foreign")
 WAITING = "waiting-with-progress"
 #: How soon a task of the untouched queue must run, planted data or not (s).
 WITHIN = 1.0
+#: id(producer) -> the handle of a broadcast call its worker ran before any plant.
+HEARD: Dict[int, Any] = {}
 
 # -- what is planted -----------------------------------------------------------------
 
@@ -133,6 +137,8 @@ PLANTS: Dict[str, Any] = {
     "cursor": VALUES.map(lambda value: lambda client: client.hset(
         NEWS.broadcast("cursors"), SUBSCRIBER, value)),
     "cursors": wrong_type(NEWS.broadcast("cursors"), "hash"),
+    # join()'s who (probe29r M2: it made join() and status() of every call raise)
+    "since": wrong_type(NEWS.broadcast("since"), "zset"),
     "queue registry": TEXTS.map(lambda name: lambda client: client.sadd(REGISTRY.queues,
                                                                         name or b"\x00")),
     "metrics": st.one_of(
@@ -216,6 +222,7 @@ def planted_keys(kind: str, client: "redis.Redis[bytes]") -> List[str]:
     field, is the worker's to add its own counts to with each heartbeat)."""
     metrics = kind == "metrics" and client.type(REGISTRY.metrics) not in (b"hash", b"none")
     return [TIMED.ticks, TIMED.schedules, TIMED.fired, NEWS.broadcast("cursors"),
+            NEWS.broadcast("since"),
             REGISTRY.queues, OTHER.progress(WAITING), OTHER.cancels,
             OTHER.fair_group("g1", "ready"), OTHER.fair_group("g2", "turn"),
             *([REGISTRY.metrics] if metrics else [])]
@@ -287,6 +294,9 @@ def serve(redis_server: Any, admin: "redis.Redis[bytes]", processes: Any,
         producer.tasks["mark"].delay(token)
         assert ran(admin, token, time.monotonic() + 30), "the worker did not start"
         producer.tasks["mark"].apply_async(("later",), task_id=WAITING, delay=3600)
+        heard = producer.tasks["hear"].delay(7)  # a broadcast call sub1 ran: its readers
+        assert heard.join(timeout=30) == {SUBSCRIBER: 7}  # must answer whatever is planted
+        HEARD[id(producer)] = heard
         return producer
 
     try:
@@ -318,6 +328,11 @@ def answers(kind: str, producer: Minitask, admin: "redis.Redis[bytes]",
     assert code == 0 and "Traceback" not in text and "\x1b" not in text, text[-2000:]
     assert "9999-12-31" not in text and "1970-01-01" not in text, text[-2000:]
     assert producer.handle(WAITING).progress() is None or kind != "progress"
+    heard = HEARD[id(producer)]  # never a BrokerError (issue 29 section 1)
+    assert heard.join(timeout=WITHIN) == {SUBSCRIBER: 7}
+    assert heard.join(timeout=WITHIN, subscribers=[SUBSCRIBER]) == {SUBSCRIBER: 7}
+    # (none listed once since and cursors are both planted: the pools' run stacks them)
+    assert heard.status() == "succeeded" and heard.subscribers() in ([SUBSCRIBER], [])
     for path in ("/", "/workers", "/dead", "/schedules", "/metrics", "/api/queues",
                  f"/task/{WAITING}", "/running", "/scheduled", "/recent"):
         assert page(dashboard, path) == "200 OK", path

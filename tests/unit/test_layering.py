@@ -179,7 +179,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "options", "periodic", "printable", "sending",
                                    "stores.schedules", "task"}),
     "admin.subscriptions": frozenset({"admin.operated", "broadcast", "broker.durability",
-                                      "sending"}),
+                                      "sending", "wire.message"}),
     "admin.tasks": frozenset({"admin.activity", "admin.operated", "errors", "printable",
                               "stores.results", "wire.message", "wire.serializer"}),
     "admin.workers": frozenset({"admin.operated", "broker.health", "errors", "printable",
