@@ -23,8 +23,6 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-import redis
-
 from ..broker.acl_check import missing_of, sender_commands
 from ..errors import BrokerError, ConfigurationError, MinitaskError
 from ..printable import cut_text, own_logger, printable
@@ -105,9 +103,11 @@ def refused_on(broker: Any, queue: str) -> Optional[str]:
     keys = broker.queues.keys(queue)
     asked = sender_commands(transport.sources)
     try:
-        missing = missing_of(transport.client, asked, keys.messages)
-    except redis.exceptions.NoPermissionError as exc:  # the check's own EVALSHA, on it
-        if "key" not in str(exc):
+        with transport.errors(f"ask Redis whether the ACL user may write the keys of "
+                              f"queue {queue!r}"):
+            missing = missing_of(transport.client, asked, keys.messages)
+    except BrokerError as exc:  # the check's own EVALSHA refused the key: none covers it
+        if exc.reason != "permission" or "keys" not in str(exc.__cause__ or ""):
             raise
         missing = list(asked)
     if not missing:
@@ -133,7 +133,7 @@ def refusal_of(broker: Any, task_id: str, follow: Optional[Dict[str, Any]],
     for queue in sorted({queue for _, _, queue in steps}):
         try:
             refused = refused_on(broker, queue)
-        except (redis.RedisError, BrokerError, ValueError):  # not asked: Redis's words
+        except (BrokerError, ValueError):  # not asked: Redis's own words say it
             refused = None
         if refused is not None:
             said.append(f"on queue {printable(queue)!r} it may not {refused}")
@@ -163,7 +163,7 @@ def check_queue_keys(worker: Any) -> None:
             why = refused_on(worker.broker, queue)
             if why is not None:
                 refused.append((queue, why))
-    except (redis.RedisError, BrokerError) as exc:
+    except BrokerError as exc:
         logger.warning("worker %s could not ask Redis whether its ACL user may write the "
                        "keys of each of the app's queues: %s", worker.name, exc)
         return
