@@ -22,6 +22,7 @@ from ..printable import own_logger
 from ..stores.broker import Broker
 from ..wire.message import Message, Outcome, to_ms
 from .acl_start import require_worker_acl
+from .acl_steps import check_queue_keys
 from .banner import log_banner, log_stopped
 from .broadcasts import BroadcastSource, check_subscriber, default_subscriber
 from .cancels import CancelWatch
@@ -422,6 +423,7 @@ class Worker:
 
 def start_steps(worker: Worker) -> None:
     require_worker_acl(worker)  # first: nothing leased, listed or written before it
+    check_queue_keys(worker)  # each queue's keys: served, or sent to by its tasks
     check_redis(worker)
     worker.broker.queues.register_queues(worker.queues)
     worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])

@@ -23,6 +23,7 @@ from .leases import Holdings, Job
 from .outages import Refused, persist, unless_refused
 from .outcome_batches import (UNRECORDABLE, FetchBehindAcks, OutcomeBatches,
                               note_refused, recorded)
+from .acl_steps import HELD_REASON, WorkflowStepRefused
 from .workflows import WorkflowSteps
 
 logger = own_logger(__name__)
@@ -113,7 +114,9 @@ class Recorder(OutcomeBatches):
                 return self._failed(job, message, exc, now_ms, duration, why), exc
             problem = self.workflows.succeeded(message, outcome.value)
             if problem is not None:
-                self.bury(job, message, problem, "its result cannot go on in its workflow")
+                held = isinstance(problem, WorkflowStepRefused)  # requeued, it goes on
+                self.bury(job, message, problem, HELD_REASON if held else
+                          "its result cannot go on in its workflow", moved_on=held)
                 return "failed", problem
             if self.batched:
                 fetch = self._defer_ack(job, ack)
