@@ -54,7 +54,7 @@ def place_of(broker: Broker, queue: str, task_id: str, status: str) -> Place:
 
 #: How long ``aget()`` may read where the task is, for its message, once its wait is
 #: seen to have run out.
-LOOK_GRACE = 0.5
+LOOK_GRACE = 0.25
 
 
 def unlooked_message(task_id: str, timeout: Optional[float], grace: float) -> str:
