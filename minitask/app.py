@@ -15,11 +15,12 @@ from .broker.durability import Durability, check_socket_timeout
 from .errors import ConfigurationError, DuplicateTaskError
 from .groups import HandleLookups
 from .hooks import Hook, Hooks
-from .options import TaskOptions, check_name_size, check_positive_seconds, check_seconds
+from .options import (TaskOptions, check_clock, check_name_size, check_positive_seconds,
+                      check_seconds)
 from .periodic import Schedule, build as build_schedule
 from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
-from .stores.aio import AsyncBroker, async_client_for, running_loop
+from .stores.aio import AsyncBroker, async_client_for, check_async_client, running_loop
 from .stores.broker import Broker
 from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
@@ -111,7 +112,7 @@ class Minitask(Operations, SendByName, HandleLookups):
         #: Outcomes each queue's record of recent outcomes keeps (0: none kept).
         self.recent_outcomes = recent_length(options.get("recent_outcomes", DEFAULT_LENGTH),
                                              where)
-        self.clock = options.get("clock") or SystemClock()
+        self.clock = check_clock(options.get("clock"), where) or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
         #: Where tasks go by their names (``routes=``), checked here.
         self.routes = Routes(options.get("routes"), where)
@@ -122,7 +123,7 @@ class Minitask(Operations, SendByName, HandleLookups):
         self._broker_setting = broker
         self._broker: Optional[Broker] = None
         # redis.asyncio clients belong to the loop they first ran on: one per loop.
-        self._async_setting = options.get("async_broker")
+        self._async_setting = check_async_client(options.get("async_broker"), where)
         self._async_brokers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker]"
         self._async_brokers = weakref.WeakKeyDictionary()
         self._sender = Sender(lambda: self.broker, self.clock, max_message_bytes,

@@ -415,7 +415,7 @@ class TaskHandle(Generic[R]):
             if body is not None:
                 return self._value_of(body, queue)
             if deadline is not None and time.monotonic() >= deadline:
-                message = await atimeout_message(self, queue, timeout, deadline)
+                message = await atimeout_message(self, queue, timeout)
                 keep_cancel(before)
                 raise ResultTimeout(message)
 

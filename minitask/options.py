@@ -59,6 +59,17 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def check_clock(clock: Any, where: str) -> Any:
+    """``clock=`` as given (None: the real clock): an object with a ``now_ms()`` method;
+    anything else is refused here, naming the option (a string was taken, and the
+    first ``delay()`` failed with a raw AttributeError)."""
+    if clock is not None and not callable(getattr(clock, "now_ms", None)):
+        raise ConfigurationError(f"{where}: clock must be an object with a now_ms() method "
+                                 f"(or None, for the real clock), got {type(clock).__name__} "
+                                 f"{clock!r:.80}")
+    return clock
+
+
 def check_seconds(value: Any, what: str, where: str) -> float:
     """A duration option: a finite number of seconds from 0 to MAX_SECONDS."""
     if not is_number(value) or not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:

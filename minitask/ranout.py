@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-import time
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
@@ -53,25 +52,26 @@ def place_of(broker: Broker, queue: str, task_id: str, status: str) -> Place:
     return Place(status, _live_workers(broker, queue), due)
 
 
-#: How long past its deadline ``aget()`` may read where the task is, for its message.
-LOOK_GRACE = 0.1
+#: How long ``aget()`` may read where the task is, for its message, once its wait is
+#: seen to have run out.
+LOOK_GRACE = 0.25
 
 
 def unlooked_message(task_id: str, timeout: Optional[float], grace: float) -> str:
-    return (f"{_head(task_id, timeout)} (where it is was not read: no time was left to "
-            f"read it within {grace} s of the deadline, as when many waits run out "
-            f"together)")
+    return (f"{_head(task_id, timeout)}; its status was not read: the {grace} s given to "
+            f"read it ran out (as when many waits end together); call status() to see "
+            f"where it is")
 
 
-async def atimeout_message(handle: Any, queue: str, timeout: Optional[float],
-                           deadline: float) -> str:
-    """Why ``aget()``'s wait ran out, worded as ``get()``'s, read by ``LOOK_GRACE``
-    s past the deadline (a thousand waits running out together would otherwise
-    queue their reads for seconds past it): the status awaited, the workers and
-    due time read on a thread (they have no async twin), not on the loop."""
-    left = deadline + LOOK_GRACE - time.monotonic()
-    if left <= 0:
-        return unlooked_message(handle.id, timeout, LOOK_GRACE)
+async def atimeout_message(handle: Any, queue: str, timeout: Optional[float]) -> str:
+    """Why ``aget()``'s wait ran out, worded as ``get()``'s, read within ``LOOK_GRACE``
+    s (a thousand waits running out together would otherwise queue their reads for
+    seconds): the status awaited, the workers and due time read on a thread (they
+    have no async twin), not on the loop. The grace counts from now, as the wait is
+    seen to have run out, not from the deadline: a wait's one look at the result takes
+    up to 0.1 s (the waits' glance), so ``aget(timeout=0)`` had no time left, and said
+    less than ``get(timeout=0)`` on the same handle."""
+    left = LOOK_GRACE
     bound = asyncio.timeout(left)
     try:
         async with bound:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, Dict, List, Protocol, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Sequence, Tuple
 
 from ..errors import ConfigurationError
 from ..periodic import Schedule
@@ -91,19 +91,22 @@ def lookup_queues(app: Operated) -> Tuple[List[str], int]:
     return declared + rest[:LOOKUP_OTHERS], max(0, len(rest) - LOOKUP_OTHERS) + left
 
 
-def shown_queues(app: Operated, others: int = SHOWN_OTHERS) -> Tuple[List[str], int]:
+def shown_queues(app: Operated, others: int = SHOWN_OTHERS,
+                 invalid: Optional[List[int]] = None) -> Tuple[List[str], int]:
     """The queues a listing shows, by name: those the app declares, and at most
     ``others`` more from the app's queue registry; and how many members of the registry
-    it leaves out (not read, or naming no queue: left out, said in the log)."""
-    declared, rest, left = _declared_and_others(app, others)
+    it leaves out (not read, or naming no queue: left out, said in the log; those naming
+    none are added to ``invalid[0]``, the rest are past the ``others`` shown)."""
+    declared, rest, left = _declared_and_others(app, others, invalid)
     return (sorted(set(declared) | set(rest[:others])), max(0, len(rest) - others) + left)
 
 
-def _declared_and_others(app: Operated, others: int) -> Tuple[List[str], List[str], int]:
+def _declared_and_others(app: Operated, others: int, invalid: Optional[List[int]] = None
+                         ) -> Tuple[List[str], List[str], int]:
     """The queues the app declares, and at most ``others`` others of its queue registry
     (of ``others`` + declared read); and how many registry members were not read or
     name no queue."""
     declared = app.worker_queues()
     taken = set(declared)
-    names, left = app.broker.queues.queue_registry(others + len(declared), declared)
+    names, left = app.broker.queues.queue_registry(others + len(declared), declared, invalid)
     return declared, [queue for queue in names if queue not in taken], left

@@ -29,6 +29,11 @@ from .keys import confirm_key
 
 #: The durability settings, ``None`` first: the primary's word alone.
 MODES = (None, "replicated", "fsync")
+#: The most replicas ``min_replicas`` may ask to confirm a write: Redis's default
+#: ``maxclients`` (each replica is a client of its primary). More can never confirm on a
+#: Redis as it ships, and 10**30 was taken: every send wrote, then failed its WAIT.
+#: Fewer replicas connected than asked is said by the worker at start and by status.
+MAX_MIN_REPLICAS = 10_000
 #: The scripts whose writes must survive a failover when the app asks for it: the
 #: enqueue, a worker's outcomes (ack, retry, dead letter), workflow and schedule
 #: state, broadcast calls and subscriptions. A lease (fetch) or a cancel lost in a
@@ -88,9 +93,10 @@ class Durability:
         check_mode(mode, where)
         chosen, timeout = timeout is not None, 1.0 if timeout is None else timeout
         if isinstance(min_replicas, bool) or not isinstance(min_replicas, int) \
-                or min_replicas < 1:
-            raise ConfigurationError(f"{where}: min_replicas must be an int >= 1, "
-                                     f"got {min_replicas!r}")
+                or not 1 <= min_replicas <= MAX_MIN_REPLICAS:
+            raise ConfigurationError(f"{where}: min_replicas must be an int from 1 to "
+                                     f"{MAX_MIN_REPLICAS:,} (replicas that must confirm each "
+                                     f"write), got {min_replicas!r:.40}")
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
                 or not timeout > 0 or timeout == float("inf"):
             raise ConfigurationError(f"{where}: durability_timeout must be a number of seconds "

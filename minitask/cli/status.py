@@ -27,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
     broker = app.broker
     # the queues the app declares and at most SHOWN_OTHERS more (20,000 planted names
     # in the registry took 18 s)
-    queues, left_out = shown_queues(app)
+    invalid = [0]  # of those left out, the members that name no queue (the rest: the cap)
+    queues, left_out = shown_queues(app, invalid=invalid)
     # heartbeats are on Redis's clock (worker/redis_time.py): their ages are read on it
     # too, or a machine whose clock is ahead would count no worker live
     skew = on_redis_time(app.clock, broker.client)
@@ -38,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
         # for a registry of 20,000 names)
         "queues": all_queue_counts(app, queues),
         "queues_left_out": left_out,
+        # why: past the listing's cap, or no queue name (not UTF-8, a control character...)
+        "queues_left_out_why": {"past_limit": max(0, left_out - invalid[0]),
+                                "not_a_queue_name": min(left_out, invalid[0])},
         "workers": [],
         "subscribers": {},
         "subscribers_left_out": {},
@@ -172,9 +176,14 @@ def _status_text(report: Dict[str, Any]) -> str:
             lines.append(f"  STALLED: Redis refuses every fetch of it: "
                          f"{printable(report['stalled'][queue])}")
     if report.get("queues_left_out"):
+        why = report["queues_left_out_why"]
+        reasons = ([f"{why['past_limit']} past the listing's limit (only the queues the app "
+                    f"declares and {SHOWN_OTHERS} others are shown)"] if why["past_limit"]
+                   else []) + ([f"{why['not_a_queue_name']} that name no queue (not UTF-8, "
+                                f"or a character no queue name has; said in the log)"]
+                               if why["not_a_queue_name"] else [])
         lines.append(f"... and {report['queues_left_out']} more queue(s) in the app's queue "
-                     f"registry, not shown (only the queues the app declares and "
-                     f"{SHOWN_OTHERS} others are)")
+                     f"registry, not shown: {'; '.join(reasons)}")
     # (all of them: those past the listing's cap are live too)
     live = len(report["workers"]) + report["workers_left_out_why"]["past_limit"]
     lines += ["", f"{live} live worker(s)"

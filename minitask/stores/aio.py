@@ -34,6 +34,7 @@ from ..broker.waits import block_cap
 from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
 from .aio_clients import AsyncClient, AsyncResultWaits, cancels_asked, keep_cancel
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
+from .aio_clients import check_async_client as check_async_client  # noqa: F401
 from .aio_clients import Unmirrored as Unmirrored, in_resp2 as in_resp2  # noqa: F401
 from .bounds import fields_call, fields_of, message_from
 from .broker import Broker

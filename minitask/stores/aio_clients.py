@@ -47,6 +47,18 @@ def async_client_for(client: Any, description: str) -> AsyncClient:
     return _client_of(twin, client.connection_pool.max_connections, kwargs)
 
 
+def check_async_client(client: Any, where: str) -> Any:
+    """``async_broker=`` as given: None (mirror the blocking client) or a redis.asyncio
+    client (``Redis``, ``RedisCluster``, or a subclass); anything else is refused here,
+    naming the option: a string, a number or a blocking client was taken, and the
+    first ``adelay()`` failed with a raw AttributeError."""
+    if client is None or isinstance(client, (redis.asyncio.Redis, redis.asyncio.RedisCluster)):
+        return client
+    raise ConfigurationError(f"{where}: async_broker must be a redis.asyncio.Redis or "
+                             f"redis.asyncio.RedisCluster client (or None, to mirror the "
+                             f"broker), got {type(client).__name__} {client!r:.80}")
+
+
 class Unmirrored(ConfigurationError):
     """A setting of the blocking client that redis-py's asyncio connections lack (OCSP
     validation, a key file's password): a twin without it would connect with weaker

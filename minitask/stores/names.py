@@ -7,7 +7,7 @@ keeps them; the rest are counted as not read, for a listing to say so.
 """
 from __future__ import annotations
 
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 from ..broker.keys import MAX_NAME
 from ..broker.transport import Transport
@@ -27,18 +27,22 @@ MEMBER_BYTES = 2 * 4 * MAX_NAME + 1
 
 
 def read_names(transport: Transport, keys: Sequence[str], most: int = REGISTRY_READ,
-               apart: Sequence[str] = ()) -> Tuple[List[str], int]:
+               apart: Sequence[str] = (), invalid: Optional[List[int]] = None
+               ) -> Tuple[List[str], int]:
     """At most ``most`` names of the sets ``keys``, in that order (each sorted), and how
     many members they hold besides: not read, or no name (left out, said in the log).
     Names ``apart`` (those the app declares, asked anyway) are not counted as left out
-    when not read (SISMEMBER each, in one round trip)."""
+    when not read (SISMEMBER each, in one round trip). ``invalid``'s first item is added
+    how many of those left out were read and name nothing (the rest were not read)."""
     names: List[str] = []
     left = 0
     with summarised():
         for key in keys:
-            found, other, whole = _read(transport, key, max(0, most - len(names)))
+            found, other, whole, bad = _read(transport, key, max(0, most - len(names)))
             names += sorted(found)
             left += other
+            if invalid is not None:
+                invalid[0] += bad
             unread = [name for name in dict.fromkeys(apart) if name not in found]
             if not whole and unread:  # (read whole: an unread name is not there)
                 with transport.errors("list queues"):
@@ -62,9 +66,9 @@ def registered(transport: Transport, keys: Sequence[str], name: str) -> bool:
     return any(reply is True or reply == 1 for reply in replies)
 
 
-def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bool]:
-    """At most ``most`` names of set ``key``, how many members it holds besides, and
-    whether every member was read."""
+def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bool, int]:
+    """At most ``most`` names of set ``key``, how many members it holds besides,
+    whether every member was read, and how many of those read name nothing."""
     with transport.errors("list queues"):
         pipe = transport.client.pipeline(transaction=False)
         pipe.scard(key)
@@ -72,7 +76,7 @@ def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bo
         raise_refusals([total])
         if isinstance(total, Exception):  # another type: the queues the app declares
             ignored(key, f"it holds another type than a set ({total})")
-            return [], 0, True
+            return [], 0, True, 0
         members: List[Any] = []
         cursor: Any = 0
         whole = not total
@@ -88,11 +92,13 @@ def _read(transport: Transport, key: str, most: int) -> Tuple[List[str], int, bo
     removed_members(key, removed, "queue name")
     total = int(total) - len(removed)
     names = []
-    for member in list(dict.fromkeys(members))[:most]:  # SSCAN may repeat one
+    read = list(dict.fromkeys(members))[:most]  # SSCAN may repeat one
+    for member in read:
         name = name_of(member)
         if name is None:
             ignored(key, f"{shown_member(member)} is no queue name")
         else:
             names.append(name)
     unique = len(set(members))
-    return names, max(0, total - len(names)), whole and unique <= most
+    return (names, max(0, total - len(names)), whole and unique <= most,
+            len(read) - len(names))

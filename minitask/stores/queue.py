@@ -249,14 +249,14 @@ class QueueStore(Store):
         """At most ``most`` of the app's queues (then lanes), as ``queue_registry``."""
         return self.queue_registry(most)[0]
 
-    def queue_registry(self, most: int = REGISTRY_READ,
-                       apart: Sequence[str] = ()) -> Tuple[List[str], int]:
+    def queue_registry(self, most: int = REGISTRY_READ, apart: Sequence[str] = (),
+                       invalid: Optional[List[int]] = None) -> Tuple[List[str], int]:
         """At most ``most`` of the app's queues, then lanes, from its registries (a
         member that can name no queue, not minitask's, is left out, said in the log);
-        and how many members, ``apart`` aside, were not read or left out
-        (``names.read_names``)."""
+        and how many members, ``apart`` aside, were not read or left out (of them, those
+        naming no queue are added to ``invalid[0]``: ``names.read_names``)."""
         return read_names(self.transport, (self.app_keys.queues, self.app_keys.lanes), most,
-                          apart)
+                          apart, invalid)
 
     def lookup_names(self) -> Tuple[List[str], int]:
         """The queues a lookup by id alone asks (a handle's status, ``forget()``,

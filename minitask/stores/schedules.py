@@ -64,6 +64,8 @@ class Fired:
     #: was changed)
     problem: str = ""
     key: str = ""
+    #: where a fired hash of another type was moved aside to ("" when none was)
+    aside: str = ""
 
 
 @dataclass(frozen=True)
@@ -106,12 +108,19 @@ class ScheduleStore(Store):
         is left as it is (its armed tick too). True when written.
 
         Idle workers of the queue are woken so that they read the schedules again.
+        A schedules or ticks key of another type (it holds none of minitask's schedules,
+        and stopped every one of the queue) is moved aside whole first, said once.
         """
         k = self.keys(schedule.queue)
-        written = self.transport.run(
+        written, *moved = self.transport.run(
             "schedule_save", (k.schedules, k.ticks, k.wake, k.schedule_names),
             (schedule.name, schedule.record(), -1 if first_tick_ms is None else first_tick_ms,
              WAKE_CAP), f"save schedule {schedule.name!r}")
+        for key, kind, to in zip((k.schedules, k.ticks), ("hash", "sorted set"), moved):
+            if text(to):
+                ignored(key, f"it held another type than the {kind} minitask keeps there: "
+                             f"moved aside to {text(to)} (kept); schedule {schedule.name!r} "
+                             f"written again and armed")
         return bool(written)
 
     def remove(self, queue: str, name: str) -> bool:
@@ -132,7 +141,8 @@ class ScheduleStore(Store):
     _scan: Mapping[str, int] = {}
 
     def armed(self, queues: Sequence[str], named: Mapping[str, Sequence[str]] = {},
-              longest: int = MAX_RECORD_BYTES) -> Dict[str, List[Armed]]:
+              longest: int = MAX_RECORD_BYTES,
+              refused: Optional[Dict[str, Tuple[str, str]]] = None) -> Dict[str, List[Armed]]:
         """The armed schedules of ``queues`` (a record and a tick each) a worker needs,
         in one round trip whose cost is bounded whatever the queues hold
         (schedule_armed.lua): the earliest ``ARMED_BATCH`` ticks of each, as many more
@@ -144,7 +154,10 @@ class ScheduleStore(Store):
         Read tolerantly (``stores/foreign.py``): a key of another type counts as
         empty, a name that is not UTF-8 is left out, and a tick that is no whole
         number of ms up to year 9999 (inf, 1e300, 1.5) is handed out as ``bad_tick``
-        for the worker to re-arm; what is ignored is said in one line per key.
+        for the worker to re-arm; what is ignored is said in one line per key. Given
+        ``refused``, a schedules or ticks key of another type is not said but put
+        there (queue -> (key, problem)), for a worker to move aside as it writes its
+        own schedules again (``save``).
         A record read before and unchanged is not decoded again.
         """
         calls = []
@@ -159,7 +172,7 @@ class ScheduleStore(Store):
         scan = dict(self._scan)
         with summarised():
             for queue, reply in zip(queues, replies):
-                found[queue] = self._armed_of(queue, reply, self._known, longest)
+                found[queue] = self._armed_of(queue, reply, self._known, longest, refused)
                 scan[queue] = int(reply[3])
         self._scan = scan
         kept = {key: entry for key, entry in self._known.items() if key[0] not in found}
@@ -169,13 +182,17 @@ class ScheduleStore(Store):
         return found
 
     def _armed_of(self, queue: str, reply: Any, known: Mapping[Tuple[str, str], Armed],
-                  longest: int) -> List[Armed]:
+                  longest: int, refused: Optional[Dict[str, Tuple[str, str]]]) -> List[Armed]:
         k = self.keys(queue)
         refused_records, refused_ticks, dangling, _, *joined = reply
-        for key, refused, kind in ((k.schedules, refused_records, "a hash"),
-                                   (k.ticks, refused_ticks, "a sorted set")):
-            if refused:
-                ignored(key, f"it holds another type than {kind} ({text_of(refused)})")
+        for key, error, kind in ((k.schedules, refused_records, "a hash"),
+                                 (k.ticks, refused_ticks, "a sorted set")):
+            if error:
+                problem = f"it holds another type than {kind} ({text_of(error)})"
+                if refused is None:
+                    ignored(key, problem)
+                else:
+                    refused[queue] = (key, problem)
                 return []
         counts, *removed = str(text(dangling)).split()
         gone, _, kept = counts.partition(",")
@@ -349,7 +366,8 @@ class ScheduleStore(Store):
         armed_ms = int(armed)
         return Fired(text(status), armed_ms if armed_ms >= 0 else None,
                      text_of(problem[0]) or "" if problem else "",
-                     text_of(problem[1]) or "" if len(problem) > 1 else "")
+                     text_of(problem[1]) or "" if len(problem) > 1 else "",
+                     text_of(problem[2]) or "" if len(problem) > 2 else "")
 
 
 def _removed(k: Any, removed: Any) -> None:

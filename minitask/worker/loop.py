@@ -153,6 +153,7 @@ class Worker:
         # Where the loop takes work from: the schedules' ticks, then the queues (another kind
         # of work comes as another Source); ``schedules``: the decorated ones, written at start.
         self._ticks = TickSource(app, self._queues, self._holdings, self._stop, schedules)
+        self.schedules = list(schedules)  # (a process pool's children mend them too)
         # In front of them all, the broadcast calls of the queues, as ``subscriber``.
         self.subscriber = (default_subscriber() if subscriber is None
                            else check_subscriber(subscriber))
@@ -298,7 +299,8 @@ class Worker:
         """
         child = Worker(self.app, self.queues, concurrency=1, pool="thread", burst=self.burst,
                        grace=self.grace, name=f"{self.name}.{os.getpid()}",
-                       prefetch=self.prefetch, subscriber=self.subscriber)
+                       prefetch=self.prefetch, subscriber=self.subscriber,
+                       schedules=self.schedules)
         serve(self, child, on_start, on_end, on_done, on_stopping, on_cancel)
 
     def stop(self) -> None:

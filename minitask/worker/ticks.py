@@ -236,7 +236,8 @@ class TickSource:
             own.setdefault(schedule.queue, []).append(schedule.name)
         # a record of this app's largest message and its timing is read, no longer one
         longest = max(MAX_RECORD_BYTES, self._host.max_message_bytes + 65_536)
-        found = self._host.broker.schedules.armed(self._queues.queues, own, longest)
+        refused: Dict[str, Tuple[str, str]] = {}  # queue -> its key of another type, why
+        found = self._host.broker.schedules.armed(self._queues.queues, own, longest, refused)
         if self._up_ms is None:
             self._up_ms = now_ms
         self._rearm = []
@@ -244,7 +245,7 @@ class TickSource:
         #: queue -> its unreadable records: how many, and the first few (for the line
         #: that says so: 100,000 planted records cost no memory once read)
         unreadable: Dict[str, Tuple[int, List[Armed]]] = {}
-        mended = False
+        mended = any([self._restore(queue, *said, now_ms) for queue, said in refused.items()])
         for queue, entries in found.items():
             for entry in entries:
                 if entry.schedule is None and self._mend(queue, entry, now_ms):
@@ -267,7 +268,7 @@ class TickSource:
                     self._rearm.append(((queue, entry.name), entry))
         for queue in self._queues.queues:
             self._say_unreadable(queue, *unreadable.get(queue, (0, [])))
-        self._say_doubled()
+        self._doubled = _say_doubled(self._entries, self._doubled)
         self._stale = mended  # a record written again: read at once, then fired
         self._busy = False
         self._refresh_at = now_ms + REFRESH_MS
@@ -301,6 +302,22 @@ class TickSource:
         # not written: the same record was there already (another worker's mend)
         return True
 
+    def _restore(self, queue: str, key: str, problem: str, now_ms: int) -> bool:
+        """Save again the app's schedules of ``queue`` (its ``key`` holds another type: the
+        first save moves it aside, each is armed at its next tick); True when one was."""
+        restored = False
+        for schedule in (own for own in self._decorated if own.queue == queue):
+            try:
+                self._host.broker.schedules.save(schedule, schedule.next_after(now_ms))
+            except BrokerError as exc:
+                if not foreign(exc):
+                    raise
+                break
+            restored = True
+        if not restored:
+            ignored(key, problem)
+        return restored
+
     def _say_unreadable(self, queue: str, count: int, shown: List[Armed]) -> None:
         """One line for the armed records of ``queue`` this worker cannot read: their
         count and the first few, said again when that changes, at most once a
@@ -324,31 +341,6 @@ class TickSource:
                        "did not write; they are not fired from here): %r (%s)%s%s",
                        f"{count:,}", printable(queue), printable(first.name),
                        cut_text(printable(first.problem or "unknown"), 500), others, more)
-
-    def _say_doubled(self) -> None:
-        """One WARNING for the schedule names several of this worker's queues hold, each
-        said once (the first few named, the rest counted): each queue fires it, so it
-        runs once in each at every tick. ``add_schedule`` moving a schedule saves it in
-        its new queue, then removes it from the old: a producer killed in between leaves
-        it in both, until an add_schedule or remove_schedule of the name (each writes
-        every queue of the app) repairs it."""
-        queues: Dict[str, List[str]] = {}
-        for queue, name in self._entries:
-            queues.setdefault(name, []).append(queue)
-        doubled = {(name, tuple(sorted(held))) for name, held in queues.items()
-                   if len(held) > 1}
-        said, self._doubled = self._doubled, doubled
-        new = sorted(doubled - said)
-        if not new:
-            return
-        shown = "; ".join(f"{printable(name)!r} in queues "
-                          f"{', '.join(repr(printable(q)) for q in held)}"
-                          for name, held in new[:UNREADABLE_SHOWN])
-        more = f" (and {len(new) - UNREADABLE_SHOWN:,} more)" if len(new) > UNREADABLE_SHOWN else ""
-        logger.warning("a schedule held by several queues runs once in each at every tick (an "
-                       "add_schedule moving it was stopped between its save and its "
-                       "removal?): %s%s; add_schedule it again with the queue meant, or "
-                       "remove_schedule it, to keep one", shown, more)
 
     def _repair(self, now_ms: int) -> None:
         """Re-arm the schedules whose armed tick is no tick minitask wrote (inf,
@@ -416,19 +408,21 @@ class TickSource:
     def _outcome(self, key: Tuple[str, str], entry: Armed, armed_ms: int,
                  run_ms: Optional[int], fired: Fired) -> None:
         """Keep what a fire did: the new armed tick, or a read of the schedules."""
-        if fired.status == "changed":
-            self._stale = True
-            self._entries.pop(key, None)
-            return
-        if fired.status == "foreign":
-            # nothing was changed; fired again after the next read, if fixed
-            # (said of the key that holds it: a fired key of another type, say)
-            ignored(fired.key or self._host.broker.schedules.keys(key[0]).schedules,
-                    fired.problem)
+        k = self._host.broker.schedules.keys(key[0])
+        if fired.status in ("changed", "foreign"):
+            # foreign: nothing was changed; fired again after the next read, if fixed (said
+            # of the key that holds it, or, schedules or ticks, read at once: ``_restore``)
+            if fired.status == "changed" or fired.key in (k.schedules, k.ticks):
+                self._stale = True
+            else:
+                ignored(fired.key or k.schedules, fired.problem)
             self._entries.pop(key, None)
             return
         self._entries[key] = Armed(entry.name, entry.record, entry.schedule, fired.armed_ms)
         name = entry.name
+        if fired.aside:
+            ignored(k.fired, f"it held another type than the hash minitask keeps there: "
+                             f"moved aside to {fired.aside} (kept)")
         if fired.status == "fired" and run_ms != armed_ms:
             logger.info("schedule %s: ticks from %s missed (%s); ran the latest, %s", name,
                         _stamp(armed_ms), self._why_missed(armed_ms), _stamp(run_ms))
@@ -450,6 +444,32 @@ class TickSource:
             return (f"this worker was up, but looked {late:.1f} s late: a task blocked its "
                     f"event loop, or all its slots were busy")
         return "no worker was up"
+
+
+def _say_doubled(entries: Dict[Tuple[str, str], Armed],
+                 said: Set[Tuple[str, Tuple[str, ...]]]) -> Set[Tuple[str, Tuple[str, ...]]]:
+    """One WARNING for the schedule names several of the worker's queues hold (``entries``)
+    and not ``said``, the first few named: each queue fires it, so it runs once in each at
+    every tick. ``add_schedule`` moving a schedule saves it in its new queue, then removes
+    it from the old: a producer killed in between leaves it in both, until an add_schedule
+    or remove_schedule of the name repairs it. Returns those held now."""
+    queues: Dict[str, List[str]] = {}
+    for queue, name in entries:
+        queues.setdefault(name, []).append(queue)
+    doubled = {(name, tuple(sorted(held))) for name, held in queues.items()
+               if len(held) > 1}
+    new = sorted(doubled - said)
+    if not new:
+        return doubled
+    shown = "; ".join(f"{printable(name)!r} in queues "
+                      f"{', '.join(repr(printable(q)) for q in held)}"
+                      for name, held in new[:UNREADABLE_SHOWN])
+    more = f" (and {len(new) - UNREADABLE_SHOWN:,} more)" if len(new) > UNREADABLE_SHOWN else ""
+    logger.warning("a schedule held by several queues runs once in each at every tick (an "
+                   "add_schedule moving it was stopped between its save and its "
+                   "removal?): %s%s; add_schedule it again with the queue meant, or "
+                   "remove_schedule it, to keep one", shown, more)
+    return doubled
 
 
 def _newer(record: bytes) -> bool:

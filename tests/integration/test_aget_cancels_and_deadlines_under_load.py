@@ -130,7 +130,7 @@ def test_many_aget_raise_close_to_their_deadline(app: Minitask) -> None:
     assert all(isinstance(outcome, ResultTimeout) for _, outcome in ended), ended[:3]
     for _, outcome in ended:  # said less when there was no time to look, never wrong
         assert ("it is still queued" in str(outcome)
-                or "where it is was not read" in str(outcome)), outcome
+                or "its status was not read" in str(outcome)), outcome
     took = sorted(seconds for seconds, _ in ended)
     said = f"{MANY} aget(timeout={T}): median {took[MANY // 2]:.2f} s, last {took[-1]:.2f} s"
     assert took[0] >= T - 0.05, said

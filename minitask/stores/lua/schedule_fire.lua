@@ -21,6 +21,8 @@
 -- Returns: {status, armed tick (ms) or -1}; status is
 --   'foreign': a key holds another type (the third element says so, the fourth
 --             is the key); nothing was changed
+--   (any other status: a fifth element, when not '', names the key a fired hash of
+--   another type was moved aside to, below)
 --   'changed': the record differs or is gone: the worker must read it again
 --   'moved':   another worker fired this tick; armed is the schedule's next tick
 --   'fired', 'skipped' (catch-up), 'overlap' (the last run is still queued or
@@ -31,10 +33,16 @@
 local name = ARGV[1]
 -- every key this call may write to is checked first: a key of another type
 -- makes it change nothing and say which ('foreign'), so the worker fires the
--- schedules of its other queues, and serves them, all the same
-local kinds = {'hash', 'zset', 'hash', 'hash', 'zset', 'zset', 'hash'}
+-- schedules of its other queues, and serves them, all the same. The fired hash is
+-- the exception: it only says what the queue's schedules last ran, so one of
+-- another type (which holds none of that) is moved aside whole before the run is
+-- written (lib.lua's aside(): to fired:foreign, kept for its owner), and every
+-- schedule of the queue fires on; it held back every one of them until someone
+-- renamed it by hand
+local kinds = {'hash', 'zset', false, 'hash', 'zset', 'zset', 'hash'}
 for i = 1, 18 do
-  local kind = kinds[i] or (i > 8 and 'list')
+  local kind = kinds[i]
+  if kind == nil then kind = i > 8 and 'list' end
   if kind and not guards().fits(KEYS[i], kind) then
     return {'foreign', -1, 'it holds another type than the ' .. kind .. ' minitask keeps ' ..
             'there; the schedule ' .. name .. ' is not fired until it is renamed or deleted',
@@ -65,6 +73,10 @@ if tonumber(ARGV[5]) < 0 then
   return {'skipped', following}
 end
 local id = ARGV[6]
+local moved = ''
+if not guards().fits(KEYS[3], 'hash') then
+  moved = guards().aside(KEYS[3], guards().held_other('hash'))
+end
 -- fired names the run of the tick being fired when a call fired it and was refused
 -- before the tick moved on: it is not written again (it may have run since)
 local previous = redis.call('HGET', KEYS[3], 'id:' .. name)
@@ -72,7 +84,7 @@ if previous ~= id then
   if ARGV[10] == '0' and previous and redis.call('HEXISTS', KEYS[4], previous) == 1
       and not redis.call('ZSCORE', KEYS[5], previous) then
     advance()
-    return {'overlap', following}
+    return {'overlap', following, '', '', moved}
   end
   local now = tonumber(ARGV[9])
   promote_due(KEYS[6], KEYS[7], 9, now, tonumber(ARGV[12]))
@@ -101,4 +113,4 @@ if previous ~= id then
   end
 end
 advance()
-return {'fired', following}
+return {'fired', following, '', '', moved}
