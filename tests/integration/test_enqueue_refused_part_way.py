@@ -31,9 +31,11 @@ pytestmark = pytest.mark.integration
 
 K = queue_keys("enqacl", "default")
 #: Each command the enqueue scripts run (enqueue.lua with promote.lua, enqueue_now.lua,
-#: enqueue_flow.lua): every write, and the reads between them.
+#: enqueue_flow.lua, enqueue_group.lua with flow.lua's join): every write, and the
+#: reads between them.
 COMMANDS = ["hexists", "hset", "del", "rpush", "zadd", "incr", "ltrim", "zrem", "hdel",
-            "llen", "zrange", "zrangebyscore", "hget", "zscore"]
+            "llen", "zrange", "zrangebyscore", "hget", "zscore", "hincrby", "zincrby",
+            "incrby", "hmget", "exists", "lpos"]
 
 RUNS: "Counter[int]" = Counter()
 
@@ -53,6 +55,11 @@ def _app(broker: Any, clock: ManualClock) -> Minitask:
 
     @app.task(name="limited", max_running=1)
     def limited(x: int) -> int:
+        RUNS[x] += 1
+        return x
+
+    @app.task(name="fair", group_by="tenant")
+    def fair(x: int, tenant: str = "a") -> int:
         RUNS[x] += 1
         return x
 
@@ -80,10 +87,17 @@ def _flow(app: Minitask) -> None:
         app.tasks["limited"].apply_async((7,), task_id="flow-7", delay=5)
 
 
+def _fair(app: Minitask) -> None:
+    with app.batch():  # a new group's first task (its solo claim), a second, another group
+        app.tasks["fair"].apply_async((8,), {"tenant": "a"}, task_id="fair-8")
+        app.tasks["fair"].apply_async((9,), {"tenant": "a"}, task_id="fair-9")
+        app.tasks["fair"].apply_async((10,), {"tenant": "b"}, task_id="fair-10", priority=3)
+
+
 #: Each send, made twice (refused, then the ACL back), and the runs it must make.
 SENDS: Dict[str, Tuple[Callable[[Minitask], None], List[int]]] = {
     "ready": (_ready, [1]), "later": (_later, [2]), "batch": (_batch, [3, 4, 5]),
-    "flow": (_flow, [6, 7]),
+    "flow": (_flow, [6, 7]), "fair": (_fair, [8, 9, 10]),
 }
 
 
