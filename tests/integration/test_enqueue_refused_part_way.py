@@ -1,12 +1,14 @@
 """A send with its own task_id= (ready at once, due later, an app.batch() block that
-promotes a due task first, a task with limits) while Redis refuses one of the commands
+promotes a due task first, a task with limits, a fair queue's grouped tasks) while
+Redis refuses one of the commands
 the enqueue scripts run: an ACL changed at run time (issue 29). Redis refuses a command
 inside a script as the script comes to it and keeps the writes made before.
 
 enqueue.lua wrote a message first (HSETNX) and queued it after (DEL, then ZADD): a
 refusal there left it stored in no queue, and the send made again with the same
-task_id= found its id pending and queued nothing: the task never ran. enqueue_flow.lua
-wrote a task's limits after queueing it. Now every write that queues a task comes
+task_id= found its id pending and queued nothing: the task never ran (enqueue_group.lua
+likewise, a grouped task before it joined its group). enqueue_flow.lua wrote a task's
+limits after queueing it. Now every write that queues a task comes
 before the message that makes its id pending (read first), and its limits before
 both: the send made again once the ACL is back queues each task once, with its limits.
 A test-owned redis-server; the sender is an ACL user whose check before its first send
