@@ -41,7 +41,11 @@ end
 -- limits; at most a spec of an id not pending, which the call sent again rewrites
 if not flow_other then
   for n = 1, count do
-    if not pending[n] then redis.call('HSET', flow, ARGV[4 * n], specs[n]) end
+    if not pending[n] then
+      -- (an error raised as Redis said it: a full Redis's OOM named as such)
+      local written = redis.pcall('HSET', flow, ARGV[4 * n], specs[n])
+      if type(written) == 'table' then error(written.err, 0) end
+    end
   end
 end
 local added = enqueue_base()
