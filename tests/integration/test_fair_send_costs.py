@@ -49,13 +49,14 @@ def fresh(redis_server: RedisServer, clock: ManualClock) -> Callable[..., Any]:
 
 
 @pytest.mark.integration
-def test_a_grouped_send_to_a_new_group_runs_fourteen_commands(
+def test_a_grouped_send_to_a_new_group_runs_fifteen_commands(
         fresh: Callable[..., Any]) -> None:
     # the checks (messages, flow, the group's ready set and turn, its groups_solo
-    # field, the token's list), the due read, the message, its result key's DEL and
-    # spec, the paused lookup, the group's claim (groups_solo: its one key), token and
-    # the wake token: 14 (16 while a solo group had a turn, a cancelled entry for its
-    # token, a groups entry and a count)
+    # field, the token's list), the due read, whether its id is pending, its result
+    # key's DEL and spec, the paused lookup, the group's claim (groups_solo: its one
+    # key), token, the message (last: a send refused part way is sent again, issue 29)
+    # and the wake token: 15 (17 while a solo group had a turn, a cancelled entry for
+    # its token, a groups entry and a count)
     app, job, client = fresh()
     job.delay("t0", 0)  # the script loaded, the keys made
     spent = []
@@ -63,7 +64,7 @@ def test_a_grouped_send_to_a_new_group_runs_fourteen_commands(
         before = _commands(client)
         job.delay(f"t{n}", n)
         spent.append(_spent(client, before))
-    assert spent == [14] * 5
+    assert spent == [15] * 5
 
 
 def _state(client: "redis.Redis[bytes]", now: bytes) -> Dict[bytes, Any]:

@@ -10,12 +10,16 @@
 -- its group last, so the flag is read by its place, never at the end) whose id is still scheduled (delayed) replaces that call's
 -- message, due time and spec (a call of a group with group_max_running keeps its
 -- group); an id queued or running already is left as it is.
--- Invariant: a flow-controlled message is never in Redis without its spec. (Its
+-- Invariant: a flow-controlled message is never in Redis without its spec, written
+-- before enqueue_base() queues it (a refusal part way: no task runs without its limits). (Its
 -- limiter is named in flow_limiters only while a fetch has tasks of it parked.)
 -- Data minitask did not write (lib.lua): a flow hash of another type holds no spec
 -- minitask wrote: it is moved aside (lib.lua's aside(): renamed to flow:foreign, one
 -- WARNING in Redis's log) once enqueue_base() has made its checks, and the call goes
--- on; a delayed set of another type is no schedule.
+-- on; a delayed set of another type is no schedule. Messages of another type refuse
+-- the call before any write; a ready list of another type (enqueue_base()'s first
+-- push) refuses it after the new messages' specs: specs of ids not pending, which
+-- a fetch never reads and a send of the same id rewrites.
 local count = tonumber(table.remove(ARGV))
 local specs = {}
 for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
@@ -24,8 +28,26 @@ local flow = table.remove(KEYS)
 local flow_other = redis.pcall('HEXISTS', flow, '')
 flow_other = type(flow_other) == 'table' and guards().foreign(flow_other)
 local pending = {}
-for n = 1, count do pending[n] = tolerant(0, 'HEXISTS', KEYS[1], ARGV[4 * n]) == 1 end
+for n = 1, count do
+  local held = redis.pcall('HEXISTS', KEYS[1], ARGV[4 * n])
+  -- messages of another type: refused here, before the specs below (enqueue_base()
+  -- would refuse the call after them)
+  if held ~= 0 and held ~= 1 then guards().must('hash', 'HEXISTS', KEYS[1], ARGV[4 * n]) end
+  pending[n] = held == 1
+end
 
+-- a new message's spec before enqueue_base() makes it fetchable: a call refused part
+-- way (an ACL changed while a client sends) never leaves a task queued without its
+-- limits; at most a spec of an id not pending, which the call sent again rewrites
+if not flow_other then
+  for n = 1, count do
+    if not pending[n] then
+      -- (an error raised as Redis said it: a full Redis's OOM named as such)
+      local written = redis.pcall('HSET', flow, ARGV[4 * n], specs[n])
+      if type(written) == 'table' then error(written.err, 0) end
+    end
+  end
+end
 local added = enqueue_base()
 -- (enqueue_base() has made its checks: a refused call changed nothing)
 if flow_other then guards().aside(flow, guards().held_other('hash')) end
@@ -35,8 +57,9 @@ for n = 1, count do
   local i = 4 * n
   local id, spec = ARGV[i], specs[n]
   if not pending[n] then
-    -- enqueue_base() added it: an id not pending is always added (or the call failed)
-    redis.call('HSET', flow, id, spec)
+    -- enqueue_base() added it: an id not pending is always added (or the call failed);
+    -- its spec written above, or here once a flow hash of another type is moved aside
+    if flow_other then redis.call('HSET', flow, id, spec) end
   elseif string.match(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n(%d+)') == '1'
       and tolerant(false, 'ZSCORE', KEYS[2], id) then
     local priority, due = tonumber(ARGV[i + 2]), tonumber(ARGV[i + 3])

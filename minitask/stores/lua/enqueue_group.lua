@@ -14,6 +14,10 @@
 -- it is.
 -- Invariant: enqueue_flow.lua's, and a grouped ready message is in its group's ready
 -- set, never in a ready list, from the step that adds it.
+-- A refusal part way (an ACL changed while a client sends): a grouped message's spec
+-- and join come before its message, the write that makes its id pending (read
+-- first), so the call sent again joins a task it had not finished once; a refusal
+-- after the messages (groups_ready's count) leaves every task joined and running.
 -- Data minitask did not write (lib.lua): messages of another type refuse the call,
 -- before any write, and so does, for a grouped message due now, its group's ready set
 -- or turn, or the ready list of its priority (its group's token goes there), naming
@@ -154,7 +158,12 @@ local function join_set(entry, group)
 end
 
 for _, entry in ipairs(grouped) do
-  if redis.call('HSETNX', KEYS[1], entry[1], entry[2]) == 1 then
+  -- an id pending is left as it is: read first, and its message, which makes it
+  -- pending, written after it joined its group (below): a call refused part way (an
+  -- ACL changed while a client sends) leaves the task unpending, and the call sent
+  -- again joins it once (its group's ready set is a set); written first, a refusal
+  -- after it left the task in no group, and the call sent again found it pending
+  if redis.call('HEXISTS', KEYS[1], entry[1]) == 0 then
     added = added + 1
     redis.call('DEL', entry[5])
     redis.call('HSET', flow_key, entry[1], entry[4])
@@ -192,6 +201,7 @@ for _, entry in ipairs(grouped) do
       local spec = entry[6] or (group and flow_control().spec(entry[4]))
       if fair.join(entry[1], spec, entry[3], entry[7]) then wake = true end
     end
+    redis.call('HSET', KEYS[1], entry[1], entry[2])
   end
 end
 if solo > 0 then

@@ -19,7 +19,7 @@
 --   looks whether those were lost, and only those: one sent now may already be done)
 -- Invariant: a step is sent at most once while its marker lives (as long as its
 -- result would), however often the steps before it run. A handle record (and a
--- plan record) is written with the steps, never without them.
+-- plan record) is written in the call that sends the steps, before them.
 -- A refusal part way (an ACL changed while a worker runs: Redis refuses a command
 -- when the script comes to it and keeps the writes before): a step's marker says
 -- "sent" last, after its push and its message, and every command after its push
@@ -55,6 +55,14 @@ for i = 11, #ARGV, 5 do
 end
 -- the first write (due_batch removes an entry no task of ours: promote.lua)
 promote_due(KEYS[2], KEYS[14], 4, now, tonumber(ARGV[3]))
+-- the handle and plan records before the steps: a call refused part way (an ACL
+-- changed while a worker runs) never leaves steps sent whose workflow's handle cannot
+-- be rebuilt in another process (a SET refused after them did); refused at a step, the
+-- call sent again writes them again, with the steps it had not sent
+if tonumber(ARGV[4]) > 0 then
+  redis.call('SET', KEYS[16 + 2 * ((#ARGV - 7) / 5)], ARGV[5], 'PX', ARGV[4])
+  if ARGV[6] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[6], 'PX', ARGV[4]) end
+end
 local added, wake = 0, 0
 local skipped  -- ids of the steps whose marker was there: none mostly, so no table
 local workflow = ARGV[7]
@@ -103,10 +111,6 @@ for i = 8, #ARGV, 5 do
     -- a step of no workflow keeps no w ('' above made the marker, before its push)
     if workflow == '' then redis.call('HDEL', marker, 'w') end
   end
-end
-if tonumber(ARGV[4]) > 0 then
-  redis.call('SET', KEYS[16 + 2 * ((#ARGV - 7) / 5)], ARGV[5], 'PX', ARGV[4])
-  if ARGV[6] ~= '' then redis.call('SET', KEYS[#KEYS], ARGV[6], 'PX', ARGV[4]) end
 end
 if wake > 0 then
   if wake > cap then wake = cap end
