@@ -119,7 +119,8 @@ class BrokerError(MinitaskError):
     refused part way through their script, which may have written them; ``unsent_ids``
     the calls refused before any write, or never sent), and when a command after the
     write was refused (a ``WAIT``, an ACL refusal inside a sending script: then
-    ``part_way``, and a resend with ``task_id=`` does not mend a task it stored in part). False:
+    ``part_way``: once the ACL allows it, a resend with the same ``task_id=`` queues each
+    task the script had not finished once, and never a task twice). False:
     Redis cannot have run it: the write failed before the end of its first call, or
     Redis refused every call before it wrote anything.
 
@@ -144,8 +145,11 @@ class BrokerError(MinitaskError):
     #: the listing of its queue), so its tasks are enqueued, not "maybe".
     written: bool = False
     #: Of a ``sent`` error: Redis's ACL refused a command part way through a script that
-    #: sends tasks, after it may have written: a task may be stored yet in no queue, and a
-    #: resend with its ``task_id=`` finds it stored and queues nothing. minitask checks
+    #: sends tasks, after it may have written: a task it had not finished is left not
+    #: pending (at most an id in a queue with no message, which a fetch drops), and once
+    #: the ACL allows it a resend with the same ``task_id=`` queues it once, leaving a
+    #: task fully queued as it is (a broadcast call: sent again under a new id, as
+    #: ``PART_WAY_BROADCAST`` says). minitask checks
     #: the ACL user before a client's first send (on Redis Cluster, before its first to
     #: each node) and refuses it whole, so this is met only on Redis 6.2 (which cannot
     #: be asked) or after the ACL changed since.
@@ -323,13 +327,21 @@ _SCRIPT_NOISE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_(?:script|functio
 _REFUSED_IN_SCRIPT = ("user executing the script", "ACL failure in script")
 
 
-#: What a send refused part way through its script left, and what mends it.
-PART_WAY = ("a task written in part may be stored yet in no queue: its status() says "
-            "'queued' and it never runs, and sending it again with its task_id= finds it "
-            "stored and queues nothing; once the ACL user may run every command of the "
-            "list, check the error's task_ids with app.handle(id).status() after their due "
-            "time: one still 'queued' well past it, with workers serving its queue, was "
-            "stored in part: send it again under a new task id")
+#: What a send refused part way through its script left, and what mends it: the
+#: sending scripts write the message that makes a task's id pending after every write
+#: that queues it (issue 29), so a task it had not finished is at most an id in a queue
+#: with no message, and a resend by id queues it once.
+PART_WAY = ("a task it had not finished is left not pending (at most its id in a queue "
+            "with no message, which a fetch drops), one it finished is queued and runs: "
+            "once the ACL user may run every command of the list, send it again with the "
+            "same task_id= (the error's task_ids), which queues each task it had not "
+            "finished once and never a task twice")
+#: The same of a workflow's start (its steps: spawn.lua and those built on it), whose
+#: error goes on to say how to check the workflow before sending it again.
+PART_WAY_WORKFLOW = ("a step it sent runs, one it had not finished is left unsent (at "
+                     "most its id in a queue with no message, which a fetch drops)")
+#: The scripts of a workflow's start, told ``PART_WAY_WORKFLOW``.
+_WORKFLOW_SCRIPTS = frozenset({"spawn", "spawn_flow", "spawn_group", "group_create"})
 #: The same of a broadcast call (broadcast_send.lua), whose handle is its own.
 PART_WAY_BROADCAST = (
     "a broadcast call written in part may be logged yet reach no subscriber, and sending "
@@ -344,6 +356,13 @@ def refused_in_script(exc: BaseException) -> bool:
     """Whether ``exc`` is a command refused inside a script (an ACL): the script may have
     written before it (``enqueue_now.lua`` writes the message, then trims the wake list)."""
     return any(mark in str(exc) for mark in _REFUSED_IN_SCRIPT)
+
+
+def _part_way(script: Optional[str]) -> str:
+    """What a refusal part way through ``script`` left, and what mends it."""
+    if script == "broadcast_send":
+        return PART_WAY_BROADCAST
+    return PART_WAY_WORKFLOW if script in _WORKFLOW_SCRIPTS else PART_WAY
 
 
 def without_script_marks(text: str) -> str:
@@ -376,7 +395,7 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
                    f"{broker}): {without_script_marks(str(exc))}: what the script wrote "
                    f"before that command stands, so its write may have been made, in part "
                    f"or whole: "
-                   f"{PART_WAY_BROADCAST if script == 'broadcast_send' else PART_WAY}")
+                   f"{_part_way(script)}")
     elif sent:
         message = (f"lost the reply to {what} (broker {broker}): "
                    f"{without_script_marks(str(exc))}: the connection failed after the "

@@ -129,8 +129,10 @@ def _lost_text(error: BrokerError, task: str, queue: str, ids: Sequence[str],
     said = (f"task {task!r}: the enqueue of id {first!r}{more} into queue {queue!r} may have "
             f"been made: {error}{split}. The task(s) that may be in Redis (the error's "
             f"task_ids) may run: sending them again as they were could run them twice")
-    if error.part_way:  # stored in part perhaps: a resend with its id would not mend it
-        return f"{said} (the refusal above says what to do)"
+    if error.part_way:  # refused part way: a task not finished is left not pending
+        return (f"{said}; once the ACL allows the command refused, send again with "
+                f"task_id={first!r}, which queues it once if the refusal left it "
+                f"unfinished and never enqueues it twice")
     return (f"{said}; check with app.handle({first!r}).status(), or send again with "
             f"task_id={first!r}, which never enqueues it twice")
 
@@ -188,8 +190,10 @@ def _lost_batch(error: BrokerError, ids: List[str], size: int) -> BrokerError:
             f"are enqueued and run: the error's enqueued_ids; their handles stay valid; "
             f"do not send the block again), then: {error}{unsent}", sent=True, task_ids=ids,
             enqueued_ids=ids, unsent_ids=error.unsent_ids)
-    resend = ("" if error.part_way else f", or send one again with its own task_id=, as "
-              f"task_id={first!r}, which never enqueues it twice")  # (part way: not mended)
+    resend = (f", or send one again with its own task_id=, as task_id={first!r}, which "
+              f"never enqueues it twice" + (  # (part way: a task not finished, not pending)
+                  " (refused part way: once the ACL allows the command refused, which "
+                  "queues a task the refusal left unfinished once)" if error.part_way else ""))
     return retold(
         error,
         f"app.batch() block of {size} task(s): its write may have been made: {error}. "

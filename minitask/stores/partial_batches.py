@@ -85,18 +85,20 @@ def partly_enqueued(what: str, broker: str,
     if sent:
         said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
     if sent or maybe:
-        # refused part way through its script: one may be stored in no queue, which a
-        # resend with its task_id= does not mend (errors.PART_WAY: its refusal says)
+        # refused part way through its script: a task it had not finished is left not
+        # pending, and its task_id= queues it once (errors.PART_WAY: its refusal says)
         part_way = any(_maybe(reply) and reply.part_way for reply in replies)
-        resend = ("one may be stored in no queue, which its task_id= does not mend: see "
-                  "the refusal" if part_way else "with their own task_id= they never run "
-                  "twice")
+        resend = "with their own task_id= they never run twice" + (
+            ", and one a refusal part way left unfinished, sent so once the ACL allows "
+            "the command refused, is queued once" if part_way else "")
         said.append(f"the error's enqueued_ids name those enqueued, its task_ids those and "
                     f"the calls that may have been (check those with their handle's "
                     f"status(): do not send them again as they were, which could run them "
                     f"twice; {resend}), its unsent_ids the calls not enqueued (their "
                     f"handles raise BatchNotSent)")
-        said.append("fix what the refusal names, then send again only the calls not enqueued")
+        said.append("fix what the refusal names, then send again only the calls not enqueued"
+                    + (", and those refused part way with their own task_id=" if part_way
+                       else ""))
     else:
         said.append("nothing of the block was written: fix what the refusal names, then "
                     "send the block again")
@@ -120,7 +122,7 @@ def cut_write(error: BrokerError,
                       reason=error.reason, sent=True, task_ids=ids, enqueued_ids=ids[:done],
                       unsent_ids=[entry[0] for _, entries in parts[whole:] for entry in entries])
     cut.sent_calls = whole
-    cut.part_way = error.part_way  # (its text says what a resend by task_id= does not mend)
+    cut.part_way = error.part_way  # (its text says a resend by task_id= waits for the ACL)
     return cut
 
 

@@ -5,9 +5,10 @@ its ZADD: in no queue, 'queued' for ever, and a resend with its task_id= did not
 
 Each sending path: a delay in seconds, an eta, a plain delay(), a grouped delay (fair
 queues), delay_many(), an app.batch() block, a chain, a group, a chord, a broadcast,
-adelay(). An ACL changed after the check: the refusal part way says what it left and
-gives no resend advice that does nothing, and the next send is checked again. On Redis
-6.2 (no redis.acl_check_cmd) the refusal part way is said the same way.
+adelay(). An ACL changed after the check: the refusal part way says what it left (a
+task it had not finished not pending) and that a resend with the same task_id= once the
+ACL allows it queues that task once, which it does; the next send is checked again. On
+Redis 6.2 (no redis.acl_check_cmd) the refusal part way is said the same way.
 
 On test-owned redis-servers with ACL users; a real worker process runs what was sent.
 """
@@ -114,10 +115,12 @@ def test_a_send_by_a_user_missing_a_command_is_refused_before_any_write(
             except BrokerError as error:
                 said = str(error)
                 assert error.reason == "permission", said
-                assert "which never enqueues it twice" not in said, said
                 if error.sent:  # (else refused at its first write: nothing written)
-                    assert error.part_way and ("finds it stored and queues nothing" in said
-                                               or "finds it logged and sends nothing" in said), said
+                    assert error.part_way and (
+                        "send it again with the same task_id=" in said
+                        and "under a new task id" not in said
+                        or "one it had not finished is left unsent" in said  # (workflow)
+                        or "finds it logged and sends nothing" in said), said  # (broadcast)
             return
         before = _snapshot(admin)
         with pytest.raises(BrokerError) as refused:
@@ -146,14 +149,15 @@ def test_a_delayed_task_refused_for_want_of_del_runs_once_the_acl_allows_it(
         said = str(refused.value)
         if has_acl_check(admin):
             assert not refused.value.sent and "+del" in said, said
-        else:  # 6.2: stored in part, and said so
-            assert refused.value.part_way and "queues nothing" in said, said
+        else:  # 6.2: refused part way, the task not pending, and the resend by id said
+            assert refused.value.part_way and "send it again with the same task_id=" \
+                in said and "under a new task id" not in said, said
+            assert not admin.hexists(QueueKeys(APP, "default").messages, "late-1")
         admin.execute_command("ACL", "SETUSER", USER, "+del")
         handle = add.apply_async((2, 3), task_id="late-1", delay=1)  # as the error says
-        if has_acl_check(admin):
-            assert handle.get(timeout=30) == 5
-        else:  # 6.2: the same id stays stored in part; a new one runs
-            assert add.apply_async((2, 3), delay=1).get(timeout=30) == 5
+        assert handle.get(timeout=30) == 5  # (6.2 too: the same id queued, and it ran)
+        assert admin.hlen(QueueKeys(APP, "default").messages) == 0  # acked: none left
+        assert not _delayed(admin, "late-1")  # nothing left to run it again
     finally:
         app.close()
         assert worker.poll() is None, "the worker stopped"
@@ -166,8 +170,10 @@ def _delayed(admin: "redis.Redis[bytes]", task_id: str) -> bool:
 def test_an_acl_changed_after_the_check_is_told_true_and_checked_again(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
     """DEL taken away after the first send passed the check (or on 6.2, which cannot
-    be asked): the delayed task is stored in part, and the error says just that, with no
-    resend by task_id= as its mend; the next send is checked again and refused whole."""
+    be asked): the delayed task is left not pending (its message, written last, not
+    written), and the error says so and that a resend with its task_id= mends it; the
+    next send is checked again and refused whole; sent again with the same id once the
+    ACL is back, the task is queued once."""
     app, add, _, _ = _app(user_without(admin, server, user=USER))
     try:
         add.apply_async((0,), task_id="warm-1", delay=60)
@@ -177,28 +183,34 @@ def test_an_acl_changed_after_the_check_is_told_true_and_checked_again(
             add.apply_async((1,), task_id="part-1", delay=60)
         error, said = refused.value, str(refused.value)
         assert error.sent and error.part_way and error.task_ids == ["part-1"], said
-        assert "stored yet in no queue" in said and "finds it stored and queues nothing" \
-            in said and "send it again under a new task id" in said, said
-        assert "which never enqueues it twice" not in said, said
-        # what it says is so: stored, in no queue, and a resend by its id does not mend it
-        assert admin.hexists(QueueKeys(APP, "default").messages, "part-1")
-        assert not _delayed(admin, "part-1")
-        assert app.handle("part-1").status() == "queued"
-        if not has_acl_check(admin):
-            return  # 6.2: nothing to check again with
-        before = _snapshot(admin)
-        with pytest.raises(BrokerError) as again:
-            add.apply_async((2,), task_id="next-1", delay=60)
-        assert not again.value.sent and "+del" in str(again.value), str(again.value)
-        assert _snapshot(admin) == before  # checked again: refused before any write
+        assert "left not pending" in said and "send it again with the same task_id=" \
+            in said and "queues each task it had not finished once" in said, said
+        assert "under a new task id" not in said and "queues nothing" not in said, said
+        # what it says is so: its message (which makes it pending) not written
+        messages = QueueKeys(APP, "default").messages
+        assert not admin.hexists(messages, "part-1")
+        if has_acl_check(admin):  # (6.2: nothing to check again with)
+            before = _snapshot(admin)
+            with pytest.raises(BrokerError) as again:
+                add.apply_async((2,), task_id="next-1", delay=60)
+            assert not again.value.sent and "+del" in str(again.value), str(again.value)
+            assert _snapshot(admin) == before  # checked again: refused before any write
         admin.execute_command("ACL", "SETUSER", USER, "+del")
         add.apply_async((2,), task_id="next-1", delay=60)
         assert _delayed(admin, "next-1")
+        # the same id sent again, as the error says: queued, once (sent a third time,
+        # it is left as it is)
+        for _ in range(2):
+            add.apply_async((1,), task_id="part-1", delay=60)
+        assert admin.hexists(messages, "part-1") and _delayed(admin, "part-1")
+        assert app.handle("part-1").status() == "scheduled"
+        assert admin.hlen(messages) == 3 and admin.zcard(QueueKeys(APP, "default").delayed) \
+            == 3  # warm-1, next-1, part-1: one entry each
     finally:
         app.close()
 
 
-def test_a_batch_refused_part_way_after_the_check_gives_no_resend_by_id(
+def test_a_batch_refused_part_way_after_the_check_gives_the_resend_by_id(
         server: RedisServer, admin: "redis.Redis[bytes]") -> None:
     app, add, other, _ = _app(user_without(admin, server, user=USER))
     try:
@@ -209,7 +221,15 @@ def test_a_batch_refused_part_way_after_the_check_gives_no_resend_by_id(
                 add.apply_async((1,), task_id="bp-1", delay=60)
         error, said = refused.value, str(refused.value)
         assert error.sent and error.part_way, said
-        assert "task_id= does not mend" in said and "they never run twice" not in said, said
-        assert "which never enqueues it twice" not in said, said
+        assert "is queued once" in said and "they never run twice" in said, said
+        assert "does not mend" not in said, said
+        messages = QueueKeys(APP, "default").messages
+        assert not admin.hexists(messages, "bp-1")  # left not pending, as said
+        admin.execute_command("ACL", "SETUSER", USER, "+del")
+        for _ in range(2):  # sent again with its task_id=: queued once
+            with app.batch():
+                add.apply_async((1,), task_id="bp-1", delay=60)
+        assert admin.hexists(messages, "bp-1") and _delayed(admin, "bp-1")
+        assert admin.hlen(messages) == 1 and admin.zcard(QueueKeys(APP, "default").delayed) == 1
     finally:
         app.close()

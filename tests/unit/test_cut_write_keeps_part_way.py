@@ -1,7 +1,8 @@
 """A batch's write cut after a call refused part way through its script keeps that it
-was (``part_way``): its text then gives no resend by ``task_id=``, which would not
-mend a task stored in part (review 29m, item 2: the Redis Cluster branch of
-``QueueStore.enqueue_queues`` made a new error without it)."""
+was (``part_way``): its text then says that a resend by ``task_id=`` waits for the ACL
+to allow the command refused, and queues a task the refusal left unfinished once
+(review 29m, item 2: the Redis Cluster branch of ``QueueStore.enqueue_queues`` made a
+new error without it; issue 29: a refused send leaves such a task not pending)."""
 from __future__ import annotations
 
 from minitask.errors import BrokerError
