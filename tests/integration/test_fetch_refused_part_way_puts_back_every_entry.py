@@ -79,15 +79,18 @@ def test_a_fetch_refused_part_way_puts_back_every_popped_entry(
         assert "NOPERM" in str(refused.value) or command in str(refused.value).lower()
         after = _state(admin)
         leased = [member.decode() for member in admin.zrange(KEYS.leases, 0, -1)]
-        if command == "zadd" or kind == "grouped":
+        if command == "zadd":
             # every popped entry back, in its place and order: ids, or the groups' tokens
-            # (with their claims: a token whose task was leased comes back with it)
+            # (with their claims)
             assert after == before
         else:
-            # the first leased before HINCRBY was refused; the other four popped with it
-            # back at the head, in their order, before the one never popped
+            # the first leased before HINCRBY was refused (its group's token served, its
+            # claim gone: test_fetch_refused_part_way_solo_claims.py); the other four
+            # popped with it back at the head, in their order, before the one never popped
             assert leased == ids[:1]
             assert after["ready"] == before["ready"][1:]
+            assert after["claims"] == {group: claim for group, claim in before["claims"].items()
+                                       if group != b"t0"}
         assert leased == ([] if command == "zadd" else ids[:1])
 
         admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")

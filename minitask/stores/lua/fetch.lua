@@ -277,7 +277,11 @@ local function lease(id, body, priority, spec)
     if not hand then redis.pcall('LPUSH', KEYS[16 - priority], id) end
     error(leased.err, 0)
   end
-  if id == hand then hand = nil end  -- leased: no longer in hand (a refusal after)
+  -- leased: nothing in hand for a refusal after to put back, neither the id nor the
+  -- solo group's token that held it (the fast path's: served, its claim removed by
+  -- solo_flush(), a refusal's too; put back, it held a leased task, and the next fetch
+  -- dropped it, its claim left with no token: a group stranded)
+  hand = nil
   if spec and (spec.most > 0 or (spec.group_most or 0) > 0) then slots = true end
   local delivered = redis.pcall('HINCRBY', KEYS[4], id, '1')
   if type(delivered) == 'table' then delivered = guards().bump(KEYS[4], id, 1) end  -- not a count
@@ -528,8 +532,9 @@ local ahead, ahead_at = nil, 0
 -- that the call reads after it (parked_change, fair_served) goes back as its results:
 -- each upvalue a closure takes costs a call some 400 Redis instructions (this one,
 -- with them all, cost a fetch 14,000 more). Its upvalues: what the refusal puts back
--- (hand, kept, ahead, ahead_at, band) and what other closures change (dropped,
--- flow_made)
+-- (hand, kept, ahead, ahead_at, band, solo_flush) and what other closures change
+-- (dropped, flow_made)
+local solo_flush  -- (the fast path's, below: a refusal part way calls it too)
 local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_control,
                            want, limit, flow_on, prefix, flow_clock, park_token, fair, drop,
                            lease, body_of, numbers, now, parked_change, fair_served)
@@ -540,7 +545,7 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
   -- process-pool child's, makes none), the others' in solo_names, and their groups in
   -- solo_seen (group -> true), made at the second. any_paused: the EXISTS of the paused
   -- groups, read once
-  local solo_n, solo_group, solo_seen, solo_names, any_paused, solo_flush = 0, nil, nil, nil
+  local solo_n, solo_group, solo_seen, solo_names, any_paused = 0, nil, nil, nil
   while #numbers < want * 2 and band <= 16 and dropped < limit do
     hand = nil  -- (the last entry is handled: nothing in hand before this pop)
     local id
@@ -657,10 +662,24 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
           solo_n = solo_n + 1
           if solo_n == 1 then
             solo_group = group
-            solo_flush = solo_flush or function()
+            solo_flush = solo_flush or function(refused, keep)
               -- (redis.pcall, lib.lua's guards().foreign() only for an error: tolerant()
               -- is a vararg call, some 1,000 instructions more)
               local gone
+              if refused then
+                -- a refusal part way (below): the tokens served are gone, and their
+                -- claims with them, but for the group of the token in hand (`keep`:
+                -- its task's lease refused, it goes back with its claim)
+                keep = keep and string.match(keep, '^\255[^\255]*\255(.+)$')
+                local names = {}
+                for i = 0, solo_n - 1 do
+                  local name = i == 0 and solo_group or solo_names[i]
+                  if name ~= keep then names[#names + 1] = name end
+                end
+                if names[1] then redis.pcall('HDEL', prefix .. 'groups_solo', unpack(names)) end
+                solo_n = 0
+                return
+              end
               if solo_n == 1 then
                 gone = redis.pcall('HDEL', prefix .. 'groups_solo', solo_group)
               else
@@ -776,6 +795,9 @@ local served, failure, served_fair = pcall(
 if served then
   parked_change, fair_served = failure, served_fair
 else
+  -- the fast path's tokens served before the refusal (their tasks leased, or dropped
+  -- as held already) lose their claims, as at the end of the loop
+  if solo_flush then pcall(solo_flush, true, hand) end
   -- Every entry popped and not yet leased, parked or served goes back where it was,
   -- in its order: the entry in hand (an id, or a solo group's token whose task's
   -- lease was refused: the token, which holds the task and its group's claim), then
