@@ -18,8 +18,7 @@
 -- WARNING in Redis's log) once enqueue_base() has made its checks, and the call goes
 -- on; a delayed set of another type is no schedule. Messages of another type refuse
 -- the call before any write; a ready list of another type (enqueue_base()'s first
--- push) refuses it after the new messages' specs: specs of ids not pending, which
--- a fetch never reads and a send of the same id rewrites.
+-- push) refuses it after the new messages' specs, which are then taken back (below).
 local count = tonumber(table.remove(ARGV))
 local specs = {}
 for n = count, 1, -1 do specs[n] = table.remove(ARGV) end
@@ -38,17 +37,38 @@ end
 
 -- a new message's spec before enqueue_base() makes it fetchable: a call refused part
 -- way (an ACL changed while a client sends) never leaves a task queued without its
--- limits; at most a spec of an id not pending, which the call sent again rewrites
+-- limits. Refused, the specs of ids that did not become pending are taken back: left,
+-- a later send of the same id with no limits was parked under them, and any spec
+-- held put every fetch of the queue on flow control's path.
+local done, added = true, nil
 if not flow_other then
   for n = 1, count do
     if not pending[n] then
-      -- (an error raised as Redis said it: a full Redis's OOM named as such)
       local written = redis.pcall('HSET', flow, ARGV[4 * n], specs[n])
-      if type(written) == 'table' then error(written.err, 0) end
+      -- (an error raised as Redis said it: a full Redis's OOM named as such)
+      if type(written) == 'table' then done, added = false, written.err break end
     end
   end
+  if done then done, added = pcall(enqueue_base) end
+  if not done then
+    local kept  -- a refused HDEL (an ACL without it): the error says so
+    for n = 1, count do
+      local id = ARGV[4 * n]
+      if not pending[n] and redis.pcall('HEXISTS', KEYS[1], id) ~= 1 then
+        local gone = redis.pcall('HDEL', flow, id)
+        if type(gone) == 'table' then kept = gone.err end
+      end
+    end
+    if kept then
+      kept = '; the flow specs (limits) of ids not queued stay in ' .. flow .. ': ' .. kept
+      if type(added) == 'table' then added.err = added.err .. kept
+      else added = added .. kept end
+    end
+    error(added, 0)  -- the error enqueue_base() raised, as it raised it
+  end
+else
+  added = enqueue_base()
 end
-local added = enqueue_base()
 -- (enqueue_base() has made its checks: a refused call changed nothing)
 if flow_other then guards().aside(flow, guards().held_other('hash')) end
 
