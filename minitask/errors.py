@@ -157,6 +157,9 @@ class BrokerError(MinitaskError):
     #: Of an ``app.batch()`` block's error: the store told each call's fate already
     #: (refused in part): passed on as it is, never retold as a lost reply.
     batch_told: bool = False
+    #: What a worker was doing when it met the error, when not the step it ran (a
+    #: schedule fire ahead of its fetch): its log names this.
+    worker_step: Optional[str] = None
 
     def __init__(self, message: str, *, reason: str = "error", sent: bool = False,
                  task_ids: Optional[Sequence[str]] = None,

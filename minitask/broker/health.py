@@ -51,6 +51,13 @@ def clock_skew_ms(client: Any, samples: int = 1) -> Optional[int]:
     return None if best is None else round(best[1])
 
 
+def no_time_why(client: Any) -> str:
+    """Why ``clock_skew_ms`` could not ask ``client``, as a worker's log says it."""
+    if isinstance(client, redis.Redis):
+        return "TIME refused, an ACL without it: grant +time; or not answered"
+    return "a Redis Cluster client"
+
+
 def connected_replicas(client: Any) -> Optional[int]:
     """The replicas connected to the primary now; None when it cannot be asked."""
     if not isinstance(client, redis.Redis):

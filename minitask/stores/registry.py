@@ -119,6 +119,21 @@ class WorkerRegistry(Store):
             if isinstance(reply, Exception):  # another type: this worker goes unlisted
                 ignored(where, f"it holds another type ({reply})")
 
+    def newest_heartbeat(self) -> Optional[float]:
+        """The newest heartbeat in the registry (ms, on the clock of the worker that
+        wrote it), read only: a listing prunes by the reader's clock, and a reader whose
+        clock is off would prune live workers. None when there is none (a score past
+        the year 9999 is none a worker writes) or the key holds another type."""
+        try:
+            with self.transport.errors("read the newest worker heartbeat"):
+                newest = self.transport.client.zrevrangebyscore(
+                    self.app_keys.workers, MAX_MS, "-inf", start=0, num=1, withscores=True)
+        except BrokerError as exc:
+            if exc.reason != "wrong type":
+                raise
+            return None
+        return float(newest[0][1]) if newest else None
+
     def announce_leases(self, queues: List[str], lease_ms: int) -> None:
         """Say, for each of ``queues`` (a worker's, its lanes too), that a lease of
         it may last ``lease_ms`` (the worker's visibility timeout): each queue keeps

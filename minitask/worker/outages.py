@@ -161,6 +161,7 @@ class Backoff:
 
     def failed(self, exc: BaseException) -> float:
         if self.failures == 0:
+            self.what = getattr(exc, "worker_step", None) or self.what  # (a schedule fire)
             reason = getattr(exc, "reason", "unreachable")
             self._exhausted = reason == POOL_EXHAUSTED
             if reason == "unreachable":

@@ -19,7 +19,9 @@ from __future__ import annotations
 import time
 from typing import Any, Optional
 
-from ..broker.health import CLOCK_REFRESH_S, CLOCK_SKEW_BOUND_MS, clock_skew_ms, skew_warning
+from ..broker.health import (CLOCK_REFRESH_S, CLOCK_SKEW_BOUND_MS, clock_skew_ms, no_time_why,
+                             skew_warning)
+from ..errors import BrokerError
 from ..printable import own_logger
 from ..wire.message import SystemClock
 
@@ -29,6 +31,12 @@ logger = own_logger(__name__)
 JUMP_MS = 250
 #: TIME calls a measurement makes: the one with the shortest round trip counts.
 SAMPLES = 3
+#: The longest heartbeat period of a worker (ms; worker/loop.py's heartbeat_period).
+HEARTBEAT_MOST_MS = 5_000
+#: The share of visibility_timeout a worker on its own clock may be off by before its
+#: start-up warning says that leases may be taken early (a running task's lease is renewed
+#: to visibility_timeout ahead at least every third of it: two thirds take it).
+OWN_CLOCK_SHARE = 0.5
 
 
 class RedisTime:
@@ -72,12 +80,44 @@ def start_clock(worker: Any) -> None:
         return
     worker.clock_skew_ms = worker.redis_time.measure(clock, worker.broker.client)
     if worker.clock_skew_ms is None:
-        logger.info("this worker cannot ask Redis its time (TIME refused, or a cluster "
-                    "client): it goes by its own clock, asking again every %.0f s",
-                    CLOCK_REFRESH_S)
+        logger.warning("%s", own_clock_warning(worker))
     warning = skew_warning(worker.clock_skew_ms, "this worker's", corrected=True)
     if warning is not None:
         logger.warning("%s", warning)
+
+
+def own_clock_warning(worker: Any) -> str:
+    """What a worker that cannot ask Redis its time says as it starts: it compares
+    other workers' lease deadlines with its own clock, so one far off takes their leases
+    early (their tasks run twice) or has its own taken. How far off is estimated from
+    the newest heartbeat in the registry (the live workers beat at least every
+    ``HEARTBEAT_MOST_MS``, on Redis's time), as ``minitask status`` judges a heartbeat
+    "ahead"; risky past ``OWN_CLOCK_SHARE`` of the visibility_timeout."""
+    said = (f"this worker cannot ask Redis its time ({no_time_why(worker.broker.client)}): "
+            f"it goes by its own clock, "
+            f"asking again every {CLOCK_REFRESH_S:.0f} s; ")
+    try:
+        newest = worker.broker.registry.newest_heartbeat()
+    except BrokerError as exc:
+        return said + f"how far off it is could not be estimated ({exc})"
+    if newest is None:
+        return said + ("no other worker's heartbeat to estimate how far off it is by: "
+                       "keep its clock in sync (NTP)")
+    skew_ms = worker.app.clock.now_ms() - newest
+    # the newest heartbeat may be HEARTBEAT_MOST_MS old: ahead by at least this much
+    least_ms = skew_ms - HEARTBEAT_MOST_MS if skew_ms > 0 else -skew_ms
+    bound_ms = worker.app.visibility_timeout * 1000 * OWN_CLOCK_SHARE
+    way = "ahead of" if skew_ms > 0 else "behind"
+    said += (f"by the newest heartbeat of the live workers it is some "
+             f"{abs(skew_ms) / 1000:.1f} s {way} theirs")
+    if least_ms <= bound_ms:
+        return said + " (keep it in sync, NTP)"
+    taken = ("it may take the leases of their running tasks early, running those tasks "
+             "twice" if skew_ms > 0 else
+             "they may take the leases of its running tasks early, running those tasks twice")
+    return said + (f", more than {OWN_CLOCK_SHARE:.0%} of the visibility_timeout "
+                   f"({worker.app.visibility_timeout:g} s): {taken}; set its clock right "
+                   f"(NTP) or grant +time")
 
 
 def refresh_clock(worker: Any, speaks: bool) -> None:

@@ -383,15 +383,18 @@ class TickSource:
         names = ", ".join(entry.name for _, entry, _ in due[:3])
         # a fetch behind refused (its queue's data) sets its queue aside, the fires stand
         sent = time.monotonic()
-        replies = self._host.broker.transport.run_calls(calls, f"fire schedule(s) {names}",
-                                                        keep_refused=fetching)
-        found = None
-        if fetching:
-            found = self._queues.fetched_behind(replies[-1], sent)
-            if found is not None:
-                self._queues.take_fetched(found, first_queue)
+        try:
+            replies = self._host.broker.transport.run_calls(
+                calls, f"fire schedule(s) {names}", keep_refused=fetching)
+        except BrokerError as exc:
+            exc.worker_step = "fire schedules"  # its log says so, not "fetch tasks"
+            raise
+        found = self._queues.fetched_behind(replies[-1], sent) if fetching else None
+        if found is not None:
+            self._queues.take_fetched(found, first_queue)
         for reply in replies[:len(plans)]:
             if isinstance(reply, BrokerError):
+                reply.worker_step = "fire schedules"
                 raise reply  # a fire refused: as ever, the caller's error
         unwoken = False  # a run was queued without a wake token, for the fetch behind
         for (key, entry, armed_ms, run_ms, quiet), reply in zip(plans, replies):

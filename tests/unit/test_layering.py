@@ -296,7 +296,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.pools.watchdog": frozenset({"printable"}),
     "worker.progress": frozenset({"context", "errors", "printable", "stores.progress",
                                   "wire.message", "wire.serializer", "worker.host"}),
-    "worker.redis_time": frozenset({"broker.health", "printable", "wire.message"}),
+    "worker.redis_time": frozenset({"broker.health", "errors", "printable", "wire.message"}),
     "worker.runner": frozenset({"context", "errors", "printable", "tracing", "wire.message",
                                 "worker.cancels", "worker.host", "worker.leases",
                                 "worker.coroutine_runs", "worker.leftovers", "worker.observe",

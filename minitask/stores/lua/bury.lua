@@ -18,7 +18,10 @@
 -- The lease (or delayed entry) is removed last, after every other write: Redis keeps
 -- the writes a script made before a refusal (an ACL changed while the worker runs:
 -- NOPERM), and what is left brings the task back (at least once); removed first, a
--- refusal after it lost the task.
+-- refusal after it lost the task. The task joins dead just before that, once its
+-- reason (dead_info), result and record are written: refused before, it is not seen
+-- dead with an empty reason (`dead list`), nor requeued by `dead requeue` while the
+-- worker's retried bury would dead-letter it again.
 local id = ARGV[1]
 guards().settle(KEYS[1], 'zset')
 guards().settle(KEYS[2], 'zset')
@@ -36,7 +39,6 @@ if spec then redis.call('HSET', KEYS[14], id, spec) end
 flow_control().finish(KEYS[10], KEYS[12], KEYS[11], KEYS[13], {id}, true)
 redis.call('HDEL', KEYS[4], id)
 redis.call('HDEL', KEYS[5], id)
-redis.call('ZADD', KEYS[6], ARGV[2], id)
 redis.call('HSET', KEYS[7], id, ARGV[3])
 redis.call('DEL', KEYS[8])
 local ttl = tonumber(ARGV[4])
@@ -45,6 +47,7 @@ if ttl > 0 then
   redis.call('PEXPIRE', KEYS[8], ttl)
 end
 remember(KEYS[15], ARGV[5], ARGV[6])
+redis.call('ZADD', KEYS[6], ARGV[2], id)
 if delayed == 1 then redis.call('ZREM', KEYS[2], id) end
 if leased then redis.call('ZREM', KEYS[1], id) end
 return 1

@@ -19,6 +19,10 @@
 -- another type refuses the call (checked first); dead of another type holds no
 -- dead letter; dead_info or wake of another type are left as they are; a result
 -- key is replaced whole; flow keys of another type count as empty (no limits).
+-- The task leaves dead (and its reason, its spec kept aside) only after it is queued:
+-- Redis keeps the writes a script made before a refusal (an ACL changed since:
+-- NOPERM), and a task taken out of dead first was lost by a refused RPUSH; now what
+-- is left keeps it dead (a ready entry of a dead id is dropped by a fetch, fetch.lua).
 local id = ARGV[1]
 if not tolerant(false, 'ZSCORE', KEYS[1], id) then return 0 end
 guards().expect(KEYS[3], 'hash')
@@ -27,12 +31,9 @@ local batch = due_batch(KEYS[16], KEYS[17], 6, tonumber(ARGV[4]), tonumber(ARGV[
 local ready = KEYS[15 - tonumber(ARGV[3])]
 guards().expect(ready, 'list')
 promote(KEYS[16], KEYS[17], batch)
-redis.call('ZREM', KEYS[1], id)
-tolerant(0, 'HDEL', KEYS[2], id)
 redis.call('HSET', KEYS[3], id, ARGV[2])
 redis.call('DEL', KEYS[5])
 local spec = tolerant(false, 'HGET', KEYS[19], id)
-tolerant(0, 'HDEL', KEYS[19], id)
 local limits = type(spec) == 'string' and string.match(spec, '^([^\n]*\n%d+\n%d+\n%d+)\n')
 -- a grouped task's group and its limits (flow.lua's fair queues): it joins its group
 -- again when a fetch meets it
@@ -43,5 +44,8 @@ else
   tolerant(0, 'HDEL', KEYS[18], id)
 end
 redis.call('RPUSH', ready, id)
+redis.call('ZREM', KEYS[1], id)
+tolerant(0, 'HDEL', KEYS[2], id)
+tolerant(0, 'HDEL', KEYS[19], id)
 tolerant(0, 'RPUSH', KEYS[4], '1')
 return 1
