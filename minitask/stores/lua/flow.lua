@@ -276,10 +276,19 @@ local function flow_control()
     -- commands saved a task. owed: the queue's count; owed_by: group -> its count
     -- (forget() drops a group's: its entry goes)
     local owed, owed_by = 0, nil
+    -- Each of flush()'s steps is tried, the first refusal (an ACL changed while the
+    -- worker runs) raised after them all: a group emptied is told gone by either its
+    -- turn's DEL or its token's mark leaving cancelled (arm() looks for it), so one
+    -- refused write must not skip the other (probe29s H1: a refused DEL left both, and
+    -- the group's task, back, waited behind a token that was gone, for ever)
     local function flush()
-      if owed ~= 0 then tally_total(owed) end
+      local done, failure, ok, err = true, nil, true, nil
+      if owed ~= 0 then done, failure = pcall(tally_total, owed) end
       if owed_by then
-        for group, delta in pairs(owed_by) do tolerant(0, 'ZINCRBY', groups, delta, group) end
+        for group, delta in pairs(owed_by) do
+          ok, err = pcall(tolerant, 0, 'ZINCRBY', groups, delta, group)
+          if not ok and done then done, failure = false, err end
+        end
       end
       if next(forgotten) then
         local turns, names = {}, {}
@@ -287,15 +296,19 @@ local function flow_control()
           turns[#turns + 1] = turn
           names[#names + 1] = group
         end
-        tolerant(0, 'DEL', unpack(turns))
-        tolerant(0, 'ZREM', groups, unpack(names))
+        ok, err = pcall(tolerant, 0, 'DEL', unpack(turns))
+        if not ok and done then done, failure = false, err end
+        ok, err = pcall(tolerant, 0, 'ZREM', groups, unpack(names))
+        if not ok and done then done, failure = false, err end
         for _, group in ipairs(names) do forgotten[group] = nil end  -- (no new table made)
       end
       if left[1] then
-        tolerant(0, 'ZREM', c.cancelled, unpack(left))
+        ok, err = pcall(tolerant, 0, 'ZREM', c.cancelled, unpack(left))
+        if not ok and done then done, failure = false, err end
         for i = #left, 1, -1 do left[i] = nil end
       end
       owed, owed_by = 0, nil
+      if not done then error(failure, 0) end
     end
 
     -- Whether any group is paused, any has a weight: read once a call (a script runs
