@@ -6,12 +6,13 @@ stopped the add before its save, and a remove before the other queues); and so i
 ``minitask unsubscribe``'s. probe29j."""
 from __future__ import annotations
 
-from typing import List
+from typing import Callable, List
 
 import pytest
 
 from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
+from tests.support.acl import redis_major, user_without
 from tests.support.cli import operate_with, run
 from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
@@ -38,15 +39,47 @@ def _where(app: Minitask, name: str) -> List[str]:
     return [queue for queue in ("a0", "d1", "d2") if app.broker.schedules.one(queue, name)]
 
 
-def test_a_move_redis_refuses_leaves_the_schedule_where_it_was(
+def test_a_move_onto_a_schedules_key_of_another_type_moves_it_aside_and_saves(
         redis_server: RedisServer) -> None:
+    """The new queue's ``schedules`` of another type is moved aside whole to
+    ``schedules:foreign`` (kept) and the move goes on: the schedule is at d1 only
+    (guarantees.rst; it was refused, the schedule left at a0)."""
     app = _app(redis_server.url)
     _add(app, "mv", "a0")
-    redis_server.client().set(queue_keys("moves", "d1").schedules, "x")
-    with pytest.raises(BrokerError):
-        _add(app, "mv", "d1")
-    assert _where(app, "mv") == ["a0"]
+    admin = redis_server.client()
+    target = queue_keys("moves", "d1").schedules
+    admin.set(target, "x")
+    _add(app, "mv", "d1")
+    assert _where(app, "mv") == ["d1"]
+    assert admin.type(f"{target}:foreign") == b"string"
+    assert admin.get(f"{target}:foreign") == b"x"
+    admin.close()
     app.close()
+
+
+def test_a_move_redis_refuses_leaves_the_schedule_where_it_was(
+        start_redis: Callable[..., RedisServer]) -> None:
+    """An ACL changed after the first add takes away a command the save at the new
+    queue runs first (HSTRLEN, schedule_save.lua): the move is refused, and the
+    schedule is still whole at its old queue (it was removed first, and lost)."""
+    server = start_redis()  # this test's own: its ACL user
+    admin = server.client()
+    if redis_major(admin) < 6:
+        pytest.skip("ACL users need Redis 6")
+    app = _app(user_without(admin, server, "nothing"))
+    reader = _app(server.url)
+    try:
+        _add(app, "mv", "a0")
+        before = reader.broker.schedules.one("a0", "mv")
+        admin.execute_command("ACL", "SETUSER", "limited", "-hstrlen")
+        with pytest.raises(BrokerError):
+            _add(app, "mv", "d1", 2)
+        assert _where(reader, "mv") == ["a0"]
+        assert reader.broker.schedules.one("a0", "mv") == before
+    finally:
+        app.close()
+        reader.close()
+        admin.close()
 
 
 def test_adds_and_removes_while_a_replica_lags_make_every_write(
