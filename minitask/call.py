@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import inspect
-import math
-import reprlib
 from dataclasses import replace
 from typing import (Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypedDict,
                     Union)
@@ -20,7 +18,8 @@ from .errors import ArgumentError, ConfigurationError
 from .limits import CALL_OPTIONS as FLOW_OPTIONS
 from .limits import call_flow, group_name, pack
 from .options import (CALL_OPTIONS, TASK_OPTIONS, TaskOptions, check_priority, check_seconds,
-                      check_task_id, is_number, new_task_id, positional_arity)
+                      check_task_id, is_finite, new_task_id, positional_arity)
+from .printable import short_repr
 from .sending import Sender, check_queue_name
 from .tracing import current_context
 from .wire.message import MAX_MS, Message, due_after_ms, new_message, to_ms
@@ -182,20 +181,20 @@ class Calls:
             args = ()
         elif not isinstance(args, (tuple, list)):
             raise ArgumentError(f"{self._where}: {what} args must be a tuple or list of "
-                                f"positional arguments, got {reprlib.repr(args)} "
+                                f"positional arguments, got {short_repr(args)} "
                                 f"({type(args).__name__}); for a single argument write "
                                 f"args=(value,)", task_name=self.name)
         if kwargs is None:
             kwargs = {}
         elif not isinstance(kwargs, dict):
             raise ArgumentError(f"{self._where}: {what} kwargs must be a dict of keyword "
-                                f"arguments, got {reprlib.repr(kwargs)} "
+                                f"arguments, got {short_repr(kwargs)} "
                                 f"({type(kwargs).__name__})", task_name=self.name)
         else:
             for key in kwargs:
                 if not isinstance(key, str):
                     raise ArgumentError(f"{self._where}: {what} kwargs keys must be str "
-                                        f"(argument names), got {reprlib.repr(key)}",
+                                        f"(argument names), got {short_repr(key)}",
                                         task_name=self.name)
         return args, kwargs
 
@@ -206,14 +205,14 @@ class Calls:
             each = iter(calls)
         except TypeError:
             raise ArgumentError(f"{where}: delay_many takes an iterable of argument tuples, "
-                                f"got {reprlib.repr(calls)}", task_name=self.name) from None
+                                f"got {short_repr(calls)}", task_name=self.name) from None
         messages = []
         queue, priority = self.options.queue, self.options.priority
         for index, args in enumerate(each):
             if not isinstance(args, (tuple, list)):
                 raise ArgumentError(
                     f"{where}: delay_many takes one tuple (or list) of positional arguments "
-                    f"per call; call {index} is {reprlib.repr(args)} ({type(args).__name__}); "
+                    f"per call; call {index} is {short_repr(args)} ({type(args).__name__}); "
                     f"write (value,) for a single argument, and use apply_async(args, "
                     f"kwargs) for keyword arguments", task_name=self.name)
             try:
@@ -221,20 +220,20 @@ class Calls:
             except ArgumentError as exc:  # which call of many: its index and arguments
                 why = str(exc).removeprefix(f"{where}: ")
                 raise ArgumentError(f"{where}: delay_many call {index} "
-                                    f"{reprlib.repr(tuple(args))}: {why}",
+                                    f"{short_repr(tuple(args))}: {why}",
                                     task_name=self.name) from None
         return messages
 
     def delay_ms(self, seconds: Any, what: str) -> Optional[int]:
         """The due time ``seconds`` from now in ms, or None (<= 0 means now)."""
-        if not is_number(seconds) or not math.isfinite(seconds):
+        if not is_finite(seconds):
             raise ConfigurationError(f"{self._where}: {what} takes a finite number of "
-                                     f"seconds, got {reprlib.repr(seconds)}")
+                                     f"seconds, got {short_repr(seconds)}")
         if seconds <= 0:
             return None
         now_ms = self._sender.clock.now_ms()
         if seconds > (MAX_MS - now_ms) / 1000.0:
-            raise ConfigurationError(f"{self._where}: {what} of {seconds!r} seconds ends "
+            raise ConfigurationError(f"{self._where}: {what} of {short_repr(seconds)} seconds ends "
                                      f"after year 9999; give a nearer time")
         return due_after_ms(self._sender.clock, seconds)
 
@@ -245,13 +244,13 @@ class Calls:
                 raise ConfigurationError(f"{self._where}: eta {when!r} is a naive "
                                          f"datetime; give it a time zone")
             seconds = when.timestamp()
-        elif is_number(when) and math.isfinite(when):
-            seconds = float(when)
+        elif is_finite(when):
+            seconds = when  # (an int of any size compares: float() of a huge one raises)
         else:
             raise ConfigurationError(f"{self._where}: eta must be an aware datetime or "
-                                     f"a finite Unix timestamp, got {reprlib.repr(when)}")
+                                     f"a finite Unix timestamp, got {short_repr(when)}")
         if seconds > MAX_MS / 1000.0:
-            raise ConfigurationError(f"{self._where}: eta {when!r} is after the end of "
+            raise ConfigurationError(f"{self._where}: eta {short_repr(when)} is after the end of "
                                      f"year 9999; give a nearer time")
         return to_ms(seconds) if seconds > 0 else 0
 
@@ -297,7 +296,7 @@ class Calls:
         per_task = [key for key in unexpected if key in TASK_OPTIONS - CALL_OPTIONS]
         hints = []
         if per_call:
-            given = ", ".join(f"{key}={reprlib.repr(kwargs[key])}" for key in per_call)
+            given = ", ".join(f"{key}={short_repr(kwargs[key])}" for key in per_call)
             hints.append(f"{', '.join(per_call)} is an option of the call, not an argument "
                          f"of the function: use apply_async(args, kwargs, {given})")
         if per_task:

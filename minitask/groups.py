@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set, Tuple, Union
 
 from .broker.keys import check_name
 from .errors import ConfigurationError, DecodeError, ResultTimeout
-from .handle import StepHandle, TaskHandle, check_timeout, status_of
+from .handle import StepHandle, TaskHandle, check_timeout, status_of, wait_result
 from .options import check_task_id
 from .printable import printable, shown_value
+from .ranout import LOOK_GRACE
+from .stores.result_pages import PAGE, kept_results
 from .wire.message import to_ms
 
 if TYPE_CHECKING:
     from .sending import Sender
     from .stores.aio import AsyncBroker
     from .stores.broker import Broker
+    from .stores.results import ResultStore
 
 #: What a workflow's ``delay()`` returns: a task's handle, or a group's.
 Handle = Union[TaskHandle[Any], "GroupHandle"]
@@ -50,30 +53,116 @@ class GroupHandle:
     def get(self, timeout: Optional[float] = None) -> List[Any]:
         """Wait for every member and return their results, in member order.
 
+        The results are read a page of members at a time, and the timeout is
+        checked between pages: a wait on a group of any size ends within
+        ``timeout``, give or take a page's read and the counts its message gives.
+
         Args:
-            timeout: seconds to wait at most, for all members together.
+            timeout: seconds to wait at most, for all members together (reading
+                their results included).
 
         Returns:
             The members' results, in member order.
 
         Raises:
             TaskFailed: a member failed (the first one in member order).
-            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``).
+            ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``);
+                its message counts the members in each status.
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
                 (NaN or -1, say).
         """
         check_timeout(timeout, f"get() on group {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
-        results = []
-        for handle in self.handles:
-            remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-            try:
-                results.append(handle.get(timeout=remaining))
-            except ResultTimeout:
-                raise ResultTimeout(f"group {self.id} did not finish within {timeout} s: "
-                                    f"{self.status()}") from None
-        return results
+        tasks = self._tasks()
+        try:
+            values, unread = self._values(tasks, deadline)
+        except ResultTimeout:  # a member's task is unknown here: nothing to wait for
+            values, unread = [], False
+        if len(values) == len(tasks):
+            return self._shaped(values)
+        ran_out = time.monotonic() if deadline is None else min(deadline, time.monotonic())
+        raise ResultTimeout(
+            f"group {self.id} did not finish within {timeout} s: "
+            f"{self._counts_said(ran_out + LOOK_GRACE, tasks[:len(values)])}"
+            + (f"; reading its results took that time (those of {len(values):,} of its "
+               f"{len(tasks):,} tasks were read)" if unread else ""))
+
+    def _tasks(self) -> List[TaskHandle[Any]]:
+        """The tasks whose results make up get()'s, depth first (those of the groups
+        nested in this one in their place): one list, read a page at a time."""
+        tasks: List[TaskHandle[Any]] = []
+        pending: List[Handle] = list(reversed(self.handles))
+        while pending:  # walked without recursion, as status() walks them
+            handle = pending.pop()
+            if isinstance(handle, GroupHandle):
+                pending.extend(reversed(handle.handles))
+            else:
+                tasks.append(handle)
+        return tasks
+
+    def _shaped(self, values: List[Any]) -> List[Any]:
+        """``values`` (one per task of ``_tasks()``, in its order) nested as the
+        members are: a nested group's results in a list of their own."""
+        flat = iter(values)
+        shaped: List[Any] = []
+        walks = [(iter(self.handles), shaped)]
+        while walks:
+            members, into = walks[-1]
+            handle = next(members, None)
+            if handle is None:
+                walks.pop()
+            elif isinstance(handle, GroupHandle):
+                into.append([])
+                walks.append((iter(handle.handles), into[-1]))
+            else:
+                into.append(next(flat))
+        return shaped
+
+    def _values(self, tasks: List[TaskHandle[Any]],
+                deadline: Optional[float]) -> Tuple[List[Any], bool]:
+        """Each task's result, in order: read ``PAGE`` at a time, each task waited for
+        only when its result is not there yet; and whether the deadline passed between
+        pages (with results left unread) rather than in a wait. Past ``deadline`` no
+        page is read but the first (``timeout=0`` looks once at a group done already):
+        then the results read by then.
+
+        Raises:
+            ResultTimeout: a task is unknown here (its result expired, say).
+        """
+        store = self._sender.broker().results
+        values: List[Any] = []
+        first = True
+        while len(values) < len(tasks):
+            if not first and deadline is not None and time.monotonic() >= deadline:
+                return values, True
+            first = False
+            page = tasks[len(values):len(values) + PAGE]
+            read = self._page_values(store, page, deadline)
+            values.extend(read)
+            if len(read) < len(page):  # the next result is not there yet: wait for it
+                waited = page[len(read)]
+                body, queue = wait_result(waited, deadline)
+                if body is None:
+                    return values, False
+                values.append(waited._value_of(body, queue))
+        return values, False
+
+    def _page_values(self, store: ResultStore, page: List[TaskHandle[Any]],
+                     deadline: Optional[float]) -> List[Any]:
+        """The results of ``page``'s first tasks, up to the first not there yet."""
+        tasks: List[Tuple[str, str]] = []
+        for task in page:
+            if task._queue is None:  # (never: a member's handle is made with its queue)
+                break
+            tasks.append((task._queue, task.id))
+        bodies = kept_results(store, tasks, deadline, f"read the results of group {self.id}")
+        values = []
+        for task, (queue, _), body in zip(page, tasks, bodies):
+            if body is None:
+                break
+            values.append(task._value_of(body, queue))
+        return values
 
     def status(self) -> Dict[str, int]:
         """How many members are in each status (``succeeded``, ``running``...).
@@ -89,6 +178,30 @@ class GroupHandle:
         Raises:
             BrokerError: Redis could not be reached.
         """
+        return self._counts(None)[0]
+
+    def _counts_said(self, until: float, done: List[TaskHandle[Any]]) -> str:
+        """status()'s counts, as get()'s timeout message gives them: read by ``until``
+        (a page at least), those of a big group's first members only when that comes
+        first, rather than late; the tasks whose results get() read (``done``) count
+        as succeeded unread (get() raises for any other)."""
+        counts, read = self._counts(until, {(task._queue, task.id) for task in done})
+        if read == len(self.handles):
+            return str(counts)
+        if not read:  # a nested group's were cut short: this one's cannot be told
+            return (f"its members' statuses were not read in the {LOOK_GRACE} s given; "
+                    f"call status() to count them")
+        return (f"{counts} among its first {read:,} members (of {len(self.handles):,}: "
+                f"the others were not read in the {LOOK_GRACE} s given; call status() "
+                f"to count them all)")
+
+    def _counts(self, until: Optional[float],
+                done: Optional[Set[Tuple[Optional[str], str]]] = None
+                ) -> Tuple[Dict[str, int], int]:
+        """status()'s counts, and how many members they cover: every one, unless
+        ``until`` (``time.monotonic()``) passed first; then those read by then (0 when
+        a nested group's were cut short: its own status is not known). The tasks in
+        ``done`` (queue, id) succeeded: their states are not read."""
         groups: List[GroupHandle] = []  # this one and those nested in it, outer first
         pending = [self]
         while pending:  # walked without recursion: nested as deep as a record may be
@@ -98,22 +211,44 @@ class GroupHandle:
                            if isinstance(handle, GroupHandle))
         overall: Dict[int, str] = {}
         counts: Dict[str, int] = {}
-        for group in reversed(groups):  # inner groups first: an outer one reads theirs
-            counts = dict(Counter(group._member_statuses(overall)))
+        for index, group in enumerate(reversed(groups)):  # inner groups first: an
+            # outer one reads theirs; the first page read is read whatever the time
+            statuses = group._member_statuses(overall, until, index == 0, done or set())
+            counts = dict(Counter(statuses))
+            if len(statuses) < len(group.handles):
+                return (counts, len(statuses)) if group is self else ({}, 0)
             overall[id(group)] = _overall(counts)
-        return counts
+        return counts, len(self.handles)
 
-    def _member_statuses(self, overall: Dict[int, str]) -> List[str]:
-        """Each member's status; ``overall``: that of each group nested in this one."""
+    def _member_statuses(self, overall: Dict[int, str], until: Optional[float],
+                         first_free: bool, done: Set[Tuple[Optional[str], str]]
+                         ) -> List[str]:
+        """The first members' statuses, ``PAGE`` at a time: every member's, unless
+        ``until`` passes (the first page read whatever the time with ``first_free``);
+        ``overall``: the status of each group nested in this one."""
+        statuses: List[str] = []
+        for start in range(0, len(self.handles), PAGE):
+            if (until is not None and not (first_free and start == 0)
+                    and time.monotonic() >= until):
+                break
+            statuses.extend(self._page_statuses(overall, start, done))
+        return statuses
+
+    def _page_statuses(self, overall: Dict[int, str], start: int,
+                       done: Set[Tuple[Optional[str], str]]) -> List[str]:
+        """The statuses of the ``PAGE`` members from ``start``, two round trips at most."""
         store = self._sender.broker().results
-        tasks = [final for final in self._finals if final is not None]
+        handles = self.handles[start:start + PAGE]
+        entries, finals = self._entries[start:start + PAGE], self._finals[start:start + PAGE]
+        tasks = [final for final in finals if final is not None and final not in done]
         read = dict(zip(tasks, (status_of(*state) for state in store.states(tasks))))
-        unsent = [entry for entry, final in zip(self._entries, self._finals)
+        read.update((final, "succeeded") for final in finals if final in done)
+        unsent = [entry for entry, final in zip(entries, finals)
                   if final is not None and entry is not None and entry != final
                   and read[final] == "unknown"]
         read.update(zip(unsent, (status_of(*state) for state in store.states(unsent))))
         statuses = []
-        for handle, entry, final in zip(self.handles, self._entries, self._finals):
+        for handle, entry, final in zip(handles, entries, finals):
             if isinstance(handle, GroupHandle):
                 statuses.append(overall[id(handle)])
             elif final is not None and read[final] == "unknown" and entry in read:

@@ -3,18 +3,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Tuple, TypeVar
 
-from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout, TaskFailed
-from .ranout import (atimeout_message, place_of, timeout_message, unknown_message,
-                     unread_message)
+from .errors import ConfigurationError, DecodeError, ResultTimeout, TaskFailed
+from .ranout import atimeout_message, gone, timeout_message_now, unknown_message
+from .ranout import check_timeout as check_timeout  # the check of every wait
 from .stores.aio_clients import cancels_asked, keep_cancel
 from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
 from .stores.results import decode_result, readable_state
 from .stores.results import status_of as status_of  # what the readers of statuses import
-from .stores.workflow_reads import (HANDLE_BYTES, Failure, frame_of, first_record,
-                                    promised_queue)
+from .stores.workflow_reads import HANDLE_BYTES, Failure, first_record, frame_of, promised_queue
 from .wire.message import Progress, wall_ms
 from .wire.serializer import decode_message
 
@@ -22,18 +21,6 @@ if TYPE_CHECKING:
     from .stores.aio import AsyncBroker
 
 R = TypeVar("R")
-
-
-def check_timeout(timeout: Any, where: str) -> None:
-    """Refuse a wait's ``timeout`` that is not None or a number of seconds, 0 or more:
-    NaN would wait forever (no time is ever past it), a str would fail deep in the
-    wait, and a negative one looked once and said the task "did not finish within -1
-    s" (0 looks once: what a negative one can only have meant). The one check of
-    every wait (``get``, ``aget``, a group's, a broadcast's ``join``)."""
-    if timeout is not None and (not isinstance(timeout, (int, float))
-                                or isinstance(timeout, bool) or not timeout >= 0):
-        raise ConfigurationError(f"{where}: timeout must be a number of seconds, 0 or more, "
-                                 f"or None, got {timeout!r}")
 
 
 def check_running(running: Any, where: str) -> None:
@@ -185,24 +172,10 @@ class TaskHandle(Generic[R]):
                 minitask wrote (names task and key).
         """
         check_timeout(timeout, f"get() on task {self.id}")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        queue = self._find_queue()
-        if queue is None or (not self._sent_later
-                             and readable_state(self._results.state(queue, self.id),
-                                                self.id) == "unknown"):
-            promised = self._promise(self._broker.workflows.handle_record(
-                self.id, self._queues.lookup_names()[0]))
-            if promised is None:
-                raise ResultTimeout(_unknown_message(self, queue))
-            queue = promised
-        while True:
-            remaining = 1.0 if deadline is None else deadline - time.monotonic()
-            body = self._results.wait_result(queue, self.id, min(remaining, 5.0)
-                                             if remaining > 0 else 0.002)
-            if body is not None:
-                return self._value_of(body, queue)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise ResultTimeout(_timeout_message(self, queue, timeout))
+        body, queue = wait_result(self, None if timeout is None else time.monotonic() + timeout)
+        if body is None:
+            raise ResultTimeout(timeout_message_now(self, queue, timeout))
+        return self._value_of(body, queue)
 
     def _promise(self, record: Any) -> Optional[str]:
         """Wait from now on for a later step of a chain that ``record`` says will be
@@ -231,7 +204,7 @@ class TaskHandle(Generic[R]):
         kills its child (and starts another), the asyncio pool cancels its
         coroutine, the thread pool sets ``current_task().cancel_requested`` for
         the task to check. The task then ends ``cancelled`` (not retried), unless
-        it finished first.
+        it finished first. A workflow step not sent yet is never sent (nor what follows).
 
         Args:
             running: also stop an attempt that has started.
@@ -246,9 +219,9 @@ class TaskHandle(Generic[R]):
             ConfigurationError: ``running`` is not a bool.
         """
         check_running(running, f"cancel() of task {self.id}")
-        queue = self._find_queue()
-        if queue is None:
-            return False
+        unsent, queue = _unsent(self, self._find_queue())
+        if unsent or queue is None:
+            return unsent
         withdrawn = self._results.cancel(queue, self.id, self._result_ttl_ms)
         if withdrawn is not None:
             self._workflow_stops(withdrawn)
@@ -418,6 +391,9 @@ class TaskHandle(Generic[R]):
                 message = await atimeout_message(self, queue, timeout)
                 keep_cancel(before)
                 raise ResultTimeout(message)
+            if not self._sent_later and await _aunknown(self, broker, queue, deadline):
+                keep_cancel(before)
+                raise ResultTimeout(_unknown_message(self, queue))  # gone, as get() says
 
     async def acancel(self, running: bool = False) -> bool:
         """Like ``cancel()``, awaited.
@@ -433,9 +409,10 @@ class TaskHandle(Generic[R]):
             ConfigurationError: ``running`` is not a bool.
         """
         check_running(running, f"acancel() of task {self.id}")
-        queue = await self._afind_queue()
-        if queue is None:
-            return False
+        unsent, queue = await asyncio.get_running_loop().run_in_executor(  # (as below)
+            None, _unsent, self, await self._afind_queue())
+        if unsent or queue is None:
+            return unsent
         broker = self._aio()
         withdrawn = await broker.cancel(queue, self.id, self._result_ttl_ms)
         if withdrawn is not None:
@@ -453,18 +430,37 @@ class StepHandle(TaskHandle[Any]):
     _sent_later = True
 
 
+def wait_result(handle: TaskHandle[Any], deadline: Optional[float]) -> Tuple[Optional[bytes], str]:
+    """get()'s wait: (result, queue); (None, queue) past ``deadline``: the caller says why."""
+    queue = handle._find_queue()
+    if queue is None or (not handle._sent_later and gone(handle, queue, deadline)):
+        promised = handle._promise(handle._broker.workflows.handle_record(
+            handle.id, handle._queues.lookup_names()[0]))
+        if promised is None:
+            raise ResultTimeout(_unknown_message(handle, queue))
+        queue = promised
+    while True:
+        remaining = 5.0 if deadline is None else deadline - time.monotonic()
+        body = handle._results.wait_result(queue, handle.id, min(remaining, 5.0)
+                                           if remaining > 0 else 0.002)
+        if body is not None:
+            return body, queue
+        if deadline is not None and time.monotonic() >= deadline:
+            return None, queue
+        if not handle._sent_later and gone(handle, queue, deadline):
+            raise ResultTimeout(_unknown_message(handle, queue))
+
+
+def _unsent(handle: TaskHandle[Any], queue: Optional[str]) -> Tuple[bool, Optional[str]]:
+    """Cancel ``handle``'s task if it is a workflow step not sent yet (``UnsentSteps``):
+    whether it was, and its queue (None: no task nor step of its id is known)."""
+    return handle._broker.unsent.cancel(handle.id, queue, handle._sent_later,
+                                        handle._result_ttl_ms,
+                                        lambda: handle._queues.lookup_names()[0])
+
+
 def _unknown_message(handle: TaskHandle[Any], queue: Optional[str]) -> str:
     return unknown_message(handle.id, queue, handle._broker.description)
-
-
-def _timeout_message(handle: TaskHandle[Any], queue: str, timeout: Optional[float]) -> str:
-    """Why ``get()``'s wait ran out (``ranout``)."""
-    try:
-        place = place_of(handle._broker, queue, handle.id, handle.status())
-    except BrokerError as exc:
-        return unread_message(handle.id, timeout, exc)
-    return timeout_message(handle.id, timeout, queue, handle._broker.description,
-                           handle._sent_later, place)
 
 
 async def _aunknown(handle: TaskHandle[Any], broker: "AsyncBroker", queue: str,

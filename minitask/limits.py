@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
 from .errors import ConfigurationError
+from .printable import short_repr
 from .wire.message import MAX_MS, MAX_SECONDS, describe_char, to_ms, unprintable
 
 #: The task options this module checks (fair queues: the ``group_*`` ones).
@@ -101,7 +102,7 @@ def group_name(value: Any, where: str, what: str) -> str:
         return str(value)
     if not isinstance(value, str) or not value:
         raise ConfigurationError(f"{where}: {what} must be a non-empty str or an int, got "
-                                 f"{value!r} ({type(value).__name__})")
+                                 f"{short_repr(value)} ({type(value).__name__})")
     if len(value) > MAX_GROUP_LENGTH:
         raise ConfigurationError(f"{where}: {what} {value[:40]!r}... is longer than "
                                  f"{MAX_GROUP_LENGTH} characters")
@@ -128,20 +129,21 @@ def task_limits(options: Dict[str, Any], where: str, prefix: str = "") -> TaskLi
             raise ConfigurationError(
                 f"{where}: {prefix}rate_limit must be 'N/s', 'N/m' or 'N/h' with N from 1 to "
                 f"{MAX_COUNT} (starts per second, minute or hour, across all workers), "
-                f"got {rate!r}")
+                f"got {short_repr(rate)}")
         count, window_ms = int(match.group(1)), _WINDOW_MS[match.group(2)]
     most = options.get("max_running")
     if most is not None and (not isinstance(most, int) or isinstance(most, bool)
                              or not 1 <= most <= MAX_COUNT):
         raise ConfigurationError(f"{where}: {prefix}max_running must be an int from 1 to "
-                                 f"{MAX_COUNT} "
-                                 f"(tasks running at once, across all workers), got {most!r}")
+                                 f"{MAX_COUNT} (tasks running at once, across all workers), "
+                                 f"got {short_repr(most)}")
     return TaskLimits(rate, count, window_ms, most or 0)
 
 
 def check_limit_key(key: Any, where: str) -> str:
     if not isinstance(key, str) or not key:
-        raise ConfigurationError(f"{where}: limit_key must be a non-empty str, got {key!r}")
+        raise ConfigurationError(f"{where}: limit_key must be a non-empty str, got "
+                                 f"{short_repr(key)}")
     if len(key) > MAX_LIMIT_KEY_LENGTH:
         raise ConfigurationError(f"{where}: limit_key {key[:40]!r}... is {len(key):,} "
                                  f"characters, longer than {MAX_LIMIT_KEY_LENGTH} (it is part "
@@ -161,9 +163,9 @@ def debounce_ms(debounce: Any, task_id: Optional[str], timed: bool, where: str) 
             a delay or eta given too (a ValueError).
     """
     if (not isinstance(debounce, (int, float)) or isinstance(debounce, bool)
-            or not math.isfinite(debounce) or not 0 < debounce <= MAX_SECONDS):
+            or not 0 < debounce <= MAX_SECONDS or not math.isfinite(debounce)):
         raise ConfigurationError(f"{where}: debounce must be a finite number of seconds "
-                                 f"above 0, got {debounce!r}")
+                                 f"above 0, got {short_repr(debounce)}")
     if task_id is None:
         raise ConfigurationError(f"{where}: debounce={debounce!r} needs a task_id: the id "
                                  f"whose scheduled call a later call replaces")
@@ -192,9 +194,9 @@ def expires_ms(expires: Any, now_ms: int, where: str) -> int:
             raise ConfigurationError(f"{where}: expires {expires!r} has passed already")
         return min(at_ms, MAX_MS)
     if (not isinstance(expires, (int, float)) or isinstance(expires, bool)
-            or not math.isfinite(expires) or not 0 < expires <= MAX_SECONDS):
+            or not 0 < expires <= MAX_SECONDS or not math.isfinite(expires)):
         raise ConfigurationError(f"{where}: expires must be a number of seconds above 0 or "
-                                 f"an aware datetime, got {expires!r}")
+                                 f"an aware datetime, got {short_repr(expires)}")
     return min(now_ms + to_ms(expires), MAX_MS)
 
 

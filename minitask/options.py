@@ -5,13 +5,13 @@ from __future__ import annotations
 import inspect
 import math
 import os
-import reprlib
 import sys
 from binascii import b2a_base64
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Type
 
 from .errors import ConfigurationError
+from .printable import short_repr
 from .limits import TASK_OPTIONS as _LIMIT_OPTIONS
 from .limits import TaskGrouping, TaskLimits, task_grouping, task_limits
 from .wire.message import (MAX_ID_BYTES, MAX_NAME_BYTES, MAX_RETRIES, MAX_SECONDS,
@@ -59,6 +59,12 @@ def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+def is_finite(value: Any) -> bool:
+    """A number that is not NaN nor an infinity: an int of any size is one
+    (``math.isfinite`` of an int too big for a float raises OverflowError)."""
+    return is_number(value) and (isinstance(value, int) or math.isfinite(value))
+
+
 def check_clock(clock: Any, where: str) -> Any:
     """``clock=`` as given (None: the real clock): an object with a ``now_ms()`` method;
     anything else is refused here, naming the option (a string was taken, and the
@@ -72,19 +78,19 @@ def check_clock(clock: Any, where: str) -> Any:
 
 def check_seconds(value: Any, what: str, where: str) -> float:
     """A duration option: a finite number of seconds from 0 to MAX_SECONDS."""
-    if not is_number(value) or not math.isfinite(value) or not 0 <= value <= MAX_SECONDS:
+    if not is_finite(value) or not 0 <= value <= MAX_SECONDS:
         raise ConfigurationError(f"{where}: {what} must be a finite number of seconds from 0 "
-                                 f"to {MAX_SECONDS} (100 years), got {value!r}")
+                                 f"to {MAX_SECONDS} (100 years), got {short_repr(value)}")
     return float(value)
 
 
 def check_positive_seconds(value: Any, what: str, where: str) -> float:
     """A duration that must be above 0 (a ttl, a time limit): a finite number of
     seconds above 0 and at most MAX_SECONDS."""
-    if (not is_number(value) or not math.isfinite(value)
-            or not 0 < value <= MAX_SECONDS):
+    if not is_finite(value) or not 0 < value <= MAX_SECONDS:
         raise ConfigurationError(f"{where}: {what} must be a finite number of seconds above "
-                                 f"0, at most {MAX_SECONDS} (100 years), got {value!r}")
+                                 f"0, at most {MAX_SECONDS} (100 years), got "
+                                 f"{short_repr(value)}")
     return float(value)
 
 
@@ -104,7 +110,7 @@ def check_text(value: Any, what: str, where: str, fix: str = "use printable char
     """A task name or task id: a non-empty str that cannot forge a log line."""
     if not isinstance(value, str) or not value:
         raise ConfigurationError(f"{where}: {what} must be a non-empty str, got "
-                                 f"{reprlib.repr(value)}")  # read from Redis, maybe
+                                 f"{short_repr(value)}")  # read from Redis, maybe
     char = unprintable(value)
     if char is not None:
         raise ConfigurationError(f"{where}: {what} {value!r} holds {describe_char(char)}, a "
@@ -139,7 +145,7 @@ def check_task_id(value: Any, where: str, what: str = "task_id",
 def check_priority(priority: Any, where: str) -> int:
     if not isinstance(priority, int) or isinstance(priority, bool) or not 0 <= priority <= 9:
         raise ConfigurationError(f"{where}: priority must be an int from 0 to 9 "
-                                 f"(9 runs first), got {priority!r}")
+                                 f"(9 runs first), got {short_repr(priority)}")
     return priority
 
 
@@ -194,11 +200,18 @@ class TaskOptions:
         win over its route's (``router``), which win over the app's defaults."""
         unknown = sorted(set(options) - TASK_OPTIONS)
         name = options.get("name")
+        qualname = getattr(func, "__qualname__", None)  # (none: a partial, a callable object)
+        on = (f"@app.task on {qualname!r}" if isinstance(qualname, str)
+              else f"@app.task on a {type(func).__name__} object")
         if name is None:
-            name = check_text(f"{module_name_of(func)}.{func.__qualname__}", "default name",
-                              f"@app.task on {func.__qualname__!r}", "pass name=...")
+            if not isinstance(qualname, str):
+                raise ConfigurationError(f"{on}: it has no __qualname__ to name the task after; "
+                                         f"pass name=... (a functools.partial or a callable "
+                                         f"object runs as a task once named)")
+            name = check_text(f"{module_name_of(func)}.{qualname}", "default name", on,
+                              "pass name=...")
         else:
-            check_text(name, "name", f"@app.task on {func.__qualname__!r}")
+            check_text(name, "name", on)
         where = f"task {name!r}"
         if unknown:
             raise ConfigurationError(f"{where}: unknown option(s) {', '.join(unknown)}; "
@@ -207,7 +220,7 @@ class TaskOptions:
         if (not isinstance(retries, int) or isinstance(retries, bool)
                 or not 0 <= retries <= MAX_RETRIES):
             raise ConfigurationError(f"{where}: retries must be an int from 0 to "
-                                     f"{MAX_RETRIES}, got {retries!r}")
+                                     f"{MAX_RETRIES}, got {short_repr(retries)}")
         retry_on = options.get("retry_on")
         if retry_on is None:
             retry_on = (Exception,) if retries > 0 else ()
@@ -215,11 +228,11 @@ class TaskOptions:
             retry_on = (retry_on,)
         elif not isinstance(retry_on, (tuple, list)):
             raise ConfigurationError(f"{where}: retry_on must be exception types, "
-                                     f"got {retry_on!r}")
+                                     f"got {short_repr(retry_on)}")
         retry_on = tuple(retry_on)
         if not all(isinstance(t, type) and issubclass(t, BaseException) for t in retry_on):
             raise ConfigurationError(f"{where}: retry_on must be exception types, "
-                                     f"got {retry_on!r}")
+                                     f"got {short_repr(retry_on)}")
         seconds = {field_name: (check_positive_seconds if field_name in _ABOVE_ZERO
                                 else check_seconds)(options[field_name], field_name, where)
                    for field_name in _SECONDS_OPTIONS if options.get(field_name) is not None}
@@ -230,7 +243,7 @@ class TaskOptions:
         ignore_result = options.get("ignore_result", False)
         if not isinstance(ignore_result, bool):
             raise ConfigurationError(f"{where}: ignore_result must be True or False, "
-                                     f"got {ignore_result!r}")
+                                     f"got {short_repr(ignore_result)}")
         pattern, routed = (None, {}) if router is None else router(name)
         if routed and all(options.get(key) is not None for key in routed):
             pattern = None  # the decorator set all the route would: it does not apply
@@ -238,11 +251,11 @@ class TaskOptions:
         hide_args = options.get("hide_args", False)
         if not isinstance(hide_args, bool):
             raise ConfigurationError(f"{where}: hide_args must be True or False, "
-                                     f"got {hide_args!r}")
+                                     f"got {short_repr(hide_args)}")
         broadcast = options.get("broadcast", False)
         if not isinstance(broadcast, bool):
             raise ConfigurationError(f"{where}: broadcast must be True or False, "
-                                     f"got {broadcast!r}")
+                                     f"got {short_repr(broadcast)}")
         limits = task_limits(options, where)
         if broadcast and limits.limited:
             raise ConfigurationError(f"{where}: a broadcast task takes no rate_limit or "

@@ -21,7 +21,6 @@ import datetime as _dt
 import inspect
 import json
 import math
-import reprlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -29,6 +28,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 from .errors import (ArgumentError, ConfigurationError, DecodeError, MessageTooLarge,
                      MinitaskError)
+from .printable import short_repr
 from .wire.message import (MAX_ID_BYTES, MAX_MS, MAX_SECONDS, Message, describe_char,
                            unprintable)
 from .wire.serializer import check_arguments, decode_message, encode_message
@@ -253,7 +253,7 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
     """
     if not isinstance(name, str) or not name:
         raise ConfigurationError(f"schedule of task {task!r}: name must be a non-empty str, "
-                                 f"got {name!r}")
+                                 f"got {short_repr(name)}")
     size = len(name.encode("utf-8", "surrogatepass"))
     if size > MAX_NAME_BYTES:
         raise ConfigurationError(
@@ -273,15 +273,15 @@ def build(name: Any, task: str, func: Callable[..., Any], *, cron: Any = None, e
     if args is None:
         args = ()
     if not isinstance(args, (tuple, list)):
-        raise ArgumentError(f"{where}: args must be a tuple or list, got {reprlib.repr(args)}",
+        raise ArgumentError(f"{where}: args must be a tuple or list, got {short_repr(args)}",
                             task_name=task)
     if kwargs is None:
         kwargs = {}
     if not isinstance(kwargs, dict) or not all(isinstance(key, str) for key in kwargs):
         raise ArgumentError(f"{where}: kwargs must be a dict with str keys, got "
-                            f"{reprlib.repr(kwargs)}", task_name=task)
-    if isinstance(every, (int, float)) and not isinstance(every, bool):
-        every = float(every)
+                            f"{short_repr(kwargs)}", task_name=task)
+    if isinstance(every, int) and not isinstance(every, bool) and abs(every) <= MAX_SECONDS:
+        every = float(every)  # (a bigger int is refused below: float() of a huge one raises)
     if types:
         with schedule_named(name):
             args, kwargs = types.arguments_to_wire(task, args, kwargs)
@@ -335,9 +335,9 @@ def check_timing(schedule: Schedule) -> Schedule:
                                  f"every={_cut(every)}")
     if every is not None:
         if (not isinstance(every, (int, float)) or isinstance(every, bool)
-                or not math.isfinite(every) or not 0.001 <= every <= MAX_SECONDS):
+                or not 0.001 <= every <= MAX_SECONDS or not math.isfinite(every)):
             raise ConfigurationError(f"{where}: every must be a number of seconds from 0.001 "
-                                     f"to {MAX_SECONDS}, got {every!r}")
+                                     f"to {MAX_SECONDS}, got {short_repr(every)}")
     if not isinstance(schedule.tz, str) or not schedule.tz:
         raise ConfigurationError(f"{where}: tz must be an IANA time zone name such as "
                                  f"'Europe/Paris', got {_cut(schedule.tz)}")
@@ -346,10 +346,10 @@ def check_timing(schedule: Schedule) -> Schedule:
         cron = check_cron(cron, where)
     if schedule.catch_up not in CATCH_UP:
         raise ConfigurationError(f"{where}: catch_up must be 'latest' or 'skip', got "
-                                 f"{schedule.catch_up!r}")
+                                 f"{short_repr(schedule.catch_up)}")
     if not isinstance(schedule.overlap, bool):
         raise ConfigurationError(f"{where}: overlap must be True or False, got "
-                                 f"{schedule.overlap!r}")
+                                 f"{short_repr(schedule.overlap)}")
     if cron != schedule.cron:
         return dataclasses.replace(schedule, cron=cron)
     return schedule
@@ -385,7 +385,9 @@ def _cut(value: Any, quoted: bool = True) -> str:
     if isinstance(value, str) and len(value) > SHOWN_CHARS:
         head = repr(value[:SHOWN_CHARS]) if quoted else value[:SHOWN_CHARS]
         return f"{head}... ({len(value):,} characters)"
-    return repr(value) if quoted else str(value)
+    if not isinstance(value, str):
+        return short_repr(value)  # (an int of thousands of digits: repr() raises)
+    return repr(value) if quoted else value
 
 
 def zone(name: str, where: str) -> _dt.tzinfo:

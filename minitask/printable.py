@@ -53,10 +53,25 @@ def printable(value: Any, *, keep_newlines: bool = False) -> str:
         for char in shown)
 
 
+class SafeRepr(reprlib.Repr):
+    """``reprlib.Repr`` that shows an int too long for ``repr`` (Python refuses one
+    of more than ``sys.get_int_max_str_digits()`` digits with a ValueError) by its
+    size: an error message about a user's huge int must not fail with Python's own."""
+
+    def repr_int(self, x: int, level: int) -> str:
+        try:
+            return super().repr_int(x, level)
+        except ValueError:
+            return f"<an int of {x.bit_length():,} bits>"
+
+
+#: ``reprlib.repr`` (its limits), safe from huge ints: how a refused argument is shown.
+short_repr = SafeRepr().repr
+
 #: How ``shown_value`` shows a value read from Redis: a few levels, items and characters
 #: of it. A planted value may be nested a thousand levels deep (``repr`` of it raises
 #: RecursionError) or hold megabytes.
-_BOUNDED = reprlib.Repr()
+_BOUNDED = SafeRepr()
 _BOUNDED.maxlevel = 4
 _BOUNDED.maxstring = _BOUNDED.maxother = _BOUNDED.maxlong = 80
 #: The most characters of a value read from Redis that a message shows.
@@ -481,5 +496,5 @@ def own_logger(name: str) -> logging.Logger:
 
 __all__ = ["ContainedLogger", "cut_text", "dropped_records", "encodable", "error_text",
            "error_trace", "escaped_trace", "json_safe", "log_error", "logged_trace",
-           "nests_past", "own_logger", "printable", "readable", "shown_id", "shown_name",
-           "shown_trace", "shown_value", "typed_back"]
+           "nests_past", "own_logger", "printable", "readable", "SafeRepr", "short_repr",
+           "shown_id", "shown_name", "shown_trace", "shown_value", "typed_back"]

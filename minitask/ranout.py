@@ -9,17 +9,40 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import math
+import sys
+import time
 from dataclasses import dataclass
 from typing import Any, List, Optional
 
 from .broker.health import on_redis_time
-from .errors import BrokerError
-from .printable import printable, shown_name
+from .broker.pools import PoolExhausted, pool_waits_cut_at
+from .errors import BrokerError, ConfigurationError
+from .printable import printable, short_repr, shown_name
 from .stores.broker import Broker
+from .stores.results import readable_state
 from .wire.message import SystemClock
 
 #: The clock a timeout's message judges heartbeats by: Redis's, as workers write them.
 _READER_CLOCK = SystemClock()
+
+
+def check_timeout(timeout: Any, where: str) -> None:
+    """Refuse a wait's ``timeout`` that is not None or a number of seconds, 0 or more,
+    that a float can hold: NaN would wait forever (no time is ever past it), a str or
+    an int past a float's range would fail deep in the wait (the deadline is a float),
+    and a negative one looked once and said the task "did not finish within -1 s" (0
+    looks once: what a negative one can only have meant). The one check of every wait
+    (``get``, ``aget``, a group's, a broadcast's ``join``)."""
+    if timeout is not None and (not isinstance(timeout, (int, float))
+                                or isinstance(timeout, bool) or not timeout >= 0
+                                or isinstance(timeout, int) and timeout > _FLOAT_MOST):
+        raise ConfigurationError(f"{where}: timeout must be a number of seconds, 0 or more, "
+                                 f"or None (no end), got {short_repr(timeout)}")
+
+
+#: The largest float: a bigger int cannot be a deadline.
+_FLOAT_MOST = sys.float_info.max
 
 #: A worker whose last heartbeat is older than this is not counted as live.
 LIVE_MS = 60_000
@@ -61,6 +84,43 @@ def unlooked_message(task_id: str, timeout: Optional[float], grace: float) -> st
     return (f"{_head(task_id, timeout)}; its status was not read: the {grace} s given to "
             f"read it ran out (as when many waits end together); call status() to see "
             f"where it is")
+
+
+def timeout_message_now(handle: Any, queue: str, timeout: Optional[float]) -> str:
+    """Why ``get()``'s wait ran out, its reads queued for a connection of a full pool
+    ``LOOK_GRACE`` s at most, as ``aget()``'s are: hundreds of threads' waits running
+    out together would otherwise queue for seconds behind each other's reads."""
+    try:
+        with pool_waits_cut_at(time.monotonic() + LOOK_GRACE):
+            place = place_of(handle._broker, queue, handle.id, handle.status())
+    except BrokerError as exc:
+        if _cut_short(exc):
+            return unlooked_message(handle.id, timeout, LOOK_GRACE)  # less, rather than late
+        return unread_message(handle.id, timeout, exc)
+    return timeout_message(handle.id, timeout, queue, handle._broker.description,
+                           handle._sent_later, place)
+
+
+def gone(handle: Any, queue: str, deadline: Optional[float]) -> bool:
+    """Whether the task a wait is for is unknown now (an ``ignore_result`` task ended,
+    purged or forgotten while waited for): nothing is left to wait for. Its state is
+    read waiting for a connection of a full pool until the wait's deadline at most:
+    a state not read by then is no sign it is gone."""
+    try:
+        with pool_waits_cut_at(math.inf if deadline is None else deadline):
+            state = handle._results.state(queue, handle.id)
+    except BrokerError as exc:
+        if _cut_short(exc):
+            return False
+        raise
+    return readable_state(state, handle.id) == "unknown"
+
+
+def _cut_short(exc: BaseException) -> bool:
+    seen: Optional[BaseException] = exc
+    while seen is not None and not isinstance(seen, PoolExhausted):
+        seen = seen.__cause__ or seen.__context__
+    return seen is not None
 
 
 async def atimeout_message(handle: Any, queue: str, timeout: Optional[float]) -> str:

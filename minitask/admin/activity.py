@@ -3,24 +3,26 @@ knowing any task id first: ``minitask inspect running|scheduled|recent`` and the
 dashboard's JSON API.
 
 Each listing reads bounded data: the front of each queue's leases or delayed set
-(one script call per queue, at most ``PEEK_MOST`` tasks), or each queue's capped
-record of recent outcomes (one round trip for every queue). Nothing scans the
-keyspace. A task marked ``hide_args=True`` never has its arguments shown.
+(one script call per queue for each ``PEEK_MOST`` tasks, up to the listing's
+limit), or each queue's capped record of recent outcomes (one round trip for every
+queue). Nothing scans the keyspace. A task marked ``hide_args=True`` never has its arguments shown.
 """
 from __future__ import annotations
 
 import datetime as _dt
 import fnmatch
+import functools
+import re
 import reprlib
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Pattern, Sequence, Set
 
 from ..errors import ConfigurationError, DecodeError
 from ..printable import shown_id
 from ..stores.admin import PEEK_MOST as PEEK_MOST  # noqa: F401 (the dashboard's bound)
 from ..stores.admin import Peeked
 from ..stores.recent import MAX_LENGTH as MAX_LENGTH, STATES, RecentOutcome
-from ..wire.message import MAX_SECONDS, Progress, to_seconds
+from ..wire.message import MAX_NAME_BYTES, MAX_SECONDS, Progress, to_seconds
 from ..wire.serializer import decode_message
 from .operated import Operated, app_queues, meant, shown_queues
 
@@ -33,6 +35,12 @@ ARGS_CHARS = 80
 STATE_WORDS = STATES + ("failed",)
 #: The most tasks a listing returns (``limit``): as many as a queue's record can hold.
 LIMIT_MOST = MAX_LENGTH
+#: Characters a ``task`` filter (a name or a glob) may hold at most: as many as the
+#: bytes of the longest task name (MAX_NAME_BYTES); a longer one is refused.
+PATTERN_MOST = MAX_NAME_BYTES
+#: Compiled globs kept for the next listing (the latest used). fnmatch's own cache
+#: keeps 32,768 of any length: a dashboard asked for many long ones grew for good.
+GLOBS_KEPT = 64
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = 40
@@ -122,12 +130,12 @@ def running(app: Operated, queues: Optional[Sequence[str]] = None, *,
     Args:
         queues: the queues to look at; default: every queue of the app.
         task: a task name, or a glob (``billing.*``), to keep only those.
-        limit: tasks returned at most; a filter looks at the first PEEK_MOST
-            tasks of each queue.
+        limit: tasks returned at most (each queue is read PEEK_MOST tasks a round
+            trip); a filter looks at the first PEEK_MOST tasks of each queue.
 
     Raises:
-        ConfigurationError: a queue the app does not have, or a limit that is not
-            from 1 to LIMIT_MOST.
+        ConfigurationError: a queue the app does not have, a limit that is not
+            from 1 to LIMIT_MOST, or a task filter over PATTERN_MOST characters.
         BrokerError: Redis could not be reached.
     """
     return _listed(app, "leases", queues, task, limit)
@@ -157,10 +165,11 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
             records is searched.
 
     Raises:
-        ConfigurationError: an unknown state or queue, or a limit that is not from 1
-            to LIMIT_MOST.
+        ConfigurationError: an unknown state or queue, a limit that is not from 1
+            to LIMIT_MOST, or a task filter over PATTERN_MOST characters.
         BrokerError: Redis could not be reached.
     """
+    check_pattern(task)
     if state is not None and state not in STATE_WORDS:
         raise ConfigurationError(f"no state {state!r} among recent outcomes; states are "
                                  f"{', '.join(STATE_WORDS)}")
@@ -170,7 +179,7 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
     # (the read shows its newest entries up to that setting: Redis may hold more)
     count = MAX_LENGTH if filtered else limit
     entries: List[RecentOutcome] = []
-    by_queue, left_out = app.broker.recent.read(names, count)
+    by_queue, left_out = app.broker.recent.read(names, count, app.recent_outcomes)
     for found in by_queue.values():
         entries += found
     read = len(entries)
@@ -183,21 +192,30 @@ def recent(app: Operated, queues: Optional[Sequence[str]] = None, *,
 
 def _listed(app: Operated, which: str, queues: Optional[Sequence[str]],
             task: Optional[str], limit: int) -> Listing:
+    check_pattern(task)
     names = _queues(app, queues, limit)
+    # a filter looks at the first PEEK_MOST of each queue; a listing without one, at as
+    # many as it shows, read PEEK_MOST at a time (one page of messages held at once)
     count = PEEK_MOST if task is not None else limit
     found: List[ListedTask] = []
     total = 0
     now_ms = app.clock.now_ms()  # once: every lease of the listing is judged by one time
-    for queue in names:
-        held, peeked = app.broker.admin.peek(queue, which, count)
-        total += held
-        for item in peeked:
-            listed = _listed_task(app, queue, which, item, now_ms)
-            if task is None or _matches(listed.name, task):
-                found.append(listed)
     far = _dt.datetime.max.replace(tzinfo=_dt.timezone.utc)
-    found.sort(key=lambda listed: listed.at or far)
-    return Listing(found[:limit], total)
+    for queue in names:
+        seen: Set[str] = set()
+        held: Optional[int] = None
+        for held_now, peeked in app.broker.admin.peek_pages(queue, which, count):
+            held = held_now if held is None else held
+            for item in peeked:
+                listed = _listed_task(app, queue, which, item, now_ms)
+                if listed.task_id not in seen and (task is None or _matches(listed.name, task)):
+                    seen.add(listed.task_id)
+                    found.append(listed)
+        total += held or 0
+        # the first ``limit`` of the queues so far: what the listing keeps is bounded
+        found.sort(key=lambda listed: listed.at or far)
+        del found[limit:]
+    return Listing(found, total)
 
 
 def _listed_task(app: Operated, queue: str, which: str, item: Peeked,
@@ -249,9 +267,24 @@ def _queues(app: Operated, queues: Optional[Sequence[str]], limit: int) -> List[
     return list(queues)
 
 
+def check_pattern(pattern: Optional[str]) -> None:
+    """Refuse a task filter longer than any task name can be (PATTERN_MOST
+    characters): a ConfigurationError saying its length, not echoing it."""
+    if pattern is not None and len(pattern) > PATTERN_MOST:
+        raise ConfigurationError(f"task name or glob of {len(pattern):,} characters: no task "
+                                 f"name is longer than {PATTERN_MOST:,} bytes; give at most "
+                                 f"{PATTERN_MOST:,} characters")
+
+
 def _matches(name: str, pattern: str) -> bool:
     """A task name against a name or a glob, case-sensitively (names are)."""
-    return name == pattern or fnmatch.fnmatchcase(name, pattern)
+    return name == pattern or _glob(pattern).match(name) is not None
+
+
+@functools.lru_cache(maxsize=GLOBS_KEPT)
+def _glob(pattern: str) -> Pattern[str]:
+    """A glob compiled, in a cache of its own that stays small (GLOBS_KEPT)."""
+    return re.compile(fnmatch.translate(pattern))
 
 
 def _utc(ms: Optional[int]) -> Optional[_dt.datetime]:

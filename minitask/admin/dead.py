@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.durability import keep_unconfirmed
-from ..errors import BrokerError, DecodeError, without_script_marks
+from ..broker.refusals import without_script_marks
+from ..errors import BrokerError, DecodeError
 from ..printable import printable, shown_id, typed_back
 from ..sending import BULK_CHUNK
 from ..wire.message import to_seconds

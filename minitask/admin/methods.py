@@ -66,7 +66,8 @@ class Operations:
         """Stop a schedule for every worker; runs already enqueued still run.
 
         A decorated schedule comes back when a worker of code that still has
-        the decorator starts.
+        the decorator starts (running workers do not write it back, as they
+        write back one whose record Redis lost).
 
         Args:
             name: the schedule's name.
@@ -75,6 +76,7 @@ class Operations:
             False when no schedule has this name.
 
         Raises:
+            ConfigurationError: ``name`` is not a non-empty str.
             BrokerError: Redis could not be reached.
         """
         return _scheduling.remove_schedule(self, name)

@@ -19,6 +19,7 @@ class Operated(Protocol):
     name: str
     clock: Clock
     max_message_bytes: int
+    recent_outcomes: int
     tasks: Dict[str, Task[Any, Any]]
     periodic_schedules: Dict[str, Schedule]
 

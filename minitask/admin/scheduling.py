@@ -11,7 +11,7 @@ from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, ConfigurationError, DurabilityError
 from ..options import check_priority
 from ..periodic import Schedule, build as build_schedule, schedule_named
-from ..printable import printable
+from ..printable import printable, short_repr
 from ..sending import check_queue_name
 from ..stores.schedules import Place
 from ..task import Task
@@ -60,7 +60,7 @@ def _add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
         for other in app_queues(app):
             if other != target:
                 try:
-                    store.remove(other, name)
+                    store.remove(other, name, app.clock.now_ms())
                 except BrokerError as exc:
                     raise BrokerError(f"schedule {name!r} was saved on queue {target!r}, "
                                       f"but queue {other!r} still holds it: {exc}",
@@ -73,11 +73,16 @@ def _add_schedule(app: Operated, name: str, task: Union[Task[Any, Any], str], *,
 
 def remove_schedule(app: Operated, name: str) -> bool:
     """``Minitask.remove_schedule``: False when no schedule has this name."""
-    app.periodic_schedules.pop(name, None)
+    if not isinstance(name, str) or not name:  # (Redis would have refused None: "the broker")
+        raise ConfigurationError(f"remove_schedule: name must be a schedule's name, a "
+                                 f"non-empty str, got {short_repr(name)}")
+    decorated = app.periodic_schedules.pop(name, None)
     removed = False
     with keep_unconfirmed() as unconfirmed:  # every queue asked, even with a replica behind
         for queue in app_queues(app):
-            removed = app.broker.schedules.remove(queue, name) or removed
+            removed = app.broker.schedules.remove(
+                queue, name, app.clock.now_ms(),
+                decorated is not None and decorated.queue == queue) or removed
     said_unconfirmed(unconfirmed, f"schedule {name!r}")
     return removed
 

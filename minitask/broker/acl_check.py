@@ -10,8 +10,13 @@ client asks Redis (7.0 and later: ``redis.acl_check_cmd``) about all of them at 
 and a user missing any is refused before anything is written. Once the check passed, it
 is not asked again: the hot path pays one attribute read. On Redis Cluster each primary
 node is asked before the first send to it (ACLs are each node's own), and once every
-primary passed, a send asks nothing more (a node made primary since, by a failover or
-added, is not asked: a refusal part way there asks them all again). Redis 6.2 has no
+primary passed, a send asks nothing more until the client's layout changes (redis-py
+reads it again, or follows a MOVED: ``watch_layout``): the next send then looks up the
+node of each of its keys again, and a node made primary since (a failover, a slot moved
+to a new node) is asked before a send goes to it; nodes that passed are not asked
+again. (A write redirected mid-send, an ASK to a node importing the slot, or the retry
+of a send whose primary failed, reaches the new node before its check: the next send
+asks it.) Redis 6.2 has no
 way to ask; there a refusal part way is still told as such (``BrokerError.part_way``).
 
 A worker asks the same once as it starts, before it leases anything, about every
@@ -26,7 +31,9 @@ crashed Redis 7.0.15.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import re
 import threading
 from typing import (Any, Callable, ContextManager, Dict, Iterable, List, Optional,
@@ -38,8 +45,14 @@ from redis.crc import key_slot
 from ..errors import BrokerError
 from .acl_arguments import with_the_key
 
+try:  # (redis-py 5 and later: a client says when it reads its layout again)
+    from redis import event as redis_events
+except ImportError:  # pragma: no cover
+    redis_events = None  # type: ignore[assignment]
+
+
 #: The scripts that write tasks (enqueue, a workflow's steps and groups, a broadcast
-#: call): one refused part way through (``errors.refused_in_script``) may have written.
+#: call): one refused part way through (``refusals.refused_in_script``) may have written.
 SENDING_SCRIPTS = frozenset({"enqueue", "enqueue_now", "enqueue_flow", "enqueue_group",
                              "spawn", "spawn_flow", "spawn_group", "group_create",
                              "broadcast_send"})
@@ -298,6 +311,72 @@ def _passed(owner: Any, generation: int, keys: Sequence[str]) -> None:
         checks.slots.update(key_slot(key.encode()) for key in keys)
         owner.acl_unchecked = checks.cluster and not all(
             primary.name in checks.nodes for primary in owner.client.get_primaries())
+
+
+def watch_layout(owner: Any) -> None:
+    """On Redis Cluster (``owner``: a transport, or an asyncio store): each time its
+    client reads the cluster's layout again or follows a MOVED, the next send looks up
+    its nodes again (``layout_changed``). Before, a node made primary after every
+    primary had passed was never asked. redis-py 8 says it (AfterSlotsCacheRefreshEvent,
+    to a listener of the client's own); before, ``NodesManager.initialize`` and
+    ``move_slot`` are wrapped."""
+    manager = getattr(owner.client, "nodes_manager", None)
+    dispatcher: Any = getattr(manager, "_event_dispatcher", None)
+    asynchronous = inspect.iscoroutinefunction(getattr(manager, "initialize", None))
+    event = getattr(redis_events, ("Async" if asynchronous else "")
+                    + "AfterSlotsCacheRefreshEvent", None)
+    if event is not None and hasattr(dispatcher, "register_listeners"):
+        listener = _AsyncLayout(owner) if asynchronous else _Layout(owner)
+        dispatcher.register_listeners({event: [listener]})
+        return
+    for name in ("initialize", "move_slot"):
+        original = getattr(manager, name, None)
+        if original is None:
+            continue
+        if inspect.iscoroutinefunction(original):
+            async def changed_async(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                try:
+                    return await _original(*args, **kwargs)
+                finally:
+                    layout_changed(owner)
+            wrapped: Any = functools.wraps(original)(changed_async)
+        else:
+            def changed(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+                try:
+                    return _original(*args, **kwargs)
+                finally:
+                    layout_changed(owner)
+            wrapped = functools.wraps(original)(changed)
+        try:
+            setattr(manager, name, wrapped)
+        except (AttributeError, TypeError):  # (__slots__: nothing to watch it by)
+            return
+
+
+class _Layout:
+    """redis-py's listener of a client's layout read again (``watch_layout``)."""
+
+    def __init__(self, owner: Any) -> None:
+        self.owner = owner
+
+    def listen(self, event: object) -> None:
+        layout_changed(self.owner)
+
+
+class _AsyncLayout(_Layout):
+    async def listen(self, event: object) -> None:  # type: ignore[override]
+        layout_changed(self.owner)
+
+
+def layout_changed(owner: Any) -> None:
+    """The cluster's layout as the client knows it changed: the hash slots that passed
+    are forgotten (a slot may be served by another node now) and the next send looks
+    up the node of each of its keys; the nodes that passed stay passed (by their
+    identity, ``host:port``), and one not asked yet is asked before a send to it."""
+    checks: SenderChecks = owner.acl_checks
+    with checks.lock:
+        checks.slots.clear()
+        owner.acl_unchecked = True
 
 
 def check_again(owner: Any, error: BrokerError) -> None:

@@ -83,6 +83,7 @@ class ClusterWaiter:
         self.pid = os.getpid()
         self._blocked: Dict[int, _Blocked] = {}
         self._stale = False
+        self._took: List[str] = []
 
     def wait(self, keys: Sequence[str], timeout: float, block_seconds: float,
              interrupt: Optional[int] = None) -> bool:
@@ -113,6 +114,11 @@ class ClusterWaiter:
             self.stop()
             self._stale = True
             raise
+
+    def took(self) -> List[str]:
+        """The wake lists the waits took a token off since last asked."""
+        keys, self._took = self._took, []
+        return keys
 
     def disconnect(self) -> None:
         """Close every connection of this waiter (``Transport.close``)."""
@@ -170,6 +176,8 @@ class ClusterWaiter:
         for blocked in ready:
             blocked.outstanding = False
             reply = blocked.connection.read_response()
-            taken(reply)  # an element no minitask pushed is said (once a minute a key)
+            key = taken(reply)  # an element no minitask pushed is said (once a minute a key)
+            if key is not None:
+                self._took.append(key)
             woken = reply is not None or woken
         return woken

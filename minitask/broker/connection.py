@@ -21,9 +21,10 @@ from redis.connection import URL_QUERY_ARGUMENT_PARSERS, to_bool
 from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
-from ..errors import BrokerError, ConfigurationError, MinitaskError, broker_error
+from ..errors import BrokerError, ConfigurationError, MinitaskError
 from . import embedded
 from .pools import WaitingSentinelPool, waiting_client
+from .refusals import broker_error
 
 ENV_VAR = "MINITASK_BROKER_URL"
 

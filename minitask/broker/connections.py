@@ -159,6 +159,8 @@ class _Local(threading.local):
     held: Optional[Tuple[int, Any]] = None
     waiter: Optional[Waiter] = None
     cluster_waiter: Optional[ClusterWaiter] = None
+    #: The wake lists this thread's waits took a token off, not yet asked for.
+    took: Optional[List[str]] = None
 
 
 class Connections:
@@ -207,6 +209,20 @@ class Connections:
         except BaseException:
             connection.disconnect()
             raise
+
+    def took(self, key: Optional[str]) -> None:
+        """Note the wake list ``key`` this thread's wait took a token off (None: none)."""
+        if key is not None:
+            local = self._local
+            if local.took is None:
+                local.took = []
+            local.took.append(key)
+
+    def tokens_taken(self) -> List[str]:
+        """The wake lists this thread's waits took tokens off since it last asked."""
+        local = self._local
+        keys, local.took = local.took, None
+        return keys or []
 
     def waiter(self) -> Waiter:
         """This thread's connection for blocking waits, connected."""

@@ -23,9 +23,9 @@ from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 import redis
 
-from ..errors import (BrokerError, ConfigurationError, DurabilityError, broker_reason,
-                      retold)
+from ..errors import BrokerError, ConfigurationError, DurabilityError, retold
 from .keys import confirm_key
+from .refusals import broker_reason
 
 #: The durability settings, ``None`` first: the primary's word alone.
 MODES = (None, "replicated", "fsync")

@@ -30,6 +30,9 @@ script and multi-key command touches a single Redis Cluster slot::
                                             by name, their records measured before read)
     minitask:{app:queue}:fired        HASH  at:<name> -> tick of its last run (ms),
                                             id:<name> -> that run's task id
+    minitask:{app:queue}:schedules_removed ZSET  name -> when remove_schedule removed it
+                                            (ms); the newest REMOVED_MOST kept, a save
+                                            of the name drops it
 
 Flow control (``limits.py``, ``stores/lua/flow.lua``), under the queue's tag::
 
@@ -105,7 +108,8 @@ of its first member's first task::
 
     minitask:{app:queue}:once:<id>    HASH    state: a workflow step <id> was "sent" or
                                               "cancelled" (never sent again); w: the id of
-                                              its workflow; expires with its result
+                                              its workflow; expires with its workflow's
+                                              longest result (its handle record)
     minitask:{app:queue}:group:<gid>  HASH    a group awaited as a whole: size, what
                                               follows it, who failed it, fired flag
     minitask:{app:queue}:group:<gid>:results  HASH  member index -> packed result
@@ -248,7 +252,7 @@ def _is_unprintable_or_space(char: str) -> bool:
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "lease_longest", "messages",
           "deliveries", "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside",
           "recent", "flow", "flow_due", "flow_dead", "flow_limiters", "flow_parked",
-          "schedules", "ticks", "fired", "schedule_names")
+          "schedules", "ticks", "fired", "schedule_names", "schedules_removed")
 
 
 @dataclass(frozen=True)
@@ -303,6 +307,9 @@ class QueueKeys:
     fired: str = field(init=False)
     #: The names of the queue's schedules (score 0): listings page it, never the records.
     schedule_names: str = field(init=False)
+    #: Schedules removed by remove_schedule, by when (ms): running workers do not write
+    #: them back (schedule_save.lua); the newest REMOVED_MOST are kept.
+    schedules_removed: str = field(init=False)
 
     def __post_init__(self) -> None:
         queue, lane, subscriber = self.queue.partition(":")

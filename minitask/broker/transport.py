@@ -16,10 +16,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import redis
 from redis.exceptions import RedisClusterException
 
-from ..errors import BrokerError, broker_error, refused_in_script
+from ..errors import BrokerError
 from ..printable import own_logger
 from .acl_check import CHECKED, SENDING_SCRIPTS, SenderChecks, check_again, check_sender, \
-    commands_of
+    commands_of, watch_layout
 from .cluster_sends import ReplyLost, confirm, send_once
 from .connections import Connections, connected, load_and_run
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
@@ -27,6 +27,7 @@ from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
 from .health import asked_bulk_limit
 from .packing import PackedScript, ScriptCall, command
 from .pools import ResultWaits
+from .refusals import broker_error, refused_in_script
 from .replies import require_readable_replies
 from .waits import Blocked, Waits
 from .writes import WriteFailed, call_ends, closed_after, reply_lost, write_counted
@@ -73,6 +74,8 @@ class Transport:
         #: Until a send's check of the ACL user passed (acl_check.py; on every primary)
         self.acl_unchecked = True
         self.acl_checks = SenderChecks(isinstance(client, redis.RedisCluster))
+        if self.acl_checks.cluster:
+            watch_layout(self)  # a node made primary later is asked before a send to it
 
     # -- scripts -------------------------------------------------------------------
 
@@ -83,7 +86,7 @@ class Transport:
 
     def errors(self, what: str, script: Optional[str] = None) -> "_Errors":
         """Turn redis-py's errors into BrokerError saying what failed, and what to do
-        (a hint fitting the error: see ``errors.broker_reason``); ``script`` names
+        (a hint fitting the error: see ``broker.refusals.broker_reason``); ``script`` names
         the script the block runs, if any."""
         return _Errors(self, what, script)
 

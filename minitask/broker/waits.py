@@ -67,6 +67,8 @@ class Waits:
             cluster_waiter = self._connections.cluster_waiter()
             assert cluster_waiter is not None
             cluster_waiter.wait(keys, timeout, MAX_BLOCK_SECONDS, interrupt)
+            for key in cluster_waiter.took():
+                self._connections.took(key)
             return None
         waiter = self._connections.waiter()
         if (then is not None
@@ -92,7 +94,7 @@ class Waits:
                 waiter.keys = keys
             if readable(connection, min(max(timeout, 0.0), MAX_BLOCK_SECONDS), interrupt):
                 waiter.keys = None
-                taken(connection.read_response())
+                self._connections.took(taken(connection.read_response()))
         except BaseException:
             waiter.keys = None
             connection.disconnect()  # the reply of the blocked call must not linger
@@ -131,7 +133,7 @@ class Waits:
                 self._unblock(client_id, connection)
             refused: Optional[redis.exceptions.ResponseError] = None
             try:
-                taken(connection.read_response())  # the wake token, or None
+                self._connections.took(taken(connection.read_response()))  # the wake token, or None
             except redis.exceptions.ResponseError as exc:  # a wake list of another type:
                 refused = exc  # the calls behind ran all the same, their replies are read
             replies: List[Any] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, List
+from typing import Any, List, Optional
 
 from ..printable import own_logger, printable
 
@@ -30,11 +30,15 @@ _LOCK = threading.Lock()
 _SAID: "OrderedDict[str, List[float]]" = OrderedDict()
 
 
-def taken(reply: Any) -> None:
+def taken(reply: Any) -> Optional[str]:
     """Look at a BLPOP's ``reply`` ([key, element], or None when it timed out): say an
-    element that is not a token (rate-limited per key). It never raises."""
-    if not isinstance(reply, (list, tuple)) or len(reply) != 2 or reply[1] == TOKEN:
-        return
+    element that is not a token (rate-limited per key). Returns the key it came off
+    (its queue may have work: ``worker.empties``), or None. It never raises."""
+    if not isinstance(reply, (list, tuple)) or len(reply) != 2:
+        return None
+    came_off = _text(reply[0])
+    if reply[1] == TOKEN:
+        return came_off
     key, element = printable(reply[0]), reply[1]
     size = len(element) if isinstance(element, (bytes, str)) else 0
     now = time.monotonic()
@@ -42,7 +46,7 @@ def taken(reply: Any) -> None:
         said = _SAID.get(key)
         if said is not None and now - said[0] < SAID_EVERY:
             said[1] += 1
-            return
+            return came_off
         more = int(said[1]) if said is not None else 0
         _SAID[key] = [now, 0]
         _SAID.move_to_end(key)
@@ -51,3 +55,9 @@ def taken(reply: Any) -> None:
     logger.warning("minitask key %s (a wake list) held an element no minitask pushes "
                    "(%s bytes, not shown): taken off by this worker's wait and ignored%s",
                    key, f"{size:,}", f"; {more} more since the last line" if more else "")
+    return came_off
+
+
+def _text(key: Any) -> str:
+    """A key as redis-py sent it: a str is sent in UTF-8."""
+    return key.decode("utf-8", "replace") if isinstance(key, bytes) else str(key)

@@ -148,10 +148,15 @@ class Compiler:
 
     def finish(self, node: Node) -> None:
         """Give every group the longest result ttl of the workflow: its state must
-        last as long as any of its tasks' outcomes."""
+        last as long as any of its tasks' outcomes; and every step's marker (``"mt"``,
+        where it is longer than the step's own): it must outlive the handle record
+        (which lives that long) that leads to the step, else a step that ran, its
+        marker gone, reads as one not sent (stores/unsent.py) and is cancelled."""
         kind = node["k"]
         if kind in ("g", "h"):
             node["ttl"] = self.max_ttl
+        elif kind == "t" and node["ttl"] < self.max_ttl:
+            node["mt"] = self.max_ttl
         parts = (node["steps"] if kind == "c" else node["members"] if kind == "g"
                  else node["header"] + [node["body"]] if kind == "h" else [])
         for part in parts:

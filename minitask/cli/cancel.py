@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     app = load(args.app)
     outcome: Dict[str, str] = {}
     try:
-        require_acl(app, ["cancel", "cancel_steps", "request_cancel"], None, "cancel tasks")
+        require_acl(app, ["cancel", "cancel_steps", "cancel_unsent", "request_cancel"], None,
+                    "cancel tasks")
         for task_id in args.words:
             handle = app.handle(task_id)
             asked = handle.cancel(running=args.running)

@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
                 raise ConfigurationError("show takes one task id")
             return _show(app, ids[0], args.queue, args.json)
         if bool(ids) == bool(args.all):
-            raise ConfigurationError(f"{action} takes task ids, or --all (not both)")
+            raise ConfigurationError(f"{action} takes task ids, or --all (not both)" if ids else
+                                     f"{action} takes the task ids of the dead letters to "
+                                     f"{action}, or --all for every one; none was given")
         require_acl(app, ["revive"] if action == "requeue" else ["purge_dead"], args.queue,
                     f"{action} dead letters")
         if args.all:

@@ -7,7 +7,8 @@ import datetime as _dt
 from typing import Any, List, Optional
 
 from ..admin import LOOKUP_OTHERS, UNREADABLE, TaskInfo, inspect, lookup_queues
-from ..admin.activity import LIMIT_MOST, STATE_WORDS, Listing, recent, running, scheduled
+from ..admin.activity import (LIMIT_MOST, STATE_WORDS, Listing, check_pattern, recent, running,
+                              scheduled)
 from ..admin.workflows import summary, waiting_step, workflow
 from ..errors import ConfigurationError
 from ..printable import printable, shown_trace
@@ -54,6 +55,7 @@ def register(commands: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     for queue in args.queue or ():
         check_given("queue", queue)
+    check_pattern(args.task)  # its length first: a refusal does not echo 60 kB
     check_given("task", args.task)
     if args.task_id is None and args.words[:1] == ["workflow"]:
         return _workflow(args)

@@ -2,11 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 from typing import Any
 
-from ..app import Minitask
 from ..printable import own_logger
 from ..wire.message import MAX_SECONDS
 from ..worker.broadcasts import check_subscriber
@@ -63,14 +61,15 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
-    queues = [q.strip() for q in args.queues.split(",") if q.strip()] if args.queues else None
+    # each once, in the order first named (-Q a,a served a twice, listed it twice)
+    queues = list(dict.fromkeys(q.strip() for q in args.queues.split(",") if q.strip())
+                  ) if args.queues else None
     concurrency = args.concurrency
     if concurrency is None:
         concurrency = {"process": os.cpu_count() or 1, "asyncio": ASYNCIO_CONCURRENCY}.get(
             args.pool, 1)
     for queue in queues or ():
-        app.check_queue_name(queue)  # before a warning that would serve it "anyway"
-        warn_if_undeclared(app, queue)
+        app.check_queue_name(queue)  # a bad name is a bad argument, before the app warns
     # the app's threads and warnings, until the process ends: escaped log lines
     with stray_output_logged():
         try:
@@ -84,15 +83,3 @@ def run(args: argparse.Namespace) -> int:
             app.close()
         exit_past_leftovers(0)  # threads a task left running must not keep a stopped worker
     return 0
-
-
-def warn_if_undeclared(app: Minitask, queue: str) -> None:
-    """Say so when -Q names a queue no task of the app declares (a typo, most often):
-    the worker still serves it, for tasks sent there from elsewhere."""
-    declared = app.worker_queues()
-    if queue in declared:
-        return
-    close = difflib.get_close_matches(queue, declared, n=1)
-    logger.warning("queue %r is the queue of no task of app %r (its queues: %s)%s; serving "
-                   "it anyway, for tasks sent there from elsewhere", queue, app.name,
-                   ", ".join(declared), f"; did you mean {close[0]!r}?" if close else "")

@@ -69,14 +69,14 @@ class _Connection:
         self.evicted = False
         #: why the server closed it before it was answered ('' : it did not)
         self.closed_why = ""
+        #: since when a write of its reply waits on the client (None: none does)
+        self.stalled_since: Optional[float] = None
 
     def closing(self, why: str) -> ConnectionAbortedError:
         """The error that ends this connection's thread, noting ``why`` (the first
         reason noted stays: a newer connection's, before the read it ends)."""
         self.closed_why = self.closed_why or why
         return ConnectionAbortedError(why)
-        #: since when a write of its reply waits on the client (None: none does)
-        self.stalled_since: Optional[float] = None
 
 
 class _RequestReader(io.RawIOBase):

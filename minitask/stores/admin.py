@@ -7,7 +7,7 @@ runs thousands of times a second stay in modules that do nothing else.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from .bounds import bounded_page, read_fields, too_large, value_or_note
 from ..wire.message import MAX_ID_BYTES
@@ -19,7 +19,7 @@ _SCRIPTS = ("purge_ready", "peek", "hash_fields", "members_page")
 
 #: Ready-list entries one purge script call takes at most, so Redis stays responsive.
 PURGE_BATCH = 1000
-#: Tasks one peek reads at most (peek.lua), per queue.
+#: Tasks one peek reads at most (peek.lua): a page; longer listings read page by page.
 PEEK_MOST = 1000
 #: Scheduled tasks ``next_due_ms`` reads at most, for the first one due at a time.
 DUE_READ = 10
@@ -80,14 +80,41 @@ class AdminStore(Store):
         """The first ``count`` (at most PEEK_MOST) tasks of ``queue``'s ``leases``
         (running: soonest lease deadline first) or ``delayed`` (scheduled: soonest due
         first), and how many that set holds, in one round trip (peek.lua)."""
+        total, found, _, _ = self._page(queue, which, max(1, min(count, PEEK_MOST)), 0)
+        return total, found
+
+    def peek_pages(self, queue: str, which: str,
+                   count: int) -> Iterator[Tuple[int, List[Peeked]]]:
+        """The first ``count`` tasks of ``queue``'s ``leases`` or ``delayed``, as
+        ``peek`` reads them, a page of at most PEEK_MOST per round trip: a long
+        listing never holds more than one page of messages, nor makes Redis read more
+        in one step. Each page comes with how many the set holds as it was read.
+
+        The pages are read one after the other, not at once: a task added or removed
+        meanwhile shifts the ranks, so one may be left out or come again (a caller
+        keeps each id once)."""
+        start, left = 0, max(1, count)
+        while left > 0:
+            asked = min(left, PEEK_MOST)
+            total, found, kept, removed = self._page(queue, which, asked, start)
+            yield total, found
+            if kept + removed < asked:  # the set ends in this page
+                return
+            # the members removed (longer than any id) no longer take a rank
+            start, left = start + kept, left - asked
+
+    def _page(self, queue: str, which: str, count: int,
+              start: int) -> Tuple[int, List[Peeked], int, int]:
+        """One page of peek.lua from rank ``start``: the set's size, its tasks, and how
+        many members it read that stay in the set and how many it removed."""
         k = self.keys(queue)
         key = k.leases if which == "leases" else k.delayed
         most = self.bounds.message
         total, listed, bodies, counts, *removed = self.transport.run(
-            "peek", (key, k.messages, k.deliveries),
-            (max(1, min(count, PEEK_MOST)), most, MAX_ID_BYTES),
+            "peek", (key, k.messages, k.deliveries), (count, most, MAX_ID_BYTES, start),
             f"list the {which} of queue {queue!r}")
-        removed_members(key, removed[0] if removed else ())
+        gone = removed[0] if removed else ()
+        removed_members(key, gone)
         found = []
         for index, member in enumerate(listed[0::2]):
             task_id = text_of(member)
@@ -106,7 +133,7 @@ class AdminStore(Store):
             large = too_large(k.messages, task_id, body, most) if isinstance(body, int) else ""
             found.append(Peeked(task_id, at_ms, body if isinstance(body, bytes) else None,
                                 whole(delivered, 0, 2 ** 31) or 0, unreadable, large))
-        return int(total), found
+        return int(total), found, len(listed) // 2, len(gone or ())
 
     def record(self, queue: str, task_id: str) -> TaskRecord:
         """The message, delivery count, retry note, death record and times of a task,

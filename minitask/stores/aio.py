@@ -25,13 +25,15 @@ from redis.exceptions import MaxConnectionsError
 from ..broker.durability import (WAITAOF_PROBE, Durability, check_socket_timeout,
                                  cut_short, fsync_refused, has_waitaof,
                                  takes_command_name, waitaof_in)
-from ..broker.acl_check import SENDING_SCRIPTS, SenderChecks, acheck_sender, check_again
+from ..broker.acl_check import (SENDING_SCRIPTS, SenderChecks, acheck_sender, check_again,
+                                watch_layout)
 from ..broker.cluster_sends import aslots_read, asend_once, confirm
 from ..broker.packing import ScriptCall
+from ..broker.refusals import broker_error
 from ..broker.replies import require_readable_replies
 from ..broker.transport import text
 from ..broker.waits import block_cap
-from ..errors import BrokerError, ConfigurationError, DecodeError, broker_error
+from ..errors import BrokerError, ConfigurationError, DecodeError
 from .aio_clients import AsyncClient, AsyncResultWaits, cancels_asked, keep_cancel
 from .aio_clients import async_client_for as async_client_for, twin_of as twin_of  # noqa: F401
 from .aio_clients import check_async_client as check_async_client  # noqa: F401
@@ -72,6 +74,8 @@ class AsyncBroker:
         self._waitaof = False  # the server has WAITAOF (asked at the first fsync write)
         self.acl_unchecked = True  # until a send's check of the ACL user passed (every primary)
         self.acl_checks = SenderChecks(isinstance(client, redis.asyncio.RedisCluster))
+        if self.acl_checks.cluster:
+            watch_layout(self)  # a node made primary later is asked before a send to it
         self._waits = AsyncResultWaits(client)
         most = getattr(getattr(client, "connection_pool", None), "max_connections", None)
         #: State reads in flight: a thousand aget() starting together queue here, where

@@ -14,7 +14,8 @@ from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 import redis
 import redis.asyncio
 
-from ..broker.pools import GLANCE_EVERY, GLANCE_KEYS, SHARED_WAITS, WaitingPool
+from ..broker.pools import (GLANCE_EVERY, GLANCE_KEYS, SHARED_WAITS, WaitingPool,
+                            glance_failed)
 from ..errors import ConfigurationError
 from ..printable import own_logger
 
@@ -322,6 +323,7 @@ class AsyncResultWaits:
         try:
             while self._queued:
                 keys = list(self._queued)[:GLANCE_KEYS]
+                queued = sum(len(waiting) for waiting in self._queued.values())  # as it begins
                 self._glancing += 1
                 glance = self._glancing
                 try:
@@ -330,7 +332,7 @@ class AsyncResultWaits:
                             pipe.lindex(key, -1)
                         replies = list(await pipe.execute(raise_on_error=False))
                 except Exception as exc:  # noqa: BLE001 - no wait is told: each reads itself
-                    self._failed(exc)
+                    self._failed(exc, queued, len(keys))
                 else:
                     self._failing = False
                     self._tell(keys, replies, glance)
@@ -356,13 +358,9 @@ class AsyncResultWaits:
                 else:
                     seen.set_result(reply)
 
-    def _failed(self, exc: Exception) -> None:
+    def _failed(self, exc: Exception, queued: int, keys: int) -> None:
         if not self._failing:
-            logger.warning("the shared look at the results of %d queued aget() waits failed "
-                           "(%s: %s); each wait reads its own result at its deadline or "
-                           "turn (said once until a look works again)",
-                           sum(len(w) for w in self._queued.values()),
-                           type(exc).__name__, exc)
+            logger.warning("%s", glance_failed("aget()", queued, keys, exc))
         self._failing = True
 
     def stopped(self) -> AsyncClient:

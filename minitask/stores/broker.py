@@ -26,6 +26,7 @@ from .registry import WorkerRegistry
 from .results import ResultStore
 from .schedules import ScheduleStore
 from .step_ids import StepIdStore
+from .unsent import UnsentSteps
 from .workflows import WorkflowStore
 
 
@@ -53,6 +54,7 @@ class Broker:
         self.progress = ProgressStore(self.transport, app_name)
         self.recent = RecentStore(self.transport, app_name)
         self.step_ids = StepIdStore(self.transport, app_name)
+        self.unsent = UnsentSteps(self.transport, app_name, self.workflows)
         if limits is not None:  # the app's max_message_bytes and max_result_bytes
             self.bound(*limits)
 

@@ -86,7 +86,7 @@ def partly_enqueued(what: str, broker: str,
         said.append(f"enqueued, and they will run (do not send them again): {_calls(sent)}")
     if sent or maybe:
         # refused part way through its script: a task it had not finished is left not
-        # pending, and its task_id= queues it once (errors.PART_WAY: its refusal says)
+        # pending, and its task_id= queues it once (broker.refusals.PART_WAY: its refusal says)
         part_way = any(_maybe(reply) and reply.part_way for reply in replies)
         resend = "with their own task_id= they never run twice" + (
             ", and one a refusal part way left unfinished, sent so once the ACL allows "

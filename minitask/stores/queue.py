@@ -13,7 +13,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 
 from ..broker.durability import Durability, keep_unconfirmed
 from ..broker.keys import PRIORITIES
-from ..broker.packing import ScriptCall
+from ..broker.packing import ScriptCall, command
 from ..broker.transport import Transport, text
 from ..errors import BrokerError, DurabilityError
 from ..wire.message import Message, quick_init
@@ -31,6 +31,8 @@ WAKE_CAP = 256
 #: Seconds after which a write into a queue adds it to the app's registry again (a
 #: SADD costs a plain ``delay()`` a fifth more in Redis: not with every write).
 REGISTER_AGAIN = 1.0
+#: Wake lists one EXISTS asks about, at most (``woken``).
+WAKES_ASKED = 1000
 #: Delayed tasks promoted and expired leases reclaimed per fetch, at most.
 BATCH_LIMIT = 1000
 
@@ -105,6 +107,8 @@ class QueueStore(Store):
         self.push: Callable[[str, Tuple[str, bytes, int, int]], bool] = PlainPush(
             transport, self.keys, self.app_keys.queues, self._known_queues,
             (WAKE_CAP, REGISTER_AGAIN)).push
+        #: The last queues ``woken`` asked about, and its EXISTS commands, packed.
+        self._asked: Optional[Tuple[Tuple[str, ...], bytes, int]] = None
         #: The queues the app declares (set by the app): a lookup by id asks them first.
         self.declared: Callable[[], List[str]] = list
 
@@ -338,6 +342,40 @@ class QueueStore(Store):
         if isinstance(replies[-1], BaseException):
             raise replies[-1]
         return self.fetch_result(replies[-1])
+
+    def woken(self, queues: Sequence[str]) -> List[str]:
+        """Those of ``queues`` whose wake list holds a token now: work came (or a
+        delayed task now due first) since a fetch found them empty and emptied it.
+
+        One EXISTS over them all (packed once for the same queues: a worker asks
+        about the same ones task after task), then one each only when any holds
+        one; on Redis Cluster (a slot per queue) one each, in a pipeline."""
+        names = tuple(queues)
+        asked = self._asked
+        if asked is None or asked[0] != names:
+            wakes = [self.keys(queue).wake for queue in names]
+            chunks = [wakes[start:start + WAKES_ASKED]
+                      for start in range(0, len(wakes), WAKES_ASKED)]
+            asked = self._asked = (names, b"".join(command("EXISTS", *chunk)
+                                                   for chunk in chunks), len(chunks))
+        what = f"look for new tasks in {len(names)} queue(s)"
+        held = self.transport.send_commands(asked[1], asked[2], what)
+        if held is not None:
+            for reply in held:
+                if isinstance(reply, Exception):  # (an ACL without EXISTS, say)
+                    raise self.transport.failure(reply, what, None)
+            if not any(held):
+                return []
+        with self.transport.errors(what):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for queue in names:
+                pipe.exists(self.keys(queue).wake)
+            found = pipe.execute()
+        return [queue for queue, one in zip(names, found) if one]
+
+    def tokens_taken(self) -> List[str]:
+        """The wake lists this thread's waits took a token off since it last asked."""
+        return self.transport.connections.tokens_taken()
 
     def stop_waiting(self) -> None:
         """Drop this thread's outstanding wait before it gets busy with a task."""

@@ -5,10 +5,11 @@ one entry each to the queue's ``recent`` stream, trimmed to about the app's
 ``recent_outcomes`` entries in the same command (lib.lua's ``remember``: ``MAXLEN
 ~``, whole stream nodes, a third of an exact trim's cost), so Redis holds at most
 one stream node more (``stream-node-max-entries``, 100 by default) and nothing
-prunes it later. Each entry carries that cap (field ``n``), and a read shows the
-newest that many only (recent_page.lua): a listing is the last ``recent_outcomes``
-outcomes exactly, as the writers set it. An app with ``recent_outcomes=0`` passes
-no entry, and no script writes one.
+prunes it later. A read shows the newest ``recent_outcomes`` of the reading app
+only (recent_page.lua): a listing is the last outcomes exactly. Each entry carries
+its writer's cap (field ``n``), read only by an app that keeps no record (any
+program may write it: a planted n of 1 hid all but one outcome). An app with
+``recent_outcomes=0`` passes no entry, and no script writes one.
 
 An entry is small and packed (``pack_data``): what ran, how it ended, when,
 where and for how long, and the start of the error; never the arguments.
@@ -123,10 +124,11 @@ class RecentStore(Store):
 
     scripts = ("recent_page",)
 
-    def read(self, queues: List[str], count: int
+    def read(self, queues: List[str], count: int, own: int = 0
              ) -> Tuple[Dict[str, List[RecentOutcome]], int]:
         """The newest ``count`` entries of each queue's record, newest first, and no
-        more than its writers' ``recent_outcomes`` (the newest entry's, recent_page.lua),
+        more than its writers' ``recent_outcomes`` (the newest entry's, recent_page.lua;
+        never below ``own``, the reading app's: a planted entry's cap of 1 hid the rest),
         in one round trip for them all (one script call each: an entry longer than ``ENTRY_BYTES``
         is not sent, and is removed there, so that the next listing does not read it
         again), and how many entries were left out. A record of another type (no
@@ -134,7 +136,8 @@ class RecentStore(Store):
         minitask's is left out, said in the log and counted: a listing with every
         entry left out says so, not that nothing ended."""
         keys = [self.keys(queue).recent for queue in queues]
-        calls = [("recent_page", "", (), (key, count, ENTRY_BYTES), 1) for key in keys]
+        calls = [("recent_page", "", (), (key, count, ENTRY_BYTES, own, MAX_LENGTH), 1)
+                 for key in keys]
         replies = self.transport.run_calls(
             calls, f"read the recent outcomes of {len(queues)} queue(s)") if calls else []
         found: Dict[str, List[RecentOutcome]] = {}

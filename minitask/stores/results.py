@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
+from ..broker.refusals import broker_error
 from ..broker.transport import Transport, text
 from ..broker.waits import block_cap
-from ..errors import BrokerError, DecodeError, broker_error
+from ..errors import BrokerError, DecodeError
 from ..printable import printable
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, decode_outcome, encode_message, encode_outcome

@@ -32,6 +32,10 @@ ARMED_BATCH = 1000
 #: ``max_message_bytes`` and its timing, with room to spare (an app allowing larger
 #: messages passes its own bound).
 MAX_RECORD_BYTES = 1_048_576 + 65_536
+#: The schedules removed by remove_schedule a queue keeps marked (``schedules_removed``,
+#: the newest): running workers do not write those back. Bounded, so that schedules
+#: added and removed at run time under ever new names leave no growing trace.
+REMOVED_MOST = 1_000
 
 #: A run to enqueue: (tick in ms, task id, encoded message, priority).
 Run = Tuple[int, str, bytes, int]
@@ -103,9 +107,14 @@ class ScheduleStore(Store):
 
     # -- changing ----------------------------------------------------------------
 
-    def save(self, schedule: Schedule, first_tick_ms: Optional[int]) -> bool:
+    def save(self, schedule: Schedule, first_tick_ms: Optional[int], *,
+             missing: bool = False) -> bool:
         """Write a schedule into its queue and arm ``first_tick_ms``; an unchanged one
         is left as it is (its armed tick too). True when written.
+
+        ``missing``: write it only when its record is gone and ``remove`` did not remove
+        it since its last save (a running worker writing back its decorated schedules
+        when Redis lost them); a save without clears that mark.
 
         Idle workers of the queue are woken so that they read the schedules again.
         A schedules or ticks key of another type (it holds none of minitask's schedules,
@@ -113,9 +122,10 @@ class ScheduleStore(Store):
         """
         k = self.keys(schedule.queue)
         written, *moved = self.transport.run(
-            "schedule_save", (k.schedules, k.ticks, k.wake, k.schedule_names),
+            "schedule_save", (k.schedules, k.ticks, k.wake, k.schedule_names,
+                              k.schedules_removed),
             (schedule.name, schedule.record(), -1 if first_tick_ms is None else first_tick_ms,
-             WAKE_CAP), f"save schedule {schedule.name!r}")
+             WAKE_CAP, int(missing)), f"save schedule {schedule.name!r}")
         for key, kind, to in zip((k.schedules, k.ticks), ("hash", "sorted set"), moved):
             if text(to):
                 ignored(key, f"it held another type than the {kind} minitask keeps there: "
@@ -123,12 +133,16 @@ class ScheduleStore(Store):
                              f"written again and armed")
         return bool(written)
 
-    def remove(self, queue: str, name: str) -> bool:
-        """Delete a schedule from ``queue``; False when it was not there."""
+    def remove(self, queue: str, name: str, now_ms: int, decorated: bool = False) -> bool:
+        """Delete a schedule from ``queue``; False when it was not there. Its name is
+        marked removed at ``now_ms`` (when the queue held it, or the caller's code
+        decorates it there: ``decorated``), among the newest REMOVED_MOST marks of the
+        queue (schedule_remove.lua): running workers do not write it back."""
         k = self.keys(queue)
-        return bool(self.transport.run("schedule_remove",
-                                       (k.schedules, k.ticks, k.fired, k.schedule_names),
-                                       (name,), f"remove schedule {name!r}"))
+        return bool(self.transport.run(
+            "schedule_remove", (k.schedules, k.ticks, k.fired, k.schedule_names,
+                                k.schedules_removed),
+            (name, now_ms, REMOVED_MOST, int(decorated)), f"remove schedule {name!r}"))
 
     # -- reading -----------------------------------------------------------------
 

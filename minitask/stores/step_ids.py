@@ -2,11 +2,12 @@
 
 A workflow step is sent only if its marker (``once:<id>``, see ``stores.workflows``)
 holds no state yet, so that a step run twice never sends what follows it twice. The
-marker outlives the step's run, as long as its result. An explicit ``task_id`` that
-a task still in Redis holds, that a step of an earlier workflow took while its
-marker lives, or that a workflow sent before and still pending gives to a step it
-has not sent yet, would never be sent in a new one: its group would never fill, and
-the chord body (or the group's next step) waiting for it would stay pending for ever.
+marker outlives the step's run, as long as its workflow's longest result. An
+explicit ``task_id`` that a task still in Redis holds, that a step of an earlier
+workflow took while its marker lives, or that a workflow sent before and still
+pending gives to a step it has not sent yet, would never be sent in a new one: its
+group would never fill, and the chord body (or the group's next step) waiting for it
+would stay pending for ever.
 
 So a workflow reserves its explicit ids as it is sent (``step_ids.lua``, one call per
 queue, in one round trip where the connection allows): each free id's marker gets the
@@ -109,7 +110,7 @@ def _refusal(workflow: object, taken: Sequence[Tuple[str, str, str]]) -> str:
                 for task_id, why, other in taken if why == "reserved"]
     said = ([f"{', '.join(held)} belong to tasks still in Redis"] if held else []) + \
         ([f"{', '.join(stepped)} were taken by a step of an earlier workflow (its marker "
-          f"lives as long as its result)"] if stepped else []) + \
+          f"lives as long as its workflow's results)"] if stepped else []) + \
         ([f"{', '.join(reserved)} are reserved by a workflow for a step it has not sent "
           f"yet (or never will, if its producer stopped: the reservation ends with its "
           f"result ttl)"] if reserved else [])

@@ -186,10 +186,12 @@ def _firsts(node: Dict[str, Any]) -> List[Trace]:
 
 
 def _ran(transport: Transport, keys: Any, traces: Dict[str, List[Trace]]) -> Set[str]:
-    """Of ``traces`` (by step id), the steps that left one: a marker with a state (sent
-    or cancelled; delay()'s reservation has none), or a group that is gone, fired,
-    failed or holds the step's result. A key of another type counts as a trace (it
-    cannot be told: the step is left alone)."""
+    """Of ``traces`` (by step id), the steps that left one: a marker that says sent
+    (delay()'s reservation says nothing; one that says cancelled was cancelled, by
+    ``cancel()`` before it was sent or with a step before it that ended: no sign that
+    this step ran, and what follows it waits for this one's worker to cancel it), or a
+    group that is gone, fired, failed or holds the step's result. A key of another
+    type counts as a trace (it cannot be told: the step is left alone)."""
     asked: List[Tuple[str, int]] = []
     with transport.errors(f"read what follows {len(traces)} workflow step(s)"):
         pipe = transport.client.pipeline(transaction=False)
@@ -197,7 +199,7 @@ def _ran(transport: Transport, keys: Any, traces: Dict[str, List[Trace]]) -> Set
             for trace in found:
                 k: QueueKeys = keys(trace[1])
                 if trace[0] == "marker":
-                    pipe.hexists(k.once(trace[2]), "state")
+                    pipe.hget(k.once(trace[2]), "state")
                     asked.append((task_id, 1))
                 else:
                     state = k.group(trace[2])
@@ -214,7 +216,7 @@ def _ran(transport: Transport, keys: Any, traces: Dict[str, List[Trace]]) -> Set
         at += count
         if any(isinstance(reply, Exception) for reply in got):
             ran.add(task_id)
-        elif count == 1 and got[0]:
+        elif count == 1 and got[0] is not None and got[0] != b"cancelled":
             ran.add(task_id)
         elif count == 4 and (not got[0] or any(got[1:])):
             ran.add(task_id)
@@ -230,9 +232,10 @@ def lost_steps(transport: Transport, keys: Any, steps: Dict[str, List[Step]],
     id: ``traces_of``; a step absent from it is not looked at). A step that ran sent
     what follows it before its ack, so one nowhere whose successors were sent ran (kept
     no result, or its result expired or was forgotten) and is left as it is; one whose
-    successors were not sent never ran (a marker minitask did not write, or a step
-    purged before it ran). Each lost step gets a cancelled outcome naming its marker,
-    unless ``keeps_none`` of its id (ignore_result); nothing is sent again. Returns, by
+    successors were not sent (one cancelled was not) never ran (a marker minitask did
+    not write, or a step purged before it ran). Each lost step gets a cancelled
+    outcome naming its marker, unless ``keeps_none`` of its id (ignore_result);
+    nothing is sent again. Returns, by
     id, why, for the caller to cancel what follows each (it would wait for ever).
     ``chunk``: steps a call at most.
 

@@ -18,7 +18,7 @@ from ..errors import DecodeError, EncodeError
 from ..printable import shown_id, shown_value
 from ..wire.serializer import unpack_data
 from .plans import task_nodes
-from .workflow_reads import node_problem
+from .workflow_reads import is_join, node_problem
 
 #: Groups one walk joins at most, one holding the next (``group([group([...])])``):
 #: a producer refuses to send a workflow whose groups and chords nest deeper
@@ -31,6 +31,50 @@ AFTER_LIMIT = 100
 
 #: The groups a walk has joined, outermost last: (queue, group id) of each.
 Path = Tuple[Tuple[str, str], ...]
+
+#: How long (ms) the state of an open group (a chord's header, a group followed by more
+#: steps) lives from its creation or its last member's join, unless its result_ttl is
+#: longer: its members may wait that long in their queues (a backlog, no worker) and
+#: what follows the group still runs. Once a member failed the group, or what follows
+#: it was sent, its state lives its result_ttl; a group whose members can never join
+#: (purged from their queue) is gone after this, so nothing is kept for ever.
+OPEN_GROUP_TTL_MS = 30 * 24 * 3600 * 1000
+
+
+def open_ttl(ttl_ms: int) -> int:
+    """The ttl (ms) of the state of an open group whose result_ttl is ``ttl_ms``."""
+    return max(int(ttl_ms), OPEN_GROUP_TTL_MS)
+
+
+def marker_ttl(node: Dict[str, Any]) -> int:
+    """How long (ms) the marker of task ``node`` lives once it is sent: its ``"mt"``
+    (the workflow's longest result ttl, as long as its handle record, which leads to
+    the step: a marker gone before it has a step that ran read as one not sent), else
+    (a plan of an older minitask, or one all of whose steps keep results as long) its
+    result ttl."""
+    longer = node.get("mt")
+    return longer if type(longer) is int and longer > node["ttl"] else int(node["ttl"])
+
+
+def member_join(group: Dict[str, Any], index: int, after: Dict[str, Any]) -> Dict[str, Any]:
+    """What member ``index`` of ``group`` (a plan's node) joins when it ends: the group's
+    queue, id and result ttl, ``"a"`` what follows the group (``after_of``), and ``"n"``
+    the group's size. group_join.lua checks the size in the group's state against
+    ``"n"``: a size planted there, larger, kept the group open for ever, not a word said,
+    and one smaller completed it with results missing. Frames of an older minitask
+    carry no ``"n"`` (and are not checked so)."""
+    return {"k": "join", "q": group["q"], "id": group["id"], "i": index,
+            "n": len(group["members"]), "ttl": group["ttl"], "a": after}
+
+
+def join_args(join: Dict[str, Any], how: str, payload: bytes, most: int) -> Tuple[Any, ...]:
+    """group_join.lua's ARGV for member ``join``'s end (``how``: "ok" or "dead", and
+    ``payload`` its packed result or failure); ``most``: the most bytes of a value
+    minitask writes in the group. A join with no size (an older minitask's frame, or
+    its ``"a"``, which no check reads before) sends '': group_join.lua checks none."""
+    size = join.get("n")
+    return (join["i"], how, payload, join["ttl"], most, open_ttl(join["ttl"]),
+            size if type(size) is int else "")
 
 
 def after_of(follow: Optional[Dict[str, Any]]) -> Dict[str, Any]:
@@ -113,8 +157,7 @@ def follow_of(join: Dict[str, Any], packed: bytes, path: Path) -> Any:
     while problem is None and isinstance(node, dict) and node.get("k") == "then" and isinstance(
             node.get("node"), dict) and node["node"].get("k") in ("t", "c", "g", "h"):
         node = node.get("next")
-    if problem is None and (node is None or isinstance(node, dict) and node.get(
-            "k") == "join" and all(isinstance(node.get(field), str) for field in ("q", "id"))):
+    if problem is None and (node is None or is_join(node)):
         if node is not None:
             joined(node, path)
         return follow

@@ -79,6 +79,15 @@ def _shown(value: Any) -> str:
     return shown_value(value)
 
 
+def is_join(node: Any) -> bool:
+    """Whether ``node`` is the join of a group as minitask writes it (``workflow_links.
+    member_join``): its queue and id text, its index, ttl and size (none in the frames
+    of an older minitask) whole numbers, which group_join.lua is sent."""
+    return isinstance(node, dict) and node.get("k") == "join" and all(
+        isinstance(node.get(name), str) for name in ("q", "id")) and all(
+        type(node.get(name)) is int for name in ("i", "ttl")) and type(node.get("n", 0)) is int
+
+
 def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:
     """What makes a frame of the right version one no minitask writes, naming the
     field; None for one it does. A worker reads it before the task runs (``frame_of``),
@@ -103,9 +112,7 @@ def _frame_problem(frame: Dict[str, Any]) -> Optional[str]:
     while isinstance(node, dict) and node.get("k") == "then" and isinstance(
             node.get("node"), dict) and node["node"].get("k") in _NODE_KINDS:
         node = node.get("next")
-    if node is None or isinstance(node, dict) and node.get("k") == "join" and all(
-            isinstance(node.get(name), str) for name in ("q", "id")) and all(
-            type(node.get(name)) is int for name in ("i", "ttl")):
+    if node is None or is_join(node):
         return None
     return f"field 'next' holds {_shown(node)}, which is no step minitask sends"
 

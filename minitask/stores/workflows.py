@@ -16,11 +16,12 @@ the worker dies between two steps, the task is delivered again (its lease
 expires), runs again, and redoes every step; what was done already is a no-op.
 
 * A step is sent by ``spawn.lua`` only if its *marker* (``once:<id>``, in its
-  queue's slot, expiring with its result) does not exist yet, so a task that
+  queue's slot, as long as its workflow's results) does not exist yet, so a task that
   runs twice never sends its successor twice, even after that one finished (one
-  found nowhere, its marker not minitask's, ends cancelled: ``_end_lost``). A
-  step with a flow spec (its task's limits, its group in a fair queue) is sent
-  by ``spawn_flow.lua``, which adds the spec and joins the group in that step.
+  found nowhere, its marker not minitask's, ends cancelled: ``_end_lost``; one
+  cancelled before it was sent is not sent: ``unsent.py``). A step with a flow
+  spec (its task's limits, its group in a fair queue) is sent by ``spawn_flow.lua``,
+  which adds the spec and joins the group in that step.
 * A group's member counts once (``HSETNX`` on its index, not ``INCR``); a group
   answers "complete" to every join until its continuation is marked fired, so
   a completing member that died before sending it sends it on redelivery, and
@@ -34,6 +35,7 @@ expires), runs again, and redoes every step; what was done already is a no-op.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
@@ -47,9 +49,10 @@ from ..wire.serializer import (check_arguments, encode_message, encode_outcome, 
 from .plans import pack_plan, task_nodes, workflow_id_of
 from .foreign import foreign
 from .queue import QueueStore
-from .workflow_checks import lost_steps, send_steps, spawn_call, step_traces
+from .unsent import stop_cancelled
+from .workflow_checks import Step, lost_steps, send_steps, spawn_call, step_traces
 from .workflow_links import (JOIN_DEPTH, Path, after_of, check_nesting, end_of, follow_of,
-                             joined)
+                             join_args, joined, marker_ttl, member_join, open_ttl)
 from .workflow_reads import FRAME_VERSION, Failure, WorkflowReads
 
 logger = own_logger(__name__)
@@ -58,17 +61,13 @@ logger = own_logger(__name__)
 #: ``{"k": "t"}`` a task, ``"c"`` a chain, ``"g"`` a group, ``"h"`` a chord.
 Node = Dict[str, Any]
 #: What follows a node: ``{"k": "then", "node", "next"}``, ``{"k": "join", "q", "id",
-#: "i", "ttl", "a"}``, or None. A join's ``"a"`` names what follows the group (as
-#: ``workflow_links.after_of`` builds it), so that a member can end it when the group's
-#: state cannot be read; frames written by an older minitask have none, and behave as
-#: before.
+#: "i", "n", "ttl", "a"}`` (``workflow_links.member_join``), or None. A join's ``"a"``
+#: names what follows the group, so that a member can end it when the group's state
+#: cannot be read, ``"n"`` the group's size; frames of an older minitask may have neither.
 Continuation = Optional[Dict[str, Any]]
 
 #: Steps per spawn script call: keeps each script short so Redis stays responsive.
 SPAWN_CHUNK = 1000
-
-#: A step to send: (id, body, priority, due ms or 0, marker ttl ms, flow spec or None).
-Step = Tuple[str, bytes, int, int, int, Optional[str]]
 
 
 @dataclass
@@ -170,8 +169,7 @@ class WorkflowStore(WorkflowReads):
                 caller dead-letters the task instead); nothing was written.
             BrokerError: Redis failed; the whole step is safe to run again.
         """
-        self._resume(frame.get("next"), value, now_ms, frame["max"], (),
-                     workflow_id_of(frame))
+        self._resume(frame.get("next"), value, now_ms, frame["max"], (), workflow_id_of(frame))
 
     def fail(self, frame: Dict[str, Any], failure: Failure, now_ms: int) -> None:
         """A task with ``frame`` ended dead: run its error callbacks once, fail its
@@ -372,9 +370,12 @@ class WorkflowStore(WorkflowReads):
 
     def _end_lost(self, writes: _Writes, skipped: List[str], now_ms: int, max_bytes: int,
                   path: Path) -> None:
-        """Steps ``skipped`` (their marker was there) that never ran (``lost_steps``: not
-        minitask's marker, or purged) end cancelled, naming it, and so does what follows
-        each, instead of waiting for ever; a step that ran is left alone."""
+        """What follows steps ``skipped`` (their marker was there) cancelled before they were
+        sent, or that never ran (``lost_steps``: not minitask's marker, or purged: they end
+        cancelled, naming it), ends cancelled rather than wait; one that ran is left."""
+        stop = partial(self._fail_from, now_ms=now_ms, max_bytes=max_bytes, wid=writes.wid,
+                       path=path)
+        stop_cancelled(self.transport, self.keys, writes.steps, skipped, writes.follows, stop)
         lost = lost_steps(self.transport, self.keys, writes.steps,
                           step_traces(skipped, writes.follows),
                           lambda task_id: bool(writes.follows[task_id][0].get("ir")), now_ms,
@@ -383,8 +384,7 @@ class WorkflowStore(WorkflowReads):
             node, follow = writes.follows[task_id]
             logger.error("workflow step %s (%s): %s; it and what follows it end cancelled",
                          printable(task_id), printable(node["task"]), printable(why))
-            self._fail_from(follow, Failure(task_id, node["task"], "Cancelled", why, ""),
-                            now_ms, max_bytes, writes.wid, path)
+            stop(follow, Failure(task_id, node["task"], "Cancelled", why, ""))
 
     # -- groups ------------------------------------------------------------------------
 
@@ -395,17 +395,18 @@ class WorkflowStore(WorkflowReads):
         k = self.keys(join["q"])
         reply = self.transport.run(
             "group_join", (k.group(join["id"]), k.group_results(join["id"])),
-            (join["i"], how, payload, join["ttl"], max(self.bounds.message, self.bounds.outcome,
-                                                       most_sent)),
+            join_args(join, how, payload, max(self.bounds.message, self.bounds.outcome,
+                                              most_sent)),
             f"record member {join['i']} of workflow group {join['id']}")
         return list(reply)
 
     def _fired(self, join: Dict[str, Any]) -> None:
-        """What follows the group was sent: later joins need do nothing, and the
-        members' results are kept no longer (each is still under its own task id)."""
+        """What follows the group was sent: later joins need do nothing, its results go
+        (each is under its own task id), its state lives its result_ttl (set first)."""
         k = self.keys(join["q"])
         with self.transport.errors(f"mark workflow group {join['id']} done"):
             pipe = self.transport.client.pipeline(transaction=False)
+            pipe.pexpire(k.group(join["id"]), join["ttl"])
             pipe.hset(k.group(join["id"]), "fired", 1)
             pipe.delete(k.group_results(join["id"]))
             pipe.execute()
@@ -439,9 +440,8 @@ class WorkflowStore(WorkflowReads):
                                   pack_data(follow, f"what follows group {node['id']}"),
                                   node["ttl"]))
             for index, member in enumerate(node["members"]):
-                join = {"k": "join", "q": node["q"], "id": node["id"], "i": index,
-                        "ttl": node["ttl"], "a": after}
-                self._plan(member, value, has_value, join, writes, now_ms, max_bytes)
+                self._plan(member, value, has_value, member_join(node, index, after), writes,
+                           now_ms, max_bytes)
 
     def _plan_task(self, node: Node, value: Any, has_value: bool, follow: Continuation,
                    writes: _Writes, now_ms: int, max_bytes: int) -> None:
@@ -468,7 +468,7 @@ class WorkflowStore(WorkflowReads):
                 f"travels in it); pass references instead of data, or shorten the chain",
                 task_name=message.task, size=len(body), limit=max_bytes)
         writes.steps.setdefault(message.queue, []).append(
-            (message.id, body, message.priority, message.eta_ms or 0, node["ttl"],
+            (message.id, body, message.priority, message.eta_ms or 0, marker_ttl(node),
              _step_flow(node, value)))
         writes.follows[message.id] = (node, follow)
 
@@ -482,7 +482,7 @@ class WorkflowStore(WorkflowReads):
             k = self.keys(queue)
             tail: List[Any] = [k.group(group_id) for _, group_id, _, _, _ in groups]
             for _, _, size, follow, ttl in groups:
-                tail += (size, follow, ttl)
+                tail += (size, follow, open_ttl(ttl))
             calls.append(("group_create", queue, (), tail, len(groups)))
         for queue, steps in writes.steps.items():
             k = self.keys(queue)

@@ -13,7 +13,6 @@ import decimal
 import itertools
 import math
 import re
-import reprlib
 import threading
 import uuid
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
@@ -21,6 +20,7 @@ from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 import msgpack  # type: ignore[import-untyped]
 
 from ..errors import DecodeError, EncodeError
+from ..printable import SafeRepr
 from .message import (ENVELOPE_VERSION, MAX_ATTEMPT, MAX_ID_BYTES, MAX_MS, MAX_NAME_BYTES,
                       Message, Outcome, Progress, describe_char, texts_repaired, to_seconds,
                       undecodable, unprintable)
@@ -44,7 +44,7 @@ _UNIX_MS = " (Unix time in milliseconds, up to the end of year 9999)"
 _SHOWN = 120  # how much of a path an error message shows
 _HOLDING = {"id": "an id may hold", "task": "a task name may hold"}  # (_Fields.text)
 #: How refused values are shown: reprlib cuts long and deeply nested values short.
-_REPR = reprlib.Repr()
+_REPR = SafeRepr()
 _REPR.maxstring = _REPR.maxother = 80
 
 #: A step from a container to one of its parts: ("index", 3), ("item", key), ("key", key).
@@ -152,7 +152,7 @@ def _render(node: _Node) -> str:
     text = [node[0]]
     for kind, key in reversed(steps):
         text.append(f"[{key}]" if kind == "index" else
-                    f"[{key!r}]" if kind == "item" else f" key {key!r}")
+                    f"[{_shown(key)}]" if kind == "item" else f" key {_shown(key)}")
     return "".join(text)
 
 

@@ -11,17 +11,19 @@ the task stayed leased and, with ``-c 1``, the whole queue stalled (issue 29). S
   queue it serves and every other queue the app's tasks and routes declare, and says those its user
   may not write in ONE warning (a worker narrowed to its own queues still starts);
   a served queue refused stops it (exit 2, as the check of acl_start does);
-* at run time (``RefusalBound``), a permission refusal while carrying a workflow on
-  is retried for ``visibility_timeout`` at most (a refusal restored within it goes
-  unnoticed), then the task is dead-lettered with ``WorkflowStepRefused``, naming
-  the step, the queue, the key and the ACL user. Its workflow is held, neither
-  failed nor carried on: requeued once the ACL is fixed, the task runs again and
-  carries it on.
+* at run time, an outcome write the ACL refuses is retried for ``visibility_timeout``
+  at most (``persist``: a refusal restored within it goes unnoticed), then given up
+  (``RefusedTooLong``). A workflow's next step so refused has its task dead-lettered
+  with ``WorkflowStepRefused`` (``refusal_of``), naming the step, the queue, the key
+  and the ACL user; its workflow is held, neither failed nor carried on: requeued
+  once the ACL is fixed, the task runs again and carries it on. Any other outcome
+  write so refused (an ack, a retry, a dead letter, a cancel: nothing could be
+  written) frees the task's slot, and its lease, no longer renewed, expires: the task
+  is delivered again, never lost (``released_said``: one ERROR, naming the problem).
 """
 from __future__ import annotations
 
-import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..broker.acl_check import missing_of, sender_commands
 from ..errors import BrokerError, ConfigurationError, MinitaskError
@@ -40,30 +42,6 @@ QUEUES_NAMED = 20
 class WorkflowStepRefused(MinitaskError):
     """Redis's ACL refused to send a workflow's next step for longer than the bound:
     the task that ran before it is dead-lettered, its workflow held for a requeue."""
-
-
-class RefusalBound:
-    """How long a workflow step Redis's ACL refuses is retried: ``bound`` seconds from
-    the first refusal (``visibility_timeout``); then ``run`` raises
-    ``WorkflowStepRefused`` with ``describe(error)``, which ``persist`` does not retry."""
-
-    def __init__(self, bound: float, describe: Callable[[BrokerError], str]) -> None:
-        self.bound = bound
-        self.describe = describe
-        self.since: Optional[float] = None
-
-    def run(self, step: Callable[[], Any]) -> Any:
-        try:
-            return step()
-        except BrokerError as exc:
-            if exc.reason != "permission":
-                raise
-            now = time.monotonic()
-            if self.since is None:
-                self.since = now
-            if now - self.since < self.bound:
-                raise  # retried with backoff: an ACL change put back in time goes unseen
-            raise WorkflowStepRefused(self.describe(exc)) from exc
 
 
 def next_steps(follow: Optional[Dict[str, Any]]) -> List[Tuple[str, str, str]]:
@@ -95,17 +73,24 @@ def acl_user(client: Any) -> str:
     return str(kwargs.get("username") or "default")
 
 
-def refused_on(broker: Any, queue: str) -> Optional[str]:
+def refused_on(broker: Any, queue: str, task_id: Optional[str] = None) -> Optional[str]:
     """What the ACL user may not do on ``queue``'s keys ("use key K (add ~P)", "run
-    CMD on key K (add +cmd)"), asked of Redis (7.0 and later) as a send's check asks;
-    None: nothing refused, or Redis cannot say."""
+    CMD on key K (add +cmd)"), asked of Redis (7.0 and later) as a send's check asks,
+    on its messages key, else on the result key of task ``task_id``; None: nothing
+    refused, or Redis cannot say."""
     transport = broker.transport
     keys = broker.queues.keys(queue)
+    key = keys.messages
+    if task_id is not None:  # its messages key first, asked once
+        refused = refused_on(broker, queue)
+        if refused is not None:
+            return refused
+        key = keys.result(task_id)
     asked = sender_commands(transport.sources)
     try:
         with transport.errors(f"ask Redis whether the ACL user may write the keys of "
                               f"queue {queue!r}"):
-            missing = missing_of(transport.client, asked, keys.messages)
+            missing = missing_of(transport.client, asked, key)
     except BrokerError as exc:  # the check's own EVALSHA refused the key: none covers it
         if exc.reason != "permission" or "keys" not in str(exc.__cause__ or ""):
             raise
@@ -113,9 +98,9 @@ def refused_on(broker: Any, queue: str) -> Optional[str]:
     if not missing:
         return None
     if len(missing) == len(asked):  # no command on the key: no key pattern covers it
-        return (f"use key {keys.messages!r} (no key pattern of the user covers it: add "
+        return (f"use key {key!r} (no key pattern of the user covers it: add "
                 f"~{keys.base}* or ~minitask:*)")
-    return (f"run {', '.join(name.upper() for name in missing)} on key {keys.messages!r} "
+    return (f"run {', '.join(name.upper() for name in missing)} on key {key!r} "
             f"(add {' '.join('+' + name for name in missing)})")
 
 
@@ -193,3 +178,21 @@ def unreachable_said(worker: str, user: str, refused: Sequence[Tuple[str, str]],
             f"{bound:.0f} s (visibility_timeout), then the task that ran is dead-lettered "
             f"(requeue it once the ACL is fixed). Widen the user's key patterns if tasks "
             f"send there; the worker starts all the same")
+
+
+def released_said(broker: Any, queue: str, task_id: str, what: str, bound: float,
+                  exc: BrokerError) -> str:
+    """The ERROR of an outcome write Redis's ACL refused for ``bound`` seconds, given
+    up: what was refused, the ACL user, what it may not do on ``queue`` (its keys, or
+    task ``task_id``'s result key; else Redis's own words), and what becomes of it."""
+    try:
+        refused = refused_on(broker, queue, task_id)
+    except (BrokerError, ValueError):
+        refused = None
+    why = (f"on queue {printable(queue)!r} it may not {refused}" if refused is not None
+           else f"Redis said: {cut_text(printable(str(exc)), 500)}")
+    return (f"could not {what}: Redis's ACL refused it for {bound:.0f} s "
+            f"(visibility_timeout): ACL user {acl_user(broker.transport.client)!r}: {why}; "
+            f"given up: the worker frees the task's slot and no longer renews its lease; "
+            f"the task is delivered again once the lease expires (fix the user's ACL: "
+            f"until then it is refused again each time)")

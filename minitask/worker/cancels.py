@@ -107,9 +107,14 @@ class CancelBoard:
             attempt.stopper = stopper
             return True
 
-    def leave(self, task_id: str) -> None:
+    def leave(self, task_id: str, event: Optional[threading.Event] = None) -> None:
+        """An attempt ended; ``event``: the one ``enter`` gave it. Another attempt of
+        the same task (its retry, begun on another slot as this one ended) keeps its
+        own entry: taken out, its stopper was lost and its coroutine cancelled."""
         with self._lock:
-            self._running.pop(task_id, None)
+            attempt = self._running.get(task_id)
+            if attempt is not None and (event is None or attempt.event is event):
+                del self._running[task_id]
 
     def request(self, task_id: str, held: bool) -> bool:
         """A stop was asked for ``task_id``; True if it runs here. ``held``: this

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..errors import BrokerError
 from ..printable import own_logger
 from ..wire.message import Message
+from .forks import current_pid, leave_if_forked
 from .leases import Job
+from .softlimit import guarded_alarms
 
 if TYPE_CHECKING:
     from .loop import Worker
@@ -61,9 +63,9 @@ def run_child(worker: Worker, on_start: Callable[[Job, Message, Optional[float]]
     ``on_start`` hears of each task before it runs, with its time limit, ``on_end``
     when its function returns, ``on_done`` once its outcome is recorded (True: end
     now, between tasks, as on a stop); ``on_stopping``, once a stop is asked, of
-    the task still running."""
-    worker._runner.on_start = on_start
-    worker._runner.on_end = on_end
+    the task still running. An alarm a task leaves armed is stopped as it returns
+    (``guarded_alarms``): it would ring in the next tasks."""
+    worker._runner.on_start, worker._runner.on_end = guarded_alarms(on_start, on_end)
     worker._shutdown.on_stopping = on_stopping
     worker._registers = False  # the supervisor speaks for its children
     worker._outcomes.batched = True
@@ -72,9 +74,15 @@ def run_child(worker: Worker, on_start: Callable[[Job, Message, Optional[float]]
     worker._heartbeat.start(worker.heartbeat_period, worker.beat, worker._outcomes,
                             worker._stop.event, worker._shutdown.stopping)
     worker._cancel_watch.start()
+    pid = current_pid()
     try:
         while not worker._stop.is_set():
-            if worker.run_once():
+            ran = worker.run_once()
+            # a copy of this child that code run for the task (a hook) forked and that
+            # came back here ends: it would serve tasks unsupervised, and hear this
+            # child's stop bell (a socket both hold) ring for ever, never for it
+            leave_if_forked(pid)
+            if ran:
                 worker._holdings.clear_running()
                 if on_done():
                     break

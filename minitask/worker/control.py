@@ -13,8 +13,10 @@ import os
 import socket
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable, List, Optional
 
+from ..broker.durability import caught_up
 from ..errors import BrokerError
 from ..printable import own_logger, shown_value
 from ..stores.foreign import foreign
@@ -119,6 +121,25 @@ class Orders:
             self._unknown, self._said_at = 0, now
 
 
+#: The longest a heartbeat waits for replicas to confirm they caught up (s): one still
+#: behind holds the heartbeat no longer (the app's durability_timeout may be long).
+REFRESH_WAIT = 0.1
+
+
+def refreshed(worker: Any) -> None:
+    """While an outage of unconfirmed writes goes on: ask the replicas of ``worker``'s
+    queues (a touch and a WAIT of ``REFRESH_WAIT`` at most) whether they have every
+    write now, and end the outage if they do (``UnconfirmedWrites.refresh``)."""
+    if not WRITES.pending:
+        return
+    transport, queues = worker.broker.transport, worker.broker.queues
+    policy = transport.durability
+    if policy.timeout > REFRESH_WAIT:
+        policy = replace(policy, timeout=REFRESH_WAIT)
+    WRITES.refresh(lambda: caught_up(transport.client, policy,
+                                     [queues.keys(queue).base for queue in worker.queues]))
+
+
 def register(worker: Any, now_ms: int, running: int, started: List[str],
              stalled: str = "{}") -> None:
     """Say ``worker`` (a ``Worker``) is alive, with its counters and the ids of the
@@ -128,6 +149,7 @@ def register(worker: Any, now_ms: int, running: int, started: List[str],
     fresh as the last heartbeat; they cost no command (a field of the heartbeat's HSET)."""
     if worker.running_ids is not None:
         running, started = len(worker.running_ids), worker.running_ids
+    refreshed(worker)  # the count of unconfirmed writes as replicas see them now
     worker.broker.registry.heartbeat(worker.id, {
         "name": worker.name, "pid": os.getpid(), "host": socket.gethostname(),
         "queues": ",".join(worker.queues), "pool": worker.pool,

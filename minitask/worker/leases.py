@@ -14,7 +14,8 @@ from collections import deque
 import dataclasses
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Callable, Deque, Dict, List, NamedTuple, Optional, Protocol, Tuple
+from typing import (TYPE_CHECKING, Callable, Deque, Dict, List, NamedTuple, Optional, Protocol,
+                    Set, Tuple)
 
 from ..errors import BrokerError
 from ..printable import own_logger
@@ -28,6 +29,11 @@ logger = own_logger(__name__)
 
 #: A lease as the worker holds it: (task id, (queue, priority)).
 Lease = Tuple[str, Tuple[str, int]]
+
+#: How much sooner than the worker reckons (ms) a lease may run out: a task fetched as a
+#: renewal read the leases held was not renewed with them, its lease a round trip
+#: shorter. A lease lost with less than this left may have expired (``lease_left_ms``).
+LEASE_MARGIN_MS = 2_000
 
 
 @quick_init
@@ -83,6 +89,10 @@ class Holdings:
         # Outcomes a child has not recorded yet (their tasks stay leased meanwhile).
         self._acks: List[Tuple[Job, Ack]] = []
         self._acks_since = 0.0
+        # A lease deadline (ms, the app's clock) that every lease held reaches at least
+        # (``leased_until``), but those of ``_lapsed``; None before the first fetch.
+        self._leased_until_ms: Optional[int] = None
+        self._lapsed: Set[str] = set()
 
     @property
     def closing(self) -> bool:
@@ -193,6 +203,31 @@ class Holdings:
         with self._lock:
             return list(self._leases.items())
 
+    def leased_until(self, deadline_ms: int, done_ms: int) -> None:
+        """Every lease held reaches ``deadline_ms`` at least, and so does every lease
+        taken from now on (taken for as long, later): said as the worker starts fetching
+        and after each renewal of all the leases held, which ended at ``done_ms``. A
+        renewal that ended past the last deadline said (less LEASE_MARGIN_MS) came
+        too late: the leases held then may have expired meanwhile (``lease_left_ms``)."""
+        with self._lock:
+            until = self._leased_until_ms
+            if until is not None and done_ms >= until - LEASE_MARGIN_MS:
+                # kept until the next late one (its size: the leases held then), so that
+                # an outcome recorded after its task left the holdings is judged by it
+                self._lapsed = set(self._leases)
+            self._leased_until_ms = deadline_ms
+
+    def lease_left_ms(self, task_id: str, now_ms: int) -> Optional[int]:
+        """How long before the lease of ``task_id`` could expire, by this worker's
+        renewals, none of them late (None: it may have expired already, or the worker
+        fetched nothing yet): a lease Redis no longer holds before then did not expire,
+        it was lost (``outcome_batches.warn_lost_lease``)."""
+        with self._lock:
+            until = self._leased_until_ms
+            if until is None or task_id in self._lapsed:
+                return None
+            return until - now_ms
+
     def started(self, most: int) -> List[str]:
         """The ids of at most ``most`` tasks started and not ended: held, neither
         prefetched (nor claimed by a thread, to run next) nor ended with their outcome
@@ -230,6 +265,15 @@ class Holdings:
             acks, self._acks = self._acks, []
         return acks
 
+    def withdraw_acks(self, jobs: List[Job]) -> List[Tuple[Job, Ack]]:
+        """Take those of ``jobs``' outcomes still waiting (not those another flush took)."""
+        wanted = {id(job) for job in jobs}
+        with self._lock:
+            taken = [entry for entry in self._acks if id(entry[0]) in wanted]
+            if taken:
+                self._acks = [entry for entry in self._acks if id(entry[0]) not in wanted]
+        return taken
+
     def restore_acks(self, acks: List[Tuple[Job, Ack]]) -> None:
         """Outcomes that could not be recorded: still leased, recorded by the next try."""
         with self._lock:
@@ -266,6 +310,9 @@ class Leases:
         if self._said is None:
             self._host.broker.registry.announce_leases(queues, self.lease_ms)
             self._said = list(queues)
+            # (on Redis's time by now: check_redis measured it)
+            now_ms = self._host.clock.now_ms()
+            self._holdings.leased_until(now_ms + self.lease_ms, now_ms)
 
     def first_said(self, queues: List[str], fetch: Callable[[], Optional[Job]]
                    ) -> Callable[[], Optional[Job]]:
@@ -287,6 +334,9 @@ class Leases:
         held = self._holdings.held()
         for queue, leases in _by_queue(held).items():
             self._host.broker.queues.renew(queue, leases, now_ms + self.lease_ms)
+        # every one held renewed (in time, or late: said), and any held since fetched
+        # after ``now_ms``
+        self._holdings.leased_until(now_ms + self.lease_ms, self._host.clock.now_ms())
         self._renewals += 1
         if self._said and self._renewals % SAY_AGAIN == 0:
             try:
@@ -389,13 +439,19 @@ class Heartbeat:
                 if stop.is_set() and not stopping:
                     stopping = True
                     on_stop()
-                try:
+                failed: Optional[BrokerError] = None
+                try:  # an outcome refused (the ACL) must not stop the leases' renewal
                     batched.flush_if_overdue()
+                except BrokerError as exc:
+                    failed = exc
+                try:
                     if time.monotonic() >= next_beat:
                         next_beat = time.monotonic() + period
                         beat()
                 except BrokerError as exc:
-                    self._ended.wait(backoff.failed(exc))  # no busy loop while Redis is away
+                    failed = failed or exc
+                if failed is not None:
+                    self._ended.wait(backoff.failed(failed))  # no busy loop while Redis is away
                 else:
                     backoff.succeeded()
         finally:

@@ -430,7 +430,13 @@ def start_steps(worker: Worker) -> None:
     worker.broker.queues.register_queues(worker.queues)
     worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])
     register(worker, worker.app.clock.now_ms(), 0, [])  # listed now, not a beat later
-    unconfirmed_at_start(worker._ticks.publish, worker._broadcasts.subscribe)
+    try:
+        unconfirmed_at_start(worker._ticks.publish, worker._broadcasts.subscribe)
+    except BaseException:
+        # it exits (or waits out BUSY, and is listed again): no heartbeat is left behind,
+        # which a clock ahead would keep listed as live for as long as it is ahead
+        worker.forget()
+        raise
 
 
 def check_redis(worker: Worker) -> None:

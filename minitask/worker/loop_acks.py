@@ -432,7 +432,7 @@ class LoopAcks:
         held, fetched = results.ack_fetch_reply(reply, len(acks), what)
         self._holdings.settle([job for job, _ in acks])
         for (job, _), still_held in zip(acks, held):
-            recorded(job, still_held)
+            recorded(job, still_held, self._holdings, self._host)
         return self._next(fetched, sent, cancelled)
 
     def take(self, result: FetchResult) -> None:

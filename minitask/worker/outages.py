@@ -1,11 +1,8 @@
 """Riding out Redis outages: every Redis step of the worker goes through here.
 
-A step that reads (fetch, wait) gives up when a stop is asked; a step that
-writes an outcome goes on until it succeeds, or the outcome would be lost.
-One that Redis wrote but replicas did not confirm (``durability``) is not
-written again: a replica that stays down would hold the worker for ever. A fetch
-Redis refuses for one queue's data is no outage: that queue is set aside
-(``QueueRefusals``) and the others are served.
+A read (fetch, wait) gives up at a stop; an outcome's write goes on until it succeeds
+(the ACL refusing it: ``visibility_timeout``); one replicas did not confirm is not
+written again. A fetch refused for one queue's data sets it aside (``QueueRefusals``).
 """
 from __future__ import annotations
 
@@ -15,11 +12,12 @@ import multiprocessing
 import random
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..broker.durability import keep_unconfirmed
-from ..errors import BrokerError, DurabilityError
+from ..errors import BrokerError, DurabilityError, MinitaskError
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign
 from .unconfirmed import WRITES
@@ -158,6 +156,7 @@ class Backoff:
         self.failures = 0
         self._unreachable = False
         self._exhausted = False  # the client's pool, not Redis: said as such once back
+        self._moving = False  # slots moving (a reshard): said at info once it ran
 
     def failed(self, exc: BaseException) -> float:
         if self.failures == 0:
@@ -174,6 +173,11 @@ class Backoff:
             elif reason == "unconfirmed":  # written: only the replicas fell short
                 logger.error("Redis wrote but replicas did not confirm it in time, while "
                              "trying to %s: %s; retrying with backoff", self.what, exc)
+            elif getattr(exc, "moving", False):  # slots moving: nothing refused or lost
+                self._moving = True
+                logger.warning("Redis Cluster's slots are moving (a reshard or a failover: "
+                               "redirected past the client's limit) while trying to %s; "
+                               "it did not run, retrying with backoff: %s", self.what, exc)
             else:  # Redis answered, with a refusal: say what it is, not "lost Redis"
                 logger.error("Redis refused to %s: %s; retrying with backoff", self.what, exc)
         elif self._unreachable:
@@ -187,17 +191,20 @@ class Backoff:
         elif self._exhausted:
             logger.warning("the Redis client's connection pool has a free connection again "
                            "(%s) after %d failed tries", self.what, self.failures)
+        elif self._moving:
+            logger.info("Redis Cluster ran it (%s) after %d tries as its slots moved: "
+                        "nothing was lost", self.what, self.failures)
         elif self.failures:
             logger.warning("Redis is back (%s) after %d failed tries", self.what, self.failures)
         self.failures = 0
-        self._unreachable = self._exhausted = False
+        self._unreachable = self._exhausted = self._moving = False
 
     def gave_up(self) -> None:
         """The step stops waiting without Redis coming back (its worker stops)."""
         if self._unreachable:
             _OUTAGE.left()
         self.failures = 0
-        self._unreachable = self._exhausted = False
+        self._unreachable = self._exhausted = self._moving = False
 
 
 @dataclass
@@ -256,7 +263,7 @@ class QueueRefusals:
 
         Else an outage, or a refusal of the whole server, ridden out as ever: setting
         each queue aside for it would blame their keys. Those have reasons of their
-        own (``errors.broker_reason`` tells them first, raised in a script or not):
+        own (``broker.refusals.broker_reason`` tells them first, raised in a script or not):
         NOREPLICAS, MISCONF, MASTERDOWN, BUSY (``error``), an ACL (``permission``),
         OOM (``out of memory``), READONLY (``read-only``), LOADING (``unreachable``);
         NOSCRIPT never comes here (the transport loads the script again)."""
@@ -368,21 +375,43 @@ def through_busy(step: Callable[[], Any], what: str, stop: threading.Event) -> N
         return
 
 
-def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> Any:
-    """Run a step that writes an outcome until it succeeds, backing off while Redis is
-    away; unlike ``guarded``, a stop does not end it. Returns the step's value. A write
-    replicas did not confirm in time is logged, never raised into the step
-    (``keep_unconfirmed``): Redis made it, and the step goes on with what its scripts
-    answered (a group complete: its body is sent), a WAIT the socket timeout cut
-    short as well (kept, replies and all); UNCONFIRMED when a write's confirmation
-    was raised all the same, without its replies. A refusal whose ``reason`` is one
-    of ``final`` is raised: writing it again would not help."""
+class RefusedTooLong(MinitaskError):
+    """The ACL refused an outcome write for ``bound`` s (``persist``; ``acl_steps``)."""
+
+    def __init__(self, what: str, error: BrokerError, bound: float) -> None:
+        super().__init__(f"Redis's ACL refused to {what} for {bound:.0f} s: {error}")
+        self.error, self.bound = error, bound
+
+
+_WAITING = threading.local()  # ``hook``: called as a persist of the thread backs off
+
+
+@contextmanager
+def waiting_in(hook: Callable[[], None]) -> Iterator[None]:
+    """Call ``hook`` as a ``persist`` of this thread backs off (``pools/recording.py``)."""
+    _WAITING.hook = hook
+    try:
+        yield
+    finally:
+        _WAITING.hook = None
+
+
+def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = (),
+            refused_for: Optional[float] = None) -> Any:
+    """Run an outcome's write until it succeeds, backing off while Redis is away (a stop
+    does not end it); its value. One replicas did not confirm in time is logged, not
+    raised (``keep_unconfirmed``): the step goes on with what its scripts answered (a
+    group complete: its body is sent), a WAIT the socket timeout cut short too;
+    UNCONFIRMED when the confirmation was raised, without replies. A refusal of a
+    ``final`` reason is raised. One the ACL refuses (``permission``) is retried for
+    ``refused_for`` s of refusals in a row, then ``RefusedTooLong``: no slot waits for
+    ever (an ACL put back within it goes unseen)."""
     backoff: Optional[Backoff] = None  # made at the first failure: most writes have none
     unsure: List[DurabilityError] = []  # every attempt's: a retry keeps what one kept
+    refused_since: Optional[float] = None
     while True:
         try:
-            # the block covers the step alone: the worker's own log lines (a handler
-            # may send) are never written inside it
+            # the block covers the step alone, not the worker's log lines (a handler sends)
             with keep_unconfirmed() as kept:
                 try:
                     result = step()
@@ -392,15 +421,26 @@ def persist(step: Callable[[], Any], what: str, final: Tuple[str, ...] = ()) -> 
             unconfirmed(what, unsure[0] if unsure else exc)
             return UNCONFIRMED
         except BrokerError as exc:
-            if exc.reason in final:
+            if exc.reason != "permission" or refused_for is None:
+                refused_since = None  # the bound is of refusals in a row
+            else:
+                refused_since = refused_since or time.monotonic()
+            left = (MAX_BACKOFF if refused_since is None or refused_for is None  # (s to
+                    else refused_since + refused_for - time.monotonic())  # the bound)
+            if exc.reason in final or left <= 0:
                 if backoff is not None:
                     backoff.gave_up()
                 if unsure:  # an earlier attempt's write stands, unconfirmed
                     unconfirmed(what, unsure[0])
+                if exc.reason not in final:
+                    raise RefusedTooLong(what, exc, refused_for or 0.0) from exc
                 raise
             if backoff is None:
                 backoff = Backoff(what)
-            time.sleep(backoff.failed(exc))
+                hook = getattr(_WAITING, "hook", None)
+                if hook is not None and exc.reason != "unconfirmed":  # (replicas: not
+                    hook()  # this thread's alone; confirmations are capped, durability.rst)
+            time.sleep(min(backoff.failed(exc), left))  # (a refusal's last try: at its bound)
             continue
         if backoff is not None:
             backoff.succeeded()
@@ -446,11 +486,10 @@ class Refused:
 
 def unless_refused(step: Callable[[], Any]) -> Callable[[], Any]:
     """``step``, returning ``Refused`` instead of raising when Redis refuses it for the
-    queue's own data (``QueueRefusals.refusal``: a key of another type, a key guard).
-    The outcome scripts move a key of another type aside (lib.lua) rather than refuse,
-    so this is the last line: waiting would not end such a refusal, and a worker
-    retrying it for ever would hold the task's slot (and its pool past a stop's grace)
-    for good. An outage, or a refusal of the whole server, is still raised (retried)."""
+    queue's own data (``QueueRefusals.refusal``: a key of another type, a key guard;
+    the outcome scripts move the first aside, lib.lua): waiting would not end it, and
+    retrying it for ever would hold the task's slot for good. An outage, or a refusal
+    of the whole server, is still raised (retried)."""
     def once() -> Any:
         try:
             return step()

@@ -18,8 +18,9 @@ from ..stores.queue import FetchResult
 from ..stores.results import Ack
 from ..wire.message import Message
 from .host import Host
-from .leases import Holdings, Job
-from .outages import RIDDEN_OUT, persist, unconfirmed
+from .leases import LEASE_MARGIN_MS, Holdings, Job
+from .acl_steps import released_said
+from .outages import RIDDEN_OUT, RefusedTooLong, persist, unconfirmed
 
 logger = own_logger("minitask.worker.outcomes")  # the lines a worker has always logged
 
@@ -58,18 +59,46 @@ class OutcomeBatches:
     _wake: Callable[[], None]
     #: Dead-letters a success whose result Redis can never take (``Recorder``'s).
     _unrecordable: Callable[..., str]
+    #: Monotonic time the heartbeat's flush (``flush_if_overdue``) was first refused
+    #: for the ACL, since its last try that was not.
+    _overdue_refused: Optional[float] = None
 
     def waiting(self) -> int:
         """Outcomes put aside, not recorded yet."""
         return self._holdings.waiting_acks()
 
     def record_waiting(self, fetch: bool = False) -> None:
-        """Record the waiting outcomes, retrying through outages: they must not be lost."""
-        persist(lambda: self.flush(fetch), "record results")
+        """Record the waiting outcomes, retrying through outages: they must not be lost.
+        Those Redis's ACL refuses past ``visibility_timeout`` are given up: their slots
+        freed, their leases expire (not renewed), their tasks are delivered again. Only
+        those the last try was refused (``tried``): one put aside since was never tried."""
+        tried: List[Tuple[Job, Ack]] = []
+        try:
+            persist(lambda: self.flush(fetch, tried), "record results",
+                    refused_for=self._host.visibility_timeout)
+        except RefusedTooLong as exc:
+            self._give_up(tried, exc)
 
-    def flush(self, fetch: bool) -> None:
+    def _give_up(self, tried: List[Tuple[Job, Ack]], exc: RefusedTooLong) -> None:
+        """Give up the outcomes of ``tried`` still waiting (one another flush holds now is
+        that flush's); one ERROR for them, none if none is left."""
+        acks = self._holdings.withdraw_acks([job for job, _ in tried])
+        if not acks:
+            return
+        self._holdings.settle([job for job, _ in acks])
+        ids = ", ".join(job.delivery.task_id for job, _ in acks[:5])
+        more = f" and {len(acks) - 5} more" if len(acks) > 5 else ""
+        first = acks[0][0]
+        logger.error("%s", released_said(
+            self._host.broker, first.queue, first.delivery.task_id,
+            f"record the results of task(s) {ids}{more}", exc.bound, exc.error))
+
+    def flush(self, fetch: bool, tried: Optional[List[Tuple[Job, Ack]]] = None) -> None:
         """Record the waiting outcomes in one round trip; with ``fetch``, lease the next
-        tasks of the first queue in the same round trip."""
+        tasks of the first queue in the same round trip. Those Redis refused are put
+        back to wait, and into ``tried`` (emptied first): what a caller may give up."""
+        if tried is not None:
+            tried.clear()
         acks = self._holdings.take_acks()
         # a fetch behind acks that replicas must confirm would be lost with them when
         # they fall short (its leases held by nobody): then the worker fetches on its own
@@ -99,18 +128,21 @@ class OutcomeBatches:
             if exc.reason in RIDDEN_OUT or (len(acks) < 2
                                             and exc.reason not in UNRECORDABLE):
                 self._holdings.restore_acks(acks)
+                if tried is not None:
+                    tried[:] = acks
                 raise
             # Redis refused the batch, not an outage: one outcome it cannot record (a
             # result over its proto-max-bulk-len...) must not hold the others, nor itself
-            self._one_by_one(acks, exc)
+            self._one_by_one(acks, exc, tried)
             return
         self._holdings.settle(jobs)
         for job, still_held in zip(jobs, held):
-            recorded(job, still_held)
+            recorded(job, still_held, self._holdings, self._host)
         if result is not None:
             self._fetcher.take_fetched(result)
 
-    def _one_by_one(self, acks: List[Tuple[Job, Ack]], exc: BrokerError) -> None:
+    def _one_by_one(self, acks: List[Tuple[Job, Ack]], exc: BrokerError,
+                    tried: Optional[List[Tuple[Job, Ack]]]) -> None:
         """Record a batch Redis refused as a whole one outcome at a time, so that one it
         cannot record (a result over its proto-max-bulk-len...) holds no other: those
         refused again wait for the next try (the caller's backoff), the others are
@@ -143,6 +175,8 @@ class OutcomeBatches:
             self._holdings.settle([job])
         if first is not None:
             self._holdings.restore_acks(failed)
+            if tried is not None:
+                tried[:] = failed
             raise first
 
     def flush_last(self) -> None:
@@ -160,9 +194,31 @@ class OutcomeBatches:
         return None if since is None else since + ACK_WINDOW
 
     def flush_if_overdue(self) -> None:
+        """The heartbeat's: record the outcomes waiting past ``ACK_WINDOW`` (their slot
+        runs a long next task). Those Redis's ACL refuses past ``visibility_timeout``
+        are given up, as ``record_waiting`` gives up its own (not renewed for ever)."""
         since = self._holdings.acks_since()
-        if since is not None and time.monotonic() - since >= ACK_WINDOW:
-            self.flush(fetch=False)
+        if since is None:
+            self._overdue_refused = None
+            return
+        if time.monotonic() - since < ACK_WINDOW:
+            return
+        tried: List[Tuple[Job, Ack]] = []
+        try:
+            self.flush(False, tried)
+        except BrokerError as exc:
+            if exc.reason != "permission":
+                self._overdue_refused = None
+                raise
+            now = time.monotonic()
+            first = self._overdue_refused = self._overdue_refused or now
+            bound = self._host.visibility_timeout
+            if now - first < bound:
+                raise
+            self._overdue_refused = None
+            self._give_up(tried, RefusedTooLong("record results", exc, bound))
+            return
+        self._overdue_refused = None
 
     def _defer_ack(self, job: Job, ack: Ack) -> Optional[bool]:
         """Put an outcome aside; None while the buffer holds more tasks, for up to
@@ -183,21 +239,33 @@ def note_refused(jobs: Iterable[Job], exc: BrokerError) -> None:
         _refused.update(job.task_id for job in jobs)
 
 
-def recorded(job: Job, still_held: bool) -> None:
-    """An outcome recorded: warn if its lease was lost meanwhile."""
+def recorded(job: Job, still_held: bool, holdings: Holdings, host: Host) -> None:
+    """An outcome recorded: warn if its lease was lost meanwhile, saying why as far as
+    this worker can tell (``holdings``: how long its leases had left)."""
     if still_held:
         _refused.discard(job.task_id)
     else:
-        warn_lost_lease(job)
+        warn_lost_lease(job, holdings, host)
 
 
-def warn_lost_lease(job: Job) -> None:
+def warn_lost_lease(job: Job, holdings: Holdings, host: Host) -> None:
+    """Say that Redis held no lease for ``job`` as its outcome was recorded: refused for
+    the ACL until it expired; gone before it could expire, by the worker's renewals
+    (``Holdings.lease_left_ms``: Redis lost it); or expired, or maybe so."""
     if job.task_id in _refused:
         _refused.discard(job.task_id)
         logger.warning("task %s: Redis refused to record its outcome for the ACL (see the "
                        "error above: an ACL changed while the worker ran) until its lease "
                        "had expired, and it may have been delivered again; give the user "
                        "every command of the docs' ACL list", job.task_id)
+        return
+    left_ms = holdings.lease_left_ms(job.task_id, host.clock.now_ms())
+    if left_ms is not None and left_ms > LEASE_MARGIN_MS:
+        logger.warning("task %s: Redis no longer held its lease, %.0f s before the lease "
+                       "could expire (this worker renewed it): Redis lost it, likely with the "
+                       "rest of the task's data (a restart without persistence, a failover to "
+                       "a replica that was behind, a flush or a deleted key), not expiry",
+                       job.task_id, left_ms / 1000)
         return
     logger.warning("task %s: its lease had expired and it may have been delivered again; "
                    "raise visibility_timeout if tasks stall this long", job.task_id)

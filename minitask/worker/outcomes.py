@@ -20,10 +20,10 @@ from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
 from .leases import Holdings, Job
-from .outages import Refused, persist, unless_refused
+from .outages import Refused, RefusedTooLong, persist, unless_refused
 from .outcome_batches import (UNRECORDABLE, FetchBehindAcks, OutcomeBatches,
                               note_refused, recorded)
-from .acl_steps import HELD_REASON, WorkflowStepRefused
+from .acl_steps import HELD_REASON, WorkflowStepRefused, released_said
 from .workflows import WorkflowSteps
 
 logger = own_logger(__name__)
@@ -266,8 +266,14 @@ class Recorder(OutcomeBatches):
                               message.attempt, duration, self.worker_name,
                               "Cancelled: stopped while running, on request")
         what = f"record the cancellation of task {job.task_id}"
-        ended = persist(unless_refused(lambda: cancels.end(
-            job.queue, job.task_id, outcome, ttl_ms, entry, results.recent_length)), what)
+        try:
+            ended = persist(unless_refused(lambda: cancels.end(
+                job.queue, job.task_id, outcome, ttl_ms, entry, results.recent_length)), what,
+                refused_for=self._host.visibility_timeout)
+        except RefusedTooLong as exc:  # given up: its lease expires, it comes again
+            ended = False
+            logger.error("%s", released_said(self._host.broker, job.queue, job.delivery.task_id,
+                                             what, exc.bound, exc.error))
         self._holdings.drop(job.task_id)
         if isinstance(ended, Refused):
             ended.say(what)
@@ -296,9 +302,10 @@ class Recorder(OutcomeBatches):
     def _record(self, step: Callable[[], Any], job: Job, what: str,
                 final: Tuple[str, ...] = ()) -> bool:
         """Write an outcome, retrying through outages: it must not be lost. One Redis
-        refuses for the queue's own data is not retried (``unless_refused``): False,
-        said, and nobody is told of it (its lease expires, it runs again); one of a
-        reason in ``final`` is raised (see ``persist``)."""
+        refuses for the queue's own data is not retried (``unless_refused``), nor one its
+        ACL refuses past ``visibility_timeout`` (``RefusedTooLong``): False, said, and
+        nobody is told of it (its lease expires, it runs again); one of a reason in
+        ``final`` is raised (see ``persist``)."""
         what = f"{what} {shown_id(job.delivery.task_id)}"
 
         def noted() -> Any:
@@ -307,12 +314,19 @@ class Recorder(OutcomeBatches):
             except BrokerError as exc:
                 note_refused([job], exc)
                 raise
-        held = persist(unless_refused(noted), what, final)
+        try:
+            held = persist(unless_refused(noted), what, final,
+                           refused_for=self._host.visibility_timeout)
+        except RefusedTooLong as exc:  # nothing could be written: the task comes again
+            self._holdings.drop(job.delivery.task_id)
+            logger.error("%s", released_said(self._host.broker, job.queue, job.delivery.task_id,
+                                             what, exc.bound, exc.error))
+            return False
         self._holdings.drop(job.delivery.task_id)
         if isinstance(held, Refused):
             held.say(what)
             return False
-        recorded(job, held is not False)
+        recorded(job, held is not False, self._holdings, self._host)
         return True
 
     def _tell(self, job: Job, outcome: Outcome) -> None:
@@ -325,7 +339,8 @@ def bury_poisoned(host: Host, queue: str, task_id: str
     """Dead-letter a task that killed its worker ``max_deliveries`` times (a fetch reports
     it); its message (None: undecodable, or another fetch buried it) and what it died of."""
     error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
-                         f"times (max_deliveries={host.max_deliveries})")
+                         f"times (max_deliveries={host.max_deliveries}), or Redis refused "
+                         f"to record its outcome (the workers' logs say which)")
     outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
                       message=str(error), reason="worker lost")
     try:

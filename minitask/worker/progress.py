@@ -9,7 +9,9 @@ noted while it rests is written when the rest ends, so the last value reaches
 Redis within ``INTERVAL`` even if the task never calls again. When an attempt
 ends, its value still noted is written at once, before its outcome; one already
 written gets its time to live again, so that it expires with the result, not a
-``result_ttl`` after it was written.
+``result_ttl`` after it was written. A report that comes once its attempt
+has ended (from a thread the task left running) is dropped: the progress stays
+as the attempt left it, beside its outcome.
 """
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..context import Report
 from ..errors import BrokerError, EncodeError
-from ..printable import own_logger
+from ..printable import own_logger, printable, shown_id
 from ..stores.progress import Entry
 from ..wire.message import Message, to_ms
 from ..wire.serializer import pack_progress
@@ -51,6 +53,9 @@ class ProgressWriter:
         self._pending: Dict[Tuple[str, str], Noted] = {}
         #: Attempts whose progress is in Redis -> its time to live (ms).
         self._written: Dict[Tuple[str, str], int] = {}
+        #: Attempts running -> their reporter's own list: a report whose attempt is
+        #: not (or no longer) the one here has ended, and is dropped.
+        self._live: Dict[Tuple[str, str], List[int]] = {}
         self._bell = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self._pid = 0
@@ -68,7 +73,10 @@ class ProgressWriter:
         few: what only a report needs is worked out at the report)."""
         host = self._host
         lock = self._lock
+        live = self._live
+        key = (message.queue, message.id)
         found: List[int] = []  # the result's ttl, once a report needs it
+        live[key] = found  # (no lock: one dict store, as ``ended``'s pop)
 
         def report(current: float, total: Optional[float], note: Optional[str]) -> None:
             if not found:
@@ -77,13 +85,28 @@ class ProgressWriter:
                                    else host.result_ttl))
             noted = (message.queue, message.id, current, total, note, host.clock.now_ms(),
                      found[0])
-            key = (message.queue, message.id)
             self._reported = True
-            with lock:
-                self._pending[key] = noted
-            if not self._bell.is_set():
+            with lock:  # ``ended`` takes this lock after it ends the attempt
+                taken = live.get(key) is found
+                if taken:
+                    self._pending[key] = noted
+            if not taken:
+                self._late(message, found)
+            elif not self._bell.is_set():
                 self._ring()
         return report
+
+    @staticmethod
+    def _late(message: Message, found: List[int]) -> None:
+        """A report of an attempt that has ended: dropped, said once per attempt."""
+        if len(found) > 1:
+            return
+        found.append(0)  # (said)
+        logger.warning("task %r (id %s): set_progress after its attempt ended is ignored "
+                       "(a thread the task left running?); its progress stays as the "
+                       "attempt left it (said once per attempt)", printable(message.task),
+                       shown_id(message.id),
+                       extra={"task_id": message.id, "task_name": message.task})
 
     def _ring(self) -> None:
         with self._lock:
@@ -96,10 +119,12 @@ class ProgressWriter:
 
     def ended(self, message: Message) -> None:
         """The attempt ended: write its last noted value now, if one waits, else
-        start the time to live of the one written again."""
+        start the time to live of the one written again. Its reports from now on
+        are dropped."""
+        key = (message.queue, message.id)
+        self._live.pop(key, None)  # before ``_reported`` is read (see ``report``)
         if not self._reported:
             return
-        key = (message.queue, message.id)
         with self._writing:
             with self._lock:
                 entry = self._pending.pop(key, None)

@@ -21,6 +21,7 @@ from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard, Stopper
 from .coroutine_runs import run_coroutine
+from .forks import current_pid, guarded, leave_if_forked
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
 from .leftovers import KEPT
@@ -121,10 +122,12 @@ Arguments = Tuple[List[Any], Dict[str, Any]]
 
 def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float],
                    by_signal: bool = False,
-                   stoppable: Optional[Callable[[Stopper], bool]] = None) -> Any:
+                   stoppable: Optional[Callable[[Stopper], bool]] = None,
+                   pid: Optional[int] = None) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
     limit, or its cancel through ``stoppable``) on an event loop of its own, whose
-    end is bounded (``run_coroutine``).
+    end is bounded (``run_coroutine``): a copy of this process (``pid``) its code
+    forked ends as that code does (``forks.guarded``), before the loop's end.
 
     A plain function's soft limit comes by ``SIGALRM`` when ``by_signal`` (a
     process pool child, whose main thread runs it), else as an asynchronous
@@ -139,8 +142,8 @@ def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float
     else:
         value = call_with_posting(task.func, args, kwargs, soft, task.name)
     if isinstance(value, CoroutineType):  # (``inspect.iscoroutine``, without its call)
-        value = run_coroutine(limited(value, limit, task.name, soft), task.name, limit,
-                              stoppable)
+        value = run_coroutine(limited(guarded(value, current_pid() if pid is None else pid),
+                                      limit, task.name, soft), task.name, limit, stoppable)
     return value
 
 
@@ -244,7 +247,7 @@ class Runner:
         try:
             self._attempt(job, message, task, cancel, arguments)
         finally:
-            self.cancels.leave(job.task_id)
+            self.cancels.leave(job.task_id, cancel)
 
     def _attempt(self, job: Job, message: Message, task: HostedTask,
                  cancel: threading.Event, arguments: Arguments) -> None:
@@ -261,6 +264,7 @@ class Runner:
                 self._leases.give_back_buffer()
             self.on_start(job, message, limit)
         started = time.monotonic()
+        pid = current_pid()  # a copy of this process the task's code forks ends as it does
         value: Any = None
         error: Optional[BaseException] = None
         # the span lasts until the outcome is recorded: a failure met while recording
@@ -277,10 +281,12 @@ class Runner:
                     value = call_in_thread(task, arguments, limit, self.on_start is not None,
                                            None if self.on_cancel is not None else
                                            functools.partial(self.cancels.set_stopper,
-                                                             job.task_id))
+                                                             job.task_id), pid)
                 except BaseException as exc:  # KeyboardInterrupt and the like too: the
                     error = exc  # worker's own stop comes through its signal relay
-                    span.failed(exc)
+                leave_if_forked(pid, error)  # (the copy records nothing, runs no hook)
+                if error is not None:
+                    span.failed(error)
             if self.on_end is not None:
                 self.on_end()  # no longer at risk of a kill: recording may wait for Redis
             duration = time.monotonic() - started

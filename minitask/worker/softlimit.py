@@ -18,7 +18,13 @@ The limit is armed just before the task's function is called and cleared just
 after, in the caller's frame: the exception is raised in the task's code or,
 at worst, in ``call_with_alarm``/``call_with_posting`` around the call (then it
 fails the attempt as it would have a moment earlier); never once they return,
-so never in the code that records the outcome. Those two functions hold no
+so never in the code that records the outcome.
+
+A process pool child's ``ITIMER_REAL`` and ``SIGALRM`` are minitask's between
+attempts: a task that leaves a timer of its own armed (``signal.setitimer``,
+``signal.alarm``) would have it ring in the later tasks of that child, or in
+the worker's own code. ``guarded_alarms`` disarms it as the attempt ends, and
+puts back the handler the child started with. Those two functions hold no
 loop: CPython may skip the handlers of the function an exception from outside
 is raised in when it comes at the end of a loop's turn (CPython issues 108214,
 130279), never those of its callers, so their ``finally`` always runs.
@@ -30,9 +36,13 @@ import ctypes
 import signal
 import threading
 from types import FrameType
-from typing import Any, Callable, Coroutine, Dict, Generator, List, Optional, Sequence, Type
+from typing import (Any, Callable, Coroutine, Dict, Generator, List, Optional, Sequence, Set,
+                    Tuple, Type, TypeVar)
 
 from ..errors import SoftTimeLimitExceeded
+from ..printable import own_logger, printable
+
+logger = own_logger(__name__)
 
 #: When the alarm finds the main thread in ``call_with_alarm`` itself (the
 #: function not entered yet, or returned), it comes back after this long.
@@ -89,6 +99,63 @@ def call_with_alarm(func: Callable[..., Any], args: Sequence[Any], kwargs: Dict[
 
 _ALARM_CALLER = call_with_alarm.__code__
 _HANDLER = _on_alarm.__code__
+
+
+# -- a process pool child, after each attempt: the alarm a task left -------------------
+
+#: Task names said to have left an alarm armed, once each per process; at most this
+#: many are kept (then every such task is said again: no name list grows for ever).
+SAID_MOST = 1000
+_SAID_LEFT: Set[str] = set()
+_Start = TypeVar("_Start", bound=Callable[..., None])
+
+
+def guarded_alarms(on_start: _Start, on_end: Callable[[], None]
+                   ) -> Tuple[_Start, Callable[[], None]]:
+    """``on_start``/``on_end`` of a process pool child's attempts (``on_start`` takes
+    the job, its message, its time limit), made to stop, as an attempt ends (before
+    its outcome is recorded), an ``ITIMER_REAL`` timer it left armed, and to put back
+    the ``SIGALRM`` handler this child started with (``left_alarm``). A handler left
+    with no timer is left: nothing rings it (a soft limit sets its own)."""
+    handler = signal.getsignal(signal.SIGALRM)
+    name = [""]  # the attempt's task
+
+    def starting(job: Any, message: Any, limit: Optional[float]) -> None:
+        name[0] = message.task
+        on_start(job, message, limit)
+
+    def ending() -> None:
+        # one C call (no Python call a task): a timer the task left rings in no code
+        # of ours from here on; checked before anything else runs
+        if signal.setitimer(signal.ITIMER_REAL, 0)[0]:
+            left_alarm(name[0], handler)
+        on_end()
+    return starting, ending  # type: ignore[return-value]
+
+
+def left_alarm(name: str, handler: Any) -> None:
+    """The attempt of task ``name`` left an ``ITIMER_REAL`` timer armed (stopped
+    already): put ``handler`` back as ``SIGALRM``'s, and say so, once per task name."""
+    for _ in range(3):
+        try:
+            # a ring that came before the timer stopped runs the task's handler, at
+            # latest in ``signal.signal``: its error belongs to no attempt any more
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            if signal.getsignal(signal.SIGALRM) is not handler:
+                signal.signal(signal.SIGALRM, signal.SIG_DFL if handler is None else handler)
+            break
+        except Exception:  # noqa: BLE001 (the task's handler, for a ring of before)
+            pass
+    if name in _SAID_LEFT:
+        return
+    if len(_SAID_LEFT) >= SAID_MOST:
+        _SAID_LEFT.clear()
+    _SAID_LEFT.add(name)
+    logger.warning("task %r left an alarm armed (a SIGALRM timer: signal.setitimer or "
+                   "signal.alarm) as its attempt ended: stopped, and the SIGALRM handler "
+                   "put back, so that it rings in no later task of this process; a task "
+                   "should stop the timers it starts (signal.setitimer(signal.ITIMER_REAL, 0)); "
+                   "said once per task", printable(name), extra={"task_name": name})
 
 
 # -- a thread: an asynchronous exception ---------------------------------------------

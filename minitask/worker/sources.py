@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from time import monotonic
-from typing import Any, Callable, List, Optional, Protocol, Sequence, Tuple
+from typing import Any, Callable, FrozenSet, List, Optional, Protocol, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import WaitRefused
@@ -17,6 +17,7 @@ from ..printable import own_logger, printable
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
 from ..wire.message import Message, SystemClock
+from .empties import EmptyQueues
 from .expiry import end_expired
 from .host import Host
 from .leases import Holdings, Job, Leases, fetched_from, lease_of
@@ -106,6 +107,8 @@ class QueueSource:
         #: is on it while set aside (their tasks are fetched all the same).
         self.wake_refusals = QueueRefusals()
         self._fetch_terms: Optional[FetchTerms] = None  # (``_terms``)
+        #: The queues found empty, skipped until a token says work came (``empties``).
+        self.empties = EmptyQueues(host.broker.queues)
 
     def next_job(self) -> Optional[Job]:
         """Lease the best ready tasks, trying the queues in order; hand out the first.
@@ -122,10 +125,17 @@ class QueueSource:
         queues = self.queues
         if looked is not None and self._still_current(looked):
             queues, next_event = queues[looked[3] + 1:], looked[2]
+        empties = self.empties
+        epoch = empties.epoch
+        skip: Optional[FrozenSet[str]] = None if empties.any_marked() else frozenset()
         refusals = self.refusals
         for queue in queues:
             if refusals and refusals.aside(queue):
                 continue  # Redis refuses its data: the next queues are served meanwhile
+            if skip is None and empties.marked(queue, now_ms):
+                skip = empties.skipped(now_ms)  # (Redis asked at the first queue marked)
+            if skip and queue in skip:
+                continue  # found empty, and no task came to it since: the next are served
             sent = monotonic() if refusals else 0.0
             try:
                 result = self._host.broker.queues.fetch(
@@ -140,11 +150,16 @@ class QueueSource:
             if refusals:
                 refusals.served(queue, sent)
             self.take(queue, result)
+            if len(self.queues) > 1:
+                empties.found(queue, result, now_ms, epoch)
             job = self._holdings.next_buffered(self._stop.event)
             if job is not None:
                 return job
             if result.next_event_ms is not None:
                 next_event = min(result.next_event_ms, next_event or result.next_event_ms)
+        later = empties.upcoming(now_ms)  # (a queue skipped, or not fetched, has work then)
+        if later is not None:
+            next_event = later if next_event is None else min(later, next_event)
         self.next_event_ms = next_event
         return None
 
@@ -212,30 +227,50 @@ class QueueSource:
         the first is set aside."""
         broker = self._host.broker
         self._looked.first = None
-        refusals = self.refusals
-        index: Optional[int] = 0  # the first queue, unless Redis refuses some (rare)
-        if refusals:
-            index = next((i for i, queue in enumerate(self.queues)
-                          if not refusals.aside(queue)), None)
-        if index is None:  # every queue set aside: the next fetch waits for their backoff
+        now_ms = self._host.clock.now_ms()
+        epoch = self.empties.epoch
+        index = self._first_open(now_ms)
+        if index is None:  # every queue set aside (or empty): the next fetch waits
             return (broker.results.ack_many(acks) if acks else []), NOTHING
         first = self._looked.queue = self.queues[index]
         sent = monotonic()
         # an error raised is the acks' (none written); the fetch's comes in its place,
         # the acks written (ack_fetch.lua): they are never recorded twice
         held, reply = broker.results.ack_then(acks, broker.queues.fetch_call(
-            first, self._host.clock.now_ms(), self._terms()))
+            first, now_ms, self._terms()))
         if isinstance(reply, BrokerError) and not self.refusals.refusal(reply):
             return held, NOTHING  # an outage: the thread's next fetch of its own meets it
         answered = monotonic()
         result = self.fetched_behind(reply, sent, first)
         if result is None:
             return held, NOTHING
-        # none leased: this thread's next fetch may start at the queue after it
+        if len(self.queues) > 1:
+            self.empties.found(first, result, now_ms, epoch)
+        # none leased: this thread's next fetch may start at the queue after it (and
+        # adds the next events of the queues skipped: ``EmptyQueues.upcoming``)
         self._looked.first = (None if result.deliveries else
                               (answered, min(answered - sent, LOOK_MOST), result.next_event_ms,
                                index))
         return held, result
+
+    def _first_open(self, now_ms: int) -> Optional[int]:
+        """The index of the first queue neither set aside (``refusals``) nor found empty
+        (``empties``; Redis is asked about the marked ones only when that first queue
+        is one of them), or None."""
+        refusals, empties = self.refusals, self.empties
+        if not (refusals or empties.any_marked()):
+            return 0  # the first queue (the common case: one test, no round trip)
+        skip: Optional[FrozenSet[str]] = None  # (asked at the first queue marked)
+        for index, queue in enumerate(self.queues):
+            if refusals and refusals.aside(queue):
+                continue
+            if skip is None:
+                if not empties.marked(queue, now_ms):
+                    return index
+                skip = empties.skipped(now_ms)
+            if queue not in skip:
+                return index
+        return None
 
     def behind_acks_call(self) -> ScriptCall:
         """The fetch from the first queue that ``ack_and_fetch`` sends behind outcomes,
@@ -350,6 +385,8 @@ class QueueSource:
             if exc.reason != "wrong type":
                 raise
             refused, replies = exc, None
+        finally:
+            self.empties.took_tokens()  # a token taken: its queue is fetched again
         if replies:
             if terms is not None and behind is not None:
                 behind.waited(replies[:-1])  # the pulls' leases first: held whatever follows

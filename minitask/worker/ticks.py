@@ -3,11 +3,10 @@
 There is no beat process and no leader: every worker keeps a copy of its
 queues' armed schedules (a record and a tick each: records with no tick are
 never fired, ticks with no record name nothing; neither is read, so planted ones
-cost it nothing), treats the earliest tick as one
-more due time to wake up for (beside the queues' own), and fires what is
-due with one atomic script (``stores/schedules.py``). Any number of workers
-may race for a tick; the first arms the next tick and enqueues the run, the
-others find the tick moved on.
+cost it nothing), treats the earliest tick as one more due time to wake up for
+(beside the queues' own), and fires what is due with one atomic script
+(``stores/schedules.py``). Any number of workers may race for a tick; the first
+arms the next tick and enqueues the run, the others find the tick moved on.
 
 The copy is read when the worker starts, when a wait ends early without
 work (a schedule change pushes wake tokens to its queue), when a fire finds
@@ -32,6 +31,7 @@ from ..stores.schedules import MAX_RECORD_BYTES, Armed, Fired, Run
 from ..wire.serializer import encode_message
 from .host import Host
 from .leases import Holdings, Job
+from .lost_schedules import write_back
 from .sources import QueueSource
 from .stop import Stop
 
@@ -240,12 +240,12 @@ class TickSource:
         found = self._host.broker.schedules.armed(self._queues.queues, own, longest, refused)
         if self._up_ms is None:
             self._up_ms = now_ms
-        self._rearm = []
-        self._entries = {}
+        self._rearm, self._entries = [], {}
         #: queue -> its unreadable records: how many, and the first few (for the line
         #: that says so: 100,000 planted records cost no memory once read)
         unreadable: Dict[str, Tuple[int, List[Armed]]] = {}
-        mended = any([self._restore(queue, *said, now_ms) for queue, said in refused.items()])
+        mended = (any([self._restore(queue, *said, now_ms) for queue, said in refused.items()])
+                  | write_back(self._host, self._decorated, found, now_ms))  # (both called)
         for queue, entries in found.items():
             for entry in entries:
                 if entry.schedule is None and self._mend(queue, entry, now_ms):

@@ -106,6 +106,16 @@ class UnconfirmedWrites:
                            "replicas over the last %.0f s (%d not said before): a failover "
                            "may lose them, and their tasks then run again", count, span, more)
 
+    def refresh(self, caught_up: Callable[[], bool]) -> None:
+        """Before a heartbeat: while an outage goes on, replicas are asked whether they
+        have every write now (``caught_up``); a replica back since the outage's last
+        write has them all, though no write of the worker was confirmed since, and the
+        outage is then said ended (``confirmed``): ``minitask status`` stops counting
+        writes a replica holds (it went on showing them until the worker's next
+        confirmed write, or its stop)."""
+        if self.state[_COUNT] and caught_up():
+            self.confirmed()
+
     def tick(self) -> None:
         """Say the writes left unconfirmed since last said, once ``SUMMARY_EVERY`` has
         passed (each such write, and each heartbeat, asks)."""

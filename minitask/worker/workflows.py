@@ -16,9 +16,9 @@ from ..printable import error_text, log_error, own_logger, printable
 from ..stores.foreign import foreign
 from ..stores.workflow_reads import Failure, frame_of
 from ..wire.message import Message, Outcome
-from .acl_steps import RefusalBound, WorkflowStepRefused, refusal_of
+from .acl_steps import WorkflowStepRefused, refusal_of
 from .host import Host
-from .outages import persist
+from .outages import RefusedTooLong, persist
 
 logger = own_logger(__name__)
 
@@ -54,11 +54,12 @@ class WorkflowSteps:
         assert frame is not None
         store = self._host.broker.workflows
         clock = self._host.clock
-        bound = self._bound(message, frame)
         try:
-            persist(lambda: bound.run(lambda: _unless_foreign(
-                lambda: store.advance(frame, value, clock.now_ms()))),
-                    f"carry on the workflow of task {message.id}")
+            persist(lambda: _unless_foreign(lambda: store.advance(frame, value, clock.now_ms())),
+                    f"carry on the workflow of task {message.id}",
+                    refused_for=self._host.visibility_timeout)
+        except RefusedTooLong as exc:  # dead, its workflow held: requeued, it goes on
+            return self._refused(message, frame, exc)
         except Exception as exc:  # EncodeError, MessageTooLarge, DecodeError; or state
             return exc  # no check foresaw (a RecursionError, say): dead, never held
         return None
@@ -90,29 +91,27 @@ class WorkflowSteps:
         store = self._host.broker.workflows
         step = store.fail if how == "fail" else store.stopped
         clock = self._host.clock
-        bound = self._bound(message, frame, held=False)
         try:
-            persist(lambda: bound.run(lambda: _unless_foreign(
-                lambda: step(frame, failure, clock.now_ms()))),
-                    f"{'fail' if how == 'fail' else 'cancel'} the workflow of task {message.id}")
+            persist(lambda: _unless_foreign(lambda: step(frame, failure, clock.now_ms())),
+                    f"{'fail' if how == 'fail' else 'cancel'} the workflow of task {message.id}",
+                    refused_for=self._host.visibility_timeout)
         except DecodeError as exc:
             logger.error("task %s: its workflow state cannot be read: %s", message.id, exc)
-        except WorkflowStepRefused as exc:  # its own outcome is recorded all the same
+        except RefusedTooLong as exc:  # its own outcome is recorded all the same
             logger.error("task %s: its workflow cannot be carried on: %s; its own outcome "
-                         "is recorded", message.id, exc)
+                         "is recorded", message.id, self._refused(message, frame, exc, False))
         except Exception as exc:  # state no check foresaw (a RecursionError, say): the
             # task's own outcome is recorded all the same, never held for ever or retried
             log_error(logger, logging.ERROR, "task %s: its workflow cannot be carried on "
                       "(internal error: %s: %s); its own outcome is recorded", message.id,
                       type(exc).__name__, error_text(exc), error=exc)
 
-    def _bound(self, message: Message, frame: Dict[str, Any],
-               held: bool = True) -> RefusalBound:
-        """How long a step Redis's ACL refuses is retried (``visibility_timeout``: the
-        task's slot is not held for ever), and the error that ends it."""
-        timeout = self._host.visibility_timeout
-        return RefusalBound(timeout, lambda exc: refusal_of(
-            self._host.broker, message.id, frame.get("next"), timeout, exc, held))
+    def _refused(self, message: Message, frame: Dict[str, Any], refused: RefusedTooLong,
+                 held: bool = True) -> WorkflowStepRefused:
+        """The error of a step Redis's ACL refused for ``visibility_timeout`` (the
+        task's slot is not held for ever), naming the step, queue, key and ACL user."""
+        return WorkflowStepRefused(refusal_of(self._host.broker, message.id, frame.get("next"),
+                                              refused.bound, refused.error, held))
 
 
 def _unless_foreign(step: Callable[[], Any]) -> Any:

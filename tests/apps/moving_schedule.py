@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import redis
 
@@ -26,7 +27,7 @@ def tick() -> None:
         client.rpush("runs", f"{context.queue} {context.id}")
 
 
-def _stalled(queue: str, name: str) -> bool:
+def _stalled(queue: str, name: str, *marked: Any) -> bool:
     print("saved", flush=True)  # in the new queue; the old one still holds it
     time.sleep(3600)
     return False

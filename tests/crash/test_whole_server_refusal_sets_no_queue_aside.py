@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from minitask.errors import broker_reason
+from minitask.broker.refusals import broker_reason
 from tests.support.crash_kit import DEADLINE, Kit
 from tests.support.waiting import wait_until
 

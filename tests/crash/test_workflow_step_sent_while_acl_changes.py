@@ -9,10 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import redis
 
-from minitask import Minitask, chain
-from tests.support.acl import user_without
+from minitask import chain
+from tests.support.acl_workers import as_limited, worker_as
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -24,14 +23,10 @@ DEADLINE = 60.0
 
 def test_a_chain_step_refused_part_way_runs_once_when_the_acl_is_back(
         processes: Processes, server: RedisServer, tmp_path: Path) -> None:
-    admin: "redis.Redis[bytes]" = server.client()
-    url = user_without(admin, server, "nothing")
-    app = Minitask("aclack", broker=server.client())
-    try:
+    with as_limited(server, "aclack") as (admin, url, app):
         counted = app.task(name="counted")(lambda key, seconds: key)
         log = tmp_path / "worker.log"
-        processes.worker("tests.apps.acl_ack", "--pool", "thread", "-c", "1", log=log,
-                         env={"MINITASK_BROKER_URL": url, "TEST_VISIBILITY": "30"})
+        worker_as(processes, "tests.apps.acl_ack", url, log, visibility="30")
         # a chain first: the worker's sending ACL check, asked at its first send, passed
         warm = chain(counted.si("warm", 0.0), counted.si("warmed", 0.0)).delay()
         assert warm.get(timeout=DEADLINE) == "warmed"
@@ -46,6 +41,3 @@ def test_a_chain_step_refused_part_way_runs_once_when_the_acl_is_back(
         assert handle.get(timeout=DEADLINE) == "second"
         assert admin.get("runs:second") == b"1"
         assert admin.get("runs:first") == b"1"
-    finally:
-        app.close()
-        admin.close()

@@ -14,14 +14,15 @@ from minitask import BrokerError, DurabilityError, Minitask
 from minitask.broker.keys import queue_keys
 from tests.support.acl import redis_major, user_without
 from tests.support.cli import operate_with, run
-from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
+from tests.support.replicas import frozen, in_sync, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 
-def _app(url: str, **durable: object) -> Minitask:
-    app = Minitask("moves", broker=url, **durable)  # type: ignore[arg-type]
+def _app(url: str, name: str = "moves", **durable: object) -> Minitask:
+    app = Minitask(name, broker=url, **durable)  # type: ignore[arg-type]
 
     @app.task(queue="a0")
     def add(x: int) -> int:
@@ -33,6 +34,19 @@ def _app(url: str, **durable: object) -> Minitask:
 def _add(app: Minitask, name: str, queue: str, x: int = 1) -> object:
     task = next(iter(app.tasks.values()))
     return app.add_schedule(name, task, every=60, args=(x,), queue=queue)
+
+
+def _settled(primary: RedisServer, replica: RedisServer,
+             setup: Callable[[Minitask], object], name: str = "moves") -> None:
+    """``setup`` made by an app that does not wait for replicas, then the replica in
+    sync: on a loaded machine a replica could miss a 0.3 s WAIT of the setup (a
+    DurabilityError before the part tested), whose writes need no confirmation."""
+    plain = _app(primary.url, name)
+    try:
+        setup(plain)
+    finally:
+        plain.close()
+    wait_until(lambda: in_sync(primary, replica), timeout=60, message="the replica to sync")
 
 
 def _where(app: Minitask, name: str) -> List[str]:
@@ -85,10 +99,9 @@ def test_a_move_redis_refuses_leaves_the_schedule_where_it_was(
 def test_adds_and_removes_while_a_replica_lags_make_every_write(
         pair: List[RedisServer]) -> None:
     primary, replica = pair
+    _settled(primary, replica, lambda app: (_add(app, "mv", "a0"), _add(app, "gone", "d2", 2)))
     app = _app(primary.url, durability="replicated", min_replicas=1,
                durability_timeout=0.3)
-    _add(app, "mv", "a0")
-    _add(app, "gone", "d2", 2)
     with frozen(replica, 60):
         with pytest.raises(DurabilityError):
             _add(app, "mv", "d1")
@@ -116,7 +129,8 @@ def test_an_unsubscribe_replicas_leave_unconfirmed_is_said_done(
     def tidings(n: int) -> int:
         return n
 
-    app.broker.broadcasts.subscribe("bc", "ghostw", 0)
+    _settled(primary, replica,
+             lambda plain: plain.broker.broadcasts.subscribe("bc", "ghostw", 0), "unsubs")
     operate_with(app, monkeypatch, command)
     with frozen(replica, 60):
         code, out = run(capsys, "unsubscribe", "-A", "unused:app", "bc", "ghostw")

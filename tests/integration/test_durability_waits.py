@@ -186,8 +186,11 @@ def test_an_unconfirmed_outcome_is_logged_and_the_worker_goes_on(
     def fails() -> None:
         raise ValueError("no")
     try:
-        done = app.tasks["add"].delay(2, 3)
-        failing = fails.delay()
+        # sent without a wait (a loaded machine's replica could miss a 0.3 s WAIT here,
+        # before the part tested), then on the replica before it is frozen
+        done = app.tasks["add"].apply_async((2, 3), durability=None)
+        failing = fails.apply_async(durability=None)
+        wait_until(lambda: in_sync(primary, replica), timeout=60, message="the replica")
         worker = app.worker(burst=True)
         finished = threading.Event()
 

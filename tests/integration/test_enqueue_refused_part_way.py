@@ -22,11 +22,12 @@ from typing import Any, Callable, Dict, Iterator, List, Tuple
 import pytest
 import redis
 
-from minitask import BrokerError, Minitask
+from minitask import Minitask
 from minitask.broker.keys import queue_keys
-from tests.support.acl import user_without
+from tests.support.acl import own_server  # noqa: F401 (a fixture)
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
+from tests.support.refused_part_way import plain_and_limited, refused_part_way
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -40,11 +41,6 @@ COMMANDS = ["hexists", "hset", "del", "rpush", "zadd", "incr", "ltrim", "zrem", 
             "incrby", "hmget", "exists", "lpos"]
 
 RUNS: "Counter[int]" = Counter()
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()
 
 
 def _app(broker: Any, clock: ManualClock) -> Minitask:
@@ -107,17 +103,9 @@ SENDS: Dict[str, Tuple[Callable[[Minitask], None], List[int]]] = {
 def apps(server: RedisServer) -> Iterator[Tuple[Minitask, Minitask, "redis.Redis[bytes]"]]:
     """The sender (user ``limited``, every command allowed until a test takes one away),
     the worker's app (the default user) and an admin client."""
-    admin: "redis.Redis[bytes]" = server.client()
-    url = user_without(admin, server, "nothing")
-    clock = ManualClock(int(time.time() * 1000))
-    sender, worker_app = _app(url, clock), _app(server.client(), clock)
     RUNS.clear()
-    try:
+    with plain_and_limited(server, _app) as (worker_app, sender, admin):
         yield sender, worker_app, admin
-    finally:
-        sender.close()
-        worker_app.close()
-        admin.close()
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -132,13 +120,7 @@ def test_a_send_refused_part_way_runs_once_when_sent_again(
     # second, which the send below promotes first (promote.lua) once it is due
     sender.tasks["work"].apply_async((0,), task_id="first-0", delay=1)
     clock.advance(2)
-    admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
-    try:
-        send(sender)
-    except BrokerError as exc:
-        assert "NOPERM" in str(exc) or "ACL" in str(exc) or command in str(exc).lower(), exc
-    finally:
-        admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
+    refused_part_way(admin, command, lambda: send(sender), "ACL")
     send(sender)  # the caller's send made again, the ACL back: the same ids
     if kind == "flow":  # each task pending holds its limits (its spec)
         assert admin.hexists(K.flow, "flow-6") and admin.hexists(K.flow, "flow-7")
@@ -173,13 +155,7 @@ def test_a_result_of_an_earlier_run_is_gone_once_the_id_is_sent_again(
     drain(worker)
     assert RUNS[x] == 1 and worker_app.handle(task_id).status() == "succeeded"
     sender.tasks["work"].apply_async((0,), task_id="first-0")  # the ACL check passed
-    admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
-    try:
-        send(sender)
-    except BrokerError as exc:
-        assert "NOPERM" in str(exc) or "ACL" in str(exc) or command in str(exc).lower(), exc
-    finally:
-        admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
+    refused_part_way(admin, command, lambda: send(sender), "ACL")
     send(sender)
     assert sender.handle(task_id).status() in ("queued", "scheduled")
     sender.clock.advance(6)

@@ -1,10 +1,10 @@
 """A fetch of several pops a ready list's entries ahead of their turn (one LPOP with a
-count) and puts those not served yet back (fetch.lua's put_back) before the fair
+count) and puts those not served yet back (fetch.lua's unpop) before the fair
 library writes to a ready list. flow.lua's elsewhere() looks in the ready lists for
 a task on its way back, and reads which lists hold entries once a call (`filled`).
 Before, two calls looked while the entries popped ahead were out of their list:
 strayed() (a plain solo group's token its claim no longer names: its task looked
-for before put_back, review L3) and serve()'s lift() of a paused solo group's claim
+for before unpop, review L3) and serve()'s lift() of a paused solo group's claim
 (no planted data: a pause is enough). The task behind the token was taken for one
 waiting nowhere, and the lists read then, emptied by the pop, were kept for the
 rest of the fetch: a group_max_running slot holder put back into one of them was
@@ -108,7 +108,7 @@ def test_a_paused_solo_group_ahead_of_a_holder_frees_no_slot(
 
 def test_a_stray_token_ahead_of_a_holder_frees_no_slot(
         app: Minitask, clock: ManualClock, tmp_path: Path) -> None:
-    # review L3: strayed() looked for the token's task before put_back(), with the
+    # review L3: strayed() looked for the token's task before unpop(), with the
     # same effect on C's slot as above
     seq, job, _ = _tasks(app)
     client = _client(app)

@@ -24,13 +24,13 @@ from minitask import BrokerError, Minitask
 from minitask.broker.keys import QueueKeys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_fetches import NOW, fetched
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 APP = "partway"
 KEYS = QueueKeys(APP, "default")
-NOW = 1_900_000_000_000  # ms: the fetches' own clock
 READY = KEYS.ready[4]  # the default priority's list (KEYS[11] in fetch.lua)
 
 
@@ -46,12 +46,6 @@ def _app(url: str) -> Tuple[Minitask, Any, Any]:
         return n
 
     return app, plain, grouped
-
-
-def _fetch(app: Minitask, now_ms: int, lease_ms: int = 600_000) -> List[str]:
-    result = app.broker.queues.fetch("default", now_ms=now_ms, lease_ms=lease_ms, count=5,
-                                     max_deliveries=5)
-    return [delivery.task_id for delivery in result.deliveries]
 
 
 def _state(admin: "redis.Redis[bytes]") -> Dict[str, Any]:
@@ -75,7 +69,7 @@ def test_a_fetch_refused_part_way_puts_back_every_popped_entry(
         assert len(before["ready"]) == 6
         admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
         with pytest.raises(BrokerError) as refused:
-            _fetch(app, NOW, lease_ms=1_000)
+            fetched(app, NOW, lease_ms=1_000)
         assert "NOPERM" in str(refused.value) or command in str(refused.value).lower()
         after = _state(admin)
         leased = [member.decode() for member in admin.zrange(KEYS.leases, 0, -1)]
@@ -97,7 +91,7 @@ def test_a_fetch_refused_part_way_puts_back_every_popped_entry(
         delivered: List[str] = []
         now = NOW + 2_000  # the refused fetch's lease (1 s) has expired
         for _ in range(10):
-            got = _fetch(app, now)
+            got = fetched(app, now)
             if not got:
                 break
             delivered += got
@@ -122,7 +116,7 @@ def test_a_group_s_token_kept_in_hand_goes_back(
         assert admin.llen(READY) == 1
         admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
         with pytest.raises(BrokerError):
-            _fetch(app, NOW, lease_ms=1_000)
+            fetched(app, NOW, lease_ms=1_000)
         ready = admin.lrange(READY, 0, -1)
         # the group's token back; a task taken from its group's set whose lease was
         # refused goes to its ready list as its id (it joins its group again when popped)
@@ -134,7 +128,7 @@ def test_a_group_s_token_kept_in_hand_goes_back(
         delivered: List[str] = []
         now = NOW + 2_000  # every lease taken so far has expired
         for _ in range(20):
-            got = _fetch(app, now)
+            got = fetched(app, now)
             delivered += got
             now += 1
             if not got and admin.llen(READY) == 0:

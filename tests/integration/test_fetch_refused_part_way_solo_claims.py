@@ -27,6 +27,7 @@ from minitask import BrokerError, Minitask
 from minitask.broker.keys import QueueKeys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_fetches import NOW, fetched
 from tests.support.servers import RedisServer
 
 import pytest
@@ -35,7 +36,6 @@ pytestmark = pytest.mark.integration
 
 APP = "soloclaims"
 KEYS = QueueKeys(APP, "default")
-NOW = 1_900_000_000_000  # ms: the fetches' own clock
 READY = KEYS.ready[4]  # the default priority's list
 
 
@@ -47,12 +47,6 @@ def _app(url: str) -> Tuple[Minitask, Any]:
         return n
 
     return app, grouped
-
-
-def _fetch(app: Minitask, now_ms: int, lease_ms: int = 600_000) -> List[str]:
-    result = app.broker.queues.fetch("default", now_ms=now_ms, lease_ms=lease_ms, count=5,
-                                     max_deliveries=5)
-    return [delivery.task_id for delivery in result.deliveries]
 
 
 def _holders(admin: "redis.Redis[bytes]", task_id: str) -> List[str]:
@@ -77,7 +71,7 @@ def test_refused_fetches_strand_no_solo_group(server: RedisServer,
         admin.execute_command("ACL", "SETUSER", "limited", "-hincrby")
         for tick in range(2):  # a worker retries its fetch while refused
             with pytest.raises(BrokerError):
-                _fetch(app, NOW + tick, lease_ms=1_000)
+                fetched(app, NOW + tick, lease_ms=1_000)
             # each task held in one place: the first each fetch popped leased (its token
             # served), the others in their tokens, back at the head of the list in order
             leased = tick + 1
@@ -93,7 +87,7 @@ def test_refused_fetches_strand_no_solo_group(server: RedisServer,
         delivered: List[str] = []
         now = NOW + 2_000  # the refused fetches' lease (1 s) has expired
         for _ in range(10):
-            got = _fetch(app, now)
+            got = fetched(app, now)
             delivered += got
             now += 1
             if not got and admin.llen(READY) == 0:

@@ -32,13 +32,13 @@ from minitask.broker.keys import QueueKeys
 from minitask.stores.queue import FetchTerms
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_fetches import NOW, fetched
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 APP = "putback"
 KEYS = QueueKeys(APP, "default")
-NOW = 1_900_000_000_000  # ms: the fetches' own clock (far from the server's: kept)
 RATE = "500/s"  # paced (flow.lua's PACED_FROM): admitted by GET and SET, no ZADD
 TOKEN = 255  # a group's token's first byte
 
@@ -61,17 +61,11 @@ def _app(url: str) -> Tuple[Minitask, Any, Any, Any]:
     return app, paced, paced_grouped, grouped
 
 
-def _fetch(app: Minitask, now_ms: int, count: int = 5) -> List[str]:
-    result = app.broker.queues.fetch("default", now_ms=now_ms, lease_ms=600_000, count=count,
-                                     max_deliveries=5)
-    return [delivery.task_id for delivery in result.deliveries]
-
-
 def _drain(app: Minitask, admin: "redis.Redis[bytes]", now_ms: int) -> List[str]:
     """Every task the fetches deliver, until none is left ready, parked or due."""
     delivered: List[str] = []
     for _ in range(40):
-        got = _fetch(app, now_ms)
+        got = fetched(app, now_ms)
         delivered += got
         now_ms += 1_000  # each limiter's pace allows again
         if not got and sum(admin.llen(key) for key in KEYS.ready) == 0 \
@@ -93,7 +87,7 @@ def _parked_behind_a_pace(admin: "redis.Redis[bytes]", app: Minitask, send: Any)
     """Tasks sent at once, more than the pace's burst: the fetch at NOW leases the burst
     and parks the rest in their limiter's park list (due when the pace allows)."""
     ids = [send(n) for n in range(30)]
-    leased = _fetch(app, NOW, count=30)
+    leased = fetched(app, NOW, count=30)
     parks = admin.keys(KEYS.flow_prefix + "*:park")
     assert leased and len(parks) == 1 and admin.llen(parks[0]) > 0
     return [task_id for task_id in ids if task_id not in leased]
@@ -115,7 +109,7 @@ def test_an_entry_taken_from_a_park_list_goes_back_to_its_head(
         before = _state(admin)
         admin.execute_command("ACL", "SETUSER", "limited", "-zadd")
         with pytest.raises(BrokerError):
-            _fetch(app, NOW + 1_000)  # the limiter is due: its first entry taken
+            fetched(app, NOW + 1_000)  # the limiter is due: its first entry taken
         assert _state(admin) == before  # back at the head of its park list, still due
 
         admin.execute_command("ACL", "SETUSER", "limited", "+zadd")
@@ -138,7 +132,7 @@ def test_a_refused_read_of_a_message_is_no_message(
         before = _state(admin)
         admin.execute_command("ACL", "SETUSER", "limited", "-hget")
         with pytest.raises(BrokerError):
-            _fetch(app, NOW, count=count)
+            fetched(app, NOW, count=count)
         assert _state(admin) == before
         assert admin.hlen(KEYS.deliveries) == 0
 
@@ -161,7 +155,7 @@ def test_a_token_serve_pushed_back_is_not_put_back_twice(
         ids = [grouped.apply_async(("t", n), priority=p).id for n, p in ((0, 9), (1, 5))]
         admin.execute_command("ACL", "SETUSER", "limited", "-zadd")
         with pytest.raises(BrokerError):
-            _fetch(app, NOW, count=count)
+            fetched(app, NOW, count=count)
         tokens = [entry for key in KEYS.ready for entry in admin.lrange(key, 0, -1)
                   if entry[0] == TOKEN]
         assert len(tokens) == 1
@@ -183,7 +177,7 @@ def test_ack_fetch_refused_in_its_fetch_keeps_its_ack_whole(
     plain = app.task(name="plain")(lambda n: n)
     try:
         first = plain.delay(0).id
-        assert _fetch(app, NOW, count=1) == [first]
+        assert fetched(app, NOW, count=1) == [first]
         ids = [plain.delay(n).id for n in range(1, 7)]
         before = _state(admin)
         results = app.broker.results

@@ -168,7 +168,7 @@ def test_dead_list_show_requeue_and_purge(url: str, capsys: pytest.CaptureFixtur
     assert cli_json(capsys, "dead", "-A", APP, "purge", "--dead-2") == {
         "purged": 1, "not_found": []}
     code, out, err = cli(capsys, "dead", "-A", APP, "purge")
-    assert code == 2 and "task ids, or --all" in err
+    assert code == 2 and "or --all for every one; none was given" in err
     purged = cli_json(capsys, "dead", "-A", APP, "purge", "--all", "--yes")
     assert purged == {"purged": 1, "not_found": []}
     assert cli_json(capsys, "dead", "-A", APP, "list") == []

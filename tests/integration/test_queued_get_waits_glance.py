@@ -19,6 +19,7 @@ import redis
 
 from minitask import Minitask, ResultTimeout
 from minitask.broker.pools import GLANCE_EVERY, GLANCE_KEYS, ResultWaits
+from tests.support.queued_waits import lindex_calls, run_served, timed_gets, unserved_and_served
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -39,47 +40,6 @@ def _app(redis_server: RedisServer) -> Minitask:
     return Minitask("getglances", broker=f"{redis_server.url}?max_connections={POOL}")
 
 
-def _tasks(app: Minitask) -> Tuple[Any, Any]:
-    @app.task(queue="unserved")
-    def never(n: int) -> int:
-        return n
-
-    @app.task(queue="served")
-    def done(n: int) -> int:
-        return n
-
-    return never, done
-
-
-def _run_served(app: Minitask, count: int) -> None:
-    worker = app.worker(queues=["served"])
-    ran, deadline = 0, time.monotonic() + DEADLINE
-    while ran < count:
-        assert time.monotonic() < deadline, "the worker never ran the tasks"
-        ran += 1 if worker.run_once() else 0
-
-
-def _lindex_calls(admin: "redis.Redis[bytes]") -> int:
-    return int(admin.info("commandstats").get("cmdstat_lindex", {}).get("calls", 0))
-
-
-def _waiting(handles: List[Any], timeout: float,
-             ended: List[Tuple[float, Any]]) -> List[threading.Thread]:
-    start = time.monotonic()
-
-    def wait(handle: Any) -> None:
-        try:
-            outcome: Any = handle.get(timeout=timeout)
-        except Exception as exc:  # noqa: BLE001 - the test checks what each wait raised
-            outcome = exc
-        ended.append((time.monotonic() - start, outcome))
-
-    threads = [threading.Thread(target=wait, args=(h,), daemon=True) for h in handles]
-    for thread in threads:
-        thread.start()
-    return threads
-
-
 def _joined(threads: List[threading.Thread], deadline: float) -> None:
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
@@ -89,20 +49,20 @@ def _joined(threads: List[threading.Thread], deadline: float) -> None:
 def test_hundreds_of_queued_get_threads_glance_at_a_bounded_rate_within_their_deadlines(
         redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
     app = _app(redis_server)
-    never, done = _tasks(app)
+    never, done = unserved_and_served(app)
     queued = [never.delay(n) for n in range(THREADS)]
     finished = [done.delay(n) for n in range(10)]
-    _run_served(app, len(finished))
+    run_served(app, len(finished), DEADLINE)
     give_up = time.monotonic() + DEADLINE
     try:
         ran_out: List[Tuple[float, Any]] = []
-        threads = _waiting(queued, T, ran_out)
+        threads = timed_gets(queued, T, ran_out)
         time.sleep(1.0)  # every thread queued by now, POOL of them blocking
-        before, began = _lindex_calls(admin), time.monotonic()
+        before, began = lindex_calls(admin), time.monotonic()
         read: List[Tuple[float, Any]] = []
-        _joined(_waiting(finished, 10.0, read), give_up)
+        _joined(timed_gets(finished, 10.0, read), give_up)
         time.sleep(max(0.0, began + 1.5 - time.monotonic()))
-        rate = (_lindex_calls(admin) - before) / (time.monotonic() - began)
+        rate = (lindex_calls(admin) - before) / (time.monotonic() - began)
         _joined(threads, give_up)
     finally:
         app.close()

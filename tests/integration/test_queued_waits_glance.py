@@ -19,6 +19,7 @@ import redis.asyncio
 from minitask import BrokerError, Minitask, ResultTimeout
 from minitask.broker.pools import GLANCE_EVERY
 from minitask.stores.aio_clients import GLANCE_KEYS
+from tests.support.queued_waits import lindex_calls, run_served, timed_aget, unserved_and_served
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -43,54 +44,22 @@ def _app(redis_server: RedisServer, **options: Any) -> Minitask:
                     **options)
 
 
-def _tasks(app: Minitask) -> Tuple[Any, Any]:
-    @app.task(queue="unserved")
-    def never(n: int) -> int:
-        return n
-
-    @app.task(queue="served")
-    def done(n: int) -> int:
-        return n
-
-    return never, done
-
-
-def _run_served(app: Minitask, count: int) -> None:
-    worker = app.worker(queues=["served"])
-    ran, deadline = 0, time.monotonic() + DEADLINE
-    while ran < count:
-        assert time.monotonic() < deadline, "the worker never ran the tasks"
-        ran += 1 if worker.run_once() else 0
-
-
-async def _timed_aget(handle: Any, timeout: float, start: float) -> Tuple[float, Any]:
-    try:
-        outcome = await handle.aget(timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - the test checks what each wait raised
-        outcome = exc
-    return time.monotonic() - start, outcome
-
-
-def _lindex_calls(admin: "redis.Redis[bytes]") -> int:
-    return int(admin.info("commandstats").get("cmdstat_lindex", {}).get("calls", 0))
-
-
 def test_a_thousand_queued_waits_glance_at_a_bounded_rate_and_see_results_in_turn(
         redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
     app = _app(redis_server)
-    never, done = _tasks(app)
+    never, done = unserved_and_served(app)
     queued = [never.delay(n) for n in range(1000)]
     finished = [done.delay(n) for n in range(20)]
-    _run_served(app, len(finished))
+    run_served(app, len(finished), DEADLINE)
 
     async def scenario() -> Tuple[float, List[Tuple[float, Any]], List[Tuple[float, Any]]]:
         start = time.monotonic()
-        waiting = [asyncio.ensure_future(_timed_aget(h, 6.0, start)) for h in queued]
+        waiting = [asyncio.ensure_future(timed_aget(h, 6.0, start)) for h in queued]
         await asyncio.sleep(1.0)  # every wait queued by now, the pool's POOL blocking
-        before, began = _lindex_calls(admin), time.monotonic()
-        read = await asyncio.gather(*(_timed_aget(h, 10.0, began) for h in finished))
+        before, began = lindex_calls(admin), time.monotonic()
+        read = await asyncio.gather(*(timed_aget(h, 10.0, began) for h in finished))
         await asyncio.sleep(max(0.0, began + 2.0 - time.monotonic()))
-        rate = (_lindex_calls(admin) - before) / (time.monotonic() - began)
+        rate = (lindex_calls(admin) - before) / (time.monotonic() - began)
         ran_out = await asyncio.gather(*waiting)
         await app.aclose()
         return rate, list(read), list(ran_out)
@@ -118,15 +87,15 @@ def test_a_failed_glance_fails_no_queued_wait_and_is_said_once(
     app = _app(redis_server, async_broker=redis.asyncio.Redis(
         connection_pool=redis.asyncio.ConnectionPool(host="127.0.0.1", port=redis_server.port,
                                                      max_connections=POOL)))
-    never, done = _tasks(app)
+    never, done = unserved_and_served(app)
     blocked = [never.delay(n) for n in range(POOL)]
     later = [done.delay(n) for n in range(3)]
 
     async def scenario() -> Tuple[List[Tuple[float, Any]], List[Tuple[float, Any]]]:
         start = time.monotonic()
-        blocking = [asyncio.ensure_future(_timed_aget(h, 2.5, start)) for h in blocked]
+        blocking = [asyncio.ensure_future(timed_aget(h, 2.5, start)) for h in blocked]
         await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
-        queued = [asyncio.ensure_future(_timed_aget(h, 10.0, start)) for h in later]
+        queued = [asyncio.ensure_future(timed_aget(h, 10.0, start)) for h in later]
         await asyncio.sleep(0.3)  # queued by now, glancing
         pool = app.async_broker().client.connection_pool
         held: List[Any] = []
@@ -135,7 +104,7 @@ def test_a_failed_glance_fails_no_queued_wait_and_is_said_once(
                 held.append(await pool.get_connection())
             except redis.exceptions.MaxConnectionsError:
                 await asyncio.sleep(0.01)
-        _run_served(app, len(later))  # the results are there; no glance can read them
+        run_served(app, len(later), DEADLINE)  # the results are there; no glance can read them
         await asyncio.sleep(0.6)
         for connection in held:
             await pool.release(connection)
@@ -159,14 +128,14 @@ def test_a_failed_glance_fails_no_queued_wait_and_is_said_once(
 def test_queued_waits_end_at_aclose_and_open_no_connection(
         redis_server: RedisServer, admin: "redis.Redis[bytes]") -> None:
     app = _app(redis_server)
-    never, _ = _tasks(app)
+    never, _ = unserved_and_served(app)
     blocked, queued = [never.delay(n) for n in range(POOL)], [never.delay(n) for n in range(3)]
 
     async def scenario() -> Tuple[List[Tuple[float, Any]], int]:
         start = time.monotonic()
-        waits = [asyncio.ensure_future(_timed_aget(h, 3.0, start)) for h in blocked]
+        waits = [asyncio.ensure_future(timed_aget(h, 3.0, start)) for h in blocked]
         await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
-        waits += [asyncio.ensure_future(_timed_aget(h, 1.0, start)) for h in queued]
+        waits += [asyncio.ensure_future(timed_aget(h, 1.0, start)) for h in queued]
         await asyncio.sleep(0.3)  # queued by now
         opened = int(admin.info("stats")["total_connections_received"])
         closed_at = time.monotonic()

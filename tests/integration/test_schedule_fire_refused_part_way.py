@@ -13,17 +13,17 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, Iterator, List, Tuple
 
 import pytest
 import redis
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
-from tests.support.acl import user_without
+from tests.support.acl import own_server  # noqa: F401 (a fixture)
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
+from tests.support.refused_part_way import plain_and_limited
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -33,11 +33,6 @@ K = queue_keys("fireacl", "default")
 COMMANDS = ["zadd", "hsetnx", "hset", "del", "rpush", "ltrim", "hget", "hexists", "zscore"]
 
 RUNS: List[int] = []
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()
 
 
 def _app(broker: Any, clock: ManualClock) -> Minitask:
@@ -55,17 +50,9 @@ def _app(broker: Any, clock: ManualClock) -> Minitask:
 def apps(server: RedisServer) -> Iterator[Tuple[Minitask, Minitask, "redis.Redis[bytes]"]]:
     """The app that adds the schedule (the default user), the worker's app (user
     ``limited``, every command allowed until a test takes one away), an admin client."""
-    admin: "redis.Redis[bytes]" = server.client()
-    url = user_without(admin, server, "nothing")
-    clock = ManualClock(int(time.time() * 1000))
-    owner, worker_app = _app(server.client(), clock), _app(url, clock)
     RUNS.clear()
-    try:
-        yield owner, worker_app, admin
-    finally:
-        owner.close()
-        worker_app.close()
-        admin.close()
+    with plain_and_limited(server, _app) as apps:
+        yield apps
 
 
 @pytest.mark.parametrize("overlap", [True, False])

@@ -21,26 +21,22 @@ from typing import Any, Dict, List
 
 import pytest
 
-from tests.integration.test_unconfirmed_writes_keep_workers_going import producer
 from tests.support.processes import Processes
 from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
+from tests.support.unconfirmed import (DEADLINE, FIRST, STALL, plain_outcomes, producer,
+                                       unconfirmed_worker)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-#: Bound on a wait for work a worker does (s), on a loaded machine.
-DEADLINE = 60.0
-#: How long the replica stays stopped at most: longer than the waits during it.
-STALL = 90.0
 #: Outcomes recorded while the replica is stopped.
 OUTCOMES = 6
 #: The worker's slots (``-c``): its threads, or its process pool's children. Children
 #: count without a lock, so two whose writes time out together may both say an
 #: outage's first (durability.rst): at most once each.
 SLOTS = 2
-FIRST = "Redis wrote but replicas did not confirm it in time"
 
 
 def status(primary: RedisServer, cwd: Path, *more: str) -> str:
@@ -64,13 +60,10 @@ def test_unconfirmed_outcomes_are_said_once_and_shown_by_status(
     app = producer(primary)
     log, cwd = tmp_path / "worker.log", processes.cwd
     try:
-        worker = processes.worker("tests.apps.unconfirmed", "--pool", pool, "-c", str(SLOTS),
-                                  "-Q", "plain", env={"MINITASK_BROKER_URL": primary.url},
-                                  log=log)
+        worker = unconfirmed_worker(processes, primary, log, "plain", pool=pool, slots=SLOTS)
         assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
         with frozen(replica, STALL):
-            handles = [app.tasks["plain"].apply_async((n,), durability=None)
-                       for n in range(1, OUTCOMES + 1)]
+            handles = plain_outcomes(app, OUTCOMES)
             wait_until(lambda: all(h.status() == "succeeded" for h in handles),
                        timeout=DEADLINE, message="the tasks to run, replica stopped")
             # (the warm-up's outcome too, at times: its WAIT still ran as the replica

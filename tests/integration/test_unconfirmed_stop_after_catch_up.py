@@ -18,24 +18,20 @@ from typing import List
 
 import pytest
 
-from tests.integration.test_unconfirmed_writes_keep_workers_going import producer
 from tests.support.processes import Processes
 from tests.support.replicas import frozen, in_sync, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
+from tests.support.unconfirmed import (DEADLINE, FIRST, STALL, plain_outcomes, producer,
+                                       unconfirmed_worker)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-#: Bound on a wait for work a worker does (s), on a loaded machine.
-DEADLINE = 60.0
-#: How long the replica stays stopped at most: longer than the waits during it.
-STALL = 90.0
 #: Outcomes recorded while the replica is stopped.
 OUTCOMES = 4
 #: Longer than the app's durability_timeout (0.3 s), with room for a loaded machine.
 SETTLE = 2.0
-FIRST = "Redis wrote but replicas did not confirm it in time"
 STOP_WARNING = "the worker stops with"
 ENDED = "replicas confirm this worker's writes again"
 
@@ -47,13 +43,10 @@ def test_a_worker_stopping_after_its_replica_caught_up_warns_of_nothing_unconfir
     app = producer(primary)
     log = tmp_path / "worker.log"
     try:
-        worker = processes.worker("tests.apps.unconfirmed", "--pool", pool, "-c", "2",
-                                  "-Q", "plain", env={"MINITASK_BROKER_URL": primary.url},
-                                  log=log)
+        worker = unconfirmed_worker(processes, primary, log, "plain", pool=pool, slots=2)
         assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
         with frozen(replica, STALL):
-            handles = [app.tasks["plain"].apply_async((n,), durability=None)
-                       for n in range(1, OUTCOMES + 1)]
+            handles = plain_outcomes(app, OUTCOMES)
             wait_until(lambda: all(h.status() == "succeeded" for h in handles)
                        and FIRST in log.read_text(errors="replace"), timeout=DEADLINE,
                        message="the tasks to run, their outcomes unconfirmed")

@@ -14,42 +14,21 @@ Real worker processes of tests/apps/unconfirmed.py on a primary and its replica.
 """
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import List
 
 import pytest
 
-from minitask import Minitask, chord
+from minitask import chord
 from tests.support.processes import Processes
 from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
+from tests.support.unconfirmed import (DEADLINE, STALL, plain_outcomes, producer,
+                                       unconfirmed_worker)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
-
-#: Bound on a wait for work a worker does (s), on a loaded machine.
-DEADLINE = 60.0
-#: How long the replica stays stopped: longer than the waits asserted during it.
-STALL = 90.0
-
-
-def producer(primary: RedisServer) -> Minitask:
-    """tests.apps.unconfirmed's app on ``primary``."""
-    import tests.apps.unconfirmed as unconfirmed
-    app = Minitask("unconfirmed", broker=primary.url, durability="replicated",
-                   min_replicas=1, durability_timeout=0.3, result_ttl=600)
-    for task in unconfirmed.app.tasks.values():
-        app.task(name=task.name, queue=task.options.queue)(task.func)
-    return app
-
-
-def worker(processes: Processes, primary: RedisServer, log: Path,
-           *queues: str) -> "subprocess.Popen[bytes]":
-    args = ("-Q", ",".join(queues)) if queues else ()
-    return processes.worker("tests.apps.unconfirmed", "--pool", "thread", "-c", "4", *args,
-                            env={"MINITASK_BROKER_URL": primary.url}, log=log)
 
 
 @pytest.mark.parametrize("failing", [False, True], ids=["complete", "failing"])
@@ -59,7 +38,7 @@ def test_a_chord_body_is_sent_when_the_last_join_is_unconfirmed(
     app = producer(primary)
     log = tmp_path / "worker.log"
     try:
-        process = worker(processes, primary, log)
+        process = unconfirmed_worker(processes, primary, log)
         warm = app.tasks["total"].delay([1])  # the worker is up, serving
         assert warm.get(timeout=DEADLINE) == 1
         members = [app.tasks["member"].s(n, fail=failing and n == 2) for n in range(3)]
@@ -85,15 +64,14 @@ def test_an_unconfirmed_fire_holds_no_fetch_of_the_workers_queues(
     app = producer(primary)
     log = tmp_path / "worker.log"
     try:
-        process = worker(processes, primary, log, "ticking", "plain")
+        process = unconfirmed_worker(processes, primary, log, "ticking", "plain")
         assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, serving
         with frozen(replica, STALL):
             # a tick (every second) fires, unconfirmed; then the worker must serve on
             # (said before the fix too, as a refused fetch; a late ack's is no fire's)
             wait_until(lambda: "the write to fire schedule(s)" in log.read_text(errors="replace"),
                        timeout=DEADLINE, message="an unconfirmed fire")
-            handles = [app.tasks["plain"].apply_async((n,), durability=None)
-                       for n in range(1, 4)]
+            handles = plain_outcomes(app, 3)
             wait_until(lambda: all(h.status() == "succeeded" for h in handles),
                        timeout=DEADLINE, message="the plain tasks to run, replica stopped")
         stop_worker(process, log)

@@ -9,13 +9,13 @@ for its whole timeout: 48 waits of 2 s on a pool of 8 ended after up to 12 s.
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from typing import Any, Iterator, List, Tuple
 
 import pytest
 
 from minitask import DecodeError, Minitask, ResultTimeout
+from tests.support.queued_waits import run_served, timed_aget, timed_gets, unserved_and_served
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -44,36 +44,16 @@ def app(redis_server: RedisServer) -> Iterator[Minitask]:
 
 def _never_run(app: Minitask, count: int) -> List[Any]:
     """Handles of tasks sent to a queue no worker serves: their waits run out."""
-
-    @app.task(queue="unserved")
-    def never(n: int) -> int:
-        return n
-
+    never, _ = unserved_and_served(app)
     return [never.delay(n) for n in range(count)]
 
 
 def _done(app: Minitask, count: int) -> List[Any]:
     """Handles of tasks already run, their results kept."""
-
-    @app.task(queue="served")
-    def done(n: int) -> int:
-        return n
-
+    _, done = unserved_and_served(app)
     handles = [done.delay(n) for n in range(count)]
-    worker = app.worker(queues=["served"])
-    ran, deadline = 0, time.monotonic() + DEADLINE
-    while ran < count:
-        assert time.monotonic() < deadline, "the worker never ran the tasks"
-        ran += 1 if worker.run_once() else 0
+    run_served(app, count, DEADLINE)
     return handles
-
-
-async def _timed_aget(handle: Any, timeout: float, start: float) -> Tuple[float, Any]:
-    try:
-        outcome = await handle.aget(timeout=timeout)
-    except Exception as exc:  # noqa: BLE001 - the test checks what each wait raised
-        outcome = exc
-    return time.monotonic() - start, outcome
 
 
 def test_every_aget_raises_at_its_own_deadline(app: Minitask) -> None:
@@ -81,7 +61,7 @@ def test_every_aget_raises_at_its_own_deadline(app: Minitask) -> None:
 
     async def scenario() -> List[Tuple[float, Any]]:
         start = time.monotonic()
-        ended = await asyncio.gather(*(_timed_aget(h, T, start) for h in handles))
+        ended = await asyncio.gather(*(timed_aget(h, T, start) for h in handles))
         await app.aclose()
         return list(ended)
 
@@ -99,10 +79,10 @@ def test_an_aget_queued_for_a_connection_reads_a_result_already_there(app: Minit
 
     async def scenario() -> Tuple[List[Tuple[float, Any]], List[Tuple[float, Any]]]:
         start = time.monotonic()
-        blocking = [asyncio.ensure_future(_timed_aget(h, 4.0, start)) for h in blocked]
+        blocking = [asyncio.ensure_future(timed_aget(h, 4.0, start)) for h in blocked]
         await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
         start = time.monotonic()
-        read = await asyncio.gather(*(_timed_aget(h, 10.0, start) for h in finished))
+        read = await asyncio.gather(*(timed_aget(h, 10.0, start) for h in finished))
         ran_out = await asyncio.gather(*blocking)
         await app.aclose()
         return list(read), list(ran_out)
@@ -119,17 +99,7 @@ def test_every_get_in_threads_raises_at_its_own_deadline(app: Minitask) -> None:
     handles = _never_run(app, WAITS)
     ended: List[Tuple[float, Any]] = []
     start = time.monotonic()
-
-    def wait(handle: Any) -> None:
-        try:
-            outcome: Any = handle.get(timeout=T)
-        except Exception as exc:  # noqa: BLE001 - the test checks what each wait raised
-            outcome = exc
-        ended.append((time.monotonic() - start, outcome))
-
-    threads = [threading.Thread(target=wait, args=(h,), daemon=True) for h in handles]
-    for thread in threads:
-        thread.start()
+    threads = timed_gets(handles, T, ended)
     for thread in threads:
         thread.join(max(0.0, start + DEADLINE - time.monotonic()))
     assert len(ended) == WAITS, "waits never ended"
@@ -144,9 +114,9 @@ def test_an_aget_of_timeout_0_looks_once_though_every_connection_is_taken(
 
     async def scenario() -> Tuple[Tuple[float, Any], List[Tuple[float, Any]]]:
         start = time.monotonic()
-        blocking = [asyncio.ensure_future(_timed_aget(h, 4.0, start)) for h in blocked]
+        blocking = [asyncio.ensure_future(timed_aget(h, 4.0, start)) for h in blocked]
         await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
-        looked = await _timed_aget(finished[0], 0, time.monotonic())
+        looked = await timed_aget(finished[0], 0, time.monotonic())
         ran_out = await asyncio.gather(*blocking)
         await app.aclose()
         return looked, list(ran_out)
@@ -166,14 +136,14 @@ def test_aget_calls_cancelled_while_queued_give_back_every_connection(
 
     async def scenario() -> Tuple[List[Any], List[Tuple[float, Any]], int]:
         start = time.monotonic()
-        blocking = [asyncio.ensure_future(_timed_aget(h, 1.5, start)) for h in blocked]
+        blocking = [asyncio.ensure_future(timed_aget(h, 1.5, start)) for h in blocked]
         await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
         cancelled = await asyncio.gather(
             *(asyncio.wait_for(h.aget(timeout=30), 0.2 + 0.01 * n)
               for n, h in enumerate(never)), return_exceptions=True)
         await asyncio.gather(*blocking)
         start = time.monotonic()
-        read = await asyncio.gather(*(_timed_aget(h, 10.0, start) for h in finished))
+        read = await asyncio.gather(*(timed_aget(h, 10.0, start) for h in finished))
         free = app.async_broker()._waits._gate._value
         await app.aclose()
         return list(cancelled), list(read), free
@@ -196,9 +166,9 @@ def test_a_queued_aget_on_a_planted_result_key_names_it_at_once(
 
     async def scenario() -> Tuple[Tuple[float, Any], List[Tuple[float, Any]]]:
         start = time.monotonic()
-        blocking = [asyncio.ensure_future(_timed_aget(h, 4.0, start)) for h in blocked]
+        blocking = [asyncio.ensure_future(timed_aget(h, 4.0, start)) for h in blocked]
         await asyncio.sleep(0.3)  # the blocking waits hold their connections by now
-        refused = await _timed_aget(planted, 10.0, time.monotonic())
+        refused = await timed_aget(planted, 10.0, time.monotonic())
         ran_out = await asyncio.gather(*blocking)
         await app.aclose()
         return refused, list(ran_out)

@@ -11,27 +11,23 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Iterator, Tuple
 
 import pytest
 import redis
 
 from minitask import BrokerError, Minitask, chain
 from minitask.broker.keys import queue_keys
-from tests.support.acl import user_without
+from tests.support.acl import own_server  # noqa: F401 (a fixture)
 from tests.support.clock import ManualClock
 from tests.support.draining import drain
+from tests.support.refused_part_way import plain_and_limited, taken_away
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 K = queue_keys("recacl", "default")
 RUNS: "Counter[Tuple[int, int]]" = Counter()
-
-
-@pytest.fixture
-def server(start_redis: Callable[..., RedisServer]) -> RedisServer:
-    return start_redis()
 
 
 def _app(broker: Any, clock: ManualClock) -> Minitask:
@@ -48,17 +44,9 @@ def _app(broker: Any, clock: ManualClock) -> Minitask:
 @pytest.fixture
 def apps(server: RedisServer) -> Iterator[Tuple[Minitask, Minitask, "redis.Redis[bytes]"]]:
     """The sender (user ``limited``), the worker's app (the default user), an admin."""
-    admin: "redis.Redis[bytes]" = server.client()
-    url = user_without(admin, server, "nothing")
-    clock = ManualClock(int(time.time() * 1000))
-    sender, worker_app = _app(url, clock), _app(server.client(), clock)
     RUNS.clear()
-    try:
+    with plain_and_limited(server, _app) as (worker_app, sender, admin):
         yield sender, worker_app, admin
-    finally:
-        sender.close()
-        worker_app.close()
-        admin.close()
 
 
 @pytest.mark.parametrize("later", [False, True])
@@ -68,12 +56,8 @@ def test_a_workflow_whose_record_is_refused_sends_nothing(
     add = sender.tasks["add"]
     sender.tasks["add"].delay(0, 0)  # a send first: its ACL check passed (asked once)
     flow = chain(add.si(1, 1).set(delay=5) if later else add.si(1, 1), add.s(2))
-    admin.execute_command("ACL", "SETUSER", "limited", "-set")
-    try:
-        with pytest.raises(BrokerError):
-            flow.delay()
-    finally:
-        admin.execute_command("ACL", "SETUSER", "limited", "+set")
+    with taken_away(admin, "set"), pytest.raises(BrokerError):
+        flow.delay()
     assert admin.hlen(K.messages) == 1  # the first send's only: no step without its record
     handle = flow.delay()  # the send made again, the ACL back
     worker = worker_app.worker(queues=["default"], burst=True)

@@ -54,3 +54,15 @@ def rss_kb(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise AssertionError(f"no VmRSS for process {pid}")
+
+
+def group_members(pgid: int) -> List[int]:
+    """The live (not zombie) processes of process group ``pgid``: a worker's, started
+    in a session of its own, holds every process it forked that did not leave it."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _stat(int(entry))
+            if fields is not None and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+                members.append(int(entry))
+    return members

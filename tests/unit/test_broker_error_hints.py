@@ -18,7 +18,7 @@ from redis.exceptions import (AuthenticationError, BusyLoadingError, NoPermissio
 
 from minitask import BrokerError
 from minitask.broker.connection import connect
-from minitask.errors import broker_error, broker_reason
+from minitask.broker.refusals import broker_error, broker_reason
 
 ENQUEUE_COMMANDS = ["hsetnx", "rpush", "zrangebyscore"]
 

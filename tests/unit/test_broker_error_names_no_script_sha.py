@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import redis
 
-from minitask.errors import broker_error
+from minitask.broker.refusals import broker_error
 
 SHA = "33c4c2d1b6b35e0f1a2b3c4d5e6f708192a3b4c5"
 SAID = ("WRONGTYPE minitask key minitask:{a:q}:ready:3 holds another type than the list "

@@ -9,7 +9,8 @@ import logging
 import pytest
 
 from minitask.broker.pools import PoolExhausted
-from minitask.errors import BrokerError, broker_error
+from minitask.broker.refusals import broker_error
+from minitask.errors import BrokerError
 from minitask.worker.outages import Backoff, beat_step
 
 

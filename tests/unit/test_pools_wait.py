@@ -17,7 +17,7 @@ from minitask.broker.connection import connect
 from minitask.broker.connections import _made_uncounted
 from minitask.broker.pools import (POOL_WAIT, SHARED_WAITS, PoolExhausted, ResultWaits,
                                    WaitingPool, WaitingSentinelPool, _for_waits)
-from minitask.errors import broker_error
+from minitask.broker.refusals import broker_error
 
 
 def fake_pool(size: int, timeout: float) -> WaitingPool:

@@ -2,9 +2,10 @@
 whole stream nodes, a third of an exact trim's Redis instructions), so Redis may hold
 more entries than ``recent_outcomes``; every reader (``activity.recent``, which the CLI's
 ``inspect recent`` and the dashboard's pages call, and ``/api/recent``) shows each
-queue's newest ``recent_outcomes`` only, as the newest entry's writer set it (its field
-``n``). Before, the record was trimmed exactly and the readers read it whole. On
-fakeredis (which trims nothing with ``~``) and on the suite's redis-server."""
+queue's newest ``recent_outcomes`` only: the reading app's (the newest entry's field
+``n``, its writer's, only where the app keeps no record: any program may write it).
+Before, the record was trimmed exactly and the readers read it whole. On fakeredis
+(which trims nothing with ``~``) and on the suite's redis-server."""
 from __future__ import annotations
 
 import json
@@ -82,15 +83,15 @@ def _plant(app: Minitask, caps: List[object]) -> None:
 
 
 @pytest.mark.parametrize("cap", [None, "0", "-1", "1.5", "nan", "inf", "x", ""])
-def test_a_newest_entry_with_no_cap_a_writer_sets_caps_nothing(
+def test_a_newest_entry_with_no_cap_a_writer_sets_leaves_the_apps(
         make_app: Callable[..., Minitask], cap: object) -> None:
     app = _app(make_app, 3)
     _plant(app, [2] * 4 + [cap])
-    assert activity.recent(app, limit=100).total == 5
+    assert activity.recent(app, limit=100).total == 3
 
 
-def test_the_newest_entrys_cap_is_the_one_shown(make_app: Callable[..., Minitask]) -> None:
+def test_the_apps_own_cap_is_the_one_shown(make_app: Callable[..., Minitask]) -> None:
     app = _app(make_app, 3)
-    _plant(app, [5] * 6 + [2])  # a writer with recent_outcomes=2 came last
+    _plant(app, [5] * 6 + [2])  # a writer with recent_outcomes=2 came last (or a plant)
     listing = activity.recent(app, limit=100)
-    assert sorted(entry.task_id for entry in listing.tasks) == ["t5", "t6"]
+    assert sorted(entry.task_id for entry in listing.tasks) == ["t4", "t5", "t6"]

@@ -11,7 +11,7 @@ from typing import List
 import pytest
 from redis.exceptions import BusyLoadingError, NoPermissionError, ResponseError
 
-from minitask.errors import broker_error
+from minitask.broker.refusals import broker_error
 from minitask.worker.outages import QueueRefusals
 
 #: A fetch script's runtime errors, as Redis 7 and 6.2 word them.

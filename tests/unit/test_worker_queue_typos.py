@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from minitask import Minitask
-from minitask.cli.worker import warn_if_undeclared
+from minitask.worker.served import warn_if_undeclared
 
 
 def test_an_undeclared_queue_is_named_with_the_closest_declared_one(
@@ -16,7 +16,7 @@ def test_an_undeclared_queue_is_named_with_the_closest_declared_one(
     def send() -> None:
         pass
 
-    with caplog.at_level(logging.WARNING, logger="minitask.cli.worker"):
+    with caplog.at_level(logging.WARNING, logger="minitask.worker.served"):
         warn_if_undeclared(app, "default")
         warn_if_undeclared(app, "emails")
         assert caplog.records == []

@@ -537,13 +537,37 @@ local function push_wake(key, tokens, cap)
   return kept > #pushed
 end
 
+-- `read(index)` (ZREVRANGE, ZREVRANK through tolerant(REFUSED, ...)) of the index the
+-- wake tree ranks subscribers by: since (KEYS[8]), the newest subscribed first; while
+-- since holds another type (data minitask did not write, read as no subscriber),
+-- places (KEYS[7]) instead, so that sends still wake subscribers at once (with since
+-- of another type they woke nobody: each pulled only at its wait's end, within 5 s,
+-- until the key was fixed). A send and a pull rank by the same index (a place moves
+-- with its cursor, so the tree is looser then: a subscriber missed pulls at its
+-- wait's end, as ever). Returns the index read and its reply (`instead` for one of
+-- another type). Costs no command more while since is a zset.
+local wake_by
+local function wake_read(instead, read)
+  local key = wake_by or KEYS[8]
+  local reply = read(key)
+  if reply == REFUSED and key == KEYS[8] then
+    key = KEYS[7]
+    reply = read(key)
+  end
+  wake_by = key
+  if reply == REFUSED then return key, instead end
+  return key, reply
+end
+
 -- Wake the lanes of the subscribers ranked `from` to `from + WAKE_FANOUT - 1`
 -- (wake_from's): each added to `woken`, or to `missed` where its wake list was not
 -- declared; with `busy`, the ranks of those whose list held tokens already. Returns
 -- how many there were.
 local function wake_range(from, tokens, cap, declared, woken, missed, busy)
-  local names = short_only(KEYS[8], tolerant({}, 'ZREVRANGE', KEYS[8], from,
-                                             from + WAKE_FANOUT - 1), 1)
+  local index, read = wake_read({}, function(key)
+    return tolerant(REFUSED, 'ZREVRANGE', key, from, from + WAKE_FANOUT - 1)
+  end)
+  local names = short_only(index, read, 1)
   for i, name in ipairs(names) do
     woken[#woken + 1] = name
     if not declared[name] then missed[#missed + 1] = name

@@ -43,7 +43,10 @@
 -- the key, the call and its length (said once by the worker, and in Redis's log).
 local name, want, now = ARGV[1], tonumber(ARGV[2]), ARGV[3]
 local cap, limit = tonumber(ARGV[4]), tonumber(ARGV[5])
-if now == 'server' then now = string.format('%.0f', server_ms()) end
+-- the server's clock read before any write (seen_at needs it too): a user whose ACL
+-- lacks TIME is refused with nothing written, never made a subscriber part way
+local server = server_ms()
+if now == 'server' then now = string.format('%.0f', server) end
 for i, kind in pairs({[5] = 'hash', [10] = 'hash', [11] = 'list'}) do
   if not guards().fits(KEYS[i], kind) then
     return {0, 0, 0, 'key ' .. KEYS[i] .. ' holds another type than the ' .. kind ..
@@ -184,7 +187,9 @@ end
 local woken, missed = {}, {}
 if pulled > 0 then
   -- the wake-up spreads: this subscriber's children, the newest subscribed first
-  local rank = tolerant(false, 'ZREVRANK', KEYS[8], name)
+  local _, rank = wake_read(false, function(key)
+    return tolerant(REFUSED, 'ZREVRANK', key, name)
+  end)
   if rank then woken, missed = wake_from(WAKE_FANOUT * (rank + 1), pulled, cap, 13, 7) end
 end
 local more = redis.call('LLEN', KEYS[11]) > 0 or #tolerant({}, 'ZRANGEBYSCORE', KEYS[2],

@@ -31,10 +31,17 @@
 -- out of the counts); a result key is replaced whole. A grouped spec that does not
 -- parse names no group: the id goes to cancelled, and the fetch that meets it in
 -- its group drops it there (flow.lua's serve).
+-- Refused part way (an ACL changed since the check): a grouped task's withdraw asks
+-- whether groups_ready may be lowered before the task leaves its set (lib.lua's
+-- countable): refused after, the task stayed out of its set uncancelled, never run.
+-- Its outcome is asked about before any write (Redis 7.0 and later: lib.lua's
+-- writable) and written before the task is withdrawn (on 6.2, which cannot be asked,
+-- its PEXPIRE tried on the result just deleted): a refused RPUSH after the message
+-- was gone lost the task (no message, no outcome); refused now, the task is as it was.
 local id = ARGV[1]
 
--- Take the ready task `id` out of the group its flow spec `text` names (KEYS[11]: the
--- flow prefix, flow.lua's names): from its group's ready set (its member is a
+-- Take the ready task `id` out of `group`, which its flow spec names (group_of;
+-- KEYS[11]: the flow prefix, flow.lua's names): from its group's ready set (its member is a
 -- priority digit and the id, any digit tried: the caller's priority may be unknown;
 -- or the id alone, one with no digit first, as flow.lua's task_of reads it), or
 -- from its solo group's claim. The queue's and the group's counts go down by one; a
@@ -45,9 +52,7 @@ local id = ARGV[1]
 -- goes to cancelled, so that counts leave it out until that fetch. Slots held by
 -- running tasks stay theirs. False when it is in no group (ungrouped, on its way back
 -- in a ready list, or not found).
-local function withdraw(text)
-  local group = text and string.match(
-    text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n%d+\n%d+\n%d+\n(.+)$')
+local function withdraw(group)
   if not group then return false end
   local prefix = KEYS[11]
   local ready, turn = prefix .. 'g:' .. group .. ':ready', prefix .. 'g:' .. group .. ':turn'
@@ -114,21 +119,46 @@ local function unpark(text)
   return true
 end
 
-local spec  -- a ready task's flow spec, if any (read below)
-local scheduled = tolerant(0, 'ZREM', KEYS[1], id) == 1
-if scheduled then
-  tolerant(0, 'HDEL', KEYS[8], id)
-else
+-- The group a ready task's flow spec `text` names (fair queues), or nil.
+local function group_of(text)
+  return text and string.match(
+    text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n%d+\n%d+\n%d+\n(.+)$')
+end
+
+local spec, group  -- a ready task's flow spec, if any, and the group it names (read below)
+local scheduled = tolerant(false, 'ZSCORE', KEYS[1], id) ~= false
+if not scheduled then
   if tolerant(false, 'ZSCORE', KEYS[2], id) or tolerant(false, 'ZSCORE', KEYS[3], id) then
     return 0
   end
   if tolerant(0, 'HEXISTS', KEYS[4], id) == 0 then return 0 end
+  spec = tolerant(false, 'HGET', KEYS[10], id)
+  group = group_of(spec)
+  -- the queue's count, lowered after the task leaves its group's set, asked first
+  -- (lib.lua's countable): refused after, the task left its set uncancelled and the
+  -- count stayed
+  if group then guards().countable('INCRBY', KEYS[11] .. 'groups_ready') end
+end
+-- the outcome, asked about before the first write, and written before the task is
+-- withdrawn: refused, nothing of the task has changed (it was lost: no message, no
+-- outcome); a result key of any type is replaced whole
+if redis.acl_check_cmd then
+  local writable = guards().writable
+  writable('DEL', KEYS[6])
+  writable('RPUSH', KEYS[6], ARGV[2])
+  writable('PEXPIRE', KEYS[6], ARGV[3])
+end
+redis.call('DEL', KEYS[6])
+redis.call('PEXPIRE', KEYS[6], ARGV[3])  -- (none there now: 6.2 tries it, nothing changes)
+redis.call('RPUSH', KEYS[6], ARGV[2])
+redis.call('PEXPIRE', KEYS[6], ARGV[3])
+if scheduled then
+  tolerant(0, 'ZREM', KEYS[1], id)
+  tolerant(0, 'HDEL', KEYS[8], id)
+elseif not withdraw(group) and not unpark(spec) then
   -- a ready-list entry waits in cancelled until a fetch drops it; a grouped task
   -- leaves its group at once, a parked one its park list
-  spec = tolerant(false, 'HGET', KEYS[10], id)
-  if not withdraw(spec) and not unpark(spec) then
-    tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
-  end
+  tolerant(0, 'ZADD', KEYS[9], ARGV[4], id)
 end
 tolerant(0, 'HDEL', KEYS[4], id)
 tolerant(0, 'HDEL', KEYS[5], id)
@@ -142,8 +172,5 @@ elseif spec and string.find(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]') then
 else
   tolerant(0, 'HDEL', KEYS[10], id)
 end
-redis.call('DEL', KEYS[6])
-redis.call('RPUSH', KEYS[6], ARGV[2])
-redis.call('PEXPIRE', KEYS[6], tonumber(ARGV[3]))
 remember(KEYS[14], ARGV[5], ARGV[6])
 return 1

@@ -232,11 +232,11 @@ local dropped = 0
 local slots = false  -- a task leased with a spec whose lease holds a slot (`flow` above)
 local fair_served  -- flow.lua's fair queues, once a group's token is served: flush() at the end
 -- hand: the entry the main loop below popped from KEYS[band] and has not yet leased,
--- parked, or handed to the fair library (which puts its token somewhere); kept: a token
--- that flow.lua's serve() keeps in hand, not in any list until serve(false). What a
--- refusal part way puts back (below the loop). The due loop's entry taken from a park
+-- parked, or handed to the fair library (which puts its token somewhere). What a
+-- refusal part way puts back (below the loop), with a token that flow.lua's serve()
+-- keeps in hand (serve(false) puts it back). The due loop's entry taken from a park
 -- list is in hand the same way, until leased or served (put back by the due loop's)
-local hand, kept = nil, false
+local hand = nil
 
 -- a stale entry (cancelled, or held elsewhere already) is dropped; once it is gone,
 -- a cancelled id no longer needs leaving out of the counts. `held`: the id is
@@ -274,7 +274,7 @@ local function lease(id, body, priority, spec)
     -- set (nothing in hand) goes back to the head of its priority's list before the
     -- error, so that it is not lost (pcall: a refusal of that too must not hide the
     -- first)
-    if not hand then redis.pcall('LPUSH', KEYS[16 - priority], id) end
+    if not hand then put_back(KEYS[16 - priority], {id}) end
     error(leased.err, 0)
   end
   -- leased: nothing in hand for a refusal after to put back, neither the id nor the
@@ -452,12 +452,16 @@ if flow_on then
               break
             end
             hand = nil  -- (served: its token back in its list, kept by its group or gone)
-            unpark(park, limiter, true, 'emptied')
+            -- the task served is leased first: it has left its group (its token gone or
+            -- back), and a refusal of the limiter's removals (unpark's emptied step: an
+            -- ACL changed while the worker runs) before its lease lost it (lease() puts
+            -- it back when its own write is refused)
             if taken then
               lease(taken, taken_body, taken_priority, taken_spec)
             else
               dropped = dropped + 1
             end
+            unpark(park, limiter, true, 'emptied')
           elseif not body then
             unpark(park, limiter)
             unpark(park, limiter, false, 'emptied')
@@ -490,26 +494,25 @@ if flow_on then
     if not served then
       local made = flow_made and flow_made.fair_made
       if hand and not (made and made.placed == hand) then
-        redis.pcall('LPUSH', back, back_entry)
+        put_back(back, {back_entry})
         -- (a token: its mark in cancelled, made as it was taken, goes with it)
         if string.byte(hand) == 255 then redis.pcall('ZREM', KEYS[17], hand) end
       end
+      -- the groups served before the refusal flushed (the fair library's removals of
+      -- those it emptied: below, as after serve_lists)
+      if made then pcall(made.flush) end
       error(failure, 0)
     end
   end
 end
 
 -- The lists above the default priority (5, KEYS[11]) are skipped with one EXISTS
--- when all are empty, and so are those below it once KEYS[11] is: one call in place
--- of an LPOP per list. Nothing this fetch does from here on adds to a ready list
--- but a group's token (fair queues), put back into the list of its group's first
--- task: one passed already is left for the next fetch (a wake token says so), so a
--- list found empty stays empty for this one; a key of another type counts as one
--- that exists, and its LPOP treats it as empty, as before.
-if #numbers < want * 2 and dropped < limit
-   and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
-  band = 11
-end
+-- (serve_lists() asks it first) when all are empty, and so are those below it once
+-- KEYS[11] is: one call in place of an LPOP per list. Nothing this fetch does from
+-- here on adds to a ready list but a group's token (fair queues), put back into the
+-- list of its group's first task: one passed already is left for the next fetch (a
+-- wake token says so), so a list found empty stays empty for this one; a key of
+-- another type counts as one that exists, and its LPOP treats it as empty, as before.
 -- ahead: ids popped ahead from KEYS[band] by one LPOP with a count (more than one
 -- wanted: one call in place of one per id), served in turn from ahead[ahead_at + 1];
 -- bounded as the loop is (limit). Before the fair library writes to a ready list (a
@@ -519,7 +522,7 @@ end
 -- the lists as popping one id at a time would have left them. A plain task, a stale
 -- entry, a task parked or admitted by its limits (park lists, flow keys) and a solo
 -- group's token served on the fast path (reads only) need none of that.
--- put_back(): those ids back at the head of their list, in their order (none left:
+-- unpop(): those ids back at the head of their list, in their order (none left:
 -- nothing); made at the first pop of several (a closure costs a call about 1,000
 -- instructions)
 -- alone: the last pop took the one entry its list held (an LPOP with a count that
@@ -532,13 +535,13 @@ local ahead, ahead_at = nil, 0
 -- that the call reads after it (parked_change, fair_served) goes back as its results:
 -- each upvalue a closure takes costs a call some 400 Redis instructions (this one,
 -- with them all, cost a fetch 14,000 more). Its upvalues: what the refusal puts back
--- (hand, kept, ahead, ahead_at, band, solo_flush) and what other closures change
+-- (hand, ahead, band, solo_flush) and what other closures change
 -- (dropped, flow_made)
 local solo_flush  -- (the fast path's, below: a refusal part way calls it too)
 local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_control,
                            want, limit, flow_on, prefix, flow_clock, park_token, fair, drop,
                            lease, body_of, numbers, now, parked_change, fair_served)
-  local put_back, alone = nil, false
+  local unpop, alone = nil, false
   -- fair queues' fast path (the main loop below): solo_n, the tokens it served this
   -- fetch, each to remove (its group's field of groups_solo: flow.lua), by solo_flush()
   -- once a fetch; the first's group in solo_group (no table: a fetch of one, a
@@ -546,6 +549,11 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
   -- solo_seen (group -> true), made at the second. any_paused: the EXISTS of the paused
   -- groups, read once
   local solo_n, solo_group, solo_seen, solo_names, any_paused = 0, nil, nil, nil
+  -- (in the loop's pcall: a refusal of it after the due loop served groups flushes them)
+  if #numbers < want * 2 and dropped < limit
+     and redis.call('EXISTS', KEYS[7], KEYS[8], KEYS[9], KEYS[10]) == 0 then
+    band = 11
+  end
   while #numbers < want * 2 and band <= 16 and dropped < limit do
     hand = nil  -- (the last entry is handled: nothing in hand before this pop)
     local id
@@ -575,7 +583,7 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
             alone = #id == 1
             if not alone then
               ahead, ahead_at = id, 1
-              put_back = put_back or function()
+              unpop = unpop or function()
                 if not ahead then return end
                 local rest = {}
                 for i = #ahead, ahead_at + 1, -1 do rest[#rest + 1] = ahead[i] end
@@ -717,11 +725,11 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
           -- (the token is in hand until serve() has put it somewhere: pushed back, kept,
           -- its group gone; one its limits hold, until it is parked)
           repeat
-            hand, kept = id, false
+            hand = id
             taken, taken_body, taken_priority, taken_spec, again =
               fair_served.serve(id, limit - dropped, priority, want - #numbers / 2 - 1, alone,
-                                ahead and put_back)
-            hand, kept = nil, again
+                                ahead and unpop)
+            hand = nil
             if taken then
               lease(taken, taken_body, taken_priority, taken_spec)
             else
@@ -735,9 +743,8 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
             end
           until not again or #numbers >= want * 2 or dropped >= limit
           if again then
-            if ahead then put_back() end
+            if ahead then unpop() end
             fair_served.serve(false)  -- the token kept in hand goes back
-            kept = false
           end
         else
           drop(id, held)
@@ -747,7 +754,7 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
         -- (one branch: a task without a spec is tested once, as before)
         if spec.group then
           -- a grouped task on its way back (due, put back, re-delivered) joins its group
-          if ahead then put_back() end  -- the ids popped ahead of their turn go back first
+          if ahead then unpop() end  -- the ids popped ahead of their turn go back first
           if solo_n > 0 then solo_flush() end  -- the fast path's removals first
           fair().join(id, spec, priority)
           hand = nil  -- (in its group's set)
@@ -784,7 +791,7 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
     end
   end
   hand = nil  -- (the last entry is handled)
-  if ahead then put_back() end  -- (never: each id popped ahead is served before the loop ends)
+  if ahead then unpop() end  -- (never: each id popped ahead is served before the loop ends)
   if solo_n > 0 then solo_flush() end  -- the fast path's removals
   return parked_change, fair_served
 end
@@ -804,17 +811,23 @@ else
   -- the ids popped ahead of their turn, at the head of their list; a token serve()
   -- kept in hand goes back as serve(false) puts it, after them (as at the end of its
   -- run). One popped and leased stays leased: its lease expires, and it is delivered
-  -- again. (pcall: a refusal of these too must not hide the first)
-  local back = {}
+  -- again. Then the fair library's flush(), as after the loop: a group emptied by a
+  -- serve before the refusal has its turn and its token's mark removed (kept, its
+  -- turn claimed a token that was gone, and its task, back, waited behind it for
+  -- ever); the entry in hand put back keeps its mark. (pcall: a refusal of these too
+  -- must not hide the first)
+  local made = flow_made and flow_made.fair_made
+  -- (a token serve() or park_token() put in a list already is not put back again)
+  if hand and made and made.placed == hand then hand = nil end
+  local back = {hand or nil}
   if ahead then
-    for i = #ahead, ahead_at + 1, -1 do back[#back + 1] = ahead[i] end
+    for i = ahead_at + 1, #ahead do back[#back + 1] = ahead[i] end
     ahead = nil
   end
-  -- (a token serve() or park_token() put in a list already is not put back again)
-  local made = flow_made and flow_made.fair_made
-  if hand and not (made and made.placed == hand) then back[#back + 1] = hand end
-  if back[1] then redis.pcall('LPUSH', KEYS[band], unpack(back)) end
-  if kept then pcall(flow_made.fair_made.serve, false) end  -- (its fair_served)
+  put_back(KEYS[band], back)
+  -- (a token serve() keeps in hand: its push refused, it goes back as put_back() puts it)
+  if made and not pcall(made.serve, false) then put_back(KEYS[band], {made.releasing}) end
+  if made then pcall(made.flush, hand) end
   error(failure, 0)
 end
 -- The groups' state it owes (the turns of the groups it emptied, their counts), written
@@ -924,9 +937,10 @@ if parked_change ~= 0 then
   -- type is moved aside (lib.lua's aside()) and the count starts afresh. At 0 (or
   -- below: not minitask's) it goes: an idle queue leaves nothing behind
   -- (refused, an ACL changed while the worker runs: the count, for status only, is
-  -- left as it was, and the tasks leased reach their worker)
+  -- left as it was, and the tasks leased reach their worker; each version words a
+  -- refusal inside a script its own way: lib.lua's refused)
   local total = redis.pcall('INCRBY', KEYS[23], parked_change)
-  if type(total) == 'table' and string.find(tostring(total.err), 'NOPERM', 1, true) then
+  if type(total) == 'table' and guards().refused(total) then
     total = 1
   elseif type(total) == 'table' then
     total = guards().recount(total, KEYS[23], parked_change)

@@ -261,6 +261,32 @@ local function flow_control()
     -- met again before then is settled first (its removals made at once), so that
     -- none undoes a later write.
     local forgotten, left = {}, {}
+    -- The first token a call drops (it left the ready lists: leave()) has its mark
+    -- removed from cancelled at once, before its serve() writes anything else: a
+    -- refusal of that ZREM (an ACL changed while the worker runs) is raised with the
+    -- token still in the fetch's hand, which puts it back in its list with its mark.
+    -- Left to flush(), a refused removal came after the token was gone, and its mark
+    -- stayed for good: status counted as many ready tasks fewer (probe29u). Once one
+    -- ZREM of cancelled passed, the others of the call pass (a script runs alone: its
+    -- ACL does not change), and flush() makes them in one command. early: that token,
+    -- and early_band, when it had a mark, the priority of the list it was popped from
+    -- (none: a park list's, whose put-back removes its mark), for flush(keep) to mark
+    -- it again when a later refusal in its serve() puts it back there.
+    local early, early_band
+    local function leave(token, band)
+      if early == nil then
+        local removed = tolerant(0, 'ZREM', c.cancelled, token)
+        early, early_band = token, removed == 1 and band
+      else
+        left[#left + 1] = token
+      end
+    end
+    -- arming: the group arm() is putting back in the rotation, until it returns. Its
+    -- caller may have dropped the group's claim already (a stale token's, a long run's):
+    -- a refusal before push() made the new token (an ACL changed while the worker runs)
+    -- would leave the group with ready tasks and no token, for good; flush() then makes
+    -- it due (flow_due's 'g:<group>'), and the next fetch's due loop arms it again.
+    local arming
 
     -- the grouped ready tasks: the queue's count (gone at 0) and the group's, for
     -- status (the group's entry goes with the group: forget())
@@ -275,19 +301,27 @@ local function flow_control()
     -- serve()'s tallies, written once a fetch by flush() (fetch.lua's answer): two
     -- commands saved a task. owed: the queue's count; owed_by: group -> its count
     -- (forget() drops a group's: its entry goes)
-    local owed, owed_by = 0, nil
+    -- asked: whether the queue's count may be lowered was asked this call (serve(): a
+    -- refusal of flush()'s INCRBY, after the tasks left their sets, kept it for good)
+    local owed, owed_by, asked = 0, nil, false
     -- Each of flush()'s steps is tried, the first refusal (an ACL changed while the
     -- worker runs) raised after them all: a group emptied is told gone by either its
     -- turn's DEL or its token's mark leaving cancelled (arm() looks for it), so one
     -- refused write must not skip the other (probe29s H1: a refused DEL left both, and
-    -- the group's task, back, waited behind a token that was gone, for ever)
-    local function flush()
-      local done, failure, ok, err = true, nil, true, nil
-      if owed ~= 0 then done, failure = pcall(tally_total, owed) end
+    -- the group's task, back, waited behind a token that was gone, for ever).
+    -- first_failure(failure, pcall(...)): the first refusal of the steps tried so far
+    local function first_failure(failure, ok, err)
+      if ok or failure then return failure end
+      return err
+    end
+    -- `keep`: a token that a refusal part way (fetch.lua) puts back in its list, whose
+    -- mark in cancelled stays with it (its serve() may have counted it left)
+    local function flush(keep)
+      local failure
+      if owed ~= 0 then failure = first_failure(nil, pcall(tally_total, owed)) end
       if owed_by then
         for group, delta in pairs(owed_by) do
-          ok, err = pcall(tolerant, 0, 'ZINCRBY', groups, delta, group)
-          if not ok and done then done, failure = false, err end
+          failure = first_failure(failure, pcall(tolerant, 0, 'ZINCRBY', groups, delta, group))
         end
       end
       if next(forgotten) then
@@ -296,19 +330,30 @@ local function flow_control()
           turns[#turns + 1] = turn
           names[#names + 1] = group
         end
-        ok, err = pcall(tolerant, 0, 'DEL', unpack(turns))
-        if not ok and done then done, failure = false, err end
-        ok, err = pcall(tolerant, 0, 'ZREM', groups, unpack(names))
-        if not ok and done then done, failure = false, err end
+        failure = first_failure(failure, pcall(tolerant, 0, 'DEL', unpack(turns)))
+        failure = first_failure(failure, pcall(tolerant, 0, 'ZREM', groups, unpack(names)))
         for _, group in ipairs(names) do forgotten[group] = nil end  -- (no new table made)
       end
+      if arming and c.flow_due then
+        failure = first_failure(failure, pcall(flow_put, 'zset', 'ZADD', c.flow_due, c.now,
+                                               'g:' .. arming))
+        arming = nil
+      end
+      if keep then
+        for i = #left, 1, -1 do
+          if left[i] == keep then table.remove(left, i) end
+        end
+        if keep == early and early_band then
+          failure = first_failure(failure, pcall(flow_put, 'zset', 'ZADD', c.cancelled,
+                                                 early_band, keep))
+        end
+      end
       if left[1] then
-        ok, err = pcall(tolerant, 0, 'ZREM', c.cancelled, unpack(left))
-        if not ok and done then done, failure = false, err end
+        failure = first_failure(failure, pcall(tolerant, 0, 'ZREM', c.cancelled, unpack(left)))
         for i = #left, 1, -1 do left[i] = nil end
       end
       owed, owed_by = 0, nil
-      if not done then error(failure, 0) end
+      if failure then error(failure, 0) end
     end
 
     -- Whether any group is paused, any has a weight: read once a call (a script runs
@@ -437,10 +482,12 @@ local function flow_control()
         local set = fair_set()
         local base, settle, task_of, first = set.base, set.settle, set.task_of, set.first
 
+        -- (the queue's count last: a refusal part way leaves it under, not over, the
+        -- tasks its callers wrote before: a count under goes at 0, one over stays)
         local function tally(group, delta)
           settle(group)
-          tally_total(delta)
           tolerant(0, 'ZINCRBY', groups, delta, group)
+          tally_total(delta)
         end
 
         -- The turn's next generation (HINCRBY gen 1): a gen that is no count minitask
@@ -528,7 +575,7 @@ local function flow_control()
             if scores[i] then return true end
           end
           -- (read once a call, at its first look: the caller puts back first the entries
-          -- a fetch popped ahead (serve()'s put_back), so the lists are whole then; and a
+          -- a fetch popped ahead (serve()'s unpop), so the lists are whole then; and a
           -- fetch adds to no list a holder waits in)
           if not filled then
             filled = {}
@@ -626,8 +673,12 @@ local function flow_control()
         -- claim is checked, the group's removals owed by forget() are made (settle())
         -- and its field is removed from groups_solo (taken or not, it is read once);
         -- for a claim not taken nothing else is written, and the caller arms the group
-        -- afresh (its task, if any, has its own token).
-        local function lift(group)
+        -- afresh (its task, if any, has its own token). `joining`: the id of the task
+        -- joining the group (join()); a claim naming it is stale, not taken (a task is
+        -- in one place: its token was served, and the removal of its claim refused, an
+        -- ACL changed while the worker runs; taken, the group waited behind a token that
+        -- was gone, for good)
+        local function lift(group, joining)
           settle(group)
           local tok = tolerant(false, 'HGET', solos, group)
           if not tok then return false end
@@ -641,6 +692,7 @@ local function flow_control()
             return false
           end
           local id, priority = string.sub(member, 2), string.byte(member) - 48
+          if id == joining then return false end
           local problem = owned(id, group, tok, priority)
           if problem then
             redis.log(redis.LOG_WARNING, printable(
@@ -670,10 +722,14 @@ local function flow_control()
         -- alone: the priority of the group's one ready task, when the caller knows the group
         -- had neither ready tasks nor a turn before it (so no token): nothing is read.
         local function arm(group, at_head, check, alone)
+          arming = group  -- (a refusal before its return: flush() makes it due)
           settle(group)
           local id, priority, second = true, alone, nil
           if not alone then id, priority, second = first(group) end
-          if not id or is_paused(group) then return false end
+          if not id or is_paused(group) then
+            arming = nil
+            return false
+          end
           local live = not alone and tolerant({}, 'HMGET', base(group) .. ':turn', 'tok', 'band')
           if live and unsolo(group, live[1]) then
             -- a task joined a solo group: the group's task, in the set now, may be first;
@@ -685,9 +741,11 @@ local function flow_control()
           if live and live[1] and claimed(group, live[1], live[2], false)
              and tonumber(live[2]) >= priority
              and (not (check or not second) or claimed(group, live[1], live[2], true)) then
+            arming = nil
             return false
           end
           push(group, priority, at_head)
+          arming = nil
           return true
         end
 
@@ -706,15 +764,18 @@ local function flow_control()
             local plain = spec.limiter == '' and spec.count == 0 and spec.window == 0
                           and spec.most == 0 and spec.expires == 0 and spec.group_most == 0
                           and spec.group_count == 0 and spec.group_window == 0
-            if not plain then tally(group, 1) end  -- (a ':' claim's token counts its task)
             push(group, priority, holds, nil, member, plain and PLAIN_SOLO_CLAIM or '/')
+            -- counted once its claim is written (a ':' claim's token counts its task):
+            -- a send refused before, part way (an ACL changed since its check), leaves
+            -- it uncounted, and sent again it joins the group's set, counted once
+            if not plain then tally(group, 1) end
             return true
           end
           -- a solo group takes its set form first (its task ordered first): one of
           -- groups_solo here, one of its turn ('/') by arm() below, but for a paused
           -- group, whose arm() reads nothing: here too (left in its claim, a cancel of
           -- the task joining it deleted the turn holding it, and it never ran)
-          lift(group)
+          lift(group, id)
           if is_paused(group) then
             unsolo(group, tolerant(false, 'HGET', base(group) .. ':turn', 'tok'))
           end
@@ -786,9 +847,9 @@ local function flow_control()
         -- cap): not emptied but armed afresh, its token at the tail (a new one: the
         -- caller's leaves), so that its next fetch goes on removing them. False when
         -- arm()'s read found the set empty at last (the caller forgets the group)
-        local function onward(group, turn, put_back)
+        local function onward(group, turn, unpop)
           tolerant(0, 'HDEL', turn, 'tok', 'band')
-          if put_back then put_back() end
+          if unpop then unpop() end
           return arm(group, false)
         end
         -- A plain solo group's token (`gen`: a generation, ':', its task) popped stale:
@@ -799,8 +860,8 @@ local function flow_control()
         -- names this same task in another generation (a task has one token: this one),
         -- the turn's claim is no live token: it is dropped (its cancelled entry with it)
         -- and the group armed afresh. A task found elsewhere is left there: never run
-        -- twice. True when the group was armed here. put_back: called first.
-        local function strayed(group, gen, turn, tok, put_back)
+        -- twice. True when the group was armed here. unpop: called first.
+        local function strayed(group, gen, turn, tok, unpop)
           local member = string.match(gen, '^%-?%d+%.%d+:([0-9].*)$')
           if not member or #member > MEMBER_MOST then return false end
           local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
@@ -809,7 +870,7 @@ local function flow_control()
           -- the entries popped after this token go back first: its task may be one of
           -- them, and alive() looks in the ready lists (elsewhere(): which hold entries
           -- read once a call)
-          if put_back then put_back() end
+          if unpop then unpop() end
           -- (its spec is not read: one naming another group, or none, leaves the group's
           -- set for the ready list as it is served, and its own group takes it back)
           local lost = not forged and not alive(id, group)
@@ -891,7 +952,7 @@ local function flow_control()
     -- serves it again, as popped, and calls serve(false) when it stops: the token goes
     -- back to the list it was popped from, at its head while its turn lasts, else at
     -- the tail, as the last serve would have pushed it had it not kept it (no closure
-    -- of its own: each costs every call that makes the library). `put_back`: the
+    -- of its own: each costs every call that makes the library). `unpop`: the
     -- caller's entries popped after this token from its list, not served yet, put back
     -- at its head (a function), called before any write to a ready list but the
     -- token's own push to the tail of its list (or to another list), and before
@@ -899,19 +960,23 @@ local function flow_control()
     -- slot holders': one popped ahead is in none, and the lists it reads are kept for
     -- the call): the entries were before it, and are still, without the pushes and pops
     -- back and forth.
-    local function serve(token, budget, band, run, alone_in_list, put_back)
+    local function serve(token, budget, band, run, alone_in_list, unpop)
       -- h: the held token's state, when this is it (the caller's token)
       -- members, at, whole: the group's first tasks read (the set's first members), the
       -- index of the next, and whether they are all of them
       -- indexed: the token is a solo group's of groups_solo (its claim live there)
       local gen, group, turn, tok, solo, set, ready, h, members, at, whole, indexed
       if token == false then  -- the held token released
-        -- (held until its push is made: a refusal of it leaves it to be released again)
         h = held
+        if not h then return nil end  -- (none held: fetch.lua's refusal asks all the same)
+        -- (held until its push is made: a refusal of it leaves it to be released again,
+        -- and names it `releasing` for fetch.lua's put-back)
+        flow_made.fair_made.releasing = h.token
         flow_made.write('list', h.group, h.at_head and 'LPUSH' or 'RPUSH',
                         KEYS[c.first_ready + 9 - h.band], h.token)
         holding, held = false, nil
         flow_made.fair_made.pushed, flow_made.fair_made.placed = true, h.token
+        flow_made.fair_made.releasing = false
         return nil
       elseif holding then
         holding, h, held = false, held, nil
@@ -950,7 +1015,7 @@ local function flow_control()
               -- a paused group leaves the rotation, its task kept in its set (below);
               -- the entries popped after this token go back first (lift() looks in the
               -- ready lists for its task)
-              if put_back then put_back() end
+              if unpop then unpop() end
               fair_rare().lift(group)
               tok = redis.pcall('HGET', turn, 'tok')
             else
@@ -963,10 +1028,10 @@ local function flow_control()
           -- is dropped; a group with ready tasks has its turn quarantined and is armed
           -- afresh (one without is left as it is: nothing of minitask's is lost there)
           guards().foreign(tok)
-          left[#left + 1] = token
+          leave(token, band)
           if fair_set().first(group) then
             flow_made.quarantine(turn, 'hash', group)
-            if put_back then put_back() end
+            if unpop then unpop() end
             fair_rare().arm(group, true)
           end
           return nil
@@ -975,7 +1040,7 @@ local function flow_control()
         -- '+' first: a group in its set form since)
         local live = gen and (tok == gen or tok == '+' .. gen)
         if not live or is_paused(group) then
-          left[#left + 1] = token
+          leave(token, band)
           -- a paused group leaves the rotation (a solo group's task kept in its set); a
           -- stale token is dropped, and the group put back in the rotation if the turn
           -- claims a token that is not there (a claim minitask did not write)
@@ -983,15 +1048,29 @@ local function flow_control()
             fair_rare().unsolo(group, tok)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
           elseif gen and string.find(gen, '^%-?%d+%.%d+:')
-                 and fair_rare().strayed(group, gen, turn, tok, put_back) then
+                 and fair_rare().strayed(group, gen, turn, tok, unpop) then
             return nil  -- (a plain solo group's token its claim no longer names)
           elseif gen and tok and not fair_rare().claimed(
                    group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
             tolerant(0, 'HDEL', turn, 'tok', 'band')
-            if put_back then put_back() end
+            if unpop then unpop() end
             fair_rare().arm(group, false)
           end
           return nil
+        end
+        -- The queue's count, which flush() lowers by the tasks this call takes from their
+        -- sets or '/' claims, is asked once a call before the first of those writes (an
+        -- ACL without INCRBY, taken away while the worker runs: refused in flush(), after
+        -- them, it over-counted for good): refused here, the token goes back as for any
+        -- refusal before a write (lib.lua's countable; inline: one acl_check_cmd a call,
+        -- guards() made only when it says no, or on Redis 6.2). A ':' claim's task is
+        -- never counted
+        if not (asked or indexed) then
+          asked = true
+          local total = c.prefix .. 'groups_ready'
+          if not (redis.acl_check_cmd and redis.acl_check_cmd('INCRBY', total, '0')) then
+            guards().countable('INCRBY', total)
+          end
         end
         -- a solo group's task: taken from the token, no ready set read (its first pass)
         -- (its id is cut from the generation straight away: the member, whose one use is
@@ -1040,8 +1119,8 @@ local function flow_control()
         end
         if not id then
           -- (whole is false here only past shortened()'s cap)
-          left[#left + 1] = token
-          if whole == false and fair_rare().onward(group, turn, put_back) then return nil end
+          leave(token, band)
+          if whole == false and fair_rare().onward(group, turn, unpop) then return nil end
           forget(group, turn)
           return nil
         end
@@ -1060,8 +1139,8 @@ local function flow_control()
             tolerant(0, 'HDEL', solos, group)  -- (its one key: nothing else to remove)
             return id, body, priority, nil
           end
+          leave(token, band)  -- (first: a refusal of it leaves the count as it was)
           owed = owed - 1
-          left[#left + 1] = token
           forget(group, turn)
           return id, body, priority, nil
         elseif plain then
@@ -1075,7 +1154,9 @@ local function flow_control()
         if not (spec and spec.group == group) then
           -- gone (no message: cancelled before cancel.lua withdrew grouped ids, or with
           -- a spec it could not read; dead, delayed), or a task whose spec names no
-          -- group here: it leaves the group either way
+          -- group here: it leaves the group either way (a solo group's token with it:
+          -- leave() before the writes below)
+          if alone and not indexed then leave(token, band) end
           if not alone then at = at + 1 end
           if indexed then
             tolerant(0, 'HDEL', solos, group)  -- (never counted in groups_ready)
@@ -1089,7 +1170,7 @@ local function flow_control()
             -- spec that does not parse is no limit; another group's: it joins that
             -- group). Redis's log names the key, the field and the problem. Inline: a
             -- closure would cost every fetch (flow_control's header)
-            if put_back then put_back() put_back = nil end
+            if unpop then unpop() unpop = nil end
             alone_in_list = false  -- (the token's list may hold it now)
             flow_made.write('list', group, 'RPUSH', KEYS[c.first_ready + 9 - priority], id)
             flow_made.fair_made.pushed = true
@@ -1104,8 +1185,7 @@ local function flow_control()
           end
           budget = budget - 1
           if indexed then return nil end  -- (its one key gone above)
-          if alone then  -- a solo group's task: the group is empty
-            left[#left + 1] = token
+          if alone then  -- a solo group's task: the group is empty (its token left above)
             forget(group, turn)
             return nil
           end
@@ -1120,7 +1200,7 @@ local function flow_control()
               -- slot any more free theirs. The ids this fetch popped ahead go back to
               -- their list first: a holder among them (promoted, reclaimed, behind
               -- this token) is in no list while held here, and alive() looks there
-              if put_back then put_back() put_back = nil alone_in_list = false end
+              if unpop then unpop() unpop = nil alone_in_list = false end
               local alive, freed = fair_rare().alive, false
               held, freed = flow_made.vacate(running, held, spec.group_most, function(member)
                 return alive(member, group)
@@ -1151,16 +1231,19 @@ local function flow_control()
             end
           end
           if out_at then
-            left[#left + 1] = token
+            -- (leave() after lift(), which marks the token: its group in its set form)
             if indexed then
               fair_rare().lift(group)  -- its task waits in its set
             elseif alone then
               fair_rare().unsolo(group, tok)  -- its task waits in its set
             end
+            leave(token, band)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
             if out_at >= 0 then flow_put('zset', 'ZADD', c.flow_due, out_at, 'g:' .. group) end
             return nil
           end
+          -- the group's last task: its token leaves, before the writes of its serve
+          if not (next_id or indexed) then leave(token, band) end
           if spec.group_most > 0 and not holds then
             flow_made.write('set', group, 'SADD', running, id)
           end
@@ -1178,9 +1261,8 @@ local function flow_control()
           local taken = not alone and member
           if not next_id then
             if taken then take(group, ready, member) end
-            left[#left + 1] = token
             -- (past shortened()'s cap: long members may remain)
-            if whole == false and fair_rare().onward(group, turn, put_back) then
+            if whole == false and fair_rare().onward(group, turn, unpop) then
               return id, body, priority, spec
             end
             forget(group, turn)  -- its groups entry goes, and the count it was owed
@@ -1230,7 +1312,7 @@ local function flow_control()
           elseif served ~= was then
             flow_made.write('hash', group, 'HSET', turn, 'served', served)
           end
-          if at_head and band == next_priority and put_back then put_back() end
+          if at_head and band == next_priority and unpop then unpop() end
           flow_made.write('list', group, at_head and 'LPUSH' or 'RPUSH',
                           KEYS[c.first_ready + 9 - next_priority], token)
           flow_made.fair_made.pushed, flow_made.fair_made.placed = true, token
@@ -1240,9 +1322,9 @@ local function flow_control()
         end
       end
       -- a long run of stale entries: the token goes back at the head for the next fetch
-      left[#left + 1] = token
+      leave(token, band)
       tolerant(0, 'HDEL', turn, 'tok', 'band')
-      if put_back then put_back() end
+      if unpop then unpop() end
       fair_rare().arm(group, true)
       return nil
     end
@@ -1252,7 +1334,8 @@ local function flow_control()
     -- for a refusal after it (an ACL changed while the worker runs) not to put it back
     -- twice (fetch.lua resets it as it takes a token in hand)
     flow_made.fair_made = setmetatable({serve = serve, flush = flush, pushed = false,
-                                        told = false, placed = false}, {__index = fair_rare})
+                                        told = false, placed = false, releasing = false},
+                                       {__index = fair_rare})
     return flow_made.fair_made
   end
 

@@ -39,7 +39,8 @@ local MAX_SCORE = 2534023007999999
 local PLAIN_SOLO_CLAIM = ':'
 
 -- The guards against data minitask did not write (foreign, must, expect, fits,
--- whole, band_of, bump, recount, utf8, unrecorded) are made by guards() at its first
+-- whole, band_of, bump, recount, utf8, unrecorded; and countable, writable and
+-- refused, against a write refused part way) are made by guards() at its first
 -- call, as one table: every closure costs Redis about 1,000 instructions a call of a script, made and
 -- collected whether it is called or not, and most calls of the hot scripts (fetch,
 -- ack) meet no such data. Scripts call them as guards().must(...).
@@ -212,6 +213,53 @@ local function guards()
     return redis.call('INCRBY', key, by)
   end
 
+  -- Redis's own refusal of `command` (INCRBY, DECRBY) on the count `key`, raised before
+  -- the first write of a call that lowers the count after it (an ACL without it, maybe
+  -- taken away while workers run: refused after those writes, which Redis keeps, the
+  -- count stayed too high for good). Asked (redis.acl_check_cmd, Redis 7.0 and later);
+  -- on Redis 6.2 tried as `command` `key` 0 on a count that exists (lowering a missing
+  -- count leaves none: deleted at 0 or below). Nothing when the user may run it.
+  local function countable(command, key)
+    if redis.acl_check_cmd then
+      if redis.acl_check_cmd(command, key, '0') then return end
+    elseif redis.call('EXISTS', key) == 0 then
+      return
+    end
+    -- (its own error raised: Redis 7.0 words a script's refusal without NOPERM; a count
+    -- that is no integer, or of another type, is the writer's to handle: recount())
+    local tried = redis.pcall(command, key, '0')
+    if type(tried) == 'table' then
+      local err = tostring(tried.err)
+      if not (string.find(err, 'WRONGTYPE', 1, true) or string.find(err, 'not an integer', 1, true)
+              or string.find(err, 'overflow', 1, true)) then
+        error(tried.err, 0)
+      end
+    end
+  end
+
+  -- Whether the error reply of a redis.pcall is the ACL's refusal, as each version
+  -- words one inside a script: 6.2 and 7.0 "The user executing the script can't...",
+  -- 7.2 on (and Valkey) "ACL failure in script: ..."; NOPERM outside scripts only.
+  local function refused(reply)
+    local err = tostring(reply.err)
+    return string.find(err, 'executing the script', 1, true) ~= nil
+      or string.find(err, 'ACL failure in script', 1, true) ~= nil
+      or string.find(err, 'NOPERM', 1, true) ~= nil
+  end
+
+  -- Redis's refusal of the write `command` `key` `...` (as the caller will send it),
+  -- raised before the call's first write, so that a refusal changes nothing (refused
+  -- part way, Redis keeps the writes before it: a task withdrawn with no outcome, an
+  -- outcome with nothing cancelled). Asked (redis.acl_check_cmd): callers call it on
+  -- Redis 7.0 and later only; 6.2 cannot be asked, and its ACL names commands, not
+  -- commands by key: callers try a write that changes nothing there instead.
+  local function writable(command, key, ...)
+    if not redis.acl_check_cmd(command, key, ...) then
+      error('NOPERM this user has no permissions to run the \'' .. string.lower(command) ..
+            '\' command on key ' .. key .. ' (asked before any write: nothing was written)', 0)
+    end
+  end
+
   -- Whether `id` can be a task id: not empty, and UTF-8 (the worker reads ids as
   -- text). Anything else in a ready list is dropped; it is never poisoned.
   local function utf8(id)
@@ -256,7 +304,8 @@ local function guards()
   end
 
   guarded = {foreign = foreign, must = must, expect = expect, band_of = band_of, bump = bump,
-             utf8 = utf8, fits = fits, whole = whole, recount = recount,
+             utf8 = utf8, fits = fits, whole = whole, recount = recount, countable = countable,
+             writable = writable, refused = refused,
              rerecord = rerecord, aside = aside, settle = settle,
              displaced = displaced, held_other = held_other}
   return guarded
@@ -271,6 +320,26 @@ local function tolerant(instead, command, key, ...)
     return instead
   end
   return reply
+end
+
+-- Entries a script popped from `list` (a ready list, a park list) and did not serve,
+-- put back at its head in their order (entries[1] first) when a command after the
+-- pop was refused (an ACL changed while the worker runs: Redis keeps what the script
+-- wrote before; fetch.lua); with LPUSH the one refused, at its tail (their order
+-- kept, their place lost: never the entries). redis.pcall: a refusal of these pushes
+-- too must not hide the first, which the caller raises after.
+local function put_back(list, entries)
+  local n = #entries
+  if n == 0 then return end
+  local pushed
+  if n == 1 then
+    pushed = redis.pcall('LPUSH', list, entries[1])
+  else
+    local reversed = {}  -- (LPUSH puts its last argument at the head)
+    for i = n, 1, -1 do reversed[#reversed + 1] = entries[i] end
+    pushed = redis.pcall('LPUSH', list, unpack(reversed))
+  end
+  if type(pushed) == 'table' then redis.pcall('RPUSH', list, unpack(entries)) end
 end
 
 -- Add `entry` to a queue's record of recent outcomes (`key`, a STREAM), trimmed

@@ -1,6 +1,6 @@
--- peek: the first tasks of a queue's leases (running) or delayed set (scheduled),
--- in score order, with their messages and delivery counts, read in one step: one
--- round trip per queue, whatever the number of tasks (minitask inspect).
+-- peek: a page of the tasks of a queue's leases (running) or delayed set (scheduled),
+-- in score order from a rank, with their messages and delivery counts, read in one
+-- step: one round trip per page of at most 1000 tasks (minitask inspect).
 -- KEYS[1] leases or delayed (ZSET)   KEYS[2] messages (HASH)   KEYS[3] deliveries (HASH)
 -- ARGV[1] how many tasks, at most (1 to 1000: HMGET takes them as arguments)
 -- ARGV[2] the most bytes of a message sent (the app's max_message_bytes and room)
@@ -10,6 +10,7 @@
 --   listing read 200 MB and block Redis for 1.5 s)
 -- ARGV[3] the longest id minitask writes: a longer member is removed, never sent
 --   (lib.lua's bounded_members); the lengths of those removed are the fifth element
+-- ARGV[4] the rank the page starts at (0: the first task; absent: 0)
 -- A delivery count longer than COUNT_MOST (planted: 50 MB, sent to every listing) is
 --   measured (HSTRLEN) and never sent: its length, a number, stands in its place (the
 --   fetches start a count that is no number afresh at 1, as they would this one).
@@ -17,8 +18,10 @@
 -- Data minitask did not write (lib.lua): a key of another type is read as empty.
 local total = tolerant(0, 'ZCARD', KEYS[1])
 local removed = {}
-local listed = bounded_members(KEYS[1], tolerant({}, 'ZRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1,
-                                                  'WITHSCORES'), 2, tonumber(ARGV[3]), removed)
+local first = tonumber(ARGV[4] or '0')
+local listed = bounded_members(KEYS[1], tolerant({}, 'ZRANGE', KEYS[1], first,
+                                                  first + tonumber(ARGV[1]) - 1, 'WITHSCORES'),
+                               2, tonumber(ARGV[3]), removed)
 if #listed == 0 then return {total, {}, {}, {}, removed} end
 local ids = {}
 for i = 1, #listed, 2 do ids[#ids + 1] = listed[i] end

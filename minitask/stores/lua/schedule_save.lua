@@ -1,9 +1,14 @@
 -- schedule_save: write a schedule and arm its first tick, unless it is unchanged.
 -- KEYS[1] schedules (HASH)   KEYS[2] ticks (ZSET)   KEYS[3] wake (LIST)
 -- KEYS[4] schedule_names (ZSET, score 0: the names the listings page, never the records)
+-- KEYS[5] schedules_removed (ZSET: the names remove_schedule removed, schedule_remove.lua)
 -- ARGV[1] schedule name   ARGV[2] record (periodic.Schedule.record)
 -- ARGV[3] first tick (ms), or -1 when the schedule has none
 -- ARGV[4] wake tokens to push, so that idle workers read the schedules again
+-- ARGV[5] 1: a running worker writing back a decorated schedule Redis lost (its
+--   record, or its tick): nothing is done (returns {0, '', ''}) when the name is marked
+--   removed, or a record is there that is another or has a tick armed; else it is
+--   written and armed (returns 1); 0: a save, which clears that mark
 -- Returns: {1 when written, 0 when the same record was there already (its armed
 -- tick is kept: rewriting an unchanged schedule, as every worker does on start,
 -- moves nothing; one with no tick armed is armed at ARGV[3]), where schedules was
@@ -21,6 +26,19 @@
 -- Invariant: a schedule is in schedules and its name in schedule_names; it is in
 -- ticks, at its next tick, while it has one.
 local name = ARGV[1]
+local back = ARGV[5] == '1'
+if back and tolerant(false, 'ZSCORE', KEYS[5], name) then
+  return {0, '', ''}
+end
+-- a write-back over a record there: only this very record with no tick armed (its
+-- ticks lost, not its record: a ticks key deleted or evicted), which is armed again
+if back and tolerant(0, 'HEXISTS', KEYS[1], name) == 1
+    and (redis.call('HSTRLEN', KEYS[1], name) ~= #ARGV[2]
+         or redis.call('HGET', KEYS[1], name) ~= ARGV[2]
+         or tolerant(false, 'ZSCORE', KEYS[2], name)) then
+  return {0, '', ''}
+end
+tolerant(0, 'ZREM', KEYS[5], name)
 local moved = {'', ''}
 for i, kind in ipairs({'hash', 'zset'}) do
   if not guards().fits(KEYS[i], kind) then
@@ -47,4 +65,4 @@ if count > 0 then
     redis.call('LTRIM', KEYS[3], 0, count - 1)
   end
 end
-return {same and 0 or 1, unpack(moved)}
+return {(same and not back) and 0 or 1, unpack(moved)}

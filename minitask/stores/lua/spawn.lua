@@ -13,13 +13,15 @@
 -- ARGV[6] the plan record (packed; '': none), written with the handle record, its ttl
 -- ARGV[7] the id of the steps' workflow ('': none), kept in each marker's field w
 -- then per step five ARGVs: id, encoded message, priority (0..9),
---   due (ms; <= now: ready), marker ttl (ms: the step's result ttl)
+--   due (ms; <= now: ready), marker ttl (ms: the workflow's longest result ttl, its handle
+--   record's, when longer than the step's: workflow_links.marker_ttl)
 -- Returns: how many steps were sent by this call; when a step's marker was there (the
 --   step not sent), {that count, the id of each such step...} (stores/workflow_checks.py
 --   looks whether those were lost, and only those: one sent now may already be done)
 -- Invariant: a step is sent at most once while its marker lives (as long as its
--- result would), however often the steps before it run. A handle record (and a
--- plan record) is written in the call that sends the steps, before them.
+-- result would, and its workflow's handle record), however often the steps before
+-- it run. A handle record (and a plan record) is written in the call that sends the
+-- steps, before them.
 -- A refusal part way (an ACL changed while a worker runs: Redis refuses a command
 -- when the script comes to it and keeps the writes before): a step's marker says
 -- "sent" last, after its push and its message, and every command after its push
@@ -117,11 +119,11 @@ if wake > 0 then
   local tokens = {}
   for i = 1, wake do tokens[i] = '1' end
   -- a wake list of another type: no token (workers poll it); nor when Redis refuses
-  -- the push or its trim (NOPERM: an ACL changed while a worker runs): the steps are
-  -- sent, and spawn_group.lua creates its groups after this
+  -- the push or its trim (lib.lua's refused: an ACL changed while a worker runs):
+  -- the steps are sent, and spawn_group.lua creates its groups after this
   local held = redis.pcall('RPUSH', KEYS[3], unpack(tokens))
   if type(held) == 'table' then
-    if not string.find(tostring(held.err), 'NOPERM', 1, true) then guards().foreign(held) end
+    if not guards().refused(held) then guards().foreign(held) end
   elseif held > cap then
     redis.pcall('LTRIM', KEYS[3], 0, cap - 1)
   end

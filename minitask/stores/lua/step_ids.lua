@@ -17,7 +17,7 @@
 --
 -- A reservation is the step's marker before it is sent: field w (the workflow) and
 -- no field state. spawn.lua sends a step whose marker has no state (HSETNX), and
--- then keeps the marker as long as the step's result; a second workflow naming the
+-- then keeps the marker as long as the workflow's longest result; a second workflow naming the
 -- same id is refused at delay() instead of waiting for ever for a step never sent.
 -- Data minitask did not write: a queue key of another type holds no task (read as
 -- empty); a marker of another type refuses the call, naming the key and its type,

@@ -13,6 +13,7 @@ import sys
 from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
 
 from ...errors import SoftTimeLimitExceeded
+from ..forks import current_pid, leave_if_forked
 from ..softlimit import call_with_posting
 
 #: Python 3.12+ starts an asyncio task eagerly when asked: its first step runs at once,
@@ -36,28 +37,41 @@ async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
     """Await an ``async def`` task's coroutine; what it raises comes back as ``Raised``
     (cancellation stays cancellation). A CancelledError the task's code raises while
     nothing cancelled its asyncio task (``cancelling()`` 0) is no cancellation: it is
-    that attempt's failure, recorded as CancelledError, as on the other pools."""
+    that attempt's failure, recorded as CancelledError, as on the other pools. In a
+    copy of this process that the task's code forked, it leaves as that code ends
+    (``forks``), before the loop runs anything more."""
+    pid = current_pid()  # (read before the task's code begins: awaiting it begins it)
     try:
-        return await coro
+        value = await coro
     except asyncio.CancelledError as exc:
+        leave_if_forked(pid, exc)
         task = asyncio.current_task()
         if isinstance(exc, SoftTimeLimitExceeded) or task is None or task.cancelling():
             raise  # minitask's cancel, a time limit, the pool stopping, the soft limit
         return Raised(exc)
     except BaseException as exc:  # KeyboardInterrupt, SystemExit, any of the task's own
+        leave_if_forked(pid, exc)
         return Raised(exc)
+    leave_if_forked(pid)
+    return value
 
 
 def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
                    *args: Any, **kwargs: Any) -> Any:
     """Call a plain task's function (in the pool's executor) as ``contained`` awaits,
-    with its soft limit (``soft`` seconds) raised in its thread."""
+    with its soft limit (``soft`` seconds) raised in its thread; a copy of this process
+    the function forked leaves as it returns or raises."""
+    pid = current_pid()
     try:
         if soft is not None:
-            return call_with_posting(func, args, kwargs, soft, name)
-        return func(*args, **kwargs)
+            value = call_with_posting(func, args, kwargs, soft, name)
+        else:
+            value = func(*args, **kwargs)
     except BaseException as exc:  # as in contained(): the attempt's failure
+        leave_if_forked(pid, exc)
         return Raised(exc)
+    leave_if_forked(pid)
+    return value
 
 
 async def swallowed(task: "asyncio.Task[Any]") -> None:

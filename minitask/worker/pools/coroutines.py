@@ -103,7 +103,7 @@ class AsyncioPool(FixedSlots):
         #: Runs plain functions: not the loop's default executor, which a task may shut down
         self._calls = ThreadPoolExecutor(max_workers=size,  # one a slot: -c of them at once
                                          thread_name_prefix="minitask-asyncio-call")
-        self._recording = RecordingThreads(self._loop, max(1, min(RECORDERS, size)))
+        self._recording = RecordingThreads(self._loop, max(1, min(RECORDERS, size)), size)
         self._thread = threading.Thread(target=self._serve, daemon=True,
                                         name="minitask-asyncio")
         self._thread.start()
@@ -397,7 +397,7 @@ class AsyncioPool(FixedSlots):
                 pass  # goes back, as the pool stops): never left leased
             return following
         finally:
-            board.leave(job.task_id)
+            board.leave(job.task_id, cancel)
             if watched is not None:
                 self._escapes.leave(watched)
             self._holders.pop(outer, None)

@@ -4,7 +4,11 @@ never on it; the loop awaits each step as a future.
 
 Each step is a hop off the loop and one back (a thread woken, then the loop):
 the pool's main cost per task beside the thread pool's, so there are no more
-threads than steps can be in flight at once (a slot has one at a time).
+threads than steps can be in flight at once (a slot has one at a time). A step
+that waits for Redis (``persist`` backing off: an outage, a write the ACL refuses
+for up to ``visibility_timeout``) has a spare thread started in its place, up to
+one a slot, so that the other slots' outcomes are never held behind it; a spare
+ends once the step it stood in for has.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from ...printable import log_error, own_logger
+from ..outages import waiting_in
 
 logger = own_logger(__name__)
 
@@ -71,8 +76,13 @@ class RecordingThreads:
     ``loop.run_in_executor`` does, for less: no ``concurrent.futures.Future`` (a
     ``Condition`` each) chained to the loop's, no executor locks (a hop per task)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int, most: int = 0) -> None:
         self._loop = loop
+        #: Threads serving; at most ``most`` (the pool's slots) with spares; those
+        #: whose step waits for Redis (``_waiting``), not counted as serving.
+        self._size, self._most = size, max(size, most)
+        self._live, self._waits = size, 0
+        self._growing = threading.Lock()
         self._steps: "_queue.SimpleQueue[Optional[_Step]]" = _queue.SimpleQueue()
         self._closed = False
         #: Ends of steps not taken by the loop yet; whether it was called to take them.
@@ -104,17 +114,44 @@ class RecordingThreads:
         return handed
 
     def _serve(self) -> None:
-        while True:
-            handed = self._steps.get()
-            if handed is None:
+        waited: List[bool] = []
+        with waiting_in(lambda: self._waiting(waited)):
+            while True:
+                handed = self._steps.get()
+                if handed is None:
+                    return
+                ends, step = handed
+                try:
+                    result = step()
+                except BaseException as exc:  # the awaiting attempt's, as an executor's
+                    self._answer(ends, None, exc)
+                else:
+                    self._answer(ends, result, None)
+                if waited:
+                    waited.clear()
+                    with self._growing:
+                        self._waits -= 1
+                        if self._live > self._size + self._waits:  # a spare is left over
+                            self._live -= 1
+                            self._threads.remove(threading.current_thread())
+                            return
+
+    def _waiting(self, waited: List[bool]) -> None:
+        """A step of this thread waits for Redis: a spare serves meanwhile, so that as
+        many threads as ``size`` serve while slots are left to serve."""
+        if waited:
+            return
+        waited.append(True)
+        with self._growing:
+            self._waits += 1
+            if self._closed or self._live - self._waits >= self._size or \
+                    self._live >= self._most:
                 return
-            ends, step = handed
-            try:
-                result = step()
-            except BaseException as exc:  # the awaiting attempt's, as an executor's would be
-                self._answer(ends, None, exc)
-            else:
-                self._answer(ends, result, None)
+            self._live += 1
+            spare = threading.Thread(target=self._serve, daemon=True,
+                                     name=f"minitask-record-spare-{self._live}")
+            self._threads.append(spare)
+        spare.start()
 
     def _answer(self, ends: Handed, result: Any, error: Optional[BaseException]) -> None:
         """Hand a step's end to the loop: steps that end while the loop has yet to take
@@ -145,8 +182,10 @@ class RecordingThreads:
         """Run the steps handed in so far, then end the threads; a step handed later
         fails at once. Called once the loop has stopped for good (``AsyncioPool``):
         an attempt on a loop still running could hand a step no thread would run."""
-        self._closed = True
-        for _ in self._threads:
+        with self._growing:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
             self._steps.put(None)
-        for thread in self._threads:
+        for thread in threads:
             thread.join()
