@@ -11,6 +11,7 @@ own takes the token and clears the mark another way); marks last longer than the
 """
 from __future__ import annotations
 
+from contextlib import closing
 from typing import Any, Iterator, List, Optional, Sequence
 
 import pytest
@@ -32,18 +33,15 @@ PER_SHARD = 2
 
 @pytest.fixture
 def app(cluster: Cluster) -> Iterator[Minitask]:
-    made = Minitask(unique_app("em"), broker=cluster.client())
-    made.ran = []  # type: ignore[attr-defined]
+    with closing(Minitask(unique_app("em"), broker=cluster.client())) as made:
+        made.ran = []  # type: ignore[attr-defined]
 
-    @made.task(name="work")
-    def work(tag: str) -> str:
-        made.ran.append(tag)  # type: ignore[attr-defined]
-        return tag
+        @made.task(name="work")
+        def work(tag: str) -> str:
+            made.ran.append(tag)  # type: ignore[attr-defined]
+            return tag
 
-    try:
         yield made
-    finally:
-        made.close()
 
 
 @pytest.fixture
