@@ -16,29 +16,35 @@ from minitask.broker import refusals
 
 LIB = importlib.resources.files("minitask.stores") / "lua" / "lib.lua"
 
-#: Every wording of a refusal inside a script, as redis-py's error and as a redis.pcall's
-#: ``err`` read it (with "ERR " in front: string.find looks anywhere): commands, keys and
-#: channels, each version. 6.2/7.0: src/script_lua.c (seen on 7.0.15); 7.2 on:
-#: scriptVerifyACL() in src/script.c ("ACL failure in script: " + getAclErrorMessage);
-#: Valkey's Lua engine strips "NOPERM " and puts the same prefix in front.
+#: Every wording of a refusal inside a script, as a redis.pcall's ``err`` reads it (seen
+#: on 6.2.14, 7.0.15, 8.2 and Valkey 9.1: the servers of make test-redis) and as
+#: redis-py's error of a script says it: commands, keys and channels, each version.
+#: (string.find and ``in`` look anywhere: "ERR " in front or not.)
 IN_SCRIPT: Dict[str, str] = {
-    "6.2/7.0 command": "ERR The user executing the script can't run this command or subcommand",
-    "6.2/7.0 key": ("ERR The user executing the script can't access at least one of the "
-                    "keys mentioned in the command arguments"),
-    "6.2/7.0 channel": ("ERR The user executing the script can't publish to the channel "
-                        "mentioned in the command"),
-    "6.2/7.0 as redis-py says it": (
-        "Error running script (call to f_" + "0" * 40 + "): @user_script:1: The user "
-        "executing the script can't run this command or subcommand"),
-    "7.2+ command": ("ERR ACL failure in script: User limited has no permissions to run "
-                     "the 'incrby' command"),
-    "7.2+ key": "ERR ACL failure in script: No permissions to access a key",
-    "7.2+ channel": "ERR ACL failure in script: No permissions to access a channel",
-    "7.2+ as redis-py says it": (
+    "6.2 command": ("@user_script: 1: The user executing the script can't run this command "
+                    "or subcommand"),
+    "6.2 key": ("@user_script: 1: The user executing the script can't access at least one "
+                "of the keys mentioned in the command arguments"),
+    "6.2 channel": ("@user_script: 1: The user executing the script can't publish to the "
+                    "channel mentioned in the command"),
+    "6.2 as redis-py says it": (
+        "Error running script (call to f_" + "0" * 40 + "): @user_script:1: @user_script: 1: "
+        "The user executing the script can't run this command or subcommand"),
+    "7.0 command": "ERR The user executing the script can't run this command or subcommand",
+    "7.0 key": ("ERR The user executing the script can't access at least one of the keys "
+                "mentioned in the command arguments"),
+    "7.0 channel": ("ERR The user executing the script can't publish to the channel "
+                    "mentioned in the command"),
+    "7.0 as redis-py says it": (
+        "The user executing the script can't run this command or subcommand script: "
+        + "0" * 40 + ", on @user_script:1."),
+    "8 and Valkey 9 command": ("ERR ACL failure in script: User limited has no permissions "
+                               "to run the 'incrby' command"),
+    "8 and Valkey 9 key": "ERR ACL failure in script: No permissions to access a key",
+    "8 and Valkey 9 channel": "ERR ACL failure in script: No permissions to access a channel",
+    "8 and Valkey 9 as redis-py says it": (
         "ACL failure in script: User limited has no permissions to run the 'rpush' "
         "command script: " + "0" * 40 + ", on @user_script:9."),
-    "Valkey 9 (Lua engine module)": ("ERR ACL failure in script: User limited has no "
-                                     "permissions to run the 'del' command"),
 }
 #: Not refusals: what the same calls' other errors say (a script's guards tell these apart).
 OTHER = ("WRONGTYPE Operation against a key holding the wrong kind of value",
