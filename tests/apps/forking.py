@@ -14,14 +14,6 @@ from minitask import Minitask, TaskContext
 app = Minitask("forking")
 
 
-def producer(broker: Any) -> Minitask:
-    """This app's tasks, with their options, on ``broker``: the tests' side of it."""
-    made = Minitask("forking", broker=broker)
-    for task in app.tasks.values():
-        made.task(name=task.name, retries=task.options.retries)(task.func)
-    return made
-
-
 def _child(path: str, how: str) -> str:
     """In the forked child: the work (its pid in ``path``), then leave as ``how`` says."""
     with open(path, "w") as out:

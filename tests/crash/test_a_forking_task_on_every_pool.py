@@ -17,12 +17,12 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import List, Tuple
 
 import pytest
 
 from minitask import Minitask
-import tests.apps.forking as forking
+from tests.support.pool_workers import pool_worker, producer_fixture
 from tests.support.processes import Processes, exit_code, send
 from tests.support.procfs import group_members, pid_running
 from tests.support.servers import RedisServer
@@ -32,6 +32,7 @@ pytestmark = pytest.mark.crash
 
 #: Longest a task's result may take (each returns in milliseconds once fixed).
 DEADLINE = 20.0
+APP = "tests.apps.forking"
 #: How long the stop may take with nothing running: far below the grace.
 STOPS_WITHIN = 15.0
 GRACE = 60
@@ -42,11 +43,7 @@ CASES: List[Tuple[str, str, int]] = [
     ("forks", "returns", 0), ("aforks", "exit0", 0), ("aforks", "returns", 0)]
 
 
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    app = forking.producer(server.client())
-    yield app
-    app.close()
+producer = producer_fixture(APP)
 
 
 @pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
@@ -54,9 +51,7 @@ def test_a_task_that_forks_is_recorded_once_and_its_copy_exits(
         processes: Processes, server: RedisServer, producer: Minitask, pool: str,
         tmp_path: Path) -> None:
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.forking", "--pool", pool, "-c", "2",
-                              "--grace", str(GRACE), env={"MINITASK_BROKER_URL": server.url},
-                              log=log)
+    worker = pool_worker(processes, APP, server, pool, 2, log, "--grace", str(GRACE))
     try:
         for index, (task, how, code) in enumerate(CASES):
             done = tmp_path / f"child-{index}"
@@ -96,9 +91,7 @@ def test_a_copy_a_hook_forked_ends_as_it_comes_back_to_the_pool(
     worker its parent waits for (unsupervised, on the process pool, hearing its stop
     bell ring for ever)."""
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.forking", "--pool", pool, "-c", "1",
-                              "--grace", str(GRACE), env={"MINITASK_BROKER_URL": server.url},
-                              log=log)
+    worker = pool_worker(processes, APP, server, pool, 1, log, "--grace", str(GRACE))
     try:
         done = tmp_path / "hook-child"
         assert producer.tasks["hook_forks"].delay(str(done)).get(timeout=DEADLINE) == str(done)

@@ -9,29 +9,22 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from typing import Iterator
-
 import pytest
 
 from minitask import Minitask, TaskFailed
+from tests.support.pool_workers import pool_worker, producer_fixture
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.crash
 
 DEADLINE = 60.0
+APP = "tests.apps.escaping"
 FAILING = {"child_interrupt": "KeyboardInterrupt", "child_exit": "SystemExit",
            "callback_interrupt": "KeyboardInterrupt", "stops_loop": "RuntimeError"}
 
 
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    import tests.apps.escaping as escaping
-    app = Minitask("escaping", broker=server.client())
-    for task in escaping.app.tasks.values():
-        app.task(name=task.name, retries=task.options.retries)(task.func)
-    yield app
-    app.close()
+producer = producer_fixture(APP)
 
 
 @pytest.mark.parametrize("pool", ["asyncio", "thread", "process"])
@@ -39,8 +32,7 @@ def test_what_escapes_the_loop_fails_the_attempt_whose_code_raised_it(
         processes: Processes, server: RedisServer, producer: Minitask, pool: str,
         tmp_path: Path) -> None:
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.escaping", "--pool", pool, "-c", "4",
-                              env={"MINITASK_BROKER_URL": server.url}, log=log)
+    worker = pool_worker(processes, APP, server, pool, 4, log)
     failing = {name: producer.tasks[name].delay() for name in FAILING}
     left = producer.tasks["leaves_child"].delay()
     after = [producer.tasks["double"].delay(n) for n in range(10)]

@@ -10,32 +10,17 @@ the result it deleted. A test-owned redis-server; the worker's part runs in this
 process."""
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
 
-from minitask import BrokerError, Minitask
 from minitask.broker import acl_check
 from minitask.broker.keys import queue_keys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_cancels import cancel_app, refused_cancel, run_until_succeeded
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
-
-#: Bounds the worker's run of the task.
-DEADLINE = 30.0
-
-
-def _app(url: str) -> Minitask:
-    app = Minitask("cancelasks", broker=url)
-
-    @app.task(name="add")
-    def add(x: int, y: int) -> int:
-        return x + y
-
-    return app
 
 
 @pytest.mark.parametrize("refused", ["rpush", "pexpire"])
@@ -43,26 +28,20 @@ def _app(url: str) -> Minitask:
 def test_a_cancel_refused_at_its_outcome_leaves_the_task_to_run(
         server: RedisServer, admin: "redis.Redis[bytes]", refused: str, state: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    producer = _app(server.url)
+    producer = cancel_app("cancelasks", server.url)
     add = producer.tasks["add"]
     handle = add.delay(1, 2) if state == "queued" else add.apply_in(0.5, 1, 2)
-    canceller = _app(user_without(admin, server, refused))
+    canceller = cancel_app("cancelasks", user_without(admin, server, refused))
     # the ACL changed after minitask's own check of it
     monkeypatch.setattr(acl_check, "require_commands", lambda *args: None)
     keys = queue_keys("cancelasks", "default")
     try:
-        with pytest.raises(BrokerError) as raised:
-            canceller.handle(handle.id).cancel()
-        assert raised.value.reason == "permission", str(raised.value)
+        error = refused_cancel(canceller, handle.id)
+        assert error.reason == "permission", str(error)
         assert admin.hexists(keys.messages, handle.id), "the task was lost"
         assert not admin.exists(keys.result(handle.id)), "an outcome was left"
         assert handle.status() == state
-        worker = producer.worker()
-        deadline = time.monotonic() + DEADLINE
-        while handle.status() != "succeeded":
-            assert time.monotonic() < deadline, f"the task never ran: {handle.status()}"
-            if not worker.run_once():
-                time.sleep(0.05)
+        run_until_succeeded(producer, handle, "the task never ran")
         assert handle.get(timeout=5) == 3
     finally:
         canceller.close()

@@ -9,57 +9,37 @@ on the result, which does not exist. A test-owned redis-server; the ACL changes 
 minitask's own check (patched to pass); the worker's part runs in this process."""
 from __future__ import annotations
 
-import time
 from typing import Tuple
 
 import pytest
 import redis
 
-from minitask import BrokerError, Minitask, chain
+from minitask import chain
 from minitask.broker import acl_check
-from minitask.broker.keys import queue_keys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_cancels import (
+    cancel_app, no_cancel_left, refused_cancel, run_until_succeeded)
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
-
-#: Bounds the worker's run of the chain.
-DEADLINE = 30.0
-
-
-def _app(url: str) -> Minitask:
-    app = Minitask("unsentasks", broker=url)
-
-    @app.task(name="double")
-    def double(x: int) -> int:
-        return 2 * x
-
-    return app
 
 
 @pytest.mark.parametrize("refused", [("hset", "del"), ("pexpire",)])
 def test_a_cancel_refused_at_any_write_writes_nothing_and_the_step_runs(
         server: RedisServer, admin: "redis.Redis[bytes]", refused: Tuple[str, ...],
         monkeypatch: pytest.MonkeyPatch) -> None:
-    producer = _app(server.url)
+    producer = cancel_app("unsentasks", server.url)
     last = chain(producer.tasks["double"].s(1), producer.tasks["double"].s()).delay()
-    canceller = _app(user_without(admin, server, *refused))
+    canceller = cancel_app("unsentasks", user_without(admin, server, *refused))
     # the ACL changed after minitask's own check of it
     monkeypatch.setattr(acl_check, "require_commands", lambda *args: None)
-    keys = queue_keys("unsentasks", "default")
     try:
-        with pytest.raises(BrokerError) as raised:
-            canceller.handle(last.id).cancel()
-        assert raised.value.reason == "permission", str(raised.value)
-        assert not admin.exists(keys.result(last.id)), "a cancelled outcome was left"
-        assert admin.hget(keys.once(last.id), "state") is None
+        error = refused_cancel(canceller, last.id)
+        assert error.reason == "permission", str(error)
+        no_cancel_left(admin, producer, last.id)
         assert last.status() != "cancelled"
-        worker = producer.worker()
-        deadline = time.monotonic() + DEADLINE
-        while last.status() != "succeeded":
-            assert time.monotonic() < deadline, f"the chain never ended: {last.status()}"
-            worker.run_once()
+        run_until_succeeded(producer, last, "the chain never ended")
         assert last.get(timeout=5) == 4
     finally:
         canceller.close()

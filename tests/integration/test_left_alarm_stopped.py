@@ -19,6 +19,7 @@ import pytest
 from minitask import Minitask
 from minitask.worker import softlimit
 from minitask.worker.softlimit import guarded_alarms
+from tests.support.alarms import sigalrm_restored
 from tests.support.processes import Processes
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
@@ -57,13 +58,11 @@ def test_an_alarm_a_task_left_armed_fails_no_later_task(
 
 @pytest.fixture
 def alarm_kept() -> Iterator[None]:
-    before = signal.getsignal(signal.SIGALRM)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, before)
-        softlimit._SAID_LEFT.clear()
+    with sigalrm_restored():
+        try:
+            yield
+        finally:
+            softlimit._SAID_LEFT.clear()
 
 
 class Message:

@@ -19,6 +19,7 @@ import pytest
 from minitask import SoftTimeLimitExceeded
 from minitask.worker import softlimit
 from minitask.worker.softlimit import call_with_alarm, call_with_posting, soft_limited
+from tests.support.alarms import sigalrm_restored
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120, method="thread")]
 
@@ -40,12 +41,8 @@ def bookkeeping() -> int:
 
 @pytest.fixture
 def alarm_handler_restored() -> Iterator[None]:
-    before = signal.getsignal(signal.SIGALRM)
-    try:
+    with sigalrm_restored():
         yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, before)
 
 
 def raised_in(error: BaseException) -> List[str]:
