@@ -234,7 +234,7 @@ class QueueSource:
         epoch = self.empties.epoch
         # the first queue, in the common case (none set aside, one queue or none marked
         # empty): no call a task to find it
-        index = (self._first_open(now_ms) if self.refusals or (
+        index = (self._first_open(now_ms) if self.refusals.by_queue or (
             len(self.queues) > 1 and self.empties.any_marked()) else 0)
         if index is None:  # every queue set aside (or empty): the next fetch waits
             return (broker.results.ack_many(acks) if acks else []), NOTHING
@@ -312,7 +312,7 @@ class QueueSource:
                 raise reply
             self.refusals.refused(queue, reply)
             return None
-        if self.refusals.known(queue):
+        if queue in self.refusals.by_queue:  # (``known``, with no call a task)
             self.refusals.served(queue, sent)
         return self._host.broker.queues.fetch_result(reply)
 
