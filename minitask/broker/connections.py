@@ -42,22 +42,24 @@ def _fork_mark() -> "Optional[mmap.mmap]":
     return page
 
 
-#: This process's id while ``_mark`` reads 1: ``os.getpid()`` is a system call (1.5 us
-#: on a VM), and each round trip asks whose connection it may use; reading the mark
-#: is a memory read.
-_pid = os.getpid()
-_mark = _fork_mark()
+#: ``[this process's id]`` while ``FORK_MARK[0]`` reads 1: ``os.getpid()`` is a system
+#: call (1.5 us on a VM), and each round trip asks whose connection it may use; reading
+#: the mark is a memory read. A hot path reads the two inline, with no call:
+#: ``PID_SEEN[0] if FORK_MARK is not None and FORK_MARK[0] else current_pid()``.
+PID_SEEN = [os.getpid()]
+#: The fork mark (``_fork_mark``), or None where the kernel has none.
+FORK_MARK = _fork_mark()
 
 
 def current_pid() -> int:
     """This process's id, right in any forked child: read again once the mark was wiped."""
-    global _pid
-    if _mark is None:
+    mark = FORK_MARK
+    if mark is None:
         return os.getpid()
-    if not _mark[0]:  # a fork since the last reading: this is the child
-        _pid = os.getpid()
-        _mark[0] = 1
-    return _pid
+    if not mark[0]:  # a fork since the last reading: this is the child
+        PID_SEEN[0] = os.getpid()  # (before the mark: a thread that reads 1 reads it)
+        mark[0] = 1
+    return PID_SEEN[0]
 
 
 @dataclass
@@ -182,7 +184,8 @@ class Connections:
         Checked against the pid, since a forked child must never share a socket.
         """
         held = self._local.held
-        pid = current_pid()
+        mark = FORK_MARK  # (``current_pid`` inline: a call less a round trip)
+        pid = PID_SEEN[0] if mark is not None and mark[0] else current_pid()
         if held is None or held[0] != pid:
             held = self._local.held = (pid, self._make())
         connection = held[1]

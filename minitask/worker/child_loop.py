@@ -15,9 +15,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 from ..errors import BrokerError
 from ..printable import own_logger
 from ..wire.message import Message
-from .forks import current_pid, leave_if_forked
+from .forks import FORK_MARK, PID_SEEN, current_pid, leave_if_forked
 from .leases import Job
-from .softlimit import guarded_alarms
 
 if TYPE_CHECKING:
     from .loop import Worker
@@ -63,9 +62,9 @@ def run_child(worker: Worker, on_start: Callable[[Job, Message, Optional[float]]
     ``on_start`` hears of each task before it runs, with its time limit, ``on_end``
     when its function returns, ``on_done`` once its outcome is recorded (True: end
     now, between tasks, as on a stop); ``on_stopping``, once a stop is asked, of
-    the task still running. An alarm a task leaves armed is stopped as it returns
-    (``guarded_alarms``): it would ring in the next tasks."""
-    worker._runner.on_start, worker._runner.on_end = guarded_alarms(on_start, on_end)
+    the task still running (``on_end`` stops an alarm the task left armed:
+    ``softlimit.AlarmGuard``)."""
+    worker._runner.on_start, worker._runner.on_end = on_start, on_end
     worker._shutdown.on_stopping = on_stopping
     worker._registers = False  # the supervisor speaks for its children
     worker._outcomes.batched = True
@@ -80,8 +79,10 @@ def run_child(worker: Worker, on_start: Callable[[Job, Message, Optional[float]]
             ran = worker.run_once()
             # a copy of this child that code run for the task (a hook) forked and that
             # came back here ends: it would serve tasks unsupervised, and hear this
-            # child's stop bell (a socket both hold) ring for ever, never for it
-            leave_if_forked(pid)
+            # child's stop bell (a socket both hold) ring for ever, never for it (the
+            # pid compared inline: ``forks``)
+            if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+                leave_if_forked(pid)
             if ran:
                 worker._holdings.clear_running()
                 if on_done():

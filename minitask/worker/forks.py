@@ -8,16 +8,26 @@ recorded a second outcome, and served tasks on), and never exited, so the parent
 waited for it for ever (issue 29). Whatever runs right after a task's code compares
 this process's id with the one read as the attempt began and, in a copy, leaves at
 once with ``os._exit``: no Redis, no record, no hook, no buffer flushed.
+
+Every task pays that check (issue 36: each call a task is the GIL held longer), so
+the hot paths make it inline, with no Python call, from the fork mark
+(``broker.connections``): ``pid = PID_SEEN[0] if FORK_MARK is not None and
+FORK_MARK[0] else current_pid()`` reads this process's id, and
+``if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+leave_if_forked(pid, error)`` leaves a copy. A fork wipes the mark in the copy (and
+a reading there since puts the copy's own id in ``PID_SEEN``): only the process
+``pid`` passes over the call.
 """
 from __future__ import annotations
 
 import os
 from typing import Any, Coroutine, NoReturn, Optional
 
-from ..broker.connections import current_pid
+from ..broker.connections import FORK_MARK, PID_SEEN, current_pid
 from ..printable import error_trace, printable
 
-__all__ = ["current_pid", "exit_code", "guarded", "leave", "leave_if_forked"]
+__all__ = ["FORK_MARK", "PID_SEEN", "current_pid", "exit_code", "guarded", "leave",
+           "leave_if_forked"]
 
 
 def leave_if_forked(pid: int, error: Optional[BaseException] = None) -> None:

@@ -236,20 +236,20 @@ class QueueRefusals:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queues: Dict[str, _Refused] = {}
+        self.by_queue: Dict[str, _Refused] = {}  # (read as is where each task asks: no call)
 
     def __bool__(self) -> bool:
         """Any queue refused (a fetch that meets none pays one check)."""
-        return bool(self._queues)
+        return bool(self.by_queue)
 
     def known(self, queue: str) -> bool:
         """Refused, and not served since: no fetch from it rides behind other calls
         (acks, waits, fires), only a fetch of its own, once set aside no more."""
-        return queue in self._queues
+        return queue in self.by_queue
 
     def aside(self, queue: str) -> bool:
         """Set aside now: the fetch passes over it, to the next queue."""
-        refused = self._queues.get(queue)
+        refused = self.by_queue.get(queue)
         return refused is not None and time.monotonic() < refused.until
 
     @staticmethod
@@ -273,10 +273,10 @@ class QueueRefusals:
         """Redis refused a fetch from ``queue`` (``refusal(exc)``): set it aside."""
         now = time.monotonic()
         with self._lock:
-            refused = self._queues.get(queue)
+            refused = self.by_queue.get(queue)
             first = refused is None
             if refused is None:
-                refused = self._queues[queue] = _Refused(since=now, said_at=now)
+                refused = self.by_queue[queue] = _Refused(since=now, said_at=now)
             refused.refusals += 1
             refused.unsaid += 1
             refused.reason = cut_text(printable(str(exc)), STALLED_REASON_MOST)
@@ -303,7 +303,7 @@ class QueueRefusals:
         queues, each reason at most ``STALLED_REASON_MOST`` characters; '{}' for none."""
         with self._lock:
             said = {queue: refused.reason for queue, refused
-                    in list(self._queues.items())[:STALLED_SAID]}
+                    in list(self.by_queue.items())[:STALLED_SAID]}
         return json.dumps(said) if said else "{}"
 
     def served(self, queue: str, sent: float) -> None:
@@ -311,10 +311,10 @@ class QueueRefusals:
         aside before then, it is served again. One sent before the refusal (another
         thread's, in flight) proves nothing of the keys."""
         with self._lock:
-            refused = self._queues.get(queue)
+            refused = self.by_queue.get(queue)
             if refused is None or refused.since > sent:
                 return
-            del self._queues[queue]
+            del self.by_queue[queue]
         logger.warning("queue %r served again after %.1f s set aside (%d refused fetch(es)): "
                        "its keys were fixed", queue, time.monotonic() - refused.since,
                        refused.refusals)

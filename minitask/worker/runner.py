@@ -21,7 +21,7 @@ from ..tracing import attempt_span
 from ..wire.message import Message
 from .cancels import CancelBoard, Stopper
 from .coroutine_runs import run_coroutine
-from .forks import current_pid, guarded, leave_if_forked
+from .forks import FORK_MARK, PID_SEEN, current_pid, guarded, leave_if_forked
 from .host import Host, HostedTask
 from .leases import Job, Leases, fetched_from
 from .leftovers import KEPT
@@ -264,7 +264,9 @@ class Runner:
                 self._leases.give_back_buffer()
             self.on_start(job, message, limit)
         started = time.monotonic()
-        pid = current_pid()  # a copy of this process the task's code forks ends as it does
+        # a copy of this process the task's code forks ends as it does (``forks``: the
+        # pid read and compared inline, with no call a task)
+        pid = PID_SEEN[0] if FORK_MARK is not None and FORK_MARK[0] else current_pid()
         value: Any = None
         error: Optional[BaseException] = None
         # the span lasts until the outcome is recorded: a failure met while recording
@@ -284,7 +286,8 @@ class Runner:
                                                              job.task_id), pid)
                 except BaseException as exc:  # KeyboardInterrupt and the like too: the
                     error = exc  # worker's own stop comes through its signal relay
-                leave_if_forked(pid, error)  # (the copy records nothing, runs no hook)
+                if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+                    leave_if_forked(pid, error)  # (the copy records nothing, runs no hook)
                 if error is not None:
                     span.failed(error)
             if self.on_end is not None:

@@ -23,8 +23,8 @@ so never in the code that records the outcome.
 A process pool child's ``ITIMER_REAL`` and ``SIGALRM`` are minitask's between
 attempts: a task that leaves a timer of its own armed (``signal.setitimer``,
 ``signal.alarm``) would have it ring in the later tasks of that child, or in
-the worker's own code. ``guarded_alarms`` disarms it as the attempt ends, and
-puts back the handler the child started with. Those two functions hold no
+the worker's own code. The child disarms it as the attempt ends (``AlarmGuard``),
+and puts back the handler it started with. Those two functions hold no
 loop: CPython may skip the handlers of the function an exception from outside
 is raised in when it comes at the end of a loop's turn (CPython issues 108214,
 130279), never those of its callers, so their ``finally`` always runs.
@@ -36,8 +36,7 @@ import ctypes
 import signal
 import threading
 from types import FrameType
-from typing import (Any, Callable, Coroutine, Dict, Generator, List, Optional, Sequence, Set,
-                    Tuple, Type, TypeVar)
+from typing import Any, Callable, Coroutine, Dict, Generator, List, Optional, Sequence, Set, Type
 
 from ..errors import SoftTimeLimitExceeded
 from ..printable import own_logger, printable
@@ -107,30 +106,30 @@ _HANDLER = _on_alarm.__code__
 #: many are kept (then every such task is said again: no name list grows for ever).
 SAID_MOST = 1000
 _SAID_LEFT: Set[str] = set()
-_Start = TypeVar("_Start", bound=Callable[..., None])
 
 
-def guarded_alarms(on_start: _Start, on_end: Callable[[], None]
-                   ) -> Tuple[_Start, Callable[[], None]]:
-    """``on_start``/``on_end`` of a process pool child's attempts (``on_start`` takes
-    the job, its message, its time limit), made to stop, as an attempt ends (before
-    its outcome is recorded), an ``ITIMER_REAL`` timer it left armed, and to put back
-    the ``SIGALRM`` handler this child started with (``left_alarm``). A handler left
-    with no timer is left: nothing rings it (a soft limit sets its own)."""
-    handler = signal.getsignal(signal.SIGALRM)
-    name = [""]  # the attempt's task
+class AlarmGuard:
+    """What a process pool child's attempts must not leave behind: an ``ITIMER_REAL``
+    timer armed, and a ``SIGALRM`` handler of their own (``handler``: the one this
+    child started with, read as it makes the guard; ``task``: the name of the attempt
+    running, which the child's ``on_start`` notes). The child's ``on_end`` stops the
+    timer as an attempt ends (before its outcome is recorded), before anything else
+    runs, inline, with one C call and no Python call a task::
 
-    def starting(job: Any, message: Any, limit: Optional[float]) -> None:
-        name[0] = message.task
-        on_start(job, message, limit)
-
-    def ending() -> None:
-        # one C call (no Python call a task): a timer the task left rings in no code
-        # of ours from here on; checked before anything else runs
         if signal.setitimer(signal.ITIMER_REAL, 0)[0]:
-            left_alarm(name[0], handler)
-        on_end()
-    return starting, ending  # type: ignore[return-value]
+            guard.left()
+
+    A handler left with no timer is left: nothing rings it (a soft limit sets its own)."""
+
+    __slots__ = ("handler", "task")
+
+    def __init__(self) -> None:
+        self.handler = signal.getsignal(signal.SIGALRM)
+        self.task = ""
+
+    def left(self) -> None:
+        """The attempt left a timer armed (stopped already): ``left_alarm``."""
+        left_alarm(self.task, self.handler)
 
 
 def left_alarm(name: str, handler: Any) -> None:

@@ -127,7 +127,10 @@ class QueueSource:
             queues, next_event = queues[looked[3] + 1:], looked[2]
         empties = self.empties
         epoch = empties.epoch
-        skip: Optional[FrozenSet[str]] = None if empties.any_marked() else frozenset()
+        # (a worker of one queue marks none: ``found`` is for many; no call a task then)
+        many = len(self.queues) > 1
+        skip: Optional[FrozenSet[str]] = (None if many and empties.any_marked()
+                                          else frozenset())
         refusals = self.refusals
         for queue in queues:
             if refusals and refusals.aside(queue):
@@ -150,15 +153,15 @@ class QueueSource:
             if refusals:
                 refusals.served(queue, sent)
             self.take(queue, result)
-            if len(self.queues) > 1:
+            if many:
                 empties.found(queue, result, now_ms, epoch)
             job = self._holdings.next_buffered(self._stop.event)
             if job is not None:
                 return job
             if result.next_event_ms is not None:
                 next_event = min(result.next_event_ms, next_event or result.next_event_ms)
-        later = empties.upcoming(now_ms)  # (a queue skipped, or not fetched, has work then)
-        if later is not None:
+        later = empties.upcoming(now_ms) if many else None  # (a queue skipped, or not
+        if later is not None:  # fetched, has work then)
             next_event = later if next_event is None else min(later, next_event)
         self.next_event_ms = next_event
         return None
@@ -229,7 +232,10 @@ class QueueSource:
         self._looked.first = None
         now_ms = self._host.clock.now_ms()
         epoch = self.empties.epoch
-        index = self._first_open(now_ms)
+        # the first queue, in the common case (none set aside, one queue or none marked
+        # empty): no call a task to find it
+        index = (self._first_open(now_ms) if self.refusals.by_queue or (
+            len(self.queues) > 1 and self.empties.any_marked()) else 0)
         if index is None:  # every queue set aside (or empty): the next fetch waits
             return (broker.results.ack_many(acks) if acks else []), NOTHING
         first = self._looked.queue = self.queues[index]
@@ -259,7 +265,7 @@ class QueueSource:
         is one of them), or None."""
         refusals, empties = self.refusals, self.empties
         if not (refusals or empties.any_marked()):
-            return 0  # the first queue (the common case: one test, no round trip)
+            return 0  # the first queue (no round trip)
         skip: Optional[FrozenSet[str]] = None  # (asked at the first queue marked)
         for index, queue in enumerate(self.queues):
             if refusals and refusals.aside(queue):
@@ -306,7 +312,7 @@ class QueueSource:
                 raise reply
             self.refusals.refused(queue, reply)
             return None
-        if self.refusals.known(queue):
+        if queue in self.refusals.by_queue:  # (``known``, with no call a task)
             self.refusals.served(queue, sent)
         return self._host.broker.queues.fetch_result(reply)
 

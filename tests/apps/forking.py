@@ -1,5 +1,6 @@
 """An app whose tasks fork: the child writes its pid to a file, then leaves the task's
-code as ``how`` says (``sys.exit(0)``, ``sys.exit(3)``, a return, a raise); the parent
+code as ``how`` says (``sys.exit(0)``, ``sys.exit(3)``, a return, a raise, a return
+after reading its own pid); the parent
 waits for it and returns the child's exit code. Plain and ``async def`` forms; and a
 ``task_postrun`` hook that forks for ``hook_forks``, its child returning into the
 worker's code. The broker comes from MINITASK_BROKER_URL."""
@@ -24,6 +25,9 @@ def _child(path: str, how: str) -> str:
         sys.exit(3)
     if how == "raises":
         raise ValueError("raised in the forked child")
+    if how == "reads_pid":  # as a Redis call of its own would (``Connections.own``): the
+        from minitask.broker.connections import current_pid  # fork mark set again,
+        current_pid()  # ``PID_SEEN`` the copy's own id
     return "the child's value"  # "returns": the child leaves the task by its return
 
 

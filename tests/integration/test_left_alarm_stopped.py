@@ -5,7 +5,7 @@ returns, puts back the ``SIGALRM`` handler it started with, and says once, at
 WARNING, which task left it; a handler left with no timer armed harms nothing.
 Real worker processes of tests/apps/left_alarm.py (a process pool of one child, so
 every task runs where the alarm was left) on the suite's redis-server; then
-``guarded_alarms`` itself, in this process's main thread."""
+``AlarmGuard`` itself, as the child's ``on_end`` uses it, in this process's main thread."""
 from __future__ import annotations
 
 import logging
@@ -18,7 +18,7 @@ import pytest
 
 from minitask import Minitask
 from minitask.worker import softlimit
-from minitask.worker.softlimit import guarded_alarms
+from minitask.worker.softlimit import AlarmGuard
 from tests.support.alarms import sigalrm_restored
 from tests.support.processes import Processes
 from tests.support.reused_ids import stop_worker
@@ -65,29 +65,33 @@ def alarm_kept() -> Iterator[None]:
             softlimit._SAID_LEFT.clear()
 
 
-class Message:
-    task = "jobs.leaky"
-
-
 def test_the_guard_stops_the_timer_and_puts_the_handler_back(
         alarm_kept: None, caplog: pytest.LogCaptureFixture) -> None:
     heard: List[str] = []
-    start, end = guarded_alarms(lambda job, message, limit: heard.append("start"),
-                                lambda: heard.append("end"))
+    guard = AlarmGuard()
     mine = signal.getsignal(signal.SIGALRM)
+
+    def start() -> None:  # the child's on_start
+        guard.task = "jobs.leaky"
+        heard.append("start")
+
+    def end() -> None:  # the child's on_end (pools/processes.py)
+        if signal.setitimer(signal.ITIMER_REAL, 0)[0]:
+            guard.left()
+        heard.append("end")
 
     def leaked(signum: int, frame: Optional[FrameType]) -> None:
         raise RuntimeError("rang")
 
     caplog.set_level(logging.DEBUG, "minitask.worker.softlimit")
     for _ in range(2):
-        start(None, Message(), None)
+        start()
         signal.signal(signal.SIGALRM, leaked)
         signal.setitimer(signal.ITIMER_REAL, 30.0, 30.0)
         end()
         assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
         assert signal.getsignal(signal.SIGALRM) is mine
-    start(None, Message(), None)
+    start()
     signal.signal(signal.SIGALRM, leaked)  # a handler alone: nothing rings it, not said
     end()
     assert heard == ["start", "end"] * 3

@@ -232,7 +232,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                     "worker.sources", "worker.stop"}),
     # a process pool child's loop: one task at a time, the supervisor told of each
     "worker.child_loop": frozenset({"errors", "printable", "wire.message", "worker.forks",
-                                    "worker.leases", "worker.softlimit"}),
+                                    "worker.leases"}),
     "worker.coroutine_runs": frozenset({"printable", "worker.leftovers"}),
     # a copy of the worker a task's code forked ends as it leaves that code
     "worker.forks": frozenset({"broker.connections", "printable"}),
@@ -295,7 +295,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                          "worker.leases", "worker.leftovers",
                                          "worker.pools.job",
                                          "worker.pools.recycling", "worker.pools.starts",
-                                         "worker.signals"}),
+                                         "worker.signals", "worker.softlimit"}),
     "worker.pools.recording": frozenset({"printable", "worker.outages"}),
     "worker.pools.recycling": frozenset({"errors"}),
     "worker.pools.starts": frozenset({"printable"}),

@@ -13,7 +13,7 @@ import sys
 from typing import Any, Callable, Coroutine, Dict, Optional, Tuple
 
 from ...errors import SoftTimeLimitExceeded
-from ..forks import current_pid, leave_if_forked
+from ..forks import FORK_MARK, PID_SEEN, current_pid, leave_if_forked
 from ..softlimit import call_with_posting
 
 #: Python 3.12+ starts an asyncio task eagerly when asked: its first step runs at once,
@@ -40,7 +40,8 @@ async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
     that attempt's failure, recorded as CancelledError, as on the other pools. In a
     copy of this process that the task's code forked, it leaves as that code ends
     (``forks``), before the loop runs anything more."""
-    pid = current_pid()  # (read before the task's code begins: awaiting it begins it)
+    # (read before the task's code begins: awaiting it begins it; inline, ``forks``)
+    pid = PID_SEEN[0] if FORK_MARK is not None and FORK_MARK[0] else current_pid()
     try:
         value = await coro
     except asyncio.CancelledError as exc:
@@ -52,7 +53,8 @@ async def contained(coro: Coroutine[Any, Any, Any]) -> Any:
     except BaseException as exc:  # KeyboardInterrupt, SystemExit, any of the task's own
         leave_if_forked(pid, exc)
         return Raised(exc)
-    leave_if_forked(pid)
+    if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+        leave_if_forked(pid)
     return value
 
 
@@ -61,7 +63,7 @@ def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
     """Call a plain task's function (in the pool's executor) as ``contained`` awaits,
     with its soft limit (``soft`` seconds) raised in its thread; a copy of this process
     the function forked leaves as it returns or raises."""
-    pid = current_pid()
+    pid = PID_SEEN[0] if FORK_MARK is not None and FORK_MARK[0] else current_pid()
     try:
         if soft is not None:
             value = call_with_posting(func, args, kwargs, soft, name)
@@ -70,7 +72,8 @@ def contained_call(func: Callable[..., Any], soft: Optional[float], name: str,
     except BaseException as exc:  # as in contained(): the attempt's failure
         leave_if_forked(pid, exc)
         return Raised(exc)
-    leave_if_forked(pid)
+    if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+        leave_if_forked(pid)
     return value
 
 

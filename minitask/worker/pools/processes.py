@@ -35,6 +35,7 @@ from ...wire.message import Message
 from ..leases import count_holdings
 from ..leftovers import KEPT, exit_past_leftovers, kept_too_many
 from ..signals import SignalRelay
+from ..softlimit import AlarmGuard
 from .job import J
 from .recycling import Recycling
 from .starts import Respawns, die_with
@@ -424,12 +425,14 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
     began = [0.0]                             # when the running attempt started
     running_job: List[Optional[J]] = [None]   # started, outcome not recorded yet
     reported: List[Optional[J]] = [None]      # told to the supervisor as running
+    alarms = AlarmGuard()  # a timer a task leaves armed rings in no later task
 
     def send(event: Any) -> None:
         with lock:
             conn.send(event)
 
     def on_start(job: J, message: Message, timeout: Optional[float]) -> None:
+        alarms.task = message.task
         current.value = job.task_id.encode("utf-8", "replace")[:_ID_BYTES]
         with lock:
             running_job[0] = job
@@ -439,6 +442,8 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
             send(("start", job, message, timeout))
 
     def on_end() -> None:
+        if signal.setitimer(signal.ITIMER_REAL, 0)[0]:  # first: one C call (AlarmGuard)
+            alarms.left()
         if timed[0]:  # returned in time: recording its outcome must not be cut short
             timed[0] = False
             send(("done",))

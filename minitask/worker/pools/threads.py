@@ -13,7 +13,7 @@ import threading
 from typing import Callable, Generic, List, Optional
 
 from ...printable import log_error, own_logger
-from ..forks import current_pid, leave_if_forked
+from ..forks import FORK_MARK, PID_SEEN, current_pid, leave_if_forked
 from .job import J
 from .slots import FixedSlots
 
@@ -74,7 +74,8 @@ class ThreadPool(FixedSlots, Generic[J]):
                         # a bug of ours must not end the thread; the lease expires
                         log_error(logger, logging.ERROR, "internal error while running task "
                                   "%s", job.task_id, error=exc)
-                    leave_if_forked(pid)  # a copy a hook forked: never a worker's thread
+                    if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+                        leave_if_forked(pid)  # a copy a hook forked: never a worker's thread
                     self.ran_one()
                     job = None  # (should follow_on raise)
                     job = self._follow_on()

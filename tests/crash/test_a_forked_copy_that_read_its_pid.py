@@ -1,0 +1,64 @@
+"""A copy of the worker that a task forked leaves as it returns from the task's code
+even when it read its own pid first, as any Redis call it made would: the fork mark
+(``broker.connections``) is set again in the copy, so the inline check after the
+task's code (``worker/forks.py``, issue 36) passes over it on the mark alone and
+must catch it by the pid it compares. Every pool; the parent's attempt is recorded
+once, the copy exits 0 and records nothing. Every wait has a deadline; the worker's
+process group is killed at the end, whatever happened."""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from minitask import Minitask
+import tests.apps.forking as forking
+from tests.support.processes import Processes, exit_code, send
+from tests.support.procfs import group_members, pid_running
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.crash
+
+DEADLINE = 20.0
+STOPS_WITHIN = 15.0
+
+
+@pytest.fixture
+def producer(server: RedisServer) -> Iterator[Minitask]:
+    app = forking.producer(server.client())
+    yield app
+    app.close()
+
+
+@pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
+@pytest.mark.parametrize("task", ["forks", "aforks"])
+def test_a_copy_that_read_its_pid_still_leaves(
+        processes: Processes, server: RedisServer, producer: Minitask, pool: str, task: str,
+        tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    worker = processes.worker("tests.apps.forking", "--pool", pool, "-c", "1",
+                              "--grace", "60", env={"MINITASK_BROKER_URL": server.url},
+                              log=log)
+    try:
+        done = tmp_path / "child"
+        handle = producer.tasks[task].delay(str(done), "reads_pid")
+        assert handle.get(timeout=DEADLINE) == ["parent", 0]
+        child = int(done.read_text())
+        assert not pid_running(child), f"its child {child} is still running"
+        assert producer.tasks["ok"].delay(7).get(timeout=DEADLINE) == 7  # the next one runs
+        send(worker, signal.SIGTERM)
+        assert exit_code(worker, timeout=STOPS_WITHIN) == 0, log.read_text()
+        wait_until(lambda: not group_members(worker.pid), timeout=DEADLINE,
+                   message=f"the worker's processes to end: {group_members(worker.pid)}")
+    finally:
+        try:
+            os.killpg(worker.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    logged = log.read_text()
+    assert logged.count(" succeeded in ") == 2, logged  # each task once: the parent's
+    assert "SystemExit" not in logged and "lease had expired" not in logged, logged
