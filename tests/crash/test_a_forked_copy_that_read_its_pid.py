@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Iterator
-
 import pytest
 
 from minitask import Minitask
-import tests.apps.forking as forking
+from tests.support.pool_workers import pool_worker, producer_fixture
 from tests.support.processes import Processes, exit_code, send
 from tests.support.procfs import group_members, pid_running
 from tests.support.servers import RedisServer
@@ -27,11 +25,7 @@ DEADLINE = 20.0
 STOPS_WITHIN = 15.0
 
 
-@pytest.fixture
-def producer(server: RedisServer) -> Iterator[Minitask]:
-    app = forking.producer(server.client())
-    yield app
-    app.close()
+producer = producer_fixture("tests.apps.forking")
 
 
 @pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
@@ -40,9 +34,7 @@ def test_a_copy_that_read_its_pid_still_leaves(
         processes: Processes, server: RedisServer, producer: Minitask, pool: str, task: str,
         tmp_path: Path) -> None:
     log = tmp_path / "worker.log"
-    worker = processes.worker("tests.apps.forking", "--pool", pool, "-c", "1",
-                              "--grace", "60", env={"MINITASK_BROKER_URL": server.url},
-                              log=log)
+    worker = pool_worker(processes, "tests.apps.forking", server, pool, 1, log, "--grace", "60")
     try:
         done = tmp_path / "child"
         handle = producer.tasks[task].delay(str(done), "reads_pid")
