@@ -51,11 +51,16 @@ def cleans_up(key: str, step: float) -> str:
 
 @app.task(soft_timeout=0.5, timeout=3)
 def ignores(key: str, step: float, seconds: float) -> str:
-    """Note the soft limit and go on regardless, for ``seconds`` in all."""
-    _mark("started", key)
+    """Note the soft limit and go on regardless, for ``seconds`` in all. The limit is
+    caught wherever it lands, the started mark included: on a loaded machine that
+    mark's first connection once took past the 0.5 s."""
     end = time.monotonic() + seconds
+    started = False
     while time.monotonic() < end:
         try:
+            if not started:
+                started = True
+                _mark("started", key)
             _wait(end - time.monotonic(), step)
         except SoftTimeLimitExceeded:
             _mark("soft", key)
