@@ -82,14 +82,16 @@ def test_a_task_that_forks_is_recorded_once_and_its_copy_exits(
     assert "raised in the forked child" in logged  # the child's error, on its stderr
 
 
-@pytest.mark.parametrize("pool", ["thread", "process"])
+@pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
 def test_a_copy_a_hook_forked_ends_as_it_comes_back_to_the_pool(
         processes: Processes, server: RedisServer, producer: Minitask, pool: str,
         tmp_path: Path) -> None:
     """A ``task_postrun`` hook's child returns into the worker's code: it ends before
-    the pool's next fetch (the thread's, the child's loop), rather than serve on as a
-    worker its parent waits for (unsupervised, on the process pool, hearing its stop
-    bell ring for ever)."""
+    the pool's next fetch (the thread's, the child's loop, the asyncio pool's slot),
+    rather than serve on as a worker its parent waits for (unsupervised, on the process
+    pool, hearing its stop bell ring for ever; on the asyncio pool, an idle event loop
+    its parent waited for on the loop's thread: no later task ran). The asyncio pool's
+    other hooks: test_a_hook_that_forks_on_the_asyncio_pool.py."""
     log = tmp_path / "worker.log"
     worker = pool_worker(processes, APP, server, pool, 1, log, "--grace", str(GRACE))
     try:

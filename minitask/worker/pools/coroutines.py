@@ -33,12 +33,13 @@ from ...errors import TimeLimitExceeded
 from ...hooks import Hooks
 from ...printable import log_error, own_logger
 from ...wire.message import Message
+from ..forks import current_pid, leave_if_forked
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle
 from .contained import (Raised, begun, contained, contained_call, hold, holder, shielded,
                         swallowed, unbegun)
-from .escapes import Escapes
+from .escapes import Escapes, serve_loop
 from .overruns import Overruns
 from .recording import RecordingThreads, outlast
 from .slots import FixedSlots
@@ -56,8 +57,6 @@ RECORDERS = 4
 CANCEL_WAIT = 5.0
 #: Longest the pool waits for its loop to close its connections to Redis.
 CLOSE_WAIT = 1.0
-#: Seconds between two errors saying a task's code stopped the loop (it runs again).
-RESTART_SAID = 60.0
 
 
 def confirming(pool: str, concurrency: int) -> Tuple[int, str]:
@@ -92,6 +91,9 @@ class AsyncioPool(FixedSlots):
         #: Whether each task function is an ``async def`` one, by the function itself
         #: (a task's function can be replaced while the worker runs: a test's patch).
         self._coroutine_functions: Dict[Callable[..., Any], bool] = {}
+        #: The worker's: a copy of it a hook forks (its child, returning) ends as it
+        #: comes back here, as on the other pools: never a worker, nor the task's code
+        self._pid = current_pid()
         self._shutting_down = False
         self._closing = False
         self._loop = asyncio.new_event_loop()
@@ -114,35 +116,13 @@ class AsyncioPool(FixedSlots):
             self._holders.values())], functools.partial(holder, self._holders))
 
     def _serve(self) -> None:
-        """Run the loop until ``close``. A task's code may stop it (``loop.stop()`` once
-        its attempt has ended; a running one's fails, ``Escapes.stop``): it runs again,
-        its attempts going on. What a task's code raises out of it is the failure of
-        the attempt whose code raised it (``Escapes.escaped``)."""
-        said: Optional[float] = None
-        while True:
-            raised = False
-            try:
-                self._loop.run_forever()
-            except BaseException as exc:  # asyncio lets a SystemExit or KeyboardInterrupt
-                # out of a callback: this thread must not end with every attempt's loop
-                try:
-                    self._escapes.escaped(exc)
-                except BaseException as failed:  # a bug of ours: the loop must run on
-                    log_error(logger, logging.ERROR, "the asyncio pool's event loop raised; "
-                              "it runs again", error=failed)
-                raised = True  # not stopped: it runs again at once, nothing to say
-            if self._closing:
-                # the loop has stopped for good: no step can come any more, and the
-                # ones handed so far run before the recording threads end
-                self._recording.close()
-                self._calls.shutdown(wait=False)  # as loop.close() does its default one
-                return
-            # said at most once a RESTART_SAID: a task may stop it again and again
-            if not raised and (said is None or time.monotonic() - said > RESTART_SAID):
-                said = time.monotonic()
-                logger.error("the asyncio pool's event loop was stopped (loop.stop()) by %s "
-                             "(running: %s); it runs again", self._escapes.said_stopped(),
-                             ", ".join(sorted(self._attempts)) or "none")
+        """Run the loop until ``close`` (``serve_loop``); then what serves it ends:
+        no step can come any more, and the ones handed so far run before the
+        recording threads end."""
+        serve_loop(self._loop, self._escapes, lambda: self._closing,
+                   lambda: ", ".join(sorted(self._attempts)) or "none")
+        self._recording.close()
+        self._calls.shutdown(wait=False)  # as loop.close() does its default one
 
     def submit(self, job: Job) -> None:
         self._loop.call_soon_threadsafe(self._start, job)
@@ -338,8 +318,10 @@ class AsyncioPool(FixedSlots):
                 self._escapes.enter(context, None)  # (its prerun hooks' code is its too)
                 watched = context
                 hooks = self._hooks  # (``added`` first: no call a task without hooks)
-                if hooks.added and hooks.wants("task_prerun"):
-                    await hooks.acall("task_prerun", context)
+                if hooks.added:
+                    if hooks.wants("task_prerun"):
+                        await hooks.acall("task_prerun", context)
+                    leave_if_forked(self._pid)  # (a task_start or task_prerun hook's copy)
                 if cancel.is_set():  # asked to stop during its prerun hooks
                     inner = unbegun(self._loop)
                 elif is_async:
@@ -395,6 +377,8 @@ class AsyncioPool(FixedSlots):
                 await observer.apostrun(context, status, value, error)
             except asyncio.CancelledError:  # its outcome stands; ``following`` runs (or
                 pass  # goes back, as the pool stops): never left leased
+            if self._hooks.added:
+                leave_if_forked(self._pid)  # (a task_postrun hook's copy)
             return following
         finally:
             board.leave(job.task_id, cancel)
@@ -418,6 +402,8 @@ class AsyncioPool(FixedSlots):
                 self._conclude, job, message, context, cancel, limit, value, None, duration)
             return concluded
         self._runner.observer.ended(context, message, "succeeded", value, None, duration)
+        if self._hooks.added:
+            leave_if_forked(self._pid)  # (a task_success hook's copy): before any round trip
         if fetch is None:  # put aside with more buffered: the next one of them
             following = None if self._shutting_down else quick.next_job()
             if following is None:
@@ -468,5 +454,8 @@ class AsyncioPool(FixedSlots):
 
     def _next(self) -> Optional[Job]:
         """In a recording thread: the next job for the slot, unless the pool is
-        shutting down (a job leased now would wait, leased, for nobody)."""
+        shutting down (a job leased now would wait, leased, for nobody). A copy a
+        hook forked as the outcome was recorded ends first: it leases nothing."""
+        if self._hooks.added:
+            leave_if_forked(self._pid)
         return None if self._shutting_down else self._follow_on()

@@ -28,12 +28,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+import time
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ...context import TaskContext, current_task, task_in
 from ...printable import log_error, own_logger, shown_id
 
 logger = own_logger(__name__)
+
+#: Seconds between two errors saying a task's code stopped the loop (it runs again).
+RESTART_SAID = 60.0
 
 #: The code of asyncio's ``Handle._run``: the frame that runs a callback in its context.
 _HANDLE_RUN = getattr(getattr(getattr(asyncio.events, "Handle", None), "_run", None),
@@ -138,3 +142,32 @@ class Escapes:
         if by is None:
             return "code of no running task"
         return f"the code of task {by.name!r} (id {shown_id(by.id)}) after its attempt ended"
+
+
+def serve_loop(loop: asyncio.AbstractEventLoop, escapes: Escapes, closing: Callable[[], bool],
+               running: Callable[[], str]) -> None:
+    """Run the asyncio pool's ``loop`` until it stops with ``closing()`` true. A task's
+    code may stop it (``loop.stop()`` once its attempt has ended; a running one's
+    fails, ``Escapes.stop``): it runs again, its attempts going on (``running()``
+    names them). What a task's code raises out of it is the failure of the attempt
+    whose code raised it (``Escapes.escaped``)."""
+    said: Optional[float] = None
+    while True:
+        raised = False
+        try:
+            loop.run_forever()
+        except BaseException as exc:  # asyncio lets a SystemExit or KeyboardInterrupt
+            # out of a callback: this thread must not end with every attempt's loop
+            try:
+                escapes.escaped(exc)
+            except BaseException as failed:  # a bug of ours: the loop must run on
+                log_error(logger, logging.ERROR, "the asyncio pool's event loop raised; "
+                          "it runs again", error=failed)
+            raised = True  # not stopped: it runs again at once, nothing to say
+        if closing():  # the loop has stopped for good
+            return
+        # said at most once a RESTART_SAID: a task may stop it again and again
+        if not raised and (said is None or time.monotonic() - said > RESTART_SAID):
+            said = time.monotonic()
+            logger.error("the asyncio pool's event loop was stopped (loop.stop()) by %s "
+                         "(running: %s); it runs again", escapes.said_stopped(), running())

@@ -19,6 +19,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from ...printable import log_error, own_logger
+from ..forks import current_pid, leave
 from ..outages import waiting_in
 
 logger = own_logger(__name__)
@@ -115,18 +116,21 @@ class RecordingThreads:
 
     def _serve(self) -> None:
         waited: List[bool] = []
+        pid = current_pid()  # the worker's (``forks``)
         with waiting_in(lambda: self._waiting(waited)):
             while True:
                 handed = self._steps.get()
                 if handed is None:
                     return
                 ends, step = handed
+                error: Optional[BaseException] = None
                 try:
                     result = step()
                 except BaseException as exc:  # the awaiting attempt's, as an executor's
-                    self._answer(ends, None, exc)
-                else:
-                    self._answer(ends, result, None)
+                    result, error = None, exc
+                if current_pid() != pid:  # a copy a hook the step ran forked (task_success,
+                    leave(None)  # _retry, _failure, _dead): it ends, handing nothing back
+                self._answer(ends, result, error)
                 if waited:
                     waited.clear()
                     with self._growing:
