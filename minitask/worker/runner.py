@@ -276,6 +276,8 @@ class Runner:
                          self.observer.reporter(message)) as context:
                 self.observer.started(context, message)
                 self.observer.prerun(context)
+                if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
+                    leave_if_forked(pid)  # a hook's copy: before the task's code
                 try:
                     # in a process pool child (on_start is set) the main thread runs it
                     # a thread pool cancels a coroutine on its loop, as the asyncio

@@ -91,7 +91,7 @@ def test_a_copy_a_hook_forked_ends_as_it_comes_back_to_the_pool(
     rather than serve on as a worker its parent waits for (unsupervised, on the process
     pool, hearing its stop bell ring for ever; on the asyncio pool, an idle event loop
     its parent waited for on the loop's thread: no later task ran). The asyncio pool's
-    other hooks: test_a_hook_that_forks_on_the_asyncio_pool.py."""
+    other hooks: test_a_hook_that_forks_on_every_pool.py."""
     log = tmp_path / "worker.log"
     worker = pool_worker(processes, APP, server, pool, 1, log, "--grace", str(GRACE))
     try:
