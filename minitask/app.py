@@ -22,6 +22,7 @@ from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, check_async_client, running_loop
 from .stores.broker import Broker
+from .stores.dead import dead_letter_bounds
 from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
 from .wire.message import SystemClock
@@ -35,7 +36,7 @@ MAX_MESSAGE_BYTES = 512 * 1024 * 1024  # Redis's own limit for one string
 APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
                          "durability_timeout", "routes", "recent_outcomes",
-                         "max_result_bytes"})
+                         "max_result_bytes", "dead_letters_max", "dead_letters_ttl"})
 
 
 class Minitask(Operations, SendByName, HandleLookups):
@@ -68,11 +69,13 @@ class Minitask(Operations, SendByName, HandleLookups):
             :doc:`/guide/durability`), ``routes`` (task names or glob
             patterns mapped to a ``queue`` and a ``priority``; the first
             match wins; see :doc:`/guide/routing`), ``recent_outcomes``
-            (outcomes each queue's record keeps for ``minitask inspect
-            recent``, default 2,000, 0 to keep none; see
-            :doc:`/guide/operations`) and ``max_result_bytes`` (the largest
-            encoded result a worker records, default ``max_message_bytes``: a
-            larger return value fails its attempt with ``ResultTooLarge``).
+            (outcomes each queue's record keeps for ``minitask inspect recent``,
+            default 2,000, 0 to keep none; see :doc:`/guide/operations`),
+            ``max_result_bytes`` (the largest encoded result a worker records,
+            default ``max_message_bytes``: a larger return value fails its attempt
+            with ``ResultTooLarge``), ``dead_letters_max`` and ``dead_letters_ttl``
+            (dead letters kept per queue, default 10,000; seconds kept, default 180
+            days, None: no limit; see :doc:`/guide/retries`).
 
     Raises:
         ConfigurationError: an option is invalid or unknown. No I/O happens here.
@@ -82,10 +85,7 @@ class Minitask(Operations, SendByName, HandleLookups):
                  default_queue: str = "default", result_ttl: float = 86400,
                  visibility_timeout: float = 30.0, max_deliveries: int = 5,
                  max_message_bytes: int = 1_048_576, **options: Any) -> None:
-        unknown = sorted(set(options) - APP_OPTIONS)
-        if unknown:
-            raise ConfigurationError(f"app {name!r}: unknown option(s) {', '.join(unknown)}; "
-                                     f"valid extra options are {', '.join(sorted(APP_OPTIONS))}")
+        _check_known(name, options)
         check_key_part("app", name)
         check_queue_name(default_queue)
         where = f"app {name!r}"
@@ -111,8 +111,8 @@ class Minitask(Operations, SendByName, HandleLookups):
         self.max_result_bytes_chosen = "max_result_bytes" in options
         self.prefetch = prefetch
         #: Outcomes each queue's record of recent outcomes keeps (0: none kept).
-        self.recent_outcomes = recent_length(options.get("recent_outcomes", DEFAULT_LENGTH),
-                                             where)
+        self.recent_outcomes = recent_length(options, where)
+        self.dead_bounds = dead_letter_bounds(options, where)  # what dead letters are kept
         self.clock = check_clock(options.get("clock"), where) or SystemClock()
         self.tasks: Dict[str, Task[Any, Any]] = {}
         #: Where tasks go by their names (``routes=``), checked here.
@@ -158,6 +158,7 @@ class Minitask(Operations, SendByName, HandleLookups):
                                   self.types, (self.max_message_bytes, self.max_result_bytes))
             self._broker.transport.durability = self.durability
             self._broker.results.recent_length = self.recent_outcomes
+            self._broker.results.dead_bounds = self.dead_bounds
             self._broker.queues.declared = self.worker_queues  # asked first by id
         return self._broker
 
@@ -440,12 +441,20 @@ class Minitask(Operations, SendByName, HandleLookups):
                       max_memory_per_child=max_memory_per_child, name=name)
 
 
-def recent_length(value: Any, where: str) -> int:
+def recent_length(options: Dict[str, Any], where: str) -> int:
     """``recent_outcomes``, checked: a whole number from 0 (no record) to MAX_LENGTH."""
+    value = options.get("recent_outcomes", DEFAULT_LENGTH)
     if type(value) is not int or not 0 <= value <= MAX_LENGTH:
         raise ConfigurationError(f"{where}: recent_outcomes must be an int from 0 (keep "
                                  f"none) to {MAX_LENGTH}, got {value!r}")
     return value
+
+
+def _check_known(name: str, options: Dict[str, Any]) -> None:
+    unknown = sorted(set(options) - APP_OPTIONS)
+    if unknown:
+        raise ConfigurationError(f"app {name!r}: unknown option(s) {', '.join(unknown)}; "
+                                 f"valid extra options are {', '.join(sorted(APP_OPTIONS))}")
 
 
 def _check_count(value: Any, what: str, where: str, most: int) -> None:

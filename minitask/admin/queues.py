@@ -19,7 +19,9 @@ def queue_counts(app: Operated, queue: str) -> Dict[str, Any]:
     largest backlogs. A queue
     with paused groups has ``paused_groups`` (how many) and ``paused_shown`` (at most
     ``PAUSED_SHOWN`` of them, as (group, ready tasks)): their tasks count as ready,
-    held until ``resume_group``."""
+    held until ``resume_group``. ``dead_trimmed``, when some were, says how many dead
+    letters the app's bounds deleted, oldest first (``dead_letters_max``,
+    ``dead_letters_ttl``)."""
     return all_queue_counts(app, [queue])[queue]
 
 
@@ -28,7 +30,7 @@ PAUSED_SHOWN = 10
 
 
 def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str, Any]]:
-    """``queue_counts`` of each queue, in seven round trips whatever their number."""
+    """``queue_counts`` of each queue, in eight round trips whatever their number."""
     found = app.broker.queues.counts_many(queues)
     for queue, parked in app.broker.flow.parked_many(queues).items():
         if parked:
@@ -41,6 +43,9 @@ def all_queue_counts(app: Operated, queues: Sequence[str]) -> Dict[str, Dict[str
         found[queue].update(groups)
     for queue, paused in app.broker.flow.paused_many(queues, PAUSED_SHOWN).items():
         found[queue].update(paused)
+    for queue, trimmed in app.broker.dead.trimmed_many(queues).items():
+        if trimmed:
+            found[queue]["dead_trimmed"] = trimmed
     return found
 
 

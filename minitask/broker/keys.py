@@ -13,6 +13,8 @@ script and multi-key command touches a single Redis Cluster slot::
     minitask:{app:queue}:retrying     HASH  id -> encoded Outcome of the last failed attempt
     minitask:{app:queue}:dead         ZSET  id -> time dead-lettered (ms)
     minitask:{app:queue}:dead_info    HASH  id -> encoded Outcome saying why it died
+    minitask:{app:queue}:dead_trimmed STRING  how many dead letters dead_letters_max and
+                                            dead_letters_ttl deleted (bury.lua), in all
     minitask:{app:queue}:cancelled    ZSET  id -> priority, of cancelled ids still in a ready list
     minitask:{app:queue}:wake         LIST  tokens idle workers block on (BLPOP)
     minitask:{app:queue}:cancels      STREAM  requests to stop running tasks (XREAD)
@@ -250,9 +252,9 @@ def _is_unprintable_or_space(char: str) -> bool:
 
 #: The keys of a queue named by a word alone: the field ``delayed`` is ``<base>delayed``.
 _PLAIN = ("delayed", "order", "sequence", "cancelled", "leases", "lease_longest", "messages",
-          "deliveries", "retrying", "dead", "dead_info", "wake", "cancels", "cancels_aside",
-          "recent", "flow", "flow_due", "flow_dead", "flow_limiters", "flow_parked",
-          "schedules", "ticks", "fired", "schedule_names", "schedules_removed")
+          "deliveries", "retrying", "dead", "dead_info", "dead_trimmed", "wake", "cancels",
+          "cancels_aside", "recent", "flow", "flow_due", "flow_dead", "flow_limiters",
+          "flow_parked", "schedules", "ticks", "fired", "schedule_names", "schedules_removed")
 
 
 @dataclass(frozen=True)
@@ -278,6 +280,8 @@ class QueueKeys:
     retrying: str = field(init=False)
     dead: str = field(init=False)
     dead_info: str = field(init=False)
+    #: How many dead letters the app's bounds deleted (oldest first), in all.
+    dead_trimmed: str = field(init=False)
     wake: str = field(init=False)
     #: Requests to stop running tasks, read by every worker of the queue.
     cancels: str = field(init=False)

@@ -153,6 +153,9 @@ def _held_lines(counts: Dict[str, Any]) -> List[str]:
                             for group, ready in counts["largest_groups"])
         lines.append(f"{'':<20} {counts['grouped']} ready in {counts['groups']} "
                      f"group(s); largest: {largest}")
+    if counts.get("dead_trimmed"):
+        lines.append(f"{'':<20} {counts['dead_trimmed']} dead letter(s) deleted, oldest "
+                     f"first: past dead_letters_max or dead_letters_ttl")
     if counts.get("paused_groups"):
         named = ", ".join(f"{printable(group)}={ready}"
                           for group, ready in counts["paused_shown"])

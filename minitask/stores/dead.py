@@ -3,16 +3,72 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+from ..errors import ConfigurationError
 from ..printable import printable
-from ..wire.message import MAX_ID_BYTES, MAX_MS
+from ..wire.message import MAX_ID_BYTES, MAX_MS, MAX_SECONDS
 from .bounds import bounded_page, read_fields, too_large, value_or_note
-from .foreign import ignored, raise_refusals, removed_members, time_in
+from .foreign import ignored, raise_refusals, removed_members, time_in, whole
 from .queue import BATCH_LIMIT
 from .store import Store
 
 _SCRIPTS = ("revive", "purge_dead", "dead_heads", "hash_fields", "members_page")
+
+#: The most dead letters a queue keeps by default (``dead_letters_max``): Sidekiq's.
+DEFAULT_DEAD_MAX = 10_000
+#: Seconds a dead letter is kept by default (``dead_letters_ttl``): 180 days.
+DEFAULT_DEAD_TTL = 180 * 86400.0
+#: The largest ``dead_letters_max`` taken (a timestamp or byte count given by mistake).
+MOST_DEAD_MAX = 100_000_000
+#: Dead letters one dead-lettering deletes at most (bury.lua): a lowered bound is
+#: reached over the next ones, no script runs long.
+TRIM_MOST = 100
+#: Digits of the count of deleted dead letters read at most (a planted long value
+#: is read as none).
+_COUNT_BYTES = 20
+
+
+@dataclass(frozen=True)
+class Buried:
+    """What a dead-lettering did (``ResultStore.bury``): true when the task is dead
+    now, with how many of its queue's oldest dead letters the bounds deleted."""
+
+    done: bool
+    deleted: int = 0
+
+    def __bool__(self) -> bool:
+        return self.done
+
+
+@dataclass(frozen=True)
+class DeadBounds:
+    """How many dead letters each queue of an app keeps (``dead_letters_max``) and
+    for how many seconds (``dead_letters_ttl``; None: no age limit)."""
+
+    most: int = DEFAULT_DEAD_MAX
+    ttl: Optional[float] = DEFAULT_DEAD_TTL
+
+    @property
+    def ttl_ms(self) -> int:
+        """The ttl as bury.lua takes it: whole milliseconds, at least 1; 0: none."""
+        return 0 if self.ttl is None else max(1, round(self.ttl * 1000))
+
+
+def dead_letter_bounds(options: Mapping[str, Any], where: str) -> DeadBounds:
+    """An app's ``dead_letters_max`` and ``dead_letters_ttl`` (``options``), checked: an
+    int from 1 to MOST_DEAD_MAX, and seconds above 0 (at most MAX_SECONDS) or None."""
+    most = options.get("dead_letters_max", DEFAULT_DEAD_MAX)
+    ttl = options.get("dead_letters_ttl", DEFAULT_DEAD_TTL)
+    if type(most) is not int or not 1 <= most <= MOST_DEAD_MAX:
+        raise ConfigurationError(f"{where}: dead_letters_max must be an int from 1 to "
+                                 f"{MOST_DEAD_MAX:,} (the most dead letters each queue "
+                                 f"keeps; the oldest go first), got {most!r:.80}")
+    if ttl is not None and (type(ttl) not in (int, float) or not 0 < ttl <= MAX_SECONDS):
+        raise ConfigurationError(f"{where}: dead_letters_ttl must be a number of seconds "
+                                 f"above 0, at most {MAX_SECONDS} (100 years), or None for "
+                                 f"no age limit, got {ttl!r:.80}")
+    return DeadBounds(most, None if ttl is None else float(ttl))
 
 
 @dataclass(frozen=True)
@@ -225,3 +281,25 @@ class DeadLetterStore(Store):
         return int(self.transport.run("purge_dead", (k.dead, k.dead_info, k.messages, k.flow_dead),
                                       task_ids,
                                       f"purge dead letters of queue {queue!r}"))
+
+    def trimmed_many(self, queues: Sequence[str]) -> Dict[str, int]:
+        """How many dead letters of each queue its bounds deleted (``dead_letters_max``,
+        ``dead_letters_ttl``; bury.lua counts them), in one round trip: each count
+        measured (STRLEN) and only its first digits read, one no minitask wrote read
+        as none (said once)."""
+        keys = [self.keys(queue).dead_trimmed for queue in queues]
+        with self.transport.errors(f"count the deleted dead letters of {len(keys)} queue(s)"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            for key in keys:
+                pipe.strlen(key)
+                pipe.getrange(key, 0, _COUNT_BYTES - 1)
+            replies = pipe.execute(raise_on_error=False)
+        found = {}
+        for index, (queue, key) in enumerate(zip(queues, keys)):
+            length, count = replies[2 * index:2 * index + 2]
+            if isinstance(length, int) and length > _COUNT_BYTES:
+                ignored(key, f"it holds a value of {length:,} bytes, longer than any count "
+                             f"minitask writes; read as no count")
+                count = None
+            found[queue] = whole(count, 0, 2 ** 63 - 1) or 0
+        return found

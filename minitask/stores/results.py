@@ -16,6 +16,7 @@ from ..printable import printable
 from ..wire.message import Message, Outcome, wall_ms
 from ..wire.serializer import decode_message, decode_outcome, encode_message, encode_outcome
 from .bounds import message_of, too_large
+from .dead import TRIM_MOST, Buried, DeadBounds
 from .foreign import foreign, raise_refusals
 from .recent import pack_entry
 from .store import Store
@@ -144,6 +145,8 @@ class ResultStore(Store):
     #: ``recent_outcomes``; Redis keeps up to a stream node more); 0: no record, and
     #: no script writes one.
     recent_length = 0
+    #: How many dead letters each queue keeps, and how long (the app's settings).
+    dead_bounds = DeadBounds()
 
     def __init__(self, transport: Transport, app_name: str) -> None:
         super().__init__(transport, app_name)
@@ -323,17 +326,21 @@ class ResultStore(Store):
         return bool(done)
 
     def bury(self, queue: str, task_id: str, *, outcome: Outcome, result_ttl_ms: int,
-             entry: bytes = b"") -> bool:
+             entry: bytes = b"") -> Buried:
         """Move a task to the dead letters with ``outcome`` saying why (and when);
-        ``entry`` goes in the record of recent outcomes."""
+        ``entry`` goes in the record of recent outcomes. False (``Buried.done``): it was
+        not leased nor delayed here (someone else holds it); ``Buried.deleted``: how many
+        of the oldest dead letters its bounds (``dead_bounds``) deleted."""
         k = self.keys(queue)
         done = self.transport.run(
             "bury", (k.leases, k.delayed, k.messages, k.deliveries, k.retrying, k.dead,
                      k.dead_info, k.result(task_id), k.order, k.flow, k.flow_due,
-                     k.flow_prefix, k.wake, k.flow_dead, k.recent),
+                     k.flow_prefix, k.wake, k.flow_dead, k.recent, k.dead_trimmed),
             (task_id, outcome.finished_at_ms, encode_outcome(outcome), result_ttl_ms,
-             self.recent_length, entry), f"dead-letter {task_id}")
-        return bool(done)
+             self.recent_length, entry, self.dead_bounds.most, self.dead_bounds.ttl_ms,
+             TRIM_MOST),
+            f"dead-letter {task_id}")
+        return Buried(bool(int(done[0])), int(done[1]))
 
     def cancel(self, queue: str, task_id: str, result_ttl_ms: int) -> Optional[bytes]:
         """Withdraw a task that has not started: the message it withdrew (its workflow

@@ -15,7 +15,8 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry
 from ..printable import error_text, error_trace, log_error, own_logger, shown_id
-from ..stores.results import Ack
+from ..stores.dead import Buried
+from ..stores.results import Ack, ResultStore
 from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
 from ..wire.serializer import decode_message
 from .host import Host
@@ -247,11 +248,16 @@ class Recorder(OutcomeBatches):
         results = self._host.broker.results
         entry = results.entry(shown, name, "dead", outcome.finished_at_ms,
                               outcome.attempt, duration, self.worker_name, short_error(error))
-        if self._record(lambda: results.bury(
+        buried = [Buried(False)]
+
+        def bury() -> bool:
+            buried[0] = results.bury(
                 job.queue, job.delivery.task_id, outcome=outcome,
-                result_ttl_ms=0 if overlong else to_ms(self._host.result_ttl), entry=entry),
-                job, "dead-letter task") and not told:
+                result_ttl_ms=0 if overlong else to_ms(self._host.result_ttl), entry=entry)
+            return bool(buried[0])
+        if self._record(bury, job, "dead-letter task") and not told:
             self._tell(job, outcome)
+        trimmed_said(results, job.queue, buried[0].deleted)
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
         """Record an attempt stopped by ``cancel(running=True)``: it ends cancelled,
@@ -350,13 +356,26 @@ def bury_poisoned(host: Host, queue: str, task_id: str
         message = None  # dead-lettered as it is; no workflow can be carried on
     WorkflowSteps(host).ended_dead(message, outcome)
     results, name = host.broker.results, message.task if message else "?"
-    if not results.bury(queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
-                        entry=results.entry(task_id, name, "dead", outcome.finished_at_ms,
-                                            message.attempt if message else 0, None, "",
-                                            short_error(error))):
+    buried = results.bury(
+        queue, task_id, outcome=outcome, result_ttl_ms=to_ms(host.result_ttl),
+        entry=results.entry(task_id, name, "dead", outcome.finished_at_ms,
+                            message.attempt if message else 0, None, "", short_error(error)))
+    if not buried:
         return None, error  # no longer leased: another fetch (its expired lease) buried it
+    trimmed_said(results, queue, buried.deleted)
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
     return message, error
+
+
+def trimmed_said(results: ResultStore, queue: str, deleted: int) -> None:
+    """One WARNING when a dead-lettering deleted the queue's oldest dead letters (its
+    bounds, bury.lua): never silent; ``minitask status`` shows how many in all."""
+    if deleted:
+        ttl = results.dead_bounds.ttl
+        logger.warning("queue %r: %d oldest dead letter(s) deleted as a task joined them, "
+                       "past dead_letters_max=%d or dead_letters_ttl=%s (minitask status "
+                       "counts them)", queue, deleted, results.dead_bounds.most,
+                       "None" if ttl is None else f"{ttl:,.3f}".rstrip("0").rstrip(".") + " s")
 
 
 def short_error(error: BaseException) -> str:
