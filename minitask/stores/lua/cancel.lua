@@ -31,13 +31,20 @@
 -- out of the counts); a result key is replaced whole. A grouped spec that does not
 -- parse names no group: the id goes to cancelled, and the fetch that meets it in
 -- its group drops it there (flow.lua's serve).
--- Refused part way (an ACL changed since the check): a grouped task's withdraw asks
--- whether groups_ready may be lowered before the task leaves its set (lib.lua's
--- countable): refused after, the task stayed out of its set uncancelled, never run.
--- Its outcome is asked about before any write (Redis 7.0 and later: lib.lua's
--- writable) and written before the task is withdrawn (on 6.2, which cannot be asked,
--- its PEXPIRE tried on the result just deleted): a refused RPUSH after the message
--- was gone lost the task (no message, no outcome); refused now, the task is as it was.
+-- Refused part way (an ACL changed since the check; Redis keeps the writes a script
+-- made before a refused command): every command the script may run after its first
+-- write, on each key it may run it on (calls(), below: the outcome's, the withdraw's,
+-- unpark's, flow.lua's finish's, the record's XADD; its reads too), is asked about
+-- before that write (Redis 7.0 and later: lib.lua's writable), so that a refusal
+-- changes nothing: the task is where it was, and runs. A refused HDEL had left a
+-- delayed task out of delayed with a cancelled outcome and its message kept (status
+-- queued for ever, never run) while cancel() raised; a refused XADD raised with the
+-- task cancelled. Redis 6.2 cannot be asked, and its ACL names commands, not commands
+-- by key: there the outcome is written first (its DEL and PEXPIRE tried on the
+-- result just deleted), then each command is tried once on the outcome's list, where
+-- it changes nothing (tried(), below): one refused takes the outcome back and is
+-- raised, before the task is touched. Not asked: the RENAME (and EXISTS) that moves a
+-- key of another type aside (lib.lua's aside, data minitask did not write).
 local id = ARGV[1]
 
 -- Take the ready task `id` out of `group`, which its flow spec names (group_of;
@@ -125,32 +132,101 @@ local function group_of(text)
     text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n%d+\n%d+\n%d+\n(.+)$')
 end
 
-local spec, group  -- a ready task's flow spec, if any, and the group it names (read below)
+-- Every command the script may run after its first write, each on its key as it will
+-- be sent (its other arguments may differ: the ACL reads the command and its keys), for
+-- a task `scheduled` or ready, of the flow spec `spec` naming the group `group` (a ready
+-- task's): a little more than it runs (the withdraw's branches, unpark's and the ready
+-- list's alike), never less.
+local function calls(scheduled, spec, group)
+  local prefix, list = KEYS[11], {}
+  local function add(...) list[#list + 1] = {...} end
+  add('DEL', KEYS[6]); add('RPUSH', KEYS[6], ARGV[2]); add('PEXPIRE', KEYS[6], ARGV[3])
+  if scheduled then
+    add('ZREM', KEYS[1], id); add('HDEL', KEYS[8], id)
+  else
+    add('ZADD', KEYS[9], '0', id)
+    if group then  -- withdraw
+      local ready, turn = prefix .. 'g:' .. group .. ':ready', prefix .. 'g:' .. group .. ':turn'
+      local solos, total, groups = prefix .. 'groups_solo', prefix .. 'groups_ready',
+                                   prefix .. 'groups'
+      add('ZREM', ready, id); add('ZCARD', ready); add('HGET', solos, group)
+      add('HDEL', solos, group); add('ZREM', KEYS[12], 'g:' .. group); add('HGET', turn, 'tok')
+      add('INCRBY', total, '-1'); add('DEL', total); add('ZINCRBY', groups, '-1', group)
+      add('DEL', turn); add('ZREM', groups, group)
+    end
+    local limiter = spec and string.match(spec, '^([^\n]+)\n')
+    if limiter then  -- unpark
+      local park = prefix .. limiter .. ':park'
+      add('LPOS', park, id); add('LREM', park, '1', id); add('LLEN', park)
+      add('ZREM', KEYS[12], limiter); add('SREM', KEYS[15], limiter)
+      add('INCRBY', KEYS[16], '-1'); add('DEL', KEYS[16])
+    end
+  end
+  add('HDEL', KEYS[4], id); add('HDEL', KEYS[5], id); add('HDEL', KEYS[7], id)
+  add('HDEL', KEYS[10], id); add('HMGET', KEYS[10], id)
+  if spec then  -- flow.lua's finish: the slots its spec holds
+    local limiter = string.match(spec, '^([^\n]+)\n%d+\n%d+\n[1-9]')
+    local held = string.match(spec, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
+    if limiter then
+      add('SREM', prefix .. limiter .. ':running', id); add('LLEN', prefix .. limiter .. ':park')
+    end
+    if held then
+      add('SREM', prefix .. 'g:' .. held .. ':running', id)
+      add('ZCARD', prefix .. 'g:' .. held .. ':ready')
+    end
+    if limiter or held then add('ZADD', KEYS[12], '0', id); add('RPUSH', KEYS[13], '1') end
+  end
+  if ARGV[6] ~= '' then
+    add('XADD', KEYS[14], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[6], 'n', ARGV[5])
+  end
+  return list
+end
+
+-- Redis 6.2: each command of `wanted` (calls()) but the outcome's own, tried once on
+-- the outcome's list (KEYS[6], holding the outcome alone), where it changes nothing: one
+-- of another type fails WRONGTYPE after the ACL let it run; LREM of '' and LPOS find
+-- nothing. One the ACL refuses takes the outcome back (DEL, run already) and is raised.
+local TRIES = {ZREM = {'-'}, HDEL = {'-'}, SREM = {'-'}, LREM = {'1', ''}, ZADD = {'0', '-'},
+               ZINCRBY = {'0', '-'}, INCRBY = {'0'}, XADD = {'*', 'e', '-'}, HGET = {'-'},
+               HMGET = {'-'}, ZCARD = {}, LPOS = {''}, LLEN = {}}
+local function tried(wanted)
+  local done = {DEL = true, RPUSH = true, PEXPIRE = true}
+  for _, call in ipairs(wanted) do
+    local command = call[1]
+    if not done[command] then
+      done[command] = true
+      local reply = redis.pcall(command, KEYS[6], unpack(TRIES[command]))
+      if type(reply) == 'table' and reply.err and guards().refused(reply) then
+        redis.call('DEL', KEYS[6])
+        error(reply.err, 0)
+      end
+    end
+  end
+end
+
+local spec, group  -- the task's flow spec, if any, and the group a ready one's names
 local scheduled = tolerant(false, 'ZSCORE', KEYS[1], id) ~= false
 if not scheduled then
   if tolerant(false, 'ZSCORE', KEYS[2], id) or tolerant(false, 'ZSCORE', KEYS[3], id) then
     return 0
   end
   if tolerant(0, 'HEXISTS', KEYS[4], id) == 0 then return 0 end
-  spec = tolerant(false, 'HGET', KEYS[10], id)
-  group = group_of(spec)
-  -- the queue's count, lowered after the task leaves its group's set, asked first
-  -- (lib.lua's countable): refused after, the task left its set uncancelled and the
-  -- count stayed
-  if group then guards().countable('INCRBY', KEYS[11] .. 'groups_ready') end
 end
--- the outcome, asked about before the first write, and written before the task is
--- withdrawn: refused, nothing of the task has changed (it was lost: no message, no
--- outcome); a result key of any type is replaced whole
+spec = tolerant(false, 'HGET', KEYS[10], id)
+if not scheduled then group = group_of(spec) end
+-- every command the script may run from here on, asked about before the first write
+-- (7.0 and later; 6.2: tried once the outcome is written, below), and the outcome
+-- written before the task is withdrawn: refused, nothing of the task has changed (a
+-- result key of any type is replaced whole)
+local wanted = calls(scheduled, spec, group)
 if redis.acl_check_cmd then
   local writable = guards().writable
-  writable('DEL', KEYS[6])
-  writable('RPUSH', KEYS[6], ARGV[2])
-  writable('PEXPIRE', KEYS[6], ARGV[3])
+  for _, call in ipairs(wanted) do writable(unpack(call)) end
 end
 redis.call('DEL', KEYS[6])
 redis.call('PEXPIRE', KEYS[6], ARGV[3])  -- (none there now: 6.2 tries it, nothing changes)
 redis.call('RPUSH', KEYS[6], ARGV[2])
+if not redis.acl_check_cmd then tried(wanted) end
 redis.call('PEXPIRE', KEYS[6], ARGV[3])
 if scheduled then
   tolerant(0, 'ZREM', KEYS[1], id)
