@@ -860,11 +860,11 @@ local function flow_control()
         -- (a '/' claim's task, counted as it joined its group, at the head when it holds
         -- a group_max_running slot; a ':' claim's, counted here), with a line in Redis's
         -- log. When it was, or when the turn's claim names this same task in another
-        -- generation (a task has one token: this one), the turn's claim, unless it names
-        -- a live token of the group (in a ready list: kept, and arm() takes a solo one's
-        -- task into the set), is dropped (its cancelled entry with it) and the group
-        -- armed afresh. A task found elsewhere is left there: never run twice. True when
-        -- the group was armed here. unpop: called first.
+        -- generation (a task has one token: this one), the turn's claim is no live token:
+        -- it is dropped (its cancelled entry with it; taken in by arm(), a '/' claim
+        -- naming another group's task would put that task in this group's set) and the
+        -- group armed afresh. A task found elsewhere is left there: never run twice.
+        -- True when the group was armed here. unpop: called first.
         local function strayed(group, gen, turn, tok, unpop)
           local sep, member = string.match(gen, '^%-?%d+%.%d+([:/])([0-9].*)$')
           if not member or #member > MEMBER_MOST then return false end
@@ -898,15 +898,12 @@ local function flow_control()
                       .. (sep == ':' and solos .. ' or ' or '') .. turn
                       .. ') no longer named: it joined its group again, which gets a new token')
           end
-          local claim = tolerant(false, 'HMGET', turn, 'tok', 'band')
-          if not claimed(group, claim[1], claim[2], true) then
-            claim = claim[1]
-            if type(claim) == 'string' and #claim <= CLAIM_MOST + 1 then
-              if string.byte(claim) == 43 then claim = string.sub(claim, 2) end
-              tolerant(0, 'ZREM', c.cancelled, '\255' .. claim .. '\255' .. group)
-            end
-            tolerant(0, 'HDEL', turn, 'tok', 'band')
+          local claim = tolerant(false, 'HGET', turn, 'tok')
+          if type(claim) == 'string' and #claim <= CLAIM_MOST + 1 then
+            if string.byte(claim) == 43 then claim = string.sub(claim, 2) end
+            tolerant(0, 'ZREM', c.cancelled, '\255' .. claim .. '\255' .. group)
           end
+          tolerant(0, 'HDEL', turn, 'tok', 'band')
           arm(group, false, true)
           return true
         end
