@@ -69,8 +69,8 @@ class GroupHandle:
             ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``);
                 its message counts the members in each status. Also raised at
                 once, as ``TaskHandle.get()`` raises it, when a member's task is
-                unknown here (forgotten, or its result expired): its message names
-                that task and why, and the group's.
+                known to be gone (forgotten through its handle): its message names
+                the group, that task and why.
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
                 (NaN or -1, say).
@@ -128,7 +128,7 @@ class GroupHandle:
         then the results read by then.
 
         Raises:
-            ResultTimeout: a task is unknown here (its result expired, say): the
+            ResultTimeout: a task is gone (forgotten through its handle): the
                 message names the group, the task, and why.
         """
         store = self._sender.broker().results

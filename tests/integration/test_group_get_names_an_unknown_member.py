@@ -1,6 +1,6 @@
-"""``GroupHandle.get()`` of a group one of whose members is unknown here (forgotten, or
-its result expired) raises at once, as ``TaskHandle.get()`` does for an unknown task,
-naming that member's task and why, on a real server. It raised "group X did not finish
+"""``GroupHandle.get()`` of a group one of whose members is known to be gone here
+(forgotten through its handle) raises at once, as ``TaskHandle.get()`` does for an
+unknown task, naming that member's task and why, on a real server. It raised "group X did not finish
 within None s: {'succeeded': 99, 'unknown': 1}" instead: the member's own reason
 dropped, its id nowhere, and over a few thousand members the counts (of the first
 members only) did not even show it. The members' results are written as a worker's
