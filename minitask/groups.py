@@ -67,7 +67,10 @@ class GroupHandle:
         Raises:
             TaskFailed: a member failed (the first one in member order).
             ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``);
-                its message counts the members in each status.
+                its message counts the members in each status. Also raised at
+                once, as ``TaskHandle.get()`` raises it, when a member's task is
+                known to be gone (forgotten through its handle): its message names
+                the group, that task and why.
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
                 (NaN or -1, say).
@@ -75,10 +78,7 @@ class GroupHandle:
         check_timeout(timeout, f"get() on group {self.id}")
         deadline = None if timeout is None else time.monotonic() + timeout
         tasks = self._tasks()
-        try:
-            values, unread = self._values(tasks, deadline)
-        except ResultTimeout:  # a member's task is unknown here: nothing to wait for
-            values, unread = [], False
+        values, unread = self._values(tasks, deadline)
         if len(values) == len(tasks):
             return self._shaped(values)
         ran_out = time.monotonic() if deadline is None else min(deadline, time.monotonic())
@@ -128,7 +128,8 @@ class GroupHandle:
         then the results read by then.
 
         Raises:
-            ResultTimeout: a task is unknown here (its result expired, say).
+            ResultTimeout: a task is gone (forgotten through its handle): the
+                message names the group, the task, and why.
         """
         store = self._sender.broker().results
         values: List[Any] = []
@@ -142,7 +143,13 @@ class GroupHandle:
             values.extend(read)
             if len(read) < len(page):  # the next result is not there yet: wait for it
                 waited = page[len(read)]
-                body, queue = wait_result(waited, deadline)
+                try:
+                    body, queue = wait_result(waited, deadline)
+                except ResultTimeout as exc:  # unknown here: it will never finish
+                    raise ResultTimeout(
+                        f"group {self.id} can never finish: its task {len(values) + 1:,} "
+                        f"of {len(tasks):,} (in member order) has no result to wait for: "
+                        f"{exc}") from exc
                 if body is None:
                     return values, False
                 values.append(waited._value_of(body, queue))

@@ -187,6 +187,7 @@ def _from_url(url: str) -> Connection:
     # that it chains to nothing: the original's text would show the password.
     failure: MinitaskError
     try:
+        _refuse_unbounded_pool(url)
         client = build(url)
     except (ValueError, TypeError, KeyError) as exc:
         detail = _scrub(str(exc), url)
@@ -207,6 +208,20 @@ def _from_url(url: str) -> Connection:
         _refuse_decoding(client, description)
         return Connection(client, description, is_embedded=False)
     raise failure
+
+
+def _refuse_unbounded_pool(url: str) -> None:
+    """Refuse ``?max_connections=0``: redis-py reads 0 as no limit at all (not as
+    none), so a typo or a "0 = default" guess would lift every bound on the pool."""
+    value = (parse_qs(urlsplit(url).query).get("max_connections") or [""])[0]
+    try:  # the value redis-py takes: the first, as int() reads it
+        zero = int(value) == 0
+    except ValueError:
+        zero = False  # not a number (or none): redis-py's own check names it
+    if zero:
+        raise ValueError(f"max_connections must be 1 or more, not {value!r} (redis-py "
+                         f"would read 0 as no limit on the pool's connections); leave it "
+                         f"out for the default")
 
 
 def _standalone(url: str) -> Client:

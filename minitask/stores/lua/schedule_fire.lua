@@ -23,7 +23,8 @@
 --             is the key); nothing was changed
 --   (any other status: a fifth element, when not '', names the key a fired hash of
 --   another type was moved aside to, below)
---   'changed': the record differs or is gone: the worker must read it again
+--   'changed': the record differs or is gone, or the tick is gone: the worker must
+--             read it again
 --   'moved':   another worker fired this tick; armed is the schedule's next tick
 --   'fired', 'skipped' (catch-up), 'overlap' (the last run is still queued or
 --   running): this call advanced the schedule; armed is the tick it armed.
@@ -55,9 +56,16 @@ if redis.call('HSTRLEN', KEYS[1], name) ~= #ARGV[2]
   return {'changed', -1}
 end
 local armed = redis.call('ZSCORE', KEYS[2], name)
-if not armed or tonumber(armed) ~= tonumber(ARGV[3]) then
+if not armed then
+  -- no tick at all: its ticks key deleted or evicted (or another worker fired the
+  -- schedule's last tick): the worker reads again at once, and that read writes a
+  -- decorated schedule's tick back (worker/lost_schedules.py), armed at its next
+  -- tick; 'moved' left it unarmed in the worker's copy until its next read (5 s)
+  return {'changed', -1}
+end
+if tonumber(armed) ~= tonumber(ARGV[3]) then
   -- (a tick that is no whole number of ms, such as inf, is none to report)
-  return {'moved', armed and guards().whole(armed, 0, MAX_SCORE) or -1}
+  return {'moved', guards().whole(armed, 0, MAX_SCORE) or -1}
 end
 local following = tonumber(ARGV[4])
 -- the tick moves on (ZADD, or ZREM for a schedule with no next tick)
