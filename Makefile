@@ -48,6 +48,7 @@ SERIAL_TESTS := tests/scale/ tests/crash/test_soak.py tests/integration/test_wai
 	tests/crash/test_redis_outage.py tests/integration/test_aget_cancels_and_deadlines_under_load.py \
 	tests/integration/test_wait_deadlines_with_a_full_waits_pool.py \
 	tests/integration/test_queued_waits_glance.py tests/integration/test_queued_get_waits_glance.py \
+	tests/crash/test_deleted_ticks_fire_again_within_a_tick.py \
 	tests/integration/test_operators_view_redis.py::test_an_id_that_is_a_listing_word_is_inspected_with_id
 
 test: lint typecheck docs
