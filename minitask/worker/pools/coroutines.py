@@ -33,7 +33,7 @@ from ...errors import TimeLimitExceeded
 from ...hooks import Hooks
 from ...printable import log_error, own_logger
 from ...wire.message import Message
-from ..forks import current_pid, leave_if_forked
+from ..forks import FORK_MARK, PID_SEEN, current_pid, leave_if_forked
 from ..leases import Job
 from ..outcomes import Recorder
 from ..runner import Runner, cancelled_by_code, decoded, limited, settle
@@ -321,7 +321,8 @@ class AsyncioPool(FixedSlots):
                 if hooks.added:
                     if hooks.wants("task_prerun"):
                         await hooks.acall("task_prerun", context)
-                    leave_if_forked(self._pid)  # (a task_start or task_prerun hook's copy)
+                    if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != self._pid:
+                        leave_if_forked(self._pid)  # (a task_start or task_prerun hook's copy)
                 if cancel.is_set():  # asked to stop during its prerun hooks
                     inner = unbegun(self._loop)
                 elif is_async:
@@ -377,7 +378,7 @@ class AsyncioPool(FixedSlots):
                 await observer.apostrun(context, status, value, error)
             except asyncio.CancelledError:  # its outcome stands; ``following`` runs (or
                 pass  # goes back, as the pool stops): never left leased
-            if self._hooks.added:
+            if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != self._pid:
                 leave_if_forked(self._pid)  # (a task_postrun hook's copy)
             return following
         finally:
@@ -402,7 +403,7 @@ class AsyncioPool(FixedSlots):
                 self._conclude, job, message, context, cancel, limit, value, None, duration)
             return concluded
         self._runner.observer.ended(context, message, "succeeded", value, None, duration)
-        if self._hooks.added:
+        if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != self._pid:
             leave_if_forked(self._pid)  # (a task_success hook's copy): before any round trip
         if fetch is None:  # put aside with more buffered: the next one of them
             following = None if self._shutting_down else quick.next_job()
@@ -456,6 +457,6 @@ class AsyncioPool(FixedSlots):
         """In a recording thread: the next job for the slot, unless the pool is
         shutting down (a job leased now would wait, leased, for nobody). A copy a
         hook forked as the outcome was recorded ends first: it leases nothing."""
-        if self._hooks.added:
+        if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != self._pid:
             leave_if_forked(self._pid)
         return None if self._shutting_down else self._follow_on()

@@ -19,7 +19,7 @@ import threading
 from typing import Any, Callable, List, Optional, Tuple
 
 from ...printable import log_error, own_logger
-from ..forks import current_pid, leave
+from ..forks import FORK_MARK, PID_SEEN, current_pid, leave
 from ..outages import waiting_in
 
 logger = own_logger(__name__)
@@ -128,8 +128,11 @@ class RecordingThreads:
                     result = step()
                 except BaseException as exc:  # the awaiting attempt's, as an executor's
                     result, error = None, exc
-                if current_pid() != pid:  # a copy a hook the step ran forked (task_success,
-                    leave(None)  # _retry, _failure, _dead): it ends, handing nothing back
+                # a copy a hook the step ran forked (task_success, _retry, _failure,
+                # _dead) ends, handing nothing back (``forks``: read inline, no call)
+                if (FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid) \
+                        and current_pid() != pid:
+                    leave(None)
                 self._answer(ends, result, error)
                 if waited:
                     waited.clear()
