@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import random
 import threading
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry
@@ -257,7 +258,7 @@ class Recorder(OutcomeBatches):
             return bool(buried[0])
         if self._record(bury, job, "dead-letter task") and not told:
             self._tell(job, outcome)
-        trimmed_said(results, job.queue, buried[0].deleted)
+        trimmed_said(results, job.queue, buried[0].deleted, self._host.clock.now_ms())
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
         """Record an attempt stopped by ``cancel(running=True)``: it ends cancelled,
@@ -362,20 +363,53 @@ def bury_poisoned(host: Host, queue: str, task_id: str
                             message.attempt if message else 0, None, "", short_error(error)))
     if not buried:
         return None, error  # no longer leased: another fetch (its expired lease) buried it
-    trimmed_said(results, queue, buried.deleted)
+    trimmed_said(results, queue, buried.deleted, host.clock.now_ms())
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
     return message, error
 
 
-def trimmed_said(results: ResultStore, queue: str, deleted: int) -> None:
-    """One WARNING when a dead-lettering deleted the queue's oldest dead letters (its
-    bounds, bury.lua): never silent; ``minitask status`` shows how many in all."""
-    if deleted:
-        ttl = results.dead_bounds.ttl
-        logger.warning("queue %r: %d oldest dead letter(s) deleted as a task joined them, "
-                       "past dead_letters_max=%d or dead_letters_ttl=%s (minitask status "
-                       "counts them)", queue, deleted, results.dead_bounds.most,
-                       "None" if ttl is None else f"{ttl:,.3f}".rstrip("0").rstrip(".") + " s")
+#: How often at most (s) a worker says, per queue, that dead-letterings deleted old dead
+#: letters: a queue at its cap failing 1,000 times a second logs no 1,000 lines a second.
+TRIMMED_SAID_EVERY = 60.0
+
+
+class _Unsaid:
+    """Per queue: dead letters deleted since the last line said some, and when (ms)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.deleted: Dict[str, int] = {}
+        self.said_at: Dict[str, int] = {}
+
+
+#: One ``_Unsaid`` a result store (an app's broker), gone with it.
+_unsaid: "weakref.WeakKeyDictionary[ResultStore, _Unsaid]" = weakref.WeakKeyDictionary()
+_unsaid_lock = threading.Lock()
+
+
+def trimmed_said(results: ResultStore, queue: str, deleted: int, now_ms: int) -> None:
+    """A WARNING when dead-letterings deleted the queue's oldest dead letters (its bounds,
+    bury.lua): never silent, but at most one line a queue every ``TRIMMED_SAID_EVERY``
+    seconds (``now_ms``: the host's clock), saying how many since the last; those deleted
+    after a queue's last line are said by its next, if any (``minitask status`` shows how
+    many in all)."""
+    if not deleted:
+        return
+    with _unsaid_lock:
+        unsaid = _unsaid.setdefault(results, _Unsaid())
+    with unsaid.lock:
+        deleted += unsaid.deleted.pop(queue, 0)
+        said_at = unsaid.said_at.get(queue)
+        if said_at is not None and 0 <= now_ms - said_at < TRIMMED_SAID_EVERY * 1000:
+            unsaid.deleted[queue] = deleted  # said within the minute: said by a later line
+            return
+        unsaid.said_at[queue] = now_ms  # (a clock gone back says at once, never stuck)
+    ttl = results.dead_bounds.ttl
+    logger.warning("queue %r: %d oldest dead letter(s) deleted as tasks joined them since "
+                   "the last such line (at most one a minute), past dead_letters_max=%d or "
+                   "dead_letters_ttl=%s (minitask status counts them)", queue, deleted,
+                   results.dead_bounds.most,
+                   "None" if ttl is None else f"{ttl:,.3f}".rstrip("0").rstrip(".") + " s")
 
 
 def short_error(error: BaseException) -> str:

@@ -189,9 +189,10 @@ def test_a_worker_says_once_that_a_bury_deleted_dead_letters(
     with caplog.at_level(logging.WARNING, logger="minitask.worker.outcomes"):
         assert app.worker().run_once()
     said = [r.getMessage() for r in caplog.records if "dead_letters_max" in r.getMessage()]
-    assert said == ["queue 'default': 2 oldest dead letter(s) deleted as a task joined them, "
-                    "past dead_letters_max=3 or dead_letters_ttl=15,552,000 s (minitask "
-                    "status counts them)"]
+    assert said == ["queue 'default': 2 oldest dead letter(s) deleted as tasks joined them "
+                    "since the last such line (at most one a minute), past "
+                    "dead_letters_max=3 or dead_letters_ttl=15,552,000 s (minitask status "
+                    "counts them)"]
     assert len(app.dead_letters()) == 3
 
 
