@@ -7,10 +7,12 @@ outcomes, written last) raised with the task cancelled. Now, for every command t
 script may run after its first write, taken away, a cancel of a delayed, a queued,
 a grouped (solo, set, group-limited), a limited and a parked task either returns
 True and the task is cancelled for good, or raises and leaves the task exactly as it
-was: it runs. Redis 7.0 and later are asked before the first write
-(``redis.acl_check_cmd``); 6.2 tries each command on the outcome's list, where it
-changes nothing, and takes the outcome back when one is refused. A test-owned
-redis-server; the worker's part runs in this process."""
+was: it runs. The commands every cancel runs (ALWAYS) are refused, whatever the
+kind; and the user is checked to lack the command (ACL GETUSER; 7.0+: ACL DRYRUN too),
+so that neither passes with the command left to it. Redis 7.0 and later are asked
+before the first write (``redis.acl_check_cmd``); 6.2 tries each command on the
+outcome's list, where it changes nothing, and takes the outcome back when one is
+refused. A test-owned redis-server; the worker's part runs in this process."""
 from __future__ import annotations
 
 import time
@@ -23,7 +25,7 @@ from minitask import BrokerError, Minitask, TaskFailed
 from minitask.broker import acl_check
 from minitask.broker.keys import queue_keys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
-from tests.support.acl import user_without
+from tests.support.acl import redis_major, user_without
 from tests.support.refused_cancels import DEADLINE, run_until_succeeded
 from tests.support.servers import RedisServer
 
@@ -34,6 +36,11 @@ pytestmark = pytest.mark.integration
 COMMANDS = ("del", "pexpire", "rpush", "zrem", "hdel", "zadd", "incrby", "zincrby", "lrem",
             "srem", "xadd", "hget", "hmget", "zcard", "lpos", "llen", "hexists", "zscore")
 KINDS = ("delayed", "queued", "grouped", "grouped_set", "group_limited", "limited", "parked")
+#: The commands every cancel asks about (calls() in cancel.lua: the outcome's DEL, RPUSH
+#: and PEXPIRE, the message's HDEL), whatever the task's kind: taken away, each is refused
+ALWAYS = ("del", "rpush", "pexpire", "hdel")
+#: Their other arguments, for ACL DRYRUN (which checks a command's arity first)
+DRYRUN = {"del": (), "rpush": ("v",), "pexpire": ("1",), "hdel": ("f",)}
 NAME = "cancelany"
 
 
@@ -86,6 +93,17 @@ def _send(app: Minitask, kind: str) -> Tuple[Any, Any, Callable[[], None]]:
     return parked, 7, free
 
 
+def _lacks(admin: "redis.Redis[bytes]", command: str, user: str = "limited") -> None:
+    """``user`` (user_without's) really may not run ``command``: its rules take it
+    away, and (Redis 7.0 and later, which can be asked) ACL DRYRUN refuses it."""
+    commands = admin.acl_getuser(user)["commands"]  # e.g. ['-del'] (+@all: a category)
+    assert f"-{command}" in commands, f"{user} may still run {command}: {commands}"
+    if redis_major(admin) >= 7 and command in DRYRUN:  # (6.2 has no ACL DRYRUN)
+        reply = admin.execute_command("ACL", "DRYRUN", user, command, "key", *DRYRUN[command])
+        text = reply.decode() if isinstance(reply, bytes) else str(reply)
+        assert "no permissions" in text, f"{user} may run {command}: {text}"
+
+
 def _drain(app: Minitask) -> None:
     """Run ``app``'s worker here until nothing is due (a delayed task's time passed)."""
     worker = app.worker()
@@ -105,6 +123,7 @@ def test_a_cancel_refused_any_command_cancels_all_or_changes_nothing(
     before = handle.status()
     keys = queue_keys(NAME, "default")
     canceller = _app(user_without(admin, server, refused))
+    _lacks(admin, refused)
     # the ACL changed after minitask's own check of it
     monkeypatch.setattr(acl_check, "require_commands", lambda *args: None)
     try:
@@ -112,6 +131,13 @@ def test_a_cancel_refused_any_command_cancels_all_or_changes_nothing(
             cancelled = canceller.handle(handle.id).cancel()
         except BrokerError as error:
             assert error.reason == "permission", str(error)
+            refused_it = True
+        else:
+            refused_it = False
+        # every cancel runs these: taken away, it is refused (the other branch is for
+        # a command a kind may not run)
+        assert refused_it or refused not in ALWAYS, f"{refused} was not refused"
+        if refused_it:
             assert admin.hexists(keys.messages, handle.id), "the task was lost"
             assert not admin.exists(keys.result(handle.id)), "an outcome was left"
             assert handle.status() == before
