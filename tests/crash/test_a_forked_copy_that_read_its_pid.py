@@ -7,17 +7,15 @@ once, the copy exits 0 and records nothing. Every wait has a deadline; the worke
 process group is killed at the end, whatever happened."""
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
+
 import pytest
 
 from minitask import Minitask
-from tests.support.pool_workers import pool_worker, producer_fixture
-from tests.support.processes import Processes, exit_code, send
-from tests.support.procfs import group_members, pid_running
+from tests.support.pool_workers import kill_group, pool_worker, producer_fixture, stops_cleanly
+from tests.support.processes import Processes
+from tests.support.procfs import pid_running
 from tests.support.servers import RedisServer
-from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.crash
 
@@ -42,15 +40,9 @@ def test_a_copy_that_read_its_pid_still_leaves(
         child = int(done.read_text())
         assert not pid_running(child), f"its child {child} is still running"
         assert producer.tasks["ok"].delay(7).get(timeout=DEADLINE) == 7  # the next one runs
-        send(worker, signal.SIGTERM)
-        assert exit_code(worker, timeout=STOPS_WITHIN) == 0, log.read_text()
-        wait_until(lambda: not group_members(worker.pid), timeout=DEADLINE,
-                   message=f"the worker's processes to end: {group_members(worker.pid)}")
+        stops_cleanly(worker, log, STOPS_WITHIN, DEADLINE)
     finally:
-        try:
-            os.killpg(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(worker.pid)
     logged = log.read_text()
     assert logged.count(" succeeded in ") == 2, logged  # each task once: the parent's
     assert "SystemExit" not in logged and "lease had expired" not in logged, logged

@@ -13,18 +13,15 @@ killed at the end, whatever happened.
 """
 from __future__ import annotations
 
-import os
-import signal
-import time
 from pathlib import Path
 from typing import List, Tuple
 
 import pytest
 
 from minitask import Minitask
-from tests.support.pool_workers import pool_worker, producer_fixture
-from tests.support.processes import Processes, exit_code, send
-from tests.support.procfs import group_members, pid_running
+from tests.support.pool_workers import kill_group, pool_worker, producer_fixture, stops_cleanly
+from tests.support.processes import Processes
+from tests.support.procfs import pid_running
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
@@ -64,15 +61,10 @@ def test_a_task_that_forks_is_recorded_once_and_its_copy_exits(
             assert handle.status() == "succeeded", case
         assert producer.tasks["ok"].delay(7).get(timeout=DEADLINE) == 7  # the next one runs
 
-        asked = time.monotonic()
-        send(worker, signal.SIGTERM)
-        assert exit_code(worker, timeout=STOPS_WITHIN) == 0, log.read_text()
-        assert time.monotonic() - asked < STOPS_WITHIN
         # nothing of the worker is left: no copy a task forked, no pool child
-        wait_until(lambda: not group_members(worker.pid), timeout=DEADLINE,
-                   message=f"the worker's processes to end: {group_members(worker.pid)}")
+        stops_cleanly(worker, log, STOPS_WITHIN, DEADLINE)
     finally:
-        _kill_group(worker.pid)
+        kill_group(worker.pid)
 
     logged = log.read_text()
     succeeded = [line for line in logged.splitlines() if " succeeded in " in line]
@@ -97,25 +89,15 @@ def test_a_copy_a_hook_forked_ends_as_it_comes_back_to_the_pool(
     try:
         done = tmp_path / "hook-child"
         assert producer.tasks["hook_forks"].delay(str(done)).get(timeout=DEADLINE) == str(done)
-        wait_until(done.exists, timeout=DEADLINE, message="the hook's child's work")
+        # (its content, not only the file: the child opens it, then writes)
+        wait_until(lambda: done.exists() and done.read_text().strip(), timeout=DEADLINE,
+                   message="the hook's child's work")
         child = int(done.read_text())
         wait_until(lambda: not pid_running(child), timeout=DEADLINE,
                    message=f"the hook's child {child} to end")
         assert producer.tasks["ok"].delay(7).get(timeout=DEADLINE) == 7  # the next one runs
 
-        send(worker, signal.SIGTERM)
-        assert exit_code(worker, timeout=STOPS_WITHIN) == 0, log.read_text()
-        wait_until(lambda: not group_members(worker.pid), timeout=DEADLINE,
-                   message=f"the worker's processes to end: {group_members(worker.pid)}")
+        stops_cleanly(worker, log, STOPS_WITHIN, DEADLINE)
     finally:
-        _kill_group(worker.pid)
+        kill_group(worker.pid)
     assert log.read_text().count(" succeeded in ") == 2, log.read_text()
-
-
-def _kill_group(pgid: int) -> None:
-    """SIGKILL whatever is left of the worker's process group (the copies a task forked
-    outlived it, before)."""
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

@@ -14,16 +14,13 @@ process group is killed at the end, whatever happened.
 """
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from minitask import Minitask, TaskFailed
-from tests.support.pool_workers import producer_of
-from tests.support.processes import Processes, exit_code, send
+from tests.support.pool_workers import kill_group, producer_fixture, stops_cleanly
+from tests.support.processes import Processes
 from tests.support.procfs import group_members, pid_running
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -41,10 +38,7 @@ TASKS = ["start_forks", "astart_forks", "prerun_forks", "aprerun_forks", "succes
          "asuccess_forks", "postrun_forks", "apostrun_forks", "failure_forks"]
 
 
-@pytest.fixture(name="producer")
-def producer_fixture(server: RedisServer) -> Iterator[Minitask]:
-    with producer_of(APP, server) as app:
-        yield app
+producer = producer_fixture(APP)
 
 
 @pytest.mark.parametrize("pool", ["asyncio", "thread", "process"])
@@ -72,7 +66,9 @@ def test_a_copy_a_hook_forked_ends_before_the_task_runs_or_more_is_recorded(
                 assert ran_in == worker.pid
             assert handle.status() == "succeeded"
         marker = tmp_path / handle.id
-        wait_until(marker.exists, timeout=DEADLINE, message="the hook's child")
+        # (its content, not only the file: the child opens it, then writes)
+        wait_until(lambda: marker.exists() and marker.read_text().strip(), timeout=DEADLINE,
+                   message="the hook's child")
         child = int(marker.read_text())
         wait_until(lambda: not pid_running(child), timeout=DEADLINE,
                    message=f"the hook's child {child} to end")
@@ -81,15 +77,9 @@ def test_a_copy_a_hook_forked_ends_before_the_task_runs_or_more_is_recorded(
         assert int(ran[0].split()[1]) != child, ran  # in the worker, not the copy
         assert producer.tasks["ok"].delay(7).get(timeout=DEADLINE) == 7  # the next one runs
 
-        send(worker, signal.SIGTERM)
-        assert exit_code(worker, timeout=STOPS_WITHIN) == 0, log.read_text()
-        wait_until(lambda: not group_members(worker.pid), timeout=DEADLINE,
-                   message=f"the worker's processes to end: {group_members(worker.pid)}")
+        stops_cleanly(worker, log, STOPS_WITHIN, DEADLINE)
     finally:
-        try:
-            os.killpg(worker.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(worker.pid)
     logged = log.read_text()
     assert logged.count(" succeeded in ") == (1 if name == "failure_forks" else 2), logged
     assert "lease had expired" not in logged and "did not stop" not in logged, logged

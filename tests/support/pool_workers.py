@@ -5,6 +5,8 @@ test's own redis-server."""
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,8 +15,10 @@ from typing import Any, Iterator
 import pytest
 
 from minitask import Minitask
-from tests.support.processes import Processes
+from tests.support.processes import Processes, exit_code, send
+from tests.support.procfs import group_members
 from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 
 @contextmanager
@@ -49,3 +53,22 @@ def pool_worker(processes: Processes, module: str, server: RedisServer, pool: st
     ``args`` more options; its output in ``log``."""
     return processes.worker(module, "--pool", pool, "-c", str(concurrency), *args,
                             env={"MINITASK_BROKER_URL": server.url}, log=log)
+
+
+def stops_cleanly(worker: "subprocess.Popen[bytes]", log: Path, stops_within: float,
+                  deadline: float) -> None:
+    """SIGTERM ``worker``: it exits 0 within ``stops_within`` seconds (its ``log`` shown
+    if not), and every process of its group (a copy a task or hook forked, say) ends
+    within ``deadline``."""
+    send(worker, signal.SIGTERM)
+    assert exit_code(worker, timeout=stops_within) == 0, log.read_text()
+    wait_until(lambda: not group_members(worker.pid), timeout=deadline,
+               message=f"the worker's processes to end: {group_members(worker.pid)}")
+
+
+def kill_group(pgid: int) -> None:
+    """SIGKILL whatever is left of a worker's process group, whatever the test came to."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
