@@ -11,8 +11,8 @@ import re
 import string
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union,
-                    cast)
+from typing import (Any, Callable, Dict, FrozenSet, Iterator, List, Mapping, Optional, Tuple,
+                    Union, cast)
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import redis
@@ -22,7 +22,7 @@ from redis.exceptions import RedisClusterException
 from redis.sentinel import Sentinel
 
 from ..errors import BrokerError, ConfigurationError, MinitaskError
-from . import embedded
+from . import embedded, url_options
 from .pools import WaitingSentinelPool, waiting_client
 from .refusals import broker_error
 
@@ -41,6 +41,10 @@ _TCP_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True, "health_check_inter
 # health_check_interval.
 _UNIX_OPTIONS = {**_COMMON_OPTIONS, "health_check_interval": 10}
 _CLUSTER_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True}
+
+#: What a sentinel URL's query may hold beyond its pool's and connections' arguments.
+_SENTINEL_READS = frozenset({"ssl"})  # the pool's connection class: TLS or not
+_NONE: FrozenSet[str] = frozenset()
 
 _QUERY_SECRET = re.compile(r"[?&;][^=&#]*password=([^&#]*)", re.IGNORECASE)
 #: ``scheme://``: the start of a URL whose parts mask_url can tell apart.
@@ -187,8 +191,12 @@ def _from_url(url: str) -> Connection:
     # that it chains to nothing: the original's text would show the password.
     failure: MinitaskError
     try:
-        _refuse_unbounded_pool(url)
+        url_options.check_values(url)
         client = build(url)
+        pool = getattr(client, "connection_pool", None)
+        if pool is not None:  # a cluster's are checked as it is made
+            url_options.check_names(url, type(pool), pool.connection_class,
+                                    _SENTINEL_READS if scheme == "redis+sentinel" else _NONE)
     except (ValueError, TypeError, KeyError) as exc:
         detail = _scrub(str(exc), url)
         if _is_ambiguous(url):
@@ -210,20 +218,6 @@ def _from_url(url: str) -> Connection:
     raise failure
 
 
-def _refuse_unbounded_pool(url: str) -> None:
-    """Refuse ``?max_connections=0``: redis-py reads 0 as no limit at all (not as
-    none), so a typo or a "0 = default" guess would lift every bound on the pool."""
-    value = (parse_qs(urlsplit(url).query).get("max_connections") or [""])[0]
-    try:  # the value redis-py takes: the first, as int() reads it
-        zero = int(value) == 0
-    except ValueError:
-        zero = False  # not a number (or none): redis-py's own check names it
-    if zero:
-        raise ValueError(f"max_connections must be 1 or more, not {value!r} (redis-py "
-                         f"would read 0 as no limit on the pool's connections); leave it "
-                         f"out for the default")
-
-
 def _standalone(url: str) -> Client:
     options = _UNIX_OPTIONS if url.lower().startswith("unix://") else _TCP_OPTIONS
     # redis-py lets options in the URL's query win over these keyword defaults;
@@ -233,6 +227,7 @@ def _standalone(url: str) -> Client:
 
 def _cluster(url: str) -> Client:
     username, password, nodes, path, query = _split_hosts(url, 6379)
+    url_options.check_names(url, redis.RedisCluster, redis.Redis)  # its nodes' clients take them
     options = _query_options(query)
     db = options.pop("db", path.strip("/") or 0)
     if str(db) != "0":

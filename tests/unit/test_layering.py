@@ -430,7 +430,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.cluster_sends": frozenset({"broker.durability", "broker.writes"}),
     "broker.connections": frozenset({"broker.cluster", "broker.packing"}),
     "broker.connection": frozenset({"broker.embedded", "broker.pools", "broker.refusals",
-                                    "errors"}),
+                                    "broker.url_options", "errors"}),
     "broker.durability": frozenset({"broker.keys", "broker.refusals", "errors"}),
     "broker.embedded": frozenset({"errors", "printable"}),
     # clock skew and replicas: what no error reveals, said out loud
@@ -457,6 +457,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                "printable"}),
     "broker.wake_tokens": frozenset({"printable"}),
     "broker.writes": frozenset(),
+    # what a broker URL's query may set, checked before redis-py meets it at a command
+    "broker.url_options": frozenset(),
     # -- definitions -----------------------------------------------------------
     "context": frozenset({"errors", "printable", "wire.message"}),
     "hooks": frozenset({"errors", "printable"}),
