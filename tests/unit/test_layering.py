@@ -62,7 +62,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the wire format: pure, no I/O
     ("wire", frozenset({"wire"})),
     # import nothing of minitask
-    ("base", frozenset({"_compat", "errors", "printable"})),
+    ("base", frozenset({"_compat", "errors", "log_throttle", "printable"})),
 ]
 #: module -> minitask modules it may import, grouped by layer
 ALLOWED: Dict[str, FrozenSet[str]] = {
@@ -473,6 +473,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "_compat": frozenset(),
     "printable": frozenset(),
     "errors": frozenset({"printable"}),
+    # log lines said at most so often, each counting those held back since the last
+    "log_throttle": frozenset(),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {
