@@ -6,7 +6,6 @@ import functools
 import gc
 import os
 import warnings
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Dict, Generator, Iterator, List, Optional
 
@@ -15,8 +14,8 @@ import pytest
 import redis
 
 from minitask import Minitask
-from minitask.stores import foreign
 from tests.support.clock import ManualClock
+from tests.support.foreign_said import said_afresh
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer, check_version, described, redis_server_binary
@@ -32,8 +31,7 @@ def foreign_data_said_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """What this process said of foreign data is forgotten before each test: its say-once
     memory (five lines a key a minute) would hold back a line a test looks for when an
     earlier test in the same process planted in the same key."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
+    said_afresh(monkeypatch)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -16,12 +16,12 @@ import contextlib
 import contextvars
 import math
 import threading
-import time
 from collections import OrderedDict
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from ..broker.keys import check_name
 from ..errors import DecodeError
+from ..log_throttle import LogThrottle
 from ..printable import cut_text, own_logger, printable, shown_id
 from ..wire.message import MAX_MS
 
@@ -45,8 +45,8 @@ PROBLEM_SHOWN_MOST = 1_000
 
 _LOCK = threading.Lock()
 _SAID: "OrderedDict[Tuple[str, str], None]" = OrderedDict()
-#: key -> (start of its window, lines said in it, entries held back since its last line)
-_KEYS: "OrderedDict[str, List[float]]" = OrderedDict()
+#: the lines each key said in its window, and the entries it held back since the last
+_KEYS = LogThrottle(KEY_WINDOW_S, lines=KEY_LINES, keys=SAID_PAIRS)
 #: the read being summarised (``summarised``): key -> [entries, first problem]
 _READ: "contextvars.ContextVar[Optional[Dict[str, List[Any]]]]" = contextvars.ContextVar(
     "minitask_foreign_read", default=None)
@@ -94,18 +94,10 @@ def _say(shown: str, problem: str, count: int) -> None:
         _SAID[(shown, problem)] = None
         if len(_SAID) > SAID_PAIRS:
             _SAID.popitem(last=False)
-        now = time.monotonic()
-        state = _KEYS.pop(shown, None) or [now, 0.0, 0.0]
-        _KEYS[shown] = state
-        if len(_KEYS) > SAID_PAIRS:
-            _KEYS.popitem(last=False)
-        if now - state[0] >= KEY_WINDOW_S:
-            state[0], state[1] = now, 0.0
-        if state[1] >= KEY_LINES:
-            state[2] += count
-            return
-        state[1] += 1
-        held, state[2] = int(state[2]), 0.0
+        said = _KEYS.note(shown, count)
+    if not said:
+        return
+    held = said - count
     more = f" ({held:,} more ignored in this key since its last line)" if held else ""
     if count == 1:
         logger.warning("ignored data minitask did not write in key %s: %s (inspect it with "

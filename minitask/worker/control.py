@@ -12,12 +12,12 @@ import json
 import os
 import socket
 import threading
-import time
 from dataclasses import replace
 from typing import Any, Callable, List, Optional
 
 from ..broker.durability import caught_up
 from ..errors import BrokerError
+from ..log_throttle import LogThrottle
 from ..printable import own_logger, shown_value
 from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
@@ -53,10 +53,9 @@ class Orders:
         self._on_shutdown = on_shutdown
         self._ended = threading.Event()
         self._thread: Optional[threading.Thread] = None
-        #: unknown orders ignored since the last line said so, one of them, and when
-        self._unknown = 0
+        #: unknown orders ignored since the last line said so, and one of them
+        self._unknown = LogThrottle(UNKNOWN_SAID_EVERY)
         self._sample = ""
-        self._said_at: Optional[float] = None
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="minitask-orders", daemon=True)
@@ -98,27 +97,24 @@ class Orders:
                 self._ignore([order for order in orders if order not in (SHUTDOWN, WAKE)])
         finally:
             backoff.gave_up()  # it no longer rides an outage
-            self._say_unknown(time.monotonic())
+            self._say_unknown(self._unknown.forget())
 
     def _ignore(self, unknown: List[str]) -> None:
         """Count orders no minitask sends; say so at most once per UNKNOWN_SAID_EVERY."""
         if not unknown:
             return
-        if not self._unknown:
+        if not self._sample:
             self._sample = (shown_value(unknown[0]) if len(unknown[0]) <= ORDER_SHOWN_MOST
                             else f"of {len(unknown[0]):,} characters (not shown)")
-        self._unknown += len(unknown)
-        now = time.monotonic()
-        if self._said_at is None or now - self._said_at >= UNKNOWN_SAID_EVERY:
-            self._say_unknown(now)
+        self._say_unknown(self._unknown.note(None, len(unknown)))
 
-    def _say_unknown(self, now: float) -> None:
-        if self._unknown:
+    def _say_unknown(self, count: int) -> None:
+        if count:
             logger.warning("worker %s ignores the unknown order %s%s, taken off %s",
-                           self._worker, self._sample, "" if self._unknown == 1 else
-                           f" and {self._unknown - 1} more (said at most once a minute)",
+                           self._worker, self._sample, "" if count == 1 else
+                           f" and {count - 1} more (said at most once a minute)",
                            self._registry.app_keys.control(self._worker))
-            self._unknown, self._said_at = 0, now
+            self._sample = ""
 
 
 #: The longest a heartbeat waits for replicas to confirm they caught up (s): one still

@@ -166,6 +166,7 @@ class Worker:
         self._outcomes.worker_name = self.name
         self._runner = Runner(app, self._outcomes, self._leases)
         self._queues.on_poisoned = self._runner.observer.buried
+        self._queues.trims = self._outcomes.trims
         # ``minitask shutdown`` reaches the worker here: a process pool's supervisor
         # stops its pool instead (set by ``run``).
         self._orders: Optional[Orders] = None

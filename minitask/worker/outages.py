@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 from ..broker.durability import keep_unconfirmed
 from ..errors import BrokerError, DurabilityError, MinitaskError
+from ..log_throttle import LogThrottle
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign
 from .unconfirmed import WRITES
@@ -209,14 +210,12 @@ class Backoff:
 
 @dataclass
 class _Refused:
-    """A queue set aside: since when, how often refused (since the last warning too),
-    until when it is set aside, when it was last said (monotonic seconds)."""
+    """A queue set aside: since when, how often refused, until when it is set aside
+    (monotonic seconds)."""
 
     since: float
-    said_at: float
     until: float = 0.0
     refusals: int = 0
-    unsaid: int = 0
     reason: str = ""  # Redis's last refusal, naming the key
 
 
@@ -237,6 +236,7 @@ class QueueRefusals:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.by_queue: Dict[str, _Refused] = {}  # (read as is where each task asks: no call)
+        self._said = LogThrottle(SAY_AGAIN_AFTER)  # refusals since a queue's last warning
 
     def __bool__(self) -> bool:
         """Any queue refused (a fetch that meets none pays one check)."""
@@ -276,22 +276,19 @@ class QueueRefusals:
             refused = self.by_queue.get(queue)
             first = refused is None
             if refused is None:
-                refused = self.by_queue[queue] = _Refused(since=now, said_at=now)
+                refused = self.by_queue[queue] = _Refused(since=now)
+                self._said.forget(queue)  # (its first refusal is said at once)
             refused.refusals += 1
-            refused.unsaid += 1
             refused.reason = cut_text(printable(str(exc)), STALLED_REASON_MOST)
             pause = min(MAX_ASIDE, 0.1 * 2 ** min(refused.refusals - 1, 16))
             refused.until = now + random.uniform(pause / 2, pause)
-            again = not first and now - refused.said_at >= SAY_AGAIN_AFTER
-            unsaid, lasted = refused.unsaid, now - refused.since
-            if first or again:
-                refused.said_at, refused.unsaid = now, 0
+            unsaid, lasted = self._said.note(queue), now - refused.since
         if first:
             logger.warning("queue %r set aside: %s; its tasks wait there, this worker serves "
                            "its other queues and tries it again with backoff (at most every "
                            "%.0f s) until the key is fixed", queue, printable(str(exc)),
                            MAX_ASIDE)
-        elif again:
+        elif unsaid:
             logger.warning("queue %r still set aside after %.0f s: Redis refused %d fetch(es) "
                            "from it since the last warning: %s", queue, lasted, unsaid,
                            printable(str(exc)))

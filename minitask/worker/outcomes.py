@@ -11,10 +11,10 @@ import dataclasses
 import logging
 import random
 import threading
-import weakref
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry
+from ..log_throttle import LogThrottle
 from ..printable import error_text, error_trace, log_error, own_logger, shown_id
 from ..stores.dead import Buried
 from ..stores.results import Ack, ResultStore
@@ -33,6 +33,9 @@ logger = own_logger(__name__)
 #: Room left below the server's ``proto-max-bulk-len`` when results are capped by it
 #: (bytes): an encoded result is sent as one argument, with its keys and record beside.
 BULK_MARGIN = 4096
+#: How often at most (s) a worker says, per queue, that dead-letterings deleted old dead
+#: letters: a queue at its cap failing 1,000 times a second logs no 1,000 lines a second.
+TRIMMED_SAID_EVERY = 60.0
 
 #: Hears of an outcome once it is recorded: the job and its outcome, whose status
 #: is "succeeded", "retrying" (another attempt is scheduled) or "failed" (dead letter).
@@ -59,6 +62,10 @@ class Recorder(OutcomeBatches):
         self.worker_name = ""
         #: The server's ``proto-max-bulk-len``, read as the worker started (``limit_to``).
         self.server_limit: Optional[int] = None
+        #: Paces the lines saying dead letters were deleted (``trimmed_said``), per queue,
+        #: on the host's clock; the worker's fetches bury with it too.
+        self.trims = LogThrottle(TRIMMED_SAID_EVERY, clock=lambda: host.clock.now_ms() / 1000,
+                                 lock=threading.Lock())
 
     def limit_to(self, server_limit: int) -> None:
         """Cap results below the server's ``proto-max-bulk-len`` too: a longer one would
@@ -258,7 +265,7 @@ class Recorder(OutcomeBatches):
             return bool(buried[0])
         if self._record(bury, job, "dead-letter task") and not told:
             self._tell(job, outcome)
-        trimmed_said(results, job.queue, buried[0].deleted, self._host.clock.now_ms())
+        trimmed_said(results, job.queue, buried[0].deleted, self.trims)
 
     def cancelled(self, job: Job, message: Message, duration: float) -> None:
         """Record an attempt stopped by ``cancel(running=True)``: it ends cancelled,
@@ -341,10 +348,11 @@ class Recorder(OutcomeBatches):
             listener(job, outcome)
 
 
-def bury_poisoned(host: Host, queue: str, task_id: str
+def bury_poisoned(host: Host, queue: str, task_id: str, trims: Optional[LogThrottle] = None
                   ) -> Tuple[Optional[Message], BaseException]:
     """Dead-letter a task that killed its worker ``max_deliveries`` times (a fetch reports
-    it); its message (None: undecodable, or another fetch buried it) and what it died of."""
+    it); its message (None: undecodable, or another fetch buried it) and what it died of.
+    ``trims``: the Recorder's (``trimmed_said``)."""
     error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
                          f"times (max_deliveries={host.max_deliveries}), or Redis refused "
                          f"to record its outcome (the workers' logs say which)")
@@ -363,47 +371,22 @@ def bury_poisoned(host: Host, queue: str, task_id: str
                             message.attempt if message else 0, None, "", short_error(error)))
     if not buried:
         return None, error  # no longer leased: another fetch (its expired lease) buried it
-    trimmed_said(results, queue, buried.deleted, host.clock.now_ms())
+    trimmed_said(results, queue, buried.deleted, trims)
     logger.error("dead-lettered task %s from queue %r: %s", task_id, queue, error)
     return message, error
 
 
-#: How often at most (s) a worker says, per queue, that dead-letterings deleted old dead
-#: letters: a queue at its cap failing 1,000 times a second logs no 1,000 lines a second.
-TRIMMED_SAID_EVERY = 60.0
-
-
-class _Unsaid:
-    """Per queue: dead letters deleted since the last line said some, and when (ms)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.deleted: Dict[str, int] = {}
-        self.said_at: Dict[str, int] = {}
-
-
-#: One ``_Unsaid`` a result store (an app's broker), gone with it.
-_unsaid: "weakref.WeakKeyDictionary[ResultStore, _Unsaid]" = weakref.WeakKeyDictionary()
-_unsaid_lock = threading.Lock()
-
-
-def trimmed_said(results: ResultStore, queue: str, deleted: int, now_ms: int) -> None:
+def trimmed_said(results: ResultStore, queue: str, deleted: int,
+                 trims: Optional[LogThrottle]) -> None:
     """A WARNING when dead-letterings deleted the queue's oldest dead letters (its bounds,
     bury.lua): never silent, but at most one line a queue every ``TRIMMED_SAID_EVERY``
-    seconds (``now_ms``: the host's clock), saying how many since the last; those deleted
-    after a queue's last line are said by its next, if any (``minitask status`` shows how
-    many in all)."""
+    seconds (``trims``: the Recorder's pace, on the host's clock; None: said at once),
+    saying how many since the last; those deleted after a queue's last line are said by
+    its next, if any (``minitask status`` shows how many in all)."""
+    if deleted and trims is not None:
+        deleted = trims.note(queue, deleted)
     if not deleted:
         return
-    with _unsaid_lock:
-        unsaid = _unsaid.setdefault(results, _Unsaid())
-    with unsaid.lock:
-        deleted += unsaid.deleted.pop(queue, 0)
-        said_at = unsaid.said_at.get(queue)
-        if said_at is not None and 0 <= now_ms - said_at < TRIMMED_SAID_EVERY * 1000:
-            unsaid.deleted[queue] = deleted  # said within the minute: said by a later line
-            return
-        unsaid.said_at[queue] = now_ms  # (a clock gone back says at once, never stuck)
     ttl = results.dead_bounds.ttl
     logger.warning("queue %r: %d oldest dead letter(s) deleted as tasks joined them since "
                    "the last such line (at most one a minute), past dead_letters_max=%d or "

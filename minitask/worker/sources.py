@@ -13,6 +13,7 @@ from typing import Any, Callable, FrozenSet, List, Optional, Protocol, Sequence,
 from ..broker.packing import ScriptCall
 from ..broker.transport import WaitRefused
 from ..errors import BrokerError
+from ..log_throttle import LogThrottle
 from ..printable import own_logger, printable
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
@@ -98,6 +99,8 @@ class QueueSource:
         self.behind_wait: Optional[WaitCalls] = None
         #: Hears of each task dead-lettered for killing its workers (metrics, hooks).
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
+        #: Paces the lines saying a burial deleted old dead letters: the Recorder's.
+        self.trims: Optional[LogThrottle] = None
         # per thread: its last fetch behind outcomes (ack_and_fetch), if it leased
         # nothing: (when its reply came, how long its round trip took, next_event_ms)
         self._looked = _Looked()
@@ -350,7 +353,7 @@ class QueueSource:
             end_expired(self._host, queue, result.expired)
         for task_id in result.poisoned:
             try:
-                message, error = bury_poisoned(self._host, queue, task_id)
+                message, error = bury_poisoned(self._host, queue, task_id, self.trims)
             except BrokerError as exc:
                 logger.error("could not dead-letter task %s (%s); the next fetch tries again",
                              task_id, exc)

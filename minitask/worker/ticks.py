@@ -23,6 +23,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from ..broker.durability import keep_unconfirmed
 from ..broker.packing import ScriptCall
 from ..errors import BrokerError, DecodeError
+from ..log_throttle import LogThrottle
 from ..periodic import NewerRecord, Schedule, from_record
 from ..printable import cut_text, own_logger, printable
 from ..stores.foreign import foreign, ignored
@@ -65,9 +66,10 @@ class TickSource:
         self._decorated = list(decorated)
         #: (queue, schedule name) -> the schedule as last read, with its armed tick
         self._entries: Dict[Tuple[str, str], Armed] = {}
-        #: queue -> (what was last said of its unreadable records: their count and first
-        #: names, when: monotonic s): one line a queue, never one a record
-        self._said: Dict[str, Tuple[Tuple[int, Tuple[str, ...]], float]] = {}
+        #: queue -> what was last said of its unreadable records (their count and first
+        #: names), said at most once a UNREADABLE_SAY_S: one line a queue, never one a record
+        self._said: Dict[str, Tuple[int, Tuple[str, ...]]] = {}
+        self._unreadable = LogThrottle(UNREADABLE_SAY_S)
         self._stale = True       # read the schedules before the first look
         self._busy = True        # work was handed out since the last read (or none read)
         self._refresh_at = 0     # ms: when a busy worker reads the schedules again
@@ -324,14 +326,11 @@ class TickSource:
         ``UNREADABLE_SAY_S`` (a queue with 100,000 planted records says one line, not
         100,000, and keeps no entry for each)."""
         names = tuple(entry.name for entry in shown)
-        what = (count, names)
-        last = self._said.get(queue)
-        if last is not None and (last[0] == what or
-                                 time.monotonic() - last[1] < UNREADABLE_SAY_S):
+        if self._said.get(queue) == (count, names) or not self._unreadable.note(queue):
             return
-        # (none to say starts no wait: the first that come are said at once)
-        self._said[queue] = (what, time.monotonic() if count else -UNREADABLE_SAY_S)
-        if not count:
+        self._said[queue] = (count, names)
+        if not count:  # none to say starts no wait: the first that come are said at once
+            self._unreadable.forget(queue)
             return
         first = shown[0]
         others = "".join(f", {printable(name)!r}" for name in names[1:])

@@ -25,15 +25,15 @@ import multiprocessing
 import time
 from typing import Any, Callable, Dict, Tuple
 
+from ..log_throttle import LogThrottle
 from ..printable import own_logger
 
 logger = own_logger("minitask.worker.outages")  # (where these lines always came from)
 
 #: Least time between two warnings counting the writes left unconfirmed (s).
 SUMMARY_EVERY = 60.0
-# the state's slots: writes of the outage, of them said, when it began, its last write,
-# when it was last said (time.monotonic(): one clock for every process of the machine)
-_COUNT, _SAID, _FIRST, _LAST, _SAID_AT = range(5)
+# the state's slots (time.monotonic(): one clock for every process of the machine)
+_COUNT, _FIRST, _LAST = range(3)  # writes of the outage, when it began, its last write
 
 
 class UnconfirmedWrites:
@@ -43,7 +43,8 @@ class UnconfirmedWrites:
         #: The outage's slots (``_COUNT``...): a list, or a process pool's shared
         #: array (``share``). ``state[0]``, the count, is read (an index, no call) by
         #: each outcome write that replicas confirmed: above 0, it ends the outage.
-        self.state: Any = [0.0] * 5
+        self.state: Any = [0.0] * 3
+        self._said = LogThrottle(SUMMARY_EVERY)  # writes said, and since (shared as state)
 
     @property
     def pending(self) -> bool:
@@ -55,15 +56,17 @@ class UnconfirmedWrites:
         they inherit (made once, with no lock: see the module's docstring), so that the
         worker says each outage once, and any of them ends it."""
         if isinstance(self.state, list):
-            self.state = multiprocessing.RawArray(ctypes.c_double, 5)
+            self.state = multiprocessing.RawArray(ctypes.c_double, 3)
+            said: Any = multiprocessing.RawArray(ctypes.c_double, 3)
+            self._said = LogThrottle(SUMMARY_EVERY, slots=lambda: said)
 
     def seen(self, what: str, exc: BaseException) -> None:
         """Write ``what`` was made on the primary, not confirmed in time (``exc``)."""
         now, state = time.monotonic(), self.state
         first = state[_COUNT] == 0
         if first:  # its start first: a heartbeat reading the count then reads them too
-            state[_FIRST] = state[_SAID_AT] = now
-            state[_SAID] = 1
+            state[_FIRST] = now
+            self._said.note()  # (said below: the first summary is a minute away)
         state[_LAST] = now
         state[_COUNT] += 1
         if first:
@@ -72,15 +75,14 @@ class UnconfirmedWrites:
                          "left unconfirmed are counted (said at most once a minute, and by "
                          "minitask status) until replicas confirm one again", what, exc)
         else:
-            self.tick()
+            self.tick(1)
 
     def _ended(self) -> Tuple[int, int, float]:
         """The outage's count, of them not said, and its length (s); then none (the
         count alone set: an outage's first write sets the other slots)."""
-        state = self.state
-        count, said, first = int(state[_COUNT]), int(state[_SAID]), state[_FIRST]
-        state[_COUNT] = 0.0
-        return count, count - said, time.monotonic() - first
+        count, first = int(self.state[_COUNT]), self.state[_FIRST]
+        self.state[_COUNT] = 0.0
+        return count, self._said.forget(), time.monotonic() - first
 
     def confirmed(self) -> None:
         """A write of the worker was confirmed: the outage, if any, is over (said)."""
@@ -116,19 +118,16 @@ class UnconfirmedWrites:
         if self.state[_COUNT] and caught_up():
             self.confirmed()
 
-    def tick(self) -> None:
-        """Say the writes left unconfirmed since last said, once ``SUMMARY_EVERY`` has
-        passed (each such write, and each heartbeat, asks)."""
-        now, state = time.monotonic(), self.state
-        count = state[_COUNT]
-        more, since = int(count - state[_SAID]), now - state[_SAID_AT]
-        if not (count > 0 and more > 0 and since >= SUMMARY_EVERY):
-            return
-        state[_SAID], state[_SAID_AT] = count, now
-        logger.warning("%d more outcome write(s) left unconfirmed by replicas in the last "
-                       "%.0f s (%d since this began %.0f s ago): a replica is down or "
-                       "behind; a failover may lose them, and their tasks then run again",
-                       more, since, int(count), now - state[_FIRST])
+    def tick(self, count: int = 0) -> None:
+        """Say the writes left unconfirmed since last said (``count`` more now), once
+        ``SUMMARY_EVERY`` has passed (each such write, and each heartbeat, asks)."""
+        since, more = self._said.since(), self._said.note(None, count)
+        if more:
+            logger.warning("%d more outcome write(s) left unconfirmed by replicas in the last "
+                           "%.0f s (%d since this began %.0f s ago): a replica is down or "
+                           "behind; a failover may lose them, and their tasks then run again",
+                           more, since, int(self.state[_COUNT]),
+                           time.monotonic() - self.state[_FIRST])
 
     def heartbeat(self, now_ms: int) -> Dict[str, int]:
         """The heartbeat's fields: the outage's count of writes, and when its last one

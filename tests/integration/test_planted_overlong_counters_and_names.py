@@ -13,7 +13,6 @@ bytes Redis sends (INFO's total_net_output_bytes) and what its keys hold, never 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from typing import Any, List
 
 import pytest
@@ -22,9 +21,9 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
 from minitask.dashboard.web import Dashboard
-from minitask.stores import foreign
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
+from tests.support.foreign_said import said_afresh
 from tests.support.pages import get
 
 pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
@@ -40,8 +39,7 @@ MOST = 200_000
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """What this process said before (another test's plant) is not remembered here."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
+    said_afresh(monkeypatch)
 
 
 def sent(admin: Any) -> int:

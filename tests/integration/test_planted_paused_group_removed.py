@@ -13,7 +13,6 @@ counts, never time.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 from typing import Any, Iterator
 
 import pytest
@@ -22,9 +21,9 @@ import redis
 from minitask import Minitask
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.dashboard.web import Dashboard
-from minitask.stores import foreign
 from tests.apps.held import build
 from tests.support.cli import run
+from tests.support.foreign_said import said_afresh
 from tests.support.pages import get
 from tests.support.servers import RedisServer
 
@@ -41,8 +40,7 @@ MOST = 100_000
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """What this process said before (another test's plant) is not remembered here."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
+    said_afresh(monkeypatch)
 
 
 @pytest.fixture

@@ -6,17 +6,15 @@ in the page, still says it once in the log.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
-
 import pytest
 import redis
 
 from minitask import Minitask, chain
 from minitask.broker.keys import queue_keys
 from minitask.dashboard.web import Dashboard
-from minitask.stores import foreign
 from tests.apps.foreign import build
 from tests.support.cli import said as cli
+from tests.support.foreign_said import said_afresh
 from tests.support.pages import get
 
 pytestmark = [pytest.mark.integration, pytest.mark.app(on="server", build=build)]
@@ -27,8 +25,7 @@ APP = "tests.apps.foreign"
 @pytest.fixture(autouse=True)
 def fresh_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
     """What this process said before (another test's plant) is not remembered here."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
+    said_afresh(monkeypatch)
 
 
 def test_an_unreadable_plan_is_said_once_by_the_cli(

@@ -6,7 +6,6 @@ pair was kept for the life of the process)."""
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from typing import List
 
 import pytest
@@ -15,6 +14,7 @@ import redis
 from minitask import Minitask
 from minitask.stores import foreign
 from minitask.stores.foreign import KEY_LINES, SAID_PAIRS, ignored, summarised
+from tests.support.foreign_said import said_afresh
 
 KEY = "minitask:{shop}:metrics"
 
@@ -22,8 +22,7 @@ KEY = "minitask:{shop}:metrics"
 @pytest.fixture(autouse=True)
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """What the process said before this test is not this test's."""
-    monkeypatch.setattr(foreign, "_SAID", OrderedDict())
-    monkeypatch.setattr(foreign, "_KEYS", OrderedDict())
+    said_afresh(monkeypatch)
 
 
 def _lines(caplog: pytest.LogCaptureFixture) -> List[str]:
@@ -45,7 +44,7 @@ def test_many_problems_of_one_key_say_a_bounded_number_of_lines_in_bounded_memor
 def test_the_lines_held_back_are_counted_in_the_keys_next_line(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
-    monkeypatch.setattr(foreign.time, "monotonic", lambda: now[0])
+    said_afresh(monkeypatch, clock=lambda: now[0])
     with caplog.at_level(logging.WARNING, logger="minitask.stores.foreign"):
         for index in range(KEY_LINES + 7):
             ignored(KEY, f"problem {index}")
@@ -58,7 +57,7 @@ def test_the_lines_held_back_are_counted_in_the_keys_next_line(
 
 def test_one_pair_is_said_once_while_remembered_and_again_once_forgotten(
         caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(foreign, "KEY_LINES", 10 ** 9)
+    said_afresh(monkeypatch, lines=10 ** 9)
     with caplog.at_level(logging.WARNING, logger="minitask.stores.foreign"):
         ignored(KEY, "first")
         ignored(KEY, "first")

@@ -62,7 +62,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
     # the wire format: pure, no I/O
     ("wire", frozenset({"wire"})),
     # import nothing of minitask
-    ("base", frozenset({"_compat", "errors", "printable"})),
+    ("base", frozenset({"_compat", "errors", "log_throttle", "printable"})),
 ]
 #: module -> minitask modules it may import, grouped by layer
 ALLOWED: Dict[str, FrozenSet[str]] = {
@@ -240,9 +240,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.leftovers": frozenset({"printable"}),
     "worker.cancels": frozenset({"errors", "printable", "stores.foreign", "worker.host",
                                  "worker.leases", "worker.outages"}),
-    "worker.control": frozenset({"broker.durability", "errors", "printable", "stores.foreign",
-                                 "stores.registry", "wire.message", "worker.outages",
-                                 "worker.unconfirmed"}),
+    "worker.control": frozenset({"broker.durability", "errors", "log_throttle", "printable",
+                                 "stores.foreign", "stores.registry", "wire.message",
+                                 "worker.outages", "worker.unconfirmed"}),
     "worker.expiry": frozenset({"errors", "printable", "wire.message", "wire.serializer",
                                 "worker.host"}),
     "worker.host": frozenset({"hooks", "stores.broker", "wire.message"}),
@@ -266,12 +266,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "worker.sources", "worker.ticks"}),
     "worker.observe": frozenset({"context", "errors", "printable", "stores.metrics",
                                  "wire.message", "worker.host", "worker.progress"}),
-    "worker.outages": frozenset({"broker.durability", "errors", "printable",
+    "worker.outages": frozenset({"broker.durability", "errors", "log_throttle", "printable",
                                  "stores.foreign", "worker.unconfirmed"}),
-    "worker.unconfirmed": frozenset({"printable"}),
+    "worker.unconfirmed": frozenset({"log_throttle", "printable"}),
     "worker.stray": frozenset({"printable"}),
-    "worker.outcomes": frozenset({"errors", "printable", "stores.dead", "stores.results",
-                                  "worker.acl_steps",
+    "worker.outcomes": frozenset({"errors", "log_throttle", "printable", "stores.dead",
+                                  "stores.results", "worker.acl_steps",
                                   "wire.message", "wire.serializer", "worker.host",
                                   "worker.leases", "worker.outages", "worker.outcome_batches",
                                   "worker.workflows"}),
@@ -300,7 +300,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                          "worker.signals", "worker.softlimit"}),
     "worker.pools.recording": frozenset({"printable", "worker.forks", "worker.outages"}),
     "worker.pools.recycling": frozenset({"errors"}),
-    "worker.pools.starts": frozenset({"printable"}),
+    "worker.pools.starts": frozenset({"log_throttle", "printable"}),
     "worker.pools.threads": frozenset({"printable", "worker.forks", "worker.pools.job",
                                        "worker.pools.slots"}),
     "worker.pools.watchdog": frozenset({"printable"}),
@@ -313,16 +313,17 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                 "worker.observe", "worker.outcomes", "worker.softlimit"}),
     "worker.signals": frozenset(),
     "worker.softlimit": frozenset({"errors", "printable"}),
-    "worker.sources": frozenset({"broker.packing", "broker.transport", "errors", "printable",
-                                 "stores.queue", "stores.results", "wire.message",
+    "worker.sources": frozenset({"broker.packing", "broker.transport", "errors", "log_throttle",
+                                 "printable", "stores.queue", "stores.results", "wire.message",
                                  "worker.empties", "worker.expiry", "worker.host",
                                  "worker.leases", "worker.outages", "worker.outcomes",
                                  "worker.stop"}),
     # the queues a worker found empty, skipped by its walk until a token says otherwise
     "worker.empties": frozenset({"errors", "printable", "stores.queue"}),
     "worker.stop": frozenset({"printable", "worker.leases", "worker.signals"}),
-    "worker.ticks": frozenset({"broker.durability", "broker.packing", "errors", "periodic",
-                               "printable", "stores.foreign", "stores.queue", "stores.schedules",
+    "worker.ticks": frozenset({"broker.durability", "broker.packing", "errors", "log_throttle",
+                               "periodic", "printable", "stores.foreign", "stores.queue",
+                               "stores.schedules",
                                "wire.serializer", "worker.host", "worker.leases",
                                "worker.lost_schedules", "worker.sources", "worker.stop"}),
     "worker.lost_schedules": frozenset({"errors", "periodic", "printable", "stores.foreign",
@@ -369,7 +370,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.metrics": frozenset({"printable", "stores.foreign", "stores.store"}),
     "stores.progress": frozenset({"broker.keys", "printable", "stores.foreign", "stores.store",
                                   "wire.message", "wire.serializer"}),
-    "stores.foreign": frozenset({"broker.keys", "errors", "printable", "wire.message"}),
+    "stores.foreign": frozenset({"broker.keys", "errors", "log_throttle", "printable",
+                                 "wire.message"}),
     "stores.names": frozenset({"broker.keys", "broker.transport", "stores.foreign",
                                "stores.scripts"}),
     "stores.queue": frozenset({"broker.durability", "broker.keys", "broker.packing",
@@ -475,6 +477,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "_compat": frozenset(),
     "printable": frozenset(),
     "errors": frozenset({"printable"}),
+    # log lines said at most so often, each counting those held back since the last
+    "log_throttle": frozenset(),
 }
 #: extra imports allowed only under ``if TYPE_CHECKING:``
 TYPE_CHECKING_ONLY: Dict[str, FrozenSet[str]] = {

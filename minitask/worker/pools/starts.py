@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Dict, List
 
+from ...log_throttle import LogThrottle
 from ...printable import own_logger
 
 logger = own_logger(__name__)
@@ -48,9 +49,8 @@ class Respawns:
         self.row = 0                       # children in a row that died at start
         self._last_death = 0.0
         self._newest = 0                   # the pid of the last child started
-        self._said_at = 0.0
         self._lived = 0.0                  # how long the last child to die lived
-        self._unsaid = 0                   # deaths in the row since it was last said
+        self._said = LogThrottle(SAY_AGAIN_AFTER)  # deaths in the row, said
 
     @property
     def owed(self) -> bool:
@@ -90,20 +90,19 @@ class Respawns:
             logger.warning("child %d exited with code %s between tasks; replacing it", pid,
                            code)
             return
-        now = time.monotonic()
-        self._unsaid += 1
+        if self.row == 2:  # the row's first line, said at once
+            self._said.forget()
+        unsaid = self._said.note()
         if self.row == 2:
-            self._said_at, self._unsaid = now, 0
             logger.error("children keep dying as they start: child %d ended (exit code %s) "
                          "%.1f s after its start, the second in a row; each is replaced with "
                          "a growing delay (%.1f s, doubling up to %.0f s) until one serves "
                          "for %.0f s (said again every %.0f s while they die)", pid, code,
                          self._lived, FIRST_DELAY, MAX_DELAY, START_WINDOW, SAY_AGAIN_AFTER)
-        elif now - self._said_at >= SAY_AGAIN_AFTER:
+        elif unsaid:
             logger.error("children still die as they start: %d more in a row since the "
                          "last warning, the last (child %d) with code %s; the next is "
-                         "started in %.1f s", self._unsaid, pid, code, self.delay())
-            self._said_at, self._unsaid = now, 0
+                         "started in %.1f s", unsaid, pid, code, self.delay())
         else:
             logger.debug("child %d exited with code %s at start (%d in a row)", pid, code,
                          self.row)
@@ -130,7 +129,6 @@ class Respawns:
             logger.warning("children start again (%s), after %d in a row died as they "
                            "started", why, self.row)
         self.row = 0
-        self._unsaid = 0
 
 
 def die_with(supervisor_pid: int) -> None:
