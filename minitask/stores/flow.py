@@ -18,7 +18,8 @@ from ..errors import BrokerError
 from ..limits import MAX_GROUP_LENGTH
 from ..printable import printable, shown_name
 from .bounds import TooLarge, read_fields, too_large
-from .foreign import ignored, raise_refusals, removed_members, shown_member, whole
+from .foreign import (ignored, move_aside, raise_refusals, removed_members, shown_member,
+                      whole)
 from .queue import QueueStore, after_write
 from .store import Store
 
@@ -224,7 +225,7 @@ class FlowStore(Store):
             if isinstance(replies[1], Exception):
                 # a flow_due of another type took no entry: the group would never come
                 # back into the rotation. Moved aside whole, as the scripts do
-                self._due_aside(k.flow_due)
+                move_aside(self.transport.client, k.flow_due, "sorted set")
                 pipe = self.transport.client.pipeline(transaction=True)
                 pipe.zadd(k.flow_due, {f"g:{group}": 0})
                 pipe.rpush(k.wake, b"1")
@@ -242,7 +243,7 @@ class FlowStore(Store):
         times were in it): a fetch tries each (one not free yet is timed again),
         ``REARM_MOST`` of each at most (the others by their next task or outcome)."""
         k = queue_keys(self.app_name, queue)
-        self._due_aside(k.flow_due)
+        move_aside(self.transport.client, k.flow_due, "sorted set")
         client = self.transport.client
         limiters: List[Any] = []
         cursor = 0
@@ -270,24 +271,6 @@ class FlowStore(Store):
             pipe.zadd(k.flow_due, due)
             pipe.rpush(k.wake, b"1")
             raise_refusals(pipe.execute(raise_on_error=False))
-
-    def _due_aside(self, key: str) -> None:
-        """Move ``key`` (a flow_due of another type) aside whole to ``key``:foreign (or
-        :foreign2, up to :foreign100, which a 101st replaces), as lib.lua's aside()
-        does, said once: the data stays for whoever wrote it."""
-        client = self.transport.client
-        moved = next((f"{key}:foreign{n if n > 1 else ''}" for n in range(1, 101)
-                      if not client.exists(f"{key}:foreign{n if n > 1 else ''}")),
-                     f"{key}:foreign100")
-        pipe = client.pipeline(transaction=False)
-        pipe.rename(key, moved)
-        reply = pipe.execute(raise_on_error=False)[0]
-        if isinstance(reply, Exception):
-            if "no such key" in str(reply).lower():  # gone meanwhile: another hand moved it
-                return
-            raise reply
-        ignored(key, f"it held another type than the sorted set minitask keeps there; "
-                     f"moved aside to {moved}")
 
     def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
         """The group of a grouped task (fair queues) when that group is paused, else

@@ -231,6 +231,25 @@ def raise_refusals(replies: Iterable[Any]) -> None:
             raise reply
 
 
+def move_aside(client: Any, key: str, kind: str) -> None:
+    """Move ``key``, of another type than the ``kind`` minitask keeps there, aside whole
+    to ``key``:foreign (or :foreign2, up to :foreign100, which a 101st replaces), as
+    lib.lua's aside() does, said once: the data stays for whoever wrote it, and the
+    writes after it find the key missing. A key gone meanwhile (another hand moved it)
+    is left; any other refusal is raised."""
+    places = [f"{key}:foreign{n if n > 1 else ''}" for n in range(1, 101)]
+    moved = next((place for place in places if not client.exists(place)), places[-1])
+    pipe = client.pipeline(transaction=False)
+    pipe.rename(key, moved)
+    reply = pipe.execute(raise_on_error=False)[0]
+    if isinstance(reply, Exception):
+        if "no such key" in str(reply).lower():
+            return
+        raise reply
+    ignored(key, f"it held another type than the {kind} minitask keeps there; "
+                 f"moved aside to {moved}")
+
+
 def dropped_overlong(lines: Any) -> None:
     """Say the entries a script dropped as longer than any minitask writes in their key
     (fetch.lua's ``OVERLONG``: a 'key length' line each; a planted 50 MB id): one line

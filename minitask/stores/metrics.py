@@ -14,10 +14,11 @@ import math
 from bisect import bisect_left
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, DefaultDict, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import (Any, DefaultDict, Dict, Iterable, Iterator, List, Optional, Sequence, Set,
+                    Tuple)
 
 from ..printable import printable
-from .foreign import ignored, raise_refusals, summarised, whole
+from .foreign import ignored, move_aside, raise_refusals, summarised, whole
 from .store import Store
 
 
@@ -110,11 +111,21 @@ class MetricsStore(Store):
     def add(self, delta: Delta) -> None:
         """Add one worker's counts to the app's, in one round trip.
 
-        Each count is added once: a key of another type, or a field holding what
-        Redis cannot add to (no number, or one at its limit: no minitask wrote it),
-        refuses its own commands, which are dropped and said once, while the others
-        stand; only a lost connection raises (then nothing is known to be added).
-        """
+        Each count is added once. A key of another type (no minitask wrote it) is moved
+        aside whole and its counts added to a new one, so that no worker's counts are
+        dropped for good; a field holding what Redis cannot add to (no number, or one
+        at its limit) refuses its own commands, which are dropped and said once, while
+        the others stand. Only a lost connection raises (then nothing is known to be
+        added)."""
+        wrong = self._add(delta, retried=False)
+        if wrong:
+            for key in wrong:
+                move_aside(self.transport.client, key, "hash")
+            self._add(self._part(delta, wrong), retried=True)
+
+    def _add(self, delta: Delta, retried: bool) -> Set[str]:
+        """Send ``delta``'s counts; the keys of another type that refused them, when not
+        ``retried`` (else those are said, as every other refusal of data)."""
         key = self.app_keys.metrics
         with self.transport.errors("add the worker's metrics"):
             pipe = self.transport.client.pipeline(transaction=False)
@@ -135,12 +146,26 @@ class MetricsStore(Store):
             # did add would be kept for the next heartbeat and added again
             raise_refusals(reply for reply in replies if not _refused_data(reply))
         refused: Dict[str, str] = {}
+        wrong: Set[str] = set()
         for (where, field_name), reply in zip(touched, replies):
-            if _refused_data(reply) and where not in refused:
+            if not retried and str(reply).startswith("WRONGTYPE"):
+                wrong.add(where)
+            elif _refused_data(reply) and where not in refused:
                 refused[where] = (f"counts not added: {reply}" if not field_name else
                                   f"field {printable(field_name)}: counts not added: {reply}")
         for where, problem in refused.items():
             ignored(where, problem)
+        return wrong
+
+    def _part(self, delta: Delta, keys: Set[str]) -> Delta:
+        """The counts of ``delta`` that go to ``keys``."""
+        part = Delta()
+        if self.app_keys.metrics in keys:
+            part.counts.update(delta.counts)
+            part.sums.update(delta.sums)
+        part.minutes.update((at, count) for at, count in delta.minutes.items()
+                            if self.app_keys.throughput(at[0]) in keys)
+        return part
 
     def totals(self, queues: Optional[Sequence[str]] = None,
                tasks: Optional[Sequence[str]] = None) -> Dict[Tuple[str, ...], float]:
