@@ -344,7 +344,8 @@ def rebuild(group_id: str, record: Any, sender: Sender, result_ttl_ms: int,
             raise ConfigurationError(f"group {group_id!r}: its handle record is not one "
                                      f"minitask wrote (a member without its last task)")
         handles.append(StepHandle(sender.broker(), final[0], final[1], result_ttl_ms,
-                                  async_broker))
+                                  async_broker, before=() if entry in (None, final) else
+                                  (entry,)))  # (of a chain: its first task, a guard)
         entries.append(entry)
         finals.append(final)
     return GroupHandle(group_id, handles, entries, finals, sender)

@@ -370,6 +370,20 @@ class AsyncBroker:
                 return None
         return data
 
+    async def step_marked(self, queue: str, task_id: str) -> bool:
+        """``UnsentSteps.marked``, awaited: whether the step's marker says it was sent."""
+        key = self.broker.unsent.keys(queue).once(task_id)
+        with self.errors(f"read the marker of workflow step {task_id}"):
+            if self._cluster:
+                await aslots_read(self.client)
+            try:
+                state = await self.client.hget(key, "state")
+            except redis.ResponseError as exc:
+                if not str(exc).startswith("WRONGTYPE"):
+                    raise
+                return False  # no marker minitask wrote: it tells nothing
+        return state in (b"sent", b"cancelled")
+
     async def drop_handle_record(self, some_id: str) -> None:
         """``WorkflowStore.drop_handle_record`` under every queue, one command each."""
         keys = [self.broker.workflows.keys(queue).handle(some_id)
