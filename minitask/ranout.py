@@ -164,13 +164,14 @@ async def agone(handle: Any, broker: Any, queue: str, deadline: Optional[float])
     a state not read by then is not "unknown": the wait runs out at once and its message
     reads where the task is if there is time. The tasks that send a step are read on a
     thread, only once its marker says it was sent and it is unknown."""
+    from .stores.aio import step_marked  # (loaded already: an aget() runs)
     left = None if deadline is None else deadline - time.monotonic()
     if left is not None and left <= 0:
         return False
     bound = asyncio.timeout(left)
     try:
         async with bound:
-            if handle._sent_later and not await broker.step_marked(queue, handle.id):
+            if handle._sent_later and not await step_marked(broker, queue, handle.id):
                 return False  # maybe not sent yet: waited for
             if readable_state(await broker.state(queue, handle.id), handle.id) != "unknown":
                 return False

@@ -14,8 +14,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import ArgumentError, ConfigurationError
 from ..groups import GroupHandle, Handle
 from ..handle import StepHandle
-from ..ranout import BEFORE_READ
 from ..options import MAX_TASK_ID_BYTES, new_task_id
+from ..ranout import BEFORE_READ
 from ..stores.plans import task_nodes
 from ..stores.workflows import Node
 from ..wire.serializer import check_arguments
@@ -31,7 +31,7 @@ class Compiler:
         self.max_ttl = 0
         #: (queue, id) of every step given its own ``task_id``.
         self.chosen_ids: List[Tuple[str, str]] = []
-        #: The handle of each task, by id: ``finish`` tells each which tasks send it.
+        #: The handle of each task, by id: ``senders`` tells each which tasks send it.
         self.handles: Dict[str, StepHandle] = {}
 
     def check_ids(self, workflow: Workflow) -> None:
