@@ -13,7 +13,7 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from .broker.health import on_redis_time
 from .broker.pools import PoolExhausted, pool_waits_cut_at
@@ -136,20 +136,31 @@ BEFORE_READ = 100
 def step_gone(handle: Any, queue: str, deadline: Optional[float]) -> bool:
     """Whether the workflow step a wait is for (a step sent later: ``StepHandle``) ran
     and is gone: its marker says it was sent (read first: a step sent after its state
-    was read would read unknown), none of the tasks that send it (``_before``) is still
-    pending (one that is: a marker minitask did not write, and the step ends cancelled
-    naming it once that ends), and its state reads unknown (read last: ``gone``). A
-    step whose marker says nothing may not be sent yet: it is waited for. Read as
-    ``gone`` reads, within the wait's deadline."""
+    was read would read unknown), its state reads unknown (``gone``), and none of the
+    tasks that send it (``_before``) is still pending (one that is: a marker minitask
+    did not write, and the step ends cancelled naming it once that ends; its state is
+    read again after them). A step whose marker says nothing may not be sent yet: it is
+    waited for. Read as ``gone`` reads, within the wait's deadline."""
+    if not _within(lambda: handle._broker.unsent.marked(queue, handle.id), deadline,
+                   False) or not gone(handle, queue, deadline):
+        return False
+    if not getattr(handle, "_before", ()):
+        return True
+    if _within(lambda: _pending(handle), deadline, True):
+        return False
+    return gone(handle, queue, deadline)
+
+
+def _within(read: Callable[[], bool], deadline: Optional[float], cut: bool) -> bool:
+    """``read()``, waiting for a connection of a full pool until ``deadline`` at most:
+    ``cut`` when it had to wait longer."""
     try:
         with pool_waits_cut_at(math.inf if deadline is None else deadline):
-            if not handle._broker.unsent.marked(queue, handle.id) or _pending(handle):
-                return False
+            return read()
     except BrokerError as exc:
         if _cut_short(exc):
-            return False
+            return cut
         raise
-    return gone(handle, queue, deadline)
 
 
 def _pending(handle: Any) -> bool:
