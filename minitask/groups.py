@@ -69,8 +69,8 @@ class GroupHandle:
             ResultTimeout: ``timeout`` seconds passed first (a ``TimeoutError``);
                 its message counts the members in each status. Also raised at
                 once, as ``TaskHandle.get()`` raises it, when a member's task is
-                known to be gone (forgotten through its handle): its message names
-                the group, that task and why.
+                known to be gone (it was sent, and its result expired or was
+                forgotten): its message names the group, that task and why.
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
                 (NaN or -1, say).
@@ -128,8 +128,8 @@ class GroupHandle:
         then the results read by then.
 
         Raises:
-            ResultTimeout: a task is gone (forgotten through its handle): the
-                message names the group, the task, and why.
+            ResultTimeout: a task is gone (its result expired or was forgotten):
+                the message names the group, the task, and why.
         """
         store = self._sender.broker().results
         values: List[Any] = []
@@ -344,7 +344,9 @@ def rebuild(group_id: str, record: Any, sender: Sender, result_ttl_ms: int,
             raise ConfigurationError(f"group {group_id!r}: its handle record is not one "
                                      f"minitask wrote (a member without its last task)")
         handles.append(StepHandle(sender.broker(), final[0], final[1], result_ttl_ms,
-                                  async_broker))
+                                  async_broker, before=() if entry in (None, final) else
+                                  (entry,)))  # a chain's first task: pending, its last
+        # step's marker saying sent is none minitask wrote (ranout.step_gone)
         entries.append(entry)
         finals.append(final)
     return GroupHandle(group_id, handles, entries, finals, sender)

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Tuple, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Sequence, Tuple, TypeVar
 
 from .errors import ConfigurationError, DecodeError, ResultTimeout, TaskFailed
-from .ranout import atimeout_message, gone, timeout_message_now, unknown_message
+from .ranout import (agone, atimeout_message, gone, gone_message, step_gone,
+                     timeout_message_now, unknown_message)
 from .ranout import check_timeout as check_timeout  # the check of every wait
 from .stores.aio_clients import cancels_asked, keep_cancel
 from .stores.broker import Broker
 from .stores.progress import PROGRESS_BYTES, progress_of
-from .stores.results import decode_result, readable_state
+from .stores.results import decode_result
 from .stores.results import status_of as status_of  # what the readers of statuses import
 from .stores.workflow_reads import HANDLE_BYTES, Failure, first_record, frame_of, promised_queue
 from .wire.message import Progress, wall_ms
@@ -164,7 +165,9 @@ class TaskHandle(Generic[R]):
             ResultTimeout: ``timeout`` passed first (a ``TimeoutError``); its
                 message says where the task is and whether a live worker serves
                 its queue. Also raised at once, without waiting, for a task this
-                broker does not know (never enqueued here, or its result expired).
+                broker does not know (never enqueued here, or its result expired);
+                for a workflow step, once it is known to have been sent (its result
+                expired or was forgotten), never while it may be not sent yet.
             BrokerError: Redis could not be reached.
             ConfigurationError: ``timeout`` is not a number of seconds, 0 or more
                 (NaN or -1, say).
@@ -373,12 +376,15 @@ class TaskHandle(Generic[R]):
         queue = await self._afind_queue()
         broker = self._aio()
         if queue is None or (not self._sent_later
-                             and await _aunknown(self, broker, queue, deadline)):
+                             and await agone(self, broker, queue, deadline)):
             promised = self._promise(await _arecord(self, broker))
             keep_cancel(before)
             if promised is None:
                 raise ResultTimeout(_unknown_message(self, queue))
             queue = promised
+        if self._sent_later and await agone(self, broker, queue, deadline):
+            keep_cancel(before)
+            raise ResultTimeout(_unknown_message(self, queue, True))
         while True:
             keep_cancel(before)
             remaining = 1.0 if deadline is None else deadline - time.monotonic()
@@ -391,9 +397,9 @@ class TaskHandle(Generic[R]):
                 message = await atimeout_message(self, queue, timeout)
                 keep_cancel(before)
                 raise ResultTimeout(message)
-            if not self._sent_later and await _aunknown(self, broker, queue, deadline):
+            if await agone(self, broker, queue, deadline):
                 keep_cancel(before)
-                raise ResultTimeout(_unknown_message(self, queue))  # gone, as get() says
+                raise ResultTimeout(_unknown_message(self, queue, self._sent_later))
 
     async def acancel(self, running: bool = False) -> bool:
         """Like ``cancel()``, awaited.
@@ -425,9 +431,24 @@ class TaskHandle(Generic[R]):
 class StepHandle(TaskHandle[Any]):
     """A workflow task's handle: a step cancelled because an earlier one ended dead
     raises ``TaskFailed`` naming that step and carrying its error; a later step is
-    waited for before it is sent."""
+    waited for before it is sent, and once its marker says it was sent, a step unknown
+    is gone (its result expired or forgotten): ``get()`` says so at once.
+
+    ``name``: its task's name, for messages (None: not known, a rebuilt handle);
+    ``sent``: it was sent already (one of the first tasks ``delay()`` sent): unknown,
+    it is gone; ``before``: (queue, id) of the tasks whose end sends it (``ranout``'s
+    ``step_gone`` reads whether one is still pending)."""
 
     _sent_later = True
+
+    def __init__(self, broker: Broker, queue: str, task_id: str, result_ttl_ms: int,
+                 async_broker: "Optional[Callable[[], AsyncBroker]]" = None, *,
+                 name: Optional[str] = None, sent: bool = False,
+                 before: Sequence[Tuple[str, str]] = ()) -> None:
+        super().__init__(broker, queue, task_id, result_ttl_ms, async_broker)
+        self._name = name
+        self._sent_later = not sent
+        self._before = before
 
 
 def wait_result(handle: TaskHandle[Any], deadline: Optional[float]) -> Tuple[Optional[bytes], str]:
@@ -439,6 +460,8 @@ def wait_result(handle: TaskHandle[Any], deadline: Optional[float]) -> Tuple[Opt
         if promised is None:
             raise ResultTimeout(_unknown_message(handle, queue))
         queue = promised
+    if handle._sent_later and step_gone(handle, queue, deadline):
+        raise ResultTimeout(_unknown_message(handle, queue, True))
     while True:
         remaining = 5.0 if deadline is None else deadline - time.monotonic()
         body = handle._results.wait_result(queue, handle.id, min(remaining, 5.0)
@@ -447,8 +470,8 @@ def wait_result(handle: TaskHandle[Any], deadline: Optional[float]) -> Tuple[Opt
             return body, queue
         if deadline is not None and time.monotonic() >= deadline:
             return None, queue
-        if not handle._sent_later and gone(handle, queue, deadline):
-            raise ResultTimeout(_unknown_message(handle, queue))
+        if (step_gone if handle._sent_later else gone)(handle, queue, deadline):
+            raise ResultTimeout(_unknown_message(handle, queue, handle._sent_later))
 
 
 def _unsent(handle: TaskHandle[Any], queue: Optional[str]) -> Tuple[bool, Optional[str]]:
@@ -459,26 +482,13 @@ def _unsent(handle: TaskHandle[Any], queue: Optional[str]) -> Tuple[bool, Option
                                         lambda: handle._queues.lookup_names()[0])
 
 
-def _unknown_message(handle: TaskHandle[Any], queue: Optional[str]) -> str:
+def _unknown_message(handle: TaskHandle[Any], queue: Optional[str], sent: bool = False) -> str:
+    """Why there is nothing to wait for: a task unknown; one known to have been sent
+    (``sent``: its marker says so; a workflow's first task) is gone, and named."""
+    if queue is not None and (sent or isinstance(handle, StepHandle)):
+        return gone_message(handle.id, getattr(handle, "_name", None), queue,
+                            handle._broker.description)
     return unknown_message(handle.id, queue, handle._broker.description)
-
-
-async def _aunknown(handle: TaskHandle[Any], broker: "AsyncBroker", queue: str,
-                    deadline: Optional[float]) -> bool:
-    """Whether the task's state says this broker does not know it, read before the
-    deadline; a state not read by then is not "unknown": the wait runs out at once
-    and its message reads where the task is if there is time."""
-    left = None if deadline is None else deadline - time.monotonic()
-    if left is not None and left <= 0:
-        return False
-    bound = asyncio.timeout(left)
-    try:
-        async with bound:
-            return readable_state(await broker.state(queue, handle.id), handle.id) == "unknown"
-    except TimeoutError:
-        if not bound.expired():
-            raise
-        return False
 
 
 async def _arecord(handle: TaskHandle[Any], broker: "AsyncBroker") -> Any:

@@ -13,14 +13,14 @@ import math
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from .broker.health import on_redis_time
 from .broker.pools import PoolExhausted, pool_waits_cut_at
 from .errors import BrokerError, ConfigurationError
 from .printable import printable, short_repr, shown_name
 from .stores.broker import Broker
-from .stores.results import readable_state
+from .stores.results import readable_state, status_of
 from .wire.message import SystemClock
 
 #: The clock a timeout's message judges heartbeats by: Redis's, as workers write them.
@@ -69,6 +69,15 @@ def unknown_message(task_id: str, queue: Optional[str], where: str) -> str:
             f"there is nothing to wait for")
 
 
+def gone_message(task_id: str, name: Optional[str], queue: str, where: str) -> str:
+    """Why a wait for a workflow step known to have been sent ends at once: it is gone."""
+    sent = f"task {name!r} was sent" if name else "it was sent (a workflow step)"
+    return (f"task {task_id} is unknown in queue {queue!r} on {where}: {sent}, so its "
+            f"result expired (result_ttl) or was forgotten (forget(), by any process), "
+            f"it was purged from its queue, or it keeps none (ignore_result); there is "
+            f"nothing to wait for")
+
+
 def place_of(broker: Broker, queue: str, task_id: str, status: str) -> Place:
     """The rest of the reading once the status is known (blocking reads)."""
     due = "" if status in _DUE_SAID else _due_text(broker, queue, task_id)
@@ -114,6 +123,80 @@ def gone(handle: Any, queue: str, deadline: Optional[float]) -> bool:
             return False
         raise
     return readable_state(state, handle.id) == "unknown"
+
+
+#: The statuses of a task that may still end, and send the steps that follow it.
+_PENDING = frozenset({"scheduled", "queued", "running", "retrying"})
+
+#: At most this many of the tasks that send a step are read (one round trip) to tell a
+#: step that ran from one whose marker minitask did not write (``step_gone``).
+BEFORE_READ = 100
+
+
+def step_gone(handle: Any, queue: str, deadline: Optional[float]) -> bool:
+    """Whether the workflow step a wait is for (a step sent later: ``StepHandle``) ran
+    and is gone: its marker says it was sent (read first: a step sent after its state
+    was read would read unknown), its state reads unknown (``gone``), and none of the
+    tasks that send it (``_before``) is still pending (one that is: a marker minitask
+    did not write, and the step ends cancelled naming it once that ends; its state is
+    read again after them). A step whose marker says nothing may not be sent yet: it is
+    waited for. Read as ``gone`` reads, within the wait's deadline."""
+    if not _within(lambda: handle._broker.unsent.marked(queue, handle.id), deadline,
+                   False) or not gone(handle, queue, deadline):
+        return False
+    if not getattr(handle, "_before", ()):
+        return True
+    if _within(lambda: _pending(handle), deadline, True):
+        return False
+    return gone(handle, queue, deadline)
+
+
+def _within(read: Callable[[], bool], deadline: Optional[float], cut: bool) -> bool:
+    """``read()``, waiting for a connection of a full pool until ``deadline`` at most:
+    ``cut`` when it had to wait longer."""
+    try:
+        with pool_waits_cut_at(math.inf if deadline is None else deadline):
+            return read()
+    except BrokerError as exc:
+        if _cut_short(exc):
+            return cut
+        raise
+
+
+def _pending(handle: Any) -> bool:
+    """Whether a task that sends the step of ``handle`` may still end (blocking reads)."""
+    before = getattr(handle, "_before", ())[:BEFORE_READ]
+    return bool(before) and any(status_of(*state) in _PENDING
+                                for state in handle._results.states(before))
+
+
+async def agone(handle: Any, broker: Any, queue: str, deadline: Optional[float]) -> bool:
+    """``gone`` (``step_gone`` for a step sent later), awaited: read before the deadline;
+    a state not read by then is not "unknown": the wait runs out at once and its message
+    reads where the task is if there is time. The tasks that send a step are read on a
+    thread, only once its marker says it was sent and it is unknown."""
+    from .stores.aio import step_marked  # (loaded already: an aget() runs)
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        return False
+    bound = asyncio.timeout(left)
+    try:
+        async with bound:
+            if handle._sent_later and not await step_marked(broker, queue, handle.id):
+                return False  # maybe not sent yet: waited for
+            if readable_state(await broker.state(queue, handle.id), handle.id) != "unknown":
+                return False
+            if not handle._sent_later or not getattr(handle, "_before", ()):
+                return True
+            if await asyncio.get_running_loop().run_in_executor(None, _pending, handle):
+                return False
+            # read again: a step cancelled as its sender ended has its outcome now
+            return readable_state(await broker.state(queue, handle.id),
+                                  handle.id) == "unknown"
+    except TimeoutError:
+        if not bound.expired():
+            raise
+        return False
 
 
 def _cut_short(exc: BaseException) -> bool:

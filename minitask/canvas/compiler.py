@@ -15,6 +15,7 @@ from ..errors import ArgumentError, ConfigurationError
 from ..groups import GroupHandle, Handle
 from ..handle import StepHandle
 from ..options import MAX_TASK_ID_BYTES, new_task_id
+from ..ranout import BEFORE_READ
 from ..stores.plans import task_nodes
 from ..stores.workflows import Node
 from ..wire.serializer import check_arguments
@@ -30,6 +31,8 @@ class Compiler:
         self.max_ttl = 0
         #: (queue, id) of every step given its own ``task_id``.
         self.chosen_ids: List[Tuple[str, str]] = []
+        #: The handle of each task, by id: ``senders`` tells each which tasks send it.
+        self.handles: Dict[str, StepHandle] = {}
 
     def check_ids(self, workflow: Workflow) -> None:
         """Refuse ids chosen twice in the workflow, or too long: that step would never
@@ -139,8 +142,10 @@ class Compiler:
             node["fl"] = flow
             if from_result:
                 node["fr"] = True
-        return node, StepHandle(self.broker, node["q"], node["id"], ttl,
-                                self.sender.async_broker)
+        handle = StepHandle(self.broker, node["q"], node["id"], ttl, self.sender.async_broker,
+                            name=task.name, sent=prefix is not None)  # delay() sends it
+        self.handles[node["id"]] = handle
+        return node, handle
 
     def errback(self, sig: Signature) -> Node:
         node, _ = self.task(sig, [], None, {})
@@ -161,3 +166,34 @@ class Compiler:
                  else node["header"] + [node["body"]] if kind == "h" else [])
         for part in parts:
             self.finish(part)
+
+    def senders(self, node: Node, before: Tuple[Tuple[str, str], ...] = ()) -> None:
+        """Tell each task's handle the tasks whose end sends it (``before``: those of
+        the part before ``node``; the first ``BEFORE_READ``): a step whose marker says
+        sent while one of them is pending has a marker minitask did not write."""
+        kind = node["k"]
+        if kind == "t":
+            handle = self.handles.get(node["id"])
+            if handle is not None:
+                handle._before = before
+        elif kind == "c":
+            for index, step in enumerate(node["steps"]):
+                self.senders(step, before if index == 0 else _lasts(node["steps"][index - 1]))
+        else:
+            for member in node["members"] if kind == "g" else node["header"]:
+                self.senders(member, before)
+            if kind == "h":
+                self.senders(node["body"], tuple(
+                    task for member in node["header"] for task in _lasts(member))[:BEFORE_READ])
+
+
+def _lasts(node: Node) -> Tuple[Tuple[str, str], ...]:
+    """(queue, id) of the tasks whose end ends ``node`` (the first ``BEFORE_READ``)."""
+    kind = node["k"]
+    if kind == "t":
+        return ((node["q"], node["id"]),)
+    if kind == "c":
+        return _lasts(node["steps"][-1])
+    if kind == "h":
+        return _lasts(node["body"])
+    return tuple(task for member in node["members"] for task in _lasts(member))[:BEFORE_READ]

@@ -150,6 +150,7 @@ class Workflow(ABC):
         compiler = Compiler(self.first_task())
         node, handle = compiler.compile(self, [], tuple(args), dict(kwargs or {}))
         compiler.finish(node)
+        compiler.senders(node)
         compiler.check_ids(self)
         sender = compiler.sender
         sender.refuse_in_batch("start a workflow")

@@ -447,3 +447,18 @@ def running_loop(what: str) -> asyncio.AbstractEventLoop:
         raise ConfigurationError(f"{what} must be awaited inside a running event loop "
                                  f"(asyncio.run(...)); use its blocking twin "
                                  f"outside one") from None
+
+
+async def step_marked(broker: AsyncBroker, queue: str, task_id: str) -> bool:
+    """``UnsentSteps.marked``, awaited: whether the step's marker says it was sent."""
+    key = broker.broker.unsent.keys(queue).once(task_id)
+    with broker.errors(f"read the marker of workflow step {task_id}"):
+        if broker._cluster:
+            await aslots_read(broker.client)
+        try:
+            state = await broker.client.hget(key, "state")
+        except redis.ResponseError as exc:
+            if not str(exc).startswith("WRONGTYPE"):
+                raise
+            return False  # no marker minitask wrote: it tells nothing
+    return state in (b"sent", b"cancelled")

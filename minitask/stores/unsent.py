@@ -71,6 +71,23 @@ class UnsentSteps(Store):
                                   f"cancel {task_id}, a workflow step not sent yet")
         return bool(done), queue
 
+    def marked(self, queue: str, task_id: str) -> bool:
+        """Whether step ``task_id``'s marker says it was sent (or cancelled before it
+        was): read before its state, a step unknown then ran and is gone (its result
+        expired or forgotten), no step waiting to be sent. A marker with no state (a
+        reservation), none, or one minitask did not write (another type, another state)
+        tells nothing.
+
+        Raises:
+            BrokerError: Redis failed.
+        """
+        with self.transport.errors(f"read the marker of workflow step {task_id}"):
+            pipe = self.transport.client.pipeline(transaction=False)
+            pipe.hget(self.keys(queue).once(task_id), "state")
+            replies = pipe.execute(raise_on_error=False)
+            raise_refusals(replies)
+        return replies[0] in (b"sent", b"cancelled")
+
     def _find(self, task_id: str, queues: Sequence[str]) -> Tuple[Optional[str], bool]:
         """The queue a handle record promises ``task_id`` to (and True), else the queue
         whose marker its workflow reserved (and False: the script wants the marker)."""

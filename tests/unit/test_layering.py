@@ -198,7 +198,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                    "handle", "sending", "stores.plans", "stores.step_ids"}),
     # a workflow turned into its plan and its handle, at delay()
     "canvas.compiler": frozenset({"canvas.workflows", "errors", "groups", "handle", "options",
-                                  "stores.plans", "stores.workflows", "wire.serializer"}),
+                                  "ranout", "stores.plans", "stores.workflows",
+                                  "wire.serializer"}),
     # routes, and sending a task known only by its name (send, signature: an app mixin)
     "routes": frozenset({"call", "canvas", "errors", "handle", "options", "sending", "task",
                          "wire.message"}),
@@ -216,8 +217,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "stores.workflow_reads", "wire.message",
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "printable", "wire.message"}),
-    "ranout": frozenset({"broker.health", "broker.pools", "errors", "printable", "stores.broker",
-                         "stores.results", "wire.message"}),
+    "ranout": frozenset({"broker.health", "broker.pools", "errors", "printable", "stores.aio",
+                         "stores.broker", "stores.results", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer",
                           "wire.types"}),
