@@ -1,18 +1,9 @@
 """tests.apps.basic served by a worker whose clock runs ``TEST_CLOCK_AHEAD_S`` seconds
-ahead of the machine's, and so of Redis's: ``time.time`` and ``time.time_ns`` are
-shifted as this module is imported, before the worker reads any time (minitask reads
-them through the ``time`` module at each call, as the logging does)."""
+ahead of the machine's, and so of Redis's (tests.apps.clock_ahead shifts it, before
+the worker reads any time)."""
 from __future__ import annotations
 
-import os
-import time
-
-_AHEAD = float(os.environ.get("TEST_CLOCK_AHEAD_S", "0"))
-if _AHEAD:
-    _time, _time_ns = time.time, time.time_ns
-    time.time = lambda: _time() + _AHEAD
-    time.time_ns = lambda: _time_ns() + int(_AHEAD * 1e9)
-
-from tests.apps.basic import app  # noqa: E402  (the clock shifted first)
+import tests.apps.clock_ahead  # noqa: F401  (the clock shifted first)
+from tests.apps.basic import app
 
 __all__ = ["app"]

@@ -13,6 +13,7 @@ import pytest
 
 from minitask import BrokerError, TaskFailed
 from minitask.broker.keys import queue_keys
+from tests.support.aio_workers import aio_worker
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -23,11 +24,6 @@ DEADLINE = 60.0
 #: The last stream entry id there is: no XADD can add an entry after it.
 LAST_ID = "18446744073709551615-18446744073709551615"
 KEYS = queue_keys("aio", "default")
-
-
-def start_worker(processes: Processes, server: RedisServer, pool: str, log: Path) -> Any:
-    return processes.start("-m", "minitask", "worker", "-A", "tests.apps.aio", "--pool", pool,
-                           "-c", "4", log=log, env={"MINITASK_BROKER_URL": server.url})
 
 
 def stop_a_long_task(client: Any, nap: Any, key: str, pool: str, log: Path) -> None:
@@ -62,7 +58,7 @@ def test_an_entry_with_the_last_id_there_is_is_set_aside_and_cancel_still_stops_
     client = server.client()
     client.xadd(KEYS.cancels, {b"planted": b"1"}, id=LAST_ID)  # before the worker starts
     log = tmp_path / "worker.log"
-    worker = start_worker(processes, server, pool, log)
+    worker = aio_worker(processes, server, pool, log, slots=4)
     stop_a_long_task(client, nap, "first", pool, log)
     assert client.xrange(KEYS.cancels_aside)[0][0] == LAST_ID.encode()  # kept, aside
     # planted again while the worker watches: an operator deleted the one set aside
@@ -101,7 +97,7 @@ def test_a_stream_whose_last_id_an_entry_deleted_since_took_is_set_aside_by_the_
     client.xdel(KEYS.cancels, LAST_ID)
     assert client.xlen(KEYS.cancels) == 0 and client.exists(KEYS.cancels) == 1
     log = tmp_path / "worker.log"
-    worker = start_worker(processes, server, pool, log)
+    worker = aio_worker(processes, server, pool, log, slots=4)
     stop_a_long_task(client, nap, "first", pool, log)
     aside = client.xinfo_stream(KEYS.cancels_aside)
     assert aside["length"] == 0 and aside["last-generated-id"] == LAST_ID.encode()
@@ -119,7 +115,7 @@ def test_a_cancels_key_of_another_type_is_said_once_as_data_and_watched_again_on
         tmp_path: Path) -> None:
     client = server.client()
     log = tmp_path / "worker.log"
-    worker = start_worker(processes, server, pool, log)
+    worker = aio_worker(processes, server, pool, log, slots=4)
     assert nap.delay("warm", 0.0).get(timeout=DEADLINE) == "warm"  # the watch is up
     client.set(KEYS.cancels, b"not a stream")  # under the watching worker
     wait_until(lambda: "holds another type" in log.read_text(), timeout=DEADLINE,

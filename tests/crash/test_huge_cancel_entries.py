@@ -14,6 +14,7 @@ import redis
 
 from minitask import Minitask
 from minitask.broker.keys import queue_keys
+from tests.support.aio_workers import aio_worker, sent_bytes
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -26,16 +27,6 @@ KEYS = queue_keys("aio", "default")
 HUGE = 32 * 1024 * 1024
 #: What a test may make Redis send in all while the huge entry is there: well under it.
 MOST_SENT = HUGE // 4
-
-
-def sent(client: "redis.Redis[bytes]") -> int:
-    """Bytes Redis has sent to its clients so far."""
-    return int(client.info("stats")["total_net_output_bytes"])
-
-
-def start_worker(processes: Processes, server: RedisServer, pool: str, log: Path) -> Any:
-    return processes.start("-m", "minitask", "worker", "-A", "tests.apps.aio", "--pool", pool,
-                           "-c", "2", log=log, env={"MINITASK_BROKER_URL": server.url})
 
 
 def watching(client: "redis.Redis[bytes]", count: int) -> bool:
@@ -73,7 +64,7 @@ def test_request_cancel_never_reads_the_streams_last_entry(server: RedisServer) 
         client.zadd(KEYS.leases, {"leased": 2 ** 50})  # a lease no worker reaps (no worker)
         assert app.broker.cancels.request("default", "leased") is True  # the script loaded
         client.config_resetstat()
-        before = sent(client)
+        before = sent_bytes(client)
         for _ in range(3):  # planted again before each request: the last entry each time
             client.xadd(KEYS.cancels, {b"planted": b"x" * HUGE})
             assert app.broker.cancels.request("default", "leased") is True
@@ -82,7 +73,7 @@ def test_request_cancel_never_reads_the_streams_last_entry(server: RedisServer) 
         # a 32 MB entry copied inside Redis took tens of ms per call; now none is read
         # (1 ms: a bound a busy machine keeps, many times what such a call costs)
         assert stats["usec_per_call"] < 1000, stats
-        assert sent(client) - before < MOST_SENT
+        assert sent_bytes(client) - before < MOST_SENT
         assert client.xlen(KEYS.cancels) == 7  # 1 + 3 requests, 3 planted entries, left
     finally:
         app.close()
@@ -96,14 +87,14 @@ def test_a_huge_entry_planted_before_workers_start_is_never_sent_to_them(
     of each worker, at each start): it adds a wake-up entry and takes its id now."""
     client = server.client()
     client.xadd(KEYS.cancels, {b"planted": b"x" * HUGE})
-    before = sent(client)
+    before = sent_bytes(client)
     log = tmp_path / "worker.log"
-    worker = start_worker(processes, server, pool, log)
+    worker = aio_worker(processes, server, pool, log)
     wait_until(lambda: watching(client, 2 if pool == "process" else 1), timeout=DEADLINE,
                message="the worker's cancel watches are up")
     assert nap.delay("warm", 0.0).get(timeout=DEADLINE) == "warm"
     stop_a_long_task(client, nap, "first", log)
-    assert sent(client) - before < MOST_SENT
+    assert sent_bytes(client) - before < MOST_SENT
     stop(worker)
 
 
@@ -117,7 +108,7 @@ def test_a_huge_entry_planted_under_watching_workers_is_read_once_and_deleted(
     client = server.client()
     each = 2 if pool == "process" else 1  # watches per worker: a child's each, or its own
     logs = [tmp_path / "one.log", tmp_path / "two.log"]
-    workers = [start_worker(processes, server, pool, log) for log in logs]
+    workers = [aio_worker(processes, server, pool, log) for log in logs]
     wait_until(lambda: watching(client, 2 * each), timeout=DEADLINE,
                message="both workers' cancel watches are up")
     planted = client.xadd(KEYS.cancels, {b"planted": b"x" * HUGE, b"id": b"not-a-task"})
@@ -125,15 +116,15 @@ def test_a_huge_entry_planted_under_watching_workers_is_read_once_and_deleted(
                message="a watch deleted the planted entry")
     wait_until(lambda: watching(client, 2 * each), timeout=DEADLINE,
                message="both workers' watches wait again")
-    before = sent(client)
+    before = sent_bytes(client)
     assert nap.delay("after", 0.0).get(timeout=DEADLINE) == "after"
     stop_a_long_task(client, nap, "first", *logs)
     third = tmp_path / "three.log"
-    workers.append(start_worker(processes, server, pool, third))  # reads from the end
+    workers.append(aio_worker(processes, server, pool, third))  # reads from the end
     wait_until(lambda: watching(client, 3 * each), timeout=DEADLINE,
                message="the third worker's watch is up")
     stop_a_long_task(client, nap, "second", *logs, third)
-    assert sent(client) - before < MOST_SENT  # the entry never reached a client again
+    assert sent_bytes(client) - before < MOST_SENT  # the entry never reached a client again
     for worker in workers:
         stop(worker)
     text = "".join(log.read_text() for log in [*logs, third])

@@ -14,6 +14,7 @@ import pytest
 import redis
 
 from minitask.broker.keys import AppKeys, queue_keys
+from tests.support.aio_workers import aio_worker, sent_bytes
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -27,15 +28,6 @@ APP_KEYS = AppKeys("aio")
 HUGE = 32 * 1024 * 1024
 #: What Redis may send in all once the huge element was taken: well under it.
 MOST_SENT = HUGE // 4
-
-
-def sent(client: "redis.Redis[bytes]") -> int:
-    return int(client.info("stats")["total_net_output_bytes"])
-
-
-def start_worker(processes: Processes, server: RedisServer, pool: str, log: Path) -> Any:
-    return processes.start("-m", "minitask", "worker", "-A", "tests.apps.aio", "--pool", pool,
-                           "-c", "2", log=log, env={"MINITASK_BROKER_URL": server.url})
 
 
 def blocked_in(client: "redis.Redis[bytes]", command: str) -> int:
@@ -57,7 +49,7 @@ def test_a_huge_element_on_a_wake_list_is_taken_once_said_once_and_serving_goes_
         tmp_path: Path) -> None:
     client = server.client()
     log = tmp_path / "worker.log"
-    worker = start_worker(processes, server, pool, log)
+    worker = aio_worker(processes, server, pool, log)
     assert nap.delay("warm", 0.0).get(timeout=DEADLINE) == "warm"
     wait_until(lambda: blocked_in(client, "blpop") >= 1, timeout=DEADLINE,
                message="an idle wait is up")
@@ -66,11 +58,11 @@ def test_a_huge_element_on_a_wake_list_is_taken_once_said_once_and_serving_goes_
                message="a worker's wait took the element")
     wait_until(lambda: "held an element no minitask pushes" in log.read_text(),
                timeout=DEADLINE, message="the worker said it")
-    before = sent(client)
+    before = sent_bytes(client)
     for index in range(5):
         assert nap.delay(f"after{index}", 0.0).get(timeout=DEADLINE) == f"after{index}"
     cancel_a_long_task(client, nap, "long", log)
-    assert sent(client) - before < MOST_SENT  # it reached no client again
+    assert sent_bytes(client) - before < MOST_SENT  # it reached no client again
     worker.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=DEADLINE) == 0
     text = log.read_text()
@@ -85,7 +77,7 @@ def test_a_huge_order_is_taken_once_said_by_its_length_and_shutdown_still_works(
         processes: Processes, server: RedisServer, nap: Any, tmp_path: Path) -> None:
     client = server.client()
     log = tmp_path / "worker.log"
-    worker = start_worker(processes, server, "asyncio", log)
+    worker = aio_worker(processes, server, "asyncio", log)
     assert nap.delay("warm", 0.0).get(timeout=DEADLINE) == "warm"
     wait_until(lambda: client.zcard(APP_KEYS.workers) == 1, timeout=DEADLINE,
                message="the worker registered")
@@ -96,12 +88,12 @@ def test_a_huge_order_is_taken_once_said_by_its_length_and_shutdown_still_works(
                message="the listener took both")
     wait_until(lambda: "ignores the unknown order" in log.read_text(), timeout=DEADLINE,
                message="the listener said it")
-    before = sent(client)
+    before = sent_bytes(client)
     assert nap.delay("after", 0.0).get(timeout=DEADLINE) == "after"
     cancel_a_long_task(client, nap, "long", log)
     client.rpush(control, b"shutdown")  # what minitask shutdown pushes: heard still
     assert worker.wait(timeout=DEADLINE) == 0
-    assert sent(client) - before < MOST_SENT  # neither reached a client again
+    assert sent_bytes(client) - before < MOST_SENT  # neither reached a client again
     text = log.read_text()
     said = (f"worker {worker_id} ignores the unknown order of {HUGE + 4:,} characters "
             f"(not shown) and 1 more (said at most once a minute), taken off {control}")

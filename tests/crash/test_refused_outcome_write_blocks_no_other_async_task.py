@@ -12,11 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-import redis
 
-from minitask import Minitask, chain
-from tests.support.acl import has_acl_check
+from minitask import chain
 from tests.support.acl_queues import queue_user
+from tests.support.acl_workers import acl_checked, worker_as
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -37,18 +36,13 @@ GIVEN = 20.0
 
 def test_other_async_tasks_complete_while_one_outcome_write_is_refused(
         processes: Processes, server: RedisServer, tmp_path: Path) -> None:
-    admin: "redis.Redis[bytes]" = server.client()
-    if not has_acl_check(admin):
-        pytest.skip("Redis before 7.0 cannot be asked (redis.acl_check_cmd)")
-    app = Minitask("aclsteps", broker=server.client())
-    try:
+    with acl_checked(server, "aclsteps") as (admin, app):
         add = app.task(name="add")(lambda x, y=0: x + y)
         other = app.task(name="other", queue="other")(lambda x: x)
         url = queue_user(admin, server, "aclsteps", "default")
         log = tmp_path / "worker.log"
-        processes.worker("tests.apps.acl_steps", "-Q", "default", "--pool", "asyncio", "-c",
-                         "6", log=log, env={"MINITASK_BROKER_URL": url,
-                                            "TEST_VISIBILITY": BOUND})
+        worker_as(processes, "tests.apps.acl_steps", url, log, "-Q", "default",
+                  pool="asyncio", slots=6, visibility=BOUND)
         for _ in range(REFUSED):
             chain(add.s(1, 2), other.s()).delay()
         # the refused write is being retried: its task stays leased
@@ -60,6 +54,3 @@ def test_other_async_tasks_complete_while_one_outcome_write_is_refused(
         for index, handle in enumerate(handles):
             left = max(0.1, until - time.monotonic())
             assert handle.get(timeout=left) == index + 1, log.read_text()
-    finally:
-        app.close()
-        admin.close()

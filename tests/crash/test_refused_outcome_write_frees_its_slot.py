@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 
-from minitask import Minitask, TaskHandle
+from minitask import TaskHandle
 from minitask.errors import ResultTimeout
-from tests.support.acl import has_acl_check
 from tests.support.acl_queues import USER, all_but_results, widen
+from tests.support.acl_workers import acl_checked, worker_as
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -36,18 +35,13 @@ RELEASED = "the task is delivered again once the lease expires"
 def test_a_refused_outcome_frees_its_slot_and_the_task_comes_again(
         processes: Processes, server: RedisServer, tmp_path: Path, pool: str,
         task: str) -> None:
-    admin: "redis.Redis[bytes]" = server.client()
-    if not has_acl_check(admin):
-        pytest.skip("Redis before 7.0 cannot be asked (redis.acl_check_cmd)")
-    app = Minitask("aclout", broker=server.client())
-    try:
+    with acl_checked(server, "aclout") as (admin, app):
         add = app.task(name="add")(lambda x, y=0: x + y)
         boom = app.task(name="boom", retries=0)(lambda: None)
         url = all_but_results(admin, server, "aclout", "default", "z")
         log = tmp_path / "worker.log"
-        processes.worker("tests.apps.acl_outcomes", "-Q", "default", "--pool", pool, "-c",
-                         "1", log=log, env={"MINITASK_BROKER_URL": url,
-                                            "TEST_VISIBILITY": BOUND})
+        worker_as(processes, "tests.apps.acl_outcomes", url, log, "-Q", "default", pool=pool,
+                  visibility=BOUND)
         refused = (add.apply_async((1, 2), task_id="z-refused") if task == "add" else
                    boom.apply_async(task_id="z-refused"))
         # an id of its own: a random one starts with "z" one time in 64, and its result
@@ -68,9 +62,6 @@ def test_a_refused_outcome_frees_its_slot_and_the_task_comes_again(
             dead = wait_until(lambda: app.dead_letters("default"), timeout=DEADLINE,
                               message="the dead letter")
             assert [letter.task_id for letter in dead] == ["z-refused"], dead
-    finally:
-        app.close()
-        admin.close()
 
 
 def got(handle: "TaskHandle[Any]", log: Path) -> Any:

@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any, List
 
 import pytest
-import redis
 
-from minitask import Minitask
-from tests.support.acl import acl_user, has_acl_check
+from tests.support.acl import acl_user
 from tests.support.acl_queues import USER, queue_user
+from tests.support.acl_workers import acl_checked, worker_as
 from tests.support.processes import Processes, exit_code
 from tests.support.servers import RedisServer
 
@@ -25,8 +24,8 @@ SAID = "may not write the keys of queue(s)"
 
 
 def start(processes: Processes, url: str, log: Path, *queues: str) -> Any:
-    return processes.worker("tests.apps.acl_steps", "-Q", ",".join(queues), "--pool",
-                            "thread", "-c", "1", log=log, env={"MINITASK_BROKER_URL": url})
+    return worker_as(processes, "tests.apps.acl_steps", url, log, "-Q", ",".join(queues),
+                     visibility=None)
 
 
 def said(log: Path) -> List[str]:
@@ -35,11 +34,7 @@ def said(log: Path) -> List[str]:
 
 def test_a_queue_the_user_cannot_write_is_said_once_at_start(
         processes: Processes, server: RedisServer, tmp_path: Path) -> None:
-    admin: "redis.Redis[bytes]" = server.client()
-    if not has_acl_check(admin):
-        pytest.skip("Redis before 7.0 cannot be asked (redis.acl_check_cmd)")
-    app = Minitask("aclsteps", broker=server.client())
-    try:
+    with acl_checked(server, "aclsteps") as (admin, app):
         add = app.task(name="add")(lambda x, y=0: x + y)
         narrow = queue_user(admin, server, "aclsteps", "default")
         log = tmp_path / "narrow.log"
@@ -64,6 +59,3 @@ def test_a_queue_the_user_cannot_write_is_said_once_at_start(
         refused = tmp_path / "refused.log"
         assert exit_code(start(processes, narrow, refused, "default", "other")) == 2, (
             refused.read_text())
-    finally:
-        app.close()
-        admin.close()

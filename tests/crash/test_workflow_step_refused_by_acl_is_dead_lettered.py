@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import List
 
 import pytest
-import redis
 
-from minitask import Minitask, chain
+from minitask import chain
 from minitask.admin.dead import DeadTask
-from tests.support.acl import has_acl_check
 from tests.support.acl_queues import USER, queue_user, widen
+from tests.support.acl_workers import acl_checked, worker_as
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -31,18 +30,13 @@ BOUND = "3"
 @pytest.mark.parametrize("pool", ["thread", "process", "asyncio"])
 def test_a_refused_step_is_dead_lettered_and_requeued_once_fixed(
         processes: Processes, server: RedisServer, tmp_path: Path, pool: str) -> None:
-    admin: "redis.Redis[bytes]" = server.client()
-    if not has_acl_check(admin):
-        pytest.skip("Redis before 7.0 cannot be asked (redis.acl_check_cmd)")
-    app = Minitask("aclsteps", broker=server.client())
-    try:
+    with acl_checked(server, "aclsteps") as (admin, app):
         add = app.task(name="add")(lambda x, y=0: x + y)
         other = app.task(name="other", queue="other")(lambda x: x)
         url = queue_user(admin, server, "aclsteps", "default")
         log = tmp_path / "worker.log"
-        processes.worker("tests.apps.acl_steps", "-Q", "default", "--pool", pool, "-c",
-                         "1", log=log, env={"MINITASK_BROKER_URL": url,
-                                            "TEST_VISIBILITY": BOUND})
+        worker_as(processes, "tests.apps.acl_steps", url, log, "-Q", "default", pool=pool,
+                  visibility=BOUND)
         handle = chain(add.s(1, 2), other.s()).delay()
         after = add.delay(20, 22)
         # the slot is freed: the next task on the queue runs
@@ -66,6 +60,3 @@ def test_a_refused_step_is_dead_lettered_and_requeued_once_fixed(
                          log=tmp_path / "other.log", env={"MINITASK_BROKER_URL": url})
         assert handle.get(timeout=DEADLINE) == 3, log.read_text()
         assert app.dead_letters("default") == []
-    finally:
-        app.close()
-        admin.close()

@@ -18,16 +18,12 @@ from minitask.cli import dead as dead_command
 from minitask.dashboard.web import Dashboard
 from tests.integration.test_dead_requeue_goes_on_past_a_refused_letter import (dead, plant,
                                                                                ready)
-from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.cli import operate_with, run
 from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.servers import RedisServer
+from tests.support.unconfirmed import STALL
 from tests.unit.test_dashboard import call
 from tests.unit.test_dashboard_actions import confirm
-
-#: Waits as tests/integration/test_unconfirmed_writes_keep_workers_going.py's (its
-#: ``pair``, a primary and its replica of the test's own: tests.support.replicas)
-STALL = going.STALL
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

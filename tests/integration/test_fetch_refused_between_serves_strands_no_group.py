@@ -15,7 +15,7 @@ redis-server, as an ACL user from which one command is taken away between fetche
 from __future__ import annotations
 
 import random
-from typing import Any, List, Tuple
+from typing import Any, Tuple
 
 import pytest
 import redis
@@ -24,13 +24,16 @@ from minitask import BrokerError, Minitask
 from minitask.broker.keys import QueueKeys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_fetches import NOW, fetched
+from tests.support.refused_part_way import drained, fetched_while_refused, taken_away
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 APP = "betweenserves"
 KEYS = QueueKeys(APP, "default")
-NOW = 1_900_000_000_000  # ms: the fetches' own clock (far from the server's: kept)
+#: a task delivered this many times at most: never dead-lettered here
+DELIVERIES = 100
 
 
 def _app(url: str) -> Tuple[Minitask, Any, Any, Any]:
@@ -51,25 +54,6 @@ def _app(url: str) -> Tuple[Minitask, Any, Any, Any]:
     return app, fair, paced, lim
 
 
-def _fetch(app: Minitask, now_ms: int, lease_ms: int) -> List[str]:
-    got = app.broker.queues.fetch("default", now_ms=now_ms, lease_ms=lease_ms, count=5,
-                                  max_deliveries=100)
-    return [delivery.task_id for delivery in got.deliveries]
-
-
-def _drain(app: Minitask, now_ms: int, ids: List[str], fetches: int = 80) -> List[str]:
-    """The ids delivered by fetches (each acked) until every one of ``ids`` was."""
-    delivered: List[str] = []
-    for _ in range(fetches):
-        for task_id in _fetch(app, now_ms, 600_000):
-            delivered.append(task_id)
-            app.broker.results.ack("default", task_id, None, 0)
-        now_ms += 10  # the rate limits' windows pass
-        if set(delivered) >= set(ids):
-            break
-    return delivered
-
-
 @pytest.mark.parametrize("command", ["hincrby", "zadd"])
 def test_a_group_emptied_before_the_refusal_is_served_again(
         server: RedisServer, admin: "redis.Redis[bytes]", command: str) -> None:
@@ -80,11 +64,10 @@ def test_a_group_emptied_before_the_refusal_is_served_again(
     app, fair, _, _ = _app(url)
     try:
         ids = [fair.delay(f"t{n}", n).id for n in range(6)]
-        admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
-        with pytest.raises(BrokerError):
-            _fetch(app, NOW, 1_000)
-        admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
-        delivered = _drain(app, NOW + 2_000, ids)  # the refused lease (1 s) has expired
+        with taken_away(admin, command), pytest.raises(BrokerError):
+            fetched(app, NOW, 1_000, max_deliveries=DELIVERIES)
+        # the refused lease (1 s) has expired
+        delivered = drained(app, NOW + 2_000, ids, max_deliveries=DELIVERIES)
         assert sorted(delivered) == sorted(ids)  # none stranded, each once
         assert admin.zcard(KEYS.leases) == 0
         assert admin.keys("*:g:*") == []  # no group left behind
@@ -122,24 +105,9 @@ def test_refusals_between_serves_strand_no_group(
                     ids.append(paced.delay(rng.choice("de") + command, n).id)
                 else:
                     ids.append(lim.apply_async((n,), limit_key=rng.choice([None, "k"])).id)
-            acked = []
-            for tick in range(rng.randrange(0, 3) + 3):
-                if tick == 1:
-                    admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
-                try:
-                    got = _fetch(app, now, 1_000)
-                except BrokerError:
-                    got = []  # (the leases it took are lost with the reply: they expire)
-                now += 10
-                for task_id in got:
-                    try:
-                        app.broker.results.ack("default", task_id, None, 0)
-                        acked.append(task_id)
-                    except BrokerError:
-                        pass  # (its lease expires: delivered again)
-            admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
-            now += 2_000  # the leases taken while refused (1 s) have expired
-            delivered = acked + _drain(app, now, ids)
+            acked, now = fetched_while_refused(app, admin, [command], rng.randrange(0, 3) + 3,
+                                               now, max_deliveries=DELIVERIES)
+            delivered = acked + drained(app, now, ids, max_deliveries=DELIVERIES)
             now += 1_000
             assert (command, sorted(set(ids) - set(delivered))) == (command, [])
             assert (command, admin.zcard(KEYS.leases)) == (command, 0)

@@ -15,22 +15,25 @@ redis-server, as an ACL user from which commands are taken away between fetches.
 from __future__ import annotations
 
 import random
-from typing import Any, List, Set, Tuple
+from typing import Any, Tuple
 
 import pytest
 import redis
 
-from minitask import BrokerError, Minitask
+from minitask import Minitask
 from minitask.broker.keys import QueueKeys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
+from tests.support.refused_fetches import NOW
+from tests.support.refused_part_way import drained, fetched_while_refused
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
 
 APP = "soloclaims"
 KEYS = QueueKeys(APP, "default")
-NOW = 1_900_000_000_000  # ms: the fetches' own clock (far from the server's: kept)
+#: a task delivered this many times at most: never dead-lettered here
+DELIVERIES = 100
 
 
 def _app(url: str) -> Tuple[Minitask, Any]:
@@ -41,21 +44,6 @@ def _app(url: str) -> Tuple[Minitask, Any]:
         return n
 
     return app, plain
-
-
-def _fetch(app: Minitask, now_ms: int, lease_ms: int) -> List[str]:
-    got = app.broker.queues.fetch("default", now_ms=now_ms, lease_ms=lease_ms, count=5,
-                                  max_deliveries=100)
-    return [delivery.task_id for delivery in got.deliveries]
-
-
-def _acked(app: Minitask, got: List[str], acked: Set[str]) -> None:
-    for task_id in got:
-        try:
-            app.broker.results.ack("default", task_id, None, 0)
-            acked.add(task_id)
-        except BrokerError:
-            pass  # (its lease expires: delivered again)
 
 
 @pytest.mark.parametrize("taken", [("hdel",), ("hdel", "zrem")])
@@ -72,27 +60,10 @@ def test_solo_groups_served_while_hdel_is_refused_are_all_delivered(
     try:
         ids = [plain.delay(f"solo{n}" if rng.random() < 0.8 else rng.choice("ab"), n).id
                for n in range(20)]
-        acked: Set[str] = set()
-        now = NOW
-        for tick in range(5):
-            if tick == 1:
-                for command in taken:
-                    admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
-            try:
-                got = _fetch(app, now, 1_000)
-            except BrokerError:
-                got = []  # (the leases it took are lost with the reply: they expire)
-            now += 10
-            _acked(app, got, acked)
-        for command in taken:
-            admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
-        now += 2_000  # the leases taken while refused (1 s) have expired
-        for _ in range(80):
-            _acked(app, _fetch(app, now, 600_000), acked)
-            now += 10
-            if acked >= set(ids):
-                break
-        assert sorted(set(ids) - acked) == []  # none stranded
+        acked, now = fetched_while_refused(app, admin, taken, 5, NOW,
+                                           max_deliveries=DELIVERIES)
+        acked += drained(app, now, set(ids) - set(acked), max_deliveries=DELIVERIES)
+        assert sorted(set(ids) - set(acked)) == []  # none stranded
         assert admin.zcard(KEYS.leases) == 0
         assert admin.keys("*:g:*") == []  # no group left behind
         assert admin.hlen(KEYS.groups_solo) == 0

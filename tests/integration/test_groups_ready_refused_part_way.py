@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 import re
+from functools import partial
 from typing import Any, List, Optional, Tuple
 
 import pytest
@@ -29,6 +30,7 @@ from minitask.broker.keys import QueueKeys
 from tests.support.acl import own_admin, own_server  # noqa: F401 (fixtures)
 from tests.support.acl import user_without
 from tests.support.refused_fetches import NOW, fetched
+from tests.support.refused_part_way import fetched_while_refused
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -98,6 +100,11 @@ def _left(admin: "redis.Redis[bytes]") -> Tuple[Optional[int], Any]:
     return _count(admin), admin.zrange(KEYS.groups, 0, -1, withscores=True)
 
 
+def _never_over(admin: "redis.Redis[bytes]", command: str, tick: int) -> None:
+    counted = _count(admin) or 0
+    assert (command, tick, counted <= _grouped(admin)) == (command, tick, True)
+
+
 #: Commands a fetch (and the acks between) runs on the grouped tasks' way, each taken away
 #: in turn: the count's own (incrby), the groups' (zincrby) and the writes around them.
 COMMANDS = ["incrby", "zincrby", "del", "zrem", "zadd", "hset", "rpush", "hincrby", "hdel"]
@@ -129,25 +136,8 @@ def test_fetches_refused_part_way_never_leave_the_count_over(
                     ids.append(fair.delay(f"one{n}{command}", n).id)
                 else:
                     ids.append(lim.delay(n).id)
-            acked = []
-            for tick in range(rng.randrange(0, 3) + 3):
-                if tick == 1:
-                    admin.execute_command("ACL", "SETUSER", "limited", f"-{command}")
-                try:
-                    got = fetched(app, now, 1_000)
-                except BrokerError:
-                    got = []  # (the leases it took are lost with the reply: they expire)
-                now += 10
-                for task_id in got:
-                    try:
-                        app.broker.results.ack("default", task_id, None, 0)
-                        acked.append(task_id)
-                    except BrokerError:
-                        pass  # (its lease expires: delivered again)
-                counted = _count(admin) or 0
-                assert (command, tick, counted <= _grouped(admin)) == (command, tick, True)
-            admin.execute_command("ACL", "SETUSER", "limited", f"+{command}")
-            now += 2_000  # the leases taken while refused (1 s) have expired
+            acked, now = fetched_while_refused(app, admin, [command], rng.randrange(0, 3) + 3,
+                                               now, after=partial(_never_over, admin, command))
             delivered = acked + _drain(app, admin, now)
             now += 1_000
             assert (command, sorted(set(ids) - set(delivered))) == (command, [])

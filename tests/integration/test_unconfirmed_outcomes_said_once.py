@@ -12,12 +12,8 @@ Real worker processes of tests/apps/unconfirmed.py on a primary and its replica.
 """
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import List
 
 import pytest
 
@@ -25,8 +21,8 @@ from tests.support.processes import Processes
 from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
-from tests.support.unconfirmed import (DEADLINE, FIRST, STALL, plain_outcomes, producer,
-                                       unconfirmed_worker)
+from tests.support.unconfirmed import (DEADLINE, FIRST, STALL, plain_worker, producer,
+                                       ran_unconfirmed, status, unconfirmed)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -39,20 +35,6 @@ OUTCOMES = 6
 SLOTS = 2
 
 
-def status(primary: RedisServer, cwd: Path, *more: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "minitask", "status", "-A",
-                           "tests.apps.unconfirmed", *more], cwd=cwd, capture_output=True,
-                          env={**os.environ, "MINITASK_BROKER_URL": primary.url},
-                          timeout=DEADLINE)
-    assert done.returncode == 0, done.stderr.decode(errors="replace")
-    return done.stdout.decode(errors="replace")
-
-
-def unconfirmed(primary: RedisServer, cwd: Path) -> List[Any]:
-    report: Dict[str, Any] = json.loads(status(primary, cwd, "--json"))
-    return [worker.get("unconfirmed") or 0 for worker in report["workers"]]
-
-
 @pytest.mark.parametrize("pool", ["thread", "process"])
 def test_unconfirmed_outcomes_are_said_once_and_shown_by_status(
         pool: str, pair: List[RedisServer], processes: Processes, tmp_path: Path) -> None:
@@ -60,12 +42,9 @@ def test_unconfirmed_outcomes_are_said_once_and_shown_by_status(
     app = producer(primary)
     log, cwd = tmp_path / "worker.log", processes.cwd
     try:
-        worker = unconfirmed_worker(processes, primary, log, "plain", pool=pool, slots=SLOTS)
-        assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
+        worker = plain_worker(processes, primary, app, log, pool, SLOTS)
         with frozen(replica, STALL):
-            handles = plain_outcomes(app, OUTCOMES)
-            wait_until(lambda: all(h.status() == "succeeded" for h in handles),
-                       timeout=DEADLINE, message="the tasks to run, replica stopped")
+            ran_unconfirmed(app, OUTCOMES)
             # (the warm-up's outcome too, at times: its WAIT still ran as the replica
             # stopped; outcomes recorded together are one write)
             wait_until(lambda: (unconfirmed(primary, cwd) or [0])[0] >= OUTCOMES / 2,

@@ -16,20 +16,16 @@ from typing import List
 
 import pytest
 
-from tests.integration.test_unconfirmed_outcomes_said_once import unconfirmed
-from tests.integration.test_unconfirmed_writes_keep_workers_going import producer
 from tests.support.processes import Processes
 from tests.support.replicas import frozen, in_sync, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
+from tests.support.unconfirmed import (DEADLINE, STALL, plain_worker, producer,
+                                       ran_unconfirmed, unconfirmed)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
-#: Bound on a wait for work a worker does (s), on a loaded machine.
-DEADLINE = 60.0
-#: How long the replica stays stopped at most: longer than the waits during it.
-STALL = 90.0
 #: Outcomes recorded while the replica is stopped.
 OUTCOMES = 4
 #: Longer than the app's durability_timeout (0.3 s), with room for a loaded machine.
@@ -46,15 +42,9 @@ def test_status_counts_no_unconfirmed_write_once_the_replica_caught_up(
     app = producer(primary)
     log, cwd = tmp_path / "worker.log", processes.cwd
     try:
-        worker = processes.worker("tests.apps.unconfirmed", "--pool", pool, "-c", "2",
-                                  "-Q", "plain", env={"MINITASK_BROKER_URL": primary.url},
-                                  log=log)
-        assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
+        worker = plain_worker(processes, primary, app, log, pool, 2)
         with frozen(replica, STALL):
-            handles = [app.tasks["plain"].apply_async((n,), durability=None)
-                       for n in range(1, OUTCOMES + 1)]
-            wait_until(lambda: all(h.status() == "succeeded" for h in handles),
-                       timeout=DEADLINE, message="the tasks to run, replica stopped")
+            ran_unconfirmed(app, OUTCOMES)
             wait_until(lambda: (unconfirmed(primary, cwd) or [0])[0] >= 1, timeout=DEADLINE,
                        interval=0.5, message="status to count the unconfirmed outcomes")
             time.sleep(SETTLE)  # every WAIT of the outcomes over, none confirmed

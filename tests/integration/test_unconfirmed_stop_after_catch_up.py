@@ -22,8 +22,8 @@ from tests.support.processes import Processes
 from tests.support.replicas import frozen, in_sync, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
-from tests.support.unconfirmed import (DEADLINE, FIRST, STALL, plain_outcomes, producer,
-                                       unconfirmed_worker)
+from tests.support.unconfirmed import (DEADLINE, FIRST, STALL, plain_worker, producer,
+                                       ran_unconfirmed)
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -43,13 +43,11 @@ def test_a_worker_stopping_after_its_replica_caught_up_warns_of_nothing_unconfir
     app = producer(primary)
     log = tmp_path / "worker.log"
     try:
-        worker = unconfirmed_worker(processes, primary, log, "plain", pool=pool, slots=2)
-        assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
+        worker = plain_worker(processes, primary, app, log, pool, 2)
         with frozen(replica, STALL):
-            handles = plain_outcomes(app, OUTCOMES)
-            wait_until(lambda: all(h.status() == "succeeded" for h in handles)
-                       and FIRST in log.read_text(errors="replace"), timeout=DEADLINE,
-                       message="the tasks to run, their outcomes unconfirmed")
+            ran_unconfirmed(app, OUTCOMES)
+            wait_until(lambda: FIRST in log.read_text(errors="replace"), timeout=DEADLINE,
+                       message="their outcomes unconfirmed")
             # a result is read on the primary before its WAIT runs out: every WAIT of
             # durability_timeout (0.3 s) over before the replica wakes, none confirmed
             time.sleep(SETTLE)

@@ -15,17 +15,12 @@ from typing import List
 import pytest
 
 from minitask import Minitask
-from tests.integration import test_unconfirmed_writes_keep_workers_going as going
 from tests.support.processes import Processes
 from tests.support.replicas import frozen, pair_per_test  # noqa: F401 (a fixture)
 from tests.support.reused_ids import stop_worker
 from tests.support.servers import RedisServer
+from tests.support.unconfirmed import DEADLINE, STALL
 from tests.support.waiting import wait_until
-
-#: Waits as tests/integration/test_unconfirmed_writes_keep_workers_going.py's (its
-#: ``pair``, a primary and its replica of the test's own: tests.support.replicas)
-DEADLINE = going.DEADLINE
-STALL = going.STALL
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 

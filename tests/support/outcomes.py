@@ -1,10 +1,11 @@
-"""What the outcome tests share: a raw enqueue, probes of a queue, a retryable error."""
+"""What the outcome tests share: a raw enqueue, probes of a queue, a retryable error, a
+task ending each way (``each_outcome``)."""
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any
+from typing import Any, Tuple
 
-from minitask import Minitask
+from minitask import Minitask, Retry, current_task
 from minitask.broker.keys import QueueKeys
 
 UTC = dt.timezone.utc
@@ -31,3 +32,26 @@ def ready(app: Minitask, queue: str = "default") -> int:
 
 class Flaky(Exception):
     pass
+
+
+def each_outcome(app: Minitask) -> Tuple[Any, Any, Any]:
+    """Three tasks of ``app`` that return their argument: ``ok`` at once, ``flaky`` on its
+    second attempt (its first asks for a retry, with no delay), and ``bad`` never (it
+    raises ValueError, with no retry: dead-lettered)."""
+    @app.task
+    def ok(x: Any) -> Any:
+        return x
+
+    @app.task(retries=1, retry_backoff=0)
+    def flaky(x: Any) -> Any:
+        context = current_task()
+        assert context is not None
+        if context.attempt == 1:
+            raise Retry(delay=0)
+        return x
+
+    @app.task(retries=0)
+    def bad(x: Any) -> Any:
+        raise ValueError(f"bad {x}")
+
+    return ok, flaky, bad

@@ -12,9 +12,10 @@ from minitask import Minitask
 NOW = 1_900_000_000_000
 
 
-def fetched(app: Minitask, now_ms: int, lease_ms: int = 600_000, count: int = 5) -> List[str]:
+def fetched(app: Minitask, now_ms: int, lease_ms: int = 600_000, count: int = 5,
+            max_deliveries: int = 5) -> List[str]:
     """The ids a fetch of up to ``count`` tasks of queue ``default`` at ``now_ms`` leased
-    (for ``lease_ms``; a task delivered 5 times at most)."""
+    (for ``lease_ms``; a task delivered ``max_deliveries`` times at most)."""
     result = app.broker.queues.fetch("default", now_ms=now_ms, lease_ms=lease_ms, count=count,
-                                     max_deliveries=5)
+                                     max_deliveries=max_deliveries)
     return [delivery.task_id for delivery in result.deliveries]

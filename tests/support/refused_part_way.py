@@ -2,18 +2,21 @@
 time; Redis refuses a command inside a script as the script comes to it and keeps the
 writes made before): two apps on one manual clock, the second as ACL user ``limited``
 (``plain_and_limited``), a command taken from that user for a while (``taken_away``),
-and a call made meanwhile (``refused_part_way``)."""
+a call made meanwhile (``refused_part_way``), and fetches and acks made as a worker
+makes them while commands are taken away (``fetched_while_refused``, ``acked``,
+``drained``)."""
 from __future__ import annotations
 
 import time
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator, Tuple
+from contextlib import ExitStack, contextmanager
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import redis
 
 from minitask import BrokerError, Minitask
 from tests.support.acl import user_without
 from tests.support.clock import ManualClock
+from tests.support.refused_fetches import fetched
 from tests.support.servers import RedisServer
 
 #: The ACL user the second app of ``plain_and_limited`` is.
@@ -64,3 +67,58 @@ def refused_part_way(admin: "redis.Redis[bytes]", command: str, call: Callable[[
                 or command in text.lower(), exc
             return True
     return False
+
+
+def acked(app: Minitask, task_ids: Iterable[str]) -> List[str]:
+    """Those of ``task_ids`` (of queue ``default``) whose ack, made as a worker makes it
+    (no result), Redis took; a refused one's lease expires: it is delivered again."""
+    done = []
+    for task_id in task_ids:
+        try:
+            app.broker.results.ack("default", task_id, None, 0)
+        except BrokerError:
+            continue
+        done.append(task_id)
+    return done
+
+
+def fetched_while_refused(app: Minitask, admin: "redis.Redis[bytes]", commands: Sequence[str],
+                          fetches: int, now_ms: int, *, max_deliveries: int = 5,
+                          after: Optional[Callable[[int], None]] = None
+                          ) -> Tuple[List[str], int]:
+    """``fetches`` fetches (``fetched``: five tasks, leased 1 s), 10 ms apart from
+    ``now_ms``, each fetched task acked (``acked``), with ``commands`` taken from user
+    ``limited`` from the second fetch on and given back after; a refused fetch fetched
+    nothing (the leases it took are lost with the reply: they expire). ``after(n)`` runs
+    after the acks of fetch ``n`` (0-based). Returns the ids acked, and the clock 2 s
+    after the last fetch: the leases taken while refused have expired."""
+    done: List[str] = []
+    with ExitStack() as given_back:
+        for tick in range(fetches):
+            if tick == 1:
+                for command in commands:
+                    given_back.enter_context(taken_away(admin, command))
+            try:
+                got = fetched(app, now_ms, 1_000, max_deliveries=max_deliveries)
+            except BrokerError:
+                got = []
+            now_ms += 10
+            done += acked(app, got)
+            if after is not None:
+                after(tick)
+    return done, now_ms + 2_000
+
+
+def drained(app: Minitask, now_ms: int, task_ids: Iterable[str], *, max_deliveries: int = 5,
+            fetches: int = 80) -> List[str]:
+    """The ids acked (``acked``) of fetches (``fetched``: five tasks, leased 600 s) 10 ms
+    apart from ``now_ms`` (the rate limits' windows pass), until every one of
+    ``task_ids`` was, ``fetches`` at most."""
+    wanted = set(task_ids)
+    done: List[str] = []
+    for _ in range(fetches):
+        done += acked(app, fetched(app, now_ms, max_deliveries=max_deliveries))
+        now_ms += 10
+        if set(done) >= wanted:
+            break
+    return done

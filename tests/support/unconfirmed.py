@@ -2,16 +2,23 @@
 processes of tests/apps/unconfirmed.py on a primary and its replica, the replica
 stopped with ``replicas.frozen``): the app on the test's side (``producer``), a worker
 of it (``unconfirmed_worker``), outcomes recorded while the replica is stopped
-(``plain_outcomes``), the bounds of their waits and what the worker says first."""
+(``plain_outcomes``, run by a worker of queue plain: ``plain_worker``,
+``ran_unconfirmed``), ``minitask status`` of the app and its workers' unconfirmed
+counts (``status``, ``unconfirmed``), the bounds of their waits and what the worker
+says first."""
 from __future__ import annotations
 
+import json
+import os
 import subprocess
+import sys
 from pathlib import Path
-from typing import Any, List
+from typing import Any, Dict, List
 
 from minitask import Minitask
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
 
 #: Bound on a wait for work a worker does (s), on a loaded machine.
 DEADLINE = 60.0
@@ -49,3 +56,38 @@ def plain_outcomes(app: Minitask, count: int) -> List[Any]:
     unconfirmed."""
     return [app.tasks["plain"].apply_async((n,), durability=None)
             for n in range(1, count + 1)]
+
+
+def plain_worker(processes: Processes, primary: RedisServer, app: Minitask, log: Path,
+                 pool: str, slots: int) -> "subprocess.Popen[bytes]":
+    """A worker of queue plain (``unconfirmed_worker``), seen serving: ``plain(0)``
+    sent by ``app`` (``producer``) ran, its outcome confirmed (the replica up)."""
+    worker = unconfirmed_worker(processes, primary, log, "plain", pool=pool, slots=slots)
+    assert app.tasks["plain"].delay(0).get(timeout=DEADLINE) == 0  # up, confirmed
+    return worker
+
+
+def ran_unconfirmed(app: Minitask, count: int) -> None:
+    """Send ``plain_outcomes(app, count)`` and wait until each ran (succeeded): sent while
+    the replica is stopped, the worker's outcome writes left unconfirmed."""
+    handles = plain_outcomes(app, count)
+    wait_until(lambda: all(h.status() == "succeeded" for h in handles),
+               timeout=DEADLINE, message="the tasks to run, replica stopped")
+
+
+def status(primary: RedisServer, cwd: Path, *more: str) -> str:
+    """What ``minitask status`` (and ``more`` of its options) of tests.apps.unconfirmed
+    on ``primary`` prints, run in ``cwd``; it must succeed."""
+    done = subprocess.run([sys.executable, "-m", "minitask", "status", "-A",
+                           "tests.apps.unconfirmed", *more], cwd=cwd, capture_output=True,
+                          env={**os.environ, "MINITASK_BROKER_URL": primary.url},
+                          timeout=DEADLINE)
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    return done.stdout.decode(errors="replace")
+
+
+def unconfirmed(primary: RedisServer, cwd: Path) -> List[Any]:
+    """Each live worker's count of unconfirmed writes (its heartbeat's), as ``minitask
+    status --json`` reports them."""
+    report: Dict[str, Any] = json.loads(status(primary, cwd, "--json"))
+    return [worker.get("unconfirmed") or 0 for worker in report["workers"]]

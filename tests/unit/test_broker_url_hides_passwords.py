@@ -6,32 +6,17 @@ the URL, so a token found in a message is a leak, even of part of a password.
 from __future__ import annotations
 
 import re
-import socket
-from typing import Any, List
+from typing import List
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from redis.cluster import NodesManager
-from redis.exceptions import RedisClusterException
 
 from minitask.broker.connection import connect, mask_url, translate
 from minitask.errors import BrokerError, ConfigurationError
+from tests.support.offline import no_network  # noqa: F401 (an autouse fixture)
 
 TOKENS = re.compile(r"pw\d")
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("a unit test tried to open a connection")
-
-    def unreachable(self: NodesManager, **kwargs: Any) -> None:
-        raise RedisClusterException("Redis Cluster cannot be connected")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(NodesManager, "initialize", unreachable)
-    monkeypatch.delenv("MINITASK_BROKER_URL", raising=False)
 
 
 URLS = [

@@ -4,29 +4,12 @@ bound on its connections lifted. Other values are left to redis-py as before: 1 
 more sizes the pool, a negative or non-number one is refused by its own check."""
 from __future__ import annotations
 
-import socket
-from typing import Any
-
 import pytest
-from redis.cluster import NodesManager
-from redis.exceptions import RedisClusterException
 
 from minitask import Minitask
 from minitask.broker.connection import connect
 from minitask.errors import ConfigurationError
-
-
-@pytest.fixture(autouse=True)
-def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(*args: Any, **kwargs: Any) -> None:
-        raise AssertionError("a unit test tried to open a connection")
-
-    def unreachable(self: NodesManager, **kwargs: Any) -> None:
-        raise RedisClusterException("Redis Cluster cannot be connected")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(NodesManager, "initialize", unreachable)
-    monkeypatch.delenv("MINITASK_BROKER_URL", raising=False)
+from tests.support.offline import no_network  # noqa: F401 (an autouse fixture)
 
 
 @pytest.mark.parametrize("url", [

@@ -10,36 +10,17 @@ from typing import Any, Callable, List, Tuple
 
 import pytest
 
-from minitask import (ConfigurationError, Minitask, MinitaskError, Retry, TaskContext, Worker,
+from minitask import (ConfigurationError, Minitask, MinitaskError, TaskContext, Worker,
                       current_task)
 from minitask.cli import main
 from minitask.hooks import Hooks
 from minitask.dashboard.views import workers as dashboard_workers
 from minitask.worker.pools.recycling import Recycling, recycling_of
 from tests.support.draining import drain
+from tests.support.outcomes import each_outcome
 
 NEW_EVENTS = ("worker_process_init", "worker_ready", "worker_shutdown", "task_prerun",
               "task_postrun")
-
-
-def _tasks(app: Minitask) -> Tuple[Any, Any, Any]:
-    @app.task
-    def ok(x: Any) -> Any:
-        return x
-
-    @app.task(retries=1, retry_backoff=0)
-    def flaky(x: Any) -> Any:
-        context = current_task()
-        assert context is not None
-        if context.attempt == 1:
-            raise Retry(delay=0)
-        return x
-
-    @app.task(retries=0)
-    def bad(x: Any) -> Any:
-        raise ValueError(f"bad {x}")
-
-    return ok, flaky, bad
 
 
 def test_the_lifecycle_events_take_plain_functions(make_app: Callable[..., Minitask]) -> None:
@@ -75,7 +56,7 @@ def test_async_hooks_are_taken_only_where_the_asyncio_pool_awaits_them(
 def test_prerun_and_postrun_surround_each_attempt_with_its_context_current(
         make_app: Callable[..., Minitask]) -> None:
     app = make_app()
-    ok, flaky, bad = _tasks(app)
+    ok, flaky, bad = each_outcome(app)
     heard: List[Tuple[Any, ...]] = []
 
     def prerun(context: TaskContext) -> None:
@@ -110,7 +91,7 @@ def test_prerun_and_postrun_surround_each_attempt_with_its_context_current(
 def test_a_raising_prerun_or_postrun_hook_is_logged_and_loses_no_task(
         make_app: Callable[..., Minitask], caplog: pytest.LogCaptureFixture) -> None:
     app = make_app()
-    ok, flaky, bad = _tasks(app)
+    ok, flaky, bad = each_outcome(app)
 
     def explode(*args: Any) -> None:
         raise RuntimeError("hook bug")
@@ -128,7 +109,7 @@ def test_a_raising_prerun_or_postrun_hook_is_logged_and_loses_no_task(
 def test_the_thread_pool_inits_each_thread_once_then_is_ready_then_shuts_down(
         make_app: Callable[..., Minitask]) -> None:
     app = make_app()
-    ok, _, _ = _tasks(app)
+    ok, _, _ = each_outcome(app)
     heard: List[Tuple[str, str]] = []
 
     def note(event: str) -> Callable[..., None]:
@@ -154,7 +135,7 @@ def test_the_thread_pool_inits_each_thread_once_then_is_ready_then_shuts_down(
 def test_a_thread_whose_init_fails_takes_no_work_and_the_others_serve(
         make_app: Callable[..., Minitask], caplog: pytest.LogCaptureFixture) -> None:
     app = make_app()
-    ok, _, _ = _tasks(app)
+    ok, _, _ = each_outcome(app)
     lock = threading.Lock()
     tried: List[str] = []
     ran: List[str] = []
@@ -179,7 +160,7 @@ def test_a_thread_whose_init_fails_takes_no_work_and_the_others_serve(
 def test_a_worker_whose_every_thread_fails_its_init_stops_saying_why_and_runs_nothing(
         make_app: Callable[..., Minitask]) -> None:
     app = make_app()
-    ok, _, _ = _tasks(app)
+    ok, _, _ = each_outcome(app)
     heard: List[str] = []
 
     def init(worker: Worker) -> None:
@@ -251,7 +232,7 @@ def test_a_hook_raising_a_base_exception_is_logged_and_loses_no_task(
     # Before: only Exception was caught, so SystemExit from a prerun hook ended the
     # pool's thread or child with the message leased (lost until its lease expired).
     app = make_app()
-    ok, flaky, bad = _tasks(app)
+    ok, flaky, bad = each_outcome(app)
 
     def explode(*args: Any) -> None:
         raise raised

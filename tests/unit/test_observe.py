@@ -10,37 +10,18 @@ from typing import Any, Callable, List, Tuple
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from minitask import ConfigurationError, Minitask, Progress, Retry, current_task
+from minitask import ConfigurationError, Minitask, Progress, current_task
 from minitask.dashboard.metrics import exposition
 from minitask.wire.message import Message
 from minitask.wire.serializer import decode_message, encode_message
 from minitask.worker import progress as progress_module
 from tests.support.draining import drain
-
-
-def _tasks(app: Minitask) -> Tuple[Any, Any, Any]:
-    @app.task
-    def ok(x: Any) -> Any:
-        return x
-
-    @app.task(retries=1, retry_backoff=0)
-    def flaky(x: Any) -> Any:
-        context = current_task()
-        assert context is not None
-        if context.attempt == 1:
-            raise Retry(delay=0)
-        return x
-
-    @app.task(retries=0)
-    def bad(x: Any) -> Any:
-        raise ValueError(f"bad {x}")
-
-    return ok, flaky, bad
+from tests.support.outcomes import each_outcome
 
 
 def test_hooks_hear_each_event_with_the_task_context(make_app: Callable[..., Minitask]) -> None:
     app = make_app()
-    ok, flaky, bad = _tasks(app)
+    ok, flaky, bad = each_outcome(app)
     heard: List[Tuple[str, str, int, Any]] = []
 
     def listen(event: str) -> None:
@@ -69,7 +50,7 @@ def test_hooks_hear_each_event_with_the_task_context(make_app: Callable[..., Min
 def test_a_raising_hook_is_logged_and_never_changes_the_outcome(
         make_app: Callable[..., Minitask], caplog: pytest.LogCaptureFixture) -> None:
     app = make_app()
-    ok, flaky, bad = _tasks(app)
+    ok, flaky, bad = each_outcome(app)
 
     def explode(*args: Any) -> None:
         raise RuntimeError("hook bug")
@@ -104,7 +85,7 @@ def _samples(app: Minitask) -> dict[tuple[str, tuple[tuple[str, str], ...]], flo
 def test_metrics_reach_redis_with_the_heartbeat_not_per_task(
         make_app: Callable[..., Minitask]) -> None:
     app = make_app()
-    ok, flaky, bad = _tasks(app)
+    ok, flaky, bad = each_outcome(app)
     ok.delay_many([(i,) for i in range(3)])
     flaky.delay(1)
     bad.delay(1)
@@ -135,7 +116,7 @@ def test_metrics_counted_while_redis_fails_are_added_later(
         clock: Any) -> None:
     from minitask.errors import BrokerError
     app = make_app()
-    ok, _, _ = _tasks(app)
+    ok, _, _ = each_outcome(app)
     ok.delay(1)
     worker = app.worker()
     drain(worker)
@@ -159,7 +140,7 @@ def test_metrics_counted_while_redis_fails_are_added_later(
 def test_throughput_counts_attempts_per_minute_and_queue(
         make_app: Callable[..., Minitask], clock: Any) -> None:
     app = make_app()
-    ok, _, _ = _tasks(app)
+    ok, _, _ = each_outcome(app)
     ok.delay_many([(i,) for i in range(4)])
     worker = app.worker()
     drain(worker)
