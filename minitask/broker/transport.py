@@ -11,7 +11,7 @@ modules that talk to redis-py; its errors leave here as BrokerError.
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -62,6 +62,9 @@ class Transport:
         self.description = description or repr(client)
         self.connections = Connections(client)
         self._waits = Waits(self.connections, self._packed_script)
+        #: Drop this thread's outstanding BLPOP before it gets busy with a task (the
+        #: waits' own method: asked at every task taken, with no call of ours around it).
+        self.stop_waiting: Callable[[], None] = self._waits.stop_waiting
         #: the blocking reads of results, on connections apart from those that send
         self.result_waits = ResultWaits(client)
         self._sources: Dict[str, str] = {}
@@ -385,10 +388,6 @@ class Transport:
         """``replies`` with a BrokerError in place of each refusal of its call."""
         return [self.failure(reply, what, call[0]) if isinstance(reply, redis.ResponseError)
                 else reply for call, reply in zip(calls, replies)]
-
-    def stop_waiting(self) -> None:
-        """Drop this thread's outstanding BLPOP before it gets busy with a task."""
-        self._waits.stop_waiting()
 
 
 #: A command larger than this (the least ``proto-max-bulk-len`` Redis takes, 1 MiB)

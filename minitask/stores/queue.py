@@ -102,6 +102,9 @@ class QueueStore(Store):
         #: later, so that a registry lost (a restart without persistence, a failover to
         #: an empty replica, a deleted key) lists it again at once.
         self._known_queues: Dict[str, float] = {}
+        #: Drop this thread's outstanding wait before it gets busy with a task (the
+        #: transport's, bound: asked at every task taken, with no call more).
+        self.stop_waiting: Callable[[], None] = transport.stop_waiting
         #: A plain ``delay()``'s write, without a script (``plain.PlainPush.push``): a bound
         #: method, so that the hot path makes no call more.
         self.push: Callable[[str, Tuple[str, bytes, int, int]], bool] = PlainPush(
@@ -376,10 +379,6 @@ class QueueStore(Store):
     def tokens_taken(self) -> List[str]:
         """The wake lists this thread's waits took a token off since it last asked."""
         return self.transport.connections.tokens_taken()
-
-    def stop_waiting(self) -> None:
-        """Drop this thread's outstanding wait before it gets busy with a task."""
-        self.transport.stop_waiting()
 
     def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""
