@@ -39,6 +39,22 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "max_result_bytes", "dead_letters_max", "dead_letters_ttl"})
 
 
+class _Connected:
+    """``Minitask.broker``: the app's broker, connected on first use, then kept in the
+    app's own ``__dict__``, where a read finds it before this descriptor (it has no
+    ``__set__``): a worker reads it several times a task, and a property would be a
+    call of Python at each read. ``close()`` drops it (``Minitask._broker``)."""
+
+    @overload
+    def __get__(self, app: None, owner: type) -> _Connected: ...
+
+    @overload
+    def __get__(self, app: Minitask, owner: type) -> Broker: ...
+
+    def __get__(self, app: Optional[Minitask], owner: type) -> Union[_Connected, Broker]:
+        return self if app is None else app._connect()
+
+
 class Minitask(Operations, SendByName, HandleLookups):
     """An application: a name that namespaces its Redis keys, and its tasks.
 
@@ -122,7 +138,6 @@ class Minitask(Operations, SendByName, HandleLookups):
         #: Functions ``on()`` added, called by the workers of this app.
         self.hooks = Hooks()
         self._broker_setting = broker
-        self._broker: Optional[Broker] = None
         # redis.asyncio clients belong to the loop they first ran on: one per loop.
         self._async_setting = check_async_client(options.get("async_broker"), where)
         self._async_brokers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker]"
@@ -148,19 +163,34 @@ class Minitask(Operations, SendByName, HandleLookups):
 
     # -- broker --------------------------------------------------------------
 
-    @property
-    def broker(self) -> Broker:
-        """The app's broker, connected on first use."""
-        if self._broker is None:
+    broker = _Connected()
+
+    def _connect(self) -> Broker:
+        """The app's broker, connected now if it was not (``broker``)."""
+        broker = self._broker
+        if broker is None:
             connection = connect(self._broker_setting)
             check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
-            self._broker = Broker(connection.client, self.name, connection.description,
-                                  self.types, (self.max_message_bytes, self.max_result_bytes))
-            self._broker.transport.durability = self.durability
-            self._broker.results.recent_length = self.recent_outcomes
-            self._broker.results.dead_bounds = self.dead_bounds
-            self._broker.queues.declared = self.worker_queues  # asked first by id
-        return self._broker
+            broker = Broker(connection.client, self.name, connection.description,
+                            self.types, (self.max_message_bytes, self.max_result_bytes))
+            broker.transport.durability = self.durability
+            broker.results.recent_length = self.recent_outcomes
+            broker.results.dead_bounds = self.dead_bounds
+            broker.queues.declared = self.worker_queues  # asked first by id
+            self._broker = broker
+        return broker
+
+    @property
+    def _broker(self) -> Optional[Broker]:
+        """The broker made, if any; set to None, the next use connects again."""
+        return self.__dict__.get("broker")
+
+    @_broker.setter
+    def _broker(self, broker: Optional[Broker]) -> None:
+        if broker is None:
+            self.__dict__.pop("broker", None)
+        else:
+            self.__dict__["broker"] = broker
 
     def close(self) -> None:
         """Close the app's connections to Redis; the next use connects again.
