@@ -233,7 +233,7 @@ class Transport:
         ``confirm`` is the durability and its touch and WAIT, sent behind the calls.
         """
         policy, confirmation = confirm
-        with _Errors(self, what, None):  # (``errors``: at every round trip, one call less)
+        try:  # (``errors``, written out: at every round trip, no call of Python)
             connection = self.connections.own()
             try:
                 replies = _exchange(connection, b"".join(commands) + confirmation,
@@ -286,6 +286,8 @@ class Transport:
                 raise self.failure(error, what, scripts[index].name) from error
             if policy is not None:
                 policy.check(waited, what, self.description)
+        except _FAILURES as exc:
+            raise self.failure(exc, what, None) from exc
         return replies
 
     def _confirmation(self, connection: Any, policy: Durability, what: str) -> Any:
