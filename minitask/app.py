@@ -21,7 +21,7 @@ from .periodic import Schedule, build as build_schedule
 from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, check_async_client, running_loop
-from .stores.broker import Broker
+from .stores.broker import Broker, Connected, keep_broker, made_broker
 from .stores.dead import dead_letter_bounds
 from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
@@ -37,22 +37,6 @@ APP_OPTIONS = frozenset({"clock", "prefetch", "async_broker", "broadcast_ttl",
                          "broadcast_maxlen", "durability", "min_replicas",
                          "durability_timeout", "routes", "recent_outcomes",
                          "max_result_bytes", "dead_letters_max", "dead_letters_ttl"})
-
-
-class _Connected:
-    """``Minitask.broker``: the app's broker, connected on first use, then kept in the
-    app's own ``__dict__``, where a read finds it before this descriptor (it has no
-    ``__set__``): a worker reads it several times a task, and a property would be a
-    call of Python at each read. ``close()`` drops it (``Minitask._broker``)."""
-
-    @overload
-    def __get__(self, app: None, owner: type) -> _Connected: ...
-
-    @overload
-    def __get__(self, app: Minitask, owner: type) -> Broker: ...
-
-    def __get__(self, app: Optional[Minitask], owner: type) -> Union[_Connected, Broker]:
-        return self if app is None else app._connect()
 
 
 class Minitask(Operations, SendByName, HandleLookups):
@@ -163,34 +147,20 @@ class Minitask(Operations, SendByName, HandleLookups):
 
     # -- broker --------------------------------------------------------------
 
-    broker = _Connected()
+    #: The app's broker, connected on first use (then read with no call: ``Connected``).
+    broker = Connected()
+    _broker = property(made_broker, keep_broker)  # (None: the next use connects again)
 
-    def _connect(self) -> Broker:
-        """The app's broker, connected now if it was not (``broker``)."""
-        broker = self._broker
-        if broker is None:
-            connection = connect(self._broker_setting)
-            check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
-            broker = Broker(connection.client, self.name, connection.description,
-                            self.types, (self.max_message_bytes, self.max_result_bytes))
-            broker.transport.durability = self.durability
-            broker.results.recent_length = self.recent_outcomes
-            broker.results.dead_bounds = self.dead_bounds
-            broker.queues.declared = self.worker_queues  # asked first by id
-            self._broker = broker
+    def _make_broker(self) -> Broker:
+        connection = connect(self._broker_setting)
+        check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
+        broker = Broker(connection.client, self.name, connection.description,
+                        self.types, (self.max_message_bytes, self.max_result_bytes))
+        broker.transport.durability = self.durability
+        broker.results.recent_length = self.recent_outcomes
+        broker.results.dead_bounds = self.dead_bounds
+        broker.queues.declared = self.worker_queues  # asked first by id
         return broker
-
-    @property
-    def _broker(self) -> Optional[Broker]:
-        """The broker made, if any; set to None, the next use connects again."""
-        return self.__dict__.get("broker")
-
-    @_broker.setter
-    def _broker(self, broker: Optional[Broker]) -> None:
-        if broker is None:
-            self.__dict__.pop("broker", None)
-        else:
-            self.__dict__["broker"] = broker
 
     def close(self) -> None:
         """Close the app's connections to Redis; the next use connects again.

@@ -62,8 +62,7 @@ class Transport:
         self.description = description or repr(client)
         self.connections = Connections(client)
         self._waits = Waits(self.connections, self._packed_script)
-        #: Drop this thread's outstanding BLPOP before it gets busy with a task (the
-        #: waits' own method: asked at every task taken, with no call of ours around it).
+        #: Drop this thread's outstanding BLPOP before it takes a task (the waits' own)
         self.stop_waiting: Callable[[], None] = self._waits.stop_waiting
         #: the blocking reads of results, on connections apart from those that send
         self.result_waits = ResultWaits(client)
