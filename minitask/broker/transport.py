@@ -148,7 +148,8 @@ class Transport:
         BrokerError in its place instead of raising, so that what the others did
         (tasks they leased) is not lost with it.
         """
-        if self.acl_unchecked and not CHECKED.isdisjoint([call[0] for call in calls]):
+        if self.acl_unchecked and (calls[0][0] in CHECKED if len(calls) == 1 else not  # (one:
+                                   CHECKED.isdisjoint([call[0] for call in calls])):  # no list)
             check_sender(self, calls, what)
         # without a durability asked or set, nothing is confirmed: not even looked up
         policy = None if durability is None and self.durability.mode is None else \
@@ -194,8 +195,7 @@ class Transport:
 
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
-        """The confirmation these script calls need, if any; refuses "fsync" on a
-        server without WAITAOF before anything is written."""
+        """These calls' confirmation, if any; "fsync" refused before any write without WAITAOF."""
         policy = durability if durability is not None else (
             self.durability if needs_confirmation(names) else None)
         if policy is None or policy.mode is None:

@@ -214,7 +214,7 @@ class ResultStore(Store):
         (ack_fetch.lua), which costs Redis a script call and six keys less.
         """
         groups = self._ack_groups(acks)
-        what = self.ack_then_what(then[1])
+        what = self._ack_then_what.get(then[1]) or self.ack_then_what(then[1])
         joined = self.ack_fetch_call(acks, then, groups)
         if joined is not None:
             reply = self.transport.run_calls([joined], what)[0]
