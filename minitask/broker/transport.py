@@ -208,10 +208,10 @@ class Transport:
         return policy
 
     def pack_call(self, call: ScriptCall) -> bytes:
-        """One script call as the EVALSHA command it is sent as (the async producer
-        sends these bytes too, rather than have redis-py pack every key again)."""
+        """One script call as the EVALSHA it is sent as (the async senders send these too)."""
         name, slot, static_keys, tail, dynamic = call
-        return self._packed_script(name, slot, static_keys).pack(tail, dynamic)
+        script = self._packed.get((name, slot)) or self._packed_script(name, slot, static_keys)
+        return script.pack(tail, dynamic)
 
     def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> PackedScript:
         script = self._packed.get((name, slot))
