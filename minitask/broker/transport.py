@@ -148,8 +148,8 @@ class Transport:
         BrokerError in its place instead of raising, so that what the others did
         (tasks they leased) is not lost with it.
         """
-        if self.acl_unchecked and (calls[0][0] in CHECKED if len(calls) == 1 else not  # (one:
-                                   CHECKED.isdisjoint([call[0] for call in calls])):  # no list)
+        if self.acl_unchecked and (calls[0][0] in CHECKED if len(calls) == 1 else  # (no list)
+                                   not CHECKED.isdisjoint([call[0] for call in calls])):
             check_sender(self, calls, what)
         # without a durability asked or set, nothing is confirmed: not even looked up
         policy = None if durability is None and self.durability.mode is None else \
