@@ -21,7 +21,7 @@ from .periodic import Schedule, build as build_schedule
 from .routes import ByName, Routes, SendByName
 from .sending import Sender, check_key_part, check_queue_name
 from .stores.aio import AsyncBroker, async_client_for, check_async_client, running_loop
-from .stores.broker import Broker
+from .stores.broker import Broker, Connected, keep_broker, made_broker
 from .stores.dead import dead_letter_bounds
 from .stores.recent import DEFAULT_LENGTH, MAX_LENGTH
 from .task import AsyncTask, P, R, Task, TaskDecorator
@@ -122,7 +122,6 @@ class Minitask(Operations, SendByName, HandleLookups):
         #: Functions ``on()`` added, called by the workers of this app.
         self.hooks = Hooks()
         self._broker_setting = broker
-        self._broker: Optional[Broker] = None
         # redis.asyncio clients belong to the loop they first ran on: one per loop.
         self._async_setting = check_async_client(options.get("async_broker"), where)
         self._async_brokers: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncBroker]"
@@ -148,19 +147,20 @@ class Minitask(Operations, SendByName, HandleLookups):
 
     # -- broker --------------------------------------------------------------
 
-    @property
-    def broker(self) -> Broker:
-        """The app's broker, connected on first use."""
-        if self._broker is None:
-            connection = connect(self._broker_setting)
-            check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
-            self._broker = Broker(connection.client, self.name, connection.description,
-                                  self.types, (self.max_message_bytes, self.max_result_bytes))
-            self._broker.transport.durability = self.durability
-            self._broker.results.recent_length = self.recent_outcomes
-            self._broker.results.dead_bounds = self.dead_bounds
-            self._broker.queues.declared = self.worker_queues  # asked first by id
-        return self._broker
+    #: The app's broker, connected on first use (then read with no call: ``Connected``).
+    broker = Connected()
+    _broker = property(made_broker, keep_broker)  # (None: the next use connects again)
+
+    def _make_broker(self) -> Broker:
+        connection = connect(self._broker_setting)
+        check_socket_timeout(self.durability, connection.client, f"app {self.name!r}")
+        broker = Broker(connection.client, self.name, connection.description,
+                        self.types, (self.max_message_bytes, self.max_result_bytes))
+        broker.transport.durability = self.durability
+        broker.results.recent_length = self.recent_outcomes
+        broker.results.dead_bounds = self.dead_bounds
+        broker.queues.declared = self.worker_queues  # asked first by id
+        return broker
 
     def close(self) -> None:
         """Close the app's connections to Redis; the next use connects again.

@@ -108,7 +108,9 @@ def attempt_span(message: Message) -> ContextManager[AttemptSpan]:
     the message carries one. Without a provider set, only a message's own trace
     context makes one (so that calls made by the task carry it on)."""
     api = _api if _looked else _otel()  # (at every attempt: no call once looked up)
-    if api is None or not (message.trace or _provider_set(api[0])):
+    if api is None or not (message.trace or (  # (none set nor named: ``_provider_set``
+            getattr(api[0], "_TRACER_PROVIDER", _UNKNOWN) is not None  # inline, no call)
+            or _PROVIDER_KEY in _ENVIRON) and _provider_set(api[0])):
         return _NO_SPAN
     return _span(api, message)
 

@@ -11,7 +11,7 @@ modules that talk to redis-py; its errors leave here as BrokerError.
 from __future__ import annotations
 
 import sys
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import redis
 from redis.exceptions import RedisClusterException
@@ -62,6 +62,8 @@ class Transport:
         self.description = description or repr(client)
         self.connections = Connections(client)
         self._waits = Waits(self.connections, self._packed_script)
+        #: Drop this thread's outstanding BLPOP before it takes a task (the waits' own)
+        self.stop_waiting: Callable[[], None] = self._waits.stop_waiting
         #: the blocking reads of results, on connections apart from those that send
         self.result_waits = ResultWaits(client)
         self._sources: Dict[str, str] = {}
@@ -146,7 +148,8 @@ class Transport:
         BrokerError in its place instead of raising, so that what the others did
         (tasks they leased) is not lost with it.
         """
-        if self.acl_unchecked and not CHECKED.isdisjoint([call[0] for call in calls]):
+        if self.acl_unchecked and (calls[0][0] in CHECKED if len(calls) == 1 else  # (no list)
+                                   not CHECKED.isdisjoint([call[0] for call in calls])):
             check_sender(self, calls, what)
         # without a durability asked or set, nothing is confirmed: not even looked up
         policy = None if durability is None and self.durability.mode is None else \
@@ -192,8 +195,7 @@ class Transport:
 
     def _confirming(self, names: Sequence[str],
                     durability: Optional[Durability]) -> Optional[Durability]:
-        """The confirmation these script calls need, if any; refuses "fsync" on a
-        server without WAITAOF before anything is written."""
+        """These calls' confirmation, if any; "fsync" refused before any write without WAITAOF."""
         policy = durability if durability is not None else (
             self.durability if needs_confirmation(names) else None)
         if policy is None or policy.mode is None:
@@ -206,10 +208,10 @@ class Transport:
         return policy
 
     def pack_call(self, call: ScriptCall) -> bytes:
-        """One script call as the EVALSHA command it is sent as (the async producer
-        sends these bytes too, rather than have redis-py pack every key again)."""
+        """One script call as the EVALSHA it is sent as (the async senders send these too)."""
         name, slot, static_keys, tail, dynamic = call
-        return self._packed_script(name, slot, static_keys).pack(tail, dynamic)
+        script = self._packed.get((name, slot)) or self._packed_script(name, slot, static_keys)
+        return script.pack(tail, dynamic)
 
     def _packed_script(self, name: str, slot: str, static_keys: Sequence[str]) -> PackedScript:
         script = self._packed.get((name, slot))
@@ -230,7 +232,7 @@ class Transport:
         ``confirm`` is the durability and its touch and WAIT, sent behind the calls.
         """
         policy, confirmation = confirm
-        with _Errors(self, what, None):  # (``errors``: at every round trip, one call less)
+        try:  # (``errors``, written out: at every round trip, no call of Python)
             connection = self.connections.own()
             try:
                 replies = _exchange(connection, b"".join(commands) + confirmation,
@@ -283,6 +285,8 @@ class Transport:
                 raise self.failure(error, what, scripts[index].name) from error
             if policy is not None:
                 policy.check(waited, what, self.description)
+        except _FAILURES as exc:
+            raise self.failure(exc, what, None) from exc
         return replies
 
     def _confirmation(self, connection: Any, policy: Durability, what: str) -> Any:
@@ -385,10 +389,6 @@ class Transport:
         """``replies`` with a BrokerError in place of each refusal of its call."""
         return [self.failure(reply, what, call[0]) if isinstance(reply, redis.ResponseError)
                 else reply for call, reply in zip(calls, replies)]
-
-    def stop_waiting(self) -> None:
-        """Drop this thread's outstanding BLPOP before it gets busy with a task."""
-        self._waits.stop_waiting()
 
 
 #: A command larger than this (the least ``proto-max-bulk-len`` Redis takes, 1 MiB)

@@ -6,7 +6,7 @@ own adds a store beside these, not methods to a shared class.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from typing import Any, Optional, Tuple, Union, overload
 
 import redis
 
@@ -81,3 +81,38 @@ class Broker:
         A thread that uses the broker again later opens a new connection.
         """
         self.transport.close()
+
+
+class Connected:
+    """An app's ``broker``: made on first use (by the app's ``_make_broker``), then kept
+    in the app's own ``__dict__``, where a read finds it before this descriptor (it has
+    no ``__set__``): a worker reads it several times a task, and a property would be a
+    call of Python at each read. ``keep_broker(app, None)`` drops it."""
+
+    @overload
+    def __get__(self, app: None, owner: type) -> Connected: ...
+
+    @overload
+    def __get__(self, app: Any, owner: type) -> Broker: ...
+
+    def __get__(self, app: Any, owner: type) -> Union[Connected, Broker]:
+        if app is None:
+            return self
+        broker = made_broker(app)
+        if broker is None:
+            broker = app._make_broker()
+            keep_broker(app, broker)
+        return broker
+
+
+def made_broker(app: Any) -> Optional[Broker]:
+    """The broker ``Connected`` kept for ``app``, if any."""
+    return app.__dict__.get("broker")  # type: ignore[no-any-return]
+
+
+def keep_broker(app: Any, broker: Optional[Broker]) -> None:
+    """Keep ``broker`` as ``app``'s (None: drop it; the next use connects again)."""
+    if broker is None:
+        app.__dict__.pop("broker", None)
+    else:
+        app.__dict__["broker"] = broker

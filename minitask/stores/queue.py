@@ -24,7 +24,7 @@ from .foreign import (MAX_MESSAGE_BYTES, UNREAD_MARK, count_of, dropped_overlong
 from .names import REGISTRY_READ, read_names
 from .partial_batches import cut_write, refused_in_part, written_or_maybe
 from .plain import PlainPush
-from .store import Store
+from .store import KEPT_QUEUES, Store
 
 #: Wake tokens kept per queue: enough to wake that many idle workers at once.
 WAKE_CAP = 256
@@ -102,6 +102,11 @@ class QueueStore(Store):
         #: later, so that a registry lost (a restart without persistence, a failover to
         #: an empty replica, a deleted key) lists it again at once.
         self._known_queues: Dict[str, float] = {}
+        #: A fetch's keys, by queue (``_made_fetch_keys``).
+        self._fetch_keys: Dict[str, Tuple[str, ...]] = {}
+        #: Drop this thread's outstanding wait before it gets busy with a task (the
+        #: transport's, bound: asked at every task taken, with no call more).
+        self.stop_waiting: Callable[[], None] = transport.stop_waiting
         #: A plain ``delay()``'s write, without a script (``plain.PlainPush.push``): a bound
         #: method, so that the hot path makes no call more.
         self.push: Callable[[str, Tuple[str, bytes, int, int]], bool] = PlainPush(
@@ -290,19 +295,26 @@ class QueueStore(Store):
         With ``now_ms``, the lease deadline goes along in decimal digits: the script
         writes lease scores from it as text, so Redis formats no number (fetch.lua).
         """
+        keys = self._fetch_keys.get(queue) or self._made_fetch_keys(queue)
         if now_ms is None:
-            return ("fetch", queue, self._fetch_keys(queue),
+            return ("fetch", queue, keys,
                     ("server", terms.lease_ms, terms.count, terms.max_deliveries,
                      BATCH_LIMIT, b"", terms.max_bytes), 0)
-        return ("fetch", queue, self._fetch_keys(queue),
+        return ("fetch", queue, keys,
                 (b"%d" % now_ms, terms.lease_ms, terms.count, terms.max_deliveries,
                  BATCH_LIMIT, b"%d" % (now_ms + terms.lease_ms), terms.max_bytes), 0)
 
-    def _fetch_keys(self, queue: str) -> Tuple[str, ...]:
+    def _made_fetch_keys(self, queue: str) -> Tuple[str, ...]:
+        """A fetch's keys of ``queue``, made once (``_fetch_keys``): a fetch goes with
+        every task, and its nineteen keys never change."""
         k = self.keys(queue)
-        return (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
+        keys = (k.delayed, k.leases, k.messages, k.deliveries, k.wake, k.dead, *k.ready,
                 k.cancelled, k.order, k.flow, k.flow_due, k.flow_prefix, k.flow_limiters,
                 k.flow_parked)
+        if len(self._fetch_keys) >= KEPT_QUEUES:
+            self._fetch_keys.clear()
+        self._fetch_keys[queue] = keys
+        return keys
 
     @staticmethod
     def fetch_result(reply: Sequence[bytes]) -> FetchResult:
@@ -376,10 +388,6 @@ class QueueStore(Store):
     def tokens_taken(self) -> List[str]:
         """The wake lists this thread's waits took a token off since it last asked."""
         return self.transport.connections.tokens_taken()
-
-    def stop_waiting(self) -> None:
-        """Drop this thread's outstanding wait before it gets busy with a task."""
-        self.transport.stop_waiting()
 
     def renew(self, queue: str, leases: Sequence[Tuple[str, int]], deadline_ms: int) -> None:
         """Push the lease deadline of running (id, priority) tasks to ``deadline_ms``."""

@@ -19,7 +19,7 @@ from .bounds import message_of, too_large
 from .dead import TRIM_MOST, Buried, DeadBounds
 from .foreign import foreign, raise_refusals
 from .recent import pack_entry
-from .store import Store
+from .store import KEPT_QUEUES, Store
 
 _SCRIPTS = ("ack", "ack_fetch", "retry", "bury", "cancel", "state", "forget", "hash_fields")
 #: ARGV of a fetch on the caller's clock (fetch.lua); one on the server's has one less.
@@ -152,6 +152,8 @@ class ResultStore(Store):
         super().__init__(transport, app_name)
         #: ``ack_then``'s words for an error, by queue
         self._ack_then_what: Dict[str, str] = {}
+        #: ``_ack_fetch_call``'s keys by queue, with the fetch keys they were made from
+        self._ack_fetch_keys: Dict[str, Tuple[Sequence[str], Tuple[str, ...]]] = {}
 
     def entry(self, task_id: str, name: str, state: str, at_ms: int, attempt: int,
               duration: Optional[float] = None, worker: str = "", error: str = "") -> bytes:
@@ -212,7 +214,7 @@ class ResultStore(Store):
         (ack_fetch.lua), which costs Redis a script call and six keys less.
         """
         groups = self._ack_groups(acks)
-        what = self.ack_then_what(then[1])
+        what = self._ack_then_what.get(then[1]) or self.ack_then_what(then[1])
         joined = self.ack_fetch_call(acks, then, groups)
         if joined is not None:
             reply = self.transport.run_calls([joined], what)[0]
@@ -261,7 +263,12 @@ class ResultStore(Store):
     def _ack_fetch_call(self, group: _Group, fetch: ScriptCall) -> ScriptCall:
         """The acks of one queue and a fetch from it as one call (ack_fetch.lua)."""
         _, queue, fetch_keys, fetch_args, _ = fetch
-        k = self.keys(queue)
+        k = self.keys_of(queue)
+        kept = self._ack_fetch_keys.get(queue)
+        if kept is None or kept[0] is not fetch_keys:  # made once a queue, as a fetch's
+            if len(self._ack_fetch_keys) >= KEPT_QUEUES:
+                self._ack_fetch_keys.clear()
+            kept = self._ack_fetch_keys[queue] = (fetch_keys, (*fetch_keys, k.retrying, k.recent))
         tail: List[Any] = []
         for entry in group:  # a loop: a list comprehension makes a function per call
             if entry[3] > 0:
@@ -271,7 +278,7 @@ class ResultStore(Store):
         tail += (_flow_keys(group), self.recent_length)
         for entry in group:
             tail += (*entry[1:4], entry[5])
-        return ("ack_fetch", queue, (*fetch_keys, k.retrying, k.recent), tail, keys)
+        return ("ack_fetch", queue, kept[1], tail, keys)
 
     @staticmethod
     def _held(groups: Dict[str, _Group], replies: Sequence[Any], size: int) -> List[bool]:

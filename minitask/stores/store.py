@@ -1,12 +1,16 @@
 """What every store is: a transport to talk through, its app's keys, its scripts."""
 from __future__ import annotations
 
-from typing import Tuple
+import functools
+from typing import Callable, Tuple
 
 from ..broker.keys import AppKeys, QueueKeys, queue_keys
 from ..broker.transport import Transport
 from .bounds import Bounds
 from .scripts import source
+
+#: Queues whose keys a store keeps made for its hot calls (a fetch's, an ack's), at most.
+KEPT_QUEUES = 4096
 
 
 class Store:
@@ -23,6 +27,8 @@ class Store:
         self.transport = transport
         self.app_name = app_name
         self.app_keys = AppKeys(app_name)
+        #: ``keys``, as a partial of the cached function: no call of Python (hot calls')
+        self.keys_of: Callable[[str], QueueKeys] = functools.partial(queue_keys, app_name)
         for name in self.scripts:
             transport.register(name, source(name, shared=self.library))
 

@@ -117,7 +117,8 @@ class Holdings:
                 self._claimed[threading.get_ident()] = jobs[0]
                 jobs = jobs[1:]
             self._buffer.extend(jobs)
-            self._tell_count()
+            if _counted is not None:  # (``_tell_count`` inline: at every task)
+                _counted(len(self._leases))
             return True
 
     def hold_first(self, queue: str, jobs: List[Job]) -> Tuple[bool, Optional[Job]]:
@@ -130,7 +131,8 @@ class Holdings:
             for job in jobs:
                 self._leases[job.task_id] = (queue, job.delivery.priority)
             self._buffer.extend(jobs[1:])
-            self._tell_count()
+            if _counted is not None:  # (``_tell_count`` inline: at every task)
+                _counted(len(self._leases))
             return True, jobs[0] if jobs else None
 
     def next_buffered(self, stop: threading.Event) -> Optional[Job]:
@@ -284,7 +286,8 @@ class Holdings:
         with self._lock:
             for job in jobs:
                 self._leases.pop(job.task_id, None)
-            self._tell_count()
+            if _counted is not None:  # (``_tell_count`` inline: at every task)
+                _counted(len(self._leases))
 
 
 #: Heartbeats between two sayings of a worker's lease length (``Leases.say``).

@@ -403,6 +403,9 @@ class LoopAcks:
         if not acks:  # a recording thread took them (it records them): a fetch of its own
             return Answer("next")
         results, queues = self._host.broker.results, self._queues
+        jobs: List[Job] = []
+        for job, _ in acks:  # a loop, not a comprehension: no function made (3.11)
+            jobs.append(job)
         call = results.ack_fetch_call([ack for _, ack in acks], queues.behind_acks_call())
         if call is None:
             self._holdings.restore_acks(acks)
@@ -421,7 +424,7 @@ class LoopAcks:
         except (Exception, asyncio.CancelledError) as exc:  # an outage, a script not
             # loaded, a refusal, a cancel as it connected: the recording threads' to ride
             if isinstance(exc, BrokerError):
-                note_refused([job for job, _ in acks], exc)
+                note_refused(jobs, exc)
             self._holdings.restore_acks(acks)
             if not _no_script(exc):  # (else loaded as the threads send it: no rest)
                 self._resting_until = time.monotonic() + REST
@@ -430,7 +433,7 @@ class LoopAcks:
             return Answer("flush", cancelled=cancelled or isinstance(
                 exc, asyncio.CancelledError))
         held, fetched = results.ack_fetch_reply(reply, len(acks), what)
-        self._holdings.settle([job for job, _ in acks])
+        self._holdings.settle(jobs)
         for (job, _), still_held in zip(acks, held):
             recorded(job, still_held, self._holdings, self._host)
         return self._next(fetched, sent, cancelled)
@@ -456,7 +459,9 @@ class LoopAcks:
         if not result.deliveries:
             return Answer("run", cancelled=cancelled)  # the dispatcher looks, and waits
         queue = queues.queues[0]
-        jobs = [Job(queue, delivery) for delivery in result.deliveries]
+        jobs: List[Job] = []
+        for delivery in result.deliveries:
+            jobs.append(Job(queue, delivery))
         if self._stop.is_set() or not self._ticks.hands_on():
             if not self._holdings.hold(queue, jobs):
                 return Answer("take", result=result, cancelled=cancelled)  # given back there

@@ -19,7 +19,7 @@ from ..errors import ArgumentError, DecodeError, TimeLimitExceeded, UnknownTaskE
 from ..printable import own_logger, shown_id
 from ..tracing import attempt_span
 from ..wire.message import Message
-from .cancels import CancelBoard, Stopper
+from .cancels import CancelBoard
 from .coroutine_runs import run_coroutine
 from .forks import FORK_MARK, PID_SEEN, current_pid, guarded, leave_if_forked
 from .host import Host, HostedTask
@@ -121,11 +121,11 @@ Arguments = Tuple[List[Any], Dict[str, Any]]
 
 
 def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float],
-                   by_signal: bool = False,
-                   stoppable: Optional[Callable[[Stopper], bool]] = None,
+                   by_signal: bool = False, stops: Optional[Tuple[CancelBoard, str]] = None,
                    pid: Optional[int] = None) -> Any:
     """Call the task's function; an ``async def`` one runs to its end (or its time
-    limit, or its cancel through ``stoppable``) on an event loop of its own, whose
+    limit, or its cancel through ``stops``: the board and the task's id, for its
+    stopper: made only then, not for every attempt) on an event loop of its own, whose
     end is bounded (``run_coroutine``): a copy of this process (``pid``) its code
     forked ends as that code does (``forks.guarded``), before the loop's end.
 
@@ -142,6 +142,8 @@ def call_in_thread(task: HostedTask, arguments: Arguments, limit: Optional[float
     else:
         value = call_with_posting(task.func, args, kwargs, soft, task.name)
     if isinstance(value, CoroutineType):  # (``inspect.iscoroutine``, without its call)
+        stoppable = None if stops is None else functools.partial(stops[0].set_stopper,
+                                                                 stops[1])
         value = run_coroutine(limited(guarded(value, current_pid() if pid is None else pid),
                                       limit, task.name, soft), task.name, limit, stoppable)
     return value
@@ -284,8 +286,7 @@ class Runner:
                     # pool does (a process pool child's supervisor kills it instead)
                     value = call_in_thread(task, arguments, limit, self.on_start is not None,
                                            None if self.on_cancel is not None else
-                                           functools.partial(self.cancels.set_stopper,
-                                                             job.task_id), pid)
+                                           (self.cancels, job.task_id), pid)
                 except BaseException as exc:  # KeyboardInterrupt and the like too: the
                     error = exc  # worker's own stop comes through its signal relay
                 if FORK_MARK is None or not FORK_MARK[0] or PID_SEEN[0] != pid:
