@@ -119,8 +119,9 @@ class MetricsStore(Store):
         added)."""
         wrong = self._add(delta, retried=False)
         if wrong:
-            for key in wrong:
-                move_aside(self.transport.client, key, "hash")
+            with self.transport.errors("set aside the metrics"):
+                for key in wrong:
+                    move_aside(self.transport.client, key, "hash")
             self._add(self._part(delta, wrong), retried=True)
 
     def _add(self, delta: Delta, retried: bool) -> Set[str]:

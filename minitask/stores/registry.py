@@ -10,8 +10,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..errors import BrokerError
 from ..printable import printable
 from ..wire.message import MAX_MS, MAX_SECONDS
-from .foreign import (ignored, name_of, raise_refusals, removed_members, shown_member, text_of,
-                      whole)
+from .foreign import (ignored, move_aside, name_of, raise_refusals, removed_members,
+                      shown_member, text_of, whole)
 from .store import Store
 
 #: The order that stops a worker as SIGTERM does.
@@ -106,18 +106,32 @@ class WorkerRegistry(Store):
     scripts = ("workers_page",)
 
     def heartbeat(self, worker: str, info: Dict[str, Any], now_ms: int, ttl_ms: int) -> None:
-        """Record a live worker and its counters; the record expires if it stops beating."""
+        """Record a live worker and its counters; the record expires if it stops beating.
+
+        The registry or the worker's record of another type (no minitask wrote it) is
+        moved aside whole and the beat written again: left, it would hide every live
+        worker from ``status``, the dashboard and ``minitask shutdown`` for good."""
         key = self.app_keys.worker(worker)
-        with self.transport.errors("record the worker heartbeat"):
-            pipe = self.transport.client.pipeline(transaction=False)
-            pipe.zadd(self.app_keys.workers, {worker: now_ms})
-            pipe.hset(key, mapping={name: str(value) for name, value in info.items()})
-            pipe.pexpire(key, ttl_ms)
-            replies = pipe.execute(raise_on_error=False)
-            raise_refusals(replies)
-        for where, reply in zip((self.app_keys.workers, key, key), replies):
-            if isinstance(reply, Exception):  # another type: this worker goes unlisted
-                ignored(where, f"it holds another type ({reply})")
+        kinds = {self.app_keys.workers: "sorted set", key: "hash"}
+        for attempt in range(2):
+            with self.transport.errors("record the worker heartbeat"):
+                pipe = self.transport.client.pipeline(transaction=False)
+                pipe.zadd(self.app_keys.workers, {worker: now_ms})
+                pipe.hset(key, mapping={name: str(value) for name, value in info.items()})
+                pipe.pexpire(key, ttl_ms)
+                replies = pipe.execute(raise_on_error=False)
+                raise_refusals(replies)
+            wrong = {where: reply for where, reply in
+                     zip((self.app_keys.workers, key, key), replies)
+                     if isinstance(reply, Exception)}
+            if not wrong:
+                return
+            for where, reply in wrong.items():
+                if attempt:  # planted again at once: this worker goes unlisted this beat
+                    ignored(where, f"it holds another type ({reply})")
+                else:
+                    with self.transport.errors("set aside the worker registry"):
+                        move_aside(self.transport.client, where, kinds[where])
 
     def newest_heartbeat(self) -> Optional[float]:
         """The newest heartbeat in the registry (ms, on the clock of the worker that
@@ -389,20 +403,22 @@ class WorkerRegistry(Store):
         call, not one round trip each. Empty when none came.
 
         Raises:
-            BrokerError: Redis could not be reached; or (``reason`` "wrong type") the
-                list is a key of another type, said once, naming it.
+            BrokerError: Redis could not be reached. A list of another type (no
+                minitask wrote it) is moved aside whole, said once, and none read.
         """
         key = self.app_keys.control(worker)
+        reply = more = None
         try:
             with self.transport.errors("wait for orders"):
                 client = self.transport.client
                 reply = client.blpop([key], timeout=max(1, round(timeout)))
             more = self._more_orders(key, most - 1) if reply is not None and most > 1 else None
         except BrokerError as exc:
-            if exc.reason == "wrong type":
-                ignored(key, f"{_orders_problem(key)}; minitask shutdown cannot reach worker "
-                             f"{printable(worker)} until then")
-            raise
+            if exc.reason != "wrong type":
+                raise
+            # left, it would keep minitask shutdown from reaching this worker for good
+            with self.transport.errors("set aside the worker's orders list"):
+                move_aside(self.transport.client, key, "list")
         if reply is None:
             return []
         # an order no minitask wrote (not UTF-8) is read escaped, as an unknown order:

@@ -19,7 +19,6 @@ from ..broker.durability import caught_up
 from ..errors import BrokerError
 from ..log_throttle import LogThrottle
 from ..printable import own_logger, shown_value
-from ..stores.foreign import foreign
 from ..stores.registry import SHUTDOWN, WAKE, WorkerRegistry
 from ..wire.message import to_ms
 from .outages import Backoff
@@ -85,9 +84,6 @@ class Orders:
                 except BrokerError as exc:
                     if self._ended.is_set():
                         return
-                    if foreign(exc):  # its list holds another type: data, said once by
-                        self._ended.wait(WAIT)  # the registry naming it, not an outage
-                        continue
                     self._ended.wait(backoff.failed(exc))
                     continue
                 backoff.succeeded()

@@ -1,0 +1,65 @@
+"""The worker registry, or a worker's record, of another type (data minitask did not
+write) on a real redis-server (issue 29, probe33 F5): the heartbeat said so and left it,
+so every live worker was missing for good from ``minitask status``, the dashboard,
+``/metrics`` and ``minitask shutdown`` (which then could not stop them). The next
+heartbeat now moves it aside whole, said once, and lists the worker again."""
+from __future__ import annotations
+
+import contextlib
+import io
+from pathlib import Path
+from typing import Tuple
+
+import pytest
+import redis
+
+from minitask.broker.keys import AppKeys
+from minitask.cli.main import main
+from tests.support.processes import Processes
+from tests.support.servers import RedisServer
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.integration
+
+APP = "tests.apps.foreign"
+REGISTRY = AppKeys("foreign")
+DEADLINE = 60.0
+
+
+def cli(*argv: str) -> Tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("planted", ["registry", "record"])
+def test_the_heartbeat_sets_it_aside_and_the_worker_is_listed_and_stopped_again(
+        planted: str, admin: "redis.Redis[bytes]", processes: Processes,
+        redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
+    log = tmp_path / "worker.log"
+    worker = processes.worker(APP, "-Q", "other", "--name", "listed",
+                              env={"MINITASK_BROKER_URL": redis_server.url}, log=log)
+    worker_id = wait_until(lambda: next(
+        (member.decode() for member in admin.zrange(REGISTRY.workers, 0, -1)), None),
+        timeout=DEADLINE, message="the worker's heartbeat")
+    key = REGISTRY.workers if planted == "registry" else REGISTRY.worker(worker_id)
+    pipe = admin.pipeline(transaction=True)
+    pipe.delete(key)
+    pipe.set(key, b"not mine")
+    pipe.execute()
+    wait_until(lambda: admin.get(f"{key}:foreign") == b"not mine", timeout=DEADLINE,
+               message=f"the heartbeat set {key} aside")
+    wait_until(lambda: admin.zscore(REGISTRY.workers, worker_id) is not None
+               and admin.type(REGISTRY.worker(worker_id)) == b"hash",
+               timeout=DEADLINE, message="the worker listed again")
+    code, out, err = cli("status", "-A", APP)
+    assert code == 0, err
+    assert "1 live worker(s)" in out, out
+    code, out, err = cli("shutdown", "-A", APP, "--all", "--yes")
+    assert code == 0, err
+    assert worker.wait(timeout=DEADLINE) == 0
+    text = log.read_text()
+    assert text.count(f"moved aside to {key}:foreign") == 1, text
+    assert "lost Redis" not in text and "Redis refused" not in text, text
