@@ -179,3 +179,29 @@ def test_the_probes_case_the_groups_next_task_runs_and_is_counted_true(
     assert [handle.get(timeout=DEADLINE) for handle in handles] == ["t0", "t1", "t2", "t3"]
     _nothing_ready_nor_left(held)
     assert not held.client.keys(KEYS.flow_prefix + "g:*")  # (its slot freed too)
+
+
+# (not the flow hash deleted whole: the waiting task's spec goes with it, and with no
+# spec left a fetch does no flow control, due times unread: not rescued yet)
+@pytest.mark.parametrize("kind, plant", [("grouped", "its spec deleted"),
+                                         ("grouped", "its spec junk"),
+                                         ("limited", "its spec deleted")])
+def test_a_task_waiting_when_its_slot_holders_spec_is_lost_runs_once_a_worker_starts(
+        held: Held, kind: str, plant: str) -> None:
+    """The spec lost while the next task waits already (its group out of the rotation,
+    or parked by its limiter, for the holder's outcome), and nothing sent after: that
+    outcome re-arms nothing, and no fetch meets the full set. A worker's start makes
+    due each limiter and group that waits with no due time, and the task runs."""
+    first_worker = held.worker("thread")
+    first, second = held.send(kind, "t0"), held.send(kind, "t1")
+    held.started("t0")
+    _waiting_for_its_slot(held, kind)
+    PLANTS[plant](held.client, first.id)
+    held.client.set("slots:go", "1")
+    assert first.get(timeout=DEADLINE) == "t0"
+    assert "start:t1" not in held.log()  # nothing re-armed it
+    first_worker.terminate()
+    first_worker.wait(timeout=DEADLINE)
+    held.worker("thread")
+    assert second.get(timeout=DEADLINE) == "t1"
+    _nothing_ready_nor_left(held)
