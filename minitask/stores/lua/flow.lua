@@ -1428,8 +1428,7 @@ local function flow_control()
       -- a member planted. Such a holder's outcome (flow_end) frees nothing and re-arms
       -- nothing, so a limiter or group waiting for it waited for good (probe33 F3):
       -- freed, its task runs on as the spec it has says (none: without limits). A page
-      -- of them is
-      -- checked (SSCAN COUNT VACATE_PAGE, from a place in the set chosen by the clock,
+      -- of them is checked (SSCAN COUNT VACATE_PAGE, from a place in the set chosen by the clock,
       -- `seed`: any number is one), and while a whole page held none and the set is
       -- full still, the next, VACATE_ROUNDS at most: a call costs the same with ten
       -- members or 200,000 planted ones (SMEMBERS read them all, at every fetch; a
