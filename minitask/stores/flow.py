@@ -243,8 +243,8 @@ class FlowStore(Store):
         ``REARM_MOST`` of each at most (the others by their next task or outcome)."""
         k = queue_keys(self.app_name, queue)
         self._due_aside(k.flow_due)
-        limiters, groups = self._waiting(queue)
-        self._make_due(k, limiters + [b"g:" + name for name in groups], now_ms)
+        limiters, groups = _waiting(self.transport, k, queue)
+        _make_due(self.transport, k, limiters + [b"g:" + name for name in groups], now_ms)
 
     def rearm_waiting(self, queue: str, now_ms: int) -> int:
         """At a worker's start: make due now each limiter of ``queue`` with parked tasks
@@ -255,7 +255,7 @@ class FlowStore(Store):
         any holder whose spec no longer names it (flow.lua's vacate). Returns how
         many were made due; a key of another type is left to the fetches."""
         k = queue_keys(self.app_name, queue)
-        limiters, groups = self._waiting(queue)
+        limiters, groups = _waiting(self.transport, k, queue)
         names = limiters + [b"g:" + name for name in groups]
         if not names:
             return 0
@@ -270,42 +270,8 @@ class FlowStore(Store):
                                            for held in read[len(names):]]
         due = [name for name, score, live in zip(names, read, armed)
                if score is None and not live]
-        self._make_due(k, due, now_ms, nx=True)
+        _make_due(self.transport, k, due, now_ms, nx=True)
         return len(due)
-
-    def _waiting(self, queue: str) -> Tuple[List[Any], List[Any]]:
-        """The limiters of ``queue`` with parked tasks and its groups with ready tasks,
-        ``REARM_MOST`` of each at most."""
-        k = queue_keys(self.app_name, queue)
-        client = self.transport.client
-        limiters: List[Any] = []
-        cursor = 0
-        while len(limiters) < REARM_MOST:
-            pipe = client.pipeline(transaction=False)
-            pipe.sscan(k.flow_limiters, cursor, count=1000)
-            scanned = pipe.execute(raise_on_error=False)[0]
-            if isinstance(scanned, Exception):
-                break
-            cursor, page = scanned
-            limiters += [name for name in page if len(name) <= SPEC_BYTES]
-            if not cursor:
-                break
-        # the groups with ready tasks, read as status reads them (groups_top.lua: a name
-        # longer than any group's is removed, never sent)
-        _, _, flat, removed, *_ = self.transport.run_calls(
-            [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
-              (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
-            f"read the groups of queue {queue!r}")[0]
-        removed_members(k.groups, removed, "group name")
-        return limiters[:REARM_MOST], list((flat or [])[0::2])
-
-    def _make_due(self, k: Any, names: List[Any], now_ms: int, nx: bool = False) -> None:
-        """``names`` (limiters, ``g:<group>``) due now in ``k.flow_due``, a worker woken."""
-        if names:
-            pipe = self.transport.client.pipeline(transaction=True)
-            pipe.zadd(k.flow_due, {name: now_ms for name in names}, nx=nx)
-            pipe.rpush(k.wake, b"1")
-            raise_refusals(pipe.execute(raise_on_error=False))
 
     def _due_aside(self, key: str) -> None:
         """Move ``key`` (a flow_due of another type) aside whole to ``key``:foreign (or
@@ -490,3 +456,39 @@ def _foreign_problem(key: str, kept: str) -> str:
     a set") but holds another type, and what to do."""
     return (f"minitask key {key} ({kept}) holds another type: data minitask did not "
             f"write; inspect it with redis-cli, then delete it")
+
+
+def _waiting(transport: Transport, k: Any, queue: str) -> Tuple[List[Any], List[Any]]:
+    """The limiters of ``queue`` (keys ``k``) with parked tasks and its groups with ready
+    tasks, ``REARM_MOST`` of each at most."""
+    client = transport.client
+    limiters: List[Any] = []
+    cursor = 0
+    while len(limiters) < REARM_MOST:
+        pipe = client.pipeline(transaction=False)
+        pipe.sscan(k.flow_limiters, cursor, count=1000)
+        scanned = pipe.execute(raise_on_error=False)[0]
+        if isinstance(scanned, Exception):
+            break
+        cursor, page = scanned
+        limiters += [name for name in page if len(name) <= SPEC_BYTES]
+        if not cursor:
+            break
+    # the groups with ready tasks, read as status reads them (groups_top.lua: a name
+    # longer than any group's is removed, never sent)
+    _, _, flat, removed, *_ = transport.run_calls(
+        [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
+          (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
+        f"read the groups of queue {queue!r}")[0]
+    removed_members(k.groups, removed, "group name")
+    return limiters[:REARM_MOST], list((flat or [])[0::2])
+
+
+def _make_due(transport: Transport, k: Any, names: List[Any], now_ms: int,
+              nx: bool = False) -> None:
+    """``names`` (limiters, ``g:<group>``) due now in ``k.flow_due``, a worker woken."""
+    if names:
+        pipe = transport.client.pipeline(transaction=True)
+        pipe.zadd(k.flow_due, {name: now_ms for name in names}, nx=nx)
+        pipe.rpush(k.wake, b"1")
+        raise_refusals(pipe.execute(raise_on_error=False))
