@@ -7,7 +7,9 @@ flow_end): with none, it freed nothing, and the next task of its group (or limit
 sent meanwhile, met the full slot set, left the rotation to wait for that outcome, and
 stayed queued for good, across worker restarts (status counted it ready). Now a full
 set's holder whose spec does not say its outcome frees the slot holds none: its slot
-is freed (said in Redis's log) and the waiting task runs.
+is freed (said in Redis's log) and the waiting task runs; and a task that waited
+already when the spec was lost runs once a worker starts (the start makes due each
+limiter and group waiting with no due time).
 
 Real worker processes on a real redis-server of the test's own. Each holder is kept
 running (tests/apps/lost_slots.py: it waits for ``slots:go``) until the next task has
