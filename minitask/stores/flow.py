@@ -244,33 +244,35 @@ class FlowStore(Store):
         ``REARM_MOST`` of each at most (the others by their next task or outcome)."""
         k = queue_keys(self.app_name, queue)
         move_aside(self.transport.client, k.flow_due, "sorted set")
-        client = self.transport.client
-        limiters: List[Any] = []
-        cursor = 0
-        while len(limiters) < REARM_MOST:
-            pipe = client.pipeline(transaction=False)
-            pipe.sscan(k.flow_limiters, cursor, count=1000)
-            scanned = pipe.execute(raise_on_error=False)[0]
-            if isinstance(scanned, Exception):
-                break
-            cursor, page = scanned
-            limiters += [name for name in page if len(name) <= SPEC_BYTES]
-            if not cursor:
-                break
-        # the groups with ready tasks, read as status reads them (groups_top.lua: a name
-        # longer than any group's is removed, never sent)
-        _, _, flat, removed, *_ = self.transport.run_calls(
-            [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
-              (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
-            f"read the groups of queue {queue!r}")[0]
-        removed_members(k.groups, removed, "group name")
-        due = {name: now_ms for name in limiters[:REARM_MOST]}
-        due.update({b"g:" + name: now_ms for name in (flat or [])[0::2]})
-        if due:
-            pipe = client.pipeline(transaction=True)
-            pipe.zadd(k.flow_due, due)
-            pipe.rpush(k.wake, b"1")
-            raise_refusals(pipe.execute(raise_on_error=False))
+        limiters, groups = _waiting(self.transport, k, queue)
+        _make_due(self.transport, k, limiters + [b"g:" + name for name in groups], now_ms)
+
+    def rearm_waiting(self, queue: str, now_ms: int) -> int:
+        """At a worker's start: make due now each limiter of ``queue`` with parked tasks
+        and each group with ready tasks that has neither a due time nor a live token
+        (``REARM_MOST`` of each at most): one waiting for a slot whose holder's flow
+        spec was lost (deleted, overwritten) would wait for good, as that outcome
+        frees nothing. A fetch tries each: one still full leaves again, having freed
+        any holder whose spec no longer names it (flow.lua's vacate). Returns how
+        many were made due; a key of another type is left to the fetches."""
+        k = queue_keys(self.app_name, queue)
+        limiters, groups = _waiting(self.transport, k, queue)
+        names = limiters + [b"g:" + name for name in groups]
+        if not names:
+            return 0
+        pipe = self.transport.client.pipeline(transaction=False)
+        for name in names:
+            pipe.zscore(k.flow_due, name)
+        for group in groups:  # (a name as stored: bytes)
+            pipe.hexists(k.flow_prefix.encode() + b"g:" + group + b":turn", "tok")
+        read = pipe.execute(raise_on_error=False)
+        raise_refusals(read)
+        armed = [False] * len(limiters) + [held is True or held == 1
+                                           for held in read[len(names):]]
+        due = [name for name, score, live in zip(names, read, armed)
+               if score is None and not live]
+        _make_due(self.transport, k, due, now_ms, nx=True)
+        return len(due)
 
     def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
         """The group of a grouped task (fair queues) when that group is paused, else
@@ -437,3 +439,39 @@ def _foreign_problem(key: str, kept: str) -> str:
     a set") but holds another type, and what to do."""
     return (f"minitask key {key} ({kept}) holds another type: data minitask did not "
             f"write; inspect it with redis-cli, then delete it")
+
+
+def _waiting(transport: Transport, k: Any, queue: str) -> Tuple[List[Any], List[Any]]:
+    """The limiters of ``queue`` (keys ``k``) with parked tasks and its groups with ready
+    tasks, ``REARM_MOST`` of each at most."""
+    client = transport.client
+    limiters: List[Any] = []
+    cursor = 0
+    while len(limiters) < REARM_MOST:
+        pipe = client.pipeline(transaction=False)
+        pipe.sscan(k.flow_limiters, cursor, count=1000)
+        scanned = pipe.execute(raise_on_error=False)[0]
+        if isinstance(scanned, Exception):
+            break
+        cursor, page = scanned
+        limiters += [name for name in page if len(name) <= SPEC_BYTES]
+        if not cursor:
+            break
+    # the groups with ready tasks, read as status reads them (groups_top.lua: a name
+    # longer than any group's is removed, never sent)
+    _, _, flat, removed, *_ = transport.run_calls(
+        [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
+          (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
+        f"read the groups of queue {queue!r}")[0]
+    removed_members(k.groups, removed, "group name")
+    return limiters[:REARM_MOST], list((flat or [])[0::2])
+
+
+def _make_due(transport: Transport, k: Any, names: List[Any], now_ms: int,
+              nx: bool = False) -> None:
+    """``names`` (limiters, ``g:<group>``) due now in ``k.flow_due``, a worker woken."""
+    if names:
+        pipe = transport.client.pipeline(transaction=True)
+        pipe.zadd(k.flow_due, {name: now_ms for name in names}, nx=nx)
+        pipe.rpush(k.wake, b"1")
+        raise_refusals(pipe.execute(raise_on_error=False))

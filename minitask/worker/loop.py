@@ -429,6 +429,7 @@ def start_steps(worker: Worker) -> None:
     check_queue_keys(worker)  # each queue's keys: served, or sent to by its tasks
     check_redis(worker)
     worker.broker.queues.register_queues(worker.queues)
+    rearm_waiting(worker)
     worker._leases.say([*worker.queues, *worker._broadcasts.lanes.values()])
     register(worker, worker.app.clock.now_ms(), 0, [])  # listed now, not a beat later
     try:
@@ -453,3 +454,16 @@ def check_redis(worker: Worker) -> None:
                               durability.timeout, confirming(worker.pool, worker.concurrency))
     if warning is not None:
         logger.warning("%s", warning)
+
+
+def rearm_waiting(worker: Worker) -> None:
+    """Make due the limiters and groups of the served queues that wait for a slot with
+    no due time (FlowStore.rearm_waiting: a holder whose flow spec was lost frees
+    none at its outcome); a failure is said, never stops the start."""
+    now_ms = worker.app.clock.now_ms()
+    for queue in worker.queues:
+        try:
+            worker.broker.flow.rearm_waiting(queue, now_ms)
+        except BrokerError as exc:
+            logger.warning("worker %s could not look for the limiters and groups of queue "
+                           "%r waiting for a slot: %s", worker.name, queue, exc)

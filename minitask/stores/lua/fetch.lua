@@ -470,7 +470,8 @@ if flow_on then
             local free, retry_at = true, -1
             if spec and spec.limiter == limiter
                and not (spec.expires > 0 and now >= spec.expires) then
-              free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
+              free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2],
+                                                     KEYS[19])
             end
             if not free then
               if retry_at >= 0 then
@@ -764,7 +765,8 @@ local function serve_lists(guards, tolerant, ENTRY_MOST, overlong_dropped, flow_
           local park = prefix .. spec.limiter .. ':park'
           local free, retry_at = tolerant(0, 'LLEN', park) == 0, -1
           if free then
-            free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2])
+            free, retry_at = flow_control().admit(prefix, spec, id, flow_clock(), KEYS[2],
+                                                     KEYS[19])
           end
           local held = not free and tolerant(false, 'RPUSH', park, priority .. id)
           if free then

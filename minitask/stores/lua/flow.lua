@@ -51,7 +51,9 @@
 -- running set (a limiter's, a group's) is checked a page at a time, whatever its
 -- size: a member that holds no slot (a planted id, a task gone; a limiter's: no
 -- lease; a group's: not leased, waiting for its retry, in its group's ready set nor
--- on its way there) is freed (flow_limits' vacate).
+-- on its way there), or whose spec no longer names that limiter or group with a slot
+-- (lost, deleted, overwritten: its outcome would free none, and what waits for it
+-- would wait for good), is freed (flow_limits' vacate).
 
 -- The library is made by flow_control() at its first call, as one table: a
 -- closure costs Redis about 1,000 instructions a call of a script, made and
@@ -1220,7 +1222,10 @@ local function flow_control()
               local alive, freed = fair_rare().alive, false
               held, freed = flow_made.vacate(running, held, spec.group_most, function(member)
                 return alive(member, group)
-              end, c.now)
+              end, c.now, c.flow, function(text)  -- (flow_end's read of a holder's group)
+                return type(text) == 'string' and string.match(
+                  text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$') == group
+              end)
               -- full still: an outcome frees a slot (flow.lua's finish); but with holders
               -- freed, the group comes back at once, to check more of them, and with more
               -- holders than it allows (ghosts left unsampled) in a second
@@ -1416,9 +1421,14 @@ local function flow_control()
     end
     if name == 'vacate' then
       -- Free the slots of a full max_running or group_max_running set `running`
-      -- (holding `held`, `most` at most) whose holders hold none any more
-      -- (`holds`(member) false: its lease gone, a member planted): a page of them is
-      -- checked (SSCAN COUNT VACATE_PAGE, from a place in the set chosen by the clock,
+      -- (holding `held`, `most` at most) whose holders hold none any more: a holder
+      -- whose flow spec in `flow` is not one whose outcome frees this slot (`frees`(its
+      -- spec) false: the spec deleted, the flow hash deleted or of another type, the
+      -- spec overwritten; one HMGET a page), or (`holds`(member) false) its lease gone,
+      -- a member planted. Such a holder's outcome (flow_end) frees nothing and re-arms
+      -- nothing, so a limiter or group waiting for it waited for good (probe33 F3):
+      -- freed, its task runs on as the spec it has says (none: without limits). A page
+      -- of them is checked (SSCAN COUNT VACATE_PAGE, from a place in the set chosen by the clock,
       -- `seed`: any number is one), and while a whole page held none and the set is
       -- full still, the next, VACATE_ROUNDS at most: a call costs the same with ten
       -- members or 200,000 planted ones (SMEMBERS read them all, at every fetch; a
@@ -1431,15 +1441,17 @@ local function flow_control()
       -- buckets; such pages count only towards VACATE_CALLS, or a sample of thin
       -- pages found no ghost where 137 were left, and the limiter stopped for good)
       local VACATE_PAGE, VACATE_ROUNDS, VACATE_CALLS = 16, 4, 32
-      local function vacate(running, held, most, holds, seed)
+      local function vacate(running, held, most, holds, seed, flow, frees)
         local freed, first, rounds = 0, nil, 0
         local at = string.format('%d', (tonumber(seed) or 0) % 16777216)
         for _ = 1, VACATE_CALLS do
           local page = tolerant(false, 'SSCAN', running, at, 'COUNT', VACATE_PAGE)
           if not page then break end
           local gone = {}
-          for _, member in ipairs(page[2]) do
-            if not holds(member) then gone[#gone + 1] = member end
+          -- (a flow of another type holds no spec: every outcome frees nothing)
+          local specs = page[2][1] and tolerant({}, 'HMGET', flow, unpack(page[2]))
+          for i, member in ipairs(page[2]) do
+            if not (frees(specs[i]) and holds(member)) then gone[#gone + 1] = member end
           end
           if gone[1] then
             tolerant(0, 'SREM', running, unpack(gone))
@@ -1452,7 +1464,8 @@ local function flow_control()
         if freed == 0 then return held, false end
         redis.log(redis.LOG_WARNING, (string.gsub(
           'minitask: freed ' .. freed .. ' slot(s) of ' .. running .. ' held by no task that'
-          .. ' holds one (first: ' .. string.sub(first, 1, 64) .. '): not minitask\'s',
+          .. ' holds one (first: ' .. string.sub(first, 1, 64) .. '): not minitask\'s, or its'
+          .. ' flow spec lost (its outcome would free none)',
           '[^ -~]', function(byte) return string.format('\\x%02x', string.byte(byte)) end)))
         return held - freed, true
       end
@@ -1480,19 +1493,25 @@ local function flow_control()
 
     -- Whether the task `id` of `spec` may start at `now`: true (its slot taken and
     -- its start counted), or false and when to try again (ms; -1: when a slot frees).
-    local function flow_admit(prefix, spec, id, now, leases)
+    -- `flow`: the flow hash, where a holder's spec says its outcome frees its slot.
+    local function flow_admit(prefix, spec, id, now, leases, flow)
       local running, starts, paced
       if spec.most > 0 then
         running = prefix .. spec.limiter .. ':running'
         local held = tolerant(0, 'SCARD', running)
         if held >= spec.most then
-          -- a member whose lease is gone (data another hand removed, an id planted)
-          -- frees its slot: a sample of them checked (flow_made.vacate); with some
-          -- freed and the set full still, tried again at once (to check more of them)
+          -- a member whose lease is gone (data another hand removed, an id planted),
+          -- or whose spec no longer names this limiter with a max_running (lost: its
+          -- outcome frees none, flow_end's read), frees its slot: a sample of them
+          -- checked (flow_made.vacate); with some freed and the set full still, tried
+          -- again at once (to check more of them)
           local freed
           held, freed = flow_made.vacate(running, held, spec.most, function(member)
             return tolerant(false, 'ZSCORE', leases, member)
-          end, now)
+          end, now, flow, function(text)
+            return type(text) == 'string'
+                   and string.match(text, '^([^\n]+)\n%d+\n%d+\n[1-9]') == spec.limiter
+          end)
           -- (more holders than it allows: ghosts the sample missed, looked for again in
           -- a second; a limiter held back by them silently stopped for good)
           if held >= spec.most then
@@ -1589,7 +1608,7 @@ local function flow_control()
       if spec.limiter == '' or (spec.expires > 0 and tonumber(c.now) >= spec.expires) then
         return nil
       end
-      local free, retry_at = flow_admit(c.prefix, spec, id, c.clock(), c.leases)
+      local free, retry_at = flow_admit(c.prefix, spec, id, c.clock(), c.leases, c.flow)
       if free then return nil end
       return {spec.limiter, retry_at}
     end
