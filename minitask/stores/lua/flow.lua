@@ -94,6 +94,12 @@ local function flow_control()
   -- group's part, cannot be read (flow_spec).
   local FLOW_MOST, FLOW_WINDOW, FLOW_EXPIRES = 1000000, 3600000, 253402300799999
 
+  -- What an outcome reads of a task's spec to free the slots it holds (flow_end), and
+  -- so what a full set's check reads of its holders' (vacate): the limiter of a spec
+  -- whose max_running is above 0, and the group of one whose group_max_running is.
+  local HOLDS_LIMITER = '^([^\n]+)\n%d+\n%d+\n[1-9]'
+  local HOLDS_GROUP = '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$'
+
   -- A spec as a table, or nil when it does not parse or holds a number beyond those
   -- minitask writes (no limit, no expiry, no group); a grouped spec whose group's part
   -- cannot be read is read without it (its own limits still hold). With `id` and the
@@ -164,13 +170,12 @@ local function flow_control()
         -- the limiter of a spec whose max_running is above 0 (written without a
         -- leading zero): all an outcome needs, read without parsing the whole spec
         -- (one capture, no numbers: a fifth of the instructions of a whole parse)
-        local limiter = string.match(specs[i], '^([^\n]+)\n%d+\n%d+\n[1-9]')
+        local limiter = string.match(specs[i], HOLDS_LIMITER)
         if limiter then flow_free(prefix, due, wake, limiter, id) end
         -- a grouped task with a group_max_running: its group is tried again at once
         -- (its ready tasks, if any, come back into the rotation: flow_fair's arm),
         -- whether or not its running set held `id` (as flow_free, above)
-        local group = forget and string.match(
-          specs[i], '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$')
+        local group = forget and string.match(specs[i], HOLDS_GROUP)
         if group then
           flow_put('set', 'SREM', prefix .. 'g:' .. group .. ':running', id)
           if tolerant(0, 'ZCARD', prefix .. 'g:' .. group .. ':ready') > 0 then
@@ -1223,8 +1228,7 @@ local function flow_control()
               held, freed = flow_made.vacate(running, held, spec.group_most, function(member)
                 return alive(member, group)
               end, c.now, c.flow, function(text)  -- (flow_end's read of a holder's group)
-                return type(text) == 'string' and string.match(
-                  text, '^[^\n]*\n%d+\n%d+\n%d+\n%d+\n%d\n[1-9]%d*\n%d+\n%d+\n(.+)$') == group
+                return type(text) == 'string' and string.match(text, HOLDS_GROUP) == group
               end)
               -- full still: an outcome frees a slot (flow.lua's finish); but with holders
               -- freed, the group comes back at once, to check more of them, and with more
@@ -1510,7 +1514,7 @@ local function flow_control()
             return tolerant(false, 'ZSCORE', leases, member)
           end, now, flow, function(text)
             return type(text) == 'string'
-                   and string.match(text, '^([^\n]+)\n%d+\n%d+\n[1-9]') == spec.limiter
+                   and string.match(text, HOLDS_LIMITER) == spec.limiter
           end)
           -- (more holders than it allows: ghosts the sample missed, looked for again in
           -- a second; a limiter held back by them silently stopped for good)
