@@ -5,16 +5,13 @@ so every live worker was missing for good from ``minitask status``, the dashboar
 heartbeat now moves it aside whole, said once, and lists the worker again."""
 from __future__ import annotations
 
-import contextlib
-import io
 from pathlib import Path
-from typing import Tuple
 
 import pytest
 import redis
 
 from minitask.broker.keys import AppKeys
-from minitask.cli.main import main
+from tests.support.cli import said
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -24,13 +21,6 @@ pytestmark = pytest.mark.integration
 APP = "tests.apps.foreign"
 REGISTRY = AppKeys("foreign")
 DEADLINE = 60.0
-
-
-def cli(*argv: str) -> Tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
-    return code, out.getvalue(), err.getvalue()
 
 
 @pytest.mark.parametrize("planted", ["registry", "record"])
@@ -54,11 +44,10 @@ def test_the_heartbeat_sets_it_aside_and_the_worker_is_listed_and_stopped_again(
     wait_until(lambda: admin.zscore(REGISTRY.workers, worker_id) is not None
                and admin.type(REGISTRY.worker(worker_id)) == b"hash",
                timeout=DEADLINE, message="the worker listed again")
-    code, out, err = cli("status", "-A", APP)
-    assert code == 0, err
-    assert "1 live worker(s)" in out, out
-    code, out, err = cli("shutdown", "-A", APP, "--all", "--yes")
-    assert code == 0, err
+    code, text = said("status", "-A", APP)
+    assert code == 0 and "1 live worker(s)" in text, text
+    code, text = said("shutdown", "-A", APP, "--all", "--yes")
+    assert code == 0, text
     assert worker.wait(timeout=DEADLINE) == 0
     text = log.read_text()
     assert text.count(f"moved aside to {key}:foreign") == 1, text
