@@ -18,6 +18,7 @@ import redis
 from minitask.broker.keys import AppKeys, queue_keys
 from minitask.cli.main import main
 from minitask.stores.registry import SHOWN_WORKERS
+from tests.support.listed_workers import listed_worker
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -123,11 +124,8 @@ def test_an_orders_list_of_another_type_is_set_aside_by_the_worker_and_is_no_out
     """The listener meets it at its next wait (within 5 s) and moves it aside whole, said
     once, as data: left, ``minitask shutdown`` could never reach the worker again."""
     log = tmp_path / "worker.log"
-    worker = processes.worker(APP, "-Q", "other", "--name", "ordered",
-                              env={"MINITASK_BROKER_URL": redis_server.url}, log=log)
-    worker_id = wait_until(lambda: next(
-        (member.decode() for member in broker.zrange(REGISTRY.workers, 0, -1)), None),
-        timeout=DEADLINE, message="the worker's heartbeat")
+    worker, worker_id = listed_worker(processes, broker, APP, "foreign", "ordered",
+                                      redis_server.url, log, DEADLINE)
     orders = REGISTRY.control(worker_id)
     broker.set(orders, b"not a list")
     wait_until(lambda: broker.get(f"{orders}:foreign") == b"not a list", timeout=DEADLINE,

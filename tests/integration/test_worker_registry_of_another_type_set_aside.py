@@ -12,6 +12,7 @@ import redis
 
 from minitask.broker.keys import AppKeys
 from tests.support.cli import said
+from tests.support.listed_workers import listed_worker
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
@@ -29,11 +30,8 @@ def test_the_heartbeat_sets_it_aside_and_the_worker_is_listed_and_stopped_again(
         redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MINITASK_BROKER_URL", redis_server.url)
     log = tmp_path / "worker.log"
-    worker = processes.worker(APP, "-Q", "other", "--name", "listed",
-                              env={"MINITASK_BROKER_URL": redis_server.url}, log=log)
-    worker_id = wait_until(lambda: next(
-        (member.decode() for member in admin.zrange(REGISTRY.workers, 0, -1)), None),
-        timeout=DEADLINE, message="the worker's heartbeat")
+    worker, worker_id = listed_worker(processes, admin, APP, "foreign", "listed",
+                                      redis_server.url, log, DEADLINE)
     key = REGISTRY.workers if planted == "registry" else REGISTRY.worker(worker_id)
     pipe = admin.pipeline(transaction=True)
     pipe.delete(key)
