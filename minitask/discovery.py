@@ -13,8 +13,10 @@ APPS_GROUP = "minitask.apps"
 TASKS_GROUP = "minitask.tasks"
 
 
-def load_app(spec: str) -> Minitask:
+def load_app(spec: str, option: str = "-A") -> Minitask:
     """Resolve ``-A``: an entry point of ``minitask.apps``, ``module`` or ``module:attr``.
+    ``option`` is how the user gave ``spec`` (``-A``, or the pytest plugin's ini
+    option), for the errors.
 
     Raises:
         AppNotFound: nothing by that name, a module with no or several apps, or a
@@ -25,54 +27,54 @@ def load_app(spec: str) -> Minitask:
         if entry_point.name == spec:
             return _check(entry_point.load(), f"entry point {spec!r} ({entry_point.value})")
     module_name, _, attribute = spec.partition(":")
-    _check_spec(spec, module_name, attribute)
+    _check_spec(spec, module_name, attribute, option)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and (exc.name == module_name or module_name.startswith(exc.name + ".")):
             hint = " (for a file, drop '.py')" if module_name.endswith(".py") else ""
-            raise AppNotFound(f"-A {spec!r}: no entry point in group {APPS_GROUP!r} and no "
+            raise AppNotFound(f"{option} {spec!r}: no entry point in group {APPS_GROUP!r} and no "
                               f"module {module_name!r} on the path{hint}") from None
         raise
     if attribute:
         found: Any = module
         for part in attribute.split("."):
             if not hasattr(found, part):
-                raise AppNotFound(f"-A {spec!r}: module {module_name!r} has no {attribute!r}")
+                raise AppNotFound(f"{option} {spec!r}: module {module_name!r} has no {attribute!r}")
             found = getattr(found, part)
-        return _check(found, f"-A {spec!r}")
+        return _check(found, f"{option} {spec!r}")
     apps = {name: value for name, value in vars(module).items() if isinstance(value, Minitask)}
     if len(apps) == 1:
         return next(iter(apps.values()))
     if not apps:
-        raise AppNotFound(f"-A {spec!r}: module {module_name!r} holds no Minitask app; name "
+        raise AppNotFound(f"{option} {spec!r}: module {module_name!r} holds no Minitask app; name "
                           f"one with {module_name}:attribute")
-    raise AppNotFound(f"-A {spec!r}: module {module_name!r} holds several apps "
+    raise AppNotFound(f"{option} {spec!r}: module {module_name!r} holds several apps "
                       f"({', '.join(sorted(apps))}); pick one with {module_name}:attribute")
 
 
-def _check_spec(spec: str, module_name: str, attribute: str) -> None:
+def _check_spec(spec: str, module_name: str, attribute: str, option: str) -> None:
     """Refuse, before importing anything, a spec that names no module and attribute."""
-    where = f"-A {spec!r}:"
+    where = f"{option} {spec!r}:"
     if not module_name:
-        raise AppNotFound(f"{where} name a module (-A shop.tasks, or -A shop.tasks:app) or an "
-                          f"entry point of group {APPS_GROUP!r}")
+        raise AppNotFound(f"{where} name a module ({option} shop.tasks, or {option} "
+                          f"shop.tasks:app) or an entry point of group {APPS_GROUP!r}")
     if "/" in module_name or "\\" in module_name:
         guess = _module_of_path(module_name)
-        hint = (f"did you mean -A {guess}{':' if attribute else ''}{attribute}?" if guess
+        hint = (f"did you mean {option} {guess}{':' if attribute else ''}{attribute}?" if guess
                 else "run minitask from the directory that holds your package and give "
                      "its dotted name")
-        raise AppNotFound(f"{where} -A takes a module name, not a file path; {hint}")
+        raise AppNotFound(f"{where} {option} takes a module name, not a file path; {hint}")
     if module_name.startswith("."):
         bare = module_name.lstrip(".")
-        hint = f"give the absolute name, e.g. -A {bare}" if _is_dotted(bare) else (
+        hint = f"give the absolute name, e.g. {option} {bare}" if _is_dotted(bare) else (
             "give the absolute, dotted name of the module")
         raise AppNotFound(f"{where} relative module names are not supported; {hint}")
     if module_name.endswith(".py") and _is_dotted(module_name[:-3]):
         stem = module_name[:-3]
         if not _is_package(stem):  # only a package can hold a submodule named "py"
-            raise AppNotFound(f"{where} -A takes a module name, not a file name: drop '.py' "
-                              f"(-A {stem}{':' if attribute else ''}{attribute})")
+            raise AppNotFound(f"{where} {option} takes a module name, not a file name: drop '.py' "
+                              f"({option} {stem}{':' if attribute else ''}{attribute})")
     if not _is_dotted(module_name):
         raise AppNotFound(f"{where} {module_name!r} is not a module name (dotted Python "
                           f"identifiers, e.g. shop.tasks), and no entry point of group "

@@ -23,6 +23,7 @@ never enqueue into a real broker by accident. Installed with
 """
 from __future__ import annotations
 
+import sys
 from typing import Iterator, Optional
 
 import pytest
@@ -45,15 +46,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Load the configured app before any test runs: a wrong name stops the session
-    at once with a usage error, not each test with the same failure."""
+    at once with a usage error, not each test with the same failure.
+
+    This runs before pytest puts any test's folder on the path, and the ``pytest``
+    command (unlike ``python -m pytest``) puts no current directory there: so the
+    directory pytest was started from and the one holding the ini file come first,
+    as the ``minitask`` command's current directory does for ``-A``."""
     spec = str(config.getini(INI_OPTION) or "").strip()
     app = None
     if spec:
+        for folder in {str(config.rootpath): None, str(config.invocation_params.dir): None}:
+            if folder not in sys.path:
+                sys.path.insert(0, folder)
         try:
-            app = load_app(spec)
+            app = load_app(spec, f"{INI_OPTION} =")
             load_task_plugins(app)
         except MinitaskError as exc:
-            raise pytest.UsageError(f"{INI_OPTION} = {spec}: {exc}") from exc
+            raise pytest.UsageError(str(exc)) from exc
     config.stash[_APP] = app
 
 

@@ -5,7 +5,6 @@ project directory with the plugin loaded as its entry point would load it."""
 from __future__ import annotations
 
 import configparser
-import importlib.metadata
 import os
 import shutil
 import subprocess
@@ -17,6 +16,7 @@ from typing import Iterator
 import pytest
 
 from tests.support.paths import ROOT
+from tests.support.pytest_runs import plugin_options
 from tests.support.servers import RedisServer
 
 pytestmark = pytest.mark.integration
@@ -37,18 +37,11 @@ def project(tmp_path: Path, redis_server: RedisServer) -> Iterator[Path]:
         client.close()
 
 
-def plugin_is_installed() -> bool:
-    """Whether pytest loads the plugin by itself: the package was installed with its
-    ``pytest11`` entry point (as ``make test`` does). Loading it twice is an error."""
-    return any(entry.value == "minitask.pytest_plugin"
-               for entry in importlib.metadata.entry_points(group="pytest11"))
-
-
 def run_pytest(project: Path, redis_server: RedisServer,
                *args: str) -> "subprocess.CompletedProcess[str]":
     env = {**os.environ, "PYTHONPATH": str(ROOT),
            "MINITASK_BROKER_URL": f"redis://127.0.0.1:{redis_server.port}/7"}
-    load = [] if plugin_is_installed() else ["-p", "minitask.pytest_plugin"]
+    load = plugin_options()
     return subprocess.run([sys.executable, "-m", "pytest", *load,
                            "-p", "no:cacheprovider", "-q", *args], cwd=project, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -108,7 +101,7 @@ def test_an_ini_option_naming_no_app_is_a_usage_error(
     done = run_pytest(project, redis_server)
 
     assert done.returncode == 4, done.stdout + done.stderr  # pytest's usage error
-    assert "minitask_app = no_such_module:app" in done.stderr
+    assert "minitask_app = 'no_such_module:app'" in done.stderr
 
 
 def test_setup_cfg_registers_the_plugin_and_the_testing_extra() -> None:
@@ -123,7 +116,7 @@ def test_the_orders_example_runs_as_the_docs_say_from_the_repository(
         redis_server: RedisServer) -> None:
     """``pytest examples/orders/test_orders.py`` from the root, with no -o: the example
     folder's own pytest.ini names the app, as a project's would."""
-    load = [] if plugin_is_installed() else ["-p", "minitask.pytest_plugin"]
+    load = plugin_options()
     env = {**os.environ, "MINITASK_BROKER_URL": f"redis://127.0.0.1:{redis_server.port}/7"}
     done = subprocess.run([sys.executable, "-m", "pytest", *load, "-p", "no:cacheprovider",
                            "-q", "examples/orders/test_orders.py"], cwd=ROOT, env=env,
