@@ -21,11 +21,11 @@
 -- Rates: at most `count` starts in any window a guard longer than `window` (4 %,
 -- 250 ms at most: it covers the hand-over between the fetch and the task's first
 -- line on a busy machine, so that starts counted in the task keep the limit too),
--- paced one every window / count. So that a worker waking late does not slow the
--- rate down: half a pace of slack (1 ms at least), and a start later than it was
--- due counts from when it was due, by half the guard at most (late wake-ups would
--- otherwise add up, window after window); starts stay at least a window and half
--- the guard apart.
+-- paced one every window / count, none before its turn. So that a worker waking late
+-- does not slow the rate down: a start up to half a pace (1 ms at least) after its
+-- turn sets the next turn from its own, and is logged from when it was due, by half
+-- the guard at most (late wake-ups would otherwise add up, window after window);
+-- starts stay at least a window and half the guard apart.
 -- A rate of PACED_FROM or more starts a window keeps no log (it would hold up to
 -- `count` entries, and cost a sorted-set write per start): it is paced alone, one
 -- start every (span + tolerance) / (count - 1), span being the window and its guard,
@@ -1526,7 +1526,7 @@ local function flow_control()
       local rated = spec.count > 0 and spec.window > 0
       -- the window and its guard (4 %, at most 250 ms)
       local span = rated and spec.window + math.min(math.floor(spec.window / 25), 250) or 0
-      local gap, pace, due = 0, nil, now
+      local gap, pace, due, turn = 0, nil, now, now
       if rated and spec.count >= PACED_FROM then
         paced = prefix .. spec.limiter .. ':pace'
         local tolerance = (span - spec.window) / 2
@@ -1561,17 +1561,19 @@ local function flow_control()
         held = held - tolerant(0, 'ZREMRANGEBYSCORE', starts, '-inf', now - span)
         pace = flow_pace(tonumber(tolerant(false, 'ZSCORE', starts, '')), now, gap + span, starts)
         local counted = held - (pace and 1 or 0)
-        -- half a pace of slack, and at least the clock's 1 ms: a rate above 1,000/s
-        -- starts several tasks in one ms
+        -- no start before its turn (starts spaced evenly), nor before the window has
+        -- room; a start up to half a pace (at least the clock's 1 ms) after the time
+        -- it was let in sets the next turn from that time, not from its own, so that
+        -- late wake-ups do not slow the rate down
         local slack = math.max(gap / 2, 1)
-        local at = 0
-        if pace and pace - slack > now then at = pace - slack end
+        local at = math.max(pace or 0, room)
         if counted >= spec.count then
           -- the pace scores highest: the first member is the oldest start
           local oldest = tonumber(tolerant({}, 'ZRANGE', starts, 0, 0, 'WITHSCORES')[2])
           if oldest and oldest + span > at then at = oldest + span end
         end
         if at > now then return false, math.ceil(at) end
+        if pace then turn = math.max(at, now - slack) end
         -- a start later than it was due (a worker waking late) counts from when it was
         -- due, by half the guard at most: late wake-ups do not add up window after
         -- window, and starts stay a window and half the guard apart
@@ -1584,7 +1586,7 @@ local function flow_control()
         local next_start = math.max(pace or 0, now) + gap
         redis.call('SET', paced, next_start, 'PX', math.ceil(next_start - now + span))
       elseif starts then
-        flow_put('zset', 'ZADD', starts, due, now .. ':' .. id, math.max(pace or 0, now) + gap, '')
+        flow_put('zset', 'ZADD', starts, due, now .. ':' .. id, turn + gap, '')
         tolerant(0, 'PEXPIRE', starts, math.ceil(span + gap))
       end
       return true
