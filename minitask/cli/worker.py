@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, List, Optional
 
 from ..printable import own_logger
 from ..wire.message import MAX_SECONDS
@@ -24,7 +24,7 @@ MOST_PER_CHILD = 1_000_000_000
 def register(commands: Any) -> None:
     worker = commands.add_parser("worker", help="run tasks")
     add_app_options(worker)
-    worker.add_argument("-Q", "--queues",
+    worker.add_argument("-Q", "--queues", type=queue_list,
                         help="comma-separated queues, served in this order (default: the "
                         "default queue, then every queue the tasks or the routes name)")
     worker.add_argument("-c", "--concurrency",
@@ -59,11 +59,21 @@ def register(commands: Any) -> None:
     worker.set_defaults(command=run)
 
 
+def queue_list(text: str) -> List[str]:
+    """``-Q``'s queues: each once, in the order first named (-Q a,a served a twice,
+    listed it twice). None at all (``-Q ""``, ``-Q ,``) is a bad command line (exit 2):
+    it served the default queues, as if -Q were not given."""
+    queues = list(dict.fromkeys(q.strip() for q in text.split(",") if q.strip()))
+    if not queues:
+        raise argparse.ArgumentTypeError(f"{text!r} names no queue: give one or more "
+                                         f"comma-separated queue names, or leave -Q out "
+                                         f"to serve the default ones")
+    return queues
+
+
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
-    # each once, in the order first named (-Q a,a served a twice, listed it twice)
-    queues = list(dict.fromkeys(q.strip() for q in args.queues.split(",") if q.strip())
-                  ) if args.queues else None
+    queues: Optional[List[str]] = args.queues
     concurrency = args.concurrency
     if concurrency is None:
         concurrency = {"process": os.cpu_count() or 1, "asyncio": ASYNCIO_CONCURRENCY}.get(
