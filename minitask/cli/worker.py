@@ -22,7 +22,11 @@ MOST_PER_CHILD = 1_000_000_000
 
 
 def register(commands: Any) -> None:
-    worker = commands.add_parser("worker", help="run tasks")
+    worker = commands.add_parser(
+        "worker", help="run tasks",
+        description="Run the app's tasks: lease them from its queues, run them on a pool "
+        "of processes, threads or coroutines, and record their outcomes, until SIGTERM, "
+        "SIGINT or minitask shutdown stops it (with --burst: once nothing is ready).")
     add_app_options(worker)
     worker.add_argument("-Q", "--queues", type=queue_list,
                         help="comma-separated queues, served in this order (default: the "
@@ -32,7 +36,10 @@ def register(commands: Any) -> None:
                         help="tasks run at once (default: CPU count for processes, 1 for "
                         "threads, 100 for asyncio; at most 256 processes, 1,000 threads or "
                         "10,000 coroutines per worker: past that, start more workers)")
-    worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process")
+    worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process",
+                        help="what runs the tasks: child processes (default; a crash or a "
+                        "timeout kills only its child), threads of the worker (for I/O), or "
+                        "coroutines on one event loop (for async def tasks)")
     worker.add_argument("--burst", action="store_true",
                         help="run what is ready, then exit 0")
     worker.add_argument("--grace", type=Bounded(0, MAX_SECONDS, seconds=True), default=30.0,
