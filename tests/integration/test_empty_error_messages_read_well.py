@@ -1,8 +1,9 @@
 """An exception with no message reads in the worker's log as ``TaskFailed`` words it:
 its type alone (issue 29, probe29p LOW: ``GeneratorExit: ;`` in the worker's dead line,
 ``(ValueError: )`` in its retry line; trial34: ``GeneratorExit: failed``, its reason
-in the message's place, which read as the task's own text). Real worker processes of tests/apps/silent_errors.py on the suite's
-redis-server, on the asyncio and thread pools; the log is read."""
+in the message's place, which read as the task's own text). Real worker processes of
+tests/apps/silent_errors.py on the suite's redis-server, on the asyncio and thread
+pools; the log is read."""
 from __future__ import annotations
 
 from pathlib import Path
