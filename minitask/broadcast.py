@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence,
 from .broker.durability import APP, CallSetting, keep_unconfirmed, name_broadcast
 from .broker.keys import lane
 from .errors import (BrokerError, ConfigurationError, DurabilityError, ResultTimeout,
-                     TaskFailed)
+                     task_failed)
 from .handle import TaskHandle, check_running, check_timeout, status_of
 from .options import check_positive_seconds
 from .printable import own_logger, printable
@@ -471,8 +471,7 @@ class BroadcastHandle(TaskHandle[Dict[str, Any]]):
         outcome = decode_result(body, self.id, self._results.keys(queue).result(self.id))
         if outcome.status == "succeeded":
             return outcome.value
-        return TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
-                          outcome.message or outcome.reason, outcome.traceback)
+        return task_failed(self.id, outcome)
 
     def _late(self, pending: Sequence[str], timeout: Optional[float]) -> str:
         """Who has not finished, and when each was last seen."""

@@ -227,12 +227,29 @@ class TaskFailed(MinitaskError):
     """
 
     def __init__(self, task_id: str, exc_type: str, message: str, traceback: str) -> None:
-        super().__init__(f"task {printable(task_id)} failed: {printable(exc_type)}: "
-                         f"{printable(message)}")
+        super().__init__(f"task {printable(task_id)} failed: "
+                         f"{printable(error_said(exc_type, message))}")
         self.task_id = task_id
         self.exc_type = exc_type
         self.message = message
         self.traceback = traceback
+
+
+def error_said(exc_type: str, message: str) -> str:
+    """``Type: message``, as every place says a recorded error (the worker's log, a
+    TaskFailed, minitask dead and inspect, the dashboard); one with no message
+    (``raise RuntimeError()``) as its type alone, as Python's traceback says it, never
+    ``Type: `` nor another text in the message's place."""
+    return f"{exc_type}: {message}" if message else exc_type
+
+
+def task_failed(task_id: str, outcome: Any) -> TaskFailed:
+    """The TaskFailed of a task's failed ``outcome`` (``wire.message.Outcome``): its
+    error as recorded; one with no error type (a cancel) by its status and reason."""
+    if outcome.exc_type:
+        return TaskFailed(task_id, outcome.exc_type, outcome.message, outcome.traceback)
+    return TaskFailed(task_id, outcome.status.capitalize(), outcome.message or outcome.reason,
+                      outcome.traceback)
 
 
 class TimeLimitExceeded(MinitaskError):

@@ -5,7 +5,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Sequence, Tuple, TypeVar
 
-from .errors import ConfigurationError, DecodeError, ResultTimeout, TaskFailed
+from .errors import ConfigurationError, DecodeError, ResultTimeout, TaskFailed, task_failed
 from .ranout import (agone, atimeout_message, gone, gone_message, step_gone,
                      timeout_message_now, unknown_message)
 from .ranout import check_timeout as check_timeout  # the check of every wait
@@ -197,8 +197,7 @@ class TaskHandle(Generic[R]):
         if outcome.status == "succeeded":
             return self._broker.types.from_wire(  # type: ignore[no-any-return]
                 outcome.value, "the return value", self.id)
-        raise TaskFailed(self.id, outcome.exc_type or outcome.status.capitalize(),
-                         outcome.message or outcome.reason, outcome.traceback)
+        raise task_failed(self.id, outcome)
 
     def cancel(self, running: bool = False) -> bool:
         """Withdraw the task, or with ``running`` also stop it if it started.

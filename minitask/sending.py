@@ -101,10 +101,22 @@ class _Chunks:
                     f"the error's task_ids: do not send them again), the {len(rest)} from "
                     f"id {rest[0]!r} on were not (the error's unsent_ids): {exc}. Send "
                     f"again only the calls not enqueued")
-        else:
-            return exc  # nothing of the call written (nor kept: no chunk came before)
+        else:  # nothing of the call written (nor kept: no chunk came before)
+            task = next((m.task for m in self.messages if m.id == ids[0]), task)
+            return not_enqueued(exc, task, queue, len(ids))
         return retold(exc, text + self.kept.said(), sent=True, task_ids=done + maybe,
                       enqueued_ids=done, unsent_ids=rest, unconfirmed_ids=self.kept.ids)
+
+
+def not_enqueued(error: BrokerError, task: str, queue: str, count: int) -> BrokerError:
+    """``error`` (nothing written) naming the task it did not enqueue, as well as the
+    queue: "could not enqueue task 'shop.add' into queue 'default' ...", the first of
+    ``count`` such tasks named."""
+    more = f" (and {count - 1} other task(s) of the call)" if count > 1 else ""
+    text, plain = str(error), f"enqueue into queue {queue!r}"
+    named = f"enqueue task {task!r}{more} into queue {queue!r}"
+    return retold(error, text.replace(plain, named, 1) if plain in text
+                  else f"task {task!r}{more}: {text}")
 
 
 def lost_reply(error: BrokerError, task: str, queue: str, task_id: str) -> BrokerError:
@@ -260,8 +272,10 @@ class Sender:
             if entry[3] > message.enqueued_at_ms or not queues.push(message.queue, entry):
                 queues.enqueue(message.queue, [entry], message.enqueued_at_ms, self.durability)
         except BrokerError as exc:
-            if not exc.sent or isinstance(exc, DurabilityError):
+            if isinstance(exc, DurabilityError):
                 raise
+            if not exc.sent:
+                raise not_enqueued(exc, message.task, message.queue, 1) from exc
             raise lost_reply(exc, message.task, message.queue, message.id) from exc
         return TaskHandle(broker, message.queue, message.id, result_ttl_ms, self._async_broker)
 

@@ -29,12 +29,14 @@ class Operated(Protocol):
     def worker_queues(self) -> List[str]: ...
 
 
-def meant(word: str, words: Sequence[str]) -> str:
+def meant(word: str, words: Sequence[str], cutoff: float = 0.75) -> str:
     """``"; did you mean 'x'?"`` for the one of ``words`` closest to ``word``, if one
-    is close (difflib, case aside); '' otherwise. Said by every refusal of a word that
-    is not one of a known few (a queue, a command, an action)."""
-    close = difflib.get_close_matches(word.lower(), list(words), n=1, cutoff=0.75)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    is close (difflib's ratio at least ``cutoff``, case aside); '' otherwise. Said by
+    every refusal of a word that is not one of a known few (a queue, a command, an
+    action)."""
+    lowered = {each.lower(): each for each in reversed(words)}  # the first of a case
+    close = difflib.get_close_matches(word.lower(), list(lowered), n=1, cutoff=cutoff)
+    return f"; did you mean {lowered[close[0]]!r}?" if close else ""
 
 
 def app_queues(app: Operated) -> List[str]:

@@ -94,6 +94,10 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
             "Redis Cluster kept redirecting the command (MOVED, ASK) more times than the "
             "client follows: slots are moving (a reshard or a failover); it did not run, "
             "and a retry once they settle succeeds")
+    if "DB index is out of range" in text:  # SELECT, as a connection is made
+        return "error", ("the broker URL's database number (its /N) is past the "
+                         "server's: Redis has as many as its databases setting (16 by "
+                         "default), numbered from 0")
     for mark, hint in _SERVER_REFUSALS:  # the whole server's state, in a script or not
         if mark in text:
             return "error", hint
@@ -212,7 +216,9 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
                    f"command was written, so Redis may have run it")
     else:
         message = f"could not {what} (broker {broker}): {without_script_marks(str(exc))}"
-    error = BrokerError(f"{message}; {hint}" if hint else message, reason=reason, sent=sent)
+    # redis-py ends many of its errors with "." ("... Connection refused."): not ".;"
+    error = BrokerError(f"{message.rstrip('. ')}; {hint}" if hint else message,
+                        reason=reason, sent=sent)
     error.part_way = sent and refused_in_script(exc)
     error.moving = redirects_exhausted(exc)
     return error

@@ -12,7 +12,12 @@ MOST_TASKS = 100_000_000
 
 
 def register(commands: Any) -> None:
-    bench = commands.add_parser("bench", help="measure throughput, latency and memory")
+    bench = commands.add_parser(
+        "bench", help="measure throughput, latency and memory",
+        description="Measure this machine: tasks a second through real workers, latency, "
+        "and the Redis memory queued tasks take, against a throwaway redis-server "
+        "(--start-server) or the Redis --broker names (under keys of its own, deleted "
+        "after; it loads that Redis hard: not a production one).")
     bench.add_argument("--broker", default=os.environ.get("MINITASK_BROKER_URL"),
                        help="Redis URL to measure against (default: MINITASK_BROKER_URL)")
     bench.add_argument("--start-server", action="store_true",

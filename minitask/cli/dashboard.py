@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
+import signal
+import threading
 from typing import Any
 
 from ..errors import ConfigurationError
@@ -13,6 +16,17 @@ logger = own_logger(__name__)
 
 #: Where ``--auth`` is read from when the option is not given.
 AUTH_ENV = "MINITASK_DASHBOARD_AUTH"
+#: The signals that stop the dashboard, as they stop a worker.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class _Stopped(BaseException):
+    """A stop signal, raised out of ``serve_forever`` (a BaseException: the server's
+    handling of a request's error lets it through, as it does KeyboardInterrupt)."""
+
+
+def _stop(signum: int, _frame: Any) -> None:
+    raise _Stopped(f"{signal.Signals(signum).name} received")
 
 
 def register(commands: Any) -> None:
@@ -57,9 +71,21 @@ def run(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and not auth:
         logger.warning("the dashboard listens on %s without --auth: anyone who reaches it "
                        "can requeue and purge dead letters", args.host)
+    # SIGTERM's default ended the process at once: no last line, nothing closed
+    previous = ({signum: signal.signal(signum, _stop) for signum in STOP_SIGNALS}
+                if threading.current_thread() is threading.main_thread() else {})
+    how, level = "its server ended", logging.INFO
     try:
         server.serve_forever()
+    except _Stopped as stopped:
+        how = str(stopped)
+    except BaseException as exc:
+        how, level = f"by {type(exc).__name__}: {exc}", logging.ERROR
+        raise
     finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
         server.server_close()
         app.close()
+        logger.log(level, "minitask dashboard of app %r stopped (%s)", app.name, how)
     return 0

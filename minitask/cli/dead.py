@@ -10,7 +10,7 @@ from ..admin import (HEAD_BYTES, LOOKUP_OTHERS, NOT_DEAD, REQUEUED, REQUEUED_UNC
                      DeadTask, dead_letter, dead_letters, dead_rows, find_dead, lookup_queues,
                      revive_or_refusal)
 from ..app import Minitask
-from ..errors import BrokerError, ConfigurationError
+from ..errors import BrokerError, ConfigurationError, error_said
 from ..printable import printable, shown_id, shown_trace
 from ..sending import BULK_CHUNK
 from .options import (add_app_options, add_yes, check_given, confirmed, emit_json, known,
@@ -101,7 +101,7 @@ def _list(app: Minitask, args: argparse.Namespace) -> int:
         return 0
     print(f"{'dead at (UTC)':<20} {'queue':<14} {'task id':<24} {'task':<28} reason / error")
     for d in letters:
-        error = f"{d.exc_type}: {d.message}" if d.exc_type else ""
+        error = error_said(d.exc_type, d.message) if d.exc_type else ""
         when = "unreadable (below)" if d.unreadable else f"{d.dead_at:%Y-%m-%d %H:%M:%S}"
         print(f"{when:<19}  {printable(d.queue):<14} {printable(shown_id(d.task_id)):<24} "
               f"{printable(d.name):<28} {printable(d.reason)}"
@@ -147,7 +147,7 @@ def _show(app: Minitask, shown: str, queue: Optional[str], as_json: bool) -> int
         emit_json(as_dict(dead))
         return 0
     # what a record that cannot be read does not say is "unknown", never an empty line
-    error = (f"{printable(dead.exc_type)}: {printable(dead.message)}" if dead.exc_type
+    error = (printable(error_said(dead.exc_type, dead.message)) if dead.exc_type
              else printable(dead.message) if dead.message else "none recorded")
     arguments = ("args      (hidden: the task has hide_args=True)\n" if dead.args_hidden else
                  f"args      {printable(repr(dead.args))}\n"

@@ -13,7 +13,8 @@ def register(commands: Any) -> None:
                                  description="The embedded development broker: one "
                                  "redis-server per user (per data dir), shared by every "
                                  "process that uses no other broker.")
-    parser.add_argument("action", choices=("status", "stop"))
+    parser.add_argument("action", choices=("status", "stop"),
+                        help="status: whether it runs, its socket and URL; stop: stop it")
     parser.add_argument("--path", default=None, help="its data dir (default: "
                         "$XDG_DATA_HOME/minitask or ~/.local/share/minitask)")
     parser.add_argument("--json", action="store_true", help="print JSON")

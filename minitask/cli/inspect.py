@@ -10,7 +10,7 @@ from ..admin import LOOKUP_OTHERS, UNREADABLE, TaskInfo, inspect, lookup_queues
 from ..admin.activity import (LIMIT_MOST, STATE_WORDS, Listing, check_pattern, recent, running,
                               scheduled)
 from ..admin.workflows import summary, waiting_step, workflow
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, error_said
 from ..printable import printable, shown_trace
 from ..wire.message import MAX_ID_BYTES, describe_char, unprintable
 from .options import (Bounded, add_app_options, check_given, close_word, emit_json,
@@ -270,7 +270,7 @@ def describe(info: TaskInfo) -> List[str]:
     if info.status == "succeeded":
         lines.append(printable(f"{'value':<12} {info.value!r}"))
     if info.exc_type:
-        lines.append(printable(f"{'error':<12} {info.exc_type}: {info.message}"))
+        lines.append(printable(f"{'error':<12} {error_said(info.exc_type, info.message)}"))
     if info.traceback:
         lines += ["", shown_trace(info.traceback, info.message)]
     return lines

@@ -19,7 +19,12 @@ from ..printable import json_safe, own_logger, printable
 
 logger = own_logger("minitask")
 
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "debug", "info", "warning", "error")
+#: ``--loglevel``'s choices, given in either case ("debug" is DEBUG).
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+#: How close a mistyped command must be to one for a "did you mean" (difflib's
+#: ratio): looser than other words' 0.75, since commands are few and far apart
+#: ("wrk" is 0.67 of "worker").
+COMMAND_CUTOFF = 0.6
 
 
 class Parser(argparse.ArgumentParser):
@@ -30,8 +35,10 @@ class Parser(argparse.ArgumentParser):
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         # argparse's hook for a value outside ``choices``; it has no public one
         if action.choices is not None and value not in action.choices:
-            what = "command" if isinstance(action, argparse._SubParsersAction) else "choice"
-            raise argparse.ArgumentError(action, unknown_word(what, str(value),
+            if isinstance(action, argparse._SubParsersAction):
+                raise argparse.ArgumentError(action, unknown_command(str(value),
+                                                                     list(action.choices)))
+            raise argparse.ArgumentError(action, unknown_word("choice", str(value),
                                                               list(action.choices)))
 
 
@@ -39,6 +46,21 @@ def unknown_word(what: str, word: str, words: Sequence[str], hint: str = "") -> 
     """Say that ``word`` is no ``what`` (a listing, an action, a command): the closest
     of ``words`` (difflib, case aside) if one is close, and every one of them."""
     return f"unknown {what} {word!r}{meant(word, words)} ({what}s: {', '.join(words)}){hint}"
+
+
+def unknown_command(word: str, commands: Sequence[str]) -> str:
+    """``unknown_word`` for a command: the closest at ``COMMAND_CUTOFF``, else the one
+    command ``word`` (two letters or more) begins ("sched": schedules)."""
+    close = meant(word, commands, COMMAND_CUTOFF)
+    begun = [name for name in commands if len(word) > 1 and name.startswith(word.lower())]
+    if not close and len(begun) == 1:
+        close = f"; did you mean {begun[0]!r}?"
+    return f"unknown command {word!r}{close} (commands: {', '.join(commands)})"
+
+
+def log_level(text: str) -> str:
+    """``--loglevel``'s value, in either case, as logging names it (upper case)."""
+    return text.upper()
 
 
 def close_word(word: str, words: Sequence[str]) -> bool:
@@ -102,7 +124,9 @@ def _number(value: float) -> str:
 
 
 def add_log_options(parser: argparse.ArgumentParser, level: str = "INFO") -> None:
-    parser.add_argument("--loglevel", default=level, choices=LOG_LEVELS)
+    parser.add_argument("--loglevel", default=level, choices=LOG_LEVELS, type=log_level,
+                        help=f"the least severe log lines shown, in either case (default: "
+                        f"{level})")
     parser.add_argument("--log-format", default="text", choices=("text", "json"),
                         help="text (default), or one JSON object per line")
 

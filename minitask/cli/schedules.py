@@ -13,7 +13,11 @@ from .options import add_app_options, load
 
 
 def register(commands: Any) -> None:
-    schedules = commands.add_parser("schedules", help="list periodic schedules")
+    schedules = commands.add_parser(
+        "schedules", help="list periodic schedules",
+        description="The app's periodic schedules as stored in Redis (a decorated one once "
+        "a worker has started), with their next and last tick: the first 100, queue by "
+        "queue and the soonest first (--json: all).")
     add_app_options(schedules)
     schedules.add_argument("--json", action="store_true", help="print JSON")
     schedules.set_defaults(command=run)

@@ -16,7 +16,10 @@ SHOWN_SUBSCRIBERS = 100
 
 
 def register(commands: Any) -> None:
-    status = commands.add_parser("status", help="show queues and live workers")
+    status = commands.add_parser(
+        "status", help="show queues and live workers",
+        description="For each queue of the app, its tasks ready (by priority), scheduled, "
+        "running and dead; then the live workers, with their last heartbeat and counts.")
     add_app_options(status)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(command=run)

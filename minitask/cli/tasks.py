@@ -8,7 +8,10 @@ from .options import add_app_options, emit_json, load
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("tasks", help="list the app's tasks, their options and its routes")
+    parser = commands.add_parser(
+        "tasks", help="list the app's tasks, their options and its routes",
+        description="The tasks the app registers (with its task plugins), each with its "
+        "queue and options, then the app's routes. Reads no Redis.")
     add_app_options(parser, level="WARNING")
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(command=run)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any
+from typing import Any, List, Optional
 
 from ..printable import own_logger
 from ..wire.message import MAX_SECONDS
@@ -22,9 +22,13 @@ MOST_PER_CHILD = 1_000_000_000
 
 
 def register(commands: Any) -> None:
-    worker = commands.add_parser("worker", help="run tasks")
+    worker = commands.add_parser(
+        "worker", help="run tasks",
+        description="Run the app's tasks: lease them from its queues, run them on a pool "
+        "of processes, threads or coroutines, and record their outcomes, until SIGTERM, "
+        "SIGINT or minitask shutdown stops it (with --burst: once nothing is ready).")
     add_app_options(worker)
-    worker.add_argument("-Q", "--queues",
+    worker.add_argument("-Q", "--queues", type=queue_list,
                         help="comma-separated queues, served in this order (default: the "
                         "default queue, then every queue the tasks or the routes name)")
     worker.add_argument("-c", "--concurrency",
@@ -32,7 +36,10 @@ def register(commands: Any) -> None:
                         help="tasks run at once (default: CPU count for processes, 1 for "
                         "threads, 100 for asyncio; at most 256 processes, 1,000 threads or "
                         "10,000 coroutines per worker: past that, start more workers)")
-    worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process")
+    worker.add_argument("--pool", choices=("process", "thread", "asyncio"), default="process",
+                        help="what runs the tasks: child processes (default; a crash or a "
+                        "timeout kills only its child), threads of the worker (for I/O), or "
+                        "coroutines on one event loop (for async def tasks)")
     worker.add_argument("--burst", action="store_true",
                         help="run what is ready, then exit 0")
     worker.add_argument("--grace", type=Bounded(0, MAX_SECONDS, seconds=True), default=30.0,
@@ -59,11 +66,21 @@ def register(commands: Any) -> None:
     worker.set_defaults(command=run)
 
 
+def queue_list(text: str) -> List[str]:
+    """``-Q``'s queues: each once, in the order first named (-Q a,a served a twice,
+    listed it twice). None at all (``-Q ""``, ``-Q ,``) is a bad command line (exit 2):
+    it served the default queues, as if -Q were not given."""
+    queues = list(dict.fromkeys(q.strip() for q in text.split(",") if q.strip()))
+    if not queues:
+        raise argparse.ArgumentTypeError(f"{text!r} names no queue: give one or more "
+                                         f"comma-separated queue names, or leave -Q out "
+                                         f"to serve the default ones")
+    return queues
+
+
 def run(args: argparse.Namespace) -> int:
     app = load(args.app)
-    # each once, in the order first named (-Q a,a served a twice, listed it twice)
-    queues = list(dict.fromkeys(q.strip() for q in args.queues.split(",") if q.strip())
-                  ) if args.queues else None
+    queues: Optional[List[str]] = args.queues
     concurrency = args.concurrency
     if concurrency is None:
         concurrency = {"process": os.cpu_count() or 1, "asyncio": ASYNCIO_CONCURRENCY}.get(

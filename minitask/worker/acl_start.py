@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Sequence
 
 from ..broker.acl_check import check_nodes, missing_for_worker, worker_refused
+from ..broker.refusals import broker_reason
 from ..errors import BrokerError, ConfigurationError
 from ..printable import own_logger
 
@@ -48,12 +49,13 @@ def require_worker_acl(worker: Any) -> None:
                                   f"{f', node {node}' if node else ''})"):
                 yield
         except BrokerError as error:
-            if error.reason == "unreachable":
-                raise connection_failed(error, worker.name, transport.description,
-                                        node) from error.__cause__
-            if error.reason != "permission":
-                raise  # (...: as any error at start)
-            raise ConfigurationError(f"worker {worker.name} cannot start: {error}") from None
+            if error.reason == "permission":  # about the ACL: worded so
+                raise ConfigurationError(f"worker {worker.name} cannot start: {error}") \
+                    from None
+            if error.reason == "script":
+                raise  # (the check's own script: "could not ask ...", as it says)
+            raise first_call_failed(error, worker.name, transport.description,
+                                    node) from error.__cause__
 
     def refuse(missing: Sequence[str], key: str, node: str) -> Exception:
         return ConfigurationError(worker_refused(missing, key, worker.name,
@@ -65,19 +67,27 @@ def require_worker_acl(worker: Any) -> None:
         logger.warning(UNCHECKED, worker.name)  # Redis before 7.0: no node can say
 
 
-def connection_failed(error: BrokerError, worker: str, broker: str,
+def first_call_failed(error: BrokerError, worker: str, broker: str,
                       node: str) -> BrokerError:
-    """The error of a worker whose first call to Redis (its ACL check) could not connect:
-    the connection failed (a TLS handshake, a certificate), said first, not the check."""
+    """The error of a worker whose first call to Redis (its ACL check) failed for
+    another reason than the ACL: the cause, said first (a connection or TLS handshake
+    that failed, credentials refused, a database number past the server's), not the
+    check, which it has nothing to do with."""
     cause = error.__cause__ or error
+    where = f"broker {broker}, node {node}" if node else f"broker {broker}"
+    said = str(cause).rstrip(". ")  # redis-py ends its own with "." (not ".;")
+    if error.reason != "unreachable":
+        hint = broker_reason(cause)[1] if error.__cause__ else ""
+        return BrokerError(f"worker {worker} cannot start: its first call to Redis failed "
+                           f"({where}): {said}{f'; {hint}' if hint else ''}",
+                           reason=error.reason)
     tls = isinstance(cause, ssl.SSLError) or any(
         word in str(cause) for word in ("SSL", "certificate", "TLS"))
-    where = f"broker {broker}, node {node}" if node else f"broker {broker}"
     check = ("check the TLS settings: the CA certificate (ssl_ca_certs), the client "
              "certificate and key, the host name the server's certificate names"
              if tls else "is Redis running and reachable?")
     return BrokerError(f"worker {worker} cannot start: the {'TLS ' if tls else ''}"
-                       f"connection to Redis failed ({where}): {cause}; {check}",
+                       f"connection to Redis failed ({where}): {said}; {check}",
                        reason="unreachable")
 
 

@@ -3,6 +3,8 @@ as it stops."""
 from __future__ import annotations
 
 import inspect
+import logging
+import sys
 from typing import Any, List, Protocol
 
 from ..broker.durability import caught_up
@@ -54,9 +56,14 @@ def log_banner(worker: Worker) -> None:
 def log_stopped(worker: Worker, how: str) -> None:
     """The worker's last log line: that it stopped, and what stopped it (after the
     count of its writes replicas left unconfirmed, if an outage of them goes on: those
-    replicas have by now are not counted)."""
+    replicas have by now are not counted). Called as ``run`` ends: at ERROR when an
+    error ends it (``how``: "by BrokerError: ..."), at INFO when a stop or the end of a
+    burst does."""
     transport, queues = worker.broker.transport, worker.broker.queues
     WRITES.stopped(lambda: caught_up(transport.client, transport.durability,
                                      [queues.keys(queue).base for queue in worker.queues]))
-    logger.info("minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
-                "failed", worker.name, how, worker.processed, worker.failed)
+    raised = sys.exc_info()[1]  # what ``run``'s ``finally`` is letting through, if any
+    failed = isinstance(raised, Exception) and how.startswith("by ")
+    logger.log(logging.ERROR if failed else logging.INFO,
+               "minitask worker %s stopped (%s): %d task(s) processed, %d attempt(s) "
+               "failed", worker.name, how, worker.processed, worker.failed)

@@ -76,7 +76,7 @@ class Orders:
         self._thread.join(timeout=JOIN_TIMEOUT)
 
     def _loop(self) -> None:
-        backoff = Backoff("listen for orders (minitask shutdown)")
+        backoff = Backoff("listen for minitask shutdown orders")
         try:
             while not self._ended.is_set():
                 try:

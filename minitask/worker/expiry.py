@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Sequence, Tuple
 
-from ..errors import BrokerError, DecodeError, DurabilityError
+from ..errors import BrokerError, DecodeError, DurabilityError, error_said
 from ..printable import cut_text, ERROR_TEXT_MOST, ERROR_TRACE_MOST, own_logger
 from ..wire.message import Outcome, to_ms
 from ..wire.serializer import decode_message, decode_outcome
@@ -75,7 +75,7 @@ def expired_outcome(now_ms: int, last: Optional[Outcome]) -> Outcome:
     if last is None:
         return Outcome("cancelled", now_ms, exc_type="Expired",
                        message="expired before it started (expires)", reason="expired")
-    error = f"{last.exc_type}: {last.message}" if last.exc_type else last.message
+    error = error_said(last.exc_type, last.message) if last.exc_type else last.message
     return Outcome("cancelled", now_ms, exc_type="Expired",
                    message=cut_text(f"expired before attempt {last.attempt + 1} started "
                                     f"(expires); {last.attempt} attempt(s) ran, the last "

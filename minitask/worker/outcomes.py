@@ -13,7 +13,7 @@ import random
 import threading
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry
+from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry, error_said
 from ..log_throttle import LogThrottle
 from ..printable import error_text, error_trace, log_error, own_logger, shown_id
 from ..stores.dead import Buried
@@ -244,9 +244,9 @@ class Recorder(OutcomeBatches):
         # MAX_ID_BYTES) may be megabytes; it keeps no result, which no handle waits for
         shown, overlong = shown_id(job.delivery.task_id), len(job.delivery.task_id) > MAX_ID_BYTES
         said = "task %s %s is dead (%s%s, in queue %r): %s; see minitask dead show -A APP %s"
-        # (worded as TaskFailed words it: an empty message reads as the reason)
+        # (worded as TaskFailed words it: an empty message, the type alone)
         args = (shown, name, reason, took, job.queue,
-                error_said(type(error).__name__, outcome.message, reason), shown)
+                error_said(type(error).__name__, outcome.message), shown)
         # the traceback goes with the record, bounded like the outcome's (``log_error``:
         # formatted once, guarded, whatever the app's exception does as it is read)
         log_error(logger, logging.ERROR, said, *args, error=error,
@@ -398,14 +398,6 @@ def trimmed_said(results: ResultStore, queue: str, deleted: int,
 def short_error(error: BaseException) -> str:
     """An error as the record of recent outcomes keeps it: type and message."""
     return error_said(type(error).__name__, error_text(error))
-
-
-def error_said(exc_type: str, message: str, instead: str = "") -> str:
-    """``Type: message`` as a log line says an error; an exception with no message
-    (``raise GeneratorExit()``) reads ``Type: instead`` (the reason, as ``TaskFailed``
-    words it) or ``Type``, never ``Type: ;``."""
-    text = message or instead
-    return f"{exc_type}: {text}" if text else exc_type
 
 
 def failure(error: BaseException, status: str, now_ms: int, attempt: int,

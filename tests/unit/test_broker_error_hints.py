@@ -86,7 +86,7 @@ def test_each_broker_error_carries_the_hint_that_fits_it(
                          commands=ENQUEUE_COMMANDS)
     assert isinstance(error, BrokerError) and error.reason == reason
     assert str(error).startswith(f"could not enqueue into queue 'q' (broker "
-                                 f"redis://:***@h:6379/0): {exc}")
+                                 f"redis://:***@h:6379/0): {str(exc).rstrip('. ')}")
 
 
 @pytest.mark.parametrize("url", [

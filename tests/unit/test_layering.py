@@ -225,7 +225,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- worker ----------------------------------------------------------------
     "worker": frozenset({"worker.leases", "worker.loop", "worker.outages",
                          "worker.outcome_batches"}),
-    "worker.acl_start": frozenset({"broker.acl_check", "errors", "printable"}),
+    "worker.acl_start": frozenset({"broker.acl_check", "broker.refusals", "errors",
+                                   "printable"}),
     "worker.acl_steps": frozenset({"broker.acl_check", "errors", "printable"}),
     "worker.banner": frozenset({"broker.durability", "printable", "worker.host",
                                 "worker.unconfirmed"}),
