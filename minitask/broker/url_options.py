@@ -193,7 +193,7 @@ def _kind(parameter: inspect.Parameter) -> str:
         if "str" in words:
             return "text"
         if len(words) == 1 and words <= set(_CONVERTIBLE):
-            return words.pop()
+            return str(words.pop())
         return f"an object ({text})"
     default = parameter.default
     if default is parameter.empty or default is None or isinstance(default, str):
