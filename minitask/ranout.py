@@ -17,9 +17,10 @@ from typing import Any, Callable, List, Optional
 
 from .broker.health import on_redis_time
 from .broker.pools import PoolExhausted, pool_waits_cut_at
-from .errors import BrokerError, ConfigurationError
+from .errors import BrokerError, ConfigurationError, DecodeError, ResultTimeout
 from .printable import printable, short_repr, shown_name
 from .stores.broker import Broker
+from .stores.plans import parts_of, tasks_of, tree
 from .stores.results import readable_state, status_of
 from .wire.message import SystemClock
 
@@ -140,9 +141,15 @@ def step_gone(handle: Any, queue: str, deadline: Optional[float]) -> bool:
     tasks that send it (``_before``) is still pending (one that is: a marker minitask
     did not write, and the step ends cancelled naming it once that ends; its state is
     read again after them). A step whose marker says nothing may not be sent yet: it is
-    waited for. Read as ``gone`` reads, within the wait's deadline."""
+    waited for, unless it never will be (``stranded``: ResultTimeout raised, naming
+    why). Read as ``gone`` reads, within the wait's deadline."""
     if not _within(lambda: handle._broker.unsent.marked(queue, handle.id), deadline,
-                   False) or not gone(handle, queue, deadline):
+                   False):
+        why = _within(lambda: stranded(handle, queue), deadline, "")
+        if why:
+            raise ResultTimeout(why)
+        return False
+    if not gone(handle, queue, deadline):
         return False
     if not getattr(handle, "_before", ()):
         return True
@@ -151,7 +158,53 @@ def step_gone(handle: Any, queue: str, deadline: Optional[float]) -> bool:
     return gone(handle, queue, deadline)
 
 
-def _within(read: Callable[[], bool], deadline: Optional[float], cut: bool) -> bool:
+def stranded(handle: Any, queue: str) -> str:
+    """Why the workflow step of ``handle``, not sent (its marker says so), never will
+    be, or "" (it may be: waited for). It will not when none of the tasks that send
+    it (``_before``) is pending, and no step of its workflow is under way (as its
+    plan lists them; one that leaves steps out tells nothing): those before it ended
+    or are gone without sending it (purged from their queue before they ran: purge
+    removes a message and leaves no outcome, so nothing ever sends what follows).
+    Read after them, its marker still says not sent and its state unknown: a step
+    sent meanwhile is not stranded. Blocking reads (``aget()`` runs it on a thread).
+    """
+    broker = handle._broker
+    if not getattr(handle, "_before", ()) or _pending(handle):
+        return ""
+    # a step not sent has no marker naming its workflow yet: the last step's handle
+    # (a chain's, a chord's body) is its workflow's, by id
+    workflow_id = (broker.workflows.workflow_of(queue, handle.id)
+                   or getattr(handle, "workflow_id", None) or handle.id)
+    try:
+        found = broker.workflows.plan(workflow_id, handle._queues.lookup_names()[0], False)
+        root = None if found is None else tree(found[1])
+    except DecodeError:
+        return ""
+    tasks = [] if root is None or _leaves_out(root) else tasks_of(root)
+    if not any(task["id"] == handle.id for task in tasks):
+        return ""  # no plan of its workflow (or one that leaves steps out): nothing told
+    states = broker.results.states([(task["queue"], task["id"]) for task in tasks])
+    if any(status_of(*state) in _PENDING for state in states):
+        return ""
+    if broker.unsent.marked(queue, handle.id) or not gone(handle, queue, None):
+        return ""
+    lost = [task["id"] for task, state in zip(tasks, states)
+            if status_of(*state) == "unknown" and task["id"] != handle.id][:3]
+    named = f" ({', '.join(lost)}{', ...' if len(lost) == 3 else ''} read unknown)" \
+        if lost else ""
+    return (f"task {handle.id} is a step of workflow {workflow_id} that will never be "
+            f"sent: an earlier step was purged from its queue (minitask purge) or is gone "
+            f"without sending it{named}, and no step of the workflow is under way; there "
+            f"is nothing to wait for (minitask inspect workflow {workflow_id} shows its "
+            f"steps)")
+
+
+def _leaves_out(node: Any) -> bool:
+    """Whether a plan's ``tree`` left steps out (their states cannot be read)."""
+    return bool(node.get("more")) or any(_leaves_out(part) for part in parts_of(node))
+
+
+def _within(read: Callable[[], Any], deadline: Optional[float], cut: Any) -> Any:
     """``read()``, waiting for a connection of a full pool until ``deadline`` at most:
     ``cut`` when it had to wait longer."""
     try:
@@ -183,6 +236,10 @@ async def agone(handle: Any, broker: Any, queue: str, deadline: Optional[float])
     try:
         async with bound:
             if handle._sent_later and not await step_marked(broker, queue, handle.id):
+                why = await asyncio.get_running_loop().run_in_executor(
+                    None, stranded, handle, queue)
+                if why:
+                    raise ResultTimeout(why)
                 return False  # maybe not sent yet: waited for
             if readable_state(await broker.state(queue, handle.id), handle.id) != "unknown":
                 return False

@@ -23,11 +23,13 @@ from .operated import Operated, lookup_queues
 #: its queue's dead letters (``failed`` once purged). A step Redis knows nothing of
 #: reads ``expired`` when a later step was sent (so it ran, and its result expired or
 #: was removed), ``unknown`` when the plan is older than the step's result ttl (not
-#: sent yet, or ran and expired: Redis cannot tell), else ``pending``. A step whose
+#: sent yet, or ran and expired: Redis cannot tell), ``gone`` when no step of the
+#: workflow is under way any more (a step purged before it ran, and those only it could
+#: send: nothing will ever send them), else ``pending``. A step whose
 #: kept result, or a key its state is read from, holds what no minitask wrote reads
 #: ``unreadable`` (``minitask inspect ID`` of the step names the key).
 STATES = ("pending", "queued", "scheduled", "running", "retrying", "succeeded", "failed",
-          "dead", "cancelled", "expired", "unknown", "unreadable")
+          "dead", "cancelled", "expired", "unknown", "gone", "unreadable")
 #: The state script's replies a step reads otherwise than its handle's status.
 _NOT_A_STATUS = {"unknown": "pending", "dead": "dead"}
 
@@ -69,9 +71,13 @@ def workflow(app: Operated, workflow_id: str, queues: Optional[Sequence[str]] = 
     _unsent(root, False, age_ms)
     for errback in errbacks:
         _unsent(errback, False, age_ms)
+    left_out = _left_out(root)
+    if not left_out and not any(task["state"] in _UNDER_WAY for task in tasks):
+        for task in tasks:  # nothing under way can send them (ranout.stranded)
+            if task["state"] == "pending":
+                task["state"] = "gone"
     started = (None if at is None else
                _dt.datetime.fromtimestamp(to_seconds(at), tz=_dt.timezone.utc).isoformat())
-    left_out = _left_out(root)
     steps = len(tasks) if not left_out else whole(record.get("s"), len(tasks) + 1, MORE_MOST)
     return {"id": workflow_id, "kind": root["kind"], "started_at": started, "root": root,
             "counts": dict(Counter(task["state"] for task in tasks)), "tasks": len(tasks),

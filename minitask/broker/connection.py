@@ -45,6 +45,8 @@ _CLUSTER_OPTIONS = {**_COMMON_OPTIONS, "socket_keepalive": True}
 #: What a sentinel URL's query may hold beyond its pool's and connections' arguments.
 _SENTINEL_READS = frozenset({"ssl"})  # the pool's connection class: TLS or not
 _NONE: FrozenSet[str] = frozenset()
+#: The query options redis-py converts from text (others it passes on as text).
+_PARSED = frozenset(URL_QUERY_ARGUMENT_PARSERS)
 
 _QUERY_SECRET = re.compile(r"[?&;][^=&#]*password=([^&#]*)", re.IGNORECASE)
 #: ``scheme://``: the start of a URL whose parts mask_url can tell apart.
@@ -195,8 +197,10 @@ def _from_url(url: str) -> Connection:
         client = build(url)
         pool = getattr(client, "connection_pool", None)
         if pool is not None:  # a cluster's are checked as it is made
+            sentinels = scheme == "redis+sentinel"
             url_options.check_names(url, type(pool), pool.connection_class,
-                                    _SENTINEL_READS if scheme == "redis+sentinel" else _NONE)
+                                    _converted() if sentinels else _PARSED,
+                                    _SENTINEL_READS if sentinels else _NONE, sentinels)
     except (ValueError, TypeError, KeyError) as exc:
         detail = _scrub(str(exc), url)
         if _is_ambiguous(url):
@@ -227,7 +231,8 @@ def _standalone(url: str) -> Client:
 
 def _cluster(url: str) -> Client:
     username, password, nodes, path, query = _split_hosts(url, 6379)
-    url_options.check_names(url, redis.RedisCluster, redis.Redis)  # its nodes' clients take them
+    # its nodes' clients take them
+    url_options.check_names(url, redis.RedisCluster, redis.Redis, _converted())
     options = _query_options(query)
     db = options.pop("db", path.strip("/") or 0)
     if str(db) != "0":
@@ -295,9 +300,20 @@ def _query_options(query: str) -> Dict[str, Any]:
     return {name: _option(name, values[0]) for name, values in parse_qs(query).items()}
 
 
+def _converted() -> FrozenSet[str]:
+    """The names ``_option`` converts beyond redis-py's converters (a cluster's or a
+    sentinel URL's options, read here)."""
+    return _PARSED | frozenset(_converters())
+
+
+def _converters() -> Dict[str, Callable[[str], Any]]:
+    return {**url_options.convertible(redis.RedisCluster, to_bool),
+            **url_options.convertible(redis.Redis, to_bool), "ssl": to_bool}
+
+
 def _option(name: str, value: str) -> Any:
     parser = cast(Callable[[str], Any], URL_QUERY_ARGUMENT_PARSERS.get(
-        name, to_bool if name == "ssl" else str))
+        name, _converters().get(name, str)))
     try:
         return parser(value)
     except (TypeError, ValueError) as exc:

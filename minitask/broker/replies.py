@@ -32,5 +32,6 @@ def require_readable_replies(client: Any, whose: str) -> None:
     if str(kwargs.get("protocol") or 2) != "2":
         raise ConfigurationError(
             f"minitask needs Redis's RESP2 replies, but {whose} was made with protocol="
-            f"{kwargs['protocol']} (RESP3): leave the protocol setting out (of the broker "
+            f"{kwargs['protocol']}{' (RESP3)' if str(kwargs['protocol']) == '3' else ''}: "
+            f"leave the protocol setting out (of the broker "
             f"URL's query, ?protocol=, or the client's keyword arguments), or set it to 2")

@@ -39,6 +39,7 @@ COLORS: Dict[str, Tuple[str, str]] = {
     "failed": ("#ffebee", "#c62828"), "dead": ("#f8bbd0", "#ad1457"),
     "cancelled": ("#f5f5f5", "#616161"), "expired": ("#fafafa", "#bdbdbd"),
     "unknown": ("#fafafa", "#757575"), "unreadable": ("#fff8e1", "#c62828"),
+    "gone": ("#fafafa", "#8d6e63"),
     "more": ("#ffffff", "#9e9e9e"),
 }
 assert set(STATES) <= set(COLORS)

@@ -218,7 +218,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                          "wire.serializer"}),
     "options": frozenset({"errors", "limits", "printable", "wire.message"}),
     "ranout": frozenset({"broker.health", "broker.pools", "errors", "printable", "stores.aio",
-                         "stores.broker", "stores.results", "wire.message"}),
+                         "stores.broker", "stores.plans", "stores.results", "wire.message"}),
     "sending": frozenset({"batching", "broker.durability", "broker.keys", "errors", "handle",
                           "stores.aio", "stores.broker", "wire.message", "wire.serializer",
                           "wire.types"}),
