@@ -72,7 +72,10 @@ def exchange(connection: Any, data: bytes, count: int,
                             raise redis.ConnectionError(_CLOSED)
                         reader.feed(buffer, 0, got)
                         reply = reader.gets()
-                    if type(reply) not in _PLAIN:
+                    if type(reply) is list:  # (a script's array: ``_checked``'s look, inline)
+                        if reply and isinstance(reply[0], redis.ConnectionError):
+                            raise reply[0]
+                    elif type(reply) not in _PLAIN:
                         try:
                             reply = _checked(connection, reply, short, push)
                         except redis.ResponseError as exc:
