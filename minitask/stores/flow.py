@@ -179,9 +179,15 @@ class FlowStore(Store):
             ignored(key, f"limiter {shown_member(limiter)} was due later than any limit "
                          f"sets; made due now")
         if self.rearming.due(now_ms):  # every REARM_EVERY_MS: flow_rearm.py
-            for queue in queues:
-                with self.transport.errors(f"re-arm the limiters of queue {queue!r}"):
-                    rearm(self.transport, self.app_name, queue, now_ms)
+            failed: List[BrokerError] = []
+            for queue in queues:  # (one queue's refusal stops no other's)
+                try:
+                    with self.transport.errors(f"re-arm the limiters of queue {queue!r}"):
+                        rearm(self.transport, self.app_name, queue, now_ms)
+                except BrokerError as exc:
+                    failed.append(exc)
+            if failed:
+                raise failed[0]
         return len(stuck)
 
     def specs(self, queue: str) -> Dict[str, str]:
