@@ -18,17 +18,14 @@ from ..errors import BrokerError
 from ..limits import MAX_GROUP_LENGTH
 from ..printable import printable, shown_name
 from .bounds import TooLarge, read_fields, too_large
-from .foreign import (ignored, move_aside, raise_refusals, removed_members, shown_member,
-                      whole)
+from .flow_rearm import Rearming, make_due, rearm, waiting_groups, waiting_limiters
+from .foreign import ignored, move_aside, raise_refusals, removed_members, shown_member, whole
 from .queue import QueueStore, after_write
 from .store import Store
 
 #: A limiter due later than this from now was not made due by minitask: a rate
 #: window is an hour at most, and a retry time is within one window.
 STUCK_AFTER_MS = 2 * 3_600_000
-
-#: The most limiters, and groups, a flow_due of another type moved aside re-arms at once.
-REARM_MOST = 100_000
 
 #: The longest flow spec a reader reads (``limits.pack``: a task name of up to 1,000
 #: bytes, a limit key and a group of up to 200 characters, and numbers), with room:
@@ -47,6 +44,7 @@ class FlowStore(Store):
     def __init__(self, transport: Transport, app_name: str, queues: QueueStore) -> None:
         super().__init__(transport, app_name)
         self.queues = queues
+        self.rearming = Rearming()
 
     def enqueue_call(self, queue: str, entries: Sequence[Entry],
                      specs: Mapping[str, str], now_ms: int) -> ScriptCall:
@@ -153,7 +151,10 @@ class FlowStore(Store):
         limit sets (a rate window is an hour at most): no minitask wrote it, and it
         would park their tasks for years. Two round trips at most, one when none is;
         returns how many were made due, each said once. A flow_due of another type is
-        moved aside and every waiting limiter and group made due (``_due_lost``)."""
+        moved aside and every waiting limiter and group made due (``_due_lost``).
+        Every ``REARM_EVERY_MS`` (the first a period after the start, which did it),
+        each limiter with parked tasks and no due time is made due too (flow_rearm.py:
+        one whose holders' flow specs were lost waits for no outcome)."""
         horizon = now_ms + STUCK_AFTER_MS
         dues = [queue_keys(self.app_name, queue).flow_due for queue in queues]
         with self.transport.errors("look for limiters due too late"):
@@ -177,6 +178,16 @@ class FlowStore(Store):
         for key, limiter in stuck:
             ignored(key, f"limiter {shown_member(limiter)} was due later than any limit "
                          f"sets; made due now")
+        if self.rearming.due(now_ms):  # every REARM_EVERY_MS: flow_rearm.py
+            failed: List[BrokerError] = []
+            for queue in queues:  # (one queue's refusal stops no other's)
+                try:
+                    with self.transport.errors(f"re-arm the limiters of queue {queue!r}"):
+                        rearm(self.transport, self.app_name, queue, now_ms)
+                except BrokerError as exc:
+                    failed.append(exc)
+            if failed:
+                raise failed[0]
         return len(stuck)
 
     def specs(self, queue: str) -> Dict[str, str]:
@@ -244,8 +255,9 @@ class FlowStore(Store):
         ``REARM_MOST`` of each at most (the others by their next task or outcome)."""
         k = queue_keys(self.app_name, queue)
         move_aside(self.transport.client, k.flow_due, "sorted set")
-        limiters, groups = _waiting(self.transport, k, queue)
-        _make_due(self.transport, k, limiters + [b"g:" + name for name in groups], now_ms)
+        groups = waiting_groups(self.transport, k, queue, _MOST, GROUP_BYTES, COUNT_BYTES)
+        make_due(self.transport, k, waiting_limiters(self.transport, k)
+                 + [b"g:" + name for name in groups], now_ms)
 
     def rearm_waiting(self, queue: str, now_ms: int) -> int:
         """At a worker's start: make due now each limiter of ``queue`` with parked tasks
@@ -254,25 +266,10 @@ class FlowStore(Store):
         spec was lost (deleted, overwritten) would wait for good, as that outcome
         frees nothing. A fetch tries each: one still full leaves again, having freed
         any holder whose spec no longer names it (flow.lua's vacate). Returns how
-        many were made due; a key of another type is left to the fetches."""
-        k = queue_keys(self.app_name, queue)
-        limiters, groups = _waiting(self.transport, k, queue)
-        names = limiters + [b"g:" + name for name in groups]
-        if not names:
-            return 0
-        pipe = self.transport.client.pipeline(transaction=False)
-        for name in names:
-            pipe.zscore(k.flow_due, name)
-        for group in groups:  # (a name as stored: bytes)
-            pipe.hexists(k.flow_prefix.encode() + b"g:" + group + b":turn", "tok")
-        read = pipe.execute(raise_on_error=False)
-        raise_refusals(read)
-        armed = [False] * len(limiters) + [held is True or held == 1
-                                           for held in read[len(names):]]
-        due = [name for name, score, live in zip(names, read, armed)
-               if score is None and not live]
-        _make_due(self.transport, k, due, now_ms, nx=True)
-        return len(due)
+        many were made due; a key of another type is left to the fetches. The
+        heartbeat does the same for the limiters (``unstick``, flow_rearm.py)."""
+        return rearm(self.transport, self.app_name, queue, now_ms,
+                     (_MOST, GROUP_BYTES, COUNT_BYTES))
 
     def paused_group_of(self, queue: str, task_id: str) -> Optional[str]:
         """The group of a grouped task (fair queues) when that group is paused, else
@@ -439,39 +436,3 @@ def _foreign_problem(key: str, kept: str) -> str:
     a set") but holds another type, and what to do."""
     return (f"minitask key {key} ({kept}) holds another type: data minitask did not "
             f"write; inspect it with redis-cli, then delete it")
-
-
-def _waiting(transport: Transport, k: Any, queue: str) -> Tuple[List[Any], List[Any]]:
-    """The limiters of ``queue`` (keys ``k``) with parked tasks and its groups with ready
-    tasks, ``REARM_MOST`` of each at most."""
-    client = transport.client
-    limiters: List[Any] = []
-    cursor = 0
-    while len(limiters) < REARM_MOST:
-        pipe = client.pipeline(transaction=False)
-        pipe.sscan(k.flow_limiters, cursor, count=1000)
-        scanned = pipe.execute(raise_on_error=False)[0]
-        if isinstance(scanned, Exception):
-            break
-        cursor, page = scanned
-        limiters += [name for name in page if len(name) <= SPEC_BYTES]
-        if not cursor:
-            break
-    # the groups with ready tasks, read as status reads them (groups_top.lua: a name
-    # longer than any group's is removed, never sent)
-    _, _, flat, removed, *_ = transport.run_calls(
-        [("groups_top", queue, (k.groups_ready, k.groups, k.groups_solo),
-          (_MOST, REARM_MOST, GROUP_BYTES, COUNT_BYTES), 0)],
-        f"read the groups of queue {queue!r}")[0]
-    removed_members(k.groups, removed, "group name")
-    return limiters[:REARM_MOST], list((flat or [])[0::2])
-
-
-def _make_due(transport: Transport, k: Any, names: List[Any], now_ms: int,
-              nx: bool = False) -> None:
-    """``names`` (limiters, ``g:<group>``) due now in ``k.flow_due``, a worker woken."""
-    if names:
-        pipe = transport.client.pipeline(transaction=True)
-        pipe.zadd(k.flow_due, {name: now_ms for name in names}, nx=nx)
-        pipe.rpush(k.wake, b"1")
-        raise_refusals(pipe.execute(raise_on_error=False))

@@ -183,8 +183,8 @@ def test_the_probes_case_the_groups_next_task_runs_and_is_counted_true(
     assert not held.client.keys(KEYS.flow_prefix + "g:*")  # (its slot freed too)
 
 
-# (not the flow hash deleted whole: the waiting task's spec goes with it, and with no
-# spec left a fetch does no flow control, due times unread: not rescued yet)
+# (the flow hash deleted whole, and the live worker's re-arm: in
+# test_parked_tasks_run_after_holder_specs_lost.py)
 @pytest.mark.parametrize("kind, plant", [("grouped", "its spec deleted"),
                                          ("grouped", "its spec junk"),
                                          ("limited", "its spec deleted")])

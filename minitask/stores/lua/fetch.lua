@@ -114,7 +114,12 @@ end
 -- comparison (Lua compares short strings by address), any other read by tonumber()
 local want = ARGV[3] == '1' and 1 or tonumber(ARGV[3])
 local limit = ARGV[5] == '1000' and 1000 or tonumber(ARGV[5])
-local flow_on = tolerant(0, 'HLEN', KEYS[19]) > 0
+-- flow control is on while the flow hash holds a spec, or a limiter has tasks parked
+-- (flow_limiters; one EXISTS of both, a hash being deleted as it empties): a flow hash
+-- lost (deleted, evicted) with tasks parked would otherwise leave them parked for good,
+-- the due loop never run. Those whose spec is lost run without limits (a spec lost is
+-- no limit); a flow hash of another type reads as an empty one (every read tolerant)
+local flow_on = redis.call('EXISTS', KEYS[19], KEYS[22]) > 0
 if flow_on then now = now or tonumber(ARGV[1]) end
 -- dead_any: dead may hold the popped ids (a ZSCORE each), unless one EXISTS found it
 -- missing, asked when more than one task is wanted (nothing a fetch does adds to dead)
