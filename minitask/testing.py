@@ -18,8 +18,8 @@ Needs ``pip install "minitask[testing]"``.
 from __future__ import annotations
 
 import reprlib
-from collections import Counter
 import warnings
+from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional
 
