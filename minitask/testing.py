@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import reprlib
 import warnings
+from collections import Counter
 from contextlib import contextmanager
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from .app import Minitask
 from .broker.durability import Durability
@@ -31,9 +32,11 @@ from .wire.message import MAX_SECONDS, to_ms, wall_ms
 
 logger = own_logger(__name__)
 
-#: ``drain`` gives up after running this many tasks: a task that keeps enqueueing
-#: work due at once would otherwise never let it return.
-DRAIN_LIMIT = 100_000
+#: ``drain`` gives up after running this many attempts (unless given another
+#: ``limit``): a task that keeps enqueueing work due at once would otherwise never
+#: let it return. An attempt costs some 20 ms on the in-memory server (its Lua is
+#: interpreted): 1,000 is 20 s or so, where the 100,000 it was took over an hour.
+DRAIN_LIMIT = 1_000
 #: ``drain`` refuses, before it runs anything, a window in which the app's schedules
 #: would fire more ticks than this: each runs, as with a worker up all along, and
 #: 86,400 runs of an every-second schedule over a day would take the test many minutes.
@@ -94,6 +97,30 @@ def _fake_client() -> object:
     return fakeredis.FakeRedis(server=fakeredis.FakeServer())
 
 
+def _on_clock(client: Any, clock: "TestClock") -> None:
+    """Make the fake server's TIME read ``clock``: the scripts that count on the
+    server's time (a rate limit's starts, in fetch.lua) then count on the time the
+    test moves, as the app does. Without it a 1/s backlog never ran under ``drain``:
+    the fetch took the server's (real) time over a caller's clock within 10 s of it,
+    and drain's clock, moved to the limiter's next turn, was never the flow's."""
+    pool = client.connection_pool
+    made = pool.connection_class
+
+    class OnClock(made):  # type: ignore[misc,valid-type]
+        def _connect(self) -> Any:
+            sock = super()._connect()
+            # (a fake server looks a command up on its socket by name, TIME as "time")
+            sock.time = lambda: _time_reply(clock.now_ms())
+            return sock
+
+    pool.connection_class = OnClock
+
+
+def _time_reply(ms: int) -> List[bytes]:
+    """TIME's reply at ``ms``: seconds and microseconds, as text."""
+    return [str(ms // 1000).encode(), str(ms % 1000 * 1000).encode()]
+
+
 @contextmanager
 def isolated(app: Minitask) -> Iterator[Minitask]:
     """Point ``app`` at a private in-memory broker for the duration of the block.
@@ -110,6 +137,7 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
     """
     client = _fake_client()
     clock = TestClock()
+    _on_clock(client, clock)
     # The app is the user's own object: swap what it reaches Redis and time through,
     # and put it all back, so that code under test needs no change at all.
     # An in-memory server has no replicas: the app's durability is set aside too.
@@ -133,14 +161,15 @@ def isolated(app: Minitask) -> Iterator[Minitask]:
                 app.periodic_schedules.setdefault(name, schedule)
 
 
-def drain(app: Minitask, *, advance: float = 0.0) -> int:
+def drain(app: Minitask, *, advance: float = 0.0, limit: Optional[int] = None) -> int:
     """Run, in this thread, every task that is ready or falls due within ``advance``
     seconds, including what those tasks enqueue and their retries; returns how
     many attempts ran (a retried task counts each attempt).
 
     Time moves to each due time in turn, then to ``advance`` seconds after the
-    start, so a retry backoff, an ``apply_in`` or a periodic tick within the
-    window runs, in the order it falls due. Inside ``isolated`` the app's
+    start, so a retry backoff, an ``apply_in``, a periodic tick or a rate limit's
+    next turn within the window runs, in the order it falls due (what cannot start
+    within it stays queued). Inside ``isolated`` the app's
     schedules fire as a worker up all along would fire them: the decorated ones
     are written (armed at their next tick) as a worker writes them when it
     starts, and every tick in the window runs once. Failures end as they would
@@ -150,16 +179,23 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
     Args:
         app: the app; inside ``isolated(app)`` when ``advance`` is above 0.
         advance: seconds to move time forward: a finite number from 0 to 100 years.
+        limit: the most attempts to run (``DRAIN_LIMIT`` unless said): raise it for
+            a test that really runs more.
 
     Raises:
         ConfigurationError: ``advance`` is no such number (nan, inf, negative, not a
-            number), or above 0 outside ``isolated``, or the window holds more than
-            ``DRAIN_TICKS`` ticks of the app's schedules (nothing ran).
-        RuntimeError: more than ``DRAIN_LIMIT`` attempts ran (a task that keeps
-            enqueueing work due at once).
+            number), or above 0 outside ``isolated``, or ``limit`` is no whole number
+            above 0, or the window holds more than ``DRAIN_TICKS`` ticks of the app's
+            schedules (nothing ran).
+        RuntimeError: more than ``limit`` attempts ran (a task that keeps enqueueing
+            work due at once): it names the tasks that ran most.
         BrokerError: Redis could not be reached (outside ``isolated``).
     """
     advance = _seconds(advance, "drain(advance=...)")
+    limit = DRAIN_LIMIT if limit is None else limit
+    if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+        raise ConfigurationError(f"drain(limit=...) takes a whole number of attempts above "
+                                 f"0, got {reprlib.repr(limit)}")
     clock = app.clock
     if advance and not isinstance(clock, TestClock):
         raise ConfigurationError("drain(advance=...) moves time, which only an isolated app "
@@ -176,20 +212,56 @@ def drain(app: Minitask, *, advance: float = 0.0) -> int:
         before = ran
         while worker.run_once():
             ran += 1
-            if ran > DRAIN_LIMIT:
-                raise RuntimeError(f"drain() ran {DRAIN_LIMIT} attempts and work is still "
-                                   f"ready: does a task keep enqueueing more?")
+            if ran > limit:
+                raise RuntimeError(f"drain() ran more than its limit of {limit:,} attempts: "
+                                   f"{_busiest(app, queues)} keep enqueueing more? "
+                                   f"Raise drain(limit=...) if the test runs more")
         if _queues(app) != queues:
             continue  # a task sent work to a queue this worker did not serve
         if not isinstance(clock, TestClock):
             return ran
         due = [ms for ms in (app.broker.admin.next_due_ms(q) for q in queues)
                if ms is not None] + list(_armed_ticks(app, queues).values())
-        if not due or min(due) > target_ms or (min(due) <= clock.ms and ran == before):
-            break  # (due already, yet nothing ran: it never will, in this window)
-        clock.ms = max(clock.ms, min(due))
+        # a time already come, at which nothing ran, is passed over: it never will run
+        # in this window (the flow's time of a limiter still full, a task not runnable)
+        later = [ms for ms in due + _flow_due(app, queues, clock.ms, target_ms)
+                 if clock.ms < ms <= target_ms]
+        if not later:
+            if ran != before and due and min(due) <= clock.ms:
+                continue  # (a task ran, and work it scheduled came due meanwhile)
+            break
+        clock.ms = min(later)
     clock.ms = max(clock.ms, target_ms)
     return ran
+
+
+def _flow_due(app: Minitask, queues: List[str], after_ms: int, until_ms: int) -> List[int]:
+    """When the flow control next tries a limiter or group of ``queues`` (its
+    ``flow_due``: a rate limit's next turn, a fair group's return) after ``after_ms``
+    and by ``until_ms``: the earliest of each queue, in one round trip (read only; a
+    key of another type, or a score that is no time, is none)."""
+    with app.broker.transport.errors("read when the limiters are due"):
+        pipe = app.broker.client.pipeline(transaction=False)
+        for queue in queues:
+            pipe.zrangebyscore(app.broker.admin.keys(queue).flow_due, f"({after_ms}",
+                               until_ms, start=0, num=1, withscores=True)
+        replies = pipe.execute(raise_on_error=False)
+    return [int(entry[0][1]) for entry in replies
+            if isinstance(entry, list) and entry and float(entry[0][1]).is_integer()]
+
+
+def _busiest(app: Minitask, queues: List[str]) -> str:
+    """The tasks that ran most of the last 100 attempts, as the queues' record of
+    recent outcomes tells ("task 'a' (100 of the last 100)"), or "tasks" when it
+    keeps none."""
+    found, _ = app.broker.recent.read(queues, 100)
+    names = Counter(entry.name for entries in found.values() for entry in entries)
+    total = sum(names.values())
+    if not total:
+        return "do tasks"
+    shown = ", ".join(f"{name!r} ({count} of the last {total})"
+                      for name, count in names.most_common(3))
+    return f"does task {shown}" if len(names) == 1 else f"do tasks {shown}"
 
 
 def _queues(app: Minitask) -> List[str]:

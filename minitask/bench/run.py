@@ -19,7 +19,7 @@ from .periodic import PeriodicBench
 from .report import Report, Row, progress
 from .scaling import ScalingRows
 from .servers import ThrowawayServer
-from .session import Session
+from .session import Session, check_url
 
 
 class Bench:
@@ -131,14 +131,27 @@ class Bench:
 
 def run_bench(url: Optional[str], *, start_server: bool, tasks: int, memory_tasks: int,
               scaling: bool, emit: Callable[[str], None], as_json: bool) -> bool:
-    """Run the bench; returns True when every target was met."""
-    server = ThrowawayServer() if start_server else None
-    try:
-        target = server.url if server else url
+    """Run the bench; returns True when every target was met. ``url`` is the one
+    --broker gave (None: MINITASK_BROKER_URL's, unless ``start_server``).
+
+    Raises:
+        ConfigurationError: both a ``url`` and ``start_server`` (which Redis to
+            measure?), none at all, or a URL the bench cannot measure (``check_url``).
+        BrokerError: the Redis could not be reached.
+    """
+    if start_server and url:
+        raise ConfigurationError("minitask bench: --broker and --start-server both name the "
+                                 "Redis to measure; pass one of them")
+    target = url or os.environ.get("MINITASK_BROKER_URL") or None
+    if not start_server:
         if not target:
             raise ConfigurationError("minitask bench needs a Redis: set MINITASK_BROKER_URL, "
                                      "pass --broker, or use --start-server")
-        report = Bench(target, tasks=tasks, memory_tasks=memory_tasks, scaling=scaling).run()
+        check_url(target)
+    server = ThrowawayServer() if start_server else None
+    try:
+        report = Bench(server.url if server else str(target), tasks=tasks,
+                       memory_tasks=memory_tasks, scaling=scaling).run()
     finally:
         if server:
             server.stop()

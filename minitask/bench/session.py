@@ -10,12 +10,44 @@ import time
 import redis
 
 from ..app import Minitask
+from ..broker.connection import broker_errors, connect, mask_url
 from ..broker.keys import queue_keys
-from ..errors import BrokerError
+from ..errors import BrokerError, ConfigurationError
 from .report import Report
 from .scratch import BASELINE, BENCH, SOURCE, WAKE, WAKE_REPLY, WORK, purge
 from .tasks import APP_ENV, app as main_app
 from .workers import Workers, children
+
+
+#: The URLs the bench measures: one Redis server, which its rows, baselines and
+#: workers reach with redis-py's ``from_url`` (a cluster, a sentinel's or the
+#: embedded broker they cannot).
+SCHEMES = ("redis", "rediss", "unix")
+
+
+def check_url(url: str) -> None:
+    """Check ``url`` and reach its Redis through minitask's own ``connect`` (as the
+    app and the other commands do) before anything is measured: a URL minitask
+    refuses, or a Redis it cannot reach, ends the bench with one line, not a
+    traceback from the first row.
+
+    Raises:
+        ConfigurationError: a scheme the bench cannot measure (``SCHEMES`` only), or
+            a URL ``connect`` refuses (an unknown option, a malformed URL).
+        BrokerError: the Redis could not be reached (with the connect's hint).
+    """
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in SCHEMES:
+        raise ConfigurationError(
+            f"minitask bench measures one Redis server, at a redis://, rediss:// or "
+            f"unix:// URL, not {mask_url(url)!r}; or pass --start-server for a "
+            f"throwaway one")
+    connection = connect(url)
+    try:
+        with broker_errors("reach the Redis to measure", connection.description):
+            connection.client.ping()
+    finally:
+        connection.client.close()
 
 
 class Session:

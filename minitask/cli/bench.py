@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 from .options import Bounded, add_log_options
@@ -18,10 +17,12 @@ def register(commands: Any) -> None:
         "and the Redis memory queued tasks take, against a throwaway redis-server "
         "(--start-server) or the Redis --broker names (under keys of its own, deleted "
         "after; it loads that Redis hard: not a production one).")
-    bench.add_argument("--broker", default=os.environ.get("MINITASK_BROKER_URL"),
+    # (no default read here: an explicit --broker with --start-server is refused)
+    bench.add_argument("--broker",
                        help="Redis URL to measure against (default: MINITASK_BROKER_URL)")
     bench.add_argument("--start-server", action="store_true",
-                       help="start a throwaway redis-server on a free port and use it")
+                       help="start a throwaway redis-server on a free port and use it "
+                            "(not with --broker)")
     bench.add_argument("--tasks", type=Bounded(1, MOST_TASKS), default=20_000,
                        help="tasks per throughput run (default 20,000)")
     bench.add_argument("--memory-tasks", type=Bounded(1, MOST_TASKS), default=1_000_000,

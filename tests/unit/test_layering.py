@@ -128,7 +128,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "bench.scratch": frozenset({"broker.keys"}),
     "bench.servers": frozenset({"broker.embedded", "errors"}),
     "bench.session": frozenset({"app", "bench.report", "bench.scratch", "bench.tasks",
-                                "bench.workers", "broker.keys", "errors"}),
+                                "bench.workers", "broker.connection", "broker.keys",
+                                "errors"}),
     "bench.tasks": frozenset({"app", "bench.scratch", "context"}),
     "bench.workers": frozenset({"broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
