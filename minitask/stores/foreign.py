@@ -24,6 +24,7 @@ from ..errors import DecodeError
 from ..log_throttle import LogThrottle
 from ..printable import cut_text, own_logger, printable, shown_id
 from ..wire.message import MAX_MS
+from .scripts import source
 
 logger = own_logger(__name__)
 
@@ -235,19 +236,20 @@ def move_aside(client: Any, key: str, kind: str) -> None:
     """Move ``key``, of another type than the ``kind`` minitask keeps there, aside whole
     to ``key``:foreign (or :foreign2, up to :foreign100, which a 101st replaces), as
     lib.lua's aside() does, said once: the data stays for whoever wrote it, and the
-    writes after it find the key missing. A key gone meanwhile (another hand moved it)
-    is left; any other refusal is raised."""
-    places = [f"{key}:foreign{n if n > 1 else ''}" for n in range(1, 101)]
-    moved = next((place for place in places if not client.exists(place)), places[-1])
-    pipe = client.pipeline(transaction=False)
-    pipe.rename(key, moved)
-    reply = pipe.execute(raise_on_error=False)[0]
-    if isinstance(reply, Exception):
-        if "no such key" in str(reply).lower():
-            return
-        raise reply
-    ignored(key, f"it held another type than the {kind} minitask keeps there; "
-                 f"moved aside to {moved}")
+    writes after it find the key missing. The look and the move are one script
+    (move_aside.lua): two workers moving it at once (a process pool's supervisor and
+    child each add metrics) never move what the first wrote again nor onto its copy. A
+    key of that type by then (another hand moved it and wrote again), or gone, is left;
+    any refusal is raised."""
+    script = client.register_script(source("move_aside"))
+    moved = script(keys=[key], args=[_TYPE_NAMES.get(kind, kind)])
+    if moved:
+        ignored(key, f"it held another type than the {kind} minitask keeps there; "
+                     f"moved aside to {text_of(moved)}")
+
+
+#: TYPE's names for the kinds the callers of ``move_aside`` name
+_TYPE_NAMES = {"sorted set": "zset"}
 
 
 def dropped_overlong(lines: Any) -> None:

@@ -376,7 +376,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.progress": frozenset({"broker.keys", "printable", "stores.foreign", "stores.store",
                                   "wire.message", "wire.serializer"}),
     "stores.foreign": frozenset({"broker.keys", "errors", "log_throttle", "printable",
-                                 "wire.message"}),
+                                 "stores.scripts", "wire.message"}),
     "stores.names": frozenset({"broker.keys", "broker.transport", "stores.foreign",
                                "stores.scripts"}),
     "stores.queue": frozenset({"broker.durability", "broker.keys", "broker.packing",
