@@ -105,7 +105,9 @@ def check_names(url: str, client_class: type, connection_class: Any,
         own = name[len("sentinel_"):] if sentinels and name.startswith("sentinel_") else name
         if own in also or own in _CHECKED_AFTER:
             continue
-        if own not in taken:
+        if own in _CONVERTED_TO_NOTHING:
+            unusable.append((name, _CONVERTED_TO_NOTHING[own]))
+        elif own not in taken:
             unknown.append(name)
         elif not _from_text(own, taken[own], converted):
             unusable.append((name, taken[own]))
@@ -134,6 +136,12 @@ def convertible(cls: Any, to_bool: Callable[[str], Any]) -> Dict[str, Callable[[
                                                    "bool": to_bool}
     return {name: converters[kind] for name, kind in _takes(cls).items()
             if kind in converters}
+
+
+#: Options redis-py converts from a URL's text, but to nothing it can use: the list
+#: of a text's characters, where it needs exception classes (every connection error
+#: then raised a TypeError of its own, the cause hidden). What each takes.
+_CONVERTED_TO_NOTHING = {"retry_on_error": "a list of exception classes"}
 
 
 def _from_text(name: str, kind: str, converted: FrozenSet[str]) -> bool:

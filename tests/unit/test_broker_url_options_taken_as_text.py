@@ -83,7 +83,7 @@ def test_a_protocol_other_than_3_is_named_as_given() -> None:
 
 @pytest.mark.parametrize("url", [
     f"{BASE}?encoding=latin-1&encoding_errors=replace&client_name=x&lib_name=y",
-    f"{BASE}?health_check_interval=0&socket_read_size=1024&retry_on_error=TimeoutError",
+    f"{BASE}?health_check_interval=0&socket_read_size=1024",
     "redis://127.0.0.1:6379/12",
     f"{SENTINEL}?sentinel_socket_timeout=2&sentinel_password=p&db=1",
     "redis+cluster://127.0.0.1:7000/0?require_full_coverage=false&read_from_replicas=true",
