@@ -23,7 +23,7 @@ import redis
 
 from ..broker.packing import ScriptCall
 from ..broker.transport import text
-from ..broker.waits import MAX_BLOCK_SECONDS
+from ..broker.waits import MAX_BLOCK_SECONDS, block_cap
 from ..errors import BrokerError
 from ..wire.message import MAX_ID_BYTES, MAX_MS, Outcome
 from ..wire.serializer import encode_outcome
@@ -221,7 +221,9 @@ class CancelStore(Store):
         seconds pass (at most MAX_BLOCK_SECONDS); the requests, oldest first per queue."""
         by_key = {self.keys(queue).cancels: queue for queue in positions}
         streams: Dict[Any, Any] = {key: positions[queue] for key, queue in by_key.items()}
-        block_ms = max(1, int(min(timeout, MAX_BLOCK_SECONDS) * 1000))
+        # within the socket's own timeout (?socket_timeout=2): a quiet watch past it
+        # read as Redis lost, and a healthy worker said so at ERROR
+        block_ms = max(1, int(min(timeout, block_cap(self.transport.client)) * 1000))
         with self.transport.errors("wait for cancel requests"):
             reply: Any = self.transport.client.xread(streams, block=block_ms)
         found: List[Request] = []

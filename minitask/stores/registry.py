@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..broker.waits import block_cap
 from ..errors import BrokerError
 from ..printable import printable
 from ..wire.message import MAX_MS, MAX_SECONDS
@@ -397,8 +398,8 @@ class WorkerRegistry(Store):
                               f"its host", reason="wrong type")
 
     def next_orders(self, worker: str, timeout: float, most: int = 100) -> List[str]:
-        """Block until an order for ``worker`` arrives (at most ``timeout`` seconds,
-        whole seconds on the server), then take what else waits, ``most`` in all at
+        """Block until an order for ``worker`` arrives (at most ``timeout`` seconds, and
+        less than the connection's socket timeout), then take what else waits, ``most`` in all at
         most: a list filled with orders no minitask wrote is read a bounded batch per
         call, not one round trip each. Empty when none came.
 
@@ -411,7 +412,9 @@ class WorkerRegistry(Store):
         try:
             with self.transport.errors("wait for orders"):
                 client = self.transport.client
-                reply = client.blpop([key], timeout=max(1, round(timeout)))
+                # within the socket's own timeout (?socket_timeout=2): a quiet wait
+                # past it read as Redis lost, and a healthy worker said so at ERROR
+                reply = client.blpop([key], timeout=max(0.01, min(timeout, block_cap(client))))
             more = self._more_orders(key, most - 1) if reply is not None and most > 1 else None
         except BrokerError as exc:
             if exc.reason != "wrong type":

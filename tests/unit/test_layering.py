@@ -389,7 +389,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "stores.plain": frozenset({"broker.keys", "broker.packing", "broker.transport", "errors",
                                "printable", "stores.foreign"}),
     "stores.result_pages": frozenset({"broker.pools", "stores.results"}),
-    "stores.registry": frozenset({"broker.transport", "errors", "printable",
+    "stores.registry": frozenset({"broker.transport", "broker.waits", "errors", "printable",
                                   "stores.foreign", "stores.store", "wire.message"}),
     "stores.recent": frozenset({"errors", "printable", "stores.foreign", "stores.store",
                                 "wire.message", "wire.serializer"}),
