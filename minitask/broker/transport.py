@@ -10,6 +10,7 @@ modules that talk to redis-py; its errors leave here as BrokerError.
 """
 from __future__ import annotations
 
+import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import redis
@@ -29,8 +30,7 @@ from .pools import ResultWaits
 from .refusals import broker_error, refused_in_script
 from .replies import require_readable_replies
 from .waits import Blocked, Waits
-from .exchanges import exchange as _exchange
-from .writes import WriteFailed, call_ends, closed_after, reply_lost
+from .writes import WriteFailed, call_ends, closed_after, reply_lost, write_counted
 
 logger = own_logger(__name__)
 
@@ -394,6 +394,89 @@ class Transport:
 #: A command larger than this (the least ``proto-max-bulk-len`` Redis takes, 1 MiB)
 #: that meets a closed connection may have been refused for its size: said so.
 LARGE_COMMAND = 1024 * 1024
+
+
+def _exchange(connection: Any, data: bytes, count: int,
+              ends: Optional[List[int]] = None) -> List[Any]:
+    """Write ``data`` (``count`` packed commands) in one write and read their
+    ``count`` replies, in order; a command Redis refused has its ResponseError in
+    its place, and the replies after it are read all the same (the connection
+    stays in step). Any other failure leaves the connection half read: the
+    caller disconnects it; a failed write raises ``WriteFailed``: nothing after the
+    cut reached Redis, so the last command never ran; those before it may have
+    (``ends``, the offset where each command ends: counted in ``whole``)."""
+    try:
+        if ends is None:
+            connection.send_packed_command([data])
+        else:
+            write_counted(connection, data, ends)
+    except WriteFailed:
+        raise
+    except (redis.ConnectionError, redis.TimeoutError) as exc:  # (connecting, or writing)
+        raise WriteFailed(*exc.args) from exc
+    replies: List[Any] = []
+    reader, short, push = _buffered(connection) if count > 1 else (None, None, None)
+    for _ in range(count):
+        try:
+            reply = short if reader is None else reader.gets()
+            if reply is short:  # nothing parsed yet: read the socket, redis-py's way
+                reply = connection.read_response()
+            elif type(reply) not in _PLAIN:
+                reply = _checked(connection, reply, short, push)
+            replies.append(reply)
+        except redis.ResponseError as exc:
+            replies.append(exc)
+            if closed_after(exc):  # no reply follows: the commands after it never ran
+                replies += [exc] * (count - len(replies))
+                break
+    return replies
+
+
+#: The types of a reply that needs no look: redis-py's ``read_response`` returns them
+#: as hiredis parsed them.
+_PLAIN = frozenset({bytes, str, int, float, type(None)})
+#: The "not enough data" mark of each redis-py parser class's hiredis reader, by class.
+_SHORT: Dict[type, Any] = {}
+
+
+def _buffered(connection: Any) -> Tuple[Any, Any, Any]:
+    """The connection's hiredis reader, its "not enough data" mark and the type of a
+    RESP3 push message (None: none), or (None, None, None): read the usual way.
+
+    The replies of commands written together mostly arrive in one read: redis-py's
+    ``read_response`` (three calls, a description of the host formatted, per reply)
+    reads the first, the rest are taken from the reader's buffer as they are, checked
+    as ``read_response`` checks them (``_checked``). Only for a parser built on
+    hiredis's ``Reader`` whose mark no reply can be (redis-py 5+'s; 4.x's is False,
+    which a RESP3 reply can be).
+    """
+    parser = getattr(connection, "_parser", None)
+    reader = getattr(parser, "_reader", None)
+    if reader is None:
+        return None, None, None
+    kind = type(parser)
+    if kind not in _SHORT:
+        _SHORT[kind] = getattr(sys.modules.get(kind.__module__), "NOT_ENOUGH_DATA", False)
+    short = _SHORT[kind]
+    if short is False and getattr(connection, "protocol", 2) in (3, "3"):
+        return None, None, None
+    return reader, short, getattr(parser, "_hiredis_PushNotificationType", None)
+
+
+def _checked(connection: Any, reply: Any, short: Any, push: Any) -> Any:
+    """A reply taken from the reader's buffer, as redis-py's ``read_response`` would
+    give it: a RESP3 push message handed to redis-py (the reply is the next), an
+    error reply raised (a ConnectionError kind too, or first in an array)."""
+    while push is not None and isinstance(reply, push):
+        connection._parser.handle_push_response(reply)
+        reply = connection._parser._reader.gets()
+        if reply is short:
+            return connection.read_response()
+    if isinstance(reply, (redis.ConnectionError, redis.ResponseError)):
+        raise reply
+    if type(reply) is list and reply and isinstance(reply[0], redis.ConnectionError):
+        raise reply[0]
+    return reply
 
 
 #: What ``Transport.errors`` turns into a BrokerError.

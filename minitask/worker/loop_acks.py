@@ -103,9 +103,8 @@ class LoopLink:
             await self._drop(link)  # nothing sent on it yet: another one serves
             link = self._free.pop() if self._free else await self._take()
         writer, replies = link[1], link[3]
-        if self._timeout is not None:  # (the loop at hand: on 3.11 a look-up is a getpid)
-            self._watch(writer, self._timeout,
-                        asyncio.get_running_loop() if replies is None else replies.loop)
+        if self._timeout is not None:
+            self._watch(writer, self._timeout)
         cancelled = False
         try:
             if replies is not None:  # hiredis: its bytes parsed as they come (``Replies``)
@@ -157,8 +156,9 @@ class LoopLink:
             raise error
         return reply
 
-    def _watch(self, writer: Any, timeout: float, loop: asyncio.AbstractEventLoop) -> None:
+    def _watch(self, writer: Any, timeout: float) -> None:
         """Abort ``writer``'s connection once its round trip has run ``timeout`` s."""
+        loop = asyncio.get_running_loop()
         deadline = self._deadlines[writer] = loop.time() + timeout
         if self._guard is None:
             self._guard = loop.call_at(deadline, self._check, loop)

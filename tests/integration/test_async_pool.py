@@ -13,7 +13,6 @@ import pytest
 import redis
 
 from minitask import Minitask, TaskFailed, current_task
-from minitask.broker import transport
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
@@ -216,14 +215,6 @@ def test_async_producer_enqueues_10000_without_stalling_the_loop(
                 blocking_calls.append(_name)
             return _original(self, *args, **kwargs)
         monkeypatch.setattr(redis.connection.AbstractConnection, name, spy)
-    # a round trip on a thread's own connection reads and writes its socket itself
-    exchange = transport._exchange
-
-    def exchange_spy(*args: Any, **kwargs: Any) -> Any:
-        if threading.get_ident() in loop_threads:
-            blocking_calls.append("exchange")
-        return exchange(*args, **kwargs)
-    monkeypatch.setattr(transport, "_exchange", exchange_spy)
 
     async def one_round(round_index: int) -> List[float]:
         stalls: List[float] = [0.0, 0.0]  # on the loop's thread; wall clock (shown only)

@@ -12,7 +12,6 @@ import pytest
 import redis
 
 from minitask import BrokerError, Minitask, TaskFailed, current_task
-from minitask.broker import exchanges
 from minitask.broker.keys import QueueKeys
 from tests.support.waiting import wait_until
 
@@ -399,9 +398,6 @@ def test_a_lost_reply_is_a_broker_error_and_the_script_is_not_sent_again(
         return reply
 
     monkeypatch.setattr(connection, "read_response", read_then_lose)
-    # the reply read through redis-py's read_response (not straight from the socket:
-    # ``exchanges``), so that the hook above loses it
-    monkeypatch.setattr(exchanges, "buffered", lambda connection: (None, None, None))
     with pytest.raises(BrokerError):
         app.broker.queues.fetch("default", now_ms=clock.now_ms(), lease_ms=10_000, count=1,
                                 max_deliveries=3)

@@ -1,7 +1,6 @@
 """Commands written together have their replies read once from the socket, the rest
-taken from hiredis's buffer as they are (``exchanges.exchange``): a plain ``delay()``
-makes no redis-py ``read_response`` (its socket read straight into hiredis's reader),
-not one per reply, and every reply is what
+taken from hiredis's buffer as they are (``transport._exchange``): a plain ``delay()``
+makes one redis-py ``read_response``, not one per reply, and every reply is what
 redis-py's ``read_response`` would have given — error replies in their place (the
 replies after them read all the same), an error inside EXEC's array, a RESP3 push
 message handed to redis-py between two replies. On the suite's own redis-server.
@@ -14,7 +13,7 @@ import pytest
 import redis
 
 from minitask import Minitask
-from minitask.broker import exchanges
+from minitask.broker import transport
 from minitask.broker.packing import command
 
 from tests.support.servers import RedisServer
@@ -39,7 +38,7 @@ def _counting(connection: Any) -> List[int]:
     return counted
 
 
-def test_a_plain_delay_reads_its_replies_with_no_read_response(app: Minitask) -> None:
+def test_a_plain_delay_reads_its_replies_with_one_read_response(app: Minitask) -> None:
     @app.task(name="buffered.job")
     def job(n: int) -> int:
         return n
@@ -52,9 +51,8 @@ def test_a_plain_delay_reads_its_replies_with_no_read_response(app: Minitask) ->
         handles = [job.delay(n) for n in range(1, 4)]
     finally:
         del connection.read_response
-    # MULTI, HSET, RPUSH, RPUSH, EXEC: five replies each, read from the socket into
-    # hiredis's reader and taken from it, none through redis-py's read_response
-    assert counted[0] == 0
+    # MULTI, HSET, RPUSH, RPUSH, EXEC: five replies each, the first read from the socket
+    assert counted[0] == 3
     assert [h.status() for h in handles] == ["queued"] * 3
 
 
@@ -69,12 +67,12 @@ def _replies(app: Minitask, buffered: bool) -> List[Any]:
     connection.send_command("DEL", "k", "n")
     connection.read_response()
     if not buffered:  # redis-py's read_response for every reply, as before
-        original, exchanges.buffered = exchanges.buffered, lambda c: (None, None, None)
+        original, transport._buffered = transport._buffered, lambda c: (None, None, None)
     try:
-        return exchanges.exchange(connection, b"".join(MIXED), len(MIXED))
+        return transport._exchange(connection, b"".join(MIXED), len(MIXED))
     finally:
         if not buffered:
-            exchanges.buffered = original
+            transport._buffered = original
 
 
 def _shown(replies: List[Any]) -> List[Any]:
@@ -106,42 +104,8 @@ def test_a_push_message_between_replies_goes_to_redis_py(redis_server: RedisServ
         # comes between its reply and PING's
         packed = [command("CLIENT", "TRACKING", "ON"), command("GET", "tracked"),
                   command("SET", "tracked", "1"), command("PING")]
-        replies = exchanges.exchange(connection, b"".join(packed), len(packed))
+        replies = transport._exchange(connection, b"".join(packed), len(packed))
     finally:
         connection.disconnect()
     assert replies[:3] == [b"OK", None, b"OK"] and replies[3] in (b"PONG", "PONG")
     assert pushed and b"tracked" in repr(pushed).encode()
-
-
-def test_a_round_trip_after_the_health_interval_idle_pings_first(app: Minitask) -> None:
-    """redis-py's health check is kept on the straight path: a connection idle past its
-    ``health_check_interval`` is checked (a PING) before the write, then noted as read."""
-    connection = app.broker.transport.connections.own()
-    assert connection.health_check_interval  # the app's connections ask for it
-    checked = [0]
-    check = connection.check_health
-
-    def counting() -> None:
-        checked[0] += 1
-        check()
-
-    connection.check_health = counting
-    try:
-        exchanges.exchange(connection, command("PING"), 1)
-        assert checked[0] == 0  # read a moment ago: not due
-        connection.next_health_check = 0.0
-        assert exchanges.exchange(connection, command("PING"), 1) in ([b"PONG"], ["PONG"])
-        assert checked[0] == 1
-        assert connection.next_health_check > 0.0  # noted again as read
-    finally:
-        del connection.check_health
-
-
-def test_a_write_larger_than_the_socket_buffer_is_sent_whole(app: Minitask) -> None:
-    """A command that does not fit the socket's buffer at once: the rest waits for room
-    (the socket's send), and the reply is read as usual."""
-    connection = app.broker.transport.connections.own()
-    value = b"v" * (8 * 1024 * 1024)
-    assert exchanges.exchange(connection, command("SET", "big", value) + command("STRLEN", "big"),
-                              2) in ([b"OK", len(value)], ["OK", len(value)])
-    assert exchanges.exchange(connection, command("STRLEN", "big"), 1) == [len(value)]

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from minitask import Minitask, chain
-from minitask.broker import exchanges
+from minitask.broker import transport
 from minitask.broker.writes import WriteFailed
 from minitask.errors import BrokerError, DurabilityError
 from tests.support.servers import RedisServer
@@ -27,7 +27,7 @@ class _CutAfterFirstCall:
 
     def __init__(self) -> None:
         self.armed = False
-        self.real = exchanges.write_counted
+        self.real = transport.write_counted
 
     def __call__(self, connection: Any, data: bytes, ends: List[int]) -> None:
         if not self.armed:
@@ -45,7 +45,7 @@ class _CutAfterFirstCall:
 @pytest.fixture
 def cut(monkeypatch: pytest.MonkeyPatch) -> Iterator[_CutAfterFirstCall]:
     cutter = _CutAfterFirstCall()
-    monkeypatch.setattr(exchanges, "write_counted", cutter)
+    monkeypatch.setattr(transport, "write_counted", cutter)
     yield cutter
 
 

