@@ -64,7 +64,11 @@ class DurableBench:
         self.app_name = f"{BENCH}-durable-{os.getpid()}"
         self.workers = Workers("minitask.bench.durable", app_env=APP_ENV, url=self.primary.url,
                                app_name=self.app_name, label="the durability bench's worker")
-        self._wait_for_replica()
+        try:
+            self._wait_for_replica()
+        except BaseException:  # no replica, or interrupted: no server left running
+            self.close()
+            raise
 
     def _wait_for_replica(self) -> None:
         deadline = time.monotonic() + 30

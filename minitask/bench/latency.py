@@ -6,11 +6,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
-from typing import List
+from typing import List, Optional
 
 import redis
 
 from ..errors import BrokerError
+from .interrupts import starting
 from .report import Row, percentile, progress
 from .scratch import WAKE, WAKE_REPLY
 from .session import Session
@@ -39,11 +40,15 @@ class LatencyRows:
         """ms from an LPUSH to a BLPOP returning in another process: the floor under
         a worker's pickup latency on this machine, measured the same way."""
         client = self.session.client
-        echo = subprocess.Popen(
-            [sys.executable, "-c", f"from minitask.bench.latency import echo_wake_ups; "
-                                   f"echo_wake_ups({self.session.url!r}, {samples})"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        echo: "Optional[subprocess.Popen[bytes]]" = None
         try:
+            with starting():
+                echo = subprocess.Popen(
+                    [sys.executable, "-c", f"from minitask.bench.latency import "
+                                           f"echo_wake_ups; echo_wake_ups("
+                                           f"{self.session.url!r}, {samples})"],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                    start_new_session=True)
             if client.blpop([WAKE_REPLY], timeout=30) is None:  # it is listening
                 raise BrokerError("the bare wake-up baseline's process did not start")
             found = []
@@ -56,8 +61,9 @@ class LatencyRows:
                 found.append(float(reply[1]))
             return found
         finally:
-            echo.kill()
-            echo.wait(timeout=10)
+            if echo is not None:
+                echo.kill()
+                echo.wait(timeout=10)
 
     def latency(self, samples: int = 200) -> None:
         progress(f"latency: idle worker, delay() -> start, {samples} samples")

@@ -13,6 +13,7 @@ import redis
 
 from ..broker.embedded import redis_server_executable
 from ..errors import BrokerError, ConfigurationError
+from .interrupts import starting
 
 
 class ThrowawayServer:
@@ -28,14 +29,16 @@ class ThrowawayServer:
             self.port = probe.getsockname()[1]
         self.directory = tempfile.mkdtemp(prefix=prefix)
         extra = [] if replica_of is None else ["--replicaof", "127.0.0.1", str(replica_of)]
-        self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", self.directory, *extra],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: "Optional[subprocess.Popen[bytes]]" = None
         try:
+            with starting():
+                self.process = subprocess.Popen(
+                    [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                     "--appendonly", "no", "--dir", self.directory, *extra],
+                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             self._wait_for_ping()
-        except BrokerError:
+        except BaseException:  # it did not answer, or the bench was interrupted meanwhile
             self.stop()
             raise
 
@@ -55,8 +58,9 @@ class ThrowawayServer:
             client.close()
 
     def stop(self) -> None:
-        self.process.terminate()
-        self.process.wait(timeout=10)
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
         shutil.rmtree(self.directory, ignore_errors=True)
 
 

@@ -20,6 +20,7 @@ import redis
 
 from ..broker.keys import AppKeys
 from ..errors import BrokerError
+from .interrupts import starting
 
 
 class Workers:
@@ -39,10 +40,11 @@ class Workers:
     def start(self, *args: str, env: Optional[Mapping[str, str]] = None
               ) -> "subprocess.Popen[bytes]":
         """One more worker, with these command-line ``args`` and extra ``env``."""
-        process = subprocess.Popen(
-            [*self.command, *args], env={**self.env, **(env or {})},
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-        self.processes.append(process)
+        with starting():
+            process = subprocess.Popen(
+                [*self.command, *args], env={**self.env, **(env or {})},
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+            self.processes.append(process)
         return process
 
     def wait_for(self, ready: Callable[[], object], *, timeout: float = 30.0,

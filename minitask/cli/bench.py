@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import signal
 from typing import Any
 
 from .options import Bounded, add_log_options
@@ -37,19 +36,13 @@ def register(commands: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..bench.interrupts import interruptible
     from ..bench.run import run_bench  # the bench's own imports only when it runs
     # SIGTERM ends the bench as Ctrl-C does: its workers (in sessions of their own) are
     # stopped and its keys deleted; by default it ended the bench alone, and left the
     # workers serving the user's Redis for good
-    previous = signal.signal(signal.SIGTERM, _interrupted)
-    try:
+    with interruptible():
         met = run_bench(args.broker, start_server=args.start_server, tasks=args.tasks,
                         memory_tasks=args.memory_tasks, scaling=args.scaling, emit=print,
                         as_json=args.json)
-    finally:
-        signal.signal(signal.SIGTERM, previous)
     return 1 if args.check and not met else 0
-
-
-def _interrupted(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt(f"signal {signum}")

@@ -41,6 +41,7 @@ def test_sigterm_ends_the_bench_with_its_workers(redis_server: RedisServer,
     deadline = time.monotonic() + 60
     while others(client) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert others(client) == 0, client.client_list()
+    assert others(client) == 0, [{field: found[field] for field in ("name", "cmd", "age")}
+                                 for found in client.client_list()]
     assert client.dbsize() == 0, client.keys("*")[:10]
     client.close()

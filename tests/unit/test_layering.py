@@ -68,7 +68,7 @@ LAYERS: List[Tuple[str, FrozenSet[str]]] = [
 ALLOWED: Dict[str, FrozenSet[str]] = {
     # -- cli -------------------------------------------------------------------
     "cli": frozenset({"cli.main"}),
-    "cli.bench": frozenset({"bench.run", "cli.options"}),
+    "cli.bench": frozenset({"bench.interrupts", "bench.run", "cli.options"}),
     "cli.cancel": frozenset({"cli.options", "errors"}),
     "cli.dashboard": frozenset({"cli.options", "dashboard.server", "errors", "printable"}),
     "cli.dead": frozenset({"admin", "app", "cli.options", "errors", "printable", "sending"}),
@@ -111,8 +111,9 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                              "bench.workers", "broker.keys", "errors", "printable"}),
     "bench.flow": frozenset({"app", "bench.capacity", "bench.report", "bench.scratch",
                              "bench.workers", "broker.keys", "errors", "printable"}),
-    "bench.latency": frozenset({"bench.report", "bench.scratch", "bench.session", "bench.tasks",
-                                "errors"}),
+    "bench.interrupts": frozenset(),
+    "bench.latency": frozenset({"bench.interrupts", "bench.report", "bench.scratch",
+                                "bench.session", "bench.tasks", "errors"}),
     "bench.memory": frozenset({"bench.report", "bench.session", "bench.tasks", "bench.workers"}),
     "bench.periodic": frozenset({"app", "bench.report", "bench.scratch", "bench.workers",
                                  "broker.keys", "context", "errors", "printable"}),
@@ -126,12 +127,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                             "errors"}),
     "bench.scaling": frozenset({"app", "bench.report", "bench.session", "bench.tasks", "errors"}),
     "bench.scratch": frozenset({"broker.keys"}),
-    "bench.servers": frozenset({"broker.embedded", "errors"}),
+    "bench.servers": frozenset({"bench.interrupts", "broker.embedded", "errors"}),
     "bench.session": frozenset({"app", "bench.report", "bench.scratch", "bench.tasks",
                                 "bench.workers", "broker.connection", "broker.keys",
                                 "errors"}),
     "bench.tasks": frozenset({"app", "bench.scratch", "context"}),
-    "bench.workers": frozenset({"broker.keys", "errors"}),
+    "bench.workers": frozenset({"bench.interrupts", "broker.keys", "errors"}),
     # -- dashboard -------------------------------------------------------------
     "dashboard": frozenset(),
     "dashboard.actions": frozenset({"admin", "app", "errors", "printable"}),
@@ -813,10 +814,10 @@ def test_the_top_level_holds_few_modules() -> None:
 
 
 def test_only_the_bench_command_imports_the_bench() -> None:
-    importers = sorted(module for module in set(package_modules()) - SPECIAL
-                       if not module.startswith("bench")
-                       for item in imports_of(module)
-                       if item.internal and item.target.split(".")[0] == "bench")
+    importers = sorted({module for module in set(package_modules()) - SPECIAL
+                        if not module.startswith("bench")
+                        for item in imports_of(module)
+                        if item.internal and item.target.split(".")[0] == "bench"})
     assert importers == ["cli.bench"], importers
     lazy = [item for item in imports_of("cli.bench") if item.target.startswith("bench")]
     assert lazy and all(item.in_function for item in lazy), (
