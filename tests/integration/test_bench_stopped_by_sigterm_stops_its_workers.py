@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import Callable
 
 import pytest
 
@@ -21,10 +22,11 @@ def others(client: "object") -> int:
     return len(client.client_list()) - 1  # type: ignore[attr-defined]
 
 
-def test_sigterm_ends_the_bench_with_its_workers(redis_server: RedisServer,
+def test_sigterm_ends_the_bench_with_its_workers(start_redis: Callable[..., RedisServer],
                                                  processes: Processes) -> None:
+    # a server of its own: the suite's shared one holds other tests' idle clients
+    redis_server = start_redis()
     client = redis_server.client(db=4)
-    client.flushdb()
     bench = processes.start("-m", "minitask", "bench", "--broker",
                             f"redis://127.0.0.1:{redis_server.port}/4", "--tasks", "2000",
                             "--memory-tasks", "100")
