@@ -30,6 +30,9 @@ LONGEST_WAIT_S = 365 * 86400
 #: The types of a parameter whose text a converter can turn into its value.
 _CONVERTIBLE = ("int", "float", "bool")
 
+#: The words redis-py reads as a TLS connection's certificate check (``ssl_cert_reqs``).
+CERT_REQS = ("none", "optional", "required")
+
 #: Taken by name whatever its value: refused as the client is made (any text reads as
 #: true, and minitask needs bytes replies), naming it.
 _CHECKED_AFTER = frozenset({"decode_responses"})
@@ -78,7 +81,18 @@ def check_values(url: str) -> None:
             raise ValueError(f"{name} {value!r} is no {name.replace('_', ' ')} handler "
                              f"Python knows" if name == "encoding_errors" else
                              f"encoding {value!r} is no encoding Python knows") from None
+    for name in ("ssl_cert_reqs", *(("sentinel_ssl_cert_reqs",) if sentinels else ())):
+        _check_cert_reqs(name, first(name))
     _check_db(url)
+
+
+def _check_cert_reqs(name: str, value: str) -> None:
+    """redis-py reads only these words, and refuses any other only as it opens the
+    first connection (the first command fails, not the app's start)."""
+    if value and value not in CERT_REQS:
+        meant = value.lower().replace("cert_", "", 1)  # Python's ssl.CERT_NONE: "none"
+        hint = f" ({value} is {meant!r} here)" if meant in CERT_REQS else ""
+        raise ValueError(f"{name} must be one of {', '.join(CERT_REQS)}, not {value!r}{hint}")
 
 
 def _check_db(url: str) -> None:
