@@ -6,6 +6,7 @@ letter) are the results store's.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from time import monotonic
@@ -422,6 +423,17 @@ class QueueStore(Store):
         (``bounds.message_in_pieces``: None when too long to read so)."""
         return message_in_pieces(self.transport, self.keys(queue).messages, task_id,
                                  self.bounds.message)
+
+    def hold_back(self, queue: str, task_id: str, until_ms: int) -> None:
+        """Push a poisoned task's expired lease to ``until_ms``, its band kept (XX: not
+        one buried meanwhile): no fetch reports it before then, so a burial that failed
+        is tried again then, not at every fetch (each fetch's next event was it)."""
+        key = self.keys(queue).leases
+        with self.transport.errors(f"hold back task {task_id} in queue {queue!r}"):
+            score = self.transport.client.zscore(key, task_id)
+            if score is not None:
+                band = int(score % 10) if math.isfinite(score) else 9
+                self.transport.client.zadd(key, {task_id: until_ms * 10 + band}, xx=True)
 
     # -- monitoring --------------------------------------------------------------
 
