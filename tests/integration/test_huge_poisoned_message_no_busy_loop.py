@@ -18,7 +18,7 @@ from typing import Callable
 
 import pytest
 
-from minitask import Minitask
+from minitask import Minitask, chain
 from minitask.broker.keys import QueueKeys
 from minitask.worker import Worker
 from minitask.worker.outcomes import bury_poisoned
@@ -95,6 +95,35 @@ def test_a_message_too_long_to_read_in_pieces_is_buried_unread(
         said = [r.getMessage() for r in caplog.records]
         assert any("is not read" in line and "not carried on" in line for line in said), said
         assert client.zscore(keys.dead, task_id) is not None
+    finally:
+        app.close()
+        client.close()
+
+
+def test_a_huge_poisoned_workflow_step_ends_its_workflow(
+        start_redis: Callable[..., RedisServer]) -> None:
+    """Read in pieces, a huge poisoned step's message carries its workflow on: what
+    would have followed it is cancelled, as for any step that ends dead."""
+    server = start_redis()
+    client = server.client()
+    client.config_set("client-output-buffer-limit", "normal 1mb 0 0")
+    app = Minitask("hugechain", broker=server.url, max_deliveries=5,
+                   max_message_bytes=8 * 1024 * 1024)
+    big = app.task(name="big")(lambda blob: len(blob))
+    small = app.task(name="small")(lambda: "ok")
+    keys = QueueKeys("hugechain", "default")
+    try:
+        last = chain(big.s("x" * 3_000_000), small.si()).delay()
+        heads = [member for key in keys.ready for member in client.lrange(key, 0, -1)]
+        assert len(heads) == 1
+        task_id = heads[0].decode()
+        client.delete(*keys.ready)  # as a fetch leaves it: leased (expired), delivered 5 times
+        client.zadd(keys.leases, {task_id: 1})
+        client.hset(keys.deliveries, task_id, 5)
+        message, _ = bury_poisoned(app, "default", task_id)  # type: ignore[arg-type]
+        assert message is not None and message.workflow is not None
+        assert client.zscore(keys.dead, task_id) is not None
+        assert last.status() == "cancelled"
     finally:
         app.close()
         client.close()
