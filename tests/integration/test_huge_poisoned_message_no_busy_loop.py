@@ -61,6 +61,8 @@ def test_a_huge_poisoned_message_is_dead_lettered_without_a_busy_loop(
         assert client.zscore(keys.dead, huge.id) is not None, errors[:5]
         assert huge.status() == "failed"
         assert plain.status() == "succeeded"
+        assert any("lost the reply to fetch" in line and "client-output-buffer-limit" in line
+                   for line in errors), errors[:5]
         said = [line for line in errors if "dead-lettered task " + huge.id in line]
         assert len(said) == 1 and "3,000" in said[0], said
     finally:
