@@ -131,9 +131,6 @@ _SCRIPT_NOISE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_(?:script|functio
                            r"@user_(?:script|function):\d+: ")
 
 
-#: How Redis says that an ACL refused a command a script called, part way through the
-#: script (6.2 and 7.0; 7.2 and later): Redis checks the ACL at each command, so what
-#: the script wrote before it stands.
 #: How redis-py says the server closed the connection (at a read: the command sent).
 _CLOSED_BY_SERVER = "Connection closed by server"
 #: Said of a reply lost so: Redis closes a client whose reply is over its
@@ -142,6 +139,9 @@ _CLOSED_BY_SERVER = "Connection closed by server"
 CLOSED_AS_IT_REPLIED = ("; Redis closed the connection before its reply came, as it does "
                         "when a reply is over its client-output-buffer-limit (a task of a "
                         "huge message, say, at each fetch of it)")
+#: How Redis says that an ACL refused a command a script called, part way through the
+#: script (6.2 and 7.0; 7.2 and later): Redis checks the ACL at each command, so what
+#: the script wrote before it stands.
 _REFUSED_IN_SCRIPT = ("user executing the script", "ACL failure in script")
 
 
