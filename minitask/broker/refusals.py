@@ -131,6 +131,14 @@ _SCRIPT_NOISE = re.compile(r"\s*script: [0-9a-f]{40}, on @user_(?:script|functio
                            r"@user_(?:script|function):\d+: ")
 
 
+#: How redis-py says the server closed the connection (at a read: the command sent).
+_CLOSED_BY_SERVER = "Connection closed by server"
+#: Said of a reply lost so: Redis closes a client whose reply is over its
+#: client-output-buffer-limit, which a task of a huge message meets at each fetch of it
+#: (probe35 M1: "lost Redis" alone sent the operator to look at the network).
+CLOSED_AS_IT_REPLIED = ("; Redis closed the connection before its reply came, as it does "
+                        "when a reply is over its client-output-buffer-limit (a task of a "
+                        "huge message, say, at each fetch of it)")
 #: How Redis says that an ACL refused a command a script called, part way through the
 #: script (6.2 and 7.0; 7.2 and later): Redis checks the ACL at each command, so what
 #: the script wrote before it stands.
@@ -212,8 +220,9 @@ def broker_error(exc: BaseException, what: str, broker: str, *,
                    f"{_part_way(script)}")
     elif sent:
         message = (f"lost the reply to {what} (broker {broker}): "
-                   f"{without_script_marks(str(exc))}: the connection failed after the "
-                   f"command was written, so Redis may have run it")
+                   f"{without_script_marks(str(exc)).rstrip('. ')}: the connection failed "
+                   f"after the command was written, so Redis may have run it"
+                   f"{CLOSED_AS_IT_REPLIED if _CLOSED_BY_SERVER in str(exc) else ''}")
     else:
         message = f"could not {what} (broker {broker}): {without_script_marks(str(exc))}"
     # redis-py ends many of its errors with "." ("... Connection refused."): not ".;"

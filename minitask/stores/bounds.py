@@ -28,6 +28,13 @@ SLACK = 65_536
 ERROR_OUTCOME_BYTES = 4 * (ERROR_TEXT_MOST + ERROR_TRACE_MOST) + SLACK
 #: ``max_message_bytes``'s default (app.py); ``max_result_bytes`` defaults to it.
 DEFAULT_MESSAGE_BYTES = 1_048_576
+#: The most bytes of a message one reply carries when a poisoned task's burial reads it
+#: (``message_in_pieces``): well below the 1 MB a ``client-output-buffer-limit`` is
+#: often set to, over which Redis closes the connection instead of replying.
+PIECE_BYTES = 262_144
+#: The most pieces a message is read in: Redis copies the whole message at each
+#: (message_piece.lua), so a longer one (over 8 MiB) is measured and not read.
+PIECES_MOST = 32
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,41 @@ def message_from(ask: Ask, found: Field) -> Optional[bytes]:
         ignored(key, "it holds another type than a hash")
         return None
     return found if isinstance(found, bytes) else None
+
+
+def message_in_pieces(transport: Transport, key: str, task_id: str,
+                      most: int) -> Tuple[Optional[bytes], int]:
+    """A task's message in ``key`` and its length (0: none), read in pieces of at most
+    ``PIECE_BYTES`` (a short one in one round trip); one over ``PIECE_BYTES`` times
+    ``PIECES_MOST`` is measured and not read: (None, its length). The store calling
+    it registers ``hash_fields`` and ``message_piece``.
+
+    Raises:
+        DecodeError: the message is longer than ``most`` (``message_from``), or it
+            changed while it was read.
+    """
+    what = f"read message {task_id}"
+    found = read_fields(transport, [(key, task_id, min(most, PIECE_BYTES))], what)[0]
+    if not isinstance(found, TooLarge):
+        body = message_from((key, task_id, most), found)
+        return body, len(body or b"")
+    length = found.length
+    if length > most:
+        message_from((key, task_id, most), found)  # raises: no minitask wrote it
+    if length > PIECE_BYTES * PIECES_MOST:
+        return None, length
+    parts: List[bytes] = []
+    at = 0
+    while at < length:
+        reply = transport.run("message_piece", (key,), (task_id, at, PIECE_BYTES), what)
+        if int(reply[0]) <= 0:
+            return None, 0  # gone meanwhile (another fetch buried it), or another type
+        if int(reply[0]) != length or not reply[1]:
+            raise DecodeError(f"the message of task {printable(task_id)!r} changed while "
+                              f"it was read")
+        parts.append(reply[1])
+        at += len(reply[1])
+    return b"".join(parts), length
 
 
 def bounded_page(transport: Transport, key: str, start: int, stop: int, scores: bool,

@@ -16,6 +16,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from ..errors import BrokerError, DecodeError, EncodeError, ResultTooLarge, Retry, error_said
 from ..log_throttle import LogThrottle
 from ..printable import error_text, error_trace, log_error, own_logger, shown_id
+from ..stores.bounds import PIECE_BYTES, PIECES_MOST
 from ..stores.dead import Buried
 from ..stores.results import Ack, ResultStore
 from ..wire.message import MAX_ID_BYTES, Message, Outcome, to_ms
@@ -353,16 +354,25 @@ def bury_poisoned(host: Host, queue: str, task_id: str, trims: Optional[LogThrot
     """Dead-letter a task that killed its worker ``max_deliveries`` times (a fetch reports
     it); its message (None: undecodable, or another fetch buried it) and what it died of.
     ``trims``: the Recorder's (``trimmed_said``)."""
-    error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
-                         f"times (max_deliveries={host.max_deliveries}), or Redis refused "
-                         f"to record its outcome (the workers' logs say which)")
-    outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
-                      message=str(error), reason="worker lost")
-    try:
-        message: Optional[Message] = decode_message(
-            host.broker.queues.message_body(queue, task_id) or b"")
+    said, size, body = "", 0, None
+    try:  # a large message in pieces: Redis may close the connection of one reply of it
+        body, size = host.broker.queues.message_pieces(queue, task_id)
+        message: Optional[Message] = decode_message(body or b"")
     except DecodeError:
         message = None  # dead-lettered as it is; no workflow can be carried on
+    if size > PIECE_BYTES:  # (probe35 M1: every fetch of it cut, none could run it)
+        said = (f"; its message is {size:,} bytes{'' if body else ', not read'}: a "
+                f"fetch's reply carrying it may be over the server's "
+                f"client-output-buffer-limit, and Redis then closes the connection")
+    error = RuntimeError(f"the worker died while running it {host.max_deliveries} "
+                         f"times (max_deliveries={host.max_deliveries}), or Redis refused "
+                         f"to record its outcome (the workers' logs say which){said}")
+    outcome = Outcome("failed", host.clock.now_ms(), exc_type="WorkerLost",
+                      message=str(error), reason="worker lost")
+    if size and body is None:
+        logger.error("task %s of queue %r: its message of %s bytes is not read, over the "
+                     "%s bytes a burial reads: the workflow it may be a step of is not "
+                     "carried on", task_id, queue, f"{size:,}", f"{PIECE_BYTES * PIECES_MOST:,}")
     WorkflowSteps(host).ended_dead(message, outcome)
     results, name = host.broker.results, message.task if message else "?"
     buried = results.bury(

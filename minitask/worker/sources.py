@@ -18,6 +18,7 @@ from ..printable import own_logger, printable
 from ..stores.queue import FetchResult, FetchTerms
 from ..stores.results import Ack
 from ..wire.message import Message, SystemClock
+from .burials import Burials
 from .empties import EmptyQueues
 from .expiry import end_expired
 from .host import Host
@@ -101,6 +102,8 @@ class QueueSource:
         self.on_poisoned: Optional[Callable[[Message, BaseException], None]] = None
         #: Paces the lines saying a burial deleted old dead letters: the Recorder's.
         self.trims: Optional[LogThrottle] = None
+        #: Poisoned tasks whose burial failed, tried again after a growing wait.
+        self.burials = Burials(host)
         # per thread: its last fetch behind outcomes (ack_and_fetch), if it leased
         # nothing: (when its reply came, how long its round trip took, next_event_ms)
         self._looked = _Looked()
@@ -339,7 +342,8 @@ class QueueSource:
 
         What was leased is held first: a failure while burying must not leave a
         fresh batch leased to nobody. A poisoned task that could not be buried
-        stays leased and expired, and the next fetch reports it again.
+        stays leased, its lease pushed ahead by a growing wait (``Burials``): a fetch
+        reports it again then.
         """
         jobs: List[Job] = []
         for delivery in result.deliveries:  # a loop: a comprehension makes a function
@@ -354,10 +358,10 @@ class QueueSource:
         for task_id in result.poisoned:
             try:
                 message, error = bury_poisoned(self._host, queue, task_id, self.trims)
-            except BrokerError as exc:
-                logger.error("could not dead-letter task %s (%s); the next fetch tries again",
-                             task_id, exc)
+            except BrokerError as exc:  # tried again after a wait (its lease held back)
+                self.burials.failed(queue, task_id, exc)
                 continue
+            self.burials.buried(task_id)
             if message is not None and self.on_poisoned is not None:
                 self.on_poisoned(fetched_from(queue, message), error)
 

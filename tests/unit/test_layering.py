@@ -274,7 +274,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                  "stores.foreign", "worker.unconfirmed"}),
     "worker.unconfirmed": frozenset({"log_throttle", "printable"}),
     "worker.stray": frozenset({"printable"}),
-    "worker.outcomes": frozenset({"errors", "log_throttle", "printable", "stores.dead",
+    "worker.outcomes": frozenset({"errors", "log_throttle", "printable", "stores.bounds",
+                                  "stores.dead",
                                   "stores.results", "worker.acl_steps",
                                   "wire.message", "wire.serializer", "worker.host",
                                   "worker.leases", "worker.outages", "worker.outcome_batches",
@@ -319,9 +320,12 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.softlimit": frozenset({"errors", "printable"}),
     "worker.sources": frozenset({"broker.packing", "broker.transport", "errors", "log_throttle",
                                  "printable", "stores.queue", "stores.results", "wire.message",
-                                 "worker.empties", "worker.expiry", "worker.host",
+                                 "worker.burials", "worker.empties", "worker.expiry",
+                                 "worker.host",
                                  "worker.leases", "worker.outages", "worker.outcomes",
                                  "worker.stop"}),
+    # poisoned tasks whose burial failed, held back by a growing wait
+    "worker.burials": frozenset({"errors", "log_throttle", "printable", "worker.host"}),
     # the queues a worker found empty, skipped by its walk until a token says otherwise
     "worker.empties": frozenset({"errors", "printable", "stores.queue"}),
     "worker.stop": frozenset({"printable", "worker.leases", "worker.signals"}),
