@@ -38,10 +38,11 @@ UNRECORDABLE = ("protocol",)
 _refused: Set[str] = set()
 #: Most ids kept there (a bound, should outcomes never be recorded).
 _REFUSED_MOST = 10_000
-#: Tasks whose outcome write lost its reply (``BrokerError.sent``: the connection failed
-#: or timed out once the write was sent, as after a stall past the socket timeout),
-#: until it is recorded: that write most likely recorded it, and removed the lease, so
-#: a lease the retry finds gone is told so, not as a loss of Redis's. As bounded.
+#: Tasks whose outcome write lost its reply (``BrokerError.sent`` of an outage: the
+#: connection failed or timed out once the write was sent, as after a stall past the
+#: socket timeout), until it is recorded: that write most likely recorded it, and
+#: removed the lease, so a lease the retry finds gone is told so, not as a loss of
+#: Redis's. Bounded as ``_refused`` is.
 _unanswered: Set[str] = set()
 
 
@@ -238,8 +239,10 @@ class OutcomeBatches:
 
 def note_refused(jobs: Iterable[Job], exc: BrokerError) -> None:
     """Remember tasks whose outcome Redis refused for the ACL (``permission``), or whose
-    write lost its reply (``sent``: Redis may have made it), for ``warn_lost_lease``."""
-    for kept, noted in ((_refused, exc.reason == "permission"), (_unanswered, exc.sent)):
+    write lost its reply (``sent``, the link lost: Redis may have made it; not a
+    refusal part way, which leaves the lease), for ``warn_lost_lease``."""
+    lost_reply = exc.sent and exc.reason == "unreachable"
+    for kept, noted in ((_refused, exc.reason == "permission"), (_unanswered, lost_reply)):
         if noted:
             if len(kept) > _REFUSED_MOST:
                 kept.clear()

@@ -52,7 +52,7 @@ def test_a_retry_after_a_lost_reply_is_not_said_lost_by_redis(
     clock = ManualClock()
     holdings, job = _held(clock, "a")
     note_refused([job], BrokerError("could not record: Timeout reading from socket",
-                                    sent=True))
+                                    reason="unreachable", sent=True))
     clock.advance(2)
     [(level, text)] = _said(caplog, holdings, job, clock)
     assert level == logging.INFO and FIRST_WRITE in text and "first write's reply" in text
@@ -66,7 +66,8 @@ def test_a_retry_after_a_lost_reply_past_a_late_renewal_may_have_expired(
         caplog: pytest.LogCaptureFixture) -> None:
     clock = ManualClock()
     holdings, job = _held(clock, "a")
-    note_refused([job], BrokerError("could not record: Connection reset", sent=True))
+    note_refused([job], BrokerError("could not record: Connection reset",
+                                    reason="unreachable", sent=True))
     clock.advance(40)  # stalled past the lease
     holdings.leased_until(clock.now_ms() + LEASE_MS, clock.now_ms())
     [(level, text)] = _said(caplog, holdings, job, clock)
@@ -78,10 +79,17 @@ def test_an_unsent_failure_or_a_held_lease_forgets_nothing_wrongly(
         caplog: pytest.LogCaptureFixture) -> None:
     clock = ManualClock()
     holdings, job = _held(clock, "a")
-    note_refused([job], BrokerError("could not record: Connection refused"))  # not sent
+    note_refused([job], BrokerError("could not record: Connection refused",
+                                    reason="unreachable"))  # not sent
     [(_, text)] = _said(caplog, holdings, job, clock)
     assert LOST in text and FIRST_WRITE not in text
-    note_refused([job], BrokerError("could not record: Timeout", sent=True))
+    # refused part way (an ACL changed): the lease stays, no lost reply
+    note_refused([job], BrokerError("could not record: NOPERM", reason="permission",
+                                    sent=True))
+    [(_, text)] = _said(caplog, holdings, job, clock)
+    assert FIRST_WRITE not in text and "refused to record its outcome for the ACL" in text
+    note_refused([job], BrokerError("could not record: Timeout", reason="unreachable",
+                                    sent=True))
     assert _said(caplog, holdings, job, clock, still_held=True) == []  # recorded: forgotten
     [(_, text)] = _said(caplog, holdings, job, clock)
     assert LOST in text
