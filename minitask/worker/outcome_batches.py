@@ -241,12 +241,21 @@ def note_refused(jobs: Iterable[Job], exc: BrokerError) -> None:
     """Remember tasks whose outcome Redis refused for the ACL (``permission``), or whose
     write lost its reply (``sent``, the link lost: Redis may have made it; not a
     refusal part way, which leaves the lease), for ``warn_lost_lease``."""
-    lost_reply = exc.sent and exc.reason == "unreachable"
-    for kept, noted in ((_refused, exc.reason == "permission"), (_unanswered, lost_reply)):
-        if noted:
-            if len(kept) > _REFUSED_MOST:
-                kept.clear()
-            kept.update(job.task_id for job in jobs)
+    if exc.reason == "permission":
+        _kept(_refused, jobs)
+    if exc.sent and exc.reason == "unreachable":
+        note_unanswered(jobs)
+
+
+def note_unanswered(jobs: Iterable[Job]) -> None:
+    """Remember tasks whose outcome write lost its reply (``_unanswered``)."""
+    _kept(_unanswered, jobs)
+
+
+def _kept(kept: Set[str], jobs: Iterable[Job]) -> None:
+    if len(kept) > _REFUSED_MOST:
+        kept.clear()
+    kept.update(job.task_id for job in jobs)
 
 
 def recorded(job: Job, still_held: bool, holdings: Holdings, host: Host) -> None:

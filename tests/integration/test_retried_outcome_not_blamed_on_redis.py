@@ -31,14 +31,18 @@ TEXT = "a-reply-withheld-" + uuid.uuid4().hex
 DEADLINE = 60.0
 
 
+# the thread pool's recording step; the asyncio pool's, written from its event loop
+# (``LoopAcks``: its link's timeout), then again by a recording thread
+@pytest.mark.parametrize("pool", ["thread", "asyncio"])
 def test_an_outcome_whose_first_reply_was_lost_is_not_said_lost_by_redis(
-        start_redis: Callable[..., RedisServer], processes: Processes, tmp_path: Path) -> None:
+        start_redis: Callable[..., RedisServer], processes: Processes, tmp_path: Path,
+        pool: str) -> None:
     server = start_redis()
     proxy = CuttingProxy(server)
     log = tmp_path / "worker.log"
     app = Minitask("basic", broker=server.url)
     try:
-        processes.worker("tests.apps.basic", "--pool", "thread", "-c", "1",
+        processes.worker("tests.apps.basic", "--pool", pool, "-c", "1",
                          env={"MINITASK_BROKER_URL": proxy.url + "?socket_timeout=1"},
                          log=log)
         # a first task loads the outcome's scripts: the write held is one that runs
