@@ -5,7 +5,7 @@ import importlib
 import importlib.util
 from typing import Any, List, Optional
 
-from ._compat import entry_points_of
+from ._compat import EntryPoint, entry_points_of
 from .app import Minitask
 from .errors import AppNotFound, ConfigurationError
 
@@ -25,7 +25,7 @@ def load_app(spec: str, option: str = "-A") -> Minitask:
     """
     for entry_point in entry_points_of(APPS_GROUP):
         if entry_point.name == spec:
-            return _check(entry_point.load(), f"entry point {spec!r} ({entry_point.value})")
+            return _check(_loaded(entry_point), f"entry point {spec!r} ({entry_point.value})")
     module_name, _, attribute = spec.partition(":")
     _check_spec(spec, module_name, attribute, option)
     try:
@@ -51,6 +51,26 @@ def load_app(spec: str, option: str = "-A") -> Minitask:
                           f"one with {module_name}:attribute")
     raise AppNotFound(f"{option} {spec!r}: module {module_name!r} holds several apps "
                       f"({', '.join(sorted(apps))}); pick one with {module_name}:attribute")
+
+
+def _loaded(entry_point: EntryPoint) -> Any:
+    """What an entry point of ``minitask.apps`` names; a module missing as it loads (its
+    own, left by an uninstalled or moved package, or one it imports) is said in one
+    line naming the entry point, its distribution and that module, not a traceback."""
+    try:
+        return entry_point.load()
+    except ModuleNotFoundError as exc:
+        module, missing = entry_point.module, exc.name or str(exc)
+        dist = entry_point.dist
+        owner = (f"distribution {dist.name!r} {dist.version}" if dist is not None
+                 else "an unknown distribution")
+        if missing == module or module.startswith(missing + "."):
+            why = (f"its module {module!r} is not installed (reinstall the distribution, "
+                   f"or uninstall it if the app moved)")
+        else:
+            why = f"its module {module!r} imports {missing!r}, which is not installed"
+        raise AppNotFound(f"entry point {entry_point.name!r} of group {APPS_GROUP!r} "
+                          f"({entry_point.value}, from {owner}): {why}") from exc
 
 
 def _check_spec(spec: str, module_name: str, attribute: str, option: str) -> None:

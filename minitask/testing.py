@@ -187,8 +187,9 @@ def drain(app: Minitask, *, advance: float = 0.0, limit: Optional[int] = None) -
             number), or above 0 outside ``isolated``, or ``limit`` is no whole number
             above 0, or the window holds more than ``DRAIN_TICKS`` ticks of the app's
             schedules (nothing ran).
-        RuntimeError: more than ``limit`` attempts ran (a task that keeps enqueueing
-            work due at once): it names the tasks that ran most.
+        RuntimeError: more than ``limit`` attempts ran: it says how many tasks were
+            ready as drain began when they were more than ``limit``, else (a task
+            that keeps enqueueing work due at once) it names the tasks that ran most.
         BrokerError: Redis could not be reached (outside ``isolated``).
     """
     advance = _seconds(advance, "drain(advance=...)")
@@ -206,6 +207,7 @@ def drain(app: Minitask, *, advance: float = 0.0, limit: Optional[int] = None) -
     if isinstance(clock, TestClock):
         _publish(app)
         _check_ticks(app, _queues(app), target_ms, advance)
+    backlog = _ready(app, _queues(app))
     while True:
         queues = _queues(app)
         worker = app.worker(queues=queues, burst=True, subscriber=SUBSCRIBER)
@@ -213,9 +215,7 @@ def drain(app: Minitask, *, advance: float = 0.0, limit: Optional[int] = None) -
         while worker.run_once():
             ran += 1
             if ran > limit:
-                raise RuntimeError(f"drain() ran more than its limit of {limit:,} attempts: "
-                                   f"{_busiest(app, queues)} keep enqueueing more? "
-                                   f"Raise drain(limit=...) if the test runs more")
+                raise RuntimeError(_over_limit(app, queues, limit, backlog))
         if _queues(app) != queues:
             continue  # a task sent work to a queue this worker did not serve
         if not isinstance(clock, TestClock):
@@ -248,6 +248,27 @@ def _flow_due(app: Minitask, queues: List[str], after_ms: int, until_ms: int) ->
         replies = pipe.execute(raise_on_error=False)
     return [int(entry[0][1]) for entry in replies
             if isinstance(entry, list) and entry and float(entry[0][1]).is_integer()]
+
+
+def _ready(app: Minitask, queues: List[str]) -> Dict[str, int]:
+    """The ready tasks of each of ``queues`` that holds any (as drain begins)."""
+    counted = app.broker.queues.counts_many(queues) if queues else {}
+    return {queue: counts["ready"] for queue, counts in counted.items() if counts["ready"]}
+
+
+def _over_limit(app: Minitask, queues: List[str], limit: int, backlog: Dict[str, int]) -> str:
+    """Why drain ran past ``limit``: a backlog larger than it as drain began, said as
+    such (no task need enqueue more), else the tasks that ran most (``_busiest``), which
+    may keep enqueueing more."""
+    said = f"drain() ran more than its limit of {limit:,} attempts: "
+    total = sum(backlog.values())
+    if total > limit:
+        where = (f"queue {next(iter(backlog))!r}" if len(backlog) == 1
+                 else f"{len(backlog)} queues")
+        return (said + f"{where} held {total:,} tasks ready as it began, more than the "
+                f"limit. Raise drain(limit=...) to run them all")
+    return (said + f"{_busiest(app, queues)} keep enqueueing more? "
+            f"Raise drain(limit=...) if the test runs more")
 
 
 def _busiest(app: Minitask, queues: List[str]) -> str:

@@ -181,8 +181,10 @@ def _embedded(path: str | None) -> Connection:
 
 
 def _from_url(url: str) -> Connection:
-    masked = mask_url(url)
     scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme in _BUILDERS:  # case-insensitive (RFC 3986), redis-py's from_url is not:
+        url = scheme + url[len(scheme):]  # REDIS:// handed on as redis://
+    masked = mask_url(url)
     if scheme == "embedded":
         return _embedded(unquote(url[len("embedded://"):]) or None)
     build = _BUILDERS.get(scheme)

@@ -266,9 +266,11 @@ class Worker:
             self.hooks.call("worker_shutdown", self)
 
     def starting(self, stop: Optional[threading.Event] = None) -> None:
-        """Announce this worker, register its queues, write its schedules (BUSY: waited out)."""
-        log_banner(self)
+        """Register this worker's queues, write its schedules (BUSY: waited out), then
+        announce it: a start that fails (Redis unreachable, an ACL) prints its error
+        alone, no banner of a worker that never served."""
         through_busy(lambda: start_steps(self), "start", stop or self._stop.event)
+        log_banner(self)
 
     def forking(self) -> ContextManager[None]:
         """What a process pool holds while it forks a child (see ``Connections.forking``)."""

@@ -31,7 +31,7 @@ from ..wire.message import Message
 from .broadcasts import BroadcastSource
 from .host import Host
 from .leases import Holdings, Job
-from .outcome_batches import note_refused, recorded
+from .outcome_batches import note_refused, note_unanswered, recorded
 from .outcomes import Recorder
 from .progress import ProgressWriter
 from .sources import NOTHING, QueueSource
@@ -46,6 +46,10 @@ REST = 1.0
 #: the recording threads would have had twice over (a pool of 10,000 slots whose
 #: attempts all end at once must not open 10,000).
 MOST_LINKS = 8
+#: The mark ``LoopLink.exchange`` sets on the error of a round trip that failed once
+#: its command was written (a timeout, a connection lost): Redis may have run it. On
+#: the error itself: a loop's round trips run side by side.
+WRITTEN = "minitask_written"
 
 
 class Answer(NamedTuple):
@@ -140,6 +144,7 @@ class LoopLink:
                 failure = TimeoutError(f"no reply from Redis within {self._timeout} s (the "
                                        f"broker client's socket_timeout)")
             self._expired.discard(writer)
+            setattr(failure, WRITTEN, True)
             if cancelled:
                 raise Cancelled(None, failure) from exc
             if failure is not exc:
@@ -425,6 +430,8 @@ class LoopAcks:
             # loaded, a refusal, a cancel as it connected: the recording threads' to ride
             if isinstance(exc, BrokerError):
                 note_refused(jobs, exc)
+            elif getattr(exc, WRITTEN, False):  # the threads' write may find no lease
+                note_unanswered(jobs)
             self._holdings.restore_acks(acks)
             if not _no_script(exc):  # (else loaded as the threads send it: no rest)
                 self._resting_until = time.monotonic() + REST

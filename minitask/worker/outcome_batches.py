@@ -38,6 +38,12 @@ UNRECORDABLE = ("protocol",)
 _refused: Set[str] = set()
 #: Most ids kept there (a bound, should outcomes never be recorded).
 _REFUSED_MOST = 10_000
+#: Tasks whose outcome write lost its reply (``BrokerError.sent`` of an outage: the
+#: connection failed or timed out once the write was sent, as after a stall past the
+#: socket timeout), until it is recorded: that write most likely recorded it, and
+#: removed the lease, so a lease the retry finds gone is told so, not as a loss of
+#: Redis's. Bounded as ``_refused`` is.
+_unanswered: Set[str] = set()
 
 
 class FetchBehindAcks(Protocol):
@@ -232,11 +238,24 @@ class OutcomeBatches:
 
 
 def note_refused(jobs: Iterable[Job], exc: BrokerError) -> None:
-    """Remember tasks whose outcome Redis refused for the ACL (``permission``)."""
+    """Remember tasks whose outcome Redis refused for the ACL (``permission``), or whose
+    write lost its reply (``sent``, the link lost: Redis may have made it; not a
+    refusal part way, which leaves the lease), for ``warn_lost_lease``."""
     if exc.reason == "permission":
-        if len(_refused) > _REFUSED_MOST:
-            _refused.clear()
-        _refused.update(job.task_id for job in jobs)
+        _kept(_refused, jobs)
+    if exc.sent and exc.reason == "unreachable":
+        note_unanswered(jobs)
+
+
+def note_unanswered(jobs: Iterable[Job]) -> None:
+    """Remember tasks whose outcome write lost its reply (``_unanswered``)."""
+    _kept(_unanswered, jobs)
+
+
+def _kept(kept: Set[str], jobs: Iterable[Job]) -> None:
+    if len(kept) > _REFUSED_MOST:
+        kept.clear()
+    kept.update(job.task_id for job in jobs)
 
 
 def recorded(job: Job, still_held: bool, holdings: Holdings, host: Host) -> None:
@@ -244,14 +263,32 @@ def recorded(job: Job, still_held: bool, holdings: Holdings, host: Host) -> None
     this worker can tell (``holdings``: how long its leases had left)."""
     if still_held:
         _refused.discard(job.task_id)
+        _unanswered.discard(job.task_id)
     else:
         warn_lost_lease(job, holdings, host)
 
 
 def warn_lost_lease(job: Job, holdings: Holdings, host: Host) -> None:
-    """Say that Redis held no lease for ``job`` as its outcome was recorded: refused for
-    the ACL until it expired; gone before it could expire, by the worker's renewals
+    """Say that Redis held no lease for ``job`` as its outcome was recorded: removed by
+    an earlier write of it whose reply was lost (``_unanswered``); refused for the ACL
+    until it expired; gone before it could expire, by the worker's renewals
     (``Holdings.lease_left_ms``: Redis lost it); or expired, or maybe so."""
+    left_ms = holdings.lease_left_ms(job.task_id, host.clock.now_ms())
+    held_on = left_ms is not None and left_ms > LEASE_MARGIN_MS
+    if job.task_id in _unanswered:
+        _unanswered.discard(job.task_id)
+        _refused.discard(job.task_id)
+        said = ("task %s: its outcome was written again, its first write's reply having "
+                "been lost (the connection failed or timed out once the write was sent: a "
+                "stall past the socket timeout...), and found no lease: it was most likely "
+                "recorded by that write, which removes the lease")
+        if held_on:
+            logger.info(said, job.task_id)
+        else:  # the lease may have run out before that write: then it may run again
+            logger.warning(said + "; or its lease had expired before that write and it may "
+                           "have been delivered again; raise visibility_timeout if tasks "
+                           "stall this long", job.task_id)
+        return
     if job.task_id in _refused:
         _refused.discard(job.task_id)
         logger.warning("task %s: Redis refused to record its outcome for the ACL (see the "
@@ -259,8 +296,7 @@ def warn_lost_lease(job: Job, holdings: Holdings, host: Host) -> None:
                        "had expired, and it may have been delivered again; give the user "
                        "every command of the docs' ACL list", job.task_id)
         return
-    left_ms = holdings.lease_left_ms(job.task_id, host.clock.now_ms())
-    if left_ms is not None and left_ms > LEASE_MARGIN_MS:
+    if left_ms is not None and held_on:
         logger.warning("task %s: Redis no longer held its lease, %.0f s before the lease "
                        "could expire (this worker renewed it): Redis lost it, likely with the "
                        "rest of the task's data (a restart without persistence, a failover to "

@@ -6,15 +6,13 @@ yet is still waited for. Real TTLs on the suite's own redis-server; an in-proces
 worker runs the tasks (``burst``)."""
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
-from typing import Any, Callable, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable
 
 import pytest
 
-from minitask import GroupHandle, Minitask, ResultTimeout, chain, chord, group
+from minitask import GroupHandle, Minitask, chain, chord, group
 from minitask.broker.keys import queue_keys
+from tests.support.lost_steps import aget, ended_at_once, raised, raised_unbounded
 from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180),
@@ -22,9 +20,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180),
 
 #: The keys of the app's default queue.
 KEYS = queue_keys("gonesteps", "default")
-
-#: What an at-once raise may take: generous, for a loaded 2-core machine.
-SLACK = 6.0
 
 #: The timeout given to a wait that must end at once (before: it waited this long).
 LONG = 20.0
@@ -55,44 +50,6 @@ def expired(app: Minitask, task_ids: Iterable[str]) -> None:
                    message=f"the result of {task_id} to expire (result_ttl 1 s)")
 
 
-def raised(wait: Callable[[], Any]) -> Tuple[float, str]:
-    """How long ``wait`` took to raise ResultTimeout, and its message."""
-    began = time.monotonic()
-    with pytest.raises(ResultTimeout) as caught:
-        wait()
-    return time.monotonic() - began, str(caught.value)
-
-
-def raised_unbounded(wait: Callable[[], Any]) -> str:
-    """``wait`` (a ``timeout=None`` wait) raised ResultTimeout at once, on a thread
-    joined with a deadline: before the fix it waited for ever."""
-    said: List[str] = []
-
-    def run() -> None:
-        try:
-            wait()
-        except ResultTimeout as exc:
-            said.append(str(exc))
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    thread.join(SLACK + 2)
-    assert not thread.is_alive(), "a timeout=None wait on a gone task is still waiting"
-    assert said, "it ended without raising ResultTimeout"
-    return said[0]
-
-
-def aget(app: Minitask, handle: Any, timeout: float) -> Any:
-    """``handle.aget(timeout)`` on a loop of its own (the app's async clients closed)."""
-    async def run() -> Any:
-        try:
-            return await handle.aget(timeout=timeout)
-        finally:
-            await app.aclose()
-
-    return asyncio.run(run())
-
-
 def says_gone(said: str, task_id: str, name: str = "gone.short") -> None:
     assert f"task {task_id} is unknown" in said, said
     assert f"task {name!r} was sent" in said, said
@@ -106,14 +63,12 @@ def test_a_groups_expired_member_ends_its_get_at_once(app: Minitask) -> None:
     assert handle.get(timeout=30) == [1, 2, 3]
     expired(app, [member.id for member in handle.handles])
     first = handle.handles[0]
-    took, said = raised(lambda: handle.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: handle.get(timeout=LONG))
     assert said.startswith(f"group {handle.id} can never finish: its task 1 of 3 "), said
     says_gone(said, first.id)
     says_gone(raised_unbounded(handle.get), first.id)
     says_gone(raised_unbounded(first.get), first.id)
-    took, said = raised(lambda: aget(app, first, LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: aget(app, first, LONG))
     says_gone(said, first.id)
 
 
@@ -132,16 +87,13 @@ def test_a_later_step_that_expired_ends_get_and_aget_at_once(app: Minitask,
     step = handle.handles[0] if isinstance(handle, GroupHandle) else handle
     assert step.get(timeout=30) in (1, 2)
     expired(app, [step.id])
-    took, said = raised(lambda: handle.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: handle.get(timeout=LONG))
     says_gone(said, step.id)
-    took, said = raised(lambda: aget(app, step, LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: aget(app, step, LONG))
     says_gone(said, step.id)
     says_gone(raised_unbounded(step.get), step.id)
     if not isinstance(handle, GroupHandle):  # rebuilt in another process: the same
-        took, said = raised(lambda: app.handle(handle.id).get(timeout=LONG))
-        assert took < SLACK, (took, said)
+        said = ended_at_once(lambda: app.handle(handle.id).get(timeout=LONG))
         assert f"task {handle.id} is unknown" in said, said
         assert "expired (result_ttl) or was forgotten" in said, said
 
@@ -155,17 +107,14 @@ def test_a_member_forgotten_by_another_process_ends_get_at_once(app: Minitask) -
     assert handle.get(timeout=30) == [1, 1, 1]
     forgotten = handle.handles[1]
     assert app.handle(forgotten.id).forget()  # another handle: another process's
-    took, said = raised(lambda: handle.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: handle.get(timeout=LONG))
     assert said.startswith(f"group {handle.id} can never finish: its task 2 of 3 "), said
     says_gone(said, forgotten.id, "gone.keep")
     says_gone(raised_unbounded(handle.get), forgotten.id, "gone.keep")
-    took, said = raised(lambda: aget(app, forgotten, LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: aget(app, forgotten, LONG))
     says_gone(said, forgotten.id, "gone.keep")
     rebuilt = app.group_handle(handle.id)  # rebuilt: the task's name is not known there
-    took, said = raised(lambda: rebuilt.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: rebuilt.get(timeout=LONG))
     assert f"task {forgotten.id} is unknown" in said and "it was sent" in said, said
 
 
@@ -175,8 +124,7 @@ def test_a_first_task_forgotten_elsewhere_ends_a_groups_get(app: Minitask) -> No
     run_all(app)
     assert handle.get(timeout=30) == [0, 1, 2, 3]
     assert app.handle(handle.handles[2].id).forget()
-    took, said = raised(lambda: handle.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: handle.get(timeout=LONG))
     says_gone(said, handle.handles[2].id, "gone.keep")
 
 

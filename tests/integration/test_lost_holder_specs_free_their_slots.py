@@ -19,18 +19,15 @@ the unfixed tree that start never came (the wait fails at its deadline).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Dict, Iterator
 
 import pytest
 import redis
 
-from minitask import Minitask
 from minitask.admin.queues import queue_counts
-from minitask.broker.keys import QueueKeys
-from tests.apps import lost_slots
 from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
+from tests.support.held_slots import KEYS, LIMITER, LOST, PARK, Held, Plant, held_for, spec_set
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
@@ -38,12 +35,6 @@ pytestmark = pytest.mark.integration
 
 #: Bound on each wait (s), on a loaded machine.
 DEADLINE = 60.0
-KEYS = QueueKeys("slots", "default")
-LIMITED = "tests.apps.lost_slots.limited"
-GROUPED = "tests.apps.lost_slots.grouped"
-LIMITER = f"{len(LIMITED)}:{LIMITED}"
-
-Plant = Callable[["redis.Redis[bytes]", str], Any]
 
 
 def _flow_of_another_type(client: "redis.Redis[bytes]", holder: str) -> None:
@@ -53,36 +44,19 @@ def _flow_of_another_type(client: "redis.Redis[bytes]", holder: str) -> None:
 
 #: What happens to the holder's spec while it runs.
 PLANTS: Dict[str, Plant] = {
-    "flow deleted": lambda client, holder: client.delete(KEYS.flow),
+    **LOST,
     "flow of another type": _flow_of_another_type,
-    "its spec deleted": lambda client, holder: client.hdel(KEYS.flow, holder),
-    "its spec junk": lambda client, holder: client.hset(KEYS.flow, holder, "junk"),
-    "its spec of another group or limiter": lambda client, holder: client.hset(
-        KEYS.flow, holder, "9:some.task\n0\n0\n1\n0\n0\n1\n0\n0\nOther"),
+    "its spec junk": spec_set("junk"),
+    "its spec of another group or limiter": spec_set(
+        "9:some.task\n0\n0\n1\n0\n0\n1\n0\n0\nOther"),
 }
 
 
-class Held:
-    """The test's side: the app's tasks on the test's server, its worker, the log."""
-
-    def __init__(self, server: RedisServer, processes: Processes, logs: Path) -> None:
-        self.server, self.processes, self.logs = server, processes, logs
-        self.client = server.client()
-        self.app = Minitask("slots", broker=server.client())
-        self.limited = self.app.task(name=LIMITED, max_running=1)(lost_slots.limited.func)
-        self.grouped = self.app.task(name=GROUPED, group_by="account",
-                                     group_max_running=1)(lost_slots.grouped.func)
-
-    def worker(self, pool: str) -> Any:
-        return self.processes.worker(
-            "tests.apps.lost_slots", "--pool", pool, "-c", "4", "--loglevel", "WARNING",
-            env={"MINITASK_BROKER_URL": self.server.url}, log=self.logs / "worker.log")
+class Holders(Held):
+    """Tasks of either kind sent, and their starts awaited."""
 
     def send(self, kind: str, tag: str) -> Any:
         return self.limited.delay(tag) if kind == "limited" else self.grouped.delay("A", tag)
-
-    def log(self) -> List[str]:
-        return [raw.decode() for raw in self.client.lrange("slots:log", 0, -1)]
 
     def started(self, *tags: str) -> None:
         wanted = {f"start:{tag}" for tag in tags}
@@ -92,25 +66,15 @@ class Held:
 
 @pytest.fixture
 def held(logged_server: RedisServer, processes: Processes, tmp_path: Path,
-         request: pytest.FixtureRequest) -> Iterator[Held]:
-    made = Held(logged_server, processes, tmp_path)
-    try:
-        yield made
-    finally:
-        log = tmp_path / "worker.log"
-        if did_fail(request) and log.exists():
-            print(log.read_text(errors="replace")[-6000:])
-        processes.kill_all()
-        made.app.close()
-        made.client.close()
+         request: pytest.FixtureRequest) -> Iterator[Holders]:
+    yield from held_for(Holders(logged_server, processes, tmp_path), request)
 
 
-def _waiting_for_its_slot(held: Held, kind: str) -> None:
+def _waiting_for_its_slot(held: Holders, kind: str) -> None:
     """Wait until the tasks sent after the holder wait for its slot: parked by their
     limiter, or their group out of the rotation (no token)."""
     if kind == "limited":
-        park = f"{KEYS.flow_prefix}{LIMITER}:park"
-        wait_until(lambda: held.client.llen(park) >= 1
+        wait_until(lambda: held.client.llen(PARK) >= 1
                    and held.client.zscore(KEYS.flow_due, LIMITER) is None,
                    timeout=DEADLINE, message="the next task to wait for the slot")
     else:
@@ -120,7 +84,7 @@ def _waiting_for_its_slot(held: Held, kind: str) -> None:
                    message="the group to leave the rotation for the slot")
 
 
-def _nothing_ready_nor_left(held: Held) -> None:
+def _nothing_ready_nor_left(held: Holders) -> None:
     """The counts true: nothing ready (every task started), no group kept."""
     counts = queue_counts(held.app, "default")
     assert counts["ready"] == 0, counts
@@ -136,7 +100,7 @@ def _nothing_ready_nor_left(held: Held) -> None:
                          + [("grouped", "flow deleted", "process"),
                             ("limited", "its spec deleted", "process")])
 def test_a_task_sent_after_its_slot_holders_spec_is_lost_runs(
-        held: Held, tmp_path: Path, kind: str, plant: str, pool: str) -> None:
+        held: Holders, tmp_path: Path, kind: str, plant: str, pool: str) -> None:
     held.worker(pool)
     first = held.send(kind, "t0")
     held.started("t0")  # it holds the slot, until slots:go
@@ -163,7 +127,7 @@ def test_a_task_sent_after_its_slot_holders_spec_is_lost_runs(
 
 
 def test_the_probes_case_the_groups_next_task_runs_and_is_counted_true(
-        held: Held) -> None:
+        held: Holders) -> None:
     """probe33 F3 as found: three tasks of a group (``group_max_running=1``) sent, the
     first holding the slot, the other two waiting for it; the flow hash deleted; a
     fourth sent at once. The two whose specs went leave the group and run as ungrouped
@@ -189,7 +153,7 @@ def test_the_probes_case_the_groups_next_task_runs_and_is_counted_true(
                                          ("grouped", "its spec junk"),
                                          ("limited", "its spec deleted")])
 def test_a_task_waiting_when_its_slot_holders_spec_is_lost_runs_once_a_worker_starts(
-        held: Held, kind: str, plant: str) -> None:
+        held: Holders, kind: str, plant: str) -> None:
     """The spec lost while the next task waits already (its group out of the rotation,
     or parked by its limiter, for the holder's outcome), and nothing sent after: that
     outcome re-arms nothing, and no fetch meets the full set. A worker's start makes

@@ -22,18 +22,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
-import redis
 
-from minitask import Minitask
-from minitask.broker.keys import QueueKeys
 from minitask.stores.flow_rearm import REARM_EVERY_MS
-from tests.apps import lost_slots
 from tests.support.fair import warnings_logged_server  # noqa: F401 (a fixture)
+from tests.support.held_slots import KEYS, LIMITER, LOST, PARK, Held, Plant, held_for, spec_set
 from tests.support.processes import Processes
-from tests.support.reports import did_fail
 from tests.support.servers import RedisServer
 from tests.support.waiting import wait_until
 
@@ -41,42 +37,17 @@ pytestmark = pytest.mark.integration
 
 #: Bound on each wait (s), on a loaded machine: a re-arm period and a heartbeat, and room.
 DEADLINE = REARM_EVERY_MS / 1000 + 50.0
-KEYS = QueueKeys("slots", "default")
-LIMITED = "tests.apps.lost_slots.limited"
-LIMITER = f"{len(LIMITED)}:{LIMITED}"
-PARK = f"{KEYS.flow_prefix}{LIMITER}:park"
-
-Plant = Callable[["redis.Redis[bytes]", str], Any]
 
 #: What happens to the holder's spec (or the whole flow hash) while it runs.
 PLANTS: Dict[str, Plant] = {
-    "flow deleted": lambda client, holder: client.delete(KEYS.flow),
-    "its spec deleted": lambda client, holder: client.hdel(KEYS.flow, holder),
-    "its spec junk": lambda client, holder: client.hset(KEYS.flow, holder, b"\xff\xfejunk"),
-    "its spec of another limiter": lambda client, holder: client.hset(
-        KEYS.flow, holder, "9:some.task\n0\n0\n1\n0\n0"),
+    **LOST,
+    "its spec junk": spec_set(b"\xff\xfejunk"),
+    "its spec of another limiter": spec_set("9:some.task\n0\n0\n1\n0\n0"),
 }
 
 
-class Held:
-    """The test's side: the limited task on the test's server, its workers, the log."""
-
-    def __init__(self, server: RedisServer, processes: Processes, logs: Path) -> None:
-        self.server, self.processes, self.logs = server, processes, logs
-        self.client = server.client()
-        self.app = Minitask("slots", broker=server.client())
-        self.limited = self.app.task(name=LIMITED, max_running=1)(lost_slots.limited.func)
-        self.workers = 0
-
-    def worker(self, pool: str) -> Any:
-        self.workers += 1
-        return self.processes.worker(
-            "tests.apps.lost_slots", "--pool", pool, "-c", "4", "--loglevel", "WARNING",
-            env={"MINITASK_BROKER_URL": self.server.url},
-            log=self.logs / f"worker-{self.workers}.log")
-
-    def log(self) -> List[str]:
-        return [raw.decode() for raw in self.client.lrange("slots:log", 0, -1)]
+class Parked(Held):
+    """The limited task's holder and the tasks parked for its slot."""
 
     def parked_behind(self, holder: Any, waiting: int) -> None:
         """``holder`` started, and ``waiting`` tasks parked for its slot (no due time)."""
@@ -91,20 +62,11 @@ class Held:
 
 @pytest.fixture
 def held(logged_server: RedisServer, processes: Processes, tmp_path: Path,
-         request: pytest.FixtureRequest) -> Iterator[Held]:
-    made = Held(logged_server, processes, tmp_path)
-    try:
-        yield made
-    finally:
-        if did_fail(request):
-            for log in sorted(tmp_path.glob("worker-*.log")):
-                print(f"----- {log}\n{log.read_text(errors='replace')[-4000:]}")
-        processes.kill_all()
-        made.app.close()
-        made.client.close()
+         request: pytest.FixtureRequest) -> Iterator[Parked]:
+    yield from held_for(Parked(logged_server, processes, tmp_path), request)
 
 
-def _all_ran(held: Held, handles: List[Any]) -> None:
+def _all_ran(held: Parked, handles: List[Any]) -> None:
     assert [handle.get(timeout=DEADLINE) for handle in handles] == [
         f"t{n}" for n in range(1, len(handles) + 1)]
     assert held.client.llen(PARK) == 0
@@ -113,7 +75,7 @@ def _all_ran(held: Held, handles: List[Any]) -> None:
 
 @pytest.mark.parametrize("plant, pool", [(plant, "thread") for plant in sorted(PLANTS)]
                          + [("flow deleted", "process")])
-def test_parked_tasks_run_on_the_live_worker(held: Held, tmp_path: Path, plant: str,
+def test_parked_tasks_run_on_the_live_worker(held: Parked, tmp_path: Path, plant: str,
                                              pool: str) -> None:
     held.worker(pool)
     first = held.limited.delay("t0")
@@ -128,7 +90,7 @@ def test_parked_tasks_run_on_the_live_worker(held: Held, tmp_path: Path, plant: 
         assert "minitask: freed 1 slot(s) of " in text and first.id in text, text[-3000:]
 
 
-def test_parked_tasks_run_after_a_restart_when_the_flow_hash_was_lost(held: Held) -> None:
+def test_parked_tasks_run_after_a_restart_when_the_flow_hash_was_lost(held: Parked) -> None:
     """M1 as found: the whole flow hash deleted while the holder runs and three wait;
     the worker stopped as the holder ends, and another started. Before, a fetch did
     no flow control with the hash empty: the limiter made due at the start was never
@@ -145,7 +107,7 @@ def test_parked_tasks_run_after_a_restart_when_the_flow_hash_was_lost(held: Held
     _all_ran(held, parked)
 
 
-def test_a_limiter_of_live_holders_keeps_its_limit(held: Held) -> None:
+def test_a_limiter_of_live_holders_keeps_its_limit(held: Parked) -> None:
     """The re-arm frees no slot whose holder runs under its lease with its spec: the
     parked task waits through re-arm periods, and runs after the holder's outcome."""
     held.worker("thread")

@@ -8,7 +8,6 @@ purged or is gone, and the steps read ``gone``. A later step whose senders are s
 queued (nothing purged) is waited for as before."""
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Dict
 
 import pytest
@@ -16,7 +15,7 @@ import pytest
 from minitask import Minitask, ResultTimeout, chain, chord
 from minitask.admin import purge_ready
 from minitask.admin.workflows import workflow
-from tests.integration.test_gone_steps_end_the_wait import SLACK, raised, raised_unbounded
+from tests.support.lost_steps import aget, ended_at_once, raised_unbounded
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180),
               pytest.mark.app("purgedsteps", on="server")]
@@ -34,16 +33,6 @@ def tasks(app: Minitask) -> Dict[str, Any]:
         return sum(values)
 
     return {"add": add, "total": total}
-
-
-def aget(app: Minitask, handle: Any, timeout: Any) -> Any:
-    async def run() -> Any:
-        try:
-            return await handle.aget(timeout=timeout)
-        finally:
-            await app.aclose()
-
-    return asyncio.run(run())
 
 
 def says_purged(said: str, handle: Any) -> None:
@@ -67,12 +56,10 @@ def test_a_workflow_whose_steps_were_purged_ends_get_and_aget_at_once(
     assert purge_ready(app, "default") >= 1
     while app.worker(burst=True).run_once():  # nothing to run: all purged
         pass
-    took, said = raised(lambda: handle.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: handle.get(timeout=LONG))
     says_purged(said, handle)
     says_purged(raised_unbounded(handle.get), handle)
-    took, said = raised(lambda: aget(app, handle, LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: aget(app, handle, LONG))
     says_purged(said, handle)
     with pytest.raises(ResultTimeout) as caught:
         aget(app, handle, None)
@@ -88,8 +75,7 @@ def test_a_chord_with_one_member_purged_is_gone_once_the_others_ended(
     handle = chord([named["add"].s(i, 1) for i in range(3)], named["total"].s()).delay()
     assert app.worker(burst=True).run_once()  # one member ran
     assert purge_ready(app, "default") == 2
-    took, said = raised(lambda: handle.get(timeout=LONG))
-    assert took < SLACK, (took, said)
+    said = ended_at_once(lambda: handle.get(timeout=LONG))
     says_purged(said, handle)
     found = workflow(app, getattr(handle, "workflow_id", None) or handle.id)
     assert found is not None and found["counts"] == {"succeeded": 1, "gone": 3}, found

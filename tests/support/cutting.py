@@ -1,5 +1,6 @@
 """A TCP proxy to a test's redis-server that can lose a reply: a command reaches Redis
-and runs, then the connection is closed before any byte of its reply comes back; and a
+and runs, then the connection is closed before any byte of its reply comes back (or,
+``hold_reply_to``, left open with no reply: the client's socket timeout ends it); and a
 stand-in for a transport's round trips that loses chosen replies the same way
 (``lose_replies``: where no proxy can pick the call, such as one call of a block sent a
 call at a time); what a send whose reply was lost must say (``said_lost``), and async
@@ -23,14 +24,18 @@ class CuttingProxy:
     """Forwards every connection to ``server``; ``cut_reply_to(marker)`` arms it: the
     reply to the first write holding ``marker`` (also split across two reads) is
     dropped and that connection closed (a marker: the reply of a connection's set-up,
-    say, is never the one cut)."""
+    say, is never the one cut). ``hold_reply_to(marker)``: that reply is withheld and
+    the connection left open, as a stalled Redis or a stalled client leaves it: the
+    client's socket timeout gives up on a command Redis ran (``holds`` counts them)."""
 
     def __init__(self, server: RedisServer) -> None:
         self.upstream = ("127.0.0.1", server.port)
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port = self._listener.getsockname()[1]
         self._marker: Optional[bytes] = None
+        self._holding = False  # the armed marker's reply is withheld, not cut
         self.cuts = 0
+        self.holds = 0
         self._sockets: List[socket.socket] = []
         self._closed = False
         threading.Thread(target=self._accept, daemon=True).start()
@@ -40,6 +45,11 @@ class CuttingProxy:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def cut_reply_to(self, marker: bytes) -> None:
+        self._holding = False
+        self._marker = marker
+
+    def hold_reply_to(self, marker: bytes) -> None:
+        self._holding = True
         self._marker = marker
 
     def _accept(self) -> None:
@@ -52,14 +62,16 @@ class CuttingProxy:
             upstream.settimeout(None)
             self._sockets += [client, upstream]
             cut = threading.Event()  # this connection's next reply is dropped
-            threading.Thread(target=self._pump, args=(client, upstream, cut, False),
+            held = threading.Event()  # ... or withheld, the connection left open
+            threading.Thread(target=self._pump, args=(client, upstream, cut, False, held),
                              daemon=True).start()
-            threading.Thread(target=self._pump, args=(upstream, client, cut, True),
+            threading.Thread(target=self._pump, args=(upstream, client, cut, True, held),
                              daemon=True).start()
 
     def _pump(self, source: socket.socket, target: socket.socket, cut: threading.Event,
-              replies: bool) -> None:
+              replies: bool, held: threading.Event) -> None:
         tail = b""  # the end of the last read: a marker may be split across two
+        withheld = False  # a reply of this connection was withheld (counted once)
         try:
             while True:
                 data = source.recv(65536)
@@ -68,12 +80,16 @@ class CuttingProxy:
                 marker = self._marker
                 if not replies and marker is not None and _holds(tail, data, marker):
                     self._marker = None
-                    cut.set()
+                    (held if self._holding else cut).set()
                 if not replies:
                     tail = (tail + data[-_TAIL:])[-_TAIL:]
                 if replies and cut.is_set():
                     self.cuts += 1
                     break  # the reply dropped: both ends closed below
+                if replies and held.is_set():
+                    self.holds += not withheld
+                    withheld = True
+                    continue  # withheld, and every reply after it on this connection
                 target.sendall(data)
         except OSError:
             pass
