@@ -18,12 +18,13 @@ import time
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Tuple
+from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
 
 import redis
 
 from .cluster import ClusterWaiter, wait_readable
-from .packing import PackedScript
+from .packing import PackedScript, command
+from .writes import WriteFailed
 
 
 def _fork_mark() -> "Optional[mmap.mmap]":
@@ -120,11 +121,50 @@ def has_input(sock: socket.socket) -> bool:
 
 
 def load_and_run(connection: Any, script: PackedScript, packed: bytes) -> Any:
-    """Load a script the server answered NOSCRIPT for, then run the call again."""
+    """Load a script the server answered NOSCRIPT for, then run the call again (the
+    server forgot scripts, SCRIPT FLUSH: ``load_first`` loads them all again)."""
+    connection._minitask_loaded = None
     connection.send_command("SCRIPT", "LOAD", script.source)
     connection.read_response()
     connection.send_packed_command([packed])
     return connection.read_response()
+
+
+def load_first(connection: Any, scripts: Sequence[PackedScript]) -> None:
+    """Before a write of several script calls: load (SCRIPT LOAD, one round trip, before
+    any call is written) each of ``scripts`` not loaded on this connection since it
+    connected, so that Redis runs the calls in the order written. Redis answers NOSCRIPT
+    to a call whose script it does not know (a fresh server, a restart, a failover, a
+    SCRIPT FLUSH) and runs the calls behind it; the transport ran that call again only
+    once every reply was read, after them: a chord's members (spawn) were queued before
+    its state (group_create), a member run at once found no group ('gone', the chord's
+    body cancelled), and cancel_steps' calls lost their downstream-most-first order.
+    Scripts flushed under a live connection are known at its next NOSCRIPT. A refused
+    load (an ACL without SCRIPT LOAD) is left to NOSCRIPT's way; a failed connection is a
+    ``WriteFailed``: no call was written."""
+    sock = getattr(connection, "_sock", None)
+    loaded = getattr(connection, "_minitask_loaded", None)
+    if loaded is not None and loaded[0] is sock and loaded[1].issuperset(scripts):
+        return  # (the common case: one look, no round trip)
+    if loaded is None or loaded[0] is not sock:
+        fresh: Set[PackedScript] = set()
+        loaded = connection._minitask_loaded = (sock, fresh)
+    unknown = [script for script in scripts if script not in loaded[1]]
+    by_sha = {script.sha: script.source for script in unknown}
+    refused = False
+    try:
+        connection.send_packed_command([b"".join(command("SCRIPT", "LOAD", source)
+                                                 for source in by_sha.values())])
+        for _ in by_sha:  # every reply read: the connection stays in step
+            try:
+                connection.read_response()
+            except redis.ResponseError:
+                refused = True
+    except (redis.ConnectionError, redis.TimeoutError, OSError) as exc:
+        connection.disconnect()  # a half-read reply must not reach the next caller
+        raise WriteFailed(*exc.args) from exc
+    if not refused:
+        loaded[1].update(unknown)
 
 
 def _made_uncounted(pool: Any) -> Any:

@@ -21,7 +21,7 @@ from ..printable import own_logger
 from .acl_check import CHECKED, SENDING_SCRIPTS, SenderChecks, check_again, check_sender, \
     commands_of, watch_layout
 from .cluster_sends import ReplyLost, confirm, send_once
-from .connections import Connections, connected, load_and_run
+from .connections import Connections, connected, load_and_run, load_first
 from .durability import (Durability, cut_short, fsync_refused, has_waitaof,
                          keep_unconfirmed, needs_confirmation, read_confirmation)
 from .health import asked_bulk_limit
@@ -223,18 +223,18 @@ class Transport:
     def _send_packed(self, scripts: Sequence[PackedScript], commands: Sequence[bytes],
                      what: str, confirm: Tuple[Optional[Durability], bytes] = (None, b""),
                      keep_refused: bool = False) -> List[Any]:
-        """Send packed script calls in one write and read every reply, in order.
-
-        Never sent twice: once written, a call may have run even if its reply is
-        lost, so a failure is the caller's BrokerError to handle. A call that
-        Redis refused (a script error) does not stop the others: every reply is
-        read, the connection stays usable, and the first refusal is raised.
-        ``confirm`` is the durability and its touch and WAIT, sent behind the calls.
-        """
+        """Send packed script calls in one write and read every reply, in order (several
+        run in that order: their scripts loaded first, ``load_first``). Never sent twice:
+        once written, a call may have run even if its reply is lost, so a failure is the
+        caller's BrokerError to handle. A call that Redis refused (a script error) does
+        not stop the others: every reply is read, the connection stays usable, and the
+        first refusal is raised. ``confirm``: the durability, its touch and WAIT behind."""
         policy, confirmation = confirm
         try:  # (``errors``, written out: at every round trip, no call of Python)
             connection = self.connections.own()
             try:
+                if len(commands) > 1:  # (a write of one: no order to keep, no call)
+                    load_first(connection, scripts)
                 replies = _exchange(connection, b"".join(commands) + confirmation,
                                     len(commands), call_ends(commands, confirmation))
                 missing = []

@@ -440,7 +440,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "broker.cluster": frozenset({"broker.wake_tokens"}),
     # a cluster's sending script calls: written once, never by redis-py's retry
     "broker.cluster_sends": frozenset({"broker.durability", "broker.writes"}),
-    "broker.connections": frozenset({"broker.cluster", "broker.packing"}),
+    "broker.connections": frozenset({"broker.cluster", "broker.packing", "broker.writes"}),
     "broker.connection": frozenset({"broker.embedded", "broker.pools", "broker.refusals",
                                     "broker.url_options", "errors"}),
     "broker.durability": frozenset({"broker.keys", "broker.refusals", "errors"}),
