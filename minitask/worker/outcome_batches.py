@@ -31,6 +31,11 @@ ACK_WINDOW = 0.002
 #: The refusals of an outcome write that writing it again cannot end: Redis could not
 #: read the command (a value over its ``proto-max-bulk-len``), and closed the connection.
 UNRECORDABLE = ("protocol",)
+#: Refusals that hold for every write alike while they last (Redis over its maxmemory,
+#: a read-only replica): a batch refused so is ridden out whole with the caller's
+#: backoff, said once by it; recorded one by one, each outcome was refused the same,
+#: and the line saying so came at every try, twice a second while Redis stayed full.
+EVERY_WRITE = ("out of memory", "read-only")
 
 #: Tasks whose outcome Redis refused to record for the ACL (an ACL changed while the
 #: worker runs), until it is recorded: a lease lost meanwhile is told with that cause.
@@ -131,8 +136,8 @@ class OutcomeBatches:
             return
         except BrokerError as exc:
             note_refused(jobs, exc)
-            if exc.reason in RIDDEN_OUT or (len(acks) < 2
-                                            and exc.reason not in UNRECORDABLE):
+            if exc.reason in RIDDEN_OUT or exc.reason in EVERY_WRITE or (
+                    len(acks) < 2 and exc.reason not in UNRECORDABLE):
                 self._holdings.restore_acks(acks)
                 if tried is not None:
                     tried[:] = acks
@@ -173,7 +178,8 @@ class OutcomeBatches:
                     self._unrecordable(job, message, refused, len(ack[2]), None, told=True)
                     continue
                 first = first or refused
-                if refused.reason in RIDDEN_OUT:  # an outage now: the rest wait too
+                if refused.reason in RIDDEN_OUT or refused.reason in EVERY_WRITE:
+                    # an outage now, or Redis full: the rest wait too
                     failed += acks[index:]
                     break
                 failed.append((job, ack))
