@@ -66,14 +66,14 @@ class Deferred(NamedTuple):
 _counted: Optional[Callable[[int], None]] = None
 
 
-#: In a process pool child that prefetches only (``count_holdings``): told the tasks
-#: leased and not started (claimed or buffered) each time they change, for its
-#: supervisor to give them back uncounted if the child dies (``pools/unstarted``).
-_waiting: Optional[Callable[[List[Job]], None]] = None
+#: In a process pool child that prefetches only (``count_holdings``): told the tasks not
+#: started (claimed, buffered; the one just taken) as they change (``pools.unstarted``).
+Waiting = Callable[[Dict[int, Job], Deque[Job], Optional[Job]], None]
+_waiting: Optional[Waiting] = None
 
 
 def count_holdings(counted: Optional[Callable[[int], None]],
-                   waiting: Optional[Callable[[List[Job]], None]] = None) -> None:
+                   waiting: Optional[Waiting] = None) -> None:
     """Have ``counted`` told the number of leases held, and ``waiting`` the tasks
     leased and not started, each time they change."""
     global _counted, _waiting
@@ -127,8 +127,8 @@ class Holdings:
             self._buffer.extend(jobs)
             if _counted is not None:  # (``_tell_count`` inline: at every task)
                 _counted(len(self._leases))
-            if _waiting is not None:  # (``_tell_waiting`` inline: at every task)
-                _waiting([*self._claimed.values(), *self._buffer])
+            if _waiting is not None:
+                _waiting(self._claimed, self._buffer, None)
             return True
 
     def hold_first(self, queue: str, jobs: List[Job]) -> Tuple[bool, Optional[Job]]:
@@ -157,8 +157,8 @@ class Holdings:
                     return None
                 job = self._buffer.popleft()
             self._running = job
-            if _waiting is not None:  # (``_tell_waiting`` inline: at every task)
-                _waiting([*self._claimed.values(), *self._buffer])
+            if _waiting is not None:
+                _waiting(self._claimed, self._buffer, job)
         return job
 
     def put_back(self, job: Job) -> None:
@@ -215,7 +215,7 @@ class Holdings:
         if _counted is not None:
             _counted(len(self._leases))
         if waiting and _waiting is not None:
-            _waiting([*self._claimed.values(), *self._buffer])
+            _waiting(self._claimed, self._buffer, None)
 
     def held(self) -> List[Lease]:
         with self._lock:
