@@ -396,8 +396,10 @@ class QueueStore(Store):
         with self.transport.errors(f"renew leases in queue {queue!r}"):
             self.transport.client.zadd(self.keys(queue).leases, mapping, xx=True)
 
-    def release(self, queue: str, leases: Sequence[Tuple[str, int]]) -> int:
-        """Give leased (id, priority) tasks back to the head of their queue.
+    def release(self, queue: str, leases: Sequence[Tuple[str, int]],
+                deliveries: Optional[Sequence[int]] = None) -> int:
+        """Give leased (id, priority) tasks back to the head of their queue; with
+        ``deliveries``, each only while its delivery count is still that (release.lua).
 
         On the calling thread's own connection (``run_calls``), not the client's
         pool: a stopping thread pool gives back from every thread at once, and the
@@ -408,8 +410,8 @@ class QueueStore(Store):
             return 0
         k = self.keys(queue)
         args: List[Any] = []
-        for task_id, priority in leases:
-            args += (task_id, priority)
+        for i, (task_id, priority) in enumerate(leases):
+            args += (task_id, priority, "" if deliveries is None else deliveries[i])
         keys = (k.leases, k.deliveries, k.wake, *k.ready, k.flow, k.flow_due, k.flow_prefix)
         return int(self.transport.run_calls([("release", queue, keys, args, 0)],
                                             f"give back tasks to queue {queue!r}")[0])

@@ -66,10 +66,18 @@ class Deferred(NamedTuple):
 _counted: Optional[Callable[[int], None]] = None
 
 
-def count_holdings(counted: Optional[Callable[[int], None]]) -> None:
-    """Have ``counted`` told the number of leases held, each time it changes."""
-    global _counted
-    _counted = counted
+#: In a process pool child that prefetches only (``count_holdings``): told the tasks not
+#: started (claimed, buffered; the one just taken) as they change (``pools.unstarted``).
+Waiting = Callable[[Dict[int, Job], Deque[Job], Optional[Job]], None]
+_waiting: Optional[Waiting] = None
+
+
+def count_holdings(counted: Optional[Callable[[int], None]],
+                   waiting: Optional[Waiting] = None) -> None:
+    """Have ``counted`` told the number of leases held, and ``waiting`` the tasks
+    leased and not started, each time they change."""
+    global _counted, _waiting
+    _counted, _waiting = counted, waiting
 
 
 class Holdings:
@@ -119,6 +127,8 @@ class Holdings:
             self._buffer.extend(jobs)
             if _counted is not None:  # (``_tell_count`` inline: at every task)
                 _counted(len(self._leases))
+            if _waiting is not None:
+                _waiting(self._claimed, self._buffer, None)
             return True
 
     def hold_first(self, queue: str, jobs: List[Job]) -> Tuple[bool, Optional[Job]]:
@@ -147,6 +157,8 @@ class Holdings:
                     return None
                 job = self._buffer.popleft()
             self._running = job
+            if _waiting is not None:
+                _waiting(self._claimed, self._buffer, job)
         return job
 
     def put_back(self, job: Job) -> None:
@@ -158,6 +170,7 @@ class Holdings:
                 self._running = None
             if job.task_id in self._leases:
                 self._buffer.appendleft(job)
+            self._tell_count(waiting=True)
 
     def clear_running(self) -> None:
         with self._lock:
@@ -171,7 +184,7 @@ class Holdings:
             self._buffer.clear()
             for job in waiting:
                 self._leases.pop(job.task_id, None)
-            self._tell_count()
+            self._tell_count(waiting=True)
         return waiting
 
     def take_unfinished(self) -> List[Lease]:
@@ -184,7 +197,7 @@ class Holdings:
             held = [lease for lease in self._leases.items() if lease[0] not in finished]
             for task_id, _ in held:
                 del self._leases[task_id]
-            self._tell_count()
+            self._tell_count(waiting=True)
         return held
 
     def drop(self, task_id: str) -> bool:
@@ -195,11 +208,14 @@ class Holdings:
             self._tell_count()
         return held
 
-    def _tell_count(self) -> None:
-        """Tell a process pool child's count (``count_holdings``) of the leases held:
-        called, under the lock, by each method that changes them."""
+    def _tell_count(self, waiting: bool = False) -> None:
+        """Tell a process pool child's count (``count_holdings``) of the leases held,
+        and (``waiting``) the tasks not started: called, under the lock, by each
+        method that changes them."""
         if _counted is not None:
             _counted(len(self._leases))
+        if waiting and _waiting is not None:
+            _waiting(self._claimed, self._buffer, None)
 
     def held(self) -> List[Lease]:
         with self._lock:
@@ -348,11 +364,13 @@ class Leases:
                 pass
         return len(held)
 
-    def give_back(self, held: List[Lease]) -> None:
-        """Release (task id, (queue, priority)) leases, as ``Holdings`` holds them."""
+    def give_back(self, held: List[Lease], deliveries: Optional[Dict[str, int]] = None) -> None:
+        """Release (task id, (queue, priority)) leases, as ``Holdings`` holds them; with
+        ``deliveries``, each only while its count is that (``QueueStore.release``)."""
         for queue, leases in _by_queue(held).items():
             try:
-                count = self._host.broker.queues.release(queue, leases)
+                count = self._host.broker.queues.release(queue, leases, None if deliveries is None
+                                                         else [deliveries[t] for t, _ in leases])
                 logger.info("gave back %d unfinished task(s) to queue %r", count, queue)
             except BrokerError as exc:
                 logger.error("could not give back tasks to queue %r (%s); they will be "

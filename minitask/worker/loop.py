@@ -12,7 +12,7 @@ import os
 import random
 import socket
 import threading
-from typing import Any, Callable, ContextManager, List, Optional, Protocol, Sequence, Set
+from typing import Any, Callable, ContextManager, Dict, List, Optional, Protocol, Sequence, Set
 
 from ..broker.health import bulk_limit, connected_replicas, replica_warning
 from ..broker.keys import MAX_NAME
@@ -29,7 +29,7 @@ from .cancels import CancelWatch
 from .child_loop import serve
 from .control import Orders, register
 from .host import Host
-from .leases import Heartbeat, Holdings, Job, Leases, lease_of
+from .leases import Heartbeat, Holdings, Job, Lease, Leases, lease_of
 from .loop_acks import LoopAcks
 from .outages import (beat_step, guarded, ride_outages_quietly, share_outages, through_busy,
                       unconfirmed_at_start)
@@ -389,6 +389,12 @@ class Worker:
         """Return a leased task to the head of its queue without counting a delivery;
         if Redis fails, that is logged and the task comes back when its lease expires."""
         self._leases.give_back([lease_of(job)])
+
+    def give_back_unstarted(self, held: List[Lease], deliveries: Dict[str, int]) -> None:
+        """In a process pool's supervisor: give back, their delivery uncounted, the tasks
+        a child that died had leased and not started, each only while its delivery count
+        is what the child's lease made it (``deliveries``): none leased it since."""
+        self._leases.give_back(held, deliveries)
 
     def _count(self, job: Job, outcome: Outcome) -> None:
         if outcome.status == "succeeded":

@@ -302,10 +302,13 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                                          "worker.leases", "worker.leftovers",
                                          "worker.pools.job",
                                          "worker.pools.recycling", "worker.pools.starts",
+                                         "worker.pools.unstarted",
                                          "worker.signals", "worker.softlimit"}),
     "worker.pools.recording": frozenset({"printable", "worker.forks", "worker.outages"}),
     "worker.pools.recycling": frozenset({"errors"}),
     "worker.pools.starts": frozenset({"log_throttle", "printable"}),
+    # what a process pool child leased and has not started, told to its supervisor
+    "worker.pools.unstarted": frozenset({"worker.leases"}),
     "worker.pools.threads": frozenset({"printable", "worker.forks", "worker.pools.job",
                                        "worker.pools.slots"}),
     "worker.pools.watchdog": frozenset({"printable"}),

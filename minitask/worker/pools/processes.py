@@ -6,13 +6,12 @@ they start: ``starts``), and gives the stop grace to all of them. A
 child whose ``worker_process_init`` hook failed takes no work and is not replaced: a
 hook that fails once fails again, and forking for it in a loop would serve nothing.
 
-A child tells its supervisor only what the supervisor acts on: that it serves
-(or why its set-up failed), the start and end of attempts that have a time limit,
-that it ends to be recycled, and, once a stop is asked, the task it still runs
-(then that it finished it). Its counters, and the id of the
-task it runs, sit in shared memory: a message per task would cost the
-supervisor a wake-up per task, as much CPU as the child spends. The id is
-read only when a child dies, to name the task in the log.
+A child tells its supervisor only what the supervisor acts on: that it serves (or why its
+set-up failed), the start and end of attempts that have a time limit, that it ends to be
+recycled, and, once a stop is asked, the task it still runs (then that it finished it). Its
+counters, the id of the task it runs and those it has not started sit in shared memory: a
+message per task would cost the supervisor a wake-up per task, as much CPU as the child
+spends. The ids are read when it dies: to name its task, to give the others back.
 """
 from __future__ import annotations
 
@@ -32,13 +31,14 @@ from ...errors import BrokerError, MinitaskError
 from ...hooks import Hooks
 from ...printable import own_logger
 from ...wire.message import Message
-from ..leases import count_holdings
+from ..leases import Lease, count_holdings
 from ..leftovers import KEPT, exit_past_leftovers, kept_too_many
 from ..signals import SignalRelay
 from ..softlimit import AlarmGuard
 from .job import J
 from .recycling import Recycling
 from .starts import Respawns, die_with
+from .unstarted import Unstarted
 
 logger = own_logger(__name__)
 
@@ -56,6 +56,7 @@ class Supervised(Protocol[J]):
     """What the process pool needs of the worker it supervises children for."""
 
     concurrency: int
+    prefetch: int
     grace: float
     burst: bool
     processed: int
@@ -86,6 +87,8 @@ class Supervised(Protocol[J]):
 
     def give_back(self, job: J) -> None: ...
 
+    def give_back_unstarted(self, held: List[Lease], deliveries: Dict[str, int]) -> None: ...
+
     def serve_child(self, on_start: Callable[[J, Message, Optional[float]], None],
                     on_end: Callable[[], None], on_done: Callable[[int, int], bool],
                     on_stopping: Callable[[Optional[J]], None],
@@ -100,6 +103,7 @@ class _Child(Generic[J]):
     conn: Connection
     counts: Any  # shared int64 [processed, failed, leases held], written by the child
     current: Any  # shared char buffer: the id of the task the child runs, or empty
+    unstarted: Unstarted  # the tasks it leased and has not started
     job: Optional[J] = None
     message: Optional[Message] = None
     started: float = 0.0
@@ -204,9 +208,10 @@ class ProcessPool(Generic[J]):
         parent_end, child_end = self._context.Pipe(duplex=False)
         counts = self._context.RawArray(ctypes.c_int64, 3)
         current = self._context.RawArray(ctypes.c_char, _ID_BYTES + 1)
+        unstarted = Unstarted(self._context, self.worker.prefetch)
         process = self._context.Process(target=_child_main,
                                         args=(self.worker, child_end, os.getpid(), counts,
-                                              current),
+                                              current, unstarted),
                                         name="minitask-child", daemon=False)
         # A stop signal must not reach the child before it has handlers of its own
         # (the supervisor's, inherited, would ignore it): blocked across the fork, it
@@ -219,7 +224,7 @@ class ProcessPool(Generic[J]):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
         child_end.close()
         assert process.pid is not None  # set by start()
-        self.children[process.pid] = _Child[J](process, parent_end, counts, current)
+        self.children[process.pid] = _Child[J](process, parent_end, counts, current, unstarted)
         self._respawns.started(process.pid)
 
     def _supervise(self) -> None:
@@ -313,6 +318,7 @@ class ProcessPool(Generic[J]):
         child.process.join(timeout=1)
         self._read(child)  # what it said last, before it exited
         del self.children[pid]
+        left = child.unstarted.give_back(self.worker.give_back_unstarted)  # (not its task's)
         self.retired_processed += child.processed
         self.retired_failed += child.failed
         code = child.process.exitcode
@@ -333,11 +339,11 @@ class ProcessPool(Generic[J]):
             # killed. One that exits 0 mid-task (``os._exit(0)`` in the task) died. One
             # that exits 0 unannounced (``os._exit(0)`` in a thread its task left, say)
             # holding leases took tasks with it: say so, or nothing says why they wait.
-            held = int(child.counts[2])
+            held = int(child.counts[2]) - left
             if held and not child.killed:
                 logger.warning("child %d exited with code 0 between tasks, holding %d "
-                               "leased task(s) it had not finished (prefetched, or their "
-                               "outcomes not yet recorded); they will be delivered again "
+                               "leased task(s) it had not finished (their outcomes not yet "
+                               "recorded, say); they will be delivered again "
                                "after their leases expire%s", pid, held,
                                "" if self._stop.is_set() else "; replacing the child")
         elif running:
@@ -403,7 +409,7 @@ def _early_signals() -> None:
 
 
 def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
-                counts: Any, current: Any) -> None:
+                counts: Any, current: Any, unstarted: Unstarted) -> None:
     """A child process: fetch and run one task at a time, telling the supervisor."""
     _early_signals()
     parent.forked()
@@ -414,7 +420,7 @@ def _child_main(parent: Supervised[J], conn: Connection, supervisor_pid: int,
         conn.close()
         sys.exit(_INIT_FAILED)
     conn.send(("ready",))
-    count_holdings(functools.partial(counts.__setitem__, 2))  # for the supervisor to say
+    count_holdings(functools.partial(counts.__setitem__, 2), unstarted.told())  # (for _reap)
     recycling = parent.recycling
     handled = [0]
     # The heartbeat thread reports the running task once a stop is asked, while the
