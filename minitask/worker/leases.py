@@ -23,7 +23,7 @@ from ..stores.queue import Delivery
 from ..stores.results import Ack
 from ..wire.message import Message, quick_init
 from .host import Host
-from .outages import Backoff
+from .outages import RIDDEN_OUT, Backoff
 
 logger = own_logger(__name__)
 
@@ -292,17 +292,21 @@ class Holdings:
 
 #: Heartbeats between two sayings of a worker's lease length (``Leases.say``).
 SAY_AGAIN = 15
+#: Heartbeat periods after a renewal past which a fetch renews first (``renew_first``).
+LATE_AFTER = 1.5
 
 
 class Leases:
     """The Redis side of the leases in ``Holdings``: renewing and giving back."""
 
-    def __init__(self, host: Host, holdings: Holdings, lease_ms: int) -> None:
+    def __init__(self, host: Host, holdings: Holdings, lease_ms: int, period: float) -> None:
         self._host = host
         self._holdings = holdings
         self.lease_ms = lease_ms
         self._said: Optional[List[str]] = None  # the queues said, once said
-        self._renewals = 0
+        self._renewals, self._late_after = 0, LATE_AFTER * period  # (``period``: heartbeat's)
+        #: Monotonic time past which renewals are late: a fetch renews first (``renew_first``).
+        self.renew_by = time.monotonic() + self._late_after
 
     def say(self, queues: List[str]) -> None:
         """Say how long these leases last, for ``queues`` (and lanes), once, before the
@@ -334,12 +338,13 @@ class Leases:
 
     def renew(self, now_ms: int) -> int:
         """Renew the leases of running tasks; how many are held."""
-        held = self._holdings.held()
+        started, held = time.monotonic(), self._holdings.held()
         for queue, leases in _by_queue(held).items():
             self._host.broker.queues.renew(queue, leases, now_ms + self.lease_ms)
         # every one held renewed (in time, or late: said), and any held since fetched
         # after ``now_ms``
         self._holdings.leased_until(now_ms + self.lease_ms, self._host.clock.now_ms())
+        self.renew_by = max(self.renew_by, started + self._late_after)
         self._renewals += 1
         if self._said and self._renewals % SAY_AGAIN == 0:
             try:
@@ -347,6 +352,19 @@ class Leases:
             except BrokerError:  # (said at the next turn; the heartbeat says outages)
                 pass
         return len(held)
+
+    def renew_first(self) -> None:
+        """Before a fetch once renewals are late (``renew_by``: Redis was away, the heartbeat
+        backs off): renew every lease held. A fetch takes back each lease past its deadline,
+        this worker's too (a task it runs, an outcome not written yet), to run it again. An
+        outage is raised (the caller backs off); a refusal is the heartbeat's to say."""
+        try:
+            self.renew(self._host.clock.now_ms())
+        except BrokerError as exc:
+            if exc.reason in RIDDEN_OUT:
+                raise
+            self.renew_by = time.monotonic() + self._late_after
+            logger.debug("renewing the leases before a fetch was refused (%s)", exc)
 
     def give_back(self, held: List[Lease]) -> None:
         """Release (task id, (queue, priority)) leases, as ``Holdings`` holds them."""
@@ -453,8 +471,8 @@ class Heartbeat:
                         beat()
                 except BrokerError as exc:
                     failed = failed or exc
-                if failed is not None:
-                    self._ended.wait(backoff.failed(failed))  # no busy loop while Redis is away
+                if failed is not None:  # no busy loop while Redis is away, no pause past a period
+                    self._ended.wait(min(backoff.failed(failed), period))
                 else:
                     backoff.succeeded()
         finally:
@@ -462,7 +480,7 @@ class Heartbeat:
 
 
 def lease_of(job: Job) -> Lease:
-    return job.task_id, (job.queue, job.delivery.priority)
+    return job.task_id, (job.queue, job.delivery.priority)  # (as ``Holdings`` holds it)
 
 
 def _by_queue(held: List[Lease]) -> Dict[str, List[Tuple[str, int]]]:

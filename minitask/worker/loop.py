@@ -146,7 +146,8 @@ class Worker:
         self._fetching = threading.Lock()
         self._heartbeat = Heartbeat()
         self._stop = Stop(wakers=[self._heartbeat.nudge])
-        self._leases = Leases(app, self._holdings, to_ms(app.visibility_timeout))
+        self._leases = Leases(app, self._holdings, to_ms(app.visibility_timeout),
+                              self.heartbeat_period)
         self._shutdown = Shutdown(self._holdings, self._leases, self._stop)
         self._queues = QueueSource(app, self.queues, prefetch, self._holdings, self._leases,
                                    self._stop)
