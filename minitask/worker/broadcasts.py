@@ -140,7 +140,7 @@ class BroadcastSource:
 
     def _pull(self) -> None:
         """Pull and lease now, in a round trip of its own."""
-        if monotonic() > self._leases.renew_by:  # (Redis was away: its leases held first)
+        if monotonic() > self._leases.renew_by:  # (Redis was away: leases renewed first)
             self._leases.renew_first()
         replies = self._host.broker.transport.run_calls(
             self._pull_calls(self._host.clock.now_ms()), "pull broadcast calls",

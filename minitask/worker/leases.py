@@ -480,7 +480,7 @@ class Heartbeat:
 
 
 def lease_of(job: Job) -> Lease:
-    return job.task_id, (job.queue, job.delivery.priority)  # (as ``Holdings`` holds it)
+    return job.task_id, (job.queue, job.delivery.priority)
 
 
 def _by_queue(held: List[Lease]) -> Dict[str, List[Tuple[str, int]]]:
