@@ -14,6 +14,7 @@ behind pushes one for another idle worker of the same name.
 from __future__ import annotations
 
 import socket
+from time import monotonic
 from typing import Any, Dict, List, Optional, Set, Tuple
 
 from ..broker.keys import check_name, lane
@@ -139,6 +140,8 @@ class BroadcastSource:
 
     def _pull(self) -> None:
         """Pull and lease now, in a round trip of its own."""
+        if monotonic() > self._leases.renew_by:  # (Redis was away: leases renewed first)
+            self._leases.renew_first()
         replies = self._host.broker.transport.run_calls(
             self._pull_calls(self._host.clock.now_ms()), "pull broadcast calls",
             keep_refused=True)  # one lane's foreign data must not lose another's leases

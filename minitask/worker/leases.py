@@ -14,8 +14,7 @@ from collections import deque
 import dataclasses
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import (TYPE_CHECKING, Callable, Deque, Dict, List, NamedTuple, Optional, Protocol,
-                    Set, Tuple)
+from typing import TYPE_CHECKING, Callable, Deque, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from ..errors import BrokerError
 from ..printable import own_logger
@@ -23,7 +22,7 @@ from ..stores.queue import Delivery
 from ..stores.results import Ack
 from ..wire.message import Message, quick_init
 from .host import Host
-from .outages import Backoff
+from .outages import RIDDEN_OUT
 
 logger = own_logger(__name__)
 
@@ -308,17 +307,21 @@ class Holdings:
 
 #: Heartbeats between two sayings of a worker's lease length (``Leases.say``).
 SAY_AGAIN = 15
+#: Heartbeat periods after a renewal past which a fetch renews first (``renew_first``).
+LATE_AFTER = 1.5
 
 
 class Leases:
     """The Redis side of the leases in ``Holdings``: renewing and giving back."""
 
-    def __init__(self, host: Host, holdings: Holdings, lease_ms: int) -> None:
+    def __init__(self, host: Host, holdings: Holdings, lease_ms: int, period: float) -> None:
         self._host = host
         self._holdings = holdings
         self.lease_ms = lease_ms
         self._said: Optional[List[str]] = None  # the queues said, once said
-        self._renewals = 0
+        self._renewals, self._late_after = 0, LATE_AFTER * period  # (``period``: heartbeat's)
+        #: Monotonic time past which renewals are late: a fetch renews first (``renew_first``).
+        self.renew_by = time.monotonic() + self._late_after
 
     def say(self, queues: List[str]) -> None:
         """Say how long these leases last, for ``queues`` (and lanes), once, before the
@@ -350,12 +353,13 @@ class Leases:
 
     def renew(self, now_ms: int) -> int:
         """Renew the leases of running tasks; how many are held."""
-        held = self._holdings.held()
+        started, held = time.monotonic(), self._holdings.held()
         for queue, leases in _by_queue(held).items():
             self._host.broker.queues.renew(queue, leases, now_ms + self.lease_ms)
         # every one held renewed (in time, or late: said), and any held since fetched
         # after ``now_ms``
         self._holdings.leased_until(now_ms + self.lease_ms, self._host.clock.now_ms())
+        self.renew_by = max(self.renew_by, started + self._late_after)
         self._renewals += 1
         if self._said and self._renewals % SAY_AGAIN == 0:
             try:
@@ -363,6 +367,19 @@ class Leases:
             except BrokerError:  # (said at the next turn; the heartbeat says outages)
                 pass
         return len(held)
+
+    def renew_first(self) -> None:
+        """Before a fetch once renewals are late (``renew_by``: Redis was away, the heartbeat
+        backs off): renew every lease held. A fetch takes back each lease past its deadline,
+        this worker's too (a task it runs, an outcome not written yet), to run it again. An
+        outage is raised (the caller backs off); a refusal is the heartbeat's to say."""
+        try:
+            self.renew(self._host.clock.now_ms())
+        except BrokerError as exc:
+            if exc.reason in RIDDEN_OUT:
+                raise
+            self.renew_by = time.monotonic() + self._late_after
+            logger.debug("renewing the leases before a fetch was refused (%s)", exc)
 
     def give_back(self, held: List[Lease], deliveries: Optional[Dict[str, int]] = None) -> None:
         """Release (task id, (queue, priority)) leases, as ``Holdings`` holds them; with
@@ -397,86 +414,6 @@ class Leases:
         held = self._holdings.take_unfinished()
         if held:
             self.give_back(held)
-
-
-class Batched(Protocol):
-    """Outcomes recorded in batches, which the heartbeat records if they wait too long."""
-
-    def flush_due_at(self) -> Optional[float]: ...
-
-    def flush_if_overdue(self) -> None: ...
-
-
-class Heartbeat:
-    """The thread that renews leases until the worker holds none."""
-
-    def __init__(self) -> None:
-        # Leases are renewed until every running task has ended or been given back,
-        # which is after a stop: the grace is time a live worker still holds its tasks.
-        self._ended = threading.Event()
-        # Wakes the heartbeat thread early: a stop, or outcomes waiting to be recorded.
-        self._nudge = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-
-    def nudge(self) -> None:
-        self._nudge.set()
-
-    def start(self, period: float, beat: Callable[[], None], batched: Batched,
-              stop: threading.Event, on_stop: Callable[[], None]) -> None:
-        """Every ``period`` seconds, ``beat``; record outcomes ``batched`` lets wait
-        too long; once ``stop`` is set, call ``on_stop`` once."""
-        self._thread = threading.Thread(target=self._loop, name="minitask-heartbeat",
-                                        args=(period, beat, batched, stop, on_stop),
-                                        daemon=True)
-        self._thread.start()
-
-    def end(self) -> None:
-        """Once no task is held any more: end the heartbeat thread, and wait for it."""
-        self._ended.set()
-        self._nudge.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _loop(self, period: float, beat: Callable[[], None], batched: Batched,
-              stop: threading.Event, on_stop: Callable[[], None]) -> None:
-        """Renew leases until the worker holds none; record outcomes a child let wait.
-
-        It goes on through a stop: a task let finish within the grace is still
-        this live worker's, and its lease must not lapse meanwhile.
-        """
-        backoff = Backoff("renew leases")
-        next_beat = time.monotonic() + period
-        stopping = False
-        try:
-            while not self._ended.is_set():
-                wake = next_beat
-                due = batched.flush_due_at()
-                if due is not None:
-                    wake = min(wake, due)
-                self._nudge.wait(max(0.0, wake - time.monotonic()))
-                self._nudge.clear()
-                if self._ended.is_set():
-                    break
-                if stop.is_set() and not stopping:
-                    stopping = True
-                    on_stop()
-                failed: Optional[BrokerError] = None
-                try:  # an outcome refused (the ACL) must not stop the leases' renewal
-                    batched.flush_if_overdue()
-                except BrokerError as exc:
-                    failed = exc
-                try:
-                    if time.monotonic() >= next_beat:
-                        next_beat = time.monotonic() + period
-                        beat()
-                except BrokerError as exc:
-                    failed = failed or exc
-                if failed is not None:
-                    self._ended.wait(backoff.failed(failed))  # no busy loop while Redis is away
-                else:
-                    backoff.succeeded()
-        finally:
-            backoff.gave_up()  # it no longer rides an outage
 
 
 def lease_of(job: Job) -> Lease:

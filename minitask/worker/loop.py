@@ -29,7 +29,8 @@ from .cancels import CancelWatch
 from .child_loop import serve
 from .control import Orders, register
 from .host import Host
-from .leases import Heartbeat, Holdings, Job, Lease, Leases, lease_of
+from .heartbeat import Heartbeat
+from .leases import Holdings, Job, Lease, Leases, lease_of
 from .loop_acks import LoopAcks
 from .outages import (beat_step, guarded, ride_outages_quietly, share_outages, through_busy,
                       unconfirmed_at_start)
@@ -146,7 +147,8 @@ class Worker:
         self._fetching = threading.Lock()
         self._heartbeat = Heartbeat()
         self._stop = Stop(wakers=[self._heartbeat.nudge])
-        self._leases = Leases(app, self._holdings, to_ms(app.visibility_timeout))
+        self._leases = Leases(app, self._holdings, to_ms(app.visibility_timeout),
+                              self.heartbeat_period)
         self._shutdown = Shutdown(self._holdings, self._leases, self._stop)
         self._queues = QueueSource(app, self.queues, prefetch, self._holdings, self._leases,
                                    self._stop)

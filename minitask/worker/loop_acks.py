@@ -368,6 +368,7 @@ class LoopAcks:
         self._recorder = recorder
         self._holdings = holdings
         self._queues = queues
+        self._leases = queues.leases
         self._ticks = ticks
         self._broadcasts = broadcasts
         self._progress = progress
@@ -404,6 +405,8 @@ class LoopAcks:
     async def record(self) -> Answer:
         """Record the outcomes put aside and lease the slot's next task, in one round
         trip from the loop; what the slot does next."""
+        if time.monotonic() > self._leases.renew_by:  # (Redis was away) a recording thread
+            return Answer("flush")  # writes them, and renews the leases before it fetches
         acks = self._holdings.take_acks()
         if not acks:  # a recording thread took them (it records them): a fetch of its own
             return Answer("next")

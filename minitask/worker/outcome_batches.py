@@ -309,5 +309,6 @@ def warn_lost_lease(job: Job, holdings: Holdings, host: Host) -> None:
                        "a replica that was behind, a flush or a deleted key), not expiry",
                        job.task_id, left_ms / 1000)
         return
-    logger.warning("task %s: its lease had expired and it may have been delivered again; "
-                   "raise visibility_timeout if tasks stall this long", job.task_id)
+    logger.warning("task %s: its lease had expired (Redis away, or this worker stalled, "
+                   "past its renewals) and it may have been delivered again; raise "
+                   "visibility_timeout if tasks stall this long", job.task_id)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 from time import monotonic
+from time import monotonic as renewals_clock  # (a clock of its own: not the looks')
 from typing import Any, Callable, FrozenSet, List, Optional, Protocol, Sequence, Tuple
 
 from ..broker.packing import ScriptCall
@@ -126,6 +127,8 @@ class QueueSource:
         job = self._holdings.next_buffered(self._stop.event)
         if job is not None or self._holdings.closing or self._stop.is_set():
             return job
+        if renewals_clock() > self._leases.renew_by:  # (Redis was away: leases renewed first)
+            self._leases.renew_first()
         now_ms = self._host.clock.now_ms()
         next_event: Optional[int] = None
         queues = self.queues
@@ -197,6 +200,10 @@ class QueueSource:
             self._looked.first = None
         return looked
 
+    @property
+    def leases(self) -> Leases:
+        return self._leases
+
     def lease_up_to(self, free: int) -> None:
         """The asyncio pool leases as many tasks per round trip as it has free slots
         (at least ``prefetch``, at most ``MAX_PREFETCH``): they all start at once."""
@@ -243,6 +250,9 @@ class QueueSource:
         index = (self._first_open(now_ms) if self.refusals.by_queue or (
             len(self.queues) > 1 and self.empties.any_marked()) else 0)
         if index is None:  # every queue set aside (or empty): the next fetch waits
+            return (broker.results.ack_many(acks) if acks else []), NOTHING
+        if renewals_clock() > self._leases.renew_by:  # renewals late: the acks alone (the
+            # thread's next fetch renews the leases held first, ``Leases.renew_first``)
             return (broker.results.ack_many(acks) if acks else []), NOTHING
         first = self._looked.queue = self.queues[index]
         sent = monotonic()
@@ -324,6 +334,8 @@ class QueueSource:
 
     def fetch_call(self, now_ms: int) -> ScriptCall:
         """A fetch from the first queue, to send behind other calls (``take_fetched``)."""
+        if renewals_clock() > self._leases.renew_by:  # (Redis was away: leases renewed first)
+            self._leases.renew_first()
         return self._host.broker.queues.fetch_call(
             self.queues[0], now_ms,
             FetchTerms(self._leases.lease_ms, self.prefetch, self._host.max_deliveries,
@@ -374,6 +386,8 @@ class QueueSource:
         Only the wake lists of queues not set aside are waited on; every reply is
         handled, the pulls' first, even when Redis refused the fetch or the wait
         itself (a wake list of another type: its queue is set aside)."""
+        if renewals_clock() > self._leases.renew_by:  # (Redis was away: leases renewed first)
+            self._leases.renew_first()
         waking = [queue for queue in self.queues + self.wake_also
                   if not (self.refusals.aside(queue) or self.wake_refusals.aside(queue))]
         if not waking:  # every queue set aside: only their backoff ends the wait

@@ -250,6 +250,7 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
     "worker.expiry": frozenset({"errors", "printable", "wire.message", "wire.serializer",
                                 "worker.host"}),
     "worker.host": frozenset({"hooks", "stores.broker", "wire.message"}),
+    "worker.heartbeat": frozenset({"errors", "worker.outages"}),
     "worker.leases": frozenset({"errors", "printable", "stores.queue", "stores.results",
                                 "wire.message", "worker.host", "worker.outages"}),
     # the queues a worker is given: a list, each declared or warned about
@@ -258,7 +259,8 @@ ALLOWED: Dict[str, FrozenSet[str]] = {
                               "printable", "stores.broker", "wire.message", "worker.acl_start",
                               "worker.acl_steps", "worker.banner", "worker.broadcasts",
                               "worker.cancels", "worker.child_loop", "worker.control",
-                              "worker.host", "worker.leases", "worker.loop_acks",
+                              "worker.heartbeat", "worker.host", "worker.leases",
+                              "worker.loop_acks",
                               "worker.outages", "worker.outcomes", "worker.pools.coroutines",
                               "worker.pools.processes", "worker.pools.recycling",
                               "worker.pools.threads", "worker.redis_time", "worker.runner",
