@@ -39,7 +39,8 @@ class ForgingProxy(CuttingProxy):
         self.cut_reply_to(marker)
 
     def _pump(self, source: socket.socket, target: socket.socket, garble: threading.Event,
-              replies: bool) -> None:
+              replies: bool, held: threading.Event) -> None:
+        """As ``CuttingProxy._pump``'s, forging instead of cutting (``held`` unused)."""
         try:
             while True:
                 data = source.recv(65536)
