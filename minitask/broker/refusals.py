@@ -83,7 +83,12 @@ def broker_reason(exc: BaseException, script: Optional[str] = None,
         return "read-only", (
             "this Redis is a read-only replica, as after a failover: point minitask at the "
             "primary, or use a redis+sentinel:// URL to follow failovers")
-    if "Protocol error" in text:
+    if "InvalidResponse" in names:  # redis-py's own: no refusal of a Redis's
+        return "unreachable", (
+            "the reply could not be read as a Redis reply: check that the broker URL's "
+            "host and port are a Redis server's, not another service's (an HTTP server, "
+            "say), and that no proxy between them alters replies")
+    if "Protocol error" in text:  # the server's: it could not read the command
         return "protocol", (
             "Redis refused a command it could not read and closed the connection; a value "
             "longer than the server's proto-max-bulk-len (a managed Redis may set it low) "

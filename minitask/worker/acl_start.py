@@ -85,7 +85,7 @@ def first_call_failed(error: BrokerError, worker: str, broker: str,
         word in str(cause) for word in ("SSL", "certificate", "TLS"))
     check = ("check the TLS settings: the CA certificate (ssl_ca_certs), the client "
              "certificate and key, the host name the server's certificate names"
-             if tls else "is Redis running and reachable?")
+             if tls else broker_reason(cause)[1] or "is Redis running and reachable?")
     return BrokerError(f"worker {worker} cannot start: the {'TLS ' if tls else ''}"
                        f"connection to Redis failed ({where}): {said}; {check}",
                        reason="unreachable")
