@@ -17,6 +17,7 @@ from minitask import AppNotFound, Minitask
 from minitask.cli import main
 from minitask.discovery import load_app
 from minitask.broker.keys import AppKeys
+from tests.support.distributions import installed
 from tests.support.marks import parse_mark
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
@@ -202,17 +203,14 @@ def write_distribution(root: Path) -> Path:
     broken.mkdir()
     (broken / "__init__.py").write_text("")
     (broken / "tasks.py").write_text("raise RuntimeError('plugin of another app imported')\n")
-    info = site / "myshop-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: myshop\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent('''
+    installed(site, "myshop", "1.0", '''
         [minitask.apps]
         myshop = myshop_app:app
 
         [minitask.tasks]
         myshop = myshop_plugin.tasks
         otherapp = other_plugin.tasks
-    '''))
+    ''')
     return site
 
 

@@ -6,12 +6,12 @@ missing module; the command connects to no Redis first."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from minitask.cli import main
+from tests.support.distributions import installed
 from tests.support.processes import Processes
 
 pytestmark = pytest.mark.integration
@@ -26,14 +26,11 @@ def _site(tmp_path: Path) -> Path:
     site = tmp_path / "site"
     site.mkdir()
     (site / "needy_app.py").write_text("import needy_dependency_gone  # not installed\n")
-    info = site / "stale-2.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: stale\nVersion: 2.0\n")
-    (info / "entry_points.txt").write_text(textwrap.dedent('''
+    installed(site, "stale", "2.0", '''
         [minitask.apps]
         stale = stale_app_gone.tasks:app
         needy = needy_app:app
-    '''))
+    ''')
     return site
 
 

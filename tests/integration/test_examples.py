@@ -11,6 +11,7 @@ from typing import Dict, List
 import pytest
 
 from minitask import Minitask
+from tests.support.distributions import installed
 from tests.support.paths import ROOT
 from tests.support.processes import Processes
 from tests.support.servers import RedisServer
@@ -129,14 +130,11 @@ def install_plugin_metadata(site: Path) -> Path:
     config = configparser.ConfigParser()
     config.read(PLUGIN / "setup.cfg")
     name, version = config["metadata"]["name"], config["metadata"]["version"]
-    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
     lines: List[str] = []
     for group, value in config["options.entry_points"].items():
         lines.append(f"[{group}]")
         lines += [entry.strip() for entry in value.strip().splitlines()]
-    (info / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    installed(site, name, version, "\n".join(lines) + "\n")
     return site
 
 

@@ -36,7 +36,8 @@ class Unstarted:
         # (none at prefetch 1: a child then holds no task it has not started)
         self._memory = (context.RawArray(ctypes.c_char, PER_TASK * prefetch + 1)
                         if prefetch > 1 else None)
-        self._taken = context.RawArray(ctypes.c_int64, 1 if prefetch > 1 else 0)  # of them
+        self._taken: Any = (context.RawArray(ctypes.c_int64, 1)  # how many of them were taken
+                            if prefetch > 1 else None)
 
     def told(self) -> Optional[Waiting]:
         """In the child: what its holdings tell the tasks not started to
